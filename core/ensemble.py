@@ -1,0 +1,503 @@
+"""One internal representation for every supported tree-ensemble model.
+
+``TreeEnsemble`` is what every analysis in ``core`` reads. It is built by
+:func:`from_model` from a scikit-learn, XGBoost or LightGBM model; the parsers
+live in :mod:`core.parsing`, one module per source library.
+
+Tree layout (documented like scikit-learn's ``sklearn/tree/_tree.pyx``)
+-----------------------------------------------------------------------
+Each :class:`Tree` holds parallel arrays over its ``n_nodes`` nodes; node 0 is
+the root and every child has a larger index than its parent:
+
+children_left : ndarray of shape (n_nodes,), dtype int32
+    Index of the left child, ``-1`` at a leaf.
+children_right : ndarray of shape (n_nodes,), dtype int32
+    Index of the right child, ``-1`` at a leaf.
+feature : ndarray of shape (n_nodes,), dtype int32
+    Feature split on, ``-1`` at a leaf.
+threshold : ndarray of shape (n_nodes,), dtype float64
+    Split threshold, NaN at a leaf.
+value : ndarray of shape (n_nodes, n_outputs), dtype float64
+    Leaf output (only read at leaves).
+
+**One split rule**: a sample goes left iff ``x[feature] <= threshold``, with
+``x`` compared as float64. The parsers fold every library's own convention
+into the threshold: scikit-learn casts X to float32 and tests
+``float32(x) <= t``; XGBoost tests ``float32(x) < t`` with a float32 ``t``;
+LightGBM tests ``x <= t`` in double precision. For the float32 rules the
+stored threshold is the largest float64 ``T`` with
+``float32(x) <= a  <=>  x <= T`` (rounding to float32 is monotone, so such
+a ``T`` exists); see :func:`float32_le_bound`.
+
+Aggregation
+-----------
+``raw = base_score + combine_t value_t[leaf_t(x)]`` with ``combine`` a sum
+(boosting) or a mean (forests), of shape (n_samples, n_outputs). Then
+``link`` maps raw to the model's output: ``"identity"`` (forest class
+probabilities, regression values), ``"sigmoid"`` (binary boosting, with
+``sigmoid_scale``), ``"softmax"`` (multiclass boosting) or ``"isolation"``
+(Isolation Forest: raw is the mean path length, score ``-2**(-raw/c)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Sequence
+
+import numpy as np
+
+from core.errors import ModelError, UnsupportedModelError
+
+__all__ = [
+    "Tree",
+    "TreeEnsemble",
+    "from_model",
+    "float32_le_bound",
+    "SUPPORTED_MODELS",
+]
+
+Link = Literal["identity", "sigmoid", "softmax", "isolation"]
+Task = Literal["classification", "regression", "anomaly"]
+
+
+def float32_le_bound(a: np.ndarray) -> np.ndarray:
+    """Largest float64 ``T`` with ``float32(x) <= a  <=>  x <= T``.
+
+    Parameters
+    ----------
+    a : ndarray of float32 values (any float dtype; each must be exactly
+        representable in float32).
+
+    Returns
+    -------
+    T : ndarray of float64, same shape.
+    """
+    a32 = np.asarray(a, dtype=np.float32)
+    a64 = a32.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        nxt = np.nextafter(a32, np.float32(np.inf)).astype(np.float64)
+        mid = (a64 + nxt) / 2.0  # exact in float64: float32 has 24-bit mantissas
+        rounds_down = mid.astype(np.float32) <= a32
+    t = np.where(rounds_down, mid, np.nextafter(mid, -np.inf))
+    return np.where(np.isposinf(a64), np.inf, t)
+
+
+def float32_floor(t: np.ndarray) -> np.ndarray:
+    """Largest float32 value ``<= t`` (as float32)."""
+    t = np.asarray(t, dtype=np.float64)
+    f = t.astype(np.float32)
+    return np.where(f.astype(np.float64) > t, np.nextafter(f, np.float32(-np.inf)), f)
+
+
+@dataclass(frozen=True, eq=False)
+class Tree:
+    """One tree as parallel node arrays; see the module docstring."""
+
+    children_left: np.ndarray
+    children_right: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray
+    value: np.ndarray
+
+    def __post_init__(self) -> None:
+        cl = np.ascontiguousarray(self.children_left, dtype=np.int32)
+        cr = np.ascontiguousarray(self.children_right, dtype=np.int32)
+        ft = np.ascontiguousarray(self.feature, dtype=np.int32)
+        th = np.ascontiguousarray(self.threshold, dtype=np.float64)
+        val = np.ascontiguousarray(self.value, dtype=np.float64)
+        if val.ndim == 1:
+            val = val[:, None]
+        n = cl.shape[0]
+        if not (cr.shape == ft.shape == th.shape == (n,)) or val.shape[0] != n or n == 0:
+            raise ModelError("Tree arrays must all have the same non-zero length n_nodes.")
+        leaf = cl < 0
+        if np.any(leaf != (cr < 0)):
+            raise ModelError("A node has exactly one child; every internal node needs two.")
+        idx = np.arange(n)
+        internal = ~leaf
+        if np.any(cl[internal] <= idx[internal]) or np.any(cr[internal] <= idx[internal]):
+            raise ModelError("Tree invariant broken: a child index is not larger than its parent's.")
+        if np.any(cl[internal] >= n) or np.any(cr[internal] >= n):
+            raise ModelError("Tree invariant broken: a child index is out of range.")
+        reached = np.zeros(n, dtype=np.int64)
+        np.add.at(reached, cl[internal], 1)
+        np.add.at(reached, cr[internal], 1)
+        reached[0] += 1
+        if np.any(reached != 1):
+            raise ModelError("Tree invariant broken: some node is not reached exactly once from the root.")
+        if np.any(ft[internal] < 0) or np.any(np.isnan(th[internal])):
+            raise ModelError("Tree invariant broken: an internal node has no feature or threshold.")
+        ft = np.where(leaf, -1, ft).astype(np.int32)
+        th = np.where(leaf, np.nan, th)
+        for name, arr in (("children_left", cl), ("children_right", cr), ("feature", ft),
+                          ("threshold", th), ("value", val)):
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.children_left.shape[0])
+
+    @property
+    def is_leaf(self) -> np.ndarray:
+        return self.children_left < 0
+
+    @property
+    def max_depth(self) -> int:
+        depth = np.zeros(self.n_nodes, dtype=np.int64)
+        for i in range(self.n_nodes):  # children come after parents
+            if self.children_left[i] >= 0:
+                depth[self.children_left[i]] = depth[i] + 1
+                depth[self.children_right[i]] = depth[i] + 1
+        return int(depth.max())
+
+    def apply(self, X: np.ndarray) -> np.ndarray:
+        """Leaf index reached by each row of ``X`` (n_samples, n_features)."""
+        node = np.zeros(X.shape[0], dtype=np.int64)
+        rows = np.arange(X.shape[0])
+        active = ~self.is_leaf[node]
+        while np.any(active):
+            r = rows[active]
+            nd = node[active]
+            go_left = X[r, self.feature[nd]] <= self.threshold[nd]
+            node[active] = np.where(go_left, self.children_left[nd], self.children_right[nd])
+            active = ~self.is_leaf[node]
+        return node
+
+    def leaf_boxes(self, n_features: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The hyperrectangle of every leaf.
+
+        Returns
+        -------
+        leaves : ndarray of shape (n_leaves,), node indices.
+        lower, upper : ndarrays of shape (n_leaves, n_features); a point is in
+            the leaf iff ``lower < x <= upper`` on every feature.
+        """
+        n = self.n_nodes
+        lo = np.full((n, n_features), -np.inf)
+        hi = np.full((n, n_features), np.inf)
+        for i in range(n):
+            left, right = self.children_left[i], self.children_right[i]
+            if left < 0:
+                continue
+            f, t = self.feature[i], self.threshold[i]
+            lo[left], hi[left] = lo[i], hi[i]
+            lo[right], hi[right] = lo[i], hi[i]
+            hi[left, f] = min(hi[i, f], t)
+            lo[right, f] = max(lo[i, f], t)
+        leaves = np.flatnonzero(self.is_leaf)
+        return leaves, lo[leaves], hi[leaves]
+
+
+@dataclass(frozen=True, eq=False)
+class TreeEnsemble:
+    """A tree ensemble in one representation; see the module docstring.
+
+    Attributes
+    ----------
+    trees : tuple of Tree
+    n_features : int
+    feature_names : tuple of str, length n_features
+    task : "classification", "regression" or "anomaly"
+    aggregation : "sum" or "mean" over trees
+    link : "identity", "sigmoid", "softmax" or "isolation"
+    base_score : ndarray of shape (n_outputs,), added to the aggregate
+    classes : ndarray of shape (n_classes,) or None (regression, anomaly)
+    sigmoid_scale : float, ``proba = 1 / (1 + exp(-scale * raw))``
+    positive_at_tie : bool, binary sigmoid models whose ``predict`` gives the
+        positive class at ``raw == 0`` (scikit-learn's gradient boosting)
+    source : str, e.g. ``"sklearn.RandomForestClassifier"``
+    meta : dict, family-specific constants (Isolation Forest: ``c``, ``offset``)
+    """
+
+    trees: tuple[Tree, ...]
+    n_features: int
+    feature_names: tuple[str, ...]
+    task: Task
+    aggregation: Literal["sum", "mean"]
+    link: Link
+    base_score: np.ndarray
+    classes: np.ndarray | None = None
+    sigmoid_scale: float = 1.0
+    positive_at_tie: bool = False
+    source: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.trees:
+            raise ModelError("The model has no trees.")
+        object.__setattr__(self, "trees", tuple(self.trees))
+        base = np.atleast_1d(np.asarray(self.base_score, dtype=np.float64)).copy()
+        n_out = self.trees[0].value.shape[1]
+        if any(t.value.shape[1] != n_out for t in self.trees):
+            raise ModelError("All trees must have the same number of outputs.")
+        if base.shape != (n_out,):
+            raise ModelError(f"base_score has shape {base.shape}; expected ({n_out},).")
+        base.setflags(write=False)
+        object.__setattr__(self, "base_score", base)
+        names = tuple(str(n) for n in self.feature_names)
+        if len(names) != self.n_features:
+            raise ModelError(f"{len(names)} feature names for {self.n_features} features.")
+        object.__setattr__(self, "feature_names", names)
+        for t in self.trees:
+            used = t.feature[t.feature >= 0]
+            if used.size and used.max() >= self.n_features:
+                raise ModelError("A tree splits on a feature index beyond n_features.")
+        if self.classes is not None:
+            object.__setattr__(self, "classes", np.asarray(self.classes))
+        object.__setattr__(self, "_flat", _flatten(self.trees))
+
+    # ------------------------------------------------------------------ shape
+    @property
+    def n_trees(self) -> int:
+        return len(self.trees)
+
+    @property
+    def n_outputs(self) -> int:
+        return int(self.base_score.shape[0])
+
+    @property
+    def n_classes(self) -> int:
+        return 0 if self.classes is None else int(len(self.classes))
+
+    @property
+    def is_classifier(self) -> bool:
+        return self.task == "classification"
+
+    @property
+    def max_depth(self) -> int:
+        return max(t.max_depth for t in self.trees)
+
+    @property
+    def n_leaves(self) -> int:
+        return int(sum(int(t.is_leaf.sum()) for t in self.trees))
+
+    def feature_index(self, f: int | str) -> int:
+        """Index of a feature given by index or name."""
+        if isinstance(f, (int, np.integer)):
+            if not 0 <= int(f) < self.n_features:
+                raise ValueError(f"Feature index {f} is out of range 0..{self.n_features - 1}.")
+            return int(f)
+        try:
+            return self.feature_names.index(str(f))
+        except ValueError:
+            raise ValueError(
+                f"Unknown feature {f!r}; the model's features are {list(self.feature_names)}."
+            ) from None
+
+    # ------------------------------------------------------------- structure
+    def split_levels(self, j: int) -> np.ndarray:
+        """Sorted distinct thresholds on feature ``j`` over all trees."""
+        f, t = self._flat["feature_raw"], self._flat["threshold_raw"]
+        return np.unique(t[f == j])
+
+    def leaf_boxes(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per tree, ``(leaves, lower, upper)`` as in :meth:`Tree.leaf_boxes`."""
+        cache = self._flat.setdefault("leaf_boxes", None)
+        if cache is None:
+            cache = [t.leaf_boxes(self.n_features) for t in self.trees]
+            self._flat["leaf_boxes"] = cache
+        return cache
+
+    def used_features(self) -> np.ndarray:
+        """Indices of the features that at least one split uses."""
+        f = self._flat["feature_raw"]
+        return np.unique(f[f >= 0])
+
+    # ------------------------------------------------------------ prediction
+    def _check_X(self, X: Any) -> np.ndarray:
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim == 1:
+            X = X[None, :]
+        if X.ndim != 2 or X.shape[1] != self.n_features:
+            raise ValueError(
+                f"X has shape {X.shape}; the model expects (n_samples, {self.n_features})."
+            )
+        if np.isnan(X).any():
+            raise ValueError(
+                "X contains NaN: missing values are not supported; impute or drop those rows first."
+            )
+        return X
+
+    def apply(self, X: Any) -> np.ndarray:
+        """Leaf node index per row and tree, shape (n_samples, n_trees)."""
+        X = self._check_X(X)
+        return _apply_flat(self._flat, X) - self._flat["offsets"][None, :]
+
+    def predict_raw(self, X: Any) -> np.ndarray:
+        """Aggregated leaf values plus base score, shape (n_samples, n_outputs).
+
+        Forest classifiers: mean class probabilities. Boosting: margins.
+        Regression: predicted values. Isolation Forest: mean path length.
+        """
+        X = self._check_X(X)
+        fl = self._flat
+        out = np.empty((X.shape[0], self.n_outputs))
+        step = max(1, 2_000_000 // max(1, self.n_trees))
+        for s in range(0, X.shape[0], step):
+            leaves = _apply_flat(fl, X[s:s + step])
+            vals = fl["value"][leaves]  # (rows, trees, outputs)
+            agg = vals.sum(axis=1)
+            if self.aggregation == "mean":
+                agg /= self.n_trees
+            out[s:s + step] = agg
+        return out + self.base_score
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities, shape (n_samples, n_classes), in ``classes`` order."""
+        if not self.is_classifier:
+            raise ValueError(f"predict_proba needs a classifier; this model is a {self.task} model.")
+        raw = self.predict_raw(X)
+        return self._raw_to_proba(raw)
+
+    def _raw_to_proba(self, raw: np.ndarray) -> np.ndarray:
+        if self.link == "sigmoid":
+            p = 1.0 / (1.0 + np.exp(-self.sigmoid_scale * raw[:, 0]))
+            return np.column_stack([1.0 - p, p])
+        if self.link == "softmax":
+            z = raw - raw.max(axis=1, keepdims=True)
+            e = np.exp(z)
+            return e / e.sum(axis=1, keepdims=True)
+        return raw / np.maximum(raw.sum(axis=1, keepdims=True), np.finfo(float).tiny)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Labels (classifiers, in the source model's label set), values
+        (regression), or +1 inlier / -1 outlier (Isolation Forest)."""
+        raw = self.predict_raw(X)
+        if self.task == "regression":
+            return raw[:, 0].copy()
+        if self.task == "anomaly":
+            return np.where(self._decision_from_raw(raw) >= 0, 1, -1)
+        if self.link == "sigmoid":
+            pos = raw[:, 0] >= 0 if self.positive_at_tie else raw[:, 0] > 0
+            return self.classes[pos.astype(int)]
+        return self.classes[np.argmax(self._raw_to_proba(raw), axis=1)]
+
+    # ------------------------------------------------------- isolation forest
+    def _decision_from_raw(self, raw: np.ndarray) -> np.ndarray:
+        return self._score_from_raw(raw) - self.meta["offset"]
+
+    def _score_from_raw(self, raw: np.ndarray) -> np.ndarray:
+        c = self.meta["c"]
+        return -(2.0 ** (-raw[:, 0] / c)) if c > 0 else -np.ones(raw.shape[0])
+
+    def score_samples(self, X: Any) -> np.ndarray:
+        """Isolation Forest anomaly score (as scikit-learn's ``score_samples``)."""
+        if self.task != "anomaly":
+            raise ValueError("score_samples is defined for Isolation Forest models only.")
+        return self._score_from_raw(self.predict_raw(X))
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Isolation Forest ``score_samples - offset`` (negative = outlier)."""
+        if self.task != "anomaly":
+            raise ValueError("decision_function is defined for Isolation Forest models only.")
+        return self._decision_from_raw(self.predict_raw(X))
+
+    def summary(self) -> dict[str, Any]:
+        """Plain facts about the model for display."""
+        return {
+            "family": self.source,
+            "task": self.task,
+            "trees": self.n_trees,
+            "max depth": self.max_depth,
+            "leaves": self.n_leaves,
+            "features": self.n_features,
+            "features used": int(self.used_features().size),
+            "classes": None if self.classes is None else [str(c) for c in self.classes],
+        }
+
+
+def _flatten(trees: Sequence[Tree]) -> dict[str, Any]:
+    """Stack all trees into one node array for vectorised traversal.
+
+    Leaves loop on themselves (feature 0, threshold +inf), so a fixed number of
+    steps (the maximum depth) walks every tree to its leaf.
+    """
+    sizes = np.array([t.n_nodes for t in trees])
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    left = np.concatenate([np.where(t.is_leaf, np.arange(t.n_nodes), t.children_left) + o
+                           for t, o in zip(trees, offsets)]).astype(np.int64)
+    right = np.concatenate([np.where(t.is_leaf, np.arange(t.n_nodes), t.children_right) + o
+                            for t, o in zip(trees, offsets)]).astype(np.int64)
+    feat_raw = np.concatenate([t.feature for t in trees])
+    thr_raw = np.concatenate([t.threshold for t in trees])
+    feat = np.where(feat_raw < 0, 0, feat_raw).astype(np.int64)
+    thr = np.where(feat_raw < 0, np.inf, thr_raw)
+    value = np.concatenate([t.value for t in trees])
+    depth = max(t.max_depth for t in trees)
+    return {"left": left, "right": right, "feature": feat, "threshold": thr,
+            "feature_raw": feat_raw, "threshold_raw": thr_raw, "value": value,
+            "offsets": offsets, "depth": depth}
+
+
+def _apply_flat(fl: dict[str, Any], X: np.ndarray) -> np.ndarray:
+    """Global node index of the leaf reached, shape (n_samples, n_trees)."""
+    n, d = X.shape
+    nodes = np.broadcast_to(fl["offsets"], (n, fl["offsets"].shape[0])).copy()
+    row_base = (np.arange(n, dtype=np.int64) * d)[:, None]
+    Xf = X.ravel()
+    feat, thr, left, right = fl["feature"], fl["threshold"], fl["left"], fl["right"]
+    for _ in range(fl["depth"]):
+        v = Xf[row_base + feat[nodes]]
+        nodes = np.where(v <= thr[nodes], left[nodes], right[nodes])
+    return nodes
+
+
+SUPPORTED_MODELS = (
+    "scikit-learn: DecisionTreeClassifier, DecisionTreeRegressor, RandomForestClassifier, "
+    "RandomForestRegressor, ExtraTreesClassifier, ExtraTreesRegressor, "
+    "GradientBoostingClassifier, GradientBoostingRegressor, IsolationForest; "
+    "XGBoost: XGBClassifier, XGBRegressor, Booster (binary:logistic, multi:softprob, "
+    "multi:softmax, reg:squarederror); "
+    "LightGBM: LGBMClassifier, LGBMRegressor, Booster (binary, multiclass, regression)"
+)
+
+
+def from_model(model: Any, *, feature_names: Sequence[str] | None = None,
+               verify: bool = True) -> TreeEnsemble:
+    """Convert a fitted model into a :class:`TreeEnsemble`.
+
+    Parameters
+    ----------
+    model : a fitted model of a supported family (see ``SUPPORTED_MODELS``),
+        or a ``TreeEnsemble`` (returned as is).
+    feature_names : optional names overriding the model's own.
+    verify : if True, predictions of the result are compared with the source
+        model's on random points and points on the split thresholds; a
+        mismatch raises ``UnsupportedModelError`` rather than returning an
+        approximation.
+
+    Raises
+    ------
+    UnsupportedModelError
+        For an unsupported type, objective or split kind.
+    """
+    if isinstance(model, TreeEnsemble):
+        return model
+    from core.parsing import parse
+
+    ens = parse(model)
+    if feature_names is not None:
+        if len(feature_names) != ens.n_features:
+            raise ValueError(
+                f"{len(feature_names)} feature names given; the model has {ens.n_features} features."
+            )
+        ens = _replace(ens, feature_names=tuple(feature_names))
+    if verify:
+        from core.parsing import verify_against_source
+
+        verify_against_source(ens, model)
+    return ens
+
+
+def _replace(ens: TreeEnsemble, **changes: Any) -> TreeEnsemble:
+    from dataclasses import replace
+
+    return replace(ens, **changes)
+
+
+def describe_unsupported(model: Any) -> UnsupportedModelError:
+    return UnsupportedModelError(
+        f"Unsupported model type {type(model).__module__}.{type(model).__name__}. "
+        f"Supported: {SUPPORTED_MODELS}."
+    )

@@ -1,0 +1,119 @@
+"""One parser per source library, one dispatcher.
+
+``parse(model)`` finds the parser for the model's library by its module name
+(so xgboost/lightgbm are imported only when such a model arrives) and raises
+``UnsupportedModelError`` listing what is supported otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from core.errors import UnsupportedModelError
+
+__all__ = ["parse", "verify_against_source", "build_tree"]
+
+
+def _parser_for(model: Any) -> Callable[[Any], Any]:
+    module = type(model).__module__.split(".")[0]
+    if module == "sklearn":
+        from core.parsing.sklearn import parse_sklearn
+        return parse_sklearn
+    if module == "xgboost":
+        from core.parsing.xgboost import parse_xgboost
+        return parse_xgboost
+    if module == "lightgbm":
+        from core.parsing.lightgbm import parse_lightgbm
+        return parse_lightgbm
+    from core.ensemble import describe_unsupported
+    raise describe_unsupported(model)
+
+
+def parse(model: Any):
+    """Convert a fitted model into a ``TreeEnsemble`` (no verification)."""
+    return _parser_for(model)(model)
+
+
+def build_tree(nodes: list[dict[str, Any]], n_outputs: int):
+    """Build a ``Tree`` from nodes given as dicts, re-indexed in preorder.
+
+    Each node dict has either ``feature``, ``threshold`` (already in the
+    ``x <= t`` convention), ``left`` and ``right`` (indices into ``nodes``),
+    or ``value`` (a float or a sequence of length ``n_outputs``). Preorder
+    numbering guarantees that children come after their parent, and drops
+    nodes the root does not reach (pruned or deleted nodes).
+    """
+    from core.ensemble import Tree
+
+    order: list[int] = []
+    stack = [0]
+    while stack:
+        i = stack.pop()
+        order.append(i)
+        nd = nodes[i]
+        if "left" in nd:
+            stack.append(nd["right"])
+            stack.append(nd["left"])
+    new_id = {old: k for k, old in enumerate(order)}
+    n = len(order)
+    cl = np.full(n, -1, dtype=np.int32)
+    cr = np.full(n, -1, dtype=np.int32)
+    ft = np.full(n, -1, dtype=np.int32)
+    th = np.full(n, np.nan)
+    val = np.zeros((n, n_outputs))
+    for k, old in enumerate(order):
+        nd = nodes[old]
+        if "left" in nd:
+            cl[k], cr[k] = new_id[nd["left"]], new_id[nd["right"]]
+            ft[k], th[k] = nd["feature"], nd["threshold"]
+        else:
+            val[k] = nd["value"]
+    return Tree(cl, cr, ft, th, val)
+
+
+def verify_against_source(ens: Any, model: Any, n_random: int = 64, seed: int = 0) -> None:
+    """Compare the ensemble's predictions with the source model's.
+
+    Points: random points spanning the split levels and points placed exactly
+    on thresholds. Raises ``UnsupportedModelError`` when they disagree, so a
+    model whose semantics we do not reproduce is refused, never approximated.
+    """
+    from core.parsing.native import native_outputs
+
+    X = probe_points(ens, n_random, seed)
+    ours, theirs, what = native_outputs(ens, model, X)
+    if theirs is None:
+        return
+    err = float(np.max(np.abs(ours - theirs))) if ours.size else 0.0
+    scale = max(1.0, float(np.max(np.abs(theirs))) if theirs.size else 1.0)
+    # XGBoost accumulates margins in float32: allow its rounding, nothing more
+    tol = (2e-5 if ens.source.startswith("xgboost") else 1e-6) * scale
+    if not np.isfinite(err) or err > tol:
+        raise UnsupportedModelError(
+            f"This {ens.source} model was parsed but its {what} differ from the library's own "
+            f"(max difference {err:.3g}); it uses a feature the parser does not reproduce "
+            "(for example categorical splits, missing-value routing or a custom link). "
+            "Please report it, or retrain the model without that feature."
+        )
+
+
+def probe_points(ens: Any, n_random: int = 64, seed: int = 0) -> np.ndarray:
+    """Random points over the split range plus points exactly on thresholds."""
+    rng = np.random.default_rng(seed)
+    d = ens.n_features
+    lo, hi = np.full(d, -1.0), np.full(d, 1.0)
+    levels = []
+    for j in range(d):
+        lv = ens.split_levels(j)
+        levels.append(lv)
+        if lv.size:
+            span = max(lv[-1] - lv[0], 1e-9)
+            lo[j], hi[j] = lv[0] - 0.1 * span, lv[-1] + 0.1 * span
+    X = rng.uniform(lo, hi, size=(n_random, d))
+    on = X.copy()
+    for j in range(d):
+        if levels[j].size:
+            on[:, j] = rng.choice(levels[j], size=n_random)
+    return np.vstack([X, on])

@@ -1,0 +1,126 @@
+"""scikit-learn trees, forests, gradient boosting and Isolation Forest.
+
+scikit-learn casts X to float32 and sends a sample left iff
+``float32(x) <= threshold`` (threshold float64); thresholds are converted to
+the equivalent float64 bound by :func:`core.ensemble.float32_le_bound`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from core.ensemble import Tree, TreeEnsemble, describe_unsupported, float32_floor, float32_le_bound
+from core.errors import UnsupportedModelError
+
+
+def _sk_threshold(t: np.ndarray) -> np.ndarray:
+    return float32_le_bound(float32_floor(t))
+
+
+def _tree(est: Any, values: np.ndarray, features: np.ndarray | None = None) -> Tree:
+    tr = est.tree_
+    missing = getattr(tr, "missing_go_to_left", None)
+    feat = np.asarray(tr.feature, dtype=np.int64)
+    leaf = tr.children_left < 0
+    if features is not None:
+        feat = np.where(leaf, -1, np.asarray(features)[np.where(leaf, 0, feat)])
+    thr = np.where(leaf, np.nan, _sk_threshold(np.where(leaf, 0.0, tr.threshold)))
+    del missing  # routing of NaN only matters for NaN inputs, which TreeEnsemble refuses
+    return Tree(tr.children_left, tr.children_right, np.where(leaf, -1, feat), thr, values)
+
+
+def _names(model: Any, n: int) -> tuple[str, ...]:
+    names = getattr(model, "feature_names_in_", None)
+    return tuple(str(x) for x in names) if names is not None else tuple(f"x{i}" for i in range(n))
+
+
+def _check_single_output(model: Any) -> None:
+    if getattr(model, "n_outputs_", 1) != 1:
+        raise UnsupportedModelError(
+            f"{type(model).__name__} was fitted on {model.n_outputs_} targets; "
+            "only single-output models are supported."
+        )
+
+
+def _class_values(est: Any) -> np.ndarray:
+    v = np.asarray(est.tree_.value[:, 0, :], dtype=np.float64)
+    s = v.sum(axis=1, keepdims=True)
+    return np.divide(v, s, out=np.zeros_like(v), where=s > 0)
+
+
+def parse_sklearn(model: Any) -> TreeEnsemble:
+    from sklearn import ensemble as ske
+    from sklearn import tree as skt
+
+    name = type(model).__name__
+    if not hasattr(model, "n_features_in_"):
+        raise UnsupportedModelError(f"The {name} is not fitted; fit it before loading.")
+    d = int(model.n_features_in_)
+    common = dict(n_features=d, feature_names=_names(model, d), source=f"sklearn.{name}")
+
+    if isinstance(model, (skt.DecisionTreeClassifier, ske.RandomForestClassifier, ske.ExtraTreesClassifier)):
+        _check_single_output(model)
+        ests = [model] if isinstance(model, skt.DecisionTreeClassifier) else model.estimators_
+        k = len(model.classes_)
+        return TreeEnsemble(tuple(_tree(e, _class_values(e)) for e in ests), task="classification",
+                            aggregation="mean", link="identity", base_score=np.zeros(k),
+                            classes=np.asarray(model.classes_), **common)
+
+    if isinstance(model, (skt.DecisionTreeRegressor, ske.RandomForestRegressor, ske.ExtraTreesRegressor)):
+        _check_single_output(model)
+        ests = [model] if isinstance(model, skt.DecisionTreeRegressor) else model.estimators_
+        return TreeEnsemble(tuple(_tree(e, e.tree_.value[:, 0, :]) for e in ests), task="regression",
+                            aggregation="mean", link="identity", base_score=np.zeros(1), **common)
+
+    if isinstance(model, (ske.GradientBoostingClassifier, ske.GradientBoostingRegressor)):
+        return _parse_gb(model, common)
+
+    if isinstance(model, ske.IsolationForest):
+        return _parse_iforest(model, common)
+
+    raise describe_unsupported(model)
+
+
+def _parse_gb(model: Any, common: dict) -> TreeEnsemble:
+    from sklearn.dummy import DummyClassifier, DummyRegressor
+
+    init = model.init_
+    if not (isinstance(init, str) and init == "zero") and not isinstance(init, (DummyClassifier, DummyRegressor)):
+        raise UnsupportedModelError(
+            f"GradientBoosting with init={type(init).__name__} has an input-dependent baseline; "
+            "only the default (prior) or 'zero' init is supported."
+        )
+    base = np.asarray(model._raw_predict_init(np.zeros((1, model.n_features_in_))), dtype=np.float64)[0]
+    lr = float(model.learning_rate)
+    stages, K = model.estimators_.shape
+    trees = []
+    for s in range(stages):
+        for k in range(K):
+            e = model.estimators_[s, k]
+            v = np.zeros((e.tree_.node_count, K))
+            v[:, k] = lr * e.tree_.value[:, 0, 0]
+            trees.append(_tree(e, v))
+    if hasattr(model, "classes_"):
+        loss = getattr(model, "loss", "log_loss")
+        link = "sigmoid" if K == 1 else "softmax"
+        return TreeEnsemble(tuple(trees), task="classification", aggregation="sum", link=link,
+                            base_score=base, classes=np.asarray(model.classes_),
+                            sigmoid_scale=2.0 if loss == "exponential" else 1.0,
+                            positive_at_tie=True, **common)
+    return TreeEnsemble(tuple(trees), task="regression", aggregation="sum", link="identity",
+                        base_score=base, **common)
+
+
+def _parse_iforest(model: Any, common: dict) -> TreeEnsemble:
+    from sklearn.ensemble._iforest import _average_path_length
+
+    trees = []
+    for e, feats, dpl, apl in zip(model.estimators_, model.estimators_features_,
+                                  model._decision_path_lengths, model._average_path_length_per_tree):
+        depth = np.asarray(dpl, dtype=np.float64) + np.asarray(apl, dtype=np.float64) - 1.0
+        trees.append(_tree(e, depth[:, None], features=np.asarray(feats)))
+    c = float(_average_path_length([model._max_samples])[0])
+    return TreeEnsemble(tuple(trees), task="anomaly", aggregation="mean", link="isolation",
+                        base_score=np.zeros(1), meta={"c": c, "offset": float(model.offset_)}, **common)

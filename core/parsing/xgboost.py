@@ -1,0 +1,126 @@
+"""XGBoost boosters (gbtree) from their JSON model dump.
+
+XGBoost stores X as float32 and sends a sample left ("yes") iff
+``float32(x) < t`` with a float32 ``t``; that is ``float32(x) <= prev32(t)``,
+converted to a float64 bound by :func:`core.ensemble.float32_le_bound`.
+Categorical splits, DART, gblinear and multi-target trees are refused.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from core.ensemble import TreeEnsemble, float32_le_bound
+from core.errors import UnsupportedModelError
+from core.parsing import build_tree
+
+_CLASSIF = {"binary:logistic": "sigmoid", "multi:softprob": "softmax", "multi:softmax": "softmax"}
+_REGRESS = {"reg:squarederror", "reg:absoluteerror", "reg:pseudohubererror", "reg:linear"}
+
+
+def _parse_floats(s: Any) -> np.ndarray:
+    if isinstance(s, (int, float)):
+        return np.array([float(s)])
+    s = str(s).strip().strip("[]")
+    return np.array([float(v) for v in s.split(",") if v.strip()])
+
+
+def parse_xgboost(model: Any) -> TreeEnsemble:
+    import xgboost as xgb
+
+    if isinstance(model, xgb.Booster):
+        booster, wrapper = model, None
+    elif hasattr(model, "get_booster"):
+        try:
+            booster = model.get_booster()
+        except Exception as exc:  # xgboost raises NotFittedError (a ValueError) or XGBoostError
+            raise UnsupportedModelError(f"The {type(model).__name__} is not fitted: {exc}") from None
+        wrapper = model
+    else:
+        from core.ensemble import describe_unsupported
+        raise describe_unsupported(model)
+
+    cfg = json.loads(bytes(booster.save_raw("json")))["learner"]
+    objective = cfg["objective"]["name"]
+    gb = cfg["gradient_booster"]
+    if gb.get("name") != "gbtree":
+        raise UnsupportedModelError(
+            f"XGBoost booster '{gb.get('name')}' is not supported; only 'gbtree' (not dart or gblinear)."
+        )
+    mp = cfg["learner_model_param"]
+    if int(mp.get("num_target", "1")) > 1:
+        raise UnsupportedModelError("Multi-target XGBoost models are not supported.")
+    n_class = int(mp.get("num_class", "0"))
+    d = int(mp["num_feature"])
+    base = _parse_floats(mp["base_score"])
+    if objective in _CLASSIF:
+        link = _CLASSIF[objective]
+        n_out = 1 if link == "sigmoid" else n_class
+        if link == "sigmoid":
+            p = float(np.clip(base[0], 1e-16, 1 - 1e-16))
+            base = np.array([np.log(p / (1 - p))])
+        task = "classification"
+        classes = np.arange(2 if link == "sigmoid" else n_class)
+    elif objective in _REGRESS:
+        link, n_out, task, classes = "identity", 1, "regression", None
+    else:
+        raise UnsupportedModelError(
+            f"XGBoost objective '{objective}' is not supported; supported: "
+            f"{', '.join(sorted(_CLASSIF) + sorted(_REGRESS))}."
+        )
+    if base.size == 1 and n_out > 1:
+        base = np.full(n_out, base[0])
+    if base.size != n_out:
+        raise UnsupportedModelError(f"Unexpected XGBoost base_score {mp['base_score']!r} for {n_out} outputs.")
+
+    model_json = gb["model"]
+    trees_json = model_json["trees"]
+    tree_info = model_json["tree_info"]
+    n_trees = len(trees_json)
+    meta: dict[str, Any] = {"objective": objective}
+    if wrapper is not None:
+        best = getattr(wrapper, "best_iteration", None) if _has_best(booster) else None
+        if best is not None:
+            per_iter = int(gb["model"]["gbtree_model_param"].get("num_parallel_tree", "1")) * max(1, n_out)
+            n_trees = (int(best) + 1) * per_iter
+            meta["iteration_range"] = (0, int(best) + 1)
+    trees = []
+    for tj, grp in zip(trees_json[:n_trees], tree_info[:n_trees]):
+        if any(int(s) != 0 for s in tj.get("split_type", [])):
+            raise UnsupportedModelError(
+                "This XGBoost model has categorical splits, which are not supported; "
+                "one-hot encode categorical features and retrain."
+            )
+        if int(tj["tree_param"].get("size_leaf_vector", "1")) > 1:
+            raise UnsupportedModelError("XGBoost vector-leaf trees are not supported.")
+        left, right = tj["left_children"], tj["right_children"]
+        feat, cond = tj["split_indices"], tj["split_conditions"]
+        thr = float32_le_bound(np.nextafter(np.asarray(cond, dtype=np.float32), np.float32(-np.inf)))
+        nodes = []
+        for i in range(len(left)):
+            if left[i] == -1:
+                v = np.zeros(n_out)
+                v[int(grp) if n_out > 1 else 0] = float(np.float32(cond[i]))
+                nodes.append({"value": v})
+            else:
+                nodes.append({"feature": int(feat[i]), "threshold": float(thr[i]),
+                              "left": int(left[i]), "right": int(right[i])})
+        trees.append(build_tree(nodes, n_out))
+    names = cfg.get("feature_names") or []
+    if wrapper is not None and getattr(wrapper, "feature_names_in_", None) is not None:
+        names = list(wrapper.feature_names_in_)
+    if len(names) != d:
+        names = [f"f{i}" for i in range(d)]
+    source = f"xgboost.{type(model).__name__}"
+    if wrapper is not None and task == "classification" and hasattr(wrapper, "classes_"):
+        classes = np.asarray(wrapper.classes_)
+    return TreeEnsemble(tuple(trees), n_features=d, feature_names=tuple(names), task=task,
+                        aggregation="sum", link=link, base_score=base, classes=classes,
+                        source=source, meta=meta)
+
+
+def _has_best(booster: Any) -> bool:
+    return booster.attr("best_iteration") is not None
