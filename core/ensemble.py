@@ -460,7 +460,7 @@ def from_model(model: Any, *, feature_names: Sequence[str] | None = None,
     Parameters
     ----------
     model : a fitted model of a supported family (see ``SUPPORTED_MODELS``),
-        or a ``TreeEnsemble`` (returned as is).
+        or a ``TreeEnsemble`` (returned as is, renamed if names are given).
     feature_names : optional names overriding the model's own.
     verify : if True, predictions of the result are compared with the source
         model's on random points and points on the split thresholds; a
@@ -472,18 +472,16 @@ def from_model(model: Any, *, feature_names: Sequence[str] | None = None,
     UnsupportedModelError
         For an unsupported type, objective or split kind.
     """
-    if isinstance(model, TreeEnsemble):
-        return model
     from core.parsing import parse
 
-    ens = parse(model)
+    ens = model if isinstance(model, TreeEnsemble) else parse(model)
     if feature_names is not None:
         if len(feature_names) != ens.n_features:
             raise ValueError(
                 f"{len(feature_names)} feature names given; the model has {ens.n_features} features."
             )
         ens = _replace(ens, feature_names=tuple(feature_names))
-    if verify:
+    if verify and not isinstance(model, TreeEnsemble):
         from core.parsing import verify_against_source
 
         verify_against_source(ens, model)

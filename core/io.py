@@ -1,0 +1,398 @@
+"""Reading tables and models from bytes, and training a model in place.
+
+Pure (no Streamlit): the app and scripts call the same functions.
+
+Tables: CSV (delimiter and encoding sniffed; the OCEAN-style second header
+row of type letters F/D/B/E/T is recognised) and Parquet. Models, safe
+formats first: XGBoost ``.json``/``.ubj``, LightGBM ``.txt``, scikit-learn
+``.skops`` with an allow-list of types. Pickle/joblib only with
+``allow_pickle=True``: unpickling runs code from the file.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from core.errors import DataError, ModelError, UnsupportedModelError, UntrustedPickleError
+
+__all__ = ["load_table", "prepare_data", "PreparedData", "load_model", "train_model",
+           "TrainedModel", "sha256", "MAX_TABLE_BYTES", "SKOPS_TRUSTED", "TYPE_LETTERS"]
+
+MAX_TABLE_BYTES = 200 * 1024 * 1024
+MAX_MODEL_BYTES = 500 * 1024 * 1024
+TYPE_LETTERS = {"F": "numerical", "D": "integer", "B": "binary", "E": "categorical", "T": "target"}
+SKOPS_TRUSTED = frozenset({
+    "sklearn.tree._tree.Tree",
+    "collections.OrderedDict",
+    "lightgbm.basic.Booster",
+    "lightgbm.sklearn.LGBMClassifier",
+    "lightgbm.sklearn.LGBMRegressor",
+    "xgboost.core.Booster",
+    "xgboost.sklearn.XGBClassifier",
+    "xgboost.sklearn.XGBRegressor",
+})
+PICKLE_WARNING = (
+    "Pickle and joblib files can run arbitrary code when opened. Load one only if you "
+    "trust where it came from; prefer XGBoost .json/.ubj, LightGBM .txt or scikit-learn .skops."
+)
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# ------------------------------------------------------------------ tables
+def _decode(data: bytes) -> str:
+    for enc in ("utf-8-sig", "utf-16") if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ("utf-8-sig",):
+        try:
+            return data.decode(enc)
+        except UnicodeDecodeError:
+            pass
+    return data.decode("cp1252", errors="replace")
+
+
+def _sniff_delimiter(sample: str) -> str:
+    try:
+        return csv.Sniffer().sniff(sample, delimiters=",;\t|").delimiter
+    except csv.Error:
+        counts = {d: sample.splitlines()[0].count(d) for d in ",;\t|"} if sample else {}
+        best = max(counts, key=counts.get) if counts else ","
+        return best if counts.get(best) else ","
+
+
+def load_table(data: bytes, filename: str, *, max_bytes: int = MAX_TABLE_BYTES) -> pd.DataFrame:
+    """Read a CSV or Parquet file given as bytes.
+
+    Returns the table as read; ``df.attrs["column_types"]`` holds the kinds of
+    an OCEAN-style type row when the file has one, and ``df.attrs["target"]``
+    its ``T`` column.
+
+    Raises
+    ------
+    DataError
+        Empty or oversize file, unreadable format, a single column (wrong
+        delimiter), duplicate or missing column names.
+    """
+    if data is None or len(data) == 0:
+        raise DataError(f"{filename!r} is empty. Upload a CSV or Parquet file with a header row and data rows.")
+    if len(data) > max_bytes:
+        raise DataError(
+            f"{filename!r} is {len(data) / 2**20:.0f} MB; the limit is {max_bytes / 2**20:.0f} MB. "
+            "Upload a sample of the rows."
+        )
+    name = filename.lower()
+    if name.endswith((".parquet", ".pq")) or data[:4] == b"PAR1":
+        try:
+            df = pd.read_parquet(io.BytesIO(data))
+        except Exception as exc:
+            raise DataError(f"{filename!r} is not a readable Parquet file ({exc}).") from None
+    elif name.endswith((".xlsx", ".xls", ".json", ".pkl", ".pickle")):
+        raise DataError(f"{filename!r}: unsupported table format; upload CSV (.csv) or Parquet (.parquet).")
+    else:
+        text = _decode(data)
+        if not text.strip():
+            raise DataError(f"{filename!r} holds only blank text. Upload a CSV with a header row and data rows.")
+        delim = _sniff_delimiter(text[:65536])
+        try:
+            df = pd.read_csv(io.StringIO(text), sep=delim, skipinitialspace=True)
+        except pd.errors.ParserError as exc:
+            raise DataError(
+                f"{filename!r} is not a consistent {_delim_name(delim)}-separated table ({exc}). "
+                "Check that every row has the same number of fields."
+            ) from None
+        except pd.errors.EmptyDataError:
+            raise DataError(f"{filename!r} has no columns. Upload a CSV with a header row.") from None
+        if df.shape[1] == 1 and any(d in str(df.columns[0]) for d in ",;\t|"):
+            raise DataError(
+                f"{filename!r} was read as one column named {str(df.columns[0])[:60]!r}: the delimiter "
+                "could not be recognised. Use commas, semicolons or tabs consistently."
+            )
+        df = _apply_type_row(df)
+    if df.shape[0] == 0:
+        raise DataError(f"{filename!r} has a header but no data rows.")
+    cols = [str(c) for c in df.columns]
+    if any(c.startswith("Unnamed:") for c in cols):
+        raise DataError(f"{filename!r} has columns without a name; every column needs a header.")
+    if len(set(cols)) != len(cols):
+        raise DataError(f"{filename!r} has duplicate column names.")
+    df.columns = cols
+    return df
+
+
+def _delim_name(d: str) -> str:
+    return {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}.get(d, repr(d))
+
+
+def _apply_type_row(df: pd.DataFrame) -> pd.DataFrame:
+    if df.shape[0] == 0:
+        return df
+    first = df.iloc[0].astype(str).str.strip()
+    if not first.isin(list(TYPE_LETTERS)).all():
+        return df
+    types = {c: TYPE_LETTERS[v] for c, v in first.items()}
+    df = df.iloc[1:].reset_index(drop=True)
+    for c, k in types.items():
+        if k != "categorical":
+            conv = pd.to_numeric(df[c], errors="coerce")
+            if conv.notna().sum() == df[c].notna().sum():
+                df[c] = conv
+    targets = [c for c, k in types.items() if k == "target"]
+    df.attrs["column_types"] = {c: k for c, k in types.items() if k != "target"}
+    if len(targets) == 1:
+        df.attrs["target"] = targets[0]
+    return df
+
+
+@dataclass
+class PreparedData:
+    """Numeric features ready for a model, the target, and what was done."""
+
+    X: pd.DataFrame
+    y: pd.Series | None
+    target: str | None
+    kinds: dict[str, str] = field(default_factory=dict)
+    groups: dict[str, list[str]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def prepare_data(df: pd.DataFrame, target: str | None = None, *,
+                 drop_missing: bool = False) -> PreparedData:
+    """Turn a loaded table into numeric features.
+
+    Text columns whose values are all non-numeric are one-hot encoded as
+    ``col=value`` columns (so are columns the type row marks ``E``). Columns
+    mixing numbers with a few text values, and missing values, raise
+    ``DataError`` with counts and an example; missing rows are dropped only
+    if ``drop_missing`` is set, and the drop is reported in ``notes``.
+    """
+    from core.schema import one_hot_encode
+
+    if target is not None and target not in df.columns:
+        raise DataError(f"Target column {target!r} is not in the table; columns are {list(df.columns)[:12]}.")
+    notes: list[str] = []
+    types = dict(df.attrs.get("column_types", {}))
+    feats = df.drop(columns=[target]) if target else df.copy()
+    if feats.shape[1] == 0:
+        raise DataError("The table has no feature columns besides the target.")
+    to_encode, mixed = [], []
+    for c in feats.columns:
+        s = feats[c]
+        if types.get(c) == "categorical":
+            to_encode.append(c)
+            continue
+        if pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
+            continue
+        conv = pd.to_numeric(s, errors="coerce")
+        bad = conv.isna() & s.notna()
+        if int(bad.sum()) == int(s.notna().sum()):
+            to_encode.append(c)
+        else:
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            mixed.append(f"{c!r}: {int(bad.sum())} non-numeric values (e.g. {s.iloc[i]!r} in row {i + 1})")
+    if mixed:
+        raise DataError("Some numeric columns hold text: " + "; ".join(mixed[:5])
+                        + ". Fix or remove those values and upload again.")
+    missing = feats.isna().any(axis=1)
+    if target is not None:
+        missing |= df[target].isna()
+    if missing.any():
+        cols = [c for c in feats.columns if feats[c].isna().any()]
+        i = int(np.flatnonzero(missing.to_numpy())[0])
+        if not drop_missing:
+            raise DataError(
+                f"{int(missing.sum())} of {len(df)} rows have missing values (columns {cols[:6]}; first at "
+                f"row {i + 1}). Impute them, or choose to drop those rows."
+            )
+        notes.append(f"Dropped {int(missing.sum())} rows with missing values (columns {cols[:6]}).")
+        feats = feats.loc[~missing]
+        df = df.loc[~missing]
+    for c in to_encode:
+        types[c] = "categorical"
+    for c in feats.columns:
+        if pd.api.types.is_bool_dtype(feats[c]):
+            feats[c] = feats[c].astype(np.int64)
+    kinds = {c: k for c, k in types.items() if c in feats.columns and k != "categorical"}
+    groups: dict[str, list[str]] = {}
+    if to_encode:
+        before = set(feats.columns)
+        feats = one_hot_encode(feats, to_encode)
+        for c in to_encode:
+            groups[c] = [n for n in feats.columns if n not in before and n.startswith(f"{c}=")]
+        notes.append(f"One-hot encoded categorical columns {to_encode[:6]}.")
+    y = df[target].reset_index(drop=True) if target else None
+    return PreparedData(feats.reset_index(drop=True), y, target, kinds, groups, notes)
+
+
+# ------------------------------------------------------------------ models
+def _model_kind(data: bytes, name: str) -> str:
+    if name.endswith((".json", ".ubj")):
+        return "xgboost"
+    if name.endswith(".txt"):
+        return "lightgbm"
+    if name.endswith(".skops"):
+        return "skops"
+    if name.endswith((".pkl", ".pickle", ".joblib", ".sav")):
+        return "pickle"
+    head = data[:64].lstrip()
+    if head.startswith(b"{") or head.startswith(b"[") or head.startswith(b"{L") or head.startswith(b"{$"):
+        return "xgboost"
+    if head.startswith(b"tree"):
+        return "lightgbm"
+    if data[:2] == b"PK":
+        return "skops"
+    if data[:1] == b"\x80":
+        return "pickle"
+    return "unknown"
+
+
+def load_model(data: bytes, filename: str, *, allow_pickle: bool = False) -> Any:
+    """Read a model file given as bytes and return the native model object.
+
+    Raises
+    ------
+    ModelError
+        Empty, corrupt or unrecognised file.
+    UntrustedPickleError
+        A pickle/joblib file without ``allow_pickle=True``.
+    UnsupportedModelError
+        A readable file holding an unsupported model or disallowed types.
+    """
+    if data is None or len(data) == 0:
+        raise ModelError(f"{filename!r} is empty. Upload a saved model file.")
+    if len(data) > MAX_MODEL_BYTES:
+        raise ModelError(f"{filename!r} is larger than {MAX_MODEL_BYTES // 2**20} MB.")
+    kind = _model_kind(data, filename.lower())
+    if kind == "xgboost":
+        import xgboost as xgb
+
+        booster = xgb.Booster()
+        try:
+            booster.load_model(bytearray(data))
+        except Exception as exc:
+            raise ModelError(
+                f"{filename!r} is not a readable XGBoost model (saved with Booster.save_model / "
+                f"XGBClassifier.save_model as .json or .ubj): {str(exc).splitlines()[0][:200]}"
+            ) from None
+        return booster
+    if kind == "lightgbm":
+        import lightgbm as lgb
+
+        try:
+            return lgb.Booster(model_str=data.decode("utf-8"))
+        except Exception as exc:
+            raise ModelError(
+                f"{filename!r} is not a readable LightGBM model (saved with Booster.save_model as text): "
+                f"{str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}"
+            ) from None
+    if kind == "skops":
+        import skops.io as sio
+
+        try:
+            untrusted = sio.get_untrusted_types(data=data)
+        except Exception as exc:
+            raise ModelError(f"{filename!r} is not a readable .skops file ({exc}).") from None
+        refused = sorted(set(untrusted) - SKOPS_TRUSTED)
+        if refused:
+            raise UnsupportedModelError(
+                f"{filename!r} contains types outside the allow-list: {refused[:6]}. "
+                "Only tree-ensemble models can be loaded from .skops files."
+            )
+        try:
+            return sio.loads(data, trusted=list(untrusted))
+        except Exception as exc:
+            raise ModelError(f"{filename!r} could not be loaded as .skops ({exc}).") from None
+    if kind == "pickle":
+        if not allow_pickle:
+            raise UntrustedPickleError(
+                f"{filename!r} is a pickle/joblib file and was not opened. {PICKLE_WARNING} "
+                "To open it anyway, tick 'I trust this file'."
+            )
+        import joblib
+
+        try:
+            return joblib.load(io.BytesIO(data))
+        except Exception as exc:
+            raise ModelError(f"{filename!r} could not be unpickled ({type(exc).__name__}: {exc}).") from None
+    raise ModelError(
+        f"{filename!r}: unrecognised model file. Supported: XGBoost .json/.ubj, LightGBM .txt, "
+        "scikit-learn .skops (and .pkl/.joblib if you trust the file)."
+    )
+
+
+# ---------------------------------------------------------------- training
+FAMILIES = ("random_forest", "gradient_boosting", "xgboost", "lightgbm")
+
+
+@dataclass(frozen=True)
+class TrainedModel:
+    model: Any
+    family: str
+    task: str
+    metric: str
+    holdout_score: float
+    params: dict[str, Any]
+
+
+def infer_task(y: pd.Series) -> str:
+    """Classification for text, boolean or few integral values; else regression."""
+    if not pd.api.types.is_numeric_dtype(y) or pd.api.types.is_bool_dtype(y):
+        return "classification"
+    v = y.dropna().to_numpy(dtype=float)
+    return "classification" if np.all(np.mod(v, 1) == 0) and np.unique(v).size <= 20 else "regression"
+
+
+def train_model(X: pd.DataFrame, y: pd.Series, family: str = "random_forest", *,
+                n_estimators: int = 100, max_depth: int = 5, learning_rate: float = 0.1,
+                test_size: float = 0.25, random_state: int = 0) -> TrainedModel:
+    """Train a tree ensemble on the data and score it on a held-out split."""
+    from sklearn.model_selection import train_test_split
+
+    if family not in FAMILIES:
+        raise ValueError(f"Unknown model family {family!r}; choose one of {FAMILIES}.")
+    if len(X) < 10:
+        raise DataError(f"Only {len(X)} rows: at least 10 are needed to train and hold out a test split.")
+    task = infer_task(y)
+    yv = y
+    if task == "classification":
+        if y.nunique() < 2:
+            raise DataError("The target has a single value; a classifier needs at least two classes.")
+        if family in ("xgboost",):
+            classes, yv = np.unique(y.to_numpy(), return_inverse=True)
+            yv = pd.Series(yv, index=y.index)
+    strat = yv if task == "classification" and yv.value_counts().min() >= 2 else None
+    Xtr, Xte, ytr, yte = train_test_split(X, yv, test_size=test_size, random_state=random_state, stratify=strat)
+    params = dict(n_estimators=n_estimators, max_depth=max_depth, random_state=random_state)
+    if family == "random_forest":
+        from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+        cls = RandomForestClassifier if task == "classification" else RandomForestRegressor
+        model = cls(n_jobs=1, **params)
+    elif family == "gradient_boosting":
+        from sklearn.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
+        cls = GradientBoostingClassifier if task == "classification" else GradientBoostingRegressor
+        model = cls(learning_rate=learning_rate, **params)
+    elif family == "xgboost":
+        import xgboost as xgb
+        cls = xgb.XGBClassifier if task == "classification" else xgb.XGBRegressor
+        model = cls(learning_rate=learning_rate, n_jobs=1, **params)
+    else:
+        import lightgbm as lgb
+        cls = lgb.LGBMClassifier if task == "classification" else lgb.LGBMRegressor
+        model = cls(learning_rate=learning_rate, num_leaves=min(2 ** max_depth, 131072), verbose=-1,
+                    n_jobs=1, **params)
+    model.fit(Xtr, ytr)
+    if task == "classification":
+        score = float(np.mean(np.asarray(model.predict(Xte)) == np.asarray(yte)))
+        metric = "accuracy"
+    else:
+        from sklearn.metrics import r2_score
+        score, metric = float(r2_score(yte, model.predict(Xte))), "R²"
+    if family != "random_forest":
+        params["learning_rate"] = learning_rate
+    return TrainedModel(model, family, task, metric, score, params)

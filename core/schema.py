@@ -1,0 +1,304 @@
+"""Feature schema: kinds, ranges, actionability, cost weights, protected flags.
+
+A :class:`Schema` describes the model's input columns in model order. It is
+inferred from data (:func:`infer_schema`), edited by the user (the app's
+schema editor works on :meth:`Schema.to_frame` / :meth:`Schema.from_frame`),
+saved and reloaded as JSON, and read by every analysis that needs to know
+which features may move and how far.
+
+Kinds: ``numerical`` (continuous), ``integer`` (integral values, ordered),
+``binary`` (0/1), ``categorical`` (one column of a one-hot group; the group
+name is in ``group``; exactly one column of a group is 1), ``ordinal``
+(ordered integer codes). Actionability: ``free``, ``fixed``, ``increase``
+(may only go up), ``decrease`` (may only go down).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from core.errors import SchemaError
+
+__all__ = ["FeatureSpec", "Schema", "infer_schema", "validate", "one_hot_encode",
+           "KINDS", "ACTIONABILITY"]
+
+KINDS = ("numerical", "integer", "binary", "categorical", "ordinal")
+ACTIONABILITY = ("free", "fixed", "increase", "decrease")
+_PROTECTED_HINTS = re.compile(r"^(sex|gender|race|ethnicity|ethnic|religion|nationality)$", re.I)
+_ONE_HOT = re.compile(r"^(?P<group>[^=]+)=(?P<level>.+)$|^(?P<group2>.+)_(?P<level2>[^_]+)$")
+
+
+@dataclass(frozen=True)
+class FeatureSpec:
+    """Settings of one input column."""
+
+    name: str
+    kind: str = "numerical"
+    lower: float = 0.0
+    upper: float = 1.0
+    actionability: str = "free"
+    weight: float = 1.0
+    protected: bool = False
+    group: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise SchemaError(f"Feature {self.name!r}: kind {self.kind!r} is not one of {KINDS}.")
+        if self.actionability not in ACTIONABILITY:
+            raise SchemaError(
+                f"Feature {self.name!r}: actionability {self.actionability!r} is not one of {ACTIONABILITY}."
+            )
+        if not (np.isfinite(self.lower) and np.isfinite(self.upper)) or self.lower > self.upper:
+            raise SchemaError(
+                f"Feature {self.name!r}: range [{self.lower}, {self.upper}] must be finite with lower <= upper."
+            )
+        if not np.isfinite(self.weight) or self.weight < 0:
+            raise SchemaError(f"Feature {self.name!r}: cost weight {self.weight} must be >= 0.")
+        if self.kind == "categorical" and not self.group:
+            raise SchemaError(f"Feature {self.name!r} is categorical but names no one-hot group.")
+
+    @property
+    def span(self) -> float:
+        """Range used to scale distances (1 for a constant column)."""
+        return float(self.upper - self.lower) or 1.0
+
+
+@dataclass(frozen=True)
+class Schema:
+    """Ordered feature settings, plus the target column's name if known."""
+
+    features: tuple[FeatureSpec, ...]
+    target: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "features", tuple(self.features))
+        names = [f.name for f in self.features]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise SchemaError(f"Duplicate feature names in the schema: {dup}.")
+
+    # ------------------------------------------------------------ accessors
+    @property
+    def names(self) -> list[str]:
+        return [f.name for f in self.features]
+
+    def __len__(self) -> int:
+        return len(self.features)
+
+    def __getitem__(self, key: int | str) -> FeatureSpec:
+        return self.features[self.index(key)]
+
+    def index(self, key: int | str) -> int:
+        if isinstance(key, (int, np.integer)):
+            if not 0 <= int(key) < len(self.features):
+                raise SchemaError(f"Feature index {key} is out of range 0..{len(self.features) - 1}.")
+            return int(key)
+        try:
+            return self.names.index(str(key))
+        except ValueError:
+            raise SchemaError(f"Unknown feature {key!r}; known features: {self.names}.") from None
+
+    def groups(self) -> dict[str, list[int]]:
+        """One-hot groups: group name -> column indices."""
+        out: dict[str, list[int]] = {}
+        for i, f in enumerate(self.features):
+            if f.kind == "categorical":
+                out.setdefault(f.group, []).append(i)
+        return out
+
+    def protected(self) -> list[str]:
+        return [f.name for f in self.features if f.protected]
+
+    def with_updates(self, name: str, **changes: Any) -> "Schema":
+        i = self.index(name)
+        feats = list(self.features)
+        feats[i] = replace(feats[i], **changes)
+        return replace(self, features=tuple(feats))
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Per-feature arrays for vectorised analyses."""
+        return {
+            "lower": np.array([f.lower for f in self.features], dtype=float),
+            "upper": np.array([f.upper for f in self.features], dtype=float),
+            "span": np.array([f.span for f in self.features], dtype=float),
+            "weight": np.array([f.weight for f in self.features], dtype=float),
+        }
+
+    # ---------------------------------------------------------- round trips
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": 1, "target": self.target,
+                "features": [asdict(f) for f in self.features]}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Schema":
+        try:
+            feats = tuple(FeatureSpec(**f) for f in d["features"])
+        except (KeyError, TypeError) as exc:
+            raise SchemaError(
+                f"Not a schema file: {exc}. Expected JSON with a 'features' list as saved by the app."
+            ) from None
+        return cls(feats, target=d.get("target"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> "Schema":
+        try:
+            d = json.loads(text)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise SchemaError(f"The schema file is not valid JSON ({exc}).") from None
+        if not isinstance(d, dict):
+            raise SchemaError("The schema file must hold a JSON object with a 'features' list.")
+        return cls.from_dict(d)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per feature, for the app's schema editor."""
+        return pd.DataFrame([asdict(f) for f in self.features])
+
+    @classmethod
+    def from_frame(cls, df: pd.DataFrame, target: str | None = None) -> "Schema":
+        rows = df.to_dict(orient="records")
+        feats = []
+        for r in rows:
+            g = r.get("group")
+            g = None if g is None or (isinstance(g, float) and np.isnan(g)) or g == "" else str(g)
+            feats.append(FeatureSpec(name=str(r["name"]), kind=str(r["kind"]), lower=float(r["lower"]),
+                                     upper=float(r["upper"]), actionability=str(r["actionability"]),
+                                     weight=float(r["weight"]), protected=bool(r["protected"]), group=g))
+        return cls(tuple(feats), target=target)
+
+
+def _detect_one_hot(df: pd.DataFrame, binary_cols: Sequence[str]) -> dict[str, list[str]]:
+    """Groups of binary columns named ``prefix_level`` / ``prefix=level``
+    where every row has exactly one 1."""
+    cand: dict[str, list[str]] = {}
+    for c in binary_cols:
+        m = _ONE_HOT.match(str(c))
+        if m:
+            cand.setdefault(m.group("group") or m.group("group2"), []).append(c)
+    out = {}
+    for g, cols in cand.items():
+        if len(cols) >= 2 and bool((df[cols].sum(axis=1) == 1).all()):
+            out[g] = cols
+    return out
+
+
+def infer_schema(df: pd.DataFrame, target: str | None = None, *,
+                 protected: Iterable[str] | None = None,
+                 kinds: dict[str, str] | None = None,
+                 groups: dict[str, list[str]] | None = None) -> Schema:
+    """Infer a schema from a numeric DataFrame.
+
+    Parameters
+    ----------
+    df : DataFrame of shape (n_samples, n_columns); the target column, if
+        named, is left out of the features.
+    target : name of the target column, if present in ``df``.
+    protected : columns to flag as protected; by default columns named like
+        sex, gender, race or ethnicity.
+    kinds : explicit kinds for some columns (e.g. from a type row).
+    groups : known one-hot groups (group name -> columns), e.g. from
+        :func:`core.io.prepare_data`; others are detected from column names
+        ``group=level`` or ``group_level`` whose rows sum to one.
+    """
+    if df.shape[1] == 0:
+        raise SchemaError("The table has no columns.")
+    cols = [c for c in df.columns if c != target]
+    kinds = dict(kinds or {})
+    non_num = [c for c in cols if not pd.api.types.is_numeric_dtype(df[c])]
+    if non_num:
+        raise SchemaError(
+            f"Columns {non_num[:5]} are not numeric; encode them (one-hot for categories) first."
+        )
+    binary = [c for c in cols if df[c].dropna().isin([0, 1]).all() and c not in kinds]
+    known = {g: [c for c in cs if c in cols] for g, cs in (groups or {}).items()}
+    in_known = {c for cs in known.values() for c in cs}
+    groups = {**_detect_one_hot(df, [c for c in binary if c not in in_known]),
+              **{g: cs for g, cs in known.items() if len(cs) >= 1}}
+    col_group = {c: g for g, cs in groups.items() for c in cs}
+    if protected is not None:
+        prot = set(protected)
+        prot |= {c for c in cols if col_group.get(c) in prot}
+    else:
+        prot = {c for c in cols if _PROTECTED_HINTS.match(str(col_group.get(c, c)))}
+    feats = []
+    for c in cols:
+        s = df[c].astype(float)
+        lo = float(s.min()) if len(s) else 0.0
+        hi = float(s.max()) if len(s) else 1.0
+        if c in col_group:
+            kind = "categorical"
+        elif c in kinds:
+            kind = kinds[c]
+        elif c in binary:
+            kind = "binary"
+        elif np.all(np.mod(s.to_numpy(), 1) == 0):
+            kind = "integer"
+        else:
+            kind = "numerical"
+        feats.append(FeatureSpec(name=str(c), kind=kind, lower=lo, upper=hi,
+                                 actionability="fixed" if c in prot else "free",
+                                 protected=c in prot, group=col_group.get(c)))
+    return Schema(tuple(feats), target=target)
+
+
+def one_hot_encode(df: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """One-hot encode ``columns`` as ``col=level`` 0/1 columns, in place of each."""
+    out = []
+    for c in df.columns:
+        if c in columns:
+            levels = sorted(df[c].dropna().unique(), key=lambda v: (str(type(v)), v))
+            for lv in levels:
+                out.append(pd.Series((df[c] == lv).astype(np.int64), name=f"{c}={lv}"))
+        else:
+            out.append(df[c])
+    return pd.concat(out, axis=1)
+
+
+def validate(df: pd.DataFrame, ensemble: Any, target: str | None = None) -> pd.DataFrame:
+    """Check that ``df`` fits the model and return its features in model order.
+
+    The model's feature names are matched by name when the data has all of
+    them; otherwise, when the model's names are generic (``f0``, ``x0``,
+    ``Column_0``) and the column count matches, by position.
+
+    Raises
+    ------
+    SchemaError
+        Naming the missing, extra or non-numeric columns.
+    """
+    feats = [c for c in df.columns if c != target]
+    names = list(ensemble.feature_names)
+    missing = [n for n in names if n not in feats]
+    if missing:
+        generic = all(re.fullmatch(r"(f|x|Column_|feature_)\d+", n) for n in names)
+        if not (generic and len(feats) == len(names)):
+            extra = [c for c in feats if c not in names]
+            hint = (f" The data has {len(feats)} feature columns and the model expects {len(names)}."
+                    if len(feats) != len(names) else "")
+            raise SchemaError(
+                f"The model expects columns {missing[:8]}{' …' if len(missing) > 8 else ''} that the data "
+                f"does not have{'; the data has unexpected columns ' + str(extra[:8]) if extra else ''}."
+                f"{hint} Upload the data the model was trained on, or pick the right target column."
+            )
+        X = df[feats]
+    else:
+        X = df[names]
+    non_num = [c for c in X.columns if not pd.api.types.is_numeric_dtype(X[c])]
+    if non_num:
+        raise SchemaError(f"Columns {non_num[:8]} are not numeric; the model needs numbers in every feature.")
+    bad = X.isna().any(axis=1)
+    if bad.any():
+        raise SchemaError(
+            f"{int(bad.sum())} rows have missing values (first at row {int(np.flatnonzero(bad)[0])}); "
+            "impute or drop them before analysis."
+        )
+    return X

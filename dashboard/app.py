@@ -1,0 +1,49 @@
+"""Counterfactual Atlas: the Streamlit entry point.
+
+``streamlit run dashboard/app.py``. Navigation is explicit (``st.navigation``)
+over the scripts in the top-level ``pages/`` folder, grouped by purpose; the
+app opens on the built-in demo so every view works at once.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # when run without `pip install -e .`
+    sys.path.insert(0, str(ROOT))
+
+import streamlit as st  # noqa: E402
+
+from dashboard import state  # noqa: E402
+from dashboard.pages_registry import PAGES  # noqa: E402
+from dashboard.caching import demo_workspace  # noqa: E402
+from core.demo import DEMOS  # noqa: E402
+
+st.set_page_config(page_title="Counterfactual Atlas", page_icon="🧭", layout="wide")
+state.init_state()
+
+if state.get(state.Keys.WORKSPACE) is None and state.get(state.Keys.DEMO) is None:
+    default = next(iter(DEMOS))
+    try:
+        state.put(state.Keys.WORKSPACE, demo_workspace(default))
+        state.put(state.Keys.DEMO, default)
+    except Exception as exc:  # the app must still open: the data page explains
+        state.put(state.Keys.LAST_ERROR, f"The built-in demo could not be built: {exc}")
+        state.put(state.Keys.DEMO, "")
+
+groups = {group: [st.Page(str(ROOT / "pages" / f), title=title, icon=icon, url_path=f[:-3])
+                  for f, title, icon in items]
+          for group, items in PAGES.items() if items}
+state.register_pages({p.url_path: p for items in groups.values() for p in items})
+nav = st.navigation(groups)
+
+with st.sidebar:
+    ws = state.get(state.Keys.WORKSPACE)
+    st.caption("Counterfactual Atlas")
+    if ws is not None:
+        st.markdown(f"**{ws.name}**  \n{ws.ensemble.source} · {ws.ensemble.n_trees} trees · "
+                    f"{len(ws.X):,} rows × {ws.X.shape[1]} features")
+
+nav.run()

@@ -1,0 +1,9 @@
+"""The app's pages: group -> (script in pages/, title, icon). A page is listed
+here once its analysis exists; groups without pages are not shown."""
+
+PAGES: dict[str, list[tuple[str, str, str]]] = {
+    "Data & model": [("data_model.py", "Data & model", "📂")],
+    "Global views": [],
+    "Local views": [],
+    "Audit": [],
+}

@@ -1,0 +1,64 @@
+"""One place for session-state keys and their defaults."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+
+class Keys:
+    WORKSPACE = "workspace"            # dashboard.workspace.Workspace in use
+    DEMO = "demo_key"                  # key of core.demo.DEMOS loaded, or None
+    STAGED_DATA = "staged_data"        # (filename, bytes) of an uploaded table
+    LAST_ERROR = "last_error"          # message of the last failed load
+    LAST_NOTICE = "last_notice"        # message of the last successful load
+    CLUSTER = "dask_scheduler"         # optional Dask scheduler address
+
+
+DEFAULTS: dict[str, Any] = {
+    Keys.WORKSPACE: None,
+    Keys.DEMO: None,
+    Keys.STAGED_DATA: None,
+    Keys.LAST_ERROR: None,
+    Keys.LAST_NOTICE: None,
+    Keys.CLUSTER: "",
+}
+
+
+def init_state() -> None:
+    for k, v in DEFAULTS.items():
+        st.session_state.setdefault(k, v)
+
+
+def get(key: str) -> Any:
+    return st.session_state.get(key, DEFAULTS.get(key))
+
+
+def put(key: str, value: Any) -> None:
+    st.session_state[key] = value
+
+
+_PAGES: dict[str, Any] = {}
+
+
+def register_pages(pages: dict[str, Any]) -> None:
+    """Remember this run's ``st.Page`` objects (by url path) for links."""
+    _PAGES.clear()
+    _PAGES.update(pages)
+
+
+def page_link(url_path: str, label: str, icon: str | None = None) -> None:
+    page = _PAGES.get(url_path)
+    if page is not None:
+        st.page_link(page, label=label, icon=icon)
+
+
+def require_workspace():
+    """The current workspace, or stop the page with a link to the data page."""
+    ws = get(Keys.WORKSPACE)
+    if ws is None:
+        st.warning("No dataset and model are loaded yet: load them on the Data & model page.")
+        page_link("data_model", "Go to Data & model", "📂")
+        st.stop()
+    return ws

@@ -1,0 +1,160 @@
+"""Data & model: load a dataset and a model (or a demo), check them, edit the schema."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from core import io
+from core.demo import DEMOS
+from core.schema import ACTIONABILITY, KINDS, Schema
+from dashboard import state
+from dashboard.caching import demo_workspace, load_model_cached, load_table_cached
+from dashboard.ui import user_errors
+from dashboard.workspace import build_workspace
+
+K = state.Keys
+st.title("Data & model")
+st.caption("Load a dataset and the tree-ensemble model to audit, then check the feature settings "
+           "that every analysis uses.")
+
+if state.get(K.LAST_ERROR):
+    st.error(state.get(K.LAST_ERROR))
+    state.put(K.LAST_ERROR, None)
+if state.get(K.LAST_NOTICE):
+    st.success(state.get(K.LAST_NOTICE))
+    state.put(K.LAST_NOTICE, None)
+
+source = st.radio("Source", ["Built-in demo", "Upload your own"], horizontal=True, key="dm_source")
+
+if source == "Built-in demo":
+    keys = list(DEMOS)
+    current = state.get(K.DEMO)
+    choice = st.selectbox("Demo", keys, index=keys.index(current) if current in keys else 0,
+                          format_func=lambda k: DEMOS[k].title, key="dm_demo")
+    st.caption(DEMOS[choice].description)
+    if st.button("Load demo", key="dm_load_demo", disabled=choice == current):
+        with user_errors("The demo could not be loaded"):
+            state.put(K.WORKSPACE, demo_workspace(choice))
+            state.put(K.DEMO, choice)
+            state.put(K.LAST_NOTICE, f"Loaded the demo “{DEMOS[choice].title}”.")
+            st.rerun()
+else:
+    data_file = st.file_uploader("Data (CSV or Parquet)", type=["csv", "tsv", "txt", "parquet", "pq"],
+                                 key="dm_data_file")
+    table = None
+    if data_file is not None:
+        raw = data_file.getvalue()
+        with user_errors("The data file could not be read"):
+            table, attrs = load_table_cached(io.sha256(raw), raw, data_file.name)
+            table.attrs.update(attrs)
+            st.caption(f"{data_file.name}: {len(table):,} rows × {table.shape[1]} columns.")
+    if table is not None:
+        cols = list(table.columns)
+        guess = table.attrs.get("target", cols[-1])
+        target = st.selectbox("Target column (the label the model predicts)", cols,
+                              index=cols.index(guess) if guess in cols else len(cols) - 1, key="dm_target")
+        drop_missing = st.checkbox("Drop rows with missing values", value=False, key="dm_drop_missing")
+        how = st.radio("Model", ["Upload a model file", "Train a model here"], horizontal=True, key="dm_how")
+        if how == "Upload a model file":
+            model_file = st.file_uploader(
+                "Model file: XGBoost .json/.ubj, LightGBM .txt, scikit-learn .skops (or .pkl/.joblib)",
+                type=["json", "ubj", "txt", "skops", "pkl", "pickle", "joblib"], key="dm_model_file")
+            trust = st.checkbox("I trust this file (allow pickle/joblib)", value=False, key="dm_trust")
+            if trust:
+                st.warning(io.PICKLE_WARNING)
+            if st.button("Load data and model", key="dm_load", disabled=model_file is None):
+                mraw = model_file.getvalue()
+                with user_errors("The model could not be loaded"):
+                    model = load_model_cached(io.sha256(mraw), mraw, model_file.name, trust)
+                    ws = build_workspace(table, target, model, name=f"{data_file.name} · {model_file.name}",
+                                         data_sha256=io.sha256(raw), model_sha256=io.sha256(mraw),
+                                         drop_missing=drop_missing, model_info={"origin": model_file.name})
+                    state.put(K.WORKSPACE, ws)
+                    state.put(K.DEMO, None)
+                    state.put(K.LAST_NOTICE, f"Loaded {data_file.name} and {model_file.name}.")
+                    st.rerun()
+        else:
+            with st.form("dm_train"):
+                c1, c2, c3, c4 = st.columns(4)
+                family = c1.selectbox("Family", io.FAMILIES, key="dm_family")
+                n_est = c2.number_input("Trees", 1, 2000, 100, key="dm_trees")
+                depth = c3.number_input("Max depth", 1, 16, 5, key="dm_depth")
+                lr = c4.number_input("Learning rate (boosting)", 0.001, 1.0, 0.1, key="dm_lr")
+                go = st.form_submit_button("Train and load")
+            if go:
+                with user_errors("The model could not be trained"), st.spinner("Training…"):
+                    prep = io.prepare_data(table, target, drop_missing=drop_missing)
+                    tm = io.train_model(prep.X, prep.y, family, n_estimators=int(n_est),
+                                        max_depth=int(depth), learning_rate=float(lr))
+                    ws = build_workspace(table, target, tm.model, name=f"{data_file.name} · {family}",
+                                         data_sha256=io.sha256(raw), drop_missing=drop_missing,
+                                         model_info={f"held-out {tm.metric}": round(tm.holdout_score, 4),
+                                                     "origin": "trained here", **tm.params})
+                    state.put(K.WORKSPACE, ws)
+                    state.put(K.DEMO, None)
+                    state.put(K.LAST_NOTICE, f"Trained a {family} model: held-out {tm.metric} "
+                                             f"{tm.holdout_score:.3f}.")
+                    st.rerun()
+
+ws = state.get(K.WORKSPACE)
+if ws is None:
+    st.info("Nothing is loaded yet: pick a demo or upload a dataset and a model.")
+    st.stop()
+
+st.divider()
+st.subheader(ws.name)
+summary = ws.summary()
+m = st.columns(5)
+lib, _, cls = summary["family"].partition(".")
+m[0].metric("Model", {"sklearn": "scikit-learn", "xgboost": "XGBoost", "lightgbm": "LightGBM"}.get(lib, lib),
+            help=cls)
+m[1].metric("Trees", summary["trees"])
+m[2].metric("Max depth", summary["max depth"])
+m[3].metric("Leaves", f"{summary['leaves']:,}")
+acc = next((v for k, v in summary.items() if k.startswith(("accuracy", "R²"))), None)
+m[4].metric("Accuracy on data" if ws.ensemble.is_classifier else "R² on data",
+            "–" if acc is None else f"{acc:.3f}")
+with st.expander("Model details"):
+    st.json(summary)
+for note in ws.notes:
+    st.info(note)
+
+st.markdown(f"**Data** · {len(ws.X):,} rows × {ws.X.shape[1]} features · target `{ws.target}`")
+preview = ws.X.head(200).copy()
+if ws.y is not None:
+    preview.insert(0, ws.target, ws.y.head(200).to_numpy())
+preview.insert(1 if ws.y is not None else 0, "prediction", ws.ensemble.predict(ws.X.head(200).to_numpy()))
+st.dataframe(preview, height=260, key="dm_preview")
+
+st.subheader("Feature settings")
+st.caption("Kind, range, actionability (free, fixed, increase-only, decrease-only), cost weight and "
+           "protected flag of each feature. Analyses read these settings.")
+with st.form("dm_schema"):
+    edited = st.data_editor(
+        ws.schema.to_frame(), hide_index=True, disabled=["name", "group"], key="dm_schema_editor",
+        column_config={
+            "kind": st.column_config.SelectboxColumn("kind", options=list(KINDS), required=True),
+            "actionability": st.column_config.SelectboxColumn("actionability", options=list(ACTIONABILITY),
+                                                              required=True),
+            "weight": st.column_config.NumberColumn("weight", min_value=0.0, step=0.1),
+            "protected": st.column_config.CheckboxColumn("protected"),
+        })
+    if st.form_submit_button("Apply settings"):
+        with user_errors("The settings were not applied"):
+            state.put(K.WORKSPACE, ws.with_schema(Schema.from_frame(edited, target=ws.target)))
+            state.put(K.LAST_NOTICE, "Feature settings applied.")
+            st.rerun()
+
+c1, c2, c3 = st.columns(3)
+c1.download_button("Download settings (JSON)", ws.schema.to_json(), "schema.json", "application/json",
+                   key="dm_dl_schema")
+export = ws.X.copy()
+export["prediction"] = ws.predictions
+c2.download_button("Download data with predictions (CSV)", export.to_csv(index=False), "data_predictions.csv",
+                   "text/csv", key="dm_dl_data")
+schema_file = c3.file_uploader("Load settings (JSON)", type=["json"], key="dm_schema_file")
+if schema_file is not None and st.button("Apply loaded settings", key="dm_apply_schema_file"):
+    with user_errors("The settings file was not applied"):
+        state.put(K.WORKSPACE, ws.with_schema(Schema.from_json(schema_file.getvalue())))
+        state.put(K.LAST_NOTICE, f"Feature settings loaded from {schema_file.name}.")
+        st.rerun()
