@@ -1,0 +1,46 @@
+# Counterfactual Atlas: `make run` starts the app, `make test` runs every test.
+# Both create .venv and install what they need on a fresh machine.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PORT   ?= 8501
+
+.PHONY: run test install install-dev chromium bench clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+$(VENV)/.runtime: $(VENV)/bin/python requirements.txt pyproject.toml
+	$(PY) -m pip install -q -r requirements.txt
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
+	$(PY) -m pip install -q -r requirements-dev.txt
+	touch $@
+
+install: $(VENV)/.runtime
+install-dev: $(VENV)/.dev
+
+run: install
+	$(VENV)/bin/streamlit run dashboard/app.py --server.port $(PORT)
+
+# Browser tests drive Debian's Chromium (Playwright cannot download a browser here).
+chromium:
+	@if command -v chromium >/dev/null 2>&1 || [ -x "$${CHROMIUM_PATH:-/usr/bin/chromium}" ]; then :; \
+	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "Installing Debian's chromium for the browser tests…"; \
+		apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; \
+	else \
+		echo "Chromium is missing and this user cannot install it: run 'sudo apt-get install chromium'" \
+		     "(or set CHROMIUM_PATH to a Chromium binary), then 'make test' again." >&2; exit 1; \
+	fi
+
+test: install-dev chromium
+	$(PY) -m pytest -q -p no:cacheprovider
+
+bench: install-dev
+	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info
