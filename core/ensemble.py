@@ -48,6 +48,14 @@ import numpy as np
 
 from core.errors import ModelError, UnsupportedModelError
 
+try:  # compiled traversal (core/_treewalk.c); numpy does the same more slowly
+    from core import _treewalk
+except ImportError:  # pragma: no cover - no C compiler at install time
+    _treewalk = None
+
+#: set to False to force the numpy traversal (tests compare both)
+USE_COMPILED = _treewalk is not None
+
 __all__ = [
     "Tree",
     "TreeEnsemble",
@@ -322,7 +330,16 @@ class TreeEnsemble:
     def apply(self, X: Any) -> np.ndarray:
         """Leaf node index per row and tree, shape (n_samples, n_trees)."""
         X = self._check_X(X)
-        return _apply_flat(self._flat, X) - self._flat["offsets"][None, :]
+        fl = self._flat
+        if USE_COMPILED and _treewalk is not None:
+            out = np.empty((X.shape[0], self.n_trees), dtype=np.int64)
+            _in_threads(lambda a, b: _treewalk.apply(X, fl["packed"], fl["packed_roots"], out,
+                                                     X.shape[1], a, b),
+                        X.shape[0], self.n_trees)
+            out = fl["packed_to_node"][out]
+        else:
+            out = _apply_flat(fl, X)
+        return out - fl["offsets"][None, :]
 
     def predict_raw(self, X: Any) -> np.ndarray:
         """Aggregated leaf values plus base score, shape (n_samples, n_outputs).
@@ -332,15 +349,19 @@ class TreeEnsemble:
         """
         X = self._check_X(X)
         fl = self._flat
-        out = np.empty((X.shape[0], self.n_outputs))
-        step = max(1, 2_000_000 // max(1, self.n_trees))
-        for s in range(0, X.shape[0], step):
-            leaves = _apply_flat(fl, X[s:s + step])
-            vals = fl["value"][leaves]  # (rows, trees, outputs)
-            agg = vals.sum(axis=1)
-            if self.aggregation == "mean":
-                agg /= self.n_trees
-            out[s:s + step] = agg
+        if USE_COMPILED and _treewalk is not None:
+            out = np.zeros((X.shape[0], self.n_outputs))
+            _in_threads(lambda a, b: _treewalk.accumulate(X, fl["packed"], fl["packed_roots"],
+                                                          fl["packed_value"], self.n_outputs, out,
+                                                          X.shape[1], a, b),
+                        X.shape[0], self.n_trees)
+        else:
+            out = np.empty((X.shape[0], self.n_outputs))
+            step = max(1, 2_000_000 // max(1, self.n_trees))
+            for s in range(0, X.shape[0], step):
+                out[s:s + step] = fl["value"][_apply_flat(fl, X[s:s + step])].sum(axis=1)
+        if self.aggregation == "mean":
+            out /= self.n_trees
         return out + self.base_score
 
     def predict_proba(self, X: Any) -> np.ndarray:
@@ -423,11 +444,67 @@ def _flatten(trees: Sequence[Tree]) -> dict[str, Any]:
     thr_raw = np.concatenate([t.threshold for t in trees])
     feat = np.where(feat_raw < 0, 0, feat_raw).astype(np.int64)
     thr = np.where(feat_raw < 0, np.inf, thr_raw)
-    value = np.concatenate([t.value for t in trees])
+    value = np.ascontiguousarray(np.concatenate([t.value for t in trees]))
     depth = max(t.max_depth for t in trees)
+    packed = _pack(trees, offsets)
+    packed["packed_value"] = np.ascontiguousarray(value[packed["packed_to_node"]])
     return {"left": left, "right": right, "feature": feat, "threshold": thr,
             "feature_raw": feat_raw, "threshold_raw": thr_raw, "value": value,
-            "offsets": offsets, "depth": depth}
+            "offsets": offsets, "depth": depth, **packed}
+
+
+PACKED_NODE = np.dtype([("threshold", "<f8"), ("feature", "<i4"), ("left", "<i4")])
+
+
+def _pack(trees: Sequence[Tree], offsets: np.ndarray) -> dict[str, np.ndarray]:
+    """Nodes as 16-byte records for the compiled walk (core/_treewalk.c).
+
+    Each tree is laid out breadth first with the two children of a node side
+    by side (right = left + 1), so one step reads one record.
+    """
+    parts, to_node, roots = [], [], []
+    base = 0
+    for t, off in zip(trees, offsets):
+        levels, cur = [np.array([0])], np.array([0])
+        while cur.size:
+            inner = cur[t.children_left[cur] >= 0]
+            nxt = np.empty(2 * inner.size, dtype=np.int64)
+            nxt[0::2], nxt[1::2] = t.children_left[inner], t.children_right[inner]
+            levels.append(nxt)
+            cur = nxt
+        order = np.concatenate(levels)
+        pos = np.empty(t.n_nodes, dtype=np.int64)
+        pos[order] = np.arange(t.n_nodes)
+        rec = np.zeros(t.n_nodes, dtype=PACKED_NODE)
+        rec["threshold"] = np.nan_to_num(t.threshold[order], nan=0.0)
+        rec["feature"] = t.feature[order]
+        inner = t.children_left[order] >= 0
+        rec["left"][inner] = pos[t.children_left[order][inner]] + base
+        parts.append(rec)
+        to_node.append(order + off)
+        roots.append(base)
+        base += t.n_nodes
+    if base >= 2**31:
+        raise ModelError("The model has more than 2^31 nodes; it is too large to analyse.")
+    to_node_arr = np.concatenate(to_node)
+    return {"packed": np.concatenate(parts), "packed_roots": np.array(roots, dtype=np.int64),
+            "packed_to_node": to_node_arr}
+
+
+def _in_threads(fn: Any, n_rows: int, n_trees: int) -> None:
+    """Run ``fn(start, stop)`` over row ranges, in two threads for large jobs
+    (the compiled walk releases the GIL)."""
+    import os
+
+    n_threads = min(os.cpu_count() or 1, 4) if n_rows * n_trees >= 200_000 else 1
+    if n_threads == 1:
+        fn(0, n_rows)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    bounds = np.linspace(0, n_rows, n_threads + 1).astype(int)
+    with ThreadPoolExecutor(n_threads) as pool:
+        list(pool.map(lambda i: fn(int(bounds[i]), int(bounds[i + 1])), range(n_threads)))
 
 
 def _apply_flat(fl: dict[str, Any], X: np.ndarray) -> np.ndarray:

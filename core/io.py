@@ -109,7 +109,12 @@ def load_table(data: bytes, filename: str, *, max_bytes: int = MAX_TABLE_BYTES) 
             ) from None
         except pd.errors.EmptyDataError:
             raise DataError(f"{filename!r} has no columns. Upload a CSV with a header row.") from None
-        if df.shape[1] == 1 and any(d in str(df.columns[0]) for d in ",;\t|"):
+        if not isinstance(df.index, pd.RangeIndex):  # pandas took surplus fields as an index
+            raise DataError(
+                f"{filename!r} is not a consistent {_delim_name(delim)}-separated table: some rows have "
+                "more fields than the header. Check that every row has the same number of fields."
+            )
+        if df.shape[1] == 1:  # a dataset needs features and a target: the delimiter was not found
             raise DataError(
                 f"{filename!r} was read as one column named {str(df.columns[0])[:60]!r}: the delimiter "
                 "could not be recognised. Use commas, semicolons or tabs consistently."

@@ -80,7 +80,7 @@ else:
                 n_est = c2.number_input("Trees", 1, 2000, 100, key="dm_trees")
                 depth = c3.number_input("Max depth", 1, 16, 5, key="dm_depth")
                 lr = c4.number_input("Learning rate (boosting)", 0.001, 1.0, 0.1, key="dm_lr")
-                go = st.form_submit_button("Train and load")
+                go = st.form_submit_button("Train and load", key="dm_train_go")
             if go:
                 with user_errors("The model could not be trained"), st.spinner("Training…"):
                     prep = io.prepare_data(table, target, drop_missing=drop_missing)

@@ -1,7 +1,9 @@
 """LightGBM boosters from their JSON dump (``Booster.dump_model``).
 
 LightGBM compares in double precision: left iff ``x <= threshold``, which is
-our rule as is. Categorical splits, linear trees and links other than
+our rule, with one twist: its predictor reads dense rows as sparse ones and
+treats every ``|x| <= kZeroThreshold`` (1e-35f) as exactly 0, so thresholds
+inside that zone are moved to the bound the zone implies (:func:`_zero_zone`). Categorical splits, linear trees and links other than
 sigmoid/softmax/identity are refused; ``missing_type == "Zero"`` is accepted
 only where sending zero the default way agrees with the threshold.
 """
@@ -15,6 +17,18 @@ import numpy as np
 from core.ensemble import TreeEnsemble
 from core.errors import UnsupportedModelError
 from core.parsing import build_tree
+
+KZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold, a float widened to double
+
+
+def _zero_zone(t: float) -> float:
+    """Threshold T with ``x <= T  <=>  z(x) <= t``, z mapping ``|x| <= KZERO`` to 0."""
+    if -KZERO <= t < 0:
+        return float(np.nextafter(-KZERO, -np.inf))
+    if 0 <= t < KZERO:
+        return KZERO
+    return t
+
 
 _IDENTITY = {"regression", "regression_l1", "huber", "fair", "quantile", "mape"}
 
@@ -90,7 +104,7 @@ def _flatten(root: dict, out_index: int, n_out: int, factor: float) -> list[dict
                 "This LightGBM model has categorical splits, which are not supported; "
                 "one-hot encode categorical features (or pass them as numbers) and retrain."
             )
-        t = float(nd["threshold"])
+        t = _zero_zone(float(nd["threshold"]))
         if nd.get("missing_type") == "Zero" and bool(nd.get("default_left")) != (0.0 <= t):
             raise UnsupportedModelError(
                 "This LightGBM model treats zero as missing (zero_as_missing) in a way no threshold "

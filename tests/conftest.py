@@ -1,0 +1,100 @@
+"""Shared fixtures: small datasets and fitted models of every supported family."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import zlib
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+warnings.filterwarnings("ignore", message=".*feature names.*")
+
+
+def shared_data(name: str) -> Path:
+    """Path of a dataset in ../shared/data, or skip (a user's clone has no ../shared)."""
+    p = SHARED_DATA / name
+    if not p.exists():
+        pytest.skip(f"{p} is absent: the shared datasets live beside the repository only on CI/dev machines")
+    return p
+
+
+def chromium_path() -> str | None:
+    env = os.environ.get("CHROMIUM_PATH")
+    if env and Path(env).exists():
+        return env
+    return shutil.which("chromium") or (("/usr/bin/chromium") if Path("/usr/bin/chromium").exists() else None)
+
+
+def make_data(kind: str, n: int = 300, d: int = 5, seed: int = 0):
+    """Features with repeated values (so thresholds coincide with data) and a target."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    X[:, 0] = np.round(X[:, 0], 1)           # many ties on feature 0
+    X[:, 1] = rng.integers(0, 5, n)          # integer feature
+    X[:, 2] = (X[:, 2] * 1e3).round() / 7.0  # values not representable in float32
+    score = X[:, 0] + 0.5 * X[:, 1] - X[:, 2] + 0.3 * rng.normal(size=n)
+    if kind == "binary":
+        y = (score > 0.8).astype(int)
+    elif kind == "multiclass":
+        y = np.digitize(score, np.quantile(score, [1 / 3, 2 / 3]))
+    else:
+        y = 10 * score + 3.0
+    return X, y
+
+
+def _families():
+    from sklearn import ensemble as ske
+    from sklearn import tree as skt
+    import lightgbm as lgb
+    import xgboost as xgb
+
+    return {
+        "sk-dt-clf": (lambda: skt.DecisionTreeClassifier(max_depth=5, random_state=0), "binary"),
+        "sk-dt-reg": (lambda: skt.DecisionTreeRegressor(max_depth=5, random_state=0), "regression"),
+        "sk-rf-bin": (lambda: ske.RandomForestClassifier(30, max_depth=5, random_state=0), "binary"),
+        "sk-rf-multi": (lambda: ske.RandomForestClassifier(30, max_depth=5, random_state=0), "multiclass"),
+        "sk-rf-reg": (lambda: ske.RandomForestRegressor(30, max_depth=5, random_state=0), "regression"),
+        "sk-et-bin": (lambda: ske.ExtraTreesClassifier(30, max_depth=5, random_state=0), "binary"),
+        "sk-et-reg": (lambda: ske.ExtraTreesRegressor(30, max_depth=5, random_state=0), "regression"),
+        "sk-gb-bin": (lambda: ske.GradientBoostingClassifier(n_estimators=30, random_state=0), "binary"),
+        "sk-gb-exp": (lambda: ske.GradientBoostingClassifier(n_estimators=30, loss="exponential",
+                                                             random_state=0), "binary"),
+        "sk-gb-multi": (lambda: ske.GradientBoostingClassifier(n_estimators=20, random_state=0), "multiclass"),
+        "sk-gb-reg": (lambda: ske.GradientBoostingRegressor(n_estimators=30, random_state=0), "regression"),
+        "xgb-bin": (lambda: xgb.XGBClassifier(n_estimators=30, max_depth=4, n_jobs=1), "binary"),
+        "xgb-multi": (lambda: xgb.XGBClassifier(n_estimators=20, max_depth=4, n_jobs=1), "multiclass"),
+        "xgb-softmax": (lambda: xgb.XGBClassifier(n_estimators=20, max_depth=4, n_jobs=1,
+                                                  objective="multi:softmax"), "multiclass"),
+        "xgb-reg": (lambda: xgb.XGBRegressor(n_estimators=30, max_depth=4, n_jobs=1), "regression"),
+        "lgb-bin": (lambda: lgb.LGBMClassifier(n_estimators=30, num_leaves=8, verbose=-1, n_jobs=1), "binary"),
+        "lgb-multi": (lambda: lgb.LGBMClassifier(n_estimators=20, num_leaves=8, verbose=-1, n_jobs=1),
+                      "multiclass"),
+        "lgb-reg": (lambda: lgb.LGBMRegressor(n_estimators=30, num_leaves=8, verbose=-1, n_jobs=1), "regression"),
+        "lgb-rf": (lambda: lgb.LGBMRegressor(boosting_type="rf", bagging_freq=1, bagging_fraction=0.7,
+                                             n_estimators=20, verbose=-1, n_jobs=1), "regression"),
+    }
+
+
+FAMILY_IDS = list(_families().keys())
+
+
+@pytest.fixture(scope="session")
+def fitted():
+    """Fitted models by family id, with their training data (cached per session)."""
+    cache: dict[str, tuple] = {}
+
+    def get(fid: str):
+        if fid not in cache:
+            make, kind = _families()[fid]
+            X, y = make_data(kind, seed=zlib.crc32(fid.encode()) % 1000)
+            cache[fid] = (make().fit(X, y), X, y, kind)
+        return cache[fid]
+
+    return get

@@ -1,0 +1,30 @@
+"""Browser tests: the real app in headless Chromium (Playwright with Debian's chromium)."""
+
+from __future__ import annotations
+
+import pytest
+
+from browser_util import browser_page, running_app
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    with running_app() as url:
+        yield url
+
+
+def test_demo_data_page_renders(app_url, tmp_path):
+    with browser_page() as page:
+        page.goto(app_url)
+        page.get_by_role("heading", name="Data & model").wait_for(timeout=90_000)
+        # the script run arrives over the websocket: wait for the model summary, not for a fixed time
+        page.get_by_text("Feature settings").wait_for(timeout=90_000)
+        page.locator('[data-testid="stMetric"]').first.wait_for(timeout=60_000)
+        metrics = page.locator('[data-testid="stMetric"]').all_inner_texts()
+        assert any("Trees" in m and "100" in m for m in metrics), metrics
+        assert any("LightGBM" in m for m in metrics), metrics
+        assert page.locator('[data-testid="stException"]').count() == 0
+        assert page.get_by_text("Synthetic credit lending · LightGBM").count() >= 1
+        page.screenshot(path=str(tmp_path / "data_model.png"), full_page=True)

@@ -1,0 +1,146 @@
+"""AppTest of the app shell and the Data & model page (the real scripts)."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from conftest import ROOT
+
+APP = str(ROOT / "dashboard" / "app.py")
+
+
+@pytest.fixture
+def at():
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.run()
+    assert not app.exception, app.exception
+    return app
+
+
+@pytest.fixture(scope="module")
+def upload_files(tmp_path_factory):
+    import xgboost as xgb
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"a": rng.normal(size=120), "b": rng.integers(0, 4, 120)})
+    df["label"] = (df.a + df.b > 1.5).astype(int)
+    m = xgb.XGBClassifier(n_estimators=10, max_depth=3, n_jobs=1).fit(df[["a", "b"]], df["label"])
+    path = tmp_path_factory.mktemp("m") / "model.json"
+    m.save_model(path)
+    return df.to_csv(index=False).encode(), path.read_bytes(), pickle.dumps(m)
+
+
+def _workspace(at):
+    return at.session_state["workspace"]
+
+
+def test_app_opens_on_the_demo(at):
+    assert [t.value for t in at.title] == ["Data & model"]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Model"] == "LightGBM" and metrics["Trees"] == "100"
+    assert float(metrics["Accuracy on data"]) > 0.85
+    assert not at.error
+    assert _workspace(at).schema.protected() == ["sex"]
+
+
+def test_switch_demo(at):
+    at.selectbox(key="dm_demo").set_value("cancer-rf").run()
+    at.button(key="dm_load_demo").click().run()
+    assert not at.exception
+    assert "Breast cancer" in _workspace(at).name
+    assert any("Loaded the demo" in s.value for s in at.success)
+    assert {m.label: m.value for m in at.metric}["Model"] == "scikit-learn"
+
+
+def _to_upload(at, csv_bytes):
+    at.radio(key="dm_source").set_value("Upload your own").run()
+    at.file_uploader(key="dm_data_file").upload("data.csv", csv_bytes, "text/csv")
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    at.selectbox(key="dm_target").set_value("label").run()
+
+
+def test_upload_csv_and_model(at, upload_files):
+    csv_bytes, model_json, _ = upload_files
+    _to_upload(at, csv_bytes)
+    at.file_uploader(key="dm_model_file").upload("model.json", model_json, "application/json")
+    at.run()
+    at.button(key="dm_load").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    ws = _workspace(at)
+    assert ws.name == "data.csv · model.json" and ws.ensemble.source == "xgboost.Booster"
+    assert list(ws.X.columns) == ["a", "b"]
+    assert {m.label: m.value for m in at.metric}["Trees"] == "10"
+
+
+def test_bad_model_file_shows_an_error_and_keeps_the_workspace(at, upload_files):
+    before = _workspace(at)
+    _to_upload(at, upload_files[0])
+    at.file_uploader(key="dm_model_file").upload("model.json", b"{corrupt", "application/json")
+    at.run()
+    at.button(key="dm_load").click().run()
+    assert not at.exception
+    assert any("could not be loaded" in e.value and "XGBoost" in e.value for e in at.error)
+    assert _workspace(at) is before
+
+
+def test_untrusted_pickle_is_refused_until_trusted(at, upload_files):
+    csv_bytes, _, pkl = upload_files
+    _to_upload(at, csv_bytes)
+    at.file_uploader(key="dm_model_file").upload("model.pkl", pkl)
+    at.run()
+    at.button(key="dm_load").click().run()
+    assert any("trust" in e.value for e in at.error)
+    at.checkbox(key="dm_trust").check().run()
+    assert any("arbitrary code" in w.value for w in at.warning)
+    at.button(key="dm_load").click().run()
+    assert not at.error and _workspace(at).ensemble.source == "xgboost.XGBClassifier"
+
+
+def test_bad_table_is_explained(at):
+    at.radio(key="dm_source").set_value("Upload your own").run()
+    at.file_uploader(key="dm_data_file").upload("empty.csv", b"", "text/csv")
+    at.run()
+    assert not at.exception
+    assert any("empty" in e.value for e in at.error)
+
+
+def test_model_with_other_columns_is_explained(at, upload_files):
+    csv_bytes, model_json, _ = upload_files
+    df = pd.read_csv(__import__("io").BytesIO(csv_bytes)).rename(columns={"b": "zz"})
+    _to_upload(at, df.to_csv(index=False).encode())
+    at.file_uploader(key="dm_model_file").upload("model.json", model_json)
+    at.run()
+    at.button(key="dm_load").click().run()
+    assert any("expects columns ['b']" in e.value for e in at.error)
+
+
+def test_train_a_model_here(at, upload_files):
+    _to_upload(at, upload_files[0])
+    at.radio(key="dm_how").set_value("Train a model here").run()
+    at.selectbox(key="dm_family").set_value("gradient_boosting")
+    at.number_input(key="dm_trees").set_value(20)
+    at.button(key="dm_train_go").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    ws = _workspace(at)
+    assert ws.ensemble.source == "sklearn.GradientBoostingClassifier" and ws.ensemble.n_trees == 20
+    assert any("held-out accuracy" in s.value for s in at.success)
+
+
+def test_schema_file_round_trip(at):
+    ws = _workspace(at)
+    changed = ws.schema.with_updates("age", actionability="increase")
+    at.file_uploader(key="dm_schema_file").upload("schema.json", changed.to_json().encode())
+    at.run()
+    at.button(key="dm_apply_schema_file").click().run()
+    assert _workspace(at).schema["age"].actionability == "increase"
+    at.file_uploader(key="dm_schema_file").upload("schema.json", b'{"features": []}')
+    at.run()
+    at.button(key="dm_apply_schema_file").click().run()
+    assert any("do not match" in e.value for e in at.error)
+    assert _workspace(at).schema["age"].actionability == "increase"
