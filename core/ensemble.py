@@ -325,7 +325,7 @@ class TreeEnsemble:
             raise ValueError(
                 "X contains NaN: missing values are not supported; impute or drop those rows first."
             )
-        return X
+        return np.ascontiguousarray(X)
 
     def apply(self, X: Any) -> np.ndarray:
         """Leaf node index per row and tree, shape (n_samples, n_trees)."""

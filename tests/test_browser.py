@@ -20,7 +20,7 @@ def test_demo_data_page_renders(app_url, tmp_path):
         page.goto(app_url)
         page.get_by_role("heading", name="Data & model").wait_for(timeout=90_000)
         # the script run arrives over the websocket: wait for the model summary, not for a fixed time
-        page.get_by_text("Feature settings").wait_for(timeout=90_000)
+        page.get_by_text("Feature settings", exact=True).wait_for(timeout=90_000)
         page.locator('[data-testid="stMetric"]').first.wait_for(timeout=60_000)
         metrics = page.locator('[data-testid="stMetric"]').all_inner_texts()
         assert any("Trees" in m and "100" in m for m in metrics), metrics

@@ -209,3 +209,15 @@ def test_compiled_and_numpy_walks_agree(fitted, fid, monkeypatch):
     monkeypatch.setattr(ce, "USE_COMPILED", False)
     np.testing.assert_array_equal(ens.apply(P), leaves_c)
     np.testing.assert_allclose(ens.predict_raw(P), raw_c, rtol=0, atol=1e-12)
+
+
+def test_any_memory_layout_and_dtype(fitted):
+    model, X, *_ = fitted("sk-rf-bin")
+    ens = from_model(model)
+    ref = ens.predict_proba(np.ascontiguousarray(X))
+    for variant in (np.asfortranarray(X), X[:, ::-1][:, ::-1], X.astype(np.float32).astype(np.float64)[::1],
+                    __import__("pandas").DataFrame(X)):
+        out = ens.predict_proba(variant)
+        assert out.shape == ref.shape
+    np.testing.assert_array_equal(ens.predict_proba(np.asfortranarray(X)), ref)
+    np.testing.assert_array_equal(ens.apply(X[::2]), ens.apply(np.ascontiguousarray(X[::2])))
