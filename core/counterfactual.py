@@ -1,0 +1,229 @@
+"""What every counterfactual method shares: the cost model, the target, the result.
+
+Cost (OCEAN section 3.3, eqs. 28-32, on one scale for every feature)
+--------------------------------------------------------------------
+For a query ``x_hat`` and a candidate ``x``, feature ``j`` contributes::
+
+    c_j(x) = w_j^s * (l0 * [x_j != x_hat_j] + l1 * D_j + l2 * D_j**2),
+    D_j = |x_j - x_hat_j| / span_j
+
+where ``s`` is the direction of the move (``w^-`` to decrease, ``w^+`` to
+increase: the asymmetric weights of eqs. 30-32), ``span_j`` is the feature's
+range in the schema (1 without a schema: raw units), and ``(l0, l1, l2)`` is
+the norm: ``"l0"`` = (1, 0, 0), ``"l1"`` = (0, 1, 0), ``"l2"`` = (0, 0, 1)
+(squared Euclidean), or a dict such as FCCA's ``{"l0": 0.1, "l1": 1}``.
+One-hot columns are costed as the 0/1 columns they are, so switching a
+category changes two columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from core.ensemble import TreeEnsemble
+from core.errors import AtlasError
+
+__all__ = ["CostModel", "Target", "CounterfactualResult", "Change", "make_cost_model", "make_target"]
+
+STATUSES = ("optimal", "feasible", "infeasible", "time_limit", "error")
+
+
+class QueryError(AtlasError):
+    """A counterfactual query that cannot be posed (bad target, norm, feature)."""
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Separable, asymmetric cost; see the module docstring.
+
+    l0, l1, l2 : floats, the mix of the norms.
+    w_down, w_up : ndarrays of shape (n_features,), weights to decrease / increase.
+    span : ndarray of shape (n_features,), the scale of each feature.
+    """
+
+    l0: float
+    l1: float
+    l2: float
+    w_down: np.ndarray
+    w_up: np.ndarray
+    span: np.ndarray
+
+    def feature_costs(self, x_hat: np.ndarray, X: np.ndarray) -> np.ndarray:
+        """Per-feature costs, shape (n_samples, n_features)."""
+        X = np.atleast_2d(np.asarray(X, dtype=float))
+        diff = X - x_hat
+        D = np.abs(diff) / self.span
+        w = np.where(diff < 0, self.w_down, self.w_up)
+        return w * (self.l0 * (diff != 0) + self.l1 * D + self.l2 * D * D)
+
+    def cost(self, x_hat: np.ndarray, X: np.ndarray) -> np.ndarray:
+        """Total cost of each row, shape (n_samples,)."""
+        return self.feature_costs(x_hat, X).sum(axis=1)
+
+    def describe(self) -> str:
+        parts = [f"{v:g}·{n}" for n, v in (("l0", self.l0), ("l1", self.l1), ("l2", self.l2)) if v]
+        return " + ".join(parts) or "0"
+
+
+def _per_feature(ens: TreeEnsemble, value: Any, default: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Weights given as None, a number, an array (d,) or (d, 2), or a dict name -> w or (down, up)."""
+    d = ens.n_features
+    down, up = default.copy(), default.copy()
+    if value is None:
+        return down, up
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            j = ens.feature_index(k)
+            if np.ndim(v) == 0:
+                down[j] = up[j] = float(v)
+            else:
+                down[j], up[j] = (float(t) for t in v)
+    else:
+        arr = np.asarray(value, dtype=float)
+        if arr.ndim == 0:
+            down[:] = up[:] = float(arr)
+        elif arr.shape == (d,):
+            down, up = arr.copy(), arr.copy()
+        elif arr.shape == (d, 2):
+            down, up = arr[:, 0].copy(), arr[:, 1].copy()
+        else:
+            raise QueryError(f"{name} has shape {arr.shape}; expected ({d},) or ({d}, 2) for (decrease, increase).")
+    if np.any(~np.isfinite(down)) or np.any(~np.isfinite(up)) or np.any(down < 0) or np.any(up < 0):
+        raise QueryError(f"{name} must be finite and >= 0.")
+    return down, up
+
+
+def make_cost_model(ens: TreeEnsemble, norm: Any = "l1", weights: Any = None, schema: Any = None) -> CostModel:
+    """Build the cost model from a norm name or mix, weights and an optional schema."""
+    mixes = {"l0": (1.0, 0.0, 0.0), "l1": (0.0, 1.0, 0.0), "l2": (0.0, 0.0, 1.0)}
+    if isinstance(norm, str):
+        if norm not in mixes:
+            raise QueryError(f"Unknown norm {norm!r}; use 'l0', 'l1', 'l2' or a dict like {{'l0': 0.1, 'l1': 1}}.")
+        l0, l1, l2 = mixes[norm]
+    elif isinstance(norm, Mapping):
+        bad = set(norm) - set(mixes)
+        if bad:
+            raise QueryError(f"Unknown norm keys {sorted(bad)}; use 'l0', 'l1' and 'l2'.")
+        l0, l1, l2 = (float(norm.get(k, 0.0)) for k in ("l0", "l1", "l2"))
+        if min(l0, l1, l2) < 0 or l0 + l1 + l2 <= 0:
+            raise QueryError("Norm weights must be >= 0 and not all zero.")
+    else:
+        raise QueryError(f"norm must be a string or a dict, got {type(norm).__name__}.")
+    d = ens.n_features
+    if schema is not None:
+        if schema.names != list(ens.feature_names):
+            raise QueryError("The schema's features do not match the model's features.")
+        arr = schema.arrays()
+        span, base_w = arr["span"], arr["weight"]
+    else:
+        span, base_w = np.ones(d), np.ones(d)
+    down, up = _per_feature(ens, weights, base_w, "weights")
+    return CostModel(l0, l1, l2, down, up, span)
+
+
+@dataclass(frozen=True)
+class Target:
+    """The outcome sought: a class index (classifiers) or an interval (regressors)."""
+
+    kind: str                 # "class" or "interval"
+    class_index: int = -1
+    label: Any = None
+    lo: float = -np.inf
+    hi: float = np.inf
+
+    def holds(self, ens: TreeEnsemble, X: np.ndarray) -> np.ndarray:
+        """Does the ensemble's output on each row meet the target? Shape (n_samples,)."""
+        if self.kind == "class":
+            return ens.predict(X) == self.label
+        v = ens.predict(X)
+        return (v >= self.lo) & (v <= self.hi)
+
+    def describe(self) -> str:
+        return f"class {self.label!r}" if self.kind == "class" else f"prediction in [{self.lo:g}, {self.hi:g}]"
+
+
+def make_target(ens: TreeEnsemble, target: Any) -> Target:
+    if ens.task == "classification":
+        labels = list(ens.classes)
+        matches = [i for i, c in enumerate(labels) if c == target or str(c) == str(target)]
+        if not matches:
+            raise QueryError(f"Unknown target class {target!r}; the model's classes are {labels}.")
+        return Target("class", class_index=matches[0], label=ens.classes[matches[0]])
+    if ens.task == "regression":
+        try:
+            lo, hi = (float(v) for v in target)
+        except (TypeError, ValueError):
+            raise QueryError(f"A regression target is an interval (lo, hi); got {target!r}.") from None
+        if not lo <= hi:
+            raise QueryError(f"Target interval ({lo}, {hi}) is empty: lo must be <= hi.")
+        return Target("interval", lo=lo, hi=hi)
+    raise QueryError("Counterfactuals need a classifier or a regressor, not an anomaly detector.")
+
+
+@dataclass(frozen=True)
+class Change:
+    feature: str
+    before: float
+    after: float
+
+
+@dataclass(frozen=True)
+class CounterfactualResult:
+    """A counterfactual and how it was obtained.
+
+    x : ndarray of shape (n_features,) or None, the counterfactual (original units),
+        strictly inside its cell of the model's partition; re-checked on the model.
+    cost : optimal (or best found) cost; for a point pushed inside an open cell
+        it is the infimum over that cell (the paper's epsilon -> 0).
+    status : "optimal", "feasible" (valid, optimality not proven), "infeasible",
+        "time_limit" (no proof in time; ``x`` is the best valid point, if any)
+        or "error" (``message`` says why).
+    gap : relative gap between ``cost`` and the proven lower bound (0 if optimal).
+    alternatives : further results when ``n_solutions > 1``.
+    """
+
+    x: np.ndarray | None
+    cost: float
+    status: str
+    gap: float
+    solve_time: float
+    changes: tuple[Change, ...]
+    backend: str
+    params: dict[str, Any]
+    x_query: np.ndarray | None = None
+    lower_bound: float = 0.0
+    valid: bool = False
+    message: str = ""
+    prediction: Any = None
+    alternatives: tuple["CounterfactualResult", ...] = ()
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def found(self) -> bool:
+        return self.x is not None and self.valid
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able summary."""
+        def num(v: Any) -> Any:
+            return None if v is None or (isinstance(v, float) and not np.isfinite(v)) else v
+
+        return {
+            "status": self.status, "valid": self.valid, "cost": num(float(self.cost)),
+            "gap": num(float(self.gap)), "lower_bound": num(float(self.lower_bound)),
+            "solve_time_s": round(self.solve_time, 4), "backend": self.backend, "message": self.message,
+            "prediction": None if self.prediction is None else str(self.prediction),
+            "x": None if self.x is None else [float(v) for v in self.x],
+            "changes": [{"feature": c.feature, "from": c.before, "to": c.after} for c in self.changes],
+            "params": {k: (v if isinstance(v, (int, float, str, bool, type(None), list, dict)) else str(v))
+                       for k, v in self.params.items()},
+            "alternatives": [a.to_dict() for a in self.alternatives],
+            "timings": self.timings,
+        }
+
+
+def changes_between(names: Sequence[str], x_hat: np.ndarray, x: np.ndarray) -> tuple[Change, ...]:
+    idx = np.flatnonzero(x != x_hat)
+    return tuple(Change(str(names[j]), float(x_hat[j]), float(x[j])) for j in idx)

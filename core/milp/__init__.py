@@ -1,0 +1,1 @@
+"""Solver formulations of the counterfactual problem built by core.optimal."""

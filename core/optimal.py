@@ -1,0 +1,682 @@
+"""Per-instance optimal counterfactuals (OCEAN, Parmentier & Vidal, ICML 2021).
+
+Build, solve, read
+------------------
+*Build* (:func:`build_problem`): the ensemble's output depends on ``x`` only
+through which interval between consecutive split levels each feature lies in
+(the order simplex of OCEAN section 3.2, eqs. 15-20). For feature ``j`` with
+sorted levels ``L_1 < ... < L_k`` the intervals are ``(L_i, L_{i+1}]``
+(``L_0 = -inf``, ``L_{k+1} = +inf``). For a separable cost (eqs. 28-32) the
+cheapest point of an interval is its point nearest ``x_hat`` within the
+feature's domain (its kind: numerical, integer, binary, one-hot; its range;
+its actionability, OCEAN table 1), so each interval gets one cost and one
+representative point. Every leaf of every tree is a box of intervals. A
+counterfactual is one interval per feature such that the leaves it reaches
+give the target (eqs. 13-14), the one-hot groups hold exactly one category
+(eq. 27), and, with plausibility, the Isolation Forest's mean path length is
+at least ``delta`` (eq. 33).
+
+*Solve*, by one of two formulations of the same problem:
+
+* ``"cpsat"`` (default, :mod:`core.milp.cpsat`): the cell model. Booleans
+  ``g_jm = [x_j > L_m]`` with ``g_jm => g_j(m-1)`` (eq. 15 on booleans), one
+  boolean per leaf with exactly one leaf per tree (eqs. 8-12), each leaf
+  implying the bounds of its box (eqs. 16-17), the class condition as a
+  linear constraint on leaf booleans (eqs. 13-14), the cost telescoped on the
+  ``g`` (eq. 31 generalised to any separable cost), scaled to integers and
+  solved by OR-Tools CP-SAT.
+* ``"highs"`` / ``"gurobi"`` (:mod:`core.milp.ocean`): OCEAN's MILP as in the
+  paper: lambda per depth, flows y per node, order simplex mu per feature
+  (eqs. 8-20), l0/l1/l2 on mu (eqs. 30-31; squared l2 on mu is exact at the
+  levels, where optima lie), solved by HiGHS or Gurobi.
+
+Both are made fast by an upper bound found first: the nearest valid point
+among the training rows of the target class projected onto the actionable
+set, improved greedily (:func:`warm_start`). Leaves whose box cannot be
+reached within that bound are removed before solving, and the bound is
+given to the solver with the point as a hint.
+
+*Read*: the representative points of the chosen intervals; a point on an
+open interval end is pushed strictly inside its cell (``cost`` reports the
+infimum, the paper's epsilon -> 0). Every returned point is re-checked with
+``TreeEnsemble.predict`` (and the original model when given); when integer
+scaling admitted an invalid cell (a near tie), that cell is cut off and the
+solver runs again, so a returned counterfactual is always valid.
+
+Diverse alternatives (``n_solutions > 1``): each new solution must leave
+unchanged at least one of the features changed by every earlier solution,
+so no alternative is an earlier one plus extra changes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from core.counterfactual import (CostModel, CounterfactualResult, QueryError, Target, changes_between,
+                                 make_cost_model, make_target)
+from core.ensemble import TreeEnsemble, from_model
+
+__all__ = ["optimal_counterfactual", "build_problem", "Plausibility", "CellProblem", "warm_start",
+           "BACKENDS"]
+
+BACKENDS = ("auto", "cpsat", "highs", "gurobi")
+NUDGE = 1e-6  # fraction of a feature's span used to step strictly inside an open interval end
+
+
+# ----------------------------------------------------------------- plausibility
+@dataclass(frozen=True)
+class Plausibility:
+    """An Isolation Forest and the mean path length a counterfactual must reach (eq. 33)."""
+
+    forest: TreeEnsemble
+    delta: float
+    contamination: float | None = None
+
+    @classmethod
+    def fit(cls, X_target: np.ndarray, contamination: float = 0.1, n_estimators: int = 100,
+            max_samples: int | str = "auto", random_state: int = 0) -> "Plausibility":
+        """Fit an Isolation Forest on rows of the target class; ``delta`` leaves
+        a ``contamination`` share of them as outliers (the paper uses 10%)."""
+        from sklearn.ensemble import IsolationForest
+
+        X_target = np.asarray(X_target, dtype=float)
+        if len(X_target) < 10:
+            raise QueryError(f"Only {len(X_target)} rows of the target class: too few to fit a plausibility model.")
+        iso = IsolationForest(n_estimators=n_estimators, max_samples=max_samples, random_state=random_state)
+        iso.fit(X_target)
+        return cls.from_forest(iso, X_target, contamination)
+
+    @classmethod
+    def from_forest(cls, forest: Any, X_target: np.ndarray | None = None,
+                    contamination: float | None = 0.1) -> "Plausibility":
+        ens = from_model(forest)
+        if ens.task != "anomaly":
+            raise QueryError("plausibility needs an IsolationForest.")
+        if X_target is not None and contamination is not None:
+            depth = ens.predict_raw(np.asarray(X_target, dtype=float))[:, 0]
+            return cls(ens, float(np.quantile(depth, contamination)), contamination)
+        # the forest's own threshold: decision_function >= 0  <=>  mean depth >= -c log2(-offset)
+        return cls(ens, float(-ens.meta["c"] * np.log2(-ens.meta["offset"])), None)
+
+    def holds(self, X: np.ndarray) -> np.ndarray:
+        return self.forest.predict_raw(X)[:, 0] >= self.delta - 1e-12
+
+
+# ----------------------------------------------------------------- the problem
+@dataclass
+class TreeBlock:
+    """The leaves of a set of trees in interval coordinates."""
+
+    tree_of: np.ndarray        # (n_leaves,) tree index
+    node: np.ndarray           # (n_leaves,) node index within its tree
+    lo: np.ndarray             # (n_leaves, d) smallest allowed interval index
+    hi: np.ndarray             # (n_leaves, d) largest allowed interval index
+    value: np.ndarray          # (n_leaves, n_outputs) leaf values (mean folded in)
+    n_trees: int
+
+
+@dataclass
+class CellProblem:
+    """The counterfactual problem on the grid of split levels (see module doc)."""
+
+    ens: TreeEnsemble
+    x_hat: np.ndarray
+    target: Target
+    cost_model: CostModel
+    levels: list[np.ndarray]
+    points: list[np.ndarray]          # per feature, per interval: representative point (nan: infeasible)
+    costs: list[np.ndarray]           # per feature, per interval: cost (inf: infeasible)
+    hat: np.ndarray                   # interval of x_hat per feature
+    groups: list[list[int]]           # one-hot groups (feature indices)
+    model_leaves: TreeBlock
+    plaus: Plausibility | None = None
+    plaus_leaves: TreeBlock | None = None
+    kinds: list[str] = field(default_factory=list)
+    upper_bound: float = np.inf
+    nogoods: list[tuple[str, np.ndarray]] = field(default_factory=list)
+    exclusions: list[list[int]] = field(default_factory=list)
+
+    @property
+    def n_features(self) -> int:
+        return len(self.levels)
+
+    def interval_of(self, X: np.ndarray) -> np.ndarray:
+        """Interval index of each value, shape like X (n, d)."""
+        X = np.atleast_2d(X)
+        return np.column_stack([np.searchsorted(self.levels[j], X[:, j], side="left")
+                                for j in range(self.n_features)])
+
+    def point_of(self, cells: np.ndarray) -> np.ndarray:
+        return np.array([self.points[j][cells[j]] for j in range(self.n_features)])
+
+    def cost_of(self, cells: np.ndarray) -> float:
+        return float(sum(self.costs[j][cells[j]] for j in range(self.n_features)))
+
+    def is_valid(self, X: np.ndarray) -> np.ndarray:
+        X = np.atleast_2d(X)
+        ok = self.target.holds(self.ens, X)
+        if self.plaus is not None:
+            ok &= self.plaus.holds(X)
+        return ok
+
+
+def _as_indices(ens: TreeEnsemble, items: Iterable[Any] | None) -> set[int]:
+    return {ens.feature_index(f) for f in (items or ())}
+
+
+def _domains(ens, schema, x_hat, immutable, increase_only, decrease_only):
+    d = ens.n_features
+    kinds = ["numerical"] * d
+    lo, hi = np.full(d, -np.inf), np.full(d, np.inf)
+    action = ["free"] * d
+    groups: list[list[int]] = []
+    if schema is not None:
+        for j, f in enumerate(schema.features):
+            kinds[j] = f.kind
+            lo[j], hi[j] = min(f.lower, x_hat[j]), max(f.upper, x_hat[j])
+            action[j] = f.actionability
+        groups = [list(v) for v in schema.groups().values() if len(v) >= 2]
+    for j in _as_indices(ens, immutable):
+        action[j] = "fixed"
+    for j in _as_indices(ens, increase_only):
+        action[j] = "increase"
+    for j in _as_indices(ens, decrease_only):
+        action[j] = "decrease"
+    for g in groups:  # a one-hot group moves as one: fixed if any column is
+        if any(action[j] == "fixed" for j in g):
+            for j in g:
+                action[j] = "fixed"
+    for j in range(d):
+        if kinds[j] in ("binary", "categorical"):
+            lo[j], hi[j] = min(0.0, x_hat[j]), max(1.0, x_hat[j])
+    return kinds, lo, hi, action, groups
+
+
+def _feature_grid(levels, xh, kind, lo, hi, action, cm: CostModel, j):
+    """Representative point and cost of every interval of one feature."""
+    k = levels.size
+    a = np.concatenate([[-np.inf], levels])
+    b = np.concatenate([levels, [np.inf]])
+    hat = int(np.searchsorted(levels, xh, side="left"))
+    idx = np.arange(k + 1)
+    best = np.full(k + 1, np.nan)      # the infimum point (for the cost)
+    point = np.full(k + 1, np.nan)     # the returned point (strictly inside)
+    integral = kind in ("integer", "ordinal", "binary", "categorical")
+    span = cm.span[j]
+    below, above = idx < hat, idx > hat
+    with np.errstate(invalid="ignore"):
+        if integral:
+            pb = np.floor(np.minimum(b, hi))
+            ok_b = below & (pb > a) & (pb >= np.ceil(lo))
+            pa = np.maximum(np.floor(a) + 1, np.ceil(lo))
+            ok_a = above & (pa <= np.minimum(b, hi))
+            best[ok_b], best[ok_a] = pb[ok_b], pa[ok_a]
+            point[:] = best
+        else:
+            step = NUDGE * span
+            pb = np.minimum(b, hi)
+            ok_b = below & (pb > a) & (pb >= lo)
+            best[ok_b] = pb[ok_b]
+            inside_b = np.where(pb == b, b - step, pb)
+            inside_b = np.where((inside_b <= a) | (inside_b > b), np.nextafter(b, -np.inf), inside_b)
+            inside_b = np.where(inside_b <= a, b, inside_b)  # (a, b] holds b alone
+            point[ok_b] = inside_b[ok_b]
+            pa = np.maximum(a, lo)
+            ok_a = above & (pa <= np.minimum(b, hi)) & (a < hi)
+            best[ok_a] = pa[ok_a]
+            inside_a = np.where(pa == a, a + step, pa)
+            inside_a = np.where((inside_a <= a) | (inside_a > b), np.nextafter(a, np.inf), inside_a)
+            point[ok_a] = inside_a[ok_a]
+    best[hat] = point[hat] = xh
+    if action == "fixed":
+        best[idx != hat] = np.nan
+    elif action == "increase":
+        best[below] = np.nan
+    elif action == "decrease":
+        best[above] = np.nan
+    point[np.isnan(best)] = np.nan
+    diff = best - xh
+    D = np.abs(diff) / span
+    w = np.where(diff < 0, cm.w_down[j], cm.w_up[j])
+    cost = w * (cm.l0 * (diff != 0) + cm.l1 * D + cm.l2 * D * D)
+    cost[np.isnan(best)] = np.inf
+    return point, cost, hat
+
+
+def _leaf_block(ens: TreeEnsemble, levels: list[np.ndarray]) -> TreeBlock:
+    """Leaf boxes of ``ens`` as ranges of interval indices on the grid ``levels``."""
+    trees, nodes, los, his, vals = [], [], [], [], []
+    scale = 1.0 / ens.n_trees if ens.aggregation == "mean" else 1.0
+    for t, (leaves, lower, upper) in enumerate(ens.leaf_boxes()):
+        L = np.zeros((leaves.size, len(levels)), dtype=np.int64)
+        H = np.zeros((leaves.size, len(levels)), dtype=np.int64)
+        for j, lv in enumerate(levels):
+            lo_b, hi_b = lower[:, j], upper[:, j]
+            L[:, j] = np.where(np.isfinite(lo_b), np.searchsorted(lv, lo_b, side="left") + 1, 0)
+            H[:, j] = np.where(np.isfinite(hi_b), np.searchsorted(lv, hi_b, side="left"), lv.size)
+        trees.append(np.full(leaves.size, t))
+        nodes.append(leaves)
+        los.append(L)
+        his.append(H)
+        vals.append(ens.trees[t].value[leaves] * scale)
+    return TreeBlock(np.concatenate(trees), np.concatenate(nodes), np.vstack(los), np.vstack(his),
+                     np.vstack(vals), ens.n_trees)
+
+
+def build_problem(ens: TreeEnsemble, x: Any, target: Any, *, schema: Any = None, norm: Any = "l1",
+                  weights: Any = None, immutable: Iterable[Any] = (), increase_only: Iterable[Any] = (),
+                  decrease_only: Iterable[Any] = (), plausibility: Plausibility | None = None) -> CellProblem:
+    """The counterfactual problem of ``x`` on the grid of the ensemble's split levels."""
+    x_hat = np.asarray(x, dtype=float).ravel()
+    if x_hat.shape != (ens.n_features,):
+        raise QueryError(f"x has {x_hat.size} values; the model has {ens.n_features} features.")
+    if not np.all(np.isfinite(x_hat)):
+        raise QueryError("x contains NaN or infinite values; give a complete row.")
+    tgt = make_target(ens, target)
+    cm = make_cost_model(ens, norm, weights, schema)
+    kinds, lo, hi, action, groups = _domains(ens, schema, x_hat, immutable, increase_only, decrease_only)
+    levels, model_leaves, plaus_leaves = _grid_structure(ens, kinds, plausibility)
+    points, costs, hat = [], [], np.zeros(ens.n_features, dtype=np.int64)
+    for j in range(ens.n_features):
+        p, c, h = _feature_grid(levels[j], x_hat[j], kinds[j], lo[j], hi[j], action[j], cm, j)
+        points.append(p)
+        costs.append(c)
+        hat[j] = h
+    return CellProblem(ens, x_hat, tgt, cm, levels, points, costs, hat, groups,
+                       model_leaves, plausibility, plaus_leaves, kinds)
+
+
+def _grid_structure(ens: TreeEnsemble, kinds: list[str], plausibility: Plausibility | None):
+    """Levels and leaf boxes in interval indices: they do not depend on the query,
+    so they are kept on the ensemble for the next query."""
+    key = ("cells", tuple(k in ("binary", "categorical") for k in kinds),
+           None if plausibility is None else id(plausibility.forest))
+    cache = ens._flat.setdefault("query_cache", {})
+    if key not in cache:
+        levels = []
+        for j in range(ens.n_features):
+            lv = ens.split_levels(j)
+            if plausibility is not None:
+                lv = np.union1d(lv, plausibility.forest.split_levels(j))
+            if kinds[j] in ("binary", "categorical"):
+                lv = np.union1d(lv, [0.5])  # both values reachable even if no tree splits here
+            levels.append(np.asarray(lv, dtype=float))
+        plaus = None if plausibility is None else _leaf_block(plausibility.forest, levels)
+        if len(cache) > 8:
+            cache.clear()
+        cache[key] = (levels, _leaf_block(ens, levels), plaus, plausibility)
+    levels, model_leaves, plaus_leaves, _ = cache[key]
+    return levels, model_leaves, plaus_leaves
+
+
+# --------------------------------------------------------------- warm start
+def _project(prob: CellProblem, Z: np.ndarray) -> np.ndarray:
+    """Move candidate rows into the feasible set: snap each feature to the
+    representative point of its interval, or to x_hat when that interval is
+    not allowed (fixed, wrong direction, out of range)."""
+    cells = prob.interval_of(Z)
+    out = np.empty_like(Z, dtype=float)
+    for j in range(prob.n_features):
+        pts = prob.points[j][cells[:, j]]
+        out[:, j] = np.where(np.isnan(pts), prob.x_hat[j], pts)
+    for g in prob.groups:  # keep one-hot groups one-hot
+        bad = np.abs(out[:, g].sum(axis=1) - 1) > 1e-9
+        out[np.ix_(bad, g)] = prob.x_hat[g]
+    return out
+
+
+def warm_start(prob: CellProblem, X_ref: np.ndarray | None, max_candidates: int = 2000
+               ) -> tuple[np.ndarray | None, float]:
+    """A valid point and its (cell) cost from reference rows, or (None, inf).
+
+    Rows of ``X_ref`` are projected onto the feasible set, the valid ones kept,
+    and the three cheapest polished by :func:`local_search`.
+    """
+    if X_ref is None or len(X_ref) == 0:
+        return None, np.inf
+    X_ref = np.asarray(X_ref, dtype=float)
+    Z = _project(prob, X_ref)
+    base_cost = prob.cost_model.cost(prob.x_hat, Z)
+    order = np.argsort(base_cost)[:max_candidates]
+    Z = Z[order]
+    ok = prob.is_valid(Z)
+    if not ok.any():
+        return None, np.inf
+    best_cells, best_cost = None, np.inf
+    for r in np.flatnonzero(ok)[:3]:  # polish the three cheapest valid candidates
+        cells = local_search(prob, prob.interval_of(Z[r][None, :])[0])
+        c = prob.cost_of(cells)
+        if c < best_cost:
+            best_cells, best_cost = cells, c
+    return prob.point_of(best_cells), best_cost
+
+
+def local_search(prob: CellProblem, cells: np.ndarray, max_rounds: int = 200) -> np.ndarray:
+    """Improve a valid cell assignment: move one feature (or one-hot group) at a
+    time to the interval nearest ``x_hat`` that keeps the point valid, taking the
+    largest saving each round, until no move saves anything."""
+    cells = cells.copy()
+    singles = [j for j in range(prob.n_features) if not any(j in g for g in prob.groups)]
+    for _ in range(max_rounds):
+        moves: list[tuple[int, int]] = []  # (feature, new interval)
+        for j in singles:
+            cur, h = int(cells[j]), int(prob.hat[j])
+            if cur == h:
+                continue
+            rng = range(h, cur) if cur > h else range(cur + 1, h + 1)
+            cheaper = [i for i in rng if prob.costs[j][i] < prob.costs[j][cur]]
+            moves.extend((j, i) for i in cheaper)
+        group_moves = []
+        for g in prob.groups:
+            if any(cells[j] != prob.hat[j] for j in g):
+                group_moves.append(g)
+        n = len(moves) + len(group_moves)
+        if n == 0:
+            break
+        C = np.repeat(cells[None, :], n, axis=0)
+        for r, (j, i) in enumerate(moves):
+            C[r, j] = i
+        for r, g in enumerate(group_moves, start=len(moves)):
+            C[r, g] = prob.hat[g]
+        P = np.array([prob.point_of(c) for c in C])
+        valid = prob.is_valid(P)
+        if not valid.any():
+            break
+        costs = np.array([prob.cost_of(c) for c in C])
+        costs[~valid] = np.inf
+        r = int(np.argmin(costs))
+        if costs[r] >= prob.cost_of(cells) - 1e-15:
+            break
+        cells = C[r]
+    return cells
+
+
+
+
+# ----------------------------------------------------------- a lower bound
+def leaf_distances(prob: CellProblem, blk: TreeBlock) -> np.ndarray:
+    """Cost of the cheapest allowed point of each leaf box, shape (n_leaves,)."""
+    from core.milp.cpsat import _range_min, _range_min_table
+
+    out = np.zeros(blk.lo.shape[0])
+    for j in range(prob.n_features):
+        out += _range_min(_range_min_table(prob.costs[j]), blk.lo[:, j], blk.hi[:, j])
+    return out
+
+
+def _radius_for(dist: np.ndarray, tree_of: np.ndarray, score: np.ndarray, need: float) -> float:
+    """Smallest r with sum_t max{score_l : l in tree t, dist_l <= r} >= need."""
+    ok = np.isfinite(dist)
+    dist, tree_of, score = dist[ok], tree_of[ok], score[ok]
+    if dist.size == 0:
+        return np.inf
+    order = np.lexsort((dist, tree_of))
+    t_s, d_s, v_s = tree_of[order], dist[order], score[order]
+    first = np.r_[True, t_s[1:] != t_s[:-1]]
+    run = v_s.copy()
+    for g0, g1 in zip(np.flatnonzero(first), np.r_[np.flatnonzero(first)[1:], t_s.size]):
+        run[g0:g1] = np.maximum.accumulate(v_s[g0:g1])
+    prev = np.r_[-np.inf, run[:-1]]
+    inc = np.where(first, run, run - prev)
+    r0 = float(np.max(d_s[first]))  # every tree has a leaf within r0
+    by_d = np.argsort(d_s, kind="stable")
+    d_sorted, cum = d_s[by_d], np.cumsum(inc[by_d])
+    last_of_tie = np.r_[d_sorted[1:] != d_sorted[:-1], True]
+    hit = np.flatnonzero(last_of_tie & (d_sorted >= r0) & (cum >= need - 1e-12 * max(1.0, abs(need))))
+    return float(d_sorted[hit[0]]) if hit.size else np.inf
+
+
+def radius_bound(prob: CellProblem) -> float:
+    """A lower bound on the optimal cost: the smallest cost radius within which
+    every tree can reach leaves whose best values add up to the target (each
+    tree on its own). ``inf`` proves that no counterfactual exists."""
+    blk, ens, tgt = prob.model_leaves, prob.ens, prob.target
+    dist = leaf_distances(prob, blk)
+    V, base = blk.value, ens.base_score
+    rs = []
+    if tgt.kind == "class" and ens.link == "sigmoid":
+        sign = 1.0 if tgt.class_index == 1 else -1.0
+        rs.append(_radius_for(dist, blk.tree_of, sign * V[:, 0], -sign * base[0]))
+    elif tgt.kind == "class":
+        c0 = tgt.class_index
+        for c in range(V.shape[1]):
+            if c != c0:
+                rs.append(_radius_for(dist, blk.tree_of, V[:, c0] - V[:, c], base[c] - base[c0]))
+    else:
+        if np.isfinite(tgt.lo):
+            rs.append(_radius_for(dist, blk.tree_of, V[:, 0], tgt.lo - base[0]))
+        if np.isfinite(tgt.hi):
+            rs.append(_radius_for(dist, blk.tree_of, -V[:, 0], base[0] - tgt.hi))
+    if prob.plaus_leaves is not None:
+        pb = prob.plaus_leaves
+        rs.append(_radius_for(leaf_distances(prob, pb), pb.tree_of, pb.value[:, 0], prob.plaus.delta))
+    return max(rs) if rs else 0.0
+
+
+# ------------------------------------------------------------------ solving
+def _gurobi_usable() -> bool:
+    try:
+        import gurobipy  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _solve_once(prob: CellProblem, backend: str, time_limit: float, hint: np.ndarray | None,
+                n_workers: int):
+    if backend == "cpsat":
+        from core.milp.cpsat import solve_cells
+        return solve_cells(prob, time_limit=time_limit, hint=hint, n_workers=n_workers)
+    from core.milp.ocean import solve_ocean
+    return solve_ocean(prob, solver=backend, time_limit=time_limit)
+
+
+def _choose_backend(backend: str) -> str:
+    if backend not in BACKENDS:
+        raise QueryError(f"Unknown backend {backend!r}; choose one of {BACKENDS}.")
+    return "cpsat" if backend == "auto" else backend
+
+
+def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Any = None, norm: Any = "l1",
+                           weights: Any = None, immutable: Iterable[Any] = (),
+                           increase_only: Iterable[Any] = (), decrease_only: Iterable[Any] = (),
+                           plausibility: Plausibility | Any | None = None, backend: str = "auto",
+                           time_limit: float = 30.0, n_solutions: int = 1, X_ref: Any = None,
+                           model: Any = None, n_workers: int = 2, warm: bool = True,
+                           on_progress: Callable[[CounterfactualResult], None] | None = None
+                           ) -> CounterfactualResult:
+    """The minimum-cost change of ``x`` that gives ``target``, proven optimal.
+
+    Parameters
+    ----------
+    ensemble : TreeEnsemble or a supported model.
+    x : array-like of shape (n_features,), the query.
+    target : a class label (classifiers) or an interval ``(lo, hi)`` (regressors).
+    schema : core.schema.Schema; kinds, ranges, actionability, weights. Without
+        it every feature is numerical, free and unbounded, in raw units.
+    norm : "l0", "l1", "l2" (squared) or a dict of weights, see core.counterfactual.
+    weights : per-feature weights: an array (d,) or (d, 2) = (decrease, increase),
+        or a dict name -> weight or (decrease, increase).
+    immutable, increase_only, decrease_only : feature names or indices overriding
+        the schema's actionability.
+    plausibility : a :class:`Plausibility`, or a fitted IsolationForest (its own
+        threshold is used).
+    backend : "auto" (= "cpsat"), "cpsat", "highs" or "gurobi".
+    time_limit : seconds for the whole query.
+    n_solutions : number of diverse solutions (see module doc).
+    X_ref : array-like (n, n_features), reference rows for the warm start
+        (usually the training data); optional.
+    model : the original model, if any: each result is also checked on it.
+    on_progress : called with the warm-start result as soon as it exists.
+
+    Returns
+    -------
+    CounterfactualResult
+    """
+    t0 = time.perf_counter()
+    ens = from_model(ensemble) if not isinstance(ensemble, TreeEnsemble) else ensemble
+    if plausibility is not None and not isinstance(plausibility, Plausibility):
+        plausibility = Plausibility.from_forest(plausibility, None, None)
+    if n_solutions < 1:
+        raise QueryError("n_solutions must be at least 1.")
+    be = _choose_backend(backend)
+    params = dict(norm=norm if isinstance(norm, str) else dict(norm), backend=be, time_limit=time_limit,
+                  n_solutions=n_solutions, immutable=[str(v) for v in immutable],
+                  increase_only=[str(v) for v in increase_only], decrease_only=[str(v) for v in decrease_only],
+                  plausibility=None if plausibility is None else {"delta": plausibility.delta,
+                                                                 "contamination": plausibility.contamination},
+                  target=str(target))
+    prob = build_problem(ens, x, target, schema=schema, norm=norm, weights=weights, immutable=immutable,
+                         increase_only=increase_only, decrease_only=decrease_only, plausibility=plausibility)
+    timings = {"build": time.perf_counter() - t0}
+    if X_ref is not None and not isinstance(X_ref, np.ndarray):
+        X_ref = np.asarray(X_ref, dtype=float)
+    results: list[CounterfactualResult] = []
+    for _ in range(n_solutions):
+        left = time_limit - (time.perf_counter() - t0)
+        res = _solve_with_checks(prob, be, max(left, 0.01), X_ref if warm else None, model, params,
+                                 n_workers, on_progress if not results else None, t0, dict(timings))
+        results.append(res)
+        if not res.found:
+            break
+        changed = [j for j in range(prob.n_features) if res.x[j] != prob.x_hat[j]]
+        if not changed:
+            break
+        prob.exclusions.append(changed)
+        prob.nogoods = []
+        if time.perf_counter() - t0 >= time_limit:
+            break
+    first = results[0]
+    if len(results) > 1:
+        first = replace(first, alternatives=tuple(r for r in results[1:] if r.found))
+    return first
+
+
+def _result(prob, x, cost, status, gap, lb, backend, params, t0, message="", timings=None, model=None):
+    ens = prob.ens
+    valid = False
+    pred = None
+    if x is not None:
+        valid = bool(prob.is_valid(x[None, :])[0])
+        pred = ens.predict(x[None, :])[0]
+        if valid and model is not None:
+            valid = _check_on_model(model, ens, x, prob.target)
+            if not valid:
+                message = "The original model disagrees with the converted ensemble on this point."
+    return CounterfactualResult(
+        x=x if valid else None, cost=float(cost), status=status if (valid or x is None) else "error",
+        gap=float(gap), solve_time=time.perf_counter() - t0,
+        changes=changes_between(ens.feature_names, prob.x_hat, x) if (x is not None and valid) else (),
+        backend=backend, params=params, x_query=prob.x_hat.copy(), lower_bound=float(lb), valid=valid,
+        message=message, prediction=pred, timings=dict(timings or {}))
+
+
+def _check_on_model(model: Any, ens: TreeEnsemble, x: np.ndarray, target: Target) -> bool:
+    from core.parsing.native import _named
+
+    X = _named(model, x[None, :])
+    module = type(model).__module__.split(".")[0]
+    if module == "xgboost" and not hasattr(model, "predict_proba"):
+        import xgboost as xgb
+
+        margin = model.predict(xgb.DMatrix(x[None, :], feature_names=model.feature_names), output_margin=True)
+        ours = ens.predict_raw(x[None, :]).ravel()
+        return bool(np.allclose(np.ravel(margin), ours, atol=1e-4)) and bool(target.holds(ens, x[None, :])[0])
+    if module == "lightgbm" and not hasattr(model, "predict_proba"):
+        raw = np.ravel(model.predict(x[None, :], raw_score=True))
+        return bool(np.allclose(raw, ens.predict_raw(x[None, :]).ravel(), atol=1e-9)) and bool(
+            target.holds(ens, x[None, :])[0])
+    pred = np.ravel(model.predict(X))[0]
+    if target.kind == "class":
+        return bool(pred == target.label)
+    return bool(target.lo <= float(pred) <= target.hi)
+
+
+def _solve_with_checks(prob: CellProblem, backend: str, time_limit: float, X_ref, model, params, n_workers,
+                       on_progress, t0, timings) -> CounterfactualResult:
+    tw = time.perf_counter()
+    ws_x, ws_cost = warm_start(prob, X_ref)
+    timings["warm_start"] = time.perf_counter() - tw
+    prob.upper_bound = ws_cost
+    if ws_x is not None and on_progress is not None:
+        on_progress(_result(prob, ws_x, ws_cost, "feasible", np.inf, 0.0, "warm start", params, t0,
+                            timings=timings))
+    if not prob.exclusions and not prob.nogoods:
+        tb = time.perf_counter()
+        lb = radius_bound(prob)
+        timings["bound"] = time.perf_counter() - tb
+        if not np.isfinite(lb):
+            return _result(prob, None, np.inf, "infeasible", np.inf, np.inf, "bound", params, t0,
+                           message=explain_infeasible(prob), timings=timings)
+        if ws_x is not None and ws_cost <= lb * (1 + 1e-9) + 1e-15:  # the bound proves the warm start optimal
+            return _result(prob, ws_x, ws_cost, "optimal", 0.0, lb, "bound", params, t0,
+                           timings=timings, model=model)
+    deadline = t0 + time_limit
+    for _ in range(50):  # cut off near-tie cells the integer scaling admitted
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            break
+        ts = time.perf_counter()
+        sol = _solve_once(prob, backend, left, ws_x, n_workers)
+        timings["solve"] = timings.get("solve", 0.0) + time.perf_counter() - ts
+        if sol.status == "infeasible":
+            if ws_x is not None:  # cannot happen unless the bound was tight: keep the warm point
+                return _result(prob, ws_x, ws_cost, "optimal", 0.0, ws_cost, backend, params, t0,
+                               timings=timings, model=model)
+            return _result(prob, None, np.inf, "infeasible", np.inf, np.inf, backend, params, t0,
+                           message=explain_infeasible(prob), timings=timings)
+        if sol.cells is None:  # no solution within the time limit
+            break
+        x_cf = prob.point_of(sol.cells)
+        cost = prob.cost_of(sol.cells)
+        if prob.is_valid(x_cf[None, :])[0]:
+            if ws_x is not None and ws_cost < cost - 1e-12:  # solver stopped above the warm start
+                x_cf, cost = ws_x, ws_cost
+            gap = 0.0 if sol.status == "optimal" else max(0.0, (cost - sol.lower_bound) / max(abs(cost), 1e-12))
+            return _result(prob, x_cf, cost, sol.status, gap, sol.lower_bound, backend, params, t0,
+                           timings=timings, model=model)
+        _add_nogood(prob, x_cf)
+    if ws_x is not None:
+        return _result(prob, ws_x, ws_cost, "time_limit", np.inf, 0.0, backend, params, t0,
+                       message="The time limit was reached before optimality was proven; this is the best "
+                               "valid point found.", timings=timings, model=model)
+    return _result(prob, None, np.inf, "time_limit", np.inf, 0.0, backend, params, t0,
+                   message="No counterfactual was found within the time limit; allow more time.",
+                   timings=timings)
+
+
+def _add_nogood(prob: CellProblem, x: np.ndarray) -> None:
+    """Exclude the leaf combination of an invalid point (a near tie admitted by scaling)."""
+    ok_target = prob.target.holds(prob.ens, x[None, :])[0]
+    if not ok_target:
+        prob.nogoods.append(("model", prob.ens.apply(x[None, :])[0]))
+    if prob.plaus is not None and not prob.plaus.holds(x[None, :])[0]:
+        prob.nogoods.append(("plaus", prob.plaus.forest.apply(x[None, :])[0]))
+
+
+def explain_infeasible(prob: CellProblem) -> str:
+    """A sentence on why no counterfactual exists under the constraints."""
+    names = prob.ens.feature_names
+    fixed = [names[j] for j in range(prob.n_features) if np.isfinite(prob.costs[j]).sum() == 1
+             and prob.levels[j].size > 0]
+    inc = [names[j] for j in range(prob.n_features)
+           if np.all(~np.isfinite(prob.costs[j][:prob.hat[j]])) and prob.hat[j] > 0
+           and np.isfinite(prob.costs[j][prob.hat[j] + 1:]).any()]
+    dec = [names[j] for j in range(prob.n_features)
+           if np.all(~np.isfinite(prob.costs[j][prob.hat[j] + 1:])) and prob.hat[j] < prob.levels[j].size
+           and np.isfinite(prob.costs[j][:prob.hat[j]]).any()]
+    parts = []
+    if fixed:
+        parts.append(f"{', '.join(fixed[:5])}{'…' if len(fixed) > 5 else ''} fixed")
+    if inc:
+        parts.append(f"{', '.join(inc[:5])} increase-only")
+    if dec:
+        parts.append(f"{', '.join(dec[:5])} decrease-only")
+    extra = " and the plausibility constraint" if prob.plaus is not None else ""
+    how = f" with {'; '.join(parts)}{extra}" if parts or extra else ""
+    return (f"No counterfactual reaching {prob.target.describe()} exists{how} within the features' ranges. "
+            "Free some features, widen their ranges or drop the plausibility constraint.")
