@@ -458,12 +458,18 @@ def radius_bound(prob: CellProblem) -> float:
 
 
 # ------------------------------------------------------------------ solving
-def _gurobi_usable() -> bool:
+def gurobi_licence_present() -> bool:
+    """A full Gurobi licence file is installed (the pip wheel's own licence is
+    size-limited to about 2000 variables, too small for most forests)."""
+    import os
+    from pathlib import Path
+
     try:
         import gurobipy  # noqa: F401
     except ImportError:
         return False
-    return True
+    paths = [os.environ.get("GRB_LICENSE_FILE", ""), str(Path.home() / "gurobi.lic"), "/opt/gurobi/gurobi.lic"]
+    return any(p and Path(p).is_file() for p in paths)
 
 
 def _solve_once(prob: CellProblem, backend: str, time_limit: float, hint: np.ndarray | None,
@@ -478,7 +484,9 @@ def _solve_once(prob: CellProblem, backend: str, time_limit: float, hint: np.nda
 def _choose_backend(backend: str) -> str:
     if backend not in BACKENDS:
         raise QueryError(f"Unknown backend {backend!r}; choose one of {BACKENDS}.")
-    return "cpsat" if backend == "auto" else backend
+    if backend == "auto":
+        return "gurobi" if gurobi_licence_present() else "cpsat"
+    return backend
 
 
 def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Any = None, norm: Any = "l1",
@@ -609,6 +617,7 @@ def _solve_with_checks(prob: CellProblem, backend: str, time_limit: float, X_ref
         tb = time.perf_counter()
         lb = radius_bound(prob)
         timings["bound"] = time.perf_counter() - tb
+        timings["lower_bound"] = lb
         if not np.isfinite(lb):
             return _result(prob, None, np.inf, "infeasible", np.inf, np.inf, "bound", params, t0,
                            message=explain_infeasible(prob), timings=timings)
@@ -621,7 +630,17 @@ def _solve_with_checks(prob: CellProblem, backend: str, time_limit: float, X_ref
         if left <= 0:
             break
         ts = time.perf_counter()
-        sol = _solve_once(prob, backend, left, ws_x, n_workers)
+        try:
+            sol = _solve_once(prob, backend, left, ws_x, n_workers)
+        except RuntimeError as exc:
+            from core.milp.ocean import GurobiUnavailable
+
+            if not isinstance(exc, GurobiUnavailable):
+                raise
+            notice = f"{exc} Solved with CP-SAT instead."
+            backend = "cpsat"
+            params["notice"] = notice
+            continue
         timings["solve"] = timings.get("solve", 0.0) + time.perf_counter() - ts
         if sol.status == "infeasible":
             if ws_x is not None:  # cannot happen unless the bound was tight: keep the warm point
@@ -636,12 +655,19 @@ def _solve_with_checks(prob: CellProblem, backend: str, time_limit: float, X_ref
         if prob.is_valid(x_cf[None, :])[0]:
             if ws_x is not None and ws_cost < cost - 1e-12:  # solver stopped above the warm start
                 x_cf, cost = ws_x, ws_cost
-            gap = 0.0 if sol.status == "optimal" else max(0.0, (cost - sol.lower_bound) / max(abs(cost), 1e-12))
-            return _result(prob, x_cf, cost, sol.status, gap, sol.lower_bound, backend, params, t0,
-                           timings=timings, model=model)
+            if sol.status == "optimal":
+                return _result(prob, x_cf, cost, "optimal", 0.0, cost, backend, params, t0,
+                               timings=timings, model=model)
+            lb = max(sol.lower_bound, timings.get("lower_bound", 0.0))
+            gap = max(0.0, (cost - lb) / max(abs(cost), 1e-12))
+            return _result(prob, x_cf, cost, "time_limit", gap, lb, backend, params, t0, timings=timings,
+                           model=model, message="The time limit was reached before optimality was proven: "
+                                                f"this is the best valid point found (gap {gap:.1%}).")
         _add_nogood(prob, x_cf)
     if ws_x is not None:
-        return _result(prob, ws_x, ws_cost, "time_limit", np.inf, 0.0, backend, params, t0,
+        lb = timings.get("lower_bound", 0.0)
+        return _result(prob, ws_x, ws_cost, "time_limit", max(0.0, (ws_cost - lb) / max(ws_cost, 1e-12)), lb,
+                       backend, params, t0,
                        message="The time limit was reached before optimality was proven; this is the best "
                                "valid point found.", timings=timings, model=model)
     return _result(prob, None, np.inf, "time_limit", np.inf, 0.0, backend, params, t0,

@@ -29,3 +29,11 @@ def load_table_cached(digest: str, _data: bytes, filename: str):
     """``digest`` (SHA-256 of the bytes) is the cache key; ``_data`` is not hashed."""
     df = io.load_table(_data, filename)
     return df, dict(df.attrs)
+
+
+@st.cache_resource(show_spinner="Fitting the plausibility model (Isolation Forest)…", max_entries=16)
+def plausibility_model(data_key: str, target_label: str, contamination: float, _X_target):
+    """Isolation Forest on the rows the model assigns to the target class."""
+    from core.optimal import Plausibility
+
+    return Plausibility.fit(_X_target, contamination=contamination, random_state=0)

@@ -4,6 +4,6 @@ here once its analysis exists; groups without pages are not shown."""
 PAGES: dict[str, list[tuple[str, str, str]]] = {
     "Data & model": [("data_model.py", "Data & model", "📂")],
     "Global views": [],
-    "Local views": [],
+    "Local views": [("optimal_cf.py", "Optimal counterfactual", "🎯")],
     "Audit": [],
 }

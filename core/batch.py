@@ -1,0 +1,70 @@
+"""Map an analysis over many rows: joblib processes locally, identical results.
+
+``map_rows(fn, items, n_jobs=...)`` calls ``fn(item)`` for each item and
+returns the results in input order, reporting progress as they arrive.
+``fn`` must be picklable (a module-level function or a ``functools.partial``
+of one) when ``n_jobs != 1``.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+__all__ = ["map_rows", "batch_counterfactuals"]
+
+
+def map_rows(fn: Callable[[Any], Any], items: Sequence[Any], *, n_jobs: int = 1,
+             progress: Callable[[int, int], None] | None = None,
+             should_stop: Callable[[], bool] | None = None) -> list[Any]:
+    """``[fn(item) for item in items]``, in parallel processes when ``n_jobs != 1``.
+
+    progress(done, total) is called after each item; should_stop() is polled
+    between items and, when it returns True, the remaining items are skipped
+    (their results are None).
+    """
+    items = list(items)
+    total = len(items)
+    out: list[Any] = [None] * total
+    if n_jobs == 1 or total <= 1:
+        for i, item in enumerate(items):
+            if should_stop is not None and should_stop():
+                break
+            out[i] = fn(item)
+            if progress is not None:
+                progress(i + 1, total)
+        return out
+    from joblib import Parallel, delayed
+
+    gen = Parallel(n_jobs=n_jobs, return_as="generator")(delayed(fn)(item) for item in items)
+    for i, res in enumerate(gen):
+        out[i] = res
+        if progress is not None:
+            progress(i + 1, total)
+        if should_stop is not None and should_stop():
+            break
+    return out
+
+
+def _one_cf(args: tuple[np.ndarray, Any], ensemble: Any, kwargs: dict[str, Any]):
+    from core.optimal import optimal_counterfactual
+
+    x, target = args
+    return optimal_counterfactual(ensemble, x, target, **kwargs)
+
+
+def batch_counterfactuals(ensemble: Any, X: np.ndarray, targets: Iterable[Any], *, n_jobs: int = 1,
+                          progress: Callable[[int, int], None] | None = None,
+                          should_stop: Callable[[], bool] | None = None, **kwargs: Any) -> list[Any]:
+    """Optimal counterfactuals of many rows (see ``core.optimal.optimal_counterfactual``).
+
+    Each solve uses one solver thread when rows run in parallel, so results do
+    not depend on ``n_jobs``.
+    """
+    X = np.asarray(X, dtype=float)
+    kwargs = dict(kwargs)
+    kwargs.setdefault("n_workers", 1 if n_jobs != 1 else kwargs.get("n_workers", 2))
+    fn = partial(_one_cf, ensemble=ensemble, kwargs=kwargs)
+    return map_rows(fn, list(zip(X, targets)), n_jobs=n_jobs, progress=progress, should_stop=should_stop)

@@ -1,0 +1,289 @@
+"""OCEAN's mixed-integer program (Parmentier & Vidal 2021, section 3), solved by
+HiGHS (through scipy) or Gurobi.
+
+Variables, per tree ``t`` of the model (and of the Isolation Forest):
+``y_tv`` in [0, 1] for every node (the flow, eqs. 8-9, 11) and a binary
+``lambda_td`` per depth (eqs. 10a-10b, 12); by theorem 1 the flows are integral.
+Per feature ``j`` and level ``L_jm``: ``mu_jm`` in [0, 1], the order simplex
+``mu_jm <= mu_j(m-1)`` (eq. 15), linked to the splits by
+``y_l(v) <= 1 - mu_jm`` (eq. 16) and ``y_r(v) <= mu_jm`` (eqs. 17-18 with the
+levels' intervals open at the bottom, so no epsilon is needed). One-hot groups
+sum to one (eq. 27). The class condition is eqs. 13-14 on the leaf flows with a
+margin of 1e-9 (ties are re-checked by the caller), plausibility eq. 33.
+The objective is eq. 31 generalised: each feature's interval cost telescoped
+on ``mu``; for squared l2 this equals the cost at the levels, where optima lie.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.milp.cpsat import CellSolution
+
+__all__ = ["build_ocean", "solve_ocean", "OceanMILP"]
+
+MARGIN = 1e-9
+
+
+@dataclass
+class OceanMILP:
+    c: np.ndarray                # objective
+    c0: float                    # constant
+    A: "object"                  # scipy.sparse csr (m, n)
+    lb_row: np.ndarray
+    ub_row: np.ndarray
+    lb: np.ndarray
+    ub: np.ndarray
+    integrality: np.ndarray      # 1 for binaries
+    mu_index: list[dict[int, int]]  # per feature: level m -> column of mu_jm
+    lo_i: list[int]
+    n_vars: int
+
+
+class _Builder:
+    def __init__(self):
+        self.lb: list[float] = []
+        self.ub: list[float] = []
+        self.integ: list[int] = []
+        self.rows: list[int] = []
+        self.cols: list[int] = []
+        self.vals: list[float] = []
+        self.rlo: list[float] = []
+        self.rhi: list[float] = []
+
+    def var(self, lo=0.0, hi=1.0, integer=False) -> int:
+        self.lb.append(lo)
+        self.ub.append(hi)
+        self.integ.append(int(integer))
+        return len(self.lb) - 1
+
+    def row(self, terms, lo=-np.inf, hi=np.inf) -> None:
+        r = len(self.rlo)
+        for col, v in terms:
+            self.rows.append(r)
+            self.cols.append(col)
+            self.vals.append(v)
+        self.rlo.append(lo)
+        self.rhi.append(hi)
+
+
+def _add_trees(B: _Builder, ens, mu, lits_const, allowed_leaf=None):
+    """Flow variables and eqs. 8-12, 16-17 for every tree; returns per tree the
+    columns of its leaves, as {node: column}."""
+    out = []
+    for t, tree in enumerate(ens.trees):
+        n = tree.n_nodes
+        depth = np.zeros(n, dtype=int)
+        for v in range(n):
+            if tree.children_left[v] >= 0:
+                depth[tree.children_left[v]] = depth[tree.children_right[v]] = depth[v] + 1
+        y = [B.var() for _ in range(n)]
+        B.row([(y[0], 1.0)], 1.0, 1.0)                                   # (8)
+        internal = np.flatnonzero(tree.children_left >= 0)
+        lam = {dd: B.var(integer=True) for dd in np.unique(depth[internal])}
+        for v in internal:
+            l, r = tree.children_left[v], tree.children_right[v]
+            B.row([(y[v], 1.0), (y[l], -1.0), (y[r], -1.0)], 0.0, 0.0)   # (9)
+            j, thr = int(tree.feature[v]), float(tree.threshold[v])
+            m = mu[j][1][thr]
+            g = lits_const[j](m)
+            if g is None:
+                B.row([(y[l], 1.0), (mu[j][0][m], 1.0)], hi=1.0)        # (16)
+                B.row([(y[r], 1.0), (mu[j][0][m], -1.0)], hi=0.0)       # (17)
+            elif g == 1:
+                B.ub[y[l]] = 0.0
+            else:
+                B.ub[y[r]] = 0.0
+        for dd, lv in lam.items():
+            at = internal[depth[internal] == dd]
+            B.row([(y[tree.children_left[v]], 1.0) for v in at] + [(lv, -1.0)], hi=0.0)       # (10a)
+            B.row([(y[tree.children_right[v]], 1.0) for v in at] + [(lv, 1.0)], hi=1.0)       # (10b)
+        leaves = np.flatnonzero(tree.children_left < 0)
+        if allowed_leaf is not None:
+            for v in leaves:
+                if not allowed_leaf(t, v):
+                    B.ub[y[v]] = 0.0
+        out.append({int(v): y[v] for v in leaves})
+    return out
+
+
+def build_ocean(prob) -> OceanMILP:
+    """OCEAN's MILP for a ``core.optimal.CellProblem`` (see module doc)."""
+    from scipy import sparse
+
+    from core.milp.cpsat import _feasible_leaves, _range_min_table
+
+    d = prob.n_features
+    ub = prob.upper_bound
+    costs = []
+    for j in range(d):
+        c = prob.costs[j].copy()
+        if np.isfinite(ub):
+            c[c > ub * (1 + 1e-9) + 1e-12] = np.inf
+        costs.append(c)
+    B = _Builder()
+    mu, lo_i, consts = [], [], []
+    obj: dict[int, float] = {}
+    c0 = 0.0
+    for j in range(d):
+        ok = np.flatnonzero(np.isfinite(costs[j]))
+        if ok.size == 0:
+            raise _Infeasible()
+        lo, hi = int(ok[0]), int(ok[-1])
+        cols = {m: B.var() for m in range(lo + 1, hi + 1)}
+        for m in range(lo + 2, hi + 1):
+            B.row([(cols[m], 1.0), (cols[m - 1], -1.0)], hi=0.0)          # (15)
+        for i in range(lo + 1, hi):
+            if not np.isfinite(costs[j][i]):
+                B.row([(cols[i], 1.0), (cols[i + 1], -1.0)], hi=0.0)      # forbidden interval i
+        level_of = {float(v): m + 1 for m, v in enumerate(prob.levels[j])}
+        mu.append((cols, level_of))
+        lo_i.append(lo)
+        consts.append(lambda m, lo=lo, hi=hi: 1 if m <= lo else (0 if m > hi else None))
+        c = costs[j].copy()
+        for i in range(1, c.size):
+            if not np.isfinite(c[i]):
+                c[i] = c[i - 1]
+        c0 += float(c[lo])
+        for m, col in cols.items():
+            obj[col] = float(c[m] - c[m - 1])
+
+    def allowed(blk):
+        tables = [_range_min_table(c) for c in costs]
+        mask = _feasible_leaves(blk, costs, tables, ub)
+        keep = {(int(t), int(n)) for t, n, k in zip(blk.tree_of, blk.node, mask) if k}
+        return lambda t, v: (t, int(v)) in keep
+
+    leaves = _add_trees(B, prob.ens, mu, consts, allowed(prob.model_leaves))
+    _target_rows(B, prob, leaves)
+    if prob.plaus is not None:
+        pl = _add_trees(B, prob.plaus.forest, mu, consts, allowed(prob.plaus_leaves))
+        f = prob.plaus.forest
+        terms = [(col, float(f.trees[t].value[v, 0]) / f.n_trees) for t, cols in enumerate(pl)
+                 for v, col in cols.items()]
+        B.row(terms, lo=prob.plaus.delta)                                  # (33)
+    for g in prob.groups:
+        terms, fixed = [], 0.0
+        for j in g:
+            i1 = int(np.searchsorted(prob.levels[j], 1.0, side="left"))
+            k = consts[j](i1)
+            if k is None:
+                terms.append((mu[j][0][i1], 1.0))
+            else:
+                fixed += k
+        B.row(terms, 1.0 - fixed, 1.0 - fixed)                            # (27)
+    n = len(B.lb)
+    cvec = np.zeros(n)
+    for col, v in obj.items():
+        cvec[col] = v
+    A = sparse.csr_matrix((B.vals, (B.rows, B.cols)), shape=(len(B.rlo), n))
+    return OceanMILP(cvec, c0, A, np.array(B.rlo), np.array(B.rhi), np.array(B.lb), np.array(B.ub),
+                     np.array(B.integ), [m[0] for m in mu], lo_i, n)
+
+
+class _Infeasible(Exception):
+    pass
+
+
+def _target_rows(B: _Builder, prob, leaves) -> None:
+    ens, tgt = prob.ens, prob.target
+    scale = 1.0 / ens.n_trees if ens.aggregation == "mean" else 1.0
+    base = ens.base_score
+
+    def terms(fn):
+        return [(col, float(fn(ens.trees[t].value[v])) * scale) for t, cols in enumerate(leaves)
+                for v, col in cols.items()]
+
+    if tgt.kind == "class" and ens.link == "sigmoid":
+        if tgt.class_index == 1:
+            B.row(terms(lambda val: val[0]), lo=-base[0] + (0 if ens.positive_at_tie else MARGIN))
+        else:
+            B.row(terms(lambda val: val[0]), hi=-base[0] - (MARGIN if ens.positive_at_tie else 0))
+    elif tgt.kind == "class":
+        c0 = tgt.class_index
+        for c in range(ens.n_outputs):
+            if c != c0:
+                need = base[c] - base[c0] + (MARGIN if c < c0 else 0.0)  # argmax keeps the first maximum
+                B.row(terms(lambda val, c=c: val[c0] - val[c]), lo=need)  # (13-14)
+    else:
+        B.row(terms(lambda val: val[0]), lo=tgt.lo - base[0], hi=tgt.hi - base[0])
+
+
+def _read(prob, milp: OceanMILP, x: np.ndarray) -> np.ndarray:
+    cells = np.zeros(prob.n_features, dtype=int)
+    for j in range(prob.n_features):
+        cells[j] = milp.lo_i[j] + sum(int(round(x[col])) for col in milp.mu_index[j].values())
+    return cells
+
+
+def solve_ocean(prob, solver: str = "highs", time_limit: float = 30.0) -> CellSolution:
+    """Build and solve OCEAN's MILP; ``solver`` "highs" or "gurobi"."""
+    try:
+        milp = build_ocean(prob)
+    except _Infeasible:
+        return CellSolution("infeasible", None, np.inf)
+    if solver == "gurobi":
+        return _solve_gurobi(prob, milp, time_limit)
+    return _solve_highs(prob, milp, time_limit)
+
+
+def _solve_highs(prob, milp: OceanMILP, time_limit: float) -> CellSolution:
+    from scipy.optimize import Bounds, LinearConstraint, milp as scipy_milp
+
+    t0 = time.perf_counter()
+    res = scipy_milp(milp.c, integrality=milp.integrality, bounds=Bounds(milp.lb, milp.ub),
+                     constraints=LinearConstraint(milp.A, milp.lb_row, milp.ub_row),
+                     options={"time_limit": max(0.01, time_limit), "mip_rel_gap": 1e-9, "disp": False})
+    del t0
+    if res.status == 2:  # infeasible
+        return CellSolution("infeasible", None, np.inf)
+    if res.x is None:
+        return CellSolution("unknown", None, 0.0)
+    bound = getattr(res, "mip_dual_bound", None)
+    lb = milp.c0 + (bound if bound is not None and np.isfinite(bound) else 0.0)
+    status = "optimal" if res.status == 0 else "feasible"
+    return CellSolution(status, _read(prob, milp, res.x), lb if status != "optimal" else milp.c0 + res.fun)
+
+
+class GurobiUnavailable(RuntimeError):
+    """Gurobi cannot solve this model here (no licence, or the model exceeds it)."""
+
+
+def _solve_gurobi(prob, milp: OceanMILP, time_limit: float) -> CellSolution:
+    try:
+        import gurobipy as gp
+        from gurobipy import GRB
+    except ImportError as exc:
+        raise GurobiUnavailable(f"gurobipy is not installed ({exc}).") from None
+    try:
+        env = gp.Env(params={"OutputFlag": 0})
+        m = gp.Model(env=env)
+        vtype = np.where(milp.integrality == 1, GRB.BINARY, GRB.CONTINUOUS)
+        x = m.addMVar(milp.n_vars, lb=milp.lb, ub=milp.ub, vtype=vtype)
+        fin_lo, fin_hi = np.isfinite(milp.lb_row), np.isfinite(milp.ub_row)
+        eq = fin_lo & fin_hi & (milp.lb_row == milp.ub_row)
+        A = milp.A
+        if eq.any():
+            m.addConstr(A[eq] @ x == milp.lb_row[eq])
+        ge = fin_lo & ~eq
+        le = fin_hi & ~eq
+        if ge.any():
+            m.addConstr(A[ge] @ x >= milp.lb_row[ge])
+        if le.any():
+            m.addConstr(A[le] @ x <= milp.ub_row[le])
+        m.setObjective(milp.c @ x + milp.c0, GRB.MINIMIZE)
+        m.Params.TimeLimit = max(0.01, time_limit)
+        m.Params.MIPGap = 1e-9
+        m.Params.Threads = 2
+        m.optimize()
+    except gp.GurobiError as exc:
+        raise GurobiUnavailable(f"Gurobi could not solve this model: {exc}") from None
+    if m.Status == GRB.INFEASIBLE:
+        return CellSolution("infeasible", None, np.inf)
+    if m.SolCount == 0:
+        return CellSolution("unknown", None, 0.0)
+    status = "optimal" if m.Status == GRB.OPTIMAL else "feasible"
+    return CellSolution(status, _read(prob, milp, x.X), float(m.ObjBound))

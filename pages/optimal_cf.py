@@ -1,0 +1,181 @@
+"""Optimal counterfactual: the smallest change that flips a decision, proven optimal (OCEAN)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from core.batch import batch_counterfactuals
+from core.optimal import BACKENDS, optimal_counterfactual
+from dashboard import state
+from dashboard.caching import plausibility_model
+from dashboard.plots import counterfactual_changes_figure, counterfactual_table
+from dashboard.ui import user_errors
+
+st.title("Optimal counterfactual")
+ws = state.require_workspace()
+ens, schema = ws.ensemble, ws.schema
+names = list(ens.feature_names)
+X = ws.X.to_numpy(dtype=float)
+pred = ws.predictions
+st.caption("The cheapest change of a row that gives the outcome you choose, found by a mixed-integer "
+           "model of the whole ensemble (OCEAN) and proven optimal. Distances are measured on each feature "
+           "divided by its range; actionability comes from the feature settings.")
+
+tab_one, tab_batch = st.tabs(["One row", "Many rows"])
+
+
+def _settings(prefix: str):
+    """The query settings shared by both tabs; returns a dict of keyword arguments."""
+    c1, c2, c3, c4 = st.columns(4)
+    norm_name = c1.selectbox("Cost", ["l1", "l0", "l2", "mix"], key=f"{prefix}_norm",
+                             help="l1: sum of scaled changes · l0: number of changed features · "
+                                  "l2: squared Euclidean · mix: λ0·l0 + λ1·l1 + λ2·l2")
+    norm: object = norm_name
+    if norm_name == "mix":
+        m1, m2, m3 = st.columns(3)
+        norm = {"l0": m1.number_input("λ0", 0.0, 100.0, 0.1, key=f"{prefix}_l0"),
+                "l1": m2.number_input("λ1", 0.0, 100.0, 1.0, key=f"{prefix}_l1"),
+                "l2": m3.number_input("λ2", 0.0, 100.0, 0.0, key=f"{prefix}_l2")}
+    limit = c2.number_input("Time limit (s)", 1.0, 600.0, 30.0, key=f"{prefix}_limit")
+    backend = c3.selectbox("Solver", BACKENDS, key=f"{prefix}_backend",
+                           help="auto: Gurobi when a full licence is installed, else OR-Tools CP-SAT.")
+    plaus = c4.checkbox("Plausible only", value=False, key=f"{prefix}_plaus",
+                        help="Require the counterfactual to look like the target class's rows "
+                             "(Isolation Forest; 10% of them count as outliers).")
+    act = {f.name: f.actionability for f in schema.features}
+    a1, a2, a3 = st.columns(3)
+    fixed = a1.multiselect("Fixed", names, [n for n in names if act[n] == "fixed"], key=f"{prefix}_fixed")
+    inc = a2.multiselect("Increase only", names, [n for n in names if act[n] == "increase"], key=f"{prefix}_inc")
+    dec = a3.multiselect("Decrease only", names, [n for n in names if act[n] == "decrease"], key=f"{prefix}_dec")
+    return dict(schema=schema, norm=norm, immutable=fixed, increase_only=inc, decrease_only=dec,
+                backend=backend, time_limit=float(limit)), plaus
+
+
+def _target_widget(prefix: str, row_pred):
+    if ens.is_classifier:
+        classes = list(ens.classes)
+        others = [c for c in classes if c != row_pred] or classes
+        return st.selectbox("Target outcome", classes, index=classes.index(others[0]), key=f"{prefix}_target")
+    lo_default = float(np.quantile(pred, 0.75))
+    c1, c2 = st.columns(2)
+    lo = c1.number_input("Target: prediction at least", value=lo_default, key=f"{prefix}_lo")
+    hi = c2.number_input("and at most", value=float(pred.max()), key=f"{prefix}_hi")
+    return (lo, hi)
+
+
+def _plausibility(target):
+    rows = X[pred == target] if ens.is_classifier else X[(pred >= target[0]) & (pred <= target[1])]
+    return plausibility_model(ws.data_sha256 or ws.name, str(target), 0.1, rows)
+
+
+_shown = iter(range(10**6))  # unique element keys for each display in a run
+
+
+def _show(result, container):
+    n = next(_shown)
+    with container.container():
+        status = result.status
+        if result.found and status == "optimal":
+            st.success(f"Optimal counterfactual: cost {result.cost:.4g}, {len(result.changes)} feature(s) changed.")
+        elif result.found:
+            st.warning(result.message or f"Best valid counterfactual so far (cost {result.cost:.4g}); "
+                                         "optimality not proven yet.")
+        elif status == "infeasible":
+            st.error(result.message)
+        else:
+            st.error(result.message or "No counterfactual was found.")
+        if result.params.get("notice"):
+            st.info(result.params["notice"])
+        m = st.columns(5)
+        m[0].metric("Status", status)
+        m[1].metric("Cost", "–" if not result.found else f"{result.cost:.4g}")
+        m[2].metric("Solve time", f"{result.solve_time:.2f} s")
+        m[3].metric("Gap", "–" if not result.found else f"{result.gap:.2%}")
+        m[4].metric("Backend", result.backend)
+        if not result.found:
+            return
+        table = counterfactual_table(result, names)
+        st.dataframe(table.style.apply(
+            lambda r: ["background-color: #fde9c9" if r["changed"] else "" for _ in r], axis=1),
+            hide_index=True)
+        st.plotly_chart(counterfactual_changes_figure(result, names, schema.arrays()["span"]),
+                        key=f"cf_chart_{n}")
+        for k, alt in enumerate(result.alternatives, start=1):
+            st.markdown(f"**Alternative {k}** · cost {alt.cost:.4g} · " + ", ".join(
+                f"{c.feature}: {c.before:.4g} → {c.after:.4g}" for c in alt.changes))
+
+
+with tab_one:
+    c1, c2 = st.columns([1, 3])
+    row = int(c1.number_input("Row", 0, len(X) - 1, 0, key="ocf_row"))
+    c2.markdown(f"Prediction for row {row}: **{pred[row]}**"
+                + (f" · label in the data: **{ws.y.iloc[row]}**" if ws.y is not None else ""))
+    with st.expander("What-if: edit the row before asking"):
+        edited = st.data_editor(pd.DataFrame([X[row]], columns=names), key=f"ocf_edit_{row}", hide_index=True)
+    x = edited.to_numpy(dtype=float)[0]
+    x_pred = ens.predict(x[None, :])[0]
+    target = _target_widget("ocf", x_pred)
+    with st.form("ocf_form"):
+        kwargs, plaus = _settings("ocf")
+        k = st.number_input("Alternatives", 1, 5, 1, key="ocf_k", help="Diverse solutions: each must keep at "
+                            "least one feature of every earlier solution's changes unchanged.")
+        go = st.form_submit_button("Find the optimal counterfactual", type="primary")
+    box = st.empty()
+    if go:
+        with user_errors("The counterfactual could not be computed"):
+            pl = _plausibility(target) if plaus else None
+            box.info("Searching…")
+            res = optimal_counterfactual(ens, x, target, plausibility=pl, n_solutions=int(k), X_ref=X,
+                                         model=ws.model, on_progress=lambda r: _show(r, box), **kwargs)
+            st.session_state["ocf_result"] = res
+    res = st.session_state.get("ocf_result")
+    if res is not None:
+        if res.x_query is not None and not np.array_equal(res.x_query, x):
+            st.caption("This result is for an earlier query; press the button to compute the current one.")
+        _show(res, box)
+        out = counterfactual_table(res, names)
+        d1, d2 = st.columns(2)
+        d1.download_button("Download table (CSV)", out.to_csv(index=False), "counterfactual.csv", "text/csv",
+                           key="ocf_dl_csv")
+        d2.download_button("Download result (JSON)", json.dumps(res.to_dict(), indent=2, default=str),
+                           "counterfactual.json", "application/json", key="ocf_dl_json")
+
+with tab_batch:
+    st.markdown("Counterfactuals for many rows at once, e.g. every rejected applicant.")
+    choices = list(ens.classes) if ens.is_classifier else None
+    if ens.is_classifier:
+        b1, b2, b3 = st.columns(3)
+        from_cls = b1.selectbox("Rows predicted as", choices, key="ocb_from")
+        to_cls = b2.selectbox("Target outcome", choices, index=min(1, len(choices) - 1), key="ocb_to")
+        n_rows = int(b3.number_input("How many rows", 1, 5000, 20, key="ocb_n"))
+        rows = np.flatnonzero(pred == from_cls)[:n_rows]
+        targets = [to_cls] * len(rows)
+    else:
+        rows = np.arange(min(20, len(X)))
+        targets = [_target_widget("ocb", None)] * len(rows)
+    with st.form("ocb_form"):
+        kwargs_b, plaus_b = _settings("ocb")
+        jobs = st.number_input("Parallel processes", 1, 8, 1, key="ocb_jobs")
+        go_b = st.form_submit_button(f"Run on {len(rows)} rows")
+    if go_b and len(rows):
+        with user_errors("The batch could not be run"):
+            bar = st.progress(0.0, text="Starting…")
+            pl = _plausibility(targets[0]) if plaus_b else None
+            kwargs_b["time_limit"] = float(kwargs_b["time_limit"])
+            results = batch_counterfactuals(
+                ens, X[rows], targets, n_jobs=int(jobs), plausibility=pl, X_ref=X,
+                progress=lambda d, t: bar.progress(d / t, text=f"{d} of {t} rows"), **kwargs_b)
+            st.session_state["ocb_results"] = pd.DataFrame([{
+                "row": int(r), "status": res.status, "cost": res.cost if res.found else np.nan,
+                "features changed": len(res.changes), "changes": "; ".join(
+                    f"{c.feature}: {c.before:.4g}→{c.after:.4g}" for c in res.changes),
+                "solve time (s)": round(res.solve_time, 3)} for r, res in zip(rows, results) if res is not None])
+    table_b = st.session_state.get("ocb_results")
+    if table_b is not None:
+        st.dataframe(table_b, hide_index=True, key="ocb_table")
+        st.download_button("Download batch results (CSV)", table_b.to_csv(index=False), "counterfactuals.csv",
+                           "text/csv", key="ocb_dl")
