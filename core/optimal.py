@@ -584,30 +584,28 @@ def _result(prob, x, cost, status, gap, lb, backend, params, t0, message="", tim
 
 
 def _check_on_model(model: Any, ens: TreeEnsemble, x: np.ndarray, target: Target) -> bool:
-    from core.parsing.native import _named
+    """Is ``x`` valid on the original model too? Its outputs must match the
+    ensemble's, and its label (or value) must meet the target."""
+    from core.parsing.native import _named, native_outputs
 
-    X = _named(model, x[None, :])
+    ours, theirs, _ = native_outputs(ens, model, x[None, :])
+    if theirs is not None and not np.allclose(ours, theirs, rtol=1e-5, atol=1e-6):
+        return False
     module = type(model).__module__.split(".")[0]
-    if module == "xgboost" and not hasattr(model, "predict_proba"):
-        import xgboost as xgb
-
-        margin = model.predict(xgb.DMatrix(x[None, :], feature_names=model.feature_names), output_margin=True)
-        ours = ens.predict_raw(x[None, :]).ravel()
-        return bool(np.allclose(np.ravel(margin), ours, atol=1e-4)) and bool(target.holds(ens, x[None, :])[0])
-    if module == "lightgbm" and not hasattr(model, "predict_proba"):
-        raw = np.ravel(model.predict(x[None, :], raw_score=True))
-        return bool(np.allclose(raw, ens.predict_raw(x[None, :]).ravel(), atol=1e-9)) and bool(
-            target.holds(ens, x[None, :])[0])
-    pred = np.ravel(model.predict(X))[0]
+    is_booster = module in ("xgboost", "lightgbm") and not hasattr(model, "fit")
+    if is_booster:
+        return bool(target.holds(ens, x[None, :])[0])
+    out = np.ravel(model.predict(_named(model, x[None, :])))[0]
     if target.kind == "class":
-        return bool(pred == target.label)
-    return bool(target.lo <= float(pred) <= target.hi)
+        return bool(out == target.label)
+    return bool(target.lo <= float(out) <= target.hi)
 
 
 def _solve_with_checks(prob: CellProblem, backend: str, time_limit: float, X_ref, model, params, n_workers,
                        on_progress, t0, timings) -> CounterfactualResult:
     tw = time.perf_counter()
-    ws_x, ws_cost = warm_start(prob, X_ref)
+    # alternatives must avoid earlier solutions' changes, which the warm start does not know
+    ws_x, ws_cost = warm_start(prob, X_ref) if not prob.exclusions else (None, np.inf)
     timings["warm_start"] = time.perf_counter() - tw
     prob.upper_bound = ws_cost
     if ws_x is not None and on_progress is not None:

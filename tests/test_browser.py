@@ -28,3 +28,18 @@ def test_demo_data_page_renders(app_url, tmp_path):
         assert page.locator('[data-testid="stException"]').count() == 0
         assert page.get_by_text("Synthetic credit lending · LightGBM").count() >= 1
         page.screenshot(path=str(tmp_path / "data_model.png"), full_page=True)
+
+
+def test_one_optimal_counterfactual_in_the_browser(app_url, tmp_path):
+    with browser_page(height=1600) as page:
+        page.goto(app_url + "/optimal_cf")
+        page.get_by_role("heading", name="Optimal counterfactual").wait_for(timeout=90_000)
+        page.get_by_role("button", name="Find the optimal counterfactual").click()
+        page.get_by_text("Optimal counterfactual: cost", exact=False).first.wait_for(timeout=90_000)
+        from playwright.sync_api import expect
+
+        status = page.locator('[data-testid="stMetric"]').filter(has_text="Status")
+        expect(status).to_contain_text("optimal", timeout=60_000)
+        expect(page.locator('[data-testid="stMetric"]').filter(has_text="Cost")).not_to_contain_text("–")
+        assert page.locator('[data-testid="stException"]').count() == 0
+        page.screenshot(path=str(tmp_path / "optimal_cf.png"), full_page=True)

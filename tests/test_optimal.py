@@ -1,0 +1,247 @@
+"""Optimal counterfactuals: optimality against brute force, validity on every family, constraints."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import numpy as np
+import pytest
+
+from conftest import make_data
+from core.counterfactual import make_cost_model
+from core.demo import synthetic_credit
+from core.ensemble import from_model
+from core.optimal import Plausibility, build_problem, optimal_counterfactual, radius_bound
+from core.schema import infer_schema
+
+
+def brute_force(ens, x, target, norm, immutable=(), eps=1e-9):
+    """Minimum cost over every combination of candidate values: x itself, each
+    split level, and each level + eps (just inside the upper interval)."""
+    cm = make_cost_model(ens, norm)
+    cands = []
+    for j in range(ens.n_features):
+        lv = ens.split_levels(j)
+        vals = {x[j]} if j in immutable else {x[j], *lv, *(lv + eps)}
+        cands.append(sorted(vals))
+    P = np.array(list(itertools.product(*cands)))
+    ok = ens.predict(P) == target
+    if not ok.any():
+        return np.inf
+    diff = P[ok] - x
+    # infimum convention: a point eps above a level costs what the level costs
+    on_level = np.zeros_like(diff, dtype=bool)
+    for j in range(ens.n_features):
+        lv = ens.split_levels(j)
+        on_level[:, j] = np.isin(P[ok][:, j], lv + eps)
+    Pinf = np.where(on_level, P[ok] - eps, P[ok])
+    return float(cm.cost(x, Pinf).min())
+
+
+def _tiny_models():
+    import lightgbm as lgb
+    import xgboost as xgb
+    from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
+
+    X, y = make_data("binary", n=200, d=3, seed=4)
+    return X, y, [
+        RandomForestClassifier(6, max_depth=3, random_state=0).fit(X, y),
+        GradientBoostingClassifier(n_estimators=6, max_depth=2, random_state=0).fit(X, y),
+        xgb.XGBClassifier(n_estimators=5, max_depth=2, n_jobs=1).fit(X, y),
+        lgb.LGBMClassifier(n_estimators=5, num_leaves=4, verbose=-1, n_jobs=1).fit(X, y),
+    ]
+
+
+@pytest.mark.parametrize("norm", ["l0", "l1", "l2"])
+def test_optimal_cost_equals_brute_force(norm):
+    X, _, models = _tiny_models()
+    for model in models:
+        ens = from_model(model)
+        for q in range(3):
+            x = X[q * 11]
+            target = 1 - model.predict(x[None, :])[0]
+            immutable = (1,) if q == 2 else ()
+            ref = brute_force(ens, x, target, norm, immutable)
+            for backend in ("cpsat", "highs"):
+                res = optimal_counterfactual(ens, x, target, norm=norm, immutable=immutable, backend=backend,
+                                             X_ref=X if backend == "cpsat" else None, model=model)
+                if not np.isfinite(ref):
+                    assert res.status == "infeasible"
+                    continue
+                assert res.status == "optimal", (type(model).__name__, res.message)
+                assert res.cost == pytest.approx(ref, rel=1e-6, abs=1e-9), (type(model).__name__, backend)
+                assert model.predict(res.x[None, :])[0] == target
+                if immutable:
+                    assert res.x[1] == x[1]
+
+
+@pytest.mark.parametrize("fid", ["sk-rf-bin", "sk-rf-multi", "sk-gb-bin", "sk-gb-multi", "xgb-bin", "xgb-multi",
+                                 "lgb-bin", "lgb-multi", "sk-et-bin"])
+def test_every_counterfactual_is_valid_on_the_original_model(fitted, fid):
+    model, X, y, kind = fitted(fid)
+    ens = from_model(model)
+    rng = np.random.default_rng(0)
+    for q in rng.choice(len(X), 4, replace=False):
+        x = X[q]
+        current = model.predict(x[None, :])[0]
+        target = [c for c in model.classes_ if c != current][q % (len(model.classes_) - 1)]
+        res = optimal_counterfactual(ens, x, target, X_ref=X, model=model, time_limit=20)
+        assert res.found and res.status == "optimal", res.message
+        assert model.predict(res.x[None, :])[0] == target
+        assert res.cost > 0 and len(res.changes) >= 1
+
+
+@pytest.mark.parametrize("fid", ["sk-rf-reg", "xgb-reg", "lgb-reg", "sk-gb-reg"])
+def test_regression_interval_target(fitted, fid):
+    model, X, y, _ = fitted(fid)
+    ens = from_model(model)
+    pred = model.predict(X)
+    lo, hi = np.quantile(pred, [0.8, 0.9])
+    x = X[int(np.argmin(pred))]
+    res = optimal_counterfactual(ens, x, (lo, hi), X_ref=X, model=model)
+    assert res.status == "optimal"
+    assert lo <= model.predict(res.x[None, :])[0] <= hi
+
+
+@pytest.fixture(scope="module")
+def credit():
+    import lightgbm as lgb
+
+    df, target = synthetic_credit(1500, seed=1)
+    X = df.drop(columns=[target])
+    model = lgb.LGBMClassifier(n_estimators=40, num_leaves=8, verbose=-1, n_jobs=1).fit(X, df[target])
+    return X, model, from_model(model), infer_schema(X)
+
+
+def test_schema_kinds_ranges_and_one_hot(credit):
+    X, model, ens, schema = credit
+    Xa = X.to_numpy(float)
+    rejected = np.flatnonzero(model.predict(X) == 0)[:8]
+    groups = schema.groups()["employment"]
+    for q in rejected:
+        res = optimal_counterfactual(ens, Xa[q], 1, schema=schema, X_ref=Xa, model=model)
+        assert res.found, res.message
+        x = res.x
+        assert x[groups].sum() == 1 and set(np.unique(x[groups])) <= {0.0, 1.0}
+        for j, f in enumerate(schema.features):
+            if f.kind in ("integer", "binary", "categorical"):
+                assert x[j] == np.round(x[j])
+            assert min(f.lower, Xa[q, j]) - 1e-6 * f.span <= x[j] <= max(f.upper, Xa[q, j]) + 1e-6 * f.span
+        assert x[schema.index("sex")] == Xa[q, schema.index("sex")]  # protected -> fixed by default
+
+
+def test_monotone_features_move_the_right_way(credit):
+    X, model, ens, schema = credit
+    Xa = X.to_numpy(float)
+    for q in np.flatnonzero(model.predict(X) == 0)[:6]:
+        free = optimal_counterfactual(ens, Xa[q], 1, schema=schema, X_ref=Xa)
+        res = optimal_counterfactual(ens, Xa[q], 1, schema=schema, X_ref=Xa, decrease_only=["income"],
+                                     increase_only=["late_payments"])
+        if res.found:
+            assert res.x[1] <= Xa[q, 1] and res.x[4] >= Xa[q, 4]
+            assert res.cost >= free.cost - 1e-9
+
+
+def test_infeasible_query_says_why(credit):
+    X, model, ens, schema = credit
+    Xa = X.to_numpy(float)
+    q = int(np.flatnonzero(model.predict(X) == 0)[0])
+    res = optimal_counterfactual(ens, Xa[q], 1, schema=schema, immutable=list(X.columns))
+    assert res.status == "infeasible" and res.x is None and not res.found
+    assert "No counterfactual" in res.message and "fixed" in res.message
+
+
+def test_plausibility_constraint_holds(credit):
+    X, model, ens, schema = credit
+    Xa = X.to_numpy(float)
+    plaus = Plausibility.fit(Xa[model.predict(X) == 1], contamination=0.1, n_estimators=30)
+    for q in np.flatnonzero(model.predict(X) == 0)[:3]:
+        res = optimal_counterfactual(ens, Xa[q], 1, schema=schema, plausibility=plaus, X_ref=Xa, time_limit=30)
+        assert res.found, res.message
+        assert plaus.forest.predict_raw(res.x[None, :])[0, 0] >= plaus.delta - 1e-9
+        plain = optimal_counterfactual(ens, Xa[q], 1, schema=schema, X_ref=Xa)
+        assert res.cost >= plain.cost - 1e-9
+
+
+def test_diverse_alternatives_follow_the_exclusion_rule(credit):
+    X, model, ens, schema = credit
+    Xa = X.to_numpy(float)
+    q = int(np.flatnonzero(model.predict(X) == 0)[2])
+    res = optimal_counterfactual(ens, Xa[q], 1, schema=schema, X_ref=Xa, n_solutions=3)
+    sols = [res, *res.alternatives]
+    assert len(sols) >= 2
+    changed = [{c.feature for c in s.changes} for s in sols]
+    for k in range(1, len(sols)):
+        for prev in changed[:k]:
+            assert not prev <= changed[k]  # keeps at least one earlier changed feature unchanged
+        assert sols[k].cost >= sols[0].cost - 1e-9
+        assert model.predict(sols[k].x[None, :])[0] == 1
+
+
+def test_time_limit_is_honoured():
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.ensemble import RandomForestClassifier
+
+    X, y = load_breast_cancer(return_X_y=True)
+    model = RandomForestClassifier(100, max_depth=6, random_state=0).fit(X, y)
+    ens = from_model(model)
+    t0 = time.perf_counter()
+    res = optimal_counterfactual(ens, X[0], 1 - model.predict(X[:1])[0], X_ref=X, time_limit=2.0)
+    assert time.perf_counter() - t0 < 6.0
+    assert res.status in ("optimal", "time_limit")
+    if res.status == "time_limit" and res.found:
+        assert model.predict(res.x[None, :])[0] != model.predict(X[:1])[0]
+        assert 0 <= res.gap and res.lower_bound <= res.cost
+
+
+def test_radius_bound_is_a_lower_bound(fitted):
+    model, X, *_ = fitted("sk-rf-multi")
+    ens = from_model(model)
+    for q in range(6):
+        target = (model.predict(X[q:q + 1])[0] + 1) % 3
+        prob = build_problem(ens, X[q], target)
+        res = optimal_counterfactual(ens, X[q], target, X_ref=X)
+        assert radius_bound(prob) <= res.cost * (1 + 1e-9) + 1e-12
+
+
+def test_gurobi_size_limit_falls_back_with_a_notice():
+    pytest.importorskip("gurobipy")
+    from sklearn.ensemble import RandomForestClassifier
+
+    X, y = make_data("binary", n=400, d=5, seed=3)
+    model = RandomForestClassifier(60, max_depth=6, random_state=0).fit(X, y)
+    res = optimal_counterfactual(model, X[0], 1 - model.predict(X[:1])[0], backend="gurobi", X_ref=X)
+    assert res.found
+    if res.backend == "cpsat":  # the pip licence is size-limited
+        assert "Gurobi" in res.params["notice"]
+
+
+def test_bad_queries_raise_clear_errors(fitted):
+    from core.counterfactual import QueryError
+
+    model, X, *_ = fitted("sk-rf-bin")
+    with pytest.raises(QueryError, match="classes"):
+        optimal_counterfactual(model, X[0], 7)
+    with pytest.raises(QueryError, match="norm"):
+        optimal_counterfactual(model, X[0], 1, norm="l3")
+    with pytest.raises(QueryError, match="features"):
+        optimal_counterfactual(model, X[0, :2], 1)
+    with pytest.raises(ValueError, match="Unknown feature"):
+        optimal_counterfactual(model, X[0], 1, immutable=["nope"])
+
+
+def test_batch_is_deterministic_across_processes(fitted):
+    from core.batch import batch_counterfactuals
+
+    model, X, *_ = fitted("sk-rf-bin")
+    ens = from_model(model)
+    rows = X[:6]
+    targets = 1 - model.predict(rows)
+    seen = []
+    a = batch_counterfactuals(ens, rows, targets, n_jobs=1, X_ref=X, progress=lambda d, t: seen.append(d))
+    b = batch_counterfactuals(ens, rows, targets, n_jobs=2, X_ref=X)
+    assert seen == list(range(1, 7))
+    for ra, rb in zip(a, b):
+        assert ra.status == rb.status == "optimal"
+        assert ra.cost == pytest.approx(rb.cost, rel=1e-9)

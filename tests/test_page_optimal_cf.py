@@ -1,0 +1,63 @@
+"""AppTest of the Optimal counterfactual page on the built-in demo."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from conftest import ROOT
+
+
+@pytest.fixture
+def at():
+    app = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=180)
+    app.run()
+    app.switch_page("../pages/optimal_cf.py").run()
+    assert not app.exception, app.exception
+    return app
+
+
+def _submit(at, form_label):
+    next(b for b in at.button if b.label.startswith(form_label)).click().run()
+    assert not at.exception, at.exception
+
+
+def test_one_query_on_the_demo(at):
+    ws = at.session_state["workspace"]
+    assert [t.value for t in at.title] == ["Optimal counterfactual"]
+    at.number_input(key="ocf_row").set_value(3).run()
+    _submit(at, "Find the optimal counterfactual")
+    res = at.session_state["ocf_result"]
+    assert res.status == "optimal" and res.found
+    x0 = ws.X.to_numpy(float)[3]
+    assert ws.model.predict(ws.X.iloc[[3]])[0] != res.prediction
+    assert ws.ensemble.predict(res.x[None, :])[0] == res.prediction
+    assert np.array_equal(res.x_query, x0)
+    assert any("Optimal counterfactual" in s.value for s in at.success)
+    labels = {m.label: m.value for m in at.metric}
+    assert labels["Status"] == "optimal"
+    assert res.x[ws.schema.index("sex")] == x0[ws.schema.index("sex")]  # protected: fixed
+
+
+def test_infeasible_query_is_explained(at):
+    ws = at.session_state["workspace"]
+    at.multiselect(key="ocf_fixed").set_value(list(ws.X.columns))
+    _submit(at, "Find the optimal counterfactual")
+    assert at.session_state["ocf_result"].status == "infeasible"
+    assert any("No counterfactual" in e.value for e in at.error)
+
+
+def test_batch_of_rows(at):
+    at.number_input(key="ocb_n").set_value(3).run()
+    _submit(at, "Run on 3 rows")
+    table = at.session_state["ocb_results"]
+    assert len(table) == 3 and set(table["status"]) == {"optimal"}
+    assert (table["features changed"] >= 1).all()
+
+
+def test_plausible_counterfactual(at):
+    at.checkbox(key="ocf_plaus").check()
+    _submit(at, "Find the optimal counterfactual")
+    res = at.session_state["ocf_result"]
+    assert res.found and res.params["plausibility"] is not None
