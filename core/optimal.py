@@ -400,12 +400,9 @@ def local_search(prob: CellProblem, cells: np.ndarray, max_rounds: int = 200) ->
 # ----------------------------------------------------------- a lower bound
 def leaf_distances(prob: CellProblem, blk: TreeBlock) -> np.ndarray:
     """Cost of the cheapest allowed point of each leaf box, shape (n_leaves,)."""
-    from core.milp.cpsat import _range_min, _range_min_table
+    from core.milp.common import box_distances
 
-    out = np.zeros(blk.lo.shape[0])
-    for j in range(prob.n_features):
-        out += _range_min(_range_min_table(prob.costs[j]), blk.lo[:, j], blk.hi[:, j])
-    return out
+    return box_distances(prob.costs, blk.lo, blk.hi)
 
 
 def _radius_for(dist: np.ndarray, tree_of: np.ndarray, score: np.ndarray, need: float) -> float:

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.milp.common import bounded_costs, reachable_leaves
+
 __all__ = ["solve_cells", "CellSolution"]
 
 COST_SCALE_TARGET = 1e9
@@ -40,31 +42,6 @@ class CellSolution:
     cells: np.ndarray | None    # interval index per feature
     lower_bound: float          # proven lower bound on the cost
     slack: float = 0.0          # bound on the optimum's error from integer scaling
-
-
-def _range_min_table(c: np.ndarray) -> list[np.ndarray]:
-    table = [c]
-    k = 1
-    while 2 * k <= c.size:
-        prev = table[-1]
-        table.append(np.minimum(prev[:-k], prev[k:]))
-        k *= 2
-    return table
-
-
-def _range_min(table: list[np.ndarray], lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """min of c[lo..hi] (inclusive) for each pair; inf where lo > hi."""
-    n = np.maximum(hi - lo + 1, 1)
-    k = np.floor(np.log2(n)).astype(int)
-    out = np.full(lo.shape, np.inf)
-    for p in np.unique(k):
-        sel = k == p
-        t = table[p]
-        a = np.minimum(lo[sel], t.size - 1)
-        b = np.clip(hi[sel] - (1 << p) + 1, 0, t.size - 1)
-        out[sel] = np.minimum(t[a], t[b])
-    out[hi < lo] = np.inf
-    return out
 
 
 class _Lits:
@@ -102,32 +79,16 @@ def _clause(model, lits) -> bool:
     return True
 
 
-def _feasible_leaves(blk, allowed_cost, tables, ub):
-    """Mask of leaves whose box meets the allowed intervals within the bound."""
-    n, d = blk.lo.shape
-    total = np.zeros(n)
-    for j in range(d):
-        total += _range_min(tables[j], blk.lo[:, j], blk.hi[:, j])
-    return np.isfinite(total) & (total <= ub * (1 + 1e-9) + 1e-12)
-
-
 def solve_cells(prob, time_limit: float = 30.0, hint: np.ndarray | None = None,
                 n_workers: int = 2) -> CellSolution:
     from ortools.sat.python import cp_model
 
     d = prob.n_features
     ub = prob.upper_bound
-    costs = []
-    for j in range(d):
-        c = prob.costs[j].copy()
-        if np.isfinite(ub):
-            c[c > ub * (1 + 1e-9) + 1e-12] = np.inf  # intervals that alone cost more than a known solution
-        c[prob.hat[j]] = min(c[prob.hat[j]], prob.costs[j][prob.hat[j]])
-        costs.append(c)
+    costs = bounded_costs(prob)
     allowed = [np.isfinite(c) for c in costs]
     if any(not a.any() for a in allowed):
         return CellSolution("infeasible", None, np.inf)
-    tables = [_range_min_table(c) for c in costs]
     ref = ub if np.isfinite(ub) and ub > 0 else max(1e-12, sum(float(c[np.isfinite(c)].max()) for c in costs))
     sc = COST_SCALE_TARGET / ref
 
@@ -139,7 +100,7 @@ def solve_cells(prob, time_limit: float = 30.0, hint: np.ndarray | None = None,
                 return CellSolution("infeasible", None, np.inf)
 
     def leaf_vars(blk, name):
-        mask = _feasible_leaves(blk, costs, tables, ub)
+        mask = reachable_leaves(blk, costs, ub)
         svars: dict[int, object] = {}
         for t in range(blk.n_trees):
             idx = np.flatnonzero(mask & (blk.tree_of == t))

@@ -114,16 +114,11 @@ def build_ocean(prob) -> OceanMILP:
     """OCEAN's MILP for a ``core.optimal.CellProblem`` (see module doc)."""
     from scipy import sparse
 
-    from core.milp.cpsat import _feasible_leaves, _range_min_table
+    from core.milp.common import bounded_costs, reachable_leaves
 
     d = prob.n_features
     ub = prob.upper_bound
-    costs = []
-    for j in range(d):
-        c = prob.costs[j].copy()
-        if np.isfinite(ub):
-            c[c > ub * (1 + 1e-9) + 1e-12] = np.inf
-        costs.append(c)
+    costs = bounded_costs(prob)
     B = _Builder()
     mu, lo_i, consts = [], [], []
     obj: dict[int, float] = {}
@@ -152,8 +147,7 @@ def build_ocean(prob) -> OceanMILP:
             obj[col] = float(c[m] - c[m - 1])
 
     def allowed(blk):
-        tables = [_range_min_table(c) for c in costs]
-        mask = _feasible_leaves(blk, costs, tables, ub)
+        mask = reachable_leaves(blk, costs, ub)
         keep = {(int(t), int(n)) for t, n, k in zip(blk.tree_of, blk.node, mask) if k}
         return lambda t, v: (t, int(v)) in keep
 
