@@ -151,10 +151,15 @@ class CellProblem:
                                 for j in range(self.n_features)])
 
     def point_of(self, cells: np.ndarray) -> np.ndarray:
-        return np.array([self.points[j][cells[j]] for j in range(self.n_features)])
+        """Representative point(s) of cell(s): shape (d,) for (d,), (n, d) for (n, d)."""
+        cells = np.asarray(cells)
+        return np.stack([self.points[j][cells[..., j]] for j in range(self.n_features)], axis=-1)
 
-    def cost_of(self, cells: np.ndarray) -> float:
-        return float(sum(self.costs[j][cells[j]] for j in range(self.n_features)))
+    def cost_of(self, cells: np.ndarray) -> float | np.ndarray:
+        """Cost of cell(s): a float for (d,), shape (n,) for (n, d)."""
+        cells = np.asarray(cells)
+        total = sum(self.costs[j][cells[..., j]] for j in range(self.n_features))
+        return float(total) if np.ndim(total) == 0 else total
 
     def is_valid(self, X: np.ndarray) -> np.ndarray:
         X = np.atleast_2d(X)
@@ -329,26 +334,28 @@ def _project(prob: CellProblem, Z: np.ndarray) -> np.ndarray:
     return out
 
 
-def warm_start(prob: CellProblem, X_ref: np.ndarray | None, max_candidates: int = 2000
+def warm_start(prob: CellProblem, X_ref: np.ndarray | None, max_candidates: int = 20000
                ) -> tuple[np.ndarray | None, float]:
     """A valid point and its (cell) cost from reference rows, or (None, inf).
 
-    Rows of ``X_ref`` are projected onto the feasible set, the valid ones kept,
-    and the three cheapest polished by :func:`local_search`.
+    Rows of ``X_ref`` (at most ``max_candidates``, evenly spread) are projected
+    onto the feasible set, the valid ones kept, and the five cheapest polished
+    by :func:`local_search`.
     """
     if X_ref is None or len(X_ref) == 0:
         return None, np.inf
     X_ref = np.asarray(X_ref, dtype=float)
+    if len(X_ref) > max_candidates:  # a fixed, spread-out subset keeps this fast and deterministic
+        X_ref = X_ref[np.linspace(0, len(X_ref) - 1, max_candidates).astype(int)]
     Z = _project(prob, X_ref)
-    base_cost = prob.cost_model.cost(prob.x_hat, Z)
-    order = np.argsort(base_cost)[:max_candidates]
-    Z = Z[order]
-    ok = prob.is_valid(Z)
+    ok = prob.is_valid(Z)  # one vectorised pass; cheaper than ranking invalid rows
     if not ok.any():
         return None, np.inf
+    Z = Z[ok]
+    cheapest = Z[np.argsort(prob.cost_model.cost(prob.x_hat, Z), kind="stable")[:5]]
     best_cells, best_cost = None, np.inf
-    for r in np.flatnonzero(ok)[:3]:  # polish the three cheapest valid candidates
-        cells = local_search(prob, prob.interval_of(Z[r][None, :])[0])
+    for z in cheapest:  # polish the five cheapest valid candidates
+        cells = local_search(prob, prob.interval_of(z[None, :])[0])
         c = prob.cost_of(cells)
         if c < best_cost:
             best_cells, best_cost = cells, c
@@ -382,11 +389,10 @@ def local_search(prob: CellProblem, cells: np.ndarray, max_rounds: int = 200) ->
             C[r, j] = i
         for r, g in enumerate(group_moves, start=len(moves)):
             C[r, g] = prob.hat[g]
-        P = np.array([prob.point_of(c) for c in C])
-        valid = prob.is_valid(P)
+        costs = prob.cost_of(C)
+        valid = prob.is_valid(prob.point_of(C))
         if not valid.any():
             break
-        costs = np.array([prob.cost_of(c) for c in C])
         costs[~valid] = np.inf
         r = int(np.argmin(costs))
         if costs[r] >= prob.cost_of(cells) - 1e-15:
