@@ -420,9 +420,10 @@ def _radius_for(dist: np.ndarray, tree_of: np.ndarray, score: np.ndarray, need: 
     order = np.lexsort((dist, tree_of))
     t_s, d_s, v_s = tree_of[order], dist[order], score[order]
     first = np.r_[True, t_s[1:] != t_s[:-1]]
-    run = v_s.copy()
-    for g0, g1 in zip(np.flatnonzero(first), np.r_[np.flatnonzero(first)[1:], t_s.size]):
-        run[g0:g1] = np.maximum.accumulate(v_s[g0:g1])
+    # running maximum within each tree in one pass: lift each tree above the previous ones
+    grp = np.cumsum(first) - 1
+    lift = grp * (2.0 * (float(v_s.max() - v_s.min()) + 1.0))
+    run = np.maximum.accumulate(v_s + lift) - lift
     prev = np.r_[-np.inf, run[:-1]]
     inc = np.where(first, run, run - prev)
     r0 = float(np.max(d_s[first]))  # every tree has a leaf within r0

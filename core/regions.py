@@ -1,0 +1,402 @@
+"""Exact decision regions of a tree ensemble (Blanchart, "An exact
+counterfactual-example-based approach to tree-ensemble models interpretability").
+
+Every leaf is a box; the ensemble's output is constant on each *maximal
+intersection box* (a pure region). The decomposition is built dimension by
+dimension: on the current dimension, the alive leaves' intervals are cut into
+maximal intersection intervals (``Intersect1D``, algorithm 1), each with the
+leaves that cover it, and each becomes a child in a search tree over the
+dimensions (algorithm 2); after the last dimension exactly one leaf per tree
+is alive and the box is pure.
+
+Here the leaves' intervals are expressed on the grid of the ensemble's split
+levels (``core.optimal.build_problem``), so a maximal intersection interval is
+a range of grid intervals, and the distance from the query to it is the cost
+model's minimum over that range (squared L2, L1, L0 or a mix, per-feature and
+asymmetric weights, fixed features).
+
+* :func:`exact_counterfactual`: depth-first search with the children ordered by
+  distance finds a first target region fast (the backtracking of algorithm 4,
+  an upper bound), and the same search continued with pruning is the
+  branch and bound of algorithm 5. A node is pruned when its distance exceeds
+  the bound, and (stronger than the paper's "some alive leaf votes for the
+  target") when even the best alive leaf of every tree within the remaining
+  budget cannot give the target.
+* :func:`counterfactual_set`: every target region within a radius (CF sets).
+* :func:`slice_regions` / :func:`projection_regions`: 2-D views, the slice
+  through ``x`` and the projection of target regions within a radius (Fig. 7).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from core.counterfactual import CounterfactualResult, QueryError
+from core.ensemble import TreeEnsemble, from_model
+from core.milp.common import range_min, range_min_table
+from core.optimal import CellProblem, _radius_for, _result, build_problem, warm_start
+
+__all__ = ["Region", "RegionSet", "exact_counterfactual", "counterfactual_set", "slice_regions",
+           "projection_regions", "decompose"]
+
+
+@dataclass(frozen=True)
+class Region:
+    """A pure region: ``lower < x <= upper`` on every feature."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+    raw: np.ndarray          # the ensemble's raw output (predict_raw) on the region
+    prediction: Any          # label or value on the region
+    distance: float          # cost from the query to the region (0 if no query)
+    point: np.ndarray        # the region's point nearest the query (strictly inside)
+
+
+@dataclass(frozen=True)
+class RegionSet:
+    """Regions found by a search, with how the search went."""
+
+    regions: tuple[Region, ...]
+    complete: bool           # False if the node or time limit stopped the search
+    n_nodes: int
+    seconds: float
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+class _Search:
+    """Depth-first search over dimensions (algorithms 2, 4 and 5)."""
+
+    def __init__(self, prob: CellProblem, allowed: list[np.ndarray], order: Sequence[int], deadline: float,
+                 max_nodes: int):
+        self.prob = prob
+        self.blk = prob.model_leaves
+        self.order = list(order)
+        self.deadline = deadline
+        self.max_nodes = max_nodes
+        self.nodes = 0
+        self.stopped = False
+        self.costs = [np.where(a, c, np.inf) for c, a in zip(prob.costs, allowed)]
+        self.tables = [range_min_table(c) for c in self.costs]
+        lo, hi = self.blk.lo, self.blk.hi
+        mc = np.column_stack([range_min(self.tables[j], lo[:, j], hi[:, j]) for j in range(prob.n_features)])
+        # remaining distance of each leaf over the dimensions after position k in the order
+        ordered = mc[:, self.order]
+        self.suffix = np.concatenate([np.cumsum(ordered[:, ::-1], axis=1)[:, ::-1],
+                                      np.zeros((mc.shape[0], 1))], axis=1)
+        self.score_needs = _score_needs(prob)
+
+    def out_of_budget(self) -> bool:
+        if self.nodes >= self.max_nodes or time.perf_counter() > self.deadline:
+            self.stopped = True
+        return self.stopped
+
+    def children(self, k: int, alive: np.ndarray, dist: float):
+        """Maximal intersection intervals of the alive leaves on dimension order[k]."""
+        j = self.order[k]
+        lo = self.blk.lo[alive, j]
+        hi = self.blk.hi[alive, j]
+        cuts = np.unique(np.concatenate([lo, hi + 1]))
+        out = []
+        for a, b in zip(cuts[:-1], cuts[1:] - 1):
+            c = float(range_min(self.tables[j], np.array([a]), np.array([b]))[0])
+            if not np.isfinite(c):
+                continue
+            members = alive[(lo <= a) & (hi >= b)]
+            out.append((dist + c, int(a), int(b), members))
+        out.sort(key=lambda t: t[0])
+        return out
+
+    def bound(self, k: int, members: np.ndarray, dist: float) -> float:
+        """Lower bound on the cost of a valid point below this node."""
+        leaf_d = dist + self.suffix[members, k + 1]
+        r = dist
+        for score, need in self.score_needs:
+            r = max(r, _radius_for(leaf_d, self.blk.tree_of[members], score[members], need))
+            if not np.isfinite(r):
+                break
+        return r
+
+
+def _score_needs(prob: CellProblem) -> list[tuple[np.ndarray, float]]:
+    """(per-leaf score, required sum) pairs whose joint satisfaction the target needs."""
+    ens, tgt, V = prob.ens, prob.target, prob.model_leaves.value
+    base = ens.base_score
+    if tgt.kind == "class" and ens.link == "sigmoid":
+        sign = 1.0 if tgt.class_index == 1 else -1.0
+        return [(sign * V[:, 0], -sign * base[0])]
+    if tgt.kind == "class":
+        c0 = tgt.class_index
+        return [(V[:, c0] - V[:, c], base[c] - base[c0]) for c in range(V.shape[1]) if c != c0]
+    needs = []
+    if np.isfinite(tgt.lo):
+        needs.append((V[:, 0], tgt.lo - base[0]))
+    if np.isfinite(tgt.hi):
+        needs.append((-V[:, 0], base[0] - tgt.hi))
+    return needs
+
+
+def _cells_nearest(prob: CellProblem, costs: list[np.ndarray], ranges: dict[int, tuple[int, int]]) -> np.ndarray:
+    cells = np.zeros(prob.n_features, dtype=np.int64)
+    for j in range(prob.n_features):
+        a, b = ranges[j]
+        cells[j] = a + int(np.argmin(costs[j][a:b + 1]))
+    return cells
+
+
+def _region(prob: CellProblem, ranges: dict[int, tuple[int, int]], members: np.ndarray, dist: float,
+            costs: list[np.ndarray]) -> Region:
+    d = prob.n_features
+    lower, upper = np.empty(d), np.empty(d)
+    for j in range(d):
+        a, b = ranges[j]
+        lv = prob.levels[j]
+        lower[j] = lv[a - 1] if a >= 1 else -np.inf
+        upper[j] = lv[b] if b < lv.size else np.inf
+    point = prob.point_of(_cells_nearest(prob, costs, ranges))
+    blk = prob.model_leaves
+    raw = blk.value[members].sum(axis=0) + prob.ens.base_score
+    pred = prob.ens.predict(point[None, :])[0]
+    return Region(lower, upper, raw, pred, dist, point)
+
+
+def _feature_order(prob: CellProblem, allowed: list[np.ndarray]) -> list[int]:
+    """Dimensions with one allowed interval first (they only filter leaves), then by
+    how many leaves they split, most first: the alive set shrinks fastest."""
+    blk = prob.model_leaves
+    n_allowed = [int(a.sum()) for a in allowed]
+    splits = [int(np.sum((blk.lo[:, j] > 0) | (blk.hi[:, j] < prob.levels[j].size))) for j in range(prob.n_features)]
+    return sorted(range(prob.n_features), key=lambda j: (n_allowed[j] > 1, -splits[j]))
+
+
+def _greedy_dive(s: _Search, prob: CellProblem) -> np.ndarray | None:
+    """One descent choosing, on each dimension, the child whose alive leaves can
+    best reach the target (largest worst-case slack over the score needs); the
+    cells of a valid region, polished by the local search, or None."""
+    from core.optimal import local_search
+
+    blk = prob.model_leaves
+    alive, ranges = np.arange(blk.tree_of.size), {}
+    for k in range(len(s.order)):
+        best, best_slack = None, -np.inf
+        for _, a, b, members in s.children(k, alive, 0.0):
+            slack = np.inf
+            for score, need in s.score_needs:
+                top = np.full(blk.n_trees, -np.inf)
+                np.maximum.at(top, blk.tree_of[members], score[members])
+                slack = min(slack, float(top.sum() - need))
+            if slack > best_slack:
+                best, best_slack = (a, b, members), slack
+        if best is None:
+            return None
+        a, b, alive = best
+        ranges[s.order[k]] = (a, b)
+    cells = _cells_nearest(prob, s.costs, ranges)
+    if not prob.is_valid(prob.point_of(cells)[None, :])[0]:
+        return None
+    return local_search(prob, cells)
+
+
+def _run(prob: CellProblem, allowed: list[np.ndarray], *, mode: str, radius: float = np.inf,
+         time_limit: float = 30.0, max_nodes: int = 1_000_000, max_regions: int = 100_000,
+         target_only: bool = True):
+    """mode "best": the nearest valid region (branch and bound); mode "all": every
+    region within ``radius`` (valid ones only if ``target_only``)."""
+    order = _feature_order(prob, allowed)
+    s = _Search(prob, allowed, order, time.perf_counter() + time_limit, max_nodes)
+    blk = prob.model_leaves
+    ub = radius
+    best: tuple[float, np.ndarray] | None = None
+    if mode == "best" and not np.isfinite(ub):  # an upper bound before the search (algorithm 4's role)
+        cells = _greedy_dive(s, prob)
+        if cells is not None:
+            best = (prob.cost_of(cells), cells)
+            ub = best[0]
+    found: list[Region] = []
+    D = len(order)
+    stack = [(0, np.arange(blk.tree_of.size), 0.0, {})]
+    use_bound = target_only
+    while stack:
+        if s.out_of_budget():
+            break
+        k, alive, dist, ranges = stack.pop()
+        if dist > ub * (1 + 1e-12) + 1e-15:  # the bound improved since this node was queued
+            continue
+        s.nodes += 1
+        kids = []
+        for cdist, a, b, members in s.children(k, alive, dist):
+            if cdist > ub * (1 + 1e-12) + 1e-15:
+                break  # children are sorted by distance
+            lb = s.bound(k, members, cdist) if use_bound else cdist
+            if lb > ub * (1 + 1e-12) + 1e-15:
+                continue
+            r2 = dict(ranges)
+            r2[order[k]] = (a, b)
+            if k + 1 < D:
+                kids.append((lb, k + 1, members, cdist, r2))
+                continue
+            reg_cells = _cells_nearest(prob, s.costs, r2)
+            point = prob.point_of(reg_cells)
+            valid = bool(prob.is_valid(point[None, :])[0])
+            if mode == "best":
+                if valid and cdist < (best[0] if best else np.inf):
+                    best = (cdist, reg_cells)
+                    ub = cdist
+            elif valid or not target_only:
+                found.append(_region(prob, r2, members, cdist, s.costs))
+                if len(found) >= max_regions:
+                    s.stopped = True
+                    break
+        kids.sort(key=lambda t: t[0])  # the child with the smallest lower bound is explored first
+        stack.extend(kid[1:] for kid in reversed(kids))
+    return best, found, s
+
+
+# ------------------------------------------------------------------ public API
+def _problem(ensemble, x, target, norm, weights, fixed, schema):
+    ens = from_model(ensemble) if not isinstance(ensemble, TreeEnsemble) else ensemble
+    return ens, build_problem(ens, x, target, schema=schema, norm=norm, weights=weights, immutable=fixed)
+
+
+def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: Any = "l2", weights: Any = None,
+                         fixed: Iterable[Any] = (), time_limit: float = 30.0, schema: Any = None,
+                         X_ref: Any = None, model: Any = None, max_nodes: int = 5_000_000) -> CounterfactualResult:
+    """The closest point of a region where the ensemble gives ``target``, exactly.
+
+    Parameters
+    ----------
+    ensemble : TreeEnsemble or a supported model.
+    x : array-like of shape (n_features,).
+    target : class label, or ``(lo, hi)`` for a regressor.
+    norm : "l2" (squared Euclidean, the paper's), "l1", "l0" or a mix dict.
+    weights : per-feature weights, as in ``core.optimal``.
+    fixed : features (names or indices) that must not move.
+    X_ref : optional reference rows whose nearest valid one seeds the upper bound.
+
+    Returns
+    -------
+    CounterfactualResult with ``backend="regions"``; the same cost convention
+    as ``core.optimal`` (an open interval end counts at its infimum).
+    """
+    t0 = time.perf_counter()
+    ens, prob = _problem(ensemble, x, target, norm, weights, fixed, schema)
+    params = dict(norm=norm if isinstance(norm, str) else dict(norm), fixed=[str(f) for f in fixed],
+                  time_limit=time_limit, target=str(target), method="branch and bound (Blanchart)")
+    ub = np.inf
+    ws_x = None
+    if X_ref is not None:
+        ws_x, ub = warm_start(prob, np.asarray(X_ref, dtype=float))
+    allowed = [np.isfinite(c) for c in prob.costs]
+    best, _, s = _run(prob, allowed, mode="best", radius=ub, time_limit=time_limit, max_nodes=max_nodes)
+    timings = {"search": time.perf_counter() - t0, "nodes": s.nodes}
+    if best is not None:
+        cells = best[1]
+        status = "optimal" if not s.stopped else "time_limit"
+        return _result(prob, prob.point_of(cells), prob.cost_of(cells), status, 0.0 if status == "optimal"
+                       else np.nan, prob.cost_of(cells) if status == "optimal" else 0.0, "regions", params, t0,
+                       timings=timings, model=model)
+    if ws_x is not None:  # the warm start was not beaten
+        status = "optimal" if not s.stopped else "time_limit"
+        return _result(prob, ws_x, ub, status, 0.0 if status == "optimal" else np.nan,
+                       ub if status == "optimal" else 0.0, "regions", params, t0, timings=timings, model=model)
+    if s.stopped:
+        return _result(prob, None, np.inf, "time_limit", np.inf, 0.0, "regions", params, t0, timings=timings,
+                       message="No counterfactual was found within the time limit; allow more time.")
+    from core.optimal import explain_infeasible
+
+    return _result(prob, None, np.inf, "infeasible", np.inf, np.inf, "regions", params, t0,
+                   message=explain_infeasible(prob), timings=timings)
+
+
+def counterfactual_set(ensemble: Any, x: Any, target: Any, radius: float, *, norm: Any = "l2",
+                       weights: Any = None, fixed: Iterable[Any] = (), schema: Any = None,
+                       time_limit: float = 30.0, max_regions: int = 10_000) -> RegionSet:
+    """Every region within ``radius`` (cost) of ``x`` where the ensemble gives ``target``."""
+    t0 = time.perf_counter()
+    ens, prob = _problem(ensemble, x, target, norm, weights, fixed, schema)
+    allowed = [np.isfinite(c) for c in prob.costs]
+    _, found, s = _run(prob, allowed, mode="all", radius=float(radius), time_limit=time_limit,
+                       max_regions=max_regions)
+    found.sort(key=lambda r: r.distance)
+    return RegionSet(tuple(found), not s.stopped, s.nodes, time.perf_counter() - t0,
+                     dict(radius=radius, target=str(target), norm=str(norm)))
+
+
+def _any_target(ens: TreeEnsemble) -> Any:
+    if ens.task == "classification":
+        return ens.classes[0]
+    return (-np.inf, np.inf)
+
+
+def slice_regions(ensemble: Any, x: Any, features: tuple[Any, Any], *, bounds: dict[Any, tuple[float, float]]
+                  | None = None, time_limit: float = 30.0, max_regions: int = 20_000) -> RegionSet:
+    """The pure regions of the 2-D slice through ``x`` on two features (the
+    others fixed at ``x``); they tile the slice. ``bounds`` optionally limits
+    each of the two features to a range (the view)."""
+    t0 = time.perf_counter()
+    ens = from_model(ensemble) if not isinstance(ensemble, TreeEnsemble) else ensemble
+    fa, fb = (ens.feature_index(f) for f in features)
+    if fa == fb:
+        raise QueryError("Choose two different features.")
+    prob = build_problem(ens, x, _any_target(ens))
+    allowed = []
+    for j in range(prob.n_features):
+        a = np.zeros(prob.levels[j].size + 1, dtype=bool)
+        if j in (fa, fb):
+            a[:] = True
+            if bounds and (ens.feature_names[j] in bounds or j in bounds):
+                lo, hi = bounds.get(ens.feature_names[j], bounds.get(j))
+                lv = prob.levels[j]
+                a[:] = False
+                a[np.searchsorted(lv, lo, side="left"):np.searchsorted(lv, hi, side="left") + 1] = True
+        else:
+            a[prob.hat[j]] = True
+        allowed.append(a)
+    prob.costs = [np.where(a, 0.0, np.inf) for a in allowed]
+    _, found, s = _run(prob, allowed, mode="all", time_limit=time_limit, max_regions=max_regions,
+                       target_only=False)
+    return RegionSet(tuple(found), not s.stopped, s.nodes, time.perf_counter() - t0,
+                     dict(features=[ens.feature_names[fa], ens.feature_names[fb]], mode="slice"))
+
+
+def projection_regions(ensemble: Any, x: Any, target: Any, features: tuple[Any, Any], radius: float, *,
+                       norm: Any = "l2", weights: Any = None, fixed: Iterable[Any] = (), schema: Any = None,
+                       time_limit: float = 30.0, max_regions: int = 5_000) -> RegionSet:
+    """Regions within ``radius`` of ``x`` giving ``target``, for projection on two
+    features (the paper's Fig. 7): the same regions as :func:`counterfactual_set`."""
+    rs = counterfactual_set(ensemble, x, target, radius, norm=norm, weights=weights, fixed=fixed, schema=schema,
+                            time_limit=time_limit, max_regions=max_regions)
+    ens = from_model(ensemble) if not isinstance(ensemble, TreeEnsemble) else ensemble
+    fa, fb = (ens.feature_index(f) for f in features)
+    return RegionSet(rs.regions, rs.complete, rs.n_nodes, rs.seconds,
+                     dict(rs.params, features=[ens.feature_names[fa], ens.feature_names[fb]], mode="projection"))
+
+
+def decompose(ensemble: Any, lower: Any = None, upper: Any = None, *, time_limit: float = 60.0,
+              max_regions: int = 100_000) -> RegionSet:
+    """All pure regions (maximal intersection boxes) inside the box
+    ``lower < x <= upper`` (whole space by default), algorithms 1-2."""
+    t0 = time.perf_counter()
+    ens = from_model(ensemble) if not isinstance(ensemble, TreeEnsemble) else ensemble
+    d = ens.n_features
+    lower = np.full(d, -np.inf) if lower is None else np.asarray(lower, dtype=float)
+    upper = np.full(d, np.inf) if upper is None else np.asarray(upper, dtype=float)
+    prob = build_problem(ens, np.zeros(d), _any_target(ens))
+    allowed = []
+    for j in range(d):
+        lv = prob.levels[j]
+        a = np.zeros(lv.size + 1, dtype=bool)
+        # interval i = (lv[i-1], lv[i]] meets (lower, upper] iff lv[i-1] < upper and lv[i] > lower
+        left = np.concatenate([[-np.inf], lv])
+        right = np.concatenate([lv, [np.inf]])
+        a[(left < upper[j]) & (right > lower[j])] = True
+        allowed.append(a)
+    prob.costs = [np.where(a, 0.0, np.inf) for a in allowed]
+    _, found, s = _run(prob, allowed, mode="all", time_limit=time_limit, max_regions=max_regions,
+                       target_only=False)
+    clipped = tuple(Region(np.maximum(r.lower, lower), np.minimum(r.upper, upper), r.raw, r.prediction, 0.0,
+                           r.point) for r in found)
+    return RegionSet(clipped, not s.stopped, s.nodes, time.perf_counter() - t0, dict(mode="decompose"))
