@@ -36,3 +36,80 @@ def counterfactual_changes_figure(result: Any, feature_names: list[str], span: n
                       xaxis_tickformat=".0%" if span is not None else None, height=120 + 28 * max(1, len(df)),
                       margin=dict(l=10, r=10, t=40, b=10))
     return fig
+
+
+def region_colour_values(regions: Any, ens: Any) -> tuple[np.ndarray, str, str]:
+    """Per region: the value to colour by, its label, and the kind of scale."""
+    raws = np.array([r.raw for r in regions]) if len(regions) else np.zeros((0, ens.n_outputs))
+    if ens.task == "regression":
+        return raws[:, 0], "prediction", "sequential"
+    proba = ens._raw_to_proba(raws) if len(regions) else np.zeros((0, ens.n_classes))
+    if ens.n_classes == 2:
+        return proba[:, 1], f"P({ens.classes[1]})", "diverging"
+    return proba.argmax(axis=1).astype(float), "class", "categorical"
+
+
+def regions_figure(regions: Any, ens: Any, features: tuple[int, int], view: tuple[tuple[float, float], ...],
+                   x: np.ndarray | None = None, cf: np.ndarray | None = None, opacity: float = 1.0,
+                   title: str = ""):
+    """Rectangles of the regions on two features, coloured by class probability
+    (a diverging scale centred on 0.5), class, or predicted value; the instance,
+    its counterfactual and the path between them on top."""
+    import plotly.colors as pc
+    import plotly.graph_objects as go
+
+    fa, fb = features
+    (xa0, xa1), (xb0, xb1) = view
+    vals, label, kind = region_colour_values(regions, ens)
+    if kind == "diverging":
+        scale, lo, hi = "RdBu", 0.0, 1.0
+    elif kind == "categorical":
+        scale, lo, hi = None, 0.0, max(1.0, float(ens.n_classes - 1))
+    else:
+        scale, lo, hi = "Viridis", float(vals.min()) if len(vals) else 0.0, float(vals.max()) if len(vals) else 1.0
+    palette = pc.qualitative.Set2
+    fig = go.Figure()
+    for r, v in zip(regions, vals):
+        a0, a1 = max(r.lower[fa], xa0), min(r.upper[fa], xa1)
+        b0, b1 = max(r.lower[fb], xb0), min(r.upper[fb], xb1)
+        if a1 <= a0 or b1 <= b0:
+            continue
+        if kind == "categorical":
+            colour = palette[int(v) % len(palette)]
+        else:
+            t = 0.5 if hi == lo else (v - lo) / (hi - lo)
+            colour = pc.sample_colorscale(scale, [min(max(t, 0.0), 1.0)])[0]
+        text = (f"{ens.feature_names[fa]} ∈ ({r.lower[fa]:.4g}, {r.upper[fa]:.4g}]<br>"
+                f"{ens.feature_names[fb]} ∈ ({r.lower[fb]:.4g}, {r.upper[fb]:.4g}]<br>"
+                f"{label}: {v:.4g} · prediction {r.prediction}")
+        fig.add_trace(go.Scatter(x=[a0, a1, a1, a0, a0], y=[b0, b0, b1, b1, b0], fill="toself", mode="lines",
+                                 line=dict(width=0.5, color="rgba(255,255,255,0.6)"), fillcolor=colour,
+                                 opacity=opacity, hoveron="fills", hoverinfo="text", text=text, showlegend=False))
+    if kind != "categorical" and len(vals):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip",
+                                 marker=dict(colorscale=scale, cmin=lo, cmax=hi, color=[lo], showscale=True,
+                                             colorbar=dict(title=label))))
+    if x is not None:
+        fig.add_trace(go.Scatter(x=[x[fa]], y=[x[fb]], mode="markers", name="instance",
+                                 marker=dict(symbol="x", size=14, color="black")))
+    if x is not None and cf is not None:
+        fig.add_trace(go.Scatter(x=[x[fa], cf[fa]], y=[x[fb], cf[fb]], mode="lines+markers", name="counterfactual",
+                                 line=dict(dash="dash", color="black"),
+                                 marker=dict(symbol=["x", "star"], size=[1, 16], color="gold",
+                                             line=dict(width=1, color="black"))))
+    fig.update_layout(title=title, xaxis_title=ens.feature_names[fa], yaxis_title=ens.feature_names[fb],
+                      xaxis_range=[xa0, xa1], yaxis_range=[xb0, xb1], height=560,
+                      margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h"))
+    return fig
+
+
+def regions_table(regions: Any, ens: Any, features: tuple[int, int]) -> pd.DataFrame:
+    fa, fb = features
+    vals, label, _ = region_colour_values(regions, ens)
+    return pd.DataFrame({
+        f"{ens.feature_names[fa]} >": [r.lower[fa] for r in regions],
+        f"{ens.feature_names[fa]} <=": [r.upper[fa] for r in regions],
+        f"{ens.feature_names[fb]} >": [r.lower[fb] for r in regions],
+        f"{ens.feature_names[fb]} <=": [r.upper[fb] for r in regions],
+        label: vals, "prediction": [r.prediction for r in regions],
+        "distance": [r.distance for r in regions]})

@@ -43,3 +43,16 @@ def test_one_optimal_counterfactual_in_the_browser(app_url, tmp_path):
         expect(page.locator('[data-testid="stMetric"]').filter(has_text="Cost")).not_to_contain_text("–")
         assert page.locator('[data-testid="stException"]').count() == 0
         page.screenshot(path=str(tmp_path / "optimal_cf.png"), full_page=True)
+
+
+def test_decision_regions_render(app_url, tmp_path):
+    from playwright.sync_api import expect
+
+    with browser_page(height=1400) as page:
+        page.goto(app_url + "/decision_regions")
+        page.get_by_role("heading", name="Decision regions").wait_for(timeout=90_000)
+        drawn = page.locator('[data-testid="stMetric"]').filter(has_text="Regions drawn")
+        expect(drawn).to_be_visible(timeout=90_000)
+        page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+        assert page.locator('[data-testid="stException"]').count() == 0
+        page.screenshot(path=str(tmp_path / "decision_regions.png"), full_page=True)

@@ -1,0 +1,98 @@
+"""Decision regions: where the ensemble decides what, on two features (exact pure regions)."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from core.regions import exact_counterfactual, projection_regions, slice_regions
+from dashboard import state
+from dashboard.plots import regions_figure, regions_table
+from dashboard.ui import user_errors
+
+st.title("Decision regions")
+ws = state.require_workspace()
+ens, schema = ws.ensemble, ws.schema
+names = list(ens.feature_names)
+X = ws.X.to_numpy(dtype=float)
+pred = ws.predictions
+st.caption("The model's output is constant on boxes (pure regions). The slice shows them on two features "
+           "with the others fixed at the row's values; the projection shows every region giving the target "
+           "within a distance of the row (the exact counterfactual is the nearest one).")
+
+counts = {j: 0 for j in range(len(names))}
+for t in ens.trees:
+    for j in t.feature[t.feature >= 0]:
+        counts[int(j)] += 1
+top = sorted(counts, key=lambda j: -counts[j])[:2]
+c1, c2, c3, c4 = st.columns(4)
+fa = names.index(c1.selectbox("Horizontal feature", names, index=top[0], key="dr_fa"))
+fb = names.index(c2.selectbox("Vertical feature", names, index=top[1] if len(top) > 1 else 0, key="dr_fb"))
+mode = c3.radio("View", ["slice", "projection"], horizontal=True, key="dr_mode")
+row = int(c4.number_input("Row", 0, len(X) - 1, 0, key="dr_row"))
+x = X[row]
+if ens.is_classifier:
+    classes = list(ens.classes)
+    others = [c for c in classes if c != pred[row]] or classes
+    target = st.selectbox("Target outcome (for the counterfactual)", classes, index=classes.index(others[0]),
+                          key="dr_target")
+else:
+    lo_t = float(np.quantile(pred, 0.75))
+    target = (lo_t, float(pred.max()))
+    st.caption(f"Target: prediction in [{target[0]:.4g}, {target[1]:.4g}] (upper quartile).")
+d1, d2, d3 = st.columns(3)
+norm = d1.selectbox("Distance", ["l2", "l1"], key="dr_norm", help="squared Euclidean or L1, on range-scaled features")
+max_regions = int(d2.number_input("Most regions drawn", 50, 20_000, 2000, step=250, key="dr_max"))
+radius_k = d3.slider("Projection radius (× counterfactual distance)", 1.0, 3.0, 1.2, 0.1, key="dr_radius",
+                     disabled=mode != "projection")
+
+if fa == fb:
+    st.error("Choose two different features.")
+    st.stop()
+spans = schema.arrays()
+pad = 0.05 * spans["span"]
+view = ((min(spans["lower"][fa], x[fa]) - pad[fa], max(spans["upper"][fa], x[fa]) + pad[fa]),
+        (min(spans["lower"][fb], x[fb]) - pad[fb], max(spans["upper"][fb], x[fb]) + pad[fb]))
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _cf(key, _ens, x, target, norm, _schema, _X):
+    return exact_counterfactual(_ens, x, target, norm=norm, schema=_schema, X_ref=_X, time_limit=10.0)
+
+
+with user_errors("The regions could not be computed"), st.spinner("Computing exact regions…"):
+    key = (ws.name, ws.model_sha256, ws.schema.to_json())
+    cf = _cf(key, ens, x, target, norm, schema, X)
+    if mode == "slice":
+        rs = slice_regions(ens, x, (fa, fb), bounds={fa: view[0], fb: view[1]}, max_regions=max_regions,
+                           time_limit=20.0)
+        title = f"Slice through row {row}"
+        opacity = 1.0
+    else:
+        if not cf.found:
+            st.warning("No counterfactual was found, so there is no radius for the projection.")
+            st.stop()
+        rs = projection_regions(ens, x, target, (fa, fb), radius=cf.cost * radius_k, norm=norm, schema=schema,
+                                max_regions=max_regions, time_limit=20.0)
+        title = f"Regions giving {target} within {radius_k:.1f}× the counterfactual distance"
+        opacity = 0.35
+    m = st.columns(4)
+    m[0].metric("Regions drawn", f"{len(rs.regions):,}")
+    m[1].metric("Search time", f"{rs.seconds:.2f} s")
+    m[2].metric("Counterfactual distance", f"{cf.cost:.4g}" if cf.found else "–")
+    m[3].metric("Counterfactual", cf.status)
+    if not rs.complete:
+        st.warning(f"Only the first {len(rs.regions):,} regions are drawn (limit or time reached); "
+                   "raise 'Most regions drawn' or narrow the view.")
+    fig = regions_figure(rs.regions, ens, (fa, fb), view, x=x, cf=cf.x if cf.found else None,
+                         opacity=opacity, title=title)
+    st.plotly_chart(fig, key="dr_chart")
+    if cf.found:
+        st.markdown("**Exact counterfactual**: " + ", ".join(
+            f"{c.feature}: {c.before:.4g} → {c.after:.4g}" for c in cf.changes))
+        if mode == "slice" and any(c.feature not in (names[fa], names[fb]) for c in cf.changes):
+            st.caption("The counterfactual also changes features outside this slice; its marker shows only "
+                       "its position on the two features drawn.")
+    table = regions_table(rs.regions, ens, (fa, fb))
+    st.download_button("Download regions (CSV)", table.to_csv(index=False), "regions.csv", "text/csv",
+                       key="dr_dl")
