@@ -1,0 +1,470 @@
+"""T-CREx: counterfactual rules and metarules (Bewley et al., ICML 2024, section 3).
+
+Steps (figure 2 of the paper):
+
+a. a surrogate tree (or forest) on ``(X, f(X))`` with leaves of at least
+   ``rho * N`` points; every node, leaf or internal, is a candidate rule
+   (a hyperrectangle ``lower < x <= upper``);
+b. rules with accuracy ``>= tau`` for the target outputs ``Y*`` (the share of
+   the fitting points in the rule whose *model output* is in ``Y*``, eq. 2) are
+   valid; the maximal-valid rules are those that are no strict subset of
+   another valid rule (eqs. 11-12);
+c. the grid: along each feature, every bound of the maximal-valid rules
+   (eq. 13); cells are products of consecutive bounds;
+d. one prototype per cell and its optimal rule, minimising
+   ``cost = changes(x, R) - feasibility(R)`` (eqs. 9-10), ties to the first rule;
+e. a CART on the prototypes' grid coordinates, grown to purity, so every
+   split lies on a grid bound: its leaves are the metarules;
+g. a local explanation is a lookup of ``x`` in the metarule tree.
+
+One-hot categorical features follow appendix A: a rule's bounds on a group
+are either one-hot (hot column ``> 0.5``) or multi-cold (cold columns
+``<= 0.5``); hot specifications clear the group's cold bounds, all-but-one-cold
+becomes one-hot, the subset relation of eq. 12 uses upper bounds of 0.5 on the
+cold columns of one-hot rules, and grid cells with two hot columns of one
+group (impossible points) are skipped. Regression (section 5.4): ``Y*`` is an
+interval of outputs.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from core.errors import AtlasError
+
+__all__ = ["TCREx", "Rule", "Metarule", "NoValidRuleError"]
+
+
+class NoValidRuleError(AtlasError):
+    """No rule reaches the accuracy threshold: lower tau or rho."""
+
+
+class GridTooLargeError(AtlasError):
+    """The grid of step c would have more cells than allowed."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    lower: np.ndarray
+    upper: np.ndarray
+    accuracy: float
+    feasibility: float
+
+    @property
+    def complexity(self) -> int:
+        """Number of finite bounds."""
+        return int(np.isfinite(self.lower).sum() + np.isfinite(self.upper).sum())
+
+    def contains(self, X: np.ndarray) -> np.ndarray:
+        return np.all((X > self.lower) & (X <= self.upper), axis=1)
+
+
+@dataclass(frozen=True)
+class Metarule:
+    lower: np.ndarray
+    upper: np.ndarray
+    rule: int
+    worst_case_changes: int
+    node: int
+
+
+def _target_mask(y: np.ndarray, target: Any) -> np.ndarray:
+    if isinstance(target, tuple) and len(target) == 2 and target[0] == "other":
+        return y != target[1]
+    if isinstance(target, (tuple, list)) and len(target) == 2 and all(
+            isinstance(v, (int, float, np.floating, np.integer)) for v in target):
+        lo, hi = float(target[0]), float(target[1])
+        return (y.astype(float) >= lo) & (y.astype(float) <= hi)
+    return y == target
+
+
+def _node_boxes(tree: Any, d: int) -> tuple[np.ndarray, np.ndarray]:
+    n = tree.node_count
+    lo = np.full((n, d), -np.inf)
+    hi = np.full((n, d), np.inf)
+    for i in range(n):
+        left, right = tree.children_left[i], tree.children_right[i]
+        if left < 0:
+            continue
+        f, t = tree.feature[i], tree.threshold[i]
+        lo[left], hi[left], lo[right], hi[right] = lo[i], hi[i], lo[i], hi[i]
+        hi[left, f] = min(hi[i, f], t)
+        lo[right, f] = max(lo[i, f], t)
+    return lo, hi
+
+
+class TCREx:
+    """Counterfactual rules and metarules (scikit-learn style estimator).
+
+    Parameters
+    ----------
+    rho : minimum share of the data in a surrogate leaf (and in a rule).
+    tau : minimum accuracy of a valid rule.
+    n_trees : 1 for a single surrogate tree, more for a random forest.
+    max_cells : refuse grids of more cells than this (step c).
+    groups : one-hot groups as lists of feature indices (appendix A).
+    random_state : for the surrogate.
+
+    Attributes (after ``fit``)
+    --------------------------
+    rules_ : list of Rule, the maximal-valid rules.
+    metarules_ : list of Metarule, the leaves of the metarule tree.
+    metarule_tree_ : dict of arrays (feature, threshold, left, right, rule).
+    grid_ : list of ndarray, the grid bounds per feature (finite ones).
+    n_cells_ : number of grid cells with a prototype.
+    fit_time_ : seconds.
+    """
+
+    def __init__(self, rho: float = 0.02, tau: float = 0.9, n_trees: int = 1, max_cells: int = 100_000,
+                 groups: Sequence[Sequence[int]] | None = None, random_state: int | None = None):
+        self.rho = rho
+        self.tau = tau
+        self.n_trees = n_trees
+        self.max_cells = max_cells
+        self.groups = groups
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X: Any, y_model: Any, target: Any, feature_names: Sequence[str] | None = None) -> "TCREx":
+        t0 = time.perf_counter()
+        X = np.asarray(X, dtype=float)
+        y = np.asarray(y_model)
+        if X.ndim != 2 or len(X) != len(y) or len(X) == 0:
+            raise ValueError(f"X has shape {X.shape} and y_model {y.shape}; expected (n, d) and (n,) with n > 0.")
+        if not 0 < self.rho <= 1 or not 0 < self.tau <= 1:
+            raise ValueError("rho and tau must lie in (0, 1].")
+        n, d = X.shape
+        self.n_features_in_ = d
+        self.feature_names_ = list(feature_names) if feature_names is not None else [f"x{j}" for j in range(d)]
+        self.target_ = target
+        self.groups_ = [list(g) for g in (self.groups or []) if len(g) >= 2]
+        mask = _target_mask(y, target)
+        if not mask.any():
+            raise NoValidRuleError(f"No fitting point has a model output in the target {target!r}.")
+        lower, upper = self._candidates(X, y, n, d)                      # step a
+        lower, upper = self._categorical_fix(lower, upper)
+        inside = np.all((X[None, :, :] > lower[:, None, :]) & (X[None, :, :] <= upper[:, None, :]), axis=2) \
+            if len(lower) * n * d <= 5e7 else self._contains_chunked(X, lower, upper)
+        count = inside.sum(axis=1)
+        acc = np.where(count > 0, (inside & mask[None, :]).sum(axis=1) / np.maximum(count, 1), 0.0)
+        feas = count / n
+        valid = (acc >= self.tau) & (feas >= self.rho - 1e-12)           # step b, eq. 2
+        if not valid.any():
+            raise NoValidRuleError(
+                f"No rule reaches accuracy {self.tau} with at least {self.rho:.0%} of the data for target "
+                f"{target!r}; lower tau or rho.")
+        idx = np.flatnonzero(valid)
+        lo_v, hi_v = lower[idx], upper[idx]
+        keep = self._maximal(lo_v, hi_v)                                  # eqs. 11-12
+        order = idx[keep]
+        self.rules_ = [Rule(lower[i].copy(), upper[i].copy(), float(acc[i]), float(feas[i])) for i in order]
+        try:
+            self._build_metarules(d)                                      # steps c-e
+        except Exception:
+            del self.rules_  # never half fitted
+            raise
+        self.fit_time_ = time.perf_counter() - t0
+        return self
+
+    def _candidates(self, X, y, n, d):
+        from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+        from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+
+        leaf = max(1, math.ceil(self.rho * n))
+        regression = np.issubdtype(y.dtype, np.floating) and np.unique(y).size > 20
+        if self.n_trees == 1:
+            cls = DecisionTreeRegressor if regression else DecisionTreeClassifier
+            trees = [cls(min_samples_leaf=leaf, random_state=self.random_state).fit(X, y)]
+        else:
+            cls = RandomForestRegressor if regression else RandomForestClassifier
+            trees = cls(self.n_trees, min_samples_leaf=leaf, random_state=self.random_state).fit(X, y).estimators_
+        boxes = [_node_boxes(t.tree_, d) for t in trees]
+        lower = np.vstack([b[0] for b in boxes])
+        upper = np.vstack([b[1] for b in boxes])
+        # the same box from different trees is one candidate
+        key = np.hstack([lower, upper])
+        _, first = np.unique(key, axis=0, return_index=True)
+        first = np.sort(first)
+        return lower[first], upper[first]
+
+    def _categorical_fix(self, lower, upper):
+        """Appendix A: clear cold bounds beside a hot one; all-but-one-cold -> one-hot."""
+        for g in self.groups_:
+            g = np.asarray(g)
+            hot = lower[:, g] >= 0.5 - 1e-12          # column > 0.5 (a split at 0.5 or any threshold in [0,1))
+            cold = upper[:, g] < 1.0                   # column <= t < 1: must be 0
+            lower[:, g] = np.where(hot, 0.5, -np.inf)
+            upper[:, g] = np.where(cold & ~hot.any(axis=1, keepdims=True), 0.5, np.inf)
+            one_left = (cold.sum(axis=1) == len(g) - 1) & ~hot.any(axis=1)
+            for r in np.flatnonzero(one_left):
+                j = g[~cold[r]][0]
+                lower[r, g] = -np.inf
+                upper[r, g] = np.inf
+                lower[r, j] = 0.5
+        return lower, upper
+
+    def _contains_chunked(self, X, lower, upper):
+        out = np.zeros((len(lower), len(X)), dtype=bool)
+        for s in range(0, len(lower), 64):
+            out[s:s + 64] = np.all((X[None, :, :] > lower[s:s + 64, None, :])
+                                   & (X[None, :, :] <= upper[s:s + 64, None, :]), axis=2)
+        return out
+
+    def _maximal(self, lo, hi):
+        """Rules that are no strict subset of another valid rule (eq. 12; appendix A's u-hat)."""
+        hi_hat = hi.copy()
+        for g in self.groups_:
+            g = np.asarray(g)
+            one_hot = np.isfinite(lo[:, g]).any(axis=1)
+            sub = hi_hat[:, g]
+            sub[one_hot] = np.where(np.isfinite(lo[np.ix_(one_hot, g)]), sub[one_hot], 0.5)
+            hi_hat[:, g] = sub
+        le_lo = np.all(lo[None, :, :] <= lo[:, None, :], axis=2)      # [i, j]: l_j <= l_i
+        le_hi = np.all(hi_hat[:, None, :] <= hi_hat[None, :, :], axis=2)  # [i, j]: u_i <= u_j
+        same = np.all(lo[:, None, :] == lo[None, :, :], axis=2) & np.all(hi_hat[:, None, :] == hi_hat[None, :, :],
+                                                                           axis=2)
+        strict_subset = le_lo & le_hi & ~same
+        return ~strict_subset.any(axis=1)
+
+    # ------------------------------------------------------------- grid etc.
+    def _build_metarules(self, d):
+        from sklearn.tree import DecisionTreeClassifier
+
+        R = len(self.rules_)
+        L = np.array([r.lower for r in self.rules_])
+        U = np.array([r.upper for r in self.rules_])
+        feas = np.array([r.feasibility for r in self.rules_])
+        grid = []
+        for j in range(d):                                             # step c, eq. 13
+            b = np.concatenate([L[:, j], U[:, j]])
+            grid.append(np.unique(b[np.isfinite(b)]))
+        self.grid_ = grid
+        sizes = [g.size + 1 for g in grid]
+        n_cells = int(np.prod(np.array(sizes, dtype=float)))
+        if n_cells > self.max_cells:
+            raise GridTooLargeError(
+                f"The grid would have {n_cells:,} cells (limit {self.max_cells:,}); raise tau or rho to get "
+                "fewer rules, or raise max_cells.")
+        # per feature and interval: is the interval inside rule r? (interval k = (g[k-1], g[k]])
+        inside = []
+        for j in range(d):
+            g = grid[j]
+            a = np.concatenate([[-np.inf], g])
+            b = np.concatenate([g, [np.inf]])
+            inside.append((a[:, None] >= L[None, :, j]) & (b[:, None] <= U[None, :, j]))  # (k_j, R)
+        cells = np.array(np.meshgrid(*[np.arange(s) for s in sizes], indexing="ij")).reshape(d, -1).T
+        cells = self._possible_cells(cells)                            # appendix A: skip impossible cells
+        changes = np.zeros((len(cells), R))
+        for j in range(d):
+            changes += ~inside[j][cells[:, j]]
+        cost = changes - feas[None, :]                                 # eqs. 9-10
+        best = np.argmin(cost, axis=1)                                 # ties: first rule
+        self.n_cells_ = len(cells)
+        tree = DecisionTreeClassifier(random_state=0).fit(cells, best)  # step e, to purity on cells
+        self._inside = inside
+        self._from_sklearn_tree(tree.tree_, cells, best, inside)
+
+    def _possible_cells(self, cells):
+        if not self.groups_:
+            return cells
+        ok = np.ones(len(cells), dtype=bool)
+        for g in self.groups_:
+            hot = np.zeros(len(cells), dtype=int)
+            for j in g:
+                gj = self.grid_[j]
+                if gj.size == 0:
+                    continue
+                k_half = int(np.searchsorted(gj, 0.5, side="left"))  # cells above 0.5 hold the value 1
+                hot += cells[:, j] > k_half
+            ok &= hot <= 1
+        return cells[ok]
+
+    def _from_sklearn_tree(self, tr, cells, best, inside):
+        """Metarule tree with thresholds mapped from grid coordinates to grid bounds."""
+        n = tr.node_count
+        feat = np.where(tr.children_left < 0, -1, tr.feature).astype(np.int64)
+        thr = np.full(n, np.nan)
+        for i in np.flatnonzero(feat >= 0):
+            k = int(math.floor(tr.threshold[i]))  # cell index <= k  <=>  x <= grid[k]
+            thr[i] = self.grid_[feat[i]][k]
+        rule = np.full(n, -1)
+        leaves = np.flatnonzero(feat < 0)
+        rule[leaves] = tr.value[leaves, 0, :].argmax(axis=1)
+        classes = np.unique(best)
+        rule[leaves] = classes[rule[leaves]]
+        self.metarule_tree_ = {"feature": feat, "threshold": thr, "left": tr.children_left.astype(np.int64),
+                               "right": tr.children_right.astype(np.int64), "rule": rule}
+        d = self.n_features_in_
+        lo = np.full((n, d), -np.inf)
+        hi = np.full((n, d), np.inf)
+        klo = np.zeros((n, d), dtype=int)
+        khi = np.array([[g.size for g in self.grid_]] * n)
+        for i in range(n):
+            left, right = tr.children_left[i], tr.children_right[i]
+            if left < 0:
+                continue
+            f = feat[i]
+            k = int(math.floor(tr.threshold[i]))
+            for c in (left, right):
+                lo[c], hi[c], klo[c], khi[c] = lo[i], hi[i], klo[i], khi[i]
+            hi[left, f], khi[left, f] = thr[i], k
+            lo[right, f], klo[right, f] = thr[i], k + 1
+        metas = []
+        for i in leaves:
+            r = int(rule[i])
+            worst = sum(int(not inside[j][klo[i, j]:khi[i, j] + 1, r].all()) for j in range(d))
+            metas.append(Metarule(lo[i], hi[i], r, worst, int(i)))
+        self.metarules_ = metas
+
+    # --------------------------------------------------------------- explain
+    def _check(self, X):
+        if not hasattr(self, "rules_"):
+            from sklearn.exceptions import NotFittedError
+            raise NotFittedError("This TCREx is not fitted yet; call fit first.")
+        X = np.atleast_2d(np.asarray(X, dtype=float))
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features; TCREx was fitted on {self.n_features_in_}.")
+        return X
+
+    def apply(self, X: Any) -> np.ndarray:
+        """Metarule-tree leaf (node index) of each row, vectorised."""
+        X = self._check(X)
+        t = self.metarule_tree_
+        node = np.zeros(len(X), dtype=np.int64)
+        for _ in range(len(t["feature"])):
+            f = t["feature"][node]
+            active = f >= 0
+            if not active.any():
+                break
+            rows = np.flatnonzero(active)
+            go_left = X[rows, f[rows]] <= t["threshold"][node[rows]]
+            node[rows] = np.where(go_left, t["left"][node[rows]], t["right"][node[rows]])
+        return node
+
+    def explain(self, X: Any) -> np.ndarray:
+        """Index into ``rules_`` of the optimal rule for each row (step g)."""
+        leaves = self.apply(X)
+        return self.metarule_tree_["rule"][leaves]
+
+    def changes(self, X: Any, rules: np.ndarray | None = None) -> np.ndarray:
+        """Number of features outside the rule's bounds (eq. 10), per row."""
+        X = self._check(X)
+        r = self.explain(X) if rules is None else np.asarray(rules)
+        L = np.array([self.rules_[i].lower for i in r])
+        U = np.array([self.rules_[i].upper for i in r])
+        ch = (X <= L) | (X > U)
+        for g in self.groups_:  # a categorical counts once (appendix A)
+            g = np.asarray(g)
+            ch[:, g[0]] = ch[:, g].any(axis=1)
+            ch[:, g[1:]] = False
+        return ch.sum(axis=1)
+
+    def cost(self, X: Any) -> np.ndarray:
+        """changes - feasibility of each row's rule (eq. 9)."""
+        r = self.explain(X)
+        return self.changes(X, r) - np.array([self.rules_[i].feasibility for i in r])
+
+    def cost_matrix(self, X: Any) -> np.ndarray:
+        """Cost of every rule for every row, shape (n_samples, n_rules)."""
+        X = self._check(X)
+        out = np.empty((len(X), len(self.rules_)))
+        for k in range(len(self.rules_)):
+            out[:, k] = self.changes(X, np.full(len(X), k)) - self.rules_[k].feasibility
+        return out
+
+    # ----------------------------------------------------------------- text
+    def _bound_text(self, j: int, lo: float, hi: float) -> str:
+        name = self.feature_names_[j]
+        g = next((g for g in self.groups_ if j in g), None)
+        if g is not None:
+            return f"{name} = 1" if np.isfinite(lo) else f"{name} = 0"
+        if np.isfinite(lo) and np.isfinite(hi):
+            return f"{lo:.4g} < {name} <= {hi:.4g}"
+        return f"{name} > {lo:.4g}" if np.isfinite(lo) else f"{name} <= {hi:.4g}"
+
+    def rule_text(self, k: int) -> str:
+        r = self.rules_[k]
+        parts = [self._bound_text(j, r.lower[j], r.upper[j]) for j in range(self.n_features_in_)
+                 if np.isfinite(r.lower[j]) or np.isfinite(r.upper[j])]
+        return " and ".join(parts) or "anything"
+
+    def recourse_text(self, x: Any) -> str:
+        """'change A to ..., keep B within ...' for one row."""
+        x = self._check(x)[0]
+        k = int(self.explain(x[None, :])[0])
+        r = self.rules_[k]
+        change, keep = [], []
+        for j in range(self.n_features_in_):
+            if not (np.isfinite(r.lower[j]) or np.isfinite(r.upper[j])):
+                continue
+            txt = self._bound_text(j, r.lower[j], r.upper[j])
+            (keep if r.lower[j] < x[j] <= r.upper[j] else change).append(txt)
+        out = f"Rule {k}: "
+        out += ("change " + ", ".join(change)) if change else "no change needed"
+        if keep:
+            out += "; keep " + ", ".join(keep)
+        return out
+
+    def to_text(self) -> str:
+        lines = [f"T-CREx rules for target {self.target_!r} (tau={self.tau}, rho={self.rho}):"]
+        for k, r in enumerate(self.rules_):
+            lines.append(f"  R{k}: IF {self.rule_text(k)}  [accuracy {r.accuracy:.3f}, feasibility "
+                         f"{r.feasibility:.3f}]")
+        lines.append("Metarules (for whom each rule is the best option):")
+        for m in self.metarules_:
+            conds = [self._bound_text(j, m.lower[j], m.upper[j]) for j in range(self.n_features_in_)
+                     if np.isfinite(m.lower[j]) or np.isfinite(m.upper[j])]
+            lines.append(f"  IF {' and '.join(conds) or 'anything'} THEN R{m.rule} "
+                         f"(at most {m.worst_case_changes} change(s))")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        def num(v):
+            return None if not np.isfinite(v) else float(v)
+
+        return {
+            "params": {"rho": self.rho, "tau": self.tau, "n_trees": self.n_trees, "target": str(self.target_)},
+            "features": self.feature_names_,
+            "rules": [{"lower": [num(v) for v in r.lower], "upper": [num(v) for v in r.upper],
+                       "accuracy": r.accuracy, "feasibility": r.feasibility, "complexity": r.complexity,
+                       "text": self.rule_text(k)} for k, r in enumerate(self.rules_)],
+            "metarules": [{"lower": [num(v) for v in m.lower], "upper": [num(v) for v in m.upper],
+                           "rule": m.rule, "worst_case_changes": m.worst_case_changes} for m in self.metarules_],
+        }
+
+    def to_graphviz(self, highlight: Sequence[int] = (), palette: Sequence[str] | None = None) -> str:
+        """DOT source of the metarule tree; leaves coloured by rule; ``highlight``
+        node indices (a path) drawn bold."""
+        palette = palette or ["#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69",
+                              "#fccde5", "#d9d9d9", "#bc80bd", "#ccebc5", "#ffed6f"]
+        t = self.metarule_tree_
+        hl = set(int(i) for i in highlight)
+        lines = ["digraph metarules {", '  node [shape=box, style="rounded,filled", fontname="Helvetica"];']
+        for i in range(len(t["feature"])):
+            pen = ', penwidth=3, color="#d62728"' if i in hl else ""
+            if t["feature"][i] >= 0:
+                j = int(t["feature"][i])
+                lines.append(f'  n{i} [label="{self.feature_names_[j]} <= {t["threshold"][i]:.4g}", '
+                             f'fillcolor="#ffffff"{pen}];')
+                for child, lab in ((t["left"][i], "yes"), (t["right"][i], "no")):
+                    edge_pen = ', penwidth=3, color="#d62728"' if (i in hl and int(child) in hl) else ""
+                    lines.append(f'  n{i} -> n{int(child)} [label="{lab}"{edge_pen}];')
+            else:
+                r = int(t["rule"][i])
+                lines.append(f'  n{i} [label="R{r}", fillcolor="{palette[r % len(palette)]}"{pen}];')
+        lines.append("}")
+        return "\n".join(lines)
+
+    def decision_path(self, x: Any) -> list[int]:
+        x = self._check(x)[0]
+        t = self.metarule_tree_
+        path, node = [0], 0
+        while t["feature"][node] >= 0:
+            node = int(t["left"][node] if x[t["feature"][node]] <= t["threshold"][node] else t["right"][node])
+            path.append(node)
+        return path
