@@ -257,7 +257,11 @@ class TCREx:
             a = np.concatenate([[-np.inf], g])
             b = np.concatenate([g, [np.inf]])
             inside.append((a[:, None] >= L[None, :, j]) & (b[:, None] <= U[None, :, j]))  # (k_j, R)
-        cells = np.array(np.meshgrid(*[np.arange(s) for s in sizes], indexing="ij")).reshape(d, -1).T
+        cells = np.empty((n_cells, d), dtype=np.int64)  # every combination (no 32-dimension limit)
+        rest = np.arange(n_cells, dtype=np.int64)
+        for j in range(d - 1, -1, -1):
+            cells[:, j] = rest % sizes[j]
+            rest //= sizes[j]
         cells = self._possible_cells(cells)                            # appendix A: skip impossible cells
         changes = np.zeros((len(cells), R))
         for j in range(d):

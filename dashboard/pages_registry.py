@@ -3,7 +3,8 @@ here once its analysis exists; groups without pages are not shown."""
 
 PAGES: dict[str, list[tuple[str, str, str]]] = {
     "Data & model": [("data_model.py", "Data & model", "📂")],
-    "Global views": [("decision_regions.py", "Decision regions", "🗺️")],
+    "Global views": [("metarule_tree.py", "Metarule tree", "🌳"),
+                     ("decision_regions.py", "Decision regions", "🗺️")],
     "Local views": [("optimal_cf.py", "Optimal counterfactual", "🎯")],
     "Audit": [],
 }

@@ -113,3 +113,55 @@ def regions_table(regions: Any, ens: Any, features: tuple[int, int]) -> pd.DataF
         f"{ens.feature_names[fb]} <=": [r.upper[fb] for r in regions],
         label: vals, "prediction": [r.prediction for r in regions],
         "distance": [r.distance for r in regions]})
+
+
+def change_keep_counts(tc: Any, X: np.ndarray) -> pd.DataFrame:
+    """Per feature: how many rows must change it, and how many must keep it in
+    range, to satisfy their T-CREx rule (the paper's Fig. 8b)."""
+    rules = tc.explain(X)
+    rows = []
+    for j, name in enumerate(tc.feature_names_):
+        lo = np.array([tc.rules_[r].lower[j] for r in rules])
+        hi = np.array([tc.rules_[r].upper[j] for r in rules])
+        bounded = np.isfinite(lo) | np.isfinite(hi)
+        inside = (X[:, j] > lo) & (X[:, j] <= hi)
+        rows.append({"feature": name, "change": int(np.sum(bounded & ~inside)), "keep": int(np.sum(bounded & inside))})
+    df = pd.DataFrame(rows)
+    return df[(df["change"] + df["keep"]) > 0]
+
+
+def change_keep_figure(counts: pd.DataFrame):
+    import plotly.graph_objects as go
+
+    fig = go.Figure([go.Bar(y=counts["feature"], x=counts["change"], name="change", orientation="h",
+                            marker_color="#c0504d"),
+                     go.Bar(y=counts["feature"], x=counts["keep"], name="keep within range", orientation="h",
+                            marker_color="#2f6fb0")])
+    fig.update_layout(barmode="stack", title="What the prescribed rules ask of these rows", height=140 + 26 *
+                      max(1, len(counts)), margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h"))
+    return fig
+
+
+def rule_box_figure(X: np.ndarray, y: np.ndarray, rule: Any, features: tuple[int, int], names: list[str],
+                    highlight: np.ndarray | None = None):
+    """Data on the rule's two features, the rule's box and highlighted rows (Fig. 8c)."""
+    import plotly.graph_objects as go
+
+    fa, fb = features
+    fig = go.Figure()
+    for cls in np.unique(y):
+        sel = y == cls
+        fig.add_trace(go.Scattergl(x=X[sel, fa], y=X[sel, fb], mode="markers", name=f"model output {cls}",
+                                   marker=dict(size=4, opacity=0.45)))
+    lo_a = rule.lower[fa] if np.isfinite(rule.lower[fa]) else X[:, fa].min()
+    hi_a = rule.upper[fa] if np.isfinite(rule.upper[fa]) else X[:, fa].max()
+    lo_b = rule.lower[fb] if np.isfinite(rule.lower[fb]) else X[:, fb].min()
+    hi_b = rule.upper[fb] if np.isfinite(rule.upper[fb]) else X[:, fb].max()
+    fig.add_shape(type="rect", x0=lo_a, x1=hi_a, y0=lo_b, y1=hi_b, line=dict(color="#2ca02c", width=3),
+                  fillcolor="rgba(44,160,44,0.12)")
+    if highlight is not None and len(highlight):
+        fig.add_trace(go.Scatter(x=X[highlight, fa], y=X[highlight, fb], mode="markers", name="chosen rows",
+                                 marker=dict(size=13, color="black", symbol="diamond")))
+    fig.update_layout(xaxis_title=names[fa], yaxis_title=names[fb], height=480, margin=dict(l=10, r=10, t=30, b=10),
+                      legend=dict(orientation="h"))
+    return fig

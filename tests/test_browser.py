@@ -56,3 +56,15 @@ def test_decision_regions_render(app_url, tmp_path):
         page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
         assert page.locator('[data-testid="stException"]').count() == 0
         page.screenshot(path=str(tmp_path / "decision_regions.png"), full_page=True)
+
+
+def test_metarule_tree_renders(app_url, tmp_path):
+    from playwright.sync_api import expect
+
+    with browser_page(height=1400) as page:
+        page.goto(app_url + "/metarule_tree")
+        page.get_by_role("heading", name="Metarule tree").wait_for(timeout=90_000)
+        expect(page.locator('[data-testid="stMetric"]').filter(has_text="Metarules")).to_be_visible(timeout=90_000)
+        page.locator("svg").filter(has_text="R0").first.wait_for(timeout=60_000)  # the Graphviz tree
+        assert page.locator('[data-testid="stException"]').count() == 0
+        page.screenshot(path=str(tmp_path / "metarule_tree.png"), full_page=True)

@@ -1,0 +1,95 @@
+"""Metarule tree (T-CREx): global rules of recourse and for whom each is the best option."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from core.tcrex import TCREx
+from dashboard import state
+from dashboard.plots import change_keep_counts, change_keep_figure, rule_box_figure
+from dashboard.ui import user_errors
+
+st.title("Metarule tree")
+ws = state.require_workspace()
+ens, schema = ws.ensemble, ws.schema
+names = list(ens.feature_names)
+X = ws.X.to_numpy(dtype=float)
+pred = ws.predictions
+st.caption("Counterfactual rules: regions where the model gives the target outcome for at least τ of the data "
+           "they hold (and that hold at least ρ of the data). The metarule tree says, for every input, which "
+           "rule is its best option: the fewest features to change, then the most populated rule (T-CREx).")
+
+c1, c2, c3, c4 = st.columns(4)
+if ens.is_classifier:
+    classes = list(ens.classes)
+    target = c1.selectbox("Target outcome", classes, index=min(1, len(classes) - 1), key="mt_target")
+else:
+    side = c1.selectbox("Target outcome", ["above the mean prediction", "below the mean prediction"], key="mt_side")
+    mu = float(pred.mean())
+    target = (mu, np.inf) if side.startswith("above") else (-np.inf, mu)
+tau = c2.select_slider("Accuracy τ", [0.8, 0.85, 0.9, 0.95, 0.99], value=0.9, key="mt_tau")
+rho = c3.select_slider("Feasibility ρ", [0.005, 0.01, 0.02, 0.05, 0.1], value=0.02, key="mt_rho")
+n_trees = int(c4.number_input("Surrogate trees", 1, 10, 1, key="mt_trees"))
+
+
+@st.cache_resource(show_spinner="Learning rules and metarules…", max_entries=16)
+def _fit(key, target, tau, rho, n_trees, _X, _pred, _groups, _names):
+    return TCREx(rho=rho, tau=tau, n_trees=n_trees, groups=_groups, random_state=0).fit(
+        _X, _pred, target, feature_names=_names)
+
+
+groups = list(schema.groups().values())
+tc = None
+with user_errors("The rules could not be learned"):
+    tc = _fit((ws.name, ws.model_sha256, ws.data_sha256), target, tau, rho, n_trees, X, pred, groups, names)
+if tc is None:
+    st.stop()
+
+m = st.columns(4)
+m[0].metric("Rules", len(tc.rules_))
+m[1].metric("Metarules", len(tc.metarules_))
+m[2].metric("Grid cells", f"{tc.n_cells_:,}")
+m[3].metric("Fit time", f"{tc.fit_time_ * 1000:.0f} ms")
+
+row = int(st.number_input("Explain row", 0, len(X) - 1, int(np.argmax(pred != target)) if ens.is_classifier else 0,
+                          key="mt_row"))
+st.info(f"Row {row} (prediction {pred[row]}): {tc.recourse_text(X[row])}")
+st.graphviz_chart(tc.to_graphviz(highlight=tc.decision_path(X[row])))
+
+assigned = tc.explain(X)
+table = pd.DataFrame([{
+    "rule": f"R{k}", "if": tc.rule_text(k), "accuracy": round(r.accuracy, 3), "feasibility": round(r.feasibility, 3),
+    "complexity": r.complexity, "rows prescribed": int(np.sum(assigned == k)),
+    "mean changes": float(np.round(tc.changes(X[assigned == k], np.full(int(np.sum(assigned == k)), k)).mean(), 2))
+    if np.any(assigned == k) else 0.0} for k, r in enumerate(tc.rules_)])
+st.dataframe(table, hide_index=True)
+
+left, right = st.columns(2)
+with left:
+    st.markdown("**What the rules ask** (rows not yet at the target, up to 500)")
+    rows = np.flatnonzero(pred != target)[:500] if ens.is_classifier else np.arange(min(500, len(X)))
+    counts = change_keep_counts(tc, X[rows])
+    if len(counts):
+        st.plotly_chart(change_keep_figure(counts), key="mt_counts")
+with right:
+    n_bounded = [int(np.sum(np.isfinite(r.lower) | np.isfinite(r.upper))) for r in tc.rules_]
+    two = [i for i, nb in enumerate(n_bounded) if nb == 2]
+    k = st.selectbox("Rule to draw", range(len(tc.rules_)), index=two[0] if two else 0,
+                     format_func=lambda i: f"R{i}", key="mt_rule")
+    r = tc.rules_[k]
+    feats = [j for j in range(len(names)) if np.isfinite(r.lower[j]) or np.isfinite(r.upper[j])]
+    if len(feats) == 2:
+        chosen = np.flatnonzero(assigned == k)[:12]
+        st.plotly_chart(rule_box_figure(X, pred, r, (feats[0], feats[1]), names, chosen), key="mt_box")
+    else:
+        st.caption(f"R{k} bounds {len(feats)} feature(s); the 2-D view (Fig. 8c) is drawn for rules on two features.")
+
+d1, d2 = st.columns(2)
+d1.download_button("Download rules and metarules (text)", tc.to_text(), "tcrex_rules.txt", "text/plain",
+                   key="mt_dl_txt")
+d2.download_button("Download rules and metarules (JSON)", json.dumps(tc.to_dict(), indent=2), "tcrex_rules.json",
+                   "application/json", key="mt_dl_json")
