@@ -74,6 +74,13 @@ class Metarule:
 
 
 def _target_mask(y: np.ndarray, target: Any) -> np.ndarray:
+    """Y* as a mask over the model outputs: a class; ``("other", c)``: any class
+    but ``c``; ``"other"``: any class but the most frequent model output (the
+    usual untargeted question, "how do the others get out of the majority
+    decision?"); ``(lo, hi)``: outputs in an interval (regression)."""
+    if isinstance(target, str) and target == "other":
+        values, counts = np.unique(y, return_counts=True)
+        return y != values[np.argmax(counts)]
     if isinstance(target, tuple) and len(target) == 2 and target[0] == "other":
         return y != target[1]
     if isinstance(target, (tuple, list)) and len(target) == 2 and all(

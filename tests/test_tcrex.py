@@ -109,6 +109,9 @@ def test_untargeted_and_regression_targets():
     yc = (f > mu).astype(int)
     tu = TCREx(rho=0.02, tau=0.9, random_state=0).fit(X, yc, ("other", 0))
     assert all(np.mean(yc[r.contains(X)] != 0) >= 0.9 for r in tu.rules_)
+    majority = np.bincount(yc).argmax()
+    tm = TCREx(rho=0.02, tau=0.9, random_state=0).fit(X, yc, "other")
+    assert all(np.mean(yc[r.contains(X)] != majority) >= 0.9 for r in tm.rules_)
 
 
 def test_clear_errors():
