@@ -97,6 +97,26 @@ def float32_floor(t: np.ndarray) -> np.ndarray:
     return np.where(f.astype(np.float64) > t, np.nextafter(f, np.float32(-np.inf)), f)
 
 
+def node_boxes(children_left: np.ndarray, children_right: np.ndarray, feature: np.ndarray,
+               threshold: np.ndarray, n_features: int) -> tuple[np.ndarray, np.ndarray]:
+    """The box of every node of a tree given as parallel arrays (children after
+    parents): ``lower, upper`` of shape (n_nodes, n_features), a point being in
+    node i iff ``lower[i] < x <= upper[i]``."""
+    n = len(children_left)
+    lo = np.full((n, n_features), -np.inf)
+    hi = np.full((n, n_features), np.inf)
+    for i in range(n):
+        left, right = children_left[i], children_right[i]
+        if left < 0:
+            continue
+        f, t = feature[i], threshold[i]
+        lo[left], hi[left] = lo[i], hi[i]
+        lo[right], hi[right] = lo[i], hi[i]
+        hi[left, f] = min(hi[i, f], t)
+        lo[right, f] = max(lo[i, f], t)
+    return lo, hi
+
+
 @dataclass(frozen=True, eq=False)
 class Tree:
     """One tree as parallel node arrays; see the module docstring."""
@@ -181,18 +201,7 @@ class Tree:
         lower, upper : ndarrays of shape (n_leaves, n_features); a point is in
             the leaf iff ``lower < x <= upper`` on every feature.
         """
-        n = self.n_nodes
-        lo = np.full((n, n_features), -np.inf)
-        hi = np.full((n, n_features), np.inf)
-        for i in range(n):
-            left, right = self.children_left[i], self.children_right[i]
-            if left < 0:
-                continue
-            f, t = self.feature[i], self.threshold[i]
-            lo[left], hi[left] = lo[i], hi[i]
-            lo[right], hi[right] = lo[i], hi[i]
-            hi[left, f] = min(hi[i, f], t)
-            lo[right, f] = max(lo[i, f], t)
+        lo, hi = node_boxes(self.children_left, self.children_right, self.feature, self.threshold, n_features)
         leaves = np.flatnonzero(self.is_leaf)
         return leaves, lo[leaves], hi[leaves]
 

@@ -35,6 +35,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from core.ensemble import node_boxes
 from core.errors import AtlasError
 
 __all__ = ["TCREx", "Rule", "Metarule", "NoValidRuleError"]
@@ -88,21 +89,6 @@ def _target_mask(y: np.ndarray, target: Any) -> np.ndarray:
         lo, hi = float(target[0]), float(target[1])
         return (y.astype(float) >= lo) & (y.astype(float) <= hi)
     return y == target
-
-
-def _node_boxes(tree: Any, d: int) -> tuple[np.ndarray, np.ndarray]:
-    n = tree.node_count
-    lo = np.full((n, d), -np.inf)
-    hi = np.full((n, d), np.inf)
-    for i in range(n):
-        left, right = tree.children_left[i], tree.children_right[i]
-        if left < 0:
-            continue
-        f, t = tree.feature[i], tree.threshold[i]
-        lo[left], hi[left], lo[right], hi[right] = lo[i], hi[i], lo[i], hi[i]
-        hi[left, f] = min(hi[i, f], t)
-        lo[right, f] = max(lo[i, f], t)
-    return lo, hi
 
 
 class TCREx:
@@ -190,7 +176,8 @@ class TCREx:
         else:
             cls = RandomForestRegressor if regression else RandomForestClassifier
             trees = cls(self.n_trees, min_samples_leaf=leaf, random_state=self.random_state).fit(X, y).estimators_
-        boxes = [_node_boxes(t.tree_, d) for t in trees]
+        boxes = [node_boxes(t.tree_.children_left, t.tree_.children_right, t.tree_.feature, t.tree_.threshold, d)
+                 for t in trees]
         lower = np.vstack([b[0] for b in boxes])
         upper = np.vstack([b[1] for b in boxes])
         # the same box from different trees is one candidate

@@ -62,3 +62,12 @@ def require_workspace():
         page_link("data_model", "Go to Data & model", "📂")
         st.stop()
     return ws
+
+
+def page_context(title: str, caption: str):
+    """Title and caption of an analysis page, and what it reads from the workspace:
+    ``(ws, ensemble, schema, feature names, X as float array, model predictions)``."""
+    st.title(title)
+    ws = require_workspace()
+    st.caption(caption)
+    return ws, ws.ensemble, ws.schema, list(ws.ensemble.feature_names), ws.X.to_numpy(dtype=float), ws.predictions

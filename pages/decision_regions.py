@@ -10,15 +10,11 @@ from dashboard import state
 from dashboard.plots import regions_figure, regions_table
 from dashboard.ui import user_errors
 
-st.title("Decision regions")
-ws = state.require_workspace()
-ens, schema = ws.ensemble, ws.schema
-names = list(ens.feature_names)
-X = ws.X.to_numpy(dtype=float)
-pred = ws.predictions
-st.caption("The model's output is constant on boxes (pure regions). The slice shows them on two features "
-           "with the others fixed at the row's values; the projection shows every region giving the target "
-           "within a distance of the row (the exact counterfactual is the nearest one).")
+ws, ens, schema, names, X, pred = state.page_context(
+    "Decision regions",
+    "The model's output is constant on boxes (pure regions). The slice shows them on two features "
+    "with the others fixed at the row's values; the projection shows every region giving the target "
+    "within a distance of the row (the exact counterfactual is the nearest one).")
 
 counts = {j: 0 for j in range(len(names))}
 for t in ens.trees:

@@ -13,15 +13,11 @@ from dashboard import state
 from dashboard.plots import change_keep_counts, change_keep_figure, rule_box_figure
 from dashboard.ui import user_errors
 
-st.title("Metarule tree")
-ws = state.require_workspace()
-ens, schema = ws.ensemble, ws.schema
-names = list(ens.feature_names)
-X = ws.X.to_numpy(dtype=float)
-pred = ws.predictions
-st.caption("Counterfactual rules: regions where the model gives the target outcome for at least τ of the data "
-           "they hold (and that hold at least ρ of the data). The metarule tree says, for every input, which "
-           "rule is its best option: the fewest features to change, then the most populated rule (T-CREx).")
+ws, ens, schema, names, X, pred = state.page_context(
+    "Metarule tree",
+    "Counterfactual rules: regions where the model gives the target outcome for at least τ of the data "
+    "they hold (and that hold at least ρ of the data). The metarule tree says, for every input, which "
+    "rule is its best option: the fewest features to change, then the most populated rule (T-CREx).")
 
 c1, c2, c3, c4 = st.columns(4)
 if ens.is_classifier:

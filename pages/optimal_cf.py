@@ -15,15 +15,11 @@ from dashboard.caching import plausibility_model
 from dashboard.plots import counterfactual_changes_figure, counterfactual_table
 from dashboard.ui import user_errors
 
-st.title("Optimal counterfactual")
-ws = state.require_workspace()
-ens, schema = ws.ensemble, ws.schema
-names = list(ens.feature_names)
-X = ws.X.to_numpy(dtype=float)
-pred = ws.predictions
-st.caption("The cheapest change of a row that gives the outcome you choose, found by a mixed-integer "
-           "model of the whole ensemble (OCEAN) and proven optimal. Distances are measured on each feature "
-           "divided by its range; actionability comes from the feature settings.")
+ws, ens, schema, names, X, pred = state.page_context(
+    "Optimal counterfactual",
+    "The cheapest change of a row that gives the outcome you choose, found by a mixed-integer "
+    "model of the whole ensemble (OCEAN) and proven optimal. Distances are measured on each feature "
+    "divided by its range; actionability comes from the feature settings.")
 
 tab_one, tab_batch = st.tabs(["One row", "Many rows"])
 

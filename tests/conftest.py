@@ -98,3 +98,18 @@ def fitted():
         return cache[fid]
 
     return get
+
+
+@pytest.fixture
+def page_app():
+    """AppTest of the real app switched to one page: ``page_app("optimal_cf.py")``."""
+    from streamlit.testing.v1 import AppTest
+
+    def open_page(script: str):
+        app = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=180)
+        app.run()
+        app.switch_page(f"../pages/{script}").run()
+        assert not app.exception, app.exception
+        return app
+
+    return open_page

@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from streamlit.testing.v1 import AppTest
-
-from conftest import ROOT
 
 
 @pytest.fixture
-def at():
-    app = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=180)
-    app.run()
-    app.switch_page("../pages/decision_regions.py").run()
-    assert not app.exception, app.exception
-    return app
+def at(page_app):
+    return page_app("decision_regions.py")
 
 
 def _metrics(at):

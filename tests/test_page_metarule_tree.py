@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from streamlit.testing.v1 import AppTest
-
-from conftest import ROOT
 
 
 @pytest.fixture
-def at():
-    app = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=180)
-    app.run()
-    app.switch_page("../pages/metarule_tree.py").run()
-    assert not app.exception, app.exception
-    return app
+def at(page_app):
+    return page_app("metarule_tree.py")
 
 
 def test_rules_metarules_and_a_local_explanation(at):

@@ -4,18 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
-
-from conftest import ROOT
 
 
 @pytest.fixture
-def at():
-    app = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=180)
-    app.run()
-    app.switch_page("../pages/optimal_cf.py").run()
-    assert not app.exception, app.exception
-    return app
+def at(page_app):
+    return page_app("optimal_cf.py")
 
 
 def _submit(at, form_label):
