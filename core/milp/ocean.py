@@ -16,7 +16,6 @@ on ``mu``; for squared l2 this equals the cost at the levels, where optima lie.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -227,11 +226,9 @@ def solve_ocean(prob, solver: str = "highs", time_limit: float = 30.0) -> CellSo
 def _solve_highs(prob, milp: OceanMILP, time_limit: float) -> CellSolution:
     from scipy.optimize import Bounds, LinearConstraint, milp as scipy_milp
 
-    t0 = time.perf_counter()
     res = scipy_milp(milp.c, integrality=milp.integrality, bounds=Bounds(milp.lb, milp.ub),
                      constraints=LinearConstraint(milp.A, milp.lb_row, milp.ub_row),
                      options={"time_limit": max(0.01, time_limit), "mip_rel_gap": 1e-9, "disp": False})
-    del t0
     if res.status == 2:  # infeasible
         return CellSolution("infeasible", None, np.inf)
     if res.x is None:
