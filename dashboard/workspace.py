@@ -11,6 +11,7 @@ previous workspace.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -36,8 +37,9 @@ class Workspace:
     notes: tuple[str, ...] = ()
     model_info: dict[str, Any] = field(default_factory=dict)
 
-    @property
+    @cached_property
     def predictions(self) -> np.ndarray:
+        """The model's output on every row, computed once per workspace."""
         return self.ensemble.predict(self.X.to_numpy(dtype=float))
 
     def with_schema(self, schema: Schema) -> "Workspace":

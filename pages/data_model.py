@@ -123,7 +123,7 @@ st.markdown(f"**Data** · {len(ws.X):,} rows × {ws.X.shape[1]} features · targ
 preview = ws.X.head(200).copy()
 if ws.y is not None:
     preview.insert(0, ws.target, ws.y.head(200).to_numpy())
-preview.insert(1 if ws.y is not None else 0, "prediction", ws.ensemble.predict(ws.X.head(200).to_numpy()))
+preview.insert(1 if ws.y is not None else 0, "prediction", ws.predictions[:200])
 st.dataframe(preview, height=260, key="dm_preview")
 
 st.subheader("Feature settings")

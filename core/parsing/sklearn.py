@@ -20,14 +20,12 @@ def _sk_threshold(t: np.ndarray) -> np.ndarray:
 
 
 def _tree(est: Any, values: np.ndarray, features: np.ndarray | None = None) -> Tree:
-    tr = est.tree_
-    missing = getattr(tr, "missing_go_to_left", None)
+    tr = est.tree_  # NaN routing (missing_go_to_left) is not read: TreeEnsemble refuses NaN inputs
     feat = np.asarray(tr.feature, dtype=np.int64)
     leaf = tr.children_left < 0
     if features is not None:
         feat = np.where(leaf, -1, np.asarray(features)[np.where(leaf, 0, feat)])
     thr = np.where(leaf, np.nan, _sk_threshold(np.where(leaf, 0.0, tr.threshold)))
-    del missing  # routing of NaN only matters for NaN inputs, which TreeEnsemble refuses
     return Tree(tr.children_left, tr.children_right, np.where(leaf, -1, feat), thr, values)
 
 
