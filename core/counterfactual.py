@@ -26,7 +26,7 @@ import numpy as np
 from core.ensemble import TreeEnsemble
 from core.errors import AtlasError
 
-__all__ = ["CostModel", "Target", "CounterfactualResult", "Change", "make_cost_model", "make_target"]
+__all__ = ["output_mask", "CostModel", "Target", "CounterfactualResult", "Change", "make_cost_model", "make_target"]
 
 STATUSES = ("optimal", "feasible", "infeasible", "time_limit", "error")
 
@@ -227,3 +227,20 @@ class CounterfactualResult:
 def changes_between(names: Sequence[str], x_hat: np.ndarray, x: np.ndarray) -> tuple[Change, ...]:
     idx = np.flatnonzero(x != x_hat)
     return tuple(Change(str(names[j]), float(x_hat[j]), float(x[j])) for j in idx)
+
+
+def output_mask(y: np.ndarray, target: Any) -> np.ndarray:
+    """Y* as a mask over the model outputs: a class; ``("other", c)``: any class
+    but ``c``; ``"other"``: any class but the most frequent model output (the
+    usual untargeted question, "how do the others get out of the majority
+    decision?"); ``(lo, hi)``: outputs in an interval (regression)."""
+    if isinstance(target, str) and target == "other":
+        values, counts = np.unique(y, return_counts=True)
+        return y != values[np.argmax(counts)]
+    if isinstance(target, tuple) and len(target) == 2 and target[0] == "other":
+        return y != target[1]
+    if isinstance(target, (tuple, list)) and len(target) == 2 and all(
+            isinstance(v, (int, float, np.floating, np.integer)) for v in target):
+        lo, hi = float(target[0]), float(target[1])
+        return (y.astype(float) >= lo) & (y.astype(float) <= hi)
+    return y == target

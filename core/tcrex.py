@@ -35,6 +35,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from core.counterfactual import output_mask
 from core.ensemble import node_boxes
 from core.errors import AtlasError
 
@@ -72,23 +73,6 @@ class Metarule:
     rule: int
     worst_case_changes: int
     node: int
-
-
-def _target_mask(y: np.ndarray, target: Any) -> np.ndarray:
-    """Y* as a mask over the model outputs: a class; ``("other", c)``: any class
-    but ``c``; ``"other"``: any class but the most frequent model output (the
-    usual untargeted question, "how do the others get out of the majority
-    decision?"); ``(lo, hi)``: outputs in an interval (regression)."""
-    if isinstance(target, str) and target == "other":
-        values, counts = np.unique(y, return_counts=True)
-        return y != values[np.argmax(counts)]
-    if isinstance(target, tuple) and len(target) == 2 and target[0] == "other":
-        return y != target[1]
-    if isinstance(target, (tuple, list)) and len(target) == 2 and all(
-            isinstance(v, (int, float, np.floating, np.integer)) for v in target):
-        lo, hi = float(target[0]), float(target[1])
-        return (y.astype(float) >= lo) & (y.astype(float) <= hi)
-    return y == target
 
 
 class TCREx:
@@ -136,7 +120,7 @@ class TCREx:
         self.feature_names_ = list(feature_names) if feature_names is not None else [f"x{j}" for j in range(d)]
         self.target_ = target
         self.groups_ = [list(g) for g in (self.groups or []) if len(g) >= 2]
-        mask = _target_mask(y, target)
+        mask = output_mask(y, target)
         if not mask.any():
             raise NoValidRuleError(f"No fitting point has a model output in the target {target!r}.")
         lower, upper = self._candidates(X, y, n, d)                      # step a
