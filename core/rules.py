@@ -204,19 +204,23 @@ def _fmt(v: float) -> str:
 
 
 def rule_text(features: Sequence[int], lower: np.ndarray, upper: np.ndarray, names: Sequence[str]) -> str:
-    """``a < name <= b and ...`` over the features the rule bounds."""
-    parts = []
+    """``a < name <= b and ...`` over the bounded features, then the features
+    of S left free: ``(any value of ...)``."""
+    parts, free = [], []
     for j in features:
         lo, hi = lower[j], upper[j]
-        if not (np.isfinite(lo) or np.isfinite(hi)):
-            continue
         if np.isfinite(lo) and np.isfinite(hi):
             parts.append(f"{_fmt(lo)} < {names[j]} <= {_fmt(hi)}")
         elif np.isfinite(lo):
             parts.append(f"{names[j]} > {_fmt(lo)}")
         elif np.isfinite(hi):
             parts.append(f"{names[j]} <= {_fmt(hi)}")
-    return " and ".join(parts)
+        else:
+            free.append(str(names[j]))
+    text = " and ".join(parts)
+    if free:
+        text += f" (any value of {', '.join(free)})"
+    return text.strip()
 
 
 def _pack(mask: np.ndarray, words: int) -> np.ndarray:
@@ -493,6 +497,7 @@ class CounterfactualRules:
             raise RuntimeError("CounterfactualRules is not fitted; call fit(X, y_model) first.")
 
     def _row(self, x: Any) -> np.ndarray:
+        self._check_fitted()
         x = np.asarray(x, dtype=float).ravel()
         if x.shape != (self.n_features_in_,) or not np.all(np.isfinite(x)):
             raise ValueError(f"x must be {self.n_features_in_} finite numbers; got shape {x.shape}.")
@@ -604,7 +609,7 @@ class CounterfactualRules:
         """Subsets of ``cand`` by increasing size; stop at the first size with
         CDP >= pi and return all of them (the minimal divergent explanations),
         best first, with True. When no subset reaches pi: the ``keep`` subsets
-        with the highest CDP (smaller first on ties) and False."""
+        with the highest CDP, smallest first, and False."""
         seen: list[tuple[float, int, tuple[int, ...]]] = []
         for s in range(1, len(cand) + 1):
             combos = list(itertools.combinations(range(len(cand)), s))
@@ -620,7 +625,8 @@ class CounterfactualRules:
             top = np.argsort(-cdp, kind="stable")[:keep]
             seen.extend((float(cdp[i]), s, tuple(cand[k] for k in combos[i])) for i in top)
         seen.sort(key=lambda p: (-p[0], p[1]))
-        return [(u, c) for c, _, u in seen[:keep]], False
+        top = sorted(seen[:keep], key=lambda p: (p[1], -p[0]))    # the sparsest of the best first
+        return [(u, c) for c, _, u in top], False
 
     # ---------------------------------------------------------- probabilities
     def cdp(self, x: Any, S: Sequence[int], target: Any) -> float:
@@ -691,15 +697,18 @@ class CounterfactualRules:
         pos_t = np.add.reduceat(reach * pos[None, :], self._starts, axis=1)
         return self._mean_share(cnt_t, pos_t)
 
-    def crp(self, x: Any, lower: np.ndarray, upper: np.ndarray, target: Any) -> float:
-        """CRP: P(f(X) in Y* | X_S in (lower, upper], X_Sbar = x_Sbar), S being the
-        columns where the bounds are finite (Regional RF)."""
+    def crp(self, x: Any, lower: np.ndarray, upper: np.ndarray, target: Any,
+            S: Sequence[int] | None = None) -> float:
+        """CRP: P(f(X) in Y* | X_S in (lower, upper], X_Sbar = x_Sbar) by the
+        Regional RF; S defaults to the columns with a finite bound."""
         self._check_fitted()
         x = self._row(x)
         lower, upper = np.asarray(lower, float), np.asarray(upper, float)
-        S = np.flatnonzero(np.isfinite(lower) | np.isfinite(upper))
-        qlo = np.where(np.isin(np.arange(len(x)), S), lower, _below(x))
-        qhi = np.where(np.isin(np.arange(len(x)), S), upper, x)
+        inS = np.isfinite(lower) | np.isfinite(upper)
+        if S is not None:
+            inS = np.isin(np.arange(len(x)), list(S))
+        qlo = np.where(inS, lower, _below(x))
+        qhi = np.where(inS, upper, x)
         _, _, pos = self._target(target)
         return float(self._crp_batch(qlo[None], qhi[None], pos, dims=np.arange(len(x)))[0])
 
@@ -861,8 +870,8 @@ class CounterfactualRules:
         else:
             names = [self.feature_names_[j] for j in self._columns(found[0][0])]
             raise NoCounterfactualRuleError(
-                f"No region on {names} (nor on the next {len(found) - 1} candidate feature sets) reaches a rule "
-                f"probability of {self.pi_c} (best {best_crp:.2f}); lower pi_c or allow more features to change.")
+                f"No region on {names} reaches a rule probability of {self.pi_c} (best {best_crp:.2f}, "
+                f"{len(found)} feature set(s) tried); lower pi_c or allow more features to change.")
         (lo, hi, crp, mass, crp_of), _ = got
         keep = crp >= self.pi_c - 1e-12
         boxes = self._merge(lo[keep], hi[keep], crp[keep], mass[keep], crp_of, xs=x[np.asarray(S)])
@@ -915,25 +924,31 @@ class CounterfactualRules:
             if not found:
                 out.append(RegionalRule(**base, note="No subset of the actionable features changes the output."))
                 continue
-            units, cdp = found[0]
-            S = self._columns(units)
-            Sarr = np.asarray(S)
-            rest = np.setdiff1d(np.arange(d), Sarr)
-            compatible = np.all((self.X_[:, rest] > rlo[rest]) & (self.X_[:, rest] <= rhi[rest]), axis=1)
-            rows = np.flatnonzero(compatible & mask)
-            if not len(rows):
-                rows = np.flatnonzero(mask)
-            lo, hi, mass, _ = self._possible_cells(rows, S)
-            base_reach = np.all(ovl[:, rest], axis=1)
-
-            crp_of = self._crp_fn(pos, base_reach, Sarr)
-
-            crp = crp_of(lo, hi)
-            keep = crp >= self.pi_c - 1e-12
-            if not keep.any():
-                out.append(RegionalRule(**base, features=S, cdp=cdp, divergent=divergent,
-                                        note=f"No rule reaches probability {self.pi_c} (best {crp.max():.2f})."))
+            got, best = None, 0.0
+            for units, cdp in found:        # the best explanation that yields a rule
+                S = self._columns(units)
+                Sarr = np.asarray(S)
+                rest = np.setdiff1d(np.arange(d), Sarr)
+                crp_of = self._crp_fn(pos, np.all(ovl[:, rest], axis=1), Sarr)
+                compatible = np.all((self.X_[:, rest] > rlo[rest]) & (self.X_[:, rest] <= rhi[rest]), axis=1)
+                for rows in (np.flatnonzero(compatible & mask), np.flatnonzero(mask)):
+                    if not len(rows):
+                        continue
+                    lo, hi, mass, _ = self._possible_cells(rows, S)
+                    crp = crp_of(lo, hi)
+                    best = max(best, float(crp.max()))
+                    if np.any(crp >= self.pi_c - 1e-12):
+                        got = (S, cdp, lo, hi, mass, crp, crp_of)
+                        break
+                if got:
+                    break
+            if got is None:
+                out.append(RegionalRule(**base, cdp=found[0][1], divergent=divergent,
+                                        note=f"No rule reaches probability {self.pi_c} (best {best:.2f}); "
+                                             "lower pi_c or allow more features to change."))
                 continue
+            S, cdp, lo, hi, mass, crp, crp_of = got
+            keep = crp >= self.pi_c - 1e-12
             boxes = self._merge(lo[keep], hi[keep], crp[keep], mass[keep], crp_of)
             full = [Box(self._full(S, b.lower, -np.inf), self._full(S, b.upper, np.inf), b.crp, b.n_cells)
                     for b in boxes]

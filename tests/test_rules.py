@@ -1,0 +1,333 @@
+"""Counterfactual rules (paper 000): estimators against brute force, rules
+against their definitions, and the paper's metrics on real data."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import core.rules as R
+from core.demo import synthetic_credit
+from core.rules import CounterfactualRules, NoCounterfactualRuleError, region_from_filter
+from core.schema import infer_schema
+from tests.conftest import make_data, shared_data
+
+
+# ------------------------------------------------------------ brute force
+def brute_cdp(cr: CounterfactualRules, x, S, target) -> float:
+    """The Projected Forest by its definition: per tree, drop x with the splits
+    on S sent both ways; keep the fitted rows inside every reached leaf on the
+    other features; average over trees the target share among them."""
+    X, y = cr.X_, cr.y_
+    d = X.shape[1]
+    rest = [j for j in range(d) if j not in set(S)]
+    vals = []
+    for tree in cr.ensemble_.trees:
+        cl, cr_, ft, th = tree.children_left, tree.children_right, tree.feature, tree.threshold
+        reached, stack = [], [0]
+        while stack:
+            v = stack.pop()
+            if cl[v] < 0:
+                reached.append(v)
+            elif ft[v] in S:
+                stack += [cl[v], cr_[v]]
+            else:
+                stack.append(cl[v] if x[ft[v]] <= th[v] else cr_[v])
+        keep = np.ones(len(X), dtype=bool)
+        leaves, lo, hi = tree.leaf_boxes(d)
+        pos = {v: k for k, v in enumerate(leaves)}
+        for v in reached:
+            k = pos[v]
+            keep &= np.all((X[:, rest] > lo[k, rest]) & (X[:, rest] <= hi[k, rest]), axis=1)
+        if keep.any():
+            vals.append(np.mean(y[keep] == target))
+    return float(np.mean(vals)) if vals else 0.0
+
+
+def brute_crp(cr: CounterfactualRules, qlo, qhi, target) -> float:
+    """The Regional RF by its definition: at a split on t go left if the query
+    interval (a, b] has a <= ... i.e. some value <= t, right if some value > t."""
+    X, y = cr.X_, cr.y_
+    vals = []
+    for t, tree in enumerate(cr.ensemble_.trees):
+        cl, cr_, ft, th = tree.children_left, tree.children_right, tree.feature, tree.threshold
+        reached, stack = [], [0]
+        while stack:
+            v = stack.pop()
+            if cl[v] < 0:
+                reached.append(v)
+                continue
+            f = ft[v]
+            if qlo[f] < th[v]:
+                stack.append(cl[v])
+            if qhi[f] > th[v]:
+                stack.append(cr_[v])
+        leaf = tree.apply(X)
+        inside = np.isin(leaf, reached)
+        if inside.any():
+            vals.append(np.mean(y[inside] == target))
+    return float(np.mean(vals)) if vals else 0.0
+
+
+@pytest.fixture(scope="module")
+def small():
+    X, y = make_data("binary", n=250, d=4, seed=3)
+    cr = CounterfactualRules(n_estimators=6, max_depth=4, random_state=0, top_k=4).fit(X, y)
+    return X, y, cr
+
+
+def test_projected_forest_equals_brute_force(small):
+    X, y, cr = small
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        x = X[rng.integers(len(X))] + rng.normal(scale=0.05, size=X.shape[1])
+        for s in range(0, 5):
+            for S in itertools.combinations(range(4), s):
+                expect = brute_cdp(cr, x, S, 1)
+                assert cr.cdp(x, S, 1) == pytest.approx(expect, abs=1e-12)
+
+
+def test_compiled_and_numpy_cells_agree(small, monkeypatch):
+    X, y, cr = small
+    if not R.USE_COMPILED:
+        pytest.skip("the compiled kernel is not built")
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        x = X[rng.integers(len(X))]
+        S = list(rng.choice(4, size=rng.integers(0, 5), replace=False))
+        a, wa = cr.cdp(x, S, 0), cr.projected_weights(x, S)
+        monkeypatch.setattr(R, "USE_COMPILED", False)
+        b, wb = cr.cdp(x, S, 0), cr.projected_weights(x, S)
+        monkeypatch.setattr(R, "USE_COMPILED", True)
+        assert a == pytest.approx(b, abs=1e-12)
+        np.testing.assert_allclose(wa, wb, atol=1e-12)
+        assert wa.sum() == pytest.approx(1.0) or wa.sum() == 0
+
+
+def test_projected_weights_reproduce_cdp(small):
+    X, y, cr = small
+    x = X[5]
+    for S in ([0], [1, 2], [0, 1, 2, 3]):
+        w = cr.projected_weights(x, S)
+        assert w.sum() == pytest.approx(1.0)
+        assert float(np.sum(w * (cr.y_ == 1))) == pytest.approx(cr.cdp(x, S, 1))
+
+
+def test_regional_rf_crp_equals_brute_force(small):
+    X, y, cr = small
+    rng = np.random.default_rng(2)
+    for _ in range(30):
+        x = X[rng.integers(len(X))]
+        lower, upper = np.full(4, -np.inf), np.full(4, np.inf)
+        S = rng.choice(4, size=2, replace=False)
+        a, b = np.sort(rng.normal(size=2))
+        lower[S[0]], upper[S[0]] = a, b
+        upper[S[1]] = rng.normal()
+        qlo = np.where(np.isfinite(lower) | np.isfinite(upper), lower, np.nextafter(x, -np.inf))
+        qhi = np.where(np.isfinite(lower) | np.isfinite(upper), upper, x)
+        assert cr.crp(x, lower, upper, 1) == pytest.approx(brute_crp(cr, qlo, qhi, 1), abs=1e-12)
+        assert cr.regional_crp(lower, upper, 1) == pytest.approx(brute_crp(cr, lower, upper, 1), abs=1e-12)
+
+
+def test_minimal_divergent_explanations_are_minimal(small):
+    X, y, cr = small
+    cr.pi = 0.45
+    try:
+        checked = 0
+        for i in range(0, 250, 5):
+            x, tgt = X[i], 1 - cr.y_[i]
+            found = cr.minimal_divergent_explanations(x, tgt)
+            cand = cr.candidate_units()
+            best_small = {S: brute_cdp(cr, x, S, tgt) for s in range(1, 5) for S in itertools.combinations(cand, s)}
+            if not found:
+                assert all(v < 0.45 for v in best_small.values())
+                continue
+            size = len(found[0][0])
+            for S, c in found:
+                assert len(S) == size and c >= 0.45 - 1e-12
+                assert c == pytest.approx(brute_cdp(cr, x, S, tgt), abs=1e-12)
+            # nothing smaller reaches pi, and every set of that size that does is listed
+            assert all(v < 0.45 for S, v in best_small.items() if len(S) < size)
+            listed = {tuple(sorted(S)) for S, _ in found}
+            assert listed == {tuple(sorted(S)) for S, v in best_small.items() if len(S) == size and v >= 0.45 - 1e-12}
+            checked += 1
+        assert checked >= 5
+    finally:
+        cr.pi = 0.9
+
+
+def test_local_rules_hold_on_the_surrogate(small):
+    X, y, cr = small
+    got = 0
+    for i in range(0, 250, 10):
+        x, tgt = X[i], 1 - cr.y_[i]
+        try:
+            rule = cr.local_rule(x, tgt)
+        except NoCounterfactualRuleError:
+            continue
+        got += 1
+        assert rule.crp >= cr.pi_c - 1e-12
+        assert cr.crp(x, rule.lower, rule.upper, tgt, S=rule.features) == pytest.approx(rule.crp)
+        for b in rule.alternatives:
+            assert b.crp >= cr.pi_c - 1e-12
+        assert not rule.contains(x)[0], "a rule must not contain the row itself"
+        Z = cr.sample_counterfactuals(x, rule, n=4)
+        assert len(Z) >= 1 and rule.contains(Z).all()
+        rest = [j for j in range(4) if j not in rule.constrained]
+        np.testing.assert_array_equal(Z[:, rest], np.repeat(x[None, rest], len(Z), axis=0))
+    assert got >= 5
+
+
+@pytest.fixture(scope="module")
+def cancer():
+    from lightgbm import LGBMClassifier
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_breast_cancer(return_X_y=True)
+    Xtr, Xte, ytr, _ = train_test_split(X, y, test_size=0.25, random_state=0, stratify=y)
+    model = LGBMClassifier(n_estimators=50, num_leaves=8, verbose=-1, random_state=0, n_jobs=1).fit(Xtr, ytr)
+    return Xtr, Xte, model
+
+
+def _per_class(cr, model, X):
+    _, records = cr.evaluate(X, model.predict, lambda v: 1 - v)
+    f = model.predict(X)
+    out = {}
+    for c in (0, 1):
+        ok = [r for r, v in zip(records, f) if v == c and "correct" in r]
+        out[c] = (len(ok), np.mean([r["correct"] for r in ok]), np.mean([r["inlier"] for r in ok]))
+    return out
+
+
+def test_breast_cancer_correct_and_plausible(cancer):
+    """The paper's L-CR table for BCW: accuracy 1 / 1, plausibility 0.96 / 1."""
+    Xtr, Xte, model = cancer
+    cr = CounterfactualRules(random_state=0).fit(Xtr, model.predict(Xtr))
+    res = _per_class(cr, model, Xte[:70])
+    for c, (n, correct, plausible) in res.items():
+        assert n >= 5, res
+        assert correct >= 0.9 and plausible >= 0.8, res
+
+
+def test_compas_correct_and_plausible():
+    from lightgbm import LGBMClassifier
+    from sklearn.model_selection import train_test_split
+
+    from core import io
+
+    p = shared_data("compas.csv")
+    df = io.load_table(p.read_bytes(), p.name)
+    prep = io.prepare_data(df, df.attrs["target"])
+    X, y = prep.X.to_numpy(float), prep.y.to_numpy().astype(int)
+    Xtr, Xte, ytr, _ = train_test_split(X, y, test_size=0.25, random_state=0, stratify=y)
+    model = LGBMClassifier(n_estimators=50, num_leaves=8, verbose=-1, random_state=0, n_jobs=1).fit(Xtr, ytr)
+    cr = CounterfactualRules(random_state=0).fit(Xtr, model.predict(Xtr))
+    res = _per_class(cr, model, Xte[:80])
+    for c, (n, correct, plausible) in res.items():
+        assert n >= 10, res
+        assert correct >= 0.9 and plausible >= 0.8, res
+
+
+def test_regression_interval_target():
+    from lightgbm import LGBMRegressor
+    from sklearn.datasets import load_diabetes
+
+    X, y = load_diabetes(return_X_y=True)
+    model = LGBMRegressor(n_estimators=50, num_leaves=8, verbose=-1, random_state=0, n_jobs=1).fit(X, y)
+    cr = CounterfactualRules(random_state=0).fit(X, model.predict(X))
+    assert cr.regression_
+    target = (200.0, 300.0)
+    low = X[model.predict(X) < 110][:20]
+    ok = []
+    for x in low:
+        try:
+            rule = cr.local_rule(x, target)
+        except NoCounterfactualRuleError:
+            continue
+        assert rule.crp >= 0.9 - 1e-12
+        z = cr.sample_counterfactuals(x, rule, n=1)[0]
+        ok.append(200 <= model.predict(z[None])[0] <= 300)
+    assert len(ok) >= 10 and np.mean(ok) >= 0.8
+
+
+def test_regional_rule_on_a_planted_recourse():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(2000, 3))
+    y = (X[:, 0] > 0.6).astype(int)          # the decision moves only with feature 0
+    cr = CounterfactualRules(random_state=0).fit(X, y)
+    region = (np.array([-np.inf, 0.5, -np.inf]), np.array([0.6, np.inf, np.inf]))   # x1 > 0.5, x0 <= 0.6
+    (rule,) = cr.regional_rules([region], 1)
+    assert rule.found and rule.features == (0,)
+    assert rule.lower[0] >= 0.55 and rule.crp >= 0.9
+    assert rule.coverage == pytest.approx(np.mean((X[:, 0] <= 0.6) & (X[:, 1] > 0.5)))
+    assert rule.crp == pytest.approx(cr.regional_crp(region[0], region[1], 1, rule.lower, rule.upper))
+    rows = X[(X[:, 0] <= 0.6) & (X[:, 1] > 0.5)][:20]
+    Z = np.vstack([cr.sample_counterfactuals(x, rule, n=1) for x in rows])
+    assert np.mean(Z[:, 0] > 0.6) >= 0.9
+    regions = cr.propose_regions(1)
+    assert regions and all(len(r) == 2 for r in regions)
+
+
+def test_one_hot_groups_move_together_and_immutables_stay():
+    import lightgbm as lgb
+
+    df, t = synthetic_credit(2500, seed=4)
+    Xdf = df.drop(columns=[t])
+    model = lgb.LGBMClassifier(n_estimators=50, num_leaves=8, verbose=-1, n_jobs=1).fit(Xdf.to_numpy(float), df[t])
+    schema = infer_schema(Xdf)
+    groups = list(schema.groups().values())
+    assert groups
+    X = Xdf.to_numpy(float)
+    names = list(Xdf.columns)
+    frozen = [j for j, n in enumerate(names) if n in ("age", "sex")]
+    cr = CounterfactualRules(random_state=0, groups=groups).fit(X, model.predict(X), feature_names=names)
+    f = model.predict(X)
+    done = 0
+    for i in np.flatnonzero(f == 0)[:15]:
+        try:
+            rule = cr.local_rule(X[i], 1, immutable=frozen)
+        except NoCounterfactualRuleError:
+            continue
+        assert not set(rule.features) & set(frozen)
+        for g in groups:                          # a group is in S whole or not at all
+            assert set(g) <= set(rule.features) or not set(g) & set(rule.features)
+        Z = cr.sample_counterfactuals(X[i], rule, n=3)
+        for g in groups:
+            np.testing.assert_array_equal(Z[:, g].sum(axis=1), 1.0)
+        np.testing.assert_array_equal(Z[:, frozen], np.repeat(X[i:i + 1, frozen], len(Z), axis=0))
+        done += 1
+    assert done >= 5
+
+
+def test_region_from_filter():
+    names = ["Age", "Income", "Hours per week"]
+    lo, hi = region_from_filter("Age >= 30 and Income < 5e4 & `Hours per week` > 20", names)
+    assert lo[0] < 30 <= hi[0] and not (5e4 <= hi[1]) and lo[2] == 20
+    X = np.array([[30, 49999, 21], [29.9, 1, 21], [40, 5e4, 25], [40, 1, 20]])
+    inside = np.all((X > lo) & (X <= hi), axis=1)
+    assert inside.tolist() == [True, False, False, False]
+    with pytest.raises(ValueError, match="Unknown feature"):
+        region_from_filter("Salary > 3", names)
+    with pytest.raises(ValueError, match="Cannot read"):
+        region_from_filter("Age is old", names)
+    with pytest.raises(ValueError, match="cross"):
+        region_from_filter("Age > 5 and Age < 3", names)
+
+
+def test_clear_errors(small):
+    X, y, cr = small
+    with pytest.raises(RuntimeError, match="not fitted"):
+        CounterfactualRules().local_rule(X[0], 1)
+    with pytest.raises(ValueError, match="finite"):
+        cr.local_rule(X[0][:2], 1)
+    with pytest.raises(NoCounterfactualRuleError, match="target"):
+        cr.local_rule(X[0], 7)
+    bad = X.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="missing"):
+        CounterfactualRules().fit(bad, y)
+    with pytest.raises(NoCounterfactualRuleError, match="immutable"):
+        cr.local_rule(X[0], 1 - cr.y_[0], immutable=[0, 1, 2, 3])
