@@ -146,8 +146,8 @@ class LocalRule:
                 "alternatives": [{names[j]: [_num(b.lower[j]), _num(b.upper[j])] for j in self.features}
                                  | {"crp": b.crp} for b in self.alternatives]}
 
-    def to_text(self, names: Sequence[str]) -> str:
-        return rule_text(self.features, self.lower, self.upper, names)
+    def to_text(self, names: Sequence[str], groups: Sequence[Sequence[int]] = ()) -> str:
+        return rule_text(self.features, self.lower, self.upper, names, groups)
 
 
 @dataclass(frozen=True)
@@ -177,13 +177,13 @@ class RegionalRule:
     def found(self) -> bool:
         return self.lower is not None
 
-    def region_text(self, names: Sequence[str]) -> str:
+    def region_text(self, names: Sequence[str], groups: Sequence[Sequence[int]] = ()) -> str:
         cols = [j for j in range(len(self.region_lower))
                 if np.isfinite(self.region_lower[j]) or np.isfinite(self.region_upper[j])]
-        return rule_text(cols, self.region_lower, self.region_upper, names) or "all rows"
+        return rule_text(cols, self.region_lower, self.region_upper, names, groups) or "all rows"
 
-    def to_text(self, names: Sequence[str]) -> str:
-        return rule_text(self.features, self.lower, self.upper, names) if self.found else ""
+    def to_text(self, names: Sequence[str], groups: Sequence[Sequence[int]] = ()) -> str:
+        return rule_text(self.features, self.lower, self.upper, names, groups) if self.found else ""
 
 
 # --------------------------------------------------------------------- helpers
@@ -203,11 +203,31 @@ def _fmt(v: float) -> str:
     return f"{v:.6g}"
 
 
-def rule_text(features: Sequence[int], lower: np.ndarray, upper: np.ndarray, names: Sequence[str]) -> str:
+def rule_text(features: Sequence[int], lower: np.ndarray, upper: np.ndarray, names: Sequence[str],
+              groups: Sequence[Sequence[int]] = ()) -> str:
     """``a < name <= b and ...`` over the bounded features, then the features
-    of S left free: ``(any value of ...)``."""
-    parts, free = [], []
+    of S left free: ``(any value of ...)``. A one-hot group (columns named
+    ``group=value``) reads ``group = value`` or ``group not in {...}``."""
+    parts, free, done = [], [], set()
+    feats = set(features)
+    for g in groups:
+        g = [j for j in g if j in feats]
+        if not g:
+            continue
+        done.update(g)
+        label = str(names[g[0]]).split("=")[0]
+        hot = [j for j in g if np.isfinite(lower[j]) and lower[j] >= 0.5 - 1e-9]
+        cold = [j for j in g if np.isfinite(upper[j]) and upper[j] < 1.0]
+        value = lambda j: str(names[j]).split("=", 1)[-1]  # noqa: E731
+        if hot:
+            parts.append(f"{label} = {value(hot[0])}")
+        elif cold:
+            parts.append(f"{label} not in {{{', '.join(value(j) for j in cold)}}}")
+        else:
+            free.append(label)
     for j in features:
+        if j in done:
+            continue
         lo, hi = lower[j], upper[j]
         if np.isfinite(lo) and np.isfinite(hi):
             parts.append(f"{_fmt(lo)} < {names[j]} <= {_fmt(hi)}")

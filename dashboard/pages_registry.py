@@ -5,6 +5,7 @@ PAGES: dict[str, list[tuple[str, str, str]]] = {
     "Data & model": [("data_model.py", "Data & model", "📂")],
     "Global views": [("metarule_tree.py", "Metarule tree", "🌳"),
                      ("decision_regions.py", "Decision regions", "🗺️")],
-    "Local views": [("optimal_cf.py", "Optimal counterfactual", "🎯")],
+    "Local views": [("optimal_cf.py", "Optimal counterfactual", "🎯"),
+                    ("counterfactual_rules.py", "Counterfactual rules", "📏")],
     "Audit": [],
 }

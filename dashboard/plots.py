@@ -165,3 +165,36 @@ def rule_box_figure(X: np.ndarray, y: np.ndarray, rule: Any, features: tuple[int
     fig.update_layout(xaxis_title=names[fa], yaxis_title=names[fb], height=480, margin=dict(l=10, r=10, t=30, b=10),
                       legend=dict(orientation="h"))
     return fig
+
+
+def rule_intervals_figure(X: np.ndarray, rule: Any, features: list[int], names: list[str],
+                          x: np.ndarray | None = None, alternatives: tuple = ()):
+    """A counterfactual rule as intervals on each feature's observed range
+    (scaled to [0, 1]), with the row's current value marked."""
+    import plotly.graph_objects as go
+
+    lo_all, hi_all = X.min(axis=0), X.max(axis=0)
+    span = np.where(hi_all > lo_all, hi_all - lo_all, 1.0)
+    fig = go.Figure()
+    labels = [names[j] for j in features]
+    fig.add_trace(go.Bar(y=labels, x=[1.0] * len(features), base=[0.0] * len(features), orientation="h",
+                         marker=dict(color="rgba(180,180,180,0.25)"), name="observed range", hoverinfo="skip"))
+    for k, box in enumerate((rule, *alternatives)):
+        a = np.clip((np.where(np.isfinite(box.lower[features]), box.lower[features], lo_all[features])
+                     - lo_all[features]) / span[features], 0, 1)
+        b = np.clip((np.where(np.isfinite(box.upper[features]), box.upper[features], hi_all[features])
+                     - lo_all[features]) / span[features], 0, 1)
+        text = [f"({box.lower[j]:.4g}, {box.upper[j]:.4g}]" for j in features]
+        fig.add_trace(go.Bar(y=labels, x=np.maximum(b - a, 0.01), base=a, orientation="h", text=text,
+                             textposition="inside", name="rule" if k == 0 else f"alternative {k}",
+                             marker=dict(color="rgba(44,160,44,0.65)" if k == 0 else "rgba(31,119,180,0.45)"),
+                             width=0.5 if k == 0 else 0.3))
+    if x is not None:
+        fig.add_trace(go.Scatter(y=labels, x=(x[features] - lo_all[features]) / span[features], mode="markers",
+                                 name="current value", text=[f"{v:.4g}" for v in x[features]],
+                                 marker=dict(color="black", size=12, symbol="line-ns", line=dict(width=3))))
+    fig.update_layout(barmode="overlay", height=170 + 45 * len(features), margin=dict(l=10, r=10, t=70, b=10),
+                      xaxis=dict(title="position in the feature's observed range (0 = min, 1 = max)",
+                                 range=[-0.02, 1.02]),
+                      legend=dict(orientation="h", y=1.02, yanchor="bottom"), title="Counterfactual rule")
+    return fig

@@ -68,3 +68,17 @@ def test_metarule_tree_renders(app_url, tmp_path):
         page.locator("svg").filter(has_text="R0").first.wait_for(timeout=60_000)  # the Graphviz tree
         assert page.locator('[data-testid="stException"]').count() == 0
         page.screenshot(path=str(tmp_path / "metarule_tree.png"), full_page=True)
+
+
+def test_counterfactual_rule_in_the_browser(app_url, tmp_path):
+    from playwright.sync_api import expect
+
+    with browser_page(height=1800) as page:
+        page.goto(app_url + "/counterfactual_rules")
+        page.get_by_role("heading", name="Counterfactual rules").wait_for(timeout=90_000)
+        page.get_by_role("button", name="Find the counterfactual rule").click()
+        crp = page.locator('[data-testid="stMetric"]').filter(has_text="Rule probability (CRP)")
+        expect(crp).to_be_visible(timeout=90_000)
+        page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+        assert page.locator('[data-testid="stException"]').count() == 0
+        page.screenshot(path=str(tmp_path / "counterfactual_rules.png"), full_page=True)

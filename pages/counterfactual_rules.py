@@ -1,0 +1,157 @@
+"""Counterfactual rules: ranges of values that change a decision with a stated probability."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from core.counterfactual import output_mask
+from core.rules import CounterfactualRules, region_from_filter, rule_text
+from dashboard import state
+from dashboard.plots import rule_intervals_figure
+from dashboard.ui import user_errors
+
+ws, ens, schema, names, X, pred = state.page_context(
+    "Counterfactual rules",
+    "Instead of one point, a rule: ranges for a few features such that, the other features kept, the "
+    "outcome becomes the target with probability at least π_C. The features to change are the smallest "
+    "set whose free variation reaches the target with probability π (CDP); both probabilities are "
+    "estimated by a random forest fitted on the model's outputs (Amoukou & Brunel).")
+
+
+@st.cache_resource(show_spinner="Fitting the surrogate forest…", max_entries=8)
+def _fit(key, n_estimators, max_depth, _X, _pred, _groups, _names):
+    return CounterfactualRules(n_estimators=n_estimators, max_depth=max_depth, groups=_groups,
+                               random_state=0).fit(_X, _pred, feature_names=_names)
+
+
+c1, c2, c3, c4 = st.columns(4)
+pi = c1.select_slider("CDP level π", [0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95], value=0.9, key="cr_pi",
+                      help="A set of features qualifies when letting them vary reaches the target with this "
+                           "probability.")
+pi_c = c2.select_slider("Rule level π_C", [0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.99], value=0.9, key="cr_pic",
+                        help="A rule must give the target with at least this probability.")
+top_k = int(c3.number_input("Features searched (top k)", 1, 15, 10, key="cr_topk",
+                            help="The search for the features to change runs over the k features the "
+                                 "surrogate uses most (2^k subsets)."))
+with c4.popover("Surrogate"):
+    n_est = int(st.number_input("Trees", 5, 200, 20, key="cr_trees"))
+    depth = int(st.number_input("Max depth", 2, 30, 10, key="cr_depth"))
+act = {f.name: f.actionability for f in schema.features}
+fixed = st.multiselect("Fixed features (never part of a rule)", names,
+                       [n for n in names if act[n] == "fixed"], key="cr_fixed")
+frozen = [names.index(n) for n in fixed]
+groups = list(schema.groups().values())
+
+cr = None
+with user_errors("The surrogate could not be fitted"):
+    base = _fit((ws.name, ws.model_sha256, ws.data_sha256), n_est, depth, X, pred, groups, names)
+    cr = copy.copy(base)          # the levels are per query; the fitted forest is shared
+    cr.pi, cr.pi_c, cr.top_k = float(pi), float(pi_c), top_k
+if cr is None:
+    st.stop()
+st.caption(f"Surrogate: {n_est} trees of depth ≤ {depth}, fitted in {base.fit_time_:.2f} s; it reproduces the "
+           f"model on {base.fidelity_:.1%} of the rows" if ens.is_classifier else
+           f"Surrogate: {n_est} trees of depth ≤ {depth}, R² {base.fidelity_:.3f} against the model.")
+
+
+def _target(prefix: str, row_pred):
+    if ens.is_classifier:
+        classes = list(ens.classes)
+        others = [c for c in classes if c != row_pred] or classes
+        return st.selectbox("Target outcome", classes, index=classes.index(others[0]), key=f"{prefix}_target")
+    t1, t2 = st.columns(2)
+    lo = t1.number_input("Target: prediction at least", value=float(np.quantile(pred, 0.75)), key=f"{prefix}_lo")
+    hi = t2.number_input("and at most", value=float(pred.max()), key=f"{prefix}_hi")
+    return (float(lo), float(hi))
+
+
+tab_local, tab_regional = st.tabs(["One row", "Sub-populations"])
+
+with tab_local:
+    r1, r2 = st.columns([1, 3])
+    row = int(r1.number_input("Row", 0, len(X) - 1, 0, key="cr_row"))
+    r2.markdown(f"Prediction for row {row}: **{pred[row]}**")
+    target = _target("cr", pred[row])
+    if st.button("Find the counterfactual rule", type="primary", key="cr_go"):
+        with user_errors("No counterfactual rule"):
+            rule = cr.local_rule(X[row], target, immutable=frozen)
+            samples = cr.sample_counterfactuals(X[row], rule, n=5)
+            st.session_state["cr_result"] = (row, target, pi, pi_c, rule, samples)
+    got = st.session_state.get("cr_result")
+    if got is not None:
+        g_row, g_target, g_pi, g_pic, rule, samples = got
+        if (g_row, g_target, g_pi, g_pic) != (row, target, pi, pi_c):
+            st.caption("This result is for an earlier query; press the button to compute the current one.")
+        S = [names[j] for j in rule.features]
+        m = st.columns(4)
+        m[0].metric("Features to change", len(rule.constrained))
+        m[1].metric("CDP of the set", f"{rule.cdp:.2f}")
+        m[2].metric("Rule probability (CRP)", f"{rule.crp:.2f}")
+        m[3].metric("Time", f"{rule.time * 1000:.0f} ms")
+        if not rule.divergent:
+            st.warning(f"No set of the top {cr.top_k} features reaches CDP {g_pi}; the rule uses the set with "
+                       f"the highest CDP found ({rule.cdp:.2f}).")
+        st.success(f"**If** {rule.to_text(names, groups)}, the other features kept, **then** the outcome is "
+                   f"{g_target} with probability {rule.crp:.2f}.")
+        if len(rule.divergent_sets) > 1:
+            st.caption("Other minimal sets: " + "; ".join(
+                f"{{{', '.join(names[j] for j in s)}}} (CDP {c:.2f})" for s, c in rule.divergent_sets[1:6]))
+        feats = list(rule.constrained) or list(rule.features)
+        st.plotly_chart(rule_intervals_figure(X, rule, feats, names, X[g_row], rule.alternatives[:3]),
+                        key="cr_fig")
+        for k, alt in enumerate(rule.alternatives, start=1):
+            st.markdown(f"**Alternative {k}** (CRP {alt.crp:.2f}): {rule_text(rule.features, alt.lower, alt.upper, names, groups)}")
+        st.markdown("**Counterfactual samples** inside the rule (the most plausible found; each fed back to the model)")
+        out = ens.predict(samples)
+        table = pd.DataFrame(samples, columns=names)
+        table.insert(0, "model output", out)
+        table.insert(1, "reaches target", output_mask(np.asarray(out), g_target))
+        table.insert(2, "inlier", cr.inlier(samples))
+        changed = [n for j, n in enumerate(names) if np.any(samples[:, j] != X[g_row, j])]
+        st.dataframe(table[["model output", "reaches target", "inlier", *changed]], hide_index=True, key="cr_samples")
+        d1, d2 = st.columns(2)
+        d1.download_button("Download the rule (JSON)", json.dumps(rule.to_dict(names) | {"row": g_row}, indent=2,
+                                                                   default=str),
+                           "counterfactual_rule.json", "application/json", key="cr_dl_json")
+        d2.download_button("Download the samples (CSV)", table.to_csv(index=False), "counterfactual_samples.csv",
+                           "text/csv", key="cr_dl_csv")
+
+with tab_regional:
+    st.markdown("A rule for a whole sub-population: ranges that move its rows to the target, their other "
+                "features staying within the sub-population's bounds.")
+    source = st.radio("Sub-populations", ["Leaves of a shallow tree", "A filter I write"], horizontal=True,
+                      key="cr_source")
+    reg_target = _target("crr", None if not ens.is_classifier else pd.Series(pred).mode()[0])
+    if source == "Leaves of a shallow tree":
+        tree_depth = st.slider("Tree depth", 1, 5, 3, key="cr_tree_depth")
+        text = None
+    else:
+        text = st.text_input("Filter", placeholder=f"{names[0]} > 0 and {names[-1]} <= 1", key="cr_filter",
+                             help="Clauses `feature op number` joined by `and`; op is <, <=, >, >=, ==. "
+                                  "Quote names with spaces in backticks.")
+    if st.button("Find regional rules", key="cr_reg_go"):
+        with user_errors("No regional rules"):
+            if text is None:
+                regions = cr.propose_regions(reg_target, max_depth=int(tree_depth))
+                if not regions:
+                    raise ValueError("Every leaf of the shallow tree already has the target outcome; pick "
+                                     "another target or a deeper tree.")
+            else:
+                if not text.strip():
+                    raise ValueError("Write a filter first, e.g. `Age >= 30 and Income < 50000`.")
+                regions = [region_from_filter(text, names)]
+            rules = cr.regional_rules(regions, reg_target, immutable=frozen)
+            st.session_state["cr_regional"] = pd.DataFrame([{
+                "sub-population": r.region_text(names, groups), "rows": r.n_rows, "coverage": round(r.coverage, 4),
+                "rule": r.to_text(names, groups) if r.found else "—", "CDP": round(r.cdp, 3),
+                "CRP": round(r.crp, 3) if r.found else None, "note": r.note} for r in rules])
+    reg = st.session_state.get("cr_regional")
+    if reg is not None:
+        st.dataframe(reg, hide_index=True, key="cr_reg_table")
+        st.download_button("Download regional rules (CSV)", reg.to_csv(index=False), "regional_rules.csv",
+                           "text/csv", key="cr_reg_dl")
