@@ -592,6 +592,7 @@ def _check_on_model(model: Any, ens: TreeEnsemble, x: np.ndarray, target: Target
     ensemble's, and its label (or value) must meet the target."""
     from core.parsing.native import _named, native_outputs
 
+    model = _one_thread(model)
     ours, theirs, _ = native_outputs(ens, model, x[None, :])
     if theirs is not None and not np.allclose(ours, theirs, rtol=1e-5, atol=1e-6):
         return False
@@ -603,6 +604,18 @@ def _check_on_model(model: Any, ens: TreeEnsemble, x: np.ndarray, target: Target
     if target.kind == "class":
         return bool(out == target.label)
     return bool(target.lo <= float(out) <= target.hi)
+
+
+def _one_thread(model: Any) -> Any:
+    """A scikit-learn model set to predict in this thread: for one row, starting
+    joblib's workers (n_jobs > 1) costs tens of milliseconds per call. A shallow
+    copy, so the caller's model is untouched and its trees are shared."""
+    import copy
+
+    if type(model).__module__.startswith("sklearn") and getattr(model, "n_jobs", None) not in (None, 1):
+        model = copy.copy(model)
+        model.n_jobs = None
+    return model
 
 
 def _solve_with_checks(prob: CellProblem, backend: str, time_limit: float, X_ref, model, params, n_workers,
