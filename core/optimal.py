@@ -334,31 +334,64 @@ def _project(prob: CellProblem, Z: np.ndarray) -> np.ndarray:
     return out
 
 
-def warm_start(prob: CellProblem, X_ref: np.ndarray | None, max_candidates: int = 20000
-               ) -> tuple[np.ndarray | None, float]:
+def _reference_cells(prob: CellProblem, X_ref: np.ndarray, max_candidates: int) -> np.ndarray:
+    """Interval indices of the reference rows (at most ``max_candidates``, evenly
+    spread): the grid does not depend on the query, so they are kept on the
+    ensemble for the next query with the same reference array."""
+    cache = prob.ens._flat.setdefault("query_cache", {})
+    key = ("ref_cells", id(X_ref), X_ref.shape, X_ref[0].tobytes(), X_ref[-1].tobytes(), max_candidates,
+           tuple(id(lv) for lv in prob.levels))
+    cells = cache.get(key)
+    if cells is None:
+        rows = X_ref
+        if len(rows) > max_candidates:  # a fixed, spread-out subset keeps this fast and deterministic
+            rows = rows[np.linspace(0, len(rows) - 1, max_candidates).astype(int)]
+        cells = prob.interval_of(rows)
+        for k in [k for k in cache if isinstance(k, tuple) and k and k[0] == "ref_cells"]:
+            del cache[k]            # one reference set at a time
+        cache[key] = cells
+    return cells
+
+
+def warm_start(prob: CellProblem, X_ref: np.ndarray | None, max_candidates: int = 10000,
+               chunk: int = 1024) -> tuple[np.ndarray | None, float]:
     """A valid point and its (cell) cost from reference rows, or (None, inf).
 
     Rows of ``X_ref`` (at most ``max_candidates``, evenly spread) are projected
-    onto the feasible set, the valid ones kept, and the five cheapest polished
-    by :func:`local_search`.
+    onto the feasible set (each feature to its interval's allowed point, or
+    kept at x_hat when that interval is not allowed) and sorted by cost; validity is checked cheapest first, a chunk at a time, and the five
+    cheapest valid candidates are polished by :func:`local_search`.
     """
     if X_ref is None or len(X_ref) == 0:
         return None, np.inf
     X_ref = np.asarray(X_ref, dtype=float)
-    if len(X_ref) > max_candidates:  # a fixed, spread-out subset keeps this fast and deterministic
-        X_ref = X_ref[np.linspace(0, len(X_ref) - 1, max_candidates).astype(int)]
-    Z = _project(prob, X_ref)
-    ok = prob.is_valid(Z)  # one vectorised pass; cheaper than ranking invalid rows
-    if not ok.any():
+    cells = _reference_cells(prob, X_ref, max_candidates)
+    offs = np.cumsum([0] + [c.size for c in prob.costs[:-1]])
+    flat_cost = np.concatenate(prob.costs)
+    flat_point = np.concatenate(prob.points)
+    proj = np.where(np.isfinite(flat_cost[cells + offs]), cells, prob.hat)
+    for g in prob.groups:  # keep one-hot groups one-hot
+        bad = np.abs(flat_point[proj[:, g] + offs[g]].sum(axis=1) - 1) > 1e-9
+        proj[np.ix_(bad, g)] = prob.hat[g]
+    order = np.argsort(flat_cost[proj + offs].sum(axis=1), kind="stable")
+    found: list[np.ndarray] = []
+    seen: set[bytes] = set()
+    for a in range(0, len(order), chunk):
+        C = proj[order[a:a + chunk]]
+        for c in C[prob.is_valid(prob.point_of(C))]:
+            if c.tobytes() not in seen and len(found) < 5:
+                seen.add(c.tobytes())
+                found.append(c)
+        if len(found) >= 5:
+            break
+    if not found:
         return None, np.inf
-    Z = Z[ok]
-    cheapest = Z[np.argsort(prob.cost_model.cost(prob.x_hat, Z), kind="stable")[:5]]
     best_cells, best_cost = None, np.inf
-    for z in cheapest:  # polish the five cheapest valid candidates
-        cells = local_search(prob, prob.interval_of(z[None, :])[0])
-        c = prob.cost_of(cells)
+    for c0 in found:  # polish the five cheapest valid candidates
+        cells_ = local_search(prob, c0)
+        c = prob.cost_of(cells_)
         if c < best_cost:
-            best_cells, best_cost = cells, c
+            best_cells, best_cost = cells_, c
     return prob.point_of(best_cells), best_cost
 
 
@@ -593,14 +626,17 @@ def _check_on_model(model: Any, ens: TreeEnsemble, x: np.ndarray, target: Target
     from core.parsing.native import _named, native_outputs
 
     model = _one_thread(model)
-    ours, theirs, _ = native_outputs(ens, model, x[None, :])
+    ours, theirs, what = native_outputs(ens, model, x[None, :])
     if theirs is not None and not np.allclose(ours, theirs, rtol=1e-5, atol=1e-6):
         return False
     module = type(model).__module__.split(".")[0]
     is_booster = module in ("xgboost", "lightgbm") and not hasattr(model, "fit")
     if is_booster:
         return bool(target.holds(ens, x[None, :])[0])
-    out = np.ravel(model.predict(_named(model, x[None, :])))[0]
+    if what == "probabilities" and type(model).__module__.startswith("sklearn") and hasattr(model, "classes_"):
+        out = model.classes_[int(np.argmax(theirs[0]))]   # scikit-learn's own predict, without a second pass
+    else:
+        out = np.ravel(model.predict(_named(model, x[None, :])))[0]
     if target.kind == "class":
         return bool(out == target.label)
     return bool(target.lo <= float(out) <= target.hi)

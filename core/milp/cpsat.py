@@ -113,15 +113,17 @@ def solve_cells(prob, time_limit: float = 30.0, hint: np.ndarray | None = None,
                 m.add_exactly_one(vs)
                 svars.update(zip(idx.tolist(), vs))
         _tree_cuts(m, blk, svars, lits)
-        for i, s in svars.items():
-            for j in range(d):
-                lo, hi = int(blk.lo[i, j]), int(blk.hi[i, j])
-                if lo > lits[j].lo_i:
-                    if not _clause(m, [_neg(s), lits[j].ge(lo)]):
-                        return None
-                if hi < lits[j].hi_i:
-                    if not _clause(m, [_neg(s), _neg(lits[j].ge(hi + 1))]):
-                        return None
+        keys = np.fromiter(svars.keys(), dtype=np.int64, count=len(svars))
+        lo_all, hi_all = blk.lo[keys], blk.hi[keys]
+        lo_i = np.array([L.lo_i for L in lits])
+        hi_i = np.array([L.hi_i for L in lits])
+        need_lo, need_hi = lo_all > lo_i, hi_all < hi_i       # only the bounds that cut the domain
+        for r, j in zip(*np.nonzero(need_lo)):
+            if not _clause(m, [_neg(svars[int(keys[r])]), lits[j].ge(int(lo_all[r, j]))]):
+                return None
+        for r, j in zip(*np.nonzero(need_hi)):
+            if not _clause(m, [_neg(svars[int(keys[r])]), _neg(lits[j].ge(int(hi_all[r, j]) + 1))]):
+                return None
         return svars
 
     model_s = leaf_vars(prob.model_leaves, "s")
@@ -214,20 +216,33 @@ def solve_cells(prob, time_limit: float = 30.0, hint: np.ndarray | None = None,
 def _tree_cuts(m, blk, svars, lits) -> None:
     """Per tree, feature and level: the leaves that need ``x_j > L_m`` sum to at
     most ``g[j][m]``, those that need ``x_j <= L_m`` to at most ``1 - g[j][m]``
-    (OCEAN's flow constraints 16-17, aggregated); they tighten the LP relaxation."""
-    for t in range(blk.n_trees):
-        idx = [i for i in np.flatnonzero(blk.tree_of == t) if i in svars]
-        if len(idx) < 2:
+    (OCEAN's flow constraints 16-17, aggregated); they tighten the LP relaxation.
+    Only the features some leaf of the tree bounds inside the domain are visited."""
+    keys = np.fromiter((i for i, v in svars.items() if v is not True), dtype=np.int64)
+    if keys.size < 2:
+        return
+    lo_i = np.array([L.lo_i for L in lits])
+    hi_i = np.array([L.hi_i for L in lits])
+    tree = blk.tree_of[keys]
+    order = np.argsort(tree, kind="stable")
+    keys, tree = keys[order], tree[order]
+    starts = np.flatnonzero(np.r_[True, tree[1:] != tree[:-1]])
+    ends = np.r_[starts[1:], keys.size]
+    for a, b in zip(starts, ends):
+        if b - a < 2:
             continue
-        idx = np.array(idx)
-        for j, L in enumerate(lits):
-            lo, hi = blk.lo[idx, j], blk.hi[idx, j]
-            for mm in np.unique(np.concatenate([lo[lo > L.lo_i], hi[hi < L.hi_i] + 1])):
+        idx = keys[a:b]
+        LO, HI = blk.lo[idx], blk.hi[idx]
+        cut_lo, cut_hi = LO > lo_i, HI < hi_i
+        for j in np.flatnonzero(cut_lo.any(axis=0) | cut_hi.any(axis=0)):
+            L = lits[j]
+            lo, hi = LO[:, j], HI[:, j]
+            for mm in np.unique(np.concatenate([lo[cut_lo[:, j]], hi[cut_hi[:, j]] + 1])):
                 g = L.ge(int(mm))
                 if isinstance(g, bool):
                     continue
-                right = [svars[i] for i in idx[lo >= mm] if svars[i] is not True]
-                left = [svars[i] for i in idx[hi < mm] if svars[i] is not True]
+                right = [svars[i] for i in idx[lo >= mm]]
+                left = [svars[i] for i in idx[hi < mm]]
                 if len(right) >= 2:
                     m.add(sum(right) <= g)
                 if len(left) >= 2:
