@@ -334,6 +334,11 @@ class CounterfactualRules:
         surrogate's splits.
     groups : one-hot groups as lists of column indices (moved together).
     random_state : seeds the surrogate, the Isolation Forest and sampling.
+    max_rows : the surrogate is fitted on every row, but CDP, CRP and the
+        samples use at most this many rows (a seeded sample): the cell
+        computations scale with it. Measured on Adult (34k training rows):
+        8,000 rows gave the same correctness / plausibility as all rows
+        (1.0 / 0.95 on 40 rows) at 0.20 s instead of 0.56 s per rule.
 
     Attributes (after ``fit``)
     --------------------------
@@ -347,7 +352,7 @@ class CounterfactualRules:
 
     def __init__(self, n_estimators: int = 20, max_depth: int | None = 10, pi: float = 0.9, pi_c: float = 0.9,
                  top_k: int = 10, groups: Sequence[Sequence[int]] | None = None, random_state: int | None = None,
-                 n_jobs: int | None = None, max_rows: int = 100_000):
+                 n_jobs: int | None = None, max_rows: int = 8_000):
         self.n_estimators = n_estimators
         self.max_depth = max_depth
         self.pi = pi

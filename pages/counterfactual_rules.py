@@ -24,9 +24,9 @@ ws, ens, schema, names, X, pred = state.page_context(
 
 
 @st.cache_resource(show_spinner="Fitting the surrogate forest…", max_entries=8)
-def _fit(key, n_estimators, max_depth, _X, _pred, _groups, _names):
-    return CounterfactualRules(n_estimators=n_estimators, max_depth=max_depth, groups=_groups,
-                               random_state=0).fit(_X, _pred, feature_names=_names)
+def _fit(key, n_estimators, max_depth, max_rows, _X, _pred, _groups, _names):
+    return CounterfactualRules(n_estimators=n_estimators, max_depth=max_depth, groups=_groups, random_state=0,
+                               max_rows=max_rows).fit(_X, _pred, feature_names=_names)
 
 
 c1, c2, c3, c4 = st.columns(4)
@@ -41,6 +41,9 @@ top_k = int(c3.number_input("Features searched (top k)", 1, 15, 10, key="cr_topk
 with c4.popover("Surrogate"):
     n_est = int(st.number_input("Trees", 5, 200, 20, key="cr_trees"))
     depth = int(st.number_input("Max depth", 2, 30, 10, key="cr_depth"))
+    max_rows = int(st.number_input("Rows for the probabilities", 1000, 1_000_000, 8000, step=1000, key="cr_rows",
+                                   help="CDP and CRP are estimated on at most this many rows (a fixed sample); "
+                                        "more is slower and steadier."))
 act = {f.name: f.actionability for f in schema.features}
 fixed = st.multiselect("Fixed features (never part of a rule)", names,
                        [n for n in names if act[n] == "fixed"], key="cr_fixed")
@@ -49,7 +52,7 @@ groups = list(schema.groups().values())
 
 cr = None
 with user_errors("The surrogate could not be fitted"):
-    base = _fit((ws.name, ws.model_sha256, ws.data_sha256), n_est, depth, X, pred, groups, names)
+    base = _fit((ws.name, ws.model_sha256, ws.data_sha256), n_est, depth, max_rows, X, pred, groups, names)
     cr = copy.copy(base)          # the levels are per query; the fitted forest is shared
     cr.pi, cr.pi_c, cr.top_k = float(pi), float(pi_c), top_k
 if cr is None:

@@ -331,3 +331,13 @@ def test_clear_errors(small):
         CounterfactualRules().fit(bad, y)
     with pytest.raises(NoCounterfactualRuleError, match="immutable"):
         cr.local_rule(X[0], 1 - cr.y_[0], immutable=[0, 1, 2, 3])
+
+
+def test_max_rows_samples_the_estimation_rows_only():
+    X, y = make_data("binary", n=1500, d=4, seed=5)
+    cr = CounterfactualRules(n_estimators=5, max_depth=4, random_state=0, max_rows=600).fit(X, y)
+    assert cr.X_.shape == (600, 4) and len(cr.surrogate_.estimators_[0].tree_.value) > 1
+    assert cr.surrogate_.n_features_in_ == 4 and cr.fidelity_ > 0.8      # fitted on all 1500 rows
+    x = X[3]
+    for S in ([0], [1, 3]):
+        assert cr.cdp(x, S, 1) == pytest.approx(brute_cdp(cr, x, S, 1), abs=1e-12)
