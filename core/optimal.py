@@ -319,21 +319,6 @@ def _grid_structure(ens: TreeEnsemble, kinds: list[str], plausibility: Plausibil
 
 
 # --------------------------------------------------------------- warm start
-def _project(prob: CellProblem, Z: np.ndarray) -> np.ndarray:
-    """Move candidate rows into the feasible set: snap each feature to the
-    representative point of its interval, or to x_hat when that interval is
-    not allowed (fixed, wrong direction, out of range)."""
-    cells = prob.interval_of(Z)
-    out = np.empty_like(Z, dtype=float)
-    for j in range(prob.n_features):
-        pts = prob.points[j][cells[:, j]]
-        out[:, j] = np.where(np.isnan(pts), prob.x_hat[j], pts)
-    for g in prob.groups:  # keep one-hot groups one-hot
-        bad = np.abs(out[:, g].sum(axis=1) - 1) > 1e-9
-        out[np.ix_(bad, g)] = prob.x_hat[g]
-    return out
-
-
 def _reference_cells(prob: CellProblem, X_ref: np.ndarray, max_candidates: int) -> np.ndarray:
     """Interval indices of the reference rows (at most ``max_candidates``, evenly
     spread): the grid does not depend on the query, so they are kept on the
