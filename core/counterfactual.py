@@ -26,7 +26,7 @@ import numpy as np
 from core.ensemble import TreeEnsemble
 from core.errors import AtlasError
 
-__all__ = ["output_mask", "CostModel", "Target", "CounterfactualResult", "Change", "make_cost_model", "make_target"]
+__all__ = ["output_mask", "continuous_outputs", "CostModel", "Target", "CounterfactualResult", "Change", "make_cost_model", "make_target"]
 
 STATUSES = ("optimal", "feasible", "infeasible", "time_limit", "error")
 
@@ -244,3 +244,9 @@ def output_mask(y: np.ndarray, target: Any) -> np.ndarray:
         lo, hi = float(target[0]), float(target[1])
         return (y.astype(float) >= lo) & (y.astype(float) <= hi)
     return y == target
+
+
+def continuous_outputs(y: np.ndarray) -> bool:
+    """Do these model outputs call for a regression surrogate (floats with more
+    than 20 distinct values) rather than a classifier?"""
+    return bool(np.issubdtype(y.dtype, np.floating) and np.unique(y).size > 20)

@@ -68,7 +68,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from core.counterfactual import output_mask
+from core.counterfactual import continuous_outputs, output_mask
 from core.errors import AtlasError
 
 try:  # compiled projected-forest cells (core/_projected.c); numpy does the same more slowly
@@ -94,10 +94,6 @@ class Box:
     upper: np.ndarray
     crp: float
     n_cells: int
-
-    def contains(self, X: np.ndarray) -> np.ndarray:
-        X = np.atleast_2d(X)
-        return np.all((X > self.lower) & (X <= self.upper), axis=1)
 
 
 @dataclass(frozen=True)
@@ -135,9 +131,6 @@ class LocalRule:
         """Rows whose S-values satisfy the rule (other features ignored)."""
         X = np.atleast_2d(np.asarray(X, dtype=float))
         return np.all((X > self.lower) & (X <= self.upper), axis=1)
-
-    def boxes(self) -> list[Box]:
-        return [Box(self.lower, self.upper, self.crp, self.n_cells), *self.alternatives]
 
     def to_dict(self, names: Sequence[str]) -> dict[str, Any]:
         return {"target": _jsonable(self.target), "features": [names[j] for j in self.features],
@@ -381,7 +374,7 @@ class CounterfactualRules:
         n, d = X.shape
         self.n_features_in_ = d
         self.feature_names_ = list(feature_names) if feature_names is not None else [f"x{j}" for j in range(d)]
-        self.regression_ = bool(np.issubdtype(y.dtype, np.floating) and np.unique(y).size > 20)
+        self.regression_ = continuous_outputs(y)
         cls = RandomForestRegressor if self.regression_ else RandomForestClassifier
         rf = cls(n_estimators=self.n_estimators, max_depth=self.max_depth, random_state=self.random_state,
                  n_jobs=self.n_jobs).fit(X, y)

@@ -35,7 +35,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from core.counterfactual import output_mask
+from core.counterfactual import continuous_outputs, output_mask
 from core.ensemble import node_boxes
 from core.errors import AtlasError
 
@@ -153,7 +153,7 @@ class TCREx:
         from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
         leaf = max(1, math.ceil(self.rho * n))
-        regression = np.issubdtype(y.dtype, np.floating) and np.unique(y).size > 20
+        regression = continuous_outputs(y)
         if self.n_trees == 1:
             cls = DecisionTreeRegressor if regression else DecisionTreeClassifier
             trees = [cls(min_samples_leaf=leaf, random_state=self.random_state).fit(X, y)]

@@ -72,3 +72,15 @@ def browser_page(width: int = 1400, height: int = 1000):
             yield page
         finally:
             browser.close()
+
+
+@contextlib.contextmanager
+def app_view(app_url: str, path: str, heading: str, shot: Path, height: int = 1400) -> Iterator:
+    """A page of the app opened at ``path`` once its heading shows; on leaving,
+    the page must show no exception, and a full-page screenshot goes to ``shot``."""
+    with browser_page(height=height) as page:
+        page.goto(app_url + path)
+        page.get_by_role("heading", name=heading).wait_for(timeout=90_000)
+        yield page
+        assert page.locator('[data-testid="stException"]').count() == 0
+        page.screenshot(path=str(shot), full_page=True)

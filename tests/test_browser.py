@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser_util import browser_page, running_app
+from browser_util import app_view, browser_page, running_app
 
 pytestmark = pytest.mark.browser
 
@@ -31,54 +31,39 @@ def test_demo_data_page_renders(app_url, tmp_path):
 
 
 def test_one_optimal_counterfactual_in_the_browser(app_url, tmp_path):
-    with browser_page(height=1600) as page:
-        page.goto(app_url + "/optimal_cf")
-        page.get_by_role("heading", name="Optimal counterfactual").wait_for(timeout=90_000)
+    from playwright.sync_api import expect
+
+    with app_view(app_url, "/optimal_cf", "Optimal counterfactual", tmp_path / "optimal_cf.png", 1600) as page:
         page.get_by_role("button", name="Find the optimal counterfactual").click()
         page.get_by_text("Optimal counterfactual: cost", exact=False).first.wait_for(timeout=90_000)
-        from playwright.sync_api import expect
-
         status = page.locator('[data-testid="stMetric"]').filter(has_text="Status")
         expect(status).to_contain_text("optimal", timeout=60_000)
         expect(page.locator('[data-testid="stMetric"]').filter(has_text="Cost")).not_to_contain_text("–")
-        assert page.locator('[data-testid="stException"]').count() == 0
-        page.screenshot(path=str(tmp_path / "optimal_cf.png"), full_page=True)
 
 
 def test_decision_regions_render(app_url, tmp_path):
     from playwright.sync_api import expect
 
-    with browser_page(height=1400) as page:
-        page.goto(app_url + "/decision_regions")
-        page.get_by_role("heading", name="Decision regions").wait_for(timeout=90_000)
+    with app_view(app_url, "/decision_regions", "Decision regions", tmp_path / "decision_regions.png") as page:
         drawn = page.locator('[data-testid="stMetric"]').filter(has_text="Regions drawn")
         expect(drawn).to_be_visible(timeout=90_000)
         page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
-        assert page.locator('[data-testid="stException"]').count() == 0
-        page.screenshot(path=str(tmp_path / "decision_regions.png"), full_page=True)
 
 
 def test_metarule_tree_renders(app_url, tmp_path):
     from playwright.sync_api import expect
 
-    with browser_page(height=1400) as page:
-        page.goto(app_url + "/metarule_tree")
-        page.get_by_role("heading", name="Metarule tree").wait_for(timeout=90_000)
+    with app_view(app_url, "/metarule_tree", "Metarule tree", tmp_path / "metarule_tree.png") as page:
         expect(page.locator('[data-testid="stMetric"]').filter(has_text="Metarules")).to_be_visible(timeout=90_000)
         page.locator("svg").filter(has_text="R0").first.wait_for(timeout=60_000)  # the Graphviz tree
-        assert page.locator('[data-testid="stException"]').count() == 0
-        page.screenshot(path=str(tmp_path / "metarule_tree.png"), full_page=True)
 
 
 def test_counterfactual_rule_in_the_browser(app_url, tmp_path):
     from playwright.sync_api import expect
 
-    with browser_page(height=1800) as page:
-        page.goto(app_url + "/counterfactual_rules")
-        page.get_by_role("heading", name="Counterfactual rules").wait_for(timeout=90_000)
+    with app_view(app_url, "/counterfactual_rules", "Counterfactual rules", tmp_path / "counterfactual_rules.png",
+                  1800) as page:
         page.get_by_role("button", name="Find the counterfactual rule").click()
         crp = page.locator('[data-testid="stMetric"]').filter(has_text="Rule probability (CRP)")
         expect(crp).to_be_visible(timeout=90_000)
         page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
-        assert page.locator('[data-testid="stException"]').count() == 0
-        page.screenshot(path=str(tmp_path / "counterfactual_rules.png"), full_page=True)
