@@ -12,8 +12,10 @@ increase: the asymmetric weights of eqs. 30-32), ``span_j`` is the feature's
 range in the schema (1 without a schema: raw units), and ``(l0, l1, l2)`` is
 the norm: ``"l0"`` = (1, 0, 0), ``"l1"`` = (0, 1, 0), ``"l2"`` = (0, 0, 1)
 (squared Euclidean), or a dict such as FCCA's ``{"l0": 0.1, "l1": 1}``.
-One-hot columns are costed as the 0/1 columns they are, so switching a
-category changes two columns.
+A one-hot group (schema kind "categorical", two or more columns) is one
+feature: each of its columns counts half, so switching category costs
+``w * (l0 + l1 + l2)`` once, as OCEAN's categorical cost (eq. 29, one cost per
+category reached) and the authors' package (oceanpy) do.
 """
 
 from __future__ import annotations
@@ -121,6 +123,11 @@ def make_cost_model(ens: TreeEnsemble, norm: Any = "l1", weights: Any = None, sc
     else:
         span, base_w = np.ones(d), np.ones(d)
     down, up = _per_feature(ens, weights, base_w, "weights")
+    if schema is not None:  # a category switch changes two columns: each counts half
+        for cols in schema.groups().values():
+            if len(cols) >= 2:
+                down[cols] *= 0.5
+                up[cols] *= 0.5
     return CostModel(l0, l1, l2, down, up, span)
 
 

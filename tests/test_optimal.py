@@ -131,6 +131,24 @@ def test_schema_kinds_ranges_and_one_hot(credit):
         assert x[schema.index("sex")] == Xa[q, schema.index("sex")]  # protected -> fixed by default
 
 
+@pytest.mark.parametrize("norm", ["l0", "l1", "l2"])
+def test_a_category_switch_costs_one_unit(credit, norm):
+    """OCEAN's categorical cost (eq. 29) and oceanpy: switching category is one
+    change of one feature, not two column changes."""
+    X, model, ens, schema = credit
+    Xa = X.to_numpy(float)
+    cols = schema.groups()["employment"]
+    fixed = [n for j, n in enumerate(schema.names) if j not in cols]
+    found = 0
+    for q in np.flatnonzero(model.predict(X) == 0)[:40]:
+        r = optimal_counterfactual(ens, Xa[q], 1, schema=schema, norm=norm, immutable=fixed, X_ref=Xa, model=model)
+        if r.found:  # only the category can move: the cost is that of one switch
+            found += 1
+            assert np.count_nonzero(r.x != Xa[q]) == 2 and r.x[cols].sum() == 1
+            assert r.cost == pytest.approx(1.0)
+    assert found >= 2
+
+
 def test_monotone_features_move_the_right_way(credit):
     X, model, ens, schema = credit
     Xa = X.to_numpy(float)
