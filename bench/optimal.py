@@ -7,7 +7,7 @@ available (warm start). The reference in the same run is the plain OCEAN MILP
 (no warm start, no pruning) on the same open-source solver family (HiGHS); the
 ratio plain / ours is the figure to compare. Prints JSON.
 
-Usage: python bench/optimal.py [--queries 20] [--time-limit 60] [--plain-queries 5]
+Usage: python bench/optimal.py [--queries 20] [--time-limit 60] [--plain-queries 5] [--only adult]
 """
 
 from __future__ import annotations
@@ -71,9 +71,12 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=20)
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--plain-queries", type=int, default=5)
+    ap.add_argument("--only", choices=("breast_cancer", "adult"), help="run one dataset's cases")
     args = ap.parse_args()
     out = {"norm": "l1 (range-scaled)", "cores": 2, "cases": []}
     for name, Xdf, y, schema, forests in _cases():
+        if args.only and name != args.only:
+            continue
         X = Xdf.to_numpy(dtype=float)
         for n_trees, depth in forests:
             model = RandomForestClassifier(n_trees, max_depth=depth, random_state=0, n_jobs=2).fit(Xdf, y)
