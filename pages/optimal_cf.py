@@ -19,7 +19,8 @@ ws, ens, schema, names, X, pred = state.page_context(
     "Optimal counterfactual",
     "The cheapest change of a row that gives the outcome you choose, found by a mixed-integer "
     "model of the whole ensemble (OCEAN) and proven optimal. Distances are measured on each feature "
-    "divided by its range; actionability comes from the feature settings.")
+    "divided by its range, and switching category counts as one change; actionability comes from "
+    "the feature settings.")
 
 tab_one, tab_batch = st.tabs(["One row", "Many rows"])
 
