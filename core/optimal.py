@@ -344,7 +344,8 @@ def warm_start(prob: CellProblem, X_ref: np.ndarray | None, max_candidates: int 
 
     Rows of ``X_ref`` (at most ``max_candidates``, evenly spread) are projected
     onto the feasible set (each feature to its interval's allowed point, or
-    kept at x_hat when that interval is not allowed) and sorted by cost; validity is checked cheapest first, a chunk at a time, and the five
+    kept at x_hat when that interval is not allowed) and sorted by cost;
+    validity is checked cheapest first, a chunk at a time, and the five
     cheapest valid candidates are polished by :func:`local_search`.
     """
     if X_ref is None or len(X_ref) == 0:

@@ -16,6 +16,23 @@ from tests.conftest import make_data, shared_data
 
 
 # ------------------------------------------------------------ brute force
+def _reached(tree, sides) -> list[int]:
+    """Leaves reached from the root when ``sides(feature, threshold)`` says
+    whether to go (left, right) at each split."""
+    reached, stack = [], [0]
+    while stack:
+        v = stack.pop()
+        if tree.children_left[v] < 0:
+            reached.append(v)
+            continue
+        left, right = sides(tree.feature[v], tree.threshold[v])
+        if left:
+            stack.append(tree.children_left[v])
+        if right:
+            stack.append(tree.children_right[v])
+    return reached
+
+
 def brute_cdp(cr: CounterfactualRules, x, S, target) -> float:
     """The Projected Forest by its definition: per tree, drop x with the splits
     on S sent both ways; keep the fitted rows inside every reached leaf on the
@@ -25,16 +42,7 @@ def brute_cdp(cr: CounterfactualRules, x, S, target) -> float:
     rest = [j for j in range(d) if j not in set(S)]
     vals = []
     for tree in cr.ensemble_.trees:
-        cl, cr_, ft, th = tree.children_left, tree.children_right, tree.feature, tree.threshold
-        reached, stack = [], [0]
-        while stack:
-            v = stack.pop()
-            if cl[v] < 0:
-                reached.append(v)
-            elif ft[v] in S:
-                stack += [cl[v], cr_[v]]
-            else:
-                stack.append(cl[v] if x[ft[v]] <= th[v] else cr_[v])
+        reached = _reached(tree, lambda f, t: (True, True) if f in S else (x[f] <= t, x[f] > t))
         keep = np.ones(len(X), dtype=bool)
         leaves, lo, hi = tree.leaf_boxes(d)
         pos = {v: k for k, v in enumerate(leaves)}
@@ -51,19 +59,8 @@ def brute_crp(cr: CounterfactualRules, qlo, qhi, target) -> float:
     interval (a, b] has a <= ... i.e. some value <= t, right if some value > t."""
     X, y = cr.X_, cr.y_
     vals = []
-    for t, tree in enumerate(cr.ensemble_.trees):
-        cl, cr_, ft, th = tree.children_left, tree.children_right, tree.feature, tree.threshold
-        reached, stack = [], [0]
-        while stack:
-            v = stack.pop()
-            if cl[v] < 0:
-                reached.append(v)
-                continue
-            f = ft[v]
-            if qlo[f] < th[v]:
-                stack.append(cl[v])
-            if qhi[f] > th[v]:
-                stack.append(cr_[v])
+    for tree in cr.ensemble_.trees:
+        reached = _reached(tree, lambda f, t: (qlo[f] < t, qhi[f] > t))
         leaf = tree.apply(X)
         inside = np.isin(leaf, reached)
         if inside.any():

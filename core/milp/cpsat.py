@@ -94,6 +94,8 @@ def solve_cells(prob, time_limit: float = 30.0, hint: np.ndarray | None = None,
 
     m = cp_model.CpModel()
     lits = [_Lits(m, j, allowed[j]) for j in range(d)]
+    lo_i = np.array([L.lo_i for L in lits])   # the allowed span of each feature's intervals
+    hi_i = np.array([L.hi_i for L in lits])
     for j in range(d):  # forbidden intervals inside the allowed span
         for i in range(lits[j].lo_i + 1, lits[j].hi_i):
             if not allowed[j][i] and not _clause(m, [_neg(lits[j].ge(i)), lits[j].ge(i + 1)]):
@@ -112,11 +114,9 @@ def solve_cells(prob, time_limit: float = 30.0, hint: np.ndarray | None = None,
                 vs = [m.new_bool_var(f"{name}{t}_{i}") for i in idx]
                 m.add_exactly_one(vs)
                 svars.update(zip(idx.tolist(), vs))
-        _tree_cuts(m, blk, svars, lits)
+        _tree_cuts(m, blk, svars, lits, lo_i, hi_i)
         keys = np.fromiter(svars.keys(), dtype=np.int64, count=len(svars))
         lo_all, hi_all = blk.lo[keys], blk.hi[keys]
-        lo_i = np.array([L.lo_i for L in lits])
-        hi_i = np.array([L.hi_i for L in lits])
         need_lo, need_hi = lo_all > lo_i, hi_all < hi_i       # only the bounds that cut the domain
         for r, j in zip(*np.nonzero(need_lo)):
             if not _clause(m, [_neg(svars[int(keys[r])]), lits[j].ge(int(lo_all[r, j]))]):
@@ -213,7 +213,7 @@ def solve_cells(prob, time_limit: float = 30.0, hint: np.ndarray | None = None,
     return CellSolution("optimal" if status == cp_model.OPTIMAL else "feasible", cells, lb, slack=d / (2 * sc))
 
 
-def _tree_cuts(m, blk, svars, lits) -> None:
+def _tree_cuts(m, blk, svars, lits, lo_i: np.ndarray, hi_i: np.ndarray) -> None:
     """Per tree, feature and level: the leaves that need ``x_j > L_m`` sum to at
     most ``g[j][m]``, those that need ``x_j <= L_m`` to at most ``1 - g[j][m]``
     (OCEAN's flow constraints 16-17, aggregated); they tighten the LP relaxation.
@@ -221,8 +221,6 @@ def _tree_cuts(m, blk, svars, lits) -> None:
     keys = np.fromiter((i for i, v in svars.items() if v is not True), dtype=np.int64)
     if keys.size < 2:
         return
-    lo_i = np.array([L.lo_i for L in lits])
-    hi_i = np.array([L.hi_i for L in lits])
     tree = blk.tree_of[keys]
     order = np.argsort(tree, kind="stable")
     keys, tree = keys[order], tree[order]
