@@ -16,14 +16,20 @@ import numpy as np
 __all__ = ["map_rows", "batch_counterfactuals"]
 
 
+def _apply_chunk(fn: Callable[[Any], Any], chunk: Sequence[Any]) -> list[Any]:
+    return [fn(item) for item in chunk]
+
+
 def map_rows(fn: Callable[[Any], Any], items: Sequence[Any], *, n_jobs: int = 1,
              progress: Callable[[int, int], None] | None = None,
-             should_stop: Callable[[], bool] | None = None) -> list[Any]:
+             should_stop: Callable[[], bool] | None = None, chunk_size: int = 1) -> list[Any]:
     """``[fn(item) for item in items]``, in parallel processes when ``n_jobs != 1``.
 
-    progress(done, total) is called after each item; should_stop() is polled
-    between items and, when it returns True, the remaining items are skipped
-    (their results are None).
+    progress(done, total) is called after each item (after each chunk in
+    parallel); should_stop() is polled between items (chunks) and, when it
+    returns True, the remaining items are skipped (their results are None).
+    ``chunk_size`` items go to a process at a time: ``fn`` is sent once per
+    chunk and whatever it caches on its arguments is reused within the chunk.
     """
     items = list(items)
     total = len(items)
@@ -38,11 +44,15 @@ def map_rows(fn: Callable[[Any], Any], items: Sequence[Any], *, n_jobs: int = 1,
         return out
     from joblib import Parallel, delayed
 
-    gen = Parallel(n_jobs=n_jobs, return_as="generator")(delayed(fn)(item) for item in items)
-    for i, res in enumerate(gen):
-        out[i] = res
+    size = max(1, int(chunk_size))
+    chunks = [items[s:s + size] for s in range(0, total, size)]
+    gen = Parallel(n_jobs=n_jobs, return_as="generator")(delayed(_apply_chunk)(fn, c) for c in chunks)
+    done = 0
+    for res in gen:
+        out[done:done + len(res)] = res
+        done += len(res)
         if progress is not None:
-            progress(i + 1, total)
+            progress(done, total)
         if should_stop is not None and should_stop():
             break
     return out

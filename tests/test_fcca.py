@@ -1,0 +1,270 @@
+"""FCCA (core.fcca): faithful thresholds, valid and optimal counterfactuals,
+monotone compression / inconsistency in Q, stable discretisation, no recomputation."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hst
+
+from core.ensemble import from_model
+from core.fcca import FCCAError, default_eps, fcca
+from tests.conftest import make_data
+
+
+def _stumps(n=240, d=4, seed=0, n_estimators=40):
+    from sklearn.ensemble import GradientBoostingClassifier
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)).round(2)
+    y = (X[:, 0] + 0.7 * X[:, 1] - 0.5 * X[:, 2] + 0.4 * rng.normal(size=n) > 0).astype(int)
+    m = GradientBoostingClassifier(n_estimators=n_estimators, max_depth=1, learning_rate=0.1, random_state=0)
+    return X, y, m.fit(X, y)
+
+
+@pytest.fixture(scope="module")
+def stump_run():
+    X, y, m = _stumps()
+    return X, y, m, fcca(m, X, y, n_jobs=1)
+
+
+def _model_splits(m):
+    out = {}
+    for est in m.estimators_.ravel():
+        t = est.tree_
+        for f, th in zip(t.feature, t.threshold):
+            if f >= 0:
+                out.setdefault(int(f), set()).add(float(th))
+    return out
+
+
+def test_thresholds_are_the_models_own_splits(stump_run):
+    X, y, m, res = stump_run
+    splits = _model_splits(m)
+    assert len(res.thresholds) > 0
+    names = res.feature_names
+    for name, t in zip(res.thresholds.index, res.thresholds["threshold"]):
+        j = names.index(name)
+        gap = min(abs(t - s) for s in splits[j])
+        assert gap <= res.eps[j], (name, t)
+    # scikit-learn compares float32(x) <= threshold: our levels are the same splits
+    assert res.thresholds["count"].sum() == len(res.pair_thresholds)
+
+
+def test_every_counterfactual_flips_the_original_model(stump_run):
+    X, y, m, res = stump_run
+    assert len(res.rows) == res.n_candidates
+    assert np.all(m.predict(res.x_ce) != m.predict(res.x0))
+    assert np.array_equal(res.x0, X[res.rows])
+    # M: rows classified correctly with probability in [p0, p1]
+    assert np.all(m.predict(X[res.rows]) == y[res.rows])
+
+
+def _brute_force_cost(ens, x0, target, span, lam0=0.1, lam1=1.0):
+    """Cheapest cost over every cell of the split grid (cost at the cell's infimum point)."""
+    d = len(x0)
+    per_feature = []
+    for j in range(d):
+        lv = ens.split_levels(j)
+        opts = []
+        edges = np.concatenate([[-np.inf], lv, [np.inf]])
+        for i in range(len(edges) - 1):
+            a, b = edges[i], edges[i + 1]
+            if a < x0[j] <= b:
+                mid, c = x0[j], 0.0
+            elif b < x0[j]:
+                mid, c = (b if np.isinf(a) else (a + b) / 2), lam0 + lam1 * (x0[j] - b) / span[j]
+            else:
+                mid, c = (a + 1 if np.isinf(b) else (a + b) / 2), lam0 + lam1 * (a - x0[j]) / span[j]
+            opts.append((mid, c))
+        per_feature.append(opts)
+    best = np.inf
+    for combo in itertools.product(*per_feature):
+        x = np.array([p for p, _ in combo])
+        if ens.predict(x[None, :])[0] == target:
+            best = min(best, sum(c for _, c in combo))
+    return best
+
+
+def test_counterfactual_costs_match_brute_force_on_a_tiny_forest():
+    X, y, m = _stumps(n=120, d=3, seed=1, n_estimators=6)
+    res = fcca(m, X, y, n_jobs=1, max_points=25)
+    ens = from_model(m)
+    span = X.max(axis=0) - X.min(axis=0)
+    for i, row in enumerate(res.rows):
+        target = 1 - res.pred[row]
+        expect = _brute_force_cost(ens, X[row], target, span)
+        assert expect > 0.1  # at least one feature changes
+        assert res.costs[i] == pytest.approx(expect, rel=1e-6, abs=1e-9), row
+
+
+@pytest.mark.parametrize("Q", [0.0, 0.3, 0.7, 1.0])
+def test_select_matches_the_quantile_rule_and_max_q(stump_run, Q):
+    res = stump_run[3]
+    counts = res.thresholds["count"].to_numpy()
+    keep = counts >= np.quantile(counts, Q)
+    assert len(res.select(Q)) == int(keep.sum())
+    mq = res.max_q().to_numpy()
+    assert np.array_equal(mq >= Q - 1e-12, keep)
+
+
+@settings(max_examples=30, deadline=None)
+@given(hst.lists(hst.floats(0, 1), min_size=2, max_size=6))
+def test_compression_and_inconsistency_grow_with_q(stump_run, qs):
+    res = stump_run[3]
+    qs = sorted(qs)
+    comp = [res.compression_rate(q) for q in qs]
+    inc = [res.inconsistency_rate(q) for q in qs]
+    kept = [len(res.select(q)) for q in qs]
+    assert all(a <= b + 1e-12 for a, b in zip(comp, comp[1:]))
+    assert all(a <= b + 1e-12 for a, b in zip(inc, inc[1:]))
+    assert all(a >= b for a, b in zip(kept, kept[1:]))
+
+
+def test_inconsistency_is_the_papers_minority_count(stump_run):
+    res = stump_run[3]
+    for Q in (0.0, 0.5, 0.9):
+        B = res.discretize(None, Q)
+        frame = B.assign(y=res.y)
+        groups = frame.groupby(list(B.columns)) if B.shape[1] else [(0, frame)]
+        delta = sum(min(int(np.sum(g["y"] == 0)), int(np.sum(g["y"] == 1))) for _, g in groups) / len(frame)
+        assert res.inconsistency_rate(Q) == pytest.approx(delta)
+        assert res.compression_rate(Q) == pytest.approx(1 - len(B.drop_duplicates()) / len(B))
+
+
+def test_discretisation_is_stable_and_named_by_threshold(stump_run):
+    X, y, m, res = stump_run
+    a = res.discretize(X, 0.3)
+    b = res.discretize(pd.DataFrame(X, columns=res.feature_names), 0.3)
+    assert a.equals(res.discretize(X, 0.3))
+    assert np.array_equal(a.to_numpy(), b.to_numpy()) and list(a.columns) == list(b.columns)
+    sel = res.select(0.3)
+    assert a.shape[1] == len(sel)
+    for col, (name, t) in zip(a.columns, zip(sel.index, sel["threshold"])):
+        assert col.startswith(f"{name}>")
+        j = res.feature_names.index(name)
+        assert np.array_equal(a[col].to_numpy(), (X[:, j] > t).astype(int))
+    assert set(np.unique(a.to_numpy())) <= {0, 1}
+
+
+def test_q_changes_never_recompute_counterfactuals(stump_run, monkeypatch):
+    import core.optimal
+
+    def boom(*a, **k):
+        raise AssertionError("a counterfactual was recomputed")
+
+    monkeypatch.setattr(core.optimal, "optimal_counterfactual", boom)
+    res = stump_run[3]
+    for Q in (0.0, 0.4, 0.8, 1.0):
+        res.select(Q)
+        res.discretize(None, Q)
+        res.compression_rate(Q)
+        res.inconsistency_rate(Q)
+        res.fit_tree(Q, 3, "cart")
+    res.curves()
+    res.heatmap()
+
+
+@pytest.mark.parametrize("method", ["cart", "gosdt"])
+def test_fit_tree_depth_and_held_out_scores(stump_run, method):
+    X, y, m, res = stump_run
+    tree = res.fit_tree(0.0, max_depth=3, method=method)
+    assert tree.depth <= 3 and tree.method == method
+    assert 0.7 <= tree.accuracy <= 1.0 and 0.7 <= tree.fidelity <= 1.0
+    assert tree.n_train + tree.n_test == len(X)
+    B = res.discretize(X, 0.0)
+    out = tree.predict(B)
+    # the tree's own counts: a leaf's n equals the training rows that reach it
+    assert set(np.unique(out)) <= {0, 1}
+    assert "digraph" in tree.to_graphviz() and "predict" in tree.to_text()
+    if method == "cart":
+        from sklearn.tree import DecisionTreeClassifier
+
+        tr, _ = res._split(0.25, 0)
+        ref = DecisionTreeClassifier(max_depth=3, random_state=0).fit(B.to_numpy()[tr], y[tr])
+        assert np.array_equal(ref.predict(B.to_numpy()), out)
+
+
+def test_explicit_test_rows_give_accuracy_and_fidelity(stump_run):
+    X, y, m, res = stump_run
+    Xt, yt, _ = _stumps(n=100, seed=5)
+    tree = res.fit_tree(0.5, 2, "cart", X_test=Xt, y_test=yt)
+    out = tree.predict(res.discretize(Xt, 0.5))
+    assert tree.accuracy == pytest.approx(np.mean(out == yt))
+    assert tree.fidelity == pytest.approx(np.mean(out == m.predict(Xt)))
+
+
+def test_heatmap_levels_are_the_highest_surviving_q(stump_run):
+    res = stump_run[3]
+    levels, text = res.heatmap(n_bins=10)
+    assert set(levels.index) == set(res.thresholds.index)
+    assert np.nanmax(levels.to_numpy()) == pytest.approx(1.0)
+    mq = res.max_q()
+    for name in levels.index:
+        assert np.nanmax(levels.loc[name].to_numpy()) == pytest.approx(mq[res.thresholds.index == name].max())
+
+
+def test_parallel_and_serial_give_the_same_thresholds(stump_run):
+    X, y, m, res = stump_run
+    par = fcca(m, X, y, n_jobs=2)
+    pd.testing.assert_frame_equal(par.thresholds, res.thresholds)
+
+
+def test_multiclass_one_vs_rest_takes_the_cheapest_other_class():
+    from sklearn.ensemble import RandomForestClassifier
+    from core.optimal import optimal_counterfactual
+    from core.schema import infer_schema
+
+    X, y = make_data("multiclass", n=200, d=4, seed=3)
+    m = RandomForestClassifier(n_estimators=8, max_depth=3, random_state=0).fit(X, y)
+    res = fcca(m, X, y, n_jobs=1, max_points=12)
+    assert len(res.rows)
+    assert np.all(m.predict(res.x_ce) != m.predict(res.x0))
+    ens = from_model(m)
+    schema = infer_schema(pd.DataFrame(X, columns=ens.feature_names), protected=[])
+    for i, row in enumerate(res.rows[:6]):
+        costs = [optimal_counterfactual(ens, X[row], c, schema=schema, norm={"l0": 0.1, "l1": 1.0}).cost
+                 for c in ens.classes if c != res.pred[row]]
+        assert res.costs[i] == pytest.approx(min(costs), rel=1e-6)
+
+
+def test_eps_default_is_the_smallest_gap():
+    X = np.array([[0.0, 5], [0.5, 5], [0.2, 5], [1.0, 5]])
+    assert np.allclose(default_eps(X), [0.2, 1.0])
+
+
+def test_bad_inputs_say_what_to_do():
+    from sklearn.ensemble import GradientBoostingRegressor
+
+    X, y, m = _stumps(n=80)
+    with pytest.raises(FCCAError, match="p0 <= p1"):
+        fcca(m, X, y, p0=0.9, p1=0.6)
+    with pytest.raises(FCCAError, match="columns"):
+        fcca(m, X[:, :2], y)
+    with pytest.raises(FCCAError, match="missing"):
+        fcca(m, np.where(X > 1, np.nan, X), y)
+    with pytest.raises(FCCAError, match="No row is classified correctly"):
+        fcca(m, X, 1 - m.predict(X))
+    with pytest.raises(FCCAError, match="classifier"):
+        fcca(GradientBoostingRegressor(n_estimators=5).fit(X, y), X, y)
+    res = fcca(m, X, y, n_jobs=1, max_points=5)
+    with pytest.raises(FCCAError, match="Q is a quantile"):
+        res.select(1.5)
+    with pytest.raises(FCCAError, match="tree method"):
+        res.fit_tree(0, method="c4.5")
+
+
+def test_cancel_stops_between_rows():
+    X, y, m = _stumps(n=120)
+    calls = {"n": 0}
+
+    def stop():
+        calls["n"] += 1
+        return calls["n"] > 3
+
+    res = fcca(m, X, y, n_jobs=1, should_stop=stop)
+    assert res.cancelled and 0 < len(res.rows) < res.n_candidates
