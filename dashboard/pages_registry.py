@@ -4,7 +4,8 @@ here once its analysis exists; groups without pages are not shown."""
 PAGES: dict[str, list[tuple[str, str, str]]] = {
     "Data & model": [("data_model.py", "Data & model", "📂")],
     "Global views": [("metarule_tree.py", "Metarule tree", "🌳"),
-                     ("decision_regions.py", "Decision regions", "🗺️")],
+                     ("decision_regions.py", "Decision regions", "🗺️"),
+                     ("fcca.py", "FCCA thresholds", "🌡️")],
     "Local views": [("optimal_cf.py", "Optimal counterfactual", "🎯"),
                     ("counterfactual_rules.py", "Counterfactual rules", "📏")],
     "Audit": [],

@@ -198,3 +198,45 @@ def rule_intervals_figure(X: np.ndarray, rule: Any, features: list[int], names: 
                                  range=[-0.02, 1.02]),
                       legend=dict(orientation="h", y=1.02, yanchor="bottom"), title="Counterfactual rule")
     return fig
+
+
+def fcca_heatmap_figure(levels: pd.DataFrame, text: pd.DataFrame, Q: float):
+    """FCCA's threshold heatmap (paper figs. 7-14): features x value intervals,
+    coloured by the highest Q at which a threshold there is kept; intervals
+    whose thresholds are dropped at the current Q are shown pale."""
+    import plotly.graph_objects as go
+
+    z = levels.to_numpy(dtype=float)
+    kept = np.where(z >= Q - 1e-12, z, np.nan)
+    dropped = np.where(np.isfinite(z) & ~(z >= Q - 1e-12), 1.0, np.nan)
+    x, y = list(levels.columns), list(levels.index)
+    fig = go.Figure()
+    fig.add_trace(go.Heatmap(z=dropped, x=x, y=y, colorscale=[[0, "#e6e6e6"], [1, "#e6e6e6"]], showscale=False,
+                             text=text.to_numpy(), hovertemplate="%{y}, %{x} of its range<br>%{text}"
+                             "<br>(dropped at this Q)<extra></extra>", xgap=1, ygap=1))
+    fig.add_trace(go.Heatmap(z=kept, x=x, y=y, zmin=0, zmax=1, colorscale="Viridis",
+                             colorbar=dict(title="kept up to Q"), text=text.to_numpy(),
+                             hovertemplate="%{y}, %{x} of its range<br>%{text}<extra></extra>", xgap=1, ygap=1))
+    fig.update_layout(title=f"Thresholds by feature and value interval (Q = {Q:.2f})",
+                      xaxis_title="interval of the feature's observed range", yaxis_autorange="reversed",
+                      height=160 + 26 * max(1, len(y)), margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+def fcca_curves_figure(curves: pd.DataFrame, Q: float):
+    """Compression, inconsistency and held-out tree accuracy over Q."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for col, name, colour in (("compression", "compression rate", "#2f6fb0"),
+                              ("inconsistency", "inconsistency rate", "#c0504d"),
+                              ("tree accuracy", "tree accuracy (held out)", "#3a923a"),
+                              ("tree fidelity", "tree fidelity to the model (held out)", "#8e6bb8")):
+        if col in curves:
+            fig.add_trace(go.Scatter(x=curves["Q"], y=curves[col], mode="lines+markers", name=name,
+                                     line=dict(color=colour)))
+    fig.add_vline(x=Q, line_dash="dot", line_color="#555")
+    fig.update_layout(title="Compression, inconsistency and tree accuracy over Q", xaxis_title="Q",
+                      yaxis_range=[0, 1.02], height=360, margin=dict(l=10, r=10, t=50, b=10),
+                      legend=dict(orientation="h", y=-0.25))
+    return fig

@@ -1,0 +1,146 @@
+"""FCCA thresholds: where the model decides, from many optimal counterfactuals, and a small faithful tree."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import streamlit as st
+
+from core.fcca import fcca, gosdt_available
+from dashboard import state
+from dashboard.plots import fcca_curves_figure, fcca_heatmap_figure
+from dashboard.ui import user_errors
+
+ws, ens, schema, names, X, pred = state.page_context(
+    "FCCA thresholds",
+    "Each correctly classified row gets its optimal counterfactual (cost λ0·changes + λ1·L1 on range-scaled "
+    "features); the splits they cross are the thresholds where the model really decides. Keeping only the "
+    "most frequent ones (quantile Q) compresses the data into a few binary features, on which a depth-3 tree "
+    "can be read (FCCA, Piccialli et al. 2023).")
+
+if not ens.is_classifier:
+    st.info("FCCA explains a classifier's decisions; this model is a regressor. Load a classifier on the "
+            "Data & model page.")
+    st.stop()
+
+KEY = (ws.name, ws.model_sha256, ws.data_sha256)
+have_labels = ws.y is not None
+with st.form("fcca_form"):
+    c1, c2, c3, c4 = st.columns(4)
+    p0 = c1.number_input("p0 (min. probability)", 0.0, 1.0, 0.5, 0.05, key="fcca_p0")
+    p1 = c2.number_input("p1 (max. probability)", 0.0, 1.0, 1.0, 0.05, key="fcca_p1",
+                         help="The paper uses 1, or 0.7 on large data to skip the rows far from the boundary.")
+    lam0 = c3.number_input("λ0 (per feature changed)", 0.0, 10.0, 0.1, 0.05, key="fcca_l0")
+    lam1 = c4.number_input("λ1 (L1, range-scaled)", 0.0, 10.0, 1.0, 0.1, key="fcca_l1")
+    d1, d2, d3, d4 = st.columns(4)
+    lam2 = d1.number_input("λ2 (squared L2)", 0.0, 10.0, 0.0, 0.1, key="fcca_l2")
+    max_points = int(d2.number_input("At most this many rows", 10, 20000, min(1000, len(X)), 10, key="fcca_max",
+                                     help="An even spread of the eligible rows; every one costs a solve."))
+    limit = d3.number_input("Seconds per counterfactual", 1.0, 120.0, 10.0, 1.0, key="fcca_limit")
+    jobs = int(d4.number_input("Parallel processes", 1, 8, 2, key="fcca_jobs"))
+    label_src = st.radio("Labels", ["labels in the data", "the model's predictions"] if have_labels
+                         else ["the model's predictions"], horizontal=True, key="fcca_labels",
+                         help="M keeps the rows the model classifies correctly (the paper uses the true labels).")
+    go = st.form_submit_button("Compute counterfactuals and thresholds", type="primary")
+
+y_used = ws.y.to_numpy() if label_src == "labels in the data" else pred
+if go:
+    st.button("Cancel", key="fcca_cancel", help="Stops the run; the previous result, if any, is kept.")
+    bar = st.progress(0.0, text="Selecting rows…")
+    with user_errors("FCCA could not be run"):
+        res = fcca(ens, X, y_used, p0=p0, p1=p1, lambda0=lam0, lambda1=lam1, lambda2=lam2, max_points=max_points,
+                   n_jobs=jobs, time_limit=float(limit), schema=schema,
+                   progress=lambda d, t: bar.progress(d / t, text=f"{d} of {t} counterfactuals"))
+        st.session_state["fcca_run"] = {"key": KEY, "result": res, "labels": label_src, "trees": {}}
+    bar.empty()
+elif st.session_state.get("fcca_cancel"):
+    st.warning("Cancelled: no new result was kept" + (" — the previous result is shown below."
+                                                       if st.session_state.get("fcca_run") else "."))
+
+run = st.session_state.get("fcca_run")
+if run is None or run["key"] != KEY:
+    st.info("Press the button to compute the counterfactuals (once); Q, the tree and the views then update "
+            "instantly from them.")
+    st.stop()
+res = run["result"]
+
+m = st.columns(5)
+m[0].metric("Eligible rows (M)", f"{res.n_candidates:,}")
+m[1].metric("Counterfactuals", f"{len(res.rows):,}")
+m[2].metric("Thresholds", len(res.thresholds))
+m[3].metric("Features with thresholds", res.thresholds.index.nunique())
+m[4].metric("Time", f"{res.timings['total']:.1f} s")
+not_found = {k: v for k, v in res.statuses.items() if k not in ("optimal", "feasible")}
+if not_found:
+    st.caption(f"Rows without a counterfactual (left out): {not_found}.")
+if len(res.thresholds) == 0:
+    st.warning("No counterfactual crossed a split: there are no thresholds to show.")
+    st.stop()
+
+t1, t2, t3 = st.columns([2, 1, 1])
+Q = t1.slider("Quantile Q (keep thresholds used by at least the Q-quantile of counterfactuals)", 0.0, 1.0, 0.0,
+              0.05, key="fcca_q")
+methods = ["GOSDT (optimal)", "CART"] if gosdt_available() else ["CART"]
+method_label = t2.radio("Tree", methods, horizontal=True, key="fcca_method")
+depth = int(t3.select_slider("Depth", [1, 2, 3, 4], value=3, key="fcca_depth"))
+method = "gosdt" if method_label.startswith("GOSDT") else "cart"
+
+
+def tree_at(q: float):
+    key = (round(q, 4), method, depth)
+    if key not in run["trees"]:
+        run["trees"][key] = res.fit_tree(q, depth, method)
+    return run["trees"][key]
+
+
+sel = res.select(Q)
+tree = None
+with user_errors("The tree could not be fitted"):
+    tree = tree_at(Q)
+k = st.columns(5)
+k[0].metric("Thresholds kept", len(sel))
+k[1].metric("Compression rate", f"{res.compression_rate(Q):.3f}")
+k[2].metric("Inconsistency rate", f"{res.inconsistency_rate(Q):.3f}")
+if tree is not None:
+    k[3].metric("Tree accuracy (held out)", f"{tree.accuracy:.3f}")
+    k[4].metric("Fidelity to the model", f"{tree.fidelity:.3f}")
+
+levels, text = res.heatmap()
+st.plotly_chart(fcca_heatmap_figure(levels, text, Q), key="fcca_heatmap")
+
+left, right = st.columns([3, 2])
+with left:
+    curves = res.curves(np.round(np.linspace(0, 1, 11), 2))
+    with user_errors("The tree curve could not be computed"):
+        fits = [tree_at(q) for q in curves["Q"]]
+        curves["tree accuracy"] = [f.accuracy for f in fits]
+        curves["tree fidelity"] = [f.fidelity for f in fits]
+    st.plotly_chart(fcca_curves_figure(curves, Q), key="fcca_curves")
+with right:
+    if tree is not None:
+        st.markdown(f"**Depth-{depth} tree at Q = {Q:.2f}** ({tree.method.upper()}, {tree.n_leaves} leaves, "
+                    f"trained on {tree.n_train} rows, measured on {tree.n_test})")
+        st.graphviz_chart(tree.to_graphviz())
+        if tree.note:
+            st.caption(tree.note)
+
+table = sel.reset_index()
+table["kept up to Q"] = res.max_q().to_numpy()[res.thresholds["count"].to_numpy() >= res.level(Q)]
+st.dataframe(table, hide_index=True, key="fcca_table")
+
+disc = res.discretize(None, Q)
+disc.insert(0, "label", res.y)
+e1, e2, e3, e4 = st.columns(4)
+all_t = res.thresholds.reset_index().assign(**{"kept up to Q": res.max_q().to_numpy()})
+e1.download_button("Thresholds (CSV)", all_t.to_csv(index=False), "fcca_thresholds.csv", "text/csv",
+                   key="fcca_dl_t")
+e2.download_button(f"Discretised data at Q={Q:.2f} (CSV)", disc.to_csv(index=False), "fcca_discretised.csv",
+                   "text/csv", key="fcca_dl_d")
+e3.download_button("Counterfactual pairs (CSV)", res.pairs_frame().to_csv(index=False), "fcca_pairs.csv",
+                   "text/csv", key="fcca_dl_p")
+if tree is not None:
+    e4.download_button("Tree (JSON)", json.dumps({
+        "Q": Q, "method": tree.method, "depth": depth, "accuracy": tree.accuracy, "fidelity": tree.fidelity,
+        "text": tree.to_text(), "graphviz": tree.to_graphviz(), "fcca": {**res.params, **res.summary()}},
+        indent=2, default=str), "fcca_tree.json", "application/json", key="fcca_dl_tree")

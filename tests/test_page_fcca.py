@@ -1,0 +1,56 @@
+"""AppTest of the FCCA thresholds page on the built-in demo."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def at(page_app):
+    return page_app("fcca.py")
+
+
+def _run(at, rows=60):
+    at.number_input(key="fcca_max").set_value(rows)
+    at.button[0].click().run()   # the form's submit button
+    assert not at.exception, at.exception
+    return at
+
+
+def test_prompt_then_thresholds_heatmap_tree_and_exports(at):
+    assert any("Press the button" in i.value for i in at.info)
+    _run(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert int(metrics["Counterfactuals"].replace(",", "")) > 0
+    assert int(metrics["Thresholds"]) > 0
+    assert 0.0 <= float(metrics["Compression rate"]) <= 1.0
+    assert 0.0 <= float(metrics["Tree accuracy (held out)"]) <= 1.0
+    assert not at.error
+    labels = [b.label for b in at.get("download_button")]
+    assert any("Thresholds" in lab for lab in labels) and any("Discretised" in lab for lab in labels)
+    kept0 = int(metrics["Thresholds kept"])
+    at.slider(key="fcca_q").set_value(0.9).run()
+    assert not at.exception
+    kept9 = int({m.label: m.value for m in at.metric}["Thresholds kept"])
+    assert kept9 <= kept0
+    # a Q change keeps the counterfactuals: nothing is recomputed
+    assert {m.label: m.value for m in at.metric}["Counterfactuals"] == metrics["Counterfactuals"]
+
+
+def test_cart_and_depth_change_update_the_tree(at):
+    _run(at, rows=40)
+    at.radio(key="fcca_method").set_value("CART").run()
+    at.select_slider(key="fcca_depth").set_value(2).run()
+    assert not at.exception and not at.error
+    assert any("Depth-2 tree" in md.value for md in at.markdown)
+
+
+def test_bad_settings_are_explained_and_keep_the_previous_result(at):
+    _run(at, rows=40)
+    before = {m.label: m.value for m in at.metric}["Counterfactuals"]
+    at.number_input(key="fcca_p0").set_value(0.9)
+    at.number_input(key="fcca_p1").set_value(0.6)
+    at.button[0].click().run()
+    assert not at.exception
+    assert any("p0 <= p1" in e.value for e in at.error)
+    assert {m.label: m.value for m in at.metric}["Counterfactuals"] == before
