@@ -48,13 +48,25 @@ def map_rows(fn: Callable[[Any], Any], items: Sequence[Any], *, n_jobs: int = 1,
     chunks = [items[s:s + size] for s in range(0, total, size)]
     gen = Parallel(n_jobs=n_jobs, return_as="generator")(delayed(_apply_chunk)(fn, c) for c in chunks)
     done = 0
-    for res in gen:
-        out[done:done + len(res)] = res
-        done += len(res)
-        if progress is not None:
-            progress(done, total)
-        if should_stop is not None and should_stop():
-            break
+    try:
+        for res in gen:
+            out[done:done + len(res)] = res
+            done += len(res)
+            if progress is not None:
+                progress(done, total)
+            if should_stop is not None and should_stop():
+                break
+    finally:
+        # Left early (stop, or an exception such as the app interrupting the
+        # run): abort the pending tasks now. A generator left to the garbage
+        # collector shuts the shared worker pool down whenever it is collected,
+        # possibly in the middle of the next run.
+        if done < total:
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)   # "N tasks ... have been cancelled"
+                gen.close()
     return out
 
 

@@ -88,17 +88,21 @@ def _label(v: Any) -> str:
     return np.format_float_positional(float(v), trim="-")
 
 
+def _precision(v: float, digits: int) -> int:
+    """Significant digits for ``v``: ``digits``, or the integer part and one more."""
+    return digits if not v else min(17, max(digits, int(np.floor(np.log10(abs(v)))) + 2))
+
+
 def _labels(values: np.ndarray) -> list[str]:
     """Short labels for distinct thresholds of one feature: the fewest
-    significant digits (at least 6) that keep them distinct."""
+    significant digits (at least 6, and every digit of the integer part)
+    that keep them distinct; exponent notation for tiny or huge values."""
     values = np.asarray(values, dtype=float)
     for digits in range(6, 18):
-        out = [np.format_float_positional(
-            v, precision=max(digits, int(np.floor(np.log10(abs(v)))) + 2 if v else digits),
-            unique=False, fractional=False, trim="-") for v in values]
+        out = [f"{v:.{_precision(v, digits)}g}" for v in values]
         if len(set(out)) == len(out):
             return out
-    return [_label(v) for v in values]
+    return [repr(float(v)) for v in values]
 
 
 # ------------------------------------------------------------------ the tree

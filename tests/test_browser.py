@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from browser_util import app_view, browser_page, running_app
@@ -67,3 +69,28 @@ def test_counterfactual_rule_in_the_browser(app_url, tmp_path):
         crp = page.locator('[data-testid="stMetric"]').filter(has_text="Rule probability (CRP)")
         expect(crp).to_be_visible(timeout=90_000)
         page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+
+
+def test_fcca_thresholds_in_the_browser(app_url, tmp_path):
+    from playwright.sync_api import expect
+
+    with app_view(app_url, "/fcca", "FCCA thresholds", Path("/tmp/shots/fcca.png"), 2400) as page:
+        rows = page.get_by_role("spinbutton", name="At most this many rows")
+        rows.fill("80")
+        page.get_by_role("button", name="Compute counterfactuals and thresholds").click()
+        expect(page.locator('[data-testid="stMetric"]').filter(has_text="Thresholds kept")).to_be_visible(
+            timeout=120_000)
+        page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+        page.locator('[data-testid="stGraphVizChart"]').first.wait_for(timeout=60_000)
+        assert page.locator('[data-testid="stAlert"]').filter(has_text="could not").count() == 0
+
+
+def test_fcca_cancel_keeps_the_previous_state(app_url, tmp_path):
+    from playwright.sync_api import expect
+
+    with app_view(app_url, "/fcca", "FCCA thresholds", Path("/tmp/shots/fcca_cancel.png"), 1400) as page:
+        rows = page.get_by_role("spinbutton", name="At most this many rows")
+        rows.fill("2000")
+        page.get_by_role("button", name="Compute counterfactuals and thresholds").click()
+        page.get_by_role("button", name="Cancel").click(timeout=60_000)
+        expect(page.get_by_text("Cancelled: no new result was kept", exact=False)).to_be_visible(timeout=60_000)
