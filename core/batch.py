@@ -1,9 +1,14 @@
-"""Map an analysis over many rows: joblib processes locally, identical results.
+"""Map an analysis over many rows: joblib processes locally or a Dask cluster,
+identical results.
 
-``map_rows(fn, items, n_jobs=...)`` calls ``fn(item)`` for each item and
-returns the results in input order, reporting progress as they arrive.
-``fn`` must be picklable (a module-level function or a ``functools.partial``
-of one) when ``n_jobs != 1``.
+``map_rows(fn, items, n_jobs=..., scheduler=...)`` calls ``fn(item)`` for each
+item and returns the results in input order, reporting progress as they
+arrive. ``fn`` must be picklable (a module-level function or a
+``functools.partial`` of one) when ``n_jobs != 1`` or on a cluster. With
+``scheduler`` (a ``dask.distributed`` scheduler address such as
+``tcp://10.0.0.5:8786``, or a ``Client``) the chunks of items run on the
+cluster's workers instead of local processes; ``fn`` is sent to every worker
+once.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-__all__ = ["map_rows", "batch_counterfactuals"]
+from core.errors import AtlasError
+
+__all__ = ["map_rows", "batch_counterfactuals", "connect", "ClusterError"]
 
 
 def _apply_chunk(fn: Callable[[Any], Any], chunk: Sequence[Any]) -> list[Any]:
@@ -22,7 +29,8 @@ def _apply_chunk(fn: Callable[[Any], Any], chunk: Sequence[Any]) -> list[Any]:
 
 def map_rows(fn: Callable[[Any], Any], items: Sequence[Any], *, n_jobs: int = 1,
              progress: Callable[[int, int], None] | None = None,
-             should_stop: Callable[[], bool] | None = None, chunk_size: int = 1) -> list[Any]:
+             should_stop: Callable[[], bool] | None = None, chunk_size: int = 1,
+             scheduler: Any = None) -> list[Any]:
     """``[fn(item) for item in items]``, in parallel processes when ``n_jobs != 1``.
 
     progress(done, total) is called after each item (after each chunk in
@@ -34,6 +42,8 @@ def map_rows(fn: Callable[[Any], Any], items: Sequence[Any], *, n_jobs: int = 1,
     items = list(items)
     total = len(items)
     out: list[Any] = [None] * total
+    if scheduler:
+        return _map_dask(fn, items, scheduler, progress, should_stop, max(1, int(chunk_size)))
     if n_jobs == 1 or total <= 1:
         for i, item in enumerate(items):
             if should_stop is not None and should_stop():
@@ -70,6 +80,56 @@ def map_rows(fn: Callable[[Any], Any], items: Sequence[Any], *, n_jobs: int = 1,
     return out
 
 
+class ClusterError(AtlasError):
+    """The Dask cluster cannot be reached or used."""
+
+
+def connect(scheduler: Any, timeout: float = 10.0):
+    """A ``dask.distributed.Client`` for an address (or the client given), and
+    whether we opened it (and must close it)."""
+    try:
+        from dask.distributed import Client
+    except ImportError:  # pragma: no cover - dask is in requirements.txt
+        raise ClusterError("Dask is not installed: pip install 'dask[distributed]'.") from None
+    if isinstance(scheduler, Client):
+        return scheduler, False
+    try:
+        return Client(str(scheduler), timeout=timeout), True
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise ClusterError(f"Cannot reach the Dask scheduler at {scheduler!r} ({exc}). Check the address "
+                           "(tcp://HOST:8786) and that the scheduler runs, or clear it to run locally.") from None
+
+
+def _map_dask(fn, items, scheduler, progress, should_stop, chunk_size):
+    from dask.distributed import as_completed
+
+    client, owned = connect(scheduler)
+    total = len(items)
+    out: list[Any] = [None] * total
+    try:
+        chunks = [items[s:s + chunk_size] for s in range(0, total, chunk_size)]
+        [fn_remote] = client.scatter([fn], broadcast=True, hash=False)
+        futures = client.map(_apply_chunk, [fn_remote] * len(chunks), chunks, pure=False)
+        start = {f.key: i * chunk_size for i, f in enumerate(futures)}
+        done = 0
+        try:
+            for fut, res in as_completed(futures, with_results=True):
+                s = start[fut.key]
+                out[s:s + len(res)] = res
+                done += len(res)
+                if progress is not None:
+                    progress(done, total)
+                if should_stop is not None and should_stop():
+                    break
+        finally:
+            if done < total:
+                client.cancel(futures)
+    finally:
+        if owned:
+            client.close()
+    return out
+
+
 def _one_cf(args: tuple[np.ndarray, Any], ensemble: Any, kwargs: dict[str, Any]):
     from core.optimal import optimal_counterfactual
 
@@ -79,7 +139,8 @@ def _one_cf(args: tuple[np.ndarray, Any], ensemble: Any, kwargs: dict[str, Any])
 
 def batch_counterfactuals(ensemble: Any, X: np.ndarray, targets: Iterable[Any], *, n_jobs: int = 1,
                           progress: Callable[[int, int], None] | None = None,
-                          should_stop: Callable[[], bool] | None = None, **kwargs: Any) -> list[Any]:
+                          should_stop: Callable[[], bool] | None = None, scheduler: Any = None,
+                          chunk_size: int = 1, **kwargs: Any) -> list[Any]:
     """Optimal counterfactuals of many rows (see ``core.optimal.optimal_counterfactual``).
 
     Each solve uses one solver thread when rows run in parallel, so results do
@@ -87,6 +148,7 @@ def batch_counterfactuals(ensemble: Any, X: np.ndarray, targets: Iterable[Any], 
     """
     X = np.asarray(X, dtype=float)
     kwargs = dict(kwargs)
-    kwargs.setdefault("n_workers", 1 if n_jobs != 1 else kwargs.get("n_workers", 2))
+    kwargs.setdefault("n_workers", 1 if (n_jobs != 1 or scheduler) else kwargs.get("n_workers", 2))
     fn = partial(_one_cf, ensemble=ensemble, kwargs=kwargs)
-    return map_rows(fn, list(zip(X, targets)), n_jobs=n_jobs, progress=progress, should_stop=should_stop)
+    return map_rows(fn, list(zip(X, targets)), n_jobs=n_jobs, progress=progress, should_stop=should_stop,
+                    chunk_size=chunk_size, scheduler=scheduler)

@@ -3,7 +3,6 @@ same optimal costs as the general CP-SAT model, and only runs where it applies."
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import core.optimal as opt

@@ -1,0 +1,614 @@
+"""Fairness audit of recourse: is recourse equally available and equally costly across groups?
+
+For the protected attribute(s) of the schema (a one-hot group is one
+attribute; a numerical one is cut into quartiles) and the rows whose
+decision is unfavourable (the model's output misses the target):
+
+* per row, the optimal recourse (:func:`core.optimal.optimal_counterfactual`,
+  OCEAN) under the schema's actionability with every protected column held
+  fixed: whether one exists, its cost (the schema's cost: range-scaled, one
+  unit per category switch) and the number of features it changes;
+* per row, the T-CREx rule the metarule tree prescribes (:mod:`core.tcrex`):
+  whether it is actionable (asks no change of a fixed feature) and how many
+  features it asks to change;
+* for a seeded sample of rows per group, the local counterfactual rule
+  (:mod:`core.rules`) and its correctness: the share of its counterfactual
+  samples the model puts in the target;
+* per group, these as shares, means, medians and quantiles with bootstrap
+  intervals, and for each group against the attribute's largest group the
+  gap, its bootstrap interval and a two-sided permutation p-value
+  (:mod:`core.fairstats`), Holm-adjusted over every test of the audit;
+* a plain-language summary of the significant gaps, largest first.
+
+``run_audit`` returns an :class:`Audit`, which serialises to JSON, to a
+self-contained HTML report (:mod:`core.report`) and to per-row CSV. The rows
+run on local processes or a Dask cluster (:mod:`core.batch`).
+
+Command line (no UI)::
+
+    python -m core.audit --data credit.csv --model model.json --protected sex \\
+        --target 1 [--scheduler tcp://HOST:8786] [--rows 500] --out report.html
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from core.errors import AtlasError
+
+__all__ = ["run_audit", "Audit", "AuditError", "AuditCancelled", "protected_attributes", "group_labels",
+           "METRICS", "package_versions"]
+
+REPORT_PACKAGES = ("numpy", "pandas", "scikit-learn", "xgboost-cpu", "lightgbm", "ortools", "scipy", "plotly",
+                   "dask", "distributed", "streamlit")
+
+
+class AuditError(AtlasError):
+    """An audit that cannot be run as asked."""
+
+
+class AuditCancelled(AuditError):
+    """The audit was stopped before it finished; nothing was kept."""
+
+
+# metric key -> (label, the column of the per-row table, statistic, the rows it is measured on, higher is better)
+METRICS: dict[str, tuple[str, str, str, str, bool]] = {
+    "feasible": ("share with a recourse", "feasible", "mean", "decided", True),
+    "cost": ("mean recourse cost", "cost", "mean", "found", False),
+    "cost_median": ("median recourse cost", "cost", "median", "found", False),
+    "changes": ("features to change", "n_changed", "mean", "found", False),
+    "tcrex_actionable": ("share with an actionable T-CREx rule", "tcrex_actionable", "mean", "tcrex", True),
+    "tcrex_changes": ("features a T-CREx rule asks to change", "tcrex_changes", "mean", "tcrex", False),
+    "local_correctness": ("local-rule correctness", "local_correctness", "mean", "local", True),
+}
+
+
+def package_versions(names: Sequence[str] = REPORT_PACKAGES) -> dict[str, str]:
+    from importlib import metadata
+    import platform
+
+    out = {"python": platform.python_version()}
+    for n in names:
+        try:
+            out[n] = metadata.version(n)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+# ------------------------------------------------------------------ groups
+def protected_attributes(schema: Any, chosen: Sequence[str] | None = None) -> dict[str, list[int]]:
+    """Attribute name -> column indices: a one-hot group is one attribute
+    (named by its group), any other protected column is its own. ``chosen``
+    names columns or groups; by default the schema's protected columns."""
+    names = schema.names
+    groups = {g: cols for g, cols in schema.groups().items() if len(cols) >= 2}
+    col_group = {c: g for g, cols in groups.items() for c in cols}
+    picked = list(chosen) if chosen is not None else schema.protected()
+    out: dict[str, list[int]] = {}
+    for item in picked:
+        if item in groups:
+            out[item] = list(groups[item])
+        elif item in names:
+            j = names.index(item)
+            g = col_group.get(j)
+            if g is not None:
+                out[g] = list(groups[g])
+            else:
+                out[item] = [j]
+        else:
+            raise AuditError(f"{item!r} is neither a column nor a one-hot group of the data; "
+                             f"columns are {names[:8]}{'…' if len(names) > 8 else ''}.")
+    return out
+
+
+def _level_name(col: str, group: str) -> str:
+    for sep in ("=", "_"):
+        if col.startswith(group + sep):
+            return col[len(group) + 1:]
+    return col
+
+
+def group_labels(X: np.ndarray, names: Sequence[str], cols: Sequence[int], attribute: str,
+                 max_levels: int = 8) -> np.ndarray:
+    """A group label per row: the hot column's level of a one-hot group, the
+    value of a column with few values, or its quartile bin."""
+    X = np.asarray(X, dtype=float)
+    if len(cols) >= 2:
+        block = X[:, cols]
+        hot = np.argmax(block, axis=1)
+        labels = np.array([_level_name(names[cols[k]], attribute) for k in hot], dtype=object)
+        labels[block.max(axis=1) <= 0.5] = "(none)"
+        return labels.astype(str)
+    v = X[:, cols[0]]
+    values = np.unique(v)
+    if values.size <= max_levels:
+        return np.array([np.format_float_positional(float(a), trim="-") for a in v])
+    edges = np.unique(np.quantile(v, [0, 0.25, 0.5, 0.75, 1]))
+    k = np.clip(np.searchsorted(edges, v, side="left") - 1, 0, edges.size - 2)
+    fmt = [f"[{edges[i]:.4g}, {edges[i + 1]:.4g}]" for i in range(edges.size - 1)]
+    return np.array([fmt[i] for i in k])
+
+
+# ------------------------------------------------------------------ result
+@dataclass
+class Audit:
+    """The audit's tables, summary and provenance (see the module docstring).
+
+    rows : one row per audited row (index into the data, group labels, recourse, rules).
+    groups : per attribute and group, the metrics with their intervals.
+    tests : per attribute, group, metric: the gap to the reference group, its
+        interval, the permutation p-value and the Holm-adjusted one.
+    rules : per attribute and group, the T-CREx rules most often prescribed.
+    summary : sentences, largest significant gaps first.
+    meta : parameters, fingerprints, schema, package versions, timings.
+    counterfactuals : each audited row's optimal recourse point (NaN when none),
+        kept in memory only (the saved audit has the changes as text).
+    """
+
+    rows: pd.DataFrame
+    groups: pd.DataFrame
+    tests: pd.DataFrame
+    rules: pd.DataFrame
+    summary: list[str]
+    meta: dict[str, Any] = field(default_factory=dict)
+    counterfactuals: np.ndarray | None = None   # (len(rows), n_features), NaN without one; not saved
+
+    def to_dict(self) -> dict[str, Any]:
+        def cell(v: Any) -> Any:
+            if isinstance(v, (np.bool_, bool)):
+                return bool(v)
+            if isinstance(v, (np.integer,)):
+                return int(v)
+            if isinstance(v, (float, np.floating)):
+                return float(v) if np.isfinite(v) else None
+            return v
+
+        def frame(df: pd.DataFrame) -> dict[str, Any]:   # floats kept exactly (json writes repr)
+            return {"columns": [str(c) for c in df.columns],
+                    "data": [[cell(v) for v in row] for row in df.itertuples(index=False, name=None)]}
+
+        return {"format": "counterfactual-atlas-audit", "version": 1, "rows": frame(self.rows),
+                "groups": frame(self.groups), "tests": frame(self.tests), "rules": frame(self.rules),
+                "summary": list(self.summary), "meta": self.meta}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, default=str)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Audit":
+        if d.get("format") != "counterfactual-atlas-audit":
+            raise AuditError("This file is not a saved audit of Counterfactual Atlas (no audit data inside).")
+
+        def frame(x: dict[str, Any]) -> pd.DataFrame:
+            df = pd.DataFrame(x["data"], columns=x["columns"])
+            return df.infer_objects()
+
+        return cls(frame(d["rows"]), frame(d["groups"]), frame(d["tests"]), frame(d["rules"]),
+                   list(d["summary"]), dict(d["meta"]))
+
+    @classmethod
+    def from_file(cls, data: bytes) -> "Audit":
+        """Re-open a saved audit: its JSON, or the HTML report (which embeds it)."""
+        text = data.decode("utf-8", errors="replace")
+        if "<html" in text[:2000].lower():
+            from core.report import extract_audit_json
+
+            text = extract_audit_json(text)
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError:
+            raise AuditError("The file is neither an audit JSON nor an audit report (HTML) of this app.") from None
+        return cls.from_dict(d)
+
+    def rows_csv(self) -> str:
+        return self.rows.to_csv(index=False)
+
+    def to_html(self) -> str:
+        from core.report import audit_html
+
+        return audit_html(self)
+
+
+# ------------------------------------------------------------------ statistics
+def _metric_values(rows: pd.DataFrame, key: str) -> pd.Series:
+    _, col, _, on, _ = METRICS[key]
+    if col not in rows:
+        return pd.Series(dtype=float)
+    if on == "decided":
+        sub = rows[rows["status"].isin(["optimal", "feasible", "time_limit_found", "infeasible"])]
+        return sub[col].astype(float)
+    if on == "found":
+        return rows.loc[rows["feasible"] == 1, col].astype(float)
+    return rows[col].dropna().astype(float)
+
+
+def _statistics(rows: pd.DataFrame, attributes: list[str], n_boot: int, n_perm: int, alpha: float,
+                seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    from core import fairstats as fs
+
+    rng = np.random.default_rng(seed)
+    group_recs, test_recs = [], []
+    metrics = [k for k in METRICS if METRICS[k][1] in rows and rows[METRICS[k][1]].notna().any()]
+    for attr in attributes:
+        labels = rows[f"group:{attr}"].astype(str)
+        sizes = labels.value_counts()
+        ref = str(sizes.index[0])   # the largest group is the reference
+        for g in sorted(sizes.index, key=lambda s: (s != ref, s)):
+            sub = rows[labels == g]
+            rec: dict[str, Any] = {"attribute": attr, "group": g, "reference": g == ref, "rows": int(len(sub))}
+            for k in metrics:
+                v = _metric_values(sub, k).to_numpy()
+                stat = METRICS[k][2]
+                rec[k] = fs.STATS[stat](v) if v.size else float("nan")
+                rec[f"{k}_lo"], rec[f"{k}_hi"] = fs.bootstrap_ci(v, stat, n_boot, rng=rng)
+                rec[f"{k}_n"] = int(v.size)
+            found = _metric_values(sub, "cost").to_numpy()
+            for q in (25, 75, 90):
+                rec[f"cost_q{q}"] = float(np.percentile(found, q)) if found.size else float("nan")
+            group_recs.append(rec)
+            if g == ref:
+                continue
+            base = rows[labels == ref]
+            for k in metrics:
+                a, b = _metric_values(sub, k).to_numpy(), _metric_values(base, k).to_numpy()
+                if a.size < 2 or b.size < 2:
+                    continue
+                stat = METRICS[k][2]
+                gap = fs.STATS[stat](a) - fs.STATS[stat](b)
+                lo, hi = fs.gap_ci(a, b, stat, n_boot, rng=rng)
+                test_recs.append({"attribute": attr, "group": g, "reference": ref, "metric": k,
+                                  "label": METRICS[k][0], "group_value": fs.STATS[stat](a),
+                                  "reference_value": fs.STATS[stat](b), "gap": gap, "gap_lo": lo, "gap_hi": hi,
+                                  "p_value": fs.permutation_p(a, b, stat, n_perm, rng=rng),
+                                  "n_group": int(a.size), "n_reference": int(b.size)})
+    groups = pd.DataFrame(group_recs)
+    tests = pd.DataFrame(test_recs, columns=["attribute", "group", "reference", "metric", "label", "group_value",
+                                             "reference_value", "gap", "gap_lo", "gap_hi", "p_value", "n_group",
+                                             "n_reference"])
+    tests["p_holm"] = fs.holm(tests["p_value"].to_numpy()) if len(tests) else []
+    tests["significant"] = tests["p_holm"] < alpha
+    return groups, tests
+
+
+def _fmt(v: float, key: str) -> str:
+    if key in ("feasible", "tcrex_actionable", "local_correctness"):
+        return f"{v:.0%}"
+    return f"{v:.3g}"
+
+
+def summarise(tests: pd.DataFrame, alpha: float, n_rows: int, attributes: list[str]) -> list[str]:
+    """Plain-language sentences on the significant gaps, largest relative gap first."""
+    out = []
+    if len(tests):
+        sig = tests[tests["significant"]].copy()
+        sig["rel"] = (sig["gap"].abs() / sig["reference_value"].abs().clip(lower=1e-12)).fillna(np.inf)
+        for _, t in sig.sort_values("rel", ascending=False).iterrows():
+            k = t["metric"]
+            better = METRICS[k][4]
+            group_worse = (t["gap"] < 0) if better else (t["gap"] > 0)
+            # the worse-off group first: its value, the other's, and the gap from its side
+            (wg, wv), (bg, bv) = ((t["group"], t["group_value"]), (t["reference"], t["reference_value"]))
+            gap, lo, hi = t["gap"], t["gap_lo"], t["gap_hi"]
+            if not group_worse:
+                (wg, wv), (bg, bv) = (bg, bv), (wg, wv)
+                gap, lo, hi = -gap, -hi, -lo
+            if k in ("feasible", "tcrex_actionable", "local_correctness"):
+                how = f"{gap * 100:+.1f} points, 95% CI {lo * 100:+.1f} to {hi * 100:+.1f}"
+            else:
+                how = f"{gap:+.3g}, 95% CI {lo:+.3g} to {hi:+.3g}"
+            out.append(f"{t['attribute']} = {wg} is worse off than {t['attribute']} = {bg} on the {t['label']}: "
+                       f"{_fmt(wv, k)} vs {_fmt(bv, k)} ({how}; permutation p = {t['p_value']:.2g}, "
+                       f"Holm-adjusted {t['p_holm']:.2g}).")
+    if not out:
+        largest = ""
+        if len(tests):
+            t = tests.iloc[int(np.nanargmin(tests["p_value"].to_numpy()))]
+            largest = (f" The smallest p-value was {t['p_value']:.2g} (Holm-adjusted {t['p_holm']:.2g}), for the "
+                       f"{t['label']} of {t['attribute']} = {t['group']} vs {t['reference']}.")
+        out.append(f"No significant gap between the groups of {', '.join(attributes)} at α = {alpha} "
+                   f"(Holm-adjusted, {len(tests)} tests, {n_rows} rows audited).{largest}")
+    return out
+
+
+# ------------------------------------------------------------------ the audit
+def _as_frame(X: Any, names: list[str]) -> pd.DataFrame:
+    if isinstance(X, pd.DataFrame):
+        missing = [c for c in names if c not in X.columns]
+        if missing:
+            raise AuditError(f"Columns {missing[:5]} of the model are missing from the data.")
+        return X[names].astype(float)
+    A = np.atleast_2d(np.asarray(X, dtype=float))
+    if A.shape[1] != len(names):
+        raise AuditError(f"The data has {A.shape[1]} columns; the model has {len(names)} features.")
+    return pd.DataFrame(A, columns=names)
+
+
+def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Sequence[str] | None = None,
+              rows: Sequence[int] | None = None, max_rows: int | None = 500, norm: Any = "l1",
+              time_limit: float = 10.0, n_jobs: int = 1, scheduler: Any = None, n_boot: int = 1000,
+              n_perm: int = 2000, alpha: float = 0.05, tcrex: bool = True, tcrex_rho: float = 0.02,
+              tcrex_tau: float = 0.9, local_rules_per_group: int = 10, random_state: int = 0,
+              model: Any = None, data_sha256: str = "", model_sha256: str = "", data_name: str = "",
+              progress: Callable[[str, int, int], None] | None = None,
+              should_stop: Callable[[], bool] | None = None) -> Audit:
+    """Audit recourse across the groups of the protected attribute(s).
+
+    Parameters
+    ----------
+    ensemble : TreeEnsemble or a supported model (classifier or regressor).
+    X : the data (DataFrame or array in the model's feature order).
+    schema : core.schema.Schema (kinds, ranges, actionability, weights, protected flags).
+    target : the favourable outcome: a class, or an interval (lo, hi) for a regressor.
+    protected : columns or one-hot group names; default: the schema's protected columns.
+    rows : indices of the rows to audit; default: every row whose decision misses the target.
+    max_rows : audit at most this many of them (a seeded random sample); None: all.
+    norm, time_limit : the recourse cost and the seconds per row (core.optimal).
+    n_jobs, scheduler : local processes, or a Dask scheduler address / Client.
+    n_boot, n_perm, alpha : bootstrap resamples, permutations, family-wise level.
+    tcrex : also fit T-CREx (rho, tau) and report its rules per group.
+    local_rules_per_group : rows per group given a local counterfactual rule (0: none).
+    model : the original model, to re-check every recourse on it.
+    progress : progress(stage, done, total); should_stop : polled; True cancels (AuditCancelled).
+    """
+    from core.batch import batch_counterfactuals
+    from core.counterfactual import make_target
+    from core.ensemble import TreeEnsemble, from_model
+
+    t_start = time.perf_counter()
+    ens = ensemble if isinstance(ensemble, TreeEnsemble) else from_model(ensemble)
+    if ens.task == "anomaly":
+        raise AuditError("An anomaly detector makes no decision to audit; load a classifier or regressor.")
+    names = list(ens.feature_names)
+    frame = _as_frame(X, names)
+    A = frame.to_numpy(dtype=float)
+    if len(A) == 0:
+        raise AuditError("The data has no rows.")
+    if not np.all(np.isfinite(A)):
+        raise AuditError("The data holds missing or infinite values; drop or fill them first.")
+    if schema.names != names:
+        raise AuditError("The schema's features do not match the model's features.")
+    attrs = protected_attributes(schema, protected)
+    if not attrs:
+        raise AuditError("No protected attribute: mark one in the feature settings (or pass protected=[...]).")
+    tgt = make_target(ens, target)
+    pred = ens.predict(A)
+    if rows is None:
+        rows_all = np.flatnonzero(~tgt.holds(ens, A))
+        if rows_all.size == 0:
+            raise AuditError(f"Every row already gets {tgt.describe()}: there is no unfavourable decision to audit.")
+    else:
+        rows_all = np.unique(np.asarray(rows, dtype=int))
+        if rows_all.size == 0 or rows_all.min() < 0 or rows_all.max() >= len(A):
+            raise AuditError(f"Row indices must lie in 0..{len(A) - 1}.")
+    rng = np.random.default_rng(random_state)
+    if max_rows is not None and rows_all.size > max_rows:
+        rows_all = np.sort(rng.choice(rows_all, int(max_rows), replace=False))
+    fixed = sorted({j for cols in attrs.values() for j in cols})
+    labels = {a: group_labels(A, names, cols, a) for a, cols in attrs.items()}
+
+    def stop() -> bool:
+        return should_stop is not None and bool(should_stop())
+
+    def report(stage: str, done: int, total: int) -> None:
+        if progress is not None:
+            progress(stage, done, total)
+
+    # 1. optimal recourse per row
+    t0 = time.perf_counter()
+    target_value = target if tgt.kind == "interval" else tgt.label
+    results = batch_counterfactuals(
+        ens, A[rows_all], [target_value] * rows_all.size, n_jobs=n_jobs, scheduler=scheduler,
+        chunk_size=max(1, min(16, rows_all.size // (8 * max(1, n_jobs)))) if (n_jobs != 1 or scheduler) else 1,
+        progress=lambda d, t: report("recourse", d, t), should_stop=stop,
+        schema=schema, norm=norm, immutable=fixed, time_limit=float(time_limit), X_ref=A, model=model)
+    if stop() or any(r is None for r in results):
+        raise AuditCancelled("The audit was cancelled; nothing was kept.")
+    t_recourse = time.perf_counter() - t0
+    recs = []
+    for i, res in zip(rows_all, results):
+        found = res.found
+        status = res.status
+        if status == "time_limit":
+            status = "time_limit_found" if found else "time_limit"
+        recs.append({"row": int(i), **{f"group:{a}": labels[a][i] for a in attrs},
+                     "prediction": str(pred[i]), "status": status, "feasible": int(found),
+                     "cost": float(res.cost) if found else np.nan, "n_changed": len(res.changes) if found else np.nan,
+                     "changes": "; ".join(f"{c.feature}: {c.before:.4g} -> {c.after:.4g}" for c in res.changes),
+                     "solve_time": round(res.solve_time, 4)})
+    table = pd.DataFrame(recs)
+    cfs = np.array([r.x if r.found else np.full(len(names), np.nan) for r in results], dtype=float)
+
+    # 2. T-CREx rules
+    notes: list[str] = []
+    rules_table = pd.DataFrame(columns=["attribute", "group", "rule", "text", "rows", "share"])
+    t0 = time.perf_counter()
+    if tcrex:
+        report("T-CREx rules", 0, 1)
+        from core.tcrex import TCREx
+
+        try:
+            tc = TCREx(rho=tcrex_rho, tau=tcrex_tau, groups=list(schema.groups().values()),
+                       random_state=random_state).fit(A, pred, target_value, feature_names=names)
+            Xa = A[rows_all]
+            assigned = tc.explain(Xa)
+            L = np.array([tc.rules_[k].lower for k in assigned])
+            U = np.array([tc.rules_[k].upper for k in assigned])
+            fixed_cols = [j for j, f in enumerate(schema.features) if f.actionability == "fixed"] + fixed
+            ok = np.all((Xa[:, fixed_cols] > L[:, fixed_cols]) & (Xa[:, fixed_cols] <= U[:, fixed_cols]), axis=1) \
+                if fixed_cols else np.ones(len(Xa), dtype=bool)
+            table["tcrex_rule"] = [f"R{k}" for k in assigned]
+            table["tcrex_actionable"] = ok.astype(int)
+            table["tcrex_changes"] = tc.changes(Xa, assigned).astype(float)
+            recs = []
+            for a in attrs:
+                for g, sub in table.groupby(f"group:{a}"):
+                    counts = sub["tcrex_rule"].value_counts()
+                    for rule, c in counts.head(5).items():
+                        recs.append({"attribute": a, "group": g, "rule": rule, "text": tc.rule_text(int(rule[1:])),
+                                     "rows": int(c), "share": float(c / len(sub))})
+            rules_table = pd.DataFrame(recs, columns=rules_table.columns)
+        except ValueError as exc:
+            notes.append(f"T-CREx: {exc}")
+        report("T-CREx rules", 1, 1)
+    t_tcrex = time.perf_counter() - t0
+
+    # 3. local counterfactual rules on a sample per group
+    t0 = time.perf_counter()
+    if local_rules_per_group > 0 and ens.is_classifier:
+        from core.rules import CounterfactualRules
+
+        picks: list[int] = []
+        first = next(iter(attrs))
+        for g, sub in table.groupby(f"group:{first}"):
+            take = sub.index.to_numpy()
+            if take.size > local_rules_per_group:
+                take = np.sort(rng.choice(take, local_rules_per_group, replace=False))
+            picks.extend(int(t) for t in take)
+        for a in list(attrs)[1:]:      # every group of the other attributes gets some too
+            for g, sub in table.groupby(f"group:{a}"):
+                have = [p for p in picks if p in set(sub.index)]
+                extra = [int(t) for t in sub.index if t not in set(picks)][:max(0, local_rules_per_group - len(have))]
+                picks.extend(extra)
+        cr = CounterfactualRules(groups=list(schema.groups().values()), random_state=random_state)
+        cr.fit(A, pred, feature_names=names)
+        imm = [j for j, f in enumerate(schema.features) if f.actionability == "fixed"] + fixed
+        table["local_correctness"] = np.nan
+        table["local_rule"] = ""
+        for n_done, p in enumerate(picks):
+            if stop():
+                raise AuditCancelled("The audit was cancelled; nothing was kept.")
+            x = A[int(table.at[p, "row"])]
+            try:
+                rule = cr.local_rule(x, target_value, immutable=sorted(set(imm)))
+                samples = cr.sample_counterfactuals(x, rule, n=5)
+                table.at[p, "local_correctness"] = float(np.mean(tgt.holds(ens, samples)))
+                table.at[p, "local_rule"] = rule.to_text(names, list(schema.groups().values()))
+            except ValueError:
+                table.at[p, "local_correctness"] = 0.0     # no rule: no correct counterfactual from a rule
+                table.at[p, "local_rule"] = "(no rule)"
+            report("local rules", n_done + 1, len(picks))
+    t_local = time.perf_counter() - t0
+
+    # 4. statistics and summary
+    t0 = time.perf_counter()
+    report("statistics", 0, 1)
+    groups, tests = _statistics(table, list(attrs), n_boot, n_perm, alpha, random_state)
+    summary = summarise(tests, alpha, len(table), list(attrs))
+    report("statistics", 1, 1)
+    t_stats = time.perf_counter() - t0
+    meta = {
+        "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "data": {"name": data_name, "sha256": data_sha256 or _array_sha(A), "rows": int(len(A)),
+                 "columns": names},
+        "model": {"sha256": model_sha256, "source": ens.source, "trees": ens.n_trees, "task": ens.task},
+        "parameters": {"target": str(target_value), "protected": {a: [names[j] for j in c] for a, c in attrs.items()},
+                       "rows_audited": int(len(table)), "max_rows": max_rows, "norm": norm if isinstance(norm, str)
+                       else dict(norm), "time_limit": time_limit, "n_boot": n_boot, "n_perm": n_perm,
+                       "alpha": alpha, "tcrex": tcrex, "tcrex_rho": tcrex_rho, "tcrex_tau": tcrex_tau,
+                       "local_rules_per_group": local_rules_per_group, "random_state": random_state,
+                       "n_jobs": n_jobs, "scheduler": str(scheduler) if scheduler else None,
+                       "held_fixed": [names[j] for j in fixed]},
+        "schema": schema.to_dict(),
+        "versions": package_versions(),
+        "timings": {"recourse": round(t_recourse, 3), "tcrex": round(t_tcrex, 3), "local_rules": round(t_local, 3),
+                    "statistics": round(t_stats, 3), "total": round(time.perf_counter() - t_start, 3)},
+        "notes": notes,
+        "statuses": table["status"].value_counts().to_dict(),
+    }
+    return Audit(table, groups, tests, rules_table, summary, meta, cfs)
+
+
+def _array_sha(A: np.ndarray) -> str:
+    import hashlib
+
+    return "array:" + hashlib.sha256(np.ascontiguousarray(A).tobytes()).hexdigest()
+
+
+# ------------------------------------------------------------------ command line
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+    from pathlib import Path
+
+    from core import io
+    from core.ensemble import from_model
+    from core.schema import Schema, infer_schema, validate
+
+    ap = argparse.ArgumentParser(prog="python -m core.audit", description="Audit recourse across protected groups.")
+    ap.add_argument("--data", required=True, help="CSV or Parquet table (with the target column, if any)")
+    ap.add_argument("--model", required=True, help="model file (XGBoost/LightGBM JSON or text, skops, pickle)")
+    ap.add_argument("--protected", required=True, action="append",
+                    help="protected column or one-hot group (repeat for several)")
+    ap.add_argument("--target", help="favourable class (default: the last class, e.g. 1), or LO,HI for a regressor")
+    ap.add_argument("--target-column", help="name of the label column in the data, if not detected")
+    ap.add_argument("--schema", help="feature settings JSON saved from the app")
+    ap.add_argument("--rows", type=int, default=500, help="audit at most this many unfavourable rows (0: all)")
+    ap.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786")
+    ap.add_argument("--jobs", type=int, default=1, help="local processes when no scheduler is given")
+    ap.add_argument("--time-limit", type=float, default=10.0, help="seconds per recourse")
+    ap.add_argument("--norm", default="l1", choices=["l0", "l1", "l2"])
+    ap.add_argument("--permutations", type=int, default=2000)
+    ap.add_argument("--bootstrap", type=int, default=1000)
+    ap.add_argument("--local-rules", type=int, default=10, help="rows per group given a local rule")
+    ap.add_argument("--no-tcrex", action="store_true")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--trust-pickle", action="store_true", help="allow loading a pickle/joblib model file")
+    ap.add_argument("--out", default="audit_report.html", help="HTML report; the per-row CSV goes beside it")
+    a = ap.parse_args(argv)
+    try:
+        data_bytes = Path(a.data).read_bytes()
+        model_bytes = Path(a.model).read_bytes()
+        df = io.load_table(data_bytes, Path(a.data).name)
+        target_col = a.target_column or df.attrs.get("target")
+        prep = io.prepare_data(df, target_col)
+        model = io.load_model(model_bytes, Path(a.model).name, allow_pickle=a.trust_pickle)
+        ens = from_model(model)
+        Xv = validate(prep.X, ens)
+        if list(Xv.columns) != list(ens.feature_names):
+            ens = from_model(ens, feature_names=[str(c) for c in Xv.columns])
+        Xv = pd.DataFrame(Xv.to_numpy(dtype=float), columns=list(ens.feature_names))
+        if a.schema:
+            schema = Schema.from_json(Path(a.schema).read_bytes())
+        else:
+            kinds = {c: k for c, k in prep.kinds.items() if c in Xv.columns}
+            schema = infer_schema(Xv, kinds=kinds, groups=prep.groups, protected=a.protected)
+        if ens.is_classifier:
+            classes = [str(c) for c in ens.classes]
+            target = a.target if a.target is not None else classes[-1]
+            target = ens.classes[classes.index(str(target))] if str(target) in classes else target
+        else:
+            if not a.target or "," not in a.target:
+                raise AuditError("A regressor needs --target LO,HI (the favourable interval of predictions).")
+            target = tuple(float(v) for v in a.target.split(","))
+
+        def show(stage: str, done: int, total: int) -> None:
+            print(f"\r{stage}: {done}/{total}", end="", flush=True)
+
+        audit = run_audit(ens, Xv, schema=schema, target=target, protected=a.protected,
+                          max_rows=a.rows or None, norm=a.norm, time_limit=a.time_limit, n_jobs=a.jobs,
+                          scheduler=a.scheduler, n_boot=a.bootstrap, n_perm=a.permutations,
+                          tcrex=not a.no_tcrex, local_rules_per_group=a.local_rules, random_state=a.seed,
+                          model=model, data_sha256=io.sha256(data_bytes), model_sha256=io.sha256(model_bytes),
+                          data_name=Path(a.data).name, progress=show)
+        print()
+        out = Path(a.out)
+        out.write_text(audit.to_html(), encoding="utf-8")
+        csv = out.with_suffix(".csv")
+        csv.write_text(audit.rows_csv(), encoding="utf-8")
+        for line in audit.summary:
+            print(line)
+        print(f"Report: {out}  Rows: {csv}")
+        return 0
+    except (ValueError, OSError) as exc:
+        print(f"\nerror: {exc}")
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

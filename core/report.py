@@ -1,0 +1,176 @@
+"""The audit report: one self-contained HTML file.
+
+Everything is inside the file: the styles, the figures (Plotly, with its
+JavaScript inlined once, so the report opens without a network), the tables,
+the provenance (data and model SHA-256, schema, every parameter, package
+versions) and the audit itself as JSON in a ``<script type="application/json"
+id="atlas-audit">`` block, from which the app re-opens a saved audit.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["audit_html", "extract_audit_json", "cost_figure", "metric_figure"]
+
+_CSS = """
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2rem auto;max-width:1100px;color:#222;
+line-height:1.45;padding:0 1rem}
+h1{font-size:1.7rem;margin-bottom:.2rem}h2{font-size:1.25rem;margin-top:2rem;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:.86rem;margin:.5rem 0}td,th{border:1px solid #ddd;padding:.25rem .5rem;
+text-align:left;vertical-align:top}th{background:#f4f6f8}.muted{color:#666;font-size:.9rem}
+.sig{background:#fdecea}code{font-size:.85rem;word-break:break-all}li{margin:.3rem 0}
+"""
+
+
+def _ci(v: float, lo: float, hi: float, pct: bool = False) -> str:
+    if v is None or not np.isfinite(v):
+        return "–"
+    f = (lambda x: f"{100 * x:.1f}%") if pct else (lambda x: f"{x:.4g}")
+    if lo is None or not (np.isfinite(lo) and np.isfinite(hi)):
+        return f(v)
+    return f"{f(v)} [{f(lo)}, {f(hi)}]"
+
+
+def group_table(audit: Any) -> pd.DataFrame:
+    """The per-group table with intervals, as display strings."""
+    from core.audit import METRICS
+
+    g = audit.groups
+    out = pd.DataFrame({"attribute": g["attribute"], "group": g["group"] + np.where(g["reference"], " (ref.)", ""),
+                        "rows": g["rows"]})
+    for k, (label, _, _, _, _) in METRICS.items():
+        if k in g:
+            pct = k in ("feasible", "tcrex_actionable", "local_correctness")
+            out[label] = [_ci(v, lo, hi, pct) for v, lo, hi in zip(g[k], g[f"{k}_lo"], g[f"{k}_hi"])]
+    if "cost_q90" in g:
+        out["cost q25 / q75 / q90"] = [f"{a:.3g} / {b:.3g} / {c:.3g}" if np.isfinite(a) else "–"
+                                       for a, b, c in zip(g["cost_q25"], g["cost_q75"], g["cost_q90"])]
+    return out
+
+
+def tests_table(audit: Any) -> pd.DataFrame:
+    t = audit.tests
+    if not len(t):
+        return pd.DataFrame(columns=["attribute", "group vs reference", "metric", "gap [95% CI]", "p", "Holm p"])
+    return pd.DataFrame({
+        "attribute": t["attribute"], "group vs reference": t["group"] + " vs " + t["reference"],
+        "metric": t["label"], "group / reference": [f"{a:.4g} / {b:.4g}" for a, b in
+                                                  zip(t["group_value"], t["reference_value"])],
+        "gap [95% CI]": [_ci(v, lo, hi) for v, lo, hi in zip(t["gap"], t["gap_lo"], t["gap_hi"])],
+        "p": [f"{p:.3g}" for p in t["p_value"]], "Holm p": [f"{p:.3g}" for p in t["p_holm"]],
+        "significant": np.where(t["significant"], "yes", "no")})
+
+
+def cost_figure(audit: Any, attribute: str):
+    """Recourse-cost distribution per group (box and points), rows with a recourse."""
+    import plotly.graph_objects as go
+
+    rows = audit.rows
+    col = f"group:{attribute}"
+    fig = go.Figure()
+    for g in sorted(rows[col].astype(str).unique()):
+        v = rows.loc[(rows[col].astype(str) == g) & (rows["feasible"] == 1), "cost"].to_numpy(dtype=float)
+        fig.add_trace(go.Box(y=v, name=f"{attribute} = {g} (n={v.size})", boxpoints="outliers", boxmean=True))
+    fig.update_layout(title=f"Optimal recourse cost by {attribute}", yaxis_title="cost (range-scaled)",
+                      height=380, margin=dict(l=10, r=10, t=50, b=10), showlegend=False)
+    return fig
+
+
+def metric_figure(audit: Any, attribute: str, metric: str = "feasible"):
+    """A metric per group with its bootstrap interval."""
+    import plotly.graph_objects as go
+    from core.audit import METRICS
+
+    g = audit.groups[audit.groups["attribute"] == attribute]
+    if metric not in g:
+        return None
+    fig = go.Figure(go.Bar(x=[f"{attribute} = {v}" for v in g["group"]], y=g[metric],
+                           error_y=dict(type="data", symmetric=False, array=g[f"{metric}_hi"] - g[metric],
+                                        arrayminus=g[metric] - g[f"{metric}_lo"]),
+                           marker_color="#2f6fb0"))
+    fig.update_layout(title=f"{METRICS[metric][0].capitalize()} by {attribute} (95% bootstrap interval)",
+                      height=340, margin=dict(l=10, r=10, t=50, b=10))
+    if metric in ("feasible", "tcrex_actionable", "local_correctness"):
+        fig.update_layout(yaxis_tickformat=".0%", yaxis_range=[0, 1.05])
+    return fig
+
+
+def _table_html(df: pd.DataFrame, highlight: np.ndarray | None = None) -> str:
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
+    body = []
+    for i, (_, r) in enumerate(df.iterrows()):
+        cls = ' class="sig"' if highlight is not None and highlight[i] else ""
+        body.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def audit_html(audit: Any) -> str:
+    meta = audit.meta
+    attrs = list(meta.get("parameters", {}).get("protected", {}))
+    figs = []
+    first = True
+    for a in attrs:
+        for fig in (cost_figure(audit, a), metric_figure(audit, a, "feasible")):
+            if fig is None:
+                continue
+            figs.append(fig.to_html(full_html=False, include_plotlyjs=True if first else False,
+                                    config={"displaylogo": False}))
+            first = False
+    data, model = meta.get("data", {}), meta.get("model", {})
+    prov = pd.DataFrame([
+        ("data", f"{data.get('name') or '(array)'} · {data.get('rows')} rows"),
+        ("data SHA-256", data.get("sha256", "")),
+        ("model", f"{model.get('source')} · {model.get('trees')} trees · {model.get('task')}"),
+        ("model SHA-256", model.get("sha256") or "(not given)"),
+        ("created", meta.get("created", "")),
+    ], columns=["", "value"])
+    params = pd.DataFrame([(k, json.dumps(v, default=str)) for k, v in meta.get("parameters", {}).items()],
+                          columns=["parameter", "value"])
+    versions = pd.DataFrame(list(meta.get("versions", {}).items()), columns=["package", "version"])
+    schema = pd.DataFrame(meta.get("schema", {}).get("features", []))
+    rules = audit.rules
+    payload = audit.to_json().replace("</", "<\\/")
+    summary = "".join(f"<li>{html.escape(s)}</li>" for s in audit.summary)
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in meta.get("notes", []))
+    sig = audit.tests["significant"].to_numpy(dtype=bool) if len(audit.tests) else None
+    timings = ", ".join(f"{k} {v:.1f} s" for k, v in meta.get("timings", {}).items())
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>Recourse audit · {html.escape(str(data.get('name') or ''))}</title>
+<style>{_CSS}</style></head><body>
+<h1>Recourse audit</h1>
+<p class="muted">Counterfactual Atlas · {html.escape(meta.get('created', ''))} · {len(audit.rows)} rows with an
+unfavourable decision audited · protected: {html.escape(', '.join(attrs))} (held fixed in every recourse)</p>
+<h2>Summary</h2><ul>{summary}</ul>{f'<p class="muted">Notes:</p><ul>{notes}</ul>' if notes else ''}
+<h2>Per group</h2>{_table_html(group_table(audit))}
+<p class="muted">Shares and means with 95% percentile-bootstrap intervals. Costs are the optimal recourse costs
+(OCEAN) of the rows that have one; the reference group of each attribute is its largest group.</p>
+<h2>Gaps to the reference group</h2>{_table_html(tests_table(audit), sig)}
+<p class="muted">Two-sided permutation tests of the group labels; Holm-adjusted over all {len(audit.tests)} tests.</p>
+<h2>Figures</h2>{''.join(figs)}
+<h2>Rules most often prescribed (T-CREx)</h2>{_table_html(rules) if len(rules) else '<p>–</p>'}
+<h2>Provenance</h2>{_table_html(prov)}
+<h3>Parameters</h3>{_table_html(params)}
+<h3>Package versions</h3>{_table_html(versions)}
+<h3>Feature settings (schema)</h3>{_table_html(schema) if len(schema) else '<p>–</p>'}
+<p class="muted">Timings: {html.escape(timings)}. The per-row results are in the CSV saved beside this report; this
+file also embeds the whole audit, which the app re-opens (Fairness audit → Open a saved audit).</p>
+<script type="application/json" id="atlas-audit">{payload}</script>
+</body></html>"""
+
+
+def extract_audit_json(text: str) -> str:
+    """The embedded audit JSON of a report."""
+    start_tag = '<script type="application/json" id="atlas-audit">'
+    i = text.find(start_tag)
+    if i < 0:
+        from core.audit import AuditError
+
+        raise AuditError("This HTML file is not an audit report of Counterfactual Atlas (no embedded audit).")
+    j = text.find("</script>", i)
+    return text[i + len(start_tag):j].replace("<\\/", "</")

@@ -1,0 +1,206 @@
+"""Fairness audit of recourse (core.audit, core.fairstats, core.report): the
+planted bias of the demo is found, shuffled groups do not raise false alarms,
+every recourse is valid on the model, the report is self-contained and
+re-opens, the CLI and a Dask cluster give the same answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from core import fairstats as fs
+from core.audit import Audit, AuditError, _statistics, run_audit
+
+
+@pytest.fixture(scope="module")
+def credit():
+    from core import demo
+    from core.ensemble import from_model
+    from core.io import prepare_data
+    from core.schema import infer_schema
+
+    df, target, model, _ = demo.build_demo("credit-lightgbm")
+    prep = prepare_data(df, target)
+    ens = from_model(model)
+    X = prep.X[list(ens.feature_names)].astype(float)
+    schema = infer_schema(X, kinds=prep.kinds, groups=prep.groups)
+    return df, target, model, ens, X, schema
+
+
+@pytest.fixture(scope="module")
+def credit_audit(credit):
+    df, target, model, ens, X, schema = credit
+    return run_audit(ens, X, schema=schema, target=1, max_rows=240, n_jobs=1, model=model, n_perm=1000,
+                     n_boot=300, local_rules_per_group=4)
+
+
+def test_the_planted_bias_shows_as_a_significant_cost_gap(credit_audit):
+    a = credit_audit
+    t = a.tests[(a.tests["attribute"] == "sex") & (a.tests["metric"] == "cost")].iloc[0]
+    assert t["significant"] and t["p_holm"] < 0.05
+    # the demo raises the approval bar for sex = 1: its recourse is dearer
+    worse = 1 if t["group"] == "1" else -1
+    assert worse * t["gap"] > 0
+    assert t["gap_lo"] * t["gap_hi"] > 0          # the interval excludes 0
+    assert any(s.startswith("sex = 1 is worse off") and "mean recourse cost" in s for s in a.summary)
+
+
+def test_every_recourse_is_valid_on_the_model_and_keeps_the_protected_column(credit, credit_audit):
+    df, target, model, ens, X, schema = credit
+    a = credit_audit
+    found = a.rows["feasible"].to_numpy() == 1
+    assert found.sum() > 200
+    cf = a.counterfactuals[found]
+    assert np.all(model.predict(pd.DataFrame(cf, columns=X.columns)) == 1)
+    rows = a.rows["row"].to_numpy()[found]
+    sex = list(X.columns).index("sex")
+    assert np.array_equal(cf[:, sex], X.to_numpy()[rows, sex])
+    assert np.all(model.predict(X.iloc[a.rows["row"]]) != 1)   # only unfavourable decisions are audited
+    # costs are those of the cost model: recompute from the points
+    from core.counterfactual import make_cost_model
+
+    cm = make_cost_model(ens, "l1", schema=schema)
+    X0 = X.to_numpy()[rows]
+    costs = np.array([cm.cost(x0, x[None])[0] for x0, x in zip(X0, cf)])
+    # the reported cost is the infimum; the point sits 1e-6 of a range inside its cell per changed feature
+    assert costs == pytest.approx(a.rows["cost"].to_numpy()[found], abs=1e-5)
+    assert np.all(costs >= a.rows["cost"].to_numpy()[found] - 1e-12)
+
+
+def test_shuffled_groups_do_not_cry_wolf(credit_audit):
+    rows = credit_audit.rows.copy()
+    rng = np.random.default_rng(1)
+    alarms, rejections, n = 0, 0, 40
+    keep = [c for c in rows.columns if not c.startswith("local")]
+    rows = rows[keep]
+    for _ in range(n):
+        rows["group:sex"] = rng.permutation(rows["group:sex"].to_numpy())
+        _, tests = _statistics(rows, ["sex"], n_boot=50, n_perm=200, alpha=0.05, seed=int(rng.integers(1e9)))
+        alarms += int(tests["significant"].any())
+        rejections += int((tests.loc[tests["metric"] == "cost", "p_value"] < 0.05).sum())
+    assert alarms / n <= 0.10        # family-wise error, Holm at 0.05
+    assert rejections / n <= 0.15    # the cost test alone, nominal 0.05
+
+
+def test_a_model_without_bias_gives_no_significant_gap():
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.ensemble import RandomForestClassifier
+
+    from core.schema import infer_schema
+
+    X, y = load_breast_cancer(return_X_y=True, as_frame=True)
+    X = X.iloc[:, :8].copy()
+    X["group"] = np.random.default_rng(3).integers(0, 2, len(X))   # unrelated to anything
+    model = RandomForestClassifier(n_estimators=30, max_depth=4, random_state=0).fit(X, y)
+    schema = infer_schema(X, protected=["group"])
+    a = run_audit(model, X, schema=schema, target=1, max_rows=150, n_perm=1000, n_boot=200,
+                  local_rules_per_group=0, tcrex=False)
+    assert not a.tests["significant"].any(), a.tests
+    assert a.summary[0].startswith("No significant gap")
+
+
+def test_report_is_self_contained_and_reopens(credit_audit, tmp_path):
+    import re
+
+    html = credit_audit.to_html()
+    # nothing is fetched: no script or stylesheet loaded from elsewhere (plotly.js is inlined)
+    assert not re.search(r"<script[^>]*\ssrc=", html) and not re.search(r"<link[^>]*\shref=", html)
+    assert "Plotly" in html and "Recourse audit" in html
+    for needle in ("SHA-256", "Package versions", "Feature settings", "Parameters", credit_audit.summary[0][:40]):
+        assert needle in html
+    again = Audit.from_file(html.encode())
+    pd.testing.assert_frame_equal(again.groups, credit_audit.groups)
+    pd.testing.assert_frame_equal(again.tests, credit_audit.tests)
+    assert again.summary == credit_audit.summary
+    again_json = Audit.from_file(credit_audit.to_json().encode())
+    pd.testing.assert_frame_equal(again_json.rows, credit_audit.rows)
+    with pytest.raises(AuditError, match="not"):
+        Audit.from_file(b"<html><body>hello</body></html>")
+    with pytest.raises(AuditError):
+        Audit.from_file(b"a,b\n1,2\n")
+
+
+def test_bad_requests_say_what_to_do(credit):
+    df, target, model, ens, X, schema = credit
+    with pytest.raises(AuditError, match="neither a column"):
+        run_audit(ens, X, schema=schema, target=1, protected=["gender"])
+    plain = schema
+    for f in schema.features:
+        if f.protected:
+            plain = plain.with_updates(f.name, protected=False)
+    with pytest.raises(AuditError, match="No protected attribute"):
+        run_audit(ens, X, schema=plain, target=1)
+    everyone = X[ens.predict(X.to_numpy()) == 1]
+    with pytest.raises(AuditError, match="no unfavourable decision"):
+        run_audit(ens, everyone, schema=schema, target=1)
+
+
+def test_one_hot_and_numerical_attributes_become_groups(credit):
+    from core.audit import group_labels, protected_attributes
+
+    df, target, model, ens, X, schema = credit
+    attrs = protected_attributes(schema, ["employment", "age"])
+    assert len(attrs["employment"]) == 4 and len(attrs["age"]) == 1
+    names = list(X.columns)
+    emp = group_labels(X.to_numpy(), names, attrs["employment"], "employment")
+    assert set(emp) <= {"employed", "self_employed", "unemployed", "student"}
+    age = group_labels(X.to_numpy(), names, attrs["age"], "age")
+    assert 2 <= len(set(age)) <= 4 and all(s.startswith("[") for s in set(age))
+
+
+def test_statistics_helpers():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(0, 1, 200), rng.normal(0, 1, 200)
+    assert fs.permutation_p(a, b, n_perm=500, rng=rng) > 0.05
+    assert fs.permutation_p(a + 1.0, b, n_perm=500, rng=rng) == pytest.approx(1 / 501)
+    lo, hi = fs.bootstrap_ci(a, "mean", 500, rng=rng)
+    assert lo < a.mean() < hi
+    lo, hi = fs.gap_ci(a + 1, b, "median", 500, rng=rng)
+    assert lo < 1 < hi + 0.3 and lo > 0.5
+    assert np.allclose(fs.holm(np.array([0.01, 0.04, 0.03, np.nan])), [0.03, 0.06, 0.06, np.nan], equal_nan=True)
+
+
+def test_cli_writes_the_report_and_the_rows(credit, tmp_path, capsys):
+    from core.audit import main
+
+    df, target, model, ens, X, schema = credit
+    data = tmp_path / "credit.csv"
+    df.to_csv(data, index=False)
+    mfile = tmp_path / "model.txt"
+    model.booster_.save_model(str(mfile))
+    out = tmp_path / "audit.html"
+    rc = main(["--data", str(data), "--model", str(mfile), "--protected", "sex", "--target", "1",
+               "--target-column", target, "--rows", "60", "--permutations", "300", "--bootstrap", "100",
+               "--local-rules", "0", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    assert out.exists() and out.with_suffix(".csv").exists()
+    again = Audit.from_file(out.read_bytes())
+    assert len(again.rows) == 60 and again.meta["model"]["sha256"] and again.meta["data"]["sha256"]
+    rows = pd.read_csv(out.with_suffix(".csv"))
+    assert len(rows) == 60 and {"row", "group:sex", "cost", "feasible"} <= set(rows.columns)
+    pkl = tmp_path / "model.pkl"
+    import pickle
+
+    pkl.write_bytes(pickle.dumps(model))
+    rc = main(["--data", str(data), "--model", str(pkl), "--protected", "sex", "--out", str(out)])
+    assert rc == 2 and "pickle" in capsys.readouterr().out.lower()
+
+
+@pytest.fixture(scope="module")
+def dask_address():
+    from dask.distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        yield cluster.scheduler_address
+
+
+def test_dask_cluster_gives_the_same_audit(credit, dask_address):
+    df, target, model, ens, X, schema = credit
+    kw = dict(schema=schema, target=1, max_rows=40, n_perm=300, n_boot=100, local_rules_per_group=0, tcrex=False)
+    local = run_audit(ens, X, n_jobs=1, **kw)
+    remote = run_audit(ens, X, scheduler=dask_address, **kw)
+    cols = ["row", "status", "feasible", "cost", "n_changed", "changes"]
+    pd.testing.assert_frame_equal(local.rows[cols], remote.rows[cols])
+    pd.testing.assert_frame_equal(local.tests, remote.tests)
