@@ -133,8 +133,10 @@ def audit_html(audit: Any) -> str:
     params = pd.DataFrame([(k, json.dumps(v, default=str)) for k, v in meta.get("parameters", {}).items()],
                           columns=["parameter", "value"])
     versions = pd.DataFrame(list(meta.get("versions", {}).items()), columns=["package", "version"])
-    schema = pd.DataFrame(meta.get("schema", {}).get("features", []))
-    rules = audit.rules
+    schema = pd.DataFrame(meta.get("schema", {}).get("features", [])).fillna("")
+    rules = audit.rules.copy()
+    if "share" in rules:
+        rules["share"] = [f"{v:.1%}" for v in rules["share"]]
     payload = audit.to_json().replace("</", "<\\/")
     summary = "".join(f"<li>{html.escape(s)}</li>" for s in audit.summary)
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in meta.get("notes", []))

@@ -46,7 +46,8 @@ with st.form("fcca_form"):
 
 y_used = ws.y.to_numpy() if label_src == "labels in the data" else pred
 if go:
-    st.button("Cancel", key="fcca_cancel", help="Stops the run; the previous result, if any, is kept.")
+    cancel = st.empty()
+    cancel.button("Cancel", key="fcca_cancel", help="Stops the run; the previous result, if any, is kept.")
     bar = st.progress(0.0, text="Selecting rows…")
     with user_errors("FCCA could not be run"):
         res = fcca(ens, X, y_used, p0=p0, p1=p1, lambda0=lam0, lambda1=lam1, lambda2=lam2, max_points=max_points,
@@ -54,6 +55,7 @@ if go:
                    progress=lambda d, t: bar.progress(d / t, text=f"{d} of {t} counterfactuals"))
         st.session_state["fcca_run"] = {"key": KEY, "result": res, "labels": label_src, "trees": {}}
     bar.empty()
+    cancel.empty()
 elif st.session_state.get("fcca_cancel"):
     st.warning("Cancelled: no new result was kept" + (" — the previous result is shown below."
                                                        if st.session_state.get("fcca_run") else "."))

@@ -94,3 +94,46 @@ def test_fcca_cancel_keeps_the_previous_state(app_url, tmp_path):
         page.get_by_role("button", name="Compute counterfactuals and thresholds").click()
         page.get_by_role("button", name="Cancel").click(timeout=60_000)
         expect(page.get_by_text("Cancelled: no new result was kept", exact=False)).to_be_visible(timeout=60_000)
+
+
+def test_fairness_audit_in_the_browser(app_url, tmp_path):
+    from playwright.sync_api import expect
+
+    with app_view(app_url, "/fairness_audit", "Fairness audit", Path("/tmp/shots/fairness_audit.png"), 2600) as page:
+        rows = page.get_by_role("spinbutton", name="At most this many rows")
+        rows.fill("120")
+        rows.press("Tab")
+        page.get_by_role("button", name="Audit 120 rows").click()
+        expect(page.get_by_text("sex = 1 is worse off", exact=False)).to_be_visible(timeout=180_000)
+        page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+        assert page.get_by_role("button", name="Report (HTML)").count() == 1
+
+
+def test_a_saved_audit_report_reopens_in_the_browser(app_url, tmp_path, credit_report):
+    from playwright.sync_api import expect
+
+    with app_view(app_url, "/fairness_audit", "Fairness audit", tmp_path / "fa_open.png", 1600) as page:
+        page.get_by_role("tab", name="Open a saved audit").click()
+        page.locator('input[type="file"]').set_input_files(str(credit_report))
+        page.get_by_role("button", name="Open", exact=True).click()
+        expect(page.get_by_text("Saved audit report.html", exact=False)).to_be_visible(timeout=60_000)
+        expect(page.get_by_text("Rows audited", exact=True)).to_be_visible()
+
+
+@pytest.fixture(scope="module")
+def credit_report(tmp_path_factory):
+    from core import demo
+    from core.audit import run_audit
+    from core.ensemble import from_model
+    from core.io import prepare_data
+    from core.schema import infer_schema
+
+    df, target, model, _ = demo.build_demo("credit-lightgbm")
+    prep = prepare_data(df, target)
+    ens = from_model(model)
+    X = prep.X[list(ens.feature_names)].astype(float)
+    schema = infer_schema(X, kinds=prep.kinds, groups=prep.groups)
+    audit = run_audit(ens, X, schema=schema, target=1, max_rows=30, n_perm=200, n_boot=100, local_rules_per_group=0)
+    out = tmp_path_factory.mktemp("audit") / "report.html"
+    out.write_text(audit.to_html(), encoding="utf-8")
+    return out

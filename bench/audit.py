@@ -1,0 +1,94 @@
+"""Benchmark: the recourse audit's throughput, local processes and Dask.
+
+Adult (../shared/data/adult.csv, one-hot categories), RandomForest(100 trees,
+depth 5) on all rows, protected attribute Sex (held fixed), favourable class
+1 (> 50K): the optimal recourse (L1 on range-scaled features) of the first
+``--rows`` rows with an unfavourable decision, timed as rows per second
+
+* with 1 local process (the reference in the same run),
+* with 2 local processes (joblib): the ratio 2 / 1 is the parallel speed-up,
+* on a Dask LocalCluster of 2 single-threaded worker processes: its start-up
+  time, and its rows per second against 2 local processes (the overhead).
+
+The results must be identical (same statuses and costs). Then one whole
+audit (recourse, T-CREx, local rules, statistics) with 2 processes. Prints JSON.
+
+    python bench/audit.py [--rows 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from core.audit import run_audit  # noqa: E402
+from core.batch import batch_counterfactuals  # noqa: E402
+from core.ensemble import from_model  # noqa: E402
+from core.schema import infer_schema  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=200)
+    a = ap.parse_args()
+    p = ROOT.parent / "shared" / "data" / "adult.csv"
+    if not p.exists():
+        print(json.dumps({"skipped": f"{p} is absent"}))
+        return
+    from sklearn.ensemble import RandomForestClassifier
+
+    from core import io
+
+    df = io.load_table(p.read_bytes(), p.name)
+    prep = io.prepare_data(df, df.attrs["target"])
+    X = prep.X
+    y = prep.y.to_numpy().astype(int)
+    model = RandomForestClassifier(n_estimators=100, max_depth=5, random_state=0, n_jobs=2).fit(X, y)
+    ens = from_model(model, feature_names=list(X.columns))
+    schema = infer_schema(X, kinds=prep.kinds, groups=prep.groups, protected=["Sex"])
+    A = X.to_numpy(float)
+    rows = np.flatnonzero(ens.predict(A) != 1)[:a.rows]
+    kw = dict(schema=schema, norm="l1", immutable=["Sex"], time_limit=30.0, X_ref=A)
+    out = {"dataset": "adult", "model": "RF(100, depth 5)", "rows": int(rows.size)}
+
+    def timed(**extra):
+        t0 = time.perf_counter()
+        res = batch_counterfactuals(ens, A[rows], [1] * rows.size, **kw, **extra)
+        return res, time.perf_counter() - t0
+
+    r1, t1 = timed(n_jobs=1)
+    r2, t2 = timed(n_jobs=2, chunk_size=4)
+    from dask.distributed import LocalCluster
+
+    t0 = time.perf_counter()
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        t_start = time.perf_counter() - t0
+        rd, td = timed(scheduler=cluster.scheduler_address, chunk_size=4)
+    same = all(a.status == b.status == c.status and abs(a.cost - b.cost) <= 1e-9 * max(1, abs(a.cost))
+               and abs(a.cost - c.cost) <= 1e-9 * max(1, abs(a.cost)) for a, b, c in zip(r1, r2, rd))
+    out.update({
+        "rows_per_s_1_process": round(rows.size / t1, 2), "rows_per_s_2_processes": round(rows.size / t2, 2),
+        "speedup_2_over_1": round(t1 / t2, 2),
+        "dask_cluster_start_s": round(t_start, 2), "rows_per_s_dask_2_workers": round(rows.size / td, 2),
+        "dask_time_over_local_2": round(td / t2, 2), "same_results": bool(same),
+        "statuses": {s: sum(r.status == s for r in r1) for s in {r.status for r in r1}},
+    })
+    t0 = time.perf_counter()
+    audit = run_audit(ens, X, schema=schema, target=1, protected=["Sex"], max_rows=int(rows.size), n_jobs=2,
+                      model=None, local_rules_per_group=10)
+    out["full_audit_s"] = round(time.perf_counter() - t0, 2)
+    out["full_audit_timings"] = audit.meta["timings"]
+    out["summary"] = audit.summary
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

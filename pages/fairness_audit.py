@@ -1,0 +1,144 @@
+"""Fairness audit: is recourse equally available and equally costly across protected groups?"""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from core.audit import Audit, protected_attributes, run_audit
+from core.report import cost_figure, group_table, metric_figure, tests_table
+from dashboard import state
+from dashboard.ui import user_errors
+
+ws, ens, schema, names, X, pred = state.page_context(
+    "Fairness audit",
+    "For the rows with an unfavourable decision: the optimal recourse of each (protected attributes held "
+    "fixed), the rules T-CREx prescribes and local counterfactual rules, compared across the groups of the "
+    "protected attributes with bootstrap intervals and permutation tests (Holm-adjusted). The report is a "
+    "single HTML file anyone can open, with the fingerprints and settings needed to reproduce it.")
+
+KEY = (ws.name, ws.model_sha256, ws.data_sha256)
+tab_run, tab_open = st.tabs(["Run an audit", "Open a saved audit"])
+
+with tab_run:
+    groups = {g: cols for g, cols in schema.groups().items() if len(cols) >= 2}
+    in_group = {names[j] for cols in groups.values() for j in cols}
+    choices = list(groups) + [n for n in names if n not in in_group]
+    try:
+        default = list(protected_attributes(schema))
+    except ValueError:
+        default = []
+    protected = st.multiselect("Protected attributes", choices, default=[d for d in default if d in choices],
+                               key="fa_protected", help="Preset from the feature settings (Data & model page). "
+                               "A one-hot group is one attribute; a numerical one is cut into quartiles.")
+    c1, c2, c3 = st.columns(3)
+    if ens.is_classifier:
+        classes = list(ens.classes)
+        target = c1.selectbox("Favourable outcome", classes, index=len(classes) - 1, key="fa_target")
+        unfavourable = int(np.sum(pred != target))
+    else:
+        lo_t = float(np.median(pred))
+        target = (lo_t, float(np.inf))
+        c1.caption(f"Favourable: prediction ≥ the median, {lo_t:.4g}.")
+        unfavourable = int(np.sum(pred < lo_t))
+    max_rows = int(c2.number_input("At most this many rows", 10, 20000, min(300, max(10, unfavourable)), 10,
+                                   key="fa_rows", help=f"{unfavourable:,} rows have an unfavourable decision; "
+                                   "a seeded random sample of them is audited."))
+    limit = c3.number_input("Seconds per recourse", 1.0, 120.0, 10.0, 1.0, key="fa_limit")
+    with st.expander("Statistics and rules"):
+        s1, s2, s3, s4 = st.columns(4)
+        n_perm = int(s1.number_input("Permutations", 200, 20000, 2000, 100, key="fa_perm"))
+        n_boot = int(s2.number_input("Bootstrap resamples", 100, 10000, 1000, 100, key="fa_boot"))
+        alpha = s3.select_slider("α (family-wise)", [0.01, 0.05, 0.1], value=0.05, key="fa_alpha")
+        local = int(s4.number_input("Local rules per group", 0, 100, 10, key="fa_local"))
+        use_tcrex = st.checkbox("T-CREx rules per group", value=True, key="fa_tcrex")
+    with st.expander("Compute: local processes or a Dask cluster"):
+        k1, k2 = st.columns([3, 1])
+        address = k1.text_input("Dask scheduler address (empty: this machine)", value=state.get(state.Keys.CLUSTER),
+                                placeholder="tcp://10.0.0.5:8786", key="fa_scheduler")
+        state.put(state.Keys.CLUSTER, address.strip())
+        jobs = int(k2.number_input("Local processes", 1, 8, 2, key="fa_jobs"))
+    go = st.button(f"Audit {min(max_rows, unfavourable):,} rows", type="primary", key="fa_go",
+                   disabled=not protected)
+    if not protected:
+        st.caption("Choose at least one protected attribute.")
+    if go:
+        cancel = st.empty()
+        cancel.button("Cancel", key="fa_cancel", help="Stops the audit; the previous result, if any, is kept.")
+        bar = st.progress(0.0, text="Starting…")
+        spans = {"recourse": (0.0, 0.85), "T-CREx rules": (0.85, 0.9), "local rules": (0.9, 0.98),
+                 "statistics": (0.98, 1.0)}
+
+        def show(stage: str, done: int, total: int) -> None:
+            a, b = spans.get(stage, (0.0, 1.0))
+            bar.progress(min(1.0, a + (b - a) * done / max(total, 1)), text=f"{stage}: {done} of {total}")
+
+        with user_errors("The audit could not be run"):
+            audit = run_audit(ens, X, schema=schema, target=target, protected=protected, max_rows=max_rows,
+                              time_limit=float(limit), n_jobs=jobs, scheduler=address.strip() or None,
+                              n_boot=n_boot, n_perm=n_perm, alpha=alpha, tcrex=use_tcrex,
+                              local_rules_per_group=local, model=ws.model, data_sha256=ws.data_sha256,
+                              model_sha256=ws.model_sha256, data_name=ws.name, progress=show)
+            st.session_state["fa_result"] = {"key": KEY, "audit": audit, "source": "run"}
+        bar.empty()
+        cancel.empty()
+    elif st.session_state.get("fa_cancel"):
+        st.warning("Cancelled: no new result was kept" + (" — the previous audit is shown below."
+                                                         if st.session_state.get("fa_result") else "."))
+
+with tab_open:
+    up = st.file_uploader("A saved audit: its HTML report or JSON", type=["html", "htm", "json"], key="fa_upload")
+    if up is not None and st.button("Open", key="fa_open"):
+        with user_errors("The audit could not be opened"):
+            st.session_state["fa_result"] = {"key": None, "audit": Audit.from_file(up.getvalue()),
+                                             "source": up.name}
+            st.success(f"Opened {up.name}.")
+
+held = st.session_state.get("fa_result")
+if held is None or (held["source"] == "run" and held["key"] != KEY):
+    st.info("Run an audit above, or open a saved one.")
+    st.stop()
+audit: Audit = held["audit"]
+meta = audit.meta
+if held["source"] != "run":
+    st.caption(f"Saved audit {held['source']} · created {meta.get('created', '?')} · data "
+               f"{meta.get('data', {}).get('name', '')} (SHA-256 {str(meta.get('data', {}).get('sha256', ''))[:16]}…)")
+
+st.subheader("Summary")
+significant = bool(len(audit.tests)) and bool(audit.tests["significant"].any())
+for line in audit.summary:
+    (st.warning if significant else st.success)(line)
+m = st.columns(4)
+m[0].metric("Rows audited", f"{len(audit.rows):,}")
+m[1].metric("With a recourse", f"{audit.rows['feasible'].mean():.1%}")
+m[2].metric("Tests", len(audit.tests))
+m[3].metric("Time", f"{meta.get('timings', {}).get('total', float('nan')):.1f} s")
+for note in meta.get("notes", []):
+    st.caption(note)
+
+st.subheader("Per group")
+st.dataframe(group_table(audit), hide_index=True, key="fa_groups")
+st.subheader("Gaps to the reference group")
+st.dataframe(tests_table(audit), hide_index=True, key="fa_tests")
+
+attrs = list(meta.get("parameters", {}).get("protected", {}))
+for a in attrs:
+    left, right = st.columns(2)
+    left.plotly_chart(cost_figure(audit, a), key=f"fa_cost_{a}")
+    fig = metric_figure(audit, a, "feasible")
+    if fig is not None:
+        right.plotly_chart(fig, key=f"fa_feas_{a}")
+
+if len(audit.rules):
+    st.subheader("Rules most often prescribed (T-CREx)")
+    st.dataframe(audit.rules, hide_index=True, key="fa_rules")
+
+with st.expander("Per-row results"):
+    st.dataframe(audit.rows, hide_index=True, key="fa_rows_table")
+
+d1, d2, d3 = st.columns(3)
+d1.download_button("Report (HTML)", audit.to_html, "recourse_audit.html", "text/html", key="fa_dl_html",
+                   help="Self-contained: figures, tables, fingerprints and settings; re-opens in this page.")
+d2.download_button("Per-row results (CSV)", audit.rows_csv(), "recourse_audit_rows.csv", "text/csv",
+                   key="fa_dl_csv")
+d3.download_button("Audit (JSON)", audit.to_json, "recourse_audit.json", "application/json", key="fa_dl_json")

@@ -1,0 +1,50 @@
+"""AppTest of the Fairness audit page on the built-in demo (planted bias on sex)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def at(page_app):
+    return page_app("fairness_audit.py")
+
+
+def _run(at, rows=80):
+    at.number_input(key="fa_rows").set_value(rows)
+    at.number_input(key="fa_perm").set_value(500)
+    at.number_input(key="fa_boot").set_value(200)
+    at.number_input(key="fa_local").set_value(2)
+    at.button(key="fa_go").click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_audit_of_the_demo_finds_the_bias_and_exports(at):
+    assert at.multiselect(key="fa_protected").value == ["sex"]
+    assert any("Run an audit above" in i.value for i in at.info)
+    _run(at, rows=150)
+    assert not at.error
+    assert any("sex = 1 is worse off" in w.value for w in at.warning)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Rows audited"] == "150"
+    labels = [b.label for b in at.get("download_button")]
+    assert {"Report (HTML)", "Per-row results (CSV)", "Audit (JSON)"} <= set(labels)
+
+
+def test_bad_scheduler_address_is_explained_and_keeps_the_previous_audit(at):
+    _run(at, rows=40)
+    at.text_input(key="fa_scheduler").input("tcp://127.0.0.1:1")
+    at.button(key="fa_go").click().run()
+    assert not at.exception
+    assert any("Cannot reach the Dask scheduler" in e.value for e in at.error)
+    assert {m.label: m.value for m in at.metric}["Rows audited"] == "40"
+
+
+def test_a_saved_audit_reopens(at, tmp_path):
+    from core.audit import Audit
+
+    _run(at, rows=40)
+    held = at.session_state["fa_result"]["audit"]
+    again = Audit.from_file(held.to_html().encode())
+    assert again.summary == held.summary
