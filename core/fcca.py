@@ -520,7 +520,8 @@ def _crossed(levels: np.ndarray, a: float, b: float) -> float | None:
 def fcca(ensemble: Any, X: Any, y_model: Any, *, p0: float = 0.5, p1: float = 1.0, lambda0: float = 0.1,
          lambda1: float = 1.0, lambda2: float = 0.0, eps: Any = None, max_points: int | None = None,
          n_jobs: int = -1, time_limit: float = 10.0, progress: Callable[[int, int], None] | None = None,
-         schema: Any = None, should_stop: Callable[[], bool] | None = None) -> FCCAResult:
+         schema: Any = None, should_stop: Callable[[], bool] | None = None,
+         scheduler: Any = None) -> FCCAResult:
     """Run FCCA's phases 1-2 (see the module docstring); Q is applied later.
 
     Parameters
@@ -542,6 +543,8 @@ def fcca(ensemble: Any, X: Any, y_model: Any, *, p0: float = 0.5, p1: float = 1.
     progress : called as progress(done, total).
     schema : core.schema.Schema for kinds and ranges; inferred from X if None.
     should_stop : polled between rows; True stops early (``cancelled``).
+    scheduler : a Dask scheduler address or Client: the counterfactuals run on
+        the cluster instead of local processes (core.batch).
     """
     t_start = time.perf_counter()
     ens = ensemble if isinstance(ensemble, TreeEnsemble) else from_model(ensemble)
@@ -608,7 +611,7 @@ def fcca(ensemble: Any, X: Any, y_model: Any, *, p0: float = 0.5, p1: float = 1.
 
     norm = {"l0": float(lambda0), "l1": float(lambda1), "l2": float(lambda2)}
     kwargs = dict(schema=free, norm=norm, time_limit=float(time_limit), X_ref=A, warm=True,
-                  n_workers=1 if n_jobs != 1 else 2)
+                  n_workers=1 if (n_jobs != 1 or scheduler) else 2)
     others = {c: [o for o in ens.classes if o != c] for c in ens.classes}
     items = [(A[i], others[pred[i]]) for i in cand]
     stopped = {"flag": False}
@@ -622,7 +625,8 @@ def fcca(ensemble: Any, X: Any, y_model: Any, *, p0: float = 0.5, p1: float = 1.
     workers = (os.cpu_count() or 1) if n_jobs < 0 else max(1, n_jobs)
     chunk = int(np.clip(len(items) // (workers * 8), 1, 16))   # ~8 progress steps per worker
     results = map_rows(partial(_one_row, ensemble=ens, kwargs=kwargs), items, n_jobs=n_jobs, chunk_size=chunk,
-                       progress=progress, should_stop=stop if should_stop is not None else None)
+                       progress=progress, should_stop=stop if should_stop is not None else None,
+                       scheduler=scheduler)
     t_cf = time.perf_counter()
 
     kinds = [f.kind for f in schema.features]

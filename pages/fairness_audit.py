@@ -55,7 +55,9 @@ with tab_run:
     with st.expander("Compute: local processes or a Dask cluster"):
         k1, k2 = st.columns([3, 1])
         address = k1.text_input("Dask scheduler address (empty: this machine)", value=state.get(state.Keys.CLUSTER),
-                                placeholder="tcp://10.0.0.5:8786", key="fa_scheduler")
+                                placeholder="tcp://10.0.0.5:8786", key="fa_scheduler",
+                                help="Also used by FCCA and the batch of optimal counterfactuals. The workers "
+                                "need this repository installed (pip install -e .).")
         state.put(state.Keys.CLUSTER, address.strip())
         jobs = int(k2.number_input("Local processes", 1, 8, 2, key="fa_jobs"))
     go = st.button(f"Audit {min(max_rows, unfavourable):,} rows", type="primary", key="fa_go",

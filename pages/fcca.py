@@ -45,13 +45,17 @@ with st.form("fcca_form"):
     go = st.form_submit_button("Compute counterfactuals and thresholds", type="primary")
 
 y_used = ws.y.to_numpy() if label_src == "labels in the data" else pred
+cluster = state.get(state.Keys.CLUSTER)
+if cluster:
+    st.caption(f"Counterfactuals run on the Dask cluster at {cluster} (set on the Fairness audit page; clear it "
+               "there to run on this machine).")
 if go:
     cancel = st.empty()
     cancel.button("Cancel", key="fcca_cancel", help="Stops the run; the previous result, if any, is kept.")
     bar = st.progress(0.0, text="Selecting rows…")
     with user_errors("FCCA could not be run"):
         res = fcca(ens, X, y_used, p0=p0, p1=p1, lambda0=lam0, lambda1=lam1, lambda2=lam2, max_points=max_points,
-                   n_jobs=jobs, time_limit=float(limit), schema=schema,
+                   n_jobs=jobs, time_limit=float(limit), schema=schema, scheduler=cluster or None,
                    progress=lambda d, t: bar.progress(d / t, text=f"{d} of {t} counterfactuals"))
         st.session_state["fcca_run"] = {"key": KEY, "result": res, "labels": label_src, "trees": {}}
     bar.empty()

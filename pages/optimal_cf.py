@@ -163,8 +163,9 @@ with tab_batch:
             bar = st.progress(0.0, text="Starting…")
             pl = _plausibility(targets[0]) if plaus_b else None
             kwargs_b["time_limit"] = float(kwargs_b["time_limit"])
+            cluster = state.get(state.Keys.CLUSTER) or None
             results = batch_counterfactuals(
-                ens, X[rows], targets, n_jobs=int(jobs), plausibility=pl, X_ref=X,
+                ens, X[rows], targets, n_jobs=int(jobs), plausibility=pl, X_ref=X, scheduler=cluster,
                 progress=lambda d, t: bar.progress(d / t, text=f"{d} of {t} rows"), **kwargs_b)
             st.session_state["ocb_results"] = pd.DataFrame([{
                 "row": int(r), "status": res.status, "cost": res.cost if res.found else np.nan,
