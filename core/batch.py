@@ -27,6 +27,25 @@ def _apply_chunk(fn: Callable[[Any], Any], chunk: Sequence[Any]) -> list[Any]:
     return [fn(item) for item in chunk]
 
 
+def _collect(pairs: Iterable[tuple[int, list[Any]]], out: list[Any], progress, should_stop,
+             abort: Callable[[], None]) -> None:
+    """Store each chunk's results at its start index as they arrive, report
+    progress, poll should_stop; when left early (stop, or an exception such as
+    the app interrupting the run), abort the pending tasks at once."""
+    total, done = len(out), 0
+    try:
+        for start, res in pairs:
+            out[start:start + len(res)] = res
+            done += len(res)
+            if progress is not None:
+                progress(done, total)
+            if should_stop is not None and should_stop():
+                break
+    finally:
+        if done < total:
+            abort()
+
+
 def map_rows(fn: Callable[[Any], Any], items: Sequence[Any], *, n_jobs: int = 1,
              progress: Callable[[int, int], None] | None = None,
              should_stop: Callable[[], bool] | None = None, chunk_size: int = 1,
@@ -57,26 +76,17 @@ def map_rows(fn: Callable[[Any], Any], items: Sequence[Any], *, n_jobs: int = 1,
     size = max(1, int(chunk_size))
     chunks = [items[s:s + size] for s in range(0, total, size)]
     gen = Parallel(n_jobs=n_jobs, return_as="generator")(delayed(_apply_chunk)(fn, c) for c in chunks)
-    done = 0
-    try:
-        for res in gen:
-            out[done:done + len(res)] = res
-            done += len(res)
-            if progress is not None:
-                progress(done, total)
-            if should_stop is not None and should_stop():
-                break
-    finally:
-        # Left early (stop, or an exception such as the app interrupting the
-        # run): abort the pending tasks now. A generator left to the garbage
-        # collector shuts the shared worker pool down whenever it is collected,
-        # possibly in the middle of the next run.
-        if done < total:
-            import warnings
 
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)   # "N tasks ... have been cancelled"
-                gen.close()
+    def abort() -> None:
+        # A generator left to the garbage collector shuts the shared worker pool
+        # down whenever it is collected, possibly in the middle of the next run.
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)   # "N tasks ... have been cancelled"
+            gen.close()
+
+    _collect(((i * size, res) for i, res in enumerate(gen)), out, progress, should_stop, abort)
     return out
 
 
@@ -111,19 +121,8 @@ def _map_dask(fn, items, scheduler, progress, should_stop, chunk_size):
         [fn_remote] = client.scatter([fn], broadcast=True, hash=False)
         futures = client.map(_apply_chunk, [fn_remote] * len(chunks), chunks, pure=False)
         start = {f.key: i * chunk_size for i, f in enumerate(futures)}
-        done = 0
-        try:
-            for fut, res in as_completed(futures, with_results=True):
-                s = start[fut.key]
-                out[s:s + len(res)] = res
-                done += len(res)
-                if progress is not None:
-                    progress(done, total)
-                if should_stop is not None and should_stop():
-                    break
-        finally:
-            if done < total:
-                client.cancel(futures)
+        _collect(((start[fut.key], res) for fut, res in as_completed(futures, with_results=True)), out, progress,
+                 should_stop, lambda: client.cancel(futures))
     finally:
         if owned:
             client.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,13 @@ import pytest
 from browser_util import app_view, browser_page, running_app
 
 pytestmark = pytest.mark.browser
+
+
+def _shots(tmp_path: Path) -> Path:
+    """Where screenshots go: $ATLAS_SHOTS to keep them for a look, else the test's tmp dir."""
+    d = Path(os.environ.get("ATLAS_SHOTS") or tmp_path)
+    d.mkdir(parents=True, exist_ok=True)
+    return d
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +82,7 @@ def test_counterfactual_rule_in_the_browser(app_url, tmp_path):
 def test_fcca_thresholds_in_the_browser(app_url, tmp_path):
     from playwright.sync_api import expect
 
-    with app_view(app_url, "/fcca", "FCCA thresholds", Path("/tmp/shots/fcca.png"), 2400) as page:
+    with app_view(app_url, "/fcca", "FCCA thresholds", _shots(tmp_path) / "fcca.png", 2400) as page:
         rows = page.get_by_role("spinbutton", name="At most this many rows")
         rows.fill("80")
         page.get_by_role("button", name="Compute counterfactuals and thresholds").click()
@@ -88,7 +96,7 @@ def test_fcca_thresholds_in_the_browser(app_url, tmp_path):
 def test_fcca_cancel_keeps_the_previous_state(app_url, tmp_path):
     from playwright.sync_api import expect
 
-    with app_view(app_url, "/fcca", "FCCA thresholds", Path("/tmp/shots/fcca_cancel.png"), 1400) as page:
+    with app_view(app_url, "/fcca", "FCCA thresholds", _shots(tmp_path) / "fcca_cancel.png", 1400) as page:
         rows = page.get_by_role("spinbutton", name="At most this many rows")
         rows.fill("2000")
         page.get_by_role("button", name="Compute counterfactuals and thresholds").click()
@@ -99,7 +107,7 @@ def test_fcca_cancel_keeps_the_previous_state(app_url, tmp_path):
 def test_fairness_audit_in_the_browser(app_url, tmp_path):
     from playwright.sync_api import expect
 
-    with app_view(app_url, "/fairness_audit", "Fairness audit", Path("/tmp/shots/fairness_audit.png"), 2600) as page:
+    with app_view(app_url, "/fairness_audit", "Fairness audit", _shots(tmp_path) / "fairness_audit.png", 2600) as page:
         rows = page.get_by_role("spinbutton", name="At most this many rows")
         rows.fill("120")
         rows.press("Tab")
