@@ -131,13 +131,13 @@ def group_labels(X: np.ndarray, names: Sequence[str], cols: Sequence[int], attri
     if values.size <= max_levels:
         return np.array([np.format_float_positional(float(a), trim="-") for a in v])
     edges = np.unique(np.quantile(v, [0, 0.25, 0.5, 0.75, 1]))
-    k = np.clip(np.searchsorted(edges, v, side="left") - 1, 0, edges.size - 2)
-    fmt = [f"[{edges[i]:.4g}, {edges[i + 1]:.4g}]" for i in range(edges.size - 1)]
+    k = np.clip(np.searchsorted(edges, v, side="left") - 1, 0, edges.size - 2)   # bins (a, b], the first [a, b]
+    fmt = [f"{'[' if i == 0 else '('}{edges[i]:.4g}, {edges[i + 1]:.4g}]" for i in range(edges.size - 1)]
     return np.array([fmt[i] for i in k])
 
 
 # ------------------------------------------------------------------ result
-@dataclass
+@dataclass(frozen=True)
 class Audit:
     """The audit's tables, summary and provenance (see the module docstring).
 

@@ -226,7 +226,7 @@ def _tree_from_gosdt(root: Any, classes: np.ndarray, columns: list[str], B: np.n
 
 
 # ---------------------------------------------------------------- the result
-@dataclass
+@dataclass(frozen=True)
 class FCCAResult:
     """Counterfactual pairs, thresholds and everything needed to discretise.
 

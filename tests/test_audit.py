@@ -146,7 +146,8 @@ def test_one_hot_and_numerical_attributes_become_groups(credit):
     emp = group_labels(X.to_numpy(), names, attrs["employment"], "employment")
     assert set(emp) <= {"employed", "self_employed", "unemployed", "student"}
     age = group_labels(X.to_numpy(), names, attrs["age"], "age")
-    assert 2 <= len(set(age)) <= 4 and all(s.startswith("[") for s in set(age))
+    assert 2 <= len(set(age)) <= 4 and all(s[0] in "[(" and s.endswith("]") for s in set(age))
+    assert sum(s.startswith("[") for s in set(age)) == 1
 
 
 def test_statistics_helpers():
