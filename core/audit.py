@@ -190,8 +190,15 @@ class Audit:
             df = pd.DataFrame(x["data"], columns=x["columns"])
             return df.infer_objects()
 
-        return cls(frame(d["rows"]), frame(d["groups"]), frame(d["tests"]), frame(d["rules"]),
-                   list(d["summary"]), dict(d["meta"]))
+        try:
+            out = cls(frame(d["rows"]), frame(d["groups"]), frame(d["tests"]), frame(d["rules"]),
+                      list(d["summary"]), dict(d["meta"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise AuditError(f"The saved audit is incomplete or damaged ({type(exc).__name__}: {exc}).") from None
+        need = {"row", "status", "feasible", "cost"}
+        if not need <= set(out.rows.columns) or not {"attribute", "group", "reference"} <= set(out.groups.columns):
+            raise AuditError("The saved audit is incomplete: its per-row or per-group table lacks columns.")
+        return out
 
     @classmethod
     def from_file(cls, data: bytes) -> "Audit":

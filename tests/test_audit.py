@@ -119,6 +119,8 @@ def test_report_is_self_contained_and_reopens(credit_audit, tmp_path):
         Audit.from_file(b"<html><body>hello</body></html>")
     with pytest.raises(AuditError):
         Audit.from_file(b"a,b\n1,2\n")
+    with pytest.raises(AuditError, match="incomplete"):
+        Audit.from_file(b'{"format": "counterfactual-atlas-audit", "rows": {"columns": ["x"], "data": [[1]]}}')
 
 
 def test_bad_requests_say_what_to_do(credit):
