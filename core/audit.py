@@ -67,6 +67,7 @@ METRICS: dict[str, tuple[str, str, str, str, bool]] = {
     "tcrex_changes": ("features a T-CREx rule asks to change", "tcrex_changes", "mean", "tcrex", False),
     "local_correctness": ("local-rule correctness", "local_correctness", "mean", "local", True),
 }
+SHARES = ("feasible", "tcrex_actionable", "local_correctness")   # metrics that are shares of rows
 
 
 def package_versions(names: Sequence[str] = REPORT_PACKAGES) -> dict[str, str]:
@@ -247,11 +248,12 @@ def _statistics(rows: pd.DataFrame, attributes: list[str], n_boot: int, n_perm: 
         labels = rows[f"group:{attr}"].astype(str)
         sizes = labels.value_counts()
         ref = str(sizes.index[0])   # the largest group is the reference
+        values = {g: {k: _metric_values(rows[labels == g], k).to_numpy() for k in metrics} for g in sizes.index}
         for g in sorted(sizes.index, key=lambda s: (s != ref, s)):
             sub = rows[labels == g]
             rec: dict[str, Any] = {"attribute": attr, "group": g, "reference": g == ref, "rows": int(len(sub))}
             for k in metrics:
-                v = _metric_values(sub, k).to_numpy()
+                v = values[g][k]
                 stat = METRICS[k][2]
                 rec[k] = fs.STATS[stat](v) if v.size else float("nan")
                 rec[f"{k}_lo"], rec[f"{k}_hi"] = fs.bootstrap_ci(v, stat, n_boot, rng=rng)
@@ -262,9 +264,8 @@ def _statistics(rows: pd.DataFrame, attributes: list[str], n_boot: int, n_perm: 
             group_recs.append(rec)
             if g == ref:
                 continue
-            base = rows[labels == ref]
             for k in metrics:
-                a, b = _metric_values(sub, k).to_numpy(), _metric_values(base, k).to_numpy()
+                a, b = values[g][k], values[ref][k]
                 if a.size < 2 or b.size < 2:
                     continue
                 stat = METRICS[k][2]
@@ -285,7 +286,7 @@ def _statistics(rows: pd.DataFrame, attributes: list[str], n_boot: int, n_perm: 
 
 
 def _fmt(v: float, key: str) -> str:
-    if key in ("feasible", "tcrex_actionable", "local_correctness"):
+    if key in SHARES:
         return f"{v:.0%}"
     return f"{v:.3g}"
 
@@ -306,7 +307,7 @@ def summarise(tests: pd.DataFrame, alpha: float, n_rows: int, attributes: list[s
             if not group_worse:
                 (wg, wv), (bg, bv) = (bg, bv), (wg, wv)
                 gap, lo, hi = -gap, -hi, -lo
-            if k in ("feasible", "tcrex_actionable", "local_correctness"):
+            if k in SHARES:
                 how = f"{gap * 100:+.1f} points, 95% CI {lo * 100:+.1f} to {hi * 100:+.1f}"
             else:
                 how = f"{gap:+.3g}, 95% CI {lo:+.3g} to {hi:+.3g}"
@@ -397,7 +398,8 @@ def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Seq
     rng = np.random.default_rng(random_state)
     if max_rows is not None and rows_all.size > max_rows:
         rows_all = np.sort(rng.choice(rows_all, int(max_rows), replace=False))
-    fixed = sorted({j for cols in attrs.values() for j in cols})
+    fixed = sorted({j for cols in attrs.values() for j in cols})                # protected: held fixed
+    immutable = sorted(set(fixed) | {j for j, f in enumerate(schema.features) if f.actionability == "fixed"})
     labels = {a: group_labels(A, names, cols, a) for a, cols in attrs.items()}
 
     def stop() -> bool:
@@ -412,7 +414,7 @@ def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Seq
     target_value = target if tgt.kind == "interval" else tgt.label
     results = batch_counterfactuals(
         ens, A[rows_all], [target_value] * rows_all.size, n_jobs=n_jobs, scheduler=scheduler,
-        chunk_size=max(1, min(16, rows_all.size // (8 * max(1, n_jobs)))) if (n_jobs != 1 or scheduler) else 1,
+        chunk_size="auto",
         progress=lambda d, t: report("recourse", d, t), should_stop=stop,
         schema=schema, norm=norm, immutable=fixed, time_limit=float(time_limit), X_ref=A, model=model)
     if stop() or any(r is None for r in results):
@@ -447,9 +449,8 @@ def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Seq
             assigned = tc.explain(Xa)
             L = np.array([tc.rules_[k].lower for k in assigned])
             U = np.array([tc.rules_[k].upper for k in assigned])
-            fixed_cols = [j for j, f in enumerate(schema.features) if f.actionability == "fixed"] + fixed
-            ok = np.all((Xa[:, fixed_cols] > L[:, fixed_cols]) & (Xa[:, fixed_cols] <= U[:, fixed_cols]), axis=1) \
-                if fixed_cols else np.ones(len(Xa), dtype=bool)
+            # actionable: the rule already holds on every immutable column
+            ok = np.all((Xa[:, immutable] > L[:, immutable]) & (Xa[:, immutable] <= U[:, immutable]), axis=1)
             table["tcrex_rule"] = [f"R{k}" for k in assigned]
             table["tcrex_actionable"] = ok.astype(int)
             table["tcrex_changes"] = tc.changes(Xa, assigned).astype(float)
@@ -471,21 +472,17 @@ def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Seq
     if local_rules_per_group > 0 and ens.is_classifier:
         from core.rules import CounterfactualRules
 
-        picks: list[int] = []
-        first = next(iter(attrs))
-        for g, sub in table.groupby(f"group:{first}"):
-            take = sub.index.to_numpy()
-            if take.size > local_rules_per_group:
-                take = np.sort(rng.choice(take, local_rules_per_group, replace=False))
-            picks.extend(int(t) for t in take)
-        for a in list(attrs)[1:]:      # every group of the other attributes gets some too
-            for g, sub in table.groupby(f"group:{a}"):
-                have = [p for p in picks if p in set(sub.index)]
-                extra = [int(t) for t in sub.index if t not in set(picks)][:max(0, local_rules_per_group - len(have))]
-                picks.extend(extra)
+        picked = np.zeros(len(table), dtype=bool)   # every group of every attribute gets up to k rows
+        for a in attrs:
+            for _, sub in table.groupby(f"group:{a}"):
+                idx = sub.index.to_numpy()
+                need = local_rules_per_group - int(picked[idx].sum())
+                rest = idx[~picked[idx]]
+                if need > 0 and rest.size:
+                    picked[rng.choice(rest, min(need, rest.size), replace=False)] = True
+        picks = np.flatnonzero(picked)
         cr = CounterfactualRules(groups=list(schema.groups().values()), random_state=random_state)
         cr.fit(A, pred, feature_names=names)
-        imm = [j for j, f in enumerate(schema.features) if f.actionability == "fixed"] + fixed
         table["local_correctness"] = np.nan
         table["local_rule"] = ""
         for n_done, p in enumerate(picks):
@@ -493,7 +490,7 @@ def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Seq
                 raise AuditCancelled("The audit was cancelled; nothing was kept.")
             x = A[int(table.at[p, "row"])]
             try:
-                rule = cr.local_rule(x, target_value, immutable=sorted(set(imm)))
+                rule = cr.local_rule(x, target_value, immutable=immutable)
                 samples = cr.sample_counterfactuals(x, rule, n=5)
                 table.at[p, "local_correctness"] = float(np.mean(tgt.holds(ens, samples)))
                 table.at[p, "local_rule"] = rule.to_text(names, list(schema.groups().values()))

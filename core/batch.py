@@ -13,6 +13,7 @@ once.
 
 from __future__ import annotations
 
+import os
 from functools import partial
 from typing import Any, Callable, Iterable, Sequence
 
@@ -48,7 +49,7 @@ def _collect(pairs: Iterable[tuple[int, list[Any]]], out: list[Any], progress, s
 
 def map_rows(fn: Callable[[Any], Any], items: Sequence[Any], *, n_jobs: int = 1,
              progress: Callable[[int, int], None] | None = None,
-             should_stop: Callable[[], bool] | None = None, chunk_size: int = 1,
+             should_stop: Callable[[], bool] | None = None, chunk_size: int | str = 1,
              scheduler: Any = None) -> list[Any]:
     """``[fn(item) for item in items]``, in parallel processes when ``n_jobs != 1``.
 
@@ -56,11 +57,15 @@ def map_rows(fn: Callable[[Any], Any], items: Sequence[Any], *, n_jobs: int = 1,
     parallel); should_stop() is polled between items (chunks) and, when it
     returns True, the remaining items are skipped (their results are None).
     ``chunk_size`` items go to a process at a time: ``fn`` is sent once per
-    chunk and whatever it caches on its arguments is reused within the chunk.
+    chunk and whatever it caches on its arguments is reused within the chunk;
+    ``"auto"``: about 8 chunks per worker, at most 16 items each.
     """
     items = list(items)
     total = len(items)
     out: list[Any] = [None] * total
+    if chunk_size == "auto":
+        workers = (os.cpu_count() or 1) if n_jobs < 0 else max(1, n_jobs)
+        chunk_size = int(np.clip(total // (8 * workers), 1, 16))
     if scheduler:
         return _map_dask(fn, items, scheduler, progress, should_stop, max(1, int(chunk_size)))
     if n_jobs == 1 or total <= 1:
@@ -139,7 +144,7 @@ def _one_cf(args: tuple[np.ndarray, Any], ensemble: Any, kwargs: dict[str, Any])
 def batch_counterfactuals(ensemble: Any, X: np.ndarray, targets: Iterable[Any], *, n_jobs: int = 1,
                           progress: Callable[[int, int], None] | None = None,
                           should_stop: Callable[[], bool] | None = None, scheduler: Any = None,
-                          chunk_size: int = 1, **kwargs: Any) -> list[Any]:
+                          chunk_size: int | str = 1, **kwargs: Any) -> list[Any]:
     """Optimal counterfactuals of many rows (see ``core.optimal.optimal_counterfactual``).
 
     Each solve uses one solver thread when rows run in parallel, so results do

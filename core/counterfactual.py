@@ -28,7 +28,8 @@ import numpy as np
 from core.ensemble import TreeEnsemble
 from core.errors import AtlasError
 
-__all__ = ["output_mask", "continuous_outputs", "CostModel", "Target", "CounterfactualResult", "Change", "make_cost_model", "make_target"]
+__all__ = ["output_mask", "continuous_outputs", "CostModel", "Target", "CounterfactualResult", "Change",
+           "make_cost_model", "make_target"]
 
 STATUSES = ("optimal", "feasible", "infeasible", "time_limit", "error")
 

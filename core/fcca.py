@@ -45,7 +45,6 @@ row's class. Regressors and anomaly detectors are refused.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from functools import partial
@@ -82,10 +81,6 @@ def default_eps(X: np.ndarray) -> np.ndarray:
         if u.size >= 2:
             eps[j] = float(np.min(np.diff(u)))
     return eps
-
-
-def _label(v: Any) -> str:
-    return np.format_float_positional(float(v), trim="-")
 
 
 def _precision(v: float, digits: int) -> int:
@@ -275,10 +270,13 @@ class FCCAResult:
         counts = self.thresholds["count"].to_numpy()
         return float(np.quantile(counts, Q)) if counts.size else np.inf
 
+    def kept(self, Q: float) -> np.ndarray:
+        """Mask over ``thresholds``: kept at level Q (``count >= F_Q``)."""
+        return self.thresholds["count"].to_numpy() >= self.level(Q)
+
     def select(self, Q: float) -> pd.DataFrame:
-        """The thresholds kept at level Q (``count >= F_Q``)."""
-        F = self.level(Q)
-        return self.thresholds[self.thresholds["count"].to_numpy() >= F]
+        """The thresholds kept at level Q."""
+        return self.thresholds[self.kept(Q)]
 
     def max_q(self) -> pd.Series:
         """For each threshold (aligned with ``thresholds``), the highest Q at
@@ -305,18 +303,24 @@ class FCCAResult:
             raise FCCAError(f"Rows have {X.shape[1]} columns; the model has {len(self.feature_names)} features.")
         return X
 
+    def labels(self) -> np.ndarray:
+        """A short label per threshold (aligned with ``thresholds``), distinct
+        within its feature; the same at every Q."""
+        names, ts = self.thresholds.index.to_numpy(), self.thresholds["threshold"].to_numpy()
+        out = np.empty(len(ts), dtype=object)
+        for name in pd.unique(names):
+            mask = names == name
+            out[mask] = _labels(ts[mask])
+        return out
+
     def discretize(self, X: Any = None, Q: float = 0.0) -> pd.DataFrame:
         """Binary columns ``name>t`` (1 when the value is above t) for the
         thresholds kept at Q, in feature order then increasing t (eq. 12)."""
         A = self.X if X is None else self._matrix(X)
-        sel = self.select(Q)
-        cols: dict[str, np.ndarray] = {}
-        names, ts = sel.index.to_numpy(), sel["threshold"].to_numpy()
-        for name in pd.unique(names):
-            j = self.feature_names.index(name)
-            mine = ts[names == name]
-            for t, lab in zip(mine, _labels(mine)):
-                cols[f"{name}>{lab}"] = (A[:, j] > t).astype(np.int8)
+        keep = self.kept(Q)
+        names, ts = self.thresholds.index.to_numpy()[keep], self.thresholds["threshold"].to_numpy()[keep]
+        cols = {f"{name}>{lab}": (A[:, self.feature_names.index(name)] > t).astype(np.int8)
+                for name, t, lab in zip(names, ts, self.labels()[keep])}
         index = X.index if isinstance(X, pd.DataFrame) else None
         return pd.DataFrame(cols, index=index)
 
@@ -380,31 +384,26 @@ class FCCAResult:
             B_te = self.discretize(Xt, Q).to_numpy()
             y_te = self.y[:0] if y_test is None else np.asarray(y_test)
             p_te = self.ensemble.predict(Xt) if self.ensemble is not None else self.pred[:0]
-        note = ""
-        use = method
-        if method in ("gosdt", "auto"):
-            if gosdt_available():
-                use = "gosdt"
-            else:
-                use = "cart"
-                if method == "gosdt":
-                    note = "GOSDT is not installed (pip install gosdt); CART was used instead."
+        notes: list[str] = []
+        use = "cart" if method == "cart" or not gosdt_available() else "gosdt"
+        if method == "gosdt" and use == "cart":
+            notes.append("GOSDT is not installed (pip install gosdt); CART was used instead.")
         t0 = time.perf_counter()
         if B_tr.shape[1] == 0 or np.unique(y_tr.astype(str)).size < 2:
             values, counts = np.unique(y_tr, return_counts=True)
             tree = TreeFit(use, columns, np.array([-1]), np.array([-1]), np.array([-1]),
                            np.array([values[np.argmax(counts)]], dtype=object), np.array([len(y_tr)]), Q)
-            note = (note + " " if note else "") + "Nothing to split on at this Q: the tree is a single leaf."
+            notes.append("Nothing to split on at this Q: the tree is a single leaf.")
         elif use == "gosdt":
             tree, extra = self._fit_gosdt(B_tr, y_tr, columns, max_depth, Q, time_limit)
-            note = (note + " " if note else "") + extra
+            notes.append(extra)
         else:
             from sklearn.tree import DecisionTreeClassifier
 
             clf = DecisionTreeClassifier(max_depth=max_depth, random_state=random_state).fit(B_tr, y_tr)
             tree = _tree_from_sklearn(clf, columns, "cart", Q)
         tree.fit_time = time.perf_counter() - t0
-        tree.note = note.strip()
+        tree.note = " ".join(n for n in notes if n)
         tree.n_train, tree.n_test = len(B_tr), len(B_te)
         tree.train_accuracy = float(np.mean(_same(tree.predict(B_tr), y_tr)))
         if len(B_te):
@@ -448,6 +447,7 @@ class FCCAResult:
         each cell the highest Q at which a threshold inside it is kept (NaN:
         no threshold). Returns (levels, hover text)."""
         mq = self.max_q().to_numpy()
+        all_labels = self.labels()
         names = [f for f in self.feature_names if f in set(self.thresholds.index)]
         levels = np.full((len(names), n_bins), np.nan)
         text = np.full((len(names), n_bins), "", dtype=object)
@@ -458,12 +458,13 @@ class FCCAResult:
             span = (hi[j] - lo[j]) or 1.0
             mask = (self.thresholds.index == name)
             ts, cs, qs = self.thresholds["threshold"].to_numpy()[mask], self.thresholds["count"].to_numpy()[mask], mq[mask]
+            labs = all_labels[mask]                            # as in the discretised columns' names
             b = np.clip(np.floor((ts - lo[j]) / span * n_bins), 0, n_bins - 1).astype(int)
             for k in np.unique(b):
                 m = b == k
                 levels[r, k] = qs[m].max()
                 text[r, k] = "<br>".join(f"{name} > {lab}: {c} pairs, kept up to Q={q:.2f}"
-                                         for lab, c, q in zip(_labels(ts[m]), cs[m], qs[m]))
+                                         for lab, c, q in zip(labs[m], cs[m], qs[m]))
         return pd.DataFrame(levels, index=names, columns=cols), pd.DataFrame(text, index=names, columns=cols)
 
     def pairs_frame(self) -> pd.DataFrame:
@@ -497,14 +498,9 @@ def _one_row(item: tuple[np.ndarray, list[Any]], ensemble: TreeEnsemble, kwargs:
     from core.optimal import optimal_counterfactual
 
     x, targets = item
-    best = None
-    for t in targets:
-        res = optimal_counterfactual(ensemble, x, t, **kwargs)
-        if res.found and (best is None or not best.found or res.cost < best.cost):
-            best = res
-        elif best is None:
-            best = res
-    return best
+    results = [optimal_counterfactual(ensemble, x, t, **kwargs) for t in targets]
+    found = [r for r in results if r.found]
+    return min(found, key=lambda r: r.cost) if found else results[0]
 
 
 def _crossed(levels: np.ndarray, a: float, b: float) -> float | None:
@@ -596,9 +592,8 @@ def fcca(ensemble: Any, X: Any, y_model: Any, *, p0: float = 0.5, p1: float = 1.
             free = free.with_updates(f.name, actionability="free")
 
     pred = ens.predict(A)
-    proba = ens.predict_proba(A)
     cls_pos = {c: i for i, c in enumerate(ens.classes)}
-    own = np.array([proba[i, cls_pos[p]] for i, p in enumerate(pred)])
+    own = ens.predict_proba(A)[np.arange(len(A)), [cls_pos[p] for p in pred]]   # probability of the row's class
     correct = _same(pred, y)
     cand = np.flatnonzero(correct & (own >= p0 - 1e-12) & (own <= p1 + 1e-12))
     n_candidates = int(cand.size)
@@ -614,28 +609,13 @@ def fcca(ensemble: Any, X: Any, y_model: Any, *, p0: float = 0.5, p1: float = 1.
                   n_workers=1 if (n_jobs != 1 or scheduler) else 2)
     others = {c: [o for o in ens.classes if o != c] for c in ens.classes}
     items = [(A[i], others[pred[i]]) for i in cand]
-    stopped = {"flag": False}
-
-    def stop() -> bool:
-        if should_stop is not None and should_stop():
-            stopped["flag"] = True
-            return True
-        return False
-
-    workers = (os.cpu_count() or 1) if n_jobs < 0 else max(1, n_jobs)
-    chunk = int(np.clip(len(items) // (workers * 8), 1, 16))   # ~8 progress steps per worker
-    results = map_rows(partial(_one_row, ensemble=ens, kwargs=kwargs), items, n_jobs=n_jobs, chunk_size=chunk,
-                       progress=progress, should_stop=stop if should_stop is not None else None,
-                       scheduler=scheduler)
+    results = map_rows(partial(_one_row, ensemble=ens, kwargs=kwargs), items, n_jobs=n_jobs, chunk_size="auto",
+                       progress=progress, should_stop=should_stop, scheduler=scheduler)
     t_cf = time.perf_counter()
 
-    kinds = [f.kind for f in schema.features]
-    levels = []
-    for j in range(len(names)):
-        lv = ens.split_levels(j)
-        if kinds[j] in ("binary", "categorical"):
-            lv = np.union1d(lv, [0.5])
-        levels.append(np.asarray(lv, dtype=float))
+    from core.optimal import feature_levels
+
+    levels = feature_levels(ens, [f.kind for f in schema.features])   # the splits a counterfactual can cross
     statuses: dict[str, int] = {}
     rows, x0s, xces, costs, pair_t = [], [], [], [], []
     for i, res in zip(cand, results):
@@ -674,4 +654,5 @@ def fcca(ensemble: Any, X: Any, y_model: Any, *, p0: float = 0.5, p1: float = 1.
     timings = {"select": t_select - t_start, "counterfactuals": t_cf - t_select, "thresholds": t_end - t_cf,
                "total": t_end - t_start}
     return FCCAResult(names, A, y, pred, np.array(rows, dtype=int), np.array(x0s), np.array(xces),
-                      np.array(costs), pair_t, thresholds, eps_arr, statuses, params, timings, n_candidates, stopped["flag"], ens)
+                      np.array(costs), pair_t, thresholds, eps_arr, statuses, params, timings, n_candidates,
+                      any(r is None for r in results), ens)

@@ -60,8 +60,8 @@ from core.counterfactual import (CostModel, CounterfactualResult, QueryError, Ta
                                  make_cost_model, make_target)
 from core.ensemble import TreeEnsemble, from_model
 
-__all__ = ["optimal_counterfactual", "build_problem", "Plausibility", "CellProblem", "warm_start",
-           "BACKENDS"]
+__all__ = ["optimal_counterfactual", "build_problem", "feature_levels", "Plausibility", "CellProblem",
+           "warm_start", "BACKENDS"]
 
 BACKENDS = ("auto", "cpsat", "highs", "gurobi")
 NUDGE = 1e-6  # fraction of a feature's span used to step strictly inside an open interval end
@@ -295,6 +295,22 @@ def build_problem(ens: TreeEnsemble, x: Any, target: Any, *, schema: Any = None,
                        model_leaves, plausibility, plaus_leaves, kinds)
 
 
+def feature_levels(ens: TreeEnsemble, kinds: list[str], plausibility: Plausibility | None = None
+                   ) -> list[np.ndarray]:
+    """Per feature, the sorted split levels of the ensemble (and of the
+    plausibility forest); binary and one-hot columns also get 0.5, so both
+    values are reachable even if no tree splits there."""
+    levels = []
+    for j in range(ens.n_features):
+        lv = ens.split_levels(j)
+        if plausibility is not None:
+            lv = np.union1d(lv, plausibility.forest.split_levels(j))
+        if kinds[j] in ("binary", "categorical"):
+            lv = np.union1d(lv, [0.5])
+        levels.append(np.asarray(lv, dtype=float))
+    return levels
+
+
 def _grid_structure(ens: TreeEnsemble, kinds: list[str], plausibility: Plausibility | None):
     """Levels and leaf boxes in interval indices: they do not depend on the query,
     so they are kept on the ensemble for the next query."""
@@ -302,14 +318,7 @@ def _grid_structure(ens: TreeEnsemble, kinds: list[str], plausibility: Plausibil
            None if plausibility is None else id(plausibility.forest))
     cache = ens._flat.setdefault("query_cache", {})
     if key not in cache:
-        levels = []
-        for j in range(ens.n_features):
-            lv = ens.split_levels(j)
-            if plausibility is not None:
-                lv = np.union1d(lv, plausibility.forest.split_levels(j))
-            if kinds[j] in ("binary", "categorical"):
-                lv = np.union1d(lv, [0.5])  # both values reachable even if no tree splits here
-            levels.append(np.asarray(lv, dtype=float))
+        levels = feature_levels(ens, kinds, plausibility)
         plaus = None if plausibility is None else _leaf_block(plausibility.forest, levels)
         if len(cache) > 8:
             cache.clear()
@@ -642,19 +651,16 @@ def _one_thread(model: Any) -> Any:
 
 def _separable(prob: CellProblem, params, t0, timings, model) -> CounterfactualResult | None:
     """Boosted stumps: exact branch and bound (core.milp.separable), or None to use the general model."""
-    from core.milp.common import bounded_costs
     from core.milp.separable import solve_separable
 
     ts = time.perf_counter()
-    sol = solve_separable(prob, bounded_costs(prob))
+    sol = solve_separable(prob)
     timings["solve"] = time.perf_counter() - ts
     if sol is None:
         return None
     if sol.status == "infeasible":
         return _result(prob, None, np.inf, "infeasible", np.inf, np.inf, "separable", params, t0,
                        message=explain_infeasible(prob), timings=timings)
-    if sol.cells is None:
-        return None
     x = prob.point_of(sol.cells)
     if not prob.is_valid(x[None, :])[0]:   # a rounding near-tie: let the general model decide
         return None
@@ -664,7 +670,7 @@ def _separable(prob: CellProblem, params, t0, timings, model) -> CounterfactualR
 
 def _solve_with_checks(prob: CellProblem, backend: str, time_limit: float, X_ref, model, params, n_workers,
                        on_progress, t0, timings) -> CounterfactualResult:
-    if backend == "cpsat" and not prob.exclusions and not prob.nogoods and not np.isfinite(prob.upper_bound):
+    if backend == "cpsat" and not prob.exclusions and not prob.nogoods:
         fast = _separable(prob, params, t0, timings, model)
         if fast is not None:
             return fast

@@ -39,15 +39,14 @@ def _ci(v: float, lo: float, hi: float, pct: bool = False) -> str:
 
 def group_table(audit: Any) -> pd.DataFrame:
     """The per-group table with intervals, as display strings."""
-    from core.audit import METRICS
+    from core.audit import METRICS, SHARES
 
     g = audit.groups
     out = pd.DataFrame({"attribute": g["attribute"], "group": g["group"] + np.where(g["reference"], " (ref.)", ""),
                         "rows": g["rows"]})
     for k, (label, _, _, _, _) in METRICS.items():
         if k in g:
-            pct = k in ("feasible", "tcrex_actionable", "local_correctness")
-            out[label] = [_ci(v, lo, hi, pct) for v, lo, hi in zip(g[k], g[f"{k}_lo"], g[f"{k}_hi"])]
+            out[label] = [_ci(v, lo, hi, k in SHARES) for v, lo, hi in zip(g[k], g[f"{k}_lo"], g[f"{k}_hi"])]
     if "cost_q90" in g:
         out["cost q25 / q75 / q90"] = [f"{a:.3g} / {b:.3g} / {c:.3g}" if np.isfinite(a) else "–"
                                        for a, b, c in zip(g["cost_q25"], g["cost_q75"], g["cost_q90"])]
@@ -85,7 +84,7 @@ def cost_figure(audit: Any, attribute: str):
 def metric_figure(audit: Any, attribute: str, metric: str = "feasible"):
     """A metric per group with its bootstrap interval."""
     import plotly.graph_objects as go
-    from core.audit import METRICS
+    from core.audit import METRICS, SHARES
 
     g = audit.groups[audit.groups["attribute"] == attribute]
     if metric not in g:
@@ -96,7 +95,7 @@ def metric_figure(audit: Any, attribute: str, metric: str = "feasible"):
                            marker_color="#2f6fb0"))
     fig.update_layout(title=f"{METRICS[metric][0].capitalize()} by {attribute} (95% bootstrap interval)",
                       height=340, margin=dict(l=10, r=10, t=50, b=10))
-    if metric in ("feasible", "tcrex_actionable", "local_correctness"):
+    if metric in SHARES:
         fig.update_layout(yaxis_tickformat=".0%", yaxis_range=[0, 1.05])
     return fig
 

@@ -57,7 +57,7 @@ if go:
         res = fcca(ens, X, y_used, p0=p0, p1=p1, lambda0=lam0, lambda1=lam1, lambda2=lam2, max_points=max_points,
                    n_jobs=jobs, time_limit=float(limit), schema=schema, scheduler=cluster or None,
                    progress=lambda d, t: bar.progress(d / t, text=f"{d} of {t} counterfactuals"))
-        st.session_state["fcca_run"] = {"key": KEY, "result": res, "labels": label_src, "trees": {}}
+        st.session_state["fcca_run"] = {"key": KEY, "result": res, "trees": {}}
     bar.empty()
     cancel.empty()
 elif st.session_state.get("fcca_cancel"):
@@ -100,12 +100,11 @@ def tree_at(q: float):
     return run["trees"][key]
 
 
-sel = res.select(Q)
 tree = None
 with user_errors("The tree could not be fitted"):
     tree = tree_at(Q)
 k = st.columns(5)
-k[0].metric("Thresholds kept", len(sel))
+k[0].metric("Thresholds kept", int(res.kept(Q).sum()))
 k[1].metric("Compression rate", f"{res.compression_rate(Q):.3f}")
 k[2].metric("Inconsistency rate", f"{res.inconsistency_rate(Q):.3f}")
 if tree is not None:
@@ -131,19 +130,23 @@ with right:
         if tree.note:
             st.caption(tree.note)
 
-table = sel.reset_index()
-table["kept up to Q"] = res.max_q().to_numpy()[res.thresholds["count"].to_numpy() >= res.level(Q)]
-st.dataframe(table, hide_index=True, key="fcca_table")
-
-disc = res.discretize(None, Q)
-disc.insert(0, "label", res.y)
-e1, e2, e3, e4 = st.columns(4)
 all_t = res.thresholds.reset_index().assign(**{"kept up to Q": res.max_q().to_numpy()})
+st.dataframe(all_t[res.kept(Q)], hide_index=True, key="fcca_table")
+
+
+
+def discretised_csv() -> str:   # built when downloaded, not on every move of the slider
+    disc = res.discretize(None, Q)
+    disc.insert(0, "label", res.y)
+    return disc.to_csv(index=False)
+
+
+e1, e2, e3, e4 = st.columns(4)
 e1.download_button("Thresholds (CSV)", all_t.to_csv(index=False), "fcca_thresholds.csv", "text/csv",
                    key="fcca_dl_t")
-e2.download_button(f"Discretised data at Q={Q:.2f} (CSV)", disc.to_csv(index=False), "fcca_discretised.csv",
+e2.download_button(f"Discretised data at Q={Q:.2f} (CSV)", discretised_csv, "fcca_discretised.csv",
                    "text/csv", key="fcca_dl_d")
-e3.download_button("Counterfactual pairs (CSV)", res.pairs_frame().to_csv(index=False), "fcca_pairs.csv",
+e3.download_button("Counterfactual pairs (CSV)", lambda: res.pairs_frame().to_csv(index=False), "fcca_pairs.csv",
                    "text/csv", key="fcca_dl_p")
 if tree is not None:
     e4.download_button("Tree (JSON)", json.dumps({

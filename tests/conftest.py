@@ -113,3 +113,12 @@ def page_app():
         return app
 
     return open_page
+
+
+@pytest.fixture(scope="session")
+def dask_scheduler():
+    """Address of a Dask LocalCluster with 2 single-threaded worker processes, shared by the tests."""
+    from dask.distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        yield cluster.scheduler_address

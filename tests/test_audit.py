@@ -191,19 +191,11 @@ def test_cli_writes_the_report_and_the_rows(credit, tmp_path, capsys):
     assert rc == 2 and "pickle" in capsys.readouterr().out.lower()
 
 
-@pytest.fixture(scope="module")
-def dask_address():
-    from dask.distributed import LocalCluster
-
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        yield cluster.scheduler_address
-
-
-def test_dask_cluster_gives_the_same_audit(credit, dask_address):
+def test_dask_cluster_gives_the_same_audit(credit, dask_scheduler):
     df, target, model, ens, X, schema = credit
     kw = dict(schema=schema, target=1, max_rows=40, n_perm=300, n_boot=100, local_rules_per_group=0, tcrex=False)
     local = run_audit(ens, X, n_jobs=1, **kw)
-    remote = run_audit(ens, X, scheduler=dask_address, **kw)
+    remote = run_audit(ens, X, scheduler=dask_scheduler, **kw)
     cols = ["row", "status", "feasible", "cost", "n_changed", "changes"]
     pd.testing.assert_frame_equal(local.rows[cols], remote.rows[cols])
     pd.testing.assert_frame_equal(local.tests, remote.tests)

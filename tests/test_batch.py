@@ -54,15 +54,7 @@ def test_an_interrupted_run_does_not_break_the_next_one():
         assert map_rows(_double, list(range(10)), n_jobs=2, progress=release_old) == [2 * i for i in range(10)]
 
 
-@pytest.fixture(scope="module")
-def dask_cluster():
-    from dask.distributed import LocalCluster
-
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        yield cluster.scheduler_address
-
-
-def test_dask_cluster_gives_the_same_results_as_local_joblib(dask_cluster):
+def test_dask_cluster_gives_the_same_results_as_local_joblib(dask_scheduler):
     from sklearn.ensemble import RandomForestClassifier
 
     from core.batch import batch_counterfactuals
@@ -74,7 +66,7 @@ def test_dask_cluster_gives_the_same_results_as_local_joblib(dask_cluster):
     targets = [1 - p for p in model.predict(rows)]
     seen = []
     local = batch_counterfactuals(model, rows, targets, n_jobs=2, X_ref=X)
-    remote = batch_counterfactuals(model, rows, targets, scheduler=dask_cluster, X_ref=X, chunk_size=5,
+    remote = batch_counterfactuals(model, rows, targets, scheduler=dask_scheduler, X_ref=X, chunk_size=5,
                                    progress=lambda d, t: seen.append((d, t)))
     assert [r.status for r in remote] == [r.status for r in local] == ["optimal"] * 12
     assert [r.cost for r in remote] == pytest.approx([r.cost for r in local], rel=1e-9)
@@ -82,10 +74,10 @@ def test_dask_cluster_gives_the_same_results_as_local_joblib(dask_cluster):
     assert seen[-1] == (12, 12) and [d for d, _ in seen] == sorted(d for d, _ in seen)
 
 
-def test_dask_stop_and_a_bad_address(dask_cluster):
+def test_dask_stop_and_a_bad_address(dask_scheduler):
     from core.batch import ClusterError
 
-    out = map_rows(_double, list(range(30)), scheduler=dask_cluster, should_stop=lambda: True)
+    out = map_rows(_double, list(range(30)), scheduler=dask_scheduler, should_stop=lambda: True)
     assert out.count(None) > 0
     with pytest.raises(ClusterError, match="Cannot reach the Dask scheduler"):
         map_rows(_double, [1, 2], scheduler="tcp://127.0.0.1:1")

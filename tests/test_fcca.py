@@ -270,11 +270,8 @@ def test_cancel_stops_between_rows():
     assert res.cancelled and 0 < len(res.rows) < res.n_candidates
 
 
-def test_dask_cluster_gives_the_same_thresholds(stump_run):
-    from dask.distributed import LocalCluster
-
+def test_dask_cluster_gives_the_same_thresholds(stump_run, dask_scheduler):
     X, y, m, res = stump_run
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        remote = fcca(m, X, y, scheduler=cluster.scheduler_address)
+    remote = fcca(m, X, y, scheduler=dask_scheduler)
     pd.testing.assert_frame_equal(remote.thresholds, res.thresholds)
     assert np.array_equal(remote.x_ce, res.x_ce)

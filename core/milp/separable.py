@@ -39,7 +39,6 @@ def separable_gains(prob) -> tuple[list[np.ndarray], float, bool] | None:
     if (tgt.kind != "class" or ens.link != "sigmoid" or ens.n_outputs != 1 or prob.plaus is not None
             or prob.groups):
         return None
-    d = prob.n_features
     n_int = np.array([lv.size + 1 for lv in prob.levels])
     full = (blk.lo == 0) & (blk.hi == n_int - 1)            # (n_leaves, d): feature unrestricted
     restricted = ~full
@@ -61,8 +60,6 @@ def separable_gains(prob) -> tuple[list[np.ndarray], float, bool] | None:
             j = int(feats[0])
             G[j][blk.lo[leaf, j]:blk.hi[leaf, j] + 1] += v
     strict = (tgt.class_index == 1) != bool(ens.positive_at_tie)
-    if len(G) != d:
-        return None
     return G, const, strict
 
 
@@ -96,15 +93,11 @@ def _hull(opts: list[tuple[float, float, int]]) -> list[tuple[float, float]]:
     return [(hull[i + 1][0] - hull[i][0], hull[i + 1][1] - hull[i][1]) for i in range(len(hull) - 1)]
 
 
-def solve_separable(prob, costs: list[np.ndarray], node_limit: int = 200_000) -> CellSolution | None:
-    """The optimal cells, proven by branch and bound; None if not separable or over budget.
-
-    ``costs``: per feature interval costs (inf: not allowed), e.g. capped by an
-    upper bound. A solution must cost strictly less than ``prob.upper_bound``
-    to be returned; ``cells`` is None with status "optimal" when none does
-    (the upper bound's point is then optimal) and status "infeasible" when no
-    counterfactual exists and there is no upper bound.
-    """
+def solve_separable(prob, node_limit: int = 200_000) -> CellSolution | None:
+    """The optimal cells (status "optimal"), or status "infeasible" when no
+    counterfactual exists, proven by branch and bound over ``prob.costs`` (inf:
+    interval not allowed); None if not separable or over the node budget."""
+    costs = prob.costs
     sep = separable_gains(prob)
     if sep is None:
         return None
@@ -140,8 +133,7 @@ def solve_separable(prob, costs: list[np.ndarray], node_limit: int = 200_000) ->
         k = int(np.searchsorted(cg, r, side="left"))   # cg[k-1] < r <= cg[k]
         return float(cc[k - 1] + dc[k - 1] * (r - cg[k - 1]) / dg[k - 1])
 
-    ub = prob.upper_bound
-    best = ub if np.isfinite(ub) else np.inf
+    best = np.inf
     best_choice: list[int] | None = None
     choice = [0] * n
     nodes = 0
@@ -172,8 +164,6 @@ def solve_separable(prob, costs: list[np.ndarray], node_limit: int = 200_000) ->
     if not dfs(0, 0.0, need):
         return None
     if best_choice is None:
-        if np.isfinite(ub):
-            return CellSolution("optimal", None, ub)
         return CellSolution("infeasible", None, np.inf)
     cells = hat.copy()
     for i, o in enumerate(best_choice):
