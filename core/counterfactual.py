@@ -12,7 +12,7 @@ increase: the asymmetric weights of eqs. 30-32), ``span_j`` is the feature's
 range in the schema (1 without a schema: raw units), and ``(l0, l1, l2)`` is
 the norm: ``"l0"`` = (1, 0, 0), ``"l1"`` = (0, 1, 0), ``"l2"`` = (0, 0, 1)
 (squared Euclidean), or a dict such as FCCA's ``{"l0": 0.1, "l1": 1}``.
-A one-hot group (schema kind "categorical", two or more columns) is one
+A one-hot group (schema kind "one-hot", two or more columns) is one
 feature: each of its columns counts half, so switching category costs
 ``w * (l0 + l1 + l2)`` once, as OCEAN's categorical cost (eq. 29, one cost per
 category reached) and the authors' package (oceanpy) do.

@@ -19,9 +19,24 @@ threshold : ndarray of shape (n_nodes,), dtype float64
     Split threshold, NaN at a leaf.
 value : ndarray of shape (n_nodes, n_outputs), dtype float64
     Leaf output (only read at leaves).
+category_bits : ndarray of shape (n_nodes, n_words), dtype uint64
+    At a categorical split, bit ``k`` (word ``k // 64``, bit ``k % 64``) is set
+    iff category code ``k`` goes left; zero elsewhere. ``n_words`` is 0 when
+    the tree has no categorical split.
 
-**One split rule**: a sample goes left iff ``x[feature] <= threshold``, with
-``x`` compared as float64. The parsers fold every library's own convention
+**One split rule**: at a numerical split a sample goes left iff
+``x[feature] <= threshold``, with ``x`` compared as float64; at a categorical
+split (``threshold`` is NaN) it goes left iff its category code ``x[feature]``
+is in the node's left set (``category_bits``).
+
+Categorical features
+--------------------
+``TreeEnsemble.categories[j]`` is None for a numerical feature, or the tuple
+of the model's categories of feature ``j`` (their original values: str, int,
+float or bool). Such a feature is given to the ensemble as an integer *code*:
+``0 .. K-1`` for the ``K`` categories, and ``K`` (:meth:`TreeEnsemble.missing_code`)
+for a missing or unseen value, routed at every split as the source library
+routes one. Every split on a categorical feature is a categorical split. The parsers fold every library's own convention
 into the threshold: scikit-learn casts X to float32 and tests
 ``float32(x) <= t``; XGBoost tests ``float32(x) < t`` with a float32 ``t``;
 LightGBM tests ``x <= t`` in double precision. For the float32 rules the
@@ -41,6 +56,8 @@ probabilities, regression values), ``"sigmoid"`` (binary boosting, with
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
@@ -62,6 +79,7 @@ __all__ = [
     "from_model",
     "float32_le_bound",
     "SUPPORTED_MODELS",
+    "category_bits_from_sets",
 ]
 
 Link = Literal["identity", "sigmoid", "softmax", "isolation"]
@@ -90,6 +108,16 @@ def float32_le_bound(a: np.ndarray) -> np.ndarray:
     return np.where(np.isposinf(a64), np.inf, t)
 
 
+def _bits_hold(words: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """For rows of bit words (n, n_words) and codes (n,): is each code's bit set?"""
+    codes = codes.astype(np.int64)
+    w = codes >> 6
+    ok = w < words.shape[1]
+    got = words[np.arange(len(codes)), np.minimum(w, max(words.shape[1] - 1, 0))] if words.shape[1] else \
+        np.zeros(len(codes), dtype=np.uint64)
+    return ok & (((got >> (codes & 63).astype(np.uint64)) & np.uint64(1)) == 1)
+
+
 def float32_floor(t: np.ndarray) -> np.ndarray:
     """Largest float32 value ``<= t`` (as float32)."""
     t = np.asarray(t, dtype=np.float64)
@@ -112,9 +140,47 @@ def node_boxes(children_left: np.ndarray, children_right: np.ndarray, feature: n
         f, t = feature[i], threshold[i]
         lo[left], hi[left] = lo[i], hi[i]
         lo[right], hi[right] = lo[i], hi[i]
+        if t != t:  # a categorical split: no numerical bound (see node_category_masks)
+            continue
         hi[left, f] = min(hi[i, f], t)
         lo[right, f] = max(lo[i, f], t)
     return lo, hi
+
+
+def node_category_masks(tree: "Tree", n_codes: dict[int, int]) -> dict[int, np.ndarray]:
+    """Per categorical feature ``j`` (``n_codes[j]`` codes), the codes each node
+    admits: ``{j: bool array (n_nodes, n_codes[j])}``, a point being in node i
+    iff its code of every such feature is admitted (and its numerical values
+    are in the node's box)."""
+    n = tree.n_nodes
+    masks = {j: np.ones((n, k), dtype=bool) for j, k in n_codes.items()}
+    for i in range(n):
+        left, right = tree.children_left[i], tree.children_right[i]
+        if left < 0:
+            continue
+        for m in masks.values():
+            m[left] = m[right] = m[i]
+        if tree.threshold[i] == tree.threshold[i]:
+            continue
+        j = int(tree.feature[i])
+        go = tree.left_codes(i, n_codes[j])
+        masks[j][left] &= go
+        masks[j][right] &= ~go
+    return masks
+
+
+def category_bits_from_sets(left_sets: Sequence[Sequence[int] | None], n_codes: int) -> np.ndarray:
+    """``category_bits`` of shape (len(left_sets), ceil(n_codes / 64)) from, per
+    node, the codes that go left (None at numerical splits and leaves)."""
+    words = max(1, -(-n_codes // 64))
+    bits = np.zeros((len(left_sets), words), dtype=np.uint64)
+    for i, codes in enumerate(left_sets):
+        for k in (() if codes is None else codes):
+            k = int(k)
+            if not 0 <= k < n_codes:
+                raise ModelError(f"Category code {k} is outside 0..{n_codes - 1}.")
+            bits[i, k >> 6] |= np.uint64(1) << np.uint64(k & 63)
+    return bits
 
 
 @dataclass(frozen=True, eq=False)
@@ -126,6 +192,7 @@ class Tree:
     feature: np.ndarray
     threshold: np.ndarray
     value: np.ndarray
+    category_bits: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         cl = np.ascontiguousarray(self.children_left, dtype=np.int32)
@@ -153,12 +220,22 @@ class Tree:
         reached[0] += 1
         if np.any(reached != 1):
             raise ModelError("Tree invariant broken: some node is not reached exactly once from the root.")
-        if np.any(ft[internal] < 0) or np.any(np.isnan(th[internal])):
-            raise ModelError("Tree invariant broken: an internal node has no feature or threshold.")
+        bits = (np.zeros((n, 0), dtype=np.uint64) if self.category_bits is None
+                else np.ascontiguousarray(self.category_bits, dtype=np.uint64))
+        if bits.ndim != 2 or bits.shape[0] != n:
+            raise ModelError(f"category_bits has shape {bits.shape}; expected ({n}, n_words).")
+        if np.any(ft[internal] < 0):
+            raise ModelError("Tree invariant broken: an internal node has no feature.")
+        if np.any(np.isinf(th[internal])):
+            raise ModelError("Tree invariant broken: an internal node has an infinite threshold.")
+        cat = internal & np.isnan(th)
+        if cat.any() and bits.shape[1] == 0:
+            raise ModelError("Tree invariant broken: an internal node has no threshold and no category set.")
+        bits = np.where((~cat)[:, None], np.uint64(0), bits).astype(np.uint64)
         ft = np.where(leaf, -1, ft).astype(np.int32)
         th = np.where(leaf, np.nan, th)
         for name, arr in (("children_left", cl), ("children_right", cr), ("feature", ft),
-                          ("threshold", th), ("value", val)):
+                          ("threshold", th), ("value", val), ("category_bits", bits)):
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
 
@@ -169,6 +246,21 @@ class Tree:
     @property
     def is_leaf(self) -> np.ndarray:
         return self.children_left < 0
+
+    @property
+    def is_categorical(self) -> np.ndarray:
+        """Mask of the categorical splits (internal nodes without a threshold)."""
+        return (self.children_left >= 0) & np.isnan(self.threshold)
+
+    def left_codes(self, node: int, n_codes: int) -> np.ndarray:
+        """Bool array (n_codes,): which category codes go left at a categorical split."""
+        codes = np.arange(n_codes)
+        words = self.category_bits[node]
+        w = np.minimum(codes >> 6, max(words.size - 1, 0))
+        if words.size == 0:
+            return np.zeros(n_codes, dtype=bool)
+        inside = (codes >> 6) < words.size
+        return inside & (((words[w] >> (codes & 63).astype(np.uint64)) & np.uint64(1)) == 1)
 
     @property
     def max_depth(self) -> int:
@@ -184,10 +276,15 @@ class Tree:
         node = np.zeros(X.shape[0], dtype=np.int64)
         rows = np.arange(X.shape[0])
         active = ~self.is_leaf[node]
+        cat = self.is_categorical
         while np.any(active):
             r = rows[active]
             nd = node[active]
-            go_left = X[r, self.feature[nd]] <= self.threshold[nd]
+            v = X[r, self.feature[nd]]
+            go_left = v <= self.threshold[nd]
+            c = cat[nd]
+            if c.any():
+                go_left[c] = _bits_hold(self.category_bits[nd[c]], v[c])
             node[active] = np.where(go_left, self.children_left[nd], self.children_right[nd])
             active = ~self.is_leaf[node]
         return node
@@ -224,7 +321,12 @@ class TreeEnsemble:
     positive_at_tie : bool, binary sigmoid models whose ``predict`` gives the
         positive class at ``raw == 0`` (scikit-learn's gradient boosting)
     source : str, e.g. ``"sklearn.RandomForestClassifier"``
-    meta : dict, family-specific constants (Isolation Forest: ``c``, ``offset``)
+    meta : dict, family-specific constants (Isolation Forest: ``c``, ``offset``);
+        ``meta["input"]`` says how the source model takes its input (see
+        :mod:`core.parsing.native`).
+    categories : tuple of length n_features (or empty: no categorical feature),
+        None for a numerical feature, the tuple of category values of a
+        categorical one (see the module docstring).
     """
 
     trees: tuple[Tree, ...]
@@ -239,6 +341,7 @@ class TreeEnsemble:
     positive_at_tie: bool = False
     source: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    categories: tuple[tuple[Any, ...] | None, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.trees:
@@ -256,10 +359,33 @@ class TreeEnsemble:
         if len(names) != self.n_features:
             raise ModelError(f"{len(names)} feature names for {self.n_features} features.")
         object.__setattr__(self, "feature_names", names)
+        cats = tuple(self.categories) or (None,) * self.n_features
+        if len(cats) != self.n_features:
+            raise ModelError(f"categories has {len(cats)} entries for {self.n_features} features.")
+        cats = tuple(None if c is None else tuple(c) for c in cats)
+        object.__setattr__(self, "categories", cats)
+        is_cat = np.array([c is not None for c in cats], dtype=bool)
+        n_codes = np.array([0 if c is None else len(c) + 1 for c in cats], dtype=np.int64)
         for t in self.trees:
             used = t.feature[t.feature >= 0]
             if used.size and used.max() >= self.n_features:
                 raise ModelError("A tree splits on a feature index beyond n_features.")
+            internal = t.children_left >= 0
+            cat_node = t.is_categorical
+            if np.any(cat_node != (internal & is_cat[np.maximum(t.feature, 0)])):
+                raise ModelError("A categorical split is on a numerical feature, or a threshold split on a "
+                                 "categorical feature.")
+            for i in np.flatnonzero(cat_node):
+                k = int(n_codes[t.feature[i]])
+                extra = t.category_bits[i].copy()
+                if k < 64 * extra.size:  # no bit beyond the feature's codes
+                    w = k >> 6
+                    if w < extra.size:
+                        extra[w] &= ~np.uint64((1 << (k & 63)) - 1)
+                    extra[:w] = 0
+                    if extra.any():
+                        raise ModelError(f"A categorical split sends a code beyond the {k} codes of feature "
+                                         f"{self.feature_names[t.feature[i]]!r} left.")
         if self.classes is not None:
             object.__setattr__(self, "classes", np.asarray(self.classes))
         object.__setattr__(self, "_flat", _flatten(self.trees))
@@ -289,6 +415,33 @@ class TreeEnsemble:
     def n_leaves(self) -> int:
         return int(sum(int(t.is_leaf.sum()) for t in self.trees))
 
+    @property
+    def categorical_features(self) -> list[int]:
+        """Indices of the categorical features."""
+        return [j for j, c in enumerate(self.categories) if c is not None]
+
+    def is_categorical(self, j: int) -> bool:
+        return self.categories[j] is not None
+
+    def n_codes(self, j: int) -> int:
+        """Number of codes of categorical feature ``j``: its categories plus the missing code."""
+        c = self.categories[j]
+        if c is None:
+            raise ValueError(f"Feature {self.feature_names[j]!r} is numerical, not categorical.")
+        return len(c) + 1
+
+    def missing_code(self, j: int) -> int:
+        """The code standing for a missing or unseen value of categorical feature ``j``."""
+        return self.n_codes(j) - 1
+
+    def category_label(self, j: int, code: Any) -> str:
+        """The category a code of feature ``j`` stands for, as text."""
+        c = self.categories[j]
+        k = int(code)
+        if k == len(c):
+            return "(missing)"
+        return str(c[k])
+
     def feature_index(self, f: int | str) -> int:
         """Index of a feature given by index or name."""
         if isinstance(f, (int, np.integer)):
@@ -304,16 +457,36 @@ class TreeEnsemble:
 
     # ------------------------------------------------------------- structure
     def split_levels(self, j: int) -> np.ndarray:
-        """Sorted distinct thresholds on feature ``j`` over all trees."""
+        """Sorted distinct thresholds on numerical feature ``j`` over all trees.
+
+        For a categorical feature: the half-integers ``0.5 .. n_codes - 1.5``
+        between its codes, so that every code is a cell of its own on the grid
+        of split levels the analyses use."""
+        if self.categories[j] is not None:
+            return np.arange(self.n_codes(j) - 1) + 0.5
         f, t = self._flat["feature_raw"], self._flat["threshold_raw"]
-        return np.unique(t[f == j])
+        return np.unique(t[(f == j) & ~np.isnan(t)])
 
     def leaf_boxes(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Per tree, ``(leaves, lower, upper)`` as in :meth:`Tree.leaf_boxes`."""
+        """Per tree, ``(leaves, lower, upper)`` as in :meth:`Tree.leaf_boxes`;
+        categorical features are unbounded here, see :meth:`leaf_category_masks`."""
         cache = self._flat.setdefault("leaf_boxes", None)
         if cache is None:
             cache = [t.leaf_boxes(self.n_features) for t in self.trees]
             self._flat["leaf_boxes"] = cache
+        return cache
+
+    def leaf_category_masks(self) -> list[dict[int, np.ndarray]]:
+        """Per tree, ``{j: bool array (n_leaves, n_codes(j))}``: the codes of each
+        categorical feature that each leaf (in :meth:`leaf_boxes` order) admits."""
+        cache = self._flat.setdefault("leaf_category_masks", None)
+        if cache is None:
+            n_codes = {j: self.n_codes(j) for j in self.categorical_features}
+            cache = []
+            for t in self.trees:
+                leaves = np.flatnonzero(t.is_leaf)
+                cache.append({j: m[leaves] for j, m in node_category_masks(t, n_codes).items()})
+            self._flat["leaf_category_masks"] = cache
         return cache
 
     def used_features(self) -> np.ndarray:
@@ -334,6 +507,14 @@ class TreeEnsemble:
             raise ValueError(
                 "X contains NaN: missing values are not supported; impute or drop those rows first."
             )
+        for j in self.categorical_features:
+            col = X[:, j]
+            bad = (col < 0) | (col >= self.n_codes(j)) | (col != np.floor(col))
+            if bad.any():
+                raise ValueError(
+                    f"Column {self.feature_names[j]!r} is categorical: it takes integer codes 0..{self.n_codes(j) - 1}, "
+                    f"got {col[bad][0]!r}."
+                )
         return np.ascontiguousarray(X)
 
     def apply(self, X: Any) -> np.ndarray:
@@ -342,7 +523,7 @@ class TreeEnsemble:
         fl = self._flat
         if USE_COMPILED and _treewalk is not None:
             out = np.empty((X.shape[0], self.n_trees), dtype=np.int64)
-            _in_threads(lambda a, b: _treewalk.apply(X, fl["packed"], fl["packed_roots"], out,
+            _in_threads(lambda a, b: _treewalk.apply(X, fl["packed"], fl["packed_roots"], fl["packed_bits"], out,
                                                      X.shape[1], a, b),
                         X.shape[0], self.n_trees)
             out = fl["packed_to_node"][out]
@@ -360,7 +541,7 @@ class TreeEnsemble:
         fl = self._flat
         if USE_COMPILED and _treewalk is not None:
             out = np.zeros((X.shape[0], self.n_outputs))
-            _in_threads(lambda a, b: _treewalk.accumulate(X, fl["packed"], fl["packed_roots"],
+            _in_threads(lambda a, b: _treewalk.accumulate(X, fl["packed"], fl["packed_roots"], fl["packed_bits"],
                                                           fl["packed_value"], self.n_outputs, out,
                                                           X.shape[1], a, b),
                         X.shape[0], self.n_trees)
@@ -433,8 +614,98 @@ class TreeEnsemble:
             "leaves": self.n_leaves,
             "features": self.n_features,
             "features used": int(self.used_features().size),
+            "categorical features": len(self.categorical_features),
             "classes": None if self.classes is None else [str(c) for c in self.classes],
         }
+
+    # ------------------------------------------------------ arrays round trip
+    def to_arrays(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Plain arrays and JSON-able metadata that :meth:`from_arrays` turns back
+        into this ensemble: no pickle, so they can cross a process boundary from
+        an untrusted parse (``np.savez`` / ``json``)."""
+        cat_w = max((t.category_bits.shape[1] for t in self.trees), default=0)
+        bits = np.concatenate([np.pad(t.category_bits, ((0, 0), (0, cat_w - t.category_bits.shape[1])))
+                               for t in self.trees]).astype(np.uint64)
+        arrays = {
+            "node_counts": np.array([t.n_nodes for t in self.trees], dtype=np.int64),
+            "children_left": np.concatenate([t.children_left for t in self.trees]),
+            "children_right": np.concatenate([t.children_right for t in self.trees]),
+            "feature": np.concatenate([t.feature for t in self.trees]),
+            "threshold": np.concatenate([t.threshold for t in self.trees]),
+            "value": np.concatenate([t.value for t in self.trees]),
+            "category_bits": bits,
+            "base_score": np.asarray(self.base_score, dtype=np.float64),
+        }
+        meta = {
+            "n_features": int(self.n_features), "feature_names": list(self.feature_names),
+            "task": self.task, "aggregation": self.aggregation, "link": self.link,
+            "classes": None if self.classes is None else [_plain(c) for c in self.classes],
+            "sigmoid_scale": float(self.sigmoid_scale), "positive_at_tie": bool(self.positive_at_tie),
+            "source": self.source, "meta": _plain(self.meta),
+            "categories": [None if c is None else [_plain(v) for v in c] for c in self.categories],
+        }
+        return arrays, meta
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> "TreeEnsemble":
+        """Rebuild an ensemble from :meth:`to_arrays` output, checking every invariant again."""
+        try:
+            counts = np.asarray(arrays["node_counts"], dtype=np.int64)
+            total = int(counts.sum())
+            if counts.ndim != 1 or counts.size == 0 or np.any(counts <= 0):
+                raise ModelError("The parsed model has no trees or an empty tree.")
+            cols = {k: np.asarray(arrays[k]) for k in ("children_left", "children_right", "feature", "threshold",
+                                                        "value", "category_bits")}
+            if any(len(v) != total for v in cols.values()):
+                raise ModelError("The parsed model's arrays do not add up to its node counts.")
+            bounds = np.concatenate([[0], np.cumsum(counts)])
+            trees = tuple(Tree(*(cols[k][a:b] for k in ("children_left", "children_right", "feature",
+                                                         "threshold", "value", "category_bits")))
+                          for a, b in zip(bounds[:-1], bounds[1:]))
+            classes = meta.get("classes")
+            return cls(trees, n_features=int(meta["n_features"]), feature_names=tuple(meta["feature_names"]),
+                       task=meta["task"], aggregation=meta["aggregation"], link=meta["link"],
+                       base_score=np.asarray(arrays["base_score"], dtype=np.float64),
+                       classes=None if classes is None else np.asarray(classes),
+                       sigmoid_scale=float(meta.get("sigmoid_scale", 1.0)),
+                       positive_at_tie=bool(meta.get("positive_at_tie", False)), source=str(meta.get("source", "")),
+                       meta=_unplain(dict(meta.get("meta") or {})),
+                       categories=tuple(None if c is None else tuple(c) for c in meta.get("categories") or ()))
+        except (KeyError, TypeError, IndexError) as exc:
+            raise ModelError(f"The parsed model is incomplete ({type(exc).__name__}: {exc}).") from None
+
+    def content_hash(self) -> str:
+        """SHA-256 of the ensemble's arrays and metadata: equal for equal models,
+        whatever file or training run they came from (a cache key)."""
+        cache = self._flat.get("content_hash")
+        if cache is None:
+            arrays, meta = self.to_arrays()
+            h = hashlib.sha256(json.dumps(meta, sort_keys=True, default=str).encode())
+            for k in sorted(arrays):
+                a = np.ascontiguousarray(arrays[k])
+                h.update(f"{k}:{a.dtype.str}:{a.shape}".encode())
+                h.update(a.tobytes())
+            cache = self._flat["content_hash"] = h.hexdigest()
+        return cache
+
+
+def _plain(v: Any) -> Any:
+    """A JSON-able copy of ``v`` (numpy scalars and arrays to Python values)."""
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return [_plain(x) for x in v.tolist()]
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def _unplain(meta: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(meta.get("iteration_range"), list):
+        meta["iteration_range"] = tuple(meta["iteration_range"])
+    return meta
 
 
 def _flatten(trees: Sequence[Tree]) -> dict[str, Any]:
@@ -455,11 +726,15 @@ def _flatten(trees: Sequence[Tree]) -> dict[str, Any]:
     thr = np.where(feat_raw < 0, np.inf, thr_raw)
     value = np.ascontiguousarray(np.concatenate([t.value for t in trees]))
     depth = max(t.max_depth for t in trees)
+    cat_node = np.concatenate([t.is_categorical for t in trees])
+    words = max(t.category_bits.shape[1] for t in trees)
+    bits = np.concatenate([np.pad(t.category_bits, ((0, 0), (0, words - t.category_bits.shape[1])))
+                           for t in trees]) if words else np.zeros((len(cat_node), 0), dtype=np.uint64)
     packed = _pack(trees, offsets)
     packed["packed_value"] = np.ascontiguousarray(value[packed["packed_to_node"]])
     return {"left": left, "right": right, "feature": feat, "threshold": thr,
             "feature_raw": feat_raw, "threshold_raw": thr_raw, "value": value,
-            "offsets": offsets, "depth": depth, **packed}
+            "offsets": offsets, "depth": depth, "cat_node": cat_node, "cat_bits": bits, **packed}
 
 
 PACKED_NODE = np.dtype([("threshold", "<f8"), ("feature", "<i4"), ("left", "<i4")])
@@ -469,9 +744,12 @@ def _pack(trees: Sequence[Tree], offsets: np.ndarray) -> dict[str, np.ndarray]:
     """Nodes as 16-byte records for the compiled walk (core/_treewalk.c).
 
     Each tree is laid out breadth first with the two children of a node side
-    by side (right = left + 1), so one step reads one record.
+    by side (right = left + 1), so one step reads one record. A categorical
+    split stores ``-(feature + 2)`` as its feature and, as its threshold, the
+    offset of its left-set words in ``packed_bits``; a leaf has feature -1.
     """
-    parts, to_node, roots = [], [], []
+    parts, to_node, roots, pool = [], [], [], []
+    pool_size = 0
     base = 0
     for t, off in zip(trees, offsets):
         levels, cur = [np.array([0])], np.array([0])
@@ -487,6 +765,13 @@ def _pack(trees: Sequence[Tree], offsets: np.ndarray) -> dict[str, np.ndarray]:
         rec = np.zeros(t.n_nodes, dtype=PACKED_NODE)
         rec["threshold"] = np.nan_to_num(t.threshold[order], nan=0.0)
         rec["feature"] = t.feature[order]
+        cat = t.is_categorical[order]
+        if cat.any():
+            w = t.category_bits.shape[1]
+            rec["feature"][cat] = -(t.feature[order][cat] + 2)
+            rec["threshold"][cat] = pool_size + w * np.arange(int(cat.sum()))
+            pool.append(t.category_bits[order][cat].ravel())
+            pool_size += w * int(cat.sum())
         inner = t.children_left[order] >= 0
         rec["left"][inner] = pos[t.children_left[order][inner]] + base
         parts.append(rec)
@@ -496,8 +781,9 @@ def _pack(trees: Sequence[Tree], offsets: np.ndarray) -> dict[str, np.ndarray]:
     if base >= 2**31:
         raise ModelError("The model has more than 2^31 nodes; it is too large to analyse.")
     to_node_arr = np.concatenate(to_node)
+    bits = np.concatenate(pool).astype(np.uint64) if pool else np.zeros(1, dtype=np.uint64)
     return {"packed": np.concatenate(parts), "packed_roots": np.array(roots, dtype=np.int64),
-            "packed_to_node": to_node_arr}
+            "packed_to_node": to_node_arr, "packed_bits": np.ascontiguousarray(bits)}
 
 
 def _in_threads(fn: Any, n_rows: int, n_trees: int) -> None:
@@ -523,9 +809,16 @@ def _apply_flat(fl: dict[str, Any], X: np.ndarray) -> np.ndarray:
     row_base = (np.arange(n, dtype=np.int64) * d)[:, None]
     Xf = X.ravel()
     feat, thr, left, right = fl["feature"], fl["threshold"], fl["left"], fl["right"]
+    cat_node, cat_bits = fl["cat_node"], fl["cat_bits"]
+    has_cat = bool(cat_node.any())
     for _ in range(fl["depth"]):
         v = Xf[row_base + feat[nodes]]
-        nodes = np.where(v <= thr[nodes], left[nodes], right[nodes])
+        go = v <= thr[nodes]
+        if has_cat:
+            c = cat_node[nodes]
+            if c.any():
+                go[c] = _bits_hold(cat_bits[nodes[c]], v[c])
+        nodes = np.where(go, left[nodes], right[nodes])
     return nodes
 
 

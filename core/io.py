@@ -290,7 +290,10 @@ def load_model(data: bytes, filename: str, *, allow_pickle: bool = False) -> Any
         import lightgbm as lgb
 
         try:
-            return lgb.Booster(model_str=data.decode("utf-8"))
+            # Windows editors and git checkouts save CRLF; LightGBM's own reader then
+            # miscounts tree_sizes and aborts the process, so normalise first
+            text = data.decode("utf-8").replace("\r\n", "\n")
+            return lgb.Booster(model_str=text)
         except Exception as exc:
             raise ModelError(
                 f"{filename!r} is not a readable LightGBM model (saved with Booster.save_model as text): "

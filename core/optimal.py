@@ -59,6 +59,7 @@ import numpy as np
 from core.counterfactual import (CostModel, CounterfactualResult, QueryError, Target, changes_between,
                                  make_cost_model, make_target)
 from core.ensemble import TreeEnsemble, from_model
+from core.schema import INTEGRAL_KINDS
 
 __all__ = ["optimal_counterfactual", "build_problem", "feature_levels", "Plausibility", "CellProblem",
            "warm_start", "BACKENDS"]
@@ -196,7 +197,7 @@ def _domains(ens, schema, x_hat, immutable, increase_only, decrease_only):
             for j in g:
                 action[j] = "fixed"
     for j in range(d):
-        if kinds[j] in ("binary", "categorical"):
+        if kinds[j] in ("binary", "one-hot"):
             lo[j], hi[j] = min(0.0, x_hat[j]), max(1.0, x_hat[j])
     return kinds, lo, hi, action, groups
 
@@ -210,7 +211,7 @@ def _feature_grid(levels, xh, kind, lo, hi, action, cm: CostModel, j):
     idx = np.arange(k + 1)
     best = np.full(k + 1, np.nan)      # the infimum point (for the cost)
     point = np.full(k + 1, np.nan)     # the returned point (strictly inside)
-    integral = kind in ("integer", "ordinal", "binary", "categorical")
+    integral = kind in INTEGRAL_KINDS
     span = cm.span[j]
     below, above = idx < hat, idx > hat
     with np.errstate(invalid="ignore"):
@@ -305,7 +306,7 @@ def feature_levels(ens: TreeEnsemble, kinds: list[str], plausibility: Plausibili
         lv = ens.split_levels(j)
         if plausibility is not None:
             lv = np.union1d(lv, plausibility.forest.split_levels(j))
-        if kinds[j] in ("binary", "categorical"):
+        if kinds[j] in ("binary", "one-hot"):
             lv = np.union1d(lv, [0.5])
         levels.append(np.asarray(lv, dtype=float))
     return levels
@@ -314,7 +315,7 @@ def feature_levels(ens: TreeEnsemble, kinds: list[str], plausibility: Plausibili
 def _grid_structure(ens: TreeEnsemble, kinds: list[str], plausibility: Plausibility | None):
     """Levels and leaf boxes in interval indices: they do not depend on the query,
     so they are kept on the ensemble for the next query."""
-    key = ("cells", tuple(k in ("binary", "categorical") for k in kinds),
+    key = ("cells", tuple(k in ("binary", "one-hot") for k in kinds),
            None if plausibility is None else id(plausibility.forest))
     cache = ens._flat.setdefault("query_cache", {})
     if key not in cache:

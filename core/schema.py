@@ -7,10 +7,15 @@ saved and reloaded as JSON, and read by every analysis that needs to know
 which features may move and how far.
 
 Kinds: ``numerical`` (continuous), ``integer`` (integral values, ordered),
-``binary`` (0/1), ``categorical`` (one column of a one-hot group; the group
-name is in ``group``; exactly one column of a group is 1), ``ordinal``
-(ordered integer codes). Actionability: ``free``, ``fixed``, ``increase``
-(may only go up), ``decrease`` (may only go down).
+``binary`` (0/1), ``categorical`` (one column of category codes ``0..K-1``
+naming the ``levels``, plus code ``K`` for a missing or unseen value: a
+feature the model splits on by category sets), ``one-hot`` (one column of a
+one-hot group; the group name is in ``group``; exactly one column of a group
+is 1), ``ordinal`` (ordered integer codes). Actionability: ``free``,
+``fixed``, ``increase`` (may only go up), ``decrease`` (may only go down);
+a categorical feature is free or fixed. Schemas saved before categorical
+features existed (version 1, where ``categorical`` meant a one-hot column)
+are read with that kind renamed ``one-hot``.
 """
 
 from __future__ import annotations
@@ -26,9 +31,12 @@ import pandas as pd
 from core.errors import SchemaError
 
 __all__ = ["FeatureSpec", "Schema", "infer_schema", "validate", "one_hot_encode",
-           "KINDS", "ACTIONABILITY"]
+           "KINDS", "ACTIONABILITY", "INTEGRAL_KINDS"]
 
-KINDS = ("numerical", "integer", "binary", "categorical", "ordinal")
+KINDS = ("numerical", "integer", "binary", "categorical", "one-hot", "ordinal")
+#: kinds that only take integer values
+INTEGRAL_KINDS = ("integer", "ordinal", "binary", "categorical", "one-hot")
+SCHEMA_VERSION = 2
 ACTIONABILITY = ("free", "fixed", "increase", "decrease")
 _PROTECTED_HINTS = re.compile(r"^(sex|gender|race|ethnicity|ethnic|religion|nationality)$", re.I)
 _ONE_HOT = re.compile(r"^(?P<group>[^=]+)=(?P<level>.+)$|^(?P<group2>.+)_(?P<level2>[^_]+)$")
@@ -46,8 +54,11 @@ class FeatureSpec:
     weight: float = 1.0
     protected: bool = False
     group: str | None = None
+    levels: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
+        if self.levels is not None:
+            object.__setattr__(self, "levels", tuple(str(v) for v in self.levels))
         if self.kind not in KINDS:
             raise SchemaError(f"Feature {self.name!r}: kind {self.kind!r} is not one of {KINDS}.")
         if self.actionability not in ACTIONABILITY:
@@ -60,8 +71,16 @@ class FeatureSpec:
             )
         if not np.isfinite(self.weight) or self.weight < 0:
             raise SchemaError(f"Feature {self.name!r}: cost weight {self.weight} must be >= 0.")
-        if self.kind == "categorical" and not self.group:
-            raise SchemaError(f"Feature {self.name!r} is categorical but names no one-hot group.")
+        if self.kind == "one-hot" and not self.group:
+            raise SchemaError(f"Feature {self.name!r} is a one-hot column but names no one-hot group.")
+        if self.kind == "categorical":
+            if not self.levels:
+                raise SchemaError(f"Feature {self.name!r} is categorical but lists no levels.")
+            if self.actionability not in ("free", "fixed"):
+                raise SchemaError(f"Feature {self.name!r} is categorical: it can be free or fixed, not "
+                                  f"{self.actionability!r} (its categories have no order).")
+        elif self.levels is not None:
+            raise SchemaError(f"Feature {self.name!r} lists levels but is {self.kind}, not categorical.")
 
     @property
     def span(self) -> float:
@@ -109,9 +128,13 @@ class Schema:
         """One-hot groups: group name -> column indices."""
         out: dict[str, list[int]] = {}
         for i, f in enumerate(self.features):
-            if f.kind == "categorical":
+            if f.kind == "one-hot":
                 out.setdefault(f.group, []).append(i)
         return out
+
+    def categorical(self) -> dict[int, tuple[str, ...]]:
+        """Categorical features (one column of codes): index -> level names."""
+        return {i: f.levels for i, f in enumerate(self.features) if f.kind == "categorical"}
 
     def protected(self) -> list[str]:
         return [f.name for f in self.features if f.protected]
@@ -133,8 +156,12 @@ class Schema:
 
     # ---------------------------------------------------------- round trips
     def to_dict(self) -> dict[str, Any]:
-        return {"version": 1, "target": self.target,
-                "features": [asdict(f) for f in self.features]}
+        feats = []
+        for f in self.features:
+            d = asdict(f)
+            d["levels"] = None if f.levels is None else list(f.levels)
+            feats.append(d)
+        return {"version": SCHEMA_VERSION, "target": self.target, "features": feats}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -142,8 +169,16 @@ class Schema:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Schema":
         try:
-            feats = tuple(FeatureSpec(**f) for f in d["features"])
-        except (KeyError, TypeError) as exc:
+            rows = [dict(f) for f in d["features"]]
+            if int(d.get("version", 1)) < 2:  # "categorical" was the kind of one-hot columns
+                for f in rows:
+                    if f.get("kind") == "categorical":
+                        f["kind"] = "one-hot"
+            feats = tuple(FeatureSpec(**f) for f in rows)
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, SchemaError):
+                raise
+
             raise SchemaError(
                 f"Not a schema file: {exc}. Expected JSON with a 'features' list as saved by the app."
             ) from None
@@ -160,19 +195,33 @@ class Schema:
         return cls.from_dict(d)
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per feature, for the app's schema editor."""
-        return pd.DataFrame([asdict(f) for f in self.features])
+        """One row per feature, for the app's schema editor (levels as text)."""
+        rows = []
+        for f in self.features:
+            d = asdict(f)
+            d["levels"] = "" if f.levels is None else ", ".join(f.levels)
+            rows.append(d)
+        return pd.DataFrame(rows)
 
     @classmethod
-    def from_frame(cls, df: pd.DataFrame, target: str | None = None) -> "Schema":
+    def from_frame(cls, df: pd.DataFrame, target: str | None = None, base: "Schema | None" = None) -> "Schema":
+        """Settings edited in :meth:`to_frame` form; a categorical feature's levels
+        come from ``base`` (the schema the frame was made from), not from the text."""
         rows = df.to_dict(orient="records")
         feats = []
+        levels = {f.name: f.levels for f in base.features} if base is not None else {}
         for r in rows:
             g = r.get("group")
             g = None if g is None or (isinstance(g, float) and np.isnan(g)) or g == "" else str(g)
-            feats.append(FeatureSpec(name=str(r["name"]), kind=str(r["kind"]), lower=float(r["lower"]),
+            name, kind = str(r["name"]), str(r["kind"])
+            lv = levels.get(name)
+            if kind == "categorical" and lv is None:
+                raise SchemaError(f"Feature {name!r} cannot become categorical here: its categories are "
+                                  "set by the model.")
+            feats.append(FeatureSpec(name=name, kind=kind, lower=float(r["lower"]),
                                      upper=float(r["upper"]), actionability=str(r["actionability"]),
-                                     weight=float(r["weight"]), protected=bool(r["protected"]), group=g))
+                                     weight=float(r["weight"]), protected=bool(r["protected"]), group=g,
+                                     levels=lv if kind == "categorical" else None))
         return cls(tuple(feats), target=target)
 
 
@@ -194,7 +243,8 @@ def _detect_one_hot(df: pd.DataFrame, binary_cols: Sequence[str]) -> dict[str, l
 def infer_schema(df: pd.DataFrame, target: str | None = None, *,
                  protected: Iterable[str] | None = None,
                  kinds: dict[str, str] | None = None,
-                 groups: dict[str, list[str]] | None = None) -> Schema:
+                 groups: dict[str, list[str]] | None = None,
+                 levels: dict[str, Sequence[Any]] | None = None) -> Schema:
     """Infer a schema from a numeric DataFrame.
 
     Parameters
@@ -208,11 +258,15 @@ def infer_schema(df: pd.DataFrame, target: str | None = None, *,
     groups : known one-hot groups (group name -> columns), e.g. from
         :func:`core.io.prepare_data`; others are detected from column names
         ``group=level`` or ``group_level`` whose rows sum to one.
+    levels : categorical features (column -> its categories), whose column
+        holds codes; protected hints apply to them by name.
     """
     if df.shape[1] == 0:
         raise SchemaError("The table has no columns.")
     cols = [c for c in df.columns if c != target]
     kinds = dict(kinds or {})
+    levels = {c: tuple(str(v) for v in lv) for c, lv in (levels or {}).items() if c in cols}
+    kinds.update({c: "categorical" for c in levels})
     non_num = [c for c in cols if not pd.api.types.is_numeric_dtype(df[c])]
     if non_num:
         raise SchemaError(
@@ -234,8 +288,11 @@ def infer_schema(df: pd.DataFrame, target: str | None = None, *,
         s = df[c].astype(float)
         lo = float(s.min()) if len(s) else 0.0
         hi = float(s.max()) if len(s) else 1.0
-        if c in col_group:
+        if c in levels:
             kind = "categorical"
+            lo, hi = 0.0, float(len(levels[c]))
+        elif c in col_group:
+            kind = "one-hot"
         elif c in kinds:
             kind = kinds[c]
         elif c in binary:
@@ -246,7 +303,7 @@ def infer_schema(df: pd.DataFrame, target: str | None = None, *,
             kind = "numerical"
         feats.append(FeatureSpec(name=str(c), kind=kind, lower=lo, upper=hi,
                                  actionability="fixed" if c in prot else "free",
-                                 protected=c in prot, group=col_group.get(c)))
+                                 protected=c in prot, group=col_group.get(c), levels=levels.get(c)))
     return Schema(tuple(feats), target=target)
 
 

@@ -125,7 +125,7 @@ def test_schema_kinds_ranges_and_one_hot(credit):
         x = res.x
         assert x[groups].sum() == 1 and set(np.unique(x[groups])) <= {0.0, 1.0}
         for j, f in enumerate(schema.features):
-            if f.kind in ("integer", "binary", "categorical"):
+            if f.kind in ("integer", "binary", "one-hot"):
                 assert x[j] == np.round(x[j])
             assert min(f.lower, Xa[q, j]) - 1e-6 * f.span <= x[j] <= max(f.upper, Xa[q, j]) + 1e-6 * f.span
         assert x[schema.index("sex")] == Xa[q, schema.index("sex")]  # protected -> fixed by default

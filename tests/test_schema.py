@@ -55,7 +55,7 @@ def test_one_hot_groups_need_rows_summing_to_one():
 
 def test_feature_spec_checks():
     with pytest.raises(SchemaError, match="group"):
-        FeatureSpec("a", kind="categorical")
+        FeatureSpec("a", kind="one-hot")
     with pytest.raises(SchemaError, match="weight"):
         FeatureSpec("a", weight=-1)
     assert FeatureSpec("a", lower=3, upper=3).span == 1.0
