@@ -1,17 +1,71 @@
-"""The source libraries' own predictions, for verification and tests."""
+"""The source libraries' own predictions, for verification, re-checks and tests.
+
+Codes view and model input
+--------------------------
+The analyses give a ``TreeEnsemble`` rows of floats in feature order, a
+categorical feature as its code (``0..K-1``, ``K`` = missing or unseen; see
+:mod:`core.ensemble`). :func:`model_input` turns such rows into what the
+source model itself takes, as its parser recorded in ``ens.meta["input"]``:
+
+``"array"`` (the default)
+    the float64 array itself (models without categorical features, fitted on
+    arrays or whose wrappers accept arrays);
+``"frame"``
+    a DataFrame with ``ens.feature_names``; numerical columns float64,
+    categorical columns pandas ``Categorical`` with exactly the model's
+    categories ``ens.categories[j]`` (LightGBM on pandas ``category`` columns,
+    XGBoost ``enable_categorical``); the missing code becomes NaN;
+``"frame-object"``
+    a DataFrame whose categorical columns hold the category values themselves
+    (object dtype; the missing code becomes None) and numerical columns
+    float64 (scikit-learn pipelines with encoders, CatBoost).
+
+:func:`model_input` with ``frame=True`` always returns a DataFrame: the rows
+in the raw columns the model takes, which is what exports show.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
+import pandas as pd
+
+INPUT_KINDS = ("array", "frame", "frame-object")
+
+
+def model_input(ens: Any, X: np.ndarray, *, frame: bool = False) -> Any:
+    """The source model's own input for codes-view rows ``X`` (n, n_features)."""
+    X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+    kind = ens.meta.get("input", "array")
+    if kind not in INPUT_KINDS:
+        raise ValueError(f"Unknown model input kind {kind!r}; expected one of {INPUT_KINDS}.")
+    if kind == "array" and not frame and not ens.categorical_features:
+        return X
+    cols: dict[str, Any] = {}
+    for j, name in enumerate(ens.feature_names):
+        cats = ens.categories[j]
+        if cats is None:
+            cols[name] = X[:, j]
+            continue
+        codes = X[:, j].astype(np.int64)
+        if kind == "frame":
+            cols[name] = pd.Categorical.from_codes(np.where(codes >= len(cats), -1, codes),
+                                                   categories=pd.Index(list(cats)))
+        else:
+            values = np.empty(len(codes), dtype=object)
+            known = codes < len(cats)
+            values[known] = [cats[k] for k in codes[known]]
+            values[~known] = None
+            cols[name] = values
+    return pd.DataFrame(cols, columns=list(ens.feature_names))
 
 
 def native_outputs(ens: Any, model: Any, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, str]:
-    """Return (ours, theirs, what) on X; ``theirs`` is None when the model
-    gives no comparable output."""
+    """Return (ours, theirs, what) on codes-view rows X; ``theirs`` is None when
+    the model gives no comparable output."""
     module = type(model).__module__.split(".")[0]
-    Xn = _named(model, X)
+    Xn = _named(model, X) if ens.meta.get("input", "array") == "array" else model_input(ens, X)
     if ens.task == "anomaly":
         return ens.score_samples(X), model.score_samples(Xn), "anomaly scores"
     if module == "xgboost":
@@ -22,19 +76,23 @@ def native_outputs(ens: Any, model: Any, X: np.ndarray) -> tuple[np.ndarray, np.
         it = ens.meta.get("iteration_range")
         if it is not None:
             kw["iteration_range"] = it
-        dm = xgb.DMatrix(X, feature_names=booster.feature_names, feature_types=booster.feature_types)
+        if isinstance(Xn, pd.DataFrame):
+            dm = xgb.DMatrix(Xn, enable_categorical=True)
+        else:
+            dm = xgb.DMatrix(X, feature_names=booster.feature_names, feature_types=booster.feature_types)
         margin = booster.predict(dm, output_margin=True, **kw)
         margin = np.asarray(margin, dtype=np.float64).reshape(X.shape[0], -1)
         return ens.predict_raw(X), margin, "margins"
     if module == "lightgbm":
         booster = model.booster_ if hasattr(model, "booster_") else model
+        Xl = Xn if isinstance(Xn, pd.DataFrame) else X
         if booster.dump_model(num_iteration=1).get("average_output"):
             # boosting="rf": LightGBM's raw_score is not averaged, its predict is
-            out = np.asarray(booster.predict(X), dtype=np.float64).reshape(X.shape[0], -1)
+            out = np.asarray(booster.predict(Xl), dtype=np.float64).reshape(X.shape[0], -1)
             ours = ens.predict_proba(X)[:, 1:] if ens.link == "sigmoid" else (
                 ens.predict_proba(X) if ens.is_classifier else ens.predict_raw(X))
             return ours, out, "predictions"
-        raw = np.asarray(booster.predict(X, raw_score=True), dtype=np.float64).reshape(X.shape[0], -1)
+        raw = np.asarray(booster.predict(Xl, raw_score=True), dtype=np.float64).reshape(X.shape[0], -1)
         return ens.predict_raw(X), raw, "raw scores"
     if ens.task == "classification":
         return ens.predict_proba(X), np.asarray(model.predict_proba(Xn), dtype=np.float64), "probabilities"
@@ -46,6 +104,4 @@ def _named(model: Any, X: np.ndarray) -> Any:
     names = getattr(model, "feature_names_in_", None)
     if names is None:
         return X
-    import pandas as pd
-
     return pd.DataFrame(X, columns=list(names))
