@@ -100,7 +100,8 @@ def verify_against_source(ens: Any, model: Any, n_random: int = 64, seed: int = 
 
 
 def probe_points(ens: Any, n_random: int = 64, seed: int = 0) -> np.ndarray:
-    """Random points over the split range plus points exactly on thresholds."""
+    """Random points over the split range plus points exactly on thresholds;
+    a categorical feature gets codes, each code (the missing one included) in turn."""
     rng = np.random.default_rng(seed)
     d = ens.n_features
     lo, hi = np.full(d, -1.0), np.full(d, 1.0)
@@ -114,6 +115,9 @@ def probe_points(ens: Any, n_random: int = 64, seed: int = 0) -> np.ndarray:
     X = rng.uniform(lo, hi, size=(n_random, d))
     on = X.copy()
     for j in range(d):
-        if levels[j].size:
+        if ens.categories[j] is not None:  # every code, the missing one included
+            X[:, j] = rng.integers(0, ens.n_codes(j), size=n_random)
+            on[:, j] = np.arange(n_random) % ens.n_codes(j)
+        elif levels[j].size:
             on[:, j] = rng.choice(levels[j], size=n_random)
     return np.vstack([X, on])
