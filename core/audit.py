@@ -541,8 +541,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pathlib import Path
 
     from core import io
-    from core.ensemble import from_model
-    from core.schema import Schema, infer_schema, validate
+    from core.schema import Schema
+    from core.workspace import PositionalMatchRequired, build_workspace
 
     ap = argparse.ArgumentParser(prog="python -m core.audit", description="Audit recourse across protected groups.")
     ap.add_argument("--data", required=True, help="CSV or Parquet table (with the target column, if any)")
@@ -563,6 +563,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-tcrex", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--trust-pickle", action="store_true", help="allow loading a pickle/joblib model file")
+    ap.add_argument("--by-position", action="store_true",
+                    help="match a model without feature names to the data's columns by position (check the "
+                         "mapping printed without this flag first)")
     ap.add_argument("--out", default="audit_report.html", help="HTML report; the per-row CSV goes beside it")
     a = ap.parse_args(argv)
     try:
@@ -570,18 +573,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         model_bytes = Path(a.model).read_bytes()
         df = io.load_table(data_bytes, Path(a.data).name)
         target_col = a.target_column or df.attrs.get("target")
-        prep = io.prepare_data(df, target_col)
         model = io.load_model(model_bytes, Path(a.model).name, allow_pickle=a.trust_pickle)
-        ens = from_model(model)
-        Xv = validate(prep.X, ens)
-        if list(Xv.columns) != list(ens.feature_names):
-            ens = from_model(ens, feature_names=[str(c) for c in Xv.columns])
-        Xv = pd.DataFrame(Xv.to_numpy(dtype=float), columns=list(ens.feature_names))
-        if a.schema:
-            schema = Schema.from_json(Path(a.schema).read_bytes())
-        else:
-            kinds = {c: k for c, k in prep.kinds.items() if c in Xv.columns}
-            schema = infer_schema(Xv, kinds=kinds, groups=prep.groups, protected=a.protected)
+        schema = Schema.from_json(Path(a.schema).read_bytes()) if a.schema else None
+        try:
+            ws = build_workspace(df, target_col, model, name=Path(a.data).name, schema=schema,
+                                 confirm_positions=a.by_position, protected=a.protected)
+        except PositionalMatchRequired as exc:
+            print(f"error: {exc}")
+            for feat, col in exc.mapping:
+                print(f"  {feat} <- {col}")
+            print("If this mapping is right, run again with --by-position.")
+            return 2
+        for note in ws.notes:
+            print(f"note: {note}")
+        ens, Xv, schema = ws.ensemble, ws.X, ws.schema
         if ens.is_classifier:
             classes = [str(c) for c in ens.classes]
             target = a.target if a.target is not None else classes[-1]
@@ -598,7 +603,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                           max_rows=a.rows or None, norm=a.norm, time_limit=a.time_limit, n_jobs=a.jobs,
                           scheduler=a.scheduler, n_boot=a.bootstrap, n_perm=a.permutations,
                           tcrex=not a.no_tcrex, local_rules_per_group=a.local_rules, random_state=a.seed,
-                          model=model, data_sha256=io.sha256(data_bytes), model_sha256=io.sha256(model_bytes),
+                          model=ws.model, data_sha256=io.sha256(data_bytes), model_sha256=io.sha256(model_bytes),
                           data_name=Path(a.data).name, progress=show)
         print()
         out = Path(a.out)

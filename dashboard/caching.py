@@ -7,7 +7,7 @@ from typing import Any
 import streamlit as st
 
 from core import demo, io
-from dashboard.workspace import Workspace, build_workspace
+from core.workspace import Workspace, build_workspace
 
 
 @st.cache_resource(show_spinner="Building the demo model…")

@@ -8,12 +8,13 @@ import streamlit as st
 
 
 class Keys:
-    WORKSPACE = "workspace"            # dashboard.workspace.Workspace in use
+    WORKSPACE = "workspace"            # core.workspace.Workspace in use
     DEMO = "demo_key"                  # key of core.demo.DEMOS loaded, or None
     STAGED_DATA = "staged_data"        # (filename, bytes) of an uploaded table
     LAST_ERROR = "last_error"          # message of the last failed load
     LAST_NOTICE = "last_notice"        # message of the last successful load
     CLUSTER = "dask_scheduler"         # optional Dask scheduler address
+    PENDING_MAPPING = "pending_mapping"  # a positional column mapping waiting for the user's confirmation
 
 
 DEFAULTS: dict[str, Any] = {
@@ -23,6 +24,7 @@ DEFAULTS: dict[str, Any] = {
     Keys.LAST_ERROR: None,
     Keys.LAST_NOTICE: None,
     Keys.CLUSTER: "",
+    Keys.PENDING_MAPPING: None,
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from core import io
@@ -10,9 +11,32 @@ from core.schema import ACTIONABILITY, KINDS, Schema
 from dashboard import state
 from dashboard.caching import demo_workspace, load_model_cached, load_table_cached
 from dashboard.ui import user_errors
-from dashboard.workspace import build_workspace
+from core.workspace import PositionalMatchRequired, build_workspace
 
 K = state.Keys
+
+
+def _load_upload(table, target, data_file, raw, model_file, trust, drop_missing, *, confirm: bool) -> None:
+    """Build the workspace from the uploaded files; a model without feature names
+    waits for the user to confirm the positional mapping."""
+    mraw = model_file.getvalue()
+    with user_errors("The model could not be loaded"):
+        model = load_model_cached(io.sha256(mraw), mraw, model_file.name, trust)
+        try:
+            ws = build_workspace(table, target, model, name=f"{data_file.name} · {model_file.name}",
+                                 data_sha256=io.sha256(raw), model_sha256=io.sha256(mraw),
+                                 drop_missing=drop_missing, model_info={"origin": model_file.name},
+                                 confirm_positions=confirm)
+        except PositionalMatchRequired as exc:
+            state.put(K.PENDING_MAPPING, {"mapping": exc.mapping, "message": str(exc),
+                                          "key": (io.sha256(raw), io.sha256(mraw), target)})
+            st.rerun()
+        state.put(K.WORKSPACE, ws)
+        state.put(K.DEMO, None)
+        state.put(K.LAST_NOTICE, f"Loaded {data_file.name} and {model_file.name}.")
+        st.rerun()
+
+
 st.title("Data & model")
 st.caption("Load a dataset and the tree-ensemble model to audit, then check the feature settings "
            "that every analysis uses.")
@@ -63,15 +87,21 @@ else:
             if trust:
                 st.warning(io.PICKLE_WARNING)
             if st.button("Load data and model", key="dm_load", disabled=model_file is None):
-                mraw = model_file.getvalue()
-                with user_errors("The model could not be loaded"):
-                    model = load_model_cached(io.sha256(mraw), mraw, model_file.name, trust)
-                    ws = build_workspace(table, target, model, name=f"{data_file.name} · {model_file.name}",
-                                         data_sha256=io.sha256(raw), model_sha256=io.sha256(mraw),
-                                         drop_missing=drop_missing, model_info={"origin": model_file.name})
-                    state.put(K.WORKSPACE, ws)
-                    state.put(K.DEMO, None)
-                    state.put(K.LAST_NOTICE, f"Loaded {data_file.name} and {model_file.name}.")
+                state.put(K.PENDING_MAPPING, None)
+                _load_upload(table, target, data_file, raw, model_file, trust, drop_missing, confirm=False)
+            pending = state.get(K.PENDING_MAPPING)
+            if pending and model_file is not None and pending["key"] == (io.sha256(raw), io.sha256(
+                    model_file.getvalue()), target):
+                st.warning(pending["message"])
+                st.dataframe(pd.DataFrame(pending["mapping"], columns=["model feature", "data column"]),
+                             hide_index=True, height=min(400, 36 + 35 * len(pending["mapping"])),
+                             key="dm_mapping")
+                c1, c2 = st.columns(2)
+                if c1.button("The mapping is right: load", key="dm_confirm_positions", type="primary"):
+                    state.put(K.PENDING_MAPPING, None)
+                    _load_upload(table, target, data_file, raw, model_file, trust, drop_missing, confirm=True)
+                if c2.button("Cancel", key="dm_cancel_positions"):
+                    state.put(K.PENDING_MAPPING, None)
                     st.rerun()
         else:
             with st.form("dm_train"):

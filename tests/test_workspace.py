@@ -1,0 +1,117 @@
+"""core.workspace: a table and a model become one checked workspace, matched
+by name (never silently by position), in three views (raw, codes, model input)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from core.ensemble import Tree, TreeEnsemble, category_bits_from_sets
+from core.errors import DataError, SchemaError
+from core.workspace import PositionalMatchRequired, build_workspace
+
+
+def _frame(n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"age": rng.integers(18, 80, n), "income": rng.normal(50, 15, n).round(1),
+                       "job": rng.choice(["clerk", "nurse", "chef"], n), "note": ["x"] * n})
+    df["y"] = ((df.income > 50) ^ (df.job == "chef")).astype(int)
+    return df
+
+
+def test_named_model_matched_by_name_and_unused_columns_listed():
+    from sklearn.ensemble import RandomForestClassifier
+
+    df = _frame()
+    X = pd.get_dummies(df[["income", "age", "job"]], columns=["job"], dtype=int)  # job_chef, job_clerk, ...
+    model = RandomForestClassifier(20, max_depth=4, random_state=0).fit(X, df.y)
+    ws = build_workspace(df, "y", model, name="t")
+    assert list(ws.X.columns) == list(X.columns)                 # model order, not the table's
+    np.testing.assert_array_equal(ws.X.to_numpy(), X.to_numpy(dtype=float))
+    assert [f.kind for f in ws.schema.features if f.name.startswith("job_")] == ["one-hot"] * 3
+    assert any("Ignored columns" in n and "note" in n for n in ws.notes)
+    # the model input view reproduces the model's own answers
+    np.testing.assert_array_equal(model.predict(ws.to_raw(ws.X)), ws.predictions)
+
+
+def test_unnamed_model_needs_a_confirmed_positional_mapping():
+    from sklearn.ensemble import RandomForestClassifier
+
+    df = _frame()[["age", "income", "y"]]
+    model = RandomForestClassifier(10, random_state=0).fit(df[["age", "income"]].to_numpy(), df.y)
+    with pytest.raises(PositionalMatchRequired) as exc:
+        build_workspace(df, "y", model, name="t")
+    assert exc.value.mapping == [("x0", "age"), ("x1", "income")]
+    ws = build_workspace(df, "y", model, name="t", confirm_positions=True)
+    assert list(ws.X.columns) == ["age", "income"]
+    assert any("by position" in n for n in ws.notes)
+
+
+def test_extracted_forest_on_raw_table_is_never_loaded_silently():
+    """The issue's case: a forest taken out of a one-hot pipeline, uploaded with the raw table."""
+    from sklearn.compose import ColumnTransformer
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.preprocessing import OneHotEncoder
+
+    df = _frame()
+    ct = ColumnTransformer([("num", "passthrough", ["income", "age"]), ("cat", OneHotEncoder(), ["job"])])
+    forest = RandomForestClassifier(10, random_state=0).fit(ct.fit_transform(df), df.y)
+    with pytest.raises(PositionalMatchRequired):
+        build_workspace(df.drop(columns=["note"]), "y", forest, name="t")
+
+
+def test_categorical_codes_unseen_and_missing_values():
+    rng = np.random.default_rng(0)
+    bits = category_bits_from_sets([[0, 2], None, None], 4)
+    tree = Tree(np.array([1, -1, -1]), np.array([2, -1, -1]), np.array([1, -1, -1]),
+                np.array([np.nan, np.nan, np.nan]), np.array([0.0, -1.0, 1.0]), bits)
+    ens = TreeEnsemble((tree,), n_features=2, feature_names=("income", "job"), task="classification",
+                       aggregation="sum", link="sigmoid", base_score=np.zeros(1), classes=np.array([0, 1]),
+                       categories=(None, ("chef", "clerk", "nurse")), meta={"input": "frame-object"})
+    df = pd.DataFrame({"income": rng.normal(size=6), "job": ["chef", "clerk", "nurse", "pilot", None, "chef"]})
+    ws = build_workspace(df, None, ens, name="t")
+    assert ws.X["job"].tolist() == [0, 1, 2, 3, 3, 0]
+    assert ws.schema["job"].kind == "categorical" and ws.schema["job"].levels == ("chef", "clerk", "nurse")
+    assert any("never saw" in n and "'pilot'" in n and "1 are missing" in n for n in ws.notes)
+    assert ws.labels(ws.X)["job"].tolist() == ["chef", "clerk", "nurse", "(missing)", "(missing)", "chef"]
+    raw = ws.to_raw(ws.X)
+    assert raw["job"].tolist()[:3] == ["chef", "clerk", "nurse"] and raw["job"].isna().tolist()[3:5] == [True, True]
+
+
+def test_missing_numbers_are_the_datas_problem():
+    from sklearn.ensemble import RandomForestClassifier
+
+    df = _frame()[["age", "income", "y"]].astype({"income": float})
+    model = RandomForestClassifier(5, random_state=0).fit(df[["age", "income"]], df.y)
+    df.loc[3, "income"] = np.nan
+    with pytest.raises(DataError, match="rows of the data have missing values .*income.*row 4"):
+        build_workspace(df, "y", model, name="t")
+    ws = build_workspace(df, "y", model, name="t", drop_missing=True)
+    assert len(ws.X) == len(df) - 1 and len(ws.y) == len(ws.X)
+    df["income"] = df["income"].astype(object)
+    df.loc[5, "income"] = "n/a"
+    with pytest.raises(DataError, match="must hold numbers"):
+        build_workspace(df, "y", model, name="t", drop_missing=True)
+
+
+def test_missing_column_names_what_is_missing():
+    from sklearn.ensemble import RandomForestClassifier
+
+    df = _frame()
+    model = RandomForestClassifier(5, random_state=0).fit(df[["age", "income"]], df.y)
+    with pytest.raises(SchemaError, match=r"expects columns \['income'\]"):
+        build_workspace(df.drop(columns=["income"]), "y", model, name="t")
+
+
+def test_accuracy_far_below_the_models_own_report_is_flagged():
+    from sklearn.ensemble import RandomForestClassifier
+
+    df = _frame(2000)
+    model = RandomForestClassifier(50, oob_score=True, random_state=0).fit(df[["age", "income"]], df.y)
+    ok = build_workspace(df, "y", model, name="t")
+    assert not any("far below" in n for n in ok.notes)
+    bad = df.copy()
+    bad["y"] = np.random.default_rng(1).permutation(bad.y.to_numpy())
+    ws = build_workspace(bad, "y", model, name="t")
+    assert any("far below its own out-of-bag score" in n for n in ws.notes)
