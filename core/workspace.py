@@ -128,6 +128,12 @@ class Workspace:
             h.update(pd.util.hash_pandas_object(self.y, index=False).to_numpy().tobytes())
         return h.hexdigest()
 
+    @cached_property
+    def key(self) -> str:
+        """The cache key of results on this workspace: its fingerprint and its
+        feature settings (which change what the analyses may move)."""
+        return hashlib.sha256((self.fingerprint + self.schema.to_json()).encode()).hexdigest()
+
     def to_raw(self, X: Any) -> pd.DataFrame:
         """Codes-view rows (n, n_features) as the raw columns the model takes:
         category codes become the model's categories (missing code: None/NaN)."""

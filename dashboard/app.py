@@ -17,12 +17,15 @@ if str(ROOT) not in sys.path:  # when run without `pip install -e .`
 import streamlit as st  # noqa: E402
 
 from dashboard import state  # noqa: E402
+from dashboard.deploy import settings as deployment  # noqa: E402
+from dashboard.memory import track_session  # noqa: E402
 from dashboard.pages_registry import PAGES  # noqa: E402
 from dashboard.caching import demo_workspace  # noqa: E402
 from core.demo import DEMOS  # noqa: E402
 
 st.set_page_config(page_title="Counterfactual Atlas", page_icon="🧭", layout="wide")
 state.init_state()
+track_session()
 
 if state.get(state.Keys.WORKSPACE) is None and state.get(state.Keys.DEMO) is None:
     default = next(iter(DEMOS))
@@ -42,6 +45,8 @@ nav = st.navigation(groups)
 with st.sidebar:
     ws = state.get(state.Keys.WORKSPACE)
     st.caption("Counterfactual Atlas")
+    if deployment().public:
+        st.info(deployment().notice(), icon="🔒")
     if ws is not None:
         st.markdown(f"**{ws.name}**  \n{ws.ensemble.source} · {ws.ensemble.n_trees} trees · "
                     f"{len(ws.X):,} rows × {ws.X.shape[1]} features")

@@ -8,6 +8,7 @@ import streamlit as st
 
 from core import demo, io
 from core.workspace import Workspace, build_workspace
+from dashboard import loaders
 
 
 @st.cache_resource(show_spinner="Building the demo model…")
@@ -19,21 +20,43 @@ def demo_workspace(key: str) -> Workspace:
 
 
 @st.cache_resource(show_spinner="Reading the model…", max_entries=8)
-def load_model_cached(digest: str, _data: bytes, filename: str, allow_pickle: bool) -> Any:
-    """``digest`` (SHA-256 of the bytes) is the cache key; ``_data`` is not hashed."""
-    return io.load_model(_data, filename, allow_pickle=allow_pickle)
+def load_model_cached(digest: str, _data: bytes, filename: str, trust: bool) -> Any:
+    """``digest`` (SHA-256 of the bytes) is the cache key; ``_data`` is not hashed.
+    The deployment's rules apply (no pickle on a public instance)."""
+    return loaders.read_model(_data, filename, trust)
 
 
-@st.cache_data(show_spinner="Reading the table…", max_entries=8)
-def load_table_cached(digest: str, _data: bytes, filename: str):
-    """``digest`` (SHA-256 of the bytes) is the cache key; ``_data`` is not hashed."""
-    df = io.load_table(_data, filename)
-    return df, dict(df.attrs)
+def session_table(data: bytes, filename: str):
+    """The uploaded table, parsed once per upload and kept in this session only
+    (a shared cache would keep every user's tables after they leave, and return
+    a copy on every rerun)."""
+    digest = io.sha256(data)
+    held = st.session_state.get("_table")
+    if held is None or held[0] != digest:
+        st.session_state.pop("_table", None)       # release the previous table first
+        with st.spinner("Reading the table…"):
+            st.session_state["_table"] = (digest, loaders.read_table(data, filename))
+    return st.session_state["_table"][1]
 
 
-@st.cache_resource(show_spinner="Fitting the plausibility model (Isolation Forest)…", max_entries=16)
-def plausibility_model(data_key: str, target_label: str, contamination: float, _X_target):
-    """Isolation Forest on the rows the model assigns to the target class."""
+def session_cached(name: str, key: Any, compute, max_entries: int = 4):
+    """``compute()`` once per ``key`` in this session (a small LRU per ``name``):
+    results derived from one user's data stay in that user's session and are
+    released with it."""
+    store = st.session_state.setdefault(f"_cache_{name}", {})
+    if key in store:
+        store[key] = store.pop(key)              # most recently used last
+        return store[key]
+    value = compute()
+    store[key] = value
+    while len(store) > max_entries:
+        store.pop(next(iter(store)))
+    return value
+
+
+def plausibility_model(data_key: str, target_label: str, contamination: float, X_target):
+    """Isolation Forest on the rows the model assigns to the target class (per session)."""
     from core.optimal import Plausibility
 
-    return Plausibility.fit(_X_target, contamination=contamination, random_state=0)
+    return session_cached("plausibility", (data_key, target_label, contamination),
+                          lambda: Plausibility.fit(X_target, contamination=contamination, random_state=0))

@@ -27,3 +27,52 @@ def user_errors(title: str) -> Iterator[None]:
     except Exception as exc:  # noqa: BLE001 - the page must not show a traceback
         log.exception("unexpected error: %s", title)
         st.error(f"{title}: unexpected {type(exc).__name__}: {exc}. Nothing you had loaded was changed.")
+
+
+def cluster_setting(container) -> str | None:
+    """The Dask scheduler address for this session's long runs, or None (local).
+    Local instances take any address; a public one offers only the server's own."""
+    from dashboard import state
+    from dashboard.deploy import settings
+
+    dep = settings()
+    if dep.allows_custom_cluster:
+        address = container.text_input(
+            "Dask scheduler address (empty: this machine)", value=state.get(state.Keys.CLUSTER) or "",
+            placeholder="tcp://10.0.0.5:8786", key="fa_scheduler",
+            help="Also used by FCCA and the batch of optimal counterfactuals. The workers need this repository "
+                 "installed (pip install -e .).").strip()
+    elif dep.scheduler:
+        use = container.checkbox(f"Use the server's Dask cluster ({dep.scheduler})", key="fa_use_cluster",
+                                 value=bool(state.get(state.Keys.CLUSTER)))
+        address = dep.scheduler if use else ""
+    else:
+        container.caption("Runs on this server (a public instance takes no cluster address).")
+        address = ""
+    state.put(state.Keys.CLUSTER, address)
+    return address or None
+
+
+def session_cluster() -> str | None:
+    """The cluster address long runs of this session use (set by :func:`cluster_setting`);
+    on a public instance only the server's own address can come back."""
+    from dashboard import state
+    from dashboard.deploy import settings
+
+    value = (state.get(state.Keys.CLUSTER) or "").strip()
+    dep = settings()
+    if not dep.allows_custom_cluster and value != (dep.scheduler or ""):
+        return None
+    return value or None
+
+
+def big_table_gate(n_rows: int, what: str, key: str, limit: int = 20_000) -> bool:
+    """On large tables, a first computation waits for a button instead of blocking
+    the page on entry; True when it may run now."""
+    if n_rows <= limit or st.session_state.get(key):
+        return True
+    st.info(f"{what} on {n_rows:,} rows takes a while, so it waits for you.")
+    if st.button(what, key=f"{key}_button", type="primary"):
+        st.session_state[key] = True
+        return True
+    return False

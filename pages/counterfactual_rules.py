@@ -13,7 +13,8 @@ from core.counterfactual import output_mask
 from core.rules import CounterfactualRules, region_from_filter, rule_text
 from dashboard import state
 from dashboard.plots import rule_intervals_figure
-from dashboard.ui import user_errors
+from dashboard.caching import session_cached
+from dashboard.ui import big_table_gate, user_errors
 
 ws, ens, schema, names, X, pred = state.page_context(
     "Counterfactual rules",
@@ -23,10 +24,9 @@ ws, ens, schema, names, X, pred = state.page_context(
     "estimated by a random forest fitted on the model's outputs (Amoukou & Brunel).")
 
 
-@st.cache_resource(show_spinner="Fitting the surrogate forest…", max_entries=8)
-def _fit(key, n_estimators, max_depth, max_rows, _X, _pred, _groups, _names):
-    return CounterfactualRules(n_estimators=n_estimators, max_depth=max_depth, groups=_groups, random_state=0,
-                               max_rows=max_rows).fit(_X, _pred, feature_names=_names)
+def _fit(n_estimators, max_depth, max_rows, groups, names):
+    return lambda: CounterfactualRules(n_estimators=n_estimators, max_depth=max_depth, groups=groups,
+                                       random_state=0, max_rows=max_rows).fit(X, pred, feature_names=names)
 
 
 c1, c2, c3, c4 = st.columns(4)
@@ -51,8 +51,11 @@ frozen = [names.index(n) for n in fixed]
 groups = list(schema.groups().values())
 
 cr = None
-with user_errors("The surrogate could not be fitted"):
-    base = _fit((ws.name, ws.model_sha256, ws.data_sha256), n_est, depth, max_rows, X, pred, groups, names)
+if not big_table_gate(len(X), "Fit the surrogate forest", f"cr_go_{ws.key}"):
+    st.stop()
+with user_errors("The surrogate could not be fitted"), st.spinner("Fitting the surrogate forest…"):
+    base = session_cached("cr_surrogate", (ws.key, n_est, depth, max_rows), _fit(n_est, depth, max_rows, groups,
+                                                                                  names))
     cr = copy.copy(base)          # the levels are per query; the fitted forest is shared
     cr.pi, cr.pi_c, cr.top_k = float(pi), float(pi_c), top_k
 if cr is None:

@@ -9,7 +9,8 @@ from core import io
 from core.demo import DEMOS
 from core.schema import ACTIONABILITY, KINDS, Schema
 from dashboard import state
-from dashboard.caching import demo_workspace, load_model_cached, load_table_cached
+from dashboard.caching import demo_workspace, load_model_cached, session_table
+from dashboard.deploy import settings as deployment
 from dashboard.ui import user_errors
 from core.workspace import PositionalMatchRequired, build_workspace
 
@@ -69,8 +70,7 @@ else:
     if data_file is not None:
         raw = data_file.getvalue()
         with user_errors("The data file could not be read"):
-            table, attrs = load_table_cached(io.sha256(raw), raw, data_file.name)
-            table.attrs.update(attrs)
+            table = session_table(raw, data_file.name)
             st.caption(f"{data_file.name}: {len(table):,} rows × {table.shape[1]} columns.")
     if table is not None:
         cols = list(table.columns)
@@ -80,10 +80,14 @@ else:
         drop_missing = st.checkbox("Drop rows with missing values", value=False, key="dm_drop_missing")
         how = st.radio("Model", ["Upload a model file", "Train a model here"], horizontal=True, key="dm_how")
         if how == "Upload a model file":
+            dep = deployment()
             model_file = st.file_uploader(
-                "Model file: XGBoost .json/.ubj, LightGBM .txt, scikit-learn .skops (or .pkl/.joblib)",
-                type=["json", "ubj", "txt", "skops", "pkl", "pickle", "joblib"], key="dm_model_file")
-            trust = st.checkbox("I trust this file (allow pickle/joblib)", value=False, key="dm_trust")
+                "Model file: XGBoost .json/.ubj, LightGBM .txt, scikit-learn .skops"
+                + (" (or .pkl/.joblib)" if dep.allows_pickle else ""),
+                type=["json", "ubj", "txt", "skops", "cbm"] + (["pkl", "pickle", "joblib"] if dep.allows_pickle else []),
+                key="dm_model_file")
+            trust = dep.allows_pickle and st.checkbox("I trust this file (allow pickle/joblib)", value=False,
+                                                      key="dm_trust")
             if trust:
                 st.warning(io.PICKLE_WARNING)
             if st.button("Load data and model", key="dm_load", disabled=model_file is None):

@@ -57,7 +57,7 @@ def _cf(key, _ens, x, target, norm, _schema, _X):
 
 
 with user_errors("The regions could not be computed"), st.spinner("Computing exact regions…"):
-    key = (ws.name, ws.model_sha256, ws.schema.to_json())
+    key = ws.key
     cf = _cf(key, ens, x, target, norm, schema, X)
     if mode == "slice":
         rs = slice_regions(ens, x, (fa, fb), bounds={fa: view[0], fb: view[1]}, max_regions=max_regions,

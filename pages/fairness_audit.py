@@ -8,7 +8,7 @@ import streamlit as st
 from core.audit import Audit, protected_attributes, run_audit
 from core.report import cost_figure, group_table, metric_figure, tests_table
 from dashboard import state
-from dashboard.ui import user_errors
+from dashboard.ui import cluster_setting, user_errors
 
 ws, ens, schema, names, X, pred = state.page_context(
     "Fairness audit",
@@ -17,7 +17,7 @@ ws, ens, schema, names, X, pred = state.page_context(
     "protected attributes with bootstrap intervals and permutation tests (Holm-adjusted). The report is a "
     "single HTML file anyone can open, with the fingerprints and settings needed to reproduce it.")
 
-KEY = (ws.name, ws.model_sha256, ws.data_sha256)
+KEY = ws.key
 tab_run, tab_open = st.tabs(["Run an audit", "Open a saved audit"])
 
 with tab_run:
@@ -54,11 +54,7 @@ with tab_run:
         use_tcrex = st.checkbox("T-CREx rules per group", value=True, key="fa_tcrex")
     with st.expander("Compute: local processes or a Dask cluster"):
         k1, k2 = st.columns([3, 1])
-        address = k1.text_input("Dask scheduler address (empty: this machine)", value=state.get(state.Keys.CLUSTER),
-                                placeholder="tcp://10.0.0.5:8786", key="fa_scheduler",
-                                help="Also used by FCCA and the batch of optimal counterfactuals. The workers "
-                                "need this repository installed (pip install -e .).")
-        state.put(state.Keys.CLUSTER, address.strip())
+        address = cluster_setting(k1)
         jobs = int(k2.number_input("Local processes", 1, 8, 2, key="fa_jobs"))
     go = st.button(f"Audit {min(max_rows, unfavourable):,} rows", type="primary", key="fa_go",
                    disabled=not protected)
@@ -77,7 +73,7 @@ with tab_run:
 
         with user_errors("The audit could not be run"):
             audit = run_audit(ens, X, schema=schema, target=target, protected=protected, max_rows=max_rows,
-                              time_limit=float(limit), n_jobs=jobs, scheduler=address.strip() or None,
+                              time_limit=float(limit), n_jobs=jobs, scheduler=address,
                               n_boot=n_boot, n_perm=n_perm, alpha=alpha, tcrex=use_tcrex,
                               local_rules_per_group=local, model=ws.model, data_sha256=ws.data_sha256,
                               model_sha256=ws.model_sha256, data_name=ws.name, progress=show)

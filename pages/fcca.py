@@ -10,7 +10,7 @@ import streamlit as st
 from core.fcca import fcca, gosdt_available
 from dashboard import state
 from dashboard.plots import fcca_curves_figure, fcca_heatmap_figure
-from dashboard.ui import user_errors
+from dashboard.ui import session_cluster, user_errors
 
 ws, ens, schema, names, X, pred = state.page_context(
     "FCCA thresholds",
@@ -24,7 +24,7 @@ if not ens.is_classifier:
             "Data & model page.")
     st.stop()
 
-KEY = (ws.name, ws.model_sha256, ws.data_sha256)
+KEY = ws.key
 have_labels = ws.y is not None
 with st.form("fcca_form"):
     c1, c2, c3, c4 = st.columns(4)
@@ -45,7 +45,7 @@ with st.form("fcca_form"):
     go = st.form_submit_button("Compute counterfactuals and thresholds", type="primary")
 
 y_used = ws.y.to_numpy() if label_src == "labels in the data" else pred
-cluster = state.get(state.Keys.CLUSTER)
+cluster = session_cluster()
 if cluster:
     st.caption(f"Counterfactuals run on the Dask cluster at {cluster} (set on the Fairness audit page; clear it "
                "there to run on this machine).")

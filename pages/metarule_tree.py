@@ -11,7 +11,8 @@ import streamlit as st
 from core.tcrex import TCREx
 from dashboard import state
 from dashboard.plots import change_keep_counts, change_keep_figure, rule_box_figure
-from dashboard.ui import user_errors
+from dashboard.caching import session_cached
+from dashboard.ui import big_table_gate, user_errors
 
 ws, ens, schema, names, X, pred = state.page_context(
     "Metarule tree",
@@ -32,16 +33,13 @@ rho = c3.select_slider("Feasibility ρ", [0.005, 0.01, 0.02, 0.05, 0.1], value=0
 n_trees = int(c4.number_input("Surrogate trees", 1, 10, 1, key="mt_trees"))
 
 
-@st.cache_resource(show_spinner="Learning rules and metarules…", max_entries=16)
-def _fit(key, target, tau, rho, n_trees, _X, _pred, _groups, _names):
-    return TCREx(rho=rho, tau=tau, n_trees=n_trees, groups=_groups, random_state=0).fit(
-        _X, _pred, target, feature_names=_names)
-
-
 groups = list(schema.groups().values())
 tc = None
-with user_errors("The rules could not be learned"):
-    tc = _fit((ws.name, ws.model_sha256, ws.data_sha256), target, tau, rho, n_trees, X, pred, groups, names)
+if not big_table_gate(len(X), "Learn the rules and metarules", f"mt_go_{ws.key}"):
+    st.stop()
+with user_errors("The rules could not be learned"), st.spinner("Learning rules and metarules…"):
+    tc = session_cached("tcrex", (ws.key, str(target), tau, rho, n_trees), lambda: TCREx(
+        rho=rho, tau=tau, n_trees=n_trees, groups=groups, random_state=0).fit(X, pred, target, feature_names=names))
 if tc is None:
     st.stop()
 

@@ -13,7 +13,7 @@ from core.optimal import BACKENDS, optimal_counterfactual
 from dashboard import state
 from dashboard.caching import plausibility_model
 from dashboard.plots import counterfactual_changes_figure, counterfactual_table
-from dashboard.ui import user_errors
+from dashboard.ui import session_cluster, user_errors
 
 ws, ens, schema, names, X, pred = state.page_context(
     "Optimal counterfactual",
@@ -66,7 +66,7 @@ def _target_widget(prefix: str, row_pred):
 
 def _plausibility(target):
     rows = X[pred == target] if ens.is_classifier else X[(pred >= target[0]) & (pred <= target[1])]
-    return plausibility_model(ws.data_sha256 or ws.name, str(target), 0.1, rows)
+    return plausibility_model(ws.key, str(target), 0.1, rows)
 
 
 _shown = iter(range(10**6))  # unique element keys for each display in a run
@@ -163,7 +163,7 @@ with tab_batch:
             bar = st.progress(0.0, text="Starting…")
             pl = _plausibility(targets[0]) if plaus_b else None
             kwargs_b["time_limit"] = float(kwargs_b["time_limit"])
-            cluster = state.get(state.Keys.CLUSTER) or None
+            cluster = session_cluster()
             results = batch_counterfactuals(
                 ens, X[rows], targets, n_jobs=int(jobs), plausibility=pl, X_ref=X, scheduler=cluster,
                 progress=lambda d, t: bar.progress(d / t, text=f"{d} of {t} rows"), **kwargs_b)

@@ -27,14 +27,15 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_app(timeout: float = 120.0) -> Iterator[str]:
+def running_app(timeout: float = 120.0, env: dict[str, str] | None = None) -> Iterator[str]:
+    """The app served on a free port; ``env`` adds environment variables (e.g. public mode)."""
     port = _free_port()
     log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"atlas-app-{port}.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "dashboard" / "app.py"),
          "--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
          "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + timeout

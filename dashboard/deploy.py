@@ -1,0 +1,91 @@
+"""Deployment settings: a local analyst's instance (``make run``) or a public one.
+
+One setting turns a public deployment on: the environment variable
+``ATLAS_PUBLIC=1`` (the Procfile sets it), or ``public = true`` under
+``[atlas]`` in ``.streamlit/atlas.toml``. The environment wins over the file.
+
+Public mode
+    * no "I trust this file" switch: pickle and joblib model files are refused
+      (unpickling runs code from the file);
+    * no free-text Dask scheduler address: a cluster address comes only from
+      the server's configuration (``ATLAS_DASK_SCHEDULER`` / ``dask_scheduler``),
+      and a session may only switch that one on or off;
+    * uploads are capped (``ATLAS_MAX_UPLOAD_MB`` / ``max_upload_mb``, default
+      50) and so are table rows (``ATLAS_MAX_ROWS`` / ``max_rows``, default
+      200,000);
+    * the app says what is disabled.
+
+Local mode keeps every feature; its caps are the library's own (200 MB tables).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+CONFIG = Path(__file__).resolve().parents[1] / ".streamlit" / "atlas.toml"
+PUBLIC_DEFAULTS = {"max_upload_mb": 50, "max_rows": 200_000}
+
+
+@dataclass(frozen=True)
+class Deployment:
+    public: bool
+    max_upload_mb: int
+    max_rows: int | None
+    scheduler: str | None        # the server's Dask scheduler, if configured
+
+    @property
+    def allows_pickle(self) -> bool:
+        return not self.public
+
+    @property
+    def allows_custom_cluster(self) -> bool:
+        return not self.public
+
+    def notice(self) -> str:
+        """What this instance disables, in one paragraph (empty when local)."""
+        if not self.public:
+            return ""
+        cluster = ("the server's own Dask cluster can be switched on for long runs" if self.scheduler
+                   else "runs use this server only")
+        return (f"Public instance: pickle/joblib model files and custom cluster addresses are disabled "
+                f"(save models as XGBoost .json/.ubj, LightGBM .txt, CatBoost .json or scikit-learn .skops); "
+                f"uploads up to {self.max_upload_mb} MB and {self.max_rows:,} rows; {cluster}.")
+
+
+def _truthy(v: str | None) -> bool | None:
+    if v is None or v.strip() == "":
+        return None
+    return v.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _file_settings(path: Path) -> dict:
+    try:
+        with path.open("rb") as fh:
+            return dict(tomllib.load(fh).get("atlas", {}))
+    except FileNotFoundError:
+        return {}
+    except (tomllib.TOMLDecodeError, OSError) as exc:
+        raise RuntimeError(f"{path} is not a valid TOML settings file: {exc}") from None
+
+
+@lru_cache(maxsize=1)
+def settings() -> Deployment:
+    """The deployment settings of this server process (read once)."""
+    return load(os.environ, CONFIG)
+
+
+def load(env: dict | os._Environ, path: Path) -> Deployment:
+    f = _file_settings(path)
+    public = _truthy(env.get("ATLAS_PUBLIC"))
+    if public is None:
+        public = bool(f.get("public", False))
+    defaults = PUBLIC_DEFAULTS if public else {"max_upload_mb": 200, "max_rows": None}
+    mb = int(env.get("ATLAS_MAX_UPLOAD_MB") or f.get("max_upload_mb") or defaults["max_upload_mb"])
+    rows = env.get("ATLAS_MAX_ROWS") or f.get("max_rows") or defaults["max_rows"]
+    scheduler = (env.get("ATLAS_DASK_SCHEDULER") or f.get("dask_scheduler") or "").strip() or None
+    return Deployment(public=public, max_upload_mb=mb, max_rows=None if rows is None else int(rows),
+                      scheduler=scheduler)

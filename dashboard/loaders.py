@@ -1,0 +1,39 @@
+"""Uploads into tables and models, under the deployment's rules (no Streamlit here,
+so the rules can be tested without a browser)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from core import io
+from core.errors import DataError, UntrustedPickleError
+from dashboard.deploy import Deployment, settings
+
+
+def read_table(data: bytes, filename: str, deployment: Deployment | None = None) -> pd.DataFrame:
+    """A table from an upload, within the deployment's size and row caps."""
+    dep = deployment or settings()
+    cap = dep.max_upload_mb * 2**20
+    if len(data) > cap:
+        raise DataError(f"{filename!r} is {len(data) / 2**20:.0f} MB; this instance takes files up to "
+                        f"{dep.max_upload_mb} MB. Upload a sample of the rows.")
+    df = io.load_table(data, filename, max_bytes=cap)
+    if dep.max_rows is not None and len(df) > dep.max_rows:
+        raise DataError(f"{filename!r} has {len(df):,} rows; this instance analyses at most {dep.max_rows:,}. "
+                        "Upload a sample of the rows.")
+    return df
+
+
+def read_model(data: bytes, filename: str, trust: bool, deployment: Deployment | None = None) -> Any:
+    """A model from an upload; pickle/joblib only when the user trusts the file
+    and the deployment allows it (never on a public instance)."""
+    dep = deployment or settings()
+    if len(data) > dep.max_upload_mb * 2**20:
+        raise DataError(f"{filename!r} is {len(data) / 2**20:.0f} MB; this instance takes files up to "
+                        f"{dep.max_upload_mb} MB.")
+    if trust and not dep.allows_pickle:
+        raise UntrustedPickleError("This public instance never opens pickle or joblib files. Save the model as "
+                                   "XGBoost .json/.ubj, LightGBM .txt, CatBoost .json or scikit-learn .skops.")
+    return io.load_model(data, filename, allow_pickle=trust and dep.allows_pickle)
