@@ -199,7 +199,60 @@ class Audit:
         need = {"row", "status", "feasible", "cost"}
         if not need <= set(out.rows.columns) or not {"attribute", "group", "reference"} <= set(out.groups.columns):
             raise AuditError("The saved audit is incomplete: its per-row or per-group table lacks columns.")
+        out.validate()
         return out
+
+    def validate(self) -> None:
+        """Check that everything the page and the report read is there with the
+        right types, and draw its tables and figures once: a damaged or crafted
+        audit is refused here with a message instead of failing while shown."""
+        def need(ok: bool, what: str) -> None:
+            if not ok:
+                raise AuditError(f"The saved audit is damaged: {what}. Re-save it from the app.")
+
+        m = self.meta
+        need(isinstance(m, dict), "its metadata is not an object")
+        need(isinstance(self.summary, list) and all(isinstance(t, str) for t in self.summary),
+             "its summary is not a list of sentences")
+        for key in ("data", "model", "parameters", "timings", "versions", "schema"):
+            need(isinstance(m.get(key, {}), dict), f"'{key}' is not an object")
+        need(isinstance(m.get("created", ""), str), "'created' is not text")
+        need(isinstance(m.get("notes", []), list) and all(isinstance(t, str) for t in m.get("notes", [])),
+             "'notes' is not a list of sentences")
+        need(all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in m.get("timings", {}).values()),
+             "'timings' holds something other than seconds")
+        need(isinstance(m.get("schema", {}).get("features", []), list)
+             and all(isinstance(f, dict) for f in m.get("schema", {}).get("features", [])),
+             "its schema's features are not a list of objects")
+        protected = m.get("parameters", {}).get("protected", {})
+        need(isinstance(protected, dict), "its protected attributes are not an object")
+        for col in ("feasible", "cost"):
+            need(pd.api.types.is_numeric_dtype(self.rows[col]) or self.rows[col].isna().all(),
+                 f"the per-row column {col!r} is not numeric")
+        for a in protected:
+            need(f"group:{a}" in self.rows.columns, f"the per-row table has no groups for attribute {a!r}")
+        for key in METRICS:
+            for col in (key, f"{key}_lo", f"{key}_hi"):
+                if col in self.groups:
+                    need(pd.api.types.is_numeric_dtype(self.groups[col]) or self.groups[col].isna().all(),
+                         f"the per-group column {col!r} is not numeric")
+        if len(self.tests):
+            need({"attribute", "group", "reference", "label", "group_value", "reference_value", "gap", "gap_lo",
+                  "gap_hi", "p_value", "p_holm", "significant"} <= set(self.tests.columns),
+                 "its table of gaps lacks columns")
+            for col in ("group_value", "reference_value", "gap", "gap_lo", "gap_hi", "p_value", "p_holm"):
+                need(pd.api.types.is_numeric_dtype(self.tests[col]) or self.tests[col].isna().all(),
+                     f"the gap column {col!r} is not numeric")
+            need(pd.api.types.is_bool_dtype(self.tests["significant"]), "'significant' is not true/false")
+        from core.report import cost_figure, group_table, metric_figure, tests_table
+
+        try:
+            group_table(self), tests_table(self)
+            for a in protected:
+                cost_figure(self, a), metric_figure(self, a, "feasible")
+        except Exception as exc:  # noqa: BLE001 - any failure to draw means a damaged file
+            raise AuditError(f"The saved audit is damaged: it cannot be drawn ({type(exc).__name__}: {exc}). "
+                             "Re-save it from the app.") from None
 
     @classmethod
     def from_file(cls, data: bytes) -> "Audit":

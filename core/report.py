@@ -136,7 +136,9 @@ def audit_html(audit: Any) -> str:
     rules = audit.rules.copy()
     if "share" in rules:
         rules["share"] = [f"{v:.1%}" for v in rules["share"]]
-    payload = audit.to_json().replace("</", "<\\/")
+    # no "<" at all inside the script element: "</script>" and "<!--<script>" in a value
+    # would otherwise end it or change how the HTML parser reads it; JSON reads \u003c back
+    payload = audit.to_json().replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     summary = "".join(f"<li>{html.escape(s)}</li>" for s in audit.summary)
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in meta.get("notes", []))
     sig = audit.tests["significant"].to_numpy(dtype=bool) if len(audit.tests) else None

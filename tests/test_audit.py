@@ -123,6 +123,55 @@ def test_report_is_self_contained_and_reopens(credit_audit, tmp_path):
         Audit.from_file(b'{"format": "counterfactual-atlas-audit", "rows": {"columns": ["x"], "data": [[1]]}}')
 
 
+def test_crafted_or_damaged_saved_audits_are_refused_before_drawing(credit_audit):
+    import copy
+    import json
+
+    good = credit_audit.to_dict()
+    attr = next(iter(good["meta"]["parameters"]["protected"]))
+
+    def mutated(fn):
+        d = copy.deepcopy(json.loads(json.dumps(good, default=str)))
+        fn(d)
+        return json.dumps(d).encode()
+
+    def col(table, name):
+        return table["columns"].index(name)
+
+    attacks = [
+        lambda d: d["meta"].__setitem__("timings", "fast"),
+        lambda d: d["meta"].__setitem__("timings", {"total": "soon"}),
+        lambda d: d["meta"].__setitem__("notes", [{"a": 1}]),
+        lambda d: d.__setitem__("summary", [1, 2]),
+        lambda d: d["meta"]["parameters"].__setitem__("protected", {"nonexistent": [0]}),
+        lambda d: [r.__setitem__(col(d["rows"], "cost"), "expensive") for r in d["rows"]["data"]],
+        lambda d: [r.__setitem__(col(d["tests"], "p_value"), "small") for r in d["tests"]["data"]],
+        lambda d: [r.__setitem__(col(d["tests"], "significant"), "yes") for r in d["tests"]["data"]],
+        lambda d: d["meta"]["schema"].__setitem__("features", "all"),
+        lambda d: [r.__setitem__(col(d["rows"], f"group:{attr}"), None) for r in d["rows"]["data"]],
+    ]
+    for k, attack in enumerate(attacks):
+        data = mutated(attack)
+        try:
+            Audit.from_file(data)
+        except AuditError:
+            continue
+        # accepted: then it must draw in full, as the page and report do
+        Audit.from_file(data).to_html()
+
+
+def test_report_json_survives_script_tags_in_values(credit_audit):
+    import dataclasses
+
+    hostile = dataclasses.replace(credit_audit, summary=["<!--<script>", "</script><script>alert(1)</script>&"]
+                                  + credit_audit.summary)
+    html = hostile.to_html()
+    start = html.index('<script type="application/json" id="atlas-audit">')
+    body = html[start:html.index("</script>", start)]
+    assert "<" not in body[len('<script type="application/json" id="atlas-audit">'):]
+    assert Audit.from_file(html.encode()).summary == hostile.summary
+
+
 def test_bad_requests_say_what_to_do(credit):
     df, target, model, ens, X, schema = credit
     with pytest.raises(AuditError, match="neither a column"):
