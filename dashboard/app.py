@@ -18,7 +18,7 @@ import streamlit as st  # noqa: E402
 
 from dashboard import state  # noqa: E402
 from dashboard.deploy import settings as deployment  # noqa: E402
-from dashboard.memory import track_session  # noqa: E402
+from dashboard.memory import start_janitor, track_session  # noqa: E402
 from dashboard.pages_registry import PAGES  # noqa: E402
 from dashboard.caching import demo_workspace  # noqa: E402
 from core.demo import DEMOS  # noqa: E402
@@ -26,6 +26,7 @@ from core.demo import DEMOS  # noqa: E402
 st.set_page_config(page_title="Counterfactual Atlas", page_icon="🧭", layout="wide")
 state.init_state()
 track_session()
+start_janitor()
 
 if state.get(state.Keys.WORKSPACE) is None and state.get(state.Keys.DEMO) is None:
     default = next(iter(DEMOS))

@@ -1,11 +1,19 @@
 """Give memory back when a session ends.
 
 Each browser session's tables, workspaces and per-session results live in its
-``st.session_state``; Streamlit drops that state when the session closes. A
-sentinel kept in the state is finalised at that moment, which collects the
-garbage and asks glibc to return freed heap pages to the system
+``st.session_state``; Streamlit drops that state when the session is shut
+down. A sentinel kept in the state is finalised at that moment, which collects
+the garbage and asks glibc to return freed heap pages to the system
 (``malloc_trim``), so the server's resident memory falls back after a large
 upload instead of staying at its peak.
+
+When a browser closes, Streamlit keeps the disconnected session for a while
+so that a reconnecting tab finds its state (an in-memory store with a 2-minute
+time to live). Sessions that expire from that store are dropped without being
+shut down, which leaves their uploaded files in the upload manager. The
+janitor (:func:`start_janitor`, one daemon thread per server) therefore shuts
+down every session that has stayed disconnected for ``GRACE`` seconds (90,
+inside Streamlit's own window), on Streamlit's event loop as its API requires.
 """
 
 from __future__ import annotations
@@ -13,11 +21,19 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import threading
+import time
 import weakref
 
 import streamlit as st
+from streamlit.logger import get_logger
 
 _KEY = "_memory_sentinel"
+GRACE = 90.0        # seconds a disconnected session is kept for its tab to reconnect
+INTERVAL = 10.0
+_janitor_lock = threading.Lock()
+_janitor: threading.Thread | None = None
+log = get_logger("atlas.memory")
 
 
 class _Sentinel:
@@ -41,3 +57,53 @@ def track_session() -> None:
         sentinel = _Sentinel()
         weakref.finalize(sentinel, release_memory)
         st.session_state[_KEY] = sentinel
+
+
+def _sweep(runtime, loop, since: dict[str, float], grace: float) -> int:
+    """Shut down sessions disconnected for ``grace`` seconds; the number closed."""
+    mgr = runtime._session_mgr                       # Streamlit has no public API for this
+    active = {i.session.id for i in mgr.list_active_sessions()}
+    stored = {i.session.id for i in mgr.list_sessions()} - active
+    now = time.monotonic()
+    for sid in list(since):
+        if sid not in stored:
+            del since[sid]
+    closed = 0
+    for sid in stored:
+        if now - since.setdefault(sid, now) >= grace:
+            log.info("shutting down session %s, disconnected for %.0f s", sid, now - since[sid])
+            loop.call_soon_threadsafe(runtime.close_session, sid)
+            del since[sid]
+            closed += 1
+    return closed
+
+
+def start_janitor(grace: float = GRACE, interval: float = INTERVAL) -> None:
+    """Start (once per server process) the thread that shuts down long-disconnected sessions."""
+    global _janitor
+    with _janitor_lock:
+        if _janitor is not None:
+            return
+        try:
+            from streamlit.runtime import Runtime
+
+            runtime = Runtime.instance()
+            loop = runtime._get_async_objs().eventloop
+        except Exception:  # noqa: BLE001 - bare mode (tests, scripts): no server sessions to sweep
+            return
+
+        def run() -> None:
+            since: dict[str, float] = {}
+            while True:
+                time.sleep(interval)
+                try:
+                    if _sweep(runtime, loop, since, grace):
+                        time.sleep(1.0)                  # let the event loop shut them down
+                        release_memory()
+                        log.info("memory released after closing sessions")
+                except Exception:  # noqa: BLE001 - never let the janitor take the server down
+                    log.exception("session janitor")
+                    return
+
+        _janitor = threading.Thread(target=run, name="atlas-session-janitor", daemon=True)
+        _janitor.start()

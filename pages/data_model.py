@@ -182,10 +182,20 @@ with st.form("dm_schema"):
 c1, c2, c3 = st.columns(3)
 c1.download_button("Download settings (JSON)", ws.schema.to_json(), "schema.json", "application/json",
                    key="dm_dl_schema")
-export = ws.X.copy()
-export["prediction"] = ws.predictions
-c2.download_button("Download data with predictions (CSV)", export.to_csv(index=False), "data_predictions.csv",
-                   "text/csv", key="dm_dl_data")
+
+
+def _data_csv() -> str:
+    """The rows in the raw columns the model takes (category names, not codes), the
+    label and the prediction; built when downloaded, not on every rerun."""
+    out = ws.to_raw(ws.X)
+    if ws.y is not None:
+        out.insert(0, ws.target, ws.y.to_numpy())
+    out["prediction"] = ws.predictions
+    return out.to_csv(index=False)
+
+
+c2.download_button("Download data with predictions (CSV)", _data_csv, "data_predictions.csv", "text/csv",
+                   key="dm_dl_data")
 schema_file = c3.file_uploader("Load settings (JSON)", type=["json"], key="dm_schema_file")
 if schema_file is not None and st.button("Apply loaded settings", key="dm_apply_schema_file"):
     with user_errors("The settings file was not applied"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 import textwrap
 from pathlib import Path
@@ -110,14 +111,20 @@ def test_public_instance_never_opens_an_uploaded_pickle(tmp_path):
     payload = pickle.dumps({"probe": "ATLAS-PICKLE-PROBE"})
     data = tmp_path / "data.csv"
     pd.DataFrame({"a": [1, 2, 3, 4], "b": [0, 1, 0, 1], "y": [0, 1, 0, 1]}).to_csv(data, index=False)
-    env = {"ATLAS_PUBLIC": "1", "PYTHONPATH": str(guard), "ATLAS_TEST_UNPICKLE_MARKER": str(marker)}
+    path = os.pathsep.join(p for p in (str(guard), os.environ.get("PYTHONPATH", "")) if p)
+    env = {"ATLAS_PUBLIC": "1", "PYTHONPATH": path, "ATLAS_TEST_UNPICKLE_MARKER": str(marker)}
     with running_app(env=env) as url, browser_page() as page:
         page.goto(url)
         page.get_by_role("heading", name="Data & model").wait_for(timeout=90_000)
         assert page.get_by_text("Public instance").count() >= 1
         page.get_by_text("Upload your own").click()
         page.locator('input[type="file"]').first.set_input_files(str(data))
-        page.get_by_text("Target column").wait_for(timeout=30_000)
+        try:
+            page.get_by_text("Target column").wait_for(timeout=120_000)
+        except Exception as e:  # say what the page showed instead
+            page.screenshot(path=str(tmp_path / "public-upload.png"), full_page=True)
+            raise AssertionError(f"no target picker after the upload; the page read:\n"
+                                 f"{page.locator('section.main').inner_text()[:2000]}") from e
         assert page.get_by_text("I trust this file").count() == 0
         for name in ("model.pkl", "model.json", "model.skops", "model.joblib"):
             f = tmp_path / name

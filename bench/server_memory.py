@@ -1,0 +1,100 @@
+"""Server memory after a large upload: does it come back when the session ends?
+
+Starts the real app, measures the server's resident memory (RSS) idle, then
+drives headless Chromium to upload a 1.4 M-row table (~50 MB CSV) with a model,
+load it, and close the browser; RSS is read at the peak and again once the
+session has been dropped. Prints JSON; the figure that matters is the ratio
+of the RSS after closing to the idle RSS (goal: <= 1.2).
+
+    .venv/bin/python bench/server_memory.py [--rows 1400000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def make_files(folder: Path, rows: int) -> tuple[Path, Path]:
+    import xgboost as xgb
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"age": rng.integers(18, 90, rows), "income": rng.normal(50, 15, rows).round(2),
+                       "debt": rng.random(rows).round(4), "years": rng.integers(0, 40, rows),
+                       "late": rng.poisson(1.0, rows)})
+    df["label"] = ((df.income / 50 - df.debt + 0.02 * df.years - 0.3 * df.late
+                    + rng.normal(0, 0.3, rows)) > 0.6).astype(int)
+    csv = folder / "big.csv"
+    df.to_csv(csv, index=False)
+    model = xgb.XGBClassifier(n_estimators=50, max_depth=4, n_jobs=2).fit(df.drop(columns="label")[:50_000],
+                                                                          df.label[:50_000])
+    path = folder / "model.json"
+    model.save_model(path)
+    return csv, path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=1_400_000)
+    ap.add_argument("--settle", type=float, default=180.0,
+                    help="seconds to wait for the memory to come back (a closed tab may reconnect for 90 s)")
+    a = ap.parse_args()
+    from browser_util import browser_page, running_app
+
+    with tempfile.TemporaryDirectory() as tmp:
+        csv, model = make_files(Path(tmp), a.rows)
+        with running_app() as url:
+            import subprocess
+            pid = int(subprocess.check_output(["pgrep", "-f", f"server.port {url.rsplit(':', 1)[1]}"]).split()[0])
+            with browser_page() as page:           # warm: the demo is built and shown once
+                page.goto(url)
+                page.get_by_role("heading", name="Data & model").wait_for(timeout=120_000)
+                page.wait_for_timeout(2000)
+            time.sleep(5)
+            idle = rss_mb(pid)
+            t0 = time.perf_counter()
+            with browser_page() as page:
+                page.goto(url)
+                page.get_by_role("heading", name="Data & model").wait_for(timeout=120_000)
+                page.get_by_text("Upload your own").click()
+                page.get_by_text("Data (CSV or Parquet)").wait_for(timeout=30_000)
+                page.locator('input[type="file"]').first.set_input_files(str(csv))
+                page.get_by_text("Target column").wait_for(timeout=300_000)
+                page.locator('input[type="file"]').nth(1).set_input_files(str(model))
+                page.get_by_role("button", name="Load data and model").click()
+                page.get_by_text("Loaded big.csv").wait_for(timeout=300_000)
+                loaded_s = time.perf_counter() - t0
+                peak = rss_mb(pid)
+            t1 = time.perf_counter()
+            after = rss_mb(pid)
+            while time.perf_counter() - t1 < a.settle and after > 1.2 * idle:
+                time.sleep(2)
+                after = rss_mb(pid)
+            print(json.dumps({"rows": a.rows, "csv_mb": round(csv.stat().st_size / 2**20, 1),
+                              "idle_rss_mb": round(idle, 1), "peak_rss_mb": round(peak, 1),
+                              "after_close_rss_mb": round(after, 1), "ratio_after_to_idle": round(after / idle, 3),
+                              "seconds_to_load": round(loaded_s, 1),
+                              "seconds_until_released": round(time.perf_counter() - t1, 1),
+                              "goal_ratio": 1.2}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
