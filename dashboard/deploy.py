@@ -15,6 +15,12 @@ Public mode
       200,000);
     * the app says what is disabled.
 
+Audit history
+    every finished audit is stored in ``ATLAS_HISTORY_URL`` / ``history_url``
+    (any SQLAlchemy URL; default a SQLite file in the user's home, see
+    :mod:`core.history`); on a public instance each visitor sees only the
+    audits of their own private key.
+
 Local mode keeps every feature; its caps are the library's own (200 MB tables).
 """
 
@@ -36,6 +42,7 @@ class Deployment:
     max_upload_mb: int
     max_rows: int | None
     scheduler: str | None        # the server's Dask scheduler, if configured
+    history_url: str | None = None  # SQLAlchemy URL of the audit history (None: core.history.default_url)
 
     @property
     def allows_pickle(self) -> bool:
@@ -87,5 +94,6 @@ def load(env: dict | os._Environ, path: Path) -> Deployment:
     mb = int(env.get("ATLAS_MAX_UPLOAD_MB") or f.get("max_upload_mb") or defaults["max_upload_mb"])
     rows = env.get("ATLAS_MAX_ROWS") or f.get("max_rows") or defaults["max_rows"]
     scheduler = (env.get("ATLAS_DASK_SCHEDULER") or f.get("dask_scheduler") or "").strip() or None
+    history = (env.get("ATLAS_HISTORY_URL") or f.get("history_url") or "").strip() or None
     return Deployment(public=public, max_upload_mb=mb, max_rows=None if rows is None else int(rows),
-                      scheduler=scheduler)
+                      scheduler=scheduler, history_url=history)

@@ -89,6 +89,7 @@ def start_janitor(grace: float = GRACE, interval: float = INTERVAL) -> None:
 
             runtime = Runtime.instance()
             loop = runtime._get_async_objs().eventloop
+            runtime._session_mgr.list_sessions()    # AppTest's stand-in runtime has no sessions: nothing to sweep
         except Exception:  # noqa: BLE001 - bare mode (tests, scripts): no server sessions to sweep
             return
 

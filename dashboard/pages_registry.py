@@ -8,5 +8,6 @@ PAGES: dict[str, list[tuple[str, str, str]]] = {
                      ("fcca.py", "FCCA thresholds", "🌡️")],
     "Local views": [("optimal_cf.py", "Optimal counterfactual", "🎯"),
                     ("counterfactual_rules.py", "Counterfactual rules", "📏")],
-    "Audit": [("fairness_audit.py", "Fairness audit", "⚖️")],
+    "Audit": [("fairness_audit.py", "Fairness audit", "⚖️"),
+              ("history.py", "Audit history", "🗂️")],
 }

@@ -8,6 +8,7 @@ import streamlit as st
 from core.audit import Audit, protected_attributes, run_audit
 from core.report import cost_figure, group_table, metric_figure, tests_table
 from dashboard import state
+from dashboard.history import remember
 from dashboard.ui import cluster_setting, user_errors
 
 ws, ens, schema, names, X, pred = state.page_context(
@@ -78,6 +79,8 @@ with tab_run:
                               local_rules_per_group=local, model=ws.model, data_sha256=ws.data_sha256,
                               model_sha256=ws.model_sha256, data_name=ws.name, progress=show)
             st.session_state["fa_result"] = {"key": KEY, "audit": audit, "source": "run"}
+            if (stored := remember(audit, title=f"{ws.name} · {ens.source}")) is not None:
+                st.toast(f"Stored in the audit history as #{stored}.")
         bar.empty()
         cancel.empty()
     elif st.session_state.get("fa_cancel"):

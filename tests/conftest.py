@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import zlib
 import warnings
 from pathlib import Path
@@ -15,6 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 warnings.filterwarnings("ignore", message=".*feature names.*")
+
+# Audits the tests run (pages, browser) are stored in a throw-away history, never the user's.
+os.environ["ATLAS_HISTORY_URL"] = f"sqlite:///{tempfile.mkdtemp(prefix='atlas-history-')}/history.sqlite"
 
 
 def shared_data(name: str) -> Path:

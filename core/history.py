@@ -1,0 +1,210 @@
+"""Audit history: every finished audit kept in a database, re-opened and compared.
+
+An :class:`AuditStore` keeps each audit (its parameters, the data and model
+fingerprints, its tables, summary and full JSON, from which the HTML report is
+rebuilt) in one table of a SQL database through SQLAlchemy:
+
+* by default an embedded SQLite file (``default_url()``: the ``ATLAS_HISTORY_URL``
+  environment variable, else ``~/.counterfactual-atlas/history.sqlite``), opened
+  in write-ahead-log mode with a busy timeout, so concurrent writers (several
+  sessions, several server processes) wait for each other instead of failing;
+* any SQLAlchemy URL by setting (e.g. ``postgresql+psycopg://user@host/atlas``).
+
+Nothing depends on the session: an audit saved is there after the session
+ends or the server restarts. Each record has an ``owner``: on a local instance
+everyone shares ``"local"``; a public deployment gives each visitor a private
+key (see :func:`new_owner_key`) so visitors never see each other's audits.
+
+:func:`compare` puts two audits side by side (the same model over time, or two
+models on the same data): for every attribute, group and metric both gaps and
+whether the gap *closed* (significant before, not after), *opened* (the
+reverse), *persists*, or is *new*/*gone* (tested in one audit only).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import zlib
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import sqlalchemy as sa
+
+from core.audit import Audit
+from core.errors import AtlasError
+
+__all__ = ["AuditStore", "HistoryError", "compare", "default_url", "new_owner_key", "LOCAL_OWNER"]
+
+LOCAL_OWNER = "local"
+_META = sa.MetaData()
+AUDITS = sa.Table(
+    "atlas_audits", _META,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("owner", sa.String(64), nullable=False, index=True),
+    sa.Column("created", sa.String(32), nullable=False),          # UTC, ISO 8601
+    sa.Column("title", sa.String(300), nullable=False),
+    sa.Column("data_name", sa.String(300), nullable=False),
+    sa.Column("data_sha256", sa.String(64), nullable=False),
+    sa.Column("model_sha256", sa.String(64), nullable=False),
+    sa.Column("model_source", sa.String(100), nullable=False),
+    sa.Column("target", sa.String(200), nullable=False),
+    sa.Column("protected", sa.Text, nullable=False),             # JSON list of attribute names
+    sa.Column("n_rows", sa.Integer, nullable=False),
+    sa.Column("n_significant", sa.Integer, nullable=False),
+    sa.Column("summary", sa.Text, nullable=False),               # JSON list of sentences
+    sa.Column("audit", sa.LargeBinary, nullable=False),          # zlib-compressed Audit.to_json()
+)
+
+
+class HistoryError(AtlasError):
+    """The audit history cannot be read or written as asked."""
+
+
+def default_url() -> str:
+    """``ATLAS_HISTORY_URL`` if set, else a SQLite file in the user's home."""
+    url = os.environ.get("ATLAS_HISTORY_URL", "").strip()
+    if url:
+        return url
+    path = Path.home() / ".counterfactual-atlas" / "history.sqlite"
+    return f"sqlite:///{path}"
+
+
+def new_owner_key() -> str:
+    """A private key for one visitor of a public instance (shown to them once)."""
+    return secrets.token_urlsafe(18)
+
+
+def _owner(key: str) -> str:
+    """What is stored for an owner: ``local`` as is, a private key only as its hash."""
+    return key if key == LOCAL_OWNER else "k:" + hashlib.sha256(key.encode()).hexdigest()[:60]
+
+
+class AuditStore:
+    """Audits kept in a SQL database (see the module docstring)."""
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = url or default_url()
+        try:
+            if self.url.startswith("sqlite:///") and self.url != "sqlite:///:memory:":
+                Path(self.url[len("sqlite:///"):]).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            self.engine = sa.create_engine(self.url, **_engine_options(self.url))
+            if self.engine.dialect.name == "sqlite":
+                sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+            _META.create_all(self.engine)
+        except (sa.exc.SQLAlchemyError, OSError, ValueError) as exc:
+            raise HistoryError(f"The audit history database {_safe(self.url)} cannot be opened ({exc}). "
+                               "Check the path or URL in ATLAS_HISTORY_URL.") from None
+
+    # -------------------------------------------------------------- writing
+    def save(self, audit: Audit, *, owner: str = LOCAL_OWNER, title: str | None = None) -> int:
+        """Store a finished audit; its id."""
+        m = audit.meta
+        params = m.get("parameters", {})
+        data, model = m.get("data", {}), m.get("model", {})
+        protected = list(params.get("protected", {}))
+        n_sig = int(audit.tests["significant"].sum()) if "significant" in audit.tests else 0
+        record = dict(
+            owner=_owner(owner),
+            created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+            title=(title or f"{data.get('name', 'data')} · {model.get('source', 'model')}")[:300],
+            data_name=str(data.get("name", ""))[:300], data_sha256=str(data.get("sha256", ""))[:64],
+            model_sha256=str(model.get("sha256", "") or "")[:64], model_source=str(model.get("source", ""))[:100],
+            target=str(params.get("target", ""))[:200], protected=json.dumps(protected),
+            n_rows=int(len(audit.rows)), n_significant=n_sig, summary=json.dumps(list(audit.summary)),
+            audit=zlib.compress(audit.to_json().encode("utf-8"), 6))
+        try:
+            with self.engine.begin() as con:
+                return int(con.execute(AUDITS.insert().values(**record)).inserted_primary_key[0])
+        except sa.exc.SQLAlchemyError as exc:
+            raise HistoryError(f"The audit could not be stored in the history ({type(exc).__name__}). "
+                               "It is still on screen: download it as JSON to keep it.") from None
+
+    def delete(self, audit_id: int, *, owner: str = LOCAL_OWNER) -> bool:
+        with self.engine.begin() as con:
+            n = con.execute(AUDITS.delete().where(AUDITS.c.id == int(audit_id), AUDITS.c.owner == _owner(owner)))
+        return bool(n.rowcount)
+
+    # -------------------------------------------------------------- reading
+    def list(self, *, owner: str = LOCAL_OWNER) -> pd.DataFrame:
+        """Past audits of this owner, newest first (no tables: see :meth:`load`)."""
+        cols = [c for c in AUDITS.c if c.name not in ("audit", "owner")]
+        q = sa.select(*cols).where(AUDITS.c.owner == _owner(owner)).order_by(AUDITS.c.id.desc())
+        with self.engine.connect() as con:
+            df = pd.DataFrame(con.execute(q).mappings().all(), columns=[c.name for c in cols])
+        if len(df):
+            df["protected"] = df["protected"].map(lambda s: ", ".join(json.loads(s)))
+            df["summary"] = df["summary"].map(lambda s: " ".join(json.loads(s)[:1]))
+        return df
+
+    def load(self, audit_id: int, *, owner: str = LOCAL_OWNER) -> Audit:
+        q = sa.select(AUDITS.c.audit).where(AUDITS.c.id == int(audit_id), AUDITS.c.owner == _owner(owner))
+        with self.engine.connect() as con:
+            blob = con.execute(q).scalar_one_or_none()
+        if blob is None:
+            raise HistoryError(f"There is no stored audit {audit_id} (it was deleted, or it belongs to "
+                               "another key).")
+        try:
+            return Audit.from_dict(json.loads(zlib.decompress(blob).decode("utf-8")))
+        except (zlib.error, UnicodeDecodeError, json.JSONDecodeError):
+            raise HistoryError(f"The stored audit {audit_id} is damaged and cannot be re-opened.") from None
+
+
+def _engine_options(url: str) -> dict[str, Any]:
+    if not url.startswith("sqlite"):
+        return {"pool_pre_ping": True}
+    return {"connect_args": {"timeout": 30, "check_same_thread": False}}
+
+
+def _sqlite_pragmas(dbapi_con: Any, _record: Any) -> None:
+    """Write-ahead log (readers never block the writer) and a busy timeout."""
+    cur = dbapi_con.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
+
+
+def _safe(url: str) -> str:
+    """The URL without its password."""
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - an unparsable URL is shown by its scheme only
+        return url.split(":", 1)[0] + ":…"
+
+
+def compare(before: Audit, after: Audit) -> pd.DataFrame:
+    """Two audits' gaps side by side, one row per (attribute, group, metric).
+
+    ``change`` is ``closed`` (significant in ``before`` only), ``opened``
+    (significant in ``after`` only), ``persists`` (both), ``none`` (neither),
+    ``new`` / ``gone`` (tested in one audit only).
+    """
+    key = ["attribute", "group", "label"]
+    cols = key + ["gap", "gap_lo", "gap_hi", "p_holm", "significant"]
+
+    def side(a: Audit) -> pd.DataFrame:
+        t = a.tests
+        if not len(t):
+            return pd.DataFrame(columns=cols)
+        return t[cols].astype({"group": str, "attribute": str})
+
+    m = side(before).merge(side(after), on=key, how="outer", suffixes=("_before", "_after"), indicator=True)
+
+    def change(r: pd.Series) -> str:
+        if r["_merge"] == "left_only":
+            return "gone"
+        if r["_merge"] == "right_only":
+            return "new"
+        b, a = bool(r["significant_before"]), bool(r["significant_after"])
+        return {(True, False): "closed", (False, True): "opened", (True, True): "persists"}.get((b, a), "none")
+
+    m["change"] = m.apply(change, axis=1) if len(m) else pd.Series(dtype=str)
+    m["gap_change"] = m["gap_after"] - m["gap_before"]
+    order = {"opened": 0, "closed": 1, "persists": 2, "new": 3, "gone": 4, "none": 5}
+    m = m.drop(columns="_merge").sort_values(by=["change", "attribute", "group"],
+                                             key=lambda s: s.map(order) if s.name == "change" else s)
+    return m.reset_index(drop=True)

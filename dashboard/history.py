@@ -1,0 +1,45 @@
+"""The app's side of the audit history (:mod:`core.history`): one store per
+server, and whose audits a session sees.
+
+On a local instance everyone shares the ``local`` history. On a public
+instance each visitor gets a private key the first time an audit is stored;
+the History page shows it so that they can come back to their audits (and
+enter it again in a new session); no visitor sees another's audits.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from core.history import LOCAL_OWNER, AuditStore, HistoryError, default_url, new_owner_key
+from dashboard.deploy import settings
+
+OWNER_KEY = "history_owner"
+
+
+@st.cache_resource(show_spinner=False)
+def _store(url: str) -> AuditStore:
+    return AuditStore(url)
+
+
+def store() -> AuditStore:
+    """The server's audit store (raises HistoryError with a message if unavailable)."""
+    return _store(settings().history_url or default_url())
+
+
+def owner() -> str:
+    if not settings().public:
+        return LOCAL_OWNER
+    key = st.session_state.get(OWNER_KEY)
+    if not key:
+        key = st.session_state[OWNER_KEY] = new_owner_key()
+    return key
+
+
+def remember(audit, title: str | None = None) -> int | None:
+    """Store a finished audit; its id, or None (with a warning shown) if the history is unavailable."""
+    try:
+        return store().save(audit, owner=owner(), title=title)
+    except HistoryError as exc:
+        st.warning(str(exc))
+        return None

@@ -1,0 +1,108 @@
+"""Audit history (core.history): audits survive the store being closed and
+re-opened, owners never see each other's audits, concurrent writers all land,
+and two audits compare gap by gap."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import zlib
+
+import pandas as pd
+import pytest
+import sqlalchemy as sa
+
+from core.audit import Audit, run_audit
+from core.history import AUDITS, LOCAL_OWNER, AuditStore, HistoryError, compare, new_owner_key
+
+
+@pytest.fixture(scope="module")
+def small_audit():
+    from core import demo
+    from core.ensemble import from_model
+    from core.io import prepare_data
+    from core.schema import infer_schema
+
+    df, target, model, _ = demo.build_demo("credit-lightgbm")
+    prep = prepare_data(df, target)
+    ens = from_model(model)
+    X = prep.X[list(ens.feature_names)].astype(float)
+    schema = infer_schema(X, kinds=prep.kinds, groups=prep.groups)
+    return run_audit(ens, X, schema=schema, target=1, max_rows=120, n_jobs=1, model=model, n_perm=300,
+                     n_boot=100, local_rules_per_group=1)
+
+
+def test_saved_audit_reopens_identically_after_a_restart(small_audit, tmp_path):
+    url = f"sqlite:///{tmp_path / 'h.sqlite'}"
+    i = AuditStore(url).save(small_audit, title="credit v1")
+    store = AuditStore(url)                              # a new process would do just this
+    listed = store.list()
+    assert list(listed["id"]) == [i] and listed["title"][0] == "credit v1"
+    assert listed["n_rows"][0] == len(small_audit.rows)
+    back = store.load(i)
+    assert back.to_dict() == Audit.from_dict(small_audit.to_dict()).to_dict()
+    assert back.to_html().startswith("<!DOCTYPE html")
+
+
+def test_owners_are_isolated(small_audit, tmp_path):
+    store = AuditStore(f"sqlite:///{tmp_path / 'h.sqlite'}")
+    alice, bob = new_owner_key(), new_owner_key()
+    a = store.save(small_audit, owner=alice)
+    store.save(small_audit, owner=LOCAL_OWNER)
+    assert list(store.list(owner=alice)["id"]) == [a]
+    assert store.list(owner=bob).empty
+    with pytest.raises(HistoryError, match="another key"):
+        store.load(a, owner=bob)
+    assert not store.delete(a, owner=bob) and store.delete(a, owner=alice)
+    with store.engine.connect() as con:                  # keys are stored only as hashes
+        owners = set(con.execute(sa.select(AUDITS.c.owner)).scalars())
+    assert alice not in owners and LOCAL_OWNER in owners
+
+
+def _write(args):
+    url, payload, n = args
+    store = AuditStore(url)
+    audit = Audit.from_dict(payload)
+    return [store.save(audit) for _ in range(n)]
+
+
+def test_concurrent_writers_all_land(small_audit, tmp_path):
+    url = f"sqlite:///{tmp_path / 'h.sqlite'}"
+    AuditStore(url)
+    payload = small_audit.to_dict()
+    with mp.get_context("spawn").Pool(4) as pool:
+        ids = sum(pool.map(_write, [(url, payload, 5)] * 4), [])
+    assert len(set(ids)) == 20
+    assert len(AuditStore(url).list()) == 20
+
+
+def test_damaged_record_and_bad_url_say_so(small_audit, tmp_path):
+    store = AuditStore(f"sqlite:///{tmp_path / 'h.sqlite'}")
+    i = store.save(small_audit)
+    with store.engine.begin() as con:
+        con.execute(AUDITS.update().values(audit=zlib.compress(b"{not json")))
+    with pytest.raises(HistoryError, match="damaged"):
+        store.load(i)
+    with pytest.raises(HistoryError, match="ATLAS_HISTORY_URL"):
+        AuditStore("nosuchdialect://x")
+
+
+def test_compare_names_gaps_that_closed_and_opened(small_audit):
+    before = small_audit
+    t = before.tests.copy()
+    assert len(t) >= 2
+    flipped = t.copy()
+    flipped["significant"] = ~t["significant"]
+    flipped.loc[flipped.index[0], "gap"] = t["gap"].iloc[0] + 1.0
+    after = Audit(before.rows, before.groups, flipped, before.rules, before.summary, before.meta)
+    c = compare(before, after)
+    assert len(c) == len(t)
+    expected = t["significant"].map({True: "closed", False: "opened"}).tolist()
+    got = c.set_index(["attribute", "group", "label"]).loc[
+        list(zip(t["attribute"].astype(str), t["group"].astype(str), t["label"])), "change"].tolist()
+    assert got == expected
+    assert c["change"].iloc[0] == ("opened" if "opened" in expected else "closed")
+    same = compare(before, before)
+    assert set(same["change"]) <= {"persists", "none"} and (same["gap_change"] == 0).all()
+    partial = Audit(before.rows, before.groups, t.iloc[1:], before.rules, before.summary, before.meta)
+    assert compare(before, partial)["change"].value_counts().get("gone", 0) == 1
+    assert isinstance(c, pd.DataFrame)

@@ -1,0 +1,60 @@
+"""AppTest of the Audit history page: finished audits are stored, listed,
+re-opened in the Fairness audit page and compared; a public instance keeps
+each visitor's audits private."""
+
+from __future__ import annotations
+
+import pytest
+
+from dashboard import deploy
+
+
+@pytest.fixture
+def fresh_history(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATLAS_HISTORY_URL", f"sqlite:///{tmp_path / 'history.sqlite'}")
+    deploy.settings.cache_clear()
+    yield
+    deploy.settings.cache_clear()
+
+
+def _audit(at, rows):
+    at.number_input(key="fa_rows").set_value(rows)
+    at.number_input(key="fa_perm").set_value(300)
+    at.number_input(key="fa_boot").set_value(100)
+    at.number_input(key="fa_local").set_value(1)
+    at.button(key="fa_go").click().run()
+    assert not at.exception, at.exception
+
+
+def test_audits_are_stored_reopened_and_compared(page_app, fresh_history):
+    at = page_app("fairness_audit.py")
+    _audit(at, 40)
+    _audit(at, 60)
+    at.switch_page("../pages/history.py").run()
+    assert not at.exception, at.exception
+    table = at.dataframe[0].value
+    assert list(table["rows"]) == [60, 40]                       # newest first
+    ids = list(table["id"])
+    at.selectbox(key="hi_open_id").set_value(ids[1])
+    at.button(key="hi_open").click().run()
+    assert at.session_state["fa_result"]["audit"].rows.shape[0] == 40
+    at.selectbox(key="hi_before").set_value(ids[1])
+    at.selectbox(key="hi_after").set_value(ids[0])
+    at.run()
+    diff = at.dataframe[-1].value
+    assert {"change", "gap_before", "gap_after"} <= set(diff.columns) and len(diff)
+    assert any(m.label == "Gaps closed" for m in at.metric)
+    at.switch_page("../pages/fairness_audit.py").run()
+    assert {m.label: m.value for m in at.metric}["Rows audited"] == "40"   # the re-opened audit is shown
+
+
+def test_public_visitors_see_only_their_own_audits(page_app, fresh_history, monkeypatch):
+    monkeypatch.setenv("ATLAS_PUBLIC", "1")
+    deploy.settings.cache_clear()
+    first = page_app("fairness_audit.py")
+    _audit(first, 40)
+    first.switch_page("../pages/history.py").run()
+    assert len(first.dataframe[0].value) == 1
+    other = page_app("history.py")
+    assert not other.exception
+    assert any("No audit has been stored yet" in i.value for i in other.info)
