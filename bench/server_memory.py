@@ -57,7 +57,7 @@ def main() -> None:
     ap.add_argument("--settle", type=float, default=180.0,
                     help="seconds to wait for the memory to come back (a closed tab may reconnect for 90 s)")
     a = ap.parse_args()
-    from browser_util import browser_page, running_app
+    from browser_util import browser_page, running_app, upload
 
     with tempfile.TemporaryDirectory() as tmp:
         csv, model = make_files(Path(tmp), a.rows)
@@ -76,9 +76,9 @@ def main() -> None:
                 page.get_by_role("heading", name="Data & model").wait_for(timeout=120_000)
                 page.get_by_text("Upload your own").click()
                 page.get_by_text("Data (CSV or Parquet)").wait_for(timeout=30_000)
-                page.locator('input[type="file"]').first.set_input_files(str(csv))
+                upload(page, "Data (CSV or Parquet)", str(csv))
                 page.get_by_text("Target column").wait_for(timeout=300_000)
-                page.locator('input[type="file"]').nth(1).set_input_files(str(model))
+                upload(page, "Model file", str(model))
                 page.get_by_role("button", name="Load data and model").click()
                 page.get_by_text("Loaded big.csv").wait_for(timeout=300_000)
                 loaded_s = time.perf_counter() - t0

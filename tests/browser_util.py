@@ -85,3 +85,11 @@ def app_view(app_url: str, path: str, heading: str, shot: Path, height: int = 14
         yield page
         assert page.locator('[data-testid="stException"]').count() == 0
         page.screenshot(path=str(shot), full_page=True)
+
+
+def upload(page, label: str, path: str, timeout: float = 60_000) -> None:
+    """Put a file into the file uploader whose label starts with ``label``, once it is on the page
+    (a page that has just been switched still shows its previous uploaders for a moment)."""
+    box = page.locator('[data-testid="stFileUploader"]').filter(has_text=label)
+    box.first.wait_for(timeout=timeout)
+    box.first.locator('input[type="file"]').set_input_files(path)

@@ -102,7 +102,7 @@ GUARD = textwrap.dedent('''
 def test_public_instance_never_opens_an_uploaded_pickle(tmp_path):
     """Upload a pickle (under its own name and disguised as .json/.skops) to a public
     instance whose pickle and joblib are watched: no path reaches them."""
-    from browser_util import browser_page, running_app
+    from browser_util import browser_page, running_app, upload
 
     guard = tmp_path / "guard"
     guard.mkdir()
@@ -118,18 +118,18 @@ def test_public_instance_never_opens_an_uploaded_pickle(tmp_path):
         page.get_by_role("heading", name="Data & model").wait_for(timeout=90_000)
         assert page.get_by_text("Public instance").count() >= 1
         page.get_by_text("Upload your own").click()
-        page.locator('input[type="file"]').first.set_input_files(str(data))
+        upload(page, "Data (CSV or Parquet)", str(data))
         try:
             page.get_by_text("Target column").wait_for(timeout=120_000)
         except Exception as e:  # say what the page showed instead
             page.screenshot(path=str(tmp_path / "public-upload.png"), full_page=True)
             raise AssertionError(f"no target picker after the upload; the page read:\n"
-                                 f"{page.locator('section.main').inner_text()[:2000]}") from e
+                                 f"{page.inner_text('body')[:3000]}") from e
         assert page.get_by_text("I trust this file").count() == 0
         for name in ("model.pkl", "model.json", "model.skops", "model.joblib"):
             f = tmp_path / name
             f.write_bytes(payload)
-            page.locator('input[type="file"]').nth(1).set_input_files(str(f))
+            upload(page, "Model file", str(f))
             page.wait_for_timeout(1500)
             load = page.get_by_role("button", name="Load data and model")
             if load.is_enabled():
