@@ -61,6 +61,17 @@ AUDITS = sa.Table(
 )
 
 
+WORKSPACES = sa.Table(
+    "atlas_workspaces", _META,
+    sa.Column("token", sa.String(64), primary_key=True),       # unguessable: the link is the permission
+    sa.Column("created", sa.String(32), nullable=False),
+    sa.Column("name", sa.String(300), nullable=False),
+    sa.Column("meta", sa.Text, nullable=False),                 # JSON: target, schema, hashes, model arrays' meta
+    sa.Column("table", sa.LargeBinary, nullable=False),         # the raw table as Parquet
+    sa.Column("arrays", sa.LargeBinary, nullable=False),        # the ensemble's arrays as .npz (no pickle)
+)
+
+
 class HistoryError(AtlasError):
     """The audit history cannot be read or written as asked."""
 
@@ -152,6 +163,59 @@ class AuditStore:
             return Audit.from_dict(json.loads(zlib.decompress(blob).decode("utf-8")))
         except (zlib.error, UnicodeDecodeError, json.JSONDecodeError):
             raise HistoryError(f"The stored audit {audit_id} is damaged and cannot be re-opened.") from None
+
+
+    # -------------------------------------------------------------- shared workspaces
+    def save_workspace(self, ws: Any) -> str:
+        """Keep a workspace (raw table, model arrays, settings) for a shareable link; its token."""
+        import io
+
+        import numpy as np
+
+        arrays, ens_meta = ws.ensemble.to_arrays()
+        buf = io.BytesIO()
+        np.savez_compressed(buf, **arrays)
+        table = io.BytesIO()
+        raw = ws.raw.copy()
+        for c in raw.columns[raw.dtypes == object]:
+            raw[c] = raw[c].map(lambda v: v if v is None or isinstance(v, str) else str(v))
+        raw.to_parquet(table, index=False)
+        meta = {"target": ws.target, "schema": ws.schema.to_json(), "ensemble": ens_meta,
+                "data_sha256": ws.data_sha256, "model_sha256": ws.model_sha256,
+                "drop_missing": len(ws.X) < len(ws.raw), "model_info": {k: str(v) for k, v in ws.model_info.items()}}
+        token = secrets.token_urlsafe(24)
+        try:
+            with self.engine.begin() as con:
+                con.execute(WORKSPACES.insert().values(
+                    token=token, created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+                    name=str(ws.name)[:300], meta=json.dumps(meta, default=str), table=table.getvalue(),
+                    arrays=buf.getvalue()))
+        except sa.exc.SQLAlchemyError as exc:
+            raise HistoryError(f"The data and model could not be kept for a link ({type(exc).__name__}).") from None
+        return token
+
+    def load_workspace(self, token: str) -> Any:
+        """The workspace kept under ``token`` (see :meth:`save_workspace`)."""
+        import io
+
+        import numpy as np
+
+        from core.ensemble import TreeEnsemble
+        from core.schema import Schema
+        from core.workspace import build_workspace
+
+        with self.engine.connect() as con:
+            row = con.execute(sa.select(WORKSPACES).where(WORKSPACES.c.token == str(token)[:64])).mappings().first()
+        if row is None:
+            raise HistoryError("This link's data and model are not on this server (the link is incomplete, or "
+                               "they were deleted). Load them on the Data & model page.")
+        meta = json.loads(row["meta"])
+        with np.load(io.BytesIO(row["arrays"]), allow_pickle=False) as z:
+            ens = TreeEnsemble.from_arrays(dict(z), meta["ensemble"])
+        raw = pd.read_parquet(io.BytesIO(row["table"]))
+        return build_workspace(raw, meta["target"], ens, name=row["name"], data_sha256=meta["data_sha256"],
+                               model_sha256=meta["model_sha256"], drop_missing=meta["drop_missing"],
+                               model_info=meta["model_info"], schema=Schema.from_json(meta["schema"]))
 
 
 def _engine_options(url: str) -> dict[str, Any]:

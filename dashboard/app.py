@@ -16,7 +16,7 @@ if str(ROOT) not in sys.path:  # when run without `pip install -e .`
 
 import streamlit as st  # noqa: E402
 
-from dashboard import state  # noqa: E402
+from dashboard import share, state  # noqa: E402
 from dashboard.deploy import settings as deployment  # noqa: E402
 from dashboard.memory import start_janitor, track_session  # noqa: E402
 from dashboard.pages_registry import PAGES  # noqa: E402
@@ -27,6 +27,7 @@ st.set_page_config(page_title="Counterfactual Atlas", page_icon="🧭", layout="
 state.init_state()
 track_session()
 start_janitor()
+share.restore()
 
 if state.get(state.Keys.WORKSPACE) is None and state.get(state.Keys.DEMO) is None:
     default = next(iter(DEMOS))
@@ -51,5 +52,7 @@ with st.sidebar:
     if ws is not None:
         st.markdown(f"**{ws.name}**  \n{ws.ensemble.source} · {ws.ensemble.n_trees} trees · "
                     f"{len(ws.X):,} rows × {ws.X.shape[1]} features")
+    share.share_button()
 
+share.publish()
 nav.run()

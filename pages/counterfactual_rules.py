@@ -15,6 +15,7 @@ from dashboard import state
 from dashboard.plots import rule_intervals_figure
 from dashboard.caching import session_cached
 from dashboard.ui import big_table_gate, user_errors
+from dashboard.widgets import row_picker, target_picker
 
 ws, ens, schema, names, X, pred = state.page_context(
     "Counterfactual rules",
@@ -66,21 +67,14 @@ st.caption(f"Surrogate: {n_est} trees of depth ≤ {depth}, fitted in {base.fit_
 
 
 def _target(prefix: str, row_pred):
-    if ens.is_classifier:
-        classes = list(ens.classes)
-        others = [c for c in classes if c != row_pred] or classes
-        return st.selectbox("Target outcome", classes, index=classes.index(others[0]), key=f"{prefix}_target")
-    t1, t2 = st.columns(2)
-    lo = t1.number_input("Target: prediction at least", value=float(np.quantile(pred, 0.75)), key=f"{prefix}_lo")
-    hi = t2.number_input("and at most", value=float(pred.max()), key=f"{prefix}_hi")
-    return (float(lo), float(hi))
+    return target_picker(st, ens, pred, row_pred, prefix)
 
 
 tab_local, tab_regional = st.tabs(["One row", "Sub-populations"])
 
 with tab_local:
     r1, r2 = st.columns([1, 3])
-    row = int(r1.number_input("Row", 0, len(X) - 1, 0, key="cr_row"))
+    row = row_picker(r1, len(X), "cr_row")
     r2.markdown(f"Prediction for row {row}: **{pred[row]}**")
     target = _target("cr", pred[row])
     if st.button("Find the counterfactual rule", type="primary", key="cr_go"):

@@ -9,6 +9,7 @@ from core.regions import exact_counterfactual, projection_regions, slice_regions
 from dashboard import state
 from dashboard.plots import regions_figure, regions_table
 from dashboard.ui import user_errors
+from dashboard.widgets import row_picker, target_picker
 
 ws, ens, schema, names, X, pred = state.page_context(
     "Decision regions",
@@ -25,17 +26,9 @@ c1, c2, c3, c4 = st.columns(4)
 fa = names.index(c1.selectbox("Horizontal feature", names, index=top[0], key="dr_fa"))
 fb = names.index(c2.selectbox("Vertical feature", names, index=top[1] if len(top) > 1 else 0, key="dr_fb"))
 mode = c3.radio("View", ["slice", "projection"], horizontal=True, key="dr_mode")
-row = int(c4.number_input("Row", 0, len(X) - 1, 0, key="dr_row"))
+row = row_picker(c4, len(X), "dr_row")
 x = X[row]
-if ens.is_classifier:
-    classes = list(ens.classes)
-    others = [c for c in classes if c != pred[row]] or classes
-    target = st.selectbox("Target outcome (for the counterfactual)", classes, index=classes.index(others[0]),
-                          key="dr_target")
-else:
-    lo_t = float(np.quantile(pred, 0.75))
-    target = (lo_t, float(pred.max()))
-    st.caption(f"Target: prediction in [{target[0]:.4g}, {target[1]:.4g}] (upper quartile).")
+target = target_picker(st, ens, pred, pred[row], "dr", label="Target outcome (for the counterfactual)")
 d1, d2, d3 = st.columns(3)
 norm = d1.selectbox("Distance", ["l2", "l1"], key="dr_norm", help="squared Euclidean or L1, on range-scaled features")
 max_regions = int(d2.number_input("Most regions drawn", 50, 20_000, 2000, step=250, key="dr_max"))

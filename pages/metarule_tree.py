@@ -13,6 +13,7 @@ from dashboard import state
 from dashboard.plots import change_keep_counts, change_keep_figure, rule_box_figure
 from dashboard.caching import session_cached
 from dashboard.ui import big_table_gate, user_errors
+from dashboard.widgets import row_picker
 
 ws, ens, schema, names, X, pred = state.page_context(
     "Metarule tree",
@@ -49,8 +50,8 @@ m[1].metric("Metarules", len(tc.metarules_))
 m[2].metric("Grid cells", f"{tc.n_cells_:,}")
 m[3].metric("Fit time", f"{tc.fit_time_ * 1000:.0f} ms")
 
-row = int(st.number_input("Explain row", 0, len(X) - 1, int(np.argmax(pred != target)) if ens.is_classifier else 0,
-                          key="mt_row"))
+row = row_picker(st, len(X), "mt_row", label="Explain row",
+                 default=int(np.argmax(pred != target)) if ens.is_classifier else 0)
 st.info(f"Row {row} (prediction {pred[row]}): {tc.recourse_text(X[row])}")
 st.graphviz_chart(tc.to_graphviz(highlight=tc.decision_path(X[row])))
 

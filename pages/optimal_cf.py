@@ -14,6 +14,7 @@ from dashboard import state
 from dashboard.caching import plausibility_model
 from dashboard.plots import counterfactual_changes_figure, counterfactual_table
 from dashboard.ui import session_cluster, user_errors
+from dashboard.widgets import row_picker, target_picker
 
 ws, ens, schema, names, X, pred = state.page_context(
     "Optimal counterfactual",
@@ -53,15 +54,7 @@ def _settings(prefix: str):
 
 
 def _target_widget(prefix: str, row_pred):
-    if ens.is_classifier:
-        classes = list(ens.classes)
-        others = [c for c in classes if c != row_pred] or classes
-        return st.selectbox("Target outcome", classes, index=classes.index(others[0]), key=f"{prefix}_target")
-    lo_default = float(np.quantile(pred, 0.75))
-    c1, c2 = st.columns(2)
-    lo = c1.number_input("Target: prediction at least", value=lo_default, key=f"{prefix}_lo")
-    hi = c2.number_input("and at most", value=float(pred.max()), key=f"{prefix}_hi")
-    return (lo, hi)
+    return target_picker(st, ens, pred, row_pred, prefix)
 
 
 def _plausibility(target):
@@ -108,7 +101,7 @@ def _show(result, container):
 
 with tab_one:
     c1, c2 = st.columns([1, 3])
-    row = int(c1.number_input("Row", 0, len(X) - 1, 0, key="ocf_row"))
+    row = row_picker(c1, len(X), "ocf_row")
     c2.markdown(f"Prediction for row {row}: **{pred[row]}**"
                 + (f" · label in the data: **{ws.y.iloc[row]}**" if ws.y is not None else ""))
     with st.expander("What-if: edit the row before asking"):

@@ -1,0 +1,120 @@
+"""The view in the URL: a link reproduces what its sender saw.
+
+The URL carries, besides the page (its path), ``demo=<key>`` for a built-in
+demo or ``ws=<token>`` for data and a model the sender kept on this server
+with "Share this view" (the token is unguessable: whoever has the link can
+open that data), ``row=<n>`` and ``target=<class>`` or ``target=<lo>,<hi>``.
+A new session reads them once (:func:`restore`); every run writes the current
+ones back (:func:`publish`). The URL never sets a cluster address or any
+other server setting.
+"""
+
+from __future__ import annotations
+
+import math
+
+import streamlit as st
+
+from core.errors import AtlasError
+from dashboard import state
+from dashboard.widgets import ROW, TARGET
+
+RESTORED = "_url_restored"
+TOKEN = "share_token"        # (workspace key, token) of the last "Share this view"
+
+
+def _target_from_text(text: str):
+    parts = text.split(",")
+    if len(parts) == 2:
+        try:
+            lo, hi = (float(p) for p in parts)
+            if not (math.isnan(lo) or math.isnan(hi)):
+                return (lo, hi)
+        except ValueError:
+            pass
+    return text                      # a class, matched by its text by the target picker
+
+
+def restore() -> None:
+    """Apply the URL's data, row and target once per session."""
+    if st.session_state.get(RESTORED):
+        return
+    st.session_state[RESTORED] = True
+    q = st.query_params
+    try:
+        if "ws" in q:
+            from dashboard.history import store
+
+            ws = store().load_workspace(q["ws"])
+            state.put(state.Keys.WORKSPACE, ws)
+            state.put(state.Keys.DEMO, None)
+            st.session_state[TOKEN] = (ws.key, q["ws"])
+        elif "demo" in q:
+            from core.demo import DEMOS
+            from dashboard.caching import demo_workspace
+
+            if q["demo"] in DEMOS:
+                state.put(state.Keys.WORKSPACE, demo_workspace(q["demo"]))
+                state.put(state.Keys.DEMO, q["demo"])
+            else:
+                state.put(state.Keys.LAST_ERROR, f"The link names a demo {q['demo']!r} this app does not have.")
+    except AtlasError as exc:
+        state.put(state.Keys.LAST_ERROR, f"The link's data could not be opened: {exc}")
+    if q.get("row", "").isdigit():
+        st.session_state[ROW] = int(q["row"])
+    if q.get("target"):
+        st.session_state[TARGET] = _target_from_text(q["target"])
+
+
+def current_params() -> dict[str, str]:
+    """What the URL should carry now."""
+    out: dict[str, str] = {}
+    ws = state.get(state.Keys.WORKSPACE)
+    demo = state.get(state.Keys.DEMO)
+    token = st.session_state.get(TOKEN)
+    if demo:
+        out["demo"] = demo
+    elif ws is not None and token and token[0] == ws.key:
+        out["ws"] = token[1]
+    row = st.session_state.get(ROW)
+    if row is not None:
+        out["row"] = str(int(row))
+    target = st.session_state.get(TARGET)
+    if isinstance(target, tuple):
+        out["target"] = f"{target[0]:.6g},{target[1]:.6g}"
+    elif target is not None:
+        out["target"] = str(target)
+    return out
+
+
+def publish() -> None:
+    """Write the current view into the URL (keys no longer in use are removed)."""
+    want = current_params()
+    q = st.query_params
+    for k in [k for k in q if k in ("demo", "ws", "row", "target") and k not in want]:
+        del q[k]
+    for k, v in want.items():
+        if q.get(k) != v:
+            q[k] = v
+
+
+def share_button() -> None:
+    """Sidebar control: keep uploaded data for a link (a demo's link needs nothing kept)."""
+    ws = state.get(state.Keys.WORKSPACE)
+    if ws is None or state.get(state.Keys.DEMO):
+        st.caption("The address in your browser links to this view.")
+        return
+    token = st.session_state.get(TOKEN)
+    if token and token[0] == ws.key:
+        st.caption("The address in your browser links to this view (data and model kept on this server).")
+        return
+    if st.button("Share this view", key="share_view", help="Keeps this data and model on the server so that the "
+                 "address in your browser opens this view; anyone with the link can open them."):
+        from dashboard.history import store
+
+        try:
+            st.session_state[TOKEN] = (ws.key, store().save_workspace(ws))
+            publish()
+            st.success("The address in your browser now links to this view.")
+        except AtlasError as exc:
+            st.error(str(exc))

@@ -1,0 +1,84 @@
+"""Widgets every analysis page shares: the row and the target outcome.
+
+The chosen row and target are one choice for the whole app (and for the URL,
+see :mod:`dashboard.share`): each page shows its own widget, kept in step with
+the shared value through the widget's ``on_change``. The target defaults to an
+outcome the row does not have (a classifier's first other class; for a
+regressor the upper quartile of the predictions for a row below the median,
+the lower quartile otherwise); a target the user chose stays chosen, and a
+row that already has it is told so.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import streamlit as st
+
+ROW = "shared_row"           # the row every page explains (int), None before any choice
+TARGET = "shared_target"     # the target the user chose: a class, or (lo, hi) for a regressor; None = default
+
+
+def _sync(widget_key: str, shared_key: str, convert: Callable[[Any], Any] = lambda v: v) -> Callable[[], None]:
+    def copy() -> None:
+        st.session_state[shared_key] = convert(st.session_state[widget_key])
+    return copy
+
+
+def row_picker(container: Any, n_rows: int, key: str, *, default: int = 0, label: str = "Row") -> int:
+    """The shared row, shown in ``container`` under the widget key ``key``."""
+    shared = st.session_state.get(ROW)
+    value = shared if isinstance(shared, (int, np.integer)) and 0 <= shared < n_rows else min(default, n_rows - 1)
+    st.session_state[key] = int(value)
+    return int(container.number_input(label, 0, max(n_rows - 1, 0), key=key, on_change=_sync(key, ROW, int)))
+
+
+def regression_default(pred: np.ndarray, row_pred: float) -> tuple[float, float]:
+    """An interval of predictions the row does not reach: the upper quartile for a
+    row below the median, the lower quartile otherwise."""
+    lo, med, hi = (float(v) for v in np.quantile(pred, [0.25, 0.5, 0.75]))
+    return (hi, float(np.max(pred))) if row_pred < med else (float(np.min(pred)), lo)
+
+
+def target_picker(container: Any, ens: Any, pred: np.ndarray, row_pred: Any, prefix: str,
+                  *, label: str = "Target outcome") -> Any:
+    """The target outcome (``row_pred`` None: for many rows at once): a class of a classifier (widget ``{prefix}_target``), or
+    ``(lo, hi)`` for a regressor (widgets ``{prefix}_lo``, ``{prefix}_hi``).
+
+    Writes a caption when the row already has the chosen target.
+    """
+    key = f"{prefix}_target"
+    chosen = st.session_state.get(TARGET)
+    if ens.is_classifier:
+        classes = list(ens.classes)
+        by_text = {str(c): c for c in classes}
+        if chosen is not None and str(chosen) in by_text:
+            value = by_text[str(chosen)]
+        else:
+            value = next((c for c in classes if c != row_pred), classes[0])
+        st.session_state[key] = value
+        target = container.selectbox(label, classes, key=key, on_change=_sync(key, TARGET))
+        if target == row_pred:
+            container.caption(f"This row is already predicted {target}: there is nothing to change. "
+                              "Choose another outcome, or another row.")
+        return target
+    if isinstance(chosen, tuple) and len(chosen) == 2:
+        lo, hi = (float(v) for v in chosen)
+    else:
+        lo, hi = regression_default(pred, -np.inf if row_pred is None else float(row_pred))
+    st.session_state[f"{prefix}_lo"], st.session_state[f"{prefix}_hi"] = lo, hi
+
+    def keep() -> None:
+        st.session_state[TARGET] = (float(st.session_state[f"{prefix}_lo"]), float(st.session_state[f"{prefix}_hi"]))
+
+    c1, c2 = container.columns(2)
+    lo = c1.number_input(f"{label}: prediction at least", key=f"{prefix}_lo", on_change=keep, format="%.4g")
+    hi = c2.number_input("and at most", key=f"{prefix}_hi", on_change=keep, format="%.4g")
+    if lo > hi:
+        container.error("The lower end of the target is above the upper end: swap them.")
+        st.stop()
+    if row_pred is not None and lo <= float(row_pred) <= hi:
+        container.caption(f"This row's prediction {float(row_pred):.4g} is already in the target: there is "
+                          "nothing to change. Choose another interval, or another row.")
+    return (float(lo), float(hi))

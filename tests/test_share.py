@@ -1,0 +1,75 @@
+"""The view in the URL: a link reproduces the data, row and target it was made
+with, the row is one choice for every page, and the target defaults to an
+outcome the row does not have."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from conftest import ROOT
+from dashboard import deploy
+
+
+@pytest.fixture
+def fresh_history(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATLAS_HISTORY_URL", f"sqlite:///{tmp_path / 'history.sqlite'}")
+    deploy.settings.cache_clear()
+    yield
+    deploy.settings.cache_clear()
+
+
+def _app(params=None, page="optimal_cf.py"):
+    app = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=180)
+    for k, v in (params or {}).items():
+        app.query_params[k] = v
+    app.run()
+    app.switch_page(f"../pages/{page}").run()
+    assert not app.exception, app.exception
+    return app
+
+
+def test_row_is_shared_by_pages_and_written_to_the_url():
+    app = _app()
+    app.number_input(key="ocf_row").set_value(7).run()
+    assert app.query_params["row"] == ["7"] or app.query_params["row"] == "7"
+    app.switch_page("../pages/counterfactual_rules.py").run()
+    assert app.number_input(key="cr_row").value == 7
+    app.switch_page("../pages/decision_regions.py").run()
+    assert app.number_input(key="dr_row").value == 7
+
+
+def test_target_defaults_to_an_outcome_the_row_lacks_and_says_when_it_has_it():
+    app = _app()
+    ws = app.session_state["workspace"]
+    pred = ws.predictions
+    for row in (int((pred == 0).argmax()), int((pred == 1).argmax())):
+        app.number_input(key="ocf_row").set_value(row).run()
+        assert app.selectbox(key="ocf_target").value != pred[row]
+    row = int((pred == 1).argmax())
+    app.selectbox(key="ocf_target").set_value(1).run()              # an explicit choice sticks
+    assert app.selectbox(key="ocf_target").value == 1
+    assert any("already predicted 1" in c.value for c in app.caption)
+
+
+def test_a_link_reopens_demo_row_and_target():
+    app = _app({"demo": "credit-lightgbm", "row": "12", "target": "0"})
+    assert app.session_state["demo_key"] == "credit-lightgbm"
+    assert app.number_input(key="ocf_row").value == 12
+    assert app.selectbox(key="ocf_target").value == 0
+
+
+def test_shared_uploaded_workspace_opens_from_its_link(fresh_history):
+    app = _app(page="data_model.py")
+    ws = app.session_state["workspace"]
+    app.session_state["demo_key"] = None                            # as after an upload
+    app.run()
+    app.button(key="share_view").click().run()
+    assert not app.exception, app.exception
+    token = app.session_state["share_token"][1]
+    again = _app({"ws": token, "row": "3"})
+    ws2 = again.session_state["workspace"]
+    assert ws2.fingerprint == ws.fingerprint and (ws2.predictions == ws.predictions).all()
+    assert again.number_input(key="ocf_row").value == 3
+    bad = _app({"ws": "nope"})
+    assert not bad.exception
