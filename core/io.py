@@ -14,6 +14,8 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from core.errors import DataError, ModelError, UnsupportedModelError, UntrustedPickleError
+from core.parsing.validate import check_json_depth, check_xgboost_json, lightgbm_text
 
 __all__ = ["load_table", "prepare_data", "PreparedData", "load_model", "train_model",
            "TrainedModel", "sha256", "MAX_TABLE_BYTES", "SKOPS_TRUSTED", "TYPE_LETTERS"]
@@ -277,6 +280,12 @@ def load_model(data: bytes, filename: str, *, allow_pickle: bool = False) -> Any
     if kind == "xgboost":
         import xgboost as xgb
 
+        if re.match(rb"\s*\{\s*\"", data[:64]):         # JSON (not UBJ): checked before XGBoost reads it
+            check_json_depth(data, filename)
+            try:
+                check_xgboost_json(json.loads(data), filename)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                pass                                          # XGBoost's own reader says what is wrong
         booster = xgb.Booster()
         try:
             booster.load_model(bytearray(data))
@@ -289,10 +298,10 @@ def load_model(data: bytes, filename: str, *, allow_pickle: bool = False) -> Any
     if kind == "lightgbm":
         import lightgbm as lgb
 
+        # CRLF (Windows editors, git checkouts) or a hand edit shifts the byte offsets
+        # in tree_sizes and LightGBM aborts the process: see core.parsing.validate
+        text = lightgbm_text(data, filename)
         try:
-            # Windows editors and git checkouts save CRLF; LightGBM's own reader then
-            # miscounts tree_sizes and aborts the process, so normalise first
-            text = data.decode("utf-8").replace("\r\n", "\n")
             return lgb.Booster(model_str=text)
         except Exception as exc:
             raise ModelError(

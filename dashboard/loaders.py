@@ -9,6 +9,7 @@ import pandas as pd
 
 from core import io
 from core.errors import DataError, UntrustedPickleError
+from core.sandbox import load_vetted
 from dashboard.deploy import Deployment, settings
 
 
@@ -27,8 +28,9 @@ def read_table(data: bytes, filename: str, deployment: Deployment | None = None)
 
 
 def read_model(data: bytes, filename: str, trust: bool, deployment: Deployment | None = None) -> Any:
-    """A model from an upload; pickle/joblib only when the user trusts the file
-    and the deployment allows it (never on a public instance)."""
+    """A model from an upload, as a :class:`core.sandbox.VettedModel`; pickle/joblib
+    only when the user trusts the file and the deployment allows it (never on a
+    public instance)."""
     dep = deployment or settings()
     if len(data) > dep.max_upload_mb * 2**20:
         raise DataError(f"{filename!r} is {len(data) / 2**20:.0f} MB; this instance takes files up to "
@@ -36,4 +38,5 @@ def read_model(data: bytes, filename: str, trust: bool, deployment: Deployment |
     if trust and not dep.allows_pickle:
         raise UntrustedPickleError("This public instance never opens pickle or joblib files. Save the model as "
                                    "XGBoost .json/.ubj, LightGBM .txt, CatBoost .json or scikit-learn .skops.")
-    return io.load_model(data, filename, allow_pickle=trust and dep.allows_pickle)
+    # read, converted and verified in a child process first: a damaged file cannot take the server down
+    return load_vetted(data, filename, allow_pickle=trust and dep.allows_pickle)

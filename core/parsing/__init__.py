@@ -47,10 +47,20 @@ def build_tree(nodes: list[dict[str, Any]], n_outputs: int):
     """
     from core.ensemble import Tree
 
+    from core.errors import ModelError
+
     order: list[int] = []
+    seen: set[int] = set()
     stack = [0]
     while stack:
         i = stack.pop()
+        if not isinstance(i, (int, np.integer)) or not 0 <= i < len(nodes):
+            raise ModelError(f"A tree of the model points to node {i!r}, which does not exist (the tree has "
+                             f"{len(nodes)} nodes): the file is damaged. Re-save the model from its library.")
+        if i in seen:   # a child pointing back to an ancestor (or two parents): would loop forever
+            raise ModelError(f"A tree of the model reaches node {i} twice (a cycle or a shared child): the file "
+                             "is damaged. Re-save the model from its library.")
+        seen.add(i)
         order.append(i)
         nd = nodes[i]
         if "left" in nd:
