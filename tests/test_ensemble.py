@@ -144,7 +144,8 @@ def test_unsupported_models_are_refused_with_the_list():
             from_model(m)
 
 
-def test_lightgbm_categorical_splits_are_refused():
+def test_lightgbm_categorical_splits_are_parsed_exactly():
+    """Formerly refused; issue 15 asks for them (tests/test_parse_categorical.py has the full checks)."""
     import lightgbm as lgb
     import pandas as pd
 
@@ -152,8 +153,12 @@ def test_lightgbm_categorical_splits_are_refused():
     df = pd.DataFrame({"c": pd.Categorical(rng.integers(0, 6, 400)), "x": rng.normal(size=400)})
     y = (df["c"].cat.codes.isin([1, 3, 4]) ^ (df["x"] > 1)).astype(int)
     m = lgb.LGBMClassifier(n_estimators=5, verbose=-1, min_data_per_group=5, cat_smooth=1).fit(df, y)
-    with pytest.raises(UnsupportedModelError, match="categorical"):
-        from_model(m)
+    ens = from_model(m)
+    assert ens.categorical_features == [0]
+    from core.parsing.native import model_input
+
+    X = np.array([[c, x] for c in range(ens.n_codes(0)) for x in (-2.0, 0.0, 1.5)])
+    np.testing.assert_allclose(ens.predict_proba(X), m.predict_proba(model_input(ens, X)), rtol=0, atol=1e-12)
 
 
 def test_xgboost_categorical_splits_are_refused():

@@ -36,12 +36,15 @@ def parse(model: Any):
     return _parser_for(model)(model)
 
 
-def build_tree(nodes: list[dict[str, Any]], n_outputs: int):
+def build_tree(nodes: list[dict[str, Any]], n_outputs: int, n_codes: int | None = None):
     """Build a ``Tree`` from nodes given as dicts, re-indexed in preorder.
 
     Each node dict has either ``feature``, ``threshold`` (already in the
     ``x <= t`` convention), ``left`` and ``right`` (indices into ``nodes``),
-    or ``value`` (a float or a sequence of length ``n_outputs``). Preorder
+    or ``value`` (a float or a sequence of length ``n_outputs``). A categorical
+    split has ``categories_left`` (the codes that go left) instead of
+    ``threshold``; ``n_codes`` (the largest number of codes, missing code
+    included, of any categorical feature) sizes the bitsets. Preorder
     numbering guarantees that children come after their parent, and drops
     nodes the root does not reach (pruned or deleted nodes).
     """
@@ -73,14 +76,24 @@ def build_tree(nodes: list[dict[str, Any]], n_outputs: int):
     ft = np.full(n, -1, dtype=np.int32)
     th = np.full(n, np.nan)
     val = np.zeros((n, n_outputs))
+    left_sets: list = [None] * n
     for k, old in enumerate(order):
         nd = nodes[old]
         if "left" in nd:
             cl[k], cr[k] = new_id[nd["left"]], new_id[nd["right"]]
-            ft[k], th[k] = nd["feature"], nd["threshold"]
+            ft[k] = nd["feature"]
+            if "categories_left" in nd:          # categorical split: these codes go left
+                left_sets[k] = nd["categories_left"]
+            else:
+                th[k] = nd["threshold"]
         else:
             val[k] = nd["value"]
-    return Tree(cl, cr, ft, th, val)
+    if not any(c is not None for c in left_sets):
+        return Tree(cl, cr, ft, th, val)
+    from core.ensemble import category_bits_from_sets
+
+    n_codes = int(n_codes or 1 + max(max(c, default=0) for c in left_sets if c is not None))
+    return Tree(cl, cr, ft, th, val, category_bits_from_sets(left_sets, n_codes))
 
 
 def verify_against_source(ens: Any, model: Any, n_random: int = 64, seed: int = 0) -> None:

@@ -3,9 +3,22 @@
 LightGBM compares in double precision: left iff ``x <= threshold``, which is
 our rule, with one twist: its predictor reads dense rows as sparse ones and
 treats every ``|x| <= kZeroThreshold`` (1e-35f) as exactly 0, so thresholds
-inside that zone are moved to the bound the zone implies (:func:`_zero_zone`). Categorical splits, linear trees and links other than
-sigmoid/softmax/identity are refused; ``missing_type == "Zero"`` is accepted
-only where sending zero the default way agrees with the threshold.
+inside that zone are moved to the bound the zone implies (:func:`_zero_zone`).
+Linear trees and links other than sigmoid/softmax/identity are refused;
+``missing_type == "Zero"`` is accepted only where sending zero the default way
+agrees with the threshold.
+
+Categorical splits (``decision_type "=="``; LightGBM's ``CategoricalDecision``
+in ``include/LightGBM/tree.h``): the integer category value goes left iff it
+is in the node's bitset (the dump lists those values, ``"1||4||7"``); NaN,
+negative values and values outside the bitset go right. A feature is
+categorical when LightGBM recorded its category values (``feature_infos``).
+Its categories are the model's own: for a model fitted on pandas ``category``
+columns, ``pandas_categorical`` (category value -> its index, which is the
+integer LightGBM saw, and our code); otherwise the integers ``0..max`` seen in
+training, given as numbers. Missing and unseen values get the missing code
+(``TreeEnsemble.missing_code``), which is in no bitset: they go right, as in
+LightGBM (pandas maps an unseen category to NaN).
 """
 
 from __future__ import annotations
@@ -70,13 +83,15 @@ def parse_lightgbm(model: Any) -> TreeEnsemble:
     # boosting="rf" averages over iterations instead of summing
     n_iter = max(1, len(dump["tree_info"]) // max(1, k))
     factor = 1.0 / n_iter if dump.get("average_output", False) else 1.0
-    trees = [build_tree(_flatten(ti["tree_structure"], ti["tree_index"] % k if n_out > 1 else 0,
-                                 n_out, factor), n_out)
-             for ti in dump["tree_info"]]
     names = list(dump.get("feature_names") or [])
+    d = int(dump["max_feature_idx"]) + 1
+    categories, meta = _categories(dump, booster, names, d)
+    n_codes = max((len(c) + 1 for c in categories if c is not None), default=None)
+    trees = [build_tree(_flatten(ti["tree_structure"], ti["tree_index"] % k if n_out > 1 else 0,
+                                 n_out, factor, categories), n_out, n_codes)
+             for ti in dump["tree_info"]]
     if wrapper is not None and getattr(wrapper, "feature_names_in_", None) is not None:
         names = [str(n) for n in wrapper.feature_names_in_]
-    d = int(dump["max_feature_idx"]) + 1
     if len(names) != d:
         names = [f"Column_{i}" for i in range(d)]
     if wrapper is not None and task == "classification":
@@ -85,10 +100,31 @@ def parse_lightgbm(model: Any) -> TreeEnsemble:
                         aggregation="sum", link=link,
                         base_score=np.zeros(n_out), classes=classes,
                         sigmoid_scale=float(params.get("sigmoid", 1.0)),
-                        source=f"lightgbm.{type(model).__name__}")
+                        source=f"lightgbm.{type(model).__name__}", meta=meta,
+                        categories=categories if any(c is not None for c in categories) else ())
 
 
-def _flatten(root: dict, out_index: int, n_out: int, factor: float) -> list[dict]:
+def _categories(dump: dict, booster: Any, names: list[str], d: int) -> tuple[list, dict]:
+    """Per feature None or its category values, and the ensemble's meta."""
+    infos = dump.get("feature_infos") or {}
+    is_cat = [bool(infos.get(n, {}).get("values")) if n in infos else False for n in names[:d]]
+    is_cat += [False] * (d - len(is_cat))
+    if not any(is_cat):
+        return [None] * d, {}
+    pandas_cats = getattr(booster, "pandas_categorical", None) or []
+    cat_idx = [j for j in range(d) if is_cat[j]]
+    out: list = [None] * d
+    if pandas_cats and len(pandas_cats) == len(cat_idx):
+        for j, cats in zip(cat_idx, pandas_cats):
+            out[j] = tuple(cats)
+        return out, {"input": "frame"}
+    for j in cat_idx:                 # integer categories given as numbers
+        top = int(infos[names[j]].get("max_value", -1))
+        out[j] = tuple(range(max(top, 0) + 1))
+    return out, {"input": "array", "categories": "integer values as fitted (no pandas categories saved)"}
+
+
+def _flatten(root: dict, out_index: int, n_out: int, factor: float, categories: list) -> list[dict]:
     nodes: list[dict] = []
 
     def visit(nd: dict) -> int:
@@ -99,11 +135,21 @@ def _flatten(root: dict, out_index: int, n_out: int, factor: float) -> list[dict
             v[out_index] = float(nd["leaf_value"]) * factor
             nodes[i] = {"value": v}
             return i
-        if nd.get("decision_type", "<=") != "<=":
-            raise UnsupportedModelError(
-                "This LightGBM model has categorical splits, which are not supported; "
-                "one-hot encode categorical features (or pass them as numbers) and retrain."
-            )
+        kind = nd.get("decision_type", "<=")
+        if kind == "==":
+            j = int(nd["split_feature"])
+            cats = categories[j] if j < len(categories) else None
+            if cats is None:
+                raise UnsupportedModelError(f"This LightGBM model splits feature {j} by category but did not "
+                                            "record its categories; re-save it with LightGBM 3 or later.")
+            left = sorted({int(v) for v in str(nd["threshold"]).split("||") if v.strip()})
+            l = visit(nd["left_child"])
+            r = visit(nd["right_child"])
+            nodes[i] = {"feature": j, "categories_left": [c for c in left if 0 <= c < len(cats)],
+                        "left": l, "right": r}
+            return i
+        if kind != "<=":
+            raise UnsupportedModelError(f"LightGBM decision type {kind!r} is not supported.")
         t = _zero_zone(float(nd["threshold"]))
         if nd.get("missing_type") == "Zero" and bool(nd.get("default_left")) != (0.0 <= t):
             raise UnsupportedModelError(

@@ -8,8 +8,9 @@ categorical feature as its code (``0..K-1``, ``K`` = missing or unseen; see
 source model itself takes, as its parser recorded in ``ens.meta["input"]``:
 
 ``"array"`` (the default)
-    the float64 array itself (models without categorical features, fitted on
-    arrays or whose wrappers accept arrays);
+    the float64 array itself (models fitted on arrays or whose wrappers accept
+    arrays); a categorical feature, whose categories are then numbers, gets its
+    category value, NaN for the missing code;
 ``"frame"``
     a DataFrame with ``ens.feature_names``; numerical columns float64,
     categorical columns pandas ``Categorical`` with exactly the model's
@@ -40,8 +41,12 @@ def model_input(ens: Any, X: np.ndarray, *, frame: bool = False) -> Any:
     kind = ens.meta.get("input", "array")
     if kind not in INPUT_KINDS:
         raise ValueError(f"Unknown model input kind {kind!r}; expected one of {INPUT_KINDS}.")
-    if kind == "array" and not frame and not ens.categorical_features:
-        return X
+    if kind == "array" and not frame:
+        out = X.copy()
+        for j in ens.categorical_features:     # numeric categories: the value itself, NaN when missing
+            cats = np.asarray(ens.categories[j] + (np.nan,), dtype=np.float64)
+            out[:, j] = cats[np.clip(X[:, j].astype(np.int64), 0, len(cats) - 1)]
+        return out
     cols: dict[str, Any] = {}
     for j, name in enumerate(ens.feature_names):
         cats = ens.categories[j]
@@ -65,7 +70,7 @@ def native_outputs(ens: Any, model: Any, X: np.ndarray) -> tuple[np.ndarray, np.
     """Return (ours, theirs, what) on codes-view rows X; ``theirs`` is None when
     the model gives no comparable output."""
     module = type(model).__module__.split(".")[0]
-    Xn = _named(model, X) if ens.meta.get("input", "array") == "array" else model_input(ens, X)
+    Xn = _named(model, model_input(ens, X)) if ens.meta.get("input", "array") == "array" else model_input(ens, X)
     if ens.task == "anomaly":
         return ens.score_samples(X), model.score_samples(Xn), "anomaly scores"
     if module == "xgboost":

@@ -1,0 +1,129 @@
+"""Native categorical splits of LightGBM parsed into the one TreeEnsemble: parity
+with the library on every category, the missing one and unseen ones, from the
+model object, its text file (CRLF too) and through the sandboxed reader; and a
+model trained on Adult's categorical columns used on the raw table."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import shared_data
+from core import io
+from core.ensemble import from_model
+from core.parsing.native import model_input
+from core.sandbox import load_vetted
+from core.workspace import build_workspace
+
+CATS = [f"k{i}" for i in range(40)]
+
+
+@pytest.fixture(scope="module")
+def synthetic():
+    import lightgbm as lgb
+
+    rng = np.random.default_rng(0)
+    n = 3000
+    df = pd.DataFrame({"a": rng.normal(size=n), "c": pd.Categorical(rng.choice(CATS, n)),
+                       "b": rng.normal(size=n), "d": pd.Categorical(rng.choice(["lo", "mid", "hi"], n))})
+    df.loc[rng.random(n) < 0.05, "c"] = np.nan
+    y = ((df.a > 0) ^ df.c.isin(CATS[::3]) | (df.d == "hi")).astype(int)
+    model = lgb.LGBMClassifier(n_estimators=60, num_leaves=16, verbose=-1, min_data_per_group=5, cat_smooth=1,
+                               n_jobs=1).fit(df, y)
+    return df, y, model
+
+
+def _every_code(ens, n_num=3, seed=0):
+    """Rows crossing every code of every categorical feature (the missing one too) with random numbers."""
+    rng = np.random.default_rng(seed)
+    grids = [np.arange(ens.n_codes(j)) if ens.is_categorical(j) else rng.normal(size=n_num)
+             for j in range(ens.n_features)]
+    return np.array(np.meshgrid(*grids, indexing="ij"), dtype=float).reshape(ens.n_features, -1).T
+
+
+def test_every_category_and_missing_match_the_library(synthetic, tmp_path):
+    df, y, model = synthetic
+    ens = from_model(model)
+    assert ens.categorical_features == [1, 3] and ens.categories[1] == tuple(df["c"].cat.categories)
+    assert "missing" in ens.category_label(1, ens.missing_code(1))
+    X = _every_code(ens)
+    np.testing.assert_allclose(ens.predict_proba(X), model.predict_proba(model_input(ens, X)), rtol=0, atol=1e-12)
+    path = tmp_path / "cat.txt"
+    model.booster_.save_model(path)
+    for data, name in ((path.read_bytes(), "cat.txt"), (path.read_bytes().replace(b"\n", b"\r\n"), "crlf.txt")):
+        for loaded in (from_model(io.load_model(data, name)), load_vetted(data, name).ensemble):
+            assert loaded.categories == ens.categories
+            np.testing.assert_allclose(loaded.predict_raw(X)[:, 0],
+                                       model.booster_.predict(model_input(loaded, X), raw_score=True),
+                                       rtol=0, atol=1e-12)
+
+
+def test_raw_table_with_unseen_and_missing_categories(synthetic):
+    df, y, model = synthetic
+    raw = df.astype({"c": object, "d": object}).assign(label=y)
+    raw.loc[0, "c"] = "never-seen"
+    raw.loc[1, "d"] = None
+    ws = build_workspace(raw, "label", model, name="cat")
+    ens = ws.ensemble
+    assert ws.X.iloc[0]["c"] == ens.missing_code(1) and ws.X.iloc[1]["d"] == ens.missing_code(3)
+    assert any("never-seen" in n or "unseen" in n.lower() for n in ws.notes)
+    expected = df.copy()
+    expected["c"] = expected["c"].astype(object)
+    expected.loc[0, "c"] = np.nan
+    expected.loc[1, "d"] = np.nan
+    expected = expected.astype({"c": df["c"].dtype, "d": df["d"].dtype})
+    np.testing.assert_array_equal(ws.predictions, model.predict(expected))
+    back = ws.to_raw(ws.X.head(50))
+    assert back["c"].iloc[2] == df["c"].iloc[2]
+
+
+def test_integer_categories_from_an_array_model():
+    import lightgbm as lgb
+
+    rng = np.random.default_rng(1)
+    X = np.column_stack([rng.normal(size=2000), rng.integers(0, 12, 2000)]).astype(float)
+    y = (X[:, 0] + np.isin(X[:, 1], [1, 5, 7, 11]) > 0.5).astype(int)
+    model = lgb.LGBMClassifier(n_estimators=30, num_leaves=8, verbose=-1, min_data_per_group=5, cat_smooth=1,
+                               n_jobs=1).fit(X, y, categorical_feature=[1])
+    ens = from_model(model)
+    assert ens.categories[1] == tuple(range(12)) and ens.meta["input"] == "array"
+    P = _every_code(ens)
+    np.testing.assert_allclose(ens.predict_proba(P), model.predict_proba(model_input(ens, P)), rtol=0, atol=1e-12)
+    Q = P.copy()
+    Q[:, 1] = np.where(P[:, 1] == ens.missing_code(1), np.nan, P[:, 1])   # missing as NaN for LightGBM
+    np.testing.assert_allclose(ens.predict_proba(P), model.predict_proba(Q), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("objective", ["multiclass", "regression"])
+def test_multiclass_and_regression(synthetic, objective):
+    import lightgbm as lgb
+
+    df, y, _ = synthetic
+    target = (y + (df.d == "lo")).to_numpy() if objective == "multiclass" else df.a.to_numpy() * 3 + y
+    cls = lgb.LGBMClassifier if objective == "multiclass" else lgb.LGBMRegressor
+    model = cls(n_estimators=20, num_leaves=8, verbose=-1, min_data_per_group=5, cat_smooth=1, n_jobs=1)
+    model.fit(df, target)
+    ens = from_model(model)
+    X = _every_code(ens, n_num=2)
+    ours = ens.predict_proba(X) if objective == "multiclass" else ens.predict(X)
+    theirs = model.predict_proba(model_input(ens, X)) if objective == "multiclass" else \
+        model.predict(model_input(ens, X))
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)
+
+
+def test_adult_all_rows_with_categorical_columns():
+    import lightgbm as lgb
+
+    table = io.load_table(shared_data("adult.csv").read_bytes(), "adult.csv")
+    kinds = table.attrs.get("column_types", {})
+    cat_cols = [c for c, k in kinds.items() if k == "categorical"]
+    assert cat_cols
+    X = table.drop(columns=["Class"]).astype({c: "category" for c in cat_cols})
+    model = lgb.LGBMClassifier(n_estimators=100, num_leaves=31, verbose=-1, n_jobs=1).fit(X, table["Class"])
+    data = model.booster_.model_to_string().encode()
+    vetted = load_vetted(data, "adult.txt")
+    assert set(vetted.ensemble.categorical_features) == {X.columns.get_loc(c) for c in cat_cols}
+    ws = build_workspace(table, "Class", vetted, name="adult")
+    assert len(ws.X) == len(table)
+    np.testing.assert_array_equal(ws.predictions, model.predict(X))
