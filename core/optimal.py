@@ -619,7 +619,7 @@ def _result(prob, x, cost, status, gap, lb, backend, params, t0, message="", tim
 def _check_on_model(model: Any, ens: TreeEnsemble, x: np.ndarray, target: Target) -> bool:
     """Is ``x`` valid on the original model too? Its outputs must match the
     ensemble's, and its label (or value) must meet the target."""
-    from core.parsing.native import _named, native_outputs
+    from core.parsing.native import native_input, native_outputs
 
     model = _one_thread(model)
     ours, theirs, what = native_outputs(ens, model, x[None, :])
@@ -632,7 +632,7 @@ def _check_on_model(model: Any, ens: TreeEnsemble, x: np.ndarray, target: Target
     if what == "probabilities" and type(model).__module__.startswith("sklearn") and hasattr(model, "classes_"):
         out = model.classes_[int(np.argmax(theirs[0]))]   # scikit-learn's own predict, without a second pass
     else:
-        out = np.ravel(model.predict(_named(model, x[None, :])))[0]
+        out = np.ravel(model.predict(native_input(ens, model, x[None, :])))[0]
     if target.kind == "class":
         return bool(out == target.label)
     return bool(target.lo <= float(out) <= target.hi)

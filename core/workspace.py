@@ -56,6 +56,7 @@ import numpy as np
 import pandas as pd
 
 from core.ensemble import TreeEnsemble, from_model
+from core.categorical import expand
 from core.errors import DataError, SchemaError, UnsupportedModelError
 from core.parsing.native import model_input
 from core.schema import Schema, infer_schema
@@ -209,6 +210,7 @@ class _Source:
     column: str
     level: Any = None
     one_hot: bool = False
+    category: bool = False      # one category of a model's categorical feature: missing is allowed
 
     def describe(self) -> str:
         return f"{self.column} = {self.level}" if self.one_hot else self.column
@@ -371,7 +373,7 @@ def _encode(ens: TreeEnsemble, table: pd.DataFrame, sources: list[_Source], drop
             idx, uniques = _keys(s)
             hit = np.array([u == src.level for u in uniques] + [False])
             X[:, j] = hit[idx].astype(float)
-            gap = idx < 0
+            gap = np.zeros(n, dtype=bool) if src.category else idx < 0
         else:
             v = _numeric(src.column, s).to_numpy()
             gap = np.isnan(v)
@@ -464,7 +466,19 @@ def build_workspace(df: pd.DataFrame, target: str | None, model: Any, *, name: s
     if positional:  # keep the data's names for the features
         names = [s.describe() if s.one_hot else s.column for s in sources]
         ens = from_model(ens, feature_names=[n.replace(" = ", "=") for n in names])
+    native = ens
+    if ens.categorical_features:   # the analyses read categorical splits as exact one-hot trees
+        ens = expand(ens)
+        sources = [one for j, src in enumerate(sources) for one in (
+            [_Source(src.column, _norm(c), one_hot=True, category=True) for c in native.categories[j]]
+            if native.categories[j] is not None else [src])]
     codes, kept, notes = _encode(ens, table, sources, drop_missing)
+    for j in native.categorical_features:
+        cols = ens.meta["expanded"]["columns"][j]
+        none = int((codes[:, cols].sum(axis=1) == 0).sum())
+        if none:
+            notes.append(f"{none} rows of column {sources[cols[0]].column!r} are missing or hold categories the "
+                         "model never saw: they are read as a missing value, which is how the model routes them.")
     X = pd.DataFrame(codes, columns=list(ens.feature_names))
     y = df[target][kept].reset_index(drop=True) if target else None
     if y is not None and y.isna().any():

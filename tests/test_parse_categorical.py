@@ -60,14 +60,17 @@ def test_every_category_and_missing_match_the_library(synthetic, tmp_path):
 
 
 def test_raw_table_with_unseen_and_missing_categories(synthetic):
+    """The workspace's analysis view has one 0/1 column per category (core.categorical);
+    unseen and missing values are the all-zero row, routed as the model routes them."""
     df, y, model = synthetic
     raw = df.astype({"c": object, "d": object}).assign(label=y)
     raw.loc[0, "c"] = "never-seen"
     raw.loc[1, "d"] = None
     ws = build_workspace(raw, "label", model, name="cat")
-    ens = ws.ensemble
-    assert ws.X.iloc[0]["c"] == ens.missing_code(1) and ws.X.iloc[1]["d"] == ens.missing_code(3)
-    assert any("never-seen" in n or "unseen" in n.lower() for n in ws.notes)
+    c_cols = [f"c={v}" for v in df["c"].cat.categories]
+    assert c_cols[0] in ws.X.columns and ws.X.loc[0, c_cols].sum() == 0 and ws.X.loc[2, c_cols].sum() == 1
+    assert {f.kind for f in ws.schema.features if f.name in c_cols} == {"one-hot"}
+    assert any("never saw" in n for n in ws.notes)
     expected = df.copy()
     expected["c"] = expected["c"].astype(object)
     expected.loc[0, "c"] = np.nan
@@ -75,7 +78,9 @@ def test_raw_table_with_unseen_and_missing_categories(synthetic):
     expected = expected.astype({"c": df["c"].dtype, "d": df["d"].dtype})
     np.testing.assert_array_equal(ws.predictions, model.predict(expected))
     back = ws.to_raw(ws.X.head(50))
-    assert back["c"].iloc[2] == df["c"].iloc[2]
+    assert list(back.columns) == ["a", "c", "b", "d"] and back["c"].iloc[2] == df["c"].iloc[2]
+    assert pd.isna(back["c"].iloc[0]) and pd.isna(back["d"].iloc[1])
+    np.testing.assert_array_equal(model.predict(back), ws.predictions[:50])
 
 
 def test_integer_categories_from_an_array_model():
@@ -127,3 +132,42 @@ def test_adult_all_rows_with_categorical_columns():
     ws = build_workspace(table, "Class", vetted, name="adult")
     assert len(ws.X) == len(table)
     np.testing.assert_array_equal(ws.predictions, model.predict(X))
+
+
+def test_one_hot_expansion_is_exact_on_every_code(synthetic):
+    from core.categorical import decode, expand
+
+    _, _, model = synthetic
+    ens = from_model(model)
+    wide = expand(ens)
+    C = _every_code(ens)
+    cols = wide.meta["expanded"]["columns"]
+    O = np.zeros((len(C), wide.n_features))
+    for j, idx in enumerate(cols):
+        if ens.categories[j] is None:
+            O[:, idx[0]] = C[:, j]
+        else:
+            hot = C[:, j].astype(int) < len(idx)
+            O[np.flatnonzero(hot), np.asarray(idx)[C[hot, j].astype(int)]] = 1
+    np.testing.assert_array_equal(wide.predict_raw(O), ens.predict_raw(C))
+    np.testing.assert_array_equal(decode(wide.meta, O), C)
+    np.testing.assert_allclose(wide.predict_proba(O), model.predict_proba(model_input(wide, O)), rtol=0, atol=1e-12)
+
+
+def test_analyses_on_a_categorical_model_give_valid_answers_in_category_terms(synthetic):
+    """Every counterfactual fed back to the original model; categories switch whole."""
+    from core.optimal import optimal_counterfactual
+    from core.regions import exact_counterfactual
+
+    df, y, model = synthetic
+    ws = build_workspace(df.astype({"c": object, "d": object}).assign(label=y), "label", model, name="cat")
+    X, pred = ws.X.to_numpy(float), ws.predictions
+    groups = [list(v) for v in ws.schema.groups().values() if len(v) >= 2]
+    for row in np.flatnonzero(pred == 0)[:5]:
+        for res in (optimal_counterfactual(ws.ensemble, X[row], 1, schema=ws.schema, X_ref=X, model=model),
+                    exact_counterfactual(ws.ensemble, X[row], 1, schema=ws.schema, X_ref=X, norm="l1")):
+            assert res.found, res.message
+            cf = np.asarray(res.x, dtype=float)
+            for g in groups:
+                assert set(np.round(cf[g], 9)) <= {0.0, 1.0} and cf[g].sum() <= 1
+            assert model.predict(ws.to_raw(cf[None, :]))[0] == 1

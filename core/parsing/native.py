@@ -16,6 +16,9 @@ source model itself takes, as its parser recorded in ``ens.meta["input"]``:
     categorical columns pandas ``Categorical`` with exactly the model's
     categories ``ens.categories[j]`` (LightGBM on pandas ``category`` columns,
     XGBoost ``enable_categorical``); the missing code becomes NaN;
+``"expanded"``
+    one-hot rows of an ensemble rewritten by :func:`core.categorical.expand`:
+    decoded to the original codes, then given as the original input kind;
 ``"frame-object"``
     a DataFrame whose categorical columns hold the category values themselves
     (object dtype; the missing code becomes None) and numerical columns
@@ -32,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-INPUT_KINDS = ("array", "frame", "frame-object")
+INPUT_KINDS = ("array", "frame", "frame-object", "expanded")
 
 
 def model_input(ens: Any, X: np.ndarray, *, frame: bool = False) -> Any:
@@ -41,6 +44,17 @@ def model_input(ens: Any, X: np.ndarray, *, frame: bool = False) -> Any:
     kind = ens.meta.get("input", "array")
     if kind not in INPUT_KINDS:
         raise ValueError(f"Unknown model input kind {kind!r}; expected one of {INPUT_KINDS}.")
+    if kind == "expanded":                      # one-hot rows of core.categorical.expand: back to codes
+        from types import SimpleNamespace
+
+        from core.categorical import decode
+
+        info = ens.meta["expanded"]
+        cats = tuple(None if c is None else tuple(c) for c in info["categories"])
+        native = SimpleNamespace(feature_names=tuple(info["names"]), categories=cats,
+                                 meta={"input": info["input"]},
+                                 categorical_features=[j for j, c in enumerate(cats) if c is not None])
+        return model_input(native, decode(ens.meta, X), frame=frame)
     if kind == "array" and not frame:
         out = X.copy()
         for j in ens.categorical_features:     # numeric categories: the value itself, NaN when missing
@@ -66,11 +80,19 @@ def model_input(ens: Any, X: np.ndarray, *, frame: bool = False) -> Any:
     return pd.DataFrame(cols, columns=list(ens.feature_names))
 
 
+def native_input(ens: Any, model: Any, X: np.ndarray) -> Any:
+    """Codes-view rows as the source ``model`` takes them (named columns when it was
+    fitted on a DataFrame)."""
+    if ens.meta.get("input", "array") == "array":
+        return _named(model, model_input(ens, X))
+    return model_input(ens, X)
+
+
 def native_outputs(ens: Any, model: Any, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, str]:
     """Return (ours, theirs, what) on codes-view rows X; ``theirs`` is None when
     the model gives no comparable output."""
     module = type(model).__module__.split(".")[0]
-    Xn = _named(model, model_input(ens, X)) if ens.meta.get("input", "array") == "array" else model_input(ens, X)
+    Xn = native_input(ens, model, X)
     if ens.task == "anomaly":
         return ens.score_samples(X), model.score_samples(Xn), "anomaly scores"
     if module == "xgboost":
