@@ -153,9 +153,23 @@ class Target:
         return f"class {self.label!r}" if self.kind == "class" else f"prediction in [{self.lo:g}, {self.hi:g}]"
 
 
+def check_time_limit(time_limit: Any) -> float:
+    """A solver time limit in seconds: a finite positive number (NaN would never expire)."""
+    try:
+        t = float(time_limit)
+    except (TypeError, ValueError):
+        raise QueryError(f"The time limit must be a number of seconds; got {time_limit!r}.") from None
+    if not (t > 0 and t != float("inf")):
+        raise QueryError(f"The time limit must be a positive, finite number of seconds; got {time_limit!r}.")
+    return t
+
+
 def make_target(ens: TreeEnsemble, target: Any) -> Target:
     if ens.task == "classification":
         labels = list(ens.classes)
+        if isinstance(target, (tuple, list, np.ndarray, dict, set)):
+            raise QueryError(f"A classifier's target is one of its classes {labels}, not an interval or a list "
+                             f"(got {target!r}); intervals are for regressors.")
         matches = [i for i, c in enumerate(labels) if c == target or str(c) == str(target)]
         if not matches:
             raise QueryError(f"Unknown target class {target!r}; the model's classes are {labels}.")

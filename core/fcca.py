@@ -54,6 +54,7 @@ import numpy as np
 import pandas as pd
 
 from core.batch import map_rows
+from core.dot import label as dot_label
 from core.ensemble import TreeEnsemble, from_model
 from core.errors import AtlasError
 
@@ -170,9 +171,9 @@ class TreeFit:
                'edge [fontname="Helvetica", fontsize=10];']
         for k in range(len(self.feature)):
             if self.feature[k] < 0:
-                out.append(f'n{k} [label="{self.label[k]}\\n{self.n[k]} rows", fillcolor="#e8f1fb"];')
+                out.append(f'n{k} [label="{dot_label(self.label[k])}\\n{self.n[k]} rows", fillcolor="#e8f1fb"];')
             else:
-                col = self.columns[self.feature[k]].replace('"', "'")
+                col = dot_label(self.columns[self.feature[k]])
                 out.append(f'n{k} [label="{col} ?\\n{self.n[k]} rows", fillcolor="#f6f6f6"];')
                 out.append(f'n{k} -> n{self.right[k]} [label="yes"];')
                 out.append(f'n{k} -> n{self.left[k]} [label="no"];')

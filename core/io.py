@@ -103,6 +103,12 @@ def load_table(data: bytes, filename: str, *, max_bytes: int = MAX_TABLE_BYTES) 
         if not text.strip():
             raise DataError(f"{filename!r} holds only blank text. Upload a CSV with a header row and data rows.")
         delim = _sniff_delimiter(text[:65536])
+        header = next(csv.reader(io.StringIO(text.lstrip("\ufeff").split("\n", 1)[0]), delimiter=delim), [])
+        seen: set[str] = set()
+        dupes = sorted({h.strip() for h in header if h.strip() in seen or seen.add(h.strip())})
+        if dupes:
+            raise DataError(f"{filename!r} has duplicate column names {dupes[:6]}: each column needs its own name. "
+                            "Rename or remove the repeated columns and upload again.")
         try:
             df = pd.read_csv(io.StringIO(text), sep=delim, skipinitialspace=True)
         except pd.errors.ParserError as exc:

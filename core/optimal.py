@@ -57,7 +57,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from core.counterfactual import (CostModel, CounterfactualResult, QueryError, Target, changes_between,
-                                 make_cost_model, make_target)
+                                 check_time_limit, make_cost_model, make_target)
 from core.ensemble import TreeEnsemble, from_model
 from core.schema import INTEGRAL_KINDS
 
@@ -564,6 +564,7 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Any = 
         plausibility = Plausibility.from_forest(plausibility, None, None)
     if n_solutions < 1:
         raise QueryError("n_solutions must be at least 1.")
+    time_limit = check_time_limit(time_limit)
     be = _choose_backend(backend)
     params = dict(norm=norm if isinstance(norm, str) else dict(norm), backend=be, time_limit=time_limit,
                   n_solutions=n_solutions, immutable=[str(v) for v in immutable],

@@ -35,7 +35,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from core.counterfactual import CounterfactualResult, QueryError
+from core.counterfactual import CounterfactualResult, QueryError, check_time_limit
 from core.ensemble import TreeEnsemble, from_model
 from core.milp.common import range_min, range_min_table
 from core.optimal import CellProblem, _radius_for, _result, build_problem, warm_start
@@ -206,7 +206,7 @@ def _run(prob: CellProblem, allowed: list[np.ndarray], *, mode: str, radius: flo
     """mode "best": the nearest valid region (branch and bound); mode "all": every
     region within ``radius`` (valid ones only if ``target_only``)."""
     order = _feature_order(prob, allowed)
-    s = _Search(prob, allowed, order, time.perf_counter() + time_limit, max_nodes)
+    s = _Search(prob, allowed, order, time.perf_counter() + check_time_limit(time_limit), max_nodes)
     blk = prob.model_leaves
     ub = radius
     best: tuple[float, np.ndarray] | None = None

@@ -36,6 +36,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from core.counterfactual import continuous_outputs, output_mask
+from core.dot import label as dot_label
 from core.ensemble import node_boxes
 from core.errors import AtlasError
 
@@ -431,7 +432,7 @@ class TCREx:
             pen = ', penwidth=3, color="#d62728"' if i in hl else ""
             if t["feature"][i] >= 0:
                 j = int(t["feature"][i])
-                lines.append(f'  n{i} [label="{self.feature_names_[j]} <= {t["threshold"][i]:.4g}", '
+                lines.append(f'  n{i} [label="{dot_label(self.feature_names_[j])} <= {t["threshold"][i]:.4g}", '
                              f'fillcolor="#ffffff"{pen}];')
                 for child, lab in ((t["left"][i], "yes"), (t["right"][i], "no")):
                     edge_pen = ', penwidth=3, color="#d62728"' if (i in hl and int(child) in hl) else ""

@@ -1,0 +1,107 @@
+"""Benchmark: model intake (issues 15 and 16).
+
+Prints JSON. Figures, each against a reference measured in the same process
+(the machines are shared and noisy):
+
+* parse + verify of a 500-tree LightGBM model with native categorical splits
+  (Adult's categorical columns, or a synthetic table without ../shared), per
+  500 trees, against the same for a numeric-only LightGBM model of the same
+  size (goal: <= 1 s per 500 trees);
+* the sandboxed reading of that model's file (child process: read, convert,
+  verify) against reading it in-process (the price of crash containment);
+* the median optimal-counterfactual time on the categorical model (its exact
+  one-hot rewrite) against a model of the same size trained on the same data
+  one-hot encoded by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from core import io  # noqa: E402
+from core.ensemble import from_model  # noqa: E402
+from core.sandbox import load_vetted  # noqa: E402
+from core.workspace import build_workspace  # noqa: E402
+
+
+def best_of(fn, repeat: int = 3) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def _table() -> tuple[pd.DataFrame, str, list[str], str]:
+    path = ROOT.parent / "shared" / "data" / "adult.csv"
+    if path.exists():
+        t = io.load_table(path.read_bytes(), "adult.csv")
+        cats = [c for c, k in t.attrs.get("column_types", {}).items() if k == "categorical"]
+        return t, "Class", cats, "adult"
+    rng = np.random.default_rng(0)
+    n = 30_000
+    t = pd.DataFrame({"age": rng.integers(18, 80, n), "hours": rng.integers(10, 70, n),
+                      "job": rng.choice([f"j{i}" for i in range(14)], n), "country": rng.choice(
+                          [f"c{i}" for i in range(40)], n)})
+    t["y"] = ((t.age > 40) ^ t.job.isin(["j1", "j3", "j5"]) | (t.hours > 55)).astype(int)
+    return t, "y", ["job", "country"], "synthetic"
+
+
+def main() -> None:
+    import lightgbm as lgb
+
+    table, target, cat_cols, name = _table()
+    X = table.drop(columns=[target]).astype({c: "category" for c in cat_cols})
+    y = table[target]
+    out: dict = {"data": name, "rows": len(X), "categorical_columns": len(cat_cols)}
+    cat_model = lgb.LGBMClassifier(n_estimators=500, num_leaves=31, verbose=-1, n_jobs=2).fit(X, y)
+    num_model = lgb.LGBMClassifier(n_estimators=500, num_leaves=31, verbose=-1, n_jobs=2).fit(
+        X.apply(lambda s: s.cat.codes if s.dtype == "category" else s), y)
+    t_cat = best_of(lambda: from_model(cat_model))
+    t_num = best_of(lambda: from_model(num_model))
+    out["parse_verify_categorical_s_per_500_trees"] = round(t_cat, 4)
+    out["parse_verify_numeric_s_per_500_trees"] = round(t_num, 4)
+    out["categorical_vs_numeric_ratio"] = round(t_cat / t_num, 3)
+
+    data = cat_model.booster_.model_to_string().encode()
+    t_in = best_of(lambda: from_model(io.load_model(data, "m.txt")))
+    t_box = best_of(lambda: load_vetted(data, "m.txt"), repeat=2)
+    out["read_in_process_s"], out["read_sandboxed_s"] = round(t_in, 4), round(t_box, 4)
+    out["sandbox_overhead_ratio"] = round(t_box / t_in, 3)
+
+    from core.optimal import optimal_counterfactual
+
+    small = lgb.LGBMClassifier(n_estimators=100, num_leaves=16, verbose=-1, n_jobs=1).fit(X, y)
+    ws = build_workspace(table, target, small, name="cat")
+    hot = pd.get_dummies(X, columns=cat_cols, dtype=float)
+    hot_model = lgb.LGBMClassifier(n_estimators=100, num_leaves=16, verbose=-1, n_jobs=1).fit(hot, y)
+    hot_table = hot.assign(**{target: y.to_numpy()})
+    ws_hot = build_workspace(hot_table, target, hot_model, name="one-hot")
+    out["expanded_columns"], out["one_hot_columns"] = ws.X.shape[1], ws_hot.X.shape[1]
+    for label, w in (("categorical", ws), ("one_hot", ws_hot)):
+        Xw, pred = w.X.to_numpy(float), w.predictions
+        rows = np.flatnonzero(pred == 0)[:15]
+        times = []
+        for r in rows:
+            t0 = time.perf_counter()
+            res = optimal_counterfactual(w.ensemble, Xw[r], 1, schema=w.schema, X_ref=Xw, time_limit=30)
+            times.append(time.perf_counter() - t0)
+            assert res.found, res.message
+        out[f"cf_median_{label}_s"] = round(float(np.median(times)), 4)
+    out["cf_categorical_vs_one_hot_ratio"] = round(out["cf_median_categorical_s"] / out["cf_median_one_hot_s"], 3)
+    out["goal_parse_s_per_500_trees"] = 1.0
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
