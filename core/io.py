@@ -40,6 +40,9 @@ SKOPS_TRUSTED = frozenset({
     "xgboost.core.Booster",
     "xgboost.sklearn.XGBClassifier",
     "xgboost.sklearn.XGBRegressor",
+    # a Pipeline's encoders keep their output dtype (e.g. numpy.float64) as a numpy.dtype;
+    # skops itself trusts the scikit-learn Pipeline, ColumnTransformer, encoders, scalers, imputers
+    "numpy.dtype",
 })
 PICKLE_WARNING = (
     "Pickle and joblib files can run arbitrary code when opened. Load one only if you "

@@ -366,6 +366,8 @@ def _encode(ens: TreeEnsemble, table: pd.DataFrame, sources: list[_Source], drop
     for j, src in enumerate(sources):
         s = table[src.column]
         name = ens.feature_names[j]
+        if (src.category or ens.categories[j] is not None) and src.column in impute and s.isna().any():
+            s = s.fillna(impute[src.column])           # the model's own imputer: missing reads as its fill
         if ens.categories[j] is not None:
             X[:, j] = _categorical_codes(ens, j, s, notes)
             continue
@@ -476,6 +478,10 @@ def build_workspace(df: pd.DataFrame, target: str | None, model: Any, *, name: s
     for j in native.categorical_features:
         cols = ens.meta["expanded"]["columns"][j]
         none = int((codes[:, cols].sum(axis=1) == 0).sum())
+        if none and native.feature_names[j] in native.meta.get("no_missing", ()):
+            raise DataError(f"{none} rows of column {sources[cols[0]].column!r} are missing or hold categories the "
+                            "model never saw, and the model refuses such values (its encoder has "
+                            "handle_unknown='error'). Fix those values, or drop those rows, and upload again.")
         if none:
             notes.append(f"{none} rows of column {sources[cols[0]].column!r} are missing or hold categories the "
                          "model never saw: they are read as a missing value, which is how the model routes them.")

@@ -19,6 +19,9 @@ __all__ = ["parse", "verify_against_source", "build_tree"]
 def _parser_for(model: Any) -> Callable[[Any], Any]:
     module = type(model).__module__.split(".")[0]
     if module == "sklearn":
+        if type(model).__name__ == "Pipeline":
+            from core.parsing.pipeline import parse_pipeline
+            return parse_pipeline
         from core.parsing.sklearn import parse_sklearn
         return parse_sklearn
     if module == "xgboost":
@@ -138,9 +141,10 @@ def probe_points(ens: Any, n_random: int = 64, seed: int = 0) -> np.ndarray:
     X = rng.uniform(lo, hi, size=(n_random, d))
     on = X.copy()
     for j in range(d):
-        if ens.categories[j] is not None:  # every code, the missing one included
-            X[:, j] = rng.integers(0, ens.n_codes(j), size=n_random)
-            on[:, j] = np.arange(n_random) % ens.n_codes(j)
+        if ens.categories[j] is not None:  # every code, the missing one included (if the model takes it)
+            k = ens.n_codes(j) - (ens.feature_names[j] in ens.meta.get("no_missing", ()))
+            X[:, j] = rng.integers(0, k, size=n_random)
+            on[:, j] = np.arange(n_random) % k
         elif levels[j].size:
             on[:, j] = rng.choice(levels[j], size=n_random)
     return np.vstack([X, on])

@@ -21,8 +21,9 @@ source model itself takes, as its parser recorded in ``ens.meta["input"]``:
     decoded to the original codes, then given as the original input kind;
 ``"frame-object"``
     a DataFrame whose categorical columns hold the category values themselves
-    (object dtype; the missing code becomes None) and numerical columns
-    float64 (scikit-learn pipelines with encoders, CatBoost).
+    (object dtype; the missing code becomes NaN) and numerical columns
+    float64 (scikit-learn pipelines with encoders); columns the model requires
+    but does not use (``meta["extra_columns"]``) are added empty.
 
 :func:`model_input` with ``frame=True`` always returns a DataFrame: the rows
 in the raw columns the model takes, which is what exports show.
@@ -36,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 INPUT_KINDS = ("array", "frame", "frame-object", "expanded")
+UNSEEN = "__atlas_unseen__"
 
 
 def model_input(ens: Any, X: np.ndarray, *, frame: bool = False) -> Any:
@@ -52,7 +54,8 @@ def model_input(ens: Any, X: np.ndarray, *, frame: bool = False) -> Any:
         info = ens.meta["expanded"]
         cats = tuple(None if c is None else tuple(c) for c in info["categories"])
         native = SimpleNamespace(feature_names=tuple(info["names"]), categories=cats,
-                                 meta={"input": info["input"]},
+                                 meta={**{k: v for k, v in ens.meta.items() if k != "expanded"},
+                                       "input": info["input"]},
                                  categorical_features=[j for j, c in enumerate(cats) if c is not None])
         return model_input(native, decode(ens.meta, X), frame=frame)
     if kind == "array" and not frame:
@@ -75,9 +78,13 @@ def model_input(ens: Any, X: np.ndarray, *, frame: bool = False) -> Any:
             values = np.empty(len(codes), dtype=object)
             known = codes < len(cats)
             values[known] = [cats[k] for k in codes[known]]
-            values[~known] = None
+            # the missing code: NaN, or a category nobody knows where missing values are imputed
+            values[~known] = UNSEEN if name in ens.meta.get("impute", {}) else np.nan
             cols[name] = values
-    return pd.DataFrame(cols, columns=list(ens.feature_names))
+    out = pd.DataFrame(cols, columns=list(ens.feature_names))
+    for extra in ens.meta.get("extra_columns", ()):   # columns the model requires but does not use
+        out[extra] = np.nan
+    return out
 
 
 def native_input(ens: Any, model: Any, X: np.ndarray) -> Any:

@@ -1,0 +1,311 @@
+"""scikit-learn Pipelines (encoders, scalers, imputers, a tree ensemble last),
+expressed as one TreeEnsemble on the pipeline's raw input columns.
+
+Every accepted preprocessing step is an exact map of one raw column at a time
+(``ColumnTransformer``, ``OneHotEncoder``, ``OrdinalEncoder``, the four
+scalers, ``SimpleImputer``, an identity ``FunctionTransformer``,
+``"passthrough"``/``"drop"`` and nested pipelines of these); anything else is
+refused, naming the step. The final estimator is parsed as usual; then each of
+its splits ``z_k <= t`` on a transformed column ``z_k`` is rewritten on the raw
+column ``r`` that ``z_k`` comes from, using the fitted preprocessing itself
+(never a re-implementation of it):
+
+* ``r`` numerical: ``z_k = f(r)`` is monotone (a composition of
+  ``(x - c) / s`` and ``x * s + m``, possibly clipped); the raw threshold is the
+  largest float64 ``x`` with ``f(x) <= t``, found by bisection on the ordered
+  float64 values (so boundary values route exactly as in the pipeline); for a
+  decreasing ``f`` (a negative scale) the children are swapped and the
+  threshold is the largest ``x`` with ``f(x) > t``;
+* ``r`` categorical (it enters a ``OneHotEncoder`` or ``OrdinalEncoder``): a
+  native categorical feature whose categories are the encoder's; the split
+  becomes ``r in S`` with ``S`` the categories whose transformed value is
+  ``<= t``, each category (and the missing/unseen value) transformed by the
+  pipeline's own steps, so ``drop``, infrequent categories, ``handle_unknown``,
+  unknown/missing encodings and an imputer before the encoder are honoured.
+
+Missing values in a column with an imputer become its fill value
+(``meta["impute"]``, read by :func:`core.workspace.build_workspace`); the
+missing code of such a categorical column then stands for an unseen category.
+Columns the pipeline drops are still required in its input; they are handed
+to it as empty columns (``meta["extra_columns"]``). The model's own input is
+the raw DataFrame (``meta["input"] = "frame-object"``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from core.ensemble import TreeEnsemble
+from core.errors import UnsupportedModelError
+
+__all__ = ["parse_pipeline", "SUPPORTED_STEPS"]
+
+SUPPORTED_STEPS = ("ColumnTransformer", "Pipeline", "OneHotEncoder", "OrdinalEncoder", "StandardScaler",
+                   "MinMaxScaler", "RobustScaler", "MaxAbsScaler", "SimpleImputer",
+                   "FunctionTransformer (identity)", "'passthrough'", "'drop'")
+UNSEEN = "__atlas_unseen__"   # a category no encoder knows (see core.parsing.native.model_input)
+_SCALERS = ("StandardScaler", "MinMaxScaler", "RobustScaler", "MaxAbsScaler")
+_ENCODERS = ("OneHotEncoder", "OrdinalEncoder")
+
+
+@dataclass
+class _Walk:
+    """What the structural walk learns about the raw columns."""
+
+    encoded: dict[str, Any] = field(default_factory=dict)      # raw column -> (encoder, its input index)
+    fill: dict[str, Any] = field(default_factory=dict)         # raw column -> imputer fill value
+
+
+def _refuse(path: str, step: Any) -> UnsupportedModelError:
+    return UnsupportedModelError(
+        f"The pipeline step '{path}' ({type(step).__name__}) is not supported: every step must be an exact "
+        f"map of single columns. Supported: {', '.join(SUPPORTED_STEPS)}, with a tree ensemble last.")
+
+
+def _walk(step: Any, cols: list[str], path: str, w: _Walk) -> None:
+    """Check ``step`` (applied to raw columns ``cols``, in order) and record encoders and imputers."""
+    name = type(step).__name__
+    if isinstance(step, str):
+        if step in ("passthrough", "drop"):
+            return
+        raise _refuse(path, step)
+    if step is None:
+        return
+    if name == "Pipeline":
+        for sub_name, sub in step.steps:
+            _walk(sub, cols, f"{path} > {sub_name}" if path else sub_name, w)
+            if type(sub).__name__ in _ENCODERS:   # after an encoder the columns are no longer raw
+                cols = []
+        return
+    if name == "ColumnTransformer":
+        for sub_name, sub, sel in step.transformers_:
+            picked = _select(step, sel)
+            _walk(sub, [c for c in picked if c in cols] if cols else [], f"{path} > {sub_name}" if path else sub_name,
+                  w)
+        return
+    if name in _ENCODERS:
+        if not cols:
+            raise UnsupportedModelError(f"The pipeline step '{path}' encodes columns that an earlier step already "
+                                        "transformed; encoders must read raw columns.")
+        for i, c in enumerate(cols):
+            w.encoded[c] = (step, i)
+        return
+    if name == "SimpleImputer":
+        if getattr(step, "add_indicator", False):
+            raise UnsupportedModelError(f"The pipeline step '{path}' adds missing-value indicator columns, "
+                                        "which are not supported; use add_indicator=False.")
+        for i, c in enumerate(cols):
+            w.fill[c] = step.statistics_[i]
+        return
+    if name in _SCALERS:
+        return
+    if name == "FunctionTransformer":
+        if step.func is None and step.inverse_func is None:
+            return
+        raise _refuse(path, step)
+    raise _refuse(path, step)
+
+
+def _select(ct: Any, sel: Any) -> list[str]:
+    names = [str(c) for c in ct.feature_names_in_] if hasattr(ct, "feature_names_in_") else None
+    items = [sel] if isinstance(sel, (str, int, np.integer)) else list(np.asarray(sel).ravel())
+    if items and isinstance(items[0], (bool, np.bool_)):
+        items = [i for i, b in enumerate(items) if b]
+    out = []
+    for it in items:
+        if isinstance(it, (int, np.integer)):
+            if names is None:
+                raise UnsupportedModelError("The pipeline's ColumnTransformer was fitted on an array without "
+                                            "column names; fit the pipeline on a DataFrame.")
+            out.append(names[int(it)])
+        else:
+            out.append(str(it))
+    return out
+
+
+def _base_frame(raw_cols: list[str], cats: dict[str, tuple], n: int) -> pd.DataFrame:
+    data = {}
+    for c in raw_cols:
+        data[c] = np.full(n, cats[c][0], dtype=object) if c in cats else np.zeros(n)
+    return pd.DataFrame(data, columns=raw_cols)
+
+
+def _transform(pre: Any, frame: pd.DataFrame) -> np.ndarray:
+    out = pre.transform(frame)
+    if hasattr(out, "toarray"):
+        out = out.toarray()
+    return np.asarray(out, dtype=np.float64)
+
+
+def _ordered(x: np.ndarray) -> np.ndarray:
+    b = x.view(np.int64)
+    return np.where(b >= 0, b, np.int64(-2**63) - b)
+
+
+def _unordered(k: np.ndarray) -> np.ndarray:
+    b = np.where(k >= 0, k, np.int64(-2**63) - k)
+    return b.astype(np.int64).view(np.float64)
+
+
+def _largest_at_most(f: Any, t: np.ndarray, increasing: bool) -> np.ndarray:
+    """Per threshold, the largest x with ``f(x) <= t`` (increasing f) or ``f(x) > t``
+    (decreasing f), by bisection over ordered float64; ±inf when none/all."""
+    big = np.finfo(np.float64).max
+    lo = np.full(t.shape, _ordered(np.array([-big]))[0])
+    hi = np.full(t.shape, _ordered(np.array([big]))[0])
+    ok = (lambda v, tt: v <= tt) if increasing else (lambda v, tt: v > tt)
+    at_lo, at_hi = ok(f(np.full(t.shape, -big)), t), ok(f(np.full(t.shape, big)), t)
+    for _ in range(66):                         # invariant: ok(lo), not ok(hi)
+        mid = (lo >> 1) + (hi >> 1) + (lo & hi & 1)      # no int64 overflow
+        good = ok(f(_unordered(mid)), t)
+        lo, hi = np.where(good, mid, lo), np.where(good, hi, mid)
+        if np.all((hi - 1 <= lo)):
+            break
+    x = _unordered(lo)
+    x = np.where(at_hi, np.inf, x)
+    return np.where(~at_lo, -np.inf, x)
+
+
+def parse_pipeline(pipe: Any) -> TreeEnsemble:
+    from core.parsing import build_tree, parse
+
+    if not hasattr(pipe, "steps") or not pipe.steps:
+        raise UnsupportedModelError("The pipeline has no steps.")
+    last_name, est = pipe.steps[-1]
+    pre = pipe[:-1]
+    if not hasattr(pipe, "feature_names_in_"):
+        raise UnsupportedModelError("The pipeline was fitted on an array without column names; fit it on a "
+                                    "DataFrame so that its columns can be matched to the data by name.")
+    raw_cols = [str(c) for c in pipe.feature_names_in_]
+    w = _Walk()
+    _walk(pre, raw_cols, "", w)
+    inner = parse(est)
+    if inner.categorical_features:
+        raise UnsupportedModelError(f"The pipeline's final step '{last_name}' has native categorical splits "
+                                    "after preprocessing; this combination is not supported.")
+    cats: dict[str, tuple] = {}
+    for c, (enc, i) in w.encoded.items():
+        values = [v for v in enc.categories_[i] if not (isinstance(v, float) and np.isnan(v)) and v is not None]
+        cats[c] = tuple(v.item() if isinstance(v, np.generic) else v for v in values)
+        if not cats[c]:
+            raise UnsupportedModelError(f"The encoder of column {c!r} has no categories.")
+
+    n_out = inner.n_features
+    no_missing: list[str] = []
+    owner: list[str | None] = [None] * n_out
+    per_code: dict[str, np.ndarray] = {}
+    for c in raw_cols:
+        if c in cats:
+            frame = _base_frame(raw_cols, cats, len(cats[c]) + 1)
+            # the last code: a missing value, or, when an imputer fills missing values in (they then
+            # read as the fill category), a category the pipeline never saw
+            frame[c] = list(cats[c]) + [UNSEEN if c in w.fill else np.nan]
+            try:
+                Z = _transform(pre, frame)
+            except ValueError:                   # handle_unknown="error": the pipeline refuses missing values
+                Z = np.vstack([_transform(pre, frame.iloc[:-1]), np.full((1, n_out), np.nan)])
+                no_missing.append(c)
+            per_code[c] = Z
+            varies = np.flatnonzero(np.nanmax(Z, axis=0) > np.nanmin(Z, axis=0))
+        else:
+            frame = _base_frame(raw_cols, cats, 4)
+            frame[c] = [-1e6, -1.0, 1.0, 1e6]
+            varies = np.flatnonzero(np.ptp(_transform(pre, frame), axis=0) > 0)
+        for k in varies:
+            if owner[k] is not None:
+                raise UnsupportedModelError(f"A transformed column depends on both {owner[k]!r} and {c!r}; only "
+                                            "column-by-column preprocessing is supported.")
+            owner[k] = c
+    features = [c for c in raw_cols if c in cats or c in owner]
+    dropped = [c for c in raw_cols if c not in features]
+    index = {c: j for j, c in enumerate(features)}
+    n_codes = max((len(v) + 1 for v in cats.values()), default=None)
+
+    def numeric_map(c: str, k: int):
+        def f(x: np.ndarray) -> np.ndarray:
+            frame = _base_frame(raw_cols, cats, len(x))
+            frame[c] = x
+            with np.errstate(all="ignore"):
+                return _transform(pre, frame)[:, k]
+        return f
+
+    # raw thresholds for every (transformed column, threshold) used by the trees
+    bounds: dict[tuple[int, float], tuple[float, bool]] = {}
+    for k in range(n_out):
+        ts = np.unique(np.concatenate([t.threshold[(t.feature == k) & ~np.isnan(t.threshold)]
+                                       for t in inner.trees]))
+        if ts.size == 0 or owner[k] is None or owner[k] in cats:
+            continue
+        f = numeric_map(owner[k], k)
+        with np.errstate(all="ignore"):
+            increasing = bool(f(np.array([1e6]))[0] >= f(np.array([-1e6]))[0])
+        xs = _largest_at_most(f, ts, increasing)
+        for t, x in zip(ts, xs):
+            bounds[(k, float(t))] = (float(x), increasing)
+
+    trees = []
+    for tree in inner.trees:
+        nodes: list[dict] = []
+        for i in range(tree.n_nodes):
+            left, right = int(tree.children_left[i]), int(tree.children_right[i])
+            if left < 0:
+                nodes.append({"value": tree.value[i]})
+                continue
+            k, t = int(tree.feature[i]), float(tree.threshold[i])
+            c = owner[k]
+            if c is None:                        # a constant column: every row goes the same way
+                goes_left = bool(_transform(pre, _base_frame(raw_cols, cats, 1))[0, k] <= t)
+                nodes.append(_always(left if goes_left else right))
+            elif c in cats:
+                go = per_code[c][:, k] <= t          # the last code: missing or unseen
+                nodes.append({"feature": index[c], "categories_left": [int(v) for v in np.flatnonzero(go)],
+                              "left": left, "right": right})
+            else:
+                x, increasing = bounds[(k, t)]
+                if not np.isfinite(x):           # everything on one side
+                    nodes.append(_always(left if (x > 0) == increasing else right))
+                elif increasing:
+                    nodes.append({"feature": index[c], "threshold": x, "left": left, "right": right})
+                else:
+                    nodes.append({"feature": index[c], "threshold": x, "left": right, "right": left})
+        trees.append(build_tree(_resolve(nodes), inner.n_outputs, n_codes))
+    meta: dict[str, Any] = {"input": "frame-object", "pipeline": [n for n, _ in pipe.steps]}
+    if dropped:
+        meta["extra_columns"] = dropped
+    if no_missing:
+        meta["no_missing"] = no_missing
+    fills = {c: (v.item() if isinstance(v, np.generic) else v) for c, v in w.fill.items()}
+    if fills:
+        meta["impute"] = fills
+    return TreeEnsemble(tuple(trees), n_features=len(features), feature_names=tuple(features), task=inner.task,
+                        aggregation=inner.aggregation, link=inner.link, base_score=inner.base_score,
+                        classes=inner.classes, sigmoid_scale=inner.sigmoid_scale,
+                        positive_at_tie=inner.positive_at_tie, source=f"sklearn.Pipeline[{inner.source}]",
+                        meta=meta, categories=tuple(cats.get(c) for c in features))
+
+
+def _always(child: int) -> dict:
+    return {"redirect": child}
+
+
+def _resolve(nodes: list[dict]) -> list[dict]:
+    """Drop redirects (splits every row passes the same way) by pointing parents past them."""
+    def target(i: int) -> int:
+        while "redirect" in nodes[i]:
+            i = nodes[i]["redirect"]
+        return i
+
+    out = []
+    for nd in nodes:
+        nd = dict(nd)
+        if "left" in nd:
+            nd["left"], nd["right"] = target(nd["left"]), target(nd["right"])
+        out.append(nd)
+    root = target(0)
+    if root != 0:                                  # the root itself was a redirect: reorder from it
+        out[0] = out[root]
+    return out
