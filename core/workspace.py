@@ -482,9 +482,10 @@ def build_workspace(df: pd.DataFrame, target: str | None, model: Any, *, name: s
             raise DataError(f"{none} rows of column {sources[cols[0]].column!r} are missing or hold categories the "
                             "model never saw, and the model refuses such values (its encoder has "
                             "handle_unknown='error'). Fix those values, or drop those rows, and upload again.")
-        if none:
-            notes.append(f"{none} rows of column {sources[cols[0]].column!r} are missing or hold categories the "
-                         "model never saw: they are read as a missing value, which is how the model routes them.")
+        if none:                                   # the note names unseen values and counts missing ones
+            col = table[sources[cols[0]].column]
+            impute = native.meta.get("impute", {})
+            _categorical_codes(native, j, col.fillna(impute[col.name]) if col.name in impute else col, notes)
     X = pd.DataFrame(codes, columns=list(ens.feature_names))
     y = df[target][kept].reset_index(drop=True) if target else None
     if y is not None and y.isna().any():

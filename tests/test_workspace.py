@@ -71,10 +71,14 @@ def test_categorical_codes_unseen_and_missing_values():
                        categories=(None, ("chef", "clerk", "nurse")), meta={"input": "frame-object"})
     df = pd.DataFrame({"income": rng.normal(size=6), "job": ["chef", "clerk", "nurse", "pilot", None, "chef"]})
     ws = build_workspace(df, None, ens, name="t")
-    assert ws.X["job"].tolist() == [0, 1, 2, 3, 3, 0]
-    assert ws.schema["job"].kind == "categorical" and ws.schema["job"].levels == ("chef", "clerk", "nurse")
+    # the analyses' view: one 0/1 column per category (core.categorical); unseen and missing are all-zero
+    jobs = ["job=chef", "job=clerk", "job=nurse"]
+    assert ws.X[jobs].to_numpy().argmax(axis=1).tolist()[:3] == [0, 1, 2]
+    assert ws.X[jobs].sum(axis=1).tolist() == [1, 1, 1, 0, 0, 1]
+    assert all(ws.schema[c].kind == "one-hot" for c in jobs) and sorted(ws.schema.groups()["job"]) == [1, 2, 3]
     assert any("never saw" in n and "'pilot'" in n and "1 are missing" in n for n in ws.notes)
-    assert ws.labels(ws.X)["job"].tolist() == ["chef", "clerk", "nurse", "(missing)", "(missing)", "chef"]
+    np.testing.assert_array_equal(ws.predictions, ens.predict(np.column_stack(
+        [df["income"], [0, 1, 2, 3, 3, 0]])))
     raw = ws.to_raw(ws.X)
     assert raw["job"].tolist()[:3] == ["chef", "clerk", "nurse"] and raw["job"].isna().tolist()[3:5] == [True, True]
 
