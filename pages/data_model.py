@@ -153,8 +153,10 @@ with st.expander("Model details"):
 for note in ws.notes:
     st.info(note)
 
-st.markdown(f"**Data** · {len(ws.X):,} rows × {ws.X.shape[1]} features · target `{ws.target}`")
-preview = ws.X.head(200).copy()
+st.markdown(f"**Data** · {len(ws.X):,} rows × {ws.X.shape[1]} features · target `{ws.target}`"
+            + (" · shown in the model's raw columns" if list(ws.to_raw(ws.X.head(1)).columns) != list(ws.X.columns)
+               else ""))
+preview = ws.to_raw(ws.X.head(200))
 if ws.y is not None:
     preview.insert(0, ws.target, ws.y.head(200).to_numpy())
 preview.insert(1 if ws.y is not None else 0, "prediction", ws.predictions[:200])
