@@ -151,6 +151,9 @@ class Audit:
     meta : parameters, fingerprints, schema, package versions, timings.
     counterfactuals : each audited row's optimal recourse point (NaN when none),
         kept in memory only (the saved audit has the changes as text).
+    fairness, disparities : standard group fairness of the model's decisions on
+        every row (:mod:`core.groupfair`, fairlearn's metrics): per group and
+        intersection, and the parity differences/ratios per attribute.
     """
 
     rows: pd.DataFrame
@@ -160,6 +163,8 @@ class Audit:
     summary: list[str]
     meta: dict[str, Any] = field(default_factory=dict)
     counterfactuals: np.ndarray | None = None   # (len(rows), n_features), NaN without one; not saved
+    fairness: pd.DataFrame | None = None        # group fairness of the decisions (core.groupfair), all rows
+    disparities: pd.DataFrame | None = None     # demographic parity / equalised odds per attribute
 
     def to_dict(self) -> dict[str, Any]:
         def cell(v: Any) -> Any:
@@ -175,9 +180,14 @@ class Audit:
             return {"columns": [str(c) for c in df.columns],
                     "data": [[cell(v) for v in row] for row in df.itertuples(index=False, name=None)]}
 
-        return {"format": "counterfactual-atlas-audit", "version": 1, "rows": frame(self.rows),
-                "groups": frame(self.groups), "tests": frame(self.tests), "rules": frame(self.rules),
-                "summary": list(self.summary), "meta": self.meta}
+        out = {"format": "counterfactual-atlas-audit", "version": 1, "rows": frame(self.rows),
+               "groups": frame(self.groups), "tests": frame(self.tests), "rules": frame(self.rules),
+               "summary": list(self.summary), "meta": self.meta}
+        for name in ("fairness", "disparities"):
+            table = getattr(self, name)
+            if table is not None:
+                out[name] = frame(table)
+        return out
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, default=str)
@@ -193,7 +203,9 @@ class Audit:
 
         try:
             out = cls(frame(d["rows"]), frame(d["groups"]), frame(d["tests"]), frame(d["rules"]),
-                      list(d["summary"]), dict(d["meta"]))
+                      list(d["summary"]), dict(d["meta"]),
+                      fairness=frame(d["fairness"]) if d.get("fairness") else None,   # older audits: none
+                      disparities=frame(d["disparities"]) if d.get("disparities") else None)
         except (KeyError, TypeError, ValueError) as exc:
             raise AuditError(f"The saved audit is incomplete or damaged ({type(exc).__name__}: {exc}).") from None
         need = {"row", "status", "feasible", "cost"}
@@ -244,6 +256,14 @@ class Audit:
                 need(pd.api.types.is_numeric_dtype(self.tests[col]) or self.tests[col].isna().all(),
                      f"the gap column {col!r} is not numeric")
             need(pd.api.types.is_bool_dtype(self.tests["significant"]), "'significant' is not true/false")
+        if self.disparities is not None and len(self.disparities):
+            need({"attribute", "measure", "value", "lo", "hi"} <= set(self.disparities.columns),
+                 "its table of disparities lacks columns")
+            for col in ("value", "lo", "hi"):
+                need(pd.api.types.is_numeric_dtype(self.disparities[col]) or self.disparities[col].isna().all(),
+                     f"the disparity column {col!r} is not numeric")
+        if self.fairness is not None and len(self.fairness):
+            need({"attribute", "group", "n"} <= set(self.fairness.columns), "its group-fairness table lacks columns")
         from core.report import cost_figure, group_table, metric_figure, tests_table
 
         try:
@@ -398,7 +418,7 @@ def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Seq
               tcrex_tau: float = 0.9, local_rules_per_group: int = 10, random_state: int = 0,
               model: Any = None, data_sha256: str = "", model_sha256: str = "", data_name: str = "",
               progress: Callable[[str, int, int], None] | None = None,
-              should_stop: Callable[[], bool] | None = None) -> Audit:
+              should_stop: Callable[[], bool] | None = None, y: Any = None) -> Audit:
     """Audit recourse across the groups of the protected attribute(s).
 
     Parameters
@@ -417,6 +437,7 @@ def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Seq
     local_rules_per_group : rows per group given a local counterfactual rule (0: none).
     model : the original model, to re-check every recourse on it.
     progress : progress(stage, done, total); should_stop : polled; True cancels (AuditCancelled).
+    y : the labels of the rows (for TPR, FPR, ... of the group fairness); None: decisions only.
     """
     from core.batch import batch_counterfactuals
     from core.counterfactual import make_target
@@ -557,6 +578,15 @@ def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Seq
     t0 = time.perf_counter()
     report("statistics", 0, 1)
     groups, tests = _statistics(table, list(attrs), n_boot, n_perm, alpha, random_state)
+    from core.groupfair import group_fairness
+
+    y_true = None if y is None else np.asarray(y)
+    if y_true is not None and len(y_true) != len(A):
+        raise AuditError(f"{len(y_true)} labels for {len(A)} rows.")
+    gf = group_fairness(labels, pred, favourable=None if tgt.kind == "interval" else tgt.label, y_true=y_true,
+                        target_interval=(tgt.lo, tgt.hi) if tgt.kind == "interval" else None,
+                        n_boot=min(n_boot, 500), random_state=random_state)
+    notes += gf.notes
     summary = summarise(tests, alpha, len(table), list(attrs))
     report("statistics", 1, 1)
     t_stats = time.perf_counter() - t0
@@ -579,7 +609,8 @@ def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Seq
         "notes": notes,
         "statuses": table["status"].value_counts().to_dict(),
     }
-    return Audit(table, groups, tests, rules_table, summary, meta, cfs)
+    return Audit(table, groups, tests, rules_table, summary, meta, cfs, fairness=gf.by_group,
+                 disparities=gf.disparities)
 
 
 def _array_sha(A: np.ndarray) -> str:
@@ -657,7 +688,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                           scheduler=a.scheduler, n_boot=a.bootstrap, n_perm=a.permutations,
                           tcrex=not a.no_tcrex, local_rules_per_group=a.local_rules, random_state=a.seed,
                           model=ws.model, data_sha256=io.sha256(data_bytes), model_sha256=io.sha256(model_bytes),
-                          data_name=Path(a.data).name, progress=show)
+                          data_name=Path(a.data).name, progress=show, y=ws.y)
         print()
         out = Path(a.out)
         out.write_text(audit.to_html(), encoding="utf-8")
@@ -665,6 +696,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         csv.write_text(audit.rows_csv(), encoding="utf-8")
         for line in audit.summary:
             print(line)
+        if audit.disparities is not None and len(audit.disparities):
+            print("Group fairness of the decisions (95% bootstrap intervals):")
+            for r in audit.disparities.itertuples():
+                print(f"  {r.attribute}: {r.measure} {r.value:.3f} [{r.lo:.3f}, {r.hi:.3f}]")
         print(f"Report: {out}  Rows: {csv}")
         return 0
     except (ValueError, OSError) as exc:

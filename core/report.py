@@ -66,6 +66,23 @@ def tests_table(audit: Any) -> pd.DataFrame:
         "significant": np.where(t["significant"], "yes", "no")})
 
 
+def fairness_tables(audit: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Group fairness of the decisions (core.groupfair) as display strings: the
+    disparities per attribute and the per-group metrics, each with its interval."""
+    d, g = audit.disparities, audit.fairness
+    if d is None or g is None or not len(g):
+        return pd.DataFrame(), pd.DataFrame()
+    disp = pd.DataFrame({"attribute": d["attribute"], "measure": d["measure"],
+                         "value [95% CI]": [_ci(v, lo, hi) for v, lo, hi in zip(d["value"], d["lo"], d["hi"])]}) \
+        if len(d) else pd.DataFrame()
+    metrics = [c for c in g.columns if c not in ("attribute", "group", "n") and not c.endswith(("_lo", "_hi"))]
+    by = pd.DataFrame({"attribute": g["attribute"], "group": g["group"], "rows": g["n"]})
+    for m in metrics:
+        by[m] = [_ci(v, lo, hi, pct=m != "mean prediction" and m != "MAE")
+                 for v, lo, hi in zip(g[m], g[f"{m}_lo"], g[f"{m}_hi"])]
+    return disp, by
+
+
 def cost_figure(audit: Any, attribute: str):
     """Recourse-cost distribution per group (box and points), rows with a recourse."""
     import plotly.graph_objects as go
@@ -142,6 +159,7 @@ def audit_html(audit: Any) -> str:
     summary = "".join(f"<li>{html.escape(s)}</li>" for s in audit.summary)
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in meta.get("notes", []))
     sig = audit.tests["significant"].to_numpy(dtype=bool) if len(audit.tests) else None
+    disp, by_group = fairness_tables(audit)
     timings = ", ".join(f"{k} {v:.1f} s" for k, v in meta.get("timings", {}).items())
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Recourse audit · {html.escape(str(data.get('name') or ''))}</title>
@@ -156,6 +174,10 @@ unfavourable decision audited · protected: {html.escape(', '.join(attrs))} (hel
 <h2>Gaps to the reference group</h2>{_table_html(tests_table(audit), sig)}
 <p class="muted">Two-sided permutation tests of the group labels; Holm-adjusted over all {len(audit.tests)} tests.</p>
 <h2>Figures</h2>{''.join(figs)}
+<h2>Group fairness of the decisions</h2>{_table_html(disp) if len(disp) else '<p>–</p>'}
+<p class="muted">On every row of the data, with fairlearn's metrics: demographic parity and equalised odds between
+the groups of each attribute and of each intersection, with 95% percentile-bootstrap intervals.</p>
+{_table_html(by_group) if len(by_group) else ''}
 <h2>Rules most often prescribed (T-CREx)</h2>{_table_html(rules) if len(rules) else '<p>–</p>'}
 <h2>Provenance</h2>{_table_html(prov)}
 <h3>Parameters</h3>{_table_html(params)}

@@ -6,7 +6,7 @@ import numpy as np
 import streamlit as st
 
 from core.audit import Audit, protected_attributes, run_audit
-from core.report import cost_figure, group_table, metric_figure, tests_table
+from core.report import cost_figure, fairness_tables, group_table, metric_figure, tests_table
 from dashboard import state
 from dashboard.history import remember
 from dashboard.ui import cluster_setting, user_errors
@@ -77,7 +77,7 @@ with tab_run:
                               time_limit=float(limit), n_jobs=jobs, scheduler=address,
                               n_boot=n_boot, n_perm=n_perm, alpha=alpha, tcrex=use_tcrex,
                               local_rules_per_group=local, model=ws.model, data_sha256=ws.data_sha256,
-                              model_sha256=ws.model_sha256, data_name=ws.name, progress=show)
+                              model_sha256=ws.model_sha256, data_name=ws.name, progress=show, y=ws.y)
             st.session_state["fa_result"] = {"key": KEY, "audit": audit, "source": "run"}
             if (stored := remember(audit, title=f"{ws.name} · {ens.source}")) is not None:
                 st.toast(f"Stored in the audit history as #{stored}.")
@@ -129,6 +129,17 @@ for a in attrs:
     fig = metric_figure(audit, a, "feasible")
     if fig is not None:
         right.plotly_chart(fig, key=f"fa_feas_{a}")
+
+disp, by_group = fairness_tables(audit)
+if len(by_group):
+    st.subheader("Group fairness of the decisions")
+    st.caption("On every row of the data, with fairlearn's metrics: demographic parity and equalised odds between "
+               "the groups of each protected attribute and of each intersection, with 95% bootstrap intervals.")
+    if len(disp):
+        st.dataframe(disp, hide_index=True, key="fa_disparities")
+    st.dataframe(by_group, hide_index=True, key="fa_fairness")
+    st.download_button("Group fairness (CSV)", audit.fairness.to_csv(index=False), "group_fairness.csv", "text/csv",
+                       key="fa_dl_fairness")
 
 if len(audit.rules):
     st.subheader("Rules most often prescribed (T-CREx)")

@@ -248,3 +248,25 @@ def test_dask_cluster_gives_the_same_audit(credit, dask_scheduler):
     cols = ["row", "status", "feasible", "cost", "n_changed", "changes"]
     pd.testing.assert_frame_equal(local.rows[cols], remote.rows[cols])
     pd.testing.assert_frame_equal(local.tests, remote.tests)
+
+
+def test_group_fairness_beside_recourse(credit, credit_audit, tmp_path):
+    """fairlearn's group metrics on every row, kept through save and re-open, in the report."""
+    from fairlearn.metrics import demographic_parity_difference
+
+    df, target, model, ens, X, schema = credit
+    a = run_audit(ens, X, schema=schema, target=1, max_rows=60, n_jobs=1, model=model, n_perm=200, n_boot=100,
+                  local_rules_per_group=0, tcrex=False, y=df[target].to_numpy())
+    d = a.disparities.set_index(["attribute", "measure"])["value"]
+    sex = X["sex"].to_numpy() if "sex" in X else None
+    if sex is not None:
+        expected = demographic_parity_difference(df[target], ens.predict(X.to_numpy(float)) == 1,
+                                                 sensitive_features=sex.astype(int).astype(str))
+        assert d[("sex", "demographic parity difference")] == pytest.approx(expected)
+    assert {"TPR", "FPR", "selection rate"} <= set(a.fairness.columns)
+    again = Audit.from_file(a.to_html().encode())
+    assert again.disparities.equals(a.disparities.astype(again.disparities.dtypes.to_dict()))
+    assert "Group fairness of the decisions" in a.to_html()
+    old = a.to_dict()
+    old.pop("fairness"), old.pop("disparities")
+    assert Audit.from_dict(old).fairness is None                 # audits saved before still open

@@ -1,0 +1,218 @@
+"""Standard group fairness of the model's decisions, beside the recourse audit.
+
+Computed with fairlearn's ``MetricFrame`` and metric functions (the
+convention auditors expect), over every row of the data, for each protected
+attribute and each intersection of two or three of them (``sex × race``):
+
+* classifiers, the favourable outcome being the audit's target class (a
+  one-vs-rest view for more than two classes): per group the selection rate,
+  TPR, FPR, FNR, precision and accuracy (TPR and the rest need the labels);
+  then per attribute the demographic-parity and equalised-odds differences
+  and ratios (fairlearn's ``demographic_parity_difference`` / ``_ratio`` and
+  ``equalized_odds_difference`` / ``_ratio``, "between groups");
+* regressors: per group the mean prediction, the share of predictions in the
+  target interval and, with labels, the mean absolute error.
+
+Every figure has a seeded bootstrap percentile interval: rows are resampled
+``n_boot`` times (within the data as a whole, as fairlearn's ``MetricFrame``
+does), the group metrics and the disparities recomputed on each replicate from
+the same definitions (a test checks them against fairlearn's functions).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["GroupFairness", "group_fairness", "CLASSIFIER_METRICS", "DISPARITIES"]
+
+CLASSIFIER_METRICS = ("selection rate", "TPR", "FPR", "FNR", "precision", "accuracy")
+REGRESSOR_METRICS = ("mean prediction", "in target", "MAE")
+DISPARITIES = ("demographic parity difference", "demographic parity ratio", "equalised odds difference",
+               "equalised odds ratio")
+SEP = " × "
+
+
+@dataclass(frozen=True)
+class GroupFairness:
+    """``by_group``: attribute, group, n, each metric with ``_lo``/``_hi``;
+    ``disparities``: attribute, measure, value, lo, hi; ``notes``: what was left out."""
+
+    by_group: pd.DataFrame
+    disparities: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+
+def _fairlearn_metrics(has_labels: bool) -> dict[str, Any]:
+    from fairlearn.metrics import false_negative_rate, false_positive_rate, selection_rate, true_positive_rate
+    from sklearn.metrics import accuracy_score, precision_score
+
+    m: dict[str, Any] = {"selection rate": selection_rate}
+    if has_labels:
+        m.update({"TPR": true_positive_rate, "FPR": false_positive_rate, "FNR": false_negative_rate,
+                  "precision": lambda t, p: precision_score(t, p, zero_division=0), "accuracy": accuracy_score})
+    return m
+
+
+def _counts(codes: np.ndarray, k: int, yt: np.ndarray, yp: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Per group (k) and replicate (rows of ``idx``): n, TP, FP, FN, TN, positives predicted."""
+    g = codes[idx]
+    t, p = yt[idx], yp[idx]
+    out = np.zeros((idx.shape[0], k, 5))
+    base = (np.arange(idx.shape[0])[:, None] * k + g).ravel()
+    for c, mask in enumerate((np.ones_like(t), t & p, ~t & p, t & ~p, ~t & ~p)):
+        out[:, :, c] = np.bincount(base, weights=mask.ravel().astype(float), minlength=idx.shape[0] * k
+                                   ).reshape(idx.shape[0], k)
+    return out
+
+
+def _rates(c: np.ndarray, has_labels: bool) -> dict[str, np.ndarray]:
+    n, tp, fp, fn, tn = (c[..., i] for i in range(5))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = {"selection rate": (tp + fp) / n}
+        if has_labels:
+            r.update({"TPR": tp / (tp + fn), "FPR": fp / (fp + tn), "FNR": fn / (tp + fn),
+                      "precision": np.where(tp + fp > 0, tp / (tp + fp), 0.0), "accuracy": (tp + tn) / n})
+    return r
+
+
+def _disparities(r: dict[str, np.ndarray], has_labels: bool) -> dict[str, np.ndarray]:
+    """fairlearn's "between groups" definitions on per-group rates (last axis: groups)."""
+    def diff(v):
+        return np.nanmax(v, axis=-1) - np.nanmin(v, axis=-1)
+
+    def ratio(v):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            hi = np.nanmax(v, axis=-1)
+            return np.where(hi > 0, np.nanmin(v, axis=-1) / hi, np.nan)
+
+    out = {"demographic parity difference": diff(r["selection rate"]),
+           "demographic parity ratio": ratio(r["selection rate"])}
+    if has_labels:
+        out["equalised odds difference"] = np.maximum(diff(r["TPR"]), diff(r["FPR"]))
+        out["equalised odds ratio"] = np.minimum(ratio(r["TPR"]), ratio(r["FPR"]))
+    return out
+
+
+def _interval(samples: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    q = (1 - level) / 2
+    with np.errstate(invalid="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return np.nanquantile(samples, q, axis=0), np.nanquantile(samples, 1 - q, axis=0)
+
+
+def _attribute_sets(labels: Mapping[str, np.ndarray], max_order: int) -> dict[str, np.ndarray]:
+    names = list(labels)
+    out = {a: np.asarray(labels[a]).astype(str) for a in names}
+    for order in range(2, min(max_order, len(names)) + 1):
+        for combo in combinations(names, order):
+            out[SEP.join(combo)] = np.array([SEP.join(v) for v in zip(*(out[a] for a in combo))])
+    return out
+
+
+def group_fairness(labels: Mapping[str, np.ndarray], y_pred: np.ndarray, *, favourable: Any = None,
+                   y_true: np.ndarray | None = None, target_interval: tuple[float, float] | None = None,
+                   n_boot: int = 300, max_order: int = 3, min_group: int = 1,
+                   random_state: int = 0) -> GroupFairness:
+    """Group metrics and disparities (see the module docstring).
+
+    labels : attribute -> a group label per row (``core.audit.group_labels``).
+    y_pred : the model's decisions (classes) or predictions (regression).
+    favourable : the favourable class (classifiers); target_interval : (lo, hi) (regressors).
+    y_true : the labels, or None (then only the selection rate and demographic parity).
+    max_order : the largest intersection (2: pairs, 3: triples).
+    min_group : groups with fewer rows are left out of the disparities (kept in the table).
+    """
+    y_pred = np.asarray(y_pred)
+    n = len(y_pred)
+    rng = np.random.default_rng(random_state)
+    idx = rng.integers(0, n, size=(n_boot, n)) if n_boot else np.zeros((0, n), dtype=int)
+    sets = _attribute_sets(labels, max_order)
+    notes: list[str] = []
+    if target_interval is not None:
+        return _regression(sets, y_pred, y_true, target_interval, idx, notes)
+    has_labels = y_true is not None
+    if not has_labels:
+        notes.append("The data has no labels: only selection rates and demographic parity are reported.")
+    yp = np.asarray(y_pred == favourable)
+    yt = np.asarray(np.asarray(y_true) == favourable) if has_labels else np.zeros(n, dtype=bool)
+    from fairlearn.metrics import MetricFrame
+
+    rows, disp_rows = [], []
+    for attr, g in sets.items():
+        mf = MetricFrame(metrics=_fairlearn_metrics(has_labels), y_true=yt.astype(int), y_pred=yp.astype(int),
+                         sensitive_features=pd.Series(g, name=attr))
+        by = mf.by_group
+        levels = [str(v) for v in by.index]
+        codes = pd.Categorical(g, categories=levels).codes
+        size = np.bincount(codes, minlength=len(levels))
+        boot = _rates(_counts(codes, len(levels), yt, yp, idx), has_labels)
+        for i, level in enumerate(levels):
+            row = {"attribute": attr, "group": level, "n": int(size[i])}
+            for m in by.columns:
+                lo, hi = _interval(boot[m][:, i:i + 1])
+                row[m], row[f"{m}_lo"], row[f"{m}_hi"] = float(by.iloc[i][m]), float(lo[0]), float(hi[0])
+            rows.append(row)
+        keep = size >= min_group
+        if keep.sum() < 2:
+            notes.append(f"{attr}: fewer than two groups of at least {min_group} rows; no disparity computed.")
+            continue
+        point = _disparities({m: by[m].to_numpy(dtype=float)[keep] for m in by.columns}, has_labels)
+        samples = _disparities({m: v[:, keep] for m, v in boot.items()}, has_labels)
+        for measure, value in point.items():
+            lo, hi = _interval(samples[measure][:, None])
+            disp_rows.append({"attribute": attr, "measure": measure, "value": float(value),
+                              "lo": float(lo[0]), "hi": float(hi[0]), "groups": int(keep.sum())})
+    return GroupFairness(pd.DataFrame(rows), pd.DataFrame(disp_rows), notes)
+
+
+def _regression(sets, y_pred, y_true, interval, idx, notes) -> GroupFairness:
+    from fairlearn.metrics import MetricFrame
+    from sklearn.metrics import mean_absolute_error
+
+    lo_t, hi_t = interval
+    inside = ((y_pred >= lo_t) & (y_pred <= hi_t)).astype(float)
+    metrics: dict[str, Any] = {"mean prediction": lambda t, p: float(np.mean(p)),
+                               "in target": lambda t, p: float(np.mean((p >= lo_t) & (p <= hi_t)))}
+    has_labels = y_true is not None
+    if has_labels:
+        metrics["MAE"] = mean_absolute_error
+    else:
+        notes.append("The data has no labels: no prediction error is reported.")
+    yt = np.asarray(y_true, dtype=float) if has_labels else np.zeros(len(y_pred))
+    rows, disp = [], []
+    for attr, g in sets.items():
+        mf = MetricFrame(metrics=metrics, y_true=yt, y_pred=np.asarray(y_pred, dtype=float),
+                         sensitive_features=pd.Series(g, name=attr))
+        by = mf.by_group
+        levels = [str(v) for v in by.index]
+        codes = pd.Categorical(g, categories=levels).codes
+        k = len(levels)
+        size = np.bincount(codes, minlength=k)
+        per = {"mean prediction": np.asarray(y_pred, dtype=float), "in target": inside,
+               "MAE": np.abs(yt - y_pred)}
+        boot = {}
+        for m in by.columns:
+            base = (np.arange(idx.shape[0])[:, None] * k + codes[idx]).ravel()
+            s = np.bincount(base, weights=per[m][idx].ravel(), minlength=idx.shape[0] * k).reshape(-1, k)
+            c = np.bincount(base, minlength=idx.shape[0] * k).reshape(-1, k)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                boot[m] = s / c
+        for i, level in enumerate(levels):
+            row = {"attribute": attr, "group": level, "n": int(size[i])}
+            for m in by.columns:
+                lo, hi = _interval(boot[m][:, i:i + 1])
+                row[m], row[f"{m}_lo"], row[f"{m}_hi"] = float(by.iloc[i][m]), float(lo[0]), float(hi[0])
+            rows.append(row)
+        v = by["in target"].to_numpy(dtype=float)
+        lo, hi = _interval((np.nanmax(boot["in target"], axis=1) - np.nanmin(boot["in target"], axis=1))[:, None])
+        disp.append({"attribute": attr, "measure": "in-target rate difference", "value": float(v.max() - v.min()),
+                     "lo": float(lo[0]), "hi": float(hi[0]), "groups": k})
+    return GroupFairness(pd.DataFrame(rows), pd.DataFrame(disp), notes)
