@@ -25,7 +25,8 @@ install-dev: $(VENV)/.dev
 run: install
 	$(VENV)/bin/streamlit run dashboard/app.py --server.port $(PORT)
 
-# Browser tests drive Debian's Chromium (Playwright cannot download a browser here).
+# Browser tests drive Debian's Chromium (Playwright cannot download a browser here);
+# Graphviz's `dot` renders the tree figures' SVG/PNG exports (tested).
 chromium:
 	@if command -v chromium >/dev/null 2>&1 || [ -x "$${CHROMIUM_PATH:-/usr/bin/chromium}" ]; then :; \
 	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
@@ -34,6 +35,15 @@ chromium:
 	else \
 		echo "Chromium is missing and this user cannot install it: run 'sudo apt-get install chromium'" \
 		     "(or set CHROMIUM_PATH to a Chromium binary), then 'make test' again." >&2; exit 1; \
+	fi
+	@if command -v dot >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "Installing Debian's graphviz for the figure exports…"; \
+		(apt-get install -y -q graphviz >/dev/null 2>&1 || (apt-get update -q >/dev/null && \
+		 DEBIAN_FRONTEND=noninteractive apt-get install -y -q graphviz >/dev/null)); \
+	else \
+		echo "Graphviz is missing and this user cannot install it: run 'sudo apt-get install graphviz'," \
+		     "then 'make test' again." >&2; exit 1; \
 	fi
 
 test: install-dev chromium

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["label"]
+__all__ = ["label", "available", "render"]
 
 
 def label(text: Any) -> str:
@@ -12,3 +12,19 @@ def label(text: Any) -> str:
     line breaks drawn as line breaks (``\\n``)."""
     s = str(text).replace("\\", "\\\\").replace('"', '\\"')
     return s.replace("\r\n", "\n").replace("\n", "\\n")
+
+
+def available() -> bool:
+    """Is Graphviz's ``dot`` installed (needed to render SVG/PNG, not to show the figure)?"""
+    import shutil
+
+    return shutil.which("dot") is not None
+
+
+def render(source: str, fmt: str) -> bytes:
+    """DOT source rendered as ``svg`` or ``png`` by Graphviz's ``dot``."""
+    import graphviz
+
+    if fmt not in ("svg", "png"):
+        raise ValueError(f"Unknown figure format {fmt!r}; use 'svg' or 'png'.")
+    return graphviz.Source(source).pipe(format=fmt)

@@ -76,3 +76,19 @@ def big_table_gate(n_rows: int, what: str, key: str, limit: int = 20_000) -> boo
         st.session_state[key] = True
         return True
     return False
+
+
+def graph_downloads(source: str, stem: str, key: str) -> None:
+    """Download buttons for a Graphviz figure: SVG and PNG (rendered only when
+    clicked; they need Graphviz's ``dot``) and its DOT source."""
+    from core import dot
+
+    cols = st.columns(3)
+    if dot.available():
+        cols[0].download_button("Figure (SVG)", lambda: dot.render(source, "svg"), f"{stem}.svg", "image/svg+xml",
+                                key=f"{key}_svg")
+        cols[1].download_button("Figure (PNG)", lambda: dot.render(source, "png"), f"{stem}.png", "image/png",
+                                key=f"{key}_png")
+    else:
+        cols[0].caption("SVG and PNG exports need Graphviz on the server (`apt-get install graphviz`).")
+    cols[2].download_button("Figure (DOT source)", source, f"{stem}.dot", "text/vnd.graphviz", key=f"{key}_dot")

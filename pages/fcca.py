@@ -10,7 +10,7 @@ import streamlit as st
 from core.fcca import fcca, gosdt_available
 from dashboard import state
 from dashboard.plots import fcca_curves_figure, fcca_heatmap_figure
-from dashboard.ui import session_cluster, user_errors
+from dashboard.ui import graph_downloads, session_cluster, user_errors
 
 ws, ens, schema, names, X, pred = state.page_context(
     "FCCA thresholds",
@@ -127,6 +127,7 @@ with right:
         st.markdown(f"**Depth-{depth} tree at Q = {Q:.2f}** ({tree.method.upper()}, {tree.n_leaves} leaves, "
                     f"trained on {tree.n_train} rows, measured on {tree.n_test})")
         st.graphviz_chart(tree.to_graphviz())
+        graph_downloads(tree.to_graphviz(), "fcca_tree", "fc_fig")
         if tree.note:
             st.caption(tree.note)
 

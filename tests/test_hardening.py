@@ -62,3 +62,24 @@ def test_quotes_and_backslashes_in_names_survive_graphviz():
     dot = tc.to_graphviz()
     src = graphviz.Source(dot)                  # the DOT text parses as one graph with the whole name
     assert 'income \\"net\\" \\\\ yr' in dot and src.source.count("digraph") == 1
+
+
+def test_tree_figures_render_as_svg_and_png_with_any_name():
+    from core import dot
+    from core.tcrex import TCREx
+
+    if not dot.available():
+        pytest.skip("Graphviz's dot is not installed (make test installs it)")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 2))
+    tc = TCREx(random_state=0).fit(X, (X[:, 0] > 0).astype(int), 1, feature_names=['say "hi"', "b"])
+    named = f'digraph g {{ a [label="{dot.label(chr(92) + "say " + chr(34) + "hi" + chr(34))}"]; a -> b }}'
+    svg = dot.render(named, "svg")
+    assert svg.lstrip().startswith(b"<?xml") and b"say &quot;hi&quot;" in svg
+    assert dot.render(tc.to_graphviz(), "png")[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_metarule_page_offers_figure_exports(page_app):
+    app = page_app("metarule_tree.py")
+    labels = {b.label for b in app.get("download_button")}
+    assert "Figure (DOT source)" in labels
