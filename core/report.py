@@ -83,6 +83,11 @@ def fairness_tables(audit: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
     return disp, by
 
 
+# room for tick labels and titles: a figure in the report is drawn once, at its own width, and
+# must not clip its axes (plotly's automargin grows the margins to fit the labels)
+_ROOM = dict(margin=dict(l=80, r=20, t=70, b=70), xaxis=dict(automargin=True), yaxis=dict(automargin=True))
+
+
 def cost_figure(audit: Any, attribute: str):
     """Recourse-cost distribution per group (box and points), rows with a recourse."""
     import plotly.graph_objects as go
@@ -93,8 +98,8 @@ def cost_figure(audit: Any, attribute: str):
     for g in sorted(rows[col].astype(str).unique()):
         v = rows.loc[(rows[col].astype(str) == g) & (rows["feasible"] == 1), "cost"].to_numpy(dtype=float)
         fig.add_trace(go.Box(y=v, name=f"{attribute} = {g} (n={v.size})", boxpoints="outliers", boxmean=True))
-    fig.update_layout(title=f"Optimal recourse cost by {attribute}", yaxis_title="cost (range-scaled)",
-                      height=380, margin=dict(l=10, r=10, t=50, b=10), showlegend=False)
+    fig.update_layout(title=dict(text=f"Optimal recourse cost by {attribute}", y=0.97, yanchor="top"),
+                      yaxis_title="cost (range-scaled)", height=400, showlegend=False, **_ROOM)
     return fig
 
 
@@ -110,8 +115,8 @@ def metric_figure(audit: Any, attribute: str, metric: str = "feasible"):
                            error_y=dict(type="data", symmetric=False, array=g[f"{metric}_hi"] - g[metric],
                                         arrayminus=g[metric] - g[f"{metric}_lo"]),
                            marker_color="#2f6fb0"))
-    fig.update_layout(title=f"{METRICS[metric][0].capitalize()} by {attribute} (95% bootstrap interval)",
-                      height=340, margin=dict(l=10, r=10, t=50, b=10))
+    fig.update_layout(title=dict(text=f"{METRICS[metric][0].capitalize()} by {attribute} (95% bootstrap interval)",
+                                 y=0.97, yanchor="top"), height=360, **_ROOM)
     if metric in SHARES:
         fig.update_layout(yaxis_tickformat=".0%", yaxis_range=[0, 1.05])
     return fig

@@ -18,6 +18,14 @@ def counterfactual_table(result: Any, feature_names: list[str]) -> pd.DataFrame:
     return df
 
 
+def _share_format(values: Any) -> str:
+    """A percent tick format with as many decimals as the data's range needs (about five ticks)."""
+    v = np.asarray(values, dtype=float)
+    span = float(np.ptp(np.append(v, 0.0))) if v.size else 1.0
+    step = max(span / 5, 1e-12) * 100                          # percent per tick
+    return f".{int(np.clip(np.ceil(-np.log10(step)), 0, 6))}%"
+
+
 def counterfactual_changes_figure(result: Any, feature_names: list[str], span: np.ndarray | None = None):
     """Horizontal bars: the change of each changed feature, as a share of its range."""
     import plotly.graph_objects as go
@@ -33,7 +41,9 @@ def counterfactual_changes_figure(result: Any, feature_names: list[str], span: n
         customdata=np.column_stack([df["original"], df["counterfactual"]]) if len(df) else None,
         hovertemplate="%{y}: %{customdata[0]:.4g} → %{customdata[1]:.4g}<br>%{x:.1%} of the range<extra></extra>"))
     fig.update_layout(title="Changes (share of each feature's range)" if span is not None else "Changes",
-                      xaxis_tickformat=".0%" if span is not None else None, height=120 + 28 * max(1, len(df)),
+                      # enough digits that neighbouring ticks never read the same ("1% 1% 2%")
+                      xaxis_tickformat=_share_format(df["scaled"]) if span is not None else None,
+                      height=120 + 28 * max(1, len(df)),
                       margin=dict(l=10, r=10, t=40, b=10))
     return fig
 
@@ -138,7 +148,8 @@ def change_keep_figure(counts: pd.DataFrame):
                      go.Bar(y=counts["feature"], x=counts["keep"], name="keep within range", orientation="h",
                             marker_color="#2f6fb0")])
     fig.update_layout(barmode="stack", title="What the prescribed rules ask of these rows", height=140 + 26 *
-                      max(1, len(counts)), margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h"))
+                      max(1, len(counts)), margin=dict(l=10, r=10, t=40, b=60),
+                      legend=dict(orientation="h", yanchor="top", y=-0.25, x=0))   # below the x ticks
     return fig
 
 

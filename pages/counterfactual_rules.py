@@ -94,8 +94,10 @@ with tab_local:
         m[2].metric("Rule probability (CRP)", f"{rule.crp:.2f}")
         m[3].metric("Time", f"{rule.time * 1000:.0f} ms")
         if not rule.divergent:
-            st.warning(f"No set of the top {cr.top_k} features reaches CDP {g_pi}; the rule uses the set with "
-                       f"the highest CDP found ({rule.cdp:.2f}).")
+            searched = len(cr.candidate_units(frozen))
+            st.warning(f"No set of the {searched} feature{'s' * (searched != 1)} that could be searched (the top "
+                       f"{cr.top_k} the surrogate uses, less the fixed ones and those it never splits on) reaches "
+                       f"CDP {g_pi}; the rule uses the set with the highest CDP found ({rule.cdp:.2f}).")
         st.success(f"**If** {rule.to_text(names, groups)}, the other features kept, **then** the outcome is "
                    f"{g_target} with probability {rule.crp:.2f}.")
         if len(rule.divergent_sets) > 1:
