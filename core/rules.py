@@ -257,42 +257,11 @@ def _below(v: np.ndarray) -> np.ndarray:
 
 
 def region_from_filter(text: str, feature_names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """A box from a filter such as ``"Age >= 30 and Income < 5e4"``.
+    """A box from a filter such as ``"Age >= 30 and Income < 5e4"``: ``(lower, upper)``
+    with ``lower < x <= upper`` (the grammar and its errors: :mod:`core.filters`)."""
+    from core.filters import parse_filter
 
-    Clauses are ``name op number`` joined by ``and`` (or ``&``), with op one of
-    ``< <= > >= ==``; names may be quoted with backticks. Returns
-    ``(lower, upper)`` with ``lower < x <= upper``.
-    """
-    d = len(feature_names)
-    lower, upper = np.full(d, -np.inf), np.full(d, np.inf)
-    clauses = [c for c in re.split(r"\s+and\s+|&", text.strip(), flags=re.IGNORECASE) if c.strip()]
-    if not clauses:
-        raise ValueError("The filter is empty; write clauses like `Age >= 30 and Income < 50000`.")
-    pat = re.compile(r"^\s*`?(?P<name>.+?)`?\s*(?P<op><=|>=|==|<|>)\s*(?P<val>[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?)\s*$")
-    index = {n: j for j, n in enumerate(feature_names)}
-    for c in clauses:
-        m = pat.match(c)
-        if not m:
-            raise ValueError(f"Cannot read the clause {c.strip()!r}: expected `feature op number` with op one of "
-                             "<, <=, >, >=, ==.")
-        name, op, v = m["name"].strip(), m["op"], float(m["val"])
-        if name not in index:
-            raise ValueError(f"Unknown feature {name!r} in the filter; the features are {list(feature_names)}.")
-        j = index[name]
-        if op == ">":
-            lower[j] = max(lower[j], v)
-        elif op == ">=":
-            lower[j] = max(lower[j], np.nextafter(v, -np.inf))
-        elif op == "<=":
-            upper[j] = min(upper[j], v)
-        elif op == "<":
-            upper[j] = min(upper[j], np.nextafter(v, -np.inf))
-        else:
-            lower[j] = max(lower[j], np.nextafter(v, -np.inf))
-            upper[j] = min(upper[j], v)
-    if np.any(lower >= upper):
-        raise ValueError("The filter selects no value on some feature (its bounds cross).")
-    return lower, upper
+    return parse_filter(text, feature_names)
 
 
 def rule_metrics(X: np.ndarray, X_cf: np.ndarray, in_target: np.ndarray, inlier: np.ndarray,

@@ -1,0 +1,153 @@
+"""Sub-population filters such as ``Age >= 30 and Income < 5e4``, parsed in linear time.
+
+Grammar (no ``eval``, no backtracking regular expression; the text is capped at
+``MAX_LENGTH`` characters)::
+
+    filter   := clause (("and" | "&" | ",") clause)*
+    clause   := operand op operand [op operand]      e.g. 30 <= Age < 50
+    op       := "<" | "<=" | ">" | ">=" | "=="
+    operand  := number | name
+    name     := `any text` | "any text" | words       (words: one or more bare words, e.g. Hours per week)
+
+Each comparison bounds one feature; the result is the box ``lower < x <= upper``
+(``x >= v`` is stored as ``x > nextafter(v, -inf)``, ``x < v`` as
+``x <= nextafter(v, -inf)``). Errors say where: ``at character 14: expected a
+number after '>='``, and suggest the closest feature names for a typo.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Sequence
+
+import numpy as np
+
+from core.errors import AtlasError
+
+__all__ = ["parse_filter", "FilterError", "MAX_LENGTH"]
+
+MAX_LENGTH = 2000
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_WORD = re.compile(r"[^\s<>!&,`\"=]+(?:=[^\s<>!&,`\"=]+)*")     # one '=' may join a one-hot name: job=clerk
+_OPS = ("<=", ">=", "==", "<", ">")
+
+
+class FilterError(AtlasError):
+    """A filter that cannot be read; the message says where and why."""
+
+
+def _tokens(text: str) -> list[tuple[str, str, int]]:
+    """(kind, value, position): kinds num, name, word, op, and."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if c.isspace():
+            i += 1
+            continue
+        if c in "&,":
+            out.append(("and", c, i))
+            i += 1
+            continue
+        op = next((o for o in _OPS if text.startswith(o, i)), None)
+        if op:
+            out.append(("op", op, i))
+            i += len(op)
+            continue
+        if c in "`\"":
+            end = text.find(c, i + 1)
+            if end < 0:
+                raise FilterError(f"At character {i + 1}: the quote {c} is never closed.")
+            out.append(("name", text[i + 1:end], i))
+            i = end + 1
+            continue
+        m = _NUMBER.match(text, i)
+        if m and (m.end() == n or not _WORD.match(text, m.end()) or text[m.end()].isspace()):
+            out.append(("num", m.group(), i))
+            i = m.end()
+            continue
+        m = _WORD.match(text, i)
+        if not m:
+            raise FilterError(f"At character {i + 1}: unexpected {c!r}; write clauses like `Age >= 30`.")
+        word = m.group()
+        out.append(("and" if word.lower() == "and" else "word", word, i))
+        i = m.end()
+    return out
+
+
+def _clauses(tokens: list[tuple[str, str, int]], text: str) -> list[list[tuple[str, str, int]]]:
+    """Operands and operators of each clause; consecutive words form one name."""
+    clauses, cur = [], []
+    for kind, value, pos in tokens:
+        if kind == "and":
+            if not cur:
+                raise FilterError(f"At character {pos + 1}: {value!r} joins nothing; write a clause before it.")
+            clauses.append(cur)
+            cur = []
+        elif kind == "word" and cur and cur[-1][0] == "name" and cur[-1][3]:
+            k, v, p, _ = cur[-1]
+            cur[-1] = ("name", f"{v} {value}", p, True)
+        else:
+            cur.append(("name" if kind == "word" else kind, value, pos, kind == "word"))
+    if not cur:
+        raise FilterError("The filter ends with 'and'; write the last clause." if clauses else
+                          "The filter is empty; write clauses like `Age >= 30 and Income < 50000`.")
+    clauses.append(cur)
+    return [[(k, v, p) for k, v, p, _ in c] for c in clauses]
+
+
+def parse_filter(text: str, feature_names: Sequence[str], *, max_length: int = MAX_LENGTH
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """``(lower, upper)`` of the box a filter selects (see the module docstring)."""
+    if len(text) > max_length:
+        raise FilterError(f"The filter is {len(text):,} characters long; the limit is {max_length:,}. "
+                          "Write fewer, shorter clauses.")
+    d = len(feature_names)
+    lower, upper = np.full(d, -np.inf), np.full(d, np.inf)
+    index = {str(n): j for j, n in enumerate(feature_names)}
+    for clause in _clauses(_tokens(text), text):
+        kinds = [k for k, _, _ in clause]
+        if kinds not in (["name", "op", "num"], ["num", "op", "name"], ["num", "op", "name", "op", "num"]):
+            pos = clause[0][2]
+            shown = " ".join(v for _, v, _ in clause)
+            expected = next((f"at character {p + 1}: expected a number after {clause[i - 1][1]!r}"
+                             for i, (k, v, p) in enumerate(clause) if i and clause[i - 1][0] == "op" and k != "num"
+                             and clause[0][0] == "name"), None)
+            raise FilterError(f"Cannot read the clause {shown!r} (at character {pos + 1}): "
+                              + (expected + "; " if expected else "")
+                              + "expected `feature op number` (or `low op feature op high`) with op one of "
+                                "<, <=, >, >=, ==.")
+        name_at = kinds.index("name")
+        name = clause[name_at][1].strip()
+        if name not in index:
+            close = difflib.get_close_matches(name, list(index), n=3)
+            raise FilterError(f"Unknown feature {name!r} in the filter"
+                              + (f"; did you mean {', '.join(map(repr, close))}?" if close else
+                                 f"; the features are {list(feature_names)[:12]}."))
+        j = index[name]
+        comparisons = []
+        if name_at == 0:
+            comparisons.append((clause[1][1], float(clause[2][1])))
+        else:                                   # number op name [op number]: turn the first around
+            flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "=="}
+            comparisons.append((flip[clause[1][1]], float(clause[0][1])))
+            if len(clause) == 5:
+                comparisons.append((clause[3][1], float(clause[4][1])))
+        for op, v in comparisons:
+            if not np.isfinite(v):
+                raise FilterError(f"The number {v} in the clause on {name!r} is not finite.")
+            if op == ">":
+                lower[j] = max(lower[j], v)
+            elif op == ">=":
+                lower[j] = max(lower[j], np.nextafter(v, -np.inf))
+            elif op == "<=":
+                upper[j] = min(upper[j], v)
+            elif op == "<":
+                upper[j] = min(upper[j], np.nextafter(v, -np.inf))
+            else:
+                lower[j] = max(lower[j], np.nextafter(v, -np.inf))
+                upper[j] = min(upper[j], v)
+    if np.any(lower >= upper):
+        bad = [str(feature_names[j]) for j in np.flatnonzero(lower >= upper)]
+        raise FilterError(f"The filter selects no value of {', '.join(bad)} (its bounds cross).")
+    return lower, upper
