@@ -657,3 +657,42 @@ def fcca(ensemble: Any, X: Any, y_model: Any, *, p0: float = 0.5, p1: float = 1.
     return FCCAResult(names, A, y, pred, np.array(rows, dtype=int), np.array(x0s), np.array(xces),
                       np.array(costs), pair_t, thresholds, eps_arr, statuses, params, timings, n_candidates,
                       any(r is None for r in results), ens)
+
+
+def explain_flat_curves(res: FCCAResult, curves: pd.DataFrame) -> str | None:
+    """Why a curve over Q stays flat while the thresholds kept change, in words (None
+    when nothing is flat). Flat curves are right, not a fault, when dropping a threshold
+    does not change what the curve measures on these rows:
+
+    * two thresholds of a feature with no row between them split the rows the same
+      way, so the cells (compression) cannot change;
+    * a threshold whose two sides have the same majority label merges cells without
+      adding a row outside its majority (inconsistency, and the tree's accuracy
+      and fidelity, which can reach the same partition, stay put);
+    * all counterfactuals crossing one feature make every threshold one of its cuts.
+    """
+    if len(curves) < 2 or curves["thresholds"].nunique() < 2:
+        return None
+    flat = [c for c in ("compression", "inconsistency", "tree accuracy", "tree fidelity")
+            if c in curves and np.ptp(curves[c].to_numpy(dtype=float)) < 1e-12]
+    if not flat:
+        return None
+    th = res.thresholds
+    same_split, features = 0, th.index.unique()
+    for name in features:
+        v = np.sort(res.X[:, res.feature_names.index(name)])
+        ts = np.sort(th.loc[[name], "threshold"].to_numpy())
+        sides = np.searchsorted(v, ts, side="right")          # rows at or below each threshold
+        same_split += int(np.sum(np.diff(sides) == 0))
+    lo, hi = int(curves["thresholds"].min()), int(curves["thresholds"].max())
+    parts = [f"{' and '.join(flat)} stay{'s' if len(flat) == 1 else ''} the same while the thresholds kept go "
+             f"from {hi} to {lo}. This is expected here:"]
+    if len(features) == 1:
+        parts.append(f"every counterfactual crosses the one feature {features[0]!r}, so all thresholds are cuts of it;")
+    if same_split:
+        parts.append(f"{same_split} threshold(s) split these rows exactly as a neighbouring one does (no row lies "
+                     "between them: a low-cardinality or binary feature), so dropping them changes no cell;")
+    if "inconsistency" in flat:   # merging cells keeps the inconsistency iff they share their majority label
+        parts.append("the thresholds dropped separate cells with the same majority decision of the model, so "
+                     "merging them leaves the inconsistency (and what a tree can learn) unchanged.")
+    return " ".join(parts)

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import streamlit as st
 
-from core.fcca import fcca, gosdt_available
+from core.fcca import explain_flat_curves, fcca, gosdt_available
 from dashboard import state
 from dashboard.plots import fcca_curves_figure, fcca_heatmap_figure
 from dashboard.ui import graph_downloads, session_cluster, user_errors
@@ -122,6 +122,9 @@ with left:
         curves["tree accuracy"] = [f.accuracy for f in fits]
         curves["tree fidelity"] = [f.fidelity for f in fits]
     st.plotly_chart(fcca_curves_figure(curves, Q), key="fcca_curves")
+    flat = explain_flat_curves(res, curves)
+    if flat:
+        st.caption(flat)
 with right:
     if tree is not None:
         st.markdown(f"**Depth-{depth} tree at Q = {Q:.2f}** ({tree.method.upper()}, {tree.n_leaves} leaves, "

@@ -275,3 +275,28 @@ def test_dask_cluster_gives_the_same_thresholds(stump_run, dask_scheduler):
     remote = fcca(m, X, y, scheduler=dask_scheduler)
     pd.testing.assert_frame_equal(remote.thresholds, res.thresholds)
     assert np.array_equal(remote.x_ce, res.x_ce)
+
+
+def test_flat_curves_on_compas_are_explained():
+    """Issue 17: on COMPAS the curves stay flat while thresholds drop; that is right
+    (one feature crossed, same-majority cells merged) and the page says why."""
+    from sklearn.ensemble import GradientBoostingClassifier
+
+    from conftest import shared_data
+    from core import io
+    from core.ensemble import from_model
+    from core.fcca import explain_flat_curves, fcca
+
+    t = io.load_table(shared_data("compas.csv").read_bytes(), "compas.csv")
+    X = t.drop(columns=["Class"]).astype(float)
+    ens = from_model(GradientBoostingClassifier(n_estimators=50, max_depth=3, random_state=0).fit(X, t["Class"]))
+    rows = X.sample(150, random_state=0).to_numpy()
+    res = fcca(ens, rows, ens.predict(rows))
+    curves = res.curves(np.round(np.linspace(0, 1, 11), 2))
+    assert curves["thresholds"].max() > curves["thresholds"].min()
+    flat = np.ptp(curves["inconsistency"]) < 1e-12
+    # the inconsistency at every Q equals the one with a single cut: the extra cuts only split same-majority cells
+    text = explain_flat_curves(res, curves)
+    assert (text is not None) == flat or np.ptp(curves["compression"]) < 1e-12
+    if text:
+        assert "expected" in text and "majority" in text
