@@ -165,6 +165,7 @@ class Audit:
     counterfactuals: np.ndarray | None = None   # (len(rows), n_features), NaN without one; not saved
     fairness: pd.DataFrame | None = None        # group fairness of the decisions (core.groupfair), all rows
     disparities: pd.DataFrame | None = None     # demographic parity / equalised odds per attribute
+    subgroups: pd.DataFrame | None = None       # the subgroup scan of recourse (core.subgroups)
 
     def to_dict(self) -> dict[str, Any]:
         def cell(v: Any) -> Any:
@@ -183,7 +184,7 @@ class Audit:
         out = {"format": "counterfactual-atlas-audit", "version": 1, "rows": frame(self.rows),
                "groups": frame(self.groups), "tests": frame(self.tests), "rules": frame(self.rules),
                "summary": list(self.summary), "meta": self.meta}
-        for name in ("fairness", "disparities"):
+        for name in ("fairness", "disparities", "subgroups"):
             table = getattr(self, name)
             if table is not None:
                 out[name] = frame(table)
@@ -205,7 +206,8 @@ class Audit:
             out = cls(frame(d["rows"]), frame(d["groups"]), frame(d["tests"]), frame(d["rules"]),
                       list(d["summary"]), dict(d["meta"]),
                       fairness=frame(d["fairness"]) if d.get("fairness") else None,   # older audits: none
-                      disparities=frame(d["disparities"]) if d.get("disparities") else None)
+                      disparities=frame(d["disparities"]) if d.get("disparities") else None,
+                      subgroups=frame(d["subgroups"]) if d.get("subgroups") else None)
         except (KeyError, TypeError, ValueError) as exc:
             raise AuditError(f"The saved audit is incomplete or damaged ({type(exc).__name__}: {exc}).") from None
         need = {"row", "status", "feasible", "cost"}
@@ -418,7 +420,8 @@ def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Seq
               tcrex_tau: float = 0.9, local_rules_per_group: int = 10, random_state: int = 0,
               model: Any = None, data_sha256: str = "", model_sha256: str = "", data_name: str = "",
               progress: Callable[[str, int, int], None] | None = None,
-              should_stop: Callable[[], bool] | None = None, y: Any = None) -> Audit:
+              should_stop: Callable[[], bool] | None = None, y: Any = None, scan: bool = True,
+              min_subgroup: int = 20, budget: float | None = None) -> Audit:
     """Audit recourse across the groups of the protected attribute(s).
 
     Parameters
@@ -438,6 +441,8 @@ def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Seq
     model : the original model, to re-check every recourse on it.
     progress : progress(stage, done, total); should_stop : polled; True cancels (AuditCancelled).
     y : the labels of the rows (for TPR, FPR, ... of the group fairness); None: decisions only.
+    scan, min_subgroup, budget : scan subgroups of at least ``min_subgroup`` audited rows for
+        recourse gaps (core.subgroups), with effectiveness measured within ``budget``.
     """
     from core.batch import batch_counterfactuals
     from core.counterfactual import make_target
@@ -587,6 +592,17 @@ def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Seq
                         target_interval=(tgt.lo, tgt.hi) if tgt.kind == "interval" else None,
                         n_boot=min(n_boot, 500), random_state=random_state)
     notes += gf.notes
+    sub = None
+    if scan:
+        from core.subgroups import scan_subgroups
+
+        frame_rows = pd.DataFrame(A[table["row"].to_numpy(dtype=int)], columns=names)
+        col_groups = {g: [names[j] for j in cols] for g, cols in schema.groups().items() if len(cols) >= 2}
+        sub = scan_subgroups(table, frame_rows, groups=col_groups, min_size=min_subgroup, budget=budget,
+                             n_perm=min(n_perm, 1000), n_boot=min(n_boot, 300), alpha=alpha,
+                             random_state=random_state)
+        if not len(sub):
+            notes.append(f"Subgroup scan: no subgroup of at least {min_subgroup} audited rows (and as many outside).")
     summary = summarise(tests, alpha, len(table), list(attrs))
     report("statistics", 1, 1)
     t_stats = time.perf_counter() - t0
@@ -601,7 +617,8 @@ def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Seq
                        "alpha": alpha, "tcrex": tcrex, "tcrex_rho": tcrex_rho, "tcrex_tau": tcrex_tau,
                        "local_rules_per_group": local_rules_per_group, "random_state": random_state,
                        "n_jobs": n_jobs, "scheduler": str(scheduler) if scheduler else None,
-                       "held_fixed": [names[j] for j in fixed]},
+                       "held_fixed": [names[j] for j in fixed], "scan": scan, "min_subgroup": min_subgroup,
+                       "budget": None if sub is None else sub.attrs.get("budget", budget)},
         "schema": schema.to_dict(),
         "versions": package_versions(),
         "timings": {"recourse": round(t_recourse, 3), "tcrex": round(t_tcrex, 3), "local_rules": round(t_local, 3),
@@ -610,7 +627,7 @@ def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Seq
         "statuses": table["status"].value_counts().to_dict(),
     }
     return Audit(table, groups, tests, rules_table, summary, meta, cfs, fairness=gf.by_group,
-                 disparities=gf.disparities)
+                 disparities=gf.disparities, subgroups=sub)
 
 
 def _array_sha(A: np.ndarray) -> str:
@@ -646,6 +663,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--local-rules", type=int, default=10, help="rows per group given a local rule")
     ap.add_argument("--no-tcrex", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--min-subgroup", type=int, default=20, help="smallest subgroup the scan considers (rows)")
+    ap.add_argument("--budget", type=float, default=None,
+                    help="recourse cost budget of the scan's effectiveness (default: the median cost)")
+    ap.add_argument("--no-scan", action="store_true", help="skip the subgroup scan")
     ap.add_argument("--trust-pickle", action="store_true", help="allow loading a pickle/joblib model file")
     ap.add_argument("--by-position", action="store_true",
                     help="match a model without feature names to the data's columns by position (check the "
@@ -688,7 +709,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                           scheduler=a.scheduler, n_boot=a.bootstrap, n_perm=a.permutations,
                           tcrex=not a.no_tcrex, local_rules_per_group=a.local_rules, random_state=a.seed,
                           model=ws.model, data_sha256=io.sha256(data_bytes), model_sha256=io.sha256(model_bytes),
-                          data_name=Path(a.data).name, progress=show, y=ws.y)
+                          data_name=Path(a.data).name, progress=show, y=ws.y, scan=not a.no_scan,
+                          min_subgroup=a.min_subgroup, budget=a.budget)
         print()
         out = Path(a.out)
         out.write_text(audit.to_html(), encoding="utf-8")
@@ -700,6 +722,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("Group fairness of the decisions (95% bootstrap intervals):")
             for r in audit.disparities.itertuples():
                 print(f"  {r.attribute}: {r.measure} {r.value:.3f} [{r.lo:.3f}, {r.hi:.3f}]")
+        if audit.subgroups is not None and len(audit.subgroups):
+            print("Subgroups where recourse differs most (adjusted over the scan):")
+            for r in audit.subgroups.head(5).itertuples():
+                print(f"  {r.subgroup} ({r.size} rows): {r.label} {r.value:.3g} vs {r.rest:.3g}, "
+                      f"adjusted p {r.p_adjusted:.3g}{' *' if r.significant else ''}")
         print(f"Report: {out}  Rows: {csv}")
         return 0
     except (ValueError, OSError) as exc:

@@ -88,6 +88,21 @@ def fairness_tables(audit: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
 _ROOM = dict(margin=dict(l=80, r=20, t=70, b=70), xaxis=dict(automargin=True), yaxis=dict(automargin=True))
 
 
+def subgroup_table(audit: Any) -> pd.DataFrame:
+    """The subgroup scan (core.subgroups) as display strings."""
+    t = audit.subgroups
+    if t is None or not len(t):
+        return pd.DataFrame()
+    share = t["metric"].isin(["feasible", "effective"]).to_numpy()
+    return pd.DataFrame({
+        "subgroup": t["subgroup"], "rows": t["size"], "metric": t["label"],
+        "subgroup / rest": [f"{100 * a:.1f}% / {100 * b:.1f}%" if s else f"{a:.4g} / {b:.4g}"
+                            for a, b, s in zip(t["value"], t["rest"], share)],
+        "gap [95% CI]": [_ci(v, lo, hi, s) for v, lo, hi, s in zip(t["gap"], t["gap_lo"], t["gap_hi"], share)],
+        "p": [f"{p:.3g}" for p in t["p_value"]], "adjusted p": [f"{p:.3g}" for p in t["p_adjusted"]],
+        "worse off": np.where(t["worse"], "yes", "no"), "significant": np.where(t["significant"], "yes", "no")})
+
+
 def cost_figure(audit: Any, attribute: str):
     """Recourse-cost distribution per group (box and points), rows with a recourse."""
     import plotly.graph_objects as go
@@ -165,6 +180,8 @@ def audit_html(audit: Any) -> str:
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in meta.get("notes", []))
     sig = audit.tests["significant"].to_numpy(dtype=bool) if len(audit.tests) else None
     disp, by_group = fairness_tables(audit)
+    sub_t = subgroup_table(audit)
+    sub_sig = audit.subgroups["significant"].to_numpy(dtype=bool) if len(sub_t) else None
     timings = ", ".join(f"{k} {v:.1f} s" for k, v in meta.get("timings", {}).items())
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Recourse audit · {html.escape(str(data.get('name') or ''))}</title>
@@ -183,6 +200,11 @@ unfavourable decision audited · protected: {html.escape(', '.join(attrs))} (hel
 <p class="muted">On every row of the data, with fairlearn's metrics: demographic parity and equalised odds between
 the groups of each attribute and of each intersection, with 95% percentile-bootstrap intervals.</p>
 {_table_html(by_group) if len(by_group) else ''}
+<h2>Subgroups where recourse differs most</h2>{_table_html(sub_t, sub_sig) if len(sub_t) else '<p>–</p>'}
+<p class="muted">Subgroups of up to two conditions on the protected and other columns, each against the rest of the
+audited rows; burden counts a row without recourse at the largest cost any row needed; effectiveness is the share
+with a recourse within the budget {html.escape(str(meta.get('parameters', {}).get('budget')))}. p-values adjusted
+over the whole scan (Westfall-Young max-T).</p>
 <h2>Rules most often prescribed (T-CREx)</h2>{_table_html(rules) if len(rules) else '<p>–</p>'}
 <h2>Provenance</h2>{_table_html(prov)}
 <h3>Parameters</h3>{_table_html(params)}

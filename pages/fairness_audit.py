@@ -6,7 +6,7 @@ import numpy as np
 import streamlit as st
 
 from core.audit import Audit, protected_attributes, run_audit
-from core.report import cost_figure, fairness_tables, group_table, metric_figure, tests_table
+from core.report import cost_figure, fairness_tables, group_table, metric_figure, subgroup_table, tests_table
 from dashboard import state
 from dashboard.history import remember
 from dashboard.ui import cluster_setting, user_errors
@@ -140,6 +140,15 @@ if len(by_group):
     st.dataframe(by_group, hide_index=True, key="fa_fairness")
     st.download_button("Group fairness (CSV)", audit.fairness.to_csv(index=False), "group_fairness.csv", "text/csv",
                        key="fa_dl_fairness")
+
+sub_t = subgroup_table(audit)
+if len(sub_t):
+    st.subheader("Subgroups where recourse differs most")
+    st.caption("Subgroups of up to two conditions, each against the rest of the audited rows; p-values adjusted "
+               "over the whole scan (Westfall-Young max-T), so a significant row is unlikely to be chance.")
+    st.dataframe(sub_t, hide_index=True, key="fa_subgroups")
+    st.download_button("Subgroup scan (CSV)", audit.subgroups.to_csv(index=False), "subgroup_scan.csv", "text/csv",
+                       key="fa_dl_subgroups")
 
 if len(audit.rules):
     st.subheader("Rules most often prescribed (T-CREx)")

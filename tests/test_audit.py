@@ -270,3 +270,16 @@ def test_group_fairness_beside_recourse(credit, credit_audit, tmp_path):
     old = a.to_dict()
     old.pop("fairness"), old.pop("disparities")
     assert Audit.from_dict(old).fairness is None                 # audits saved before still open
+
+
+def test_subgroup_scan_in_the_audit(credit, tmp_path):
+    df, target, model, ens, X, schema = credit
+    a = run_audit(ens, X, schema=schema, target=1, max_rows=200, n_jobs=1, model=model, n_perm=300, n_boot=100,
+                  local_rules_per_group=0, tcrex=False, min_subgroup=20)
+    assert a.subgroups is not None and len(a.subgroups)
+    assert {"subgroup", "p_adjusted", "significant", "worse"} <= set(a.subgroups.columns)
+    assert a.meta["parameters"]["budget"] is not None
+    html = a.to_html()
+    assert "Subgroups where recourse differs most" in html
+    again = Audit.from_file(html.encode())
+    assert list(again.subgroups["subgroup"]) == list(a.subgroups["subgroup"])
