@@ -377,6 +377,8 @@ def check_xgboost_json(obj: Any, filename: str = "model.json") -> None:
                     raise _damaged(filename, f"tree {t}, leaf {i} has the value {cond[i]!r}")
                 continue
             for side, c in (("left", a), ("right", b)):
+                if c == 0:
+                    raise _damaged(filename, f"tree {t}, node {i}: {side} child 0 points back to the root")
                 if not 0 < c < n:
                     raise _damaged(filename, f"tree {t}, node {i}: {side} child {c} is outside 1..{n - 1}")
                 if seen[c]:
