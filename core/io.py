@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 
 from core.errors import DataError, ModelError, UnsupportedModelError, UntrustedPickleError
-from core.parsing.validate import check_json_depth, check_xgboost_json, lightgbm_text
+from core.parsing.validate import (check_sklearn_trees, check_skops_zip, check_xgboost_json,
+                                   lightgbm_text, load_json, read_ubjson)
 
 __all__ = ["load_table", "prepare_data", "PreparedData", "load_model", "train_model",
            "TrainedModel", "sha256", "MAX_TABLE_BYTES", "SKOPS_TRUSTED", "TYPE_LETTERS"]
@@ -269,6 +270,17 @@ def _model_kind(data: bytes, name: str) -> str:
     return "unknown"
 
 
+def _xgboost_document(data: bytes, filename: str) -> Any:
+    """The decoded JSON or UBJSON of an XGBoost file (depth and lengths bounded)."""
+    head = data[:64].lstrip()
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:].lstrip()
+    is_json = re.match(rb"[{\[]\s*(\"|[}\]]|$)", head) is not None or filename.lower().endswith(".json")
+    if is_json and not head.startswith((b"{L", b"{i", b"{U", b"{I", b"{l", b"{$", b"{#")):
+        return load_json(data, filename, "XGBoost JSON")
+    return read_ubjson(data, filename)
+
+
 def load_model(data: bytes, filename: str, *, allow_pickle: bool = False) -> Any:
     """Read a model file given as bytes and return the native model object.
 
@@ -289,12 +301,8 @@ def load_model(data: bytes, filename: str, *, allow_pickle: bool = False) -> Any
     if kind == "xgboost":
         import xgboost as xgb
 
-        if re.match(rb"\s*\{\s*\"", data[:64]):         # JSON (not UBJ): checked before XGBoost reads it
-            check_json_depth(data, filename)
-            try:
-                check_xgboost_json(json.loads(data), filename)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                pass                                          # XGBoost's own reader says what is wrong
+        # checked before XGBoost reads it: a damaged tree array crashes or hangs XGBoost
+        check_xgboost_json(_xgboost_document(data, filename), filename)
         booster = xgb.Booster()
         try:
             booster.load_model(bytearray(data))
@@ -320,6 +328,7 @@ def load_model(data: bytes, filename: str, *, allow_pickle: bool = False) -> Any
     if kind == "skops":
         import skops.io as sio
 
+        check_skops_zip(data, filename)
         try:
             untrusted = sio.get_untrusted_types(data=data)
         except Exception as exc:
@@ -331,9 +340,11 @@ def load_model(data: bytes, filename: str, *, allow_pickle: bool = False) -> Any
                 "Only tree-ensemble models can be loaded from .skops files."
             )
         try:
-            return sio.loads(data, trusted=list(untrusted))
+            model = sio.loads(data, trusted=list(untrusted))
         except Exception as exc:
             raise ModelError(f"{filename!r} could not be loaded as .skops ({exc}).") from None
+        check_sklearn_trees(model, filename)      # before anything predicts with its node arrays
+        return model
     if kind == "pickle":
         if not allow_pickle:
             raise UntrustedPickleError(
@@ -343,9 +354,11 @@ def load_model(data: bytes, filename: str, *, allow_pickle: bool = False) -> Any
         import joblib
 
         try:
-            return joblib.load(io.BytesIO(data))
+            model = joblib.load(io.BytesIO(data))
         except Exception as exc:
             raise ModelError(f"{filename!r} could not be unpickled ({type(exc).__name__}: {exc}).") from None
+        check_sklearn_trees(model, filename)
+        return model
     raise ModelError(
         f"{filename!r}: unrecognised model file. Supported: XGBoost .json/.ubj, LightGBM .txt, "
         "scikit-learn .skops (and .pkl/.joblib if you trust the file)."

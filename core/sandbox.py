@@ -2,36 +2,58 @@
 
 A malformed model file can abort or crash the process that reads it inside
 XGBoost, LightGBM or numpy (SIGABRT, SIGSEGV), loop forever, or allocate
-gigabytes. :func:`load_vetted` therefore reads, converts and verifies the
-file (``core.io.load_model`` -> ``core.ensemble.from_model`` with its check
-against the library's own predictions) in a child process started fresh
-("spawn": the server has threads, so no fork), under
+gigabytes. :func:`core.parsing.validate` refuses what it recognises before a
+library sees the bytes; :func:`load_vetted` contains the rest: it reads,
+converts and verifies the file (``core.io.load_model`` -> ``core.ensemble.
+from_model`` with its check against the library's own predictions) in a fresh
+child process (``python -m core.sandbox``: a new interpreter, as
+multiprocessing's "spawn" start, never a fork of the threaded server; plain
+``subprocess`` rather than ``multiprocessing`` so the child neither re-imports
+the server's ``__main__`` nor talks pickle), under
 
-* a wall-time limit (``time_limit``): past it the child is killed;
-* an address-space limit (``memory_mb``, ``RLIMIT_AS``): an allocation past it
-  fails inside the child.
+* a wall-time limit (``time_limit``, default :data:`TIME_LIMIT` or
+  ``ATLAS_SANDBOX_SECONDS``): past it the child is killed;
+* an address-space limit (``memory_mb``, ``RLIMIT_AS``, default
+  :data:`MEMORY_MB` or ``ATLAS_SANDBOX_MEMORY_MB``): an allocation past it
+  fails inside the child; no core dump, ``faulthandler`` off.
 
-Only plain data comes back through the pipe: the ``TreeEnsemble``'s arrays
-(``to_arrays``) and the file's facts, never an object unpickled from the
-upload. A crash, hang or memory blow-up becomes a :class:`ModelError` naming
-what happened; the server and its other sessions carry on. Once the child has
-read the file without harm, the same bytes are read in-process (the reading is
-deterministic) to keep the library's model object for the final checks of
-counterfactuals, except a pickle the user did not trust, which never gets
-here, and a file whose reading already failed in the child.
+Only plain data comes back through the pipe: one JSON line (status, the
+ensemble's metadata, the file's facts such as a recorded out-of-bag score)
+and an ``.npz`` (``allow_pickle=False``) of the ``TreeEnsemble``'s arrays
+(``to_arrays``) plus the probe points and the library's own outputs on them.
+Nothing unpickled from the upload crosses. A crash (named by its signal), a
+hang or a memory blow-up becomes a :class:`ModelError`; the server and its
+other sessions carry on.
+
+Once the child has read the file without harm, the same bytes are read
+in-process (the reading is deterministic, and the structural checks run
+again) to keep the library's model object for the final checks of
+counterfactuals, and its outputs on the probe points must equal the child's.
+A pickle is read in-process only when the user trusted it, and then only
+after the child read it too.
+
+Start-up: a cold child imports numpy, ``core`` and the one library the file
+needs (about 1-2 s, mostly scikit-learn pulled in by xgboost/lightgbm).
+After a first use one spare child is kept warm (libraries imported, waiting
+on its stdin for a job; it exits when the server closes the pipe), so the
+next upload starts in milliseconds; ``ATLAS_SANDBOX_WARM=0`` turns this off
+(the spare costs about 250 MB of resident memory). Each child reads one file
+and exits: the spare is never reused.
 """
 
 from __future__ import annotations
 
+import atexit
 import io
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,10 +62,24 @@ from core import errors
 from core.ensemble import TreeEnsemble
 from core.errors import ModelError
 
-__all__ = ["VettedModel", "load_vetted", "TIME_LIMIT", "MEMORY_MB"]
+__all__ = ["VettedModel", "load_vetted", "TIME_LIMIT", "MEMORY_MB", "settings"]
 
-TIME_LIMIT = 120.0     # seconds for reading, converting and verifying one file
-MEMORY_MB = 6144       # address space of the child (virtual: thread stacks and arenas count)
+TIME_LIMIT = 60.0      # seconds for reading, converting and verifying one file
+MEMORY_MB = 4096       # address space of the child (virtual: libraries, thread stacks and arenas count)
+_PRELOAD = ("numpy", "xgboost", "lightgbm", "sklearn.ensemble", "skops.io", "core.io", "core.parsing.native",
+            "core.parsing.xgboost", "core.parsing.lightgbm", "core.parsing.sklearn")
+
+
+def settings() -> tuple[float, int, bool]:
+    """(time limit s, memory MB, keep a warm spare) from the environment, else the defaults."""
+    def num(name: str, default: float) -> float:
+        try:
+            v = float(os.environ.get(name, "") or default)
+        except ValueError:
+            return default
+        return v if v > 0 else default
+    warm = os.environ.get("ATLAS_SANDBOX_WARM", "1").strip().lower() not in ("0", "false", "no", "off")
+    return num("ATLAS_SANDBOX_SECONDS", TIME_LIMIT), int(num("ATLAS_SANDBOX_MEMORY_MB", MEMORY_MB)), warm
 
 
 @dataclass(frozen=True)
@@ -56,31 +92,35 @@ class VettedModel:
     seconds: float = 0.0                    # time spent in the child
 
 
-def _child(argv: list[str]) -> int:
-    """Runs in the child (``python -m core.sandbox FILENAME PICKLE MEMORY_MB HOOK``, the
-    file's bytes on stdin): read, convert, verify; write one JSON line, then on
-    success the ensemble's arrays as ``.npz`` (no pickle either way)."""
-    filename, allow_pickle, memory_mb, hook = argv[0], argv[1] == "1", int(argv[2]), argv[3]
-    data = sys.stdin.buffer.read()
-    out = sys.stdout.buffer
+# ------------------------------------------------------------------ the child
+def _file_info(model: Any) -> dict[str, Any]:
+    """Facts the file records about the model (JSON-able), as core.workspace reads them."""
+    info: dict[str, Any] = {}
+    oob = getattr(model, "oob_score_", None)
+    if isinstance(oob, (float, np.floating)) and np.isfinite(oob):
+        info["training report"] = {"metric": "out-of-bag score", "value": float(oob)}
+    return info
+
+
+def _run_job(job: dict[str, Any], data: bytes) -> bytes:
+    """Read, convert, verify; the reply (one JSON line, then ``.npz`` on success)."""
+    def fail(kind: str, text: str) -> bytes:
+        return json.dumps({"status": "error", "kind": kind, "message": text}).encode() + b"\n"
+
+    limit = int(job["memory_mb"]) * 2**20
     try:
         import resource
 
-        limit = memory_mb * 2**20
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     except (ImportError, ValueError, OSError):  # pragma: no cover - not POSIX: time limit only
         pass
-
-    def fail(kind: str, text: str) -> int:
-        out.write(json.dumps({"status": "error", "kind": kind, "message": text}).encode() + b"\n")
-        return 0
-
+    hook = job.get("hook")
     try:
         if hook == "segfault":                 # tests: a library crash
-            import ctypes
-
-            ctypes.string_at(0)
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if hook == "abort":
+            os.abort()
         if hook == "hang":                     # tests: a library that never returns
             while True:
                 time.sleep(1)
@@ -88,22 +128,108 @@ def _child(argv: list[str]) -> int:
             bytearray(2 * limit)
         from core import io as model_io
         from core.ensemble import from_model
+        from core.parsing import probe_points
+        from core.parsing.native import native_outputs
 
-        ens = from_model(model_io.load_model(data, filename, allow_pickle=allow_pickle))
+        model = model_io.load_model(data, job["filename"], allow_pickle=bool(job["allow_pickle"]))
+        ens = from_model(model)                 # verified against the library's own predictions
+        X = probe_points(ens, 16, seed=1)
+        _, theirs, _ = native_outputs(ens, model, X)
         arrays, meta = ens.to_arrays()
-        header = json.dumps({"status": "ok", "meta": meta})
+        header = json.dumps({"status": "ok", "meta": meta, "info": _file_info(model),
+                             "probe": theirs is not None})
     except errors.AtlasError as exc:
         return fail(type(exc).__name__, str(exc))
     except MemoryError:
         return fail("ModelError", "memory")
     except RecursionError:
-        return fail("ModelError", "nested too deeply to read")
+        return fail("ModelError", "its structure is nested too deeply to read")
     except Exception as exc:  # noqa: BLE001 - any other failure of a library on this file
-        return fail("ModelError", f"{type(exc).__name__}: {str(exc)[:300]}")
+        return fail("ModelError", f"the model library failed on it ({type(exc).__name__}: {str(exc)[:300]})")
     buf = io.BytesIO()
-    np.savez(buf, **arrays)
-    out.write(header.encode() + b"\n" + buf.getvalue())
-    return 0
+    probe = {"probe_X": X, "probe_out": np.asarray(theirs, dtype=np.float64)} if theirs is not None else {}
+    np.savez(buf, **arrays, **probe)
+    return header.encode() + b"\n" + buf.getvalue()
+
+
+def _child(argv: list[str]) -> int:
+    """``python -m core.sandbox [MODULE,MODULE...]``: import those modules, write
+    ``ready``, then read one job line (JSON) and the file's bytes to EOF from
+    stdin and write the reply on stdout (EOF without a job: exit quietly)."""
+    import faulthandler
+    import importlib
+
+    faulthandler.disable()
+    for name in (argv[0].split(",") if argv and argv[0] else ()):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    sys.stdout.buffer.write(b"ready\n")
+    sys.stdout.buffer.flush()
+    inp = sys.stdin.buffer
+    line = inp.readline()
+    if not line.strip():
+        return 0
+    job = json.loads(line)
+    data = inp.read()
+    out = _run_job(job, data)
+    sys.stdout.buffer.write(out)
+    sys.stdout.buffer.flush()
+    os._exit(0)                  # no interpreter teardown (a few hundred ms with the libraries loaded)
+
+
+# ------------------------------------------------------------------ the parent
+_ROOT = str(Path(__file__).resolve().parents[1])
+_spare: subprocess.Popen | None = None
+_spare_lock = threading.Lock()
+
+
+_LIBRARY = {"xgboost": ("xgboost", "core.parsing.xgboost"), "lightgbm": ("lightgbm", "core.parsing.lightgbm"),
+            "skops": ("skops.io", "core.parsing.sklearn"), "pickle": ("joblib", "core.parsing.sklearn")}
+STARTUP_LIMIT = 120.0  # seconds a child may take to import its libraries (not counted in the time limit)
+
+
+def _start(preload: tuple[str, ...]) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (_ROOT, os.environ.get("PYTHONPATH", "")) if p),
+           "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "", "PYTHONDONTWRITEBYTECODE": "1"}
+    cmd = [sys.executable, "-m", "core.sandbox", ",".join(("core.io", "core.ensemble") + preload)]
+    return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env=env, cwd=_ROOT)
+
+
+def _take_child(kind: str, warm: bool) -> subprocess.Popen:
+    """The warm spare if one is alive (and a new spare started behind it), else a
+    cold child importing only what this kind of file needs."""
+    global _spare
+    if not warm:
+        return _start(_LIBRARY.get(kind, ()))
+    with _spare_lock:
+        proc, _spare = _spare, None
+        if proc is None or proc.poll() is not None:
+            proc = _start(_LIBRARY.get(kind, ()))
+        _spare = _start(_PRELOAD)
+    return proc
+
+
+def _wait_ready(proc: subprocess.Popen, limit: float) -> bool:
+    """True once the child wrote ``ready`` (its imports done), False if it died or took too long."""
+    import select
+
+    ready, _, _ = select.select([proc.stdout], [], [], limit)
+    if not ready:
+        return False
+    return os.read(proc.stdout.fileno(), 6) == b"ready\n"
+
+
+@atexit.register
+def _stop_spare() -> None:
+    global _spare
+    with _spare_lock:
+        proc, _spare = _spare, None
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait()
 
 
 def _signal_name(code: int) -> str:
@@ -113,8 +239,8 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
-def load_vetted(data: bytes, filename: str, *, allow_pickle: bool = False, time_limit: float = TIME_LIMIT,
-                memory_mb: int = MEMORY_MB, _hook: str | None = None) -> VettedModel:
+def load_vetted(data: bytes, filename: str, *, allow_pickle: bool = False, time_limit: float | None = None,
+                memory_mb: int | None = None, _hook: str | None = None) -> VettedModel:
     """Read, convert and verify a model file in a child process (see the module docstring).
 
     Raises
@@ -125,17 +251,22 @@ def load_vetted(data: bytes, filename: str, *, allow_pickle: bool = False, time_
     """
     if not data:
         raise ModelError(f"{filename!r} is empty. Upload a saved model file.")
-    root = str(Path(__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p),
-           "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": ""}
-    cmd = [sys.executable, "-m", "core.sandbox", filename, "1" if allow_pickle else "0", str(int(memory_mb)),
-           _hook or "-"]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            env=env, cwd=root)
+    t_default, m_default, warm = settings()
+    time_limit = float(time_limit or t_default)
+    memory_mb = int(memory_mb or m_default)
+    job = {"filename": filename, "allow_pickle": bool(allow_pickle), "memory_mb": memory_mb, "hook": _hook}
+    from core.io import _model_kind
+
+    proc = _take_child(_model_kind(data, filename.lower()), warm)
+    if not _wait_ready(proc, STARTUP_LIMIT):
+        proc.kill()
+        proc.communicate()
+        raise ModelError(f"The process that checks model files could not start (exit code {proc.returncode}). "
+                         "The server may be short of memory; try again in a moment.")
+    t0 = time.perf_counter()            # the time limit counts the work on the file, not the imports
     timed_out = False
     try:
-        out, _ = proc.communicate(bytes(data), timeout=time_limit)
+        out, _ = proc.communicate(json.dumps(job).encode() + b"\n" + bytes(data), timeout=time_limit)
     except subprocess.TimeoutExpired:
         proc.kill()
         out, _ = proc.communicate()
@@ -150,29 +281,42 @@ def load_vetted(data: bytes, filename: str, *, allow_pickle: bool = False, time_
     if timed_out:
         raise ModelError(f"{filename!r} took longer than {time_limit:.0f} s for {how} and was stopped. "
                          "The file is probably damaged; re-save the model from its library.")
-    if message is None:
-        if proc.returncode < 0:
+    if not isinstance(message, dict):
+        if proc.returncode is not None and proc.returncode < 0:
             raise ModelError(f"{filename!r} crashed the model library while {how} "
                              f"({_signal_name(proc.returncode)}). The file is damaged or was edited by hand; "
                              "re-save the model from its library. Nothing else was affected.")
         raise ModelError(f"{filename!r} could not be read: the reader stopped (exit code {proc.returncode}), "
                          f"probably out of memory (limit {memory_mb:,} MB). The file may claim sizes it does "
                          "not hold; re-save the model from its library.")
-    if message["status"] == "error":
-        kind, text = message["kind"], message["message"]
+    if message.get("status") == "error":
+        kind, text = message.get("kind"), str(message.get("message"))
         if text == "memory":
             text = (f"{filename!r} needs more than {memory_mb:,} MB to read: it claims sizes it does not hold "
                     "or is very large. Re-save the model from its library.")
         elif kind == "ModelError" and not text.startswith(repr(filename)):
             text = f"{filename!r} could not be read: {text}"
-        cls = getattr(errors, kind, ModelError)
+        cls = getattr(errors, str(kind), ModelError)
         raise (cls if isinstance(cls, type) and issubclass(cls, errors.AtlasError) else ModelError)(text)
-    with np.load(io.BytesIO(body), allow_pickle=False) as z:
-        ens = TreeEnsemble.from_arrays(dict(z), message["meta"])
+    try:
+        with np.load(io.BytesIO(body), allow_pickle=False) as z:
+            arrays = dict(z)
+    except Exception:  # noqa: BLE001 - a reply cut short
+        raise ModelError(f"{filename!r}: the reader's reply was incomplete. Try again; if it persists, re-save "
+                         "the model from its library.") from None
+    probe_X, probe_out = arrays.pop("probe_X", None), arrays.pop("probe_out", None)
+    ens = TreeEnsemble.from_arrays(arrays, message["meta"])
     from core import io as model_io
 
     model = model_io.load_model(data, filename, allow_pickle=allow_pickle)   # vetted: the same bytes read cleanly
-    return VettedModel(ensemble=ens, model=model, info={}, seconds=seconds)
+    if probe_X is not None:
+        from core.parsing.native import native_outputs
+
+        _, theirs, _ = native_outputs(ens, model, probe_X)
+        if theirs is None or not np.array_equal(np.asarray(theirs, dtype=np.float64), probe_out):
+            raise ModelError(f"{filename!r} was read differently in the checking process and in the server. "
+                             "Re-save the model from its library.")
+    return VettedModel(ensemble=ens, model=model, info=dict(message.get("info") or {}), seconds=seconds)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,121 @@
+"""Cost of reading uploads in the sandbox (core.sandbox), printed as JSON.
+
+* overhead: wall time of ``load_vetted`` (child process: read, convert,
+  verify; then the in-process re-read and probe check) against reading in
+  process (``core.io.load_model`` + ``core.ensemble.from_model``), for an
+  XGBoost JSON model of 100 trees, a LightGBM text model of 100 trees and a
+  skops random forest of 100 trees; cold (a fresh child importing its one
+  library) and warm (the spare child kept after a first use), medians;
+* rejection: wall time to refuse one hostile file of each class (structural
+  edits caught by core.parsing.validate in the child, a crash, a hang at a
+  2 s limit, a memory blow-up at a 1.5 GiB limit, 100k-deep JSON).
+
+Run: ``python bench/intake_safety.py`` (2 cores shared: figures are indicative).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+import numpy as np  # noqa: E402
+
+
+def _files() -> dict[str, bytes]:
+    import tempfile
+
+    import lightgbm as lgb
+    import skops.io as sio
+    import xgboost as xgb
+    from sklearn.ensemble import RandomForestClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 10))
+    y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(int)
+    d = Path(tempfile.mkdtemp(prefix="atlas-bench-"))
+    xgb.XGBClassifier(n_estimators=100, max_depth=5, n_jobs=1).fit(X, y).save_model(d / "m.json")
+    lgb.LGBMClassifier(n_estimators=100, num_leaves=31, verbose=-1, n_jobs=1).fit(X, y).booster_.save_model(
+        d / "m.txt")
+    (d / "m.skops").write_bytes(sio.dumps(RandomForestClassifier(100, max_depth=8, random_state=0, n_jobs=1)
+                                          .fit(X, y)))
+    return {p.name: p.read_bytes() for p in d.iterdir()}
+
+
+def _time(fn, reps: int) -> float:
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return statistics.median(out)
+
+
+def main() -> None:
+    from core import io, sandbox
+    from core.ensemble import from_model
+    from core.errors import AtlasError
+    from core.sandbox import load_vetted
+    from intake_mutations import valid_files, xgboost_json_edits
+
+    files = _files()
+    overhead = {}
+    for name in ("m.json", "m.txt", "m.skops"):
+        data = files[name]
+        inproc = _time(lambda: from_model(io.load_model(data, name)), 3)
+        os.environ["ATLAS_SANDBOX_WARM"] = "0"
+        cold = _time(lambda: load_vetted(data, name), 3)
+        os.environ["ATLAS_SANDBOX_WARM"] = "1"
+        load_vetted(data, name)                        # starts the spare
+
+        warm_times = []
+        for _ in range(3):
+            sp = sandbox._spare
+            if sp is not None:                         # wait until the spare has imported (without reading)
+                select.select([sp.stdout], [], [], 120)
+            t0 = time.perf_counter()
+            load_vetted(data, name)
+            warm_times.append(time.perf_counter() - t0)
+        w = statistics.median(warm_times)
+        overhead[name] = {"bytes": len(data), "in_process_s": round(inproc, 3), "sandbox_cold_s": round(cold, 3),
+                          "sandbox_warm_s": round(w, 3), "ratio_cold": round(cold / inproc, 1),
+                          "ratio_warm": round(w / inproc, 1)}
+    small = valid_files()
+    base = json.loads(small["m.json"])
+    edits = dict(xgboost_json_edits(base, np.random.default_rng(0)))
+    hostile = {
+        "negative child (segfaults XGBoost unchecked)": ("m.json", edits["negative child"], {}),
+        "cycle": ("m.json", edits["cycle to an ancestor"], {}),
+        "num_class 1e8": ("m.json", edits["huge num_class"], {}),
+        "infinite threshold": ("m.json", edits["infinite threshold"], {}),
+        "JSON nested 100k deep": ("m.json", edits["deep nesting"], {}),
+        "LightGBM num_leaves 1e8": ("m.txt", small["m.txt"].replace(b"num_leaves=", b"num_leaves=10000000", 1), {}),
+        "truncated UBJ": ("m.ubj", small["m.ubj"][: len(small["m.ubj"]) // 2], {}),
+        "crash in the library (SIGSEGV)": ("m.json", small["m.json"], {"_hook": "segfault"}),
+        "hang (2 s limit)": ("m.json", small["m.json"], {"_hook": "hang", "time_limit": 2}),
+        "memory blow-up (1.5 GiB limit)": ("m.json", small["m.json"], {"_hook": "memory", "memory_mb": 1536}),
+    }
+    os.environ["ATLAS_SANDBOX_WARM"] = "0"            # each refusal timed with a cold child (worst case)
+    reject = {}
+    for what, (fname, data, kw) in hostile.items():
+        t0 = time.perf_counter()
+        try:
+            load_vetted(data, fname, **kw)
+            verdict = "accepted"
+        except AtlasError as exc:
+            verdict = type(exc).__name__
+        reject[what] = {"seconds": round(time.perf_counter() - t0, 3), "result": verdict}
+    sandbox._stop_spare()
+    print(json.dumps({"overhead": overhead, "reject_cold_child": reject,
+                      "cpu_count": os.cpu_count(), "load_avg": os.getloadavg()[0]}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

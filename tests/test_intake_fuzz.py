@@ -1,0 +1,139 @@
+"""Fuzzed model files never take the reading process down.
+
+Damaged files are generated deterministically (``tests/intake_mutations.py``,
+seeded): byte flips, truncations, duplicated/removed/edited LightGBM lines
+(also with CRLF endings), structural edits of XGBoost JSON and the same as
+UBJSON (negative, out-of-range and cyclic children, huge counts, non-finite
+thresholds, wrong types, 100k-deep nesting), damaged .skops members and node
+arrays. Through the app's path (``core.sandbox.load_vetted``) each one either
+gives a model whose ensemble reproduces the library's predictions or raises
+an ``AtlasError`` with a message (never a crash of this process, never a
+hang, never a bare IndexError/OverflowError). The structural edits of XGBoost
+files are refused by ``core.parsing.validate`` before XGBoost sees them, in
+process too.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from core import io
+from core.errors import AtlasError, ModelError
+from core.sandbox import load_vetted
+from tests.intake_mutations import mutations, valid_files, xgboost_json_edits, _to_ubj
+
+UNEXPECTED = ("Traceback", "IndexError", "OverflowError", "KeyError", "TypeError", "AttributeError")
+
+
+@pytest.fixture(scope="module")
+def files():
+    return valid_files()
+
+
+def _check(name: str, fname: str, data: bytes, X: np.ndarray, limit: float = 30.0) -> str:
+    t0 = time.perf_counter()
+    try:
+        vetted = load_vetted(data, fname, time_limit=limit)
+    except AtlasError as exc:
+        text = str(exc)
+        assert text and not any(u in text for u in UNEXPECTED), (name, text)
+        assert time.perf_counter() - t0 < limit + 30, name
+        return "refused"
+    # accepted: the ensemble must reproduce the in-process library object
+    from core.parsing.native import native_outputs
+
+    Xd = X[:, : vetted.ensemble.n_features] if X.shape[1] >= vetted.ensemble.n_features else None
+    if Xd is not None and vetted.ensemble.categories == ():
+        ours, theirs, _ = native_outputs(vetted.ensemble, vetted.model, Xd)
+        if theirs is not None:
+            np.testing.assert_allclose(ours, theirs, rtol=0, atol=2e-5 * max(1, np.abs(theirs).max()))
+    return "accepted"
+
+
+def test_xgboost_structural_edits_are_refused_in_process_before_xgboost_reads_them(files):
+    import json
+
+    rng = np.random.default_rng(3)
+    base = json.loads(files["m.json"])
+    for name, data in xgboost_json_edits(base, rng):
+        for fname, b in (("m.json", data), ("m.ubj", None)):
+            if b is None:
+                try:
+                    b = _to_ubj(json.loads(data))
+                except (ValueError, RecursionError):
+                    continue
+            with pytest.raises(ModelError) as info:
+                io.load_model(b, fname)
+            text = str(info.value)
+            assert "Re-save" in text and not any(u in text for u in UNEXPECTED), (name, text)
+
+
+def test_messages_name_the_part_of_the_file(files):
+    import json
+
+    base = json.loads(files["m.json"])
+    tree = base["learner"]["gradient_booster"]["model"]["trees"][3]
+    k = next(i for i, c in enumerate(tree["left_children"]) if c > 1 and tree["left_children"][c] != -1)
+    child = tree["left_children"][k]
+    tree["right_children"][child] = k                    # back to its parent
+    with pytest.raises(ModelError, match=rf"tree 3, node {child}: right child {k} points back to an ancestor"):
+        io.load_model(json.dumps(base).encode(), "m.json")
+    text = files["m.txt"].decode().replace("num_leaves=", "num_leaves=1", 1)
+    with pytest.raises(ModelError, match=r"tree 0 has num_leaves=1\d+ but \d+ leaf values"):
+        io.load_model(text.encode(), "m.txt")
+
+
+def _sample(cases: list, every: int) -> list:
+    return cases[::every]
+
+
+def test_fuzzed_files_through_the_sandbox_are_refused_or_verified(files):
+    X = np.frombuffer(files["_X"]).reshape(-1, 5)
+    cases = list(mutations(files, n_random=2, seed=0))
+    outcome = {name: _check(name, fname, data, X) for name, fname, data in _sample(cases, 9)}
+    assert "refused" in outcome.values()
+
+
+@pytest.mark.slow
+def test_fuzz_sweep_through_the_sandbox(files):
+    X = np.frombuffer(files["_X"]).reshape(-1, 5)
+    seen = {"refused": 0, "accepted": 0}
+    for seed in (1, 2):
+        for name, fname, data in mutations(files, n_random=6, seed=seed):
+            seen[_check(name, fname, data, X)] += 1
+    assert seen["refused"] > 100
+
+
+def test_a_valid_crlf_lightgbm_file_predicts_exactly_like_the_original(files):
+    import lightgbm as lgb
+
+    X = np.frombuffer(files["_X"]).reshape(-1, 5)
+    original = lgb.Booster(model_str=files["m.txt"].decode())
+    vetted = load_vetted(files["crlf.txt"], "crlf.txt")
+    np.testing.assert_array_equal(vetted.model.predict(X, raw_score=True), original.predict(X, raw_score=True))
+    np.testing.assert_allclose(vetted.ensemble.predict_raw(X)[:, 0], original.predict(X, raw_score=True),
+                               rtol=0, atol=1e-12)
+    direct = io.load_model(files["crlf.txt"], "crlf.txt")          # in-process too
+    np.testing.assert_array_equal(direct.predict(X, raw_score=True), original.predict(X, raw_score=True))
+
+
+@pytest.mark.parametrize("hook, signal_name", [("segfault", "SIGSEGV"), ("abort", "SIGABRT")])
+def test_a_child_killed_by_a_signal_gives_a_model_error_naming_it(files, hook, signal_name):
+    with pytest.raises(ModelError, match=signal_name) as info:
+        load_vetted(files["m.json"], "m.json", _hook=hook)
+    assert "re-save the model" in str(info.value)
+
+
+def test_a_hang_is_killed_at_the_time_limit(files):
+    t0 = time.perf_counter()
+    with pytest.raises(ModelError, match="took longer than 2 s"):
+        load_vetted(files["m.json"], "m.json", time_limit=2, _hook="hang")
+    assert time.perf_counter() - t0 < 2 + 15           # the child's imports are not counted; the hang is
+
+
+def test_memory_beyond_the_limit_is_contained(files):
+    with pytest.raises(ModelError, match="more than 1,536 MB"):
+        load_vetted(files["m.json"], "m.json", memory_mb=1536, _hook="memory")
