@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import shutil
 import tempfile
 import zlib
@@ -17,8 +18,20 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 
 warnings.filterwarnings("ignore", message=".*feature names.*")
 
+_MAIN = sys.modules.get("__main__")   # pytest's own, before any page ran
+
 # Audits the tests run (pages, browser) are stored in a throw-away history, never the user's.
 os.environ["ATLAS_HISTORY_URL"] = f"sqlite:///{tempfile.mkdtemp(prefix='atlas-history-')}/history.sqlite"
+
+
+@pytest.fixture(autouse=True)
+def _keep_main_module():  # noqa: PT004
+    """Streamlit's AppTest runs a page as ``__main__`` and leaves it there; a process
+    started later with multiprocessing's "spawn" then re-runs that page instead of
+    starting, and its pool restarts dead workers forever. Put the real one back."""
+    yield
+    if _MAIN is not None:
+        sys.modules["__main__"] = _MAIN
 
 
 def shared_data(name: str) -> Path:
