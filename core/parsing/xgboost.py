@@ -3,7 +3,19 @@
 XGBoost stores X as float32 and sends a sample left ("yes") iff
 ``float32(x) < t`` with a float32 ``t``; that is ``float32(x) <= prev32(t)``,
 converted to a float64 bound by :func:`core.ensemble.float32_le_bound`.
-Categorical splits, DART, gblinear and multi-target trees are refused.
+DART, gblinear and multi-target trees are refused.
+
+Categorical splits (``enable_categorical``; ``split_type`` 1, both one-hot and
+partition-based; XGBoost's ``common::Decision`` in ``src/common/categorical.h``
+and ``GetNextNode`` in ``src/predictor/predict_fn.h``): a node lists the
+category codes in ``categories[categories_segments[k]:+categories_sizes[k]]``
+for ``categories_nodes[k]``; a listed code goes *right*, any other valid code
+left, and a missing value to the node's default child. The categories are the
+model's own (``gradient_booster.model.cats``, saved since XGBoost 3.1: strings
+as UTF-8 bytes with offsets, or numbers); XGBoost re-codes a DataFrame's
+categories by value and sends an unseen category the way of a missing value,
+which is our missing code (:mod:`core.ensemble`). A model without saved
+categories (fitted on codes) gets the codes ``0..max`` its splits name.
 """
 
 from __future__ import annotations
@@ -87,13 +99,13 @@ def parse_xgboost(model: Any) -> TreeEnsemble:
             per_iter = int(gb["model"]["gbtree_model_param"].get("num_parallel_tree", "1")) * max(1, n_out)
             n_trees = (int(best) + 1) * per_iter
             meta["iteration_range"] = (0, int(best) + 1)
+    categories = _categories(model_json, cfg.get("feature_types") or [], d, trees_json[:n_trees])
+    n_codes = max((len(c) + 1 for c in categories if c is not None), default=None)
+    if n_codes is not None:
+        meta["input"] = "frame" if model_json.get("cats") else "array"
     trees = []
     for tj, grp in zip(trees_json[:n_trees], tree_info[:n_trees]):
-        if any(int(s) != 0 for s in tj.get("split_type", [])):
-            raise UnsupportedModelError(
-                "This XGBoost model has categorical splits, which are not supported; "
-                "one-hot encode categorical features and retrain."
-            )
+        right_sets = _right_sets(tj)
         if int(tj["tree_param"].get("size_leaf_vector", "1")) > 1:
             raise UnsupportedModelError("XGBoost vector-leaf trees are not supported.")
         left, right = tj["left_children"], tj["right_children"]
@@ -105,10 +117,21 @@ def parse_xgboost(model: Any) -> TreeEnsemble:
                 v = np.zeros(n_out)
                 v[int(grp) if n_out > 1 else 0] = float(np.float32(cond[i]))
                 nodes.append({"value": v})
+            elif i in right_sets:
+                j = int(feat[i])
+                cats = categories[j] if j < d else None
+                if cats is None:
+                    raise UnsupportedModelError(f"This XGBoost model splits feature {j} by category but does not "
+                                                "mark it categorical; re-save it with XGBoost 1.6 or later.")
+                go_right = right_sets[i]
+                default_left = bool(tj.get("default_left", [0] * len(left))[i])
+                nodes.append({"feature": j, "left": int(left[i]), "right": int(right[i]),
+                              "categories_left": [c for c in range(len(cats)) if c not in go_right]
+                              + ([len(cats)] if default_left else [])})
             else:
                 nodes.append({"feature": int(feat[i]), "threshold": float(thr[i]),
                               "left": int(left[i]), "right": int(right[i])})
-        trees.append(build_tree(nodes, n_out))
+        trees.append(build_tree(nodes, n_out, n_codes))
     names = cfg.get("feature_names") or []
     if wrapper is not None and getattr(wrapper, "feature_names_in_", None) is not None:
         names = list(wrapper.feature_names_in_)
@@ -119,7 +142,48 @@ def parse_xgboost(model: Any) -> TreeEnsemble:
         classes = np.asarray(wrapper.classes_)
     return TreeEnsemble(tuple(trees), n_features=d, feature_names=tuple(names), task=task,
                         aggregation="sum", link=link, base_score=base, classes=classes,
-                        source=source, meta=meta)
+                        source=source, meta=meta,
+                        categories=tuple(categories) if n_codes is not None else ())
+
+
+def _right_sets(tree: dict) -> dict[int, set[int]]:
+    """Node -> the category codes its categorical split sends right."""
+    types = tree.get("split_type", [])
+    if not any(int(t) != 0 for t in types):
+        return {}
+    cats = tree.get("categories", [])
+    out = {int(n): {int(c) for c in cats[int(s):int(s) + int(z)]}
+           for n, s, z in zip(tree.get("categories_nodes", []), tree.get("categories_segments", []),
+                              tree.get("categories_sizes", []))}
+    for i, t in enumerate(types):
+        if int(t) != 0 and tree["left_children"][i] != -1:
+            out.setdefault(i, set())
+    return out
+
+
+def _categories(model_json: dict, types: list, d: int, trees: list) -> list:
+    """Per feature None or its categories: the saved ones (strings or numbers, in
+    code order), else the codes ``0..max`` named by the splits."""
+    out: list = [None] * d
+    enc = (model_json.get("cats") or {}).get("enc") or []
+    for j in range(d):
+        if j >= len(types) or types[j] != "c":
+            continue
+        e = enc[j] if j < len(enc) and isinstance(enc[j], dict) else {}
+        if e.get("offsets"):
+            raw, off = bytes(int(v) for v in e["values"]), [int(o) for o in e["offsets"]]
+            out[j] = tuple(raw[a:b].decode("utf-8", "replace") for a, b in zip(off, off[1:]))
+        elif e.get("values"):
+            out[j] = tuple(int(v) if float(v).is_integer() else float(v) for v in e["values"])
+    used: dict[int, int] = {}
+    for tj in trees:
+        for i, codes in _right_sets(tj).items():
+            j = int(tj["split_indices"][i])
+            used[j] = max(used.get(j, -1), max(codes, default=-1))
+    for j, top in used.items():
+        if 0 <= j < d and out[j] is None:
+            out[j] = tuple(range(top + 1))
+    return out
 
 
 def _has_best(booster: Any) -> bool:

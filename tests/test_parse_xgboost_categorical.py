@@ -1,0 +1,160 @@
+"""XGBoost's native categorical splits (``enable_categorical``, one-hot and
+partition-based) parsed into the one TreeEnsemble: parity with the library on
+every category, the missing one and unseen ones, categories named in one tree
+only, string and integer categories, from the model object, its JSON and UBJ
+files and through the sandboxed reader; a raw table with unseen values; Adult
+on its raw categorical columns; counterfactuals fed back to the original model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import shared_data
+from core import io
+from core.ensemble import from_model
+from core.parsing.native import model_input, native_outputs
+from core.sandbox import load_vetted
+from core.workspace import build_workspace
+
+CATS = [f"k{i}" for i in range(30)]
+ATOL = 2e-5          # XGBoost sums leaf values in float32; a wrong route costs a whole leaf (>= 1e-2 here)
+
+
+def _frame(n=2500, seed=0):
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"a": rng.normal(size=n),
+                       "c": pd.Categorical(rng.choice(CATS, n), categories=CATS[::-1]),   # not sorted
+                       "b": rng.normal(size=n),
+                       "d": pd.Categorical(rng.choice([3, 10, 7], n))})
+    df.loc[rng.random(n) < 0.05, "c"] = np.nan
+    y = ((df.a > 0) ^ df.c.isin(CATS[::3]) | (df.d == 10)).astype(int)
+    return df, y
+
+
+@pytest.fixture(scope="module", params=[1, 64], ids=["partition", "one-hot"])
+def synthetic(request):
+    import xgboost as xgb
+
+    df, y = _frame()
+    model = xgb.XGBClassifier(n_estimators=40, max_depth=4, enable_categorical=True, tree_method="hist",
+                              max_cat_to_onehot=request.param, n_jobs=1).fit(df, y)
+    return df, y, model
+
+
+def _every_code(ens, n_num=3, seed=0):
+    rng = np.random.default_rng(seed)
+    grids = [np.arange(ens.n_codes(j)) if ens.is_categorical(j) else rng.normal(size=n_num)
+             for j in range(ens.n_features)]
+    return np.array(np.meshgrid(*grids, indexing="ij"), dtype=float).reshape(ens.n_features, -1).T
+
+
+def _margins(model, frame):
+    import xgboost as xgb
+
+    booster = model.get_booster() if hasattr(model, "get_booster") else model
+    return booster.predict(xgb.DMatrix(frame, enable_categorical=True), output_margin=True)
+
+
+def test_every_category_and_missing_match_the_library(synthetic, tmp_path):
+    df, y, model = synthetic
+    ens = from_model(model)
+    assert ens.categorical_features == [1, 3]
+    assert ens.categories[1] == tuple(df["c"].cat.categories) and ens.categories[3] == (3, 7, 10)
+    X = _every_code(ens)
+    np.testing.assert_allclose(ens.predict_raw(X)[:, 0], _margins(model, model_input(ens, X)), rtol=0, atol=ATOL)
+    ours, theirs, _ = native_outputs(ens, model, X)
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=ATOL)
+    for suffix in ("json", "ubj"):
+        path = tmp_path / f"m.{suffix}"
+        model.save_model(path)
+        data = path.read_bytes()
+        for loaded in (from_model(io.load_model(data, path.name)), load_vetted(data, path.name).ensemble):
+            assert loaded.categories == ens.categories
+            np.testing.assert_array_equal(loaded.predict_raw(X), ens.predict_raw(X))
+
+
+def test_a_category_named_in_one_tree_only_and_unseen_values():
+    """Levels that only one tree lists, and values the model never saw, routed as XGBoost does."""
+    import json
+
+    import xgboost as xgb
+
+    df, y = _frame()
+    model = xgb.XGBClassifier(n_estimators=12, max_depth=2, enable_categorical=True, max_cat_to_onehot=1,
+                              n_jobs=1).fit(df, y)
+    trees = json.loads(bytes(model.get_booster().save_raw("json")))["learner"]["gradient_booster"]["model"]["trees"]
+    listed: dict = {}
+    for t in trees:
+        for node, s, z in zip(t["categories_nodes"], t["categories_segments"], t["categories_sizes"]):
+            for c in t["categories"][s:s + z]:
+                listed[(t["split_indices"][node], c)] = listed.get((t["split_indices"][node], c), 0) + 1
+    assert 1 in listed.values(), listed                    # some level is listed by one tree only
+    ens = from_model(model)
+    X = _every_code(ens, n_num=5)
+    np.testing.assert_allclose(ens.predict_raw(X)[:, 0], _margins(model, model_input(ens, X)), rtol=0, atol=ATOL)
+    raw = pd.DataFrame({"a": [0.3, -0.2, 1.0], "c": ["never-seen", None, "k3"], "b": [0.0, 0.1, -1.0],
+                        "d": [3, 99, 10]})                 # 99: an unseen number
+    as_model = raw.assign(c=pd.Categorical(raw.c.where(raw.c.isin(ens.categories[1])), categories=ens.categories[1]),
+                          d=pd.Categorical(raw.d.where(raw.d.isin(ens.categories[3])), categories=ens.categories[3]))
+    miss_c, miss_d = ens.missing_code(1), ens.missing_code(3)
+    codes = np.array([[0.3, miss_c, 0.0, 0], [-0.2, miss_c, 0.1, miss_d],
+                      [1.0, ens.categories[1].index("k3"), -1.0, 2]], dtype=float)
+    np.testing.assert_allclose(ens.predict_raw(codes)[:, 0], _margins(model, as_model), rtol=0, atol=ATOL)
+
+
+def test_multiclass_and_regression_on_categories():
+    import xgboost as xgb
+
+    df, y = _frame(1500, seed=2)
+    multi = (y + (df.d == 3)).to_numpy()
+    for model in (xgb.XGBClassifier(n_estimators=15, max_depth=3, enable_categorical=True, n_jobs=1).fit(df, multi),
+                  xgb.XGBRegressor(n_estimators=15, max_depth=3, enable_categorical=True, n_jobs=1)
+                  .fit(df, df.a * 2 + y)):
+        ens = from_model(model)
+        X = _every_code(ens, n_num=2)
+        ours, theirs, _ = native_outputs(ens, model, X)
+        np.testing.assert_allclose(ours, theirs, rtol=0, atol=ATOL)
+
+
+def test_raw_table_and_counterfactuals_checked_on_the_original_model(synthetic):
+    from core.optimal import optimal_counterfactual
+
+    df, y, model = synthetic
+    raw = df.astype({"c": object, "d": object}).assign(label=y)
+    raw.loc[0, "c"] = "never-seen"
+    ws = build_workspace(raw, "label", model, name="xgb-cat")
+    assert any("never saw" in n for n in ws.notes)
+    expected = df.copy()
+    expected.loc[0, "c"] = np.nan
+    np.testing.assert_array_equal(ws.predictions, model.predict(expected))
+    back = ws.to_raw(ws.X.head(40))
+    np.testing.assert_array_equal(model.predict(back), ws.predictions[:40])
+    X = ws.X.to_numpy(float)
+    groups = [list(v) for v in ws.schema.groups().values() if len(v) >= 2]
+    for row in np.flatnonzero(ws.predictions == 0)[:5]:
+        res = optimal_counterfactual(ws.ensemble, X[row], 1, schema=ws.schema, X_ref=X, model=model)
+        assert res.found and res.status == "optimal", res.message
+        cf = np.asarray(res.x, dtype=float)
+        for g in groups:
+            assert set(np.round(cf[g], 9)) <= {0.0, 1.0} and cf[g].sum() <= 1
+        cf_raw = ws.to_raw(cf[None, :])
+        assert cf_raw["c"].iloc[0] in CATS + [None] or pd.isna(cf_raw["c"].iloc[0])
+        assert model.predict(cf_raw)[0] == 1
+
+
+def test_adult_all_rows_with_enable_categorical():
+    import xgboost as xgb
+
+    table = io.load_table(shared_data("adult.csv").read_bytes(), "adult.csv")
+    kinds = table.attrs.get("column_types", {})
+    cat_cols = [c for c, k in kinds.items() if k == "categorical"]
+    X = table.drop(columns=["Class"]).astype({c: "category" for c in cat_cols})
+    model = xgb.XGBClassifier(n_estimators=100, max_depth=5, enable_categorical=True, n_jobs=1).fit(X, table["Class"])
+    data = bytes(model.get_booster().save_raw("json"))
+    vetted = load_vetted(data, "adult.json")
+    assert set(vetted.ensemble.categorical_features) == {X.columns.get_loc(c) for c in cat_cols}
+    ws = build_workspace(table, "Class", vetted, name="adult")
+    assert len(ws.X) == len(table)
+    np.testing.assert_array_equal(ws.predictions, model.predict(X))
