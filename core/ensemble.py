@@ -828,7 +828,9 @@ SUPPORTED_MODELS = (
     "GradientBoostingClassifier, GradientBoostingRegressor, IsolationForest; "
     "XGBoost: XGBClassifier, XGBRegressor, Booster (binary:logistic, multi:softprob, "
     "multi:softmax, reg:squarederror); "
-    "LightGBM: LGBMClassifier, LGBMRegressor, Booster (binary, multiclass, regression)"
+    "LightGBM: LGBMClassifier, LGBMRegressor, Booster (binary, multiclass, regression); "
+    "CatBoost: JSON export (save_model(format='json')), .cbm with the catboost package "
+    "(Logloss, MultiClass, RMSE and other identity losses; float and one-hot categorical splits)"
 )
 
 

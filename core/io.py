@@ -17,6 +17,7 @@ import io
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -250,6 +251,8 @@ def prepare_data(df: pd.DataFrame, target: str | None = None, *,
 
 # ------------------------------------------------------------------ models
 def _model_kind(data: bytes, name: str) -> str:
+    if name.endswith(".cbm") or data[:4] == b"CBM1":
+        return "catboost"
     if name.endswith((".json", ".ubj")):
         return "xgboost"
     if name.endswith(".txt"):
@@ -268,6 +271,56 @@ def _model_kind(data: bytes, name: str) -> str:
     if data[:1] == b"\x80":
         return "pickle"
     return "unknown"
+
+
+def _catboost_json(document: dict, data: bytes, filename: str) -> Any:
+    """A CatBoost JSON export; CatBoost's own model beside it when the package is installed."""
+    from core.parsing.catboost import CatBoostJSON
+
+    native = None
+    try:
+        import catboost
+    except ImportError:
+        catboost = None
+    if catboost is not None:
+        native = _catboost_load(catboost, data, filename, "json")
+    return CatBoostJSON(document=document, native=native)
+
+
+def _catboost_binary(data: bytes, filename: str) -> Any:
+    """A CatBoost ``.cbm`` file: read by CatBoost (required), exported to its JSON."""
+    try:
+        import catboost
+    except ImportError:
+        raise UnsupportedModelError(
+            f"{filename!r} is a CatBoost binary model (.cbm), which needs the catboost package to read. Export it "
+            "from CatBoost as JSON instead: model.save_model('model.json', format='json', pool=train_pool)."
+        ) from None
+    import tempfile
+
+    from core.parsing.catboost import CatBoostJSON
+
+    native = _catboost_load(catboost, data, filename, "cbm")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.json"
+        native.save_model(str(path), format="json")
+        document = load_json(path.read_bytes(), filename, "CatBoost JSON")
+    return CatBoostJSON(document=document, native=native)
+
+
+def _catboost_load(catboost: Any, data: bytes, filename: str, fmt: str) -> Any:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"model.{fmt}"
+        path.write_bytes(data)
+        model = catboost.CatBoost()
+        try:
+            model.load_model(str(path), format=fmt)
+        except Exception as exc:  # noqa: BLE001 - CatBoostError
+            raise ModelError(f"{filename!r} is not a readable CatBoost model: "
+                             f"{str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}") from None
+    return model
 
 
 def _xgboost_document(data: bytes, filename: str) -> Any:
@@ -298,11 +351,17 @@ def load_model(data: bytes, filename: str, *, allow_pickle: bool = False) -> Any
     if len(data) > MAX_MODEL_BYTES:
         raise ModelError(f"{filename!r} is larger than {MAX_MODEL_BYTES // 2**20} MB.")
     kind = _model_kind(data, filename.lower())
+    if kind == "catboost":
+        return _catboost_binary(data, filename)
     if kind == "xgboost":
         import xgboost as xgb
 
+        document = _xgboost_document(data, filename)
+        if isinstance(document, dict) and "features_info" in document and \
+                ("oblivious_trees" in document or "trees" in document):
+            return _catboost_json(document, data, filename)
         # checked before XGBoost reads it: a damaged tree array crashes or hangs XGBoost
-        check_xgboost_json(_xgboost_document(data, filename), filename)
+        check_xgboost_json(document, filename)
         booster = xgb.Booster()
         try:
             booster.load_model(bytearray(data))

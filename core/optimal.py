@@ -627,7 +627,7 @@ def _check_on_model(model: Any, ens: TreeEnsemble, x: np.ndarray, target: Target
     if theirs is not None and not np.allclose(ours, theirs, rtol=1e-5, atol=1e-6):
         return False
     module = type(model).__module__.split(".")[0]
-    is_booster = module in ("xgboost", "lightgbm") and not hasattr(model, "fit")
+    is_booster = (module in ("xgboost", "lightgbm") and not hasattr(model, "fit")) or hasattr(model, "raw_scores")
     if is_booster:
         return bool(target.holds(ens, x[None, :])[0])
     if what == "probabilities" and type(model).__module__.startswith("sklearn") and hasattr(model, "classes_"):

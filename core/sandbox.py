@@ -186,7 +186,8 @@ _spare_lock = threading.Lock()
 
 
 _LIBRARY = {"xgboost": ("xgboost", "core.parsing.xgboost"), "lightgbm": ("lightgbm", "core.parsing.lightgbm"),
-            "skops": ("skops.io", "core.parsing.sklearn"), "pickle": ("joblib", "core.parsing.sklearn")}
+            "skops": ("skops.io", "core.parsing.sklearn"), "pickle": ("joblib", "core.parsing.sklearn"),
+            "catboost": ("core.parsing.catboost",)}
 STARTUP_LIMIT = 120.0  # seconds a child may take to import its libraries (not counted in the time limit)
 
 

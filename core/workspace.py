@@ -318,6 +318,52 @@ def _keys(s: pd.Series) -> tuple[np.ndarray, list[str]]:
     return idx, [_norm(v) for v in uniques]
 
 
+def _match_hashed_categories(ens: TreeEnsemble, table: pd.DataFrame, sources: list[_Source], notes: list[str]
+                             ) -> tuple[TreeEnsemble, pd.DataFrame]:
+    """CatBoost one-hot splits name a category by its hash (:mod:`core.parsing.catboost`):
+    each value of the data is hashed as CatBoost hashes it and read as the level with
+    that hash, or as "any other value" (which routes alike everywhere, and is given to
+    the model as the data's most frequent such value). A level the export named only
+    by its hash takes the data's value with that hash as its name."""
+    from dataclasses import replace as _re
+
+    from core.parsing.cityhash import cat_feature_hash, category_text
+
+    hashes = ens.meta["category_hashes"]
+    other = ens.meta.get("other_level", "(any other value)")
+    cats = list(ens.categories)
+    table = table.copy(deep=False)
+    examples: dict[str, Any] = {}
+    for j in ens.categorical_features:
+        name = ens.feature_names[j]
+        if name not in hashes:
+            continue
+        col = sources[j].column
+        level_of = {h: k for k, h in enumerate(hashes[name])}
+        levels = list(cats[j])
+        counts = table[col].value_counts(dropna=True)
+        read_as: dict[Any, Any] = {}
+        others = []
+        for value, count in counts.items():
+            k = level_of.get(cat_feature_hash(value))
+            if k is None:
+                read_as[value] = other
+                others.append((count, value))
+                continue
+            if str(levels[k]).startswith("#"):
+                levels[k] = category_text(value)
+            read_as[value] = levels[k]
+        cats[j] = tuple(levels)
+        table[col] = table[col].map(lambda v, m=read_as: m.get(v, v))
+        if others:
+            top = max(others, key=lambda cv: cv[0])[1]
+            examples[name] = category_text(top)
+            notes.append(f"Of column {col!r}, {sum(c for c, _ in others)} values no split of the model names "
+                         f"(e.g. {category_text(top)!r}) are read as {other!r}: CatBoost routes them all alike.")
+    meta = {**ens.meta, "other_example": {**ens.meta.get("other_example", {}), **examples}}
+    return _re(ens, categories=tuple(cats), meta=meta), table
+
+
 def _categorical_codes(ens: TreeEnsemble, j: int, s: pd.Series, notes: list[str]) -> np.ndarray:
     cats = ens.categories[j]
     index = {_norm(v): k for k, v in enumerate(cats)}
@@ -468,6 +514,9 @@ def build_workspace(df: pd.DataFrame, target: str | None, model: Any, *, name: s
     if positional:  # keep the data's names for the features
         names = [s.describe() if s.one_hot else s.column for s in sources]
         ens = from_model(ens, feature_names=[n.replace(" = ", "=") for n in names])
+    notes_before: list[str] = []
+    if ens.meta.get("category_hashes"):             # CatBoost: categories known by their hashes
+        ens, table = _match_hashed_categories(ens, table, sources, notes_before)
     native = ens
     if ens.categorical_features:   # the analyses read categorical splits as exact one-hot trees
         ens = expand(ens)
@@ -475,6 +524,7 @@ def build_workspace(df: pd.DataFrame, target: str | None, model: Any, *, name: s
             [_Source(src.column, _norm(c), one_hot=True, category=True) for c in native.categories[j]]
             if native.categories[j] is not None else [src])]
     codes, kept, notes = _encode(ens, table, sources, drop_missing)
+    notes = notes_before + notes
     for j in native.categorical_features:
         cols = ens.meta["expanded"]["columns"][j]
         none = int((codes[:, cols].sum(axis=1) == 0).sum())

@@ -30,6 +30,9 @@ def _parser_for(model: Any) -> Callable[[Any], Any]:
     if module == "lightgbm":
         from core.parsing.lightgbm import parse_lightgbm
         return parse_lightgbm
+    if type(model).__name__ == "CatBoostJSON" or module == "catboost":
+        from core.parsing.catboost import parse_catboost
+        return parse_catboost
     from core.ensemble import describe_unsupported
     raise describe_unsupported(model)
 

@@ -80,6 +80,9 @@ def model_input(ens: Any, X: np.ndarray, *, frame: bool = False) -> Any:
             values[known] = [cats[k] for k in codes[known]]
             # the missing code: NaN, or a category nobody knows where missing values are imputed
             values[~known] = UNSEEN if name in ens.meta.get("impute", {}) else np.nan
+            if name in ens.meta.get("category_hashes", {}):      # CatBoost: "any other value" as a real one
+                stand_in = ens.meta.get("other_example", {}).get(name, cats[-1])
+                values[(codes >= len(cats) - 1)] = stand_in
             cols[name] = values
     out = pd.DataFrame(cols, columns=list(ens.feature_names))
     for extra in ens.meta.get("extra_columns", ()):   # columns the model requires but does not use
@@ -99,6 +102,8 @@ def native_outputs(ens: Any, model: Any, X: np.ndarray) -> tuple[np.ndarray, np.
     """Return (ours, theirs, what) on codes-view rows X; ``theirs`` is None when
     the model gives no comparable output."""
     module = type(model).__module__.split(".")[0]
+    if type(model).__name__ == "CatBoostJSON":
+        return _catboost_outputs(ens, model, X)
     Xn = native_input(ens, model, X)
     if ens.task == "anomaly":
         return ens.score_samples(X), model.score_samples(Xn), "anomaly scores"
@@ -131,6 +136,21 @@ def native_outputs(ens: Any, model: Any, X: np.ndarray) -> tuple[np.ndarray, np.
     if ens.task == "classification":
         return ens.predict_proba(X), np.asarray(model.predict_proba(Xn), dtype=np.float64), "probabilities"
     return ens.predict(X), np.asarray(model.predict(Xn), dtype=np.float64).ravel(), "predictions"
+
+
+def _catboost_outputs(ens: Any, model: Any, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, str]:
+    """CatBoost's raw formula values (its own model when the ``catboost`` package is
+    installed, else the JSON document applied as CatBoost's Python export does). Rows
+    holding a level known only by its hash (``"#<hash>"``, no text to give CatBoost)
+    are left out of both sides."""
+    ours = ens.predict_raw(X)
+    keep = np.ones(len(X), dtype=bool)
+    for j in ens.categorical_features:
+        placeholder = np.array([str(c).startswith("#") for c in ens.categories[j]] + [False])
+        keep &= ~placeholder[np.clip(X[:, j].astype(np.int64), 0, len(placeholder) - 1)]
+    if not keep.any():
+        return ours[:0], np.zeros((0, ours.shape[1])), "raw scores"
+    return ours[keep], model.raw_scores(model_input(ens, X[keep], frame=True)), "raw scores"
 
 
 def _named(model: Any, X: np.ndarray) -> Any:

@@ -1,0 +1,189 @@
+"""CatBoost models from CatBoost's JSON export (and .cbm with the package): the
+hash of category values, parity with CatBoost on every level for oblivious and
+non-symmetric trees, binary / multiclass / regression, exports with and without
+the training pool, through the sandboxed reader; CTR features refused by name;
+a raw table and counterfactuals fed back to CatBoost itself; Adult on its raw
+categorical columns."""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import shared_data
+from core import io
+from core.ensemble import from_model
+from core.errors import UnsupportedModelError
+from core.parsing import probe_points
+from core.parsing.catboost import OTHER, CatBoostJSON, apply_document
+from core.parsing.cityhash import cat_feature_hash
+from core.parsing.native import model_input, native_outputs
+from core.sandbox import load_vetted
+from core.workspace import build_workspace
+
+cb = pytest.importorskip("catboost")
+
+LEVELS = list("xyzuvw")
+
+
+def _frame(n=1500, seed=0):
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"a": rng.normal(size=n), "k": rng.choice(LEVELS, n), "b": rng.normal(size=n),
+                       "m": rng.choice(["lo", "mid", "hi"], n)})
+    y = ((df.a > 0) ^ df.k.isin(["y", "u"]) | (df.m == "hi") & (df.b > 1)).astype(int)
+    return df, y
+
+
+def _save(model, path, pool=None):
+    model.save_model(str(path), format="json", pool=pool)
+    return path.read_bytes()
+
+
+def test_category_hashes_are_catboosts_own(tmp_path):
+    random.seed(0)
+    values = ["".join(random.choice(string.ascii_letters + string.digits + " é-_") for _ in range(n))
+              for n in list(range(1, 130)) + [200, 257, 1000]] + ["Private", "ü", "日本", "3"]
+    df = pd.DataFrame({"a": np.random.default_rng(0).normal(size=3 * len(values)), "k": values * 3})
+    y = (df.a > 0).astype(int)
+    model = cb.CatBoostClassifier(iterations=2, depth=2, verbose=0, one_hot_max_size=2000, cat_features=["k"])
+    model.fit(df, y)
+    doc = json.loads(_save(model, tmp_path / "h.json", cb.Pool(df, y, cat_features=["k"])))
+    theirs = {d["value"]: d["hash"] for d in doc["features_info"]["cat_features_hash"]}
+    assert len(theirs) == len(values)
+    assert {v: cat_feature_hash(v) for v in values} == theirs
+
+
+@pytest.mark.parametrize("grow_policy", ["SymmetricTree", "Depthwise", "Lossguide"])
+@pytest.mark.parametrize("with_pool", [True, False], ids=["pool", "no-pool"])
+def test_every_level_matches_catboost(grow_policy, with_pool, tmp_path):
+    df, y = _frame()
+    model = cb.CatBoostClassifier(iterations=40, depth=4, verbose=0, one_hot_max_size=10, cat_features=["k", "m"],
+                                  grow_policy=grow_policy, thread_count=1).fit(df, y)
+    data = _save(model, tmp_path / "m.json", cb.Pool(df, y, cat_features=["k", "m"]) if with_pool else None)
+    loaded = io.load_model(data, "m.json")
+    ens = from_model(loaded)
+    assert ens.categorical_features == [1, 3] and ens.categories[1][-1] == OTHER
+    if with_pool:
+        assert set(ens.categories[1][:-1]) <= set(LEVELS)
+    X = probe_points(ens, 128)
+    ours, theirs, _ = native_outputs(ens, loaded, X)
+    assert len(ours) >= 16          # without the pool, levels known only by their hash cannot be given to CatBoost
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-9)
+    # every row of the data, its values hashed, against CatBoost
+    np.testing.assert_allclose(ens.predict_raw(_codes(ens, df))[:, 0],
+                               model.predict(df, prediction_type="RawFormulaVal"), rtol=0, atol=1e-9)
+    # the JSON applied on its own (no catboost) agrees with CatBoost on the raw rows
+    np.testing.assert_allclose(apply_document(loaded.document, df)[:, 0],
+                               model.predict(df, prediction_type="RawFormulaVal"), rtol=0, atol=1e-9)
+    vetted = load_vetted(data, "m.json")
+    np.testing.assert_array_equal(vetted.ensemble.predict_raw(X), ens.predict_raw(X))
+
+
+def test_multiclass_regression_and_cbm(tmp_path):
+    df, y = _frame(900, seed=1)
+    multi = (y + (df.m == "lo")).to_numpy()
+    for model in (cb.CatBoostClassifier(iterations=20, depth=3, verbose=0, loss_function="MultiClass",
+                                        cat_features=["k", "m"], one_hot_max_size=10, thread_count=1).fit(df, multi),
+                  cb.CatBoostRegressor(iterations=20, depth=3, verbose=0, cat_features=["k", "m"],
+                                       one_hot_max_size=10, thread_count=1).fit(df, df.a * 2 + y)):
+        pool = cb.Pool(df, cat_features=["k", "m"])
+        for data, name in ((_save(model, tmp_path / "m.json", pool), "m.json"),
+                           (_cbm(model, tmp_path / "m.cbm"), "m.cbm")):
+            loaded = io.load_model(data, name)
+            ens = from_model(loaded)
+            raw = np.asarray(model.predict(df, prediction_type="RawFormulaVal"), dtype=float).reshape(len(df), -1)
+            codes = ens.predict_raw(_codes(ens, df))
+            np.testing.assert_allclose(codes, raw, rtol=0, atol=1e-9)
+            if ens.is_classifier:
+                assert list(ens.classes) == [0, 1, 2]
+
+
+def _cbm(model, path):
+    model.save_model(str(path))
+    return path.read_bytes()
+
+
+def _codes(ens, df):
+    X = np.empty((len(df), ens.n_features))
+    for j, name in enumerate(ens.feature_names):
+        if ens.categories[j] is None:
+            X[:, j] = df[name]
+        else:
+            hashes = ens.meta["category_hashes"][name]
+            X[:, j] = [hashes.index(cat_feature_hash(v)) if cat_feature_hash(v) in hashes else len(hashes)
+                       for v in df[name]]
+    return X
+
+
+def test_ctr_features_are_refused_by_name(tmp_path):
+    rng = np.random.default_rng(2)
+    df = pd.DataFrame({"a": rng.normal(size=2000), "city": rng.choice(list("abcdefghij"), 2000)})
+    y = ((df.a > 0) ^ df.city.isin(list("abc"))).astype(int)
+    model = cb.CatBoostClassifier(iterations=30, depth=3, verbose=0, one_hot_max_size=2, cat_features=["city"],
+                                  thread_count=1).fit(df, y)
+    data = _save(model, tmp_path / "ctr.json")
+    with pytest.raises(UnsupportedModelError, match=r"(?s)CTR.*'city'.*one_hot_max_size"):
+        from_model(io.load_model(data, "ctr.json"))
+    with pytest.raises(UnsupportedModelError, match="city"):
+        load_vetted(data, "ctr.json")
+
+
+def test_without_the_catboost_package_the_document_is_the_reference(tmp_path):
+    df, y = _frame(800, seed=3)
+    model = cb.CatBoostClassifier(iterations=15, depth=3, verbose=0, one_hot_max_size=10, cat_features=["k", "m"],
+                                  thread_count=1).fit(df, y)
+    doc = json.loads(_save(model, tmp_path / "m.json"))
+    alone = CatBoostJSON(document=doc)                     # what a server without catboost holds
+    ens = from_model(alone)
+    X = probe_points(ens, 64)
+    ours, theirs, _ = native_outputs(ens, alone, X)
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-9)
+    ws = build_workspace(df.assign(label=y), "label", alone, name="cb")
+    np.testing.assert_array_equal(ws.predictions, model.predict(df))
+    assert set(ws.ensemble.meta["expanded"]["categories"][1][:-1]) <= set(LEVELS)   # hashes named from the data
+
+
+@pytest.mark.parametrize("with_pool", [True, False], ids=["pool", "no-pool"])
+def test_raw_table_and_counterfactuals_checked_on_catboost(with_pool, tmp_path):
+    from core.optimal import optimal_counterfactual
+
+    df, y = _frame()
+    model = cb.CatBoostClassifier(iterations=40, depth=4, verbose=0, one_hot_max_size=10, cat_features=["k", "m"],
+                                  thread_count=1).fit(df, y)
+    data = _save(model, tmp_path / "m.json", cb.Pool(df, y, cat_features=["k", "m"]) if with_pool else None)
+    vetted = load_vetted(data, "m.json")
+    raw = df.assign(label=y)
+    raw.loc[0, "k"] = "never-seen"
+    ws = build_workspace(raw, "label", vetted, name="cb")
+    expected = df.copy()
+    expected.loc[0, "k"] = "never-seen"
+    np.testing.assert_array_equal(ws.predictions, model.predict(expected))
+    back = ws.to_raw(ws.X.head(60))
+    assert set(back["k"]) <= set(LEVELS) | {"never-seen"} and set(back["m"]) <= {"lo", "mid", "hi"}
+    np.testing.assert_array_equal(model.predict(back), ws.predictions[:60])
+    X = ws.X.to_numpy(float)
+    for row in np.flatnonzero(ws.predictions == 0)[:6]:
+        res = optimal_counterfactual(ws.ensemble, X[row], 1, schema=ws.schema, X_ref=X, model=vetted.model)
+        assert res.found and res.status == "optimal" and res.valid, res.message
+        cf = ws.to_raw(np.asarray(res.x, dtype=float)[None, :])
+        assert cf["k"].iloc[0] in LEVELS and cf["m"].iloc[0] in ("lo", "mid", "hi")   # known categories only
+        assert model.predict(cf)[0] == 1
+
+
+def test_adult_all_rows_with_one_hot_categoricals(tmp_path):
+    table = io.load_table(shared_data("adult.csv").read_bytes(), "adult.csv")
+    kinds = table.attrs.get("column_types", {})
+    cat_cols = [c for c, k in kinds.items() if k == "categorical"]
+    X = table.drop(columns=["Class"]).astype({c: str for c in cat_cols})
+    model = cb.CatBoostClassifier(iterations=100, depth=6, verbose=0, one_hot_max_size=255, cat_features=cat_cols,
+                                  thread_count=2).fit(X, table["Class"])
+    data = _save(model, tmp_path / "adult.json")
+    vetted = load_vetted(data, "adult.json")
+    ws = build_workspace(table, "Class", vetted, name="adult")
+    assert len(ws.X) == len(table)
+    np.testing.assert_array_equal(ws.predictions, model.predict(X))
