@@ -6,7 +6,9 @@ Prints JSON. Figures, each against a reference measured in the same process
 * parse + verify of a 500-tree LightGBM model with native categorical splits
   (Adult's categorical columns, or a synthetic table without ../shared), per
   500 trees, against the same for a numeric-only LightGBM model of the same
-  size (goal: <= 1 s per 500 trees);
+  size (goal: <= 1 s per 500 trees); the same for XGBoost ``enable_categorical``
+  (depth 6) and a CatBoost JSON export with one-hot categoricals (depth 6, when
+  catboost is installed), each against its numeric-only twin;
 * the sandboxed reading of that model's file (child process: read, convert,
   verify) against reading it in-process (the price of crash containment);
 * the median optimal-counterfactual time on the categorical model (its exact
@@ -72,6 +74,37 @@ def main() -> None:
     out["parse_verify_categorical_s_per_500_trees"] = round(t_cat, 4)
     out["parse_verify_numeric_s_per_500_trees"] = round(t_num, 4)
     out["categorical_vs_numeric_ratio"] = round(t_cat / t_num, 3)
+
+    import xgboost as xgb
+
+    codes = X.apply(lambda s: s.cat.codes if s.dtype == "category" else s)
+    x_cat = xgb.XGBClassifier(n_estimators=500, max_depth=6, enable_categorical=True, n_jobs=2).fit(X, y)
+    x_num = xgb.XGBClassifier(n_estimators=500, max_depth=6, n_jobs=2).fit(codes, y)
+    x_data, x_num_data = bytes(x_cat.get_booster().save_raw("json")), bytes(x_num.get_booster().save_raw("json"))
+    t_xc = best_of(lambda: from_model(io.load_model(x_data, "x.json")))
+    t_xn = best_of(lambda: from_model(io.load_model(x_num_data, "x.json")))
+    out["xgboost_parse_verify_categorical_s_per_500_trees"] = round(t_xc, 4)
+    out["xgboost_categorical_vs_numeric_ratio"] = round(t_xc / t_xn, 3)
+    try:
+        import catboost as cb
+    except ImportError:
+        cb = None
+    if cb is not None:
+        import tempfile
+
+        raw = table.drop(columns=[target]).astype({c: str for c in cat_cols})
+        c_cat = cb.CatBoostClassifier(iterations=500, depth=6, one_hot_max_size=255, cat_features=cat_cols,
+                                      verbose=0, allow_writing_files=False, thread_count=2).fit(raw, y)
+        c_num = cb.CatBoostClassifier(iterations=500, depth=6, verbose=0, allow_writing_files=False,
+                                      thread_count=2).fit(codes, y)
+        with tempfile.TemporaryDirectory() as tmp:
+            c_cat.save_model(f"{tmp}/c.json", format="json", pool=cb.Pool(raw, y, cat_features=cat_cols))
+            c_num.save_model(f"{tmp}/n.json", format="json")
+            c_data, c_num_data = Path(f"{tmp}/c.json").read_bytes(), Path(f"{tmp}/n.json").read_bytes()
+        t_cc = best_of(lambda: from_model(io.load_model(c_data, "c.json")))
+        t_cn = best_of(lambda: from_model(io.load_model(c_num_data, "c.json")))
+        out["catboost_parse_verify_one_hot_s_per_500_trees"] = round(t_cc, 4)
+        out["catboost_one_hot_vs_numeric_ratio"] = round(t_cc / t_cn, 3)
 
     data = cat_model.booster_.model_to_string().encode()
     t_in = best_of(lambda: from_model(io.load_model(data, "m.txt")))

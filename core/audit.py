@@ -572,7 +572,8 @@ def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Seq
                 rule = cr.local_rule(x, target_value, immutable=immutable)
                 samples = cr.sample_counterfactuals(x, rule, n=5)
                 table.at[p, "local_correctness"] = float(np.mean(tgt.holds(ens, samples)))
-                table.at[p, "local_rule"] = rule.to_text(names, list(schema.groups().values()))
+                table.at[p, "local_rule"] = rule.to_text(names, list(schema.groups().values())) + (
+                    f" (below pi_C: CRP {rule.crp:.2f})" if rule.below_pi_c else "")
             except ValueError:
                 table.at[p, "local_correctness"] = 0.0     # no rule: no correct counterfactual from a rule
                 table.at[p, "local_rule"] = "(no rule)"

@@ -107,6 +107,8 @@ class LocalRule:
         (S is then the subset with the highest CDP).
     alternatives : other rules (disconnected parts of the possible leaves).
     divergent_sets : every minimal divergent explanation found, with its CDP.
+    below_pi_c : no possible region reached the estimator's pi_c; the rule is the
+        possible cell with the highest CRP (its ``crp`` says how likely it works).
     """
 
     x: np.ndarray
@@ -121,6 +123,7 @@ class LocalRule:
     alternatives: tuple[Box, ...] = ()
     divergent_sets: tuple[tuple[tuple[int, ...], float], ...] = ()
     time: float = 0.0
+    below_pi_c: bool = False
 
     @property
     def constrained(self) -> tuple[int, ...]:
@@ -813,8 +816,9 @@ class CounterfactualRules:
 
     # ----------------------------------------------------------------- rules
     def _local_cells(self, x: np.ndarray, S: tuple[int, ...], mask: np.ndarray, pos: np.ndarray):
-        """Possible cells for ``x`` on ``S`` and their CRP; ``(None, best CRP)``
-        when none reaches pi_c."""
+        """Possible cells for ``x`` on ``S`` and their CRP, and whether one reaches
+        pi_c; when none does, the candidate set with the highest CRP (None when
+        there is no possible cell at all)."""
         w = self.projected_weights(x, S)
         Sarr = np.asarray(S)
         rest = np.setdiff1d(np.arange(self.n_features_in_), Sarr)
@@ -824,50 +828,64 @@ class CounterfactualRules:
 
         # the paper's possible leaves come from the target rows with positive
         # projected weight; when none of them gives a rule, from every target row
-        best = 0.0
+        best = None
         for rows in (np.flatnonzero((w > 0) & mask), np.flatnonzero(mask)):
             if not len(rows):
                 continue
             lo, hi, mass, crp = self._possible_cells(rows, S, x=x, pos=pos)
             xs = x[Sarr]
             crp = np.where(np.all((xs > lo) & (xs <= hi), axis=1), 0.0, crp)   # x's own cell is no recourse
-            best = max(best, float(crp.max()))
+            cells = (lo, hi, crp, mass, crp_of)
             if np.any(crp >= self.pi_c - 1e-12):
-                return (lo, hi, crp, mass, crp_of), best
-        return None, best
+                return cells, True
+            if best is None or crp.max() > best[2].max():
+                best = cells
+        return best, False
 
     def local_rule(self, x: Any, target: Any, immutable: Sequence[int] = ()) -> LocalRule:
         """The local counterfactual rule of ``x`` for ``target`` (a class,
         ``("other", c)``, or an interval ``(lo, hi)`` of outputs).
 
-        Raises NoCounterfactualRuleError when no possible leaf reaches pi_c."""
+        When no possible region reaches pi_c, the rule is the possible cell with
+        the highest CRP, flagged ``below_pi_c`` (the paper's protocol gives every
+        row a rule and reports its CRP). Raises NoCounterfactualRuleError only when
+        there is no possible cell with a positive CRP at all."""
         t0 = time.perf_counter()
         x = self._row(x)
         found, divergent = self._local_search(x, target, immutable)
         if not found:
             raise NoCounterfactualRuleError("No subset of the actionable features changes the surrogate's output.")
         mask, _, pos = self._target(target)
-        best_crp = 0.0
+        fallback = None
         for units, cdp in found:            # the best explanation that yields a rule
             S = self._columns(units)
-            got = self._local_cells(x, S, mask, pos)
-            if got[0] is not None:
+            cells, reached = self._local_cells(x, S, mask, pos)
+            if reached:
                 break
-            best_crp = max(best_crp, got[1])
+            if cells is not None and (fallback is None or cells[2].max() > fallback[1][2].max()):
+                fallback = (S, cells, cdp)
         else:
-            names = [self.feature_names_[j] for j in self._columns(found[0][0])]
-            raise NoCounterfactualRuleError(
-                f"No region on {names} reaches a rule probability of {self.pi_c} (best {best_crp:.2f}, "
-                f"{len(found)} feature set(s) tried); lower pi_c or allow more features to change.")
-        (lo, hi, crp, mass, crp_of), _ = got
-        keep = crp >= self.pi_c - 1e-12
-        boxes = self._merge(lo[keep], hi[keep], crp[keep], mass[keep], crp_of, xs=x[np.asarray(S)])
+            if fallback is None or fallback[1][2].max() <= 0:
+                names = [self.feature_names_[j] for j in self._columns(found[0][0])]
+                raise NoCounterfactualRuleError(
+                    f"No region on {names} leads to the target ({len(found)} feature set(s) tried); "
+                    "allow more features to change.")
+            S, cells, cdp = fallback
+        lo, hi, crp, mass, crp_of = cells
+        sarr = np.asarray(S)
+        if reached:
+            keep = crp >= self.pi_c - 1e-12
+            boxes = self._merge(lo[keep], hi[keep], crp[keep], mass[keep], crp_of, xs=x[sarr])
+        else:                               # below pi_c: the best cells themselves, unmerged
+            order = np.lexsort((-mass, -crp))[:5]
+            boxes = [Box(lo[i], hi[i], float(crp[i]), 1) for i in order if crp[i] > 0]
         full = [Box(self._full(S, b.lower, -np.inf), self._full(S, b.upper, np.inf), b.crp, b.n_cells)
                 for b in boxes]
         sets = tuple((self._columns(u), c) for u, c in found) if divergent else ()
         return LocalRule(x=x, target=target, features=S, lower=full[0].lower, upper=full[0].upper, cdp=cdp,
                          crp=full[0].crp, divergent=divergent, n_cells=full[0].n_cells,
-                         alternatives=tuple(full[1:]), divergent_sets=sets, time=time.perf_counter() - t0)
+                         alternatives=tuple(full[1:]), divergent_sets=sets, time=time.perf_counter() - t0,
+                         below_pi_c=not reached)
 
     def regional_rules(self, regions: Sequence[Any], target: Any, immutable: Sequence[int] = ()
                        ) -> list[RegionalRule]:
@@ -1074,7 +1092,7 @@ class CounterfactualRules:
                 in_t[i] = bool(output_mask(out, tgt)[0])
                 inl[i] = bool(self.inlier(z)[0])
                 rec.update(size=len(rule.features), changed=int(np.sum(z != x)), cdp=rule.cdp, crp=rule.crp,
-                           time=rule.time, correct=bool(in_t[i]), inlier=bool(inl[i]))
+                           time=rule.time, correct=bool(in_t[i]), inlier=bool(inl[i]), below_pi_c=rule.below_pi_c)
             records.append(rec)
             if progress:
                 progress(i + 1, len(X))

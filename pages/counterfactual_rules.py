@@ -98,8 +98,13 @@ with tab_local:
             st.warning(f"No set of the {searched} feature{'s' * (searched != 1)} that could be searched (the top "
                        f"{cr.top_k} the surrogate uses, less the fixed ones and those it never splits on) reaches "
                        f"CDP {g_pi}; the rule uses the set with the highest CDP found ({rule.cdp:.2f}).")
-        st.success(f"**If** {rule.to_text(names, groups)}, the other features kept, **then** the outcome is "
-                   f"{g_target} with probability {rule.crp:.2f}.")
+        if rule.below_pi_c:
+            st.warning(f"Below pi_C: no region reaches the rule probability {g_pic}; this is the best rule found "
+                       f"(CRP {rule.crp:.2f}), so its counterfactuals reach {g_target} less surely. Lower pi_C or "
+                       "allow more features to change for a surer rule.")
+        (st.info if rule.below_pi_c else st.success)(
+            f"**If** {rule.to_text(names, groups)}, the other features kept, **then** the outcome is "
+            f"{g_target} with probability {rule.crp:.2f}.")
         if len(rule.divergent_sets) > 1:
             st.caption("Other minimal sets: " + "; ".join(
                 f"{{{', '.join(names[j] for j in s)}}} (CDP {c:.2f})" for s, c in rule.divergent_sets[1:6]))

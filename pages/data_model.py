@@ -82,7 +82,7 @@ else:
         if how == "Upload a model file":
             dep = deployment()
             model_file = st.file_uploader(
-                "Model file: XGBoost .json/.ubj, LightGBM .txt, scikit-learn .skops"
+                "Model file: XGBoost .json/.ubj, LightGBM .txt, scikit-learn .skops, CatBoost .json/.cbm"
                 + (" (or .pkl/.joblib)" if dep.allows_pickle else ""),
                 type=["json", "ubj", "txt", "skops", "cbm"] + (["pkl", "pickle", "joblib"] if dep.allows_pickle else []),
                 key="dm_model_file")

@@ -1,6 +1,7 @@
 """The real pages on models as analysts have them, uploaded through the Data & model
-page (so read in the sandbox): a scikit-learn Pipeline saved with skops and a LightGBM
-model trained on pandas category columns, each with its raw table. Every analysis page
+page (so read in the sandbox): a scikit-learn Pipeline saved with skops, LightGBM and
+XGBoost models trained on pandas category columns and a CatBoost JSON export with
+one-hot categorical features, each with its raw table. Every analysis page
 opens without a traceback and the optimal counterfactual is found and valid."""
 
 from __future__ import annotations
@@ -48,7 +49,42 @@ def _lightgbm_file(df):
     return "model.txt", m.booster_.model_to_string().encode()
 
 
-@pytest.mark.parametrize("make", [_pipeline_file, _lightgbm_file], ids=["pipeline", "lightgbm-categorical"])
+def _xgboost_file(df):
+    import xgboost as xgb
+
+    X = df.drop(columns="approved").astype({"job": "category", "sex": "category"})
+    m = xgb.XGBClassifier(n_estimators=25, max_depth=4, enable_categorical=True, max_cat_to_onehot=1, n_jobs=1)
+    m.fit(X, df.approved)
+    return "model.json", bytes(m.get_booster().save_raw("json"))
+
+
+def _catboost_file(df):
+    import tempfile
+    from pathlib import Path
+
+    cb = pytest.importorskip("catboost")
+    X = df.drop(columns="approved")
+    m = cb.CatBoostClassifier(iterations=40, depth=4, verbose=0, one_hot_max_size=10, cat_features=["job", "sex"],
+                              allow_writing_files=False, thread_count=1).fit(X, df.approved)
+    with tempfile.TemporaryDirectory() as tmp:
+        m.save_model(str(Path(tmp) / "m.json"), format="json")       # no pool: levels named from the data
+        return "catboost.json", (Path(tmp) / "m.json").read_bytes()
+
+
+def _original_says(model, raw):
+    """The class the original model object gives the raw row."""
+    if hasattr(model, "raw_scores"):                                       # CatBoost JSON
+        return int(model.raw_scores(raw)[0, 0] > 0)
+    if type(model).__module__.startswith("xgboost") and not hasattr(model, "predict_proba"):
+        import xgboost as xgb
+
+        return int(model.predict(xgb.DMatrix(raw, enable_categorical=True))[0] > 0.5)
+    out = model.predict(raw) if hasattr(model, "predict_proba") else model.predict(raw) > 0.5
+    return int(np.ravel(out)[0])
+
+
+@pytest.mark.parametrize("make", [_pipeline_file, _lightgbm_file, _xgboost_file, _catboost_file],
+                         ids=["pipeline", "lightgbm-categorical", "xgboost-categorical", "catboost-one-hot"])
 def test_every_page_on_an_outside_model(make):
     df = _table()
     name, data = make(df)
@@ -79,5 +115,4 @@ def test_every_page_on_an_outside_model(make):
     assert ws.model is not None
     raw = ws.to_raw(res.x[None, :])
     assert raw["job"].iloc[0] in {"clerk", "nurse", "cook", "pilot"}      # a category, never "missing"
-    out = ws.model.predict(raw) if hasattr(ws.model, "predict_proba") else ws.model.predict(raw) > 0.5
-    assert int(np.ravel(out)[0]) == 1                                      # valid on the original model
+    assert _original_says(ws.model, raw) == 1                              # valid on the original model

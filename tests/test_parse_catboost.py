@@ -50,7 +50,7 @@ def test_category_hashes_are_catboosts_own(tmp_path):
               for n in list(range(1, 130)) + [200, 257, 1000]] + ["Private", "ü", "日本", "3"]
     df = pd.DataFrame({"a": np.random.default_rng(0).normal(size=3 * len(values)), "k": values * 3})
     y = (df.a > 0).astype(int)
-    model = cb.CatBoostClassifier(iterations=2, depth=2, verbose=0, one_hot_max_size=2000, cat_features=["k"])
+    model = cb.CatBoostClassifier(iterations=2, depth=2, verbose=0, allow_writing_files=False, one_hot_max_size=2000, cat_features=["k"])
     model.fit(df, y)
     doc = json.loads(_save(model, tmp_path / "h.json", cb.Pool(df, y, cat_features=["k"])))
     theirs = {d["value"]: d["hash"] for d in doc["features_info"]["cat_features_hash"]}
@@ -62,7 +62,7 @@ def test_category_hashes_are_catboosts_own(tmp_path):
 @pytest.mark.parametrize("with_pool", [True, False], ids=["pool", "no-pool"])
 def test_every_level_matches_catboost(grow_policy, with_pool, tmp_path):
     df, y = _frame()
-    model = cb.CatBoostClassifier(iterations=40, depth=4, verbose=0, one_hot_max_size=10, cat_features=["k", "m"],
+    model = cb.CatBoostClassifier(iterations=40, depth=4, verbose=0, allow_writing_files=False, one_hot_max_size=10, cat_features=["k", "m"],
                                   grow_policy=grow_policy, thread_count=1).fit(df, y)
     data = _save(model, tmp_path / "m.json", cb.Pool(df, y, cat_features=["k", "m"]) if with_pool else None)
     loaded = io.load_model(data, "m.json")
@@ -87,9 +87,9 @@ def test_every_level_matches_catboost(grow_policy, with_pool, tmp_path):
 def test_multiclass_regression_and_cbm(tmp_path):
     df, y = _frame(900, seed=1)
     multi = (y + (df.m == "lo")).to_numpy()
-    for model in (cb.CatBoostClassifier(iterations=20, depth=3, verbose=0, loss_function="MultiClass",
+    for model in (cb.CatBoostClassifier(iterations=20, depth=3, verbose=0, allow_writing_files=False, loss_function="MultiClass",
                                         cat_features=["k", "m"], one_hot_max_size=10, thread_count=1).fit(df, multi),
-                  cb.CatBoostRegressor(iterations=20, depth=3, verbose=0, cat_features=["k", "m"],
+                  cb.CatBoostRegressor(iterations=20, depth=3, verbose=0, allow_writing_files=False, cat_features=["k", "m"],
                                        one_hot_max_size=10, thread_count=1).fit(df, df.a * 2 + y)):
         pool = cb.Pool(df, cat_features=["k", "m"])
         for data, name in ((_save(model, tmp_path / "m.json", pool), "m.json"),
@@ -124,7 +124,7 @@ def test_ctr_features_are_refused_by_name(tmp_path):
     rng = np.random.default_rng(2)
     df = pd.DataFrame({"a": rng.normal(size=2000), "city": rng.choice(list("abcdefghij"), 2000)})
     y = ((df.a > 0) ^ df.city.isin(list("abc"))).astype(int)
-    model = cb.CatBoostClassifier(iterations=30, depth=3, verbose=0, one_hot_max_size=2, cat_features=["city"],
+    model = cb.CatBoostClassifier(iterations=30, depth=3, verbose=0, allow_writing_files=False, one_hot_max_size=2, cat_features=["city"],
                                   thread_count=1).fit(df, y)
     data = _save(model, tmp_path / "ctr.json")
     with pytest.raises(UnsupportedModelError, match=r"(?s)CTR.*'city'.*one_hot_max_size"):
@@ -135,7 +135,7 @@ def test_ctr_features_are_refused_by_name(tmp_path):
 
 def test_without_the_catboost_package_the_document_is_the_reference(tmp_path):
     df, y = _frame(800, seed=3)
-    model = cb.CatBoostClassifier(iterations=15, depth=3, verbose=0, one_hot_max_size=10, cat_features=["k", "m"],
+    model = cb.CatBoostClassifier(iterations=15, depth=3, verbose=0, allow_writing_files=False, one_hot_max_size=10, cat_features=["k", "m"],
                                   thread_count=1).fit(df, y)
     doc = json.loads(_save(model, tmp_path / "m.json"))
     alone = CatBoostJSON(document=doc)                     # what a server without catboost holds
@@ -153,7 +153,7 @@ def test_raw_table_and_counterfactuals_checked_on_catboost(with_pool, tmp_path):
     from core.optimal import optimal_counterfactual
 
     df, y = _frame()
-    model = cb.CatBoostClassifier(iterations=40, depth=4, verbose=0, one_hot_max_size=10, cat_features=["k", "m"],
+    model = cb.CatBoostClassifier(iterations=40, depth=4, verbose=0, allow_writing_files=False, one_hot_max_size=10, cat_features=["k", "m"],
                                   thread_count=1).fit(df, y)
     data = _save(model, tmp_path / "m.json", cb.Pool(df, y, cat_features=["k", "m"]) if with_pool else None)
     vetted = load_vetted(data, "m.json")
@@ -180,7 +180,7 @@ def test_adult_all_rows_with_one_hot_categoricals(tmp_path):
     kinds = table.attrs.get("column_types", {})
     cat_cols = [c for c, k in kinds.items() if k == "categorical"]
     X = table.drop(columns=["Class"]).astype({c: str for c in cat_cols})
-    model = cb.CatBoostClassifier(iterations=100, depth=6, verbose=0, one_hot_max_size=255, cat_features=cat_cols,
+    model = cb.CatBoostClassifier(iterations=100, depth=6, verbose=0, allow_writing_files=False, one_hot_max_size=255, cat_features=cat_cols,
                                   thread_count=2).fit(X, table["Class"])
     data = _save(model, tmp_path / "adult.json")
     vetted = load_vetted(data, "adult.json")

@@ -135,11 +135,13 @@ def parse_catboost(model: Any) -> TreeEnsemble:
     if len(bias) != n_out:
         raise ModelError(f"The CatBoost model's scale_and_bias has {len(bias)} biases for {n_out} outputs.")
 
+    borders = sorted({float(s["border"]) for s in splits if s.get("split_type") == "FloatFeature"})
+    bound = dict(zip(borders, float32_le_bound(np.asarray(borders, dtype=np.float32)).tolist()))
+
     def split_node(s: dict, left: Any, right: Any) -> dict:
         if s.get("split_type") == "FloatFeature":
             j = float_flat[int(s["float_feature_index"])]
-            t = float(float32_le_bound(np.float32(float(s["border"]))))
-            return {"feature": j, "threshold": t, "left": left, "right": right}
+            return {"feature": j, "threshold": bound[float(s["border"])], "left": left, "right": right}
         j = cat_flat[int(s["cat_feature_index"])]
         hit = code_of[j][int(s["value"]) & 0xFFFFFFFF]
         return {"feature": j, "categories_left": [c for c in range(len(categories[j]) + 1) if c != hit],
