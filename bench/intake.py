@@ -30,18 +30,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from core import io  # noqa: E402
+from common import best_of  # noqa: E402
 from core.ensemble import from_model  # noqa: E402
 from core.sandbox import load_vetted  # noqa: E402
 from core.workspace import build_workspace  # noqa: E402
-
-
-def best_of(fn, repeat: int = 3) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def _table() -> tuple[pd.DataFrame, str, list[str], str]:

@@ -154,12 +154,7 @@ def group_fairness(labels: Mapping[str, np.ndarray], y_pred: np.ndarray, *, favo
         codes = pd.Categorical(g, categories=levels).codes
         size = np.bincount(codes, minlength=len(levels))
         boot = _rates(_counts(codes, len(levels), yt, yp, idx), has_labels)
-        for i, level in enumerate(levels):
-            row = {"attribute": attr, "group": level, "n": int(size[i])}
-            for m in by.columns:
-                lo, hi = _interval(boot[m][:, i:i + 1])
-                row[m], row[f"{m}_lo"], row[f"{m}_hi"] = float(by.iloc[i][m]), float(lo[0]), float(hi[0])
-            rows.append(row)
+        rows += _group_rows(attr, levels, size, by, boot)
         keep = size >= min_group
         if keep.sum() < 2:
             notes.append(f"{attr}: fewer than two groups of at least {min_group} rows; no disparity computed.")
@@ -171,6 +166,18 @@ def group_fairness(labels: Mapping[str, np.ndarray], y_pred: np.ndarray, *, favo
             disp_rows.append({"attribute": attr, "measure": measure, "value": float(value),
                               "lo": float(lo[0]), "hi": float(hi[0]), "groups": int(keep.sum())})
     return GroupFairness(pd.DataFrame(rows), pd.DataFrame(disp_rows), notes)
+
+
+def _group_rows(attr: str, levels: list[str], size: np.ndarray, by: pd.DataFrame, boot: dict) -> list[dict]:
+    """One row per group: its size, and each metric with its bootstrap interval."""
+    rows = []
+    for i, level in enumerate(levels):
+        row: dict[str, Any] = {"attribute": attr, "group": level, "n": int(size[i])}
+        for m in by.columns:
+            lo, hi = _interval(boot[m][:, i:i + 1])
+            row[m], row[f"{m}_lo"], row[f"{m}_hi"] = float(by.iloc[i][m]), float(lo[0]), float(hi[0])
+        rows.append(row)
+    return rows
 
 
 def _regression(sets, y_pred, y_true, interval, idx, notes) -> GroupFairness:
@@ -205,12 +212,7 @@ def _regression(sets, y_pred, y_true, interval, idx, notes) -> GroupFairness:
             c = np.bincount(base, minlength=idx.shape[0] * k).reshape(-1, k)
             with np.errstate(invalid="ignore", divide="ignore"):
                 boot[m] = s / c
-        for i, level in enumerate(levels):
-            row = {"attribute": attr, "group": level, "n": int(size[i])}
-            for m in by.columns:
-                lo, hi = _interval(boot[m][:, i:i + 1])
-                row[m], row[f"{m}_lo"], row[f"{m}_hi"] = float(by.iloc[i][m]), float(lo[0]), float(hi[0])
-            rows.append(row)
+        rows += _group_rows(attr, levels, size, by, boot)
         v = by["in target"].to_numpy(dtype=float)
         lo, hi = _interval((np.nanmax(boot["in target"], axis=1) - np.nanmin(boot["in target"], axis=1))[:, None])
         disp.append({"attribute": attr, "measure": "in-target rate difference", "value": float(v.max() - v.min()),

@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence

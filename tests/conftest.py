@@ -34,6 +34,40 @@ def _keep_main_module():  # noqa: PT004
         sys.modules["__main__"] = _MAIN
 
 
+def every_code(ens, n_num: int = 3, seed: int = 0) -> np.ndarray:
+    """Rows crossing every code of every categorical feature (the missing one too)
+    with ``n_num`` random values of each numerical feature."""
+    rng = np.random.default_rng(seed)
+    grids = [np.arange(ens.n_codes(j)) if ens.is_categorical(j) else rng.normal(size=n_num)
+             for j in range(ens.n_features)]
+    return np.array(np.meshgrid(*grids, indexing="ij"), dtype=float).reshape(ens.n_features, -1).T
+
+
+def demo_credit():
+    """The built-in credit demo (LightGBM): table, target, model, ensemble, numeric X, schema."""
+    from core import demo
+    from core.ensemble import from_model
+    from core.io import prepare_data
+    from core.schema import infer_schema
+
+    df, target, model, _ = demo.build_demo("credit-lightgbm")
+    prep = prepare_data(df, target)
+    ens = from_model(model)
+    X = prep.X[list(ens.feature_names)].astype(float)
+    return df, target, model, ens, X, infer_schema(X, kinds=prep.kinds, groups=prep.groups)
+
+
+@pytest.fixture
+def fresh_history(tmp_path, monkeypatch):
+    """An empty audit history of the test's own."""
+    from dashboard import deploy
+
+    monkeypatch.setenv("ATLAS_HISTORY_URL", f"sqlite:///{tmp_path / 'history.sqlite'}")
+    deploy.settings.cache_clear()
+    yield
+    deploy.settings.cache_clear()
+
+
 def shared_data(name: str) -> Path:
     """Path of a dataset in ../shared/data, or skip (a user's clone has no ../shared)."""
     p = SHARED_DATA / name

@@ -10,22 +10,13 @@ import pandas as pd
 import pytest
 
 from core import fairstats as fs
+from conftest import demo_credit
 from core.audit import Audit, AuditError, _statistics, run_audit
 
 
 @pytest.fixture(scope="module")
 def credit():
-    from core import demo
-    from core.ensemble import from_model
-    from core.io import prepare_data
-    from core.schema import infer_schema
-
-    df, target, model, _ = demo.build_demo("credit-lightgbm")
-    prep = prepare_data(df, target)
-    ens = from_model(model)
-    X = prep.X[list(ens.feature_names)].astype(float)
-    schema = infer_schema(X, kinds=prep.kinds, groups=prep.groups)
-    return df, target, model, ens, X, schema
+    return demo_credit()
 
 
 @pytest.fixture(scope="module")

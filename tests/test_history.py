@@ -11,22 +11,14 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 
+from conftest import demo_credit
 from core.audit import Audit, run_audit
 from core.history import AUDITS, LOCAL_OWNER, AuditStore, HistoryError, compare, new_owner_key
 
 
 @pytest.fixture(scope="module")
 def small_audit():
-    from core import demo
-    from core.ensemble import from_model
-    from core.io import prepare_data
-    from core.schema import infer_schema
-
-    df, target, model, _ = demo.build_demo("credit-lightgbm")
-    prep = prepare_data(df, target)
-    ens = from_model(model)
-    X = prep.X[list(ens.feature_names)].astype(float)
-    schema = infer_schema(X, kinds=prep.kinds, groups=prep.groups)
+    _, _, model, ens, X, schema = demo_credit()
     return run_audit(ens, X, schema=schema, target=1, max_rows=120, n_jobs=1, model=model, n_perm=300,
                      n_boot=100, local_rules_per_group=1)
 

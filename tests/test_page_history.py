@@ -4,17 +4,8 @@ each visitor's audits private."""
 
 from __future__ import annotations
 
-import pytest
 
 from dashboard import deploy
-
-
-@pytest.fixture
-def fresh_history(tmp_path, monkeypatch):
-    monkeypatch.setenv("ATLAS_HISTORY_URL", f"sqlite:///{tmp_path / 'history.sqlite'}")
-    deploy.settings.cache_clear()
-    yield
-    deploy.settings.cache_clear()
 
 
 def _audit(at, rows):

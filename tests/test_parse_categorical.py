@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import shared_data
+from conftest import every_code, shared_data
 from core import io
 from core.ensemble import from_model
 from core.parsing.native import model_input
@@ -34,20 +34,12 @@ def synthetic():
     return df, y, model
 
 
-def _every_code(ens, n_num=3, seed=0):
-    """Rows crossing every code of every categorical feature (the missing one too) with random numbers."""
-    rng = np.random.default_rng(seed)
-    grids = [np.arange(ens.n_codes(j)) if ens.is_categorical(j) else rng.normal(size=n_num)
-             for j in range(ens.n_features)]
-    return np.array(np.meshgrid(*grids, indexing="ij"), dtype=float).reshape(ens.n_features, -1).T
-
-
 def test_every_category_and_missing_match_the_library(synthetic, tmp_path):
     df, y, model = synthetic
     ens = from_model(model)
     assert ens.categorical_features == [1, 3] and ens.categories[1] == tuple(df["c"].cat.categories)
     assert "missing" in ens.category_label(1, ens.missing_code(1))
-    X = _every_code(ens)
+    X = every_code(ens)
     np.testing.assert_allclose(ens.predict_proba(X), model.predict_proba(model_input(ens, X)), rtol=0, atol=1e-12)
     path = tmp_path / "cat.txt"
     model.booster_.save_model(path)
@@ -93,7 +85,7 @@ def test_integer_categories_from_an_array_model():
                                n_jobs=1).fit(X, y, categorical_feature=[1])
     ens = from_model(model)
     assert ens.categories[1] == tuple(range(12)) and ens.meta["input"] == "array"
-    P = _every_code(ens)
+    P = every_code(ens)
     np.testing.assert_allclose(ens.predict_proba(P), model.predict_proba(model_input(ens, P)), rtol=0, atol=1e-12)
     Q = P.copy()
     Q[:, 1] = np.where(P[:, 1] == ens.missing_code(1), np.nan, P[:, 1])   # missing as NaN for LightGBM
@@ -110,7 +102,7 @@ def test_multiclass_and_regression(synthetic, objective):
     model = cls(n_estimators=20, num_leaves=8, verbose=-1, min_data_per_group=5, cat_smooth=1, n_jobs=1)
     model.fit(df, target)
     ens = from_model(model)
-    X = _every_code(ens, n_num=2)
+    X = every_code(ens, n_num=2)
     ours = ens.predict_proba(X) if objective == "multiclass" else ens.predict(X)
     theirs = model.predict_proba(model_input(ens, X)) if objective == "multiclass" else \
         model.predict(model_input(ens, X))
@@ -134,13 +126,13 @@ def test_adult_all_rows_with_categorical_columns():
     np.testing.assert_array_equal(ws.predictions, model.predict(X))
 
 
-def test_one_hot_expansion_is_exact_on_every_code(synthetic):
+def test_one_hot_expansion_is_exact_onevery_code(synthetic):
     from core.categorical import decode, expand
 
     _, _, model = synthetic
     ens = from_model(model)
     wide = expand(ens)
-    C = _every_code(ens)
+    C = every_code(ens)
     cols = wide.meta["expanded"]["columns"]
     O = np.zeros((len(C), wide.n_features))
     for j, idx in enumerate(cols):

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import shared_data
+from conftest import every_code, shared_data
 from core import io
 from core.ensemble import from_model
 from core.parsing.native import model_input, native_outputs
@@ -43,13 +43,6 @@ def synthetic(request):
     return df, y, model
 
 
-def _every_code(ens, n_num=3, seed=0):
-    rng = np.random.default_rng(seed)
-    grids = [np.arange(ens.n_codes(j)) if ens.is_categorical(j) else rng.normal(size=n_num)
-             for j in range(ens.n_features)]
-    return np.array(np.meshgrid(*grids, indexing="ij"), dtype=float).reshape(ens.n_features, -1).T
-
-
 def _margins(model, frame):
     import xgboost as xgb
 
@@ -62,7 +55,7 @@ def test_every_category_and_missing_match_the_library(synthetic, tmp_path):
     ens = from_model(model)
     assert ens.categorical_features == [1, 3]
     assert ens.categories[1] == tuple(df["c"].cat.categories) and ens.categories[3] == (3, 7, 10)
-    X = _every_code(ens)
+    X = every_code(ens)
     np.testing.assert_allclose(ens.predict_raw(X)[:, 0], _margins(model, model_input(ens, X)), rtol=0, atol=ATOL)
     ours, theirs, _ = native_outputs(ens, model, X)
     np.testing.assert_allclose(ours, theirs, rtol=0, atol=ATOL)
@@ -92,7 +85,7 @@ def test_a_category_named_in_one_tree_only_and_unseen_values():
                 listed[(t["split_indices"][node], c)] = listed.get((t["split_indices"][node], c), 0) + 1
     assert 1 in listed.values(), listed                    # some level is listed by one tree only
     ens = from_model(model)
-    X = _every_code(ens, n_num=5)
+    X = every_code(ens, n_num=5)
     np.testing.assert_allclose(ens.predict_raw(X)[:, 0], _margins(model, model_input(ens, X)), rtol=0, atol=ATOL)
     raw = pd.DataFrame({"a": [0.3, -0.2, 1.0], "c": ["never-seen", None, "k3"], "b": [0.0, 0.1, -1.0],
                         "d": [3, 99, 10]})                 # 99: an unseen number
@@ -113,7 +106,7 @@ def test_multiclass_and_regression_on_categories():
                   xgb.XGBRegressor(n_estimators=15, max_depth=3, enable_categorical=True, n_jobs=1)
                   .fit(df, df.a * 2 + y)):
         ens = from_model(model)
-        X = _every_code(ens, n_num=2)
+        X = every_code(ens, n_num=2)
         ours, theirs, _ = native_outputs(ens, model, X)
         np.testing.assert_allclose(ours, theirs, rtol=0, atol=ATOL)
 

@@ -4,19 +4,9 @@ outcome the row does not have."""
 
 from __future__ import annotations
 
-import pytest
 from streamlit.testing.v1 import AppTest
 
 from conftest import ROOT
-from dashboard import deploy
-
-
-@pytest.fixture
-def fresh_history(tmp_path, monkeypatch):
-    monkeypatch.setenv("ATLAS_HISTORY_URL", f"sqlite:///{tmp_path / 'history.sqlite'}")
-    deploy.settings.cache_clear()
-    yield
-    deploy.settings.cache_clear()
 
 
 def _app(params=None, page="optimal_cf.py"):
