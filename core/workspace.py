@@ -323,8 +323,10 @@ def _match_hashed_categories(ens: TreeEnsemble, table: pd.DataFrame, sources: li
     """CatBoost one-hot splits name a category by its hash (:mod:`core.parsing.catboost`):
     each value of the data is hashed as CatBoost hashes it and read as the level with
     that hash, or as "any other value" (which routes alike everywhere, and is given to
-    the model as the data's most frequent such value). A level the export named only
-    by its hash takes the data's value with that hash as its name."""
+    the model as the data's most frequent such value; when the data holds only one
+    such value, the level is named by it; when it holds none, there is no such level).
+    A level the export named only by its hash
+    takes the data's value with that hash as its name."""
     from dataclasses import replace as _re
 
     from core.parsing.cityhash import cat_feature_hash, category_text
@@ -334,6 +336,7 @@ def _match_hashed_categories(ens: TreeEnsemble, table: pd.DataFrame, sources: li
     cats = list(ens.categories)
     table = table.copy(deep=False)
     examples: dict[str, Any] = {}
+    fold: list[int] = []
     for j in ens.categorical_features:
         name = ens.feature_names[j]
         if name not in hashes:
@@ -353,15 +356,22 @@ def _match_hashed_categories(ens: TreeEnsemble, table: pd.DataFrame, sources: li
             if str(levels[k]).startswith("#"):
                 levels[k] = category_text(value)
             read_as[value] = levels[k]
+        if len(others) == 1:            # one value no split names: the level is that value
+            levels[-1] = category_text(others[0][1])
+            read_as[others[0][1]] = levels[-1]
+        elif not others:                # none: the level goes (folded into the missing code, routed alike)
+            fold.append(j)
         cats[j] = tuple(levels)
         table[col] = table[col].map(lambda v, m=read_as: m.get(v, v))
-        if others:
+        if len(others) > 1:
             top = max(others, key=lambda cv: cv[0])[1]
             examples[name] = category_text(top)
             notes.append(f"Of column {col!r}, {sum(c for c, _ in others)} values no split of the model names "
                          f"(e.g. {category_text(top)!r}) are read as {other!r}: CatBoost routes them all alike.")
+    from core.parsing.catboost import fold_other_level
+
     meta = {**ens.meta, "other_example": {**ens.meta.get("other_example", {}), **examples}}
-    return _re(ens, categories=tuple(cats), meta=meta), table
+    return fold_other_level(_re(ens, categories=tuple(cats), meta=meta), fold), table
 
 
 def _categorical_codes(ens: TreeEnsemble, j: int, s: pd.Series, notes: list[str]) -> np.ndarray:

@@ -120,6 +120,21 @@ def _codes(ens, df):
     return X
 
 
+def test_folding_the_other_level_changes_no_prediction(tmp_path):
+    """A level no data value takes is folded into the missing code: same routes on every code."""
+    from conftest import every_code
+    from core.parsing.catboost import fold_other_level
+
+    df, y = _frame(800, seed=4)
+    model = cb.CatBoostClassifier(iterations=20, depth=4, verbose=0, allow_writing_files=False, one_hot_max_size=10,
+                                  cat_features=["k", "m"], thread_count=1).fit(df, y)
+    ens = from_model(io.load_model(_save(model, tmp_path / "m.json"), "m.json"))
+    folded = fold_other_level(ens, [1, 3])
+    assert folded.categories[1] == ens.categories[1][:-1] and folded.missing_code(1) == ens.missing_code(1) - 1
+    X = every_code(folded, n_num=3)
+    np.testing.assert_array_equal(folded.predict_raw(X), ens.predict_raw(X))
+
+
 def test_ctr_features_are_refused_by_name(tmp_path):
     rng = np.random.default_rng(2)
     df = pd.DataFrame({"a": rng.normal(size=2000), "city": rng.choice(list("abcdefghij"), 2000)})
@@ -145,7 +160,10 @@ def test_without_the_catboost_package_the_document_is_the_reference(tmp_path):
     np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-9)
     ws = build_workspace(df.assign(label=y), "label", alone, name="cb")
     np.testing.assert_array_equal(ws.predictions, model.predict(df))
-    assert set(ws.ensemble.meta["expanded"]["categories"][1][:-1]) <= set(LEVELS)   # hashes named from the data
+    levels = ws.ensemble.meta["expanded"]["categories"]
+    assert set(levels[1][:-1]) <= set(LEVELS)               # hashes named from the data
+    if len(levels[3]) == 3:                                 # "m" has 3 values: the one no split names is itself
+        assert set(levels[3]) == {"lo", "mid", "hi"}
 
 
 @pytest.mark.parametrize("with_pool", [True, False], ids=["pool", "no-pool"])

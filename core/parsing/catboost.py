@@ -207,6 +207,32 @@ def apply_document(doc: dict, frame: Any) -> np.ndarray:
     return scale * total + np.asarray(bias)
 
 
+def fold_other_level(ens: TreeEnsemble, features: list[int]) -> TreeEnsemble:
+    """The ensemble with the "any other value" level (the last) of each of
+    ``features`` folded into the missing code: both go the same way at every split,
+    so predictions do not change; the data then offers no such level to choose."""
+    from dataclasses import replace
+
+    if not features:
+        return ens
+    cats = list(ens.categories)
+    clear: dict[int, int] = {}
+    for j in features:
+        clear[j] = len(cats[j])                      # the old missing code, no longer a code
+        cats[j] = tuple(cats[j][:-1])
+    trees = []
+    for t in ens.trees:
+        if t.category_bits is None:
+            trees.append(t)
+            continue
+        bits = t.category_bits.copy()
+        for i in np.flatnonzero(np.isin(t.feature, list(clear)) & np.isnan(t.threshold) & (t.children_left >= 0)):
+            k = clear[int(t.feature[i])]
+            bits[i, k >> 6] &= ~(np.uint64(1) << np.uint64(k & 63))
+        trees.append(replace(t, category_bits=bits))
+    return replace(ens, trees=tuple(trees), categories=tuple(cats))
+
+
 def _exported(model: Any) -> CatBoostJSON:
     import json
     import tempfile

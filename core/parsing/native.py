@@ -81,8 +81,9 @@ def model_input(ens: Any, X: np.ndarray, *, frame: bool = False) -> Any:
             # the missing code: NaN, or a category nobody knows where missing values are imputed
             values[~known] = UNSEEN if name in ens.meta.get("impute", {}) else np.nan
             if name in ens.meta.get("category_hashes", {}):      # CatBoost: "any other value" as a real one
-                stand_in = ens.meta.get("other_example", {}).get(name, cats[-1])
-                values[(codes >= len(cats) - 1)] = stand_in
+                other = ens.meta.get("other_level", "(any other value)")
+                stand_in = ens.meta.get("other_example", {}).get(name, other)
+                values[~known | (values == other)] = stand_in
             cols[name] = values
     out = pd.DataFrame(cols, columns=list(ens.feature_names))
     for extra in ens.meta.get("extra_columns", ()):   # columns the model requires but does not use
