@@ -140,7 +140,7 @@ st.subheader(ws.name)
 summary = ws.summary()
 m = st.columns(5)
 lib, _, cls = summary["family"].partition(".")
-m[0].metric("Model", {"sklearn": "scikit-learn", "xgboost": "XGBoost", "lightgbm": "LightGBM"}.get(lib, lib),
+m[0].metric("Model", {"sklearn": "scikit-learn", "xgboost": "XGBoost", "lightgbm": "LightGBM", "catboost": "CatBoost"}.get(lib, lib),
             help=cls)
 m[1].metric("Trees", summary["trees"])
 m[2].metric("Max depth", summary["max depth"])
