@@ -18,6 +18,7 @@ number after '>='``, and suggest the closest feature names for a typo.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from typing import Sequence
 
@@ -37,41 +38,35 @@ class FilterError(AtlasError):
     """A filter that cannot be read; the message says where and why."""
 
 
+_TOKEN = re.compile(
+    r"(?P<ws>\s+)"
+    r"|(?P<and>[&,])"
+    r"|(?P<op><=|>=|==|<|>)"
+    r"|(?P<quoted>`[^`]*`|\"[^\"]*\")"
+    r"|(?P<open>[`\"])"
+    r"|(?P<num>" + _NUMBER.pattern + r")(?=[\s<>!&,`\"=]|$)"     # a number unless a name goes on
+    r"|(?P<word>" + _WORD.pattern + r")")
+
+
 def _tokens(text: str) -> list[tuple[str, str, int]]:
-    """(kind, value, position): kinds num, name, word, op, and."""
-    out, i, n = [], 0, len(text)
-    while i < n:
-        c = text[i]
-        if c.isspace():
-            i += 1
-            continue
-        if c in "&,":
-            out.append(("and", c, i))
-            i += 1
-            continue
-        op = next((o for o in _OPS if text.startswith(o, i)), None)
-        if op:
-            out.append(("op", op, i))
-            i += len(op)
-            continue
-        if c in "`\"":
-            end = text.find(c, i + 1)
-            if end < 0:
-                raise FilterError(f"At character {i + 1}: the quote {c} is never closed.")
-            out.append(("name", text[i + 1:end], i))
-            i = end + 1
-            continue
-        m = _NUMBER.match(text, i)
-        if m and (m.end() == n or not _WORD.match(text, m.end()) or text[m.end()].isspace()):
-            out.append(("num", m.group(), i))
-            i = m.end()
-            continue
-        m = _WORD.match(text, i)
-        if not m:
-            raise FilterError(f"At character {i + 1}: unexpected {c!r}; write clauses like `Age >= 30`.")
-        word = m.group()
-        out.append(("and" if word.lower() == "and" else "word", word, i))
+    """(kind, value, position): kinds num, name, word, op, and. One compiled
+    alternation per token: linear in the text, no backtracking across tokens."""
+    out, i = [], 0
+    for m in _TOKEN.finditer(text):
+        if m.start() != i:                           # a character no token starts with
+            break
+        kind, value = m.lastgroup, m.group()
+        if kind == "open":
+            raise FilterError(f"At character {i + 1}: the quote {value} is never closed.")
+        if kind == "word":
+            out.append(("and" if value.lower() == "and" else "word", value, i))
+        elif kind == "quoted":
+            out.append(("name", value[1:-1], i))
+        elif kind != "ws":
+            out.append((kind, value, i))
         i = m.end()
+    if i < len(text):
+        raise FilterError(f"At character {i + 1}: unexpected {text[i]!r}; write clauses like `Age >= 30`.")
     return out
 
 
@@ -103,7 +98,7 @@ def parse_filter(text: str, feature_names: Sequence[str], *, max_length: int = M
         raise FilterError(f"The filter is {len(text):,} characters long; the limit is {max_length:,}. "
                           "Write fewer, shorter clauses.")
     d = len(feature_names)
-    lower, upper = np.full(d, -np.inf), np.full(d, np.inf)
+    lower, upper = [-math.inf] * d, [math.inf] * d
     index = {str(n): j for j, n in enumerate(feature_names)}
     for clause in _clauses(_tokens(text), text):
         kinds = [k for k, _, _ in clause]
@@ -134,19 +129,20 @@ def parse_filter(text: str, feature_names: Sequence[str], *, max_length: int = M
             if len(clause) == 5:
                 comparisons.append((clause[3][1], float(clause[4][1])))
         for op, v in comparisons:
-            if not np.isfinite(v):
+            if not math.isfinite(v):
                 raise FilterError(f"The number {v} in the clause on {name!r} is not finite.")
             if op == ">":
                 lower[j] = max(lower[j], v)
             elif op == ">=":
-                lower[j] = max(lower[j], np.nextafter(v, -np.inf))
+                lower[j] = max(lower[j], math.nextafter(v, -math.inf))
             elif op == "<=":
                 upper[j] = min(upper[j], v)
             elif op == "<":
-                upper[j] = min(upper[j], np.nextafter(v, -np.inf))
+                upper[j] = min(upper[j], math.nextafter(v, -math.inf))
             else:
-                lower[j] = max(lower[j], np.nextafter(v, -np.inf))
+                lower[j] = max(lower[j], math.nextafter(v, -math.inf))
                 upper[j] = min(upper[j], v)
+    lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
     if np.any(lower >= upper):
         bad = [str(feature_names[j]) for j in np.flatnonzero(lower >= upper)]
         raise FilterError(f"The filter selects no value of {', '.join(bad)} (its bounds cross).")
