@@ -205,3 +205,24 @@ def test_adult_all_rows_with_one_hot_categoricals(tmp_path):
     ws = build_workspace(table, "Class", vetted, name="adult")
     assert len(ws.X) == len(table)
     np.testing.assert_array_equal(ws.predictions, model.predict(X))
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda d: next(s for t in d["oblivious_trees"] for s in t["splits"]
+                    if s["split_type"] == "FloatFeature").update(float_feature_index=99), "damaged"),
+    (lambda d: d["oblivious_trees"][0].update(leaf_values=[1.0]), "leaf values"),
+    (lambda d: d["features_info"]["float_features"][0].update(flat_feature_index=10**9), "lists"),
+    (lambda d: d.update(scale_and_bias="x"), "damaged|crashed"),
+], ids=["feature-index", "leaf-values", "huge-index", "scale"])
+def test_damaged_exports_are_refused_with_a_message(edit, says, tmp_path):
+    df, y = _frame(300, seed=5)
+    model = cb.CatBoostClassifier(iterations=3, depth=2, verbose=0, allow_writing_files=False, one_hot_max_size=10,
+                                  cat_features=["k", "m"], thread_count=1).fit(df, y)
+    doc = json.loads(_save(model, tmp_path / "m.json"))
+    edit(doc)
+    from core.errors import ModelError
+
+    with pytest.raises(ModelError, match=says):
+        from_model(CatBoostJSON(document=doc))
+    with pytest.raises(ModelError, match=says):     # through the sandbox (CatBoost's own reader may crash there)
+        load_vetted(json.dumps(doc).encode(), "m.json")

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from core.ensemble import TreeEnsemble, float32_le_bound
-from core.errors import ModelError, UnsupportedModelError
+from core.errors import AtlasError, ModelError, UnsupportedModelError
 from core.parsing import build_tree
 from core.parsing.cityhash import cat_feature_hash
 
@@ -70,6 +70,16 @@ def parse_catboost(model: Any) -> TreeEnsemble:
     if type(model).__module__.split(".")[0] == "catboost":       # CatBoost's own model object
         model = _exported(model)
     doc = model.document if isinstance(model, CatBoostJSON) else model
+    try:
+        return _parse(doc)
+    except AtlasError:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        raise ModelError(f"The CatBoost JSON is damaged or not as CatBoost writes it ({type(exc).__name__}: "
+                         f"{str(exc)[:120]}). Export it again with model.save_model(path, format='json').") from None
+
+
+def _parse(doc: Any) -> TreeEnsemble:
     if not isinstance(doc, dict) or not ({"oblivious_trees", "trees"} & set(doc)):
         raise ModelError("This is not a CatBoost JSON model (no 'oblivious_trees' or 'trees').")
     fi = doc.get("features_info") or {}
@@ -78,6 +88,11 @@ def parse_catboost(model: Any) -> TreeEnsemble:
     for kind in ("text_features", "embedding_features"):
         if fi.get(kind):
             raise UnsupportedModelError(f"This CatBoost model uses {kind.replace('_', ' ')}, which are not supported.")
+    listed = len(floats) + len(cats)
+    for f in floats + cats:                # indices bounded by the file's own list, before any allocation
+        if not 0 <= int(f["flat_feature_index"]) < listed or not 0 <= int(f["feature_index"]) < listed:
+            raise ModelError(f"Feature {str(f.get('feature_id'))[:40]!r} has index {f['flat_feature_index']} "
+                             f"but the model lists {listed} features.")
     names_of = {int(f["flat_feature_index"]): str(f.get("feature_name") or f.get("feature_id") or "")
                 for f in floats + cats}
     d = max(names_of, default=-1) + 1
