@@ -7,7 +7,8 @@ PAGES: dict[str, list[tuple[str, str, str]]] = {
                      ("decision_regions.py", "Decision regions", "🗺️"),
                      ("fcca.py", "FCCA thresholds", "🌡️")],
     "Local views": [("optimal_cf.py", "Optimal counterfactual", "🎯"),
-                    ("counterfactual_rules.py", "Counterfactual rules", "📏")],
+                    ("counterfactual_rules.py", "Counterfactual rules", "📏"),
+                    ("case_story.py", "Case story", "📖")],
     "Audit": [("fairness_audit.py", "Fairness audit", "⚖️"),
               ("history.py", "Audit history", "🗂️")],
 }

@@ -1,0 +1,54 @@
+"""Case story: one row walked through its decision, its smallest change, its rule,
+its region and its group, in plain language; exported as one HTML file."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from core.rules import CounterfactualRules
+from core.story import case_story
+from dashboard import state
+from dashboard.caching import session_cached
+from dashboard.ui import user_errors
+from dashboard.widgets import row_picker, target_picker
+
+ws, ens, schema, names, X, pred = state.page_context(
+    "Case story",
+    "One case told from start to end for a presentation: the model's decision, the region around it where "
+    "the answer cannot change, the smallest change that gives the outcome you choose (proven optimal), a "
+    "rule for cases like it, and how its group fares in the fairness audit of this page's data.")
+
+c1, c2, c3 = st.columns([1, 2, 1])
+row = row_picker(c1, len(X), "cs_row")
+target = target_picker(c2, ens, pred, pred[row], "cs")
+limit = c3.number_input("Time limit (s)", 1.0, 600.0, 30.0, key="cs_limit")
+with_rule = st.checkbox("Include a counterfactual rule (fits a surrogate forest once)", value=True, key="cs_rule")
+held = st.session_state.get("fa_result")
+audit = held["audit"] if held and held.get("source") == "run" and held.get("key") == ws.key else None
+st.caption("The fairness audit of this data is included." if audit is not None else
+           "No fairness audit of this data in this session: run one on the Fairness audit page to include how "
+           "the case's group fares.")
+
+if st.button("Tell the story", type="primary", key="cs_go"):
+    with user_errors("The story could not be told"), st.spinner("Finding the smallest change and the rule…"):
+        rules = None
+        if with_rule:
+            groups = list(schema.groups().values())
+            rules = session_cached("cs_surrogate", ws.key, lambda: CounterfactualRules(
+                groups=groups, random_state=0, max_rows=8000).fit(X, pred, feature_names=names))
+        st.session_state["cs_result"] = (row, str(target), case_story(ws, row, target, time_limit=float(limit),
+                                                                       rules=rules, audit=audit))
+got = st.session_state.get("cs_result")
+if got is not None:
+    g_row, g_target, story = got
+    if (g_row, g_target) != (row, str(target)):
+        st.caption("This story is for an earlier choice of case or outcome; press the button to tell the current one.")
+    st.subheader(story.title)
+    for head, paras in story.sections:
+        st.markdown(f"#### {head}")
+        for p in paras:
+            st.markdown(p)
+    st.markdown("#### The case and its counterfactual")
+    st.dataframe(story.table, key="cs_table")
+    st.download_button("Download the story (HTML)", story.to_html(), f"case-{story.row}.html", "text/html",
+                       key="cs_download")

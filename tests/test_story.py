@@ -1,0 +1,86 @@
+"""The case story: every statement checked against the model and the data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, demo_credit
+from core.audit import run_audit
+from core.rules import CounterfactualRules
+from core.story import _region, case_story
+from core.workspace import build_workspace
+
+
+@pytest.fixture(scope="module")
+def credit_ws():
+    df, target, model, *_ = demo_credit()
+    return build_workspace(df, target, model, name="credit")
+
+
+def test_story_statements_hold(credit_ws):
+    ws = credit_ws
+    X = ws.X.to_numpy(float)
+    row = int(np.flatnonzero(ws.predictions == 0)[0])
+    rules = CounterfactualRules(groups=list(ws.schema.groups().values()), random_state=0).fit(
+        X, ws.predictions, feature_names=list(ws.X.columns))
+    story = case_story(ws, row, 1, rules=rules)
+    heads = [h for h, _ in story.sections]
+    assert heads[:4] == ["The decision", "Where the case sits", "The smallest change", "A rule for cases like this one"]
+    # the region: the row is inside, and every data row inside gets the same raw output
+    lower, upper = _region(ws.ensemble, X[row])
+    inside = np.all((X > lower) & (X <= upper), axis=1)
+    assert inside[row]
+    raw = ws.ensemble.predict_raw(X[inside])
+    np.testing.assert_allclose(raw, np.repeat(raw[:1], len(raw), axis=0))
+    assert f"{int(inside.sum())} of the {len(X)} cases" in " ".join(dict(story.sections)["Where the case sits"])
+    # the counterfactual: optimal, valid on the original model, shown in raw columns, protected columns kept
+    res = story.facts["counterfactual"]
+    assert res.found and res.status == "optimal" and res.valid
+    assert list(story.table.index) == ["this case", "counterfactual"]
+    assert int(ws.model.predict(story.table.loc[["counterfactual"]])[0]) == 1
+    for f in ws.schema.features:
+        if f.protected:
+            col = f.group or f.name
+            assert story.table.at["this case", col] == story.table.at["counterfactual", col]
+    for c in story.facts["changed"]:
+        assert c in " ".join(dict(story.sections)["The smallest change"])
+    assert "rule" in story.facts
+    page = story.to_html()
+    assert page.startswith("<!DOCTYPE html>") and "<script" not in page and "http" not in page
+
+
+def test_story_tells_the_audit_group(credit_ws):
+    ws = credit_ws
+    X = ws.X.to_numpy(float)
+    audit = run_audit(ws.ensemble, X, schema=ws.schema, target=1, max_rows=80, n_jobs=1, model=ws.model, n_perm=100,
+                      n_boot=50, local_rules_per_group=1, scan=False)
+    row = int(audit.rows["row"].iloc[0])
+    story = case_story(ws, row, 1, audit=audit)
+    paras = dict(story.sections)["How the case's group fares"]
+    label = str(audit.rows.set_index("row").at[row, "group:sex"])
+    g = audit.groups[(audit.groups.attribute == "sex") & (audit.groups.group.astype(str) == label)].iloc[0]
+    assert f"sex = {label}" in paras[0] and f"{g['feasible']:.0%}" in paras[0] and f"{g['cost']:.3g}" in paras[0]
+
+
+def test_hostile_names_are_escaped_in_the_html(credit_ws):
+    from dataclasses import replace
+
+    story = case_story(credit_ws, 0, 1)
+    story = replace(story, title="<script>alert(1)</script>")
+    assert "<script>" not in story.to_html()
+
+
+def test_case_story_page():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=240)
+    at.run()
+    at.switch_page("../pages/case_story.py").run()
+    assert not at.exception
+    at.button(key="cs_go").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    row, _, story = at.session_state["cs_result"]
+    assert story.facts["counterfactual"].found
+    assert [h.value for h in at.markdown if h.value.startswith("#### ")][:3] == [
+        "#### The decision", "#### Where the case sits", "#### The smallest change"]
