@@ -75,6 +75,43 @@ def _region(ens: Any, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lower, upper
 
 
+def _conditions(schema: Any, names: list[str], bounded: list[int], lower: np.ndarray, upper: np.ndarray
+                ) -> list[str]:
+    """The region's bounds as plain conditions: a one-hot column as "group is (not)
+    level", whole numbers as values, LightGBM's +-1e-35 zero zone as 0."""
+    spec = {f.name: f for f in schema.features}
+    out = []
+    for j in bounded:
+        f = spec.get(names[j])
+        lo, hi = (0.0 if abs(v) < 1e-30 else v for v in (lower[j], upper[j]))
+        if f is not None and f.kind == "one-hot" and f.group:
+            level = names[j].split("=", 1)[1] if "=" in names[j] else names[j]
+            if hi < 1:
+                out.append(f"{f.group} not {level}")
+            elif lo >= 0:
+                out.append(f"{f.group} = {level}")
+            continue
+        if f is not None and f.kind in ("integer", "binary"):
+            a = int(np.floor(lo)) + 1 if np.isfinite(lo) else None
+            b = int(np.floor(hi)) if np.isfinite(hi) else None
+            if f.kind == "binary":                 # 0/1: a bound on either side is a value
+                a, b = (a if a is not None else 0), (b if b is not None else 1)
+            if a is not None and b is not None:
+                out.append(f"{names[j]} = {a}" if a == b else f"{names[j]} from {a} to {b}")
+            elif b is not None:
+                out.append(f"{names[j]} at most {b}")
+            else:
+                out.append(f"{names[j]} at least {a}")
+            continue
+        if np.isfinite(lo) and np.isfinite(hi):
+            out.append(f"{names[j]} above {_num(lo)} and at most {_num(hi)}")
+        elif np.isfinite(hi):
+            out.append(f"{names[j]} at most {_num(hi)}")
+        else:
+            out.append(f"{names[j]} above {_num(lo)}")
+    return out
+
+
 def case_story(ws: Any, row: int, target: Any, *, time_limit: float = 30.0, rules: Any = None,
                audit: Any = None, fixed: Any = None) -> CaseStory:
     """Tell the story of row ``row`` of workspace ``ws`` for ``target`` (a class, or
@@ -109,18 +146,10 @@ def case_story(ws: Any, row: int, target: Any, *, time_limit: float = 30.0, rule
     lower, upper = _region(ens, x)
     bounded = [j for j in range(ens.n_features) if np.isfinite(lower[j]) or np.isfinite(upper[j])]
     same = int(np.all((X > lower) & (X <= upper), axis=1).sum())
-    parts = []
-    for j in bounded[:8]:
-        lo, hi = lower[j], upper[j]
-        if np.isfinite(lo) and np.isfinite(hi):
-            parts.append(f"{names[j]} between {_num(lo)} and {_num(hi)}")
-        elif np.isfinite(hi):
-            parts.append(f"{names[j]} at most {_num(hi)}")
-        else:
-            parts.append(f"{names[j]} above {_num(lo)}")
-    region = (f"Every case with {', '.join(parts)}{' (and more conditions)' if len(bounded) > 8 else ''} gets "
-              f"exactly the same answer from every tree of the model; {same} of the {len(X)} cases in the data "
-              "lie in this region." if parts else "The model gives the same answer to every input.")
+    parts = _conditions(schema, names, bounded, lower, upper)
+    region = (f"Every case with {', '.join(parts[:8])}{' (and more conditions)' if len(parts) > 8 else ''} gets "
+              f"exactly the same answer from every tree of the model; of the {len(X)} cases in the data, {same} "
+              f"{'lies' if same == 1 else 'lie'} in this region." if parts else "The model gives the same answer to every input.")
     sections.append(("Where the case sits", (region,)))
 
     # 3. the smallest change

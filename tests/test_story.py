@@ -33,7 +33,7 @@ def test_story_statements_hold(credit_ws):
     assert inside[row]
     raw = ws.ensemble.predict_raw(X[inside])
     np.testing.assert_allclose(raw, np.repeat(raw[:1], len(raw), axis=0))
-    assert f"{int(inside.sum())} of the {len(X)} cases" in " ".join(dict(story.sections)["Where the case sits"])
+    assert f"of the {len(X)} cases in the data, {int(inside.sum())} l" in " ".join(dict(story.sections)["Where the case sits"])
     # the counterfactual: optimal, valid on the original model, shown in raw columns, protected columns kept
     res = story.facts["counterfactual"]
     assert res.found and res.status == "optimal" and res.valid
