@@ -22,7 +22,7 @@ from core.errors import UnsupportedModelError
 from core.parsing import probe_points
 from core.parsing.catboost import OTHER, CatBoostJSON, apply_document
 from core.parsing.cityhash import cat_feature_hash
-from core.parsing.native import model_input, native_outputs
+from core.parsing.native import native_outputs
 from core.sandbox import load_vetted
 from core.workspace import build_workspace
 
