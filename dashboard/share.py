@@ -17,7 +17,7 @@ import streamlit as st
 
 from core.errors import AtlasError
 from dashboard import state
-from dashboard.widgets import ROW, TARGET
+from dashboard.widgets import ROW, SHOWN, TARGET
 
 RESTORED = "_url_restored"
 TOKEN = "share_token"        # (workspace key, token) of the last "Share this view"
@@ -80,6 +80,8 @@ def current_params() -> dict[str, str]:
     if row is not None:
         out["row"] = str(int(row))
     target = st.session_state.get(TARGET)
+    if target is None:                     # the default the page showed, so the link opens on the same target
+        target = st.session_state.get(SHOWN)
     if isinstance(target, tuple):
         out["target"] = f"{target[0]:.6g},{target[1]:.6g}"
     elif target is not None:

@@ -18,6 +18,7 @@ import streamlit as st
 
 ROW = "shared_row"           # the row every page explains (int), None before any choice
 TARGET = "shared_target"     # the target the user chose: a class, or (lo, hi) for a regressor; None = default
+SHOWN = "shown_target"       # the target the last one-row page showed (chosen or default), for links
 
 
 def _sync(widget_key: str, shared_key: str, convert: Callable[[Any], Any] = lambda v: v) -> Callable[[], None]:
@@ -62,6 +63,8 @@ def target_picker(container: Any, ens: Any, pred: np.ndarray, row_pred: Any, pre
         if target == row_pred:
             container.caption(f"This row is already predicted {target}: there is nothing to change. "
                               "Choose another outcome, or another row.")
+        if row_pred is not None:
+            st.session_state[SHOWN] = target
         return target
     if isinstance(chosen, tuple) and len(chosen) == 2:
         lo, hi = (float(v) for v in chosen)
@@ -81,4 +84,6 @@ def target_picker(container: Any, ens: Any, pred: np.ndarray, row_pred: Any, pre
     if row_pred is not None and lo <= float(row_pred) <= hi:
         container.caption(f"This row's prediction {float(row_pred):.4g} is already in the target: there is "
                           "nothing to change. Choose another interval, or another row.")
+    if row_pred is not None:
+        st.session_state[SHOWN] = (float(lo), float(hi))
     return (float(lo), float(hi))
