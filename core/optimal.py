@@ -31,8 +31,10 @@ at least ``delta`` (eq. 33).
   levels, where optima lie), solved by HiGHS or Gurobi.
 
 Both are made fast by an upper bound found first: the nearest valid point
-among the training rows of the target class projected onto the actionable
-set, improved greedily (:func:`warm_start`). Leaves whose box cannot be
+among the reference rows (``X_ref``, usually the training data) projected onto
+the actionable set, improved greedily (:func:`warm_start`), and a greedy
+descent from ``x_hat`` on the model alone (:func:`greedy_start`), so the call
+without reference rows is as fast as with them. Leaves whose box cannot be
 reached within that bound are removed before solving, and the bound is
 given to the solver with the point as a hint.
 
@@ -391,6 +393,88 @@ def warm_start(prob: CellProblem, X_ref: np.ndarray | None, max_candidates: int 
     return prob.point_of(best_cells), best_cost
 
 
+def target_margin(prob: CellProblem, X: np.ndarray) -> np.ndarray:
+    """How deep each row lies inside the target (and the plausibility set):
+    positive inside, the smaller of the two when both apply. Shape (n,)."""
+    raw = prob.ens.predict_raw(X)
+    tgt, ens = prob.target, prob.ens
+    if tgt.kind == "class" and ens.link == "sigmoid":
+        m = raw[:, 0] if tgt.class_index == 1 else -raw[:, 0]
+    elif tgt.kind == "class":
+        m = raw[:, tgt.class_index] - np.delete(raw, tgt.class_index, axis=1).max(axis=1)
+    else:
+        m = np.minimum(raw[:, 0] - tgt.lo, tgt.hi - raw[:, 0])
+    if prob.plaus is not None:
+        m = np.minimum(m, prob.plaus.forest.predict_raw(X)[:, 0] - prob.plaus.delta)
+    return m
+
+
+def _moves(prob: CellProblem, per_feature: int) -> tuple[np.ndarray, np.ndarray, list[tuple[list[int], np.ndarray]]]:
+    """The one-feature moves (feature, interval) of the greedy start, at most
+    ``per_feature`` intervals per feature (those nearest ``x_hat`` and an even
+    spread of the rest), and one move per category of each one-hot group."""
+    in_group = {j for g in prob.groups for j in g}
+    J, I = [], []
+    for j in range(prob.n_features):
+        if j in in_group:
+            continue
+        ok = np.flatnonzero(np.isfinite(prob.costs[j]))
+        ok = ok[ok != prob.hat[j]]
+        if ok.size > per_feature:
+            near = ok[np.argsort(np.abs(ok - prob.hat[j]), kind="stable")[:per_feature // 2]]
+            spread = ok[np.linspace(0, ok.size - 1, per_feature - near.size).astype(int)]
+            ok = np.union1d(near, spread)
+        J.extend([j] * ok.size)
+        I.extend(ok.tolist())
+    group_moves = []
+    for g in prob.groups:
+        for k in g:
+            pattern = np.array([np.searchsorted(prob.levels[j], 1.0 if j == k else 0.0, side="left") for j in g])
+            if all(np.isfinite(prob.costs[j][c]) for j, c in zip(g, pattern)):
+                group_moves.append((g, pattern))
+    return np.asarray(J, dtype=np.int64), np.asarray(I, dtype=np.int64), group_moves
+
+
+def greedy_start(prob: CellProblem, max_steps: int | None = None, per_feature: int = 48,
+                 deadline: float = np.inf) -> tuple[np.ndarray | None, float]:
+    """A valid point and its cost found from the model alone, or (None, inf).
+
+    Greedy descent on the cell grid: from ``x_hat``, while the point is not
+    valid, take the one-feature (or one-hot group) move that is valid and
+    cheapest if any, else the one that gains most target margin per unit of
+    cost; then :func:`local_search`. It needs no reference rows, so a caller
+    without training data gets an upper bound as tight as the reference
+    rows' (on Adult's forests usually the optimum itself)."""
+    J, I, group_moves = _moves(prob, per_feature)
+    n = J.size + len(group_moves)
+    if n == 0:
+        return None, np.inf
+    cells = prob.hat.copy()
+    cur_m = target_margin(prob, prob.point_of(cells)[None, :])[0]
+    cur_c = prob.cost_of(cells)
+    for _ in range(max_steps or 2 * prob.n_features + 2):
+        if time.perf_counter() > deadline:
+            break
+        C = np.repeat(cells[None, :], n, axis=0)
+        C[np.arange(J.size), J] = I
+        for r, (g, pattern) in enumerate(group_moves, start=J.size):
+            C[r, g] = pattern
+        P = prob.point_of(C)
+        cost = prob.cost_of(C)
+        valid = prob.is_valid(P)
+        if valid.any():
+            r = np.flatnonzero(valid)[np.argmin(cost[valid])]
+            best = local_search(prob, C[r])
+            return prob.point_of(best), prob.cost_of(best)
+        gain = target_margin(prob, P) - cur_m
+        score = np.where(gain > 1e-12, gain / np.maximum(cost - cur_c, 1e-12), -np.inf)
+        r = int(np.argmax(score))
+        if not np.isfinite(score[r]):
+            break
+        cells, cur_m, cur_c = C[r], cur_m + gain[r], cost[r]
+    return None, np.inf
+
+
 def local_search(prob: CellProblem, cells: np.ndarray, max_rounds: int = 200) -> np.ndarray:
     """Improve a valid cell assignment: move one feature (or one-hot group) at a
     time to the interval nearest ``x_hat`` that keeps the point valid, taking the
@@ -678,7 +762,12 @@ def _solve_with_checks(prob: CellProblem, backend: str, time_limit: float, X_ref
             return fast
     tw = time.perf_counter()
     # alternatives must avoid earlier solutions' changes, which the warm start does not know
-    ws_x, ws_cost = warm_start(prob, X_ref) if not prob.exclusions else (None, np.inf)
+    ws_x, ws_cost = None, np.inf
+    if not prob.exclusions:
+        ws_x, ws_cost = warm_start(prob, X_ref)
+        gx, g_cost = greedy_start(prob, deadline=tw + 0.25 * time_limit)
+        if g_cost < ws_cost - 1e-12:       # the model's own start beats the reference rows (or there are none)
+            ws_x, ws_cost = gx, g_cost
     timings["warm_start"] = time.perf_counter() - tw
     prob.upper_bound = ws_cost
     if ws_x is not None and on_progress is not None:

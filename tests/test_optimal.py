@@ -12,7 +12,7 @@ from conftest import make_data
 from core.counterfactual import make_cost_model
 from core.demo import synthetic_credit
 from core.ensemble import from_model
-from core.optimal import Plausibility, build_problem, optimal_counterfactual, radius_bound
+from core.optimal import Plausibility, build_problem, greedy_start, optimal_counterfactual, radius_bound
 from core.schema import infer_schema
 
 
@@ -221,6 +221,33 @@ def test_radius_bound_is_a_lower_bound(fitted):
         prob = build_problem(ens, X[q], target)
         res = optimal_counterfactual(ens, X[q], target, X_ref=X)
         assert radius_bound(prob) <= res.cost * (1 + 1e-9) + 1e-12
+
+
+@pytest.mark.parametrize("fid", ["sk-rf-multi", "xgb-bin", "lgb-multi", "sk-rf-reg"])
+def test_the_model_alone_gives_a_valid_start_and_the_same_optimum(fitted, fid):
+    """Without reference rows the greedy start from the model is a valid point
+    no cheaper than the optimum, and the optimum is the same as with them."""
+    model, X, *_ = fitted(fid)
+    ens = from_model(model)
+    checked = 0
+    for q in range(5):
+        if ens.task == "regression":
+            v = float(ens.predict(X[q:q + 1])[0])
+            target = (v + 1.0, np.inf)
+        else:
+            target = ens.classes[(list(ens.classes).index(ens.predict(X[q:q + 1])[0]) + 1) % ens.n_classes]
+        prob = build_problem(ens, X[q], target)
+        x0, c0 = greedy_start(prob)
+        with_ref = optimal_counterfactual(ens, X[q], target, X_ref=X, model=model, time_limit=20)
+        alone = optimal_counterfactual(ens, X[q], target, model=model, time_limit=20)
+        assert with_ref.status == alone.status == "optimal", (with_ref.message, alone.message)
+        assert alone.cost == pytest.approx(with_ref.cost, rel=1e-9, abs=1e-12)
+        assert x0 is not None, "the greedy start found no valid point"
+        assert prob.is_valid(x0[None, :])[0]
+        assert c0 == pytest.approx(prob.cost_of(prob.interval_of(x0[None, :])[0]), rel=1e-12)
+        assert c0 >= alone.cost * (1 - 1e-9) - 1e-12
+        checked += 1
+    assert checked == 5
 
 
 def test_gurobi_size_limit_falls_back_with_a_notice():
