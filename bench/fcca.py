@@ -17,7 +17,7 @@ lambda2 = 0; depth-3 trees at Q in {0, 0.7, 0.8, 0.9}.
 Reference in the same process: the same counterfactuals on the first 40
 eligible rows of fold 1 solved by our general CP-SAT cell model and by the
 plain OCEAN MILP (HiGHS) instead of the exact branch and bound for stumps
-(core.milp.separable): the ratios are the figures (same optimal costs checked).
+(core.solvers.separable): the ratios are the figures (same optimal costs checked).
 Prints JSON.
 
     python bench/fcca.py [--only breast_cancer|adult] [--jobs 2]

@@ -12,7 +12,6 @@ of the RSS after closing to the idle RSS (goal: <= 1.2).
 from __future__ import annotations
 
 import argparse
-import os
 import json
 import sys
 import tempfile

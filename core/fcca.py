@@ -614,7 +614,7 @@ def fcca(ensemble: Any, X: Any, y_model: Any, *, p0: float = 0.5, p1: float = 1.
                        progress=progress, should_stop=should_stop, scheduler=scheduler)
     t_cf = time.perf_counter()
 
-    from core.optimal import feature_levels
+    from core.cells import feature_levels
 
     levels = feature_levels(ens, [f.kind for f in schema.features])   # the splits a counterfactual can cross
     statuses: dict[str, int] = {}

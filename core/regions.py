@@ -37,8 +37,9 @@ import numpy as np
 
 from core.counterfactual import CounterfactualResult, QueryError, check_time_limit
 from core.ensemble import TreeEnsemble, from_model
-from core.milp.common import range_min, range_min_table
-from core.optimal import CellProblem, _radius_for, _result, build_problem, warm_start
+from core.cells import (CellProblem, QueryRun, build_problem, explain_infeasible, greedy_start, local_search,
+                        score_needs, warm_start)
+from core.cells.bounds import radius_for, range_min, range_min_table
 
 __all__ = ["Region", "RegionSet", "exact_counterfactual", "counterfactual_set", "slice_regions",
            "projection_regions", "decompose"]
@@ -87,7 +88,7 @@ class _Search:
         ordered = mc[:, self.order]
         self.suffix = np.concatenate([np.cumsum(ordered[:, ::-1], axis=1)[:, ::-1],
                                       np.zeros((mc.shape[0], 1))], axis=1)
-        self.score_needs = _score_needs(prob)
+        self.score_needs = score_needs(prob)
 
     def out_of_budget(self) -> bool:
         if self.nodes >= self.max_nodes or time.perf_counter() > self.deadline:
@@ -115,28 +116,10 @@ class _Search:
         leaf_d = dist + self.suffix[members, k + 1]
         r = dist
         for score, need in self.score_needs:
-            r = max(r, _radius_for(leaf_d, self.blk.tree_of[members], score[members], need))
+            r = max(r, radius_for(leaf_d, self.blk.tree_of[members], score[members], need))
             if not np.isfinite(r):
                 break
         return r
-
-
-def _score_needs(prob: CellProblem) -> list[tuple[np.ndarray, float]]:
-    """(per-leaf score, required sum) pairs whose joint satisfaction the target needs."""
-    ens, tgt, V = prob.ens, prob.target, prob.model_leaves.value
-    base = ens.base_score
-    if tgt.kind == "class" and ens.link == "sigmoid":
-        sign = 1.0 if tgt.class_index == 1 else -1.0
-        return [(sign * V[:, 0], -sign * base[0])]
-    if tgt.kind == "class":
-        c0 = tgt.class_index
-        return [(V[:, c0] - V[:, c], base[c] - base[c0]) for c in range(V.shape[1]) if c != c0]
-    needs = []
-    if np.isfinite(tgt.lo):
-        needs.append((V[:, 0], tgt.lo - base[0]))
-    if np.isfinite(tgt.hi):
-        needs.append((-V[:, 0], base[0] - tgt.hi))
-    return needs
 
 
 def _cells_nearest(prob: CellProblem, costs: list[np.ndarray], ranges: dict[int, tuple[int, int]]) -> np.ndarray:
@@ -176,8 +159,6 @@ def _greedy_dive(s: _Search, prob: CellProblem) -> np.ndarray | None:
     """One descent choosing, on each dimension, the child whose alive leaves can
     best reach the target (largest worst-case slack over the score needs); the
     cells of a valid region, polished by the local search, or None."""
-    from core.optimal import local_search
-
     blk = prob.model_leaves
     alive, ranges = np.arange(blk.tree_of.size), {}
     for k in range(len(s.order)):
@@ -274,7 +255,8 @@ def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: Any = "l2"
     norm : "l2" (squared Euclidean, the paper's), "l1", "l0" or a mix dict.
     weights : per-feature weights, as in ``core.optimal``.
     fixed : features (names or indices) that must not move.
-    X_ref : optional reference rows whose nearest valid one seeds the upper bound.
+    X_ref : optional reference rows whose nearest valid one seeds the upper bound (a greedy
+        start from the model seeds it too, so the search is fast without them).
 
     Returns
     -------
@@ -282,33 +264,26 @@ def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: Any = "l2"
     as ``core.optimal`` (an open interval end counts at its infimum).
     """
     t0 = time.perf_counter()
+    time_limit = check_time_limit(time_limit)
     ens, prob = _problem(ensemble, x, target, norm, weights, fixed, schema)
     params = dict(norm=norm if isinstance(norm, str) else dict(norm), fixed=[str(f) for f in fixed],
                   time_limit=time_limit, target=str(target), method="branch and bound (Blanchart)")
-    ub = np.inf
-    ws_x = None
-    if X_ref is not None:
-        ws_x, ub = warm_start(prob, np.asarray(X_ref, dtype=float))
+    ws_x, ub = warm_start(prob, None if X_ref is None else np.asarray(X_ref, dtype=float))
+    gx, g_cost = greedy_start(prob, deadline=t0 + 0.25 * time_limit)
+    if g_cost < ub - 1e-12:                # the model's own start beats the reference rows (or there are none)
+        ws_x, ub = gx, g_cost
     allowed = [np.isfinite(c) for c in prob.costs]
     best, _, s = _run(prob, allowed, mode="best", radius=ub, time_limit=time_limit, max_nodes=max_nodes)
-    timings = {"search": time.perf_counter() - t0, "nodes": s.nodes}
-    if best is not None:
-        cells = best[1]
-        status = "optimal" if not s.stopped else "time_limit"
-        return _result(prob, prob.point_of(cells), prob.cost_of(cells), status, 0.0 if status == "optimal"
-                       else np.nan, prob.cost_of(cells) if status == "optimal" else 0.0, "regions", params, t0,
-                       timings=timings, model=model)
-    if ws_x is not None:  # the warm start was not beaten
-        status = "optimal" if not s.stopped else "time_limit"
-        return _result(prob, ws_x, ub, status, 0.0 if status == "optimal" else np.nan,
-                       ub if status == "optimal" else 0.0, "regions", params, t0, timings=timings, model=model)
+    run = QueryRun(prob, params, t0, {"search": time.perf_counter() - t0, "nodes": s.nodes}, model)
+    status = "optimal" if not s.stopped else "time_limit"
+    if best is not None or ws_x is not None:   # the best region found, or the start it did not beat
+        x, cost = (prob.point_of(best[1]), prob.cost_of(best[1])) if best is not None else (ws_x, ub)
+        return run.result(x, cost, status, backend="regions", gap=0.0 if status == "optimal" else np.nan,
+                          lower_bound=cost if status == "optimal" else 0.0)
     if s.stopped:
-        return _result(prob, None, np.inf, "time_limit", np.inf, 0.0, "regions", params, t0, timings=timings,
-                       message="No counterfactual was found within the time limit; allow more time.")
-    from core.optimal import explain_infeasible
-
-    return _result(prob, None, np.inf, "infeasible", np.inf, np.inf, "regions", params, t0,
-                   message=explain_infeasible(prob), timings=timings)
+        return run.none("time_limit", backend="regions",
+                        message="No counterfactual was found within the time limit; allow more time.")
+    return run.none("infeasible", backend="regions", message=explain_infeasible(prob), lower_bound=np.inf)
 
 
 def counterfactual_set(ensemble: Any, x: Any, target: Any, radius: float, *, norm: Any = "l2",

@@ -36,7 +36,6 @@ each subgroup; here the recourse of each row is the optimal one of the audit
 from __future__ import annotations
 
 from itertools import combinations
-from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
 
 from core.regions import exact_counterfactual, projection_regions, slice_regions

@@ -58,7 +58,7 @@ def test_dask_cluster_gives_the_same_results_as_local_joblib(dask_scheduler):
     from sklearn.ensemble import RandomForestClassifier
 
     from core.batch import batch_counterfactuals
-    from tests.conftest import make_data
+    from conftest import make_data
 
     X, y = make_data("binary", n=300, d=5, seed=4)
     model = RandomForestClassifier(n_estimators=20, max_depth=4, random_state=0).fit(X, y)

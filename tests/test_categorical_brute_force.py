@@ -11,18 +11,13 @@ the target from the original model on its raw row.
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pandas as pd
 import pytest
 
-from core.counterfactual import make_cost_model
 from core.optimal import optimal_counterfactual
 from core.workspace import build_workspace
-
-EPS = 1e-9
-
+from oracles import categorical_brute_force
 
 def _table(n=600, seed=0):
     rng = np.random.default_rng(seed)
@@ -59,39 +54,6 @@ def _catboost(df):
     return CatBoostJSON(document=_exported(model).document, native=model)
 
 
-def _brute_force(ens, schema, x, target):
-    cm = make_cost_model(ens, "l1", schema=schema)
-    groups = [list(g) for g in schema.groups().values() if len(g) >= 2]
-    in_group = {j for g in groups for j in g}
-    axes, names = [], []
-    for j in range(ens.n_features):
-        if j in in_group:
-            continue
-        lv = ens.split_levels(j)
-        axes.append(sorted({x[j], *lv, *(lv + EPS)}))
-        names.append(("num", j))
-    for g in groups:
-        axes.append(list(range(len(g))))
-        names.append(("cat", g))
-    best = np.inf
-    for combo in itertools.product(*axes):
-        p = x.copy()
-        for (kind, where), v in zip(names, combo):
-            if kind == "num":
-                p[where] = v
-            else:
-                p[where] = 0.0
-                p[where[v]] = 1.0
-        if ens.predict(p[None, :])[0] != target:
-            continue
-        q = p.copy()
-        for (kind, j), v in zip(names, combo):   # infimum: just above a level costs what the level costs
-            if kind == "num" and np.isin(v, ens.split_levels(j) + EPS):
-                q[j] = v - EPS
-        best = min(best, float(cm.cost(x, q[None, :])[0]))
-    return best
-
-
 def _says(model, raw):
     if hasattr(model, "raw_scores"):
         return int(model.raw_scores(raw)[0, 0] > 0)
@@ -110,7 +72,7 @@ def test_optimal_equals_brute_force_on_categorical_models(make):
     for r in rows:
         res = optimal_counterfactual(ens, X[r], 1, schema=ws.schema, norm="l1", X_ref=X, model=model)
         assert res.found and res.status == "optimal", res.message
-        assert res.cost == pytest.approx(_brute_force(ens, ws.schema, X[r], 1), rel=1e-6, abs=1e-9)
+        assert res.cost == pytest.approx(categorical_brute_force(ens, ws.schema, X[r], 1), rel=1e-6, abs=1e-9)
         raw = ws.to_raw(np.asarray(res.x, dtype=float)[None, :])
         assert raw["job"].iloc[0] in ("a", "b", "c", "d")
         assert _says(model, raw) == 1

@@ -3,8 +3,6 @@ monotone compression / inconsistency in Q, stable discretisation, no recomputati
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -13,7 +11,8 @@ from hypothesis import strategies as hst
 
 from core.ensemble import from_model
 from core.fcca import FCCAError, default_eps, fcca
-from tests.conftest import make_data
+from conftest import make_data
+from oracles import fcca_brute_force_cost
 
 
 def _stumps(n=240, d=4, seed=0, n_estimators=40):
@@ -64,32 +63,6 @@ def test_every_counterfactual_flips_the_original_model(stump_run):
     assert np.all(m.predict(X[res.rows]) == y[res.rows])
 
 
-def _brute_force_cost(ens, x0, target, span, lam0=0.1, lam1=1.0):
-    """Cheapest cost over every cell of the split grid (cost at the cell's infimum point)."""
-    d = len(x0)
-    per_feature = []
-    for j in range(d):
-        lv = ens.split_levels(j)
-        opts = []
-        edges = np.concatenate([[-np.inf], lv, [np.inf]])
-        for i in range(len(edges) - 1):
-            a, b = edges[i], edges[i + 1]
-            if a < x0[j] <= b:
-                mid, c = x0[j], 0.0
-            elif b < x0[j]:
-                mid, c = (b if np.isinf(a) else (a + b) / 2), lam0 + lam1 * (x0[j] - b) / span[j]
-            else:
-                mid, c = (a + 1 if np.isinf(b) else (a + b) / 2), lam0 + lam1 * (a - x0[j]) / span[j]
-            opts.append((mid, c))
-        per_feature.append(opts)
-    best = np.inf
-    for combo in itertools.product(*per_feature):
-        x = np.array([p for p, _ in combo])
-        if ens.predict(x[None, :])[0] == target:
-            best = min(best, sum(c for _, c in combo))
-    return best
-
-
 def test_counterfactual_costs_match_brute_force_on_a_tiny_forest():
     X, y, m = _stumps(n=120, d=3, seed=1, n_estimators=6)
     res = fcca(m, X, y, n_jobs=1, max_points=25)
@@ -97,7 +70,7 @@ def test_counterfactual_costs_match_brute_force_on_a_tiny_forest():
     span = X.max(axis=0) - X.min(axis=0)
     for i, row in enumerate(res.rows):
         target = 1 - res.pred[row]
-        expect = _brute_force_cost(ens, X[row], target, span)
+        expect = fcca_brute_force_cost(ens, X[row], target, span)
         assert expect > 0.1  # at least one feature changes
         assert res.costs[i] == pytest.approx(expect, rel=1e-6, abs=1e-9), row
 

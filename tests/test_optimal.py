@@ -2,67 +2,29 @@
 
 from __future__ import annotations
 
-import itertools
 import time
 
 import numpy as np
 import pytest
 
 from conftest import make_data
-from core.counterfactual import make_cost_model
+from oracles import grid_brute_force, tiny_models
 from core.demo import synthetic_credit
 from core.ensemble import from_model
 from core.optimal import Plausibility, build_problem, greedy_start, optimal_counterfactual, radius_bound
 from core.schema import infer_schema
 
 
-def brute_force(ens, x, target, norm, immutable=(), eps=1e-9):
-    """Minimum cost over every combination of candidate values: x itself, each
-    split level, and each level + eps (just inside the upper interval)."""
-    cm = make_cost_model(ens, norm)
-    cands = []
-    for j in range(ens.n_features):
-        lv = ens.split_levels(j)
-        vals = {x[j]} if j in immutable else {x[j], *lv, *(lv + eps)}
-        cands.append(sorted(vals))
-    P = np.array(list(itertools.product(*cands)))
-    ok = ens.predict(P) == target
-    if not ok.any():
-        return np.inf
-    diff = P[ok] - x
-    # infimum convention: a point eps above a level costs what the level costs
-    on_level = np.zeros_like(diff, dtype=bool)
-    for j in range(ens.n_features):
-        lv = ens.split_levels(j)
-        on_level[:, j] = np.isin(P[ok][:, j], lv + eps)
-    Pinf = np.where(on_level, P[ok] - eps, P[ok])
-    return float(cm.cost(x, Pinf).min())
-
-
-def _tiny_models():
-    import lightgbm as lgb
-    import xgboost as xgb
-    from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
-
-    X, y = make_data("binary", n=200, d=3, seed=4)
-    return X, y, [
-        RandomForestClassifier(6, max_depth=3, random_state=0).fit(X, y),
-        GradientBoostingClassifier(n_estimators=6, max_depth=2, random_state=0).fit(X, y),
-        xgb.XGBClassifier(n_estimators=5, max_depth=2, n_jobs=1).fit(X, y),
-        lgb.LGBMClassifier(n_estimators=5, num_leaves=4, verbose=-1, n_jobs=1).fit(X, y),
-    ]
-
-
 @pytest.mark.parametrize("norm", ["l0", "l1", "l2"])
 def test_optimal_cost_equals_brute_force(norm):
-    X, _, models = _tiny_models()
+    X, _, models = tiny_models()
     for model in models:
         ens = from_model(model)
         for q in range(3):
             x = X[q * 11]
             target = 1 - model.predict(x[None, :])[0]
             immutable = (1,) if q == 2 else ()
-            ref = brute_force(ens, x, target, norm, immutable)
+            ref = grid_brute_force(ens, x, target, norm, immutable)
             for backend in ("cpsat", "highs"):
                 res = optimal_counterfactual(ens, x, target, norm=norm, immutable=immutable, backend=backend,
                                              X_ref=X if backend == "cpsat" else None, model=model)

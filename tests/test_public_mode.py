@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import pickle
 import textwrap
-from pathlib import Path
 
 import pandas as pd
 import pytest

@@ -8,7 +8,7 @@ import pytest
 from core.ensemble import Tree, TreeEnsemble, from_model
 from core.optimal import optimal_counterfactual
 from core.regions import counterfactual_set, decompose, exact_counterfactual, projection_regions, slice_regions
-from test_optimal import brute_force
+from oracles import grid_brute_force, tiny_models
 
 
 def _stump(feature, t, left, right, d=2):
@@ -79,9 +79,7 @@ def test_slice_regions_tile_the_slice(fitted, fid):
 
 @pytest.mark.parametrize("norm", ["l1", "l2"])
 def test_exact_counterfactual_equals_brute_force_and_milp(norm):
-    from test_optimal import _tiny_models
-
-    X, _, models = _tiny_models()
+    X, _, models = tiny_models()
     for model in models:
         ens = from_model(model)
         for q in range(4):
@@ -89,7 +87,7 @@ def test_exact_counterfactual_equals_brute_force_and_milp(norm):
             target = 1 - model.predict(x[None, :])[0]
             fixed = (2,) if q == 3 else ()
             res = exact_counterfactual(ens, x, target, norm=norm, fixed=fixed, model=model)
-            ref = brute_force(ens, x, target, norm, fixed)
+            ref = grid_brute_force(ens, x, target, norm, fixed)
             milp = optimal_counterfactual(ens, x, target, norm=norm, immutable=fixed, X_ref=X)
             if not np.isfinite(ref):
                 assert res.status == milp.status == "infeasible"

@@ -12,60 +12,8 @@ import core.rules as R
 from core.demo import synthetic_credit
 from core.rules import CounterfactualRules, NoCounterfactualRuleError, region_from_filter
 from core.schema import infer_schema
-from tests.conftest import make_data, shared_data
-
-
-# ------------------------------------------------------------ brute force
-def _reached(tree, sides) -> list[int]:
-    """Leaves reached from the root when ``sides(feature, threshold)`` says
-    whether to go (left, right) at each split."""
-    reached, stack = [], [0]
-    while stack:
-        v = stack.pop()
-        if tree.children_left[v] < 0:
-            reached.append(v)
-            continue
-        left, right = sides(tree.feature[v], tree.threshold[v])
-        if left:
-            stack.append(tree.children_left[v])
-        if right:
-            stack.append(tree.children_right[v])
-    return reached
-
-
-def brute_cdp(cr: CounterfactualRules, x, S, target) -> float:
-    """The Projected Forest by its definition: per tree, drop x with the splits
-    on S sent both ways; keep the fitted rows inside every reached leaf on the
-    other features; average over trees the target share among them."""
-    X, y = cr.X_, cr.y_
-    d = X.shape[1]
-    rest = [j for j in range(d) if j not in set(S)]
-    vals = []
-    for tree in cr.ensemble_.trees:
-        reached = _reached(tree, lambda f, t: (True, True) if f in S else (x[f] <= t, x[f] > t))
-        keep = np.ones(len(X), dtype=bool)
-        leaves, lo, hi = tree.leaf_boxes(d)
-        pos = {v: k for k, v in enumerate(leaves)}
-        for v in reached:
-            k = pos[v]
-            keep &= np.all((X[:, rest] > lo[k, rest]) & (X[:, rest] <= hi[k, rest]), axis=1)
-        if keep.any():
-            vals.append(np.mean(y[keep] == target))
-    return float(np.mean(vals)) if vals else 0.0
-
-
-def brute_crp(cr: CounterfactualRules, qlo, qhi, target) -> float:
-    """The Regional RF by its definition: at a split on t go left if the query
-    interval (a, b] has a <= ... i.e. some value <= t, right if some value > t."""
-    X, y = cr.X_, cr.y_
-    vals = []
-    for tree in cr.ensemble_.trees:
-        reached = _reached(tree, lambda f, t: (qlo[f] < t, qhi[f] > t))
-        leaf = tree.apply(X)
-        inside = np.isin(leaf, reached)
-        if inside.any():
-            vals.append(np.mean(y[inside] == target))
-    return float(np.mean(vals)) if vals else 0.0
+from conftest import make_data, shared_data
+from oracles import brute_cdp, brute_crp
 
 
 @pytest.fixture(scope="module")

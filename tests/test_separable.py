@@ -1,4 +1,4 @@
-"""Boosted stumps: the exact branch and bound (core.milp.separable) gives the
+"""Boosted stumps: the exact branch and bound (core.solvers.separable) gives the
 same optimal costs as the general CP-SAT model, and only runs where it applies."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 import core.optimal as opt
 from core.ensemble import from_model
 from core.schema import infer_schema
-from tests.conftest import make_data
+from conftest import make_data
 
 
 def _stump_models(X, y):

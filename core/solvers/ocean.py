@@ -20,9 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.milp.cpsat import CellSolution
+from core.cells.bounds import bounded_costs, reachable_leaves
+from core.cells.problem import CellProblem, CellSolution
 
-__all__ = ["build_ocean", "solve_ocean", "OceanMILP"]
+__all__ = ["build_ocean", "solve", "OceanMILP", "GurobiUnavailable"]
 
 MARGIN = 1e-9
 
@@ -109,11 +110,9 @@ def _add_trees(B: _Builder, ens, mu, lits_const, allowed_leaf=None):
     return out
 
 
-def build_ocean(prob) -> OceanMILP:
-    """OCEAN's MILP for a ``core.optimal.CellProblem`` (see module doc)."""
+def build_ocean(prob: CellProblem) -> OceanMILP:
+    """OCEAN's MILP for a :class:`core.cells.CellProblem` (see module doc)."""
     from scipy import sparse
-
-    from core.milp.common import bounded_costs, reachable_leaves
 
     d = prob.n_features
     ub = prob.upper_bound
@@ -205,14 +204,14 @@ def _target_rows(B: _Builder, prob, leaves) -> None:
         B.row(terms(lambda val: val[0]), lo=tgt.lo - base[0], hi=tgt.hi - base[0])
 
 
-def _read(prob, milp: OceanMILP, x: np.ndarray) -> np.ndarray:
+def _read(prob: CellProblem, milp: OceanMILP, x: np.ndarray) -> np.ndarray:
     cells = np.zeros(prob.n_features, dtype=int)
     for j in range(prob.n_features):
         cells[j] = milp.lo_i[j] + sum(int(round(x[col])) for col in milp.mu_index[j].values())
     return cells
 
 
-def solve_ocean(prob, solver: str = "highs", time_limit: float = 30.0) -> CellSolution:
+def solve(prob: CellProblem, solver: str = "highs", time_limit: float = 30.0) -> CellSolution:
     """Build and solve OCEAN's MILP; ``solver`` "highs" or "gurobi"."""
     try:
         milp = build_ocean(prob)
@@ -223,7 +222,7 @@ def solve_ocean(prob, solver: str = "highs", time_limit: float = 30.0) -> CellSo
     return _solve_highs(prob, milp, time_limit)
 
 
-def _solve_highs(prob, milp: OceanMILP, time_limit: float) -> CellSolution:
+def _solve_highs(prob: CellProblem, milp: OceanMILP, time_limit: float) -> CellSolution:
     from scipy.optimize import Bounds, LinearConstraint, milp as scipy_milp
 
     res = scipy_milp(milp.c, integrality=milp.integrality, bounds=Bounds(milp.lb, milp.ub),
@@ -243,7 +242,7 @@ class GurobiUnavailable(RuntimeError):
     """Gurobi cannot solve this model here (no licence, or the model exceeds it)."""
 
 
-def _solve_gurobi(prob, milp: OceanMILP, time_limit: float) -> CellSolution:
+def _solve_gurobi(prob: CellProblem, milp: OceanMILP, time_limit: float) -> CellSolution:
     try:
         import gurobipy as gp
         from gurobipy import GRB

@@ -22,26 +22,17 @@ Variables and constraints (OCEAN's formulation, section 3, on booleans):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from core.milp.common import bounded_costs, reachable_leaves
+from core.cells.bounds import bounded_costs, reachable_leaves
+from core.cells.problem import CellProblem, CellSolution
 
-__all__ = ["solve_cells", "CellSolution"]
+__all__ = ["solve"]
 
 COST_SCALE_TARGET = 1e9
 SCORE_SCALE_TARGET = 1e9
 # measured on RF(100, depth 5), breast cancer: the LP worker proves bounds; see bench/optimal.py
 SUBSOLVERS = ["max_lp", "core"]
-
-
-@dataclass
-class CellSolution:
-    status: str                 # "optimal", "feasible", "infeasible" or "unknown"
-    cells: np.ndarray | None    # interval index per feature
-    lower_bound: float          # proven lower bound on the cost
-    slack: float = 0.0          # bound on the optimum's error from integer scaling
 
 
 class _Lits:
@@ -79,7 +70,7 @@ def _clause(model, lits) -> bool:
     return True
 
 
-def solve_cells(prob, time_limit: float = 30.0, hint: np.ndarray | None = None,
+def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None = None,
                 n_workers: int = 2) -> CellSolution:
     from ortools.sat.python import cp_model
 

@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.milp.cpsat import CellSolution
+from core.cells.problem import CellProblem, CellSolution
 
-__all__ = ["separable_gains", "solve_separable"]
+__all__ = ["separable_gains", "solve"]
 
 
-def separable_gains(prob) -> tuple[list[np.ndarray], float, bool] | None:
+def separable_gains(prob: CellProblem) -> tuple[list[np.ndarray], float, bool] | None:
     """Per feature the signed score of each interval, the constant, and whether
     the target needs the signed score > 0 (strict) or >= 0. None when the
     problem is not separable in this sense."""
@@ -93,7 +93,7 @@ def _hull(opts: list[tuple[float, float, int]]) -> list[tuple[float, float]]:
     return [(hull[i + 1][0] - hull[i][0], hull[i + 1][1] - hull[i][1]) for i in range(len(hull) - 1)]
 
 
-def solve_separable(prob, node_limit: int = 200_000) -> CellSolution | None:
+def solve(prob: CellProblem, node_limit: int = 200_000) -> CellSolution | None:
     """The optimal cells (status "optimal"), or status "infeasible" when no
     counterfactual exists, proven by branch and bound over ``prob.costs`` (inf:
     interval not allowed); None if not separable or over the node budget."""

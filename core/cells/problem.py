@@ -1,0 +1,331 @@
+"""The counterfactual problem on the grid of split levels: the shared kernel.
+
+OCEAN (Parmentier & Vidal, ICML 2021) section 3.2: a tree ensemble's output
+depends on ``x`` only through the interval between consecutive split levels
+that each feature lies in (the order simplex, eqs. 15-20). For feature ``j``
+with sorted levels ``L_1 < ... < L_k`` the intervals are ``(L_i, L_{i+1}]``
+(``L_0 = -inf``, ``L_{k+1} = +inf``). For a separable cost (eqs. 28-32) the
+cheapest point of an interval is its point nearest ``x_hat`` within the
+feature's domain (kind, range, actionability: OCEAN table 1), so each interval
+gets one cost and one representative point (:func:`build_problem`). Every leaf
+of every tree is a box of intervals (:class:`TreeBlock`). A counterfactual is
+one interval per feature whose leaves give the target (eqs. 13-14), with the
+one-hot groups holding exactly one category (eq. 27) and, with plausibility,
+the Isolation Forest's mean path length at least ``delta`` (eq. 33,
+:class:`Plausibility`).
+
+Every solver in :mod:`core.solvers` takes a :class:`CellProblem` and returns a
+:class:`CellSolution`; :mod:`core.optimal`, :mod:`core.regions` and
+:mod:`core.fcca` build their problems here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import numpy as np
+
+from core.cells.cache import GRID_CACHE
+from core.counterfactual import CostModel, QueryError, Target, make_cost_model, make_target
+from core.ensemble import TreeEnsemble, from_model
+from core.schema import INTEGRAL_KINDS
+
+__all__ = ["NUDGE", "Plausibility", "TreeBlock", "CellProblem", "CellSolution", "build_problem",
+           "feature_levels", "explain_infeasible"]
+
+NUDGE = 1e-6  # fraction of a feature's span used to step strictly inside an open interval end
+
+
+# ----------------------------------------------------------------- plausibility
+@dataclass(frozen=True)
+class Plausibility:
+    """An Isolation Forest and the mean path length a counterfactual must reach (eq. 33)."""
+
+    forest: TreeEnsemble
+    delta: float
+    contamination: float | None = None
+
+    @classmethod
+    def fit(cls, X_target: np.ndarray, contamination: float = 0.1, n_estimators: int = 100,
+            max_samples: int | str = "auto", random_state: int = 0) -> "Plausibility":
+        """Fit an Isolation Forest on rows of the target class; ``delta`` leaves
+        a ``contamination`` share of them as outliers (the paper uses 10%)."""
+        from sklearn.ensemble import IsolationForest
+
+        X_target = np.asarray(X_target, dtype=float)
+        if len(X_target) < 10:
+            raise QueryError(f"Only {len(X_target)} rows of the target class: too few to fit a plausibility model.")
+        iso = IsolationForest(n_estimators=n_estimators, max_samples=max_samples, random_state=random_state)
+        iso.fit(X_target)
+        return cls.from_forest(iso, X_target, contamination)
+
+    @classmethod
+    def from_forest(cls, forest: Any, X_target: np.ndarray | None = None,
+                    contamination: float | None = 0.1) -> "Plausibility":
+        ens = from_model(forest)
+        if ens.task != "anomaly":
+            raise QueryError("plausibility needs an IsolationForest.")
+        if X_target is not None and contamination is not None:
+            depth = ens.predict_raw(np.asarray(X_target, dtype=float))[:, 0]
+            return cls(ens, float(np.quantile(depth, contamination)), contamination)
+        # the forest's own threshold: decision_function >= 0  <=>  mean depth >= -c log2(-offset)
+        return cls(ens, float(-ens.meta["c"] * np.log2(-ens.meta["offset"])), None)
+
+    def holds(self, X: np.ndarray) -> np.ndarray:
+        return self.forest.predict_raw(X)[:, 0] >= self.delta - 1e-12
+
+
+
+# ----------------------------------------------------------------- the problem
+@dataclass
+class TreeBlock:
+    """The leaves of a set of trees in interval coordinates."""
+
+    tree_of: np.ndarray        # (n_leaves,) tree index
+    node: np.ndarray           # (n_leaves,) node index within its tree
+    lo: np.ndarray             # (n_leaves, d) smallest allowed interval index
+    hi: np.ndarray             # (n_leaves, d) largest allowed interval index
+    value: np.ndarray          # (n_leaves, n_outputs) leaf values (mean folded in)
+    n_trees: int
+
+
+@dataclass
+class CellProblem:
+    """The counterfactual problem on the grid of split levels (see module doc)."""
+
+    ens: TreeEnsemble
+    x_hat: np.ndarray
+    target: Target
+    cost_model: CostModel
+    levels: list[np.ndarray]
+    points: list[np.ndarray]          # per feature, per interval: representative point (nan: infeasible)
+    costs: list[np.ndarray]           # per feature, per interval: cost (inf: infeasible)
+    hat: np.ndarray                   # interval of x_hat per feature
+    groups: list[list[int]]           # one-hot groups (feature indices)
+    model_leaves: TreeBlock
+    plaus: Plausibility | None = None
+    plaus_leaves: TreeBlock | None = None
+    kinds: list[str] = field(default_factory=list)
+    upper_bound: float = np.inf
+    nogoods: list[tuple[str, np.ndarray]] = field(default_factory=list)
+    exclusions: list[list[int]] = field(default_factory=list)
+
+    @property
+    def n_features(self) -> int:
+        return len(self.levels)
+
+    def interval_of(self, X: np.ndarray) -> np.ndarray:
+        """Interval index of each value, shape like X (n, d)."""
+        X = np.atleast_2d(X)
+        return np.column_stack([np.searchsorted(self.levels[j], X[:, j], side="left")
+                                for j in range(self.n_features)])
+
+    def point_of(self, cells: np.ndarray) -> np.ndarray:
+        """Representative point(s) of cell(s): shape (d,) for (d,), (n, d) for (n, d)."""
+        cells = np.asarray(cells)
+        return np.stack([self.points[j][cells[..., j]] for j in range(self.n_features)], axis=-1)
+
+    def cost_of(self, cells: np.ndarray) -> float | np.ndarray:
+        """Cost of cell(s): a float for (d,), shape (n,) for (n, d)."""
+        cells = np.asarray(cells)
+        total = sum(self.costs[j][cells[..., j]] for j in range(self.n_features))
+        return float(total) if np.ndim(total) == 0 else total
+
+    def is_valid(self, X: np.ndarray) -> np.ndarray:
+        X = np.atleast_2d(X)
+        ok = self.target.holds(self.ens, X)
+        if self.plaus is not None:
+            ok &= self.plaus.holds(X)
+        return ok
+
+
+
+@dataclass(frozen=True)
+class CellSolution:
+    """What a solver returns: the chosen interval per feature and what it proved."""
+
+    status: str                 # "optimal", "feasible", "infeasible" or "unknown"
+    cells: np.ndarray | None    # interval index per feature
+    lower_bound: float          # proven lower bound on the cost
+    slack: float = 0.0          # bound on the optimum's error from integer scaling
+
+
+def _as_indices(ens: TreeEnsemble, items: Iterable[Any] | None) -> set[int]:
+    return {ens.feature_index(f) for f in (items or ())}
+
+
+def _domains(ens, schema, x_hat, immutable, increase_only, decrease_only):
+    d = ens.n_features
+    kinds = ["numerical"] * d
+    lo, hi = np.full(d, -np.inf), np.full(d, np.inf)
+    action = ["free"] * d
+    groups: list[list[int]] = []
+    if schema is not None:
+        for j, f in enumerate(schema.features):
+            kinds[j] = f.kind
+            lo[j], hi[j] = min(f.lower, x_hat[j]), max(f.upper, x_hat[j])
+            action[j] = f.actionability
+        groups = [list(v) for v in schema.groups().values() if len(v) >= 2]
+    for j in _as_indices(ens, immutable):
+        action[j] = "fixed"
+    for j in _as_indices(ens, increase_only):
+        action[j] = "increase"
+    for j in _as_indices(ens, decrease_only):
+        action[j] = "decrease"
+    for g in groups:  # a one-hot group moves as one: fixed if any column is
+        if any(action[j] == "fixed" for j in g):
+            for j in g:
+                action[j] = "fixed"
+    for j in range(d):
+        if kinds[j] in ("binary", "one-hot"):
+            lo[j], hi[j] = min(0.0, x_hat[j]), max(1.0, x_hat[j])
+    return kinds, lo, hi, action, groups
+
+
+def _feature_grid(levels, xh, kind, lo, hi, action, cm: CostModel, j):
+    """Representative point and cost of every interval of one feature."""
+    k = levels.size
+    a = np.concatenate([[-np.inf], levels])
+    b = np.concatenate([levels, [np.inf]])
+    hat = int(np.searchsorted(levels, xh, side="left"))
+    idx = np.arange(k + 1)
+    best = np.full(k + 1, np.nan)      # the infimum point (for the cost)
+    point = np.full(k + 1, np.nan)     # the returned point (strictly inside)
+    integral = kind in INTEGRAL_KINDS
+    span = cm.span[j]
+    below, above = idx < hat, idx > hat
+    with np.errstate(invalid="ignore"):
+        if integral:
+            pb = np.floor(np.minimum(b, hi))
+            ok_b = below & (pb > a) & (pb >= np.ceil(lo))
+            pa = np.maximum(np.floor(a) + 1, np.ceil(lo))
+            ok_a = above & (pa <= np.minimum(b, hi))
+            best[ok_b], best[ok_a] = pb[ok_b], pa[ok_a]
+            point[:] = best
+        else:
+            step = NUDGE * span
+            pb = np.minimum(b, hi)
+            ok_b = below & (pb > a) & (pb >= lo)
+            best[ok_b] = pb[ok_b]
+            inside_b = np.where(pb == b, b - step, pb)
+            inside_b = np.where((inside_b <= a) | (inside_b > b), np.nextafter(b, -np.inf), inside_b)
+            inside_b = np.where(inside_b <= a, b, inside_b)  # (a, b] holds b alone
+            point[ok_b] = inside_b[ok_b]
+            pa = np.maximum(a, lo)
+            ok_a = above & (pa <= np.minimum(b, hi)) & (a < hi)
+            best[ok_a] = pa[ok_a]
+            inside_a = np.where(pa == a, a + step, pa)
+            inside_a = np.where((inside_a <= a) | (inside_a > b), np.nextafter(a, np.inf), inside_a)
+            point[ok_a] = inside_a[ok_a]
+    best[hat] = point[hat] = xh
+    if action == "fixed":
+        best[idx != hat] = np.nan
+    elif action == "increase":
+        best[below] = np.nan
+    elif action == "decrease":
+        best[above] = np.nan
+    point[np.isnan(best)] = np.nan
+    diff = best - xh
+    D = np.abs(diff) / span
+    w = np.where(diff < 0, cm.w_down[j], cm.w_up[j])
+    cost = w * (cm.l0 * (diff != 0) + cm.l1 * D + cm.l2 * D * D)
+    cost[np.isnan(best)] = np.inf
+    return point, cost, hat
+
+
+def _leaf_block(ens: TreeEnsemble, levels: list[np.ndarray]) -> TreeBlock:
+    """Leaf boxes of ``ens`` as ranges of interval indices on the grid ``levels``."""
+    trees, nodes, los, his, vals = [], [], [], [], []
+    scale = 1.0 / ens.n_trees if ens.aggregation == "mean" else 1.0
+    for t, (leaves, lower, upper) in enumerate(ens.leaf_boxes()):
+        L = np.zeros((leaves.size, len(levels)), dtype=np.int64)
+        H = np.zeros((leaves.size, len(levels)), dtype=np.int64)
+        for j, lv in enumerate(levels):
+            lo_b, hi_b = lower[:, j], upper[:, j]
+            L[:, j] = np.where(np.isfinite(lo_b), np.searchsorted(lv, lo_b, side="left") + 1, 0)
+            H[:, j] = np.where(np.isfinite(hi_b), np.searchsorted(lv, hi_b, side="left"), lv.size)
+        trees.append(np.full(leaves.size, t))
+        nodes.append(leaves)
+        los.append(L)
+        his.append(H)
+        vals.append(ens.trees[t].value[leaves] * scale)
+    return TreeBlock(np.concatenate(trees), np.concatenate(nodes), np.vstack(los), np.vstack(his),
+                     np.vstack(vals), ens.n_trees)
+
+
+def build_problem(ens: TreeEnsemble, x: Any, target: Any, *, schema: Any = None, norm: Any = "l1",
+                  weights: Any = None, immutable: Iterable[Any] = (), increase_only: Iterable[Any] = (),
+                  decrease_only: Iterable[Any] = (), plausibility: Plausibility | None = None) -> CellProblem:
+    """The counterfactual problem of ``x`` on the grid of the ensemble's split levels."""
+    x_hat = np.asarray(x, dtype=float).ravel()
+    if x_hat.shape != (ens.n_features,):
+        raise QueryError(f"x has {x_hat.size} values; the model has {ens.n_features} features.")
+    if not np.all(np.isfinite(x_hat)):
+        raise QueryError("x contains NaN or infinite values; give a complete row.")
+    tgt = make_target(ens, target)
+    cm = make_cost_model(ens, norm, weights, schema)
+    kinds, lo, hi, action, groups = _domains(ens, schema, x_hat, immutable, increase_only, decrease_only)
+    levels, model_leaves, plaus_leaves = _grid_structure(ens, kinds, plausibility)
+    points, costs, hat = [], [], np.zeros(ens.n_features, dtype=np.int64)
+    for j in range(ens.n_features):
+        p, c, h = _feature_grid(levels[j], x_hat[j], kinds[j], lo[j], hi[j], action[j], cm, j)
+        points.append(p)
+        costs.append(c)
+        hat[j] = h
+    return CellProblem(ens, x_hat, tgt, cm, levels, points, costs, hat, groups,
+                       model_leaves, plausibility, plaus_leaves, kinds)
+
+
+def feature_levels(ens: TreeEnsemble, kinds: list[str], plausibility: Plausibility | None = None
+                   ) -> list[np.ndarray]:
+    """Per feature, the sorted split levels of the ensemble (and of the
+    plausibility forest); binary and one-hot columns also get 0.5, so both
+    values are reachable even if no tree splits there."""
+    levels = []
+    for j in range(ens.n_features):
+        lv = ens.split_levels(j)
+        if plausibility is not None:
+            lv = np.union1d(lv, plausibility.forest.split_levels(j))
+        if kinds[j] in ("binary", "one-hot"):
+            lv = np.union1d(lv, [0.5])
+        levels.append(np.asarray(lv, dtype=float))
+    return levels
+
+
+def _grid_structure(ens: TreeEnsemble, kinds: list[str], plausibility: Plausibility | None):
+    """Levels and leaf boxes in interval indices: they do not depend on the query,
+    so they are kept (per ensemble, in :data:`core.cells.cache.GRID_CACHE`) for the next query."""
+    key = ("cells", tuple(k in ("binary", "one-hot") for k in kinds),
+           None if plausibility is None else plausibility.forest.content_hash())
+
+    def build():
+        levels = feature_levels(ens, kinds, plausibility)
+        plaus = None if plausibility is None else _leaf_block(plausibility.forest, levels)
+        return levels, _leaf_block(ens, levels), plaus
+
+    return GRID_CACHE.get(ens, key, build)
+
+
+def explain_infeasible(prob: CellProblem) -> str:
+    """A sentence on why no counterfactual exists under the constraints."""
+    names = prob.ens.feature_names
+    fixed = [names[j] for j in range(prob.n_features) if np.isfinite(prob.costs[j]).sum() == 1
+             and prob.levels[j].size > 0]
+    inc = [names[j] for j in range(prob.n_features)
+           if np.all(~np.isfinite(prob.costs[j][:prob.hat[j]])) and prob.hat[j] > 0
+           and np.isfinite(prob.costs[j][prob.hat[j] + 1:]).any()]
+    dec = [names[j] for j in range(prob.n_features)
+           if np.all(~np.isfinite(prob.costs[j][prob.hat[j] + 1:])) and prob.hat[j] < prob.levels[j].size
+           and np.isfinite(prob.costs[j][:prob.hat[j]]).any()]
+    parts = []
+    if fixed:
+        parts.append(f"{', '.join(fixed[:5])}{'…' if len(fixed) > 5 else ''} fixed")
+    if inc:
+        parts.append(f"{', '.join(inc[:5])} increase-only")
+    if dec:
+        parts.append(f"{', '.join(dec[:5])} decrease-only")
+    extra = " and the plausibility constraint" if prob.plaus is not None else ""
+    how = f" with {'; '.join(parts)}{extra}" if parts or extra else ""
+    return (f"No counterfactual reaching {prob.target.describe()} exists{how} within the features' ranges. "
+            "Free some features, widen their ranges or drop the plausibility constraint.")

@@ -1,0 +1,94 @@
+"""Reading a cell solution back as a checked counterfactual.
+
+Every point a solver or a start returns is re-checked with the ensemble and,
+when given, the original model (outputs equal and the target met), before it
+becomes a :class:`core.counterfactual.CounterfactualResult`. :class:`QueryRun`
+holds what every result of one query shares (parameters, clock, timings, the
+original model), so the solvers' many exits each state only what differs.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from core.cells.problem import CellProblem
+from core.counterfactual import CounterfactualResult, Target, changes_between
+from core.ensemble import TreeEnsemble
+from core.parsing.native import native_input, native_outputs
+
+__all__ = ["QueryRun", "check_on_model"]
+
+DISAGREES = "The original model disagrees with the converted ensemble on this point."
+
+
+@dataclass
+class QueryRun:
+    """One query's shared context: its parameters, start time, timings and model."""
+
+    prob: CellProblem
+    params: dict[str, Any]
+    t0: float = field(default_factory=time.perf_counter)
+    timings: dict[str, float] = field(default_factory=dict)
+    model: Any = None
+
+    def result(self, x: np.ndarray | None, cost: float, status: str, *, backend: str, gap: float = 0.0,
+               lower_bound: float = 0.0, message: str = "", check: bool = True) -> CounterfactualResult:
+        """The result for point ``x`` (None: no point), re-checked on the
+        ensemble and, with ``check``, on the original model; a point that fails
+        becomes status "error" without a point."""
+        prob, ens = self.prob, self.prob.ens
+        valid, pred = False, None
+        if x is not None:
+            valid = bool(prob.is_valid(x[None, :])[0])
+            pred = ens.predict(x[None, :])[0]
+            if valid and check and self.model is not None:
+                valid = check_on_model(self.model, ens, x, prob.target)
+                if not valid:
+                    message = DISAGREES
+        return CounterfactualResult(
+            x=x if valid else None, cost=float(cost), status=status if (valid or x is None) else "error",
+            gap=float(gap), solve_time=time.perf_counter() - self.t0,
+            changes=changes_between(ens.feature_names, prob.x_hat, x) if (x is not None and valid) else (),
+            backend=backend, params=self.params, x_query=prob.x_hat.copy(), lower_bound=float(lower_bound),
+            valid=valid, message=message, prediction=pred, timings=dict(self.timings))
+
+    def none(self, status: str, *, backend: str, message: str, lower_bound: float = 0.0) -> CounterfactualResult:
+        """A result without a point: infeasible (proven) or out of time."""
+        gap = np.inf
+        return self.result(None, np.inf, status, backend=backend, gap=gap, lower_bound=lower_bound,
+                           message=message)
+
+
+def check_on_model(model: Any, ens: TreeEnsemble, x: np.ndarray, target: Target) -> bool:
+    """Is ``x`` valid on the original model too? Its outputs must match the
+    ensemble's, and its label (or value) must meet the target."""
+    model = _one_thread(model)
+    ours, theirs, what = native_outputs(ens, model, x[None, :])
+    if theirs is not None and not np.allclose(ours, theirs, rtol=1e-5, atol=1e-6):
+        return False
+    module = type(model).__module__.split(".")[0]
+    is_booster = (module in ("xgboost", "lightgbm") and not hasattr(model, "fit")) or hasattr(model, "raw_scores")
+    if is_booster:
+        return bool(target.holds(ens, x[None, :])[0])
+    if what == "probabilities" and type(model).__module__.startswith("sklearn") and hasattr(model, "classes_"):
+        out = model.classes_[int(np.argmax(theirs[0]))]   # scikit-learn's own predict, without a second pass
+    else:
+        out = np.ravel(model.predict(native_input(ens, model, x[None, :])))[0]
+    if target.kind == "class":
+        return bool(out == target.label)
+    return bool(target.lo <= float(out) <= target.hi)
+
+
+def _one_thread(model: Any) -> Any:
+    """A scikit-learn model set to predict in this thread: for one row, starting
+    joblib's workers (n_jobs > 1) costs tens of milliseconds per call. A shallow
+    copy, so the caller's model is untouched and its trees are shared."""
+    if type(model).__module__.startswith("sklearn") and getattr(model, "n_jobs", None) not in (None, 1):
+        model = copy.copy(model)
+        model.n_jobs = None
+    return model

@@ -1,1 +1,0 @@
-"""Solver formulations of the counterfactual problem built by core.optimal."""

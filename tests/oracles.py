@@ -1,0 +1,176 @@
+"""Oracles: answers computed by definition or by enumeration, on tiny inputs.
+
+The exact methods are checked against these (and against each other):
+
+* :func:`grid_brute_force`: the optimal counterfactual cost by enumerating
+  every combination of candidate values (the query's value, each split level,
+  just above each level), for the tiny models of :func:`tiny_models`;
+* :func:`categorical_brute_force`: the same with one-hot groups enumerated
+  as categories (native categorical models loaded through the workspace);
+* :func:`fcca_brute_force_cost`: FCCA's cost (lambda0 per changed feature,
+  lambda1 per scaled unit) over every cell of the split grid;
+* :func:`brute_cdp`, :func:`brute_crp`: the Projected Forest and the Regional
+  RF of the counterfactual-rules paper by their definitions.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import lightgbm as lgb
+import numpy as np
+import xgboost as xgb
+from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
+
+from conftest import make_data
+from core.counterfactual import make_cost_model
+
+EPS = 1e-9
+
+
+def grid_brute_force(ens, x, target, norm, immutable=(), eps=1e-9):
+    """Minimum cost over every combination of candidate values: x itself, each
+    split level, and each level + eps (just inside the upper interval)."""
+    cm = make_cost_model(ens, norm)
+    cands = []
+    for j in range(ens.n_features):
+        lv = ens.split_levels(j)
+        vals = {x[j]} if j in immutable else {x[j], *lv, *(lv + eps)}
+        cands.append(sorted(vals))
+    P = np.array(list(itertools.product(*cands)))
+    ok = ens.predict(P) == target
+    if not ok.any():
+        return np.inf
+    diff = P[ok] - x
+    # infimum convention: a point eps above a level costs what the level costs
+    on_level = np.zeros_like(diff, dtype=bool)
+    for j in range(ens.n_features):
+        lv = ens.split_levels(j)
+        on_level[:, j] = np.isin(P[ok][:, j], lv + eps)
+    Pinf = np.where(on_level, P[ok] - eps, P[ok])
+    return float(cm.cost(x, Pinf).min())
+
+
+def tiny_models():
+    """Four tiny binary models (RF, GB, XGBoost, LightGBM) on 3 features, and their data."""
+    X, y = make_data("binary", n=200, d=3, seed=4)
+    return X, y, [
+        RandomForestClassifier(6, max_depth=3, random_state=0).fit(X, y),
+        GradientBoostingClassifier(n_estimators=6, max_depth=2, random_state=0).fit(X, y),
+        xgb.XGBClassifier(n_estimators=5, max_depth=2, n_jobs=1).fit(X, y),
+        lgb.LGBMClassifier(n_estimators=5, num_leaves=4, verbose=-1, n_jobs=1).fit(X, y),
+    ]
+
+
+def categorical_brute_force(ens, schema, x, target):
+    """Minimum l1 cost over each numerical column at its value, a level or just above one,
+    and each one-hot group at each of its levels."""
+    cm = make_cost_model(ens, "l1", schema=schema)
+    groups = [list(g) for g in schema.groups().values() if len(g) >= 2]
+    in_group = {j for g in groups for j in g}
+    axes, names = [], []
+    for j in range(ens.n_features):
+        if j in in_group:
+            continue
+        lv = ens.split_levels(j)
+        axes.append(sorted({x[j], *lv, *(lv + EPS)}))
+        names.append(("num", j))
+    for g in groups:
+        axes.append(list(range(len(g))))
+        names.append(("cat", g))
+    best = np.inf
+    for combo in itertools.product(*axes):
+        p = x.copy()
+        for (kind, where), v in zip(names, combo):
+            if kind == "num":
+                p[where] = v
+            else:
+                p[where] = 0.0
+                p[where[v]] = 1.0
+        if ens.predict(p[None, :])[0] != target:
+            continue
+        q = p.copy()
+        for (kind, j), v in zip(names, combo):   # infimum: just above a level costs what the level costs
+            if kind == "num" and np.isin(v, ens.split_levels(j) + EPS):
+                q[j] = v - EPS
+        best = min(best, float(cm.cost(x, q[None, :])[0]))
+    return best
+
+
+def fcca_brute_force_cost(ens, x0, target, span, lam0=0.1, lam1=1.0):
+    """Cheapest cost over every cell of the split grid (cost at the cell's infimum point)."""
+    d = len(x0)
+    per_feature = []
+    for j in range(d):
+        lv = ens.split_levels(j)
+        opts = []
+        edges = np.concatenate([[-np.inf], lv, [np.inf]])
+        for i in range(len(edges) - 1):
+            a, b = edges[i], edges[i + 1]
+            if a < x0[j] <= b:
+                mid, c = x0[j], 0.0
+            elif b < x0[j]:
+                mid, c = (b if np.isinf(a) else (a + b) / 2), lam0 + lam1 * (x0[j] - b) / span[j]
+            else:
+                mid, c = (a + 1 if np.isinf(b) else (a + b) / 2), lam0 + lam1 * (a - x0[j]) / span[j]
+            opts.append((mid, c))
+        per_feature.append(opts)
+    best = np.inf
+    for combo in itertools.product(*per_feature):
+        x = np.array([p for p, _ in combo])
+        if ens.predict(x[None, :])[0] == target:
+            best = min(best, sum(c for _, c in combo))
+    return best
+
+
+# ------------------------------------------------------------ brute force
+def reached_leaves(tree, sides) -> list[int]:
+    """Leaves reached from the root when ``sides(feature, threshold)`` says
+    whether to go (left, right) at each split."""
+    reached, stack = [], [0]
+    while stack:
+        v = stack.pop()
+        if tree.children_left[v] < 0:
+            reached.append(v)
+            continue
+        left, right = sides(tree.feature[v], tree.threshold[v])
+        if left:
+            stack.append(tree.children_left[v])
+        if right:
+            stack.append(tree.children_right[v])
+    return reached
+
+
+def brute_cdp(cr, x, S, target) -> float:
+    """The Projected Forest by its definition: per tree, drop x with the splits
+    on S sent both ways; keep the fitted rows inside every reached leaf on the
+    other features; average over trees the target share among them."""
+    X, y = cr.X_, cr.y_
+    d = X.shape[1]
+    rest = [j for j in range(d) if j not in set(S)]
+    vals = []
+    for tree in cr.ensemble_.trees:
+        reached = reached_leaves(tree, lambda f, t: (True, True) if f in S else (x[f] <= t, x[f] > t))
+        keep = np.ones(len(X), dtype=bool)
+        leaves, lo, hi = tree.leaf_boxes(d)
+        pos = {v: k for k, v in enumerate(leaves)}
+        for v in reached:
+            k = pos[v]
+            keep &= np.all((X[:, rest] > lo[k, rest]) & (X[:, rest] <= hi[k, rest]), axis=1)
+        if keep.any():
+            vals.append(np.mean(y[keep] == target))
+    return float(np.mean(vals)) if vals else 0.0
+
+
+def brute_crp(cr, qlo, qhi, target) -> float:
+    """The Regional RF by its definition: at a split on t go left if the query
+    interval (a, b] has a <= ... i.e. some value <= t, right if some value > t."""
+    X, y = cr.X_, cr.y_
+    vals = []
+    for tree in cr.ensemble_.trees:
+        reached = reached_leaves(tree, lambda f, t: (qlo[f] < t, qhi[f] > t))
+        leaf = tree.apply(X)
+        inside = np.isin(leaf, reached)
+        if inside.any():
+            vals.append(np.mean(y[inside] == target))
+    return float(np.mean(vals)) if vals else 0.0
