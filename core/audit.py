@@ -40,21 +40,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from core.errors import AtlasError
+from core.errors import AuditCancelled, AuditError
 
 __all__ = ["run_audit", "Audit", "AuditError", "AuditCancelled", "protected_attributes", "group_labels",
            "METRICS", "package_versions"]
 
 REPORT_PACKAGES = ("numpy", "pandas", "scikit-learn", "xgboost-cpu", "lightgbm", "ortools", "scipy", "plotly",
                    "dask", "distributed", "streamlit")
-
-
-class AuditError(AtlasError):
-    """An audit that cannot be run as asked."""
-
-
-class AuditCancelled(AuditError):
-    """The audit was stopped before it finished; nothing was kept."""
 
 
 # metric key -> (label, the column of the per-row table, statistic, the rows it is measured on, higher is better)

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from core.errors import AtlasError
+from core.errors import ClusterError
 
 __all__ = ["map_rows", "batch_counterfactuals", "connect", "ClusterError"]
 
@@ -93,10 +93,6 @@ def map_rows(fn: Callable[[Any], Any], items: Sequence[Any], *, n_jobs: int = 1,
 
     _collect(((i * size, res) for i, res in enumerate(gen)), out, progress, should_stop, abort)
     return out
-
-
-class ClusterError(AtlasError):
-    """The Dask cluster cannot be reached or used."""
 
 
 def connect(scheduler: Any, timeout: float = 10.0):

@@ -26,16 +26,12 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from core.ensemble import TreeEnsemble
-from core.errors import AtlasError
+from core.errors import QueryError
 
 __all__ = ["output_mask", "continuous_outputs", "CostModel", "Target", "CounterfactualResult", "Change",
            "make_cost_model", "make_target"]
 
 STATUSES = ("optimal", "feasible", "infeasible", "time_limit", "error")
-
-
-class QueryError(AtlasError):
-    """A counterfactual query that cannot be posed (bad target, norm, feature)."""
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,13 @@
-"""The small exception hierarchy of ``core``.
+"""The small exception hierarchy of ``core``: every error class is defined here.
 
-Every error a user can cause subclasses ``ValueError`` and says what was
-expected, what arrived and how to fix it, so the app can show the message
-as is and a script can catch ``ValueError``.
+Every error a user can cause subclasses ``ValueError`` (through
+:class:`AtlasError`) and says what was expected, what arrived and how to fix
+it, so the app can show the message as is and a script can catch
+``ValueError``. The modules that raise them re-export their own (e.g.
+``core.rules.NoCounterfactualRuleError``), so both import paths work.
 """
+
+from sklearn.exceptions import NotFittedError as _SklearnNotFitted
 
 
 class AtlasError(ValueError):
@@ -28,3 +32,62 @@ class SchemaError(AtlasError):
 
 class UntrustedPickleError(AtlasError):
     """A pickle/joblib file was given without the user trusting it."""
+
+
+class NotFittedError(AtlasError, _SklearnNotFitted):
+    """An estimator (T-CREx, counterfactual rules) was used before ``fit``;
+    also scikit-learn's ``NotFittedError``, so either can be caught."""
+
+
+class QueryError(AtlasError):
+    """A counterfactual query that cannot be posed (bad target, norm, feature)."""
+
+
+class FilterError(AtlasError):
+    """A filter that cannot be read; the message says where and why."""
+
+
+class PositionalMatchRequired(SchemaError):
+    """The model's features have no names; the columns can be matched by
+    position only once the user confirms ``mapping`` (feature -> column)."""
+
+    def __init__(self, message: str, mapping: list[tuple[str, str]]):
+        super().__init__(message)
+        self.mapping = mapping
+
+
+class NoCounterfactualRuleError(AtlasError):
+    """No region of the surrogate reaches the asked probability."""
+
+
+class NoValidRuleError(AtlasError):
+    """No rule reaches the accuracy threshold: lower tau or rho."""
+
+
+class GridTooLargeError(AtlasError):
+    """The grid of step c would have more cells than allowed."""
+
+
+class FCCAError(AtlasError):
+    """An FCCA run that cannot be posed or gave nothing to work with."""
+
+
+class AuditError(AtlasError):
+    """An audit that cannot be run as asked."""
+
+
+class AuditCancelled(AuditError):
+    """The audit was stopped before it finished; nothing was kept."""
+
+
+class HistoryError(AtlasError):
+    """The audit history cannot be read or written as asked."""
+
+
+class ClusterError(AtlasError):
+    """The Dask cluster cannot be reached or used."""
+
+
+class GurobiUnavailable(RuntimeError):
+    """Gurobi cannot solve this model here (no licence, or the model exceeds
+    it); not the user's doing: the solver falls back to CP-SAT with a notice."""

@@ -56,13 +56,9 @@ import pandas as pd
 from core.batch import map_rows
 from core.dot import label as dot_label
 from core.ensemble import TreeEnsemble, from_model
-from core.errors import AtlasError
+from core.errors import FCCAError
 
 __all__ = ["fcca", "FCCAResult", "TreeFit", "FCCAError", "default_eps", "gosdt_available"]
-
-
-class FCCAError(AtlasError):
-    """An FCCA run that cannot be posed or gave nothing to work with."""
 
 
 def gosdt_available() -> bool:

@@ -24,7 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-from core.errors import AtlasError
+from core.errors import FilterError
 
 __all__ = ["parse_filter", "FilterError", "MAX_LENGTH"]
 
@@ -32,10 +32,6 @@ MAX_LENGTH = 2000
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _WORD = re.compile(r"[^\s<>!&,`\"=]+(?:=[^\s<>!&,`\"=]+)*")     # one '=' may join a one-hot name: job=clerk
 _OPS = ("<=", ">=", "==", "<", ">")
-
-
-class FilterError(AtlasError):
-    """A filter that cannot be read; the message says where and why."""
 
 
 _TOKEN = re.compile(

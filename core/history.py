@@ -36,7 +36,7 @@ import pandas as pd
 import sqlalchemy as sa
 
 from core.audit import Audit
-from core.errors import AtlasError
+from core.errors import HistoryError
 
 __all__ = ["AuditStore", "HistoryError", "compare", "default_url", "new_owner_key", "LOCAL_OWNER"]
 
@@ -70,10 +70,6 @@ WORKSPACES = sa.Table(
     sa.Column("table", sa.LargeBinary, nullable=False),         # the raw table as Parquet
     sa.Column("arrays", sa.LargeBinary, nullable=False),        # the ensemble's arrays as .npz (no pickle)
 )
-
-
-class HistoryError(AtlasError):
-    """The audit history cannot be read or written as asked."""
 
 
 def default_url() -> str:

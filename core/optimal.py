@@ -121,6 +121,8 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Any = 
     X_ref : array-like (n, n_features), reference rows for the warm start
         (usually the training data); optional.
     model : the original model, if any: each result is also checked on it.
+    warm : False skips both starts (reference rows and the model's own): the plain
+        formulation, for benchmarks.
     on_progress : called with the warm-start result as soon as it exists.
 
     Returns
@@ -150,7 +152,7 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Any = 
     for _ in range(n_solutions):
         left = time_limit - (time.perf_counter() - t0)
         run = QueryRun(prob, params, t0, {"build": build_s}, model)
-        res = _solve_with_checks(run, be, max(left, 0.01), X_ref if warm else None, n_workers,
+        res = _solve_with_checks(run, be, max(left, 0.01), X_ref, warm, n_workers,
                                  on_progress if not results else None)
         results.append(res)
         if not res.found:
@@ -191,14 +193,15 @@ def _separable(run: QueryRun) -> CounterfactualResult | None:
     return run.result(x, cost, "optimal", backend="separable", lower_bound=cost)
 
 
-def _upper_bound(run: QueryRun, X_ref: np.ndarray | None, time_limit: float,
+def _upper_bound(run: QueryRun, X_ref: np.ndarray | None, warm: bool, time_limit: float,
                  on_progress: Callable[[CounterfactualResult], None] | None) -> tuple[np.ndarray | None, float]:
     """The cheaper of the reference rows' and the model's own start (none for
-    alternatives, which must avoid earlier solutions' changes)."""
+    alternatives, which must avoid earlier solutions' changes, nor with
+    ``warm=False``, the plain formulation benchmarks compare against)."""
     prob = run.prob
     tw = time.perf_counter()
     ws_x, ws_cost = None, np.inf
-    if not prob.exclusions:
+    if warm and not prob.exclusions:
         ws_x, ws_cost = warm_start(prob, X_ref)
         gx, g_cost = greedy_start(prob, deadline=tw + 0.25 * time_limit)
         if g_cost < ws_cost - 1e-12:       # the model's own start beats the reference rows (or there are none)
@@ -210,14 +213,14 @@ def _upper_bound(run: QueryRun, X_ref: np.ndarray | None, time_limit: float,
     return ws_x, ws_cost
 
 
-def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref, n_workers,
+def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref, warm: bool, n_workers,
                        on_progress) -> CounterfactualResult:
     prob, timings = run.prob, run.timings
     if backend == "cpsat" and not prob.exclusions and not prob.nogoods:
         fast = _separable(run)
         if fast is not None:
             return fast
-    ws_x, ws_cost = _upper_bound(run, X_ref, time_limit, on_progress)
+    ws_x, ws_cost = _upper_bound(run, X_ref, warm, time_limit, on_progress)
     if not prob.exclusions and not prob.nogoods:
         tb = time.perf_counter()
         lb = radius_bound(prob)

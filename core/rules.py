@@ -68,7 +68,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from core.counterfactual import continuous_outputs, output_mask
-from core.errors import AtlasError
+from core.errors import DataError, NoCounterfactualRuleError, NotFittedError, QueryError
 
 try:  # compiled projected-forest cells (core/_projected.c); numpy does the same more slowly
     from core import _projected
@@ -79,10 +79,6 @@ USE_COMPILED = _projected is not None
 
 __all__ = ["CounterfactualRules", "LocalRule", "RegionalRule", "NoCounterfactualRuleError",
            "region_from_filter", "rule_metrics"]
-
-
-class NoCounterfactualRuleError(AtlasError):
-    """No region of the surrogate reaches the asked probability."""
 
 
 @dataclass(frozen=True)
@@ -337,11 +333,11 @@ class CounterfactualRules:
         X = np.ascontiguousarray(X, dtype=float)
         y = np.asarray(y_model)
         if X.ndim != 2 or len(X) != len(y) or len(X) < 2:
-            raise ValueError(f"X has shape {X.shape} and y_model {y.shape}; expected (n, d) and (n,) with n >= 2.")
+            raise DataError(f"X has shape {X.shape} and y_model {y.shape}; expected (n, d) and (n,) with n >= 2.")
         if not np.all(np.isfinite(X)):
-            raise ValueError("X has missing or infinite values; clean or impute them before fitting.")
+            raise DataError("X has missing or infinite values; clean or impute them before fitting.")
         if not (0 < self.pi <= 1 and 0 < self.pi_c <= 1):
-            raise ValueError("pi and pi_c must lie in (0, 1].")
+            raise QueryError("pi and pi_c must lie in (0, 1].")
         n, d = X.shape
         self.n_features_in_ = d
         self.feature_names_ = list(feature_names) if feature_names is not None else [f"x{j}" for j in range(d)]
@@ -483,13 +479,13 @@ class CounterfactualRules:
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "ensemble_"):
-            raise RuntimeError("CounterfactualRules is not fitted; call fit(X, y_model) first.")
+            raise NotFittedError("CounterfactualRules is not fitted; call fit(X, y_model) first.")
 
     def _row(self, x: Any) -> np.ndarray:
         self._check_fitted()
         x = np.asarray(x, dtype=float).ravel()
         if x.shape != (self.n_features_in_,) or not np.all(np.isfinite(x)):
-            raise ValueError(f"x must be {self.n_features_in_} finite numbers; got shape {x.shape}.")
+            raise QueryError(f"x must be {self.n_features_in_} finite numbers; got shape {x.shape}.")
         return x
 
     def _target(self, target: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -900,7 +896,7 @@ class CounterfactualRules:
             rlo, rhi = (reg.lower, reg.upper) if hasattr(reg, "lower") else reg
             rlo, rhi = np.asarray(rlo, float), np.asarray(rhi, float)
             if rlo.shape != (d,) or rhi.shape != (d,):
-                raise ValueError(f"A region needs lower and upper arrays of length {d}.")
+                raise QueryError(f"A region needs lower and upper arrays of length {d}.")
             inside = np.all((self.X_ > rlo) & (self.X_ <= rhi), axis=1)
             base = dict(region_lower=rlo, region_upper=rhi, target=target, coverage=float(inside.mean()),
                         n_rows=int(inside.sum()))

@@ -38,17 +38,9 @@ import numpy as np
 from core.counterfactual import continuous_outputs, output_mask
 from core.dot import label as dot_label
 from core.ensemble import node_boxes
-from core.errors import AtlasError
+from core.errors import DataError, GridTooLargeError, NoValidRuleError, NotFittedError, QueryError
 
 __all__ = ["TCREx", "Rule", "Metarule", "NoValidRuleError"]
-
-
-class NoValidRuleError(AtlasError):
-    """No rule reaches the accuracy threshold: lower tau or rho."""
-
-
-class GridTooLargeError(AtlasError):
-    """The grid of step c would have more cells than allowed."""
 
 
 @dataclass(frozen=True)
@@ -113,9 +105,9 @@ class TCREx:
         X = np.asarray(X, dtype=float)
         y = np.asarray(y_model)
         if X.ndim != 2 or len(X) != len(y) or len(X) == 0:
-            raise ValueError(f"X has shape {X.shape} and y_model {y.shape}; expected (n, d) and (n,) with n > 0.")
+            raise DataError(f"X has shape {X.shape} and y_model {y.shape}; expected (n, d) and (n,) with n > 0.")
         if not 0 < self.rho <= 1 or not 0 < self.tau <= 1:
-            raise ValueError("rho and tau must lie in (0, 1].")
+            raise QueryError("rho and tau must lie in (0, 1].")
         n, d = X.shape
         self.n_features_in_ = d
         self.feature_names_ = list(feature_names) if feature_names is not None else [f"x{j}" for j in range(d)]
@@ -307,11 +299,10 @@ class TCREx:
     # --------------------------------------------------------------- explain
     def _check(self, X):
         if not hasattr(self, "rules_"):
-            from sklearn.exceptions import NotFittedError
             raise NotFittedError("This TCREx is not fitted yet; call fit first.")
         X = np.atleast_2d(np.asarray(X, dtype=float))
         if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features; TCREx was fitted on {self.n_features_in_}.")
+            raise DataError(f"X has {X.shape[1]} features; TCREx was fitted on {self.n_features_in_}.")
         return X
 
     def apply(self, X: Any) -> np.ndarray:

@@ -57,7 +57,7 @@ import pandas as pd
 
 from core.ensemble import TreeEnsemble, from_model
 from core.categorical import expand
-from core.errors import DataError, SchemaError, UnsupportedModelError
+from core.errors import DataError, PositionalMatchRequired, SchemaError, UnsupportedModelError
 from core.parsing.native import model_input
 from core.schema import Schema, infer_schema
 
@@ -67,15 +67,6 @@ __all__ = ["Workspace", "build_workspace", "PositionalMatchRequired", "GENERIC_N
 GENERIC_NAME = re.compile(r"(f|x|Column_|feature_|Feature_)\d+")
 #: a score this much below the model's own training report is flagged
 REPORT_GAP = 0.05
-
-
-class PositionalMatchRequired(SchemaError):
-    """The model's features have no names; the columns can be matched by
-    position only once the user confirms ``mapping`` (feature -> column)."""
-
-    def __init__(self, message: str, mapping: list[tuple[str, str]]):
-        super().__init__(message)
-        self.mapping = mapping
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import pytest
 import core.rules as R
 from core.demo import synthetic_credit
 from core.rules import CounterfactualRules, NoCounterfactualRuleError, region_from_filter
+from core.errors import NotFittedError
 from core.schema import infer_schema
 from conftest import make_data, shared_data
 from oracles import brute_cdp, brute_crp
@@ -273,7 +274,7 @@ def test_region_from_filter():
 
 def test_clear_errors(small):
     X, y, cr = small
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(NotFittedError, match="not fitted"):
         CounterfactualRules().local_rule(X[0], 1)
     with pytest.raises(ValueError, match="finite"):
         cr.local_rule(X[0][:2], 1)

@@ -22,6 +22,7 @@ import numpy as np
 
 from core.cells.bounds import bounded_costs, reachable_leaves
 from core.cells.problem import CellProblem, CellSolution
+from core.errors import GurobiUnavailable
 
 __all__ = ["build_ocean", "solve", "OceanMILP", "GurobiUnavailable"]
 
@@ -236,10 +237,6 @@ def _solve_highs(prob: CellProblem, milp: OceanMILP, time_limit: float) -> CellS
     lb = milp.c0 + (bound if bound is not None and np.isfinite(bound) else 0.0)
     status = "optimal" if res.status == 0 else "feasible"
     return CellSolution(status, _read(prob, milp, res.x), lb if status != "optimal" else milp.c0 + res.fun)
-
-
-class GurobiUnavailable(RuntimeError):
-    """Gurobi cannot solve this model here (no licence, or the model exceeds it)."""
 
 
 def _solve_gurobi(prob: CellProblem, milp: OceanMILP, time_limit: float) -> CellSolution:
