@@ -56,7 +56,7 @@ def main():
     schema = infer_schema(X, kinds=prep.kinds, groups=prep.groups, protected=["Sex"])
     A = X.to_numpy(float)
     rows = np.flatnonzero(ens.predict(A) != 1)[:a.rows]
-    kw = dict(schema=schema, norm="l1", immutable=["Sex"], time_limit=30.0, X_ref=A)
+    kw = dict(schema=schema, norm="l1", fixed=["Sex"], time_limit=30.0, X_ref=A)
     out = {"dataset": "adult", "model": "RF(100, depth 5)", "rows": int(rows.size)}
 
     def timed(**extra):

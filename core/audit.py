@@ -32,34 +32,35 @@ Command line (no UI)::
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
+from core import fairstats as fs
+from core.auditmetrics import METRICS, SHARES
+from core.batch import batch_counterfactuals
+from core.counterfactual import describe_changes, make_target
+from core.ensemble import TreeEnsemble, from_model
 from core.errors import AuditCancelled, AuditError
+from core.groupfair import group_fairness
+from core.report import audit_html, cost_figure, group_table, metric_figure, tests_table
+from core.rules import CounterfactualRules
+from core.subgroups import scan_subgroups
+from core.tcrex import TCREx
 
-__all__ = ["run_audit", "Audit", "AuditError", "AuditCancelled", "protected_attributes", "group_labels",
-           "METRICS", "package_versions"]
+__all__ = ["run_audit", "AuditSettings", "Provenance", "Audit", "AuditError", "AuditCancelled",
+           "protected_attributes", "group_labels", "METRICS", "package_versions"]
 
 REPORT_PACKAGES = ("numpy", "pandas", "scikit-learn", "xgboost-cpu", "lightgbm", "ortools", "scipy", "plotly",
                    "dask", "distributed", "streamlit")
 
 
 # metric key -> (label, the column of the per-row table, statistic, the rows it is measured on, higher is better)
-METRICS: dict[str, tuple[str, str, str, str, bool]] = {
-    "feasible": ("share with a recourse", "feasible", "mean", "decided", True),
-    "cost": ("mean recourse cost", "cost", "mean", "found", False),
-    "cost_median": ("median recourse cost", "cost", "median", "found", False),
-    "changes": ("features to change", "n_changed", "mean", "found", False),
-    "tcrex_actionable": ("share with an actionable T-CREx rule", "tcrex_actionable", "mean", "tcrex", True),
-    "tcrex_changes": ("features a T-CREx rule asks to change", "tcrex_changes", "mean", "tcrex", False),
-    "local_correctness": ("local-rule correctness", "local_correctness", "mean", "local", True),
-}
-SHARES = ("feasible", "tcrex_actionable", "local_correctness")   # metrics that are shares of rows
 
 
 def package_versions(names: Sequence[str] = REPORT_PACKAGES) -> dict[str, str]:
@@ -258,8 +259,6 @@ class Audit:
                      f"the disparity column {col!r} is not numeric")
         if self.fairness is not None and len(self.fairness):
             need({"attribute", "group", "n"} <= set(self.fairness.columns), "its group-fairness table lacks columns")
-        from core.report import cost_figure, group_table, metric_figure, tests_table
-
         try:
             group_table(self), tests_table(self)
             for a in protected:
@@ -286,14 +285,12 @@ class Audit:
         return self.rows.to_csv(index=False)
 
     def to_html(self) -> str:
-        from core.report import audit_html
-
         return audit_html(self)
 
 
 # ------------------------------------------------------------------ statistics
 def _metric_values(rows: pd.DataFrame, key: str) -> pd.Series:
-    _, col, _, on, _ = METRICS[key]
+    col, on = METRICS[key].column, METRICS[key].rows
     if col not in rows:
         return pd.Series(dtype=float)
     if on == "decided":
@@ -306,11 +303,9 @@ def _metric_values(rows: pd.DataFrame, key: str) -> pd.Series:
 
 def _statistics(rows: pd.DataFrame, attributes: list[str], n_boot: int, n_perm: int, alpha: float,
                 seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    from core import fairstats as fs
-
     rng = np.random.default_rng(seed)
     group_recs, test_recs = [], []
-    metrics = [k for k in METRICS if METRICS[k][1] in rows and rows[METRICS[k][1]].notna().any()]
+    metrics = [k for k in METRICS if METRICS[k].column in rows and rows[METRICS[k].column].notna().any()]
     for attr in attributes:
         labels = rows[f"group:{attr}"].astype(str)
         sizes = labels.value_counts()
@@ -321,7 +316,7 @@ def _statistics(rows: pd.DataFrame, attributes: list[str], n_boot: int, n_perm: 
             rec: dict[str, Any] = {"attribute": attr, "group": g, "reference": g == ref, "rows": int(len(sub))}
             for k in metrics:
                 v = values[g][k]
-                stat = METRICS[k][2]
+                stat = METRICS[k].statistic
                 rec[k] = fs.STATS[stat](v) if v.size else float("nan")
                 rec[f"{k}_lo"], rec[f"{k}_hi"] = fs.bootstrap_ci(v, stat, n_boot, rng=rng)
                 rec[f"{k}_n"] = int(v.size)
@@ -335,11 +330,11 @@ def _statistics(rows: pd.DataFrame, attributes: list[str], n_boot: int, n_perm: 
                 a, b = values[g][k], values[ref][k]
                 if a.size < 2 or b.size < 2:
                     continue
-                stat = METRICS[k][2]
+                stat = METRICS[k].statistic
                 gap = fs.STATS[stat](a) - fs.STATS[stat](b)
                 lo, hi = fs.gap_ci(a, b, stat, n_boot, rng=rng)
                 test_recs.append({"attribute": attr, "group": g, "reference": ref, "metric": k,
-                                  "label": METRICS[k][0], "group_value": fs.STATS[stat](a),
+                                  "label": METRICS[k].label, "group_value": fs.STATS[stat](a),
                                   "reference_value": fs.STATS[stat](b), "gap": gap, "gap_lo": lo, "gap_hi": hi,
                                   "p_value": fs.permutation_p(a, b, stat, n_perm, rng=rng),
                                   "n_group": int(a.size), "n_reference": int(b.size)})
@@ -366,7 +361,7 @@ def summarise(tests: pd.DataFrame, alpha: float, n_rows: int, attributes: list[s
         sig["rel"] = (sig["gap"].abs() / sig["reference_value"].abs().clip(lower=1e-12)).fillna(np.inf)
         for _, t in sig.sort_values("rel", ascending=False).iterrows():
             k = t["metric"]
-            better = METRICS[k][4]
+            better = METRICS[k].higher_is_better
             group_worse = (t["gap"] < 0) if better else (t["gap"] > 0)
             # the worse-off group first: its value, the other's, and the gap from its side
             (wg, wv), (bg, bv) = ((t["group"], t["group_value"]), (t["reference"], t["reference_value"]))
@@ -405,15 +400,93 @@ def _as_frame(X: Any, names: list[str]) -> pd.DataFrame:
     return pd.DataFrame(A, columns=names)
 
 
+@dataclass(frozen=True)
+class AuditSettings:
+    """Every setting of an audit that changes its answer, with its default.
+
+    max_rows : audit at most this many unfavourable rows (a seeded random sample); None: all.
+    norm, time_limit : the recourse cost and the seconds per row (core.optimal).
+    n_jobs, scheduler : local processes, or a Dask scheduler address / Client.
+    n_boot, n_perm, alpha : bootstrap resamples, permutations, family-wise level.
+    tcrex, tcrex_rho, tcrex_tau : also fit T-CREx and report its rules per group.
+    local_rules_per_group : rows per group given a local counterfactual rule (0: none).
+    random_state : the seed of every sample and resample.
+    scan, min_subgroup, budget : scan subgroups of at least ``min_subgroup`` audited rows for
+        recourse gaps (core.subgroups), with effectiveness measured within ``budget``.
+    """
+
+    max_rows: int | None = 500
+    norm: Any = "l1"
+    time_limit: float = 10.0
+    n_jobs: int = 1
+    scheduler: Any = None
+    n_boot: int = 1000
+    n_perm: int = 2000
+    alpha: float = 0.05
+    tcrex: bool = True
+    tcrex_rho: float = 0.02
+    tcrex_tau: float = 0.9
+    local_rules_per_group: int = 10
+    random_state: int = 0
+    scan: bool = True
+    min_subgroup: int = 20
+    budget: float | None = None
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where the audited data and model came from (for the report)."""
+
+    data_name: str = ""
+    data_sha256: str = ""
+    model_sha256: str = ""
+
+
+@dataclass
+class _Run:
+    """One audit's inputs, resolved once, shared by its stages."""
+
+    ens: TreeEnsemble
+    A: np.ndarray
+    names: list[str]
+    schema: Any
+    s: AuditSettings
+    tgt: Any
+    target_value: Any
+    pred: np.ndarray
+    attrs: dict[str, list[int]]
+    rows: np.ndarray
+    fixed: list[int]
+    immutable: list[int]
+    labels: dict[str, np.ndarray]
+    rng: np.random.Generator
+    model: Any
+    progress: Callable[[str, int, int], None] | None
+    should_stop: Callable[[], bool] | None
+    notes: list[str]
+    timings: dict[str, float]
+
+    def stop(self) -> bool:
+        return self.should_stop is not None and bool(self.should_stop())
+
+    def report(self, stage: str, done: int, total: int) -> None:
+        if self.progress is not None:
+            self.progress(stage, done, total)
+
+    def check_stop(self) -> None:
+        if self.stop():
+            raise AuditCancelled("The audit was cancelled; nothing was kept.")
+
+    @property
+    def groups(self) -> list[list[int]]:
+        return list(self.schema.groups().values())
+
+
 def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Sequence[str] | None = None,
-              rows: Sequence[int] | None = None, max_rows: int | None = 500, norm: Any = "l1",
-              time_limit: float = 10.0, n_jobs: int = 1, scheduler: Any = None, n_boot: int = 1000,
-              n_perm: int = 2000, alpha: float = 0.05, tcrex: bool = True, tcrex_rho: float = 0.02,
-              tcrex_tau: float = 0.9, local_rules_per_group: int = 10, random_state: int = 0,
-              model: Any = None, data_sha256: str = "", model_sha256: str = "", data_name: str = "",
+              rows: Sequence[int] | None = None, settings: AuditSettings | None = None, model: Any = None,
+              y: Any = None, provenance: Provenance | None = None,
               progress: Callable[[str, int, int], None] | None = None,
-              should_stop: Callable[[], bool] | None = None, y: Any = None, scan: bool = True,
-              min_subgroup: int = 20, budget: float | None = None) -> Audit:
+              should_stop: Callable[[], bool] | None = None, **overrides: Any) -> Audit:
     """Audit recourse across the groups of the protected attribute(s).
 
     Parameters
@@ -424,29 +497,39 @@ def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Seq
     target : the favourable outcome: a class, or an interval (lo, hi) for a regressor.
     protected : columns or one-hot group names; default: the schema's protected columns.
     rows : indices of the rows to audit; default: every row whose decision misses the target.
-    max_rows : audit at most this many of them (a seeded random sample); None: all.
-    norm, time_limit : the recourse cost and the seconds per row (core.optimal).
-    n_jobs, scheduler : local processes, or a Dask scheduler address / Client.
-    n_boot, n_perm, alpha : bootstrap resamples, permutations, family-wise level.
-    tcrex : also fit T-CREx (rho, tau) and report its rules per group.
-    local_rules_per_group : rows per group given a local counterfactual rule (0: none).
+    settings : an :class:`AuditSettings`; any of its fields may also be given as a
+        keyword (``max_rows=200``), which overrides it.
     model : the original model, to re-check every recourse on it.
-    progress : progress(stage, done, total); should_stop : polled; True cancels (AuditCancelled).
     y : the labels of the rows (for TPR, FPR, ... of the group fairness); None: decisions only.
-    scan, min_subgroup, budget : scan subgroups of at least ``min_subgroup`` audited rows for
-        recourse gaps (core.subgroups), with effectiveness measured within ``budget``.
+    provenance : a :class:`Provenance` (data name, data and model SHA-256), or its fields
+        as keywords (``data_name=...``).
+    progress : progress(stage, done, total); should_stop : polled; True cancels (AuditCancelled).
     """
-    from core.batch import batch_counterfactuals
-    from core.counterfactual import make_target
-    from core.ensemble import TreeEnsemble, from_model
-
     t_start = time.perf_counter()
+    prov_keys = {f.name for f in fields(Provenance)}
+    setting_keys = {f.name for f in fields(AuditSettings)}
+    unknown = set(overrides) - prov_keys - setting_keys
+    if unknown:
+        raise AuditError(f"Unknown audit setting(s) {sorted(unknown)}; the settings are {sorted(setting_keys)}.")
+    s = replace(settings or AuditSettings(), **{k: v for k, v in overrides.items() if k in setting_keys})
+    prov = replace(provenance or Provenance(), **{k: v for k, v in overrides.items() if k in prov_keys})
+    run = _prepare(ensemble, X, schema, target, protected, rows, s, model, progress, should_stop)
+    table, cfs = _recourse_stage(run)
+    rules_table = _tcrex_stage(run, table)
+    _local_rules_stage(run, table)
+    groups, tests, summary, gf, sub = _statistics_stage(run, table, y)
+    run.timings["total"] = time.perf_counter() - t_start
+    return Audit(table, groups, tests, rules_table, summary, _meta(run, table, prov, sub), cfs,
+                 fairness=gf.by_group, disparities=gf.disparities, subgroups=sub)
+
+
+def _prepare(ensemble, X, schema, target, protected, rows, s: AuditSettings, model, progress, should_stop) -> _Run:
+    """Check the inputs and resolve the rows, groups and fixed columns of the audit."""
     ens = ensemble if isinstance(ensemble, TreeEnsemble) else from_model(ensemble)
     if ens.task == "anomaly":
         raise AuditError("An anomaly detector makes no decision to audit; load a classifier or regressor.")
     names = list(ens.feature_names)
-    frame = _as_frame(X, names)
-    A = frame.to_numpy(dtype=float)
+    A = _as_frame(X, names).to_numpy(dtype=float)
     if len(A) == 0:
         raise AuditError("The data has no rows.")
     if not np.all(np.isfinite(A)):
@@ -457,7 +540,6 @@ def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Seq
     if not attrs:
         raise AuditError("No protected attribute: mark one in the feature settings (or pass protected=[...]).")
     tgt = make_target(ens, target)
-    pred = ens.predict(A)
     if rows is None:
         rows_all = np.flatnonzero(~tgt.holds(ens, A))
         if rows_all.size == 0:
@@ -466,166 +548,168 @@ def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Seq
         rows_all = np.unique(np.asarray(rows, dtype=int))
         if rows_all.size == 0 or rows_all.min() < 0 or rows_all.max() >= len(A):
             raise AuditError(f"Row indices must lie in 0..{len(A) - 1}.")
-    rng = np.random.default_rng(random_state)
-    if max_rows is not None and rows_all.size > max_rows:
-        rows_all = np.sort(rng.choice(rows_all, int(max_rows), replace=False))
+    rng = np.random.default_rng(s.random_state)
+    if s.max_rows is not None and rows_all.size > s.max_rows:
+        rows_all = np.sort(rng.choice(rows_all, int(s.max_rows), replace=False))
     fixed = sorted({j for cols in attrs.values() for j in cols})                # protected: held fixed
     immutable = sorted(set(fixed) | {j for j, f in enumerate(schema.features) if f.actionability == "fixed"})
     labels = {a: group_labels(A, names, cols, a) for a, cols in attrs.items()}
+    return _Run(ens, A, names, schema, s, tgt, target if tgt.kind == "interval" else tgt.label, ens.predict(A),
+                attrs, rows_all, fixed, immutable, labels, rng, model, progress, should_stop, [], {})
 
-    def stop() -> bool:
-        return should_stop is not None and bool(should_stop())
 
-    def report(stage: str, done: int, total: int) -> None:
-        if progress is not None:
-            progress(stage, done, total)
-
-    # 1. optimal recourse per row
+def _recourse_stage(run: _Run) -> tuple[pd.DataFrame, np.ndarray]:
+    """1. The optimal recourse of every audited row, protected columns held fixed."""
     t0 = time.perf_counter()
-    target_value = target if tgt.kind == "interval" else tgt.label
+    s, rows = run.s, run.rows
     results = batch_counterfactuals(
-        ens, A[rows_all], [target_value] * rows_all.size, n_jobs=n_jobs, scheduler=scheduler,
-        chunk_size="auto",
-        progress=lambda d, t: report("recourse", d, t), should_stop=stop,
-        schema=schema, norm=norm, immutable=fixed, time_limit=float(time_limit), X_ref=A, model=model)
-    if stop() or any(r is None for r in results):
+        run.ens, run.A[rows], [run.target_value] * rows.size, n_jobs=s.n_jobs, scheduler=s.scheduler,
+        chunk_size="auto", progress=lambda d, t: run.report("recourse", d, t), should_stop=run.stop,
+        schema=run.schema, norm=s.norm, fixed=run.fixed, time_limit=float(s.time_limit), X_ref=run.A,
+        model=run.model)
+    if run.stop() or any(r is None for r in results):
         raise AuditCancelled("The audit was cancelled; nothing was kept.")
-    t_recourse = time.perf_counter() - t0
     recs = []
-    for i, res in zip(rows_all, results):
+    for i, res in zip(rows, results):
         found = res.found
         status = res.status
         if status == "time_limit":
             status = "time_limit_found" if found else "time_limit"
-        recs.append({"row": int(i), **{f"group:{a}": labels[a][i] for a in attrs},
-                     "prediction": str(pred[i]), "status": status, "feasible": int(found),
+        recs.append({"row": int(i), **{f"group:{a}": run.labels[a][i] for a in run.attrs},
+                     "prediction": str(run.pred[i]), "status": status, "feasible": int(found),
                      "cost": float(res.cost) if found else np.nan, "n_changed": len(res.changes) if found else np.nan,
-                     "changes": "; ".join(f"{c.feature}: {c.before:.4g} -> {c.after:.4g}" for c in res.changes),
+                     "changes": describe_changes(res.changes),
                      "solve_time": round(res.solve_time, 4)})
-    table = pd.DataFrame(recs)
-    cfs = np.array([r.x if r.found else np.full(len(names), np.nan) for r in results], dtype=float)
+    cfs = np.array([r.x if r.found else np.full(len(run.names), np.nan) for r in results], dtype=float)
+    run.timings["recourse"] = time.perf_counter() - t0
+    return pd.DataFrame(recs), cfs
 
-    # 2. T-CREx rules
-    notes: list[str] = []
+
+def _tcrex_stage(run: _Run, table: pd.DataFrame) -> pd.DataFrame:
+    """2. T-CREx rules: the rule each audited row is given, whether it is actionable
+    (it already holds on every immutable column), and the rules most given per group."""
     rules_table = pd.DataFrame(columns=["attribute", "group", "rule", "text", "rows", "share"])
     t0 = time.perf_counter()
-    if tcrex:
-        report("T-CREx rules", 0, 1)
-        from core.tcrex import TCREx
-
+    s = run.s
+    if s.tcrex:
+        run.report("T-CREx rules", 0, 1)
         try:
-            tc = TCREx(rho=tcrex_rho, tau=tcrex_tau, groups=list(schema.groups().values()),
-                       random_state=random_state).fit(A, pred, target_value, feature_names=names)
-            Xa = A[rows_all]
+            tc = TCREx(rho=s.tcrex_rho, tau=s.tcrex_tau, groups=run.groups,
+                       random_state=s.random_state).fit(run.A, run.pred, run.target_value, feature_names=run.names)
+            Xa, imm = run.A[run.rows], run.immutable
             assigned = tc.explain(Xa)
             L = np.array([tc.rules_[k].lower for k in assigned])
             U = np.array([tc.rules_[k].upper for k in assigned])
-            # actionable: the rule already holds on every immutable column
-            ok = np.all((Xa[:, immutable] > L[:, immutable]) & (Xa[:, immutable] <= U[:, immutable]), axis=1)
+            ok = np.all((Xa[:, imm] > L[:, imm]) & (Xa[:, imm] <= U[:, imm]), axis=1)
             table["tcrex_rule"] = [f"R{k}" for k in assigned]
             table["tcrex_actionable"] = ok.astype(int)
             table["tcrex_changes"] = tc.changes(Xa, assigned).astype(float)
             recs = []
-            for a in attrs:
+            for a in run.attrs:
                 for g, sub in table.groupby(f"group:{a}"):
-                    counts = sub["tcrex_rule"].value_counts()
-                    for rule, c in counts.head(5).items():
+                    for rule, c in sub["tcrex_rule"].value_counts().head(5).items():
                         recs.append({"attribute": a, "group": g, "rule": rule, "text": tc.rule_text(int(rule[1:])),
                                      "rows": int(c), "share": float(c / len(sub))})
             rules_table = pd.DataFrame(recs, columns=rules_table.columns)
         except ValueError as exc:
-            notes.append(f"T-CREx: {exc}")
-        report("T-CREx rules", 1, 1)
-    t_tcrex = time.perf_counter() - t0
+            run.notes.append(f"T-CREx: {exc}")
+        run.report("T-CREx rules", 1, 1)
+    run.timings["tcrex"] = time.perf_counter() - t0
+    return rules_table
 
-    # 3. local counterfactual rules on a sample per group
+
+def _local_rules_stage(run: _Run, table: pd.DataFrame) -> None:
+    """3. Local counterfactual rules on a seeded sample of every group of every
+    attribute: the share of a rule's samples the model gives the target."""
     t0 = time.perf_counter()
-    if local_rules_per_group > 0 and ens.is_classifier:
-        from core.rules import CounterfactualRules
-
+    k = run.s.local_rules_per_group
+    if k > 0 and run.ens.is_classifier:
         picked = np.zeros(len(table), dtype=bool)   # every group of every attribute gets up to k rows
-        for a in attrs:
+        for a in run.attrs:
             for _, sub in table.groupby(f"group:{a}"):
                 idx = sub.index.to_numpy()
-                need = local_rules_per_group - int(picked[idx].sum())
+                need = k - int(picked[idx].sum())
                 rest = idx[~picked[idx]]
                 if need > 0 and rest.size:
-                    picked[rng.choice(rest, min(need, rest.size), replace=False)] = True
+                    picked[run.rng.choice(rest, min(need, rest.size), replace=False)] = True
         picks = np.flatnonzero(picked)
-        cr = CounterfactualRules(groups=list(schema.groups().values()), random_state=random_state)
-        cr.fit(A, pred, feature_names=names)
+        cr = CounterfactualRules(groups=run.groups, random_state=run.s.random_state)
+        cr.fit(run.A, run.pred, feature_names=run.names)
         table["local_correctness"] = np.nan
         table["local_rule"] = ""
         for n_done, p in enumerate(picks):
-            if stop():
-                raise AuditCancelled("The audit was cancelled; nothing was kept.")
-            x = A[int(table.at[p, "row"])]
+            run.check_stop()
+            x = run.A[int(table.at[p, "row"])]
             try:
-                rule = cr.local_rule(x, target_value, immutable=immutable)
+                rule = cr.local_rule(x, run.target_value, fixed=run.immutable)
                 samples = cr.sample_counterfactuals(x, rule, n=5)
-                table.at[p, "local_correctness"] = float(np.mean(tgt.holds(ens, samples)))
-                table.at[p, "local_rule"] = rule.to_text(names, list(schema.groups().values())) + (
+                table.at[p, "local_correctness"] = float(np.mean(run.tgt.holds(run.ens, samples)))
+                table.at[p, "local_rule"] = rule.to_text(run.names, run.groups) + (
                     f" (below pi_C: CRP {rule.crp:.2f})" if rule.below_pi_c else "")
             except ValueError:
                 table.at[p, "local_correctness"] = 0.0     # no rule: no correct counterfactual from a rule
                 table.at[p, "local_rule"] = "(no rule)"
-            report("local rules", n_done + 1, len(picks))
-    t_local = time.perf_counter() - t0
+            run.report("local rules", n_done + 1, len(picks))
+    run.timings["local_rules"] = time.perf_counter() - t0
 
-    # 4. statistics and summary
+
+def _statistics_stage(run: _Run, table: pd.DataFrame, y: Any):
+    """4. Per-group statistics and tests, group fairness, the subgroup scan, the summary."""
     t0 = time.perf_counter()
-    report("statistics", 0, 1)
-    groups, tests = _statistics(table, list(attrs), n_boot, n_perm, alpha, random_state)
-    from core.groupfair import group_fairness
-
+    s, tgt = run.s, run.tgt
+    run.report("statistics", 0, 1)
+    groups, tests = _statistics(table, list(run.attrs), s.n_boot, s.n_perm, s.alpha, s.random_state)
     y_true = None if y is None else np.asarray(y)
-    if y_true is not None and len(y_true) != len(A):
-        raise AuditError(f"{len(y_true)} labels for {len(A)} rows.")
-    gf = group_fairness(labels, pred, favourable=None if tgt.kind == "interval" else tgt.label, y_true=y_true,
-                        target_interval=(tgt.lo, tgt.hi) if tgt.kind == "interval" else None,
-                        n_boot=min(n_boot, 500), random_state=random_state)
-    notes += gf.notes
+    if y_true is not None and len(y_true) != len(run.A):
+        raise AuditError(f"{len(y_true)} labels for {len(run.A)} rows.")
+    gf = group_fairness(run.labels, run.pred, favourable=None if tgt.kind == "interval" else tgt.label,
+                        y_true=y_true, target_interval=(tgt.lo, tgt.hi) if tgt.kind == "interval" else None,
+                        n_boot=min(s.n_boot, 500), random_state=s.random_state)
+    run.notes.extend(gf.notes)
     sub = None
-    if scan:
-        from core.subgroups import scan_subgroups
-
-        frame_rows = pd.DataFrame(A[table["row"].to_numpy(dtype=int)], columns=names)
-        col_groups = {g: [names[j] for j in cols] for g, cols in schema.groups().items() if len(cols) >= 2}
-        sub = scan_subgroups(table, frame_rows, groups=col_groups, min_size=min_subgroup, budget=budget,
-                             n_perm=min(n_perm, 1000), n_boot=min(n_boot, 300), alpha=alpha,
-                             random_state=random_state)
+    if s.scan:
+        frame_rows = pd.DataFrame(run.A[table["row"].to_numpy(dtype=int)], columns=run.names)
+        col_groups = {g: [run.names[j] for j in cols] for g, cols in run.schema.groups().items() if len(cols) >= 2}
+        sub = scan_subgroups(table, frame_rows, groups=col_groups, min_size=s.min_subgroup, budget=s.budget,
+                             n_perm=min(s.n_perm, 1000), n_boot=min(s.n_boot, 300), alpha=s.alpha,
+                             random_state=s.random_state)
         if not len(sub):
-            notes.append(f"Subgroup scan: no subgroup of at least {min_subgroup} audited rows (and as many outside).")
-    summary = summarise(tests, alpha, len(table), list(attrs))
-    report("statistics", 1, 1)
-    t_stats = time.perf_counter() - t0
-    meta = {
+            run.notes.append(f"Subgroup scan: no subgroup of at least {s.min_subgroup} audited rows "
+                             "(and as many outside).")
+    summary = summarise(tests, s.alpha, len(table), list(run.attrs))
+    run.report("statistics", 1, 1)
+    run.timings["statistics"] = time.perf_counter() - t0
+    return groups, tests, summary, gf, sub
+
+
+def _meta(run: _Run, table: pd.DataFrame, prov: Provenance, sub: pd.DataFrame | None) -> dict[str, Any]:
+    """Provenance, every parameter, versions and timings, for the report and the history."""
+    s, names = run.s, run.names
+    return {
         "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "data": {"name": data_name, "sha256": data_sha256 or _array_sha(A), "rows": int(len(A)),
+        "data": {"name": prov.data_name, "sha256": prov.data_sha256 or _array_sha(run.A), "rows": int(len(run.A)),
                  "columns": names},
-        "model": {"sha256": model_sha256, "source": ens.source, "trees": ens.n_trees, "task": ens.task},
-        "parameters": {"target": str(target_value), "protected": {a: [names[j] for j in c] for a, c in attrs.items()},
-                       "rows_audited": int(len(table)), "max_rows": max_rows, "norm": norm if isinstance(norm, str)
-                       else dict(norm), "time_limit": time_limit, "n_boot": n_boot, "n_perm": n_perm,
-                       "alpha": alpha, "tcrex": tcrex, "tcrex_rho": tcrex_rho, "tcrex_tau": tcrex_tau,
-                       "local_rules_per_group": local_rules_per_group, "random_state": random_state,
-                       "n_jobs": n_jobs, "scheduler": str(scheduler) if scheduler else None,
-                       "held_fixed": [names[j] for j in fixed], "scan": scan, "min_subgroup": min_subgroup,
-                       "budget": None if sub is None else sub.attrs.get("budget", budget)},
-        "schema": schema.to_dict(),
+        "model": {"sha256": prov.model_sha256, "source": run.ens.source, "trees": run.ens.n_trees,
+                  "task": run.ens.task},
+        "parameters": {"target": str(run.target_value),
+                       "protected": {a: [names[j] for j in c] for a, c in run.attrs.items()},
+                       "rows_audited": int(len(table)), "max_rows": s.max_rows,
+                       "norm": s.norm if isinstance(s.norm, str) else dict(s.norm), "time_limit": s.time_limit,
+                       "n_boot": s.n_boot, "n_perm": s.n_perm, "alpha": s.alpha, "tcrex": s.tcrex,
+                       "tcrex_rho": s.tcrex_rho, "tcrex_tau": s.tcrex_tau,
+                       "local_rules_per_group": s.local_rules_per_group, "random_state": s.random_state,
+                       "n_jobs": s.n_jobs, "scheduler": str(s.scheduler) if s.scheduler else None,
+                       "held_fixed": [names[j] for j in run.fixed], "scan": s.scan, "min_subgroup": s.min_subgroup,
+                       "budget": None if sub is None else sub.attrs.get("budget", s.budget)},
+        "schema": run.schema.to_dict(),
         "versions": package_versions(),
-        "timings": {"recourse": round(t_recourse, 3), "tcrex": round(t_tcrex, 3), "local_rules": round(t_local, 3),
-                    "statistics": round(t_stats, 3), "total": round(time.perf_counter() - t_start, 3)},
-        "notes": notes,
+        "timings": {k: round(run.timings[k], 3) for k in ("recourse", "tcrex", "local_rules", "statistics", "total")},
+        "notes": run.notes,
         "statuses": table["status"].value_counts().to_dict(),
     }
-    return Audit(table, groups, tests, rules_table, summary, meta, cfs, fairness=gf.by_group,
-                 disparities=gf.disparities, subgroups=sub)
 
 
 def _array_sha(A: np.ndarray) -> str:
-    import hashlib
-
     return "array:" + hashlib.sha256(np.ascontiguousarray(A).tobytes()).hexdigest()
 
 

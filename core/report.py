@@ -16,6 +16,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.auditmetrics import METRICS, SHARES
+from core.errors import AuditError
+
 __all__ = ["audit_html", "extract_audit_json", "cost_figure", "metric_figure"]
 
 _CSS = """
@@ -39,14 +42,12 @@ def _ci(v: float, lo: float, hi: float, pct: bool = False) -> str:
 
 def group_table(audit: Any) -> pd.DataFrame:
     """The per-group table with intervals, as display strings."""
-    from core.audit import METRICS, SHARES
-
     g = audit.groups
     out = pd.DataFrame({"attribute": g["attribute"], "group": g["group"] + np.where(g["reference"], " (ref.)", ""),
                         "rows": g["rows"]})
-    for k, (label, _, _, _, _) in METRICS.items():
+    for k, m in METRICS.items():
         if k in g:
-            out[label] = [_ci(v, lo, hi, k in SHARES) for v, lo, hi in zip(g[k], g[f"{k}_lo"], g[f"{k}_hi"])]
+            out[m.label] = [_ci(v, lo, hi, k in SHARES) for v, lo, hi in zip(g[k], g[f"{k}_lo"], g[f"{k}_hi"])]
     if "cost_q90" in g:
         out["cost q25 / q75 / q90"] = [f"{a:.3g} / {b:.3g} / {c:.3g}" if np.isfinite(a) else "–"
                                        for a, b, c in zip(g["cost_q25"], g["cost_q75"], g["cost_q90"])]
@@ -121,8 +122,6 @@ def cost_figure(audit: Any, attribute: str):
 def metric_figure(audit: Any, attribute: str, metric: str = "feasible"):
     """A metric per group with its bootstrap interval."""
     import plotly.graph_objects as go
-    from core.audit import METRICS, SHARES
-
     g = audit.groups[audit.groups["attribute"] == attribute]
     if metric not in g:
         return None
@@ -130,7 +129,7 @@ def metric_figure(audit: Any, attribute: str, metric: str = "feasible"):
                            error_y=dict(type="data", symmetric=False, array=g[f"{metric}_hi"] - g[metric],
                                         arrayminus=g[metric] - g[f"{metric}_lo"]),
                            marker_color="#2f6fb0"))
-    fig.update_layout(title=dict(text=f"{METRICS[metric][0].capitalize()} by {attribute} (95% bootstrap interval)",
+    fig.update_layout(title=dict(text=f"{METRICS[metric].label.capitalize()} by {attribute} (95% bootstrap interval)",
                                  y=0.97, yanchor="top"), height=360, **_ROOM)
     if metric in SHARES:
         fig.update_layout(yaxis_tickformat=".0%", yaxis_range=[0, 1.05])
@@ -221,8 +220,6 @@ def extract_audit_json(text: str) -> str:
     start_tag = '<script type="application/json" id="atlas-audit">'
     i = text.find(start_tag)
     if i < 0:
-        from core.audit import AuditError
-
         raise AuditError("This HTML file is not an audit report of Counterfactual Atlas (no embedded audit).")
     j = text.find("</script>", i)
     return text[i + len(start_tag):j].replace("<\\/", "</")
