@@ -46,7 +46,7 @@ row's class. Regressors and anomaly detectors are refused.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from typing import Any, Callable, Sequence
 
@@ -54,9 +54,11 @@ import numpy as np
 import pandas as pd
 
 from core.batch import map_rows
+from core.cells import feature_levels
 from core.dot import label as dot_label
 from core.ensemble import TreeEnsemble, from_model
 from core.errors import FCCAError
+from core.schema import infer_schema
 
 __all__ = ["fcca", "FCCAResult", "TreeFit", "FCCAError", "default_eps", "gosdt_available"]
 
@@ -98,7 +100,7 @@ def _labels(values: np.ndarray) -> list[str]:
 
 
 # ------------------------------------------------------------------ the tree
-@dataclass
+@dataclass(frozen=True)
 class TreeFit:
     """A depth-limited tree on the binary columns of a discretisation.
 
@@ -399,17 +401,16 @@ class FCCAResult:
 
             clf = DecisionTreeClassifier(max_depth=max_depth, random_state=random_state).fit(B_tr, y_tr)
             tree = _tree_from_sklearn(clf, columns, "cart", Q)
-        tree.fit_time = time.perf_counter() - t0
-        tree.note = " ".join(n for n in notes if n)
-        tree.n_train, tree.n_test = len(B_tr), len(B_te)
-        tree.train_accuracy = float(np.mean(_same(tree.predict(B_tr), y_tr)))
+        scores = dict(fit_time=time.perf_counter() - t0, note=" ".join(n for n in notes if n),
+                      n_train=len(B_tr), n_test=len(B_te),
+                      train_accuracy=float(np.mean(_same(tree.predict(B_tr), y_tr))))
         if len(B_te):
             out = tree.predict(B_te)
             if len(y_te):
-                tree.accuracy = float(np.mean(_same(out, y_te)))
+                scores["accuracy"] = float(np.mean(_same(out, y_te)))
             if len(p_te):
-                tree.fidelity = float(np.mean(_same(out, p_te)))
-        return tree
+                scores["fidelity"] = float(np.mean(_same(out, p_te)))
+        return replace(tree, **scores)
 
     def _split(self, test_size: float, random_state: int) -> tuple[np.ndarray, np.ndarray]:
         n = len(self.X)
@@ -510,40 +511,115 @@ def _crossed(levels: np.ndarray, a: float, b: float) -> float | None:
     return float(levels[k]) if k >= 0 and levels[k] >= a else None
 
 
-def fcca(ensemble: Any, X: Any, y_model: Any, *, p0: float = 0.5, p1: float = 1.0, lambda0: float = 0.1,
-         lambda1: float = 1.0, lambda2: float = 0.0, eps: Any = None, max_points: int | None = None,
-         n_jobs: int = -1, time_limit: float = 10.0, progress: Callable[[int, int], None] | None = None,
-         schema: Any = None, should_stop: Callable[[], bool] | None = None,
-         scheduler: Any = None) -> FCCAResult:
-    """Run FCCA's phases 1-2 (see the module docstring); Q is applied later.
+@dataclass(frozen=True)
+class FCCASettings:
+    """FCCA's settings that change its answer (any may also be given to :func:`fcca` as a keyword).
 
-    Parameters
-    ----------
-    ensemble : TreeEnsemble or a supported classifier.
-    X : array or DataFrame (n_samples, n_features): the training rows.
-    y_model : labels of X: the true labels (the paper: M holds the rows the
-        model classifies correctly), or the model's own predictions to
-        describe the model alone.
     p0, p1 : bounds on the probability of the row's class for rows in M.
     lambda0, lambda1, lambda2 : weights of l0, l1 and squared l2 (eq. 2) on
         features scaled to [0, 1] by the schema's ranges.
     eps : per-feature tolerance (array or dict name -> value); default: the
         smallest gap between consecutive observed values.
     max_points : keep at most this many rows of M (an even spread), or all.
-    n_jobs : processes for the counterfactuals (-1: all cores).
     time_limit : seconds per counterfactual; a row without a valid
         counterfactual in time is left out (``statuses`` counts it).
-    progress : called as progress(done, total).
+    """
+
+    p0: float = 0.5
+    p1: float = 1.0
+    lambda0: float = 0.1
+    lambda1: float = 1.0
+    lambda2: float = 0.0
+    eps: Any = None
+    max_points: int | None = None
+    time_limit: float = 10.0
+
+
+def fcca(ensemble: Any, X: Any, y: Any, *, settings: FCCASettings | None = None, schema: Any = None,
+         n_jobs: int = -1, scheduler: Any = None, progress: Callable[[int, int], None] | None = None,
+         should_stop: Callable[[], bool] | None = None, **overrides: Any) -> FCCAResult:
+    """Run FCCA's phases 1-2 (see the module docstring); Q is applied later.
+
+    Parameters
+    ----------
+    ensemble : TreeEnsemble or a supported classifier.
+    X : array or DataFrame (n_samples, n_features): the training rows.
+    y : labels of X, required: the true labels (the paper: M holds the rows the
+        model classifies correctly), or the model's own predictions to describe
+        the model alone.
+    settings : an :class:`FCCASettings`; any of its fields may also be given as a
+        keyword (``p1=0.7``), which overrides it.
     schema : core.schema.Schema for kinds and ranges; inferred from X if None.
+    n_jobs, scheduler : processes for the counterfactuals (-1: all cores), or a
+        Dask scheduler address or Client to run them on (core.batch).
+    progress : called as progress(done, total).
     should_stop : polled between rows; True stops early (``cancelled``).
-    scheduler : a Dask scheduler address or Client: the counterfactuals run on
-        the cluster instead of local processes (core.batch).
     """
     t_start = time.perf_counter()
+    known = {f.name for f in fields(FCCASettings)}
+    if set(overrides) - known:
+        raise FCCAError(f"Unknown FCCA setting(s) {sorted(set(overrides) - known)}; the settings are {sorted(known)}.")
+    s = replace(settings or FCCASettings(), **overrides)
     ens = ensemble if isinstance(ensemble, TreeEnsemble) else from_model(ensemble)
     if not ens.is_classifier:
         raise FCCAError(f"FCCA explains a classifier's decisions; this model is a {ens.task} model.")
     names = list(ens.feature_names)
+    frame = _frame(X, names)
+    A = frame.to_numpy(dtype=float)
+    y = np.asarray(y)
+    if y.shape[0] != len(A):
+        raise FCCAError(f"{y.shape[0]} labels for {len(A)} rows.")
+    eps_arr = _check_settings(s, ens, A)
+    if schema is None:
+        schema = infer_schema(frame, protected=[])
+    elif schema.names != names:
+        raise FCCAError("The schema's features do not match the model's features.")
+    free = schema
+    for f in schema.features:
+        if f.actionability != "free":
+            free = free.with_updates(f.name, actionability="free")
+
+    pred = ens.predict(A)
+    cand, n_candidates = _select(ens, A, y, pred, s)
+    t_select = time.perf_counter()
+    norm = {"l0": float(s.lambda0), "l1": float(s.lambda1), "l2": float(s.lambda2)}
+    kwargs = dict(schema=free, norm=norm, time_limit=float(s.time_limit), X_ref=A, warm=True,
+                  n_workers=1 if (n_jobs != 1 or scheduler) else 2)
+    others = {c: [o for o in ens.classes if o != c] for c in ens.classes}
+    items = [(A[i], others[pred[i]]) for i in cand]
+    results = map_rows(partial(_one_row, ensemble=ens, kwargs=kwargs), items, n_jobs=n_jobs, chunk_size="auto",
+                       progress=progress, should_stop=should_stop, scheduler=scheduler)
+    t_cf = time.perf_counter()
+
+    levels = feature_levels(ens, [f.kind for f in schema.features])   # the splits a counterfactual can cross
+    statuses: dict[str, int] = {}
+    rows, x0s, xces, costs, pair_t = [], [], [], [], []
+    for i, res in zip(cand, results):
+        st = "not run" if res is None else res.status
+        statuses[st] = statuses.get(st, 0) + 1
+        if res is None or not res.found:
+            continue
+        x0, xc = A[i], np.asarray(res.x, dtype=float)
+        rows.append(int(i))
+        costs.append(float(res.cost))
+        x0s.append(x0)
+        xces.append(xc)
+        pair_t.extend((int(i), j, t) for j, t in _pair_thresholds(levels, x0, xc, eps_arr))
+    if not rows:
+        raise FCCAError(f"No counterfactual was found for the {cand.size} selected rows "
+                        f"(statuses: {statuses}); raise the time limit.")
+    t_end = time.perf_counter()
+    params = {"p0": s.p0, "p1": s.p1, "lambda0": s.lambda0, "lambda1": s.lambda1, "lambda2": s.lambda2,
+              "max_points": s.max_points, "time_limit": s.time_limit, "n_jobs": n_jobs}
+    timings = {"select": t_select - t_start, "counterfactuals": t_cf - t_select, "thresholds": t_end - t_cf,
+               "total": t_end - t_start}
+    return FCCAResult(names, A, y, pred, np.array(rows, dtype=int), np.array(x0s), np.array(xces),
+                      np.array(costs), pair_t, _threshold_table(pair_t, names), eps_arr, statuses, params, timings,
+                      n_candidates, any(r is None for r in results), ens)
+
+
+def _frame(X: Any, names: list[str]) -> pd.DataFrame:
+    """X as a frame in the model's feature order, checked."""
     if isinstance(X, pd.DataFrame):
         missing = [c for c in names if c not in X.columns]
         if missing:
@@ -559,100 +635,66 @@ def fcca(ensemble: Any, X: Any, y_model: Any, *, p0: float = 0.5, p1: float = 1.
         raise FCCAError("X has no rows.")
     if not np.all(np.isfinite(A)):
         raise FCCAError("X holds missing or infinite values; drop or fill them first.")
-    y = np.asarray(y_model)
-    if y.shape[0] != len(A):
-        raise FCCAError(f"{y.shape[0]} labels for {len(A)} rows.")
-    if not (0.0 <= p0 <= p1 <= 1.0):
-        raise FCCAError(f"Need 0 <= p0 <= p1 <= 1; got p0={p0}, p1={p1}.")
-    if min(lambda0, lambda1, lambda2) < 0 or lambda0 + lambda1 + lambda2 <= 0:
+    return frame
+
+
+def _check_settings(s: FCCASettings, ens: TreeEnsemble, A: np.ndarray) -> np.ndarray:
+    """Validate the settings; the per-feature eps."""
+    if not (0.0 <= s.p0 <= s.p1 <= 1.0):
+        raise FCCAError(f"Need 0 <= p0 <= p1 <= 1; got p0={s.p0}, p1={s.p1}.")
+    if min(s.lambda0, s.lambda1, s.lambda2) < 0 or s.lambda0 + s.lambda1 + s.lambda2 <= 0:
         raise FCCAError("lambda0, lambda1 and lambda2 must be >= 0 and not all zero.")
-    if eps is None:
+    if s.eps is None:
         eps_arr = default_eps(A)
-    elif isinstance(eps, dict):
+    elif isinstance(s.eps, dict):
         eps_arr = default_eps(A)
-        for k, v in eps.items():
+        for k, v in s.eps.items():
             eps_arr[ens.feature_index(k)] = float(v)
     else:
-        eps_arr = np.broadcast_to(np.asarray(eps, dtype=float), (len(names),)).copy()
+        eps_arr = np.broadcast_to(np.asarray(s.eps, dtype=float), (ens.n_features,)).copy()
     if np.any(~np.isfinite(eps_arr)) or np.any(eps_arr < 0):
         raise FCCAError("eps must be finite and >= 0.")
+    return eps_arr
 
-    if schema is None:
-        from core.schema import infer_schema
 
-        schema = infer_schema(frame, protected=[])
-    elif schema.names != names:
-        raise FCCAError("The schema's features do not match the model's features.")
-    free = schema
-    for f in schema.features:
-        if f.actionability != "free":
-            free = free.with_updates(f.name, actionability="free")
-
-    pred = ens.predict(A)
+def _select(ens: TreeEnsemble, A: np.ndarray, y: np.ndarray, pred: np.ndarray, s: FCCASettings
+            ) -> tuple[np.ndarray, int]:
+    """The rows of M (classified correctly with probability in [p0, p1]), at most
+    ``max_points`` of them evenly spread, and how many there were."""
     cls_pos = {c: i for i, c in enumerate(ens.classes)}
     own = ens.predict_proba(A)[np.arange(len(A)), [cls_pos[p] for p in pred]]   # probability of the row's class
-    correct = _same(pred, y)
-    cand = np.flatnonzero(correct & (own >= p0 - 1e-12) & (own <= p1 + 1e-12))
+    cand = np.flatnonzero(_same(pred, y) & (own >= s.p0 - 1e-12) & (own <= s.p1 + 1e-12))
     n_candidates = int(cand.size)
-    if max_points is not None and cand.size > max_points:
-        cand = cand[np.unique(np.linspace(0, cand.size - 1, int(max_points)).round().astype(int))]
+    if s.max_points is not None and cand.size > s.max_points:
+        cand = cand[np.unique(np.linspace(0, cand.size - 1, int(s.max_points)).round().astype(int))]
     if cand.size == 0:
-        raise FCCAError(f"No row is classified correctly with probability in [{p0}, {p1}]: "
+        raise FCCAError(f"No row is classified correctly with probability in [{s.p0}, {s.p1}]: "
                         "widen [p0, p1] or check that the labels match the model's classes.")
-    t_select = time.perf_counter()
+    return cand, n_candidates
 
-    norm = {"l0": float(lambda0), "l1": float(lambda1), "l2": float(lambda2)}
-    kwargs = dict(schema=free, norm=norm, time_limit=float(time_limit), X_ref=A, warm=True,
-                  n_workers=1 if (n_jobs != 1 or scheduler) else 2)
-    others = {c: [o for o in ens.classes if o != c] for c in ens.classes}
-    items = [(A[i], others[pred[i]]) for i in cand]
-    results = map_rows(partial(_one_row, ensemble=ens, kwargs=kwargs), items, n_jobs=n_jobs, chunk_size="auto",
-                       progress=progress, should_stop=should_stop, scheduler=scheduler)
-    t_cf = time.perf_counter()
 
-    from core.cells import feature_levels
+def _pair_thresholds(levels: list[np.ndarray], x0: np.ndarray, xc: np.ndarray, eps: np.ndarray):
+    """(feature, threshold) for each feature the counterfactual changed: the model
+    split it crossed, or the paper's xCE + eps * sign(x0 - xCE) when none was."""
+    for j in np.flatnonzero(x0 != xc):
+        t = _crossed(levels[j], x0[j], xc[j])
+        if t is None:
+            if abs(x0[j] - xc[j]) <= eps[j]:
+                continue
+            t = float(xc[j] + eps[j] * np.sign(x0[j] - xc[j]))
+        yield int(j), t
 
-    levels = feature_levels(ens, [f.kind for f in schema.features])   # the splits a counterfactual can cross
-    statuses: dict[str, int] = {}
-    rows, x0s, xces, costs, pair_t = [], [], [], [], []
-    for i, res in zip(cand, results):
-        st = "not run" if res is None else res.status
-        statuses[st] = statuses.get(st, 0) + 1
-        if res is None or not res.found:
-            continue
-        x0, xc = A[i], np.asarray(res.x, dtype=float)
-        rows.append(int(i))
-        costs.append(float(res.cost))
-        x0s.append(x0)
-        xces.append(xc)
-        for j in np.flatnonzero(x0 != xc):
-            t = _crossed(levels[j], x0[j], xc[j])
-            if t is None:
-                if abs(x0[j] - xc[j]) <= eps_arr[j]:
-                    continue
-                t = float(xc[j] + eps_arr[j] * np.sign(x0[j] - xc[j]))
-            pair_t.append((int(i), int(j), t))
-    if not rows:
-        raise FCCAError(f"No counterfactual was found for the {cand.size} selected rows "
-                        f"(statuses: {statuses}); raise the time limit.")
-    if pair_t:
-        tab = pd.DataFrame(pair_t, columns=["row", "j", "threshold"])
-        tab = tab.groupby(["j", "threshold"]).size().rename("count").reset_index()
-        tab = tab.sort_values(["j", "threshold"])
-        thresholds = pd.DataFrame({"threshold": tab["threshold"].to_numpy(dtype=float),
-                                   "count": tab["count"].to_numpy(dtype=int)},
-                                  index=pd.Index([names[j] for j in tab["j"]], name="feature"))
-    else:
-        thresholds = pd.DataFrame({"threshold": np.array([], dtype=float), "count": np.array([], dtype=int)},
-                                  index=pd.Index([], name="feature", dtype=object))
-    t_end = time.perf_counter()
-    params = {"p0": p0, "p1": p1, "lambda0": lambda0, "lambda1": lambda1, "lambda2": lambda2,
-              "max_points": max_points, "time_limit": time_limit, "n_jobs": n_jobs}
-    timings = {"select": t_select - t_start, "counterfactuals": t_cf - t_select, "thresholds": t_end - t_cf,
-               "total": t_end - t_start}
-    return FCCAResult(names, A, y, pred, np.array(rows, dtype=int), np.array(x0s), np.array(xces),
-                      np.array(costs), pair_t, thresholds, eps_arr, statuses, params, timings, n_candidates,
-                      any(r is None for r in results), ens)
+
+def _threshold_table(pair_t: list[tuple[int, int, float]], names: list[str]) -> pd.DataFrame:
+    """Thresholds with their counts, indexed by feature, sorted."""
+    if not pair_t:
+        return pd.DataFrame({"threshold": np.array([], dtype=float), "count": np.array([], dtype=int)},
+                            index=pd.Index([], name="feature", dtype=object))
+    tab = pd.DataFrame(pair_t, columns=["row", "j", "threshold"])
+    tab = tab.groupby(["j", "threshold"]).size().rename("count").reset_index().sort_values(["j", "threshold"])
+    return pd.DataFrame({"threshold": tab["threshold"].to_numpy(dtype=float),
+                         "count": tab["count"].to_numpy(dtype=int)},
+                        index=pd.Index([names[j] for j in tab["j"]], name="feature"))
 
 
 def explain_flat_curves(res: FCCAResult, curves: pd.DataFrame) -> str | None:
