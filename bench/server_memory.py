@@ -4,7 +4,10 @@ Starts the real app, measures the server's resident memory (RSS) idle, then
 drives headless Chromium to upload a 1.4 M-row table (~50 MB CSV) with a model,
 load it, and close the browser; RSS is read at the peak and again once the
 session has been dropped. Prints JSON; the figure that matters is the ratio
-of the RSS after closing to the idle RSS (goal: <= 1.2).
+of the RSS after closing to the idle RSS (goal: <= 1.2). Idle is measured twice:
+after the demo only, and after a first small upload of the same formats has
+come and gone (the libraries a first upload imports stay mapped for the life of
+the server; what the goal is about is memory a closed session keeps).
 
     .venv/bin/python bench/server_memory.py [--rows 1400000]
 """
@@ -43,11 +46,40 @@ def make_files(folder: Path, rows: int) -> tuple[Path, Path]:
                     + rng.normal(0, 0.3, rows)) > 0.6).astype(int)
     csv = folder / "big.csv"
     df.to_csv(csv, index=False)
+    df.head(2000).to_csv(folder / "small.csv", index=False)
     model = xgb.XGBClassifier(n_estimators=50, max_depth=4, n_jobs=2).fit(df.drop(columns="label")[:50_000],
                                                                           df.label[:50_000])
     path = folder / "model.json"
     model.save_model(path)
     return csv, path
+
+
+def _session(page_factory, url: str, csv: Path, model: Path, name: str, rss=lambda: float("nan")) -> float:
+    """One browser session that uploads ``csv`` and ``model``, loads them and closes; the RSS once loaded."""
+    from browser_util import upload
+
+    with page_factory() as page:
+        page.goto(url)
+        page.get_by_role("heading", name="Data & model").wait_for(timeout=120_000)
+        page.get_by_text("Upload your own").click()
+        page.get_by_text("Data (CSV or Parquet)").wait_for(timeout=30_000)
+        upload(page, "Data (CSV or Parquet)", str(csv))
+        page.get_by_text("Target column").wait_for(timeout=300_000)
+        upload(page, "Model file", str(model))
+        page.get_by_role("button", name="Load data and model").click()
+        page.get_by_text(f"Loaded {name}").wait_for(timeout=300_000)
+        return rss()
+
+
+def _settle(pid: int, seconds: float, done) -> float:
+    """The RSS once the closed session has been dropped: waits ``seconds`` (the
+    janitor closes a disconnected session after 90 s) or until ``done(rss)``."""
+    t = time.perf_counter()
+    now = rss_mb(pid)
+    while time.perf_counter() - t < seconds and not done(now):
+        time.sleep(2)
+        now = rss_mb(pid)
+    return now
 
 
 def main() -> None:
@@ -56,10 +88,11 @@ def main() -> None:
     ap.add_argument("--settle", type=float, default=180.0,
                     help="seconds to wait for the memory to come back (a closed tab may reconnect for 90 s)")
     a = ap.parse_args()
-    from browser_util import browser_page, running_app, upload
+    from browser_util import browser_page, running_app
 
     with tempfile.TemporaryDirectory() as tmp:
         csv, model = make_files(Path(tmp), a.rows)
+        small_csv = Path(tmp) / "small.csv"
         with running_app() as url:
             import subprocess
             pid = int(subprocess.check_output(["pgrep", "-f", f"server.port {url.rsplit(':', 1)[1]}"]).split()[0])
@@ -69,27 +102,22 @@ def main() -> None:
                 page.wait_for_timeout(2000)
             time.sleep(5)
             idle = rss_mb(pid)
+            # the same formats once with a small table: the libraries a first upload imports
+            # (pyarrow, xgboost, ...) stay mapped for the server's life; that is not a session's memory
+            _session(page_factory=browser_page, url=url, csv=small_csv, model=model, name="small.csv")
+            warm_idle = _settle(pid, min(a.settle, 120.0), lambda r: False)   # past the 90 s grace
             t0 = time.perf_counter()
-            with browser_page() as page:
-                page.goto(url)
-                page.get_by_role("heading", name="Data & model").wait_for(timeout=120_000)
-                page.get_by_text("Upload your own").click()
-                page.get_by_text("Data (CSV or Parquet)").wait_for(timeout=30_000)
-                upload(page, "Data (CSV or Parquet)", str(csv))
-                page.get_by_text("Target column").wait_for(timeout=300_000)
-                upload(page, "Model file", str(model))
-                page.get_by_role("button", name="Load data and model").click()
-                page.get_by_text("Loaded big.csv").wait_for(timeout=300_000)
-                loaded_s = time.perf_counter() - t0
-                peak = rss_mb(pid)
+            peak = _session(page_factory=browser_page, url=url, csv=csv, model=model, name="big.csv",
+                            rss=lambda: rss_mb(pid))
+            loaded_s = time.perf_counter() - t0
             t1 = time.perf_counter()
-            after = rss_mb(pid)
-            while time.perf_counter() - t1 < a.settle and after > 1.2 * idle:
-                time.sleep(2)
-                after = rss_mb(pid)
+            after = _settle(pid, a.settle, lambda r: r <= 1.2 * warm_idle)
             print(json.dumps({"rows": a.rows, "csv_mb": round(csv.stat().st_size / 2**20, 1),
-                              "idle_rss_mb": round(idle, 1), "peak_rss_mb": round(peak, 1),
+                              "idle_rss_mb": round(idle, 1),
+                              "idle_after_a_small_upload_rss_mb": round(warm_idle, 1),
+                              "peak_rss_mb": round(peak, 1),
                               "after_close_rss_mb": round(after, 1), "ratio_after_to_idle": round(after / idle, 3),
+                              "ratio_after_to_idle_after_a_small_upload": round(after / warm_idle, 3),
                               "seconds_to_load": round(loaded_s, 1),
                               "seconds_until_released": round(time.perf_counter() - t1, 1),
                               "goal_ratio": 1.2}, indent=1))

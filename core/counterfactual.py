@@ -187,6 +187,15 @@ class Change:
     before: float
     after: float
 
+    def __str__(self) -> str:
+        """``feature: before → after``, 4 significant digits: the one way a change reads."""
+        return f"{self.feature}: {self.before:.4g} → {self.after:.4g}"
+
+
+def describe_changes(changes: Sequence[Change], sep: str = "; ") -> str:
+    """The changes of a counterfactual as one line (pages, tables and exports alike)."""
+    return sep.join(str(c) for c in changes)
+
 
 @dataclass(frozen=True)
 class CounterfactualResult:

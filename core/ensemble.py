@@ -64,6 +64,7 @@ from typing import Any, Literal, Sequence
 import numpy as np
 
 from core.errors import ModelError, UnsupportedModelError
+from core.jsonable import plain
 
 try:  # compiled traversal (core/_treewalk.c); numpy does the same more slowly
     from core import _treewalk
@@ -456,6 +457,11 @@ class TreeEnsemble:
             ) from None
 
     # ------------------------------------------------------------- structure
+    def split_counts(self) -> np.ndarray:
+        """Number of splits on each feature over all trees, shape (n_features,)."""
+        f = self._flat["feature_raw"]
+        return np.bincount(f[f >= 0].astype(np.int64), minlength=self.n_features)
+
     def split_levels(self, j: int) -> np.ndarray:
         """Sorted distinct thresholds on numerical feature ``j`` over all trees.
 
@@ -639,10 +645,10 @@ class TreeEnsemble:
         meta = {
             "n_features": int(self.n_features), "feature_names": list(self.feature_names),
             "task": self.task, "aggregation": self.aggregation, "link": self.link,
-            "classes": None if self.classes is None else [_plain(c) for c in self.classes],
+            "classes": None if self.classes is None else [plain(c) for c in self.classes],
             "sigmoid_scale": float(self.sigmoid_scale), "positive_at_tie": bool(self.positive_at_tie),
-            "source": self.source, "meta": _plain(self.meta),
-            "categories": [None if c is None else [_plain(v) for v in c] for c in self.categories],
+            "source": self.source, "meta": plain(self.meta),
+            "categories": [None if c is None else [plain(v) for v in c] for c in self.categories],
         }
         return arrays, meta
 
@@ -687,19 +693,6 @@ class TreeEnsemble:
                 h.update(a.tobytes())
             cache = self._flat["content_hash"] = h.hexdigest()
         return cache
-
-
-def _plain(v: Any) -> Any:
-    """A JSON-able copy of ``v`` (numpy scalars and arrays to Python values)."""
-    if isinstance(v, dict):
-        return {str(k): _plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
-    if isinstance(v, np.ndarray):
-        return [_plain(x) for x in v.tolist()]
-    if isinstance(v, np.generic):
-        return v.item()
-    return v
 
 
 def _unplain(meta: dict[str, Any]) -> dict[str, Any]:

@@ -92,7 +92,7 @@ def _choose_backend(backend: str) -> str:
 
 
 def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Any = None, norm: Any = "l1",
-                           weights: Any = None, immutable: Iterable[Any] = (),
+                           weights: Any = None, fixed: Iterable[Any] = (),
                            increase_only: Iterable[Any] = (), decrease_only: Iterable[Any] = (),
                            plausibility: Plausibility | Any | None = None, backend: str = "auto",
                            time_limit: float = 30.0, n_solutions: int = 1, X_ref: Any = None,
@@ -111,7 +111,7 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Any = 
     norm : "l0", "l1", "l2" (squared) or a dict of weights, see core.counterfactual.
     weights : per-feature weights: an array (d,) or (d, 2) = (decrease, increase),
         or a dict name -> weight or (decrease, increase).
-    immutable, increase_only, decrease_only : feature names or indices overriding
+    fixed, increase_only, decrease_only : feature names or indices overriding
         the schema's actionability.
     plausibility : a :class:`Plausibility`, or a fitted IsolationForest (its own
         threshold is used).
@@ -138,12 +138,12 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Any = 
     time_limit = check_time_limit(time_limit)
     be = _choose_backend(backend)
     params = dict(norm=norm if isinstance(norm, str) else dict(norm), backend=be, time_limit=time_limit,
-                  n_solutions=n_solutions, immutable=[str(v) for v in immutable],
+                  n_solutions=n_solutions, fixed=[str(v) for v in fixed],
                   increase_only=[str(v) for v in increase_only], decrease_only=[str(v) for v in decrease_only],
                   plausibility=None if plausibility is None else {"delta": plausibility.delta,
                                                                  "contamination": plausibility.contamination},
                   target=str(target))
-    prob = build_problem(ens, x, target, schema=schema, norm=norm, weights=weights, immutable=immutable,
+    prob = build_problem(ens, x, target, schema=schema, norm=norm, weights=weights, fixed=fixed,
                          increase_only=increase_only, decrease_only=decrease_only, plausibility=plausibility)
     build_s = time.perf_counter() - t0
     if X_ref is not None and not isinstance(X_ref, np.ndarray):

@@ -239,7 +239,7 @@ def _run(prob: CellProblem, allowed: list[np.ndarray], *, mode: str, radius: flo
 # ------------------------------------------------------------------ public API
 def _problem(ensemble, x, target, norm, weights, fixed, schema):
     ens = from_model(ensemble) if not isinstance(ensemble, TreeEnsemble) else ensemble
-    return ens, build_problem(ens, x, target, schema=schema, norm=norm, weights=weights, immutable=fixed)
+    return ens, build_problem(ens, x, target, schema=schema, norm=norm, weights=weights, fixed=fixed)
 
 
 def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: Any = "l2", weights: Any = None,

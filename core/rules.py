@@ -69,6 +69,8 @@ import numpy as np
 
 from core.counterfactual import continuous_outputs, output_mask
 from core.errors import DataError, NoCounterfactualRuleError, NotFittedError, QueryError
+from core.jsonable import finite_or_none, plain
+from core.ruletext import rule_text
 
 try:  # compiled projected-forest cells (core/_projected.c); numpy does the same more slowly
     from core import _projected
@@ -131,11 +133,13 @@ class LocalRule:
         return np.all((X > self.lower) & (X <= self.upper), axis=1)
 
     def to_dict(self, names: Sequence[str]) -> dict[str, Any]:
-        return {"target": _jsonable(self.target), "features": [names[j] for j in self.features],
-                "intervals": {names[j]: [_num(self.lower[j]), _num(self.upper[j])] for j in self.features},
+        def box(lower, upper) -> dict[str, list[float | None]]:
+            return {names[j]: [finite_or_none(lower[j]), finite_or_none(upper[j])] for j in self.features}
+
+        return {"target": plain(self.target), "features": [names[j] for j in self.features],
+                "intervals": box(self.lower, self.upper),
                 "cdp": self.cdp, "crp": self.crp, "divergent": self.divergent,
-                "alternatives": [{names[j]: [_num(b.lower[j]), _num(b.upper[j])] for j in self.features}
-                                 | {"crp": b.crp} for b in self.alternatives]}
+                "alternatives": [box(b.lower, b.upper) | {"crp": b.crp} for b in self.alternatives]}
 
     def to_text(self, names: Sequence[str], groups: Sequence[Sequence[int]] = ()) -> str:
         return rule_text(self.features, self.lower, self.upper, names, groups)
@@ -178,62 +182,6 @@ class RegionalRule:
 
 
 # --------------------------------------------------------------------- helpers
-def _num(v: float) -> float | None:
-    return None if not np.isfinite(v) else float(v)
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, (np.integer, np.floating)):
-        return v.item()
-    if isinstance(v, tuple):
-        return [_jsonable(u) for u in v]
-    return v
-
-
-def _fmt(v: float) -> str:
-    return f"{v:.6g}"
-
-
-def rule_text(features: Sequence[int], lower: np.ndarray, upper: np.ndarray, names: Sequence[str],
-              groups: Sequence[Sequence[int]] = ()) -> str:
-    """``a < name <= b and ...`` over the bounded features, then the features
-    of S left free: ``(any value of ...)``. A one-hot group (columns named
-    ``group=value``) reads ``group = value`` or ``group not in {...}``."""
-    parts, free, done = [], [], set()
-    feats = set(features)
-    for g in groups:
-        g = [j for j in g if j in feats]
-        if not g:
-            continue
-        done.update(g)
-        label = str(names[g[0]]).split("=")[0]
-        hot = [j for j in g if np.isfinite(lower[j]) and lower[j] >= 0.5 - 1e-9]
-        cold = [j for j in g if np.isfinite(upper[j]) and upper[j] < 1.0]
-        value = lambda j: str(names[j]).split("=", 1)[-1]  # noqa: E731
-        if hot:
-            parts.append(f"{label} = {value(hot[0])}")
-        elif cold:
-            parts.append(f"{label} not in {{{', '.join(value(j) for j in cold)}}}")
-        else:
-            free.append(label)
-    for j in features:
-        if j in done:
-            continue
-        lo, hi = lower[j], upper[j]
-        if np.isfinite(lo) and np.isfinite(hi):
-            parts.append(f"{_fmt(lo)} < {names[j]} <= {_fmt(hi)}")
-        elif np.isfinite(lo):
-            parts.append(f"{names[j]} > {_fmt(lo)}")
-        elif np.isfinite(hi):
-            parts.append(f"{names[j]} <= {_fmt(hi)}")
-        else:
-            free.append(str(names[j]))
-    text = " and ".join(parts)
-    if free:
-        text += f" (any value of {', '.join(free)})"
-    return text.strip()
-
-
 def _pack(mask: np.ndarray, words: int) -> np.ndarray:
     b = np.packbits(mask, bitorder="little")
     out = np.zeros(words * 8, dtype=np.uint8)
@@ -283,6 +231,16 @@ def rule_metrics(X: np.ndarray, X_cf: np.ndarray, in_target: np.ndarray, inlier:
 
 
 # ------------------------------------------------------------------ estimator
+@dataclass(frozen=True)
+class RuleLevels:
+    """A query's levels: pi (CDP of a divergent set), pi_c (CRP of a rule), and
+    the number of most-used features searched (top_k)."""
+
+    pi: float = 0.9
+    pi_c: float = 0.9
+    top_k: int = 10
+
+
 class CounterfactualRules:
     """Local and regional counterfactual rules from a random-forest surrogate.
 
@@ -336,8 +294,7 @@ class CounterfactualRules:
             raise DataError(f"X has shape {X.shape} and y_model {y.shape}; expected (n, d) and (n,) with n >= 2.")
         if not np.all(np.isfinite(X)):
             raise DataError("X has missing or infinite values; clean or impute them before fitting.")
-        if not (0 < self.pi <= 1 and 0 < self.pi_c <= 1):
-            raise QueryError("pi and pi_c must lie in (0, 1].")
+        self._levels(None, None, None)                    # the defaults must be valid levels
         n, d = X.shape
         self.n_features_in_ = d
         self.feature_names_ = list(feature_names) if feature_names is not None else [f"x{j}" for j in range(d)]
@@ -394,10 +351,7 @@ class CounterfactualRules:
                 unit_of[j] = len(units)
                 units.append([j])
         self._units, self._unit_of = units, unit_of
-        usage = np.zeros(d, dtype=np.int64)
-        for tree in ens.trees:
-            f = tree.feature[tree.children_left >= 0]
-            np.add.at(usage, f, 1)
+        usage = ens.split_counts()
         self.feature_usage_ = usage
         self._unit_usage = np.array([usage[u].sum() for u in units])
         iso = IsolationForest(contamination=0.1, random_state=self.random_state).fit(X)
@@ -503,13 +457,24 @@ class CounterfactualRules:
     def _left_bits(self, t: int, v: int) -> np.ndarray:
         return self._bits[self._node_off[t] + v]
 
-    def candidate_units(self, immutable: Sequence[int] = ()) -> list[int]:
+    def _levels(self, pi: float | None, pi_c: float | None, top_k: int | None) -> "RuleLevels":
+        """The query's levels: the given ones, else the estimator's defaults."""
+        lv = RuleLevels(float(self.pi if pi is None else pi), float(self.pi_c if pi_c is None else pi_c),
+                        int(self.top_k if top_k is None else top_k))
+        if not (0 < lv.pi <= 1 and 0 < lv.pi_c <= 1):
+            raise QueryError(f"pi and pi_c must lie in (0, 1]; got {lv.pi} and {lv.pi_c}.")
+        if lv.top_k < 1:
+            raise QueryError(f"top_k must be at least 1; got {lv.top_k}.")
+        return lv
+
+    def candidate_units(self, fixed: Sequence[int] = (), top_k: int | None = None) -> list[int]:
         """The top_k actionable units (one-hot groups or columns) by split usage."""
         self._check_fitted()
-        frozen = {int(self._unit_of[j]) for j in immutable}
+        top_k = self._levels(None, None, top_k).top_k
+        frozen = {int(self._unit_of[j]) for j in fixed}
         order = [u for u in np.argsort(-self._unit_usage, kind="stable")
                  if u not in frozen and self._unit_usage[u] > 0]
-        return [int(u) for u in order[: self.top_k]]
+        return [int(u) for u in order[:top_k]]
 
     def _columns(self, units: Sequence[int]) -> tuple[int, ...]:
         return tuple(sorted(j for u in units for j in self._units[u]))
@@ -590,7 +555,7 @@ class CounterfactualRules:
             used += ok
         return np.where(used > 0, num / np.maximum(used, 1), 0.0)
 
-    def _search(self, cdp_of: Callable[[np.ndarray, int], np.ndarray], cand: list[int], keep: int = 10):
+    def _search(self, cdp_of: Callable[[np.ndarray, int], np.ndarray], cand: list[int], pi: float, keep: int = 10):
         """Subsets of ``cand`` by increasing size; stop at the first size with
         CDP >= pi and return all of them (the minimal divergent explanations),
         best first, with True. When no subset reaches pi: the ``keep`` subsets
@@ -602,7 +567,7 @@ class CounterfactualRules:
             for i, cmb in enumerate(combos):
                 subsets[i, list(cmb)] = True
             cdp = cdp_of(subsets, s)
-            hits = np.flatnonzero(cdp >= self.pi - 1e-12)
+            hits = np.flatnonzero(cdp >= pi - 1e-12)
             if len(hits):
                 found = sorted(((tuple(cand[k] for k in combos[h]), float(cdp[h])) for h in hits),
                                key=lambda p: -p[1])
@@ -710,19 +675,21 @@ class CounterfactualRules:
         return float(self._crp_batch(qlo[None], qhi[None], pos, dims=np.arange(len(qlo)))[0])
 
     # --------------------------------------------------------------- search
-    def minimal_divergent_explanations(self, x: Any, target: Any, immutable: Sequence[int] = ()
+    def minimal_divergent_explanations(self, x: Any, target: Any, fixed: Sequence[int] = (), *,
+                                       pi: float | None = None, top_k: int | None = None
                                        ) -> list[tuple[tuple[int, ...], float]]:
         """All minimal S (column tuples) with CDP >= pi among the top_k
         actionable features, best first, with their CDP; [] if none."""
-        found, ok = self._local_search(self._row(x), target, immutable)
+        found, ok = self._local_search(self._row(x), target, fixed, self._levels(pi, None, top_k))
         return [(self._columns(u), c) for u, c in found] if ok else []
 
-    def _local_search(self, x: np.ndarray, target: Any, immutable: Sequence[int]):
+    def _local_search(self, x: np.ndarray, target: Any, fixed: Sequence[int], lv: "RuleLevels"):
         self._check_fitted()
         _, ybits, _ = self._target(target)
-        cand = self.candidate_units(immutable)
+        cand = self.candidate_units(fixed, lv.top_k)
         if not cand:
-            raise NoCounterfactualRuleError("No feature can change: every feature the surrogate uses is immutable.")
+            raise NoCounterfactualRuleError("No feature can change: every feature the surrogate uses is "
+                                            "immutable (fixed).")
 
         def cdp_of(subsets: np.ndarray, level: int) -> np.ndarray:
             if USE_COMPILED:
@@ -730,7 +697,7 @@ class CounterfactualRules:
                 return self._mean_share(cnt, pos)
             return self._cdp_from_cells(self._cells(x, cand, subsets, level), ybits, len(subsets))
 
-        return self._search(cdp_of, cand)
+        return self._search(cdp_of, cand, lv.pi)
 
     def _global_leaves(self, Z: np.ndarray) -> np.ndarray:
         nodes = self.ensemble_.apply(Z)
@@ -766,8 +733,8 @@ class CounterfactualRules:
         return key[:, :k], key[:, k:], mass.astype(float), crp
 
     def _merge(self, lo: np.ndarray, hi: np.ndarray, crp: np.ndarray, mass: np.ndarray,
-               crp_of: Callable[[np.ndarray, np.ndarray], np.ndarray], xs: np.ndarray | None = None,
-               max_cells: int = 200) -> list[Box]:
+               crp_of: Callable[[np.ndarray, np.ndarray], np.ndarray], pi_c: float,
+               xs: np.ndarray | None = None, max_cells: int = 200) -> list[Box]:
         """Greedy merging of possible cells (see the module docstring); with
         ``xs``, a merged box must not contain the row's own values on S."""
         order = np.lexsort((-mass, -crp))[:max_cells]
@@ -791,7 +758,7 @@ class CounterfactualRules:
                     break
                 nlo, nhi = np.minimum(clo, lo[cands]), np.maximum(chi, hi[cands])
                 c = crp_of(nlo, nhi)
-                good = c >= self.pi_c - 1e-12
+                good = c >= pi_c - 1e-12
                 if xs is not None:
                     good &= ~np.all((xs > nlo) & (xs <= nhi), axis=1)
                 ok = np.flatnonzero(good)
@@ -810,7 +777,7 @@ class CounterfactualRules:
         return out
 
     # ----------------------------------------------------------------- rules
-    def _local_cells(self, x: np.ndarray, S: tuple[int, ...], mask: np.ndarray, pos: np.ndarray):
+    def _local_cells(self, x: np.ndarray, S: tuple[int, ...], mask: np.ndarray, pos: np.ndarray, pi_c: float):
         """Possible cells for ``x`` on ``S`` and their CRP, and whether one reaches
         pi_c; when none does, the candidate set with the highest CRP (None when
         there is no possible cell at all)."""
@@ -831,30 +798,33 @@ class CounterfactualRules:
             xs = x[Sarr]
             crp = np.where(np.all((xs > lo) & (xs <= hi), axis=1), 0.0, crp)   # x's own cell is no recourse
             cells = (lo, hi, crp, mass, crp_of)
-            if np.any(crp >= self.pi_c - 1e-12):
+            if np.any(crp >= pi_c - 1e-12):
                 return cells, True
             if best is None or crp.max() > best[2].max():
                 best = cells
         return best, False
 
-    def local_rule(self, x: Any, target: Any, immutable: Sequence[int] = ()) -> LocalRule:
+    def local_rule(self, x: Any, target: Any, fixed: Sequence[int] = (), *, pi: float | None = None,
+                   pi_c: float | None = None, top_k: int | None = None) -> LocalRule:
         """The local counterfactual rule of ``x`` for ``target`` (a class,
         ``("other", c)``, or an interval ``(lo, hi)`` of outputs).
 
         When no possible region reaches pi_c, the rule is the possible cell with
         the highest CRP, flagged ``below_pi_c`` (the paper's protocol gives every
         row a rule and reports its CRP). Raises NoCounterfactualRuleError only when
-        there is no possible cell with a positive CRP at all."""
+        there is no possible cell with a positive CRP at all. ``pi``, ``pi_c`` and
+        ``top_k`` default to the estimator's."""
         t0 = time.perf_counter()
         x = self._row(x)
-        found, divergent = self._local_search(x, target, immutable)
+        lv = self._levels(pi, pi_c, top_k)
+        found, divergent = self._local_search(x, target, fixed, lv)
         if not found:
             raise NoCounterfactualRuleError("No subset of the actionable features changes the surrogate's output.")
         mask, _, pos = self._target(target)
         fallback = None
         for units, cdp in found:            # the best explanation that yields a rule
             S = self._columns(units)
-            cells, reached = self._local_cells(x, S, mask, pos)
+            cells, reached = self._local_cells(x, S, mask, pos, lv.pi_c)
             if reached:
                 break
             if cells is not None and (fallback is None or cells[2].max() > fallback[1][2].max()):
@@ -869,8 +839,8 @@ class CounterfactualRules:
         lo, hi, crp, mass, crp_of = cells
         sarr = np.asarray(S)
         if reached:
-            keep = crp >= self.pi_c - 1e-12
-            boxes = self._merge(lo[keep], hi[keep], crp[keep], mass[keep], crp_of, xs=x[sarr])
+            keep = crp >= lv.pi_c - 1e-12
+            boxes = self._merge(lo[keep], hi[keep], crp[keep], mass[keep], crp_of, lv.pi_c, xs=x[sarr])
         else:                               # below pi_c: the best cells themselves, unmerged
             order = np.lexsort((-mass, -crp))[:5]
             boxes = [Box(lo[i], hi[i], float(crp[i]), 1) for i in order if crp[i] > 0]
@@ -882,14 +852,16 @@ class CounterfactualRules:
                          alternatives=tuple(full[1:]), divergent_sets=sets, time=time.perf_counter() - t0,
                          below_pi_c=not reached)
 
-    def regional_rules(self, regions: Sequence[Any], target: Any, immutable: Sequence[int] = ()
+    def regional_rules(self, regions: Sequence[Any], target: Any, fixed: Sequence[int] = (), *,
+                       pi: float | None = None, pi_c: float | None = None, top_k: int | None = None
                        ) -> list[RegionalRule]:
         """A regional counterfactual rule for each region: a ``(lower, upper)``
         pair of arrays (``lower < x <= upper``) or an object with ``lower`` and
         ``upper`` (a T-CREx rule or metarule, a leaf box)."""
         self._check_fitted()
+        lv = self._levels(pi, pi_c, top_k)
         mask, _, pos = self._target(target)
-        cand = self.candidate_units(immutable)
+        cand = self.candidate_units(fixed, lv.top_k)
         d = self.n_features_in_
         out = []
         for reg in regions:
@@ -920,7 +892,7 @@ class CounterfactualRules:
                 reach = ((badbits[None, :] & ~smask[:, None]) == 0) & ~blocked[None, :]
                 return self._crp_from_reach(reach, pos)
 
-            found, divergent = self._search(cdp_of, cand)
+            found, divergent = self._search(cdp_of, cand, lv.pi)
             if not found:
                 out.append(RegionalRule(**base, note="No subset of the actionable features changes the output."))
                 continue
@@ -937,19 +909,19 @@ class CounterfactualRules:
                     lo, hi, mass, _ = self._possible_cells(rows, S)
                     crp = crp_of(lo, hi)
                     best = max(best, float(crp.max()))
-                    if np.any(crp >= self.pi_c - 1e-12):
+                    if np.any(crp >= lv.pi_c - 1e-12):
                         got = (S, cdp, lo, hi, mass, crp, crp_of)
                         break
                 if got:
                     break
             if got is None:
                 out.append(RegionalRule(**base, cdp=found[0][1], divergent=divergent,
-                                        note=f"No rule reaches probability {self.pi_c} (best {best:.2f}); "
+                                        note=f"No rule reaches probability {lv.pi_c} (best {best:.2f}); "
                                              "lower pi_c or allow more features to change."))
                 continue
             S, cdp, lo, hi, mass, crp, crp_of = got
-            keep = crp >= self.pi_c - 1e-12
-            boxes = self._merge(lo[keep], hi[keep], crp[keep], mass[keep], crp_of)
+            keep = crp >= lv.pi_c - 1e-12
+            boxes = self._merge(lo[keep], hi[keep], crp[keep], mass[keep], crp_of, lv.pi_c)
             full = [Box(self._full(S, b.lower, -np.inf), self._full(S, b.upper, np.inf), b.crp, b.n_cells)
                     for b in boxes]
             out.append(RegionalRule(**base, features=S, lower=full[0].lower, upper=full[0].upper, cdp=cdp,
@@ -1061,7 +1033,8 @@ class CounterfactualRules:
 
     # -------------------------------------------------------------- metrics
     def evaluate(self, X: Any, predict: Callable[[np.ndarray], np.ndarray], target_of: Callable[[Any], Any],
-                 immutable: Sequence[int] = (), progress: Callable[[int, int], None] | None = None
+                 fixed: Sequence[int] = (), progress: Callable[[int, int], None] | None = None, *,
+                 pi: float | None = None, pi_c: float | None = None, top_k: int | None = None
                  ) -> tuple[dict[str, float], list[dict[str, Any]]]:
         """Local rules for the rows of ``X``, one sample each, and the paper's
         metrics; ``predict`` is the audited model, ``target_of(y)`` the target
@@ -1077,7 +1050,7 @@ class CounterfactualRules:
             tgt = target_of(y[i])
             rec: dict[str, Any] = {"row": i, "target": tgt}
             try:
-                rule = self.local_rule(x, tgt, immutable)
+                rule = self.local_rule(x, tgt, fixed, pi=pi, pi_c=pi_c, top_k=top_k)
                 z = self.sample_counterfactuals(x, rule, n=1)[0]
             except NoCounterfactualRuleError as e:
                 rec["note"] = str(e)

@@ -153,7 +153,7 @@ def case_story(ws: Any, row: int, target: Any, *, time_limit: float = 30.0, rule
     sections.append(("Where the case sits", (region,)))
 
     # 3. the smallest change
-    res = optimal_counterfactual(ens, x, target, schema=schema, immutable=fixed, X_ref=X, model=ws.model,
+    res = optimal_counterfactual(ens, x, target, schema=schema, fixed=fixed, X_ref=X, model=ws.model,
                                  time_limit=time_limit)
     facts["counterfactual"] = res
     table = pd.DataFrame([raw], index=["this case"])
@@ -178,7 +178,7 @@ def case_story(ws: Any, row: int, target: Any, *, time_limit: float = 30.0, rule
 
         groups = list(schema.groups().values())
         try:
-            rule = rules.local_rule(x, target, immutable=[names.index(n) for n in fixed if n in names])
+            rule = rules.local_rule(x, target, fixed=[names.index(n) for n in fixed if n in names])
         except NoCounterfactualRuleError as exc:
             text = f"No counterfactual rule was found: {exc}"
         else:

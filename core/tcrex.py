@@ -34,11 +34,13 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
+import pandas as pd
 
 from core.counterfactual import continuous_outputs, output_mask
 from core.dot import label as dot_label
 from core.ensemble import node_boxes
 from core.errors import DataError, GridTooLargeError, NoValidRuleError, NotFittedError, QueryError
+from core.ruletext import conditions
 
 __all__ = ["TCREx", "Rule", "Metarule", "NoValidRuleError"]
 
@@ -325,6 +327,21 @@ class TCREx:
         leaves = self.apply(X)
         return self.metarule_tree_["rule"][leaves]
 
+    def rule_table(self, X: Any) -> pd.DataFrame:
+        """One row per rule: its text, accuracy, feasibility, complexity, how many
+        rows of ``X`` it is prescribed to, and their mean number of changes."""
+        X = self._check(X)
+        assigned = self.explain(X)
+        recs = []
+        for k, r in enumerate(self.rules_):
+            mine = assigned == k
+            n = int(mine.sum())
+            recs.append({"rule": f"R{k}", "if": self.rule_text(k), "accuracy": round(r.accuracy, 3),
+                         "feasibility": round(r.feasibility, 3), "complexity": r.complexity,
+                         "rows prescribed": n,
+                         "mean changes": float(np.round(self.changes(X[mine], np.full(n, k)).mean(), 2)) if n else 0.0})
+        return pd.DataFrame(recs)
+
     def changes(self, X: Any, rules: np.ndarray | None = None) -> np.ndarray:
         """Number of features outside the rule's bounds (eq. 10), per row."""
         X = self._check(X)
@@ -352,20 +369,12 @@ class TCREx:
         return out
 
     # ----------------------------------------------------------------- text
-    def _bound_text(self, j: int, lo: float, hi: float) -> str:
-        name = self.feature_names_[j]
-        g = next((g for g in self.groups_ if j in g), None)
-        if g is not None:
-            return f"{name} = 1" if np.isfinite(lo) else f"{name} = 0"
-        if np.isfinite(lo) and np.isfinite(hi):
-            return f"{lo:.4g} < {name} <= {hi:.4g}"
-        return f"{name} > {lo:.4g}" if np.isfinite(lo) else f"{name} <= {hi:.4g}"
+    def _conditions(self, lower: np.ndarray, upper: np.ndarray) -> list[tuple[list[int], str]]:
+        return conditions(lower, upper, self.feature_names_, self.groups_)[0]
 
     def rule_text(self, k: int) -> str:
         r = self.rules_[k]
-        parts = [self._bound_text(j, r.lower[j], r.upper[j]) for j in range(self.n_features_in_)
-                 if np.isfinite(r.lower[j]) or np.isfinite(r.upper[j])]
-        return " and ".join(parts) or "anything"
+        return " and ".join(t for _, t in self._conditions(r.lower, r.upper)) or "anything"
 
     def recourse_text(self, x: Any) -> str:
         """'change A to ..., keep B within ...' for one row."""
@@ -373,11 +382,9 @@ class TCREx:
         k = int(self.explain(x[None, :])[0])
         r = self.rules_[k]
         change, keep = [], []
-        for j in range(self.n_features_in_):
-            if not (np.isfinite(r.lower[j]) or np.isfinite(r.upper[j])):
-                continue
-            txt = self._bound_text(j, r.lower[j], r.upper[j])
-            (keep if r.lower[j] < x[j] <= r.upper[j] else change).append(txt)
+        for cols, txt in self._conditions(r.lower, r.upper):
+            inside = all(r.lower[j] < x[j] <= r.upper[j] for j in cols)
+            (keep if inside else change).append(txt)
         out = f"Rule {k}: "
         out += ("change " + ", ".join(change)) if change else "no change needed"
         if keep:
@@ -391,8 +398,7 @@ class TCREx:
                          f"{r.feasibility:.3f}]")
         lines.append("Metarules (for whom each rule is the best option):")
         for m in self.metarules_:
-            conds = [self._bound_text(j, m.lower[j], m.upper[j]) for j in range(self.n_features_in_)
-                     if np.isfinite(m.lower[j]) or np.isfinite(m.upper[j])]
+            conds = [t for _, t in self._conditions(m.lower, m.upper)]
             lines.append(f"  IF {' and '.join(conds) or 'anything'} THEN R{m.rule} "
                          f"(at most {m.worst_case_changes} change(s))")
         return "\n".join(lines)

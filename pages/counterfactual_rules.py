@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 
 import numpy as np
@@ -55,15 +54,14 @@ cr = None
 if not big_table_gate(len(X), "Fit the surrogate forest", f"cr_go_{ws.key}"):
     st.stop()
 with user_errors("The surrogate could not be fitted"), st.spinner("Fitting the surrogate forest…"):
-    base = session_cached("cr_surrogate", (ws.key, n_est, depth, max_rows), _fit(n_est, depth, max_rows, groups,
-                                                                                  names))
-    cr = copy.copy(base)          # the levels are per query; the fitted forest is shared
-    cr.pi, cr.pi_c, cr.top_k = float(pi), float(pi_c), top_k
+    cr = session_cached("cr_surrogate", (ws.key, n_est, depth, max_rows), _fit(n_est, depth, max_rows, groups,
+                                                                                names))
+levels = dict(pi=float(pi), pi_c=float(pi_c), top_k=top_k)      # per query: the fitted forest is shared
 if cr is None:
     st.stop()
-st.caption(f"Surrogate: {n_est} trees of depth ≤ {depth}, fitted in {base.fit_time_:.2f} s; it reproduces the "
-           f"model on {base.fidelity_:.1%} of the rows" if ens.is_classifier else
-           f"Surrogate: {n_est} trees of depth ≤ {depth}, R² {base.fidelity_:.3f} against the model.")
+st.caption(f"Surrogate: {n_est} trees of depth ≤ {depth}, fitted in {cr.fit_time_:.2f} s; it reproduces the "
+           f"model on {cr.fidelity_:.1%} of the rows" if ens.is_classifier else
+           f"Surrogate: {n_est} trees of depth ≤ {depth}, R² {cr.fidelity_:.3f} against the model.")
 
 
 def _target(prefix: str, row_pred):
@@ -79,7 +77,7 @@ with tab_local:
     target = _target("cr", pred[row])
     if st.button("Find the counterfactual rule", type="primary", key="cr_go"):
         with user_errors("No counterfactual rule"):
-            rule = cr.local_rule(X[row], target, immutable=frozen)
+            rule = cr.local_rule(X[row], target, fixed=frozen, **levels)
             samples = cr.sample_counterfactuals(X[row], rule, n=5)
             st.session_state["cr_result"] = (row, target, pi, pi_c, rule, samples)
     got = st.session_state.get("cr_result")
@@ -94,9 +92,9 @@ with tab_local:
         m[2].metric("Rule probability (CRP)", f"{rule.crp:.2f}")
         m[3].metric("Time", f"{rule.time * 1000:.0f} ms")
         if not rule.divergent:
-            searched = len(cr.candidate_units(frozen))
+            searched = len(cr.candidate_units(frozen, top_k))
             st.warning(f"No set of the {searched} feature{'s' * (searched != 1)} that could be searched (the top "
-                       f"{cr.top_k} the surrogate uses, less the fixed ones and those it never splits on) reaches "
+                       f"{top_k} the surrogate uses, less the fixed ones and those it never splits on) reaches "
                        f"CDP {g_pi}; the rule uses the set with the highest CDP found ({rule.cdp:.2f}).")
         if rule.below_pi_c:
             st.warning(f"Below pi_C: no region reaches the rule probability {g_pic}; this is the best rule found "
@@ -152,7 +150,7 @@ with tab_regional:
                 if not text.strip():
                     raise ValueError("Write a filter first, e.g. `Age >= 30 and Income < 50000`.")
                 regions = [region_from_filter(text, names)]
-            rules = cr.regional_rules(regions, reg_target, immutable=frozen)
+            rules = cr.regional_rules(regions, reg_target, fixed=frozen, **levels)
             st.session_state["cr_regional"] = pd.DataFrame([{
                 "sub-population": r.region_text(names, groups), "rows": r.n_rows, "coverage": round(r.coverage, 4),
                 "rule": r.to_text(names, groups) if r.found else "—", "CDP": round(r.cdp, 3),

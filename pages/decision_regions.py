@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
+from core.counterfactual import describe_changes
 from core.regions import exact_counterfactual, projection_regions, slice_regions
 from dashboard import state
 from dashboard.plots import regions_figure, regions_table
@@ -16,11 +18,7 @@ ws, ens, schema, names, X, pred = state.page_context(
     "with the others fixed at the row's values; the projection shows every region giving the target "
     "within a distance of the row (the exact counterfactual is the nearest one).")
 
-counts = {j: 0 for j in range(len(names))}
-for t in ens.trees:
-    for j in t.feature[t.feature >= 0]:
-        counts[int(j)] += 1
-top = sorted(counts, key=lambda j: -counts[j])[:2]
+top = [int(j) for j in np.argsort(-ens.split_counts(), kind="stable")[:2]]
 c1, c2, c3, c4 = st.columns(4)
 fa = names.index(c1.selectbox("Horizontal feature", names, index=top[0], key="dr_fa"))
 fb = names.index(c2.selectbox("Vertical feature", names, index=top[1] if len(top) > 1 else 0, key="dr_fb"))
@@ -76,8 +74,7 @@ with user_errors("The regions could not be computed"), st.spinner("Computing exa
                          opacity=opacity, title=title)
     st.plotly_chart(fig, key="dr_chart")
     if cf.found:
-        st.markdown("**Exact counterfactual**: " + ", ".join(
-            f"{c.feature}: {c.before:.4g} → {c.after:.4g}" for c in cf.changes))
+        st.markdown("**Exact counterfactual**: " + describe_changes(cf.changes, ", "))
         if mode == "slice" and any(c.feature not in (names[fa], names[fb]) for c in cf.changes):
             st.caption("The counterfactual also changes features outside this slice; its marker shows only "
                        "its position on the two features drawn.")

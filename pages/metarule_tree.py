@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from core.tcrex import TCREx
@@ -58,11 +57,7 @@ st.graphviz_chart(tree_dot)
 graph_downloads(tree_dot, "metarule_tree", "mt_fig")
 
 assigned = tc.explain(X)
-table = pd.DataFrame([{
-    "rule": f"R{k}", "if": tc.rule_text(k), "accuracy": round(r.accuracy, 3), "feasibility": round(r.feasibility, 3),
-    "complexity": r.complexity, "rows prescribed": int(np.sum(assigned == k)),
-    "mean changes": float(np.round(tc.changes(X[assigned == k], np.full(int(np.sum(assigned == k)), k)).mean(), 2))
-    if np.any(assigned == k) else 0.0} for k, r in enumerate(tc.rules_)])
+table = tc.rule_table(X)
 st.dataframe(table, hide_index=True)
 
 left, right = st.columns(2)

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from core.batch import batch_counterfactuals
+from core.counterfactual import describe_changes
 from core.optimal import BACKENDS, optimal_counterfactual
 from dashboard import state
 from dashboard.caching import plausibility_model
@@ -49,7 +50,7 @@ def _settings(prefix: str):
     fixed = a1.multiselect("Fixed", names, [n for n in names if act[n] == "fixed"], key=f"{prefix}_fixed")
     inc = a2.multiselect("Increase only", names, [n for n in names if act[n] == "increase"], key=f"{prefix}_inc")
     dec = a3.multiselect("Decrease only", names, [n for n in names if act[n] == "decrease"], key=f"{prefix}_dec")
-    return dict(schema=schema, norm=norm, immutable=fixed, increase_only=inc, decrease_only=dec,
+    return dict(schema=schema, norm=norm, fixed=fixed, increase_only=inc, decrease_only=dec,
                 backend=backend, time_limit=float(limit)), plaus
 
 
@@ -95,8 +96,7 @@ def _show(result, container):
         st.plotly_chart(counterfactual_changes_figure(result, names, schema.arrays()["span"]),
                         key=f"cf_chart_{n}")
         for k, alt in enumerate(result.alternatives, start=1):
-            st.markdown(f"**Alternative {k}** · cost {alt.cost:.4g} · " + ", ".join(
-                f"{c.feature}: {c.before:.4g} → {c.after:.4g}" for c in alt.changes))
+            st.markdown(f"**Alternative {k}** · cost {alt.cost:.4g} · " + describe_changes(alt.changes, ", "))
 
 
 with tab_one:
@@ -162,8 +162,7 @@ with tab_batch:
                 progress=lambda d, t: bar.progress(d / t, text=f"{d} of {t} rows"), **kwargs_b)
             st.session_state["ocb_results"] = pd.DataFrame([{
                 "row": int(r), "status": res.status, "cost": res.cost if res.found else np.nan,
-                "features changed": len(res.changes), "changes": "; ".join(
-                    f"{c.feature}: {c.before:.4g}→{c.after:.4g}" for c in res.changes),
+                "features changed": len(res.changes), "changes": describe_changes(res.changes),
                 "solve time (s)": round(res.solve_time, 3)} for r, res in zip(rows, results) if res is not None])
     table_b = st.session_state.get("ocb_results")
     if table_b is not None:

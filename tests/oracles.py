@@ -28,14 +28,14 @@ from core.counterfactual import make_cost_model
 EPS = 1e-9
 
 
-def grid_brute_force(ens, x, target, norm, immutable=(), eps=1e-9):
+def grid_brute_force(ens, x, target, norm, fixed=(), eps=1e-9):
     """Minimum cost over every combination of candidate values: x itself, each
     split level, and each level + eps (just inside the upper interval)."""
     cm = make_cost_model(ens, norm)
     cands = []
     for j in range(ens.n_features):
         lv = ens.split_levels(j)
-        vals = {x[j]} if j in immutable else {x[j], *lv, *(lv + eps)}
+        vals = {x[j]} if j in fixed else {x[j], *lv, *(lv + eps)}
         cands.append(sorted(vals))
     P = np.array(list(itertools.product(*cands)))
     ok = ens.predict(P) == target

@@ -88,7 +88,7 @@ def test_exact_counterfactual_equals_brute_force_and_milp(norm):
             fixed = (2,) if q == 3 else ()
             res = exact_counterfactual(ens, x, target, norm=norm, fixed=fixed, model=model)
             ref = grid_brute_force(ens, x, target, norm, fixed)
-            milp = optimal_counterfactual(ens, x, target, norm=norm, immutable=fixed, X_ref=X)
+            milp = optimal_counterfactual(ens, x, target, norm=norm, fixed=fixed, X_ref=X)
             if not np.isfinite(ref):
                 assert res.status == milp.status == "infeasible"
                 continue

@@ -243,7 +243,7 @@ def test_one_hot_groups_move_together_and_immutables_stay():
     done = 0
     for i in np.flatnonzero(f == 0)[:15]:
         try:
-            rule = cr.local_rule(X[i], 1, immutable=frozen)
+            rule = cr.local_rule(X[i], 1, fixed=frozen)
         except NoCounterfactualRuleError:
             continue
         assert not set(rule.features) & set(frozen)
@@ -285,7 +285,7 @@ def test_clear_errors(small):
     with pytest.raises(ValueError, match="missing"):
         CounterfactualRules().fit(bad, y)
     with pytest.raises(NoCounterfactualRuleError, match="immutable"):
-        cr.local_rule(X[0], 1 - cr.y_[0], immutable=[0, 1, 2, 3])
+        cr.local_rule(X[0], 1 - cr.y_[0], fixed=[0, 1, 2, 3])
 
 
 def test_max_rows_samples_the_estimation_rows_only():

@@ -44,7 +44,7 @@ def test_same_optimal_costs_as_cp_sat(norm, monkeypatch):
         pred = ens.predict(X)
         schema_m = schema if list(ens.feature_names) == schema.names else None
         fast, slow = _both(model, X, range(0, 300, 23), lambda i: 1 - pred[i], monkeypatch,
-                           schema=schema_m, norm=norm, immutable=[3])
+                           schema=schema_m, norm=norm, fixed=[3])
         assert {r.backend for r in fast} == {"separable"}, name
         for a, b in zip(fast, slow):
             assert a.status == b.status == "optimal", (name, a.status, b.status)
@@ -59,7 +59,7 @@ def test_infeasible_is_proven(monkeypatch):
     ens = from_model(model)
     pred = ens.predict(X)
     used = [j for j in range(5) if ens.split_levels(j).size]
-    fast, slow = _both(model, X, [0, 1], lambda i: 1 - pred[i], monkeypatch, immutable=used)
+    fast, slow = _both(model, X, [0, 1], lambda i: 1 - pred[i], monkeypatch, fixed=used)
     assert all(r.status == "infeasible" for r in fast + slow)
 
 

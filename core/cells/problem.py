@@ -155,7 +155,7 @@ def _as_indices(ens: TreeEnsemble, items: Iterable[Any] | None) -> set[int]:
     return {ens.feature_index(f) for f in (items or ())}
 
 
-def _domains(ens, schema, x_hat, immutable, increase_only, decrease_only):
+def _domains(ens, schema, x_hat, fixed, increase_only, decrease_only):
     d = ens.n_features
     kinds = ["numerical"] * d
     lo, hi = np.full(d, -np.inf), np.full(d, np.inf)
@@ -167,7 +167,7 @@ def _domains(ens, schema, x_hat, immutable, increase_only, decrease_only):
             lo[j], hi[j] = min(f.lower, x_hat[j]), max(f.upper, x_hat[j])
             action[j] = f.actionability
         groups = [list(v) for v in schema.groups().values() if len(v) >= 2]
-    for j in _as_indices(ens, immutable):
+    for j in _as_indices(ens, fixed):
         action[j] = "fixed"
     for j in _as_indices(ens, increase_only):
         action[j] = "increase"
@@ -255,7 +255,7 @@ def _leaf_block(ens: TreeEnsemble, levels: list[np.ndarray]) -> TreeBlock:
 
 
 def build_problem(ens: TreeEnsemble, x: Any, target: Any, *, schema: Any = None, norm: Any = "l1",
-                  weights: Any = None, immutable: Iterable[Any] = (), increase_only: Iterable[Any] = (),
+                  weights: Any = None, fixed: Iterable[Any] = (), increase_only: Iterable[Any] = (),
                   decrease_only: Iterable[Any] = (), plausibility: Plausibility | None = None) -> CellProblem:
     """The counterfactual problem of ``x`` on the grid of the ensemble's split levels."""
     x_hat = np.asarray(x, dtype=float).ravel()
@@ -265,7 +265,7 @@ def build_problem(ens: TreeEnsemble, x: Any, target: Any, *, schema: Any = None,
         raise QueryError("x contains NaN or infinite values; give a complete row.")
     tgt = make_target(ens, target)
     cm = make_cost_model(ens, norm, weights, schema)
-    kinds, lo, hi, action, groups = _domains(ens, schema, x_hat, immutable, increase_only, decrease_only)
+    kinds, lo, hi, action, groups = _domains(ens, schema, x_hat, fixed, increase_only, decrease_only)
     levels, model_leaves, plaus_leaves = _grid_structure(ens, kinds, plausibility)
     points, costs, hat = [], [], np.zeros(ens.n_features, dtype=np.int64)
     for j in range(ens.n_features):

@@ -41,6 +41,7 @@ import pandas as pd
 
 from core.ensemble import TreeEnsemble
 from core.errors import UnsupportedModelError
+from core.jsonable import plain
 
 __all__ = ["parse_pipeline", "SUPPORTED_STEPS"]
 
@@ -190,7 +191,7 @@ def parse_pipeline(pipe: Any) -> TreeEnsemble:
     cats: dict[str, tuple] = {}
     for c, (enc, i) in w.encoded.items():
         values = [v for v in enc.categories_[i] if not (isinstance(v, float) and np.isnan(v)) and v is not None]
-        cats[c] = tuple(v.item() if isinstance(v, np.generic) else v for v in values)
+        cats[c] = tuple(plain(v) for v in values)
         if not cats[c]:
             raise UnsupportedModelError(f"The encoder of column {c!r} has no categories.")
 
@@ -278,7 +279,7 @@ def parse_pipeline(pipe: Any) -> TreeEnsemble:
         meta["extra_columns"] = dropped
     if no_missing:
         meta["no_missing"] = no_missing
-    fills = {c: (v.item() if isinstance(v, np.generic) else v) for c, v in w.fill.items()}
+    fills = {c: plain(v) for c, v in w.fill.items()}
     if fills:
         meta["impute"] = fills
     return TreeEnsemble(tuple(trees), n_features=len(features), feature_names=tuple(features), task=inner.task,

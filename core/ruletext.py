@@ -1,0 +1,84 @@
+"""One way to write a rule's conditions, for every analysis that shows rules.
+
+A rule is a box ``lower < x <= upper`` (infinite bounds are absent). Numbers
+read ``a < name <= b``, ``name > a`` or ``name <= b`` with 6 significant
+digits; a one-hot group (columns named ``group=level``) reads as one
+condition on the group: ``group = level`` when one column must be 1, ``group
+not in {level, ...}`` when columns must be 0 (T-CREx appendix A's one-hot and
+multi-cold rules; counterfactual rules' groups moved as one). Used by
+:mod:`core.rules` (counterfactual rules) and :mod:`core.tcrex` (rules and
+metarules), and through them by the pages, the audit and the case story.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["fmt", "conditions", "rule_text"]
+
+
+def fmt(v: float) -> str:
+    """A bound as written in a rule."""
+    return f"{v:.6g}"
+
+
+def _group_condition(g: list[int], lower: np.ndarray, upper: np.ndarray, names: Sequence[str]) -> str | None:
+    label = str(names[g[0]]).split("=")[0]
+    hot = [j for j in g if np.isfinite(lower[j]) and lower[j] >= 0.5 - 1e-9]
+    cold = [j for j in g if np.isfinite(upper[j]) and upper[j] < 1.0]
+
+    def level(j: int) -> str:
+        return str(names[j]).split("=", 1)[-1]
+
+    if hot:
+        return f"{label} = {level(hot[0])}"
+    if cold:
+        return f"{label} not in {{{', '.join(level(j) for j in cold)}}}"
+    return None
+
+
+def conditions(lower: np.ndarray, upper: np.ndarray, names: Sequence[str], groups: Sequence[Sequence[int]] = (),
+               features: Sequence[int] | None = None) -> tuple[list[tuple[list[int], str]], list[str]]:
+    """The rule's conditions as ``(columns, text)`` (one per bounded feature or
+    one-hot group, in feature order), and the labels of ``features`` left
+    unbounded. ``features`` defaults to every column."""
+    feats = list(range(len(names))) if features is None else list(features)
+    fset = set(feats)
+    out, free, done = [], [], set()
+    for g in groups:
+        g = [j for j in g if j in fset]
+        if not g:
+            continue
+        done.update(g)
+        text = _group_condition(g, lower, upper, names)
+        if text is None:
+            free.append(str(names[g[0]]).split("=")[0])
+        else:
+            out.append((g, text))
+    for j in feats:
+        if j in done:
+            continue
+        lo, hi = lower[j], upper[j]
+        if np.isfinite(lo) and np.isfinite(hi):
+            out.append(([j], f"{fmt(lo)} < {names[j]} <= {fmt(hi)}"))
+        elif np.isfinite(lo):
+            out.append(([j], f"{names[j]} > {fmt(lo)}"))
+        elif np.isfinite(hi):
+            out.append(([j], f"{names[j]} <= {fmt(hi)}"))
+        else:
+            free.append(str(names[j]))
+    out.sort(key=lambda item: min(item[0]))
+    return out, free
+
+
+def rule_text(features: Sequence[int], lower: np.ndarray, upper: np.ndarray, names: Sequence[str],
+              groups: Sequence[Sequence[int]] = ()) -> str:
+    """``a < name <= b and ...`` over the bounded features, then the features
+    left free: ``(any value of ...)``."""
+    conds, free = conditions(lower, upper, names, groups, features)
+    text = " and ".join(t for _, t in conds)
+    if free:
+        text += f" (any value of {', '.join(free)})"
+    return text.strip()
