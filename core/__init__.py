@@ -1,7 +1,68 @@
 """Counterfactual Atlas core library: pure numpy/pandas/scikit-learn, no UI.
 
-``core.ensemble.TreeEnsemble`` is the one representation every analysis
-reads; ``core.io`` loads tables and models; ``core.schema`` describes features.
+A newcomer's map, in the order data flows (each module's docstring cites the
+paper's equations it implements):
+
+Intake. :mod:`core.io` reads tables and model files (CSV/Parquet; XGBoost
+JSON/UBJ, LightGBM text, CatBoost JSON/CBM, skops; pickle only when trusted);
+:mod:`core.sandbox` reads untrusted model bytes in a short-lived child process
+with time and memory limits; :mod:`core.parsing` converts each library's
+trees (one module per library, :mod:`core.parsing.pipeline` for scikit-learn
+Pipelines, :mod:`core.parsing.validate` for structural checks before any
+allocation, :mod:`core.parsing.native` to feed rows back to the original
+model). :mod:`core.ensemble` holds the one representation every analysis
+reads, :class:`core.ensemble.TreeEnsemble` (a split is ``x <= t`` or
+``x in S``); :mod:`core.categorical` rewrites category splits as exact
+one-hot trees. :mod:`core.workspace` turns a table and a model into a checked
+workspace (numeric view ``X``, raw view ``to_raw``); :mod:`core.schema`
+describes features (kind, range, actionability, one-hot groups);
+:mod:`core.demo` builds the embedded demo.
+
+The counterfactual kernel. :mod:`core.counterfactual` has the cost model, the
+target and the result type; :mod:`core.cells` the problem on the grid of
+split levels (OCEAN section 3.2), its bounds, starts, cached structures and
+checked results; :mod:`core.solvers` the exact solvers of that problem
+(CP-SAT cell model, OCEAN's MILP on HiGHS/Gurobi, a knapsack for boosted
+stumps), each ``solve(problem) -> CellSolution``.
+
+The five analyses. :mod:`core.optimal` (OCEAN, Parmentier & Vidal 2021):
+per-instance optimal counterfactuals, proven optimal. :mod:`core.regions`
+(Blanchart): exact pure regions, the exact branch-and-bound counterfactual,
+counterfactual sets, 2-D slices and projections. :mod:`core.tcrex` (T-CREx,
+Bewley et al. 2024): global rules of recourse and the metarule tree.
+:mod:`core.rules` (Amoukou & Brunel): counterfactual rules, local and
+regional, on the Projected Forest and the Regional RF (its kernel is the C
+module ``_projected``). :mod:`core.fcca` (FCCA, Piccialli et al. 2023):
+thresholds found by counterfactuals, compression, the small faithful tree.
+
+Audit and reporting. :mod:`core.audit` runs the recourse audit over protected
+groups (and its CLI), with :mod:`core.fairstats` (bootstrap, permutation,
+Holm), :mod:`core.groupfair` (group metrics), :mod:`core.subgroups` (the
+subgroup scan) and :mod:`core.filters` (sub-population filters, a linear-time
+tokenizer); :mod:`core.report` writes the self-contained HTML report,
+:mod:`core.story` tells one case in plain language, :mod:`core.history`
+keeps audits, :mod:`core.batch` runs many rows (joblib or Dask),
+:mod:`core.dot` draws trees with Graphviz. Every user-facing error class is in
+:mod:`core.errors`.
+
+The contract the analyses follow. Arguments with the same meaning have the
+same name: ``fixed`` (features, by name or index, that must not move:
+optimal, exact regions, counterfactual rules, the audit's protected columns),
+``increase_only`` / ``decrease_only``, ``target`` (a class label of a
+classifier, or an interval ``(lo, hi)`` of a regressor's output, read by
+:func:`core.counterfactual.make_target`), ``schema`` (kinds, ranges,
+actionability), ``time_limit`` (finite positive seconds, checked by
+:func:`core.counterfactual.check_time_limit`), ``progress(done, total)`` on
+long runs (the audit adds its stage: ``progress(stage, done, total)``),
+``should_stop()`` polled to cancel, ``random_state``. Settings that change an
+answer are passed where they act (a counterfactual rule's ``pi``, ``pi_c``
+and ``top_k`` per query; the audit's and FCCA's settings as
+:class:`core.audit.AuditSettings` / :class:`core.fcca.FCCASettings`, or as
+keywords that override them). Results are frozen dataclasses; errors a user
+can cause are the classes of :mod:`core.errors` (all ``ValueError``); values
+are made JSON-able by :func:`core.jsonable.plain`; rules are written by
+:mod:`core.ruletext`; changes read ``feature: before → after``
+(:func:`core.counterfactual.describe_changes`).
 """
 
 __version__ = "0.1.0"
