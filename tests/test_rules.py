@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-import core.rules as R
+import core.rules.bitsets as B
 from core.demo import synthetic_credit
 from core.rules import CounterfactualRules, NoCounterfactualRuleError, region_from_filter
 from core.errors import NotFittedError
@@ -37,15 +37,15 @@ def test_projected_forest_equals_brute_force(small):
 
 def test_compiled_and_numpy_cells_agree(small, monkeypatch):
     X, y, cr = small
-    assert R._projected is not None, "the compiled kernel (core/_projected.c) was not built: reinstall with a C compiler"
+    assert B._projected is not None, "the compiled kernel (core/_projected.c) was not built: reinstall with a C compiler"
     rng = np.random.default_rng(1)
     for _ in range(20):
         x = X[rng.integers(len(X))]
         S = list(rng.choice(4, size=rng.integers(0, 5), replace=False))
         a, wa = cr.cdp(x, S, 0), cr.projected_weights(x, S)
-        monkeypatch.setattr(R, "USE_COMPILED", False)
+        monkeypatch.setattr(B, "USE_COMPILED", False)
         b, wb = cr.cdp(x, S, 0), cr.projected_weights(x, S)
-        monkeypatch.setattr(R, "USE_COMPILED", True)
+        monkeypatch.setattr(B, "USE_COMPILED", True)
         assert a == pytest.approx(b, abs=1e-12)
         np.testing.assert_allclose(wa, wb, atol=1e-12)
         assert wa.sum() == pytest.approx(1.0) or wa.sum() == 0
