@@ -565,9 +565,11 @@ class TreeEnsemble:
         if not self.is_classifier:
             raise ValueError(f"predict_proba needs a classifier; this model is a {self.task} model.")
         raw = self.predict_raw(X)
-        return self._raw_to_proba(raw)
+        return self.proba_from_raw(raw)
 
-    def _raw_to_proba(self, raw: np.ndarray) -> np.ndarray:
+    def proba_from_raw(self, raw: np.ndarray) -> np.ndarray:
+        """Class probabilities from aggregated raw outputs (``predict_raw``, or a
+        region's ``raw``): the link of the model applied."""
         if self.link == "sigmoid":
             p = 1.0 / (1.0 + np.exp(-self.sigmoid_scale * raw[:, 0]))
             return np.column_stack([1.0 - p, p])
@@ -588,7 +590,7 @@ class TreeEnsemble:
         if self.link == "sigmoid":
             pos = raw[:, 0] >= 0 if self.positive_at_tie else raw[:, 0] > 0
             return self.classes[pos.astype(int)]
-        return self.classes[np.argmax(self._raw_to_proba(raw), axis=1)]
+        return self.classes[np.argmax(self.proba_from_raw(raw), axis=1)]
 
     # ------------------------------------------------------- isolation forest
     def _decision_from_raw(self, raw: np.ndarray) -> np.ndarray:

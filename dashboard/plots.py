@@ -53,7 +53,7 @@ def region_colour_values(regions: Any, ens: Any) -> tuple[np.ndarray, str, str]:
     raws = np.array([r.raw for r in regions]) if len(regions) else np.zeros((0, ens.n_outputs))
     if ens.task == "regression":
         return raws[:, 0], "prediction", "sequential"
-    proba = ens._raw_to_proba(raws) if len(regions) else np.zeros((0, ens.n_classes))
+    proba = ens.proba_from_raw(raws) if len(regions) else np.zeros((0, ens.n_classes))
     if ens.n_classes == 2:
         return proba[:, 1], f"P({ens.classes[1]})", "diverging"
     return proba.argmax(axis=1).astype(float), "class", "categorical"
