@@ -14,6 +14,10 @@ shut down, which leaves their uploaded files in the upload manager. The
 janitor (:func:`start_janitor`, one daemon thread per server) therefore shuts
 down every session that has stayed disconnected for ``GRACE`` seconds (90,
 inside Streamlit's own window), on Streamlit's event loop as its API requires.
+Two Streamlit habits would still keep the last user's data: its send loop
+holds the last session it served, and the last script run's module stays
+``sys.modules["__main__"]``; the janitor empties a session's state before
+shutting it down, and with nobody connected puts a blank ``__main__`` back.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import sys
 import threading
 import time
+import types
 import weakref
 
 import streamlit as st
@@ -63,7 +69,8 @@ def _sweep(runtime, loop, since: dict[str, float], grace: float) -> int:
     """Shut down sessions disconnected for ``grace`` seconds; the number closed."""
     mgr = runtime._session_mgr                       # Streamlit has no public API for this
     active = {i.session.id for i in mgr.list_active_sessions()}
-    stored = {i.session.id for i in mgr.list_sessions()} - active
+    sessions = {i.session.id: i.session for i in mgr.list_sessions()}
+    stored = set(sessions) - active
     now = time.monotonic()
     for sid in list(since):
         if sid not in stored:
@@ -72,10 +79,34 @@ def _sweep(runtime, loop, since: dict[str, float], grace: float) -> int:
     for sid in stored:
         if now - since.setdefault(sid, now) >= grace:
             log.info("shutting down session %s, disconnected for %.0f s", sid, now - since[sid])
-            loop.call_soon_threadsafe(runtime.close_session, sid)
+            loop.call_soon_threadsafe(_close, runtime, sessions[sid], sid)
             del since[sid]
             closed += 1
     return closed
+
+
+def _close(runtime, session, sid: str) -> None:
+    """Empty the session's state, then shut it down. Streamlit's send loop keeps
+    the last session it served referenced (a loop variable), so a shut-down
+    session's state, which holds the user's tables, is emptied first."""
+    try:
+        session.session_state.clear()
+    except Exception:  # noqa: BLE001 - a Streamlit internal changed: still shut the session down
+        log.exception("clearing the state of session %s", sid)
+    runtime.close_session(sid)
+
+
+def _forget_last_script(runtime) -> None:
+    """Streamlit runs each script in a fresh module installed as
+    ``sys.modules["__main__"]`` and leaves it there, so the last run's page
+    globals (its workspace, its tables) outlive the session. With no session
+    connected, no script is running: put a blank module in its place."""
+    if runtime._session_mgr.list_active_sessions():
+        return
+    main = sys.modules.get("__main__")
+    if main is not None and ("__streamlitmagic__" in vars(main)
+                             or str(getattr(main, "__file__", "")).endswith("app.py")):
+        sys.modules["__main__"] = types.ModuleType("__main__")
 
 
 def start_janitor(grace: float = GRACE, interval: float = INTERVAL) -> None:
@@ -100,6 +131,7 @@ def start_janitor(grace: float = GRACE, interval: float = INTERVAL) -> None:
                 try:
                     if _sweep(runtime, loop, since, grace):
                         time.sleep(1.0)                  # let the event loop shut them down
+                        _forget_last_script(runtime)
                         release_memory()
                         log.info("memory released after closing sessions")
                 except Exception:  # noqa: BLE001 - never let the janitor take the server down
