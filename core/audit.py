@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -48,8 +48,9 @@ from core.counterfactual import describe_changes, make_target
 from core.ensemble import TreeEnsemble, from_model
 from core.errors import AuditCancelled, AuditError
 from core.groupfair import group_fairness
-from core.report import audit_html, cost_figure, group_table, metric_figure, tests_table
+from core.report import audit_html, cost_figure, extract_audit_json, group_table, metric_figure, tests_table
 from core.rules import CounterfactualRules
+from core.settings import with_overrides
 from core.subgroups import scan_subgroups
 from core.tcrex import TCREx
 
@@ -272,8 +273,6 @@ class Audit:
         """Re-open a saved audit: its JSON, or the HTML report (which embeds it)."""
         text = data.decode("utf-8", errors="replace")
         if "<html" in text[:2000].lower():
-            from core.report import extract_audit_json
-
             text = extract_audit_json(text)
         try:
             d = json.loads(text)
@@ -506,13 +505,7 @@ def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Seq
     progress : progress(stage, done, total); should_stop : polled; True cancels (AuditCancelled).
     """
     t_start = time.perf_counter()
-    prov_keys = {f.name for f in fields(Provenance)}
-    setting_keys = {f.name for f in fields(AuditSettings)}
-    unknown = set(overrides) - prov_keys - setting_keys
-    if unknown:
-        raise AuditError(f"Unknown audit setting(s) {sorted(unknown)}; the settings are {sorted(setting_keys)}.")
-    s = replace(settings or AuditSettings(), **{k: v for k, v in overrides.items() if k in setting_keys})
-    prov = replace(provenance or Provenance(), **{k: v for k, v in overrides.items() if k in prov_keys})
+    s, prov = with_overrides(overrides, AuditError, "audit", settings or AuditSettings(), provenance or Provenance())
     run = _prepare(ensemble, X, schema, target, protected, rows, s, model, progress, should_stop)
     table, cfs = _recourse_stage(run)
     rules_table = _tcrex_stage(run, table)

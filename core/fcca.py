@@ -46,7 +46,7 @@ row's class. Regressors and anomaly detectors are refused.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Callable, Sequence
 
@@ -59,6 +59,7 @@ from core.dot import label as dot_label
 from core.ensemble import TreeEnsemble, from_model
 from core.errors import FCCAError
 from core.schema import infer_schema
+from core.settings import with_overrides
 
 __all__ = ["fcca", "FCCAResult", "TreeFit", "FCCAError", "default_eps", "gosdt_available"]
 
@@ -556,10 +557,7 @@ def fcca(ensemble: Any, X: Any, y: Any, *, settings: FCCASettings | None = None,
     should_stop : polled between rows; True stops early (``cancelled``).
     """
     t_start = time.perf_counter()
-    known = {f.name for f in fields(FCCASettings)}
-    if set(overrides) - known:
-        raise FCCAError(f"Unknown FCCA setting(s) {sorted(set(overrides) - known)}; the settings are {sorted(known)}.")
-    s = replace(settings or FCCASettings(), **overrides)
+    (s,) = with_overrides(overrides, FCCAError, "FCCA", settings or FCCASettings())
     ens = ensemble if isinstance(ensemble, TreeEnsemble) else from_model(ensemble)
     if not ens.is_classifier:
         raise FCCAError(f"FCCA explains a classifier's decisions; this model is a {ens.task} model.")

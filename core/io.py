@@ -329,7 +329,7 @@ def _xgboost_document(data: bytes, filename: str) -> Any:
         head = head[3:].lstrip()
     is_json = re.match(rb"[{\[]\s*(\"|[}\]]|$)", head) is not None or filename.lower().endswith(".json")
     if is_json and not head.startswith((b"{L", b"{i", b"{U", b"{I", b"{l", b"{$", b"{#")):
-        return load_json(data, filename, "XGBoost JSON")
+        return load_json(data, filename, "JSON (an XGBoost or CatBoost export)")   # which one: read after
     return read_ubjson(data, filename)
 
 

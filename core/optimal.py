@@ -58,8 +58,8 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from core.cells import (CellProblem, Plausibility, QueryRun, build_problem, explain_infeasible, feature_levels,
-                        greedy_start, radius_bound, warm_start)
+from core.cells import (CellProblem, Plausibility, QueryRun, best_start, build_problem, explain_infeasible,
+                        feature_levels, greedy_start, radius_bound, warm_start)
 from core.counterfactual import CounterfactualResult, QueryError, check_time_limit
 from core.ensemble import TreeEnsemble, from_model
 from core.solvers import cpsat, ocean, separable
@@ -185,7 +185,7 @@ def _separable(run: QueryRun) -> CounterfactualResult | None:
     if sol is None:
         return None
     if sol.status == "infeasible":
-        return run.none("infeasible", backend="separable", message=explain_infeasible(prob), lower_bound=np.inf)
+        return run.infeasible("separable")
     x = prob.point_of(sol.cells)
     if not prob.is_valid(x[None, :])[0]:   # a rounding near-tie: let the general model decide
         return None
@@ -202,10 +202,7 @@ def _upper_bound(run: QueryRun, X_ref: np.ndarray | None, warm: bool, time_limit
     tw = time.perf_counter()
     ws_x, ws_cost = None, np.inf
     if warm and not prob.exclusions:
-        ws_x, ws_cost = warm_start(prob, X_ref)
-        gx, g_cost = greedy_start(prob, deadline=tw + 0.25 * time_limit)
-        if g_cost < ws_cost - 1e-12:       # the model's own start beats the reference rows (or there are none)
-            ws_x, ws_cost = gx, g_cost
+        ws_x, ws_cost = best_start(prob, X_ref, deadline=tw + 0.25 * time_limit)
     run.timings["warm_start"] = time.perf_counter() - tw
     prob.upper_bound = ws_cost
     if ws_x is not None and on_progress is not None:
@@ -227,7 +224,7 @@ def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref, wa
         timings["bound"] = time.perf_counter() - tb
         timings["lower_bound"] = lb
         if not np.isfinite(lb):
-            return run.none("infeasible", backend="bound", message=explain_infeasible(prob), lower_bound=np.inf)
+            return run.infeasible("bound")
         if ws_x is not None and ws_cost <= lb * (1 + 1e-9) + 1e-15:  # the bound proves the warm start optimal
             return run.result(ws_x, ws_cost, "optimal", backend="bound", lower_bound=lb)
     deadline = run.t0 + time_limit
@@ -246,7 +243,7 @@ def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref, wa
         if sol.status == "infeasible":
             if ws_x is not None:  # cannot happen unless the bound was tight: keep the warm point
                 return run.result(ws_x, ws_cost, "optimal", backend=backend, lower_bound=ws_cost)
-            return run.none("infeasible", backend=backend, message=explain_infeasible(prob), lower_bound=np.inf)
+            return run.infeasible(backend)
         if sol.cells is None:  # no solution within the time limit
             break
         x_cf = prob.point_of(sol.cells)
@@ -268,8 +265,7 @@ def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref, wa
                           gap=max(0.0, (ws_cost - lb) / max(ws_cost, 1e-12)),
                           message="The time limit was reached before optimality was proven; this is the best "
                                   "valid point found.")
-    return run.none("time_limit", backend=backend,
-                    message="No counterfactual was found within the time limit; allow more time.")
+    return run.out_of_time(backend)
 
 
 def _add_nogood(prob: CellProblem, x: np.ndarray) -> None:

@@ -37,8 +37,7 @@ import numpy as np
 
 from core.counterfactual import CounterfactualResult, QueryError, check_time_limit
 from core.ensemble import TreeEnsemble, from_model
-from core.cells import (CellProblem, QueryRun, build_problem, explain_infeasible, greedy_start, local_search,
-                        score_needs, warm_start)
+from core.cells import CellProblem, QueryRun, best_start, build_problem, local_search, score_needs
 from core.cells.bounds import radius_for, range_min, range_min_table
 
 __all__ = ["Region", "RegionSet", "exact_counterfactual", "counterfactual_set", "slice_regions",
@@ -268,10 +267,8 @@ def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: Any = "l2"
     ens, prob = _problem(ensemble, x, target, norm, weights, fixed, schema)
     params = dict(norm=norm if isinstance(norm, str) else dict(norm), fixed=[str(f) for f in fixed],
                   time_limit=time_limit, target=str(target), method="branch and bound (Blanchart)")
-    ws_x, ub = warm_start(prob, None if X_ref is None else np.asarray(X_ref, dtype=float))
-    gx, g_cost = greedy_start(prob, deadline=t0 + 0.25 * time_limit)
-    if g_cost < ub - 1e-12:                # the model's own start beats the reference rows (or there are none)
-        ws_x, ub = gx, g_cost
+    ws_x, ub = best_start(prob, None if X_ref is None else np.asarray(X_ref, dtype=float),
+                          deadline=t0 + 0.25 * time_limit)
     allowed = [np.isfinite(c) for c in prob.costs]
     best, _, s = _run(prob, allowed, mode="best", radius=ub, time_limit=time_limit, max_nodes=max_nodes)
     run = QueryRun(prob, params, t0, {"search": time.perf_counter() - t0, "nodes": s.nodes}, model)
@@ -281,9 +278,8 @@ def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: Any = "l2"
         return run.result(x, cost, status, backend="regions", gap=0.0 if status == "optimal" else np.nan,
                           lower_bound=cost if status == "optimal" else 0.0)
     if s.stopped:
-        return run.none("time_limit", backend="regions",
-                        message="No counterfactual was found within the time limit; allow more time.")
-    return run.none("infeasible", backend="regions", message=explain_infeasible(prob), lower_bound=np.inf)
+        return run.out_of_time("regions")
+    return run.infeasible("regions")
 
 
 def counterfactual_set(ensemble: Any, x: Any, target: Any, radius: float, *, norm: Any = "l2",

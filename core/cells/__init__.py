@@ -21,8 +21,8 @@ from core.cells.bounds import radius_bound, radius_for, score_needs
 from core.cells.problem import (NUDGE, CellProblem, CellSolution, Plausibility, TreeBlock, build_problem,
                                 explain_infeasible, feature_levels)
 from core.cells.result import QueryRun, check_on_model
-from core.cells.starts import greedy_start, local_search, target_margin, warm_start
+from core.cells.starts import best_start, greedy_start, local_search, target_margin, warm_start
 
 __all__ = ["NUDGE", "CellProblem", "CellSolution", "Plausibility", "TreeBlock", "build_problem",
            "explain_infeasible", "feature_levels", "radius_bound", "radius_for", "score_needs",
-           "greedy_start", "local_search", "target_margin", "warm_start", "QueryRun", "check_on_model"]
+           "best_start", "greedy_start", "local_search", "target_margin", "warm_start", "QueryRun", "check_on_model"]

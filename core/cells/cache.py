@@ -59,13 +59,5 @@ class GridCache:
         with self._lock:
             self._store.pop(oid, None)
 
-    def clear(self) -> None:
-        with self._lock:
-            self._store.clear()
-
-    def __len__(self) -> int:
-        with self._lock:
-            return sum(len(e) for e in self._store.values())
-
 
 GRID_CACHE = GridCache()

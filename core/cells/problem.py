@@ -107,6 +107,7 @@ class CellProblem:
     plaus: Plausibility | None = None
     plaus_leaves: TreeBlock | None = None
     kinds: list[str] = field(default_factory=list)
+    grid_key: tuple = ()              # what the grid depends on besides the ensemble (see _grid_key)
     upper_bound: float = np.inf
     nogoods: list[tuple[str, np.ndarray]] = field(default_factory=list)
     exclusions: list[list[int]] = field(default_factory=list)
@@ -274,7 +275,7 @@ def build_problem(ens: TreeEnsemble, x: Any, target: Any, *, schema: Any = None,
         costs.append(c)
         hat[j] = h
     return CellProblem(ens, x_hat, tgt, cm, levels, points, costs, hat, groups,
-                       model_leaves, plausibility, plaus_leaves, kinds)
+                       model_leaves, plausibility, plaus_leaves, kinds, _grid_key(kinds, plausibility))
 
 
 def feature_levels(ens: TreeEnsemble, kinds: list[str], plausibility: Plausibility | None = None
@@ -293,11 +294,16 @@ def feature_levels(ens: TreeEnsemble, kinds: list[str], plausibility: Plausibili
     return levels
 
 
+def _grid_key(kinds: list[str], plausibility: Plausibility | None) -> tuple:
+    """Besides the ensemble, the grid depends on which columns are 0/1 and on the plausibility forest."""
+    return (tuple(k in ("binary", "one-hot") for k in kinds),
+            None if plausibility is None else plausibility.forest.content_hash())
+
+
 def _grid_structure(ens: TreeEnsemble, kinds: list[str], plausibility: Plausibility | None):
     """Levels and leaf boxes in interval indices: they do not depend on the query,
     so they are kept (per ensemble, in :data:`core.cells.cache.GRID_CACHE`) for the next query."""
-    key = ("cells", tuple(k in ("binary", "one-hot") for k in kinds),
-           None if plausibility is None else plausibility.forest.content_hash())
+    key = ("cells", *_grid_key(kinds, plausibility))
 
     def build():
         levels = feature_levels(ens, kinds, plausibility)

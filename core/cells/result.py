@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from core.cells.problem import CellProblem
+from core.cells.problem import CellProblem, explain_infeasible
 from core.counterfactual import CounterfactualResult, Target, changes_between
 from core.ensemble import TreeEnsemble
 from core.parsing.native import native_input, native_outputs
@@ -57,11 +57,15 @@ class QueryRun:
             backend=backend, params=self.params, x_query=prob.x_hat.copy(), lower_bound=float(lower_bound),
             valid=valid, message=message, prediction=pred, timings=dict(self.timings))
 
-    def none(self, status: str, *, backend: str, message: str, lower_bound: float = 0.0) -> CounterfactualResult:
-        """A result without a point: infeasible (proven) or out of time."""
-        gap = np.inf
-        return self.result(None, np.inf, status, backend=backend, gap=gap, lower_bound=lower_bound,
-                           message=message)
+    def infeasible(self, backend: str) -> CounterfactualResult:
+        """No point: proven that none exists, and why (:func:`explain_infeasible`)."""
+        return self.result(None, np.inf, "infeasible", backend=backend, gap=np.inf, lower_bound=np.inf,
+                           message=explain_infeasible(self.prob))
+
+    def out_of_time(self, backend: str) -> CounterfactualResult:
+        """No point found within the time limit (nothing proven)."""
+        return self.result(None, np.inf, "time_limit", backend=backend, gap=np.inf,
+                           message="No counterfactual was found within the time limit; allow more time.")
 
 
 def check_on_model(model: Any, ens: TreeEnsemble, x: np.ndarray, target: Target) -> bool:

@@ -22,7 +22,7 @@ import numpy as np
 from core.cells.cache import GRID_CACHE
 from core.cells.problem import CellProblem
 
-__all__ = ["warm_start", "greedy_start", "local_search", "target_margin"]
+__all__ = ["best_start", "warm_start", "greedy_start", "local_search", "target_margin"]
 
 
 def _reference_cells(prob: CellProblem, X_ref: np.ndarray, max_candidates: int) -> np.ndarray:
@@ -35,8 +35,8 @@ def _reference_cells(prob: CellProblem, X_ref: np.ndarray, max_candidates: int) 
             rows = rows[np.linspace(0, len(rows) - 1, max_candidates).astype(int)]
         return prob.interval_of(rows)
 
-    key = ("ref_cells", prob.ens.content_hash(), tuple(lv.tobytes() for lv in prob.levels), X_ref.shape,
-           X_ref[0].tobytes(), X_ref[-1].tobytes(), max_candidates)
+    key = ("ref_cells", prob.ens.content_hash(), prob.grid_key, X_ref.shape, X_ref[0].tobytes(),
+           X_ref[-1].tobytes(), max_candidates)
     return GRID_CACHE.get(X_ref, key, build)
 
 
@@ -81,6 +81,15 @@ def warm_start(prob: CellProblem, X_ref: np.ndarray | None, max_candidates: int 
         if c < best_cost:
             best_cells, best_cost = cells_, c
     return prob.point_of(best_cells), best_cost
+
+
+def best_start(prob: CellProblem, X_ref: np.ndarray | None, deadline: float = np.inf
+               ) -> tuple[np.ndarray | None, float]:
+    """The cheaper of the two starts: the reference rows' (when given) and the
+    model's own (which stops at ``deadline``); on a tie, the reference row's."""
+    ws_x, ws_cost = warm_start(prob, X_ref)
+    gx, g_cost = greedy_start(prob, deadline=deadline)
+    return (gx, g_cost) if g_cost < ws_cost - 1e-12 else (ws_x, ws_cost)
 
 
 def target_margin(prob: CellProblem, X: np.ndarray) -> np.ndarray:
