@@ -64,10 +64,18 @@ def range_min(table: list[np.ndarray], lo: np.ndarray, hi: np.ndarray) -> np.nda
 
 
 def box_distances(costs: list[np.ndarray], lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Cost of the cheapest allowed point of each box of interval ranges, shape (n_boxes,)."""
+    """Cost of the cheapest allowed point of each box of interval ranges, shape (n_boxes,).
+
+    A box that spans a feature's whole grid gets that feature's minimum; only
+    the boxes that restrict it go through the range-minimum table (in a forest
+    most leaves bound a handful of the features, and an expanded categorical
+    feature's one-hot columns are bounded by few leaves each)."""
     out = np.zeros(lo.shape[0])
     for j, c in enumerate(costs):
-        out += range_min(range_min_table(c), lo[:, j], hi[:, j])
+        cut = np.flatnonzero((lo[:, j] > 0) | (hi[:, j] < c.size - 1))
+        out += c.min()
+        if cut.size:
+            out[cut] += range_min(range_min_table(c), lo[cut, j], hi[cut, j]) - c.min()
     return out
 
 

@@ -15,6 +15,9 @@ Variables and constraints (OCEAN's formulation, section 3, on booleans):
   exactly and cuts off), hence the optimum found is never above the true one.
 * one-hot groups: exactly one column at 1 (eq. 27); plausibility: the mean
   Isolation-Forest path length over its leaf booleans >= delta (eq. 33).
+  Under eq. 27 a leaf's bounds on a group only select categories, so leaves
+  that differ only in that (copies made by expanding a native categorical
+  split) share one boolean (:mod:`core.cells.groups`).
 * objective: per feature the interval cost telescoped on ``g`` (eq. 31
   generalised), costs scaled so the upper bound maps to 1e9 (rounding moves
   the optimum by at most ``n_features / 2e9`` of the bound, reported in ``slack``).
@@ -25,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.cells.bounds import bounded_costs, reachable_leaves
+from core.cells.groups import grouped_leaves
 from core.cells.problem import CellProblem, CellSolution
 
 __all__ = ["solve"]
@@ -117,15 +121,17 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
                 return None
         return svars
 
-    model_s = leaf_vars(prob.model_leaves, "s")
+    model_blk, model_row = grouped_leaves(prob, prob.model_leaves)
+    model_s = leaf_vars(model_blk, "s")
     if model_s is None:
         return CellSolution("infeasible", None, np.inf)
-    if not _target_constraint(m, prob, model_s):
+    if not _target_constraint(m, prob, model_blk, model_s):
         return CellSolution("infeasible", None, np.inf)
-    plaus_s = None
+    plaus_s, plaus_blk, plaus_row = None, None, None
     if prob.plaus_leaves is not None:
-        plaus_s = leaf_vars(prob.plaus_leaves, "p")
-        if plaus_s is None or not _plaus_constraint(m, prob, plaus_s):
+        plaus_blk, plaus_row = grouped_leaves(prob, prob.plaus_leaves)
+        plaus_s = leaf_vars(plaus_blk, "p")
+        if plaus_s is None or not _plaus_constraint(m, prob, plaus_blk, plaus_s):
             return CellSolution("infeasible", None, np.inf)
     for g in prob.groups:  # exactly one category: column value 1 <=> interval of 1
         ones = []
@@ -141,15 +147,16 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
                 m.add(v == 0)
         else:
             m.add_exactly_one(real)
-    for kind, leaves in prob.nogoods:
-        blk, svars = (prob.model_leaves, model_s) if kind == "model" else (prob.plaus_leaves, plaus_s)
+    for kind, leaves in prob.nogoods:  # merged leaves share their members' values: the cut holds for all
+        blk, row, svars = ((prob.model_leaves, model_row, model_s) if kind == "model"
+                           else (prob.plaus_leaves, plaus_row, plaus_s))
         clause, skip = [], False
         for t, node in enumerate(leaves):
             i = np.flatnonzero((blk.tree_of == t) & (blk.node == node))
-            if i.size == 0 or int(i[0]) not in svars:
+            if i.size == 0 or int(row[i[0]]) not in svars:
                 skip = True
                 break
-            clause.append(_neg(svars[int(i[0])]))
+            clause.append(_neg(svars[int(row[i[0]])]))
         if not skip and not _clause(m, clause):
             return CellSolution("infeasible", None, np.inf)
     for changed in prob.exclusions:  # diversity: keep one of these features unchanged
@@ -183,7 +190,7 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
         m.add(expr <= int(np.floor(ub * sc)) + d + 1)
     m.minimize(expr)
     if hint is not None:
-        _add_hints(m, prob, lits, model_s, plaus_s, hint)
+        _add_hints(m, prob, lits, ((model_row, model_s), (plaus_row, plaus_s)), hint)
 
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = float(max(time_limit, 0.01))
@@ -252,8 +259,8 @@ def _linear(m, svars, coefs):
     return sum(terms) if terms else 0, const
 
 
-def _target_constraint(m, prob, svars) -> bool:
-    ens, tgt, blk = prob.ens, prob.target, prob.model_leaves
+def _target_constraint(m, prob, blk, svars) -> bool:
+    ens, tgt = prob.ens, prob.target
     V = blk.value
     T = blk.n_trees
     base = ens.base_score
@@ -289,8 +296,7 @@ def _target_constraint(m, prob, svars) -> bool:
     return True
 
 
-def _plaus_constraint(m, prob, svars) -> bool:
-    blk = prob.plaus_leaves
+def _plaus_constraint(m, prob, blk, svars) -> bool:
     v = blk.value[:, 0]
     S = SCORE_SCALE_TARGET / max(1e-12, _max_abs_sum(blk, v))
     expr, const = _linear(m, svars, np.round(v * S))
@@ -304,17 +310,19 @@ def _max_abs_sum(blk, v: np.ndarray) -> float:
     return float(out.sum())
 
 
-def _add_hints(m, prob, lits, model_s, plaus_s, hint):
+def _add_hints(m, prob, lits, leaf_sets, hint):
+    """Hint the point ``hint``: its intervals and, per leaf set ((row map,
+    booleans) of the model and the plausibility forest), the leaves it reaches."""
     cells = prob.interval_of(hint[None, :])[0]
     for j, L in enumerate(lits):
         for mm, v in L.vars.items():
             m.add_hint(v, bool(cells[j] >= mm))
-    for blk, svars, ens in ((prob.model_leaves, model_s, prob.ens),
-                            (prob.plaus_leaves, plaus_s, None if prob.plaus is None else prob.plaus.forest)):
+    for (row, svars), blk, ens in zip(leaf_sets, (prob.model_leaves, prob.plaus_leaves),
+                                      (prob.ens, None if prob.plaus is None else prob.plaus.forest)):
         if svars is None or ens is None:
             continue
         reached = ens.apply(hint[None, :])[0]
-        hit = blk.node == reached[blk.tree_of]
+        hit = set(row[blk.node == reached[blk.tree_of]].tolist())
         for i, s in svars.items():
             if s is not True:
-                m.add_hint(s, bool(hit[i]))
+                m.add_hint(s, i in hit)
