@@ -4,7 +4,8 @@ On native categorical models expanded to one-hot columns: every point with one
 category per group reaches, in each tree, exactly one merged leaf, the one its
 own leaf maps to, with the same value; the merged block is smaller than the
 expanded one (the subtree copies are one leaf again); and the cell model that
-uses it (CP-SAT, no start, so it always runs) finds brute force's optimum.
+uses it (CP-SAT, no start, so it always runs) finds brute force's optimum,
+with the copies merged and without.
 """
 
 from __future__ import annotations
@@ -79,8 +80,10 @@ def test_merged_leaves_hold_exactly_the_points_of_their_members(make):
             np.testing.assert_array_equal(blk.value[rows[0]], raw.value[own])
 
 
+@pytest.mark.parametrize("merge", [True, False], ids=["merged", "copies"])
 @pytest.mark.parametrize("make", [_lightgbm, _xgboost], ids=["lightgbm", "xgboost"])
-def test_cell_model_on_merged_leaves_matches_brute_force(make):
+def test_cell_model_on_merged_leaves_matches_brute_force(make, merge, monkeypatch):
+    monkeypatch.setattr("core.cells.groups.MERGE_COPIES", merge)
     df = _table()
     model = make(df)
     ws = build_workspace(df, "y", model, name="groups")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.cells.groups import grouped_leaves
 from core.cells.problem import CellProblem, TreeBlock
 
 __all__ = ["bounded_costs", "range_min_table", "range_min", "box_distances", "reachable_leaves",
@@ -90,10 +91,12 @@ def leaf_distances(prob: CellProblem, blk: TreeBlock) -> np.ndarray:
     return box_distances(prob.costs, blk.lo, blk.hi)
 
 
-def score_needs(prob: CellProblem) -> list[tuple[np.ndarray, float]]:
+def score_needs(prob: CellProblem, blk: TreeBlock | None = None) -> list[tuple[np.ndarray, float]]:
     """The target as (per-leaf score, required sum) pairs, all of which must
-    hold: the sum over trees of the reached leaves' scores reaches the need."""
-    ens, tgt, V = prob.ens, prob.target, prob.model_leaves.value
+    hold: the sum over trees of the reached leaves' scores reaches the need.
+    Scores are per leaf of ``blk`` (default: the model's leaves)."""
+    ens, tgt = prob.ens, prob.target
+    V = (prob.model_leaves if blk is None else blk).value
     base = ens.base_score
     if tgt.kind == "class" and ens.link == "sigmoid":
         sign = 1.0 if tgt.class_index == 1 else -1.0
@@ -134,11 +137,12 @@ def radius_for(dist: np.ndarray, tree_of: np.ndarray, score: np.ndarray, need: f
 def radius_bound(prob: CellProblem) -> float:
     """A lower bound on the optimal cost: the smallest cost radius within which
     every tree can reach leaves whose best values add up to the target (each
-    tree on its own). ``inf`` proves that no counterfactual exists."""
-    blk = prob.model_leaves
+    tree on its own). ``inf`` proves that no counterfactual exists. Leaves are
+    read with one category per one-hot group (:mod:`core.cells.groups`)."""
+    blk, _ = grouped_leaves(prob, prob.model_leaves)
     dist = leaf_distances(prob, blk)
-    rs = [radius_for(dist, blk.tree_of, score, need) for score, need in score_needs(prob)]
+    rs = [radius_for(dist, blk.tree_of, score, need) for score, need in score_needs(prob, blk)]
     if prob.plaus_leaves is not None:
-        pb = prob.plaus_leaves
+        pb, _ = grouped_leaves(prob, prob.plaus_leaves)
         rs.append(radius_for(leaf_distances(prob, pb), pb.tree_of, pb.value[:, 0], prob.plaus.delta))
     return max(rs) if rs else 0.0

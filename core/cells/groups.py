@@ -28,10 +28,14 @@ import numpy as np
 from core.cells.cache import GRID_CACHE
 from core.cells.problem import CellProblem, TreeBlock
 
-__all__ = ["grouped_leaves"]
+__all__ = ["grouped_leaves", "zero_one_intervals", "MERGE_COPIES"]
+
+# False keeps one leaf per expanded leaf (boxes still canonical): the reference
+# bench/intake.py compares the merged model against, and a switch for tests.
+MERGE_COPIES = True
 
 
-def _zero_one(levels: list[np.ndarray], g: list[int]) -> tuple[np.ndarray, np.ndarray]:
+def zero_one_intervals(levels: list[np.ndarray], g: list[int]) -> tuple[np.ndarray, np.ndarray]:
     """Interval index of the value 0 and of the value 1 of each column of group ``g``."""
     i0 = np.array([np.searchsorted(levels[j], 0.0, side="left") for j in g])
     i1 = np.array([np.searchsorted(levels[j], 1.0, side="left") for j in g])
@@ -45,7 +49,7 @@ def _canonical(blk: TreeBlock, levels: list[np.ndarray], groups: list[list[int]]
     lo, hi = blk.lo.copy(), blk.hi.copy()
     keep = np.ones(lo.shape[0], dtype=bool)
     for g in groups:
-        i0, i1 = _zero_one(levels, g)
+        i0, i1 = zero_one_intervals(levels, g)
         L, H = lo[:, g], hi[:, g]
         not0 = ~((L <= i0) & (i0 <= H))
         has1 = (L <= i1) & (i1 <= H)
@@ -66,7 +70,7 @@ def _merge(tree_of, node, lo, hi, value, g, levels):
     inv = inv.ravel()
     if first.size == key.shape[0]:
         return tree_of, node, lo, hi, value, np.arange(key.shape[0])
-    i0, i1 = _zero_one(levels, g)
+    i0, i1 = zero_one_intervals(levels, g)
     allowed = np.zeros((first.size, len(g)), dtype=bool)
     np.logical_or.at(allowed, inv, hi[:, g] >= i1)
     lo2, hi2 = lo[first].copy(), hi[first].copy()
@@ -86,7 +90,7 @@ def _build(blk: TreeBlock, levels: list[np.ndarray], groups: list[list[int]]
     lo, hi = lo[rows], hi[rows]
     row_of = np.full(blk.tree_of.size, -1, dtype=np.int64)
     cur = np.arange(rows.size)
-    for g in groups:
+    for g in groups if MERGE_COPIES else ():
         tree_of, node, lo, hi, value, step = _merge(tree_of, node, lo, hi, value, g, levels)
         cur = step[cur]
     row_of[rows] = cur
@@ -102,5 +106,5 @@ def grouped_leaves(prob: CellProblem, blk: TreeBlock) -> tuple[TreeBlock, np.nda
     if not prob.groups:
         return blk, np.arange(blk.tree_of.size)
     which = "model" if blk is prob.model_leaves else "plaus"
-    key = ("grouped", which, prob.grid_key, tuple(tuple(g) for g in prob.groups))
+    key = ("grouped", which, MERGE_COPIES, prob.grid_key, tuple(tuple(g) for g in prob.groups))
     return GRID_CACHE.get(prob.ens, key, lambda: _build(blk, prob.levels, prob.groups))

@@ -25,11 +25,13 @@ Variables and constraints (OCEAN's formulation, section 3, on booleans):
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import numpy as np
 
 from core.cells.bounds import bounded_costs, reachable_leaves
-from core.cells.groups import grouped_leaves
-from core.cells.problem import CellProblem, CellSolution
+from core.cells.groups import zero_one_intervals, grouped_leaves
+from core.cells.problem import CellProblem, CellSolution, TreeBlock
 
 __all__ = ["solve"]
 
@@ -75,123 +77,30 @@ def _clause(model, lits) -> bool:
 
 
 def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None = None,
-                n_workers: int = 2) -> CellSolution:
-    from ortools.sat.python import cp_model
+          n_workers: int = 2) -> CellSolution:
+    """The cheapest cell reaching the target, proven optimal within ``time_limit``
+    (status "feasible" with a lower bound when the time runs out)."""
+    from ortools.sat.python import cp_model  # optional heavy dependency, loaded on the first query
 
-    d = prob.n_features
-    ub = prob.upper_bound
     costs = bounded_costs(prob)
-    allowed = [np.isfinite(c) for c in costs]
-    if any(not a.any() for a in allowed):
+    if any(not np.isfinite(c).any() for c in costs):
         return CellSolution("infeasible", None, np.inf)
+    ub = prob.upper_bound
     ref = ub if np.isfinite(ub) and ub > 0 else max(1e-12, sum(float(c[np.isfinite(c)].max()) for c in costs))
     sc = COST_SCALE_TARGET / ref
-
     m = cp_model.CpModel()
-    lits = [_Lits(m, j, allowed[j]) for j in range(d)]
-    lo_i = np.array([L.lo_i for L in lits])   # the allowed span of each feature's intervals
-    hi_i = np.array([L.hi_i for L in lits])
-    for j in range(d):  # forbidden intervals inside the allowed span
-        for i in range(lits[j].lo_i + 1, lits[j].hi_i):
-            if not allowed[j][i] and not _clause(m, [_neg(lits[j].ge(i)), lits[j].ge(i + 1)]):
-                return CellSolution("infeasible", None, np.inf)
-
-    def leaf_vars(blk, name):
-        mask = reachable_leaves(blk, costs, ub)
-        svars: dict[int, object] = {}
-        for t in range(blk.n_trees):
-            idx = np.flatnonzero(mask & (blk.tree_of == t))
-            if idx.size == 0:
-                return None
-            if idx.size == 1:
-                svars[int(idx[0])] = True
-            else:
-                vs = [m.new_bool_var(f"{name}{t}_{i}") for i in idx]
-                m.add_exactly_one(vs)
-                svars.update(zip(idx.tolist(), vs))
-        _tree_cuts(m, blk, svars, lits, lo_i, hi_i)
-        keys = np.fromiter(svars.keys(), dtype=np.int64, count=len(svars))
-        lo_all, hi_all = blk.lo[keys], blk.hi[keys]
-        need_lo, need_hi = lo_all > lo_i, hi_all < hi_i       # only the bounds that cut the domain
-        for r, j in zip(*np.nonzero(need_lo)):
-            if not _clause(m, [_neg(svars[int(keys[r])]), lits[j].ge(int(lo_all[r, j]))]):
-                return None
-        for r, j in zip(*np.nonzero(need_hi)):
-            if not _clause(m, [_neg(svars[int(keys[r])]), _neg(lits[j].ge(int(hi_all[r, j]) + 1))]):
-                return None
-        return svars
-
-    model_blk, model_row = grouped_leaves(prob, prob.model_leaves)
-    model_s = leaf_vars(model_blk, "s")
-    if model_s is None:
+    lits = [_Lits(m, j, np.isfinite(c)) for j, c in enumerate(costs)]
+    built = _constraints(m, prob, costs, lits)
+    if built is None:
         return CellSolution("infeasible", None, np.inf)
-    if not _target_constraint(m, prob, model_blk, model_s):
-        return CellSolution("infeasible", None, np.inf)
-    plaus_s, plaus_blk, plaus_row = None, None, None
-    if prob.plaus_leaves is not None:
-        plaus_blk, plaus_row = grouped_leaves(prob, prob.plaus_leaves)
-        plaus_s = leaf_vars(plaus_blk, "p")
-        if plaus_s is None or not _plaus_constraint(m, prob, plaus_blk, plaus_s):
-            return CellSolution("infeasible", None, np.inf)
-    for g in prob.groups:  # exactly one category: column value 1 <=> interval of 1
-        ones = []
-        for j in g:
-            i1 = int(np.searchsorted(prob.levels[j], 1.0, side="left"))
-            ones.append(lits[j].ge(i1))
-        const = sum(1 for v in ones if v is True)
-        real = [v for v in ones if not isinstance(v, bool)]
-        if const > 1 or (const == 0 and not real):
-            return CellSolution("infeasible", None, np.inf)
-        if const == 1:
-            for v in real:
-                m.add(v == 0)
-        else:
-            m.add_exactly_one(real)
-    for kind, leaves in prob.nogoods:  # merged leaves share their members' values: the cut holds for all
-        blk, row, svars = ((prob.model_leaves, model_row, model_s) if kind == "model"
-                           else (prob.plaus_leaves, plaus_row, plaus_s))
-        clause, skip = [], False
-        for t, node in enumerate(leaves):
-            i = np.flatnonzero((blk.tree_of == t) & (blk.node == node))
-            if i.size == 0 or int(row[i[0]]) not in svars:
-                skip = True
-                break
-            clause.append(_neg(svars[int(row[i[0]])]))
-        if not skip and not _clause(m, clause):
-            return CellSolution("infeasible", None, np.inf)
-    for changed in prob.exclusions:  # diversity: keep one of these features unchanged
-        us = []
-        for j in changed:
-            h = int(prob.hat[j])
-            u = m.new_bool_var(f"u{j}")
-            for lit in (lits[j].ge(h), _neg(lits[j].ge(h + 1))):
-                if lit is False:
-                    m.add(u == 0)
-                elif lit is not True:
-                    m.add_implication(u, lit)
-            us.append(u)
-        m.add_bool_or(us)
-
-    # objective: sum_j C_j(lo_i) + sum_m (C_j(m) - C_j(m-1)) g_jm, with scaled integer costs
-    obj, const = [], 0
-    for j in range(d):
-        c = costs[j].copy()
-        for i in range(1, c.size):  # forbidden interior intervals take their neighbour's cost
-            if not np.isfinite(c[i]):
-                c[i] = c[i - 1]
-        cs = np.round(np.where(np.isfinite(c), c, 0) * sc).astype(np.int64)
-        const += int(cs[lits[j].lo_i])
-        for mm, v in lits[j].vars.items():
-            delta = int(cs[mm] - cs[mm - 1])
-            if delta:
-                obj.append((delta, v))
-    expr = sum(coef * v for coef, v in obj) + const
+    model_s, plaus_s = built
+    expr = _objective(prob, costs, lits, sc)
+    d = prob.n_features
     if np.isfinite(ub):
         m.add(expr <= int(np.floor(ub * sc)) + d + 1)
     m.minimize(expr)
     if hint is not None:
-        _add_hints(m, prob, lits, ((model_row, model_s), (plaus_row, plaus_s)), hint)
-
+        _add_hints(m, prob, lits, (model_s, plaus_s), hint)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = float(max(time_limit, 0.01))
     solver.parameters.num_workers = int(max(1, n_workers))
@@ -205,17 +114,173 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
         if status == cp_model.MODEL_INVALID:
             raise RuntimeError(f"CP-SAT rejected the model: {m.validate()}")
         return CellSolution("unknown", None, solver.best_objective_bound / sc if solver.best_objective_bound else 0.0)
-    cells = np.array([lits[j].lo_i + sum(int(solver.boolean_value(v)) for v in lits[j].vars.values())
-                      for j in range(d)])
+    cells = np.array([L.lo_i + sum(int(solver.boolean_value(v)) for v in L.vars.values()) for L in lits])
     lb = max(0.0, (solver.best_objective_bound - d / 2) / sc)
     return CellSolution("optimal" if status == cp_model.OPTIMAL else "feasible", cells, lb, slack=d / (2 * sc))
 
 
-def _tree_cuts(m, blk, svars, lits, lo_i: np.ndarray, hi_i: np.ndarray) -> None:
+class _LeafSet(NamedTuple):
+    """The booleans of one leaf block: per row of the (grouped) block its literal,
+    and per row of the problem's own block its grouped row (-1: never reached)."""
+
+    svars: dict[int, Any]
+    row: np.ndarray
+
+
+def _constraints(m, prob: CellProblem, costs: list[np.ndarray], lits: list[_Lits]
+                 ) -> tuple[_LeafSet, _LeafSet | None] | None:
+    """Every constraint but the objective; None when they cannot all hold."""
+    for j, L in enumerate(lits):  # forbidden intervals inside the allowed span
+        for i in range(L.lo_i + 1, L.hi_i):
+            if not np.isfinite(costs[j][i]) and not _clause(m, [_neg(L.ge(i)), L.ge(i + 1)]):
+                return None
+    model_blk, model_row = grouped_leaves(prob, prob.model_leaves)
+    model_s = _leaf_vars(m, prob, model_blk, costs, lits, "s")
+    if model_s is None or not _target_constraint(m, prob, model_blk, model_s):
+        return None
+    plaus = None
+    if prob.plaus_leaves is not None:
+        plaus_blk, plaus_row = grouped_leaves(prob, prob.plaus_leaves)
+        plaus_s = _leaf_vars(m, prob, plaus_blk, costs, lits, "p")
+        if plaus_s is None or not _plaus_constraint(m, prob, plaus_blk, plaus_s):
+            return None
+        plaus = _LeafSet(plaus_s, plaus_row)
+    model = _LeafSet(model_s, model_row)
+    if not (_one_category(m, prob, lits) and _nogoods(m, prob, model, plaus)):
+        return None
+    _exclusions(m, prob, lits)
+    return model, plaus
+
+
+def _leaf_vars(m, prob: CellProblem, blk: TreeBlock, costs: list[np.ndarray], lits: list[_Lits], name: str
+               ) -> dict[int, Any] | None:
+    """One boolean per reachable leaf, exactly one per tree, each implying its
+    box (eqs. 8-12, 16-17); None when some tree has no reachable leaf."""
+    mask = reachable_leaves(blk, costs, prob.upper_bound)
+    svars: dict[int, Any] = {}
+    for t in range(blk.n_trees):
+        idx = np.flatnonzero(mask & (blk.tree_of == t))
+        if idx.size == 0:
+            return None
+        if idx.size == 1:
+            svars[int(idx[0])] = True
+        else:
+            vs = [m.new_bool_var(f"{name}{t}_{i}") for i in idx]
+            m.add_exactly_one(vs)
+            svars.update(zip(idx.tolist(), vs))
+    lo_i = np.array([L.lo_i for L in lits])   # the allowed span of each feature's intervals
+    hi_i = np.array([L.hi_i for L in lits])
+    in_group = np.zeros(len(lits), dtype=bool)
+    in_group[[j for g in prob.groups for j in g]] = True
+    _tree_cuts(m, blk, svars, lits, lo_i, hi_i, in_group)
+    keys = np.fromiter(svars.keys(), dtype=np.int64, count=len(svars))
+    lo_all, hi_all = blk.lo[keys], blk.hi[keys]
+    need_lo = (lo_all > lo_i) & ~in_group           # only the bounds that cut the domain
+    need_hi = (hi_all < hi_i) & ~in_group
+    for r, j in zip(*np.nonzero(need_lo)):
+        if not _clause(m, [_neg(svars[int(keys[r])]), lits[j].ge(int(lo_all[r, j]))]):
+            return None
+    for r, j in zip(*np.nonzero(need_hi)):
+        if not _clause(m, [_neg(svars[int(keys[r])]), _neg(lits[j].ge(int(hi_all[r, j]) + 1))]):
+            return None
+    for g in prob.groups:
+        if not _leaf_categories(m, prob, g, [svars[int(k)] for k in keys], hi_all[:, g], lits):
+            return None
+    return svars
+
+
+def _leaf_categories(m, prob: CellProblem, g: list[int], svars: list, hi: np.ndarray, lits: list[_Lits]) -> bool:
+    """A leaf's categories of group ``g`` (canonical bounds: a column spans 1
+    iff its category is allowed, :mod:`core.cells.groups`): with one category
+    hot (eq. 27), "one of the allowed is hot" and "every other is cold" say
+    the same, so the shorter is written: one clause, or one per excluded column."""
+    i0, i1 = zero_one_intervals(prob.levels, g)
+    allowed = hi >= i1
+    for s, a in zip(svars, allowed):
+        if a.all():
+            continue
+        if a.sum() <= (~a).sum():
+            ok = _clause(m, [_neg(s)] + [lits[j].ge(int(i1[c])) for c, j in enumerate(g) if a[c]])
+        else:
+            ok = all(_clause(m, [_neg(s), _neg(lits[j].ge(int(i0[c]) + 1))]) for c, j in enumerate(g) if not a[c])
+        if not ok:
+            return False
+    return True
+
+
+def _one_category(m, prob: CellProblem, lits: list[_Lits]) -> bool:
+    """Exactly one column of each one-hot group at 1 (eq. 27)."""
+    for g in prob.groups:
+        ones = [lits[j].ge(int(np.searchsorted(prob.levels[j], 1.0, side="left"))) for j in g]
+        const = sum(1 for v in ones if v is True)
+        real = [v for v in ones if not isinstance(v, bool)]
+        if const > 1 or (const == 0 and not real):
+            return False
+        if const == 1:
+            for v in real:
+                m.add(v == 0)
+        else:
+            m.add_exactly_one(real)
+    return True
+
+
+def _nogoods(m, prob: CellProblem, model: _LeafSet, plaus: _LeafSet | None) -> bool:
+    """Cut off the leaf combinations of points found invalid (near ties the
+    integer scaling admitted); merged leaves share their members' values, so
+    the cut holds for every member."""
+    for kind, leaves in prob.nogoods:
+        blk, ls = (prob.model_leaves, model) if kind == "model" else (prob.plaus_leaves, plaus)
+        clause = []
+        for t, node in enumerate(leaves):
+            i = np.flatnonzero((blk.tree_of == t) & (blk.node == node))
+            if i.size == 0 or int(ls.row[i[0]]) not in ls.svars:
+                break
+            clause.append(_neg(ls.svars[int(ls.row[i[0]])]))
+        else:
+            if not _clause(m, clause):
+                return False
+    return True
+
+
+def _exclusions(m, prob: CellProblem, lits: list[_Lits]) -> None:
+    """Diversity: of each earlier solution's changed features, keep one unchanged."""
+    for changed in prob.exclusions:
+        us = []
+        for j in changed:
+            h = int(prob.hat[j])
+            u = m.new_bool_var(f"u{j}")
+            for lit in (lits[j].ge(h), _neg(lits[j].ge(h + 1))):
+                if lit is False:
+                    m.add(u == 0)
+                elif lit is not True:
+                    m.add_implication(u, lit)
+            us.append(u)
+        m.add_bool_or(us)
+
+
+def _objective(prob: CellProblem, costs: list[np.ndarray], lits: list[_Lits], sc: float):
+    """sum_j C_j(lo_i) + sum_m (C_j(m) - C_j(m-1)) g_jm, with integer costs scaled by ``sc``."""
+    obj, const = [], 0
+    for j, L in enumerate(lits):
+        c = costs[j].copy()
+        for i in range(1, c.size):  # forbidden interior intervals take their neighbour's cost
+            if not np.isfinite(c[i]):
+                c[i] = c[i - 1]
+        cs = np.round(np.where(np.isfinite(c), c, 0) * sc).astype(np.int64)
+        const += int(cs[L.lo_i])
+        for mm, v in L.vars.items():
+            delta = int(cs[mm] - cs[mm - 1])
+            if delta:
+                obj.append((delta, v))
+    return sum(coef * v for coef, v in obj) + const
+
+
+def _tree_cuts(m, blk, svars, lits, lo_i: np.ndarray, hi_i: np.ndarray, skip: np.ndarray) -> None:
     """Per tree, feature and level: the leaves that need ``x_j > L_m`` sum to at
     most ``g[j][m]``, those that need ``x_j <= L_m`` to at most ``1 - g[j][m]``
     (OCEAN's flow constraints 16-17, aggregated); they tighten the LP relaxation.
-    Only the features some leaf of the tree bounds inside the domain are visited."""
+    Only the features some leaf of the tree bounds inside the domain are visited,
+    and not the one-hot columns in ``skip`` (their leaves name categories)."""
     keys = np.fromiter((i for i, v in svars.items() if v is not True), dtype=np.int64)
     if keys.size < 2:
         return
@@ -229,7 +294,7 @@ def _tree_cuts(m, blk, svars, lits, lo_i: np.ndarray, hi_i: np.ndarray) -> None:
             continue
         idx = keys[a:b]
         LO, HI = blk.lo[idx], blk.hi[idx]
-        cut_lo, cut_hi = LO > lo_i, HI < hi_i
+        cut_lo, cut_hi = (LO > lo_i) & ~skip, (HI < hi_i) & ~skip
         for j in np.flatnonzero(cut_lo.any(axis=0) | cut_hi.any(axis=0)):
             L = lits[j]
             lo, hi = LO[:, j], HI[:, j]
@@ -311,18 +376,18 @@ def _max_abs_sum(blk, v: np.ndarray) -> float:
 
 
 def _add_hints(m, prob, lits, leaf_sets, hint):
-    """Hint the point ``hint``: its intervals and, per leaf set ((row map,
-    booleans) of the model and the plausibility forest), the leaves it reaches."""
+    """Hint the point ``hint``: its intervals and, for the model's and the
+    plausibility forest's leaf sets, the leaves it reaches."""
     cells = prob.interval_of(hint[None, :])[0]
     for j, L in enumerate(lits):
         for mm, v in L.vars.items():
             m.add_hint(v, bool(cells[j] >= mm))
-    for (row, svars), blk, ens in zip(leaf_sets, (prob.model_leaves, prob.plaus_leaves),
-                                      (prob.ens, None if prob.plaus is None else prob.plaus.forest)):
-        if svars is None or ens is None:
+    for ls, blk, ens in zip(leaf_sets, (prob.model_leaves, prob.plaus_leaves),
+                            (prob.ens, None if prob.plaus is None else prob.plaus.forest)):
+        if ls is None or ens is None:
             continue
         reached = ens.apply(hint[None, :])[0]
-        hit = set(row[blk.node == reached[blk.tree_of]].tolist())
-        for i, s in svars.items():
+        hit = set(ls.row[blk.node == reached[blk.tree_of]].tolist())
+        for i, s in ls.svars.items():
             if s is not True:
                 m.add_hint(s, i in hit)
