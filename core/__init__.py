@@ -56,9 +56,12 @@ actionability), ``time_limit`` (finite positive seconds, checked by
 long runs (the audit adds its stage: ``progress(stage, done, total)``),
 ``should_stop()`` polled to cancel, ``random_state``. Settings that change an
 answer are passed where they act (a counterfactual rule's ``pi``, ``pi_c``
-and ``top_k`` per query; the audit's and FCCA's settings as
+and ``top_k`` per query; an optimal counterfactual's, the audit's and FCCA's
+settings as :class:`core.optimal.OptimalSettings` /
 :class:`core.audit.AuditSettings` / :class:`core.fcca.FCCASettings`, or as
-keywords that override them). Results are frozen dataclasses; errors a user
+keywords that override them). The optimal counterfactual's ``on_progress(result)``
+is not a progress count: it hands over the first valid point (the warm start)
+while the solver works on the proof. Results are frozen dataclasses; errors a user
 can cause are the classes of :mod:`core.errors` (all ``ValueError``); values
 are made JSON-able by :func:`core.jsonable.plain`; rules are written by
 :mod:`core.ruletext`; changes read ``feature: before → after``

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -62,10 +62,11 @@ from core.cells import (CellProblem, Plausibility, QueryRun, best_start, build_p
                         feature_levels, greedy_start, radius_bound, warm_start)
 from core.counterfactual import CounterfactualResult, QueryError, check_time_limit
 from core.ensemble import TreeEnsemble, from_model
+from core.settings import with_overrides
 from core.solvers import cpsat, ocean, separable
 from core.solvers.ocean import GurobiUnavailable
 
-__all__ = ["optimal_counterfactual", "build_problem", "feature_levels", "Plausibility", "CellProblem",
+__all__ = ["optimal_counterfactual", "OptimalSettings", "build_problem", "feature_levels", "Plausibility", "CellProblem",
            "warm_start", "greedy_start", "radius_bound", "explain_infeasible", "BACKENDS"]
 
 BACKENDS = ("auto", "cpsat", "highs", "gurobi")
@@ -91,14 +92,43 @@ def _choose_backend(backend: str) -> str:
     return backend
 
 
-def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Any = None, norm: Any = "l1",
-                           weights: Any = None, fixed: Iterable[Any] = (),
-                           increase_only: Iterable[Any] = (), decrease_only: Iterable[Any] = (),
-                           plausibility: Plausibility | Any | None = None, backend: str = "auto",
-                           time_limit: float = 30.0, n_solutions: int = 1, X_ref: Any = None,
-                           model: Any = None, n_workers: int = 2, warm: bool = True,
-                           on_progress: Callable[[CounterfactualResult], None] | None = None
-                           ) -> CounterfactualResult:
+@dataclass(frozen=True)
+class OptimalSettings:
+    """Every setting of an optimal-counterfactual query, with its default.
+
+    The question: schema (core.schema.Schema; kinds, ranges, actionability,
+    weights; without it every feature is numerical, free and unbounded, in raw
+    units), norm ("l0", "l1", "l2" (squared) or a dict of weights, see
+    core.counterfactual), weights (per feature: an array (d,) or (d, 2) =
+    (decrease, increase), or a dict name -> weight or (decrease, increase)),
+    fixed / increase_only / decrease_only (feature names or indices overriding
+    the schema's actionability), plausibility (a :class:`Plausibility`, or a
+    fitted IsolationForest: its own threshold is used).
+    How it is solved: backend ("auto" (= "cpsat" unless a Gurobi licence is
+    installed), "cpsat", "highs" or "gurobi"), time_limit (seconds for the whole
+    query), n_solutions (diverse solutions, see the module doc), n_workers
+    (solver threads), warm (False skips both starts, reference rows and the
+    model's own: the plain formulation, for benchmarks).
+    """
+
+    schema: Any = None
+    norm: Any = "l1"
+    weights: Any = None
+    fixed: Iterable[Any] = ()
+    increase_only: Iterable[Any] = ()
+    decrease_only: Iterable[Any] = ()
+    plausibility: Plausibility | Any | None = None
+    backend: str = "auto"
+    time_limit: float = 30.0
+    n_solutions: int = 1
+    n_workers: int = 2
+    warm: bool = True
+
+
+def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, settings: OptimalSettings | None = None,
+                           X_ref: Any = None, model: Any = None,
+                           on_progress: Callable[[CounterfactualResult], None] | None = None,
+                           **overrides: Any) -> CounterfactualResult:
     """The minimum-cost change of ``x`` that gives ``target``, proven optimal.
 
     Parameters
@@ -106,23 +136,12 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Any = 
     ensemble : TreeEnsemble or a supported model.
     x : array-like of shape (n_features,), the query.
     target : a class label (classifiers) or an interval ``(lo, hi)`` (regressors).
-    schema : core.schema.Schema; kinds, ranges, actionability, weights. Without
-        it every feature is numerical, free and unbounded, in raw units.
-    norm : "l0", "l1", "l2" (squared) or a dict of weights, see core.counterfactual.
-    weights : per-feature weights: an array (d,) or (d, 2) = (decrease, increase),
-        or a dict name -> weight or (decrease, increase).
-    fixed, increase_only, decrease_only : feature names or indices overriding
-        the schema's actionability.
-    plausibility : a :class:`Plausibility`, or a fitted IsolationForest (its own
-        threshold is used).
-    backend : "auto" (= "cpsat"), "cpsat", "highs" or "gurobi".
-    time_limit : seconds for the whole query.
-    n_solutions : number of diverse solutions (see module doc).
+    settings : :class:`OptimalSettings`; any of its fields may also be given as a
+        keyword (``schema=``, ``norm=``, ``fixed=``, ``time_limit=``, ...), which
+        overrides the object's value.
     X_ref : array-like (n, n_features), reference rows for the warm start
         (usually the training data); optional.
     model : the original model, if any: each result is also checked on it.
-    warm : False skips both starts (reference rows and the model's own): the plain
-        formulation, for benchmarks.
     on_progress : called with the warm-start result as soon as it exists.
 
     Returns
@@ -130,29 +149,26 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Any = 
     CounterfactualResult
     """
     t0 = time.perf_counter()
+    s, = with_overrides(overrides, QueryError, "counterfactual", settings or OptimalSettings())
     ens = from_model(ensemble) if not isinstance(ensemble, TreeEnsemble) else ensemble
+    plausibility = s.plausibility
     if plausibility is not None and not isinstance(plausibility, Plausibility):
         plausibility = Plausibility.from_forest(plausibility, None, None)
-    if n_solutions < 1:
+    if s.n_solutions < 1:
         raise QueryError("n_solutions must be at least 1.")
-    time_limit = check_time_limit(time_limit)
-    be = _choose_backend(backend)
-    params = dict(norm=norm if isinstance(norm, str) else dict(norm), backend=be, time_limit=time_limit,
-                  n_solutions=n_solutions, fixed=[str(v) for v in fixed],
-                  increase_only=[str(v) for v in increase_only], decrease_only=[str(v) for v in decrease_only],
-                  plausibility=None if plausibility is None else {"delta": plausibility.delta,
-                                                                 "contamination": plausibility.contamination},
-                  target=str(target))
-    prob = build_problem(ens, x, target, schema=schema, norm=norm, weights=weights, fixed=fixed,
-                         increase_only=increase_only, decrease_only=decrease_only, plausibility=plausibility)
+    time_limit = check_time_limit(s.time_limit)
+    be = _choose_backend(s.backend)
+    prob = build_problem(ens, x, target, schema=s.schema, norm=s.norm, weights=s.weights, fixed=s.fixed,
+                         increase_only=s.increase_only, decrease_only=s.decrease_only, plausibility=plausibility)
+    params = _params(s, be, time_limit, plausibility, target)
     build_s = time.perf_counter() - t0
     if X_ref is not None and not isinstance(X_ref, np.ndarray):
         X_ref = np.asarray(X_ref, dtype=float)
     results: list[CounterfactualResult] = []
-    for _ in range(n_solutions):
+    for _ in range(s.n_solutions):
         left = time_limit - (time.perf_counter() - t0)
         run = QueryRun(prob, params, t0, {"build": build_s}, model)
-        res = _solve_with_checks(run, be, max(left, 0.01), X_ref, warm, n_workers,
+        res = _solve_with_checks(run, be, max(left, 0.01), X_ref, s.warm, s.n_workers,
                                  on_progress if not results else None)
         results.append(res)
         if not res.found:
@@ -168,6 +184,17 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Any = 
     if len(results) > 1:
         first = replace(first, alternatives=tuple(r for r in results[1:] if r.found))
     return first
+
+
+def _params(s: OptimalSettings, backend: str, time_limit: float, plausibility: Plausibility | None,
+            target: Any) -> dict[str, Any]:
+    """The settings a result reports (JSON-ready)."""
+    return dict(norm=s.norm if isinstance(s.norm, str) else dict(s.norm), backend=backend, time_limit=time_limit,
+                n_solutions=s.n_solutions, fixed=[str(v) for v in s.fixed],
+                increase_only=[str(v) for v in s.increase_only], decrease_only=[str(v) for v in s.decrease_only],
+                plausibility=None if plausibility is None else {"delta": plausibility.delta,
+                                                               "contamination": plausibility.contamination},
+                target=str(target))
 
 
 def _solve_once(prob: CellProblem, backend: str, time_limit: float, hint: np.ndarray | None, n_workers: int):
