@@ -14,14 +14,16 @@ model). :mod:`core.ensemble` holds the one representation every analysis
 reads, :class:`core.ensemble.TreeEnsemble` (a split is ``x <= t`` or
 ``x in S``); :mod:`core.categorical` rewrites category splits as exact
 one-hot trees. :mod:`core.workspace` turns a table and a model into a checked
-workspace (numeric view ``X``, raw view ``to_raw``); :mod:`core.schema`
+workspace (numeric view ``X``, raw view ``to_raw``), matching the table's
+columns to the model's features with :mod:`core.matching`; :mod:`core.schema`
 describes features (kind, range, actionability, one-hot groups);
 :mod:`core.demo` builds the embedded demo.
 
 The counterfactual kernel. :mod:`core.counterfactual` has the cost model, the
 target and the result type; :mod:`core.cells` the problem on the grid of
-split levels (OCEAN section 3.2), its bounds, starts, cached structures and
-checked results; :mod:`core.solvers` the exact solvers of that problem
+split levels (OCEAN section 3.2), its bounds, starts, cached structures,
+checked results and leaves read as category sets of one-hot groups
+(:mod:`core.cells.groups`, what makes native categorical splits cheap); :mod:`core.solvers` the exact solvers of that problem
 (CP-SAT cell model, OCEAN's MILP on HiGHS/Gurobi, a knapsack for boosted
 stumps), each ``solve(problem) -> CellSolution``.
 

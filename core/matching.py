@@ -1,0 +1,305 @@
+"""Matching an analyst's table to a model's features, and encoding it.
+
+Used by :func:`core.workspace.build_workspace`; no Streamlit here.
+
+How columns are matched (no silent misreads)
+--------------------------------------------
+* A model that carries feature names is matched **by name**, never by
+  position. A name the table lacks may be a one-hot column of a table column
+  (``workclass=Private``, ``workclass_Private``, as pandas' ``get_dummies`` or
+  the app writes them): it is encoded from that column and the columns form a
+  one-hot group.
+* A model without names (``f0``, ``x0``, ``Column_0``, ``feature_0``) is matched
+  **by position** only when the caller confirms the proposed mapping
+  (``confirm_positions=True``); otherwise :class:`PositionalMatchRequired`
+  carries the mapping for the page to show.
+* Table columns the model does not use are listed in the notes
+  ("ignored: ...").
+* A categorical feature's values are matched to the model's categories
+  (as text, so ``1``, ``1.0`` and ``"1"`` agree); values the model never saw and
+  missing values take the missing code, as the model routes them, and are
+  counted in the notes.
+* Missing numerical values are the data's problem, not the model's: an error
+  names the columns and rows, unless the model itself imputes that column
+  (a scikit-learn pipeline's ``SimpleImputer``: the value it fills in is used,
+  with a note) or the caller drops those rows.
+* When the file carries the model's own training score (a forest's
+  out-of-bag score, a recorded best score), a much lower accuracy on the
+  labelled table is flagged in the notes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from core.ensemble import TreeEnsemble
+from core.errors import DataError, PositionalMatchRequired, SchemaError
+
+__all__ = ["Source", "GENERIC_NAME", "match_columns", "match_hashed_categories", "encode", "categorical_codes",
+           "norm_text"]
+
+#: feature names that carry no meaning (libraries' defaults for unnamed columns)
+GENERIC_NAME = re.compile(r"(f|x|Column_|feature_|Feature_)\d+")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where one model feature's values come from: a table column, or one
+    level of a table column (a one-hot column)."""
+
+    column: str
+    level: Any = None
+    one_hot: bool = False
+    category: bool = False      # one category of a model's categorical feature: missing is allowed
+
+    def describe(self) -> str:
+        return f"{self.column} = {self.level}" if self.one_hot else self.column
+
+
+def norm_text(v: Any) -> str:
+    """A value as matching text: 1, 1.0, "1" and True/"True" agree; NaN is ''."""
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return ""
+    if isinstance(v, (bool, np.bool_)):
+        return str(bool(v))
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        return str(int(v)) if float(v).is_integer() else repr(float(v))
+    return str(v).strip()
+
+
+def _one_hot_source(name: str, table: pd.DataFrame, values: dict[str, set[str]]) -> Source | None:
+    """``name`` read as ``column=level`` or ``column_level`` of a table column
+    (the longest column name that fits); ``values`` caches each column's values."""
+    best: Source | None = None
+    for c in map(str, table.columns):
+        for sep in ("=", "_"):
+            if name.startswith(c + sep) and len(name) > len(c) + 1 and (best is None or len(c) > len(best.column)):
+                if c not in values:
+                    values[c] = set(_keys(table[c])[1])
+                if name[len(c) + 1:] in values[c]:
+                    best = Source(c, name[len(c) + 1:], one_hot=True)
+    return best
+
+
+def _by_name(ens: TreeEnsemble, table: pd.DataFrame) -> list[Source]:
+    cols = {str(c) for c in table.columns}
+    sources, missing = [], []
+    values: dict[str, set[str]] = {}
+    for j, name in enumerate(ens.feature_names):
+        if name in cols:
+            sources.append(Source(name))
+            continue
+        src = None if ens.categories[j] is not None else _one_hot_source(name, table, values)
+        if src is None:
+            missing.append(name)
+        sources.append(src)
+    if missing:
+        used = {s.column for s in sources if s is not None}
+        extra = [c for c in table.columns if str(c) not in used]
+        raise SchemaError(
+            f"The model expects columns {missing[:8]}{' …' if len(missing) > 8 else ''} that the data does not "
+            f"have{'; the data has columns the model does not use: ' + str(extra[:8]) if extra else ''}. "
+            "Upload the data the model was trained on (with the same column names), or pick the right target "
+            "column."
+        )
+    return sources
+
+
+def _positional(ens: TreeEnsemble, table: pd.DataFrame) -> list[Source]:
+    """Model features matched to table columns in order; text columns (for a
+    model without categorical features) expanded to one-hot columns level by
+    level, as the app encodes them."""
+    sources: list[Source] = []
+    for c in table.columns:
+        s = table[str(c)]
+        if ens.categorical_features or pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
+            sources.append(Source(str(c)))
+        else:
+            levels = sorted(set(_keys(s)[1]))
+            sources.extend(Source(str(c), lv, one_hot=True) for lv in levels)
+    if len(sources) != ens.n_features:
+        text = [str(c) for c in table.columns if not pd.api.types.is_numeric_dtype(table[str(c)])]
+        raise SchemaError(
+            f"The model's {ens.n_features} features have no names, so they can only be matched to the data's "
+            f"columns by position, but the data has {table.shape[1]} feature columns"
+            f"{f' ({len(sources)} after one-hot encoding its text columns {text[:4]})' if text else ''}. "
+            "Upload the table the model was trained on, with exactly its columns in the same order, or save the "
+            "model with feature names (train it on a DataFrame)."
+        )
+    return sources
+
+
+def match_columns(ens: TreeEnsemble, table: pd.DataFrame, *, confirm_positions: bool = False
+                  ) -> tuple[list[Source], list[str], bool]:
+    """Sources of the model's features, table columns left unused, and whether
+    the match is positional."""
+    positional = all(GENERIC_NAME.fullmatch(n) for n in ens.feature_names) and not all(
+        n in {str(c) for c in table.columns} for n in ens.feature_names)
+    sources = _positional(ens, table) if positional else _by_name(ens, table)
+    if positional and not confirm_positions:
+        mapping = [(f, s.describe()) for f, s in zip(ens.feature_names, sources)]
+        raise PositionalMatchRequired(
+            f"The model's {ens.n_features} features have no names ({', '.join(ens.feature_names[:3])}, …), so "
+            "they can only be matched to the data's columns by position. Check the proposed mapping: it is right "
+            "only if the model was trained on exactly these columns in this order, encoded the same way.",
+            mapping)
+    used = {s.column for s in sources}
+    ignored = [str(c) for c in table.columns if str(c) not in used]
+    return sources, ignored, positional
+
+
+# ------------------------------------------------------------------ encoding
+def _keys(s: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Per row the index of its value among the distinct values, and those values
+    as matching text (:func:`_norm`); a missing value has index -1."""
+    idx, uniques = pd.factorize(s, use_na_sentinel=True)
+    return idx, [norm_text(v) for v in uniques]
+
+
+def match_hashed_categories(ens: TreeEnsemble, table: pd.DataFrame, sources: list[Source], notes: list[str]
+                             ) -> tuple[TreeEnsemble, pd.DataFrame]:
+    """CatBoost one-hot splits name a category by its hash (:mod:`core.parsing.catboost`):
+    each value of the data is hashed as CatBoost hashes it and read as the level with
+    that hash, or as "any other value" (which routes alike everywhere, and is given to
+    the model as the data's most frequent such value; when the data holds only one
+    such value, the level is named by it; when it holds none, there is no such level).
+    A level the export named only by its hash
+    takes the data's value with that hash as its name."""
+    from dataclasses import replace as _re
+
+    from core.parsing.cityhash import cat_feature_hash, category_text
+
+    hashes = ens.meta["category_hashes"]
+    other = ens.meta.get("other_level", "(any other value)")
+    cats = list(ens.categories)
+    table = table.copy(deep=False)
+    examples: dict[str, Any] = {}
+    fold: list[int] = []
+    for j in ens.categorical_features:
+        name = ens.feature_names[j]
+        if name not in hashes:
+            continue
+        col = sources[j].column
+        level_of = {h: k for k, h in enumerate(hashes[name])}
+        levels = list(cats[j])
+        counts = table[col].value_counts(dropna=True)
+        read_as: dict[Any, Any] = {}
+        others = []
+        for value, count in counts.items():
+            k = level_of.get(cat_feature_hash(value))
+            if k is None:
+                read_as[value] = other
+                others.append((count, value))
+                continue
+            if str(levels[k]).startswith("#"):
+                levels[k] = category_text(value)
+            read_as[value] = levels[k]
+        if len(others) == 1:            # one value no split names: the level is that value
+            levels[-1] = category_text(others[0][1])
+            read_as[others[0][1]] = levels[-1]
+        elif not others:                # none: the level goes (folded into the missing code, routed alike)
+            fold.append(j)
+        cats[j] = tuple(levels)
+        table[col] = table[col].map(lambda v, m=read_as: m.get(v, v))
+        if len(others) > 1:
+            top = max(others, key=lambda cv: cv[0])[1]
+            examples[name] = category_text(top)
+            notes.append(f"Of column {col!r}, {sum(c for c, _ in others)} values no split of the model names "
+                         f"(e.g. {category_text(top)!r}) are read as {other!r}: CatBoost routes them all alike.")
+    from core.parsing.catboost import fold_other_level
+
+    meta = {**ens.meta, "other_example": {**ens.meta.get("other_example", {}), **examples}}
+    return fold_other_level(_re(ens, categories=tuple(cats), meta=meta), fold), table
+
+
+def categorical_codes(ens: TreeEnsemble, j: int, s: pd.Series, notes: list[str]) -> np.ndarray:
+    cats = ens.categories[j]
+    index = {norm_text(v): k for k, v in enumerate(cats)}
+    idx, uniques = _keys(s)
+    code_of = np.array([index.get(u, len(cats)) for u in uniques] + [len(cats)], dtype=float)
+    codes = code_of[idx]                      # idx -1 (missing) takes the last entry: the missing code
+    unseen_u = [k for k, u in enumerate(uniques) if u not in index]
+    n_unseen = int(np.isin(idx, unseen_u).sum()) if unseen_u else 0
+    n_nan = int((idx < 0).sum())
+    if n_unseen or n_nan:
+        parts = []
+        if n_unseen:
+            parts.append(f"{n_unseen} hold categories the model never saw (e.g. {uniques[unseen_u[0]]!r})")
+        if n_nan:
+            parts.append(f"{n_nan} are missing")
+        notes.append(f"Of column {ens.feature_names[j]!r}, {' and '.join(parts)}: they are read as a missing "
+                     "value, which is how the model routes them.")
+    return codes
+
+
+def _numeric(name: str, s: pd.Series) -> pd.Series:
+    if pd.api.types.is_bool_dtype(s):
+        return s.astype(float)
+    if pd.api.types.is_numeric_dtype(s):
+        return s.astype(float)
+    conv = pd.to_numeric(s, errors="coerce")
+    bad = conv.isna() & s.notna()
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise DataError(
+            f"Column {name!r} must hold numbers for the model, but {int(bad.sum())} of its values are text "
+            f"(e.g. {s.iloc[i]!r} in row {i + 1}). Fix or remove those values and upload again."
+        )
+    return conv.astype(float)
+
+
+def encode(ens: TreeEnsemble, table: pd.DataFrame, sources: list[Source], drop_missing: bool
+            ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """The codes view (n, d), the mask of rows kept, and notes."""
+    notes: list[str] = []
+    n = len(table)
+    X = np.empty((n, ens.n_features))
+    missing = np.zeros(n, dtype=bool)
+    missing_cols: list[str] = []
+    impute = dict(ens.meta.get("impute") or {})
+    for j, src in enumerate(sources):
+        s = table[src.column]
+        name = ens.feature_names[j]
+        if (src.category or ens.categories[j] is not None) and src.column in impute and s.isna().any():
+            s = s.fillna(impute[src.column])           # the model's own imputer: missing reads as its fill
+        if ens.categories[j] is not None:
+            X[:, j] = categorical_codes(ens, j, s, notes)
+            continue
+        if src.one_hot:
+            idx, uniques = _keys(s)
+            hit = np.array([u == src.level for u in uniques] + [False])
+            X[:, j] = hit[idx].astype(float)
+            gap = np.zeros(n, dtype=bool) if src.category else idx < 0
+        else:
+            v = _numeric(src.column, s).to_numpy()
+            gap = np.isnan(v)
+            if gap.any() and name in impute:
+                v = np.where(gap, float(impute[name]), v)
+                notes.append(f"{int(gap.sum())} missing values of {name!r} are read as {impute[name]!r}, the value "
+                             "the model's own imputer fills in.")
+                gap = np.zeros(n, dtype=bool)
+            X[:, j] = v
+        if gap.any():
+            missing |= gap
+            if src.column not in missing_cols:
+                missing_cols.append(src.column)
+    if missing.any():
+        i = int(np.flatnonzero(missing)[0])
+        if not drop_missing:
+            raise DataError(
+                f"{int(missing.sum())} of {n} rows of the data have missing values (columns {missing_cols[:6]}; "
+                f"first at row {i + 1}). The model cannot score a row with a missing number: impute those values "
+                "in the data, or choose to drop those rows."
+            )
+        notes.append(f"Dropped {int(missing.sum())} rows with missing values (columns {missing_cols[:6]}).")
+    return X[~missing], ~missing, notes
+
+
+# ------------------------------------------------------------------ building
