@@ -14,12 +14,14 @@ once.
 from __future__ import annotations
 
 import os
+import warnings
 from functools import partial
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from core.errors import ClusterError
+from core.optimal import optimal_counterfactual
 
 __all__ = ["map_rows", "batch_counterfactuals", "connect", "ClusterError"]
 
@@ -85,8 +87,6 @@ def map_rows(fn: Callable[[Any], Any], items: Sequence[Any], *, n_jobs: int = 1,
     def abort() -> None:
         # A generator left to the garbage collector shuts the shared worker pool
         # down whenever it is collected, possibly in the middle of the next run.
-        import warnings
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)   # "N tasks ... have been cancelled"
             gen.close()
@@ -131,8 +131,6 @@ def _map_dask(fn, items, scheduler, progress, should_stop, chunk_size):
 
 
 def _one_cf(args: tuple[np.ndarray, Any], ensemble: Any, kwargs: dict[str, Any]):
-    from core.optimal import optimal_counterfactual
-
     x, target = args
     return optimal_counterfactual(ensemble, x, target, **kwargs)
 

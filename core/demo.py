@@ -26,6 +26,8 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from core.io import train_model
+
 __all__ = ["breast_cancer", "synthetic_credit", "DEMOS", "DemoSpec", "build_demo", "BIAS"]
 
 BIAS = 0.9
@@ -98,8 +100,6 @@ DEMOS: dict[str, DemoSpec] = {
 
 def build_demo(key: str) -> tuple[pd.DataFrame, str, Any, float]:
     """Data, target, trained model and held-out accuracy of a demo."""
-    from core.io import train_model
-
     spec = DEMOS[key]
     df, target = spec.data()
     X = df.drop(columns=[target])

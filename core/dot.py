@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from typing import Any
 
 __all__ = ["label", "available", "render"]
@@ -16,8 +17,6 @@ def label(text: Any) -> str:
 
 def available() -> bool:
     """Is Graphviz's ``dot`` installed (needed to render SVG/PNG, not to show the figure)?"""
-    import shutil
-
     return shutil.which("dot") is not None
 
 

@@ -21,6 +21,7 @@ the same definitions (a test checks them against fairlearn's functions).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any, Mapping
@@ -101,8 +102,6 @@ def _disparities(r: dict[str, np.ndarray], has_labels: bool) -> dict[str, np.nda
 def _interval(samples: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     q = (1 - level) / 2
     with np.errstate(invalid="ignore"):
-        import warnings
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             return np.nanquantile(samples, q, axis=0), np.nanquantile(samples, 1 - q, axis=0)

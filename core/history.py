@@ -24,6 +24,7 @@ reverse), *persists*, or is *new*/*gone* (tested in one audit only).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import secrets
@@ -32,11 +33,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 
 from core.audit import Audit
+from core.ensemble import TreeEnsemble
 from core.errors import HistoryError
+from core.schema import Schema
+from core.workspace import build_workspace
 
 __all__ = ["AuditStore", "HistoryError", "compare", "default_url", "new_owner_key", "LOCAL_OWNER"]
 
@@ -164,10 +169,6 @@ class AuditStore:
     # -------------------------------------------------------------- shared workspaces
     def save_workspace(self, ws: Any) -> str:
         """Keep a workspace (raw table, model arrays, settings) for a shareable link; its token."""
-        import io
-
-        import numpy as np
-
         arrays, ens_meta = ws.ensemble.to_arrays()
         buf = io.BytesIO()
         np.savez_compressed(buf, **arrays)
@@ -192,14 +193,6 @@ class AuditStore:
 
     def load_workspace(self, token: str) -> Any:
         """The workspace kept under ``token`` (see :meth:`save_workspace`)."""
-        import io
-
-        import numpy as np
-
-        from core.ensemble import TreeEnsemble
-        from core.schema import Schema
-        from core.workspace import build_workspace
-
         with self.engine.connect() as con:
             row = con.execute(sa.select(WORKSPACES).where(WORKSPACES.c.token == str(token)[:64])).mappings().first()
         if row is None:

@@ -31,7 +31,7 @@ How columns are matched (no silent misreads)
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -39,6 +39,8 @@ import pandas as pd
 
 from core.ensemble import TreeEnsemble
 from core.errors import DataError, PositionalMatchRequired, SchemaError
+from core.parsing.catboost import fold_other_level
+from core.parsing.cityhash import cat_feature_hash, category_text
 
 __all__ = ["Source", "GENERIC_NAME", "match_columns", "match_hashed_categories", "encode", "categorical_codes",
            "norm_text"]
@@ -172,10 +174,6 @@ def match_hashed_categories(ens: TreeEnsemble, table: pd.DataFrame, sources: lis
     such value, the level is named by it; when it holds none, there is no such level).
     A level the export named only by its hash
     takes the data's value with that hash as its name."""
-    from dataclasses import replace as _re
-
-    from core.parsing.cityhash import cat_feature_hash, category_text
-
     hashes = ens.meta["category_hashes"]
     other = ens.meta.get("other_level", "(any other value)")
     cats = list(ens.categories)
@@ -213,10 +211,8 @@ def match_hashed_categories(ens: TreeEnsemble, table: pd.DataFrame, sources: lis
             examples[name] = category_text(top)
             notes.append(f"Of column {col!r}, {sum(c for c, _ in others)} values no split of the model names "
                          f"(e.g. {category_text(top)!r}) are read as {other!r}: CatBoost routes them all alike.")
-    from core.parsing.catboost import fold_other_level
-
     meta = {**ens.meta, "other_example": {**ens.meta.get("other_example", {}), **examples}}
-    return fold_other_level(_re(ens, categories=tuple(cats), meta=meta), fold), table
+    return fold_other_level(replace(ens, categories=tuple(cats), meta=meta), fold), table
 
 
 def categorical_codes(ens: TreeEnsemble, j: int, s: pd.Series, notes: list[str]) -> np.ndarray:

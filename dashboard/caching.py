@@ -7,6 +7,7 @@ from typing import Any
 import streamlit as st
 
 from core import demo, io
+from core.optimal import Plausibility
 from core.workspace import Workspace, build_workspace
 from dashboard import loaders
 
@@ -56,7 +57,5 @@ def session_cached(name: str, key: Any, compute, max_entries: int = 4):
 
 def plausibility_model(data_key: str, target_label: str, contamination: float, X_target):
     """Isolation Forest on the rows the model assigns to the target class (per session)."""
-    from core.optimal import Plausibility
-
     return session_cached("plausibility", (data_key, target_label, contamination),
                           lambda: Plausibility.fit(X_target, contamination=contamination, random_state=0))

@@ -15,8 +15,11 @@ import math
 
 import streamlit as st
 
+from core.demo import DEMOS
 from core.errors import AtlasError
 from dashboard import state
+from dashboard.caching import demo_workspace
+from dashboard.history import store
 from dashboard.widgets import ROW, SHOWN, TARGET
 
 RESTORED = "_url_restored"
@@ -43,16 +46,11 @@ def restore() -> None:
     q = st.query_params
     try:
         if "ws" in q:
-            from dashboard.history import store
-
             ws = store().load_workspace(q["ws"])
             state.put(state.Keys.WORKSPACE, ws)
             state.put(state.Keys.DEMO, None)
             st.session_state[TOKEN] = (ws.key, q["ws"])
         elif "demo" in q:
-            from core.demo import DEMOS
-            from dashboard.caching import demo_workspace
-
             if q["demo"] in DEMOS:
                 state.put(state.Keys.WORKSPACE, demo_workspace(q["demo"]))
                 state.put(state.Keys.DEMO, q["demo"])
@@ -112,8 +110,6 @@ def share_button() -> None:
         return
     if st.button("Share this view", key="share_view", help="Keeps this data and model on the server so that the "
                  "address in your browser opens this view; anyone with the link can open them."):
-        from dashboard.history import store
-
         try:
             st.session_state[TOKEN] = (ws.key, store().save_workspace(ws))
             publish()

@@ -8,6 +8,10 @@ from typing import Iterator
 
 import streamlit as st
 
+from core import dot
+from dashboard import state
+from dashboard.deploy import settings
+
 log = logging.getLogger("atlas")
 
 
@@ -32,9 +36,6 @@ def user_errors(title: str) -> Iterator[None]:
 def cluster_setting(container) -> str | None:
     """The Dask scheduler address for this session's long runs, or None (local).
     Local instances take any address; a public one offers only the server's own."""
-    from dashboard import state
-    from dashboard.deploy import settings
-
     dep = settings()
     if dep.allows_custom_cluster:
         address = container.text_input(
@@ -56,9 +57,6 @@ def cluster_setting(container) -> str | None:
 def session_cluster() -> str | None:
     """The cluster address long runs of this session use (set by :func:`cluster_setting`);
     on a public instance only the server's own address can come back."""
-    from dashboard import state
-    from dashboard.deploy import settings
-
     value = (state.get(state.Keys.CLUSTER) or "").strip()
     dep = settings()
     if not dep.allows_custom_cluster and value != (dep.scheduler or ""):
@@ -81,8 +79,6 @@ def big_table_gate(n_rows: int, what: str, key: str, limit: int = 20_000) -> boo
 def graph_downloads(source: str, stem: str, key: str) -> None:
     """Download buttons for a Graphviz figure: SVG and PNG (rendered only when
     clicked; they need Graphviz's ``dot``) and its DOT source."""
-    from core import dot
-
     cols = st.columns(3)
     if dot.available():
         cols[0].download_button("Figure (SVG)", lambda: dot.render(source, "svg"), f"{stem}.svg", "image/svg+xml",
