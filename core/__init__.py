@@ -52,8 +52,10 @@ same name: ``fixed`` (features, by name or index, that must not move:
 optimal, exact regions, counterfactual rules, the audit's protected columns),
 ``increase_only`` / ``decrease_only``, ``target`` (a class label of a
 classifier, or an interval ``(lo, hi)`` of a regressor's output, read by
-:func:`core.counterfactual.make_target`), ``schema`` (kinds, ranges,
-actionability), ``time_limit`` (finite positive seconds, checked by
+:func:`core.counterfactual.make_target`; T-CREx and counterfactual rules,
+whose Y* is a set of outputs, also take ``"other"``, any output but the most
+frequent, and ``("other", c)``, read by :func:`core.counterfactual.output_mask`),
+``schema`` (kinds, ranges, actionability), ``time_limit`` (finite positive seconds, checked by
 :func:`core.counterfactual.check_time_limit`), ``progress(done, total)`` on
 long runs (the audit adds its stage: ``progress(stage, done, total)``),
 ``should_stop()`` polled to cancel, ``random_state``. Settings that change an
