@@ -35,10 +35,14 @@ Bewley et al. 2024): global rules of recourse and the metarule tree.
 :mod:`core.rules` (Amoukou & Brunel): counterfactual rules, local and
 regional, on the Projected Forest and the Regional RF (its kernel is the C
 module ``_projected``). :mod:`core.fcca` (FCCA, Piccialli et al. 2023):
-thresholds found by counterfactuals, compression, the small faithful tree.
+thresholds found by counterfactuals (there), the result's selection by Q,
+rates and heatmap (:mod:`core.fccaresult`) and the small faithful tree
+(:mod:`core.fccatree`).
 
 Audit and reporting. :mod:`core.audit` runs the recourse audit over protected
-groups (and its CLI), with :mod:`core.fairstats` (bootstrap, permutation,
+groups (every name importable from there; the run and its stages in
+:mod:`core.auditrun`, statistics and summary in :mod:`core.auditstats`, the
+result in :mod:`core.auditresult`, the command line in :mod:`core.auditcli`), with :mod:`core.fairstats` (bootstrap, permutation,
 Holm), :mod:`core.groupfair` (group metrics), :mod:`core.subgroups` (the
 subgroup scan) and :mod:`core.filters` (sub-population filters, a linear-time
 tokenizer); :mod:`core.report` writes the self-contained HTML report,

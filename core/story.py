@@ -20,9 +20,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.errors import NoCounterfactualRuleError
 from core.optimal import optimal_counterfactual
 
 __all__ = ["CaseStory", "case_story"]
+
+Section = tuple[str, tuple[str, ...]]   # (heading, paragraphs)
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,7 @@ class CaseStory:
 
     row: int
     title: str
-    sections: tuple[tuple[str, tuple[str, ...]], ...]
+    sections: tuple[Section, ...]
     table: pd.DataFrame
     facts: dict[str, Any] = field(default_factory=dict)
 
@@ -112,26 +115,43 @@ def _conditions(schema: Any, names: list[str], bounded: list[int], lower: np.nda
     return out
 
 
-def case_story(ws: Any, row: int, target: Any, *, time_limit: float = 30.0, rules: Any = None,
-               audit: Any = None, fixed: Any = None) -> CaseStory:
-    """Tell the story of row ``row`` of workspace ``ws`` for ``target`` (a class, or
-    ``(lo, hi)`` for a regressor). ``rules``: a fitted CounterfactualRules (its
-    local rule is told); ``audit``: a fairness Audit on this workspace (the row's
-    groups are told); ``fixed``: feature names that may not change (default: the
-    schema's fixed features)."""
-    ens, schema, names = ws.ensemble, ws.schema, list(ws.ensemble.feature_names)
+@dataclass(frozen=True)
+class _Case:
+    """The row being told, resolved once and read by every section."""
+
+    ws: Any
+    row: int
+    target: Any
+    names: list[str]       # the model's features
+    X: np.ndarray          # every row of the workspace, in those features
+    x: np.ndarray          # the row
+    raw: pd.Series         # the row in the workspace's raw columns
+    fixed: list[str]       # the feature names that may not change
+
+    @property
+    def ens(self) -> Any:
+        return self.ws.ensemble
+
+    @property
+    def schema(self) -> Any:
+        return self.ws.schema
+
+
+def _case(ws: Any, row: int, target: Any, fixed: Any) -> _Case:
+    """Check the row and resolve it, its raw columns and the features held fixed."""
     X = ws.X.to_numpy(dtype=float)
     if not 0 <= row < len(X):
         raise IndexError(f"Row {row} is outside 0..{len(X) - 1}.")
     x = X[row]
     raw = ws.to_raw(x[None, :]).iloc[0]
-    fixed = [f.name for f in schema.features if f.actionability == "fixed"] if fixed is None else list(fixed)
-    sections: list[tuple[str, tuple[str, ...]]] = []
-    facts: dict[str, Any] = {"row": row, "target": target}
+    fixed = [f.name for f in ws.schema.features if f.actionability == "fixed"] if fixed is None else list(fixed)
+    return _Case(ws, row, target, list(ws.ensemble.feature_names), X, x, raw, fixed)
 
-    # 1. the decision
+
+def _decision(case: _Case) -> tuple[Section, Any]:
+    """1. The decision, and the model's prediction."""
+    ens, x, target = case.ens, case.x, case.target
     pred = ens.predict(x[None, :])[0]
-    facts["prediction"] = pred
     if ens.is_classifier:
         proba = ens.predict_proba(x[None, :])[0]
         p = float(proba[list(ens.classes).index(pred)])
@@ -140,92 +160,134 @@ def case_story(ws: Any, row: int, target: Any, *, time_limit: float = 30.0, rule
         decision = f"The model predicts **{_num(float(pred))}** for this case."
     want = (f"The outcome asked for is **{target}**." if ens.is_classifier else
             f"The outcome asked for is a prediction between {_num(target[0])} and {_num(target[1])}.")
-    sections.append(("The decision", (decision, want)))
+    return ("The decision", (decision, want)), pred
 
-    # 2. the region the case sits in
-    lower, upper = _region(ens, x)
+
+def _where(case: _Case) -> Section:
+    """2. The region the case sits in."""
+    ens, X = case.ens, case.X
+    lower, upper = _region(ens, case.x)
     bounded = [j for j in range(ens.n_features) if np.isfinite(lower[j]) or np.isfinite(upper[j])]
     same = int(np.all((X > lower) & (X <= upper), axis=1).sum())
-    parts = _conditions(schema, names, bounded, lower, upper)
+    parts = _conditions(case.schema, case.names, bounded, lower, upper)
+    if not parts:
+        return ("Where the case sits", ("The model gives the same answer to every input.",))
     region = (f"Every case with {', '.join(parts[:8])}{' (and more conditions)' if len(parts) > 8 else ''} gets "
               f"exactly the same answer from every tree of the model; of the {len(X)} cases in the data, {same} "
-              f"{'lies' if same == 1 else 'lie'} in this region." if parts else "The model gives the same answer to every input.")
-    sections.append(("Where the case sits", (region,)))
+              f"{'lies' if same == 1 else 'lie'} in this region.")
+    return ("Where the case sits", (region,))
 
-    # 3. the smallest change
-    res = optimal_counterfactual(ens, x, target, schema=schema, fixed=fixed, X_ref=X, model=ws.model,
-                                 time_limit=time_limit)
-    facts["counterfactual"] = res
+
+def _smallest_change(case: _Case, time_limit: float) -> tuple[Section, pd.DataFrame, Any, list[str] | None]:
+    """3. The smallest change: the section, the table of the case (and its
+    counterfactual), the solver's result and the raw columns changed (None: no change found)."""
+    ws, raw, fixed = case.ws, case.raw, case.fixed
+    res = optimal_counterfactual(case.ens, case.x, case.target, schema=case.schema, fixed=fixed, X_ref=case.X,
+                                 model=ws.model, time_limit=time_limit)
     table = pd.DataFrame([raw], index=["this case"])
-    if res.found:
-        cf_raw = ws.to_raw(np.asarray(res.x, dtype=float)[None, :]).iloc[0]
-        changed = [c for c in cf_raw.index if _num(cf_raw[c]) != _num(raw[c])]
-        steps = "; ".join(f"{c} from {_num(raw[c])} to {_num(cf_raw[c])}" for c in changed)
-        proven = ("This is proven to be the smallest such change" if res.status == "optimal" else
-                  "This is the best change found in the time allowed (not proven the smallest)")
-        checked = " The original model was asked again and agrees." if res.valid else ""
-        cf_text = (f"Changing {steps} gives the outcome asked for. {proven} (cost {res.cost:.3g}, with each "
-                   f"feature measured against its range; fixed: {', '.join(fixed) if fixed else 'none'}).{checked}")
-        table = pd.concat([table, pd.DataFrame([cf_raw], index=["counterfactual"])])
-        facts["changed"] = changed
-    else:
+    if not res.found:
         cf_text = f"No change of the features that may change gives the outcome asked for: {res.message}"
-    sections.append(("The smallest change", (cf_text,)))
+        return ("The smallest change", (cf_text,)), table, res, None
+    cf_raw = ws.to_raw(np.asarray(res.x, dtype=float)[None, :]).iloc[0]
+    changed = [c for c in cf_raw.index if _num(cf_raw[c]) != _num(raw[c])]
+    steps = "; ".join(f"{c} from {_num(raw[c])} to {_num(cf_raw[c])}" for c in changed)
+    proven = ("This is proven to be the smallest such change" if res.status == "optimal" else
+              "This is the best change found in the time allowed (not proven the smallest)")
+    checked = " The original model was asked again and agrees." if res.valid else ""
+    cf_text = (f"Changing {steps} gives the outcome asked for. {proven} (cost {res.cost:.3g}, with each "
+               f"feature measured against its range; fixed: {', '.join(fixed) if fixed else 'none'}).{checked}")
+    table = pd.concat([table, pd.DataFrame([cf_raw], index=["counterfactual"])])
+    return ("The smallest change", (cf_text,)), table, res, changed
 
-    # 4. a rule instead of a point
-    if rules is not None:
-        from core.rules import NoCounterfactualRuleError
 
-        groups = list(schema.groups().values())
-        try:
-            rule = rules.local_rule(x, target, fixed=[names.index(n) for n in fixed if n in names])
-        except NoCounterfactualRuleError as exc:
-            text = f"No counterfactual rule was found: {exc}"
-        else:
-            text = (f"A rule rather than one point: if {rule.to_text(names, groups)}, the other features kept, the "
-                    f"outcome becomes {target} with probability {rule.crp:.2f} (estimated by a surrogate forest).")
-            if rule.below_pi_c:
-                text += (f" No rule reaches the level asked for ({rules.pi_c}); this is the best one found, so it "
-                         "is less sure.")
-            facts["rule"] = rule
-        sections.append(("A rule for cases like this one", (text,)))
+def _rule(case: _Case, rules: Any) -> tuple[Section, Any]:
+    """4. A rule instead of a point, and the rule (None when there is none)."""
+    names, target = case.names, case.target
+    groups = list(case.schema.groups().values())
+    try:
+        rule = rules.local_rule(case.x, target, fixed=[names.index(n) for n in case.fixed if n in names])
+    except NoCounterfactualRuleError as exc:
+        return ("A rule for cases like this one", (f"No counterfactual rule was found: {exc}",)), None
+    text = (f"A rule rather than one point: if {rule.to_text(names, groups)}, the other features kept, the "
+            f"outcome becomes {target} with probability {rule.crp:.2f} (estimated by a surrogate forest).")
+    if rule.below_pi_c:
+        text += (f" No rule reaches the level asked for ({rules.pi_c}); this is the best one found, so it "
+                 "is less sure.")
+    return ("A rule for cases like this one", (text,)), rule
 
-    # 5. the case's groups in the audit
-    protected = [f.name for f in schema.features if f.protected]
-    group_cols = sorted({(f.group or f.name) for f in schema.features if f.protected})
+
+def _group_label(case: _Case, audited: pd.DataFrame | None, attr: str) -> str | None:
+    """The case's group of attribute ``attr``: as the audit labelled it, or a whole value of its column."""
+    if audited is not None and case.row in audited.index and f"group:{attr}" in audited.columns:
+        return str(audited.at[case.row, f"group:{attr}"])
+    if attr in case.names:
+        v = case.x[case.names.index(attr)]
+        return str(int(v)) if float(v).is_integer() else None
+    return None
+
+
+def _audit_paragraph(audit: Any, attr: str, label: str, g: pd.Series) -> str:
+    """How group ``attr = label`` (its row ``g`` of the audit's groups) fares, and its gap in cost."""
+    text = (f"In the audit, the group {attr} = {label} ({int(g['rows'])} audited cases) has a recourse for "
+            f"{g['feasible']:.0%} of its cases, at a mean cost of {g['cost']:.3g}.")
+    t = audit.tests[(audit.tests["attribute"] == attr) & (audit.tests["group"].astype(str) == label)
+                    & (audit.tests["metric"] == "cost")]
+    if len(t):
+        t = t.iloc[0]
+        text += (f" The reference group ({attr} = {t['reference']}) pays {t['reference_value']:.3g}; the gap "
+                 f"is {t['gap']:+.3g} (95% interval {t['gap_lo']:+.3g} to {t['gap_hi']:+.3g}), "
+                 + ("significant after correcting for the number of tests." if bool(t["significant"]) else
+                    "not significant after correcting for the number of tests."))
+    elif bool(g.get("reference", False)):
+        text += " It is the reference group the others are compared with."
+    return text
+
+
+def _groups(case: _Case, audit: Any) -> Section | None:
+    """5. How the case's groups fare in the audit, or which they are when no audit is given."""
+    features = case.schema.features
     if audit is not None and len(audit.groups):
         paras = []
         audited = audit.rows.set_index("row") if "row" in audit.rows else None
         for attr in sorted(set(audit.groups["attribute"])):
-            label = None
-            if audited is not None and row in audited.index and f"group:{attr}" in audited.columns:
-                label = str(audited.at[row, f"group:{attr}"])
-            elif attr in names:
-                v = x[names.index(attr)]
-                label = str(int(v)) if float(v).is_integer() else None
+            label = _group_label(case, audited, attr)
             g = audit.groups[(audit.groups["attribute"] == attr) & (audit.groups["group"].astype(str) == label)]
             if label is None or g.empty:
                 continue
-            g = g.iloc[0]
-            text = (f"In the audit, the group {attr} = {label} ({int(g['rows'])} audited cases) has a recourse for "
-                    f"{g['feasible']:.0%} of its cases, at a mean cost of {g['cost']:.3g}.")
-            t = audit.tests[(audit.tests["attribute"] == attr) & (audit.tests["group"].astype(str) == label)
-                            & (audit.tests["metric"] == "cost")]
-            if len(t):
-                t = t.iloc[0]
-                text += (f" The reference group ({attr} = {t['reference']}) pays {t['reference_value']:.3g}; the gap "
-                         f"is {t['gap']:+.3g} (95% interval {t['gap_lo']:+.3g} to {t['gap_hi']:+.3g}), "
-                         + ("significant after correcting for the number of tests." if bool(t["significant"]) else
-                            "not significant after correcting for the number of tests."))
-            elif bool(g.get("reference", False)):
-                text += " It is the reference group the others are compared with."
-            paras.append(text)
-        if paras:
-            sections.append(("How the case's group fares", tuple(paras)))
-    elif group_cols:
-        values = ", ".join(f"{c} = {_num(raw[c])}" for c in group_cols if c in raw.index)
-        sections.append(("How the case's group fares", (
-            f"The case's protected attributes: {values or ', '.join(protected)}. Run the fairness audit to see how "
-            "its group fares.",)))
-    title = f"Case {row}: {pred} → {target}" if ens.is_classifier else f"Case {row}"
+            paras.append(_audit_paragraph(audit, attr, label, g.iloc[0]))
+        return ("How the case's group fares", tuple(paras)) if paras else None
+    group_cols = sorted({(f.group or f.name) for f in features if f.protected})
+    if not group_cols:
+        return None
+    protected = [f.name for f in features if f.protected]
+    values = ", ".join(f"{c} = {_num(case.raw[c])}" for c in group_cols if c in case.raw.index)
+    return ("How the case's group fares", (
+        f"The case's protected attributes: {values or ', '.join(protected)}. Run the fairness audit to see how "
+        "its group fares.",))
+
+
+def case_story(ws: Any, row: int, target: Any, *, time_limit: float = 30.0, rules: Any = None,
+               audit: Any = None, fixed: Any = None) -> CaseStory:
+    """Tell the story of row ``row`` of workspace ``ws`` for ``target`` (a class, or
+    ``(lo, hi)`` for a regressor). ``rules``: a fitted CounterfactualRules (its
+    local rule is told); ``audit``: a fairness Audit on this workspace (the row's
+    groups are told); ``fixed``: feature names that may not change (default: the
+    schema's fixed features)."""
+    case = _case(ws, row, target, fixed)
+    decision, pred = _decision(case)
+    where = _where(case)
+    change, table, res, changed = _smallest_change(case, time_limit)
+    sections = [decision, where, change]
+    facts: dict[str, Any] = {"row": row, "target": target, "prediction": pred, "counterfactual": res}
+    if changed is not None:
+        facts["changed"] = changed
+    if rules is not None:
+        told, rule = _rule(case, rules)
+        sections.append(told)
+        if rule is not None:
+            facts["rule"] = rule
+    groups = _groups(case, audit)
+    if groups is not None:
+        sections.append(groups)
+    title = f"Case {row}: {pred} → {target}" if case.ens.is_classifier else f"Case {row}"
     return CaseStory(row=row, title=title, sections=tuple(sections), table=table, facts=facts)

@@ -1,0 +1,138 @@
+"""The fairness audit's command line (no UI): ``python -m core.audit``.
+
+Loads a table and a model as the app does (:func:`core.workspace.build_workspace`),
+runs :func:`core.auditrun.run_audit`, writes the HTML report and the per-row CSV
+beside it and prints the summary::
+
+    python -m core.audit --data credit.csv --model model.json --protected sex \\
+        --target 1 [--scheduler tcp://HOST:8786] [--rows 500] --out report.html
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, Sequence
+
+from core import io
+from core.auditresult import Audit
+from core.auditrun import AuditSettings, Provenance, run_audit
+from core.errors import AuditError, PositionalMatchRequired
+from core.schema import Schema
+from core.workspace import Workspace, build_workspace
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m core.audit", description="Audit recourse across protected groups.")
+    ap.add_argument("--data", required=True, help="CSV or Parquet table (with the target column, if any)")
+    ap.add_argument("--model", required=True, help="model file (XGBoost/LightGBM JSON or text, skops, pickle)")
+    ap.add_argument("--protected", required=True, action="append",
+                    help="protected column or one-hot group (repeat for several)")
+    ap.add_argument("--target", help="favourable class (default: the last class, e.g. 1), or LO,HI for a regressor")
+    ap.add_argument("--target-column", help="name of the label column in the data, if not detected")
+    ap.add_argument("--schema", help="feature settings JSON saved from the app")
+    ap.add_argument("--rows", type=int, default=500, help="audit at most this many unfavourable rows (0: all)")
+    ap.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786")
+    ap.add_argument("--jobs", type=int, default=1, help="local processes when no scheduler is given")
+    ap.add_argument("--time-limit", type=float, default=10.0, help="seconds per recourse")
+    ap.add_argument("--norm", default="l1", choices=["l0", "l1", "l2"])
+    ap.add_argument("--permutations", type=int, default=2000)
+    ap.add_argument("--bootstrap", type=int, default=1000)
+    ap.add_argument("--local-rules", type=int, default=10, help="rows per group given a local rule")
+    ap.add_argument("--no-tcrex", action="store_true")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--min-subgroup", type=int, default=20, help="smallest subgroup the scan considers (rows)")
+    ap.add_argument("--budget", type=float, default=None,
+                    help="recourse cost budget of the scan's effectiveness (default: the median cost)")
+    ap.add_argument("--no-scan", action="store_true", help="skip the subgroup scan")
+    ap.add_argument("--trust-pickle", action="store_true", help="allow loading a pickle/joblib model file")
+    ap.add_argument("--by-position", action="store_true",
+                    help="match a model without feature names to the data's columns by position (check the "
+                         "mapping printed without this flag first)")
+    ap.add_argument("--out", default="audit_report.html", help="HTML report; the per-row CSV goes beside it")
+    return ap
+
+
+def _workspace(a: argparse.Namespace, data_bytes: bytes, model_bytes: bytes) -> Workspace | None:
+    """The data and model as the app loads them; None (after printing the proposed
+    mapping) when a model without feature names needs ``--by-position``."""
+    df = io.load_table(data_bytes, Path(a.data).name)
+    target_col = a.target_column or df.attrs.get("target")
+    model = io.load_model(model_bytes, Path(a.model).name, allow_pickle=a.trust_pickle)
+    schema = Schema.from_json(Path(a.schema).read_bytes()) if a.schema else None
+    try:
+        return build_workspace(df, target_col, model, name=Path(a.data).name, schema=schema,
+                               confirm_positions=a.by_position, protected=a.protected)
+    except PositionalMatchRequired as exc:
+        print(f"error: {exc}")
+        for feat, col in exc.mapping:
+            print(f"  {feat} <- {col}")
+        print("If this mapping is right, run again with --by-position.")
+        return None
+
+
+def _target(a: argparse.Namespace, ens: Any) -> Any:
+    """The favourable outcome: a class of a classifier (default: its last), or LO,HI for a regressor."""
+    if ens.is_classifier:
+        classes = [str(c) for c in ens.classes]
+        target = a.target if a.target is not None else classes[-1]
+        return ens.classes[classes.index(str(target))] if str(target) in classes else target
+    if not a.target or "," not in a.target:
+        raise AuditError("A regressor needs --target LO,HI (the favourable interval of predictions).")
+    return tuple(float(v) for v in a.target.split(","))
+
+
+def _settings(a: argparse.Namespace) -> AuditSettings:
+    return AuditSettings(max_rows=a.rows or None, norm=a.norm, time_limit=a.time_limit, n_jobs=a.jobs,
+                         scheduler=a.scheduler, n_boot=a.bootstrap, n_perm=a.permutations, tcrex=not a.no_tcrex,
+                         local_rules_per_group=a.local_rules, random_state=a.seed, scan=not a.no_scan,
+                         min_subgroup=a.min_subgroup, budget=a.budget)
+
+
+def _show(stage: str, done: int, total: int) -> None:
+    print(f"\r{stage}: {done}/{total}", end="", flush=True)
+
+
+def _print_findings(audit: Audit) -> None:
+    """The summary, the group fairness of the decisions and the subgroups that differ most."""
+    for line in audit.summary:
+        print(line)
+    if audit.disparities is not None and len(audit.disparities):
+        print("Group fairness of the decisions (95% bootstrap intervals):")
+        for r in audit.disparities.itertuples():
+            print(f"  {r.attribute}: {r.measure} {r.value:.3f} [{r.lo:.3f}, {r.hi:.3f}]")
+    if audit.subgroups is not None and len(audit.subgroups):
+        print("Subgroups where recourse differs most (adjusted over the scan):")
+        for r in audit.subgroups.head(5).itertuples():
+            print(f"  {r.subgroup} ({r.size} rows): {r.label} {r.value:.3g} vs {r.rest:.3g}, "
+                  f"adjusted p {r.p_adjusted:.3g}{' *' if r.significant else ''}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    a = _parser().parse_args(argv)
+    try:
+        data_bytes = Path(a.data).read_bytes()
+        model_bytes = Path(a.model).read_bytes()
+        ws = _workspace(a, data_bytes, model_bytes)
+        if ws is None:
+            return 2
+        for note in ws.notes:
+            print(f"note: {note}")
+        prov = Provenance(data_name=Path(a.data).name, data_sha256=io.sha256(data_bytes),
+                          model_sha256=io.sha256(model_bytes))
+        audit = run_audit(ws.ensemble, ws.X, schema=ws.schema, target=_target(a, ws.ensemble),
+                          protected=a.protected, settings=_settings(a), model=ws.model, y=ws.y, provenance=prov,
+                          progress=_show)
+        print()
+        out = Path(a.out)
+        out.write_text(audit.to_html(), encoding="utf-8")
+        csv = out.with_suffix(".csv")
+        csv.write_text(audit.rows_csv(), encoding="utf-8")
+        _print_findings(audit)
+        print(f"Report: {out}  Rows: {csv}")
+        return 0
+    except (ValueError, OSError) as exc:
+        print(f"\nerror: {exc}")
+        return 2

@@ -1,0 +1,177 @@
+"""The result of a fairness audit (:class:`Audit`) and its saved forms.
+
+An :class:`Audit` is what :func:`core.audit.run_audit` returns: its per-row,
+per-group and per-test tables, the summary and the provenance. It serialises to
+JSON, to a self-contained HTML report (:mod:`core.report`) and to per-row CSV,
+and re-opens a saved one with a check that everything shown is there.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from core.auditmetrics import METRICS
+from core.errors import AuditError
+from core.report import audit_html, cost_figure, extract_audit_json, group_table, metric_figure, tests_table
+
+__all__ = ["Audit"]
+
+
+@dataclass(frozen=True)
+class Audit:
+    """The audit's tables, summary and provenance (see :mod:`core.audit`).
+
+    rows : one row per audited row (index into the data, group labels, recourse, rules).
+    groups : per attribute and group, the metrics with their intervals.
+    tests : per attribute, group, metric: the gap to the reference group, its
+        interval, the permutation p-value and the Holm-adjusted one.
+    rules : per attribute and group, the T-CREx rules most often prescribed.
+    summary : sentences, largest significant gaps first.
+    meta : parameters, fingerprints, schema, package versions, timings.
+    counterfactuals : each audited row's optimal recourse point (NaN when none),
+        kept in memory only (the saved audit has the changes as text).
+    fairness, disparities : standard group fairness of the model's decisions on
+        every row (:mod:`core.groupfair`, fairlearn's metrics): per group and
+        intersection, and the parity differences/ratios per attribute.
+    """
+
+    rows: pd.DataFrame
+    groups: pd.DataFrame
+    tests: pd.DataFrame
+    rules: pd.DataFrame
+    summary: list[str]
+    meta: dict[str, Any] = field(default_factory=dict)
+    counterfactuals: np.ndarray | None = None   # (len(rows), n_features), NaN without one; not saved
+    fairness: pd.DataFrame | None = None        # group fairness of the decisions (core.groupfair), all rows
+    disparities: pd.DataFrame | None = None     # demographic parity / equalised odds per attribute
+    subgroups: pd.DataFrame | None = None       # the subgroup scan of recourse (core.subgroups)
+
+    def to_dict(self) -> dict[str, Any]:
+        def cell(v: Any) -> Any:
+            if isinstance(v, (np.bool_, bool)):
+                return bool(v)
+            if isinstance(v, (np.integer,)):
+                return int(v)
+            if isinstance(v, (float, np.floating)):
+                return float(v) if np.isfinite(v) else None
+            return v
+
+        def frame(df: pd.DataFrame) -> dict[str, Any]:   # floats kept exactly (json writes repr)
+            return {"columns": [str(c) for c in df.columns],
+                    "data": [[cell(v) for v in row] for row in df.itertuples(index=False, name=None)]}
+
+        out = {"format": "counterfactual-atlas-audit", "version": 1, "rows": frame(self.rows),
+               "groups": frame(self.groups), "tests": frame(self.tests), "rules": frame(self.rules),
+               "summary": list(self.summary), "meta": self.meta}
+        for name in ("fairness", "disparities", "subgroups"):
+            table = getattr(self, name)
+            if table is not None:
+                out[name] = frame(table)
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, default=str)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Audit":
+        if d.get("format") != "counterfactual-atlas-audit":
+            raise AuditError("This file is not a saved audit of Counterfactual Atlas (no audit data inside).")
+
+        def frame(x: dict[str, Any]) -> pd.DataFrame:
+            df = pd.DataFrame(x["data"], columns=x["columns"])
+            return df.infer_objects()
+
+        try:
+            out = cls(frame(d["rows"]), frame(d["groups"]), frame(d["tests"]), frame(d["rules"]),
+                      list(d["summary"]), dict(d["meta"]),
+                      fairness=frame(d["fairness"]) if d.get("fairness") else None,   # older audits: none
+                      disparities=frame(d["disparities"]) if d.get("disparities") else None,
+                      subgroups=frame(d["subgroups"]) if d.get("subgroups") else None)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise AuditError(f"The saved audit is incomplete or damaged ({type(exc).__name__}: {exc}).") from None
+        need = {"row", "status", "feasible", "cost"}
+        if not need <= set(out.rows.columns) or not {"attribute", "group", "reference"} <= set(out.groups.columns):
+            raise AuditError("The saved audit is incomplete: its per-row or per-group table lacks columns.")
+        out.validate()
+        return out
+
+    def validate(self) -> None:
+        """Check that everything the page and the report read is there with the
+        right types, and draw its tables and figures once: a damaged or crafted
+        audit is refused here with a message instead of failing while shown."""
+        def need(ok: bool, what: str) -> None:
+            if not ok:
+                raise AuditError(f"The saved audit is damaged: {what}. Re-save it from the app.")
+
+        m = self.meta
+        need(isinstance(m, dict), "its metadata is not an object")
+        need(isinstance(self.summary, list) and all(isinstance(t, str) for t in self.summary),
+             "its summary is not a list of sentences")
+        for key in ("data", "model", "parameters", "timings", "versions", "schema"):
+            need(isinstance(m.get(key, {}), dict), f"'{key}' is not an object")
+        need(isinstance(m.get("created", ""), str), "'created' is not text")
+        need(isinstance(m.get("notes", []), list) and all(isinstance(t, str) for t in m.get("notes", [])),
+             "'notes' is not a list of sentences")
+        need(all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in m.get("timings", {}).values()),
+             "'timings' holds something other than seconds")
+        need(isinstance(m.get("schema", {}).get("features", []), list)
+             and all(isinstance(f, dict) for f in m.get("schema", {}).get("features", [])),
+             "its schema's features are not a list of objects")
+        protected = m.get("parameters", {}).get("protected", {})
+        need(isinstance(protected, dict), "its protected attributes are not an object")
+        for col in ("feasible", "cost"):
+            need(pd.api.types.is_numeric_dtype(self.rows[col]) or self.rows[col].isna().all(),
+                 f"the per-row column {col!r} is not numeric")
+        for a in protected:
+            need(f"group:{a}" in self.rows.columns, f"the per-row table has no groups for attribute {a!r}")
+        for key in METRICS:
+            for col in (key, f"{key}_lo", f"{key}_hi"):
+                if col in self.groups:
+                    need(pd.api.types.is_numeric_dtype(self.groups[col]) or self.groups[col].isna().all(),
+                         f"the per-group column {col!r} is not numeric")
+        if len(self.tests):
+            need({"attribute", "group", "reference", "label", "group_value", "reference_value", "gap", "gap_lo",
+                  "gap_hi", "p_value", "p_holm", "significant"} <= set(self.tests.columns),
+                 "its table of gaps lacks columns")
+            for col in ("group_value", "reference_value", "gap", "gap_lo", "gap_hi", "p_value", "p_holm"):
+                need(pd.api.types.is_numeric_dtype(self.tests[col]) or self.tests[col].isna().all(),
+                     f"the gap column {col!r} is not numeric")
+            need(pd.api.types.is_bool_dtype(self.tests["significant"]), "'significant' is not true/false")
+        if self.disparities is not None and len(self.disparities):
+            need({"attribute", "measure", "value", "lo", "hi"} <= set(self.disparities.columns),
+                 "its table of disparities lacks columns")
+            for col in ("value", "lo", "hi"):
+                need(pd.api.types.is_numeric_dtype(self.disparities[col]) or self.disparities[col].isna().all(),
+                     f"the disparity column {col!r} is not numeric")
+        if self.fairness is not None and len(self.fairness):
+            need({"attribute", "group", "n"} <= set(self.fairness.columns), "its group-fairness table lacks columns")
+        try:
+            group_table(self), tests_table(self)
+            for a in protected:
+                cost_figure(self, a), metric_figure(self, a, "feasible")
+        except Exception as exc:  # noqa: BLE001 - any failure to draw means a damaged file
+            raise AuditError(f"The saved audit is damaged: it cannot be drawn ({type(exc).__name__}: {exc}). "
+                             "Re-save it from the app.") from None
+
+    @classmethod
+    def from_file(cls, data: bytes) -> "Audit":
+        """Re-open a saved audit: its JSON, or the HTML report (which embeds it)."""
+        text = data.decode("utf-8", errors="replace")
+        if "<html" in text[:2000].lower():
+            text = extract_audit_json(text)
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError:
+            raise AuditError("The file is neither an audit JSON nor an audit report (HTML) of this app.") from None
+        return cls.from_dict(d)
+
+    def rows_csv(self) -> str:
+        return self.rows.to_csv(index=False)
+
+    def to_html(self) -> str:
+        return audit_html(self)

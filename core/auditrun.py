@@ -1,0 +1,367 @@
+"""Running the fairness audit: :func:`run_audit`, its settings and its stages.
+
+What the audit measures, and how, is described in :mod:`core.audit`, which
+re-exports the public names. The stages, in order: the optimal recourse of
+every audited row, the T-CREx rules, the local counterfactual rules, then the
+statistics (:mod:`core.auditstats`); the result is an
+:class:`core.auditresult.Audit` with its provenance.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from core.auditresult import Audit
+from core.auditstats import _statistics, group_labels, protected_attributes, summarise
+from core.batch import batch_counterfactuals
+from core.counterfactual import describe_changes, make_target
+from core.ensemble import TreeEnsemble, from_model
+from core.errors import AuditCancelled, AuditError
+from core.groupfair import group_fairness
+from core.rules import CounterfactualRules
+from core.settings import with_overrides
+from core.subgroups import scan_subgroups
+from core.tcrex import TCREx
+
+__all__ = ["run_audit", "AuditSettings", "Provenance", "package_versions", "REPORT_PACKAGES"]
+
+REPORT_PACKAGES = ("numpy", "pandas", "scikit-learn", "xgboost-cpu", "lightgbm", "ortools", "scipy", "plotly",
+                   "dask", "distributed", "streamlit")
+
+
+def package_versions(names: Sequence[str] = REPORT_PACKAGES) -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for n in names:
+        try:
+            out[n] = metadata.version(n)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+# ------------------------------------------------------------------ the audit
+def _as_frame(X: Any, names: list[str]) -> pd.DataFrame:
+    if isinstance(X, pd.DataFrame):
+        missing = [c for c in names if c not in X.columns]
+        if missing:
+            raise AuditError(f"Columns {missing[:5]} of the model are missing from the data.")
+        return X[names].astype(float)
+    A = np.atleast_2d(np.asarray(X, dtype=float))
+    if A.shape[1] != len(names):
+        raise AuditError(f"The data has {A.shape[1]} columns; the model has {len(names)} features.")
+    return pd.DataFrame(A, columns=names)
+
+
+@dataclass(frozen=True)
+class AuditSettings:
+    """Every setting of an audit that changes its answer, with its default.
+
+    max_rows : audit at most this many unfavourable rows (a seeded random sample); None: all.
+    norm, time_limit : the recourse cost and the seconds per row (core.optimal).
+    n_jobs, scheduler : local processes, or a Dask scheduler address / Client.
+    n_boot, n_perm, alpha : bootstrap resamples, permutations, family-wise level.
+    tcrex, tcrex_rho, tcrex_tau : also fit T-CREx and report its rules per group.
+    local_rules_per_group : rows per group given a local counterfactual rule (0: none).
+    random_state : the seed of every sample and resample.
+    scan, min_subgroup, budget : scan subgroups of at least ``min_subgroup`` audited rows for
+        recourse gaps (core.subgroups), with effectiveness measured within ``budget``.
+    """
+
+    max_rows: int | None = 500
+    norm: Any = "l1"
+    time_limit: float = 10.0
+    n_jobs: int = 1
+    scheduler: Any = None
+    n_boot: int = 1000
+    n_perm: int = 2000
+    alpha: float = 0.05
+    tcrex: bool = True
+    tcrex_rho: float = 0.02
+    tcrex_tau: float = 0.9
+    local_rules_per_group: int = 10
+    random_state: int = 0
+    scan: bool = True
+    min_subgroup: int = 20
+    budget: float | None = None
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where the audited data and model came from (for the report)."""
+
+    data_name: str = ""
+    data_sha256: str = ""
+    model_sha256: str = ""
+
+
+@dataclass
+class _Run:
+    """One audit's inputs, resolved once, shared by its stages."""
+
+    ens: TreeEnsemble
+    A: np.ndarray
+    names: list[str]
+    schema: Any
+    s: AuditSettings
+    tgt: Any
+    target_value: Any
+    pred: np.ndarray
+    attrs: dict[str, list[int]]
+    rows: np.ndarray
+    fixed: list[int]
+    immutable: list[int]
+    labels: dict[str, np.ndarray]
+    rng: np.random.Generator
+    model: Any
+    progress: Callable[[str, int, int], None] | None
+    should_stop: Callable[[], bool] | None
+    notes: list[str]
+    timings: dict[str, float]
+
+    def stop(self) -> bool:
+        return self.should_stop is not None and bool(self.should_stop())
+
+    def report(self, stage: str, done: int, total: int) -> None:
+        if self.progress is not None:
+            self.progress(stage, done, total)
+
+    def check_stop(self) -> None:
+        if self.stop():
+            raise AuditCancelled("The audit was cancelled; nothing was kept.")
+
+    @property
+    def groups(self) -> list[list[int]]:
+        return list(self.schema.groups().values())
+
+
+def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Sequence[str] | None = None,
+              rows: Sequence[int] | None = None, settings: AuditSettings | None = None, model: Any = None,
+              y: Any = None, provenance: Provenance | None = None,
+              progress: Callable[[str, int, int], None] | None = None,
+              should_stop: Callable[[], bool] | None = None, **overrides: Any) -> Audit:
+    """Audit recourse across the groups of the protected attribute(s).
+
+    Parameters
+    ----------
+    ensemble : TreeEnsemble or a supported model (classifier or regressor).
+    X : the data (DataFrame or array in the model's feature order).
+    schema : core.schema.Schema (kinds, ranges, actionability, weights, protected flags).
+    target : the favourable outcome: a class, or an interval (lo, hi) for a regressor.
+    protected : columns or one-hot group names; default: the schema's protected columns.
+    rows : indices of the rows to audit; default: every row whose decision misses the target.
+    settings : an :class:`AuditSettings`; any of its fields may also be given as a
+        keyword (``max_rows=200``), which overrides it.
+    model : the original model, to re-check every recourse on it.
+    y : the labels of the rows (for TPR, FPR, ... of the group fairness); None: decisions only.
+    provenance : a :class:`Provenance` (data name, data and model SHA-256), or its fields
+        as keywords (``data_name=...``).
+    progress : progress(stage, done, total); should_stop : polled; True cancels (AuditCancelled).
+    """
+    t_start = time.perf_counter()
+    s, prov = with_overrides(overrides, AuditError, "audit", settings or AuditSettings(), provenance or Provenance())
+    run = _prepare(ensemble, X, schema, target, protected, rows, s, model, progress, should_stop)
+    table, cfs = _recourse_stage(run)
+    rules_table = _tcrex_stage(run, table)
+    _local_rules_stage(run, table)
+    groups, tests, summary, gf, sub = _statistics_stage(run, table, y)
+    run.timings["total"] = time.perf_counter() - t_start
+    return Audit(table, groups, tests, rules_table, summary, _meta(run, table, prov, sub), cfs,
+                 fairness=gf.by_group, disparities=gf.disparities, subgroups=sub)
+
+
+def _prepare(ensemble, X, schema, target, protected, rows, s: AuditSettings, model, progress, should_stop) -> _Run:
+    """Check the inputs and resolve the rows, groups and fixed columns of the audit."""
+    ens = ensemble if isinstance(ensemble, TreeEnsemble) else from_model(ensemble)
+    if ens.task == "anomaly":
+        raise AuditError("An anomaly detector makes no decision to audit; load a classifier or regressor.")
+    names = list(ens.feature_names)
+    A = _as_frame(X, names).to_numpy(dtype=float)
+    if len(A) == 0:
+        raise AuditError("The data has no rows.")
+    if not np.all(np.isfinite(A)):
+        raise AuditError("The data holds missing or infinite values; drop or fill them first.")
+    if schema.names != names:
+        raise AuditError("The schema's features do not match the model's features.")
+    attrs = protected_attributes(schema, protected)
+    if not attrs:
+        raise AuditError("No protected attribute: mark one in the feature settings (or pass protected=[...]).")
+    tgt = make_target(ens, target)
+    if rows is None:
+        rows_all = np.flatnonzero(~tgt.holds(ens, A))
+        if rows_all.size == 0:
+            raise AuditError(f"Every row already gets {tgt.describe()}: there is no unfavourable decision to audit.")
+    else:
+        rows_all = np.unique(np.asarray(rows, dtype=int))
+        if rows_all.size == 0 or rows_all.min() < 0 or rows_all.max() >= len(A):
+            raise AuditError(f"Row indices must lie in 0..{len(A) - 1}.")
+    rng = np.random.default_rng(s.random_state)
+    if s.max_rows is not None and rows_all.size > s.max_rows:
+        rows_all = np.sort(rng.choice(rows_all, int(s.max_rows), replace=False))
+    fixed = sorted({j for cols in attrs.values() for j in cols})                # protected: held fixed
+    immutable = sorted(set(fixed) | {j for j, f in enumerate(schema.features) if f.actionability == "fixed"})
+    labels = {a: group_labels(A, names, cols, a) for a, cols in attrs.items()}
+    return _Run(ens, A, names, schema, s, tgt, target if tgt.kind == "interval" else tgt.label, ens.predict(A),
+                attrs, rows_all, fixed, immutable, labels, rng, model, progress, should_stop, [], {})
+
+
+def _recourse_stage(run: _Run) -> tuple[pd.DataFrame, np.ndarray]:
+    """1. The optimal recourse of every audited row, protected columns held fixed."""
+    t0 = time.perf_counter()
+    s, rows = run.s, run.rows
+    results = batch_counterfactuals(
+        run.ens, run.A[rows], [run.target_value] * rows.size, n_jobs=s.n_jobs, scheduler=s.scheduler,
+        chunk_size="auto", progress=lambda d, t: run.report("recourse", d, t), should_stop=run.stop,
+        schema=run.schema, norm=s.norm, fixed=run.fixed, time_limit=float(s.time_limit), X_ref=run.A,
+        model=run.model)
+    if run.stop() or any(r is None for r in results):
+        raise AuditCancelled("The audit was cancelled; nothing was kept.")
+    recs = []
+    for i, res in zip(rows, results):
+        found = res.found
+        status = res.status
+        if status == "time_limit":
+            status = "time_limit_found" if found else "time_limit"
+        recs.append({"row": int(i), **{f"group:{a}": run.labels[a][i] for a in run.attrs},
+                     "prediction": str(run.pred[i]), "status": status, "feasible": int(found),
+                     "cost": float(res.cost) if found else np.nan, "n_changed": len(res.changes) if found else np.nan,
+                     "changes": describe_changes(res.changes),
+                     "solve_time": round(res.solve_time, 4)})
+    cfs = np.array([r.x if r.found else np.full(len(run.names), np.nan) for r in results], dtype=float)
+    run.timings["recourse"] = time.perf_counter() - t0
+    return pd.DataFrame(recs), cfs
+
+
+def _tcrex_stage(run: _Run, table: pd.DataFrame) -> pd.DataFrame:
+    """2. T-CREx rules: the rule each audited row is given, whether it is actionable
+    (it already holds on every immutable column), and the rules most given per group."""
+    rules_table = pd.DataFrame(columns=["attribute", "group", "rule", "text", "rows", "share"])
+    t0 = time.perf_counter()
+    s = run.s
+    if s.tcrex:
+        run.report("T-CREx rules", 0, 1)
+        try:
+            tc = TCREx(rho=s.tcrex_rho, tau=s.tcrex_tau, groups=run.groups,
+                       random_state=s.random_state).fit(run.A, run.pred, run.target_value, feature_names=run.names)
+            Xa, imm = run.A[run.rows], run.immutable
+            assigned = tc.explain(Xa)
+            L = np.array([tc.rules_[k].lower for k in assigned])
+            U = np.array([tc.rules_[k].upper for k in assigned])
+            ok = np.all((Xa[:, imm] > L[:, imm]) & (Xa[:, imm] <= U[:, imm]), axis=1)
+            table["tcrex_rule"] = [f"R{k}" for k in assigned]
+            table["tcrex_actionable"] = ok.astype(int)
+            table["tcrex_changes"] = tc.changes(Xa, assigned).astype(float)
+            recs = []
+            for a in run.attrs:
+                for g, sub in table.groupby(f"group:{a}"):
+                    for rule, c in sub["tcrex_rule"].value_counts().head(5).items():
+                        recs.append({"attribute": a, "group": g, "rule": rule, "text": tc.rule_text(int(rule[1:])),
+                                     "rows": int(c), "share": float(c / len(sub))})
+            rules_table = pd.DataFrame(recs, columns=rules_table.columns)
+        except ValueError as exc:
+            run.notes.append(f"T-CREx: {exc}")
+        run.report("T-CREx rules", 1, 1)
+    run.timings["tcrex"] = time.perf_counter() - t0
+    return rules_table
+
+
+def _local_rules_stage(run: _Run, table: pd.DataFrame) -> None:
+    """3. Local counterfactual rules on a seeded sample of every group of every
+    attribute: the share of a rule's samples the model gives the target."""
+    t0 = time.perf_counter()
+    k = run.s.local_rules_per_group
+    if k > 0 and run.ens.is_classifier:
+        picked = np.zeros(len(table), dtype=bool)   # every group of every attribute gets up to k rows
+        for a in run.attrs:
+            for _, sub in table.groupby(f"group:{a}"):
+                idx = sub.index.to_numpy()
+                need = k - int(picked[idx].sum())
+                rest = idx[~picked[idx]]
+                if need > 0 and rest.size:
+                    picked[run.rng.choice(rest, min(need, rest.size), replace=False)] = True
+        picks = np.flatnonzero(picked)
+        cr = CounterfactualRules(groups=run.groups, random_state=run.s.random_state)
+        cr.fit(run.A, run.pred, feature_names=run.names)
+        table["local_correctness"] = np.nan
+        table["local_rule"] = ""
+        for n_done, p in enumerate(picks):
+            run.check_stop()
+            x = run.A[int(table.at[p, "row"])]
+            try:
+                rule = cr.local_rule(x, run.target_value, fixed=run.immutable)
+                samples = cr.sample_counterfactuals(x, rule, n=5)
+                table.at[p, "local_correctness"] = float(np.mean(run.tgt.holds(run.ens, samples)))
+                table.at[p, "local_rule"] = rule.to_text(run.names, run.groups) + (
+                    f" (below pi_C: CRP {rule.crp:.2f})" if rule.below_pi_c else "")
+            except ValueError:
+                table.at[p, "local_correctness"] = 0.0     # no rule: no correct counterfactual from a rule
+                table.at[p, "local_rule"] = "(no rule)"
+            run.report("local rules", n_done + 1, len(picks))
+    run.timings["local_rules"] = time.perf_counter() - t0
+
+
+def _statistics_stage(run: _Run, table: pd.DataFrame, y: Any):
+    """4. Per-group statistics and tests, group fairness, the subgroup scan, the summary."""
+    t0 = time.perf_counter()
+    s, tgt = run.s, run.tgt
+    run.report("statistics", 0, 1)
+    groups, tests = _statistics(table, list(run.attrs), s.n_boot, s.n_perm, s.alpha, s.random_state)
+    y_true = None if y is None else np.asarray(y)
+    if y_true is not None and len(y_true) != len(run.A):
+        raise AuditError(f"{len(y_true)} labels for {len(run.A)} rows.")
+    gf = group_fairness(run.labels, run.pred, favourable=None if tgt.kind == "interval" else tgt.label,
+                        y_true=y_true, target_interval=(tgt.lo, tgt.hi) if tgt.kind == "interval" else None,
+                        n_boot=min(s.n_boot, 500), random_state=s.random_state)
+    run.notes.extend(gf.notes)
+    sub = None
+    if s.scan:
+        frame_rows = pd.DataFrame(run.A[table["row"].to_numpy(dtype=int)], columns=run.names)
+        col_groups = {g: [run.names[j] for j in cols] for g, cols in run.schema.groups().items() if len(cols) >= 2}
+        sub = scan_subgroups(table, frame_rows, groups=col_groups, min_size=s.min_subgroup, budget=s.budget,
+                             n_perm=min(s.n_perm, 1000), n_boot=min(s.n_boot, 300), alpha=s.alpha,
+                             random_state=s.random_state)
+        if not len(sub):
+            run.notes.append(f"Subgroup scan: no subgroup of at least {s.min_subgroup} audited rows "
+                             "(and as many outside).")
+    summary = summarise(tests, s.alpha, len(table), list(run.attrs))
+    run.report("statistics", 1, 1)
+    run.timings["statistics"] = time.perf_counter() - t0
+    return groups, tests, summary, gf, sub
+
+
+def _meta(run: _Run, table: pd.DataFrame, prov: Provenance, sub: pd.DataFrame | None) -> dict[str, Any]:
+    """Provenance, every parameter, versions and timings, for the report and the history."""
+    s, names = run.s, run.names
+    return {
+        "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "data": {"name": prov.data_name, "sha256": prov.data_sha256 or _array_sha(run.A), "rows": int(len(run.A)),
+                 "columns": names},
+        "model": {"sha256": prov.model_sha256, "source": run.ens.source, "trees": run.ens.n_trees,
+                  "task": run.ens.task},
+        "parameters": {"target": str(run.target_value),
+                       "protected": {a: [names[j] for j in c] for a, c in run.attrs.items()},
+                       "rows_audited": int(len(table)), "max_rows": s.max_rows,
+                       "norm": s.norm if isinstance(s.norm, str) else dict(s.norm), "time_limit": s.time_limit,
+                       "n_boot": s.n_boot, "n_perm": s.n_perm, "alpha": s.alpha, "tcrex": s.tcrex,
+                       "tcrex_rho": s.tcrex_rho, "tcrex_tau": s.tcrex_tau,
+                       "local_rules_per_group": s.local_rules_per_group, "random_state": s.random_state,
+                       "n_jobs": s.n_jobs, "scheduler": str(s.scheduler) if s.scheduler else None,
+                       "held_fixed": [names[j] for j in run.fixed], "scan": s.scan, "min_subgroup": s.min_subgroup,
+                       "budget": None if sub is None else sub.attrs.get("budget", s.budget)},
+        "schema": run.schema.to_dict(),
+        "versions": package_versions(),
+        "timings": {k: round(run.timings[k], 3) for k in ("recourse", "tcrex", "local_rules", "statistics", "total")},
+        "notes": run.notes,
+        "statuses": table["status"].value_counts().to_dict(),
+    }
+
+
+def _array_sha(A: np.ndarray) -> str:
+    return "array:" + hashlib.sha256(np.ascontiguousarray(A).tobytes()).hexdigest()
