@@ -9,11 +9,16 @@ JSON/UBJ, LightGBM text, CatBoost JSON/CBM, skops; pickle only when trusted);
 with time and memory limits; :mod:`core.parsing` converts each library's
 trees (one module per library, :mod:`core.parsing.pipeline` for scikit-learn
 Pipelines, :mod:`core.parsing.validate` for structural checks before any
-allocation, :mod:`core.parsing.native` to feed rows back to the original
-model). :mod:`core.ensemble` holds the one representation every analysis
-reads, :class:`core.ensemble.TreeEnsemble` (a split is ``x <= t`` or
-``x in S``); :mod:`core.categorical` rewrites category splits as exact
-one-hot trees. :mod:`core.workspace` turns a table and a model into a checked
+allocation (with :mod:`core.parsing.filecheck`, :mod:`core.parsing.ubjson`,
+:mod:`core.parsing.skopscheck`), :mod:`core.parsing.native` to feed rows back
+to the original model); :mod:`core.training` trains a model in the app.
+:mod:`core.ensemble` holds the one representation every analysis reads,
+:class:`core.ensemble.TreeEnsemble` (a split is ``x <= t`` or ``x in S``),
+and :func:`core.ensemble.from_model`, the one entry from a fitted model; the
+pieces live in :mod:`core.tree` (one tree's node arrays),
+:mod:`core.treeensemble` (the ensemble) and :mod:`core.flatwalk` (all trees
+walked at once, compiled or numpy). :mod:`core.categorical` rewrites category
+splits as exact one-hot trees. :mod:`core.workspace` turns a table and a model into a checked
 workspace (numeric view ``X``, raw view ``to_raw``), matching the table's
 columns to the model's features with :mod:`core.matching`; :mod:`core.schema`
 describes features (kind, range, actionability, one-hot groups);

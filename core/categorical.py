@@ -35,8 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from core.ensemble import Tree, TreeEnsemble, _replace
 from core.errors import UnsupportedModelError
+from core.tree import Tree
+from core.treeensemble import TreeEnsemble, _replace
 
 __all__ = ["expand", "decode", "MAX_NODES", "level_name"]
 

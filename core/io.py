@@ -1,6 +1,7 @@
 """Reading tables and models from bytes, and training a model in place.
 
 Pure (no Streamlit): the app and scripts call the same functions.
+Training lives in :mod:`core.training`; its names are importable from here.
 
 Tables: CSV (delimiter and encoding sniffed; the OCEAN-style second header
 row of type letters F/D/B/E/T is recognised) and Parquet. Models, safe
@@ -15,6 +16,7 @@ import csv
 import hashlib
 import io
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,8 +25,11 @@ import numpy as np
 import pandas as pd
 
 from core.errors import DataError, ModelError, UnsupportedModelError, UntrustedPickleError
+from core.parsing.catboost import CatBoostJSON
 from core.parsing.validate import (check_sklearn_trees, check_skops_zip, check_xgboost_json,
                                    lightgbm_text, load_json, read_ubjson)
+from core.schema import one_hot_encode
+from core.training import FAMILIES, TrainedModel, infer_task, train_model  # noqa: F401 - importable from here
 
 __all__ = ["load_table", "prepare_data", "PreparedData", "load_model", "train_model",
            "TrainedModel", "sha256", "MAX_TABLE_BYTES", "SKOPS_TRUSTED", "TYPE_LETTERS"]
@@ -190,8 +195,6 @@ def prepare_data(df: pd.DataFrame, target: str | None = None, *,
     ``DataError`` with counts and an example; missing rows are dropped only
     if ``drop_missing`` is set, and the drop is reported in ``notes``.
     """
-    from core.schema import one_hot_encode
-
     if target is not None and target not in df.columns:
         raise DataError(f"Target column {target!r} is not in the table; columns are {list(df.columns)[:12]}.")
     notes: list[str] = []
@@ -274,11 +277,9 @@ def _model_kind(data: bytes, name: str) -> str:
 
 def _catboost_json(document: dict, data: bytes, filename: str) -> Any:
     """A CatBoost JSON export; CatBoost's own model beside it when the package is installed."""
-    from core.parsing.catboost import CatBoostJSON
-
     native = None
     try:
-        import catboost
+        import catboost  # optional and heavy: CatBoost's own model, for the parity checks
     except ImportError:
         catboost = None
     if catboost is not None:
@@ -289,16 +290,12 @@ def _catboost_json(document: dict, data: bytes, filename: str) -> Any:
 def _catboost_binary(data: bytes, filename: str) -> Any:
     """A CatBoost ``.cbm`` file: read by CatBoost (required), exported to its JSON."""
     try:
-        import catboost
+        import catboost  # optional and heavy: only CatBoost reads a .cbm
     except ImportError:
         raise UnsupportedModelError(
             f"{filename!r} is a CatBoost binary model (.cbm), which needs the catboost package to read. Export it "
             "from CatBoost as JSON instead: model.save_model('model.json', format='json', pool=train_pool)."
         ) from None
-    import tempfile
-
-    from core.parsing.catboost import CatBoostJSON
-
     native = _catboost_load(catboost, data, filename, "cbm")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.json"
@@ -308,8 +305,6 @@ def _catboost_binary(data: bytes, filename: str) -> Any:
 
 
 def _catboost_load(catboost: Any, data: bytes, filename: str, fmt: str) -> Any:
-    import tempfile
-
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"model.{fmt}"
         path.write_bytes(data)
@@ -353,143 +348,92 @@ def load_model(data: bytes, filename: str, *, allow_pickle: bool = False) -> Any
     if kind == "catboost":
         return _catboost_binary(data, filename)
     if kind == "xgboost":
-        import xgboost as xgb
-
-        document = _xgboost_document(data, filename)
-        if isinstance(document, dict) and "features_info" in document and \
-                ("oblivious_trees" in document or "trees" in document):
-            return _catboost_json(document, data, filename)
-        # checked before XGBoost reads it: a damaged tree array crashes or hangs XGBoost
-        check_xgboost_json(document, filename)
-        booster = xgb.Booster()
-        try:
-            booster.load_model(bytearray(data))
-        except Exception as exc:
-            raise ModelError(
-                f"{filename!r} is not a readable XGBoost model (saved with Booster.save_model / "
-                f"XGBClassifier.save_model as .json or .ubj): {str(exc).splitlines()[0][:200]}"
-            ) from None
-        return booster
+        return _load_xgboost(data, filename)
     if kind == "lightgbm":
-        import lightgbm as lgb
-
-        # CRLF (Windows editors, git checkouts) or a hand edit shifts the byte offsets
-        # in tree_sizes and LightGBM aborts the process: see core.parsing.validate
-        text = lightgbm_text(data, filename)
-        try:
-            return lgb.Booster(model_str=text)
-        except Exception as exc:
-            raise ModelError(
-                f"{filename!r} is not a readable LightGBM model (saved with Booster.save_model as text): "
-                f"{str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}"
-            ) from None
+        return _load_lightgbm(data, filename)
     if kind == "skops":
-        import skops.io as sio
-
-        check_skops_zip(data, filename)
-        try:
-            untrusted = sio.get_untrusted_types(data=data)
-        except Exception as exc:
-            raise ModelError(f"{filename!r} is not a readable .skops file ({exc}).") from None
-        refused = sorted(set(untrusted) - SKOPS_TRUSTED)
-        if refused:
-            raise UnsupportedModelError(
-                f"{filename!r} contains types outside the allow-list: {refused[:6]}. "
-                "Only tree-ensemble models can be loaded from .skops files."
-            )
-        try:
-            model = sio.loads(data, trusted=list(untrusted))
-        except Exception as exc:
-            raise ModelError(f"{filename!r} could not be loaded as .skops ({exc}).") from None
-        check_sklearn_trees(model, filename)      # before anything predicts with its node arrays
-        return model
+        return _load_skops(data, filename)
     if kind == "pickle":
-        if not allow_pickle:
-            raise UntrustedPickleError(
-                f"{filename!r} is a pickle/joblib file and was not opened. {PICKLE_WARNING} "
-                "To open it anyway, tick 'I trust this file'."
-            )
-        import joblib
-
-        try:
-            model = joblib.load(io.BytesIO(data))
-        except Exception as exc:
-            raise ModelError(f"{filename!r} could not be unpickled ({type(exc).__name__}: {exc}).") from None
-        check_sklearn_trees(model, filename)
-        return model
+        return _load_pickle(data, filename, allow_pickle)
     raise ModelError(
         f"{filename!r}: unrecognised model file. Supported: XGBoost .json/.ubj, LightGBM .txt, "
         "scikit-learn .skops (and .pkl/.joblib if you trust the file)."
     )
 
 
-# ---------------------------------------------------------------- training
-FAMILIES = ("random_forest", "gradient_boosting", "xgboost", "lightgbm")
+def _load_xgboost(data: bytes, filename: str) -> Any:
+    """An XGBoost ``.json``/``.ubj`` file as a Booster, checked first (or a CatBoost
+    JSON export, which looks the same from outside)."""
+    import xgboost as xgb  # optional and heavy: imported only when such a file arrives
+
+    document = _xgboost_document(data, filename)
+    if isinstance(document, dict) and "features_info" in document and \
+            ("oblivious_trees" in document or "trees" in document):
+        return _catboost_json(document, data, filename)
+    # checked before XGBoost reads it: a damaged tree array crashes or hangs XGBoost
+    check_xgboost_json(document, filename)
+    booster = xgb.Booster()
+    try:
+        booster.load_model(bytearray(data))
+    except Exception as exc:
+        raise ModelError(
+            f"{filename!r} is not a readable XGBoost model (saved with Booster.save_model / "
+            f"XGBClassifier.save_model as .json or .ubj): {str(exc).splitlines()[0][:200]}"
+        ) from None
+    return booster
 
 
-@dataclass(frozen=True)
-class TrainedModel:
-    model: Any
-    family: str
-    task: str
-    metric: str
-    holdout_score: float
-    params: dict[str, Any]
+def _load_lightgbm(data: bytes, filename: str) -> Any:
+    """A LightGBM text model as a Booster, its text checked and normalised first."""
+    import lightgbm as lgb  # optional and heavy: imported only when such a file arrives
+
+    # CRLF (Windows editors, git checkouts) or a hand edit shifts the byte offsets
+    # in tree_sizes and LightGBM aborts the process: see core.parsing.validate
+    text = lightgbm_text(data, filename)
+    try:
+        return lgb.Booster(model_str=text)
+    except Exception as exc:
+        raise ModelError(
+            f"{filename!r} is not a readable LightGBM model (saved with Booster.save_model as text): "
+            f"{str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}"
+        ) from None
 
 
-def infer_task(y: pd.Series) -> str:
-    """Classification for text, boolean or few integral values; else regression."""
-    if not pd.api.types.is_numeric_dtype(y) or pd.api.types.is_bool_dtype(y):
-        return "classification"
-    v = y.dropna().to_numpy(dtype=float)
-    return "classification" if np.all(np.mod(v, 1) == 0) and np.unique(v).size <= 20 else "regression"
+def _load_skops(data: bytes, filename: str) -> Any:
+    """A ``.skops`` file holding only allow-listed types, its trees checked."""
+    import skops.io as sio  # optional and heavy: imported only when such a file arrives
+
+    check_skops_zip(data, filename)
+    try:
+        untrusted = sio.get_untrusted_types(data=data)
+    except Exception as exc:
+        raise ModelError(f"{filename!r} is not a readable .skops file ({exc}).") from None
+    refused = sorted(set(untrusted) - SKOPS_TRUSTED)
+    if refused:
+        raise UnsupportedModelError(
+            f"{filename!r} contains types outside the allow-list: {refused[:6]}. "
+            "Only tree-ensemble models can be loaded from .skops files."
+        )
+    try:
+        model = sio.loads(data, trusted=list(untrusted))
+    except Exception as exc:
+        raise ModelError(f"{filename!r} could not be loaded as .skops ({exc}).") from None
+    check_sklearn_trees(model, filename)      # before anything predicts with its node arrays
+    return model
 
 
-def train_model(X: pd.DataFrame, y: pd.Series, family: str = "random_forest", *,
-                n_estimators: int = 100, max_depth: int = 5, learning_rate: float = 0.1,
-                test_size: float = 0.25, random_state: int = 0) -> TrainedModel:
-    """Train a tree ensemble on the data and score it on a held-out split."""
-    from sklearn.model_selection import train_test_split
+def _load_pickle(data: bytes, filename: str, allow_pickle: bool) -> Any:
+    """A pickle/joblib file, opened only with ``allow_pickle``, its trees checked."""
+    if not allow_pickle:
+        raise UntrustedPickleError(
+            f"{filename!r} is a pickle/joblib file and was not opened. {PICKLE_WARNING} "
+            "To open it anyway, tick 'I trust this file'."
+        )
+    import joblib  # imported only when a trusted pickle is opened
 
-    if family not in FAMILIES:
-        raise ValueError(f"Unknown model family {family!r}; choose one of {FAMILIES}.")
-    if len(X) < 10:
-        raise DataError(f"Only {len(X)} rows: at least 10 are needed to train and hold out a test split.")
-    task = infer_task(y)
-    yv = y
-    if task == "classification":
-        if y.nunique() < 2:
-            raise DataError("The target has a single value; a classifier needs at least two classes.")
-        if family in ("xgboost",):
-            classes, yv = np.unique(y.to_numpy(), return_inverse=True)
-            yv = pd.Series(yv, index=y.index)
-    strat = yv if task == "classification" and yv.value_counts().min() >= 2 else None
-    Xtr, Xte, ytr, yte = train_test_split(X, yv, test_size=test_size, random_state=random_state, stratify=strat)
-    params = dict(n_estimators=n_estimators, max_depth=max_depth, random_state=random_state)
-    if family == "random_forest":
-        from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
-        cls = RandomForestClassifier if task == "classification" else RandomForestRegressor
-        model = cls(n_jobs=1, **params)
-    elif family == "gradient_boosting":
-        from sklearn.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
-        cls = GradientBoostingClassifier if task == "classification" else GradientBoostingRegressor
-        model = cls(learning_rate=learning_rate, **params)
-    elif family == "xgboost":
-        import xgboost as xgb
-        cls = xgb.XGBClassifier if task == "classification" else xgb.XGBRegressor
-        model = cls(learning_rate=learning_rate, n_jobs=1, **params)
-    else:
-        import lightgbm as lgb
-        cls = lgb.LGBMClassifier if task == "classification" else lgb.LGBMRegressor
-        model = cls(learning_rate=learning_rate, num_leaves=min(2 ** max_depth, 131072), verbose=-1,
-                    n_jobs=1, **params)
-    model.fit(Xtr, ytr)
-    if task == "classification":
-        score = float(np.mean(np.asarray(model.predict(Xte)) == np.asarray(yte)))
-        metric = "accuracy"
-    else:
-        from sklearn.metrics import r2_score
-        score, metric = float(r2_score(yte, model.predict(Xte))), "R²"
-    if family != "random_forest":
-        params["learning_rate"] = learning_rate
-    return TrainedModel(model, family, task, metric, score, params)
+    try:
+        model = joblib.load(io.BytesIO(data))
+    except Exception as exc:
+        raise ModelError(f"{filename!r} could not be unpickled ({type(exc).__name__}: {exc}).") from None
+    check_sklearn_trees(model, filename)
+    return model

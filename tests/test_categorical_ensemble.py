@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core import ensemble as ens_mod
+from core import flatwalk as ens_mod   # the tree walk and its compiled/numpy switch
 from core.ensemble import Tree, TreeEnsemble, category_bits_from_sets
 from core.errors import ModelError
 

@@ -208,7 +208,7 @@ def test_lightgbm_zero_zone_thresholds():
 
 @pytest.mark.parametrize("fid", ["sk-rf-multi", "xgb-multi", "lgb-bin", "sk-gb-reg"])
 def test_compiled_and_numpy_walks_agree(fitted, fid, monkeypatch):
-    import core.ensemble as ce
+    import core.flatwalk as ce   # the walk and its switch
 
     assert ce._treewalk is not None, "the compiled walk (core/_treewalk.c) was not built: reinstall with a C compiler"
     model, X, *_ = fitted(fid)

@@ -26,15 +26,19 @@ and its Python export's applier, which this module follows:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from core.ensemble import TreeEnsemble, float32_le_bound
 from core.errors import AtlasError, ModelError, UnsupportedModelError
-from core.parsing import build_tree
 from core.parsing.cityhash import cat_feature_hash
+from core.parsing.common import build_tree
+from core.tree import float32_le_bound
+from core.treeensemble import TreeEnsemble
 
 OTHER = "(any other value)"
 _SIGMOID = {"Logloss", "CrossEntropy"}
@@ -83,72 +87,19 @@ def _parse(doc: Any) -> TreeEnsemble:
     if not isinstance(doc, dict) or not ({"oblivious_trees", "trees"} & set(doc)):
         raise ModelError("This is not a CatBoost JSON model (no 'oblivious_trees' or 'trees').")
     fi = doc.get("features_info") or {}
-    floats = fi.get("float_features") or []
-    cats = fi.get("categorical_features") or []
-    for kind in ("text_features", "embedding_features"):
-        if fi.get(kind):
-            raise UnsupportedModelError(f"This CatBoost model uses {kind.replace('_', ' ')}, which are not supported.")
-    listed = len(floats) + len(cats)
-    for f in floats + cats:                # indices bounded by the file's own list, before any allocation
-        if not 0 <= int(f["flat_feature_index"]) < listed or not 0 <= int(f["feature_index"]) < listed:
-            raise ModelError(f"Feature {str(f.get('feature_id'))[:40]!r} has index {f['flat_feature_index']} "
-                             f"but the model lists {listed} features.")
-    names_of = {int(f["flat_feature_index"]): str(f.get("feature_name") or f.get("feature_id") or "")
-                for f in floats + cats}
-    d = max(names_of, default=-1) + 1
-    names = [names_of.get(j) or f"f{j}" for j in range(d)]
-    float_flat = {int(f["feature_index"]): int(f["flat_feature_index"]) for f in floats}
-    cat_flat = {int(f["feature_index"]): int(f["flat_feature_index"]) for f in cats}
-
+    names, float_flat, cat_flat = _features(fi)
+    d = len(names)
     trees_json = doc.get("oblivious_trees") or doc.get("trees") or []
     splits = [s for t in trees_json for s in _all_splits(t)]
-    ctr = [s for s in splits if s.get("split_type") not in ("FloatFeature", "OneHotFeature")]
-    if ctr or fi.get("ctrs"):
-        used = sorted({names[cat_flat[int(e["cat_feature_index"])]] for c in (fi.get("ctrs") or [])
-                       for e in (c.get("elements") or []) if "cat_feature_index" in e
-                       and int(e["cat_feature_index"]) in cat_flat} or
-                      {names[j] for j in cat_flat.values()})
-        raise UnsupportedModelError(
-            f"This CatBoost model turns categorical features into target statistics (CTRs) on {used}: those "
-            "splits depend on counts stored in the model, not on the category alone, and are not supported. "
-            "Retrain with one_hot_max_size above the number of categories of these features (one-hot splits).")
-
-    # categories: the hashes the splits name, in order of appearance, then "any other value"
-    lookup = {int(h["hash"]) & 0xFFFFFFFF: str(h["value"]) for h in fi.get("cat_features_hash") or []}
-    hashes: dict[int, list[int]] = {j: [] for j in cat_flat.values()}
-    for s in splits:
-        if s.get("split_type") == "OneHotFeature":
-            j = cat_flat[int(s["cat_feature_index"])]
-            h = int(s["value"]) & 0xFFFFFFFF
-            if h not in hashes[j]:
-                hashes[j].append(h)
-    categories: list = [None] * d
-    for j, hs in hashes.items():
-        categories[j] = tuple(lookup.get(h, f"#{h}") for h in hs) + (OTHER,)
-    for j, hs in hashes.items():
-        if cat_feature_hash(OTHER) in hs:       # never in practice; the stand-in must route as "other"
-            raise UnsupportedModelError(f"Feature {names[j]!r} names a category whose hash collides with the "
-                                        f"stand-in {OTHER!r}.")
+    _refuse_ctrs(splits, fi, names, cat_flat)
+    categories, hashes = _categories(splits, fi, cat_flat, names)
     code_of = {j: {h: k for k, h in enumerate(hs)} for j, hs in hashes.items()}
     n_codes = max((len(c) + 1 for c in categories if c is not None), default=None)
 
     loss = _loss(doc)
     class_params = (doc.get("model_info") or {}).get("class_params") or {}
     scale, bias = _scale_and_bias(doc)
-    if loss in _SIGMOID:
-        task, link, n_out = "classification", "sigmoid", 1
-    elif loss in _SOFTMAX:
-        task, link = "classification", "softmax"
-        n_out = max(len(bias), len(class_params.get("class_names") or []))
-    elif loss in _IDENTITY or loss.startswith(("Quantile", "Expectile", "Lq", "Huber")):
-        task, link, n_out = "regression", "identity", 1
-    else:
-        raise UnsupportedModelError(f"CatBoost loss {loss or 'unknown'!r} is not supported; supported: "
-                                    f"{', '.join(sorted(_SIGMOID | _SOFTMAX | _IDENTITY))}.")
-    if len(bias) == 1 and n_out > 1:
-        bias = bias * n_out
-    if len(bias) != n_out:
-        raise ModelError(f"The CatBoost model's scale_and_bias has {len(bias)} biases for {n_out} outputs.")
+    task, link, n_out, bias = _link(loss, class_params, bias)
 
     borders = sorted({float(s["border"]) for s in splits if s.get("split_type") == "FloatFeature"})
     bound = dict(zip(borders, float32_le_bound(np.asarray(borders, dtype=np.float32)).tolist()))
@@ -183,6 +134,84 @@ def _parse(doc: Any) -> TreeEnsemble:
                         link=link, base_score=np.asarray(bias, dtype=float), classes=classes,
                         source="catboost.CatBoost", meta=meta,
                         categories=tuple(categories) if n_codes is not None else ())
+
+
+def _features(fi: dict) -> tuple[list[str], dict[int, int], dict[int, int]]:
+    """The feature names in flat order, and the flat index of each float and
+    each categorical feature (by its index among features of its kind)."""
+    floats = fi.get("float_features") or []
+    cats = fi.get("categorical_features") or []
+    for kind in ("text_features", "embedding_features"):
+        if fi.get(kind):
+            raise UnsupportedModelError(f"This CatBoost model uses {kind.replace('_', ' ')}, which are not supported.")
+    listed = len(floats) + len(cats)
+    for f in floats + cats:                # indices bounded by the file's own list, before any allocation
+        if not 0 <= int(f["flat_feature_index"]) < listed or not 0 <= int(f["feature_index"]) < listed:
+            raise ModelError(f"Feature {str(f.get('feature_id'))[:40]!r} has index {f['flat_feature_index']} "
+                             f"but the model lists {listed} features.")
+    names_of = {int(f["flat_feature_index"]): str(f.get("feature_name") or f.get("feature_id") or "")
+                for f in floats + cats}
+    d = max(names_of, default=-1) + 1
+    names = [names_of.get(j) or f"f{j}" for j in range(d)]
+    float_flat = {int(f["feature_index"]): int(f["flat_feature_index"]) for f in floats}
+    cat_flat = {int(f["feature_index"]): int(f["flat_feature_index"]) for f in cats}
+    return names, float_flat, cat_flat
+
+
+def _refuse_ctrs(splits: list[dict], fi: dict, names: list[str], cat_flat: dict[int, int]) -> None:
+    """Refuse target-statistics (CTR) splits, naming the categorical features they read."""
+    ctr = [s for s in splits if s.get("split_type") not in ("FloatFeature", "OneHotFeature")]
+    if ctr or fi.get("ctrs"):
+        used = sorted({names[cat_flat[int(e["cat_feature_index"])]] for c in (fi.get("ctrs") or [])
+                       for e in (c.get("elements") or []) if "cat_feature_index" in e
+                       and int(e["cat_feature_index"]) in cat_flat} or
+                      {names[j] for j in cat_flat.values()})
+        raise UnsupportedModelError(
+            f"This CatBoost model turns categorical features into target statistics (CTRs) on {used}: those "
+            "splits depend on counts stored in the model, not on the category alone, and are not supported. "
+            "Retrain with one_hot_max_size above the number of categories of these features (one-hot splits).")
+
+
+def _categories(splits: list[dict], fi: dict, cat_flat: dict[int, int],
+                names: list[str]) -> tuple[list, dict[int, list[int]]]:
+    """Per feature None or its categories: the hashes its one-hot splits name, in
+    order of appearance (as text when the export lists it), then "any other
+    value"; and per categorical feature those hashes."""
+    lookup = {int(h["hash"]) & 0xFFFFFFFF: str(h["value"]) for h in fi.get("cat_features_hash") or []}
+    hashes: dict[int, list[int]] = {j: [] for j in cat_flat.values()}
+    for s in splits:
+        if s.get("split_type") == "OneHotFeature":
+            j = cat_flat[int(s["cat_feature_index"])]
+            h = int(s["value"]) & 0xFFFFFFFF
+            if h not in hashes[j]:
+                hashes[j].append(h)
+    categories: list = [None] * len(names)
+    for j, hs in hashes.items():
+        categories[j] = tuple(lookup.get(h, f"#{h}") for h in hs) + (OTHER,)
+    for j, hs in hashes.items():
+        if cat_feature_hash(OTHER) in hs:       # never in practice; the stand-in must route as "other"
+            raise UnsupportedModelError(f"Feature {names[j]!r} names a category whose hash collides with the "
+                                        f"stand-in {OTHER!r}.")
+    return categories, hashes
+
+
+def _link(loss: str, class_params: dict, bias: list[float]) -> tuple[str, str, int, list[float]]:
+    """``(task, link, n_outputs, biases)`` of a loss, one bias per output."""
+    if loss in _SIGMOID:
+        task, link, n_out = "classification", "sigmoid", 1
+    elif loss in _SOFTMAX:
+        task, link = "classification", "softmax"
+        n_out = max(len(bias), len(class_params.get("class_names") or []))
+    elif loss in _IDENTITY or loss.startswith(("Quantile", "Expectile", "Lq", "Huber")):
+        task, link, n_out = "regression", "identity", 1
+    else:
+        raise UnsupportedModelError(f"CatBoost loss {loss or 'unknown'!r} is not supported; supported: "
+                                    f"{', '.join(sorted(_SIGMOID | _SOFTMAX | _IDENTITY))}.")
+    if len(bias) == 1 and n_out > 1:
+        bias = bias * n_out
+    if len(bias) != n_out:
+        raise ModelError(f"The CatBoost model's scale_and_bias has {len(bias)} biases for {n_out} outputs.")
+    return task, link, n_out, bias
 
 
 def apply_document(doc: dict, frame: Any) -> np.ndarray:
@@ -226,8 +255,6 @@ def fold_other_level(ens: TreeEnsemble, features: list[int]) -> TreeEnsemble:
     """The ensemble with the "any other value" level (the last) of each of
     ``features`` folded into the missing code: both go the same way at every split,
     so predictions do not change; the data then offers no such level to choose."""
-    from dataclasses import replace
-
     if not features:
         return ens
     cats = list(ens.categories)
@@ -249,10 +276,6 @@ def fold_other_level(ens: TreeEnsemble, features: list[int]) -> TreeEnsemble:
 
 
 def _exported(model: Any) -> CatBoostJSON:
-    import json
-    import tempfile
-    from pathlib import Path
-
     try:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "model.json"

@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from core.ensemble import TreeEnsemble
 from core.errors import UnsupportedModelError
-from core.parsing import build_tree
+from core.parsing.common import build_tree, describe_unsupported
+from core.treeensemble import TreeEnsemble
 
 KZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold, a float widened to double
 
@@ -47,7 +47,7 @@ _IDENTITY = {"regression", "regression_l1", "huber", "fair", "quantile", "mape"}
 
 
 def parse_lightgbm(model: Any) -> TreeEnsemble:
-    import lightgbm as lgb
+    import lightgbm as lgb  # optional and heavy: imported only when a LightGBM model arrives
 
     if isinstance(model, lgb.Booster):
         booster, wrapper = model, None
@@ -58,7 +58,6 @@ def parse_lightgbm(model: Any) -> TreeEnsemble:
             raise UnsupportedModelError(f"The {type(model).__name__} is not fitted: {exc}") from None
         wrapper = model
     else:
-        from core.ensemble import describe_unsupported
         raise describe_unsupported(model)
 
     dump = booster.dump_model()

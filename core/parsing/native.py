@@ -31,10 +31,13 @@ in the raw columns the model takes, which is what exports show.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from core.categorical import decode
 
 INPUT_KINDS = ("array", "frame", "frame-object", "expanded")
 UNSEEN = "__atlas_unseen__"
@@ -47,10 +50,6 @@ def model_input(ens: Any, X: np.ndarray, *, frame: bool = False) -> Any:
     if kind not in INPUT_KINDS:
         raise ValueError(f"Unknown model input kind {kind!r}; expected one of {INPUT_KINDS}.")
     if kind == "expanded":                      # one-hot rows of core.categorical.expand: back to codes
-        from types import SimpleNamespace
-
-        from core.categorical import decode
-
         info = ens.meta["expanded"]
         cats = tuple(None if c is None else tuple(c) for c in info["categories"])
         native = SimpleNamespace(feature_names=tuple(info["names"]), categories=cats,
@@ -109,7 +108,7 @@ def native_outputs(ens: Any, model: Any, X: np.ndarray) -> tuple[np.ndarray, np.
     if ens.task == "anomaly":
         return ens.score_samples(X), model.score_samples(Xn), "anomaly scores"
     if module == "xgboost":
-        import xgboost as xgb
+        import xgboost as xgb  # optional and heavy: the model is an XGBoost one, so it is installed
 
         booster = model.get_booster() if hasattr(model, "get_booster") else model
         kw = {}

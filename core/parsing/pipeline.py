@@ -34,14 +34,15 @@ the raw DataFrame (``meta["input"] = "frame-object"``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
 
-from core.ensemble import TreeEnsemble
 from core.errors import UnsupportedModelError
 from core.jsonable import plain
+from core.parsing.common import build_tree
+from core.treeensemble import TreeEnsemble
 
 __all__ = ["parse_pipeline", "SUPPORTED_STEPS"]
 
@@ -171,9 +172,10 @@ def _largest_at_most(f: Any, t: np.ndarray, increasing: bool) -> np.ndarray:
     return np.where(~at_lo, -np.inf, x)
 
 
-def parse_pipeline(pipe: Any) -> TreeEnsemble:
-    from core.parsing import build_tree, parse
-
+def parse_pipeline(pipe: Any, *, parse_final: Callable[[Any], TreeEnsemble]) -> TreeEnsemble:
+    """The pipeline as one TreeEnsemble on its raw columns; its final estimator
+    is parsed by ``parse_final`` (the dispatcher :func:`core.parsing.parse`,
+    which hands itself over)."""
     if not hasattr(pipe, "steps") or not pipe.steps:
         raise UnsupportedModelError("The pipeline has no steps.")
     last_name, est = pipe.steps[-1]
@@ -184,18 +186,62 @@ def parse_pipeline(pipe: Any) -> TreeEnsemble:
     raw_cols = [str(c) for c in pipe.feature_names_in_]
     w = _Walk()
     _walk(pre, raw_cols, "", w)
-    inner = parse(est)
+    inner = parse_final(est)
     if inner.categorical_features:
         raise UnsupportedModelError(f"The pipeline's final step '{last_name}' has native categorical splits "
                                     "after preprocessing; this combination is not supported.")
+    cats = _encoder_categories(w)
+    owner, per_code, no_missing = _owners(pre, raw_cols, cats, w.fill, inner.n_features)
+    features = [c for c in raw_cols if c in cats or c in owner]
+    dropped = [c for c in raw_cols if c not in features]
+    n_codes = max((len(v) + 1 for v in cats.values()), default=None)
+    raw = _RawMap(pre, raw_cols, cats, owner, per_code, index={c: j for j, c in enumerate(features)},
+                  bounds=_raw_thresholds(pre, raw_cols, cats, owner, inner))
+    trees = [build_tree(_resolve(_rewrite(tree, raw)), inner.n_outputs, n_codes) for tree in inner.trees]
+    meta: dict[str, Any] = {"input": "frame-object", "pipeline": [n for n, _ in pipe.steps]}
+    if dropped:
+        meta["extra_columns"] = dropped
+    if no_missing:
+        meta["no_missing"] = no_missing
+    fills = {c: plain(v) for c, v in w.fill.items()}
+    if fills:
+        meta["impute"] = fills
+    return TreeEnsemble(tuple(trees), n_features=len(features), feature_names=tuple(features), task=inner.task,
+                        aggregation=inner.aggregation, link=inner.link, base_score=inner.base_score,
+                        classes=inner.classes, sigmoid_scale=inner.sigmoid_scale,
+                        positive_at_tie=inner.positive_at_tie, source=f"sklearn.Pipeline[{inner.source}]",
+                        meta=meta, categories=tuple(cats.get(c) for c in features))
+
+
+@dataclass
+class _RawMap:
+    """How the final estimator's transformed columns map back to the raw columns."""
+
+    pre: Any                                    # the preprocessing: the pipeline without its last step
+    raw_cols: list[str]
+    cats: dict[str, tuple]                      # categorical raw column -> its categories
+    owner: list[str | None]                     # transformed column -> the raw column it depends on
+    per_code: dict[str, np.ndarray]             # categorical raw column -> transformed rows, one per code
+    index: dict[str, int]                       # raw column -> its feature index in the ensemble
+    bounds: dict[tuple[int, float], tuple[float, bool]]   # (column, threshold) -> raw bound, increasing
+
+
+def _encoder_categories(w: _Walk) -> dict[str, tuple]:
+    """Each encoded raw column's categories, as the encoder knows them (no missing value)."""
     cats: dict[str, tuple] = {}
     for c, (enc, i) in w.encoded.items():
         values = [v for v in enc.categories_[i] if not (isinstance(v, float) and np.isnan(v)) and v is not None]
         cats[c] = tuple(plain(v) for v in values)
         if not cats[c]:
             raise UnsupportedModelError(f"The encoder of column {c!r} has no categories.")
+    return cats
 
-    n_out = inner.n_features
+
+def _owners(pre: Any, raw_cols: list[str], cats: dict[str, tuple], fill: dict[str, Any],
+            n_out: int) -> tuple[list[str | None], dict[str, np.ndarray], list[str]]:
+    """Per transformed column, the raw column it depends on (None: a constant
+    column); per categorical raw column, the transformed rows of its codes; and
+    the categorical columns whose missing value the pipeline refuses."""
     no_missing: list[str] = []
     owner: list[str | None] = [None] * n_out
     per_code: dict[str, np.ndarray] = {}
@@ -204,7 +250,7 @@ def parse_pipeline(pipe: Any) -> TreeEnsemble:
             frame = _base_frame(raw_cols, cats, len(cats[c]) + 1)
             # the last code: a missing value, or, when an imputer fills missing values in (they then
             # read as the fill category), a category the pipeline never saw
-            frame[c] = list(cats[c]) + [UNSEEN if c in w.fill else np.nan]
+            frame[c] = list(cats[c]) + [UNSEEN if c in fill else np.nan]
             try:
                 Z = _transform(pre, frame)
             except ValueError:                   # handle_unknown="error": the pipeline refuses missing values
@@ -221,72 +267,65 @@ def parse_pipeline(pipe: Any) -> TreeEnsemble:
                 raise UnsupportedModelError(f"A transformed column depends on both {owner[k]!r} and {c!r}; only "
                                             "column-by-column preprocessing is supported.")
             owner[k] = c
-    features = [c for c in raw_cols if c in cats or c in owner]
-    dropped = [c for c in raw_cols if c not in features]
-    index = {c: j for j, c in enumerate(features)}
-    n_codes = max((len(v) + 1 for v in cats.values()), default=None)
+    return owner, per_code, no_missing
 
-    def numeric_map(c: str, k: int):
-        def f(x: np.ndarray) -> np.ndarray:
-            frame = _base_frame(raw_cols, cats, len(x))
-            frame[c] = x
-            with np.errstate(all="ignore"):
-                return _transform(pre, frame)[:, k]
-        return f
 
-    # raw thresholds for every (transformed column, threshold) used by the trees
+def _numeric_map(pre: Any, raw_cols: list[str], cats: dict[str, tuple], c: str, k: int) -> Any:
+    """Transformed column ``k`` as a function of numerical raw column ``c``."""
+    def f(x: np.ndarray) -> np.ndarray:
+        frame = _base_frame(raw_cols, cats, len(x))
+        frame[c] = x
+        with np.errstate(all="ignore"):
+            return _transform(pre, frame)[:, k]
+    return f
+
+
+def _raw_thresholds(pre: Any, raw_cols: list[str], cats: dict[str, tuple], owner: list[str | None],
+                    inner: TreeEnsemble) -> dict[tuple[int, float], tuple[float, bool]]:
+    """Raw thresholds for every (transformed column, threshold) used by the trees
+    on a numerical raw column, and whether the column's map is increasing."""
     bounds: dict[tuple[int, float], tuple[float, bool]] = {}
-    for k in range(n_out):
+    for k in range(inner.n_features):
         ts = np.unique(np.concatenate([t.threshold[(t.feature == k) & ~np.isnan(t.threshold)]
                                        for t in inner.trees]))
         if ts.size == 0 or owner[k] is None or owner[k] in cats:
             continue
-        f = numeric_map(owner[k], k)
+        f = _numeric_map(pre, raw_cols, cats, owner[k], k)
         with np.errstate(all="ignore"):
             increasing = bool(f(np.array([1e6]))[0] >= f(np.array([-1e6]))[0])
         xs = _largest_at_most(f, ts, increasing)
         for t, x in zip(ts, xs):
             bounds[(k, float(t))] = (float(x), increasing)
+    return bounds
 
-    trees = []
-    for tree in inner.trees:
-        nodes: list[dict] = []
-        for i in range(tree.n_nodes):
-            left, right = int(tree.children_left[i]), int(tree.children_right[i])
-            if left < 0:
-                nodes.append({"value": tree.value[i]})
-                continue
-            k, t = int(tree.feature[i]), float(tree.threshold[i])
-            c = owner[k]
-            if c is None:                        # a constant column: every row goes the same way
-                goes_left = bool(_transform(pre, _base_frame(raw_cols, cats, 1))[0, k] <= t)
-                nodes.append(_always(left if goes_left else right))
-            elif c in cats:
-                go = per_code[c][:, k] <= t          # the last code: missing or unseen
-                nodes.append({"feature": index[c], "categories_left": [int(v) for v in np.flatnonzero(go)],
-                              "left": left, "right": right})
+
+def _rewrite(tree: Any, raw: _RawMap) -> list[dict]:
+    """A tree of the final estimator as node dicts on the raw columns (with
+    redirects where every row goes the same way, see :func:`_resolve`)."""
+    nodes: list[dict] = []
+    for i in range(tree.n_nodes):
+        left, right = int(tree.children_left[i]), int(tree.children_right[i])
+        if left < 0:
+            nodes.append({"value": tree.value[i]})
+            continue
+        k, t = int(tree.feature[i]), float(tree.threshold[i])
+        c = raw.owner[k]
+        if c is None:                        # a constant column: every row goes the same way
+            goes_left = bool(_transform(raw.pre, _base_frame(raw.raw_cols, raw.cats, 1))[0, k] <= t)
+            nodes.append(_always(left if goes_left else right))
+        elif c in raw.cats:
+            go = raw.per_code[c][:, k] <= t          # the last code: missing or unseen
+            nodes.append({"feature": raw.index[c], "categories_left": [int(v) for v in np.flatnonzero(go)],
+                          "left": left, "right": right})
+        else:
+            x, increasing = raw.bounds[(k, t)]
+            if not np.isfinite(x):           # everything on one side
+                nodes.append(_always(left if (x > 0) == increasing else right))
+            elif increasing:
+                nodes.append({"feature": raw.index[c], "threshold": x, "left": left, "right": right})
             else:
-                x, increasing = bounds[(k, t)]
-                if not np.isfinite(x):           # everything on one side
-                    nodes.append(_always(left if (x > 0) == increasing else right))
-                elif increasing:
-                    nodes.append({"feature": index[c], "threshold": x, "left": left, "right": right})
-                else:
-                    nodes.append({"feature": index[c], "threshold": x, "left": right, "right": left})
-        trees.append(build_tree(_resolve(nodes), inner.n_outputs, n_codes))
-    meta: dict[str, Any] = {"input": "frame-object", "pipeline": [n for n, _ in pipe.steps]}
-    if dropped:
-        meta["extra_columns"] = dropped
-    if no_missing:
-        meta["no_missing"] = no_missing
-    fills = {c: plain(v) for c, v in w.fill.items()}
-    if fills:
-        meta["impute"] = fills
-    return TreeEnsemble(tuple(trees), n_features=len(features), feature_names=tuple(features), task=inner.task,
-                        aggregation=inner.aggregation, link=inner.link, base_score=inner.base_score,
-                        classes=inner.classes, sigmoid_scale=inner.sigmoid_scale,
-                        positive_at_tie=inner.positive_at_tie, source=f"sklearn.Pipeline[{inner.source}]",
-                        meta=meta, categories=tuple(cats.get(c) for c in features))
+                nodes.append({"feature": raw.index[c], "threshold": x, "left": right, "right": left})
+    return nodes
 
 
 def _always(child: int) -> dict:

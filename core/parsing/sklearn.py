@@ -11,8 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from core.ensemble import Tree, TreeEnsemble, describe_unsupported, float32_floor, float32_le_bound
 from core.errors import UnsupportedModelError
+from core.parsing.common import describe_unsupported
+from core.tree import Tree, float32_floor, float32_le_bound
+from core.treeensemble import TreeEnsemble
 
 
 def _sk_threshold(t: np.ndarray) -> np.ndarray:
@@ -49,7 +51,7 @@ def _class_values(est: Any) -> np.ndarray:
 
 
 def parse_sklearn(model: Any) -> TreeEnsemble:
-    from sklearn import ensemble as ske
+    from sklearn import ensemble as ske  # scikit-learn: imported only when such a model arrives
     from sklearn import tree as skt
 
     name = type(model).__name__
@@ -82,7 +84,7 @@ def parse_sklearn(model: Any) -> TreeEnsemble:
 
 
 def _parse_gb(model: Any, common: dict) -> TreeEnsemble:
-    from sklearn.dummy import DummyClassifier, DummyRegressor
+    from sklearn.dummy import DummyClassifier, DummyRegressor  # scikit-learn, as in parse_sklearn
 
     init = model.init_
     if not (isinstance(init, str) and init == "zero") and not isinstance(init, (DummyClassifier, DummyRegressor)):
@@ -112,7 +114,7 @@ def _parse_gb(model: Any, common: dict) -> TreeEnsemble:
 
 
 def _parse_iforest(model: Any, common: dict) -> TreeEnsemble:
-    from sklearn.ensemble._iforest import _average_path_length
+    from sklearn.ensemble._iforest import _average_path_length  # scikit-learn, as in parse_sklearn
 
     trees = []
     for e, feats, dpl, apl in zip(model.estimators_, model.estimators_features_,

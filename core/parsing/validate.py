@@ -37,220 +37,28 @@ reads a model in-process gets them too) and again in the sandbox's child:
 
 Each failure is a :class:`ModelError` that names the part of the file and
 says to re-save the model from its library.
+
+Where they live: the limits, the error and the JSON reader in
+:mod:`core.parsing.filecheck`, the UBJSON reader in :mod:`core.parsing.ubjson`,
+the skops and sklearn checks in :mod:`core.parsing.skopscheck`, the XGBoost
+and LightGBM checks here; every name above is importable from here.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import struct
-import zipfile
-import io as _io
 from typing import Any
 
-from core.errors import ModelError
+from core.parsing.filecheck import MAX_CLASSES, MAX_FEATURES, MAX_JSON_DEPTH, _damaged, _int, check_json_depth
+from core.parsing.filecheck import load_json  # noqa: F401 - core.io reads it from here, as before the split
+from core.parsing.skopscheck import check_sklearn_trees, check_skops_zip
+from core.parsing.ubjson import read_ubjson
 
 __all__ = ["check_json_depth", "check_xgboost_json", "read_ubjson", "check_lightgbm_text", "lightgbm_text",
            "check_skops_zip", "check_sklearn_trees", "MAX_JSON_DEPTH", "MAX_FEATURES", "MAX_CLASSES"]
 
-MAX_JSON_DEPTH = 64          # XGBoost JSON models nest about 8 deep, CatBoost's about 10
-MAX_FEATURES = 1_000_000     # features a model may declare beyond those it names or splits on
-MAX_CLASSES = 100_000        # classes (outputs) a model may declare at most
-MAX_SKOPS_MEMBERS = 100_000
-MAX_SKOPS_UNPACKED = 4 * 2**30   # bytes a .skops zip may unpack to
-MAX_ZIP_RATIO = 1000             # uncompressed / compressed size of one member (a zip bomb)
-_HOW = "Re-save the model from its library (Booster.save_model / model.save_model / skops.io.dump)."
-
-
-def _damaged(filename: str, what: str) -> ModelError:
-    return ModelError(f"{filename!r} is damaged: {what}. {_HOW}")
-
-
-# ------------------------------------------------------------------ JSON
-def check_json_depth(data: bytes | str, filename: str = "model", limit: int = MAX_JSON_DEPTH) -> None:
-    """Refuse JSON nested deeper than ``limit`` (a linear scan; strings skipped)."""
-    if isinstance(data, str):
-        data = data.encode("utf-8", "surrogatepass")
-    # fast path: bytes between quotes are skipped with find(), brackets counted per chunk
-    depth, i, n = 0, 0, len(data)
-    find = data.find
-    while i < n:
-        q = find(b'"', i)
-        end = n if q < 0 else q
-        if end > i:
-            chunk = data[i:end]
-            if b"[" in chunk or b"{" in chunk or b"]" in chunk or b"}" in chunk:
-                for b in chunk:
-                    if b == 0x7B or b == 0x5B:
-                        depth += 1
-                        if depth > limit:
-                            raise _damaged(filename, f"its JSON is nested more than {limit} levels deep")
-                    elif b == 0x7D or b == 0x5D:
-                        depth -= 1
-        if q < 0:
-            break
-        j = q + 1                                    # inside a string: find its closing quote
-        while True:
-            j = find(b'"', j)
-            if j < 0:
-                return                                # unterminated string: the JSON reader says so
-            k = j - 1
-            while k > q and data[k] == 0x5C:         # count the backslashes before the quote
-                k -= 1
-            if (j - 1 - k) % 2 == 0:
-                break
-            j += 1
-        i = j + 1
-
-
-def load_json(data: bytes, filename: str, what: str = "JSON model") -> Any:
-    """``json.loads`` after the depth check; a syntax error becomes a ModelError."""
-    check_json_depth(data, filename)
-    try:
-        return json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise _damaged(filename, f"it is not valid {what} ({str(exc)[:120]})") from None
-
-
-# ------------------------------------------------------------------ UBJSON
-_UBJ_NUM = {b"i": (">b", 1), b"U": (">B", 1), b"I": (">h", 2), b"l": (">i", 4), b"L": (">q", 8),
-            b"d": (">f", 4), b"D": (">d", 8)}
-_NP_DTYPE = {b"i": ">i1", b"U": ">u1", b"I": ">i2", b"l": ">i4", b"L": ">i8", b"d": ">f4", b"D": ">f8"}
-
-
-def read_ubjson(data: bytes, filename: str = "model.ubj", limit: int = MAX_JSON_DEPTH) -> Any:
-    """Decode XGBoost's UBJSON without recursion, every declared length bounded by
-    the bytes that remain (typed numeric arrays become lists)."""
-    import numpy as np
-
-    mv = memoryview(data)
-    n = len(data)
-    pos = 0
-
-    def bad(what: str) -> ModelError:
-        return _damaged(filename, f"its UBJSON {what} (at byte {pos})")
-
-    def take(k: int) -> memoryview:
-        nonlocal pos
-        if k < 0 or pos + k > n:
-            raise bad("is cut short or declares a length beyond the file's end")
-        out = mv[pos:pos + k]
-        pos += k
-        return out
-
-    def marker() -> bytes:
-        return bytes(take(1))
-
-    def integer(m: bytes | None = None) -> int:
-        m = m or marker()
-        if m not in _UBJ_NUM or m in (b"d", b"D"):
-            raise bad(f"has a length of type {m!r}, not an integer")
-        fmt, k = _UBJ_NUM[m]
-        return struct.unpack(fmt, take(k))[0]
-
-    def string(m: bytes | None = None) -> str:
-        k = integer(m)
-        try:
-            return bytes(take(k)).decode("utf-8")
-        except UnicodeDecodeError:
-            raise bad("holds a string that is not UTF-8") from None
-
-    def scalar(m: bytes) -> Any:
-        if m in _UBJ_NUM:
-            fmt, k = _UBJ_NUM[m]
-            return struct.unpack(fmt, take(k))[0]
-        if m == b"S" or m == b"H":
-            return string()
-        if m == b"C":
-            return bytes(take(1)).decode("latin-1")
-        if m == b"T":
-            return True
-        if m == b"F":
-            return False
-        if m == b"Z":
-            return None
-        raise bad(f"has the unknown type marker {m!r}")
-
-    def container_header() -> tuple[bytes | None, int | None]:
-        """After '[' or '{': optional '$type' and '#count'."""
-        typ = cnt = None
-        if pos < n and data[pos:pos + 1] == b"$":
-            take(1)
-            typ = marker()
-            if data[pos:pos + 1] != b"#":
-                raise bad("has a typed container without a count")
-        if pos < n and data[pos:pos + 1] == b"#":
-            take(1)
-            cnt = integer()
-            if cnt < 0 or cnt > n - pos:           # each element takes a byte at least (typed: checked below)
-                if not (typ in (b"T", b"F", b"Z") and 0 <= cnt <= 10**7):
-                    raise bad(f"declares {cnt:,} elements, more than the file holds")
-        return typ, cnt
-
-    # stack frames: [container, kind, typ, remaining or None, pending key]
-    root: list = []
-    stack: list = [[root, "[", None, 1, None]]
-
-    def add(value: Any) -> None:
-        top = stack[-1]
-        if top[1] == "[":
-            top[0].append(value)
-        else:
-            top[0][top[4]] = value
-        if top[3] is not None:
-            top[3] -= 1
-
-    def open_container(m: bytes) -> None:
-        nonlocal pos
-        typ, cnt = container_header()
-        if m == b"[" and typ in _NP_DTYPE and cnt is not None:
-            dt = np.dtype(_NP_DTYPE[typ])
-            raw = take(cnt * dt.itemsize)
-            add(np.frombuffer(raw, dtype=dt).tolist())
-            return
-        if len(stack) > limit:
-            raise bad(f"is nested more than {limit} levels deep")
-        new: Any = [] if m == b"[" else {}
-        add(new)
-        stack.append([new, "[" if m == b"[" else "{", typ, cnt, None])
-
-    while True:
-        top = stack[-1]
-        if top[3] == 0:                             # a counted container (or the root) is complete
-            if len(stack) == 1:
-                break
-            stack.pop()
-            continue
-        if top[3] is None and pos < n and data[pos:pos + 1] == (b"]" if top[1] == "[" else b"}"):
-            take(1)
-            stack.pop()
-            continue
-        if top[1] == "{":
-            top[4] = string(marker())
-        m = top[2] if top[2] is not None else marker()
-        if m == b"N" and top[2] is None:            # no-op
-            if top[1] == "{":
-                raise bad("has a no-op where a value belongs")
-            continue
-        if m in (b"[", b"{"):
-            open_container(m)
-        else:
-            add(scalar(m))
-    if pos != n:
-        raise _damaged(filename, f"its UBJSON has {n - pos:,} stray bytes after the model")
-    return root[0]
-
 
 # ------------------------------------------------------------------ XGBoost
-def _int(v: Any, filename: str, what: str) -> int:
-    try:
-        if isinstance(v, float) and not v.is_integer():
-            raise ValueError
-        return int(v)
-    except (TypeError, ValueError, OverflowError):
-        raise _damaged(filename, f"{what} is {str(v)[:40]!r}, not a whole number") from None
-
-
 def _number_list(v: Any, filename: str, what: str, n: int | None = None) -> list:
     if not isinstance(v, list):
         raise _damaged(filename, f"{what} is not a list")
@@ -276,16 +84,7 @@ def check_xgboost_json(obj: Any, filename: str = "model.json") -> None:
         if isinstance(obj, dict):
             return                                 # not an XGBoost model: its reader says what it is
         raise _damaged(filename, "the model is not a JSON object")
-    try:
-        learner = obj["learner"]
-        mp = learner["learner_model_param"]
-        gb = learner["gradient_booster"]
-        model = gb["model"] if "model" in gb else gb["gbtree"]["model"]   # dart nests a gbtree
-        trees = model["trees"]
-    except (KeyError, TypeError):
-        raise _damaged(filename, "the XGBoost model lacks its learner, booster or trees") from None
-    if not isinstance(trees, list) or not isinstance(mp, dict) or not isinstance(model, dict):
-        raise _damaged(filename, "'trees' is not a list")
+    learner, mp, model, trees = _xgboost_parts(obj, filename)
     names = learner.get("feature_names") or []
     if not isinstance(names, list):
         raise _damaged(filename, "'feature_names' is not a list")
@@ -302,100 +101,9 @@ def check_xgboost_json(obj: Any, filename: str = "model.json") -> None:
         vals = [math.nan]
     if not vals or not all(math.isfinite(v) for v in vals) or len(vals) > max(n_class, n_target, 1):
         raise _damaged(filename, f"base_score is {str(base)[:40]!r}")
-    gparam = model.get("gbtree_model_param", {}) or {}
-    if not isinstance(gparam, dict):
-        raise _damaged(filename, "gbtree_model_param is not an object")
-    declared_trees = _int(gparam.get("num_trees", len(trees)), filename, "num_trees")
-    if declared_trees != len(trees):
-        raise _damaged(filename, f"num_trees is {declared_trees} but it holds {len(trees)} trees")
-    n_parallel = _int(gparam.get("num_parallel_tree", 1), filename, "num_parallel_tree")
-    if not 1 <= n_parallel <= max(len(trees), 1):
-        raise _damaged(filename, f"num_parallel_tree is {n_parallel:,} but it holds only {len(trees)} trees")
     outputs = max(n_class, n_target, 1)
-    tree_info = model.get("tree_info", [0] * len(trees))
-    _number_list(tree_info, filename, "tree_info", len(trees))
-    for t, g in enumerate(tree_info):
-        if g != int(g) or not 0 <= g < outputs:
-            raise _damaged(filename, f"tree {t} adds to output {g} but the model has {outputs}")
-    indptr = model.get("iteration_indptr")
-    if indptr is not None:
-        _number_list(indptr, filename, "iteration_indptr")
-        if indptr and (indptr[0] != 0 or indptr[-1] != len(trees)
-                       or any(b < a for a, b in zip(indptr, indptr[1:]))):
-            raise _damaged(filename, "iteration_indptr does not index its trees")
-    max_index = -1
-    for t, tree in enumerate(trees):
-        if not isinstance(tree, dict):
-            raise _damaged(filename, f"tree {t} is not an object")
-        for key in ("left_children", "right_children", "split_indices", "split_conditions"):
-            if key not in tree:
-                raise _damaged(filename, f"tree {t} has no {key!r}")
-        left = _number_list(tree["left_children"], filename, f"tree {t}'s left_children")
-        n = len(left)
-        if n == 0:
-            raise _damaged(filename, f"tree {t} has no nodes")
-        for key in _XGB_NODE_ARRAYS:
-            if key in tree:
-                _number_list(tree[key], filename, f"tree {t}'s {key}", n)
-        right, feat, cond = tree["right_children"], tree["split_indices"], tree["split_conditions"]
-        parents = tree.get("parents")
-        tp = tree.get("tree_param", {}) or {}
-        if not isinstance(tp, dict):
-            raise _damaged(filename, f"tree {t}'s tree_param is not an object")
-        declared = tp.get("num_nodes")
-        if declared is not None and _int(declared, filename, f"tree {t}'s num_nodes") != n:
-            raise _damaged(filename, f"tree {t} declares {declared} nodes and holds {n}")
-        leaf_size = _int(tp.get("size_leaf_vector", 1), filename, f"tree {t}'s size_leaf_vector")
-        if not 0 <= leaf_size <= outputs:
-            raise _damaged(filename, f"tree {t}'s size_leaf_vector is {leaf_size:,} for {outputs} outputs")
-        deleted = _int(tp.get("num_deleted", 0), filename, f"tree {t}'s num_deleted")
-        if "categories_segments" in tree or "categories_sizes" in tree:
-            cats = _number_list(tree.get("categories", []), filename, f"tree {t}'s categories")
-            seg = _number_list(tree.get("categories_segments", []), filename, f"tree {t}'s categories_segments")
-            size = _number_list(tree.get("categories_sizes", []), filename, f"tree {t}'s categories_sizes",
-                                len(seg))
-            nodes = _number_list(tree.get("categories_nodes", []), filename, f"tree {t}'s categories_nodes",
-                                 len(seg))
-            if any(not (0 <= s and 0 <= z and s + z <= len(cats)) for s, z in zip(seg, size)) \
-                    or any(not 0 <= c < n for c in nodes):
-                raise _damaged(filename, f"tree {t}'s category segments point outside its category list")
-        seen = bytearray(n)
-        stack = [0]
-        reached = 0
-        while stack:
-            i = stack.pop()
-            if seen[i]:
-                raise _damaged(filename, f"tree {t}, node {i} is reached twice (a child points back to an "
-                                         "ancestor or is shared)")
-            seen[i] = 1
-            reached += 1
-            a, b = left[i], right[i]
-            if not isinstance(a, int) or not isinstance(b, int):
-                raise _damaged(filename, f"tree {t}, node {i} has a child index that is not a whole number")
-            if a == -1 and b == -1:
-                if not _finite(cond[i]):
-                    raise _damaged(filename, f"tree {t}, leaf {i} has the value {cond[i]!r}")
-                continue
-            for side, c in (("left", a), ("right", b)):
-                if c == 0:
-                    raise _damaged(filename, f"tree {t}, node {i}: {side} child 0 points back to the root")
-                if not 0 < c < n:
-                    raise _damaged(filename, f"tree {t}, node {i}: {side} child {c} is outside 1..{n - 1}")
-                if seen[c]:
-                    raise _damaged(filename, f"tree {t}, node {i}: {side} child {c} points back to an "
-                                             "ancestor or is shared")
-                if parents is not None and parents[c] != i:
-                    raise _damaged(filename, f"tree {t}, node {c}: its parent is {parents[c]}, but node {i} "
-                                             "has it as a child")
-            f = feat[i]
-            if not isinstance(f, int) or f < 0:
-                raise _damaged(filename, f"tree {t}, node {i} splits on feature {f!r}")
-            max_index = max(max_index, f)
-            if not _finite(cond[i]):
-                raise _damaged(filename, f"tree {t}, node {i} has the threshold {cond[i]!r}")
-            stack += (a, b)
-        if reached + max(deleted, 0) < n:
-            raise _damaged(filename, f"tree {t}: {n - reached} of its {n} nodes are not reached from the root")
+    _check_xgboost_index(model, trees, outputs, filename)
+    max_index = max((_check_xgboost_tree(tree, t, outputs, filename) for t, tree in enumerate(trees)), default=-1)
     if max_index >= n_feature:
         raise _damaged(filename, f"a split uses feature {max_index} but num_feature is {n_feature}")
     if n_feature > max(len(names), max_index + 1) + MAX_FEATURES:
@@ -409,6 +117,140 @@ def check_xgboost_json(obj: Any, filename: str = "model.json") -> None:
                                  f"but num_feature is {n_feature}")
     if n_class > max(len(trees), 2) or n_class > MAX_CLASSES:
         raise _damaged(filename, f"num_class is {n_class:,} but it holds only {len(trees)} trees")
+
+
+def _xgboost_parts(obj: dict, filename: str) -> tuple[Any, Any, Any, list]:
+    """The learner, its model parameters, the tree model and its trees."""
+    try:
+        learner = obj["learner"]
+        mp = learner["learner_model_param"]
+        gb = learner["gradient_booster"]
+        model = gb["model"] if "model" in gb else gb["gbtree"]["model"]   # dart nests a gbtree
+        trees = model["trees"]
+    except (KeyError, TypeError):
+        raise _damaged(filename, "the XGBoost model lacks its learner, booster or trees") from None
+    if not isinstance(trees, list) or not isinstance(mp, dict) or not isinstance(model, dict):
+        raise _damaged(filename, "'trees' is not a list")
+    return learner, mp, model, trees
+
+
+def _check_xgboost_index(model: dict, trees: list, outputs: int, filename: str) -> None:
+    """The tree model's counts and indices against the trees it holds: ``num_trees``,
+    ``num_parallel_tree``, the output each tree adds to and ``iteration_indptr``."""
+    gparam = model.get("gbtree_model_param", {}) or {}
+    if not isinstance(gparam, dict):
+        raise _damaged(filename, "gbtree_model_param is not an object")
+    declared_trees = _int(gparam.get("num_trees", len(trees)), filename, "num_trees")
+    if declared_trees != len(trees):
+        raise _damaged(filename, f"num_trees is {declared_trees} but it holds {len(trees)} trees")
+    n_parallel = _int(gparam.get("num_parallel_tree", 1), filename, "num_parallel_tree")
+    if not 1 <= n_parallel <= max(len(trees), 1):
+        raise _damaged(filename, f"num_parallel_tree is {n_parallel:,} but it holds only {len(trees)} trees")
+    tree_info = model.get("tree_info", [0] * len(trees))
+    _number_list(tree_info, filename, "tree_info", len(trees))
+    for t, g in enumerate(tree_info):
+        if g != int(g) or not 0 <= g < outputs:
+            raise _damaged(filename, f"tree {t} adds to output {g} but the model has {outputs}")
+    indptr = model.get("iteration_indptr")
+    if indptr is not None:
+        _number_list(indptr, filename, "iteration_indptr")
+        if indptr and (indptr[0] != 0 or indptr[-1] != len(trees)
+                       or any(b < a for a, b in zip(indptr, indptr[1:]))):
+            raise _damaged(filename, "iteration_indptr does not index its trees")
+
+
+def _check_xgboost_tree(tree: Any, t: int, outputs: int, filename: str) -> int:
+    """Check tree ``t``: its arrays, parameters and category segments, then its
+    nodes; return the largest feature index it splits on (-1 if none)."""
+    if not isinstance(tree, dict):
+        raise _damaged(filename, f"tree {t} is not an object")
+    for key in ("left_children", "right_children", "split_indices", "split_conditions"):
+        if key not in tree:
+            raise _damaged(filename, f"tree {t} has no {key!r}")
+    left = _number_list(tree["left_children"], filename, f"tree {t}'s left_children")
+    n = len(left)
+    if n == 0:
+        raise _damaged(filename, f"tree {t} has no nodes")
+    for key in _XGB_NODE_ARRAYS:
+        if key in tree:
+            _number_list(tree[key], filename, f"tree {t}'s {key}", n)
+    tp = tree.get("tree_param", {}) or {}
+    if not isinstance(tp, dict):
+        raise _damaged(filename, f"tree {t}'s tree_param is not an object")
+    declared = tp.get("num_nodes")
+    if declared is not None and _int(declared, filename, f"tree {t}'s num_nodes") != n:
+        raise _damaged(filename, f"tree {t} declares {declared} nodes and holds {n}")
+    leaf_size = _int(tp.get("size_leaf_vector", 1), filename, f"tree {t}'s size_leaf_vector")
+    if not 0 <= leaf_size <= outputs:
+        raise _damaged(filename, f"tree {t}'s size_leaf_vector is {leaf_size:,} for {outputs} outputs")
+    deleted = _int(tp.get("num_deleted", 0), filename, f"tree {t}'s num_deleted")
+    if "categories_segments" in tree or "categories_sizes" in tree:
+        cats = _number_list(tree.get("categories", []), filename, f"tree {t}'s categories")
+        seg = _number_list(tree.get("categories_segments", []), filename, f"tree {t}'s categories_segments")
+        size = _number_list(tree.get("categories_sizes", []), filename, f"tree {t}'s categories_sizes",
+                            len(seg))
+        nodes = _number_list(tree.get("categories_nodes", []), filename, f"tree {t}'s categories_nodes",
+                             len(seg))
+        if any(not (0 <= s and 0 <= z and s + z <= len(cats)) for s, z in zip(seg, size)) \
+                or any(not 0 <= c < n for c in nodes):
+            raise _damaged(filename, f"tree {t}'s category segments point outside its category list")
+    reached, max_index = _walk_xgboost_tree(tree, t, n, filename)
+    if reached + max(deleted, 0) < n:
+        raise _damaged(filename, f"tree {t}: {n - reached} of its {n} nodes are not reached from the root")
+    return max_index
+
+
+def _walk_xgboost_tree(tree: dict, t: int, n: int, filename: str) -> tuple[int, int]:
+    """Walk tree ``t`` (``n`` nodes) from its root, each node once: children in
+    range and agreeing with ``parents``, split features, finite thresholds and leaf
+    values. Return how many nodes were reached and the largest feature split on."""
+    left, right = tree["left_children"], tree["right_children"]
+    feat, cond = tree["split_indices"], tree["split_conditions"]
+    parents = tree.get("parents")
+    max_index = -1
+    seen = bytearray(n)
+    stack = [0]
+    reached = 0
+    where = f"tree {t}"
+    while stack:
+        i = stack.pop()
+        _first_visit(seen, i, where, filename)
+        reached += 1
+        a, b = left[i], right[i]
+        if not isinstance(a, int) or not isinstance(b, int):
+            raise _damaged(filename, f"tree {t}, node {i} has a child index that is not a whole number")
+        if a == -1 and b == -1:
+            if not _finite(cond[i]):
+                raise _damaged(filename, f"tree {t}, leaf {i} has the value {cond[i]!r}")
+            continue
+        for side, c in (("left", a), ("right", b)):
+            if c == 0:
+                raise _damaged(filename, f"tree {t}, node {i}: {side} child 0 points back to the root")
+            if not 0 < c < n:
+                raise _damaged(filename, f"tree {t}, node {i}: {side} child {c} is outside 1..{n - 1}")
+            if seen[c]:
+                raise _damaged(filename, f"tree {t}, node {i}: {side} child {c} points back to an "
+                                         "ancestor or is shared")
+            if parents is not None and parents[c] != i:
+                raise _damaged(filename, f"tree {t}, node {c}: its parent is {parents[c]}, but node {i} "
+                                         "has it as a child")
+        f = feat[i]
+        if not isinstance(f, int) or f < 0:
+            raise _damaged(filename, f"tree {t}, node {i} splits on feature {f!r}")
+        max_index = max(max_index, f)
+        if not _finite(cond[i]):
+            raise _damaged(filename, f"tree {t}, node {i} has the threshold {cond[i]!r}")
+        stack += (a, b)
+    return reached, max_index
+
+
+def _first_visit(seen: bytearray, i: int, where: str, filename: str) -> None:
+    """Mark node ``i`` of a tree walked from its root (XGBoost's or LightGBM's);
+    a second visit means a child points back to an ancestor or is shared."""
+    if seen[i]:
+        raise _damaged(filename, f"{where}, node {i} is reached twice (a child points back to an ancestor "
+                                 "or is shared)")
+    seen[i] = 1
 
 
 # ------------------------------------------------------------------ LightGBM
@@ -538,10 +380,7 @@ def _check_lightgbm_tree(kv: dict[str, str], t: int, max_idx: int, filename: str
     stack = [0]
     while stack:
         i = stack.pop()
-        if seen_node[i]:
-            raise _damaged(filename, f"{where}, node {i} is reached twice (a child points back to an ancestor "
-                                     "or is shared)")
-        seen_node[i] = 1
+        _first_visit(seen_node, i, where, filename)
         if not 0 <= feat[i] <= max_idx:
             raise _damaged(filename, f"{where}, node {i} splits on feature {feat[i]}, outside 0..{max_idx}")
         if not 0 <= dec[i] <= 255:
@@ -570,112 +409,3 @@ def _check_lightgbm_tree(kv: dict[str, str], t: int, max_idx: int, filename: str
         raise _damaged(filename, f"{where}: {m - sum(seen_node)} nodes and {n_leaves - sum(seen_leaf)} leaves "
                                  "are not reached from the root")
 
-
-# ------------------------------------------------------------------ skops / sklearn
-def check_skops_zip(data: bytes, filename: str = "model.skops") -> None:
-    """Bound a .skops zip before skops opens it: members, unpacked size, schema depth."""
-    try:
-        zf = zipfile.ZipFile(_io.BytesIO(data))
-        infos = zf.infolist()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
-        raise _damaged(filename, f"it is not a readable .skops (zip) file ({exc})") from None
-    if len(infos) > MAX_SKOPS_MEMBERS:
-        raise _damaged(filename, f"it holds {len(infos):,} members")
-    total = sum(i.file_size for i in infos)
-    if total > MAX_SKOPS_UNPACKED:
-        raise _damaged(filename, f"it unpacks to {total / 2**30:.1f} GB")
-    for i in infos:
-        if i.file_size > MAX_ZIP_RATIO * max(i.compress_size, 1) + 2**20:
-            raise _damaged(filename, f"its member {i.filename!r} claims to unpack {i.file_size:,} bytes from "
-                                     f"{i.compress_size:,} (a zip bomb?)")
-    try:
-        schema = zf.read("schema.json")
-    except KeyError:
-        raise _damaged(filename, "it has no schema.json") from None
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as exc:
-        raise _damaged(filename, f"its schema.json cannot be unpacked ({exc})") from None
-    check_json_depth(schema, filename, limit=4 * MAX_JSON_DEPTH)
-
-
-def _sklearn_trees(obj: Any, depth: int = 0):
-    """Every fitted ``sklearn.tree._tree.Tree`` inside a model (ensembles, pipelines)."""
-    import numpy as np
-
-    if depth > 8 or obj is None:
-        return
-    tree = getattr(obj, "tree_", None)
-    if tree is not None and type(tree).__module__.startswith("sklearn.tree"):
-        yield obj, tree
-    for attr in ("estimators_", "steps", "transformers_", "estimator_", "base_estimator_", "init_"):
-        sub = getattr(obj, attr, None) if attr != "estimators_" or hasattr(obj, "estimators_") else None
-        if sub is None or isinstance(sub, str):
-            continue
-        items = sub.ravel().tolist() if isinstance(sub, np.ndarray) else sub if isinstance(sub, (list, tuple)) \
-            else [sub]
-        for it in items:
-            if isinstance(it, tuple):              # (name, step) or (name, transformer, columns)
-                it = it[1] if len(it) > 1 else None
-            if it is not None and not isinstance(it, str) and type(it).__module__.startswith("sklearn"):
-                yield from _sklearn_trees(it, depth + 1)
-
-
-def check_sklearn_trees(model: Any, filename: str = "model.skops") -> None:
-    """Check the node arrays of every sklearn tree skops rebuilt, before any predict."""
-    import numpy as np
-
-    for k, (est, tree) in enumerate(_sklearn_trees(model)):
-        where = f"tree {k} ({type(est).__name__})"
-        try:
-            left = np.asarray(tree.children_left)
-            right = np.asarray(tree.children_right)
-            feat = np.asarray(tree.feature)
-            thr = np.asarray(tree.threshold)
-            value = np.asarray(tree.value)
-            n_features = int(tree.n_features)
-        except Exception as exc:  # noqa: BLE001 - a Tree whose state skops could not restore
-            raise _damaged(filename, f"{where} cannot be read ({type(exc).__name__})") from None
-        n = left.shape[0]
-        if n == 0 or not (right.shape[0] == feat.shape[0] == thr.shape[0] == value.shape[0] == n):
-            raise _damaged(filename, f"{where}'s node arrays differ in length")
-        n_in = getattr(est, "n_features_in_", n_features)
-        if n_features != n_in:
-            raise _damaged(filename, f"{where} has {n_features} features but its estimator {n_in}")
-        split = left != -1
-        if np.any(split != (right != -1)):
-            raise _damaged(filename, f"{where} has a node with one child")
-        bad = split & ((left <= 0) | (left >= n) | (right <= 0) | (right >= n))
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise _damaged(filename, f"{where}, node {i}: a child ({left[i]}, {right[i]}) is outside 1..{n - 1}")
-        fbad = split & ((feat < 0) | (feat >= n_features))
-        if fbad.any():
-            i = int(np.flatnonzero(fbad)[0])
-            raise _damaged(filename, f"{where}, node {i} splits on feature {feat[i]}, outside 0..{n_features - 1}")
-        tbad = split & ~np.isfinite(thr)
-        if tbad.any():
-            i = int(np.flatnonzero(tbad)[0])
-            raise _damaged(filename, f"{where}, node {i} has the threshold {thr[i]!r}")
-        # every node reached exactly once from the root: counts of incoming edges
-        incoming = np.bincount(np.concatenate([left[split], right[split]]), minlength=n)
-        wrong = incoming != 1
-        wrong[0] = incoming[0] != 0
-        if wrong.any():
-            i = int(np.flatnonzero(wrong)[0])
-            raise _damaged(filename, f"{where}, node {i} is reached {int(incoming[i])} times (a child points back "
-                                     "to an ancestor, is shared or is orphaned)")
-        # in-degree one everywhere and none into the root: a cycle would be a component without the root
-        order = np.zeros(n, dtype=bool)
-        order[0] = True
-        frontier = np.array([0])
-        count = 1
-        while frontier.size:
-            kids = np.concatenate([left[frontier], right[frontier]])
-            kids = kids[kids != -1]
-            kids = kids[~order[kids]]
-            order[kids] = True
-            count += kids.size
-            frontier = kids
-        if count != n:
-            raise _damaged(filename, f"{where}: {n - count} nodes form a cycle apart from the root")
-        if not np.all(np.isfinite(value)):
-            raise _damaged(filename, f"{where} has a non-finite leaf value")

@@ -25,9 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from core.ensemble import TreeEnsemble, float32_le_bound
 from core.errors import UnsupportedModelError
-from core.parsing import build_tree
+from core.parsing.common import build_tree, describe_unsupported
+from core.tree import Tree, float32_le_bound
+from core.treeensemble import TreeEnsemble
 
 _CLASSIF = {"binary:logistic": "sigmoid", "multi:softprob": "softmax", "multi:softmax": "softmax"}
 _REGRESS = {"reg:squarederror", "reg:absoluteerror", "reg:pseudohubererror", "reg:linear"}
@@ -41,20 +42,7 @@ def _parse_floats(s: Any) -> np.ndarray:
 
 
 def parse_xgboost(model: Any) -> TreeEnsemble:
-    import xgboost as xgb
-
-    if isinstance(model, xgb.Booster):
-        booster, wrapper = model, None
-    elif hasattr(model, "get_booster"):
-        try:
-            booster = model.get_booster()
-        except Exception as exc:  # xgboost raises NotFittedError (a ValueError) or XGBoostError
-            raise UnsupportedModelError(f"The {type(model).__name__} is not fitted: {exc}") from None
-        wrapper = model
-    else:
-        from core.ensemble import describe_unsupported
-        raise describe_unsupported(model)
-
+    booster, wrapper = _booster(model)
     cfg = json.loads(bytes(booster.save_raw("json")))["learner"]
     objective = cfg["objective"]["name"]
     gb = cfg["gradient_booster"]
@@ -67,6 +55,57 @@ def parse_xgboost(model: Any) -> TreeEnsemble:
         raise UnsupportedModelError("Multi-target XGBoost models are not supported.")
     n_class = int(mp.get("num_class", "0"))
     d = int(mp["num_feature"])
+    task, link, n_out, classes, base = _objective(objective, mp, n_class)
+
+    model_json = gb["model"]
+    trees_json = model_json["trees"]
+    tree_info = model_json["tree_info"]
+    n_trees = len(trees_json)
+    meta: dict[str, Any] = {"objective": objective}
+    if wrapper is not None:
+        best = getattr(wrapper, "best_iteration", None) if _has_best(booster) else None
+        if best is not None:
+            per_iter = int(gb["model"]["gbtree_model_param"].get("num_parallel_tree", "1")) * max(1, n_out)
+            n_trees = (int(best) + 1) * per_iter
+            meta["iteration_range"] = (0, int(best) + 1)
+    categories = _categories(model_json, cfg.get("feature_types") or [], d, trees_json[:n_trees])
+    n_codes = max((len(c) + 1 for c in categories if c is not None), default=None)
+    if n_codes is not None:
+        meta["input"] = "frame" if model_json.get("cats") else "array"
+    trees = [_tree(tj, grp, n_out, categories, n_codes)
+             for tj, grp in zip(trees_json[:n_trees], tree_info[:n_trees])]
+    names = cfg.get("feature_names") or []
+    if wrapper is not None and getattr(wrapper, "feature_names_in_", None) is not None:
+        names = list(wrapper.feature_names_in_)
+    if len(names) != d:
+        names = [f"f{i}" for i in range(d)]
+    source = f"xgboost.{type(model).__name__}"
+    if wrapper is not None and task == "classification" and hasattr(wrapper, "classes_"):
+        classes = np.asarray(wrapper.classes_)
+    return TreeEnsemble(tuple(trees), n_features=d, feature_names=tuple(names), task=task,
+                        aggregation="sum", link=link, base_score=base, classes=classes,
+                        source=source, meta=meta,
+                        categories=tuple(categories) if n_codes is not None else ())
+
+
+def _booster(model: Any) -> tuple[Any, Any]:
+    """The model's Booster, and the scikit-learn wrapper it came from (or None)."""
+    import xgboost as xgb  # optional and heavy: imported only when an XGBoost model arrives
+
+    if isinstance(model, xgb.Booster):
+        return model, None
+    if hasattr(model, "get_booster"):
+        try:
+            booster = model.get_booster()
+        except Exception as exc:  # xgboost raises NotFittedError (a ValueError) or XGBoostError
+            raise UnsupportedModelError(f"The {type(model).__name__} is not fitted: {exc}") from None
+        return booster, model
+    raise describe_unsupported(model)
+
+
+def _objective(objective: str, mp: dict, n_class: int) -> tuple[str, str, int, np.ndarray | None, np.ndarray]:
+    """``(task, link, n_outputs, classes, base_score)`` of an objective, the base
+    score (``learner_model_param``'s) as a margin."""
     base = _parse_floats(mp["base_score"])
     if objective in _CLASSIF:
         link = _CLASSIF[objective]
@@ -87,63 +126,39 @@ def parse_xgboost(model: Any) -> TreeEnsemble:
         base = np.full(n_out, base[0])
     if base.size != n_out:
         raise UnsupportedModelError(f"Unexpected XGBoost base_score {mp['base_score']!r} for {n_out} outputs.")
+    return task, link, n_out, classes, base
 
-    model_json = gb["model"]
-    trees_json = model_json["trees"]
-    tree_info = model_json["tree_info"]
-    n_trees = len(trees_json)
-    meta: dict[str, Any] = {"objective": objective}
-    if wrapper is not None:
-        best = getattr(wrapper, "best_iteration", None) if _has_best(booster) else None
-        if best is not None:
-            per_iter = int(gb["model"]["gbtree_model_param"].get("num_parallel_tree", "1")) * max(1, n_out)
-            n_trees = (int(best) + 1) * per_iter
-            meta["iteration_range"] = (0, int(best) + 1)
-    categories = _categories(model_json, cfg.get("feature_types") or [], d, trees_json[:n_trees])
-    n_codes = max((len(c) + 1 for c in categories if c is not None), default=None)
-    if n_codes is not None:
-        meta["input"] = "frame" if model_json.get("cats") else "array"
-    trees = []
-    for tj, grp in zip(trees_json[:n_trees], tree_info[:n_trees]):
-        right_sets = _right_sets(tj)
-        if int(tj["tree_param"].get("size_leaf_vector", "1")) > 1:
-            raise UnsupportedModelError("XGBoost vector-leaf trees are not supported.")
-        left, right = tj["left_children"], tj["right_children"]
-        feat, cond = tj["split_indices"], tj["split_conditions"]
-        thr = float32_le_bound(np.nextafter(np.asarray(cond, dtype=np.float32), np.float32(-np.inf)))
-        nodes = []
-        for i in range(len(left)):
-            if left[i] == -1:
-                v = np.zeros(n_out)
-                v[int(grp) if n_out > 1 else 0] = float(np.float32(cond[i]))
-                nodes.append({"value": v})
-            elif i in right_sets:
-                j = int(feat[i])
-                cats = categories[j] if j < d else None
-                if cats is None:
-                    raise UnsupportedModelError(f"This XGBoost model splits feature {j} by category but does not "
-                                                "mark it categorical; re-save it with XGBoost 1.6 or later.")
-                go_right = right_sets[i]
-                default_left = bool(tj.get("default_left", [0] * len(left))[i])
-                nodes.append({"feature": j, "left": int(left[i]), "right": int(right[i]),
-                              "categories_left": [c for c in range(len(cats)) if c not in go_right]
-                              + ([len(cats)] if default_left else [])})
-            else:
-                nodes.append({"feature": int(feat[i]), "threshold": float(thr[i]),
-                              "left": int(left[i]), "right": int(right[i])})
-        trees.append(build_tree(nodes, n_out, n_codes))
-    names = cfg.get("feature_names") or []
-    if wrapper is not None and getattr(wrapper, "feature_names_in_", None) is not None:
-        names = list(wrapper.feature_names_in_)
-    if len(names) != d:
-        names = [f"f{i}" for i in range(d)]
-    source = f"xgboost.{type(model).__name__}"
-    if wrapper is not None and task == "classification" and hasattr(wrapper, "classes_"):
-        classes = np.asarray(wrapper.classes_)
-    return TreeEnsemble(tuple(trees), n_features=d, feature_names=tuple(names), task=task,
-                        aggregation="sum", link=link, base_score=base, classes=classes,
-                        source=source, meta=meta,
-                        categories=tuple(categories) if n_codes is not None else ())
+
+def _tree(tj: dict, grp: Any, n_out: int, categories: list, n_codes: int | None) -> Tree:
+    """One tree of the JSON dump, its leaf values on output ``grp``."""
+    d = len(categories)
+    right_sets = _right_sets(tj)
+    if int(tj["tree_param"].get("size_leaf_vector", "1")) > 1:
+        raise UnsupportedModelError("XGBoost vector-leaf trees are not supported.")
+    left, right = tj["left_children"], tj["right_children"]
+    feat, cond = tj["split_indices"], tj["split_conditions"]
+    thr = float32_le_bound(np.nextafter(np.asarray(cond, dtype=np.float32), np.float32(-np.inf)))
+    nodes = []
+    for i in range(len(left)):
+        if left[i] == -1:
+            v = np.zeros(n_out)
+            v[int(grp) if n_out > 1 else 0] = float(np.float32(cond[i]))
+            nodes.append({"value": v})
+        elif i in right_sets:
+            j = int(feat[i])
+            cats = categories[j] if j < d else None
+            if cats is None:
+                raise UnsupportedModelError(f"This XGBoost model splits feature {j} by category but does not "
+                                            "mark it categorical; re-save it with XGBoost 1.6 or later.")
+            go_right = right_sets[i]
+            default_left = bool(tj.get("default_left", [0] * len(left))[i])
+            nodes.append({"feature": j, "left": int(left[i]), "right": int(right[i]),
+                          "categories_left": [c for c in range(len(cats)) if c not in go_right]
+                          + ([len(cats)] if default_left else [])})
+        else:
+            nodes.append({"feature": int(feat[i]), "threshold": float(thr[i]),
+                          "left": int(left[i]), "right": int(right[i])})
+    return build_tree(nodes, n_out, n_codes)
 
 
 def _right_sets(tree: dict) -> dict[int, set[int]]:

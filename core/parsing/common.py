@@ -1,0 +1,87 @@
+"""What every parser shares: the list of supported models, the error that names
+it (:func:`describe_unsupported`), and :func:`build_tree`, which turns a
+parser's node dicts into a :class:`core.tree.Tree`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from core.errors import ModelError, UnsupportedModelError
+from core.tree import Tree, category_bits_from_sets
+
+__all__ = ["SUPPORTED_MODELS", "describe_unsupported", "build_tree"]
+
+SUPPORTED_MODELS = (
+    "scikit-learn: DecisionTreeClassifier, DecisionTreeRegressor, RandomForestClassifier, "
+    "RandomForestRegressor, ExtraTreesClassifier, ExtraTreesRegressor, "
+    "GradientBoostingClassifier, GradientBoostingRegressor, IsolationForest; "
+    "XGBoost: XGBClassifier, XGBRegressor, Booster (binary:logistic, multi:softprob, "
+    "multi:softmax, reg:squarederror); "
+    "LightGBM: LGBMClassifier, LGBMRegressor, Booster (binary, multiclass, regression); "
+    "CatBoost: JSON export (save_model(format='json')), .cbm with the catboost package "
+    "(Logloss, MultiClass, RMSE and other identity losses; float and one-hot categorical splits)"
+)
+
+
+def describe_unsupported(model: Any) -> UnsupportedModelError:
+    return UnsupportedModelError(
+        f"Unsupported model type {type(model).__module__}.{type(model).__name__}. "
+        f"Supported: {SUPPORTED_MODELS}."
+    )
+
+
+def build_tree(nodes: list[dict[str, Any]], n_outputs: int, n_codes: int | None = None) -> Tree:
+    """Build a ``Tree`` from nodes given as dicts, re-indexed in preorder.
+
+    Each node dict has either ``feature``, ``threshold`` (already in the
+    ``x <= t`` convention), ``left`` and ``right`` (indices into ``nodes``),
+    or ``value`` (a float or a sequence of length ``n_outputs``). A categorical
+    split has ``categories_left`` (the codes that go left) instead of
+    ``threshold``; ``n_codes`` (the largest number of codes, missing code
+    included, of any categorical feature) sizes the bitsets. Preorder
+    numbering guarantees that children come after their parent, and drops
+    nodes the root does not reach (pruned or deleted nodes).
+    """
+    order: list[int] = []
+    seen: set[int] = set()
+    stack = [0]
+    while stack:
+        i = stack.pop()
+        if not isinstance(i, (int, np.integer)) or not 0 <= i < len(nodes):
+            raise ModelError(f"A tree of the model points to node {i!r}, which does not exist (the tree has "
+                             f"{len(nodes)} nodes): the file is damaged. Re-save the model from its library.")
+        if i in seen:   # a child pointing back to an ancestor (or two parents): would loop forever
+            raise ModelError(f"A tree of the model reaches node {i} twice (a cycle or a shared child): the file "
+                             "is damaged. Re-save the model from its library.")
+        seen.add(i)
+        order.append(i)
+        nd = nodes[i]
+        if "left" in nd:
+            stack.append(nd["right"])
+            stack.append(nd["left"])
+    new_id = {old: k for k, old in enumerate(order)}
+    n = len(order)
+    cl = np.full(n, -1, dtype=np.int32)
+    cr = np.full(n, -1, dtype=np.int32)
+    ft = np.full(n, -1, dtype=np.int32)
+    th = np.full(n, np.nan)
+    val = np.zeros((n, n_outputs))
+    left_sets: list = [None] * n
+    for k, old in enumerate(order):
+        nd = nodes[old]
+        if "left" in nd:
+            cl[k], cr[k] = new_id[nd["left"]], new_id[nd["right"]]
+            ft[k] = nd["feature"]
+            if "categories_left" in nd:          # categorical split: these codes go left
+                left_sets[k] = nd["categories_left"]
+            else:
+                th[k] = nd["threshold"]
+        else:
+            val[k] = nd["value"]
+    if not any(c is not None for c in left_sets):
+        return Tree(cl, cr, ft, th, val)
+    n_codes = int(n_codes or 1 + max(max(c, default=0) for c in left_sets if c is not None))
+    return Tree(cl, cr, ft, th, val, category_bits_from_sets(left_sets, n_codes))

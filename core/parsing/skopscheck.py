@@ -1,0 +1,128 @@
+"""Checks of scikit-learn models read from ``.skops`` files (or trusted pickles).
+
+:func:`check_skops_zip` bounds the zip before skops opens it (member count,
+declared uncompressed sizes, ``schema.json``'s depth); :func:`check_sklearn_trees`
+checks the node arrays of every fitted tree skops rebuilt before anything
+predicts with it. Both are importable from :mod:`core.parsing.validate`.
+"""
+
+from __future__ import annotations
+
+import io as _io
+import zipfile
+from typing import Any
+
+import numpy as np
+
+from core.parsing.filecheck import MAX_JSON_DEPTH, _damaged, check_json_depth
+
+__all__ = ["check_skops_zip", "check_sklearn_trees"]
+
+MAX_SKOPS_MEMBERS = 100_000
+MAX_SKOPS_UNPACKED = 4 * 2**30   # bytes a .skops zip may unpack to
+MAX_ZIP_RATIO = 1000             # uncompressed / compressed size of one member (a zip bomb)
+
+
+def check_skops_zip(data: bytes, filename: str = "model.skops") -> None:
+    """Bound a .skops zip before skops opens it: members, unpacked size, schema depth."""
+    try:
+        zf = zipfile.ZipFile(_io.BytesIO(data))
+        infos = zf.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
+        raise _damaged(filename, f"it is not a readable .skops (zip) file ({exc})") from None
+    if len(infos) > MAX_SKOPS_MEMBERS:
+        raise _damaged(filename, f"it holds {len(infos):,} members")
+    total = sum(i.file_size for i in infos)
+    if total > MAX_SKOPS_UNPACKED:
+        raise _damaged(filename, f"it unpacks to {total / 2**30:.1f} GB")
+    for i in infos:
+        if i.file_size > MAX_ZIP_RATIO * max(i.compress_size, 1) + 2**20:
+            raise _damaged(filename, f"its member {i.filename!r} claims to unpack {i.file_size:,} bytes from "
+                                     f"{i.compress_size:,} (a zip bomb?)")
+    try:
+        schema = zf.read("schema.json")
+    except KeyError:
+        raise _damaged(filename, "it has no schema.json") from None
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as exc:
+        raise _damaged(filename, f"its schema.json cannot be unpacked ({exc})") from None
+    check_json_depth(schema, filename, limit=4 * MAX_JSON_DEPTH)
+
+
+def _sklearn_trees(obj: Any, depth: int = 0):
+    """Every fitted ``sklearn.tree._tree.Tree`` inside a model (ensembles, pipelines)."""
+    if depth > 8 or obj is None:
+        return
+    tree = getattr(obj, "tree_", None)
+    if tree is not None and type(tree).__module__.startswith("sklearn.tree"):
+        yield obj, tree
+    for attr in ("estimators_", "steps", "transformers_", "estimator_", "base_estimator_", "init_"):
+        sub = getattr(obj, attr, None) if attr != "estimators_" or hasattr(obj, "estimators_") else None
+        if sub is None or isinstance(sub, str):
+            continue
+        items = sub.ravel().tolist() if isinstance(sub, np.ndarray) else sub if isinstance(sub, (list, tuple)) \
+            else [sub]
+        for it in items:
+            if isinstance(it, tuple):              # (name, step) or (name, transformer, columns)
+                it = it[1] if len(it) > 1 else None
+            if it is not None and not isinstance(it, str) and type(it).__module__.startswith("sklearn"):
+                yield from _sklearn_trees(it, depth + 1)
+
+
+def check_sklearn_trees(model: Any, filename: str = "model.skops") -> None:
+    """Check the node arrays of every sklearn tree skops rebuilt, before any predict."""
+    for k, (est, tree) in enumerate(_sklearn_trees(model)):
+        where = f"tree {k} ({type(est).__name__})"
+        try:
+            left = np.asarray(tree.children_left)
+            right = np.asarray(tree.children_right)
+            feat = np.asarray(tree.feature)
+            thr = np.asarray(tree.threshold)
+            value = np.asarray(tree.value)
+            n_features = int(tree.n_features)
+        except Exception as exc:  # noqa: BLE001 - a Tree whose state skops could not restore
+            raise _damaged(filename, f"{where} cannot be read ({type(exc).__name__})") from None
+        n = left.shape[0]
+        if n == 0 or not (right.shape[0] == feat.shape[0] == thr.shape[0] == value.shape[0] == n):
+            raise _damaged(filename, f"{where}'s node arrays differ in length")
+        n_in = getattr(est, "n_features_in_", n_features)
+        if n_features != n_in:
+            raise _damaged(filename, f"{where} has {n_features} features but its estimator {n_in}")
+        split = left != -1
+        if np.any(split != (right != -1)):
+            raise _damaged(filename, f"{where} has a node with one child")
+        bad = split & ((left <= 0) | (left >= n) | (right <= 0) | (right >= n))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise _damaged(filename, f"{where}, node {i}: a child ({left[i]}, {right[i]}) is outside 1..{n - 1}")
+        fbad = split & ((feat < 0) | (feat >= n_features))
+        if fbad.any():
+            i = int(np.flatnonzero(fbad)[0])
+            raise _damaged(filename, f"{where}, node {i} splits on feature {feat[i]}, outside 0..{n_features - 1}")
+        tbad = split & ~np.isfinite(thr)
+        if tbad.any():
+            i = int(np.flatnonzero(tbad)[0])
+            raise _damaged(filename, f"{where}, node {i} has the threshold {thr[i]!r}")
+        # every node reached exactly once from the root: counts of incoming edges
+        incoming = np.bincount(np.concatenate([left[split], right[split]]), minlength=n)
+        wrong = incoming != 1
+        wrong[0] = incoming[0] != 0
+        if wrong.any():
+            i = int(np.flatnonzero(wrong)[0])
+            raise _damaged(filename, f"{where}, node {i} is reached {int(incoming[i])} times (a child points back "
+                                     "to an ancestor, is shared or is orphaned)")
+        # in-degree one everywhere and none into the root: a cycle would be a component without the root
+        order = np.zeros(n, dtype=bool)
+        order[0] = True
+        frontier = np.array([0])
+        count = 1
+        while frontier.size:
+            kids = np.concatenate([left[frontier], right[frontier]])
+            kids = kids[kids != -1]
+            kids = kids[~order[kids]]
+            order[kids] = True
+            count += kids.size
+            frontier = kids
+        if count != n:
+            raise _damaged(filename, f"{where}: {n - count} nodes form a cycle apart from the root")
+        if not np.all(np.isfinite(value)):
+            raise _damaged(filename, f"{where} has a non-finite leaf value")

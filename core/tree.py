@@ -1,0 +1,237 @@
+"""One tree as parallel node arrays (:class:`Tree`), and what is read off such arrays.
+
+The float32 bounds the parsers fold into thresholds (:func:`float32_le_bound`,
+:func:`float32_floor`), the box and the admitted category codes of every node
+(:func:`node_boxes`, :func:`node_category_masks`) and the category bitsets
+(:func:`category_bits_from_sets`). The node layout and the one split rule are
+documented in :mod:`core.ensemble`; every name here is importable from there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from core.errors import ModelError
+
+__all__ = ["Tree", "float32_le_bound", "float32_floor", "node_boxes", "node_category_masks",
+           "category_bits_from_sets"]
+
+
+def float32_le_bound(a: np.ndarray) -> np.ndarray:
+    """Largest float64 ``T`` with ``float32(x) <= a  <=>  x <= T``.
+
+    Parameters
+    ----------
+    a : ndarray of float32 values (any float dtype; each must be exactly
+        representable in float32).
+
+    Returns
+    -------
+    T : ndarray of float64, same shape.
+    """
+    a32 = np.asarray(a, dtype=np.float32)
+    a64 = a32.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        nxt = np.nextafter(a32, np.float32(np.inf)).astype(np.float64)
+        mid = (a64 + nxt) / 2.0  # exact in float64: float32 has 24-bit mantissas
+        rounds_down = mid.astype(np.float32) <= a32
+    t = np.where(rounds_down, mid, np.nextafter(mid, -np.inf))
+    return np.where(np.isposinf(a64), np.inf, t)
+
+
+def _bits_hold(words: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """For rows of bit words (n, n_words) and codes (n,): is each code's bit set?"""
+    codes = codes.astype(np.int64)
+    w = codes >> 6
+    ok = w < words.shape[1]
+    got = words[np.arange(len(codes)), np.minimum(w, max(words.shape[1] - 1, 0))] if words.shape[1] else \
+        np.zeros(len(codes), dtype=np.uint64)
+    return ok & (((got >> (codes & 63).astype(np.uint64)) & np.uint64(1)) == 1)
+
+
+def float32_floor(t: np.ndarray) -> np.ndarray:
+    """Largest float32 value ``<= t`` (as float32)."""
+    t = np.asarray(t, dtype=np.float64)
+    f = t.astype(np.float32)
+    return np.where(f.astype(np.float64) > t, np.nextafter(f, np.float32(-np.inf)), f)
+
+
+def node_boxes(children_left: np.ndarray, children_right: np.ndarray, feature: np.ndarray,
+               threshold: np.ndarray, n_features: int) -> tuple[np.ndarray, np.ndarray]:
+    """The box of every node of a tree given as parallel arrays (children after
+    parents): ``lower, upper`` of shape (n_nodes, n_features), a point being in
+    node i iff ``lower[i] < x <= upper[i]``."""
+    n = len(children_left)
+    lo = np.full((n, n_features), -np.inf)
+    hi = np.full((n, n_features), np.inf)
+    for i in range(n):
+        left, right = children_left[i], children_right[i]
+        if left < 0:
+            continue
+        f, t = feature[i], threshold[i]
+        lo[left], hi[left] = lo[i], hi[i]
+        lo[right], hi[right] = lo[i], hi[i]
+        if t != t:  # a categorical split: no numerical bound (see node_category_masks)
+            continue
+        hi[left, f] = min(hi[i, f], t)
+        lo[right, f] = max(lo[i, f], t)
+    return lo, hi
+
+
+def node_category_masks(tree: "Tree", n_codes: dict[int, int]) -> dict[int, np.ndarray]:
+    """Per categorical feature ``j`` (``n_codes[j]`` codes), the codes each node
+    admits: ``{j: bool array (n_nodes, n_codes[j])}``, a point being in node i
+    iff its code of every such feature is admitted (and its numerical values
+    are in the node's box)."""
+    n = tree.n_nodes
+    masks = {j: np.ones((n, k), dtype=bool) for j, k in n_codes.items()}
+    for i in range(n):
+        left, right = tree.children_left[i], tree.children_right[i]
+        if left < 0:
+            continue
+        for m in masks.values():
+            m[left] = m[right] = m[i]
+        if tree.threshold[i] == tree.threshold[i]:
+            continue
+        j = int(tree.feature[i])
+        go = tree.left_codes(i, n_codes[j])
+        masks[j][left] &= go
+        masks[j][right] &= ~go
+    return masks
+
+
+def category_bits_from_sets(left_sets: Sequence[Sequence[int] | None], n_codes: int) -> np.ndarray:
+    """``category_bits`` of shape (len(left_sets), ceil(n_codes / 64)) from, per
+    node, the codes that go left (None at numerical splits and leaves)."""
+    words = max(1, -(-n_codes // 64))
+    bits = np.zeros((len(left_sets), words), dtype=np.uint64)
+    for i, codes in enumerate(left_sets):
+        for k in (() if codes is None else codes):
+            k = int(k)
+            if not 0 <= k < n_codes:
+                raise ModelError(f"Category code {k} is outside 0..{n_codes - 1}.")
+            bits[i, k >> 6] |= np.uint64(1) << np.uint64(k & 63)
+    return bits
+
+
+@dataclass(frozen=True, eq=False)
+class Tree:
+    """One tree as parallel node arrays; see the docstring of :mod:`core.ensemble`."""
+
+    children_left: np.ndarray
+    children_right: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray
+    value: np.ndarray
+    category_bits: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        cl = np.ascontiguousarray(self.children_left, dtype=np.int32)
+        cr = np.ascontiguousarray(self.children_right, dtype=np.int32)
+        ft = np.ascontiguousarray(self.feature, dtype=np.int32)
+        th = np.ascontiguousarray(self.threshold, dtype=np.float64)
+        val = np.ascontiguousarray(self.value, dtype=np.float64)
+        if val.ndim == 1:
+            val = val[:, None]
+        n = cl.shape[0]
+        if not (cr.shape == ft.shape == th.shape == (n,)) or val.shape[0] != n or n == 0:
+            raise ModelError("Tree arrays must all have the same non-zero length n_nodes.")
+        leaf = cl < 0
+        if np.any(leaf != (cr < 0)):
+            raise ModelError("A node has exactly one child; every internal node needs two.")
+        idx = np.arange(n)
+        internal = ~leaf
+        if np.any(cl[internal] <= idx[internal]) or np.any(cr[internal] <= idx[internal]):
+            raise ModelError("Tree invariant broken: a child index is not larger than its parent's.")
+        if np.any(cl[internal] >= n) or np.any(cr[internal] >= n):
+            raise ModelError("Tree invariant broken: a child index is out of range.")
+        reached = np.zeros(n, dtype=np.int64)
+        np.add.at(reached, cl[internal], 1)
+        np.add.at(reached, cr[internal], 1)
+        reached[0] += 1
+        if np.any(reached != 1):
+            raise ModelError("Tree invariant broken: some node is not reached exactly once from the root.")
+        bits = (np.zeros((n, 0), dtype=np.uint64) if self.category_bits is None
+                else np.ascontiguousarray(self.category_bits, dtype=np.uint64))
+        if bits.ndim != 2 or bits.shape[0] != n:
+            raise ModelError(f"category_bits has shape {bits.shape}; expected ({n}, n_words).")
+        if np.any(ft[internal] < 0):
+            raise ModelError("Tree invariant broken: an internal node has no feature.")
+        if np.any(np.isinf(th[internal])):
+            raise ModelError("Tree invariant broken: an internal node has an infinite threshold.")
+        cat = internal & np.isnan(th)
+        if cat.any() and bits.shape[1] == 0:
+            raise ModelError("Tree invariant broken: an internal node has no threshold and no category set.")
+        bits = np.where((~cat)[:, None], np.uint64(0), bits).astype(np.uint64)
+        ft = np.where(leaf, -1, ft).astype(np.int32)
+        th = np.where(leaf, np.nan, th)
+        for name, arr in (("children_left", cl), ("children_right", cr), ("feature", ft),
+                          ("threshold", th), ("value", val), ("category_bits", bits)):
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.children_left.shape[0])
+
+    @property
+    def is_leaf(self) -> np.ndarray:
+        return self.children_left < 0
+
+    @property
+    def is_categorical(self) -> np.ndarray:
+        """Mask of the categorical splits (internal nodes without a threshold)."""
+        return (self.children_left >= 0) & np.isnan(self.threshold)
+
+    def left_codes(self, node: int, n_codes: int) -> np.ndarray:
+        """Bool array (n_codes,): which category codes go left at a categorical split."""
+        codes = np.arange(n_codes)
+        words = self.category_bits[node]
+        w = np.minimum(codes >> 6, max(words.size - 1, 0))
+        if words.size == 0:
+            return np.zeros(n_codes, dtype=bool)
+        inside = (codes >> 6) < words.size
+        return inside & (((words[w] >> (codes & 63).astype(np.uint64)) & np.uint64(1)) == 1)
+
+    @property
+    def max_depth(self) -> int:
+        depth = np.zeros(self.n_nodes, dtype=np.int64)
+        for i in range(self.n_nodes):  # children come after parents
+            if self.children_left[i] >= 0:
+                depth[self.children_left[i]] = depth[i] + 1
+                depth[self.children_right[i]] = depth[i] + 1
+        return int(depth.max())
+
+    def apply(self, X: np.ndarray) -> np.ndarray:
+        """Leaf index reached by each row of ``X`` (n_samples, n_features)."""
+        node = np.zeros(X.shape[0], dtype=np.int64)
+        rows = np.arange(X.shape[0])
+        active = ~self.is_leaf[node]
+        cat = self.is_categorical
+        while np.any(active):
+            r = rows[active]
+            nd = node[active]
+            v = X[r, self.feature[nd]]
+            go_left = v <= self.threshold[nd]
+            c = cat[nd]
+            if c.any():
+                go_left[c] = _bits_hold(self.category_bits[nd[c]], v[c])
+            node[active] = np.where(go_left, self.children_left[nd], self.children_right[nd])
+            active = ~self.is_leaf[node]
+        return node
+
+    def leaf_boxes(self, n_features: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The hyperrectangle of every leaf.
+
+        Returns
+        -------
+        leaves : ndarray of shape (n_leaves,), node indices.
+        lower, upper : ndarrays of shape (n_leaves, n_features); a point is in
+            the leaf iff ``lower < x <= upper`` on every feature.
+        """
+        lo, hi = node_boxes(self.children_left, self.children_right, self.feature, self.threshold, n_features)
+        leaves = np.flatnonzero(self.is_leaf)
+        return leaves, lo[leaves], hi[leaves]

@@ -1,0 +1,411 @@
+"""The :class:`TreeEnsemble` every analysis reads.
+
+Its shape (trees, outputs, categorical features and their codes), its
+structure (split counts and levels, leaf boxes and category masks),
+prediction (rows walked by :mod:`core.flatwalk`, then aggregated and linked),
+the Isolation Forest scores, and the plain-arrays round trip and content hash
+that let an ensemble cross a process boundary. The representation is
+documented in :mod:`core.ensemble`; every name here is importable from there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import numpy as np
+
+from core.errors import ModelError
+from core.flatwalk import _flatten, leaf_sum, leaves
+from core.jsonable import plain
+from core.tree import Tree, node_category_masks
+
+__all__ = ["TreeEnsemble", "Link", "Task"]
+
+Link = Literal["identity", "sigmoid", "softmax", "isolation"]
+Task = Literal["classification", "regression", "anomaly"]
+
+
+@dataclass(frozen=True, eq=False)
+class TreeEnsemble:
+    """A tree ensemble in one representation; see the docstring of :mod:`core.ensemble`.
+
+    Attributes
+    ----------
+    trees : tuple of Tree
+    n_features : int
+    feature_names : tuple of str, length n_features
+    task : "classification", "regression" or "anomaly"
+    aggregation : "sum" or "mean" over trees
+    link : "identity", "sigmoid", "softmax" or "isolation"
+    base_score : ndarray of shape (n_outputs,), added to the aggregate
+    classes : ndarray of shape (n_classes,) or None (regression, anomaly)
+    sigmoid_scale : float, ``proba = 1 / (1 + exp(-scale * raw))``
+    positive_at_tie : bool, binary sigmoid models whose ``predict`` gives the
+        positive class at ``raw == 0`` (scikit-learn's gradient boosting)
+    source : str, e.g. ``"sklearn.RandomForestClassifier"``
+    meta : dict, family-specific constants (Isolation Forest: ``c``, ``offset``);
+        ``meta["input"]`` says how the source model takes its input (see
+        :mod:`core.parsing.native`).
+    categories : tuple of length n_features (or empty: no categorical feature),
+        None for a numerical feature, the tuple of category values of a
+        categorical one (see :mod:`core.ensemble`).
+    """
+
+    trees: tuple[Tree, ...]
+    n_features: int
+    feature_names: tuple[str, ...]
+    task: Task
+    aggregation: Literal["sum", "mean"]
+    link: Link
+    base_score: np.ndarray
+    classes: np.ndarray | None = None
+    sigmoid_scale: float = 1.0
+    positive_at_tie: bool = False
+    source: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+    categories: tuple[tuple[Any, ...] | None, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.trees:
+            raise ModelError("The model has no trees.")
+        object.__setattr__(self, "trees", tuple(self.trees))
+        base = np.atleast_1d(np.asarray(self.base_score, dtype=np.float64)).copy()
+        n_out = self.trees[0].value.shape[1]
+        if any(t.value.shape[1] != n_out for t in self.trees):
+            raise ModelError("All trees must have the same number of outputs.")
+        if base.shape != (n_out,):
+            raise ModelError(f"base_score has shape {base.shape}; expected ({n_out},).")
+        base.setflags(write=False)
+        object.__setattr__(self, "base_score", base)
+        names = tuple(str(n) for n in self.feature_names)
+        if len(names) != self.n_features:
+            raise ModelError(f"{len(names)} feature names for {self.n_features} features.")
+        object.__setattr__(self, "feature_names", names)
+        cats = tuple(self.categories) or (None,) * self.n_features
+        if len(cats) != self.n_features:
+            raise ModelError(f"categories has {len(cats)} entries for {self.n_features} features.")
+        cats = tuple(None if c is None else tuple(c) for c in cats)
+        object.__setattr__(self, "categories", cats)
+        is_cat = np.array([c is not None for c in cats], dtype=bool)
+        n_codes = np.array([0 if c is None else len(c) + 1 for c in cats], dtype=np.int64)
+        for t in self.trees:
+            used = t.feature[t.feature >= 0]
+            if used.size and used.max() >= self.n_features:
+                raise ModelError("A tree splits on a feature index beyond n_features.")
+            internal = t.children_left >= 0
+            cat_node = t.is_categorical
+            if np.any(cat_node != (internal & is_cat[np.maximum(t.feature, 0)])):
+                raise ModelError("A categorical split is on a numerical feature, or a threshold split on a "
+                                 "categorical feature.")
+            for i in np.flatnonzero(cat_node):
+                k = int(n_codes[t.feature[i]])
+                extra = t.category_bits[i].copy()
+                if k < 64 * extra.size:  # no bit beyond the feature's codes
+                    w = k >> 6
+                    if w < extra.size:
+                        extra[w] &= ~np.uint64((1 << (k & 63)) - 1)
+                    extra[:w] = 0
+                    if extra.any():
+                        raise ModelError(f"A categorical split sends a code beyond the {k} codes of feature "
+                                         f"{self.feature_names[t.feature[i]]!r} left.")
+        if self.classes is not None:
+            object.__setattr__(self, "classes", np.asarray(self.classes))
+        object.__setattr__(self, "_flat", _flatten(self.trees))
+
+    # ------------------------------------------------------------------ shape
+    @property
+    def n_trees(self) -> int:
+        return len(self.trees)
+
+    @property
+    def n_outputs(self) -> int:
+        return int(self.base_score.shape[0])
+
+    @property
+    def n_classes(self) -> int:
+        return 0 if self.classes is None else int(len(self.classes))
+
+    @property
+    def is_classifier(self) -> bool:
+        return self.task == "classification"
+
+    @property
+    def max_depth(self) -> int:
+        return max(t.max_depth for t in self.trees)
+
+    @property
+    def n_leaves(self) -> int:
+        return int(sum(int(t.is_leaf.sum()) for t in self.trees))
+
+    @property
+    def categorical_features(self) -> list[int]:
+        """Indices of the categorical features."""
+        return [j for j, c in enumerate(self.categories) if c is not None]
+
+    def is_categorical(self, j: int) -> bool:
+        return self.categories[j] is not None
+
+    def n_codes(self, j: int) -> int:
+        """Number of codes of categorical feature ``j``: its categories plus the missing code."""
+        c = self.categories[j]
+        if c is None:
+            raise ValueError(f"Feature {self.feature_names[j]!r} is numerical, not categorical.")
+        return len(c) + 1
+
+    def missing_code(self, j: int) -> int:
+        """The code standing for a missing or unseen value of categorical feature ``j``."""
+        return self.n_codes(j) - 1
+
+    def category_label(self, j: int, code: Any) -> str:
+        """The category a code of feature ``j`` stands for, as text."""
+        c = self.categories[j]
+        k = int(code)
+        if k == len(c):
+            return "(missing)"
+        return str(c[k])
+
+    def feature_index(self, f: int | str) -> int:
+        """Index of a feature given by index or name."""
+        if isinstance(f, (int, np.integer)):
+            if not 0 <= int(f) < self.n_features:
+                raise ValueError(f"Feature index {f} is out of range 0..{self.n_features - 1}.")
+            return int(f)
+        try:
+            return self.feature_names.index(str(f))
+        except ValueError:
+            raise ValueError(
+                f"Unknown feature {f!r}; the model's features are {list(self.feature_names)}."
+            ) from None
+
+    # ------------------------------------------------------------- structure
+    def split_counts(self) -> np.ndarray:
+        """Number of splits on each feature over all trees, shape (n_features,)."""
+        f = self._flat["feature_raw"]
+        return np.bincount(f[f >= 0].astype(np.int64), minlength=self.n_features)
+
+    def split_levels(self, j: int) -> np.ndarray:
+        """Sorted distinct thresholds on numerical feature ``j`` over all trees.
+
+        For a categorical feature: the half-integers ``0.5 .. n_codes - 1.5``
+        between its codes, so that every code is a cell of its own on the grid
+        of split levels the analyses use."""
+        if self.categories[j] is not None:
+            return np.arange(self.n_codes(j) - 1) + 0.5
+        f, t = self._flat["feature_raw"], self._flat["threshold_raw"]
+        return np.unique(t[(f == j) & ~np.isnan(t)])
+
+    def leaf_boxes(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per tree, ``(leaves, lower, upper)`` as in :meth:`Tree.leaf_boxes`;
+        categorical features are unbounded here, see :meth:`leaf_category_masks`."""
+        cache = self._flat.setdefault("leaf_boxes", None)
+        if cache is None:
+            cache = [t.leaf_boxes(self.n_features) for t in self.trees]
+            self._flat["leaf_boxes"] = cache
+        return cache
+
+    def leaf_category_masks(self) -> list[dict[int, np.ndarray]]:
+        """Per tree, ``{j: bool array (n_leaves, n_codes(j))}``: the codes of each
+        categorical feature that each leaf (in :meth:`leaf_boxes` order) admits."""
+        cache = self._flat.setdefault("leaf_category_masks", None)
+        if cache is None:
+            n_codes = {j: self.n_codes(j) for j in self.categorical_features}
+            cache = []
+            for t in self.trees:
+                leaves = np.flatnonzero(t.is_leaf)
+                cache.append({j: m[leaves] for j, m in node_category_masks(t, n_codes).items()})
+            self._flat["leaf_category_masks"] = cache
+        return cache
+
+    def used_features(self) -> np.ndarray:
+        """Indices of the features that at least one split uses."""
+        f = self._flat["feature_raw"]
+        return np.unique(f[f >= 0])
+
+    # ------------------------------------------------------------ prediction
+    def _check_X(self, X: Any) -> np.ndarray:
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim == 1:
+            X = X[None, :]
+        if X.ndim != 2 or X.shape[1] != self.n_features:
+            raise ValueError(
+                f"X has shape {X.shape}; the model expects (n_samples, {self.n_features})."
+            )
+        if np.isnan(X).any():
+            raise ValueError(
+                "X contains NaN: missing values are not supported; impute or drop those rows first."
+            )
+        for j in self.categorical_features:
+            col = X[:, j]
+            bad = (col < 0) | (col >= self.n_codes(j)) | (col != np.floor(col))
+            if bad.any():
+                raise ValueError(
+                    f"Column {self.feature_names[j]!r} is categorical: it takes integer codes 0..{self.n_codes(j) - 1}, "
+                    f"got {col[bad][0]!r}."
+                )
+        return np.ascontiguousarray(X)
+    def apply(self, X: Any) -> np.ndarray:
+        """Leaf node index per row and tree, shape (n_samples, n_trees)."""
+        X = self._check_X(X)
+        return leaves(self._flat, X, self.n_trees) - self._flat["offsets"][None, :]
+
+    def predict_raw(self, X: Any) -> np.ndarray:
+        """Aggregated leaf values plus base score, shape (n_samples, n_outputs).
+
+        Forest classifiers: mean class probabilities. Boosting: margins.
+        Regression: predicted values. Isolation Forest: mean path length.
+        """
+        X = self._check_X(X)
+        out = leaf_sum(self._flat, X, self.n_outputs, self.n_trees)
+        if self.aggregation == "mean":
+            out /= self.n_trees
+        return out + self.base_score
+        return out + self.base_score
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities, shape (n_samples, n_classes), in ``classes`` order."""
+        if not self.is_classifier:
+            raise ValueError(f"predict_proba needs a classifier; this model is a {self.task} model.")
+        raw = self.predict_raw(X)
+        return self.proba_from_raw(raw)
+
+    def proba_from_raw(self, raw: np.ndarray) -> np.ndarray:
+        """Class probabilities from aggregated raw outputs (``predict_raw``, or a
+        region's ``raw``): the link of the model applied."""
+        if self.link == "sigmoid":
+            p = 1.0 / (1.0 + np.exp(-self.sigmoid_scale * raw[:, 0]))
+            return np.column_stack([1.0 - p, p])
+        if self.link == "softmax":
+            z = raw - raw.max(axis=1, keepdims=True)
+            e = np.exp(z)
+            return e / e.sum(axis=1, keepdims=True)
+        return raw / np.maximum(raw.sum(axis=1, keepdims=True), np.finfo(float).tiny)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Labels (classifiers, in the source model's label set), values
+        (regression), or +1 inlier / -1 outlier (Isolation Forest)."""
+        raw = self.predict_raw(X)
+        if self.task == "regression":
+            return raw[:, 0].copy()
+        if self.task == "anomaly":
+            return np.where(self._decision_from_raw(raw) >= 0, 1, -1)
+        if self.link == "sigmoid":
+            pos = raw[:, 0] >= 0 if self.positive_at_tie else raw[:, 0] > 0
+            return self.classes[pos.astype(int)]
+        return self.classes[np.argmax(self.proba_from_raw(raw), axis=1)]
+
+    # ------------------------------------------------------- isolation forest
+    def _decision_from_raw(self, raw: np.ndarray) -> np.ndarray:
+        return self._score_from_raw(raw) - self.meta["offset"]
+
+    def _score_from_raw(self, raw: np.ndarray) -> np.ndarray:
+        c = self.meta["c"]
+        return -(2.0 ** (-raw[:, 0] / c)) if c > 0 else -np.ones(raw.shape[0])
+
+    def score_samples(self, X: Any) -> np.ndarray:
+        """Isolation Forest anomaly score (as scikit-learn's ``score_samples``)."""
+        if self.task != "anomaly":
+            raise ValueError("score_samples is defined for Isolation Forest models only.")
+        return self._score_from_raw(self.predict_raw(X))
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Isolation Forest ``score_samples - offset`` (negative = outlier)."""
+        if self.task != "anomaly":
+            raise ValueError("decision_function is defined for Isolation Forest models only.")
+        return self._decision_from_raw(self.predict_raw(X))
+
+    def summary(self) -> dict[str, Any]:
+        """Plain facts about the model for display."""
+        return {
+            "family": self.source,
+            "task": self.task,
+            "trees": self.n_trees,
+            "max depth": self.max_depth,
+            "leaves": self.n_leaves,
+            "features": self.n_features,
+            "features used": int(self.used_features().size),
+            "categorical features": len(self.categorical_features),
+            "classes": None if self.classes is None else [str(c) for c in self.classes],
+        }
+
+    # ------------------------------------------------------ arrays round trip
+    def to_arrays(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Plain arrays and JSON-able metadata that :meth:`from_arrays` turns back
+        into this ensemble: no pickle, so they can cross a process boundary from
+        an untrusted parse (``np.savez`` / ``json``)."""
+        cat_w = max((t.category_bits.shape[1] for t in self.trees), default=0)
+        bits = np.concatenate([np.pad(t.category_bits, ((0, 0), (0, cat_w - t.category_bits.shape[1])))
+                               for t in self.trees]).astype(np.uint64)
+        arrays = {
+            "node_counts": np.array([t.n_nodes for t in self.trees], dtype=np.int64),
+            "children_left": np.concatenate([t.children_left for t in self.trees]),
+            "children_right": np.concatenate([t.children_right for t in self.trees]),
+            "feature": np.concatenate([t.feature for t in self.trees]),
+            "threshold": np.concatenate([t.threshold for t in self.trees]),
+            "value": np.concatenate([t.value for t in self.trees]),
+            "category_bits": bits,
+            "base_score": np.asarray(self.base_score, dtype=np.float64),
+        }
+        meta = {
+            "n_features": int(self.n_features), "feature_names": list(self.feature_names),
+            "task": self.task, "aggregation": self.aggregation, "link": self.link,
+            "classes": None if self.classes is None else [plain(c) for c in self.classes],
+            "sigmoid_scale": float(self.sigmoid_scale), "positive_at_tie": bool(self.positive_at_tie),
+            "source": self.source, "meta": plain(self.meta),
+            "categories": [None if c is None else [plain(v) for v in c] for c in self.categories],
+        }
+        return arrays, meta
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> "TreeEnsemble":
+        """Rebuild an ensemble from :meth:`to_arrays` output, checking every invariant again."""
+        try:
+            counts = np.asarray(arrays["node_counts"], dtype=np.int64)
+            total = int(counts.sum())
+            if counts.ndim != 1 or counts.size == 0 or np.any(counts <= 0):
+                raise ModelError("The parsed model has no trees or an empty tree.")
+            cols = {k: np.asarray(arrays[k]) for k in ("children_left", "children_right", "feature", "threshold",
+                                                        "value", "category_bits")}
+            if any(len(v) != total for v in cols.values()):
+                raise ModelError("The parsed model's arrays do not add up to its node counts.")
+            bounds = np.concatenate([[0], np.cumsum(counts)])
+            trees = tuple(Tree(*(cols[k][a:b] for k in ("children_left", "children_right", "feature",
+                                                         "threshold", "value", "category_bits")))
+                          for a, b in zip(bounds[:-1], bounds[1:]))
+            classes = meta.get("classes")
+            return cls(trees, n_features=int(meta["n_features"]), feature_names=tuple(meta["feature_names"]),
+                       task=meta["task"], aggregation=meta["aggregation"], link=meta["link"],
+                       base_score=np.asarray(arrays["base_score"], dtype=np.float64),
+                       classes=None if classes is None else np.asarray(classes),
+                       sigmoid_scale=float(meta.get("sigmoid_scale", 1.0)),
+                       positive_at_tie=bool(meta.get("positive_at_tie", False)), source=str(meta.get("source", "")),
+                       meta=_unplain(dict(meta.get("meta") or {})),
+                       categories=tuple(None if c is None else tuple(c) for c in meta.get("categories") or ()))
+        except (KeyError, TypeError, IndexError) as exc:
+            raise ModelError(f"The parsed model is incomplete ({type(exc).__name__}: {exc}).") from None
+
+    def content_hash(self) -> str:
+        """SHA-256 of the ensemble's arrays and metadata: equal for equal models,
+        whatever file or training run they came from (a cache key)."""
+        cache = self._flat.get("content_hash")
+        if cache is None:
+            arrays, meta = self.to_arrays()
+            h = hashlib.sha256(json.dumps(meta, sort_keys=True, default=str).encode())
+            for k in sorted(arrays):
+                a = np.ascontiguousarray(arrays[k])
+                h.update(f"{k}:{a.dtype.str}:{a.shape}".encode())
+                h.update(a.tobytes())
+            cache = self._flat["content_hash"] = h.hexdigest()
+        return cache
+
+
+def _unplain(meta: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(meta.get("iteration_range"), list):
+        meta["iteration_range"] = tuple(meta["iteration_range"])
+    return meta
+
+
+def _replace(ens: TreeEnsemble, **changes: Any) -> TreeEnsemble:
+    return replace(ens, **changes)
