@@ -59,7 +59,11 @@ from typing import Any
 import numpy as np
 
 from core import errors
-from core.ensemble import TreeEnsemble
+from core import io as model_io
+from core.ensemble import TreeEnsemble, from_model
+from core.io import _model_kind
+from core.parsing import probe_points
+from core.parsing.native import native_outputs
 from core.errors import ModelError
 
 __all__ = ["VettedModel", "load_vetted", "TIME_LIMIT", "MEMORY_MB", "settings"]
@@ -126,11 +130,6 @@ def _run_job(job: dict[str, Any], data: bytes) -> bytes:
                 time.sleep(1)
         if hook == "memory":                   # tests: a file that claims gigabytes
             bytearray(2 * limit)
-        from core import io as model_io
-        from core.ensemble import from_model
-        from core.parsing import probe_points
-        from core.parsing.native import native_outputs
-
         model = model_io.load_model(data, job["filename"], allow_pickle=bool(job["allow_pickle"]))
         ens = from_model(model)                 # verified against the library's own predictions
         X = probe_points(ens, 16, seed=1)
@@ -256,8 +255,6 @@ def load_vetted(data: bytes, filename: str, *, allow_pickle: bool = False, time_
     time_limit = float(time_limit or t_default)
     memory_mb = int(memory_mb or m_default)
     job = {"filename": filename, "allow_pickle": bool(allow_pickle), "memory_mb": memory_mb, "hook": _hook}
-    from core.io import _model_kind
-
     proc = _take_child(_model_kind(data, filename.lower()), warm)
     if not _wait_ready(proc, STARTUP_LIMIT):
         proc.kill()
@@ -307,12 +304,8 @@ def load_vetted(data: bytes, filename: str, *, allow_pickle: bool = False, time_
                          "the model from its library.") from None
     probe_X, probe_out = arrays.pop("probe_X", None), arrays.pop("probe_out", None)
     ens = TreeEnsemble.from_arrays(arrays, message["meta"])
-    from core import io as model_io
-
     model = model_io.load_model(data, filename, allow_pickle=allow_pickle)   # vetted: the same bytes read cleanly
     if probe_X is not None:
-        from core.parsing.native import native_outputs
-
         _, theirs, _ = native_outputs(ens, model, probe_X)
         if theirs is None or not np.array_equal(np.asarray(theirs, dtype=np.float64), probe_out):
             raise ModelError(f"{filename!r} was read differently in the checking process and in the server. "

@@ -31,10 +31,13 @@ def test_demo_data_page_renders(app_url, tmp_path):
         page.get_by_role("heading", name="Data & model").wait_for(timeout=90_000)
         # the script run arrives over the websocket: wait for the model summary, not for a fixed time
         page.get_by_text("Feature settings", exact=True).wait_for(timeout=90_000)
-        page.locator('[data-testid="stMetric"]').first.wait_for(timeout=60_000)
-        metrics = page.locator('[data-testid="stMetric"]').all_inner_texts()
-        assert any("Trees" in m and "100" in m for m in metrics), metrics
-        assert any("LightGBM" in m for m in metrics), metrics
+        from playwright.sync_api import expect
+
+        # metrics arrive one element at a time over the websocket: poll each until it shows (a busy
+        # server once gave 'Max depth' and 'Leaves' before 'Model' and 'Trees')
+        metric = page.locator('[data-testid="stMetric"]')
+        expect(metric.filter(has_text="Trees")).to_contain_text("100", timeout=60_000)
+        expect(metric.filter(has_text="Model")).to_contain_text("LightGBM", timeout=60_000)
         assert page.locator('[data-testid="stException"]').count() == 0
         assert page.get_by_text("Synthetic credit lending · LightGBM").count() >= 1
         page.screenshot(path=str(tmp_path / "data_model.png"), full_page=True)
