@@ -50,7 +50,8 @@ groups (every name importable from there; the run and its stages in
 result in :mod:`core.auditresult`, the command line in :mod:`core.auditcli`), with :mod:`core.fairstats` (bootstrap, permutation,
 Holm), :mod:`core.groupfair` (group metrics), :mod:`core.subgroups` (the
 subgroup scan) and :mod:`core.filters` (sub-population filters, a linear-time
-tokenizer); :mod:`core.report` writes the self-contained HTML report,
+tokenizer); :mod:`core.report` writes the self-contained HTML report
+(its figures, like every page's, are in :mod:`core.figures`),
 :mod:`core.story` tells one case in plain language, :mod:`core.history`
 keeps audits, :mod:`core.batch` runs many rows (joblib or Dask),
 :mod:`core.dot` draws trees with Graphviz. Every user-facing error class is in

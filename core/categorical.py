@@ -31,6 +31,7 @@ is refused with a message instead of taking memory without bound.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -151,8 +152,6 @@ def _rewrite(tree: Tree, n_codes: dict[int, int], cols: list[list[int]], n_new: 
         cl[me] = emit(left)
         cr[me] = emit(int(tree.children_right[i]))
         return me
-
-    import sys
 
     depth = sys.getrecursionlimit()
     sys.setrecursionlimit(max(depth, 10_000))

@@ -18,8 +18,9 @@ import pandas as pd
 
 from core.auditmetrics import METRICS, SHARES
 from core.errors import AuditError
+from core.figures import cost_figure, metric_figure
 
-__all__ = ["audit_html", "extract_audit_json", "cost_figure", "metric_figure"]
+__all__ = ["audit_html", "extract_audit_json", "cost_figure", "metric_figure"]  # the figures live in core.figures
 
 _CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2rem auto;max-width:1100px;color:#222;
@@ -86,7 +87,6 @@ def fairness_tables(audit: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 # room for tick labels and titles: a figure in the report is drawn once, at its own width, and
 # must not clip its axes (plotly's automargin grows the margins to fit the labels)
-_ROOM = dict(margin=dict(l=80, r=20, t=70, b=70), xaxis=dict(automargin=True), yaxis=dict(automargin=True))
 
 
 def subgroup_table(audit: Any) -> pd.DataFrame:
@@ -102,38 +102,6 @@ def subgroup_table(audit: Any) -> pd.DataFrame:
         "gap [95% CI]": [_ci(v, lo, hi, s) for v, lo, hi, s in zip(t["gap"], t["gap_lo"], t["gap_hi"], share)],
         "p": [f"{p:.3g}" for p in t["p_value"]], "adjusted p": [f"{p:.3g}" for p in t["p_adjusted"]],
         "worse off": np.where(t["worse"], "yes", "no"), "significant": np.where(t["significant"], "yes", "no")})
-
-
-def cost_figure(audit: Any, attribute: str):
-    """Recourse-cost distribution per group (box and points), rows with a recourse."""
-    import plotly.graph_objects as go
-
-    rows = audit.rows
-    col = f"group:{attribute}"
-    fig = go.Figure()
-    for g in sorted(rows[col].astype(str).unique()):
-        v = rows.loc[(rows[col].astype(str) == g) & (rows["feasible"] == 1), "cost"].to_numpy(dtype=float)
-        fig.add_trace(go.Box(y=v, name=f"{attribute} = {g} (n={v.size})", boxpoints="outliers", boxmean=True))
-    fig.update_layout(title=dict(text=f"Optimal recourse cost by {attribute}", y=0.97, yanchor="top"),
-                      yaxis_title="cost (range-scaled)", height=400, showlegend=False, **_ROOM)
-    return fig
-
-
-def metric_figure(audit: Any, attribute: str, metric: str = "feasible"):
-    """A metric per group with its bootstrap interval."""
-    import plotly.graph_objects as go
-    g = audit.groups[audit.groups["attribute"] == attribute]
-    if metric not in g:
-        return None
-    fig = go.Figure(go.Bar(x=[f"{attribute} = {v}" for v in g["group"]], y=g[metric],
-                           error_y=dict(type="data", symmetric=False, array=g[f"{metric}_hi"] - g[metric],
-                                        arrayminus=g[metric] - g[f"{metric}_lo"]),
-                           marker_color="#2f6fb0"))
-    fig.update_layout(title=dict(text=f"{METRICS[metric].label.capitalize()} by {attribute} (95% bootstrap interval)",
-                                 y=0.97, yanchor="top"), height=360, **_ROOM)
-    if metric in SHARES:
-        fig.update_layout(yaxis_tickformat=".0%", yaxis_range=[0, 1.05])
-    return fig
 
 
 def _table_html(df: pd.DataFrame, highlight: np.ndarray | None = None) -> str:

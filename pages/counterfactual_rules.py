@@ -11,7 +11,7 @@ import streamlit as st
 from core.counterfactual import output_mask
 from core.rules import CounterfactualRules, region_from_filter, rule_text
 from dashboard import state
-from dashboard.plots import rule_intervals_figure
+from core.figures import rule_intervals_figure
 from dashboard.caching import session_cached
 from dashboard.ui import big_table_gate, user_errors
 from dashboard.widgets import row_picker, target_picker

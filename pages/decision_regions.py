@@ -8,7 +8,7 @@ import streamlit as st
 from core.counterfactual import describe_changes
 from core.regions import exact_counterfactual, projection_regions, slice_regions
 from dashboard import state
-from dashboard.plots import regions_figure, regions_table
+from core.figures import regions_figure, regions_table
 from dashboard.ui import user_errors
 from dashboard.widgets import row_picker, target_picker
 

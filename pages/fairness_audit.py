@@ -6,7 +6,8 @@ import numpy as np
 import streamlit as st
 
 from core.audit import Audit, protected_attributes, run_audit
-from core.report import cost_figure, fairness_tables, group_table, metric_figure, subgroup_table, tests_table
+from core.figures import cost_figure, metric_figure
+from core.report import fairness_tables, group_table, subgroup_table, tests_table
 from dashboard import state
 from dashboard.history import remember
 from dashboard.ui import cluster_setting, user_errors

@@ -9,7 +9,7 @@ import streamlit as st
 
 from core.fcca import explain_flat_curves, fcca, gosdt_available
 from dashboard import state
-from dashboard.plots import fcca_curves_figure, fcca_heatmap_figure
+from core.figures import fcca_curves_figure, fcca_heatmap_figure
 from dashboard.ui import graph_downloads, session_cluster, user_errors
 
 ws, ens, schema, names, X, pred = state.page_context(

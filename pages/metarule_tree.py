@@ -9,7 +9,7 @@ import streamlit as st
 
 from core.tcrex import TCREx
 from dashboard import state
-from dashboard.plots import change_keep_counts, change_keep_figure, rule_box_figure
+from core.figures import change_keep_counts, change_keep_figure, rule_box_figure
 from dashboard.caching import session_cached
 from dashboard.ui import big_table_gate, graph_downloads, user_errors
 from dashboard.widgets import row_picker

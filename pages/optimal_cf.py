@@ -13,7 +13,7 @@ from core.counterfactual import describe_changes
 from core.optimal import BACKENDS, optimal_counterfactual
 from dashboard import state
 from dashboard.caching import plausibility_model
-from dashboard.plots import counterfactual_changes_figure, counterfactual_table
+from core.figures import counterfactual_changes_figure, counterfactual_table
 from dashboard.ui import session_cluster, user_errors
 from dashboard.widgets import row_picker, target_picker
 

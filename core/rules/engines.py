@@ -4,6 +4,7 @@ kernel) and the Regional RF's CRP."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -38,8 +39,6 @@ class _Estimators:
                               self.n_features_in_, self._words)
 
         if m >= 32 and not weights:      # the kernel releases the GIL: two threads
-            from concurrent.futures import ThreadPoolExecutor
-
             with ThreadPoolExecutor(2) as ex:
                 list(ex.map(lambda ab: run(*ab), [(0, m // 2), (m // 2, m)]))
         else:

@@ -1,4 +1,9 @@
-"""Figures: pure functions from results to Plotly figures (testable without Streamlit)."""
+"""Figures: pure functions from results to Plotly figures, in one place.
+
+The pages draw them with Streamlit and the audit report (:mod:`core.report`)
+inlines them in its HTML; nothing here imports Streamlit, so every figure is
+testable from a script.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import plotly.colors as pc
+import plotly.graph_objects as go
+
+from core.auditmetrics import METRICS, SHARES
+
+_ROOM = dict(margin=dict(l=80, r=20, t=70, b=70), xaxis=dict(automargin=True), yaxis=dict(automargin=True))
+
 
 
 def counterfactual_table(result: Any, feature_names: list[str]) -> pd.DataFrame:
@@ -28,8 +40,6 @@ def _share_format(values: Any) -> str:
 
 def counterfactual_changes_figure(result: Any, feature_names: list[str], span: np.ndarray | None = None):
     """Horizontal bars: the change of each changed feature, as a share of its range."""
-    import plotly.graph_objects as go
-
     df = counterfactual_table(result, feature_names)
     df = df[df["changed"]].copy()
     sp = np.ones(len(feature_names)) if span is None else np.asarray(span)
@@ -65,9 +75,6 @@ def regions_figure(regions: Any, ens: Any, features: tuple[int, int], view: tupl
     """Rectangles of the regions on two features, coloured by class probability
     (a diverging scale centred on 0.5), class, or predicted value; the instance,
     its counterfactual and the path between them on top."""
-    import plotly.colors as pc
-    import plotly.graph_objects as go
-
     fa, fb = features
     (xa0, xa1), (xb0, xb1) = view
     vals, label, kind = region_colour_values(regions, ens)
@@ -141,8 +148,6 @@ def change_keep_counts(tc: Any, X: np.ndarray) -> pd.DataFrame:
 
 
 def change_keep_figure(counts: pd.DataFrame):
-    import plotly.graph_objects as go
-
     fig = go.Figure([go.Bar(y=counts["feature"], x=counts["change"], name="change", orientation="h",
                             marker_color="#c0504d"),
                      go.Bar(y=counts["feature"], x=counts["keep"], name="keep within range", orientation="h",
@@ -156,8 +161,6 @@ def change_keep_figure(counts: pd.DataFrame):
 def rule_box_figure(X: np.ndarray, y: np.ndarray, rule: Any, features: tuple[int, int], names: list[str],
                     highlight: np.ndarray | None = None):
     """Data on the rule's two features, the rule's box and highlighted rows (Fig. 8c)."""
-    import plotly.graph_objects as go
-
     fa, fb = features
     fig = go.Figure()
     for cls in np.unique(y):
@@ -182,8 +185,6 @@ def rule_intervals_figure(X: np.ndarray, rule: Any, features: list[int], names: 
                           x: np.ndarray | None = None, alternatives: tuple = ()):
     """A counterfactual rule as intervals on each feature's observed range
     (scaled to [0, 1]), with the row's current value marked."""
-    import plotly.graph_objects as go
-
     lo_all, hi_all = X.min(axis=0), X.max(axis=0)
     span = np.where(hi_all > lo_all, hi_all - lo_all, 1.0)
     fig = go.Figure()
@@ -215,8 +216,6 @@ def fcca_heatmap_figure(levels: pd.DataFrame, text: pd.DataFrame, Q: float):
     """FCCA's threshold heatmap (paper figs. 7-14): features x value intervals,
     coloured by the highest Q at which a threshold there is kept; intervals
     whose thresholds are dropped at the current Q are shown pale."""
-    import plotly.graph_objects as go
-
     z = levels.to_numpy(dtype=float)
     kept = np.where(z >= Q - 1e-12, z, np.nan)
     dropped = np.where(np.isfinite(z) & ~(z >= Q - 1e-12), 1.0, np.nan)
@@ -236,8 +235,6 @@ def fcca_heatmap_figure(levels: pd.DataFrame, text: pd.DataFrame, Q: float):
 
 def fcca_curves_figure(curves: pd.DataFrame, Q: float):
     """Compression, inconsistency and held-out tree accuracy over Q."""
-    import plotly.graph_objects as go
-
     fig = go.Figure()
     for col, name, colour in (("compression", "compression rate", "#2f6fb0"),
                               ("inconsistency", "inconsistency rate", "#c0504d"),
@@ -250,4 +247,33 @@ def fcca_curves_figure(curves: pd.DataFrame, Q: float):
     fig.update_layout(title="Compression, inconsistency and tree accuracy over Q", xaxis_title="Q",
                       yaxis_range=[0, 1.02], height=360, margin=dict(l=10, r=10, t=50, b=10),
                       legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+def cost_figure(audit: Any, attribute: str):
+    """Recourse-cost distribution per group (box and points), rows with a recourse."""
+    rows = audit.rows
+    col = f"group:{attribute}"
+    fig = go.Figure()
+    for g in sorted(rows[col].astype(str).unique()):
+        v = rows.loc[(rows[col].astype(str) == g) & (rows["feasible"] == 1), "cost"].to_numpy(dtype=float)
+        fig.add_trace(go.Box(y=v, name=f"{attribute} = {g} (n={v.size})", boxpoints="outliers", boxmean=True))
+    fig.update_layout(title=dict(text=f"Optimal recourse cost by {attribute}", y=0.97, yanchor="top"),
+                      yaxis_title="cost (range-scaled)", height=400, showlegend=False, **_ROOM)
+    return fig
+
+
+def metric_figure(audit: Any, attribute: str, metric: str = "feasible"):
+    """A metric per group with its bootstrap interval."""
+    g = audit.groups[audit.groups["attribute"] == attribute]
+    if metric not in g:
+        return None
+    fig = go.Figure(go.Bar(x=[f"{attribute} = {v}" for v in g["group"]], y=g[metric],
+                           error_y=dict(type="data", symmetric=False, array=g[f"{metric}_hi"] - g[metric],
+                                        arrayminus=g[metric] - g[f"{metric}_lo"]),
+                           marker_color="#2f6fb0"))
+    fig.update_layout(title=dict(text=f"{METRICS[metric].label.capitalize()} by {attribute} (95% bootstrap interval)",
+                                 y=0.97, yanchor="top"), height=360, **_ROOM)
+    if metric in SHARES:
+        fig.update_layout(yaxis_tickformat=".0%", yaxis_range=[0, 1.05])
     return fig
