@@ -74,9 +74,10 @@ def box_distances(costs: list[np.ndarray], lo: np.ndarray, hi: np.ndarray) -> np
     out = np.zeros(lo.shape[0])
     for j, c in enumerate(costs):
         cut = np.flatnonzero((lo[:, j] > 0) | (hi[:, j] < c.size - 1))
-        out += c.min()
+        low = c.min()
+        out += low
         if cut.size:
-            out[cut] += range_min(range_min_table(c), lo[cut, j], hi[cut, j]) - c.min()
+            out[cut] += range_min(range_min_table(c), lo[cut, j], hi[cut, j]) - low
     return out
 
 

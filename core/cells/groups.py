@@ -73,7 +73,7 @@ def _merge(tree_of, node, lo, hi, value, g, levels):
     i0, i1 = zero_one_intervals(levels, g)
     allowed = np.zeros((first.size, len(g)), dtype=bool)
     np.logical_or.at(allowed, inv, hi[:, g] >= i1)
-    lo2, hi2 = lo[first].copy(), hi[first].copy()
+    lo2, hi2 = lo[first], hi[first]                # fancy indexing: copies
     hi2[:, g] = np.where(allowed, i1, i0)
     order = np.argsort(first, kind="stable")       # keep the trees' leaf order
     rank = np.empty_like(order)

@@ -211,7 +211,8 @@ def _leaf_categories(m, prob: CellProblem, g: list[int], svars: list, hi: np.nda
 def _one_category(m, prob: CellProblem, lits: list[_Lits]) -> bool:
     """Exactly one column of each one-hot group at 1 (eq. 27)."""
     for g in prob.groups:
-        ones = [lits[j].ge(int(np.searchsorted(prob.levels[j], 1.0, side="left"))) for j in g]
+        _, i1 = zero_one_intervals(prob.levels, g)
+        ones = [lits[j].ge(int(i)) for j, i in zip(g, i1)]
         const = sum(1 for v in ones if v is True)
         real = [v for v in ones if not isinstance(v, bool)]
         if const > 1 or (const == 0 and not real):
