@@ -11,15 +11,24 @@ Prints JSON. Figures, each against a reference measured in the same process
   catboost is installed), each against its numeric-only twin;
 * the sandboxed reading of that model's file (child process: read, convert,
   verify) against reading it in-process (the price of crash containment);
-* the median (and mean, p95) optimal-counterfactual time over 40 queries on
-  the categorical model (its exact one-hot rewrite, with the subtree copies
-  merged back into one leaf per category set: core.cells.groups) against a
-  model of the same size trained on the same data one-hot encoded by hand;
-  with how many queries the lower bound settles (no solver run), and the
-  median of those the solver had to run: the two models differ, and a query
-  costs ~2x more when the solver runs. And the same categorical model with
-  its subtree copies left as separate leaves (``MERGE_COPIES = False``): the
-  same model one-hot encoded, without the native reading.
+* optimal counterfactuals on a 100-tree categorical LightGBM model, 40
+  queries (rows predicted 0, target 1), each the fastest of 3 runs
+  interleaved across the cases (:func:`_query_times`); median, mean, p95,
+  how many queries the lower bound settles with no solver run, and the median
+  of those the solver had to run (the times are bimodal: a solved query costs
+  ~2x a settled one). Three cases:
+
+  - ``categorical``: the native model as the app reads it, i.e. its exact
+    one-hot rewrite (:func:`core.categorical.expand`) with each native leaf's
+    subtree copies merged back into one leaf per category set
+    (:mod:`core.cells.groups`);
+  - ``same_model_one_hot``: the same model one-hot encoded, i.e. the same
+    rewrite read leaf by leaf, one leaf per copy (``MERGE_COPIES = False``).
+    The goal (native <= one-hot) is read on this pair, the only one where the
+    model is the same: the median ratio and the median of per-query ratios;
+  - ``one_hot_twin``: a different model of the same size trained on the same
+    data one-hot encoded by hand. Its trees split differently, so its queries
+    are other problems; reported for context (see the resolving note of #15).
 """
 
 from __future__ import annotations
@@ -44,6 +53,7 @@ from core.workspace import build_workspace  # noqa: E402
 
 
 N_QUERIES = 40  # the times are bimodal (settled by the bound, or solved): few queries make a noisy median
+REPEATS = 3     # each query's fastest of 3 runs
 
 
 def _table() -> tuple[pd.DataFrame, str, list[str], str]:
@@ -59,6 +69,38 @@ def _table() -> tuple[pd.DataFrame, str, list[str], str]:
                           [f"c{i}" for i in range(40)], n)})
     t["y"] = ((t.age > 40) ^ t.job.isin(["j1", "j3", "j5"]) | (t.hours > 55)).astype(int)
     return t, "y", ["job", "country"], "synthetic"
+
+
+def _query_times(cases: dict[str, tuple]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Per case (label -> (workspace, merge the subtree copies?)), the time of
+    each of ``N_QUERIES`` optimal counterfactuals (rows predicted 0, target 1)
+    and the backend that settled it. Every query runs ``REPEATS`` times,
+    interleaved across the cases in an order that alternates, and keeps its
+    fastest run: a shared machine's drift then touches every case alike."""
+    from core.optimal import optimal_counterfactual
+
+    data = {k: (w, merge, w.X.to_numpy(float), np.flatnonzero(w.predictions == 0)[:N_QUERIES])
+            for k, (w, merge) in cases.items()}
+    times = {k: np.full((REPEATS, len(d[3])), np.inf) for k, d in data.items()}
+    backends = {k: np.empty(len(d[3]), dtype=object) for k, d in data.items()}
+    for w, merge, Xw, rows in data.values():  # warm the per-model caches (grid, reference cells)
+        groups.MERGE_COPIES = merge
+        optimal_counterfactual(w.ensemble, Xw[rows[0]], 1, schema=w.schema, X_ref=Xw)
+    labels = list(data)
+    for rep in range(REPEATS):
+        for i in range(N_QUERIES):
+            for k in (labels if (i + rep) % 2 == 0 else labels[::-1]):
+                w, merge, Xw, rows = data[k]
+                if i >= len(rows):
+                    continue
+                groups.MERGE_COPIES = merge
+                t0 = time.perf_counter()
+                res = optimal_counterfactual(w.ensemble, Xw[rows[i]], 1, schema=w.schema, X_ref=Xw, time_limit=30)
+                times[k][rep, i] = time.perf_counter() - t0
+                assert res.found and res.status == "optimal", res.message
+                backends[k][i] = res.backend
+    groups.MERGE_COPIES = True
+    return {k: t.min(axis=0) for k, t in times.items()}, backends
 
 
 def main() -> None:
@@ -114,39 +156,28 @@ def main() -> None:
     out["read_in_process_s"], out["read_sandboxed_s"] = round(t_in, 4), round(t_box, 4)
     out["sandbox_overhead_ratio"] = round(t_box / t_in, 3)
 
-    from core.optimal import optimal_counterfactual
-
     small = lgb.LGBMClassifier(n_estimators=100, num_leaves=16, verbose=-1, n_jobs=1).fit(X, y)
     ws = build_workspace(table, target, small, name="cat")
     hot = pd.get_dummies(X, columns=cat_cols, dtype=float)
     hot_model = lgb.LGBMClassifier(n_estimators=100, num_leaves=16, verbose=-1, n_jobs=1).fit(hot, y)
-    hot_table = hot.assign(**{target: y.to_numpy()})
-    ws_hot = build_workspace(hot_table, target, hot_model, name="one-hot")
+    ws_hot = build_workspace(hot.assign(**{target: y.to_numpy()}), target, hot_model, name="one-hot")
     out["expanded_columns"], out["one_hot_columns"] = ws.X.shape[1], ws_hot.X.shape[1]
-    for label, w, merge in (("categorical", ws, True), ("one_hot", ws_hot, True),
-                            ("categorical_unmerged", ws, False)):
-        groups.MERGE_COPIES = merge
-        Xw, pred = w.X.to_numpy(float), w.predictions
-        rows = np.flatnonzero(pred == 0)[:N_QUERIES]
-        times, by_bound, solver_times = [], 0, []
-        for r in rows:
-            t0 = time.perf_counter()
-            res = optimal_counterfactual(w.ensemble, Xw[r], 1, schema=w.schema, X_ref=Xw, time_limit=30)
-            times.append(time.perf_counter() - t0)
-            assert res.found and res.status == "optimal", res.message
-            by_bound += res.backend == "bound"
-            if res.backend == "cpsat":
-                solver_times.append(times[-1])
-        out[f"cf_median_{label}_s"] = round(float(np.median(times)), 4)
-        out[f"cf_mean_{label}_s"] = round(float(np.mean(times)), 4)
-        out[f"cf_p95_{label}_s"] = round(float(np.quantile(times, 0.95)), 4)
-        out[f"cf_settled_by_bound_{label}"] = f"{by_bound}/{len(rows)}"
-        out[f"cf_median_when_solved_{label}_s"] = round(float(np.median(solver_times)), 4) if solver_times else 0.0
-    groups.MERGE_COPIES = True
-    out["cf_categorical_vs_one_hot_ratio"] = round(out["cf_median_categorical_s"] / out["cf_median_one_hot_s"], 3)
-    out["cf_categorical_vs_one_hot_mean_ratio"] = round(out["cf_mean_categorical_s"] / out["cf_mean_one_hot_s"], 3)
-    out["cf_categorical_vs_same_model_unmerged_ratio"] = round(
-        out["cf_median_categorical_s"] / out["cf_median_categorical_unmerged_s"], 3)
+    cases = {"categorical": (ws, True), "same_model_one_hot": (ws, False), "one_hot_twin": (ws_hot, True)}
+    times, backends = _query_times(cases)
+    for label, t in times.items():
+        solved = t[backends[label] == "cpsat"]
+        out[f"cf_median_{label}_s"] = round(float(np.median(t)), 4)
+        out[f"cf_mean_{label}_s"] = round(float(np.mean(t)), 4)
+        out[f"cf_p95_{label}_s"] = round(float(np.quantile(t, 0.95)), 4)
+        out[f"cf_settled_by_bound_{label}"] = f"{int((backends[label] == 'bound').sum())}/{t.size}"
+        out[f"cf_median_when_solved_{label}_s"] = round(float(np.median(solved)), 4) if solved.size else 0.0
+    native, same = times["categorical"], times["same_model_one_hot"]
+    out["cf_categorical_vs_same_model_one_hot_median_ratio"] = round(float(np.median(native) / np.median(same)), 3)
+    out["cf_categorical_vs_same_model_one_hot_paired_ratio"] = round(float(np.median(native / same)), 3)
+    out["cf_categorical_vs_same_model_one_hot_mean_ratio"] = round(float(native.mean() / same.mean()), 3)
+    twin = times["one_hot_twin"]
+    out["cf_categorical_vs_one_hot_twin_median_ratio"] = round(float(np.median(native) / np.median(twin)), 3)
+    out["cf_categorical_vs_one_hot_twin_mean_ratio"] = round(float(native.mean() / twin.mean()), 3)
     out["goal_parse_s_per_500_trees"] = 1.0
     print(json.dumps(out, indent=2))
 
