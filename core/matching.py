@@ -18,7 +18,12 @@ How columns are matched (no silent misreads)
 * A categorical feature's values are matched to the model's categories
   (as text, so ``1``, ``1.0`` and ``"1"`` agree); values the model never saw and
   missing values take the missing code, as the model routes them, and are
-  counted in the notes.
+  counted in the notes. Two libraries route unknown values otherwise:
+  CatBoost names its one-hot levels by hash (:func:`match_hashed_categories`)
+  and XGBoost fitted on codes without saving its categories sends any code
+  its splits do not name left (:func:`match_open_codes`); both read such
+  values as one "any other" level, and an XGBoost code column given as text
+  is refused with the fix.
 * Missing numerical values are the data's problem, not the model's: an error
   names the columns and rows, unless the model itself imputes that column
   (a scikit-learn pipeline's ``SimpleImputer``: the value it fills in is used,
@@ -41,8 +46,10 @@ from core.ensemble import TreeEnsemble
 from core.errors import DataError, PositionalMatchRequired, SchemaError
 from core.parsing.catboost import fold_other_level
 from core.parsing.cityhash import cat_feature_hash, category_text
+from core.parsing.xgboost import drop_other_code
 
-__all__ = ["Source", "GENERIC_NAME", "match_columns", "match_hashed_categories", "encode", "categorical_codes",
+__all__ = ["Source", "GENERIC_NAME", "match_columns", "match_hashed_categories", "match_open_codes",
+           "truncate_lightgbm_codes", "encode", "categorical_codes",
            "norm_text"]
 
 #: feature names that carry no meaning (libraries' defaults for unnamed columns)
@@ -213,6 +220,74 @@ def match_hashed_categories(ens: TreeEnsemble, table: pd.DataFrame, sources: lis
                          f"(e.g. {category_text(top)!r}) are read as {other!r}: CatBoost routes them all alike.")
     meta = {**ens.meta, "other_example": {**ens.meta.get("other_example", {}), **examples}}
     return fold_other_level(replace(ens, categories=tuple(cats), meta=meta), fold), table
+
+
+MAX_CAT = float(1 << 24)   # XGBoost's InvalidCat: a code at or above this (or below 0) is no category
+
+
+def match_open_codes(ens: TreeEnsemble, table: pd.DataFrame, sources: list[Source], notes: list[str]
+                     ) -> tuple[TreeEnsemble, pd.DataFrame]:
+    """XGBoost fitted on category codes without saving its categories
+    (:mod:`core.parsing.xgboost`): each value of the data is read as the code
+    XGBoost makes of it (``int(x)``) when a split names that code, else as
+    "any other code", which XGBoost routes alike at every split (left) and
+    which is given to the model as the data's most frequent such value; when
+    the data holds only one such value the level is named by it, when it holds
+    none there is no such level. Text is no code: refused, saying how to fix it."""
+    cats = list(ens.categories)
+    stand_in = {int(j): code for j, code in ens.meta["open_codes"]}
+    table = table.copy(deep=False)
+    drop: list[int] = []
+    for j in sorted(stand_in):
+        col = sources[j].column
+        s = table[col]
+        v = pd.to_numeric(s, errors="coerce")
+        text = v.isna() & s.notna()
+        if text.any():
+            raise DataError(
+                f"Column {col!r} holds text (e.g. {s[text].iloc[0]!r}), but the model was saved without its "
+                f"categories (XGBoost before 3.1, or trained on codes): its splits name the category codes "
+                f"0..{len(cats[j]) - 2} only, so which text is which code cannot be known. Give the column as the "
+                f"codes the model was trained on (for a pandas category column: df[{col!r}].cat.codes, with the "
+                "categories in their training order), or save the model with XGBoost 3.1 or later, which stores "
+                "the categories in the file.")
+        x = v.to_numpy(dtype=float)
+        code = np.trunc(x)
+        named = (x >= 0) & (x < MAX_CAT) & (code <= len(cats[j]) - 2)
+        other = ~np.isnan(x) & ~named
+        out = pd.Series(np.where(named, code, np.nan), index=s.index, dtype=object)
+        if other.any():
+            values, counts = np.unique(x[other], return_counts=True)
+            top = float(values[np.argmax(counts)])
+            stand_in[j] = int(top) if top.is_integer() else top
+            if values.size == 1:                    # the level is that value
+                cats[j] = cats[j][:-1] + (stand_in[j],)
+            else:
+                notes.append(f"Of column {col!r}, {int(other.sum())} values are codes no split of the model names "
+                             f"(e.g. {stand_in[j]!r}); they are read as {cats[j][-1]!r}: XGBoost routes them all "
+                             "alike (not as a missing value).")
+            out[other] = cats[j][-1]
+        else:
+            drop.append(j)
+        table[col] = out
+    meta = {**ens.meta, "open_codes": [[j, c] for j, c in sorted(stand_in.items())]}
+    return drop_other_code(replace(ens, categories=tuple(cats), meta=meta), drop), table
+
+
+def truncate_lightgbm_codes(ens: TreeEnsemble, table: pd.DataFrame, sources: list[Source]) -> pd.DataFrame:
+    """LightGBM fitted on integer codes (no pandas categories saved) reads a number
+    as the code ``int(x)`` (its ``CategoricalDecision``: 2.7 is category 2, -0.5 is
+    category 0): the data's numbers in such a column are truncated alike before
+    they are matched to the categories."""
+    if not ens.source.startswith("lightgbm") or ens.meta.get("input", "array") != "array":
+        return table
+    table = table.copy(deep=False)
+    for j in ens.categorical_features:
+        col = sources[j].column
+        if pd.api.types.is_float_dtype(table[col]):
+            v = table[col].to_numpy(dtype=float)
+            table[col] = np.where(np.isfinite(v) & (np.abs(v) < 2.0 ** 31), np.trunc(v), v)
+    return table
 
 
 def categorical_codes(ens: TreeEnsemble, j: int, s: pd.Series, notes: list[str]) -> np.ndarray:

@@ -37,7 +37,8 @@ from core.ensemble import TreeEnsemble, from_model
 from core.categorical import expand
 from core.errors import DataError, PositionalMatchRequired, SchemaError, UnsupportedModelError
 from core.matching import (GENERIC_NAME, Source, categorical_codes, encode, match_columns,
-                           match_hashed_categories, norm_text)
+                           match_hashed_categories, match_open_codes, norm_text,
+                           truncate_lightgbm_codes)
 from core.parsing.native import model_input
 from core.schema import Schema, infer_schema
 
@@ -282,6 +283,9 @@ def build_workspace(df: pd.DataFrame, target: str | None, model: Any, *, name: s
     notes_before: list[str] = []
     if ens.meta.get("category_hashes"):             # CatBoost: categories known by their hashes
         ens, table = match_hashed_categories(ens, table, sources, notes_before)
+    if ens.meta.get("open_codes"):                  # XGBoost fitted on codes: any other code routes alike
+        ens, table = match_open_codes(ens, table, sources, notes_before)
+    table = truncate_lightgbm_codes(ens, table, sources)
     native = ens
     ens, sources = _expanded(ens, sources)
     codes, kept, notes = encode(ens, table, sources, drop_missing)

@@ -90,6 +90,14 @@ def test_integer_categories_from_an_array_model():
     Q = P.copy()
     Q[:, 1] = np.where(P[:, 1] == ens.missing_code(1), np.nan, P[:, 1])   # missing as NaN for LightGBM
     np.testing.assert_allclose(ens.predict_proba(P), model.predict_proba(Q), rtol=0, atol=1e-12)
+    # a raw table of codes as LightGBM reads them: int(x) (5.6 is 5, -0.5 is 0); above the
+    # largest, negative or missing goes the missing value's way
+    codes = np.r_[np.arange(12), 12, 40, -1, -0.5, 2.7, 5.6, 7.2, 1e10, np.nan]
+    raw = np.column_stack([np.tile([-0.8, 0.1, 0.9], codes.size), np.repeat(codes, 3)])
+    ws = build_workspace(pd.DataFrame(raw, columns=["x", "code"]), None, model, name="codes",
+                         confirm_positions=True)
+    np.testing.assert_allclose(ws.ensemble.predict_proba(ws.X.to_numpy(float)), model.predict_proba(raw),
+                               rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("objective", ["multiclass", "regression"])

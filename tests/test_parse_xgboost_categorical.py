@@ -151,3 +151,96 @@ def test_adult_all_rows_with_enable_categorical():
     ws = build_workspace(table, "Class", vetted, name="adult")
     assert len(ws.X) == len(table)
     np.testing.assert_array_equal(ws.predictions, model.predict(X))
+
+
+# ------------------------------------------------- fitted on codes, no saved categories
+def _codes_booster(max_cat_to_onehot: int, seed: int = 0):
+    """A Booster trained on an array whose first column holds category codes 0..9
+    (``feature_types`` "c"): its file saves no categories, its splits name only some codes."""
+    import xgboost as xgb
+
+    rng = np.random.default_rng(seed)
+    n = 3000
+    c = rng.integers(0, 10, n).astype(float)
+    z = rng.normal(size=n)
+    y = (np.isin(c, [3, 7]) | (z > 1)).astype(int)
+    miss = rng.random(n) < 0.1
+    c[miss], y[miss] = np.nan, 1                          # missing values go their own (default) way
+    d = xgb.DMatrix(np.column_stack([c, z]), y, feature_types=["c", "q"], enable_categorical=True)
+    return xgb.train({"objective": "binary:logistic", "max_depth": 3, "eta": 0.3,
+                      "max_cat_to_onehot": max_cat_to_onehot}, d, 20)
+
+
+def _booster_margins(booster, raw: np.ndarray) -> np.ndarray:
+    import xgboost as xgb
+
+    return booster.predict(xgb.DMatrix(raw, feature_types=["c", "q"], enable_categorical=True), output_margin=True)
+
+
+@pytest.mark.parametrize("onehot", [1, 16], ids=["partition", "one-hot"])
+def test_codes_no_split_names_route_as_xgboost_routes_them(onehot):
+    """A code no split names (above the largest named, negative, huge) goes left at
+    every split, as XGBoost's InvalidCat / bit-field test sends it, not the missing
+    value's way; a fraction is truncated to its code. Parity on the raw values,
+    through the file and the sandboxed reader, and on every code of the codes view."""
+    from core.parsing.xgboost import OTHER_CODE
+
+    booster = _codes_booster(onehot)
+    data = bytes(booster.save_raw("json"))
+    vetted = load_vetted(data, "codes.json")
+    for ens in (from_model(io.load_model(data, "codes.json")), vetted.ensemble):
+        top = len(ens.categories[0]) - 2
+        assert ens.categories[0] == tuple(range(top + 1)) + (OTHER_CODE,) and top <= 9
+        X = every_code(ens, n_num=4)
+        np.testing.assert_allclose(ens.predict_raw(X)[:, 0], _booster_margins(booster, model_input(ens, X)),
+                                   rtol=0, atol=ATOL)
+    values = np.r_[np.arange(10), 12, -1, 1e8, 2.7, np.nan]
+    raw = np.column_stack([np.repeat(values, 3), np.tile([-1.5, 0.2, 1.7], values.size)])
+    table = pd.DataFrame(raw, columns=["code", "z"])
+    ws = build_workspace(table, None, vetted, name="codes", confirm_positions=True)   # as the app loads it
+    assert any("no split of the model names" in n for n in ws.notes)
+    np.testing.assert_allclose(ws.ensemble.predict_raw(ws.X.to_numpy(float))[:, 0], _booster_margins(booster, raw),
+                               rtol=0, atol=ATOL)
+    back = ws.to_raw(ws.X)                                  # raw rows the booster scores alike
+    np.testing.assert_allclose(_booster_margins(booster, back.to_numpy(float)), _booster_margins(booster, raw),
+                               rtol=0, atol=ATOL)
+
+
+def test_codes_other_level_named_dropped_or_text_refused():
+    from core.errors import DataError
+    from core.optimal import optimal_counterfactual
+    from core.parsing.xgboost import OTHER_CODE
+
+    booster = _codes_booster(16, seed=1)
+    top = len(from_model(booster).categories[0]) - 2
+    rng = np.random.default_rng(3)
+    z = rng.normal(size=400)
+    only_named = pd.DataFrame({"code": rng.integers(0, top + 1, 400).astype(float), "z": z})
+    ws = build_workspace(only_named, None, booster, name="named", confirm_positions=True)
+    native_cats = ws.ensemble.meta["expanded"]["categories"][0]
+    assert native_cats == list(range(top + 1))              # no row holds another code: no such level
+    np.testing.assert_allclose(ws.ensemble.predict_raw(ws.X.to_numpy(float))[:, 0],
+                               _booster_margins(booster, only_named.to_numpy(float)), rtol=0, atol=ATOL)
+    one_other = only_named.assign(code=np.where(np.arange(400) % 5 == 0, 11.0, only_named.code))
+    ws1 = build_workspace(one_other, None, booster, name="one", confirm_positions=True)
+    assert ws1.ensemble.meta["expanded"]["categories"][0][-1] == 11 and OTHER_CODE not in ws1.ensemble.meta[
+        "expanded"]["categories"][0]                        # the level takes the one value's name
+    labelled = one_other.assign(y=(booster.predict(xgb_matrix(one_other)) > 0.5).astype(int))
+    ws2 = build_workspace(labelled, "y", booster, name="cf", confirm_positions=True)
+    np.testing.assert_array_equal(ws2.predictions, labelled.y.to_numpy())
+    X = ws2.X.to_numpy(float)
+    for row in np.flatnonzero(ws2.predictions == 0)[:5]:
+        res = optimal_counterfactual(ws2.ensemble, X[row], 1, schema=ws2.schema, X_ref=X)
+        assert res.found and res.status == "optimal", res.message
+        cf_raw = ws2.to_raw(np.asarray(res.x, dtype=float)[None, :])
+        assert cf_raw["code"].iloc[0] in set(range(top + 1)) | {11}
+        assert booster.predict(xgb_matrix(cf_raw))[0] > 0.5
+    text = only_named.assign(code=np.where(np.arange(400) % 2, "clerk", "nurse"))
+    with pytest.raises(DataError, match="saved without its categories.*cat.codes"):
+        build_workspace(text, None, booster, name="text", confirm_positions=True)
+
+
+def xgb_matrix(frame: pd.DataFrame):
+    import xgboost as xgb
+
+    return xgb.DMatrix(frame[["code", "z"]].to_numpy(float), feature_types=["c", "q"], enable_categorical=True)

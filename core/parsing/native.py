@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from core.categorical import decode
+from core.parsing.xgboost import OTHER_CODE
 
 INPUT_KINDS = ("array", "frame", "frame-object", "expanded")
 UNSEEN = "__atlas_unseen__"
@@ -57,10 +58,11 @@ def model_input(ens: Any, X: np.ndarray, *, frame: bool = False) -> Any:
                                        "input": info["input"]},
                                  categorical_features=[j for j, c in enumerate(cats) if c is not None])
         return model_input(native, decode(ens.meta, X), frame=frame)
+    open_codes = {int(j): code for j, code in ens.meta.get("open_codes", ())}
     if kind == "array" and not frame:
         out = X.copy()
         for j in ens.categorical_features:     # numeric categories: the value itself, NaN when missing
-            cats = np.asarray(ens.categories[j] + (np.nan,), dtype=np.float64)
+            cats = np.asarray(_levels(ens, j, open_codes) + [np.nan], dtype=np.float64)
             out[:, j] = cats[np.clip(X[:, j].astype(np.int64), 0, len(cats) - 1)]
         return out
     cols: dict[str, Any] = {}
@@ -76,7 +78,8 @@ def model_input(ens: Any, X: np.ndarray, *, frame: bool = False) -> Any:
         else:
             values = np.empty(len(codes), dtype=object)
             known = codes < len(cats)
-            values[known] = [cats[k] for k in codes[known]]
+            levels = _levels(ens, j, open_codes)
+            values[known] = [levels[k] for k in codes[known]]
             # the missing code: NaN, or a category nobody knows where missing values are imputed
             values[~known] = UNSEEN if name in ens.meta.get("impute", {}) else np.nan
             if name in ens.meta.get("category_hashes", {}):      # CatBoost: "any other value" as a real one
@@ -88,6 +91,15 @@ def model_input(ens: Any, X: np.ndarray, *, frame: bool = False) -> Any:
     for extra in ens.meta.get("extra_columns", ()):   # columns the model requires but does not use
         out[extra] = np.nan
     return out
+
+
+def _levels(ens: Any, j: int, open_codes: dict[int, Any]) -> list:
+    """Feature ``j``'s categories as the model takes them: XGBoost's "any other
+    code" level (:mod:`core.parsing.xgboost`) as its stand-in code."""
+    cats = list(ens.categories[j])
+    if j in open_codes and cats[-1] == OTHER_CODE:
+        cats[-1] = open_codes[j]
+    return cats
 
 
 def native_input(ens: Any, model: Any, X: np.ndarray) -> Any:
@@ -118,7 +130,7 @@ def native_outputs(ens: Any, model: Any, X: np.ndarray) -> tuple[np.ndarray, np.
         if isinstance(Xn, pd.DataFrame):
             dm = xgb.DMatrix(Xn, enable_categorical=True)
         else:
-            dm = xgb.DMatrix(X, feature_names=booster.feature_names, feature_types=booster.feature_types)
+            dm = xgb.DMatrix(Xn, feature_names=booster.feature_names, feature_types=booster.feature_types)
         margin = booster.predict(dm, output_margin=True, **kw)
         margin = np.asarray(margin, dtype=np.float64).reshape(X.shape[0], -1)
         return ens.predict_raw(X), margin, "margins"

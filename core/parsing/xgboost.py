@@ -14,13 +14,24 @@ left, and a missing value to the node's default child. The categories are the
 model's own (``gradient_booster.model.cats``, saved since XGBoost 3.1: strings
 as UTF-8 bytes with offsets, or numbers); XGBoost re-codes a DataFrame's
 categories by value and sends an unseen category the way of a missing value,
-which is our missing code (:mod:`core.ensemble`). A model without saved
-categories (fitted on codes) gets the codes ``0..max`` its splits name.
+which is our missing code (:mod:`core.ensemble`).
+
+A model without saved categories (fitted on an array of codes, or on a
+DataFrame by XGBoost before 3.1) takes the codes themselves: its categories
+are the codes ``0..max`` its splits name, then :data:`OTHER_CODE`. XGBoost
+reads a number as the code ``int(x)`` and sends a code no split lists (above
+``max``, negative: ``InvalidCat``) *left* at every categorical split, unlike a
+missing value, which takes the node's default; that last level stands for all
+of them (``meta["open_codes"]``: ``[feature, stand-in code]`` pairs, the code
+given to the library for it). :func:`core.matching.match_open_codes` reads the
+data's values onto these levels; :func:`drop_other_code` removes the level
+when the data holds no such value.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -29,6 +40,10 @@ from core.errors import UnsupportedModelError
 from core.parsing.common import build_tree, describe_unsupported
 from core.tree import Tree, float32_le_bound
 from core.treeensemble import TreeEnsemble
+
+__all__ = ["parse_xgboost", "OTHER_CODE", "drop_other_code"]
+
+OTHER_CODE = "(any other code)"
 
 _CLASSIF = {"binary:logistic": "sigmoid", "multi:softprob": "softmax", "multi:softmax": "softmax"}
 _REGRESS = {"reg:squarederror", "reg:absoluteerror", "reg:pseudohubererror", "reg:linear"}
@@ -71,7 +86,11 @@ def parse_xgboost(model: Any) -> TreeEnsemble:
     categories = _categories(model_json, cfg.get("feature_types") or [], d, trees_json[:n_trees])
     n_codes = max((len(c) + 1 for c in categories if c is not None), default=None)
     if n_codes is not None:
-        meta["input"] = "frame" if model_json.get("cats") else "array"
+        open_codes = [[j, len(c) - 1] for j, c in enumerate(categories) if c is not None and c[-1] == OTHER_CODE]
+        saved = len(open_codes) < sum(c is not None for c in categories)
+        meta["input"] = "frame" if saved else "array"   # saved categories: XGBoost re-codes a frame by value
+        if open_codes:
+            meta["open_codes"] = open_codes
     trees = [_tree(tj, grp, n_out, categories, n_codes)
              for tj, grp in zip(trees_json[:n_trees], tree_info[:n_trees])]
     names = cfg.get("feature_names") or []
@@ -178,7 +197,7 @@ def _right_sets(tree: dict) -> dict[int, set[int]]:
 
 def _categories(model_json: dict, types: list, d: int, trees: list) -> list:
     """Per feature None or its categories: the saved ones (strings or numbers, in
-    code order), else the codes ``0..max`` named by the splits."""
+    code order), else the codes ``0..max`` named by the splits and :data:`OTHER_CODE`."""
     out: list = [None] * d
     enc = (model_json.get("cats") or {}).get("enc") or []
     for j in range(d):
@@ -197,8 +216,40 @@ def _categories(model_json: dict, types: list, d: int, trees: list) -> list:
             used[j] = max(used.get(j, -1), max(codes, default=-1))
     for j, top in used.items():
         if 0 <= j < d and out[j] is None:
-            out[j] = tuple(range(top + 1))
+            out[j] = tuple(range(top + 1)) + (OTHER_CODE,)
     return out
+
+
+def drop_other_code(ens: TreeEnsemble, features: list[int]) -> TreeEnsemble:
+    """The ensemble without the :data:`OTHER_CODE` level (the last) of each of
+    ``features``: the missing code moves down into its place and keeps its own
+    route at every split, so every remaining code and the missing value are
+    predicted as before; the level is no longer offered."""
+    if not features:
+        return ens
+    cats = list(ens.categories)
+    move: dict[int, int] = {}
+    for j in features:
+        move[j] = len(cats[j])                       # the old missing code; the new one is one below
+        cats[j] = tuple(cats[j][:-1])
+    one = np.uint64(1)
+    trees = []
+    for t in ens.trees:
+        if t.category_bits is None:
+            trees.append(t)
+            continue
+        bits = t.category_bits.copy()
+        for i in np.flatnonzero(np.isin(t.feature, list(move)) & np.isnan(t.threshold) & (t.children_left >= 0)):
+            k = move[int(t.feature[i])]
+            old = (bits[i, k >> 6] >> np.uint64(k & 63)) & one
+            bits[i, k >> 6] &= ~(one << np.uint64(k & 63))
+            new = k - 1
+            bits[i, new >> 6] = (bits[i, new >> 6] & ~(one << np.uint64(new & 63))) | (old << np.uint64(new & 63))
+        trees.append(replace(t, category_bits=bits))
+    meta = {**ens.meta, "open_codes": [p for p in ens.meta.get("open_codes", []) if p[0] not in move]}
+    if not meta["open_codes"]:
+        del meta["open_codes"]
+    return replace(ens, trees=tuple(trees), categories=tuple(cats), meta=meta)
 
 
 def _has_best(booster: Any) -> bool:
