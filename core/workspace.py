@@ -34,12 +34,13 @@ import numpy as np
 import pandas as pd
 
 from core.ensemble import TreeEnsemble, from_model
-from core.categorical import expand
+from core.categorical import decode, expand
 from core.errors import DataError, PositionalMatchRequired, SchemaError, UnsupportedModelError
 from core.matching import (GENERIC_NAME, Source, categorical_codes, encode, match_columns,
                            match_hashed_categories, match_open_codes, norm_text,
                            truncate_lightgbm_codes)
 from core.parsing.native import model_input
+from core.parsing.xgboost import OTHER_CODE
 from core.schema import Schema, infer_schema
 
 __all__ = ["Workspace", "build_workspace", "PositionalMatchRequired", "GENERIC_NAME"]
@@ -110,6 +111,42 @@ class Workspace:
         category codes become the model's categories (missing code: None/NaN)."""
         return model_input(self.ensemble, np.atleast_2d(np.asarray(X, dtype=float)), frame=True)
 
+    def raw_view(self, X: Any) -> pd.DataFrame:
+        """:meth:`to_raw` for showing: a level that stands for many values (XGBoost's
+        "any other code", CatBoost's "any other value") reads as its name, not as
+        the one value the model is given for it."""
+        X = np.atleast_2d(np.asarray(X, dtype=float))
+        out, ens = self.to_raw(X), self.ensemble
+        if ens.meta.get("input") == "expanded":
+            info = ens.meta["expanded"]
+            codes, names, cats = decode(ens.meta, X), info["names"], info["categories"]
+        else:
+            codes, names, cats = X, ens.feature_names, ens.categories
+        many = {OTHER_CODE, ens.meta.get("other_level", OTHER_CODE)}
+        for j, (name, c) in enumerate(zip(names, cats)):
+            if c and c[-1] in many and name in out.columns:
+                hit = codes[:, j] == len(c) - 1
+                if hit.any():
+                    out[name] = out[name].astype(object).where(~hit, c[-1])
+        return out
+
+    def raw_changes(self, x: Any, x_cf: Any) -> pd.DataFrame:
+        """A row and its counterfactual in the analyst's raw columns (category
+        names, raw units; :meth:`raw_view`): one row per column with ``column``,
+        ``original``, ``counterfactual`` (as text) and ``changed``."""
+        rows = self.raw_view(np.vstack([np.asarray(x, dtype=float), np.asarray(x_cf, dtype=float)]))
+        a, b = rows.iloc[0], rows.iloc[1]
+        changed = [not (_same(a[c], b[c])) for c in rows.columns]
+        return pd.DataFrame({"column": [str(c) for c in rows.columns], "original": [_cell_text(v) for v in a],
+                             "counterfactual": [_cell_text(v) for v in b], "changed": changed})
+
+    def describe_raw_changes(self, x: Any, x_cf: Any, sep: str = "; ") -> str:
+        """The changes of :meth:`raw_changes` as one line, ``column: before → after``
+        (a category switch is one change)."""
+        t = self.raw_changes(x, x_cf)
+        t = t[t["changed"]]
+        return sep.join(f"{c}: {a} → {b}" for c, a, b in zip(t["column"], t["original"], t["counterfactual"]))
+
     def labels(self, X: Any) -> pd.DataFrame:
         """Codes-view rows for display: feature names as columns, categorical
         codes as category names, numbers as they are."""
@@ -165,6 +202,20 @@ class Workspace:
             ss = float(np.sum((y - y.mean()) ** 2)) or 1.0
             return "R² on this data", 1 - float(np.sum((y - self.predictions) ** 2)) / ss
         return None
+
+
+def _cell_text(v: Any) -> str:
+    """A raw value as shown: a category's name, a number in short form, "(missing)"."""
+    if v is None or (isinstance(v, (float, np.floating)) and np.isnan(v)):
+        return "(missing)"
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):.6g}"
+    return str(v)
+
+
+def _same(a: Any, b: Any) -> bool:
+    missing = [v is None or (isinstance(v, (float, np.floating)) and np.isnan(v)) for v in (a, b)]
+    return all(missing) or (not any(missing) and a == b)
 
 
 def _levels_by_index(ens: TreeEnsemble) -> dict[int, tuple[str, ...]]:

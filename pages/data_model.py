@@ -156,7 +156,7 @@ for note in ws.notes:
 st.markdown(f"**Data** · {len(ws.X):,} rows × {ws.X.shape[1]} features · target `{ws.target}`"
             + (" · shown in the model's raw columns" if list(ws.to_raw(ws.X.head(1)).columns) != list(ws.X.columns)
                else ""))
-preview = ws.to_raw(ws.X.head(200))
+preview = ws.raw_view(ws.X.head(200))
 if ws.y is not None:
     preview.insert(0, ws.target, ws.y.head(200).to_numpy())
 preview.insert(1 if ws.y is not None else 0, "prediction", ws.predictions[:200])

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from core.counterfactual import describe_changes
 from core.regions import exact_counterfactual, projection_regions, slice_regions
 from dashboard import state
 from core.figures import regions_figure, regions_table
@@ -74,7 +73,7 @@ with user_errors("The regions could not be computed"), st.spinner("Computing exa
                          opacity=opacity, title=title)
     st.plotly_chart(fig, key="dr_chart")
     if cf.found:
-        st.markdown("**Exact counterfactual**: " + describe_changes(cf.changes, ", "))
+        st.markdown("**Exact counterfactual**: " + ws.describe_raw_changes(cf.x_query, cf.x, ", "))
         if mode == "slice" and any(c.feature not in (names[fa], names[fb]) for c in cf.changes):
             st.caption("The counterfactual also changes features outside this slice; its marker shows only "
                        "its position on the two features drawn.")

@@ -9,7 +9,6 @@ import pandas as pd
 import streamlit as st
 
 from core.batch import batch_counterfactuals
-from core.counterfactual import describe_changes
 from core.optimal import BACKENDS, optimal_counterfactual
 from dashboard import state
 from dashboard.caching import plausibility_model
@@ -66,12 +65,17 @@ def _plausibility(target):
 _shown = iter(range(10**6))  # unique element keys for each display in a run
 
 
+def _highlight(table: pd.DataFrame):
+    return table.style.apply(lambda r: ["background-color: #fde9c9" if r["changed"] else "" for _ in r], axis=1)
+
+
 def _show(result, container):
     n = next(_shown)
     with container.container():
         status = result.status
         if result.found and status == "optimal":
-            st.success(f"Optimal counterfactual: cost {result.cost:.4g}, {len(result.changes)} feature(s) changed.")
+            n_changed = int(ws.raw_changes(result.x_query, result.x)["changed"].sum())
+            st.success(f"Optimal counterfactual: cost {result.cost:.4g}, {n_changed} feature(s) changed.")
         elif result.found:
             st.warning(result.message or f"Best valid counterfactual so far (cost {result.cost:.4g}); "
                                          "optimality not proven yet.")
@@ -90,13 +94,18 @@ def _show(result, container):
         if not result.found:
             return
         table = counterfactual_table(result, names)
-        st.dataframe(table.style.apply(
-            lambda r: ["background-color: #fde9c9" if r["changed"] else "" for _ in r], axis=1),
-            hide_index=True)
+        raw = ws.raw_changes(result.x_query, result.x)
+        if list(raw["column"]) != list(names):      # categories or encoded columns: the analyst's columns first
+            st.dataframe(_highlight(raw), hide_index=True)
+            with st.expander("In the model's features (one 0/1 column per category)"):
+                st.dataframe(_highlight(table), hide_index=True)
+        else:
+            st.dataframe(_highlight(table), hide_index=True)
         st.plotly_chart(counterfactual_changes_figure(result, names, schema.arrays()["span"]),
                         key=f"cf_chart_{n}")
         for k, alt in enumerate(result.alternatives, start=1):
-            st.markdown(f"**Alternative {k}** · cost {alt.cost:.4g} · " + describe_changes(alt.changes, ", "))
+            st.markdown(f"**Alternative {k}** · cost {alt.cost:.4g} · "
+                        + ws.describe_raw_changes(result.x_query, alt.x, ", "))
 
 
 with tab_one:
@@ -128,6 +137,10 @@ with tab_one:
             st.caption("This result is for an earlier query; press the button to compute the current one.")
         _show(res, box)
         out = counterfactual_table(res, names)
+        if res.found:
+            raw_t = ws.raw_changes(res.x_query, res.x)
+            if list(raw_t["column"]) != list(names):   # the download holds what the page shows first
+                out = raw_t
         d1, d2 = st.columns(2)
         d1.download_button("Download table (CSV)", out.to_csv(index=False), "counterfactual.csv", "text/csv",
                            key="ocf_dl_csv")
@@ -162,7 +175,8 @@ with tab_batch:
                 progress=lambda d, t: bar.progress(d / t, text=f"{d} of {t} rows"), **kwargs_b)
             st.session_state["ocb_results"] = pd.DataFrame([{
                 "row": int(r), "status": res.status, "cost": res.cost if res.found else np.nan,
-                "features changed": len(res.changes), "changes": describe_changes(res.changes),
+                "features changed": int(ws.raw_changes(X[r], res.x)["changed"].sum()) if res.found else 0,
+                "changes": ws.describe_raw_changes(X[r], res.x) if res.found else "",
                 "solve time (s)": round(res.solve_time, 3)} for r, res in zip(rows, results) if res is not None])
     table_b = st.session_state.get("ocb_results")
     if table_b is not None:

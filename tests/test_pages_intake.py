@@ -116,3 +116,9 @@ def test_every_page_on_an_outside_model(make):
     raw = ws.to_raw(res.x[None, :])
     assert raw["job"].iloc[0] in {"clerk", "nurse", "cook", "pilot"}      # a category, never "missing"
     assert _original_says(ws.model, raw) == 1                              # valid on the original model
+    shown = next(d.value for d in at.dataframe if "column" in d.value.columns)   # the page's table: raw columns
+    assert list(shown["column"]) == ["age", "job", "income", "sex"]
+    assert set(shown["original"].iloc[[1, 3]]) <= {"clerk", "nurse", "cook", "pilot", "f", "m"}
+    assert shown.loc[shown["changed"], "counterfactual"].tolist() == [
+        ws.raw_changes(res.x_query, res.x).set_index("column").loc[c, "counterfactual"] for c in shown.loc[
+            shown["changed"], "column"]]

@@ -204,6 +204,10 @@ def test_codes_no_split_names_route_as_xgboost_routes_them(onehot):
     back = ws.to_raw(ws.X)                                  # raw rows the booster scores alike
     np.testing.assert_allclose(_booster_margins(booster, back.to_numpy(float)), _booster_margins(booster, raw),
                                rtol=0, atol=ATOL)
+    shown = ws.raw_view(ws.X)["code"].to_numpy()            # what the pages show: the level's name
+    other = ~np.isin(raw[:, 0], np.arange(len(ws.ensemble.meta["expanded"]["categories"][0]) - 1)) & (
+        raw[:, 0] != 2.7) & ~np.isnan(raw[:, 0])
+    assert set(shown[other]) == {OTHER_CODE} and OTHER_CODE not in set(shown[~other])
 
 
 def test_codes_other_level_named_dropped_or_text_refused():
