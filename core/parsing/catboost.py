@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ import numpy as np
 
 from core.errors import AtlasError, ModelError, UnsupportedModelError
 from core.parsing.cityhash import cat_feature_hash
-from core.parsing.common import build_tree
+from core.parsing.common import build_tree, drop_last_level
 from core.tree import float32_le_bound
 from core.treeensemble import TreeEnsemble
 
@@ -255,24 +255,7 @@ def fold_other_level(ens: TreeEnsemble, features: list[int]) -> TreeEnsemble:
     """The ensemble with the "any other value" level (the last) of each of
     ``features`` folded into the missing code: both go the same way at every split,
     so predictions do not change; the data then offers no such level to choose."""
-    if not features:
-        return ens
-    cats = list(ens.categories)
-    clear: dict[int, int] = {}
-    for j in features:
-        clear[j] = len(cats[j])                      # the old missing code, no longer a code
-        cats[j] = tuple(cats[j][:-1])
-    trees = []
-    for t in ens.trees:
-        if t.category_bits is None:
-            trees.append(t)
-            continue
-        bits = t.category_bits.copy()
-        for i in np.flatnonzero(np.isin(t.feature, list(clear)) & np.isnan(t.threshold) & (t.children_left >= 0)):
-            k = clear[int(t.feature[i])]
-            bits[i, k >> 6] &= ~(np.uint64(1) << np.uint64(k & 63))
-        trees.append(replace(t, category_bits=bits))
-    return replace(ens, trees=tuple(trees), categories=tuple(cats))
+    return drop_last_level(ens, features, "level")
 
 
 def _exported(model: Any) -> CatBoostJSON:

@@ -5,14 +5,16 @@ parser's node dicts into a :class:`core.tree.Tree`.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from core.errors import ModelError, UnsupportedModelError
 from core.tree import Tree, category_bits_from_sets
+from core.treeensemble import TreeEnsemble
 
-__all__ = ["SUPPORTED_MODELS", "describe_unsupported", "build_tree"]
+__all__ = ["SUPPORTED_MODELS", "describe_unsupported", "build_tree", "drop_last_level"]
 
 SUPPORTED_MODELS = (
     "scikit-learn: DecisionTreeClassifier, DecisionTreeRegressor, RandomForestClassifier, "
@@ -85,3 +87,35 @@ def build_tree(nodes: list[dict[str, Any]], n_outputs: int, n_codes: int | None 
         return Tree(cl, cr, ft, th, val)
     n_codes = int(n_codes or 1 + max(max(c, default=0) for c in left_sets if c is not None))
     return Tree(cl, cr, ft, th, val, category_bits_from_sets(left_sets, n_codes))
+
+
+def drop_last_level(ens: TreeEnsemble, features: list[int], route: str) -> TreeEnsemble:
+    """The ensemble without the last category level of each of ``features``:
+    the missing code moves one down, into that level's place, and takes at
+    every split the route ``route`` names: ``"missing"`` (its own: the dropped
+    level routed otherwise) or ``"level"`` (the dropped level's: the two routed
+    alike). Either way every remaining code and the missing value are predicted
+    as before."""
+    if not features:
+        return ens
+    cats = list(ens.categories)
+    old: dict[int, int] = {}
+    for j in features:
+        old[j] = len(cats[j])                        # the old missing code; the new one is one below
+        cats[j] = tuple(cats[j][:-1])
+    one = np.uint64(1)
+    trees = []
+    for t in ens.trees:
+        if t.category_bits is None:
+            trees.append(t)
+            continue
+        bits = t.category_bits.copy()
+        for i in np.flatnonzero(np.isin(t.feature, list(old)) & np.isnan(t.threshold) & (t.children_left >= 0)):
+            k = old[int(t.feature[i])]
+            bit = (bits[i, k >> 6] >> np.uint64(k & 63)) & one
+            bits[i, k >> 6] &= ~(one << np.uint64(k & 63))
+            if route == "missing":
+                n = k - 1
+                bits[i, n >> 6] = (bits[i, n >> 6] & ~(one << np.uint64(n & 63))) | (bit << np.uint64(n & 63))
+        trees.append(replace(t, category_bits=bits))
+    return replace(ens, trees=tuple(trees), categories=tuple(cats))

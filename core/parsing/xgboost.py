@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from core.errors import UnsupportedModelError
-from core.parsing.common import build_tree, describe_unsupported
+from core.parsing.common import build_tree, describe_unsupported, drop_last_level
 from core.tree import Tree, float32_le_bound
 from core.treeensemble import TreeEnsemble
 
@@ -227,29 +227,11 @@ def drop_other_code(ens: TreeEnsemble, features: list[int]) -> TreeEnsemble:
     predicted as before; the level is no longer offered."""
     if not features:
         return ens
-    cats = list(ens.categories)
-    move: dict[int, int] = {}
-    for j in features:
-        move[j] = len(cats[j])                       # the old missing code; the new one is one below
-        cats[j] = tuple(cats[j][:-1])
-    one = np.uint64(1)
-    trees = []
-    for t in ens.trees:
-        if t.category_bits is None:
-            trees.append(t)
-            continue
-        bits = t.category_bits.copy()
-        for i in np.flatnonzero(np.isin(t.feature, list(move)) & np.isnan(t.threshold) & (t.children_left >= 0)):
-            k = move[int(t.feature[i])]
-            old = (bits[i, k >> 6] >> np.uint64(k & 63)) & one
-            bits[i, k >> 6] &= ~(one << np.uint64(k & 63))
-            new = k - 1
-            bits[i, new >> 6] = (bits[i, new >> 6] & ~(one << np.uint64(new & 63))) | (old << np.uint64(new & 63))
-        trees.append(replace(t, category_bits=bits))
-    meta = {**ens.meta, "open_codes": [p for p in ens.meta.get("open_codes", []) if p[0] not in move]}
+    ens = drop_last_level(ens, features, "missing")
+    meta = {**ens.meta, "open_codes": [p for p in ens.meta.get("open_codes", []) if p[0] not in features]}
     if not meta["open_codes"]:
         del meta["open_codes"]
-    return replace(ens, trees=tuple(trees), categories=tuple(cats), meta=meta)
+    return replace(ens, meta=meta)
 
 
 def _has_best(booster: Any) -> bool:
