@@ -98,6 +98,13 @@ def test_integer_categories_from_an_array_model():
                          confirm_positions=True)
     np.testing.assert_allclose(ws.ensemble.predict_proba(ws.X.to_numpy(float)), model.predict_proba(raw),
                                rtol=0, atol=1e-12)
+    from core.optimal import optimal_counterfactual
+
+    X_ws = ws.X.to_numpy(float)
+    for row in np.flatnonzero(ws.predictions == 0)[:3]:       # checked on the original model, given codes
+        res = optimal_counterfactual(ws.ensemble, X_ws[row], 1, schema=ws.schema, X_ref=X_ws, model=model)
+        assert res.found and res.status == "optimal" and res.valid, res.message
+        assert model.predict(ws.to_raw(res.x[None, :]).to_numpy(float))[0] == 1
 
 
 @pytest.mark.parametrize("objective", ["multiclass", "regression"])

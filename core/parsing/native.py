@@ -136,7 +136,7 @@ def native_outputs(ens: Any, model: Any, X: np.ndarray) -> tuple[np.ndarray, np.
         return ens.predict_raw(X), margin, "margins"
     if module == "lightgbm":
         booster = model.booster_ if hasattr(model, "booster_") else model
-        Xl = Xn if isinstance(Xn, pd.DataFrame) else X
+        Xl = Xn                                 # the model's own input (one-hot rows decoded to codes)
         if booster.dump_model(num_iteration=1).get("average_output"):
             # boosting="rf": LightGBM's raw_score is not averaged, its predict is
             out = np.asarray(booster.predict(Xl), dtype=np.float64).reshape(X.shape[0], -1)
