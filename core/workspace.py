@@ -67,6 +67,8 @@ class Workspace:
     ignored : table columns the model does not use.
     notes : what was done to the data, in plain words.
     model_info : facts about the model (origin, scores) for display.
+    model_facts : the uploaded model's own size (trees, depth, leaves, features)
+        when ``ensemble`` is a rewrite of it (categorical splits as one-hot trees).
     """
 
     name: str
@@ -83,6 +85,7 @@ class Workspace:
     model_info: dict[str, Any] = field(default_factory=dict)
     mapping: tuple[tuple[str, str], ...] = ()
     ignored: tuple[str, ...] = ()
+    model_facts: dict[str, Any] = field(default_factory=dict)
 
     @cached_property
     def predictions(self) -> np.ndarray:
@@ -178,7 +181,7 @@ class Workspace:
         return replace(self, schema=schema)
 
     def summary(self) -> dict[str, Any]:
-        s = self.ensemble.summary()
+        s = {**self.ensemble.summary(), **self.model_facts}
         s.update(self.model_info)
         score = self.score_on_data()
         if score is not None:
@@ -204,10 +207,21 @@ class Workspace:
         return None
 
 
+def _native_facts(native: TreeEnsemble, ens: TreeEnsemble) -> dict[str, Any]:
+    """The uploaded model's own size when the analyses read a rewrite of it (its
+    categorical splits as one-hot trees): what its library reports, and the rewrite's."""
+    if native is ens:
+        return {}
+    facts = native.summary()
+    facts["analysed as"] = (f"an exact one-hot rewrite: {ens.n_features} columns, {ens.n_leaves:,} leaves, "
+                            f"depth {ens.max_depth}")
+    return facts
+
+
 def _cell_text(v: Any) -> str:
-    """A raw value as shown: a category's name, a number in short form, "(missing)"."""
+    """A raw value as shown: a category's name, a number in short form, "(missing or unseen)"."""
     if v is None or (isinstance(v, (float, np.floating)) and np.isnan(v)):
-        return "(missing)"
+        return "(missing or unseen)"
     if isinstance(v, (float, np.floating)):
         return f"{float(v):.6g}"
     return str(v)
@@ -364,6 +378,6 @@ def build_workspace(df: pd.DataFrame, target: str | None, model: Any, *, name: s
     ws = Workspace(name=name, raw=df, X=X, y=y, target=target, model=original, ensemble=ens, schema=schema,
                    data_sha256=data_sha256, model_sha256=model_sha256, notes=tuple(notes), model_info=info,
                    mapping=tuple((f, s.describe()) for f, s in zip(ens.feature_names, sources)),
-                   ignored=tuple(ignored))
+                   ignored=tuple(ignored), model_facts=_native_facts(native, ens))
     warn = _report_gap(ws, file_info)
     return replace(ws, notes=ws.notes + (warn,)) if warn else ws

@@ -101,6 +101,9 @@ def test_every_page_on_an_outside_model(make):
     ws = at.session_state["workspace"]
     assert "job=clerk" in ws.X.columns and ws.schema.groups()
     assert (ws.predictions == df.approved.to_numpy()).mean() > 0.8
+    facts = ws.summary()                          # the uploaded model's own size, not its one-hot rewrite's
+    assert facts["features"] == 4 and facts["categorical features"] == 2 and "one-hot rewrite" in facts["analysed as"]
+    assert facts["leaves"] <= ws.ensemble.n_leaves
     for page in PAGES:
         at.switch_page(f"../pages/{page}").run()
         assert not at.exception, (page, at.exception)
