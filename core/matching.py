@@ -366,8 +366,9 @@ def encode(ens: TreeEnsemble, table: pd.DataFrame, sources: list[Source], drop_m
         if not drop_missing:
             raise DataError(
                 f"{int(missing.sum())} of {n} rows of the data have missing values (columns {missing_cols[:6]}; "
-                f"first at row {i + 1}). The model cannot score a row with a missing number: impute those values "
-                "in the data, or choose to drop those rows."
+                f"first at row {i + 1}). The analyses need a number in every numerical column (even where the "
+                "model itself routes a missing value, a counterfactual or a region needs a value to move): impute "
+                "those values in the data, or choose to drop those rows."
             )
         notes.append(f"Dropped {int(missing.sum())} rows with missing values (columns {missing_cols[:6]}).")
     return X[~missing], ~missing, notes

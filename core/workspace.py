@@ -265,6 +265,22 @@ def _report_gap(ws: Workspace, info: dict[str, Any]) -> str | None:
     return None
 
 
+def _label_mismatch(ws: Workspace) -> str | None:
+    """A note when no label of the target column is one of the classifier's classes."""
+    if ws.y is None or ws.ensemble.task != "classification" or ws.ensemble.classes is None:
+        return None
+    values = ws.y.dropna().unique()
+    labels = {norm_text(v) for v in values} | {norm_text(int(v)) for v in values if isinstance(v, (bool, np.bool_))}
+    classes = [norm_text(c) for c in ws.ensemble.classes]
+    if not labels or labels & set(classes):
+        return None
+    shown = sorted(labels)[:4]
+    return (f"No value of the target column {ws.target!r} (e.g. {', '.join(map(repr, shown))}) is one of the model's "
+            f"classes ({', '.join(classes[:6])}), so the accuracy shown and every comparison with the labels "
+            "(the audit's error rates) mean nothing. Give the labels as the model's classes, or choose the right "
+            "target column.")
+
+
 def _expanded(ens: TreeEnsemble, sources: list[Source]) -> tuple[TreeEnsemble, list[Source]]:
     """The analyses read categorical splits as exact one-hot trees (core.categorical):
     the expanded ensemble, and one source per category column."""
@@ -379,5 +395,5 @@ def build_workspace(df: pd.DataFrame, target: str | None, model: Any, *, name: s
                    data_sha256=data_sha256, model_sha256=model_sha256, notes=tuple(notes), model_info=info,
                    mapping=tuple((f, s.describe()) for f, s in zip(ens.feature_names, sources)),
                    ignored=tuple(ignored), model_facts=_native_facts(native, ens))
-    warn = _report_gap(ws, file_info)
-    return replace(ws, notes=ws.notes + (warn,)) if warn else ws
+    warn = tuple(w for w in (_label_mismatch(ws), _report_gap(ws, file_info)) if w)
+    return replace(ws, notes=ws.notes + warn) if warn else ws

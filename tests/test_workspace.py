@@ -119,3 +119,17 @@ def test_accuracy_far_below_the_models_own_report_is_flagged():
     bad["y"] = np.random.default_rng(1).permutation(bad.y.to_numpy())
     ws = build_workspace(bad, "y", model, name="t")
     assert any("far below its own out-of-bag score" in n for n in ws.notes)
+
+
+def test_labels_that_are_none_of_the_model_classes_are_flagged():
+    """Text labels (">50K") for a model whose classes are 0/1: accuracy 0 means nothing, and the page says so."""
+    import lightgbm as lgb
+
+    rng = np.random.default_rng(4)
+    X = pd.DataFrame({"a": rng.normal(size=300), "b": rng.normal(size=300)})
+    y = (X.a > 0).astype(int)
+    model = lgb.LGBMClassifier(n_estimators=5, verbose=-1, n_jobs=1).fit(X, y)
+    ws = build_workspace(X.assign(label=np.where(y == 1, ">50K", "<=50K")), "label", model, name="t")
+    assert any("is one of the model's classes (0, 1)" in n and "'>50K'" in n for n in ws.notes)
+    ok = build_workspace(X.assign(label=y), "label", model, name="t")
+    assert not any("model's classes" in n for n in ok.notes)
