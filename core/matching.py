@@ -46,7 +46,7 @@ from core.ensemble import TreeEnsemble
 from core.errors import DataError, PositionalMatchRequired, SchemaError
 from core.parsing.catboost import fold_other_level
 from core.parsing.cityhash import cat_feature_hash, category_text
-from core.parsing.xgboost import drop_other_code
+from core.parsing.xgboost import OTHER_CODE, drop_other_code
 
 __all__ = ["Source", "GENERIC_NAME", "match_columns", "match_hashed_categories", "match_open_codes",
            "truncate_lightgbm_codes", "encode", "categorical_codes",
@@ -209,6 +209,9 @@ def match_hashed_categories(ens: TreeEnsemble, table: pd.DataFrame, sources: lis
         if len(others) == 1:            # one value no split names: the level is that value
             levels[-1] = category_text(others[0][1])
             read_as[others[0][1]] = levels[-1]
+            notes.append(f"Of column {col!r}, the value {levels[-1]!r} ({others[0][0]} rows) is no category a split "
+                         f"of the model names: it is the model's {other!r} level, named by it (CatBoost routes any "
+                         "such value alike).")
         elif not others:                # none: the level goes (folded into the missing code, routed alike)
             fold.append(j)
         cats[j] = tuple(levels)
@@ -256,12 +259,16 @@ def match_open_codes(ens: TreeEnsemble, table: pd.DataFrame, sources: list[Sourc
         named = (x >= 0) & (x < MAX_CAT) & (code <= len(cats[j]) - 2)
         other = ~np.isnan(x) & ~named
         out = pd.Series(np.where(named, code, np.nan), index=s.index, dtype=object)
+        _note_fractions(col, x[named], "XGBoost", notes)
         if other.any():
             values, counts = np.unique(x[other], return_counts=True)
             top = float(values[np.argmax(counts)])
             stand_in[j] = int(top) if top.is_integer() else top
             if values.size == 1:                    # the level is that value
                 cats[j] = cats[j][:-1] + (stand_in[j],)
+                notes.append(f"Of column {col!r}, the value {stand_in[j]!r} ({int(other.sum())} rows) is a code no "
+                             f"split of the model names: it stands for {OTHER_CODE!r}, which XGBoost routes alike "
+                             "at every split (not as a missing value).")
             else:
                 notes.append(f"Of column {col!r}, {int(other.sum())} values are codes no split of the model names "
                              f"(e.g. {stand_in[j]!r}); they are read as {cats[j][-1]!r}: XGBoost routes them all "
@@ -274,7 +281,16 @@ def match_open_codes(ens: TreeEnsemble, table: pd.DataFrame, sources: list[Sourc
     return drop_other_code(replace(ens, categories=tuple(cats), meta=meta), drop), table
 
 
-def truncate_lightgbm_codes(ens: TreeEnsemble, table: pd.DataFrame, sources: list[Source]) -> pd.DataFrame:
+def _note_fractions(col: str, x: np.ndarray, library: str, notes: list[str]) -> None:
+    """A note when numbers of a code column are not whole (read as ``int(x)``)."""
+    frac = np.isfinite(x) & (x != np.trunc(x))
+    if frac.any():
+        notes.append(f"Of column {col!r}, {int(frac.sum())} values are not whole codes (e.g. {float(x[frac][0])!r}): "
+                     f"they are read as the code int(x), as {library} reads them.")
+
+
+def truncate_lightgbm_codes(ens: TreeEnsemble, table: pd.DataFrame, sources: list[Source], notes: list[str]
+                            ) -> pd.DataFrame:
     """LightGBM fitted on integer codes (no pandas categories saved) reads a number
     as the code ``int(x)`` (its ``CategoricalDecision``: 2.7 is category 2, -0.5 is
     category 0): the data's numbers in such a column are truncated alike before
@@ -286,7 +302,9 @@ def truncate_lightgbm_codes(ens: TreeEnsemble, table: pd.DataFrame, sources: lis
         col = sources[j].column
         if pd.api.types.is_float_dtype(table[col]):
             v = table[col].to_numpy(dtype=float)
-            table[col] = np.where(np.isfinite(v) & (np.abs(v) < 2.0 ** 31), np.trunc(v), v)
+            inside = np.isfinite(v) & (np.abs(v) < 2.0 ** 31)
+            _note_fractions(col, v[inside], "LightGBM", notes)
+            table[col] = np.where(inside, np.trunc(v), v)
     return table
 
 

@@ -366,7 +366,7 @@ def build_workspace(df: pd.DataFrame, target: str | None, model: Any, *, name: s
         ens, table = match_hashed_categories(ens, table, sources, notes_before)
     if ens.meta.get("open_codes"):                  # XGBoost fitted on codes: any other code routes alike
         ens, table = match_open_codes(ens, table, sources, notes_before)
-    table = truncate_lightgbm_codes(ens, table, sources)
+    table = truncate_lightgbm_codes(ens, table, sources, notes_before)
     native = ens
     ens, sources = _expanded(ens, sources)
     codes, kept, notes = encode(ens, table, sources, drop_missing)

@@ -226,3 +226,19 @@ def test_damaged_exports_are_refused_with_a_message(edit, says, tmp_path):
         from_model(CatBoostJSON(document=doc))
     with pytest.raises(ModelError, match=says):     # through the sandbox (CatBoost's own reader may crash there)
         load_vetted(json.dumps(doc).encode(), "m.json")
+
+
+def test_a_value_the_model_never_saw_is_named_in_the_notes(tmp_path):
+    """A value no split names becomes (or joins) the "any other value" level, with a note either way."""
+    rng = np.random.default_rng(5)
+    df = pd.DataFrame({"a": rng.normal(size=1500), "job": rng.choice(["clerk", "nurse", "cook"], 1500)})
+    y = ((df.a > 0) ^ (df.job == "nurse")).astype(int)
+    model = cb.CatBoostClassifier(iterations=20, depth=3, verbose=0, allow_writing_files=False, one_hot_max_size=10,
+                                  cat_features=["job"], thread_count=1).fit(df, y)
+    data = _save(model, tmp_path / "m.json")
+    audit = df.copy()
+    audit.loc[:19, "job"] = "astronaut"                    # never seen in training
+    ws = build_workspace(audit.assign(label=y), "label", load_vetted(data, "m.json"), name="cb")
+    assert any("'job'" in n and ("is no category a split" in n or "no split of the model names" in n)
+               for n in ws.notes), ws.notes
+    np.testing.assert_array_equal(ws.predictions, model.predict(audit))

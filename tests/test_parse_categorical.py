@@ -98,6 +98,7 @@ def test_integer_categories_from_an_array_model():
                          confirm_positions=True)
     np.testing.assert_allclose(ws.ensemble.predict_proba(ws.X.to_numpy(float)), model.predict_proba(raw),
                                rtol=0, atol=1e-12)
+    assert any("not whole codes" in n for n in ws.notes)
     from core.optimal import optimal_counterfactual
 
     X_ws = ws.X.to_numpy(float)

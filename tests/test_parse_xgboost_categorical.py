@@ -198,7 +198,7 @@ def test_codes_no_split_names_route_as_xgboost_routes_them(onehot):
     raw = np.column_stack([np.repeat(values, 3), np.tile([-1.5, 0.2, 1.7], values.size)])
     table = pd.DataFrame(raw, columns=["code", "z"])
     ws = build_workspace(table, None, vetted, name="codes", confirm_positions=True)   # as the app loads it
-    assert any("no split of the model names" in n for n in ws.notes)
+    assert any("no split of the model names" in n for n in ws.notes) and any("not whole codes" in n for n in ws.notes)
     np.testing.assert_allclose(ws.ensemble.predict_raw(ws.X.to_numpy(float))[:, 0], _booster_margins(booster, raw),
                                rtol=0, atol=ATOL)
     back = ws.to_raw(ws.X)                                  # raw rows the booster scores alike
@@ -229,6 +229,7 @@ def test_codes_other_level_named_dropped_or_text_refused():
     ws1 = build_workspace(one_other, None, booster, name="one", confirm_positions=True)
     assert ws1.ensemble.meta["expanded"]["categories"][0][-1] == 11 and OTHER_CODE not in ws1.ensemble.meta[
         "expanded"]["categories"][0]                        # the level takes the one value's name
+    assert any("the value 11" in n and "no split of the model names" in n for n in ws1.notes)
     labelled = one_other.assign(y=(booster.predict(xgb_matrix(one_other)) > 0.5).astype(int))
     ws2 = build_workspace(labelled, "y", booster, name="cf", confirm_positions=True)
     np.testing.assert_array_equal(ws2.predictions, labelled.y.to_numpy())
