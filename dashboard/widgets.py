@@ -87,3 +87,23 @@ def target_picker(container: Any, ens: Any, pred: np.ndarray, row_pred: Any, pre
     if row_pred is not None:
         st.session_state[SHOWN] = (float(lo), float(hi))
     return (float(lo), float(hi))
+
+
+def column_picker(container: Any, label: str, schema: Any, default: list[str], key: str, *,
+                  groups_too: bool = True) -> list[str]:
+    """A multiselect of the analyst's columns: a one-hot group (a categorical
+    column read as one 0/1 column per category) is one option, named by its
+    group, and stands for all its columns. Returns the model's feature names
+    chosen. ``groups_too=False`` leaves the groups out (increase-only and
+    decrease-only mean nothing for a category)."""
+    names = schema.names
+    members = {g: [names[i] for i in idx] for g, idx in schema.groups().items()}
+    in_group = {n: g for g, cols in members.items() for n in cols}
+    options: list[str] = []
+    for n in names:
+        option = in_group.get(n, n)
+        if option not in options and (groups_too or n not in in_group):
+            options.append(option)
+    chosen_default = [o for o in options if all(c in default for c in members.get(o, [o]))]
+    picked = container.multiselect(label, options, chosen_default, key=key)
+    return [c for o in picked for c in members.get(o, [o])]

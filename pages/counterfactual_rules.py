@@ -14,7 +14,7 @@ from dashboard import state
 from core.figures import rule_intervals_figure
 from dashboard.caching import session_cached
 from dashboard.ui import big_table_gate, user_errors
-from dashboard.widgets import row_picker, target_picker
+from dashboard.widgets import column_picker, row_picker, target_picker
 
 ws, ens, schema, names, X, pred = state.page_context(
     "Counterfactual rules",
@@ -45,8 +45,8 @@ with c4.popover("Surrogate"):
                                    help="CDP and CRP are estimated on at most this many rows (a fixed sample); "
                                         "more is slower and steadier."))
 act = {f.name: f.actionability for f in schema.features}
-fixed = st.multiselect("Fixed features (never part of a rule)", names,
-                       [n for n in names if act[n] == "fixed"], key="cr_fixed")
+fixed = column_picker(st, "Fixed features (never part of a rule)", schema, [n for n in names if act[n] == "fixed"],
+                      "cr_fixed")
 frozen = [names.index(n) for n in fixed]
 groups = list(schema.groups().values())
 

@@ -14,7 +14,7 @@ from dashboard import state
 from dashboard.caching import plausibility_model
 from core.figures import counterfactual_changes_figure, counterfactual_table
 from dashboard.ui import session_cluster, user_errors
-from dashboard.widgets import row_picker, target_picker
+from dashboard.widgets import column_picker, row_picker, target_picker
 
 ws, ens, schema, names, X, pred = state.page_context(
     "Optimal counterfactual",
@@ -46,9 +46,11 @@ def _settings(prefix: str):
                              "(Isolation Forest; 10% of them count as outliers).")
     act = {f.name: f.actionability for f in schema.features}
     a1, a2, a3 = st.columns(3)
-    fixed = a1.multiselect("Fixed", names, [n for n in names if act[n] == "fixed"], key=f"{prefix}_fixed")
-    inc = a2.multiselect("Increase only", names, [n for n in names if act[n] == "increase"], key=f"{prefix}_inc")
-    dec = a3.multiselect("Decrease only", names, [n for n in names if act[n] == "decrease"], key=f"{prefix}_dec")
+    fixed = column_picker(a1, "Fixed", schema, [n for n in names if act[n] == "fixed"], f"{prefix}_fixed")
+    inc = column_picker(a2, "Increase only", schema, [n for n in names if act[n] == "increase"], f"{prefix}_inc",
+                        groups_too=False)
+    dec = column_picker(a3, "Decrease only", schema, [n for n in names if act[n] == "decrease"], f"{prefix}_dec",
+                        groups_too=False)
     return dict(schema=schema, norm=norm, fixed=fixed, increase_only=inc, decrease_only=dec,
                 backend=backend, time_limit=float(limit)), plaus
 
