@@ -337,9 +337,12 @@ def _numeric(name: str, s: pd.Series) -> pd.Series:
     bad = conv.isna() & s.notna()
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
+        comma = s[bad].astype(str).str.fullmatch(r"\s*[-+]?\d*,\d+\s*").mean() > 0.5
+        hint = (" They look like numbers with a decimal comma: save the file with '.' as the decimal separator "
+                "(or as Parquet)." if comma else "")
         raise DataError(
             f"Column {name!r} must hold numbers for the model, but {int(bad.sum())} of its values are text "
-            f"(e.g. {s.iloc[i]!r} in row {i + 1}). Fix or remove those values and upload again."
+            f"(e.g. {s.iloc[i]!r} in row {i + 1}).{hint} Fix or remove those values and upload again."
         )
     return conv.astype(float)
 

@@ -133,3 +133,18 @@ def test_labels_that_are_none_of_the_model_classes_are_flagged():
     assert any("is one of the model's classes (0, 1)" in n and "'>50K'" in n for n in ws.notes)
     ok = build_workspace(X.assign(label=y), "label", model, name="t")
     assert not any("model's classes" in n for n in ok.notes)
+
+
+def test_decimal_commas_get_a_hint():
+    import lightgbm as lgb
+
+    rng = np.random.default_rng(6)
+    X = pd.DataFrame({"a": rng.normal(size=200).round(2), "b": rng.normal(size=200)})
+    model = lgb.LGBMClassifier(n_estimators=3, verbose=-1, n_jobs=1).fit(X, (X.a > 0).astype(int))
+    comma = X.assign(a=X.a.map(lambda v: f"{v}".replace(".", ",")))
+    with pytest.raises(DataError, match="decimal comma"):
+        build_workspace(comma, None, model, name="t")
+    words = X.assign(a=["n/a"] * 200)
+    with pytest.raises(DataError, match="values are text") as e:
+        build_workspace(words, None, model, name="t")
+    assert "decimal comma" not in str(e.value)
