@@ -83,16 +83,26 @@ def _conditions(schema: Any, names: list[str], bounded: list[int], lower: np.nda
     """The region's bounds as plain conditions: a one-hot column as "group is (not)
     level", whole numbers as values, LightGBM's +-1e-35 zero zone as 0."""
     spec = {f.name: f for f in schema.features}
-    out = []
+    out: list[str] = []
+    hot: dict[str, str] = {}                       # group -> its one level, when the region names it
+    cold: dict[str, list[str]] = {}                # group -> levels the region excludes
+    for j in bounded:
+        f = spec.get(names[j])
+        if f is not None and f.kind == "one-hot" and f.group:
+            level = names[j].split("=", 1)[1] if "=" in names[j] else names[j]
+            if upper[j] < 1:
+                cold.setdefault(f.group, []).append(level)
+            elif lower[j] >= 0:
+                hot[f.group] = level
+    said: set[str] = set()
     for j in bounded:
         f = spec.get(names[j])
         lo, hi = (0.0 if abs(v) < 1e-30 else v for v in (lower[j], upper[j]))
         if f is not None and f.kind == "one-hot" and f.group:
-            level = names[j].split("=", 1)[1] if "=" in names[j] else names[j]
-            if hi < 1:
-                out.append(f"{f.group} not {level}")
-            elif lo >= 0:
-                out.append(f"{f.group} = {level}")
+            g = f.group
+            if g not in said and (g in hot or g in cold):   # one condition per group: its level, or those it is not
+                said.add(g)
+                out.append(f"{g} = {hot[g]}" if g in hot else f"{g} not {' or '.join(cold[g])}")
             continue
         if f is not None and f.kind in ("integer", "binary"):
             a = int(np.floor(lo)) + 1 if np.isfinite(lo) else None
@@ -113,6 +123,17 @@ def _conditions(schema: Any, names: list[str], bounded: list[int], lower: np.nda
         else:
             out.append(f"{names[j]} above {_num(lo)}")
     return out
+
+
+def _columns_text(schema: Any, features: list[str]) -> str:
+    """Feature names as the analyst's columns: a one-hot group's columns as its group, once."""
+    group = {f.name: f.group for f in schema.features if f.kind == "one-hot" and f.group}
+    out: list[str] = []
+    for name in features:
+        col = group.get(name, name)
+        if col not in out:
+            out.append(col)
+    return ", ".join(out) if out else "none"
 
 
 @dataclass(frozen=True)
@@ -195,7 +216,7 @@ def _smallest_change(case: _Case, time_limit: float) -> tuple[Section, pd.DataFr
               "This is the best change found in the time allowed (not proven the smallest)")
     checked = " The original model was asked again and agrees." if res.valid else ""
     cf_text = (f"Changing {steps} gives the outcome asked for. {proven} (cost {res.cost:.3g}, with each "
-               f"feature measured against its range; fixed: {', '.join(fixed) if fixed else 'none'}).{checked}")
+               f"feature measured against its range; fixed: {_columns_text(case.schema, fixed)}).{checked}")
     table = pd.concat([table, pd.DataFrame([cf_raw], index=["counterfactual"])])
     return ("The smallest change", (cf_text,)), table, res, changed
 

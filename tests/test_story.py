@@ -84,3 +84,31 @@ def test_case_story_page():
     assert story.facts["counterfactual"].found
     assert [h.value for h in at.markdown if h.value.startswith("#### ")][:3] == [
         "#### The decision", "#### Where the case sits", "#### The smallest change"]
+
+
+def test_story_of_a_categorical_model_speaks_in_its_columns():
+    """One condition per categorical column in the region ("job = pilot", never also "job not nurse"), and the
+    fixed columns named as the analyst's columns ("sex", not "sex=f, sex=m")."""
+    import lightgbm as lgb
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    n = 1500
+    df = pd.DataFrame({"age": rng.integers(18, 80, n).astype(float), "job": rng.choice(["clerk", "nurse", "cook",
+                       "pilot"], n), "income": rng.normal(50, 20, n).round(1), "sex": rng.choice(["f", "m"], n)})
+    df["approved"] = ((df.age > 40) ^ df.job.isin(["clerk", "cook"]) | (df.income > 70)).astype(int)
+    X = df.drop(columns="approved").astype({"job": "category", "sex": "category"})
+    model = lgb.LGBMClassifier(n_estimators=25, num_leaves=8, verbose=-1, min_data_per_group=5, cat_smooth=1,
+                               n_jobs=1).fit(X, df.approved)
+    ws = build_workspace(df, "approved", model, name="cat")
+    told = 0
+    for row in range(12):
+        story = case_story(ws, row, 1 - int(ws.predictions[row]), fixed=["sex=f", "sex=m"])
+        where = " ".join(dict(story.sections)["Where the case sits"])
+        for col in ("job", "sex"):
+            assert where.count(f"{col} =") + where.count(f"{col} not") <= 1, where
+        change = " ".join(dict(story.sections)["The smallest change"])
+        if story.facts["counterfactual"].found:
+            told += 1
+            assert "fixed: sex)" in change and "sex=" not in change, change
+    assert told >= 1
