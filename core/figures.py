@@ -38,18 +38,34 @@ def _share_format(values: Any) -> str:
     return f".{int(np.clip(np.ceil(-np.log10(step)), 0, 6))}%"
 
 
-def counterfactual_changes_figure(result: Any, feature_names: list[str], span: np.ndarray | None = None):
-    """Horizontal bars: the change of each changed feature, as a share of its range."""
+def counterfactual_changes_figure(result: Any, feature_names: list[str], span: np.ndarray | None = None,
+                                  groups: dict[str, list[int]] | None = None):
+    """Horizontal bars: the change of each changed feature, as a share of its range.
+    A one-hot group (``groups``: name -> column indices) that switches category is
+    one bar, ``group: old → new`` at 100% (a switch costs its weight once, as a
+    move across a whole range does), not one bar per 0/1 column."""
     df = counterfactual_table(result, feature_names)
     df = df[df["changed"]].copy()
     sp = np.ones(len(feature_names)) if span is None else np.asarray(span)
     df["scaled"] = df["change"] / sp[df.index]
+    for g, idx in (groups or {}).items():
+        moved = [j for j in idx if j in df.index]
+        if not moved:
+            continue
+        level = {int(j): str(feature_names[j]).split("=", 1)[-1] for j in idx}
+        old = next((level[j] for j in idx if result.x_query[j] > 0.5), "(missing or unseen)")
+        new = next((level[j] for j in idx if result.x[j] > 0.5), "(missing or unseen)")
+        df = df.drop(index=moved)
+        df.loc[min(moved)] = {"feature": f"{g}: {old} → {new}", "original": np.nan, "counterfactual": np.nan,
+                              "change": np.nan, "changed": True, "scaled": 1.0}
     df = df.reindex(df["scaled"].abs().sort_values().index)
+    switch = df["change"].isna()
+    hover = [f"{f}<br>a category switch" if sw else f"{f}: {a:.4g} → {b:.4g}<br>{v:.1%} of the range"
+             for f, a, b, v, sw in zip(df["feature"], df["original"], df["counterfactual"], df["scaled"], switch)]
     fig = go.Figure(go.Bar(
         x=df["scaled"], y=df["feature"], orientation="h",
-        marker_color=np.where(df["scaled"] > 0, "#2f6fb0", "#c0504d"),
-        customdata=np.column_stack([df["original"], df["counterfactual"]]) if len(df) else None,
-        hovertemplate="%{y}: %{customdata[0]:.4g} → %{customdata[1]:.4g}<br>%{x:.1%} of the range<extra></extra>"))
+        marker_color=np.where(switch, "#8c8c8c", np.where(df["scaled"] > 0, "#2f6fb0", "#c0504d")),
+        hovertext=hover, hovertemplate="%{hovertext}<extra></extra>"))
     fig.update_layout(title="Changes (share of each feature's range)" if span is not None else "Changes",
                       # enough digits that neighbouring ticks never read the same ("1% 1% 2%")
                       xaxis_tickformat=_share_format(df["scaled"]) if span is not None else None,

@@ -103,7 +103,7 @@ def _show(result, container):
                 st.dataframe(_highlight(table), hide_index=True)
         else:
             st.dataframe(_highlight(table), hide_index=True)
-        st.plotly_chart(counterfactual_changes_figure(result, names, schema.arrays()["span"]),
+        st.plotly_chart(counterfactual_changes_figure(result, names, schema.arrays()["span"], schema.groups()),
                         key=f"cf_chart_{n}")
         for k, alt in enumerate(result.alternatives, start=1):
             st.markdown(f"**Alternative {k}** · cost {alt.cost:.4g} · "
