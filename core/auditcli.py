@@ -18,6 +18,7 @@ from core import io
 from core.auditresult import Audit
 from core.auditrun import AuditSettings, Provenance, run_audit
 from core.errors import AuditError, PositionalMatchRequired
+from core.matching import norm_text
 from core.schema import Schema
 from core.workspace import Workspace, build_workspace
 
@@ -63,7 +64,14 @@ def _workspace(a: argparse.Namespace, data_bytes: bytes, model_bytes: bytes) -> 
     model = io.load_model(model_bytes, Path(a.model).name, allow_pickle=a.trust_pickle)
     schema = Schema.from_json(Path(a.schema).read_bytes()) if a.schema else None
     try:
-        return build_workspace(df, target_col, model, name=Path(a.data).name, schema=schema,
+        ws = build_workspace(df, target_col, model, name=Path(a.data).name, schema=schema,
+                             confirm_positions=a.by_position, protected=a.protected)
+        label = None if target_col else _label_column(ws, df)
+        if label is None:
+            return ws
+        print(f"note: column {label!r} is read as the label column (its values are the model's classes); "
+              "give --target-column to choose another.")
+        return build_workspace(df, label, model, name=Path(a.data).name, schema=schema,
                                confirm_positions=a.by_position, protected=a.protected)
     except PositionalMatchRequired as exc:
         print(f"error: {exc}")
@@ -108,6 +116,16 @@ def _print_findings(audit: Audit) -> None:
         for r in audit.subgroups.head(5).itertuples():
             print(f"  {r.subgroup} ({r.size} rows): {r.label} {r.value:.3g} vs {r.rest:.3g}, "
                   f"adjusted p {r.p_adjusted:.3g}{' *' if r.significant else ''}")
+
+
+def _label_column(ws: Workspace, df: Any) -> str | None:
+    """The one column the model does not use whose values are all the classifier's
+    classes (as the Data & model page offers the last column), or None."""
+    if ws.ensemble.task != "classification" or ws.ensemble.classes is None:
+        return None
+    classes = {norm_text(c) for c in ws.ensemble.classes}
+    fits = [c for c in ws.ignored if df[c].notna().all() and {norm_text(v) for v in df[c].unique()} <= classes]
+    return fits[0] if len(fits) == 1 else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

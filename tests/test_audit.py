@@ -223,6 +223,11 @@ def test_cli_writes_the_report_and_the_rows(credit, tmp_path, capsys):
     assert len(again.rows) == 60 and again.meta["model"]["sha256"] and again.meta["data"]["sha256"]
     rows = pd.read_csv(out.with_suffix(".csv"))
     assert len(rows) == 60 and {"row", "group:sex", "cost", "feasible"} <= set(rows.columns)
+    rc = main(["--data", str(data), "--model", str(mfile), "--protected", "sex", "--rows", "20",   # no label named
+               "--permutations", "100", "--bootstrap", "50", "--local-rules", "0", "--no-tcrex", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0 and f"column {target!r} is read as the label column" in text, text
+    assert "Ignored columns" not in text                 # the label column is used, not ignored
     pkl = tmp_path / "model.pkl"
     import pickle
 
