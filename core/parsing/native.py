@@ -86,6 +86,8 @@ def model_input(ens: Any, X: np.ndarray, *, frame: bool = False) -> Any:
                 other = ens.meta.get("other_level", "(any other value)")
                 stand_in = ens.meta.get("other_example", {}).get(name, other)
                 values[~known | (values == other)] = stand_in
+            if kind == "array":                                   # numeric categories: a number column
+                values = values.astype(np.float64)
             cols[name] = values
     out = pd.DataFrame(cols, columns=list(ens.feature_names))
     for extra in ens.meta.get("extra_columns", ()):   # columns the model requires but does not use
