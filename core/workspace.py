@@ -43,7 +43,7 @@ from core.parsing.native import model_input
 from core.parsing.xgboost import OTHER_CODE
 from core.schema import Schema, infer_schema
 
-__all__ = ["Workspace", "build_workspace", "PositionalMatchRequired", "GENERIC_NAME"]
+__all__ = ["Workspace", "build_workspace", "changes_line", "PositionalMatchRequired", "GENERIC_NAME"]
 
 #: a score this much below the model's own training report is flagged
 REPORT_GAP = 0.05
@@ -146,9 +146,7 @@ class Workspace:
     def describe_raw_changes(self, x: Any, x_cf: Any, sep: str = "; ") -> str:
         """The changes of :meth:`raw_changes` as one line, ``column: before → after``
         (a category switch is one change)."""
-        t = self.raw_changes(x, x_cf)
-        t = t[t["changed"]]
-        return sep.join(f"{c}: {a} → {b}" for c, a, b in zip(t["column"], t["original"], t["counterfactual"]))
+        return changes_line(self.raw_changes(x, x_cf), sep)
 
     def labels(self, X: Any) -> pd.DataFrame:
         """Codes-view rows for display: feature names as columns, categorical
@@ -205,6 +203,12 @@ class Workspace:
             ss = float(np.sum((y - y.mean()) ** 2)) or 1.0
             return "R² on this data", 1 - float(np.sum((y - self.predictions) ** 2)) / ss
         return None
+
+
+def changes_line(table: pd.DataFrame, sep: str = "; ") -> str:
+    """The changed rows of a :meth:`Workspace.raw_changes` table as one line."""
+    t = table[table["changed"]]
+    return sep.join(f"{c}: {a} → {b}" for c, a, b in zip(t["column"], t["original"], t["counterfactual"]))
 
 
 def _native_facts(native: TreeEnsemble, ens: TreeEnsemble) -> dict[str, Any]:

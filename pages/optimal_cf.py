@@ -14,6 +14,7 @@ from dashboard import state
 from dashboard.caching import plausibility_model
 from core.figures import counterfactual_changes_figure, counterfactual_table
 from dashboard.ui import session_cluster, user_errors
+from core.workspace import changes_line
 from dashboard.widgets import column_picker, row_picker, target_picker
 
 ws, ens, schema, names, X, pred = state.page_context(
@@ -71,13 +72,22 @@ def _highlight(table: pd.DataFrame):
     return table.style.apply(lambda r: ["background-color: #fde9c9" if r["changed"] else "" for _ in r], axis=1)
 
 
+def _batch_row(r: int, res) -> dict:
+    """One row of the batch table: its changes in the analyst's columns."""
+    t = ws.raw_changes(X[r], res.x) if res.found else None
+    return {"row": int(r), "status": res.status, "cost": res.cost if res.found else np.nan,
+            "features changed": 0 if t is None else int(t["changed"].sum()),
+            "changes": "" if t is None else changes_line(t), "solve time (s)": round(res.solve_time, 3)}
+
+
 def _show(result, container):
     n = next(_shown)
     with container.container():
         status = result.status
+        raw = ws.raw_changes(result.x_query, result.x) if result.found else None
         if result.found and status == "optimal":
-            n_changed = int(ws.raw_changes(result.x_query, result.x)["changed"].sum())
-            st.success(f"Optimal counterfactual: cost {result.cost:.4g}, {n_changed} feature(s) changed.")
+            st.success(f"Optimal counterfactual: cost {result.cost:.4g}, {int(raw['changed'].sum())} feature(s) "
+                       "changed.")
         elif result.found:
             st.warning(result.message or f"Best valid counterfactual so far (cost {result.cost:.4g}); "
                                          "optimality not proven yet.")
@@ -96,7 +106,6 @@ def _show(result, container):
         if not result.found:
             return
         table = counterfactual_table(result, names)
-        raw = ws.raw_changes(result.x_query, result.x)
         if list(raw["column"]) != list(names):      # categories or encoded columns: the analyst's columns first
             st.dataframe(_highlight(raw), hide_index=True)
             with st.expander("In the model's features (one 0/1 column per category)"):
@@ -175,11 +184,8 @@ with tab_batch:
             results = batch_counterfactuals(
                 ens, X[rows], targets, n_jobs=int(jobs), plausibility=pl, X_ref=X, scheduler=cluster,
                 progress=lambda d, t: bar.progress(d / t, text=f"{d} of {t} rows"), **kwargs_b)
-            st.session_state["ocb_results"] = pd.DataFrame([{
-                "row": int(r), "status": res.status, "cost": res.cost if res.found else np.nan,
-                "features changed": int(ws.raw_changes(X[r], res.x)["changed"].sum()) if res.found else 0,
-                "changes": ws.describe_raw_changes(X[r], res.x) if res.found else "",
-                "solve time (s)": round(res.solve_time, 3)} for r, res in zip(rows, results) if res is not None])
+            st.session_state["ocb_results"] = pd.DataFrame(
+                [_batch_row(r, res) for r, res in zip(rows, results) if res is not None])
     table_b = st.session_state.get("ocb_results")
     if table_b is not None:
         st.dataframe(table_b, hide_index=True, key="ocb_table")

@@ -138,14 +138,13 @@ def native_outputs(ens: Any, model: Any, X: np.ndarray) -> tuple[np.ndarray, np.
         return ens.predict_raw(X), margin, "margins"
     if module == "lightgbm":
         booster = model.booster_ if hasattr(model, "booster_") else model
-        Xl = Xn                                 # the model's own input (one-hot rows decoded to codes)
         if booster.dump_model(num_iteration=1).get("average_output"):
             # boosting="rf": LightGBM's raw_score is not averaged, its predict is
-            out = np.asarray(booster.predict(Xl), dtype=np.float64).reshape(X.shape[0], -1)
+            out = np.asarray(booster.predict(Xn), dtype=np.float64).reshape(X.shape[0], -1)
             ours = ens.predict_proba(X)[:, 1:] if ens.link == "sigmoid" else (
                 ens.predict_proba(X) if ens.is_classifier else ens.predict_raw(X))
             return ours, out, "predictions"
-        raw = np.asarray(booster.predict(Xl, raw_score=True), dtype=np.float64).reshape(X.shape[0], -1)
+        raw = np.asarray(booster.predict(Xn, raw_score=True), dtype=np.float64).reshape(X.shape[0], -1)
         return ens.predict_raw(X), raw, "raw scores"
     if ens.task == "classification":
         return ens.predict_proba(X), np.asarray(model.predict_proba(Xn), dtype=np.float64), "probabilities"
