@@ -14,11 +14,13 @@ once.
 from __future__ import annotations
 
 import os
-import warnings
+from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
+
+from joblib.externals.loky.backend import get_context
 
 from core.errors import ClusterError
 from core.optimal import optimal_counterfactual
@@ -78,21 +80,50 @@ def map_rows(fn: Callable[[Any], Any], items: Sequence[Any], *, n_jobs: int = 1,
             if progress is not None:
                 progress(i + 1, total)
         return out
-    from joblib import Parallel, delayed
+    return _map_local(fn, items, n_jobs, progress, should_stop, max(1, int(chunk_size)))
 
-    size = max(1, int(chunk_size))
+
+def _map_local(fn, items, n_jobs, progress, should_stop, size):
+    """The chunks on a process pool that this run alone owns.
+
+    joblib's ``Parallel`` runs on one executor shared by the whole process:
+    in a server with many sessions, closing one run's generator (Cancel, a
+    rerun) shut the workers down under every other session's run, and two runs
+    asking for different process counts deadlocked resizing it. Here each run
+    starts its own pool (workers started as joblib starts them, by loky's
+    context) and, whether it ends, fails or is cancelled, ends it: leaving
+    early kills this run's workers and nobody else's.
+    """
+    total = len(items)
+    out: list[Any] = [None] * total
     chunks = [items[s:s + size] for s in range(0, total, size)]
-    gen = Parallel(n_jobs=n_jobs, return_as="generator")(delayed(_apply_chunk)(fn, c) for c in chunks)
-
-    def abort() -> None:
-        # A generator left to the garbage collector shuts the shared worker pool
-        # down whenever it is collected, possibly in the middle of the next run.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)   # "N tasks ... have been cancelled"
-            gen.close()
-
-    _collect(((i * size, res) for i, res in enumerate(gen)), out, progress, should_stop, abort)
+    workers = min(len(chunks), (os.cpu_count() or 1) if n_jobs < 0 else n_jobs)
+    pool = ProcessPoolExecutor(max_workers=max(1, workers), mp_context=get_context("loky"))
+    finished = False
+    try:
+        futures = [pool.submit(_apply_chunk, fn, c) for c in chunks]
+        # Results are taken in input order (as joblib's ordered generator gave them).
+        _collect(((i * size, f.result()) for i, f in enumerate(futures)), out, progress, should_stop,
+                 lambda: None)
+        finished = True
+    finally:
+        _end_pool(pool, kill=not finished)
     return out
+
+
+def _end_pool(pool: ProcessPoolExecutor, *, kill: bool) -> None:
+    """Shut a run's pool down; ``kill``: drop its queued chunks and stop the
+    chunks running now (their processes are terminated) instead of waiting."""
+    if not kill:
+        pool.shutdown(wait=True)
+        return
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in processes:
+        if proc.is_alive():
+            proc.terminate()
+    for proc in processes:
+        proc.join(timeout=5)
 
 
 def connect(scheduler: Any, timeout: float = 10.0):

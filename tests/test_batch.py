@@ -81,3 +81,82 @@ def test_dask_stop_and_a_bad_address(dask_scheduler):
     assert out.count(None) > 0
     with pytest.raises(ClusterError, match="Cannot reach the Dask scheduler"):
         map_rows(_double, [1, 2], scheduler="tcp://127.0.0.1:1")
+
+
+def _children() -> set[int]:
+    """This process's child processes now (worker pools, not the test runner's helpers)."""
+    import os
+    from pathlib import Path
+
+    pid = os.getpid()
+    kids: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:        # a thread may end while we look
+            kids.update(int(k) for k in (task / "children").read_text().split())
+        except OSError:
+            continue
+    out = set()
+    for k in kids:
+        try:
+            cmd = Path(f"/proc/{k}/cmdline").read_bytes()
+            if b"loky" in cmd and b"resource_tracker" not in cmd:   # the tracker is one per server
+                out.add(k)
+        except OSError:
+            continue
+    return out
+
+
+def _slow(x):
+    time.sleep(0.2)
+    return x + 1
+
+
+def test_one_runs_cancel_does_not_stop_another_run_at_the_same_time():
+    """Two sessions' runs at once: one is cancelled half-way (as a Streamlit rerun
+    interrupts it), the other, with another process count, still finishes with every
+    result; the cancelled run leaves no worker behind."""
+    import threading
+
+    before = _children()
+    results: dict[str, object] = {}
+    started = threading.Event()
+
+    def survivor():
+        def note(done, total):
+            started.set()
+        results["other"] = map_rows(_slow, list(range(24)), n_jobs=3, progress=note)
+
+    def cancelled():
+        started.wait(60)
+
+        def interrupt(done, total):
+            if done >= 2:
+                raise _Interrupt()
+        try:
+            map_rows(_slow, list(range(200)), n_jobs=2, progress=interrupt)
+        except _Interrupt:
+            results["cancelled"] = True
+
+    threads = [threading.Thread(target=survivor), threading.Thread(target=cancelled)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads), "a run hung (pool resize deadlock?)"
+    assert results.get("cancelled") is True
+    assert results["other"] == [i + 1 for i in range(24)]
+    deadline = time.time() + 10
+    while _children() - before and time.time() < deadline:
+        time.sleep(0.1)
+    assert not (_children() - before), "worker processes of the runs are still alive"
+
+
+def test_a_cancel_stops_the_running_chunks_at_once():
+    """Leaving early kills the run's own workers: a chunk in progress does not keep a core busy."""
+    t0 = time.time()
+    with pytest.raises(_Interrupt):
+        def interrupt(done, total):
+            raise _Interrupt()
+        map_rows(_slow, list(range(40)), n_jobs=2, chunk_size=20, progress=interrupt)
+    # the first chunk (20 x 0.2 s) had to finish; the second one is killed, not waited for
+    assert time.time() - t0 < 4 + 3.5
