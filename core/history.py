@@ -13,7 +13,10 @@ rebuilt) in one table of a SQL database through SQLAlchemy:
 Nothing depends on the session: an audit saved is there after the session
 ends or the server restarts. Each record has an ``owner``: on a local instance
 everyone shares ``"local"``; a public deployment gives each visitor a private
-key (see :func:`new_owner_key`) so visitors never see each other's audits.
+key (see :func:`new_owner_key`), stored only as its hash, so visitors never see
+each other's audits; a public store (``AuditStore(public=True)``) refuses the
+owner ``local`` and anything not shaped as a key, and by default public and
+local instances use different database files.
 
 :func:`compare` puts two audits side by side (the same model over time, or two
 models on the same data): for every attribute, group and metric both gaps and
@@ -27,6 +30,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import secrets
 import zlib
 from datetime import datetime, timezone
@@ -43,7 +47,8 @@ from core.errors import HistoryError
 from core.schema import Schema
 from core.workspace import build_workspace
 
-__all__ = ["AuditStore", "HistoryError", "compare", "default_url", "new_owner_key", "LOCAL_OWNER"]
+__all__ = ["AuditStore", "HistoryError", "compare", "default_url", "new_owner_key", "check_owner_key",
+           "LOCAL_OWNER"]
 
 LOCAL_OWNER = "local"
 _META = sa.MetaData()
@@ -77,18 +82,35 @@ WORKSPACES = sa.Table(
 )
 
 
-def default_url() -> str:
-    """``ATLAS_HISTORY_URL`` if set, else a SQLite file in the user's home."""
+def default_url(public: bool = False) -> str:
+    """``ATLAS_HISTORY_URL`` if set, else a SQLite file in the user's home: one
+    file for local instances and another for public ones, so that the two never
+    share a database by default."""
     url = os.environ.get("ATLAS_HISTORY_URL", "").strip()
     if url:
         return url
-    path = Path.home() / ".counterfactual-atlas" / "history.sqlite"
-    return f"sqlite:///{path}"
+    name = "history-public.sqlite" if public else "history.sqlite"
+    return f"sqlite:///{Path.home() / '.counterfactual-atlas' / name}"
+
+
+_KEY = re.compile(r"[A-Za-z0-9_-]{24,128}")
 
 
 def new_owner_key() -> str:
-    """A private key for one visitor of a public instance (shown to them once)."""
+    """A private key for one visitor of a public instance (shown to them once):
+    24 random URL-safe characters (144 bits), stored only as its hash."""
     return secrets.token_urlsafe(18)
+
+
+def check_owner_key(key: str) -> str:
+    """A visitor's key as typed (stripped), or :class:`HistoryError`: only keys
+    shaped as :func:`new_owner_key` makes them, never ``local``."""
+    key = str(key).strip()
+    if not _KEY.fullmatch(key):
+        raise HistoryError("That is not a history key. A key is the text of 24 or more letters, digits, '-' "
+                           "and '_' shown under 'Your history key' when your first audit was stored; "
+                           "paste it as it was shown.")
+    return key
 
 
 def _owner(key: str) -> str:
@@ -99,8 +121,9 @@ def _owner(key: str) -> str:
 class AuditStore:
     """Audits kept in a SQL database (see the module docstring)."""
 
-    def __init__(self, url: str | None = None) -> None:
-        self.url = url or default_url()
+    def __init__(self, url: str | None = None, *, public: bool = False) -> None:
+        self.url = url or default_url(public)
+        self.public = public
         try:
             if self.url.startswith("sqlite:///") and self.url != "sqlite:///:memory:":
                 Path(self.url[len("sqlite:///"):]).expanduser().parent.mkdir(parents=True, exist_ok=True)
@@ -112,6 +135,11 @@ class AuditStore:
             raise HistoryError(f"The audit history database {_safe(self.url)} cannot be opened ({exc}). "
                                "Check the path or URL in ATLAS_HISTORY_URL.") from None
 
+    def _owner(self, key: str) -> str:
+        """The stored owner of a key; on a public store only a visitor's private
+        key (``local`` and anything not shaped as a key are refused)."""
+        return _owner(check_owner_key(key) if self.public else key)
+
     # -------------------------------------------------------------- writing
     def save(self, audit: Audit, *, owner: str = LOCAL_OWNER, title: str | None = None) -> int:
         """Store a finished audit; its id."""
@@ -121,7 +149,7 @@ class AuditStore:
         protected = list(params.get("protected", {}))
         n_sig = int(audit.tests["significant"].sum()) if "significant" in audit.tests else 0
         record = dict(
-            owner=_owner(owner),
+            owner=self._owner(owner),
             created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
             title=(title or f"{data.get('name', 'data')} · {model.get('source', 'model')}")[:300],
             data_name=str(data.get("name", ""))[:300], data_sha256=str(data.get("sha256", ""))[:64],
@@ -138,14 +166,15 @@ class AuditStore:
 
     def delete(self, audit_id: int, *, owner: str = LOCAL_OWNER) -> bool:
         with self.engine.begin() as con:
-            n = con.execute(AUDITS.delete().where(AUDITS.c.id == int(audit_id), AUDITS.c.owner == _owner(owner)))
+            n = con.execute(AUDITS.delete().where(AUDITS.c.id == int(audit_id),
+                                                  AUDITS.c.owner == self._owner(owner)))
         return bool(n.rowcount)
 
     # -------------------------------------------------------------- reading
     def list(self, *, owner: str = LOCAL_OWNER) -> pd.DataFrame:
         """Past audits of this owner, newest first (no tables: see :meth:`load`)."""
         cols = [c for c in AUDITS.c if c.name not in ("audit", "owner")]
-        q = sa.select(*cols).where(AUDITS.c.owner == _owner(owner)).order_by(AUDITS.c.id.desc())
+        q = sa.select(*cols).where(AUDITS.c.owner == self._owner(owner)).order_by(AUDITS.c.id.desc())
         with self.engine.connect() as con:
             df = pd.DataFrame(con.execute(q).mappings().all(), columns=[c.name for c in cols])
         if len(df):
@@ -154,7 +183,7 @@ class AuditStore:
         return df
 
     def load(self, audit_id: int, *, owner: str = LOCAL_OWNER) -> Audit:
-        q = sa.select(AUDITS.c.audit).where(AUDITS.c.id == int(audit_id), AUDITS.c.owner == _owner(owner))
+        q = sa.select(AUDITS.c.audit).where(AUDITS.c.id == int(audit_id), AUDITS.c.owner == self._owner(owner))
         with self.engine.connect() as con:
             blob = con.execute(q).scalar_one_or_none()
         if blob is None:

@@ -4,27 +4,34 @@ server, and whose audits a session sees.
 On a local instance everyone shares the ``local`` history. On a public
 instance each visitor gets a private key the first time an audit is stored;
 the History page shows it so that they can come back to their audits (and
-enter it again in a new session); no visitor sees another's audits.
+enter it again in a new session); no visitor sees another's audits, ``local``
+is not a key there, and the default database is another file.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from core.history import LOCAL_OWNER, AuditStore, HistoryError, default_url, new_owner_key
+from core.history import LOCAL_OWNER, AuditStore, HistoryError, check_owner_key, default_url, new_owner_key
 from dashboard.deploy import settings
 
 OWNER_KEY = "history_owner"
 
 
 @st.cache_resource(show_spinner=False)
-def _store(url: str) -> AuditStore:
-    return AuditStore(url)
+def _store(url: str, public: bool) -> AuditStore:
+    return AuditStore(url, public=public)
 
 
 def store() -> AuditStore:
     """The server's audit store (raises HistoryError with a message if unavailable)."""
-    return _store(settings().history_url or default_url())
+    dep = settings()
+    return _store(dep.history_url or default_url(dep.public), dep.public)
+
+
+def use_key(entered: str) -> None:
+    """Switch this session to a key the visitor kept (HistoryError if it is not one)."""
+    st.session_state[OWNER_KEY] = check_owner_key(entered)
 
 
 def owner() -> str:

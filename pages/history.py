@@ -7,7 +7,7 @@ import streamlit as st
 from core.history import HistoryError, compare
 from dashboard import state
 from dashboard.deploy import settings
-from dashboard.history import OWNER_KEY, owner, store
+from dashboard.history import owner, store, use_key
 from dashboard.ui import user_errors
 
 st.title("Audit history")
@@ -27,8 +27,12 @@ if settings().public:
         st.code(owner(), language=None)
         entered = st.text_input("Use another key", key="hi_key_in", type="password")
         if st.button("Use this key", key="hi_key_use", disabled=not entered.strip()):
-            st.session_state[OWNER_KEY] = entered.strip()
-            st.rerun()
+            try:
+                use_key(entered)
+            except HistoryError as exc:
+                st.error(f"The key was not changed. {exc}")
+            else:
+                st.rerun()
 
 past = db.list(owner=owner())
 if past.empty:

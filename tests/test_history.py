@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from conftest import demo_credit
 from core.audit import Audit, run_audit
-from core.history import AUDITS, LOCAL_OWNER, AuditStore, HistoryError, compare, new_owner_key
+from core.history import AUDITS, LOCAL_OWNER, AuditStore, HistoryError, compare, default_url, new_owner_key
 
 
 @pytest.fixture(scope="module")
@@ -98,3 +98,31 @@ def test_compare_names_gaps_that_closed_and_opened(small_audit):
     partial = Audit(before.rows, before.groups, t.iloc[1:], before.rules, before.summary, before.meta)
     assert compare(before, partial)["change"].value_counts().get("gone", 0) == 1
     assert isinstance(c, pd.DataFrame)
+
+
+def test_a_public_store_refuses_local_and_anything_not_a_key(small_audit, tmp_path):
+    """A visitor of a public instance who types `local` must not see (or re-open,
+    or delete) the audits a local instance stored in the same database."""
+    url = f"sqlite:///{tmp_path / 'h.sqlite'}"
+    mine = AuditStore(url).save(small_audit, owner=LOCAL_OWNER)
+    public = AuditStore(url, public=True)
+    for typed in (LOCAL_OWNER, " local ", "", "short", "x" * 23, "key with spaces and more than 24"):
+        with pytest.raises(HistoryError, match="not a history key"):
+            public.list(owner=typed)
+        with pytest.raises(HistoryError, match="not a history key"):
+            public.load(mine, owner=typed)
+        with pytest.raises(HistoryError, match="not a history key"):
+            public.delete(mine, owner=typed)
+    key = new_owner_key()
+    i = public.save(small_audit, owner=key)
+    assert list(public.list(owner=key)["id"]) == [i]
+    with public.engine.connect() as con:             # the key is stored only as its hash
+        stored = set(con.execute(sa.select(AUDITS.c.owner).where(AUDITS.c.id == i)).scalars())
+    assert stored and key not in stored and all(o.startswith("k:") for o in stored)
+
+
+def test_public_and_local_instances_never_share_a_default_database(monkeypatch):
+    monkeypatch.delenv("ATLAS_HISTORY_URL", raising=False)
+    assert default_url(public=True) != default_url(public=False)
+    monkeypatch.setenv("ATLAS_HISTORY_URL", "sqlite:////tmp/chosen.sqlite")
+    assert default_url(public=True) == default_url() == "sqlite:////tmp/chosen.sqlite"   # set by the operator

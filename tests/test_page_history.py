@@ -49,3 +49,24 @@ def test_public_visitors_see_only_their_own_audits(page_app, fresh_history, monk
     other = page_app("history.py")
     assert not other.exception
     assert any("No audit has been stored yet" in i.value for i in other.info)
+
+
+def test_public_visitor_cannot_use_the_local_key(page_app, fresh_history, monkeypatch):
+    """Audits of a local instance writing to the same database stay out of reach
+    of a public visitor who types `local` as their key; a malformed key is
+    refused with a message and the visitor keeps their own key."""
+    local = page_app("fairness_audit.py")
+    _audit(local, 40)                                  # stored under `local`
+    monkeypatch.setenv("ATLAS_PUBLIC", "1")
+    deploy.settings.cache_clear()
+    at = page_app("history.py")
+    own = at.session_state["history_owner"] if "history_owner" in at.session_state else None
+    for typed in ("local", "not a key"):
+        at.text_input(key="hi_key_in").set_value(typed).run()
+        at.button(key="hi_key_use").click().run()
+        assert not at.exception
+        assert any("not a history key" in e.value for e in at.error)
+        assert any("No audit has been stored yet" in i.value for i in at.info)
+        assert not at.dataframe
+    if own is not None:
+        assert at.session_state["history_owner"] == own
