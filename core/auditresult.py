@@ -18,6 +18,7 @@ import pandas as pd
 from core.auditmetrics import METRICS
 from core.errors import AuditError
 from core.report import audit_html, cost_figure, extract_audit_json, group_table, metric_figure, tests_table
+from core.csvsafe import to_csv
 
 __all__ = ["Audit"]
 
@@ -171,7 +172,7 @@ class Audit:
         return cls.from_dict(d)
 
     def rows_csv(self) -> str:
-        return self.rows.to_csv(index=False)
+        return to_csv(self.rows)
 
     def to_html(self) -> str:
         return audit_html(self)

@@ -12,6 +12,7 @@ from core.counterfactual import output_mask
 from core.rules import CounterfactualRules, region_from_filter, rule_text
 from dashboard import state
 from core.figures import rule_intervals_figure
+from core.csvsafe import to_csv
 from dashboard.caching import session_cached
 from dashboard.ui import big_table_gate, user_errors
 from dashboard.widgets import column_picker, row_picker, target_picker
@@ -123,7 +124,7 @@ with tab_local:
         d1.download_button("Download the rule (JSON)", json.dumps(rule.to_dict(names) | {"row": g_row}, indent=2,
                                                                    default=str),
                            "counterfactual_rule.json", "application/json", key="cr_dl_json")
-        d2.download_button("Download the samples (CSV)", table.to_csv(index=False), "counterfactual_samples.csv",
+        d2.download_button("Download the samples (CSV)", to_csv(table), "counterfactual_samples.csv",
                            "text/csv", key="cr_dl_csv")
 
 with tab_regional:
@@ -158,5 +159,5 @@ with tab_regional:
     reg = st.session_state.get("cr_regional")
     if reg is not None:
         st.dataframe(reg, hide_index=True, key="cr_reg_table")
-        st.download_button("Download regional rules (CSV)", reg.to_csv(index=False), "regional_rules.csv",
+        st.download_button("Download regional rules (CSV)", to_csv(reg), "regional_rules.csv",
                            "text/csv", key="cr_reg_dl")

@@ -8,6 +8,7 @@ import streamlit as st
 from core.regions import exact_counterfactual, projection_regions, slice_regions
 from dashboard import state
 from core.figures import regions_figure, regions_table
+from core.csvsafe import to_csv
 from dashboard.ui import user_errors
 from dashboard.widgets import row_picker, target_picker
 
@@ -78,5 +79,5 @@ with user_errors("The regions could not be computed"), st.spinner("Computing exa
             st.caption("The counterfactual also changes features outside this slice; its marker shows only "
                        "its position on the two features drawn.")
     table = regions_table(rs.regions, ens, (fa, fb))
-    st.download_button("Download regions (CSV)", table.to_csv(index=False), "regions.csv", "text/csv",
+    st.download_button("Download regions (CSV)", to_csv(table), "regions.csv", "text/csv",
                        key="dr_dl")

@@ -10,6 +10,7 @@ import streamlit as st
 from core.fcca import explain_flat_curves, fcca, gosdt_available
 from dashboard import state
 from core.figures import fcca_curves_figure, fcca_heatmap_figure
+from core.csvsafe import to_csv
 from dashboard.ui import graph_downloads, session_cluster, user_errors
 
 ws, ens, schema, names, X, pred = state.page_context(
@@ -142,15 +143,15 @@ st.dataframe(all_t[res.kept(Q)], hide_index=True, key="fcca_table")
 def discretised_csv() -> str:   # built when downloaded, not on every move of the slider
     disc = res.discretize(None, Q)
     disc.insert(0, "label", res.y)
-    return disc.to_csv(index=False)
+    return to_csv(disc)
 
 
 e1, e2, e3, e4 = st.columns(4)
-e1.download_button("Thresholds (CSV)", all_t.to_csv(index=False), "fcca_thresholds.csv", "text/csv",
+e1.download_button("Thresholds (CSV)", to_csv(all_t), "fcca_thresholds.csv", "text/csv",
                    key="fcca_dl_t")
 e2.download_button(f"Discretised data at Q={Q:.2f} (CSV)", discretised_csv, "fcca_discretised.csv",
                    "text/csv", key="fcca_dl_d")
-e3.download_button("Counterfactual pairs (CSV)", lambda: res.pairs_frame().to_csv(index=False), "fcca_pairs.csv",
+e3.download_button("Counterfactual pairs (CSV)", lambda: to_csv(res.pairs_frame()), "fcca_pairs.csv",
                    "text/csv", key="fcca_dl_p")
 if tree is not None:
     e4.download_button("Tree (JSON)", json.dumps({

@@ -1,0 +1,54 @@
+"""CSV exports that a spreadsheet opens as data, never as formulas.
+
+A cell that begins with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return
+is read by Excel, LibreOffice and Google Sheets as a formula (``=HYPERLINK(...)``,
+``+cmd|' /C calc'!A0``): data that came from an uploaded table (a column name,
+a category, a file name) could run one on the analyst's machine. Following
+the OWASP rule on CSV injection, such text cells (and column names) get a
+leading single quote, which spreadsheets show as text. Numbers are left as
+they are (``-3.5`` is a number, not a formula), and so is text that is
+exactly a number.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["neutralise", "safe_frame", "to_csv"]
+
+_RISKY = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
+
+def neutralise(value: Any) -> Any:
+    """``value`` with a leading ``'`` if it is text a spreadsheet would run."""
+    if isinstance(value, str) and value.startswith(_RISKY) and not _NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def safe_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``df`` whose text cells and column names are neutralised."""
+    out = df.copy()
+    for col in out.columns:
+        s = out[col]
+        if not (pd.api.types.is_object_dtype(s) or pd.api.types.is_string_dtype(s)
+                or isinstance(s.dtype, pd.CategoricalDtype)):
+            continue
+        risky = s.map(lambda v: neutralise(v) is not v, na_action="ignore").fillna(False).astype(bool)
+        if risky.any():
+            out[col] = s.astype(object).where(~risky, s[risky].astype(object).map(neutralise))
+    out.columns = [neutralise(c) if isinstance(c, str) else c for c in out.columns]
+    return out
+
+
+def to_csv(df: pd.DataFrame, **kwargs: Any) -> str:
+    """``df.to_csv(index=False)`` with formula cells neutralised (see the module
+    docstring), lines ended by CRLF as RFC 4180 has them: a cell holding a carriage
+    return is then quoted instead of breaking its row."""
+    kwargs.setdefault("index", False)
+    kwargs.setdefault("lineterminator", "\r\n")
+    return safe_frame(df).to_csv(**kwargs)
