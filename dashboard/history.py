@@ -14,6 +14,7 @@ import streamlit as st
 
 from core.history import LOCAL_OWNER, AuditStore, HistoryError, check_owner_key, default_url, new_owner_key
 from dashboard.deploy import settings
+from dashboard.ui import plain
 
 OWNER_KEY = "history_owner"
 
@@ -48,5 +49,5 @@ def remember(audit, title: str | None = None) -> int | None:
     try:
         return store().save(audit, owner=owner(), title=title)
     except HistoryError as exc:
-        st.warning(str(exc))
+        st.warning(plain(exc))
         return None

@@ -20,6 +20,7 @@ from core.errors import AtlasError
 from dashboard import state
 from dashboard.caching import demo_workspace
 from dashboard.history import store
+from dashboard.ui import plain
 from dashboard.widgets import ROW, SHOWN, TARGET
 
 RESTORED = "_url_restored"
@@ -115,4 +116,4 @@ def share_button() -> None:
             publish()
             st.success("The address in your browser now links to this view.")
         except AtlasError as exc:
-            st.error(str(exc))
+            st.error(plain(exc))

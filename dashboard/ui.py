@@ -1,8 +1,9 @@
-"""Small page helpers: user-facing errors without tracebacks."""
+"""Small page helpers: user-facing errors without tracebacks, user text shown as text."""
 
 from __future__ import annotations
 
 import logging
+import re
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -13,6 +14,30 @@ from dashboard import state
 from dashboard.deploy import settings
 
 log = logging.getLogger("atlas")
+
+# Every ASCII punctuation mark may be backslash-escaped in Markdown (CommonMark):
+# escaped, a file name, column, category or URL parameter shows as written and
+# cannot become a link, an image fetched from elsewhere, a colour or a formula.
+# Streamlit's GitHub-flavoured Markdown also turns any bare address or e-mail in
+# text into a link, escapes or not; those runs are shown as inline code instead.
+_MARKDOWN = re.compile(r"([!-/:-@\[-`{-~])")
+_ADDRESS = re.compile(r"(?i)(?:[a-z][a-z0-9+.-]*://|www\.)\S+|[^\s@]+@[^\s@]+\.[^\s@]+")
+
+
+def _code(run: str) -> str:
+    fence = "`" * (max((len(m) for m in re.findall("`+", run)), default=0) + 1)
+    return f"{fence} {run} {fence}" if run.startswith("`") or run.endswith("`") else f"{fence}{run}{fence}"
+
+
+def plain(text: object) -> str:
+    """``text`` for a Streamlit element that renders Markdown, shown exactly as
+    written: no link, image, HTML, LaTeX or colour directive it holds is rendered."""
+    out, at, text = [], 0, str(text)
+    for m in _ADDRESS.finditer(text):
+        out += [_MARKDOWN.sub(r"\\\1", text[at:m.start()]), _code(m.group())]
+        at = m.end()
+    out.append(_MARKDOWN.sub(r"\\\1", text[at:]))
+    return "".join(out).replace("\n", "  \n")
 
 
 @contextmanager
@@ -27,10 +52,10 @@ def user_errors(title: str) -> Iterator[None]:
     try:
         yield
     except ValueError as exc:
-        st.error(f"{title}. {exc}")
+        st.error(f"{title}. {plain(exc)}")
     except Exception as exc:  # noqa: BLE001 - the page must not show a traceback
         log.exception("unexpected error: %s", title)
-        st.error(f"{title}: unexpected {type(exc).__name__}: {exc}. Nothing you had loaded was changed.")
+        st.error(f"{title}: unexpected {type(exc).__name__}: {plain(exc)}. Nothing you had loaded was changed.")
 
 
 def cluster_setting(container) -> str | None:

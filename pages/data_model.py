@@ -11,8 +11,9 @@ from core.schema import ACTIONABILITY, KINDS, Schema
 from dashboard import state
 from dashboard.caching import demo_workspace, load_model_cached, session_table
 from dashboard.deploy import settings as deployment
-from dashboard.ui import user_errors
+from dashboard.ui import plain, user_errors
 from core.workspace import PositionalMatchRequired, build_workspace
+from core.csvsafe import to_csv
 
 K = state.Keys
 
@@ -43,10 +44,10 @@ st.caption("Load a dataset and the tree-ensemble model to audit, then check the 
            "that every analysis uses.")
 
 if state.get(K.LAST_ERROR):
-    st.error(state.get(K.LAST_ERROR))
+    st.error(plain(state.get(K.LAST_ERROR)))
     state.put(K.LAST_ERROR, None)
 if state.get(K.LAST_NOTICE):
-    st.success(state.get(K.LAST_NOTICE))
+    st.success(plain(state.get(K.LAST_NOTICE)))
     state.put(K.LAST_NOTICE, None)
 
 source = st.radio("Source", ["Built-in demo", "Upload your own"], horizontal=True, key="dm_source")
@@ -96,7 +97,7 @@ else:
             pending = state.get(K.PENDING_MAPPING)
             if pending and model_file is not None and pending["key"] == (io.sha256(raw), io.sha256(
                     model_file.getvalue()), target):
-                st.warning(pending["message"])
+                st.warning(plain(pending["message"]))
                 st.dataframe(pd.DataFrame(pending["mapping"], columns=["model feature", "data column"]),
                              hide_index=True, height=min(400, 36 + 35 * len(pending["mapping"])),
                              key="dm_mapping")
@@ -136,7 +137,7 @@ if ws is None:
     st.stop()
 
 st.divider()
-st.subheader(ws.name)
+st.subheader(plain(ws.name))
 summary = ws.summary()
 m = st.columns(5)
 lib, _, cls = summary["family"].partition(".")
@@ -151,7 +152,7 @@ m[4].metric("Accuracy on data" if ws.ensemble.is_classifier else "R² on data",
 with st.expander("Model details"):
     st.json(summary)
 for note in ws.notes:
-    st.info(note)
+    st.info(plain(note))
 
 st.markdown(f"**Data** · {len(ws.X):,} rows × {ws.X.shape[1]} features · target `{ws.target}`"
             + (" · shown in the model's raw columns" if list(ws.to_raw(ws.X.head(1)).columns) != list(ws.X.columns)
@@ -193,7 +194,7 @@ def _data_csv() -> str:
     if ws.y is not None:
         out.insert(0, ws.target, ws.y.to_numpy())
     out["prediction"] = ws.predictions
-    return out.to_csv(index=False)
+    return to_csv(out)
 
 
 c2.download_button("Download data with predictions (CSV)", _data_csv, "data_predictions.csv", "text/csv",

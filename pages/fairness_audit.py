@@ -8,9 +8,10 @@ import streamlit as st
 from core.audit import Audit, protected_attributes, run_audit
 from core.figures import cost_figure, metric_figure
 from core.report import fairness_tables, group_table, subgroup_table, tests_table
+from core.csvsafe import to_csv
 from dashboard import state
 from dashboard.history import remember
-from dashboard.ui import cluster_setting, user_errors
+from dashboard.ui import cluster_setting, plain, user_errors
 
 ws, ens, schema, names, X, pred = state.page_context(
     "Fairness audit",
@@ -103,7 +104,7 @@ if held is None or (held["source"] == "run" and held["key"] != KEY):
 audit: Audit = held["audit"]
 meta = audit.meta
 if held["source"] != "run":
-    st.caption(f"Saved audit {held['source']} · created {meta.get('created', '?')} · data "
+    st.caption(f"Saved audit {plain(held['source'])} · created {meta.get('created', '?')} · data "
                f"{meta.get('data', {}).get('name', '')} (SHA-256 {str(meta.get('data', {}).get('sha256', ''))[:16]}…)")
 
 st.subheader("Summary")
@@ -116,7 +117,7 @@ m[1].metric("With a recourse", f"{audit.rows['feasible'].mean():.1%}")
 m[2].metric("Tests", len(audit.tests))
 m[3].metric("Time", f"{meta.get('timings', {}).get('total', float('nan')):.1f} s")
 for note in meta.get("notes", []):
-    st.caption(note)
+    st.caption(plain(note))
 
 st.subheader("Per group")
 st.dataframe(group_table(audit), hide_index=True, key="fa_groups")
@@ -139,7 +140,7 @@ if len(by_group):
     if len(disp):
         st.dataframe(disp, hide_index=True, key="fa_disparities")
     st.dataframe(by_group, hide_index=True, key="fa_fairness")
-    st.download_button("Group fairness (CSV)", audit.fairness.to_csv(index=False), "group_fairness.csv", "text/csv",
+    st.download_button("Group fairness (CSV)", to_csv(audit.fairness), "group_fairness.csv", "text/csv",
                        key="fa_dl_fairness")
 
 sub_t = subgroup_table(audit)
@@ -148,7 +149,7 @@ if len(sub_t):
     st.caption("Subgroups of up to two conditions, each against the rest of the audited rows; p-values adjusted "
                "over the whole scan (Westfall-Young max-T), so a significant row is unlikely to be chance.")
     st.dataframe(sub_t, hide_index=True, key="fa_subgroups")
-    st.download_button("Subgroup scan (CSV)", audit.subgroups.to_csv(index=False), "subgroup_scan.csv", "text/csv",
+    st.download_button("Subgroup scan (CSV)", to_csv(audit.subgroups), "subgroup_scan.csv", "text/csv",
                        key="fa_dl_subgroups")
 
 if len(audit.rules):

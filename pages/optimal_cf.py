@@ -13,8 +13,9 @@ from core.optimal import BACKENDS, optimal_counterfactual
 from dashboard import state
 from dashboard.caching import plausibility_model
 from core.figures import counterfactual_changes_figure, counterfactual_table
-from dashboard.ui import session_cluster, user_errors
+from dashboard.ui import plain, session_cluster, user_errors
 from core.workspace import changes_line
+from core.csvsafe import to_csv
 from dashboard.widgets import column_picker, row_picker, target_picker
 
 ws, ens, schema, names, X, pred = state.page_context(
@@ -89,14 +90,14 @@ def _show(result, container):
             st.success(f"Optimal counterfactual: cost {result.cost:.4g}, {int(raw['changed'].sum())} feature(s) "
                        "changed.")
         elif result.found:
-            st.warning(result.message or f"Best valid counterfactual so far (cost {result.cost:.4g}); "
-                                         "optimality not proven yet.")
+            st.warning(plain(result.message) if result.message else
+                       f"Best valid counterfactual so far (cost {result.cost:.4g}); optimality not proven yet.")
         elif status == "infeasible":
-            st.error(result.message)
+            st.error(plain(result.message))
         else:
-            st.error(result.message or "No counterfactual was found.")
+            st.error(plain(result.message or "No counterfactual was found."))
         if result.params.get("notice"):
-            st.info(result.params["notice"])
+            st.info(plain(result.params["notice"]))
         m = st.columns(5)
         m[0].metric("Status", status)
         m[1].metric("Cost", "–" if not result.found else f"{result.cost:.4g}")
@@ -153,7 +154,7 @@ with tab_one:
             if list(raw_t["column"]) != list(names):   # the download holds what the page shows first
                 out = raw_t
         d1, d2 = st.columns(2)
-        d1.download_button("Download table (CSV)", out.to_csv(index=False), "counterfactual.csv", "text/csv",
+        d1.download_button("Download table (CSV)", to_csv(out), "counterfactual.csv", "text/csv",
                            key="ocf_dl_csv")
         d2.download_button("Download result (JSON)", json.dumps(res.to_dict(), indent=2, default=str),
                            "counterfactual.json", "application/json", key="ocf_dl_json")
@@ -189,5 +190,5 @@ with tab_batch:
     table_b = st.session_state.get("ocb_results")
     if table_b is not None:
         st.dataframe(table_b, hide_index=True, key="ocb_table")
-        st.download_button("Download batch results (CSV)", table_b.to_csv(index=False), "counterfactuals.csv",
+        st.download_button("Download batch results (CSV)", to_csv(table_b), "counterfactuals.csv",
                            "text/csv", key="ocb_dl")
