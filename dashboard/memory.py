@@ -13,7 +13,8 @@ time to live). Sessions that expire from that store are dropped without being
 shut down, which leaves their uploaded files in the upload manager. The
 janitor (:func:`start_janitor`, one daemon thread per server) therefore shuts
 down every session that has stayed disconnected for ``GRACE`` seconds (90,
-inside Streamlit's own window), on Streamlit's event loop as its API requires.
+inside Streamlit's own window; ``ATLAS_SESSION_GRACE`` sets another), on
+Streamlit's event loop as its API requires.
 Two Streamlit habits would still keep the last user's data: its send loop
 holds the last session it served, and the last script run's module stays
 ``sys.modules["__main__"]``; the janitor empties a session's state before
@@ -25,6 +26,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import os
 import sys
 import threading
 import time
@@ -35,8 +37,19 @@ import streamlit as st
 from streamlit.logger import get_logger
 
 _KEY = "_memory_sentinel"
-GRACE = 90.0        # seconds a disconnected session is kept for its tab to reconnect
-INTERVAL = 10.0
+
+def _seconds(name: str, default: float) -> float:
+    """A positive number of seconds from the environment (tests shorten the waits), else the default."""
+    try:
+        value = float(os.environ.get(name, ""))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+# seconds a disconnected session is kept for its tab to reconnect; how often the janitor looks
+GRACE = _seconds("ATLAS_SESSION_GRACE", 90.0)
+INTERVAL = _seconds("ATLAS_JANITOR_INTERVAL", 10.0)
 _janitor_lock = threading.Lock()
 _janitor: threading.Thread | None = None
 log = get_logger("atlas.memory")
@@ -47,8 +60,16 @@ class _Sentinel:
 
 
 def release_memory() -> None:
-    """Collect garbage and return free heap pages to the operating system."""
+    """Collect garbage and return free heap pages to the operating system: glibc's
+    (``malloc_trim``) and Arrow's memory pool (pandas keeps text columns in Arrow
+    memory, which its jemalloc/mimalloc pool keeps for reuse unless told)."""
     gc.collect()
+    arrow = sys.modules.get("pyarrow")
+    if arrow is not None:
+        try:
+            arrow.default_memory_pool().release_unused()
+        except Exception:  # noqa: BLE001 - an Arrow without it: nothing more to give back
+            pass
     name = ctypes.util.find_library("c")
     if name:
         try:

@@ -9,8 +9,13 @@ blank ``__main__`` back (bench/server_memory.py measures the effect).
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import types
+
+import pytest
+
+from conftest import ROOT
 
 from dashboard import memory
 
@@ -73,3 +78,32 @@ def test_the_last_script_module_is_forgotten_only_when_nobody_is_connected():
     assert sys.modules["__main__"] is script     # a script may be running: left alone
     memory._forget_last_script(_Runtime(_Manager([], [])))
     assert sys.modules["__main__"] is not script and not hasattr(sys.modules["__main__"], "ws")
+
+
+@pytest.mark.browser
+def test_the_server_gives_memory_back_after_repeated_sessions(tmp_path):
+    """The real server, three browser sessions one after another that each upload a
+    400k-row table with a model and close: after each, the server's memory comes back
+    to within 1.2x its idle size (after a first small upload, whose libraries stay
+    loaded), and at least half of what the session took is returned.
+    bench/server_memory.py does the same with the issue's 1.4 M rows and 5 cycles."""
+    import importlib.util
+
+    from browser_util import browser_page, running_app
+
+    spec = importlib.util.spec_from_file_location("server_memory", ROOT / "bench" / "server_memory.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    csv, model = bench.make_files(tmp_path, 400_000)
+    with running_app(env={"ATLAS_SESSION_GRACE": "4", "ATLAS_JANITOR_INTERVAL": "1"}) as url:
+        pid = int(subprocess.check_output(["pgrep", "-f", f"server.port {url.rsplit(':', 1)[1]}"]).split()[0])
+        bench._session(page_factory=browser_page, url=url, csv=tmp_path / "small.csv", model=model,
+                       name="small.csv")
+        idle = bench._settle(pid, 15, lambda r: False)
+        for cycle in range(3):
+            peak = bench._session(page_factory=browser_page, url=url, csv=csv, model=model, name="big.csv",
+                                  rss=lambda: bench.rss_mb(pid))
+            after = bench._settle(pid, 60, lambda r: r <= min(1.2 * idle, idle + 0.5 * (peak - idle)))
+            print(f"cycle {cycle}: idle {idle:.0f} MB, peak {peak:.0f} MB, after {after:.0f} MB")
+            assert after <= 1.2 * idle, (cycle, idle, peak, after)
+            assert after - idle <= 0.5 * (peak - idle), (cycle, idle, peak, after)
