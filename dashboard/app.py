@@ -20,6 +20,7 @@ from dashboard import share, state  # noqa: E402
 from dashboard.deploy import settings as deployment  # noqa: E402
 from dashboard.memory import start_janitor, track_session  # noqa: E402
 from dashboard.pages_registry import PAGES  # noqa: E402
+from dashboard.ui import plain  # noqa: E402
 from dashboard.caching import demo_workspace  # noqa: E402
 from core.demo import DEMOS  # noqa: E402
 
@@ -50,7 +51,7 @@ with st.sidebar:
     if deployment().public:
         st.info(deployment().notice(), icon="🔒")
     if ws is not None:
-        st.markdown(f"**{ws.name}**  \n{ws.ensemble.source} · {ws.ensemble.n_trees} trees · "
+        st.markdown(f"**{plain(ws.name)}**  \n{ws.ensemble.source} · {ws.ensemble.n_trees} trees · "
                     f"{len(ws.X):,} rows × {ws.X.shape[1]} features")
     share.share_button()
 

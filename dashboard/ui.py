@@ -15,13 +15,27 @@ from dashboard.deploy import settings
 
 log = logging.getLogger("atlas")
 
-# Every ASCII punctuation mark may be backslash-escaped in Markdown (CommonMark):
-# escaped, a file name, column, category or URL parameter shows as written and
-# cannot become a link, an image fetched from elsewhere, a colour or a formula.
-# Streamlit's GitHub-flavoured Markdown also turns any bare address or e-mail in
-# text into a link, escapes or not; those runs are shown as inline code instead.
-_MARKDOWN = re.compile(r"([!-/:-@\[-`{-~])")
+# What turns text into something else in Streamlit's Markdown, escaped with a
+# backslash so that a file name, column, category or URL parameter shows as
+# written: links and images ("](", reference definitions), colour and icon
+# directives (":red["), emphasis, code and strikethrough marks, LaTeX ("$"), HTML
+# tags and autolinks ("<a", "</", "<!"), and block marks at a line's start
+# (headings, quotes, lists, tables). Text without these is left as it is.
+# Streamlit's GitHub-flavoured Markdown also links any bare address or e-mail,
+# escaped or not: those runs are shown as inline code.
+_MARKDOWN = re.compile(
+    r"[\\`*$~|]"                              # escapes, code, emphasis, LaTeX, strikethrough, tables
+    r"|(?<=\])\("                              # [text](address), ![alt](address)
+    r"|(?<=[\w/-])\[|^[ \t]*\["                  # :directive[...], a reference definition [x]: ...
+    r"|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])"      # emphasis with _ (not inside a word: snake_case stays)
+    r"|<(?=[A-Za-z/!?])"                        # HTML and <autolinks>
+    r"|^[ \t]*(?:[#>+=-]|\d+[.)])",               # headings, quotes, lists, setext lines
+    re.MULTILINE)
 _ADDRESS = re.compile(r"(?i)(?:[a-z][a-z0-9+.-]*://|www\.)\S+|[^\s@]+@[^\s@]+\.[^\s@]+")
+
+
+def _escape(text: str) -> str:
+    return _MARKDOWN.sub(lambda m: m.group()[:-1] + "\\" + m.group()[-1], text)
 
 
 def _code(run: str) -> str:
@@ -31,12 +45,13 @@ def _code(run: str) -> str:
 
 def plain(text: object) -> str:
     """``text`` for a Streamlit element that renders Markdown, shown exactly as
-    written: no link, image, HTML, LaTeX or colour directive it holds is rendered."""
+    written: no link, image, HTML, LaTeX, emphasis or colour directive it holds is
+    rendered (see ``_MARKDOWN``); text free of them is returned unchanged."""
     out, at, text = [], 0, str(text)
     for m in _ADDRESS.finditer(text):
-        out += [_MARKDOWN.sub(r"\\\1", text[at:m.start()]), _code(m.group())]
+        out += [_escape(text[at:m.start()]), _code(m.group())]
         at = m.end()
-    out.append(_MARKDOWN.sub(r"\\\1", text[at:]))
+    out.append(_escape(text[at:]))
     return "".join(out).replace("\n", "  \n")
 
 

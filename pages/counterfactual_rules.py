@@ -14,7 +14,7 @@ from dashboard import state
 from core.figures import rule_intervals_figure
 from core.csvsafe import to_csv
 from dashboard.caching import session_cached
-from dashboard.ui import big_table_gate, user_errors
+from dashboard.ui import big_table_gate, plain, user_errors
 from dashboard.widgets import column_picker, row_picker, target_picker
 
 ws, ens, schema, names, X, pred = state.page_context(
@@ -111,7 +111,8 @@ with tab_local:
         st.plotly_chart(rule_intervals_figure(X, rule, feats, names, X[g_row], rule.alternatives[:3]),
                         key="cr_fig")
         for k, alt in enumerate(rule.alternatives, start=1):
-            st.markdown(f"**Alternative {k}** (CRP {alt.crp:.2f}): {rule_text(rule.features, alt.lower, alt.upper, names, groups)}")
+            text = rule_text(rule.features, alt.lower, alt.upper, names, groups)
+            st.markdown(f"**Alternative {k}** (CRP {alt.crp:.2f}): {plain(text)}")
         st.markdown("**Counterfactual samples** inside the rule (the most plausible found; each fed back to the model)")
         out = ens.predict(samples)
         table = pd.DataFrame(samples, columns=names)

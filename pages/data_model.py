@@ -72,7 +72,7 @@ else:
         raw = data_file.getvalue()
         with user_errors("The data file could not be read"):
             table = session_table(raw, data_file.name)
-            st.caption(f"{data_file.name}: {len(table):,} rows × {table.shape[1]} columns.")
+            st.caption(f"{plain(data_file.name)}: {len(table):,} rows × {table.shape[1]} columns.")
     if table is not None:
         cols = list(table.columns)
         guess = table.attrs.get("target", cols[-1])
@@ -154,7 +154,7 @@ with st.expander("Model details"):
 for note in ws.notes:
     st.info(plain(note))
 
-st.markdown(f"**Data** · {len(ws.X):,} rows × {ws.X.shape[1]} features · target `{ws.target}`"
+st.markdown(f"**Data** · {len(ws.X):,} rows × {ws.X.shape[1]} features · target {plain(ws.target)}"
             + (" · shown in the model's raw columns" if list(ws.to_raw(ws.X.head(1)).columns) != list(ws.X.columns)
                else ""))
 preview = ws.raw_view(ws.X.head(200))

@@ -95,7 +95,7 @@ with tab_open:
         with user_errors("The audit could not be opened"):
             st.session_state["fa_result"] = {"key": None, "audit": Audit.from_file(up.getvalue()),
                                              "source": up.name}
-            st.success(f"Opened {up.name}.")
+            st.success(f"Opened {plain(up.name)}.")
 
 held = st.session_state.get("fa_result")
 if held is None or (held["source"] == "run" and held["key"] != KEY):

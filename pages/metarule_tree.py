@@ -11,7 +11,7 @@ from core.tcrex import TCREx
 from dashboard import state
 from core.figures import change_keep_counts, change_keep_figure, rule_box_figure
 from dashboard.caching import session_cached
-from dashboard.ui import big_table_gate, graph_downloads, user_errors
+from dashboard.ui import big_table_gate, graph_downloads, plain, user_errors
 from dashboard.widgets import row_picker
 
 ws, ens, schema, names, X, pred = state.page_context(
@@ -51,7 +51,7 @@ m[3].metric("Fit time", f"{tc.fit_time_ * 1000:.0f} ms")
 
 row = row_picker(st, len(X), "mt_row", label="Explain row",
                  default=int(np.argmax(pred != target)) if ens.is_classifier else 0)
-st.info(f"Row {row} (prediction {pred[row]}): {tc.recourse_text(X[row])}")
+st.info(f"Row {row} (prediction {pred[row]}): {plain(tc.recourse_text(X[row]))}")
 tree_dot = tc.to_graphviz(highlight=tc.decision_path(X[row]))
 st.graphviz_chart(tree_dot)
 graph_downloads(tree_dot, "metarule_tree", "mt_fig")
