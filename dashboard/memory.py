@@ -59,6 +59,20 @@ class _Sentinel:
     """An object whose only job is to be collected with its session's state."""
 
 
+def _fixed_mmap_threshold(size: int = 4 << 20) -> None:
+    """Have glibc serve every allocation of ``size`` bytes or more (a table's
+    columns, its copies) by its own mapping, returned to the system when freed.
+    By default glibc raises that threshold each time such a block is freed, up to
+    32 MB, after which large arrays come from the heap and their space stays with
+    the server once a session has ended (measured: +30 MB per 1.4 M-row session)."""
+    name = ctypes.util.find_library("c")
+    if name:
+        try:
+            ctypes.CDLL(name).mallopt(-3, size)          # M_MMAP_THRESHOLD
+        except (OSError, AttributeError):   # not glibc
+            pass
+
+
 def release_memory() -> None:
     """Collect garbage and return free heap pages to the operating system: glibc's
     (``malloc_trim``) and Arrow's memory pool (pandas keeps text columns in Arrow
@@ -136,6 +150,7 @@ def start_janitor(grace: float = GRACE, interval: float = INTERVAL) -> None:
     with _janitor_lock:
         if _janitor is not None:
             return
+        _fixed_mmap_threshold()
         try:
             from streamlit.runtime import Runtime
 
