@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from core.errors import DataError, ModelError, UnsupportedModelError, UntrustedPickleError
+from core.parquet import MAX_DECODED_BYTES, read_parquet
 from core.parsing.catboost import CatBoostJSON
 from core.parsing.validate import (check_sklearn_trees, check_skops_zip, check_xgboost_json,
                                    lightgbm_text, load_json, read_ubjson)
@@ -36,6 +37,7 @@ __all__ = ["load_table", "prepare_data", "PreparedData", "load_model", "train_mo
 
 MAX_TABLE_BYTES = 200 * 1024 * 1024
 MAX_MODEL_BYTES = 500 * 1024 * 1024
+MAX_LEVELS = 200        # distinct values of a text column one-hot encoded for training
 TYPE_LETTERS = {"F": "numerical", "D": "integer", "B": "binary", "E": "categorical", "T": "target"}
 SKOPS_TRUSTED = frozenset({
     "sklearn.tree._tree.Tree",
@@ -79,18 +81,23 @@ def _sniff_delimiter(sample: str) -> str:
         return best if counts.get(best) else ","
 
 
-def load_table(data: bytes, filename: str, *, max_bytes: int = MAX_TABLE_BYTES) -> pd.DataFrame:
+def load_table(data: bytes, filename: str, *, max_bytes: int = MAX_TABLE_BYTES, max_rows: int | None = None,
+               max_decoded_bytes: int = MAX_DECODED_BYTES) -> pd.DataFrame:
     """Read a CSV or Parquet file given as bytes.
 
     Returns the table as read; ``df.attrs["column_types"]`` holds the kinds of
     an OCEAN-style type row when the file has one, and ``df.attrs["target"]``
-    its ``T`` column.
+    its ``T`` column. ``max_rows`` and ``max_decoded_bytes`` are checked before
+    the rows are decoded (a Parquet file's metadata; a CSV is parsed no further
+    than one row past the cap), so a small file that expands to billions of
+    values is refused without spending the memory (:mod:`core.parquet`).
 
     Raises
     ------
     DataError
-        Empty or oversize file, unreadable format, a single column (wrong
-        delimiter), duplicate or missing column names.
+        Empty or oversize file, too many rows or too much memory once decoded,
+        unreadable format, a single column (wrong delimiter), duplicate or
+        missing column names, cells holding lists or structs.
     """
     if data is None or len(data) == 0:
         raise DataError(f"{filename!r} is empty. Upload a CSV or Parquet file with a header row and data rows.")
@@ -101,14 +108,13 @@ def load_table(data: bytes, filename: str, *, max_bytes: int = MAX_TABLE_BYTES) 
         )
     name = filename.lower()
     if name.endswith((".parquet", ".pq")) or data[:4] == b"PAR1":
-        try:
-            df = pd.read_parquet(io.BytesIO(data))
-        except Exception as exc:
-            raise DataError(f"{filename!r} is not a readable Parquet file ({exc}).") from None
+        df = read_parquet(data, filename, max_rows=max_rows, max_decoded_bytes=max_decoded_bytes)
     elif name.endswith((".xlsx", ".xls", ".json", ".pkl", ".pickle")):
         raise DataError(f"{filename!r}: unsupported table format; upload CSV (.csv) or Parquet (.parquet).")
     else:
         text = _decode(data)
+        if "\r" in text and "\n" not in text:         # classic Mac line endings: CR alone ends a line
+            text = text.replace("\r", "\n")
         if not text.strip():
             raise DataError(f"{filename!r} holds only blank text. Upload a CSV with a header row and data rows.")
         delim = _sniff_delimiter(text[:65536])
@@ -119,7 +125,8 @@ def load_table(data: bytes, filename: str, *, max_bytes: int = MAX_TABLE_BYTES) 
             raise DataError(f"{filename!r} has duplicate column names {dupes[:6]}: each column needs its own name. "
                             "Rename or remove the repeated columns and upload again.")
         try:
-            df = pd.read_csv(io.StringIO(text), sep=delim, skipinitialspace=True)
+            df = pd.read_csv(io.StringIO(text), sep=delim, skipinitialspace=True,
+                             nrows=None if max_rows is None else max_rows + 2)   # + the type row, + one over
         except pd.errors.ParserError as exc:
             raise DataError(
                 f"{filename!r} is not a consistent {_delim_name(delim)}-separated table ({exc}). "
@@ -140,6 +147,9 @@ def load_table(data: bytes, filename: str, *, max_bytes: int = MAX_TABLE_BYTES) 
         df = _apply_type_row(df)
     if df.shape[0] == 0:
         raise DataError(f"{filename!r} has a header but no data rows.")
+    if max_rows is not None and len(df) > max_rows:
+        raise DataError(f"{filename!r} has more than {max_rows:,} rows; this instance analyses at most "
+                        f"{max_rows:,}. Upload a sample of the rows.")
     cols = [str(c) for c in df.columns]
     if any(c.startswith("Unnamed:") for c in cols):
         raise DataError(f"{filename!r} has columns without a name; every column needs a header.")
@@ -220,6 +230,12 @@ def prepare_data(df: pd.DataFrame, target: str | None = None, *,
     if mixed:
         raise DataError("Some numeric columns hold text: " + "; ".join(mixed[:5])
                         + ". Fix or remove those values and upload again.")
+    wide = {c: n for c in to_encode if (n := int(feats[c].nunique())) > MAX_LEVELS}
+    if wide:
+        raise DataError("Some text columns have too many distinct values to be categories: "
+                        + "; ".join(f"{c!r} has {n:,}" for c, n in list(wide.items())[:5])
+                        + f" (at most {MAX_LEVELS} each; one 0/1 column is made per value). Drop such columns "
+                          "(identifiers, free text) or group their rare values, and upload again.")
     missing = feats.isna().any(axis=1)
     if target is not None:
         missing |= df[target].isna()

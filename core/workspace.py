@@ -386,6 +386,7 @@ def build_workspace(df: pd.DataFrame, target: str | None, model: Any, *, name: s
                      f"{' …' if len(ignored) > 12 else ''}.")
     if positional:
         notes.append("Columns matched to the model's unnamed features by position, as confirmed.")
+    notes.extend(df.attrs.get("notes", []))          # how the file was read (e.g. decimals rounded)
     types = dict(df.attrs.get("column_types", {}))
     for j, src in enumerate(sources):
         if types.get(src.column) == "categorical" and ens.categories[j] is None and not src.one_hot:

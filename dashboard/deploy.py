@@ -12,7 +12,9 @@ Public mode
       and a session may only switch that one on or off;
     * uploads are capped (``ATLAS_MAX_UPLOAD_MB`` / ``max_upload_mb``, default
       50) and so are table rows (``ATLAS_MAX_ROWS`` / ``max_rows``, default
-      200,000);
+      200,000) and a table's memory once decoded (``ATLAS_MAX_TABLE_MB`` /
+      ``max_table_mb``, default 512; local 2048), both checked before a row is
+      decoded;
     * the app says what is disabled.
 
 Audit history
@@ -33,7 +35,7 @@ from functools import lru_cache
 from pathlib import Path
 
 CONFIG = Path(__file__).resolve().parents[1] / ".streamlit" / "atlas.toml"
-PUBLIC_DEFAULTS = {"max_upload_mb": 50, "max_rows": 200_000}
+PUBLIC_DEFAULTS = {"max_upload_mb": 50, "max_rows": 200_000, "max_table_mb": 512}
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class Deployment:
     max_rows: int | None
     scheduler: str | None        # the server's Dask scheduler, if configured
     history_url: str | None = None  # SQLAlchemy URL of the audit history (None: core.history.default_url)
+    max_table_mb: int = 2048     # memory a table may take once decoded (checked before decoding)
 
     @property
     def allows_pickle(self) -> bool:
@@ -90,10 +93,11 @@ def load(env: dict | os._Environ, path: Path) -> Deployment:
     public = _truthy(env.get("ATLAS_PUBLIC"))
     if public is None:
         public = bool(f.get("public", False))
-    defaults = PUBLIC_DEFAULTS if public else {"max_upload_mb": 200, "max_rows": None}
+    defaults = PUBLIC_DEFAULTS if public else {"max_upload_mb": 200, "max_rows": None, "max_table_mb": 2048}
     mb = int(env.get("ATLAS_MAX_UPLOAD_MB") or f.get("max_upload_mb") or defaults["max_upload_mb"])
     rows = env.get("ATLAS_MAX_ROWS") or f.get("max_rows") or defaults["max_rows"]
     scheduler = (env.get("ATLAS_DASK_SCHEDULER") or f.get("dask_scheduler") or "").strip() or None
     history = (env.get("ATLAS_HISTORY_URL") or f.get("history_url") or "").strip() or None
+    table_mb = int(env.get("ATLAS_MAX_TABLE_MB") or f.get("max_table_mb") or defaults["max_table_mb"])
     return Deployment(public=public, max_upload_mb=mb, max_rows=None if rows is None else int(rows),
-                      scheduler=scheduler, history_url=history)
+                      scheduler=scheduler, history_url=history, max_table_mb=table_mb)

@@ -20,11 +20,9 @@ def read_table(data: bytes, filename: str, deployment: Deployment | None = None)
     if len(data) > cap:
         raise DataError(f"{filename!r} is {len(data) / 2**20:.0f} MB; this instance takes files up to "
                         f"{dep.max_upload_mb} MB. Upload a sample of the rows.")
-    df = io.load_table(data, filename, max_bytes=cap)
-    if dep.max_rows is not None and len(df) > dep.max_rows:
-        raise DataError(f"{filename!r} has {len(df):,} rows; this instance analyses at most {dep.max_rows:,}. "
-                        "Upload a sample of the rows.")
-    return df
+    # the caps are checked before the rows are decoded (a small Parquet file can hold billions of values)
+    return io.load_table(data, filename, max_bytes=cap, max_rows=dep.max_rows,
+                         max_decoded_bytes=dep.max_table_mb * 2**20)
 
 
 def read_model(data: bytes, filename: str, trust: bool, deployment: Deployment | None = None) -> Any:
