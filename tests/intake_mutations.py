@@ -283,3 +283,29 @@ def _to_ubj(obj) -> bytes:
             out.extend(b"}")
     w(obj)
     return bytes(out)
+
+
+def ubj_container_edits(ubj: bytes, rng: np.random.Generator, n_random: int = 12) -> list[tuple[str, bytes]]:
+    """UBJSON files whose containers declare more than they hold: typed containers
+    of zero-width elements (true/false/null: a few bytes each asking for 10^7 or
+    2^40 values, also nested), and the counts of a real model's typed arrays
+    replaced by huge, negative or off-by-one values."""
+    import struct
+
+    def zero(marker: bytes, count: int) -> bytes:
+        return b"[$" + marker + b"#L" + struct.pack(">q", count)
+
+    out = [("ubj zero-width x200", b"[" + zero(b"Z", 10**7) * 200 + b"]"),
+           ("ubj zero-width 2^40", b"[" + zero(b"T", 2**40) + b"]"),
+           ("ubj zero-width nested", b"{" + b"L" + struct.pack(">q", 1) + b"a" + b"[" * 50
+            + zero(b"F", 10**7) * 30 + b"]" * 50 + b"}"),
+           ("ubj zero-width in a model", ubj[:-1] + b"L" + struct.pack(">q", 4) + b"junk" + zero(b"Z", 10**7) * 50
+            + b"}")]
+    heads = [i for i in range(len(ubj) - 10) if ubj[i:i + 2] == b"#L"]
+    for k in range(n_random):
+        if not heads:
+            break
+        i = heads[int(rng.integers(len(heads)))] + 2
+        count = int(rng.choice([2**62, 2**40, -1, -(2**40), 10**7, 0]) + (int(rng.integers(-1, 2)) if k % 3 else 0))
+        out.append((f"ubj count {count} at {i}", ubj[:i] + struct.pack(">q", count) + ubj[i + 8:]))
+    return out

@@ -137,3 +137,24 @@ def test_a_hang_is_killed_at_the_time_limit(files):
 def test_memory_beyond_the_limit_is_contained(files):
     with pytest.raises(ModelError, match="more than 1,536 MB"):
         load_vetted(files["m.json"], "m.json", memory_mb=1536, _hook="memory")
+
+
+def test_ubj_containers_that_declare_more_than_they_hold_are_refused_fast(files):
+    """A few KB of UBJSON whose typed containers of zero-width elements ask for
+    billions of values (an outside trial: 60-75 s and 1.9 GB in the child each)
+    are refused by the reader in process at once, and through the sandbox."""
+    from core.parsing.validate import read_ubjson
+    from tests.intake_mutations import ubj_container_edits
+
+    X = np.frombuffer(files["_X"]).reshape(-1, 5)
+    cases = ubj_container_edits(files["m.ubj"], np.random.default_rng(5))
+    for name, data in cases[:4]:
+        assert len(data) < 64 * 1024
+        t0 = time.perf_counter()
+        with pytest.raises(ModelError, match="take no bytes"):
+            read_ubjson(data, "m.ubj")
+        assert time.perf_counter() - t0 < 1.0, name
+    for name, data in cases:
+        t0 = time.perf_counter()
+        _check(name, "m.ubj", data, X, limit=20.0)
+        assert time.perf_counter() - t0 < 15.0, name

@@ -1,7 +1,9 @@
 """XGBoost's UBJSON (``.ubj``) decoded without recursion, before XGBoost reads it.
 
 Every declared length is checked against the bytes that remain, so a mutated
-length cannot make the reader allocate; nesting is bounded as for JSON
+length cannot make the reader allocate; typed containers whose elements take no
+bytes (true, false, null) share one budget of :data:`MAX_ZERO_WIDTH` elements
+for the whole file; nesting is bounded as for JSON
 (:data:`core.parsing.filecheck.MAX_JSON_DEPTH`); typed numeric arrays are read
 in one piece and become lists. :func:`read_ubjson` is importable from
 :mod:`core.parsing.validate`.
@@ -21,6 +23,11 @@ __all__ = ["read_ubjson"]
 
 _UBJ_NUM = {b"i": (">b", 1), b"U": (">B", 1), b"I": (">h", 2), b"l": (">i", 4), b"L": (">q", 8),
             b"d": (">f", 4), b"D": (">d", 8)}
+# A typed container of true, false or null ("[$Z#L<count>") declares elements that
+# take no bytes: a few such headers in a few KB could ask for billions of values.
+# XGBoost writes none; a file may hold this many in all.
+_ZERO_WIDTH = (b"T", b"F", b"Z")
+MAX_ZERO_WIDTH = 1 << 20
 _NP_DTYPE = {b"i": ">i1", b"U": ">u1", b"I": ">i2", b"l": ">i4", b"L": ">i8", b"d": ">f4", b"D": ">f8"}
 
 
@@ -43,6 +50,7 @@ class _Reader:
         # stack frames: [container, kind, typ, remaining or None, pending key]
         self.root: list = []
         self.stack: list = [[self.root, "[", None, 1, None]]
+        self.free = MAX_ZERO_WIDTH      # elements of typed containers of T, F or Z left to the file
 
     def bad(self, what: str) -> ModelError:
         return _damaged(self.filename, f"its UBJSON {what} (at byte {self.pos})")
@@ -99,9 +107,13 @@ class _Reader:
         if self.pos < n and data[self.pos:self.pos + 1] == b"#":
             self.take(1)
             cnt = self.integer()
-            if cnt < 0 or cnt > n - self.pos:      # each element takes a byte at least (typed: checked below)
-                if not (typ in (b"T", b"F", b"Z") and 0 <= cnt <= 10**7):
-                    raise self.bad(f"declares {cnt:,} elements, more than the file holds")
+            if typ in _ZERO_WIDTH and cnt >= 0:     # elements that take no bytes: a budget for the whole file
+                self.free -= cnt
+                if self.free < 0:
+                    raise self.bad(f"declares {cnt:,} elements that take no bytes, more than the "
+                                   f"{MAX_ZERO_WIDTH:,} a model file may hold in all")
+            elif cnt < 0 or cnt > n - self.pos:      # each element takes a byte at least (typed: checked below)
+                raise self.bad(f"declares {cnt:,} elements, more than the file holds")
         return typ, cnt
 
     def add(self, value: Any) -> None:
