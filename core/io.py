@@ -27,7 +27,7 @@ import pandas as pd
 from core.errors import DataError, ModelError, UnsupportedModelError, UntrustedPickleError
 from core.parquet import MAX_DECODED_BYTES, read_parquet
 from core.parsing.catboost import CatBoostJSON
-from core.parsing.validate import (check_sklearn_trees, check_skops_zip, check_xgboost_json,
+from core.parsing.validate import (check_sklearn_trees, check_skops_boosters, check_skops_zip, check_xgboost_json,
                                    lightgbm_text, load_json, read_ubjson)
 from core.schema import one_hot_encode
 from core.training import FAMILIES, TrainedModel, infer_task, train_model  # noqa: F401 - importable from here
@@ -420,6 +420,7 @@ def _load_skops(data: bytes, filename: str) -> Any:
     import skops.io as sio  # optional and heavy: imported only when such a file arrives
 
     check_skops_zip(data, filename)
+    check_skops_boosters(data, filename)      # an embedded XGBoost/LightGBM booster, as its own file would be
     try:
         untrusted = sio.get_untrusted_types(data=data)
     except Exception as exc:

@@ -15,6 +15,7 @@ import json
 import zipfile
 
 import numpy as np
+import pandas as pd
 
 
 def valid_files(n_estimators: int = 20) -> dict[str, bytes]:
@@ -308,4 +309,84 @@ def ubj_container_edits(ubj: bytes, rng: np.random.Generator, n_random: int = 12
         i = heads[int(rng.integers(len(heads)))] + 2
         count = int(rng.choice([2**62, 2**40, -1, -(2**40), 10**7, 0]) + (int(rng.integers(-1, 2)) if k % 3 else 0))
         out.append((f"ubj count {count} at {i}", ubj[:i] + struct.pack(">q", count) + ubj[i + 8:]))
+    return out
+
+
+def embedded_booster_files(n_estimators: int = 12) -> dict[str, bytes]:
+    """.skops files holding an XGBClassifier, an LGBMClassifier and a pipeline ending in
+    an XGBRegressor, as a data scientist would save them; ``_X`` their inputs."""
+    import lightgbm as lgb
+    import skops.io as sio
+    import xgboost as xgb
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 5))
+    y = (X[:, 0] - X[:, 2] > 0).astype(int)
+    models = {"xgb.skops": xgb.XGBClassifier(n_estimators=n_estimators, max_depth=3, n_jobs=1),
+              "lgb.skops": lgb.LGBMClassifier(n_estimators=n_estimators, num_leaves=8, verbose=-1, n_jobs=1),
+              "pipe.skops": make_pipeline(StandardScaler(), xgb.XGBRegressor(n_estimators=n_estimators, n_jobs=1))}
+    frame = pd.DataFrame(X, columns=[f"x{i}" for i in range(X.shape[1])])   # a pipeline matches columns by name
+    out = {name: sio.dumps(m.fit(frame if name.startswith("pipe") else X, y)) for name, m in models.items()}
+    out["_X"] = X.tobytes()
+    return out
+
+
+def _rezip(data: bytes, replace: dict[str, bytes]) -> bytes:
+    import io
+    import zipfile
+
+    src = zipfile.ZipFile(io.BytesIO(data))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, replace.get(info.filename, src.read(info.filename)))
+    return buf.getvalue()
+
+
+def embedded_booster_edits(data: bytes, rng: np.random.Generator) -> list[tuple[str, bytes]]:
+    """The structural edits of standalone XGBoost / LightGBM files, made to the booster a
+    .skops file holds (XGBoost: the UBJSON member; LightGBM: the text in schema.json)."""
+    import io
+    import zipfile
+
+    zf = zipfile.ZipFile(io.BytesIO(data))
+    schema = json.loads(zf.read("schema.json"))
+    out: list[tuple[str, bytes]] = []
+    bins = [n for n in zf.namelist() if n.endswith(".bin")]
+    if bins:                                             # XGBoost: {"Config": ..., "Model": ...} as UBJSON
+        from core.parsing.ubjson import read_ubjson
+
+        state = read_ubjson(zf.read(bins[0]))
+        for name, edited in xgboost_json_edits(state["Model"], rng):
+            if not edited.startswith(b"{"):
+                continue
+            try:
+                model = json.loads(edited)
+            except (ValueError, RecursionError):      # text edits and 100k-deep nesting: JSON-only cases
+                continue
+            out.append((f"embedded xgboost {name}", _rezip(data, {bins[0]: _to_ubj({**state, "Model": model})})))
+        out.append(("embedded xgboost ubj bomb", _rezip(data, {bins[0]: b"{" + b"L" + (5).to_bytes(8, "big")
+                                                               + b"Model" + b"[$Z#L" + (10**9).to_bytes(8, "big")
+                                                               + b"}"})))
+        return out
+
+    def handles(node, found):
+        if isinstance(node, dict):
+            if node.get("__class__") == "Booster" and str(node.get("__module__", "")).startswith("lightgbm"):
+                found.append(node["content"]["content"]["_handle"])
+            for v in node.values():
+                handles(v, found)
+        elif isinstance(node, list):
+            for v in node:
+                handles(v, found)
+        return found
+
+    (handle,) = handles(schema, [])
+    text = json.loads(handle["content"]).encode()
+    for name, edited in lightgbm_edits(text, rng) + [("crlf", text.replace(b"\n", b"\r\n"))]:
+        handle["content"] = json.dumps(edited.decode("utf-8", errors="replace"))
+        out.append((f"embedded lightgbm {name}", _rezip(data, {"schema.json": json.dumps(schema).encode()})))
+    handle["content"] = json.dumps(text.decode())
     return out

@@ -33,7 +33,10 @@ reads a model in-process gets them too) and again in the sandbox's child:
   every fitted ``sklearn`` tree skops rebuilt (children in range, acyclic,
   features below ``n_features_in_``, finite thresholds) before anything
   predicts with it (a damaged node array makes sklearn's Cython walk read
-  outside memory).
+  outside memory);
+* :func:`check_skops_boosters`: the XGBoost and LightGBM checks above applied
+  to every booster a ``.skops`` file holds, before skops restores it (its
+  state goes to the library's own parser unchecked otherwise).
 
 Each failure is a :class:`ModelError` that names the part of the file and
 says to re-save the model from its library.
@@ -55,7 +58,8 @@ from core.parsing.skopscheck import check_sklearn_trees, check_skops_zip
 from core.parsing.ubjson import read_ubjson
 
 __all__ = ["check_json_depth", "check_xgboost_json", "read_ubjson", "check_lightgbm_text", "lightgbm_text",
-           "check_skops_zip", "check_sklearn_trees", "MAX_JSON_DEPTH", "MAX_FEATURES", "MAX_CLASSES"]
+           "check_skops_zip", "check_sklearn_trees", "check_skops_boosters", "MAX_JSON_DEPTH", "MAX_FEATURES",
+           "MAX_CLASSES"]
 
 
 # ------------------------------------------------------------------ XGBoost
@@ -409,3 +413,90 @@ def _check_lightgbm_tree(kv: dict[str, str], t: int, max_idx: int, filename: str
         raise _damaged(filename, f"{where}: {m - sum(seen_node)} nodes and {n_leaves - sum(seen_leaf)} leaves "
                                  "are not reached from the root")
 
+
+
+# ------------------------------------------------------------------ boosters inside .skops files
+def check_skops_boosters(data: bytes, filename: str = "model.skops") -> None:
+    """The checks of a standalone XGBoost or LightGBM file, applied to every booster
+    a ``.skops`` file holds (an ``XGBClassifier``, an ``LGBMRegressor``, a pipeline
+    ending in one), before skops hands its bytes to the library: skops restores a
+    booster from its state (XGBoost: the serialised UBJSON in a zip member;
+    LightGBM: the model text in ``schema.json``), which the library parses as it is.
+    Call after :func:`check_skops_zip`."""
+    import json
+    import zipfile
+    from io import BytesIO
+
+    zf = zipfile.ZipFile(BytesIO(data))
+    schema = json.loads(zf.read("schema.json"))
+    stack: list = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        module = str(node.get("__module__", ""))
+        if node.get("__class__") == "Booster" and module.startswith(("xgboost", "lightgbm")):
+            state = node.get("content", {})
+            state = state.get("content", {}) if isinstance(state, dict) else {}
+            if not isinstance(state, dict):
+                raise _damaged(filename, f"its {module} Booster has no readable state")
+            if module.startswith("xgboost"):
+                _check_embedded_xgboost(zf, state.get("handle"), filename)
+            else:
+                _check_embedded_lightgbm(state.get("_handle"), filename)
+        stack.extend(v for v in node.values() if isinstance(v, (dict, list)))
+
+
+def _check_embedded_xgboost(zf: Any, handle: Any, filename: str) -> None:
+    """XGBoost's serialised booster: UBJSON (or JSON) of ``{"Config", "Model"}``."""
+    if handle is None or (isinstance(handle, dict) and handle.get("__loader__") == "NoneNode"):
+        return                                    # an unfitted model: nothing for XGBoost to parse
+    if not isinstance(handle, dict) or not isinstance(handle.get("file"), str):
+        raise _damaged(filename, "its XGBoost booster is not stored as bytes")
+    try:
+        raw = zf.read(handle["file"])
+    except KeyError:
+        raise _damaged(filename, f"its XGBoost booster's member {handle['file']!r} is missing") from None
+    where = f"{filename} (its XGBoost booster)"
+    head = raw[:1]
+    if head == b"{" and raw[1:2] in (b"L", b"i", b"U", b"I", b"l", b"$", b"#"):
+        document = read_ubjson(raw, where)
+    elif head in (b"{", b"["):
+        from core.parsing.filecheck import load_json as _load
+
+        document = _load(raw, where, "JSON (an XGBoost booster)")
+    else:
+        raise _damaged(filename, "its XGBoost booster is in a format that cannot be checked (re-save it with "
+                                 "XGBoost 2 or later, or save the model itself as .json/.ubj)")
+    model = document.get("Model", document) if isinstance(document, dict) else document
+    check_xgboost_json(model, where)
+
+
+def _check_embedded_lightgbm(handle: Any, filename: str) -> None:
+    import json
+    import re
+
+    if handle is None or (isinstance(handle, dict) and handle.get("__loader__") == "NoneNode"):
+        return
+    try:
+        text = json.loads(handle["content"]) if isinstance(handle, dict) else None
+    except (KeyError, TypeError, ValueError):
+        text = None
+    if not isinstance(text, str):
+        raise _damaged(filename, "its LightGBM booster's model text cannot be read")
+    where = f"{filename} (its LightGBM booster)"
+    if "\r" in text:
+        raise _damaged(filename, "its LightGBM booster's text has carriage returns, which shift LightGBM's "
+                                 "tree offsets")
+    check_lightgbm_text(text, where)
+    listed = re.search(r"^tree_sizes=(.*)$", text, re.M)
+    if listed:
+        starts = [m.start() for m in re.finditer(r"^Tree=", text, re.M)]
+        end = text.find("end of trees")
+        found = [b - a for a, b in zip(starts, starts[1:] + [end if end >= 0 else len(text)])]
+        if _ints(listed.group(1), where, "tree_sizes") != found:
+            raise _damaged(filename, "its LightGBM booster's tree_sizes do not match its trees (LightGBM would "
+                                     "read trees at the wrong offsets)")
