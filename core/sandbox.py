@@ -130,6 +130,9 @@ def _run_job(job: dict[str, Any], data: bytes) -> bytes:
                 time.sleep(1)
         if hook == "memory":                   # tests: a file that claims gigabytes
             bytearray(2 * limit)
+        if hook == "chatter":                  # tests: a library that prints while it reads (LightGBM warns)
+            os.write(1, b"[LightGBM] [Warning] a library's own message on stdout\n")
+            print("and a Python print", flush=True)
         model = model_io.load_model(data, job["filename"], allow_pickle=bool(job["allow_pickle"]))
         ens = from_model(model)                 # verified against the library's own predictions
         X = probe_points(ens, 16, seed=1)
@@ -172,9 +175,14 @@ def _child(argv: list[str]) -> int:
         return 0
     job = json.loads(line)
     data = inp.read()
+    # The reply gets its own copy of stdout; whatever the libraries print while they
+    # read the file (LightGBM writes its warnings to fd 1) goes to stderr instead,
+    # so it cannot be taken for the reply.
+    reply = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
     out = _run_job(job, data)
-    sys.stdout.buffer.write(out)
-    sys.stdout.buffer.flush()
+    reply.write(out)
+    reply.flush()
     os._exit(0)                  # no interpreter teardown (a few hundred ms with the libraries loaded)
 
 
@@ -284,6 +292,9 @@ def load_vetted(data: bytes, filename: str, *, allow_pickle: bool = False, time_
             raise ModelError(f"{filename!r} crashed the model library while {how} "
                              f"({_signal_name(proc.returncode)}). The file is damaged or was edited by hand; "
                              "re-save the model from its library. Nothing else was affected.")
+        if proc.returncode == 0:
+            raise ModelError(f"{filename!r} could not be read: the reader ended without an answer. Try again; "
+                             "if it persists, re-save the model from its library.")
         raise ModelError(f"{filename!r} could not be read: the reader stopped (exit code {proc.returncode}), "
                          f"probably out of memory (limit {memory_mb:,} MB). The file may claim sizes it does "
                          "not hold; re-save the model from its library.")

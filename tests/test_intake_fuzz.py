@@ -139,6 +139,17 @@ def test_memory_beyond_the_limit_is_contained(files):
         load_vetted(files["m.json"], "m.json", memory_mb=1536, _hook="memory")
 
 
+def test_a_library_printing_on_stdout_is_not_taken_for_the_reply(files):
+    """LightGBM writes its warnings to the process's stdout; a model read while it
+    warns was reported as 'probably out of memory' (the warning read as the reply)."""
+    vetted = load_vetted(files["m.txt"], "m.txt", _hook="chatter")
+    X = np.frombuffer(files["_X"]).reshape(-1, 5)
+    from core.parsing.native import native_outputs
+
+    ours, theirs, _ = native_outputs(vetted.ensemble, vetted.model, X)
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-9)
+
+
 def test_ubj_containers_that_declare_more_than_they_hold_are_refused_fast(files):
     """A few KB of UBJSON whose typed containers of zero-width elements ask for
     billions of values (an outside trial: 60-75 s and 1.9 GB in the child each)
