@@ -6,7 +6,8 @@ depth 5) on all rows, protected attribute Sex (held fixed), favourable class
 ``--rows`` rows with an unfavourable decision, timed as rows per second
 
 * with 1 local process (the reference in the same run),
-* with 2 local processes (joblib): the ratio 2 / 1 is the parallel speed-up,
+* with 2 local processes (a pool the run owns, started by the run): the ratio
+  2 / 1 is the parallel speed-up, worker start-up included,
 * on a Dask LocalCluster of 2 single-threaded worker processes: its start-up
   time, and its rows per second against 2 local processes (the overhead).
 

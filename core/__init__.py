@@ -53,7 +53,7 @@ subgroup scan) and :mod:`core.filters` (sub-population filters, a linear-time
 tokenizer); :mod:`core.report` writes the self-contained HTML report
 (its figures, like every page's, are in :mod:`core.figures`),
 :mod:`core.story` tells one case in plain language, :mod:`core.history`
-keeps audits, :mod:`core.batch` runs many rows (joblib or Dask),
+keeps audits, :mod:`core.batch` runs many rows (a process pool per run, or Dask),
 :mod:`core.dot` draws trees with Graphviz. Every user-facing error class is in
 :mod:`core.errors`.
 

@@ -1,4 +1,4 @@
-"""Map an analysis over many rows: joblib processes locally or a Dask cluster,
+"""Map an analysis over many rows: a process pool per run locally, or a Dask cluster,
 identical results.
 
 ``map_rows(fn, items, n_jobs=..., scheduler=...)`` calls ``fn(item)`` for each
