@@ -87,6 +87,13 @@ def app_view(app_url: str, path: str, heading: str, shot: Path, height: int = 14
         page.screenshot(path=str(shot), full_page=True)
 
 
+def shots_dir(tmp_path: Path) -> Path:
+    """Where screenshots go: $ATLAS_SHOTS to keep them for a look, else the test's tmp dir."""
+    d = Path(os.environ.get("ATLAS_SHOTS") or tmp_path)
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
 def upload(page, label: str, path: str, timeout: float = 60_000) -> None:
     """Put a file into the file uploader whose label starts with ``label``, once it is on the page
     (a page that has just been switched still shows its previous uploaders for a moment)."""

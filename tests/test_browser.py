@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
-from browser_util import app_view, browser_page, running_app
+from browser_util import app_view, browser_page, running_app, shots_dir as _shots
 
 pytestmark = pytest.mark.browser
-
-
-def _shots(tmp_path: Path) -> Path:
-    """Where screenshots go: $ATLAS_SHOTS to keep them for a look, else the test's tmp dir."""
-    d = Path(os.environ.get("ATLAS_SHOTS") or tmp_path)
-    d.mkdir(parents=True, exist_ok=True)
-    return d
 
 
 @pytest.fixture(scope="module")

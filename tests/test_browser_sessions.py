@@ -4,22 +4,14 @@ owns its worker pool), and a crafted ``?demo=`` link shows its text as text."""
 
 from __future__ import annotations
 
-import os
 import threading
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
-from browser_util import app_view, running_app
+from browser_util import app_view, running_app, shots_dir as _shots
 
 pytestmark = pytest.mark.browser
-
-
-def _shots(tmp_path: Path) -> Path:
-    d = Path(os.environ.get("ATLAS_SHOTS") or tmp_path)
-    d.mkdir(parents=True, exist_ok=True)
-    return d
 
 
 @pytest.fixture(scope="module")
