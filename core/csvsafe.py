@@ -38,9 +38,10 @@ def safe_frame(df: pd.DataFrame) -> pd.DataFrame:
         if not (pd.api.types.is_object_dtype(s) or pd.api.types.is_string_dtype(s)
                 or isinstance(s.dtype, pd.CategoricalDtype)):
             continue
-        risky = s.map(lambda v: neutralise(v) is not v, na_action="ignore").fillna(False).astype(bool)
-        if risky.any():
-            out[col] = s.astype(object).where(~risky, s[risky].astype(object).map(neutralise))
+        cells = s.astype(object)
+        safe = cells.map(neutralise)
+        if not safe.equals(cells):                  # only columns with a formula cell change dtype
+            out[col] = safe
     out.columns = [neutralise(c) if isinstance(c, str) else c for c in out.columns]
     return out
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ from core.errors import DataError, ModelError, UnsupportedModelError, UntrustedP
 from core.parquet import MAX_DECODED_BYTES, read_parquet
 from core.parsing.catboost import CatBoostJSON
 from core.parsing.validate import (check_sklearn_trees, check_skops_boosters, check_skops_zip, check_xgboost_json,
-                                   lightgbm_text, load_json, read_ubjson)
+                                   lightgbm_text, load_json, xgboost_document)
 from core.schema import one_hot_encode
 from core.training import FAMILIES, TrainedModel, infer_task, train_model  # noqa: F401 - importable from here
 
@@ -333,17 +332,6 @@ def _catboost_load(catboost: Any, data: bytes, filename: str, fmt: str) -> Any:
     return model
 
 
-def _xgboost_document(data: bytes, filename: str) -> Any:
-    """The decoded JSON or UBJSON of an XGBoost file (depth and lengths bounded)."""
-    head = data[:64].lstrip()
-    if head.startswith(b"\xef\xbb\xbf"):
-        head = head[3:].lstrip()
-    is_json = re.match(rb"[{\[]\s*(\"|[}\]]|$)", head) is not None or filename.lower().endswith(".json")
-    if is_json and not head.startswith((b"{L", b"{i", b"{U", b"{I", b"{l", b"{$", b"{#")):
-        return load_json(data, filename, "JSON (an XGBoost or CatBoost export)")   # which one: read after
-    return read_ubjson(data, filename)
-
-
 def load_model(data: bytes, filename: str, *, allow_pickle: bool = False) -> Any:
     """Read a model file given as bytes and return the native model object.
 
@@ -382,7 +370,7 @@ def _load_xgboost(data: bytes, filename: str) -> Any:
     JSON export, which looks the same from outside)."""
     import xgboost as xgb  # optional and heavy: imported only when such a file arrives
 
-    document = _xgboost_document(data, filename)
+    document = xgboost_document(data, filename)
     if isinstance(document, dict) and "features_info" in document and \
             ("oblivious_trees" in document or "trees" in document):
         return _catboost_json(document, data, filename)

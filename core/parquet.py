@@ -79,18 +79,19 @@ def _check_columns(schema, filename: str) -> None:
 
 def _decoded_estimate(meta, schema) -> int:
     """Bytes the table takes decoded: each column's values times their width."""
-    import pyarrow.types as pat
-
     total = 0
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)
         for c in range(group.num_columns):
             col = group.column(c)
-            total += col.num_values * _width(col, schema, pat)
+            total += col.num_values * _width(col, schema)
     return total
 
 
-def _width(col, schema, pat) -> int:
+def _width(col, schema) -> int:
+    """Bytes one value of a column chunk takes decoded (text: its longest value, per its statistics)."""
+    import pyarrow.types as pat
+
     name = col.path_in_schema.split(".")[0]
     kind = schema.field(name).type if name in schema.names else None
     if kind is not None and pat.is_dictionary(kind):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import gc
 import os
 import sys
@@ -37,6 +38,7 @@ import streamlit as st
 from streamlit.logger import get_logger
 
 _KEY = "_memory_sentinel"
+
 
 def _seconds(name: str, default: float) -> float:
     """A positive number of seconds from the environment (tests shorten the waits), else the default."""
@@ -59,18 +61,27 @@ class _Sentinel:
     """An object whose only job is to be collected with its session's state."""
 
 
+@functools.lru_cache(maxsize=1)
+def _glibc() -> ctypes.CDLL | None:
+    """The C library if it is glibc (it has ``malloc_trim`` and ``mallopt``), else None;
+    looked up once (``find_library`` runs ``ldconfig``)."""
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        return libc if libc is not None and libc.malloc_trim and libc.mallopt else None
+    except (OSError, AttributeError):   # not glibc
+        return None
+
+
 def _fixed_mmap_threshold(size: int = 4 << 20) -> None:
     """Have glibc serve every allocation of ``size`` bytes or more (a table's
     columns, its copies) by its own mapping, returned to the system when freed.
     By default glibc raises that threshold each time such a block is freed, up to
     32 MB, after which large arrays come from the heap and their space stays with
     the server once a session has ended (measured: +30 MB per 1.4 M-row session)."""
-    name = ctypes.util.find_library("c")
-    if name:
-        try:
-            ctypes.CDLL(name).mallopt(-3, size)          # M_MMAP_THRESHOLD
-        except (OSError, AttributeError):   # not glibc
-            pass
+    libc = _glibc()
+    if libc is not None:
+        libc.mallopt(-3, size)                          # M_MMAP_THRESHOLD
 
 
 def release_memory() -> None:
@@ -84,12 +95,9 @@ def release_memory() -> None:
             arrow.default_memory_pool().release_unused()
         except Exception:  # noqa: BLE001 - an Arrow without it: nothing more to give back
             pass
-    name = ctypes.util.find_library("c")
-    if name:
-        try:
-            ctypes.CDLL(name).malloc_trim(0)
-        except (OSError, AttributeError):  # not glibc: nothing to trim
-            pass
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)
 
 
 def track_session() -> None:

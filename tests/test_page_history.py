@@ -60,7 +60,8 @@ def test_public_visitor_cannot_use_the_local_key(page_app, fresh_history, monkey
     monkeypatch.setenv("ATLAS_PUBLIC", "1")
     deploy.settings.cache_clear()
     at = page_app("history.py")
-    own = at.session_state["history_owner"] if "history_owner" in at.session_state else None
+    assert "history_owner" in at.session_state          # the page gave this visitor a key of their own
+    own = at.session_state["history_owner"]
     for typed in ("local", "not a key"):
         at.text_input(key="hi_key_in").set_value(typed).run()
         at.button(key="hi_key_use").click().run()
@@ -68,5 +69,4 @@ def test_public_visitor_cannot_use_the_local_key(page_app, fresh_history, monkey
         assert any("not a history key" in e.value for e in at.error)
         assert any("No audit has been stored yet" in i.value for i in at.info)
         assert not at.dataframe
-    if own is not None:
-        assert at.session_state["history_owner"] == own
+    assert at.session_state["history_owner"] == own

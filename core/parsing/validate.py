@@ -49,17 +49,33 @@ and LightGBM checks here; every name above is importable from here.
 
 from __future__ import annotations
 
+import json
 import math
+import re
+import zipfile
+from io import BytesIO
 from typing import Any
 
 from core.parsing.filecheck import MAX_CLASSES, MAX_FEATURES, MAX_JSON_DEPTH, _damaged, _int, check_json_depth
-from core.parsing.filecheck import load_json  # noqa: F401 - core.io reads it from here, as before the split
+from core.parsing.filecheck import load_json
 from core.parsing.skopscheck import check_sklearn_trees, check_skops_zip
 from core.parsing.ubjson import read_ubjson
 
 __all__ = ["check_json_depth", "check_xgboost_json", "read_ubjson", "check_lightgbm_text", "lightgbm_text",
-           "check_skops_zip", "check_sklearn_trees", "check_skops_boosters", "MAX_JSON_DEPTH", "MAX_FEATURES",
-           "MAX_CLASSES"]
+           "check_skops_zip", "check_sklearn_trees", "check_skops_boosters", "xgboost_document", "MAX_JSON_DEPTH",
+           "MAX_FEATURES", "MAX_CLASSES"]
+
+
+def xgboost_document(data: bytes, filename: str, what: str = "JSON (an XGBoost or CatBoost export)") -> Any:
+    """The decoded JSON or UBJSON of an XGBoost file or serialised booster (depth and
+    lengths bounded): UBJSON unless the bytes (or a ``.json`` name) say JSON."""
+    head = data[:64].lstrip()
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:].lstrip()
+    is_json = re.match(rb"[{\[]\s*(\"|[}\]]|$)", head) is not None or filename.lower().endswith(".json")
+    if is_json and not head.startswith((b"{L", b"{i", b"{U", b"{I", b"{l", b"{$", b"{#")):
+        return load_json(data, filename, what)
+    return read_ubjson(data, filename)
 
 
 # ------------------------------------------------------------------ XGBoost
@@ -414,7 +430,6 @@ def _check_lightgbm_tree(kv: dict[str, str], t: int, max_idx: int, filename: str
                                  "are not reached from the root")
 
 
-
 # ------------------------------------------------------------------ boosters inside .skops files
 def check_skops_boosters(data: bytes, filename: str = "model.skops") -> None:
     """The checks of a standalone XGBoost or LightGBM file, applied to every booster
@@ -423,10 +438,6 @@ def check_skops_boosters(data: bytes, filename: str = "model.skops") -> None:
     booster from its state (XGBoost: the serialised UBJSON in a zip member;
     LightGBM: the model text in ``schema.json``), which the library parses as it is.
     Call after :func:`check_skops_zip`."""
-    import json
-    import zipfile
-    from io import BytesIO
-
     zf = zipfile.ZipFile(BytesIO(data))
     schema = json.loads(zf.read("schema.json"))
     stack: list = [schema]
@@ -460,25 +471,16 @@ def _check_embedded_xgboost(zf: Any, handle: Any, filename: str) -> None:
         raw = zf.read(handle["file"])
     except KeyError:
         raise _damaged(filename, f"its XGBoost booster's member {handle['file']!r} is missing") from None
-    where = f"{filename} (its XGBoost booster)"
-    head = raw[:1]
-    if head == b"{" and raw[1:2] in (b"L", b"i", b"U", b"I", b"l", b"$", b"#"):
-        document = read_ubjson(raw, where)
-    elif head in (b"{", b"["):
-        from core.parsing.filecheck import load_json as _load
-
-        document = _load(raw, where, "JSON (an XGBoost booster)")
-    else:
+    if raw.lstrip()[:1] not in (b"{", b"["):      # XGBoost 1.x's binary format: no checks exist for it
         raise _damaged(filename, "its XGBoost booster is in a format that cannot be checked (re-save it with "
                                  "XGBoost 2 or later, or save the model itself as .json/.ubj)")
+    document = xgboost_document(raw, f"{filename} (its XGBoost booster)", "JSON (an XGBoost booster)")
     model = document.get("Model", document) if isinstance(document, dict) else document
-    check_xgboost_json(model, where)
+    check_xgboost_json(model, f"{filename} (its XGBoost booster)")
 
 
 def _check_embedded_lightgbm(handle: Any, filename: str) -> None:
-    import json
-    import re
-
+    """LightGBM's model text as skops keeps it (a JSON string in schema.json)."""
     if handle is None or (isinstance(handle, dict) and handle.get("__loader__") == "NoneNode"):
         return
     try:
