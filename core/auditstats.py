@@ -18,6 +18,7 @@ import pandas as pd
 from core import fairstats as fs
 from core.auditmetrics import METRICS, SHARES
 from core.errors import AuditError
+from core.shown import bound_text, label_order
 
 __all__ = ["protected_attributes", "group_labels", "summarise"]
 
@@ -72,7 +73,8 @@ def group_labels(X: np.ndarray, names: Sequence[str], cols: Sequence[int], attri
         return np.array([np.format_float_positional(float(a), trim="-") for a in v])
     edges = np.unique(np.quantile(v, [0, 0.25, 0.5, 0.75, 1]))
     k = np.clip(np.searchsorted(edges, v, side="left") - 1, 0, edges.size - 2)   # bins (a, b], the first [a, b]
-    fmt = [f"{'[' if i == 0 else '('}{edges[i]:.4g}, {edges[i + 1]:.4g}]" for i in range(edges.size - 1)]
+    fmt = [f"{'[' if i == 0 else '('}{bound_text(edges[i], False)}, {bound_text(edges[i + 1], False)}]"
+           for i in range(edges.size - 1)]
     return np.array([fmt[i] for i in k])
 
 
@@ -99,7 +101,7 @@ def _statistics(rows: pd.DataFrame, attributes: list[str], n_boot: int, n_perm: 
         sizes = labels.value_counts()
         ref = str(sizes.index[0])   # the largest group is the reference
         values = {g: {k: _metric_values(rows[labels == g], k).to_numpy() for k in metrics} for g in sizes.index}
-        for g in sorted(sizes.index, key=lambda s: (s != ref, s)):
+        for g in sorted(sizes.index, key=lambda s: (s != ref, label_order(s))):
             sub = rows[labels == g]
             rec: dict[str, Any] = {"attribute": attr, "group": g, "reference": g == ref, "rows": int(len(sub))}
             for k in metrics:

@@ -27,6 +27,7 @@ import numpy as np
 
 from core.ensemble import TreeEnsemble
 from core.errors import QueryError
+from core.shown import number_text
 
 __all__ = ["output_mask", "continuous_outputs", "CostModel", "Target", "CounterfactualResult", "Change",
            "make_cost_model", "make_target"]
@@ -183,13 +184,23 @@ def make_target(ens: TreeEnsemble, target: Any) -> Target:
 
 @dataclass(frozen=True)
 class Change:
+    """One feature's move. ``before``/``after`` are the exact values (category
+    codes for a categorical feature); ``labels`` the category names, if any."""
+
     feature: str
     before: float
     after: float
+    labels: tuple[str, str] | None = None
+
+    def texts(self) -> tuple[str, str]:
+        """Before and after as shown: category names, or numbers in full
+        (:func:`core.shown.number_text`: the shown number is the checked one)."""
+        return self.labels or (number_text(self.before), number_text(self.after))
 
     def __str__(self) -> str:
-        """``feature: before → after``, 4 significant digits: the one way a change reads."""
-        return f"{self.feature}: {self.before:.4g} → {self.after:.4g}"
+        """``feature: before → after``: the one way a change reads."""
+        a, b = self.texts()
+        return f"{self.feature}: {a} → {b}"
 
 
 def describe_changes(changes: Sequence[Change], sep: str = "; ") -> str:
@@ -243,7 +254,8 @@ class CounterfactualResult:
             "solve_time_s": round(self.solve_time, 4), "backend": self.backend, "message": self.message,
             "prediction": None if self.prediction is None else str(self.prediction),
             "x": None if self.x is None else [float(v) for v in self.x],
-            "changes": [{"feature": c.feature, "from": c.before, "to": c.after} for c in self.changes],
+            "changes": [{"feature": c.feature, "from": c.before, "to": c.after,
+                         "from_text": c.texts()[0], "to_text": c.texts()[1]} for c in self.changes],
             "params": {k: (v if isinstance(v, (int, float, str, bool, type(None), list, dict)) else str(v))
                        for k, v in self.params.items()},
             "alternatives": [a.to_dict() for a in self.alternatives],
@@ -251,9 +263,12 @@ class CounterfactualResult:
         }
 
 
-def changes_between(names: Sequence[str], x_hat: np.ndarray, x: np.ndarray) -> tuple[Change, ...]:
+def changes_between(ens: TreeEnsemble, x_hat: np.ndarray, x: np.ndarray) -> tuple[Change, ...]:
+    """The features ``x`` moves from ``x_hat``, categories by name."""
     idx = np.flatnonzero(x != x_hat)
-    return tuple(Change(str(names[j]), float(x_hat[j]), float(x[j])) for j in idx)
+    return tuple(Change(str(ens.feature_names[j]), float(x_hat[j]), float(x[j]),
+                        None if ens.categories[j] is None else
+                        (ens.category_label(j, x_hat[j]), ens.category_label(j, x[j]))) for j in idx)
 
 
 def output_mask(y: np.ndarray, target: Any) -> np.ndarray:

@@ -20,6 +20,7 @@ from sklearn.model_selection import train_test_split
 from core.ensemble import TreeEnsemble
 from core.errors import FCCAError
 from core.fccatree import TreeFit, fit_binary_tree
+from core.shown import bound_text
 
 __all__ = ["FCCAResult", "explain_flat_curves"]
 
@@ -32,10 +33,12 @@ def _precision(v: float, digits: int) -> int:
 def _labels(values: np.ndarray) -> list[str]:
     """Short labels for distinct thresholds of one feature: the fewest
     significant digits (at least 6, and every digit of the integer part)
-    that keep them distinct; exponent notation for tiny or huge values."""
+    that keep them distinct, rounded down (:func:`core.shown.bound_text`: a
+    column ``name>label`` is 0 for the label itself, as for the exact
+    threshold); exponent notation for tiny or huge values."""
     values = np.asarray(values, dtype=float)
     for digits in range(6, 18):
-        out = [f"{v:.{_precision(v, digits)}g}" for v in values]
+        out = [bound_text(v, grouping=False, digits=_precision(v, digits)) for v in values]
         if len(set(out)) == len(out):
             return out
     return [repr(float(v)) for v in values]

@@ -15,6 +15,7 @@ import plotly.colors as pc
 import plotly.graph_objects as go
 
 from core.auditmetrics import METRICS, SHARES
+from core.shown import label_order, number_text
 
 _ROOM = dict(margin=dict(l=80, r=20, t=70, b=70), xaxis=dict(automargin=True), yaxis=dict(automargin=True))
 
@@ -60,7 +61,7 @@ def counterfactual_changes_figure(result: Any, feature_names: list[str], span: n
                               "change": np.nan, "changed": True, "scaled": 1.0}
     df = df.reindex(df["scaled"].abs().sort_values().index)
     switch = df["change"].isna()
-    hover = [f"{f}<br>a category switch" if sw else f"{f}: {a:.4g} → {b:.4g}<br>{v:.1%} of the range"
+    hover = [f"{f}<br>a category switch" if sw else f"{f}: {number_text(a)} → {number_text(b)}<br>{v:.1%} of the range"
              for f, a, b, v, sw in zip(df["feature"], df["original"], df["counterfactual"], df["scaled"], switch)]
     fig = go.Figure(go.Bar(
         x=df["scaled"], y=df["feature"], orientation="h",
@@ -271,7 +272,7 @@ def cost_figure(audit: Any, attribute: str):
     rows = audit.rows
     col = f"group:{attribute}"
     fig = go.Figure()
-    for g in sorted(rows[col].astype(str).unique()):
+    for g in sorted(rows[col].astype(str).unique(), key=label_order):
         v = rows.loc[(rows[col].astype(str) == g) & (rows["feasible"] == 1), "cost"].to_numpy(dtype=float)
         fig.add_trace(go.Box(y=v, name=f"{attribute} = {g} (n={v.size})", boxpoints="outliers", boxmean=True))
     fig.update_layout(title=dict(text=f"Optimal recourse cost by {attribute}", y=0.97, yanchor="top"),

@@ -225,7 +225,7 @@ def prepare_data(df: pd.DataFrame, target: str | None = None, *,
             to_encode.append(c)
         else:
             i = int(np.flatnonzero(bad.to_numpy())[0])
-            mixed.append(f"{c!r}: {int(bad.sum())} non-numeric values (e.g. {s.iloc[i]!r} in row {i + 1})")
+            mixed.append(f"{c!r}: {int(bad.sum())} non-numeric values (e.g. {s.iloc[i]!r} in row {i})")
     if mixed:
         raise DataError("Some numeric columns hold text: " + "; ".join(mixed[:5])
                         + ". Fix or remove those values and upload again.")
@@ -244,7 +244,7 @@ def prepare_data(df: pd.DataFrame, target: str | None = None, *,
         if not drop_missing:
             raise DataError(
                 f"{int(missing.sum())} of {len(df)} rows have missing values (columns {cols[:6]}; first at "
-                f"row {i + 1}). Impute them, or choose to drop those rows."
+                f"row {i}). Impute them, or choose to drop those rows."
             )
         notes.append(f"Dropped {int(missing.sum())} rows with missing values (columns {cols[:6]}).")
         feats = feats.loc[~missing]

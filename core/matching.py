@@ -342,7 +342,7 @@ def _numeric(name: str, s: pd.Series) -> pd.Series:
                 "(or as Parquet)." if comma else "")
         raise DataError(
             f"Column {name!r} must hold numbers for the model, but {int(bad.sum())} of its values are text "
-            f"(e.g. {s.iloc[i]!r} in row {i + 1}).{hint} Fix or remove those values and upload again."
+            f"(e.g. {s.iloc[i]!r} in row {i}).{hint} Fix or remove those values and upload again."
         )
     return conv.astype(float)
 
@@ -387,7 +387,7 @@ def encode(ens: TreeEnsemble, table: pd.DataFrame, sources: list[Source], drop_m
         if not drop_missing:
             raise DataError(
                 f"{int(missing.sum())} of {n} rows of the data have missing values (columns {missing_cols[:6]}; "
-                f"first at row {i + 1}). The analyses need a number in every numerical column (even where the "
+                f"first at row {i}). The analyses need a number in every numerical column (even where the "
                 "model itself routes a missing value, a counterfactual or a region needs a value to move): impute "
                 "those values in the data, or choose to drop those rows."
             )

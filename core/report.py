@@ -19,6 +19,7 @@ import pandas as pd
 from core.auditmetrics import METRICS, SHARES
 from core.errors import AuditError
 from core.figures import cost_figure, metric_figure
+from core.shown import approx_text
 
 __all__ = ["audit_html", "extract_audit_json", "cost_figure", "metric_figure"]  # the figures live in core.figures
 
@@ -170,7 +171,7 @@ the groups of each attribute and of each intersection, with 95% percentile-boots
 <h2>Subgroups where recourse differs most</h2>{_table_html(sub_t, sub_sig) if len(sub_t) else '<p>–</p>'}
 <p class="muted">Subgroups of up to two conditions on the protected and other columns, each against the rest of the
 audited rows; burden counts a row without recourse at the largest cost any row needed; effectiveness is the share
-with a recourse within the budget {html.escape(str(meta.get('parameters', {}).get('budget')))}. p-values adjusted
+with a recourse within the budget {html.escape(approx_text(meta.get('parameters', {}).get('budget')))}. p-values adjusted
 over the whole scan (Westfall-Young max-T).</p>
 <h2>Rules most often prescribed (T-CREx)</h2>{_table_html(rules) if len(rules) else '<p>–</p>'}
 <h2>Provenance</h2>{_table_html(prov)}

@@ -2,7 +2,7 @@
 
 A rule is a box ``lower < x <= upper`` (infinite bounds are absent). Numbers
 read ``a < name <= b``, ``name > a`` or ``name <= b`` with 6 significant
-digits; a one-hot group (columns named ``group=level``) reads as one
+digits at most (rounded down, :func:`core.shown.bound_text`); a one-hot group (columns named ``group=level``) reads as one
 condition on the group: ``group = level`` when one column must be 1, ``group
 not in {level, ...}`` when columns must be 0 (T-CREx appendix A's one-hot and
 multi-cold rules; counterfactual rules' groups moved as one). Used by
@@ -16,12 +16,15 @@ from typing import Sequence
 
 import numpy as np
 
+from core.shown import bound_text
+
 __all__ = ["fmt", "conditions", "rule_text"]
 
 
 def fmt(v: float) -> str:
-    """A bound as written in a rule."""
-    return f"{v:.6g}"
+    """A bound as written in a rule (:func:`core.shown.bound_text`: exact, or
+    rounded down so the condition is true of the number shown)."""
+    return bound_text(v)
 
 
 def _group_condition(g: list[int], lower: np.ndarray, upper: np.ndarray, names: Sequence[str]) -> str | None:

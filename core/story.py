@@ -22,6 +22,7 @@ import pandas as pd
 
 from core.errors import NoCounterfactualRuleError
 from core.optimal import optimal_counterfactual
+from core.shown import approx_text, bound_text, number_text
 
 __all__ = ["CaseStory", "case_story"]
 
@@ -63,8 +64,10 @@ class CaseStory:
 
 
 def _num(v: Any) -> str:
-    if isinstance(v, (float, np.floating)):
-        return f"{v:.4g}"
+    """A case's value in full (:func:`core.shown.number_text`): the story's
+    recourse values are the checked ones, digit for digit."""
+    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)):
+        return number_text(v)
     return str(v)
 
 
@@ -117,11 +120,11 @@ def _conditions(schema: Any, names: list[str], bounded: list[int], lower: np.nda
                 out.append(f"{names[j]} at least {a}")
             continue
         if np.isfinite(lo) and np.isfinite(hi):
-            out.append(f"{names[j]} above {_num(lo)} and at most {_num(hi)}")
+            out.append(f"{names[j]} above {bound_text(lo)} and at most {bound_text(hi)}")
         elif np.isfinite(hi):
-            out.append(f"{names[j]} at most {_num(hi)}")
+            out.append(f"{names[j]} at most {bound_text(hi)}")
         else:
-            out.append(f"{names[j]} above {_num(lo)}")
+            out.append(f"{names[j]} above {bound_text(lo)}")
     return out
 
 
@@ -178,9 +181,9 @@ def _decision(case: _Case) -> tuple[Section, Any]:
         p = float(proba[list(ens.classes).index(pred)])
         decision = f"The model decides **{pred}** for this case, with a score of {p:.0%} for that outcome."
     else:
-        decision = f"The model predicts **{_num(float(pred))}** for this case."
+        decision = f"The model predicts **{approx_text(float(pred))}** for this case."
     want = (f"The outcome asked for is **{target}**." if ens.is_classifier else
-            f"The outcome asked for is a prediction between {_num(target[0])} and {_num(target[1])}.")
+            f"The outcome asked for is a prediction between {approx_text(float(target[0]))} and {approx_text(float(target[1]))}.")
     return ("The decision", (decision, want)), pred
 
 

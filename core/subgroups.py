@@ -40,6 +40,8 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
+from core.shown import label_order
+
 __all__ = ["scan_subgroups", "conditions", "SCAN_METRICS"]
 
 SCAN_METRICS = {"feasible": "share with a recourse", "cost": "mean recourse cost", "burden": "recourse burden",
@@ -64,7 +66,7 @@ def conditions(frame: pd.DataFrame, groups: dict[str, list[str]] | None = None, 
         v = frame[c].to_numpy()
         values = pd.unique(v)
         if len(values) <= max_levels:
-            for lv in sorted(values, key=str):
+            for lv in sorted(values, key=label_order):
                 text = np.format_float_positional(float(lv), trim="-") if isinstance(lv, (int, float, np.number)) \
                     else str(lv)
                 out.append((c, f"{c} = {text}", v == lv))

@@ -41,6 +41,7 @@ from core.dot import label as dot_label
 from core.ensemble import node_boxes
 from core.errors import DataError, GridTooLargeError, NoValidRuleError, NotFittedError, QueryError
 from core.ruletext import conditions
+from core.shown import bound_text
 
 __all__ = ["TCREx", "Rule", "Metarule", "NoValidRuleError"]
 
@@ -429,7 +430,7 @@ class TCREx:
             pen = ', penwidth=3, color="#d62728"' if i in hl else ""
             if t["feature"][i] >= 0:
                 j = int(t["feature"][i])
-                lines.append(f'  n{i} [label="{dot_label(self.feature_names_[j])} <= {t["threshold"][i]:.4g}", '
+                lines.append(f'  n{i} [label="{dot_label(self.feature_names_[j])} <= {bound_text(t["threshold"][i])}", '
                              f'fillcolor="#ffffff"{pen}];')
                 for child, lab in ((t["left"][i], "yes"), (t["right"][i], "no")):
                     edge_pen = ', penwidth=3, color="#d62728"' if (i in hl and int(child) in hl) else ""

@@ -42,6 +42,7 @@ from core.matching import (GENERIC_NAME, Source, categorical_codes, encode, matc
 from core.parsing.native import model_input
 from core.parsing.xgboost import OTHER_CODE
 from core.schema import Schema, infer_schema
+from core.shown import number_text
 
 __all__ = ["Workspace", "build_workspace", "changes_line", "PositionalMatchRequired", "GENERIC_NAME"]
 
@@ -162,10 +163,10 @@ class Workspace:
         return pd.DataFrame(out, columns=list(ens.feature_names))
 
     def value_text(self, j: int, v: float) -> str:
-        """One feature value as text: a category's name, or the number in short form."""
+        """One feature value as text: a category's name, or the number in full."""
         if self.ensemble.categories[j] is not None:
             return self.ensemble.category_label(j, v)
-        return f"{v:.4g}"
+        return number_text(v)
 
     def with_schema(self, schema: Schema) -> "Workspace":
         if schema.names != list(self.X.columns):
@@ -223,11 +224,12 @@ def _native_facts(native: TreeEnsemble, ens: TreeEnsemble) -> dict[str, Any]:
 
 
 def _cell_text(v: Any) -> str:
-    """A raw value as shown: a category's name, a number in short form, "(missing or unseen)"."""
+    """A raw value as shown: a category's name, a number in full
+    (:func:`core.shown.number_text`: what is shown is what was checked), "(missing or unseen)"."""
     if v is None or (isinstance(v, (float, np.floating)) and np.isnan(v)):
         return "(missing or unseen)"
-    if isinstance(v, (float, np.floating)):
-        return f"{float(v):.6g}"
+    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)):
+        return number_text(v)
     return str(v)
 
 

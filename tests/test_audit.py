@@ -54,9 +54,13 @@ def test_every_recourse_is_valid_on_the_model_and_keeps_the_protected_column(cre
     cm = make_cost_model(ens, "l1", schema=schema)
     X0 = X.to_numpy()[rows]
     costs = np.array([cm.cost(x0, x[None])[0] for x0, x in zip(X0, cf)])
-    # the reported cost is the infimum; the point sits 1e-6 of a range inside its cell per changed feature
-    assert costs == pytest.approx(a.rows["cost"].to_numpy()[found], abs=1e-5)
-    assert np.all(costs >= a.rows["cost"].to_numpy()[found] - 1e-12)
+    # the reported cost is the infimum over the point's cell; the point is the value with the fewest
+    # digits inside that cell, at most SHOWN_TOLERANCE of a range from its cheapest point per changed feature
+    from core.cells.result import SHOWN_TOLERANCE
+
+    extra = costs - a.rows["cost"].to_numpy()[found]
+    assert np.all(extra >= -1e-12)
+    assert np.all(extra <= SHOWN_TOLERANCE * a.rows["n_changed"].to_numpy()[found] + 1e-9)
 
 
 def test_shuffled_groups_do_not_cry_wolf(credit_audit):

@@ -69,7 +69,7 @@ def test_strings_in_numeric_columns_are_reported_with_an_example(table):
     t = table.astype({"a": object})
     t.loc[5, "a"] = "abc"
     df = cio.load_table(_csv(t), "t.csv")
-    with pytest.raises(DataError, match=r"'a': 1 non-numeric values \(e.g. 'abc' in row 6\)"):
+    with pytest.raises(DataError, match=r"'a': 1 non-numeric values \(e.g. 'abc' in row 5\)"):
         cio.prepare_data(df, "y")
 
 

@@ -89,7 +89,7 @@ def test_missing_numbers_are_the_datas_problem():
     df = _frame()[["age", "income", "y"]].astype({"income": float})
     model = RandomForestClassifier(5, random_state=0).fit(df[["age", "income"]], df.y)
     df.loc[3, "income"] = np.nan
-    with pytest.raises(DataError, match="rows of the data have missing values .*income.*row 4"):
+    with pytest.raises(DataError, match="rows of the data have missing values .*income.*row 3"):
         build_workspace(df, "y", model, name="t")
     ws = build_workspace(df, "y", model, name="t", drop_missing=True)
     assert len(ws.X) == len(df) - 1 and len(ws.y) == len(ws.X)

@@ -111,6 +111,8 @@ class CellProblem:
     upper_bound: float = np.inf
     nogoods: list[tuple[str, np.ndarray]] = field(default_factory=list)
     exclusions: list[list[int]] = field(default_factory=list)
+    lo: np.ndarray | None = None      # per feature, the smallest allowed value (the schema's range)
+    hi: np.ndarray | None = None      # per feature, the largest allowed value
 
     @property
     def n_features(self) -> int:
@@ -275,7 +277,8 @@ def build_problem(ens: TreeEnsemble, x: Any, target: Any, *, schema: Any = None,
         costs.append(c)
         hat[j] = h
     return CellProblem(ens, x_hat, tgt, cm, levels, points, costs, hat, groups,
-                       model_leaves, plausibility, plaus_leaves, kinds, _grid_key(kinds, plausibility))
+                       model_leaves, plausibility, plaus_leaves, kinds, _grid_key(kinds, plausibility),
+                       lo=lo, hi=hi)
 
 
 def feature_levels(ens: TreeEnsemble, kinds: list[str], plausibility: Plausibility | None = None

@@ -1,8 +1,12 @@
 """Reading a cell solution back as a checked counterfactual.
 
-Every point a solver or a start returns is re-checked with the ensemble and,
+Every point a solver or a start returns is first moved, feature by feature,
+to the value with the fewest significant digits inside its cell
+(:func:`shown_point`, :mod:`core.shown`), so the number a page or an export
+writes is the number checked; it is then re-checked with the ensemble and,
 when given, the original model (outputs equal and the target met), before it
-becomes a :class:`core.counterfactual.CounterfactualResult`. :class:`QueryRun`
+becomes a :class:`core.counterfactual.CounterfactualResult` (if the short
+point failed a check, the solver's own point is checked instead). :class:`QueryRun`
 holds what every result of one query shares (parameters, clock, timings, the
 original model), so the solvers' many exits each state only what differs.
 """
@@ -20,8 +24,13 @@ from core.cells.problem import CellProblem, explain_infeasible
 from core.counterfactual import CounterfactualResult, Target, changes_between
 from core.ensemble import TreeEnsemble
 from core.parsing.native import native_input, native_outputs
+from core.schema import INTEGRAL_KINDS
+from core.shown import shortest_inside
 
-__all__ = ["QueryRun", "check_on_model"]
+__all__ = ["QueryRun", "check_on_model", "shown_point"]
+
+#: how far (as a share of the feature's span) a shown value may sit from its cell's cheapest point
+SHOWN_TOLERANCE = 1e-4
 
 DISAGREES = "The original model disagrees with the converted ensemble on this point."
 
@@ -44,16 +53,21 @@ class QueryRun:
         prob, ens = self.prob, self.prob.ens
         valid, pred = False, None
         if x is not None:
-            valid = bool(prob.is_valid(x[None, :])[0])
+            disagrees = False
+            for cand in _candidates(prob, x):
+                valid = bool(prob.is_valid(cand[None, :])[0])
+                if valid and check and self.model is not None:
+                    valid = check_on_model(self.model, ens, cand, prob.target)
+                    disagrees = not valid
+                if valid:
+                    x = cand
+                    break
+            message = DISAGREES if disagrees else message
             pred = ens.predict(x[None, :])[0]
-            if valid and check and self.model is not None:
-                valid = check_on_model(self.model, ens, x, prob.target)
-                if not valid:
-                    message = DISAGREES
         return CounterfactualResult(
             x=x if valid else None, cost=float(cost), status=status if (valid or x is None) else "error",
             gap=float(gap), solve_time=time.perf_counter() - self.t0,
-            changes=changes_between(ens.feature_names, prob.x_hat, x) if (x is not None and valid) else (),
+            changes=changes_between(ens, prob.x_hat, x) if (x is not None and valid) else (),
             backend=backend, params=self.params, x_query=prob.x_hat.copy(), lower_bound=float(lower_bound),
             valid=valid, message=message, prediction=pred, timings=dict(self.timings))
 
@@ -66,6 +80,35 @@ class QueryRun:
         """No point found within the time limit (nothing proven)."""
         return self.result(None, np.inf, "time_limit", backend=backend, gap=np.inf,
                            message="No counterfactual was found within the time limit; allow more time.")
+
+
+def _candidates(prob: CellProblem, x: np.ndarray) -> list[np.ndarray]:
+    short = shown_point(prob, x)
+    return [short, x] if np.any(short != x) else [x]
+
+
+def shown_point(prob: CellProblem, x: np.ndarray) -> np.ndarray:
+    """``x`` with every moved continuous value replaced by the value with the
+    fewest significant digits strictly inside the same cell of the split levels
+    and the feature's range, within :data:`SHOWN_TOLERANCE` of the feature's
+    span from the cell's cheapest point (:func:`core.shown.shortest_inside`)."""
+    out = np.array(x, dtype=float)
+    for j in np.flatnonzero(out != prob.x_hat):
+        if (prob.kinds and prob.kinds[j] in INTEGRAL_KINDS) or prob.ens.categories[j] is not None:
+            continue
+        lv = prob.levels[j]
+        i = int(np.searchsorted(lv, out[j], side="left"))
+        if i == prob.hat[j]:
+            continue
+        a = lv[i - 1] if i > 0 else -np.inf
+        b = lv[i] if i < lv.size else np.inf
+        lo = prob.lo[j] if prob.lo is not None else -np.inf
+        hi = prob.hi[j] if prob.hi is not None else np.inf
+        ref = max(a, lo) if i > prob.hat[j] else min(b, hi)
+        if not np.isfinite(ref):
+            continue
+        out[j] = shortest_inside(out[j], a, b, lo, hi, ref, SHOWN_TOLERANCE * float(prob.cost_model.span[j]))
+    return out
 
 
 def check_on_model(model: Any, ens: TreeEnsemble, x: np.ndarray, target: Target) -> bool:

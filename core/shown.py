@@ -1,0 +1,137 @@
+"""Numbers as the analyst reads them: values that work as written.
+
+A recourse value is only useful if the number on the screen, typed back into
+the model, gives the outcome. Three rules follow, used by every page, export,
+story and report:
+
+* :func:`shortest_inside` picks, for a counterfactual value strictly inside
+  its cell ``(a, b)`` of the ensemble's split levels, the value with the
+  fewest significant digits that is still strictly inside the cell (never on a
+  split) and within the feature's range, and no further from the cell's cheap
+  end than a small tolerance; the counterfactual itself is moved there
+  (:meth:`core.cells.result.QueryRun.result`) and re-checked on the ensemble
+  and the original model, so the value shown *is* the value checked;
+* :func:`number_text` writes a value in full (the shortest text that reads
+  back as the same float), with thousands separators, integers as integers
+  and no scientific notation for money-sized numbers;
+* :func:`bound_text` writes a split threshold so that a label ``x <= shown``
+  or ``x > shown`` is true for the shown number itself: exact when the
+  threshold is short, otherwise rounded down (a split at 5095.5 never reads
+  "<= 5096").
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
+from typing import Any
+
+import numpy as np
+
+__all__ = ["number_text", "approx_text", "label_order", "bound_text", "round_sig", "shortest_inside", "parse_number"]
+
+#: significant digits a threshold is shown with when its exact text is longer
+BOUND_DIGITS = 6
+
+
+def round_sig(v: float, k: int, mode: str = "nearest") -> float:
+    """``v`` rounded to ``k`` significant digits ("nearest", "up" or "down"),
+    as the float its decimal text reads back as."""
+    if v == 0 or not math.isfinite(v):
+        return v
+    e = math.floor(math.log10(abs(v))) - k + 1
+    how = {"nearest": ROUND_HALF_EVEN, "up": ROUND_CEILING, "down": ROUND_FLOOR}[mode]
+    return float(Decimal(repr(float(v))).quantize(Decimal(1).scaleb(e), rounding=how))
+
+
+def shortest_inside(v: float, a: float, b: float, lo: float = -math.inf, hi: float = math.inf,
+                    ref: float | None = None, tol: float = 0.0) -> float:
+    """The value with the fewest significant digits in the open cell ``(a, b)``
+    and in ``[lo, hi]``, at most ``tol`` from ``ref`` (the cell's cheapest
+    point; default ``v``), tried nearest-rounding first, then rounding away from
+    ``ref``; ``v`` itself when nothing shorter qualifies."""
+    v = float(v)
+    ref = v if ref is None else float(ref)
+    up = v >= ref
+
+    def ok(c: float) -> bool:
+        return a < c < b and lo <= c <= hi and abs(c - ref) <= max(tol, abs(v - ref))
+
+    for k in range(1, 17):
+        for mode in ("nearest", "up" if up else "down"):
+            c = round_sig(v, k, mode)
+            if ok(c):
+                return c
+    return v
+
+
+def _group(int_text: str) -> str:
+    sign = "-" if int_text.startswith("-") else ""
+    digits = int_text.lstrip("-")
+    return sign + f"{int(digits):,}" if digits else int_text
+
+
+def number_text(v: Any, grouping: bool = True) -> str:
+    """A number written in full: the shortest text that reads back as the same
+    float (``47.26``, ``10,290``, ``32``), scientific only below 1e-4 or from
+    1e15; ``missing`` for NaN/None. Anything else is ``str(v)``."""
+    if v is None:
+        return "missing"
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+        return str(v)
+    if isinstance(v, (int, np.integer)):
+        return f"{int(v):,}" if grouping else str(int(v))
+    x = float(v)
+    if math.isnan(x):
+        return "missing"
+    if math.isinf(x):
+        return "∞" if x > 0 else "-∞"
+    if x == 0:
+        return "0"
+    if abs(x) < 1e-4 or abs(x) >= 1e15:
+        return repr(x)
+    s = np.format_float_positional(x, trim="-")
+    if not grouping:
+        return s
+    head, dot, tail = s.partition(".")
+    return _group(head) + dot + tail
+
+
+def approx_text(v: Any, digits: int = 4) -> str:
+    """A measured number (a prediction, a cost, a share) to ``digits``
+    significant digits, written as :func:`number_text` does (``12,350``, not
+    ``1.235e+04``). Never for a value the analyst is told to apply."""
+    if isinstance(v, (float, np.floating)) and math.isfinite(float(v)):
+        return number_text(round_sig(float(v), digits))
+    return number_text(v)
+
+
+def parse_number(text: str) -> float:
+    """The float a :func:`number_text` text stands for (separators removed)."""
+    t = str(text).strip().replace(",", "").replace("−", "-")
+    return {"∞": math.inf, "-∞": -math.inf}.get(t, float(t) if t != "missing" else math.nan)
+
+
+def bound_text(t: float, grouping: bool = True, digits: int = BOUND_DIGITS) -> str:
+    """A split threshold as written in a rule or a tree node: the exact value
+    when its shortest text has at most ``digits`` (:data:`BOUND_DIGITS`)
+    significant digits, otherwise rounded down to that many (so ``x <= shown`` holds for the shown
+    number and ``x > shown`` does not, as for the exact split)."""
+    t = float(t)
+    if not math.isfinite(t) or t == 0:
+        return number_text(t, grouping)
+    exact = repr(abs(t)).split("e")[0].replace(".", "").lstrip("0")
+    if len(exact) > digits:
+        t = round_sig(t, digits, "down")
+    return number_text(t, grouping)
+
+
+def label_order(label: Any) -> tuple:
+    """A sort key for group labels in their numbers' order: ``2`` before
+    ``10``, the bin ``[18, 30]`` before ``(30, 45]``; text labels after, by text."""
+    text = str(label)
+    head = text.lstrip("[(").split(",", 1)[0] if text[:1] in "[(" else text
+    try:
+        return (0, parse_number(head), text)
+    except ValueError:
+        return (1, 0.0, text)
