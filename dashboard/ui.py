@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import re
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 import streamlit as st
 
@@ -116,15 +116,50 @@ def big_table_gate(n_rows: int, what: str, key: str, limit: int = 20_000) -> boo
     return False
 
 
+DOWNLOADS = "_downloads"   # session key: per download key, (source, token, payload) of the file last built
+
+
+def download(container: Any, label: str, data: Any, file_name: str, mime: str, key: str, *,
+             source: Any = None, token: Any = None, prepare: bool = False, help: str | None = None) -> None:
+    """A download button whose file always arrives.
+
+    Streamlit's files built on click (a callable ``data``) are lost when the
+    page reruns between the click and the request ("Deferred file not found":
+    nothing arrives, no message); so the file is built here, once per result:
+    a callable ``data`` runs when ``source`` (the result object, kept alive
+    with the file) or ``token`` (e.g. a slider value) changed, and its bytes
+    are kept in the session. ``prepare``: a big file waits for a click on
+    "Prepare …" instead of being built on every visit. Clicking never reruns
+    the page (``on_click="ignore"``)."""
+    if callable(data):
+        memo = st.session_state.setdefault(DOWNLOADS, {})
+        held = memo.get(key)
+        if held is None or source is None or not _same(held[0], source) or held[1] != token:
+            if prepare and not container.button(f"Prepare {label[0].lower()}{label[1:]}", key=f"{key}_prepare"):
+                return
+            try:
+                memo[key] = held = (source, token, data())
+            except Exception as exc:   # the page stays; the user is told what failed
+                container.error(f"{label} could not be built: {plain(str(exc) or type(exc).__name__)}")
+                return
+        data = held[2]
+    container.download_button(label, data, file_name, mime, key=key, help=help, on_click="ignore")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """The same result: the same object, or equal plain values (never a result's own ``==``)."""
+    return a is b or (type(a) is type(b) and isinstance(a, (str, int, float, tuple)) and a == b)
+
+
 def graph_downloads(source: str, stem: str, key: str) -> None:
-    """Download buttons for a Graphviz figure: SVG and PNG (rendered only when
-    clicked; they need Graphviz's ``dot``) and its DOT source."""
+    """Download buttons for a Graphviz figure: SVG and PNG (they need Graphviz's
+    ``dot``; rendered once per figure) and its DOT source."""
     cols = st.columns(3)
     if dot.available():
-        cols[0].download_button("Figure (SVG)", lambda: dot.render(source, "svg"), f"{stem}.svg", "image/svg+xml",
-                                key=f"{key}_svg")
-        cols[1].download_button("Figure (PNG)", lambda: dot.render(source, "png"), f"{stem}.png", "image/png",
-                                key=f"{key}_png")
+        download(cols[0], "Figure (SVG)", lambda: dot.render(source, "svg"), f"{stem}.svg", "image/svg+xml",
+                 key=f"{key}_svg", source=key, token=source)
+        download(cols[1], "Figure (PNG)", lambda: dot.render(source, "png"), f"{stem}.png", "image/png",
+                 key=f"{key}_png", source=key, token=source)
     else:
         cols[0].caption("SVG and PNG exports need Graphviz on the server (`apt-get install graphviz`).")
-    cols[2].download_button("Figure (DOT source)", source, f"{stem}.dot", "text/vnd.graphviz", key=f"{key}_dot")
+    download(cols[2], "Figure (DOT source)", source, f"{stem}.dot", "text/vnd.graphviz", key=f"{key}_dot")

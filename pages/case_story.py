@@ -9,7 +9,7 @@ from core.rules import CounterfactualRules
 from core.story import case_story
 from dashboard import state
 from dashboard.caching import session_cached
-from dashboard.ui import user_errors
+from dashboard.ui import download, user_errors
 from dashboard.widgets import row_picker, target_picker
 
 ws, ens, schema, names, X, pred = state.page_context(
@@ -50,5 +50,5 @@ if got is not None:
             st.markdown(p)
     st.markdown("#### The case and its counterfactual")
     st.dataframe(story.table, key="cs_table")
-    st.download_button("Download the story (HTML)", story.to_html(), f"case-{story.row}.html", "text/html",
+    download(st, "Download the story (HTML)", story.to_html(), f"case-{story.row}.html", "text/html",
                        key="cs_download")

@@ -14,7 +14,7 @@ from dashboard import state
 from core.figures import rule_intervals_figure
 from core.csvsafe import to_csv
 from dashboard.caching import session_cached
-from dashboard.ui import big_table_gate, plain, user_errors
+from dashboard.ui import big_table_gate, download, plain, user_errors
 from dashboard.widgets import column_picker, row_picker, target_picker
 
 ws, ens, schema, names, X, pred = state.page_context(
@@ -122,10 +122,10 @@ with tab_local:
         changed = [n for j, n in enumerate(names) if np.any(samples[:, j] != X[g_row, j])]
         st.dataframe(table[["model output", "reaches target", "inlier", *changed]], hide_index=True, key="cr_samples")
         d1, d2 = st.columns(2)
-        d1.download_button("Download the rule (JSON)", json.dumps(rule.to_dict(names) | {"row": g_row}, indent=2,
+        download(d1, "Download the rule (JSON)", json.dumps(rule.to_dict(names) | {"row": g_row}, indent=2,
                                                                    default=str),
                            "counterfactual_rule.json", "application/json", key="cr_dl_json")
-        d2.download_button("Download the samples (CSV)", to_csv(table), "counterfactual_samples.csv",
+        download(d2, "Download the samples (CSV)", to_csv(table), "counterfactual_samples.csv",
                            "text/csv", key="cr_dl_csv")
 
 with tab_regional:
@@ -160,5 +160,5 @@ with tab_regional:
     reg = st.session_state.get("cr_regional")
     if reg is not None:
         st.dataframe(reg, hide_index=True, key="cr_reg_table")
-        st.download_button("Download regional rules (CSV)", to_csv(reg), "regional_rules.csv",
+        download(st, "Download regional rules (CSV)", to_csv(reg), "regional_rules.csv",
                            "text/csv", key="cr_reg_dl")

@@ -11,7 +11,7 @@ from core.schema import ACTIONABILITY, KINDS, Schema
 from dashboard import state
 from dashboard.caching import demo_workspace, load_model_cached, session_table
 from dashboard.deploy import settings as deployment
-from dashboard.ui import plain, user_errors
+from dashboard.ui import download, plain, user_errors
 from core.workspace import PositionalMatchRequired, build_workspace
 from core.csvsafe import to_csv
 
@@ -183,7 +183,7 @@ with st.form("dm_schema"):
             st.rerun()
 
 c1, c2, c3 = st.columns(3)
-c1.download_button("Download settings (JSON)", ws.schema.to_json(), "schema.json", "application/json",
+download(c1, "Download settings (JSON)", ws.schema.to_json(), "schema.json", "application/json",
                    key="dm_dl_schema")
 
 
@@ -197,8 +197,8 @@ def _data_csv() -> str:
     return to_csv(out)
 
 
-c2.download_button("Download data with predictions (CSV)", _data_csv, "data_predictions.csv", "text/csv",
-                   key="dm_dl_data")
+download(c2, "Download data with predictions (CSV)", _data_csv, "data_predictions.csv", "text/csv",
+                   key="dm_dl_data", source=ws, prepare=len(ws.X) > 50_000)
 schema_file = c3.file_uploader("Load settings (JSON)", type=["json"], key="dm_schema_file")
 if schema_file is not None and st.button("Apply loaded settings", key="dm_apply_schema_file"):
     with user_errors("The settings file was not applied"):

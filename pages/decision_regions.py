@@ -9,7 +9,7 @@ from core.regions import exact_counterfactual, projection_regions, slice_regions
 from dashboard import state
 from core.figures import regions_figure, regions_table
 from core.csvsafe import to_csv
-from dashboard.ui import user_errors
+from dashboard.ui import download, user_errors
 from dashboard.widgets import row_picker, target_picker
 
 ws, ens, schema, names, X, pred = state.page_context(
@@ -79,5 +79,5 @@ with user_errors("The regions could not be computed"), st.spinner("Computing exa
             st.caption("The counterfactual also changes features outside this slice; its marker shows only "
                        "its position on the two features drawn.")
     table = regions_table(rs.regions, ens, (fa, fb))
-    st.download_button("Download regions (CSV)", to_csv(table), "regions.csv", "text/csv",
+    download(st, "Download regions (CSV)", to_csv(table), "regions.csv", "text/csv",
                        key="dr_dl")

@@ -11,7 +11,7 @@ from core.report import fairness_tables, group_table, subgroup_table, tests_tabl
 from core.csvsafe import to_csv
 from dashboard import state
 from dashboard.history import remember
-from dashboard.ui import cluster_setting, plain, user_errors
+from dashboard.ui import cluster_setting, download, plain, user_errors
 
 ws, ens, schema, names, X, pred = state.page_context(
     "Fairness audit",
@@ -140,7 +140,7 @@ if len(by_group):
     if len(disp):
         st.dataframe(disp, hide_index=True, key="fa_disparities")
     st.dataframe(by_group, hide_index=True, key="fa_fairness")
-    st.download_button("Group fairness (CSV)", to_csv(audit.fairness), "group_fairness.csv", "text/csv",
+    download(st, "Group fairness (CSV)", to_csv(audit.fairness), "group_fairness.csv", "text/csv",
                        key="fa_dl_fairness")
 
 sub_t = subgroup_table(audit)
@@ -149,7 +149,7 @@ if len(sub_t):
     st.caption("Subgroups of up to two conditions, each against the rest of the audited rows; p-values adjusted "
                "over the whole scan (Westfall-Young max-T), so a significant row is unlikely to be chance.")
     st.dataframe(sub_t, hide_index=True, key="fa_subgroups")
-    st.download_button("Subgroup scan (CSV)", to_csv(audit.subgroups), "subgroup_scan.csv", "text/csv",
+    download(st, "Subgroup scan (CSV)", to_csv(audit.subgroups), "subgroup_scan.csv", "text/csv",
                        key="fa_dl_subgroups")
 
 if len(audit.rules):
@@ -160,8 +160,10 @@ with st.expander("Per-row results"):
     st.dataframe(audit.rows, hide_index=True, key="fa_rows_table")
 
 d1, d2, d3 = st.columns(3)
-d1.download_button("Report (HTML)", audit.to_html, "recourse_audit.html", "text/html", key="fa_dl_html",
+download(d1, "Report (HTML)", audit.to_html, "recourse_audit.html", "text/html", key="fa_dl_html",
+         source=audit,
                    help="Self-contained: figures, tables, fingerprints and settings; re-opens in this page.")
-d2.download_button("Per-row results (CSV)", audit.rows_csv(), "recourse_audit_rows.csv", "text/csv",
+download(d2, "Per-row results (CSV)", audit.rows_csv(), "recourse_audit_rows.csv", "text/csv",
                    key="fa_dl_csv")
-d3.download_button("Audit (JSON)", audit.to_json, "recourse_audit.json", "application/json", key="fa_dl_json")
+download(d3, "Audit (JSON)", audit.to_json, "recourse_audit.json", "application/json", key="fa_dl_json",
+         source=audit)

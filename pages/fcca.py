@@ -11,7 +11,7 @@ from core.fcca import explain_flat_curves, fcca, gosdt_available
 from dashboard import state
 from core.figures import fcca_curves_figure, fcca_heatmap_figure
 from core.csvsafe import to_csv
-from dashboard.ui import graph_downloads, session_cluster, user_errors
+from dashboard.ui import download, graph_downloads, session_cluster, user_errors
 
 ws, ens, schema, names, X, pred = state.page_context(
     "FCCA thresholds",
@@ -147,14 +147,14 @@ def discretised_csv() -> str:   # built when downloaded, not on every move of th
 
 
 e1, e2, e3, e4 = st.columns(4)
-e1.download_button("Thresholds (CSV)", to_csv(all_t), "fcca_thresholds.csv", "text/csv",
+download(e1, "Thresholds (CSV)", to_csv(all_t), "fcca_thresholds.csv", "text/csv",
                    key="fcca_dl_t")
-e2.download_button(f"Discretised data at Q={Q:.2f} (CSV)", discretised_csv, "fcca_discretised.csv",
-                   "text/csv", key="fcca_dl_d")
-e3.download_button("Counterfactual pairs (CSV)", lambda: to_csv(res.pairs_frame()), "fcca_pairs.csv",
-                   "text/csv", key="fcca_dl_p")
+download(e2, f"Discretised data at Q={Q:.2f} (CSV)", discretised_csv, "fcca_discretised.csv",
+                   "text/csv", key="fcca_dl_d", source=res, token=round(float(Q), 6))
+download(e3, "Counterfactual pairs (CSV)", lambda: to_csv(res.pairs_frame()), "fcca_pairs.csv",
+                   "text/csv", key="fcca_dl_p", source=res)
 if tree is not None:
-    e4.download_button("Tree (JSON)", json.dumps({
+    download(e4, "Tree (JSON)", json.dumps({
         "Q": Q, "method": tree.method, "depth": depth, "accuracy": tree.accuracy, "fidelity": tree.fidelity,
         "text": tree.to_text(), "graphviz": tree.to_graphviz(), "fcca": {**res.params, **res.summary()}},
         indent=2, default=str), "fcca_tree.json", "application/json", key="fcca_dl_tree")

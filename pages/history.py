@@ -9,7 +9,7 @@ from core.csvsafe import to_csv
 from dashboard import state
 from dashboard.deploy import settings
 from dashboard.history import owner, store, use_key
-from dashboard.ui import plain, user_errors
+from dashboard.ui import download, plain, user_errors
 
 st.title("Audit history")
 st.caption("Every finished fairness audit is kept here, after the session ends and across server restarts. "
@@ -44,7 +44,7 @@ if past.empty:
 shown = past.rename(columns={"n_rows": "rows", "n_significant": "significant gaps", "summary": "first finding"})
 st.dataframe(shown[["id", "created", "title", "data_name", "model_source", "target", "protected", "rows",
                     "significant gaps", "first finding"]], hide_index=True, key="hi_table")
-st.download_button("Download this list (CSV)", to_csv(past), "audit_history.csv", "text/csv",
+download(st, "Download this list (CSV)", to_csv(past), "audit_history.csv", "text/csv",
                    key="hi_dl_list")
 labels = {int(r.id): f"#{r.id} · {r.created} · {r.title}" for r in past.itertuples()}
 ids = list(labels)
@@ -82,7 +82,7 @@ with compare_tab:
                                            ("Gaps opened", "Gaps closed", "Gaps persisting", "Newly tested")):
                     col.metric(what, int(counts.get(name, 0)))
                 st.dataframe(diff, hide_index=True, key="hi_diff")
-                st.download_button("Download the comparison (CSV)", to_csv(diff),
+                download(st, "Download the comparison (CSV)", to_csv(diff),
                                    f"audit_{before_id}_vs_{after_id}.csv", "text/csv", key="hi_dl_diff")
 
 with delete_tab:

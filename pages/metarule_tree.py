@@ -11,7 +11,7 @@ from core.tcrex import TCREx
 from dashboard import state
 from core.figures import change_keep_counts, change_keep_figure, rule_box_figure
 from dashboard.caching import session_cached
-from dashboard.ui import big_table_gate, graph_downloads, plain, user_errors
+from dashboard.ui import big_table_gate, download, graph_downloads, plain, user_errors
 from dashboard.widgets import row_picker
 
 ws, ens, schema, names, X, pred = state.page_context(
@@ -81,7 +81,7 @@ with right:
         st.caption(f"R{k} bounds {len(feats)} feature(s); the 2-D view (Fig. 8c) is drawn for rules on two features.")
 
 d1, d2 = st.columns(2)
-d1.download_button("Download rules and metarules (text)", tc.to_text(), "tcrex_rules.txt", "text/plain",
+download(d1, "Download rules and metarules (text)", tc.to_text(), "tcrex_rules.txt", "text/plain",
                    key="mt_dl_txt")
-d2.download_button("Download rules and metarules (JSON)", json.dumps(tc.to_dict(), indent=2), "tcrex_rules.json",
+download(d2, "Download rules and metarules (JSON)", json.dumps(tc.to_dict(), indent=2), "tcrex_rules.json",
                    "application/json", key="mt_dl_json")

@@ -13,7 +13,7 @@ from core.optimal import BACKENDS, optimal_counterfactual
 from dashboard import state
 from dashboard.caching import plausibility_model
 from core.figures import counterfactual_changes_figure, counterfactual_table
-from dashboard.ui import plain, session_cluster, user_errors
+from dashboard.ui import download, plain, session_cluster, user_errors
 from core.workspace import changes_line
 from core.csvsafe import to_csv
 from dashboard.widgets import column_picker, row_picker, target_picker
@@ -154,9 +154,9 @@ with tab_one:
             if list(raw_t["column"]) != list(names):   # the download holds what the page shows first
                 out = raw_t
         d1, d2 = st.columns(2)
-        d1.download_button("Download table (CSV)", to_csv(out), "counterfactual.csv", "text/csv",
+        download(d1, "Download table (CSV)", to_csv(out), "counterfactual.csv", "text/csv",
                            key="ocf_dl_csv")
-        d2.download_button("Download result (JSON)", json.dumps(res.to_dict(), indent=2, default=str),
+        download(d2, "Download result (JSON)", json.dumps(res.to_dict(), indent=2, default=str),
                            "counterfactual.json", "application/json", key="ocf_dl_json")
 
 with tab_batch:
@@ -190,5 +190,5 @@ with tab_batch:
     table_b = st.session_state.get("ocb_results")
     if table_b is not None:
         st.dataframe(table_b, hide_index=True, key="ocb_table")
-        st.download_button("Download batch results (CSV)", to_csv(table_b), "counterfactuals.csv",
+        download(st, "Download batch results (CSV)", to_csv(table_b), "counterfactuals.csv",
                            "text/csv", key="ocb_dl")
