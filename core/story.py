@@ -232,11 +232,16 @@ def _rule(case: _Case, rules: Any) -> tuple[Section, Any]:
         rule = rules.local_rule(case.x, target, fixed=[names.index(n) for n in case.fixed if n in names])
     except NoCounterfactualRuleError as exc:
         return ("A rule for cases like this one", (f"No counterfactual rule was found: {exc}",)), None
+    weak_set = rule.cdp < rules.pi - 1e-12
     text = (f"A rule rather than one point: if {rule.to_text(names, groups)}, the other features kept, the "
             f"outcome becomes {target} with probability {rule.crp:.2f} (estimated by a surrogate forest).")
     if rule.below_pi_c:
-        text += (f" No rule reaches the level asked for ({rules.pi_c}); this is the best one found, so it "
-                 "is less sure.")
+        text += (f" Caveat: no rule reaches the level asked for ({rules.pi_c:.2f}); this is the best one found, "
+                 "so it is less sure.")
+    if weak_set:
+        text += (f" Caveat: changing only these features gives the outcome for {rule.cdp:.0%} of cases like this "
+                 f"one (below the {rules.pi:.0%} asked for), so the rule speaks for few of them; read it as a "
+                 "hint, and the smallest change above as the answer for this case.")
     return ("A rule for cases like this one", (text,)), rule
 
 

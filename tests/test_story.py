@@ -109,3 +109,25 @@ def test_story_of_a_categorical_model_speaks_in_its_columns():
         change = " ".join(dict(story.sections)["The smallest change"])
         assert story.facts["counterfactual"].found, change     # age and income can always move
         assert "fixed: sex)" in change and "sex=" not in change, change
+
+
+def test_a_weak_rule_is_told_with_its_caveat(credit_ws):
+    """A rule whose divergent set reached a low CDP, or no rule reaching pi_C, is not told as a plain
+    "rule for cases like this one" (#29: a CDP of 0.17 was)."""
+    ws = credit_ws
+    X = ws.X.to_numpy(float)
+    rules = CounterfactualRules(groups=list(ws.schema.groups().values()), random_state=0).fit(
+        X, ws.predictions, feature_names=list(ws.X.columns))
+    told = 0
+    for row in np.flatnonzero(ws.predictions == 0)[:40]:
+        story = case_story(ws, int(row), 1, rules=rules, time_limit=10)
+        rule = story.facts.get("rule")
+        if rule is None:
+            continue
+        text = " ".join(dict(story.sections)["A rule for cases like this one"])
+        weak = rule.cdp < rules.pi - 1e-12
+        assert ("Caveat" in text) == (weak or rule.below_pi_c), text
+        if weak:
+            assert f"{rule.cdp:.0%} of cases like this one" in text
+        told += 1
+    assert told >= 10
