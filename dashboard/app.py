@@ -55,5 +55,7 @@ with st.sidebar:
                     f"{len(ws.X):,} rows × {ws.X.shape[1]} features")
     share.share_button()
 
+share.check_link(state.get(state.Keys.WORKSPACE))
+share.link_notice()
 share.publish()
 nav.run()

@@ -24,6 +24,8 @@ from dashboard.ui import plain
 from dashboard.widgets import ROW, SHOWN, TARGET
 
 RESTORED = "_url_restored"
+LINK_ERROR = "link_error"    # what was wrong with the link this session was opened from (shown on every page)
+CHECK = "_url_check"         # row and target of the link, checked once the data is known
 TOKEN = "share_token"        # (workspace key, token) of the last "Share this view"
 
 
@@ -56,13 +58,51 @@ def restore() -> None:
                 state.put(state.Keys.WORKSPACE, demo_workspace(q["demo"]))
                 state.put(state.Keys.DEMO, q["demo"])
             else:
-                state.put(state.Keys.LAST_ERROR, f"The link names a demo {q['demo']!r} this app does not have.")
+                _broken(f"The link names a demo {q['demo']!r} this app does not have.")
     except AtlasError as exc:
-        state.put(state.Keys.LAST_ERROR, f"The link's data could not be opened: {exc}")
-    if q.get("row", "").isdigit():
-        st.session_state[ROW] = int(q["row"])
+        _broken(f"The link's data could not be opened: {exc}")
+    if "row" in q:
+        if q["row"].isdigit():
+            st.session_state[ROW] = int(q["row"])
+        else:
+            _broken(f"The link's row {q['row']!r} is not a row number.")
     if q.get("target"):
         st.session_state[TARGET] = _target_from_text(q["target"])
+    st.session_state[CHECK] = True
+
+
+def _broken(message: str) -> None:
+    errors = st.session_state.get(LINK_ERROR) or []
+    st.session_state[LINK_ERROR] = [*errors, message]
+
+
+def check_link(ws) -> None:
+    """Once the data is known: a link's row or class that this data does not have is said, not
+    silently replaced (the pages then show row 0 or the first other class)."""
+    if not st.session_state.pop(CHECK, False) or ws is None:
+        return
+    row, target = st.session_state.get(ROW), st.session_state.get(TARGET)
+    if row is not None and not 0 <= row < len(ws.X):
+        _broken(f"The link's row {row} is not in this data (rows 0 to {len(ws.X) - 1}).")
+        st.session_state[ROW] = None
+    if target is not None and ws.ensemble.is_classifier and not isinstance(target, tuple) \
+            and str(target) not in {str(c) for c in ws.ensemble.classes}:
+        _broken(f"The link's target {target!r} is not a class of this model "
+                f"({', '.join(map(str, ws.ensemble.classes))}).")
+        st.session_state[TARGET] = None
+
+
+def link_notice() -> None:
+    """On every page, until dismissed: what the link this session was opened from got wrong."""
+    errors = st.session_state.get(LINK_ERROR)
+    if not errors:
+        return
+    shown = "demo" if state.get(state.Keys.DEMO) else "data loaded"
+    st.error("This link could not be followed as sent: " + " ".join(plain(e) for e in errors)
+             + f" The {shown} is shown instead; ask the sender for a new link.")
+    if st.button("Dismiss", key="link_error_dismiss"):
+        st.session_state[LINK_ERROR] = None
+        st.rerun()
 
 
 def current_params() -> dict[str, str]:

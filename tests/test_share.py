@@ -63,3 +63,20 @@ def test_shared_uploaded_workspace_opens_from_its_link(fresh_history):
     assert again.number_input(key="ocf_row").value == 3
     bad = _app({"ws": "nope"})
     assert not bad.exception
+
+
+def test_a_broken_link_says_so_on_the_page_it_opens(fresh_history):
+    """A link whose data, demo, row or class this server does not have says so on the page it
+    opens (it used to open the demo without a word) and the notice can be dismissed."""
+    for params, said in (({"ws": "nope"}, "are not on this server"),
+                         ({"demo": "no-such-demo"}, "names a demo 'no-such-demo'"),
+                         ({"demo": "credit-lightgbm", "row": "999999"}, "row 999999 is not in this data"),
+                         ({"demo": "credit-lightgbm", "target": "maybe"}, "target 'maybe' is not a class")):
+        app = _app(params)
+        shown = " ".join(e.value for e in app.error)
+        assert "This link could not be followed as sent" in shown and said in shown, (params, shown)
+        assert app.number_input(key="ocf_row").value < len(app.session_state["workspace"].X)
+        app.button(key="link_error_dismiss").click().run()
+        assert not any("could not be followed" in e.value for e in app.error)
+    good = _app({"demo": "credit-lightgbm", "row": "12", "target": "0"})
+    assert not any("could not be followed" in e.value for e in good.error)
