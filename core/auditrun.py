@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import platform
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Callable, Sequence
 
@@ -28,6 +28,7 @@ from core.errors import AuditCancelled, AuditError
 from core.groupfair import group_fairness
 from core.rules import CounterfactualRules
 from core.settings import with_overrides
+from core.shown import outcome_text
 from core.subgroups import scan_subgroups
 from core.tcrex import TCREx
 
@@ -100,6 +101,7 @@ class Provenance:
     data_name: str = ""
     data_sha256: str = ""
     model_sha256: str = ""
+    class_names: dict[str, str] = field(default_factory=dict)   # the analyst's names of the classes
 
 
 @dataclass
@@ -345,7 +347,8 @@ def _meta(run: _Run, table: pd.DataFrame, prov: Provenance, sub: pd.DataFrame | 
                  "columns": names},
         "model": {"sha256": prov.model_sha256, "source": run.ens.source, "trees": run.ens.n_trees,
                   "task": run.ens.task},
-        "parameters": {"target": str(run.target_value),
+        "class_names": dict(prov.class_names),
+        "parameters": {"target": outcome_text(run.target_value),
                        "protected": {a: [names[j] for j in c] for a, c in run.attrs.items()},
                        "rows_audited": int(len(table)), "max_rows": s.max_rows,
                        "norm": s.norm if isinstance(s.norm, str) else dict(s.norm), "time_limit": s.time_limit,

@@ -208,7 +208,8 @@ class AuditStore:
         raw.to_parquet(table, index=False)
         meta = {"target": ws.target, "schema": ws.schema.to_json(), "ensemble": ens_meta,
                 "data_sha256": ws.data_sha256, "model_sha256": ws.model_sha256,
-                "drop_missing": len(ws.X) < len(ws.raw), "model_info": {k: str(v) for k, v in ws.model_info.items()}}
+                "drop_missing": len(ws.X) < len(ws.raw), "model_info": {k: str(v) for k, v in ws.model_info.items()},
+                "class_names": dict(ws.class_names)}
         token = secrets.token_urlsafe(24)
         try:
             with self.engine.begin() as con:
@@ -231,9 +232,10 @@ class AuditStore:
         with np.load(io.BytesIO(row["arrays"]), allow_pickle=False) as z:
             ens = TreeEnsemble.from_arrays(dict(z), meta["ensemble"])
         raw = pd.read_parquet(io.BytesIO(row["table"]))
-        return build_workspace(raw, meta["target"], ens, name=row["name"], data_sha256=meta["data_sha256"],
-                               model_sha256=meta["model_sha256"], drop_missing=meta["drop_missing"],
-                               model_info=meta["model_info"], schema=Schema.from_json(meta["schema"]))
+        ws = build_workspace(raw, meta["target"], ens, name=row["name"], data_sha256=meta["data_sha256"],
+                             model_sha256=meta["model_sha256"], drop_missing=meta["drop_missing"],
+                             model_info=meta["model_info"], schema=Schema.from_json(meta["schema"]))
+        return ws.with_class_names(meta["class_names"]) if meta.get("class_names") else ws
 
 
 def _engine_options(url: str) -> dict[str, Any]:

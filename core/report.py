@@ -156,7 +156,8 @@ def audit_html(audit: Any) -> str:
 <style>{_CSS}</style></head><body>
 <h1>Recourse audit</h1>
 <p class="muted">Counterfactual Atlas · {html.escape(meta.get('created', ''))} · {len(audit.rows)} rows with an
-unfavourable decision audited · protected: {html.escape(', '.join(attrs))} (held fixed in every recourse)</p>
+unfavourable decision audited · favourable outcome: {html.escape(_target_text(meta))} · protected:
+{html.escape(', '.join(attrs))} (held fixed in every recourse)</p>
 <h2>Summary</h2><ul>{summary}</ul>{f'<p class="muted">Notes:</p><ul>{notes}</ul>' if notes else ''}
 <h2>Per group</h2>{_table_html(group_table(audit))}
 <p class="muted">Shares and means with 95% percentile-bootstrap intervals. Costs are the optimal recourse costs
@@ -182,6 +183,13 @@ over the whole scan (Westfall-Young max-T).</p>
 file also embeds the whole audit, which the app re-opens (Fairness audit → Open a saved audit).</p>
 <script type="application/json" id="atlas-audit">{payload}</script>
 </body></html>"""
+
+
+def _target_text(meta: dict[str, Any]) -> str:
+    """The audit's favourable outcome, named as the analyst named its class."""
+    target = str(meta.get("parameters", {}).get("target", ""))
+    name = (meta.get("class_names") or {}).get(target)
+    return f"{name} ({target})" if name else target
 
 
 def extract_audit_json(text: str) -> str:

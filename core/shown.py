@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import math
 from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["number_text", "approx_text", "label_order", "bound_text", "round_sig", "shortest_inside", "parse_number"]
+__all__ = ["number_text", "approx_text", "label_order", "outcome_text", "check_class_names", "bound_text", "round_sig", "shortest_inside", "parse_number"]
 
 #: significant digits a threshold is shown with when its exact text is longer
 BOUND_DIGITS = 6
@@ -135,3 +135,43 @@ def label_order(label: Any) -> tuple:
         return (0, parse_number(head), text)
     except ValueError:
         return (1, 0.0, text)
+
+
+#: longest class name the analyst may give
+MAX_CLASS_NAME = 60
+
+
+def outcome_text(value: Any, class_names: Mapping[str, str] | None = None) -> str:
+    """A model outcome as the analyst named it: ``approved (1)`` for a class
+    named in ``class_names`` (class label as text -> name), the label alone
+    otherwise (``1``, never ``np.int64(1)``); a regressor's value or interval
+    in short form (``(194.6, 313.6)``)."""
+    if isinstance(value, tuple) and len(value) == 2:
+        return f"({approx_text(float(value[0]))}, {approx_text(float(value[1]))})"
+    label = number_text(value, grouping=False) if isinstance(value, (np.integer, int)) \
+        and not isinstance(value, (bool, np.bool_)) else str(value)
+    if isinstance(value, (float, np.floating)):
+        label = number_text(float(value), grouping=False) if float(value).is_integer() else approx_text(value)
+    name = (class_names or {}).get(label) or (class_names or {}).get(str(value))
+    return f"{name} ({label})" if name else label
+
+
+def check_class_names(names: Mapping[Any, Any], classes: Sequence[Any]) -> dict[str, str]:
+    """Class names as given by the analyst, checked: keys are the model's
+    classes (as text), names are non-empty, distinct and short. Blank names
+    are dropped (the class keeps its label). Raises ValueError saying what to fix."""
+    known = {str(c) for c in classes}
+    out: dict[str, str] = {}
+    for k, v in names.items():
+        key, name = str(k), " ".join(str(v or "").split())
+        if key not in known:
+            raise ValueError(f"{key!r} is not a class of this model; its classes are {sorted(known)}.")
+        if not name:
+            continue
+        if len(name) > MAX_CLASS_NAME:
+            raise ValueError(f"The name for class {key} is {len(name)} characters long; keep it under "
+                             f"{MAX_CLASS_NAME}.")
+        out[key] = name
+    if len(set(out.values())) < len(out):
+        raise ValueError("Two classes have the same name; give each class its own name.")
+    return out

@@ -179,11 +179,13 @@ def _decision(case: _Case) -> tuple[Section, Any]:
     if ens.is_classifier:
         proba = ens.predict_proba(x[None, :])[0]
         p = float(proba[list(ens.classes).index(pred)])
-        decision = f"The model decides **{pred}** for this case, with a score of {p:.0%} for that outcome."
+        decision = (f"The model decides **{case.ws.outcome_text(pred)}** for this case, with a score of {p:.0%} "
+                    "for that outcome.")
     else:
         decision = f"The model predicts **{approx_text(float(pred))}** for this case."
-    want = (f"The outcome asked for is **{target}**." if ens.is_classifier else
-            f"The outcome asked for is a prediction between {approx_text(float(target[0]))} and {approx_text(float(target[1]))}.")
+    want = (f"The outcome asked for is **{case.ws.outcome_text(target)}**." if ens.is_classifier else
+            f"The outcome asked for is a prediction between {approx_text(float(target[0]))} and "
+            f"{approx_text(float(target[1]))}.")
     return ("The decision", (decision, want)), pred
 
 
@@ -234,7 +236,8 @@ def _rule(case: _Case, rules: Any) -> tuple[Section, Any]:
         return ("A rule for cases like this one", (f"No counterfactual rule was found: {exc}",)), None
     weak_set = rule.cdp < rules.pi - 1e-12
     text = (f"A rule rather than one point: if {rule.to_text(names, groups)}, the other features kept, the "
-            f"outcome becomes {target} with probability {rule.crp:.2f} (estimated by a surrogate forest).")
+            f"outcome becomes {case.ws.outcome_text(target)} with probability {rule.crp:.2f} (estimated by a "
+            "surrogate forest).")
     if rule.below_pi_c:
         text += (f" Caveat: no rule reaches the level asked for ({rules.pi_c:.2f}); this is the best one found, "
                  "so it is less sure.")
@@ -318,5 +321,6 @@ def case_story(ws: Any, row: int, target: Any, *, time_limit: float = 30.0, rule
     groups = _groups(case, audit)
     if groups is not None:
         sections.append(groups)
-    title = f"Case {row}: {pred} → {target}" if case.ens.is_classifier else f"Case {row}"
+    title = (f"Case {row}: {case.ws.outcome_text(pred)} → {case.ws.outcome_text(target)}" if case.ens.is_classifier
+             else f"Case {row}")
     return CaseStory(row=row, title=title, sections=tuple(sections), table=table, facts=facts)

@@ -42,7 +42,7 @@ from core.matching import (GENERIC_NAME, Source, categorical_codes, encode, matc
 from core.parsing.native import model_input
 from core.parsing.xgboost import OTHER_CODE
 from core.schema import Schema, infer_schema
-from core.shown import number_text
+from core.shown import check_class_names, number_text, outcome_text
 
 __all__ = ["Workspace", "build_workspace", "changes_line", "PositionalMatchRequired", "GENERIC_NAME"]
 
@@ -70,6 +70,7 @@ class Workspace:
     model_info : facts about the model (origin, scores) for display.
     model_facts : the uploaded model's own size (trees, depth, leaves, features)
         when ``ensemble`` is a rewrite of it (categorical splits as one-hot trees).
+    class_names : the analyst's names of a classifier's classes (label as text -> name).
     """
 
     name: str
@@ -87,6 +88,22 @@ class Workspace:
     mapping: tuple[tuple[str, str], ...] = ()
     ignored: tuple[str, ...] = ()
     model_facts: dict[str, Any] = field(default_factory=dict)
+    class_names: dict[str, str] = field(default_factory=dict)
+
+    def outcome_text(self, value: Any) -> str:
+        """A class or prediction as the analyst named it (:func:`core.shown.outcome_text`)."""
+        return outcome_text(value, self.class_names if self.ensemble.is_classifier else None)
+
+    def with_class_names(self, names: dict[Any, Any]) -> "Workspace":
+        """This workspace with the analyst's names for its classes (e.g. 0 = "refused",
+        1 = "approved"), used by every page, the story and the report; nothing else changes."""
+        if not self.ensemble.is_classifier:
+            raise SchemaError("Class names are for classifiers; this model predicts numbers.")
+        try:
+            checked = check_class_names(names, self.ensemble.classes)
+        except ValueError as exc:
+            raise SchemaError(str(exc)) from None
+        return replace(self, class_names=checked)
 
     @cached_property
     def predictions(self) -> np.ndarray:

@@ -55,6 +55,15 @@ def plain(text: object) -> str:
     return "".join(out).replace("\n", "  \n")
 
 
+def plain_bold(text: object) -> str:
+    """:func:`plain` for text whose only Markdown is ``**bold**`` (the case
+    story's): the bold survives, anything inside it or around it is shown as written."""
+    parts = str(text).split("**")
+    if len(parts) % 2 == 0:            # an odd number of markers: nothing is bold
+        return plain(text)
+    return "**".join(plain(p) for p in parts)
+
+
 @contextmanager
 def user_errors(title: str) -> Iterator[None]:
     """Show a failure inside the block as a message on the page, never a traceback.

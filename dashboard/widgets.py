@@ -16,6 +16,9 @@ from typing import Any, Callable
 import numpy as np
 import streamlit as st
 
+from core.shown import approx_text, outcome_text
+from dashboard import state
+
 ROW = "shared_row"           # the row every page explains (int), None before any choice
 TARGET = "shared_target"     # the target the user chose: a class, or (lo, hi) for a regressor; None = default
 SHOWN = "shown_target"       # the target the last one-row page showed (chosen or default), for links
@@ -59,9 +62,12 @@ def target_picker(container: Any, ens: Any, pred: np.ndarray, row_pred: Any, pre
         else:
             value = next((c for c in classes if c != row_pred), classes[0])
         st.session_state[key] = value
-        target = container.selectbox(label, classes, key=key, on_change=_sync(key, TARGET))
+        names = getattr(state.get(state.Keys.WORKSPACE), "class_names", None) or {}
+        target = container.selectbox(label, classes, key=key, on_change=_sync(key, TARGET),
+                                     format_func=lambda c: outcome_text(c, names))
         if target == row_pred:
-            container.caption(f"This row is already predicted {target}: there is nothing to change. "
+            container.caption(f"This row is already predicted {outcome_text(target, names)}: there is nothing to "
+                              "change. "
                               "Choose another outcome, or another row.")
         if row_pred is not None:
             st.session_state[SHOWN] = target
@@ -82,7 +88,7 @@ def target_picker(container: Any, ens: Any, pred: np.ndarray, row_pred: Any, pre
         container.error("The lower end of the target is above the upper end: swap them.")
         st.stop()
     if row_pred is not None and lo <= float(row_pred) <= hi:
-        container.caption(f"This row's prediction {float(row_pred):.4g} is already in the target: there is "
+        container.caption(f"This row's prediction {approx_text(float(row_pred))} is already in the target: there is "
                           "nothing to change. Choose another interval, or another row.")
     if row_pred is not None:
         st.session_state[SHOWN] = (float(lo), float(hi))

@@ -9,7 +9,7 @@ from core.rules import CounterfactualRules
 from core.story import case_story
 from dashboard import state
 from dashboard.caching import session_cached
-from dashboard.ui import download, user_errors
+from dashboard.ui import download, plain, plain_bold, user_errors
 from dashboard.widgets import row_picker, target_picker
 
 ws, ens, schema, names, X, pred = state.page_context(
@@ -43,11 +43,11 @@ if got is not None:
     g_row, g_target, story = got
     if (g_row, g_target) != (row, str(target)):
         st.caption("This story is for an earlier choice of case or outcome; press the button to tell the current one.")
-    st.subheader(story.title)
+    st.subheader(plain(story.title))
     for head, paras in story.sections:
         st.markdown(f"#### {head}")
         for p in paras:
-            st.markdown(p)
+            st.markdown(plain_bold(p))
     st.markdown("#### The case and its counterfactual")
     st.dataframe(story.table, key="cs_table")
     download(st, "Download the story (HTML)", story.to_html(), f"case-{story.row}.html", "text/html",

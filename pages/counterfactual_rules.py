@@ -74,7 +74,7 @@ tab_local, tab_regional = st.tabs(["One row", "Sub-populations"])
 with tab_local:
     r1, r2 = st.columns([1, 3])
     row = row_picker(r1, len(X), "cr_row")
-    r2.markdown(f"Prediction for row {row}: **{pred[row]}**")
+    r2.markdown(f"Prediction for row {row}: **{plain(ws.outcome_text(pred[row]))}**")
     target = _target("cr", pred[row])
     if st.button("Find the counterfactual rule", type="primary", key="cr_go"):
         with user_errors("No counterfactual rule"):
@@ -99,11 +99,12 @@ with tab_local:
                        f"CDP {g_pi}; the rule uses the set with the highest CDP found ({rule.cdp:.2f}).")
         if rule.below_pi_c:
             st.warning(f"Below pi_C: no region reaches the rule probability {g_pic}; this is the best rule found "
-                       f"(CRP {rule.crp:.2f}), so its counterfactuals reach {g_target} less surely. Lower pi_C or "
+                       f"(CRP {rule.crp:.2f}), so its counterfactuals reach {plain(ws.outcome_text(g_target))} "
+                       "less surely. Lower pi_C or "
                        "allow more features to change for a surer rule.")
         (st.info if rule.below_pi_c else st.success)(
             f"**If** {rule.to_text(names, groups)}, the other features kept, **then** the outcome is "
-            f"{g_target} with probability {rule.crp:.2f}.")
+            f"{plain(ws.outcome_text(g_target))} with probability {rule.crp:.2f}.")
         if len(rule.divergent_sets) > 1:
             st.caption("Other minimal sets: " + "; ".join(
                 f"{{{', '.join(names[j] for j in s)}}} (CDP {c:.2f})" for s, c in rule.divergent_sets[1:6]))

@@ -161,7 +161,26 @@ preview = ws.raw_view(ws.X.head(200))
 if ws.y is not None:
     preview.insert(0, ws.target, ws.y.head(200).to_numpy())
 preview.insert(1 if ws.y is not None else 0, "prediction", ws.predictions[:200])
+if ws.class_names:
+    preview.insert(2 if ws.y is not None else 1, "predicted outcome",
+                   [ws.outcome_text(p) for p in ws.predictions[:200]])
 st.dataframe(preview, height=260, key="dm_preview")
+
+if ws.ensemble.is_classifier and len(ws.ensemble.classes) <= 50:
+    with st.expander("Class names" + (f" · {', '.join(ws.outcome_text(c) for c in ws.ensemble.classes)}"
+                                      if ws.class_names else "")):
+        st.caption("Name the model's outcomes as your audience reads them (e.g. 0 = refused, 1 = approved): "
+                   "every page, the case story and the audit report use these names. Leave a name blank to "
+                   "show the class as it is.")
+        with st.form("dm_class_names"):
+            given = {str(c): st.text_input(f"Class {c}", ws.class_names.get(str(c), ""), key=f"dm_class_{i}",
+                                           max_chars=60)
+                     for i, c in enumerate(ws.ensemble.classes)}
+            if st.form_submit_button("Apply class names"):
+                with user_errors("The class names were not applied"):
+                    state.put(K.WORKSPACE, ws.with_class_names(given))
+                    state.put(K.LAST_NOTICE, "Class names applied.")
+                    st.rerun()
 
 st.subheader("Feature settings")
 st.caption("Kind, range, actionability (free, fixed, increase-only, decrease-only), cost weight and "
@@ -194,6 +213,8 @@ def _data_csv() -> str:
     if ws.y is not None:
         out.insert(0, ws.target, ws.y.to_numpy())
     out["prediction"] = ws.predictions
+    if ws.class_names:
+        out["predicted outcome"] = [ws.outcome_text(p) for p in ws.predictions]
     return to_csv(out)
 
 

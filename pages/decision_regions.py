@@ -60,7 +60,7 @@ with user_errors("The regions could not be computed"), st.spinner("Computing exa
             st.stop()
         rs = projection_regions(ens, x, target, (fa, fb), radius=cf.cost * radius_k, norm=norm, schema=schema,
                                 max_regions=max_regions, time_limit=20.0)
-        title = f"Regions giving {target} within {radius_k:.1f}× the counterfactual distance"
+        title = f"Regions giving {ws.outcome_text(target)} within {radius_k:.1f}× the counterfactual distance"
         opacity = 0.35
     m = st.columns(4)
     m[0].metric("Regions drawn", f"{len(rs.regions):,}")

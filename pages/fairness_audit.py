@@ -79,7 +79,8 @@ with tab_run:
                               time_limit=float(limit), n_jobs=jobs, scheduler=address,
                               n_boot=n_boot, n_perm=n_perm, alpha=alpha, tcrex=use_tcrex,
                               local_rules_per_group=local, model=ws.model, data_sha256=ws.data_sha256,
-                              model_sha256=ws.model_sha256, data_name=ws.name, progress=show, y=ws.y)
+                              model_sha256=ws.model_sha256, data_name=ws.name, progress=show, y=ws.y,
+                              class_names=ws.class_names)
             st.session_state["fa_result"] = {"key": KEY, "audit": audit, "source": "run"}
             if (stored := remember(audit, title=f"{ws.name} · {ens.source}")) is not None:
                 st.toast(f"Stored in the audit history as #{stored}.")

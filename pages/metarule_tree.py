@@ -51,7 +51,7 @@ m[3].metric("Fit time", f"{tc.fit_time_ * 1000:.0f} ms")
 
 row = row_picker(st, len(X), "mt_row", label="Explain row",
                  default=int(np.argmax(pred != target)) if ens.is_classifier else 0)
-st.info(f"Row {row} (prediction {pred[row]}): {plain(tc.recourse_text(X[row]))}")
+st.info(f"Row {row} (prediction {plain(ws.outcome_text(pred[row]))}): {plain(tc.recourse_text(X[row]))}")
 tree_dot = tc.to_graphviz(highlight=tc.decision_path(X[row]))
 st.graphviz_chart(tree_dot)
 graph_downloads(tree_dot, "metarule_tree", "mt_fig")

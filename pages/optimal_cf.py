@@ -123,7 +123,7 @@ def _show(result, container):
 with tab_one:
     c1, c2 = st.columns([1, 3])
     row = row_picker(c1, len(X), "ocf_row")
-    c2.markdown(f"Prediction for row {row}: **{pred[row]}**"
+    c2.markdown(f"Prediction for row {row}: **{plain(ws.outcome_text(pred[row]))}**"
                 + (f" · label in the data: **{ws.y.iloc[row]}**" if ws.y is not None else ""))
     with st.expander("What-if: edit the row before asking"):
         edited = st.data_editor(pd.DataFrame([X[row]], columns=names), key=f"ocf_edit_{row}", hide_index=True)
@@ -164,8 +164,9 @@ with tab_batch:
     choices = list(ens.classes) if ens.is_classifier else None
     if ens.is_classifier:
         b1, b2, b3 = st.columns(3)
-        from_cls = b1.selectbox("Rows predicted as", choices, key="ocb_from")
-        to_cls = b2.selectbox("Target outcome", choices, index=min(1, len(choices) - 1), key="ocb_to")
+        from_cls = b1.selectbox("Rows predicted as", choices, key="ocb_from", format_func=ws.outcome_text)
+        to_cls = b2.selectbox("Target outcome", choices, index=min(1, len(choices) - 1), key="ocb_to",
+                              format_func=ws.outcome_text)
         n_rows = int(b3.number_input("How many rows", 1, 5000, 20, key="ocb_n"))
         rows = np.flatnonzero(pred == from_cls)[:n_rows]
         targets = [to_cls] * len(rows)
