@@ -348,7 +348,8 @@ def _meta(run: _Run, table: pd.DataFrame, prov: Provenance, sub: pd.DataFrame | 
         "model": {"sha256": prov.model_sha256, "source": run.ens.source, "trees": run.ens.n_trees,
                   "task": run.ens.task},
         "class_names": dict(prov.class_names),
-        "parameters": {"target": outcome_text(run.target_value),
+        "parameters": {"target": ([float(v) for v in run.target_value] if isinstance(run.target_value, tuple)
+                               else outcome_text(run.target_value)),
                        "protected": {a: [names[j] for j in c] for a, c in run.attrs.items()},
                        "rows_audited": int(len(table)), "max_rows": s.max_rows,
                        "norm": s.norm if isinstance(s.norm, str) else dict(s.norm), "time_limit": s.time_limit,

@@ -19,7 +19,7 @@ import pandas as pd
 from core.auditmetrics import METRICS, SHARES
 from core.errors import AuditError
 from core.figures import cost_figure, metric_figure
-from core.shown import approx_text
+from core.shown import approx_text, outcome_text
 
 __all__ = ["audit_html", "extract_audit_json", "cost_figure", "metric_figure"]  # the figures live in core.figures
 
@@ -187,7 +187,10 @@ file also embeds the whole audit, which the app re-opens (Fairness audit → Ope
 
 def _target_text(meta: dict[str, Any]) -> str:
     """The audit's favourable outcome, named as the analyst named its class."""
-    target = str(meta.get("parameters", {}).get("target", ""))
+    target = meta.get("parameters", {}).get("target", "")
+    if isinstance(target, list) and len(target) == 2:          # a regressor's interval
+        return f"a prediction in {outcome_text(tuple(target))}"
+    target = str(target)
     name = (meta.get("class_names") or {}).get(target)
     return f"{name} ({target})" if name else target
 

@@ -167,7 +167,7 @@ def _case(ws: Any, row: int, target: Any, fixed: Any) -> _Case:
     if not 0 <= row < len(X):
         raise IndexError(f"Row {row} is outside 0..{len(X) - 1}.")
     x = X[row]
-    raw = ws.raw_view(x[None, :]).iloc[0]
+    raw = ws.raw_view(x[None, :], [row]).iloc[0]
     fixed = [f.name for f in ws.schema.features if f.actionability == "fixed"] if fixed is None else list(fixed)
     return _Case(ws, row, target, list(ws.ensemble.feature_names), X, x, raw, fixed)
 
@@ -214,7 +214,7 @@ def _smallest_change(case: _Case, time_limit: float) -> tuple[Section, pd.DataFr
     if not res.found:
         cf_text = f"No change of the features that may change gives the outcome asked for: {res.message}"
         return ("The smallest change", (cf_text,)), table, res, None
-    cf_raw = ws.raw_view(np.asarray(res.x, dtype=float)[None, :]).iloc[0]
+    cf_raw = ws.raw_view(np.asarray(res.x, dtype=float)[None, :], [case.row]).iloc[0]
     changed = [c for c in cf_raw.index if _num(cf_raw[c]) != _num(raw[c])]
     steps = "; ".join(f"{c} from {_num(raw[c])} to {_num(cf_raw[c])}" for c in changed)
     proven = ("This is proven to be the smallest such change" if res.status == "optimal" else

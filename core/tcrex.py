@@ -430,9 +430,14 @@ class TCREx:
             pen = ', penwidth=3, color="#d62728"' if i in hl else ""
             if t["feature"][i] >= 0:
                 j = int(t["feature"][i])
-                lines.append(f'  n{i} [label="{dot_label(self.feature_names_[j])} <= {bound_text(t["threshold"][i])}", '
-                             f'fillcolor="#ffffff"{pen}];')
-                for child, lab in ((t["left"][i], "yes"), (t["right"][i], "no")):
+                label, yes_no = f"{self.feature_names_[j]} <= {bound_text(t['threshold'][i])}", ("yes", "no")
+                group = next((g for g in self.groups_ if j in g), None)
+                if group is not None and 0 <= t["threshold"][i] < 1:   # a one-hot column: "is the category c?"
+                    name = str(self.feature_names_[j])
+                    label, yes_no = (f"{name.split('=', 1)[0]} = {name.split('=', 1)[1]}?" if "=" in name
+                                     else f"{name}?"), ("no", "yes")
+                lines.append(f'  n{i} [label="{dot_label(label)}", fillcolor="#ffffff"{pen}];')
+                for child, lab in zip((t["left"][i], t["right"][i]), yes_no):
                     edge_pen = ', penwidth=3, color="#d62728"' if (i in hl and int(child) in hl) else ""
                     lines.append(f'  n{i} -> n{int(child)} [label="{lab}"{edge_pen}];')
             else:

@@ -132,39 +132,52 @@ class Workspace:
         category codes become the model's categories (missing code: None/NaN)."""
         return model_input(self.ensemble, np.atleast_2d(np.asarray(X, dtype=float)), frame=True)
 
-    def raw_view(self, X: Any) -> pd.DataFrame:
+    def raw_view(self, X: Any, rows: Sequence[int | None] | None = None) -> pd.DataFrame:
         """:meth:`to_raw` for showing: a level that stands for many values (XGBoost's
         "any other code", CatBoost's "any other value") reads as its name, not as
-        the one value the model is given for it."""
+        the one value the model is given for it; but where ``rows`` names the
+        workspace row a line stands for and the line keeps that row's level, it
+        reads as the person's own value from the table."""
         X = np.atleast_2d(np.asarray(X, dtype=float))
         out, ens = self.to_raw(X), self.ensemble
         if ens.meta.get("input") == "expanded":
             info = ens.meta["expanded"]
             codes, names, cats = decode(ens.meta, X), info["names"], info["categories"]
+            own = None if rows is None else decode(ens.meta, self.X.to_numpy(dtype=float)[
+                [r if r is not None else 0 for r in rows]])
         else:
             codes, names, cats = X, ens.feature_names, ens.categories
+            own = None if rows is None else self.X.to_numpy(dtype=float)[[r if r is not None else 0 for r in rows]]
         many = {OTHER_CODE, ens.meta.get("other_level", OTHER_CODE)}
         for j, (name, c) in enumerate(zip(names, cats)):
             if c and c[-1] in many and name in out.columns:
                 hit = codes[:, j] == len(c) - 1
                 if hit.any():
-                    out[name] = out[name].astype(object).where(~hit, c[-1])
+                    shown = out[name].astype(object).where(~hit, c[-1])
+                    if own is not None and name in self.raw.columns:
+                        for i in np.flatnonzero(hit):
+                            if rows[i] is not None and own[i, j] == codes[i, j]:
+                                shown.iloc[i] = self.raw.loc[self.X.index[rows[i]], name]
+                    out[name] = shown
         return out
 
-    def raw_changes(self, x: Any, x_cf: Any) -> pd.DataFrame:
+    def raw_changes(self, x: Any, x_cf: Any, row: int | None = None) -> pd.DataFrame:
         """A row and its counterfactual in the analyst's raw columns (category
         names, raw units; :meth:`raw_view`): one row per column with ``column``,
-        ``original``, ``counterfactual`` (as text) and ``changed``."""
-        rows = self.raw_view(np.vstack([np.asarray(x, dtype=float), np.asarray(x_cf, dtype=float)]))
+        ``original``, ``counterfactual`` (as text) and ``changed``. ``row``: the
+        workspace row ``x`` stands for, so a category the model folds into "any
+        other value" reads as the person's own value."""
+        rows = self.raw_view(np.vstack([np.asarray(x, dtype=float), np.asarray(x_cf, dtype=float)]),
+                             None if row is None else [row, row])
         a, b = rows.iloc[0], rows.iloc[1]
         changed = [not (_same(a[c], b[c])) for c in rows.columns]
         return pd.DataFrame({"column": [str(c) for c in rows.columns], "original": [_cell_text(v) for v in a],
                              "counterfactual": [_cell_text(v) for v in b], "changed": changed})
 
-    def describe_raw_changes(self, x: Any, x_cf: Any, sep: str = "; ") -> str:
+    def describe_raw_changes(self, x: Any, x_cf: Any, sep: str = "; ", row: int | None = None) -> str:
         """The changes of :meth:`raw_changes` as one line, ``column: before → after``
         (a category switch is one change)."""
-        return changes_line(self.raw_changes(x, x_cf), sep)
+        return changes_line(self.raw_changes(x, x_cf, row), sep)
 
     def labels(self, X: Any) -> pd.DataFrame:
         """Codes-view rows for display: feature names as columns, categorical

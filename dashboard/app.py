@@ -23,6 +23,7 @@ from dashboard.pages_registry import PAGES  # noqa: E402
 from dashboard.ui import plain  # noqa: E402
 from dashboard.caching import demo_workspace  # noqa: E402
 from core.demo import DEMOS  # noqa: E402
+from core.columns import analyst_columns  # noqa: E402
 
 st.set_page_config(page_title="Counterfactual Atlas", page_icon="🧭", layout="wide")
 state.init_state()
@@ -51,8 +52,9 @@ with st.sidebar:
     if deployment().public:
         st.info(deployment().notice(), icon="🔒")
     if ws is not None:
+        n_cols = len(analyst_columns(ws.ensemble, ws.schema))
         st.markdown(f"**{plain(ws.name)}**  \n{ws.ensemble.source} · {ws.ensemble.n_trees} trees · "
-                    f"{len(ws.X):,} rows × {ws.X.shape[1]} features")
+                    f"{len(ws.X):,} rows × {n_cols} column{'s' * (n_cols != 1)}")
     share.share_button()
 
 share.check_link(state.get(state.Keys.WORKSPACE))

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from core.columns import analyst_columns, columns_of
 from core.counterfactual import output_mask
 from core.rules import CounterfactualRules, region_from_filter, rule_text
 from dashboard import state
@@ -88,7 +89,9 @@ with tab_local:
             st.caption("This result is for an earlier query; press the button to compute the current one.")
         S = [names[j] for j in rule.features]
         m = st.columns(4)
-        m[0].metric("Features to change", len(rule.constrained))
+        cols = analyst_columns(ens, schema)
+        to_change = columns_of(cols, rule.constrained or rule.features)
+        m[0].metric("Columns to change", len(to_change), help=", ".join(to_change))
         m[1].metric("CDP of the set", f"{rule.cdp:.2f}")
         m[2].metric("Rule probability (CRP)", f"{rule.crp:.2f}")
         m[3].metric("Time", f"{rule.time * 1000:.0f} ms")
@@ -106,8 +109,8 @@ with tab_local:
             f"**If** {rule.to_text(names, groups)}, the other features kept, **then** the outcome is "
             f"{plain(ws.outcome_text(g_target))} with probability {rule.crp:.2f}.")
         if len(rule.divergent_sets) > 1:
-            st.caption("Other minimal sets: " + "; ".join(
-                f"{{{', '.join(names[j] for j in s)}}} (CDP {c:.2f})" for s, c in rule.divergent_sets[1:6]))
+            st.caption("Other minimal sets: " + plain("; ".join(
+                f"{{{', '.join(columns_of(cols, s))}}} (CDP {c:.2f})" for s, c in rule.divergent_sets[1:6])))
         feats = list(rule.constrained) or list(rule.features)
         st.plotly_chart(rule_intervals_figure(X, rule, feats, names, X[g_row], rule.alternatives[:3]),
                         key="cr_fig")
@@ -116,16 +119,18 @@ with tab_local:
             st.markdown(f"**Alternative {k}** (CRP {alt.crp:.2f}): {plain(text)}")
         st.markdown("**Counterfactual samples** inside the rule (the most plausible found; each fed back to the model)")
         out = ens.predict(samples)
-        table = pd.DataFrame(samples, columns=names)
-        table.insert(0, "model output", out)
+        table = ws.raw_view(samples, [g_row] * len(samples))   # the analyst's columns: category names, raw units
+        before = ws.raw_view(X[g_row][None, :], [g_row]).iloc[0]
+        changed = [c for c in table.columns if any(str(v) != str(before[c]) for v in table[c])]
+        table.insert(0, "model output", [ws.outcome_text(v) for v in out])
         table.insert(1, "reaches target", output_mask(np.asarray(out), g_target))
         table.insert(2, "inlier", cr.inlier(samples))
-        changed = [n for j, n in enumerate(names) if np.any(samples[:, j] != X[g_row, j])]
         st.dataframe(table[["model output", "reaches target", "inlier", *changed]], hide_index=True, key="cr_samples")
         d1, d2 = st.columns(2)
-        download(d1, "Download the rule (JSON)", json.dumps(rule.to_dict(names) | {"row": g_row}, indent=2,
-                                                                   default=str),
-                           "counterfactual_rule.json", "application/json", key="cr_dl_json")
+        saved = rule.to_dict(names) | {"row": g_row, "columns_to_change": to_change,
+                                       "rule_text": rule.to_text(names, groups)}
+        download(d1, "Download the rule (JSON)", json.dumps(saved, indent=2, default=str),
+                 "counterfactual_rule.json", "application/json", key="cr_dl_json")
         download(d2, "Download the samples (CSV)", to_csv(table), "counterfactual_samples.csv",
                            "text/csv", key="cr_dl_csv")
 

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from core import io
+from core.columns import analyst_columns
 from core.demo import DEMOS
 from core.schema import ACTIONABILITY, KINDS, Schema
 from dashboard import state
@@ -154,10 +155,13 @@ with st.expander("Model details"):
 for note in ws.notes:
     st.info(plain(note))
 
-st.markdown(f"**Data** · {len(ws.X):,} rows × {ws.X.shape[1]} features · target {plain(ws.target)}"
+n_columns = len(analyst_columns(ws.ensemble, ws.schema))
+st.markdown(f"**Data** · {len(ws.X):,} rows × {n_columns} columns"
+            + (f" (the model reads {ws.X.shape[1]} features)" if n_columns != ws.X.shape[1] else "")
+            + f" · target {plain(ws.target)}"
             + (" · shown in the model's raw columns" if list(ws.to_raw(ws.X.head(1)).columns) != list(ws.X.columns)
                else ""))
-preview = ws.raw_view(ws.X.head(200))
+preview = ws.raw_view(ws.X.head(200), list(range(min(200, len(ws.X)))))
 if ws.y is not None:
     preview.insert(0, ws.target, ws.y.head(200).to_numpy())
 preview.insert(1 if ws.y is not None else 0, "prediction", ws.predictions[:200])

@@ -9,7 +9,7 @@ from core.regions import exact_counterfactual, projection_regions, slice_regions
 from dashboard import state
 from core.figures import regions_figure, regions_table
 from core.csvsafe import to_csv
-from dashboard.ui import download, user_errors
+from dashboard.ui import download, plain, user_errors
 from dashboard.widgets import row_picker, target_picker
 
 ws, ens, schema, names, X, pred = state.page_context(
@@ -74,7 +74,8 @@ with user_errors("The regions could not be computed"), st.spinner("Computing exa
                          opacity=opacity, title=title)
     st.plotly_chart(fig, key="dr_chart")
     if cf.found:
-        st.markdown("**Exact counterfactual**: " + ws.describe_raw_changes(cf.x_query, cf.x, ", "))
+        own = row if np.array_equal(X[row], cf.x_query) else None
+        st.markdown("**Exact counterfactual**: " + plain(ws.describe_raw_changes(cf.x_query, cf.x, ", ", own)))
         if mode == "slice" and any(c.feature not in (names[fa], names[fb]) for c in cf.changes):
             st.caption("The counterfactual also changes features outside this slice; its marker shows only "
                        "its position on the two features drawn.")

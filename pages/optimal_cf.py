@@ -15,6 +15,7 @@ from dashboard.caching import plausibility_model
 from core.figures import counterfactual_changes_figure, counterfactual_table
 from dashboard.ui import download, plain, session_cluster, user_errors
 from core.workspace import changes_line
+from core.columns import NONE, analyst_columns, apply_values, column_values
 from core.csvsafe import to_csv
 from dashboard.widgets import column_picker, row_picker, target_picker
 
@@ -73,19 +74,47 @@ def _highlight(table: pd.DataFrame):
     return table.style.apply(lambda r: ["background-color: #fde9c9" if r["changed"] else "" for _ in r], axis=1)
 
 
+def _what_if(row: int) -> np.ndarray:
+    """The row in the analyst's columns, editable (a category column is one pick among its
+    categories, never two at once); returned in the model's features."""
+    cols = analyst_columns(ens, schema)
+    values = column_values(cols, X[row])
+    grid = st.columns(4)
+    edited = {}
+    for k, c in enumerate(cols):
+        where, key = grid[k % 4], f"ocf_wi_{row}_{k}"
+        if c.categories is not None:
+            options = [*c.categories, *([NONE] if values[c.name] == NONE else [])]
+            edited[c.name] = where.selectbox(c.name, options, index=options.index(values[c.name]), key=key)
+        else:
+            edited[c.name] = where.number_input(c.name, value=float(values[c.name]), format="%g", key=key)
+    try:
+        return apply_values(cols, X[row], edited)
+    except ValueError as exc:
+        st.error(f"The edited row is not used: {plain(exc)}")
+        return X[row]
+
+
 def _batch_row(r: int, res) -> dict:
     """One row of the batch table: its changes in the analyst's columns."""
-    t = ws.raw_changes(X[r], res.x) if res.found else None
+    t = ws.raw_changes(X[r], res.x, row=int(r)) if res.found else None
     return {"row": int(r), "status": res.status, "cost": res.cost if res.found else np.nan,
             "features changed": 0 if t is None else int(t["changed"].sum()),
             "changes": "" if t is None else changes_line(t), "solve time (s)": round(res.solve_time, 3)}
+
+
+def _row_of(x_query) -> int | None:
+    """The shown row, if the query is that row (then its own category values can be shown)."""
+    r = st.session_state.get("ocf_row")
+    return int(r) if r is not None and x_query is not None and 0 <= r < len(X) and np.array_equal(X[r], x_query) \
+        else None
 
 
 def _show(result, container):
     n = next(_shown)
     with container.container():
         status = result.status
-        raw = ws.raw_changes(result.x_query, result.x) if result.found else None
+        raw = ws.raw_changes(result.x_query, result.x, _row_of(result.x_query)) if result.found else None
         if result.found and status == "optimal":
             st.success(f"Optimal counterfactual: cost {result.cost:.4g}, {int(raw['changed'].sum())} feature(s) "
                        "changed.")
@@ -117,7 +146,7 @@ def _show(result, container):
                         key=f"cf_chart_{n}")
         for k, alt in enumerate(result.alternatives, start=1):
             st.markdown(f"**Alternative {k}** · cost {alt.cost:.4g} · "
-                        + ws.describe_raw_changes(result.x_query, alt.x, ", "))
+                        + plain(ws.describe_raw_changes(result.x_query, alt.x, ", ", _row_of(result.x_query))))
 
 
 with tab_one:
@@ -126,8 +155,7 @@ with tab_one:
     c2.markdown(f"Prediction for row {row}: **{plain(ws.outcome_text(pred[row]))}**"
                 + (f" · label in the data: **{ws.y.iloc[row]}**" if ws.y is not None else ""))
     with st.expander("What-if: edit the row before asking"):
-        edited = st.data_editor(pd.DataFrame([X[row]], columns=names), key=f"ocf_edit_{row}", hide_index=True)
-    x = edited.to_numpy(dtype=float)[0]
+        x = _what_if(row)
     x_pred = ens.predict(x[None, :])[0]
     target = _target_widget("ocf", x_pred)
     with st.form("ocf_form"):
@@ -150,7 +178,7 @@ with tab_one:
         _show(res, box)
         out = counterfactual_table(res, names)
         if res.found:
-            raw_t = ws.raw_changes(res.x_query, res.x)
+            raw_t = ws.raw_changes(res.x_query, res.x, _row_of(res.x_query))
             if list(raw_t["column"]) != list(names):   # the download holds what the page shows first
                 out = raw_t
         d1, d2 = st.columns(2)
