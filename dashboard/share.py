@@ -3,19 +3,26 @@
 The URL carries, besides the page (its path), ``demo=<key>`` for a built-in
 demo or ``ws=<token>`` for data and a model the sender kept on this server
 with "Share this view" (the token is unguessable: whoever has the link can
-open that data), ``row=<n>`` and ``target=<class>`` or ``target=<lo>,<hi>``.
-A new session reads them once (:func:`restore`); every run writes the current
-ones back (:func:`publish`). The URL never sets a cluster address or any
-other server setting.
+open that data), ``row=<n>``, ``target=<class>`` or ``target=<lo>,<hi>``, and
+``s=<JSON>``: the settings of the views (cost, fixed and increase/decrease-only
+columns, time limits, plausibility, solver, audit, rules, FCCA and regions
+settings; :data:`SETTINGS`). A new session reads them once (:func:`restore`)
+and checks them against the data (:func:`check_link`): a value this data or
+page cannot take is named, never applied. Every run writes the current ones
+back (:func:`publish`). The URL never sets a cluster address or any other
+server setting.
 """
 
 from __future__ import annotations
 
+import json
 import math
 
+import numpy as np
 import streamlit as st
 
 from core.demo import DEMOS
+from core.optimal import BACKENDS
 from core.errors import AtlasError
 from dashboard import state
 from dashboard.caching import demo_workspace
@@ -24,9 +31,92 @@ from dashboard.ui import plain
 from dashboard.widgets import ROW, SHOWN, TARGET
 
 RESTORED = "_url_restored"
+PENDING = "_url_settings"    # the link's view settings, applied once the data is known
 LINK_ERROR = "link_error"    # what was wrong with the link this session was opened from (shown on every page)
 CHECK = "_url_check"         # row and target of the link, checked once the data is known
 TOKEN = "share_token"        # (workspace key, token) of the last "Share this view"
+
+
+#: the view settings a link carries: widget key -> (kind, arguments); see _setting_value
+_LEVELS = {"pi": [0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95], "pi_c": [0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.99]}
+SETTINGS: dict[str, tuple] = {
+    **{f"{p}_{k}": v for p in ("ocf", "ocb") for k, v in {
+        "norm": ("choice", ["l1", "l0", "l2", "mix"]), "l0": ("float", 0.0, 100.0), "l1": ("float", 0.0, 100.0),
+        "l2": ("float", 0.0, 100.0), "limit": ("float", 1.0, 600.0), "backend": ("choice", list(BACKENDS)),
+        "plaus": ("bool",), "fixed": ("columns",), "inc": ("columns",), "dec": ("columns",)}.items()},
+    "ocf_k": ("int", 1, 5), "ocb_from": ("class",), "ocb_to": ("class",), "ocb_n": ("int", 1, 5000),
+    "fa_protected": ("columns",), "fa_target": ("class",), "fa_rows": ("int", 10, 20000),
+    "fa_limit": ("float", 1.0, 120.0), "fa_perm": ("int", 200, 20000), "fa_boot": ("int", 100, 10000),
+    "fa_alpha": ("choice", [0.01, 0.05, 0.1]), "fa_local": ("int", 0, 100), "fa_tcrex": ("bool",),
+    "fa_jobs": ("int", 1, 8),
+    "cr_pi": ("choice", _LEVELS["pi"]), "cr_pic": ("choice", _LEVELS["pi_c"]), "cr_topk": ("int", 1, 15),
+    "cr_trees": ("int", 5, 200), "cr_depth": ("int", 2, 30), "cr_rows": ("int", 1000, 1_000_000),
+    "cr_fixed": ("columns",),
+    "mt_target": ("class",), "mt_side": ("choice", ["above the mean prediction", "below the mean prediction"]),
+    "mt_tau": ("choice", [0.8, 0.85, 0.9, 0.95, 0.99]), "mt_rho": ("choice", [0.005, 0.01, 0.02, 0.05, 0.1]),
+    "mt_trees": ("int", 1, 10),
+    "fcca_p0": ("float", 0.0, 1.0), "fcca_p1": ("float", 0.0, 1.0), "fcca_l0": ("float", 0.0, 10.0),
+    "fcca_l1": ("float", 0.0, 10.0), "fcca_l2": ("float", 0.0, 10.0), "fcca_max": ("int", 10, 20000),
+    "fcca_limit": ("float", 1.0, 120.0), "fcca_jobs": ("int", 1, 8), "fcca_method": ("choice", ["GOSDT (optimal)",
+                                                                                                 "CART"]),
+    "fcca_depth": ("choice", [1, 2, 3, 4]),
+    "dr_fa": ("feature",), "dr_fb": ("feature",), "dr_mode": ("choice", ["slice", "projection"]),
+    "dr_norm": ("choice", ["l2", "l1"]), "dr_max": ("int", 50, 20_000), "dr_radius": ("float", 1.0, 3.0),
+    "cs_limit": ("float", 1.0, 600.0), "cs_rule": ("bool",),
+}
+MAX_SETTINGS_TEXT = 8000     # characters of the s= parameter read at most
+
+
+def _plain_value(v):
+    if isinstance(v, (np.bool_, bool)):
+        return bool(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return float(v)
+    if isinstance(v, (list, tuple)):
+        return [_plain_value(x) for x in v]
+    return v if isinstance(v, (int, float, str)) or v is None else str(v)
+
+
+def _setting_value(key: str, value, ws):
+    """The link's ``value`` for widget ``key`` as that widget takes it, or raise
+    ValueError saying why this data or page cannot take it."""
+    kind, *args = SETTINGS[key]
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ValueError("is not true or false")
+        return value
+    if kind in ("int", "float"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError("is not a number")
+        lo, hi = args
+        if not lo <= value <= hi:
+            raise ValueError(f"is outside {lo}..{hi}")
+        if kind == "int" and float(value) != int(value):
+            raise ValueError("is not a whole number")
+        return int(value) if kind == "int" else float(value)
+    if kind == "choice":
+        if value not in args[0]:
+            raise ValueError("is not one of the choices")
+        return value
+    if kind == "class":
+        if not ws.ensemble.is_classifier:
+            raise ValueError("names a class, but this model predicts numbers")
+        by_text = {str(c): c for c in ws.ensemble.classes}
+        if str(value) not in by_text:
+            raise ValueError("is not a class of this model")
+        return by_text[str(value)]
+    if kind == "feature":
+        if value not in list(ws.ensemble.feature_names):
+            raise ValueError("is not a feature of this model")
+        return value
+    if kind == "columns":
+        known = set(ws.schema.names) | set(ws.schema.groups())
+        if not isinstance(value, list) or not all(isinstance(v, str) and v in known for v in value):
+            raise ValueError("names columns this data does not have")
+        return list(dict.fromkeys(value))
+    raise ValueError("is not a setting")
 
 
 def _target_from_text(text: str):
@@ -68,6 +158,15 @@ def restore() -> None:
             _broken(f"The link's row {q['row']!r} is not a row number.")
     if q.get("target"):
         st.session_state[TARGET] = _target_from_text(q["target"])
+    if q.get("s"):
+        try:
+            given = json.loads(q["s"][:MAX_SETTINGS_TEXT]) if len(q["s"]) <= MAX_SETTINGS_TEXT else None
+        except ValueError:
+            given = None
+        if not isinstance(given, dict):
+            _broken("The link's settings are damaged (cut short or edited); the pages start from their defaults.")
+        else:
+            st.session_state[PENDING] = given
     st.session_state[CHECK] = True
 
 
@@ -90,6 +189,18 @@ def check_link(ws) -> None:
         _broken(f"The link's target {target!r} is not a class of this model "
                 f"({', '.join(map(str, ws.ensemble.classes))}).")
         st.session_state[TARGET] = None
+    refused = []
+    for key, value in (st.session_state.pop(PENDING, None) or {}).items():
+        if key not in SETTINGS:
+            refused.append(f"{key} (not a setting of this app)")
+            continue
+        try:
+            st.session_state[key] = _setting_value(key, value, ws)
+        except ValueError as exc:
+            refused.append(f"{key} = {json.dumps(value)[:40]} ({exc})")
+    if refused:
+        _broken(f"These settings of the link were not applied: {'; '.join(refused[:8])}"
+                f"{'…' if len(refused) > 8 else ''}.")
 
 
 def link_notice() -> None:
@@ -122,9 +233,12 @@ def current_params() -> dict[str, str]:
     if target is None:                     # the default the page showed, so the link opens on the same target
         target = st.session_state.get(SHOWN)
     if isinstance(target, tuple):
-        out["target"] = f"{target[0]:.6g},{target[1]:.6g}"
+        out["target"] = f"{float(target[0])!r},{float(target[1])!r}"
     elif target is not None:
         out["target"] = str(target)
+    settings = {k: _plain_value(st.session_state[k]) for k in SETTINGS if k in st.session_state}
+    if settings:
+        out["s"] = json.dumps(settings, separators=(",", ":"), sort_keys=True)
     return out
 
 
@@ -132,7 +246,7 @@ def publish() -> None:
     """Write the current view into the URL (keys no longer in use are removed)."""
     want = current_params()
     q = st.query_params
-    for k in [k for k in q if k in ("demo", "ws", "row", "target") and k not in want]:
+    for k in [k for k in q if k in ("demo", "ws", "row", "target", "s") and k not in want]:
         del q[k]
     for k, v in want.items():
         if q.get(k) != v:

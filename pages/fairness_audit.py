@@ -37,7 +37,8 @@ with tab_run:
     c1, c2, c3 = st.columns(3)
     if ens.is_classifier:
         classes = list(ens.classes)
-        target = c1.selectbox("Favourable outcome", classes, index=len(classes) - 1, key="fa_target")
+        target = c1.selectbox("Favourable outcome", classes, index=len(classes) - 1, key="fa_target",
+                              format_func=ws.outcome_text)
         unfavourable = int(np.sum(pred != target))
     else:
         lo_t = float(np.median(pred))

@@ -80,3 +80,37 @@ def test_a_broken_link_says_so_on_the_page_it_opens(fresh_history):
         assert not any("could not be followed" in e.value for e in app.error)
     good = _app({"demo": "credit-lightgbm", "row": "12", "target": "0"})
     assert not any("could not be followed" in e.value for e in good.error)
+
+
+def test_a_link_carries_the_settings_of_the_view():
+    """Cost, fixed columns, time limit, plausibility and the audit's settings travel with the link;
+    a setting this data cannot take is named, not applied (#29)."""
+    import json
+
+    app = _app()
+    app.selectbox(key="ocf_norm").set_value("l0")
+    app.number_input(key="ocf_limit").set_value(12.0)
+    app.checkbox(key="ocf_plaus").check()
+    app.multiselect(key="ocf_fixed").set_value(["age"])
+    app.button[[b.label for b in app.button].index("Find the optimal counterfactual")].click().run()  # the form
+    app.switch_page("../pages/fairness_audit.py").run()
+    app.number_input(key="fa_rows").set_value(40).run()
+    sent = json.loads(app.query_params["s"][0] if isinstance(app.query_params["s"], list) else app.query_params["s"])
+    assert sent["ocf_norm"] == "l0" and sent["ocf_limit"] == 12.0 and sent["ocf_plaus"] is True
+    assert sent["ocf_fixed"] == ["age"] and sent["fa_rows"] == 40
+    params = {k: (v[0] if isinstance(v, list) else v) for k, v in app.query_params.items()}
+    again = _app(params)
+    assert again.selectbox(key="ocf_norm").value == "l0"
+    assert again.number_input(key="ocf_limit").value == 12.0
+    assert again.checkbox(key="ocf_plaus").value is True
+    assert again.multiselect(key="ocf_fixed").value == ["age"]
+    assert not any("could not be followed" in e.value for e in again.error)
+    again.switch_page("../pages/fairness_audit.py").run()
+    assert again.number_input(key="fa_rows").value == 40
+    bad = _app({"demo": "credit-lightgbm", "s": json.dumps({"ocf_limit": 1e9, "ocf_fixed": ["nope"],
+                                                           "ocf_norm": "l1", "server_address": "x"})})
+    shown = " ".join(e.value for e in bad.error)
+    assert "ocf_limit" in shown and "ocf_fixed" in shown and "server_address" in shown
+    assert bad.number_input(key="ocf_limit").value == 30.0      # the default: nothing out of range applied
+    broken = _app({"demo": "credit-lightgbm", "s": "{not json"})
+    assert "settings are damaged" in " ".join(e.value for e in broken.error)
