@@ -27,7 +27,7 @@ import numpy as np
 
 from core.ensemble import TreeEnsemble
 from core.errors import QueryError
-from core.shown import number_text
+from core.shown import approx_text, number_text
 
 __all__ = ["output_mask", "continuous_outputs", "CostModel", "Target", "CounterfactualResult", "Change",
            "make_cost_model", "make_target"]
@@ -193,9 +193,10 @@ class Change:
     labels: tuple[str, str] | None = None
 
     def texts(self) -> tuple[str, str]:
-        """Before and after as shown: category names, or numbers in full
+        """Before and after as shown: category names, or numbers: the value before
+        to 6 significant digits (for reading), the value after in full
         (:func:`core.shown.number_text`: the shown number is the checked one)."""
-        return self.labels or (number_text(self.before), number_text(self.after))
+        return self.labels or (approx_text(self.before, 6), number_text(self.after))
 
     def __str__(self) -> str:
         """``feature: before → after``: the one way a change reads."""

@@ -71,6 +71,13 @@ def _num(v: Any) -> str:
     return str(v)
 
 
+def _short(v: Any) -> str:
+    """A case's own value, for reading: 6 significant digits."""
+    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)):
+        return approx_text(v, 6)
+    return str(v)
+
+
 def _region(ens: Any, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The box of inputs reaching the same leaf as ``x`` in every tree."""
     lower, upper = np.full(ens.n_features, -np.inf), np.full(ens.n_features, np.inf)
@@ -216,7 +223,7 @@ def _smallest_change(case: _Case, time_limit: float) -> tuple[Section, pd.DataFr
         return ("The smallest change", (cf_text,)), table, res, None
     cf_raw = ws.raw_view(np.asarray(res.x, dtype=float)[None, :], [case.row]).iloc[0]
     changed = [c for c in cf_raw.index if _num(cf_raw[c]) != _num(raw[c])]
-    steps = "; ".join(f"{c} from {_num(raw[c])} to {_num(cf_raw[c])}" for c in changed)
+    steps = "; ".join(f"{c} from {_short(raw[c])} to {_num(cf_raw[c])}" for c in changed)
     proven = ("This is proven to be the smallest such change" if res.status == "optimal" else
               "This is the best change found in the time allowed (not proven the smallest)")
     checked = " The original model was asked again and agrees." if res.valid else ""
@@ -292,7 +299,7 @@ def _groups(case: _Case, audit: Any) -> Section | None:
     if not group_cols:
         return None
     protected = [f.name for f in features if f.protected]
-    values = ", ".join(f"{c} = {_num(case.raw[c])}" for c in group_cols if c in case.raw.index)
+    values = ", ".join(f"{c} = {_short(case.raw[c])}" for c in group_cols if c in case.raw.index)
     return ("How the case's group fares", (
         f"The case's protected attributes: {values or ', '.join(protected)}. Run the fairness audit to see how "
         "its group fares.",))

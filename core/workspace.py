@@ -42,7 +42,7 @@ from core.matching import (GENERIC_NAME, Source, categorical_codes, encode, matc
 from core.parsing.native import model_input
 from core.parsing.xgboost import OTHER_CODE
 from core.schema import Schema, infer_schema
-from core.shown import check_class_names, number_text, outcome_text
+from core.shown import approx_text, check_class_names, number_text, outcome_text
 
 __all__ = ["Workspace", "build_workspace", "changes_line", "PositionalMatchRequired", "GENERIC_NAME"]
 
@@ -171,8 +171,10 @@ class Workspace:
                              None if row is None else [row, row])
         a, b = rows.iloc[0], rows.iloc[1]
         changed = [not (_same(a[c], b[c])) for c in rows.columns]
-        return pd.DataFrame({"column": [str(c) for c in rows.columns], "original": [_cell_text(v) for v in a],
-                             "counterfactual": [_cell_text(v) for v in b], "changed": changed})
+        before = [_cell_text(v, short=True) for v in a]
+        return pd.DataFrame({"column": [str(c) for c in rows.columns], "original": before,
+                             "counterfactual": [_cell_text(v) if ch else t for v, ch, t in zip(b, changed, before)],
+                             "changed": changed})
 
     def describe_raw_changes(self, x: Any, x_cf: Any, sep: str = "; ", row: int | None = None) -> str:
         """The changes of :meth:`raw_changes` as one line, ``column: before → after``
@@ -253,13 +255,15 @@ def _native_facts(native: TreeEnsemble, ens: TreeEnsemble) -> dict[str, Any]:
     return facts
 
 
-def _cell_text(v: Any) -> str:
+def _cell_text(v: Any, short: bool = False) -> str:
     """A raw value as shown: a category's name, a number in full
-    (:func:`core.shown.number_text`: what is shown is what was checked), "(missing or unseen)"."""
+    (:func:`core.shown.number_text`: a recourse value shown is the value checked)
+    or, ``short``, to 6 significant digits (a row's own value, for reading only),
+    "(missing or unseen)"."""
     if v is None or (isinstance(v, (float, np.floating)) and np.isnan(v)):
         return "(missing or unseen)"
     if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)):
-        return number_text(v)
+        return approx_text(v, 6) if short else number_text(v)
     return str(v)
 
 

@@ -153,7 +153,7 @@ with tab_one:
     c1, c2 = st.columns([1, 3])
     row = row_picker(c1, len(X), "ocf_row")
     c2.markdown(f"Prediction for row {row}: **{plain(ws.outcome_text(pred[row]))}**"
-                + (f" · label in the data: **{ws.y.iloc[row]}**" if ws.y is not None else ""))
+                + (f" · label in the data: **{plain(ws.outcome_text(ws.y.iloc[row]))}**" if ws.y is not None else ""))
     with st.expander("What-if: edit the row before asking"):
         x = _what_if(row)
     x_pred = ens.predict(x[None, :])[0]
