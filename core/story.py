@@ -156,7 +156,7 @@ class _Case:
     names: list[str]       # the model's features
     X: np.ndarray          # every row of the workspace, in those features
     x: np.ndarray          # the row
-    raw: pd.Series         # the row in the workspace's raw columns
+    raw: pd.Series         # the row in the analyst's columns (Workspace.analyst_view)
     fixed: list[str]       # the feature names that may not change
 
     @property
@@ -174,7 +174,7 @@ def _case(ws: Any, row: int, target: Any, fixed: Any) -> _Case:
     if not 0 <= row < len(X):
         raise IndexError(f"Row {row} is outside 0..{len(X) - 1}.")
     x = X[row]
-    raw = ws.raw_view(x[None, :], [row]).iloc[0]
+    raw = ws.analyst_view(x[None, :], [row]).iloc[0]
     fixed = [f.name for f in ws.schema.features if f.actionability == "fixed"] if fixed is None else list(fixed)
     return _Case(ws, row, target, list(ws.ensemble.feature_names), X, x, raw, fixed)
 
@@ -221,7 +221,7 @@ def _smallest_change(case: _Case, time_limit: float) -> tuple[Section, pd.DataFr
     if not res.found:
         cf_text = f"No change of the features that may change gives the outcome asked for: {res.message}"
         return ("The smallest change", (cf_text,)), table, res, None
-    cf_raw = ws.raw_view(np.asarray(res.x, dtype=float)[None, :], [case.row]).iloc[0]
+    cf_raw = ws.analyst_view(np.asarray(res.x, dtype=float)[None, :], [case.row]).iloc[0]
     changed = [c for c in cf_raw.index if _num(cf_raw[c]) != _num(raw[c])]
     steps = "; ".join(f"{c} from {_short(raw[c])} to {_num(cf_raw[c])}" for c in changed)
     proven = ("This is proven to be the smallest such change" if res.status == "optimal" else

@@ -35,6 +35,7 @@ import pandas as pd
 
 from core.ensemble import TreeEnsemble, from_model
 from core.categorical import decode, expand
+from core.columns import NONE, analyst_columns
 from core.errors import DataError, PositionalMatchRequired, SchemaError, UnsupportedModelError
 from core.matching import (GENERIC_NAME, Source, categorical_codes, encode, match_columns,
                            match_hashed_categories, match_open_codes, norm_text,
@@ -161,14 +162,33 @@ class Workspace:
                     out[name] = shown
         return out
 
+    def analyst_view(self, X: Any, rows: Sequence[int | None] | None = None) -> pd.DataFrame:
+        """:meth:`raw_view` in the analyst's columns: a one-hot group the model
+        reads as 0/1 columns (``employment=student``, ...) is one column holding
+        the category (:mod:`core.columns`), where the group's first column was."""
+        out = self.raw_view(X, rows)
+        for col in analyst_columns(self.ensemble, self.schema):
+            if not col.one_hot:
+                continue
+            members = [self.ensemble.feature_names[j] for j in col.features]
+            if not all(m in out.columns for m in members):
+                continue                                  # the model input already has the column itself
+            block = out[members].to_numpy(dtype=float) > 0.5
+            values = np.where(block.any(axis=1), np.array(col.categories, dtype=object)[block.argmax(axis=1)],
+                              NONE)
+            at = list(out.columns).index(members[0])
+            out = out.drop(columns=members)
+            out.insert(min(at, len(out.columns)), col.name, values)
+        return out
+
     def raw_changes(self, x: Any, x_cf: Any, row: int | None = None) -> pd.DataFrame:
         """A row and its counterfactual in the analyst's raw columns (category
         names, raw units; :meth:`raw_view`): one row per column with ``column``,
         ``original``, ``counterfactual`` (as text) and ``changed``. ``row``: the
         workspace row ``x`` stands for, so a category the model folds into "any
         other value" reads as the person's own value."""
-        rows = self.raw_view(np.vstack([np.asarray(x, dtype=float), np.asarray(x_cf, dtype=float)]),
-                             None if row is None else [row, row])
+        rows = self.analyst_view(np.vstack([np.asarray(x, dtype=float), np.asarray(x_cf, dtype=float)]),
+                                 None if row is None else [row, row])
         a, b = rows.iloc[0], rows.iloc[1]
         changed = [not (_same(a[c], b[c])) for c in rows.columns]
         before = [_cell_text(v, short=True) for v in a]

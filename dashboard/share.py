@@ -6,7 +6,7 @@ with "Share this view" (the token is unguessable: whoever has the link can
 open that data), ``row=<n>``, ``target=<class>`` or ``target=<lo>,<hi>``, and
 ``s=<JSON>``: the settings of the views (cost, fixed and increase/decrease-only
 columns, time limits, plausibility, solver, audit, rules, FCCA and regions
-settings; :data:`SETTINGS`). A new session reads them once (:func:`restore`)
+settings; :data:`SETTINGS`) and the analyst's class names. A new session reads them once (:func:`restore`)
 and checks them against the data (:func:`check_link`): a value this data or
 page cannot take is named, never applied. Every run writes the current ones
 back (:func:`publish`). The URL never sets a cluster address or any other
@@ -190,7 +190,16 @@ def check_link(ws) -> None:
                 f"({', '.join(map(str, ws.ensemble.classes))}).")
         st.session_state[TARGET] = None
     refused = []
-    for key, value in (st.session_state.pop(PENDING, None) or {}).items():
+    pending = dict(st.session_state.pop(PENDING, None) or {})
+    names = pending.pop("class_names", None)
+    if names is not None:
+        try:
+            if not isinstance(names, dict):
+                raise AtlasError("they are not a list of class names")
+            state.put(state.Keys.WORKSPACE, ws.with_class_names(names))
+        except AtlasError as exc:
+            refused.append(f"class_names ({exc})")
+    for key, value in pending.items():
         if key not in SETTINGS:
             refused.append(f"{key} (not a setting of this app)")
             continue
@@ -237,6 +246,8 @@ def current_params() -> dict[str, str]:
     elif target is not None:
         out["target"] = str(target)
     settings = {k: _plain_value(st.session_state[k]) for k in SETTINGS if k in st.session_state}
+    if ws is not None and ws.class_names:
+        settings["class_names"] = dict(ws.class_names)
     if settings:
         out["s"] = json.dumps(settings, separators=(",", ":"), sort_keys=True)
     return out

@@ -119,8 +119,8 @@ with tab_local:
             st.markdown(f"**Alternative {k}** (CRP {alt.crp:.2f}): {plain(text)}")
         st.markdown("**Counterfactual samples** inside the rule (the most plausible found; each fed back to the model)")
         out = ens.predict(samples)
-        table = ws.raw_view(samples, [g_row] * len(samples))   # the analyst's columns: category names, raw units
-        before = ws.raw_view(X[g_row][None, :], [g_row]).iloc[0]
+        table = ws.analyst_view(samples, [g_row] * len(samples))   # the analyst's columns, raw units
+        before = ws.analyst_view(X[g_row][None, :], [g_row]).iloc[0]
         changed = [c for c in table.columns if any(str(v) != str(before[c]) for v in table[c])]
         table.insert(0, "model output", [ws.outcome_text(v) for v in out])
         table.insert(1, "reaches target", output_mask(np.asarray(out), g_target))

@@ -161,7 +161,7 @@ st.markdown(f"**Data** · {len(ws.X):,} rows × {n_columns} columns"
             + f" · target {plain(ws.target)}"
             + (" · shown in the model's raw columns" if list(ws.to_raw(ws.X.head(1)).columns) != list(ws.X.columns)
                else ""))
-preview = ws.raw_view(ws.X.head(200), list(range(min(200, len(ws.X)))))
+preview = ws.analyst_view(ws.X.head(200), list(range(min(200, len(ws.X)))))
 if ws.y is not None:
     preview.insert(0, ws.target, ws.y.head(200).to_numpy())
 preview.insert(1 if ws.y is not None else 0, "prediction", ws.predictions[:200])

@@ -17,6 +17,7 @@ from dashboard.ui import download, plain, session_cluster, user_errors
 from core.workspace import changes_line
 from core.columns import NONE, analyst_columns, apply_values, column_values
 from core.csvsafe import to_csv
+from core.shown import approx_text, number_text
 from dashboard.widgets import column_picker, row_picker, target_picker
 
 ws, ens, schema, names, X, pred = state.page_context(
@@ -110,14 +111,25 @@ def _row_of(x_query) -> int | None:
         else None
 
 
+def _as_text(table: pd.DataFrame) -> pd.DataFrame:
+    """The model-feature table as read: the row's values to 6 digits, the counterfactual's in full."""
+    out = table.copy()
+    out["original"] = [approx_text(float(v), 6) for v in table["original"]]
+    out["counterfactual"] = [number_text(float(v)) if ch else o
+                             for v, ch, o in zip(table["counterfactual"], table["changed"], out["original"])]
+    out["change"] = [approx_text(float(v), 6) for v in table["change"]]
+    return out
+
+
 def _show(result, container):
     n = next(_shown)
     with container.container():
         status = result.status
         raw = ws.raw_changes(result.x_query, result.x, _row_of(result.x_query)) if result.found else None
         if result.found and status == "optimal":
-            st.success(f"Optimal counterfactual: cost {result.cost:.4g}, {int(raw['changed'].sum())} feature(s) "
-                       "changed.")
+            n_changed = int(raw["changed"].sum())
+            st.success(f"Optimal counterfactual: cost {result.cost:.4g}, {n_changed} column"
+                       f"{'s' * (n_changed != 1)} changed.")
         elif result.found:
             st.warning(plain(result.message) if result.message else
                        f"Best valid counterfactual so far (cost {result.cost:.4g}); optimality not proven yet.")
@@ -135,7 +147,7 @@ def _show(result, container):
         m[4].metric("Backend", result.backend)
         if not result.found:
             return
-        table = counterfactual_table(result, names)
+        table = _as_text(counterfactual_table(result, names))
         if list(raw["column"]) != list(names):      # categories or encoded columns: the analyst's columns first
             st.dataframe(_highlight(raw), hide_index=True)
             with st.expander("In the model's features (one 0/1 column per category)"):

@@ -88,6 +88,8 @@ def test_a_link_carries_the_settings_of_the_view():
     import json
 
     app = _app()
+    app.session_state["workspace"] = app.session_state["workspace"].with_class_names({0: "refused", 1: "approved"})
+    app.run()
     app.selectbox(key="ocf_norm").set_value("l0")
     app.number_input(key="ocf_limit").set_value(12.0)
     app.checkbox(key="ocf_plaus").check()
@@ -105,6 +107,7 @@ def test_a_link_carries_the_settings_of_the_view():
     assert again.checkbox(key="ocf_plaus").value is True
     assert again.multiselect(key="ocf_fixed").value == ["age"]
     assert not any("could not be followed" in e.value for e in again.error)
+    assert again.session_state["workspace"].class_names == {"0": "refused", "1": "approved"}
     again.switch_page("../pages/fairness_audit.py").run()
     assert again.number_input(key="fa_rows").value == 40
     bad = _app({"demo": "credit-lightgbm", "s": json.dumps({"ocf_limit": 1e9, "ocf_fixed": ["nope"],

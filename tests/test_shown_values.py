@@ -14,6 +14,7 @@ import pytest
 
 from conftest import demo_credit
 from core.audit import run_audit
+from core.columns import analyst_columns, apply_values
 from core.counterfactual import describe_changes
 from core.optimal import optimal_counterfactual
 from core.shown import bound_text, number_text, parse_number, round_sig, shortest_inside
@@ -52,19 +53,19 @@ def test_shortest_inside_never_on_a_split():
 # ----------------------------------------------------- applying the texts
 def _apply(ws, x, text: str) -> pd.DataFrame:
     """The model's input for row ``x`` with the changes of ``text``
-    ("col: a → b; ...") typed in as written."""
-    row = ws.to_raw(np.asarray(x, dtype=float)[None, :])
+    ("col: a → b; ...", in the analyst's columns or the model's features) typed in as written."""
+    cols = {c.name: c for c in analyst_columns(ws.ensemble, ws.schema)}
+    names = list(ws.ensemble.feature_names)
+    x = np.asarray(x, dtype=float).copy()
     for part in filter(None, (p.strip() for p in re.split(r";\s(?=[^;]*: )", text))):
         col, _, move = part.rpartition(": ")
         after = move.split(" → ", 1)[1]
-        j = list(ws.ensemble.feature_names).index(col)
-        cats = ws.ensemble.categories[j]
-        if cats is not None:
-            row[col] = pd.Series([after], dtype=row[col].dtype, index=row.index) if \
-                isinstance(row[col].dtype, pd.CategoricalDtype) else after
+        if col in cols:
+            value = after if cols[col].categories is not None else parse_number(after)
+            x = apply_values(list(cols.values()), x, {col: value})
         else:
-            row[col] = parse_number(after)
-    return row
+            x[names.index(col)] = parse_number(after)
+    return ws.to_raw(x[None, :])
 
 
 def _meets(ws, target, raw: pd.DataFrame) -> bool:

@@ -38,7 +38,12 @@ def test_story_statements_hold(credit_ws):
     res = story.facts["counterfactual"]
     assert res.found and res.status == "optimal" and res.valid
     assert list(story.table.index) == ["this case", "counterfactual"]
-    assert int(ws.model.predict(story.table.loc[["counterfactual"]])[0]) == 1
+    from core.columns import analyst_columns, apply_values
+
+    cols = analyst_columns(ws.ensemble, ws.schema)      # the table is in the analyst's columns: type it back in
+    typed = apply_values(cols, X[row], story.table.loc["counterfactual"].to_dict())
+    assert int(ws.model.predict(ws.to_raw(typed[None, :]))[0]) == 1
+    assert list(story.table.columns) == [c.name for c in cols]
     protected = {f.group or f.name for f in ws.schema.features if f.protected}
     assert protected, "the demo marks a protected column"
     for col in protected:
