@@ -138,16 +138,24 @@ class Target:
     label: Any = None
     lo: float = -np.inf
     hi: float = np.inf
+    margin: float | None = None   # confident recourse: the class's probability must be at least this
 
     def holds(self, ens: TreeEnsemble, X: np.ndarray) -> np.ndarray:
-        """Does the ensemble's output on each row meet the target? Shape (n_samples,)."""
+        """Does the ensemble's output on each row meet the target (and, with a
+        ``margin``, give the class at least that probability)? Shape (n_samples,)."""
         if self.kind == "class":
-            return ens.predict(X) == self.label
+            ok = ens.predict(X) == self.label
+            if self.margin is not None:
+                ok &= ens.predict_proba(X)[:, self.class_index] >= self.margin - 1e-12
+            return ok
         v = ens.predict(X)
         return (v >= self.lo) & (v <= self.hi)
 
     def describe(self) -> str:
-        return f"class {self.label!r}" if self.kind == "class" else f"prediction in [{self.lo:g}, {self.hi:g}]"
+        if self.kind == "class":
+            sure = f" with probability at least {self.margin:g}" if self.margin is not None else ""
+            return f"class {self.label!r}{sure}"
+        return f"prediction in [{self.lo:g}, {self.hi:g}]"
 
 
 def check_time_limit(time_limit: Any) -> float:
@@ -161,7 +169,24 @@ def check_time_limit(time_limit: Any) -> float:
     return t
 
 
-def make_target(ens: TreeEnsemble, target: Any) -> Target:
+def make_target(ens: TreeEnsemble, target: Any, margin: float | None = None) -> Target:
+    """The target of a query on ``ens``; ``margin``: a classifier's probability for
+    the class must be at least this (confident recourse, away from the decision
+    boundary). A margin is exact for forests (mean leaf probabilities) and for
+    binary boosting (a bound on the margin); a multiclass boosting model's
+    softmax is refused (no exact linear form)."""
+    if margin is not None:
+        try:
+            margin = float(margin)
+        except (TypeError, ValueError):
+            raise QueryError(f"The margin is a probability between 0 and 1; got {margin!r}.") from None
+        if not 0 < margin < 1:
+            raise QueryError(f"The margin is a probability strictly between 0 and 1; got {margin!r}.")
+        if ens.task != "classification":
+            raise QueryError("A probability margin is for classifiers; a regressor's target is already an interval.")
+        if ens.link == "softmax":
+            raise QueryError("A probability margin is not available for a multiclass boosting model (its softmax "
+                             "has no exact linear form); use a forest or a binary model, or no margin.")
     if ens.task == "classification":
         labels = list(ens.classes)
         if isinstance(target, (tuple, list, np.ndarray, dict, set)):
@@ -170,7 +195,7 @@ def make_target(ens: TreeEnsemble, target: Any) -> Target:
         matches = [i for i, c in enumerate(labels) if c == target or str(c) == str(target)]
         if not matches:
             raise QueryError(f"Unknown target class {target!r}; the model's classes are {labels}.")
-        return Target("class", class_index=matches[0], label=ens.classes[matches[0]])
+        return Target("class", class_index=matches[0], label=ens.classes[matches[0]], margin=margin)
     if ens.task == "regression":
         try:
             lo, hi = (float(v) for v in target)

@@ -103,7 +103,12 @@ class OptimalSettings:
     (decrease, increase), or a dict name -> weight or (decrease, increase)),
     fixed / increase_only / decrease_only (feature names or indices overriding
     the schema's actionability), plausibility (a :class:`Plausibility`, or a
-    fitted IsolationForest: its own threshold is used).
+    fitted IsolationForest: its own threshold is used), also_valid_for (further
+    models, TreeEnsembles or supported model objects reading the same features:
+    the point must get the target from every one; solved on the union of their
+    split levels, CP-SAT only, each original model re-checked), margin (a
+    classifier's probability for the target class must be at least this, on
+    every model: confident recourse, away from the decision boundary).
     How it is solved: backend ("auto" (= "cpsat" unless a Gurobi licence is
     installed), "cpsat", "highs" or "gurobi"), time_limit (seconds for the whole
     query), n_solutions (diverse solutions, see the module doc), n_workers
@@ -118,6 +123,8 @@ class OptimalSettings:
     increase_only: Iterable[Any] = ()
     decrease_only: Iterable[Any] = ()
     plausibility: Plausibility | Any | None = None
+    also_valid_for: Iterable[Any] = ()
+    margin: float | None = None
     backend: str = "auto"
     time_limit: float = 30.0
     n_solutions: int = 1
@@ -158,9 +165,25 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, settings: Opti
         raise QueryError("n_solutions must be at least 1.")
     time_limit = check_time_limit(s.time_limit)
     be = _choose_backend(s.backend)
+    others = [(o if isinstance(o, TreeEnsemble) else from_model(o), None if isinstance(o, TreeEnsemble) else o)
+              for o in (s.also_valid_for or ())]
+    notice = None
+    if others and be != "cpsat":
+        if s.backend != "auto":
+            raise QueryError(f"A counterfactual valid for several models is solved by CP-SAT only; the "
+                             f"{be} backend cannot take also_valid_for. Choose backend 'cpsat' or 'auto'.")
+        be, notice = "cpsat", "Several models: solved by CP-SAT (the MILP backends take one model)."
     prob = build_problem(ens, x, target, schema=s.schema, norm=s.norm, weights=s.weights, fixed=s.fixed,
-                         increase_only=s.increase_only, decrease_only=s.decrease_only, plausibility=plausibility)
+                         increase_only=s.increase_only, decrease_only=s.decrease_only, plausibility=plausibility,
+                         also_valid_for=others, margin=s.margin)
+    if prob.target.margin is not None and be != "cpsat":
+        if s.backend != "auto":
+            raise QueryError(f"A probability margin is solved by CP-SAT only; choose backend 'cpsat' or 'auto', "
+                             f"not {be!r}.")
+        be, notice = "cpsat", "A probability margin: solved by CP-SAT (the MILP backends take no margin)."
     params = _params(s, be, time_limit, plausibility, target)
+    if notice:
+        params["notice"] = notice
     build_s = time.perf_counter() - t0
     if X_ref is not None and not isinstance(X_ref, np.ndarray):
         X_ref = np.asarray(X_ref, dtype=float)
@@ -194,7 +217,7 @@ def _params(s: OptimalSettings, backend: str, time_limit: float, plausibility: P
                 increase_only=[str(v) for v in s.increase_only], decrease_only=[str(v) for v in s.decrease_only],
                 plausibility=None if plausibility is None else {"delta": plausibility.delta,
                                                                "contamination": plausibility.contamination},
-                target=str(target))
+                target=str(target), margin=s.margin, also_valid_for=len(tuple(s.also_valid_for or ())))
 
 
 def _solve_once(prob: CellProblem, backend: str, time_limit: float, hint: np.ndarray | None, n_workers: int):
@@ -240,7 +263,8 @@ def _upper_bound(run: QueryRun, X_ref: np.ndarray | None, warm: bool, time_limit
 def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref, warm: bool, n_workers,
                        on_progress) -> CounterfactualResult:
     prob, timings = run.prob, run.timings
-    if backend == "cpsat" and not prob.exclusions and not prob.nogoods:
+    if backend == "cpsat" and not prob.exclusions and not prob.nogoods and not prob.others \
+            and prob.target.margin is None:
         fast = _separable(run)
         if fast is not None:
             return fast
@@ -300,5 +324,8 @@ def _add_nogood(prob: CellProblem, x: np.ndarray) -> None:
     ok_target = prob.target.holds(prob.ens, x[None, :])[0]
     if not ok_target:
         prob.nogoods.append(("model", prob.ens.apply(x[None, :])[0]))
+    for k, o in enumerate(prob.others):
+        if not o.target.holds(o.ens, x[None, :])[0]:
+            prob.nogoods.append((f"other{k}", o.ens.apply(x[None, :])[0]))
     if prob.plaus is not None and not prob.plaus.holds(x[None, :])[0]:
         prob.nogoods.append(("plaus", prob.plaus.forest.apply(x[None, :])[0]))

@@ -38,7 +38,8 @@ import numpy as np
 from core.counterfactual import CounterfactualResult, QueryError, check_time_limit
 from core.ensemble import TreeEnsemble, from_model
 from core.cells import CellProblem, QueryRun, best_start, build_problem, local_search, score_needs
-from core.cells.bounds import radius_for, range_min, range_min_table
+from core.cells.bounds import radius_for, range_min, range_min_table, target_needs
+from core.cells.problem import TreeBlock
 
 __all__ = ["Region", "RegionSet", "exact_counterfactual", "counterfactual_set", "slice_regions",
            "projection_regions", "decompose"]
@@ -73,7 +74,7 @@ class _Search:
     def __init__(self, prob: CellProblem, allowed: list[np.ndarray], order: Sequence[int], deadline: float,
                  max_nodes: int):
         self.prob = prob
-        self.blk = prob.model_leaves
+        self.blk, self.score_needs = search_block(prob)
         self.order = list(order)
         self.deadline = deadline
         self.max_nodes = max_nodes
@@ -87,7 +88,6 @@ class _Search:
         ordered = mc[:, self.order]
         self.suffix = np.concatenate([np.cumsum(ordered[:, ::-1], axis=1)[:, ::-1],
                                       np.zeros((mc.shape[0], 1))], axis=1)
-        self.score_needs = score_needs(prob)
 
     def out_of_budget(self) -> bool:
         if self.nodes >= self.max_nodes or time.perf_counter() > self.deadline:
@@ -121,6 +121,33 @@ class _Search:
         return r
 
 
+def search_block(prob: CellProblem) -> tuple[TreeBlock, list[tuple[np.ndarray, float]]]:
+    """The leaves the search decomposes and the target needs on them: the model's;
+    with other models (``also_valid_for``), every model's trees side by side, so a
+    pure region is pure for all of them, and each model's needs on its own rows
+    (zero elsewhere), so the pruning bound holds for every target at once."""
+    blk = prob.model_leaves
+    if not prob.others:
+        return blk, score_needs(prob)
+    parts = [(blk, prob.ens, prob.target)] + [(o.leaves, o.ens, o.target) for o in prob.others]
+    offsets = np.cumsum([0] + [b.n_trees for b, _, _ in parts])
+    sizes = np.cumsum([0] + [b.tree_of.size for b, _, _ in parts])
+    width = blk.value.shape[1]
+    value = np.zeros((sizes[-1], width))
+    value[:sizes[1]] = blk.value                        # other models' values never enter a region's raw
+    combined = TreeBlock(np.concatenate([b.tree_of + off for (b, _, _), off in zip(parts, offsets)]),
+                         np.concatenate([b.node for b, _, _ in parts]),
+                         np.vstack([b.lo for b, _, _ in parts]), np.vstack([b.hi for b, _, _ in parts]),
+                         value, int(offsets[-1]))
+    needs = []
+    for k, (b, ens, tgt) in enumerate(parts):
+        for score, need in target_needs(ens, tgt, b.value):
+            full = np.zeros(sizes[-1])
+            full[sizes[k]:sizes[k + 1]] = score
+            needs.append((full, need))
+    return combined, needs
+
+
 def _cells_nearest(prob: CellProblem, costs: list[np.ndarray], ranges: dict[int, tuple[int, int]]) -> np.ndarray:
     cells = np.zeros(prob.n_features, dtype=np.int64)
     for j in range(prob.n_features):
@@ -140,7 +167,7 @@ def _region(prob: CellProblem, ranges: dict[int, tuple[int, int]], members: np.n
         upper[j] = lv[b] if b < lv.size else np.inf
     point = prob.point_of(_cells_nearest(prob, costs, ranges))
     blk = prob.model_leaves
-    raw = blk.value[members].sum(axis=0) + prob.ens.base_score
+    raw = blk.value[members[members < blk.tree_of.size]].sum(axis=0) + prob.ens.base_score
     pred = prob.ens.predict(point[None, :])[0]
     return Region(lower, upper, raw, pred, dist, point)
 
@@ -148,7 +175,7 @@ def _region(prob: CellProblem, ranges: dict[int, tuple[int, int]], members: np.n
 def _feature_order(prob: CellProblem, allowed: list[np.ndarray]) -> list[int]:
     """Dimensions with one allowed interval first (they only filter leaves), then by
     how many leaves they split, most first: the alive set shrinks fastest."""
-    blk = prob.model_leaves
+    blk, _ = search_block(prob)
     n_allowed = [int(a.sum()) for a in allowed]
     splits = [int(np.sum((blk.lo[:, j] > 0) | (blk.hi[:, j] < prob.levels[j].size))) for j in range(prob.n_features)]
     return sorted(range(prob.n_features), key=lambda j: (n_allowed[j] > 1, -splits[j]))
@@ -158,7 +185,7 @@ def _greedy_dive(s: _Search, prob: CellProblem) -> np.ndarray | None:
     """One descent choosing, on each dimension, the child whose alive leaves can
     best reach the target (largest worst-case slack over the score needs); the
     cells of a valid region, polished by the local search, or None."""
-    blk = prob.model_leaves
+    blk = s.blk
     alive, ranges = np.arange(blk.tree_of.size), {}
     for k in range(len(s.order)):
         best, best_slack = None, -np.inf
@@ -187,7 +214,7 @@ def _run(prob: CellProblem, allowed: list[np.ndarray], *, mode: str, radius: flo
     region within ``radius`` (valid ones only if ``target_only``)."""
     order = _feature_order(prob, allowed)
     s = _Search(prob, allowed, order, time.perf_counter() + check_time_limit(time_limit), max_nodes)
-    blk = prob.model_leaves
+    blk = s.blk
     ub = radius
     best: tuple[float, np.ndarray] | None = None
     if mode == "best" and not np.isfinite(ub):  # an upper bound before the search (algorithm 4's role)
@@ -236,14 +263,18 @@ def _run(prob: CellProblem, allowed: list[np.ndarray], *, mode: str, radius: flo
 
 
 # ------------------------------------------------------------------ public API
-def _problem(ensemble, x, target, norm, weights, fixed, schema):
+def _problem(ensemble, x, target, norm, weights, fixed, schema, also_valid_for=(), margin=None):
     ens = from_model(ensemble) if not isinstance(ensemble, TreeEnsemble) else ensemble
-    return ens, build_problem(ens, x, target, schema=schema, norm=norm, weights=weights, fixed=fixed)
+    others = [(o if isinstance(o, TreeEnsemble) else from_model(o), None if isinstance(o, TreeEnsemble) else o)
+              for o in (also_valid_for or ())]
+    return ens, build_problem(ens, x, target, schema=schema, norm=norm, weights=weights, fixed=fixed,
+                              also_valid_for=others, margin=margin)
 
 
 def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: Any = "l2", weights: Any = None,
                          fixed: Iterable[Any] = (), time_limit: float = 30.0, schema: Any = None,
-                         X_ref: Any = None, model: Any = None, max_nodes: int = 5_000_000) -> CounterfactualResult:
+                         X_ref: Any = None, model: Any = None, max_nodes: int = 5_000_000,
+                         also_valid_for: Iterable[Any] = (), margin: float | None = None) -> CounterfactualResult:
     """The closest point of a region where the ensemble gives ``target``, exactly.
 
     Parameters
@@ -256,6 +287,10 @@ def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: Any = "l2"
     fixed : features (names or indices) that must not move.
     X_ref : optional reference rows whose nearest valid one seeds the upper bound (a greedy
         start from the model seeds it too, so the search is fast without them).
+    also_valid_for : further models reading the same features (TreeEnsembles or model
+        objects): the region must give ``target`` on every one; the search runs over all
+        their trees at once (:func:`search_block`).
+    margin : a classifier's probability for ``target`` must be at least this (every model).
 
     Returns
     -------
@@ -264,9 +299,10 @@ def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: Any = "l2"
     """
     t0 = time.perf_counter()
     time_limit = check_time_limit(time_limit)
-    ens, prob = _problem(ensemble, x, target, norm, weights, fixed, schema)
+    ens, prob = _problem(ensemble, x, target, norm, weights, fixed, schema, also_valid_for, margin)
     params = dict(norm=norm if isinstance(norm, str) else dict(norm), fixed=[str(f) for f in fixed],
-                  time_limit=time_limit, target=str(target), method="branch and bound (Blanchart)")
+                  time_limit=time_limit, target=str(target), method="branch and bound (Blanchart)",
+                  margin=margin, also_valid_for=len(prob.others))
     ws_x, ub = best_start(prob, None if X_ref is None else np.asarray(X_ref, dtype=float),
                           deadline=t0 + 0.25 * time_limit)
     allowed = [np.isfinite(c) for c in prob.costs]

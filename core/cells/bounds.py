@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from core.cells.groups import grouped_leaves
@@ -96,15 +98,24 @@ def score_needs(prob: CellProblem, blk: TreeBlock | None = None) -> list[tuple[n
     """The target as (per-leaf score, required sum) pairs, all of which must
     hold: the sum over trees of the reached leaves' scores reaches the need.
     Scores are per leaf of ``blk`` (default: the model's leaves)."""
-    ens, tgt = prob.ens, prob.target
-    V = (prob.model_leaves if blk is None else blk).value
+    return target_needs(prob.ens, prob.target, (prob.model_leaves if blk is None else blk).value)
+
+
+def target_needs(ens: Any, tgt: Any, V: np.ndarray) -> list[tuple[np.ndarray, float]]:
+    """:func:`score_needs` of ensemble ``ens`` and target ``tgt`` on leaf values ``V``
+    (with a margin: the probability's bound, as in :mod:`core.solvers.cpsat`)."""
     base = ens.base_score
     if tgt.kind == "class" and ens.link == "sigmoid":
         sign = 1.0 if tgt.class_index == 1 else -1.0
-        return [(sign * V[:, 0], -sign * base[0])]
+        cut = 0.0 if tgt.margin is None else float(np.log(tgt.margin / (1 - tgt.margin))) / ens.sigmoid_scale
+        return [(sign * V[:, 0], cut - sign * base[0])]
     if tgt.kind == "class":
         c0 = tgt.class_index
-        return [(V[:, c0] - V[:, c], base[c] - base[c0]) for c in range(V.shape[1]) if c != c0]
+        needs = [(V[:, c0] - V[:, c], base[c] - base[c0]) for c in range(V.shape[1]) if c != c0]
+        if tgt.margin is not None:
+            q = float(tgt.margin)
+            needs.append((V[:, c0] - q * V.sum(axis=1), q * float(np.sum(base)) - base[c0]))
+        return needs
     needs = []
     if np.isfinite(tgt.lo):
         needs.append((V[:, 0], tgt.lo - base[0]))

@@ -105,6 +105,8 @@ def grouped_leaves(prob: CellProblem, blk: TreeBlock) -> tuple[TreeBlock, np.nda
     problem has no group. Kept with the ensemble for the next query."""
     if not prob.groups:
         return blk, np.arange(blk.tree_of.size)
-    which = "model" if blk is prob.model_leaves else "plaus"
+    which = "model" if blk is prob.model_leaves else "plaus" if blk is prob.plaus_leaves else None
+    if which is None:                       # another model's block (also valid for): built per query
+        return _build(blk, prob.levels, prob.groups)
     key = ("grouped", which, MERGE_COPIES, prob.grid_key, tuple(tuple(g) for g in prob.groups))
     return GRID_CACHE.get(prob.ens, key, lambda: _build(blk, prob.levels, prob.groups))

@@ -14,6 +14,15 @@ one-hot groups holding exactly one category (eq. 27) and, with plausibility,
 the Isolation Forest's mean path length at least ``delta`` (eq. 33,
 :class:`Plausibility`).
 
+Several models at once (model versions: a counterfactual that survives an
+update): the same cells on the union of every model's split levels, each
+model's leaves a block of its own and each model's target required
+(:class:`Other`); the order simplex is shared, so the optimum over the union
+grid is the cheapest point valid for all. A probability margin (confident
+recourse) tightens each classifier's target: ``p_c >= q`` is linear in the leaf
+values for a forest (mean probabilities) and a bound on the margin for a
+sigmoid link (``Target.margin``).
+
 Every solver in :mod:`core.solvers` takes a :class:`CellProblem` and returns a
 :class:`CellSolution`; :mod:`core.optimal`, :mod:`core.regions` and
 :mod:`core.fcca` build their problems here.
@@ -22,7 +31,7 @@ Every solver in :mod:`core.solvers` takes a :class:`CellProblem` and returns a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -31,8 +40,8 @@ from core.counterfactual import CostModel, QueryError, Target, make_cost_model, 
 from core.ensemble import TreeEnsemble, from_model
 from core.schema import INTEGRAL_KINDS
 
-__all__ = ["NUDGE", "Plausibility", "TreeBlock", "CellProblem", "CellSolution", "build_problem",
-           "feature_levels", "explain_infeasible"]
+__all__ = ["NUDGE", "Plausibility", "TreeBlock", "CellProblem", "CellSolution", "Other", "check_same_features",
+           "build_problem", "feature_levels", "explain_infeasible"]
 
 NUDGE = 1e-6  # fraction of a feature's span used to step strictly inside an open interval end
 
@@ -90,6 +99,17 @@ class TreeBlock:
     n_trees: int
 
 
+@dataclass(frozen=True)
+class Other:
+    """A further model the counterfactual must also convince (``also_valid_for``):
+    its ensemble, its target, its leaves on the shared grid, and its original model."""
+
+    ens: TreeEnsemble
+    target: Target
+    leaves: TreeBlock
+    model: Any = None
+
+
 @dataclass
 class CellProblem:
     """The counterfactual problem on the grid of split levels (see module doc)."""
@@ -113,6 +133,7 @@ class CellProblem:
     exclusions: list[list[int]] = field(default_factory=list)
     lo: np.ndarray | None = None      # per feature, the smallest allowed value (the schema's range)
     hi: np.ndarray | None = None      # per feature, the largest allowed value
+    others: list[Other] = field(default_factory=list)   # further models the point must also convince
 
     @property
     def n_features(self) -> int:
@@ -138,6 +159,8 @@ class CellProblem:
     def is_valid(self, X: np.ndarray) -> np.ndarray:
         X = np.atleast_2d(X)
         ok = self.target.holds(self.ens, X)
+        for o in self.others:
+            ok &= o.target.holds(o.ens, X)
         if self.plaus is not None:
             ok &= self.plaus.holds(X)
         return ok
@@ -259,36 +282,69 @@ def _leaf_block(ens: TreeEnsemble, levels: list[np.ndarray]) -> TreeBlock:
 
 def build_problem(ens: TreeEnsemble, x: Any, target: Any, *, schema: Any = None, norm: Any = "l1",
                   weights: Any = None, fixed: Iterable[Any] = (), increase_only: Iterable[Any] = (),
-                  decrease_only: Iterable[Any] = (), plausibility: Plausibility | None = None) -> CellProblem:
-    """The counterfactual problem of ``x`` on the grid of the ensemble's split levels."""
+                  decrease_only: Iterable[Any] = (), plausibility: Plausibility | None = None,
+                  also_valid_for: Sequence[tuple[TreeEnsemble, Any]] = (), margin: float | None = None
+                  ) -> CellProblem:
+    """The counterfactual problem of ``x`` on the grid of the ensemble's split
+    levels; with ``also_valid_for`` ((ensemble, original model or None) pairs
+    sharing the features), on the union of every model's levels, each model
+    required to give the target (with ``margin``, confidently)."""
     x_hat = np.asarray(x, dtype=float).ravel()
     if x_hat.shape != (ens.n_features,):
         raise QueryError(f"x has {x_hat.size} values; the model has {ens.n_features} features.")
     if not np.all(np.isfinite(x_hat)):
         raise QueryError("x contains NaN or infinite values; give a complete row.")
-    tgt = make_target(ens, target)
+    tgt = make_target(ens, target, margin)
+    others_ens = [check_same_features(ens, o, k + 2) for k, (o, _) in enumerate(also_valid_for)]
+    other_targets = [make_target(o, target, margin) for o in others_ens]
     cm = make_cost_model(ens, norm, weights, schema)
     kinds, lo, hi, action, groups = _domains(ens, schema, x_hat, fixed, increase_only, decrease_only)
-    levels, model_leaves, plaus_leaves = _grid_structure(ens, kinds, plausibility)
+    levels, model_leaves, plaus_leaves, other_leaves = _grid_structure(ens, kinds, plausibility, others_ens)
     points, costs, hat = [], [], np.zeros(ens.n_features, dtype=np.int64)
     for j in range(ens.n_features):
         p, c, h = _feature_grid(levels[j], x_hat[j], kinds[j], lo[j], hi[j], action[j], cm, j)
         points.append(p)
         costs.append(c)
         hat[j] = h
+    others = [Other(o, t, blk, model) for o, t, blk, (_, model) in
+              zip(others_ens, other_targets, other_leaves, also_valid_for)]
     return CellProblem(ens, x_hat, tgt, cm, levels, points, costs, hat, groups,
-                       model_leaves, plausibility, plaus_leaves, kinds, _grid_key(kinds, plausibility),
-                       lo=lo, hi=hi)
+                       model_leaves, plausibility, plaus_leaves, kinds, _grid_key(kinds, plausibility, others_ens),
+                       lo=lo, hi=hi, others=others)
 
 
-def feature_levels(ens: TreeEnsemble, kinds: list[str], plausibility: Plausibility | None = None
-                   ) -> list[np.ndarray]:
+def check_same_features(ens: TreeEnsemble, other: TreeEnsemble, position: int) -> TreeEnsemble:
+    """``other`` if it reads the same features as ``ens`` (names, order, categories) and
+    does the same task; else a QueryError saying what differs (``position``: its place
+    in the list of models, for the message)."""
+    if other.task != ens.task:
+        raise QueryError(f"Model {position} is a {other.task} model and the first a {ens.task} model; a "
+                         "counterfactual valid for both needs models of one task.")
+    if list(other.feature_names) != list(ens.feature_names):
+        a, b = list(ens.feature_names), list(other.feature_names)
+        missing, extra = [f for f in a if f not in b], [f for f in b if f not in a]
+        what = (f"it lacks {missing[:5]} and has {extra[:5]}" if (missing or extra)
+                else "its features are in another order")
+        raise QueryError(f"Model {position} does not read the same features as the first model ({what}); load "
+                         "models trained on the same columns.")
+    if list(other.categories or [None] * other.n_features) != list(ens.categories or [None] * ens.n_features):
+        raise QueryError(f"Model {position} reads a categorical column with other categories than the first model.")
+    if ens.task == "classification" and [str(c) for c in other.classes] != [str(c) for c in ens.classes]:
+        raise QueryError(f"Model {position} has the classes {list(other.classes)}, the first {list(ens.classes)}; "
+                         "the models must decide between the same classes.")
+    return other
+
+
+def feature_levels(ens: TreeEnsemble, kinds: list[str], plausibility: Plausibility | None = None,
+                   others: Sequence[TreeEnsemble] = ()) -> list[np.ndarray]:
     """Per feature, the sorted split levels of the ensemble (and of the
-    plausibility forest); binary and one-hot columns also get 0.5, so both
-    values are reachable even if no tree splits there."""
+    plausibility forest and the other models); binary and one-hot columns also
+    get 0.5, so both values are reachable even if no tree splits there."""
     levels = []
     for j in range(ens.n_features):
         lv = ens.split_levels(j)
+        for o in others:
+            lv = np.union1d(lv, o.split_levels(j))
         if plausibility is not None:
             lv = np.union1d(lv, plausibility.forest.split_levels(j))
         if kinds[j] in ("binary", "one-hot"):
@@ -297,21 +353,24 @@ def feature_levels(ens: TreeEnsemble, kinds: list[str], plausibility: Plausibili
     return levels
 
 
-def _grid_key(kinds: list[str], plausibility: Plausibility | None) -> tuple:
-    """Besides the ensemble, the grid depends on which columns are 0/1 and on the plausibility forest."""
+def _grid_key(kinds: list[str], plausibility: Plausibility | None, others: Sequence[TreeEnsemble] = ()) -> tuple:
+    """Besides the ensemble, the grid depends on which columns are 0/1, on the
+    plausibility forest and on the other models a point must convince."""
     return (tuple(k in ("binary", "one-hot") for k in kinds),
-            None if plausibility is None else plausibility.forest.content_hash())
+            None if plausibility is None else plausibility.forest.content_hash(),
+            tuple(o.content_hash() for o in others))
 
 
-def _grid_structure(ens: TreeEnsemble, kinds: list[str], plausibility: Plausibility | None):
+def _grid_structure(ens: TreeEnsemble, kinds: list[str], plausibility: Plausibility | None,
+                    others: Sequence[TreeEnsemble] = ()):
     """Levels and leaf boxes in interval indices: they do not depend on the query,
     so they are kept (per ensemble, in :data:`core.cells.cache.GRID_CACHE`) for the next query."""
-    key = ("cells", *_grid_key(kinds, plausibility))
+    key = ("cells", *_grid_key(kinds, plausibility, others))
 
     def build():
-        levels = feature_levels(ens, kinds, plausibility)
+        levels = feature_levels(ens, kinds, plausibility, others)
         plaus = None if plausibility is None else _leaf_block(plausibility.forest, levels)
-        return levels, _leaf_block(ens, levels), plaus
+        return levels, _leaf_block(ens, levels), plaus, [_leaf_block(o, levels) for o in others]
 
     return GRID_CACHE.get(ens, key, build)
 

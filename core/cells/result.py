@@ -59,6 +59,10 @@ class QueryRun:
                 if valid and check and self.model is not None:
                     valid = check_on_model(self.model, ens, cand, prob.target)
                     disagrees = not valid
+                if valid and check:                 # every other model a point must convince, as loaded
+                    valid = all(check_on_model(o.model, o.ens, cand, o.target) for o in prob.others
+                                if o.model is not None)
+                    disagrees = not valid
                 if valid:
                     x = cand
                     break

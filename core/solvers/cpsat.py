@@ -136,8 +136,15 @@ def _constraints(m, prob: CellProblem, costs: list[np.ndarray], lits: list[_Lits
                 return None
     model_blk, model_row = grouped_leaves(prob, prob.model_leaves)
     model_s = _leaf_vars(m, prob, model_blk, costs, lits, "s")
-    if model_s is None or not _target_constraint(m, prob, model_blk, model_s):
+    if model_s is None or not _target_constraint(m, prob.ens, prob.target, model_blk, model_s):
         return None
+    others = {}
+    for k, other in enumerate(prob.others):             # also valid for: each model's leaves and target
+        blk, row = grouped_leaves(prob, other.leaves)
+        s = _leaf_vars(m, prob, blk, costs, lits, f"o{k}_")
+        if s is None or not _target_constraint(m, other.ens, other.target, blk, s):
+            return None
+        others[f"other{k}"] = (other.leaves, _LeafSet(s, row))
     plaus = None
     if prob.plaus_leaves is not None:
         plaus_blk, plaus_row = grouped_leaves(prob, prob.plaus_leaves)
@@ -146,7 +153,7 @@ def _constraints(m, prob: CellProblem, costs: list[np.ndarray], lits: list[_Lits
             return None
         plaus = _LeafSet(plaus_s, plaus_row)
     model = _LeafSet(model_s, model_row)
-    if not (_one_category(m, prob, lits) and _nogoods(m, prob, model, plaus)):
+    if not (_one_category(m, prob, lits) and _nogoods(m, prob, model, plaus, others)):
         return None
     _exclusions(m, prob, lits)
     return model, plaus
@@ -225,12 +232,13 @@ def _one_category(m, prob: CellProblem, lits: list[_Lits]) -> bool:
     return True
 
 
-def _nogoods(m, prob: CellProblem, model: _LeafSet, plaus: _LeafSet | None) -> bool:
+def _nogoods(m, prob: CellProblem, model: _LeafSet, plaus: _LeafSet | None, others: dict) -> bool:
     """Cut off the leaf combinations of points found invalid (near ties the
     integer scaling admitted); merged leaves share their members' values, so
     the cut holds for every member."""
     for kind, leaves in prob.nogoods:
-        blk, ls = (prob.model_leaves, model) if kind == "model" else (prob.plaus_leaves, plaus)
+        blk, ls = ((prob.model_leaves, model) if kind == "model" else (prob.plaus_leaves, plaus) if kind == "plaus"
+                   else others[kind])
         clause = []
         for t, node in enumerate(leaves):
             i = np.flatnonzero((blk.tree_of == t) & (blk.node == node))
@@ -325,8 +333,10 @@ def _linear(m, svars, coefs):
     return sum(terms) if terms else 0, const
 
 
-def _target_constraint(m, prob, blk, svars) -> bool:
-    ens, tgt = prob.ens, prob.target
+def _target_constraint(m, ens, tgt, blk, svars) -> bool:
+    """The target of ``ens`` (eqs. 13-14) on the leaf booleans of its block; with a
+    margin (confident recourse) the class's probability at least ``tgt.margin``:
+    on the margin for a sigmoid link, linear in the leaf probabilities for a forest."""
     V = blk.value
     T = blk.n_trees
     base = ens.base_score
@@ -335,12 +345,18 @@ def _target_constraint(m, prob, blk, svars) -> bool:
         v = V[:, 0]
         S = SCORE_SCALE_TARGET / max(1e-12, _max_abs_sum(blk, v))
         expr, const = _linear(m, svars, np.round(v * S))
-        rhs = -base[0] * S
+        cut = 0.0 if tgt.margin is None else float(np.log(tgt.margin / (1 - tgt.margin))) / ens.sigmoid_scale
         if tgt.class_index == 1:
-            m.add(expr + const >= int(np.floor(rhs)) - slack)
+            m.add(expr + const >= int(np.floor((cut - base[0]) * S)) - slack)
         else:
-            m.add(expr + const <= int(np.ceil(rhs)) + slack)
+            m.add(expr + const <= int(np.ceil((-cut - base[0]) * S)) + slack)
         return True
+    if tgt.kind == "class" and tgt.margin is not None:     # a forest: p_c = raw_c / sum_k raw_k >= q
+        c_star, q = tgt.class_index, float(tgt.margin)
+        coef = V[:, c_star] - q * V.sum(axis=1)
+        S = SCORE_SCALE_TARGET / max(1e-12, _max_abs_sum(blk, coef))
+        expr, const = _linear(m, svars, np.round(coef * S))
+        m.add(expr + const >= int(np.floor((q * float(np.sum(base)) - base[c_star]) * S)) - slack)
     if tgt.kind == "class":
         c_star = tgt.class_index
         for c in range(V.shape[1]):
