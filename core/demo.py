@@ -16,6 +16,14 @@ effect of 1.5 late payments), while the features themselves are drawn from
 the same distributions for both groups. A model trained on these labels
 learns the gap, so women need larger changes to be approved: the recourse
 cost gap a fairness audit should find.
+
+The demo's second model version (:func:`updated_model`)
+------------------------------------------------------
+"Version 2" of the credit model is the same LightGBM recipe retrained on
+3,000 later applications (seed 1) after a documented policy change: the lender
+now counts each late payment as 0.9 score units instead of 0.6 (``LATE_V2``).
+Recourse promised under version 1 that leaned on a high income despite late
+payments may no longer be honoured: the Compare models page shows it.
 """
 
 from __future__ import annotations
@@ -28,9 +36,11 @@ import pandas as pd
 
 from core.io import train_model
 
-__all__ = ["breast_cancer", "synthetic_credit", "DEMOS", "DemoSpec", "build_demo", "BIAS"]
+__all__ = ["breast_cancer", "synthetic_credit", "DEMOS", "DemoSpec", "build_demo", "BIAS", "updated_model",
+           "UPDATES"]
 
 BIAS = 0.9
+LATE_V1, LATE_V2 = 0.6, 0.9      # score units per late payment, before and after the policy change
 EMPLOYMENT = ("employed", "self_employed", "unemployed", "student")
 
 
@@ -44,8 +54,9 @@ def breast_cancer() -> tuple[pd.DataFrame, str]:
     return df, "benign"
 
 
-def synthetic_credit(n: int = 3000, seed: int = 0) -> tuple[pd.DataFrame, str]:
-    """The synthetic lending table with target ``approved``; see module doc."""
+def synthetic_credit(n: int = 3000, seed: int = 0, late_weight: float = LATE_V1) -> tuple[pd.DataFrame, str]:
+    """The synthetic lending table with target ``approved``; see module doc
+    (``late_weight``: score units per late payment, the policy the labels follow)."""
     rng = np.random.default_rng(seed)
     sex = rng.integers(0, 2, n)
     age = rng.integers(18, 76, n)
@@ -57,7 +68,7 @@ def synthetic_credit(n: int = 3000, seed: int = 0) -> tuple[pd.DataFrame, str]:
     emp = rng.choice(len(EMPLOYMENT), size=n, p=[0.62, 0.18, 0.12, 0.08])
     emp_effect = np.array([0.4, 0.1, -0.9, -0.4])[emp]
     z_income = (np.log(income) - 3.6) / 0.45
-    score = (1.1 * z_income - 1.4 * debt + 0.25 * np.sqrt(history) - 0.6 * late + 0.5 * home
+    score = (1.1 * z_income - 1.4 * debt + 0.25 * np.sqrt(history) - late_weight * late + 0.5 * home
              + emp_effect + rng.normal(0, 0.5, n))
     approved = (score > -0.2 + BIAS * sex).astype(int)
     df = pd.DataFrame({
@@ -96,6 +107,24 @@ DEMOS: dict[str, DemoSpec] = {
         dict(n_estimators=100, max_depth=4, learning_rate=0.1),
         "The same data with a gradient-boosted XGBoost model."),
 }
+
+
+#: demos with a second model version: key -> (title of the update, what changed)
+UPDATES: dict[str, tuple[str, str]] = {
+    "credit-lightgbm": ("Version 2 · retrained on later applications",
+                        "The same LightGBM recipe retrained on 3,000 later applications, after the lender began "
+                        f"counting each late payment as {LATE_V2} score units instead of {LATE_V1}."),
+}
+
+
+def updated_model(key: str) -> tuple[Any, str, str]:
+    """The second version of a demo's model (see the module doc): the fitted model,
+    its title and what changed. KeyError for a demo without one."""
+    title, what = UPDATES[key]
+    spec = DEMOS[key]
+    df, target = synthetic_credit(seed=1, late_weight=LATE_V2)
+    trained = train_model(df.drop(columns=[target]), df[target], spec.family, random_state=1, **spec.params)
+    return trained.model, title, what
 
 
 def build_demo(key: str) -> tuple[pd.DataFrame, str, Any, float]:

@@ -66,7 +66,7 @@ from core.settings import with_overrides
 from core.solvers import cpsat, ocean, separable
 from core.solvers.ocean import GurobiUnavailable
 
-__all__ = ["optimal_counterfactual", "OptimalSettings", "build_problem", "feature_levels", "Plausibility", "CellProblem",
+__all__ = ["optimal_counterfactual", "OptimalSettings", "other_models", "build_problem", "feature_levels", "Plausibility", "CellProblem",
            "warm_start", "greedy_start", "radius_bound", "explain_infeasible", "BACKENDS"]
 
 BACKENDS = ("auto", "cpsat", "highs", "gurobi")
@@ -165,8 +165,7 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, settings: Opti
         raise QueryError("n_solutions must be at least 1.")
     time_limit = check_time_limit(s.time_limit)
     be = _choose_backend(s.backend)
-    others = [(o if isinstance(o, TreeEnsemble) else from_model(o), None if isinstance(o, TreeEnsemble) else o)
-              for o in (s.also_valid_for or ())]
+    others = other_models(s.also_valid_for)
     notice = None
     if others and be != "cpsat":
         if s.backend != "auto":
@@ -207,6 +206,21 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, settings: Opti
     if len(results) > 1:
         first = replace(first, alternatives=tuple(r for r in results[1:] if r.found))
     return first
+
+
+def other_models(items: Iterable[Any]) -> list[tuple[TreeEnsemble, Any]]:
+    """``also_valid_for`` as (ensemble, original model or None) pairs: an item is a
+    TreeEnsemble, a supported model (converted; checked as loaded too), or a
+    ``(TreeEnsemble, model)`` pair (converted once by the caller)."""
+    out = []
+    for o in items or ():
+        if isinstance(o, tuple) and len(o) == 2 and isinstance(o[0], TreeEnsemble):
+            out.append((o[0], o[1]))
+        elif isinstance(o, TreeEnsemble):
+            out.append((o, None))
+        else:
+            out.append((from_model(o), o))
+    return out
 
 
 def _params(s: OptimalSettings, backend: str, time_limit: float, plausibility: Plausibility | None,

@@ -40,6 +40,7 @@ from core.ensemble import TreeEnsemble, from_model
 from core.cells import CellProblem, QueryRun, best_start, build_problem, local_search, score_needs
 from core.cells.bounds import radius_for, range_min, range_min_table, target_needs
 from core.cells.problem import TreeBlock
+from core.optimal import other_models
 
 __all__ = ["Region", "RegionSet", "exact_counterfactual", "counterfactual_set", "slice_regions",
            "projection_regions", "decompose"]
@@ -265,8 +266,7 @@ def _run(prob: CellProblem, allowed: list[np.ndarray], *, mode: str, radius: flo
 # ------------------------------------------------------------------ public API
 def _problem(ensemble, x, target, norm, weights, fixed, schema, also_valid_for=(), margin=None):
     ens = from_model(ensemble) if not isinstance(ensemble, TreeEnsemble) else ensemble
-    others = [(o if isinstance(o, TreeEnsemble) else from_model(o), None if isinstance(o, TreeEnsemble) else o)
-              for o in (also_valid_for or ())]
+    others = other_models(also_valid_for)
     return ens, build_problem(ens, x, target, schema=schema, norm=norm, weights=weights, fixed=fixed,
                               also_valid_for=others, margin=margin)
 

@@ -10,5 +10,6 @@ PAGES: dict[str, list[tuple[str, str, str]]] = {
                     ("counterfactual_rules.py", "Counterfactual rules", "📏"),
                     ("case_story.py", "Case story", "📖")],
     "Audit": [("fairness_audit.py", "Fairness audit", "⚖️"),
+              ("compare_models.py", "Compare models", "🔀"),
               ("history.py", "Audit history", "🗂️")],
 }

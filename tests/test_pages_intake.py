@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from conftest import ROOT
 
-PAGES = ["optimal_cf.py", "metarule_tree.py", "decision_regions.py", "counterfactual_rules.py", "fcca.py",
+PAGES = ["compare_models.py", "optimal_cf.py", "metarule_tree.py", "decision_regions.py", "counterfactual_rules.py", "fcca.py",
          "fairness_audit.py"]
 
 

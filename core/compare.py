@@ -1,0 +1,321 @@
+"""Two versions of a model on the same data: where they disagree, and whether
+the recourse promised under the first survives the second.
+
+* **Agreement**: the share of rows both models decide alike, overall and per
+  group of each protected attribute; the rows whose decision flips, and a
+  shallow tree (depth 3, fitted on the data's columns) describing where they are.
+* **Recourse invalidation** (the harm studied as recourse invalidation under
+  model multiplicity and retraining): for a seeded sample of the rows the first
+  model decides unfavourably, the optimal recourse under model A
+  (:func:`core.optimal.optimal_counterfactual`, protected columns held fixed)
+  is given to model B; it is *invalidated* when B does not give the target
+  there. The cheapest recourse valid under both (``also_valid_for``, the same
+  cell problem on the union of both models' split levels) measures what a
+  recourse that survives the update costs extra. Per group: the share
+  invalidated with a 95% percentile-bootstrap interval, and a two-sided
+  permutation test of its gap to the largest group (Holm-adjusted), as in
+  :mod:`core.auditstats`.
+
+Rows run through :func:`core.batch.map_rows` (local processes or a Dask
+cluster, progress, cancel). Nothing here imports the UI.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from core.auditstats import group_labels, protected_attributes
+from core.batch import map_rows
+from core.cells.problem import check_same_features
+from core.counterfactual import make_target
+from core.csvsafe import to_csv
+from core.ensemble import TreeEnsemble, from_model
+from core.errors import AuditCancelled, AuditError, QueryError
+from core.fairstats import bootstrap_ci, holm, permutation_p
+from core.optimal import optimal_counterfactual
+from core.shown import approx_text, bound_text, label_order
+
+__all__ = ["ModelComparison", "compare_models", "decision_agreement", "disagreement_rules"]
+
+
+@dataclass(frozen=True)
+class ModelComparison:
+    """What :func:`compare_models` found (tables in the data's columns and groups)."""
+
+    agreement: pd.DataFrame        # attribute, group, rows, agree (share), flips
+    flips: pd.DataFrame            # row, decision A, decision B, group labels
+    rules: list[str]               # where the decisions differ (a shallow tree's leaves)
+    rows: pd.DataFrame             # per audited row: recourse under A, valid under B?, cost under both
+    groups: pd.DataFrame           # per group: invalidated share and interval, extra cost
+    tests: pd.DataFrame            # per group vs the reference group: gap, p, adjusted p, significant
+    meta: dict[str, Any] = field(default_factory=dict)
+    points_a: np.ndarray | None = None      # per studied row, its recourse under A (NaN: none), full precision
+    points_both: np.ndarray | None = None   # per studied row, the cheapest recourse valid under both
+
+    @property
+    def invalidated(self) -> float:
+        """Share of the audited rows with a recourse under A that B does not honour."""
+        found = self.rows[self.rows["found_a"] == 1]
+        return float(found["invalidated"].mean()) if len(found) else float("nan")
+
+    def rows_csv(self) -> str:
+        return to_csv(self.rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        def frame(df: pd.DataFrame) -> list[dict[str, Any]]:
+            return json.loads(df.to_json(orient="records"))
+        return {"format": "counterfactual-atlas-model-comparison", "meta": self.meta,
+                "agreement": frame(self.agreement), "flips": frame(self.flips), "rules": self.rules,
+                "rows": frame(self.rows), "groups": frame(self.groups), "tests": frame(self.tests)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, default=str)
+
+    def to_html(self) -> str:
+        return comparison_html(self)
+
+
+# ------------------------------------------------------------------ agreement
+def decision_agreement(pred_a: np.ndarray, pred_b: np.ndarray, labels: dict[str, np.ndarray]) -> pd.DataFrame:
+    """Share of rows decided alike, overall and per group."""
+    same = np.asarray(pred_a) == np.asarray(pred_b)
+    out = [{"attribute": "(all rows)", "group": "", "rows": int(same.size), "agree": float(same.mean()),
+            "flips": int((~same).sum())}]
+    for attr, lab in labels.items():
+        for g in sorted(np.unique(lab), key=label_order):
+            m = lab == g
+            out.append({"attribute": attr, "group": str(g), "rows": int(m.sum()), "agree": float(same[m].mean()),
+                        "flips": int((~same[m]).sum())})
+    return pd.DataFrame(out)
+
+
+def disagreement_rules(X: np.ndarray, names: Sequence[str], flipped: np.ndarray, max_depth: int = 3,
+                       random_state: int = 0) -> list[str]:
+    """The leaves of a shallow tree separating flipped rows from the rest where
+    flips concentrate (at least twice the overall share, and 5 rows), the most
+    concentrated first: "if a <= 1 and b > 2: 45 of 90 rows flip (50%)"."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    flipped = np.asarray(flipped, dtype=bool)
+    if flipped.sum() == 0 or flipped.all():
+        return []
+    tree = DecisionTreeClassifier(max_depth=max_depth, min_samples_leaf=max(5, len(X) // 200),
+                                  random_state=random_state).fit(X, flipped)
+    t = tree.tree_
+    leaf_of = tree.apply(X)
+    base = float(flipped.mean())
+    out: list[tuple[float, str]] = []
+
+    def walk(node: int, conds: list[str]) -> None:
+        if t.children_left[node] < 0:
+            here = leaf_of == node
+            n, k = int(here.sum()), int(flipped[here].sum())
+            if n and k >= 5 and k / n >= 2 * base:
+                out.append((k / n, f"if {' and '.join(conds) or 'any row'}: {k} of {n} rows flip ({k / n:.0%})"))
+            return
+        f, thr = names[t.feature[node]], float(t.threshold[node])
+        walk(t.children_left[node], conds + [f"{f} <= {bound_text(thr)}"])
+        walk(t.children_right[node], conds + [f"{f} > {bound_text(thr)}"])
+
+    walk(0, [])
+    return [text for _, text in sorted(out, key=lambda kv: -kv[0])]
+
+
+# ------------------------------------------------------------------ invalidation
+def _one_row(args: tuple[int, np.ndarray], ens_a: TreeEnsemble, ens_b: TreeEnsemble, target: Any,
+             kwargs: dict[str, Any], model_a: Any, model_b: Any) -> dict[str, Any]:
+    i, x = args
+    res_a = optimal_counterfactual(ens_a, x, target, model=model_a, **kwargs)
+    rec: dict[str, Any] = {"row": int(i), "found_a": int(res_a.found), "cost_a": float(res_a.cost) if res_a.found
+                           else np.nan, "status_a": res_a.status}
+    if res_a.found:
+        tgt_b = make_target(ens_b, target)
+        rec["invalidated"] = int(not bool(tgt_b.holds(ens_b, res_a.x[None, :])[0]))
+    else:
+        rec["invalidated"] = np.nan
+    both = optimal_counterfactual(ens_a, x, target, model=model_a, also_valid_for=[(ens_b, model_b)], **kwargs)
+    rec.update(found_both=int(both.found), cost_both=float(both.cost) if both.found else np.nan,
+               status_both=both.status,
+               changes_a="; ".join(map(str, res_a.changes)), changes_both="; ".join(map(str, both.changes)))
+    rec["extra_cost"] = rec["cost_both"] - rec["cost_a"] if res_a.found and both.found else np.nan
+    nan = np.full(x.size, np.nan)
+    rec["_x_a"] = res_a.x if res_a.found else nan
+    rec["_x_both"] = both.x if both.found else nan
+    return rec
+
+
+def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Any, target: Any, protected: Sequence[str] | None = None,
+                   rows: Sequence[int] | None = None, max_rows: int | None = 200, time_limit: float = 10.0,
+                   norm: Any = "l1", n_jobs: int = 1, scheduler: Any = None, model_a: Any = None,
+                   model_b: Any = None, random_state: int = 0, n_boot: int = 1000, n_perm: int = 2000,
+                   alpha: float = 0.05, invalidation: bool = True,
+                   progress: Callable[[str, int, int], None] | None = None,
+                   should_stop: Callable[[], bool] | None = None, provenance: dict[str, Any] | None = None
+                   ) -> ModelComparison:
+    """Compare model A (``ens_a``) with model B (``ens_b``) on the rows ``X`` (the
+    data's codes view, in A's feature order); see the module docstring.
+
+    ``target``: the favourable outcome; ``rows``: the rows to study (default:
+    those A decides unfavourably, a seeded sample of ``max_rows``); protected
+    columns (the schema's, or ``protected``) are held fixed in every recourse
+    and define the groups. ``invalidation=False`` compares decisions only.
+    Raises AuditError (or QueryError) saying what to fix for models that read
+    other columns, do another task or decide between other classes.
+    """
+    t0 = time.perf_counter()
+    ens_a = ens_a if isinstance(ens_a, TreeEnsemble) else from_model(ens_a)
+    ens_b = ens_b if isinstance(ens_b, TreeEnsemble) else from_model(ens_b)
+    check_same_features(ens_a, ens_b, 2)
+    names = list(ens_a.feature_names)
+    A = np.asarray(X.to_numpy(dtype=float) if isinstance(X, pd.DataFrame) else X, dtype=float)
+    if A.ndim != 2 or A.shape[1] != len(names) or len(A) == 0:
+        raise AuditError(f"The data must have rows of {len(names)} features in the models' order.")
+    if not np.all(np.isfinite(A)):
+        raise AuditError("The data holds missing or infinite values; drop or fill them first.")
+    attrs = protected_attributes(schema, protected)
+    labels = {a: group_labels(A, names, cols, a) for a, cols in attrs.items()}
+    pred_a, pred_b = ens_a.predict(A), ens_b.predict(A)
+    agreement = decision_agreement(pred_a, pred_b, labels)
+    flipped = pred_a != pred_b
+    flips = pd.DataFrame({"row": np.flatnonzero(flipped), "decision A": pred_a[flipped].astype(str),
+                          "decision B": pred_b[flipped].astype(str),
+                          **{f"group:{a}": lab[flipped] for a, lab in labels.items()}})
+    rules = disagreement_rules(A, names, flipped, random_state=random_state)
+    tgt = make_target(ens_a, target)
+    target_value = tgt.label if tgt.kind == "class" else (tgt.lo, tgt.hi)
+    if rows is None:
+        pool = np.flatnonzero(~tgt.holds(ens_a, A))
+    else:
+        pool = np.unique(np.asarray(rows, dtype=int))
+        if pool.size and (pool.min() < 0 or pool.max() >= len(A)):
+            raise AuditError(f"Row indices must lie in 0..{len(A) - 1}.")
+    rng = np.random.default_rng(random_state)
+    if max_rows is not None and pool.size > max_rows:
+        pool = np.sort(rng.choice(pool, int(max_rows), replace=False))
+    fixed = sorted({j for cols in attrs.values() for j in cols})
+    table = pd.DataFrame(columns=["row", "found_a", "cost_a", "invalidated", "found_both", "cost_both",
+                                 "extra_cost"])
+    points_a = points_both = np.empty((0, len(names)))
+    timings = {"decisions": time.perf_counter() - t0}
+    if invalidation and pool.size:
+        kwargs = dict(schema=schema, norm=norm, fixed=[names[j] for j in fixed], time_limit=float(time_limit),
+                      n_workers=1 if (n_jobs != 1 or scheduler) else 2)
+        fn = partial(_one_row, ens_a=ens_a, ens_b=ens_b, target=target_value, kwargs=kwargs, model_a=model_a,
+                     model_b=model_b)
+        t1 = time.perf_counter()
+        recs = map_rows(fn, [(int(i), A[i]) for i in pool], n_jobs=n_jobs, scheduler=scheduler,
+                        progress=None if progress is None else (lambda d, t: progress("recourse", d, t)),
+                        should_stop=should_stop, chunk_size="auto" if (n_jobs != 1 or scheduler) else 1)
+        if (should_stop is not None and should_stop()) or any(r is None for r in recs):
+            raise AuditCancelled("The comparison was cancelled; nothing was kept.")
+        points_a = np.array([r.pop("_x_a") for r in recs], dtype=float)
+        points_both = np.array([r.pop("_x_both") for r in recs], dtype=float)
+        table = pd.DataFrame(recs)
+        for a, lab in labels.items():
+            table.insert(1, f"group:{a}", lab[table["row"].to_numpy()])
+        timings["recourse"] = time.perf_counter() - t1
+    groups, tests = _invalidation_stats(table, list(attrs), n_boot, n_perm, alpha, rng)
+    timings["total"] = time.perf_counter() - t0
+    meta = {"created": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "target": str(target_value),
+            "model_a": _facts(ens_a), "model_b": _facts(ens_b), "rows": int(len(A)),
+            "data_sha256": "array:" + hashlib.sha256(np.ascontiguousarray(A).tobytes()).hexdigest(),
+            "parameters": {"max_rows": max_rows, "rows_studied": int(pool.size if invalidation else 0),
+                           "time_limit": time_limit, "norm": norm if isinstance(norm, str) else dict(norm),
+                           "protected": {a: [names[j] for j in c] for a, c in attrs.items()},
+                           "held_fixed": [names[j] for j in fixed], "random_state": random_state,
+                           "n_boot": n_boot, "n_perm": n_perm, "alpha": alpha, "n_jobs": n_jobs},
+            "timings": {k: round(v, 3) for k, v in timings.items()}, **(provenance or {})}
+    return ModelComparison(agreement, flips, rules, table, groups, tests, meta, points_a, points_both)
+
+
+def _facts(ens: TreeEnsemble) -> dict[str, Any]:
+    return {"source": ens.source, "trees": ens.n_trees, "task": ens.task, "content_sha256": ens.content_hash()}
+
+
+def _invalidation_stats(table: pd.DataFrame, attrs: list[str], n_boot: int, n_perm: int, alpha: float,
+                        rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per group: rows, rows with a recourse under A, share invalidated (interval), mean
+    extra cost of surviving recourse; per group vs the largest: gap, p, Holm-adjusted p."""
+    g_rows, t_rows = [], []
+    if "invalidated" not in table or not len(table):
+        return pd.DataFrame(g_rows), pd.DataFrame(t_rows)
+    found = table[table["found_a"] == 1]
+    for a in attrs:
+        col = f"group:{a}"
+        sizes = found[col].value_counts()
+        if sizes.empty:
+            continue
+        ref = sizes.index[0]
+        for g in sorted(sizes.index, key=lambda s: (s != ref, label_order(s))):
+            v = found.loc[found[col] == g, "invalidated"].to_numpy(dtype=float)
+            extra = found.loc[found[col] == g, "extra_cost"].dropna().to_numpy(dtype=float)
+            lo, hi = bootstrap_ci(v, n_boot=n_boot, rng=rng)
+            g_rows.append({"attribute": a, "group": str(g), "rows": int((table[col] == g).sum()),
+                           "with recourse": int(v.size), "invalidated": float(v.mean()) if v.size else np.nan,
+                           "ci_low": lo, "ci_high": hi,
+                           "extra cost": float(extra.mean()) if extra.size else np.nan})
+            if g != ref:
+                r = found.loc[found[col] == ref, "invalidated"].to_numpy(dtype=float)
+                t_rows.append({"attribute": a, "group": str(g), "reference": str(ref),
+                               "gap": float(v.mean() - r.mean()) if v.size and r.size else np.nan,
+                               "p_value": permutation_p(v, r, n_perm=n_perm, rng=rng)})
+    tests = pd.DataFrame(t_rows)
+    if len(tests):
+        tests["p_adjusted"] = holm(tests["p_value"].to_numpy(dtype=float))
+        tests["significant"] = tests["p_adjusted"] <= alpha
+    return pd.DataFrame(g_rows), tests
+
+
+# ------------------------------------------------------------------ the report
+def _table(df: pd.DataFrame) -> str:
+    if not len(df):
+        return "<p>–</p>"
+    def cell(v: Any) -> str:
+        return approx_text(v) if isinstance(v, (float, np.floating)) else str(v)
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(cell(v))}</td>" for v in r) + "</tr>"
+                   for r in df.itertuples(index=False))
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def comparison_html(c: ModelComparison) -> str:
+    """One self-contained HTML report: fingerprints of both models and the data,
+    every parameter, agreement, flips, invalidation per group, per-row table."""
+    m = c.meta
+    esc = html.escape
+    a, b = m.get("model_a", {}), m.get("model_b", {})
+    inv = c.invalidated
+    summary = (f"The models decide {c.agreement.iloc[0]['agree']:.1%} of {m.get('rows')} rows alike. "
+               + (f"Of the studied rows with a recourse under model A, {inv:.1%} would not get the outcome from "
+                  "model B if they followed it." if np.isfinite(inv) else "Recourse invalidation was not studied."))
+    style = ("body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;line-height:1.45;color:#222}"
+             "table{border-collapse:collapse;margin:.5rem 0}td,th{padding:.2rem .5rem;border-bottom:1px solid #ddd;"
+             "text-align:left;font-size:.9rem}.muted{color:#666}")
+    payload = c.to_json().replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>Model comparison</title><style>{style}</style></head><body>
+<h1>Model comparison</h1>
+<p class="muted">Counterfactual Atlas · {esc(m.get('created', ''))} · favourable outcome {esc(m.get('target', ''))}</p>
+<p>{esc(summary)}</p>
+<h2>Agreement of decisions</h2>{_table(c.agreement)}
+<h2>Where the decisions differ</h2>{''.join(f'<p>{esc(r)}</p>' for r in c.rules) or '<p>–</p>'}
+<h2>Recourse invalidation per group</h2>{_table(c.groups)}
+<p class="muted">Share of rows whose optimal recourse under model A does not get the outcome from model B, with
+95% percentile-bootstrap intervals; extra cost: the cheapest recourse valid under both, minus the one under A.</p>
+<h2>Gaps to the reference group</h2>{_table(c.tests)}
+<p class="muted">Two-sided permutation tests, Holm-adjusted.</p>
+<h2>Per row</h2>{_table(c.rows)}
+<h2>Provenance</h2>
+<p>Model A: {esc(json.dumps(a))}<br>Model B: {esc(json.dumps(b))}<br>Data: {esc(str(m.get('data_sha256', '')))}</p>
+<p>Parameters: {esc(json.dumps(m.get('parameters', {}), default=str))}</p>
+<script type="application/json" id="atlas-comparison">{payload}</script>
+</body></html>"""

@@ -1,0 +1,221 @@
+"""Compare models: a second version of the model on the same data, where the decisions differ,
+and whether the recourse promised under the first survives the second."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from core import io
+from core.audit import protected_attributes
+from core.cells.problem import check_same_features
+from core.compare import compare_models
+from core.demo import UPDATES, updated_model
+from core.errors import AuditCancelled, DataError
+from core.figures import regions_figure
+from core.regions import slice_regions
+from core.workspace import build_workspace
+from dashboard import state
+from dashboard.caching import load_model_cached
+from dashboard.deploy import settings as deployment
+from dashboard.ui import cluster_setting, download, plain, user_errors
+from dashboard.widgets import row_picker
+
+K = state.Keys
+ws, ens, schema, names, X, pred = state.page_context(
+    "Compare models",
+    "Model A is the model loaded on the Data & model page; load model B, a later or competing version for the "
+    "same data. The page shows where their decisions differ and, for the rows A decides unfavourably, whether "
+    "the cheapest recourse under A still works under B (recourse invalidation), per protected group, and what "
+    "a recourse valid under both costs extra.")
+
+
+def _model_b(model, name: str, what: str = "") -> dict:
+    """Model B read on model A's data: the same columns, read the same way, or a clear error."""
+    wb = build_workspace(ws.raw, ws.target, model, name=name, drop_missing=len(ws.X) < len(ws.raw))
+    try:
+        check_same_features(ens, wb.ensemble, 2)
+    except ValueError as exc:
+        raise DataError(f"Model B cannot be compared with model A: {exc}") from None
+    if wb.X.shape != ws.X.shape or not np.array_equal(wb.X.to_numpy(dtype=float), ws.X.to_numpy(dtype=float)):
+        raise DataError("Model B reads this data differently from model A (other rows or other category codes); "
+                        "load a model trained on the same columns and categories.")
+    return {"key": ws.key, "ws": wb, "what": what}
+
+
+demo = state.get(K.DEMO)
+sources = (["The demo's updated model"] if demo in UPDATES else []) + ["Upload a model file"]
+src = st.radio("Model B", sources, horizontal=True, key="cm_source")
+if src == "The demo's updated model":
+    title, what = UPDATES[demo]
+    st.caption(f"{title}: {what}")
+    if st.button("Load model B", key="cm_load_demo", type="primary"):
+        with user_errors("Model B could not be loaded"), st.spinner("Training the updated demo model…"):
+            model_b, title, what = updated_model(demo)
+            st.session_state["cm_b"] = _model_b(model_b, title, what)
+            st.session_state.pop("cm_result", None)
+else:
+    dep = deployment()
+    up = st.file_uploader("Model B: XGBoost .json/.ubj, LightGBM .txt, scikit-learn .skops, CatBoost .json/.cbm"
+                          + (" (or .pkl/.joblib)" if dep.allows_pickle else ""),
+                          type=["json", "ubj", "txt", "skops", "cbm"] + (["pkl", "pickle", "joblib"]
+                                                                         if dep.allows_pickle else []),
+                          key="cm_model_file")
+    trust = dep.allows_pickle and st.checkbox("I trust this file (allow pickle/joblib)", value=False, key="cm_trust")
+    if trust:
+        st.warning(io.PICKLE_WARNING)
+    if st.button("Load model B", key="cm_load_file", type="primary", disabled=up is None):
+        with user_errors("Model B could not be loaded"):
+            data = up.getvalue()
+            model_b = load_model_cached(io.sha256(data), data, up.name, trust)
+            st.session_state["cm_b"] = _model_b(model_b, up.name)
+            st.session_state.pop("cm_result", None)
+
+held = st.session_state.get("cm_b")
+if held is None or held["key"] != ws.key:
+    st.info("Load model B above to compare it with model A.")
+    st.stop()
+wb = held["ws"]
+ens_b = wb.ensemble
+st.markdown(f"**Model A** · {plain(ws.name)} · {plain(ens.source)} · {ens.n_trees} trees  \n"
+            f"**Model B** · {plain(wb.name)} · {plain(ens_b.source)} · {ens_b.n_trees} trees")
+
+groups = {g: cols for g, cols in schema.groups().items() if len(cols) >= 2}
+in_group = {names[j] for cols in groups.values() for j in cols}
+choices = list(groups) + [n for n in names if n not in in_group]
+try:
+    default = list(protected_attributes(schema))
+except ValueError:
+    default = []
+c1, c2 = st.columns(2)
+protected = c1.multiselect("Protected attributes", choices, default=[d for d in default if d in choices],
+                           key="cm_protected", help="Groups for the per-group figures; held fixed in every recourse.")
+if ens.is_classifier:
+    classes = list(ens.classes)
+    target = c2.selectbox("Favourable outcome", classes, index=len(classes) - 1, key="cm_target",
+                          format_func=ws.outcome_text)
+else:
+    target = (float(np.median(pred)), float(np.inf))
+    c2.caption(f"Favourable: prediction at least the median of model A's, {ws.outcome_text(target[0])}.")
+if not protected:
+    st.info("Choose at least one protected attribute.")
+    st.stop()
+
+with user_errors("The decisions could not be compared"):
+    quick = compare_models(ens, ens_b, X, schema=schema, target=target, protected=protected, invalidation=False)
+    st.subheader("Agreement of decisions")
+    overall = quick.agreement.iloc[0]
+    m = st.columns(3)
+    m[0].metric("Decisions alike", f"{overall['agree']:.1%}")
+    m[1].metric("Rows whose decision flips", f"{int(overall['flips']):,}")
+    m[2].metric("Rows", f"{int(overall['rows']):,}")
+    shown = quick.agreement.assign(agree=[f"{v:.1%}" for v in quick.agreement["agree"]])
+    st.dataframe(shown, hide_index=True, key="cm_agreement")
+    if quick.rules:
+        st.markdown("**Where the decisions differ** (a shallow tree on the data's columns)")
+        for r in quick.rules[:5]:
+            st.markdown("- " + plain(r))
+    if len(quick.flips):
+        with st.expander(f"The {len(quick.flips):,} rows whose decision flips"):
+            rows_f = quick.flips["row"].to_numpy()[:500]
+            view = ws.analyst_view(X[rows_f], list(rows_f))
+            view.insert(0, "row", rows_f)
+            view.insert(1, "model A", [ws.outcome_text(v) for v in pred[rows_f]])
+            view.insert(2, "model B", [ws.outcome_text(v) for v in ens_b.predict(X[rows_f])])
+            st.dataframe(view, hide_index=True, key="cm_flips")
+
+st.subheader("Recourse invalidation")
+unfavourable = int(np.sum(~(pred == target))) if ens.is_classifier else int(np.sum(pred < target[0]))
+s1, s2, s3 = st.columns(3)
+max_rows = int(s1.number_input("At most this many rows", 10, 5000, min(200, max(10, unfavourable)), 10,
+                               key="cm_rows", help=f"{unfavourable:,} rows are decided unfavourably by model A; "
+                               "a seeded random sample of them is studied."))
+limit = s2.number_input("Seconds per recourse", 1.0, 120.0, 10.0, 1.0, key="cm_limit")
+jobs = int(s3.number_input("Local processes", 1, 8, 2, key="cm_jobs"))
+with st.expander("Compute on a Dask cluster"):
+    address = cluster_setting(st)
+result_key = (ws.key, ens_b.content_hash(), str(target), tuple(protected))
+if st.button(f"Study {min(max_rows, unfavourable):,} rows", type="primary", key="cm_go"):
+    cancel = st.empty()
+    cancel.button("Cancel", key="cm_cancel", help="Stops the study; the previous result, if any, is kept.")
+    bar = st.progress(0.0, text="Starting…")
+
+    def show(stage: str, done: int, total: int) -> None:
+        bar.progress(min(1.0, done / max(total, 1)), text=f"{stage}: {done} of {total}")
+
+    with user_errors("The study could not be run"):
+        try:
+            c = compare_models(ens, ens_b, X, schema=schema, target=target, protected=protected,
+                               max_rows=max_rows, time_limit=float(limit), n_jobs=jobs, scheduler=address,
+                               model_a=ws.model, model_b=wb.model, progress=show,
+                               provenance={"data_name": ws.name, "model_a_name": ws.name, "model_b_name": wb.name,
+                                           "data_sha256_file": ws.data_sha256, "model_a_sha256": ws.model_sha256,
+                                           "model_b_sha256": wb.model_sha256, "class_names": ws.class_names})
+            st.session_state["cm_result"] = {"key": result_key, "c": c}
+        except AuditCancelled:
+            st.warning("Cancelled: no new result was kept.")
+    bar.empty()
+    cancel.empty()
+elif st.session_state.get("cm_cancel"):
+    st.warning("Cancelled: no new result was kept.")
+
+got = st.session_state.get("cm_result")
+if got is None or got["key"] != result_key:
+    st.info("Run the study to see how much of model A's recourse model B honours.")
+    st.stop()
+c = got["c"]
+inv = c.invalidated
+(st.warning if np.isfinite(inv) and inv > 0 else st.success)(
+    f"Of {int((c.rows['found_a'] == 1).sum()):,} studied rows with a recourse under model A, "
+    f"{inv:.1%} would not get {ws.outcome_text(target) if ens.is_classifier else 'the outcome'} from model B "
+    "by following it." if np.isfinite(inv) else "No studied row has a recourse under model A.")
+if len(c.tests) and c.tests["significant"].any():
+    for t in c.tests[c.tests["significant"]].itertuples():
+        st.warning(plain(f"{t.attribute} = {t.group}: invalidated {t.gap:+.1%} more often than {t.reference} "
+                         f"(permutation p = {t.p_adjusted:.2g}, Holm-adjusted)."))
+if len(c.groups):
+    g = c.groups
+    fig = go.Figure()
+    for attr in g["attribute"].unique():
+        sub = g[g["attribute"] == attr]
+        fig.add_bar(x=[f"{attr} = {v}" for v in sub["group"]], y=sub["invalidated"],
+                    error_y=dict(type="data", symmetric=False, array=sub["ci_high"] - sub["invalidated"],
+                                 arrayminus=sub["invalidated"] - sub["ci_low"]), name=str(attr))
+    fig.update_layout(title="Recourse under A that B does not honour (95% intervals)", yaxis_tickformat=".0%",
+                      height=340, margin=dict(l=10, r=10, t=40, b=10), showlegend=False)
+    st.plotly_chart(fig, key="cm_fig")
+    shown = g.assign(**{k: [f"{v:.1%}" for v in g[k]] for k in ("invalidated", "ci_low", "ci_high")})
+    st.dataframe(shown, hide_index=True, key="cm_groups")
+if len(c.tests):
+    st.dataframe(c.tests, hide_index=True, key="cm_tests")
+with st.expander("Per-row results"):
+    st.dataframe(c.rows, hide_index=True, key="cm_rows_table")
+d1, d2, d3 = st.columns(3)
+download(d1, "Report (HTML)", c.to_html, "model_comparison.html", "text/html", key="cm_dl_html", source=c)
+download(d2, "Per-row results (CSV)", c.rows_csv, "model_comparison_rows.csv", "text/csv", key="cm_dl_csv",
+         source=c)
+download(d3, "Comparison (JSON)", c.to_json, "model_comparison.json", "application/json", key="cm_dl_json",
+         source=c)
+
+st.subheader("Decision regions of both models")
+top = [int(j) for j in np.argsort(-ens.split_counts(), kind="stable")[:2]]
+r1, r2, r3 = st.columns(3)
+fa = names.index(r1.selectbox("Horizontal feature", names, index=top[0], key="cm_fa"))
+fb = names.index(r2.selectbox("Vertical feature", names, index=top[1] if len(top) > 1 else 0, key="cm_fb"))
+row = row_picker(r3, len(X), "cm_row")
+if fa == fb:
+    st.error("Choose two different features.")
+    st.stop()
+spans = schema.arrays()
+pad = 0.05 * spans["span"]
+x = X[row]
+view = ((min(spans["lower"][fa], x[fa]) - pad[fa], max(spans["upper"][fa], x[fa]) + pad[fa]),
+        (min(spans["lower"][fb], x[fb]) - pad[fb], max(spans["upper"][fb], x[fb]) + pad[fb]))
+with user_errors("The regions could not be computed"), st.spinner("Computing exact regions…"):
+    left, right = st.columns(2)
+    for col, e, label in ((left, ens, "Model A"), (right, ens_b, "Model B")):
+        rs = slice_regions(e, x, (fa, fb), bounds={fa: view[0], fb: view[1]}, max_regions=2000, time_limit=20.0)
+        fig = regions_figure(rs.regions, e, (fa, fb), view, x=x, title=f"{label}: slice through row {row}")
+        col.plotly_chart(fig, key=f"cm_regions_{label}")

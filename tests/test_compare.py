@@ -1,0 +1,70 @@
+"""Model versions (#25): a planted invalidation is found for the one group it hits,
+identical models invalidate nothing, and the comparison's figures are those of the models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.ensemble import RandomForestClassifier
+
+from core.compare import compare_models, decision_agreement
+from core.errors import QueryError
+from core.schema import infer_schema
+
+
+@pytest.fixture(scope="module")
+def planted():
+    rng = np.random.default_rng(0)
+    n = 3000
+    X = pd.DataFrame({"income": rng.uniform(0, 100, n), "age": rng.uniform(18, 70, n),
+                      "sex": rng.integers(0, 2, n).astype(float)})
+    y_a = (X.income > 50).astype(int)
+    y_b = (X.income > np.where(X.sex == 1, 60, 50)).astype(int)     # the retrain moves one threshold, women only
+    # deterministic trees (no bootstrap, every feature): both versions split income at the same data midpoints,
+    # so only the moved threshold differs
+    a = RandomForestClassifier(5, max_depth=4, bootstrap=False, max_features=None, random_state=0).fit(X, y_a)
+    b = RandomForestClassifier(5, max_depth=4, bootstrap=False, max_features=None, random_state=0).fit(X, y_b)
+    schema = infer_schema(X, protected=["sex"])
+    return X, a, b, schema
+
+
+def test_a_planted_invalidation_is_found_for_its_group(planted):
+    X, a, b, schema = planted
+    c = compare_models(a, b, X, schema=schema, target=1, max_rows=120, time_limit=10, model_a=a, model_b=b,
+                       n_boot=300, n_perm=1000)
+    g = c.groups.set_index("group")
+    assert g.loc["1", "invalidated"] == 1.0 and g.loc["0", "invalidated"] == 0.0
+    t = c.tests.iloc[0]
+    assert t["significant"] and t["p_adjusted"] < 0.01
+    assert c.meta["parameters"]["held_fixed"] == ["sex"]
+    found = c.rows["found_a"].to_numpy() == 1
+    assert np.all(c.points_a[found, 2] == X.to_numpy()[c.rows["row"].to_numpy()[found], 2])   # sex kept
+    # invalidated means exactly: model B, as loaded, does not approve the recourse given under A
+    np.testing.assert_array_equal(c.rows["invalidated"].to_numpy()[found],
+                                  (b.predict(pd.DataFrame(c.points_a[found], columns=X.columns)) != 1).astype(int))
+    assert np.all(a.predict(pd.DataFrame(c.points_both[found], columns=X.columns)) == 1)
+    assert np.all(b.predict(pd.DataFrame(c.points_both[found], columns=X.columns)) == 1)
+    assert np.all(c.rows["extra_cost"].to_numpy()[found] >= -1e-9)
+    assert any("income" in r for r in c.rules)                      # where the decisions flip
+    html = c.to_html()
+    assert html.startswith("<!DOCTYPE html>") and "<script>" not in html and c.meta["model_b"]["content_sha256"] in html
+
+
+def test_identical_models_invalidate_nothing(planted):
+    X, a, _, schema = planted
+    c = compare_models(a, a, X, schema=schema, target=1, max_rows=40, n_boot=100, n_perm=200)
+    assert c.invalidated == 0.0 and (c.rows["extra_cost"].dropna() == 0).all()
+    assert c.agreement.iloc[0]["agree"] == 1.0 and len(c.flips) == 0
+
+
+def test_agreement_per_group():
+    t = decision_agreement(np.array([1, 1, 0, 0]), np.array([1, 0, 0, 1]), {"sex": np.array(["0", "0", "1", "1"])})
+    assert list(t["agree"]) == [0.5, 0.5, 0.5] and list(t["flips"]) == [2, 1, 1]
+
+
+def test_models_that_cannot_be_compared_say_why(planted):
+    X, a, _, schema = planted
+    other = RandomForestClassifier(3, random_state=0).fit(X[["income", "age"]], (X.income > 50).astype(int))
+    with pytest.raises(QueryError, match="does not read the same features"):
+        compare_models(a, other, X, schema=schema, target=1)

@@ -1,0 +1,67 @@
+"""The Compare models page (#25) on the demo and its updated model: agreement, the
+invalidation study with per-group figures, exports; bad model B refused, nothing lost."""
+
+from __future__ import annotations
+
+import numpy as np
+from streamlit.testing.v1 import AppTest
+
+from conftest import ROOT
+
+
+def _page():
+    at = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=300)
+    at.run()
+    at.switch_page("../pages/compare_models.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_demo_update_is_compared_and_studied():
+    at = _page()
+    at.button(key="cm_load_demo").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    labels = {m.label: m.value for m in at.metric}
+    assert labels["Rows"] == "3,000" and 0 < float(labels["Decisions alike"].rstrip("%")) < 100
+    at.number_input(key="cm_rows").set_value(30)
+    at.number_input(key="cm_jobs").set_value(1).run()
+    at.button(key="cm_go").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    c = at.session_state["cm_result"]["c"]
+    assert len(c.rows) == 30 and set(c.groups["group"]) == {"0", "1"}
+    ws = at.session_state["workspace"]
+    b = at.session_state["cm_b"]["ws"]
+    X = ws.X.to_numpy(float)
+    found = (c.rows["found_a"] == 1).to_numpy()
+    assert found.sum() >= 20
+    for k in np.flatnonzero(found):                                   # invalidated = B does not give the target
+        r = int(c.rows["row"].iloc[k])                                # at A's recourse, both as loaded
+        assert ws.predictions[r] != 1 and ws.model.predict(ws.to_raw(c.points_a[k][None]))[0] == 1
+        assert int(c.rows["invalidated"].iloc[k]) == int(b.model.predict(b.to_raw(c.points_a[k][None]))[0] != 1)
+        assert ws.model.predict(ws.to_raw(c.points_both[k][None]))[0] == 1
+        assert b.model.predict(b.to_raw(c.points_both[k][None]))[0] == 1
+    assert any("would not get" in s.value for s in [*at.warning, *at.success])
+    assert [b.label for b in at.get("download_button")][:3] == ["Report (HTML)", "Per-row results (CSV)",
+                                                                 "Comparison (JSON)"]
+
+
+def test_a_model_for_other_columns_is_refused_and_nothing_is_lost(tmp_path):
+    import lightgbm as lgb
+    import pandas as pd
+
+    at = _page()
+    at.button(key="cm_load_demo").click().run()
+    before = at.session_state["cm_b"]
+    rng = np.random.default_rng(0)
+    other = lgb.LGBMClassifier(n_estimators=5, verbose=-1).fit(pd.DataFrame(rng.normal(size=(100, 3)),
+                                                                            columns=["p", "q", "r"]),
+                                                               rng.integers(0, 2, 100))
+    path = tmp_path / "other.txt"
+    other.booster_.save_model(str(path))
+    at.radio(key="cm_source").set_value("Upload a model file").run()
+    at.file_uploader(key="cm_model_file").upload("other.txt", path.read_bytes(), "text/plain")
+    at.run()
+    at.button(key="cm_load_file").click().run()
+    assert not at.exception
+    assert any("could not be loaded" in e.value for e in at.error), [e.value for e in at.error]
+    assert at.session_state["cm_b"] is before                          # the loaded model B is kept
