@@ -142,7 +142,10 @@ def _one_row(args: tuple[int, np.ndarray], ens_a: TreeEnsemble, ens_b: TreeEnsem
         rec["invalidated"] = int(not bool(tgt_b.holds(ens_b, res_a.x[None, :])[0]))
     else:
         rec["invalidated"] = np.nan
-    both = optimal_counterfactual(ens_a, x, target, model=model_a, also_valid_for=[(ens_b, model_b)], **kwargs)
+    if res_a.found and not rec["invalidated"] and res_a.status == "optimal":
+        both = res_a      # valid under B too, and no point valid under both is cheaper than A's optimum
+    else:
+        both = optimal_counterfactual(ens_a, x, target, model=model_a, also_valid_for=[(ens_b, model_b)], **kwargs)
     rec.update(found_both=int(both.found), cost_both=float(both.cost) if both.found else np.nan,
                status_both=both.status,
                changes_a="; ".join(map(str, res_a.changes)), changes_both="; ".join(map(str, both.changes)))

@@ -68,3 +68,27 @@ def test_models_that_cannot_be_compared_say_why(planted):
     other = RandomForestClassifier(3, random_state=0).fit(X[["income", "age"]], (X.income > 50).astype(int))
     with pytest.raises(QueryError, match="does not read the same features"):
         compare_models(a, other, X, schema=schema, target=1)
+
+
+def test_cli_compares_two_model_files(tmp_path, capsys):
+    """python -m core.audit ... --compare-model other.txt: the comparison report and its rows."""
+    from conftest import demo_credit
+    from core.audit import main
+    from core.demo import updated_model
+
+    df, target, model, *_ = demo_credit()
+    data = tmp_path / "credit.csv"
+    df.to_csv(data, index=False)
+    a, b = tmp_path / "v1.txt", tmp_path / "v2.txt"
+    model.booster_.save_model(str(a))
+    updated_model("credit-lightgbm")[0].booster_.save_model(str(b))
+    out = tmp_path / "compare.html"
+    rc = main(["--data", str(data), "--model", str(a), "--compare-model", str(b), "--protected", "sex",
+               "--target", "1", "--target-column", target, "--rows", "25", "--permutations", "200",
+               "--bootstrap", "100", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    assert "Decisions alike" in text and "sex = 1" in text
+    rows = pd.read_csv(out.with_suffix(".csv"))
+    assert len(rows) == 25 and {"row", "group:sex", "invalidated", "extra_cost"} <= set(rows.columns)
+    assert 'id="atlas-comparison"' in out.read_text()

@@ -13,8 +13,8 @@ from streamlit.testing.v1 import AppTest
 
 from conftest import ROOT
 
-PAGES = ["compare_models.py", "optimal_cf.py", "metarule_tree.py", "decision_regions.py", "counterfactual_rules.py", "fcca.py",
-         "fairness_audit.py"]
+PAGES = ["compare_models.py", "optimal_cf.py", "metarule_tree.py", "decision_regions.py", "counterfactual_rules.py",
+         "fcca.py", "fairness_audit.py"]
 
 
 def _table(n=1500, seed=0):
