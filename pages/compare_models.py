@@ -173,8 +173,9 @@ inv = c.invalidated
     "by following it." if np.isfinite(inv) else "No studied row has a recourse under model A.")
 if len(c.tests) and c.tests["significant"].any():
     for t in c.tests[c.tests["significant"]].itertuples():
-        st.warning(plain(f"{t.attribute} = {t.group}: invalidated {t.gap:+.1%} more often than {t.reference} "
-                         f"(permutation p = {t.p_adjusted:.2g}, Holm-adjusted)."))
+        how = "more" if t.gap > 0 else "less"
+        st.warning(plain(f"{t.attribute} = {t.group}: recourse invalidated {abs(t.gap):.1%} {how} often than for "
+                         f"{t.attribute} = {t.reference} (permutation p = {t.p_adjusted:.2g}, Holm-adjusted)."))
 if len(c.groups):
     g = c.groups
     fig = go.Figure()
