@@ -9,7 +9,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core import io
-from core.audit import protected_attributes
+from core.audit import protected_attributes, run_audit
+from core.csvsafe import to_csv
+from core.history import compare as compare_audits
 from core.cells.problem import check_same_features
 from core.compare import compare_models
 from core.demo import UPDATES, updated_model
@@ -199,6 +201,34 @@ download(d2, "Per-row results (CSV)", c.rows_csv, "model_comparison_rows.csv", "
          source=c)
 download(d3, "Comparison (JSON)", c.to_json, "model_comparison.json", "application/json", key="cm_dl_json",
          source=c)
+
+st.subheader("Fairness audits of both models")
+st.caption("The recourse audit of each model on the same data and settings, each on a seeded sample of the rows "
+           "it turns down (the Fairness audit page's audit, without rules or subgroup scan), and which gaps between "
+           "groups the update opened, closed or kept (as Audit history compares two audits).")
+if st.button("Audit both models", key="cm_audit_go"):
+    with user_errors("The audits could not be run"), st.spinner("Auditing model A, then model B…"):
+        kw = dict(schema=schema, target=target, protected=protected, max_rows=max_rows, time_limit=float(limit),
+                  n_jobs=jobs, scheduler=address, tcrex=False, local_rules_per_group=0, scan=False,
+                  n_boot=500, n_perm=1000, y=ws.y, data_name=ws.name, class_names=ws.class_names)
+        audit_a = run_audit(ens, X, model=ws.model, model_sha256=ws.model_sha256, **kw)
+        audit_b = run_audit(ens_b, X, model=wb.model, model_sha256=wb.model_sha256, **kw)
+        st.session_state["cm_audits"] = {"key": result_key, "a": audit_a, "b": audit_b}
+audits = st.session_state.get("cm_audits")
+if audits is not None and audits["key"] == result_key:
+    left, right = st.columns(2)
+    for col, label, au in ((left, "Model A", audits["a"]), (right, "Model B", audits["b"])):
+        col.markdown(f"**{label}**")
+        for line in au.summary:
+            col.markdown("- " + plain(line))
+    diff = compare_audits(audits["a"], audits["b"])
+    counts = diff["change"].value_counts()
+    m = st.columns(4)
+    for col, name, what in zip(m, ("opened", "closed", "persists", "new"),
+                               ("Gaps opened", "Gaps closed", "Gaps persisting", "Newly tested")):
+        col.metric(what, int(counts.get(name, 0)))
+    st.dataframe(diff, hide_index=True, key="cm_audit_diff")
+    download(st, "The audits' comparison (CSV)", to_csv(diff), "audits_a_vs_b.csv", "text/csv", key="cm_dl_audits")
 
 st.subheader("Decision regions of both models")
 top = [int(j) for j in np.argsort(-ens.split_counts(), kind="stable")[:2]]

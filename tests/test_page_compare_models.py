@@ -65,3 +65,17 @@ def test_a_model_for_other_columns_is_refused_and_nothing_is_lost(tmp_path):
     assert not at.exception
     assert any("could not be loaded" in e.value for e in at.error), [e.value for e in at.error]
     assert at.session_state["cm_b"] is before                          # the loaded model B is kept
+
+
+def test_fairness_audits_of_both_side_by_side():
+    at = _page()
+    at.button(key="cm_load_demo").click().run()
+    at.number_input(key="cm_rows").set_value(30)
+    at.number_input(key="cm_jobs").set_value(1).run()
+    at.button(key="cm_go").click().run()
+    at.button(key="cm_audit_go").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    audits = at.session_state["cm_audits"]
+    assert len(audits["a"].rows) == 30 and len(audits["b"].rows) == 30
+    labels = [m.label for m in at.metric]
+    assert "Gaps opened" in labels and "Gaps closed" in labels
