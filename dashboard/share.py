@@ -63,6 +63,8 @@ SETTINGS: dict[str, tuple] = {
     "dr_fa": ("feature",), "dr_fb": ("feature",), "dr_mode": ("choice", ["slice", "projection"]),
     "dr_norm": ("choice", ["l2", "l1"]), "dr_max": ("int", 50, 20_000), "dr_radius": ("float", 1.0, 3.0),
     "cs_limit": ("float", 1.0, 600.0), "cs_rule": ("bool",),
+    "cm_protected": ("columns",), "cm_target": ("class",), "cm_rows": ("int", 10, 5000),
+    "cm_limit": ("float", 1.0, 120.0), "cm_jobs": ("int", 1, 8), "cm_fa": ("feature",), "cm_fb": ("feature",),
 }
 MAX_SETTINGS_TEXT = 8000     # characters of the s= parameter read at most
 
