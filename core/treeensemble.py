@@ -91,7 +91,15 @@ class TreeEnsemble:
         object.__setattr__(self, "categories", cats)
         is_cat = np.array([c is not None for c in cats], dtype=bool)
         n_codes = np.array([0 if c is None else len(c) + 1 for c in cats], dtype=np.int64)
-        for t in self.trees:
+        if not np.all(np.isfinite(base)):
+            raise ModelError(f"The model's base score is {base.tolist()}: not a finite number. Re-save the model "
+                             "from its library.")
+        for k, t in enumerate(self.trees):
+            internal = t.children_left >= 0          # (thresholds: core.tree.Tree refuses infinite ones)
+            bad = np.flatnonzero(~internal & ~np.all(np.isfinite(t.value), axis=1))
+            if bad.size:
+                raise ModelError(f"Tree {k}, leaf {int(bad[0])} has the value {t.value[bad[0]].tolist()}: not a "
+                                 "finite number. Re-save the model from its library.")
             used = t.feature[t.feature >= 0]
             if used.size and used.max() >= self.n_features:
                 raise ModelError("A tree splits on a feature index beyond n_features.")

@@ -86,8 +86,9 @@ def probe_points(ens: Any, n_random: int = 64, seed: int = 0) -> np.ndarray:
         lv = ens.split_levels(j)
         levels.append(lv)
         if lv.size:
-            span = max(lv[-1] - lv[0], 1e-9)
-            lo[j], hi[j] = lv[0] - 0.1 * span, lv[-1] + 0.1 * span
+            a, b = (float(np.clip(v, -1e300, 1e300)) for v in (lv[0], lv[-1]))   # no overflow near the float limit
+            span = max(b - a, 1e-9)
+            lo[j], hi[j] = max(a - 0.1 * span, -1e307), min(b + 0.1 * span, 1e307)
     X = rng.uniform(lo, hi, size=(n_random, d))
     on = X.copy()
     for j in range(d):

@@ -202,6 +202,10 @@ def _link(loss: str, class_params: dict, bias: list[float]) -> tuple[str, str, i
     elif loss in _SOFTMAX:
         task, link = "classification", "softmax"
         n_out = max(len(bias), len(class_params.get("class_names") or []))
+        if n_out < 2:
+            raise ModelError(f"The CatBoost model's loss is {loss} but it holds one output per leaf and names no "
+                             "classes: the loss and the trees disagree. Export the model again with "
+                             "model.save_model(path, format='json').")
     elif loss in _IDENTITY or loss.startswith(("Quantile", "Expectile", "Lq", "Huber")):
         task, link, n_out = "regression", "identity", 1
     else:

@@ -63,6 +63,14 @@ def parse_lightgbm(model: Any) -> TreeEnsemble:
     dump = booster.dump_model()
     obj = str(dump.get("objective", "")).split()
     kind = obj[0] if obj else ""
+    flags = [t for t in obj[1:] if ":" not in t]
+    if "sqrt" in flags:
+        raise UnsupportedModelError("This LightGBM model was trained with reg_sqrt=True: its predictions are the "
+                                    "square of the trees' sum, which the analyses cannot read exactly yet. Retrain "
+                                    "without reg_sqrt (or transform the target yourself) and upload again.")
+    if flags:
+        raise UnsupportedModelError(f"LightGBM objective '{' '.join(obj)}' changes the trees' output in a way "
+                                    f"('{flags[0]}') the analyses do not read; retrain without it.")
     params = dict(p.split(":", 1) for p in obj[1:] if ":" in p)
     k = int(dump.get("num_tree_per_iteration", 1))
     if kind == "binary":

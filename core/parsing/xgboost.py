@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from core.errors import UnsupportedModelError
+from core.errors import ModelError, UnsupportedModelError
 from core.parsing.common import build_tree, describe_unsupported, drop_last_level
 from core.tree import Tree, float32_le_bound
 from core.treeensemble import TreeEnsemble
@@ -156,6 +156,13 @@ def _tree(tj: dict, grp: Any, n_out: int, categories: list, n_codes: int | None)
         raise UnsupportedModelError("XGBoost vector-leaf trees are not supported.")
     left, right = tj["left_children"], tj["right_children"]
     feat, cond = tj["split_indices"], tj["split_conditions"]
+    raw = np.asarray(cond, dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(raw))
+    if bad.size:                      # an infinite split or leaf would be read as the largest float32
+        i = int(bad[0])
+        what = f"leaf {i} has the value" if left[i] == -1 else f"node {i} has the threshold"
+        raise ModelError(f"This XGBoost model is damaged: tree {tj.get('id', '?')}, {what} {raw[i]}. Re-save the "
+                         "model from XGBoost.")
     thr = float32_le_bound(np.nextafter(np.asarray(cond, dtype=np.float32), np.float32(-np.inf)))
     nodes = []
     for i in range(len(left)):

@@ -1,0 +1,110 @@
+"""No silent misreads, no bare exceptions (#26 item 3): reproducers that failed before."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from core.ensemble import from_model
+from core.errors import ModelError, UnsupportedModelError
+
+
+def test_lightgbm_reg_sqrt_is_refused_not_misread():
+    """reg_sqrt=True: LightGBM squares the trees' sum; reading the sum as the prediction was silent and wrong."""
+    import lightgbm as lgb
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = np.abs(X[:, 0]) * 10 + 1
+    m = lgb.LGBMRegressor(n_estimators=5, reg_sqrt=True, verbose=-1).fit(X, y)
+    with pytest.raises(UnsupportedModelError, match="reg_sqrt"):
+        from_model(m)
+    with pytest.raises(UnsupportedModelError, match="reg_sqrt"):
+        from_model(lgb.Booster(model_str=m.booster_.model_to_string()))
+
+
+def test_an_infinite_xgboost_threshold_is_a_project_error(tmp_path):
+    """A Booster read from a JSON file with an infinite split gave a bare OverflowError."""
+    import xgboost as xgb
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    m = xgb.XGBClassifier(n_estimators=3, max_depth=2).fit(X, (X[:, 0] > 0).astype(int))
+    path = tmp_path / "m.json"
+    m.save_model(str(path))
+    doc = json.loads(path.read_text())
+    doc["learner"]["gradient_booster"]["model"]["trees"][1]["split_conditions"][0] = float("inf")
+    path.write_text(json.dumps(doc))
+    booster = xgb.Booster()
+    booster.load_model(str(path))
+    with pytest.raises(ModelError, match="tree 1, node 0 has the threshold inf"):
+        from_model(booster)
+
+
+def test_non_finite_values_are_refused_by_the_representation():
+    from core.tree import Tree
+    from core.treeensemble import TreeEnsemble
+
+    with pytest.raises(ModelError, match="infinite threshold"):
+        Tree(np.array([1, -1, -1]), np.array([2, -1, -1]), np.array([0, -2, -2]), np.array([np.inf, 0, 0]),
+             np.array([[0.0], [1.0], [2.0]]))
+    leaf = Tree(np.array([1, -1, -1]), np.array([2, -1, -1]), np.array([0, -2, -2]),
+                np.array([0.5, 0, 0]), np.array([[0.0], [np.nan], [2.0]]))
+    with pytest.raises(ModelError, match="Tree 0, leaf 1"):
+        TreeEnsemble((leaf,), n_features=1, feature_names=("a",), task="regression", aggregation="sum",
+                     link="identity", base_score=np.zeros(1))
+
+
+def test_a_forest_predicting_in_threads_is_not_refused(monkeypatch):
+    """A Pipeline whose forest has n_jobs=2 was refused ("read differently in the checking process and in the
+    server"): its threads add the trees in any order, so the last bits of the probabilities differ between
+    two reads. The two reads must agree to rounding and decide alike; a real difference is still refused."""
+    import pandas as pd
+    import skops.io as sio
+    from sklearn.compose import ColumnTransformer
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+    from core import sandbox
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"a": rng.normal(size=300), "job": rng.choice(["x", "y", "z"], 300)})
+    pipe = Pipeline([("pre", ColumnTransformer([("c", OneHotEncoder(handle_unknown="ignore"), ["job"]),
+                                                ("n", StandardScaler(), ["a"])])),
+                     ("rf", RandomForestClassifier(10, n_jobs=2, random_state=0))]).fit(df, (df.a > 0).astype(int))
+    data = sio.dumps(pipe)
+    real = sandbox.native_outputs
+
+    def last_bits(ens, model, X):             # what a different summation order does
+        ours, theirs, what = real(ens, model, X)
+        return ours, None if theirs is None else np.nextafter(theirs, 2.0), what
+
+    monkeypatch.setattr(sandbox, "native_outputs", last_bits)
+    assert sandbox.load_vetted(data, "p.skops").ensemble.n_trees == 10
+
+    def another_model(ens, model, X):
+        ours, theirs, what = real(ens, model, X)
+        return ours, None if theirs is None else theirs[:, ::-1], what
+
+    monkeypatch.setattr(sandbox, "native_outputs", another_model)
+    with pytest.raises(ModelError, match="read differently"):
+        sandbox.load_vetted(data, "p2.skops")
+
+
+def test_a_catboost_multiclass_loss_on_one_output_is_refused(tmp_path):
+    """A CatBoost JSON whose loss says MultiClass while its trees have one output was read as one class."""
+    cb = pytest.importorskip("catboost")
+    from core.parsing.catboost import CatBoostJSON
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    m = cb.CatBoostClassifier(iterations=5, depth=2, verbose=0, allow_writing_files=False).fit(X, X[:, 0] > 0)
+    m.save_model(str(tmp_path / "m.json"), format="json")
+    doc = json.loads((tmp_path / "m.json").read_text())
+    doc["model_info"]["params"]["loss_function"]["type"] = "MultiClass"
+    doc["model_info"].get("class_params", {}).pop("class_names", None)
+    with pytest.raises(ModelError, match="MultiClass but it holds one output"):
+        from_model(CatBoostJSON(document=doc))
