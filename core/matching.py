@@ -101,9 +101,16 @@ def _by_name(ens: TreeEnsemble, table: pd.DataFrame) -> list[Source]:
     cols = {str(c) for c in table.columns}
     sources, missing = [], []
     values: dict[str, set[str]] = {}
+    lgb_names = {}
+    if str(ens.source).lower().startswith("lightgbm"):   # LightGBM saves "mean radius" as "mean_radius"
+        for c in cols:
+            lgb_names.setdefault(re.sub(r"\s", "_", c), []).append(c)
     for j, name in enumerate(ens.feature_names):
         if name in cols:
             sources.append(Source(name))
+            continue
+        if len(lgb_names.get(name, [])) == 1:
+            sources.append(Source(lgb_names[name][0]))
             continue
         src = None if ens.categories[j] is not None else _one_hot_source(name, table, values)
         if src is None:

@@ -108,3 +108,20 @@ def test_a_catboost_multiclass_loss_on_one_output_is_refused(tmp_path):
     doc["model_info"].get("class_params", {}).pop("class_names", None)
     with pytest.raises(ModelError, match="MultiClass but it holds one output"):
         from_model(CatBoostJSON(document=doc))
+
+
+def test_a_lightgbm_file_trained_on_names_with_spaces_matches_its_columns():
+    """LightGBM saves "mean radius" as "mean_radius"; the data's own columns were refused as missing."""
+    import lightgbm as lgb
+    import pandas as pd
+
+    from core.workspace import build_workspace
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"mean radius": rng.normal(size=300), "worst area": rng.normal(size=300)})
+    y = (df["mean radius"] + 0.3 * df["worst area"] > 0).astype(int)
+    m = lgb.LGBMClassifier(n_estimators=10, verbose=-1).fit(df, y)
+    booster = lgb.Booster(model_str=m.booster_.model_to_string())
+    ws = build_workspace(df.assign(y=y), "y", booster, name="spaces")
+    assert dict(ws.mapping) == {"mean_radius": "mean radius", "worst_area": "worst area"}
+    np.testing.assert_array_equal(ws.predictions, m.predict(df))
