@@ -21,8 +21,9 @@ CLICKS = 5
 
 
 @pytest.fixture(scope="module")
-def app_url():
-    with running_app() as url:
+def app_url(tmp_path_factory):
+    db = tmp_path_factory.mktemp("history") / "history.sqlite"      # the audit below is stored here
+    with running_app(env={"ATLAS_HISTORY_URL": f"sqlite:///{db}"}) as url:
         yield url
 
 
@@ -71,6 +72,31 @@ def test_every_download_arrives(app_url, tmp_path):
         names = set(_click_every_download(page, 4))
         assert {"fcca_pairs.csv", "fcca_discretised.csv", "fcca_thresholds.csv"} <= names
 
+    with app_view(app_url, "/counterfactual_rules", "Counterfactual rules", shots / "dl_rules.png", 2000) as page:
+        page.get_by_role("button", name="Find the counterfactual rule").click()
+        page.locator('[data-testid="stMetric"]').filter(has_text="Rule probability").wait_for(timeout=90_000)
+        assert {"counterfactual_rule.json", "counterfactual_samples.csv"} <= set(_click_every_download(page, 2))
+
+    with app_view(app_url, "/decision_regions", "Decision regions", shots / "dl_regions.png", 1800) as page:
+        page.locator(".js-plotly-plot").first.wait_for(timeout=90_000)
+        assert "regions.csv" in _click_every_download(page, 1)
+
+    with app_view(app_url, "/case_story", "Case story", shots / "dl_story.png", 2000) as page:
+        page.get_by_role("button", name="Tell the story").click()
+        page.get_by_text("The smallest change").first.wait_for(timeout=120_000)
+        assert any(n.startswith("case-") for n in _click_every_download(page, 1))
+
+    with app_view(app_url, "/compare_models", "Compare models", shots / "dl_compare.png", 3000) as page:
+        page.get_by_role("button", name="Load model B").click()
+        rows = page.get_by_role("spinbutton", name="At most this many rows")
+        rows.wait_for(timeout=120_000)
+        rows.fill("20")
+        rows.press("Tab")
+        page.get_by_role("button", name="Study 20 rows").click()
+        page.get_by_role("button", name="Report (HTML)").wait_for(timeout=240_000)
+        names = set(_click_every_download(page, 3))
+        assert {"model_comparison.html", "model_comparison.json", "model_comparison_rows.csv"} <= names
+
     with app_view(app_url, "/fairness_audit", "Fairness audit", shots / "dl_audit.png", 2600) as page:
         rows = page.get_by_role("spinbutton", name="At most this many rows")
         rows.fill("60")
@@ -79,3 +105,6 @@ def test_every_download_arrives(app_url, tmp_path):
         page.get_by_role("button", name="Report (HTML)").wait_for(timeout=240_000)
         names = set(_click_every_download(page, 3))
         assert {"recourse_audit.html", "recourse_audit.json", "recourse_audit_rows.csv"} <= names
+
+    with app_view(app_url, "/history", "Audit history", shots / "dl_history.png", 1600) as page:
+        assert "audit_history.csv" in _click_every_download(page, 1)
