@@ -168,3 +168,35 @@ def test_exact_regions_take_the_same_argument(two_models, norm):
     r = int(np.flatnonzero(rf.predict(X) == 0)[0])
     res = exact_counterfactual(rf, X[r], 1, norm=norm, margin=0.8, also_valid_for=[gb], time_limit=20)
     assert res.cost == pytest.approx(brute_force_all([rf, gb], X[r], 1, norm, margin=0.8), rel=1e-6, abs=1e-9)
+
+
+def test_one_hot_groups_and_plausibility_with_two_model_versions():
+    """The demo's one-hot employment group and its updated model: the point is valid on both original models,
+    switches category as one feature, costs no less than either model alone, and the two exact methods agree."""
+    from conftest import demo_credit
+    from core.cells import Plausibility
+    from core.demo import updated_model
+    from core.regions import exact_counterfactual
+    from core.workspace import build_workspace
+
+    df, target, model, *_ = demo_credit()
+    ws = build_workspace(df, target, model, name="v1")
+    wb = build_workspace(df, target, updated_model("credit-lightgbm")[0], name="v2")
+    X = ws.X.to_numpy(float)
+    emp = [j for j, n in enumerate(ws.X.columns) if n.startswith("employment=")]
+    plaus = Plausibility.fit(X[ws.predictions == 1], random_state=0)
+    for r in np.flatnonzero((ws.predictions == 0) & (wb.predictions == 0))[:4]:
+        kw = dict(schema=ws.schema, fixed=["sex"], time_limit=30)
+        res = optimal_counterfactual(ws.ensemble, X[r], 1, model=ws.model, also_valid_for=[(wb.ensemble, wb.model)],
+                                     **kw)
+        assert res.status == "optimal"
+        for w in (ws, wb):
+            assert w.model.predict(w.to_raw(res.x[None]))[0] == 1
+        assert res.x[emp].sum() == 1
+        for e in (ws.ensemble, wb.ensemble):
+            assert res.cost >= optimal_counterfactual(e, X[r], 1, **kw).cost - 1e-9
+        ex = exact_counterfactual(ws.ensemble, X[r], 1, norm="l1", also_valid_for=[wb.ensemble], **kw)
+        assert ex.cost == pytest.approx(res.cost, rel=1e-6, abs=1e-9)
+        sure = optimal_counterfactual(ws.ensemble, X[r], 1, also_valid_for=[wb.ensemble], plausibility=plaus, **kw)
+        if sure.found:
+            assert plaus.holds(sure.x[None])[0] and sure.cost >= res.cost - 1e-9
