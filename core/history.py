@@ -10,6 +10,9 @@ rebuilt) in one table of a SQL database through SQLAlchemy:
   sessions, several server processes) wait for each other instead of failing;
 * any SQLAlchemy URL by setting (e.g. ``postgresql+psycopg://user@host/atlas``).
 
+An audit run on the Fairness audit page keeps its model's arrays (never a
+pickle; :meth:`AuditStore.load_model`), so the Compare models page can take
+an earlier model version from the history.
 Nothing depends on the session: an audit saved is there after the session
 ends or the server restarts. Each record has an ``owner``: on a local instance
 everyone shares ``"local"``; a public deployment gives each visitor a private
@@ -68,6 +71,15 @@ AUDITS = sa.Table(
     sa.Column("n_significant", sa.Integer, nullable=False),
     sa.Column("summary", sa.Text, nullable=False),               # JSON list of sentences
     sa.Column("audit", sa.LargeBinary, nullable=False),          # zlib-compressed Audit.to_json()
+)
+
+
+MODELS = sa.Table(
+    "atlas_audit_models", _META,                              # the audited model, for Compare models
+    sa.Column("audit_id", sa.Integer, primary_key=True),
+    sa.Column("owner", sa.String(64), nullable=False, index=True),
+    sa.Column("meta", sa.Text, nullable=False),                # JSON: the ensemble arrays' meta
+    sa.Column("arrays", sa.LargeBinary, nullable=False),       # the ensemble's arrays as .npz (no pickle)
 )
 
 
@@ -141,8 +153,10 @@ class AuditStore:
         return _owner(check_owner_key(key) if self.public else key)
 
     # -------------------------------------------------------------- writing
-    def save(self, audit: Audit, *, owner: str = LOCAL_OWNER, title: str | None = None) -> int:
-        """Store a finished audit; its id."""
+    def save(self, audit: Audit, *, owner: str = LOCAL_OWNER, title: str | None = None,
+             ensemble: TreeEnsemble | None = None) -> int:
+        """Store a finished audit; its id. ``ensemble``: the audited model, kept with it
+        (its arrays, never a pickle) so that it can be compared with a later version."""
         m = audit.meta
         params = m.get("parameters", {})
         data, model = m.get("data", {}), m.get("model", {})
@@ -159,7 +173,14 @@ class AuditStore:
             audit=zlib.compress(audit.to_json().encode("utf-8"), 6))
         try:
             with self.engine.begin() as con:
-                return int(con.execute(AUDITS.insert().values(**record)).inserted_primary_key[0])
+                audit_id = int(con.execute(AUDITS.insert().values(**record)).inserted_primary_key[0])
+                if ensemble is not None:
+                    arrays, ens_meta = ensemble.to_arrays()
+                    buf = io.BytesIO()
+                    np.savez_compressed(buf, **arrays)
+                    con.execute(MODELS.insert().values(audit_id=audit_id, owner=record["owner"],
+                                                       meta=json.dumps(ens_meta, default=str), arrays=buf.getvalue()))
+                return audit_id
         except sa.exc.SQLAlchemyError as exc:
             raise HistoryError(f"The audit could not be stored in the history ({type(exc).__name__}). "
                                "It is still on screen: download it as JSON to keep it.") from None
@@ -168,7 +189,31 @@ class AuditStore:
         with self.engine.begin() as con:
             n = con.execute(AUDITS.delete().where(AUDITS.c.id == int(audit_id),
                                                   AUDITS.c.owner == self._owner(owner)))
+            con.execute(MODELS.delete().where(MODELS.c.audit_id == int(audit_id),
+                                              MODELS.c.owner == self._owner(owner)))
         return bool(n.rowcount)
+
+    def load_model(self, audit_id: int, *, owner: str = LOCAL_OWNER) -> TreeEnsemble:
+        """The model audited in audit ``audit_id``, as kept with it."""
+        q = sa.select(MODELS.c.meta, MODELS.c.arrays).where(MODELS.c.audit_id == int(audit_id),
+                                                           MODELS.c.owner == self._owner(owner))
+        with self.engine.connect() as con:
+            row = con.execute(q).first()
+        if row is None:
+            raise HistoryError(f"Audit {audit_id} was stored without its model (or belongs to another key); "
+                               "upload the model file instead.")
+        try:
+            with np.load(io.BytesIO(row[1]), allow_pickle=False) as z:
+                return TreeEnsemble.from_arrays(dict(z), json.loads(row[0]))
+        except (ValueError, OSError, KeyError) as exc:
+            raise HistoryError(f"The model kept with audit {audit_id} is damaged ({type(exc).__name__}).") from None
+
+    def with_models(self, *, owner: str = LOCAL_OWNER) -> list[int]:
+        """Ids of this owner's audits whose model was kept, newest first."""
+        q = sa.select(MODELS.c.audit_id).where(MODELS.c.owner == self._owner(owner)).order_by(
+            MODELS.c.audit_id.desc())
+        with self.engine.connect() as con:
+            return [int(v) for v in con.execute(q).scalars().all()]
 
     # -------------------------------------------------------------- reading
     def list(self, *, owner: str = LOCAL_OWNER) -> pd.DataFrame:

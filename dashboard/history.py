@@ -44,10 +44,11 @@ def owner() -> str:
     return key
 
 
-def remember(audit, title: str | None = None) -> int | None:
-    """Store a finished audit; its id, or None (with a warning shown) if the history is unavailable."""
+def remember(audit, title: str | None = None, ensemble=None) -> int | None:
+    """Store a finished audit (and the audited model's arrays, for Compare models); its id, or
+    None (with a warning shown) if the history is unavailable."""
     try:
-        return store().save(audit, owner=owner(), title=title)
+        return store().save(audit, owner=owner(), title=title, ensemble=ensemble)
     except HistoryError as exc:
         st.warning(plain(exc))
         return None

@@ -22,6 +22,8 @@ from core.workspace import build_workspace
 from dashboard import state
 from dashboard.caching import load_model_cached
 from dashboard.deploy import settings as deployment
+from dashboard.history import owner as history_owner
+from dashboard.history import store as history_store
 from dashboard.ui import cluster_setting, download, plain, user_errors
 from dashboard.widgets import row_picker
 
@@ -48,7 +50,8 @@ def _model_b(model, name: str, what: str = "") -> dict:
 
 
 demo = state.get(K.DEMO)
-sources = (["The demo's updated model"] if demo in UPDATES else []) + ["Upload a model file"]
+sources = ((["The demo's updated model"] if demo in UPDATES else []) + ["Upload a model file"]
+           + ["A model from an earlier audit"])
 src = st.radio("Model B", sources, horizontal=True, key="cm_source")
 if src == "The demo's updated model":
     title, what = UPDATES[demo]
@@ -58,6 +61,21 @@ if src == "The demo's updated model":
             model_b, title, what = updated_model(demo)
             st.session_state["cm_b"] = _model_b(model_b, title, what)
             st.session_state.pop("cm_result", None)
+elif src == "A model from an earlier audit":
+    with user_errors("The audit history could not be read"):
+        past = history_store().list(owner=history_owner())
+        kept = set(history_store().with_models(owner=history_owner()))
+        past = past[past["id"].isin(kept)] if len(past) else past
+        if not len(past):
+            st.info("No audit in the history kept its model yet: audits run from now on keep it.")
+        else:
+            labels = {int(r.id): f"#{r.id} · {r.created} · {r.title}" for r in past.itertuples()}
+            pick = st.selectbox("Audit", list(labels), format_func=labels.get, key="cm_audit_id")
+            if st.button("Load model B", key="cm_load_audit", type="primary"):
+                with user_errors("Model B could not be loaded"):
+                    st.session_state["cm_b"] = _model_b(history_store().load_model(pick, owner=history_owner()),
+                                                        f"the model of audit #{pick}")
+                    st.session_state.pop("cm_result", None)
 else:
     dep = deployment()
     up = st.file_uploader("Model B: XGBoost .json/.ubj, LightGBM .txt, scikit-learn .skops, CatBoost .json/.cbm"

@@ -83,7 +83,7 @@ with tab_run:
                               model_sha256=ws.model_sha256, data_name=ws.name, progress=show, y=ws.y,
                               class_names=ws.class_names)
             st.session_state["fa_result"] = {"key": KEY, "audit": audit, "source": "run"}
-            if (stored := remember(audit, title=f"{ws.name} · {ens.source}")) is not None:
+            if (stored := remember(audit, title=f"{ws.name} · {ens.source}", ensemble=ens)) is not None:
                 st.toast(f"Stored in the audit history as #{stored}.")
         bar.empty()
         cancel.empty()

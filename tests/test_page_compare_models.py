@@ -79,3 +79,26 @@ def test_fairness_audits_of_both_side_by_side():
     assert len(audits["a"].rows) == 30 and len(audits["b"].rows) == 30
     labels = [m.label for m in at.metric]
     assert "Gaps opened" in labels and "Gaps closed" in labels
+
+
+def test_model_b_from_an_earlier_audit(fresh_history):
+    """An audit stored with its model (as the Fairness audit page stores it) gives model B."""
+    from core.audit import run_audit
+    from core.demo import updated_model
+    from core.workspace import build_workspace
+    from dashboard.history import store
+
+    at = _page()
+    ws = at.session_state["workspace"]
+    wb = build_workspace(ws.raw, ws.target, updated_model("credit-lightgbm")[0], name="v2")
+    audit = run_audit(wb.ensemble, wb.X, schema=ws.schema, target=1, max_rows=20, n_jobs=1, n_perm=50, n_boot=20,
+                      tcrex=False, local_rules_per_group=0, scan=False)
+    audit_id = store().save(audit, title="version 2", ensemble=wb.ensemble)
+    assert store().with_models() == [audit_id]
+    at.radio(key="cm_source").set_value("A model from an earlier audit").run()
+    at.selectbox(key="cm_audit_id").set_value(audit_id).run()
+    at.button(key="cm_load_audit").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    got = at.session_state["cm_b"]["ws"]
+    assert (got.predictions == wb.predictions).all() and got.ensemble.content_hash() == wb.ensemble.content_hash()
+    assert store().delete(audit_id) and store().with_models() == []
