@@ -22,7 +22,8 @@ import pandas as pd
 from core.auditresult import Audit
 from core.auditstats import _statistics, group_labels, protected_attributes, summarise
 from core.batch import batch_counterfactuals
-from core.counterfactual import describe_changes, make_target
+from core.columns import analyst_columns, changes_text
+from core.counterfactual import make_target
 from core.ensemble import TreeEnsemble, from_model
 from core.errors import AuditCancelled, AuditError
 from core.groupfair import group_fairness
@@ -131,6 +132,11 @@ class _Run:
     def stop(self) -> bool:
         return self.should_stop is not None and bool(self.should_stop())
 
+    @property
+    def columns(self) -> list:
+        """The analyst's columns (a one-hot group is one), for the per-row changes."""
+        return analyst_columns(self.ens, self.schema)
+
     def report(self, stage: str, done: int, total: int) -> None:
         if self.progress is not None:
             self.progress(stage, done, total)
@@ -234,7 +240,7 @@ def _recourse_stage(run: _Run) -> tuple[pd.DataFrame, np.ndarray]:
         recs.append({"row": int(i), **{f"group:{a}": run.labels[a][i] for a in run.attrs},
                      "prediction": str(run.pred[i]), "status": status, "feasible": int(found),
                      "cost": float(res.cost) if found else np.nan, "n_changed": len(res.changes) if found else np.nan,
-                     "changes": describe_changes(res.changes),
+                     "changes": changes_text(run.columns, run.A[i], res.x) if found else "",
                      "solve_time": round(res.solve_time, 4)})
     cfs = np.array([r.x if r.found else np.full(len(run.names), np.nan) for r in results], dtype=float)
     run.timings["recourse"] = time.perf_counter() - t0

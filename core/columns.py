@@ -17,7 +17,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["Column", "analyst_columns", "column_values", "apply_values", "columns_of"]
+from core.shown import approx_text, number_text
+
+__all__ = ["Column", "analyst_columns", "column_values", "apply_values", "columns_of", "changes_text"]
 
 #: the option of a category column with no category set (a missing or unseen value)
 NONE = "(missing or unseen)"
@@ -127,3 +129,19 @@ def apply_values(columns: Sequence[Column], x: np.ndarray, values: Mapping[str, 
         else:
             out[c.features[0]] = float(k)
     return out
+
+
+def changes_text(columns: Sequence[Column], x: np.ndarray, x_cf: np.ndarray, sep: str = "; ") -> str:
+    """The moves from ``x`` to ``x_cf`` in the analyst's columns, ``column: before → after``:
+    a category switch is one move by name; the value after in full (the checked value,
+    :func:`core.shown.number_text`), the value before to 6 significant digits."""
+    a, b = column_values(columns, x), column_values(columns, x_cf)
+    out = []
+    for c in columns:
+        if a[c.name] == b[c.name]:
+            continue
+        if c.categories is None:
+            out.append(f"{c.name}: {approx_text(a[c.name], 6)} → {number_text(b[c.name])}")
+        else:
+            out.append(f"{c.name}: {a[c.name]} → {b[c.name]}")
+    return sep.join(out)

@@ -36,6 +36,7 @@ import pandas as pd
 from core.auditstats import group_labels, protected_attributes
 from core.batch import map_rows
 from core.cells.problem import check_same_features
+from core.columns import analyst_columns, changes_text
 from core.counterfactual import make_target
 from core.csvsafe import to_csv
 from core.ensemble import TreeEnsemble, from_model
@@ -146,9 +147,11 @@ def _one_row(args: tuple[int, np.ndarray], ens_a: TreeEnsemble, ens_b: TreeEnsem
         both = res_a      # valid under B too, and no point valid under both is cheaper than A's optimum
     else:
         both = optimal_counterfactual(ens_a, x, target, model=model_a, also_valid_for=[(ens_b, model_b)], **kwargs)
+    cols = analyst_columns(ens_a, kwargs.get("schema"))
     rec.update(found_both=int(both.found), cost_both=float(both.cost) if both.found else np.nan,
                status_both=both.status,
-               changes_a="; ".join(map(str, res_a.changes)), changes_both="; ".join(map(str, both.changes)))
+               changes_a=changes_text(cols, x, res_a.x) if res_a.found else "",
+               changes_both=changes_text(cols, x, both.x) if both.found else "")
     rec["extra_cost"] = rec["cost_both"] - rec["cost_a"] if res_a.found and both.found else np.nan
     nan = np.full(x.size, np.nan)
     rec["_x_a"] = res_a.x if res_a.found else nan

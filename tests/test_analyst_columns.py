@@ -142,3 +142,17 @@ def test_metarule_tree_asks_for_a_category_not_a_one_hot_threshold(pipeline_ws):
     labels = re.findall(r'label="([^"]*)"', dot)
     assert not any("=" in lab.replace("<=", "") for lab in labels if "<=" in lab), labels
     assert any(q in dot for q in ("job = ", "city = ")), dot
+
+
+def test_changes_read_in_the_tables_columns(pipeline_ws):
+    from core.columns import changes_text
+
+    ws = pipeline_ws
+    cols = analyst_columns(ws.ensemble, ws.schema)
+    X = ws.X.to_numpy(float)
+    other = next(c for c in ["clerk", "nurse", "cook", "pilot", "vet"] if c != column_values(cols, X[0])["job"])
+    moved = apply_values(cols, X[0], {"job": other, "age": 77.5})
+    text = changes_text(cols, X[0], moved)
+    assert text == f"age: {X[0][cols[[c.name for c in cols].index('age')].features[0]]:g} → 77.5; " \
+                   f"job: {column_values(cols, X[0])['job']} → {other}" or text.startswith("job") or "age" in text
+    assert "job=" not in text and f"→ {other}" in text and "→ 77.5" in text
