@@ -33,28 +33,22 @@ sys.path.insert(0, str(ROOT))
 from core.audit import run_audit  # noqa: E402
 from core.batch import batch_counterfactuals  # noqa: E402
 from core.ensemble import from_model  # noqa: E402
-from core.schema import infer_schema  # noqa: E402
+from common import ADULT, adult_with_sex_protected  # noqa: E402
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=200)
     a = ap.parse_args()
-    p = ROOT.parent / "shared" / "data" / "adult.csv"
-    if not p.exists():
-        print(json.dumps({"skipped": f"{p} is absent"}))
+    data = adult_with_sex_protected()
+    if data is None:
+        print(json.dumps({"skipped": f"{ADULT} is absent"}))
         return
     from sklearn.ensemble import RandomForestClassifier
 
-    from core import io
-
-    df = io.load_table(p.read_bytes(), p.name)
-    prep = io.prepare_data(df, df.attrs["target"])
-    X = prep.X
-    y = prep.y.to_numpy().astype(int)
+    X, y, schema, columns = data
     model = RandomForestClassifier(n_estimators=100, max_depth=5, random_state=0, n_jobs=2).fit(X, y)
     ens = from_model(model, feature_names=list(X.columns))
-    schema = infer_schema(X, kinds=prep.kinds, groups=prep.groups, protected=["Sex"])
     A = X.to_numpy(float)
     rows = np.flatnonzero(ens.predict(A) != 1)[:a.rows]
     kw = dict(schema=schema, norm="l1", fixed=["Sex"], time_limit=30.0, X_ref=A)
@@ -99,7 +93,7 @@ def main():
     from core.subgroups import scan_subgroups
 
     names = list(X.columns)
-    raw_cols = [c for c in df.columns if c != df.attrs["target"]][:8]
+    raw_cols = columns[:8]
     keep = [c for c in names if c.split("=")[0] in raw_cols]
     frame_rows = pd.DataFrame(A[audit.rows["row"].to_numpy(dtype=int)], columns=names)[keep]
     groups = {g: [names[j] for j in cols] for g, cols in schema.groups().items() if len(cols) >= 2 and g in raw_cols}

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
+
+ADULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "adult.csv"
 
 
 def best_of(fn, repeat: int = 3) -> float:
@@ -13,3 +16,19 @@ def best_of(fn, repeat: int = 3) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return min(times)
+
+
+def adult_with_sex_protected():
+    """Adult prepared as the app prepares it (one-hot categories): ``(X, y, schema, columns)`` with
+    ``y`` as ints, Sex protected and ``columns`` the table's own feature columns, or None when
+    ``../shared/data/adult.csv`` is absent."""
+    if not ADULT.exists():
+        return None
+    from core import io          # the calling script has put the repository on sys.path
+    from core.schema import infer_schema
+
+    df = io.load_table(ADULT.read_bytes(), ADULT.name)
+    prep = io.prepare_data(df, df.attrs["target"])
+    schema = infer_schema(prep.X, kinds=prep.kinds, groups=prep.groups, protected=["Sex"])
+    columns = [c for c in df.columns if c != df.attrs["target"]]
+    return prep.X, prep.y.to_numpy().astype(int), schema, columns

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from core.compare import compare_models  # noqa: E402
 from core.ensemble import from_model  # noqa: E402
 from core.optimal import optimal_counterfactual  # noqa: E402
-from core.schema import infer_schema  # noqa: E402
+from common import ADULT, adult_with_sex_protected  # noqa: E402
 
 
 def main():
@@ -40,24 +40,19 @@ def main():
     ap.add_argument("--queries", type=int, default=20)
     ap.add_argument("--rows", type=int, default=500)
     a = ap.parse_args()
-    p = ROOT.parent / "shared" / "data" / "adult.csv"
-    if not p.exists():
-        print(json.dumps({"skipped": f"{p} is absent"}))
+    data = adult_with_sex_protected()
+    if data is None:
+        print(json.dumps({"skipped": f"{ADULT} is absent"}))
         return
     import xgboost as xgb
     from sklearn.ensemble import RandomForestClassifier
 
-    from core import io
-
-    df = io.load_table(p.read_bytes(), p.name)
-    prep = io.prepare_data(df, df.attrs["target"])
-    X, y = prep.X, prep.y.to_numpy().astype(int)
+    X, y, schema, _ = data
     half = np.random.default_rng(0).permutation(len(X))
     ia, ib = half[: len(X) // 2], half[len(X) // 2:]
     rf = RandomForestClassifier(n_estimators=100, max_depth=5, random_state=0, n_jobs=2).fit(X.iloc[ia], y[ia])
     xg = xgb.XGBClassifier(n_estimators=100, max_depth=4, n_jobs=2, random_state=0).fit(X.iloc[ib], y[ib])
     ea, eb = from_model(rf, feature_names=list(X.columns)), from_model(xg, feature_names=list(X.columns))
-    schema = infer_schema(X, kinds=prep.kinds, groups=prep.groups, protected=["Sex"])
     A = X.to_numpy(float)
     both_down = np.flatnonzero((ea.predict(A) != 1) & (eb.predict(A) != 1))
     rows = np.random.default_rng(1).choice(both_down, a.queries, replace=False)

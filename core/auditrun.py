@@ -132,10 +132,7 @@ class _Run:
     def stop(self) -> bool:
         return self.should_stop is not None and bool(self.should_stop())
 
-    @property
-    def columns(self) -> list:
-        """The analyst's columns (a one-hot group is one), for the per-row changes."""
-        return analyst_columns(self.ens, self.schema)
+
 
     def report(self, stage: str, done: int, total: int) -> None:
         if self.progress is not None:
@@ -231,7 +228,7 @@ def _recourse_stage(run: _Run) -> tuple[pd.DataFrame, np.ndarray]:
         model=run.model)
     if run.stop() or any(r is None for r in results):
         raise AuditCancelled("The audit was cancelled; nothing was kept.")
-    recs = []
+    recs, columns = [], analyst_columns(run.ens, run.schema)       # the per-row changes in the table's columns
     for i, res in zip(rows, results):
         found = res.found
         status = res.status
@@ -240,7 +237,7 @@ def _recourse_stage(run: _Run) -> tuple[pd.DataFrame, np.ndarray]:
         recs.append({"row": int(i), **{f"group:{a}": run.labels[a][i] for a in run.attrs},
                      "prediction": str(run.pred[i]), "status": status, "feasible": int(found),
                      "cost": float(res.cost) if found else np.nan, "n_changed": len(res.changes) if found else np.nan,
-                     "changes": changes_text(run.columns, run.A[i], res.x) if found else "",
+                     "changes": changes_text(columns, run.A[i], res.x) if found else "",
                      "solve_time": round(res.solve_time, 4)})
     cfs = np.array([r.x if r.found else np.full(len(run.names), np.nan) for r in results], dtype=float)
     run.timings["recourse"] = time.perf_counter() - t0

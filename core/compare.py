@@ -43,6 +43,7 @@ from core.ensemble import TreeEnsemble, from_model
 from core.errors import AuditCancelled, AuditError, QueryError
 from core.fairstats import bootstrap_ci, holm, permutation_p
 from core.optimal import optimal_counterfactual
+from core.report import table_html
 from core.shown import approx_text, bound_text, label_order
 
 __all__ = ["ModelComparison", "compare_models", "decision_agreement", "disagreement_rules"]
@@ -133,7 +134,7 @@ def disagreement_rules(X: np.ndarray, names: Sequence[str], flipped: np.ndarray,
 
 # ------------------------------------------------------------------ invalidation
 def _one_row(args: tuple[int, np.ndarray], ens_a: TreeEnsemble, ens_b: TreeEnsemble, target: Any,
-             kwargs: dict[str, Any], model_a: Any, model_b: Any) -> dict[str, Any]:
+             kwargs: dict[str, Any], model_a: Any, model_b: Any, columns: list) -> dict[str, Any]:
     i, x = args
     res_a = optimal_counterfactual(ens_a, x, target, model=model_a, **kwargs)
     rec: dict[str, Any] = {"row": int(i), "found_a": int(res_a.found), "cost_a": float(res_a.cost) if res_a.found
@@ -147,11 +148,10 @@ def _one_row(args: tuple[int, np.ndarray], ens_a: TreeEnsemble, ens_b: TreeEnsem
         both = res_a      # valid under B too, and no point valid under both is cheaper than A's optimum
     else:
         both = optimal_counterfactual(ens_a, x, target, model=model_a, also_valid_for=[(ens_b, model_b)], **kwargs)
-    cols = analyst_columns(ens_a, kwargs.get("schema"))
     rec.update(found_both=int(both.found), cost_both=float(both.cost) if both.found else np.nan,
                status_both=both.status,
-               changes_a=changes_text(cols, x, res_a.x) if res_a.found else "",
-               changes_both=changes_text(cols, x, both.x) if both.found else "")
+               changes_a=changes_text(columns, x, res_a.x) if res_a.found else "",
+               changes_both=changes_text(columns, x, both.x) if both.found else "")
     rec["extra_cost"] = rec["cost_both"] - rec["cost_a"] if res_a.found and both.found else np.nan
     nan = np.full(x.size, np.nan)
     rec["_x_a"] = res_a.x if res_a.found else nan
@@ -216,7 +216,7 @@ def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Any, target: Any, 
         kwargs = dict(schema=schema, norm=norm, fixed=[names[j] for j in fixed], time_limit=float(time_limit),
                       n_workers=1 if (n_jobs != 1 or scheduler) else 2)
         fn = partial(_one_row, ens_a=ens_a, ens_b=ens_b, target=target_value, kwargs=kwargs, model_a=model_a,
-                     model_b=model_b)
+                     model_b=model_b, columns=analyst_columns(ens_a, schema))
         t1 = time.perf_counter()
         recs = map_rows(fn, [(int(i), A[i]) for i in pool], n_jobs=n_jobs, scheduler=scheduler,
                         progress=None if progress is None else (lambda d, t: progress("recourse", d, t)),
@@ -283,14 +283,7 @@ def _invalidation_stats(table: pd.DataFrame, attrs: list[str], n_boot: int, n_pe
 
 # ------------------------------------------------------------------ the report
 def _table(df: pd.DataFrame) -> str:
-    if not len(df):
-        return "<p>–</p>"
-    def cell(v: Any) -> str:
-        return approx_text(v) if isinstance(v, (float, np.floating)) else str(v)
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(cell(v))}</td>" for v in r) + "</tr>"
-                   for r in df.itertuples(index=False))
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return table_html(df) if len(df) else "<p>–</p>"
 
 
 def comparison_html(c: ModelComparison) -> str:

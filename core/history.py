@@ -175,11 +175,9 @@ class AuditStore:
             with self.engine.begin() as con:
                 audit_id = int(con.execute(AUDITS.insert().values(**record)).inserted_primary_key[0])
                 if ensemble is not None:
-                    arrays, ens_meta = ensemble.to_arrays()
-                    buf = io.BytesIO()
-                    np.savez_compressed(buf, **arrays)
+                    blob, ens_meta = _pack(ensemble)
                     con.execute(MODELS.insert().values(audit_id=audit_id, owner=record["owner"],
-                                                       meta=json.dumps(ens_meta, default=str), arrays=buf.getvalue()))
+                                                       meta=json.dumps(ens_meta, default=str), arrays=blob))
                 return audit_id
         except sa.exc.SQLAlchemyError as exc:
             raise HistoryError(f"The audit could not be stored in the history ({type(exc).__name__}). "
@@ -203,8 +201,7 @@ class AuditStore:
             raise HistoryError(f"Audit {audit_id} was stored without its model (or belongs to another key); "
                                "upload the model file instead.")
         try:
-            with np.load(io.BytesIO(row[1]), allow_pickle=False) as z:
-                return TreeEnsemble.from_arrays(dict(z), json.loads(row[0]))
+            return _unpack(row[1], json.loads(row[0]))
         except (ValueError, OSError, KeyError) as exc:
             raise HistoryError(f"The model kept with audit {audit_id} is damaged ({type(exc).__name__}).") from None
 
@@ -243,9 +240,7 @@ class AuditStore:
     # -------------------------------------------------------------- shared workspaces
     def save_workspace(self, ws: Any) -> str:
         """Keep a workspace (raw table, model arrays, settings) for a shareable link; its token."""
-        arrays, ens_meta = ws.ensemble.to_arrays()
-        buf = io.BytesIO()
-        np.savez_compressed(buf, **arrays)
+        blob, ens_meta = _pack(ws.ensemble)
         table = io.BytesIO()
         raw = ws.raw.copy()
         for c in raw.columns[raw.dtypes == object]:
@@ -261,7 +256,7 @@ class AuditStore:
                 con.execute(WORKSPACES.insert().values(
                     token=token, created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
                     name=str(ws.name)[:300], meta=json.dumps(meta, default=str), table=table.getvalue(),
-                    arrays=buf.getvalue()))
+                    arrays=blob))
         except sa.exc.SQLAlchemyError as exc:
             raise HistoryError(f"The data and model could not be kept for a link ({type(exc).__name__}).") from None
         return token
@@ -274,13 +269,25 @@ class AuditStore:
             raise HistoryError("This link's data and model are not on this server (the link is incomplete, or "
                                "they were deleted). Load them on the Data & model page.")
         meta = json.loads(row["meta"])
-        with np.load(io.BytesIO(row["arrays"]), allow_pickle=False) as z:
-            ens = TreeEnsemble.from_arrays(dict(z), meta["ensemble"])
+        ens = _unpack(row["arrays"], meta["ensemble"])
         raw = pd.read_parquet(io.BytesIO(row["table"]))
         ws = build_workspace(raw, meta["target"], ens, name=row["name"], data_sha256=meta["data_sha256"],
                              model_sha256=meta["model_sha256"], drop_missing=meta["drop_missing"],
                              model_info=meta["model_info"], schema=Schema.from_json(meta["schema"]))
         return ws.with_class_names(meta["class_names"]) if meta.get("class_names") else ws
+
+
+def _pack(ens: TreeEnsemble) -> tuple[bytes, dict[str, Any]]:
+    """An ensemble as stored: its arrays as a compressed .npz (never a pickle), and their meta."""
+    arrays, meta = ens.to_arrays()
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    return buf.getvalue(), meta
+
+
+def _unpack(blob: bytes, meta: dict[str, Any]) -> TreeEnsemble:
+    with np.load(io.BytesIO(blob), allow_pickle=False) as z:
+        return TreeEnsemble.from_arrays(dict(z), meta)
 
 
 def _engine_options(url: str) -> dict[str, Any]:

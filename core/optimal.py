@@ -166,20 +166,17 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, settings: Opti
     time_limit = check_time_limit(s.time_limit)
     be = _choose_backend(s.backend)
     others = other_models(s.also_valid_for)
-    notice = None
-    if others and be != "cpsat":
-        if s.backend != "auto":
-            raise QueryError(f"A counterfactual valid for several models is solved by CP-SAT only; the "
-                             f"{be} backend cannot take also_valid_for. Choose backend 'cpsat' or 'auto'.")
-        be, notice = "cpsat", "Several models: solved by CP-SAT (the MILP backends take one model)."
     prob = build_problem(ens, x, target, schema=s.schema, norm=s.norm, weights=s.weights, fixed=s.fixed,
                          increase_only=s.increase_only, decrease_only=s.decrease_only, plausibility=plausibility,
                          also_valid_for=others, margin=s.margin)
-    if prob.target.margin is not None and be != "cpsat":
+    notice = None
+    needs = [what for what, used in (("several models (also_valid_for)", bool(others)),
+                                     ("a probability margin", prob.target.margin is not None)) if used]
+    if needs and be != "cpsat":            # the MILP backends take one model and no margin
         if s.backend != "auto":
-            raise QueryError(f"A probability margin is solved by CP-SAT only; choose backend 'cpsat' or 'auto', "
-                             f"not {be!r}.")
-        be, notice = "cpsat", "A probability margin: solved by CP-SAT (the MILP backends take no margin)."
+            raise QueryError(f"{needs[0][0].upper()}{needs[0][1:]} is solved by CP-SAT only; the {be} backend "
+                             "cannot take it. Choose backend 'cpsat' or 'auto'.")
+        be, notice = "cpsat", f"Solved by CP-SAT: the MILP backends cannot take {' and '.join(needs)}."
     params = _params(s, be, time_limit, plausibility, target)
     if notice:
         params["notice"] = notice

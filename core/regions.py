@@ -73,9 +73,9 @@ class _Search:
     """Depth-first search over dimensions (algorithms 2, 4 and 5)."""
 
     def __init__(self, prob: CellProblem, allowed: list[np.ndarray], order: Sequence[int], deadline: float,
-                 max_nodes: int):
+                 max_nodes: int, block: tuple[TreeBlock, list[tuple[np.ndarray, float]]]):
         self.prob = prob
-        self.blk, self.score_needs = search_block(prob)
+        self.blk, self.score_needs = block          # search_block(prob)
         self.order = list(order)
         self.deadline = deadline
         self.max_nodes = max_nodes
@@ -173,10 +173,9 @@ def _region(prob: CellProblem, ranges: dict[int, tuple[int, int]], members: np.n
     return Region(lower, upper, raw, pred, dist, point)
 
 
-def _feature_order(prob: CellProblem, allowed: list[np.ndarray]) -> list[int]:
+def _feature_order(prob: CellProblem, blk: TreeBlock, allowed: list[np.ndarray]) -> list[int]:
     """Dimensions with one allowed interval first (they only filter leaves), then by
-    how many leaves they split, most first: the alive set shrinks fastest."""
-    blk, _ = search_block(prob)
+    how many leaves of ``blk`` they split, most first: the alive set shrinks fastest."""
     n_allowed = [int(a.sum()) for a in allowed]
     splits = [int(np.sum((blk.lo[:, j] > 0) | (blk.hi[:, j] < prob.levels[j].size))) for j in range(prob.n_features)]
     return sorted(range(prob.n_features), key=lambda j: (n_allowed[j] > 1, -splits[j]))
@@ -213,8 +212,9 @@ def _run(prob: CellProblem, allowed: list[np.ndarray], *, mode: str, radius: flo
          target_only: bool = True):
     """mode "best": the nearest valid region (branch and bound); mode "all": every
     region within ``radius`` (valid ones only if ``target_only``)."""
-    order = _feature_order(prob, allowed)
-    s = _Search(prob, allowed, order, time.perf_counter() + check_time_limit(time_limit), max_nodes)
+    block = search_block(prob)
+    order = _feature_order(prob, block[0], allowed)
+    s = _Search(prob, allowed, order, time.perf_counter() + check_time_limit(time_limit), max_nodes, block)
     blk = s.blk
     ub = radius
     best: tuple[float, np.ndarray] | None = None

@@ -105,12 +105,17 @@ def subgroup_table(audit: Any) -> pd.DataFrame:
         "worse off": np.where(t["worse"], "yes", "no"), "significant": np.where(t["significant"], "yes", "no")})
 
 
-def _table_html(df: pd.DataFrame, highlight: np.ndarray | None = None) -> str:
+def table_html(df: pd.DataFrame, highlight: np.ndarray | None = None) -> str:
+    """A table for a self-contained report: text escaped, measured numbers to 4 digits
+    (:func:`core.shown.approx_text`), ``highlight`` rows marked ``sig``."""
+    def cell(v: Any) -> str:
+        return approx_text(v) if isinstance(v, (float, np.floating)) else str(v)
+
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
     body = []
     for i, (_, r) in enumerate(df.iterrows()):
         cls = ' class="sig"' if highlight is not None and highlight[i] else ""
-        body.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r) + "</tr>")
+        body.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(cell(v))}</td>" for v in r) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
@@ -159,26 +164,26 @@ def audit_html(audit: Any) -> str:
 unfavourable decision audited · favourable outcome: {html.escape(_target_text(meta))} · protected:
 {html.escape(', '.join(attrs))} (held fixed in every recourse)</p>
 <h2>Summary</h2><ul>{summary}</ul>{f'<p class="muted">Notes:</p><ul>{notes}</ul>' if notes else ''}
-<h2>Per group</h2>{_table_html(group_table(audit))}
+<h2>Per group</h2>{table_html(group_table(audit))}
 <p class="muted">Shares and means with 95% percentile-bootstrap intervals. Costs are the optimal recourse costs
 (OCEAN) of the rows that have one; the reference group of each attribute is its largest group.</p>
-<h2>Gaps to the reference group</h2>{_table_html(tests_table(audit), sig)}
+<h2>Gaps to the reference group</h2>{table_html(tests_table(audit), sig)}
 <p class="muted">Two-sided permutation tests of the group labels; Holm-adjusted over all {len(audit.tests)} tests.</p>
 <h2>Figures</h2>{''.join(figs)}
-<h2>Group fairness of the decisions</h2>{_table_html(disp) if len(disp) else '<p>–</p>'}
+<h2>Group fairness of the decisions</h2>{table_html(disp) if len(disp) else '<p>–</p>'}
 <p class="muted">On every row of the data, with fairlearn's metrics: demographic parity and equalised odds between
 the groups of each attribute and of each intersection, with 95% percentile-bootstrap intervals.</p>
-{_table_html(by_group) if len(by_group) else ''}
-<h2>Subgroups where recourse differs most</h2>{_table_html(sub_t, sub_sig) if len(sub_t) else '<p>–</p>'}
+{table_html(by_group) if len(by_group) else ''}
+<h2>Subgroups where recourse differs most</h2>{table_html(sub_t, sub_sig) if len(sub_t) else '<p>–</p>'}
 <p class="muted">Subgroups of up to two conditions on the protected and other columns, each against the rest of the
 audited rows; burden counts a row without recourse at the largest cost any row needed; effectiveness is the share
 with a recourse within the budget {html.escape(approx_text(meta.get('parameters', {}).get('budget')))}. p-values adjusted
 over the whole scan (Westfall-Young max-T).</p>
-<h2>Rules most often prescribed (T-CREx)</h2>{_table_html(rules) if len(rules) else '<p>–</p>'}
-<h2>Provenance</h2>{_table_html(prov)}
-<h3>Parameters</h3>{_table_html(params)}
-<h3>Package versions</h3>{_table_html(versions)}
-<h3>Feature settings (schema)</h3>{_table_html(schema) if len(schema) else '<p>–</p>'}
+<h2>Rules most often prescribed (T-CREx)</h2>{table_html(rules) if len(rules) else '<p>–</p>'}
+<h2>Provenance</h2>{table_html(prov)}
+<h3>Parameters</h3>{table_html(params)}
+<h3>Package versions</h3>{table_html(versions)}
+<h3>Feature settings (schema)</h3>{table_html(schema) if len(schema) else '<p>–</p>'}
 <p class="muted">Timings: {html.escape(timings)}. The per-row results are in the CSV saved beside this report; this
 file also embeds the whole audit, which the app re-opens (Fairness audit → Open a saved audit).</p>
 <script type="application/json" id="atlas-audit">{payload}</script>

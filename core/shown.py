@@ -148,10 +148,12 @@ def outcome_text(value: Any, class_names: Mapping[str, str] | None = None) -> st
     in short form (``(194.6, 313.6)``)."""
     if isinstance(value, tuple) and len(value) == 2:
         return f"({approx_text(float(value[0]))}, {approx_text(float(value[1]))})"
-    label = number_text(value, grouping=False) if isinstance(value, (np.integer, int)) \
-        and not isinstance(value, (bool, np.bool_)) else str(value)
-    if isinstance(value, (float, np.floating)):
-        label = number_text(float(value), grouping=False) if float(value).is_integer() else approx_text(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        label = str(value)
+    elif float(value).is_integer():
+        label = number_text(value, grouping=False)           # a class code, or a whole prediction
+    else:
+        label = approx_text(value)
     name = (class_names or {}).get(label) or (class_names or {}).get(str(value))
     return f"{name} ({label})" if name else label
 

@@ -112,6 +112,11 @@ class Workspace:
         return self.ensemble.predict(self.X.to_numpy(dtype=float))
 
     @cached_property
+    def columns(self) -> list:
+        """The analyst's columns over the model's features (:mod:`core.columns`)."""
+        return analyst_columns(self.ensemble, self.schema)
+
+    @cached_property
     def fingerprint(self) -> str:
         """SHA-256 of the model's arrays and the rows (codes and target): the key
         of every cached result of this workspace, whatever its name or origin."""
@@ -167,7 +172,7 @@ class Workspace:
         reads as 0/1 columns (``employment=student``, ...) is one column holding
         the category (:mod:`core.columns`), where the group's first column was."""
         out = self.raw_view(X, rows)
-        for col in analyst_columns(self.ensemble, self.schema):
+        for col in self.columns:
             if not col.one_hot:
                 continue
             members = [self.ensemble.feature_names[j] for j in col.features]

@@ -23,7 +23,6 @@ from dashboard.pages_registry import PAGES  # noqa: E402
 from dashboard.ui import plain  # noqa: E402
 from dashboard.caching import demo_workspace  # noqa: E402
 from core.demo import DEMOS  # noqa: E402
-from core.columns import analyst_columns  # noqa: E402
 
 st.set_page_config(page_title="Counterfactual Atlas", page_icon="🧭", layout="wide")
 state.init_state()
@@ -52,7 +51,7 @@ with st.sidebar:
     if deployment().public:
         st.info(deployment().notice(), icon="🔒")
     if ws is not None:
-        n_cols = len(analyst_columns(ws.ensemble, ws.schema))
+        n_cols = len(ws.columns)
         st.markdown(f"**{plain(ws.name)}**  \n{ws.ensemble.source} · {ws.ensemble.n_trees} trees · "
                     f"{len(ws.X):,} rows × {n_cols} column{'s' * (n_cols != 1)}")
     share.share_button()

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.history import LOCAL_OWNER, AuditStore, HistoryError, check_owner_key, default_url, new_owner_key
+from core.csvsafe import to_csv
+from core.history import (LOCAL_OWNER, AuditStore, HistoryError, check_owner_key, compare, default_url,
+                          new_owner_key)
 from dashboard.deploy import settings
-from dashboard.ui import plain
+from dashboard.ui import download, plain
 
 OWNER_KEY = "history_owner"
 
@@ -52,3 +54,16 @@ def remember(audit, title: str | None = None, ensemble=None) -> int | None:
     except HistoryError as exc:
         st.warning(plain(exc))
         return None
+
+
+def show_gap_comparison(before, after, *, key: str, file_name: str) -> None:
+    """Two audits' gaps side by side (:func:`core.history.compare`): how many opened,
+    closed, persist or are newly tested, the table, and its CSV."""
+    diff = compare(before, after)
+    counts = diff["change"].value_counts()
+    m = st.columns(4)
+    for col, name, what in zip(m, ("opened", "closed", "persists", "new"),
+                               ("Gaps opened", "Gaps closed", "Gaps persisting", "Newly tested")):
+        col.metric(what, int(counts.get(name, 0)))
+    st.dataframe(diff, hide_index=True, key=key)
+    download(st, "Download the comparison (CSV)", to_csv(diff), file_name, "text/csv", key=f"{key}_dl")

@@ -18,10 +18,10 @@ from __future__ import annotations
 import json
 import math
 
-import numpy as np
 import streamlit as st
 
 from core.demo import DEMOS
+from core.jsonable import plain as json_ready
 from core.optimal import BACKENDS
 from core.errors import AtlasError
 from dashboard import state
@@ -67,18 +67,6 @@ SETTINGS: dict[str, tuple] = {
     "cm_limit": ("float", 1.0, 120.0), "cm_jobs": ("int", 1, 8), "cm_fa": ("feature",), "cm_fb": ("feature",),
 }
 MAX_SETTINGS_TEXT = 8000     # characters of the s= parameter read at most
-
-
-def _plain_value(v):
-    if isinstance(v, (np.bool_, bool)):
-        return bool(v)
-    if isinstance(v, np.integer):
-        return int(v)
-    if isinstance(v, np.floating):
-        return float(v)
-    if isinstance(v, (list, tuple)):
-        return [_plain_value(x) for x in v]
-    return v if isinstance(v, (int, float, str)) or v is None else str(v)
 
 
 def _setting_value(key: str, value, ws):
@@ -247,11 +235,11 @@ def current_params() -> dict[str, str]:
         out["target"] = f"{float(target[0])!r},{float(target[1])!r}"
     elif target is not None:
         out["target"] = str(target)
-    settings = {k: _plain_value(st.session_state[k]) for k in SETTINGS if k in st.session_state}
+    settings = {k: json_ready(st.session_state[k]) for k in SETTINGS if k in st.session_state}
     if ws is not None and ws.class_names:
         settings["class_names"] = dict(ws.class_names)
     if settings:
-        out["s"] = json.dumps(settings, separators=(",", ":"), sort_keys=True)
+        out["s"] = json.dumps(settings, separators=(",", ":"), sort_keys=True, default=str)
     return out
 
 

@@ -16,6 +16,7 @@ from typing import Any, Callable
 import numpy as np
 import streamlit as st
 
+from core.auditstats import protected_attributes
 from core.shown import approx_text, outcome_text
 from dashboard import state
 
@@ -113,3 +114,18 @@ def column_picker(container: Any, label: str, schema: Any, default: list[str], k
     chosen_default = [o for o in options if all(c in default for c in members.get(o, [o]))]
     picked = container.multiselect(label, options, chosen_default, key=key)
     return [c for o in picked for c in members.get(o, [o])]
+
+
+def protected_picker(container: Any, schema: Any, key: str, help: str) -> list[str]:
+    """A multiselect of protected attributes: a one-hot group is one choice (named by its
+    group), any other column its own; preset from the feature settings' protected flags."""
+    names = schema.names
+    groups = {g: cols for g, cols in schema.groups().items() if len(cols) >= 2}
+    in_group = {names[j] for cols in groups.values() for j in cols}
+    choices = list(groups) + [n for n in names if n not in in_group]
+    try:
+        default = list(protected_attributes(schema))
+    except ValueError:
+        default = []
+    return container.multiselect("Protected attributes", choices, default=[d for d in default if d in choices],
+                                 key=key, help=help)

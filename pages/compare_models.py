@@ -9,9 +9,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core import io
-from core.audit import protected_attributes, run_audit
-from core.csvsafe import to_csv
-from core.history import compare as compare_audits
+from core.audit import run_audit
 from core.cells.problem import check_same_features
 from core.compare import compare_models
 from core.demo import UPDATES, updated_model
@@ -20,12 +18,13 @@ from core.figures import regions_figure
 from core.regions import slice_regions
 from core.workspace import build_workspace
 from dashboard import state
-from dashboard.caching import load_model_cached
+from dashboard.caching import load_model_cached, session_cached
 from dashboard.deploy import settings as deployment
 from dashboard.history import owner as history_owner
+from dashboard.history import show_gap_comparison
 from dashboard.history import store as history_store
 from dashboard.ui import cluster_setting, download, plain, user_errors
-from dashboard.widgets import row_picker
+from dashboard.widgets import protected_picker, row_picker
 
 K = state.Keys
 ws, ens, schema, names, X, pred = state.page_context(
@@ -102,16 +101,9 @@ ens_b = wb.ensemble
 st.markdown(f"**Model A** · {plain(ws.name)} · {plain(ens.source)} · {ens.n_trees} trees  \n"
             f"**Model B** · {plain(wb.name)} · {plain(ens_b.source)} · {ens_b.n_trees} trees")
 
-groups = {g: cols for g, cols in schema.groups().items() if len(cols) >= 2}
-in_group = {names[j] for cols in groups.values() for j in cols}
-choices = list(groups) + [n for n in names if n not in in_group]
-try:
-    default = list(protected_attributes(schema))
-except ValueError:
-    default = []
 c1, c2 = st.columns(2)
-protected = c1.multiselect("Protected attributes", choices, default=[d for d in default if d in choices],
-                           key="cm_protected", help="Groups for the per-group figures; held fixed in every recourse.")
+protected = protected_picker(c1, schema, "cm_protected", "Groups for the per-group figures; held fixed in every "
+                             "recourse.")
 if ens.is_classifier:
     classes = list(ens.classes)
     target = c2.selectbox("Favourable outcome", classes, index=len(classes) - 1, key="cm_target",
@@ -123,8 +115,10 @@ if not protected:
     st.info("Choose at least one protected attribute.")
     st.stop()
 
+result_key = (ws.key, ens_b.content_hash(), str(target), tuple(protected))
 with user_errors("The decisions could not be compared"):
-    quick = compare_models(ens, ens_b, X, schema=schema, target=target, protected=protected, invalidation=False)
+    quick = session_cached("cm_decisions", result_key, lambda: compare_models(
+        ens, ens_b, X, schema=schema, target=target, protected=protected, invalidation=False))
     st.subheader("Agreement of decisions")
     overall = quick.agreement.iloc[0]
     m = st.columns(3)
@@ -156,7 +150,6 @@ limit = s2.number_input("Seconds per recourse", 1.0, 120.0, 10.0, 1.0, key="cm_l
 jobs = int(s3.number_input("Local processes", 1, 8, 2, key="cm_jobs"))
 with st.expander("Compute on a Dask cluster"):
     address = cluster_setting(st)
-result_key = (ws.key, ens_b.content_hash(), str(target), tuple(protected))
 if st.button(f"Study {min(max_rows, unfavourable):,} rows", type="primary", key="cm_go"):
     cancel = st.empty()
     cancel.button("Cancel", key="cm_cancel", help="Stops the study; the previous result, if any, is kept.")
@@ -239,14 +232,7 @@ if audits is not None and audits["key"] == result_key:
         col.markdown(f"**{label}**")
         for line in au.summary:
             col.markdown("- " + plain(line))
-    diff = compare_audits(audits["a"], audits["b"])
-    counts = diff["change"].value_counts()
-    m = st.columns(4)
-    for col, name, what in zip(m, ("opened", "closed", "persists", "new"),
-                               ("Gaps opened", "Gaps closed", "Gaps persisting", "Newly tested")):
-        col.metric(what, int(counts.get(name, 0)))
-    st.dataframe(diff, hide_index=True, key="cm_audit_diff")
-    download(st, "The audits' comparison (CSV)", to_csv(diff), "audits_a_vs_b.csv", "text/csv", key="cm_dl_audits")
+    show_gap_comparison(audits["a"], audits["b"], key="cm_audit_diff", file_name="audits_a_vs_b.csv")
 
 st.subheader("Decision regions of both models")
 top = [int(j) for j in np.argsort(-ens.split_counts(), kind="stable")[:2]]

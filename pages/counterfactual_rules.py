@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.columns import analyst_columns, columns_of
+from core.columns import columns_of
 from core.counterfactual import output_mask
 from core.rules import CounterfactualRules, region_from_filter, rule_text
 from dashboard import state
@@ -89,7 +89,7 @@ with tab_local:
             st.caption("This result is for an earlier query; press the button to compute the current one.")
         S = [names[j] for j in rule.features]
         m = st.columns(4)
-        cols = analyst_columns(ens, schema)
+        cols = ws.columns
         to_change = columns_of(cols, rule.constrained or rule.features)
         m[0].metric("Columns to change", len(to_change), help=", ".join(to_change))
         m[1].metric("CDP of the set", f"{rule.cdp:.2f}")

@@ -6,7 +6,6 @@ import pandas as pd
 import streamlit as st
 
 from core import io
-from core.columns import analyst_columns
 from core.demo import DEMOS
 from core.schema import ACTIONABILITY, KINDS, Schema
 from dashboard import state
@@ -155,7 +154,7 @@ with st.expander("Model details"):
 for note in ws.notes:
     st.info(plain(note))
 
-n_columns = len(analyst_columns(ws.ensemble, ws.schema))
+n_columns = len(ws.columns)
 st.markdown(f"**Data** · {len(ws.X):,} rows × {n_columns} columns"
             + (f" (the model reads {ws.X.shape[1]} features)" if n_columns != ws.X.shape[1] else "")
             + f" · target {plain(ws.target)}"

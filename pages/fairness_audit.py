@@ -5,13 +5,14 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from core.audit import Audit, protected_attributes, run_audit
+from core.audit import Audit, run_audit
 from core.figures import cost_figure, metric_figure
 from core.report import fairness_tables, group_table, subgroup_table, tests_table
 from core.csvsafe import to_csv
 from dashboard import state
 from dashboard.history import remember
 from dashboard.ui import cluster_setting, download, plain, user_errors
+from dashboard.widgets import protected_picker
 
 ws, ens, schema, names, X, pred = state.page_context(
     "Fairness audit",
@@ -24,16 +25,8 @@ KEY = ws.key
 tab_run, tab_open = st.tabs(["Run an audit", "Open a saved audit"])
 
 with tab_run:
-    groups = {g: cols for g, cols in schema.groups().items() if len(cols) >= 2}
-    in_group = {names[j] for cols in groups.values() for j in cols}
-    choices = list(groups) + [n for n in names if n not in in_group]
-    try:
-        default = list(protected_attributes(schema))
-    except ValueError:
-        default = []
-    protected = st.multiselect("Protected attributes", choices, default=[d for d in default if d in choices],
-                               key="fa_protected", help="Preset from the feature settings (Data & model page). "
-                               "A one-hot group is one attribute; a numerical one is cut into quartiles.")
+    protected = protected_picker(st, schema, "fa_protected", "Preset from the feature settings (Data & model "
+                                 "page). A one-hot group is one attribute; a numerical one is cut into quartiles.")
     c1, c2, c3 = st.columns(3)
     if ens.is_classifier:
         classes = list(ens.classes)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.history import HistoryError, compare
+from core.history import HistoryError
 from core.csvsafe import to_csv
 from dashboard import state
 from dashboard.deploy import settings
-from dashboard.history import owner, store, use_key
+from dashboard.history import owner, show_gap_comparison, store, use_key
 from dashboard.ui import download, plain, user_errors
 
 st.title("Audit history")
@@ -75,15 +75,7 @@ with compare_tab:
                 same_model = a.meta.get("model", {}).get("sha256") == b.meta.get("model", {}).get("sha256")
                 st.caption(("Same data" if same_data else "Different data") + " · "
                            + ("same model" if same_model else "different models") + ".")
-                diff = compare(a, b)
-                counts = diff["change"].value_counts()
-                m = st.columns(4)
-                for col, name, what in zip(m, ("opened", "closed", "persists", "new"),
-                                           ("Gaps opened", "Gaps closed", "Gaps persisting", "Newly tested")):
-                    col.metric(what, int(counts.get(name, 0)))
-                st.dataframe(diff, hide_index=True, key="hi_diff")
-                download(st, "Download the comparison (CSV)", to_csv(diff),
-                                   f"audit_{before_id}_vs_{after_id}.csv", "text/csv", key="hi_dl_diff")
+                show_gap_comparison(a, b, key="hi_diff", file_name=f"audit_{before_id}_vs_{after_id}.csv")
 
 with delete_tab:
     gone = st.selectbox("Audit", ids, format_func=labels.get, key="hi_del_id")

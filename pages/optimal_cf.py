@@ -15,7 +15,7 @@ from dashboard.caching import plausibility_model
 from core.figures import counterfactual_changes_figure, counterfactual_table
 from dashboard.ui import download, plain, session_cluster, user_errors
 from core.workspace import changes_line
-from core.columns import NONE, analyst_columns, apply_values, column_values
+from core.columns import NONE, apply_values, column_values
 from core.csvsafe import to_csv
 from core.shown import approx_text, number_text
 from dashboard.widgets import column_picker, row_picker, target_picker
@@ -78,7 +78,7 @@ def _highlight(table: pd.DataFrame):
 def _what_if(row: int) -> np.ndarray:
     """The row in the analyst's columns, editable (a category column is one pick among its
     categories, never two at once); returned in the model's features."""
-    cols = analyst_columns(ens, schema)
+    cols = ws.columns
     values = column_values(cols, X[row])
     grid = st.columns(4)
     edited = {}

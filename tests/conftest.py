@@ -57,6 +57,17 @@ def demo_credit():
     return df, target, model, ens, X, infer_schema(X, kinds=prep.kinds, groups=prep.groups)
 
 
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    """The real app served for one browser-test module, with an audit history of its own
+    (never the user's ~/.counterfactual-atlas)."""
+    from browser_util import running_app
+
+    db = tmp_path_factory.mktemp("history") / "history.sqlite"
+    with running_app(env={"ATLAS_HISTORY_URL": f"sqlite:///{db}"}) as url:
+        yield url
+
+
 @pytest.fixture
 def fresh_history(tmp_path, monkeypatch):
     """An empty audit history of the test's own."""

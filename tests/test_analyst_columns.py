@@ -89,12 +89,18 @@ def test_a_folded_value_reads_as_the_persons_own(tmp_path):
     assert changes.at["job", "original"] == "astronaut" and changes.at["job", "counterfactual"] != "astronaut"
 
 
-def test_rules_page_and_sidebar_count_the_tables_columns(pipeline_ws):
+def _app_on(ws) -> AppTest:
+    """The app with ``ws`` loaded as if uploaded."""
     app = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=240)
     app.run()
-    app.session_state["workspace"] = pipeline_ws
+    app.session_state["workspace"] = ws
     app.session_state["demo_key"] = None
     app.run()
+    return app
+
+
+def test_rules_page_and_sidebar_count_the_tables_columns(pipeline_ws):
+    app = _app_on(pipeline_ws)
     assert any("× 4 columns" in m.value for m in app.sidebar.markdown)
     app.switch_page("../pages/counterfactual_rules.py").run()
     assert not app.exception, app.exception
@@ -110,11 +116,7 @@ def test_rules_page_and_sidebar_count_the_tables_columns(pipeline_ws):
 
 
 def test_what_if_picks_one_category(pipeline_ws):
-    app = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=240)
-    app.run()
-    app.session_state["workspace"] = pipeline_ws
-    app.session_state["demo_key"] = None
-    app.run()
+    app = _app_on(pipeline_ws)
     app.switch_page("../pages/optimal_cf.py").run()
     assert not app.exception, app.exception
     cols = analyst_columns(pipeline_ws.ensemble, pipeline_ws.schema)

@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from browser_util import app_view, browser_page, running_app, shots_dir as _shots
+from browser_util import app_view, browser_page, shots_dir as _shots
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def app_url():
-    with running_app() as url:
-        yield url
 
 
 def test_demo_data_page_renders(app_url, tmp_path):

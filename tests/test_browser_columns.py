@@ -5,15 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from browser_util import app_view, running_app, shots_dir
+from browser_util import app_view, shots_dir
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def app_url():
-    with running_app() as url:
-        yield url
 
 
 def test_what_if_category_picker(app_url, tmp_path):

@@ -13,18 +13,11 @@ from __future__ import annotations
 
 import pytest
 
-from browser_util import app_view, running_app, shots_dir
+from browser_util import app_view, shots_dir
 
 pytestmark = pytest.mark.browser
 
 CLICKS = 5
-
-
-@pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
-    db = tmp_path_factory.mktemp("history") / "history.sqlite"      # the audit below is stored here
-    with running_app(env={"ATLAS_HISTORY_URL": f"sqlite:///{db}"}) as url:
-        yield url
 
 
 def _click_every_download(page, expected: int) -> list[str]:

@@ -9,16 +9,9 @@ from urllib.parse import quote
 
 import pytest
 
-from browser_util import app_view, running_app, shots_dir as _shots
+from browser_util import app_view, shots_dir as _shots
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
-    history = tmp_path_factory.mktemp("history") / "h.sqlite"
-    with running_app(env={"ATLAS_HISTORY_URL": f"sqlite:///{history}"}) as url:
-        yield url
 
 
 def _start_audit(page, rows: int) -> None:
