@@ -21,6 +21,7 @@ def test_what_if_category_picker(app_url, tmp_path):
         expect(box.locator("input")).to_have_value("student", timeout=60_000)   # row 0: one category, by name
         box.click()
         options = page.get_by_role("option")
+        expect(options).to_have_count(4, timeout=30_000)                   # the list opens after the click
         names = [options.nth(i).inner_text() for i in range(options.count())]
         assert sorted(names) == ["employed", "self_employed", "student", "unemployed"], names
         page.get_by_role("option", name="employed", exact=True).click()
