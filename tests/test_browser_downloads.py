@@ -24,7 +24,11 @@ def _click_every_download(page, expected: int) -> list[str]:
     """Click each visible download button CLICKS times; the file names delivered."""
     buttons = page.locator('[data-testid="stDownloadButton"] button:visible')
     buttons.first.wait_for(timeout=120_000)
-    page.wait_for_timeout(1500)                      # the rest of the page's buttons arrive
+    for _ in range(120):                             # the rest of the page's buttons arrive (a busy machine: slowly)
+        page.wait_for_timeout(500)
+        if buttons.count() >= expected:
+            break
+    page.wait_for_timeout(1000)
     n = buttons.count()
     assert n >= expected, f"{n} download buttons, expected at least {expected}"
     names = []
