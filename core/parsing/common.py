@@ -14,7 +14,7 @@ from core.errors import ModelError, UnsupportedModelError
 from core.tree import Tree, category_bits_from_sets
 from core.treeensemble import TreeEnsemble
 
-__all__ = ["SUPPORTED_MODELS", "describe_unsupported", "build_tree", "drop_last_level"]
+__all__ = ["SUPPORTED_MODELS", "describe_unsupported", "build_tree", "resolve_redirects", "drop_last_level"]
 
 SUPPORTED_MODELS = (
     "scikit-learn: DecisionTreeClassifier, DecisionTreeRegressor, RandomForestClassifier, "
@@ -87,6 +87,27 @@ def build_tree(nodes: list[dict[str, Any]], n_outputs: int, n_codes: int | None 
         return Tree(cl, cr, ft, th, val)
     n_codes = int(n_codes or 1 + max(max(c, default=0) for c in left_sets if c is not None))
     return Tree(cl, cr, ft, th, val, category_bits_from_sets(left_sets, n_codes))
+
+
+def resolve_redirects(nodes: list[dict]) -> list[dict]:
+    """Node dicts for :func:`build_tree` without redirects: a node ``{"redirect": i}``
+    (a split every row passes the same way, to node ``i``) is skipped by pointing its
+    parent (or, for the root, node 0's place) past it."""
+    def target(i: int) -> int:
+        while "redirect" in nodes[i]:
+            i = nodes[i]["redirect"]
+        return i
+
+    out = []
+    for nd in nodes:
+        nd = dict(nd)
+        if "left" in nd:
+            nd["left"], nd["right"] = target(nd["left"]), target(nd["right"])
+        out.append(nd)
+    root = target(0)
+    if root != 0:                                  # the root itself was a redirect: reorder from it
+        out[0] = out[root]
+    return out
 
 
 def drop_last_level(ens: TreeEnsemble, features: list[int], route: str) -> TreeEnsemble:

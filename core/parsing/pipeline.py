@@ -41,7 +41,7 @@ import pandas as pd
 
 from core.errors import UnsupportedModelError
 from core.jsonable import plain
-from core.parsing.common import build_tree
+from core.parsing.common import build_tree, resolve_redirects
 from core.treeensemble import TreeEnsemble
 
 __all__ = ["parse_pipeline", "SUPPORTED_STEPS"]
@@ -197,7 +197,7 @@ def parse_pipeline(pipe: Any, *, parse_final: Callable[[Any], TreeEnsemble]) -> 
     n_codes = max((len(v) + 1 for v in cats.values()), default=None)
     raw = _RawMap(pre, raw_cols, cats, owner, per_code, index={c: j for j, c in enumerate(features)},
                   bounds=_raw_thresholds(pre, raw_cols, cats, owner, inner))
-    trees = [build_tree(_resolve(_rewrite(tree, raw)), inner.n_outputs, n_codes) for tree in inner.trees]
+    trees = [build_tree(resolve_redirects(_rewrite(tree, raw)), inner.n_outputs, n_codes) for tree in inner.trees]
     meta: dict[str, Any] = {"input": "frame-object", "pipeline": [n for n, _ in pipe.steps]}
     if dropped:
         meta["extra_columns"] = dropped
@@ -301,7 +301,8 @@ def _raw_thresholds(pre: Any, raw_cols: list[str], cats: dict[str, tuple], owner
 
 def _rewrite(tree: Any, raw: _RawMap) -> list[dict]:
     """A tree of the final estimator as node dicts on the raw columns (with
-    redirects where every row goes the same way, see :func:`_resolve`)."""
+    redirects where every row goes the same way, see
+    :func:`core.parsing.common.resolve_redirects`)."""
     nodes: list[dict] = []
     for i in range(tree.n_nodes):
         left, right = int(tree.children_left[i]), int(tree.children_right[i])
@@ -330,22 +331,3 @@ def _rewrite(tree: Any, raw: _RawMap) -> list[dict]:
 
 def _always(child: int) -> dict:
     return {"redirect": child}
-
-
-def _resolve(nodes: list[dict]) -> list[dict]:
-    """Drop redirects (splits every row passes the same way) by pointing parents past them."""
-    def target(i: int) -> int:
-        while "redirect" in nodes[i]:
-            i = nodes[i]["redirect"]
-        return i
-
-    out = []
-    for nd in nodes:
-        nd = dict(nd)
-        if "left" in nd:
-            nd["left"], nd["right"] = target(nd["left"]), target(nd["right"])
-        out.append(nd)
-    root = target(0)
-    if root != 0:                                  # the root itself was a redirect: reorder from it
-        out[0] = out[root]
-    return out
