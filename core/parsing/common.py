@@ -19,7 +19,8 @@ __all__ = ["SUPPORTED_MODELS", "describe_unsupported", "build_tree", "resolve_re
 SUPPORTED_MODELS = (
     "scikit-learn: DecisionTreeClassifier, DecisionTreeRegressor, RandomForestClassifier, "
     "RandomForestRegressor, ExtraTreesClassifier, ExtraTreesRegressor, "
-    "GradientBoostingClassifier, GradientBoostingRegressor, IsolationForest; "
+    "GradientBoostingClassifier, GradientBoostingRegressor, HistGradientBoostingClassifier, "
+    "HistGradientBoostingRegressor (identity-link losses), IsolationForest; "
     "XGBoost: XGBClassifier, XGBRegressor, Booster (binary:logistic, multi:softprob, "
     "multi:softmax, reg:squarederror); "
     "LightGBM: LGBMClassifier, LGBMRegressor, Booster (binary, multiclass, regression); "

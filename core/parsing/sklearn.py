@@ -1,4 +1,5 @@
-"""scikit-learn trees, forests, gradient boosting and Isolation Forest.
+"""scikit-learn trees, forests, gradient boosting and Isolation Forest (the
+histogram-based gradient boosting models are read by :mod:`core.parsing.hgb`).
 
 scikit-learn casts X to float32 and sends a sample left iff
 ``float32(x) <= threshold`` (threshold float64); thresholds are converted to
@@ -13,6 +14,7 @@ import numpy as np
 
 from core.errors import UnsupportedModelError
 from core.parsing.common import describe_unsupported
+from core.parsing.hgb import parse_hgb
 from core.tree import Tree, float32_floor, float32_le_bound
 from core.treeensemble import TreeEnsemble
 
@@ -76,6 +78,9 @@ def parse_sklearn(model: Any) -> TreeEnsemble:
 
     if isinstance(model, (ske.GradientBoostingClassifier, ske.GradientBoostingRegressor)):
         return _parse_gb(model, common)
+
+    if isinstance(model, (ske.HistGradientBoostingClassifier, ske.HistGradientBoostingRegressor)):
+        return parse_hgb(model, common)
 
     if isinstance(model, ske.IsolationForest):
         return _parse_iforest(model, common)
