@@ -47,6 +47,12 @@ SKOPS_TRUSTED = frozenset({
     "xgboost.core.Booster",
     "xgboost.sklearn.XGBClassifier",
     "xgboost.sklearn.XGBRegressor",
+    # HistGradientBoosting*: its trees, and for categorical_features the check its own
+    # ColumnTransformer applies to the numerical columns, partial(check_array, dtype=...)
+    # (a partial of any other function is refused: that function is not listed here)
+    "sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",
+    "functools.partial",
+    "sklearn.utils.validation.check_array",
     # a Pipeline's encoders keep their output dtype (e.g. numpy.float64) as a numpy.dtype;
     # skops itself trusts the scikit-learn Pipeline, ColumnTransformer, encoders, scalers, imputers
     "numpy.dtype",

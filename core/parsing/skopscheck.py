@@ -2,8 +2,10 @@
 
 :func:`check_skops_zip` bounds the zip before skops opens it (member count,
 declared uncompressed sizes, ``schema.json``'s depth); :func:`check_sklearn_trees`
-checks the node arrays of every fitted tree skops rebuilt before anything
-predicts with it. Both are importable from :mod:`core.parsing.validate`.
+checks the node arrays of every fitted tree skops rebuilt (``tree_`` of the
+trees and forests, the ``TreePredictor`` nodes and category bitsets of the
+histogram gradient boosting models) before anything predicts with it. Both are
+importable from :mod:`core.parsing.validate`.
 """
 
 from __future__ import annotations
@@ -48,13 +50,11 @@ def check_skops_zip(data: bytes, filename: str = "model.skops") -> None:
     check_json_depth(schema, filename, limit=4 * MAX_JSON_DEPTH)
 
 
-def _sklearn_trees(obj: Any, depth: int = 0):
-    """Every fitted ``sklearn.tree._tree.Tree`` inside a model (ensembles, pipelines)."""
+def _sklearn_objects(obj: Any, depth: int = 0):
+    """``obj`` and every fitted scikit-learn object inside it (ensembles, pipelines)."""
     if depth > 8 or obj is None:
         return
-    tree = getattr(obj, "tree_", None)
-    if tree is not None and type(tree).__module__.startswith("sklearn.tree"):
-        yield obj, tree
+    yield obj
     for attr in ("estimators_", "steps", "transformers_", "estimator_", "base_estimator_", "init_"):
         sub = getattr(obj, attr, None) if attr != "estimators_" or hasattr(obj, "estimators_") else None
         if sub is None or isinstance(sub, str):
@@ -65,11 +65,22 @@ def _sklearn_trees(obj: Any, depth: int = 0):
             if isinstance(it, tuple):              # (name, step) or (name, transformer, columns)
                 it = it[1] if len(it) > 1 else None
             if it is not None and not isinstance(it, str) and type(it).__module__.startswith("sklearn"):
-                yield from _sklearn_trees(it, depth + 1)
+                yield from _sklearn_objects(it, depth + 1)
+
+
+def _sklearn_trees(obj: Any):
+    """Every fitted ``sklearn.tree._tree.Tree`` inside a model (ensembles, pipelines)."""
+    for est in _sklearn_objects(obj):
+        tree = getattr(est, "tree_", None)
+        if tree is not None and type(tree).__module__.startswith("sklearn.tree"):
+            yield est, tree
 
 
 def check_sklearn_trees(model: Any, filename: str = "model.skops") -> None:
     """Check the node arrays of every sklearn tree skops rebuilt, before any predict."""
+    for est in _sklearn_objects(model):
+        if type(est).__name__.startswith("HistGradientBoosting") and hasattr(est, "_predictors"):
+            _check_hgb(est, filename)
     for k, (est, tree) in enumerate(_sklearn_trees(model)):
         where = f"tree {k} ({type(est).__name__})"
         try:
@@ -126,3 +137,74 @@ def check_sklearn_trees(model: Any, filename: str = "model.skops") -> None:
             raise _damaged(filename, f"{where}: {n - count} nodes form a cycle apart from the root")
         if not np.all(np.isfinite(value)):
             raise _damaged(filename, f"{where} has a non-finite leaf value")
+
+
+_HGB_FIELDS = ("value", "feature_idx", "num_threshold", "missing_go_to_left", "left", "right", "is_leaf",
+               "is_categorical", "bitset_idx")
+
+
+def _check_hgb(est: Any, filename: str) -> None:
+    """A HistGradientBoosting model's predictors, before its Cython walk reads them
+    (unchecked: a child or feature index, a bitset row or a known category out of range
+    reads or writes outside memory; a child pointing back loops forever)."""
+    name = type(est).__name__
+    try:
+        n_features = int(est.n_features_in_)
+        k = int(est.n_trees_per_iteration_)
+        mapper = est._bin_mapper
+        is_cat = np.asarray(mapper.is_categorical_, dtype=bool) if mapper.is_categorical_ is not None \
+            else np.zeros(n_features, dtype=bool)
+        known = list(mapper.bin_thresholds_) if is_cat.any() else []
+        iterations = list(est._predictors)
+    except Exception as exc:  # noqa: BLE001 - a model whose state skops could not restore
+        raise _damaged(filename, f"its {name} cannot be read ({type(exc).__name__})") from None
+    if is_cat.shape != (n_features,) or (is_cat.any() and len(known) != n_features):
+        raise _damaged(filename, f"its {name}'s categorical features do not match its {n_features} features")
+    for f in np.flatnonzero(is_cat):
+        v = np.asarray(known[f], dtype=np.float64)
+        if v.ndim != 1 or not np.all((v >= 0) & (v < 256) & (v == np.floor(v))):
+            raise _damaged(filename, f"its {name}'s known categories of feature {f} are outside 0..255")
+    for i, per_class in enumerate(iterations):
+        if len(per_class) != k:
+            raise _damaged(filename, f"its {name}'s iteration {i} has {len(per_class)} trees, not {k}")
+        for c, pred in enumerate(per_class):
+            _check_hgb_tree(pred, f"{name}, iteration {i}, tree {c}", n_features, is_cat, filename)
+
+
+def _check_hgb_tree(pred: Any, where: str, n_features: int, is_cat: np.ndarray, filename: str) -> None:
+    try:
+        nodes = np.asarray(pred.nodes)
+        bitsets = np.asarray(pred.raw_left_cat_bitsets)
+        cols = {f: np.asarray(nodes[f]) for f in _HGB_FIELDS}
+    except Exception as exc:  # noqa: BLE001 - missing fields, not a record array
+        raise _damaged(filename, f"{where} cannot be read ({type(exc).__name__})") from None
+    n = nodes.shape[0] if nodes.ndim == 1 else 0
+    if n == 0:
+        raise _damaged(filename, f"{where} has no nodes")
+    split = cols["is_leaf"] == 0
+    idx = np.arange(n)
+    left, right = cols["left"].astype(np.int64), cols["right"].astype(np.int64)
+    # children after their parent (as scikit-learn writes them): no cycle, every walk ends
+    bad = split & ((left <= idx) | (left >= n) | (right <= idx) | (right >= n))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise _damaged(filename, f"{where}, node {i}: a child ({left[i]}, {right[i]}) is outside {i + 1}..{n - 1}")
+    feat = cols["feature_idx"].astype(np.int64)
+    fbad = split & ((feat < 0) | (feat >= n_features))
+    if fbad.any():
+        i = int(np.flatnonzero(fbad)[0])
+        raise _damaged(filename, f"{where}, node {i} splits on feature {feat[i]}, outside 0..{n_features - 1}")
+    cat = split & (cols["is_categorical"] != 0)
+    if cat.any():
+        if bitsets.ndim != 2 or bitsets.shape[1] != 8:
+            raise _damaged(filename, f"{where}'s category bitsets have the shape {bitsets.shape}")
+        on_cat = is_cat[np.clip(feat, 0, n_features - 1)]
+        cbad = cat & ((cols["bitset_idx"].astype(np.int64) >= bitsets.shape[0]) | ~on_cat)
+        if cbad.any():
+            i = int(np.flatnonzero(cbad)[0])
+            raise _damaged(filename, f"{where}, node {i}: a categorical split on a feature that is not categorical "
+                                     "or with a category set the tree does not hold")
+    if np.any(~split & ~np.isfinite(cols["value"])):
+        raise _damaged(filename, f"{where} has a non-finite leaf value")
+    if np.any(split & ~cat & np.isnan(cols["num_threshold"])):
+        raise _damaged(filename, f"{where} has a NaN threshold")
