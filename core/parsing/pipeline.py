@@ -21,7 +21,14 @@ column ``r`` that ``z_k`` comes from, using the fitted preprocessing itself
   becomes ``r in S`` with ``S`` the categories whose transformed value is
   ``<= t``, each category (and the missing/unseen value) transformed by the
   pipeline's own steps, so ``drop``, infrequent categories, ``handle_unknown``,
-  unknown/missing encodings and an imputer before the encoder are honoured.
+  unknown/missing encodings and an imputer before the encoder are honoured;
+* a native categorical split of the final estimator (a HistGradientBoosting
+  model with ``categorical_features`` on an encoder's columns) on a column
+  from raw column ``r``: each category of ``r`` (and the missing/unseen value)
+  is transformed by the pipeline, its value looked up among the final
+  estimator's own categories (none: its missing code), and goes where that
+  code goes. A native categorical feature fed by a numerical raw column is
+  refused.
 
 Missing values in a column with an imputer become its fill value
 (``meta["impute"]``, read by :func:`core.workspace.build_workspace`); the
@@ -187,16 +194,19 @@ def parse_pipeline(pipe: Any, *, parse_final: Callable[[Any], TreeEnsemble]) -> 
     w = _Walk()
     _walk(pre, raw_cols, "", w)
     inner = parse_final(est)
-    if inner.categorical_features:
-        raise UnsupportedModelError(f"The pipeline's final step '{last_name}' has native categorical splits "
-                                    "after preprocessing; this combination is not supported.")
     cats = _encoder_categories(w)
     owner, per_code, no_missing = _owners(pre, raw_cols, cats, w.fill, inner.n_features)
+    for k in inner.categorical_features:
+        if owner[k] is not None and owner[k] not in cats:
+            raise UnsupportedModelError(
+                f"The pipeline's final step '{last_name}' splits by category on a column that comes from the "
+                f"numerical column {owner[k]!r}; only columns an encoder of the pipeline makes can be its "
+                "categorical features.")
     features = [c for c in raw_cols if c in cats or c in owner]
     dropped = [c for c in raw_cols if c not in features]
     n_codes = max((len(v) + 1 for v in cats.values()), default=None)
     raw = _RawMap(pre, raw_cols, cats, owner, per_code, index={c: j for j, c in enumerate(features)},
-                  bounds=_raw_thresholds(pre, raw_cols, cats, owner, inner))
+                  bounds=_raw_thresholds(pre, raw_cols, cats, owner, inner), inner_cats=inner.categories)
     trees = [build_tree(resolve_redirects(_rewrite(tree, raw)), inner.n_outputs, n_codes) for tree in inner.trees]
     meta: dict[str, Any] = {"input": "frame-object", "pipeline": [n for n, _ in pipe.steps]}
     if dropped:
@@ -224,6 +234,7 @@ class _RawMap:
     per_code: dict[str, np.ndarray]             # categorical raw column -> transformed rows, one per code
     index: dict[str, int]                       # raw column -> its feature index in the ensemble
     bounds: dict[tuple[int, float], tuple[float, bool]]   # (column, threshold) -> raw bound, increasing
+    inner_cats: tuple                           # the final estimator's own categories per column (or None)
 
 
 def _encoder_categories(w: _Walk) -> dict[str, tuple]:
@@ -311,6 +322,9 @@ def _rewrite(tree: Any, raw: _RawMap) -> list[dict]:
             continue
         k, t = int(tree.feature[i]), float(tree.threshold[i])
         c = raw.owner[k]
+        if raw.inner_cats[k] is not None:    # a native categorical split of the final estimator
+            nodes.append(_category_split(tree, i, raw, k, c))
+            continue
         if c is None:                        # a constant column: every row goes the same way
             goes_left = bool(_transform(raw.pre, _base_frame(raw.raw_cols, raw.cats, 1))[0, k] <= t)
             nodes.append(_always(left if goes_left else right))
@@ -327,6 +341,28 @@ def _rewrite(tree: Any, raw: _RawMap) -> list[dict]:
             else:
                 nodes.append({"feature": raw.index[c], "threshold": x, "left": right, "right": left})
     return nodes
+
+
+def _category_split(tree: Any, i: int, raw: _RawMap, k: int, c: str | None) -> dict:
+    """Node ``i``, a native categorical split of the final estimator (e.g. a
+    HistGradientBoosting model on an OrdinalEncoder's columns) on its column ``k``,
+    rewritten on raw column ``c``: each raw code's transformed value (the pipeline's
+    own) is looked up among the final estimator's categories, a value it does not
+    know (NaN, an unknown_value) taking its missing code's route."""
+    cats = raw.inner_cats[k]
+    go = tree.left_codes(i, len(cats) + 1)
+    lookup = {float(v): n for n, v in enumerate(cats)}
+
+    def code(z: float) -> int:
+        return lookup.get(float(z), len(cats)) if z == z else len(cats)
+
+    left, right = int(tree.children_left[i]), int(tree.children_right[i])
+    if c is None:                            # a constant column: every row goes the same way
+        z = _transform(raw.pre, _base_frame(raw.raw_cols, raw.cats, 1))[0, k]
+        return _always(left if go[code(z)] else right)
+    codes = [code(z) for z in raw.per_code[c][:, k]]          # the last raw code: missing or unseen
+    return {"feature": raw.index[c], "categories_left": [n for n, v in enumerate(codes) if go[v]],
+            "left": left, "right": right}
 
 
 def _always(child: int) -> dict:
