@@ -129,6 +129,30 @@ def test_numeric_features_match_on_training_rows_and_thresholds(kind):
         _assert_same(ens, m, probe_points(ens, 200, seed=3))
 
 
+def test_trained_with_missing_values_rows_without_them_are_exact():
+    """Where missing values predict the label HGB splits on NaN (threshold +inf: every
+    value left, NaN right); without NaN rows that node is its left child. Missing
+    categories keep their exact route (the missing code); NaN numbers stay refused."""
+    df, y = _table()
+    rng = np.random.default_rng(1)
+    frame = df.astype({"job": "category", "city": "category"})
+    miss = rng.random(len(df)) < 0.3
+    frame.loc[miss, "income"] = np.nan
+    frame.loc[rng.random(len(df)) < 0.1, "job"] = np.nan
+    label = (miss ^ (df.age > 50)).astype(int).to_numpy()
+    model = _fit("binary", frame, label, categorical_features="from_dtype")
+    on_nan = [p.nodes for it in model._predictors for p in it]
+    assert sum(int(np.isinf(n["num_threshold"][n["is_leaf"] == 0]).sum()) for n in on_nan) >= 10
+    ens, back = _loaded(model)
+    assert sum(t.n_nodes for t in ens.trees) < sum(len(n) for n in on_nan)        # those nodes are gone
+    C = _codes(ens, frame[~miss])
+    assert (C[:, 1] == ens.missing_code(1)).sum() > 20                # missing categories among them
+    _assert_same(ens, back, C, given=frame[~miss])
+    _assert_same(ens, model, _on_thresholds(ens, C))
+    with pytest.raises(ValueError, match="missing values are not supported"):
+        ens.predict(_codes(ens, frame[miss].head(1)))
+
+
 def test_a_row_on_a_threshold_goes_left_as_in_the_library():
     """HGB sends x <= num_threshold left, compared in float64: our rule, threshold as it is."""
     df, y = _table()
