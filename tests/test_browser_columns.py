@@ -19,9 +19,14 @@ def test_what_if_category_picker(app_url, tmp_path):
         box = page.locator('[data-testid="stSelectbox"]').filter(has_text="employment")
         box.wait_for(timeout=60_000)
         expect(box.locator("input")).to_have_value("student", timeout=60_000)   # row 0: one category, by name
-        box.click()
         options = page.get_by_role("option")
-        expect(options).to_have_count(4, timeout=30_000)                   # the list opens after the click
+        for _ in range(6):                  # a click during a rerun of a busy app can be swallowed: click again
+            box.click()
+            try:
+                expect(options).to_have_count(4, timeout=10_000)
+                break
+            except AssertionError:
+                page.keyboard.press("Escape")
         names = [options.nth(i).inner_text() for i in range(options.count())]
         assert sorted(names) == ["employed", "self_employed", "student", "unemployed"], names
         page.get_by_role("option", name="employed", exact=True).click()
