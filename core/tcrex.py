@@ -121,10 +121,9 @@ class TCREx:
             raise NoValidRuleError(f"No fitting point has a model output in the target {target!r}.")
         lower, upper = self._candidates(X, y, n, d)                      # step a
         lower, upper = self._categorical_fix(lower, upper)
-        inside = np.all((X[None, :, :] > lower[:, None, :]) & (X[None, :, :] <= upper[:, None, :]), axis=2) \
-            if len(lower) * n * d <= 5e7 else self._contains_chunked(X, lower, upper)
-        count = inside.sum(axis=1)
-        acc = np.where(count > 0, (inside & mask[None, :]).sum(axis=1) / np.maximum(count, 1), 0.0)
+        inside = self._contains(X, lower, upper)
+        count = np.count_nonzero(inside, axis=1)
+        acc = np.where(count > 0, np.count_nonzero(inside & mask[None, :], axis=1) / np.maximum(count, 1), 0.0)
         feas = count / n
         valid = (acc >= self.tau) & (feas >= self.rho - 1e-12)           # step b, eq. 2
         if not valid.any():
@@ -182,11 +181,26 @@ class TCREx:
                 lower[r, j] = 0.5
         return lower, upper
 
-    def _contains_chunked(self, X, lower, upper):
-        out = np.zeros((len(lower), len(X)), dtype=bool)
-        for s in range(0, len(lower), 64):
-            out[s:s + 64] = np.all((X[None, :, :] > lower[s:s + 64, None, :])
-                                   & (X[None, :, :] <= upper[s:s + 64, None, :]), axis=2)
+    @staticmethod
+    def _contains(X, lower, upper):
+        """``inside[r, i]``: is row ``i`` in box ``r`` (``lower < x <= upper`` on every feature)?
+
+        The same as comparing every row with every bound, but only a box's nontrivial bounds
+        are compared, each (feature, bound) once for all boxes: a bound of -inf below or +inf
+        above only excludes rows holding a NaN or -inf, which ``ok`` excludes for every box."""
+        ok = np.all(X > -np.inf, axis=1)             # NaN > -inf and -inf > -inf are False
+        out = np.empty((len(lower), len(X)), dtype=bool)
+        cache: dict[tuple[int, bool, float], np.ndarray] = {}
+        for r in range(len(lower)):
+            m = ok.copy()
+            for above, bounds, trivial in ((True, lower[r], -np.inf), (False, upper[r], np.inf)):
+                for j in np.flatnonzero(bounds != trivial):
+                    key = (int(j), above, float(bounds[j]))
+                    c = cache.get(key)
+                    if c is None:
+                        c = cache[key] = X[:, j] > bounds[j] if above else X[:, j] <= bounds[j]
+                    m &= c
+            out[r] = m
         return out
 
     def _maximal(self, lo, hi):
