@@ -198,7 +198,9 @@ class TCREx:
                     key = (int(j), above, float(bounds[j]))
                     c = cache.get(key)
                     if c is None:
-                        c = cache[key] = X[:, j] > bounds[j] if above else X[:, j] <= bounds[j]
+                        c = X[:, j] > bounds[j] if above else X[:, j] <= bounds[j]
+                        if (len(cache) + 1) * len(X) <= 2**28:   # at most 256 MB of cached comparisons
+                            cache[key] = c
                     m &= c
             out[r] = m
         return out
