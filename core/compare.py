@@ -44,7 +44,8 @@ from core.errors import AuditCancelled, AuditError, QueryError
 from core.fairstats import bootstrap_ci, holm, permutation_p
 from core.optimal import optimal_counterfactual
 from core.report import table_html
-from core.shown import approx_text, bound_text, label_order
+from core.ruletext import conditions
+from core.shown import label_order
 
 __all__ = ["ModelComparison", "compare_models", "decision_agreement", "disagreement_rules"]
 
@@ -101,10 +102,16 @@ def decision_agreement(pred_a: np.ndarray, pred_b: np.ndarray, labels: dict[str,
 
 
 def disagreement_rules(X: np.ndarray, names: Sequence[str], flipped: np.ndarray, max_depth: int = 3,
-                       random_state: int = 0) -> list[str]:
+                       random_state: int = 0, columns: Sequence[Any] | None = None,
+                       kinds: Sequence[str] | None = None) -> list[str]:
     """The leaves of a shallow tree separating flipped rows from the rest where
     flips concentrate (at least twice the overall share, and 5 rows), the most
-    concentrated first: "if a <= 1 and b > 2: 45 of 90 rows flip (50%)"."""
+    concentrated first: "if a <= 1 and b > 2: 45 of 90 rows flip (50%)".
+
+    With ``columns`` (:func:`core.columns.analyst_columns`) a leaf reads in the
+    analyst's columns: a one-hot group as ``job = cook`` or ``job not in {...}``,
+    a categorical feature's codes as ``job in {cook, nurse}``; with the schema's
+    ``kinds``, a 0/1 feature as ``sex = 0`` and an integer one in whole numbers."""
     from sklearn.tree import DecisionTreeClassifier
 
     flipped = np.asarray(flipped, dtype=bool)
@@ -115,20 +122,46 @@ def disagreement_rules(X: np.ndarray, names: Sequence[str], flipped: np.ndarray,
     t = tree.tree_
     leaf_of = tree.apply(X)
     base = float(flipped.mean())
+    d = len(names)
+    groups = [list(c.features) for c in columns or () if c.one_hot and len(c.features) > 1]
+    coded = {c.features[0]: c for c in columns or () if not c.one_hot and c.categories is not None}
     out: list[tuple[float, str]] = []
 
-    def walk(node: int, conds: list[str]) -> None:
+    def leaf_text(lower: np.ndarray, upper: np.ndarray) -> str:
+        conds, _ = conditions(lower, upper, names, groups)
+        parts = []
+        for feats, text in conds:
+            c = coded.get(feats[0]) if len(feats) == 1 else None
+            j = feats[0]
+            kind = kinds[j] if kinds is not None and len(feats) == 1 else None
+            if c is not None:      # codes lower < code <= upper: the categories they stand for
+                inside = [v for k, v in enumerate(c.categories) if lower[j] < k <= upper[j]]
+                text = f"{c.name} in {{{', '.join(inside)}}}" if inside else text
+            elif kind == "binary":
+                text = f"{names[j]} = {0 if upper[j] < 1 else 1}"
+            elif kind in ("integer", "ordinal"):   # whole numbers a..b with lower < x <= upper
+                a = int(np.floor(lower[j])) + 1 if np.isfinite(lower[j]) else None
+                b = int(np.floor(upper[j])) if np.isfinite(upper[j]) else None
+                text = (f"{names[j]} = {a}" if a is not None and a == b else
+                        f"{a} <= {names[j]} <= {b}" if a is not None and b is not None else
+                        f"{names[j]} >= {a}" if a is not None else f"{names[j]} <= {b}")
+            parts.append(text)
+        return " and ".join(parts) or "any row"
+
+    def walk(node: int, lower: np.ndarray, upper: np.ndarray) -> None:
         if t.children_left[node] < 0:
             here = leaf_of == node
             n, k = int(here.sum()), int(flipped[here].sum())
             if n and k >= 5 and k / n >= 2 * base:
-                out.append((k / n, f"if {' and '.join(conds) or 'any row'}: {k} of {n} rows flip ({k / n:.0%})"))
+                out.append((k / n, f"if {leaf_text(lower, upper)}: {k} of {n} rows flip ({k / n:.0%})"))
             return
-        f, thr = names[t.feature[node]], float(t.threshold[node])
-        walk(t.children_left[node], conds + [f"{f} <= {bound_text(thr)}"])
-        walk(t.children_right[node], conds + [f"{f} > {bound_text(thr)}"])
+        f, thr = int(t.feature[node]), float(t.threshold[node])
+        up, lo = upper.copy(), lower.copy()
+        up[f], lo[f] = min(upper[f], thr), max(lower[f], thr)
+        walk(t.children_left[node], lower, up)
+        walk(t.children_right[node], lo, upper)
 
-    walk(0, [])
+    walk(0, np.full(d, -np.inf), np.full(d, np.inf))
     return [text for _, text in sorted(out, key=lambda kv: -kv[0])]
 
 
@@ -195,7 +228,9 @@ def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Any, target: Any, 
     flips = pd.DataFrame({"row": np.flatnonzero(flipped), "decision A": pred_a[flipped].astype(str),
                           "decision B": pred_b[flipped].astype(str),
                           **{f"group:{a}": lab[flipped] for a, lab in labels.items()}})
-    rules = disagreement_rules(A, names, flipped, random_state=random_state)
+    rules = disagreement_rules(A, names, flipped, random_state=random_state,
+                               columns=analyst_columns(ens_a, schema),
+                               kinds=[f.kind for f in schema.features] if schema is not None else None)
     tgt = make_target(ens_a, target)
     target_value = tgt.label if tgt.kind == "class" else (tgt.lo, tgt.hi)
     if rows is None:

@@ -92,3 +92,57 @@ def test_cli_compares_two_model_files(tmp_path, capsys):
     rows = pd.read_csv(out.with_suffix(".csv"))
     assert len(rows) == 25 and {"row", "group:sex", "invalidated", "extra_cost"} <= set(rows.columns)
     assert 'id="atlas-comparison"' in out.read_text()
+
+
+def test_where_decisions_differ_reads_in_the_analysts_columns():
+    """The shallow tree's leaves read as the table's columns: a one-hot group by level name,
+    a 0/1 column as "= 0"/"= 1", an integer column in whole numbers, a native categorical
+    feature by its categories (never "job=cook <= 0.5" or "sex <= 0.5")."""
+    import lightgbm as lgb
+
+    from core.columns import analyst_columns
+    from core.compare import disagreement_rules
+    from core.demo import build_demo, updated_model
+    from core.workspace import build_workspace
+
+    df, target, model, _ = build_demo("credit-lightgbm")
+    ws = build_workspace(df, target, model, name="demo")
+    wb = build_workspace(df, target, updated_model("credit-lightgbm")[0], name="v2")
+    A = ws.X.to_numpy(float)
+    flipped = ws.ensemble.predict(A) != wb.ensemble.predict(A)
+    rules = disagreement_rules(A, list(ws.ensemble.feature_names), flipped, max_depth=6,
+                               columns=analyst_columns(ws.ensemble, ws.schema),
+                               kinds=[f.kind for f in ws.schema.features])
+    assert rules
+    text = " ".join(rules)
+    assert "employment=" not in text and "sex <=" not in text and "sex >" not in text, rules
+    assert "sex = 0" in text or "sex = 1" in text, rules
+    assert ".5" not in " ".join(p for r in rules for p in r.split(" and ") if "late_payments" in p), rules
+
+    rng = np.random.default_rng(0)
+    n = 1500
+    raw = pd.DataFrame({"job": pd.Categorical(rng.choice(["cook", "nurse", "pilot", "clerk"], n)),
+                        "pay": rng.uniform(0, 100, n)})
+    y_a = ((raw.pay > 50) | (raw.job == "pilot")).astype(int)
+    y_b = ((raw.pay > 50) | raw.job.isin(["pilot", "nurse"])).astype(int)       # version 2 also favours nurses
+    kw = dict(n_estimators=30, num_leaves=8, min_child_samples=5, random_state=0, verbose=-1)
+    wa = build_workspace(raw.assign(y=y_a), "y", lgb.LGBMClassifier(**kw).fit(raw, y_a), name="a")
+    wb = build_workspace(raw.assign(y=y_a), "y", lgb.LGBMClassifier(**kw).fit(raw, y_b), name="b")
+    X = wa.X.to_numpy(float)
+    flipped = wa.ensemble.predict(X) != wb.ensemble.predict(X)
+    assert flipped.sum() > 50
+    rules = disagreement_rules(X, list(wa.ensemble.feature_names), flipped,
+                               columns=analyst_columns(wa.ensemble, wa.schema),
+                               kinds=[f.kind for f in wa.schema.features])
+    assert any("job = nurse" in r or "job in {nurse}" in r for r in rules), rules
+    assert not any("job=" in r or "job <=" in r or "job >" in r for r in rules), rules
+    # a feature holding category codes reads by its categories
+    from core.columns import Column
+
+    codes = rng.integers(0, 4, n).astype(float)
+    pay = rng.uniform(0, 100, n)
+    flipped = (codes == 2) & (pay <= 50)
+    rules = disagreement_rules(np.c_[codes, pay], ["job", "pay"], flipped,
+                               columns=[Column("job", (0,), ("clerk", "cook", "nurse", "pilot")), Column("pay", (1,))],
+                               kinds=["categorical", "numerical"])
+    assert any(r.startswith("if job in {nurse} and pay <= ") for r in rules), rules
