@@ -213,7 +213,7 @@ def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Any, target: Any, 
     t0 = time.perf_counter()
     ens_a = ens_a if isinstance(ens_a, TreeEnsemble) else from_model(ens_a)
     ens_b = ens_b if isinstance(ens_b, TreeEnsemble) else from_model(ens_b)
-    check_same_features(ens_a, ens_b, 2)
+    check_same_features(ens_a, ens_b, "model B", "model A")
     names = list(ens_a.feature_names)
     A = np.asarray(X.to_numpy(dtype=float) if isinstance(X, pd.DataFrame) else X, dtype=float)
     if A.ndim != 2 or A.shape[1] != len(names) or len(A) == 0:

@@ -35,13 +35,15 @@ ws, ens, schema, names, X, pred = state.page_context(
     "a recourse valid under both costs extra.")
 
 
-def _model_b(model, name: str, what: str = "") -> dict:
-    """Model B read on model A's data: the same columns, read the same way, or a clear error."""
-    wb = build_workspace(ws.raw, ws.target, model, name=name, drop_missing=len(ws.X) < len(ws.raw))
+def _model_b(model, name: str, what: str = "", sha256: str = "") -> dict:
+    """Model B read on model A's data: the same columns, read the same way, or a clear error.
+    ``sha256``: the uploaded file's (the trees' own fingerprint is in every export anyway)."""
+    wb = build_workspace(ws.raw, ws.target, model, name=name, drop_missing=len(ws.X) < len(ws.raw),
+                         model_sha256=sha256)
     try:
-        check_same_features(ens, wb.ensemble, 2)
+        check_same_features(ens, wb.ensemble, "model B", "model A")
     except ValueError as exc:
-        raise DataError(f"Model B cannot be compared with model A: {exc}") from None
+        raise DataError(str(exc)) from None
     if wb.X.shape != ws.X.shape or not np.array_equal(wb.X.to_numpy(dtype=float), ws.X.to_numpy(dtype=float)):
         raise DataError("Model B reads this data differently from model A (other rows or other category codes); "
                         "load a model trained on the same columns and categories.")
@@ -89,7 +91,7 @@ else:
         with user_errors("Model B could not be loaded"):
             data = up.getvalue()
             model_b = load_model_cached(io.sha256(data), data, up.name, trust)
-            st.session_state["cm_b"] = _model_b(model_b, up.name)
+            st.session_state["cm_b"] = _model_b(model_b, up.name, sha256=io.sha256(data))
             st.session_state.pop("cm_result", None)
 
 held = st.session_state.get("cm_b")

@@ -104,7 +104,7 @@ def test_models_that_cannot_be_compared_are_refused(two_models):
     with pytest.raises(QueryError, match="does not read the same features"):
         optimal_counterfactual(rf, X[0], 1, also_valid_for=[other])
     reg = RandomForestRegressor(3, max_depth=2, random_state=0).fit(X, X[:, 0])
-    with pytest.raises(QueryError, match="regression model and the first a classification"):
+    with pytest.raises(QueryError, match="regression model and the first model a classification"):
         optimal_counterfactual(rf, X[0], 1, also_valid_for=[reg])
     three = RandomForestClassifier(3, max_depth=2, random_state=0).fit(X, np.arange(len(X)) % 3)
     with pytest.raises(QueryError, match="classes"):

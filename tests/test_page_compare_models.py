@@ -41,6 +41,7 @@ def test_demo_update_is_compared_and_studied():
         assert ws.model.predict(ws.to_raw(c.points_both[k][None]))[0] == 1
         assert b.model.predict(b.to_raw(c.points_both[k][None]))[0] == 1
     assert any("would not get" in s.value for s in [*at.warning, *at.success])
+    assert c.meta["model_b"]["content_sha256"] == b.ensemble.content_hash() != c.meta["model_a"]["content_sha256"]
     assert [b.label for b in at.get("download_button")][:3] == ["Report (HTML)", "Per-row results (CSV)",
                                                                  "Comparison (JSON)"]
 
@@ -102,3 +103,36 @@ def test_model_b_from_an_earlier_audit(fresh_history):
     got = at.session_state["cm_b"]["ws"]
     assert (got.predictions == wb.predictions).all() and got.ensemble.content_hash() == wb.ensemble.content_hash()
     assert store().delete(audit_id) and store().with_models() == []
+
+
+def test_a_model_with_other_classes_is_refused_in_plain_words(tmp_path):
+    """A model B for the same columns deciding between three classes: the message names
+    both models and their classes as the analyst reads them (no numpy reprs)."""
+    from core.demo import DEMOS, build_demo
+    from core.io import sha256, train_model
+
+    df, target, _, _ = build_demo("credit-lightgbm")
+    y3 = (df[target] + (df["income"] > 60)).astype(int)
+    m3 = train_model(df.drop(columns=[target]), y3, DEMOS["credit-lightgbm"].family, random_state=0,
+                     **DEMOS["credit-lightgbm"].params).model
+    path = tmp_path / "three.txt"
+    m3.booster_.save_model(str(path))
+    at = _page()
+    at.radio(key="cm_source").set_value("Upload a model file").run()
+    at.file_uploader(key="cm_model_file").upload("three.txt", path.read_bytes(), "text/plain")
+    at.run()
+    at.button(key="cm_load_file").click().run()
+    assert not at.exception
+    text = " ".join(e.value for e in at.error)
+    assert "Model B has the classes 0, 1, 2, model A 0, 1" in text, text
+    assert "np." not in text and "the first" not in text
+    assert at.session_state.get("cm_b") is None
+
+    # an accepted upload is fingerprinted by its file
+    good = tmp_path / "good.txt"
+    build_demo("credit-lightgbm")[2].booster_.save_model(str(good))
+    at.file_uploader(key="cm_model_file").upload("good.txt", good.read_bytes(), "text/plain")
+    at.run()
+    at.button(key="cm_load_file").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.session_state["cm_b"]["ws"].model_sha256 == sha256(good.read_bytes())

@@ -38,6 +38,7 @@ import numpy as np
 from core.cells.cache import GRID_CACHE
 from core.counterfactual import CostModel, QueryError, Target, make_cost_model, make_target
 from core.ensemble import TreeEnsemble, from_model
+from core.jsonable import plain
 from core.schema import INTEGRAL_KINDS
 
 __all__ = ["NUDGE", "Plausibility", "TreeBlock", "CellProblem", "CellSolution", "Other", "check_same_features",
@@ -313,24 +314,31 @@ def build_problem(ens: TreeEnsemble, x: Any, target: Any, *, schema: Any = None,
                        lo=lo, hi=hi, others=others)
 
 
-def check_same_features(ens: TreeEnsemble, other: TreeEnsemble, position: int) -> TreeEnsemble:
+def check_same_features(ens: TreeEnsemble, other: TreeEnsemble, position: int | str,
+                        first: str = "the first model") -> TreeEnsemble:
     """``other`` if it reads the same features as ``ens`` (names, order, categories) and
     does the same task; else a QueryError saying what differs (``position``: its place
-    in the list of models, for the message)."""
+    in the list of models, or its name, e.g. "model B", for the message; ``first``:
+    how ``ens`` is named)."""
+    who = position if isinstance(position, str) else f"model {position}"
+    Who = who[:1].upper() + who[1:]
     if other.task != ens.task:
-        raise QueryError(f"Model {position} is a {other.task} model and the first a {ens.task} model; a "
+        raise QueryError(f"{Who} is a {other.task} model and {first} a {ens.task} model; a "
                          "counterfactual valid for both needs models of one task.")
     if list(other.feature_names) != list(ens.feature_names):
         a, b = list(ens.feature_names), list(other.feature_names)
         missing, extra = [f for f in a if f not in b], [f for f in b if f not in a]
-        what = (f"it lacks {missing[:5]} and has {extra[:5]}" if (missing or extra)
+        what = (f"it lacks {', '.join(map(str, missing[:5])) or 'no column'} and has "
+                f"{', '.join(map(str, extra[:5])) or 'no other'}" if (missing or extra)
                 else "its features are in another order")
-        raise QueryError(f"Model {position} does not read the same features as the first model ({what}); load "
+        raise QueryError(f"{Who} does not read the same features as {first} ({what}); load "
                          "models trained on the same columns.")
     if list(other.categories or [None] * other.n_features) != list(ens.categories or [None] * ens.n_features):
-        raise QueryError(f"Model {position} reads a categorical column with other categories than the first model.")
+        raise QueryError(f"{Who} reads a categorical column with other categories than {first}.")
     if ens.task == "classification" and [str(c) for c in other.classes] != [str(c) for c in ens.classes]:
-        raise QueryError(f"Model {position} has the classes {list(other.classes)}, the first {list(ens.classes)}; "
+        def classes(e: TreeEnsemble) -> str:
+            return ", ".join(str(plain(c)) for c in e.classes)
+        raise QueryError(f"{Who} has the classes {classes(other)}, {first} {classes(ens)}; "
                          "the models must decide between the same classes.")
     return other
 
