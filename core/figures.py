@@ -199,30 +199,64 @@ def rule_box_figure(X: np.ndarray, y: np.ndarray, rule: Any, features: tuple[int
 
 
 def rule_intervals_figure(X: np.ndarray, rule: Any, features: list[int], names: list[str],
-                          x: np.ndarray | None = None, alternatives: tuple = ()):
+                          x: np.ndarray | None = None, alternatives: tuple = (),
+                          groups: Any = ()):
     """A counterfactual rule as intervals on each feature's observed range
-    (scaled to [0, 1]), with the row's current value marked."""
+    (scaled to [0, 1]), with the row's current value marked. A one-hot group
+    (``groups``: lists of feature indices) is one row named by its column, the
+    condition written on the bar (``= employed``, ``not in {student}``) and the
+    row's own category beside the marker; bounds read as :func:`core.ruletext.conditions`
+    writes them."""
+    from core.ruletext import conditions
+
     lo_all, hi_all = X.min(axis=0), X.max(axis=0)
     span = np.where(hi_all > lo_all, hi_all - lo_all, 1.0)
+    fset = set(features)
+    in_rule = [[j for j in g if j in fset] for g in groups]
+    in_rule = [g for g in in_rule if g]
+    grouped = {j for g in in_rule for j in g}
+    rows: list[tuple[str, list[int]]] = [(names[j], [j]) for j in features if j not in grouped]
+    rows += [(str(names[g[0]]).split("=")[0], g) for g in in_rule]
+    rows.sort(key=lambda r: min(r[1]))
+    labels = [label for label, _ in rows]
     fig = go.Figure()
-    labels = [names[j] for j in features]
-    fig.add_trace(go.Bar(y=labels, x=[1.0] * len(features), base=[0.0] * len(features), orientation="h",
+    fig.add_trace(go.Bar(y=labels, x=[1.0] * len(rows), base=[0.0] * len(rows), orientation="h",
                          marker=dict(color="rgba(180,180,180,0.25)"), name="observed range", hoverinfo="skip"))
     for k, box in enumerate((rule, *alternatives)):
-        a = np.clip((np.where(np.isfinite(box.lower[features]), box.lower[features], lo_all[features])
-                     - lo_all[features]) / span[features], 0, 1)
-        b = np.clip((np.where(np.isfinite(box.upper[features]), box.upper[features], hi_all[features])
-                     - lo_all[features]) / span[features], 0, 1)
-        text = [f"({box.lower[j]:.4g}, {box.upper[j]:.4g}]" for j in features]
+        conds = {tuple(cols): text for cols, text in conditions(box.lower, box.upper, names, in_rule, features)[0]}
+        a, b, text = [], [], []
+        for label, cols in rows:
+            if len(cols) > 1 or cols[0] in grouped:        # a category: no order, the whole bar
+                a.append(0.0)
+                b.append(1.0)
+                text.append(conds.get(tuple(cols), "any").replace(label + " ", "", 1))
+                continue
+            j = cols[0]
+            lo = box.lower[j] if np.isfinite(box.lower[j]) else lo_all[j]
+            hi = box.upper[j] if np.isfinite(box.upper[j]) else hi_all[j]
+            a.append(float(np.clip((lo - lo_all[j]) / span[j], 0, 1)))
+            b.append(float(np.clip((hi - lo_all[j]) / span[j], 0, 1)))
+            text.append(conds.get((j,), "any value"))
+        a, b = np.array(a), np.array(b)
         fig.add_trace(go.Bar(y=labels, x=np.maximum(b - a, 0.01), base=a, orientation="h", text=text,
                              textposition="inside", name="rule" if k == 0 else f"alternative {k}",
                              marker=dict(color="rgba(44,160,44,0.65)" if k == 0 else "rgba(31,119,180,0.45)"),
                              width=0.5 if k == 0 else 0.3))
     if x is not None:
-        fig.add_trace(go.Scatter(y=labels, x=(x[features] - lo_all[features]) / span[features], mode="markers",
-                                 name="current value", text=[f"{v:.4g}" for v in x[features]],
+        pos, shown = [], []
+        for label, cols in rows:
+            if len(cols) > 1 or cols[0] in grouped:        # the row's own category, at the bar's start
+                hot = [j for j in cols if x[j] > 0.5]
+                pos.append(0.0)
+                shown.append(str(names[hot[0]]).split("=", 1)[-1] if hot else "another category")
+            else:
+                j = cols[0]
+                pos.append(float((x[j] - lo_all[j]) / span[j]))
+                shown.append(number_text(x[j]))
+        fig.add_trace(go.Scatter(y=labels, x=pos, mode="markers", name="current value", text=shown,
+                                 hovertemplate="%{y}: %{text}<extra></extra>",
                                  marker=dict(color="black", size=12, symbol="line-ns", line=dict(width=3))))
-    fig.update_layout(barmode="overlay", height=170 + 45 * len(features), margin=dict(l=10, r=10, t=70, b=10),
+    fig.update_layout(barmode="overlay", height=170 + 45 * len(rows), margin=dict(l=10, r=10, t=70, b=10),
                       xaxis=dict(title="position in the feature's observed range (0 = min, 1 = max)",
                                  range=[-0.02, 1.02]),
                       legend=dict(orientation="h", y=1.02, yanchor="bottom"), title="Counterfactual rule")

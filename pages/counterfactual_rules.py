@@ -112,7 +112,7 @@ with tab_local:
             st.caption("Other minimal sets: " + plain("; ".join(
                 f"{{{', '.join(columns_of(cols, s))}}} (CDP {c:.2f})" for s, c in rule.divergent_sets[1:6])))
         feats = list(rule.constrained) or list(rule.features)
-        st.plotly_chart(rule_intervals_figure(X, rule, feats, names, X[g_row], rule.alternatives[:3]),
+        st.plotly_chart(rule_intervals_figure(X, rule, feats, names, X[g_row], rule.alternatives[:3], groups),
                         key="cr_fig")
         for k, alt in enumerate(rule.alternatives, start=1):
             text = rule_text(rule.features, alt.lower, alt.upper, names, groups)
