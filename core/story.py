@@ -179,6 +179,15 @@ def _case(ws: Any, row: int, target: Any, fixed: Any) -> _Case:
     return _Case(ws, row, target, list(ws.ensemble.feature_names), X, x, raw, fixed)
 
 
+def _share_text(p: float) -> str:
+    """A score as a percentage that never reads 100% or 0% unless it is: 99.6%, not 100%."""
+    for digits in range(0, 4):
+        text = f"{p:.{digits}%}"
+        if (text not in (f"{1:.{digits}%}", f"{0:.{digits}%}")) or p in (0.0, 1.0):
+            return text
+    return "over 99.99%" if p > 0.5 else "under 0.01%"
+
+
 def _decision(case: _Case) -> tuple[Section, Any]:
     """1. The decision, and the model's prediction."""
     ens, x, target = case.ens, case.x, case.target
@@ -186,8 +195,8 @@ def _decision(case: _Case) -> tuple[Section, Any]:
     if ens.is_classifier:
         proba = ens.predict_proba(x[None, :])[0]
         p = float(proba[list(ens.classes).index(pred)])
-        decision = (f"The model decides **{case.ws.outcome_text(pred)}** for this case, with a score of {p:.0%} "
-                    "for that outcome.")
+        decision = (f"The model decides **{case.ws.outcome_text(pred)}** for this case, with a score of "
+                    f"{_share_text(p)} for that outcome.")
     else:
         decision = f"The model predicts **{approx_text(float(pred))}** for this case."
     want = (f"The outcome asked for is **{case.ws.outcome_text(target)}**." if ens.is_classifier else

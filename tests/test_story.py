@@ -136,3 +136,10 @@ def test_a_weak_rule_is_told_with_its_caveat(credit_ws):
         told += 1
         kinds.add(weak)
     assert told >= 10 and kinds == {True, False}      # both kinds of rule were told
+
+
+def test_a_score_never_reads_as_certain_when_it_is_not():
+    from core.story import _share_text
+
+    assert _share_text(0.996) == "99.6%" and _share_text(0.004) == "0.4%" and _share_text(0.95) == "95%"
+    assert _share_text(0.99999999) == "over 99.99%" and _share_text(1.0) == "100%"
