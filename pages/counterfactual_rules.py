@@ -105,6 +105,7 @@ with tab_local:
                        f"(CRP {rule.crp:.2f}), so its counterfactuals reach {plain(ws.outcome_text(g_target))} "
                        "less surely. Lower pi_C or "
                        "allow more features to change for a surer rule.")
+            st.caption(plain(rule.note))
         (st.info if rule.below_pi_c else st.success)(
             f"**If** {rule.to_text(names, groups)}, the other features kept, **then** the outcome is "
             f"{plain(ws.outcome_text(g_target))} with probability {rule.crp:.2f}.")

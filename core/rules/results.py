@@ -36,6 +36,8 @@ class LocalRule:
     divergent_sets : every minimal divergent explanation found, with its CDP.
     below_pi_c : no possible region reached the estimator's pi_c; the rule is the
         possible cell with the highest CRP (its ``crp`` says how likely it works).
+    note : when below pi_c, why: the best CRP any set of the changeable features
+        reaches, and the fixed features reaching pi_c would need, if any.
     """
 
     x: np.ndarray
@@ -51,6 +53,7 @@ class LocalRule:
     divergent_sets: tuple[tuple[tuple[int, ...], float], ...] = ()
     time: float = 0.0
     below_pi_c: bool = False
+    note: str = ""
 
     @property
     def constrained(self) -> tuple[int, ...]:
