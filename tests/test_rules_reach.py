@@ -101,3 +101,17 @@ def test_a_row_no_region_can_serve_is_told_so():
     assert rule.below_pi_c and rule.crp < 0.99
     assert rule.crp == pytest.approx(_rule_crp(cr, x, rule, 1), abs=1e-12)
     assert "No region reaches CRP 0.99" in rule.note and "no region near this row" in rule.note, rule.note
+
+
+def test_the_grown_sets_cdp_equals_brute_force(narrow, monkeypatch):
+    """The CDP that ranks the grown sets, compiled and bitsets, against the oracle."""
+    import core.rules.bitsets as B
+
+    X, y, cr = narrow
+    sets = [(0,), (1, 3), (0, 2, 3), (2,), (0, 1, 2, 3)]
+    for i in np.flatnonzero(y == 0)[:10]:
+        expect = [brute_cdp(cr, X[i], list(cr._columns(S)), 1) for S in sets]
+        np.testing.assert_allclose(cr._cdp_of_sets(X[i], 1, sets), expect, atol=1e-12)
+        monkeypatch.setattr(B, "USE_COMPILED", False)
+        np.testing.assert_allclose(cr._cdp_of_sets(X[i], 1, sets), expect, atol=1e-12)
+        monkeypatch.setattr(B, "USE_COMPILED", True)

@@ -166,8 +166,21 @@ class _RuleSearch:
                 best = cells
         return best, False
 
-    def _grow_rule(self, x: np.ndarray, units: list[int], mask: np.ndarray, pos: np.ndarray, pi_c: float,
-                   width: int = 8, n_rows: int = 128, tries: int = 3, support: int = 3):
+    def _cdp_of_sets(self, x: np.ndarray, target: Any, sets: list[tuple[int, ...]]) -> np.ndarray:
+        """CDP of each set of units in ``sets`` (compiled kernel or bitsets)."""
+        cand = sorted({u for S in sets for u in S})
+        at = {u: k for k, u in enumerate(cand)}
+        sub = np.zeros((len(sets), len(cand)), dtype=bool)
+        for i, S in enumerate(sets):
+            sub[i, [at[u] for u in S]] = True
+        if bitsets.USE_COMPILED:
+            cnt, pos, _ = self._counts(x, self._free_columns(cand, sub), target)
+            return self._mean_share(cnt, pos)
+        _, ybits, _ = self._target(target)
+        return self._cdp_from_cells(self._cells(x, cand, sub, max(map(len, sets))), ybits, len(sets))
+
+    def _grow_rule(self, x: np.ndarray, target: Any, units: list[int], mask: np.ndarray, pos: np.ndarray,
+                   pi_c: float, width: int = 8, n_rows: int = 128, tries: int = 3, support: int = 10):
         """A set S whose possible cells reach ``pi_c``, searched over every unit of
         ``units`` when no divergent set gave one: a beam search over sets grown
         one unit at a time, on the CRP of S's possible cells. That CRP is exact
@@ -176,13 +189,17 @@ class _RuleSearch:
         leaf in every tree (``_possible_cells``), so its CRP is the mean of those
         leaves' target shares. Scored on the ``n_rows`` target rows nearest
         ``x`` (scaled L1). A set is ranked by how many of those rows give a cell
-        reaching ``pi_c``, then by its best cell: the single best cell among
-        thousands is where the surrogate is most often wrong about the model
-        (seen on breast cancer, rules grown for rows predicted negative:
-        correctness 0.94 taking the best cell, 0.97 asking ``support`` = 3).
-        The first set (smallest size) with ``support`` such rows is checked with
-        every target row by ``_local_cells``; a set with fewer is kept in case
-        no set gets ``support``.
+        reaching ``pi_c`` (up to ``support``), then by its CDP: the single best
+        cell among thousands is where the surrogate is most often wrong about
+        the model, and a set under which the target is common among rows like
+        ``x`` (the paper's criterion for S) gives surer rules. Seen on breast
+        cancer with the paper's protocol, all 143 held-out rows, correctness of
+        the sampled counterfactuals for rows predicted negative / positive:
+        0.94 / 0.98 ranking by the best cell, 0.96 / 1.0 by 3 cells then CDP,
+        0.98 / 1.0 by 10 cells then CDP. The first set (smallest size) with
+        ``support`` such rows is checked with every target row by
+        ``_local_cells``; a set with fewer is kept in case no set gets
+        ``support``.
         Returns (S columns, cells, True), or (best S columns, its best cell CRP,
         False) when no set of any size reaches ``pi_c``."""
         rows = np.flatnonzero(mask)
@@ -206,7 +223,7 @@ class _RuleSearch:
             g = share[self._global_leaves(Z.reshape(-1, len(x)))].mean(axis=1).reshape(len(sets), len(rows))
             top = g.max(axis=1)
             reach = (g >= pi_c - 1e-12).sum(axis=1)
-            key = np.minimum(reach, support) + top          # support first, then the best cell
+            key = np.minimum(reach, support) + self._cdp_of_sets(x, target, sets)   # support, then CDP
             order = np.argsort(-key, kind="stable")
             if top.max() > best[0]:
                 best = (float(top.max()), sets[int(np.argmax(top))])
@@ -224,7 +241,7 @@ class _RuleSearch:
             return weak[0], weak[1], True
         return self._columns(best[1]), best[0], False
 
-    def _why_below(self, x: np.ndarray, fixed: Sequence[int], mask: np.ndarray, pos: np.ndarray,
+    def _why_below(self, x: np.ndarray, target: Any, fixed: Sequence[int], mask: np.ndarray, pos: np.ndarray,
                    lv: "RuleLevels", best: tuple[tuple[int, ...], float]) -> str:
         """Why no rule reaches pi_c: which features reaching it would need."""
         names = self.feature_names_
@@ -234,7 +251,7 @@ class _RuleSearch:
         frozen = {int(self._unit_of[j]) for j in fixed}
         if frozen:
             every = [u for u in np.argsort(-self._unit_usage, kind="stable") if self._unit_usage[u] > 0]
-            S2, got, ok = self._grow_rule(x, [int(u) for u in every], mask, pos, lv.pi_c)
+            S2, got, ok = self._grow_rule(x, target, [int(u) for u in every], mask, pos, lv.pi_c)
             need = [names[j] for j in S2 if int(self._unit_of[j]) in frozen]
             if ok:
                 also = [names[j] for j in S2 if int(self._unit_of[j]) not in frozen]
@@ -275,7 +292,8 @@ class _RuleSearch:
                 fallback = (S, cells, cdp)
         else:
             # no explanation's cells reach pi_c: a set whose best cell does, over every actionable feature
-            S, got, reached = self._grow_rule(x, self.candidate_units(fixed, len(self._units)), mask, pos, lv.pi_c)
+            S, got, reached = self._grow_rule(x, target, self.candidate_units(fixed, len(self._units)), mask, pos,
+                                              lv.pi_c)
             if reached:
                 cells, cdp = got, self.cdp(x, S, target)
                 divergent = divergent and cdp >= lv.pi - 1e-12
@@ -289,9 +307,9 @@ class _RuleSearch:
                     names = [self.feature_names_[j] for j in self._columns(found[0][0])]
                     raise NoCounterfactualRuleError(
                         f"No region on {names} leads to the target ({len(found)} feature set(s) tried); "
-                        "allow more features to change. " + self._why_below(x, fixed, mask, pos, lv, (S, got)))
+                        "allow more features to change. " + self._why_below(x, target, fixed, mask, pos, lv, (S, got)))
                 S, cells, cdp = fallback
-                note = self._why_below(x, fixed, mask, pos, lv, (S, float(cells[2].max())))
+                note = self._why_below(x, target, fixed, mask, pos, lv, (S, float(cells[2].max())))
         lo, hi, crp, mass, crp_of = cells
         sarr = np.asarray(S)
         if reached:
