@@ -6,7 +6,9 @@ trees of depth 10 fitted on the model's outputs on the training part; pi =
 pi_c = 0.9, top_k = 10. For held-out rows the target is the other class; one
 counterfactual sample per local rule (simulated annealing). Metrics per class
 of the model's output (Pos = 1, Neg = 0): correctness, plausibility, sparsity
-(mean changed columns), coverage (share of rows that received a rule).
+(mean changed columns), coverage (share of rows that received a rule), the
+share of rows whose rule reaches pi_c (the others are flagged "below pi_c"),
+and the correctness on the flagged rows alone.
 
 Reference in the same process: one CDP evaluation by brute force (per tree,
 the intersection of the reached leaves' boxes, then a scan of the training
@@ -132,7 +134,10 @@ def _subset(cr, rows, records, idx):
     ok = [r for r in rec if "correct" in r]
     if not ok:
         return {"n": len(idx), "coverage": 0.0}, ok
+    below = [r for r in ok if r["below_pi_c"]]
     return {"n": len(idx), "coverage": round(len(ok) / len(idx), 3),
+            "reach_pi_c": round(1 - len(below) / len(ok), 3),
+            "correctness_below_pi_c": round(float(np.mean([r["correct"] for r in below])), 3) if below else None,
             "correctness": round(float(np.mean([r["correct"] for r in ok])), 3),
             "plausibility": round(float(np.mean([r["inlier"] for r in ok])), 3),
             "sparsity": round(float(np.mean([r["changed"] for r in ok])), 2)}, ok
