@@ -99,7 +99,8 @@ with tab_local:
             searched = len(cr.candidate_units(frozen, top_k))
             st.warning(f"No set of the {searched} feature{'s' * (searched != 1)} that could be searched (the top "
                        f"{top_k} the surrogate uses, less the fixed ones and those it never splits on) reaches "
-                       f"CDP {g_pi}; the rule uses the set with the highest CDP found ({rule.cdp:.2f}).")
+                       f"CDP {g_pi}; the rule below uses the set the search found over every changeable feature "
+                       f"(its CDP {rule.cdp:.2f}).")
         if rule.below_pi_c:
             st.warning(f"Below pi_C: no region reaches the rule probability {g_pic}; this is the best rule found "
                        f"(CRP {rule.crp:.2f}), so its counterfactuals reach {plain(ws.outcome_text(g_target))} "
