@@ -5,7 +5,7 @@ model: XGBoost with 50 estimators of at most 8 leaves (the paper's); rho = 0.02,
 tau in {0.9, 0.99}, one surrogate tree; 70/30 split; desiderata measured on the
 held-out 30% for inputs whose model output is not the target. Then Adult per fold
 as the paper runs it (10-fold CV, the fit on each fold's 90%). Every fit is timed
-against the first version of the fit (tests/tcrex_v1.py) in the same process,
+against the fit with the first membership step (tests/tcrex_v1.py) in the same process,
 alternating, best of 3 each, and checked to give the same rules and metarules.
 Goals: fit <= 0.1 s per fold on Adult; >= 1M explanations/s. Prints JSON.
 

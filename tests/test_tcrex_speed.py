@@ -1,4 +1,4 @@
-"""The faster T-CREx fit gives what the first fit gave (tests/tcrex_v1.py): the same
+"""The faster T-CREx fit gives what the first membership step gave (tests/tcrex_v1.py): the same
 rules (bounds, accuracy, feasibility), grid, metarule tree, metarules and explanations,
 on Adult at the paper's settings, on the credit demo, and on awkward data."""
 
