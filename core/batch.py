@@ -1,6 +1,16 @@
 """Map an analysis over many rows: a process pool per run locally, or a Dask cluster,
 identical results.
 
+Local pools are kept warm between the runs of one owner (a session of the app:
+:data:`POOL_OWNER`; scripts and the CLI are one owner): a run checks a pool out
+for itself alone, and a run that ends normally checks it back in, where it waits
+``ATLAS_POOL_IDLE`` seconds (default 120) for the owner's next run before its
+workers exit. A run that is cancelled or fails kills its workers as before, so
+one run's Cancel never reaches another's, and pools are never shared between
+owners. Starting the workers (spawning, importing numpy, OR-Tools and the core)
+cost about as much as 200 Adult rows of recourse, so a second run on warm
+workers is where 2 processes pay (``bench/audit.py``).
+
 ``map_rows(fn, items, n_jobs=..., scheduler=...)`` calls ``fn(item)`` for each
 item and returns the results in input order, reporting progress as they
 arrive. ``fn`` must be picklable (a module-level function or a
@@ -13,7 +23,14 @@ once.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
+import pickle
+import tempfile
+import threading
+import time
+import uuid
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from typing import Any, Callable, Iterable, Sequence
@@ -25,11 +42,134 @@ from joblib.externals.loky.backend import get_context
 from core.errors import ClusterError
 from core.optimal import optimal_counterfactual
 
-__all__ = ["map_rows", "batch_counterfactuals", "connect", "ClusterError"]
+__all__ = ["map_rows", "batch_counterfactuals", "connect", "ClusterError", "POOL_OWNER", "release_pools"]
+
+#: whose runs may reuse each other's warm workers (the app sets its session's id per script run)
+POOL_OWNER: contextvars.ContextVar[Any] = contextvars.ContextVar("atlas_pool_owner", default=None)
+_MAX_IDLE = 4                      # idle pools kept at most, over every owner
+_idle: list[tuple[Any, int, ProcessPoolExecutor, float]] = []      # (owner, workers, pool, idle since)
+_idle_lock = threading.Lock()
+
+
+def _idle_seconds() -> float:
+    try:
+        return max(0.0, float(os.environ.get("ATLAS_POOL_IDLE", "120")))
+    except ValueError:
+        return 120.0
+
+
+def _healthy(pool: ProcessPoolExecutor) -> bool:
+    procs = getattr(pool, "_processes", None) or {}
+    return (not getattr(pool, "_broken", False) and not getattr(pool, "_shutdown_thread", False)
+            and all(p.is_alive() for p in procs.values()))
+
+
+def _take_expired(now: float) -> list[ProcessPoolExecutor]:
+    """Remove from the idle list the pools idle too long (or beyond _MAX_IDLE); the caller ends them."""
+    ttl = _idle_seconds()
+    keep = [e for e in _idle if now - e[3] < ttl]
+    extra = keep[:-_MAX_IDLE] if len(keep) > _MAX_IDLE else []
+    old = [e[2] for e in _idle if e not in keep or e in extra]
+    _idle[:] = [e for e in keep if e not in extra]
+    return old
+
+
+def _checkout(owner: Any, workers: int) -> ProcessPoolExecutor:
+    """A warm pool of ``owner`` with ``workers`` processes, for this run alone; else a new one."""
+    with _idle_lock:
+        old = _take_expired(time.monotonic())
+        found = None
+        for k, (o, w, pool, _) in enumerate(_idle):
+            if o == owner and w == workers:
+                found = _idle.pop(k)[2]
+                break
+    for pool in old:
+        _end_pool(pool, kill=False)
+    if found is not None and _healthy(found):
+        return found
+    if found is not None:
+        _end_pool(found, kill=True)
+    return ProcessPoolExecutor(max_workers=workers, mp_context=get_context("loky"))
+
+
+def _checkin(owner: Any, workers: int, pool: ProcessPoolExecutor) -> None:
+    """A pool whose run ended normally: kept warm for the owner's next run, or ended."""
+    ttl = _idle_seconds()
+    if ttl <= 0 or not _healthy(pool):
+        _end_pool(pool, kill=False)
+        return
+    with _idle_lock:
+        _idle.append((owner, workers, pool, time.monotonic()))
+        old = _take_expired(time.monotonic())
+    for p in old:
+        _end_pool(p, kill=False)
+    timer = threading.Timer(ttl + 0.5, _expire)
+    timer.daemon = True
+    timer.start()
+
+
+def _expire() -> None:
+    with _idle_lock:
+        old = _take_expired(time.monotonic())
+    for pool in old:
+        _end_pool(pool, kill=False)
+
+
+def release_pools(owner: Any = ...) -> int:
+    """End the idle pools of ``owner`` (every owner's by default), e.g. when a
+    session closes; the number ended."""
+    with _idle_lock:
+        gone = [e for e in _idle if owner is ... or e[0] == owner]
+        _idle[:] = [e for e in _idle if e not in gone]
+    for e in gone:
+        _end_pool(e[2], kill=False)
+    return len(gone)
 
 
 def _apply_chunk(fn: Callable[[Any], Any], chunk: Sequence[Any]) -> list[Any]:
     return [fn(item) for item in chunk]
+
+
+_FN_IN_WORKER: dict[str, Callable[[Any], Any]] = {}     # in a worker: the last runs' functions, by key
+
+
+def _apply_chunk_shared(ref: tuple[str, str], chunk: Sequence[Any]) -> list[Any]:
+    """A chunk whose function a worker reads once per run from the run's file (``ref``:
+    key, path) and keeps: the ensemble and data it carries, and what they cache on
+    themselves (flattened trees, grids), serve every later chunk of the run."""
+    key, path = ref
+    fn = _FN_IN_WORKER.get(key)
+    if fn is None:
+        with open(path, "rb") as f:
+            fn = pickle.load(f)
+        while len(_FN_IN_WORKER) >= 2:                       # a warm worker keeps two runs' at most
+            _FN_IN_WORKER.pop(next(iter(_FN_IN_WORKER)))
+        _FN_IN_WORKER[key] = fn
+    return [fn(item) for item in chunk]
+
+
+#: a function pickled larger than this goes to the workers once, through a file, not with every chunk
+SHARE_BYTES = 1 << 20
+
+
+@contextlib.contextmanager
+def _shared_function(fn: Callable[[Any], Any]):
+    """(task, first argument) for the chunks: ``fn`` itself when small, else a private
+    file (mode 0600, in /dev/shm where there is one) that the workers read once; the
+    file is removed when the run ends."""
+    data = pickle.dumps(fn, protocol=pickle.HIGHEST_PROTOCOL)
+    if len(data) <= SHARE_BYTES:
+        yield _apply_chunk, fn
+        return
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    fd, path = tempfile.mkstemp(prefix="atlas-run-", suffix=".pkl", dir=shm)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        yield _apply_chunk_shared, (uuid.uuid4().hex, path)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def _collect(pairs: Iterable[tuple[int, list[Any]]], out: list[Any], progress, should_stop,
@@ -84,30 +224,40 @@ def map_rows(fn: Callable[[Any], Any], items: Sequence[Any], *, n_jobs: int = 1,
 
 
 def _map_local(fn, items, n_jobs, progress, should_stop, size):
-    """The chunks on a process pool that this run alone owns.
+    """The chunks on a process pool that this run alone holds.
 
     joblib's ``Parallel`` runs on one executor shared by the whole process:
     in a server with many sessions, closing one run's generator (Cancel, a
     rerun) shut the workers down under every other session's run, and two runs
     asking for different process counts deadlocked resizing it. Here each run
-    starts its own pool (workers started as joblib starts them, by loky's
-    context) and, whether it ends, fails or is cancelled, ends it: leaving
-    early kills this run's workers and nobody else's.
+    checks out a pool of its own (a warm one of its owner's, or a new one whose
+    workers loky's context starts, as joblib did): leaving early kills this
+    run's workers and nobody else's; a run that ends normally leaves its pool
+    warm for its owner's next run (see the module docstring).
     """
     total = len(items)
     out: list[Any] = [None] * total
     chunks = [items[s:s + size] for s in range(0, total, size)]
-    workers = min(len(chunks), (os.cpu_count() or 1) if n_jobs < 0 else n_jobs)
-    pool = ProcessPoolExecutor(max_workers=max(1, workers), mp_context=get_context("loky"))
+    workers = max(1, min(len(chunks), (os.cpu_count() or 1) if n_jobs < 0 else n_jobs))
+    owner = POOL_OWNER.get()
+    pool = _checkout(owner, workers)
     finished = False
     try:
-        futures = [pool.submit(_apply_chunk, fn, c) for c in chunks]
-        # Results are taken in input order (as joblib's ordered generator gave them).
-        _collect(((i * size, f.result()) for i, f in enumerate(futures)), out, progress, should_stop,
-                 lambda: None)
-        finished = True
+        with _shared_function(fn) as (task, first):
+            try:
+                futures = [pool.submit(task, first, c) for c in chunks]
+                # Results are taken in input order (as joblib's ordered generator gave them).
+                _collect(((i * size, f.result()) for i, f in enumerate(futures)), out, progress, should_stop,
+                         lambda: None)
+                finished = not (should_stop is not None and should_stop()) and all(f.done() for f in futures)
+            finally:
+                if not finished:
+                    _end_pool(pool, kill=True)          # stopped or failed: the workers go before the run's file
     finally:
-        _end_pool(pool, kill=not finished)
+        if finished:
+            _checkin(owner, workers, pool)
+        else:
+            _end_pool(pool, kill=True)
     return out
 
 

@@ -101,9 +101,19 @@ def release_memory() -> None:
 
 
 def track_session() -> None:
-    """Call once per script run: arranges :func:`release_memory` at session end."""
+    """Call once per script run: this run's parallel work may reuse only this
+    session's warm worker pools (:data:`core.batch.POOL_OWNER`); at session end
+    those pools are ended and :func:`release_memory` runs."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    from core.batch import POOL_OWNER, release_pools
+
+    ctx = get_script_run_ctx()
+    sid = ctx.session_id if ctx is not None else None
+    POOL_OWNER.set(("session", sid))
     if _KEY not in st.session_state:
         sentinel = _Sentinel()
+        weakref.finalize(sentinel, release_pools, ("session", sid))
         weakref.finalize(sentinel, release_memory)
         st.session_state[_KEY] = sentinel
 

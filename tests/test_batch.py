@@ -10,7 +10,21 @@ import warnings
 import numpy as np
 import pytest
 
-from core.batch import map_rows
+from core import batch
+from core.batch import POOL_OWNER, map_rows, release_pools
+
+
+def _warm_pids() -> set[int]:
+    """The processes of the idle pools kept warm."""
+    with batch._idle_lock:
+        return {p.pid for _, _, pool, _ in batch._idle for p in (pool._processes or {}).values()}
+
+
+def _pid(_):
+    import os
+
+    time.sleep(0.05)
+    return os.getpid()
 
 
 def _double(x):
@@ -145,6 +159,12 @@ def test_one_runs_cancel_does_not_stop_another_run_at_the_same_time():
     assert not any(t.is_alive() for t in threads), "a run hung (pool resize deadlock?)"
     assert results.get("cancelled") is True
     assert results["other"] == [i + 1 for i in range(24)]
+    # the finished run's pool waits warm for its owner's next run; the cancelled run left no worker
+    deadline = time.time() + 10
+    while (_children() - before) - _warm_pids() and time.time() < deadline:
+        time.sleep(0.1)
+    assert not ((_children() - before) - _warm_pids()), "worker processes of the cancelled run are still alive"
+    release_pools()
     deadline = time.time() + 10
     while _children() - before and time.time() < deadline:
         time.sleep(0.1)
@@ -160,3 +180,88 @@ def test_a_cancel_stops_the_running_chunks_at_once():
         map_rows(_slow, list(range(40)), n_jobs=2, chunk_size=20, progress=interrupt)
     # the first chunk (20 x 0.2 s) had to finish; the second one is killed, not waited for
     assert time.time() - t0 < 4 + 3.5
+
+
+def test_an_owners_next_run_reuses_its_warm_workers_and_nobody_elses():
+    """Warm pools: the same owner's second run gets the same worker processes; another
+    owner never gets them; a cancelled run's pool is killed, not kept; idle pools end."""
+    release_pools()
+    token = POOL_OWNER.set("session-a")
+    try:
+        first = set(map_rows(_pid, list(range(8)), n_jobs=2))
+        second = set(map_rows(_pid, list(range(8)), n_jobs=2))
+        assert len(first) == 2 and second == first                 # warm: the same two processes
+        POOL_OWNER.set("session-b")
+        other = set(map_rows(_pid, list(range(8)), n_jobs=2))
+        assert not (other & first)                                  # another session: its own workers
+        assert _warm_pids() == first | other
+
+        def interrupt(done, total):
+            raise _Interrupt()
+        with pytest.raises(_Interrupt):                              # session b cancels its next run
+            map_rows(_slow, list(range(40)), n_jobs=2, progress=interrupt)
+        deadline = time.time() + 10
+        while _warm_pids() != first and time.time() < deadline:
+            time.sleep(0.1)
+        assert _warm_pids() == first                                # b's pool was killed, a's is untouched
+        POOL_OWNER.set("session-a")
+        assert set(map_rows(_pid, list(range(8)), n_jobs=2)) == first
+    finally:
+        POOL_OWNER.reset(token)
+    assert release_pools("session-a") == 1 and _warm_pids() == set()
+
+
+def test_idle_pools_end_after_their_time(monkeypatch):
+    release_pools()
+    monkeypatch.setenv("ATLAS_POOL_IDLE", "1")
+    before = _children()
+    pids = set(map_rows(_pid, list(range(6)), n_jobs=2))
+    assert pids <= _children()
+    deadline = time.time() + 15
+    while (_children() & pids) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not (_children() & pids) and _warm_pids() == set() and not (_children() - before)
+    monkeypatch.setenv("ATLAS_POOL_IDLE", "0")                  # 0: no pool is kept at all
+    map_rows(_pid, list(range(6)), n_jobs=2)
+    assert _warm_pids() == set()
+
+
+def _row_sum(x, table):
+    return float(table[x].sum())
+
+
+def test_a_large_function_goes_to_each_worker_once_and_its_file_is_removed(monkeypatch, tmp_path):
+    """A function carrying a large table (as an ensemble with its data does) is written once
+    to a private file the workers read once per run; the results are the same, and the file
+    is gone when the run ends, finished or cancelled."""
+    import functools
+    import glob
+    import os
+
+    table = np.arange(400_000, dtype=float).reshape(4000, 100)           # 3.2 MB pickled
+    fn = functools.partial(_row_sum, table=table)
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    pattern = os.path.join(shm or __import__("tempfile").gettempdir(), "atlas-run-*.pkl")
+    before = set(glob.glob(pattern))
+    seen = []
+    real = batch._shared_function
+
+    @__import__("contextlib").contextmanager
+    def spy(f):
+        with real(f) as (task, first):
+            seen.append((task, first))
+            if task is batch._apply_chunk_shared:
+                assert oct(os.stat(first[1]).st_mode & 0o777) == "0o600"
+            yield task, first
+    monkeypatch.setattr(batch, "_shared_function", spy)
+    assert map_rows(fn, list(range(50)), n_jobs=2, chunk_size=3) == [float(table[i].sum()) for i in range(50)]
+    assert seen and seen[0][0] is batch._apply_chunk_shared
+    assert set(glob.glob(pattern)) == before
+
+    def interrupt(done, total):
+        raise _Interrupt()
+    with pytest.raises(_Interrupt):
+        map_rows(fn, list(range(50)), n_jobs=2, chunk_size=3, progress=interrupt)
+    assert set(glob.glob(pattern)) == before
+    small = map_rows(_double, list(range(6)), n_jobs=2)                     # small: sent with each chunk
+    assert small == [2 * i for i in range(6)] and seen[-1][0] is batch._apply_chunk
