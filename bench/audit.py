@@ -6,8 +6,9 @@ depth 5) on all rows, protected attribute Sex (held fixed), favourable class
 ``--rows`` rows with an unfavourable decision, timed as rows per second
 
 * with 1 local process (the reference in the same run),
-* with 2 local processes (a pool the run owns, started by the run): the ratio
-  2 / 1 is the parallel speed-up, worker start-up included,
+* with 2 local processes, first on a pool the run starts (cold: the ratio 2 / 1
+  with worker start-up included), then again on the same workers kept warm for
+  the owner's next run (the speed-up an analyst sees from the second audit on),
 * on a Dask LocalCluster of 2 single-threaded worker processes: its start-up
   time, and its rows per second against 2 local processes (the overhead).
 
@@ -59,19 +60,26 @@ def main():
         res = batch_counterfactuals(ens, A[rows], [1] * rows.size, **kw, **extra)
         return res, time.perf_counter() - t0
 
+    from core.batch import release_pools
+
+    release_pools()
     r1, t1 = timed(n_jobs=1)
-    r2, t2 = timed(n_jobs=2, chunk_size=4)
+    r2c, t2c = timed(n_jobs=2, chunk_size=4)     # cold: the run starts its workers
+    r2, t2 = timed(n_jobs=2, chunk_size=4)       # warm: the same owner's next run reuses them
     from dask.distributed import LocalCluster
 
     t0 = time.perf_counter()
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         t_start = time.perf_counter() - t0
         rd, td = timed(scheduler=cluster.scheduler_address, chunk_size=4)
-    same = all(a.status == b.status == c.status and abs(a.cost - b.cost) <= 1e-9 * max(1, abs(a.cost))
-               and abs(a.cost - c.cost) <= 1e-9 * max(1, abs(a.cost)) for a, b, c in zip(r1, r2, rd))
+    same = all(a.status == b.status == c.status == e.status and abs(a.cost - b.cost) <= 1e-9 * max(1, abs(a.cost))
+               and abs(a.cost - c.cost) <= 1e-9 * max(1, abs(a.cost))
+               and abs(a.cost - e.cost) <= 1e-9 * max(1, abs(a.cost)) for a, b, c, e in zip(r1, r2, rd, r2c))
     out.update({
-        "rows_per_s_1_process": round(rows.size / t1, 2), "rows_per_s_2_processes": round(rows.size / t2, 2),
-        "speedup_2_over_1": round(t1 / t2, 2),
+        "rows_per_s_1_process": round(rows.size / t1, 2),
+        "rows_per_s_2_processes_cold": round(rows.size / t2c, 2), "speedup_2_over_1_cold": round(t1 / t2c, 2),
+        "rows_per_s_2_processes": round(rows.size / t2, 2), "speedup_2_over_1": round(t1 / t2, 2),
+        "speedup_goal": 1.6,
         "dask_cluster_start_s": round(t_start, 2), "rows_per_s_dask_2_workers": round(rows.size / td, 2),
         "dask_time_over_local_2": round(td / t2, 2), "same_results": bool(same),
         "statuses": {s: sum(r.status == s for r in r1) for s in {r.status for r in r1}},
