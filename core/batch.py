@@ -67,10 +67,9 @@ def _healthy(pool: ProcessPoolExecutor) -> bool:
 def _take_expired(now: float) -> list[ProcessPoolExecutor]:
     """Remove from the idle list the pools idle too long (or beyond _MAX_IDLE); the caller ends them."""
     ttl = _idle_seconds()
-    keep = [e for e in _idle if now - e[3] < ttl]
-    extra = keep[:-_MAX_IDLE] if len(keep) > _MAX_IDLE else []
-    old = [e[2] for e in _idle if e not in keep or e in extra]
-    _idle[:] = [e for e in keep if e not in extra]
+    keep = [e for e in _idle if now - e[3] < ttl][-_MAX_IDLE:]          # the most recent ones
+    old = [e[2] for e in _idle if e not in keep]
+    _idle[:] = keep
     return old
 
 

@@ -15,6 +15,7 @@ import plotly.colors as pc
 import plotly.graph_objects as go
 
 from core.auditmetrics import METRICS, SHARES
+from core.ruletext import conditions
 from core.shown import label_order, number_text
 
 _ROOM = dict(margin=dict(l=80, r=20, t=70, b=70), xaxis=dict(automargin=True), yaxis=dict(automargin=True))
@@ -207,8 +208,6 @@ def rule_intervals_figure(X: np.ndarray, rule: Any, features: list[int], names: 
     condition written on the bar (``= employed``, ``not in {student}``) and the
     row's own category beside the marker; bounds read as :func:`core.ruletext.conditions`
     writes them."""
-    from core.ruletext import conditions
-
     lo_all, hi_all = X.min(axis=0), X.max(axis=0)
     span = np.where(hi_all > lo_all, hi_all - lo_all, 1.0)
     fset = set(features)

@@ -249,13 +249,12 @@ def test_a_large_function_goes_to_each_worker_once_and_its_file_is_removed(monke
     @__import__("contextlib").contextmanager
     def spy(f):
         with real(f) as (task, first):
-            seen.append((task, first))
-            if task is batch._apply_chunk_shared:
-                assert oct(os.stat(first[1]).st_mode & 0o777) == "0o600"
+            mode = os.stat(first[1]).st_mode & 0o777 if task is batch._apply_chunk_shared else None
+            seen.append((task, first, mode))
             yield task, first
     monkeypatch.setattr(batch, "_shared_function", spy)
     assert map_rows(fn, list(range(50)), n_jobs=2, chunk_size=3) == [float(table[i].sum()) for i in range(50)]
-    assert seen and seen[0][0] is batch._apply_chunk_shared
+    assert seen[0][0] is batch._apply_chunk_shared and seen[0][2] == 0o600     # a file only its owner reads
     assert set(glob.glob(pattern)) == before
 
     def interrupt(done, total):

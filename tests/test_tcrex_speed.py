@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import shared_data
 from core.demo import synthetic_credit
 from core.schema import infer_schema
 from core.tcrex import TCREx
@@ -48,16 +49,12 @@ def fit_both(X, y, target, **kw):
 
 @pytest.fixture(scope="module")
 def adult():
-    from pathlib import Path
-
-    xgb = pytest.importorskip("xgboost")
-    path = Path(__file__).resolve().parents[2] / "shared" / "data" / "adult.csv"
-    if not path.exists():
-        pytest.skip("../shared/data/adult.csv is absent")
+    import xgboost as xgb
     from sklearn.model_selection import train_test_split
 
     from core import io
 
+    path = shared_data("adult.csv")
     df = io.load_table(path.read_bytes(), path.name)
     prep = io.prepare_data(df, df.attrs["target"])
     groups = list(infer_schema(prep.X, kinds=prep.kinds, groups=prep.groups).groups().values())
