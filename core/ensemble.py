@@ -23,6 +23,13 @@ category_bits : ndarray of shape (n_nodes, n_words), dtype uint64
     At a categorical split, bit ``k`` (word ``k // 64``, bit ``k % 64``) is set
     iff category code ``k`` goes left; zero elsewhere. ``n_words`` is 0 when
     the tree has no categorical split.
+missing_left : ndarray of shape (n_nodes,), dtype bool, or None
+    At a numerical split, True iff a missing value (NaN) goes left, as the
+    source library routes it (XGBoost's and LightGBM's default direction,
+    scikit-learn's ``missing_go_to_left``); None when the source model takes
+    no missing values (then the ensemble refuses rows with NaN). A split
+    that only separates missing values ("every number left, NaN right") has
+    the threshold ``MISSING_ONLY`` (the largest float64).
 
 **One split rule**: at a numerical split a sample goes left iff
 ``x[feature] <= threshold``, with ``x`` compared as float64; at a categorical
@@ -36,13 +43,22 @@ of the model's categories of feature ``j`` (their original values: str, int,
 float or bool). Such a feature is given to the ensemble as an integer *code*:
 ``0 .. K-1`` for the ``K`` categories, and ``K`` (:meth:`TreeEnsemble.missing_code`)
 for a missing or unseen value, routed at every split as the source library
-routes one. Every split on a categorical feature is a categorical split. The parsers fold every library's own convention
+routes one (so a categorical feature never holds NaN). Every split on a categorical feature is a categorical split. The parsers fold every library's own convention
 into the threshold: scikit-learn casts X to float32 and tests
 ``float32(x) <= t``; XGBoost tests ``float32(x) < t`` with a float32 ``t``;
 LightGBM tests ``x <= t`` in double precision. For the float32 rules the
 stored threshold is the largest float64 ``T`` with
 ``float32(x) <= a  <=>  x <= T`` (rounding to float32 is monotone, so such
 a ``T`` exists); see :func:`float32_le_bound`.
+
+Missing values
+--------------
+A numerical feature may hold NaN when the ensemble routes missing values
+(``TreeEnsemble.routes_missing``): prediction follows ``missing_left``. The
+analyses never see NaN: :func:`core.missing.expand` rewrites the ensemble,
+exactly, with one 0/1 column "is missing" per feature that has missing
+values, so that "missing" is one more state of that feature (like a
+category) that a counterfactual may keep or leave.
 
 Aggregation
 -----------

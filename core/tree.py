@@ -16,8 +16,11 @@ import numpy as np
 
 from core.errors import ModelError
 
-__all__ = ["Tree", "float32_le_bound", "float32_floor", "node_boxes", "node_category_masks",
+__all__ = ["Tree", "MISSING_ONLY", "float32_le_bound", "float32_floor", "node_boxes", "node_category_masks",
            "category_bits_from_sets"]
+
+#: the threshold of a split that only separates missing values: every number goes left
+MISSING_ONLY = float(np.finfo(np.float64).max)
 
 
 def float32_le_bound(a: np.ndarray) -> np.ndarray:
@@ -127,6 +130,7 @@ class Tree:
     threshold: np.ndarray
     value: np.ndarray
     category_bits: np.ndarray | None = None
+    missing_left: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         cl = np.ascontiguousarray(self.children_left, dtype=np.int32)
@@ -166,6 +170,14 @@ class Tree:
         if cat.any() and bits.shape[1] == 0:
             raise ModelError("Tree invariant broken: an internal node has no threshold and no category set.")
         bits = np.where((~cat)[:, None], np.uint64(0), bits).astype(np.uint64)
+        miss = None
+        if self.missing_left is not None:      # where NaN goes at each threshold split (None: not known)
+            miss = np.ascontiguousarray(self.missing_left, dtype=bool)
+            if miss.shape != (n,):
+                raise ModelError(f"missing_left has shape {miss.shape}; expected ({n},).")
+            miss = miss & internal & ~cat
+            miss.setflags(write=False)
+        object.__setattr__(self, "missing_left", miss)
         ft = np.where(leaf, -1, ft).astype(np.int32)
         th = np.where(leaf, np.nan, th)
         for name, arr in (("children_left", cl), ("children_right", cr), ("feature", ft),
@@ -216,6 +228,10 @@ class Tree:
             nd = node[active]
             v = X[r, self.feature[nd]]
             go_left = v <= self.threshold[nd]
+            if self.missing_left is not None:
+                nan = np.isnan(v)
+                if nan.any():
+                    go_left[nan] = self.missing_left[nd[nan]]
             c = cat[nd]
             if c.any():
                 go_left[c] = _bits_hold(self.category_bits[nd[c]], v[c])

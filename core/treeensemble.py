@@ -241,10 +241,15 @@ class TreeEnsemble:
             raise ValueError(
                 f"X has shape {X.shape}; the model expects (n_samples, {self.n_features})."
             )
-        if np.isnan(X).any():
-            raise ValueError(
-                "X contains NaN: missing values are not supported; impute or drop those rows first."
-            )
+        nan = np.isnan(X)
+        if nan.any():
+            cats = [j for j in self.categorical_features if nan[:, j].any()]
+            if cats:
+                raise ValueError(f"Column {self.feature_names[cats[0]]!r} is categorical: a missing value is its "
+                                 f"code {self.missing_code(cats[0])}, not NaN.")
+            if not self.routes_missing:
+                raise ValueError("X contains NaN, and this model does not take missing values (its library "
+                                 "refuses them); impute or drop those rows first.")
         for j in self.categorical_features:
             col = X[:, j]
             bad = (col < 0) | (col >= self.n_codes(j)) | (col != np.floor(col))
@@ -254,10 +259,20 @@ class TreeEnsemble:
                     f"got {col[bad][0]!r}."
                 )
         return np.ascontiguousarray(X)
+
+    @property
+    def routes_missing(self) -> bool:
+        """True when every tree says where a missing value (NaN) goes at each split."""
+        return all(t.missing_left is not None for t in self.trees)
+
     def apply(self, X: Any) -> np.ndarray:
         """Leaf node index per row and tree, shape (n_samples, n_trees)."""
         X = self._check_X(X)
-        return leaves(self._flat, X, self.n_trees) - self._flat["offsets"][None, :]
+        out = leaves(self._flat, np.nan_to_num(X, nan=0.0), self.n_trees) - self._flat["offsets"][None, :]
+        rows = np.flatnonzero(np.isnan(X).any(axis=1))
+        if rows.size:                  # rows with a missing value: walked with each split's own routing
+            out[rows] = np.column_stack([t.apply(X[rows]) for t in self.trees])
+        return out
 
     def predict_raw(self, X: Any) -> np.ndarray:
         """Aggregated leaf values plus base score, shape (n_samples, n_outputs).
@@ -266,10 +281,14 @@ class TreeEnsemble:
         Regression: predicted values. Isolation Forest: mean path length.
         """
         X = self._check_X(X)
-        out = leaf_sum(self._flat, X, self.n_outputs, self.n_trees)
+        rows = np.flatnonzero(np.isnan(X).any(axis=1))
+        out = leaf_sum(self._flat, np.nan_to_num(X, nan=0.0) if rows.size else X, self.n_outputs, self.n_trees)
+        if rows.size:                  # rows with a missing value: walked with each split's own routing
+            out[rows] = 0.0
+            for t in self.trees:
+                out[rows] += t.value[t.apply(X[rows])]
         if self.aggregation == "mean":
             out /= self.n_trees
-        return out + self.base_score
         return out + self.base_score
 
     def predict_proba(self, X: Any) -> np.ndarray:
@@ -356,6 +375,8 @@ class TreeEnsemble:
             "category_bits": bits,
             "base_score": np.asarray(self.base_score, dtype=np.float64),
         }
+        if self.routes_missing:
+            arrays["missing_left"] = np.concatenate([t.missing_left for t in self.trees])
         meta = {
             "n_features": int(self.n_features), "feature_names": list(self.feature_names),
             "task": self.task, "aggregation": self.aggregation, "link": self.link,
@@ -376,11 +397,14 @@ class TreeEnsemble:
                 raise ModelError("The parsed model has no trees or an empty tree.")
             cols = {k: np.asarray(arrays[k]) for k in ("children_left", "children_right", "feature", "threshold",
                                                         "value", "category_bits")}
+            if "missing_left" in arrays:
+                cols["missing_left"] = np.asarray(arrays["missing_left"], dtype=bool)
             if any(len(v) != total for v in cols.values()):
                 raise ModelError("The parsed model's arrays do not add up to its node counts.")
             bounds = np.concatenate([[0], np.cumsum(counts)])
             trees = tuple(Tree(*(cols[k][a:b] for k in ("children_left", "children_right", "feature",
-                                                         "threshold", "value", "category_bits")))
+                                                         "threshold", "value", "category_bits")),
+                               missing_left=cols["missing_left"][a:b] if "missing_left" in cols else None)
                           for a, b in zip(bounds[:-1], bounds[1:]))
             classes = meta.get("classes")
             return cls(trees, n_features=int(meta["n_features"]), feature_names=tuple(meta["feature_names"]),

@@ -29,6 +29,7 @@ from core.errors import ModelError, UnsupportedModelError
 from core.parsing import probe_points
 from core.parsing.native import model_input
 from core.sandbox import load_vetted
+from core.tree import MISSING_ONLY
 from core.workspace import build_workspace
 
 
@@ -93,7 +94,7 @@ def _on_thresholds(ens, X):
     for j in range(ens.n_features):
         if ens.categories[j] is not None:
             continue
-        for k, t in enumerate(ens.split_levels(j)):
+        for k, t in enumerate(ens.split_levels(j)[ens.split_levels(j) < MISSING_ONLY]):   # not a split on NaN
             for v in (t, np.nextafter(t, np.inf)):
                 r = X[k % len(X)].copy()
                 r[j] = v
@@ -129,10 +130,11 @@ def test_numeric_features_match_on_training_rows_and_thresholds(kind):
         _assert_same(ens, m, probe_points(ens, 200, seed=3))
 
 
-def test_trained_with_missing_values_rows_without_them_are_exact():
+def test_trained_with_missing_values_every_row_is_exact():
     """Where missing values predict the label HGB splits on NaN (threshold +inf: every
-    value left, NaN right); without NaN rows that node is its left child. Missing
-    categories keep their exact route (the missing code); NaN numbers stay refused."""
+    value left, NaN right): kept as a split at MISSING_ONLY with NaN's own side, so rows
+    with a missing number predict as in the library, as do rows without one and
+    missing categories (the missing code)."""
     df, y = _table()
     rng = np.random.default_rng(1)
     frame = df.astype({"job": "category", "city": "category"})
@@ -144,13 +146,13 @@ def test_trained_with_missing_values_rows_without_them_are_exact():
     on_nan = [p.nodes for it in model._predictors for p in it]
     assert sum(int(np.isinf(n["num_threshold"][n["is_leaf"] == 0]).sum()) for n in on_nan) >= 10
     ens, back = _loaded(model)
-    assert sum(t.n_nodes for t in ens.trees) < sum(len(n) for n in on_nan)        # those nodes are gone
-    C = _codes(ens, frame[~miss])
+    assert ens.routes_missing
+    assert sum(int(np.sum(t.threshold == MISSING_ONLY)) for t in ens.trees) >= 10
+    C = _codes(ens, frame)
     assert (C[:, 1] == ens.missing_code(1)).sum() > 20                # missing categories among them
-    _assert_same(ens, back, C, given=frame[~miss])
-    _assert_same(ens, model, _on_thresholds(ens, C))
-    with pytest.raises(ValueError, match="missing values are not supported"):
-        ens.predict(_codes(ens, frame[miss].head(1)))
+    assert np.isnan(C).any(axis=1).sum() == miss.sum()
+    _assert_same(ens, back, C, given=frame)
+    _assert_same(ens, model, _on_thresholds(ens, C[~miss]))
 
 
 def test_a_row_on_a_threshold_goes_left_as_in_the_library():
@@ -303,9 +305,11 @@ def test_refusals_name_the_reason():
     passthrough.fit(df[["job", "income", "age"]], y["binary"])       # age: categories of a raw number column
     with pytest.raises(UnsupportedModelError, match="numerical column 'age'"):
         from_model(passthrough)
-    ens = from_model(_fit("binary", X, y["binary"]))
-    with pytest.raises(ValueError, match="missing values are not supported"):
-        ens.predict(np.array([[np.nan, 40.0]]))
+    model = _fit("binary", X, y["binary"])           # trained without NaN, HGB still routes one
+    ens = from_model(model)
+    assert ens.routes_missing
+    nan_rows = np.array([[np.nan, 40.0], [50.0, np.nan], [np.nan, np.nan]])
+    np.testing.assert_allclose(ens.predict_proba(nan_rows), model.predict_proba(nan_rows), rtol=0, atol=1e-12)
 
 
 def test_a_damaged_file_is_refused_before_the_library_walks_it():

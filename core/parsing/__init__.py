@@ -21,6 +21,7 @@ from core.parsing.native import native_outputs
 from core.parsing.pipeline import parse_pipeline
 from core.parsing.sklearn import parse_sklearn
 from core.parsing.xgboost import parse_xgboost
+from core.tree import MISSING_ONLY
 from core.treeensemble import TreeEnsemble
 
 __all__ = ["parse", "verify_against_source", "build_tree"]
@@ -77,13 +78,16 @@ def verify_against_source(ens: Any, model: Any, n_random: int = 64, seed: int = 
 
 def probe_points(ens: Any, n_random: int = 64, seed: int = 0) -> np.ndarray:
     """Random points over the split range plus points exactly on thresholds;
-    a categorical feature gets codes, each code (the missing one included) in turn."""
+    a categorical feature gets codes, each code (the missing one included) in turn.
+    When the model routes missing values, a third block holds the random points
+    with about a third of their numbers missing (NaN)."""
     rng = np.random.default_rng(seed)
     d = ens.n_features
     lo, hi = np.full(d, -1.0), np.full(d, 1.0)
     levels = []
     for j in range(d):
         lv = ens.split_levels(j)
+        lv = lv[lv < MISSING_ONLY]                       # a split on NaN only: no number to probe
         levels.append(lv)
         if lv.size:
             a, b = (float(np.clip(v, -1e300, 1e300)) for v in (lv[0], lv[-1]))   # no overflow near the float limit
@@ -98,4 +102,9 @@ def probe_points(ens: Any, n_random: int = 64, seed: int = 0) -> np.ndarray:
             on[:, j] = np.arange(n_random) % k
         elif levels[j].size:
             on[:, j] = rng.choice(levels[j], size=n_random)
-    return np.vstack([X, on])
+    if not getattr(ens, "routes_missing", False):
+        return np.vstack([X, on])
+    nan = X.copy()
+    numeric = np.array([c is None for c in ens.categories], dtype=bool)
+    nan[(rng.random(nan.shape) < 0.35) & numeric[None, :]] = np.nan
+    return np.vstack([X, on, nan])

@@ -36,7 +36,8 @@ def describe_unsupported(model: Any) -> UnsupportedModelError:
     )
 
 
-def build_tree(nodes: list[dict[str, Any]], n_outputs: int, n_codes: int | None = None) -> Tree:
+def build_tree(nodes: list[dict[str, Any]], n_outputs: int, n_codes: int | None = None,
+               routes_missing: bool = False) -> Tree:
     """Build a ``Tree`` from nodes given as dicts, re-indexed in preorder.
 
     Each node dict has either ``feature``, ``threshold`` (already in the
@@ -46,7 +47,9 @@ def build_tree(nodes: list[dict[str, Any]], n_outputs: int, n_codes: int | None 
     ``threshold``; ``n_codes`` (the largest number of codes, missing code
     included, of any categorical feature) sizes the bitsets. Preorder
     numbering guarantees that children come after their parent, and drops
-    nodes the root does not reach (pruned or deleted nodes).
+    nodes the root does not reach (pruned or deleted nodes). With
+    ``routes_missing`` a threshold node's ``missing_left`` (default False) says
+    where a missing value goes (``Tree.missing_left``).
     """
     order: list[int] = []
     seen: set[int] = set()
@@ -73,11 +76,14 @@ def build_tree(nodes: list[dict[str, Any]], n_outputs: int, n_codes: int | None 
     th = np.full(n, np.nan)
     val = np.zeros((n, n_outputs))
     left_sets: list = [None] * n
+    miss = np.zeros(n, dtype=bool) if routes_missing else None
     for k, old in enumerate(order):
         nd = nodes[old]
         if "left" in nd:
             cl[k], cr[k] = new_id[nd["left"]], new_id[nd["right"]]
             ft[k] = nd["feature"]
+            if miss is not None:
+                miss[k] = bool(nd.get("missing_left", False))
             if "categories_left" in nd:          # categorical split: these codes go left
                 left_sets[k] = nd["categories_left"]
             else:
@@ -85,9 +91,9 @@ def build_tree(nodes: list[dict[str, Any]], n_outputs: int, n_codes: int | None 
         else:
             val[k] = nd["value"]
     if not any(c is not None for c in left_sets):
-        return Tree(cl, cr, ft, th, val)
+        return Tree(cl, cr, ft, th, val, missing_left=miss)
     n_codes = int(n_codes or 1 + max(max(c, default=0) for c in left_sets if c is not None))
-    return Tree(cl, cr, ft, th, val, category_bits_from_sets(left_sets, n_codes))
+    return Tree(cl, cr, ft, th, val, category_bits_from_sets(left_sets, n_codes), missing_left=miss)
 
 
 def resolve_redirects(nodes: list[dict]) -> list[dict]:

@@ -15,10 +15,9 @@ predictor's ``nodes`` record array:
 
 * numerical split: left iff ``x <= num_threshold``, ``x`` as float64: our
   rule, the threshold taken as it is. A split whose threshold is ``+inf``
-  (a "split on NaN": every value left, NaN right) sends every row we accept
-  left, so the node is replaced by its left child. NaN itself goes to the
-  side ``missing_go_to_left`` names; :class:`TreeEnsemble` refuses NaN rows
-  and has no place for that route, so it is not kept.
+  (a "split on NaN": every number left, NaN right) keeps that meaning with
+  the threshold :data:`core.tree.MISSING_ONLY`. NaN itself goes to the side
+  ``missing_go_to_left`` names (``Tree.missing_left``).
 * categorical split: the model's own ``OrdinalEncoder`` (``_preprocessor``,
   categorical columns first, then the numerical ones: ``feature_idx`` counts
   in that order) maps a category to its rank ``0..K-1`` among the categories
@@ -43,7 +42,8 @@ import numpy as np
 
 from core.errors import UnsupportedModelError
 from core.jsonable import plain
-from core.parsing.common import build_tree, resolve_redirects
+from core.parsing.common import build_tree
+from core.tree import MISSING_ONLY
 from core.treeensemble import TreeEnsemble
 
 __all__ = ["parse_hgb"]
@@ -119,11 +119,9 @@ def _tree(pred: Any, k: int, n_out: int, order: np.ndarray, cats: list, n_codes:
         if np.isnan(t) or t == -np.inf:
             raise UnsupportedModelError(f"A split of this model (node {i}) has the threshold {t}; re-fit and "
                                         "save the model.")
-        if t == np.inf:                 # a split on NaN: every value we accept goes left
-            out.append({"redirect": left})
-        else:
-            out.append({"feature": j, "threshold": t, "left": left, "right": right})
-    return build_tree(resolve_redirects(out), n_out, n_codes)
+        out.append({"feature": j, "threshold": MISSING_ONLY if t == np.inf else t,   # inf: a split on NaN
+                    "left": left, "right": right, "missing_left": bool(nd["missing_go_to_left"])})
+    return build_tree(out, n_out, n_codes, routes_missing=True)
 
 
 def parse_hgb(model: Any, common: dict) -> TreeEnsemble:

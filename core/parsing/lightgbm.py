@@ -95,7 +95,7 @@ def parse_lightgbm(model: Any) -> TreeEnsemble:
     categories, meta = _categories(dump, booster, names, d)
     n_codes = max((len(c) + 1 for c in categories if c is not None), default=None)
     trees = [build_tree(_flatten(ti["tree_structure"], ti["tree_index"] % k if n_out > 1 else 0,
-                                 n_out, factor, categories), n_out, n_codes)
+                                 n_out, factor, categories), n_out, n_codes, routes_missing=True)
              for ti in dump["tree_info"]]
     if wrapper is not None and getattr(wrapper, "feature_names_in_", None) is not None:
         names = [str(n) for n in wrapper.feature_names_in_]
@@ -165,7 +165,10 @@ def _flatten(root: dict, out_index: int, n_out: int, factor: float, categories: 
             )
         l = visit(nd["left_child"])
         r = visit(nd["right_child"])
-        nodes[i] = {"feature": int(nd["split_feature"]), "threshold": t, "left": l, "right": r}
+        # NaN: the default child (missing_type NaN or Zero), or read as 0.0 (missing_type None)
+        miss = bool(nd.get("default_left")) if nd.get("missing_type") in ("NaN", "Zero") else bool(0.0 <= t)
+        nodes[i] = {"feature": int(nd["split_feature"]), "threshold": t, "left": l, "right": r,
+                    "missing_left": miss}
         return i
 
     visit(root)

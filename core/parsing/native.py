@@ -19,6 +19,10 @@ source model itself takes, as its parser recorded in ``ens.meta["input"]``:
 ``"expanded"``
     one-hot rows of an ensemble rewritten by :func:`core.categorical.expand`:
     decoded to the original codes, then given as the original input kind;
+``"missing"``
+    rows of an ensemble rewritten by :func:`core.missing.expand`: NaN where an
+    "is missing" column is 1, those columns dropped, then given as the
+    original input kind;
 ``"frame-object"``
     a DataFrame whose categorical columns hold the category values themselves
     (object dtype; the missing code becomes NaN) and numerical columns
@@ -38,9 +42,10 @@ import numpy as np
 import pandas as pd
 
 from core.categorical import decode
+from core.missing import to_native
 from core.parsing.xgboost import OTHER_CODE
 
-INPUT_KINDS = ("array", "frame", "frame-object", "expanded")
+INPUT_KINDS = ("array", "frame", "frame-object", "expanded", "missing")
 UNSEEN = "__atlas_unseen__"
 
 
@@ -50,6 +55,15 @@ def model_input(ens: Any, X: np.ndarray, *, frame: bool = False) -> Any:
     kind = ens.meta.get("input", "array")
     if kind not in INPUT_KINDS:
         raise ValueError(f"Unknown model input kind {kind!r}; expected one of {INPUT_KINDS}.")
+    if kind == "missing":                       # rows of core.missing.expand: NaN where missing
+        info = ens.meta["missing"]
+        d = int(info["n_features"])
+        cats = tuple(ens.categories[:d]) if ens.categories else (None,) * d
+        native = SimpleNamespace(feature_names=tuple(ens.feature_names[:d]), categories=cats,
+                                 meta={**{k: v for k, v in ens.meta.items() if k != "missing"},
+                                       "input": info["input"]},
+                                 categorical_features=[j for j, c in enumerate(cats) if c is not None])
+        return model_input(native, to_native(ens.meta, X), frame=frame)
     if kind == "expanded":                      # one-hot rows of core.categorical.expand: back to codes
         info = ens.meta["expanded"]
         cats = tuple(None if c is None else tuple(c) for c in info["categories"])

@@ -15,7 +15,7 @@ import numpy as np
 from core.errors import UnsupportedModelError
 from core.parsing.common import describe_unsupported
 from core.parsing.hgb import parse_hgb
-from core.tree import Tree, float32_floor, float32_le_bound
+from core.tree import MISSING_ONLY, Tree, float32_floor, float32_le_bound
 from core.treeensemble import TreeEnsemble
 
 
@@ -23,14 +23,29 @@ def _sk_threshold(t: np.ndarray) -> np.ndarray:
     return float32_le_bound(float32_floor(t))
 
 
-def _tree(est: Any, values: np.ndarray, features: np.ndarray | None = None) -> Tree:
-    tr = est.tree_  # NaN routing (missing_go_to_left) is not read: TreeEnsemble refuses NaN inputs
+def _tree(est: Any, values: np.ndarray, features: np.ndarray | None = None, nan: bool = False) -> Tree:
+    """One fitted tree; with ``nan`` (the model takes missing values) its NaN routing too."""
+    tr = est.tree_
+    miss = np.asarray(tr.missing_go_to_left, dtype=bool) if nan and hasattr(tr, "missing_go_to_left") else None
     feat = np.asarray(tr.feature, dtype=np.int64)
     leaf = tr.children_left < 0
     if features is not None:
         feat = np.where(leaf, -1, np.asarray(features)[np.where(leaf, 0, feat)])
     thr = np.where(leaf, np.nan, _sk_threshold(np.where(leaf, 0.0, tr.threshold)))
-    return Tree(tr.children_left, tr.children_right, np.where(leaf, -1, feat), thr, values)
+    thr = np.where(np.isposinf(thr), MISSING_ONLY, thr)     # a split on NaN: every number goes left
+    return Tree(tr.children_left, tr.children_right, np.where(leaf, -1, feat), thr, values, missing_left=miss)
+
+
+def _takes_nan(model: Any) -> bool:
+    """Whether scikit-learn's ``predict`` takes NaN for this tree model (then each
+    node's ``missing_go_to_left`` routes it; otherwise it refuses such rows)."""
+    try:
+        from sklearn.utils import get_tags  # scikit-learn >= 1.6
+
+        allow = bool(get_tags(model).input_tags.allow_nan)
+    except Exception:                     # an older scikit-learn, or a model without tags
+        return False
+    return allow and getattr(model, "monotonic_cst", None) is None
 
 
 def _names(model: Any, n: int) -> tuple[str, ...]:
@@ -66,14 +81,16 @@ def parse_sklearn(model: Any) -> TreeEnsemble:
         _check_single_output(model)
         ests = [model] if isinstance(model, skt.DecisionTreeClassifier) else model.estimators_
         k = len(model.classes_)
-        return TreeEnsemble(tuple(_tree(e, _class_values(e)) for e in ests), task="classification",
+        nan = _takes_nan(model)
+        return TreeEnsemble(tuple(_tree(e, _class_values(e), nan=nan) for e in ests), task="classification",
                             aggregation="mean", link="identity", base_score=np.zeros(k),
                             classes=np.asarray(model.classes_), **common)
 
     if isinstance(model, (skt.DecisionTreeRegressor, ske.RandomForestRegressor, ske.ExtraTreesRegressor)):
         _check_single_output(model)
         ests = [model] if isinstance(model, skt.DecisionTreeRegressor) else model.estimators_
-        return TreeEnsemble(tuple(_tree(e, e.tree_.value[:, 0, :]) for e in ests), task="regression",
+        nan = _takes_nan(model)
+        return TreeEnsemble(tuple(_tree(e, e.tree_.value[:, 0, :], nan=nan) for e in ests), task="regression",
                             aggregation="mean", link="identity", base_score=np.zeros(1), **common)
 
     if isinstance(model, (ske.GradientBoostingClassifier, ske.GradientBoostingRegressor)):

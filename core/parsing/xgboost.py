@@ -181,10 +181,11 @@ def _tree(tj: dict, grp: Any, n_out: int, categories: list, n_codes: int | None)
             nodes.append({"feature": j, "left": int(left[i]), "right": int(right[i]),
                           "categories_left": [c for c in range(len(cats)) if c not in go_right]
                           + ([len(cats)] if default_left else [])})
-        else:
+        else:                         # a missing value takes the node's default child
             nodes.append({"feature": int(feat[i]), "threshold": float(thr[i]),
-                          "left": int(left[i]), "right": int(right[i])})
-    return build_tree(nodes, n_out, n_codes)
+                          "left": int(left[i]), "right": int(right[i]),
+                          "missing_left": bool(tj.get("default_left", [0] * len(left))[i])})
+    return build_tree(nodes, n_out, n_codes, routes_missing=True)
 
 
 def _right_sets(tree: dict) -> dict[int, set[int]]:

@@ -1,0 +1,163 @@
+"""Missing values as a state of a feature, for the analyses.
+
+A model that routes missing values (``TreeEnsemble.routes_missing``: XGBoost's
+and LightGBM's default directions, scikit-learn's ``missing_go_to_left``)
+sends a NaN of feature ``j`` to one side at each split on ``j``, a side that
+may differ from split to split: no number stands for "missing". The analyses
+need rows without NaN, so :func:`expand` rewrites the ensemble, exactly, over
+the same columns plus one 0/1 column ``"j is missing"`` per feature that may
+be missing (like :mod:`core.categorical`, which gives each category a column):
+
+* a split ``x[j] <= t`` with NaN going to side ``m`` becomes the test
+  ``x[j is missing] > 0.5``: yes leads to a copy of the subtree below in which
+  every split on ``j`` takes its missing side ``m``; no leads to a copy with
+  the split ``x[j] <= t`` and no further missing test on ``j`` (on each path
+  the indicator of ``j`` is tested once, at its first split);
+* a split that only separates missing values (threshold
+  :data:`core.tree.MISSING_ONLY`: every number left) becomes the indicator
+  test alone, or, for a feature that is never missing in the data, its left
+  child.
+
+The rewritten ensemble gives the same output as the original on every row
+where ``x[j]`` is any number and the indicator is 0, or the indicator is 1
+(whatever ``x[j]`` holds): tests compare it with the original on rows with
+NaN. Where a value is missing its column holds a fill value (the column's
+median), so that giving it a value costs what moving from the median costs,
+plus the indicator's own weight (0 by default, set by the analyst); a
+counterfactual may leave "missing" (the indicator may decrease) but a value
+never becomes missing (the schema makes the indicator decrease-only).
+``meta["input"] = "missing"`` lets :func:`core.parsing.native.model_input`
+give the source model NaN where the indicator is 1, so every counterfactual is
+still checked on the original model.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Sequence
+
+import numpy as np
+
+from core.errors import UnsupportedModelError
+from core.tree import MISSING_ONLY, Tree
+from core.treeensemble import TreeEnsemble, _replace
+
+__all__ = ["expand", "indicator_name", "to_native", "info", "MAX_NODES", "SUFFIX"]
+
+MAX_NODES = 3_000_000
+SUFFIX = " is missing"
+
+
+def indicator_name(feature: str) -> str:
+    return f"{feature}{SUFFIX}"
+
+
+def info(ens: Any) -> dict[str, Any] | None:
+    """``{"features": [...], "indicators": [...], "fill": [...], "n_features": d,
+    "input": ...}`` of an ensemble rewritten by :func:`expand`, else None."""
+    return ens.meta.get("missing") if ens.meta.get("input") == "missing" else None
+
+
+def indicator_of(ens: Any) -> dict[int, int]:
+    """Feature index -> the index of its "is missing" column (empty when none)."""
+    got = info(ens)
+    return {} if got is None else {int(j): int(k) for j, k in zip(got["features"], got["indicators"])}
+
+
+def to_native(meta: dict[str, Any], X: np.ndarray) -> np.ndarray:
+    """Rows of the rewritten ensemble as rows of the original: NaN where an
+    indicator is 1, the indicator columns dropped."""
+    got = meta["missing"]
+    X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+    out = X[:, :int(got["n_features"])].copy()
+    for j, k in zip(got["features"], got["indicators"]):
+        out[X[:, k] > 0.5, j] = np.nan
+    return out
+
+
+def _rewrite(tree: Tree, ind: dict[int, int], max_nodes: int) -> Tree:
+    cl, cr, ft, th, val = [], [], [], [], []
+    bits = tree.category_bits
+    has_bits = bits.shape[1] > 0
+    cb: list[np.ndarray] = []
+    miss = tree.missing_left if tree.missing_left is not None else np.zeros(tree.n_nodes, dtype=bool)
+
+    def new(feature: int, threshold: float, value: np.ndarray, b: np.ndarray | None) -> int:
+        if len(cl) >= max_nodes:
+            raise UnsupportedModelError(
+                f"Reading missing values as a state of their features would grow this model past {max_nodes:,} "
+                "nodes; impute the missing values (or drop those rows) and upload again.")
+        cl.append(-1), cr.append(-1), ft.append(feature), th.append(threshold), val.append(value)
+        if has_bits:
+            cb.append(np.zeros(bits.shape[1], dtype=np.uint64) if b is None else b)
+        return len(cl) - 1
+
+    zero = np.zeros(tree.value.shape[1])
+
+    def build(i: int, state: dict[int, bool]) -> int:
+        while tree.children_left[i] >= 0:                 # splits this path settles: skipped
+            j, t = int(tree.feature[i]), float(tree.threshold[i])
+            if np.isnan(t):                               # categorical: kept
+                break
+            known = state.get(j, None if j in ind else False)
+            if known is None:
+                break
+            if known:                                     # missing: its side at every split
+                i = int(tree.children_left[i] if miss[i] else tree.children_right[i])
+            elif t >= MISSING_ONLY:                       # a number: left of a split on NaN only
+                i = int(tree.children_left[i])
+            else:
+                break
+        if tree.children_left[i] < 0:
+            return new(-1, np.nan, tree.value[i], None)
+        j, t = int(tree.feature[i]), float(tree.threshold[i])
+        if not np.isnan(t) and j in ind and j not in state:   # first split on j here: its indicator
+            k = new(ind[j], 0.5, zero, None)
+            a = build(i, {**state, j: False})
+            b = build(i, {**state, j: True})
+            cl[k], cr[k] = a, b
+            return k
+        k = new(j, t, zero, bits[i] if has_bits and np.isnan(t) else None)
+        a = build(int(tree.children_left[i]), state)
+        b = build(int(tree.children_right[i]), state)
+        cl[k], cr[k] = a, b
+        return k
+
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 4 * tree.max_depth + 200))
+    try:
+        build(0, {})
+    finally:
+        sys.setrecursionlimit(old)
+    return Tree(np.array(cl), np.array(cr), np.array(ft), np.array(th), np.array(val),
+                np.array(cb) if has_bits else None)
+
+
+def expand(ens: TreeEnsemble, features: Sequence[int], fill: Sequence[float],
+           max_nodes: int = MAX_NODES) -> TreeEnsemble:
+    """The same model without NaN routing, one "is missing" column per feature of
+    ``features`` (numerical features that may be missing), appended after the
+    others; ``fill``: the value each such column holds where missing. ``ens``
+    itself when there is nothing to rewrite."""
+    features = [int(j) for j in features]
+    if any(ens.categories and ens.categories[j] is not None for j in features):
+        raise ValueError("A categorical feature's missing value is its missing code, not an indicator column.")
+    if features and not ens.routes_missing:
+        raise UnsupportedModelError("This model does not take missing values (its library refuses them); impute "
+                                    "the missing values (or drop those rows) and upload again.")
+    only_nan = any(np.any((t.children_left >= 0) & (t.threshold >= MISSING_ONLY)) for t in ens.trees)
+    if not features and not only_nan and not ens.routes_missing:
+        return ens
+    d = ens.n_features
+    ind = {j: d + k for k, j in enumerate(features)}
+    trees = tuple(_rewrite(t, ind, max_nodes) for t in ens.trees)
+    names = tuple(ens.feature_names) + tuple(indicator_name(ens.feature_names[j]) for j in features)
+    cats = (tuple(ens.categories) + (None,) * len(features)) if ens.categories else ()
+    meta = dict(ens.meta)
+    if features:
+        meta.update({"input": "missing",
+                     "missing": {"features": features, "indicators": [ind[j] for j in features],
+                                 "fill": [float(v) for v in fill], "n_features": d,
+                                 "input": ens.meta.get("input", "array")}})
+    return _replace(ens, trees=trees, n_features=d + len(features), feature_names=names, categories=cats,
+                    meta=meta)
