@@ -120,6 +120,7 @@ def _rewrite(tree: Tree, n_codes: dict[int, int], cols: list[list[int]], n_new: 
     ft = np.full(n_new, -1, dtype=np.int32)
     th = np.full(n_new, np.nan)
     val = np.zeros((n_new, tree.value.shape[1]))
+    miss = None if tree.missing_left is None else np.zeros(n_new, dtype=bool)
     nxt = 0
 
     def emit(i: int) -> int:          # preorder: every child gets a larger index than its parent
@@ -149,6 +150,8 @@ def _rewrite(tree: Tree, n_codes: dict[int, int], cols: list[list[int]], n_new: 
                     cl[node] = nxt
             return me
         ft[me], th[me] = cols[j][0], tree.threshold[i]
+        if miss is not None:                                  # a number's split keeps its NaN route
+            miss[me] = tree.missing_left[i]
         cl[me] = emit(left)
         cr[me] = emit(int(tree.children_right[i]))
         return me
@@ -159,7 +162,8 @@ def _rewrite(tree: Tree, n_codes: dict[int, int], cols: list[list[int]], n_new: 
         emit(0)
     finally:
         sys.setrecursionlimit(depth)
-    return Tree(cl[:nxt], cr[:nxt], ft[:nxt], th[:nxt], val[:nxt])
+    return Tree(cl[:nxt], cr[:nxt], ft[:nxt], th[:nxt], val[:nxt],
+                missing_left=None if miss is None else miss[:nxt])
 
 
 def decode(meta: dict[str, Any], X: np.ndarray) -> np.ndarray:

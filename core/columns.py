@@ -17,12 +17,15 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from core.missing import indicator_of
 from core.shown import approx_text, number_text
 
-__all__ = ["Column", "analyst_columns", "column_values", "apply_values", "columns_of", "changes_text"]
+__all__ = ["Column", "analyst_columns", "column_values", "apply_values", "columns_of", "changes_text", "MISSING"]
 
 #: the option of a category column with no category set (a missing or unseen value)
 NONE = "(missing or unseen)"
+#: the value of a number column whose value is missing (its "is missing" feature is 1, :mod:`core.missing`)
+MISSING = "missing"
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,7 @@ class Column:
     features: tuple[int, ...]
     categories: tuple[str, ...] | None = None
     one_hot: bool = False
+    missing: int | None = None      # a number column that may be missing: its "is missing" feature
 
 
 def _level(feature: str, group: str) -> str:
@@ -49,8 +53,9 @@ def analyst_columns(ens: Any, schema: Any = None) -> list[Column]:
     order of their first feature."""
     names = list(ens.feature_names)
     out: list[Column] = []
-    taken: set[int] = set()
-    exp = ens.meta.get("expanded") if ens.meta.get("input") == "expanded" else None
+    states = indicator_of(ens)
+    taken: set[int] = set(states.values())
+    exp = ens.meta.get("expanded")
     if exp:
         for j, cols in enumerate(exp["columns"]):
             if exp["categories"][j] is not None:
@@ -67,7 +72,8 @@ def analyst_columns(ens: Any, schema: Any = None) -> list[Column]:
         if j in taken:
             continue
         cats = ens.categories[j] if ens.categories else None
-        out.append(Column(str(n), (j,), None if cats is None else tuple(str(c) for c in cats), False))
+        out.append(Column(str(n), (j,), None if cats is None else tuple(str(c) for c in cats), False,
+                          states.get(j)))
     return sorted(out, key=lambda c: min(c.features))
 
 
@@ -88,7 +94,7 @@ def column_values(columns: Sequence[Column], x: np.ndarray) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for c in columns:
         if c.categories is None:
-            out[c.name] = float(x[c.features[0]])
+            out[c.name] = MISSING if c.missing is not None and x[c.missing] > 0.5 else float(x[c.features[0]])
         elif c.one_hot:
             hot = [k for k, j in enumerate(c.features) if x[j] > 0.5]
             out[c.name] = c.categories[hot[0]] if hot else NONE
@@ -108,6 +114,12 @@ def apply_values(columns: Sequence[Column], x: np.ndarray, values: Mapping[str, 
         if c.name not in values:
             continue
         v = values[c.name]
+        if c.categories is None and c.missing is not None:
+            gone = v is None or (isinstance(v, str) and v.strip().lower() == MISSING) or (
+                isinstance(v, float) and np.isnan(v))
+            out[c.missing] = 1.0 if gone else 0.0
+            if gone:
+                continue
         if c.categories is None:
             try:
                 num = float(v)
@@ -141,7 +153,8 @@ def changes_text(columns: Sequence[Column], x: np.ndarray, x_cf: np.ndarray, sep
         if a[c.name] == b[c.name]:
             continue
         if c.categories is None:
-            out.append(f"{c.name}: {approx_text(a[c.name], 6)} → {number_text(b[c.name])}")
+            before = a[c.name] if a[c.name] == MISSING else approx_text(a[c.name], 6)
+            out.append(f"{c.name}: {before} → {b[c.name] if b[c.name] == MISSING else number_text(b[c.name])}")
         else:
             out.append(f"{c.name}: {a[c.name]} → {b[c.name]}")
     return sep.join(out)

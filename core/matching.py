@@ -354,9 +354,12 @@ def _numeric(name: str, s: pd.Series) -> pd.Series:
     return conv.astype(float)
 
 
-def encode(ens: TreeEnsemble, table: pd.DataFrame, sources: list[Source], drop_missing: bool
-            ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """The codes view (n, d), the mask of rows kept, and notes."""
+def encode(ens: TreeEnsemble, table: pd.DataFrame, sources: list[Source], drop_missing: bool,
+           keep_missing: bool = False) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """The codes view (n, d), the mask of rows kept, and notes. ``keep_missing``
+    (the model routes missing values): a missing number stays NaN in its row
+    (:func:`core.missing.expand` makes it a state); otherwise such rows are
+    refused, or dropped with ``drop_missing``."""
     notes: list[str] = []
     n = len(table)
     X = np.empty((n, ens.n_features))
@@ -384,6 +387,8 @@ def encode(ens: TreeEnsemble, table: pd.DataFrame, sources: list[Source], drop_m
                 notes.append(f"{int(gap.sum())} missing values of {name!r} are read as {impute[name]!r}, the value "
                              "the model's own imputer fills in.")
                 gap = np.zeros(n, dtype=bool)
+            if keep_missing:
+                gap = np.zeros(n, dtype=bool)
             X[:, j] = v
         if gap.any():
             missing |= gap
@@ -394,9 +399,11 @@ def encode(ens: TreeEnsemble, table: pd.DataFrame, sources: list[Source], drop_m
         if not drop_missing:
             raise DataError(
                 f"{int(missing.sum())} of {n} rows of the data have missing values (columns {missing_cols[:6]}; "
-                f"first at row {i}). The analyses need a number in every numerical column (even where the "
-                "model itself routes a missing value, a counterfactual or a region needs a value to move): impute "
-                "those values in the data, or choose to drop those rows."
+                f"first at row {i}). "
+                + ("This model does not take missing values (its library refuses them, and so would its predict): "
+                   if not keep_missing and not ens.routes_missing else
+                   "A column the data one-hot encodes has a missing value, which names no category: ")
+                + "impute those values in the data, or choose to drop those rows."
             )
         notes.append(f"Dropped {int(missing.sum())} rows with missing values (columns {missing_cols[:6]}).")
     return X[~missing], ~missing, notes

@@ -34,8 +34,9 @@ import numpy as np
 import pandas as pd
 
 from core.ensemble import TreeEnsemble, from_model
+from core import missing
 from core.categorical import decode, expand
-from core.columns import NONE, analyst_columns
+from core.columns import MISSING, NONE, analyst_columns
 from core.errors import DataError, PositionalMatchRequired, SchemaError, UnsupportedModelError
 from core.matching import (GENERIC_NAME, Source, categorical_codes, encode, match_columns,
                            match_hashed_categories, match_open_codes, norm_text,
@@ -146,7 +147,11 @@ class Workspace:
         reads as the person's own value from the table."""
         X = np.atleast_2d(np.asarray(X, dtype=float))
         out, ens = self.to_raw(X), self.ensemble
-        if ens.meta.get("input") == "expanded":
+        for j, k in missing.indicator_of(ens).items():          # a missing number reads "missing"
+            name = ens.feature_names[j]
+            if name in out.columns and (X[:, k] > 0.5).any():
+                out[name] = out[name].astype(object).where(~(X[:, k] > 0.5), MISSING)
+        if "expanded" in ens.meta:
             info = ens.meta["expanded"]
             codes, names, cats = decode(ens.meta, X), info["names"], info["categories"]
             own = None if rows is None else decode(ens.meta, self.X.to_numpy(dtype=float)[
@@ -384,9 +389,48 @@ def _inferred_schema(ens: TreeEnsemble, X: pd.DataFrame, sources: list[Source], 
             groups.setdefault(src.column, []).append(f)
     kinds = {f: types[s.column] for f, s in zip(ens.feature_names, sources)
              if not s.one_hot and types.get(s.column) in ("numerical", "integer", "binary")}
-    return infer_schema(X, kinds=kinds, groups={g: c for g, c in groups.items() if len(c) >= 2},
-                        levels={ens.feature_names[j]: ens.categories[j] for j in ens.categorical_features},
-                        protected=protected)
+    states = missing.indicator_of(ens)
+    kinds.update({ens.feature_names[k]: "binary" for k in states.values()})
+    schema = infer_schema(X, kinds=kinds, groups={g: c for g, c in groups.items() if len(c) >= 2},
+                          levels={ens.feature_names[j]: ens.categories[j] for j in ens.categorical_features},
+                          protected=protected)
+    for j, k in states.items():      # missing -> a value (at the indicator's weight), never a value -> missing
+        value = schema[j]
+        schema = schema.with_updates(ens.feature_names[k], weight=0.0, protected=value.protected,
+                                     actionability="fixed" if value.actionability == "fixed" else "decrease")
+    return schema
+
+
+def _missing_states(ens: TreeEnsemble, sources: list[Source], codes: np.ndarray, notes: list[str]
+                    ) -> tuple[TreeEnsemble, list[Source], np.ndarray]:
+    """Missing numbers as a state (:mod:`core.missing`): one "is missing" column per
+    numerical feature with a missing value, the value column holding the column's
+    median there; the ensemble rewritten to match. ``codes`` hold NaN only where
+    the model routes missing values (:func:`core.matching.encode`)."""
+    gaps = np.isnan(codes)
+    feats = [j for j in range(codes.shape[1]) if gaps[:, j].any()]
+    if not feats and not ens.routes_missing:
+        return ens, sources, codes
+    fill = []
+    for j in feats:
+        known = codes[~gaps[:, j], j]
+        fill.append(float(np.median(known)) if known.size else 0.0)
+    ens = missing.expand(ens, feats, fill)
+    if not feats:
+        return ens, sources, codes
+    filled = np.where(gaps, np.asarray([fill[feats.index(j)] if j in feats else 0.0
+                                        for j in range(codes.shape[1])])[None, :], codes)
+    codes = np.hstack([filled, gaps[:, feats].astype(float)])
+    sources = sources + [Source(sources[j].column) for j in feats]
+    rows = int(gaps.any(axis=1).sum())
+    each = ", ".join(f"{sources[j].column!r} ({int(gaps[:, j].sum())})" for j in feats[:8])
+    notes.append(f"{rows} of {len(codes)} rows have missing values (columns {each}{' …' if len(feats) > 8 else ''}). "
+                 "They are kept: the model routes a missing value as it was trained to, and the analyses read "
+                 "\"missing\" as one more state of the column. A counterfactual may keep it missing or give it a "
+                 "value (costing the move from the column's median, plus the weight of its \"is missing\" feature, 0 "
+                 "by default); set that feature to fixed to keep missing values missing.")
+    return ens, sources, codes
+
 
 
 def build_workspace(df: pd.DataFrame, target: str | None, model: Any, *, name: str,
@@ -434,9 +478,10 @@ def build_workspace(df: pd.DataFrame, target: str | None, model: Any, *, name: s
     table = truncate_lightgbm_codes(ens, table, sources, notes_before)
     native = ens
     ens, sources = _expanded(ens, sources)
-    codes, kept, notes = encode(ens, table, sources, drop_missing)
+    codes, kept, notes = encode(ens, table, sources, drop_missing, keep_missing=ens.routes_missing and not drop_missing)
     notes = notes_before + notes
     _check_missing_categories(native, ens, table, sources, codes, notes)
+    ens, sources, codes = _missing_states(ens, sources, codes, notes)
     X = pd.DataFrame(codes, columns=list(ens.feature_names))
     y = df[target][kept].reset_index(drop=True) if target else None
     if y is not None and y.isna().any():

@@ -83,14 +83,18 @@ def test_categorical_codes_unseen_and_missing_values():
     assert raw["job"].tolist()[:3] == ["chef", "clerk", "nurse"] and raw["job"].isna().tolist()[3:5] == [True, True]
 
 
-def test_missing_numbers_are_the_datas_problem():
-    from sklearn.ensemble import RandomForestClassifier
+def test_missing_numbers_are_kept_where_the_model_routes_them_else_refused():
+    from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 
     df = _frame()[["age", "income", "y"]].astype({"income": float})
     model = RandomForestClassifier(5, random_state=0).fit(df[["age", "income"]], df.y)
+    refuses = GradientBoostingClassifier(n_estimators=3).fit(df[["age", "income"]], df.y)
     df.loc[3, "income"] = np.nan
-    with pytest.raises(DataError, match="rows of the data have missing values .*income.*row 3"):
-        build_workspace(df, "y", model, name="t")
+    kept = build_workspace(df, "y", model, name="t")                  # the forest routes a missing value
+    assert len(kept.X) == len(df) and kept.X["income is missing"].tolist()[3] == 1.0
+    assert kept.predictions[3] == model.predict(df[["age", "income"]].iloc[[3]])[0]
+    with pytest.raises(DataError, match="rows of the data have missing values .*income.*row 3.*does not take"):
+        build_workspace(df, "y", refuses, name="t")
     ws = build_workspace(df, "y", model, name="t", drop_missing=True)
     assert len(ws.X) == len(df) - 1 and len(ws.y) == len(ws.X)
     df["income"] = df["income"].astype(object)

@@ -49,6 +49,7 @@ import pandas as pd
 from core.errors import UnsupportedModelError
 from core.jsonable import plain
 from core.parsing.common import build_tree, resolve_redirects
+from core.tree import MISSING_ONLY
 from core.treeensemble import TreeEnsemble
 
 __all__ = ["parse_pipeline", "SUPPORTED_STEPS"]
@@ -206,8 +207,10 @@ def parse_pipeline(pipe: Any, *, parse_final: Callable[[Any], TreeEnsemble]) -> 
     dropped = [c for c in raw_cols if c not in features]
     n_codes = max((len(v) + 1 for v in cats.values()), default=None)
     raw = _RawMap(pre, raw_cols, cats, owner, per_code, index={c: j for j, c in enumerate(features)},
-                  bounds=_raw_thresholds(pre, raw_cols, cats, owner, inner), inner_cats=inner.categories)
-    trees = [build_tree(resolve_redirects(_rewrite(tree, raw)), inner.n_outputs, n_codes) for tree in inner.trees]
+                  bounds=_raw_thresholds(pre, raw_cols, cats, owner, inner), inner_cats=inner.categories,
+                  fill=dict(w.fill))
+    trees = [build_tree(resolve_redirects(_rewrite(tree, raw)), inner.n_outputs, n_codes,
+                        routes_missing=inner.routes_missing) for tree in inner.trees]
     meta: dict[str, Any] = {"input": "frame-object", "pipeline": [n for n, _ in pipe.steps]}
     if dropped:
         meta["extra_columns"] = dropped
@@ -235,6 +238,7 @@ class _RawMap:
     index: dict[str, int]                       # raw column -> its feature index in the ensemble
     bounds: dict[tuple[int, float], tuple[float, bool]]   # (column, threshold) -> raw bound, increasing
     inner_cats: tuple                           # the final estimator's own categories per column (or None)
+    fill: dict[str, Any] = field(default_factory=dict)     # raw column -> its imputer's fill value
 
 
 def _encoder_categories(w: _Walk) -> dict[str, tuple]:
@@ -333,14 +337,33 @@ def _rewrite(tree: Any, raw: _RawMap) -> list[dict]:
             nodes.append({"feature": raw.index[c], "categories_left": [int(v) for v in np.flatnonzero(go)],
                           "left": left, "right": right})
         else:
-            x, increasing = raw.bounds[(k, t)]
-            if not np.isfinite(x):           # everything on one side
-                nodes.append(_always(left if (x > 0) == increasing else right))
-            elif increasing:
-                nodes.append({"feature": raw.index[c], "threshold": x, "left": left, "right": right})
-            else:
-                nodes.append({"feature": raw.index[c], "threshold": x, "left": right, "right": left})
+            nodes.append(_numeric_split(tree, i, raw, k, t, c))
     return nodes
+
+
+def _numeric_split(tree: Any, i: int, raw: _RawMap, k: int, t: float, c: str) -> dict:
+    """Node ``i`` (``z_k <= t``) on numerical raw column ``c``, with the route of a
+    missing value: the final estimator's own (``missing_left``; the column's maps
+    keep NaN), or, after an imputer, where the fill value goes."""
+    left, right = int(tree.children_left[i]), int(tree.children_right[i])
+    nan_left = bool(tree.missing_left[i]) if tree.missing_left is not None else False
+    fill = raw.fill.get(c)
+    j = raw.index[c]
+    if t >= MISSING_ONLY:                    # a split on NaN only: every number left, as before
+        return {"feature": j, "threshold": MISSING_ONLY, "left": left, "right": right,
+                "missing_left": True if fill is not None else nan_left}
+    x, increasing = raw.bounds[(k, t)]
+    if not np.isfinite(x):                   # every number on one side
+        side = left if (x > 0) == increasing else right
+        nan_side = side if fill is not None else (left if nan_left else right)
+        if nan_side == side:
+            return _always(side)
+        return {"feature": j, "threshold": MISSING_ONLY, "left": side, "right": nan_side, "missing_left": False}
+    if fill is not None:
+        nan_left = bool(float(fill) <= x) if increasing else not bool(float(fill) <= x)
+    if increasing:
+        return {"feature": j, "threshold": x, "left": left, "right": right, "missing_left": nan_left}
+    return {"feature": j, "threshold": x, "left": right, "right": left, "missing_left": not nan_left}
 
 
 def _category_split(tree: Any, i: int, raw: _RawMap, k: int, c: str | None) -> dict:
