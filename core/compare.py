@@ -44,7 +44,7 @@ from core.errors import AuditCancelled, AuditError, QueryError
 from core.fairstats import bootstrap_ci, holm, permutation_p
 from core.optimal import optimal_counterfactual
 from core.report import table_html
-from core.ruletext import conditions
+from core.ruletext import conditions, missing_condition
 from core.shown import label_order
 
 __all__ = ["ModelComparison", "compare_models", "decision_agreement", "disagreement_rules"]
@@ -137,7 +137,7 @@ def disagreement_rules(X: np.ndarray, names: Sequence[str], flipped: np.ndarray,
             if c is not None:      # codes lower < code <= upper: the categories they stand for
                 inside = [v for k, v in enumerate(c.categories) if lower[j] < k <= upper[j]]
                 text = f"{c.name} in {{{', '.join(inside)}}}" if inside else text
-            elif kind == "binary":
+            elif kind == "binary" and missing_condition(str(names[j]), lower[j], upper[j]) is None:
                 text = f"{names[j]} = {0 if upper[j] < 1 else 1}"
             elif kind in ("integer", "ordinal"):   # whole numbers a..b with lower < x <= upper
                 a = int(np.floor(lower[j])) + 1 if np.isfinite(lower[j]) else None

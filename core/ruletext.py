@@ -16,6 +16,8 @@ from typing import Sequence
 
 import numpy as np
 
+from core.missing import SUFFIX
+
 from core.shown import bound_text
 
 __all__ = ["fmt", "conditions", "rule_text"]
@@ -42,6 +44,18 @@ def _group_condition(g: list[int], lower: np.ndarray, upper: np.ndarray, names: 
     return None
 
 
+def missing_condition(name: str, lo: float, hi: float) -> str | None:
+    """``"income is missing"`` / ``"income has a value"`` for a bound on the 0/1 column
+    ``"income is missing"`` (:mod:`core.missing`); None for any other column."""
+    if not name.endswith(SUFFIX):
+        return None
+    if np.isfinite(lo) and lo >= 0.5 - 1e-9:
+        return name
+    if np.isfinite(hi) and hi < 1.0:
+        return f"{name[:-len(SUFFIX)]} has a value"
+    return None
+
+
 def conditions(lower: np.ndarray, upper: np.ndarray, names: Sequence[str], groups: Sequence[Sequence[int]] = (),
                features: Sequence[int] | None = None) -> tuple[list[tuple[list[int], str]], list[str]]:
     """The rule's conditions as ``(columns, text)`` (one per bounded feature or
@@ -64,7 +78,10 @@ def conditions(lower: np.ndarray, upper: np.ndarray, names: Sequence[str], group
         if j in done:
             continue
         lo, hi = lower[j], upper[j]
-        if np.isfinite(lo) and np.isfinite(hi):
+        state = missing_condition(str(names[j]), lo, hi)
+        if state is not None:                     # an "is missing" column: the state in words
+            out.append(([j], state))
+        elif np.isfinite(lo) and np.isfinite(hi):
             out.append(([j], f"{fmt(lo)} < {names[j]} <= {fmt(hi)}"))
         elif np.isfinite(lo):
             out.append(([j], f"{names[j]} > {fmt(lo)}"))

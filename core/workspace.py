@@ -134,6 +134,43 @@ class Workspace:
         feature settings (which change what the analyses may move)."""
         return hashlib.sha256((self.fingerprint + self.schema.to_json()).encode()).hexdigest()
 
+    @cached_property
+    def missing_counts(self) -> dict[str, int]:
+        """Per analyst column with missing values, how many rows hold one (a
+        number's "missing" state, or a category column's missing or unseen value)."""
+        X = self.X.to_numpy(dtype=float)
+        out = {}
+        for c in self.columns:
+            if c.missing is not None:
+                n = int((X[:, c.missing] > 0.5).sum())
+            elif c.categories is not None and c.one_hot:
+                n = int((X[:, list(c.features)].max(axis=1) < 0.5).sum())
+            elif c.categories is not None:
+                n = int((X[:, c.features[0]] >= len(c.categories)).sum())
+            else:
+                continue
+            if n:
+                out[c.name] = n
+        return out
+
+    @cached_property
+    def rows_with_missing(self) -> int:
+        """Rows with at least one missing value (see :attr:`missing_counts`)."""
+        if not self.missing_counts:
+            return 0
+        X = self.X.to_numpy(dtype=float)
+        hit = np.zeros(len(X), dtype=bool)
+        for c in self.columns:
+            if c.name not in self.missing_counts:
+                continue
+            if c.missing is not None:
+                hit |= X[:, c.missing] > 0.5
+            elif c.one_hot:
+                hit |= X[:, list(c.features)].max(axis=1) < 0.5
+            else:
+                hit |= X[:, c.features[0]] >= len(c.categories)
+        return int(hit.sum())
+
     def to_raw(self, X: Any) -> pd.DataFrame:
         """Codes-view rows (n, n_features) as the raw columns the model takes:
         category codes become the model's categories (missing code: None/NaN)."""

@@ -160,6 +160,9 @@ st.markdown(f"**Data** · {len(ws.X):,} rows × {n_columns} columns"
             + f" · target {plain(ws.target)}"
             + (" · shown in the model's raw columns" if list(ws.to_raw(ws.X.head(1)).columns) != list(ws.X.columns)
                else ""))
+if ws.missing_counts:
+    st.markdown(f"**Missing values** · {ws.rows_with_missing:,} of {len(ws.X):,} rows have one · "
+                + ", ".join(f"{plain(c)}: {n:,}" for c, n in ws.missing_counts.items()))
 preview = ws.analyst_view(ws.X.head(200), list(range(min(200, len(ws.X)))))
 if ws.y is not None:
     preview.insert(0, ws.target, ws.y.head(200).to_numpy())
@@ -188,6 +191,11 @@ if ws.ensemble.is_classifier and len(ws.ensemble.classes) <= 50:
 st.subheader("Feature settings")
 st.caption("Kind, range, actionability (free, fixed, increase-only, decrease-only), cost weight and "
            "protected flag of each feature. Analyses read these settings.")
+if any(c.missing is not None for c in ws.columns):
+    st.caption("A feature named \"… is missing\" is 1 where that column's value is missing. Decrease-only (the "
+               "default) lets a counterfactual give it a value, never take one away; fixed keeps missing values "
+               "missing. Its weight is the price of giving a value, on top of the move from the column's median "
+               "(0 by default).")
 with st.form("dm_schema"):
     edited = st.data_editor(
         ws.schema.to_frame(), hide_index=True, disabled=["name", "group"], key="dm_schema_editor",
