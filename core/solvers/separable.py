@@ -40,25 +40,31 @@ def separable_gains(prob: CellProblem) -> tuple[list[np.ndarray], float, bool] |
             or prob.groups):
         return None
     n_int = np.array([lv.size + 1 for lv in prob.levels])
-    full = (blk.lo == 0) & (blk.hi == n_int - 1)            # (n_leaves, d): feature unrestricted
-    restricted = ~full
-    per_tree_feats: dict[int, set[int]] = {}
-    for leaf in range(blk.lo.shape[0]):
-        per_tree_feats.setdefault(int(blk.tree_of[leaf]), set()).update(np.flatnonzero(restricted[leaf]).tolist())
-    if any(len(f) > 1 for f in per_tree_feats.values()):
-        return None
+    restricted = ~((blk.lo == 0) & (blk.hi == n_int - 1))      # (n_leaves, d): feature restricted
+    tree_of = np.asarray(blk.tree_of)
+    if tree_of.size and np.any(np.diff(tree_of) < 0):          # leaves grouped by tree, as _leaf_block makes them
+        order = np.argsort(tree_of, kind="stable")
+        tree_of, restricted_sorted = tree_of[order], restricted[order]
+    else:
+        restricted_sorted = restricted
+    if tree_of.size:
+        starts = np.flatnonzero(np.r_[True, tree_of[1:] != tree_of[:-1]])
+        per_tree = np.logical_or.reduceat(restricted_sorted, starts, axis=0)
+        if np.any(per_tree.sum(axis=1) > 1):                   # a tree splits on two features: not separable
+            return None
     sign = 1.0 if tgt.class_index == 1 else -1.0
     scale = 1.0 / ens.n_trees if ens.aggregation == "mean" else 1.0
-    G = [np.zeros(n) for n in n_int]
-    const = sign * float(ens.base_score[0])
-    for leaf in range(blk.lo.shape[0]):
-        v = sign * scale * float(blk.value[leaf, 0])
-        feats = np.flatnonzero(restricted[leaf])
-        if feats.size == 0:
-            const += v
-        else:
-            j = int(feats[0])
-            G[j][blk.lo[leaf, j]:blk.hi[leaf, j] + 1] += v
+    v = sign * scale * np.asarray(blk.value[:, 0], dtype=float)
+    any_r = restricted.any(axis=1)
+    const = sign * float(ens.base_score[0]) + float(v[~any_r].sum())
+    G = []
+    feat_of = np.argmax(restricted, axis=1)
+    for j, n in enumerate(n_int):                              # each leaf adds its value over its range
+        mine = np.flatnonzero(any_r & (feat_of == j))
+        diff = np.zeros(n + 1)
+        np.add.at(diff, blk.lo[mine, j], v[mine])
+        np.add.at(diff, blk.hi[mine, j] + 1, -v[mine])
+        G.append(np.cumsum(diff[:-1]))
     strict = (tgt.class_index == 1) != bool(ens.positive_at_tie)
     return G, const, strict
 
