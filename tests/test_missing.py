@@ -313,3 +313,48 @@ def test_missing_stays_missing_when_fixed_and_its_weight_prices_a_value():
     for r in present:
         res = optimal_counterfactual(ens, C[r], 1, schema=ws.schema, X_ref=C, model=model)
         assert not res.found or res.x[k] < 0.5
+
+
+def test_every_analysis_handles_rows_with_missing_values():
+    """Regions, T-CREx, counterfactual rules, FCCA and the audit on a workspace whose
+    rows have missing numbers and categories: each runs, and every counterfactual it
+    gives for a row with a missing value gets the target from the original model."""
+    from core.auditrun import run_audit
+    from core.fcca import fcca
+    from core.regions import exact_counterfactual
+    from core.rules.estimator import CounterfactualRules
+    from core.ruletext import rule_text
+    from core.tcrex import TCREx
+
+    df, y = _table()
+    df["sex"] = np.random.default_rng(0).integers(0, 2, len(df))
+    model, _ = _hgb(df, y, max_iter=30, max_depth=4)
+    ws = build_workspace(df.assign(y=y), "y", model, name="hgb", protected=["sex"])
+    ens, X, schema = ws.ensemble, ws.X.to_numpy(float), ws.schema
+    cat = df.astype({"job": "category"}).job.dtype
+
+    def says(x):
+        return model.predict(ws.to_raw(np.atleast_2d(x)).astype({"job": cat}))
+
+    states = list(indicator_of(ens).values())
+    gappy = np.flatnonzero((X[:, states].sum(axis=1) > 0) & (ws.predictions == 0))[:5]
+    assert len(gappy) == 5
+    for r in gappy:
+        res = exact_counterfactual(ens, X[r], 1, schema=schema)
+        assert res.found and says(res.x)[0] == 1
+    groups = [g for g in schema.groups().values() if len(g) > 1]
+    tc = TCREx(random_state=0, groups=groups).fit(X, ws.predictions, 1, feature_names=list(ens.feature_names))
+    assert tc.rules_
+    cr = CounterfactualRules(random_state=0).fit(X, ws.predictions, feature_names=list(ens.feature_names))
+    rule = cr.local_rule(X[gappy[0]], 1)
+    text = rule_text(rule.features, rule.lower, rule.upper, ens.feature_names, groups)
+    assert " is missing <=" not in text and " is missing >" not in text     # the state in words
+    res = fcca(ens, X[:150], ws.predictions[:150], schema=schema, n_jobs=1)
+    assert res is not None
+    audit = run_audit(ens, ws.X.iloc[:120], schema=schema, target=1, protected=["sex"], model=model,
+                      y=ws.y.iloc[:120])
+    cfs = audit.counterfactuals
+    has = ~np.isnan(cfs).any(axis=1)
+    rows_missing = X[audit.rows["row"].to_numpy(dtype=int)][:, states].sum(axis=1) > 0
+    assert (has & rows_missing).sum() >= 5
+    np.testing.assert_array_equal(says(cfs[has]), np.ones(int(has.sum())))
