@@ -32,6 +32,17 @@ float array (or a DataFrame with the same columns) when it has no categorical
 feature or only numeric categories, a DataFrame of pandas ``category``
 columns for ``categorical_features="from_dtype"``, otherwise a DataFrame whose
 categorical columns hold the category values.
+
+What the model's prediction depends on is checked before it is read, so that a
+damaged or edited file is refused with a message rather than read differently
+from scikit-learn: the classes, the trees per iteration, the loss and its link
+agree; the encoder holds each feature's categories once, numbers in increasing
+order (its lookup assumes it), at most 255; the trees know exactly those
+categories (``_bin_mapper``: a category they do not know would be routed as
+missing); and scikit-learn's own encoder, given the rows this parser describes
+(every category, a missing and an unseen one, numbers that float32 would round),
+gives each category its rank, a missing or unseen one NaN, and every number as
+it is, in the order the trees count features, and the model predicts from them.
 """
 
 from __future__ import annotations
@@ -39,6 +50,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from core.errors import UnsupportedModelError
 from core.jsonable import plain
@@ -58,28 +70,141 @@ def _is_missing(v: Any) -> bool:
 def _layout(model: Any) -> tuple[np.ndarray, list]:
     """The original column of each predictor feature, and each original column's
     categories (None: numerical)."""
+    name = type(model).__name__
     d = int(model.n_features_in_)
     is_cat = getattr(model, "is_categorical_", None)
-    if is_cat is None:
+    pre = model._preprocessor
+    if pre is None and (is_cat is None or not np.any(is_cat)):
         return np.arange(d), [None] * d
-    is_cat = np.asarray(is_cat, dtype=bool)
-    pre = getattr(model, "_preprocessor", None)
-    if pre is None or is_cat.shape != (d,):
+    if pre is None or is_cat is None or np.shape(is_cat) != (d,):
         raise UnsupportedModelError(
-            f"This {type(model).__name__} has categorical features but not the category encoder scikit-learn "
+            f"This {name} has categorical features but not the category encoder scikit-learn "
             "1.4 and later keep with the model; re-fit and save it with a current scikit-learn.")
+    is_cat = np.asarray(is_cat, dtype=bool)
     order = np.r_[np.flatnonzero(is_cat), np.flatnonzero(~is_cat)]    # the encoder's columns come first
-    enc = pre.named_transformers_["encoder"]
+    try:
+        categories = list(pre.named_transformers_["encoder"].categories_)
+    except (AttributeError, KeyError, TypeError):
+        categories = None
+    if categories is None or len(categories) != int(is_cat.sum()):
+        raise UnsupportedModelError(f"This {name}'s category encoder does not hold the categories of its "
+                                    f"{int(is_cat.sum())} categorical features; re-fit and save the model.")
     cats: list = [None] * d
-    for j, values in zip(np.flatnonzero(is_cat), enc.categories_):
-        values = list(values)
+    for j, values in zip(np.flatnonzero(is_cat), categories):
+        values = list(np.asarray(values, dtype=object).ravel())
         while values and _is_missing(values[-1]):     # a missing value seen in training: not a category
             values.pop()
         if not values:
             raise UnsupportedModelError(f"The categorical feature {j} of this {type(model).__name__} has no "
                                         "category.")
+        _check_levels(name, j, values)
         cats[j] = tuple(plain(v) for v in values)
     return order, cats
+
+
+def _check_levels(name: str, j: int, values: list) -> None:
+    """Categories as scikit-learn's encoder keeps them: each once, none missing, numbers
+    in increasing order (it looks numbers up by bisection), at most 255."""
+    where = f"This {name}'s categorical feature {j}"
+    if any(_is_missing(v) for v in values) or len({str(v) for v in values}) != len(values):
+        raise UnsupportedModelError(f"{where} lists a category twice or a missing value among its categories; "
+                                    "the file is damaged or was edited: re-fit and save the model.")
+    if all(isinstance(v, (int, float, np.integer, np.floating)) for v in values) and \
+            np.any(np.diff(np.asarray(values, dtype=np.float64)) <= 0):
+        raise UnsupportedModelError(f"{where} has numeric categories out of increasing order; the file is damaged "
+                                    "or was edited: re-fit and save the model.")
+    if len(values) > 255:
+        raise UnsupportedModelError(f"{where} has {len(values)} categories; scikit-learn's trees hold at most 255. "
+                                    "The file is damaged or was edited: re-fit and save the model.")
+
+
+def _check_known(model: Any, order: np.ndarray, cats: list) -> None:
+    """The categories the trees know (``_bin_mapper``): scikit-learn routes a category its
+    trees do not know as missing; a fitted model's trees know every category of its encoder."""
+    if all(c is None for c in cats):
+        return
+    name = type(model).__name__
+    try:
+        mapper = model._bin_mapper
+        flags = np.asarray(mapper.is_categorical_, dtype=bool)
+        known = [np.asarray(mapper.bin_thresholds_[f], dtype=np.float64) if cats[j] is not None else None
+                 for f, j in enumerate(order)]
+    except (AttributeError, TypeError, IndexError, KeyError, ValueError):
+        raise UnsupportedModelError(f"This {name}'s trees do not say which categories they know; the file is "
+                                    "damaged or was edited: re-fit and save the model.") from None
+    if flags.shape != order.shape or np.any(flags != np.array([cats[j] is not None for j in order])):
+        raise UnsupportedModelError(f"This {name}'s trees take other features as categorical than its encoder; "
+                                    "the file is damaged or was edited: re-fit and save the model.")
+    for f, j in enumerate(order):
+        if cats[j] is not None and not np.array_equal(known[f], np.arange(len(cats[j]))):
+            raise UnsupportedModelError(
+                f"This {name}'s trees know other categories of feature {j} than the {len(cats[j])} its encoder "
+                "holds; the file is damaged or was edited: re-fit and save the model.")
+
+
+# numbers for the check of the encoder: float32 would round or overflow most of them
+_NUMBERS = np.array([0.1, -2.5, 16777217.0, 1e300, -1e-310, 3.0, 1 / 3, np.nan, -7.25e12])
+
+
+def _check_reading(model: Any, ens: TreeEnsemble, order: np.ndarray) -> None:
+    """scikit-learn reads rows as this parser describes them: its encoder gives each
+    category its rank (a missing or unseen one NaN, or a negative code, which the
+    trees route alike) and every number as it is, in the order the trees count
+    features; and the model's trees run on such a row (one, on one thread: the
+    verification that follows predicts on many)."""
+    from core.errors import AtlasError
+    from core.parsing.native import native_input
+
+    name = type(model).__name__
+    d = ens.n_features
+    cats = list(ens.categories) if ens.categories else [None] * d
+    n = max([len(c) + 1 for c in cats if c is not None] + [len(_NUMBERS)])
+    X, k = np.empty((n, d)), np.arange(n)
+    for j in range(d):          # every code of a category (the missing one too); numbers in turn
+        X[:, j] = k % (len(cats[j]) + 1) if cats[j] is not None else np.roll(_NUMBERS, j)[k % len(_NUMBERS)]
+    given = native_input(ens, model, X)
+    unseen = native_input(ens, model, X[:1])
+    for j in (j for j in range(d) if cats[j] is not None):         # a category the model never saw
+        numeric = all(isinstance(v, (int, float)) for v in cats[j])
+        value = max(cats[j]) + 0.5 if numeric else "__atlas_never_seen__"
+        if isinstance(unseen, pd.DataFrame):
+            col = unseen.columns[j]
+            keep = numeric and not isinstance(unseen[col].dtype, pd.CategoricalDtype)
+            unseen[col] = [value] if keep else pd.Series([value], dtype=object, index=unseen.index)
+        else:
+            unseen[0, j] = value
+    pre = model._preprocessor
+    try:
+        if pre is not None:
+            both = pd.concat([given, unseen], ignore_index=True) if isinstance(given, pd.DataFrame) else \
+                np.vstack([given, unseen])
+            got = np.asarray(pre.transform(both), dtype=np.float64)
+        if not np.all(np.isfinite(model._raw_predict(unseen, n_threads=1))):   # one row: its trees run
+            raise UnsupportedModelError(f"This {name} predicts a non-finite score; the file is damaged or was "
+                                        "edited: re-fit and save the model.")
+    except AtlasError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the library fails on the rows it was described by
+        text = " ".join(str(exc).split())[:200]
+        raise UnsupportedModelError(f"scikit-learn cannot predict with this {name} as it was read ({text}); the "
+                                    "file is damaged or was edited: re-fit and save the model.") from None
+    if pre is None:
+        return
+    rows = np.vstack([X, X[:1]])
+    want = np.column_stack([rows[:, j] if cats[j] is None else np.where(rows[:, j] < len(cats[j]), rows[:, j],
+                                                                        np.nan) for j in order])
+    want[-1, [f for f, j in enumerate(order) if cats[j] is not None]] = np.nan     # the unseen row
+    if got.shape != want.shape:
+        width = got.shape[1] if got.ndim == 2 else got.size
+        raise UnsupportedModelError(f"This {name}'s encoder gives {width} columns, not {d}; the file is damaged or "
+                                    "was edited: re-fit and save the model.")
+    categorical = np.array([cats[j] is not None for j in order])[None, :]
+    ok = np.where(np.isnan(want), np.isnan(got) | (categorical & (got < 0)), got == want)
+    if not ok.all():
+        j = int(order[np.flatnonzero(~ok.all(axis=0))[0]])
+        raise UnsupportedModelError(f"This {name}'s own encoder reads feature {j} ({ens.feature_names[j]!r}) "
+                                    "otherwise than its trees take it; the file is damaged or was edited: re-fit "
+                                    "and save the model.")
 
 
 def _input_kind(model: Any, cats: list) -> str:
@@ -130,18 +255,36 @@ def parse_hgb(model: Any, common: dict) -> TreeEnsemble:
     name = type(model).__name__
     if not hasattr(model, "_predictors") or not hasattr(model, "_baseline_prediction"):
         raise UnsupportedModelError(f"The {name} is not fitted; fit it before loading.")
+    missing = [a for a in ("_loss", "n_trees_per_iteration_", "_preprocessor", "_bin_mapper") if not hasattr(model, a)]
+    if missing:
+        raise UnsupportedModelError(f"This {name} lacks part of what a fitted model keeps ({', '.join(missing)}); "
+                                    "the file is damaged or was edited: re-fit and save the model.")
     loss = type(getattr(model, "_loss", None)).__name__
     link = type(getattr(getattr(model, "_loss", None), "link", None)).__name__
-    K = int(model.n_trees_per_iteration_)
+    K = model.n_trees_per_iteration_
+    if not isinstance(K, (int, np.integer)) or isinstance(K, bool) or K < 1:
+        raise UnsupportedModelError(f"This {name} has {K!r} trees per iteration; re-fit and save the model.")
+    K = int(K)
     base = np.asarray(model._baseline_prediction, dtype=np.float64).ravel()
     if base.shape != (K,):
         raise UnsupportedModelError(f"This {name}'s baseline has shape {base.shape}, not ({K},); re-fit and save "
                                     "the model.")
-    if hasattr(model, "classes_"):
+    from sklearn.ensemble import HistGradientBoostingClassifier  # scikit-learn: the model is one of its own
+
+    if isinstance(model, HistGradientBoostingClassifier):
         if loss not in _CLASS_LOSSES:
             raise UnsupportedModelError(f"{name} with the loss {loss} is not supported; only log_loss.")
-        kind = dict(task="classification", link="sigmoid" if K == 1 else "softmax",
-                    classes=np.asarray(model.classes_))
+        classes = np.asarray(getattr(model, "classes_", None))
+        n = len(classes) if classes.ndim == 1 else 0
+        if n < 2 or len({str(c) for c in classes.tolist()}) != n or K != (1 if n == 2 else n):
+            raise UnsupportedModelError(f"This {name} has {K} trees per iteration for the classes "
+                                        f"{str(classes.tolist())[:80]}; the file is damaged or was edited: re-fit "
+                                        "and save the model.")
+        expected = ("HalfBinomialLoss", "LogitLink") if K == 1 else ("HalfMultinomialLoss", "MultinomialLogit")
+        if (loss, link) != expected:
+            raise UnsupportedModelError(f"This {name} of {n} classes has the loss {loss} with the link {link}; the "
+                                        "file is damaged or was edited: re-fit and save the model.")
+        kind = dict(task="classification", link="sigmoid" if K == 1 else "softmax", classes=classes)
     else:
         if link != "IdentityLink" or K != 1:
             raise UnsupportedModelError(
@@ -149,6 +292,7 @@ def parse_hgb(model: Any, common: dict) -> TreeEnsemble:
                 "analyses cannot read exactly yet; supported losses: squared_error, absolute_error, quantile.")
         kind = dict(task="regression", link="identity")
     order, cats = _layout(model)
+    _check_known(model, order, cats)
     n_codes = max((len(c) + 1 for c in cats if c is not None), default=None)
     trees = []
     for it, per_class in enumerate(model._predictors):
@@ -161,5 +305,7 @@ def parse_hgb(model: Any, common: dict) -> TreeEnsemble:
     meta: dict[str, Any] = {}
     if any(c is not None for c in cats):
         meta["input"] = _input_kind(model, cats)
-    return TreeEnsemble(tuple(trees), aggregation="sum", base_score=base, meta=meta,
-                        categories=tuple(cats) if meta else (), **kind, **common)
+    ens = TreeEnsemble(tuple(trees), aggregation="sum", base_score=base, meta=meta,
+                       categories=tuple(cats) if meta else (), **kind, **common)
+    _check_reading(model, ens, order)
+    return ens

@@ -11,6 +11,7 @@ importable from :mod:`core.parsing.validate`.
 from __future__ import annotations
 
 import io as _io
+import json
 import zipfile
 from typing import Any
 
@@ -48,6 +49,12 @@ def check_skops_zip(data: bytes, filename: str = "model.skops") -> None:
     except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as exc:
         raise _damaged(filename, f"its schema.json cannot be unpacked ({exc})") from None
     check_json_depth(schema, filename, limit=4 * MAX_JSON_DEPTH)
+    try:                                      # what skops and the booster checks parse next
+        json.loads(schema.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise _damaged(filename, f"its schema.json is not UTF-8 text (byte {exc.start:,})") from None
+    except ValueError as exc:
+        raise _damaged(filename, f"its schema.json is not readable JSON ({str(exc)[:120]})") from None
 
 
 def _sklearn_objects(obj: Any, depth: int = 0):
@@ -139,6 +146,12 @@ def check_sklearn_trees(model: Any, filename: str = "model.skops") -> None:
             raise _damaged(filename, f"{where} has a non-finite leaf value")
 
 
+def _hgb_record_dtype() -> np.dtype:
+    from sklearn.ensemble._hist_gradient_boosting.common import PREDICTOR_RECORD_DTYPE  # the model's own library
+
+    return np.dtype(PREDICTOR_RECORD_DTYPE)
+
+
 _HGB_FIELDS = ("value", "feature_idx", "num_threshold", "missing_go_to_left", "left", "right", "is_leaf",
                "is_categorical", "bitset_idx")
 
@@ -148,16 +161,23 @@ def _check_hgb(est: Any, filename: str) -> None:
     (unchecked: a child or feature index, a bitset row or a known category out of range
     reads or writes outside memory; a child pointing back loops forever)."""
     name = type(est).__name__
+    mapper = getattr(est, "_bin_mapper", None)
+    lacks = [a for a in ("n_features_in_", "n_trees_per_iteration_", "_bin_mapper", "_predictors")
+             if not hasattr(est, a)]
+    lacks += [f"_bin_mapper.{a}" for a in ("is_categorical_", "bin_thresholds_") if mapper is not None
+              and not hasattr(mapper, a)]
+    if lacks:
+        raise _damaged(filename, f"its {name} lacks part of what a fitted model keeps ({', '.join(lacks)})")
     try:
         n_features = int(est.n_features_in_)
         k = int(est.n_trees_per_iteration_)
-        mapper = est._bin_mapper
         is_cat = np.asarray(mapper.is_categorical_, dtype=bool) if mapper.is_categorical_ is not None \
             else np.zeros(n_features, dtype=bool)
         known = list(mapper.bin_thresholds_) if is_cat.any() else []
         iterations = list(est._predictors)
-    except Exception as exc:  # noqa: BLE001 - a model whose state skops could not restore
-        raise _damaged(filename, f"its {name} cannot be read ({type(exc).__name__})") from None
+    except Exception:  # noqa: BLE001 - a model whose state skops could not restore
+        raise _damaged(filename, f"its {name}'s number of features, trees per iteration, categorical features or "
+                                 "iterations are not what scikit-learn keeps") from None
     if is_cat.shape != (n_features,) or (is_cat.any() and len(known) != n_features):
         raise _damaged(filename, f"its {name}'s categorical features do not match its {n_features} features")
     for f in np.flatnonzero(is_cat):
@@ -175,9 +195,16 @@ def _check_hgb_tree(pred: Any, where: str, n_features: int, is_cat: np.ndarray, 
     try:
         nodes = np.asarray(pred.nodes)
         bitsets = np.asarray(pred.raw_left_cat_bitsets)
-        cols = {f: np.asarray(nodes[f]) for f in _HGB_FIELDS}
-    except Exception as exc:  # noqa: BLE001 - missing fields, not a record array
-        raise _damaged(filename, f"{where} cannot be read ({type(exc).__name__})") from None
+    except Exception:  # noqa: BLE001 - a TreePredictor whose state skops could not restore
+        raise _damaged(filename, f"{where} has no node array or no category sets") from None
+    # the library's walk takes exactly its own record layout and 8 words of 32 bits per category set
+    if nodes.dtype != _hgb_record_dtype():
+        raise _damaged(filename, f"{where}'s node array is not scikit-learn's (fields {nodes.dtype.names or '-'}, "
+                                 f"dtype {nodes.dtype})")
+    if bitsets.dtype != np.uint32 or bitsets.ndim != 2 or bitsets.shape[1] != 8 or not bitsets.flags.c_contiguous:
+        raise _damaged(filename, f"{where}'s category bitsets have the shape {bitsets.shape} and dtype "
+                                 f"{bitsets.dtype}, not (n, 8) uint32")
+    cols = {f: np.asarray(nodes[f]) for f in _HGB_FIELDS}
     n = nodes.shape[0] if nodes.ndim == 1 else 0
     if n == 0:
         raise _damaged(filename, f"{where} has no nodes")
@@ -195,15 +222,16 @@ def _check_hgb_tree(pred: Any, where: str, n_features: int, is_cat: np.ndarray, 
         i = int(np.flatnonzero(fbad)[0])
         raise _damaged(filename, f"{where}, node {i} splits on feature {feat[i]}, outside 0..{n_features - 1}")
     cat = split & (cols["is_categorical"] != 0)
-    if cat.any():
-        if bitsets.ndim != 2 or bitsets.shape[1] != 8:
-            raise _damaged(filename, f"{where}'s category bitsets have the shape {bitsets.shape}")
-        on_cat = is_cat[np.clip(feat, 0, n_features - 1)]
-        cbad = cat & ((cols["bitset_idx"].astype(np.int64) >= bitsets.shape[0]) | ~on_cat)
-        if cbad.any():
-            i = int(np.flatnonzero(cbad)[0])
-            raise _damaged(filename, f"{where}, node {i}: a categorical split on a feature that is not categorical "
-                                     "or with a category set the tree does not hold")
+    on_cat = is_cat[np.clip(feat, 0, n_features - 1)]
+    cbad = cat & ((cols["bitset_idx"].astype(np.int64) >= bitsets.shape[0]) | ~on_cat)
+    if cbad.any():
+        i = int(np.flatnonzero(cbad)[0])
+        raise _damaged(filename, f"{where}, node {i}: a categorical split on a feature that is not categorical "
+                                 "or with a category set the tree does not hold")
+    nbad = split & ~cat & on_cat       # scikit-learn splits a categorical feature by category set only
+    if nbad.any():
+        i = int(np.flatnonzero(nbad)[0])
+        raise _damaged(filename, f"{where}, node {i} splits the categorical feature {feat[i]} by a threshold")
     if np.any(~split & ~np.isfinite(cols["value"])):
         raise _damaged(filename, f"{where} has a non-finite leaf value")
     if np.any(split & ~cat & np.isnan(cols["num_threshold"])):
