@@ -15,6 +15,7 @@ from core.compare import compare_models
 from core.demo import UPDATES, updated_model
 from core.errors import AuditCancelled, DataError
 from core.figures import regions_figure
+from core.missing import indicator_of
 from core.regions import slice_regions
 from core.workspace import build_workspace
 from dashboard import state
@@ -250,9 +251,18 @@ pad = 0.05 * spans["span"]
 x = X[row]
 view = ((min(spans["lower"][fa], x[fa]) - pad[fa], max(spans["upper"][fa], x[fa]) + pad[fa]),
         (min(spans["lower"][fb], x[fb]) - pad[fb], max(spans["upper"][fb], x[fb]) + pad[fb]))
+states = indicator_of(ens)     # a drawn feature the row lacks: sliced with a value (see Decision regions)
+unknown = [j for j in (fa, fb) if j in states and x[states[j]] > 0.5]
+x_slice = x.copy()
+x_slice[[states[j] for j in unknown]] = 0.0
+if unknown:
+    st.caption(f"Row {row} has no value for {plain(' and '.join(names[j] for j in unknown))} (missing): the slices "
+               "show each model's answer for each value it could take; the row's marker sits at the column's "
+               "median.")
 with user_errors("The regions could not be computed"), st.spinner("Computing exact regions…"):
     left, right = st.columns(2)
     for col, e, label in ((left, ens, "Model A"), (right, ens_b, "Model B")):
-        rs = slice_regions(e, x, (fa, fb), bounds={fa: view[0], fb: view[1]}, max_regions=2000, time_limit=20.0)
+        rs = slice_regions(e, x_slice, (fa, fb), bounds={fa: view[0], fb: view[1]}, max_regions=2000,
+                           time_limit=20.0)
         fig = regions_figure(rs.regions, e, (fa, fb), view, x=x, title=f"{label}: slice through row {row}")
         col.plotly_chart(fig, key=f"cm_regions_{label}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from core.missing import indicator_of
 from core.regions import exact_counterfactual, projection_regions, slice_regions
 from dashboard import state
 from core.figures import regions_figure, regions_table
@@ -46,11 +47,19 @@ def _cf(key, _ens, x, target, norm, _schema, _X):
     return exact_counterfactual(_ens, x, target, norm=norm, schema=_schema, X_ref=_X, time_limit=10.0)
 
 
+# A drawn feature whose value the row lacks ("is missing" = 1): the model reads no value of it, so a
+# slice through the row would not change along that axis. The slice gives it a value instead (its
+# column holds the median there, where a counterfactual giving a value starts from), and says so.
+states = indicator_of(ens)
+unknown = [j for j in (fa, fb) if j in states and x[states[j]] > 0.5]
+x_slice = x.copy()
+x_slice[[states[j] for j in unknown]] = 0.0
+
 with user_errors("The regions could not be computed"), st.spinner("Computing exact regions…"):
     key = ws.key
     cf = _cf(key, ens, x, target, norm, schema, X)
     if mode == "slice":
-        rs = slice_regions(ens, x, (fa, fb), bounds={fa: view[0], fb: view[1]}, max_regions=max_regions,
+        rs = slice_regions(ens, x_slice, (fa, fb), bounds={fa: view[0], fb: view[1]}, max_regions=max_regions,
                            time_limit=20.0)
         title = f"Slice through row {row}"
         opacity = 1.0
@@ -73,10 +82,17 @@ with user_errors("The regions could not be computed"), st.spinner("Computing exa
     fig = regions_figure(rs.regions, ens, (fa, fb), view, x=x, cf=cf.x if cf.found else None,
                          opacity=opacity, title=title)
     st.plotly_chart(fig, key="dr_chart")
+    if mode == "slice" and unknown:
+        gone = " and ".join(names[j] for j in unknown)
+        st.caption(f"Row {row} has no value for {plain(gone)} (missing): the slice shows the model's answer for "
+                   f"each value {'it' if len(unknown) == 1 else 'they'} could take, and the row's marker sits at "
+                   "the column's median, where a change that gives a value starts from. With the value missing, the "
+                   f"model decides {plain(ws.outcome_text(pred[row]))} for this row.")
     if cf.found:
         own = row if np.array_equal(X[row], cf.x_query) else None
         st.markdown("**Exact counterfactual**: " + plain(ws.describe_raw_changes(cf.x_query, cf.x, ", ", own)))
-        if mode == "slice" and any(c.feature not in (names[fa], names[fb]) for c in cf.changes):
+        drawn = {names[fa], names[fb], *(names[states[j]] for j in unknown)}
+        if mode == "slice" and any(c.feature not in drawn for c in cf.changes):
             st.caption("The counterfactual also changes features outside this slice; its marker shows only "
                        "its position on the two features drawn.")
     table = regions_table(rs.regions, ens, (fa, fb))

@@ -15,7 +15,7 @@ from dashboard.caching import plausibility_model
 from core.figures import counterfactual_changes_figure, counterfactual_table
 from dashboard.ui import download, plain, session_cluster, user_errors
 from core.workspace import changes_line
-from core.columns import NONE, apply_values, column_values
+from core.columns import MISSING, NONE, apply_values, column_values
 from core.csvsafe import to_csv
 from core.shown import approx_text, number_text
 from dashboard.widgets import column_picker, row_picker, target_picker
@@ -87,6 +87,13 @@ def _what_if(row: int) -> np.ndarray:
         if c.categories is not None:
             options = [*c.categories, *([NONE] if values[c.name] == NONE else [])]
             edited[c.name] = where.selectbox(c.name, options, index=options.index(values[c.name]), key=key)
+        elif c.missing is not None:      # a number that may be missing: its value, or "missing" ticked
+            gone = st.session_state.get(f"{key}_missing", values[c.name] == MISSING)   # the tick below, as set
+            number = where.number_input(c.name, value=float(X[row][c.features[0]]), format="%g", key=key,
+                                        disabled=gone, help="Untick “missing” below to give this value."
+                                        if gone else None)
+            gone = where.checkbox(f"{c.name} missing", value=values[c.name] == MISSING, key=f"{key}_missing")
+            edited[c.name] = MISSING if gone else number
         else:
             edited[c.name] = where.number_input(c.name, value=float(values[c.name]), format="%g", key=key)
     try:
