@@ -62,6 +62,7 @@ from core.ensemble import TreeEnsemble, from_model
 from core.errors import FCCAError
 from core.fccaresult import FCCAResult, explain_flat_curves
 from core.fccatree import TreeFit, gosdt_available, same_labels
+from core.missing import indicator_of
 from core.optimal import optimal_counterfactual
 from core.schema import infer_schema
 from core.settings import with_overrides
@@ -161,8 +162,11 @@ def fcca(ensemble: Any, X: Any, y: Any, *, settings: FCCASettings | None = None,
     elif schema.names != names:
         raise FCCAError("The schema's features do not match the model's features.")
     free = schema
-    for f in schema.features:
-        if f.actionability != "free":
+    states = set(indicator_of(ens).values())
+    for j, f in enumerate(schema.features):
+        if j in states:                   # "is missing": may become a value, a value never becomes missing
+            free = free.with_updates(f.name, actionability="decrease")
+        elif f.actionability != "free":
             free = free.with_updates(f.name, actionability="free")
 
     pred = ens.predict(A)

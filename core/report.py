@@ -90,6 +90,10 @@ def fairness_tables(audit: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
 # must not clip its axes (plotly's automargin grows the margins to fit the labels)
 
 
+def _p_text(p: float) -> str:
+    return "–" if p != p else f"{p:.3g}"
+
+
 def subgroup_table(audit: Any) -> pd.DataFrame:
     """The subgroup scan (core.subgroups) as display strings."""
     t = audit.subgroups
@@ -101,7 +105,8 @@ def subgroup_table(audit: Any) -> pd.DataFrame:
         "subgroup / rest": [f"{100 * a:.1f}% / {100 * b:.1f}%" if s else f"{a:.4g} / {b:.4g}"
                             for a, b, s in zip(t["value"], t["rest"], share)],
         "gap [95% CI]": [_ci(v, lo, hi, s) for v, lo, hi, s in zip(t["gap"], t["gap_lo"], t["gap_hi"], share)],
-        "p": [f"{p:.3g}" for p in t["p_value"]], "adjusted p": [f"{p:.3g}" for p in t["p_adjusted"]],
+        # no p-value where the measure does not vary (e.g. every row has a recourse): nothing to test
+        "p": [_p_text(p) for p in t["p_value"]], "adjusted p": [_p_text(p) for p in t["p_adjusted"]],
         "worse off": np.where(t["worse"], "yes", "no"), "significant": np.where(t["significant"], "yes", "no")})
 
 

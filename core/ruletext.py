@@ -99,6 +99,10 @@ def rule_text(features: Sequence[int], lower: np.ndarray, upper: np.ndarray, nam
     left free: ``(any value of ...)``."""
     conds, free = conditions(lower, upper, names, groups, features)
     text = " and ".join(t for _, t in conds)
-    if free:
-        text += f" (any value of {', '.join(free)})"
+    states = [f[:-len(SUFFIX)] for f in free if f.endswith(SUFFIX)]
+    free = [f for f in free if not f.endswith(SUFFIX)]
+    extra = ([f"any value of {', '.join(free)}"] if free else []) + (
+        [f"{', '.join(states)} missing or not"] if states else [])
+    if extra:
+        text += f" ({'; '.join(extra)})"
     return text.strip()

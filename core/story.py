@@ -22,6 +22,7 @@ import pandas as pd
 
 from core.errors import NoCounterfactualRuleError
 from core.optimal import optimal_counterfactual
+from core.ruletext import missing_condition
 from core.shown import approx_text, bound_text, number_text
 
 __all__ = ["CaseStory", "case_story"]
@@ -112,7 +113,13 @@ def _conditions(schema: Any, names: list[str], bounded: list[int], lower: np.nda
             g = f.group
             if g not in said and (g in hot or g in cold):   # one condition per group: its level, or those it is not
                 said.add(g)
-                out.append(f"{g} = {hot[g]}" if g in hot else f"{g} not {' or '.join(cold[g])}")
+                every = len(cold.get(g, ())) == sum(1 for s_ in schema.features if s_.group == g)
+                out.append(f"{g} = {hot[g]}" if g in hot else f"{g} missing" if every else
+                           f"{g} not {' or '.join(cold[g])}")
+            continue
+        state = missing_condition(str(names[j]), lo, hi)
+        if state is not None:                      # "income is missing" / "income has a value"
+            out.append(state)
             continue
         if f is not None and f.kind in ("integer", "binary"):
             a = int(np.floor(lo)) + 1 if np.isfinite(lo) else None

@@ -186,8 +186,10 @@ class Workspace:
         out, ens = self.to_raw(X), self.ensemble
         for j, k in missing.indicator_of(ens).items():          # a missing number reads "missing"
             name = ens.feature_names[j]
-            if name in out.columns and (X[:, k] > 0.5).any():
-                out[name] = out[name].astype(object).where(~(X[:, k] > 0.5), MISSING)
+            gone = X[:, k] > 0.5
+            if name in out.columns and gone.any():
+                out[name] = [MISSING if g else (int(v) if float(v).is_integer() else float(v))
+                             for g, v in zip(gone, out[name].to_numpy(dtype=float))]
         if "expanded" in ens.meta:
             info = ens.meta["expanded"]
             codes, names, cats = decode(ens.meta, X), info["names"], info["categories"]
@@ -207,6 +209,17 @@ class Workspace:
                             if rows[i] is not None and own[i, j] == codes[i, j]:
                                 shown.iloc[i] = self.raw.loc[self.X.index[rows[i]], name]
                     out[name] = shown
+        for j, (name, c) in enumerate(zip(names, cats)):   # the missing code: "missing", or missing or unseen
+            if c is None or name not in out.columns:
+                continue
+            hit = codes[:, j] >= len(c)
+            if hit.any():
+                shown = out[name].astype(object)
+                for i in np.flatnonzero(hit):
+                    raw = (self.raw.loc[self.X.index[rows[i]], name] if rows is not None and rows[i] is not None
+                           and own is not None and own[i, j] == codes[i, j] and name in self.raw.columns else 0)
+                    shown.iloc[i] = MISSING if _is_missing(raw) else NONE
+                out[name] = shown
         return out
 
     def analyst_view(self, X: Any, rows: Sequence[int | None] | None = None) -> pd.DataFrame:
@@ -332,6 +345,10 @@ def _cell_text(v: Any, short: bool = False) -> str:
     if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)):
         return approx_text(v, 6) if short else number_text(v)
     return str(v)
+
+
+def _is_missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and v != v) or v is pd.NA or v is pd.NaT
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -461,7 +478,7 @@ def _missing_states(ens: TreeEnsemble, sources: list[Source], codes: np.ndarray,
     sources = sources + [Source(sources[j].column) for j in feats]
     rows = int(gaps.any(axis=1).sum())
     each = ", ".join(f"{sources[j].column!r} ({int(gaps[:, j].sum())})" for j in feats[:8])
-    notes.append(f"{rows} of {len(codes)} rows have missing values (columns {each}{' …' if len(feats) > 8 else ''}). "
+    notes.append(f"{rows} of {len(codes)} rows have a missing number (columns {each}{' …' if len(feats) > 8 else ''}). "
                  "They are kept: the model routes a missing value as it was trained to, and the analyses read "
                  "\"missing\" as one more state of the column. A counterfactual may keep it missing or give it a "
                  "value (costing the move from the column's median, plus the weight of its \"is missing\" feature, 0 "

@@ -151,15 +151,17 @@ def test_hgb_with_missing_values_every_row_kept_and_predicted_as_the_library(kin
     assert len(ws.X) == len(df)
     assert set(indicator_of(ws.ensemble)) == {ws.ensemble.feature_names.index("income"),
                                               ws.ensemble.feature_names.index("hours")}
-    assert any("rows have missing values" in n for n in ws.notes)
+    assert any("rows have a missing number" in n for n in ws.notes)
     raw = df.astype({"job": "category"})
     np.testing.assert_allclose(ws.predictions.astype(float), model.predict(raw).astype(float), rtol=0, atol=1e-9)
     again = ws.to_raw(ws.X.to_numpy(float)).astype({"job": raw.job.dtype})
     assert again.income.isna().sum() == df.income.isna().sum()
     np.testing.assert_allclose(model.predict(again).astype(float), model.predict(raw).astype(float), rtol=0,
                                atol=1e-9)
-    shown = ws.analyst_view(ws.X.to_numpy(float)[:50])
+    shown = ws.analyst_view(ws.X.to_numpy(float)[:50], list(range(50)))
     assert ((shown.income == "missing") == df.income[:50].isna().to_numpy()).all()
+    assert ((shown.job == "missing") == df.job[:50].isna().to_numpy()).all()     # a category too
+    assert not shown.isna().any().any()
 
 
 def test_hgb_pipeline_with_missing_values():
