@@ -34,6 +34,7 @@ still checked on the original model.
 from __future__ import annotations
 
 import sys
+import weakref
 from typing import Any, Sequence
 
 import numpy as np
@@ -42,7 +43,7 @@ from core.errors import UnsupportedModelError
 from core.tree import MISSING_ONLY, Tree
 from core.treeensemble import TreeEnsemble, _replace
 
-__all__ = ["expand", "indicator_name", "to_native", "info", "MAX_NODES", "SUFFIX"]
+__all__ = ["expand", "indicator_name", "to_native", "info", "settled", "MAX_NODES", "SUFFIX"]
 
 MAX_NODES = 3_000_000
 SUFFIX = " is missing"
@@ -161,3 +162,52 @@ def expand(ens: TreeEnsemble, features: Sequence[int], fill: Sequence[float],
                                  "input": ens.meta.get("input", "array")}})
     return _replace(ens, trees=trees, n_features=d + len(features), feature_names=names, categories=cats,
                     meta=meta)
+
+
+_SETTLED: "weakref.WeakKeyDictionary[TreeEnsemble, dict]" = weakref.WeakKeyDictionary()
+
+
+def _settle_tree(tree: Tree, values: dict[int, float]) -> Tree:
+    """``tree`` with every split on a feature of ``values`` replaced by the child that
+    value goes to (preorder, so children still come after their parent)."""
+    cl, cr, ft, th = tree.children_left, tree.children_right, tree.feature, tree.threshold
+    new: dict[int, int] = {}
+    out: list[int] = []
+
+    def resolve(i: int) -> int:
+        while cl[i] >= 0 and int(ft[i]) in values and not np.isnan(th[i]):
+            i = int(cl[i] if values[int(ft[i])] <= th[i] else cr[i])
+        return i
+
+    stack = [resolve(0)]
+    while stack:
+        i = stack.pop()
+        new[i] = len(out)
+        out.append(i)
+        if cl[i] >= 0:
+            stack.append(resolve(int(cr[i])))
+            stack.append(resolve(int(cl[i])))
+    idx = np.array(out)
+    a, b = cl[idx], cr[idx]
+    left = np.array([new[resolve(int(c))] if c >= 0 else -1 for c in a], dtype=np.int32)
+    right = np.array([new[resolve(int(c))] if c >= 0 else -1 for c in b], dtype=np.int32)
+    bits = tree.category_bits[idx] if tree.category_bits.shape[1] else None
+    return Tree(left, right, ft[idx], th[idx], tree.value[idx], bits,
+                None if tree.missing_left is None else tree.missing_left[idx])
+
+
+def settled(ens: TreeEnsemble, values: dict[int, float]) -> TreeEnsemble:
+    """``ens`` with the features of ``values`` held at those values: every split on
+    them resolved (exact wherever they hold these values). For a query whose "is
+    missing" columns cannot move (a known value never becomes missing), the
+    subtrees of the other state drop out. Cached per ensemble."""
+    if not values:
+        return ens
+    key = tuple(sorted((int(k), float(v)) for k, v in values.items()))
+    cache = _SETTLED.setdefault(ens, {})
+    if key not in cache:
+        if len(cache) > 64:
+            cache.clear()
+        vals = dict(key)
+        cache[key] = _replace(ens, trees=tuple(_settle_tree(t, vals) for t in ens.trees))
+    return cache[key]

@@ -61,7 +61,9 @@ import numpy as np
 from core.cells import (CellProblem, Plausibility, QueryRun, best_start, build_problem, explain_infeasible,
                         feature_levels, greedy_start, radius_bound, warm_start)
 from core.counterfactual import CounterfactualResult, QueryError, check_time_limit
+from core.cells.problem import feature_actions
 from core.ensemble import TreeEnsemble, from_model
+from core.missing import indicator_of, settled
 from core.settings import with_overrides
 from core.solvers import cpsat, ocean, separable
 from core.solvers.ocean import GurobiUnavailable
@@ -132,6 +134,24 @@ class OptimalSettings:
     warm: bool = True
 
 
+def _held_states(ens: TreeEnsemble, x: Any, s: OptimalSettings) -> TreeEnsemble:
+    """``ens`` with the query's "is missing" columns that cannot move held at their
+    value (:func:`core.missing.settled`: a known value never becomes missing, a
+    missing one kept so stays): the same answers on every point the query may
+    reach, from trees without the other state's subtrees."""
+    states = indicator_of(ens)
+    if not states:
+        return ens
+    x_hat = np.asarray(x, dtype=float).ravel()
+    if x_hat.shape != (ens.n_features,) or not np.all(np.isfinite(x_hat)):
+        return ens                              # build_problem says what is wrong
+    action = feature_actions(ens, s.schema, x_hat, s.fixed, s.increase_only, s.decrease_only)
+    held = {k: float(x_hat[k]) for k in states.values()
+            if action[k] == "fixed" or (action[k] == "decrease" and x_hat[k] <= 0.0)
+            or (action[k] == "increase" and x_hat[k] >= 1.0)}
+    return settled(ens, held)
+
+
 def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, settings: OptimalSettings | None = None,
                            X_ref: Any = None, model: Any = None,
                            on_progress: Callable[[CounterfactualResult], None] | None = None,
@@ -166,6 +186,7 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, settings: Opti
     time_limit = check_time_limit(s.time_limit)
     be = _choose_backend(s.backend)
     others = other_models(s.also_valid_for)
+    ens = _held_states(ens, x, s)
     prob = build_problem(ens, x, target, schema=s.schema, norm=s.norm, weights=s.weights, fixed=s.fixed,
                          increase_only=s.increase_only, decrease_only=s.decrease_only, plausibility=plausibility,
                          also_valid_for=others, margin=s.margin)

@@ -182,6 +182,13 @@ def _as_indices(ens: TreeEnsemble, items: Iterable[Any] | None) -> set[int]:
     return {ens.feature_index(f) for f in (items or ())}
 
 
+def feature_actions(ens: TreeEnsemble, schema: Any, x_hat: np.ndarray, fixed: Iterable[Any] = (),
+                    increase_only: Iterable[Any] = (), decrease_only: Iterable[Any] = ()) -> list[str]:
+    """Each feature's actionability for a query, as :func:`build_problem` reads it
+    (the schema's, then the explicit lists; a one-hot group fixed as one)."""
+    return _domains(ens, schema, x_hat, fixed, increase_only, decrease_only)[3]
+
+
 def _domains(ens, schema, x_hat, fixed, increase_only, decrease_only):
     d = ens.n_features
     kinds = ["numerical"] * d
