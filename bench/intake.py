@@ -16,7 +16,9 @@ Prints JSON. Figures, each against a reference measured in the same process
   per 500 trees, against the same for a numeric-only model of the same size
   (the categorical columns given as codes) in the same process (goal: <= 1 s
   per 500 trees); also the whole reading of its ``.skops`` file (checks,
-  allow-list, skops, parse, verify) and that file's size;
+  allow-list, skops, parse, verify) and that file's size; and the figures of
+  ``bench/missing.py`` (optimal counterfactuals of rows with missing values
+  against the same rows imputed, goal <= 1.2x);
 * the sandboxed reading of that model's file (child process: read, convert,
   verify) against reading it in-process (the price of crash containment);
 * optimal counterfactuals on a 100-tree categorical LightGBM model, 40
@@ -191,6 +193,8 @@ def main() -> None:
         out["catboost_one_hot_vs_numeric_ratio"] = round(t_cc / t_cn, 3)
 
     out["hgb"] = _hgb(X, y)
+    import missing                      # bench/missing.py: counterfactuals with missing values (issue 26)
+    out["hgb"]["counterfactuals_with_missing_values"] = missing.measure()
 
     data = cat_model.booster_.model_to_string().encode()
     t_in = best_of(lambda: from_model(io.load_model(data, "m.txt")))

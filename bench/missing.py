@@ -53,7 +53,8 @@ def _table() -> tuple[pd.DataFrame, str, str]:
     return df, "Class", "synthetic"
 
 
-def main() -> None:
+def measure() -> dict:
+    """The figures (see the module docstring), as a dict."""
     from sklearn.ensemble import HistGradientBoostingClassifier
 
     df, target, source = _table()
@@ -96,7 +97,7 @@ def main() -> None:
                 valid += int(model.predict(w.to_raw(res.x[None, :]))[0] == goal)
             times[name].append(best[name])
     med = {k: float(np.median(v)) for k, v in times.items()}
-    print(json.dumps({
+    return {
         "data": source, "rows": int(len(df)), "trees": int(ws.ensemble.n_trees),
         "leaves": {"missing": int(ws.ensemble.n_leaves), "imputed": int(ws_imp.ensemble.n_leaves)},
         "workspace_build_s": round(build, 3), "queries": len(rows),
@@ -104,7 +105,11 @@ def main() -> None:
         "p95_s": {k: round(float(np.percentile(v, 95)), 4) for k, v in times.items()},
         "ratio_missing_over_imputed": round(med["missing"] / med["imputed"], 3),
         "proven_optimal": proven, "valid_on_original_model": valid,
-    }, indent=2))
+    }
+
+
+def main() -> None:
+    print(json.dumps(measure(), indent=2))
 
 
 if __name__ == "__main__":
