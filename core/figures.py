@@ -15,6 +15,7 @@ import plotly.colors as pc
 import plotly.graph_objects as go
 
 from core.auditmetrics import METRICS, SHARES
+from core.missing import SUFFIX
 from core.ruletext import conditions
 from core.shown import label_order, number_text
 
@@ -60,9 +61,14 @@ def counterfactual_changes_figure(result: Any, feature_names: list[str], span: n
         df = df.drop(index=moved)
         df.loc[min(moved)] = {"feature": f"{g}: {old} → {new}", "original": np.nan, "counterfactual": np.nan,
                               "change": np.nan, "changed": True, "scaled": 1.0}
+    for j in [j for j in df.index if str(feature_names[j]).endswith(SUFFIX)]:   # a state, not a number
+        base = str(feature_names[j])[:-len(SUFFIX)]
+        given = result.x[j] < 0.5
+        df.loc[j] = {"feature": f"{base}: {'missing → a value' if given else 'kept missing'}", "original": np.nan,
+                     "counterfactual": np.nan, "change": np.nan, "changed": True, "scaled": 1.0}
     df = df.reindex(df["scaled"].abs().sort_values().index)
     switch = df["change"].isna()
-    hover = [f"{f}<br>a category switch" if sw else f"{f}: {number_text(a)} → {number_text(b)}<br>{v:.1%} of the range"
+    hover = [f"{f}<br>{'a missing value given one' if ': missing → ' in f else 'a category switch'}" if sw else f"{f}: {number_text(a)} → {number_text(b)}<br>{v:.1%} of the range"
              for f, a, b, v, sw in zip(df["feature"], df["original"], df["counterfactual"], df["scaled"], switch)]
     fig = go.Figure(go.Bar(
         x=df["scaled"], y=df["feature"], orientation="h",

@@ -360,3 +360,23 @@ def test_every_analysis_handles_rows_with_missing_values():
     rows_missing = X[audit.rows["row"].to_numpy(dtype=int)][:, states].sum(axis=1) > 0
     assert (has & rows_missing).sum() >= 5
     np.testing.assert_array_equal(says(cfs[has]), np.ones(int(has.sum())))
+
+
+def test_the_changes_chart_reads_a_given_value_as_a_state():
+    from core.figures import counterfactual_changes_figure
+
+    df, y = _table()
+    model, _ = _hgb(df, y, max_iter=30, max_depth=4)
+    ws = build_workspace(df.assign(y=y), "y", model, name="hgb")
+    ens, C = ws.ensemble, ws.X.to_numpy(float)
+    k = ens.feature_names.index("income is missing")
+    for r in np.flatnonzero((C[:, k] > 0.5) & (ws.predictions == 0)):
+        res = optimal_counterfactual(ens, C[r], 1, schema=ws.schema, X_ref=C, model=model)
+        if res.found and res.x[k] < 0.5:
+            break
+    else:
+        pytest.fail("no counterfactual gave income a value")
+    span = np.array([f.span for f in ws.schema.features])
+    bars = counterfactual_changes_figure(res, list(ens.feature_names), span).data[0]
+    assert "income: missing → a value" in list(bars.y)
+    assert not any(str(label).endswith(" is missing") for label in bars.y)
