@@ -48,7 +48,7 @@ from core.parsing.catboost import fold_other_level
 from core.parsing.cityhash import cat_feature_hash, category_text
 from core.parsing.xgboost import OTHER_CODE, drop_other_code
 
-__all__ = ["Source", "GENERIC_NAME", "match_columns", "match_hashed_categories", "match_open_codes",
+__all__ = ["Source", "GENERIC_NAME", "category_key", "match_columns", "match_hashed_categories", "match_open_codes",
            "truncate_lightgbm_codes", "encode", "categorical_codes",
            "norm_text"]
 
@@ -315,10 +315,17 @@ def truncate_lightgbm_codes(ens: TreeEnsemble, table: pd.DataFrame, sources: lis
     return table
 
 
+def category_key(v: Any) -> str:
+    """A category as matching text: :func:`norm_text`, but text exactly as written
+    (a library reads ``"clerk "`` as another category than ``"clerk"``)."""
+    return v if isinstance(v, str) else norm_text(v)
+
+
 def categorical_codes(ens: TreeEnsemble, j: int, s: pd.Series, notes: list[str]) -> np.ndarray:
     cats = ens.categories[j]
-    index = {norm_text(v): k for k, v in enumerate(cats)}
-    idx, uniques = _keys(s)
+    index = {category_key(v): k for k, v in enumerate(cats)}
+    idx, raw = pd.factorize(s, use_na_sentinel=True)
+    uniques = [category_key(v) for v in raw]
     code_of = np.array([index.get(u, len(cats)) for u in uniques] + [len(cats)], dtype=float)
     codes = code_of[idx]                      # idx -1 (missing) takes the last entry: the missing code
     unseen_u = [k for k, u in enumerate(uniques) if u not in index]
@@ -332,6 +339,14 @@ def categorical_codes(ens: TreeEnsemble, j: int, s: pd.Series, notes: list[str])
             parts.append(f"{n_nan} are missing")
         notes.append(f"Of column {ens.feature_names[j]!r}, {' and '.join(parts)}: they are read as a missing "
                      "value, which is how the model routes them.")
+        stripped = {norm_text(v): v for v in cats if isinstance(v, str)}
+        near = sorted({uniques[k] for k in unseen_u if isinstance(uniques[k], str)
+                       and uniques[k].strip() in stripped and uniques[k] != uniques[k].strip()})
+        if near:
+            notes.append(f"Values of column {ens.feature_names[j]!r} such as {near[0]!r} differ from the model's "
+                         f"category {stripped[near[0].strip()]!r} only by spaces; the model reads them as another "
+                         "(unseen) category, and so do the analyses. Remove the spaces in the data if they are the "
+                         "same category.")
     return codes
 
 
@@ -375,7 +390,11 @@ def encode(ens: TreeEnsemble, table: pd.DataFrame, sources: list[Source], drop_m
             X[:, j] = categorical_codes(ens, j, s, notes)
             continue
         if src.one_hot:
-            idx, uniques = _keys(s)
+            if src.category:                     # a model's category: its text exactly as written
+                idx, raw = pd.factorize(s, use_na_sentinel=True)
+                uniques = [category_key(v) for v in raw]
+            else:
+                idx, uniques = _keys(s)
             hit = np.array([u == src.level for u in uniques] + [False])
             X[:, j] = hit[idx].astype(float)
             gap = np.zeros(n, dtype=bool) if src.category else idx < 0

@@ -38,7 +38,7 @@ from core import missing
 from core.categorical import decode, expand
 from core.columns import MISSING, NONE, analyst_columns
 from core.errors import DataError, PositionalMatchRequired, SchemaError, UnsupportedModelError
-from core.matching import (GENERIC_NAME, Source, categorical_codes, encode, match_columns,
+from core.matching import (GENERIC_NAME, Source, categorical_codes, category_key, encode, match_columns,
                            match_hashed_categories, match_open_codes, norm_text,
                            truncate_lightgbm_codes)
 from core.parsing.native import model_input
@@ -411,7 +411,7 @@ def _expanded(ens: TreeEnsemble, sources: list[Source]) -> tuple[TreeEnsemble, l
     if not ens.categorical_features:
         return ens, sources
     return expand(ens), [one for j, src in enumerate(sources) for one in (
-        [Source(src.column, norm_text(c), one_hot=True, category=True) for c in ens.categories[j]]
+        [Source(src.column, category_key(c), one_hot=True, category=True) for c in ens.categories[j]]
         if ens.categories[j] is not None else [src])]
 
 

@@ -458,9 +458,6 @@ def test_fuzzed_tables_fed_to_hgb_models_are_refused_or_read_exactly(table):
         assert hits and {v[0] for v in hits.values()} == {"refused"}, (name, hits)
 
 
-@pytest.mark.xfail(strict=True, reason="core.matching.norm_text strips the spaces around a category's text, so "
-                   "'Occupation 3 ' reads as the category 'Occupation 3'; scikit-learn, given the value the file "
-                   "holds, routes it as an unseen category (missing): the predictions differ, silently")
 def test_category_cells_with_spaces_around_their_text_read_as_the_library_reads_them(table):
     df, models = table
     spaced = df.copy()

@@ -144,6 +144,23 @@ def _base_frame(raw_cols: list[str], cats: dict[str, tuple], n: int) -> pd.DataF
     return pd.DataFrame(data, columns=raw_cols)
 
 
+def _takes_nan(pipe: Any, raw_cols: list[str], cats: dict[str, tuple], fill: dict[str, Any]) -> bool:
+    """Whether the pipeline predicts a row whose numerical columns (without an
+    imputer) are missing: a final estimator that routes NaN may still refuse it
+    (scikit-learn's trees refuse NaN in a sparse matrix, e.g. after a sparse
+    OneHotEncoder)."""
+    frame = _base_frame(raw_cols, cats, 1)
+    gaps = [c for c in raw_cols if c not in cats and c not in fill]
+    if not gaps:
+        return True
+    frame[gaps] = np.nan
+    try:
+        pipe.predict(frame)
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
 def _transform(pre: Any, frame: pd.DataFrame) -> np.ndarray:
     out = pre.transform(frame)
     if hasattr(out, "toarray"):
@@ -209,8 +226,9 @@ def parse_pipeline(pipe: Any, *, parse_final: Callable[[Any], TreeEnsemble]) -> 
     raw = _RawMap(pre, raw_cols, cats, owner, per_code, index={c: j for j, c in enumerate(features)},
                   bounds=_raw_thresholds(pre, raw_cols, cats, owner, inner), inner_cats=inner.categories,
                   fill=dict(w.fill))
+    nan = inner.routes_missing and _takes_nan(pipe, raw_cols, cats, w.fill)
     trees = [build_tree(resolve_redirects(_rewrite(tree, raw)), inner.n_outputs, n_codes,
-                        routes_missing=inner.routes_missing) for tree in inner.trees]
+                        routes_missing=nan) for tree in inner.trees]
     meta: dict[str, Any] = {"input": "frame-object", "pipeline": [n for n, _ in pipe.steps]}
     if dropped:
         meta["extra_columns"] = dropped
