@@ -186,8 +186,8 @@ class Workspace:
         out, ens = self.to_raw(X), self.ensemble
         for j, k in missing.indicator_of(ens).items():          # a missing number reads "missing"
             name = ens.feature_names[j]
-            gone = X[:, k] > 0.5
-            if name in out.columns and gone.any():
+            gone = X[:, k] > 0.5               # (the same form with or without a missing row: 56, not 56.0)
+            if name in out.columns:
                 out[name] = [MISSING if g else (int(v) if float(v).is_integer() else float(v))
                              for g, v in zip(gone, out[name].to_numpy(dtype=float))]
         if "expanded" in ens.meta:
