@@ -283,12 +283,19 @@ def test_optimal_counterfactuals_of_rows_with_missing_values_equal_brute_force(n
     assert checked >= 8
 
 
-def test_missing_stays_missing_when_fixed_and_its_weight_prices_a_value():
+@pytest.fixture(scope="module")
+def income_case():
+    """An HGB model on the Adult-like table, its workspace, codes and the column of
+    "income is missing"."""
     df, y = _table()
     model, _ = _hgb(df, y, max_iter=30, max_depth=4)
     ws = build_workspace(df.assign(y=y), "y", model, name="hgb")
-    ens, C = ws.ensemble, ws.X.to_numpy(float)
-    k = ens.feature_names.index("income is missing")
+    return df, model, ws, ws.X.to_numpy(float), ws.ensemble.feature_names.index("income is missing")
+
+
+def test_missing_stays_missing_when_fixed_and_its_weight_prices_a_value(income_case):
+    df, model, ws, C, k = income_case
+    ens = ws.ensemble
     assert ws.schema["income is missing"].actionability == "decrease"
     assert ws.schema["income is missing"].weight == 0.0
     rows = [r for r in np.flatnonzero(C[:, k] > 0.5) if ws.predictions[r] == 0][:10]
@@ -362,14 +369,11 @@ def test_every_analysis_handles_rows_with_missing_values():
     np.testing.assert_array_equal(says(cfs[has]), np.ones(int(has.sum())))
 
 
-def test_the_changes_chart_reads_a_given_value_as_a_state():
+def test_the_changes_chart_reads_a_given_value_as_a_state(income_case):
     from core.figures import counterfactual_changes_figure
 
-    df, y = _table()
-    model, _ = _hgb(df, y, max_iter=30, max_depth=4)
-    ws = build_workspace(df.assign(y=y), "y", model, name="hgb")
-    ens, C = ws.ensemble, ws.X.to_numpy(float)
-    k = ens.feature_names.index("income is missing")
+    df, model, ws, C, k = income_case
+    ens = ws.ensemble
     for r in np.flatnonzero((C[:, k] > 0.5) & (ws.predictions == 0)):
         res = optimal_counterfactual(ens, C[r], 1, schema=ws.schema, X_ref=C, model=model)
         if res.found and res.x[k] < 0.5:
