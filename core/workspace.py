@@ -135,41 +135,34 @@ class Workspace:
         return hashlib.sha256((self.fingerprint + self.schema.to_json()).encode()).hexdigest()
 
     @cached_property
-    def missing_counts(self) -> dict[str, int]:
-        """Per analyst column with missing values, how many rows hold one (a
-        number's "missing" state, or a category column's missing or unseen value)."""
+    def _missing_masks(self) -> dict[str, np.ndarray]:
+        """Per analyst column with missing values, which rows hold one (a number's
+        "missing" state, or a category column's missing or unseen value)."""
         X = self.X.to_numpy(dtype=float)
         out = {}
         for c in self.columns:
             if c.missing is not None:
-                n = int((X[:, c.missing] > 0.5).sum())
+                hit = X[:, c.missing] > 0.5
             elif c.categories is not None and c.one_hot:
-                n = int((X[:, list(c.features)].max(axis=1) < 0.5).sum())
+                hit = X[:, list(c.features)].max(axis=1) < 0.5
             elif c.categories is not None:
-                n = int((X[:, c.features[0]] >= len(c.categories)).sum())
+                hit = X[:, c.features[0]] >= len(c.categories)
             else:
                 continue
-            if n:
-                out[c.name] = n
+            if hit.any():
+                out[c.name] = hit
         return out
 
-    @cached_property
+    @property
+    def missing_counts(self) -> dict[str, int]:
+        """Per analyst column with missing values, how many rows hold one."""
+        return {name: int(hit.sum()) for name, hit in self._missing_masks.items()}
+
+    @property
     def rows_with_missing(self) -> int:
         """Rows with at least one missing value (see :attr:`missing_counts`)."""
-        if not self.missing_counts:
-            return 0
-        X = self.X.to_numpy(dtype=float)
-        hit = np.zeros(len(X), dtype=bool)
-        for c in self.columns:
-            if c.name not in self.missing_counts:
-                continue
-            if c.missing is not None:
-                hit |= X[:, c.missing] > 0.5
-            elif c.one_hot:
-                hit |= X[:, list(c.features)].max(axis=1) < 0.5
-            else:
-                hit |= X[:, c.features[0]] >= len(c.categories)
-        return int(hit.sum())
+        masks = list(self._missing_masks.values())
+        return int(np.logical_or.reduce(masks).sum()) if masks else 0
 
     def to_raw(self, X: Any) -> pd.DataFrame:
         """Codes-view rows (n, n_features) as the raw columns the model takes:
