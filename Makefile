@@ -11,7 +11,7 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-$(VENV)/.runtime: $(VENV)/bin/python requirements.txt pyproject.toml setup.py core/_treewalk.c
+$(VENV)/.runtime: $(VENV)/bin/python requirements.txt pyproject.toml setup.py core/model/_treewalk.c
 	$(PY) -m pip install -q -r requirements.txt
 	touch $@
 

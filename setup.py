@@ -1,4 +1,4 @@
-"""Build the optional compiled kernels: the tree traversal (core/_treewalk.c)
+"""Build the optional compiled kernels: the tree traversal (core/model/_treewalk.c)
 and the projected-forest cells of the counterfactual rules (core/_projected.c).
 
 Project metadata lives in pyproject.toml. The extensions are optional: without
@@ -7,7 +7,7 @@ a C compiler the install still succeeds and core falls back to numpy.
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("core._treewalk", ["core/_treewalk.c"], optional=True,
+setup(ext_modules=[Extension("core.model._treewalk", ["core/model/_treewalk.c"], optional=True,
                              extra_compile_args=["-O3"]),
                    Extension("core._projected", ["core/_projected.c"], optional=True,
                              extra_compile_args=["-O3"])])

@@ -29,7 +29,7 @@ Prints JSON. Figures, each against a reference measured in the same process
   ~2x a settled one). Three cases:
 
   - ``categorical``: the native model as the app reads it, i.e. its exact
-    one-hot rewrite (:func:`core.categorical.expand`) with each native leaf's
+    one-hot rewrite (:func:`core.model.categorical.expand`) with each native leaf's
     subtree copies merged back into one leaf per category set
     (:mod:`core.cells.groups`);
   - ``same_model_one_hot``: the same model one-hot encoded, i.e. the same

@@ -7,7 +7,7 @@ trained on it with its own missing-value routing. 30 rows that have a missing
 value, each asked for the other class (l1, proven optimal):
 
 * ``missing``: the rows as they are, "missing" a state of their columns
-  (:mod:`core.missing`: the model rewritten with "is missing" columns);
+  (:mod:`core.model.missing`: the model rewritten with "is missing" columns);
 * ``imputed``: the same rows with each missing value replaced by its column's
   median (the value the state's column holds), same model, no "is missing"
   columns: the reference in the same process.

@@ -10,14 +10,14 @@ with time and memory limits; :mod:`core.parsing` converts each library's
 trees (one module per library, :mod:`core.parsing.pipeline` for scikit-learn
 Pipelines, :mod:`core.parsing.validate` for structural checks before any
 allocation (with :mod:`core.parsing.filecheck`, :mod:`core.parsing.ubjson`,
-:mod:`core.parsing.skopscheck`), :mod:`core.parsing.native` to feed rows back
+:mod:`core.parsing.skopscheck`), :mod:`core.model.native` to feed rows back
 to the original model); :mod:`core.training` trains a model in the app.
 :mod:`core.ensemble` holds the one representation every analysis reads,
 :class:`core.ensemble.TreeEnsemble` (a split is ``x <= t`` or ``x in S``),
 and :func:`core.ensemble.from_model`, the one entry from a fitted model; the
-pieces live in :mod:`core.tree` (one tree's node arrays),
-:mod:`core.treeensemble` (the ensemble) and :mod:`core.flatwalk` (all trees
-walked at once, compiled or numpy). :mod:`core.categorical` rewrites category
+pieces live in :mod:`core.model.tree` (one tree's node arrays),
+:mod:`core.model.ensemble` (the ensemble) and :mod:`core.model.flatwalk` (all trees
+walked at once, compiled or numpy). :mod:`core.model.categorical` rewrites category
 splits as exact one-hot trees. :mod:`core.workspace` turns a table and a model into a checked
 workspace (numeric view ``X``, raw view ``to_raw``), matching the table's
 columns to the model's features with :mod:`core.matching`; :mod:`core.schema`
@@ -83,3 +83,7 @@ are made JSON-able by :func:`core.jsonable.plain`; rules are written by
 """
 
 __version__ = "0.1.0"
+
+# An analysis given a fitted model converts it with core.model.as_ensemble, which calls
+# the converter registered here: importing any part of core registers the parsers' entry.
+import core.ensemble  # noqa: E402,F401

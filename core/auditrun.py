@@ -24,9 +24,10 @@ from core.auditstats import _statistics, group_labels, protected_attributes, sum
 from core.batch import batch_counterfactuals
 from core.columns import analyst_columns, changes_text
 from core.counterfactual import make_target
-from core.ensemble import TreeEnsemble, from_model
+from core.ensemble import from_model
 from core.errors import AuditCancelled, AuditError
 from core.groupfair import group_fairness
+from core.model import TreeEnsemble
 from core.rules import CounterfactualRules
 from core.settings import with_overrides
 from core.shown import outcome_text

@@ -3,7 +3,7 @@
 The analyses read one float per model feature; for a categorical column the
 model may see one 0/1 feature per category (a pipeline's or the data's one-hot
 group, or the exact one-hot rewrite of a model's categorical splits,
-:mod:`core.categorical`). What the analyst reads and edits is the table's own
+:mod:`core.model.categorical`). What the analyst reads and edits is the table's own
 columns: one :class:`Column` per raw column, a category column being one
 choice among its categories (never two at once). Used by the pages (counts,
 rule sizes, the what-if editor, sample tables) so they speak in the table's
@@ -17,14 +17,14 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from core.missing import indicator_of
+from core.model.missing import indicator_of
 from core.shown import approx_text, number_text
 
 __all__ = ["Column", "analyst_columns", "column_values", "apply_values", "columns_of", "changes_text", "MISSING"]
 
 #: the option of a category column with no category set (a missing or unseen value)
 NONE = "(missing or unseen)"
-#: the value of a number column whose value is missing (its "is missing" feature is 1, :mod:`core.missing`)
+#: the value of a number column whose value is missing (its "is missing" feature is 1, :mod:`core.model.missing`)
 MISSING = "missing"
 
 

@@ -39,9 +39,10 @@ from core.cells.problem import check_same_features
 from core.columns import analyst_columns, changes_text
 from core.counterfactual import make_target
 from core.csvsafe import to_csv
-from core.ensemble import TreeEnsemble, from_model
+from core.ensemble import from_model
 from core.errors import AuditCancelled, AuditError, QueryError
 from core.fairstats import bootstrap_ci, holm, permutation_p
+from core.model import TreeEnsemble
 from core.optimal import optimal_counterfactual
 from core.report import table_html
 from core.ruletext import conditions, missing_condition

@@ -25,8 +25,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from core.ensemble import TreeEnsemble
 from core.errors import QueryError
+from core.model import TreeEnsemble
 from core.shown import approx_text, number_text
 
 __all__ = ["output_mask", "continuous_outputs", "CostModel", "Target", "CounterfactualResult", "Change",

@@ -1,105 +1,22 @@
-"""One internal representation for every supported tree-ensemble model.
+"""From a fitted model to the one representation: :func:`from_model`.
 
-``TreeEnsemble`` is what every analysis in ``core`` reads. It is built by
-:func:`from_model` from a scikit-learn, XGBoost or LightGBM model; the parsers
-live in :mod:`core.parsing`, one module per source library.
-
-Tree layout (documented like scikit-learn's ``sklearn/tree/_tree.pyx``)
------------------------------------------------------------------------
-Each :class:`Tree` holds parallel arrays over its ``n_nodes`` nodes; node 0 is
-the root and every child has a larger index than its parent:
-
-children_left : ndarray of shape (n_nodes,), dtype int32
-    Index of the left child, ``-1`` at a leaf.
-children_right : ndarray of shape (n_nodes,), dtype int32
-    Index of the right child, ``-1`` at a leaf.
-feature : ndarray of shape (n_nodes,), dtype int32
-    Feature split on, ``-1`` at a leaf.
-threshold : ndarray of shape (n_nodes,), dtype float64
-    Split threshold, NaN at a leaf.
-value : ndarray of shape (n_nodes, n_outputs), dtype float64
-    Leaf output (only read at leaves).
-category_bits : ndarray of shape (n_nodes, n_words), dtype uint64
-    At a categorical split, bit ``k`` (word ``k // 64``, bit ``k % 64``) is set
-    iff category code ``k`` goes left; zero elsewhere. ``n_words`` is 0 when
-    the tree has no categorical split.
-missing_left : ndarray of shape (n_nodes,), dtype bool, or None
-    At a numerical split, True iff a missing value (NaN) goes left, as the
-    source library routes it (XGBoost's and LightGBM's default direction,
-    scikit-learn's ``missing_go_to_left``); None when the source model takes
-    no missing values (then the ensemble refuses rows with NaN). A split
-    that only separates missing values ("every number left, NaN right") has
-    the threshold ``MISSING_ONLY`` (the largest float64).
-
-**One split rule**: at a numerical split a sample goes left iff
-``x[feature] <= threshold``, with ``x`` compared as float64; at a categorical
-split (``threshold`` is NaN) it goes left iff its category code ``x[feature]``
-is in the node's left set (``category_bits``).
-
-Categorical features
---------------------
-``TreeEnsemble.categories[j]`` is None for a numerical feature, or the tuple
-of the model's categories of feature ``j`` (their original values: str, int,
-float or bool). Such a feature is given to the ensemble as an integer *code*:
-``0 .. K-1`` for the ``K`` categories, and ``K`` (:meth:`TreeEnsemble.missing_code`)
-for a missing or unseen value, routed at every split as the source library
-routes one (so a categorical feature never holds NaN). Every split on a categorical feature is a categorical split. The parsers fold every library's own convention
-into the threshold: scikit-learn casts X to float32 and tests
-``float32(x) <= t``; XGBoost tests ``float32(x) < t`` with a float32 ``t``;
-LightGBM tests ``x <= t`` in double precision. For the float32 rules the
-stored threshold is the largest float64 ``T`` with
-``float32(x) <= a  <=>  x <= T`` (rounding to float32 is monotone, so such
-a ``T`` exists); see :func:`float32_le_bound`.
-
-Missing values
---------------
-A numerical feature may hold NaN when the ensemble routes missing values
-(``TreeEnsemble.routes_missing``): prediction follows ``missing_left``. The
-analyses never see NaN: :func:`core.missing.expand` rewrites the ensemble,
-exactly, with one 0/1 column "is missing" per feature that has missing
-values, so that "missing" is one more state of that feature (like a
-category) that a counterfactual may keep or leave.
-
-Aggregation
------------
-``raw = base_score + combine_t value_t[leaf_t(x)]`` with ``combine`` a sum
-(boosting) or a mean (forests), of shape (n_samples, n_outputs). Then
-``link`` maps raw to the model's output: ``"identity"`` (forest class
-probabilities, regression values), ``"sigmoid"`` (binary boosting, with
-``sigmoid_scale``), ``"softmax"`` (multiclass boosting) or ``"isolation"``
-(Isolation Forest: raw is the mean path length, score ``-2**(-raw/c)``).
-
-Where it lives
---------------
-Every name is importable from here, as it was when this was one module:
-:class:`Tree` and the node-array helpers are in :mod:`core.tree`,
-:class:`TreeEnsemble` in :mod:`core.treeensemble`, the stacked arrays and the
-walk (compiled or numpy) in :mod:`core.flatwalk`, with its switch
-``core.flatwalk.USE_COMPILED``, and the parsers' shared pieces
-(``SUPPORTED_MODELS``, ``describe_unsupported``) in :mod:`core.parsing.common`.
-This module adds :func:`from_model`, the one entry from a fitted model, and
-so is the only one of them that imports the parsers.
+:func:`from_model` converts a fitted model of a supported family into a
+:class:`core.model.TreeEnsemble` (the representation is documented in
+:mod:`core.model`) with the parser of its library (:mod:`core.parsing`), and
+checks the result against the library's own predictions. Importing this module
+registers it as :mod:`core.model`'s converter (``core`` imports it), so an
+analysis given a fitted model converts it with :func:`core.model.as_ensemble`
+without importing any parser.
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from core.flatwalk import PACKED_NODE, _treewalk  # noqa: F401 - importable from here, as before the split
+from core.model.ensemble import TreeEnsemble, _replace, register_converter
 from core.parsing import parse, verify_against_source
-from core.parsing.common import SUPPORTED_MODELS, describe_unsupported  # noqa: F401 - as above
-from core.tree import (Tree, category_bits_from_sets, float32_floor, float32_le_bound,  # noqa: F401 - as above
-                       node_boxes, node_category_masks)
-from core.treeensemble import Link, Task, TreeEnsemble, _replace  # noqa: F401 - as above
 
-__all__ = [
-    "Tree",
-    "TreeEnsemble",
-    "from_model",
-    "float32_le_bound",
-    "SUPPORTED_MODELS",
-    "category_bits_from_sets",
-]
+__all__ = ["from_model"]
 
 
 def from_model(model: Any, *, feature_names: Sequence[str] | None = None,
@@ -108,7 +25,8 @@ def from_model(model: Any, *, feature_names: Sequence[str] | None = None,
 
     Parameters
     ----------
-    model : a fitted model of a supported family (see ``SUPPORTED_MODELS``),
+    model : a fitted model of a supported family (see
+        ``core.parsing.common.SUPPORTED_MODELS``),
         or a ``TreeEnsemble`` (returned as is, renamed if names are given).
     feature_names : optional names overriding the model's own.
     verify : if True, predictions of the result are compared with the source
@@ -131,3 +49,6 @@ def from_model(model: Any, *, feature_names: Sequence[str] | None = None,
     if verify and not isinstance(model, TreeEnsemble):
         verify_against_source(ens, model)
     return ens
+
+
+register_converter(from_model)

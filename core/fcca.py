@@ -58,11 +58,11 @@ import pandas as pd
 
 from core.batch import map_rows
 from core.cells import feature_levels
-from core.ensemble import TreeEnsemble, from_model
 from core.errors import FCCAError
 from core.fccaresult import FCCAResult, explain_flat_curves
 from core.fccatree import TreeFit, gosdt_available, same_labels
-from core.missing import indicator_of
+from core.model import TreeEnsemble, as_ensemble
+from core.model.missing import indicator_of
 from core.optimal import optimal_counterfactual
 from core.schema import infer_schema
 from core.settings import with_overrides
@@ -147,7 +147,7 @@ def fcca(ensemble: Any, X: Any, y: Any, *, settings: FCCASettings | None = None,
     """
     t_start = time.perf_counter()
     (s,) = with_overrides(overrides, FCCAError, "FCCA", settings or FCCASettings())
-    ens = ensemble if isinstance(ensemble, TreeEnsemble) else from_model(ensemble)
+    ens = as_ensemble(ensemble)
     if not ens.is_classifier:
         raise FCCAError(f"FCCA explains a classifier's decisions; this model is a {ens.task} model.")
     names = list(ens.feature_names)

@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from core.ensemble import TreeEnsemble
 from core.errors import FCCAError
 from core.fccatree import TreeFit, fit_binary_tree
+from core.model import TreeEnsemble
 from core.shown import bound_text
 
 __all__ = ["FCCAResult", "explain_flat_curves"]

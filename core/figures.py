@@ -15,7 +15,7 @@ import plotly.colors as pc
 import plotly.graph_objects as go
 
 from core.auditmetrics import METRICS, SHARES
-from core.missing import SUFFIX
+from core.model.missing import SUFFIX
 from core.ruletext import conditions
 from core.shown import label_order, number_text
 

@@ -45,8 +45,8 @@ import pandas as pd
 import sqlalchemy as sa
 
 from core.audit import Audit
-from core.ensemble import TreeEnsemble
 from core.errors import HistoryError
+from core.model import TreeEnsemble
 from core.schema import Schema
 from core.workspace import build_workspace
 

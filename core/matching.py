@@ -42,11 +42,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.ensemble import TreeEnsemble
 from core.errors import DataError, PositionalMatchRequired, SchemaError
+from core.model import TreeEnsemble
+from core.model.categorical import OTHER_CODE
 from core.parsing.catboost import fold_other_level
 from core.parsing.cityhash import cat_feature_hash, category_text
-from core.parsing.xgboost import OTHER_CODE, drop_other_code
+from core.parsing.xgboost import drop_other_code
 
 __all__ = ["Source", "GENERIC_NAME", "category_key", "match_columns", "match_hashed_categories", "match_open_codes",
            "truncate_lightgbm_codes", "encode", "categorical_codes",
@@ -373,7 +374,7 @@ def encode(ens: TreeEnsemble, table: pd.DataFrame, sources: list[Source], drop_m
            keep_missing: bool = False) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """The codes view (n, d), the mask of rows kept, and notes. ``keep_missing``
     (the model routes missing values): a missing number stays NaN in its row
-    (:func:`core.missing.expand` makes it a state); otherwise such rows are
+    (:func:`core.model.missing.expand` makes it a state); otherwise such rows are
     refused, or dropped with ``drop_missing``."""
     notes: list[str] = []
     n = len(table)

@@ -60,10 +60,10 @@ import numpy as np
 
 from core.cells import (CellProblem, Plausibility, QueryRun, best_start, build_problem, explain_infeasible,
                         feature_levels, greedy_start, radius_bound, warm_start)
-from core.counterfactual import CounterfactualResult, QueryError, check_time_limit
 from core.cells.problem import feature_actions
-from core.ensemble import TreeEnsemble, from_model
-from core.missing import indicator_of, settled
+from core.counterfactual import CounterfactualResult, QueryError, check_time_limit
+from core.model import TreeEnsemble, as_ensemble
+from core.model.missing import indicator_of, settled
 from core.settings import with_overrides
 from core.solvers import cpsat, ocean, separable
 from core.solvers.ocean import GurobiUnavailable
@@ -136,7 +136,7 @@ class OptimalSettings:
 
 def _held_states(ens: TreeEnsemble, x: Any, s: OptimalSettings) -> TreeEnsemble:
     """``ens`` with the query's "is missing" columns that cannot move held at their
-    value (:func:`core.missing.settled`: a known value never becomes missing, a
+    value (:func:`core.model.missing.settled`: a known value never becomes missing, a
     missing one kept so stays): the same answers on every point the query may
     reach, from trees without the other state's subtrees."""
     states = indicator_of(ens)
@@ -177,7 +177,7 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, settings: Opti
     """
     t0 = time.perf_counter()
     s, = with_overrides(overrides, QueryError, "counterfactual", settings or OptimalSettings())
-    ens = from_model(ensemble) if not isinstance(ensemble, TreeEnsemble) else ensemble
+    ens = as_ensemble(ensemble)
     plausibility = s.plausibility
     if plausibility is not None and not isinstance(plausibility, Plausibility):
         plausibility = Plausibility.from_forest(plausibility, None, None)
@@ -237,7 +237,7 @@ def other_models(items: Iterable[Any]) -> list[tuple[TreeEnsemble, Any]]:
         elif isinstance(o, TreeEnsemble):
             out.append((o, None))
         else:
-            out.append((from_model(o), o))
+            out.append((as_ensemble(o), o))
     return out
 
 

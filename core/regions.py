@@ -35,11 +35,11 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from core.counterfactual import CounterfactualResult, QueryError, check_time_limit
-from core.ensemble import TreeEnsemble, from_model
 from core.cells import CellProblem, QueryRun, best_start, build_problem, local_search, score_needs
 from core.cells.bounds import radius_for, range_min, range_min_table, target_needs
 from core.cells.problem import TreeBlock
+from core.counterfactual import CounterfactualResult, QueryError, check_time_limit
+from core.model import TreeEnsemble, as_ensemble
 from core.optimal import other_models
 
 __all__ = ["Region", "RegionSet", "exact_counterfactual", "counterfactual_set", "slice_regions",
@@ -265,7 +265,7 @@ def _run(prob: CellProblem, allowed: list[np.ndarray], *, mode: str, radius: flo
 
 # ------------------------------------------------------------------ public API
 def _problem(ensemble, x, target, norm, weights, fixed, schema, also_valid_for=(), margin=None):
-    ens = from_model(ensemble) if not isinstance(ensemble, TreeEnsemble) else ensemble
+    ens = as_ensemble(ensemble)
     others = other_models(also_valid_for)
     return ens, build_problem(ens, x, target, schema=schema, norm=norm, weights=weights, fixed=fixed,
                               also_valid_for=others, margin=margin)
@@ -344,7 +344,7 @@ def slice_regions(ensemble: Any, x: Any, features: tuple[Any, Any], *, bounds: d
     others fixed at ``x``); they tile the slice. ``bounds`` optionally limits
     each of the two features to a range (the view)."""
     t0 = time.perf_counter()
-    ens = from_model(ensemble) if not isinstance(ensemble, TreeEnsemble) else ensemble
+    ens = as_ensemble(ensemble)
     fa, fb = (ens.feature_index(f) for f in features)
     if fa == fb:
         raise QueryError("Choose two different features.")
@@ -376,7 +376,7 @@ def projection_regions(ensemble: Any, x: Any, target: Any, features: tuple[Any, 
     features (the paper's Fig. 7): the same regions as :func:`counterfactual_set`."""
     rs = counterfactual_set(ensemble, x, target, radius, norm=norm, weights=weights, fixed=fixed, schema=schema,
                             time_limit=time_limit, max_regions=max_regions)
-    ens = from_model(ensemble) if not isinstance(ensemble, TreeEnsemble) else ensemble
+    ens = as_ensemble(ensemble)
     fa, fb = (ens.feature_index(f) for f in features)
     return RegionSet(rs.regions, rs.complete, rs.n_nodes, rs.seconds,
                      dict(rs.params, features=[ens.feature_names[fa], ens.feature_names[fb]], mode="projection"))
@@ -387,7 +387,7 @@ def decompose(ensemble: Any, lower: Any = None, upper: Any = None, *, time_limit
     """All pure regions (maximal intersection boxes) inside the box
     ``lower < x <= upper`` (whole space by default), algorithms 1-2."""
     t0 = time.perf_counter()
-    ens = from_model(ensemble) if not isinstance(ensemble, TreeEnsemble) else ensemble
+    ens = as_ensemble(ensemble)
     d = ens.n_features
     lower = np.full(d, -np.inf) if lower is None else np.asarray(lower, dtype=float)
     upper = np.full(d, np.inf) if upper is None else np.asarray(upper, dtype=float)

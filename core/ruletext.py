@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from core.missing import SUFFIX
+from core.model.missing import SUFFIX
 
 from core.shown import bound_text
 
@@ -46,7 +46,7 @@ def _group_condition(g: list[int], lower: np.ndarray, upper: np.ndarray, names: 
 
 def missing_condition(name: str, lo: float, hi: float) -> str | None:
     """``"income is missing"`` / ``"income has a value"`` for a bound on the 0/1 column
-    ``"income is missing"`` (:mod:`core.missing`); None for any other column."""
+    ``"income is missing"`` (:mod:`core.model.missing`); None for any other column."""
     if not name.endswith(SUFFIX):
         return None
     if np.isfinite(lo) and lo >= 0.5 - 1e-9:

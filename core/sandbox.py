@@ -58,19 +58,19 @@ from typing import Any
 
 import numpy as np
 
-from core import errors
-from core import io as model_io
-from core.ensemble import TreeEnsemble, from_model
-from core.io import _model_kind
-from core.parsing import probe_points
-from core.parsing.native import native_outputs
+from core import errors, io as model_io
+from core.ensemble import from_model
 from core.errors import ModelError
+from core.io import _model_kind
+from core.model import TreeEnsemble
+from core.model.native import native_outputs
+from core.parsing import probe_points
 
 __all__ = ["VettedModel", "load_vetted", "TIME_LIMIT", "MEMORY_MB", "settings"]
 
 TIME_LIMIT = 60.0      # seconds for reading, converting and verifying one file
 MEMORY_MB = 4096       # address space of the child (virtual: libraries, thread stacks and arenas count)
-_PRELOAD = ("numpy", "xgboost", "lightgbm", "sklearn.ensemble", "skops.io", "core.io", "core.parsing.native",
+_PRELOAD = ("numpy", "xgboost", "lightgbm", "sklearn.ensemble", "skops.io", "core.io", "core.model.native",
             "core.parsing.xgboost", "core.parsing.lightgbm", "core.parsing.sklearn")
 
 

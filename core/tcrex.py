@@ -38,8 +38,8 @@ import pandas as pd
 
 from core.counterfactual import continuous_outputs, output_mask
 from core.dot import label as dot_label
-from core.ensemble import node_boxes
 from core.errors import DataError, GridTooLargeError, NoValidRuleError, NotFittedError, QueryError
+from core.model import node_boxes
 from core.ruletext import conditions
 from core.shown import bound_text
 

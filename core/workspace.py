@@ -15,7 +15,7 @@ Three views of the same rows
     holds its category code ``0..K-1``, ``K`` for a missing or unseen value;
 *model input* (:meth:`Workspace.to_raw`)
     the raw columns the model itself takes, built from codes
-    (:func:`core.parsing.native.model_input`): the original model's
+    (:func:`core.model.native.model_input`): the original model's
     ``predict`` on ``to_raw(X)`` gives the ensemble's answer on ``X``.
 
 How columns are matched: :mod:`core.matching` (no silent misreads: by name,
@@ -33,16 +33,15 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from core.ensemble import TreeEnsemble, from_model
-from core import missing
-from core.categorical import decode, expand
 from core.columns import MISSING, NONE, analyst_columns
+from core.ensemble import from_model
 from core.errors import DataError, PositionalMatchRequired, SchemaError, UnsupportedModelError
 from core.matching import (GENERIC_NAME, Source, categorical_codes, category_key, encode, match_columns,
                            match_hashed_categories, match_open_codes, norm_text,
                            truncate_lightgbm_codes)
-from core.parsing.native import model_input
-from core.parsing.xgboost import OTHER_CODE
+from core.model import TreeEnsemble, missing
+from core.model.categorical import OTHER_CODE, decode, expand
+from core.model.native import model_input
 from core.schema import Schema, infer_schema
 from core.shown import approx_text, check_class_names, number_text, outcome_text
 
@@ -399,7 +398,7 @@ def _label_mismatch(ws: Workspace) -> str | None:
 
 
 def _expanded(ens: TreeEnsemble, sources: list[Source]) -> tuple[TreeEnsemble, list[Source]]:
-    """The analyses read categorical splits as exact one-hot trees (core.categorical):
+    """The analyses read categorical splits as exact one-hot trees (core.model.categorical):
     the expanded ensemble, and one source per category column."""
     if not ens.categorical_features:
         return ens, sources
@@ -450,7 +449,7 @@ def _inferred_schema(ens: TreeEnsemble, X: pd.DataFrame, sources: list[Source], 
 
 def _missing_states(ens: TreeEnsemble, sources: list[Source], codes: np.ndarray, notes: list[str]
                     ) -> tuple[TreeEnsemble, list[Source], np.ndarray]:
-    """Missing numbers as a state (:mod:`core.missing`): one "is missing" column per
+    """Missing numbers as a state (:mod:`core.model.missing`): one "is missing" column per
     numerical feature with a missing value, the value column holding the column's
     median there; the ensemble rewritten to match. ``codes`` hold NaN only where
     the model routes missing values (:func:`core.matching.encode`)."""

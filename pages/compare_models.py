@@ -15,7 +15,7 @@ from core.compare import compare_models
 from core.demo import UPDATES, updated_model
 from core.errors import AuditCancelled, DataError
 from core.figures import regions_figure
-from core.missing import indicator_of
+from core.model.missing import indicator_of
 from core.regions import slice_regions
 from core.workspace import build_workspace
 from dashboard import state

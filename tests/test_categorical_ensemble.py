@@ -6,9 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core import flatwalk as ens_mod   # the tree walk and its compiled/numpy switch
-from core.ensemble import Tree, TreeEnsemble, category_bits_from_sets
 from core.errors import ModelError
+from core.model import Tree, TreeEnsemble, category_bits_from_sets, flatwalk as ens_mod   # the tree walk and its compiled/numpy switch
 
 
 def _random_tree(rng, n_codes: int, depth: int) -> Tree:

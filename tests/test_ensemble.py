@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from conftest import FAMILY_IDS
-from core.ensemble import Tree, TreeEnsemble, float32_le_bound, from_model
+from core.ensemble import from_model
 from core.errors import ModelError, UnsupportedModelError
+from core.model import Tree, TreeEnsemble, float32_le_bound
 from core.parsing import probe_points
 
 
@@ -157,7 +158,7 @@ def test_lightgbm_categorical_splits_are_parsed_exactly():
     m = lgb.LGBMClassifier(n_estimators=5, verbose=-1, min_data_per_group=5, cat_smooth=1).fit(df, y)
     ens = from_model(m)
     assert ens.categorical_features == [0]
-    from core.parsing.native import model_input
+    from core.model.native import model_input
 
     X = np.array([[c, x] for c in range(ens.n_codes(0)) for x in (-2.0, 0.0, 1.5)])
     np.testing.assert_allclose(ens.predict_proba(X), m.predict_proba(model_input(ens, X)), rtol=0, atol=1e-12)
@@ -174,7 +175,7 @@ def test_xgboost_categorical_splits_match_the_library():
                           n_jobs=1).fit(df, y)
     ens = from_model(m)                  # verified against XGBoost on every code, the missing one too
     assert ens.categories[0] == tuple(range(6))
-    from core.parsing.native import model_input
+    from core.model.native import model_input
 
     codes = np.array([[c, x] for c in range(7) for x in (-1.0, 0.5)])
     np.testing.assert_allclose(ens.predict_proba(codes), m.predict_proba(model_input(ens, codes)), atol=1e-6)
@@ -210,9 +211,9 @@ def test_lightgbm_zero_zone_thresholds():
 
 @pytest.mark.parametrize("fid", ["sk-rf-multi", "xgb-multi", "lgb-bin", "sk-gb-reg"])
 def test_compiled_and_numpy_walks_agree(fitted, fid, monkeypatch):
-    import core.flatwalk as ce   # the walk and its switch
+    import core.model.flatwalk as ce   # the walk and its switch
 
-    assert ce._treewalk is not None, "the compiled walk (core/_treewalk.c) was not built: reinstall with a C compiler"
+    assert ce._treewalk is not None, "the compiled walk (core/model/_treewalk.c) was not built: reinstall with a C compiler"
     model, X, *_ = fitted(fid)
     ens = from_model(model)
     P = np.vstack([_points(ens, X)] * 30)  # large enough to use threads

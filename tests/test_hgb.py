@@ -26,10 +26,10 @@ from sklearn.preprocessing import OrdinalEncoder, StandardScaler
 from core import io
 from core.ensemble import from_model
 from core.errors import ModelError, UnsupportedModelError
+from core.model.native import model_input
+from core.model.tree import MISSING_ONLY
 from core.parsing import probe_points
-from core.parsing.native import model_input
 from core.sandbox import load_vetted
-from core.tree import MISSING_ONLY
 from core.workspace import build_workspace
 
 

@@ -146,8 +146,8 @@ def _parity(ens, model, X) -> list[str]:
     """What differs between the ensemble and the library on the training rows (those
     with missing values too) and unseen values, given raw as to ``fit``, and on probe
     points and thresholds, given through the ensemble's own model input."""
+    from core.model.native import native_input
     from core.parsing import probe_points
-    from core.parsing.native import native_input
 
     problems = []
     raw = _with_unseen(X)

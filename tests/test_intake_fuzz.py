@@ -43,7 +43,7 @@ def _check(name: str, fname: str, data: bytes, X: np.ndarray, limit: float = 30.
         assert time.perf_counter() - t0 < limit + 30, name
         return "refused"
     # accepted: the ensemble must reproduce the in-process library object
-    from core.parsing.native import native_outputs
+    from core.model.native import native_outputs
 
     Xd = X[:, : vetted.ensemble.n_features] if X.shape[1] >= vetted.ensemble.n_features else None
     if Xd is not None and vetted.ensemble.categories == ():
@@ -144,7 +144,7 @@ def test_a_library_printing_on_stdout_is_not_taken_for_the_reply(files):
     warns was reported as 'probably out of memory' (the warning read as the reply)."""
     vetted = load_vetted(files["m.txt"], "m.txt", _hook="chatter")
     X = np.frombuffer(files["_X"]).reshape(-1, 5)
-    from core.parsing.native import native_outputs
+    from core.model.native import native_outputs
 
     ours, theirs, _ = native_outputs(vetted.ensemble, vetted.model, X)
     np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-9)

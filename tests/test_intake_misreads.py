@@ -44,8 +44,8 @@ def test_an_infinite_xgboost_threshold_is_a_project_error(tmp_path):
 
 
 def test_non_finite_values_are_refused_by_the_representation():
-    from core.tree import Tree
-    from core.treeensemble import TreeEnsemble
+    from core.model.ensemble import TreeEnsemble
+    from core.model.tree import Tree
 
     with pytest.raises(ModelError, match="infinite threshold"):
         Tree(np.array([1, -1, -1]), np.array([2, -1, -1]), np.array([0, -2, -2]), np.array([np.inf, 0, 0]),

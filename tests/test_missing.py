@@ -4,7 +4,7 @@ predict as the library predicts them, and every analysis handles them.
 * Parity: each family that routes missing values (scikit-learn trees and forests,
   HistGradientBoosting, XGBoost, LightGBM) trained with NaN predicts rows with NaN
   exactly as its library; GradientBoosting, which refuses NaN, still refuses them.
-* :func:`core.missing.expand` is exact: the rewrite over "is missing" columns
+* :func:`core.model.missing.expand` is exact: the rewrite over "is missing" columns
   predicts what the original predicts on the same rows with NaN.
 * Optimal counterfactuals of rows with a missing value equal brute force over the
   *original* ensemble (candidates: stay missing, or each split level / just above
@@ -28,7 +28,7 @@ from sklearn import tree as skt
 from core.counterfactual import make_cost_model
 from core.ensemble import from_model
 from core.errors import DataError
-from core.missing import expand, indicator_of
+from core.model.missing import expand, indicator_of
 from core.optimal import optimal_counterfactual
 from core.workspace import build_workspace
 

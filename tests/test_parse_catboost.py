@@ -19,10 +19,10 @@ from conftest import shared_data
 from core import io
 from core.ensemble import from_model
 from core.errors import UnsupportedModelError
+from core.model.native import native_outputs
 from core.parsing import probe_points
 from core.parsing.catboost import OTHER, CatBoostJSON, apply_document
 from core.parsing.cityhash import cat_feature_hash
-from core.parsing.native import native_outputs
 from core.sandbox import load_vetted
 from core.workspace import build_workspace
 

@@ -12,7 +12,7 @@ import pytest
 from conftest import every_code, shared_data
 from core import io
 from core.ensemble import from_model
-from core.parsing.native import model_input
+from core.model.native import model_input
 from core.sandbox import load_vetted
 from core.workspace import build_workspace
 
@@ -52,7 +52,7 @@ def test_every_category_and_missing_match_the_library(synthetic, tmp_path):
 
 
 def test_raw_table_with_unseen_and_missing_categories(synthetic):
-    """The workspace's analysis view has one 0/1 column per category (core.categorical);
+    """The workspace's analysis view has one 0/1 column per category (core.model.categorical);
     unseen and missing values are the all-zero row, routed as the model routes them."""
     df, y, model = synthetic
     raw = df.astype({"c": object, "d": object}).assign(label=y)
@@ -143,7 +143,7 @@ def test_adult_all_rows_with_categorical_columns():
 
 
 def test_one_hot_expansion_is_exact_onevery_code(synthetic):
-    from core.categorical import decode, expand
+    from core.model.categorical import decode, expand
 
     _, _, model = synthetic
     ens = from_model(model)

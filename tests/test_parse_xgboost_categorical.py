@@ -14,7 +14,7 @@ import pytest
 from conftest import every_code, shared_data
 from core import io
 from core.ensemble import from_model
-from core.parsing.native import model_input, native_outputs
+from core.model.native import model_input, native_outputs
 from core.sandbox import load_vetted
 from core.workspace import build_workspace
 
@@ -183,7 +183,7 @@ def test_codes_no_split_names_route_as_xgboost_routes_them(onehot):
     every split, as XGBoost's InvalidCat / bit-field test sends it, not the missing
     value's way; a fraction is truncated to its code. Parity on the raw values,
     through the file and the sandboxed reader, and on every code of the codes view."""
-    from core.parsing.xgboost import OTHER_CODE
+    from core.model.categorical import OTHER_CODE
 
     booster = _codes_booster(onehot)
     data = bytes(booster.save_raw("json"))
@@ -212,8 +212,8 @@ def test_codes_no_split_names_route_as_xgboost_routes_them(onehot):
 
 def test_codes_other_level_named_dropped_or_text_refused():
     from core.errors import DataError
+    from core.model.categorical import OTHER_CODE
     from core.optimal import optimal_counterfactual
-    from core.parsing.xgboost import OTHER_CODE
 
     booster = _codes_booster(16, seed=1)
     top = len(from_model(booster).categories[0]) - 2

@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.ensemble import Tree, TreeEnsemble, category_bits_from_sets
 from core.errors import DataError, SchemaError
+from core.model import Tree, TreeEnsemble, category_bits_from_sets
 from core.workspace import PositionalMatchRequired, build_workspace
 
 
@@ -71,7 +71,7 @@ def test_categorical_codes_unseen_and_missing_values():
                        categories=(None, ("chef", "clerk", "nurse")), meta={"input": "frame-object"})
     df = pd.DataFrame({"income": rng.normal(size=6), "job": ["chef", "clerk", "nurse", "pilot", None, "chef"]})
     ws = build_workspace(df, None, ens, name="t")
-    # the analyses' view: one 0/1 column per category (core.categorical); unseen and missing are all-zero
+    # the analyses' view: one 0/1 column per category (core.model.categorical); unseen and missing are all-zero
     jobs = ["job=chef", "job=clerk", "job=nurse"]
     assert ws.X[jobs].to_numpy().argmax(axis=1).tolist()[:3] == [0, 1, 2]
     assert ws.X[jobs].sum(axis=1).tolist() == [1, 1, 1, 0, 0, 1]

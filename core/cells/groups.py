@@ -9,7 +9,7 @@ canonically: columns in ``A`` span ``[0, 1]``, the others are held at 0 (the
 same points once the group holds exactly one category; a leaf with ``A``
 empty is never reached and is dropped).
 
-That matters for native categorical splits: :func:`core.categorical.expand`
+That matters for native categorical splits: :func:`core.model.categorical.expand`
 rewrites ``x in S`` as a chain of one-hot tests with a copy of the subtree per
 chained category, so one native leaf becomes several leaves with the same
 value whose boxes differ only in that group. In canonical form those copies

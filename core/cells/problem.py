@@ -37,8 +37,8 @@ import numpy as np
 
 from core.cells.cache import GRID_CACHE
 from core.counterfactual import CostModel, QueryError, Target, make_cost_model, make_target
-from core.ensemble import TreeEnsemble, from_model
 from core.jsonable import plain
+from core.model import TreeEnsemble, as_ensemble
 from core.schema import INTEGRAL_KINDS
 
 __all__ = ["NUDGE", "Plausibility", "TreeBlock", "CellProblem", "CellSolution", "Other", "check_same_features",
@@ -73,7 +73,7 @@ class Plausibility:
     @classmethod
     def from_forest(cls, forest: Any, X_target: np.ndarray | None = None,
                     contamination: float | None = 0.1) -> "Plausibility":
-        ens = from_model(forest)
+        ens = as_ensemble(forest)
         if ens.task != "anomaly":
             raise QueryError("plausibility needs an IsolationForest.")
         if X_target is not None and contamination is not None:

@@ -22,8 +22,8 @@ import numpy as np
 
 from core.cells.problem import CellProblem, explain_infeasible
 from core.counterfactual import CounterfactualResult, Target, changes_between
-from core.ensemble import TreeEnsemble
-from core.parsing.native import native_input, native_outputs
+from core.model import TreeEnsemble
+from core.model.native import native_input, native_outputs
 from core.schema import INTEGRAL_KINDS
 from core.shown import shortest_inside
 

@@ -14,15 +14,15 @@ from typing import Any, Callable
 import numpy as np
 
 from core.errors import UnsupportedModelError
+from core.model.ensemble import TreeEnsemble
+from core.model.native import native_outputs
+from core.model.tree import MISSING_ONLY
 from core.parsing.catboost import parse_catboost
 from core.parsing.common import build_tree, describe_unsupported
 from core.parsing.lightgbm import parse_lightgbm
-from core.parsing.native import native_outputs
 from core.parsing.pipeline import parse_pipeline
 from core.parsing.sklearn import parse_sklearn
 from core.parsing.xgboost import parse_xgboost
-from core.tree import MISSING_ONLY
-from core.treeensemble import TreeEnsemble
 
 __all__ = ["parse", "verify_against_source", "build_tree"]
 

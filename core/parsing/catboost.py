@@ -35,10 +35,10 @@ from typing import Any
 import numpy as np
 
 from core.errors import AtlasError, ModelError, UnsupportedModelError
+from core.model.ensemble import TreeEnsemble
+from core.model.tree import float32_le_bound
 from core.parsing.cityhash import cat_feature_hash
 from core.parsing.common import build_tree, drop_last_level
-from core.tree import float32_le_bound
-from core.treeensemble import TreeEnsemble
 
 OTHER = "(any other value)"
 _SIGMOID = {"Logloss", "CrossEntropy"}

@@ -1,6 +1,6 @@
 """What every parser shares: the list of supported models, the error that names
 it (:func:`describe_unsupported`), and :func:`build_tree`, which turns a
-parser's node dicts into a :class:`core.tree.Tree`.
+parser's node dicts into a :class:`core.model.tree.Tree`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from core.errors import ModelError, UnsupportedModelError
-from core.tree import Tree, category_bits_from_sets
-from core.treeensemble import TreeEnsemble
+from core.model.ensemble import TreeEnsemble
+from core.model.tree import Tree, category_bits_from_sets
 
 __all__ = ["SUPPORTED_MODELS", "describe_unsupported", "build_tree", "resolve_redirects", "drop_last_level"]
 

@@ -16,7 +16,7 @@ predictor's ``nodes`` record array:
 * numerical split: left iff ``x <= num_threshold``, ``x`` as float64: our
   rule, the threshold taken as it is. A split whose threshold is ``+inf``
   (a "split on NaN": every number left, NaN right) keeps that meaning with
-  the threshold :data:`core.tree.MISSING_ONLY`. NaN itself goes to the side
+  the threshold :data:`core.model.tree.MISSING_ONLY`. NaN itself goes to the side
   ``missing_go_to_left`` names (``Tree.missing_left``).
 * categorical split: the model's own ``OrdinalEncoder`` (``_preprocessor``,
   categorical columns first, then the numerical ones: ``feature_idx`` counts
@@ -27,7 +27,7 @@ predictor's ``nodes`` record array:
   ``K`` (the missing code) is routed as NaN, so the split is exact on every
   code, missing and unseen values included.
 
-The model's input (``meta["input"]``, see :mod:`core.parsing.native`): the
+The model's input (``meta["input"]``, see :mod:`core.model.native`): the
 float array (or a DataFrame with the same columns) when it has no categorical
 feature or only numeric categories, a DataFrame of pandas ``category``
 columns for ``categorical_features="from_dtype"``, otherwise a DataFrame whose
@@ -54,9 +54,9 @@ import pandas as pd
 
 from core.errors import UnsupportedModelError
 from core.jsonable import plain
+from core.model.ensemble import TreeEnsemble
+from core.model.tree import MISSING_ONLY
 from core.parsing.common import build_tree
-from core.tree import MISSING_ONLY
-from core.treeensemble import TreeEnsemble
 
 __all__ = ["parse_hgb"]
 
@@ -153,7 +153,7 @@ def _check_reading(model: Any, ens: TreeEnsemble, order: np.ndarray) -> None:
     features; and the model's trees run on such a row (one, on one thread: the
     verification that follows predicts on many)."""
     from core.errors import AtlasError
-    from core.parsing.native import native_input
+    from core.model.native import native_input
 
     name = type(model).__name__
     d = ens.n_features

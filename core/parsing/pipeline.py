@@ -48,16 +48,16 @@ import pandas as pd
 
 from core.errors import UnsupportedModelError
 from core.jsonable import plain
+from core.model.ensemble import TreeEnsemble
+from core.model.tree import MISSING_ONLY
 from core.parsing.common import build_tree, resolve_redirects
-from core.tree import MISSING_ONLY
-from core.treeensemble import TreeEnsemble
 
 __all__ = ["parse_pipeline", "SUPPORTED_STEPS"]
 
 SUPPORTED_STEPS = ("ColumnTransformer", "Pipeline", "OneHotEncoder", "OrdinalEncoder", "StandardScaler",
                    "MinMaxScaler", "RobustScaler", "MaxAbsScaler", "SimpleImputer",
                    "FunctionTransformer (identity)", "'passthrough'", "'drop'")
-UNSEEN = "__atlas_unseen__"   # a category no encoder knows (see core.parsing.native.model_input)
+UNSEEN = "__atlas_unseen__"   # a category no encoder knows (see core.model.native.model_input)
 _SCALERS = ("StandardScaler", "MinMaxScaler", "RobustScaler", "MaxAbsScaler")
 _ENCODERS = ("OneHotEncoder", "OrdinalEncoder")
 

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 
 from core.errors import UnsupportedModelError
+from core.model.ensemble import TreeEnsemble
+from core.model.tree import MISSING_ONLY, Tree, float32_floor, float32_le_bound
 from core.parsing.common import describe_unsupported
 from core.parsing.hgb import parse_hgb
-from core.tree import MISSING_ONLY, Tree, float32_floor, float32_le_bound
-from core.treeensemble import TreeEnsemble
 
 
 def _sk_threshold(t: np.ndarray) -> np.ndarray:

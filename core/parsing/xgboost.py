@@ -2,7 +2,7 @@
 
 XGBoost stores X as float32 and sends a sample left ("yes") iff
 ``float32(x) < t`` with a float32 ``t``; that is ``float32(x) <= prev32(t)``,
-converted to a float64 bound by :func:`core.ensemble.float32_le_bound`.
+converted to a float64 bound by :func:`core.model.tree.float32_le_bound`.
 DART, gblinear and multi-target trees are refused.
 
 Categorical splits (``enable_categorical``; ``split_type`` 1, both one-hot and
@@ -14,11 +14,12 @@ left, and a missing value to the node's default child. The categories are the
 model's own (``gradient_booster.model.cats``, saved since XGBoost 3.1: strings
 as UTF-8 bytes with offsets, or numbers); XGBoost re-codes a DataFrame's
 categories by value and sends an unseen category the way of a missing value,
-which is our missing code (:mod:`core.ensemble`).
+which is our missing code (:mod:`core.model`).
 
 A model without saved categories (fitted on an array of codes, or on a
 DataFrame by XGBoost before 3.1) takes the codes themselves: its categories
-are the codes ``0..max`` its splits name, then :data:`OTHER_CODE`. XGBoost
+are the codes ``0..max`` its splits name, then
+:data:`core.model.categorical.OTHER_CODE`. XGBoost
 reads a number as the code ``int(x)`` and sends a code no split lists (above
 ``max``, negative: ``InvalidCat``) *left* at every categorical split, unlike a
 missing value, which takes the node's default; that last level stands for all
@@ -37,13 +38,12 @@ from typing import Any
 import numpy as np
 
 from core.errors import ModelError, UnsupportedModelError
+from core.model.categorical import OTHER_CODE
+from core.model.ensemble import TreeEnsemble
+from core.model.tree import Tree, float32_le_bound
 from core.parsing.common import build_tree, describe_unsupported, drop_last_level
-from core.tree import Tree, float32_le_bound
-from core.treeensemble import TreeEnsemble
 
-__all__ = ["parse_xgboost", "OTHER_CODE", "drop_other_code"]
-
-OTHER_CODE = "(any other code)"
+__all__ = ["parse_xgboost", "drop_other_code"]
 
 _CLASSIF = {"binary:logistic": "sigmoid", "multi:softprob": "softmax", "multi:softmax": "softmax"}
 _REGRESS = {"reg:squarederror", "reg:absoluteerror", "reg:pseudohubererror", "reg:linear"}

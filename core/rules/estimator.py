@@ -10,8 +10,8 @@ import numpy as np
 from sklearn.ensemble import IsolationForest, RandomForestClassifier, RandomForestRegressor
 
 from core.counterfactual import continuous_outputs, output_mask
-from core.ensemble import from_model
 from core.errors import DataError, NoCounterfactualRuleError, NotFittedError, QueryError
+from core.model import as_ensemble
 from core.rules.bitsets import _pack
 from core.rules.engines import _Estimators
 from core.rules.results import RuleLevels
@@ -77,7 +77,7 @@ class CounterfactualRules(_Estimators, _RuleSearch, _Sampling):
         rf = cls(n_estimators=self.n_estimators, max_depth=self.max_depth, random_state=self.random_state,
                  n_jobs=self.n_jobs).fit(X, y)
         self.surrogate_ = rf
-        self.ensemble_ = ens = from_model(rf, verify=False)
+        self.ensemble_ = ens = as_ensemble(rf, verify=False)
         pred = rf.predict(X)
         if self.regression_:
             var = float(np.var(y))
@@ -130,7 +130,7 @@ class CounterfactualRules(_Estimators, _RuleSearch, _Sampling):
         self._unit_usage = np.array([usage[u].sum() for u in units])
         iso = IsolationForest(contamination=0.1, random_state=self.random_state).fit(X)
         self.isolation_ = iso
-        self._iso = from_model(iso, verify=False)
+        self._iso = as_ensemble(iso, verify=False)
         self._build_flat()
         self._ybits: dict[Any, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.fit_time_ = time.perf_counter() - t0

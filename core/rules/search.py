@@ -13,8 +13,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from sklearn.tree import DecisionTreeClassifier
 
-from core.ensemble import node_boxes
 from core.errors import NoCounterfactualRuleError, QueryError
+from core.model import node_boxes
 from core.rules import bitsets
 from core.rules.results import Box, LocalRule, RegionalRule, RuleLevels
 

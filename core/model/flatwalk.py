@@ -2,7 +2,7 @@
 
 :func:`_flatten` builds, once per ensemble, the stacked node arrays the numpy
 walk reads (:func:`_apply_flat`; leaves loop on themselves) and the 16-byte
-node records of the compiled walk (``core/_treewalk.c``, :func:`_pack`).
+node records of the compiled walk (``core/model/_treewalk.c``, :func:`_pack`).
 :func:`leaves` and :func:`leaf_sum` walk rows through every tree, by the
 compiled kernel when it is built and ``USE_COMPILED`` is set, else by numpy;
 both give the same result (tests switch ``USE_COMPILED`` off to compare).
@@ -17,10 +17,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from core.errors import ModelError
-from core.tree import Tree, _bits_hold
+from core.model.tree import Tree, _bits_hold
 
-try:  # compiled traversal (core/_treewalk.c); numpy does the same more slowly
-    from core import _treewalk
+try:  # compiled traversal (core/model/_treewalk.c); numpy does the same more slowly
+    from core.model import _treewalk
 except ImportError:  # pragma: no cover - no C compiler at install time
     _treewalk = None
 
@@ -63,7 +63,7 @@ PACKED_NODE = np.dtype([("threshold", "<f8"), ("feature", "<i4"), ("left", "<i4"
 
 
 def _pack(trees: Sequence[Tree], offsets: np.ndarray) -> dict[str, np.ndarray]:
-    """Nodes as 16-byte records for the compiled walk (core/_treewalk.c).
+    """Nodes as 16-byte records for the compiled walk (core/model/_treewalk.c).
 
     Each tree is laid out breadth first with the two children of a node side
     by side (right = left + 1), so one step reads one record. A categorical

@@ -4,7 +4,7 @@ The float32 bounds the parsers fold into thresholds (:func:`float32_le_bound`,
 :func:`float32_floor`), the box and the admitted category codes of every node
 (:func:`node_boxes`, :func:`node_category_masks`) and the category bitsets
 (:func:`category_bits_from_sets`). The node layout and the one split rule are
-documented in :mod:`core.ensemble`; every name here is importable from there.
+documented in :mod:`core.model`.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def category_bits_from_sets(left_sets: Sequence[Sequence[int] | None], n_codes: 
 
 @dataclass(frozen=True, eq=False)
 class Tree:
-    """One tree as parallel node arrays; see the docstring of :mod:`core.ensemble`."""
+    """One tree as parallel node arrays; see the docstring of :mod:`core.model`."""
 
     children_left: np.ndarray
     children_right: np.ndarray

@@ -2,10 +2,15 @@
 
 Its shape (trees, outputs, categorical features and their codes), its
 structure (split counts and levels, leaf boxes and category masks),
-prediction (rows walked by :mod:`core.flatwalk`, then aggregated and linked),
+prediction (rows walked by :mod:`core.model.flatwalk`, then aggregated and linked),
 the Isolation Forest scores, and the plain-arrays round trip and content hash
 that let an ensemble cross a process boundary. The representation is
-documented in :mod:`core.ensemble`; every name here is importable from there.
+documented in :mod:`core.model`.
+
+:func:`as_ensemble` is how an analysis accepts a fitted model too: it returns a
+``TreeEnsemble`` as is and hands anything else to the converter registered with
+:func:`register_converter` (:func:`core.ensemble.from_model`, registered when
+``core`` is imported), so the representation imports no parser.
 """
 
 from __future__ import annotations
@@ -13,16 +18,16 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import numpy as np
 
-from core.errors import ModelError
-from core.flatwalk import _flatten, leaf_sum, leaves
+from core.errors import ModelError, UnsupportedModelError
 from core.jsonable import plain
-from core.tree import Tree, node_category_masks
+from core.model.flatwalk import _flatten, leaf_sum, leaves
+from core.model.tree import Tree, node_category_masks
 
-__all__ = ["TreeEnsemble", "Link", "Task"]
+__all__ = ["TreeEnsemble", "Link", "Task", "as_ensemble", "register_converter"]
 
 Link = Literal["identity", "sigmoid", "softmax", "isolation"]
 Task = Literal["classification", "regression", "anomaly"]
@@ -30,7 +35,7 @@ Task = Literal["classification", "regression", "anomaly"]
 
 @dataclass(frozen=True, eq=False)
 class TreeEnsemble:
-    """A tree ensemble in one representation; see the docstring of :mod:`core.ensemble`.
+    """A tree ensemble in one representation; see the docstring of :mod:`core.model`.
 
     Attributes
     ----------
@@ -48,10 +53,10 @@ class TreeEnsemble:
     source : str, e.g. ``"sklearn.RandomForestClassifier"``
     meta : dict, family-specific constants (Isolation Forest: ``c``, ``offset``);
         ``meta["input"]`` says how the source model takes its input (see
-        :mod:`core.parsing.native`).
+        :mod:`core.model.native`).
     categories : tuple of length n_features (or empty: no categorical feature),
         None for a numerical feature, the tuple of category values of a
-        categorical one (see :mod:`core.ensemble`).
+        categorical one (see :mod:`core.model`).
     """
 
     trees: tuple[Tree, ...]
@@ -95,7 +100,7 @@ class TreeEnsemble:
             raise ModelError(f"The model's base score is {base.tolist()}: not a finite number. Re-save the model "
                              "from its library.")
         for k, t in enumerate(self.trees):
-            internal = t.children_left >= 0          # (thresholds: core.tree.Tree refuses infinite ones)
+            internal = t.children_left >= 0          # (thresholds: core.model.tree.Tree refuses infinite ones)
             bad = np.flatnonzero(~internal & ~np.all(np.isfinite(t.value), axis=1))
             if bad.size:
                 raise ModelError(f"Tree {k}, leaf {int(bad[0])} has the value {t.value[bad[0]].tolist()}: not a "
@@ -441,3 +446,26 @@ def _unplain(meta: dict[str, Any]) -> dict[str, Any]:
 
 def _replace(ens: TreeEnsemble, **changes: Any) -> TreeEnsemble:
     return replace(ens, **changes)
+
+
+#: turns a fitted model into a TreeEnsemble; set by :func:`register_converter`
+_converter: Callable[..., TreeEnsemble] | None = None
+
+
+def register_converter(fn: Callable[..., TreeEnsemble]) -> Callable[..., TreeEnsemble]:
+    """Make ``fn(model, **kw)`` the converter :func:`as_ensemble` calls on anything that
+    is not a :class:`TreeEnsemble` (:mod:`core.ensemble` registers its ``from_model``)."""
+    global _converter
+    _converter = fn
+    return fn
+
+
+def as_ensemble(obj: Any, **kw: Any) -> TreeEnsemble:
+    """``obj`` itself when it is a :class:`TreeEnsemble`, else the registered
+    converter's ``TreeEnsemble`` of the fitted model ``obj`` (keywords passed on)."""
+    if isinstance(obj, TreeEnsemble):
+        return obj
+    if _converter is None:
+        raise UnsupportedModelError(f"No converter from {type(obj).__name__} to a TreeEnsemble is registered "
+                                    "(importing core registers the parsers).")
+    return _converter(obj, **kw)

@@ -6,7 +6,7 @@ sends a NaN of feature ``j`` to one side at each split on ``j``, a side that
 may differ from split to split: no number stands for "missing". The analyses
 need rows without NaN, so :func:`expand` rewrites the ensemble, exactly, over
 the same columns plus one 0/1 column ``"j is missing"`` per feature that may
-be missing (like :mod:`core.categorical`, which gives each category a column):
+be missing (like :mod:`core.model.categorical`, which gives each category a column):
 
 * a split ``x[j] <= t`` with NaN going to side ``m`` becomes the test
   ``x[j is missing] > 0.5``: yes leads to a copy of the subtree below in which
@@ -14,7 +14,7 @@ be missing (like :mod:`core.categorical`, which gives each category a column):
   the split ``x[j] <= t`` and no further missing test on ``j`` (on each path
   the indicator of ``j`` is tested once, at its first split);
 * a split that only separates missing values (threshold
-  :data:`core.tree.MISSING_ONLY`: every number left) becomes the indicator
+  :data:`core.model.tree.MISSING_ONLY`: every number left) becomes the indicator
   test alone, or, for a feature that is never missing in the data, its left
   child.
 
@@ -26,7 +26,7 @@ median), so that giving it a value costs what moving from the median costs,
 plus the indicator's own weight (0 by default, set by the analyst); a
 counterfactual may leave "missing" (the indicator may decrease) but a value
 never becomes missing (the schema makes the indicator decrease-only).
-``meta["input"] = "missing"`` lets :func:`core.parsing.native.model_input`
+``meta["input"] = "missing"`` lets :func:`core.model.native.model_input`
 give the source model NaN where the indicator is 1, so every counterfactual is
 still checked on the original model.
 """
@@ -40,8 +40,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from core.errors import UnsupportedModelError
-from core.tree import MISSING_ONLY, Tree
-from core.treeensemble import TreeEnsemble, _replace
+from core.model.ensemble import TreeEnsemble, _replace
+from core.model.tree import MISSING_ONLY, Tree
 
 __all__ = ["expand", "indicator_name", "to_native", "info", "settled", "MAX_NODES", "SUFFIX"]
 

@@ -22,7 +22,7 @@ ensemble, exactly, over one 0/1 column per category (``"col=level"``):
 
 The rewritten ensemble gives the same output as the original on every row
 (tests: every code of every categorical feature, missing included). Its
-``meta["input"] = "expanded"`` lets :func:`core.parsing.native.model_input`
+``meta["input"] = "expanded"`` lets :func:`core.model.native.model_input`
 turn one-hot rows back into the source model's own input, so every
 counterfactual is still checked on the original model. Copies of subtrees can
 grow a deep tree with large category sets; past ``MAX_NODES`` the expansion
@@ -37,12 +37,16 @@ from typing import Any
 import numpy as np
 
 from core.errors import UnsupportedModelError
-from core.tree import Tree
-from core.treeensemble import TreeEnsemble, _replace
+from core.model.ensemble import TreeEnsemble, _replace
+from core.model.tree import Tree
 
-__all__ = ["expand", "decode", "MAX_NODES", "level_name"]
+__all__ = ["expand", "decode", "MAX_NODES", "level_name", "OTHER_CODE"]
 
 MAX_NODES = 3_000_000
+
+#: the last category of a feature whose model names only codes (XGBoost without saved
+#: categories, :mod:`core.parsing.xgboost`): every code no split lists, routed alike
+OTHER_CODE = "(any other code)"
 
 
 def level_name(feature: str, category: Any) -> str:

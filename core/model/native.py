@@ -4,7 +4,7 @@ Codes view and model input
 --------------------------
 The analyses give a ``TreeEnsemble`` rows of floats in feature order, a
 categorical feature as its code (``0..K-1``, ``K`` = missing or unseen; see
-:mod:`core.ensemble`). :func:`model_input` turns such rows into what the
+:mod:`core.model`). :func:`model_input` turns such rows into what the
 source model itself takes, as its parser recorded in ``ens.meta["input"]``:
 
 ``"array"`` (the default)
@@ -17,10 +17,10 @@ source model itself takes, as its parser recorded in ``ens.meta["input"]``:
     categories ``ens.categories[j]`` (LightGBM on pandas ``category`` columns,
     XGBoost ``enable_categorical``); the missing code becomes NaN;
 ``"expanded"``
-    one-hot rows of an ensemble rewritten by :func:`core.categorical.expand`:
+    one-hot rows of an ensemble rewritten by :func:`core.model.categorical.expand`:
     decoded to the original codes, then given as the original input kind;
 ``"missing"``
-    rows of an ensemble rewritten by :func:`core.missing.expand`: NaN where an
+    rows of an ensemble rewritten by :func:`core.model.missing.expand`: NaN where an
     "is missing" column is 1, those columns dropped, then given as the
     original input kind;
 ``"frame-object"``
@@ -41,9 +41,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.categorical import decode
-from core.missing import to_native
-from core.parsing.xgboost import OTHER_CODE
+from core.model.categorical import OTHER_CODE, decode
+from core.model.missing import to_native
 
 INPUT_KINDS = ("array", "frame", "frame-object", "expanded", "missing")
 UNSEEN = "__atlas_unseen__"
@@ -55,7 +54,7 @@ def model_input(ens: Any, X: np.ndarray, *, frame: bool = False) -> Any:
     kind = ens.meta.get("input", "array")
     if kind not in INPUT_KINDS:
         raise ValueError(f"Unknown model input kind {kind!r}; expected one of {INPUT_KINDS}.")
-    if kind == "missing":                       # rows of core.missing.expand: NaN where missing
+    if kind == "missing":                       # rows of core.model.missing.expand: NaN where missing
         info = ens.meta["missing"]
         d = int(info["n_features"])
         cats = tuple(ens.categories[:d]) if ens.categories else (None,) * d
@@ -64,7 +63,7 @@ def model_input(ens: Any, X: np.ndarray, *, frame: bool = False) -> Any:
                                        "input": info["input"]},
                                  categorical_features=[j for j, c in enumerate(cats) if c is not None])
         return model_input(native, to_native(ens.meta, X), frame=frame)
-    if kind == "expanded":                      # one-hot rows of core.categorical.expand: back to codes
+    if kind == "expanded":                      # one-hot rows of core.model.categorical.expand: back to codes
         info = ens.meta["expanded"]
         cats = tuple(None if c is None else tuple(c) for c in info["categories"])
         native = SimpleNamespace(feature_names=tuple(info["names"]), categories=cats,
@@ -111,7 +110,7 @@ def model_input(ens: Any, X: np.ndarray, *, frame: bool = False) -> Any:
 
 def _levels(ens: Any, j: int, open_codes: dict[int, Any]) -> list:
     """Feature ``j``'s categories as the model takes them: XGBoost's "any other
-    code" level (:mod:`core.parsing.xgboost`) as its stand-in code."""
+    code" level (:data:`core.model.categorical.OTHER_CODE`) as its stand-in code."""
     cats = list(ens.categories[j])
     if j in open_codes and cats[-1] == OTHER_CODE:
         cats[-1] = open_codes[j]
