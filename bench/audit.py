@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from core.audit import run_audit  # noqa: E402
 from core.batch import batch_counterfactuals  # noqa: E402
-from core.ensemble import from_model  # noqa: E402
+from core.intake.models import from_model  # noqa: E402
 from common import ADULT, adult_with_sex_protected  # noqa: E402
 
 

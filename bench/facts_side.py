@@ -74,10 +74,10 @@ print(json.dumps(out))
 
 
 def ours() -> dict:
-    from core import demo
     from core.audit import run_audit
-    from core.ensemble import from_model
-    from core.io import prepare_data
+    from core.intake import demo
+    from core.intake.io import prepare_data
+    from core.intake.models import from_model
     from core.schema import infer_schema
 
     df, target, model, _ = demo.build_demo("credit-lightgbm")

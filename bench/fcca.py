@@ -39,8 +39,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.ensemble import from_model  # noqa: E402
 from core.fcca import fcca, gosdt_available  # noqa: E402
+from core.intake.models import from_model  # noqa: E402
 from core.optimal import optimal_counterfactual  # noqa: E402
 from core.schema import infer_schema  # noqa: E402
 
@@ -142,7 +142,7 @@ def breast_cancer(jobs):
 
 
 def adult(jobs):
-    from core import io
+    from core.intake import io
 
     p = ROOT.parent / "shared" / "data" / "adult.csv"
     if not p.exists():

@@ -54,12 +54,12 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core import io  # noqa: E402
+from core.intake import io  # noqa: E402
 from common import best_of  # noqa: E402
 from core.cells import groups  # noqa: E402
-from core.ensemble import from_model  # noqa: E402
-from core.sandbox import load_vetted  # noqa: E402
-from core.workspace import build_workspace  # noqa: E402
+from core.intake.models import from_model  # noqa: E402
+from core.intake.sandbox import load_vetted  # noqa: E402
+from core.intake.workspace import build_workspace  # noqa: E402
 
 
 N_QUERIES = 40  # the times are bimodal (settled by the bound, or solved): few queries make a noisy median

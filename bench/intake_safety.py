@@ -1,14 +1,14 @@
-"""Cost of reading uploads in the sandbox (core.sandbox), printed as JSON.
+"""Cost of reading uploads in the sandbox (core.intake.sandbox), printed as JSON.
 
 * overhead: wall time of ``load_vetted`` (child process: read, convert,
   verify; then the in-process re-read and probe check) against reading in
-  process (``core.io.load_model`` + ``core.ensemble.from_model``), for an
+  process (``core.intake.io.load_model`` + ``core.intake.models.from_model``), for an
   XGBoost JSON model of 100 trees (and of 500 trees, depth 6: the issue's goal
   is at most 0.3 s added), a LightGBM text model of 100 trees and a
   skops random forest of 100 trees; cold (a fresh child importing its one
   library) and warm (the spare child kept after a first use), medians;
 * rejection: wall time to refuse one hostile file of each class (structural
-  edits caught by core.parsing.validate in the child, a crash, a hang at a
+  edits caught by core.intake.parsing.validate in the child, a crash, a hang at a
   2 s limit, a memory blow-up at a 1.5 GiB limit, 100k-deep JSON);
 * bombs: time and peak RSS (the server's growth, and the checking child's) to
   refuse small files that expand: a 150 M-row Parquet file in public mode and
@@ -66,10 +66,10 @@ def _time(fn, reps: int) -> float:
 
 
 def main() -> None:
-    from core import io, sandbox
-    from core.ensemble import from_model
     from core.errors import AtlasError
-    from core.sandbox import load_vetted
+    from core.intake import io, sandbox
+    from core.intake.models import from_model
+    from core.intake.sandbox import load_vetted
     from intake_mutations import valid_files, xgboost_json_edits
 
     files = _files()
@@ -131,7 +131,7 @@ import pyarrow, pyarrow.parquet, pandas, numpy
 from core.errors import AtlasError
 from dashboard.deploy import Deployment
 from dashboard.loaders import read_table
-from core.sandbox import load_vetted
+from core.intake.sandbox import load_vetted
 data = open({path!r}, "rb").read()
 public = Deployment(public=True, max_upload_mb=50, max_rows=200_000, scheduler=None, max_table_mb=512)
 local = Deployment(public=False, max_upload_mb=200, max_rows=None, scheduler=None, max_table_mb=2048)

@@ -31,15 +31,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import ADULT  # noqa: E402
 
+from core.intake.workspace import build_workspace  # noqa: E402
 from core.optimal import optimal_counterfactual  # noqa: E402
-from core.workspace import build_workspace  # noqa: E402
 
 COLUMNS = ("Age", "EducationNumber", "HoursPerWeek")
 
 
 def _table() -> tuple[pd.DataFrame, str, str]:
     if ADULT.exists():
-        from core import io
+        from core.intake import io
 
         df = io.load_table(ADULT.read_bytes(), ADULT.name)
         return df, df.attrs["target"], "adult"

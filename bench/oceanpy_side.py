@@ -94,7 +94,7 @@ def main() -> None:
     import pandas as pd
     from sklearn.ensemble import RandomForestClassifier
 
-    from core.ensemble import from_model
+    from core.intake.models import from_model
     from core.optimal import optimal_counterfactual
 
     data, y, mapper, schema, names = (_adult if args.data == "adult" else _breast_cancer)(parse_features)

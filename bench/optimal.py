@@ -26,7 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.ensemble import from_model  # noqa: E402
+from core.intake.models import from_model  # noqa: E402
 from core.optimal import optimal_counterfactual  # noqa: E402
 from core.schema import infer_schema  # noqa: E402
 
@@ -39,7 +39,7 @@ def _cases():
     yield "breast_cancer", b.data, b.target, infer_schema(b.data), [(100, 5)]
     adult = ROOT.parent / "shared" / "data" / "adult.csv"
     if adult.exists():
-        from core import io
+        from core.intake import io
 
         df = io.load_table(adult.read_bytes(), "adult.csv")
         p = io.prepare_data(df, "Class")

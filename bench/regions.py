@@ -20,7 +20,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.ensemble import from_model  # noqa: E402
+from core.intake.models import from_model  # noqa: E402
 from core.optimal import optimal_counterfactual  # noqa: E402
 from core.regions import exact_counterfactual, slice_regions  # noqa: E402
 from core.schema import infer_schema  # noqa: E402

@@ -40,7 +40,7 @@ from core.schema import infer_schema  # noqa: E402
 def _datasets():
     from sklearn.datasets import load_breast_cancer
 
-    from core import io
+    from core.intake import io
 
     b = load_breast_cancer()
     yield "breast_cancer", b.data, b.target, []

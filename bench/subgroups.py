@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from core import auditrun  # noqa: E402
-from core.ensemble import from_model  # noqa: E402
+from core.intake.models import from_model  # noqa: E402
 from core.subgroups import conditions  # noqa: E402
 from subgroups_v1 import old_conditions, old_scan_subgroups  # noqa: E402
 from common import ADULT, adult_with_sex_protected, best_of  # noqa: E402
@@ -48,7 +48,7 @@ def _data():
     if adult is not None:
         X, y, schema, _ = adult
         return "adult", X, y, schema, "Sex"
-    from core import demo, io
+    from core.intake import demo, io
     from core.schema import infer_schema
 
     df, target = demo.synthetic_credit(20000, seed=0)

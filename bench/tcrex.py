@@ -34,7 +34,7 @@ from tcrex_v1 import TCRExV1  # noqa: E402
 def _datasets():
     from sklearn.datasets import load_breast_cancer
 
-    from core import io
+    from core.intake import io
 
     for name in ("adult", "compas"):
         p = ROOT.parent / "shared" / "data" / f"{name}.csv"

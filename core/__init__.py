@@ -3,26 +3,26 @@
 A newcomer's map, in the order data flows (each module's docstring cites the
 paper's equations it implements):
 
-Intake. :mod:`core.io` reads tables and model files (CSV/Parquet; XGBoost
+Intake. :mod:`core.intake.io` reads tables and model files (CSV/Parquet; XGBoost
 JSON/UBJ, LightGBM text, CatBoost JSON/CBM, skops; pickle only when trusted);
-:mod:`core.sandbox` reads untrusted model bytes in a short-lived child process
-with time and memory limits; :mod:`core.parsing` converts each library's
-trees (one module per library, :mod:`core.parsing.pipeline` for scikit-learn
-Pipelines, :mod:`core.parsing.validate` for structural checks before any
-allocation (with :mod:`core.parsing.filecheck`, :mod:`core.parsing.ubjson`,
-:mod:`core.parsing.skopscheck`), :mod:`core.model.native` to feed rows back
-to the original model); :mod:`core.training` trains a model in the app.
-:mod:`core.ensemble` holds the one representation every analysis reads,
-:class:`core.ensemble.TreeEnsemble` (a split is ``x <= t`` or ``x in S``),
-and :func:`core.ensemble.from_model`, the one entry from a fitted model; the
+:mod:`core.intake.sandbox` reads untrusted model bytes in a short-lived child process
+with time and memory limits; :mod:`core.intake.parsing` converts each library's
+trees (one module per library, :mod:`core.intake.parsing.pipeline` for scikit-learn
+Pipelines, :mod:`core.intake.parsing.validate` for structural checks before any
+allocation (with :mod:`core.intake.parsing.filecheck`, :mod:`core.intake.parsing.ubjson`,
+:mod:`core.intake.parsing.skopscheck`), :mod:`core.model.native` to feed rows back
+to the original model); :mod:`core.intake.training` trains a model in the app.
+:mod:`core.model` holds the one representation every analysis reads,
+:class:`core.model.TreeEnsemble` (a split is ``x <= t`` or ``x in S``),
+and :func:`core.intake.models.from_model`, the one entry from a fitted model; the
 pieces live in :mod:`core.model.tree` (one tree's node arrays),
 :mod:`core.model.ensemble` (the ensemble) and :mod:`core.model.flatwalk` (all trees
 walked at once, compiled or numpy). :mod:`core.model.categorical` rewrites category
-splits as exact one-hot trees. :mod:`core.workspace` turns a table and a model into a checked
+splits as exact one-hot trees. :mod:`core.intake.workspace` turns a table and a model into a checked
 workspace (numeric view ``X``, raw view ``to_raw``), matching the table's
-columns to the model's features with :mod:`core.matching`; :mod:`core.schema`
+columns to the model's features with :mod:`core.intake.matching`; :mod:`core.schema`
 describes features (kind, range, actionability, one-hot groups);
-:mod:`core.demo` builds the embedded demo.
+:mod:`core.intake.demo` builds the embedded demo.
 
 The counterfactual kernel. :mod:`core.counterfactual` has the cost model, the
 target and the result type; :mod:`core.cells` the problem on the grid of
@@ -86,4 +86,4 @@ __version__ = "0.1.0"
 
 # An analysis given a fitted model converts it with core.model.as_ensemble, which calls
 # the converter registered here: importing any part of core registers the parsers' entry.
-import core.ensemble  # noqa: E402,F401
+import core.intake.models  # noqa: E402,F401

@@ -1,6 +1,6 @@
 """The fairness audit's command line (no UI): ``python -m core.audit``.
 
-Loads a table and a model as the app does (:func:`core.workspace.build_workspace`),
+Loads a table and a model as the app does (:func:`core.intake.workspace.build_workspace`),
 runs :func:`core.auditrun.run_audit`, writes the HTML report and the per-row CSV
 beside it and prints the summary::
 
@@ -18,14 +18,14 @@ import argparse
 from pathlib import Path
 from typing import Any, Sequence
 
-from core import io
 from core.auditresult import Audit
 from core.auditrun import AuditSettings, Provenance, run_audit
 from core.compare import compare_models
 from core.errors import AuditError, PositionalMatchRequired
-from core.matching import norm_text
+from core.intake import io
+from core.intake.matching import norm_text
+from core.intake.workspace import Workspace, build_workspace
 from core.schema import Schema
-from core.workspace import Workspace, build_workspace
 
 __all__ = ["main"]
 

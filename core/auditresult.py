@@ -17,8 +17,8 @@ import pandas as pd
 
 from core.auditmetrics import METRICS
 from core.errors import AuditError
+from core.intake.csvsafe import to_csv
 from core.report import audit_html, cost_figure, extract_audit_json, group_table, metric_figure, tests_table
-from core.csvsafe import to_csv
 
 __all__ = ["Audit"]
 

@@ -22,11 +22,11 @@ import pandas as pd
 from core.auditresult import Audit
 from core.auditstats import _statistics, group_labels, protected_attributes, summarise
 from core.batch import batch_counterfactuals
-from core.columns import analyst_columns, changes_text
 from core.counterfactual import make_target
-from core.ensemble import from_model
 from core.errors import AuditCancelled, AuditError
 from core.groupfair import group_fairness
+from core.intake.columns import analyst_columns, changes_text
+from core.intake.models import from_model
 from core.model import TreeEnsemble
 from core.rules import CounterfactualRules
 from core.settings import with_overrides

@@ -36,12 +36,12 @@ import pandas as pd
 from core.auditstats import group_labels, protected_attributes
 from core.batch import map_rows
 from core.cells.problem import check_same_features
-from core.columns import analyst_columns, changes_text
 from core.counterfactual import make_target
-from core.csvsafe import to_csv
-from core.ensemble import from_model
 from core.errors import AuditCancelled, AuditError, QueryError
 from core.fairstats import bootstrap_ci, holm, permutation_p
+from core.intake.columns import analyst_columns, changes_text
+from core.intake.csvsafe import to_csv
+from core.intake.models import from_model
 from core.model import TreeEnsemble
 from core.optimal import optimal_counterfactual
 from core.report import table_html
@@ -109,7 +109,7 @@ def disagreement_rules(X: np.ndarray, names: Sequence[str], flipped: np.ndarray,
     flips concentrate (at least twice the overall share, and 5 rows), the most
     concentrated first: "if a <= 1 and b > 2: 45 of 90 rows flip (50%)".
 
-    With ``columns`` (:func:`core.columns.analyst_columns`) a leaf reads in the
+    With ``columns`` (:func:`core.intake.columns.analyst_columns`) a leaf reads in the
     analyst's columns: a one-hot group as ``job = cook`` or ``job not in {...}``,
     a categorical feature's codes as ``job in {cook, nurse}``; with the schema's
     ``kinds``, a 0/1 feature as ``sex = 0`` and an integer one in whole numbers."""

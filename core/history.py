@@ -46,9 +46,9 @@ import sqlalchemy as sa
 
 from core.audit import Audit
 from core.errors import HistoryError
+from core.intake.workspace import build_workspace
 from core.model import TreeEnsemble
 from core.schema import Schema
-from core.workspace import build_workspace
 
 __all__ = ["AuditStore", "HistoryError", "compare", "default_url", "new_owner_key", "check_owner_key",
            "LOCAL_OWNER"]

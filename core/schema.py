@@ -256,7 +256,7 @@ def infer_schema(df: pd.DataFrame, target: str | None = None, *,
         sex, gender, race or ethnicity.
     kinds : explicit kinds for some columns (e.g. from a type row).
     groups : known one-hot groups (group name -> columns), e.g. from
-        :func:`core.io.prepare_data`; others are detected from column names
+        :func:`core.intake.io.prepare_data`; others are detected from column names
         ``group=level`` or ``group_level`` whose rows sum to one.
     levels : categorical features (column -> its categories), whose column
         holds codes; protected hints apply to them by name.

@@ -6,9 +6,9 @@ from typing import Any
 
 import streamlit as st
 
-from core import demo, io
+from core.intake import demo, io
+from core.intake.workspace import Workspace, build_workspace
 from core.optimal import Plausibility
-from core.workspace import Workspace, build_workspace
 from dashboard import loaders
 
 

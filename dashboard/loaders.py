@@ -7,9 +7,9 @@ from typing import Any
 
 import pandas as pd
 
-from core import io
 from core.errors import DataError, UntrustedPickleError
-from core.sandbox import load_vetted
+from core.intake import io
+from core.intake.sandbox import load_vetted
 from dashboard.deploy import Deployment, settings
 
 
@@ -26,7 +26,7 @@ def read_table(data: bytes, filename: str, deployment: Deployment | None = None)
 
 
 def read_model(data: bytes, filename: str, trust: bool, deployment: Deployment | None = None) -> Any:
-    """A model from an upload, as a :class:`core.sandbox.VettedModel`; pickle/joblib
+    """A model from an upload, as a :class:`core.intake.sandbox.VettedModel`; pickle/joblib
     only when the user trusts the file and the deployment allows it (never on a
     public instance)."""
     dep = deployment or settings()

@@ -20,10 +20,10 @@ import math
 
 import streamlit as st
 
-from core.demo import DEMOS
+from core.errors import AtlasError
+from core.intake.demo import DEMOS
 from core.jsonable import plain as json_ready
 from core.optimal import BACKENDS
-from core.errors import AtlasError
 from dashboard import state
 from dashboard.caching import demo_workspace
 from dashboard.history import store

@@ -8,8 +8,8 @@ import streamlit as st
 
 
 class Keys:
-    WORKSPACE = "workspace"            # core.workspace.Workspace in use
-    DEMO = "demo_key"                  # key of core.demo.DEMOS loaded, or None
+    WORKSPACE = "workspace"            # core.intake.workspace.Workspace in use
+    DEMO = "demo_key"                  # key of core.intake.demo.DEMOS loaded, or None
     STAGED_DATA = "staged_data"        # (filename, bytes) of an uploaded table
     LAST_ERROR = "last_error"          # message of the last failed load
     LAST_NOTICE = "last_notice"        # message of the last successful load

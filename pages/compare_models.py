@@ -8,16 +8,16 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from core import io
 from core.audit import run_audit
 from core.cells.problem import check_same_features
 from core.compare import compare_models
-from core.demo import UPDATES, updated_model
 from core.errors import AuditCancelled, DataError
 from core.figures import regions_figure
+from core.intake import io
+from core.intake.demo import UPDATES, updated_model
+from core.intake.workspace import build_workspace
 from core.model.missing import indicator_of
 from core.regions import slice_regions
-from core.workspace import build_workspace
 from dashboard import state
 from dashboard.caching import load_model_cached, session_cached
 from dashboard.deploy import settings as deployment

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core import io
-from core.demo import DEMOS
+from core.intake import io
+from core.intake.demo import DEMOS
 from core.schema import ACTIONABILITY, KINDS, Schema
 from dashboard import state
 from dashboard.caching import demo_workspace, load_model_cached, session_table
 from dashboard.deploy import settings as deployment
 from dashboard.ui import download, plain, user_errors
-from core.workspace import PositionalMatchRequired, build_workspace
-from core.csvsafe import to_csv
+from core.intake.csvsafe import to_csv
+from core.intake.workspace import PositionalMatchRequired, build_workspace
 
 K = state.Keys
 

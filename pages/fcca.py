@@ -10,7 +10,7 @@ import streamlit as st
 from core.fcca import explain_flat_curves, fcca, gosdt_available
 from dashboard import state
 from core.figures import fcca_curves_figure, fcca_heatmap_figure
-from core.csvsafe import to_csv
+from core.intake.csvsafe import to_csv
 from dashboard.ui import download, graph_downloads, session_cluster, user_errors
 
 ws, ens, schema, names, X, pred = state.page_context(

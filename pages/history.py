@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.history import HistoryError
-from core.csvsafe import to_csv
+from core.intake.csvsafe import to_csv
 from dashboard import state
 from dashboard.deploy import settings
 from dashboard.history import owner, show_gap_comparison, store, use_key

@@ -14,9 +14,9 @@ from dashboard import state
 from dashboard.caching import plausibility_model
 from core.figures import counterfactual_changes_figure, counterfactual_table
 from dashboard.ui import download, plain, session_cluster, user_errors
-from core.workspace import changes_line
-from core.columns import MISSING, NONE, apply_values, column_values
-from core.csvsafe import to_csv
+from core.intake.columns import MISSING, NONE, apply_values, column_values
+from core.intake.csvsafe import to_csv
+from core.intake.workspace import changes_line
 from core.shown import approx_text, number_text
 from dashboard.widgets import column_picker, row_picker, target_picker
 

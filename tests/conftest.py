@@ -45,9 +45,9 @@ def every_code(ens, n_num: int = 3, seed: int = 0) -> np.ndarray:
 
 def demo_credit():
     """The built-in credit demo (LightGBM): table, target, model, ensemble, numeric X, schema."""
-    from core import demo
-    from core.ensemble import from_model
-    from core.io import prepare_data
+    from core.intake import demo
+    from core.intake.io import prepare_data
+    from core.intake.models import from_model
     from core.schema import infer_schema
 
     df, target, model, _ = demo.build_demo("credit-lightgbm")

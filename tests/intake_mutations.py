@@ -356,7 +356,7 @@ def embedded_booster_edits(data: bytes, rng: np.random.Generator) -> list[tuple[
     out: list[tuple[str, bytes]] = []
     bins = [n for n in zf.namelist() if n.endswith(".bin")]
     if bins:                                             # XGBoost: {"Config": ..., "Model": ...} as UBJSON
-        from core.parsing.ubjson import read_ubjson
+        from core.intake.parsing.ubjson import read_ubjson
 
         state = read_ubjson(zf.read(bins[0]))
         for name, edited in xgboost_json_edits(state["Model"], rng):

@@ -12,8 +12,8 @@ from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier,
 
 from conftest import make_data
 from core.counterfactual import make_cost_model
-from core.ensemble import from_model
 from core.errors import QueryError
+from core.intake.models import from_model
 from core.optimal import optimal_counterfactual
 
 EPS = 1e-9
@@ -173,9 +173,9 @@ def test_one_hot_groups_and_plausibility_with_two_model_versions():
     switches category as one feature, costs no less than either model alone, and the two exact methods agree."""
     from conftest import demo_credit
     from core.cells import Plausibility
-    from core.demo import updated_model
+    from core.intake.demo import updated_model
+    from core.intake.workspace import build_workspace
     from core.regions import exact_counterfactual
-    from core.workspace import build_workspace
 
     df, target, model, *_ = demo_credit()
     ws = build_workspace(df, target, model, name="v1")

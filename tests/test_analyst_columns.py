@@ -14,8 +14,8 @@ from sklearn.preprocessing import OneHotEncoder, StandardScaler
 from streamlit.testing.v1 import AppTest
 
 from conftest import ROOT
-from core.columns import NONE, analyst_columns, apply_values, column_values, columns_of
-from core.workspace import build_workspace
+from core.intake.columns import NONE, analyst_columns, apply_values, column_values, columns_of
+from core.intake.workspace import build_workspace
 
 
 def _table(n=1500, seed=0):
@@ -64,7 +64,7 @@ def test_columns_are_the_tables(pipeline_ws):
 
 def test_a_folded_value_reads_as_the_persons_own(tmp_path):
     cb = pytest.importorskip("catboost")
-    from core.sandbox import load_vetted
+    from core.intake.sandbox import load_vetted
 
     rng = np.random.default_rng(5)
     df = pd.DataFrame({"a": rng.normal(size=1500), "job": rng.choice(["clerk", "nurse", "cook"], 1500)})
@@ -148,7 +148,7 @@ def test_metarule_tree_asks_for_a_category_not_a_one_hot_threshold(pipeline_ws):
 
 
 def test_changes_read_in_the_tables_columns(pipeline_ws):
-    from core.columns import changes_text
+    from core.intake.columns import changes_text
 
     ws = pipeline_ws
     cols = analyst_columns(ws.ensemble, ws.schema)

@@ -117,10 +117,10 @@ def test_a_saved_audit_report_reopens_in_the_browser(app_url, tmp_path, credit_r
 
 @pytest.fixture(scope="module")
 def credit_report(tmp_path_factory):
-    from core import demo
     from core.audit import run_audit
-    from core.ensemble import from_model
-    from core.io import prepare_data
+    from core.intake import demo
+    from core.intake.io import prepare_data
+    from core.intake.models import from_model
     from core.schema import infer_schema
 
     df, target, model, _ = demo.build_demo("credit-lightgbm")

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from core.intake.workspace import build_workspace
 from core.optimal import optimal_counterfactual
-from core.workspace import build_workspace
 from oracles import categorical_brute_force
 
 def _table(n=600, seed=0):
@@ -45,11 +45,11 @@ def _xgboost(df):
 
 def _catboost(df):
     cb = pytest.importorskip("catboost")
-    from core.parsing.catboost import CatBoostJSON
+    from core.intake.parsing.catboost import CatBoostJSON
 
     model = cb.CatBoostClassifier(iterations=4, depth=2, verbose=0, one_hot_max_size=10, cat_features=["job"],
                                   allow_writing_files=False, thread_count=1).fit(df.drop(columns="y"), df.y)
-    from core.parsing.catboost import _exported
+    from core.intake.parsing.catboost import _exported
 
     return CatBoostJSON(document=_exported(model).document, native=model)
 

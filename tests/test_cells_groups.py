@@ -16,8 +16,8 @@ import pytest
 
 from core.cells.groups import grouped_leaves
 from core.cells.problem import build_problem
+from core.intake.workspace import build_workspace
 from core.optimal import optimal_counterfactual
-from core.workspace import build_workspace
 from oracles import categorical_brute_force
 
 

@@ -74,7 +74,7 @@ def test_cli_compares_two_model_files(tmp_path, capsys):
     """python -m core.audit ... --compare-model other.txt: the comparison report and its rows."""
     from conftest import demo_credit
     from core.audit import main
-    from core.demo import updated_model
+    from core.intake.demo import updated_model
 
     df, target, model, *_ = demo_credit()
     data = tmp_path / "credit.csv"
@@ -100,10 +100,10 @@ def test_where_decisions_differ_reads_in_the_analysts_columns():
     feature by its categories (never "job=cook <= 0.5" or "sex <= 0.5")."""
     import lightgbm as lgb
 
-    from core.columns import analyst_columns
     from core.compare import disagreement_rules
-    from core.demo import build_demo, updated_model
-    from core.workspace import build_workspace
+    from core.intake.columns import analyst_columns
+    from core.intake.demo import build_demo, updated_model
+    from core.intake.workspace import build_workspace
 
     df, target, model, _ = build_demo("credit-lightgbm")
     ws = build_workspace(df, target, model, name="demo")
@@ -137,7 +137,7 @@ def test_where_decisions_differ_reads_in_the_analysts_columns():
     assert any("job = nurse" in r or "job in {nurse}" in r for r in rules), rules
     assert not any("job=" in r or "job <=" in r or "job >" in r for r in rules), rules
     # a feature holding category codes reads by its categories
-    from core.columns import Column
+    from core.intake.columns import Column
 
     codes = rng.integers(0, 4, n).astype(float)
     pay = rng.uniform(0, 100, n)

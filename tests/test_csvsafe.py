@@ -1,7 +1,7 @@
 """CSV exports neutralise spreadsheet formulas (OWASP CSV injection): a cell or
 column name from an uploaded table that begins with =, +, -, @, tab or CR is
 written with a leading quote; numbers stay numbers. Every CSV the app writes goes
-through core.csvsafe."""
+through core.intake.csvsafe."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from conftest import ROOT
-from core.csvsafe import neutralise, to_csv
+from core.intake.csvsafe import neutralise, to_csv
 
 HOSTILE = ["=HYPERLINK(\"http://x\",\"y\")", "+cmd|' /C calc'!A0", "-2+3+cmd|' /C calc'!A0", "@SUM(1+1)*cmd",
            "\t=1+1", "\r=1+1"]

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from core.demo import BIAS, DEMOS, build_demo, synthetic_credit
-from core.ensemble import from_model
+from core.intake.demo import BIAS, DEMOS, build_demo, synthetic_credit
+from core.intake.models import from_model
 
 
 @pytest.mark.parametrize("key", list(DEMOS))

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from conftest import FAMILY_IDS
-from core.ensemble import from_model
 from core.errors import ModelError, UnsupportedModelError
+from core.intake.models import from_model
+from core.intake.parsing import probe_points
 from core.model import Tree, TreeEnsemble, float32_le_bound
-from core.parsing import probe_points
 
 
 def _points(ens, X):
@@ -194,7 +194,7 @@ def test_lightgbm_zero_zone_thresholds():
     """LightGBM reads |x| <= 1e-35f as 0; splits between negatives and zero sit in that zone."""
     import lightgbm as lgb
 
-    from core.parsing.lightgbm import KZERO
+    from core.intake.parsing.lightgbm import KZERO
 
     rng = np.random.default_rng(0)
     X = rng.choice([-1.0, 0.0, 1.0], size=(600, 2))

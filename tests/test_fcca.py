@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hst
 
-from core.ensemble import from_model
 from core.fcca import FCCAError, default_eps, fcca
+from core.intake.models import from_model
 from conftest import make_data
 from oracles import fcca_brute_force_cost
 
@@ -263,9 +263,9 @@ def test_flat_curves_on_compas_are_explained():
     from sklearn.ensemble import GradientBoostingClassifier
 
     from conftest import shared_data
-    from core import io
-    from core.ensemble import from_model
     from core.fcca import explain_flat_curves, fcca
+    from core.intake import io
+    from core.intake.models import from_model
 
     t = io.load_table(shared_data("compas.csv").read_bytes(), "compas.csv")
     X = t.drop(columns=["Class"]).astype(float)

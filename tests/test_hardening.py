@@ -7,16 +7,16 @@ import math
 import numpy as np
 import pytest
 
-from core import io
 from core.counterfactual import QueryError
 from core.errors import DataError
+from core.intake import io
 
 
 @pytest.fixture(scope="module")
 def forest():
     from sklearn.ensemble import RandomForestClassifier
 
-    from core.ensemble import from_model
+    from core.intake.models import from_model
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 3))

@@ -1,7 +1,7 @@
 """scikit-learn's HistGradientBoostingClassifier (binary, 3 classes) and Regressor
-parsed into the one TreeEnsemble (core.parsing.hgb): trained here as a data
+parsed into the one TreeEnsemble (core.intake.parsing.hgb): trained here as a data
 scientist would, saved with skops and read through the app's own reader
-(core.io.load_model; the whole upload path, core.sandbox.load_vetted, gives the
+(core.intake.io.load_model; the whole upload path, core.intake.sandbox.load_vetted, gives the
 same ensembles, also from a trusted joblib file); predictions equal the library's
 on every training row, on rows placed exactly on every threshold (and one float
 above) and on every category code (missing and unseen included); numeric
@@ -23,14 +23,14 @@ from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostin
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OrdinalEncoder, StandardScaler
 
-from core import io
-from core.ensemble import from_model
 from core.errors import ModelError, UnsupportedModelError
+from core.intake import io
+from core.intake.models import from_model
+from core.intake.parsing import probe_points
+from core.intake.sandbox import load_vetted
+from core.intake.workspace import build_workspace
 from core.model.native import model_input
 from core.model.tree import MISSING_ONLY
-from core.parsing import probe_points
-from core.sandbox import load_vetted
-from core.workspace import build_workspace
 
 
 @pytest.fixture(autouse=True)
@@ -65,10 +65,10 @@ def _fit(kind, X, y, **kw):
 
 
 def _loaded(model, name="hgb.skops"):
-    """The model saved with skops and read back by the app's reader (core.io.load_model:
+    """The model saved with skops and read back by the app's reader (core.intake.io.load_model:
     the allow-list, the structural checks), then parsed and verified (from_model).
     test_the_apps_sandboxed_loader_reads_the_same checks that the app's whole path,
-    core.sandbox.load_vetted, gives the same ensembles."""
+    core.intake.sandbox.load_vetted, gives the same ensembles."""
     back = io.load_model(sio.dumps(model), name)
     assert type(back) is type(model)
     return from_model(back), back
@@ -249,7 +249,7 @@ def test_pipeline_with_an_ordinal_encoder_in_front():
 
 
 def test_the_apps_sandboxed_loader_reads_the_same(monkeypatch):
-    """core.sandbox.load_vetted (the app's upload path: a child process reads, parses and
+    """core.intake.sandbox.load_vetted (the app's upload path: a child process reads, parses and
     verifies, the server reads again) gives the ensembles the in-process reader gives:
     a .skops model with pandas categories, a .skops pipeline, a trusted joblib file."""
     import joblib

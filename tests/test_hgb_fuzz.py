@@ -14,8 +14,8 @@ settings, the numerical columns' check, the loss and link, its iterations,
 random JSON values and array elements of the schema, byte flips and
 truncations of the file and of its members.
 
-Each damaged file is read as the sandbox's child reads it (``core.io.load_model``
-then ``core.ensemble.from_model``), in one child process per batch so that a
+Each damaged file is read as the sandbox's child reads it (``core.intake.io.load_model``
+then ``core.intake.models.from_model``), in one child process per batch so that a
 crash or a hang would fail this test rather than end it. The verdict is one of:
 refused with a project error (``AtlasError``, a ``ValueError``) whose message
 names no Python internals; or read, and then the ensemble's predictions equal
@@ -24,13 +24,13 @@ the rows the model was trained on (given to scikit-learn as they were given to
 ``fit``, with unseen categories added), on probe points, on every threshold and
 one float above it. Any other exception is a failure: the library's errors on
 a damaged file must be refused by the reader with a message first. A sample
-goes through the app's whole path too (``core.sandbox.load_vetted``).
+goes through the app's whole path too (``core.intake.sandbox.load_vetted``).
 
 Tables: an Adult-like CSV written from a frame whose cells are damaged in
 seeded ways (empty cells, unseen and differently written categories, numbers
 as text, huge and non-finite numbers, a missing or renamed column, a missing
 target, duplicated headers, byte flips and truncations) is read by the app
-(``core.io.load_table`` then ``core.workspace.build_workspace``) with a
+(``core.intake.io.load_table`` then ``core.intake.workspace.build_workspace``) with a
 3-class HGB classifier on pandas categories and a regressor on text columns,
 both trained with missing values: refused with a project error, or the table
 read as the file holds it (where that is known) and every row kept, predicted
@@ -146,8 +146,8 @@ def _parity(ens, model, X) -> list[str]:
     """What differs between the ensemble and the library on the training rows (those
     with missing values too) and unseen values, given raw as to ``fit``, and on probe
     points and thresholds, given through the ensemble's own model input."""
+    from core.intake.parsing import probe_points
     from core.model.native import native_input
-    from core.parsing import probe_points
 
     problems = []
     raw = _with_unseen(X)
@@ -166,9 +166,9 @@ def _parity(ens, model, X) -> list[str]:
 def verdict(fname: str, data: bytes, X) -> tuple[str, str]:
     """("refused", message), ("accepted", ""), ("misread", what differs) or
     ("bare", the exception): what the app's reader makes of one file."""
-    from core import io
-    from core.ensemble import from_model
     from core.errors import AtlasError
+    from core.intake import io
+    from core.intake.models import from_model
 
     try:
         model = io.load_model(data, fname)
@@ -331,7 +331,7 @@ def test_a_sample_through_the_apps_sandbox(hgb, cases, monkeypatch):
     same bytes again and compares): each of a sample refused with a message, or read
     exactly; the sample holds both outcomes."""
     from core.errors import AtlasError
-    from core.sandbox import load_vetted
+    from core.intake.sandbox import load_vetted
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     picks = ("3-class-categorical-nan.skops: as saved", "regression-codes-nan.skops: missing direction flipped",
@@ -383,8 +383,8 @@ def table_verdict(data: bytes, held, model) -> tuple[str, str]:
     read as the file holds it (``held``, when known) and every row kept with the
     library's prediction of the values read."""
     from core.errors import AtlasError
-    from core.io import load_table
-    from core.workspace import build_workspace
+    from core.intake.io import load_table
+    from core.intake.workspace import build_workspace
 
     try:
         df = load_table(data, "upload.csv")
@@ -420,7 +420,7 @@ def table_verdict(data: bytes, held, model) -> tuple[str, str]:
 def table(hgb):
     """A table of other Adult rows than the models were trained on, some numbers and
     categories missing, and the two categorical models read from their files."""
-    from core import io
+    from core.intake import io
 
     df, _ = adult_like(160, seed=5)
     rng = np.random.default_rng(5)

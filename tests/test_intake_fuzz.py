@@ -5,11 +5,11 @@ seeded): byte flips, truncations, duplicated/removed/edited LightGBM lines
 (also with CRLF endings), structural edits of XGBoost JSON and the same as
 UBJSON (negative, out-of-range and cyclic children, huge counts, non-finite
 thresholds, wrong types, 100k-deep nesting), damaged .skops members and node
-arrays. Through the app's path (``core.sandbox.load_vetted``) each one either
+arrays. Through the app's path (``core.intake.sandbox.load_vetted``) each one either
 gives a model whose ensemble reproduces the library's predictions or raises
 an ``AtlasError`` with a message (never a crash of this process, never a
 hang, never a bare IndexError/OverflowError). The structural edits of XGBoost
-files are refused by ``core.parsing.validate`` before XGBoost sees them, in
+files are refused by ``core.intake.parsing.validate`` before XGBoost sees them, in
 process too.
 """
 
@@ -20,9 +20,9 @@ import time
 import numpy as np
 import pytest
 
-from core import io
 from core.errors import AtlasError, ModelError
-from core.sandbox import load_vetted
+from core.intake import io
+from core.intake.sandbox import load_vetted
 from tests.intake_mutations import mutations, valid_files, xgboost_json_edits, _to_ubj
 
 UNEXPECTED = ("Traceback", "IndexError", "OverflowError", "KeyError", "TypeError", "AttributeError")
@@ -154,7 +154,7 @@ def test_ubj_containers_that_declare_more_than_they_hold_are_refused_fast(files)
     """A few KB of UBJSON whose typed containers of zero-width elements ask for
     billions of values (an outside trial: 60-75 s and 1.9 GB in the child each)
     are refused by the reader in process at once, and through the sandbox."""
-    from core.parsing.validate import read_ubjson
+    from core.intake.parsing.validate import read_ubjson
     from tests.intake_mutations import ubj_container_edits
 
     X = np.frombuffer(files["_X"]).reshape(-1, 5)

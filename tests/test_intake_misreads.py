@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from core.ensemble import from_model
 from core.errors import ModelError, UnsupportedModelError
+from core.intake.models import from_model
 
 
 def test_lightgbm_reg_sqrt_is_refused_not_misread():
@@ -68,7 +68,7 @@ def test_a_forest_predicting_in_threads_is_not_refused(monkeypatch):
     from sklearn.pipeline import Pipeline
     from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
-    from core import sandbox
+    from core.intake import sandbox
 
     rng = np.random.default_rng(0)
     df = pd.DataFrame({"a": rng.normal(size=300), "job": rng.choice(["x", "y", "z"], 300)})
@@ -97,7 +97,7 @@ def test_a_forest_predicting_in_threads_is_not_refused(monkeypatch):
 def test_a_catboost_multiclass_loss_on_one_output_is_refused(tmp_path):
     """A CatBoost JSON whose loss says MultiClass while its trees have one output was read as one class."""
     cb = pytest.importorskip("catboost")
-    from core.parsing.catboost import CatBoostJSON
+    from core.intake.parsing.catboost import CatBoostJSON
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 3))
@@ -115,7 +115,7 @@ def test_a_lightgbm_file_trained_on_names_with_spaces_matches_its_columns():
     import lightgbm as lgb
     import pandas as pd
 
-    from core.workspace import build_workspace
+    from core.intake.workspace import build_workspace
 
     rng = np.random.default_rng(0)
     df = pd.DataFrame({"mean radius": rng.normal(size=300), "worst area": rng.normal(size=300)})

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from conftest import shared_data
-from core import io as cio
-from core.ensemble import from_model
 from core.errors import DataError, ModelError, SchemaError, UnsupportedModelError, UntrustedPickleError
+from core.intake import io as cio
+from core.intake.models import from_model
 from core.schema import validate
 
 

@@ -26,11 +26,11 @@ from sklearn import ensemble as ske
 from sklearn import tree as skt
 
 from core.counterfactual import make_cost_model
-from core.ensemble import from_model
 from core.errors import DataError
+from core.intake.models import from_model
+from core.intake.workspace import build_workspace
 from core.model.missing import expand, indicator_of
 from core.optimal import optimal_counterfactual
-from core.workspace import build_workspace
 
 EPS = 1e-9
 
@@ -142,7 +142,7 @@ def _hgb(df, y, kind="binary", **kw):
 def test_hgb_with_missing_values_every_row_kept_and_predicted_as_the_library(kind):
     from skops import io as sio
 
-    from core import io
+    from core.intake import io
 
     df, y = _table()
     model, target = _hgb(df, y, kind, max_iter=30, max_depth=4)

@@ -9,8 +9,8 @@ import pytest
 
 from conftest import make_data
 from oracles import grid_brute_force, tiny_models
-from core.demo import synthetic_credit
-from core.ensemble import from_model
+from core.intake.demo import synthetic_credit
+from core.intake.models import from_model
 from core.optimal import Plausibility, build_problem, greedy_start, optimal_counterfactual, radius_bound
 from core.schema import infer_schema
 

@@ -85,8 +85,8 @@ def test_fairness_audits_of_both_side_by_side():
 def test_model_b_from_an_earlier_audit(fresh_history):
     """An audit stored with its model (as the Fairness audit page stores it) gives model B."""
     from core.audit import run_audit
-    from core.demo import updated_model
-    from core.workspace import build_workspace
+    from core.intake.demo import updated_model
+    from core.intake.workspace import build_workspace
     from dashboard.history import store
 
     at = _page()
@@ -108,8 +108,8 @@ def test_model_b_from_an_earlier_audit(fresh_history):
 def test_a_model_with_other_classes_is_refused_in_plain_words(tmp_path):
     """A model B for the same columns deciding between three classes: the message names
     both models and their classes as the analyst reads them (no numpy reprs)."""
-    from core.demo import DEMOS, build_demo
-    from core.io import sha256, train_model
+    from core.intake.demo import DEMOS, build_demo
+    from core.intake.io import sha256, train_model
 
     df, target, _, _ = build_demo("credit-lightgbm")
     y3 = (df[target] + (df["income"] > 60)).astype(int)

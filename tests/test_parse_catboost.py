@@ -16,15 +16,15 @@ import pandas as pd
 import pytest
 
 from conftest import shared_data
-from core import io
-from core.ensemble import from_model
 from core.errors import UnsupportedModelError
+from core.intake import io
+from core.intake.models import from_model
+from core.intake.parsing import probe_points
+from core.intake.parsing.catboost import OTHER, CatBoostJSON, apply_document
+from core.intake.parsing.cityhash import cat_feature_hash
+from core.intake.sandbox import load_vetted
+from core.intake.workspace import build_workspace
 from core.model.native import native_outputs
-from core.parsing import probe_points
-from core.parsing.catboost import OTHER, CatBoostJSON, apply_document
-from core.parsing.cityhash import cat_feature_hash
-from core.sandbox import load_vetted
-from core.workspace import build_workspace
 
 cb = pytest.importorskip("catboost")
 
@@ -123,7 +123,7 @@ def _codes(ens, df):
 def test_folding_the_other_level_changes_no_prediction(tmp_path):
     """A level no data value takes is folded into the missing code: same routes on every code."""
     from conftest import every_code
-    from core.parsing.catboost import fold_other_level
+    from core.intake.parsing.catboost import fold_other_level
 
     df, y = _frame(800, seed=4)
     model = cb.CatBoostClassifier(iterations=20, depth=4, verbose=0, allow_writing_files=False, one_hot_max_size=10,

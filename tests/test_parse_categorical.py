@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 
 from conftest import every_code, shared_data
-from core import io
-from core.ensemble import from_model
+from core.intake import io
+from core.intake.models import from_model
+from core.intake.sandbox import load_vetted
+from core.intake.workspace import build_workspace
 from core.model.native import model_input
-from core.sandbox import load_vetted
-from core.workspace import build_workspace
 
 CATS = [f"k{i}" for i in range(40)]
 

@@ -1,5 +1,5 @@
 """scikit-learn Pipelines with encoders, scalers and imputers, expressed on the raw
-columns (core.parsing.pipeline): parity with pipeline.predict on every row of a raw
+columns (core.intake.parsing.pipeline): parity with pipeline.predict on every row of a raw
 table (unseen categories and missing values included), on the exact boundary
 values of every numerical threshold, through skops and joblib files; refusals name
 the step; the forest taken out of a pipeline is never silently misread."""
@@ -16,10 +16,10 @@ from sklearn.preprocessing import (FunctionTransformer, MaxAbsScaler, MinMaxScal
                                    RobustScaler, StandardScaler)
 
 from conftest import shared_data
-from core import io
-from core.ensemble import from_model
 from core.errors import SchemaError, UnsupportedModelError
-from core.workspace import PositionalMatchRequired, build_workspace
+from core.intake import io
+from core.intake.models import from_model
+from core.intake.workspace import PositionalMatchRequired, build_workspace
 
 
 def _data(n=2500, seed=0):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.ensemble import from_model
+from core.intake.models import from_model
 from core.model import Tree, TreeEnsemble
 from core.optimal import optimal_counterfactual
 from core.regions import counterfactual_set, decompose, exact_counterfactual, projection_regions, slice_regions

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import core.rules.bitsets as B
-from core.demo import synthetic_credit
-from core.rules import CounterfactualRules, NoCounterfactualRuleError, region_from_filter
 from core.errors import NotFittedError
+from core.intake.demo import synthetic_credit
+from core.rules import CounterfactualRules, NoCounterfactualRuleError, region_from_filter
 from core.schema import infer_schema
 from conftest import make_data, shared_data
 from oracles import brute_cdp, brute_crp
@@ -182,7 +182,7 @@ def test_breast_cancer_every_row_gets_a_rule():
 
 
 def test_compas_correct_and_plausible():
-    from core import io
+    from core.intake import io
 
     p = shared_data("compas.csv")
     df = io.load_table(p.read_bytes(), p.name)

@@ -1,5 +1,5 @@
-"""Model files are read in a child process (core.sandbox) after structural checks
-(core.parsing.validate): a file that crashes, hangs or exhausts memory becomes a
+"""Model files are read in a child process (core.intake.sandbox) after structural checks
+(core.intake.parsing.validate): a file that crashes, hangs or exhausts memory becomes a
 clear ModelError and the reading process carries on; valid files, Windows-saved
 LightGBM text included, give exactly the ensemble read in-process."""
 
@@ -11,10 +11,10 @@ import json
 import numpy as np
 import pytest
 
-from core import io
-from core.ensemble import from_model
 from core.errors import AtlasError, ModelError, UntrustedPickleError
-from core.sandbox import load_vetted
+from core.intake import io
+from core.intake.models import from_model
+from core.intake.sandbox import load_vetted
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.demo import synthetic_credit
 from core.errors import SchemaError
+from core.intake.demo import synthetic_credit
 from core.schema import FeatureSpec, Schema, infer_schema
 
 

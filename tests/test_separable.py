@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import core.optimal as opt
-from core.ensemble import from_model
+from core.intake.models import from_model
 from core.schema import infer_schema
 from conftest import make_data
 

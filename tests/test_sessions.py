@@ -14,7 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from conftest import ROOT
-from core.demo import synthetic_credit
+from core.intake.demo import synthetic_credit
 
 APP = str(ROOT / "dashboard" / "app.py")
 

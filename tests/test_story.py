@@ -7,9 +7,9 @@ import pytest
 
 from conftest import ROOT, demo_credit
 from core.audit import run_audit
+from core.intake.workspace import build_workspace
 from core.rules import CounterfactualRules
 from core.story import _region, case_story
-from core.workspace import build_workspace
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def test_story_statements_hold(credit_ws):
     res = story.facts["counterfactual"]
     assert res.found and res.status == "optimal" and res.valid
     assert list(story.table.index) == ["this case", "counterfactual"]
-    from core.columns import analyst_columns, apply_values
+    from core.intake.columns import analyst_columns, apply_values
 
     cols = analyst_columns(ws.ensemble, ws.schema)      # the table is in the analyst's columns: type it back in
     typed = apply_values(cols, X[row], story.table.loc["counterfactual"].to_dict())

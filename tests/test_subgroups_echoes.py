@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.demo import synthetic_credit
+from core.intake.demo import synthetic_credit
 from core.subgroups import _subgroups, conditions, scan_subgroups
 from subgroups_v1 import old_conditions, old_scan_subgroups
 

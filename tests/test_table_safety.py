@@ -1,4 +1,4 @@
-"""Tables read under limits set before memory is spent (core.parquet, core.io),
+"""Tables read under limits set before memory is spent (core.intake.parquet, core.intake.io),
 and tables read exactly as written: CR-only line endings, decimals, a named
 index; nested columns and too-wide categories refused with their names."""
 
@@ -19,7 +19,7 @@ import pytest
 
 from conftest import ROOT
 from core.errors import DataError
-from core.io import load_table, prepare_data
+from core.intake.io import load_table, prepare_data
 from dashboard.deploy import Deployment
 
 PUBLIC = Deployment(public=True, max_upload_mb=50, max_rows=200_000, scheduler=None, max_table_mb=512)

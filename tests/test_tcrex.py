@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.demo import synthetic_credit
+from core.intake.demo import synthetic_credit
 from core.schema import infer_schema
 from core.tcrex import TCREx, NoValidRuleError
 

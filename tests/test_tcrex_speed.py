@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import shared_data
-from core.demo import synthetic_credit
+from core.intake.demo import synthetic_credit
 from core.schema import infer_schema
 from core.tcrex import TCREx
 from tcrex_v1 import TCRExV1
@@ -52,7 +52,7 @@ def adult():
     import xgboost as xgb
     from sklearn.model_selection import train_test_split
 
-    from core import io
+    from core.intake import io
 
     path = shared_data("adult.csv")
     df = io.load_table(path.read_bytes(), path.name)

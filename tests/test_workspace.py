@@ -1,4 +1,4 @@
-"""core.workspace: a table and a model become one checked workspace, matched
+"""core.intake.workspace: a table and a model become one checked workspace, matched
 by name (never silently by position), in three views (raw, codes, model input)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from core.errors import DataError, SchemaError
+from core.intake.workspace import PositionalMatchRequired, build_workspace
 from core.model import Tree, TreeEnsemble, category_bits_from_sets
-from core.workspace import PositionalMatchRequired, build_workspace
 
 
 def _frame(n=400, seed=0):

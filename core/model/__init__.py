@@ -1,8 +1,8 @@
 """The model: one internal representation for every supported tree-ensemble model.
 
 :class:`TreeEnsemble` is what every analysis in ``core`` reads. It is built by
-:func:`core.ensemble.from_model` from a scikit-learn, XGBoost or LightGBM model
-(the parsers live in :mod:`core.parsing`, one module per source library); an
+:func:`core.intake.models.from_model` from a scikit-learn, XGBoost or LightGBM model
+(the parsers live in :mod:`core.intake.parsing`, one module per source library); an
 analysis that is given a fitted model converts it with
 :func:`as_ensemble`, through the converter ``core`` registers at import, so
 nothing here imports a parser or reads a file format.

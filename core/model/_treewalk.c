@@ -1,4 +1,4 @@
-/* Compiled tree traversal for core.ensemble (optional: a numpy fallback exists).
+/* Compiled tree traversal for core.model (optional: a numpy fallback exists).
  *
  * nodes: packed records of all trees, {float64 threshold; int32 feature; int32 left},
  *   16 bytes each, laid out tree by tree in breadth-first order so that the two

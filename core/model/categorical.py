@@ -1,7 +1,7 @@
 """Native categorical splits as exact one-hot trees, for the analyses.
 
 A model with native categorical splits (LightGBM ``category`` columns, see
-:mod:`core.parsing.lightgbm`) tests ``code in S`` at a node. Every analysis
+:mod:`core.intake.parsing.lightgbm`) tests ``code in S`` at a node. Every analysis
 of the app already treats one-hot groups exactly and natively: OCEAN's
 categorical constraint (one column of a group hot, switching category costs
 the feature's weight once: OCEAN eq. 29; the cell problem of
@@ -45,7 +45,7 @@ __all__ = ["expand", "decode", "MAX_NODES", "level_name", "OTHER_CODE"]
 MAX_NODES = 3_000_000
 
 #: the last category of a feature whose model names only codes (XGBoost without saved
-#: categories, :mod:`core.parsing.xgboost`): every code no split lists, routed alike
+#: categories, :mod:`core.intake.parsing.xgboost`): every code no split lists, routed alike
 OTHER_CODE = "(any other code)"
 
 

@@ -9,7 +9,7 @@ documented in :mod:`core.model`.
 
 :func:`as_ensemble` is how an analysis accepts a fitted model too: it returns a
 ``TreeEnsemble`` as is and hands anything else to the converter registered with
-:func:`register_converter` (:func:`core.ensemble.from_model`, registered when
+:func:`register_converter` (:func:`core.intake.models.from_model`, registered when
 ``core`` is imported), so the representation imports no parser.
 """
 
@@ -454,7 +454,7 @@ _converter: Callable[..., TreeEnsemble] | None = None
 
 def register_converter(fn: Callable[..., TreeEnsemble]) -> Callable[..., TreeEnsemble]:
     """Make ``fn(model, **kw)`` the converter :func:`as_ensemble` calls on anything that
-    is not a :class:`TreeEnsemble` (:mod:`core.ensemble` registers its ``from_model``)."""
+    is not a :class:`TreeEnsemble` (:mod:`core.intake.models` registers its ``from_model``)."""
     global _converter
     _converter = fn
     return fn

@@ -53,10 +53,10 @@ import numpy as np
 import pandas as pd
 
 from core.errors import UnsupportedModelError
+from core.intake.parsing.common import build_tree
 from core.jsonable import plain
 from core.model.ensemble import TreeEnsemble
 from core.model.tree import MISSING_ONLY
-from core.parsing.common import build_tree
 
 __all__ = ["parse_hgb"]
 
@@ -251,7 +251,7 @@ def _tree(pred: Any, k: int, n_out: int, order: np.ndarray, cats: list, n_codes:
 
 def parse_hgb(model: Any, common: dict) -> TreeEnsemble:
     """A fitted HistGradientBoosting model as a TreeEnsemble (``common``: n_features,
-    feature_names, source, as :func:`core.parsing.sklearn.parse_sklearn` gives them)."""
+    feature_names, source, as :func:`core.intake.parsing.sklearn.parse_sklearn` gives them)."""
     name = type(model).__name__
     if not hasattr(model, "_predictors") or not hasattr(model, "_baseline_prediction"):
         raise UnsupportedModelError(f"The {name} is not fitted; fit it before loading.")

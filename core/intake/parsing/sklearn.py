@@ -1,9 +1,9 @@
 """scikit-learn trees, forests, gradient boosting and Isolation Forest (the
-histogram-based gradient boosting models are read by :mod:`core.parsing.hgb`).
+histogram-based gradient boosting models are read by :mod:`core.intake.parsing.hgb`).
 
 scikit-learn casts X to float32 and sends a sample left iff
 ``float32(x) <= threshold`` (threshold float64); thresholds are converted to
-the equivalent float64 bound by :func:`core.ensemble.float32_le_bound`.
+the equivalent float64 bound by :func:`core.model.tree.float32_le_bound`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 
 from core.errors import UnsupportedModelError
+from core.intake.parsing.common import describe_unsupported
+from core.intake.parsing.hgb import parse_hgb
 from core.model.ensemble import TreeEnsemble
 from core.model.tree import MISSING_ONLY, Tree, float32_floor, float32_le_bound
-from core.parsing.common import describe_unsupported
-from core.parsing.hgb import parse_hgb
 
 
 def _sk_threshold(t: np.ndarray) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 :func:`from_model` converts a fitted model of a supported family into a
 :class:`core.model.TreeEnsemble` (the representation is documented in
-:mod:`core.model`) with the parser of its library (:mod:`core.parsing`), and
+:mod:`core.model`) with the parser of its library (:mod:`core.intake.parsing`), and
 checks the result against the library's own predictions. Importing this module
 registers it as :mod:`core.model`'s converter (``core`` imports it), so an
 analysis given a fitted model converts it with :func:`core.model.as_ensemble`
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from core.intake.parsing import parse, verify_against_source
 from core.model.ensemble import TreeEnsemble, _replace, register_converter
-from core.parsing import parse, verify_against_source
 
 __all__ = ["from_model"]
 
@@ -26,7 +26,7 @@ def from_model(model: Any, *, feature_names: Sequence[str] | None = None,
     Parameters
     ----------
     model : a fitted model of a supported family (see
-        ``core.parsing.common.SUPPORTED_MODELS``),
+        ``core.intake.parsing.common.SUPPORTED_MODELS``),
         or a ``TreeEnsemble`` (returned as is, renamed if names are given).
     feature_names : optional names overriding the model's own.
     verify : if True, predictions of the result are compared with the source

@@ -5,7 +5,7 @@ declared uncompressed sizes, ``schema.json``'s depth); :func:`check_sklearn_tree
 checks the node arrays of every fitted tree skops rebuilt (``tree_`` of the
 trees and forests, the ``TreePredictor`` nodes and category bitsets of the
 histogram gradient boosting models) before anything predicts with it. Both are
-importable from :mod:`core.parsing.validate`.
+importable from :mod:`core.intake.parsing.validate`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from core.parsing.filecheck import MAX_JSON_DEPTH, _damaged, check_json_depth
+from core.intake.parsing.filecheck import MAX_JSON_DEPTH, _damaged, check_json_depth
 
 __all__ = ["check_skops_zip", "check_sklearn_trees"]
 

@@ -1,7 +1,7 @@
 """Reading tables and models from bytes, and training a model in place.
 
 Pure (no Streamlit): the app and scripts call the same functions.
-Training lives in :mod:`core.training`; its names are importable from here.
+Training lives in :mod:`core.intake.training`; its names are importable from here.
 
 Tables: CSV (delimiter and encoding sniffed; the OCEAN-style second header
 row of type letters F/D/B/E/T is recognised) and Parquet. Models, safe
@@ -24,12 +24,12 @@ import numpy as np
 import pandas as pd
 
 from core.errors import DataError, ModelError, UnsupportedModelError, UntrustedPickleError
-from core.parquet import MAX_DECODED_BYTES, read_parquet
-from core.parsing.catboost import CatBoostJSON
-from core.parsing.validate import (check_sklearn_trees, check_skops_boosters, check_skops_zip, check_xgboost_json,
-                                   lightgbm_text, load_json, xgboost_document)
+from core.intake.parquet import MAX_DECODED_BYTES, read_parquet
+from core.intake.parsing.catboost import CatBoostJSON
+from core.intake.parsing.validate import (check_sklearn_trees, check_skops_boosters, check_skops_zip,
+                                          check_xgboost_json, lightgbm_text, load_json, xgboost_document)
+from core.intake.training import FAMILIES, TrainedModel, infer_task, train_model  # noqa: F401 - importable from here
 from core.schema import one_hot_encode
-from core.training import FAMILIES, TrainedModel, infer_task, train_model  # noqa: F401 - importable from here
 
 __all__ = ["load_table", "prepare_data", "PreparedData", "load_model", "train_model",
            "TrainedModel", "sha256", "MAX_TABLE_BYTES", "SKOPS_TRUSTED", "TYPE_LETTERS"]
@@ -95,7 +95,7 @@ def load_table(data: bytes, filename: str, *, max_bytes: int = MAX_TABLE_BYTES, 
     its ``T`` column. ``max_rows`` and ``max_decoded_bytes`` are checked before
     the rows are decoded (a Parquet file's metadata; a CSV is parsed no further
     than one row past the cap), so a small file that expands to billions of
-    values is refused without spending the memory (:mod:`core.parquet`).
+    values is refused without spending the memory (:mod:`core.intake.parquet`).
 
     Raises
     ------
@@ -398,7 +398,7 @@ def _load_lightgbm(data: bytes, filename: str) -> Any:
     import lightgbm as lgb  # optional and heavy: imported only when such a file arrives
 
     # CRLF (Windows editors, git checkouts) or a hand edit shifts the byte offsets
-    # in tree_sizes and LightGBM aborts the process: see core.parsing.validate
+    # in tree_sizes and LightGBM aborts the process: see core.intake.parsing.validate
     text = lightgbm_text(data, filename)
     try:
         return lgb.Booster(model_str=text)

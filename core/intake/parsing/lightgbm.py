@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from core.errors import UnsupportedModelError
+from core.intake.parsing.common import build_tree, describe_unsupported
 from core.model.ensemble import TreeEnsemble
-from core.parsing.common import build_tree, describe_unsupported
 
 KZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold, a float widened to double
 

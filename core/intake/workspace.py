@@ -18,7 +18,7 @@ Three views of the same rows
     (:func:`core.model.native.model_input`): the original model's
     ``predict`` on ``to_raw(X)`` gives the ensemble's answer on ``X``.
 
-How columns are matched: :mod:`core.matching` (no silent misreads: by name,
+How columns are matched: :mod:`core.intake.matching` (no silent misreads: by name,
 by position only when confirmed, ignored columns listed, unseen categories
 counted, missing values blamed on the data).
 """
@@ -33,12 +33,11 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from core.columns import MISSING, NONE, analyst_columns
-from core.ensemble import from_model
 from core.errors import DataError, PositionalMatchRequired, SchemaError, UnsupportedModelError
-from core.matching import (GENERIC_NAME, Source, categorical_codes, category_key, encode, match_columns,
-                           match_hashed_categories, match_open_codes, norm_text,
-                           truncate_lightgbm_codes)
+from core.intake.columns import MISSING, NONE, analyst_columns
+from core.intake.matching import (GENERIC_NAME, Source, categorical_codes, category_key, encode, match_columns,
+                                  match_hashed_categories, match_open_codes, norm_text, truncate_lightgbm_codes)
+from core.intake.models import from_model
 from core.model import TreeEnsemble, missing
 from core.model.categorical import OTHER_CODE, decode, expand
 from core.model.native import model_input
@@ -113,7 +112,7 @@ class Workspace:
 
     @cached_property
     def columns(self) -> list:
-        """The analyst's columns over the model's features (:mod:`core.columns`)."""
+        """The analyst's columns over the model's features (:mod:`core.intake.columns`)."""
         return analyst_columns(self.ensemble, self.schema)
 
     @cached_property
@@ -217,7 +216,7 @@ class Workspace:
     def analyst_view(self, X: Any, rows: Sequence[int | None] | None = None) -> pd.DataFrame:
         """:meth:`raw_view` in the analyst's columns: a one-hot group the model
         reads as 0/1 columns (``employment=student``, ...) is one column holding
-        the category (:mod:`core.columns`), where the group's first column was."""
+        the category (:mod:`core.intake.columns`), where the group's first column was."""
         out = self.raw_view(X, rows)
         for col in self.columns:
             if not col.one_hot:
@@ -452,7 +451,7 @@ def _missing_states(ens: TreeEnsemble, sources: list[Source], codes: np.ndarray,
     """Missing numbers as a state (:mod:`core.model.missing`): one "is missing" column per
     numerical feature with a missing value, the value column holding the column's
     median there; the ensemble rewritten to match. ``codes`` hold NaN only where
-    the model routes missing values (:func:`core.matching.encode`)."""
+    the model routes missing values (:func:`core.intake.matching.encode`)."""
     gaps = np.isnan(codes)
     feats = [j for j in range(codes.shape[1]) if gaps[:, j].any()]
     if not feats and not ens.routes_missing:
@@ -487,11 +486,11 @@ def build_workspace(df: pd.DataFrame, target: str | None, model: Any, *, name: s
 
     Parameters
     ----------
-    df : the table as loaded (``core.io.load_table``); ``df.attrs["column_types"]``
+    df : the table as loaded (``core.intake.io.load_table``); ``df.attrs["column_types"]``
         (a type row's kinds) is read if present.
     target : the label column, or None.
     model : a fitted model object, a ``TreeEnsemble``, or a loaded model file
-        (``core.io.load_model_file``).
+        (``core.intake.io.load_model_file``).
     name : shown in the app.
     drop_missing : drop rows with missing numerical values instead of refusing them.
     schema : feature settings to keep (used when they fit the model's features).

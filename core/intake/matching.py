@@ -1,6 +1,6 @@
 """Matching an analyst's table to a model's features, and encoding it.
 
-Used by :func:`core.workspace.build_workspace`; no Streamlit here.
+Used by :func:`core.intake.workspace.build_workspace`; no Streamlit here.
 
 How columns are matched (no silent misreads)
 --------------------------------------------
@@ -43,11 +43,11 @@ import numpy as np
 import pandas as pd
 
 from core.errors import DataError, PositionalMatchRequired, SchemaError
+from core.intake.parsing.catboost import fold_other_level
+from core.intake.parsing.cityhash import cat_feature_hash, category_text
+from core.intake.parsing.xgboost import drop_other_code
 from core.model import TreeEnsemble
 from core.model.categorical import OTHER_CODE
-from core.parsing.catboost import fold_other_level
-from core.parsing.cityhash import cat_feature_hash, category_text
-from core.parsing.xgboost import drop_other_code
 
 __all__ = ["Source", "GENERIC_NAME", "category_key", "match_columns", "match_hashed_categories", "match_open_codes",
            "truncate_lightgbm_codes", "encode", "categorical_codes",
@@ -182,7 +182,7 @@ def _keys(s: pd.Series) -> tuple[np.ndarray, list[str]]:
 
 def match_hashed_categories(ens: TreeEnsemble, table: pd.DataFrame, sources: list[Source], notes: list[str]
                              ) -> tuple[TreeEnsemble, pd.DataFrame]:
-    """CatBoost one-hot splits name a category by its hash (:mod:`core.parsing.catboost`):
+    """CatBoost one-hot splits name a category by its hash (:mod:`core.intake.parsing.catboost`):
     each value of the data is hashed as CatBoost hashes it and read as the level with
     that hash, or as "any other value" (which routes alike everywhere, and is given to
     the model as the data's most frequent such value; when the data holds only one
@@ -239,7 +239,7 @@ MAX_CAT = float(1 << 24)   # XGBoost's InvalidCat: a code at or above this (or b
 def match_open_codes(ens: TreeEnsemble, table: pd.DataFrame, sources: list[Source], notes: list[str]
                      ) -> tuple[TreeEnsemble, pd.DataFrame]:
     """XGBoost fitted on category codes without saving its categories
-    (:mod:`core.parsing.xgboost`): each value of the data is read as the code
+    (:mod:`core.intake.parsing.xgboost`): each value of the data is read as the code
     XGBoost makes of it (``int(x)``) when a split names that code, else as
     "any other code", which XGBoost routes alike at every split (left) and
     which is given to the model as the data's most frequent such value; when

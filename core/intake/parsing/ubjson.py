@@ -4,9 +4,9 @@ Every declared length is checked against the bytes that remain, so a mutated
 length cannot make the reader allocate; typed containers whose elements take no
 bytes (true, false, null) share one budget of :data:`MAX_ZERO_WIDTH` elements
 for the whole file; nesting is bounded as for JSON
-(:data:`core.parsing.filecheck.MAX_JSON_DEPTH`); typed numeric arrays are read
+(:data:`core.intake.parsing.filecheck.MAX_JSON_DEPTH`); typed numeric arrays are read
 in one piece and become lists. :func:`read_ubjson` is importable from
-:mod:`core.parsing.validate`.
+:mod:`core.intake.parsing.validate`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from core.errors import ModelError
-from core.parsing.filecheck import MAX_JSON_DEPTH, _damaged
+from core.intake.parsing.filecheck import MAX_JSON_DEPTH, _damaged
 
 __all__ = ["read_ubjson"]
 

@@ -1,7 +1,7 @@
 """Training a tree ensemble in place, on a prepared table, scored on a held-out split.
 
 The app's "train a model here" path, for data that comes without a model.
-Every name is importable from :mod:`core.io`, where it was before.
+Every name is importable from :mod:`core.intake.io`, where it was before.
 """
 
 from __future__ import annotations

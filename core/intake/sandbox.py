@@ -2,11 +2,11 @@
 
 A malformed model file can abort or crash the process that reads it inside
 XGBoost, LightGBM or numpy (SIGABRT, SIGSEGV), loop forever, or allocate
-gigabytes. :func:`core.parsing.validate` refuses what it recognises before a
+gigabytes. :func:`core.intake.parsing.validate` refuses what it recognises before a
 library sees the bytes; :func:`load_vetted` contains the rest: it reads,
-converts and verifies the file (``core.io.load_model`` -> ``core.ensemble.
+converts and verifies the file (``core.intake.io.load_model`` -> ``core.intake.models.
 from_model`` with its check against the library's own predictions) in a fresh
-child process (``python -m core.sandbox``: a new interpreter, as
+child process (``python -m core.intake.sandbox``: a new interpreter, as
 multiprocessing's "spawn" start, never a fork of the threaded server; plain
 ``subprocess`` rather than ``multiprocessing`` so the child neither re-imports
 the server's ``__main__`` nor talks pickle), under
@@ -58,20 +58,21 @@ from typing import Any
 
 import numpy as np
 
-from core import errors, io as model_io
-from core.ensemble import from_model
+from core import errors
 from core.errors import ModelError
-from core.io import _model_kind
+from core.intake import io as model_io
+from core.intake.io import _model_kind
+from core.intake.models import from_model
+from core.intake.parsing import probe_points
 from core.model import TreeEnsemble
 from core.model.native import native_outputs
-from core.parsing import probe_points
 
 __all__ = ["VettedModel", "load_vetted", "TIME_LIMIT", "MEMORY_MB", "settings"]
 
 TIME_LIMIT = 60.0      # seconds for reading, converting and verifying one file
 MEMORY_MB = 4096       # address space of the child (virtual: libraries, thread stacks and arenas count)
-_PRELOAD = ("numpy", "xgboost", "lightgbm", "sklearn.ensemble", "skops.io", "core.io", "core.model.native",
-            "core.parsing.xgboost", "core.parsing.lightgbm", "core.parsing.sklearn")
+_PRELOAD = ("numpy", "xgboost", "lightgbm", "sklearn.ensemble", "skops.io", "core.intake.io", "core.model.native",
+            "core.intake.parsing.xgboost", "core.intake.parsing.lightgbm", "core.intake.parsing.sklearn")
 
 
 def settings() -> tuple[float, int, bool]:
@@ -88,7 +89,7 @@ def settings() -> tuple[float, int, bool]:
 
 @dataclass(frozen=True)
 class VettedModel:
-    """A model file read safely: what :func:`core.workspace.build_workspace` takes."""
+    """A model file read safely: what :func:`core.intake.workspace.build_workspace` takes."""
 
     ensemble: TreeEnsemble
     model: Any = None                       # the library's object, read in-process after vetting
@@ -98,7 +99,7 @@ class VettedModel:
 
 # ------------------------------------------------------------------ the child
 def _file_info(model: Any) -> dict[str, Any]:
-    """Facts the file records about the model (JSON-able), as core.workspace reads them."""
+    """Facts the file records about the model (JSON-able), as core.intake.workspace reads them."""
     info: dict[str, Any] = {}
     oob = getattr(model, "oob_score_", None)
     if isinstance(oob, (float, np.floating)) and np.isfinite(oob):
@@ -155,7 +156,7 @@ def _run_job(job: dict[str, Any], data: bytes) -> bytes:
 
 
 def _child(argv: list[str]) -> int:
-    """``python -m core.sandbox [MODULE,MODULE...]``: import those modules, write
+    """``python -m core.intake.sandbox [MODULE,MODULE...]``: import those modules, write
     ``ready``, then read one job line (JSON) and the file's bytes to EOF from
     stdin and write the reply on stdout (EOF without a job: exit quietly)."""
     import faulthandler
@@ -187,21 +188,23 @@ def _child(argv: list[str]) -> int:
 
 
 # ------------------------------------------------------------------ the parent
-_ROOT = str(Path(__file__).resolve().parents[1])
+_ROOT = str(Path(__file__).resolve().parents[2])   # the repository: core/intake/sandbox.py
 _spare: subprocess.Popen | None = None
 _spare_lock = threading.Lock()
 
 
-_LIBRARY = {"xgboost": ("xgboost", "core.parsing.xgboost"), "lightgbm": ("lightgbm", "core.parsing.lightgbm"),
-            "skops": ("skops.io", "core.parsing.sklearn"), "pickle": ("joblib", "core.parsing.sklearn"),
-            "catboost": ("core.parsing.catboost",)}
+_LIBRARY = {"xgboost": ("xgboost", "core.intake.parsing.xgboost"),
+            "lightgbm": ("lightgbm", "core.intake.parsing.lightgbm"),
+            "skops": ("skops.io", "core.intake.parsing.sklearn"), "pickle": ("joblib", "core.intake.parsing.sklearn"),
+            "catboost": ("core.intake.parsing.catboost",)}
 STARTUP_LIMIT = 120.0  # seconds a child may take to import its libraries (not counted in the time limit)
 
 
 def _start(preload: tuple[str, ...]) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (_ROOT, os.environ.get("PYTHONPATH", "")) if p),
            "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "", "PYTHONDONTWRITEBYTECODE": "1"}
-    cmd = [sys.executable, "-m", "core.sandbox", ",".join(("core.io", "core.ensemble") + preload)]
+    cmd = [sys.executable, "-m", "core.intake.sandbox",
+           ",".join(("core.intake.io", "core.intake.models") + preload)]
     return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             env=env, cwd=_ROOT)
 
@@ -254,7 +257,7 @@ def load_vetted(data: bytes, filename: str, *, allow_pickle: bool = False, time_
     Raises
     ------
     ModelError, UnsupportedModelError, UntrustedPickleError
-        As :func:`core.io.load_model` and :func:`core.ensemble.from_model` would, plus
+        As :func:`core.intake.io.load_model` and :func:`core.intake.models.from_model` would, plus
         a crash, a timeout or memory exhaustion of the child, each named.
     """
     if not data:

@@ -1,9 +1,9 @@
 """Structural checks of model files before any library reads them.
 
 A library handed a damaged file may crash the process, loop or allocate
-gigabytes (see :mod:`core.sandbox`, which contains what these checks miss).
+gigabytes (see :mod:`core.intake.sandbox`, which contains what these checks miss).
 These checks are cheap, linear in the file's size, allocate nothing the file
-does not hold, and run first, in :func:`core.io.load_model` (so a script that
+does not hold, and run first, in :func:`core.intake.io.load_model` (so a script that
 reads a model in-process gets them too) and again in the sandbox's child:
 
 * :func:`check_json_depth`: JSON nested deeper than any model file is refused
@@ -42,8 +42,8 @@ Each failure is a :class:`ModelError` that names the part of the file and
 says to re-save the model from its library.
 
 Where they live: the limits, the error and the JSON reader in
-:mod:`core.parsing.filecheck`, the UBJSON reader in :mod:`core.parsing.ubjson`,
-the skops and sklearn checks in :mod:`core.parsing.skopscheck`, the XGBoost
+:mod:`core.intake.parsing.filecheck`, the UBJSON reader in :mod:`core.intake.parsing.ubjson`,
+the skops and sklearn checks in :mod:`core.intake.parsing.skopscheck`, the XGBoost
 and LightGBM checks here; every name above is importable from here.
 """
 
@@ -56,10 +56,10 @@ import zipfile
 from io import BytesIO
 from typing import Any
 
-from core.parsing.filecheck import MAX_CLASSES, MAX_FEATURES, MAX_JSON_DEPTH, _damaged, _int, check_json_depth
-from core.parsing.filecheck import load_json
-from core.parsing.skopscheck import check_sklearn_trees, check_skops_zip
-from core.parsing.ubjson import read_ubjson
+from core.intake.parsing.filecheck import (MAX_CLASSES, MAX_FEATURES, MAX_JSON_DEPTH, check_json_depth, _damaged, _int,
+                                           load_json)
+from core.intake.parsing.skopscheck import check_sklearn_trees, check_skops_zip
+from core.intake.parsing.ubjson import read_ubjson
 
 __all__ = ["check_json_depth", "check_xgboost_json", "read_ubjson", "check_lightgbm_text", "lightgbm_text",
            "check_skops_zip", "check_sklearn_trees", "check_skops_boosters", "xgboost_document", "MAX_JSON_DEPTH",

@@ -34,7 +34,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from core.io import train_model
+from core.intake.io import train_model
 
 __all__ = ["breast_cancer", "synthetic_credit", "DEMOS", "DemoSpec", "build_demo", "BIAS", "updated_model",
            "UPDATES"]

@@ -3,7 +3,7 @@
 ``parse(model)`` finds the parser for the model's library by its module name
 (so xgboost/lightgbm are imported only when such a model arrives) and raises
 ``UnsupportedModelError`` listing what is supported otherwise. What the
-parsers share (that list, :func:`build_tree`) is in :mod:`core.parsing.common`;
+parsers share (that list, :func:`build_tree`) is in :mod:`core.intake.parsing.common`;
 ``build_tree`` is importable from here too.
 """
 
@@ -14,15 +14,15 @@ from typing import Any, Callable
 import numpy as np
 
 from core.errors import UnsupportedModelError
+from core.intake.parsing.catboost import parse_catboost
+from core.intake.parsing.common import build_tree, describe_unsupported
+from core.intake.parsing.lightgbm import parse_lightgbm
+from core.intake.parsing.pipeline import parse_pipeline
+from core.intake.parsing.sklearn import parse_sklearn
+from core.intake.parsing.xgboost import parse_xgboost
 from core.model.ensemble import TreeEnsemble
 from core.model.native import native_outputs
 from core.model.tree import MISSING_ONLY
-from core.parsing.catboost import parse_catboost
-from core.parsing.common import build_tree, describe_unsupported
-from core.parsing.lightgbm import parse_lightgbm
-from core.parsing.pipeline import parse_pipeline
-from core.parsing.sklearn import parse_sklearn
-from core.parsing.xgboost import parse_xgboost
 
 __all__ = ["parse", "verify_against_source", "build_tree"]
 

@@ -1,4 +1,4 @@
-"""What the structural checks of model files (:mod:`core.parsing.validate`) share:
+"""What the structural checks of model files (:mod:`core.intake.parsing.validate`) share:
 their limits, the error a damaged file raises (it names the part of the file
 and says to re-save the model), whole numbers read from a file, and the JSON
 depth scan and reader every JSON model goes through.

@@ -11,9 +11,9 @@ and its Python export's applier, which this module follows:
   ``{"split", "left", "right"}`` / ``{"value"}`` nodes, ``right`` when the split
   holds. The raw score is ``scale * sum + bias`` (``scale_and_bias``).
 * **Float splits** hold when ``float32(x) > border`` (borders are float32):
-  our ``x <= T`` with ``T`` from :func:`core.ensemble.float32_le_bound`.
+  our ``x <= T`` with ``T`` from :func:`core.model.tree.float32_le_bound`.
 * **One-hot categorical splits** (``OneHotFeature``) hold when the category's
-  hash equals ``value`` (:mod:`core.parsing.cityhash`). A categorical feature's
+  hash equals ``value`` (:mod:`core.intake.parsing.cityhash`). A categorical feature's
   categories here are the values its splits name, then ``"(any other value)"``
   for every value no split names (all of them go the same way everywhere).
   Names come from the export's ``cat_features_hash`` (``save_model(...,
@@ -35,10 +35,10 @@ from typing import Any
 import numpy as np
 
 from core.errors import AtlasError, ModelError, UnsupportedModelError
+from core.intake.parsing.cityhash import cat_feature_hash
+from core.intake.parsing.common import build_tree, drop_last_level
 from core.model.ensemble import TreeEnsemble
 from core.model.tree import float32_le_bound
-from core.parsing.cityhash import cat_feature_hash
-from core.parsing.common import build_tree, drop_last_level
 
 OTHER = "(any other value)"
 _SIGMOID = {"Logloss", "CrossEntropy"}

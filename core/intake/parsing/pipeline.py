@@ -31,7 +31,7 @@ column ``r`` that ``z_k`` comes from, using the fitted preprocessing itself
   refused.
 
 Missing values in a column with an imputer become its fill value
-(``meta["impute"]``, read by :func:`core.workspace.build_workspace`); the
+(``meta["impute"]``, read by :func:`core.intake.workspace.build_workspace`); the
 missing code of such a categorical column then stands for an unseen category.
 Columns the pipeline drops are still required in its input; they are handed
 to it as empty columns (``meta["extra_columns"]``). The model's own input is
@@ -47,10 +47,10 @@ import numpy as np
 import pandas as pd
 
 from core.errors import UnsupportedModelError
+from core.intake.parsing.common import build_tree, resolve_redirects
 from core.jsonable import plain
 from core.model.ensemble import TreeEnsemble
 from core.model.tree import MISSING_ONLY
-from core.parsing.common import build_tree, resolve_redirects
 
 __all__ = ["parse_pipeline", "SUPPORTED_STEPS"]
 
@@ -199,7 +199,7 @@ def _largest_at_most(f: Any, t: np.ndarray, increasing: bool) -> np.ndarray:
 
 def parse_pipeline(pipe: Any, *, parse_final: Callable[[Any], TreeEnsemble]) -> TreeEnsemble:
     """The pipeline as one TreeEnsemble on its raw columns; its final estimator
-    is parsed by ``parse_final`` (the dispatcher :func:`core.parsing.parse`,
+    is parsed by ``parse_final`` (the dispatcher :func:`core.intake.parsing.parse`,
     which hands itself over)."""
     if not hasattr(pipe, "steps") or not pipe.steps:
         raise UnsupportedModelError("The pipeline has no steps.")
@@ -335,7 +335,7 @@ def _raw_thresholds(pre: Any, raw_cols: list[str], cats: dict[str, tuple], owner
 def _rewrite(tree: Any, raw: _RawMap) -> list[dict]:
     """A tree of the final estimator as node dicts on the raw columns (with
     redirects where every row goes the same way, see
-    :func:`core.parsing.common.resolve_redirects`)."""
+    :func:`core.intake.parsing.common.resolve_redirects`)."""
     nodes: list[dict] = []
     for i in range(tree.n_nodes):
         left, right = int(tree.children_left[i]), int(tree.children_right[i])

@@ -24,7 +24,7 @@ reads a number as the code ``int(x)`` and sends a code no split lists (above
 ``max``, negative: ``InvalidCat``) *left* at every categorical split, unlike a
 missing value, which takes the node's default; that last level stands for all
 of them (``meta["open_codes"]``: ``[feature, stand-in code]`` pairs, the code
-given to the library for it). :func:`core.matching.match_open_codes` reads the
+given to the library for it). :func:`core.intake.matching.match_open_codes` reads the
 data's values onto these levels; :func:`drop_other_code` removes the level
 when the data holds no such value.
 """
@@ -38,10 +38,10 @@ from typing import Any
 import numpy as np
 
 from core.errors import ModelError, UnsupportedModelError
+from core.intake.parsing.common import build_tree, describe_unsupported, drop_last_level
 from core.model.categorical import OTHER_CODE
 from core.model.ensemble import TreeEnsemble
 from core.model.tree import Tree, float32_le_bound
-from core.parsing.common import build_tree, describe_unsupported, drop_last_level
 
 __all__ = ["parse_xgboost", "drop_other_code"]
 
