@@ -97,8 +97,8 @@ def main():
 
     import pandas as pd
 
-    from core.history import AuditStore
-    from core.subgroups import scan_subgroups
+    from core.audit.history import AuditStore
+    from core.audit.subgroups import scan_subgroups
 
     names = list(X.columns)
     raw_cols = columns[:8]

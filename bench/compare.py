@@ -8,7 +8,7 @@ on the other half; protected attribute Sex held fixed; favourable class 1.
   both (``also_valid_for``, L1 on range-scaled features), median and p95
   seconds, every one proven optimal; the reference in the same run is the
   same query on model A alone (ratio both / A alone);
-* the invalidation study (``core.compare.compare_models``) of ``--rows`` rows
+* the invalidation study (``core.audit.compare.compare_models``) of ``--rows`` rows
   with 2 local processes: seconds, and the share invalidated per group.
 
 Prints JSON.
@@ -29,7 +29,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.compare import compare_models  # noqa: E402
+from core.audit.compare import compare_models  # noqa: E402
 from core.intake.models import from_model  # noqa: E402
 from core.optimal import optimal_counterfactual  # noqa: E402
 from common import ADULT, adult_with_sex_protected  # noqa: E402

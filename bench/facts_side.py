@@ -10,7 +10,7 @@ Same data (the built-in synthetic credit table, bias planted on sex) and the sam
 model (LightGBM, 100 trees of depth 3). FACTS mines frequent itemsets of the
 non-protected features (numbers binned in quartiles, as its paper does; min
 support 0.05), takes "if-then" actions between them, and ranks subgroups by the
-difference between the sexes inside them; ours (core.subgroups, inside
+difference between the sexes inside them; ours (core.audit.subgroups, inside
 core.audit) scans conjunctions of up to two conditions, the protected attribute
 included, against the rest of the audited rows, with optimal counterfactuals for
 recourse and Westfall-Young adjusted p-values. Prints JSON: the top subgroups of

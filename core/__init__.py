@@ -46,13 +46,13 @@ rates and heatmap (:mod:`core.fccaresult`) and the small faithful tree
 
 Audit and reporting. :mod:`core.audit` runs the recourse audit over protected
 groups (every name importable from there; the run and its stages in
-:mod:`core.auditrun`, statistics and summary in :mod:`core.auditstats`, the
-result in :mod:`core.auditresult`, the command line in :mod:`core.auditcli`), with :mod:`core.fairstats` (bootstrap, permutation,
-Holm), :mod:`core.groupfair` (group metrics), :mod:`core.subgroups` (the
-subgroup scan) and :mod:`core.filters` (sub-population filters, a linear-time
-tokenizer); :mod:`core.report` writes the self-contained HTML report
+:mod:`core.audit.run`, statistics and summary in :mod:`core.audit.stats`, the
+result in :mod:`core.audit.result`, the command line in :mod:`core.audit.cli`), with :mod:`core.audit.fairstats` (bootstrap, permutation,
+Holm), :mod:`core.audit.groupfair` (group metrics), :mod:`core.audit.subgroups` (the
+subgroup scan) and :mod:`core.rules.filters` (sub-population filters, a linear-time
+tokenizer); :mod:`core.audit.report` writes the self-contained HTML report
 (its figures, like every page's, are in :mod:`core.figures`),
-:mod:`core.story` tells one case in plain language, :mod:`core.history`
+:mod:`core.audit.story` tells one case in plain language, :mod:`core.audit.history`
 keeps audits, :mod:`core.batch` runs many rows (a process pool per run, or Dask),
 :mod:`core.dot` draws trees with Graphviz. Every user-facing error class is in
 :mod:`core.errors`.

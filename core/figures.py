@@ -1,6 +1,6 @@
 """Figures: pure functions from results to Plotly figures, in one place.
 
-The pages draw them with Streamlit and the audit report (:mod:`core.report`)
+The pages draw them with Streamlit and the audit report (:mod:`core.audit.report`)
 inlines them in its HTML; nothing here imports Streamlit, so every figure is
 testable from a script.
 """
@@ -14,7 +14,6 @@ import pandas as pd
 import plotly.colors as pc
 import plotly.graph_objects as go
 
-from core.auditmetrics import METRICS, SHARES
 from core.model.missing import SUFFIX
 from core.ruletext import conditions
 from core.shown import label_order, number_text
@@ -321,6 +320,11 @@ def cost_figure(audit: Any, attribute: str):
 
 def metric_figure(audit: Any, attribute: str, metric: str = "feasible"):
     """A metric per group with its bootstrap interval."""
+    # Imported here, not at the top: core.audit's __init__ imports its report, which
+    # imports this module's figures, so a top-level import would leave core.figures
+    # half-loaded (no cost_figure yet) whenever it is imported before core.audit.
+    from core.audit.metrics import METRICS, SHARES
+
     g = audit.groups[audit.groups["attribute"] == attribute]
     if metric not in g:
         return None

@@ -20,7 +20,7 @@ Public mode
 Audit history
     every finished audit is stored in ``ATLAS_HISTORY_URL`` / ``history_url``
     (any SQLAlchemy URL; default a SQLite file in the user's home, see
-    :mod:`core.history`); on a public instance each visitor sees only the
+    :mod:`core.audit.history`); on a public instance each visitor sees only the
     audits of their own private key.
 
 Local mode keeps every feature; its caps are the library's own (200 MB tables).
@@ -44,7 +44,7 @@ class Deployment:
     max_upload_mb: int
     max_rows: int | None
     scheduler: str | None        # the server's Dask scheduler, if configured
-    history_url: str | None = None  # SQLAlchemy URL of the audit history (None: core.history.default_url)
+    history_url: str | None = None  # SQLAlchemy URL of the audit history (None: core.audit.history.default_url)
     max_table_mb: int = 2048     # memory a table may take once decoded (checked before decoding)
 
     @property

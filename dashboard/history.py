@@ -1,4 +1,4 @@
-"""The app's side of the audit history (:mod:`core.history`): one store per
+"""The app's side of the audit history (:mod:`core.audit.history`): one store per
 server, and whose audits a session sees.
 
 On a local instance everyone shares the ``local`` history. On a public
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.history import (LOCAL_OWNER, AuditStore, HistoryError, check_owner_key, compare, default_url,
-                          new_owner_key)
+from core.audit.history import (LOCAL_OWNER, AuditStore, HistoryError, check_owner_key, compare, default_url,
+                                new_owner_key)
 from core.intake.csvsafe import to_csv
 from dashboard.deploy import settings
 from dashboard.ui import download, plain
@@ -57,7 +57,7 @@ def remember(audit, title: str | None = None, ensemble=None) -> int | None:
 
 
 def show_gap_comparison(before, after, *, key: str, file_name: str) -> None:
-    """Two audits' gaps side by side (:func:`core.history.compare`): how many opened,
+    """Two audits' gaps side by side (:func:`core.audit.history.compare`): how many opened,
     closed, persist or are newly tested, the table, and its CSV."""
     diff = compare(before, after)
     counts = diff["change"].value_counts()

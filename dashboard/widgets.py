@@ -16,7 +16,7 @@ from typing import Any, Callable
 import numpy as np
 import streamlit as st
 
-from core.auditstats import protected_attributes
+from core.audit.stats import protected_attributes
 from core.shown import approx_text, outcome_text
 from dashboard import state
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core.audit.story import case_story
 from core.rules import CounterfactualRules
-from core.story import case_story
 from dashboard import state
 from dashboard.caching import session_cached
 from dashboard.ui import download, plain, plain_bold, user_errors

@@ -9,8 +9,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core.audit import run_audit
+from core.audit.compare import compare_models
 from core.cells.problem import check_same_features
-from core.compare import compare_models
 from core.errors import AuditCancelled, DataError
 from core.figures import regions_figure
 from core.intake import io

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.history import HistoryError
+from core.audit.history import HistoryError
 from core.intake.csvsafe import to_csv
 from dashboard import state
 from dashboard.deploy import settings

@@ -1,6 +1,6 @@
 """The subgroup scan as first written (one permutation and one resample at a time,
 a quartile bin of every row included): the oracle the faster scan of
-:mod:`core.subgroups` is checked against (``tests/test_subgroups_echoes.py``) and
+:mod:`core.audit.subgroups` is checked against (``tests/test_subgroups_echoes.py``) and
 the reference ``bench/subgroups.py`` times it against."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
+from core.audit.subgroups import LOWER_IS_WORSE, SCAN_METRICS
 from core.shown import label_order
-from core.subgroups import LOWER_IS_WORSE, SCAN_METRICS
 
 __all__ = ["old_conditions", "old_scan_subgroups"]
 

@@ -1,4 +1,4 @@
-"""Fairness audit of recourse (core.audit, core.fairstats, core.report): the
+"""Fairness audit of recourse (core.audit, core.audit.fairstats, core.audit.report): the
 planted bias of the demo is found, shuffled groups do not raise false alarms,
 every recourse is valid on the model, the report is self-contained and
 re-opens, the CLI and a Dask cluster give the same answers."""
@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core import fairstats as fs
+from core.audit import fairstats as fs
 from conftest import demo_credit
-from core.audit import Audit, AuditError, _statistics, run_audit
+from core.audit import Audit, AuditError, run_audit
+from core.audit.stats import _statistics
 
 
 @pytest.fixture(scope="module")
@@ -209,7 +210,7 @@ def test_statistics_helpers():
 
 
 def test_cli_writes_the_report_and_the_rows(credit, tmp_path, capsys):
-    from core.audit import main
+    from core.audit.cli import main
 
     df, target, model, ens, X, schema = credit
     data = tmp_path / "credit.csv"

@@ -8,10 +8,10 @@ from streamlit.testing.v1 import AppTest
 
 from conftest import ROOT, demo_credit
 from core.audit import run_audit
+from core.audit.story import case_story
 from core.errors import SchemaError
 from core.intake.workspace import build_workspace
 from core.shown import outcome_text
-from core.story import case_story
 
 
 @pytest.fixture(scope="module")

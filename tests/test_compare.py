@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from sklearn.ensemble import RandomForestClassifier
 
-from core.compare import compare_models, decision_agreement
+from core.audit.compare import compare_models, decision_agreement
 from core.errors import QueryError
 from core.schema import infer_schema
 
@@ -73,7 +73,7 @@ def test_models_that_cannot_be_compared_say_why(planted):
 def test_cli_compares_two_model_files(tmp_path, capsys):
     """python -m core.audit ... --compare-model other.txt: the comparison report and its rows."""
     from conftest import demo_credit
-    from core.audit import main
+    from core.audit.cli import main
     from core.intake.demo import updated_model
 
     df, target, model, *_ = demo_credit()
@@ -100,7 +100,7 @@ def test_where_decisions_differ_reads_in_the_analysts_columns():
     feature by its categories (never "job=cook <= 0.5" or "sex <= 0.5")."""
     import lightgbm as lgb
 
-    from core.compare import disagreement_rules
+    from core.audit.compare import disagreement_rules
     from core.intake.columns import analyst_columns
     from core.intake.demo import build_demo, updated_model
     from core.intake.workspace import build_workspace

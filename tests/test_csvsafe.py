@@ -50,7 +50,7 @@ def test_every_csv_export_goes_through_csvsafe():
 
 
 def test_the_audit_rows_csv_is_neutralised():
-    from core.auditresult import Audit
+    from core.audit.result import Audit
 
     rows = pd.DataFrame({"row": [0, 1], "group": ["=HYPERLINK(\"x\")", "ok"], "cost": [-0.5, 1.0]})
     audit = Audit.__new__(Audit)

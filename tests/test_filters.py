@@ -1,4 +1,4 @@
-"""Filter parsing (core.filters): the grammar, its errors, and linear time on long input."""
+"""Filter parsing (core.rules.filters): the grammar, its errors, and linear time on long input."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.filters import MAX_LENGTH, FilterError, parse_filter
+from core.rules.filters import MAX_LENGTH, FilterError, parse_filter
 
 NAMES = ["Age", "Income", "Hours per week", "job=clerk", 'odd "name"']
 

@@ -1,4 +1,4 @@
-"""Group fairness (core.groupfair): fairlearn's own metrics and disparities, with
+"""Group fairness (core.audit.groupfair): fairlearn's own metrics and disparities, with
 intervals that contain the point estimates, for attributes and intersections."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.groupfair import group_fairness
+from core.audit.groupfair import group_fairness
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Audit history (core.history): audits survive the store being closed and
+"""Audit history (core.audit.history): audits survive the store being closed and
 re-opened, owners never see each other's audits, concurrent writers all land,
 and two audits compare gap by gap."""
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from conftest import demo_credit
 from core.audit import Audit, run_audit
-from core.history import AUDITS, LOCAL_OWNER, AuditStore, HistoryError, compare, default_url, new_owner_key
+from core.audit.history import AUDITS, LOCAL_OWNER, AuditStore, HistoryError, compare, default_url, new_owner_key
 
 
 @pytest.fixture(scope="module")

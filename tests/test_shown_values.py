@@ -14,12 +14,12 @@ import pytest
 
 from conftest import demo_credit
 from core.audit import run_audit
+from core.audit.story import case_story
 from core.counterfactual import describe_changes
 from core.intake.columns import analyst_columns, apply_values
 from core.intake.workspace import build_workspace, changes_line
 from core.optimal import optimal_counterfactual
 from core.shown import bound_text, number_text, parse_number, round_sig, shortest_inside
-from core.story import case_story
 
 
 # ------------------------------------------------------------------ the rules

@@ -7,9 +7,9 @@ import pytest
 
 from conftest import ROOT, demo_credit
 from core.audit import run_audit
+from core.audit.story import _region, case_story
 from core.intake.workspace import build_workspace
 from core.rules import CounterfactualRules
-from core.story import _region, case_story
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +139,7 @@ def test_a_weak_rule_is_told_with_its_caveat(credit_ws):
 
 
 def test_a_score_never_reads_as_certain_when_it_is_not():
-    from core.story import _share_text
+    from core.audit.story import _share_text
 
     assert _share_text(0.996) == "99.6%" and _share_text(0.004) == "0.4%" and _share_text(0.95) == "95%"
     assert _share_text(0.99999999) == "over 99.99%" and _share_text(1.0) == "100%"

@@ -1,4 +1,4 @@
-"""Subgroup scan (core.subgroups): a planted costly subgroup is found first; shuffled
+"""Subgroup scan (core.audit.subgroups): a planted costly subgroup is found first; shuffled
 recourse does not raise alarms once the scan's multiplicity is accounted for."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from core.subgroups import scan_subgroups
+from core.audit.subgroups import scan_subgroups
 
 
 def _data(seed, planted=True, n=400):

@@ -1,4 +1,4 @@
-"""Subgroup scan (core.subgroups) without echoes, in matrix products.
+"""Subgroup scan (core.audit.subgroups) without echoes, in matrix products.
 
 * No reported subgroup has the rows of a simpler one (fewer conditions) or of
   every audited row, and no single condition (a level, a quartile bin) holds on
@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from core.audit.subgroups import _subgroups, conditions, scan_subgroups
 from core.intake.demo import synthetic_credit
-from core.subgroups import _subgroups, conditions, scan_subgroups
 from subgroups_v1 import old_conditions, old_scan_subgroups
 
 EMPLOYMENT = ["employment=employed", "employment=self_employed", "employment=unemployed", "employment=student"]

@@ -8,8 +8,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from core.filters import parse_filter
 from core.jsonable import finite_or_none, plain
+from core.rules.filters import parse_filter
 from core.ruletext import rule_text
 
 
@@ -126,7 +126,7 @@ class RuleLevels:
 
 def region_from_filter(text: str, feature_names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """A box from a filter such as ``"Age >= 30 and Income < 5e4"``: ``(lower, upper)``
-    with ``lower < x <= upper`` (the grammar and its errors: :mod:`core.filters`)."""
+    with ``lower < x <= upper`` (the grammar and its errors: :mod:`core.rules.filters`)."""
     return parse_filter(text, feature_names)
 
 

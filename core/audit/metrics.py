@@ -1,11 +1,11 @@
 """The recourse metrics the fairness audit compares between groups.
 
 One :class:`Metric` per key: its label, the column of the audit's per-row
-table it reads, the statistic over a group (``core.fairstats.STATS``), the
+table it reads, the statistic over a group (``core.audit.fairstats.STATS``), the
 rows it is measured on ("decided": rows whose recourse was decided, "found":
 rows with a recourse, "tcrex", "local": rows where that method ran) and
 whether a higher value is better for the group. Shared by :mod:`core.audit`
-(the statistics) and :mod:`core.report` (tables and figures).
+(the statistics) and :mod:`core.audit.report` (tables and figures).
 """
 
 from __future__ import annotations

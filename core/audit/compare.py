@@ -14,7 +14,7 @@ the recourse promised under the first survives the second.
   recourse that survives the update costs extra. Per group: the share
   invalidated with a 95% percentile-bootstrap interval, and a two-sided
   permutation test of its gap to the largest group (Holm-adjusted), as in
-  :mod:`core.auditstats`.
+  :mod:`core.audit.stats`.
 
 Rows run through :func:`core.batch.map_rows` (local processes or a Dask
 cluster, progress, cancel). Nothing here imports the UI.
@@ -33,18 +33,18 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from core.auditstats import group_labels, protected_attributes
+from core.audit.fairstats import bootstrap_ci, holm, permutation_p
+from core.audit.report import table_html
+from core.audit.stats import group_labels, protected_attributes
 from core.batch import map_rows
 from core.cells.problem import check_same_features
 from core.counterfactual import make_target
 from core.errors import AuditCancelled, AuditError, QueryError
-from core.fairstats import bootstrap_ci, holm, permutation_p
 from core.intake.columns import analyst_columns, changes_text
 from core.intake.csvsafe import to_csv
 from core.intake.models import from_model
 from core.model import TreeEnsemble
 from core.optimal import optimal_counterfactual
-from core.report import table_html
 from core.ruletext import conditions, missing_condition
 from core.shown import label_order
 

@@ -1,14 +1,14 @@
 """The fairness audit's command line (no UI): ``python -m core.audit``.
 
 Loads a table and a model as the app does (:func:`core.intake.workspace.build_workspace`),
-runs :func:`core.auditrun.run_audit`, writes the HTML report and the per-row CSV
+runs :func:`core.audit.run.run_audit`, writes the HTML report and the per-row CSV
 beside it and prints the summary::
 
     python -m core.audit --data credit.csv --model model.json --protected sex \\
         --target 1 [--scheduler tcp://HOST:8786] [--rows 500] --out report.html
 
 With ``--compare-model other.json`` it compares the two model versions instead
-(:func:`core.compare.compare_models`: agreement, recourse invalidation per
+(:func:`core.audit.compare.compare_models`: agreement, recourse invalidation per
 group) and writes that report and its per-row CSV.
 """
 
@@ -18,9 +18,9 @@ import argparse
 from pathlib import Path
 from typing import Any, Sequence
 
-from core.auditresult import Audit
-from core.auditrun import AuditSettings, Provenance, run_audit
-from core.compare import compare_models
+from core.audit.compare import compare_models
+from core.audit.result import Audit
+from core.audit.run import AuditSettings, Provenance, run_audit
 from core.errors import AuditError, PositionalMatchRequired
 from core.intake import io
 from core.intake.matching import norm_text

@@ -2,9 +2,9 @@
 
 Used by :func:`core.audit.run_audit`. The protected attributes of a schema and
 a group label per row; per group, the recourse metrics of
-:mod:`core.auditmetrics` with bootstrap intervals; for each group against its
+:mod:`core.audit.metrics` with bootstrap intervals; for each group against its
 attribute's largest group, the gap, its interval and a permutation p-value,
-Holm-adjusted over every test (:mod:`core.fairstats`); and the plain-language
+Holm-adjusted over every test (:mod:`core.audit.fairstats`); and the plain-language
 summary of the significant gaps.
 """
 
@@ -15,8 +15,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from core import fairstats as fs
-from core.auditmetrics import METRICS, SHARES
+from core.audit import fairstats as fs
+from core.audit.metrics import METRICS, SHARES
 from core.errors import AuditError
 from core.shown import bound_text, label_order
 

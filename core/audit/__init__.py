@@ -17,17 +17,20 @@ decision is unfavourable (the model's output misses the target):
 * per group, these as shares, means, medians and quantiles with bootstrap
   intervals, and for each group against the attribute's largest group the
   gap, its bootstrap interval and a two-sided permutation p-value
-  (:mod:`core.fairstats`), Holm-adjusted over every test of the audit;
+  (:mod:`core.audit.fairstats`), Holm-adjusted over every test of the audit;
 * a plain-language summary of the significant gaps, largest first.
 
 ``run_audit`` returns an :class:`Audit`, which serialises to JSON, to a
-self-contained HTML report (:mod:`core.report`) and to per-row CSV. The rows
+self-contained HTML report (:mod:`core.audit.report`) and to per-row CSV. The rows
 run on local processes or a Dask cluster (:mod:`core.batch`).
 
-Every name of the audit is importable from here; they live in
-:mod:`core.auditrun` (:func:`run_audit`, its settings and stages),
-:mod:`core.auditstats` (groups, statistics, summary), :mod:`core.auditresult`
-(:class:`Audit`) and :mod:`core.auditcli` (the command line).
+The audit's public names (``__all__``) are importable from here; they live in
+:mod:`core.audit.run` (:func:`run_audit`, its settings and stages),
+:mod:`core.audit.stats` (groups, statistics, summary), :mod:`core.audit.result`
+(:class:`Audit`) and :mod:`core.audit.metrics`; the command line is
+:mod:`core.audit.cli`. The rest of the audit's package: :mod:`core.audit.fairstats`,
+:mod:`core.audit.groupfair`, :mod:`core.audit.subgroups`, :mod:`core.audit.report`,
+:mod:`core.audit.history`, :mod:`core.audit.story` and :mod:`core.audit.compare`.
 
 Command line (no UI)::
 
@@ -37,16 +40,11 @@ Command line (no UI)::
 
 from __future__ import annotations
 
-from core.auditcli import main  # noqa: F401 - the command line, run by ``python -m core.audit``
-from core.auditmetrics import METRICS
-from core.auditresult import Audit
-from core.auditrun import REPORT_PACKAGES, AuditSettings, Provenance, package_versions, run_audit  # noqa: F401
-from core.auditstats import _statistics, group_labels, protected_attributes, summarise  # noqa: F401
+from core.audit.metrics import METRICS
+from core.audit.result import Audit
+from core.audit.run import AuditSettings, Provenance, package_versions, run_audit
+from core.audit.stats import group_labels, protected_attributes
 from core.errors import AuditCancelled, AuditError
 
-# REPORT_PACKAGES, summarise and _statistics are importable from here too, as before the split
 __all__ = ["run_audit", "AuditSettings", "Provenance", "Audit", "AuditError", "AuditCancelled",
            "protected_attributes", "group_labels", "METRICS", "package_versions"]
-
-if __name__ == "__main__":
-    raise SystemExit(main())

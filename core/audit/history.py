@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 
-from core.audit import Audit
+from core.audit.result import Audit
 from core.errors import HistoryError
 from core.intake.workspace import build_workspace
 from core.model import TreeEnsemble

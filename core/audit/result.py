@@ -2,7 +2,7 @@
 
 An :class:`Audit` is what :func:`core.audit.run_audit` returns: its per-row,
 per-group and per-test tables, the summary and the provenance. It serialises to
-JSON, to a self-contained HTML report (:mod:`core.report`) and to per-row CSV,
+JSON, to a self-contained HTML report (:mod:`core.audit.report`) and to per-row CSV,
 and re-opens a saved one with a check that everything shown is there.
 """
 
@@ -15,10 +15,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.auditmetrics import METRICS
+from core.audit.metrics import METRICS
+from core.audit.report import audit_html, extract_audit_json, group_table, tests_table
 from core.errors import AuditError
+from core.figures import cost_figure, metric_figure
 from core.intake.csvsafe import to_csv
-from core.report import audit_html, cost_figure, extract_audit_json, group_table, metric_figure, tests_table
 
 __all__ = ["Audit"]
 
@@ -37,7 +38,7 @@ class Audit:
     counterfactuals : each audited row's optimal recourse point (NaN when none),
         kept in memory only (the saved audit has the changes as text).
     fairness, disparities : standard group fairness of the model's decisions on
-        every row (:mod:`core.groupfair`, fairlearn's metrics): per group and
+        every row (:mod:`core.audit.groupfair`, fairlearn's metrics): per group and
         intersection, and the parity differences/ratios per attribute.
     """
 
@@ -48,9 +49,9 @@ class Audit:
     summary: list[str]
     meta: dict[str, Any] = field(default_factory=dict)
     counterfactuals: np.ndarray | None = None   # (len(rows), n_features), NaN without one; not saved
-    fairness: pd.DataFrame | None = None        # group fairness of the decisions (core.groupfair), all rows
+    fairness: pd.DataFrame | None = None        # group fairness of the decisions (core.audit.groupfair), all rows
     disparities: pd.DataFrame | None = None     # demographic parity / equalised odds per attribute
-    subgroups: pd.DataFrame | None = None       # the subgroup scan of recourse (core.subgroups)
+    subgroups: pd.DataFrame | None = None       # the subgroup scan of recourse (core.audit.subgroups)
 
     def to_dict(self) -> dict[str, Any]:
         def cell(v: Any) -> Any:

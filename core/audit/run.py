@@ -3,8 +3,8 @@
 What the audit measures, and how, is described in :mod:`core.audit`, which
 re-exports the public names. The stages, in order: the optimal recourse of
 every audited row, the T-CREx rules, the local counterfactual rules, then the
-statistics (:mod:`core.auditstats`); the result is an
-:class:`core.auditresult.Audit` with its provenance.
+statistics (:mod:`core.audit.stats`); the result is an
+:class:`core.audit.result.Audit` with its provenance.
 """
 
 from __future__ import annotations
@@ -19,19 +19,19 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from core.auditresult import Audit
-from core.auditstats import _statistics, group_labels, protected_attributes, summarise
+from core.audit.groupfair import group_fairness
+from core.audit.result import Audit
+from core.audit.stats import _statistics, group_labels, protected_attributes, summarise
+from core.audit.subgroups import scan_subgroups
 from core.batch import batch_counterfactuals
 from core.counterfactual import make_target
 from core.errors import AuditCancelled, AuditError
-from core.groupfair import group_fairness
 from core.intake.columns import analyst_columns, changes_text
 from core.intake.models import from_model
 from core.model import TreeEnsemble
 from core.rules import CounterfactualRules
 from core.settings import with_overrides
 from core.shown import outcome_text
-from core.subgroups import scan_subgroups
 from core.tcrex import TCREx
 
 __all__ = ["run_audit", "AuditSettings", "Provenance", "package_versions", "REPORT_PACKAGES"]
@@ -75,7 +75,7 @@ class AuditSettings:
     local_rules_per_group : rows per group given a local counterfactual rule (0: none).
     random_state : the seed of every sample and resample.
     scan, min_subgroup, budget : scan subgroups of at least ``min_subgroup`` audited rows for
-        recourse gaps (core.subgroups), with effectiveness measured within ``budget``.
+        recourse gaps (core.audit.subgroups), with effectiveness measured within ``budget``.
     """
 
     max_rows: int | None = 500

@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.auditmetrics import METRICS, SHARES
+from core.audit.metrics import METRICS, SHARES
 from core.errors import AuditError
 from core.figures import cost_figure, metric_figure
 from core.shown import approx_text, outcome_text
 
-__all__ = ["audit_html", "extract_audit_json", "cost_figure", "metric_figure"]  # the figures live in core.figures
+__all__ = ["audit_html", "extract_audit_json"]
 
 _CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2rem auto;max-width:1100px;color:#222;
@@ -70,7 +70,7 @@ def tests_table(audit: Any) -> pd.DataFrame:
 
 
 def fairness_tables(audit: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Group fairness of the decisions (core.groupfair) as display strings: the
+    """Group fairness of the decisions (core.audit.groupfair) as display strings: the
     disparities per attribute and the per-group metrics, each with its interval."""
     d, g = audit.disparities, audit.fairness
     if d is None or g is None or not len(g):
@@ -95,7 +95,7 @@ def _p_text(p: float) -> str:
 
 
 def subgroup_table(audit: Any) -> pd.DataFrame:
-    """The subgroup scan (core.subgroups) as display strings."""
+    """The subgroup scan (core.audit.subgroups) as display strings."""
     t = audit.subgroups
     if t is None or not len(t):
         return pd.DataFrame()
