@@ -1,5 +1,5 @@
 """Build the optional compiled kernels: the tree traversal (core/model/_treewalk.c)
-and the projected-forest cells of the counterfactual rules (core/_projected.c).
+and the projected-forest cells of the counterfactual rules (core/rules/_projected.c).
 
 Project metadata lives in pyproject.toml. The extensions are optional: without
 a C compiler the install still succeeds and core falls back to numpy.
@@ -9,5 +9,5 @@ from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("core.model._treewalk", ["core/model/_treewalk.c"], optional=True,
                              extra_compile_args=["-O3"]),
-                   Extension("core._projected", ["core/_projected.c"], optional=True,
+                   Extension("core.rules._projected", ["core/rules/_projected.c"], optional=True,
                              extra_compile_args=["-O3"])])

@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from core.audit import run_audit  # noqa: E402
-from core.batch import batch_counterfactuals  # noqa: E402
 from core.intake.models import from_model  # noqa: E402
+from core.optimal.batch import batch_counterfactuals  # noqa: E402
 from common import ADULT, adult_with_sex_protected  # noqa: E402
 
 
@@ -60,7 +60,7 @@ def main():
         res = batch_counterfactuals(ens, A[rows], [1] * rows.size, **kw, **extra)
         return res, time.perf_counter() - t0
 
-    from core.batch import release_pools
+    from core.optimal.batch import release_pools
 
     release_pools()
     r1, t1 = timed(n_jobs=1)

@@ -41,8 +41,8 @@ Bewley et al. 2024): global rules of recourse and the metarule tree.
 regional, on the Projected Forest and the Regional RF (its kernel is the C
 module ``_projected``). :mod:`core.fcca` (FCCA, Piccialli et al. 2023):
 thresholds found by counterfactuals (there), the result's selection by Q,
-rates and heatmap (:mod:`core.fccaresult`) and the small faithful tree
-(:mod:`core.fccatree`).
+rates and heatmap (:mod:`core.fcca.result`) and the small faithful tree
+(:mod:`core.fcca.tree`).
 
 Audit and reporting. :mod:`core.audit` runs the recourse audit over protected
 groups (every name importable from there; the run and its stages in
@@ -53,7 +53,7 @@ subgroup scan) and :mod:`core.rules.filters` (sub-population filters, a linear-t
 tokenizer); :mod:`core.audit.report` writes the self-contained HTML report
 (its figures, like every page's, are in :mod:`core.figures`),
 :mod:`core.audit.story` tells one case in plain language, :mod:`core.audit.history`
-keeps audits, :mod:`core.batch` runs many rows (a process pool per run, or Dask),
+keeps audits, :mod:`core.optimal.batch` runs many rows (a process pool per run, or Dask),
 :mod:`core.dot` draws trees with Graphviz. Every user-facing error class is in
 :mod:`core.errors`.
 

@@ -102,11 +102,11 @@ def release_memory() -> None:
 
 def track_session() -> None:
     """Call once per script run: this run's parallel work may reuse only this
-    session's warm worker pools (:data:`core.batch.POOL_OWNER`); at session end
+    session's warm worker pools (:data:`core.optimal.batch.POOL_OWNER`); at session end
     those pools are ended and :func:`release_memory` runs."""
     from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-    from core.batch import POOL_OWNER, release_pools
+    from core.optimal.batch import POOL_OWNER, release_pools
 
     ctx = get_script_run_ctx()
     sid = ctx.session_id if ctx is not None else None

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.batch import batch_counterfactuals
 from core.optimal import BACKENDS, optimal_counterfactual
+from core.optimal.batch import batch_counterfactuals
 from dashboard import state
 from dashboard.caching import plausibility_model
 from core.figures import counterfactual_changes_figure, counterfactual_table

@@ -1,4 +1,4 @@
-"""core.batch: parallel map in input order, early stop, and a run interrupted
+"""core.optimal.batch: parallel map in input order, early stop, and a run interrupted
 while another starts (as when the app reruns a page during a long run)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import warnings
 import numpy as np
 import pytest
 
-from core import batch
-from core.batch import POOL_OWNER, map_rows, release_pools
+from core.optimal import batch
+from core.optimal.batch import POOL_OWNER, map_rows, release_pools
 
 
 def _warm_pids() -> set[int]:
@@ -71,7 +71,7 @@ def test_an_interrupted_run_does_not_break_the_next_one():
 def test_dask_cluster_gives_the_same_results_as_local_joblib(dask_scheduler):
     from sklearn.ensemble import RandomForestClassifier
 
-    from core.batch import batch_counterfactuals
+    from core.optimal.batch import batch_counterfactuals
     from conftest import make_data
 
     X, y = make_data("binary", n=300, d=5, seed=4)
@@ -89,7 +89,7 @@ def test_dask_cluster_gives_the_same_results_as_local_joblib(dask_scheduler):
 
 
 def test_dask_stop_and_a_bad_address(dask_scheduler):
-    from core.batch import ClusterError
+    from core.optimal.batch import ClusterError
 
     out = map_rows(_double, list(range(30)), scheduler=dask_scheduler, should_stop=lambda: True)
     assert out.count(None) > 0

@@ -6,7 +6,7 @@ FCCA at once, one of them cancelling while the other's run goes on.
 The page once stopped with "unexpected RuntimeError: The executor underlying
 Parallel has been shutdown": every session's run shared joblib's one executor,
 so one run's end (a Cancel, a rerun) shut the workers down under the others.
-Each run now holds a pool of its own (core/batch.py), kept per session
+Each run now holds a pool of its own (core/optimal/batch.py), kept per session
 (dashboard/memory.py); this test drives that path through Streamlit's reruns.
 """
 

@@ -244,7 +244,7 @@ def test_bad_queries_raise_clear_errors(fitted):
 
 
 def test_batch_is_deterministic_across_processes(fitted):
-    from core.batch import batch_counterfactuals
+    from core.optimal.batch import batch_counterfactuals
 
     model, X, *_ = fitted("sk-rf-bin")
     ens = from_model(model)

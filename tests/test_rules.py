@@ -37,7 +37,7 @@ def test_projected_forest_equals_brute_force(small):
 
 def test_compiled_and_numpy_cells_agree(small, monkeypatch):
     X, y, cr = small
-    assert B._projected is not None, "the compiled kernel (core/_projected.c) was not built: reinstall with a C compiler"
+    assert B._projected is not None, "the compiled kernel (core/rules/_projected.c) was not built: reinstall with a C compiler"
     rng = np.random.default_rng(1)
     for _ in range(20):
         x = X[rng.integers(len(X))]

@@ -22,7 +22,7 @@ decision is unfavourable (the model's output misses the target):
 
 ``run_audit`` returns an :class:`Audit`, which serialises to JSON, to a
 self-contained HTML report (:mod:`core.audit.report`) and to per-row CSV. The rows
-run on local processes or a Dask cluster (:mod:`core.batch`).
+run on local processes or a Dask cluster (:mod:`core.optimal.batch`).
 
 The audit's public names (``__all__``) are importable from here; they live in
 :mod:`core.audit.run` (:func:`run_audit`, its settings and stages),

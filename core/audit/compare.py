@@ -16,7 +16,7 @@ the recourse promised under the first survives the second.
   permutation test of its gap to the largest group (Holm-adjusted), as in
   :mod:`core.audit.stats`.
 
-Rows run through :func:`core.batch.map_rows` (local processes or a Dask
+Rows run through :func:`core.optimal.batch.map_rows` (local processes or a Dask
 cluster, progress, cancel). Nothing here imports the UI.
 """
 
@@ -36,7 +36,6 @@ import pandas as pd
 from core.audit.fairstats import bootstrap_ci, holm, permutation_p
 from core.audit.report import table_html
 from core.audit.stats import group_labels, protected_attributes
-from core.batch import map_rows
 from core.cells.problem import check_same_features
 from core.counterfactual import make_target
 from core.errors import AuditCancelled, AuditError, QueryError
@@ -45,6 +44,7 @@ from core.intake.csvsafe import to_csv
 from core.intake.models import from_model
 from core.model import TreeEnsemble
 from core.optimal import optimal_counterfactual
+from core.optimal.batch import map_rows
 from core.ruletext import conditions, missing_condition
 from core.shown import label_order
 

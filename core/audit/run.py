@@ -23,12 +23,12 @@ from core.audit.groupfair import group_fairness
 from core.audit.result import Audit
 from core.audit.stats import _statistics, group_labels, protected_attributes, summarise
 from core.audit.subgroups import scan_subgroups
-from core.batch import batch_counterfactuals
 from core.counterfactual import make_target
 from core.errors import AuditCancelled, AuditError
 from core.intake.columns import analyst_columns, changes_text
 from core.intake.models import from_model
 from core.model import TreeEnsemble
+from core.optimal.batch import batch_counterfactuals
 from core.rules import CounterfactualRules
 from core.settings import with_overrides
 from core.shown import outcome_text

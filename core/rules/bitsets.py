@@ -1,6 +1,6 @@
 """Bitsets over the fitting rows, and the compiled projected-forest kernel.
 
-``_projected`` (core/_projected.c) computes the Projected Forest's cells; when
+``_projected`` (core/rules/_projected.c) computes the Projected Forest's cells; when
 it is not built, numpy does the same more slowly. ``USE_COMPILED`` says which
 runs (tests switch it to compare the two).
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-try:  # compiled projected-forest cells (core/_projected.c); numpy does the same more slowly
-    from core import _projected
+try:  # compiled projected-forest cells (core/rules/_projected.c); numpy does the same more slowly
+    from core.rules import _projected
 except ImportError:  # pragma: no cover - the build is optional
     _projected = None
 

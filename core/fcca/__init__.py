@@ -9,7 +9,7 @@ on counterfactual analysis", EJOR 2023; Algorithm 1, in three phases.
    cost ``lambda0 * l0 + lambda1 * l1 + lambda2 * l2^2`` on features scaled to
    [0, 1] (eq. 2: our cost model with the schema's ranges as scales), solved
    exactly by :func:`core.optimal.optimal_counterfactual` and run over rows by
-   :func:`core.batch.map_rows`. The problem (2)-(7) has no actionability, so
+   :func:`core.optimal.batch.map_rows`. The problem (2)-(7) has no actionability, so
    every feature is free here whatever the schema says; the schema gives
    kinds (integer, binary, one-hot) and ranges.
 2. *Thresholds* (eqs. 10-11). For each pair ``(x0, xCE)`` and each feature
@@ -43,7 +43,7 @@ cheapest kept), and the probability filter uses the probability of the
 row's class. Regressors and anomaly detectors are refused.
 
 Phases 1-2 are here (:func:`fcca`); the result, with Q and all read from it, in
-:mod:`core.fccaresult`; the surrogate tree in :mod:`core.fccatree`.
+:mod:`core.fcca.result`; the surrogate tree in :mod:`core.fcca.tree`.
 """
 
 from __future__ import annotations
@@ -56,14 +56,14 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from core.batch import map_rows
 from core.cells import feature_levels
 from core.errors import FCCAError
-from core.fccaresult import FCCAResult, explain_flat_curves
-from core.fccatree import TreeFit, gosdt_available, same_labels
+from core.fcca.result import FCCAResult, explain_flat_curves
+from core.fcca.tree import TreeFit, gosdt_available, same_labels
 from core.model import TreeEnsemble, as_ensemble
 from core.model.missing import indicator_of
 from core.optimal import optimal_counterfactual
+from core.optimal.batch import map_rows
 from core.schema import infer_schema
 from core.settings import with_overrides
 
@@ -141,7 +141,7 @@ def fcca(ensemble: Any, X: Any, y: Any, *, settings: FCCASettings | None = None,
         keyword (``p1=0.7``), which overrides it.
     schema : core.schema.Schema for kinds and ranges; inferred from X if None.
     n_jobs, scheduler : processes for the counterfactuals (-1: all cores), or a
-        Dask scheduler address or Client to run them on (core.batch).
+        Dask scheduler address or Client to run them on (core.optimal.batch).
     progress : called as progress(done, total).
     should_stop : polled between rows; True stops early (``cancelled``).
     """

@@ -4,7 +4,7 @@
 applied here, without recomputing a counterfactual: the thresholds kept at
 ``F_Q`` (eq. 12), the binary columns ``b_it = [x_ij > t]``, the compression
 and inconsistency rates (eq. 15), their curves over Q, the surrogate tree on
-the binary columns (:mod:`core.fccatree`), the threshold heatmap and the
+the binary columns (:mod:`core.fcca.tree`), the threshold heatmap and the
 exports; :func:`explain_flat_curves` says in words why a curve stays flat.
 """
 
@@ -18,7 +18,7 @@ import pandas as pd
 from sklearn.model_selection import train_test_split
 
 from core.errors import FCCAError
-from core.fccatree import TreeFit, fit_binary_tree
+from core.fcca.tree import TreeFit, fit_binary_tree
 from core.model import TreeEnsemble
 from core.shown import bound_text
 
