@@ -1,4 +1,11 @@
-"""Shared fixtures: small datasets and fitted models of every supported family."""
+"""Shared fixtures: small datasets and fitted models of every supported family.
+
+The tests live in folders by package (model, intake, kernel, analyses, audit, common,
+pages, browser, app), without ``__init__.py``; their helpers (this module,
+browser_util, oracles, intake_mutations, subgroups_v1, tcrex_v1) stay here, in
+``tests/``, which is put on ``sys.path`` below so that ``from conftest import ...``
+works from every folder (pytest would do it too, for the conftest beside it).
+"""
 
 from __future__ import annotations
 
@@ -15,6 +22,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
+TESTS = Path(__file__).resolve().parent
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
 
 warnings.filterwarnings("ignore", message=".*feature names.*")
 

@@ -1,6 +1,6 @@
 """The subgroup scan as first written (one permutation and one resample at a time,
 a quartile bin of every row included): the oracle the faster scan of
-:mod:`core.audit.subgroups` is checked against (``tests/test_subgroups_echoes.py``) and
+:mod:`core.audit.subgroups` is checked against (``tests/audit/test_subgroups_echoes.py``) and
 the reference ``bench/subgroups.py`` times it against."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """T-CREx's rule membership as first written (before commit 9e087d1): every fitting
 row compared with both bounds of every feature of every candidate box. The faster
 membership of :mod:`core.tcrex` (each box's finite bounds only, each comparison
-once for all boxes) is checked against it (``tests/test_tcrex_speed.py``: the same
+once for all boxes) is checked against it (``tests/analyses/test_tcrex_speed.py``: the same
 rules, grid, metarule tree, explanations, text and JSON), and ``bench/tcrex.py``
 times the fit against it. ``TCRExV1`` replaces that one step; everything else is
 ``TCREx``'s own, so the two differ only where the speed-up did."""

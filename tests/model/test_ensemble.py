@@ -136,7 +136,7 @@ def test_hand_built_ensemble_predicts_by_the_split_rule():
 
 def test_unsupported_models_are_refused_with_the_list():
     """(HistGradientBoostingClassifier was the unsupported tree ensemble here until it was
-    supported: tests/test_hgb.py; AdaBoost is still refused.)"""
+    supported: tests/intake/test_hgb.py; AdaBoost is still refused.)"""
     from sklearn.ensemble import AdaBoostClassifier
     from sklearn.linear_model import LogisticRegression
 
@@ -148,7 +148,7 @@ def test_unsupported_models_are_refused_with_the_list():
 
 
 def test_lightgbm_categorical_splits_are_parsed_exactly():
-    """Formerly refused; issue 15 asks for them (tests/test_parse_categorical.py has the full checks)."""
+    """Formerly refused; issue 15 asks for them (tests/intake/test_parse_categorical.py has the full checks)."""
     import lightgbm as lgb
     import pandas as pd
 

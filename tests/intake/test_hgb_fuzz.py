@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -214,7 +214,7 @@ def _run_chunk(path: Path, n: int, first: int, tmp: str) -> dict[int, tuple[str,
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     while first < n:
         with open(Path(tmp) / f"stderr-{path.stem}-{first}", "w+") as err:
-            proc = subprocess.Popen([sys.executable, "-c", "from tests.test_hgb_fuzz import _worker; "
+            proc = subprocess.Popen([sys.executable, "-c", "from tests.intake.test_hgb_fuzz import _worker; "
                                      f"_worker({str(path)!r}, {first})"], stdout=subprocess.PIPE, stderr=err,
                                     cwd=ROOT, env=env, text=True)
             current, t0 = None, time.monotonic()
@@ -469,7 +469,7 @@ def test_category_cells_with_spaces_around_their_text_read_as_the_library_reads_
     _assert_no_misread(_table_verdicts(table, seed=0, spaced=True))
 
 
-if __name__ == "__main__":      # pragma: no cover - python tests/test_hgb_fuzz.py: the verdicts, for a look
+if __name__ == "__main__":      # pragma: no cover - python tests/intake/test_hgb_fuzz.py: the verdicts, for a look
     files = hgb_files()
     seed = int(sys.argv[1]) if len(sys.argv) > 1 else 0         # a wider sweep: other seeds, more random edits
     verdicts = run_cases(_cases(files, seed=seed, n_random=24, every_node=True), files["X"])

@@ -1,0 +1,101 @@
+"""core's packages stand in layers (issue #28 item 1): the model below everything,
+intake above the analyses that only read the model.
+
+Read from the source (every import, at the top or inside a function: a local import
+hides a dependency, it does not remove it):
+
+* nothing in the model, the kernel (cells, solvers, optimal) or the analyses
+  (regions, tcrex, rules, fcca) imports ``core.intake``: a fitted model reaches them
+  through :func:`core.model.as_ensemble` and the converter ``core`` registers;
+* ``core.model`` imports nothing of core but itself, ``core.errors`` and
+  ``core.jsonable``;
+* ``core/`` holds at most 12 modules directly; the rest live in packages.
+
+And run: every core module imports first, in a core of its own (a cycle through a
+package's ``__init__`` shows only in the order a page or a worker happens to use).
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORE = ROOT / "core"
+
+BELOW_INTAKE = ("model", "cells", "solvers", "optimal", "regions.py", "tcrex.py", "rules", "fcca")
+MODEL_MAY_IMPORT = ("core.model", "core.errors", "core.jsonable")
+
+
+def _files(*names: str) -> list[Path]:
+    out = []
+    for name in names:
+        path = CORE / name
+        out += [path] if path.suffix == ".py" else sorted(path.rglob("*.py"))
+    return out
+
+
+def _core_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every core module the file imports; ``from core import x``
+    names ``core.x``."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "core":
+                out += [(node.lineno, f"core.{a.name}") for a in node.names]
+            else:
+                out.append((node.lineno, node.module))
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            out.append((node.lineno, "." * node.level + (node.module or "")))   # relative: refused below
+    return [(line, m) for line, m in out if m == "core" or m.startswith(("core.", "."))]
+
+
+def _within(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_the_model_kernel_and_analyses_never_import_intake():
+    files = _files(*BELOW_INTAKE)
+    assert len(files) >= 30 and CORE / "model" / "ensemble.py" in files, files
+    offenders = [f"{path.relative_to(ROOT)}:{line}: {m}" for path in files for line, m in _core_imports(path)
+                 if _within(m, ("core.intake",)) or m.startswith(".")]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_model_imports_only_itself_errors_and_jsonable():
+    offenders = [f"{path.relative_to(ROOT)}:{line}: {m}" for path in _files("model")
+                 for line, m in _core_imports(path) if not _within(m, MODEL_MAY_IMPORT)]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_core_holds_at_most_twelve_modules_directly():
+    top = sorted(p.name for p in CORE.glob("*.py"))
+    assert "__init__.py" in top and len(top) <= 12, top
+
+
+def test_every_core_module_imports_first():
+    mods = []
+    for path in sorted(CORE.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        mods.append(".".join(parts))
+    assert "core.figures" in mods and "core.audit.metrics" in mods, mods
+    # one interpreter (the libraries load once), a fresh core for each module
+    code = ("import importlib, sys, traceback\n"
+            "bad = []\n"
+            f"for m in {mods!r}:\n"
+            "    for name in [n for n in sys.modules if n == 'core' or n.startswith('core.')]:\n"
+            "        del sys.modules[name]\n"
+            "    try:\n"
+            "        importlib.import_module(m)\n"
+            "    except Exception:\n"
+            "        bad.append(m + ': ' + traceback.format_exc(limit=-1).strip().splitlines()[-1])\n"
+            "print('\\n'.join(bad))\n"
+            "sys.exit(1 if bad else 0)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
