@@ -1,60 +1,89 @@
 """Counterfactual Atlas core library: pure numpy/pandas/scikit-learn, no UI.
 
-A newcomer's map, in the order data flows (each module's docstring cites the
-paper's equations it implements):
+A newcomer's map, the one map of ``core`` (the README points here), in the order
+data flows (each module's docstring cites the paper's equations it implements).
 
-Intake. :mod:`core.intake.io` reads tables and model files (CSV/Parquet; XGBoost
+The layout: packages by concern, each above the ones it imports::
+
+    core/
+      model/          the representation every analysis reads; imports nothing above it
+      intake/         tables and model files in, from_model, the checked workspace
+      cells/ solvers/ the counterfactual kernel
+      optimal/ regions.py tcrex.py rules/ fcca/     the five analyses
+      audit/          the recourse audit: statistics, report, history, story, model versions
+      counterfactual.py schema.py errors.py figures.py ruletext.py shown.py
+      jsonable.py settings.py dot.py                shared by all of them
+
+Nothing in model/, cells/, solvers/ or the analyses imports intake/ (checked by
+``tests/test_layering.py``): an analysis given a fitted model converts it with
+:func:`core.model.as_ensemble`, which calls the converter that importing ``core``
+registers, :func:`core.intake.models.from_model`.
+
+The model. :mod:`core.model` holds the one representation every analysis reads,
+:class:`core.model.TreeEnsemble` (a split is ``x <= t`` or ``x in S``; the node
+layout, categories, missing values and links are documented there); the pieces
+live in :mod:`core.model.tree` (one tree's node arrays), :mod:`core.model.ensemble`
+(the ensemble and :func:`~core.model.as_ensemble`) and :mod:`core.model.flatwalk`
+(all trees walked at once, by the compiled ``core.model._treewalk`` or numpy).
+:mod:`core.model.categorical` rewrites category splits as exact one-hot trees and
+:mod:`core.model.missing` missing values as exact "is missing" columns;
+:mod:`core.model.native` feeds rows back to the original model.
+
+Intake. :mod:`core.intake.io` reads tables and model files (CSV, Parquet within
+limits set before any memory is spent by :mod:`core.intake.parquet`; XGBoost
 JSON/UBJ, LightGBM text, CatBoost JSON/CBM, skops; pickle only when trusted);
-:mod:`core.intake.sandbox` reads untrusted model bytes in a short-lived child process
-with time and memory limits; :mod:`core.intake.parsing` converts each library's
-trees (one module per library, :mod:`core.intake.parsing.pipeline` for scikit-learn
-Pipelines, :mod:`core.intake.parsing.validate` for structural checks before any
-allocation (with :mod:`core.intake.parsing.filecheck`, :mod:`core.intake.parsing.ubjson`,
-:mod:`core.intake.parsing.skopscheck`), :mod:`core.model.native` to feed rows back
-to the original model); :mod:`core.intake.training` trains a model in the app.
-:mod:`core.model` holds the one representation every analysis reads,
-:class:`core.model.TreeEnsemble` (a split is ``x <= t`` or ``x in S``),
-and :func:`core.intake.models.from_model`, the one entry from a fitted model; the
-pieces live in :mod:`core.model.tree` (one tree's node arrays),
-:mod:`core.model.ensemble` (the ensemble) and :mod:`core.model.flatwalk` (all trees
-walked at once, compiled or numpy). :mod:`core.model.categorical` rewrites category
-splits as exact one-hot trees. :mod:`core.intake.workspace` turns a table and a model into a checked
-workspace (numeric view ``X``, raw view ``to_raw``), matching the table's
-columns to the model's features with :mod:`core.intake.matching`; :mod:`core.schema`
-describes features (kind, range, actionability, one-hot groups);
-:mod:`core.intake.demo` builds the embedded demo.
+:mod:`core.intake.sandbox`
+reads untrusted model bytes in a short-lived child process with time and memory
+limits; :mod:`core.intake.parsing` converts each library's trees (one module per
+library, :mod:`core.intake.parsing.pipeline` for scikit-learn Pipelines,
+:mod:`core.intake.parsing.validate` for structural checks before any allocation,
+with :mod:`core.intake.parsing.filecheck`, :mod:`core.intake.parsing.ubjson` and
+:mod:`core.intake.parsing.skopscheck`); :func:`core.intake.models.from_model` is the
+one entry from a fitted model; :mod:`core.intake.training` trains a model in the
+app. :mod:`core.intake.workspace` turns a table and a model into a checked
+workspace (numeric view ``X``, raw view ``to_raw``), matching the table's columns
+to the model's features with :mod:`core.intake.matching` and showing them as the
+analyst's columns (:mod:`core.intake.columns`); :mod:`core.schema` describes
+features (kind, range, actionability, one-hot groups); :mod:`core.intake.demo`
+builds the embedded demo; :mod:`core.intake.csvsafe` writes CSV exports that no
+spreadsheet runs as formulas.
 
 The counterfactual kernel. :mod:`core.counterfactual` has the cost model, the
 target and the result type; :mod:`core.cells` the problem on the grid of
 split levels (OCEAN section 3.2), its bounds, starts, cached structures,
 checked results and leaves read as category sets of one-hot groups
-(:mod:`core.cells.groups`, what makes native categorical splits cheap); :mod:`core.solvers` the exact solvers of that problem
-(CP-SAT cell model, OCEAN's MILP on HiGHS/Gurobi, a knapsack for boosted
-stumps), each ``solve(problem) -> CellSolution``.
+(:mod:`core.cells.groups`, what makes native categorical splits cheap);
+:mod:`core.solvers` the exact solvers of that problem (CP-SAT cell model, OCEAN's
+MILP on HiGHS/Gurobi, a knapsack for boosted stumps), each
+``solve(problem) -> CellSolution``.
 
 The five analyses. :mod:`core.optimal` (OCEAN, Parmentier & Vidal 2021):
-per-instance optimal counterfactuals, proven optimal. :mod:`core.regions`
+per-instance optimal counterfactuals, proven optimal; :mod:`core.optimal.batch`
+runs many rows (a process pool per run, or Dask). :mod:`core.regions`
 (Blanchart): exact pure regions, the exact branch-and-bound counterfactual,
 counterfactual sets, 2-D slices and projections. :mod:`core.tcrex` (T-CREx,
 Bewley et al. 2024): global rules of recourse and the metarule tree.
 :mod:`core.rules` (Amoukou & Brunel): counterfactual rules, local and
 regional, on the Projected Forest and the Regional RF (its kernel is the C
-module ``_projected``). :mod:`core.fcca` (FCCA, Piccialli et al. 2023):
+module ``core.rules._projected``; :mod:`core.rules.filters` reads sub-population
+filters with a linear-time tokenizer). :mod:`core.fcca` (FCCA, Piccialli et al. 2023):
 thresholds found by counterfactuals (there), the result's selection by Q,
 rates and heatmap (:mod:`core.fcca.result`) and the small faithful tree
 (:mod:`core.fcca.tree`).
 
 Audit and reporting. :mod:`core.audit` runs the recourse audit over protected
-groups (every name importable from there; the run and its stages in
+groups (its public names importable from there; the run and its stages in
 :mod:`core.audit.run`, statistics and summary in :mod:`core.audit.stats`, the
-result in :mod:`core.audit.result`, the command line in :mod:`core.audit.cli`), with :mod:`core.audit.fairstats` (bootstrap, permutation,
-Holm), :mod:`core.audit.groupfair` (group metrics), :mod:`core.audit.subgroups` (the
-subgroup scan) and :mod:`core.rules.filters` (sub-population filters, a linear-time
-tokenizer); :mod:`core.audit.report` writes the self-contained HTML report
+metrics in :mod:`core.audit.metrics`, the result in :mod:`core.audit.result`, the
+command line ``python -m core.audit`` in :mod:`core.audit.cli`), with
+:mod:`core.audit.fairstats` (bootstrap, permutation, Holm),
+:mod:`core.audit.groupfair` (group metrics) and :mod:`core.audit.subgroups` (the
+subgroup scan); :mod:`core.audit.report` writes the self-contained HTML report
 (its figures, like every page's, are in :mod:`core.figures`),
 :mod:`core.audit.story` tells one case in plain language, :mod:`core.audit.history`
-keeps audits, :mod:`core.optimal.batch` runs many rows (a process pool per run, or Dask),
-:mod:`core.dot` draws trees with Graphviz. Every user-facing error class is in
+keeps audits, :mod:`core.audit.compare` compares two model versions (agreement,
+recourse invalidation per group). :mod:`core.dot` draws trees with Graphviz;
+:mod:`core.shown` writes numbers as shown. Every user-facing error class is in
 :mod:`core.errors`.
 
 The contract the analyses follow. Arguments with the same meaning have the
