@@ -30,7 +30,7 @@ from core.model import TreeEnsemble
 from core.shown import approx_text, number_text
 
 __all__ = ["output_mask", "continuous_outputs", "CostModel", "Target", "CounterfactualResult", "Change",
-           "make_cost_model", "make_target"]
+           "make_cost_model", "make_target", "default_target", "at_target", "already_at_target"]
 
 STATUSES = ("optimal", "feasible", "infeasible", "time_limit", "error")
 
@@ -54,9 +54,17 @@ class CostModel:
     def feature_costs(self, x_hat: np.ndarray, X: np.ndarray) -> np.ndarray:
         """Per-feature costs, shape (n_samples, n_features)."""
         X = np.atleast_2d(np.asarray(X, dtype=float))
-        diff = X - x_hat
-        D = np.abs(diff) / self.span
-        w = np.where(diff < 0, self.w_down, self.w_up)
+        return self._formula(X - x_hat, self.span, self.w_down, self.w_up)
+
+    def feature_cost(self, j: int, x_hat_j: float, values: np.ndarray) -> np.ndarray:
+        """Cost of moving feature ``j`` from ``x_hat_j`` to each of ``values`` (the
+        same formula as :meth:`feature_costs`, on one feature)."""
+        return self._formula(np.asarray(values, dtype=float) - x_hat_j, self.span[j], self.w_down[j], self.w_up[j])
+
+    def _formula(self, diff: np.ndarray, span: Any, w_down: Any, w_up: Any) -> np.ndarray:
+        """The cost of the module docstring: w (l0 [diff != 0] + l1 |diff|/span + l2 (diff/span)^2)."""
+        D = np.abs(diff) / span
+        w = np.where(diff < 0, w_down, w_up)
         return w * (self.l0 * (diff != 0) + self.l1 * D + self.l2 * D * D)
 
     def cost(self, x_hat: np.ndarray, X: np.ndarray) -> np.ndarray:
@@ -205,6 +213,40 @@ def make_target(ens: TreeEnsemble, target: Any, margin: float | None = None) -> 
             raise QueryError(f"Target interval ({lo}, {hi}) is empty: lo must be <= hi.")
         return Target("interval", lo=lo, hi=hi)
     raise QueryError("Counterfactuals need a classifier or a regressor, not an anomaly detector.")
+
+
+def at_target(ens: TreeEnsemble, target: Any, predictions: Any) -> np.ndarray:
+    """Mask of the predictions (``ens.predict`` outputs) that already meet ``target``:
+    the class itself, or a value inside a regressor's interval ``(lo, hi)``.
+"""
+    tgt = make_target(ens, target)
+    p = np.asarray(predictions)
+    if tgt.kind == "class":
+        return np.array([v == tgt.label or str(v) == str(tgt.label) for v in p.ravel()], dtype=bool).reshape(p.shape)
+    p = p.astype(float)
+    return (p >= tgt.lo) & (p <= tgt.hi)
+
+
+def already_at_target(ens: TreeEnsemble, prediction: Any, target: Any) -> bool:
+    """Does one row's prediction already meet ``target`` (nothing to change)?"""
+    return bool(at_target(ens, target, np.asarray([prediction]))[0])
+
+
+def default_target(ens: TreeEnsemble, predictions: Any, row_prediction: Any = None) -> Any:
+    """An outcome the row does not have, the default an analyst starts from: a
+    classifier's first class other than ``row_prediction`` (the first class when
+    None); for a regressor, the upper quartile of ``predictions`` ``(q75, max)``
+    for a row below the median (or for many rows: ``row_prediction`` None), the
+    lower quartile ``(min, q25)`` otherwise."""
+    if ens.task == "classification":
+        classes = list(ens.classes)
+        if row_prediction is None:
+            return classes[0]
+        return next((c for c in classes if not (c == row_prediction or str(c) == str(row_prediction))), classes[0])
+    pred = np.asarray(predictions, dtype=float)
+    lo, med, hi = (float(v) for v in np.quantile(pred, [0.25, 0.5, 0.75]))
+    below = row_prediction is None or float(row_prediction) < med
+    return (hi, float(np.max(pred))) if below else (float(np.min(pred)), lo)
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from core.cells.bounds import radius_for, range_min, range_min_table, target_nee
 from core.cells.problem import TreeBlock
 from core.counterfactual import CounterfactualResult, QueryError, check_time_limit
 from core.model import TreeEnsemble, as_ensemble
+from core.model.box import Box
 from core.optimal import other_models
 
 __all__ = ["Region", "RegionSet", "exact_counterfactual", "counterfactual_set", "slice_regions",
@@ -47,11 +48,9 @@ __all__ = ["Region", "RegionSet", "exact_counterfactual", "counterfactual_set", 
 
 
 @dataclass(frozen=True)
-class Region:
-    """A pure region: ``lower < x <= upper`` on every feature."""
+class Region(Box):
+    """A pure region: the box ``lower < x <= upper`` on which the ensemble's output is constant."""
 
-    lower: np.ndarray
-    upper: np.ndarray
     raw: np.ndarray          # the ensemble's raw output (predict_raw) on the region
     prediction: Any          # label or value on the region
     distance: float          # cost from the query to the region (0 if no query)

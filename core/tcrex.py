@@ -40,6 +40,7 @@ from core.counterfactual import continuous_outputs, output_mask
 from core.dot import label as dot_label
 from core.errors import DataError, GridTooLargeError, NoValidRuleError, NotFittedError, QueryError
 from core.model import node_boxes
+from core.model.box import Box
 from core.ruletext import conditions
 from core.shown import bound_text
 
@@ -47,25 +48,17 @@ __all__ = ["TCREx", "Rule", "Metarule", "NoValidRuleError"]
 
 
 @dataclass(frozen=True)
-class Rule:
-    lower: np.ndarray
-    upper: np.ndarray
+class Rule(Box):
+    """A counterfactual rule (the box ``lower < x <= upper``), its accuracy and feasibility (eqs. 5-6)."""
+
     accuracy: float
     feasibility: float
 
-    @property
-    def complexity(self) -> int:
-        """Number of finite bounds."""
-        return int(np.isfinite(self.lower).sum() + np.isfinite(self.upper).sum())
-
-    def contains(self, X: np.ndarray) -> np.ndarray:
-        return np.all((X > self.lower) & (X <= self.upper), axis=1)
-
 
 @dataclass(frozen=True)
-class Metarule:
-    lower: np.ndarray
-    upper: np.ndarray
+class Metarule(Box):
+    """A leaf of the metarule tree: its box and the rule it assigns (eq. 9)."""
+
     rule: int
     worst_case_changes: int
     node: int

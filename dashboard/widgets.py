@@ -17,6 +17,7 @@ import numpy as np
 import streamlit as st
 
 from core.audit.stats import protected_attributes
+from core.counterfactual import already_at_target, default_target
 from core.shown import approx_text, outcome_text
 from dashboard import state
 
@@ -39,13 +40,6 @@ def row_picker(container: Any, n_rows: int, key: str, *, default: int = 0, label
     return int(container.number_input(label, 0, max(n_rows - 1, 0), key=key, on_change=_sync(key, ROW, int)))
 
 
-def regression_default(pred: np.ndarray, row_pred: float) -> tuple[float, float]:
-    """An interval of predictions the row does not reach: the upper quartile for a
-    row below the median, the lower quartile otherwise."""
-    lo, med, hi = (float(v) for v in np.quantile(pred, [0.25, 0.5, 0.75]))
-    return (hi, float(np.max(pred))) if row_pred < med else (float(np.min(pred)), lo)
-
-
 def target_picker(container: Any, ens: Any, pred: np.ndarray, row_pred: Any, prefix: str,
                   *, label: str = "Target outcome") -> Any:
     """The target outcome (``row_pred`` None: for many rows at once): a class of a classifier (widget ``{prefix}_target``), or
@@ -61,12 +55,12 @@ def target_picker(container: Any, ens: Any, pred: np.ndarray, row_pred: Any, pre
         if chosen is not None and str(chosen) in by_text:
             value = by_text[str(chosen)]
         else:
-            value = next((c for c in classes if c != row_pred), classes[0])
+            value = default_target(ens, pred, row_pred)
         st.session_state[key] = value
         names = getattr(state.get(state.Keys.WORKSPACE), "class_names", None) or {}
         target = container.selectbox(label, classes, key=key, on_change=_sync(key, TARGET),
                                      format_func=lambda c: outcome_text(c, names))
-        if target == row_pred:
+        if row_pred is not None and already_at_target(ens, row_pred, target):
             container.caption(f"This row is already predicted {outcome_text(target, names)}: there is nothing to "
                               "change. "
                               "Choose another outcome, or another row.")
@@ -76,7 +70,7 @@ def target_picker(container: Any, ens: Any, pred: np.ndarray, row_pred: Any, pre
     if isinstance(chosen, tuple) and len(chosen) == 2:
         lo, hi = (float(v) for v in chosen)
     else:
-        lo, hi = regression_default(pred, -np.inf if row_pred is None else float(row_pred))
+        lo, hi = default_target(ens, pred, row_pred)
     st.session_state[f"{prefix}_lo"], st.session_state[f"{prefix}_hi"] = lo, hi
 
     def keep() -> None:
@@ -88,7 +82,7 @@ def target_picker(container: Any, ens: Any, pred: np.ndarray, row_pred: Any, pre
     if lo > hi:
         container.error("The lower end of the target is above the upper end: swap them.")
         st.stop()
-    if row_pred is not None and lo <= float(row_pred) <= hi:
+    if row_pred is not None and already_at_target(ens, row_pred, (lo, hi)):
         container.caption(f"This row's prediction {approx_text(float(row_pred))} is already in the target: there is "
                           "nothing to change. Choose another interval, or another row.")
     if row_pred is not None:

@@ -11,6 +11,7 @@ import streamlit as st
 from core.audit import run_audit
 from core.audit.compare import compare_models
 from core.cells.problem import check_same_features
+from core.counterfactual import at_target
 from core.errors import AuditCancelled, DataError
 from core.figures import regions_figure
 from core.intake import io
@@ -144,7 +145,7 @@ with user_errors("The decisions could not be compared"):
             st.dataframe(view, hide_index=True, key="cm_flips")
 
 st.subheader("Recourse invalidation")
-unfavourable = int(np.sum(~(pred == target))) if ens.is_classifier else int(np.sum(pred < target[0]))
+unfavourable = int(np.sum(~at_target(ens, target, pred)))
 s1, s2, s3 = st.columns(3)
 max_rows = int(s1.number_input("At most this many rows", 10, 5000, min(200, max(10, unfavourable)), 10,
                                key="cm_rows", help=f"{unfavourable:,} rows are decided unfavourably by model A; "

@@ -68,12 +68,11 @@ with left:
     if len(counts):
         st.plotly_chart(change_keep_figure(counts), key="mt_counts")
 with right:
-    n_bounded = [int(np.sum(np.isfinite(r.lower) | np.isfinite(r.upper))) for r in tc.rules_]
-    two = [i for i, nb in enumerate(n_bounded) if nb == 2]
+    two = [i for i, r in enumerate(tc.rules_) if len(r.bounded) == 2]
     k = st.selectbox("Rule to draw", range(len(tc.rules_)), index=two[0] if two else 0,
                      format_func=lambda i: f"R{i}", key="mt_rule")
     r = tc.rules_[k]
-    feats = [j for j in range(len(names)) if np.isfinite(r.lower[j]) or np.isfinite(r.upper[j])]
+    feats = list(r.bounded)
     if len(feats) == 2:
         chosen = np.flatnonzero(assigned == k)[:12]
         st.plotly_chart(rule_box_figure(X, pred, r, (feats[0], feats[1]), names, chosen), key="mt_box")

@@ -10,6 +10,7 @@ import streamlit as st
 
 from core.optimal import BACKENDS, optimal_counterfactual
 from core.optimal.batch import batch_counterfactuals
+from core.counterfactual import at_target
 from dashboard import state
 from dashboard.caching import plausibility_model
 from core.figures import counterfactual_changes_figure, counterfactual_table
@@ -64,7 +65,7 @@ def _target_widget(prefix: str, row_pred):
 
 
 def _plausibility(target):
-    rows = X[pred == target] if ens.is_classifier else X[(pred >= target[0]) & (pred <= target[1])]
+    rows = X[at_target(ens, target, pred)]
     return plausibility_model(ws.key, str(target), 0.1, rows)
 
 

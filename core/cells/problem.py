@@ -260,10 +260,7 @@ def _feature_grid(levels, xh, kind, lo, hi, action, cm: CostModel, j):
     elif action == "decrease":
         best[above] = np.nan
     point[np.isnan(best)] = np.nan
-    diff = best - xh
-    D = np.abs(diff) / span
-    w = np.where(diff < 0, cm.w_down[j], cm.w_up[j])
-    cost = w * (cm.l0 * (diff != 0) + cm.l1 * D + cm.l2 * D * D)
+    cost = cm.feature_cost(j, xh, best)
     cost[np.isnan(best)] = np.inf
     return point, cost, hat
 

@@ -8,17 +8,16 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from core.model import box as model_box
 from core.jsonable import finite_or_none, plain
 from core.rules.filters import parse_filter
 from core.ruletext import rule_text
 
 
 @dataclass(frozen=True)
-class Box:
+class Box(model_box.Box):
     """One rule on the features of ``S``: ``lower < x <= upper``; +-inf elsewhere."""
 
-    lower: np.ndarray
-    upper: np.ndarray
     crp: float
     n_cells: int
 
