@@ -271,7 +271,7 @@ def _problem(ensemble, x, target, norm, weights, fixed, schema, also_valid_for=(
 
 
 def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: Any = "l2", weights: Any = None,
-                         fixed: Iterable[Any] = (), time_limit: float = 30.0, schema: Any = None,
+                         fixed: Iterable[Any] | None = None, time_limit: float = 30.0, schema: Any = None,
                          X_ref: Any = None, model: Any = None, max_nodes: int = 5_000_000,
                          also_valid_for: Iterable[Any] = (), margin: float | None = None) -> CounterfactualResult:
     """The closest point of a region where the ensemble gives ``target``, exactly.
@@ -283,7 +283,8 @@ def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: Any = "l2"
     target : class label, or ``(lo, hi)`` for a regressor.
     norm : "l2" (squared Euclidean, the paper's), "l1", "l0" or a mix dict.
     weights : per-feature weights, as in ``core.optimal``.
-    fixed : features (names or indices) that must not move.
+    fixed : features (names or indices) that must not move; a list replaces the schema's fixed
+        features, None (default) keeps them.
     X_ref : optional reference rows whose nearest valid one seeds the upper bound (a greedy
         start from the model seeds it too, so the search is fast without them).
     also_valid_for : further models reading the same features (TreeEnsembles or model
@@ -299,7 +300,7 @@ def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: Any = "l2"
     t0 = time.perf_counter()
     time_limit = check_time_limit(time_limit)
     ens, prob = _problem(ensemble, x, target, norm, weights, fixed, schema, also_valid_for, margin)
-    params = dict(norm=norm if isinstance(norm, str) else dict(norm), fixed=[str(f) for f in fixed],
+    params = dict(norm=norm if isinstance(norm, str) else dict(norm), fixed=None if fixed is None else [str(f) for f in fixed],
                   time_limit=time_limit, target=str(target), method="branch and bound (Blanchart)",
                   margin=margin, also_valid_for=len(prob.others))
     ws_x, ub = best_start(prob, None if X_ref is None else np.asarray(X_ref, dtype=float),
@@ -318,7 +319,7 @@ def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: Any = "l2"
 
 
 def counterfactual_set(ensemble: Any, x: Any, target: Any, radius: float, *, norm: Any = "l2",
-                       weights: Any = None, fixed: Iterable[Any] = (), schema: Any = None,
+                       weights: Any = None, fixed: Iterable[Any] | None = None, schema: Any = None,
                        time_limit: float = 30.0, max_regions: int = 10_000) -> RegionSet:
     """Every region within ``radius`` (cost) of ``x`` where the ensemble gives ``target``."""
     t0 = time.perf_counter()
@@ -369,7 +370,7 @@ def slice_regions(ensemble: Any, x: Any, features: tuple[Any, Any], *, bounds: d
 
 
 def projection_regions(ensemble: Any, x: Any, target: Any, features: tuple[Any, Any], radius: float, *,
-                       norm: Any = "l2", weights: Any = None, fixed: Iterable[Any] = (), schema: Any = None,
+                       norm: Any = "l2", weights: Any = None, fixed: Iterable[Any] | None = None, schema: Any = None,
                        time_limit: float = 30.0, max_regions: int = 5_000) -> RegionSet:
     """Regions within ``radius`` of ``x`` giving ``target``, for projection on two
     features (the paper's Fig. 7): the same regions as :func:`counterfactual_set`."""

@@ -249,7 +249,9 @@ def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Any, target: Any, 
     points_a = points_both = np.empty((0, len(names)))
     timings = {"decisions": time.perf_counter() - t0}
     if invalidation and pool.size:
-        kwargs = dict(schema=schema, norm=norm, fixed=[names[j] for j in fixed], time_limit=float(time_limit),
+        held = set(fixed) | ({j for j, f in enumerate(schema.features) if f.actionability == "fixed"}
+                             if schema is not None else set())      # a list replaces the schema's fixed
+        kwargs = dict(schema=schema, norm=norm, fixed=[names[j] for j in sorted(held)], time_limit=float(time_limit),
                       n_workers=1 if (n_jobs != 1 or scheduler) else 2)
         fn = partial(_one_row, ens_a=ens_a, ens_b=ens_b, target=target_value, kwargs=kwargs, model_a=model_a,
                      model_b=model_b, columns=analyst_columns(ens_a, schema))

@@ -225,7 +225,7 @@ def _recourse_stage(run: _Run) -> tuple[pd.DataFrame, np.ndarray]:
     results = batch_counterfactuals(
         run.ens, run.A[rows], [run.target_value] * rows.size, n_jobs=s.n_jobs, scheduler=s.scheduler,
         chunk_size="auto", progress=lambda d, t: run.report("recourse", d, t), should_stop=run.stop,
-        schema=run.schema, norm=s.norm, fixed=run.fixed, time_limit=float(s.time_limit), X_ref=run.A,
+        schema=run.schema, norm=s.norm, fixed=run.immutable, time_limit=float(s.time_limit), X_ref=run.A,
         model=run.model)
     if run.stop() or any(r is None for r in results):
         raise AuditCancelled("The audit was cancelled; nothing was kept.")

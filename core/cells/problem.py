@@ -39,6 +39,7 @@ from core.cells.cache import GRID_CACHE
 from core.counterfactual import CostModel, QueryError, Target, make_cost_model, make_target
 from core.jsonable import plain
 from core.model import TreeEnsemble, as_ensemble
+from core.model.missing import indicator_of
 from core.schema import INTEGRAL_KINDS
 
 __all__ = ["NUDGE", "Plausibility", "TreeBlock", "CellProblem", "CellSolution", "Other", "check_same_features",
@@ -182,10 +183,18 @@ def _as_indices(ens: TreeEnsemble, items: Iterable[Any] | None) -> set[int]:
     return {ens.feature_index(f) for f in (items or ())}
 
 
-def feature_actions(ens: TreeEnsemble, schema: Any, x_hat: np.ndarray, fixed: Iterable[Any] = (),
-                    increase_only: Iterable[Any] = (), decrease_only: Iterable[Any] = ()) -> list[str]:
-    """Each feature's actionability for a query, as :func:`build_problem` reads it
-    (the schema's, then the explicit lists; a one-hot group fixed as one)."""
+def feature_actions(ens: TreeEnsemble, schema: Any, x_hat: np.ndarray, fixed: Iterable[Any] | None = None,
+                    increase_only: Iterable[Any] | None = None, decrease_only: Iterable[Any] | None = None
+                    ) -> list[str]:
+    """Each feature's actionability for a query, as :func:`build_problem` reads it.
+
+    The schema's, unless a list is given: an explicit ``fixed`` (names or
+    indices) *replaces* the schema's fixed features (a feature the schema fixes
+    and the list leaves out becomes free), and likewise ``increase_only`` and
+    ``decrease_only``; None keeps the schema's. An "is missing" column
+    (:mod:`core.model.missing`) a list leaves out falls back to decrease-only,
+    not free: a known value never becomes missing unless a list says so. A
+    one-hot group is fixed as one when any of its columns is."""
     return _domains(ens, schema, x_hat, fixed, increase_only, decrease_only)[3]
 
 
@@ -201,12 +210,14 @@ def _domains(ens, schema, x_hat, fixed, increase_only, decrease_only):
             lo[j], hi[j] = min(f.lower, x_hat[j]), max(f.upper, x_hat[j])
             action[j] = f.actionability
         groups = [list(v) for v in schema.groups().values() if len(v) >= 2]
-    for j in _as_indices(ens, fixed):
-        action[j] = "fixed"
-    for j in _as_indices(ens, increase_only):
-        action[j] = "increase"
-    for j in _as_indices(ens, decrease_only):
-        action[j] = "decrease"
+    explicit = (("fixed", fixed), ("increase", increase_only), ("decrease", decrease_only))
+    states = set(indicator_of(ens).values())  # "is missing" columns left out of a list: decrease-only
+    for role, items in explicit:
+        if items is not None:
+            action = [("decrease" if j in states else "free") if a == role else a for j, a in enumerate(action)]
+    for role, items in explicit:
+        for j in _as_indices(ens, items):
+            action[j] = role
     for g in groups:  # a one-hot group moves as one: fixed if any column is
         if any(action[j] == "fixed" for j in g):
             for j in g:
@@ -286,8 +297,9 @@ def _leaf_block(ens: TreeEnsemble, levels: list[np.ndarray]) -> TreeBlock:
 
 
 def build_problem(ens: TreeEnsemble, x: Any, target: Any, *, schema: Any = None, norm: Any = "l1",
-                  weights: Any = None, fixed: Iterable[Any] = (), increase_only: Iterable[Any] = (),
-                  decrease_only: Iterable[Any] = (), plausibility: Plausibility | None = None,
+                  weights: Any = None, fixed: Iterable[Any] | None = None,
+                  increase_only: Iterable[Any] | None = None, decrease_only: Iterable[Any] | None = None,
+                  plausibility: Plausibility | None = None,
                   also_valid_for: Sequence[tuple[TreeEnsemble, Any]] = (), margin: float | None = None
                   ) -> CellProblem:
     """The counterfactual problem of ``x`` on the grid of the ensemble's split

@@ -103,8 +103,9 @@ class OptimalSettings:
     units), norm ("l0", "l1", "l2" (squared) or a dict of weights, see
     core.counterfactual), weights (per feature: an array (d,) or (d, 2) =
     (decrease, increase), or a dict name -> weight or (decrease, increase)),
-    fixed / increase_only / decrease_only (feature names or indices overriding
-    the schema's actionability), plausibility (a :class:`Plausibility`, or a
+    fixed / increase_only / decrease_only (feature names or indices; a list
+    replaces the schema's features of that role, None keeps the schema's: see
+    :func:`core.cells.problem.feature_actions`), plausibility (a :class:`Plausibility`, or a
     fitted IsolationForest: its own threshold is used), also_valid_for (further
     models, TreeEnsembles or supported model objects reading the same features:
     the point must get the target from every one; solved on the union of their
@@ -121,9 +122,9 @@ class OptimalSettings:
     schema: Any = None
     norm: Any = "l1"
     weights: Any = None
-    fixed: Iterable[Any] = ()
-    increase_only: Iterable[Any] = ()
-    decrease_only: Iterable[Any] = ()
+    fixed: Iterable[Any] | None = None
+    increase_only: Iterable[Any] | None = None
+    decrease_only: Iterable[Any] | None = None
     plausibility: Plausibility | Any | None = None
     also_valid_for: Iterable[Any] = ()
     margin: float | None = None
@@ -245,11 +246,15 @@ def _params(s: OptimalSettings, backend: str, time_limit: float, plausibility: P
             target: Any) -> dict[str, Any]:
     """The settings a result reports (JSON-ready)."""
     return dict(norm=s.norm if isinstance(s.norm, str) else dict(s.norm), backend=backend, time_limit=time_limit,
-                n_solutions=s.n_solutions, fixed=[str(v) for v in s.fixed],
-                increase_only=[str(v) for v in s.increase_only], decrease_only=[str(v) for v in s.decrease_only],
+                n_solutions=s.n_solutions, fixed=_names(s.fixed),
+                increase_only=_names(s.increase_only), decrease_only=_names(s.decrease_only),
                 plausibility=None if plausibility is None else {"delta": plausibility.delta,
                                                                "contamination": plausibility.contamination},
                 target=str(target), margin=s.margin, also_valid_for=len(tuple(s.also_valid_for or ())))
+
+
+def _names(items: Iterable[Any] | None) -> list[str] | None:
+    return None if items is None else [str(v) for v in items]
 
 
 def _solve_once(prob: CellProblem, backend: str, time_limit: float, hint: np.ndarray | None, n_workers: int):

@@ -56,3 +56,24 @@ def test_plausible_counterfactual(at):
     _submit(at, "Find the optimal counterfactual")
     res = at.session_state["ocf_result"]
     assert res.found and res.params["plausibility"] is not None
+
+
+def test_unticking_a_column_the_schema_fixes_frees_it(at):
+    """An explicit list replaces the schema's actionability (issue 28): with no column
+    ticked as fixed, the page's query is the library's ``fixed=[]``, where the
+    schema's protected ``sex`` may move."""
+    from core.optimal import optimal_counterfactual
+
+    ws = at.session_state["workspace"]
+    assert "sex" in at.multiselect(key="ocf_fixed").value       # the schema fixes it: ticked by default
+    at.number_input(key="ocf_row").set_value(3).run()
+    at.multiselect(key="ocf_fixed").set_value([])
+    _submit(at, "Find the optimal counterfactual")
+    res = at.session_state["ocf_result"]
+    assert res.found and res.params["fixed"] == []
+    X = ws.X.to_numpy(float)
+    target = res.prediction
+    free = optimal_counterfactual(ws.ensemble, X[3], target, schema=ws.schema, fixed=[], X_ref=X)
+    held = optimal_counterfactual(ws.ensemble, X[3], target, schema=ws.schema, X_ref=X)
+    assert res.cost == pytest.approx(free.cost, rel=1e-9, abs=1e-12)
+    assert free.cost <= held.cost + 1e-12
