@@ -39,7 +39,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.fcca import fcca, gosdt_available  # noqa: E402
+from core.compression import fcca, gosdt_available  # noqa: E402
 from core.intake.models import from_model  # noqa: E402
 from core.optimal import optimal_counterfactual  # noqa: E402
 from core.schema import infer_schema  # noqa: E402

@@ -61,7 +61,7 @@ def ours(fold: int):
     from sklearn.model_selection import StratifiedKFold
 
     sys.path.insert(0, str(ROOT))
-    from core.fcca import fcca
+    from core.compression import fcca
 
     X, y = load_breast_cancer(return_X_y=True, as_frame=True)
     tr, te = list(StratifiedKFold(5, shuffle=True, random_state=0).split(X, y))[fold - 1]

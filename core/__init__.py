@@ -66,10 +66,10 @@ Bewley et al. 2024): global rules of recourse and the metarule tree.
 :mod:`core.rules` (Amoukou & Brunel): counterfactual rules, local and
 regional, on the Projected Forest and the Regional RF (its kernel is the C
 module ``core.rules._projected``; :mod:`core.rules.filters` reads sub-population
-filters with a linear-time tokenizer). :mod:`core.fcca` (FCCA, Piccialli et al. 2023):
+filters with a linear-time tokenizer). :mod:`core.compression` (FCCA, Piccialli et al. 2023):
 thresholds found by counterfactuals (there), the result's selection by Q,
-rates and heatmap (:mod:`core.fcca.result`) and the small faithful tree
-(:mod:`core.fcca.tree`).
+rates and heatmap (:mod:`core.compression.result`) and the small faithful tree
+(:mod:`core.compression.tree`).
 
 Audit and reporting. :mod:`core.audit` runs the recourse audit over protected
 groups (its public names importable from there; the run and its stages in
@@ -101,7 +101,7 @@ long runs (the audit adds its stage: ``progress(stage, done, total)``),
 answer are passed where they act (a counterfactual rule's ``pi``, ``pi_c``
 and ``top_k`` per query; an optimal counterfactual's, the audit's and FCCA's
 settings as :class:`core.optimal.OptimalSettings` /
-:class:`core.audit.AuditSettings` / :class:`core.fcca.FCCASettings`, or as
+:class:`core.audit.AuditSettings` / :class:`core.compression.FCCASettings`, or as
 keywords that override them). The optimal counterfactual's ``on_progress(result)``
 is not a progress count: it hands over the first valid point (the warm start)
 while the solver works on the proof. Results are frozen dataclasses; errors a user
@@ -111,8 +111,65 @@ are made JSON-able by :func:`core.jsonable.plain`; rules are written by
 (:func:`core.counterfactual.describe_changes`).
 """
 
-__version__ = "0.1.0"
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 # An analysis given a fitted model converts it with core.model.as_ensemble, which calls
 # the converter registered here: importing any part of core registers the parsers' entry.
 import core.intake.models  # noqa: E402,F401
+
+__version__ = "0.1.0"
+
+#: The public face: ``from core import NAME`` for each, loaded on first use (PEP 562).
+_PUBLIC = {
+    # the five analyses
+    "optimal_counterfactual": "core.optimal", "OptimalSettings": "core.optimal",
+    "exact_counterfactual": "core.regions", "counterfactual_set": "core.regions",
+    "TCREx": "core.tcrex", "CounterfactualRules": "core.rules",
+    "fcca": "core.compression", "FCCASettings": "core.compression",
+    "run_audit": "core.audit", "AuditSettings": "core.audit",
+    # intake
+    "load_model": "core.intake.io", "load_table": "core.intake.io",
+    "build_workspace": "core.intake.workspace", "from_model": "core.intake.models",
+    "Schema": "core.schema", "infer_schema": "core.schema",
+    # what they return
+    "TreeEnsemble": "core.model", "Box": "core.model.box", "Workspace": "core.intake.workspace",
+    "CounterfactualResult": "core.counterfactual", "Region": "core.regions", "RegionSet": "core.regions",
+    "Rule": "core.tcrex", "Metarule": "core.tcrex", "LocalRule": "core.rules.results",
+    "RegionalRule": "core.rules.results", "FCCAResult": "core.compression.result", "Audit": "core.audit",
+    # targets
+    "default_target": "core.counterfactual", "already_at_target": "core.counterfactual",
+}
+
+__all__ = sorted(_PUBLIC)
+
+if TYPE_CHECKING:
+    from core.audit import Audit, AuditSettings, run_audit
+    from core.counterfactual import CounterfactualResult, already_at_target, default_target
+    from core.compression import FCCASettings, fcca
+    from core.compression.result import FCCAResult
+    from core.intake.io import load_model, load_table
+    from core.intake.models import from_model
+    from core.intake.workspace import Workspace, build_workspace
+    from core.model import TreeEnsemble
+    from core.model.box import Box
+    from core.optimal import OptimalSettings, optimal_counterfactual
+    from core.regions import Region, RegionSet, counterfactual_set, exact_counterfactual
+    from core.rules import CounterfactualRules
+    from core.rules.results import LocalRule, RegionalRule
+    from core.schema import Schema, infer_schema
+    from core.tcrex import Metarule, Rule, TCREx
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PUBLIC:
+        value = getattr(importlib.import_module(_PUBLIC[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'core' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))

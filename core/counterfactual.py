@@ -228,7 +228,26 @@ def at_target(ens: TreeEnsemble, target: Any, predictions: Any) -> np.ndarray:
 
 
 def already_at_target(ens: TreeEnsemble, prediction: Any, target: Any) -> bool:
-    """Does one row's prediction already meet ``target`` (nothing to change)?"""
+    """Does one row's prediction already meet ``target`` (nothing to change)?
+
+    Parameters
+    ----------
+    ens : TreeEnsemble.
+    prediction : one output of ``ens.predict`` (a class label, or a value).
+    target : a class label, or ``(lo, hi)`` for a regressor.
+
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> from core import already_at_target, default_target, from_model
+    >>> X = np.random.default_rng(0).normal(size=(100, 2)); y = (X[:, 0] > 0).astype(int)
+    >>> ens = from_model(RandomForestClassifier(3, max_depth=2, random_state=0).fit(X, y))
+    >>> t = default_target(ens, ens.predict(X), row_prediction=0)
+    >>> int(t), already_at_target(ens, 0, t), already_at_target(ens, 1, t)
+    (1, False, True)
+    """
     return bool(at_target(ens, target, np.asarray([prediction]))[0])
 
 
@@ -237,7 +256,25 @@ def default_target(ens: TreeEnsemble, predictions: Any, row_prediction: Any = No
     classifier's first class other than ``row_prediction`` (the first class when
     None); for a regressor, the upper quartile of ``predictions`` ``(q75, max)``
     for a row below the median (or for many rows: ``row_prediction`` None), the
-    lower quartile ``(min, q25)`` otherwise."""
+    lower quartile ``(min, q25)`` otherwise.
+
+    Parameters
+    ----------
+    ens : TreeEnsemble.
+    predictions : array-like, ``ens.predict`` on the data's rows.
+    row_prediction : the row's own prediction, or None (many rows at once).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> from core import already_at_target, default_target, from_model
+    >>> X = np.random.default_rng(0).normal(size=(100, 2)); y = (X[:, 0] > 0).astype(int)
+    >>> ens = from_model(RandomForestClassifier(3, max_depth=2, random_state=0).fit(X, y))
+    >>> t = default_target(ens, ens.predict(X), row_prediction=0)
+    >>> int(t), already_at_target(ens, 0, t), already_at_target(ens, 1, t)
+    (1, False, True)
+    """
     if ens.task == "classification":
         classes = list(ens.classes)
         if row_prediction is None:

@@ -296,6 +296,19 @@ def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: Any = "l2"
     -------
     CounterfactualResult with ``backend="regions"``; the same cost convention
     as ``core.optimal`` (an open interval end counts at its infimum).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_breast_cancer
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> from core import exact_counterfactual, from_model, optimal_counterfactual
+    >>> data = load_breast_cancer(as_frame=True)
+    >>> rf = RandomForestClassifier(5, max_depth=3, random_state=0).fit(data.data, data.target)
+    >>> ens, x = from_model(rf), data.data.to_numpy()[0]
+    >>> exact = exact_counterfactual(ens, x, 1, norm="l1")
+    >>> milp = optimal_counterfactual(ens, x, 1, norm="l1")
+    >>> exact.status, abs(exact.cost - milp.cost) < 1e-9
+    ('optimal', True)
     """
     t0 = time.perf_counter()
     time_limit = check_time_limit(time_limit)
@@ -321,7 +334,34 @@ def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: Any = "l2"
 def counterfactual_set(ensemble: Any, x: Any, target: Any, radius: float, *, norm: Any = "l2",
                        weights: Any = None, fixed: Iterable[Any] | None = None, schema: Any = None,
                        time_limit: float = 30.0, max_regions: int = 10_000) -> RegionSet:
-    """Every region within ``radius`` (cost) of ``x`` where the ensemble gives ``target``."""
+    """Every region within ``radius`` (cost) of ``x`` where the ensemble gives ``target``.
+
+    Parameters
+    ----------
+    ensemble : TreeEnsemble or a supported model.
+    x : array-like of shape (n_features,), the query.
+    target : a class label, or ``(lo, hi)`` for a regressor.
+    radius : float, the largest cost of a region (its point nearest ``x``).
+    norm, weights, fixed, schema : as in :func:`exact_counterfactual` (default norm "l2").
+    time_limit : float, default 30.0, seconds for the search.
+    max_regions : int, default 10_000, stop after this many regions.
+
+    Returns
+    -------
+    RegionSet
+        The pure regions found, nearest first, and whether the search completed.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_breast_cancer
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> from core import counterfactual_set, from_model
+    >>> data = load_breast_cancer(as_frame=True)
+    >>> rf = RandomForestClassifier(5, max_depth=3, random_state=0).fit(data.data, data.target)
+    >>> found = counterfactual_set(from_model(rf), data.data.to_numpy()[0], 1, radius=50.0, norm="l1")
+    >>> found.complete, all(r.prediction == 1 and r.distance <= 50.0 for r in found.regions)
+    (True, True)
+    """
     t0 = time.perf_counter()
     ens, prob = _problem(ensemble, x, target, norm, weights, fixed, schema)
     allowed = [np.isfinite(c) for c in prob.costs]

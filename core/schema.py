@@ -90,7 +90,16 @@ class FeatureSpec:
 
 @dataclass(frozen=True)
 class Schema:
-    """Ordered feature settings, plus the target column's name if known."""
+    """Ordered feature settings, plus the target column's name if known.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from core import infer_schema
+    >>> schema = infer_schema(pd.DataFrame({"age": [30, 41], "income": [1.5, 2.0]}))
+    >>> schema.with_updates("age", actionability="increase").features[0].actionability
+    'increase'
+    """
 
     features: tuple[FeatureSpec, ...]
     target: str | None = None
@@ -260,6 +269,14 @@ def infer_schema(df: pd.DataFrame, target: str | None = None, *,
         ``group=level`` or ``group_level`` whose rows sum to one.
     levels : categorical features (column -> its categories), whose column
         holds codes; protected hints apply to them by name.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from core import infer_schema
+    >>> df = pd.DataFrame({"age": [30, 41, 52], "owner": [0, 1, 1], "income": [1.5, 2.0, 3.25]})
+    >>> [(f.name, f.kind) for f in infer_schema(df).features]
+    [('age', 'integer'), ('owner', 'binary'), ('income', 'numerical')]
     """
     if df.shape[1] == 0:
         raise SchemaError("The table has no columns.")

@@ -1,7 +1,7 @@
 """Settings objects with keyword overrides, one way for every analysis.
 
 An analysis with many settings groups them in a frozen dataclass
-(:class:`core.audit.AuditSettings`, :class:`core.fcca.FCCASettings`) and also
+(:class:`core.audit.AuditSettings`, :class:`core.compression.FCCASettings`) and also
 takes any of their fields as a keyword, which overrides the object's value.
 """
 

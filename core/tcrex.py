@@ -84,6 +84,17 @@ class TCREx:
     grid_ : list of ndarray, the grid bounds per feature (finite ones).
     n_cells_ : number of grid cells with a prototype.
     fit_time_ : seconds.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_breast_cancer
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> from core import TCREx
+    >>> data = load_breast_cancer(as_frame=True)
+    >>> rf = RandomForestClassifier(10, max_depth=3, random_state=0).fit(data.data, data.target)
+    >>> tc = TCREx(rho=0.05, tau=0.9, random_state=0).fit(data.data, rf.predict(data.data), 1)
+    >>> len(tc.rules_) > 0, all(r.accuracy >= 0.9 for r in tc.rules_)
+    (True, True)
     """
 
     def __init__(self, rho: float = 0.02, tau: float = 0.9, n_trees: int = 1, max_cells: int = 100_000,

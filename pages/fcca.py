@@ -7,7 +7,7 @@ import json
 import numpy as np
 import streamlit as st
 
-from core.fcca import explain_flat_curves, fcca, gosdt_available
+from core.compression import explain_flat_curves, fcca, gosdt_available
 from dashboard import state
 from core.figures import fcca_curves_figure, fcca_heatmap_figure
 from core.intake.csvsafe import to_csv

@@ -5,7 +5,7 @@ Read from the source (every import, at the top or inside a function: a local imp
 hides a dependency, it does not remove it):
 
 * nothing in the model, the kernel (cells, solvers, optimal) or the analyses
-  (regions, tcrex, rules, fcca) imports ``core.intake``: a fitted model reaches them
+  (regions, tcrex, rules, compression) imports ``core.intake``: a fitted model reaches them
   through :func:`core.model.as_ensemble` and the converter ``core`` registers;
 * ``core.model`` imports nothing of core but itself, ``core.errors`` and
   ``core.jsonable``;
@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "core"
 
-BELOW_INTAKE = ("model", "cells", "solvers", "optimal", "regions.py", "tcrex.py", "rules", "fcca")
+BELOW_INTAKE = ("model", "cells", "solvers", "optimal", "regions.py", "tcrex.py", "rules", "compression")
 MODEL_MAY_IMPORT = ("core.model", "core.errors", "core.jsonable")
 
 

@@ -170,6 +170,16 @@ def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Seq
     provenance : a :class:`Provenance` (data name, data and model SHA-256), or its fields
         as keywords (``data_name=...``).
     progress : progress(stage, done, total); should_stop : polled; True cancels (AuditCancelled).
+
+    Examples
+    --------
+    >>> from core import build_workspace, run_audit
+    >>> from core.intake.demo import build_demo
+    >>> df, target, model, _ = build_demo("credit-lightgbm")
+    >>> ws = build_workspace(df, target, model, name="demo", protected=["sex"])
+    >>> audit = run_audit(ws.ensemble, ws.X, schema=ws.schema, target=1, max_rows=20, n_jobs=1, random_state=0)
+    >>> sorted(set(audit.groups['attribute']))
+    ['sex']
     """
     t_start = time.perf_counter()
     s, prov = with_overrides(overrides, AuditError, "audit", settings or AuditSettings(), provenance or Provenance())

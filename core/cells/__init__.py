@@ -1,7 +1,7 @@
 """The counterfactual kernel: the problem on the grid of split levels.
 
 Used by :mod:`core.optimal` (per-instance optimal counterfactuals),
-:mod:`core.regions` (exact pure regions) and :mod:`core.fcca` (thresholds from
+:mod:`core.regions` (exact pure regions) and :mod:`core.compression` (thresholds from
 counterfactuals), and solved by the modules of :mod:`core.solvers`.
 
 * :mod:`core.cells.problem`: :class:`CellProblem` (grid, interval costs and

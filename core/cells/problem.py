@@ -25,7 +25,7 @@ sigmoid link (``Target.margin``).
 
 Every solver in :mod:`core.solvers` takes a :class:`CellProblem` and returns a
 :class:`CellSolution`; :mod:`core.optimal`, :mod:`core.regions` and
-:mod:`core.fcca` build their problems here.
+:mod:`core.compression` build their problems here.
 """
 
 from __future__ import annotations

@@ -90,6 +90,14 @@ def load_table(data: bytes, filename: str, *, max_bytes: int = MAX_TABLE_BYTES, 
                max_decoded_bytes: int = MAX_DECODED_BYTES) -> pd.DataFrame:
     """Read a CSV or Parquet file given as bytes.
 
+    Parameters
+    ----------
+    data : bytes, the file's content.
+    filename : str, its name (".parquet"/".pq" or a Parquet signature: Parquet; else CSV).
+    max_bytes : int, default MAX_TABLE_BYTES, the largest file accepted.
+    max_rows : int or None, default None, the most rows accepted.
+    max_decoded_bytes : int, default MAX_DECODED_BYTES, the most memory the decoded table may take.
+
     Returns the table as read; ``df.attrs["column_types"]`` holds the kinds of
     an OCEAN-style type row when the file has one, and ``df.attrs["target"]``
     its ``T`` column. ``max_rows`` and ``max_decoded_bytes`` are checked before
@@ -103,6 +111,12 @@ def load_table(data: bytes, filename: str, *, max_bytes: int = MAX_TABLE_BYTES, 
         Empty or oversize file, too many rows or too much memory once decoded,
         unreadable format, a single column (wrong delimiter), duplicate or
         missing column names, cells holding lists or structs.
+
+    Examples
+    --------
+    >>> from core import load_table
+    >>> load_table(b"age,income\\n30,1200\\n41,\\n", "people.csv").shape
+    (2, 2)
     """
     if data is None or len(data) == 0:
         raise DataError(f"{filename!r} is empty. Upload a CSV or Parquet file with a header row and data rows.")
@@ -341,6 +355,14 @@ def _catboost_load(catboost: Any, data: bytes, filename: str, fmt: str) -> Any:
 def load_model(data: bytes, filename: str, *, allow_pickle: bool = False) -> Any:
     """Read a model file given as bytes and return the native model object.
 
+    Parameters
+    ----------
+    data : bytes, the file's content.
+    filename : str, its name; the extension picks the reader (.json/.ubj XGBoost,
+        .txt LightGBM, .cbm/.json CatBoost, .skops, .pkl/.joblib).
+    allow_pickle : bool, default False, read a pickle or joblib file: only for a file
+        the user trusts (a pickle runs code when loaded).
+
     Raises
     ------
     ModelError
@@ -349,6 +371,17 @@ def load_model(data: bytes, filename: str, *, allow_pickle: bool = False) -> Any
         A pickle/joblib file without ``allow_pickle=True``.
     UnsupportedModelError
         A readable file holding an unsupported model or disallowed types.
+
+    Examples
+    --------
+    >>> import io, skops.io
+    >>> from sklearn.datasets import load_breast_cancer
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> from core import load_model
+    >>> data = load_breast_cancer(as_frame=True)
+    >>> rf = RandomForestClassifier(3, max_depth=2, random_state=0).fit(data.data, data.target)
+    >>> type(load_model(skops.io.dumps(rf), "forest.skops")).__name__
+    'RandomForestClassifier'
     """
     if data is None or len(data) == 0:
         raise ModelError(f"{filename!r} is empty. Upload a saved model file.")

@@ -38,6 +38,17 @@ def from_model(model: Any, *, feature_names: Sequence[str] | None = None,
     ------
     UnsupportedModelError
         For an unsupported type, objective or split kind.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.ensemble import GradientBoostingClassifier
+    >>> from core import from_model
+    >>> X = np.random.default_rng(0).normal(size=(200, 3)); y = (X[:, 0] > 0).astype(int)
+    >>> gb = GradientBoostingClassifier(n_estimators=5, max_depth=2, random_state=0).fit(X, y)
+    >>> ens = from_model(gb)
+    >>> ens.n_trees, bool((ens.predict(X) == gb.predict(X)).all())
+    (5, True)
     """
     ens = model if isinstance(model, TreeEnsemble) else parse(model)
     if feature_names is not None:

@@ -500,6 +500,15 @@ def build_workspace(df: pd.DataFrame, target: str | None, model: Any, *, name: s
     Raises
     ------
     PositionalMatchRequired, SchemaError, DataError, UnsupportedModelError
+
+    Examples
+    --------
+    >>> from core import build_workspace
+    >>> from core.intake.demo import build_demo
+    >>> df, target, model, _ = build_demo("credit-lightgbm")
+    >>> ws = build_workspace(df, target, model, name="demo")
+    >>> ws.X.shape[0] == len(df), ws.ensemble.n_features == ws.X.shape[1]
+    (True, True)
     """
     if target is not None and target not in df.columns:
         raise DataError(f"Target column {target!r} is not in the table; columns are {list(df.columns)[:12]}.")

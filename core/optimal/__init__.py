@@ -175,6 +175,19 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, settings: Opti
     Returns
     -------
     CounterfactualResult
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_breast_cancer
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> from core import from_model, infer_schema, optimal_counterfactual
+    >>> data = load_breast_cancer(as_frame=True)
+    >>> rf = RandomForestClassifier(10, max_depth=3, random_state=0).fit(data.data, data.target)
+    >>> X = data.data.to_numpy()
+    >>> res = optimal_counterfactual(from_model(rf), X[0], 1, schema=infer_schema(data.data), X_ref=X)
+    >>> import pandas as pd
+    >>> res.status, int(rf.predict(pd.DataFrame([res.x], columns=data.data.columns))[0])
+    ('optimal', 1)
     """
     t0 = time.perf_counter()
     s, = with_overrides(overrides, QueryError, "counterfactual", settings or OptimalSettings())

@@ -1,4 +1,4 @@
-"""FCCA (core.fcca): faithful thresholds, valid and optimal counterfactuals,
+"""FCCA (core.compression): faithful thresholds, valid and optimal counterfactuals,
 monotone compression / inconsistency in Q, stable discretisation, no recomputation."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hst
 
-from core.fcca import FCCAError, default_eps, fcca
+from core.compression import FCCAError, default_eps, fcca
 from core.intake.models import from_model
 from conftest import make_data
 from oracles import fcca_brute_force_cost
@@ -263,7 +263,7 @@ def test_flat_curves_on_compas_are_explained():
     from sklearn.ensemble import GradientBoostingClassifier
 
     from conftest import shared_data
-    from core.fcca import explain_flat_curves, fcca
+    from core.compression import explain_flat_curves, fcca
     from core.intake import io
     from core.intake.models import from_model
 

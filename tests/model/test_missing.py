@@ -328,7 +328,7 @@ def test_every_analysis_handles_rows_with_missing_values():
     rows have missing numbers and categories: each runs, and every counterfactual it
     gives for a row with a missing value gets the target from the original model."""
     from core.audit.run import run_audit
-    from core.fcca import fcca
+    from core.compression import fcca
     from core.regions import exact_counterfactual
     from core.rules.estimator import CounterfactualRules
     from core.ruletext import rule_text

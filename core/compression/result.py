@@ -1,10 +1,10 @@
 """FCCA's result: the counterfactual pairs and thresholds, and all that is read from them at a level Q.
 
-:class:`FCCAResult` is what :func:`core.fcca.fcca` returns (phases 1-2). Q is
+:class:`FCCAResult` is what :func:`core.compression.fcca` returns (phases 1-2). Q is
 applied here, without recomputing a counterfactual: the thresholds kept at
 ``F_Q`` (eq. 12), the binary columns ``b_it = [x_ij > t]``, the compression
 and inconsistency rates (eq. 15), their curves over Q, the surrogate tree on
-the binary columns (:mod:`core.fcca.tree`), the threshold heatmap and the
+the binary columns (:mod:`core.compression.tree`), the threshold heatmap and the
 exports; :func:`explain_flat_curves` says in words why a curve stays flat.
 """
 
@@ -18,7 +18,7 @@ import pandas as pd
 from sklearn.model_selection import train_test_split
 
 from core.errors import FCCAError
-from core.fcca.tree import TreeFit, fit_binary_tree
+from core.compression.tree import TreeFit, fit_binary_tree
 from core.model import TreeEnsemble
 from core.shown import bound_text
 
@@ -52,7 +52,7 @@ class FCCAResult:
     Attributes
     ----------
     feature_names : list of str
-    X, y : the rows and labels given to :func:`core.fcca.fcca`; ``pred`` the model's labels.
+    X, y : the rows and labels given to :func:`core.compression.fcca`; ``pred`` the model's labels.
     rows : indices (into X) of the rows of M whose counterfactual was found.
     x0, x_ce : arrays (len(rows), n_features): the pairs, in original units;
         ``costs`` their optimal costs (eq. 2).
@@ -186,7 +186,7 @@ class FCCAResult:
                  time_limit: float = 60.0) -> TreeFit:
         """A tree of depth <= max_depth on the columns kept at Q.
 
-        Trained on the rows given to :func:`core.fcca.fcca` (without ``X_test``: on a
+        Trained on the rows given to :func:`core.compression.fcca` (without ``X_test``: on a
         stratified ``1 - test_size`` of them) and measured on the held-out rows:
         ``accuracy`` against the labels, ``fidelity`` against the model.
         ``method``: "cart", "gosdt" (optimal sparse tree; falls back to CART

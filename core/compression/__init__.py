@@ -43,7 +43,7 @@ cheapest kept), and the probability filter uses the probability of the
 row's class. Regressors and anomaly detectors are refused.
 
 Phases 1-2 are here (:func:`fcca`); the result, with Q and all read from it, in
-:mod:`core.fcca.result`; the surrogate tree in :mod:`core.fcca.tree`.
+:mod:`core.compression.result`; the surrogate tree in :mod:`core.compression.tree`.
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ import pandas as pd
 
 from core.cells import feature_levels
 from core.errors import FCCAError
-from core.fcca.result import FCCAResult, explain_flat_curves
-from core.fcca.tree import TreeFit, gosdt_available, same_labels
+from core.compression.result import FCCAResult, explain_flat_curves
+from core.compression.tree import TreeFit, gosdt_available, same_labels
 from core.model import TreeEnsemble, as_ensemble
 from core.model.missing import indicator_of
 from core.optimal import optimal_counterfactual
@@ -144,6 +144,18 @@ def fcca(ensemble: Any, X: Any, y: Any, *, settings: FCCASettings | None = None,
         Dask scheduler address or Client to run them on (core.optimal.batch).
     progress : called as progress(done, total).
     should_stop : polled between rows; True stops early (``cancelled``).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_breast_cancer
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> from core import fcca, from_model
+    >>> data = load_breast_cancer(as_frame=True)
+    >>> X, y = data.data.iloc[:, :4], data.target
+    >>> rf = RandomForestClassifier(5, max_depth=3, random_state=0).fit(X, y)
+    >>> result = fcca(from_model(rf), X.iloc[:40], y.iloc[:40], n_jobs=1)
+    >>> len(result.rows) > 0
+    True
     """
     t_start = time.perf_counter()
     (s,) = with_overrides(overrides, FCCAError, "FCCA", settings or FCCASettings())

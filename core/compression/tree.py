@@ -4,7 +4,7 @@
 and draws itself as text or Graphviz. :func:`fit_binary_tree` grows it with
 CART (scikit-learn) or GOSDT (Lin et al. 2020, the paper's optimal sparse tree,
 regularisation ``10 / n_train`` as in section 4.1) when the ``gosdt`` package
-is installed. Used by :meth:`core.fcca.result.FCCAResult.fit_tree`.
+is installed. Used by :meth:`core.compression.result.FCCAResult.fit_tree`.
 """
 
 from __future__ import annotations
