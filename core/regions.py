@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -42,6 +42,7 @@ from core.counterfactual import CounterfactualResult, QueryError, check_time_lim
 from core.model import TreeEnsemble, as_ensemble
 from core.model.box import Box
 from core.optimal import other_models
+from core.settings import seconds, integer, norm_setting, open_probability, optional, positive, validated
 
 __all__ = ["Region", "RegionSet", "exact_counterfactual", "counterfactual_set", "slice_regions",
            "projection_regions", "decompose"]
@@ -270,7 +271,9 @@ def _problem(ensemble, x, target, norm, weights, fixed, schema, also_valid_for=(
                               also_valid_for=others, margin=margin)
 
 
-def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: Any = "l2", weights: Any = None,
+@validated(QueryError, norm=norm_setting, time_limit=seconds, max_nodes=integer(1), margin=optional(open_probability))
+def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: str | Mapping[str, float] = "l1",
+                         weights: Any = None,
                          fixed: Iterable[Any] | None = None, time_limit: float = 30.0, schema: Any = None,
                          X_ref: Any = None, model: Any = None, max_nodes: int = 5_000_000,
                          also_valid_for: Iterable[Any] = (), margin: float | None = None) -> CounterfactualResult:
@@ -281,7 +284,8 @@ def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: Any = "l2"
     ensemble : TreeEnsemble or a supported model.
     x : array-like of shape (n_features,).
     target : class label, or ``(lo, hi)`` for a regressor.
-    norm : "l2" (squared Euclidean, the paper's), "l1", "l0" or a mix dict.
+    norm : {"l1", "l0", "l2"} or dict, default "l1" (as every analysis); "l2" is the squared
+        Euclidean distance of the paper.
     weights : per-feature weights, as in ``core.optimal``.
     fixed : features (names or indices) that must not move; a list replaces the schema's fixed
         features, None (default) keeps them.
@@ -331,7 +335,8 @@ def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: Any = "l2"
     return run.infeasible("regions")
 
 
-def counterfactual_set(ensemble: Any, x: Any, target: Any, radius: float, *, norm: Any = "l2",
+@validated(QueryError, norm=norm_setting, time_limit=seconds, max_regions=integer(1))
+def counterfactual_set(ensemble: Any, x: Any, target: Any, radius: float, *, norm: str | Mapping[str, float] = "l1",
                        weights: Any = None, fixed: Iterable[Any] | None = None, schema: Any = None,
                        time_limit: float = 30.0, max_regions: int = 10_000) -> RegionSet:
     """Every region within ``radius`` (cost) of ``x`` where the ensemble gives ``target``.
@@ -342,7 +347,7 @@ def counterfactual_set(ensemble: Any, x: Any, target: Any, radius: float, *, nor
     x : array-like of shape (n_features,), the query.
     target : a class label, or ``(lo, hi)`` for a regressor.
     radius : float, the largest cost of a region (its point nearest ``x``).
-    norm, weights, fixed, schema : as in :func:`exact_counterfactual` (default norm "l2").
+    norm, weights, fixed, schema : as in :func:`exact_counterfactual` (default norm "l1").
     time_limit : float, default 30.0, seconds for the search.
     max_regions : int, default 10_000, stop after this many regions.
 
@@ -378,6 +383,7 @@ def _any_target(ens: TreeEnsemble) -> Any:
     return (-np.inf, np.inf)
 
 
+@validated(QueryError, time_limit=seconds, max_regions=integer(1))
 def slice_regions(ensemble: Any, x: Any, features: tuple[Any, Any], *, bounds: dict[Any, tuple[float, float]]
                   | None = None, time_limit: float = 30.0, max_regions: int = 20_000) -> RegionSet:
     """The pure regions of the 2-D slice through ``x`` on two features (the
@@ -409,8 +415,9 @@ def slice_regions(ensemble: Any, x: Any, features: tuple[Any, Any], *, bounds: d
                      dict(features=[ens.feature_names[fa], ens.feature_names[fb]], mode="slice"))
 
 
+@validated(QueryError, norm=norm_setting, time_limit=seconds, max_regions=integer(1))
 def projection_regions(ensemble: Any, x: Any, target: Any, features: tuple[Any, Any], radius: float, *,
-                       norm: Any = "l2", weights: Any = None, fixed: Iterable[Any] | None = None, schema: Any = None,
+                       norm: str | Mapping[str, float] = "l1", weights: Any = None, fixed: Iterable[Any] | None = None, schema: Any = None,
                        time_limit: float = 30.0, max_regions: int = 5_000) -> RegionSet:
     """Regions within ``radius`` of ``x`` giving ``target``, for projection on two
     features (the paper's Fig. 7): the same regions as :func:`counterfactual_set`."""
@@ -422,6 +429,7 @@ def projection_regions(ensemble: Any, x: Any, target: Any, features: tuple[Any, 
                      dict(rs.params, features=[ens.feature_names[fa], ens.feature_names[fb]], mode="projection"))
 
 
+@validated(QueryError, time_limit=seconds, max_regions=integer(1))
 def decompose(ensemble: Any, lower: Any = None, upper: Any = None, *, time_limit: float = 60.0,
               max_regions: int = 100_000) -> RegionSet:
     """All pure regions (maximal intersection boxes) inside the box

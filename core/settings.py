@@ -1,27 +1,162 @@
-"""Settings objects with keyword overrides, one way for every analysis.
+"""One calling shape for every analysis: keyword-only settings, checked at the call.
 
-An analysis with many settings groups them in a frozen dataclass
-(:class:`core.audit.AuditSettings`, :class:`core.compression.FCCASettings`) and also
-takes any of their fields as a keyword, which overrides the object's value.
+Every analysis takes its settings as explicit keyword-only parameters with
+their defaults in the signature (so an editor and a type checker see them) and
+is wrapped by :func:`validated`, which states declaratively what each setting
+accepts. A misspelt or unknown keyword, or a value outside a setting's
+choices, fails at the call with the valid choices named, in the analysis's own
+error class (all ``ValueError``: :mod:`core.errors`), before any work starts.
+
+Parallelism has one home here: ``n_jobs`` (local processes: a positive count,
+or -1 for every core) and ``scheduler`` (a Dask scheduler address or Client,
+:mod:`core.optimal.batch`) mean the same in every analysis that takes them
+(FCCA, the audit, batches of rows, the model comparison), with the same
+default :data:`N_JOBS`. A solver's own threads are ``n_workers``.
 """
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
-from typing import Any
+import difflib
+import functools
+import inspect
+import math
+import numbers
+from collections.abc import Mapping
+from typing import Any, Callable, TypeVar
 
-__all__ = ["with_overrides"]
+import numpy as np
+
+__all__ = ["validated", "one_of", "positive", "seconds", "integer", "nonnegative", "probability", "open_probability", "boolean", "norm_setting", "n_jobs_setting",
+           "scheduler_setting", "optional", "N_JOBS"]
+
+N_JOBS = 1        #: the default number of local processes of every analysis that takes ``n_jobs``
+
+Check = Callable[[Any], "str | None"]      # None when the value is valid, else what is expected
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def with_overrides(overrides: dict[str, Any], error: type[Exception], what: str, *bases: Any) -> list[Any]:
-    """Each of ``bases`` (frozen dataclass instances) with the keywords naming its
-    fields replaced; a keyword naming no field raises ``error``."""
-    out, known = [], set()
-    for base in bases:
-        names = {f.name for f in fields(base)}
-        out.append(replace(base, **{k: v for k, v in overrides.items() if k in names}))
-        known |= names
-    unknown = set(overrides) - known
-    if unknown:
-        raise error(f"Unknown {what} setting(s) {sorted(unknown)}; the settings are {sorted(known)}.")
-    return out
+def one_of(*choices: Any) -> Check:
+    """One of ``choices``."""
+    def check(v: Any) -> str | None:
+        return None if any(v == c and type(v) is type(c) for c in choices) else f"one of {list(choices)}"
+    return check
+
+
+def positive(v: Any) -> str | None:
+    """A positive, finite number."""
+    ok = _real(v) and math.isfinite(v) and v > 0
+    return None if ok else "a positive, finite number"
+
+
+def seconds(v: Any) -> str | None:
+    """A time limit: a positive, finite number of seconds (NaN or inf would never expire)."""
+    return None if positive(v) is None else "a time limit: a positive, finite number of seconds"
+
+
+def _real(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def integer(minimum: int | None = None) -> Check:
+    """An integer, at least ``minimum``."""
+    def check(v: Any) -> str | None:
+        ok = _int(v) and (minimum is None or v >= minimum)
+        return None if ok else "an integer" + (f" >= {minimum}" if minimum is not None else "")
+    return check
+
+
+def probability(v: Any) -> str | None:
+    """A number in [0, 1]."""
+    ok = _real(v) and 0 <= v <= 1
+    return None if ok else "a number between 0 and 1"
+
+
+def nonnegative(v: Any) -> str | None:
+    """A finite number >= 0."""
+    return None if _real(v) and math.isfinite(v) and v >= 0 else "a finite number >= 0"
+
+
+def open_probability(v: Any) -> str | None:
+    """A number strictly between 0 and 1."""
+    return None if _real(v) and 0 < v < 1 else "a number strictly between 0 and 1"
+
+
+def boolean(v: Any) -> str | None:
+    return None if isinstance(v, (bool, np.bool_)) else "True or False"
+
+
+def optional(check: Check) -> Check:
+    """None, or what ``check`` accepts."""
+    def inner(v: Any) -> str | None:
+        if v is None:
+            return None
+        got = check(v)
+        return None if got is None else f"None or {got}"
+    return inner
+
+
+def norm_setting(v: Any) -> str | None:
+    """"l0", "l1", "l2" (squared), or a mix {"l0": w0, "l1": w1, "l2": w2} of non-negative weights."""
+    if isinstance(v, str) and v in ("l0", "l1", "l2"):
+        return None
+    if isinstance(v, Mapping) and v and set(v) <= {"l0", "l1", "l2"} and all(
+            _real(w) and math.isfinite(w) and w >= 0
+            for w in v.values()):
+        return None
+    return "'l0', 'l1', 'l2' or a mix such as {'l0': 0.1, 'l1': 1.0} of non-negative weights"
+
+
+def n_jobs_setting(v: Any) -> str | None:
+    ok = _int(v) and (v >= 1 or v == -1)
+    return None if ok else "a positive number of processes, or -1 for every core"
+
+
+def scheduler_setting(v: Any) -> str | None:
+    if v is None or isinstance(v, str) or hasattr(v, "submit"):
+        return None
+    return "None or '' (local processes), a Dask scheduler address such as 'tcp://host:8786', or a dask Client"
+
+
+def validated(error: type[Exception], **checks: Check) -> Callable[[F], F]:
+    """Check an analysis's keyword settings at the call.
+
+    ``checks`` names a parameter of the decorated function and what it accepts
+    (a function returning None when the value is valid, else the description
+    of what is expected). A keyword the function does not take raises
+    ``error`` naming the closest setting and listing them all; a value a check
+    refuses raises ``error`` saying what was given and what is expected. A
+    value left at its default is not checked."""
+    def wrap(fn: F) -> F:
+        sig = inspect.signature(fn)
+        names = [n for n, p in sig.parameters.items() if p.kind is not p.VAR_KEYWORD]
+        unknown_checks = set(checks) - set(names)
+        if unknown_checks:
+            raise TypeError(f"validated: {fn.__name__} has no parameter {sorted(unknown_checks)}")
+        settings = [n for n, p in sig.parameters.items() if p.kind is p.KEYWORD_ONLY]
+        passes_on = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())   # **kwargs checked downstream
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            for k in kwargs:
+                if k not in sig.parameters and not passes_on:
+                    near = difflib.get_close_matches(k, settings, n=1)
+                    hint = f" Did you mean {near[0]!r}?" if near else ""
+                    raise error(f"{fn.__name__}() has no setting {k!r}.{hint} Its settings are {settings}.")
+            try:
+                bound = sig.bind(*args, **kwargs)
+            except TypeError as e:
+                raise error(f"{fn.__name__}(): {e}.") from None
+            for k, check in checks.items():
+                if k in bound.arguments:
+                    why = check(bound.arguments[k])
+                    if why is not None:
+                        raise error(f"{fn.__name__}(): {k}={bound.arguments[k]!r} is not valid; {k} is {why}.")
+            return fn(*args, **kwargs)
+
+        call.__signature__ = sig  # type: ignore[attr-defined]
+        return call  # type: ignore[return-value]
+    return wrap

@@ -42,6 +42,7 @@ from core.errors import DataError, GridTooLargeError, NoValidRuleError, NotFitte
 from core.model import node_boxes
 from core.model.box import Box
 from core.ruletext import conditions
+from core.settings import integer, optional, probability, validated
 from core.shown import bound_text
 
 __all__ = ["TCREx", "Rule", "Metarule", "NoValidRuleError"]
@@ -97,7 +98,9 @@ class TCREx:
     (True, True)
     """
 
-    def __init__(self, rho: float = 0.02, tau: float = 0.9, n_trees: int = 1, max_cells: int = 100_000,
+    @validated(QueryError, rho=probability, tau=probability, n_trees=integer(1), max_cells=integer(1),
+               random_state=optional(integer(0)))
+    def __init__(self, *, rho: float = 0.02, tau: float = 0.9, n_trees: int = 1, max_cells: int = 100_000,
                  groups: Sequence[Sequence[int]] | None = None, random_state: int | None = None):
         self.rho = rho
         self.tau = tau

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 from core.audit.compare import compare_models
 from core.audit.result import Audit
-from core.audit.run import AuditSettings, Provenance, run_audit
+from core.audit.run import run_audit
 from core.errors import AuditError, PositionalMatchRequired
 from core.intake import io
 from core.intake.matching import norm_text
@@ -99,8 +99,8 @@ def _target(a: argparse.Namespace, ens: Any) -> Any:
     return tuple(float(v) for v in a.target.split(","))
 
 
-def _settings(a: argparse.Namespace) -> AuditSettings:
-    return AuditSettings(max_rows=a.rows or None, norm=a.norm, time_limit=a.time_limit, n_jobs=a.jobs,
+def _settings(a: argparse.Namespace) -> dict[str, Any]:
+    return dict(max_rows=a.rows or None, norm=a.norm, time_limit=a.time_limit, n_jobs=a.jobs,
                          scheduler=a.scheduler, n_boot=a.bootstrap, n_perm=a.permutations, tcrex=not a.no_tcrex,
                          local_rules_per_group=a.local_rules, random_state=a.seed, scan=not a.no_scan,
                          min_subgroup=a.min_subgroup, budget=a.budget)
@@ -180,11 +180,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"note: {note}")
         if a.compare_model:
             return _compare(a, ws, data_bytes, model_bytes)
-        prov = Provenance(data_name=Path(a.data).name, data_sha256=io.sha256(data_bytes),
-                          model_sha256=io.sha256(model_bytes))
         audit = run_audit(ws.ensemble, ws.X, schema=ws.schema, target=_target(a, ws.ensemble),
-                          protected=a.protected, settings=_settings(a), model=ws.model, y=ws.y, provenance=prov,
-                          progress=_show)
+                          protected=a.protected, model=ws.model, y=ws.y, data_name=Path(a.data).name,
+                          data_sha256=io.sha256(data_bytes), model_sha256=io.sha256(model_bytes),
+                          progress=_show, **_settings(a))
         print()
         out = Path(a.out)
         out.write_text(audit.to_html(), encoding="utf-8")

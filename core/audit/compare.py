@@ -37,6 +37,8 @@ from core.audit.fairstats import bootstrap_ci, holm, permutation_p
 from core.audit.report import table_html
 from core.audit.stats import group_labels, protected_attributes
 from core.cells.problem import check_same_features
+from core.settings import (seconds, N_JOBS, boolean, integer, n_jobs_setting, norm_setting, optional, positive, probability,
+                           scheduler_setting, validated)
 from core.counterfactual import make_target
 from core.errors import AuditCancelled, AuditError, QueryError
 from core.intake.columns import analyst_columns, changes_text
@@ -193,9 +195,12 @@ def _one_row(args: tuple[int, np.ndarray], ens_a: TreeEnsemble, ens_b: TreeEnsem
     return rec
 
 
+@validated(AuditError, max_rows=optional(integer(1)), time_limit=seconds, norm=norm_setting, n_jobs=n_jobs_setting,
+           scheduler=scheduler_setting, random_state=integer(0), n_boot=integer(1), n_perm=integer(1),
+           alpha=probability, invalidation=boolean)
 def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Any, target: Any, protected: Sequence[str] | None = None,
                    rows: Sequence[int] | None = None, max_rows: int | None = 200, time_limit: float = 10.0,
-                   norm: Any = "l1", n_jobs: int = 1, scheduler: Any = None, model_a: Any = None,
+                   norm: Any = "l1", n_jobs: int = N_JOBS, scheduler: Any = None, model_a: Any = None,
                    model_b: Any = None, random_state: int = 0, n_boot: int = 1000, n_perm: int = 2000,
                    alpha: float = 0.05, invalidation: bool = True,
                    progress: Callable[[str, int, int], None] | None = None,

@@ -14,7 +14,7 @@ import platform
 import time
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -30,7 +30,9 @@ from core.intake.models import from_model
 from core.model import TreeEnsemble
 from core.optimal.batch import batch_counterfactuals
 from core.rules import CounterfactualRules
-from core.settings import with_overrides
+from core.schema import Schema
+from core.settings import (seconds, N_JOBS, boolean, integer, n_jobs_setting, norm_setting, optional, positive, probability,
+                           scheduler_setting, validated)
 from core.shown import outcome_text
 from core.tcrex import TCREx
 
@@ -65,7 +67,7 @@ def _as_frame(X: Any, names: list[str]) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class AuditSettings:
-    """Every setting of an audit that changes its answer, with its default.
+    """Every setting of an audit that changes its answer, as :func:`run_audit` received them.
 
     max_rows : audit at most this many unfavourable rows (a seeded random sample); None: all.
     norm, time_limit : the recourse cost and the seconds per row (core.optimal).
@@ -148,11 +150,20 @@ class _Run:
         return list(self.schema.groups().values())
 
 
-def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Sequence[str] | None = None,
-              rows: Sequence[int] | None = None, settings: AuditSettings | None = None, model: Any = None,
-              y: Any = None, provenance: Provenance | None = None,
+@validated(AuditError, max_rows=optional(integer(1)), norm=norm_setting, time_limit=seconds, n_jobs=n_jobs_setting,
+           scheduler=scheduler_setting, n_boot=integer(1), n_perm=integer(1), alpha=probability, tcrex=boolean,
+           tcrex_rho=probability, tcrex_tau=probability, local_rules_per_group=integer(0), random_state=integer(0),
+           scan=boolean, min_subgroup=integer(1), budget=optional(positive))
+def run_audit(ensemble: Any, X: Any, *, schema: Schema, target: Any, protected: Sequence[str] | None = None,
+              rows: Sequence[int] | None = None, model: Any = None, y: Any = None,
+              max_rows: int | None = 500, norm: str | Mapping[str, float] = "l1", time_limit: float = 10.0,
+              n_jobs: int = N_JOBS, scheduler: Any = None, n_boot: int = 1000, n_perm: int = 2000,
+              alpha: float = 0.05, tcrex: bool = True, tcrex_rho: float = 0.02, tcrex_tau: float = 0.9,
+              local_rules_per_group: int = 10, random_state: int = 0, scan: bool = True, min_subgroup: int = 20,
+              budget: float | None = None, data_name: str = "", data_sha256: str = "", model_sha256: str = "",
+              class_names: Mapping[str, str] | None = None,
               progress: Callable[[str, int, int], None] | None = None,
-              should_stop: Callable[[], bool] | None = None, **overrides: Any) -> Audit:
+              should_stop: Callable[[], bool] | None = None) -> Audit:
     """Audit recourse across the groups of the protected attribute(s).
 
     Parameters
@@ -163,12 +174,21 @@ def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Seq
     target : the favourable outcome: a class, or an interval (lo, hi) for a regressor.
     protected : columns or one-hot group names; default: the schema's protected columns.
     rows : indices of the rows to audit; default: every row whose decision misses the target.
-    settings : an :class:`AuditSettings`; any of its fields may also be given as a
-        keyword (``max_rows=200``), which overrides it.
     model : the original model, to re-check every recourse on it.
     y : the labels of the rows (for TPR, FPR, ... of the group fairness); None: decisions only.
-    provenance : a :class:`Provenance` (data name, data and model SHA-256), or its fields
-        as keywords (``data_name=...``).
+    max_rows : int or None, default 500, audit at most this many unfavourable rows (a seeded sample).
+    norm, time_limit : default "l1" and 10.0, the recourse cost and the seconds per row (core.optimal).
+    n_jobs, scheduler : default 1 and None, local processes (-1: every core), or a Dask
+        scheduler address / Client (:mod:`core.settings`).
+    n_boot, n_perm, alpha : default 1000, 2000, 0.05, bootstrap resamples, permutations,
+        family-wise level.
+    tcrex, tcrex_rho, tcrex_tau : default True, 0.02, 0.9, also fit T-CREx and report its rules per group.
+    local_rules_per_group : int, default 10, rows per group given a local counterfactual rule (0: none).
+    random_state : int, default 0, the seed of every sample and resample.
+    scan, min_subgroup, budget : default True, 20, None, scan subgroups of at least ``min_subgroup``
+        audited rows for recourse gaps (core.audit.subgroups), effectiveness within ``budget``.
+    data_name, data_sha256, model_sha256, class_names : where the data and model came from, for
+        the report (the analyst's names of the classes).
     progress : progress(stage, done, total); should_stop : polled; True cancels (AuditCancelled).
 
     Examples
@@ -182,7 +202,12 @@ def run_audit(ensemble: Any, X: Any, *, schema: Any, target: Any, protected: Seq
     ['sex']
     """
     t_start = time.perf_counter()
-    s, prov = with_overrides(overrides, AuditError, "audit", settings or AuditSettings(), provenance or Provenance())
+    s = AuditSettings(max_rows=max_rows, norm=norm, time_limit=time_limit, n_jobs=n_jobs, scheduler=scheduler,
+                      n_boot=n_boot, n_perm=n_perm, alpha=alpha, tcrex=tcrex, tcrex_rho=tcrex_rho, tcrex_tau=tcrex_tau,
+                      local_rules_per_group=local_rules_per_group, random_state=random_state, scan=scan,
+                      min_subgroup=min_subgroup, budget=budget)
+    prov = Provenance(data_name=data_name, data_sha256=data_sha256, model_sha256=model_sha256,
+                      class_names=dict(class_names or {}))
     run = _prepare(ensemble, X, schema, target, protected, rows, s, model, progress, should_stop)
     table, cfs = _recourse_stage(run)
     rules_table = _tcrex_stage(run, table)

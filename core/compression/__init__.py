@@ -65,7 +65,9 @@ from core.model.missing import indicator_of
 from core.optimal import optimal_counterfactual
 from core.optimal.batch import map_rows
 from core.schema import infer_schema
-from core.settings import with_overrides
+from core.schema import Schema
+from core.settings import (seconds, N_JOBS, integer, n_jobs_setting, nonnegative, optional, positive, probability,
+                           scheduler_setting, validated)
 
 __all__ = ["fcca", "FCCASettings", "FCCAResult", "TreeFit", "FCCAError", "default_eps", "gosdt_available",
            "explain_flat_curves"]
@@ -103,7 +105,7 @@ def _crossed(levels: np.ndarray, a: float, b: float) -> float | None:
 
 @dataclass(frozen=True)
 class FCCASettings:
-    """FCCA's settings that change its answer (any may also be given to :func:`fcca` as a keyword).
+    """FCCA's settings that change its answer, as :func:`fcca` received them (kept with the result).
 
     p0, p1 : bounds on the probability of the row's class for rows in M.
     lambda0, lambda1, lambda2 : weights of l0, l1 and squared l2 (eq. 2) on
@@ -125,9 +127,14 @@ class FCCASettings:
     time_limit: float = 10.0
 
 
-def fcca(ensemble: Any, X: Any, y: Any, *, settings: FCCASettings | None = None, schema: Any = None,
-         n_jobs: int = -1, scheduler: Any = None, progress: Callable[[int, int], None] | None = None,
-         should_stop: Callable[[], bool] | None = None, **overrides: Any) -> FCCAResult:
+@validated(FCCAError, p0=probability, p1=probability, lambda0=nonnegative, lambda1=nonnegative,
+           lambda2=nonnegative, max_points=optional(integer(1)), time_limit=seconds, n_jobs=n_jobs_setting,
+           scheduler=scheduler_setting)
+def fcca(ensemble: Any, X: Any, y: Any, *, schema: Schema | None = None, p0: float = 0.5, p1: float = 1.0,
+         lambda0: float = 0.1, lambda1: float = 1.0, lambda2: float = 0.0, eps: Any = None,
+         max_points: int | None = None, time_limit: float = 10.0, n_jobs: int = N_JOBS, scheduler: Any = None,
+         progress: Callable[[int, int], None] | None = None,
+         should_stop: Callable[[], bool] | None = None) -> FCCAResult:
     """Run FCCA's phases 1-2 (see the module docstring); Q is applied later.
 
     Parameters
@@ -137,11 +144,17 @@ def fcca(ensemble: Any, X: Any, y: Any, *, settings: FCCASettings | None = None,
     y : labels of X, required: the true labels (the paper: M holds the rows the
         model classifies correctly), or the model's own predictions to describe
         the model alone.
-    settings : an :class:`FCCASettings`; any of its fields may also be given as a
-        keyword (``p1=0.7``), which overrides it.
-    schema : core.schema.Schema for kinds and ranges; inferred from X if None.
-    n_jobs, scheduler : processes for the counterfactuals (-1: all cores), or a
-        Dask scheduler address or Client to run them on (core.optimal.batch).
+    schema : Schema or None, default None, kinds and ranges; inferred from X if None.
+    p0, p1 : float, default 0.5 and 1.0, bounds on the probability of the row's class for rows in M.
+    lambda0, lambda1, lambda2 : float, default 0.1, 1.0, 0.0, weights of l0, l1 and squared l2
+        (eq. 2) on features scaled to [0, 1] by the schema's ranges.
+    eps : array or dict name -> value, default None, per-feature tolerance (None: the
+        smallest gap between consecutive observed values).
+    max_points : int or None, default None, keep at most this many rows of M (an even spread).
+    time_limit : float, default 10.0, seconds per counterfactual (a row without one in time is
+        left out; ``statuses`` counts it).
+    n_jobs, scheduler : default 1 and None, local processes for the counterfactuals (-1: every
+        core), or a Dask scheduler address or Client (:mod:`core.settings`).
     progress : called as progress(done, total).
     should_stop : polled between rows; True stops early (``cancelled``).
 
@@ -158,7 +171,8 @@ def fcca(ensemble: Any, X: Any, y: Any, *, settings: FCCASettings | None = None,
     True
     """
     t_start = time.perf_counter()
-    (s,) = with_overrides(overrides, FCCAError, "FCCA", settings or FCCASettings())
+    s = FCCASettings(p0=p0, p1=p1, lambda0=lambda0, lambda1=lambda1, lambda2=lambda2, eps=eps,
+                     max_points=max_points, time_limit=time_limit)
     ens = as_ensemble(ensemble)
     if not ens.is_classifier:
         raise FCCAError(f"FCCA explains a classifier's decisions; this model is a {ens.task} model.")

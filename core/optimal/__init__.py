@@ -54,7 +54,7 @@ import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -64,7 +64,8 @@ from core.cells.problem import feature_actions
 from core.counterfactual import CounterfactualResult, QueryError, check_time_limit
 from core.model import TreeEnsemble, as_ensemble
 from core.model.missing import indicator_of, settled
-from core.settings import with_overrides
+from core.schema import Schema
+from core.settings import seconds, boolean, integer, norm_setting, one_of, open_probability, optional, positive, validated
 from core.solvers import cpsat, ocean, separable
 from core.solvers.ocean import GurobiUnavailable
 
@@ -96,7 +97,8 @@ def _choose_backend(backend: str) -> str:
 
 @dataclass(frozen=True)
 class OptimalSettings:
-    """Every setting of an optimal-counterfactual query, with its default.
+    """Every setting of an optimal-counterfactual query, as :func:`optimal_counterfactual`
+    received them (kept with the query; the defaults are the function's).
 
     The question: schema (core.schema.Schema; kinds, ranges, actionability,
     weights; without it every feature is numerical, free and unbounded, in raw
@@ -153,10 +155,17 @@ def _held_states(ens: TreeEnsemble, x: Any, s: OptimalSettings) -> TreeEnsemble:
     return settled(ens, held)
 
 
-def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, settings: OptimalSettings | None = None,
-                           X_ref: Any = None, model: Any = None,
-                           on_progress: Callable[[CounterfactualResult], None] | None = None,
-                           **overrides: Any) -> CounterfactualResult:
+@validated(QueryError, norm=norm_setting, backend=one_of(*BACKENDS), time_limit=seconds,
+           n_solutions=integer(1), n_workers=integer(1), warm=boolean, margin=optional(open_probability))
+def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema | None = None,
+                           norm: str | Mapping[str, float] = "l1", weights: Any = None,
+                           fixed: Iterable[Any] | None = None, increase_only: Iterable[Any] | None = None,
+                           decrease_only: Iterable[Any] | None = None, plausibility: Any = None,
+                           also_valid_for: Iterable[Any] = (), margin: float | None = None,
+                           backend: str = "auto", time_limit: float = 30.0, n_solutions: int = 1,
+                           n_workers: int = 2, warm: bool = True, X_ref: Any = None, model: Any = None,
+                           on_progress: Callable[[CounterfactualResult], None] | None = None
+                           ) -> CounterfactualResult:
     """The minimum-cost change of ``x`` that gives ``target``, proven optimal.
 
     Parameters
@@ -164,9 +173,25 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, settings: Opti
     ensemble : TreeEnsemble or a supported model.
     x : array-like of shape (n_features,), the query.
     target : a class label (classifiers) or an interval ``(lo, hi)`` (regressors).
-    settings : :class:`OptimalSettings`; any of its fields may also be given as a
-        keyword (``schema=``, ``norm=``, ``fixed=``, ``time_limit=``, ...), which
-        overrides the object's value.
+    schema : Schema or None, default None
+        Kinds, ranges, actionability and weights; without it every feature is
+        numerical, free and unbounded, in raw units.
+    norm : {"l1", "l0", "l2"} or dict, default "l1"
+        The cost (:mod:`core.counterfactual`): "l2" is squared; a dict mixes them.
+    weights : array (d,) or (d, 2) = (decrease, increase), or dict name -> weight, default None.
+    fixed, increase_only, decrease_only : feature names or indices, default None
+        A list replaces the schema's features of that role; None keeps the schema's.
+    plausibility : Plausibility or a fitted IsolationForest, default None.
+    also_valid_for : further models reading the same features, default ()
+        The point must get the target from every one (CP-SAT only).
+    margin : float in (0, 1) or None, default None
+        A classifier's probability for the target must be at least this.
+    backend : {"auto", "cpsat", "highs", "gurobi"}, default "auto"
+        "auto" is CP-SAT unless a full Gurobi licence is installed.
+    time_limit : float, default 30.0, seconds for the whole query.
+    n_solutions : int, default 1, diverse solutions (see the module doc).
+    n_workers : int, default 2, the solver's threads.
+    warm : bool, default True; False skips both starts (the plain formulation, for benchmarks).
     X_ref : array-like (n, n_features), reference rows for the warm start
         (usually the training data); optional.
     model : the original model, if any: each result is also checked on it.
@@ -190,7 +215,10 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, settings: Opti
     ('optimal', 1)
     """
     t0 = time.perf_counter()
-    s, = with_overrides(overrides, QueryError, "counterfactual", settings or OptimalSettings())
+    s = OptimalSettings(schema=schema, norm=norm, weights=weights, fixed=fixed, increase_only=increase_only,
+                        decrease_only=decrease_only, plausibility=plausibility, also_valid_for=also_valid_for,
+                        margin=margin, backend=backend, time_limit=time_limit, n_solutions=n_solutions,
+                        n_workers=n_workers, warm=warm)
     ens = as_ensemble(ensemble)
     plausibility = s.plausibility
     if plausibility is not None and not isinstance(plausibility, Plausibility):

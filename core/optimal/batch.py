@@ -40,7 +40,9 @@ import numpy as np
 from joblib.externals.loky.backend import get_context
 
 from core.errors import ClusterError
+from core.errors import QueryError
 from core.optimal import optimal_counterfactual
+from core.settings import N_JOBS, n_jobs_setting, scheduler_setting, validated
 
 __all__ = ["map_rows", "batch_counterfactuals", "connect", "ClusterError", "POOL_OWNER", "release_pools"]
 
@@ -315,11 +317,15 @@ def _one_cf(args: tuple[np.ndarray, Any], ensemble: Any, kwargs: dict[str, Any])
     return optimal_counterfactual(ensemble, x, target, **kwargs)
 
 
-def batch_counterfactuals(ensemble: Any, X: np.ndarray, targets: Iterable[Any], *, n_jobs: int = 1,
+@validated(QueryError, n_jobs=n_jobs_setting, scheduler=scheduler_setting)
+def batch_counterfactuals(ensemble: Any, X: np.ndarray, targets: Iterable[Any], *, n_jobs: int = N_JOBS,
                           progress: Callable[[int, int], None] | None = None,
                           should_stop: Callable[[], bool] | None = None, scheduler: Any = None,
                           chunk_size: int | str = 1, **kwargs: Any) -> list[Any]:
     """Optimal counterfactuals of many rows (see ``core.optimal.optimal_counterfactual``).
+
+    ``n_jobs`` / ``scheduler`` as everywhere (:mod:`core.settings`); ``kwargs`` are
+    the optimal counterfactual's settings, checked by it.
 
     Each solve uses one solver thread when rows run in parallel, so results do
     not depend on ``n_jobs``.
