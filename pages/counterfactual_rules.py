@@ -46,10 +46,15 @@ with c4.popover("Surrogate"):
     max_rows = int(st.number_input("Rows for the probabilities", 1000, 1_000_000, 8000, step=1000, key="cr_rows",
                                    help="CDP and CRP are estimated on at most this many rows (a fixed sample); "
                                         "more is slower and steadier."))
-act = {f.name: f.actionability for f in schema.features}
-fixed = column_picker(st, "Fixed features (never part of a rule)", schema, [n for n in names if act[n] == "fixed"],
+act = {f.name: f.actionability for f in schema.features}       # the schema's actionability, as optimal_cf
+a1, a2, a3 = st.columns(3)
+fixed = column_picker(a1, "Fixed features (never part of a rule)", schema, [n for n in names if act[n] == "fixed"],
                       "cr_fixed")
-frozen = [names.index(n) for n in fixed]
+increase = column_picker(a2, "Increase only", schema, [n for n in names if act[n] == "increase"], "cr_inc",
+                         groups_too=False)
+decrease = column_picker(a3, "Decrease only", schema, [n for n in names if act[n] == "decrease"], "cr_dec",
+                         groups_too=False)
+actionable = dict(fixed=fixed, increase_only=increase, decrease_only=decrease)     # names: the rules take them
 groups = list(schema.groups().values())
 
 cr = None
@@ -79,13 +84,13 @@ with tab_local:
     target = _target("cr", pred[row])
     if st.button("Find the counterfactual rule", type="primary", key="cr_go"):
         with user_errors("No counterfactual rule"):
-            rule = cr.local_rule(X[row], target, fixed=frozen, **levels)
+            rule = cr.local_rule(X[row], target, **actionable, **levels)
             samples = cr.sample_counterfactuals(X[row], rule, n=5)
-            st.session_state["cr_result"] = (row, target, pi, pi_c, rule, samples)
+            st.session_state["cr_result"] = (row, target, pi, pi_c, actionable, rule, samples)
     got = st.session_state.get("cr_result")
     if got is not None:
-        g_row, g_target, g_pi, g_pic, rule, samples = got
-        if (g_row, g_target, g_pi, g_pic) != (row, target, pi, pi_c):
+        g_row, g_target, g_pi, g_pic, g_act, rule, samples = got
+        if (g_row, g_target, g_pi, g_pic, g_act) != (row, target, pi, pi_c, actionable):
             st.caption("This result is for an earlier query; press the button to compute the current one.")
         S = [names[j] for j in rule.features]
         m = st.columns(4)
@@ -96,7 +101,7 @@ with tab_local:
         m[2].metric("Rule probability (CRP)", f"{rule.crp:.2f}")
         m[3].metric("Time", f"{rule.time * 1000:.0f} ms")
         if not rule.divergent:
-            searched = len(cr.candidate_units(frozen, top_k))
+            searched = len(cr.candidate_units(g_act["fixed"], top_k))
             st.warning(f"No set of the {searched} feature{'s' * (searched != 1)} that could be searched (the top "
                        f"{top_k} the surrogate uses, less the fixed ones and those it never splits on) reaches "
                        f"CDP {g_pi}; the rule below uses the set the search found over every changeable feature "
@@ -160,7 +165,7 @@ with tab_regional:
                 if not text.strip():
                     raise ValueError("Write a filter first, e.g. `Age >= 30 and Income < 50000`.")
                 regions = [region_from_filter(text, names)]
-            rules = cr.regional_rules(regions, reg_target, fixed=frozen, **levels)
+            rules = cr.regional_rules(regions, reg_target, **actionable, **levels)
             st.session_state["cr_regional"] = pd.DataFrame([{
                 "sub-population": r.region_text(names, groups), "rows": r.n_rows, "coverage": round(r.coverage, 4),
                 "rule": r.to_text(names, groups) if r.found else "—", "CDP": round(r.cdp, 3),

@@ -254,7 +254,7 @@ def _rule(case: _Case, rules: Any) -> tuple[Section, Any]:
     names, target = case.names, case.target
     groups = list(case.schema.groups().values())
     try:
-        rule = rules.local_rule(case.x, target, fixed=[names.index(n) for n in case.fixed if n in names])
+        rule = rules.local_rule(case.x, target, fixed=[n for n in case.fixed if n in names])
     except NoCounterfactualRuleError as exc:
         return ("A rule for cases like this one", (f"No counterfactual rule was found: {exc}",)), None
     weak_set = rule.cdp < rules.pi - 1e-12

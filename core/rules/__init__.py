@@ -56,17 +56,27 @@ Search and rules (section "Learning the Counterfactual Rules"):
 Intervals are half-open like tree splits: a value ``v`` satisfies a rule on
 feature ``j`` iff ``lower[j] < v <= upper[j]``.
 
-The package: :mod:`core.rules.estimator` (the surrogate and its fitted state),
-:mod:`core.rules.engines` (CDP and CRP), :mod:`core.rules.search` (divergent
-sets, local and regional rules), :mod:`core.rules.sampling` (samples and
-metrics), :mod:`core.rules.results` (what is returned),
-:mod:`core.rules.bitsets` (bitsets and the compiled kernel).
+Actionability: ``fixed``, ``increase_only`` and ``decrease_only`` take feature
+names or column indices. A direction restricts the admissible cells: the
+possible cells come from target rows reached by moving each such feature in
+its direction, and are cut to the values at or above (increase-only) or at or
+below (decrease-only) the row's (module doc of :mod:`core.rules.search`).
+
+The package: :mod:`core.rules.state` (``fit_state`` and the fitted state
+``FittedRules`` every algorithm takes), :mod:`core.rules.engines` (CDP and
+CRP), :mod:`core.rules.search` (divergent sets, local and regional rules),
+:mod:`core.rules.sampling` (samples and metrics), all plain functions of the
+state; :mod:`core.rules.estimator` (``CounterfactualRules``, the
+scikit-learn-style wrapper keeping the state as ``state_``),
+:mod:`core.rules.results` (what is returned), :mod:`core.rules.bitsets`
+(bitsets and the compiled kernel).
 """
 
 from core.errors import NoCounterfactualRuleError
 from core.rules.estimator import CounterfactualRules
 from core.rules.results import Box, LocalRule, RegionalRule, RuleLevels, region_from_filter, rule_metrics
+from core.rules.state import FittedRules, fit_state
 from core.ruletext import rule_text
 
-__all__ = ["CounterfactualRules", "LocalRule", "RegionalRule", "Box", "RuleLevels", "NoCounterfactualRuleError",
-           "region_from_filter", "rule_metrics", "rule_text"]
+__all__ = ["CounterfactualRules", "FittedRules", "fit_state", "LocalRule", "RegionalRule", "Box", "RuleLevels",
+           "NoCounterfactualRuleError", "region_from_filter", "rule_metrics", "rule_text"]

@@ -1,126 +1,135 @@
 """Counterfactual samples from a rule (simulated annealing on the Isolation
 Forest's score, the paper's appendix listing) and the paper's metrics over
-many rows."""
+many rows, as plain functions of the fitted state
+(:class:`core.rules.state.FittedRules`)."""
 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 
 from core.counterfactual import output_mask
 from core.errors import NoCounterfactualRuleError
 from core.rules.results import rule_metrics
+from core.rules.search import local_rule
+from core.rules.state import FittedRules
+
+__all__ = ["sample_counterfactuals", "inlier", "evaluate"]
 
 
-class _Sampling:
-    """Samples from rules and the metrics (mixed into CounterfactualRules)."""
+def sample_counterfactuals(state: FittedRules, x: Any, rule: Any, n: int = 5, *, batch: int = 100,
+                           max_iter: int = 100, temp: float = 1.0, patience: int = 20,
+                           random_state: int | None = None) -> np.ndarray:
+    """Up to ``n`` distinct points ``(z_S, x_Sbar)`` with ``z_S`` inside the
+    rule, the most plausible found by simulated annealing (appendix), best
+    first: shape (k, n_features), k <= n (fewer when the training values
+    inside the rule allow fewer combinations). Only the features the rule
+    bounds change (so a rule found with increase-only / decrease-only
+    features gives samples that respect them). The energy is the Isolation
+    Forest's decision_function, and a candidate the surrogate does not put
+    in the rule's target (when the rule has one) ranks below every candidate
+    it does: a rule holds with probability CRP, and its samples should land
+    where it holds. ``random_state`` defaults to the fitted one."""
+    x = state.row(x)
+    lower, upper = np.asarray(rule.lower, float), np.asarray(rule.upper, float)
+    S = np.flatnonzero(np.isfinite(lower) | np.isfinite(upper))
+    if not len(S):
+        return x[None].copy()
+    rng = np.random.default_rng(state.random_state if random_state is None else random_state)
+    units = state.units_of(S)
+    pools = []
+    for u in units:
+        cols = state.units[u]
+        ok = np.all((state.X[:, cols] > lower[cols]) & (state.X[:, cols] <= upper[cols]), axis=1)
+        rows = np.flatnonzero(ok)
+        if not len(rows):
+            names = [state.feature_names[j] for j in cols]
+            raise NoCounterfactualRuleError(f"No observed value of {names} lies inside the rule; cannot sample.")
+        pools.append((cols, rows))
 
-    # -------------------------------------------------------------- sampling
-    def sample_counterfactuals(self, x: Any, rule: Any, n: int = 5, *, batch: int = 100, max_iter: int = 100,
-                               temp: float = 1.0, patience: int = 20, random_state: int | None = None
-                               ) -> np.ndarray:
-        """Up to ``n`` distinct points ``(z_S, x_Sbar)`` with ``z_S`` inside the
-        rule, the most plausible found by simulated annealing (appendix), best
-        first: shape (k, n_features), k <= n (fewer when the training values
-        inside the rule allow fewer combinations). Only the features the rule
-        bounds change. The energy is the Isolation Forest's decision_function,
-        and a candidate the surrogate does not put in the rule's target (when
-        the rule has one) ranks below every candidate it does: a rule holds
-        with probability CRP, and its samples should land where it holds."""
-        self._check_fitted()
-        x = self._row(x)
-        lower, upper = np.asarray(rule.lower, float), np.asarray(rule.upper, float)
-        S = np.flatnonzero(np.isfinite(lower) | np.isfinite(upper))
-        if not len(S):
-            return x[None].copy()
-        rng = np.random.default_rng(self.random_state if random_state is None else random_state)
-        units = sorted({int(self._unit_of[j]) for j in S})
-        pools = []
-        for u in units:
-            cols = self._units[u]
-            ok = np.all((self.X_[:, cols] > lower[cols]) & (self.X_[:, cols] <= upper[cols]), axis=1)
-            rows = np.flatnonzero(ok)
-            if not len(rows):
-                names = [self.feature_names_[j] for j in cols]
-                raise NoCounterfactualRuleError(f"No observed value of {names} lies inside the rule; cannot sample.")
-            pools.append((cols, rows))
+    def generate(cur: np.ndarray, k: int) -> np.ndarray:
+        cand = np.repeat(cur[None], k, axis=0)
+        for cols, rows in pools:
+            pick = rows[rng.integers(0, len(rows), size=k)]
+            cand[:, cols] = state.X[np.ix_(pick, cols)]
+        return cand
 
-        def generate(cur: np.ndarray, k: int) -> np.ndarray:
-            cand = np.repeat(cur[None], k, axis=0)
-            for cols, rows in pools:
-                pick = rows[rng.integers(0, len(rows), size=k)]
-                cand[:, cols] = self.X_[np.ix_(pick, cols)]
-            return cand
+    target = getattr(rule, "target", None)
 
-        target = getattr(rule, "target", None)
+    def score(C: np.ndarray) -> np.ndarray:
+        s = state.isolation_ensemble.decision_function(C)
+        if target is not None:
+            s = s - 2.0 * ~output_mask(state.ensemble.predict(C), target)
+        return s
 
-        def score(C: np.ndarray) -> np.ndarray:
-            s = self._iso.decision_function(C)
-            if target is not None:
-                s = s - 2.0 * ~output_mask(self.ensemble_.predict(C), target)
-            return s
+    seen: dict[bytes, tuple[float, np.ndarray]] = {}
 
-        seen: dict[bytes, tuple[float, np.ndarray]] = {}
+    def remember(C: np.ndarray, s: np.ndarray) -> None:
+        for row, v in zip(C, s):
+            seen.setdefault(row.tobytes(), (float(v), row))
 
-        def remember(C: np.ndarray, s: np.ndarray) -> None:
-            for row, v in zip(C, s):
-                seen.setdefault(row.tobytes(), (float(v), row))
+    cur = generate(x, 1)[0]
+    cur_s = float(score(cur[None])[0])
+    remember(cur[None], [cur_s])
+    best_s, stall = cur_s, 0
+    for i in range(max_iter):
+        C = generate(cur, batch)
+        s = score(C)
+        remember(C, s)
+        k = int(np.argmax(s))
+        if s[k] > best_s:
+            best_s, stall = float(s[k]), 0
+        else:
+            stall += 1
+        if best_s > 0 and stall > patience and len(seen) >= n:
+            break
+        diff = float(s[k]) - cur_s
+        t = temp / math.log(i + 2)
+        if diff > 0 or rng.random() < math.exp(diff / t):
+            cur, cur_s = C[k], float(s[k])
+    ranked = sorted(seen.values(), key=lambda p: -p[0])[:n]
+    return np.array([r for _, r in ranked])
 
-        cur = generate(x, 1)[0]
-        cur_s = float(score(cur[None])[0])
-        remember(cur[None], [cur_s])
-        best_s, stall = cur_s, 0
-        for i in range(max_iter):
-            C = generate(cur, batch)
-            s = score(C)
-            remember(C, s)
-            k = int(np.argmax(s))
-            if s[k] > best_s:
-                best_s, stall = float(s[k]), 0
-            else:
-                stall += 1
-            if best_s > 0 and stall > patience and len(seen) >= n:
-                break
-            diff = float(s[k]) - cur_s
-            t = temp / math.log(i + 2)
-            if diff > 0 or rng.random() < math.exp(diff / t):
-                cur, cur_s = C[k], float(s[k])
-        ranked = sorted(seen.values(), key=lambda p: -p[0])[:n]
-        return np.array([r for _, r in ranked])
 
-    # -------------------------------------------------------------- metrics
-    def evaluate(self, X: Any, predict: Callable[[np.ndarray], np.ndarray], target_of: Callable[[Any], Any],
-                 fixed: Sequence[int] = (), progress: Callable[[int, int], None] | None = None, *,
-                 pi: float | None = None, pi_c: float | None = None, top_k: int | None = None
-                 ) -> tuple[dict[str, float], list[dict[str, Any]]]:
-        """Local rules for the rows of ``X``, one sample each, and the paper's
-        metrics; ``predict`` is the audited model, ``target_of(y)`` the target
-        for a row whose model output is ``y``. Returns (metrics, per-row records)."""
-        X = np.asarray(X, dtype=float)
-        y = np.asarray(predict(X))
-        X_cf = X.copy()
-        in_t = np.zeros(len(X), dtype=bool)
-        inl = np.zeros(len(X), dtype=bool)
-        found = np.zeros(len(X), dtype=bool)
-        records = []
-        for i, x in enumerate(X):
-            tgt = target_of(y[i])
-            rec: dict[str, Any] = {"row": i, "target": tgt}
-            try:
-                rule = self.local_rule(x, tgt, fixed, pi=pi, pi_c=pi_c, top_k=top_k)
-                z = self.sample_counterfactuals(x, rule, n=1)[0]
-            except NoCounterfactualRuleError as e:
-                rec["note"] = str(e)
-            else:
-                X_cf[i], found[i] = z, True
-                out = np.asarray(predict(z[None]))
-                in_t[i] = bool(output_mask(out, tgt)[0])
-                inl[i] = bool(self.inlier(z)[0])
-                rec.update(size=len(rule.features), changed=int(np.sum(z != x)), cdp=rule.cdp, crp=rule.crp,
-                           time=rule.time, correct=bool(in_t[i]), inlier=bool(inl[i]), below_pi_c=rule.below_pi_c)
-            records.append(rec)
-            if progress:
-                progress(i + 1, len(X))
-        return rule_metrics(X, X_cf, in_t, inl, found), records
+def inlier(state: FittedRules, X: np.ndarray) -> np.ndarray:
+    """The Isolation Forest's inlier verdict (decision_function >= 0)."""
+    return state.isolation_ensemble.decision_function(np.atleast_2d(X)) >= 0
+
+
+def evaluate(state: FittedRules, X: Any, predict: Callable[[np.ndarray], np.ndarray],
+             target_of: Callable[[Any], Any], *, fixed: Any = None, increase_only: Any = None,
+             decrease_only: Any = None, progress: Callable[[int, int], None] | None = None,
+             pi: float | None = None, pi_c: float | None = None, top_k: int | None = None
+             ) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """Local rules for the rows of ``X``, one sample each, and the paper's
+    metrics; ``predict`` is the audited model, ``target_of(y)`` the target
+    for a row whose model output is ``y``. Returns (metrics, per-row records)."""
+    X = np.asarray(X, dtype=float)
+    y = np.asarray(predict(X))
+    X_cf = X.copy()
+    in_t = np.zeros(len(X), dtype=bool)
+    inl = np.zeros(len(X), dtype=bool)
+    found = np.zeros(len(X), dtype=bool)
+    records = []
+    for i, x in enumerate(X):
+        tgt = target_of(y[i])
+        rec: dict[str, Any] = {"row": i, "target": tgt}
+        try:
+            rule = local_rule(state, x, tgt, fixed=fixed, increase_only=increase_only, decrease_only=decrease_only,
+                              pi=pi, pi_c=pi_c, top_k=top_k)
+            z = sample_counterfactuals(state, x, rule, n=1)[0]
+        except NoCounterfactualRuleError as e:
+            rec["note"] = str(e)
+        else:
+            X_cf[i], found[i] = z, True
+            out = np.asarray(predict(z[None]))
+            in_t[i] = bool(output_mask(out, tgt)[0])
+            inl[i] = bool(inlier(state, z)[0])
+            rec.update(size=len(rule.features), changed=int(np.sum(z != x)), cdp=rule.cdp, crp=rule.crp,
+                       time=rule.time, correct=bool(in_t[i]), inlier=bool(inl[i]), below_pi_c=rule.below_pi_c)
+        records.append(rec)
+        if progress:
+            progress(i + 1, len(X))
+    return rule_metrics(X, X_cf, in_t, inl, found), records

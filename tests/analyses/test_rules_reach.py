@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from core.rules import CounterfactualRules, NoCounterfactualRuleError
+from core.rules.search import cdp_of_sets
 from oracles import brute_cdp, brute_crp
 
 
@@ -49,7 +50,7 @@ def test_every_row_with_a_divergent_set_gets_a_rule_reaching_pi_c(narrow):
     below pi_C with top_k = 1)."""
     X, y, cr = narrow
     d = X.shape[1]
-    top = set(cr._columns(cr.candidate_units()))
+    top = set(cr.state_.columns(cr.candidate_units()))
     divergent = beyond = 0
     for i in np.flatnonzero(y == 0):
         x = X[i]
@@ -110,8 +111,8 @@ def test_the_grown_sets_cdp_equals_brute_force(narrow, monkeypatch):
     X, y, cr = narrow
     sets = [(0,), (1, 3), (0, 2, 3), (2,), (0, 1, 2, 3)]
     for i in np.flatnonzero(y == 0)[:10]:
-        expect = [brute_cdp(cr, X[i], list(cr._columns(S)), 1) for S in sets]
-        np.testing.assert_allclose(cr._cdp_of_sets(X[i], 1, sets), expect, atol=1e-12)
+        expect = [brute_cdp(cr, X[i], list(cr.state_.columns(S)), 1) for S in sets]
+        np.testing.assert_allclose(cdp_of_sets(cr.state_, X[i], 1, sets), expect, atol=1e-12)
         monkeypatch.setattr(B, "USE_COMPILED", False)
-        np.testing.assert_allclose(cr._cdp_of_sets(X[i], 1, sets), expect, atol=1e-12)
+        np.testing.assert_allclose(cdp_of_sets(cr.state_, X[i], 1, sets), expect, atol=1e-12)
         monkeypatch.setattr(B, "USE_COMPILED", True)

@@ -58,3 +58,27 @@ def test_regional_rules_from_tree_and_filter(at):
     at.button(key="cr_reg_go").click().run()
     assert not at.exception
     assert any("Cannot read the clause" in e.value for e in at.error)
+
+
+def test_increase_and_decrease_only_reach_the_rule(at):
+    """The page passes the picked names: the samples never lower an
+    increase-only column nor raise a decrease-only one."""
+    from dashboard.caching import demo_workspace
+
+    ws = demo_workspace("credit-lightgbm")
+    row = _first_rejected(at)
+    options = list(at.multiselect(key="cr_inc").options)
+    assert "income" in options and "employment" not in options        # a category has no direction
+    at.number_input(key="cr_row").set_value(row).run()
+    at.multiselect(key="cr_inc").set_value(["income", "credit_history_years"]).run()
+    at.multiselect(key="cr_dec").set_value(["debt_ratio", "late_payments"]).run()
+    at.button(key="cr_go").click().run()
+    assert not at.exception
+    assert not at.error, [e.value for e in at.error]
+    table = at.dataframe[0].value
+    before = ws.analyst_view(ws.X.to_numpy(float)[row][None, :], [row]).iloc[0]
+    moved = [c for c in ("income", "credit_history_years", "debt_ratio", "late_payments") if c in table.columns]
+    assert moved, table.columns.tolist()        # the rule moves a column with a direction (income, up)
+    for col, sign in (("income", 1), ("credit_history_years", 1), ("debt_ratio", -1), ("late_payments", -1)):
+        if col in moved:
+            assert (sign * (table[col].astype(float) - float(before[col])) >= 0).all(), (col, table[col].tolist())
