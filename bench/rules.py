@@ -33,7 +33,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.rules import CounterfactualRules  # noqa: E402
+from core.rules import CounterfactualRules, engines  # noqa: E402
 from core.schema import infer_schema  # noqa: E402
 
 
@@ -104,16 +104,16 @@ def main() -> None:
         t0 = time.perf_counter()
         for s in (1, 2):
             for cmb in itertools.combinations(cand, s):
-                brute_cdp(cr, x, list(cr._columns(cmb)), tgt)
+                brute_cdp(cr, x, list(cr.state_.columns(cmb)), tgt)
         t_brute = time.perf_counter() - t0
-        _, ybits, _ = cr._target(tgt)
+        _, ybits, _ = cr.state_.target(tgt)
         t0 = time.perf_counter()
         for s in (1, 2):
             combos = list(itertools.combinations(range(len(cand)), s))
             sub = np.zeros((len(combos), len(cand)), dtype=bool)
             for i, cmb in enumerate(combos):
                 sub[i, list(cmb)] = True
-            cr._cdp_from_cells(cr._cells(x, cand, sub, s), ybits, len(sub))
+            engines.cdp_from_cells(cr.state_, engines.cells(cr.state_, x, cand, sub, s), ybits, len(sub))
         t_batch = time.perf_counter() - t0
         out.append({
             "dataset": name, "n_train": int(len(Xtr)), "n_features": int(X.shape[1]), "fit_s": round(fit, 3),

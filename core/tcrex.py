@@ -112,6 +112,8 @@ class TCREx:
     # ------------------------------------------------------------------ fit
     def fit(self, X: Any, y_model: Any, target: Any, feature_names: Sequence[str] | None = None) -> "TCREx":
         t0 = time.perf_counter()
+        if feature_names is None and hasattr(X, "columns"):      # a DataFrame names its features
+            feature_names = [str(c) for c in X.columns]
         X = np.asarray(X, dtype=float)
         y = np.asarray(y_model)
         if X.ndim != 2 or len(X) != len(y) or len(X) == 0:

@@ -10,10 +10,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from core.errors import NotFittedError
+from core.errors import NotFittedError, QueryError
 from core.rules import engines, sampling, search
 from core.rules.results import LocalRule, RegionalRule, RuleLevels
 from core.rules.state import FittedRules, check_levels, fit_state
+from core.settings import N_JOBS, integer, n_jobs_setting, optional, probability, validated
 
 
 class CounterfactualRules:
@@ -50,11 +51,26 @@ class CounterfactualRules:
     Queries take ``fixed`` (and ``increase_only`` / ``decrease_only`` for rules)
     as feature names or column indices; ``pi``, ``pi_c`` and ``top_k`` default
     to the estimator's.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_breast_cancer
+    >>> from sklearn.ensemble import GradientBoostingClassifier
+    >>> from core import CounterfactualRules
+    >>> data = load_breast_cancer(as_frame=True)
+    >>> model = GradientBoostingClassifier(n_estimators=20, random_state=0).fit(data.data, data.target)
+    >>> cr = CounterfactualRules(random_state=0).fit(data.data, model.predict(data.data))
+    >>> x = data.data.to_numpy()[0]
+    >>> rule = cr.local_rule(x, 1, fixed=["mean radius"])
+    >>> rule.lower.shape == x.shape, 0 not in rule.features
+    (True, True)
     """
 
-    def __init__(self, n_estimators: int = 20, max_depth: int | None = 10, pi: float = 0.9, pi_c: float = 0.9,
+    @validated(QueryError, n_estimators=integer(1), max_depth=optional(integer(1)), pi=probability, pi_c=probability,
+               top_k=integer(1), random_state=optional(integer(0)), n_jobs=n_jobs_setting, max_rows=integer(1))
+    def __init__(self, *, n_estimators: int = 20, max_depth: int | None = 10, pi: float = 0.9, pi_c: float = 0.9,
                  top_k: int = 10, groups: Sequence[Sequence[int]] | None = None, random_state: int | None = None,
-                 n_jobs: int | None = None, max_rows: int = 8_000):
+                 n_jobs: int = N_JOBS, max_rows: int = 8_000):
         self.n_estimators = n_estimators
         self.max_depth = max_depth
         self.pi = pi
@@ -68,6 +84,8 @@ class CounterfactualRules:
     # ------------------------------------------------------------------ fit
     def fit(self, X: Any, y_model: Any, feature_names: Sequence[str] | None = None) -> "CounterfactualRules":
         t0 = time.perf_counter()
+        if feature_names is None and hasattr(X, "columns"):      # a DataFrame names its features
+            feature_names = [str(c) for c in X.columns]
         st = fit_state(X, y_model, feature_names, n_estimators=self.n_estimators, max_depth=self.max_depth,
                        levels=RuleLevels(self.pi, self.pi_c, self.top_k), groups=self.groups,
                        random_state=self.random_state, n_jobs=self.n_jobs, max_rows=self.max_rows)
