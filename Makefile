@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 8501
 
-.PHONY: run test install install-dev chromium bench clean
+.PHONY: run test lint install install-dev chromium bench clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,7 +46,11 @@ chromium:
 		     "then 'make test' again." >&2; exit 1; \
 	fi
 
-test: install-dev chromium
+lint: install-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+test: install-dev chromium lint
 	$(PY) -m pytest -q -p no:cacheprovider
 
 bench: install-dev

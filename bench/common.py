@@ -24,7 +24,7 @@ def adult_with_sex_protected():
     ``../shared/data/adult.csv`` is absent."""
     if not ADULT.exists():
         return None
-    from core.intake import io          # the calling script has put the repository on sys.path
+    from core.intake import io  # the calling script has put the repository on sys.path
     from core.schema import infer_schema
 
     df = io.load_table(ADULT.read_bytes(), ADULT.name)

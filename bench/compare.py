@@ -29,10 +29,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from common import ADULT, adult_with_sex_protected  # noqa: E402
+
 from core.audit.compare import compare_models  # noqa: E402
 from core.intake.models import from_model  # noqa: E402
 from core.optimal import optimal_counterfactual  # noqa: E402
-from common import ADULT, adult_with_sex_protected  # noqa: E402
 
 
 def main():

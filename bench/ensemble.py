@@ -17,6 +17,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import best_of  # noqa: E402
+
 from core.intake.models import from_model  # noqa: E402
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import best_of  # noqa: E402
+
 from core.rules.filters import FilterError, parse_filter  # noqa: E402
 
 NAMES = [f"feature_{i}" for i in range(40)]

@@ -54,13 +54,13 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.intake import io  # noqa: E402
 from common import best_of  # noqa: E402
+
 from core.cells import groups  # noqa: E402
+from core.intake import io  # noqa: E402
 from core.intake.models import from_model  # noqa: E402
 from core.intake.sandbox import load_vetted  # noqa: E402
 from core.intake.workspace import build_workspace  # noqa: E402
-
 
 N_QUERIES = 40  # the times are bimodal (settled by the bound, or solved): few queries make a noisy median
 REPEATS = 3     # each query's fastest of 3 runs
@@ -193,7 +193,7 @@ def main() -> None:
         out["catboost_one_hot_vs_numeric_ratio"] = round(t_cc / t_cn, 3)
 
     out["hgb"] = _hgb(X, y)
-    import missing                      # bench/missing.py: counterfactuals with missing values (issue 26)
+    import missing  # bench/missing.py: counterfactuals with missing values (issue 26)
     out["hgb"]["counterfactuals_with_missing_values"] = missing.measure()
 
     data = cat_model.booster_.model_to_string().encode()

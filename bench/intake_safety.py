@@ -66,11 +66,12 @@ def _time(fn, reps: int) -> float:
 
 
 def main() -> None:
+    from intake_mutations import valid_files, xgboost_json_edits
+
     from core.errors import AtlasError
     from core.intake import io, sandbox
     from core.intake.models import from_model
     from core.intake.sandbox import load_vetted
-    from intake_mutations import valid_files, xgboost_json_edits
 
     files = _files()
     overhead = {}

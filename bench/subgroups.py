@@ -34,11 +34,12 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from common import adult_with_sex_protected, best_of  # noqa: E402
+from subgroups_v1 import old_conditions, old_scan_subgroups  # noqa: E402
+
 from core.audit import run as auditrun  # noqa: E402
 from core.audit.subgroups import conditions  # noqa: E402
 from core.intake.models import from_model  # noqa: E402
-from subgroups_v1 import old_conditions, old_scan_subgroups  # noqa: E402
-from common import ADULT, adult_with_sex_protected, best_of  # noqa: E402
 
 
 # ------------------------------------------------------------------ data

@@ -26,9 +26,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from tcrex_v1 import TCRExV1  # noqa: E402
+
 from core.schema import infer_schema  # noqa: E402
 from core.tcrex import NoValidRuleError, TCREx  # noqa: E402
-from tcrex_v1 import TCRExV1  # noqa: E402
 
 
 def _datasets():

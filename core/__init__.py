@@ -143,13 +143,20 @@ _PUBLIC = {
     "default_target": "core.counterfactual", "already_at_target": "core.counterfactual",
 }
 
-__all__ = sorted(_PUBLIC)
+__all__ = [
+    "Audit", "AuditSettings", "Box", "CounterfactualResult", "CounterfactualRules", "FCCAResult", "FCCASettings",
+    "LocalRule", "Metarule", "OptimalSettings", "Region", "RegionSet", "RegionalRule", "Rule", "Schema", "TCREx",
+    "TreeEnsemble", "Workspace", "already_at_target", "build_workspace", "counterfactual_set", "default_target",
+    "exact_counterfactual", "fcca", "from_model", "infer_schema", "load_model", "load_table",
+    "optimal_counterfactual", "run_audit"
+]
+assert sorted(_PUBLIC) == __all__
 
 if TYPE_CHECKING:
     from core.audit import Audit, AuditSettings, run_audit
-    from core.counterfactual import CounterfactualResult, already_at_target, default_target
     from core.compression import FCCASettings, fcca
     from core.compression.result import FCCAResult
+    from core.counterfactual import CounterfactualResult, already_at_target, default_target
     from core.intake.io import load_model, load_table
     from core.intake.models import from_model
     from core.intake.workspace import Workspace, build_workspace

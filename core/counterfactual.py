@@ -21,13 +21,16 @@ category reached) and the authors' package (oceanpy) do.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
 from core.errors import QueryError
 from core.model import TreeEnsemble
 from core.shown import approx_text, number_text
+
+if TYPE_CHECKING:
+    from core.schema import Schema
 
 __all__ = ["output_mask", "continuous_outputs", "CostModel", "Target", "CounterfactualResult", "Change",
            "make_cost_model", "make_target", "default_target", "at_target", "already_at_target"]
@@ -104,7 +107,7 @@ def _per_feature(ens: TreeEnsemble, value: Any, default: np.ndarray, name: str) 
     return down, up
 
 
-def make_cost_model(ens: TreeEnsemble, norm: Any = "l1", weights: Any = None, schema: Any = None) -> CostModel:
+def make_cost_model(ens: TreeEnsemble, norm: Any = "l1", weights: Any = None, schema: Schema | None = None) -> CostModel:
     """Build the cost model from a norm name or mix, weights and an optional schema."""
     mixes = {"l0": (1.0, 0.0, 0.0), "l1": (0.0, 1.0, 0.0), "l2": (0.0, 0.0, 1.0)}
     if isinstance(norm, str):

@@ -7,7 +7,7 @@ testable from a script.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -17,6 +17,9 @@ import plotly.graph_objects as go
 from core.model.missing import SUFFIX
 from core.ruletext import conditions
 from core.shown import label_order, number_text
+
+if TYPE_CHECKING:
+    from core.model import TreeEnsemble
 
 _ROOM = dict(margin=dict(l=80, r=20, t=70, b=70), xaxis=dict(automargin=True), yaxis=dict(automargin=True))
 
@@ -81,7 +84,7 @@ def counterfactual_changes_figure(result: Any, feature_names: list[str], span: n
     return fig
 
 
-def region_colour_values(regions: Any, ens: Any) -> tuple[np.ndarray, str, str]:
+def region_colour_values(regions: Any, ens: TreeEnsemble) -> tuple[np.ndarray, str, str]:
     """Per region: the value to colour by, its label, and the kind of scale."""
     raws = np.array([r.raw for r in regions]) if len(regions) else np.zeros((0, ens.n_outputs))
     if ens.task == "regression":
@@ -92,7 +95,7 @@ def region_colour_values(regions: Any, ens: Any) -> tuple[np.ndarray, str, str]:
     return proba.argmax(axis=1).astype(float), "class", "categorical"
 
 
-def regions_figure(regions: Any, ens: Any, features: tuple[int, int], view: tuple[tuple[float, float], ...],
+def regions_figure(regions: Any, ens: TreeEnsemble, features: tuple[int, int], view: tuple[tuple[float, float], ...],
                    x: np.ndarray | None = None, cf: np.ndarray | None = None, opacity: float = 1.0,
                    title: str = ""):
     """Rectangles of the regions on two features, coloured by class probability
@@ -143,7 +146,7 @@ def regions_figure(regions: Any, ens: Any, features: tuple[int, int], view: tupl
     return fig
 
 
-def regions_table(regions: Any, ens: Any, features: tuple[int, int]) -> pd.DataFrame:
+def regions_table(regions: Any, ens: TreeEnsemble, features: tuple[int, int]) -> pd.DataFrame:
     fa, fb = features
     vals, label, _ = region_colour_values(regions, ens)
     return pd.DataFrame({
@@ -248,7 +251,7 @@ def rule_intervals_figure(X: np.ndarray, rule: Any, features: list[int], names: 
                              width=0.5 if k == 0 else 0.3))
     if x is not None:
         pos, shown = [], []
-        for label, cols in rows:
+        for _label, cols in rows:
             if len(cols) > 1 or cols[0] in grouped:        # the row's own category, at the bar's start
                 hot = [j for j in cols if x[j] > 0.5]
                 pos.append(0.0)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -42,7 +42,10 @@ from core.counterfactual import CounterfactualResult, QueryError, check_time_lim
 from core.model import TreeEnsemble, as_ensemble
 from core.model.box import Box
 from core.optimal import other_models
-from core.settings import seconds, integer, norm_setting, open_probability, optional, positive, validated
+from core.settings import integer, norm_setting, open_probability, optional, seconds, validated
+
+if TYPE_CHECKING:
+    from core.schema import Schema
 
 __all__ = ["Region", "RegionSet", "exact_counterfactual", "counterfactual_set", "slice_regions",
            "projection_regions", "decompose"]
@@ -274,7 +277,7 @@ def _problem(ensemble, x, target, norm, weights, fixed, schema, also_valid_for=(
 @validated(QueryError, norm=norm_setting, time_limit=seconds, max_nodes=integer(1), margin=optional(open_probability))
 def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: str | Mapping[str, float] = "l1",
                          weights: Any = None,
-                         fixed: Iterable[Any] | None = None, time_limit: float = 30.0, schema: Any = None,
+                         fixed: Iterable[Any] | None = None, time_limit: float = 30.0, schema: Schema | None = None,
                          X_ref: Any = None, model: Any = None, max_nodes: int = 5_000_000,
                          also_valid_for: Iterable[Any] = (), margin: float | None = None) -> CounterfactualResult:
     """The closest point of a region where the ensemble gives ``target``, exactly.
@@ -337,7 +340,7 @@ def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: str | Mapp
 
 @validated(QueryError, norm=norm_setting, time_limit=seconds, max_regions=integer(1))
 def counterfactual_set(ensemble: Any, x: Any, target: Any, radius: float, *, norm: str | Mapping[str, float] = "l1",
-                       weights: Any = None, fixed: Iterable[Any] | None = None, schema: Any = None,
+                       weights: Any = None, fixed: Iterable[Any] | None = None, schema: Schema | None = None,
                        time_limit: float = 30.0, max_regions: int = 10_000) -> RegionSet:
     """Every region within ``radius`` (cost) of ``x`` where the ensemble gives ``target``.
 
@@ -417,7 +420,7 @@ def slice_regions(ensemble: Any, x: Any, features: tuple[Any, Any], *, bounds: d
 
 @validated(QueryError, norm=norm_setting, time_limit=seconds, max_regions=integer(1))
 def projection_regions(ensemble: Any, x: Any, target: Any, features: tuple[Any, Any], radius: float, *,
-                       norm: str | Mapping[str, float] = "l1", weights: Any = None, fixed: Iterable[Any] | None = None, schema: Any = None,
+                       norm: str | Mapping[str, float] = "l1", weights: Any = None, fixed: Iterable[Any] | None = None, schema: Schema | None = None,
                        time_limit: float = 30.0, max_regions: int = 5_000) -> RegionSet:
     """Regions within ``radius`` of ``x`` giving ``target``, for projection on two
     features (the paper's Fig. 7): the same regions as :func:`counterfactual_set`."""

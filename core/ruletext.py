@@ -17,7 +17,6 @@ from typing import Sequence
 import numpy as np
 
 from core.model.missing import SUFFIX
-
 from core.shown import bound_text
 
 __all__ = ["fmt", "conditions", "rule_text"]

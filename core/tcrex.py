@@ -38,7 +38,7 @@ import pandas as pd
 
 from core.counterfactual import continuous_outputs, output_mask
 from core.dot import label as dot_label
-from core.errors import DataError, GridTooLargeError, NoValidRuleError, NotFittedError, QueryError
+from core.errors import DataError, GridTooLargeError, NotFittedError, NoValidRuleError, QueryError
 from core.model import node_boxes
 from core.model.box import Box
 from core.ruletext import conditions

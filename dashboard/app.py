@@ -16,13 +16,13 @@ if str(ROOT) not in sys.path:  # when run without `pip install -e .`
 
 import streamlit as st  # noqa: E402
 
+from core.intake.demo import DEMOS  # noqa: E402
 from dashboard import share, state  # noqa: E402
+from dashboard.caching import demo_workspace  # noqa: E402
 from dashboard.deploy import settings as deployment  # noqa: E402
 from dashboard.memory import start_janitor, track_session  # noqa: E402
 from dashboard.pages_registry import PAGES  # noqa: E402
 from dashboard.ui import plain  # noqa: E402
-from dashboard.caching import demo_workspace  # noqa: E402
-from core.intake.demo import DEMOS  # noqa: E402
 
 st.set_page_config(page_title="Counterfactual Atlas", page_icon="🧭", layout="wide")
 state.init_state()

@@ -12,8 +12,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.audit.history import (LOCAL_OWNER, AuditStore, HistoryError, check_owner_key, compare, default_url,
-                                new_owner_key)
+from core.audit.history import (
+    LOCAL_OWNER,
+    AuditStore,
+    HistoryError,
+    check_owner_key,
+    compare,
+    default_url,
+    new_owner_key,
+)
 from core.intake.csvsafe import to_csv
 from dashboard.deploy import settings
 from dashboard.ui import download, plain

@@ -4,7 +4,6 @@ and whether the recourse promised under the first survives the second."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 

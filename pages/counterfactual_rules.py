@@ -9,11 +9,11 @@ import pandas as pd
 import streamlit as st
 
 from core.counterfactual import output_mask
+from core.figures import rule_intervals_figure
 from core.intake.columns import columns_of
+from core.intake.csvsafe import to_csv
 from core.rules import CounterfactualRules, region_from_filter, rule_text
 from dashboard import state
-from core.figures import rule_intervals_figure
-from core.intake.csvsafe import to_csv
 from dashboard.caching import session_cached
 from dashboard.ui import big_table_gate, download, plain, user_errors
 from dashboard.widgets import column_picker, row_picker, target_picker

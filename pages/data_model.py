@@ -6,14 +6,14 @@ import pandas as pd
 import streamlit as st
 
 from core.intake import io
+from core.intake.csvsafe import to_csv
 from core.intake.demo import DEMOS
+from core.intake.workspace import PositionalMatchRequired, build_workspace
 from core.schema import ACTIONABILITY, KINDS, Schema
 from dashboard import state
 from dashboard.caching import demo_workspace, load_model_cached, session_table
 from dashboard.deploy import settings as deployment
 from dashboard.ui import download, plain, user_errors
-from core.intake.csvsafe import to_csv
-from core.intake.workspace import PositionalMatchRequired, build_workspace
 
 K = state.Keys
 

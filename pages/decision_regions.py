@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from core.figures import regions_figure, regions_table
+from core.intake.csvsafe import to_csv
 from core.model.missing import indicator_of
 from core.regions import exact_counterfactual, projection_regions, slice_regions
 from dashboard import state
-from core.figures import regions_figure, regions_table
-from core.intake.csvsafe import to_csv
 from dashboard.ui import download, plain, user_errors
 from dashboard.widgets import row_picker, target_picker
 

@@ -8,9 +8,9 @@ import numpy as np
 import streamlit as st
 
 from core.compression import explain_flat_curves, fcca, gosdt_available
-from dashboard import state
 from core.figures import fcca_curves_figure, fcca_heatmap_figure
 from core.intake.csvsafe import to_csv
+from dashboard import state
 from dashboard.ui import download, graph_downloads, session_cluster, user_errors
 
 ws, ens, schema, names, X, pred = state.page_context(

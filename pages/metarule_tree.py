@@ -7,9 +7,9 @@ import json
 import numpy as np
 import streamlit as st
 
+from core.figures import change_keep_counts, change_keep_figure, rule_box_figure
 from core.tcrex import TCREx
 from dashboard import state
-from core.figures import change_keep_counts, change_keep_figure, rule_box_figure
 from dashboard.caching import session_cached
 from dashboard.ui import big_table_gate, download, graph_downloads, plain, user_errors
 from dashboard.widgets import row_picker

@@ -8,17 +8,17 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.optimal import BACKENDS, optimal_counterfactual
-from core.optimal.batch import batch_counterfactuals
 from core.counterfactual import at_target
-from dashboard import state
-from dashboard.caching import plausibility_model
 from core.figures import counterfactual_changes_figure, counterfactual_table
-from dashboard.ui import download, plain, session_cluster, user_errors
 from core.intake.columns import MISSING, NONE, apply_values, column_values
 from core.intake.csvsafe import to_csv
 from core.intake.workspace import changes_line
+from core.optimal import BACKENDS, optimal_counterfactual
+from core.optimal.batch import batch_counterfactuals
 from core.shown import approx_text, number_text
+from dashboard import state
+from dashboard.caching import plausibility_model
+from dashboard.ui import download, plain, session_cluster, user_errors
 from dashboard.widgets import column_picker, row_picker, target_picker
 
 ws, ens, schema, names, X, pred = state.page_context(

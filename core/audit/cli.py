@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from core.audit.compare import compare_models
 from core.audit.result import Audit
@@ -26,6 +26,9 @@ from core.intake import io
 from core.intake.matching import norm_text
 from core.intake.workspace import Workspace, build_workspace
 from core.schema import Schema
+
+if TYPE_CHECKING:
+    from core.model import TreeEnsemble
 
 __all__ = ["main"]
 
@@ -88,7 +91,7 @@ def _workspace(a: argparse.Namespace, data_bytes: bytes, model_bytes: bytes) -> 
         return None
 
 
-def _target(a: argparse.Namespace, ens: Any) -> Any:
+def _target(a: argparse.Namespace, ens: TreeEnsemble) -> Any:
     """The favourable outcome: a class of a classifier (default: its last), or LO,HI for a regressor."""
     if ens.is_classifier:
         classes = [str(c) for c in ens.classes]

@@ -28,7 +28,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -37,10 +37,8 @@ from core.audit.fairstats import bootstrap_ci, holm, permutation_p
 from core.audit.report import table_html
 from core.audit.stats import group_labels, protected_attributes
 from core.cells.problem import check_same_features
-from core.settings import (seconds, N_JOBS, boolean, integer, n_jobs_setting, norm_setting, optional, positive, probability,
-                           scheduler_setting, validated)
 from core.counterfactual import make_target
-from core.errors import AuditCancelled, AuditError, QueryError
+from core.errors import AuditCancelled, AuditError
 from core.intake.columns import analyst_columns, changes_text
 from core.intake.csvsafe import to_csv
 from core.intake.models import from_model
@@ -48,7 +46,22 @@ from core.model import TreeEnsemble
 from core.optimal import optimal_counterfactual
 from core.optimal.batch import map_rows
 from core.ruletext import conditions, missing_condition
+from core.settings import (
+    N_JOBS,
+    boolean,
+    integer,
+    n_jobs_setting,
+    norm_setting,
+    optional,
+    probability,
+    scheduler_setting,
+    seconds,
+    validated,
+)
 from core.shown import label_order
+
+if TYPE_CHECKING:
+    from core.schema import Schema
 
 __all__ = ["ModelComparison", "compare_models", "decision_agreement", "disagreement_rules"]
 
@@ -198,7 +211,7 @@ def _one_row(args: tuple[int, np.ndarray], ens_a: TreeEnsemble, ens_b: TreeEnsem
 @validated(AuditError, max_rows=optional(integer(1)), time_limit=seconds, norm=norm_setting, n_jobs=n_jobs_setting,
            scheduler=scheduler_setting, random_state=integer(0), n_boot=integer(1), n_perm=integer(1),
            alpha=probability, invalidation=boolean)
-def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Any, target: Any, protected: Sequence[str] | None = None,
+def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Schema | None, target: Any, protected: Sequence[str] | None = None,
                    rows: Sequence[int] | None = None, max_rows: int | None = 200, time_limit: float = 10.0,
                    norm: Any = "l1", n_jobs: int = N_JOBS, scheduler: Any = None, model_a: Any = None,
                    model_b: Any = None, random_state: int = 0, n_boot: int = 1000, n_perm: int = 2000,

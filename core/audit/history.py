@@ -38,7 +38,7 @@ import secrets
 import zlib
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -49,6 +49,9 @@ from core.errors import HistoryError
 from core.intake.workspace import build_workspace
 from core.model import TreeEnsemble
 from core.schema import Schema
+
+if TYPE_CHECKING:
+    from core.intake.workspace import Workspace
 
 __all__ = ["AuditStore", "HistoryError", "compare", "default_url", "new_owner_key", "check_owner_key",
            "LOCAL_OWNER"]
@@ -238,12 +241,12 @@ class AuditStore:
 
 
     # -------------------------------------------------------------- shared workspaces
-    def save_workspace(self, ws: Any) -> str:
+    def save_workspace(self, ws: Workspace) -> str:
         """Keep a workspace (raw table, model arrays, settings) for a shareable link; its token."""
         blob, ens_meta = _pack(ws.ensemble)
         table = io.BytesIO()
         raw = ws.raw.copy()
-        for c in raw.columns[raw.dtypes == object]:
+        for c in raw.columns[raw.dtypes == "object"]:
             raw[c] = raw[c].map(lambda v: v if v is None or isinstance(v, str) else str(v))
         raw.to_parquet(table, index=False)
         meta = {"target": ws.target, "schema": ws.schema.to_json(), "ensemble": ens_meta,

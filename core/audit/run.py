@@ -31,8 +31,19 @@ from core.model import TreeEnsemble
 from core.optimal.batch import batch_counterfactuals
 from core.rules import CounterfactualRules
 from core.schema import Schema
-from core.settings import (seconds, N_JOBS, boolean, integer, n_jobs_setting, norm_setting, optional, positive, probability,
-                           scheduler_setting, validated)
+from core.settings import (
+    N_JOBS,
+    boolean,
+    integer,
+    n_jobs_setting,
+    norm_setting,
+    optional,
+    positive,
+    probability,
+    scheduler_setting,
+    seconds,
+    validated,
+)
 from core.shown import outcome_text
 from core.tcrex import TCREx
 
@@ -115,7 +126,7 @@ class _Run:
     ens: TreeEnsemble
     A: np.ndarray
     names: list[str]
-    schema: Any
+    schema: Schema | None
     s: AuditSettings
     tgt: Any
     target_value: Any

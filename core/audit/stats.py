@@ -10,7 +10,7 @@ summary of the significant gaps.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -20,11 +20,14 @@ from core.audit.metrics import METRICS, SHARES
 from core.errors import AuditError
 from core.shown import bound_text, label_order
 
+if TYPE_CHECKING:
+    from core.schema import Schema
+
 __all__ = ["protected_attributes", "group_labels", "summarise"]
 
 
 # ------------------------------------------------------------------ groups
-def protected_attributes(schema: Any, chosen: Sequence[str] | None = None) -> dict[str, list[int]]:
+def protected_attributes(schema: Schema | None, chosen: Sequence[str] | None = None) -> dict[str, list[int]]:
     """Attribute name -> column indices: a one-hot group is one attribute
     (named by its group), any other protected column is its own. ``chosen``
     names columns or groups; by default the schema's protected columns."""

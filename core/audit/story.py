@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -24,6 +24,11 @@ from core.errors import NoCounterfactualRuleError
 from core.optimal import optimal_counterfactual
 from core.ruletext import missing_condition
 from core.shown import approx_text, bound_text, number_text
+
+if TYPE_CHECKING:
+    from core.intake.workspace import Workspace
+    from core.model import TreeEnsemble
+    from core.schema import Schema
 
 __all__ = ["CaseStory", "case_story"]
 
@@ -79,7 +84,7 @@ def _short(v: Any) -> str:
     return str(v)
 
 
-def _region(ens: Any, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _region(ens: TreeEnsemble, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The box of inputs reaching the same leaf as ``x`` in every tree."""
     lower, upper = np.full(ens.n_features, -np.inf), np.full(ens.n_features, np.inf)
     leaves = ens.apply(x[None, :])[0]
@@ -89,7 +94,7 @@ def _region(ens: Any, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lower, upper
 
 
-def _conditions(schema: Any, names: list[str], bounded: list[int], lower: np.ndarray, upper: np.ndarray
+def _conditions(schema: Schema | None, names: list[str], bounded: list[int], lower: np.ndarray, upper: np.ndarray
                 ) -> list[str]:
     """The region's bounds as plain conditions: a one-hot column as "group is (not)
     level", whole numbers as values, LightGBM's +-1e-35 zero zone as 0."""
@@ -142,7 +147,7 @@ def _conditions(schema: Any, names: list[str], bounded: list[int], lower: np.nda
     return out
 
 
-def _columns_text(schema: Any, features: list[str]) -> str:
+def _columns_text(schema: Schema | None, features: list[str]) -> str:
     """Feature names as the analyst's columns: a one-hot group's columns as its group, once."""
     group = {f.name: f.group for f in schema.features if f.kind == "one-hot" and f.group}
     out: list[str] = []
@@ -157,7 +162,7 @@ def _columns_text(schema: Any, features: list[str]) -> str:
 class _Case:
     """The row being told, resolved once and read by every section."""
 
-    ws: Any
+    ws: Workspace
     row: int
     target: Any
     names: list[str]       # the model's features
@@ -175,7 +180,7 @@ class _Case:
         return self.ws.schema
 
 
-def _case(ws: Any, row: int, target: Any, fixed: Any) -> _Case:
+def _case(ws: Workspace, row: int, target: Any, fixed: Any) -> _Case:
     """Check the row and resolve it, its raw columns and the features held fixed."""
     X = ws.X.to_numpy(dtype=float)
     if not 0 <= row < len(X):
@@ -321,7 +326,7 @@ def _groups(case: _Case, audit: Any) -> Section | None:
         "its group fares.",))
 
 
-def case_story(ws: Any, row: int, target: Any, *, time_limit: float = 30.0, rules: Any = None,
+def case_story(ws: Workspace, row: int, target: Any, *, time_limit: float = 30.0, rules: Any = None,
                audit: Any = None, fixed: Any = None) -> CaseStory:
     """Tell the story of row ``row`` of workspace ``ws`` for ``target`` (a class, or
     ``(lo, hi)`` for a regressor). ``rules``: a fitted CounterfactualRules (its

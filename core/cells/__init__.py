@@ -18,8 +18,16 @@ counterfactuals), and solved by the modules of :mod:`core.solvers`.
 """
 
 from core.cells.bounds import radius_bound, radius_for, score_needs
-from core.cells.problem import (NUDGE, CellProblem, CellSolution, Plausibility, TreeBlock, build_problem,
-                                explain_infeasible, feature_levels)
+from core.cells.problem import (
+                                NUDGE,
+                                CellProblem,
+                                CellSolution,
+                                Plausibility,
+                                TreeBlock,
+                                build_problem,
+                                explain_infeasible,
+                                feature_levels,
+)
 from core.cells.result import QueryRun, check_on_model
 from core.cells.starts import best_start, greedy_start, local_search, target_margin, warm_start
 

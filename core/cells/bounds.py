@@ -16,12 +16,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from core.cells.groups import grouped_leaves
 from core.cells.problem import CellProblem, TreeBlock
+
+if TYPE_CHECKING:
+    from core.model import TreeEnsemble
 
 __all__ = ["bounded_costs", "range_min_table", "range_min", "box_distances", "reachable_leaves",
            "leaf_distances", "score_needs", "radius_for", "radius_bound"]
@@ -101,7 +104,7 @@ def score_needs(prob: CellProblem, blk: TreeBlock | None = None) -> list[tuple[n
     return target_needs(prob.ens, prob.target, (prob.model_leaves if blk is None else blk).value)
 
 
-def target_needs(ens: Any, tgt: Any, V: np.ndarray) -> list[tuple[np.ndarray, float]]:
+def target_needs(ens: TreeEnsemble, tgt: Any, V: np.ndarray) -> list[tuple[np.ndarray, float]]:
     """:func:`score_needs` of ensemble ``ens`` and target ``tgt`` on leaf values ``V``
     (with a margin: the probability's bound, as in :mod:`core.solvers.cpsat`)."""
     base = ens.base_score

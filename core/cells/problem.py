@@ -31,7 +31,7 @@ Every solver in :mod:`core.solvers` takes a :class:`CellProblem` and returns a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from core.jsonable import plain
 from core.model import TreeEnsemble, as_ensemble
 from core.model.missing import indicator_of
 from core.schema import INTEGRAL_KINDS
+
+if TYPE_CHECKING:
+    from core.schema import Schema
 
 __all__ = ["NUDGE", "Plausibility", "TreeBlock", "CellProblem", "CellSolution", "Other", "check_same_features",
            "build_problem", "feature_levels", "explain_infeasible"]
@@ -183,7 +186,7 @@ def _as_indices(ens: TreeEnsemble, items: Iterable[Any] | None) -> set[int]:
     return {ens.feature_index(f) for f in (items or ())}
 
 
-def feature_actions(ens: TreeEnsemble, schema: Any, x_hat: np.ndarray, fixed: Iterable[Any] | None = None,
+def feature_actions(ens: TreeEnsemble, schema: Schema | None, x_hat: np.ndarray, fixed: Iterable[Any] | None = None,
                     increase_only: Iterable[Any] | None = None, decrease_only: Iterable[Any] | None = None
                     ) -> list[str]:
     """Each feature's actionability for a query, as :func:`build_problem` reads it.
@@ -296,7 +299,7 @@ def _leaf_block(ens: TreeEnsemble, levels: list[np.ndarray]) -> TreeBlock:
                      np.vstack(vals), ens.n_trees)
 
 
-def build_problem(ens: TreeEnsemble, x: Any, target: Any, *, schema: Any = None, norm: Any = "l1",
+def build_problem(ens: TreeEnsemble, x: Any, target: Any, *, schema: Schema | None = None, norm: Any = "l1",
                   weights: Any = None, fixed: Iterable[Any] | None = None,
                   increase_only: Iterable[Any] | None = None, decrease_only: Iterable[Any] | None = None,
                   plausibility: Plausibility | None = None,

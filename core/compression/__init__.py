@@ -57,17 +57,25 @@ import numpy as np
 import pandas as pd
 
 from core.cells import feature_levels
-from core.errors import FCCAError
 from core.compression.result import FCCAResult, explain_flat_curves
 from core.compression.tree import TreeFit, gosdt_available, same_labels
+from core.errors import FCCAError
 from core.model import TreeEnsemble, as_ensemble
 from core.model.missing import indicator_of
 from core.optimal import optimal_counterfactual
 from core.optimal.batch import map_rows
-from core.schema import infer_schema
-from core.schema import Schema
-from core.settings import (seconds, N_JOBS, integer, n_jobs_setting, nonnegative, optional, positive, probability,
-                           scheduler_setting, validated)
+from core.schema import Schema, infer_schema
+from core.settings import (
+    N_JOBS,
+    integer,
+    n_jobs_setting,
+    nonnegative,
+    optional,
+    probability,
+    scheduler_setting,
+    seconds,
+    validated,
+)
 
 __all__ = ["fcca", "FCCASettings", "FCCAResult", "TreeFit", "FCCAError", "default_eps", "gosdt_available",
            "explain_flat_curves"]

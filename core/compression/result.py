@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from core.errors import FCCAError
 from core.compression.tree import TreeFit, fit_binary_tree
+from core.errors import FCCAError
 from core.model import TreeEnsemble
 from core.shown import bound_text
 

@@ -13,12 +13,16 @@ columns whatever the model's encoding.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from core.model.missing import indicator_of
 from core.shown import approx_text, number_text
+
+if TYPE_CHECKING:
+    from core.model import TreeEnsemble
+    from core.schema import Schema
 
 __all__ = ["Column", "analyst_columns", "column_values", "apply_values", "columns_of", "changes_text", "MISSING"]
 
@@ -48,7 +52,7 @@ def _level(feature: str, group: str) -> str:
     return feature
 
 
-def analyst_columns(ens: Any, schema: Any = None) -> list[Column]:
+def analyst_columns(ens: TreeEnsemble, schema: Schema | None = None) -> list[Column]:
     """The analyst's columns of ``ens`` (and its schema's one-hot groups), in the
     order of their first feature."""
     names = list(ens.feature_names)

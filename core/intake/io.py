@@ -12,6 +12,7 @@ formats first: XGBoost ``.json``/``.ubj``, LightGBM ``.txt``, scikit-learn
 
 from __future__ import annotations
 
+import collections
 import csv
 import hashlib
 import io
@@ -26,8 +27,15 @@ import pandas as pd
 from core.errors import DataError, ModelError, UnsupportedModelError, UntrustedPickleError
 from core.intake.parquet import MAX_DECODED_BYTES, read_parquet
 from core.intake.parsing.catboost import CatBoostJSON
-from core.intake.parsing.validate import (check_sklearn_trees, check_skops_boosters, check_skops_zip,
-                                          check_xgboost_json, lightgbm_text, load_json, xgboost_document)
+from core.intake.parsing.validate import (
+    check_sklearn_trees,
+    check_skops_boosters,
+    check_skops_zip,
+    check_xgboost_json,
+    lightgbm_text,
+    load_json,
+    xgboost_document,
+)
 from core.intake.training import FAMILIES, TrainedModel, infer_task, train_model  # noqa: F401 - importable from here
 from core.schema import one_hot_encode
 
@@ -138,8 +146,8 @@ def load_table(data: bytes, filename: str, *, max_bytes: int = MAX_TABLE_BYTES, 
             raise DataError(f"{filename!r} holds only blank text. Upload a CSV with a header row and data rows.")
         delim = _sniff_delimiter(text[:65536])
         header = next(csv.reader(io.StringIO(text.lstrip("\ufeff").split("\n", 1)[0]), delimiter=delim), [])
-        seen: set[str] = set()
-        dupes = sorted({h.strip() for h in header if h.strip() in seen or seen.add(h.strip())})
+        counts = collections.Counter(h.strip() for h in header)
+        dupes = sorted(h for h, k in counts.items() if k > 1)
         if dupes:
             raise DataError(f"{filename!r} has duplicate column names {dupes[:6]}: each column needs its own name. "
                             "Rename or remove the repeated columns and upload again.")

@@ -35,8 +35,18 @@ import pandas as pd
 
 from core.errors import DataError, PositionalMatchRequired, SchemaError, UnsupportedModelError
 from core.intake.columns import MISSING, NONE, analyst_columns
-from core.intake.matching import (GENERIC_NAME, Source, categorical_codes, category_key, encode, match_columns,
-                                  match_hashed_categories, match_open_codes, norm_text, truncate_lightgbm_codes)
+from core.intake.matching import (
+    GENERIC_NAME,
+    Source,
+    categorical_codes,
+    category_key,
+    encode,
+    match_columns,
+    match_hashed_categories,
+    match_open_codes,
+    norm_text,
+    truncate_lightgbm_codes,
+)
 from core.intake.models import from_model
 from core.model import TreeEnsemble, missing
 from core.model.categorical import OTHER_CODE, decode, expand
@@ -357,7 +367,7 @@ def _as_model(model: Any) -> tuple[TreeEnsemble, Any, dict[str, Any]]:
     a fitted model object."""
     if isinstance(model, TreeEnsemble):
         return model, None, {}
-    if hasattr(model, "ensemble") and isinstance(getattr(model, "ensemble"), TreeEnsemble):
+    if hasattr(model, "ensemble") and isinstance(model.ensemble, TreeEnsemble):
         return model.ensemble, getattr(model, "model", None), dict(getattr(model, "info", None) or {})
     info = {}
     oob = getattr(model, "oob_score_", None)

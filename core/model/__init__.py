@@ -85,8 +85,15 @@ use are importable from ``core.model``.
 """
 
 from core.model.ensemble import Link, Task, TreeEnsemble, as_ensemble, register_converter
-from core.model.tree import (MISSING_ONLY, Tree, category_bits_from_sets, float32_floor, float32_le_bound,
-                             node_boxes, node_category_masks)
+from core.model.tree import (
+                             MISSING_ONLY,
+                             Tree,
+                             category_bits_from_sets,
+                             float32_floor,
+                             float32_le_bound,
+                             node_boxes,
+                             node_category_masks,
+)
 
 __all__ = ["TreeEnsemble", "Tree", "Link", "Task", "as_ensemble", "register_converter", "node_boxes",
            "node_category_masks", "float32_le_bound", "float32_floor", "category_bits_from_sets", "MISSING_ONLY"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Literal
+from typing import Any, Callable, ClassVar, Literal
 
 import numpy as np
 
@@ -58,6 +58,8 @@ class TreeEnsemble:
         None for a numerical feature, the tuple of category values of a
         categorical one (see :mod:`core.model`).
     """
+
+    _flat: ClassVar[dict[str, Any]]   # every tree flattened for the walk (set per instance in __post_init__)
 
     trees: tuple[Tree, ...]
     n_features: int

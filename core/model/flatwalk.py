@@ -20,7 +20,7 @@ from core.errors import ModelError
 from core.model.tree import Tree, _bits_hold
 
 try:  # compiled traversal (core/model/_treewalk.c); numpy does the same more slowly
-    from core.model import _treewalk
+    from core.model import _treewalk  # type: ignore[attr-defined]  # compiled: no stub
 except ImportError:  # pragma: no cover - no C compiler at install time
     _treewalk = None
 

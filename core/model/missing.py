@@ -53,13 +53,13 @@ def indicator_name(feature: str) -> str:
     return f"{feature}{SUFFIX}"
 
 
-def info(ens: Any) -> dict[str, Any] | None:
+def info(ens: TreeEnsemble) -> dict[str, Any] | None:
     """``{"features": [...], "indicators": [...], "fill": [...], "n_features": d,
     "input": ...}`` of an ensemble rewritten by :func:`expand`, else None."""
     return ens.meta.get("missing") if ens.meta.get("input") == "missing" else None
 
 
-def indicator_of(ens: Any) -> dict[int, int]:
+def indicator_of(ens: TreeEnsemble) -> dict[int, int]:
     """Feature index -> the index of its "is missing" column (empty when none)."""
     got = info(ens)
     return {} if got is None else {int(j): int(k) for j, k in zip(got["features"], got["indicators"])}
@@ -88,7 +88,11 @@ def _rewrite(tree: Tree, ind: dict[int, int], max_nodes: int) -> Tree:
             raise UnsupportedModelError(
                 f"Reading missing values as a state of their features would grow this model past {max_nodes:,} "
                 "nodes; impute the missing values (or drop those rows) and upload again.")
-        cl.append(-1), cr.append(-1), ft.append(feature), th.append(threshold), val.append(value)
+        cl.append(-1)
+        cr.append(-1)
+        ft.append(feature)
+        th.append(threshold)
+        val.append(value)
         if has_bits:
             cb.append(np.zeros(bits.shape[1], dtype=np.uint64) if b is None else b)
         return len(cl) - 1

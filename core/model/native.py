@@ -36,7 +36,7 @@ in the raw columns the model takes, which is what exports show.
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -44,11 +44,14 @@ import pandas as pd
 from core.model.categorical import OTHER_CODE, decode
 from core.model.missing import to_native
 
+if TYPE_CHECKING:
+    from core.model import TreeEnsemble
+
 INPUT_KINDS = ("array", "frame", "frame-object", "expanded", "missing")
 UNSEEN = "__atlas_unseen__"
 
 
-def model_input(ens: Any, X: np.ndarray, *, frame: bool = False) -> Any:
+def model_input(ens: TreeEnsemble, X: np.ndarray, *, frame: bool = False) -> Any:
     """The source model's own input for codes-view rows ``X`` (n, n_features)."""
     X = np.atleast_2d(np.asarray(X, dtype=np.float64))
     kind = ens.meta.get("input", "array")
@@ -108,7 +111,7 @@ def model_input(ens: Any, X: np.ndarray, *, frame: bool = False) -> Any:
     return out
 
 
-def _levels(ens: Any, j: int, open_codes: dict[int, Any]) -> list:
+def _levels(ens: TreeEnsemble, j: int, open_codes: dict[int, Any]) -> list:
     """Feature ``j``'s categories as the model takes them: XGBoost's "any other
     code" level (:data:`core.model.categorical.OTHER_CODE`) as its stand-in code."""
     cats = list(ens.categories[j])
@@ -117,7 +120,7 @@ def _levels(ens: Any, j: int, open_codes: dict[int, Any]) -> list:
     return cats
 
 
-def native_input(ens: Any, model: Any, X: np.ndarray) -> Any:
+def native_input(ens: TreeEnsemble, model: Any, X: np.ndarray) -> Any:
     """Codes-view rows as the source ``model`` takes them (named columns when it was
     fitted on a DataFrame)."""
     if ens.meta.get("input", "array") == "array":
@@ -125,7 +128,7 @@ def native_input(ens: Any, model: Any, X: np.ndarray) -> Any:
     return model_input(ens, X)
 
 
-def native_outputs(ens: Any, model: Any, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, str]:
+def native_outputs(ens: TreeEnsemble, model: Any, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, str]:
     """Return (ours, theirs, what) on codes-view rows X; ``theirs`` is None when
     the model gives no comparable output."""
     module = type(model).__module__.split(".")[0]
@@ -164,7 +167,7 @@ def native_outputs(ens: Any, model: Any, X: np.ndarray) -> tuple[np.ndarray, np.
     return ens.predict(X), np.asarray(model.predict(Xn), dtype=np.float64).ravel(), "predictions"
 
 
-def _catboost_outputs(ens: Any, model: Any, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, str]:
+def _catboost_outputs(ens: TreeEnsemble, model: Any, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, str]:
     """CatBoost's raw formula values (its own model when the ``catboost`` package is
     installed, else the JSON document applied as CatBoost's Python export does). Rows
     holding a level known only by its hash (``"#<hash>"``, no text to give CatBoost)

@@ -58,14 +58,33 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from core.cells import (CellProblem, Plausibility, QueryRun, best_start, build_problem, explain_infeasible,
-                        feature_levels, greedy_start, radius_bound, warm_start)
+from core.cells import (
+    CellProblem,
+    Plausibility,
+    QueryRun,
+    best_start,
+    build_problem,
+    explain_infeasible,
+    feature_levels,
+    greedy_start,
+    radius_bound,
+    warm_start,
+)
 from core.cells.problem import feature_actions
 from core.counterfactual import CounterfactualResult, QueryError, check_time_limit
 from core.model import TreeEnsemble, as_ensemble
 from core.model.missing import indicator_of, settled
 from core.schema import Schema
-from core.settings import seconds, boolean, integer, norm_setting, one_of, open_probability, optional, positive, validated
+from core.settings import (
+    boolean,
+    integer,
+    norm_setting,
+    one_of,
+    open_probability,
+    optional,
+    seconds,
+    validated,
+)
 from core.solvers import cpsat, ocean, separable
 from core.solvers.ocean import GurobiUnavailable
 
@@ -121,7 +140,7 @@ class OptimalSettings:
     model's own: the plain formulation, for benchmarks).
     """
 
-    schema: Any = None
+    schema: Schema | None = None
     norm: Any = "l1"
     weights: Any = None
     fixed: Iterable[Any] | None = None

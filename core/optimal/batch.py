@@ -36,11 +36,9 @@ from functools import partial
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
-
 from joblib.externals.loky.backend import get_context
 
-from core.errors import ClusterError
-from core.errors import QueryError
+from core.errors import ClusterError, QueryError
 from core.optimal import optimal_counterfactual
 from core.settings import N_JOBS, n_jobs_setting, scheduler_setting, validated
 
@@ -80,7 +78,7 @@ def _checkout(owner: Any, workers: int) -> ProcessPoolExecutor:
     with _idle_lock:
         old = _take_expired(time.monotonic())
         found = None
-        for k, (o, w, pool, _) in enumerate(_idle):
+        for k, (o, w, _pool, _) in enumerate(_idle):
             if o == owner and w == workers:
                 found = _idle.pop(k)[2]
                 break

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 try:  # compiled projected-forest cells (core/rules/_projected.c); numpy does the same more slowly
-    from core.rules import _projected
+    from core.rules import _projected  # type: ignore[attr-defined]  # compiled: no stub
 except ImportError:  # pragma: no cover - the build is optional
     _projected = None
 

@@ -8,8 +8,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from core.model import box as model_box
 from core.jsonable import finite_or_none, plain
+from core.model import box as model_box
 from core.rules.filters import parse_filter
 from core.ruletext import rule_text
 

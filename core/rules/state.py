@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 from sklearn.ensemble import IsolationForest, RandomForestClassifier, RandomForestRegressor
@@ -26,6 +26,9 @@ from core.errors import DataError, NoCounterfactualRuleError, QueryError
 from core.model import as_ensemble
 from core.rules.bitsets import _pack
 from core.rules.results import RuleLevels
+
+if TYPE_CHECKING:
+    from core.model import TreeEnsemble
 
 __all__ = ["FittedRules", "fit_state", "check_levels"]
 
@@ -62,9 +65,9 @@ class FittedRules:
     """
 
     surrogate: Any
-    ensemble: Any
+    ensemble: TreeEnsemble
     isolation: IsolationForest
-    isolation_ensemble: Any
+    isolation_ensemble: TreeEnsemble
     X: np.ndarray
     y: np.ndarray
     feature_names: list
@@ -192,7 +195,8 @@ def check_levels(pi: float, pi_c: float, top_k: int) -> RuleLevels:
 
 
 def fit_state(X: Any, y_model: Any, feature_names: Sequence[str] | None = None, *, n_estimators: int = 20,
-              max_depth: int | None = 10, levels: RuleLevels = RuleLevels(), groups: Sequence[Sequence[int]] | None = None,
+              max_depth: int | None = 10, levels: RuleLevels = RuleLevels(),  # noqa: B008 - frozen
+              groups: Sequence[Sequence[int]] | None = None,
               random_state: int | None = None, n_jobs: int | None = None, max_rows: int = 8_000) -> FittedRules:
     """Fit the surrogate forest on ``(X, y_model)`` and the Isolation Forest on
     ``X``, and prepare the estimators' tables (the parameters: those of
@@ -261,7 +265,7 @@ def fit_state(X: Any, y_model: Any, feature_names: Sequence[str] | None = None, 
         valid=_pack(np.ones(n, dtype=bool), words), node_offsets=node_offsets, flat=flat, split_bits=bits)
 
 
-def _flat_trees(ens: Any, X: np.ndarray, words: int) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+def _flat_trees(ens: TreeEnsemble, X: np.ndarray, words: int) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
     """Trees concatenated for the compiled kernel, and every split's
     left-going rows as a bitset (shared with the numpy version)."""
     trees = ens.trees

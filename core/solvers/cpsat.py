@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from core.cells.bounds import bounded_costs, reachable_leaves
-from core.cells.groups import zero_one_intervals, grouped_leaves
+from core.cells.groups import grouped_leaves, zero_one_intervals
 from core.cells.problem import CellProblem, CellSolution, TreeBlock
 
 __all__ = ["solve"]

@@ -224,7 +224,8 @@ def solve(prob: CellProblem, solver: str = "highs", time_limit: float = 30.0) ->
 
 
 def _solve_highs(prob: CellProblem, milp: OceanMILP, time_limit: float) -> CellSolution:
-    from scipy.optimize import Bounds, LinearConstraint, milp as scipy_milp
+    from scipy.optimize import Bounds, LinearConstraint
+    from scipy.optimize import milp as scipy_milp
 
     res = scipy_milp(milp.c, integrality=milp.integrality, bounds=Bounds(milp.lb, milp.ub),
                      constraints=LinearConstraint(milp.A, milp.lb_row, milp.ub_row),

@@ -52,7 +52,7 @@ def _parse_pipeline(pipe: Any) -> TreeEnsemble:
     return parse_pipeline(pipe, parse_final=parse)
 
 
-def verify_against_source(ens: Any, model: Any, n_random: int = 64, seed: int = 0) -> None:
+def verify_against_source(ens: TreeEnsemble, model: Any, n_random: int = 64, seed: int = 0) -> None:
     """Compare the ensemble's predictions with the source model's.
 
     Points: random points spanning the split levels and points placed exactly
@@ -76,7 +76,7 @@ def verify_against_source(ens: Any, model: Any, n_random: int = 64, seed: int = 
         )
 
 
-def probe_points(ens: Any, n_random: int = 64, seed: int = 0) -> np.ndarray:
+def probe_points(ens: TreeEnsemble, n_random: int = 64, seed: int = 0) -> np.ndarray:
     """Random points over the split range plus points exactly on thresholds;
     a categorical feature gets codes, each code (the missing one included) in turn.
     When the model routes missing values, a third block holds the random points

@@ -56,8 +56,15 @@ import zipfile
 from io import BytesIO
 from typing import Any
 
-from core.intake.parsing.filecheck import (MAX_CLASSES, MAX_FEATURES, MAX_JSON_DEPTH, check_json_depth, _damaged, _int,
-                                           load_json)
+from core.intake.parsing.filecheck import (
+    MAX_CLASSES,
+    MAX_FEATURES,
+    MAX_JSON_DEPTH,
+    _damaged,
+    _int,
+    check_json_depth,
+    load_json,
+)
 from core.intake.parsing.skopscheck import check_sklearn_trees, check_skops_zip
 from core.intake.parsing.ubjson import read_ubjson
 
