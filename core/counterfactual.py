@@ -243,13 +243,12 @@ def already_at_target(ens: TreeEnsemble, prediction: Any, target: Any) -> bool:
     Examples
     --------
     >>> import numpy as np
-    >>> from sklearn.ensemble import RandomForestClassifier
-    >>> from core import already_at_target, default_target, from_model
-    >>> X = np.random.default_rng(0).normal(size=(100, 2)); y = (X[:, 0] > 0).astype(int)
-    >>> ens = from_model(RandomForestClassifier(3, max_depth=2, random_state=0).fit(X, y))
-    >>> t = default_target(ens, ens.predict(X), row_prediction=0)
-    >>> int(t), already_at_target(ens, 0, t), already_at_target(ens, 1, t)
-    (1, False, True)
+    >>> from sklearn.ensemble import RandomForestRegressor
+    >>> from core import already_at_target, from_model
+    >>> X = np.arange(20.0).reshape(-1, 1)
+    >>> ens = from_model(RandomForestRegressor(3, max_depth=2, random_state=0).fit(X, X[:, 0]))
+    >>> already_at_target(ens, 5.0, (4.0, 6.0)), already_at_target(ens, 7.0, (4.0, 6.0))
+    (True, False)
     """
     return bool(at_target(ens, target, np.asarray([prediction]))[0])
 
