@@ -133,7 +133,14 @@ def test_raw_table_and_counterfactuals_checked_on_the_original_model(synthetic):
         for g in groups:
             assert set(np.round(cf[g], 9)) <= {0.0, 1.0} and cf[g].sum() <= 1
         cf_raw = ws.to_raw(cf[None, :])
-        assert cf_raw["c"].iloc[0] in CATS + [None] or pd.isna(cf_raw["c"].iloc[0])
+        # "c" reads back as the category of its hot column, or as missing where none is hot
+        # (row 1's own missing value, kept), never as "never-seen" or anything else
+        hot = [ws.ensemble.feature_names[i] for i in ws.schema.groups()["c"] if cf[i] == 1]
+        value = cf_raw["c"].iloc[0]
+        if hot:
+            assert hot == [f"c={value}"] and value in CATS, (hot, value)
+        else:
+            assert pd.isna(value), value
         assert model.predict(cf_raw)[0] == 1
 
 
