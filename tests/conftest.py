@@ -23,6 +23,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 TESTS = Path(__file__).resolve().parent
+CARRIED_DATA = TESTS / "data"
+# Carried whole, byte for byte (tests/data/README.md): the same test with or without ../shared.
+CARRIED_WHOLE = ("compas.csv",)
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
@@ -90,11 +93,39 @@ def fresh_history(tmp_path, monkeypatch):
 
 
 def shared_data(name: str) -> Path:
-    """Path of a dataset in ../shared/data, or skip (a user's clone has no ../shared)."""
+    """Path of a dataset in ../shared/data; where it is absent (a user's clone), the copy
+    the repository carries of a file it carries whole (``CARRIED_WHOLE``), else skip."""
     p = SHARED_DATA / name
-    if not p.exists():
-        pytest.skip(f"{p} is absent: the shared datasets live beside the repository only on CI/dev machines")
+    if p.exists():
+        return p
+    if name in CARRIED_WHOLE:
+        return carried_data(name)
+    pytest.skip(f"{p} is absent: the shared datasets live beside the repository only on CI/dev machines")
+
+
+def carried_data(name: str) -> Path:
+    """Path of a dataset the repository carries in tests/data (see its README)."""
+    p = CARRIED_DATA / name
+    assert p.is_file(), f"{p} is missing: tests/data/make_samples.py writes it"
     return p
+
+
+def adult_sources() -> list:
+    """Adult for a test to run on, as ``pytest.param``s: always the carried sample
+    (tests/data/adult_sample.csv, 10,000 rows), and the whole file (45,222 rows) where
+    ../shared/data holds it. Without ../shared the "full" case is not collected (it
+    is not a skip: the "sample" case checks the same things); the run's header says so."""
+    out = [pytest.param(carried_data("adult_sample.csv"), id="adult-sample")]
+    if (SHARED_DATA / "adult.csv").is_file():
+        out.append(pytest.param(SHARED_DATA / "adult.csv", id="adult-full"))
+    return out
+
+
+def pytest_report_header(config):
+    if SHARED_DATA.is_dir():
+        return f"shared datasets: {SHARED_DATA} (the adult-full cases run too)"
+    return (f"shared datasets: {SHARED_DATA} is absent; the tests use tests/data only "
+            "(the adult-full cases are not collected)")
 
 
 def chromium_path() -> str | None:

@@ -395,34 +395,22 @@ def embedded_booster_edits(data: bytes, rng: np.random.Generator) -> list[tuple[
 # ------------------------------------------------------------------ HistGradientBoosting (#26)
 ADULT_NUMBERS = ("Age", "CapitalGain", "EducationNumber", "HoursPerWeek")
 ADULT_CATEGORIES = ("MaritalStatus", "Occupation", "Relationship", "WorkClass")
-_ADULT_LEVELS = {"MaritalStatus": 7, "Occupation": 14, "Relationship": 6, "WorkClass": 7}
 
 
 def adult_like(n: int = 600, seed: int = 0) -> tuple[pd.DataFrame, str]:
     """``n`` rows of Adult's numerical and categorical columns (categories as text such
-    as ``"Occupation 3"``) and its ``Class``: ../shared/data/adult.csv when it is there,
-    else synthetic columns of the same names, kinds and ranges. Also the source's name."""
+    as ``"Occupation 3"``) and its ``Class``, drawn from the Adult sample the repository
+    carries (tests/data/adult_sample.csv: the same rows on every machine, ../shared or
+    not). Also the source's name."""
     from pathlib import Path
 
     rng = np.random.default_rng(seed)
-    path = Path(__file__).resolve().parents[2] / "shared" / "data" / "adult.csv"
-    if path.exists():
-        raw = pd.read_csv(path, header=[0, 1])
-        raw.columns = [c[0] for c in raw.columns]
-        df = raw.iloc[np.sort(rng.choice(len(raw), n, replace=False))].reset_index(drop=True)
-        df = df[list(ADULT_NUMBERS + ADULT_CATEGORIES) + ["Class"]]
-        source = "adult"
-    else:
-        df = pd.DataFrame({"Age": rng.integers(17, 91, n).astype(float),
-                           "CapitalGain": np.where(rng.random(n) < 0.9, 0.0, rng.integers(100, 99_999, n)),
-                           "EducationNumber": rng.integers(1, 17, n).astype(float),
-                           "HoursPerWeek": rng.integers(1, 100, n).astype(float)})
-        for c, k in _ADULT_LEVELS.items():
-            df[c] = rng.integers(0, k, n)
-        score = (df.Age - 38) / 13 + (df.EducationNumber - 10) / 2.5 + (df.HoursPerWeek - 40) / 12 \
-            + (df.CapitalGain > 5000) * 2 + (df.MaritalStatus == 2) * 1.2 - (df.Occupation % 3 == 0) * 0.6
-        df["Class"] = (score + rng.normal(0, 0.8, n) > 1.0).astype(int)
-        source = "synthetic"
+    path = Path(__file__).resolve().parent / "data" / "adult_sample.csv"
+    raw = pd.read_csv(path, header=[0, 1])
+    raw.columns = [c[0] for c in raw.columns]
+    df = raw.iloc[np.sort(rng.choice(len(raw), n, replace=False))].reset_index(drop=True)
+    df = df[list(ADULT_NUMBERS + ADULT_CATEGORIES) + ["Class"]]
+    source = "adult"
     for c in ADULT_CATEGORIES:
         df[c] = [f"{c} {int(v)}" for v in df[c]]
     return df, source

@@ -262,21 +262,31 @@ def test_flat_curves_on_compas_are_explained():
     (one feature crossed, same-majority cells merged) and the page says why."""
     from sklearn.ensemble import GradientBoostingClassifier
 
-    from conftest import shared_data
+    from conftest import carried_data
     from core.compression import explain_flat_curves, fcca
     from core.intake import io
     from core.intake.models import from_model
 
-    t = io.load_table(shared_data("compas.csv").read_bytes(), "compas.csv")
+    t = io.load_table(carried_data("compas.csv").read_bytes(), "compas.csv")
     X = t.drop(columns=["Class"]).astype(float)
     ens = from_model(GradientBoostingClassifier(n_estimators=50, max_depth=3, random_state=0).fit(X, t["Class"]))
     rows = X.sample(150, random_state=0).to_numpy()
     res = fcca(ens, rows, ens.predict(rows))
     curves = res.curves(np.round(np.linspace(0, 1, 11), 2))
     assert curves["thresholds"].max() > curves["thresholds"].min()
-    flat = np.ptp(curves["inconsistency"]) < 1e-12
-    # the inconsistency at every Q equals the one with a single cut: the extra cuts only split same-majority cells
+    # every counterfactual crosses PriorsCount alone: every threshold is one of its cuts
+    assert set(res.thresholds.index) == {"PriorsCount"} and (curves["features"] == 1).all()
+    # dropping cuts merges cells, so the compression moves; the inconsistency at every Q equals
+    # the one with a single cut: the extra cuts only split same-majority cells
+    assert np.ptp(curves["compression"]) > 0.01
+    assert np.ptp(curves["inconsistency"]) < 1e-12
+    pred = ens.predict(rows)
+    for q in curves["Q"]:                   # the curve as counted here, from the cells themselves
+        cells = pd.Series(list(map(tuple, res.discretize(rows, q).to_numpy())))
+        majority = pd.Series(pred).groupby(cells).agg(lambda v: v.value_counts().iloc[0]).sum()
+        assert curves.loc[curves["Q"] == q, "inconsistency"].item() == pytest.approx(1 - majority / len(rows))
     text = explain_flat_curves(res, curves)
-    assert (text is not None) == flat or np.ptp(curves["compression"]) < 1e-12
-    if text:
-        assert "expected" in text and "majority" in text
+    assert text is not None and text.startswith("inconsistency stays the same while the thresholds kept go from "
+                                                f"{curves['thresholds'].max()} to {curves['thresholds'].min()}"), text
+    assert "every counterfactual crosses the one feature 'PriorsCount'" in text, text
+    assert "expected" in text and "same majority decision" in text, text

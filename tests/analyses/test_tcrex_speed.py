@@ -1,13 +1,14 @@
 """The faster T-CREx fit gives what the first membership step gave (tests/tcrex_v1.py): the same
 rules (bounds, accuracy, feasibility), grid, metarule tree, metarules and explanations,
-on Adult at the paper's settings, on the credit demo, and on awkward data."""
+on Adult at the paper's settings (the carried 10,000-row sample, and the whole file where
+../shared/data holds it), on the credit demo, and on awkward data."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from conftest import shared_data
+from conftest import adult_sources
 from core.intake.demo import synthetic_credit
 from core.schema import infer_schema
 from core.tcrex import TCREx
@@ -47,14 +48,14 @@ def fit_both(X, y, target, **kw):
     return TCREx(**kw).fit(X, y, target), old
 
 
-@pytest.fixture(scope="module")
-def adult():
+@pytest.fixture(scope="module", params=adult_sources())
+def adult(request):
     import xgboost as xgb
     from sklearn.model_selection import train_test_split
 
     from core.intake import io
 
-    path = shared_data("adult.csv")
+    path = request.param
     df = io.load_table(path.read_bytes(), path.name)
     prep = io.prepare_data(df, df.attrs["target"])
     groups = list(infer_schema(prep.X, kinds=prep.kinds, groups=prep.groups).groups().values())
@@ -63,15 +64,21 @@ def adult():
     Xtr, Xte, ytr, _ = train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
     f = xgb.XGBClassifier(n_estimators=50, max_leaves=8, grow_policy="lossguide", tree_method="hist",
                           n_jobs=1).fit(Xtr, ytr)
-    return Xtr, f.predict(Xtr), Xte, groups
+    return Xtr, f.predict(Xtr), Xte, groups, path.name
 
 
 @pytest.mark.parametrize("tau", [0.9, 0.99])
 @pytest.mark.parametrize("target", [1, 0])
 def test_adult_at_the_papers_settings(adult, tau, target):
-    X, y, X_test, groups = adult
+    X, y, X_test, groups, source = adult
     new, old = fit_both(X, y, target, rho=0.02, tau=tau, groups=groups, random_state=0)
-    assert new.rules_
+    if (source, target, tau) == ("adult_sample.csv", 1, 0.99):
+        # On the sample's 7,000 training rows no box of "> 50K" predictions at 99% holds 2%
+        # of them (140 rows): both fits refuse alike (fit_both checked the error); compare
+        # the fits at rho 0.01, where one rule holds.
+        assert new is None and old is None
+        new, old = fit_both(X, y, target, rho=0.01, tau=tau, groups=groups, random_state=0)
+    assert new is not None and new.rules_
     assert_same_fit(new, old, np.vstack([X, X_test]))
 
 
@@ -87,7 +94,10 @@ def test_credit_demo(tau, target):
     for rho, n_trees in ((0.02, 1), (0.05, 3)):
         new, old = fit_both(X.to_numpy(float), y, target, rho=rho, tau=tau, n_trees=n_trees, groups=groups,
                             random_state=0)
-        if old is not None:
+        # the one setting no rule meets: 99% approvals in a box of 5% of the applicants
+        refused = (tau, target, rho) == (0.99, 1, 0.05)
+        assert (old is None) == refused, (tau, target, rho)
+        if not refused:                 # (a refusal: both the same error, checked by fit_both)
             assert_same_fit(new, old, X.to_numpy(float))
 
 
@@ -105,14 +115,11 @@ def test_awkward_data_nan_non_binary_one_hot_and_regression():
     score = num[:, 0] + np.nan_to_num(num[:, 1]) + 2 * np.nan_to_num(X[:, 4]) - np.nan_to_num(X[:, 6])
     y = (np.nan_to_num(score) > 0.5).astype(int)
     groups = [[3, 4, 5, 6]]
-    fitted = 0
     for tau, n_trees in ((0.8, 1), (0.9, 1), (0.9, 4)):
         for target in (0, 1):
             new, old = fit_both(X, y, target, rho=0.02, tau=tau, n_trees=n_trees, groups=groups, random_state=1)
-            fitted += old is not None
-            if old is not None:
-                assert_same_fit(new, old, X)
-    assert fitted >= 4
+            assert old is not None, (tau, n_trees, target)          # every setting here has rules
+            assert_same_fit(new, old, X)
     Xr = np.nan_to_num(X)
     new, old = fit_both(Xr, np.nan_to_num(score), (0.5, np.inf), rho=0.02, tau=0.9, random_state=0)
     assert_same_fit(new, old, Xr)

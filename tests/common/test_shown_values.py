@@ -26,9 +26,13 @@ from core.shown import bound_text, number_text, parse_number, round_sig, shortes
 def test_number_text_reads_back_exactly():
     rng = np.random.default_rng(0)
     values = np.concatenate([rng.lognormal(3, 3, 300), -rng.lognormal(0, 4, 100), [0.1 + 0.2, 10290.0, 32.0]])
-    for v in values:
+    inside = (np.abs(values) >= 1e-4) & (np.abs(values) < 1e15)
+    for v, plain in zip(values, inside):
         assert parse_number(number_text(v)) == v
-        assert "e" not in number_text(v) or not 1e-4 <= abs(v) < 1e15
+        if plain:                                   # written in full
+            assert "e" not in number_text(v), number_text(v)
+    # the values outside [1e-4, 1e15) (one here, -2.8e-07) are written in scientific notation
+    assert [number_text(v) for v in values[~inside]] == ["-2.7982522516971197e-07"]
     assert number_text(10290.0) == "10,290" and number_text(32.0) == "32" and number_text(47.26) == "47.26"
     assert number_text(np.int64(1)) == "1" and number_text(float("nan")) == "missing"
 

@@ -1,9 +1,9 @@
 """Fuzzed HistGradientBoosting files and tables never give a silent misread (#26).
 
 Models: small HistGradientBoostingClassifier (binary, 3 classes) and Regressor
-models on Adult's columns (``../shared/data/adult.csv``, or synthetic columns
-of the same kinds when it is absent), numeric only and with native categorical
-features (pandas categories, text columns by name, integer codes in an array),
+models on Adult's columns (rows of ``tests/data/adult_sample.csv``, the same on
+every machine), numeric only and with native categorical features (pandas
+categories, text columns by name, integer codes in an array),
 some trained with missing numbers and categories, saved with skops. Each file
 is damaged in seeded ways (``tests/intake_mutations.hgb_skops_edits``): the
 fields of one tree's node array (children, features, thresholds, leaf values,
@@ -316,7 +316,7 @@ MUST_REFUSE = ("encoder: unknown values encoded 0", "numbers: check_array's dtyp
 
 
 def test_fuzzed_hgb_files_are_refused_or_read_exactly(hgb, cases):
-    assert hgb["data"] in ("adult", "synthetic") and len(hgb["files"]) == 6
+    assert hgb["data"] == "adult" and len(hgb["files"]) == 6
     seen = run_cases(cases, hgb["X"])
     counts = _assert_no_misread(seen)
     assert counts["refused"] > 300 and counts["accepted"] > 150, counts

@@ -42,14 +42,21 @@ def _check(name: str, fname: str, data: bytes, X: np.ndarray, limit: float = 30.
         assert text and not any(u in text for u in UNEXPECTED), (name, text)
         assert time.perf_counter() - t0 < limit + 30, name
         return "refused"
-    # accepted: the ensemble must reproduce the in-process library object
+    # accepted: the ensemble must reproduce the in-process library object, on every accepted
+    # file: on probe points (thresholds, codes, missing values), and on the rows X where they
+    # fit the model (X's first columns, when it has enough and no feature is categorical).
+    # (Before, the test compared only when ``categories == ()``, which no ensemble's is - a
+    # tuple of one entry per feature - so an accepted file was never checked.)
+    from core.intake.parsing import probe_points
     from core.model.native import native_outputs
 
-    Xd = X[:, : vetted.ensemble.n_features] if X.shape[1] >= vetted.ensemble.n_features else None
-    if Xd is not None and vetted.ensemble.categories == ():
-        ours, theirs, _ = native_outputs(vetted.ensemble, vetted.model, Xd)
-        if theirs is not None:
-            np.testing.assert_allclose(ours, theirs, rtol=0, atol=2e-5 * max(1, np.abs(theirs).max()))
+    ens = vetted.ensemble
+    P = probe_points(ens, 64)
+    if X.shape[1] >= ens.n_features and not ens.categorical_features:
+        P = np.vstack([X[:, : ens.n_features], P])
+    ours, theirs, _ = native_outputs(ens, vetted.model, P)
+    assert theirs is not None and len(ours) == len(theirs), name
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=2e-5 * max(1, np.abs(theirs).max()), err_msg=name)
     return "accepted"
 
 

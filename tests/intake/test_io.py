@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import shared_data
+from conftest import adult_sources, carried_data
 from core.errors import DataError, ModelError, SchemaError, UnsupportedModelError, UntrustedPickleError
 from core.intake import io as cio
 from core.intake.models import from_model
@@ -92,12 +92,13 @@ def test_text_columns_are_one_hot_encoded(table):
     assert (p.X[["city=Lyon", "city=Paris"]].sum(axis=1) == 1).all()
 
 
-def test_type_row_files_from_the_shared_data():
-    df = cio.load_table(shared_data("compas.csv").read_bytes(), "compas.csv")
+@pytest.mark.parametrize("adult", adult_sources())
+def test_type_row_files_of_compas_and_adult(adult):
+    df = cio.load_table(carried_data("compas.csv").read_bytes(), "compas.csv")
     assert df.attrs["target"] == "Class" and df.attrs["column_types"]["PriorsCount"] == "integer"
     assert pd.api.types.is_numeric_dtype(df["PriorsCount"])
-    adult = cio.prepare_data(cio.load_table(shared_data("adult.csv").read_bytes(), "adult.csv"), "Class")
-    assert len(adult.groups["Occupation"]) >= 10
+    prep = cio.prepare_data(cio.load_table(adult.read_bytes(), "adult.csv"), "Class")
+    assert len(prep.groups["Occupation"]) == 14                 # every level, in the sample too
 
 
 # ------------------------------------------------------------------ models

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import shared_data
+from conftest import adult_sources
 from core.errors import UnsupportedModelError
 from core.intake import io
 from core.intake.models import from_model
@@ -68,8 +68,10 @@ def test_every_level_matches_catboost(grow_policy, with_pool, tmp_path):
     loaded = io.load_model(data, "m.json")
     ens = from_model(loaded)
     assert ens.categorical_features == [1, 3] and ens.categories[1][-1] == OTHER
-    if with_pool:
-        assert set(ens.categories[1][:-1]) <= set(LEVELS)
+    # the levels the splits name: by their value with the pool, else by their hash ("#<hash>")
+    named = {v: v if with_pool else f"#{cat_feature_hash(v)}" for v in LEVELS + ["lo", "mid", "hi"]}
+    assert set(ens.categories[1][:-1]) <= {named[v] for v in LEVELS} and len(ens.categories[1]) >= 3
+    assert set(ens.categories[3][:-1]) <= {named[v] for v in ("lo", "mid", "hi")} and len(ens.categories[3]) >= 2
     X = probe_points(ens, 128)
     ours, theirs, _ = native_outputs(ens, loaded, X)
     assert len(ours) >= 16          # without the pool, levels known only by their hash cannot be given to CatBoost
@@ -87,10 +89,12 @@ def test_every_level_matches_catboost(grow_policy, with_pool, tmp_path):
 def test_multiclass_regression_and_cbm(tmp_path):
     df, y = _frame(900, seed=1)
     multi = (y + (df.m == "lo")).to_numpy()
-    for model in (cb.CatBoostClassifier(iterations=20, depth=3, verbose=0, allow_writing_files=False, loss_function="MultiClass",
-                                        cat_features=["k", "m"], one_hot_max_size=10, thread_count=1).fit(df, multi),
-                  cb.CatBoostRegressor(iterations=20, depth=3, verbose=0, allow_writing_files=False, cat_features=["k", "m"],
-                                       one_hot_max_size=10, thread_count=1).fit(df, df.a * 2 + y)):
+    for model, classes in ((cb.CatBoostClassifier(iterations=20, depth=3, verbose=0, allow_writing_files=False,
+                                                  loss_function="MultiClass", cat_features=["k", "m"],
+                                                  one_hot_max_size=10, thread_count=1).fit(df, multi), [0, 1, 2]),
+                           (cb.CatBoostRegressor(iterations=20, depth=3, verbose=0, allow_writing_files=False,
+                                                 cat_features=["k", "m"], one_hot_max_size=10,
+                                                 thread_count=1).fit(df, df.a * 2 + y), None)):
         pool = cb.Pool(df, cat_features=["k", "m"])
         for data, name in ((_save(model, tmp_path / "m.json", pool), "m.json"),
                            (_cbm(model, tmp_path / "m.cbm"), "m.cbm")):
@@ -99,8 +103,8 @@ def test_multiclass_regression_and_cbm(tmp_path):
             raw = np.asarray(model.predict(df, prediction_type="RawFormulaVal"), dtype=float).reshape(len(df), -1)
             codes = ens.predict_raw(_codes(ens, df))
             np.testing.assert_allclose(codes, raw, rtol=0, atol=1e-9)
-            if ens.is_classifier:
-                assert list(ens.classes) == [0, 1, 2]
+            assert ens.task == ("classification" if classes else "regression"), (name, ens.task)
+            assert (list(ens.classes) if ens.is_classifier else None) == classes, name
 
 
 def _cbm(model, path):
@@ -161,9 +165,11 @@ def test_without_the_catboost_package_the_document_is_the_reference(tmp_path):
     ws = build_workspace(df.assign(label=y), "label", alone, name="cb")
     np.testing.assert_array_equal(ws.predictions, model.predict(df))
     levels = ws.ensemble.meta["expanded"]["categories"]
-    assert set(levels[1][:-1]) <= set(LEVELS)               # hashes named from the data
-    if len(levels[3]) == 3:                                 # "m" has 3 values: the one no split names is itself
-        assert set(levels[3]) == {"lo", "mid", "hi"}
+    assert set(levels[1][:-1]) <= set(LEVELS) and levels[1][-1] == OTHER     # hashes named from the data
+    # "m": the splits name 2 of its 3 values; the third, the only other value in the data, names
+    # the "any other value" level itself
+    assert len(ens.categories[3]) == 3 and ens.categories[3][-1] == OTHER, ens.categories[3]
+    assert sorted(levels[3]) == ["hi", "lo", "mid"], levels[3]
 
 
 @pytest.mark.parametrize("with_pool", [True, False], ids=["pool", "no-pool"])
@@ -193,8 +199,9 @@ def test_raw_table_and_counterfactuals_checked_on_catboost(with_pool, tmp_path):
         assert model.predict(cf)[0] == 1
 
 
-def test_adult_all_rows_with_one_hot_categoricals(tmp_path):
-    table = io.load_table(shared_data("adult.csv").read_bytes(), "adult.csv")
+@pytest.mark.parametrize("path", adult_sources())
+def test_adult_all_rows_with_one_hot_categoricals(path, tmp_path):
+    table = io.load_table(path.read_bytes(), "adult.csv")
     kinds = table.attrs.get("column_types", {})
     cat_cols = [c for c, k in kinds.items() if k == "categorical"]
     X = table.drop(columns=["Class"]).astype({c: str for c in cat_cols})
@@ -239,6 +246,10 @@ def test_a_value_the_model_never_saw_is_named_in_the_notes(tmp_path):
     audit = df.copy()
     audit.loc[:19, "job"] = "astronaut"                    # never seen in training
     ws = build_workspace(audit.assign(label=y), "label", load_vetted(data, "m.json"), name="cb")
-    assert any("'job'" in n and ("is no category a split" in n or "no split of the model names" in n)
-               for n in ws.notes), ws.notes
+    # every job value is named by a split, so "astronaut" is the model's "any other value" level
+    # on its own, named by it (not one of several values folded into that level)
+    levels = ws.ensemble.meta["expanded"]["categories"][1]
+    assert sorted(levels[:-1]) == ["clerk", "cook", "nurse"] and levels[-1] == "astronaut", levels
+    assert any(n.startswith("Of column 'job', the value 'astronaut' (20 rows) is no category a split of the "
+                            "model names") for n in ws.notes), ws.notes
     np.testing.assert_array_equal(ws.predictions, model.predict(audit))

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import every_code, shared_data
+from conftest import adult_sources, every_code
 from core.intake import io
 from core.intake.models import from_model
 from core.intake.sandbox import load_vetted
@@ -125,10 +125,11 @@ def test_multiclass_and_regression(synthetic, objective):
     np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)
 
 
-def test_adult_all_rows_with_categorical_columns():
+@pytest.mark.parametrize("path", adult_sources())
+def test_adult_all_rows_with_categorical_columns(path):
     import lightgbm as lgb
 
-    table = io.load_table(shared_data("adult.csv").read_bytes(), "adult.csv")
+    table = io.load_table(path.read_bytes(), "adult.csv")
     kinds = table.attrs.get("column_types", {})
     cat_cols = [c for c, k in kinds.items() if k == "categorical"]
     assert cat_cols

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import every_code, shared_data
+from conftest import adult_sources, every_code
 from core.intake import io
 from core.intake.models import from_model
 from core.intake.sandbox import load_vetted
@@ -133,14 +133,22 @@ def test_raw_table_and_counterfactuals_checked_on_the_original_model(synthetic):
         for g in groups:
             assert set(np.round(cf[g], 9)) <= {0.0, 1.0} and cf[g].sum() <= 1
         cf_raw = ws.to_raw(cf[None, :])
-        assert cf_raw["c"].iloc[0] in CATS + [None] or pd.isna(cf_raw["c"].iloc[0])
+        # "c" reads back as the category of its hot column, or as missing where none is hot
+        # (row 1's own missing value, kept), never as "never-seen" or anything else
+        hot = [ws.ensemble.feature_names[i] for i in ws.schema.groups()["c"] if cf[i] == 1]
+        value = cf_raw["c"].iloc[0]
+        if hot:
+            assert hot == [f"c={value}"] and value in CATS, (hot, value)
+        else:
+            assert pd.isna(value), value
         assert model.predict(cf_raw)[0] == 1
 
 
-def test_adult_all_rows_with_enable_categorical():
+@pytest.mark.parametrize("path", adult_sources())
+def test_adult_all_rows_with_enable_categorical(path):
     import xgboost as xgb
 
-    table = io.load_table(shared_data("adult.csv").read_bytes(), "adult.csv")
+    table = io.load_table(path.read_bytes(), "adult.csv")
     kinds = table.attrs.get("column_types", {})
     cat_cols = [c for c, k in kinds.items() if k == "categorical"]
     X = table.drop(columns=["Class"]).astype({c: "category" for c in cat_cols})

@@ -15,7 +15,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import (FunctionTransformer, MaxAbsScaler, MinMaxScaler, OneHotEncoder, OrdinalEncoder,
                                    RobustScaler, StandardScaler)
 
-from conftest import shared_data
+from conftest import adult_sources
 from core.errors import SchemaError, UnsupportedModelError
 from core.intake import io
 from core.intake.models import from_model
@@ -181,10 +181,11 @@ def test_forest_taken_out_of_a_pipeline_is_never_silently_misread():
         build_workspace(df.assign(label=y), "label", named.named_steps["rf"], name="forest alone")
 
 
-def test_adult_all_rows_through_a_pipeline():
+@pytest.mark.parametrize("path", adult_sources())
+def test_adult_all_rows_through_a_pipeline(path):
     from sklearn.ensemble import RandomForestClassifier
 
-    table = io.load_table(shared_data("adult.csv").read_bytes(), "adult.csv")
+    table = io.load_table(path.read_bytes(), "adult.csv")
     kinds = table.attrs.get("column_types", {})
     cats = [c for c, k in kinds.items() if k == "categorical"]
     raw = table.astype({c: str for c in cats})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from conftest import make_data
@@ -18,6 +19,7 @@ from core.schema import infer_schema
 @pytest.mark.parametrize("norm", ["l0", "l1", "l2"])
 def test_optimal_cost_equals_brute_force(norm):
     X, _, models = tiny_models()
+    compared = 0
     for model in models:
         ens = from_model(model)
         for q in range(3):
@@ -34,8 +36,9 @@ def test_optimal_cost_equals_brute_force(norm):
                 assert res.status == "optimal", (type(model).__name__, res.message)
                 assert res.cost == pytest.approx(ref, rel=1e-6, abs=1e-9), (type(model).__name__, backend)
                 assert model.predict(res.x[None, :])[0] == target
-                if fixed:
-                    assert res.x[1] == x[1]
+                assert all(res.x[j] == x[j] for j in fixed)
+                compared += 1
+    assert compared > 0, "every query was infeasible: nothing was compared"
 
 
 @pytest.mark.parametrize("fid", ["sk-rf-bin", "sk-rf-multi", "sk-gb-bin", "sk-gb-multi", "xgb-bin", "xgb-multi",
@@ -104,10 +107,21 @@ def test_a_category_switch_costs_one_unit(credit, norm):
     found = 0
     for q in np.flatnonzero(model.predict(X) == 0)[:40]:
         r = optimal_counterfactual(ens, Xa[q], 1, schema=schema, norm=norm, fixed=fixed, X_ref=Xa, model=model)
-        if r.found:  # only the category can move: the cost is that of one switch
+        switched = []                           # the brute force: every other category, all else kept
+        for c in cols:
+            if Xa[q, c] != 1:
+                z = Xa[q].copy()
+                z[cols], z[c] = 0.0, 1.0
+                switched.append(z)
+        reaches = model.predict(pd.DataFrame(switched, columns=X.columns)) == 1
+        if reaches.any():  # only the category can move: the cost is that of one switch
             found += 1
+            assert r.found and r.status == "optimal", r.message
             assert np.count_nonzero(r.x != Xa[q]) == 2 and r.x[cols].sum() == 1
             assert r.cost == pytest.approx(1.0)
+            assert model.predict(pd.DataFrame(r.x[None, :], columns=X.columns))[0] == 1
+        else:               # no category gives the target: proven so, not merely not found
+            assert not r.found and r.status == "infeasible", (q, r.status, r.message)
     assert found >= 2
 
 
@@ -217,16 +231,58 @@ def test_the_model_alone_gives_a_valid_start_and_the_same_optimum(fitted, fid):
     assert checked == 5
 
 
-def test_gurobi_size_limit_falls_back_with_a_notice():
-    pytest.importorskip("gurobipy")
+def _gurobi_here() -> str:
+    """What Gurobi can do on this machine, found by trying it (not by the library's own
+    licence check): "absent" (no gurobipy), "size-limited" (the pip wheel's licence: at
+    most 2000 variables and 2000 constraints), "full", or "unusable" (any other
+    licence error)."""
+    try:
+        import gurobipy as gp
+    except ImportError:
+        return "absent"
+    try:
+        with gp.Env(params={"OutputFlag": 0}) as env, gp.Model(env=env) as m:
+            m.addMVar(2001)
+            m.optimize()
+    except gp.GurobiError as exc:
+        return "size-limited" if "size-limited" in str(exc) else "unusable"
+    return "full"
+
+
+@pytest.mark.parametrize("trees, depth, size", [(10, 3, "small"), (120, 8, "large")])
+def test_gurobi_is_used_where_it_can_solve_the_model_else_falls_back_with_a_notice(trees, depth, size):
+    """backend="gurobi": Gurobi solves the model when it can here (installed, and the
+    model within its licence), else CP-SAT does, with a notice saying why; the cost is
+    CP-SAT's own optimum either way. Both models are tried on every machine: the small
+    one fits the pip wheel's size-limited licence, the large one does not."""
     from sklearn.ensemble import RandomForestClassifier
 
+    from core.solvers.ocean import build_ocean
+
     X, y = make_data("binary", n=400, d=5, seed=3)
-    model = RandomForestClassifier(60, max_depth=6, random_state=0).fit(X, y)
-    res = optimal_counterfactual(model, X[0], 1 - model.predict(X[:1])[0], backend="gurobi", X_ref=X)
-    assert res.found
-    if res.backend == "cpsat":  # the pip licence is size-limited
-        assert "Gurobi" in res.params["notice"]
+    model = RandomForestClassifier(trees, max_depth=depth, random_state=0).fit(X, y)
+    ens = from_model(model)
+    target = 1 - model.predict(X[:1])[0]
+    milp = build_ocean(build_problem(ens, X[0], target))
+    fits_pip_licence = milp.n_vars <= 2000 and milp.A.shape[0] <= 2000
+    assert fits_pip_licence == (size == "small"), (milp.n_vars, milp.A.shape)
+    here = _gurobi_here()
+    usable = here == "full" or (here == "size-limited" and fits_pip_licence)
+    res = optimal_counterfactual(model, X[0], target, backend="gurobi", X_ref=X)
+    ref = optimal_counterfactual(model, X[0], target, backend="cpsat", X_ref=X)
+    assert res.status == ref.status == "optimal", (res.message, ref.message)
+    assert res.cost == pytest.approx(ref.cost, rel=1e-9)
+    assert model.predict(res.x[None, :])[0] == target
+    if usable:
+        assert res.backend == "gurobi", (here, res.backend, res.params.get("notice"))
+        assert "notice" not in res.params, res.params["notice"]
+    else:
+        assert res.backend == "cpsat", (here, res.backend)
+        notice = res.params["notice"]
+        assert notice.endswith("Solved with CP-SAT instead."), notice
+        why = {"absent": "gurobipy is not installed", "size-limited": "Model too large for size-limited license",
+               "unusable": "Gurobi could not solve this model"}[here]
+        assert why in notice, (here, notice)
 
 
 def test_bad_queries_raise_clear_errors(fitted):

@@ -307,15 +307,22 @@ def test_missing_stays_missing_when_fixed_and_its_weight_prices_a_value(income_c
             gave.append((r, res.cost))
     assert gave, "no counterfactual gave income a value"
     fixed = ws.schema.with_updates("income is missing", actionability="fixed")
-    priced = ws.schema.with_updates("income is missing", weight=5.0)
+    valued = {5.0: 0, 0.1: 0}
     for r, cost in gave:
-        res = optimal_counterfactual(ens, C[r], 1, schema=fixed, X_ref=C, model=model)
-        assert res.found and res.x[k] > 0.5                        # kept missing
-        assert res.cost >= cost - 1e-9
-        assert model.predict(ws.to_raw(res.x[None, :]).astype({"job": df.job.astype("category").dtype}))[0] == 1
-        res = optimal_counterfactual(ens, C[r], 1, schema=priced, X_ref=C, model=model)
-        assert res.found and res.cost >= cost - 1e-9
-        assert res.x[k] > 0.5 or res.cost >= 5.0 - 1e-9           # a value now costs the weight
+        kept = optimal_counterfactual(ens, C[r], 1, schema=fixed, X_ref=C, model=model)
+        assert kept.found and kept.x[k] > 0.5                      # kept missing
+        assert kept.cost >= cost - 1e-9
+        assert model.predict(ws.to_raw(kept.x[None, :]).astype({"job": df.job.astype("category").dtype}))[0] == 1
+        for w in valued:
+            # a value now costs the weight on top: the best is the cheaper of keeping it missing
+            # (kept.cost) and the best with a value (cost, found at weight 0, plus w)
+            res = optimal_counterfactual(ens, C[r], 1, schema=ws.schema.with_updates("income is missing", weight=w),
+                                         X_ref=C, model=model)
+            assert res.found and res.cost == pytest.approx(min(kept.cost, cost + w), rel=1e-9, abs=1e-12), (r, w)
+            assert (res.x[k] < 0.5) == (cost + w < kept.cost), (r, w, cost, kept.cost)
+            valued[w] += bool(res.x[k] < 0.5)
+    # weight 5 is dearer than any other way here; at 0.1 a value is the cheaper way for some rows
+    assert valued[5.0] == 0 and valued[0.1] >= 1, valued
     # a value never becomes missing
     present = [r for r in np.flatnonzero(C[:, k] < 0.5) if ws.predictions[r] == 0][:10]
     for r in present:

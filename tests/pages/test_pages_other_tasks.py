@@ -58,7 +58,10 @@ def test_pages_on_a_regression_model(regression_csv, page):
         v = ws.ensemble.predict(res.x[None, :])[0]
         lo, hi = at.number_input(key="ocf_lo").value, at.number_input(key="ocf_hi").value
         assert lo <= v <= hi
-    assert not at.error or all("No rule" in e.value or "lower tau" in e.value for e in at.error)
+    # the default settings find rules above the mean prediction on diabetes: no error on any page
+    assert not at.error, [e.value for e in at.error]
+    if page == "metarule_tree.py":
+        assert int({m.label: m.value for m in at.metric}["Rules"]) >= 1
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -73,3 +76,4 @@ def test_pages_on_a_multiclass_model(multiclass_csv, page):
         res = at.session_state["ocf_result"]
         assert res.found and ws.ensemble.predict(res.x[None, :])[0] == res.prediction
         assert not np.array_equal(res.x, res.x_query)
+    assert not at.exception and not at.error, [e.value for e in at.error]
