@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-
 from conftest import ROOT, chromium_path
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -10,11 +10,11 @@ works from every folder (pytest would do it too, for the conftest beside it).
 from __future__ import annotations
 
 import os
-import sys
 import shutil
+import sys
 import tempfile
-import zlib
 import warnings
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -153,10 +153,10 @@ def make_data(kind: str, n: int = 300, d: int = 5, seed: int = 0):
 
 
 def _families():
-    from sklearn import ensemble as ske
-    from sklearn import tree as skt
     import lightgbm as lgb
     import xgboost as xgb
+    from sklearn import ensemble as ske
+    from sklearn import tree as skt
 
     return {
         "sk-dt-clf": (lambda: skt.DecisionTreeClassifier(max_depth=5, random_state=0), "binary"),

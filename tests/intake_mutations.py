@@ -120,7 +120,7 @@ def lightgbm_edits(text: bytes, rng) -> list[tuple[str, bytes]]:
     lines = text.decode().split("\n")
     out = []
     body = [i for i, l in enumerate(lines) if "=" in l]
-    for r in range(3):
+    for _ in range(3):
         i = int(rng.choice(body))
         out.append((f"duplicated line {lines[i].split('=')[0]}", "\n".join(lines[:i + 1] + lines[i:]).encode()))
         i = int(rng.choice(body))
@@ -420,7 +420,8 @@ def _hgb_specs(df: pd.DataFrame, rng: np.random.Generator) -> dict[str, tuple]:
     """name -> (class, fit keywords, X as given to fit, y): classifiers binary and 3-class
     and regressors, numeric only and with native categorical features (pandas categories,
     text columns by name, integer codes in an array), some trained with missing values."""
-    from sklearn.ensemble import HistGradientBoostingClassifier as C, HistGradientBoostingRegressor as R
+    from sklearn.ensemble import HistGradientBoostingClassifier as C
+    from sklearn.ensemble import HistGradientBoostingRegressor as R
 
     n = len(df)
     nums, cats = list(ADULT_NUMBERS), list(ADULT_CATEGORIES)

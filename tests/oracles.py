@@ -20,9 +20,9 @@ import itertools
 import lightgbm as lgb
 import numpy as np
 import xgboost as xgb
+from conftest import make_data
 from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 
-from conftest import make_data
 from core.counterfactual import make_cost_model
 
 EPS = 1e-9

@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.util
 
 import pandas as pd
-
 from conftest import CARRIED_DATA, SHARED_DATA, carried_data
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import make_data
 from hypothesis import given, settings
 from hypothesis import strategies as hst
+from oracles import fcca_brute_force_cost
 
 from core.compression import FCCAError, default_eps, fcca
 from core.intake.models import from_model
-from conftest import make_data
-from oracles import fcca_brute_force_cost
 
 
 def _stumps(n=240, d=4, seed=0, n_estimators=40):
@@ -196,6 +196,7 @@ def test_parallel_and_serial_give_the_same_thresholds(stump_run):
 
 def test_multiclass_one_vs_rest_takes_the_cheapest_other_class():
     from sklearn.ensemble import RandomForestClassifier
+
     from core.optimal import optimal_counterfactual
     from core.schema import infer_schema
 
@@ -260,9 +261,9 @@ def test_dask_cluster_gives_the_same_thresholds(stump_run, dask_scheduler):
 def test_flat_curves_on_compas_are_explained():
     """Issue 17: on COMPAS the curves stay flat while thresholds drop; that is right
     (one feature crossed, same-majority cells merged) and the page says why."""
+    from conftest import carried_data
     from sklearn.ensemble import GradientBoostingClassifier
 
-    from conftest import carried_data
     from core.compression import explain_flat_curves, fcca
     from core.intake import io
     from core.intake.models import from_model

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from oracles import grid_brute_force, tiny_models
 
 from core.intake.models import from_model
 from core.model import Tree, TreeEnsemble
 from core.optimal import optimal_counterfactual
 from core.regions import counterfactual_set, decompose, exact_counterfactual, projection_regions, slice_regions
-from oracles import grid_brute_force, tiny_models
 
 
 def _stump(feature, t, left, right, d=2):

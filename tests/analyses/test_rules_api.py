@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from oracles import brute_crp
 from sklearn.datasets import load_breast_cancer
 from sklearn.ensemble import GradientBoostingClassifier
 
 from core.errors import NoCounterfactualRuleError, QueryError
-from core.rules import CounterfactualRules, FittedRules
-from core.rules import engines, sampling, search
-from oracles import brute_crp
+from core.rules import CounterfactualRules, FittedRules, engines, sampling, search
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import pytest
 
 from core.intake.demo import synthetic_credit
 from core.schema import infer_schema
-from core.tcrex import TCREx, NoValidRuleError
+from core.tcrex import NoValidRuleError, TCREx
 
 
 @pytest.fixture(scope="module")

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import adult_sources
+from tcrex_v1 import TCRExV1
+
 from core.intake.demo import synthetic_credit
 from core.schema import infer_schema
 from core.tcrex import TCREx
-from tcrex_v1 import TCRExV1
 
 
 def assert_same_fit(new: TCREx, old: TCREx, X_query: np.ndarray) -> None:

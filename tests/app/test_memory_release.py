@@ -14,7 +14,6 @@ import sys
 import types
 
 import pytest
-
 from conftest import ROOT
 
 from dashboard import memory

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 
-from conftest import ROOT
 from core.intake.demo import synthetic_credit
 
 APP = str(ROOT / "dashboard" / "app.py")

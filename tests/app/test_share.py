@@ -4,9 +4,8 @@ outcome the row does not have."""
 
 from __future__ import annotations
 
-from streamlit.testing.v1 import AppTest
-
 from conftest import ROOT
+from streamlit.testing.v1 import AppTest
 
 
 def _app(params=None, page="optimal_cf.py"):

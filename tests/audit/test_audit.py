@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
-from core.audit import fairstats as fs
 from conftest import demo_credit
+
 from core.audit import Audit, AuditError, run_audit
+from core.audit import fairstats as fs
 from core.audit.stats import _statistics
 
 
@@ -146,7 +146,7 @@ def test_crafted_or_damaged_saved_audits_are_refused_before_drawing(credit_audit
         lambda d: d["meta"]["schema"].__setitem__("features", "all"),
         lambda d: [r.__setitem__(col(d["rows"], f"group:{attr}"), None) for r in d["rows"]["data"]],
     ]
-    for k, attack in enumerate(attacks):
+    for attack in attacks:
         data = mutated(attack)
         try:
             Audit.from_file(data)

@@ -73,6 +73,7 @@ def test_models_that_cannot_be_compared_say_why(planted):
 def test_cli_compares_two_model_files(tmp_path, capsys):
     """python -m core.audit ... --compare-model other.txt: the comparison report and its rows."""
     from conftest import demo_credit
+
     from core.audit.cli import main
     from core.intake.demo import updated_model
 

@@ -22,9 +22,14 @@ def decisions():
 
 
 def test_matches_fairlearn_and_intervals_contain_the_estimates(decisions):
-    from fairlearn.metrics import (demographic_parity_difference, demographic_parity_ratio,
-                                   equalized_odds_difference, equalized_odds_ratio, selection_rate,
-                                   true_positive_rate)
+    from fairlearn.metrics import (
+        demographic_parity_difference,
+        demographic_parity_ratio,
+        equalized_odds_difference,
+        equalized_odds_ratio,
+        selection_rate,
+        true_positive_rate,
+    )
 
     labels, y, pred = decisions
     gf = group_fairness(labels, pred, favourable=1, y_true=y, n_boot=200)

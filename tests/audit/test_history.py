@@ -10,8 +10,8 @@ import zlib
 import pandas as pd
 import pytest
 import sqlalchemy as sa
-
 from conftest import demo_credit
+
 from core.audit import Audit, run_audit
 from core.audit.history import AUDITS, LOCAL_OWNER, AuditStore, HistoryError, compare, default_url, new_owner_key
 

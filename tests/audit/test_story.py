@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import ROOT, demo_credit
+
 from core.audit import run_audit
 from core.audit.story import _region, case_story
 from core.intake.workspace import build_workspace

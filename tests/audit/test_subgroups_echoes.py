@@ -16,10 +16,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from subgroups_v1 import old_conditions, old_scan_subgroups
 
 from core.audit.subgroups import _subgroups, conditions, scan_subgroups
 from core.intake.demo import synthetic_credit
-from subgroups_v1 import old_conditions, old_scan_subgroups
 
 EMPLOYMENT = ["employment=employed", "employment=self_employed", "employment=unemployed", "employment=student"]
 EXACT = ["subgroup", "size", "metric", "label", "value", "rest", "p_value", "p_adjusted", "significant", "worse"]

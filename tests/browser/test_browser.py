@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from browser_util import app_view, browser_page, shots_dir as _shots
+from browser_util import app_view, browser_page
+from browser_util import shots_dir as _shots
 
 pytestmark = pytest.mark.browser
 

@@ -4,7 +4,6 @@ column the model reads as one-hot features, and the rules page counts the table'
 from __future__ import annotations
 
 import pytest
-
 from browser_util import app_view, shots_dir
 
 pytestmark = pytest.mark.browser

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from browser_util import app_view, shots_dir
 
 pytestmark = pytest.mark.browser

@@ -12,7 +12,6 @@ request: 1 in ~10 at 20 clicks a second, none in 30 at 3 a second).
 from __future__ import annotations
 
 import pytest
-
 from browser_util import app_view, shots_dir
 
 pytestmark = pytest.mark.browser

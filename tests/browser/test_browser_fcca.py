@@ -16,7 +16,6 @@ import re
 import time
 
 import pytest
-
 from browser_util import browser_page, shots_dir, upload
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from browser_util import browser_page, running_app
 
 pytestmark = pytest.mark.browser

@@ -20,7 +20,6 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-
 from browser_util import browser_page, shots_dir, upload
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

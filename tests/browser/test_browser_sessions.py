@@ -8,8 +8,8 @@ import threading
 from urllib.parse import quote
 
 import pytest
-
-from browser_util import app_view, shots_dir as _shots
+from browser_util import app_view
+from browser_util import shots_dir as _shots
 
 pytestmark = pytest.mark.browser
 

@@ -11,8 +11,8 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import demo_credit
+
 from core.audit import run_audit
 from core.audit.story import case_story
 from core.counterfactual import describe_changes

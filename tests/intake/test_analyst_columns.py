@@ -7,13 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import ROOT
 from sklearn.compose import ColumnTransformer
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 from streamlit.testing.v1 import AppTest
 
-from conftest import ROOT
 from core.intake.columns import NONE, analyst_columns, apply_values, column_values, columns_of
 from core.intake.workspace import build_workspace
 

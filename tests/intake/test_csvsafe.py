@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import io
 import re
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
 from conftest import ROOT
+
 from core.intake.csvsafe import neutralise, to_csv
 
 HOSTILE = ["=HYPERLINK(\"http://x\",\"y\")", "+cmd|' /C calc'!A0", "-2+3+cmd|' /C calc'!A0", "@SUM(1+1)*cmd",

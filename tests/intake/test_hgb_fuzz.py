@@ -57,8 +57,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.intake_mutations import (ADULT_CATEGORIES, REFUSE, adult_like, hgb_files, hgb_skops_edits,  # noqa: E402
-                                     table_edits)
+from tests.intake_mutations import ADULT_CATEGORIES, REFUSE, adult_like, hgb_files, hgb_skops_edits, table_edits  # noqa: E402
 
 UNEXPECTED = ("Traceback", "IndexError", "OverflowError", "KeyError", "TypeError", "AttributeError",
               "ZeroDivisionError", "Buffer dtype mismatch")
@@ -437,7 +436,7 @@ SPACED = ("a trailing space", "quoted spaces")
 def _table_verdicts(table, seed: int, spaced: bool) -> dict[str, tuple[str, str]]:
     df, models = table
     seen = {}
-    for k, (name, data, held) in enumerate(table_edits(df, "Class", np.random.default_rng(seed))):
+    for name, data, held in (table_edits(df, "Class", np.random.default_rng(seed))):
         if any(s in name for s in SPACED) == spaced:
             for fname, model in models.items():
                 seen[f"{name} ({fname})"] = table_verdict(data, held, model)

@@ -23,7 +23,7 @@ import pytest
 from core.errors import AtlasError, ModelError
 from core.intake import io
 from core.intake.sandbox import load_vetted
-from tests.intake_mutations import mutations, valid_files, xgboost_json_edits, _to_ubj
+from tests.intake_mutations import _to_ubj, mutations, valid_files, xgboost_json_edits
 
 UNEXPECTED = ("Traceback", "IndexError", "OverflowError", "KeyError", "TypeError", "AttributeError")
 

@@ -8,8 +8,8 @@ import pickle
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import adult_sources, carried_data
+
 from core.errors import DataError, ModelError, SchemaError, UnsupportedModelError, UntrustedPickleError
 from core.intake import io as cio
 from core.intake.models import from_model

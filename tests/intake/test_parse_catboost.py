@@ -14,8 +14,8 @@ import string
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import adult_sources
+
 from core.errors import UnsupportedModelError
 from core.intake import io
 from core.intake.models import from_model
@@ -127,6 +127,7 @@ def _codes(ens, df):
 def test_folding_the_other_level_changes_no_prediction(tmp_path):
     """A level no data value takes is folded into the missing code: same routes on every code."""
     from conftest import every_code
+
     from core.intake.parsing.catboost import fold_other_level
 
     df, y = _frame(800, seed=4)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import adult_sources, every_code
+
 from core.intake import io
 from core.intake.models import from_model
 from core.intake.sandbox import load_vetted

@@ -9,13 +9,20 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import adult_sources
 from sklearn.compose import ColumnTransformer
 from sklearn.impute import SimpleImputer
 from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import (FunctionTransformer, MaxAbsScaler, MinMaxScaler, OneHotEncoder, OrdinalEncoder,
-                                   RobustScaler, StandardScaler)
+from sklearn.preprocessing import (
+    FunctionTransformer,
+    MaxAbsScaler,
+    MinMaxScaler,
+    OneHotEncoder,
+    OrdinalEncoder,
+    RobustScaler,
+    StandardScaler,
+)
 
-from conftest import adult_sources
 from core.errors import SchemaError, UnsupportedModelError
 from core.intake import io
 from core.intake.models import from_model

@@ -16,8 +16,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import ROOT
+
 from core.errors import DataError
 from core.intake.io import load_table, prepare_data
 from dashboard.deploy import Deployment
@@ -66,9 +66,9 @@ def _refusal_in_child(path: str, public: bool) -> dict:
         grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
         print(json.dumps({{"message": message, "grown_mb": grown / 1024}}))
     """)
-    setup = (f"PUBLIC = Deployment(public=True, max_upload_mb=50, max_rows=200_000, scheduler=None, "
-             f"max_table_mb=512)\nLOCAL = Deployment(public=False, max_upload_mb=200, max_rows=None, "
-             f"scheduler=None, max_table_mb=2048)\n")
+    setup = ("PUBLIC = Deployment(public=True, max_upload_mb=50, max_rows=200_000, scheduler=None, "
+             "max_table_mb=512)\nLOCAL = Deployment(public=False, max_upload_mb=200, max_rows=None, "
+             "scheduler=None, max_table_mb=2048)\n")
     script = script.replace("data = open", setup + "data = open", 1)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]

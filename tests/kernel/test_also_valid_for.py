@@ -8,9 +8,9 @@ import itertools
 
 import numpy as np
 import pytest
+from conftest import make_data
 from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier, RandomForestRegressor
 
-from conftest import make_data
 from core.counterfactual import make_cost_model
 from core.errors import QueryError
 from core.intake.models import from_model
@@ -127,8 +127,9 @@ def test_regressors_with_an_interval(two_models):
 
 
 def test_three_classes_fixed_features_and_a_schema(two_models):
-    from core.schema import infer_schema
     import pandas as pd
+
+    from core.schema import infer_schema
 
     X, *_ = two_models
     y3 = np.digitize(X[:, 0] + 0.5 * X[:, 2], [-0.5, 0.5])
@@ -172,6 +173,7 @@ def test_one_hot_groups_and_plausibility_with_two_model_versions():
     """The demo's one-hot employment group and its updated model: the point is valid on both original models,
     switches category as one feature, costs no less than either model alone, and the two exact methods agree."""
     from conftest import demo_credit
+
     from core.cells import Plausibility
     from core.intake.demo import updated_model
     from core.intake.workspace import build_workspace

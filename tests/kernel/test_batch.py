@@ -69,10 +69,10 @@ def test_an_interrupted_run_does_not_break_the_next_one():
 
 
 def test_dask_cluster_gives_the_same_results_as_local_joblib(dask_scheduler):
+    from conftest import make_data
     from sklearn.ensemble import RandomForestClassifier
 
     from core.optimal.batch import batch_counterfactuals
-    from conftest import make_data
 
     X, y = make_data("binary", n=300, d=5, seed=4)
     model = RandomForestClassifier(n_estimators=20, max_depth=4, random_state=0).fit(X, y)

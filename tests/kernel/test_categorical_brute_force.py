@@ -14,10 +14,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from oracles import categorical_brute_force
 
 from core.intake.workspace import build_workspace
 from core.optimal import optimal_counterfactual
-from oracles import categorical_brute_force
+
 
 def _table(n=600, seed=0):
     rng = np.random.default_rng(seed)

@@ -13,12 +13,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from oracles import categorical_brute_force
 
 from core.cells.groups import grouped_leaves
 from core.cells.problem import build_problem
 from core.intake.workspace import build_workspace
 from core.optimal import optimal_counterfactual
-from oracles import categorical_brute_force
 
 
 def _table(n=900, seed=1):

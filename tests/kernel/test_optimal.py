@@ -7,9 +7,9 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import make_data
 from oracles import grid_brute_force, tiny_models
+
 from core.intake.demo import synthetic_credit
 from core.intake.models import from_model
 from core.optimal import Plausibility, build_problem, greedy_start, optimal_counterfactual, radius_bound

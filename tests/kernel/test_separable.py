@@ -4,11 +4,11 @@ same optimal costs as the general CP-SAT model, and only runs where it applies."
 from __future__ import annotations
 
 import pytest
+from conftest import make_data
 
 import core.optimal as opt
 from core.intake.models import from_model
 from core.schema import infer_schema
-from conftest import make_data
 
 
 def _stump_models(X, y):

@@ -8,7 +8,7 @@ import pytest
 
 from core.errors import ModelError
 from core.model import Tree, TreeEnsemble, category_bits_from_sets
-from core.model import flatwalk as ens_mod   # the tree walk and its compiled/numpy switch
+from core.model import flatwalk as ens_mod  # the tree walk and its compiled/numpy switch
 
 
 def _random_tree(rng, n_codes: int, depth: int) -> Tree:

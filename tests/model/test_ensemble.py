@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import FAMILY_IDS
+
 from core.errors import ModelError, UnsupportedModelError
 from core.intake.models import from_model
 from core.intake.parsing import probe_points
@@ -211,7 +211,7 @@ def test_lightgbm_zero_zone_thresholds():
 
 @pytest.mark.parametrize("fid", ["sk-rf-multi", "xgb-multi", "lgb-bin", "sk-gb-reg"])
 def test_compiled_and_numpy_walks_agree(fitted, fid, monkeypatch):
-    import core.model.flatwalk as ce   # the walk and its switch
+    import core.model.flatwalk as ce  # the walk and its switch
 
     assert ce._treewalk is not None, "the compiled walk (core/model/_treewalk.c) was not built: reinstall with a C compiler"
     model, X, *_ = fitted(fid)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import ROOT, demo_credit
 from streamlit.testing.v1 import AppTest
 
-from conftest import ROOT, demo_credit
 from core.audit import run_audit
 from core.audit.story import case_story
 from core.errors import SchemaError

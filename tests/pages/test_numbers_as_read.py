@@ -8,9 +8,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from streamlit.testing.v1 import AppTest
-
 from conftest import ROOT
+from streamlit.testing.v1 import AppTest
 from test_pages_other_tasks import _load
 
 BAD = [(re.compile(r"np\.(int|float|str|bool)\w*\("), "a numpy repr"),

@@ -4,9 +4,8 @@ invalidation study with per-group figures, exports; bad model B refused, nothing
 from __future__ import annotations
 
 import numpy as np
-from streamlit.testing.v1 import AppTest
-
 from conftest import ROOT
+from streamlit.testing.v1 import AppTest
 
 
 def _page():
@@ -31,7 +30,6 @@ def test_demo_update_is_compared_and_studied():
     assert len(c.rows) == 30 and set(c.groups["group"]) == {"0", "1"}
     ws = at.session_state["workspace"]
     b = at.session_state["cm_b"]["ws"]
-    X = ws.X.to_numpy(float)
     found = (c.rows["found_a"] == 1).to_numpy()
     assert found.sum() >= 20
     for k in np.flatnonzero(found):                                   # invalidated = B does not give the target

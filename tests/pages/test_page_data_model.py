@@ -7,9 +7,8 @@ import pickle
 import numpy as np
 import pandas as pd
 import pytest
-from streamlit.testing.v1 import AppTest
-
 from conftest import ROOT
+from streamlit.testing.v1 import AppTest
 
 APP = str(ROOT / "dashboard" / "app.py")
 

@@ -4,7 +4,6 @@ each visitor's audits private."""
 
 from __future__ import annotations
 
-
 from dashboard import deploy
 
 

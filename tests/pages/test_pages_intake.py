@@ -9,9 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from streamlit.testing.v1 import AppTest
-
 from conftest import ROOT
+from streamlit.testing.v1 import AppTest
 
 PAGES = ["compare_models.py", "optimal_cf.py", "metarule_tree.py", "decision_regions.py", "counterfactual_rules.py",
          "fcca.py", "fairness_audit.py"]
