@@ -366,6 +366,8 @@ def test_case_story(app, adult):
     _shot(page, shots, "case_story")
     story = page.inner_text('[data-testid="stMain"]')
     assert "missing" in story, story[:4000]
+    # the case table's canvas fills its accessible copy of the cells after the page settles
+    page.locator('[data-testid="stDataFrame"] table[role="grid"] tbody tr').first.wait_for(state="attached", timeout=LONG)
     case = _tables(page)[0]
     assert case[0]["income"] == "missing", case
     assert "missing" in case[0]["workclass"], case
