@@ -98,11 +98,10 @@ frequent, and ``("other", c)``, read by :func:`core.counterfactual.output_mask`)
 :func:`core.counterfactual.check_time_limit`), ``progress(done, total)`` on
 long runs (the audit adds its stage: ``progress(stage, done, total)``),
 ``should_stop()`` polled to cancel, ``random_state``. Settings that change an
-answer are passed where they act (a counterfactual rule's ``pi``, ``pi_c``
-and ``top_k`` per query; an optimal counterfactual's, the audit's and FCCA's
-settings as :class:`core.optimal.OptimalSettings` /
-:class:`core.audit.AuditSettings` / :class:`core.compression.FCCASettings`, or as
-keywords that override them). The optimal counterfactual's ``on_progress(result)``
+answer are keyword-only parameters of the call where they act (a counterfactual
+rule's ``pi``, ``pi_c`` and ``top_k`` per query), checked at the call by
+:func:`core.settings.validated`; ``n_jobs`` / ``scheduler`` mean the same
+everywhere (:mod:`core.settings`). The optimal counterfactual's ``on_progress(result)``
 is not a progress count: it hands over the first valid point (the warm start)
 while the solver works on the proof. Results are frozen dataclasses; errors a user
 can cause are the classes of :mod:`core.errors` (all ``ValueError``); values
@@ -125,11 +124,11 @@ __version__ = "0.1.0"
 #: The public face: ``from core import NAME`` for each, loaded on first use (PEP 562).
 _PUBLIC = {
     # the five analyses
-    "optimal_counterfactual": "core.optimal", "OptimalSettings": "core.optimal",
+    "optimal_counterfactual": "core.optimal",
     "exact_counterfactual": "core.regions", "counterfactual_set": "core.regions",
     "TCREx": "core.tcrex", "CounterfactualRules": "core.rules",
-    "fcca": "core.compression", "FCCASettings": "core.compression",
-    "run_audit": "core.audit", "AuditSettings": "core.audit",
+    "fcca": "core.compression",
+    "run_audit": "core.audit",
     # intake
     "load_model": "core.intake.io", "load_table": "core.intake.io",
     "build_workspace": "core.intake.workspace", "from_model": "core.intake.models",
@@ -144,17 +143,16 @@ _PUBLIC = {
 }
 
 __all__ = [
-    "Audit", "AuditSettings", "Box", "CounterfactualResult", "CounterfactualRules", "FCCAResult", "FCCASettings",
-    "LocalRule", "Metarule", "OptimalSettings", "Region", "RegionSet", "RegionalRule", "Rule", "Schema", "TCREx",
+    "Audit", "Box", "CounterfactualResult", "CounterfactualRules", "FCCAResult",
+    "LocalRule", "Metarule", "Region", "RegionSet", "RegionalRule", "Rule", "Schema", "TCREx",
     "TreeEnsemble", "Workspace", "already_at_target", "build_workspace", "counterfactual_set", "default_target",
     "exact_counterfactual", "fcca", "from_model", "infer_schema", "load_model", "load_table",
     "optimal_counterfactual", "run_audit"
 ]
-assert sorted(_PUBLIC) == __all__
 
 if TYPE_CHECKING:
-    from core.audit import Audit, AuditSettings, run_audit
-    from core.compression import FCCASettings, fcca
+    from core.audit import Audit, run_audit
+    from core.compression import fcca
     from core.compression.result import FCCAResult
     from core.counterfactual import CounterfactualResult, already_at_target, default_target
     from core.intake.io import load_model, load_table
@@ -162,7 +160,7 @@ if TYPE_CHECKING:
     from core.intake.workspace import Workspace, build_workspace
     from core.model import TreeEnsemble
     from core.model.box import Box
-    from core.optimal import OptimalSettings, optimal_counterfactual
+    from core.optimal import optimal_counterfactual
     from core.regions import Region, RegionSet, counterfactual_set, exact_counterfactual
     from core.rules import CounterfactualRules
     from core.rules.results import LocalRule, RegionalRule

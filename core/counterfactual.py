@@ -224,8 +224,8 @@ def at_target(ens: TreeEnsemble, target: Any, predictions: Any) -> np.ndarray:
 """
     tgt = make_target(ens, target)
     p = np.asarray(predictions)
-    if tgt.kind == "class":
-        return np.array([v == tgt.label or str(v) == str(tgt.label) for v in p.ravel()], dtype=bool).reshape(p.shape)
+    if tgt.kind == "class":            # the label as predicted, or as written (1 and "1" alike)
+        return np.asarray(p == tgt.label, dtype=bool) | (p.astype(str) == str(tgt.label))
     p = p.astype(float)
     return (p >= tgt.lo) & (p <= tgt.hi)
 

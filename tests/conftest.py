@@ -94,13 +94,13 @@ def fresh_history(tmp_path, monkeypatch):
 
 def shared_data(name: str) -> Path:
     """Path of a dataset in ../shared/data; where it is absent (a user's clone), the copy
-    the repository carries of a file it carries whole (``CARRIED_WHOLE``), else skip."""
+    the repository carries of a file it carries whole (``CARRIED_WHOLE``); never a skip."""
     p = SHARED_DATA / name
     if p.exists():
         return p
-    if name in CARRIED_WHOLE:
-        return carried_data(name)
-    pytest.skip(f"{p} is absent: the shared datasets live beside the repository only on CI/dev machines")
+    assert name in CARRIED_WHOLE, (f"{p} is absent and the repository does not carry {name}: carry it "
+                                   "(tests/data/make_samples.py) so the test runs on every clone")
+    return carried_data(name)
 
 
 def carried_data(name: str) -> Path:

@@ -16,6 +16,7 @@ CALLABLE = sorted(n for n in core.__all__ if n[0].islower() or n in ("TCREx", "C
 
 
 def test_every_public_name_resolves():
+    assert sorted(core._PUBLIC) == core.__all__                 # one list, kept sorted
     for name in core.__all__:
         assert getattr(core, name) is not None, name
     assert set(dir(core)) >= set(core.__all__)

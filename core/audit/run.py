@@ -91,22 +91,22 @@ class AuditSettings:
         recourse gaps (core.audit.subgroups), with effectiveness measured within ``budget``.
     """
 
-    max_rows: int | None = 500
-    norm: Any = "l1"
-    time_limit: float = 10.0
-    n_jobs: int = 1
-    scheduler: Any = None
-    n_boot: int = 1000
-    n_perm: int = 2000
-    alpha: float = 0.05
-    tcrex: bool = True
-    tcrex_rho: float = 0.02
-    tcrex_tau: float = 0.9
-    local_rules_per_group: int = 10
-    random_state: int = 0
-    scan: bool = True
-    min_subgroup: int = 20
-    budget: float | None = None
+    max_rows: int | None
+    norm: Any
+    time_limit: float
+    n_jobs: int
+    scheduler: Any
+    n_boot: int
+    n_perm: int
+    alpha: float
+    tcrex: bool
+    tcrex_rho: float
+    tcrex_tau: float
+    local_rules_per_group: int
+    random_state: int
+    scan: bool
+    min_subgroup: int
+    budget: float | None
 
 
 @dataclass(frozen=True)

@@ -125,14 +125,14 @@ class FCCASettings:
         counterfactual in time is left out (``statuses`` counts it).
     """
 
-    p0: float = 0.5
-    p1: float = 1.0
-    lambda0: float = 0.1
-    lambda1: float = 1.0
-    lambda2: float = 0.0
-    eps: Any = None
-    max_points: int | None = None
-    time_limit: float = 10.0
+    p0: float
+    p1: float
+    lambda0: float
+    lambda1: float
+    lambda2: float
+    eps: Any
+    max_points: int | None
+    time_limit: float
 
 
 @validated(FCCAError, p0=probability, p1=probability, lambda0=nonnegative, lambda1=nonnegative,

@@ -140,20 +140,20 @@ class OptimalSettings:
     model's own: the plain formulation, for benchmarks).
     """
 
-    schema: Schema | None = None
-    norm: Any = "l1"
-    weights: Any = None
-    fixed: Iterable[Any] | None = None
-    increase_only: Iterable[Any] | None = None
-    decrease_only: Iterable[Any] | None = None
-    plausibility: Plausibility | Any | None = None
-    also_valid_for: Iterable[Any] = ()
-    margin: float | None = None
-    backend: str = "auto"
-    time_limit: float = 30.0
-    n_solutions: int = 1
-    n_workers: int = 2
-    warm: bool = True
+    schema: Schema | None
+    norm: Any
+    weights: Any
+    fixed: Iterable[Any] | None
+    increase_only: Iterable[Any] | None
+    decrease_only: Iterable[Any] | None
+    plausibility: Plausibility | Any | None
+    also_valid_for: Iterable[Any]
+    margin: float | None
+    backend: str
+    time_limit: float
+    n_solutions: int
+    n_workers: int
+    warm: bool
 
 
 def _held_states(ens: TreeEnsemble, x: Any, s: OptimalSettings) -> TreeEnsemble:
