@@ -119,11 +119,12 @@ def _solve_lp(rows, lo, hi, obj, n_vars):
     lo, hi = lo / scale, hi / scale
     eq = np.isfinite(lo) & (lo == hi)
     up, down = np.isfinite(hi) & ~eq, np.isfinite(lo) & ~eq
-    res = linprog(obj / max(abs(obj).max(), 1.0), A_ub=sparse.vstack([A[up], -A[down]]), b_ub=np.r_[hi[up], -lo[down]],
+    unit = max(float(abs(obj).max()), 1.0)
+    res = linprog(obj / unit, A_ub=sparse.vstack([A[up], -A[down]]), b_ub=np.r_[hi[up], -lo[down]],
                   A_eq=A[eq] if eq.any() else None, b_eq=lo[eq] if eq.any() else None, bounds=(0, 1), method="highs")
     if res.status != 0:
         raise RuntimeError(res.message)
-    return float(res.fun) * max(abs(obj).max(), 1.0), res.x
+    return float(res.fun) * unit, res.x
 
 
 def _order_booleans(names: list[str]) -> dict[int, tuple[int, int]]:

@@ -48,9 +48,10 @@ def _same_rule(a, b) -> None:
         assert (u.crp, u.n_cells) == (v.crp, v.n_cells)
 
 
-def _inside_direction(rule, x, inc=(), dec=()) -> None:
+def _inside_direction(rule, x, inc=(), dec=()) -> int:
     """Every value the rule (and each alternative) allows on an increase-only
-    feature is >= x_j, on a decrease-only one <= x_j, and the box is not empty."""
+    feature is >= x_j, on a decrease-only one <= x_j, and the box is not empty.
+    Returns how many of the rule's features had a direction to check."""
     for box in (rule, *rule.alternatives):
         for j in rule.features:
             assert box.lower[j] < box.upper[j]
@@ -58,6 +59,7 @@ def _inside_direction(rule, x, inc=(), dec=()) -> None:
                 assert box.lower[j] >= np.nextafter(x[j], -np.inf) and box.upper[j] >= x[j], (j, box.lower[j], x[j])
             if j in dec:
                 assert box.upper[j] <= x[j], (j, box.upper[j], x[j])
+    return len(set(rule.features) & (set(inc) | set(dec)))
 
 
 def test_names_and_indices_give_identical_rules(cancer):
@@ -104,11 +106,12 @@ def test_increase_only_is_respected_by_the_box_and_the_samples(cancer):
     box lies at or above x on them, its CRP is the Regional RF's (oracle), and
     every sample keeps x_j' >= x_j."""
     X, pred, names, cr = cancer
+    directed = 0
     for i in (0, 40, 80, 160, 320):
         x, t = X[i], 1 - pred[i]
         inc = cr.local_rule(x, t).features
         rule = cr.local_rule(x, t, increase_only=[names[j] for j in inc])
-        _inside_direction(rule, x, inc=inc)
+        directed += _inside_direction(rule, x, inc=inc)
         inS = np.isin(np.arange(len(x)), rule.features)
         qlo = np.where(inS, rule.lower, np.nextafter(x, -np.inf))
         qhi = np.where(inS, rule.upper, x)
@@ -116,11 +119,13 @@ def test_increase_only_is_respected_by_the_box_and_the_samples(cancer):
         Z = cr.sample_counterfactuals(x, rule, n=5)
         assert np.all(Z[:, list(inc)] >= x[list(inc)])
         assert np.all(rule.contains(Z))
+    assert directed, "no rule bounded an increase-only feature: the box check saw nothing"
 
 
 def test_decrease_only_is_respected_and_can_forbid_the_only_way(threshold):
     X, y, cr = threshold
     rows = np.flatnonzero(y == 0)[:8]
+    checked = 0
     for i in rows:
         x = X[i]
         free = cr.local_rule(x, 1)
@@ -131,10 +136,12 @@ def test_decrease_only_is_respected_and_can_forbid_the_only_way(threshold):
             down = cr.local_rule(x, 1, decrease_only=["a", "b"])
         except NoCounterfactualRuleError:
             continue
-        _inside_direction(down, x, dec=(0, 1))
+        assert _inside_direction(down, x, dec=(0, 1))
         assert down.below_pi_c and "allowed directions" in down.note
         Z = cr.sample_counterfactuals(x, down, n=5)
         assert np.all(Z[:, :2] <= x[:2])
+        checked += 1
+    assert checked, "no row had a decrease-only rule to check"
     both = cr.local_rule(X[rows[0]], 1, increase_only=["a"], decrease_only=["a"])   # both: fixed
     fixed = cr.local_rule(X[rows[0]], 1, fixed=["a"])
     _same_rule(both, fixed)
@@ -160,7 +167,7 @@ def test_a_direction_picks_the_way_to_the_target(two_ways):
     down = cr.local_rule(x, 1, decrease_only=["a"])
     for rule, kw in ((up, dict(inc=(0,))), (down, dict(dec=(0,)))):
         assert 0 in rule.features and not rule.below_pi_c
-        _inside_direction(rule, x, **kw)
+        assert _inside_direction(rule, x, **kw)
     assert up.lower[0] > 0.55 and down.upper[0] <= 0.2
     region = (np.array([0.2, -np.inf, -np.inf]), np.array([0.55, np.inf, np.inf]))
     inside = np.all((cr.X_ > region[0]) & (cr.X_ <= region[1]), axis=1)
@@ -197,7 +204,9 @@ def test_the_estimator_wraps_the_plain_functions_on_its_state(cancer):
     regions = cr.propose_regions(1)
     assert all(np.array_equal(p[0], q[0]) and np.array_equal(p[1], q[1])
                for p, q in zip(regions, search.propose_regions(st, 1)))
-    for u, v in zip(cr.regional_rules(regions[:2], 1, pi_c=0.6), search.regional_rules(st, regions[:2], 1, pi_c=0.6)):
+    pairs = list(zip(cr.regional_rules(regions[:2], 1, pi_c=0.6), search.regional_rules(st, regions[:2], 1, pi_c=0.6)))
+    assert any(u.found for u, _ in pairs)        # so the regional CRPs below are compared
+    for u, v in pairs:
         assert (u.features, u.cdp, u.crp, u.note) == (v.features, v.cdp, v.crp, v.note)
         if u.found:
             assert cr.regional_crp(u.region_lower, u.region_upper, 1, u.lower, u.upper) == \
