@@ -80,11 +80,14 @@ stacked arrays and the walk (compiled ``_treewalk`` or numpy) in
 :mod:`core.model.flatwalk`, with its switch ``core.model.flatwalk.USE_COMPILED``;
 :mod:`core.model.categorical` and :mod:`core.model.missing` rewrite category splits
 and missing values as exact 0/1 columns, and :mod:`core.model.native` feeds rows
-back to the source model (verification and re-checks). The names the analyses
+back to the source model (verification and re-checks). :mod:`core.model.guarantee`
+holds :class:`Guarantee`, what every answer says it guarantees (proven optimal, exact,
+valid on the model, estimated) and about which kind of model. The names the analyses
 use are importable from ``core.model``.
 """
 
 from core.model.ensemble import Link, Task, TreeEnsemble, as_ensemble, register_converter
+from core.model.guarantee import Guarantee
 from core.model.tree import (
                              MISSING_ONLY,
                              Tree,
@@ -95,5 +98,5 @@ from core.model.tree import (
                              node_category_masks,
 )
 
-__all__ = ["TreeEnsemble", "Tree", "Link", "Task", "as_ensemble", "register_converter", "node_boxes",
+__all__ = ["TreeEnsemble", "Guarantee", "Tree", "Link", "Task", "as_ensemble", "register_converter", "node_boxes",
            "node_category_masks", "float32_le_bound", "float32_floor", "category_bits_from_sets", "MISSING_ONLY"]
