@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from core.errors import QueryError
-from core.model import TreeEnsemble
+from core.model import Guarantee, TreeEnsemble
 from core.shown import approx_text, number_text
 
 if TYPE_CHECKING:
@@ -345,6 +345,12 @@ class CounterfactualResult:
     prediction: Any = None
     alternatives: tuple["CounterfactualResult", ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
+    guarantee: Guarantee | None = None
+
+    def __post_init__(self) -> None:
+        if self.guarantee is None:          # a tree ensemble's exact solve: the status says what is proven
+            object.__setattr__(self, "guarantee", status_guarantee(self.status, self.x is not None and self.valid,
+                                                                   self.gap, self.lower_bound))
 
     @property
     def found(self) -> bool:
@@ -367,7 +373,22 @@ class CounterfactualResult:
                        for k, v in self.params.items()},
             "alternatives": [a.to_dict() for a in self.alternatives],
             "timings": self.timings,
+            "guarantee": None if self.guarantee is None else self.guarantee.to_dict(),
         }
+
+
+def status_guarantee(status: str, found: bool, gap: float = 0.0, bound: float = 0.0,
+                     model_kind: str = "tree_ensemble") -> Guarantee:
+    """What an exact solve's status guarantees (a tree ensemble's or a linear model's)."""
+    if status == "optimal" and found:
+        return Guarantee("proven_optimal", model_kind, gap=0.0, bound=bound)
+    if status == "infeasible":
+        return Guarantee("infeasible", model_kind)
+    if found:
+        g = None if not np.isfinite(gap) else float(gap)
+        return Guarantee("time_limited" if status == "time_limit" else "valid_on_model", model_kind,
+                         gap=g, bound=float(bound) if np.isfinite(bound) else None)
+    return Guarantee("not_found", model_kind)
 
 
 def changes_between(ens: TreeEnsemble, x_hat: np.ndarray, x: np.ndarray) -> tuple[Change, ...]:
