@@ -12,7 +12,8 @@ The semantics are onnxruntime's (the reference every reading is verified against
   the threshold a float32), float64 for a double tensor (a value that went through a
   float32 ``Cast`` first is a float32 value there);
 * modes: ``BRANCH_LEQ`` ``x <= a``, ``LT``, ``GTE``, ``GT``, ``EQ``, ``NEQ``, ``MEMBER``
-  (``x`` in a set); true goes to the true child;
+  (onnxruntime: ``x`` truncated to an integer is in the set, which holds integers only;
+  so ``-0.5`` is a member of ``{0}``); true goes to the true child;
 * a missing value (NaN) goes to the true child iff ``nodes_missing_value_tracks_true``
   is set, except at ``NEQ`` where ``NaN != a`` holds;
 * the trees are the runs of consecutive ``nodes_treeids`` (each run's first node its
@@ -138,19 +139,30 @@ def _holds(mode: str, v: float, a: float, members: np.ndarray | None) -> bool:
         return bool(v == a)
     if mode == "BRANCH_NEQ":
         return bool(v != a)
-    return bool(members is not None and np.any(members == v))
+    return bool(members is not None and v == v and np.any(members == np.trunc(v)))
 
 
 def _pieces(mode: str, a: float, dom: _Domain, members: np.ndarray | None) -> tuple[list[float], list[bool]]:
     """The real line cut at bounds ``T_1 < .. < T_m`` (``x <= T``), with whether the
     comparison holds on each of the m+1 pieces; empty pieces dropped, equal neighbours merged."""
-    if mode == "BRANCH_MEMBER":
+    if mode == "BRANCH_MEMBER":             # onnxruntime: the value truncated to an integer is in the set
         vals = np.unique(np.asarray(members, dtype=np.float64))
         vals = vals[~np.isnan(vals)]
+        if np.any(vals != np.trunc(vals)):
+            raise UnsupportedModelError("A set-membership split lists values that are not integers; onnxruntime "
+                                        "tests membership of the value truncated to an integer only.")
+        spans: list[list[float]] = []
+        for v in vals:
+            lo, hi = ((dom.lt(v), dom.lt(v + 1)) if v > 0 else (dom.le(-1.0), dom.lt(1.0)) if v == 0
+                      else (dom.le(v - 1), dom.le(v)))
+            if spans and lo <= spans[-1][1]:
+                spans[-1][1] = max(spans[-1][1], hi)
+            else:
+                spans.append([lo, hi])
         bounds: list[float] = []
         labels = [False]
-        for v in vals:
-            bounds += [dom.lt(v), dom.le(v)]
+        for lo, hi in spans:
+            bounds += [lo, hi]
             labels += [True, False]
     elif a != a:                                # a NaN threshold: every comparison false (NEQ true)
         bounds, labels = [], [mode == "BRANCH_NEQ"]
