@@ -106,7 +106,7 @@ def _to_v5(proto, members=None):
     a = {x.name: helper.get_attribute_value(x) for x in node.attribute}
     code = {m: k for k, m in enumerate(MODES + ["BRANCH_MEMBER"])}
     idx, leaf_idx = {}, {}
-    for k, (t, i, m) in enumerate(zip(a["nodes_treeids"], a["nodes_nodeids"], a["nodes_modes"])):
+    for t, i, m in zip(a["nodes_treeids"], a["nodes_nodeids"], a["nodes_modes"]):
         (leaf_idx if m == b"LEAF" else idx)[(t, i)] = len(leaf_idx if m == b"LEAF" else idx)
     weights = {(t, i): w for t, i, w in zip(a["target_treeids"], a["target_nodeids"], a["target_weights"])}
     modes, feats, splits, tid, tleaf, fid, fleaf, tracks, roots, mv = [], [], [], [], [], [], [], [], [], []
