@@ -101,13 +101,35 @@ def _arr(attrs: dict[str, Any], name: str, dtype: Any, n: int | None = None) -> 
 
 
 # ------------------------------------------------------------- comparisons
+Bounds = dict[tuple[float, bool], tuple[float, float]]
+
+
+def _precompute(values: np.ndarray, tree_f32: bool) -> Bounds:
+    """(threshold, float32 values) -> (le bound, lt bound) for every threshold of an operator,
+    computed at once (see :class:`_Domain`)."""
+    out: Bounds = {}
+    a = np.unique(values[np.isfinite(values)])
+    if tree_f32:
+        a = np.unique(a.astype(_F32).astype(np.float64))
+    with np.errstate(over="ignore", invalid="ignore"):
+        below = np.nextafter(a, -np.inf)
+        le32 = float32_le_bound(float32_floor(a))
+        lt32 = float32_le_bound(float32_floor(below))
+    for v, l32, t32, b in zip(a.tolist(), le32.tolist(), lt32.tolist(), below.tolist()):
+        out[(v, True)] = (l32, t32)
+        if not tree_f32:
+            out[(v, False)] = (v, b)
+    return out
+
+
 class _Domain:
     """The values a compared input takes: float32 (``f32``: float32 values, compared as such)
     or float64, and bounds ``T`` of the float64 row values for comparisons in that domain."""
 
-    def __init__(self, tree_f32: bool, through32: bool):
+    def __init__(self, tree_f32: bool, through32: bool, bounds: Bounds | None = None):
         self.tree_f32 = tree_f32
         self.f32_values = tree_f32 or through32
+        self.bounds = bounds or {}
 
     def threshold(self, a: float) -> float:
         """The threshold as the operator holds it."""
@@ -115,12 +137,18 @@ class _Domain:
 
     def le(self, a: float) -> float:
         """Largest float64 ``T`` with ``value <= a  <=>  x <= T``."""
+        hit = self.bounds.get((a, self.f32_values))
+        if hit is not None:
+            return hit[0]
         if not self.f32_values:
             return float(a)
         return float(float32_le_bound(np.array([float32_floor(np.array([a]))[0]]))[0])
 
     def lt(self, a: float) -> float:
         """Largest float64 ``T`` with ``value < a  <=>  x <= T``."""
+        hit = self.bounds.get((a, self.f32_values))
+        if hit is not None:
+            return hit[1]
         below = float(np.nextafter(a, -np.inf))
         return self.le(below)
 
@@ -200,7 +228,8 @@ def _pieces(mode: str, a: float, dom: _Domain, members: np.ndarray | None) -> tu
 class _Builder:
     """Node dicts of one tree, with copies of subtrees where a comparison has several pieces."""
 
-    def __init__(self, columns: Sequence[Column], tree_f32: bool, budget: int):
+    def __init__(self, columns: Sequence[Column], tree_f32: bool, budget: int, bounds: Bounds):
+        self.bounds = bounds
         self.columns = columns
         self.tree_f32 = tree_f32
         self.budget = budget
@@ -235,7 +264,7 @@ class _Builder:
             push(true_src if hot else false_src, i, "left")
             push(false_src if hot else true_src, i, "right")
             return i
-        dom = _Domain(self.tree_f32, col.through32)
+        dom = _Domain(self.tree_f32, col.through32, self.bounds)
         if members is not None and self.tree_f32:
             members = members.astype(_F32).astype(np.float64)
         bounds, labels = _pieces(mode, dom.threshold(a) if a == a else a, dom, members)
@@ -271,12 +300,12 @@ class _Builder:
 
 
 def _build(reading_nodes: Any, root: Any, columns: Sequence[Column], tree_f32: bool, budget: int,
-           max_depth: int) -> list[dict[str, Any]]:
+           max_depth: int, bounds: Bounds) -> list[dict[str, Any]]:
     """One tree as node dicts, walked from ``root`` without recursion into the operator's nodes.
 
     ``reading_nodes(src)`` gives an operator node: ("leaf", value vector) or
     ("split", mode, feature, threshold, nan_true, members, true_src, false_src)."""
-    b = _Builder(columns, tree_f32, budget)
+    b = _Builder(columns, tree_f32, budget, bounds)
     stack: list[tuple[Any, int, str, int]] = []
 
     def make(src: Any, depth: int) -> int:
@@ -398,14 +427,14 @@ def _read_v1(op_type: str, attrs: dict[str, Any], columns: Sequence[Column], tre
     if np.any(w_id < 0) or np.any(w_id >= n_targets):
         raise ModelError(f"A leaf weight names target {int(w_id[(w_id < 0) | (w_id >= n_targets)][0])}; the "
                          f"ensemble has {n_targets}.")
-    index = {(int(t), int(i)): k for k, (t, i) in enumerate(zip(tree_ids, node_ids))}
+    index = {ti: k for k, ti in enumerate(zip(tree_ids.tolist(), node_ids.tolist()))}
     if len(index) != n:
         raise ModelError("The tree ensemble lists a node twice (the same tree and node ids).")
     leaf = np.array([m == "LEAF" for m in modes])
     value = np.zeros((n, n_targets))
     has = np.zeros(n, dtype=bool)
-    for t, i, c, w in zip(w_tree, w_node, w_id, w_val):
-        k = index.get((int(t), int(i)))
+    for t, i, c, w in zip(w_tree.tolist(), w_node.tolist(), w_id.tolist(), w_val.tolist()):
+        k = index.get((t, i))
         if k is None:
             raise ModelError(f"A leaf weight is for node {int(i)} of tree {int(t)}, which does not exist.")
         if leaf[k]:                               # onnxruntime ignores weights on a node that is not a leaf
@@ -427,8 +456,9 @@ def _read_v1(op_type: str, attrs: dict[str, Any], columns: Sequence[Column], tre
         return ("split", modes[k], int(feats[k]), float(values[k]), bool(tracks[k]) if tracks.size else False, None,
                 kt, kf)
 
-    starts = [0] + [k for k in range(1, n) if tree_ids[k] != tree_ids[k - 1]]   # onnxruntime: one root per run
-    trees = [_build(node, s, columns, tree_f32_values, budget, n) for s in starts]
+    starts = [0] + (np.flatnonzero(tree_ids[1:] != tree_ids[:-1]) + 1).tolist()   # onnxruntime: one root per run
+    bounds = _precompute(values, tree_f32)
+    trees = [_build(node, s, columns, tree_f32_values, budget, n, bounds) for s in starts]
     _spend(trees, budget)
     agg = _enum(attrs.get("aggregate_function", b"SUM"), _AGGREGATES, "aggregate function")
     post = _enum(attrs.get("post_transform", b"NONE"), POST_TRANSFORMS, "post transform")
@@ -500,7 +530,8 @@ def _read_v5(attrs: dict[str, Any], columns: Sequence[Column], tree_f32: bool, b
         return ("split", modes[k], int(feats[k]), float(splits[k]), bool(tracks[k]) if tracks.size else False,
                 members.get(k), (bool(true_leaf[k]), int(true_ids[k])), (bool(false_leaf[k]), int(false_ids[k])))
 
-    trees = [_build(node, (False, int(r)), columns, tree_f32, budget, n) for r in roots]
+    bounds = _precompute(splits, tree_f32)
+    trees = [_build(node, (False, int(r)), columns, tree_f32, budget, n, bounds) for r in roots]
     _spend(trees, budget)
     agg = _enum(attrs.get("aggregate_function", 1), _AGGREGATES, "aggregate function")
     post = _enum(attrs.get("post_transform", 0), POST_TRANSFORMS, "post transform")
