@@ -85,7 +85,7 @@ else:
             model_file = st.file_uploader(
                 "Model file: XGBoost .json/.ubj, LightGBM .txt, scikit-learn .skops, CatBoost .json/.cbm"
                 + (" (or .pkl/.joblib)" if dep.allows_pickle else ""),
-                type=["json", "ubj", "txt", "skops", "cbm"] + (["pkl", "pickle", "joblib"] if dep.allows_pickle else []),
+                type=["json", "ubj", "txt", "skops", "cbm", "onnx"] + (["pkl", "pickle", "joblib"] if dep.allows_pickle else []),
                 key="dm_model_file")
             trust = dep.allows_pickle and st.checkbox("I trust this file (allow pickle/joblib)", value=False,
                                                       key="dm_trust")

@@ -196,7 +196,8 @@ _spare_lock = threading.Lock()
 _LIBRARY = {"xgboost": ("xgboost", "core.intake.parsing.xgboost"),
             "lightgbm": ("lightgbm", "core.intake.parsing.lightgbm"),
             "skops": ("skops.io", "core.intake.parsing.sklearn"), "pickle": ("joblib", "core.intake.parsing.sklearn"),
-            "catboost": ("core.intake.parsing.catboost",)}
+            "catboost": ("core.intake.parsing.catboost",),
+            "onnx": ("onnx", "onnxruntime", "core.intake.parsing.onnx")}
 STARTUP_LIMIT = 120.0  # seconds a child may take to import its libraries (not counted in the time limit)
 
 

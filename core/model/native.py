@@ -26,8 +26,16 @@ source model itself takes, as its parser recorded in ``ens.meta["input"]``:
 ``"frame-object"``
     a DataFrame whose categorical columns hold the category values themselves
     (object dtype; the missing code becomes NaN) and numerical columns
-    float64 (scikit-learn pipelines with encoders); columns the model requires
-    but does not use (``meta["extra_columns"]``) are added empty.
+    float64 (scikit-learn pipelines with encoders, ONNX graphs taking one input
+    per column); columns the model requires but does not use
+    (``meta["extra_columns"]``) are added empty.
+
+An ONNX model (:class:`core.intake.parsing.onnx_runner.OnnxModel`, recognised by its
+class name, as CatBoost's JSON export is) takes ``"array"`` rows as its one
+``[rows, n]`` tensor and ``"frame-object"`` rows one input per column; onnxruntime
+casts them to the graph's input types. :func:`native_outputs` compares its scores
+(``meta["onnx"]["scores"]``: probabilities, or raw class scores when the graph
+outputs them untransformed) or a regressor's values.
 
 :func:`model_input` with ``frame=True`` always returns a DataFrame: the rows
 in the raw columns the model takes, which is what exports show.
@@ -134,6 +142,8 @@ def native_outputs(ens: TreeEnsemble, model: Any, X: np.ndarray) -> tuple[np.nda
     module = type(model).__module__.split(".")[0]
     if type(model).__name__ == "CatBoostJSON":
         return _catboost_outputs(ens, model, X)
+    if type(model).__name__ == "OnnxModel":
+        return _onnx_outputs(ens, model, X)
     Xn = native_input(ens, model, X)
     if ens.task == "anomaly":
         return ens.score_samples(X), model.score_samples(Xn), "anomaly scores"
@@ -180,6 +190,21 @@ def _catboost_outputs(ens: TreeEnsemble, model: Any, X: np.ndarray) -> tuple[np.
     if not keep.any():
         return ours[:0], np.zeros((0, ours.shape[1])), "raw scores"
     return ours[keep], model.raw_scores(model_input(ens, X[keep], frame=True)), "raw scores"
+
+
+def _onnx_outputs(ens: TreeEnsemble, model: Any, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, str]:
+    """onnxruntime's scores on the rows (:class:`core.intake.parsing.onnx_runner.OnnxModel`),
+    beside the ensemble's: probabilities, the raw class scores when the graph outputs
+    them untransformed (``meta["onnx"]["scores"] == "raw"``), or a regressor's values."""
+    _, scores = model.run(model_input(ens, X))
+    kind = ens.meta.get("onnx", {}).get("scores", "proba")
+    if scores is None:
+        return ens.predict_raw(X), None, "scores"
+    if ens.task == "regression":
+        return ens.predict(X), scores[:, 0], "predictions"
+    if kind == "raw":
+        return ens.predict_raw(X), scores, "scores"
+    return ens.predict_proba(X), scores, "probabilities"
 
 
 def _named(model: Any, X: np.ndarray) -> Any:

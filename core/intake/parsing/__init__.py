@@ -39,6 +39,10 @@ def _parser_for(model: Any) -> Callable[[Any], TreeEnsemble]:
         return parse_lightgbm
     if type(model).__name__ == "CatBoostJSON" or module == "catboost":
         return parse_catboost
+    if type(model).__name__ == "OnnxModel":
+        from core.intake.parsing.onnx import parse_onnx  # only when an ONNX model arrives
+
+        return parse_onnx
     raise describe_unsupported(model)
 
 
@@ -65,8 +69,11 @@ def verify_against_source(ens: TreeEnsemble, model: Any, n_random: int = 64, see
         return
     err = float(np.max(np.abs(ours - theirs))) if ours.size else 0.0
     scale = max(1.0, float(np.max(np.abs(theirs))) if theirs.size else 1.0)
-    # XGBoost accumulates margins in float32: allow its rounding, nothing more
+    # XGBoost accumulates margins in float32: allow its rounding, nothing more; so does
+    # onnxruntime, one float32 addition per tree
     tol = (2e-5 if ens.source.startswith("xgboost") else 1e-6) * scale
+    if ens.source.startswith("onnx"):
+        tol = (2e-5 + 1.2e-7 * ens.n_trees) * scale
     if not np.isfinite(err) or err > tol:
         raise UnsupportedModelError(
             f"This {ens.source} model was parsed but its {what} differ from the library's own "
@@ -74,6 +81,10 @@ def verify_against_source(ens: TreeEnsemble, model: Any, n_random: int = 64, see
             "(for example categorical splits, missing-value routing or a custom link). "
             "Please report it, or retrain the model without that feature."
         )
+    if type(model).__name__ == "OnnxModel":
+        from core.intake.parsing.onnx import check_labels
+
+        check_labels(ens, model, X, theirs)
 
 
 def probe_points(ens: TreeEnsemble, n_random: int = 64, seed: int = 0) -> np.ndarray:
