@@ -181,7 +181,55 @@ def _load_any(data: bytes, filename: str, allow_pickle: bool) -> Any:
             return sio.loads(data, trusted=list(untrusted))
         except Exception as exc:  # noqa: BLE001
             raise ModelError(f"{filename!r} could not be loaded as .skops ({type(exc).__name__}: {exc}).") from None
+    if name.endswith(".onnx"):
+        from core.intake.parsing.onnx_runner import load_onnx
+
+        return load_onnx(data, filename)
     return model_io.load_model(data, filename, allow_pickle=allow_pickle)
+
+
+def _onnx_classes(model: Any) -> list[Any]:
+    """A classifier graph's classes, in the order of its scores: the ``classlabels_*`` of its
+    ZipMap or classifier operator, or the constant its label is picked from."""
+    from onnx import numpy_helper
+
+    proto = model.proto
+    for node in proto.graph.node:
+        for att in node.attribute:
+            if att.name in ("classlabels_int64s", "classlabels_strings", "classlabels_ints"):
+                values = list(att.ints) if att.ints else [v.decode() for v in att.strings]
+                if values:
+                    return values
+    init = {t.name: t for t in proto.graph.initializer}
+    for node in proto.graph.node:
+        if node.op_type == "ArrayFeatureExtractor" and node.input and node.input[0] in init:
+            arr = numpy_helper.to_array(init[node.input[0]]).ravel()
+            return [v.decode() if isinstance(v, bytes) else v.item() if isinstance(v, np.generic) else v
+                    for v in arr.tolist()]
+    raise UnsupportedModelError(f"{model.filename!r} is a classifier graph that does not say its classes (no "
+                                "ZipMap or class labels in it). Export it with its class labels (skl2onnx keeps "
+                                "them with the default options).")
+
+
+def _describe_onnx(model: Any) -> dict[str, Any]:
+    """An ONNX graph described as :func:`describe_model` describes a scikit-learn model; string
+    inputs are categorical features whose categories the data will give."""
+    info, runner = model.info, model.runner
+    cols = runner.columns
+    if cols is None:
+        names, named, strings = [f"x{j}" for j in range(runner.n_columns)], False, []
+        if info.inputs[0][1] == "string":
+            raise UnsupportedModelError(f"{model.filename!r} takes one tensor of strings; give it numbers, or "
+                                        "export it with one input per column.")
+    else:
+        names, named = list(cols), True
+        strings = [n for n, elem, _ in info.inputs if elem == "string"]
+    task = "classification" if info.label is not None else "regression"
+    classes = _onnx_classes(model) if task == "classification" else None
+    return {"feature_names": names, "named": named, "task": task, "classes": classes,
+            "categories": [None] * len(names), "from_data": strings,
+            "has_proba": task == "classification" and info.scores is not None, "source": "onnx",
+            "input": "frame-object" if named else "array"}
 
 
 def _encoder_categories(model: Any) -> dict[str, list[Any]]:
@@ -210,8 +258,8 @@ def _encoder_categories(model: Any) -> dict[str, list[Any]]:
 def describe_model(model: Any) -> dict[str, Any]:
     """What the server needs to know of a model (JSON-able): names, task, classes,
     categories, whether it gives probabilities and takes missing values."""
-    if hasattr(model, "describe"):                         # the ONNX runner describes itself
-        return dict(model.describe())
+    if type(model).__name__ == "OnnxModel":
+        return _describe_onnx(model)
     from sklearn.base import is_classifier, is_regressor
 
     if not hasattr(model, "predict"):
@@ -245,8 +293,19 @@ def _answer(model: Any, desc: dict[str, Any], X: np.ndarray) -> dict[str, np.nda
     from core.model.native import model_input
 
     Xn = model_input(_native_view(desc), X)
-    if hasattr(model, "answer"):                           # the ONNX runner
-        return dict(model.answer(Xn))
+    if type(model).__name__ == "OnnxModel":
+        labels, scores = model.run(Xn)
+        if desc["task"] == "regression":
+            return {"label": np.asarray(scores, dtype=np.float64)[:, 0]}
+        out_onnx = {"label": np.asarray(labels)}
+        if scores is not None:
+            out_onnx["proba"] = np.asarray(scores, dtype=np.float64)
+        else:                                   # labels only: one-hot scores, the label's class wins
+            classes = list(desc["classes"])
+            out_onnx["proba"] = np.array([[float(v == c) for c in classes] for v in labels.tolist()])
+        if out_onnx["label"].dtype.kind == "O":
+            out_onnx["label"] = out_onnx["label"].astype(str)
+        return out_onnx
     label = np.asarray(model.predict(Xn)).ravel()
     out = {"label": label}
     if desc["task"] == "classification":
@@ -340,9 +399,14 @@ def _child() -> int:
             if hook == "memory":
                 bytearray(2 * int(job["memory_mb"]) * 2**20)
             X = _unnpz(body)["X"]
-            _write_frame(out, {"status": "ok"}, _npz(**_answer(model, desc, X)))
+            here = desc if header.get("categories") is None else {**desc, "categories": header["categories"]}
+            _write_frame(out, {"status": "ok"}, _npz(**_answer(model, here, X)))
         except BaseException as exc:  # noqa: BLE001
             _write_frame(out, fail(exc))
+
+
+def _plain(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
 
 
 # ------------------------------------------------------------------ the parent
@@ -502,24 +566,29 @@ class ModelWorker:
             return self.description
 
     # -- answers
-    def answers(self, X: np.ndarray) -> dict[str, np.ndarray]:
-        """The model's answers on codes-view rows ``X`` (see :mod:`core.model.blackbox`), in batches."""
+    def answers(self, X: np.ndarray, categories: Any = None) -> dict[str, np.ndarray]:
+        """The model's answers on codes-view rows ``X`` (see :mod:`core.model.blackbox`), in
+        batches; ``categories`` (one entry per feature) when the caller's differ from the
+        model's own (a graph's string inputs, whose categories the data gives)."""
         X = np.ascontiguousarray(np.asarray(X, dtype=np.float64))
+        cats = None if categories is None else [None if c is None else [_plain(v) for v in c] for c in categories]
+        if cats is not None and self.description is not None and cats == self.description["categories"]:
+            cats = None
         parts: list[dict[str, np.ndarray]] = []
         with self._lock:
             for lo in range(0, max(len(X), 1), BATCH_ROWS):
-                parts.append(self._call(X[lo:lo + BATCH_ROWS]))
+                parts.append(self._call(X[lo:lo + BATCH_ROWS], cats))
         if len(parts) == 1:
             return parts[0]
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
-    def _call(self, X: np.ndarray) -> dict[str, np.ndarray]:
+    def _call(self, X: np.ndarray, categories: list[Any] | None = None) -> dict[str, np.ndarray]:
         if not self.alive:
             self._start()
         assert self._proc is not None
         t0 = time.perf_counter()
         try:
-            _write_frame(self._proc.stdin, {"op": "answer"}, _npz(X=X))
+            _write_frame(self._proc.stdin, {"op": "answer", "categories": categories}, _npz(X=X))
         except (BrokenPipeError, OSError):
             raise self._fail(f"answering {len(X):,} rows") from None
         if not self._wait(self.call_timeout):
@@ -540,7 +609,8 @@ class ModelWorker:
                              answers=self.answers, categories=tuple(d["categories"]),
                              has_proba=bool(d["has_proba"]), takes_missing=bool(d.get("takes_missing")),
                              source=d["source"], identity=identity,
-                             meta={"input": d["input"], "named": bool(d.get("named", True))})
+                             meta={"input": d["input"], "named": bool(d.get("named", True)),
+                                   "categories_from_data": list(d.get("from_data", ()))})
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ What can be said about an answer on such a model is what was *checked* on it
 (:class:`core.model.guarantee.Guarantee` ``valid_on_model``); the exact
 analyses run on a tree-ensemble surrogate of it, whose fidelity is measured.
 
-The callable takes a float64 array of shape (n, n_features) and returns a dict
+The callable takes a float64 array of shape (n, n_features) and the model's
+``categories`` (they travel with every call, so a model whose categories the data
+gave, e.g. an ONNX graph's string inputs, needs no state in its worker) and returns a dict
 with ``"label"`` (n,) (a classifier's class, a regressor's value) and, for a
 classifier, ``"proba"`` (n, n_classes) (class probabilities, or per-class
 decision scores when the model has no probabilities: ``has_proba`` says which).
@@ -23,7 +25,7 @@ decision scores when the model has no probabilities: ``has_proba`` says which).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Literal
 
 import numpy as np
@@ -32,7 +34,7 @@ from core.errors import ModelError, SchemaError
 
 __all__ = ["BlackBoxModel", "Answers"]
 
-Answers = Callable[[np.ndarray], dict[str, np.ndarray]]
+Answers = Callable[[np.ndarray, Any], dict[str, np.ndarray]]
 
 
 @dataclass(frozen=True, eq=False)
@@ -163,7 +165,7 @@ class BlackBoxModel:
             if self.is_classifier:
                 out["proba"] = np.empty((0, self.n_classes))
             return out
-        out = self.answers(A)
+        out = self.answers(A, self.categories)
         label = np.asarray(out.get("label"))
         if label.shape != (len(A),):
             raise ModelError(f"The model answered {label.shape} labels for {len(A)} rows.")
@@ -184,6 +186,14 @@ class BlackBoxModel:
         if not self.is_classifier:
             raise SchemaError("A regressor has no class probabilities.")
         return self.answer(X)["proba"]
+
+    def with_categories(self, categories: Any) -> "BlackBoxModel":
+        """This model with categories for its categorical inputs (e.g. read from the data)."""
+        return replace(self, categories=tuple(None if c is None else tuple(c) for c in categories))
+
+    def with_names(self, names: Any) -> "BlackBoxModel":
+        """This model with other feature names (columns matched by position, as confirmed)."""
+        return replace(self, feature_names=tuple(str(n) for n in names))
 
     def summary(self) -> dict[str, Any]:
         return {"kind": "any other model", "source": self.source, "features": self.n_features,

@@ -23,6 +23,10 @@ source model itself takes, as its parser recorded in ``ens.meta["input"]``:
     rows of an ensemble rewritten by :func:`core.model.missing.expand`: NaN where an
     "is missing" column is 1, those columns dropped, then given as the
     original input kind;
+``"codes"``
+    the codes view itself (a :class:`core.model.blackbox.BlackBoxModel` takes its
+    rows so, and turns them into its own input in its worker); with ``frame=True``
+    the rows as ``"frame-object"`` gives them (category values), for showing;
 ``"frame-object"``
     a DataFrame whose categorical columns hold the category values themselves
     (object dtype; the missing code becomes NaN) and numerical columns
@@ -55,7 +59,7 @@ from core.model.missing import to_native
 if TYPE_CHECKING:
     from core.model import TreeEnsemble
 
-INPUT_KINDS = ("array", "frame", "frame-object", "expanded", "missing")
+INPUT_KINDS = ("array", "frame", "frame-object", "expanded", "missing", "codes")
 UNSEEN = "__atlas_unseen__"
 
 
@@ -82,6 +86,10 @@ def model_input(ens: TreeEnsemble, X: np.ndarray, *, frame: bool = False) -> Any
                                        "input": info["input"]},
                                  categorical_features=[j for j, c in enumerate(cats) if c is not None])
         return model_input(native, decode(ens.meta, X), frame=frame)
+    if kind == "codes":
+        if not frame:
+            return X.copy()
+        kind = "frame-object"
     open_codes = {int(j): code for j, code in ens.meta.get("open_codes", ())}
     if kind == "array" and not frame:
         out = X.copy()
@@ -140,6 +148,8 @@ def native_outputs(ens: TreeEnsemble, model: Any, X: np.ndarray) -> tuple[np.nda
     """Return (ours, theirs, what) on codes-view rows X; ``theirs`` is None when
     the model gives no comparable output."""
     module = type(model).__module__.split(".")[0]
+    if getattr(model, "kind", None) == "black_box":     # a surrogate's model: only its answers compare
+        return ens.predict(X), None, "answers"
     if type(model).__name__ == "CatBoostJSON":
         return _catboost_outputs(ens, model, X)
     if type(model).__name__ == "OnnxModel":

@@ -31,8 +31,8 @@ Nothing found on a surrogate is claimed of the model until it is checked on it
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -47,7 +47,11 @@ __all__ = ["Surrogate", "distill", "decode_frame"]
 class Surrogate:
     """A tree ensemble fitted to a model's answers, and how faithful it is.
 
-    ensemble : TreeEnsemble with the model's features (names, categories, codes).
+    native : TreeEnsemble with the model's features (names, categories, codes); it
+        takes the codes view (``meta["input"] == "codes"``), as the model does.
+    ensemble : what the analyses read: ``native`` itself, or the view the caller made of
+        it (:meth:`with_view`: categories as one-hot columns, missing values as states),
+        whose rows :func:`core.model.native.model_input` turns back into the codes view.
     fidelity : share of held-out data rows on which it answers as the model.
     boundary_fidelity : the same on held-out points near the model's decision
         boundary (None for a regressor).
@@ -55,7 +59,7 @@ class Surrogate:
     params, elapsed : how it was made, and in how many seconds.
     """
 
-    ensemble: TreeEnsemble
+    native: TreeEnsemble
     fidelity: float
     boundary_fidelity: float | None
     n_fit: int
@@ -64,6 +68,32 @@ class Surrogate:
     identity: str = ""
     X_fit: np.ndarray | None = field(default=None, repr=False)
     y_fit: np.ndarray | None = field(default=None, repr=False)
+    view: Callable[[TreeEnsemble], TreeEnsemble] | None = field(default=None, repr=False)
+    ensemble: TreeEnsemble = field(default=None, repr=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.ensemble is None:
+            object.__setattr__(self, "ensemble", self.native if self.view is None else self.view(self.native))
+
+    def with_view(self, view: Callable[[TreeEnsemble], TreeEnsemble]) -> "Surrogate":
+        """This surrogate as the analyses read it after ``view`` (a function of the native
+        surrogate, e.g. the workspace's one-hot and missing-state rewrites); a refit
+        (:mod:`core.surrogate.repair`) applies the same view to the refitted trees."""
+        return replace(self, view=view, ensemble=view(self.native))
+
+    def refit(self, model: Any, X_new: np.ndarray, *, weight: float = 5.0, random_state: int | None = None
+              ) -> "Surrogate":
+        """The surrogate fitted again with ``X_new`` (codes view, labelled by ``model``) added
+        with a larger weight; the same view, the same fidelity figures (of the first fit)."""
+        assert self.X_fit is not None and self.y_fit is not None
+        X = np.concatenate([self.X_fit, X_new])
+        y = np.concatenate([self.y_fit, _labels(model, X_new)])
+        w = np.concatenate([np.ones(len(self.X_fit)), np.full(len(X_new), weight)])
+        p = self.params
+        seed = p["random_state"] if random_state is None else random_state
+        native = _fit(model, X, y, w, p["n_estimators"], p["num_leaves"], p["learning_rate"], seed)
+        return replace(self, native=native, ensemble=native if self.view is None else self.view(native),
+                       X_fit=X, y_fit=y, params={**p, "refits": p.get("refits", 0) + 1})
 
     def to_dict(self) -> dict[str, Any]:
         return {"fidelity": self.fidelity, "boundary_fidelity": self.boundary_fidelity, "n_fit": self.n_fit,
@@ -177,8 +207,6 @@ def distill(model: Any, X: Any, *, holdout: float = 0.2, n_pairs: int = 2000, st
     n_estimators, num_leaves, learning_rate : the LightGBM surrogate's size.
     random_state : seeds every random choice; the same inputs give the same surrogate.
     """
-    import lightgbm as lgb
-
     t0 = time.perf_counter()
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2 or X.shape[1] != len(model.feature_names):
@@ -209,29 +237,19 @@ def distill(model: Any, X: Any, *, holdout: float = 0.2, n_pairs: int = 2000, st
     s_fit = s_order[len(s_hold):]
     X_fit = np.concatenate([X[fit], S[s_fit]])
     y_fit = np.concatenate([y[fit], yS[s_fit]])
-    params = dict(n_estimators=n_estimators, num_leaves=num_leaves, learning_rate=learning_rate,
-                  random_state=random_state, n_jobs=1, verbose=-1, min_child_samples=5, deterministic=True,
-                  force_row_wise=True)
-    if classifier:
-        present = np.unique(y_fit)
-        if len(present) < 2:
-            raise AtlasError("The model gives the same answer on every row: there is no decision to explain.")
-        est = lgb.LGBMClassifier(**params)
-    else:
-        est = lgb.LGBMRegressor(**params)
-    est.fit(decode_frame(model, X_fit), y_fit)
-    ens = as_ensemble(est)
-    ens = _with_model_names(ens, model, est)
-    pred_hold = _surrogate_labels(ens, est, X[hold], classifier)
+    if classifier and len(np.unique(y_fit)) < 2:
+        raise AtlasError("The model gives the same answer on every row: there is no decision to explain.")
+    ens = _fit(model, X_fit, y_fit, None, n_estimators, num_leaves, learning_rate, random_state)
+    pred_hold = _surrogate_labels(ens, X[hold], classifier)
     if classifier:
         fidelity = float(np.mean(pred_hold == y[hold]))
-        boundary = float(np.mean(_surrogate_labels(ens, est, S[s_hold], True) == yS[s_hold])) if len(s_hold) \
+        boundary = float(np.mean(_surrogate_labels(ens, S[s_hold], True) == yS[s_hold])) if len(s_hold) \
             else None
     else:
         tol = 0.05 * max(float(np.ptp(y)), 1e-12)
         fidelity = float(np.mean(np.abs(pred_hold - y[hold]) <= tol))
         boundary = None
-    return Surrogate(ensemble=ens, fidelity=fidelity, boundary_fidelity=boundary, n_fit=len(X_fit),
+    return Surrogate(native=ens, fidelity=fidelity, boundary_fidelity=boundary, n_fit=len(X_fit),
                      params={"learner": "lightgbm", "holdout": holdout, "n_pairs": n_pairs, "steps": steps,
                              "spread": spread, "per_point": per_point, "n_estimators": n_estimators,
                              "num_leaves": num_leaves, "learning_rate": learning_rate,
@@ -240,7 +258,20 @@ def distill(model: Any, X: Any, *, holdout: float = 0.2, n_pairs: int = 2000, st
                      X_fit=X_fit, y_fit=y_fit)
 
 
-def _with_model_names(ens: TreeEnsemble, model: Any, est: Any) -> TreeEnsemble:
+def _fit(model: Any, X: np.ndarray, y: np.ndarray, weight: np.ndarray | None, n_estimators: int, num_leaves: int,
+         learning_rate: float, random_state: int) -> TreeEnsemble:
+    """A LightGBM booster fitted to the model's answers ``y`` on ``X``, read exactly."""
+    import lightgbm as lgb
+
+    params = dict(n_estimators=n_estimators, num_leaves=num_leaves, learning_rate=learning_rate,
+                  random_state=random_state, n_jobs=1, verbose=-1, min_child_samples=5, deterministic=True,
+                  force_row_wise=True)
+    est = (lgb.LGBMClassifier if model.is_classifier else lgb.LGBMRegressor)(**params)
+    est.fit(decode_frame(model, X), y, sample_weight=weight)
+    return _with_model_names(as_ensemble(est), model)
+
+
+def _with_model_names(ens: TreeEnsemble, model: Any) -> TreeEnsemble:
     """The surrogate over the model's features: its classes are the model's (LightGBM was
     fitted on class indices), its categories the model's values (fitted on codes)."""
     from core.model.ensemble import _replace
@@ -250,13 +281,13 @@ def _with_model_names(ens: TreeEnsemble, model: Any, est: Any) -> TreeEnsemble:
         raise AtlasError("The surrogate did not keep the model's categories; this is a bug, please report it.")
     changes: dict[str, Any] = {"categories": cats, "feature_names": tuple(model.feature_names),
                                "source": f"surrogate of {getattr(model, 'source', 'the model')}",
-                               "meta": {**ens.meta, "surrogate": True}}
-    if model.is_classifier:
-        changes["classes"] = np.asarray(model.classes)
+                               "meta": {**ens.meta, "surrogate": True, "input": "codes"}}
+    if model.is_classifier:      # LightGBM saw class indices; a class the model never answered is absent
+        changes["classes"] = np.asarray(model.classes)[np.asarray(ens.classes, dtype=np.int64)]
     return _replace(ens, **changes)
 
 
-def _surrogate_labels(ens: TreeEnsemble, est: Any, X: np.ndarray, classifier: bool) -> np.ndarray:
+def _surrogate_labels(ens: TreeEnsemble, X: np.ndarray, classifier: bool) -> np.ndarray:
     out = ens.predict(X)
     if not classifier:
         return np.asarray(out, dtype=np.float64)

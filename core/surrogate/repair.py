@@ -4,28 +4,33 @@
 model known only by its answers (:class:`core.model.blackbox.BlackBoxModel`):
 
 1. *solve* the question exactly on the surrogate
-   (:func:`core.optimal.optimal_counterfactual` on :attr:`Surrogate.ensemble`: proven
-   optimal *for the surrogate*, under every constraint of the query);
+   (:func:`core.optimal.optimal_counterfactual` on :attr:`Surrogate.ensemble`: the
+   cheapest point *for the surrogate*, under every constraint of the query);
 2. *check* the point on the model itself (one call);
-3. *repair* a point the model refuses: the counterexample, points on the segment
-   from the query to it and a few points around it, labelled by the model, are
-   added to the surrogate's data with a larger weight, the surrogate is refitted
-   and the query solved again (``rounds`` times at most);
-4. *search on the model* when the rounds did not give a valid point: from each
-   point found so far (and the nearest reference rows the model already gives the
-   target) the segment from the query is followed beyond the point until the
-   model gives the target;
-5. *polish* the valid point on the model: changes that are not needed are undone
-   (a minimal recourse: no single change can be dropped with the target kept),
-   then each moved value is brought back towards the query as far as the model
-   allows (a bisection per feature, in batched calls). Moving back towards the
-   query keeps every constraint the solver respected (fixed features do not move,
-   increase-only features stay above their value, ranges and kinds hold), so the
-   cost only goes down.
+3. *repair* a point the model refuses. A solution of the surrogate lies on its
+   decision boundary, where it is least faithful, so first the segment from the
+   query through the point is followed a little further on the model (one
+   batched call); when the model still refuses, the counterexample, points on
+   that segment and a few points around it, labelled by the model, are added to
+   the surrogate's data with a larger weight, the surrogate is refitted
+   (:meth:`Surrogate.refit`) and the query solved again, ``rounds`` times at most;
+4. *search on the model* when no round gave a valid point: from each point found so
+   far and from the cheapest reference rows the model gives the target (moved onto
+   the query's constraints), the segment from the query is followed on the model;
+5. *polish* each valid point on the model: changes that are not needed are undone
+   (a minimal recourse: no single change, or one-hot group, can be dropped with the
+   target kept), then each moved number is brought back towards the query as far as
+   the model allows (two grid passes per feature, each one batched call). Moving
+   back towards the query keeps every constraint the solver respected (fixed
+   features do not move, increase-only features stay above their value, ranges and
+   kinds hold), so the cost only goes down. The cheapest polished point is returned.
 
-What is returned is always valid on the model (checked on it, the last call);
-its guarantee says so, with the surrogate's fidelity, and never claims
-optimality for the model. A row with no valid counterfactual says so.
+Rows are in the view the surrogate's ``ensemble`` reads (the workspace's one-hot and
+missing-state columns, or the codes view itself); the model is given them through
+:func:`core.model.native.model_input`, as every check of a tree ensemble's original
+model is. What is returned is always valid on the model (its last word), labelled
+``valid_on_model`` with the surrogate's fidelity; it is never called optimal for
+the model. A row with no valid counterfactual says so.
 """
 
 from __future__ import annotations
@@ -44,19 +49,37 @@ from core.counterfactual import (
     make_cost_model,
 )
 from core.model import Guarantee
+from core.model.native import model_input
 from core.optimal import optimal_counterfactual
 from core.schema import INTEGRAL_KINDS, Schema
-from core.surrogate.distill import Surrogate, decode_frame
+from core.surrogate.distill import Surrogate
 
-__all__ = ["checked_counterfactual", "polish_on_model"]
+__all__ = ["checked_counterfactual", "polish_on_model", "ModelOnView"]
 
-SHRINK_GRID = 12            # values tried at once per feature and pass of the bisection
+SHRINK_GRID = 12            # values tried at once per feature and pass of the polish
+EXTEND = (1.05, 1.15, 1.3, 1.6, 2.0, 3.0)   # how far past a refused point the segment is followed
 
 
-def _valid(model: Any, ens: Any, target: Any, X: np.ndarray) -> np.ndarray:
-    if len(X) == 0:
-        return np.zeros(0, dtype=bool)
-    return at_target(ens, target, model.predict(X))
+class ModelOnView:
+    """The model's answers on rows of the surrogate's view (one batched call each)."""
+
+    def __init__(self, model: Any, ens: Any, target: Any):
+        self.model, self.ens, self.target = model, ens, target
+        self.calls = 0
+
+    def native(self, X: np.ndarray) -> np.ndarray:
+        return np.asarray(model_input(self.ens, np.atleast_2d(X)), dtype=np.float64)
+
+    def valid(self, X: np.ndarray) -> np.ndarray:
+        X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+        if len(X) == 0:
+            return np.zeros(0, dtype=bool)
+        self.calls += 1
+        return at_target(self.ens, self.target, self.model.predict(self.native(X)))
+
+    def predict(self, x: np.ndarray) -> Any:
+        self.calls += 1
+        return self.model.predict(self.native(x))[0]
 
 
 def _kinds(schema: Schema | None, d: int) -> list[str]:
@@ -75,193 +98,47 @@ def _groups(schema: Schema | None, d: int) -> list[list[int]]:
     return out
 
 
-def polish_on_model(model: Any, ens: Any, target: Any, x_hat: np.ndarray, z: np.ndarray, cost_fn: Callable[
-        [np.ndarray], np.ndarray], *, kinds: list[str], groups: list[list[int]]) -> np.ndarray:
+def polish_on_model(oracle: ModelOnView, x_hat: np.ndarray, z: np.ndarray,
+                    cost_fn: Callable[[np.ndarray], np.ndarray], *, kinds: list[str], groups: list[list[int]],
+                    categorical: np.ndarray) -> np.ndarray:
     """``z`` (valid on the model) made minimal and cheaper, moving only towards ``x_hat``
     (see the module docstring, step 5). Returns a point valid on the model."""
     z = np.array(z, dtype=float)
-    # 1. undo whole changes while the target holds: the most expensive first
-    while True:
-        moved = [g for g in groups if np.any(z[g] != x_hat[g])]
+    while True:             # 1. undo whole changes while the target holds: the dearest first
+        moved = [g for g in groups if not np.array_equal(z[g], x_hat[g], equal_nan=True)]
         if not moved:
             break
-        cands = []
-        for g in moved:
-            c = z.copy()
-            c[g] = x_hat[g]
-            cands.append(c)
-        C = np.array(cands)
-        ok = _valid(model, ens, target, C)
+        C = np.repeat(z[None, :], len(moved), axis=0)
+        for i, g in enumerate(moved):
+            C[i, g] = x_hat[g]
+        ok = oracle.valid(C)
         if not ok.any():
             break
-        costs = cost_fn(C)
-        z = C[np.flatnonzero(ok)[np.argmin(costs[ok])]]
-    # 2. bring each moved numerical value back towards the query (two grid passes)
-    for j in np.argsort(-np.abs(z - x_hat)):
-        if z[j] == x_hat[j] or getattr(ens, "categories", [None] * len(z))[j] is not None or \
-                kinds[j] in ("binary", "categorical") or np.isnan(z[j]) or np.isnan(x_hat[j]):
+        z = C[np.flatnonzero(ok)[np.argmin(cost_fn(C)[ok])]]
+    for j in np.argsort(-np.nan_to_num(np.abs(z - x_hat))):   # 2. numbers back towards the query
+        if z[j] == x_hat[j] or categorical[j] or kinds[j] in ("binary", "categorical", "one-hot") \
+                or np.isnan(z[j]) or np.isnan(x_hat[j]):
             continue
-        lo, hi = float(x_hat[j]), float(z[j])      # lo: the query's value (invalid side), hi: valid
+        lo, hi = float(x_hat[j]), float(z[j])      # lo: the query's side (refused), hi: accepted
         for _ in range(2):
-            ts = np.linspace(0.0, 1.0, SHRINK_GRID + 1)[1:-1]
-            vals = lo + ts * (hi - lo)
+            vals = lo + np.linspace(0.0, 1.0, SHRINK_GRID + 1)[1:-1] * (hi - lo)
             if kinds[j] in INTEGRAL_KINDS:
-                vals = np.where(hi > lo, np.ceil(vals), np.floor(vals))
-                vals = np.unique(vals[(vals != x_hat[j])])
+                vals = np.unique(np.where(hi > lo, np.ceil(vals), np.floor(vals)))
+                vals = vals[(vals != x_hat[j]) & (vals != hi)]
             if not len(vals):
                 break
             C = np.repeat(z[None, :], len(vals), axis=0)
             C[:, j] = vals
-            ok = _valid(model, ens, target, C)
+            ok = oracle.valid(C)
             if not ok.any():
                 break
             dist = np.abs(vals - x_hat[j])
-            best = int(np.flatnonzero(ok)[np.argmin(dist[ok])])
-            new_hi = float(vals[best])
-            bad = ~ok & (dist < abs(new_hi - x_hat[j]))
-            new_lo = float(vals[np.flatnonzero(bad)[np.argmax(dist[bad])]]) if bad.any() else lo
-            z[j] = new_hi
-            lo, hi = new_lo, new_hi
-            if kinds[j] in INTEGRAL_KINDS and abs(hi - lo) <= 1:
-                break
+            best = float(vals[np.flatnonzero(ok)[np.argmin(dist[ok])]])
+            closer_refused = ~ok & (dist < abs(best - x_hat[j]))
+            lo = float(vals[np.flatnonzero(closer_refused)[np.argmax(dist[closer_refused])]]) \
+                if closer_refused.any() else lo
+            z[j] = hi = best
     return z
-
-
-def _refit(surrogate: Surrogate, model: Any, X_new: np.ndarray, weight: float, random_state: int) -> Any:
-    """The surrogate refitted with the points the model disagreed on, weighted up."""
-    import lightgbm as lgb
-
-    from core.model import as_ensemble
-    from core.surrogate.distill import _labels, _with_model_names
-
-    assert surrogate.X_fit is not None and surrogate.y_fit is not None
-    y_new = _labels(model, X_new)
-    X = np.concatenate([surrogate.X_fit, X_new])
-    y = np.concatenate([surrogate.y_fit, y_new])
-    w = np.concatenate([np.ones(len(surrogate.X_fit)), np.full(len(X_new), weight)])
-    p = surrogate.params
-    kw = dict(n_estimators=p["n_estimators"], num_leaves=p["num_leaves"], learning_rate=p["learning_rate"],
-              random_state=random_state, n_jobs=1, verbose=-1, min_child_samples=5, deterministic=True,
-              force_row_wise=True)
-    est = (lgb.LGBMClassifier if model.is_classifier else lgb.LGBMRegressor)(**kw)
-    est.fit(decode_frame(model, X), y, sample_weight=w)
-    return _with_model_names(as_ensemble(est), model, est)
-
-
-def _around(x_hat: np.ndarray, z: np.ndarray, span: np.ndarray, rng: np.random.Generator, cat: np.ndarray,
-            n: int = 12) -> np.ndarray:
-    """The counterexample, the segment from the query through it, and a small cloud around it."""
-    ts = np.array([0.8, 0.9, 1.0, 1.1, 1.25, 1.5])
-    seg = x_hat + ts[:, None] * (z - x_hat)
-    seg[:, cat] = z[cat]
-    cloud = z + rng.normal(size=(n, len(z))) * 0.01 * span
-    cloud[:, cat] = z[cat]
-    return np.concatenate([seg, cloud])
-
-
-def checked_counterfactual(model: Any, x: Any, target: Any, *, surrogate: Surrogate, schema: Schema | None = None,
-                           norm: str | Mapping[str, float] = "l1", weights: Any = None,
-                           fixed: Iterable[Any] | None = None, increase_only: Iterable[Any] | None = None,
-                           decrease_only: Iterable[Any] | None = None, time_limit: float = 30.0,
-                           rounds: int = 3, X_ref: Any = None, n_workers: int = 2, random_state: int = 0,
-                           on_progress: Callable[[CounterfactualResult], None] | None = None
-                           ) -> CounterfactualResult:
-    """The cheapest change of ``x`` found on the surrogate that the model itself accepts
-    (see the module docstring). The result's ``guarantee`` is ``valid_on_model`` with the
-    surrogate's fidelity, or ``not_found``.
-
-    Parameters
-    ----------
-    model : BlackBoxModel (or any model with ``predict`` on codes-view rows).
-    x : array-like of shape (n_features,), the query (codes view).
-    target : a class label, or an interval ``(lo, hi)`` of a regressor's output.
-    surrogate : the :class:`Surrogate` distilled from ``model`` (:func:`core.surrogate.distill`).
-    schema, norm, weights, fixed, increase_only, decrease_only : as
-        :func:`core.optimal.optimal_counterfactual` (the same costs and constraints).
-    time_limit : seconds for the whole query (solves, repairs and the search).
-    rounds : repairs of the surrogate at most, before the search on the model.
-    X_ref : reference rows (codes view; usually the data): warm starts, and the rows the
-        search on the model may start from.
-    """
-    t0 = time.perf_counter()
-    time_limit = check_time_limit(time_limit)
-    if not isinstance(surrogate, Surrogate):
-        raise QueryError("A model that is not read exactly needs its surrogate (core.surrogate.distill); "
-                         f"got {type(surrogate).__name__}.")
-    ens = surrogate.ensemble
-    if tuple(ens.feature_names) != tuple(model.feature_names):
-        raise QueryError("The surrogate was fitted for other features than the model's; distill it again.")
-    x_hat = np.asarray(x, dtype=np.float64).ravel()
-    if x_hat.shape != (len(model.feature_names),):
-        raise QueryError(f"x has {x_hat.size} values; the model takes {len(model.feature_names)} features.")
-    cm = make_cost_model(ens, norm, weights, schema)
-    d = len(x_hat)
-    kinds, groups = _kinds(schema, d), _groups(schema, d)
-    cat = np.array([c is not None for c in ens.categories])
-    rng = np.random.default_rng(random_state)
-    X_ref = None if X_ref is None else np.asarray(X_ref, dtype=np.float64)
-    guarantee = dict(model_kind="black_box", surrogate_fidelity=surrogate.fidelity,
-                     boundary_fidelity=surrogate.boundary_fidelity)
-    opts = dict(schema=schema, norm=norm, weights=weights, fixed=fixed, increase_only=increase_only,
-                decrease_only=decrease_only, n_workers=n_workers)
-    calls_before = getattr(model, "calls", None)
-    current = ens
-    tried: list[np.ndarray] = []
-    valid_points: list[np.ndarray] = []
-    first: CounterfactualResult | None = None
-    rounds_used = 0
-    for r in range(max(int(rounds), 0) + 1):
-        left = time_limit - (time.perf_counter() - t0)
-        if left <= 0.05:
-            break
-        res = optimal_counterfactual(current, x_hat, target, time_limit=left, X_ref=X_ref, **opts)
-        if first is None:
-            first = res
-        if res.status == "infeasible" and r == 0:
-            # the constraints admit no point at all on the surrogate: say so, but nothing is proven of the model
-            break
-        if not res.found:
-            break
-        tried.append(res.x)
-        if _valid(model, ens, target, res.x[None, :])[0]:
-            valid_points.append(res.x)
-            if on_progress is not None:
-                on_progress(_result(model, ens, x_hat, res.x, cm, "feasible", t0, res, surrogate, guarantee,
-                                    "Valid on the model; polishing.", rounds_used))
-            break
-        if r == rounds or time.perf_counter() - t0 > 0.6 * time_limit:
-            break
-        rounds_used += 1
-        span = cm.span
-        extra = np.concatenate([_around(x_hat, z, span, rng, cat) for z in tried])
-        current = _refit(surrogate, model, extra, weight=5.0, random_state=random_state + rounds_used)
-    if not valid_points:
-        valid_points = _search_on_model(model, ens, target, x_hat, tried, X_ref, cm, actions=_actions(
-            ens, schema, x_hat, fixed, increase_only, decrease_only), schema=schema, kinds=kinds)
-    if not valid_points:
-        message = ("No counterfactual valid on the model was found: the surrogate's answers were refused by the "
-                   "model and the search on the model found none.")
-        if first is not None and first.status == "infeasible":
-            message = f"No counterfactual on the surrogate under these constraints: {first.message}"
-        return CounterfactualResult(
-            x=None, cost=float("inf"), status="infeasible" if first is not None and first.status == "infeasible"
-            else "error", gap=float("inf"), solve_time=time.perf_counter() - t0, changes=(), backend="surrogate",
-            params=_params(first, surrogate, rounds_used, model, calls_before), x_query=x_hat, message=message,
-            guarantee=Guarantee("not_found", note="Nothing is proven of the model itself.", **guarantee))
-    costs = cm.cost(x_hat, np.array(valid_points))
-    z = valid_points[int(np.argmin(costs))]
-    z = polish_on_model(model, ens, target, x_hat, z, lambda C: cm.cost(x_hat, C), kinds=kinds, groups=groups)
-    if not _valid(model, ens, target, z[None, :])[0]:          # the last word is the model's
-        raise AssertionError("a polished point lost its validity")  # polish only keeps valid points
-    return _result(model, ens, x_hat, z, cm, "feasible", t0, first, surrogate, guarantee, "", rounds_used,
-                   calls_before)
-
-
-def _actions(ens: Any, schema: Schema | None, x_hat: np.ndarray, fixed: Any, increase_only: Any,
-             decrease_only: Any) -> np.ndarray:
-    from core.cells.problem import feature_actions
-
-    return np.array(feature_actions(ens, schema, x_hat, fixed, increase_only, decrease_only), dtype=object)
 
 
 def _project(P: np.ndarray, x_hat: np.ndarray, schema: Schema | None, kinds: list[str],
@@ -270,62 +147,178 @@ def _project(P: np.ndarray, x_hat: np.ndarray, schema: Schema | None, kinds: lis
     increase / decrease-only features on their side of it, the schema's ranges, integral
     kinds rounded away from the query."""
     P = np.array(P, dtype=float)
-    P[:, actions == "fixed"] = x_hat[actions == "fixed"]
+    fixed = actions == "fixed"
+    P[:, fixed] = x_hat[fixed]
     up, down = actions == "increase", actions == "decrease"
     P[:, up] = np.maximum(P[:, up], x_hat[up])
     P[:, down] = np.minimum(P[:, down], x_hat[down])
     if schema is not None:
         arr = schema.arrays()
-        P = np.clip(P, arr["lower"], arr["upper"])
+        P = np.where(np.isnan(P), P, np.clip(P, arr["lower"], arr["upper"]))
     for j, k in enumerate(kinds):
         if k in INTEGRAL_KINDS:
             P[:, j] = np.where(P[:, j] >= x_hat[j], np.ceil(P[:, j]), np.floor(P[:, j]))
     return P
 
 
-def _search_on_model(model: Any, ens: Any, target: Any, x_hat: np.ndarray, tried: list[np.ndarray],
-                     X_ref: np.ndarray | None, cm: Any, actions: np.ndarray, schema: Schema | None,
-                     kinds: list[str]) -> list[np.ndarray]:
-    """Step 4: the segments from the query through each point found, followed beyond it,
-    and towards the cheapest reference rows the model gives the target (fixed features kept)."""
+def _beyond(oracle: ModelOnView, x_hat: np.ndarray, z: np.ndarray, discrete: np.ndarray, project: Callable[
+        [np.ndarray], np.ndarray]) -> np.ndarray | None:
+    """The first point past ``z`` on the segment from the query that the model accepts."""
+    ts = np.array((1.0,) + EXTEND)
+    P = x_hat + ts[:, None] * (z - x_hat)
+    P[:, discrete] = z[discrete]
+    P = project(P)
+    ok = oracle.valid(P)
+    return P[int(np.flatnonzero(ok)[0])] if ok.any() else None
+
+
+def _around(x_hat: np.ndarray, z: np.ndarray, span: np.ndarray, rng: np.random.Generator, discrete: np.ndarray,
+            n: int = 12) -> np.ndarray:
+    """The counterexample, the segment from the query through it, and a small cloud around it."""
+    ts = np.array([0.8, 0.9, 1.0, 1.1, 1.25, 1.5])
+    seg = x_hat + ts[:, None] * (z - x_hat)
+    seg[:, discrete] = z[discrete]
+    cloud = z + rng.normal(size=(n, len(z))) * 0.01 * span
+    cloud[:, discrete] = z[discrete]
+    return np.concatenate([seg, cloud])
+
+
+def checked_counterfactual(model: Any, x: Any, target: Any, *, surrogate: Surrogate, schema: Schema | None = None,
+                           norm: str | Mapping[str, float] = "l1", weights: Any = None,
+                           fixed: Iterable[Any] | None = None, increase_only: Iterable[Any] | None = None,
+                           decrease_only: Iterable[Any] | None = None, time_limit: float = 30.0,
+                           rounds: int = 2, X_ref: Any = None, n_workers: int = 2, random_state: int = 0,
+                           on_progress: Callable[[CounterfactualResult], None] | None = None
+                           ) -> CounterfactualResult:
+    """The cheapest change of ``x`` found through the surrogate that the model itself
+    accepts (see the module docstring). The result's ``guarantee`` is ``valid_on_model``
+    with the surrogate's fidelity, or ``not_found``.
+
+    Parameters
+    ----------
+    model : BlackBoxModel (any model whose ``predict`` takes the codes view).
+    x : array-like of shape (n_features,), the query in the surrogate's view.
+    target : a class label, or an interval ``(lo, hi)`` of a regressor's output.
+    surrogate : the :class:`Surrogate` distilled from ``model``.
+    schema, norm, weights, fixed, increase_only, decrease_only : as
+        :func:`core.optimal.optimal_counterfactual` (the same costs and constraints).
+    time_limit : seconds for the whole query (solves, repairs, the search).
+    rounds : refits of the surrogate at most, before the search on the model.
+    X_ref : reference rows in the same view (usually the data): warm starts, and the
+        rows the search on the model may start from.
+    on_progress : called with the first valid point while the rest runs.
+    """
+    t0 = time.perf_counter()
+    time_limit = check_time_limit(time_limit)
+    if not isinstance(surrogate, Surrogate):
+        raise QueryError("A model that is not read exactly needs its surrogate (core.surrogate.distill); "
+                         f"got {type(surrogate).__name__}.")
+    ens = surrogate.ensemble
+    x_hat = np.asarray(x, dtype=np.float64).ravel()
+    if x_hat.shape != (ens.n_features,):
+        raise QueryError(f"x has {x_hat.size} values; the surrogate reads {ens.n_features} features.")
+    cm = make_cost_model(ens, norm, weights, schema)
+    oracle = ModelOnView(model, ens, target)
+    at_target(ens, target, ens.predict(x_hat[None, :]))          # the target is one the model can give
+    d = ens.n_features
+    kinds, groups = _kinds(schema, d), _groups(schema, d)
+    categorical = np.array([c is not None for c in ens.categories])
+    discrete = categorical | np.array([k in ("binary", "categorical", "one-hot") for k in kinds])
+    from core.cells.problem import feature_actions
+
+    actions = np.array(feature_actions(ens, schema, x_hat, fixed, increase_only, decrease_only), dtype=object)
+    project = lambda P: _project(P, x_hat, schema, kinds, actions)
+    rng = np.random.default_rng(random_state)
+    X_ref = None if X_ref is None else np.asarray(X_ref, dtype=np.float64)
+    opts = dict(schema=schema, norm=norm, weights=weights, fixed=fixed, increase_only=increase_only,
+                decrease_only=decrease_only, n_workers=n_workers)
+    current = surrogate
+    tried: list[np.ndarray] = []
+    found: list[np.ndarray] = []
+    first: CounterfactualResult | None = None
+    refits = 0
+    while True:
+        left = time_limit - (time.perf_counter() - t0)
+        if left <= 0.05:
+            break
+        res = optimal_counterfactual(current.ensemble, x_hat, target, time_limit=left, X_ref=X_ref, **opts)
+        first = first or res
+        if not res.found:
+            break
+        tried.append(res.x)
+        if oracle.valid(res.x)[0]:
+            found.append(res.x)
+        else:
+            past = _beyond(oracle, x_hat, res.x, discrete, project)
+            if past is not None:
+                found.append(past)
+        if found or refits >= rounds or time.perf_counter() - t0 > 0.6 * time_limit:
+            break
+        extra = np.concatenate([_around(x_hat, z, cm.span, rng, discrete) for z in tried])
+        current = current.refit(model, oracle.native(project(extra)), random_state=random_state + refits + 1)
+        refits += 1
+    if not found:
+        found = _search_on_model(oracle, x_hat, tried, X_ref, cm, discrete, project)
+    params = _params(first, surrogate, refits, oracle)
+    g = dict(model_kind="black_box", surrogate_fidelity=surrogate.fidelity,
+             boundary_fidelity=surrogate.boundary_fidelity)
+    if not found:
+        infeasible = first is not None and first.status == "infeasible"
+        message = (f"No counterfactual under these constraints on the surrogate: {first.message}" if infeasible
+                   else "No counterfactual valid on the model was found: the model refused the surrogate's answers "
+                        "and the search on the model found none.")
+        return CounterfactualResult(
+            x=None, cost=float("inf"), status="infeasible" if infeasible else "error", gap=float("inf"),
+            solve_time=time.perf_counter() - t0, changes=(), backend="surrogate", params=params, x_query=x_hat,
+            message=message, guarantee=Guarantee("not_found", note="Nothing is proven of the model itself.", **g))
+    if on_progress is not None:
+        z0 = found[0]
+        on_progress(_result(ens, oracle, x_hat, z0, cm, t0, params, g, "Valid on the model; polishing."))
+    cost_fn = lambda C: cm.cost(x_hat, C)
+    polished = [polish_on_model(oracle, x_hat, z, cost_fn, kinds=kinds, groups=groups, categorical=categorical)
+                for z in found[:3]]
+    z = polished[int(np.argmin(cm.cost(x_hat, np.array(polished))))]
+    params = _params(first, surrogate, refits, oracle)
+    note = "" if not refits else f"The surrogate was refined {refits} time{'s' if refits > 1 else ''} for this row."
+    return _result(ens, oracle, x_hat, z, cm, t0, params, g, "", note=note)
+
+
+def _search_on_model(oracle: ModelOnView, x_hat: np.ndarray, tried: list[np.ndarray], X_ref: np.ndarray | None,
+                     cm: Any, discrete: np.ndarray, project: Callable[[np.ndarray], np.ndarray]
+                     ) -> list[np.ndarray]:
+    """Step 4: from the points found and the cheapest reference rows the model accepts
+    (moved onto the query's constraints), the first accepted point on each segment."""
     starts = list(tried)
     if X_ref is not None and len(X_ref):
-        R = _project(X_ref, x_hat, schema, kinds, actions)
-        ok = _valid(model, ens, target, R)
+        R = project(X_ref)
+        ok = oracle.valid(R)
         if ok.any():
             R = R[ok]
             starts += list(R[np.argsort(cm.cost(x_hat, R))[:10]])
-    cat = np.array([c is not None for c in ens.categories])
     found = []
     for z in starts:
-        ts = np.array([1.0, 1.25, 1.5, 2.0, 3.0])
+        ts = np.array((0.25, 0.5, 0.75, 1.0) + EXTEND)
         P = x_hat + ts[:, None] * (z - x_hat)
-        P[:, cat] = z[cat]
-        P = _project(P, x_hat, schema, kinds, actions)
-        ok = _valid(model, ens, target, P)
+        P[:, discrete] = z[discrete]
+        P = project(P)
+        ok = oracle.valid(P)
         if ok.any():
             found.append(P[int(np.flatnonzero(ok)[0])])
     return found
 
 
-def _params(first: CounterfactualResult | None, surrogate: Surrogate, rounds: int, model: Any,
-            calls_before: Any) -> dict[str, Any]:
+def _params(first: CounterfactualResult | None, surrogate: Surrogate, refits: int, oracle: ModelOnView
+            ) -> dict[str, Any]:
     params = dict(first.params) if first is not None else {}
     params.update(surrogate={"fidelity": surrogate.fidelity, "boundary_fidelity": surrogate.boundary_fidelity,
-                             "trees": surrogate.ensemble.n_trees}, repairs=rounds)
-    if calls_before is not None:
-        params["model_calls"] = int(getattr(model, "calls", 0)) - int(calls_before)
+                             "trees": surrogate.native.n_trees}, refits=refits, model_calls=oracle.calls)
     return params
 
 
-def _result(model: Any, ens: Any, x_hat: np.ndarray, z: np.ndarray, cm: Any, status: str, t0: float,
-            first: CounterfactualResult | None, surrogate: Surrogate, guarantee: dict[str, Any], message: str,
-            rounds: int, calls_before: Any = None) -> CounterfactualResult:
-    note = f"Repaired in {rounds} round{'s' if rounds != 1 else ''} of the surrogate." if rounds else ""
+def _result(ens: Any, oracle: ModelOnView, x_hat: np.ndarray, z: np.ndarray, cm: Any, t0: float,
+            params: dict[str, Any], g: dict[str, Any], message: str, note: str = "") -> CounterfactualResult:
     return CounterfactualResult(
-        x=z, cost=float(cm.cost(x_hat, z[None, :])[0]), status=status, gap=float("nan"),
+        x=z, cost=float(cm.cost(x_hat, z[None, :])[0]), status="feasible", gap=float("nan"),
         solve_time=time.perf_counter() - t0, changes=changes_between(ens, x_hat, z), backend="surrogate",
-        params=_params(first, surrogate, rounds, model, calls_before), x_query=x_hat.copy(), valid=True,
-        message=message, prediction=model.predict(z[None, :])[0],
-        guarantee=Guarantee("valid_on_model", note=note, **guarantee))
-
+        params=params, x_query=x_hat.copy(), valid=True, message=message, prediction=oracle.predict(z[None, :]),
+        guarantee=Guarantee("valid_on_model", note=note, **g))

@@ -168,3 +168,23 @@ def test_bad_files_are_refused_with_words():
                     "m.skops")
     with pytest.raises(UnsupportedModelError, match="allow-list"):
         w.describe()
+
+
+def test_an_onnx_graph_answers_as_onnxruntime_and_its_string_inputs_take_the_datas_categories(mlp_pipeline):
+    from skl2onnx import to_onnx
+    from skl2onnx.common.data_types import FloatTensorType, StringTensorType
+
+    df, _, pipe = mlp_pipeline
+    onx = to_onnx(pipe, initial_types=[("age", FloatTensorType([None, 1])), ("income", FloatTensorType([None, 1])),
+                                       ("job", StringTensorType([None, 1]))], target_opset=17)
+    w = ModelWorker(onx.SerializeToString(), "mlp.onnx")
+    try:
+        model = w.model()
+        assert model.feature_names == ("age", "income", "job") and model.meta["categories_from_data"] == ["job"]
+        assert list(model.classes) == [0, 1] and model.source == "onnx"
+        model = model.with_categories([None, None, ("clerk", "nurse", "pilot")])
+        X = _codes(df, model)
+        assert np.mean(model.predict(X) == pipe.predict(df)) > 0.99          # float32 in the graph
+        assert np.allclose(model.predict_proba(X), pipe.predict_proba(df), atol=1e-4)
+    finally:
+        w.stop()
