@@ -13,10 +13,10 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
+from core.counterfactual import make_cost_model
 from core.errors import QueryError
 from core.intake.worker import ModelWorker
-from core.model.native import model_input
-from core.schema import infer_schema
+from core.intake.workspace import build_workspace
 from core.surrogate import Surrogate, distill
 from core.surrogate.repair import checked_counterfactual
 
@@ -37,94 +37,95 @@ def setting():
     pipe = make_pipeline(pre, MLPClassifier(hidden_layer_sizes=(32, 32), max_iter=600, random_state=0)).fit(df, y)
     w = ModelWorker(sio.dumps(pipe), "mlp.skops")
     model = w.model("mlp")
-    codes = np.column_stack([df[c].to_numpy(float) if model.categories[j] is None else
-                             [model.categories[j].index(v) for v in df[c]] for j, c in enumerate(model.feature_names)])
-    surrogate = distill(model, codes[:1000], n_estimators=80, num_leaves=15, random_state=0)
-    schema = infer_schema(pd.DataFrame(codes, columns=model.feature_names),
-                          levels={"job": model.categories[3]}).with_updates("age", actionability="increase")
-    yield df, pipe, model, codes, surrogate, schema
+    ws = build_workspace(df.assign(y=y), "y", model, name="mlp")
+    ws = ws.with_schema(ws.schema.with_updates("age", actionability="increase"))
+    yield df, pipe, model, ws
     w.stop()
 
 
-def _on_original(pipe, model, surrogate, X):
-    frame = model_input(surrogate.ensemble, np.atleast_2d(X), frame=True)
-    return pipe.predict(frame[list(model.feature_names)])
+def _on_original(pipe, ws, X):
+    return pipe.predict(ws.to_raw(np.atleast_2d(X))[["age", "income", "debt", "job"]])
 
 
-def test_the_surrogate_keeps_the_models_features_and_is_faithful(setting):
-    df, pipe, model, codes, surrogate, _ = setting
-    ens = surrogate.native
+def test_the_workspace_answers_with_the_model_and_its_surrogate_is_faithful(setting):
+    df, pipe, model, ws = setting
+    assert ws.model_kind == "black_box" and ws.model is model
+    assert np.array_equal(ws.predictions, pipe.predict(df))              # the model's answers, not the surrogate's
+    s = ws.surrogate
+    ens = s.native
     assert ens.feature_names == model.feature_names and ens.categories == model.categories
     assert list(ens.classes) == list(model.classes) and ens.meta["input"] == "codes"
-    assert surrogate.fidelity >= 0.93 and surrogate.boundary_fidelity is not None
-    held = codes[1000:]                                         # rows it never saw
-    assert np.mean(ens.predict(held) == pipe.predict(df.iloc[1000:])) >= 0.9
-    again = distill(model, codes[:1000], n_estimators=80, num_leaves=15, random_state=0)
-    assert np.array_equal(again.native.predict(held), ens.predict(held))          # reproducible
-    assert again.fidelity == surrogate.fidelity
+    assert s.ensemble.feature_names == ws.ensemble.feature_names                      # the one-hot view
+    assert s.fidelity >= 0.93 and s.boundary_fidelity is not None
+    assert np.mean(ws.ensemble.predict(ws.X.to_numpy(float)) == ws.predictions) >= 0.93
+    assert any("not read exactly" in n for n in ws.notes)
+    codes = np.column_stack([df[c].to_numpy(float) if model.categories[j] is None else
+                             [model.categories[j].index(v) for v in df[c]] for j, c in enumerate(model.feature_names)])
+    a = distill(model, codes[:1000], n_estimators=40, num_leaves=8, random_state=3)
+    b = distill(model, codes[:1000], n_estimators=40, num_leaves=8, random_state=3)
+    assert np.array_equal(a.native.predict(codes), b.native.predict(codes)) and a.fidelity == b.fidelity
 
 
 def test_every_counterfactual_is_valid_on_the_original_model_minimal_and_constrained(setting):
-    df, pipe, model, codes, surrogate, schema = setting
-    rows = codes[1000:1030]
-    pred = pipe.predict(df.iloc[1000:1030])
+    df, pipe, model, ws = setting
+    X = ws.X.to_numpy(float)
+    groups = [list(g) for g in ws.schema.groups().values()]
+    singles = [[j] for j in range(X.shape[1]) if not any(j in g for g in groups)]
+    age = list(ws.ensemble.feature_names).index("age")
+    span = ws.schema.arrays()["span"]
     checked = 0
-    for x, p in zip(rows, pred):
-        r = checked_counterfactual(model, x, 1 - p, surrogate=surrogate, schema=schema, X_ref=codes[:1000],
+    for i in range(1000, 1030):
+        x, p = X[i], ws.predictions[i]
+        r = checked_counterfactual(model, x, 1 - p, surrogate=ws.surrogate, schema=ws.schema, X_ref=X[:1000],
                                    time_limit=20)
         assert r.found, r.message
-        assert _on_original(pipe, model, surrogate, r.x)[0] == 1 - p                     # valid on the model
+        assert _on_original(pipe, ws, r.x)[0] == 1 - p                                  # valid on the model
         g = r.guarantee
         assert g.kind == "valid_on_model" and g.model_kind == "black_box"
-        assert g.surrogate_fidelity == surrogate.fidelity and "not proven optimal" in g.text()
-        assert r.x[0] >= x[0]                                                               # age: increase only
-        moved = np.flatnonzero(r.x != x)
-        assert len(moved) == len(r.changes) >= 1
-        for j in moved:                                         # minimal: no change can be dropped
+        assert g.surrogate_fidelity == ws.surrogate.fidelity and "not proven optimal" in g.text()
+        assert r.x[age] >= x[age]                                                        # age: increase only
+        moved = [u for u in groups + singles if not np.array_equal(r.x[u], x[u])]
+        assert moved
+        for u in moved:                                          # minimal: no change can be dropped
             back = r.x.copy()
-            back[j] = x[j]
-            assert _on_original(pipe, model, surrogate, back)[0] != 1 - p
-        assert abs(r.cost - schema_cost(schema, x, r.x)) < 1e-9
+            back[u] = x[u]
+            assert _on_original(pipe, ws, back)[0] != 1 - p
+        by_hand = sum(1.0 if len(u) > 1 else abs(r.x[u[0]] - x[u[0]]) / span[u[0]]
+                      for u in moved)                            # a category switch costs one unit
+        assert abs(r.cost - by_hand) < 1e-9
+        assert abs(r.cost - make_cost_model(ws.ensemble, "l1", None, ws.schema).cost(x, r.x[None])[0]) < 1e-12
         checked += 1
     assert checked == 30
 
 
-def schema_cost(schema, x, z):
-    from core.counterfactual import make_cost_model
-    from core.model.categorical import expand  # noqa: F401  (the codes view: no groups here)
-    span = schema.arrays()["span"]
-    cost = 0.0
-    for j, f in enumerate(schema.features):
-        if z[j] != x[j]:
-            cost += 1.0 if f.kind == "categorical" else abs(z[j] - x[j]) / span[j]
-    return cost + 0 * make_cost_model.__code__.co_argcount
-
-
 def test_a_poor_surrogate_is_repaired_and_its_answers_still_hold(setting):
-    df, pipe, model, codes, _, schema = setting
+    df, pipe, model, ws = setting
+    codes = np.column_stack([df[c].to_numpy(float) if model.categories[j] is None else
+                             [model.categories[j].index(v) for v in df[c]] for j, c in enumerate(model.feature_names)])
     poor = distill(model, codes[:200], n_estimators=3, num_leaves=4, n_pairs=50, random_state=1)
+    poor = poor.with_view(ws.surrogate.view)
     assert poor.fidelity < 0.95
-    pred = pipe.predict(df.iloc[1100:1125])
-    repaired = 0
-    for x, p in zip(codes[1100:1125], pred):
-        r = checked_counterfactual(model, x, 1 - p, surrogate=poor, schema=schema, X_ref=codes[:1000],
+    X = ws.X.to_numpy(float)
+    refits = 0
+    for i in range(1100, 1125):
+        x, p = X[i], ws.predictions[i]
+        r = checked_counterfactual(model, x, 1 - p, surrogate=poor, schema=ws.schema, X_ref=X[:1000],
                                    time_limit=20, rounds=2)
         assert r.found, r.message
-        assert _on_original(pipe, model, poor, r.x)[0] == 1 - p
-        repaired += r.params["refits"] > 0 or r.params["model_calls"] > 4
-    assert repaired >= 1
+        assert _on_original(pipe, ws, r.x)[0] == 1 - p
+        refits += r.params["refits"]
+    assert refits >= 1
 
 
 def test_impossible_queries_say_so_and_claim_nothing(setting):
-    df, pipe, model, codes, surrogate, schema = setting
-    x = codes[1000]
-    p = pipe.predict(df.iloc[[1000]])[0]
-    r = checked_counterfactual(model, x, 1 - p, surrogate=surrogate, schema=schema,
-                               fixed=list(model.feature_names), time_limit=5)
+    df, pipe, model, ws = setting
+    x, p = ws.X.to_numpy(float)[1000], ws.predictions[1000]
+    r = checked_counterfactual(model, x, 1 - p, surrogate=ws.surrogate, schema=ws.schema,
+                               fixed=list(ws.ensemble.feature_names), time_limit=5)
     assert not r.found and r.x is None
     assert r.guarantee.kind == "not_found" and "Nothing is proven" in r.guarantee.text()
     with pytest.raises(QueryError, match="surrogate"):
-        checked_counterfactual(model, x, 1 - p, surrogate="nope", schema=schema)
-    with pytest.raises(QueryError, match="reads 4 features"):
-        checked_counterfactual(model, x[:2], 1 - p, surrogate=surrogate)
-    assert isinstance(surrogate, Surrogate)
+        checked_counterfactual(model, x, 1 - p, surrogate="nope", schema=ws.schema)
+    with pytest.raises(QueryError, match="reads 6 features"):
+        checked_counterfactual(model, x[:2], 1 - p, surrogate=ws.surrogate)
+    assert isinstance(ws.surrogate, Surrogate)
