@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from core.errors import QueryError
-from core.model import TreeEnsemble
+from core.model import Guarantee, TreeEnsemble
 from core.shown import approx_text, number_text
 
 if TYPE_CHECKING:
@@ -328,6 +328,8 @@ class CounterfactualResult:
         or "error" (``message`` says why).
     gap : relative gap between ``cost`` and the proven lower bound (0 if optimal).
     alternatives : further results when ``n_solutions > 1``.
+    guarantee : what the answer guarantees (:class:`core.model.Guarantee`), or None
+        where the solver that made it does not say.
     """
 
     x: np.ndarray | None
@@ -345,6 +347,7 @@ class CounterfactualResult:
     prediction: Any = None
     alternatives: tuple["CounterfactualResult", ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
+    guarantee: Guarantee | None = None
 
     @property
     def found(self) -> bool:
@@ -367,6 +370,7 @@ class CounterfactualResult:
                        for k, v in self.params.items()},
             "alternatives": [a.to_dict() for a in self.alternatives],
             "timings": self.timings,
+            "guarantee": None if self.guarantee is None else self.guarantee.to_dict(),
         }
 
 
