@@ -193,7 +193,8 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
     ensemble : TreeEnsemble, LinearModel or a supported model
         A linear model (or a fitted scikit-learn linear model, or a pipeline ending in
         one) is solved exactly as a MILP on its score (:mod:`core.solvers.linear`),
-        its result carrying ``guarantee``.
+        its result carrying ``guarantee``; ``backend``, ``warm`` and ``X_ref`` are
+        for tree ensembles and do not apply to it.
     x : array-like of shape (n_features,), the query.
     target : a class label (classifiers) or an interval ``(lo, hi)`` (regressors).
     schema : Schema or None, default None

@@ -490,9 +490,11 @@ def _on_piece(gain: np.ndarray, cap: np.ndarray, c1: np.ndarray, c2: np.ndarray,
     return d
 
 
-def _continuous_polish(prob: LinearProblem, m: _Model, x: np.ndarray, tau: np.ndarray) -> np.ndarray | None:
+def _continuous_polish(prob: LinearProblem, m: _Model, x: np.ndarray, tau: np.ndarray,
+                       allowed: set[int] | None = None) -> np.ndarray | None:
     """For one target row: the continuous moves recomputed exactly given the discrete
-    choices of ``x`` (and, with l0, the features it moves), by :func:`_one_row`."""
+    choices of ``x`` and, with l0, the features whose change the solver paid for
+    (``allowed``), by :func:`_one_row`."""
     lin, cm = prob.lin, prob.cost_model
     const, A, tabs = _row_coefs(prob)
     cont = [j for j in m.caps if prob.kinds[j] not in INTEGRAL_KINDS and lin.categories[j] is None]
@@ -503,7 +505,7 @@ def _continuous_polish(prob: LinearProblem, m: _Model, x: np.ndarray, tau: np.nd
     for j in cont:
         U, Vd = m.caps[j]
         a = A[0, j]
-        if cm.l0 > 0 and x[j] == prob.x_hat[j]:
+        if allowed is not None and j not in allowed:
             continue                                 # the solver chose not to move it (its count is paid per move)
         for s, capj, w in ((1.0, U, cm.w_up[j]), (-1.0, Vd, cm.w_down[j])):
             if capj > 0 and s * a > 0:
@@ -559,7 +561,7 @@ def _highs(m: _Model, time_limit: float) -> _Solved:
         res = milp(c * scale if V.n else np.zeros(0), integrality=np.array(V.integ),
                    bounds=Bounds(np.array(V.lb), np.array(V.ub)), constraints=cons,
                    options={"time_limit": max(time_limit, 0.01), "mip_rel_gap": 0.0, "disp": False,
-                            **_HIGHS_OPTIONS})
+                            "presolve": V.n > 500, **_HIGHS_OPTIONS})   # presolve costs more than it saves when small
     if res.status == 2:
         return _Solved("infeasible", None, np.inf, np.inf, np.inf, "highs")
     if res.x is None:
@@ -782,7 +784,9 @@ def solve_linear(prob: LinearProblem, *, time_limit: float = 30.0, n_workers: in
                     solved.status == "time_limit" else f"The solver failed: {solved.message}")
             x = _point(prob, m, solved.z)
             if n_rows == 1:
-                polished = _continuous_polish(prob, m, x, tau)
+                paid = None if cm.l0 == 0 else {j for zs in (m.vars.zu, m.vars.zv) for j, col in zs.items()
+                                                 if solved.z[col] > 0.5}
+                polished = _continuous_polish(prob, m, x, tau, paid)
                 x = polished if polished is not None else x
         if lower is None:
             lower = solved.bound

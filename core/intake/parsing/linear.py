@@ -17,6 +17,7 @@ within 1e-9 relative, else the model is refused rather than approximated.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -131,6 +132,18 @@ def verify_linear(lin: LinearModel, model: Any, n: int = 64, seed: int = 0, X: n
     P = linear_probe_points(lin, n, seed)
     if X is not None:
         P = np.vstack([P, np.asarray(X, dtype=np.float64)])
+    imputed = [j for j, name in enumerate(lin.feature_names)
+               if name in lin.meta.get("impute", {}) and lin.categories[j] is None]
+    if imputed:                              # missing numbers, read as the imputer's fill value by both
+        gaps = P[:n].copy()
+        gaps[:, imputed] = np.where(np.arange(n)[:, None] % 2 == 0, np.nan, gaps[:, imputed])
+        P = np.vstack([P, gaps])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)     # the probes hold unknown categories on purpose
+        _compare(lin, model, P)
+
+
+def _compare(lin: LinearModel, model: Any, P: np.ndarray) -> None:
     Xn = native_input(lin, model, P)   # type: ignore[arg-type]   # duck-typed: names, categories, meta
     what = f"This {lin.source} model was read as a linear model but its"
     ours = lin.scores(P)
