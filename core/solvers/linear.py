@@ -449,7 +449,7 @@ def _one_row(gain: np.ndarray, cap: np.ndarray, c1: np.ndarray, c2: np.ndarray, 
         out = np.zeros(n)
         with np.errstate(invalid="ignore"):
             out[quad] = np.clip((lam * gain[quad] - c1[quad]) / (2 * c2[quad]), 0.0, cap[quad])
-        above = ~quad & ((lam * gain > c1) | (at_jump & (lam * gain == c1)))
+        above = ~quad & ((start < lam) | (at_jump & (start == lam)))   # on the breakpoints themselves: exact
         out[above] = cap[above]
         return out
 
@@ -465,7 +465,7 @@ def _one_row(gain: np.ndarray, cap: np.ndarray, c1: np.ndarray, c2: np.ndarray, 
         full = moves(lam, True)
         if total(full) >= need:              # reached by the linear moves that start at lam, filled in turn
             d, left = below, need - total(below)
-            at = np.flatnonzero(~quad & (lam * gain == c1))
+            at = np.flatnonzero(~quad & (start == lam))
             for i in at[np.argsort(-gain[at], kind="stable")]:
                 d[i] = min(cap[i], left / gain[i])
                 left -= d[i] * gain[i]
@@ -524,6 +524,57 @@ def _continuous_polish(prob: LinearProblem, m: _Model, x: np.ndarray, tau: np.nd
     for j, s, dj in zip(items, sign, d):
         out[j] = prob.x_hat[j] + s * dj if dj > 0 else out[j]
     return out
+
+
+def _relaxation(prob: LinearProblem, m: _Model, tau: np.ndarray) -> np.ndarray | None:
+    """One row and an l1 cost: the LP relaxation solved exactly by :func:`_one_row` (an
+    integer feature as a continuous one; a categorical feature as one item, its best
+    code, whose gain its other codes cannot beat at the same switch cost; a one-hot
+    group makes this step stand aside). When the LP optimum moves every integer by a
+    whole number and every categorical item wholly or not at all, it is a point of the
+    MILP at the LP's lower bound: proven optimal without the MILP. None otherwise."""
+    cm = prob.cost_model
+    if any(prob.action[j] != "fixed" for g in prob.groups for j in g):
+        return None
+    _, A, tabs = _row_coefs(prob)
+    need = float(tau[0]) - float(prob.g(prob.x_hat[None, :])[0, 0])
+    items: list[tuple[int, float, Any]] = []
+    gain, cap, c1 = [], [], []
+    for j, (U, Vd) in m.caps.items():
+        a = A[0, j]
+        for s, capj, w in ((1.0, U, cm.w_up[j]), (-1.0, Vd, cm.w_down[j])):
+            if capj > 0 and s * a > 0:
+                items.append((j, s, None))
+                gain.append(abs(a))
+                cap.append(capj)
+                c1.append(cm.l1 * w / cm.span[j])
+    for j, opts in m.vars.cat.items():
+        own = int(prob.x_hat[j])
+        t = tabs[j][:, 0]
+        best = max(((float(t[k] - t[own]), k) for k, _ in opts if k != own), default=(0.0, own))
+        if best[0] > 0:
+            items.append((j, 1.0, best[1]))
+            gain.append(best[0])
+            cap.append(1.0)
+            c1.append(float(prob.unit[j]))
+    d = _one_row(np.array(gain), np.array(cap, dtype=float), np.array(c1), np.zeros(len(gain)), need)
+    if d is None:
+        return None
+    x = prob.x_hat.copy()
+    for (j, s, code), dj, capj in zip(items, d, cap):
+        if dj <= 0:
+            continue
+        if code is not None:
+            if dj != capj:
+                return None
+            x[j] = code
+        elif prob.kinds[j] in INTEGRAL_KINDS:
+            if dj != np.floor(dj):
+                return None
+            x[j] = prob.x_hat[j] + s * dj
+        else:
+            x[j] = prob.x_hat[j] + s * dj
+    return x
 
 
 # --------------------------------------------------------------------- solvers
@@ -767,7 +818,11 @@ def solve_linear(prob: LinearProblem, *, time_limit: float = 30.0, n_workers: in
         if left <= 0:
             break
         m = _formulate(prob, tau, with_l2=cm.l2 > 0)
-        if cm.l2 > 0 and not needs_miqp:             # continuous moves, one row: exactly by KKT
+        relaxed = _relaxation(prob, m, tau) if n_rows == 1 and cm.l0 == 0 and cm.l2 == 0 else None
+        if relaxed is not None:                      # the LP bound is met by a point with every discrete choice whole
+            x = relaxed
+            solved = _Solved("optimal", None, prob.cost(x), prob.cost(x), 0.0, "lp-bound")
+        elif cm.l2 > 0 and not needs_miqp:           # continuous moves, one row: exactly by KKT
             x = _continuous_polish(prob, m, prob.x_hat.copy(), tau)
             if x is None:
                 return None, np.inf, "infeasible", np.inf, np.inf, "kkt", _explain(prob, m)

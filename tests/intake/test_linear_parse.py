@@ -242,3 +242,15 @@ def test_arrays_round_trip_and_hash():
     X = _codes(lin, df)
     assert np.array_equal(back.scores(X), lin.scores(X)) and back.content_hash() == lin.content_hash()
     assert back.categories == lin.categories and back.meta["impute"] == lin.meta["impute"]
+
+
+def test_as_model_reads_either_kind_and_says_which():
+    from sklearn.ensemble import RandomForestClassifier
+
+    df, score = _data(seed=8)
+    X = df[["age", "income"]]
+    rf = RandomForestClassifier(3, max_depth=2, random_state=0).fit(X, score > 0)
+    ens = as_model(rf)
+    assert ens.kind == "tree_ensemble" and as_model(ens) is ens
+    lin = as_model(LogisticRegression().fit(X, score > 0))
+    assert lin.kind == "linear" and as_model(lin) is lin

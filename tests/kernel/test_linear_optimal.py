@@ -291,3 +291,32 @@ def test_l2_without_gurobi_is_refused_with_the_reason(monkeypatch):
     assert kkt.status == "optimal" and kkt.backend == "kkt"
     with pytest.raises(QueryError, match="Gurobi"):
         optimal_counterfactual(lin, X[i], 1, schema=schema, norm="l2", model=pipe)
+
+
+def test_one_row_kkt_solver_equals_an_lp_and_a_bisection():
+    """The exact one-row solver (fractional knapsack / KKT) on random instances, ties of
+    cost per gain included, equals scipy's LP (l1) and a bisection on the multiplier (l2)."""
+    from linear_oracles import _quadratic
+    from scipy.optimize import linprog
+
+    from core.solvers.linear import _one_row
+
+    rng = np.random.default_rng(0)
+    for trial in range(300):
+        n = int(rng.integers(1, 7))
+        gain = rng.choice([0.3, 0.64, 1.0, 2.5, 3.69], n) * rng.choice([1.0, 1.0, 0.1], n)
+        cap = rng.choice([1.0, 2.0, 5.0, np.inf], n)
+        c1 = rng.choice([0.0, 0.125, 0.2, 1.0], n) * (trial % 3 != 0)
+        need = float(rng.uniform(0.1, 0.99) * np.sum(gain * np.where(np.isfinite(cap), cap, 3.0)))
+        d = _one_row(gain, cap, c1 if trial % 2 else c1 + 1e-3, np.zeros(n), need)
+        costs = c1 if trial % 2 else c1 + 1e-3
+        lp = linprog(costs, A_ub=-gain[None, :], b_ub=[-need], bounds=list(zip(np.zeros(n), cap)), method="highs")
+        assert lp.status == 0 and d is not None
+        assert np.all((d >= 0) & (d <= cap)) and gain @ d >= need * (1 - 1e-12)
+        assert costs @ d == pytest.approx(lp.fun, rel=1e-9, abs=1e-12)
+        c2 = rng.choice([0.5, 1.0, 4.0], n)
+        dq = _one_row(gain, cap, c1, c2, need)
+        ref, _ = _quadratic(gain, np.where(np.isfinite(cap), cap, 1e12), c1, c2, need)
+        assert gain @ dq >= need * (1 - 1e-9)
+        assert c1 @ dq + c2 @ (dq * dq) == pytest.approx(ref, rel=1e-7)
+    assert _one_row(np.array([1.0, 2.0]), np.array([1.0, 1.0]), np.ones(2), np.zeros(2), 3.5) is None
