@@ -320,3 +320,32 @@ def test_one_row_kkt_solver_equals_an_lp_and_a_bisection():
         assert gain @ dq >= need * (1 - 1e-9)
         assert c1 @ dq + c2 @ (dq * dq) == pytest.approx(ref, rel=1e-7)
     assert _one_row(np.array([1.0, 2.0]), np.array([1.0, 1.0]), np.ones(2), np.zeros(2), 3.5) is None
+
+
+@pytest.mark.parametrize("norm", ["l1", "l0", {"l0": 0.1, "l1": 1.0}])
+def test_one_hot_groups_cost_as_the_categorical_feature_they_encode(norm):
+    """The same logistic model on a categorical feature (a pipeline's encoder) and on its
+    one-hot columns (a schema group): the same optimal costs and the same points."""
+    df, score = _data(seed=8)
+    pipe = _pipe(LogisticRegression(max_iter=1000)).fit(df, (score > 0).astype(int))
+    lin = as_model(pipe)
+    schema = _schema(lin)
+    X = _codes(lin, df)
+    jc = lin.feature_names.index("job")
+    levels = list(lin.categories[jc])
+    hot = pd.DataFrame({f"job={v}": (df.job == v).astype(float) for v in levels})
+    wide = pd.concat([df[["a", "b", "n", "flag"]], hot], axis=1)
+    est = LogisticRegression().fit(wide, (score > 0).astype(int))
+    est.coef_ = np.concatenate([lin.coef[:, :jc], lin.category_scores[jc][:-1].T], axis=1)
+    est.intercept_ = lin.intercept.copy()
+    flat = as_model(est)
+    feats = [f for f in schema.features if f.name != "job"] + [
+        FeatureSpec(c, "one-hot", 0, 1, group="job") for c in hot.columns]
+    wide_schema = Schema(tuple(feats))
+    W = wide.to_numpy(float)
+    for i in np.flatnonzero(lin.predict(X) == 0)[:4]:
+        a = optimal_counterfactual(lin, X[i], 1, schema=schema, norm=norm, model=pipe, fixed=["b"])
+        b = optimal_counterfactual(flat, W[i], 1, schema=wide_schema, norm=norm, model=est, fixed=["b"])
+        assert a.status == b.status == "optimal"
+        assert a.cost == pytest.approx(b.cost, rel=1e-6, abs=1e-9)
+        assert b.x[4:].sum() == 1 and est.predict(pd.DataFrame([b.x], columns=wide.columns))[0] == 1
