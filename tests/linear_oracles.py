@@ -39,6 +39,13 @@ class Query:
     l0: float
     l1: float
     l2: float
+    wu: np.ndarray | None = None    # weights to increase / decrease (default 1)
+    wd: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        d = len(self.x_hat)
+        self.wu = np.ones(d) if self.wu is None else np.asarray(self.wu, dtype=float)
+        self.wd = np.ones(d) if self.wd is None else np.asarray(self.wd, dtype=float)
 
     def score_rows(self, x: np.ndarray) -> np.ndarray:
         s = self.intercept + self.coef @ np.where([t is None for t in self.tables], x, 0.0)
@@ -52,10 +59,11 @@ class Query:
         for j in range(len(x)):
             d = x[j] - self.x_hat[j]
             if self.tables[j] is not None:
-                total += (self.l0 + self.l1 + self.l2) * (d != 0)
+                total += 0.5 * (self.wu[j] + self.wd[j]) * (self.l0 + self.l1 + self.l2) * (d != 0)
             else:
                 D = abs(d) / self.span[j]
-                total += self.l0 * (d != 0) + self.l1 * D + self.l2 * D * D
+                w = self.wu[j] if d > 0 else self.wd[j]
+                total += w * (self.l0 * (d != 0) + self.l1 * D + self.l2 * D * D)
         return total
 
 
@@ -130,10 +138,10 @@ def _continuous(q: Query, x: np.ndarray, S: list, short: np.ndarray):
         items, gain, cap, c1, c2, sign = [], [], [], [], [], []
         for j in S:
             a = A[0, j]
-            for s, c in ((1.0, q.hi[j] - q.x_hat[j]), (-1.0, q.x_hat[j] - q.lo[j])):
+            for s, c, w in ((1.0, q.hi[j] - q.x_hat[j], q.wu[j]), (-1.0, q.x_hat[j] - q.lo[j], q.wd[j])):
                 if s * a > 0 and c > 0:
                     items.append(j), gain.append(abs(a)), cap.append(c), sign.append(s)
-                    c1.append(q.l1 / q.span[j]), c2.append(q.l2 / q.span[j] ** 2)
+                    c1.append(w * q.l1 / q.span[j]), c2.append(w * q.l2 / q.span[j] ** 2)
         if need <= 0:
             return 0.0, x
         if not items:
@@ -147,12 +155,12 @@ def _continuous(q: Query, x: np.ndarray, S: list, short: np.ndarray):
         out = x.copy()
         for j, s, v in zip(items, sign, m):
             out[j] = q.x_hat[j] + s * v
-        return cost + q.l0 * len(S), out
+        return cost + q.l0 * _changed(q, out, S), out
     from scipy.optimize import linprog
 
     assert q.l2 == 0, "several rows with squared l2: compare with the Gurobi formulation instead"
     n = len(S)
-    c = np.concatenate([[q.l1 / q.span[j] for j in S]] * 2)
+    c = np.concatenate([[q.wu[j] * q.l1 / q.span[j] for j in S], [q.wd[j] * q.l1 / q.span[j] for j in S]])
     A_ub = -np.hstack([A[:, S], -A[:, S]])
     bounds = [(0, q.hi[j] - q.x_hat[j]) for j in S] + [(0, q.x_hat[j] - q.lo[j]) for j in S]
     res = linprog(c, A_ub=A_ub, b_ub=-short, bounds=bounds, method="highs")
@@ -160,7 +168,12 @@ def _continuous(q: Query, x: np.ndarray, S: list, short: np.ndarray):
         return None, None
     out = x.copy()
     out[S] = q.x_hat[S] + res.x[:n] - res.x[n:]
-    return float(res.fun) + q.l0 * n, out
+    return float(res.fun) + q.l0 * _changed(q, out, S), out
+
+
+def _changed(q: Query, x: np.ndarray, S: list) -> float:
+    """The l0 weights of the features of S that x moves (by direction)."""
+    return float(sum(q.wu[j] if x[j] > q.x_hat[j] else q.wd[j] for j in S if x[j] != q.x_hat[j]))
 
 
 def gurobi_x_space(q: Query) -> float:
@@ -185,21 +198,22 @@ def gurobi_x_space(q: Query) -> float:
             for o in range(len(s)):
                 s[o] += gp.quicksum(float(q.tables[j][k, o]) * v for k, v in b.items())
             own = int(q.x_hat[j])
-            obj += (q.l0 + q.l1 + q.l2) * gp.quicksum(v for k, v in b.items() if k != own)
+            obj += 0.5 * (q.wu[j] + q.wd[j]) * (q.l0 + q.l1 + q.l2) * gp.quicksum(v for k, v in b.items() if k != own)
             continue
         if q.kind[j] == "fixed":
             for o in range(len(s)):
                 s[o] += float(q.coef[o, j] * q.x_hat[j])
             continue
         x = m.addVar(lb=q.lo[j], ub=q.hi[j], vtype=gp.GRB.INTEGER if q.kind[j] == "integer" else gp.GRB.CONTINUOUS)
-        dist = m.addVar(lb=0.0)
-        m.addConstr(dist >= x - q.x_hat[j])
-        m.addConstr(dist >= q.x_hat[j] - x)
+        up, dn = m.addVar(lb=0.0), m.addVar(lb=0.0)
+        m.addConstr(up - dn == x - q.x_hat[j])
         if q.l0 > 0:
-            z = m.addVar(vtype=gp.GRB.BINARY)
-            m.addConstr(dist <= (q.hi[j] - q.lo[j]) * z)
-            obj += q.l0 * z
-        obj += q.l1 * dist / q.span[j] + q.l2 * (x - q.x_hat[j]) * (x - q.x_hat[j]) / q.span[j] ** 2
+            zu, zd = m.addVar(vtype=gp.GRB.BINARY), m.addVar(vtype=gp.GRB.BINARY)
+            m.addConstr(up <= (q.hi[j] - q.lo[j]) * zu)
+            m.addConstr(dn <= (q.hi[j] - q.lo[j]) * zd)
+            obj += q.l0 * (q.wu[j] * zu + q.wd[j] * zd)
+        obj += (q.l1 * (q.wu[j] * up + q.wd[j] * dn) / q.span[j]
+                + q.l2 * (q.wu[j] * up * up + q.wd[j] * dn * dn) / q.span[j] ** 2)
         for o in range(len(s)):
             s[o] += float(q.coef[o, j]) * x
     for r in range(len(q.rhs)):
