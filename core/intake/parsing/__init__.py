@@ -18,7 +18,7 @@ import numpy as np
 
 from core.errors import UnsupportedModelError
 from core.intake.parsing.catboost import parse_catboost
-from core.intake.parsing.common import build_tree, describe_unsupported
+from core.intake.parsing.common import SUPPORTED_MODELS, build_tree, describe_unsupported
 from core.intake.parsing.lightgbm import parse_lightgbm
 from core.intake.parsing.linear import is_linear, parse_linear_estimator, verify_linear
 from core.intake.parsing.pipeline import parse_linear_pipeline, parse_pipeline
@@ -37,7 +37,7 @@ def _parser_for(model: Any) -> Callable[[Any], TreeEnsemble]:
     if is_linear(model):
         raise UnsupportedModelError(f"This {type(model).__name__} is a linear model, not a tree ensemble. It is read "
                                     f"exactly by core.model.as_model for {LINEAR_ANALYSES}; the other analyses "
-                                    "need a tree ensemble.")
+                                    f"need a tree ensemble. Supported tree ensembles: {SUPPORTED_MODELS}.")
     if module == "sklearn":
         if type(model).__name__ == "Pipeline":
             return _parse_pipeline
