@@ -328,6 +328,9 @@ class CounterfactualResult:
         or "error" (``message`` says why).
     gap : relative gap between ``cost`` and the proven lower bound (0 if optimal).
     alternatives : further results when ``n_solutions > 1``.
+    guarantee : what the answer guarantees (:class:`core.model.Guarantee`); when the
+        solver that made it gives none, the one its status proves on a tree ensemble
+        (:func:`status_guarantee`).
     """
 
     x: np.ndarray | None

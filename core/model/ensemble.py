@@ -10,7 +10,12 @@ documented in :mod:`core.model`.
 :func:`as_ensemble` is how an analysis accepts a fitted model too: it returns a
 ``TreeEnsemble`` as is and hands anything else to the converter registered with
 :func:`register_converter` (:func:`core.intake.models.from_model`, registered when
-``core`` is imported), so the representation imports no parser.
+``core`` is imported), so the representation imports no parser. It refuses a
+linear model, naming the analyses that run on one. :func:`as_model` is how an
+analysis that also reads linear models accepts a model: a ``TreeEnsemble`` or a
+:class:`core.model.linear.LinearModel` as is, anything else through the converter
+registered with :func:`register_model_converter`
+(:func:`core.intake.models.model_from`).
 """
 
 from __future__ import annotations
@@ -25,9 +30,11 @@ import numpy as np
 from core.errors import ModelError, UnsupportedModelError
 from core.jsonable import plain
 from core.model.flatwalk import _flatten, leaf_sum, leaves
+from core.model.linear import LINEAR_ANALYSES, LinearModel
 from core.model.tree import Tree, node_category_masks
 
-__all__ = ["TreeEnsemble", "Link", "Task", "as_ensemble", "register_converter"]
+__all__ = ["TreeEnsemble", "Link", "Task", "as_ensemble", "as_model", "register_converter",
+           "register_model_converter"]
 
 Link = Literal["identity", "sigmoid", "softmax", "isolation"]
 Task = Literal["classification", "regression", "anomaly"]
@@ -131,6 +138,11 @@ class TreeEnsemble:
         object.__setattr__(self, "_flat", _flatten(self.trees))
 
     # ------------------------------------------------------------------ shape
+    @property
+    def kind(self) -> str:
+        """``"tree_ensemble"`` (a :class:`core.model.linear.LinearModel` says ``"linear"``)."""
+        return "tree_ensemble"
+
     @property
     def n_trees(self) -> int:
         return len(self.trees)
@@ -467,7 +479,35 @@ def as_ensemble(obj: Any, **kw: Any) -> TreeEnsemble:
     converter's ``TreeEnsemble`` of the fitted model ``obj`` (keywords passed on)."""
     if isinstance(obj, TreeEnsemble):
         return obj
+    if isinstance(obj, LinearModel):
+        raise UnsupportedModelError(f"This analysis needs a tree ensemble; the model is a linear model "
+                                    f"({obj.source or 'linear'}). On a linear model run {LINEAR_ANALYSES}.")
     if _converter is None:
         raise UnsupportedModelError(f"No converter from {type(obj).__name__} to a TreeEnsemble is registered "
                                     "(importing core registers the parsers).")
     return _converter(obj, **kw)
+
+
+#: turns a fitted model into a TreeEnsemble or a LinearModel; set by :func:`register_model_converter`
+_model_converter: Callable[..., TreeEnsemble | LinearModel] | None = None
+
+
+def register_model_converter(fn: Callable[..., TreeEnsemble | LinearModel]) -> Callable[..., TreeEnsemble | LinearModel]:
+    """Make ``fn(model, **kw)`` the converter :func:`as_model` calls on anything that is
+    neither a :class:`TreeEnsemble` nor a :class:`LinearModel` (:mod:`core.intake.models`
+    registers its ``model_from``)."""
+    global _model_converter
+    _model_converter = fn
+    return fn
+
+
+def as_model(obj: Any, **kw: Any) -> TreeEnsemble | LinearModel:
+    """``obj`` itself when it is a :class:`TreeEnsemble` or a :class:`LinearModel`, else
+    the registered converter's reading of the fitted model ``obj`` (a linear model, a
+    pipeline ending in one, or a tree ensemble); keywords passed on."""
+    if isinstance(obj, (TreeEnsemble, LinearModel)):
+        return obj
+    if _model_converter is None:
+        raise UnsupportedModelError(f"No converter from {type(obj).__name__} to a model of core is registered "
+                                    "(importing core registers the parsers).")
+    return _model_converter(obj, **kw)

@@ -72,7 +72,7 @@ from core.cells import (
 )
 from core.cells.problem import feature_actions
 from core.counterfactual import CounterfactualResult, QueryError, check_time_limit
-from core.model import TreeEnsemble, as_ensemble
+from core.model import LinearModel, TreeEnsemble, as_ensemble, as_model
 from core.model.missing import indicator_of, settled
 from core.schema import Schema
 from core.settings import (
@@ -86,6 +86,7 @@ from core.settings import (
     validated,
 )
 from core.solvers import cpsat, ocean, separable
+from core.solvers.linear import linear_counterfactual
 from core.solvers.ocean import GurobiUnavailable
 
 __all__ = ["optimal_counterfactual", "OptimalSettings", "other_models", "build_problem", "feature_levels", "Plausibility", "CellProblem",
@@ -189,7 +190,11 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
 
     Parameters
     ----------
-    ensemble : TreeEnsemble or a supported model.
+    ensemble : TreeEnsemble, LinearModel or a supported model
+        A linear model (or a fitted scikit-learn linear model, or a pipeline ending in
+        one) is solved exactly as a MILP on its score (:mod:`core.solvers.linear`),
+        its result carrying ``guarantee``; ``backend``, ``warm`` and ``X_ref`` are
+        for tree ensembles and do not apply to it.
     x : array-like of shape (n_features,), the query.
     target : a class label (classifiers) or an interval ``(lo, hi)`` (regressors).
     schema : Schema or None, default None
@@ -233,12 +238,18 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
     >>> res.status, int(rf.predict(pd.DataFrame([res.x], columns=data.data.columns))[0])
     ('optimal', 1)
     """
+    read = ensemble if isinstance(ensemble, (TreeEnsemble, LinearModel)) else as_model(ensemble)
+    if isinstance(read, LinearModel):      # a linear model: a MILP on its score (core.solvers.linear)
+        return _linear_query(read, ensemble, x, target, schema=schema, norm=norm, weights=weights, fixed=fixed,
+                             increase_only=increase_only, decrease_only=decrease_only, plausibility=plausibility,
+                             also_valid_for=also_valid_for, margin=margin, time_limit=time_limit,
+                             n_solutions=n_solutions, n_workers=n_workers, model=model)
     t0 = time.perf_counter()
     s = OptimalSettings(schema=schema, norm=norm, weights=weights, fixed=fixed, increase_only=increase_only,
                         decrease_only=decrease_only, plausibility=plausibility, also_valid_for=also_valid_for,
                         margin=margin, backend=backend, time_limit=time_limit, n_solutions=n_solutions,
                         n_workers=n_workers, warm=warm)
-    ens = as_ensemble(ensemble)
+    ens = as_ensemble(read)
     plausibility = s.plausibility
     if plausibility is not None and not isinstance(plausibility, Plausibility):
         plausibility = Plausibility.from_forest(plausibility, None, None)
@@ -285,6 +296,23 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
     if len(results) > 1:
         first = replace(first, alternatives=tuple(r for r in results[1:] if r.found))
     return first
+
+
+def _linear_query(lin: LinearModel, given: Any, x: Any, target: Any, *, plausibility: Any, also_valid_for: Any,
+                  n_solutions: int, model: Any, **kw: Any) -> CounterfactualResult:
+    """The linear path of :func:`optimal_counterfactual` (see :mod:`core.solvers.linear`)."""
+    unsupported = [what for what, used in (("plausibility", plausibility is not None),
+                                           ("also_valid_for", bool(tuple(also_valid_for or ()))),
+                                           ("n_solutions > 1", n_solutions > 1)) if used]
+    if unsupported:
+        raise QueryError(f"On a linear model the optimal counterfactual does not take {', '.join(unsupported)} "
+                         "(those are solved on a tree ensemble's cells); leave them out.")
+    original = model if model is not None else (None if isinstance(given, LinearModel) else given)
+    params = dict(norm=kw["norm"] if isinstance(kw["norm"], str) else dict(kw["norm"]), time_limit=kw["time_limit"],
+                  fixed=_names(kw["fixed"]), increase_only=_names(kw["increase_only"]),
+                  decrease_only=_names(kw["decrease_only"]), target=str(target), margin=kw["margin"],
+                  model_kind="linear")
+    return linear_counterfactual(lin, x, target, model=original, params=params, **kw)
 
 
 def other_models(items: Iterable[Any]) -> list[tuple[TreeEnsemble, Any]]:

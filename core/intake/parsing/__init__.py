@@ -2,8 +2,11 @@
 
 ``parse(model)`` finds the parser for the model's library by its module name
 (so xgboost/lightgbm are imported only when such a model arrives) and raises
-``UnsupportedModelError`` listing what is supported otherwise. What the
-parsers share (that list, :func:`build_tree`) is in :mod:`core.intake.parsing.common`;
+``UnsupportedModelError`` listing what is supported otherwise.
+``parse_any(model)`` reads linear models too (:mod:`core.intake.parsing.linear`,
+a pipeline ending in one by :func:`~core.intake.parsing.pipeline.parse_linear_pipeline`),
+returning a :class:`core.model.linear.LinearModel`; ``parse`` refuses them, naming
+the analyses that run on them. What the parsers share (that list, :func:`build_tree`) is in :mod:`core.intake.parsing.common`;
 ``build_tree`` is importable from here too.
 """
 
@@ -15,20 +18,26 @@ import numpy as np
 
 from core.errors import UnsupportedModelError
 from core.intake.parsing.catboost import parse_catboost
-from core.intake.parsing.common import build_tree, describe_unsupported
+from core.intake.parsing.common import SUPPORTED_MODELS, build_tree, describe_unsupported
 from core.intake.parsing.lightgbm import parse_lightgbm
-from core.intake.parsing.pipeline import parse_pipeline
+from core.intake.parsing.linear import is_linear, parse_linear_estimator, verify_linear
+from core.intake.parsing.pipeline import parse_linear_pipeline, parse_pipeline
 from core.intake.parsing.sklearn import parse_sklearn
 from core.intake.parsing.xgboost import parse_xgboost
 from core.model.ensemble import TreeEnsemble
+from core.model.linear import LINEAR_ANALYSES, LinearModel
 from core.model.native import native_outputs
 from core.model.tree import MISSING_ONLY
 
-__all__ = ["parse", "verify_against_source", "build_tree"]
+__all__ = ["parse", "parse_any", "is_linear", "verify_against_source", "verify_linear", "build_tree"]
 
 
 def _parser_for(model: Any) -> Callable[[Any], TreeEnsemble]:
     module = type(model).__module__.split(".")[0]
+    if is_linear(model):
+        raise UnsupportedModelError(f"This {type(model).__name__} is a linear model, not a tree ensemble. It is read "
+                                    f"exactly by core.model.as_model for {LINEAR_ANALYSES}; the other analyses "
+                                    f"need a tree ensemble. Supported tree ensembles: {SUPPORTED_MODELS}.")
     if module == "sklearn":
         if type(model).__name__ == "Pipeline":
             return _parse_pipeline
@@ -49,6 +58,16 @@ def _parser_for(model: Any) -> Callable[[Any], TreeEnsemble]:
 def parse(model: Any) -> TreeEnsemble:
     """Convert a fitted model into a ``TreeEnsemble`` (no verification)."""
     return _parser_for(model)(model)
+
+
+def parse_any(model: Any) -> TreeEnsemble | LinearModel:
+    """A linear model (or a pipeline ending in one) as a LinearModel, any other
+    supported model as a TreeEnsemble (no verification)."""
+    if is_linear(model):
+        if type(model).__name__ == "Pipeline":
+            return parse_linear_pipeline(model)
+        return parse_linear_estimator(model)
+    return parse(model)
 
 
 def _parse_pipeline(pipe: Any) -> TreeEnsemble:
