@@ -47,10 +47,12 @@ from core.intake.matching import (
     norm_text,
     truncate_lightgbm_codes,
 )
-from core.intake.models import from_model
+from core.intake.models import from_model, model_from
+from core.intake.parsing.linear import is_linear
 from core.model import TreeEnsemble, missing
 from core.model.blackbox import BlackBoxModel
 from core.model.categorical import OTHER_CODE, decode, expand
+from core.model.linear import LinearModel
 from core.model.native import model_input
 from core.schema import Schema, infer_schema
 from core.shown import approx_text, check_class_names, number_text, outcome_text
@@ -87,7 +89,11 @@ class Workspace:
         (``model`` is a :class:`core.model.blackbox.BlackBoxModel` run in its worker, and
         ``ensemble`` is the view of its :attr:`surrogate` the analyses read; every
         answer is checked on ``model``).
-    surrogate : the :class:`core.surrogate.Surrogate` of a black-box model, else None.
+        A linear model is "linear": ``linear`` is it, exactly, over this workspace's
+        columns (the optimal counterfactual and the region slices are exact on it), and
+        ``ensemble`` the view of a surrogate of it for the analyses that need trees.
+    surrogate : the :class:`core.surrogate.Surrogate` of a linear or black-box model, else None.
+    linear : the :class:`core.model.linear.LinearModel` of a linear model, else None.
     """
 
     name: str
@@ -108,6 +114,7 @@ class Workspace:
     class_names: dict[str, str] = field(default_factory=dict)
     model_kind: str = "tree_ensemble"
     surrogate: Surrogate | None = None
+    linear: LinearModel | None = None
 
     def outcome_text(self, value: Any) -> str:
         """A class or prediction as the analyst named it (:func:`core.shown.outcome_text`)."""
@@ -128,6 +135,8 @@ class Workspace:
         """The model's own answers on rows of this workspace's view: the tree ensemble's, or
         a black-box model's from its worker (never its surrogate's)."""
         X = np.atleast_2d(np.asarray(X, dtype=float))
+        if self.linear is not None:
+            return self.linear.predict(X)
         if self.model_kind == "black_box":
             return self.model.predict(model_input(self.ensemble, X))
         return self.ensemble.predict(X)
@@ -149,6 +158,8 @@ class Workspace:
         h = hashlib.sha256(self.ensemble.content_hash().encode())
         if self.model_kind == "black_box":
             h.update(str(getattr(self.model, "identity", "")).encode())
+        if self.linear is not None:
+            h.update(self.linear.content_hash().encode())
         h.update(np.ascontiguousarray(self.X.to_numpy(dtype=float)).tobytes())
         h.update("|".join(map(str, self.X.columns)).encode())
         if self.y is not None:
@@ -541,10 +552,11 @@ def build_workspace(df: pd.DataFrame, target: str | None, model: Any, *, name: s
     """
     if target is not None and target not in df.columns:
         raise DataError(f"Target column {target!r} is not in the table; columns are {list(df.columns)[:12]}.")
-    if isinstance(model, BlackBoxModel):
-        return _black_box_workspace(df, target, model, name=name, data_sha256=data_sha256,
-                                    model_sha256=model_sha256, drop_missing=drop_missing, model_info=model_info,
-                                    schema=schema, confirm_positions=confirm_positions, protected=protected)
+    linear, original = _linear_of(model)
+    if isinstance(model, BlackBoxModel) or linear is not None:
+        return _answered_workspace(df, target, linear or model, original, name=name, data_sha256=data_sha256,
+                                   model_sha256=model_sha256, drop_missing=drop_missing, model_info=model_info,
+                                   schema=schema, confirm_positions=confirm_positions, protected=protected)
     ens, original, file_info = _as_model(model)
     if ens.task == "anomaly":
         raise UnsupportedModelError(
@@ -633,21 +645,37 @@ def _data_categories(bb: BlackBoxModel, table: pd.DataFrame) -> BlackBoxModel:
     return bb.with_categories(cats)
 
 
-def _black_box_workspace(df: pd.DataFrame, target: str | None, bb: BlackBoxModel, *, name: str,
-                         data_sha256: str, model_sha256: str, drop_missing: bool, model_info: dict[str, Any] | None,
-                         schema: Schema | None, confirm_positions: bool, protected: Sequence[str] | None
-                         ) -> Workspace:
-    """A workspace for a model known by its answers: the table matched to its features as
-    for any model, a surrogate distilled from its answers on the rows (and near its
-    decision boundary, :func:`core.surrogate.distill`), the surrogate's view built as a tree
-    ensemble's would be, and the model kept for every answer and every check."""
+def _linear_of(model: Any) -> tuple[LinearModel | None, Any]:
+    """(the LinearModel, the original object or None) when ``model`` is a linear model: a
+    LinearModel, a loaded file holding one (``.ensemble``), or a fitted linear model."""
+    if isinstance(model, LinearModel):
+        return model, None
+    inner = getattr(model, "ensemble", None)
+    if isinstance(inner, LinearModel):
+        return inner, getattr(model, "model", None)
+    if isinstance(model, (TreeEnsemble, BlackBoxModel)) or inner is not None or not is_linear(model):
+        return None, None
+    return model_from(model), model
+
+
+def _answered_workspace(df: pd.DataFrame, target: str | None, bb: BlackBoxModel | LinearModel, original: Any, *,
+                        name: str, data_sha256: str, model_sha256: str, drop_missing: bool,
+                        model_info: dict[str, Any] | None, schema: Schema | None, confirm_positions: bool,
+                        protected: Sequence[str] | None) -> Workspace:
+    """A workspace for a linear model or a model known by its answers: the table matched to
+    its features as for any model, a surrogate distilled from its answers on the rows (and
+    near its decision boundary, :func:`core.surrogate.distill`) for the analyses that need
+    a tree ensemble, the surrogate's view built as a tree ensemble's would be, and the model
+    kept for every answer and every check (a linear one over the view's columns, exactly)."""
     table = df.drop(columns=[target]) if target else df
     if table.shape[1] == 0:
         raise DataError("The table has no feature columns besides the target.")
-    bb = _data_categories(bb, table)
+    if isinstance(bb, BlackBoxModel):
+        bb = _data_categories(bb, table)
     sources, _, positional = match_columns(bb, table, confirm_positions=confirm_positions)
     if positional:
-        bb = bb.with_names([s.describe() if s.one_hot else s.column for s in sources])
+        names = [s.describe() if s.one_hot else s.column for s in sources]
+        bb = bb.with_names(names) if isinstance(bb, BlackBoxModel) else replace(bb, feature_names=tuple(names))
     codes, kept, _ = encode(bb, table, sources, drop_missing, keep_missing=bb.routes_missing and not drop_missing)
     rng = np.random.default_rng(0)
     sample = codes if len(codes) <= SURROGATE_ROWS else codes[np.sort(rng.choice(len(codes), SURROGATE_ROWS,
@@ -662,16 +690,28 @@ def _black_box_workspace(df: pd.DataFrame, target: str | None, bb: BlackBoxModel
     fid = f"{100 * surrogate.fidelity:.1f}%"
     near = "" if surrogate.boundary_fidelity is None else \
         f", {100 * surrogate.boundary_fidelity:.1f}% of points near its decision boundary"
-    note = (f"This model ({bb.source}) is not read exactly: it runs in a separate, sandboxed process, and every "
-            "answer shown is checked on it. The exact analyses (optimal counterfactuals, decision regions, FCCA) "
-            f"run on a tree-ensemble surrogate fitted to its answers, which agrees with it on {fid} of held-out "
-            f"rows{near}.")
-    facts = {"model": bb.source, "kind": "any other model (run in a sandboxed worker)",
-             "surrogate": f"{surrogate.native.n_trees} trees, {surrogate.native.n_leaves:,} leaves",
+    facts = {"model": bb.source, "surrogate": f"{surrogate.native.n_trees} trees, {surrogate.native.n_leaves:,} leaves",
              "surrogate agreement (held-out rows)": round(surrogate.fidelity, 4)}
     if surrogate.boundary_fidelity is not None:
         facts["surrogate agreement (near the boundary)"] = round(surrogate.boundary_fidelity, 4)
-    out = replace(ws, model=bb, model_kind="black_box", surrogate=surrogate, model_facts=facts,
-                  notes=(note,) + tuple(n for n in ws.notes if "far below its own" not in n))
+    if isinstance(bb, LinearModel):
+        lin = expand(bb)
+        if tuple(lin.feature_names) != tuple(ws.ensemble.feature_names):
+            raise SchemaError("The linear model was not read as the data's columns; please report it.")
+        note = (f"This linear model ({bb.source}) is read exactly: its optimal counterfactuals are proven optimal "
+                "by a MILP on its score and its decision regions are drawn from its exact boundary. The analyses "
+                f"that need a tree ensemble (FCCA, the regions' projections) run on a surrogate of it, which agrees "
+                f"with it on {fid} of held-out rows{near}.")
+        facts = {**lin.summary(), "kind": "linear (read exactly)", **facts}
+        out = replace(ws, model=original, model_kind="linear", surrogate=surrogate, linear=lin, model_facts=facts,
+                      notes=(note,) + ws.notes)
+    else:
+        note = (f"This model ({bb.source}) is not read exactly: it runs in a separate, sandboxed process, and every "
+                "answer shown is checked on it. The exact analyses (optimal counterfactuals, decision regions, "
+                f"FCCA) run on a tree-ensemble surrogate fitted to its answers, which agrees with it on {fid} of "
+                f"held-out rows{near}.")
+        facts = {"kind": "any other model (run in a sandboxed worker)", **facts}
+        out = replace(ws, model=bb, model_kind="black_box", surrogate=surrogate, model_facts=facts,
+                      notes=(note,) + tuple(n for n in ws.notes if "far below its own" not in n))
     warn = _label_mismatch(out)
     return replace(out, notes=out.notes + (warn,)) if warn and warn not in out.notes else out
