@@ -15,7 +15,6 @@ emphasis, maths, HTML, a directive or shortcode).
 
 from __future__ import annotations
 
-import io
 import re
 from dataclasses import dataclass
 
@@ -180,13 +179,4 @@ def leaks(markdown: str, *, label: bool = False) -> list[str]:
     return out
 
 
-def upload_files(tmp) -> tuple:
-    """The hostile table and model written to ``tmp`` under their hostile names."""
-    df = table()
-    data, model = tmp / DATA_FILE, tmp / MODEL_FILE
-    data.write_bytes(csv_bytes(df))
-    model.write_bytes(model_file(df))
-    return data, model
-
-
-__all__ = ["NAMES", "COLUMNS", "leaks", "live", "table", "model_file", "csv_bytes", "upload_files", "io"]
+__all__ = ["NAMES", "COLUMNS", "leaks", "live", "table", "model_file", "csv_bytes"]
