@@ -24,6 +24,20 @@ if TYPE_CHECKING:
 _ROOM = dict(margin=dict(l=80, r=20, t=70, b=70), xaxis=dict(automargin=True), yaxis=dict(automargin=True))
 
 
+def text(value: Any) -> str:
+    """``value`` (a name, category, class or title from a file) for any text Plotly
+    draws: titles, axis titles and ticks, legends, bar labels and hovers read HTML
+    tags (<b>, <a href>, <br>) and entities; with "&" and "<" escaped, it is drawn as
+    written (a ">" alone is text: "income > 47.25" stays as it is)."""
+    return str(value).replace("&", "&amp;").replace("<", "&lt;")
+
+
+def _lines(hover: str) -> str:
+    """A hover text joined with <br> by the library (:meth:`FCCAResult.heatmap`):
+    each line's text escaped, the line breaks kept."""
+    return "<br>".join(text(line) for line in str(hover).split("<br>"))
+
+
 
 def counterfactual_table(result: Any, feature_names: list[str]) -> pd.DataFrame:
     """Original vs counterfactual, one row per feature, with the change."""
@@ -70,10 +84,11 @@ def counterfactual_changes_figure(result: Any, feature_names: list[str], span: n
                      "counterfactual": np.nan, "change": np.nan, "changed": True, "scaled": 1.0}
     df = df.reindex(df["scaled"].abs().sort_values().index)
     switch = df["change"].isna()
-    hover = [f"{f}<br>{'a missing value given one' if ': missing → ' in f else 'a category switch'}" if sw else f"{f}: {number_text(a)} → {number_text(b)}<br>{v:.1%} of the range"
+    hover = [f"{text(f)}<br>{'a missing value given one' if ': missing → ' in f else 'a category switch'}" if sw
+             else f"{text(f)}: {number_text(a)} → {number_text(b)}<br>{v:.1%} of the range"
              for f, a, b, v, sw in zip(df["feature"], df["original"], df["counterfactual"], df["scaled"], switch)]
     fig = go.Figure(go.Bar(
-        x=df["scaled"], y=df["feature"], orientation="h",
+        x=df["scaled"], y=[text(f) for f in df["feature"]], orientation="h",
         marker_color=np.where(switch, "#8c8c8c", np.where(df["scaled"] > 0, "#2f6fb0", "#c0504d")),
         hovertext=hover, hovertemplate="%{hovertext}<extra></extra>"))
     fig.update_layout(title="Changes (share of each feature's range)" if span is not None else "Changes",
@@ -91,7 +106,7 @@ def region_colour_values(regions: Any, ens: TreeEnsemble) -> tuple[np.ndarray, s
         return raws[:, 0], "prediction", "sequential"
     proba = ens.proba_from_raw(raws) if len(regions) else np.zeros((0, ens.n_classes))
     if ens.n_classes == 2:
-        return proba[:, 1], f"P({ens.classes[1]})", "diverging"
+        return proba[:, 1], f"P({text(ens.classes[1])})", "diverging"
     return proba.argmax(axis=1).astype(float), "class", "categorical"
 
 
@@ -122,12 +137,12 @@ def regions_figure(regions: Any, ens: TreeEnsemble, features: tuple[int, int], v
         else:
             t = 0.5 if hi == lo else (v - lo) / (hi - lo)
             colour = pc.sample_colorscale(scale, [min(max(t, 0.0), 1.0)])[0]
-        text = (f"{ens.feature_names[fa]} ∈ ({r.lower[fa]:.4g}, {r.upper[fa]:.4g}]<br>"
-                f"{ens.feature_names[fb]} ∈ ({r.lower[fb]:.4g}, {r.upper[fb]:.4g}]<br>"
-                f"{label}: {v:.4g} · prediction {r.prediction}")
+        hover = (f"{text(ens.feature_names[fa])} ∈ ({r.lower[fa]:.4g}, {r.upper[fa]:.4g}]<br>"
+                 f"{text(ens.feature_names[fb])} ∈ ({r.lower[fb]:.4g}, {r.upper[fb]:.4g}]<br>"
+                 f"{label}: {v:.4g} · prediction {text(r.prediction)}")
         fig.add_trace(go.Scatter(x=[a0, a1, a1, a0, a0], y=[b0, b0, b1, b1, b0], fill="toself", mode="lines",
                                  line=dict(width=0.5, color="rgba(255,255,255,0.6)"), fillcolor=colour,
-                                 opacity=opacity, hoveron="fills", hoverinfo="text", text=text, showlegend=False))
+                                 opacity=opacity, hoveron="fills", hoverinfo="text", text=hover, showlegend=False))
     if kind != "categorical" and len(vals):
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip",
                                  marker=dict(colorscale=scale, cmin=lo, cmax=hi, color=[lo], showscale=True,
@@ -140,7 +155,8 @@ def regions_figure(regions: Any, ens: TreeEnsemble, features: tuple[int, int], v
                                  line=dict(dash="dash", color="black"),
                                  marker=dict(symbol=["x", "star"], size=[1, 16], color="gold",
                                              line=dict(width=1, color="black"))))
-    fig.update_layout(title=title, xaxis_title=ens.feature_names[fa], yaxis_title=ens.feature_names[fb],
+    fig.update_layout(title=text(title), xaxis_title=text(ens.feature_names[fa]),
+                      yaxis_title=text(ens.feature_names[fb]),
                       xaxis_range=[xa0, xa1], yaxis_range=[xb0, xb1], height=560,
                       margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h"))
     return fig
@@ -174,9 +190,10 @@ def change_keep_counts(tc: Any, X: np.ndarray) -> pd.DataFrame:
 
 
 def change_keep_figure(counts: pd.DataFrame):
-    fig = go.Figure([go.Bar(y=counts["feature"], x=counts["change"], name="change", orientation="h",
+    names = [text(f) for f in counts["feature"]]
+    fig = go.Figure([go.Bar(y=names, x=counts["change"], name="change", orientation="h",
                             marker_color="#c0504d"),
-                     go.Bar(y=counts["feature"], x=counts["keep"], name="keep within range", orientation="h",
+                     go.Bar(y=names, x=counts["keep"], name="keep within range", orientation="h",
                             marker_color="#2f6fb0")])
     fig.update_layout(barmode="stack", title="What the prescribed rules ask of these rows", height=140 + 26 *
                       max(1, len(counts)), margin=dict(l=10, r=10, t=40, b=60),
@@ -191,7 +208,7 @@ def rule_box_figure(X: np.ndarray, y: np.ndarray, rule: Any, features: tuple[int
     fig = go.Figure()
     for cls in np.unique(y):
         sel = y == cls
-        fig.add_trace(go.Scattergl(x=X[sel, fa], y=X[sel, fb], mode="markers", name=f"model output {cls}",
+        fig.add_trace(go.Scattergl(x=X[sel, fa], y=X[sel, fb], mode="markers", name=f"model output {text(cls)}",
                                    marker=dict(size=4, opacity=0.45)))
     lo_a = rule.lower[fa] if np.isfinite(rule.lower[fa]) else X[:, fa].min()
     hi_a = rule.upper[fa] if np.isfinite(rule.upper[fa]) else X[:, fa].max()
@@ -202,7 +219,7 @@ def rule_box_figure(X: np.ndarray, y: np.ndarray, rule: Any, features: tuple[int
     if highlight is not None and len(highlight):
         fig.add_trace(go.Scatter(x=X[highlight, fa], y=X[highlight, fb], mode="markers", name="chosen rows",
                                  marker=dict(size=13, color="black", symbol="diamond")))
-    fig.update_layout(xaxis_title=names[fa], yaxis_title=names[fb], height=480, margin=dict(l=10, r=10, t=30, b=10),
+    fig.update_layout(xaxis_title=text(names[fa]), yaxis_title=text(names[fb]), height=480, margin=dict(l=10, r=10, t=30, b=10),
                       legend=dict(orientation="h"))
     return fig
 
@@ -225,27 +242,27 @@ def rule_intervals_figure(X: np.ndarray, rule: Any, features: list[int], names: 
     rows: list[tuple[str, list[int]]] = [(names[j], [j]) for j in features if j not in grouped]
     rows += [(str(names[g[0]]).split("=")[0], g) for g in in_rule]
     rows.sort(key=lambda r: min(r[1]))
-    labels = [label for label, _ in rows]
+    labels = [text(label) for label, _ in rows]
     fig = go.Figure()
     fig.add_trace(go.Bar(y=labels, x=[1.0] * len(rows), base=[0.0] * len(rows), orientation="h",
                          marker=dict(color="rgba(180,180,180,0.25)"), name="observed range", hoverinfo="skip"))
     for k, box in enumerate((rule, *alternatives)):
-        conds = {tuple(cols): text for cols, text in conditions(box.lower, box.upper, names, in_rule, features)[0]}
-        a, b, text = [], [], []
+        conds = {tuple(cols): t for cols, t in conditions(box.lower, box.upper, names, in_rule, features)[0]}
+        a, b, said = [], [], []
         for label, cols in rows:
             if len(cols) > 1 or cols[0] in grouped:        # a category: no order, the whole bar
                 a.append(0.0)
                 b.append(1.0)
-                text.append(conds.get(tuple(cols), "any").replace(label + " ", "", 1))
+                said.append(text(conds.get(tuple(cols), "any").replace(label + " ", "", 1)))
                 continue
             j = cols[0]
             lo = box.lower[j] if np.isfinite(box.lower[j]) else lo_all[j]
             hi = box.upper[j] if np.isfinite(box.upper[j]) else hi_all[j]
             a.append(float(np.clip((lo - lo_all[j]) / span[j], 0, 1)))
             b.append(float(np.clip((hi - lo_all[j]) / span[j], 0, 1)))
-            text.append(conds.get((j,), "any value"))
+            said.append(text(conds.get((j,), "any value")))
         a, b = np.array(a), np.array(b)
-        fig.add_trace(go.Bar(y=labels, x=np.maximum(b - a, 0.01), base=a, orientation="h", text=text,
+        fig.add_trace(go.Bar(y=labels, x=np.maximum(b - a, 0.01), base=a, orientation="h", text=said,
                              textposition="inside", name="rule" if k == 0 else f"alternative {k}",
                              marker=dict(color="rgba(44,160,44,0.65)" if k == 0 else "rgba(31,119,180,0.45)"),
                              width=0.5 if k == 0 else 0.3))
@@ -255,7 +272,7 @@ def rule_intervals_figure(X: np.ndarray, rule: Any, features: list[int], names: 
             if len(cols) > 1 or cols[0] in grouped:        # the row's own category, at the bar's start
                 hot = [j for j in cols if x[j] > 0.5]
                 pos.append(0.0)
-                shown.append(str(names[hot[0]]).split("=", 1)[-1] if hot else "another category")
+                shown.append(text(str(names[hot[0]]).split("=", 1)[-1]) if hot else "another category")
             else:
                 j = cols[0]
                 pos.append(float((x[j] - lo_all[j]) / span[j]))
@@ -270,20 +287,21 @@ def rule_intervals_figure(X: np.ndarray, rule: Any, features: list[int], names: 
     return fig
 
 
-def fcca_heatmap_figure(levels: pd.DataFrame, text: pd.DataFrame, Q: float):
+def fcca_heatmap_figure(levels: pd.DataFrame, hover_text: pd.DataFrame, Q: float):
     """FCCA's threshold heatmap (paper figs. 7-14): features x value intervals,
     coloured by the highest Q at which a threshold there is kept; intervals
     whose thresholds are dropped at the current Q are shown pale."""
     z = levels.to_numpy(dtype=float)
     kept = np.where(z >= Q - 1e-12, z, np.nan)
     dropped = np.where(np.isfinite(z) & ~(z >= Q - 1e-12), 1.0, np.nan)
-    x, y = list(levels.columns), list(levels.index)
+    x, y = [text(c) for c in levels.columns], [text(r) for r in levels.index]
+    hover = np.vectorize(_lines, otypes=[object])(hover_text.to_numpy()) if hover_text.size else hover_text.to_numpy()
     fig = go.Figure()
     fig.add_trace(go.Heatmap(z=dropped, x=x, y=y, colorscale=[[0, "#e6e6e6"], [1, "#e6e6e6"]], showscale=False,
-                             text=text.to_numpy(), hovertemplate="%{y}, %{x} of its range<br>%{text}"
+                             text=hover, hovertemplate="%{y}, %{x} of its range<br>%{text}"
                              "<br>(dropped at this Q)<extra></extra>", xgap=1, ygap=1))
     fig.add_trace(go.Heatmap(z=kept, x=x, y=y, zmin=0, zmax=1, colorscale="Viridis",
-                             colorbar=dict(title="kept up to Q"), text=text.to_numpy(),
+                             colorbar=dict(title="kept up to Q"), text=hover,
                              hovertemplate="%{y}, %{x} of its range<br>%{text}<extra></extra>", xgap=1, ygap=1))
     fig.update_layout(title=f"Thresholds by feature and value interval (Q = {Q:.2f})",
                       xaxis_title="interval of the feature's observed range", yaxis_autorange="reversed",
@@ -315,8 +333,8 @@ def cost_figure(audit: Any, attribute: str):
     fig = go.Figure()
     for g in sorted(rows[col].astype(str).unique(), key=label_order):
         v = rows.loc[(rows[col].astype(str) == g) & (rows["feasible"] == 1), "cost"].to_numpy(dtype=float)
-        fig.add_trace(go.Box(y=v, name=f"{attribute} = {g} (n={v.size})", boxpoints="outliers", boxmean=True))
-    fig.update_layout(title=dict(text=f"Optimal recourse cost by {attribute}", y=0.97, yanchor="top"),
+        fig.add_trace(go.Box(y=v, name=text(f"{attribute} = {g} (n={v.size})"), boxpoints="outliers", boxmean=True))
+    fig.update_layout(title=dict(text=f"Optimal recourse cost by {text(attribute)}", y=0.97, yanchor="top"),
                       yaxis_title="cost (range-scaled)", height=400, showlegend=False, **_ROOM)
     return fig
 
@@ -331,11 +349,12 @@ def metric_figure(audit: Any, attribute: str, metric: str = "feasible"):
     g = audit.groups[audit.groups["attribute"] == attribute]
     if metric not in g:
         return None
-    fig = go.Figure(go.Bar(x=[f"{attribute} = {v}" for v in g["group"]], y=g[metric],
+    fig = go.Figure(go.Bar(x=[text(f"{attribute} = {v}") for v in g["group"]], y=g[metric],
                            error_y=dict(type="data", symmetric=False, array=g[f"{metric}_hi"] - g[metric],
                                         arrayminus=g[metric] - g[f"{metric}_lo"]),
                            marker_color="#2f6fb0"))
-    fig.update_layout(title=dict(text=f"{METRICS[metric].label.capitalize()} by {attribute} (95% bootstrap interval)",
+    fig.update_layout(title=dict(text=f"{METRICS[metric].label.capitalize()} by {text(attribute)} "
+                                      "(95% bootstrap interval)",
                                  y=0.97, yanchor="top"), height=360, **_ROOM)
     if metric in SHARES:
         fig.update_layout(yaxis_tickformat=".0%", yaxis_range=[0, 1.05])

@@ -52,7 +52,7 @@ with st.sidebar:
         st.info(deployment().notice(), icon="🔒")
     if ws is not None:
         n_cols = len(ws.columns)
-        st.markdown(f"**{plain(ws.name)}**  \n{ws.ensemble.source} · {ws.ensemble.n_trees} trees · "
+        st.markdown(f"**{plain(ws.name)}**  \n{plain(ws.ensemble.source)} · {ws.ensemble.n_trees} trees · "
                     f"{len(ws.X):,} rows × {n_cols} column{'s' * (n_cols != 1)}")
     share.share_button()
 

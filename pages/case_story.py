@@ -44,10 +44,12 @@ if got is not None:
     if (g_row, g_target) != (row, str(target)):
         st.caption("This story is for an earlier choice of case or outcome; press the button to tell the current one.")
     st.subheader(plain(story.title))
+    quoted = [*names, *(c.name for c in ws.columns), *(v for c in ws.columns for v in (c.categories or ())),
+              *(ws.outcome_text(c) for c in (ens.classes if ens.is_classifier else ()))]
     for head, paras in story.sections:
-        st.markdown(f"#### {head}")
+        st.markdown(f"#### {plain(head)}")
         for p in paras:
-            st.markdown(plain_bold(p))
+            st.markdown(plain_bold(p, quoted))
     st.markdown("#### The case and its counterfactual")
     st.dataframe(story.table, key="cs_table")
     download(st, "Download the story (HTML)", story.to_html(), f"case-{story.row}.html", "text/html",

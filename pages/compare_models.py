@@ -13,6 +13,7 @@ from core.cells.problem import check_same_features
 from core.counterfactual import at_target
 from core.errors import AuditCancelled, DataError
 from core.figures import regions_figure
+from core.figures import text as figure_text
 from core.intake import io
 from core.intake.demo import UPDATES, updated_model
 from core.intake.workspace import build_workspace
@@ -185,7 +186,7 @@ c = got["c"]
 inv = c.invalidated
 (st.warning if np.isfinite(inv) and inv > 0 else st.success)(
     f"Of {int((c.rows['found_a'] == 1).sum()):,} studied rows with a recourse under model A, "
-    f"{inv:.1%} would not get {ws.outcome_text(target) if ens.is_classifier else 'the outcome'} from model B "
+    f"{inv:.1%} would not get {plain(ws.outcome_text(target)) if ens.is_classifier else 'the outcome'} from model B "
     "by following it." if np.isfinite(inv) else "No studied row has a recourse under model A.")
 if len(c.tests) and c.tests["significant"].any():
     for t in c.tests[c.tests["significant"]].itertuples():
@@ -197,9 +198,9 @@ if len(c.groups):
     fig = go.Figure()
     for attr in g["attribute"].unique():
         sub = g[g["attribute"] == attr]
-        fig.add_bar(x=[f"{attr} = {v}" for v in sub["group"]], y=sub["invalidated"],
+        fig.add_bar(x=[figure_text(f"{attr} = {v}") for v in sub["group"]], y=sub["invalidated"],
                     error_y=dict(type="data", symmetric=False, array=sub["ci_high"] - sub["invalidated"],
-                                 arrayminus=sub["invalidated"] - sub["ci_low"]), name=str(attr))
+                                 arrayminus=sub["invalidated"] - sub["ci_low"]), name=figure_text(attr))
     fig.update_layout(title="Recourse under A that B does not honour (95% intervals)", yaxis_tickformat=".0%",
                       height=340, margin=dict(l=10, r=10, t=40, b=10), showlegend=False)
     st.plotly_chart(fig, key="cm_fig")

@@ -96,7 +96,7 @@ with tab_local:
         m = st.columns(4)
         cols = ws.columns
         to_change = columns_of(cols, rule.constrained or rule.features)
-        m[0].metric("Columns to change", len(to_change), help=", ".join(to_change))
+        m[0].metric("Columns to change", len(to_change), help=plain(", ".join(to_change)))
         m[1].metric("CDP of the set", f"{rule.cdp:.2f}")
         m[2].metric("Rule probability (CRP)", f"{rule.crp:.2f}")
         m[3].metric("Time", f"{rule.time * 1000:.0f} ms")
@@ -113,7 +113,7 @@ with tab_local:
                        "allow more features to change for a surer rule.")
             st.caption(plain(rule.note))
         (st.info if rule.below_pi_c else st.success)(
-            f"**If** {rule.to_text(names, groups)}, the other features kept, **then** the outcome is "
+            f"**If** {plain(rule.to_text(names, groups))}, the other features kept, **then** the outcome is "
             f"{plain(ws.outcome_text(g_target))} with probability {rule.crp:.2f}.")
         if len(rule.divergent_sets) > 1:
             st.caption("Other minimal sets: " + plain("; ".join(

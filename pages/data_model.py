@@ -141,8 +141,8 @@ st.subheader(plain(ws.name))
 summary = ws.summary()
 m = st.columns(5)
 lib, _, cls = summary["family"].partition(".")
-m[0].metric("Model", {"sklearn": "scikit-learn", "xgboost": "XGBoost", "lightgbm": "LightGBM", "catboost": "CatBoost"}.get(lib, lib),
-            help=cls)
+m[0].metric("Model", plain({"sklearn": "scikit-learn", "xgboost": "XGBoost", "lightgbm": "LightGBM",
+                             "catboost": "CatBoost"}.get(lib, lib)), help=plain(cls))
 m[1].metric("Trees", summary["trees"])
 m[2].metric("Max depth", summary["max depth"])
 m[3].metric("Leaves", f"{summary['leaves']:,}")
@@ -173,13 +173,13 @@ if ws.class_names:
 st.dataframe(preview, height=260, key="dm_preview")
 
 if ws.ensemble.is_classifier and len(ws.ensemble.classes) <= 50:
-    with st.expander("Class names" + (f" · {', '.join(ws.outcome_text(c) for c in ws.ensemble.classes)}"
+    with st.expander("Class names" + (f" · {plain(', '.join(ws.outcome_text(c) for c in ws.ensemble.classes))}"
                                       if ws.class_names else "")):
         st.caption("Name the model's outcomes as your audience reads them (e.g. 0 = refused, 1 = approved): "
                    "every page, the case story and the audit report use these names. Leave a name blank to "
                    "show the class as it is.")
         with st.form("dm_class_names"):
-            given = {str(c): st.text_input(f"Class {c}", ws.class_names.get(str(c), ""), key=f"dm_class_{i}",
+            given = {str(c): st.text_input(f"Class {plain(c)}", ws.class_names.get(str(c), ""), key=f"dm_class_{i}",
                                            max_chars=60)
                      for i, c in enumerate(ws.ensemble.classes)}
             if st.form_submit_button("Apply class names"):

@@ -99,13 +99,14 @@ if held is None or (held["source"] == "run" and held["key"] != KEY):
 audit: Audit = held["audit"]
 meta = audit.meta
 if held["source"] != "run":
-    st.caption(f"Saved audit {plain(held['source'])} · created {meta.get('created', '?')} · data "
-               f"{meta.get('data', {}).get('name', '')} (SHA-256 {str(meta.get('data', {}).get('sha256', ''))[:16]}…)")
+    st.caption(f"Saved audit {plain(held['source'])} · created {plain(meta.get('created', '?'))} · data "
+               f"{plain(meta.get('data', {}).get('name', ''))} "
+               f"(SHA-256 {plain(str(meta.get('data', {}).get('sha256', ''))[:16])}…)")
 
 st.subheader("Summary")
 significant = bool(len(audit.tests)) and bool(audit.tests["significant"].any())
 for line in audit.summary:
-    (st.warning if significant else st.success)(line)
+    (st.warning if significant else st.success)(plain(line))
 m = st.columns(4)
 m[0].metric("Rows audited", f"{len(audit.rows):,}")
 m[1].metric("With a recourse", f"{audit.rows['feasible'].mean():.1%}")

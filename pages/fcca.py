@@ -11,7 +11,7 @@ from core.compression import explain_flat_curves, fcca, gosdt_available
 from core.figures import fcca_curves_figure, fcca_heatmap_figure
 from core.intake.csvsafe import to_csv
 from dashboard import state
-from dashboard.ui import download, graph_downloads, session_cluster, user_errors
+from dashboard.ui import download, graph_downloads, plain, session_cluster, user_errors
 
 ws, ens, schema, names, X, pred = state.page_context(
     "FCCA thresholds",
@@ -125,7 +125,7 @@ with left:
     st.plotly_chart(fcca_curves_figure(curves, Q), key="fcca_curves")
     flat = explain_flat_curves(res, curves)
     if flat:
-        st.caption(flat)
+        st.caption(plain(flat))
 with right:
     if tree is not None:
         st.markdown(f"**Depth-{depth} tree at Q = {Q:.2f}** ({tree.method.upper()}, {tree.n_leaves} leaves, "
@@ -133,7 +133,7 @@ with right:
         st.graphviz_chart(tree.to_graphviz())
         graph_downloads(tree.to_graphviz(), "fcca_tree", "fc_fig")
         if tree.note:
-            st.caption(tree.note)
+            st.caption(plain(tree.note))
 
 all_t = res.thresholds.reset_index().assign(**{"kept up to Q": res.max_q().to_numpy()})
 st.dataframe(all_t[res.kept(Q)], hide_index=True, key="fcca_table")

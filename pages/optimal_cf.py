@@ -87,16 +87,16 @@ def _what_if(row: int) -> np.ndarray:
         where, key = grid[k % 4], f"ocf_wi_{row}_{k}"
         if c.categories is not None:
             options = [*c.categories, *([NONE] if values[c.name] == NONE else [])]
-            edited[c.name] = where.selectbox(c.name, options, index=options.index(values[c.name]), key=key)
+            edited[c.name] = where.selectbox(plain(c.name), options, index=options.index(values[c.name]), key=key)
         elif c.missing is not None:      # a number that may be missing: its value, or "missing" ticked
             gone = st.session_state.get(f"{key}_missing", values[c.name] == MISSING)   # the tick below, as set
-            number = where.number_input(c.name, value=float(X[row][c.features[0]]), format="%g", key=key,
+            number = where.number_input(plain(c.name), value=float(X[row][c.features[0]]), format="%g", key=key,
                                         disabled=gone, help="Untick “missing” below to give this value."
                                         if gone else None)
-            gone = where.checkbox(f"{c.name} missing", value=values[c.name] == MISSING, key=f"{key}_missing")
+            gone = where.checkbox(f"{plain(c.name)} missing", value=values[c.name] == MISSING, key=f"{key}_missing")
             edited[c.name] = MISSING if gone else number
         else:
-            edited[c.name] = where.number_input(c.name, value=float(values[c.name]), format="%g", key=key)
+            edited[c.name] = where.number_input(plain(c.name), value=float(values[c.name]), format="%g", key=key)
     try:
         return apply_values(cols, X[row], edited)
     except ValueError as exc:
