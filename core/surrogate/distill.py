@@ -42,6 +42,11 @@ from core.model import TreeEnsemble, as_ensemble
 
 __all__ = ["Surrogate", "distill", "decode_frame"]
 
+#: categorical splits one category against the rest (LightGBM's one-hot splits) up to this many
+#: categories: each is one test of one 0/1 column once the workspace writes categories as columns,
+#: where a partition split would become a chain of tests with copies of its subtrees
+MAX_CAT_TO_ONEHOT = 64
+
 
 @dataclass(frozen=True, eq=False)
 class Surrogate:
@@ -192,7 +197,7 @@ def _boundary_points(model: Any, X: np.ndarray, y: np.ndarray, rng: np.random.Ge
 
 
 def distill(model: Any, X: Any, *, holdout: float = 0.2, n_pairs: int = 2000, steps: int = 8,
-            spread: float = 0.03, per_point: int = 3, n_estimators: int = 200, num_leaves: int = 31,
+            spread: float = 0.03, per_point: int = 3, n_estimators: int = 100, num_leaves: int = 15,
             learning_rate: float = 0.1, random_state: int = 0) -> Surrogate:
     """Fit a tree-ensemble surrogate to ``model``'s answers on the rows ``X`` (codes view)
     and near its decision boundary; see the module docstring.
@@ -265,7 +270,7 @@ def _fit(model: Any, X: np.ndarray, y: np.ndarray, weight: np.ndarray | None, n_
 
     params = dict(n_estimators=n_estimators, num_leaves=num_leaves, learning_rate=learning_rate,
                   random_state=random_state, n_jobs=1, verbose=-1, min_child_samples=5, deterministic=True,
-                  force_row_wise=True)
+                  force_row_wise=True, max_cat_to_onehot=MAX_CAT_TO_ONEHOT)
     est = (lgb.LGBMClassifier if model.is_classifier else lgb.LGBMRegressor)(**params)
     est.fit(decode_frame(model, X), y, sample_weight=weight)
     return _with_model_names(as_ensemble(est), model)
