@@ -52,8 +52,9 @@ with st.sidebar:
         st.info(deployment().notice(), icon="🔒")
     if ws is not None:
         n_cols = len(ws.columns)
-        st.markdown(f"**{plain(ws.name)}**  \n{plain(ws.ensemble.source)} · {ws.ensemble.n_trees} trees · "
-                    f"{len(ws.X):,} rows × {n_cols} column{'s' * (n_cols != 1)}")
+        what = (f"{plain(ws.ensemble.source)} · {ws.ensemble.n_trees} trees" if ws.model_kind == "tree_ensemble"
+                else plain(ws.kind_text))
+        st.markdown(f"**{plain(ws.name)}**  \n{what} · {len(ws.X):,} rows × {n_cols} column{'s' * (n_cols != 1)}")
     share.share_button()
 
 share.check_link(state.get(state.Keys.WORKSPACE))

@@ -20,7 +20,7 @@ from core.intake.workspace import build_workspace
 from core.model.missing import indicator_of
 from core.regions import slice_regions
 from dashboard import state
-from dashboard.caching import load_model_cached, session_cached
+from dashboard.caching import session_cached, session_model
 from dashboard.deploy import settings as deployment
 from dashboard.history import owner as history_owner
 from dashboard.history import show_gap_comparison
@@ -83,7 +83,7 @@ else:
     dep = deployment()
     up = st.file_uploader("Model B: XGBoost .json/.ubj, LightGBM .txt, scikit-learn .skops, CatBoost .json/.cbm"
                           + (" (or .pkl/.joblib)" if dep.allows_pickle else ""),
-                          type=["json", "ubj", "txt", "skops", "cbm"] + (["pkl", "pickle", "joblib"]
+                          type=["json", "ubj", "txt", "skops", "cbm", "onnx"] + (["pkl", "pickle", "joblib"]
                                                                          if dep.allows_pickle else []),
                           key="cm_model_file")
     trust = dep.allows_pickle and st.checkbox("I trust this file (allow pickle/joblib)", value=False, key="cm_trust")
@@ -92,7 +92,7 @@ else:
     if st.button("Load model B", key="cm_load_file", type="primary", disabled=up is None):
         with user_errors("Model B could not be loaded"):
             data = up.getvalue()
-            model_b = load_model_cached(io.sha256(data), data, up.name, trust)
+            model_b = session_model(data, up.name, trust, slot="model B")
             st.session_state["cm_b"] = _model_b(model_b, up.name, sha256=io.sha256(data))
             st.session_state.pop("cm_result", None)
 

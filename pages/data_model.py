@@ -11,7 +11,7 @@ from core.intake.demo import DEMOS
 from core.intake.workspace import PositionalMatchRequired, build_workspace
 from core.schema import ACTIONABILITY, KINDS, Schema
 from dashboard import state
-from dashboard.caching import demo_workspace, load_model_cached, session_table
+from dashboard.caching import demo_workspace, session_model, session_table
 from dashboard.deploy import settings as deployment
 from dashboard.ui import download, plain, user_errors
 
@@ -23,7 +23,7 @@ def _load_upload(table, target, data_file, raw, model_file, trust, drop_missing,
     waits for the user to confirm the positional mapping."""
     mraw = model_file.getvalue()
     with user_errors("The model could not be loaded"):
-        model = load_model_cached(io.sha256(mraw), mraw, model_file.name, trust)
+        model = session_model(mraw, model_file.name, trust)
         try:
             ws = build_workspace(table, target, model, name=f"{data_file.name} · {model_file.name}",
                                  data_sha256=io.sha256(raw), model_sha256=io.sha256(mraw),
@@ -142,10 +142,21 @@ summary = ws.summary()
 m = st.columns(5)
 lib, _, cls = summary["family"].partition(".")
 m[0].metric("Model", plain({"sklearn": "scikit-learn", "xgboost": "XGBoost", "lightgbm": "LightGBM",
-                             "catboost": "CatBoost"}.get(lib, lib)), help=plain(cls))
-m[1].metric("Trees", summary["trees"])
-m[2].metric("Max depth", summary["max depth"])
-m[3].metric("Leaves", f"{summary['leaves']:,}")
+                             "catboost": "CatBoost", "onnx": "ONNX"}.get(lib, lib)), help=plain(cls or None))
+if ws.model_kind == "tree_ensemble":
+    m[1].metric("Trees", summary["trees"])
+    m[2].metric("Max depth", summary["max depth"])
+    m[3].metric("Leaves", f"{summary['leaves']:,}")
+else:
+    m[1].metric("Kind", "Linear" if ws.model_kind == "linear" else "Any other",
+                help="Read exactly: optimal counterfactuals proven on the model itself." if ws.model_kind == "linear"
+                else "Run in a sandboxed process; every answer shown is checked on it.")
+    m[2].metric("Surrogate agreement", f"{100 * ws.surrogate.fidelity:.1f}%",
+                help="Share of held-out rows on which the tree-ensemble surrogate (used by the analyses that need "
+                     "one) answers as the model does.")
+    m[3].metric("Near the boundary", "–" if ws.surrogate.boundary_fidelity is None
+                else f"{100 * ws.surrogate.boundary_fidelity:.1f}%",
+                help="The same agreement on points sampled near the model's decision boundary.")
 acc = next((v for k, v in summary.items() if k.startswith(("accuracy", "R²"))), None)
 m[4].metric("Accuracy on data" if ws.ensemble.is_classifier else "R² on data",
             "–" if acc is None else f"{acc:.3f}")

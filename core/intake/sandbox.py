@@ -62,9 +62,10 @@ from core import errors
 from core.errors import ModelError
 from core.intake import io as model_io
 from core.intake.io import _model_kind
-from core.intake.models import from_model
-from core.intake.parsing import probe_points
+from core.intake.models import model_from
+from core.intake.parsing import probe_points, verify_linear
 from core.model import TreeEnsemble
+from core.model.linear import LinearModel
 from core.model.native import native_outputs
 
 __all__ = ["VettedModel", "load_vetted", "TIME_LIMIT", "MEMORY_MB", "settings"]
@@ -91,7 +92,7 @@ def settings() -> tuple[float, int, bool]:
 class VettedModel:
     """A model file read safely: what :func:`core.intake.workspace.build_workspace` takes."""
 
-    ensemble: TreeEnsemble
+    ensemble: TreeEnsemble | LinearModel
     model: Any = None                       # the library's object, read in-process after vetting
     info: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0                    # time spent in the child
@@ -135,7 +136,14 @@ def _run_job(job: dict[str, Any], data: bytes) -> bytes:
             os.write(1, b"[LightGBM] [Warning] a library's own message on stdout\n")
             print("and a Python print", flush=True)
         model = model_io.load_model(data, job["filename"], allow_pickle=bool(job["allow_pickle"]))
-        ens = from_model(model)                 # verified against the library's own predictions
+        read = model_from(model)                # verified against the library's own outputs
+        if isinstance(read, LinearModel):       # read again and checked in the server (verify_linear)
+            arrays, meta = read.to_arrays()
+            header = json.dumps({"status": "ok", "meta": meta, "info": _file_info(model), "probe": False})
+            buf = io.BytesIO()
+            np.savez(buf, **arrays)
+            return header.encode() + b"\n" + buf.getvalue()
+        ens = read
         X = probe_points(ens, 16, seed=1)
         _, theirs, _ = native_outputs(ens, model, X)
         arrays, meta = ens.to_arrays()
@@ -318,6 +326,11 @@ def load_vetted(data: bytes, filename: str, *, allow_pickle: bool = False, time_
         raise ModelError(f"{filename!r}: the reader's reply was incomplete. Try again; if it persists, re-save "
                          "the model from its library.") from None
     probe_X, probe_out = arrays.pop("probe_X", None), arrays.pop("probe_out", None)
+    if message["meta"].get("kind") == "linear":
+        lin = LinearModel.from_arrays(arrays, message["meta"])
+        model = model_io.load_model(data, filename, allow_pickle=allow_pickle)   # vetted: the same bytes
+        verify_linear(lin, model)
+        return VettedModel(ensemble=lin, model=model, info=dict(message.get("info") or {}), seconds=seconds)
     ens = TreeEnsemble.from_arrays(arrays, message["meta"])
     model = model_io.load_model(data, filename, allow_pickle=allow_pickle)   # vetted: the same bytes read cleanly
     if probe_X is not None and not same_reading(ens, model, probe_X, probe_out):

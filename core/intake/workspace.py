@@ -322,7 +322,25 @@ class Workspace:
                               "load a schema saved for this model.")
         return replace(self, schema=schema)
 
+    @property
+    def kind_text(self) -> str:
+        """What kind of model this is and what its answers guarantee, in a few words."""
+        if self.model_kind == "linear":
+            return "linear model, read exactly"
+        if self.model_kind == "black_box":
+            fid = "" if self.surrogate is None else f" (agreement {100 * self.surrogate.fidelity:.1f}%)"
+            return f"any other model, run in a sandbox; checked on it, analysed through a surrogate{fid}"
+        return "tree ensemble, read exactly"
+
     def summary(self) -> dict[str, Any]:
+        if self.model_kind != "tree_ensemble":
+            source = self.linear.source if self.linear is not None else getattr(self.model, "source", "model")
+            s = {"family": source, "kind": self.kind_text, **self.model_facts}
+            s.update(self.model_info)
+            score = self.score_on_data()
+            if score is not None:
+                s[score[0]] = round(score[1], 4)
+            return s
         s = {**self.ensemble.summary(), **self.model_facts}
         s.update(self.model_info)
         score = self.score_on_data()
