@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from core.errors import QueryError
-from core.model import Guarantee, TreeEnsemble
+from core.model import Guarantee, TreeEnsemble, as_ensemble
+from core.model.features import feature_index, names_text
 from core.shown import approx_text, number_text
 
 if TYPE_CHECKING:
@@ -87,13 +88,21 @@ def _per_feature(ens: TreeEnsemble, value: Any, default: np.ndarray, name: str) 
         return down, up
     if isinstance(value, Mapping):
         for k, v in value.items():
-            j = ens.feature_index(k)
-            if np.ndim(v) == 0:
-                down[j] = up[j] = float(v)
-            else:
-                down[j], up[j] = (float(t) for t in v)
+            j = feature_index(ens.feature_names, k, error=QueryError, what=name)
+            try:
+                if np.ndim(v) == 0:
+                    down[j] = up[j] = float(v)
+                else:
+                    down[j], up[j] = (float(t) for t in v)
+            except (TypeError, ValueError):
+                raise QueryError(f"{name}: the weight of {ens.feature_names[j]!r} is a number, or a pair (decrease, "
+                                 f"increase) of numbers; got {v!r}.") from None
     else:
-        arr = np.asarray(value, dtype=float)
+        try:
+            arr = np.asarray(value, dtype=float)
+        except (TypeError, ValueError):
+            raise QueryError(f"{name} is a number, an array of {d} numbers (or ({d}, 2): decrease, increase), or a "
+                             f"dict feature -> weight; got {type(value).__name__} {value!r:.60}.") from None
         if arr.ndim == 0:
             down[:] = up[:] = float(arr)
         elif arr.shape == (d,):
@@ -125,8 +134,7 @@ def make_cost_model(ens: TreeEnsemble, norm: Any = "l1", weights: Any = None, sc
         raise QueryError(f"norm must be a string or a dict, got {type(norm).__name__}.")
     d = ens.n_features
     if schema is not None:
-        if schema.names != list(ens.feature_names):
-            raise QueryError("The schema's features do not match the model's features.")
+        check_schema(ens, schema, QueryError)
         arr = schema.arrays()
         span, base_w = arr["span"], arr["weight"]
     else:
@@ -138,6 +146,30 @@ def make_cost_model(ens: TreeEnsemble, norm: Any = "l1", weights: Any = None, sc
                 down[cols] *= 0.5
                 up[cols] *= 0.5
     return CostModel(l0, l1, l2, down, up, span)
+
+
+def check_schema(ens: TreeEnsemble, schema: Any, error: type[Exception] = QueryError) -> None:
+    """``schema`` must be a :class:`core.schema.Schema` of the model's features, in
+    order; else ``error`` says which features differ and how to get one that fits."""
+    from core.schema import Schema
+
+    if schema is None:
+        return
+    if not isinstance(schema, Schema):
+        raise error(f"schema must be a core.schema.Schema (e.g. infer_schema(table)); got {type(schema).__name__}.")
+    names = list(ens.feature_names)
+    if schema.names == names:
+        return
+    lacks = [n for n in names if n not in schema.names]
+    extra = [n for n in schema.names if n not in names]
+    if lacks or extra:
+        what = (f"the schema lacks {names_text(lacks, 5)}" if lacks else "") + \
+               ("; " if lacks and extra else "") + (f"it has {names_text(extra, 5)} the model does not read"
+                                                   if extra else "")
+    else:
+        what = "the same features in another order"
+    raise error(f"The schema's features do not match the model's features ({what}). Infer the schema from a "
+                "table in the model's feature order: infer_schema(X[list(ensemble.feature_names)]).")
 
 
 @dataclass(frozen=True)
@@ -211,9 +243,14 @@ def make_target(ens: TreeEnsemble, target: Any, margin: float | None = None) -> 
         try:
             lo, hi = (float(v) for v in target)
         except (TypeError, ValueError):
-            raise QueryError(f"A regression target is an interval (lo, hi); got {target!r}.") from None
+            raise QueryError(f"A regression target is an interval (lo, hi) of predicted values, e.g. (2.0, 3.5); "
+                             f"got {target!r}.") from None
+        if np.isnan(lo) or np.isnan(hi):
+            raise QueryError(f"Target interval ({lo}, {hi}) has a NaN bound; give numbers (-inf or inf for no "
+                             "bound).")
         if not lo <= hi:
-            raise QueryError(f"Target interval ({lo}, {hi}) is empty: lo must be <= hi.")
+            raise QueryError(f"Target interval ({lo}, {hi}) is upside down: lo must be <= hi; did you mean "
+                             f"({hi}, {lo})?")
         return Target("interval", lo=lo, hi=hi)
     raise QueryError("Counterfactuals need a classifier or a regressor, not an anomaly detector.")
 
@@ -250,7 +287,19 @@ def already_at_target(ens: TreeEnsemble, prediction: Any, target: Any) -> bool:
     >>> already_at_target(ens, 5.0, (4.0, 6.0)), already_at_target(ens, 7.0, (4.0, 6.0))
     (True, False)
     """
+    ens = _ensemble(ens)
+    if np.ndim(prediction) != 0 or isinstance(prediction, Mapping):
+        raise QueryError(f"prediction is one output of ens.predict (a class label or a value); got "
+                         f"{type(prediction).__name__} {prediction!r:.60}.")
     return bool(at_target(ens, target, np.asarray([prediction]))[0])
+
+
+def _ensemble(ens: Any) -> TreeEnsemble:
+    """A TreeEnsemble, or a supported model converted; else a QueryError."""
+    if ens is None or isinstance(ens, (str, bytes, np.ndarray, list, tuple, Mapping)):
+        raise QueryError(f"ens is a TreeEnsemble (core.from_model(model)) or a fitted model; got "
+                         f"{type(ens).__name__}.")
+    return as_ensemble(ens)
 
 
 def default_target(ens: TreeEnsemble, predictions: Any, row_prediction: Any = None) -> Any:
@@ -277,12 +326,29 @@ def default_target(ens: TreeEnsemble, predictions: Any, row_prediction: Any = No
     >>> int(t), already_at_target(ens, 0, t), already_at_target(ens, 1, t)
     (1, False, True)
     """
+    ens = _ensemble(ens)
     if ens.task == "classification":
         classes = list(ens.classes)
         if row_prediction is None:
             return classes[0]
         return next((c for c in classes if not (c == row_prediction or str(c) == str(row_prediction))), classes[0])
-    pred = np.asarray(predictions, dtype=float)
+    if ens.task != "regression":
+        raise QueryError("A target is an outcome of a classifier or a regressor, not of an anomaly detector.")
+    try:
+        pred = np.asarray(predictions, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise QueryError(f"predictions are the regressor's outputs on the data (numbers, ens.predict(X)); got "
+                         f"{type(predictions).__name__} {predictions!r:.60}.") from None
+    pred = pred[np.isfinite(pred)]
+    if pred.size == 0:
+        raise QueryError("predictions are empty (or not finite): a regressor's default target is read from its "
+                         "outputs on the data; give ens.predict(X) for some rows.")
+    if row_prediction is not None:
+        try:
+            row_prediction = float(row_prediction)
+        except (TypeError, ValueError):
+            raise QueryError(f"row_prediction is the row's predicted value (a number) or None; got "
+                             f"{row_prediction!r:.60}.") from None
     lo, med, hi = (float(v) for v in np.quantile(pred, [0.25, 0.5, 0.75]))
     below = row_prediction is None or float(row_prediction) < med
     return (hi, float(np.max(pred))) if below else (float(np.min(pred)), lo)

@@ -41,6 +41,7 @@ from core.dot import label as dot_label
 from core.errors import DataError, GridTooLargeError, NotFittedError, NoValidRuleError, QueryError
 from core.model import node_boxes
 from core.model.box import Box
+from core.model.features import as_table, feature_indices, fit_table
 from core.ruletext import conditions
 from core.settings import integer, optional, probability, validated
 from core.shown import bound_text
@@ -65,6 +66,27 @@ class Metarule(Box):
     node: int
 
 
+def _outputs(y_model: Any, n: int) -> np.ndarray:
+    """The model's outputs on the n fitting rows, one each."""
+    if y_model is None or isinstance(y_model, (str, bytes, dict)):
+        raise DataError(f"y_model is the model's outputs on X's rows (an array of {n} values, e.g. "
+                        f"model.predict(X)); got {type(y_model).__name__}.")
+    y = np.asarray(y_model)
+    if y.ndim != 1 or len(y) != n:
+        raise DataError(f"y_model has shape {y.shape}; X has {n} rows: give the model's output for each row.")
+    return y
+
+
+def _groups(groups: Any, names: list[str]) -> list[list[int]]:
+    """One-hot groups as lists of column indices (each given by name or index)."""
+    if groups is None:
+        return []
+    if isinstance(groups, (str, bytes)) or not isinstance(groups, (list, tuple)):
+        raise QueryError(f"groups is a list of one-hot groups, each a list of columns (names or indices); got "
+                         f"{type(groups).__name__}.")
+    return [feature_indices(names, g, error=QueryError, what="groups") for g in groups]
+
+
 class TCREx:
     """Counterfactual rules and metarules (scikit-learn style estimator).
 
@@ -74,7 +96,7 @@ class TCREx:
     tau : minimum accuracy of a valid rule.
     n_trees : 1 for a single surrogate tree, more for a random forest.
     max_cells : refuse grids of more cells than this (step c).
-    groups : one-hot groups as lists of feature indices (appendix A).
+    groups : one-hot groups as lists of features (names or indices; appendix A).
     random_state : for the surrogate.
 
     Attributes (after ``fit``)
@@ -110,21 +132,19 @@ class TCREx:
         self.random_state = random_state
 
     # ------------------------------------------------------------------ fit
+    @validated(QueryError)
     def fit(self, X: Any, y_model: Any, target: Any, feature_names: Sequence[str] | None = None) -> "TCREx":
         t0 = time.perf_counter()
-        if feature_names is None and hasattr(X, "columns"):      # a DataFrame names its features
-            feature_names = [str(c) for c in X.columns]
-        X = np.asarray(X, dtype=float)
-        y = np.asarray(y_model)
-        if X.ndim != 2 or len(X) != len(y) or len(X) == 0:
-            raise DataError(f"X has shape {X.shape} and y_model {y.shape}; expected (n, d) and (n,) with n > 0.")
         if not 0 < self.rho <= 1 or not 0 < self.tau <= 1:
-            raise QueryError("rho and tau must lie in (0, 1].")
+            raise QueryError(f"rho and tau must lie in (0, 1]; got rho={self.rho!r}, tau={self.tau!r}.")
+        X, names = fit_table(X, feature_names, error=DataError, missing=True)   # NaN: outside every box
+        y = _outputs(y_model, len(X))
+        groups = _groups(self.groups, names)
         n, d = X.shape
         self.n_features_in_ = d
-        self.feature_names_ = list(feature_names) if feature_names is not None else [f"x{j}" for j in range(d)]
+        self.feature_names_ = names
         self.target_ = target
-        self.groups_ = [list(g) for g in (self.groups or []) if len(g) >= 2]
+        self.groups_ = [g for g in groups if len(g) >= 2]
         mask = output_mask(y, target)
         if not mask.any():
             raise NoValidRuleError(f"No fitting point has a model output in the target {target!r}.")
@@ -328,10 +348,17 @@ class TCREx:
     def _check(self, X):
         if not hasattr(self, "rules_"):
             raise NotFittedError("This TCREx is not fitted yet; call fit first.")
-        X = np.atleast_2d(np.asarray(X, dtype=float))
-        if X.shape[1] != self.n_features_in_:
-            raise DataError(f"X has {X.shape[1]} features; TCREx was fitted on {self.n_features_in_}.")
-        return X
+        if isinstance(X, np.ndarray) and X.dtype == np.float64 and X.ndim == 2 and X.shape[1] == self.n_features_in_:
+            return X
+        return as_table(X, self.feature_names_, error=DataError, one_row=True, min_rows=0, missing=True,
+                        infinite=True)   # read by name, as fitted
+
+    def _rule(self, k: Any) -> int:
+        """A rule's index, checked."""
+        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) \
+                or not 0 <= int(k) < len(self.rules_):
+            raise QueryError(f"No rule {k!r}: the rules are numbered 0..{len(self.rules_) - 1}.")
+        return int(k)
 
     def apply(self, X: Any) -> np.ndarray:
         """Metarule-tree leaf (node index) of each row, vectorised."""
@@ -372,6 +399,12 @@ class TCREx:
         """Number of features outside the rule's bounds (eq. 10), per row."""
         X = self._check(X)
         r = self.explain(X) if rules is None else np.asarray(rules)
+        if rules is not None:
+            if r.shape != (len(X),):
+                raise QueryError(f"rules has shape {r.shape}; give one rule index (0..{len(self.rules_) - 1}) per "
+                                 f"row of X ({len(X)} rows).")
+            for k in set(r.tolist()):
+                self._rule(k)
         L = np.array([self.rules_[i].lower for i in r])
         U = np.array([self.rules_[i].upper for i in r])
         ch = (X <= L) | (X > U)
@@ -399,7 +432,7 @@ class TCREx:
         return conditions(lower, upper, self.feature_names_, self.groups_)[0]
 
     def rule_text(self, k: int) -> str:
-        r = self.rules_[k]
+        r = self.rules_[self._rule(k)]
         return " and ".join(t for _, t in self._conditions(r.lower, r.upper)) or "anything"
 
     def recourse_text(self, x: Any) -> str:

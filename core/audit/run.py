@@ -14,7 +14,7 @@ import platform
 import time
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -23,14 +23,15 @@ from core.audit.groupfair import group_fairness
 from core.audit.result import Audit
 from core.audit.stats import _statistics, group_labels, protected_attributes, summarise
 from core.audit.subgroups import scan_subgroups
-from core.counterfactual import make_target
-from core.errors import AuditCancelled, AuditError
+from core.counterfactual import check_schema, make_target
+from core.errors import AuditCancelled, AuditError, QueryError
 from core.intake.columns import analyst_columns, changes_text
 from core.intake.models import from_model
 from core.model import TreeEnsemble
+from core.model.features import as_table, closest_names, feature_index, missing_as_states, names_text
 from core.optimal.batch import batch_counterfactuals
 from core.rules import CounterfactualRules
-from core.schema import Schema
+from core.schema import Schema, with_missing_states
 from core.settings import (
     N_JOBS,
     boolean,
@@ -64,18 +65,6 @@ def package_versions(names: Sequence[str] = REPORT_PACKAGES) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------ the audit
-def _as_frame(X: Any, names: list[str]) -> pd.DataFrame:
-    if isinstance(X, pd.DataFrame):
-        missing = [c for c in names if c not in X.columns]
-        if missing:
-            raise AuditError(f"Columns {missing[:5]} of the model are missing from the data.")
-        return X[names].astype(float)
-    A = np.atleast_2d(np.asarray(X, dtype=float))
-    if A.shape[1] != len(names):
-        raise AuditError(f"The data has {A.shape[1]} columns; the model has {len(names)} features.")
-    return pd.DataFrame(A, columns=names)
-
-
 @dataclass(frozen=True)
 class AuditSettings:
     """Every setting of an audit that changes its answer, as :func:`run_audit` received them.
@@ -180,10 +169,14 @@ def run_audit(ensemble: Any, X: Any, *, schema: Schema, target: Any, protected: 
     Parameters
     ----------
     ensemble : TreeEnsemble or a supported model (classifier or regressor).
-    X : the data (DataFrame or array in the model's feature order).
+    X : the data (DataFrame, read by name, or array in the model's feature order). Missing
+        values (NaN), when the model routes them, are one more state of their column, as in the
+        app: each feature missing somewhere gets an "is missing" column after the features
+        (:func:`core.model.features.missing_as_states`; decrease-only, cost weight 0, protected
+        and fixed with its feature), and the audit's rows and counterfactuals have those columns too.
     schema : core.schema.Schema (kinds, ranges, actionability, weights, protected flags).
     target : the favourable outcome: a class, or an interval (lo, hi) for a regressor.
-    protected : columns or one-hot group names; default: the schema's protected columns.
+    protected : columns (names or indices) or one-hot group names; default: the schema's protected columns.
     rows : indices of the rows to audit; default: every row whose decision misses the target.
     model : the original model, to re-check every recourse on it.
     y : the labels of the rows (for TPR, FPR, ... of the group fairness); None: decisions only.
@@ -219,7 +212,7 @@ def run_audit(ensemble: Any, X: Any, *, schema: Schema, target: Any, protected: 
                       min_subgroup=min_subgroup, budget=budget)
     prov = Provenance(data_name=data_name, data_sha256=data_sha256, model_sha256=model_sha256,
                       class_names=dict(class_names or {}))
-    run = _prepare(ensemble, X, schema, target, protected, rows, s, model, progress, should_stop)
+    run = _prepare(ensemble, X, schema, target, protected, rows, y, s, model, progress, should_stop)
     table, cfs = _recourse_stage(run)
     rules_table = _tcrex_stage(run, table)
     _local_rules_stage(run, table)
@@ -229,29 +222,44 @@ def run_audit(ensemble: Any, X: Any, *, schema: Schema, target: Any, protected: 
                  fairness=gf.by_group, disparities=gf.disparities, subgroups=sub)
 
 
-def _prepare(ensemble, X, schema, target, protected, rows, s: AuditSettings, model, progress, should_stop) -> _Run:
+def _prepare(ensemble, X, schema, target, protected, rows, y, s: AuditSettings, model, progress, should_stop) -> _Run:
     """Check the inputs and resolve the rows, groups and fixed columns of the audit."""
     ens = ensemble if isinstance(ensemble, TreeEnsemble) else from_model(ensemble)
     if ens.task == "anomaly":
         raise AuditError("An anomaly detector makes no decision to audit; load a classifier or regressor.")
+    if schema is None:
+        raise AuditError("run_audit needs the schema (kinds, ranges, actionability, protected flags): "
+                         "infer_schema(X) or the workspace's schema.")
+    check_schema(ens, schema, AuditError)
+    A = as_table(X, ens.feature_names, error=AuditError, what="The data", missing=True)
+    protected = _protected(schema, protected)
+    if y is not None:
+        y_arr = np.asarray(y)
+        if y_arr.ndim != 1 or len(y_arr) != len(A):
+            raise AuditError(f"y has shape {y_arr.shape}; the data has {len(A)} rows: give one label per row "
+                             "(or y=None).")
+    ens, A, _ = missing_as_states(ens, A, error=AuditError)     # missing values: one more state of a column
+    schema = with_missing_states(schema, ens)
     names = list(ens.feature_names)
-    A = _as_frame(X, names).to_numpy(dtype=float)
-    if len(A) == 0:
-        raise AuditError("The data has no rows.")
-    if not np.all(np.isfinite(A)):
-        raise AuditError("The data holds missing or infinite values; drop or fill them first.")
-    if schema.names != names:
-        raise AuditError("The schema's features do not match the model's features.")
     attrs = protected_attributes(schema, protected)
     if not attrs:
         raise AuditError("No protected attribute: mark one in the feature settings (or pass protected=[...]).")
-    tgt = make_target(ens, target)
+    try:
+        tgt = make_target(ens, target)
+    except QueryError as exc:
+        raise AuditError(str(exc)) from None
     if rows is None:
         rows_all = np.flatnonzero(~tgt.holds(ens, A))
         if rows_all.size == 0:
             raise AuditError(f"Every row already gets {tgt.describe()}: there is no unfavourable decision to audit.")
     else:
-        rows_all = np.unique(np.asarray(rows, dtype=int))
+        try:
+            given = np.asarray(rows)
+            rows_all = np.unique(given.astype(int)) if given.dtype.kind in "iu" or given.size == 0 else None
+        except (TypeError, ValueError):
+            rows_all = None
+        if rows_all is None or given.ndim != 1:
+            raise AuditError(f"rows are row positions (integers in 0..{len(A) - 1}); got {rows!r:.60}.")
         if rows_all.size == 0 or rows_all.min() < 0 or rows_all.max() >= len(A):
             raise AuditError(f"Row indices must lie in 0..{len(A) - 1}.")
     rng = np.random.default_rng(s.random_state)
@@ -262,6 +270,29 @@ def _prepare(ensemble, X, schema, target, protected, rows, s: AuditSettings, mod
     labels = {a: group_labels(A, names, cols, a) for a, cols in attrs.items()}
     return _Run(ens, A, names, schema, s, tgt, target if tgt.kind == "interval" else tgt.label, ens.predict(A),
                 attrs, rows_all, fixed, immutable, labels, rng, model, progress, should_stop, [], {})
+
+
+def _protected(schema: Schema, protected: Any) -> list[str] | None:
+    """The protected columns or one-hot groups (one name stands for itself), each known
+    to the schema (an AuditError names the closest)."""
+    if protected is None:
+        return None
+    groups = [g for g, cols in schema.groups().items() if len(cols) >= 2]
+    known = groups + schema.names
+    items = [protected] if isinstance(protected, str) else protected
+    if not isinstance(items, Iterable) or isinstance(items, Mapping):
+        raise AuditError(f"protected is a list of columns or one-hot groups, e.g. {known[:1]}; got "
+                         f"{type(protected).__name__}.")
+    out = []
+    for item in items:      # a name (a column or a group), or a column index
+        if isinstance(item, str) and item not in known:
+            near = closest_names(item, known)
+            hint = f" Did you mean {' or '.join(map(repr, near))}?" if near else ""
+            raise AuditError(f"protected: {item!r} is neither a column nor a one-hot group of the data.{hint} "
+                             f"The columns and groups are {names_text(known)}.")
+        out.append(item if isinstance(item, str)
+                   else schema.names[feature_index(schema.names, item, error=AuditError, what="protected")])
+    return out
 
 
 def _recourse_stage(run: _Run) -> tuple[pd.DataFrame, np.ndarray]:

@@ -71,8 +71,9 @@ from core.cells import (
     warm_start,
 )
 from core.cells.problem import feature_actions
-from core.counterfactual import CounterfactualResult, QueryError, check_time_limit
+from core.counterfactual import CounterfactualResult, QueryError, check_schema, check_time_limit
 from core.model import LinearModel, TreeEnsemble, as_ensemble, as_model
+from core.model.features import as_row, as_table, feature_indices
 from core.model.missing import indicator_of, settled
 from core.schema import Schema
 from core.settings import (
@@ -245,11 +246,15 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
                              also_valid_for=also_valid_for, margin=margin, time_limit=time_limit,
                              n_solutions=n_solutions, n_workers=n_workers, model=model)
     t0 = time.perf_counter()
-    s = OptimalSettings(schema=schema, norm=norm, weights=weights, fixed=fixed, increase_only=increase_only,
-                        decrease_only=decrease_only, plausibility=plausibility, also_valid_for=also_valid_for,
-                        margin=margin, backend=backend, time_limit=time_limit, n_solutions=n_solutions,
-                        n_workers=n_workers, warm=warm)
     ens = as_ensemble(read)
+    x, X_ref, roles = query_door(ens, x, X_ref, schema, fixed=fixed, increase_only=increase_only,
+                                 decrease_only=decrease_only)
+    if on_progress is not None and not callable(on_progress):
+        raise QueryError(f"on_progress is a function called with the first valid point, or None; got "
+                         f"{type(on_progress).__name__}.")
+    s = OptimalSettings(schema=schema, norm=norm, weights=weights, plausibility=plausibility,
+                        also_valid_for=also_valid_for, margin=margin, backend=backend, time_limit=time_limit,
+                        n_solutions=n_solutions, n_workers=n_workers, warm=warm, **roles)
     plausibility = s.plausibility
     if plausibility is not None and not isinstance(plausibility, Plausibility):
         plausibility = Plausibility.from_forest(plausibility, None, None)
@@ -274,8 +279,6 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
     if notice:
         params["notice"] = notice
     build_s = time.perf_counter() - t0
-    if X_ref is not None and not isinstance(X_ref, np.ndarray):
-        X_ref = np.asarray(X_ref, dtype=float)
     results: list[CounterfactualResult] = []
     for _ in range(s.n_solutions):
         left = time_limit - (time.perf_counter() - t0)
@@ -315,10 +318,32 @@ def _linear_query(lin: LinearModel, given: Any, x: Any, target: Any, *, plausibi
     return linear_counterfactual(lin, x, target, model=original, params=params, **kw)
 
 
+def query_door(ens: TreeEnsemble, x: Any, X_ref: Any, schema: Any, *, error: type[Exception] = QueryError,
+               **roles: Any) -> tuple[np.ndarray, np.ndarray | None, dict[str, list[str] | None]]:
+    """A query's inputs checked at the door (:mod:`core.model.features`): the row
+    ``x`` as d finite floats, the reference rows ``X_ref`` as (n, d) floats or None,
+    the schema of the model's features, and each of ``roles`` (``fixed``,
+    ``increase_only``, ``decrease_only``: names or indices; None keeps the
+    schema's) as feature names; ``error`` says what is wrong."""
+    names = list(ens.feature_names)
+    x = as_row(x, names, error=error, what="x")
+    if X_ref is not None and not (isinstance(X_ref, np.ndarray) and X_ref.dtype == np.float64 and X_ref.ndim == 2
+                                  and X_ref.shape[1] == len(names)):   # kept as is: starts cache on it
+        X_ref = as_table(X_ref, names, error=error, what="X_ref", missing=True, min_rows=0)
+    check_schema(ens, schema, error)
+    resolved = {role: None if keys is None else [names[j] for j in
+                                                   feature_indices(names, keys, error=error, what=role)]
+                for role, keys in roles.items()}
+    return x, X_ref, resolved
+
+
 def other_models(items: Iterable[Any]) -> list[tuple[TreeEnsemble, Any]]:
     """``also_valid_for`` as (ensemble, original model or None) pairs: an item is a
     TreeEnsemble, a supported model (converted; checked as loaded too), or a
     ``(TreeEnsemble, model)`` pair (converted once by the caller)."""
+    if isinstance(items, (str, bytes)) or not isinstance(items, Iterable) and items is not None:
+        raise QueryError(f"also_valid_for is a list of further models (TreeEnsembles or fitted models); got "
+                         f"{type(items).__name__}.")
     out = []
     for o in items or ():
         if isinstance(o, tuple) and len(o) == 2 and isinstance(o[0], TreeEnsemble):

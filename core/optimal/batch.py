@@ -39,7 +39,10 @@ import numpy as np
 from joblib.externals.loky.backend import get_context
 
 from core.errors import ClusterError, QueryError
+from core.model import as_ensemble
+from core.model.features import as_table, feature_indices, missing_as_states
 from core.optimal import optimal_counterfactual
+from core.schema import with_missing_states
 from core.settings import N_JOBS, n_jobs_setting, scheduler_setting, validated
 
 __all__ = ["map_rows", "batch_counterfactuals", "connect", "ClusterError", "POOL_OWNER", "release_pools"]
@@ -190,6 +193,17 @@ def _collect(pairs: Iterable[tuple[int, list[Any]]], out: list[Any], progress, s
             abort()
 
 
+def _chunk_setting(v: Any) -> str | None:
+    ok = v == "auto" and isinstance(v, str) or isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1
+    return None if ok else "a positive number of items per chunk, or 'auto'"
+
+
+def _callable_or_none(v: Any) -> str | None:
+    return None if v is None or callable(v) else "a function, or None"
+
+
+@validated(QueryError, n_jobs=n_jobs_setting, scheduler=scheduler_setting, chunk_size=_chunk_setting,
+           progress=_callable_or_none, should_stop=_callable_or_none)
 def map_rows(fn: Callable[[Any], Any], items: Sequence[Any], *, n_jobs: int = 1,
              progress: Callable[[int, int], None] | None = None,
              should_stop: Callable[[], bool] | None = None, chunk_size: int | str = 1,
@@ -322,15 +336,76 @@ def batch_counterfactuals(ensemble: Any, X: np.ndarray, targets: Iterable[Any], 
                           chunk_size: int | str = 1, **kwargs: Any) -> list[Any]:
     """Optimal counterfactuals of many rows (see ``core.optimal.optimal_counterfactual``).
 
-    ``n_jobs`` / ``scheduler`` as everywhere (:mod:`core.settings`); ``kwargs`` are
-    the optimal counterfactual's settings, checked by it.
+    ``X``: the rows, (n, n_features) (an array, or a DataFrame read by name);
+    ``targets``: one per row, or one class label for every row. ``n_jobs`` /
+    ``scheduler`` as everywhere (:mod:`core.settings`); ``kwargs`` are the optimal
+    counterfactual's settings, checked by it.
+
+    Rows may have missing values (NaN) when the model routes them (HistGradientBoosting,
+    XGBoost, LightGBM): they are read as the app reads them
+    (:func:`core.model.features.missing_as_states`), one "is missing" column per
+    feature missing somewhere appended after the features, the value column holding
+    the feature's median (of ``X_ref`` when given, else of ``X``). Every result then
+    has those columns too (``x[d + k]`` is 1 where the k-th such feature stays
+    missing; ``model=`` re-checks it on the original model with NaN there); a
+    value never becomes missing, and a missing one may get a value at the cost
+    of the move from the median.
 
     Each solve uses one solver thread when rows run in parallel, so results do
     not depend on ``n_jobs``.
     """
-    X = np.asarray(X, dtype=float)
+    ens = as_ensemble(ensemble)
+    X = as_table(X, ens.feature_names, error=QueryError, missing=True, min_rows=0)
+    targets = _targets(targets, len(X))
     kwargs = dict(kwargs)
+    ens, X = _missing_door(ens, X, kwargs)
     kwargs.setdefault("n_workers", 1 if (n_jobs != 1 or scheduler) else kwargs.get("n_workers", 2))
-    fn = partial(_one_cf, ensemble=ensemble, kwargs=kwargs)
+    fn = partial(_one_cf, ensemble=ens, kwargs=kwargs)
     return map_rows(fn, list(zip(X, targets)), n_jobs=n_jobs, progress=progress, should_stop=should_stop,
                     chunk_size=chunk_size, scheduler=scheduler)
+
+
+def _targets(targets: Any, n: int) -> list[Any]:
+    """One target per row: a sequence of ``n`` targets, or one class label for every row."""
+    if isinstance(targets, (str, bytes)) or not isinstance(targets, Iterable):
+        return [targets] * n
+    out = list(targets)
+    if len(out) != n:
+        raise QueryError(f"targets has {len(out)} entries for {n} rows: give one target per row (or one class "
+                         "label for every row).")
+    return out
+
+
+def _missing_door(ens: Any, X: np.ndarray, kwargs: dict[str, Any]) -> tuple[Any, np.ndarray]:
+    """Rows with missing values read as the app reads them (:func:`core.model.features.missing_as_states`):
+    the ensemble, the rows, the reference rows, the schema and the weights widened by
+    one "is missing" column per feature missing somewhere, which may only go from
+    missing to a value."""
+    ref = kwargs.get("X_ref")
+    if ref is not None:
+        ref = as_table(ref, ens.feature_names, error=QueryError, what="X_ref", missing=True, min_rows=0)
+    wide, X2, ref2 = missing_as_states(ens, X, ref, error=QueryError)
+    if wide is ens:
+        return ens, X
+    for key in ("plausibility", "also_valid_for"):
+        if kwargs.get(key):
+            raise QueryError(f"{key} is not available for rows with missing values (its models read the features "
+                             "without the \"is missing\" columns); fill or drop the missing values, or leave "
+                             f"{key} out.")
+    states = [wide.feature_names[k] for k in range(ens.n_features, wide.n_features)]
+    if ref is not None:
+        kwargs["X_ref"] = ref2
+    if kwargs.get("schema") is not None:
+        kwargs["schema"] = with_missing_states(kwargs["schema"], wide)
+    else:                                               # no schema: "is missing" columns only decrease
+        named = {wide.feature_names[j] for role in ("fixed", "increase_only")
+                 for j in feature_indices(wide.feature_names, kwargs.get(role), error=QueryError, what=role)}
+        kwargs["decrease_only"] = [wide.feature_names[j] for j in feature_indices(
+            wide.feature_names, kwargs.get("decrease_only"), error=QueryError, what="decrease_only")] + \
+            [n for n in states if n not in named]
+    w = kwargs.get("weights")
+    if w is not None and not isinstance(w, dict) and np.ndim(w) >= 1:   # per feature: "is missing" costs 0
+        arr = np.asarray(w, dtype=float)
+        pad = np.zeros((len(states),) + arr.shape[1:])
+        kwargs["weights"] = np.concatenate([arr, pad]) if arr.shape[:1] == (ens.n_features,) else w
+    return wide, X2
