@@ -89,6 +89,8 @@ from core.settings import (
 from core.solvers import cpsat, ocean, separable
 from core.solvers.linear import linear_counterfactual
 from core.solvers.ocean import GurobiUnavailable
+from core.surrogate import Surrogate
+from core.surrogate.repair import checked_counterfactual
 
 __all__ = ["optimal_counterfactual", "OptimalSettings", "other_models", "build_problem", "feature_levels", "Plausibility", "CellProblem",
            "warm_start", "greedy_start", "radius_bound", "explain_infeasible", "BACKENDS"]
@@ -185,9 +187,17 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
                            also_valid_for: Iterable[Any] = (), margin: float | None = None,
                            backend: str = "auto", time_limit: float = 30.0, n_solutions: int = 1,
                            n_workers: int = 2, warm: bool = True, X_ref: Any = None, model: Any = None,
-                           on_progress: Callable[[CounterfactualResult], None] | None = None
-                           ) -> CounterfactualResult:
+                           on_progress: Callable[[CounterfactualResult], None] | None = None,
+                           surrogate: Surrogate | None = None) -> CounterfactualResult:
     """The minimum-cost change of ``x`` that gives ``target``, proven optimal.
+
+    What "optimal" means depends on the model, and the result's ``guarantee`` says it:
+    a tree ensemble (the cell problem, CP-SAT or a MILP) and a linear model (a MILP on
+    its score, :mod:`core.solvers.linear`) are solved exactly, proven optimal; any other
+    model is given as ``model`` with its ``surrogate`` (:func:`core.surrogate.distill`):
+    the query is solved exactly on the surrogate's trees and every point is checked and
+    repaired on the model itself (:func:`core.surrogate.repair.checked_counterfactual`),
+    valid on the model, never claimed optimal for it.
 
     Parameters
     ----------
@@ -221,6 +231,9 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
         (usually the training data); optional.
     model : the original model, if any: each result is also checked on it.
     on_progress : called with the warm-start result as soon as it exists.
+    surrogate : Surrogate or None, default None
+        With a model that is not read exactly (``model``, e.g. a BlackBoxModel), its
+        surrogate; ``ensemble`` is then ignored (the surrogate's view is solved).
 
     Returns
     -------
@@ -239,6 +252,21 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
     >>> res.status, int(rf.predict(pd.DataFrame([res.x], columns=data.data.columns))[0])
     ('optimal', 1)
     """
+    if surrogate is not None:             # any other model: solved on its surrogate, checked on itself
+        if model is None:
+            raise QueryError("A surrogate is given without the model it stands for: pass model= as well.")
+        unsupported = [what for what, used in (("plausibility", plausibility is not None),
+                                               ("also_valid_for", bool(tuple(also_valid_for or ()))),
+                                               ("n_solutions > 1", n_solutions > 1),
+                                               ("a probability margin", margin is not None)) if used]
+        if unsupported:
+            raise QueryError(f"Through a surrogate the optimal counterfactual does not take {', '.join(unsupported)}"
+                             " yet; leave them out.")
+        return checked_counterfactual(model, x, target, surrogate=surrogate, solve=optimal_counterfactual,
+                                      schema=schema, norm=norm, weights=weights, fixed=fixed,
+                                      increase_only=increase_only, decrease_only=decrease_only,
+                                      time_limit=time_limit, X_ref=X_ref, n_workers=n_workers,
+                                      on_progress=on_progress)
     read = ensemble if isinstance(ensemble, (TreeEnsemble, LinearModel)) else as_model(ensemble)
     if isinstance(read, LinearModel):      # a linear model: a MILP on its score (core.solvers.linear)
         return _linear_query(read, ensemble, x, target, schema=schema, norm=norm, weights=weights, fixed=fixed,

@@ -4,7 +4,7 @@
 model known only by its answers (:class:`core.model.blackbox.BlackBoxModel`):
 
 1. *solve* the question exactly on the surrogate
-   (:func:`core.optimal.optimal_counterfactual` on :attr:`Surrogate.ensemble`: the
+   (the exact solver, :func:`core.optimal.optimal_counterfactual`, on :attr:`Surrogate.ensemble`: the
    cheapest point *for the surrogate*, under every constraint of the query);
 2. *check* the point on the model itself (one call);
 3. *repair* a point the model refuses. A solution of the surrogate lies on its
@@ -50,7 +50,6 @@ from core.counterfactual import (
 )
 from core.model import Guarantee
 from core.model.native import model_input
-from core.optimal import optimal_counterfactual
 from core.schema import INTEGRAL_KINDS, Schema
 from core.surrogate.distill import Surrogate
 
@@ -183,7 +182,8 @@ def _around(x_hat: np.ndarray, z: np.ndarray, span: np.ndarray, rng: np.random.G
     return np.concatenate([seg, cloud])
 
 
-def checked_counterfactual(model: Any, x: Any, target: Any, *, surrogate: Surrogate, schema: Schema | None = None,
+def checked_counterfactual(model: Any, x: Any, target: Any, *, surrogate: Surrogate,
+                           solve: Callable[..., CounterfactualResult], schema: Schema | None = None,
                            norm: str | Mapping[str, float] = "l1", weights: Any = None,
                            fixed: Iterable[Any] | None = None, increase_only: Iterable[Any] | None = None,
                            decrease_only: Iterable[Any] | None = None, time_limit: float = 30.0,
@@ -200,6 +200,10 @@ def checked_counterfactual(model: Any, x: Any, target: Any, *, surrogate: Surrog
     x : array-like of shape (n_features,), the query in the surrogate's view.
     target : a class label, or an interval ``(lo, hi)`` of a regressor's output.
     surrogate : the :class:`Surrogate` distilled from ``model``.
+    solve : the exact solver of a tree ensemble's query, called as
+        ``solve(ensemble, x, target, time_limit=..., X_ref=..., **settings)``
+        (:func:`core.optimal.optimal_counterfactual`, which calls this function for a
+        model given with its surrogate).
     schema, norm, weights, fixed, increase_only, decrease_only : as
         :func:`core.optimal.optimal_counterfactual` (the same costs and constraints).
     time_limit : seconds for the whole query (solves, repairs, the search).
@@ -241,7 +245,7 @@ def checked_counterfactual(model: Any, x: Any, target: Any, *, surrogate: Surrog
         left = time_limit - (time.perf_counter() - t0)
         if left <= 0.05:
             break
-        res = optimal_counterfactual(current.ensemble, x_hat, target, time_limit=left, X_ref=X_ref, **opts)
+        res = solve(current.ensemble, x_hat, target, time_limit=left, X_ref=X_ref, **opts)
         first = first or res
         if not res.found:
             break
