@@ -25,12 +25,21 @@ on counterfactual analysis", EJOR 2023; Algorithm 1, in three phases.
    ``eps_j`` defaults to the smallest gap between consecutive distinct
    observed values of feature ``j``, as in the paper.
 3. *Discretisation* (eq. 12 and Phase 3). ``F_Q`` is the Q-quantile of the
-   multiplicities (numpy's default linear interpolation); the thresholds with
-   ``pi_t >= F_Q`` are kept; ``b_it = [x_ij > t]``; features with no kept
-   threshold are dropped. Compression rate ``eta = 1 - distinct rows / rows``;
-   inconsistency rate (eq. 15) ``delta = sum over cells of (cell size - count
-   of its majority label) / rows``, which is ``min(|Omega^0|, |Omega^1|)`` per
-   cell for two classes.
+   frequency distribution of the multiplicities, as the paper defines it: the
+   smallest count ``c`` with at least a share Q of the thresholds counted
+   ``<= c`` (the inverse of their distribution function). It is always a
+   count some threshold has, and a threshold is kept at Q exactly when at
+   least a share Q of the thresholds are counted at most as often as it; the
+   authors' code interpolates between counts (numpy's default), which can
+   land between two counts and drop the threshold sitting exactly at the
+   quantile (breast cancer: 74.7 between 72 and 99 at Q = 0.9, dropping the
+   count 72 that 27 of the 30 counts do not exceed). The thresholds with
+   ``pi_t >= F_Q`` are kept (ties with ``F_Q`` included);
+   ``b_it = [x_ij > t]``; features with no kept threshold are dropped.
+   Compression rate ``eta = 1 - distinct rows / rows``; inconsistency rate
+   (eq. 15) ``delta = sum over cells of (cell size - count of its majority
+   label) / rows``, which is ``min(|Omega^0|, |Omega^1|)`` per cell for two
+   classes.
 
 The surrogate is a tree of depth <= 3 on the binary columns: CART
 (scikit-learn) or GOSDT (Lin et al. 2020, the paper's optimal sparse tree,
