@@ -79,8 +79,10 @@ def verify_against_source(ens: TreeEnsemble, model: Any, n_random: int = 64, see
 def probe_points(ens: TreeEnsemble, n_random: int = 64, seed: int = 0) -> np.ndarray:
     """Random points over the split range plus points exactly on thresholds;
     a categorical feature gets codes, each code (the missing one included) in turn.
-    When the model routes missing values, a third block holds the random points
-    with about a third of their numbers missing (NaN)."""
+    When the model routes missing values, more blocks: the random points and the
+    points on thresholds with about a third of their numbers missing (NaN), each
+    numerical column missing in turn on points otherwise on thresholds, and a
+    point with every number missing."""
     rng = np.random.default_rng(seed)
     d = ens.n_features
     lo, hi = np.full(d, -1.0), np.full(d, 1.0)
@@ -107,4 +109,11 @@ def probe_points(ens: TreeEnsemble, n_random: int = 64, seed: int = 0) -> np.nda
     nan = X.copy()
     numeric = np.array([c is None for c in ens.categories], dtype=bool)
     nan[(rng.random(nan.shape) < 0.35) & numeric[None, :]] = np.nan
-    return np.vstack([X, on, nan])
+    nan_on = on.copy()
+    nan_on[(rng.random(on.shape) < 0.35) & numeric[None, :]] = np.nan
+    cols = np.flatnonzero(numeric)
+    base = on if len(on) else np.zeros((1, d))
+    each = base[np.arange(cols.size + 1) % len(base)].copy()   # column j missing, the others on thresholds
+    each[np.arange(cols.size), cols] = np.nan
+    each[cols.size, cols] = np.nan                            # and every number missing at once
+    return np.vstack([X, on, nan, nan_on, each])
