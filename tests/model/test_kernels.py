@@ -17,13 +17,16 @@ import pytest
 from sklearn.ensemble import RandomForestClassifier
 
 from core.intake.models import from_model
-from core.model import TreeEnsemble, Tree, flatwalk
+from core.model import Tree, TreeEnsemble, flatwalk
 from core.model.flatwalk import _treewalk
 from core.rules import bitsets, engines
 from core.rules.state import fit_state
 
-pytestmark = pytest.mark.skipif(_treewalk is None or bitsets._projected is None,
-                                reason="the compiled kernels are not built")
+
+@pytest.fixture(autouse=True)
+def built():
+    """These tests are about the compiled kernels: they must be built (setup.py, a C compiler)."""
+    assert _treewalk is not None and bitsets._projected is not None, "build the kernels: setup.py build_ext"
 
 
 @pytest.fixture(scope="module")
