@@ -392,6 +392,62 @@ def embedded_booster_edits(data: bytes, rng: np.random.Generator) -> list[tuple[
     return out
 
 
+# ------------------------------------------------------------------ scikit-learn with missing values (#37)
+def sklearn_missing_edits(data: bytes) -> list[tuple[str, bytes]]:
+    """Edits of the node arrays of a .skops forest fitted with missing values, to its
+    missing-value routing: every ``missing_go_to_left`` flipped (a consistent model,
+    read exactly), a finite threshold made ``+inf`` (a split of missing values from
+    numbers: consistent too), an ``+inf`` threshold made ``-inf`` or NaN and the
+    flags cut short (damaged: refused)."""
+    zin = zipfile.ZipFile(io.BytesIO(data))
+    names = zin.namelist()
+
+    def nodes(arr):
+        return arr.dtype.names and "missing_go_to_left" in arr.dtype.names and (arr["left_child"] != -1).any()
+
+    def edited(fn) -> bytes:
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zout:
+            for n in names:
+                b = zin.read(n)
+                if n.endswith(".npy"):
+                    arr = np.load(io.BytesIO(b), allow_pickle=False)
+                    if nodes(arr):
+                        arr = fn(arr.copy())
+                        nb = io.BytesIO()
+                        np.save(nb, arr, allow_pickle=False)
+                        b = nb.getvalue()
+                zout.writestr(n, b)
+        return buf.getvalue()
+
+    def flip(a):
+        a["missing_go_to_left"] = 1 - a["missing_go_to_left"]
+        return a
+
+    def inner_finite(a):
+        return int(np.flatnonzero((a["left_child"] != -1) & np.isfinite(a["threshold"]))[0])
+
+    def to_inf(a):
+        a["threshold"][inner_finite(a)] = np.inf
+        return a
+
+    def inf_to(v):
+        def fn(a):
+            at = np.flatnonzero((a["left_child"] != -1) & np.isposinf(a["threshold"]))
+            a["threshold"][at if at.size else [inner_finite(a)]] = v
+            return a
+        return fn
+
+    def cut_flags(a):
+        return np.lib.recfunctions.drop_fields(a, "missing_go_to_left", usemask=False)
+
+    import numpy.lib.recfunctions  # noqa: F401 - drop_fields
+
+    return [("missing_go_to_left flipped", edited(flip)), ("a threshold made +inf", edited(to_inf)),
+            ("+inf thresholds made -inf", edited(inf_to(-np.inf))), ("+inf thresholds made NaN", edited(inf_to(np.nan))),
+            ("missing_go_to_left dropped", edited(cut_flags))]
+
+
 # ------------------------------------------------------------------ LightGBM headers (#37)
 def lightgbm_header_files(n_estimators: int = 6) -> dict[str, bytes]:
     """LightGBM text of a binary, a 3-class and a regression model (and ``_X``: rows

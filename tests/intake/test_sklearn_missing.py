@@ -176,3 +176,32 @@ def test_damaged_thresholds_and_flags_are_still_refused():
         t.__setstate__(state)
         with pytest.raises(ModelError, match=f"node {inner} has the threshold"):
             check_sklearn_trees(model, "m.skops")
+
+
+def test_edits_of_the_missing_value_routing_are_refused_or_read_exactly():
+    """The fuzz corpus's edits of a NaN-fitted forest's routing (``sklearn_missing_edits``):
+    flipped flags and a new +inf split are consistent models, read exactly (rows with
+    NaN in every column included); -inf or NaN thresholds and dropped flags are refused
+    with a message, in process and through the app's sandbox."""
+    from core.errors import AtlasError
+    from tests.intake_mutations import sklearn_missing_edits
+
+    model, X = _fit("forest")
+    outcome = {}
+    for case, data in sklearn_missing_edits(sio.dumps(model)):
+        try:
+            native = io.load_model(data, "m.skops")
+            ens = from_model(native)                      # verified on the probe points, NaN rows included
+        except AtlasError as exc:
+            outcome[case] = "refused"
+            with pytest.raises(AtlasError) as info:
+                load_vetted(data, "m.skops")
+            assert str(info.value) == str(exc) and "Traceback" not in str(exc), (case, str(exc))
+            assert "threshold" in str(exc) or "dtype" in str(exc), (case, str(exc))
+            continue
+        outcome[case] = "accepted"
+        rows = np.vstack([_missing_rows(np.nan_to_num(X[:10], nan=0.5)), X])
+        np.testing.assert_allclose(*_ours_and_theirs(ens, native, rows), rtol=0, atol=1e-12, err_msg=case)
+    assert outcome == {"missing_go_to_left flipped": "accepted", "a threshold made +inf": "accepted",
+                       "+inf thresholds made -inf": "refused", "+inf thresholds made NaN": "refused",
+                       "missing_go_to_left dropped": "refused"}, outcome
