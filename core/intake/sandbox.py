@@ -252,6 +252,16 @@ def _stop_spare() -> None:
         proc.wait()
 
 
+def _end(proc: subprocess.Popen) -> None:
+    """Kill a child and reap it (its pipes closed)."""
+    if proc.poll() is None:
+        proc.kill()
+    try:
+        proc.communicate(timeout=5)
+    except (subprocess.TimeoutExpired, OSError, ValueError):
+        pass
+
+
 def _signal_name(code: int) -> str:
     try:
         return signal.Signals(-code).name
@@ -276,19 +286,25 @@ def load_vetted(data: bytes, filename: str, *, allow_pickle: bool = False, time_
     memory_mb = int(memory_mb or m_default)
     job = {"filename": filename, "allow_pickle": bool(allow_pickle), "memory_mb": memory_mb, "hook": _hook}
     proc = _take_child(_model_kind(data, filename.lower()), warm)
-    if not _wait_ready(proc, STARTUP_LIMIT):
-        proc.kill()
-        proc.communicate()
-        raise ModelError(f"The process that checks model files could not start (exit code {proc.returncode}). "
-                         "The server may be short of memory; try again in a moment.")
-    t0 = time.perf_counter()            # the time limit counts the work on the file, not the imports
-    timed_out = False
     try:
-        out, _ = proc.communicate(json.dumps(job).encode() + b"\n" + bytes(data), timeout=time_limit)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-        timed_out = True
+        if not _wait_ready(proc, STARTUP_LIMIT):
+            proc.kill()
+            proc.communicate()
+            raise ModelError(f"The process that checks model files could not start (exit code {proc.returncode}). "
+                             "The server may be short of memory; try again in a moment.")
+        t0 = time.perf_counter()            # the time limit counts the work on the file, not the imports
+        timed_out = False
+        try:
+            out, _ = proc.communicate(json.dumps(job).encode() + b"\n" + bytes(data), timeout=time_limit)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+            timed_out = True
+    except BaseException:
+        # interrupted while the child works (Ctrl-C, a signal whose handler raises, such as a
+        # test's time limit): the child is ended, not left reading the file on its own
+        _end(proc)
+        raise
     seconds = time.perf_counter() - t0
     how = "reading, converting and checking it"
     head, _, body = out.partition(b"\n")
