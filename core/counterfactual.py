@@ -26,8 +26,10 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from core.errors import QueryError
+from core.jsonable import plain
 from core.model import Guarantee, TreeEnsemble, as_ensemble
 from core.model.features import feature_index, names_text
+from core.model.missing import indicator_of
 from core.shown import approx_text, number_text
 
 if TYPE_CHECKING:
@@ -357,7 +359,8 @@ def default_target(ens: TreeEnsemble, predictions: Any, row_prediction: Any = No
 @dataclass(frozen=True)
 class Change:
     """One feature's move. ``before``/``after`` are the exact values (category
-    codes for a categorical feature); ``labels`` the category names, if any."""
+    codes for a categorical feature; NaN for a missing value); ``labels`` the
+    category names, if any."""
 
     feature: str
     before: float
@@ -426,22 +429,20 @@ class CounterfactualResult:
         return self.x is not None and self.valid
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able summary."""
-        def num(v: Any) -> Any:
-            return None if v is None or (isinstance(v, float) and not np.isfinite(v)) else v
-
+        """JSON-able summary in the model's features (the analyst's columns:
+        :func:`core.intake.columns.result_record`): numbers as numbers, None for a
+        value that is not known (an infinite gap, a missing value before a change)."""
         return {
-            "status": self.status, "valid": self.valid, "cost": num(float(self.cost)),
-            "gap": num(float(self.gap)), "lower_bound": num(float(self.lower_bound)),
+            "status": self.status, "valid": self.valid, "cost": _finite(self.cost),
+            "gap": _finite(self.gap), "lower_bound": _finite(self.lower_bound),
             "solve_time_s": round(self.solve_time, 4), "backend": self.backend, "message": self.message,
-            "prediction": None if self.prediction is None else str(self.prediction),
+            "prediction": plain(self.prediction),
             "x": None if self.x is None else [float(v) for v in self.x],
-            "changes": [{"feature": c.feature, "from": c.before, "to": c.after,
+            "changes": [{"feature": c.feature, "from": _finite(c.before), "to": _finite(c.after),
                          "from_text": c.texts()[0], "to_text": c.texts()[1]} for c in self.changes],
-            "params": {k: (v if isinstance(v, (int, float, str, bool, type(None), list, dict)) else str(v))
-                       for k, v in self.params.items()},
+            "params": _plain_params(self.params),
             "alternatives": [a.to_dict() for a in self.alternatives],
-            "timings": self.timings,
+            "timings": plain(self.timings),
             "guarantee": None if self.guarantee is None else self.guarantee.to_dict(),
         }
 
@@ -460,12 +461,46 @@ def status_guarantee(status: str, found: bool, gap: float = 0.0, bound: float = 
     return Guarantee("not_found", model_kind)
 
 
+def _finite(v: Any) -> float | None:
+    return None if v is None or not np.isfinite(float(v)) else float(v)
+
+
+def _plain_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings as JSON values, nested as they are (never a structure written as a string)."""
+    def one(v: Any) -> Any:
+        v = plain(v)
+        if isinstance(v, dict):
+            return {k: one(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [one(x) for x in v]
+        if isinstance(v, float) and not np.isfinite(v):
+            return None
+        return v if isinstance(v, (int, float, str, bool, type(None))) else str(v)
+    return {str(k): one(v) for k, v in params.items()}
+
+
 def changes_between(ens: TreeEnsemble, x_hat: np.ndarray, x: np.ndarray) -> tuple[Change, ...]:
-    """The features ``x`` moves from ``x_hat``, categories by name."""
-    idx = np.flatnonzero(x != x_hat)
-    return tuple(Change(str(ens.feature_names[j]), float(x_hat[j]), float(x[j]),
-                        None if ens.categories[j] is None else
-                        (ens.category_label(j, x_hat[j]), ens.category_label(j, x[j]))) for j in idx)
+    """The features ``x`` moves from ``x_hat``, categories by name. A number with an
+    "is missing" feature (:mod:`core.model.missing`) is one change of the number,
+    its missing state as NaN: ``income: missing → 1,200`` (never a change of the
+    "is missing" feature itself; a value that stays missing does not change)."""
+    states = indicator_of(ens)
+    hidden = set(states.values())
+
+    def value(v: np.ndarray, j: int) -> float:
+        return float("nan") if j in states and v[states[j]] > 0.5 else float(v[j])
+
+    out = []
+    for j in range(ens.n_features):
+        if j in hidden:
+            continue
+        a, b = value(x_hat, j), value(x, j)
+        if a == b or (np.isnan(a) and np.isnan(b)):
+            continue
+        out.append(Change(str(ens.feature_names[j]), a, b,
+                          None if ens.categories[j] is None else
+                          (ens.category_label(j, x_hat[j]), ens.category_label(j, x[j]))))
+    return tuple(out)
 
 
 def output_mask(y: np.ndarray, target: Any) -> np.ndarray:

@@ -80,7 +80,13 @@ def counterfactual_changes_figure(result: Any, feature_names: list[str], span: n
     for j in [j for j in df.index if str(feature_names[j]).endswith(SUFFIX)]:   # a state, not a number
         base = str(feature_names[j])[:-len(SUFFIX)]
         given = result.x[j] < 0.5
-        df.loc[j] = {"feature": f"{base}: {'missing → a value' if given else 'kept missing'}", "original": np.nan,
+        k = list(map(str, feature_names)).index(base) if base in map(str, feature_names) else None
+        if given and k is not None:              # one bar: "income: missing → 1,200", not a move from the fill
+            df = df.drop(index=[k], errors="ignore")
+            label = f"{base}: missing → {number_text(result.x[k])}"
+        else:
+            label = f"{base}: {'missing → a value' if given else 'kept missing'}"
+        df.loc[j] = {"feature": label, "original": np.nan,
                      "counterfactual": np.nan, "change": np.nan, "changed": True, "scaled": 1.0}
     df = df.reindex(df["scaled"].abs().sort_values().index)
     switch = df["change"].isna()

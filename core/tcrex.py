@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -39,12 +39,13 @@ import pandas as pd
 from core.counterfactual import continuous_outputs, output_mask
 from core.dot import label as dot_label
 from core.errors import DataError, GridTooLargeError, NotFittedError, NoValidRuleError, QueryError
+from core.jsonable import plain
 from core.model import node_boxes
 from core.model.box import Box
 from core.model.features import as_table, feature_indices, fit_table
 from core.ruletext import conditions
 from core.settings import integer, optional, probability, validated
-from core.shown import bound_text
+from core.shown import bound_text, outcome_text
 
 __all__ = ["TCREx", "Rule", "Metarule", "NoValidRuleError"]
 
@@ -450,8 +451,12 @@ class TCREx:
             out += "; keep " + ", ".join(keep)
         return out
 
-    def to_text(self) -> str:
-        lines = [f"T-CREx rules for target {self.target_!r} (tau={self.tau}, rho={self.rho}):"]
+    def to_text(self, outcome: str | None = None) -> str:
+        """The rules and metarules as text; ``outcome``: the target as the analyst
+        names it (default :func:`core.shown.outcome_text` of the target: ``1``,
+        never ``np.int64(1)``)."""
+        target = outcome if outcome is not None else _target_text(self.target_)
+        lines = [f"T-CREx rules for target {target} (tau={self.tau}, rho={self.rho}):"]
         for k, r in enumerate(self.rules_):
             lines.append(f"  R{k}: IF {self.rule_text(k)}  [accuracy {r.accuracy:.3f}, feasibility "
                          f"{r.feasibility:.3f}]")
@@ -462,18 +467,33 @@ class TCREx:
                          f"(at most {m.worst_case_changes} change(s))")
         return "\n".join(lines)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, conditions: Callable[[np.ndarray, np.ndarray], list[dict[str, Any]]] | None = None,
+                outcome: str | None = None) -> dict[str, Any]:
+        """JSON-able rules and metarules. With ``conditions`` (a box ``(lower, upper)``
+        -> conditions on the analyst's columns, e.g. ``functools.partial(
+        core.intake.columns.box_record, columns)``) each rule and metarule is written
+        as those conditions (a category column as its set of categories); without,
+        as its bounds on the model's features. ``outcome``: the target as named."""
         def num(v):
             return None if not np.isfinite(v) else float(v)
 
+        def box(lower: np.ndarray, upper: np.ndarray) -> dict[str, Any]:
+            if conditions is not None:
+                return {"conditions": conditions(lower, upper)}
+            return {"lower": [num(v) for v in lower], "upper": [num(v) for v in upper]}
+
+        target = plain(self.target_)
+        if isinstance(target, list):
+            target = [num(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in target]
         return {
-            "params": {"rho": self.rho, "tau": self.tau, "n_trees": self.n_trees, "target": str(self.target_)},
-            "features": self.feature_names_,
-            "rules": [{"lower": [num(v) for v in r.lower], "upper": [num(v) for v in r.upper],
-                       "accuracy": r.accuracy, "feasibility": r.feasibility, "complexity": r.complexity,
+            "params": {"rho": self.rho, "tau": self.tau, "n_trees": self.n_trees, "target": target,
+                       "outcome": outcome if outcome is not None else _target_text(self.target_)},
+            **({} if conditions is not None else {"features": list(self.feature_names_)}),
+            "rules": [{"rule": f"R{k}", **box(r.lower, r.upper), "accuracy": float(r.accuracy),
+                       "feasibility": float(r.feasibility), "complexity": int(r.complexity),
                        "text": self.rule_text(k)} for k, r in enumerate(self.rules_)],
-            "metarules": [{"lower": [num(v) for v in m.lower], "upper": [num(v) for v in m.upper],
-                           "rule": m.rule, "worst_case_changes": m.worst_case_changes} for m in self.metarules_],
+            "metarules": [{**box(m.lower, m.upper), "rule": f"R{int(m.rule)}",
+                           "worst_case_changes": int(m.worst_case_changes)} for m in self.metarules_],
         }
 
     def to_graphviz(self, highlight: Sequence[int] = (), palette: Sequence[str] | None = None) -> str:
@@ -512,3 +532,13 @@ class TCREx:
             node = int(t["left"][node] if x[t["feature"][node]] <= t["threshold"][node] else t["right"][node])
             path.append(node)
         return path
+
+
+def _target_text(target: Any) -> str:
+    """A T-CREx target in words: a class or an interval as :func:`core.shown.outcome_text`
+    writes it, ``"other"`` as any outcome but the most frequent."""
+    if isinstance(target, str) and target == "other":
+        return "any outcome but the most frequent"
+    if isinstance(target, tuple) and len(target) == 2 and isinstance(target[0], str) and target[0] == "other":
+        return f"any outcome but {outcome_text(target[1])}"
+    return outcome_text(target)

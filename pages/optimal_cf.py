@@ -10,12 +10,20 @@ import streamlit as st
 
 from core.counterfactual import at_target
 from core.figures import counterfactual_changes_figure, counterfactual_table
-from core.intake.columns import MISSING, NONE, apply_values, column_values
+from core.intake.columns import (
+    MISSING,
+    NONE,
+    apply_values,
+    column_values,
+    recourse_frame,
+    result_record,
+    values_beside,
+)
 from core.intake.csvsafe import to_csv
 from core.intake.workspace import changes_line
 from core.optimal import BACKENDS, optimal_counterfactual
 from core.optimal.batch import batch_counterfactuals
-from core.shown import approx_text, number_text
+from core.shown import approx_text, number_text, percent_text
 from dashboard import state
 from dashboard.caching import plausibility_model
 from dashboard.ui import download, plain, session_cluster, user_errors
@@ -104,12 +112,17 @@ def _what_if(row: int) -> np.ndarray:
         return X[row]
 
 
-def _batch_row(r: int, res) -> dict:
-    """One row of the batch table: its changes in the analyst's columns."""
-    t = ws.raw_changes(X[r], res.x, row=int(r)) if res.found else None
-    return {"row": int(r), "status": res.status, "cost": res.cost if res.found else np.nan,
-            "features changed": 0 if t is None else int(t["changed"].sum()),
-            "changes": "" if t is None else changes_line(t), "solve time (s)": round(res.solve_time, 3)}
+def _batch_table(rows, results) -> pd.DataFrame:
+    """The batch table: per row its changes in the analyst's columns and, beside them, the
+    counterfactual's value of every column at full precision (cf:<column>; empty where missing)."""
+    done = [(int(r), res) for r, res in zip(rows, results) if res is not None]
+    points = np.array([res.x if res.found else np.full(X.shape[1], np.nan) for _, res in done]).reshape(-1, X.shape[1])
+    values = recourse_frame(ws.columns, X[[r for r, _ in done]].reshape(-1, X.shape[1]), points)
+    head = pd.DataFrame([{"row": r, "status": res.status, "cost": res.cost if res.found else np.nan,
+                          "features changed": values.at[k, "n_changed"],
+                          "changes": changes_line(ws.raw_changes(X[r], res.x, row=r)) if res.found else "",
+                          "solve time (s)": round(res.solve_time, 3)} for k, (r, res) in enumerate(done)])
+    return pd.concat([head, values.drop(columns=["n_changed", "changes"])], axis=1)
 
 
 def _row_of(x_query) -> int | None:
@@ -151,7 +164,8 @@ def _show(result, container):
         m[0].metric("Status", status)
         m[1].metric("Cost", "–" if not result.found else f"{result.cost:.4g}")
         m[2].metric("Solve time", f"{result.solve_time:.2f} s")
-        m[3].metric("Gap", "–" if not result.found else f"{result.gap:.2%}")
+        m[3].metric("Gap", "–" if not result.found else percent_text(result.gap, 2),
+                    help="Not known until the solver proves a lower bound." if not np.isfinite(result.gap) else None)
         m[4].metric("Backend", result.backend)
         if not result.found:
             return
@@ -199,12 +213,12 @@ with tab_one:
         out = counterfactual_table(res, names)
         if res.found:
             raw_t = ws.raw_changes(res.x_query, res.x, _row_of(res.x_query))
-            if list(raw_t["column"]) != list(names):   # the download holds what the page shows first
-                out = raw_t
+            if list(raw_t["column"]) != list(names):   # the download holds what the page shows first,
+                out = values_beside(raw_t, ws.columns, res.x_query, res.x)    # with the values beside the texts
         d1, d2 = st.columns(2)
         download(d1, "Download table (CSV)", to_csv(out), "counterfactual.csv", "text/csv",
                            key="ocf_dl_csv")
-        download(d2, "Download result (JSON)", json.dumps(res.to_dict(), indent=2, default=str),
+        download(d2, "Download result (JSON)", json.dumps(result_record(ws.columns, res, names), indent=2),
                            "counterfactual.json", "application/json", key="ocf_dl_json")
 
 with tab_batch:
@@ -234,8 +248,7 @@ with tab_batch:
             results = batch_counterfactuals(
                 ens, X[rows], targets, n_jobs=int(jobs), plausibility=pl, X_ref=X, scheduler=cluster,
                 progress=lambda d, t: bar.progress(d / t, text=f"{d} of {t} rows"), **kwargs_b)
-            st.session_state["ocb_results"] = pd.DataFrame(
-                [_batch_row(r, res) for r, res in zip(rows, results) if res is not None])
+            st.session_state["ocb_results"] = _batch_table(rows, results)
     table_b = st.session_state.get("ocb_results")
     if table_b is not None:
         st.dataframe(table_b, hide_index=True, key="ocb_table")

@@ -39,7 +39,7 @@ from core.audit.stats import group_labels, protected_attributes
 from core.cells.problem import check_same_features
 from core.counterfactual import make_target
 from core.errors import AuditCancelled, AuditError
-from core.intake.columns import analyst_columns, changes_text
+from core.intake.columns import analyst_columns, recourse_frame
 from core.intake.csvsafe import to_csv
 from core.intake.models import from_model
 from core.model import TreeEnsemble
@@ -90,8 +90,8 @@ class ModelComparison:
         return to_csv(self.rows)
 
     def to_dict(self) -> dict[str, Any]:
-        def frame(df: pd.DataFrame) -> list[dict[str, Any]]:
-            return json.loads(df.to_json(orient="records"))
+        def frame(df: pd.DataFrame) -> list[dict[str, Any]]:     # numbers as numbers, None where missing
+            return [{str(k): _cell(v) for k, v in rec.items()} for rec in df.to_dict(orient="records")]
         return {"format": "counterfactual-atlas-model-comparison", "meta": self.meta,
                 "agreement": frame(self.agreement), "flips": frame(self.flips), "rules": self.rules,
                 "rows": frame(self.rows), "groups": frame(self.groups), "tests": frame(self.tests)}
@@ -101,6 +101,19 @@ class ModelComparison:
 
     def to_html(self) -> str:
         return comparison_html(self)
+
+
+def _cell(v: Any) -> Any:
+    """One table cell as JSON: numpy scalars as Python values, NaN and infinite numbers as None."""
+    if isinstance(v, (np.bool_, bool)):
+        return bool(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return float(v) if np.isfinite(v) else None
+    if v is pd.NA or v is pd.NaT:
+        return None
+    return v
 
 
 # ------------------------------------------------------------------ agreement
@@ -183,7 +196,7 @@ def disagreement_rules(X: np.ndarray, names: Sequence[str], flipped: np.ndarray,
 
 # ------------------------------------------------------------------ invalidation
 def _one_row(args: tuple[int, np.ndarray], ens_a: TreeEnsemble, ens_b: TreeEnsemble, target: Any,
-             kwargs: dict[str, Any], model_a: Any, model_b: Any, columns: list) -> dict[str, Any]:
+             kwargs: dict[str, Any], model_a: Any, model_b: Any) -> dict[str, Any]:
     i, x = args
     res_a = optimal_counterfactual(ens_a, x, target, model=model_a, **kwargs)
     rec: dict[str, Any] = {"row": int(i), "found_a": int(res_a.found), "cost_a": float(res_a.cost) if res_a.found
@@ -198,9 +211,7 @@ def _one_row(args: tuple[int, np.ndarray], ens_a: TreeEnsemble, ens_b: TreeEnsem
     else:
         both = optimal_counterfactual(ens_a, x, target, model=model_a, also_valid_for=[(ens_b, model_b)], **kwargs)
     rec.update(found_both=int(both.found), cost_both=float(both.cost) if both.found else np.nan,
-               status_both=both.status,
-               changes_a=changes_text(columns, x, res_a.x) if res_a.found else "",
-               changes_both=changes_text(columns, x, both.x) if both.found else "")
+               status_both=both.status)
     rec["extra_cost"] = rec["cost_both"] - rec["cost_a"] if res_a.found and both.found else np.nan
     nan = np.full(x.size, np.nan)
     rec["_x_a"] = res_a.x if res_a.found else nan
@@ -272,7 +283,7 @@ def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Schema | None, tar
         kwargs = dict(schema=schema, norm=norm, fixed=[names[j] for j in sorted(held)], time_limit=float(time_limit),
                       n_workers=1 if (n_jobs != 1 or scheduler) else 2)
         fn = partial(_one_row, ens_a=ens_a, ens_b=ens_b, target=target_value, kwargs=kwargs, model_a=model_a,
-                     model_b=model_b, columns=analyst_columns(ens_a, schema))
+                     model_b=model_b)
         t1 = time.perf_counter()
         recs = map_rows(fn, [(int(i), A[i]) for i in pool], n_jobs=n_jobs, scheduler=scheduler,
                         progress=None if progress is None else (lambda d, t: progress("recourse", d, t)),
@@ -281,7 +292,7 @@ def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Schema | None, tar
             raise AuditCancelled("The comparison was cancelled; nothing was kept.")
         points_a = np.array([r.pop("_x_a") for r in recs], dtype=float)
         points_both = np.array([r.pop("_x_both") for r in recs], dtype=float)
-        table = pd.DataFrame(recs)
+        table = _with_changes(pd.DataFrame(recs), analyst_columns(ens_a, schema), A[pool], points_a, points_both)
         for a, lab in labels.items():
             table.insert(1, f"group:{a}", lab[table["row"].to_numpy()])
         timings["recourse"] = time.perf_counter() - t1
@@ -297,6 +308,22 @@ def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Schema | None, tar
                            "n_boot": n_boot, "n_perm": n_perm, "alpha": alpha, "n_jobs": n_jobs},
             "timings": {k: round(v, 3) for k, v in timings.items()}, **(provenance or {})}
     return ModelComparison(agreement, flips, rules, table, groups, tests, meta, points_a, points_both)
+
+
+def _with_changes(table: pd.DataFrame, columns: list, X: np.ndarray, points_a: np.ndarray,
+                  points_both: np.ndarray) -> pd.DataFrame:
+    """The per-row table with each recourse's changes in the analyst's columns
+    (``changes_a``, ``changes_both``: one change per column, a fill of a missing value
+    or a category switch included) and, beside them, each recourse's value of every
+    column at full precision (``cf_a:<column>``, ``cf_both:<column>``; None where
+    missing or without a recourse)."""
+    fa = recourse_frame(columns, X, points_a, prefix="cf_a:")
+    fb = recourse_frame(columns, X, points_both, prefix="cf_both:")
+    at = list(table.columns).index("status_both") + 1
+    table.insert(at, "changes_a", fa["changes"].to_numpy())
+    table.insert(at + 1, "changes_both", fb["changes"].to_numpy())
+    return pd.concat([table, fa.drop(columns=["n_changed", "changes"]), fb.drop(columns=["n_changed", "changes"])],
+                     axis=1)
 
 
 def _facts(ens: TreeEnsemble) -> dict[str, Any]:

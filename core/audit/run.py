@@ -25,7 +25,7 @@ from core.audit.stats import _statistics, group_labels, protected_attributes, su
 from core.audit.subgroups import scan_subgroups
 from core.counterfactual import check_schema, make_target
 from core.errors import AuditCancelled, AuditError, QueryError
-from core.intake.columns import analyst_columns, changes_text
+from core.intake.columns import analyst_columns, recourse_frame
 from core.intake.models import from_model
 from core.model import TreeEnsemble
 from core.model.features import as_table, closest_names, feature_index, missing_as_states, names_text
@@ -306,7 +306,7 @@ def _recourse_stage(run: _Run) -> tuple[pd.DataFrame, np.ndarray]:
         model=run.model)
     if run.stop() or any(r is None for r in results):
         raise AuditCancelled("The audit was cancelled; nothing was kept.")
-    recs, columns = [], analyst_columns(run.ens, run.schema)       # the per-row changes in the table's columns
+    recs = []
     for i, res in zip(rows, results):
         found = res.found
         status = res.status
@@ -314,12 +314,15 @@ def _recourse_stage(run: _Run) -> tuple[pd.DataFrame, np.ndarray]:
             status = "time_limit_found" if found else "time_limit"
         recs.append({"row": int(i), **{f"group:{a}": run.labels[a][i] for a in run.attrs},
                      "prediction": str(run.pred[i]), "status": status, "feasible": int(found),
-                     "cost": float(res.cost) if found else np.nan, "n_changed": len(res.changes) if found else np.nan,
-                     "changes": changes_text(columns, run.A[i], res.x) if found else "",
-                     "solve_time": round(res.solve_time, 4)})
+                     "cost": float(res.cost) if found else np.nan, "solve_time": round(res.solve_time, 4)})
     cfs = np.array([r.x if r.found else np.full(len(run.names), np.nan) for r in results], dtype=float)
+    # the changes in the table's columns (a fill of a missing value, a category switch: one change each),
+    # with the counterfactual's values beside them
+    per_row = recourse_frame(analyst_columns(run.ens, run.schema), run.A[rows], cfs)
+    table = pd.DataFrame(recs)
+    table = pd.concat([table.drop(columns="solve_time"), per_row, table[["solve_time"]]], axis=1)
     run.timings["recourse"] = time.perf_counter() - t0
-    return pd.DataFrame(recs), cfs
+    return table, cfs
 
 
 def _tcrex_stage(run: _Run, table: pd.DataFrame) -> pd.DataFrame:

@@ -221,6 +221,11 @@ class Workspace:
             if name in out.columns:
                 out[name] = [MISSING if g else (int(v) if float(v).is_integer() else float(v))
                              for g, v in zip(gone, out[name].to_numpy(dtype=float))]
+        for col in self.columns:                # a column of whole numbers reads as whole numbers: 42, not 42.0
+            if col.categories is None and col.integral and col.missing is None and col.name in out.columns:
+                vals = out[col.name].to_numpy(dtype=float)
+                if np.all(np.isfinite(vals) & (vals == np.round(vals)) & (np.abs(vals) < 2.0 ** 53)):
+                    out[col.name] = vals.astype(np.int64)
         if "expanded" in ens.meta:
             info = ens.meta["expanded"]
             codes, names, cats = decode(ens.meta, X), info["names"], info["categories"]
