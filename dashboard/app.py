@@ -24,7 +24,7 @@ from dashboard.memory import start_janitor, track_session  # noqa: E402
 from dashboard.pages_registry import PAGES  # noqa: E402
 from dashboard.ui import plain  # noqa: E402
 
-st.set_page_config(page_title="Counterfactual Atlas", page_icon="🧭", layout="wide")
+st.set_page_config(page_title="Counterfactual Atlas", page_icon=str(ROOT / "assets" / "favicon.svg"), layout="wide")
 state.init_state()
 track_session()
 start_janitor()
@@ -49,7 +49,7 @@ with st.sidebar:
     ws = state.get(state.Keys.WORKSPACE)
     st.caption("Counterfactual Atlas")
     if deployment().public:
-        st.info(deployment().notice(), icon="🔒")
+        st.info(deployment().notice(), icon=":material/lock:")
     if ws is not None:
         n_cols = len(ws.columns)
         st.markdown(f"**{plain(ws.name)}**  \n{ws.ensemble.source} · {ws.ensemble.n_trees} trees · "
