@@ -51,6 +51,6 @@ if got is not None:
         for p in paras:
             st.markdown(plain_bold(p, quoted))
     st.markdown("#### The case and its counterfactual")
-    st.dataframe(story.table, key="cs_table")
-    download(st, "Download the story (HTML)", story.to_html(), f"case-{story.row}.html", "text/html",
-                       key="cs_download")
+    st.dataframe(story.shown_table(), key="cs_table")
+    download(st, "Download the story (HTML)", story.to_html, f"case-{story.row}.html", "text/html",
+             key="cs_download", source=story)

@@ -34,11 +34,12 @@ import numpy as np
 import pandas as pd
 
 from core.audit.fairstats import bootstrap_ci, holm, permutation_p
-from core.audit.report import table_html
+from core.audit.report import REPORT_CSS, table_html
 from core.audit.stats import group_labels, protected_attributes
 from core.cells.problem import check_same_features
 from core.counterfactual import make_target
 from core.errors import AuditCancelled, AuditError
+from core.figures import interval_chart_svg
 from core.intake.columns import analyst_columns, recourse_frame
 from core.intake.csvsafe import to_csv
 from core.intake.models import from_model
@@ -58,7 +59,7 @@ from core.settings import (
     seconds,
     validated,
 )
-from core.shown import label_order
+from core.shown import approx_text, label_order, number_text, outcome_text
 
 if TYPE_CHECKING:
     from core.schema import Schema
@@ -369,35 +370,139 @@ def _table(df: pd.DataFrame) -> str:
     return table_html(df) if len(df) else "<p>–</p>"
 
 
+def _pct(v: Any) -> str:
+    return f"{100 * float(v):.1f}%" if v is not None and np.isfinite(float(v)) else "–"
+
+
+def _target_words(c: ModelComparison) -> str:
+    """The favourable outcome as the analyst named its class."""
+    return outcome_text(c.meta.get("target", ""), c.meta.get("class_names") or None)
+
+
+def comparison_summary(c: ModelComparison) -> tuple[str, list[str]]:
+    """The comparison for a reader outside the field: a headline and a few sentences
+    (what was compared, how often the models agree, how much promised recourse the
+    second model undoes, for which group significantly more, at what extra cost)."""
+    m, target = c.meta, _target_words(c)
+    a, b = m.get("model_a", {}), m.get("model_b", {})
+    agree = float(c.agreement.iloc[0]["agree"]) if len(c.agreement) else float("nan")
+    flips = int(c.agreement.iloc[0]["flips"]) if len(c.agreement) else 0
+    inv = c.invalidated
+    n_found = int((c.rows["found_a"] == 1).sum()) if "found_a" in c.rows and len(c.rows) else 0
+    body = [f"What was compared: model A ({a.get('source', '?')}, {a.get('trees', '?')} trees) and model B "
+            f"({b.get('source', '?')}, {b.get('trees', '?')} trees) on the same {number_text(m.get('rows', 0))} "
+            f"cases. They decide {_pct(agree)} of them alike; {number_text(flips)} get a different decision."]
+    sig = c.tests[c.tests["significant"].astype(bool)] if len(c.tests) else c.tests
+    worse = []
+    for _, t in sig.iterrows():
+        group_worse = t["gap"] > 0
+        w, o = (t["group"], t["reference"]) if group_worse else (t["reference"], t["group"])
+        gw = c.groups[(c.groups["attribute"] == t["attribute"]) & (c.groups["group"] == w)]["invalidated"]
+        go_ = c.groups[(c.groups["attribute"] == t["attribute"]) & (c.groups["group"] == o)]["invalidated"]
+        worse.append(f"The change model A asks of {t['attribute']} = {w} fails under model B more often than for "
+                     f"{t['attribute']} = {o}: {_pct(gw.iloc[0])} against {_pct(go_.iloc[0])} of their cases "
+                     f"(Holm-adjusted p = {approx_text(t['p_adjusted'], 2)}).")
+    if np.isfinite(inv):
+        studied = (f"For {number_text(n_found)} cases model A turns down, the smallest change model A asks for was "
+                   f"tried on model B: {_pct(inv)} of these changes would not get {target} from model B.")
+        lead = worse[0] if worse else (f"{_pct(inv)} of the changes model A asks for would not get {target} from "
+                                       "model B.")
+        body.append(studied)
+        body += worse[1:] if worse else [
+            "No group sees its changes fail under model B significantly more often than another "
+            f"({number_text(len(c.tests))} comparison{'s' * (len(c.tests) != 1)}, Holm-adjusted)." if len(c.tests) else
+            "There was no second group to compare with."]
+        extra = c.rows["extra_cost"].dropna() if "extra_cost" in c.rows else pd.Series(dtype=float)
+        if len(extra):
+            body.append(f"A change that works under both models costs on average {approx_text(extra.mean(), 3)} more "
+                        "than the one model A asks for (cost: each change measured against its feature's range).")
+    else:
+        lead = f"The models decide {_pct(agree)} of the cases alike."
+        body.append("Whether model B honours the recourse model A gives was not studied.")
+    return lead, body
+
+
+def comparison_figures(c: ModelComparison) -> tuple[str, str]:
+    """The comparison's figures as inline SVG: the key one (the share of recourse
+    invalidated per group, with its interval) and the others (agreement of the
+    decisions per group; extra cost of a recourse valid under both, per group)."""
+    key = []
+    g = c.groups
+    if len(g):
+        sig = c.tests[c.tests["significant"].astype(bool)] if len(c.tests) else c.tests
+        hit = {(str(t["attribute"]), str(t["group"] if t["gap"] > 0 else t["reference"])) for _, t in sig.iterrows()}
+        key.append(interval_chart_svg(
+            [f"{a} = {v} (n = {number_text(int(n))})" for a, v, n in zip(g["attribute"], g["group"], g["with recourse"])],
+            g["invalidated"], g["ci_low"], g["ci_high"], share=True,
+            highlight=[(str(a), str(v)) in hit for a, v in zip(g["attribute"], g["group"])],
+            title="Share of model A's recourse that model B does not honour, per group, with 95% intervals; red: "
+                  "significantly more often than another group",
+            axis="recourse invalidated by model B"))
+    other = []
+    ag = c.agreement
+    if len(ag):
+        other.append(interval_chart_svg(
+            [f"{a} = {v}" if v != "" else str(a) for a, v in zip(ag["attribute"], ag["group"])], ag["agree"],
+            np.full(len(ag), np.nan), np.full(len(ag), np.nan), share=True,
+            title="Cases both models decide alike, overall and per group", axis="decided alike"))
+    if len(g) and "extra cost" in g and g["extra cost"].notna().any():
+        other.append(interval_chart_svg(
+            [f"{a} = {v}" for a, v in zip(g["attribute"], g["group"])], g["extra cost"], np.full(len(g), np.nan),
+            np.full(len(g), np.nan), title="Mean extra cost of a recourse valid under both models, per group",
+            axis="extra cost (each change measured against its feature's range)"))
+    return "".join(key), "".join(other)
+
+
+def _groups_shown(g: pd.DataFrame) -> pd.DataFrame:
+    if not len(g):
+        return g
+    out = g[["attribute", "group", "rows", "with recourse"]].copy()
+    out["invalidated [95% CI]"] = [f"{_pct(v)} [{_pct(lo)}, {_pct(hi)}]"
+                                   for v, lo, hi in zip(g["invalidated"], g["ci_low"], g["ci_high"])]
+    out["mean extra cost"] = g["extra cost"]
+    return out
+
+
+def _tests_shown(t: pd.DataFrame) -> pd.DataFrame:
+    if not len(t):
+        return t
+    return pd.DataFrame({"attribute": t["attribute"], "group vs reference": t["group"] + " vs " + t["reference"],
+                         "gap in share invalidated": [f"{100 * v:+.1f} points" for v in t["gap"]],
+                         "p": [approx_text(p, 3) for p in t["p_value"]],
+                         "Holm p": [approx_text(p, 3) for p in t["p_adjusted"]],
+                         "significant": np.where(t["significant"], "yes", "no")})
+
+
 def comparison_html(c: ModelComparison) -> str:
-    """One self-contained HTML report: fingerprints of both models and the data,
-    every parameter, agreement, flips, invalidation per group, per-row table."""
+    """One self-contained HTML report, printable: a one-screen summary in plain words with
+    its key figure (invalidation per group), then the figures, agreement, where the
+    decisions differ, invalidation per group and its tests, the per-row table, and the
+    fingerprints of both models and the data with every parameter."""
     m = c.meta
     esc = html.escape
     a, b = m.get("model_a", {}), m.get("model_b", {})
-    inv = c.invalidated
-    summary = (f"The models decide {c.agreement.iloc[0]['agree']:.1%} of {m.get('rows')} rows alike. "
-               + (f"Of the studied rows with a recourse under model A, {inv:.1%} would not get the outcome from "
-                  "model B if they followed it." if np.isfinite(inv) else "Recourse invalidation was not studied."))
-    style = ("body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;line-height:1.45;color:#222}"
-             "table{border-collapse:collapse;margin:.5rem 0}td,th{padding:.2rem .5rem;border-bottom:1px solid #ddd;"
-             "text-align:left;font-size:.9rem}.muted{color:#666}")
+    lead, body = comparison_summary(c)
+    key, other = comparison_figures(c)
+    agreement = c.agreement.assign(agree=[_pct(v) for v in c.agreement["agree"]]) if len(c.agreement) else c.agreement
     payload = c.to_json().replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>Model comparison</title><style>{style}</style></head><body>
+<html lang="en"><head><meta charset="utf-8"><title>Model comparison</title><style>{REPORT_CSS}</style></head><body>
 <h1>Model comparison</h1>
-<p class="muted">Counterfactual Atlas · {esc(m.get('created', ''))} · favourable outcome {esc(m.get('target', ''))}</p>
-<p>{esc(summary)}</p>
-<h2>Agreement of decisions</h2>{_table(c.agreement)}
+<p class="muted">Counterfactual Atlas · {esc(m.get('created', ''))} · favourable outcome {esc(_target_words(c))}</p>
+<section class="summary"><h2>In one minute</h2><p class="lead">{esc(lead)}</p>
+<ul>{''.join(f'<li>{esc(s)}</li>' for s in body)}</ul>{key}</section>
+<h2>Figures</h2><div class="figures">{other or '<p>–</p>'}</div>
+<h2>Agreement of decisions</h2>{_table(agreement)}
 <h2>Where the decisions differ</h2>{''.join(f'<p>{esc(r)}</p>' for r in c.rules) or '<p>–</p>'}
-<h2>Recourse invalidation per group</h2>{_table(c.groups)}
+<h2>Recourse invalidation per group</h2>{_table(_groups_shown(c.groups))}
 <p class="muted">Share of rows whose optimal recourse under model A does not get the outcome from model B, with
 95% percentile-bootstrap intervals; extra cost: the cheapest recourse valid under both, minus the one under A.</p>
-<h2>Gaps to the reference group</h2>{_table(c.tests)}
+<h2>Gaps to the reference group</h2>{_table(_tests_shown(c.tests))}
 <p class="muted">Two-sided permutation tests, Holm-adjusted.</p>
 <h2>Per row</h2>{_table(c.rows)}
 <h2>Provenance</h2>
-<p>Model A: {esc(json.dumps(a))}<br>Model B: {esc(json.dumps(b))}<br>Data: {esc(str(m.get('data_sha256', '')))}</p>
-<p>Parameters: {esc(json.dumps(m.get('parameters', {}), default=str))}</p>
+<p>Model A: <code>{esc(json.dumps(a))}</code><br>Model B: <code>{esc(json.dumps(b))}</code><br>
+Data: <code>{esc(str(m.get('data_sha256', '')))}</code></p>
+<p>Parameters: <code>{esc(json.dumps(m.get('parameters', {}), default=str))}</code></p>
 <script type="application/json" id="atlas-comparison">{payload}</script>
 </body></html>"""
