@@ -47,6 +47,10 @@ with st.form("fcca_form"):
 
 y_used = ws.y.to_numpy() if label_src == "labels in the data" else pred
 cluster = session_cluster()
+if ws.model_kind != "tree_ensemble":
+    st.caption("FCCA's thresholds are the splits its counterfactuals cross, so they are computed on the model's "
+               f"tree-ensemble surrogate (agreement {100 * ws.surrogate.fidelity:.1f}% on held-out rows): they are "
+               "the surrogate's thresholds, exact for it, not proven for the model.")
 if cluster:
     st.caption(f"Counterfactuals run on the Dask cluster at {cluster} (set on the Fairness audit page; clear it "
                "there to run on this machine).")

@@ -26,7 +26,7 @@ import hashlib
 import html
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -37,13 +37,14 @@ from core.audit.fairstats import bootstrap_ci, holm, permutation_p
 from core.audit.report import REPORT_CSS, table_html
 from core.audit.stats import group_labels, protected_attributes
 from core.cells.problem import check_same_features
-from core.counterfactual import make_target
+from core.counterfactual import at_target, make_target
 from core.errors import AuditCancelled, AuditError
 from core.figures import interval_chart_svg
 from core.intake.columns import analyst_columns, recourse_frame
 from core.intake.csvsafe import to_csv
 from core.intake.models import from_model
-from core.model import TreeEnsemble
+from core.model import Guarantee, LinearModel, TreeEnsemble
+from core.model.native import model_input
 from core.optimal import optimal_counterfactual
 from core.optimal.batch import map_rows
 from core.ruletext import conditions, missing_condition
@@ -62,7 +63,8 @@ from core.settings import (
 from core.shown import approx_text, label_order, number_text, outcome_text
 
 if TYPE_CHECKING:
-    from core.schema import Schema
+    from core.surrogate import Surrogate
+from core.schema import Schema
 
 __all__ = ["ModelComparison", "compare_models", "decision_agreement", "disagreement_rules"]
 
@@ -195,22 +197,63 @@ def disagreement_rules(X: np.ndarray, names: Sequence[str], flipped: np.ndarray,
     return [text for _, text in sorted(out, key=lambda kv: -kv[0])]
 
 
+# ------------------------------------------------------------------ any kind of model
+@dataclass(frozen=True)
+class _Side:
+    """One model of the comparison: what its recourse query solves (a tree ensemble, a
+    linear model exactly, or its surrogate's view with the model), the tree ensemble a
+    query valid for both models reads (the model, or its surrogate), and its own answers."""
+
+    solve_on: Any
+    extra: dict[str, Any]
+    joint: TreeEnsemble
+    exact: bool
+
+    def answer(self, X: np.ndarray) -> np.ndarray:
+        model = self.extra.get("model")
+        if "surrogate" in self.extra:
+            return model.predict(model_input(self.joint, X))
+        return self.solve_on.predict(X)
+
+
+def _side(ens: Any, model: Any, surrogate: Surrogate | None) -> _Side:
+    if surrogate is not None and getattr(model, "kind", None) == "black_box":
+        return _Side(surrogate.ensemble, {"model": model, "surrogate": surrogate}, surrogate.ensemble, False)
+    if isinstance(ens, LinearModel):
+        if surrogate is None:
+            raise AuditError("A linear model is compared with its surrogate (for the recourse valid for both "
+                             "models): give surrogate_a / surrogate_b, as the workspace has it.")
+        return _Side(ens, {"model": model}, surrogate.ensemble, False)
+    ens = ens if isinstance(ens, TreeEnsemble) else from_model(ens)
+    return _Side(ens, {"model": model}, ens, True)
+
+
 # ------------------------------------------------------------------ invalidation
-def _one_row(args: tuple[int, np.ndarray], ens_a: TreeEnsemble, ens_b: TreeEnsemble, target: Any,
-             kwargs: dict[str, Any], model_a: Any, model_b: Any) -> dict[str, Any]:
+def _one_row(args: tuple[int, np.ndarray], side_a: _Side, side_b: _Side, target: Any,
+             kwargs: dict[str, Any]) -> dict[str, Any]:
     i, x = args
-    res_a = optimal_counterfactual(ens_a, x, target, model=model_a, **kwargs)
+    res_a = optimal_counterfactual(side_a.solve_on, x, target, **side_a.extra, **kwargs)
     rec: dict[str, Any] = {"row": int(i), "found_a": int(res_a.found), "cost_a": float(res_a.cost) if res_a.found
                            else np.nan, "status_a": res_a.status}
     if res_a.found:
-        tgt_b = make_target(ens_b, target)
-        rec["invalidated"] = int(not bool(tgt_b.holds(ens_b, res_a.x[None, :])[0]))
+        rec["invalidated"] = int(not bool(at_target(side_b.joint, target, side_b.answer(res_a.x[None, :]))[0]))
     else:
         rec["invalidated"] = np.nan
     if res_a.found and not rec["invalidated"] and res_a.status == "optimal":
         both = res_a      # valid under B too, and no point valid under both is cheaper than A's optimum
-    else:
-        both = optimal_counterfactual(ens_a, x, target, model=model_a, also_valid_for=[(ens_b, model_b)], **kwargs)
+    elif side_a.exact and side_b.exact:
+        both = optimal_counterfactual(side_a.joint, x, target, also_valid_for=[(side_b.joint, side_b.extra["model"])],
+                                      **side_a.extra, **kwargs)
+    else:               # through the surrogates, then checked on both models themselves
+        both = optimal_counterfactual(side_a.joint, x, target, also_valid_for=[(side_b.joint, None)], **kwargs)
+        if both.found and not all(bool(at_target(s.joint, target, s.answer(both.x[None, :]))[0])
+                                  for s in (side_a, side_b)):
+            both = replace(both, x=None, valid=False, status="error", changes=(),
+                           message="The point found through the surrogates was refused by one of the models.",
+                           guarantee=Guarantee("not_found", "black_box"))
+        elif both.found:
+            both = replace(both, status="feasible", guarantee=Guarantee(
+                "valid_on_model", "black_box", note="Checked on both models; optimal for their surrogates."))
     rec.update(found_both=int(both.found), cost_both=float(both.cost) if both.found else np.nan,
                status_both=both.status)
     rec["extra_cost"] = rec["cost_both"] - rec["cost_a"] if res_a.found and both.found else np.nan
@@ -229,7 +272,8 @@ def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Schema | None, tar
                    model_b: Any = None, random_state: int = 0, n_boot: int = 1000, n_perm: int = 2000,
                    alpha: float = 0.05, invalidation: bool = True,
                    progress: Callable[[str, int, int], None] | None = None,
-                   should_stop: Callable[[], bool] | None = None, provenance: dict[str, Any] | None = None
+                   should_stop: Callable[[], bool] | None = None, provenance: dict[str, Any] | None = None,
+                   surrogate_a: Surrogate | None = None, surrogate_b: Surrogate | None = None
                    ) -> ModelComparison:
     """Compare model A (``ens_a``) with model B (``ens_b``) on the rows ``X`` (the
     data's codes view, in A's feature order); see the module docstring.
@@ -240,10 +284,19 @@ def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Schema | None, tar
     and define the groups. ``invalidation=False`` compares decisions only.
     Raises AuditError (or QueryError) saying what to fix for models that read
     other columns, do another task or decide between other classes.
+
+    Either model may be of any kind: a linear model (``ens_x`` a LinearModel, with its
+    surrogate ``surrogate_x``) or a model known by its answers (``model_x`` a
+    BlackBoxModel, ``ens_x`` its surrogate's view, ``surrogate_x`` its surrogate). The
+    decisions are then the models' own, A's recourse is solved for A's kind (exactly, or
+    through its surrogate and checked on it) and checked on B itself, and the cheapest
+    recourse valid for both is found through the surrogates and checked on both models.
     """
     t0 = time.perf_counter()
-    ens_a = ens_a if isinstance(ens_a, TreeEnsemble) else from_model(ens_a)
-    ens_b = ens_b if isinstance(ens_b, TreeEnsemble) else from_model(ens_b)
+    side_a, side_b = _side(ens_a, model_a, surrogate_a), _side(ens_b, model_b, surrogate_b)
+    if not (side_a.exact and side_b.exact):
+        n_jobs, scheduler = 1, None          # a model in its own worker answers here, not in a pool
+    ens_a, ens_b = side_a.joint, side_b.joint
     check_same_features(ens_a, ens_b, "model B", "model A")
     names = list(ens_a.feature_names)
     A = np.asarray(X.to_numpy(dtype=float) if isinstance(X, pd.DataFrame) else X, dtype=float)
@@ -253,7 +306,7 @@ def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Schema | None, tar
         raise AuditError("The data holds missing or infinite values; drop or fill them first.")
     attrs = protected_attributes(schema, protected)
     labels = {a: group_labels(A, names, cols, a) for a, cols in attrs.items()}
-    pred_a, pred_b = ens_a.predict(A), ens_b.predict(A)
+    pred_a, pred_b = side_a.answer(A), side_b.answer(A)
     agreement = decision_agreement(pred_a, pred_b, labels)
     flipped = pred_a != pred_b
     flips = pd.DataFrame({"row": np.flatnonzero(flipped), "decision A": pred_a[flipped].astype(str),
@@ -265,7 +318,7 @@ def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Schema | None, tar
     tgt = make_target(ens_a, target)
     target_value = tgt.label if tgt.kind == "class" else (tgt.lo, tgt.hi)
     if rows is None:
-        pool = np.flatnonzero(~tgt.holds(ens_a, A))
+        pool = np.flatnonzero(~at_target(ens_a, target_value, pred_a))
     else:
         pool = np.unique(np.asarray(rows, dtype=int))
         if pool.size and (pool.min() < 0 or pool.max() >= len(A)):
@@ -283,8 +336,7 @@ def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Schema | None, tar
                              if schema is not None else set())      # a list replaces the schema's fixed
         kwargs = dict(schema=schema, norm=norm, fixed=[names[j] for j in sorted(held)], time_limit=float(time_limit),
                       n_workers=1 if (n_jobs != 1 or scheduler) else 2)
-        fn = partial(_one_row, ens_a=ens_a, ens_b=ens_b, target=target_value, kwargs=kwargs, model_a=model_a,
-                     model_b=model_b)
+        fn = partial(_one_row, side_a=side_a, side_b=side_b, target=target_value, kwargs=kwargs)
         t1 = time.perf_counter()
         recs = map_rows(fn, [(int(i), A[i]) for i in pool], n_jobs=n_jobs, scheduler=scheduler,
                         progress=None if progress is None else (lambda d, t: progress("recourse", d, t)),
@@ -300,7 +352,7 @@ def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Schema | None, tar
     groups, tests = _invalidation_stats(table, list(attrs), n_boot, n_perm, alpha, rng)
     timings["total"] = time.perf_counter() - t0
     meta = {"created": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "target": str(target_value),
-            "model_a": _facts(ens_a), "model_b": _facts(ens_b), "rows": int(len(A)),
+            "model_a": _facts(side_a), "model_b": _facts(side_b), "rows": int(len(A)),
             "data_sha256": "array:" + hashlib.sha256(np.ascontiguousarray(A).tobytes()).hexdigest(),
             "parameters": {"max_rows": max_rows, "rows_studied": int(pool.size if invalidation else 0),
                            "time_limit": time_limit, "norm": norm if isinstance(norm, str) else dict(norm),
@@ -327,8 +379,18 @@ def _with_changes(table: pd.DataFrame, columns: list, X: np.ndarray, points_a: n
                      axis=1)
 
 
-def _facts(ens: TreeEnsemble) -> dict[str, Any]:
-    return {"source": ens.source, "trees": ens.n_trees, "task": ens.task, "content_sha256": ens.content_hash()}
+def _facts(side: _Side) -> dict[str, Any]:
+    if side.exact:
+        ens = side.joint
+        return {"kind": "tree_ensemble", "source": ens.source, "trees": ens.n_trees, "task": ens.task,
+                "content_sha256": ens.content_hash()}
+    model = side.extra["model"]
+    linear = isinstance(side.solve_on, LinearModel)
+    return {"kind": "linear" if linear else "black_box",
+            "source": side.solve_on.source if linear else getattr(model, "source", "model"),
+            "task": side.joint.task, "content_sha256": side.solve_on.content_hash() if linear
+            else getattr(model, "identity", ""),
+            "surrogate": side.extra["surrogate"].to_dict() if "surrogate" in side.extra else None}
 
 
 def _invalidation_stats(table: pd.DataFrame, attrs: list[str], n_boot: int, n_perm: int, alpha: float,

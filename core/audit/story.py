@@ -29,6 +29,7 @@ from core.audit.metrics import METRICS, SHARES
 from core.audit.stats import group_labels
 from core.errors import NoCounterfactualRuleError
 from core.figures import interval_chart_svg
+from core.model.native import model_input
 from core.optimal import optimal_counterfactual
 from core.ruletext import missing_condition
 from core.shown import BOUND_DIGITS, approx_text, number_text, outcome_text, round_sig
@@ -276,15 +277,24 @@ def _share_text(p: float) -> str:
     return "over 99.99%" if p > 0.5 else "under 0.01%"
 
 
+def _proba(ws: Any, x: np.ndarray) -> np.ndarray | None:
+    """The model's own class probabilities for one row (None when it gives none)."""
+    if ws.model_kind == "linear":
+        return ws.linear.predict_proba(x[None, :])[0] if ws.linear.has_proba else None
+    if ws.model_kind == "black_box":
+        return ws.model.predict_proba(model_input(ws.ensemble, x[None, :]))[0] if ws.model.has_proba else None
+    return ws.ensemble.predict_proba(x[None, :])[0]
+
+
 def _decision(case: _Case) -> tuple[Section, Any]:
     """1. The decision, and the model's prediction."""
     ens, x, target = case.ens, case.x, case.target
-    pred = ens.predict(x[None, :])[0]
+    pred = case.ws.predict(x[None, :])[0]
     if ens.is_classifier:
-        proba = ens.predict_proba(x[None, :])[0]
-        p = float(proba[list(ens.classes).index(pred)])
-        decision = (f"The model decides **{case.ws.outcome_text(pred)}** for this case, with a score of "
-                    f"{_share_text(p)} for that outcome.")
+        proba = _proba(case.ws, x)
+        p = None if proba is None else float(proba[[str(c) for c in ens.classes].index(str(pred))])
+        decision = (f"The model decides **{case.ws.outcome_text(pred)}** for this case"
+                    + (f", with a score of {_share_text(p)} for that outcome." if p is not None else "."))
     else:
         decision = f"The model predicts **{approx_text(float(pred))}** for this case."
     want = (f"The outcome asked for is **{case.ws.outcome_text(target)}**." if ens.is_classifier else
@@ -302,8 +312,11 @@ def _where(case: _Case) -> Section:
     if not parts:
         return ("Where the case sits", ("The model gives the same answer to every input.",))
     same = int(np.all((X > lower) & (X <= upper), axis=1).sum())   # in the box as written
+    whose = ("every tree of the model" if case.ws.model_kind == "tree_ensemble" else
+             f"every tree of the model's surrogate (a tree ensemble that agrees with the model on "
+             f"{_share_text(case.ws.surrogate.fidelity)} of held-out cases; the model itself was not read exactly)")
     region = (f"Every case with {', '.join(parts[:8])}{' (and more conditions)' if len(parts) > 8 else ''} gets "
-              f"exactly the same answer from every tree of the model; of the {number_text(len(X))} cases in the "
+              f"exactly the same answer from {whose}; of the {number_text(len(X))} cases in the "
               f"data, {number_text(same)} {'lies' if same == 1 else 'lie'} in this region.")
     return ("Where the case sits", (region,))
 
@@ -312,8 +325,9 @@ def _smallest_change(case: _Case, time_limit: float) -> tuple[Section, pd.DataFr
     """3. The smallest change: the section, the table of the case (and its
     counterfactual), the solver's result and the raw columns changed (None: no change found)."""
     ws, raw, fixed = case.ws, case.raw, case.fixed
-    res = optimal_counterfactual(case.ens, case.x, case.target, schema=case.schema, fixed=fixed, X_ref=case.X,
-                                 model=ws.model, time_limit=time_limit)
+    solve_on, extra = ws.query_model()
+    res = optimal_counterfactual(solve_on, case.x, case.target, schema=case.schema, fixed=fixed, X_ref=case.X,
+                                 time_limit=time_limit, **extra)
     table = pd.DataFrame([raw], index=["this case"])
     if not res.found:
         cf_text = f"No change of the features that may change gives the outcome asked for: {res.message}"
@@ -321,8 +335,11 @@ def _smallest_change(case: _Case, time_limit: float) -> tuple[Section, pd.DataFr
     cf_raw = ws.analyst_view(np.asarray(res.x, dtype=float)[None, :], [case.row]).iloc[0]
     changed = [c for c in cf_raw.index if _cell(cf_raw[c]) != _cell(raw[c])]
     steps = "; ".join(f"{c} from {_short(raw[c])} to {_cell(cf_raw[c])}" for c in changed)
-    proven = ("This is proven to be the smallest such change" if res.status == "optimal" else
-              "This is the best change found in the time allowed (not proven the smallest)")
+    kind = res.guarantee.kind if res.guarantee is not None else ""
+    proven = {"proven_optimal": "This is proven to be the smallest such change",
+              "valid_on_model": "The model itself was asked and gives the outcome asked for; the change is the "
+                                "smallest found through its surrogate, not proven the smallest for the model"
+              }.get(kind, "This is the best change found in the time allowed (not proven the smallest)")
     checked = " The original model was asked again and agrees." if res.valid else ""
     cf_text = (f"Changing {steps} gives the outcome asked for. {proven} (cost {approx_text(res.cost, 3)}, with "
                f"each feature measured against its range; fixed: {_columns_text(case.schema, fixed)}).{checked}")
