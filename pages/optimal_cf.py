@@ -31,8 +31,9 @@ from dashboard.widgets import column_picker, row_picker, target_picker
 
 ws, ens, schema, names, X, pred = state.page_context(
     "Optimal counterfactual",
-    "The cheapest change of a row that gives the outcome you choose, found by a mixed-integer "
-    "model of the whole ensemble (OCEAN) and proven optimal. Distances are measured on each feature "
+    "The cheapest change of a row that gives the outcome you choose: for a tree ensemble found by a "
+    "mixed-integer model of the whole ensemble (OCEAN) and proven optimal, for a linear model by a MILP on its "
+    "score, for any other model through its surrogate and checked on the model. Distances are measured on each feature "
     "divided by its range, and switching category counts as one change; actionability comes from "
     "the feature settings.")
 
