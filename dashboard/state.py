@@ -15,6 +15,18 @@ class Keys:
     LAST_NOTICE = "last_notice"        # message of the last successful load
     CLUSTER = "dask_scheduler"         # optional Dask scheduler address
     PENDING_MAPPING = "pending_mapping"  # a positional column mapping waiting for the user's confirmation
+    CLASS_NAMES_OF = "dm_class_of"     # Data & model: the workspace fingerprint the class-name inputs belong to
+    # each page's last result, kept while the analyst moves between pages
+    OPTIMAL_RESULT = "ocf_result"      # Optimal counterfactual: the last query's CounterfactualResult
+    OPTIMAL_BATCH = "ocb_results"      # Optimal counterfactual: the last batch's table
+    RULES_RESULT = "cr_result"         # Counterfactual rules: (row, target, ..., rule, samples) of the last local rule
+    RULES_REGIONAL = "cr_regional"     # Counterfactual rules: the last regional rules' table
+    STORY_RESULT = "cs_result"         # Case story: (row, target text, CaseStory)
+    AUDIT_RESULT = "fa_result"         # Fairness audit: {key, audit, source} of the audit shown
+    FCCA_RUN = "fcca_run"              # FCCA: {key, result, trees} of the last run
+    COMPARE_MODEL_B = "cm_b"           # Compare models: model B as loaded, and where it came from
+    COMPARE_RESULT = "cm_result"       # Compare models: {key, c} of the last comparison
+    COMPARE_AUDITS = "cm_audits"       # Compare models: {key, a, b} of the two audits
 
 
 DEFAULTS: dict[str, Any] = {
@@ -39,6 +51,18 @@ def get(key: str) -> Any:
 
 def put(key: str, value: Any) -> None:
     st.session_state[key] = value
+
+
+def forget(key: str) -> None:
+    """Drop a stored value (a result made stale by a new input)."""
+    st.session_state.pop(key, None)
+
+
+def forget_widgets(prefix: str) -> None:
+    """Drop what the widgets ``{prefix}0``, ``{prefix}1``, ... hold (inputs that belonged
+    to another workspace), so that they start again from their defaults."""
+    for k in [k for k in st.session_state if str(k).startswith(prefix) and str(k)[len(prefix):].isdigit()]:
+        del st.session_state[k]
 
 
 _PAGES: dict[str, Any] = {}

@@ -12,6 +12,8 @@ from dashboard.caching import session_cached
 from dashboard.ui import download, plain, plain_bold, user_errors
 from dashboard.widgets import row_picker, target_picker
 
+K = state.Keys
+
 ws, ens, schema, names, X, pred = state.page_context(
     "Case story",
     "One case told from start to end for a presentation: the model's decision, the region around it where "
@@ -23,7 +25,7 @@ row = row_picker(c1, len(X), "cs_row")
 target = target_picker(c2, ens, pred, pred[row], "cs")
 limit = c3.number_input("Time limit (s)", 1.0, 600.0, 30.0, key="cs_limit")
 with_rule = st.checkbox("Include a counterfactual rule (fits a surrogate forest once)", value=True, key="cs_rule")
-held = st.session_state.get("fa_result")
+held = state.get(K.AUDIT_RESULT)
 audit = held["audit"] if held and held.get("source") == "run" and held.get("key") == ws.key else None
 st.caption("The fairness audit of this data is included." if audit is not None else
            "No fairness audit of this data in this session: run one on the Fairness audit page to include how "
@@ -36,9 +38,9 @@ if st.button("Tell the story", type="primary", key="cs_go"):
             groups = list(schema.groups().values())
             rules = session_cached("cs_surrogate", ws.key, lambda: CounterfactualRules(
                 groups=groups, random_state=0, max_rows=8000).fit(X, pred, feature_names=names))
-        st.session_state["cs_result"] = (row, str(target), case_story(ws, row, target, time_limit=float(limit),
-                                                                       rules=rules, audit=audit))
-got = st.session_state.get("cs_result")
+        state.put(K.STORY_RESULT, (row, str(target), case_story(ws, row, target, time_limit=float(limit),
+                                                                       rules=rules, audit=audit)))
+got = state.get(K.STORY_RESULT)
 if got is not None:
     g_row, g_target, story = got
     if (g_row, g_target) != (row, str(target)):

@@ -62,8 +62,8 @@ if src == "The demo's updated model":
     if st.button("Load model B", key="cm_load_demo", type="primary"):
         with user_errors("Model B could not be loaded"), st.spinner("Training the updated demo model…"):
             model_b, title, what = updated_model(demo)
-            st.session_state["cm_b"] = _model_b(model_b, title, what)
-            st.session_state.pop("cm_result", None)
+            state.put(K.COMPARE_MODEL_B, _model_b(model_b, title, what))
+            state.forget(K.COMPARE_RESULT)
 elif src == "A model from an earlier audit":
     with user_errors("The audit history could not be read"):
         past = history_store().list(owner=history_owner())
@@ -76,9 +76,9 @@ elif src == "A model from an earlier audit":
             pick = st.selectbox("Audit", list(labels), format_func=labels.get, key="cm_audit_id")
             if st.button("Load model B", key="cm_load_audit", type="primary"):
                 with user_errors("Model B could not be loaded"):
-                    st.session_state["cm_b"] = _model_b(history_store().load_model(pick, owner=history_owner()),
-                                                        f"the model of audit #{pick}")
-                    st.session_state.pop("cm_result", None)
+                    state.put(K.COMPARE_MODEL_B, _model_b(history_store().load_model(pick, owner=history_owner()),
+                                                        f"the model of audit #{pick}"))
+                    state.forget(K.COMPARE_RESULT)
 else:
     dep = deployment()
     up = st.file_uploader("Model B: XGBoost .json/.ubj, LightGBM .txt, scikit-learn .skops, CatBoost .json/.cbm"
@@ -93,10 +93,10 @@ else:
         with user_errors("Model B could not be loaded"):
             data = up.getvalue()
             model_b = session_model(data, up.name, trust, slot="model B")
-            st.session_state["cm_b"] = _model_b(model_b, up.name, sha256=io.sha256(data))
-            st.session_state.pop("cm_result", None)
+            state.put(K.COMPARE_MODEL_B, _model_b(model_b, up.name, sha256=io.sha256(data)))
+            state.forget(K.COMPARE_RESULT)
 
-held = st.session_state.get("cm_b")
+held = state.get(K.COMPARE_MODEL_B)
 if held is None or held["key"] != ws.key:
     st.info("Load model B above to compare it with model A.")
     st.stop()
@@ -178,7 +178,7 @@ if st.button(f"Study {min(max_rows, unfavourable):,} rows", type="primary", key=
                                provenance={"data_name": ws.name, "model_a_name": ws.name, "model_b_name": wb.name,
                                            "data_sha256_file": ws.data_sha256, "model_a_sha256": ws.model_sha256,
                                            "model_b_sha256": wb.model_sha256, "class_names": ws.class_names})
-            st.session_state["cm_result"] = {"key": result_key, "c": c}
+            state.put(K.COMPARE_RESULT, {"key": result_key, "c": c})
         except AuditCancelled:
             st.warning("Cancelled: no new result was kept.")
     bar.empty()
@@ -186,7 +186,7 @@ if st.button(f"Study {min(max_rows, unfavourable):,} rows", type="primary", key=
 elif st.session_state.get("cm_cancel"):
     st.warning("Cancelled: no new result was kept.")
 
-got = st.session_state.get("cm_result")
+got = state.get(K.COMPARE_RESULT)
 if got is None or got["key"] != result_key:
     st.info("Run the study to see how much of model A's recourse model B honours.")
     st.stop()
@@ -238,8 +238,8 @@ if st.button("Audit both models", key="cm_audit_go"):
         on_b, extra_b = wb.query_model()
         audit_a = run_audit(on_a, X, model_sha256=ws.model_sha256, **extra_a, **kw)
         audit_b = run_audit(on_b, X, model_sha256=wb.model_sha256, **extra_b, **kw)
-        st.session_state["cm_audits"] = {"key": result_key, "a": audit_a, "b": audit_b}
-audits = st.session_state.get("cm_audits")
+        state.put(K.COMPARE_AUDITS, {"key": result_key, "a": audit_a, "b": audit_b})
+audits = state.get(K.COMPARE_AUDITS)
 if audits is not None and audits["key"] == result_key:
     left, right = st.columns(2)
     for col, label, au in ((left, "Model A", audits["a"]), (right, "Model B", audits["b"])):

@@ -19,6 +19,8 @@ from dashboard.caching import session_cached
 from dashboard.ui import big_table_gate, download, plain, user_errors
 from dashboard.widgets import column_picker, row_picker, target_picker
 
+K = state.Keys
+
 ws, ens, schema, names, X, pred = state.page_context(
     "Counterfactual rules",
     "Instead of one point, a rule: ranges for a few features such that, the other features kept, the "
@@ -87,8 +89,8 @@ with tab_local:
         with user_errors("No counterfactual rule"):
             rule = cr.local_rule(X[row], target, **actionable, **levels)
             samples = cr.sample_counterfactuals(X[row], rule, n=5)
-            st.session_state["cr_result"] = (row, target, pi, pi_c, actionable, rule, samples)
-    got = st.session_state.get("cr_result")
+            state.put(K.RULES_RESULT, (row, target, pi, pi_c, actionable, rule, samples))
+    got = state.get(K.RULES_RESULT)
     if got is not None:
         g_row, g_target, g_pi, g_pic, g_act, rule, samples = got
         if (g_row, g_target, g_pi, g_pic, g_act) != (row, target, pi, pi_c, actionable):
@@ -167,11 +169,11 @@ with tab_regional:
                     raise ValueError("Write a filter first, e.g. `Age >= 30 and Income < 50000`.")
                 regions = [region_from_filter(text, names)]
             rules = cr.regional_rules(regions, reg_target, **actionable, **levels)
-            st.session_state["cr_regional"] = pd.DataFrame([{
+            state.put(K.RULES_REGIONAL, pd.DataFrame([{
                 "sub-population": r.region_text(names, groups), "rows": r.n_rows, "coverage": round(r.coverage, 4),
                 "rule": r.to_text(names, groups) if r.found else "—", "CDP": round(r.cdp, 3),
-                "CRP": round(r.crp, 3) if r.found else None, "note": r.note} for r in rules])
-    reg = st.session_state.get("cr_regional")
+                "CRP": round(r.crp, 3) if r.found else None, "note": r.note} for r in rules]))
+    reg = state.get(K.RULES_REGIONAL)
     if reg is not None:
         st.dataframe(reg, hide_index=True, key="cr_reg_table")
         download(st, "Download regional rules (CSV)", to_csv(reg), "regional_rules.csv",

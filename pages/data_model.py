@@ -189,10 +189,9 @@ if ws.ensemble.is_classifier and len(ws.ensemble.classes) <= 50:
         st.caption("Name the model's outcomes as your audience reads them (e.g. 0 = refused, 1 = approved): "
                    "every page, the case story and the audit report use these names. Leave a name blank to "
                    "show the class as it is.")
-        if st.session_state.get("dm_class_of") != ws.fingerprint:   # another model: not the last one's names
-            for k in [k for k in st.session_state if str(k).startswith("dm_class_") and str(k)[9:].isdigit()]:
-                del st.session_state[k]
-            st.session_state["dm_class_of"] = ws.fingerprint
+        if state.get(K.CLASS_NAMES_OF) != ws.fingerprint:   # another model: not the last one's names
+            state.forget_widgets("dm_class_")
+            state.put(K.CLASS_NAMES_OF, ws.fingerprint)
         with st.form("dm_class_names"):
             given = {str(c): st.text_input(f"Class {plain(c)}", ws.class_names.get(str(c), ""), key=f"dm_class_{i}",
                                            max_chars=60)

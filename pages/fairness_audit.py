@@ -7,13 +7,15 @@ import streamlit as st
 
 from core.audit import Audit, run_audit
 from core.audit.figures import cost_figure, metric_figure
-from core.audit.report import fairness_tables, group_table, subgroup_table, tests_table
+from core.audit.report import fairness_tables, group_table, subgroup_table, tests_table, time_limit_text
 from core.counterfactual import at_target
 from core.intake.csvsafe import to_csv
 from dashboard import state
 from dashboard.history import remember
 from dashboard.ui import cluster_setting, download, plain, user_errors
 from dashboard.widgets import favourable_picker, protected_picker
+
+K = state.Keys
 
 ws, ens, schema, names, X, pred = state.page_context(
     "Fairness audit",
@@ -69,24 +71,24 @@ with tab_run:
                               local_rules_per_group=local, **extra, data_sha256=ws.data_sha256,
                               model_sha256=ws.model_sha256, data_name=ws.name, progress=show, y=ws.y,
                               class_names=ws.class_names)
-            st.session_state["fa_result"] = {"key": KEY, "audit": audit, "source": "run"}
+            state.put(K.AUDIT_RESULT, {"key": KEY, "audit": audit, "source": "run"})
             if (stored := remember(audit, title=f"{ws.name} · {ens.source}", ensemble=ens)) is not None:
                 st.toast(f"Stored in the audit history as #{stored}.")
         bar.empty()
         cancel.empty()
     elif st.session_state.get("fa_cancel"):
         st.warning("Cancelled: no new result was kept" + (" — the previous audit is shown below."
-                                                         if st.session_state.get("fa_result") else "."))
+                                                         if state.get(K.AUDIT_RESULT) else "."))
 
 with tab_open:
     up = st.file_uploader("A saved audit: its HTML report or JSON", type=["html", "htm", "json"], key="fa_upload")
     if up is not None and st.button("Open", key="fa_open"):
         with user_errors("The audit could not be opened"):
-            st.session_state["fa_result"] = {"key": None, "audit": Audit.from_file(up.getvalue()),
-                                             "source": up.name}
+            state.put(K.AUDIT_RESULT, {"key": None, "audit": Audit.from_file(up.getvalue()),
+                                             "source": up.name})
             st.success(f"Opened {plain(up.name)}.")
 
-held = st.session_state.get("fa_result")
+held = state.get(K.AUDIT_RESULT)
 if held is None or (held["source"] == "run" and held["key"] != KEY):
     st.info("Run an audit above, or open a saved one.")
     st.stop()
@@ -108,6 +110,8 @@ m[2].metric("Tests", len(audit.tests))
 m[3].metric("Time", f"{meta.get('timings', {}).get('total', float('nan')):.1f} s")
 for note in meta.get("notes", []):
     st.caption(plain(note))
+if time_limit_text(audit.rows):
+    st.info(plain(time_limit_text(audit.rows)))
 
 st.subheader("Per group")
 st.dataframe(group_table(audit), hide_index=True, key="fa_groups")

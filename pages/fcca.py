@@ -13,6 +13,8 @@ from core.intake.csvsafe import to_csv
 from dashboard import state
 from dashboard.ui import download, graph_downloads, plain, session_cluster, user_errors
 
+K = state.Keys
+
 ws, ens, schema, names, X, pred = state.page_context(
     "FCCA thresholds",
     "Each correctly classified row gets its optimal counterfactual (cost λ0·changes + λ1·L1 on range-scaled "
@@ -62,14 +64,14 @@ if go:
         res = fcca(ens, X, y_used, p0=p0, p1=p1, lambda0=lam0, lambda1=lam1, lambda2=lam2, max_points=max_points,
                    n_jobs=jobs, time_limit=float(limit), schema=schema, scheduler=cluster or None,
                    progress=lambda d, t: bar.progress(d / t, text=f"{d} of {t} counterfactuals"))
-        st.session_state["fcca_run"] = {"key": KEY, "result": res, "trees": {}}
+        state.put(K.FCCA_RUN, {"key": KEY, "result": res, "trees": {}})
     bar.empty()
     cancel.empty()
 elif st.session_state.get("fcca_cancel"):
     st.warning("Cancelled: no new result was kept" + (" — the previous result is shown below."
-                                                       if st.session_state.get("fcca_run") else "."))
+                                                       if state.get(K.FCCA_RUN) else "."))
 
-run = st.session_state.get("fcca_run")
+run = state.get(K.FCCA_RUN)
 if run is None or run["key"] != KEY:
     st.info("Press the button to compute the counterfactuals (once); Q, the tree and the views then update "
             "instantly from them.")

@@ -11,6 +11,8 @@ from dashboard.deploy import settings
 from dashboard.history import owner, show_gap_comparison, store, use_key
 from dashboard.ui import download, plain, user_errors
 
+K = state.Keys
+
 st.title("Audit history")
 st.caption("Every finished fairness audit is kept here, after the session ends and across server restarts. "
            "Re-open one, or compare two: the same model over time, or two models on the same data.")
@@ -54,8 +56,8 @@ with open_tab:
     pick = st.selectbox("Audit", ids, format_func=labels.get, key="hi_open_id")
     if st.button("Open in the Fairness audit page", key="hi_open", type="primary"):
         with user_errors("The audit could not be re-opened"):
-            st.session_state["fa_result"] = {"key": None, "audit": db.load(pick, owner=owner()),
-                                             "source": f"history #{pick}"}
+            state.put(K.AUDIT_RESULT, {"key": None, "audit": db.load(pick, owner=owner()),
+                                             "source": f"history #{pick}"})
             st.success(f"Audit #{pick} is open on the Fairness audit page.")
             state.page_link("fairness_audit", "Show it", "⚖️")
 

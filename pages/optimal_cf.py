@@ -29,6 +29,8 @@ from dashboard.caching import plausibility_model
 from dashboard.ui import download, plain, session_cluster, user_errors
 from dashboard.widgets import column_picker, row_picker, target_picker
 
+K = state.Keys
+
 ws, ens, schema, names, X, pred = state.page_context(
     "Optimal counterfactual",
     "The cheapest change of a row that gives the outcome you choose: for a tree ensemble found by a "
@@ -120,6 +122,7 @@ def _batch_table(rows, results) -> pd.DataFrame:
     points = np.array([res.x if res.found else np.full(X.shape[1], np.nan) for _, res in done]).reshape(-1, X.shape[1])
     values = recourse_frame(ws.columns, X[[r for r, _ in done]].reshape(-1, X.shape[1]), points)
     head = pd.DataFrame([{"row": r, "status": res.status, "cost": res.cost if res.found else np.nan,
+                          "gap": (0.0 if res.status == "optimal" else res.gap) if res.found else np.nan,
                           "features changed": values.at[k, "n_changed"],
                           "changes": changes_line(ws.raw_changes(X[r], res.x, row=r)) if res.found else "",
                           "solve time (s)": round(res.solve_time, 3)} for k, (r, res) in enumerate(done)])
@@ -211,8 +214,8 @@ with tab_one:
                 kwargs.pop("backend", None)
             res = optimal_counterfactual(solve_on, x, target, plausibility=pl, n_solutions=int(k), X_ref=X,
                                          on_progress=lambda r: _show(r, box), **extra, **kwargs)
-            st.session_state["ocf_result"] = res
-    res = st.session_state.get("ocf_result")
+            state.put(K.OPTIMAL_RESULT, res)
+    res = state.get(K.OPTIMAL_RESULT)
     if res is not None:
         if res.x_query is not None and not np.array_equal(res.x_query, x):
             st.caption("This result is for an earlier query; press the button to compute the current one.")
@@ -261,8 +264,8 @@ with tab_batch:
             results = batch_counterfactuals(
                 solve_on, X[rows], targets, n_jobs=int(jobs), plausibility=pl, X_ref=X, scheduler=cluster,
                 progress=lambda d, t: bar.progress(d / t, text=f"{d} of {t} rows"), **extra, **kwargs_b)
-            st.session_state["ocb_results"] = _batch_table(rows, results)
-    table_b = st.session_state.get("ocb_results")
+            state.put(K.OPTIMAL_BATCH, _batch_table(rows, results))
+    table_b = state.get(K.OPTIMAL_BATCH)
     if table_b is not None:
         st.dataframe(table_b, hide_index=True, key="ocb_table")
         download(st, "Download batch results (CSV)", to_csv(table_b), "counterfactuals.csv",

@@ -214,7 +214,33 @@ def plain_summary(audit: Any) -> tuple[str, list[str]]:
                 "go unseen: the intervals in the figure show how large a difference the data still allow."]
     body.append("Cost is the size of the change, each feature measured against its range: 0.1 is a tenth of the "
                 "range of one feature; switching a category counts 1.")
+    limit = time_limit_text(audit.rows)
+    if limit:
+        body.append(limit)
     return lead, body
+
+
+def time_limit_text(rows: pd.DataFrame) -> str:
+    """The rows whose recourse search ended at its time limit, in words: those with a
+    recourse carry a cost that may be above the optimum by their gap (the largest is
+    said); those without are left out of the shares. Empty when every search ended."""
+    status = rows["status"].astype(str) if "status" in rows else pd.Series([], dtype=str)
+    found = rows[status == "time_limit_found"]
+    lost = int((status == "time_limit").sum())
+    parts = []
+    if len(found):
+        gaps = pd.to_numeric(found["gap"], errors="coerce") if "gap" in found else pd.Series([np.nan])
+        worst = float(gaps.max()) if gaps.notna().any() else float("nan")
+        # gap = (cost - proven lower bound) / cost: the optimum is at least (1 - gap) of the cost
+        within = (f"the cheapest possible change costs at least {_pct(max(0.0, 1 - worst))} of it (the proven "
+                  f"bound)" if np.isfinite(worst) else "how much cheaper the best change could be is not proven")
+        parts.append(f"For {number_text(len(found))} case{'s' * (len(found) != 1)} the search for the cheapest "
+                     f"change reached its time limit: the change shown is valid, and {within}.")
+    if lost:
+        parts.append(f"For {number_text(lost)} case{'s' * (lost != 1)} no change was found within the time limit; "
+                     f"{'they are' if lost != 1 else 'it is'} left out of the shares. A longer time limit per "
+                     "case may find one.")
+    return " ".join(parts)
 
 
 def key_figures(audit: Any) -> str:

@@ -342,7 +342,10 @@ def _recourse_stage(run: _Run) -> tuple[pd.DataFrame, np.ndarray]:
             status = "time_limit_found" if found else "time_limit"
         recs.append({"row": int(i), **{f"group:{a}": run.labels[a][i] for a in run.attrs},
                      "prediction": str(run.pred[i]), "status": status, "feasible": int(found),
-                     "cost": float(res.cost) if found else np.nan, "solve_time": round(res.solve_time, 4)})
+                     "cost": float(res.cost) if found else np.nan,
+                     # how far the cost may be above the optimum: 0 when proven, > 0 at the time limit
+                     "gap": (0.0 if res.status == "optimal" else float(res.gap)) if found else np.nan,
+                     "solve_time": round(res.solve_time, 4)})
     cfs = np.array([r.x if r.found else np.full(len(run.names), np.nan) for r in results], dtype=float)
     # the changes in the table's columns (a fill of a missing value, a category switch: one change each),
     # with the counterfactual's values beside them

@@ -283,3 +283,29 @@ def test_subgroup_scan_in_the_audit(credit, tmp_path):
     assert "Subgroups where recourse differs most" in html
     again = Audit.from_file(html.encode())
     assert list(again.subgroups["subgroup"]) == list(a.subgroups["subgroup"])
+
+
+def test_rows_at_the_time_limit_carry_their_gap_and_the_summary_says_so(credit):
+    """(#41 item 3) An audit whose searches end at the time limit reports each row's gap
+    (cost minus the proven lower bound, over the cost): 0 for a proven optimum, and a
+    bound that holds - the optimum found with time to spare is at least (1 - gap) times
+    the cost; the summary says how many rows ended so and how far their cost may be."""
+    from core.audit.report import plain_summary, time_limit_text
+    from core.optimal import optimal_counterfactual
+
+    df, target, model, ens, X, schema = credit
+    a = run_audit(ens, X, schema=schema, target=1, max_rows=30, n_jobs=1, time_limit=0.02, n_perm=50, n_boot=50,
+                  tcrex=False, local_rules_per_group=0)
+    rows = a.rows
+    assert (rows.loc[rows["status"] == "optimal", "gap"] == 0).all()
+    late = rows[rows["status"] == "time_limit_found"]
+    assert len(late) >= 3, rows["status"].value_counts()        # the limit is short enough to matter
+    assert late["gap"].between(0, 1).all() and (late["gap"] > 0).any()
+    for _, r in late.head(4).iterrows():
+        best = optimal_counterfactual(ens, np.asarray(X, float)[int(r["row"])], 1, schema=schema, fixed=["sex"],
+                                      X_ref=np.asarray(X, float), time_limit=60)
+        assert best.status == "optimal"
+        assert best.cost >= r["cost"] * (1 - r["gap"]) - 1e-6 and best.cost <= r["cost"] + 1e-6
+    text = time_limit_text(rows)
+    assert f"For {len(late)} cases the search for the cheapest change reached its time limit" in text
+    assert text in " ".join(plain_summary(a)[1])

@@ -37,6 +37,27 @@ def test_no_page_computes_a_target_a_mask_or_a_default():
     assert not found, "\n".join(found)
 
 
+def test_every_value_a_page_keeps_has_its_key_in_state():
+    """A page keeps its results under a key of ``dashboard.state.Keys`` (state.get / put /
+    forget); ``st.session_state`` is read directly only for a widget's own value."""
+    from dashboard.state import Keys
+
+    kept = {v for k, v in vars(Keys).items() if k.isupper()}
+    widgets: set[str] = set()
+    for path in list(PAGES.glob("*.py")) + list((PAGES.parent / "dashboard").glob("*.py")):
+        widgets |= set(re.findall(r'key=f?"([^"{]+)"', path.read_text()))
+        widgets |= set(re.findall(r'_picker\(.*?"([a-z]+_[a-z_]+)"', path.read_text()))
+    found = []
+    for path in sorted(PAGES.glob("*.py")):
+        text = path.read_text()
+        for m in re.finditer(r'session_state(?:\[|\.get\(|\.pop\(|\.setdefault\()\s*"([^"]+)"', text):
+            if m.group(1) not in widgets or m.group(1) in kept:
+                found.append(f"{path.name}: {m.group(0)}")
+        if re.search(r"session_state\[[^\]]+\]\s*=(?!=)", text):
+            found.append(f"{path.name}: writes st.session_state")
+    assert not found, found
+
+
 def test_the_favourable_default_is_one_definition():
     df, target, model, *_ = demo_credit()
     ws = build_workspace(df, target, model, name="credit")
