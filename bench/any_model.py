@@ -106,7 +106,7 @@ def main() -> None:
 
     from core.intake.worker import ModelWorker
     from core.intake.workspace import build_workspace
-    from core.surrogate.repair import checked_counterfactual
+    from core.optimal import optimal_counterfactual
 
     df, target, cats = _adult()
     rng = np.random.default_rng(0)
@@ -126,8 +126,8 @@ def main() -> None:
     ours, times, valid = [], [], []
     for i in rows:
         t0 = time.perf_counter()
-        r = checked_counterfactual(ws.model, X[i], 1, surrogate=ws.surrogate, schema=ws.schema, X_ref=ref,
-                                   fixed=[], time_limit=30)
+        r = optimal_counterfactual(ws.ensemble, X[i], 1, model=ws.model, surrogate=ws.surrogate, schema=ws.schema,
+                                   X_ref=ref, fixed=[], time_limit=30)
         times.append(time.perf_counter() - t0)
         ok = r.found and pipe.predict(ws.to_raw(r.x[None])[list(train.columns.drop(target))])[0] == 1
         valid.append(bool(ok))

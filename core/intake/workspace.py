@@ -221,6 +221,11 @@ class Workspace:
             if name in out.columns:
                 out[name] = [MISSING if g else (int(v) if float(v).is_integer() else float(v))
                              for g, v in zip(gone, out[name].to_numpy(dtype=float))]
+        for col in self.columns:                # a column of whole numbers reads as whole numbers: 42, not 42.0
+            if col.categories is None and col.integral and col.missing is None and col.name in out.columns:
+                vals = out[col.name].to_numpy(dtype=float)
+                if np.all(np.isfinite(vals) & (vals == np.round(vals)) & (np.abs(vals) < 2.0 ** 53)):
+                    out[col.name] = vals.astype(np.int64)
         if "expanded" in ens.meta:
             info = ens.meta["expanded"]
             codes, names, cats = decode(ens.meta, X), info["names"], info["categories"]
@@ -322,7 +327,37 @@ class Workspace:
                               "load a schema saved for this model.")
         return replace(self, schema=schema)
 
+    def query_model(self) -> tuple[Any, dict[str, Any]]:
+        """What :func:`core.optimal.optimal_counterfactual` (and the batch, the audit, the
+        story) solve for this workspace, and the keyword arguments that go with it: the
+        tree ensemble with the original model for the re-checks; the linear model itself,
+        exactly; or the surrogate's view with the model and its surrogate (checked and
+        repaired on the model)."""
+        if self.model_kind == "linear":
+            return self.linear, {"model": self.model}
+        if self.model_kind == "black_box":
+            return self.ensemble, {"model": self.model, "surrogate": self.surrogate}
+        return self.ensemble, {"model": self.model}
+
+    @property
+    def kind_text(self) -> str:
+        """What kind of model this is and what its answers guarantee, in a few words."""
+        if self.model_kind == "linear":
+            return "linear model, read exactly"
+        if self.model_kind == "black_box":
+            fid = "" if self.surrogate is None else f" (agreement {100 * self.surrogate.fidelity:.1f}%)"
+            return f"any other model, run in a sandbox; checked on it, analysed through a surrogate{fid}"
+        return "tree ensemble, read exactly"
+
     def summary(self) -> dict[str, Any]:
+        if self.model_kind != "tree_ensemble":
+            source = self.linear.source if self.linear is not None else getattr(self.model, "source", "model")
+            s = {"family": source, "kind": self.kind_text, **self.model_facts}
+            s.update(self.model_info)
+            score = self.score_on_data()
+            if score is not None:
+                s[score[0]] = round(score[1], 4)
+            return s
         s = {**self.ensemble.summary(), **self.model_facts}
         s.update(self.model_info)
         score = self.score_on_data()

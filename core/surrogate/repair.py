@@ -4,7 +4,7 @@
 model known only by its answers (:class:`core.model.blackbox.BlackBoxModel`):
 
 1. *solve* the question exactly on the surrogate
-   (:func:`core.optimal.optimal_counterfactual` on :attr:`Surrogate.ensemble`: the
+   (the exact solver, :func:`core.optimal.optimal_counterfactual`, on :attr:`Surrogate.ensemble`: the
    cheapest point *for the surrogate*, under every constraint of the query);
 2. *check* the point on the model itself (one call);
 3. *repair* a point the model refuses. A solution of the surrogate lies on its
@@ -23,7 +23,9 @@ model known only by its answers (:class:`core.model.blackbox.BlackBoxModel`):
    the model allows (two grid passes per feature, each one batched call). Moving
    back towards the query keeps every constraint the solver respected (fixed
    features do not move, increase-only features stay above their value, ranges and
-   kinds hold), so the cost only goes down. The cheapest polished point is returned.
+   kinds hold), so the cost only goes down. The cheapest polished point is returned,
+   each moved number written with the fewest digits the model still accepts
+   (:func:`shorten_on_model`, within 0.1% of the feature's span).
 
 Rows are in the view the surrogate's ``ensemble`` reads (the workspace's one-hot and
 missing-state columns, or the codes view itself); the model is given them through
@@ -50,11 +52,10 @@ from core.counterfactual import (
 )
 from core.model import Guarantee
 from core.model.native import model_input
-from core.optimal import optimal_counterfactual
 from core.schema import INTEGRAL_KINDS, Schema
 from core.surrogate.distill import Surrogate
 
-__all__ = ["checked_counterfactual", "polish_on_model", "ModelOnView"]
+__all__ = ["checked_counterfactual", "polish_on_model", "shorten_on_model", "ModelOnView"]
 
 SHRINK_GRID = 12            # values tried at once per feature and pass of the polish
 EXTEND = (1.05, 1.15, 1.3, 1.6, 2.0, 3.0)   # how far past a refused point the segment is followed
@@ -141,6 +142,39 @@ def polish_on_model(oracle: ModelOnView, x_hat: np.ndarray, z: np.ndarray,
     return z
 
 
+#: how far (as a share of the feature's span) a shown value may move from the polished one
+SHOWN_TOLERANCE = 1e-3
+
+
+def shorten_on_model(oracle: ModelOnView, x_hat: np.ndarray, z: np.ndarray, *, kinds: list[str],
+                     categorical: np.ndarray, span: np.ndarray, lower: np.ndarray | None = None,
+                     upper: np.ndarray | None = None) -> np.ndarray:
+    """``z`` with each moved number written with the fewest significant digits that the model
+    still accepts, rounded away from the query (so the change does not shrink) and within
+    :data:`SHOWN_TOLERANCE` of its span: the number shown is the number checked."""
+    z = np.array(z, dtype=float)
+    for j in np.flatnonzero(z != x_hat):
+        if categorical[j] or kinds[j] in INTEGRAL_KINDS or not np.isfinite(z[j]) or not np.isfinite(x_hat[j]):
+            continue
+        v, up = float(z[j]), bool(z[j] > x_hat[j])
+        cands = []
+        for digits in range(1, 13):
+            mag = 10.0 ** (np.floor(np.log10(abs(v))) - digits + 1) if v != 0 else 10.0 ** -digits
+            r = (np.ceil(v / mag) if up else np.floor(v / mag)) * mag
+            r = float(f"{r:.{digits + 2}g}")
+            if abs(r - v) <= SHOWN_TOLERANCE * span[j] and (r > x_hat[j] if up else r < x_hat[j]) \
+                    and (lower is None or r >= lower[j]) and (upper is None or r <= upper[j]) and r not in cands:
+                cands.append(r)
+        if not cands or cands[0] == v:
+            continue
+        C = np.repeat(z[None, :], len(cands), axis=0)
+        C[:, j] = cands
+        ok = oracle.valid(C)
+        if ok.any():
+            z[j] = cands[int(np.flatnonzero(ok)[0])]
+    return z
+
+
 def _project(P: np.ndarray, x_hat: np.ndarray, schema: Schema | None, kinds: list[str],
              actions: np.ndarray) -> np.ndarray:
     """Points kept within the query's constraints: fixed features at the query's value,
@@ -183,7 +217,8 @@ def _around(x_hat: np.ndarray, z: np.ndarray, span: np.ndarray, rng: np.random.G
     return np.concatenate([seg, cloud])
 
 
-def checked_counterfactual(model: Any, x: Any, target: Any, *, surrogate: Surrogate, schema: Schema | None = None,
+def checked_counterfactual(model: Any, x: Any, target: Any, *, surrogate: Surrogate,
+                           solve: Callable[..., CounterfactualResult], schema: Schema | None = None,
                            norm: str | Mapping[str, float] = "l1", weights: Any = None,
                            fixed: Iterable[Any] | None = None, increase_only: Iterable[Any] | None = None,
                            decrease_only: Iterable[Any] | None = None, time_limit: float = 30.0,
@@ -200,6 +235,10 @@ def checked_counterfactual(model: Any, x: Any, target: Any, *, surrogate: Surrog
     x : array-like of shape (n_features,), the query in the surrogate's view.
     target : a class label, or an interval ``(lo, hi)`` of a regressor's output.
     surrogate : the :class:`Surrogate` distilled from ``model``.
+    solve : the exact solver of a tree ensemble's query, called as
+        ``solve(ensemble, x, target, time_limit=..., X_ref=..., **settings)``
+        (:func:`core.optimal.optimal_counterfactual`, which calls this function for a
+        model given with its surrogate).
     schema, norm, weights, fixed, increase_only, decrease_only : as
         :func:`core.optimal.optimal_counterfactual` (the same costs and constraints).
     time_limit : seconds for the whole query (solves, repairs, the search).
@@ -241,7 +280,7 @@ def checked_counterfactual(model: Any, x: Any, target: Any, *, surrogate: Surrog
         left = time_limit - (time.perf_counter() - t0)
         if left <= 0.05:
             break
-        res = optimal_counterfactual(current.ensemble, x_hat, target, time_limit=left, X_ref=X_ref, **opts)
+        res = solve(current.ensemble, x_hat, target, time_limit=left, X_ref=X_ref, **opts)
         first = first or res
         if not res.found:
             break
@@ -278,6 +317,9 @@ def checked_counterfactual(model: Any, x: Any, target: Any, *, surrogate: Surrog
     polished = [polish_on_model(oracle, x_hat, z, cost_fn, kinds=kinds, groups=groups, categorical=categorical)
                 for z in found[:3]]
     z = polished[int(np.argmin(cm.cost(x_hat, np.array(polished))))]
+    arr = schema.arrays() if schema is not None else None
+    z = shorten_on_model(oracle, x_hat, z, kinds=kinds, categorical=categorical, span=cm.span,
+                         lower=None if arr is None else arr["lower"], upper=None if arr is None else arr["upper"])
     params = _params(first, surrogate, refits, oracle)
     note = "" if not refits else f"The surrogate was refined {refits} time{'s' if refits > 1 else ''} for this row."
     return _result(ens, oracle, x_hat, z, cm, t0, params, g, "", note=note)

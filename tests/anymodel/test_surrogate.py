@@ -17,8 +17,9 @@ from core.counterfactual import make_cost_model
 from core.errors import QueryError
 from core.intake.worker import ModelWorker
 from core.intake.workspace import build_workspace
+from core.optimal import optimal_counterfactual
+from core.shown import number_text
 from core.surrogate import Surrogate, distill
-from core.surrogate.repair import checked_counterfactual
 
 
 def _frame(n=1500, seed=0):
@@ -76,8 +77,8 @@ def test_every_counterfactual_is_valid_on_the_original_model_minimal_and_constra
     checked = 0
     for i in range(1000, 1030):
         x, p = X[i], ws.predictions[i]
-        r = checked_counterfactual(model, x, 1 - p, surrogate=ws.surrogate, schema=ws.schema, X_ref=X[:1000],
-                                   time_limit=20)
+        r = optimal_counterfactual(ws.ensemble, x, 1 - p, model=model, surrogate=ws.surrogate, schema=ws.schema,
+                                   X_ref=X[:1000], time_limit=20)
         assert r.found, r.message
         assert _on_original(pipe, ws, r.x)[0] == 1 - p                                  # valid on the model
         g = r.guarantee
@@ -94,6 +95,10 @@ def test_every_counterfactual_is_valid_on_the_original_model_minimal_and_constra
                       for u in moved)                            # a category switch costs one unit
         assert abs(r.cost - by_hand) < 1e-9
         assert abs(r.cost - make_cost_model(ws.ensemble, "l1", None, ws.schema).cost(x, r.x[None])[0]) < 1e-12
+        income = list(ws.ensemble.feature_names).index("income")
+        if r.x[income] != x[income]:                             # the number shown is the number checked
+            shown = number_text(r.x[income])
+            assert float(shown.replace(",", "")) == r.x[income] and len(shown.replace(",", "")) <= 9, shown
         checked += 1
     assert checked == 30
 
@@ -109,8 +114,8 @@ def test_a_poor_surrogate_is_repaired_and_its_answers_still_hold(setting):
     refits = 0
     for i in range(1100, 1125):
         x, p = X[i], ws.predictions[i]
-        r = checked_counterfactual(model, x, 1 - p, surrogate=poor, schema=ws.schema, X_ref=X[:1000],
-                                   time_limit=20, rounds=2)
+        r = optimal_counterfactual(ws.ensemble, x, 1 - p, model=model, surrogate=poor, schema=ws.schema,
+                                   X_ref=X[:1000], time_limit=20)
         assert r.found, r.message
         assert _on_original(pipe, ws, r.x)[0] == 1 - p
         refits += r.params["refits"]
@@ -120,12 +125,16 @@ def test_a_poor_surrogate_is_repaired_and_its_answers_still_hold(setting):
 def test_impossible_queries_say_so_and_claim_nothing(setting):
     df, pipe, model, ws = setting
     x, p = ws.X.to_numpy(float)[1000], ws.predictions[1000]
-    r = checked_counterfactual(model, x, 1 - p, surrogate=ws.surrogate, schema=ws.schema,
+    r = optimal_counterfactual(ws.ensemble, x, 1 - p, model=model, surrogate=ws.surrogate, schema=ws.schema,
                                fixed=list(ws.ensemble.feature_names), time_limit=5)
     assert not r.found and r.x is None
     assert r.guarantee.kind == "not_found" and "Nothing is proven" in r.guarantee.text()
     with pytest.raises(QueryError, match="surrogate"):
-        checked_counterfactual(model, x, 1 - p, surrogate="nope", schema=ws.schema)
+        optimal_counterfactual(ws.ensemble, x, 1 - p, model=model, surrogate="nope", schema=ws.schema)
+    with pytest.raises(QueryError, match="pass model="):
+        optimal_counterfactual(ws.ensemble, x, 1 - p, surrogate=ws.surrogate, schema=ws.schema)
+    with pytest.raises(QueryError, match="does not take plausibility"):
+        optimal_counterfactual(ws.ensemble, x, 1 - p, model=model, surrogate=ws.surrogate, plausibility=object())
     with pytest.raises(QueryError, match="reads 6 features"):
-        checked_counterfactual(model, x[:2], 1 - p, surrogate=ws.surrogate)
+        optimal_counterfactual(ws.ensemble, x[:2], 1 - p, model=model, surrogate=ws.surrogate)
     assert isinstance(ws.surrogate, Surrogate)

@@ -104,13 +104,53 @@ def verify_against_source(ens: TreeEnsemble, model: Any, n_random: int = 64, see
         from core.intake.parsing.onnx import check_labels
 
         check_labels(ens, model, X, theirs)
+    if type(model).__module__.split(".")[0] == "lightgbm":
+        _verify_lightgbm_outputs(ens, model, X)
+
+
+def _verify_lightgbm_outputs(ens: TreeEnsemble, model: Any, X: np.ndarray) -> None:
+    """LightGBM's final outputs (``predict``: probabilities or values after the
+    objective's link; an ``LGBMClassifier``'s ``predict_proba`` and labels) against the
+    ensemble's. The raw scores alone can agree while the link disagrees: a header
+    saying one class and an objective saying three gave raw scores equal to a
+    one-class reading, every probability 1.0 against LightGBM's 0.19 to 0.71."""
+    from core.model.native import native_input
+
+    Xn = native_input(ens, model, X)
+    booster = model.booster_ if hasattr(model, "booster_") else model
+    if ens.is_classifier:
+        proba = ens.predict_proba(X)
+        ours = proba[:, 1:] if ens.link == "sigmoid" else proba
+    else:
+        ours = ens.predict(X)[:, None]
+    checks = [("predictions", ours, booster.predict(Xn))]
+    if booster is not model and ens.is_classifier:
+        checks.append(("probabilities", proba, model.predict_proba(Xn)))
+    for what, mine, raw in checks:
+        theirs = np.asarray(raw, dtype=np.float64)
+        if theirs.size == mine.size:
+            theirs = theirs.reshape(mine.shape)
+        if theirs.shape != mine.shape or not np.allclose(mine, theirs, rtol=1e-6, atol=1e-9):
+            raise UnsupportedModelError(
+                f"This {ens.source} model was parsed but LightGBM's own {what} differ from the ensemble's "
+                f"(shape {theirs.shape} for {mine.shape}); its header, objective and trees disagree. Re-save the "
+                "model from LightGBM.")
+    if booster is not model and ens.is_classifier:
+        top = np.sort(proba, axis=1)
+        clear = top[:, -1] - top[:, -2] > 1e-9
+        labels = np.asarray(model.predict(Xn))
+        if labels.shape != (len(X),) or not np.array_equal(labels[clear], ens.predict(X)[clear]):
+            raise UnsupportedModelError(f"This {ens.source} model was parsed but its labels differ from the "
+                                        "ensemble's; re-save the model from LightGBM.")
 
 
 def probe_points(ens: TreeEnsemble, n_random: int = 64, seed: int = 0) -> np.ndarray:
     """Random points over the split range plus points exactly on thresholds;
     a categorical feature gets codes, each code (the missing one included) in turn.
-    When the model routes missing values, a third block holds the random points
-    with about a third of their numbers missing (NaN)."""
+    When the model routes missing values, more blocks: the random points and the
+    points on thresholds with about a third of their numbers missing (NaN), each
+    numerical column missing in turn on points otherwise on thresholds, and a
+    point with every number missing."""
     rng = np.random.default_rng(seed)
     d = ens.n_features
     lo, hi = np.full(d, -1.0), np.full(d, 1.0)
@@ -137,4 +177,11 @@ def probe_points(ens: TreeEnsemble, n_random: int = 64, seed: int = 0) -> np.nda
     nan = X.copy()
     numeric = np.array([c is None for c in ens.categories], dtype=bool)
     nan[(rng.random(nan.shape) < 0.35) & numeric[None, :]] = np.nan
-    return np.vstack([X, on, nan])
+    nan_on = on.copy()
+    nan_on[(rng.random(on.shape) < 0.35) & numeric[None, :]] = np.nan
+    cols = np.flatnonzero(numeric)
+    base = on if len(on) else np.zeros((1, d))
+    each = base[np.arange(cols.size + 1) % len(base)].copy()   # column j missing, the others on thresholds
+    each[np.arange(cols.size), cols] = np.nan
+    each[cols.size, cols] = np.nan                            # and every number missing at once
+    return np.vstack([X, on, nan, nan_on, each])
