@@ -16,10 +16,9 @@ setting of bench/optimal.py). Per row: our cost and time (the default
 ``auto``, CP-SAT alone and the box search alone, 2 cores), Veritas's bracket
 and time; the figures: medians, p95 and maxima, the median of the per-row time
 ratio Veritas / ours, and whether our optimum lies in every bracket Veritas
-closed. Veritas runs in its own interpreter (``--veritas-python``, default
-``$VERITAS_PYTHON`` or /tmp/veritas-venv/bin/python, a venv with
-``dtai-veritas==0.3.1`` and this scikit-learn); without it the Veritas side
-prints "skipped". Prints JSON.
+closed. Veritas runs in a process of its own (``--veritas-python``, default
+``$VERITAS_PYTHON`` or this interpreter; ``dtai-veritas`` is pinned in
+requirements-dev.txt); without it the Veritas side prints "skipped". Prints JSON.
 
 Usage: python bench/veritas_side.py [--rows 10] [--time-limit 60] [--only breast_cancer]
 """
@@ -144,7 +143,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=10)
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--only", choices=("breast_cancer", "adult"))
-    ap.add_argument("--veritas-python", default=os.environ.get("VERITAS_PYTHON", "/tmp/veritas-venv/bin/python"))
+    ap.add_argument("--veritas-python", default=os.environ.get("VERITAS_PYTHON", sys.executable))
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
