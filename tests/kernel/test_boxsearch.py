@@ -219,3 +219,24 @@ def test_the_box_search_hands_one_hot_groups_to_cp_sat():
     assert res.backend == "cpsat" and "one-hot" in res.params.get("notice", ""), (res.backend, res.params)
     assert res.status == ref.status == "optimal"
     assert res.cost == pytest.approx(ref.cost, rel=1e-6)
+
+
+def test_the_compiled_node_bound_checks_what_it_is_handed():
+    """Wrong buffers raise an error naming the problem, never an answer or an overrun."""
+    assert boxsearch._boxsearch is not None, "build the kernels: setup.py build_ext"
+    _, ens, _, x, target, fixed = next(_queries())
+    S = boxsearch.BoxSearch(build_problem(ens, x, target, fixed=fixed))
+    C = boxsearch._boxsearch
+    lo, hi = S.root_lo.copy(), S.root_hi.copy()
+    p, e = np.empty(S.d, dtype=np.int64), np.empty(S.n_leaf)
+    C.evaluate(*S.static, lo, hi, p, e)                       # the right buffers answer
+    with pytest.raises(ValueError, match="box outside the grid"):
+        C.evaluate(*S.static, lo, hi + 1, p, e)
+    with pytest.raises(TypeError, match="int64"):
+        C.evaluate(*S.static, lo.astype(np.int32), hi, p, e)
+    with pytest.raises(ValueError, match="e one per leaf"):
+        C.evaluate(*S.static, lo, hi, p, e[:-1])
+    with pytest.raises(ValueError, match="inconsistent array lengths"):
+        C.check(*S.static[:3], S.static[3][:-1], *S.static[4:])
+    with pytest.raises(ValueError, match="p outside the grid"):
+        C.split(*S.static, lo, hi, hi + 1, e, 1.0)
