@@ -138,7 +138,7 @@ class OptimalSettings:
     fitted IsolationForest: its own threshold is used), also_valid_for (further
     models, TreeEnsembles or supported model objects reading the same features:
     the point must get the target from every one; solved on the union of their
-    split levels, CP-SAT only, each original model re-checked), margin (a
+    split levels, CP-SAT and the box search only, each original model re-checked), margin (a
     classifier's probability for the target class must be at least this, on
     every model: confident recourse, away from the decision boundary).
     How it is solved: backend ("auto" (CP-SAT raced by the box search unless a
@@ -223,7 +223,7 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
         A list replaces the schema's features of that role; None keeps the schema's.
     plausibility : Plausibility or a fitted IsolationForest, default None.
     also_valid_for : further models reading the same features, default ()
-        The point must get the target from every one (CP-SAT only).
+        The point must get the target from every one (CP-SAT and the box search only).
     margin : float in (0, 1) or None, default None
         A classifier's probability for the target must be at least this.
     backend : {"auto", "cpsat", "boxsearch", "highs", "gurobi"}, default "auto"

@@ -240,3 +240,22 @@ def test_the_compiled_node_bound_checks_what_it_is_handed():
         C.check(*S.static[:3], S.static[3][:-1], *S.static[4:])
     with pytest.raises(ValueError, match="p outside the grid"):
         C.split(*S.static, lo, hi, hi + 1, e, 1.0)
+
+
+def test_the_box_search_takes_further_models_and_a_margin():
+    """also_valid_for and margin: the box search itself answers, with CP-SAT's optimum."""
+    X, _, (rf, gb, *_) = tiny_models()
+    compared = 0
+    for m, o in ((rf, gb), (gb, rf)):
+        for r in range(0, 60, 12):
+            for margin in (None, 0.6):
+                t = 1 - int(m.predict(X[r:r + 1])[0])
+                kw = dict(also_valid_for=[o], margin=margin, warm=False, model=m)
+                box = optimal_counterfactual(m, X[r], t, backend="boxsearch", **kw)
+                cp = optimal_counterfactual(m, X[r], t, backend="cpsat", **kw)
+                assert box.backend == "boxsearch" and box.status == cp.status, (r, margin, box.status, cp.status)
+                if cp.found:
+                    assert box.cost == pytest.approx(cp.cost, rel=1e-6, abs=1e-9), (r, margin)
+                    assert m.predict(box.x[None])[0] == t and o.predict(box.x[None])[0] == t
+                    compared += 1
+    assert compared > 0
