@@ -14,8 +14,9 @@ one interval per feature such that the leaves it reaches give the target
 with plausibility, the Isolation Forest's mean path length is at least
 ``delta`` (eq. 33).
 
-*Solve*, by one of three methods for the same problem (by default the first two
-side by side, :mod:`core.solvers.race`: the first proof wins):
+*Solve*, by one of three methods for the same problem (by default CP-SAT; for the
+L-infinity cost the first two side by side, :mod:`core.solvers.race`: the first
+proof wins):
 
 * ``"cpsat"`` (default, :mod:`core.solvers.cpsat`): the cell model. Booleans
   ``g_jm = [x_j > L_m]`` with ``g_jm => g_j(m-1)`` (eq. 15 on booleans), one
@@ -141,8 +142,8 @@ class OptimalSettings:
     split levels, CP-SAT and the box search only, each original model re-checked), margin (a
     classifier's probability for the target class must be at least this, on
     every model: confident recourse, away from the decision boundary).
-    How it is solved: backend ("auto" (CP-SAT raced by the box search unless a
-    Gurobi licence is installed), "cpsat", "boxsearch", "highs" or "gurobi"), time_limit (seconds for the whole
+    How it is solved: backend ("auto" (CP-SAT unless a Gurobi licence is installed;
+    for norm "linf" CP-SAT raced by the box search), "cpsat", "boxsearch", "highs" or "gurobi"), time_limit (seconds for the whole
     query), n_solutions (diverse solutions, see the module doc), n_workers
     (solver threads), warm (False skips both starts, reference rows and the
     model's own: the plain formulation, for benchmarks).
@@ -227,9 +228,10 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
     margin : float in (0, 1) or None, default None
         A classifier's probability for the target must be at least this.
     backend : {"auto", "cpsat", "boxsearch", "highs", "gurobi"}, default "auto"
-        "auto" races CP-SAT and the box search (:mod:`core.solvers.race`; the result's
-        ``backend`` names the one that proved first) unless a full Gurobi licence is
-        installed; "boxsearch" is the box search alone (CP-SAT takes what it does not).
+        "auto" is CP-SAT unless a full Gurobi licence is installed; for norm "linf" it
+        races CP-SAT and the box search (:mod:`core.solvers.race`; the result's
+        ``backend`` names the one that proved first). "boxsearch" is the box search
+        alone (CP-SAT takes what it does not, with a notice).
     time_limit : float, default 30.0, seconds for the whole query.
     n_solutions : int, default 1, diverse solutions (see the module doc).
     n_workers : int, default 2, the solver's threads.
