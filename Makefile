@@ -11,7 +11,8 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-$(VENV)/.runtime: $(VENV)/bin/python requirements.txt pyproject.toml setup.py core/model/_treewalk.c
+$(VENV)/.runtime: $(VENV)/bin/python requirements.txt pyproject.toml setup.py core/model/_treewalk.c \
+                   core/rules/_projected.c core/solvers/_boxsearch.c
 	$(PY) -m pip install -q -r requirements.txt
 	touch $@
 

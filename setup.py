@@ -1,5 +1,6 @@
-"""Build the optional compiled kernels: the tree traversal (core/model/_treewalk.c)
-and the projected-forest cells of the counterfactual rules (core/rules/_projected.c).
+"""Build the optional compiled kernels: the tree traversal (core/model/_treewalk.c),
+the projected-forest cells of the counterfactual rules (core/rules/_projected.c)
+and the node bound of the box search (core/solvers/_boxsearch.c).
 
 Project metadata lives in pyproject.toml. The extensions are optional: without
 a C compiler the install still succeeds and core falls back to numpy.
@@ -10,4 +11,6 @@ from setuptools import Extension, setup
 setup(ext_modules=[Extension("core.model._treewalk", ["core/model/_treewalk.c"], optional=True,
                              extra_compile_args=["-O3"]),
                    Extension("core.rules._projected", ["core/rules/_projected.c"], optional=True,
+                             extra_compile_args=["-O3"]),
+                   Extension("core.solvers._boxsearch", ["core/solvers/_boxsearch.c"], optional=True,
                              extra_compile_args=["-O3"])])

@@ -8,9 +8,12 @@ library call, which starts from the model alone; the case
 solve time, share proven optimal, and the time until a first valid point is
 available (warm start). The reference in the same run is the plain OCEAN MILP
 (no warm start, no pruning) on the same open-source solver family (HiGHS); the
-ratio plain / ours is the figure to compare. Prints JSON.
+ratio plain / ours is the figure to compare. ``--also boxsearch`` adds a
+backend run alone on the same queries (with the reference rows), its ratio to
+the default and whether its costs equal the default's. Prints JSON.
 
 Usage: python bench/optimal.py [--queries 20] [--time-limit 60] [--plain-queries 5] [--only adult]
+                               [--also boxsearch]
 """
 
 from __future__ import annotations
@@ -81,6 +84,8 @@ def main() -> None:
     ap.add_argument("--plain-queries", type=int, default=5)
     ap.add_argument("--only", choices=("breast_cancer", "adult", "adult_label_encoded_minmax"),
                     help="run one dataset's cases")
+    ap.add_argument("--also", action="append", default=[], choices=("cpsat", "boxsearch", "highs", "gurobi"),
+                    help="a backend to run beside the default on the same queries (repeatable)")
     args = ap.parse_args()
     out = {"norm": "l1 (range-scaled)", "cores": 2, "cases": []}
     for name, Xdf, y, schema, forests in _cases():
@@ -101,6 +106,13 @@ def main() -> None:
             case["ratio_no_ref_over_ref_median"] = round(case["cpsat_no_ref"]["median_s"]
                                                          / max(case["cpsat_warm"]["median_s"], 1e-9), 2)
             case["same_cost_with_and_without_ref"] = bool(np.allclose(c_ours, c_noref, rtol=1e-9, atol=1e-12,
+                                                                      equal_nan=True))
+            for be in args.also:   # another solver on the same queries, beside the default in the same run
+                case[f"{be}_warm"], (c_be, _) = _run(ens, model, X, schema, rows, targets, args.time_limit, X_ref=X,
+                                                     backend=be)
+                case[f"ratio_{be}_over_default_median"] = round(case[f"{be}_warm"]["median_s"]
+                                                                / max(case["cpsat_warm"]["median_s"], 1e-9), 2)
+                case[f"same_cost_{be}_as_default"] = bool(np.allclose(c_be, c_ours, rtol=1e-6, atol=1e-9,
                                                                       equal_nan=True))
             k = args.plain_queries
             if k > 0:  # --plain-queries 0 skips the (slow) plain-MILP reference

@@ -16,6 +16,13 @@ A one-hot group (schema kind "one-hot", two or more columns) is one
 feature: each of its columns counts half, so switching category costs
 ``w * (l0 + l1 + l2)`` once, as OCEAN's categorical cost (eq. 29, one cost per
 category reached) and the authors' package (oceanpy) do.
+
+``"linf"`` is the L-infinity cost: the *largest* of the features' weighted,
+range-scaled changes ``w_j^s * D_j`` instead of their sum (the robustness
+radius of Veritas and Kantchelian et al.); a category switch costs ``w``
+(its two columns are not halved: the largest of them counts). It is solved on
+tree ensembles by the optimal counterfactual's CP-SAT model and box search
+(:mod:`core.solvers.boxsearch`); the other methods refuse it.
 """
 
 from __future__ import annotations
@@ -57,6 +64,7 @@ class CostModel:
     w_down: np.ndarray
     w_up: np.ndarray
     span: np.ndarray
+    combine: str = "sum"     # "max": the L-infinity cost, the largest feature cost (norm "linf")
 
     def feature_costs(self, x_hat: np.ndarray, X: np.ndarray) -> np.ndarray:
         """Per-feature costs, shape (n_samples, n_features)."""
@@ -76,9 +84,18 @@ class CostModel:
 
     def cost(self, x_hat: np.ndarray, X: np.ndarray) -> np.ndarray:
         """Total cost of each row, shape (n_samples,)."""
-        return self.feature_costs(x_hat, X).sum(axis=1)
+        return self.total(self.feature_costs(x_hat, X), axis=1)
+
+    def total(self, per_feature: np.ndarray, axis: int = -1) -> np.ndarray:
+        """The per-feature costs combined: their sum, or their largest for "linf"."""
+        per_feature = np.asarray(per_feature, dtype=float)
+        if self.combine == "max":
+            return per_feature.max(axis=axis, initial=0.0)
+        return per_feature.sum(axis=axis)
 
     def describe(self) -> str:
+        if self.combine == "max":
+            return "linf"
         parts = [f"{v:g}·{n}" for n, v in (("l0", self.l0), ("l1", self.l1), ("l2", self.l2)) if v]
         return " + ".join(parts) or "0"
 
@@ -121,10 +138,11 @@ def _per_feature(ens: TreeEnsemble, value: Any, default: np.ndarray, name: str) 
 
 def make_cost_model(ens: TreeEnsemble, norm: Any = "l1", weights: Any = None, schema: Schema | None = None) -> CostModel:
     """Build the cost model from a norm name or mix, weights and an optional schema."""
-    mixes = {"l0": (1.0, 0.0, 0.0), "l1": (0.0, 1.0, 0.0), "l2": (0.0, 0.0, 1.0)}
+    mixes = {"l0": (1.0, 0.0, 0.0), "l1": (0.0, 1.0, 0.0), "l2": (0.0, 0.0, 1.0), "linf": (0.0, 1.0, 0.0)}
     if isinstance(norm, str):
         if norm not in mixes:
-            raise QueryError(f"Unknown norm {norm!r}; use 'l0', 'l1', 'l2' or a dict like {{'l0': 0.1, 'l1': 1}}.")
+            raise QueryError(f"Unknown norm {norm!r}; use 'l0', 'l1', 'l2', 'linf' or a dict like "
+                             "{'l0': 0.1, 'l1': 1}.")
         l0, l1, l2 = mixes[norm]
     elif isinstance(norm, Mapping):
         bad = set(norm) - set(mixes)
@@ -143,12 +161,13 @@ def make_cost_model(ens: TreeEnsemble, norm: Any = "l1", weights: Any = None, sc
     else:
         span, base_w = np.ones(d), np.ones(d)
     down, up = _per_feature(ens, weights, base_w, "weights")
-    if schema is not None:  # a category switch changes two columns: each counts half
+    linf = isinstance(norm, str) and norm == "linf"
+    if schema is not None and not linf:  # a category switch changes two columns: each counts half
         for cols in schema.groups().values():
             if len(cols) >= 2:
                 down[cols] *= 0.5
                 up[cols] *= 0.5
-    return CostModel(l0, l1, l2, down, up, span)
+    return CostModel(l0, l1, l2, down, up, span, combine="max" if linf else "sum")
 
 
 def check_schema(ens: TreeEnsemble, schema: Any, error: type[Exception] = QueryError) -> None:

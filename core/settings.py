@@ -26,7 +26,7 @@ from typing import Any, Callable, TypeVar
 
 import numpy as np
 
-__all__ = ["validated", "one_of", "positive", "seconds", "integer", "nonnegative", "probability", "open_probability", "boolean", "norm_setting", "n_jobs_setting",
+__all__ = ["validated", "one_of", "positive", "seconds", "integer", "nonnegative", "probability", "open_probability", "boolean", "norm_setting", "cell_norm_setting", "n_jobs_setting",
            "scheduler_setting", "optional", "N_JOBS"]
 
 N_JOBS = 1        #: the default number of local processes of every analysis that takes ``n_jobs``
@@ -108,6 +108,15 @@ def norm_setting(v: Any) -> str | None:
             for w in v.values()) and sum(v.values()) > 0:
         return None
     return "'l0', 'l1', 'l2' or a mix such as {'l0': 0.1, 'l1': 1.0} of non-negative weights, not all zero"
+
+
+def cell_norm_setting(v: Any) -> str | None:
+    """:func:`norm_setting`, or "linf" (the largest weighted, range-scaled change): the
+    optimal counterfactual on a tree ensemble takes it, the other methods do not."""
+    if isinstance(v, str) and v == "linf":
+        return None
+    got = norm_setting(v)
+    return None if got is None else got.replace("'l2' or", "'l2', 'linf' or")
 
 
 def n_jobs_setting(v: Any) -> str | None:

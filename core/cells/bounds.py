@@ -69,32 +69,39 @@ def range_min(table: list[np.ndarray], lo: np.ndarray, hi: np.ndarray) -> np.nda
     return out
 
 
-def box_distances(costs: list[np.ndarray], lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def box_distances(costs: list[np.ndarray], lo: np.ndarray, hi: np.ndarray, combine: str = "sum") -> np.ndarray:
     """Cost of the cheapest allowed point of each box of interval ranges, shape (n_boxes,).
 
     A box that spans a feature's whole grid gets that feature's minimum; only
     the boxes that restrict it go through the range-minimum table (in a forest
     most leaves bound a handful of the features, and an expanded categorical
-    feature's one-hot columns are bounded by few leaves each)."""
+    feature's one-hot columns are bounded by few leaves each). The features'
+    costs are added, or with ``combine="max"`` (the L-infinity cost) the
+    largest is taken."""
     out = np.zeros(lo.shape[0])
     for j, c in enumerate(costs):
         cut = np.flatnonzero((lo[:, j] > 0) | (hi[:, j] < c.size - 1))
         low = c.min()
+        if combine == "max":
+            np.maximum(out, low, out=out)
+            if cut.size:
+                out[cut] = np.maximum(out[cut], range_min(range_min_table(c), lo[cut, j], hi[cut, j]))
+            continue
         out += low
         if cut.size:
             out[cut] += range_min(range_min_table(c), lo[cut, j], hi[cut, j]) - low
     return out
 
 
-def reachable_leaves(blk: TreeBlock, costs: list[np.ndarray], ub: float) -> np.ndarray:
+def reachable_leaves(blk: TreeBlock, costs: list[np.ndarray], ub: float, combine: str = "sum") -> np.ndarray:
     """Mask of leaves whose box meets the allowed intervals within the bound."""
-    total = box_distances(costs, blk.lo, blk.hi)
+    total = box_distances(costs, blk.lo, blk.hi, combine)
     return np.isfinite(total) & (total <= ub * (1 + 1e-9) + 1e-12)
 
 
 def leaf_distances(prob: CellProblem, blk: TreeBlock) -> np.ndarray:
     """Cost of the cheapest allowed point of each leaf box, shape (n_leaves,)."""
-    return box_distances(prob.costs, blk.lo, blk.hi)
+    return box_distances(prob.costs, blk.lo, blk.hi, prob.cost_model.combine)
 
 
 def score_needs(prob: CellProblem, blk: TreeBlock | None = None) -> list[tuple[np.ndarray, float]]:

@@ -158,7 +158,8 @@ class CellProblem:
     def cost_of(self, cells: np.ndarray) -> float | np.ndarray:
         """Cost of cell(s): a float for (d,), shape (n,) for (n, d)."""
         cells = np.asarray(cells)
-        total = sum(self.costs[j][cells[..., j]] for j in range(self.n_features))
+        per = np.stack([self.costs[j][cells[..., j]] for j in range(self.n_features)], axis=-1)
+        total = self.cost_model.total(per, axis=-1)
         return float(total) if np.ndim(total) == 0 else total
 
     def is_valid(self, X: np.ndarray) -> np.ndarray:

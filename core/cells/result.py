@@ -159,7 +159,9 @@ def minimal_point(prob: CellProblem, x: np.ndarray, convinces: Callable[[np.ndar
     (:meth:`CellProblem.is_valid`: the target, further models, plausibility)
     and ``convinces`` it (the original models); the costliest changes are tried
     first, and the pass repeats until no change can be undone, so no single
-    change of the result can be undone with the target kept."""
+    change of the result can be undone with the target kept. Under the
+    L-infinity cost the saving is the drop of the largest change (an undone
+    change below it saves nothing)."""
     x = np.array(x, dtype=float)
     x_hat = prob.x_hat
     units = [u for u in change_units(prob) if np.any(x[u] != x_hat[u])]
@@ -167,6 +169,7 @@ def minimal_point(prob: CellProblem, x: np.ndarray, convinces: Callable[[np.ndar
         return x, 0.0
     cells = prob.interval_of(x)[0]
     price = {int(u[0]): float(sum(prob.costs[j][cells[j]] for j in u)) for u in units}
+    before = float(prob.cost_of(cells))
     saved = 0.0
     while units:
         units.sort(key=lambda u: (-price[int(u[0])], int(u[0])))
@@ -180,6 +183,8 @@ def minimal_point(prob: CellProblem, x: np.ndarray, convinces: Callable[[np.ndar
         x = trial[gone]
         saved += price[int(units[gone][0])]
         units.pop(gone)
+    if prob.cost_model.combine == "max":   # L-infinity: only the largest change counts, not each undone one
+        saved = before - float(prob.cost_of(prob.interval_of(x)[0]))
     return x, saved
 
 

@@ -14,7 +14,9 @@ one interval per feature such that the leaves it reaches give the target
 with plausibility, the Isolation Forest's mean path length is at least
 ``delta`` (eq. 33).
 
-*Solve*, by one of two formulations of the same problem:
+*Solve*, by one of three methods for the same problem (by default CP-SAT; for the
+L-infinity cost the first two side by side, :mod:`core.solvers.race`: the first
+proof wins):
 
 * ``"cpsat"`` (default, :mod:`core.solvers.cpsat`): the cell model. Booleans
   ``g_jm = [x_j > L_m]`` with ``g_jm => g_j(m-1)`` (eq. 15 on booleans), one
@@ -23,12 +25,14 @@ with plausibility, the Isolation Forest's mean path length is at least
   linear constraint on leaf booleans (eqs. 13-14), the cost telescoped on the
   ``g`` (eq. 31 generalised to any separable cost), scaled to integers and
   solved by OR-Tools CP-SAT.
+* ``"boxsearch"`` (:mod:`core.solvers.boxsearch`): best-first branch and bound
+  over boxes of intervals, bounded per tree inside each box (Veritas's bound).
 * ``"highs"`` / ``"gurobi"`` (:mod:`core.solvers.ocean`): OCEAN's MILP as in the
   paper: lambda per depth, flows y per node, order simplex mu per feature
   (eqs. 8-20), l0/l1/l2 on mu (eqs. 30-31; squared l2 on mu is exact at the
   levels, where optima lie), solved by HiGHS or Gurobi.
 
-Both are made fast by an upper bound found first: the nearest valid point
+All are made fast by an upper bound found first: the nearest valid point
 among the reference rows (``X_ref``, usually the training data) projected onto
 the actionable set, improved greedily (:func:`core.cells.warm_start`), and a greedy descent from
 ``x_hat`` on the model alone (:func:`core.cells.greedy_start`), so the call
@@ -60,6 +64,7 @@ import numpy as np
 
 from core.cells import (
     CellProblem,
+    CellSolution,
     Plausibility,
     QueryRun,
     best_start,
@@ -78,15 +83,15 @@ from core.model.missing import indicator_of, settled
 from core.schema import Schema
 from core.settings import (
     boolean,
+    cell_norm_setting,
     integer,
-    norm_setting,
     one_of,
     open_probability,
     optional,
     seconds,
     validated,
 )
-from core.solvers import cpsat, ocean, separable
+from core.solvers import boxsearch, cpsat, ocean, race, separable
 from core.solvers.linear import linear_counterfactual
 from core.solvers.ocean import GurobiUnavailable
 from core.surrogate import Surrogate
@@ -95,7 +100,7 @@ from core.surrogate.repair import checked_counterfactual
 __all__ = ["optimal_counterfactual", "OptimalSettings", "other_models", "build_problem", "feature_levels", "Plausibility", "CellProblem",
            "warm_start", "greedy_start", "radius_bound", "explain_infeasible", "BACKENDS"]
 
-BACKENDS = ("auto", "cpsat", "highs", "gurobi")
+BACKENDS = ("auto", "cpsat", "boxsearch", "highs", "gurobi")
 
 
 # ------------------------------------------------------------------ solving
@@ -125,7 +130,7 @@ class OptimalSettings:
 
     The question: schema (core.schema.Schema; kinds, ranges, actionability,
     weights; without it every feature is numerical, free and unbounded, in raw
-    units), norm ("l0", "l1", "l2" (squared) or a dict of weights, see
+    units), norm ("l0", "l1", "l2" (squared), "linf" or a dict of weights, see
     core.counterfactual), weights (per feature: an array (d,) or (d, 2) =
     (decrease, increase), or a dict name -> weight or (decrease, increase)),
     fixed / increase_only / decrease_only (feature names or indices; a list
@@ -134,11 +139,11 @@ class OptimalSettings:
     fitted IsolationForest: its own threshold is used), also_valid_for (further
     models, TreeEnsembles or supported model objects reading the same features:
     the point must get the target from every one; solved on the union of their
-    split levels, CP-SAT only, each original model re-checked), margin (a
+    split levels, CP-SAT and the box search only, each original model re-checked), margin (a
     classifier's probability for the target class must be at least this, on
     every model: confident recourse, away from the decision boundary).
-    How it is solved: backend ("auto" (= "cpsat" unless a Gurobi licence is
-    installed), "cpsat", "highs" or "gurobi"), time_limit (seconds for the whole
+    How it is solved: backend ("auto" (CP-SAT unless a Gurobi licence is installed;
+    for norm "linf" CP-SAT raced by the box search), "cpsat", "boxsearch", "highs" or "gurobi"), time_limit (seconds for the whole
     query), n_solutions (diverse solutions, see the module doc), n_workers
     (solver threads), warm (False skips both starts, reference rows and the
     model's own: the plain formulation, for benchmarks).
@@ -178,7 +183,7 @@ def _held_states(ens: TreeEnsemble, x: Any, s: OptimalSettings) -> TreeEnsemble:
     return settled(ens, held)
 
 
-@validated(QueryError, norm=norm_setting, backend=one_of(*BACKENDS), time_limit=seconds,
+@validated(QueryError, norm=cell_norm_setting, backend=one_of(*BACKENDS), time_limit=seconds,
            n_solutions=integer(1), n_workers=integer(1), warm=boolean, margin=optional(open_probability))
 def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema | None = None,
                            norm: str | Mapping[str, float] = "l1", weights: Any = None,
@@ -211,18 +216,22 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
     schema : Schema or None, default None
         Kinds, ranges, actionability and weights; without it every feature is
         numerical, free and unbounded, in raw units.
-    norm : {"l1", "l0", "l2"} or dict, default "l1"
-        The cost (:mod:`core.counterfactual`): "l2" is squared; a dict mixes them.
+    norm : {"l1", "l0", "l2", "linf"} or dict, default "l1"
+        The cost (:mod:`core.counterfactual`): "l2" is squared; a dict mixes them; "linf"
+        is the largest weighted, range-scaled change (CP-SAT and the box search only).
     weights : array (d,) or (d, 2) = (decrease, increase), or dict name -> weight, default None.
     fixed, increase_only, decrease_only : feature names or indices, default None
         A list replaces the schema's features of that role; None keeps the schema's.
     plausibility : Plausibility or a fitted IsolationForest, default None.
     also_valid_for : further models reading the same features, default ()
-        The point must get the target from every one (CP-SAT only).
+        The point must get the target from every one (CP-SAT and the box search only).
     margin : float in (0, 1) or None, default None
         A classifier's probability for the target must be at least this.
-    backend : {"auto", "cpsat", "highs", "gurobi"}, default "auto"
-        "auto" is CP-SAT unless a full Gurobi licence is installed.
+    backend : {"auto", "cpsat", "boxsearch", "highs", "gurobi"}, default "auto"
+        "auto" is CP-SAT unless a full Gurobi licence is installed; for norm "linf" it
+        races CP-SAT and the box search (:mod:`core.solvers.race`; the result's
+        ``backend`` names the one that proved first). "boxsearch" is the box search
+        alone (CP-SAT takes what it does not, with a notice).
     time_limit : float, default 30.0, seconds for the whole query.
     n_solutions : int, default 1, diverse solutions (see the module doc).
     n_workers : int, default 2, the solver's threads.
@@ -297,12 +306,16 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
                          also_valid_for=others, margin=s.margin)
     notice = None
     needs = [what for what, used in (("several models (also_valid_for)", bool(others)),
-                                     ("a probability margin", prob.target.margin is not None)) if used]
-    if needs and be != "cpsat":            # the MILP backends take one model and no margin
+                                     ("a probability margin", prob.target.margin is not None),
+                                     ("the L-infinity cost (norm 'linf')", prob.cost_model.combine == "max"))
+             if used]
+    if needs and be not in ("cpsat", "boxsearch"):   # the MILP backends: one model, no margin, a sum of costs
         if s.backend != "auto":
-            raise QueryError(f"{needs[0][0].upper()}{needs[0][1:]} is solved by CP-SAT only; the {be} backend "
-                             "cannot take it. Choose backend 'cpsat' or 'auto'.")
+            raise QueryError(f"{needs[0][0].upper()}{needs[0][1:]} is solved by CP-SAT and the box search only; the {be} "
+                             "backend cannot take it. Choose backend 'cpsat', 'boxsearch' or 'auto'.")
         be, notice = "cpsat", f"Solved by CP-SAT: the MILP backends cannot take {' and '.join(needs)}."
+    if be == "boxsearch" and boxsearch.applies(prob) is not None:
+        notice = f"Solved by CP-SAT: {boxsearch.applies(prob)}."
     params = _params(s, be, time_limit, plausibility, target)
     if notice:
         params["notice"] = notice
@@ -311,7 +324,8 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
     for _ in range(s.n_solutions):
         left = time_limit - (time.perf_counter() - t0)
         run = QueryRun(prob, params, t0, {"build": build_s}, model)
-        res = _solve_with_checks(run, be, max(left, 0.01), X_ref, s.warm, s.n_workers,
+        solver = "race" if be == "cpsat" and s.backend == "auto" else be   # auto: CP-SAT beside the box search
+        res = _solve_with_checks(run, solver, max(left, 0.01), X_ref, s.warm, s.n_workers,
                                  on_progress if not results else None)
         results.append(res)
         if not res.found:
@@ -332,6 +346,9 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
 def _linear_query(lin: LinearModel, given: Any, x: Any, target: Any, *, plausibility: Any, also_valid_for: Any,
                   n_solutions: int, model: Any, **kw: Any) -> CounterfactualResult:
     """The linear path of :func:`optimal_counterfactual` (see :mod:`core.solvers.linear`)."""
+    if isinstance(kw["norm"], str) and kw["norm"] == "linf":
+        raise QueryError("The L-infinity cost (norm 'linf') is solved on tree ensembles; on a linear model "
+                         "choose 'l0', 'l1', 'l2' or a mix of them.")
     unsupported = [what for what, used in (("plausibility", plausibility is not None),
                                            ("also_valid_for", bool(tuple(also_valid_for or ()))),
                                            ("n_solutions > 1", n_solutions > 1)) if used]
@@ -398,10 +415,20 @@ def _names(items: Iterable[Any] | None) -> list[str] | None:
     return None if items is None else [str(v) for v in items]
 
 
-def _solve_once(prob: CellProblem, backend: str, time_limit: float, hint: np.ndarray | None, n_workers: int):
+def _solve_once(prob: CellProblem, backend: str, time_limit: float, hint: np.ndarray | None, n_workers: int
+                ) -> tuple[CellSolution, str]:
+    """(solution, the solver that gave it): "race" runs CP-SAT beside the box search
+    (:mod:`core.solvers.race`); the box search hands what it does not take to CP-SAT."""
+    if backend == "race":
+        return race.solve(prob, time_limit=time_limit, hint=hint, n_workers=n_workers)
+    if backend == "boxsearch":
+        sol = boxsearch.solve(prob, time_limit=time_limit, hint=hint)
+        if sol is not None:
+            return sol, "boxsearch"
+        backend = "cpsat"
     if backend == "cpsat":
-        return cpsat.solve(prob, time_limit=time_limit, hint=hint, n_workers=n_workers)
-    return ocean.solve(prob, solver=backend, time_limit=time_limit)
+        return cpsat.solve(prob, time_limit=time_limit, hint=hint, n_workers=n_workers), "cpsat"
+    return ocean.solve(prob, solver=backend, time_limit=time_limit), backend
 
 
 def _separable(run: QueryRun) -> CounterfactualResult | None:
@@ -441,8 +468,8 @@ def _upper_bound(run: QueryRun, X_ref: np.ndarray | None, warm: bool, time_limit
 def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref, warm: bool, n_workers,
                        on_progress) -> CounterfactualResult:
     prob, timings = run.prob, run.timings
-    if backend == "cpsat" and not prob.exclusions and not prob.nogoods and not prob.others \
-            and prob.target.margin is None:
+    if backend in ("cpsat", "race") and not prob.exclusions and not prob.nogoods and not prob.others \
+            and prob.target.margin is None and prob.cost_model.combine == "sum":
         fast = _separable(run)
         if fast is not None:
             return fast
@@ -457,22 +484,23 @@ def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref, wa
         if ws_x is not None and ws_cost <= lb * (1 + 1e-9) + 1e-15:  # the bound proves the warm start optimal
             return run.result(ws_x, ws_cost, "optimal", backend="bound", lower_bound=lb)
     deadline = run.t0 + time_limit
+    used = "cpsat" if backend == "race" else backend   # the solver a result names
     for _ in range(50):  # cut off near-tie cells the integer scaling admitted
         left = deadline - time.perf_counter()
         if left <= 0:
             break
         ts = time.perf_counter()
         try:
-            sol = _solve_once(prob, backend, left, ws_x, n_workers)
+            sol, used = _solve_once(prob, backend, left, ws_x, n_workers)
         except GurobiUnavailable as exc:
-            backend = "cpsat"
+            backend = used = "cpsat"
             run.params["notice"] = f"{exc} Solved with CP-SAT instead."
             continue
         timings["solve"] = timings.get("solve", 0.0) + time.perf_counter() - ts
         if sol.status == "infeasible":
             if ws_x is not None:  # cannot happen unless the bound was tight: keep the warm point
-                return run.result(ws_x, ws_cost, "optimal", backend=backend, lower_bound=ws_cost)
-            return run.infeasible(backend)
+                return run.result(ws_x, ws_cost, "optimal", backend=used, lower_bound=ws_cost)
+            return run.infeasible(used)
         if sol.cells is None:  # no solution within the time limit
             break
         x_cf = prob.point_of(sol.cells)
@@ -481,20 +509,20 @@ def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref, wa
             if ws_x is not None and ws_cost < cost - 1e-12:  # solver stopped above the warm start
                 x_cf, cost = ws_x, ws_cost
             if sol.status == "optimal":
-                return run.result(x_cf, cost, "optimal", backend=backend, lower_bound=cost)
+                return run.result(x_cf, cost, "optimal", backend=used, lower_bound=cost)
             lb = max(sol.lower_bound, timings.get("lower_bound", 0.0))
             gap = max(0.0, (cost - lb) / max(abs(cost), 1e-12))
-            return run.result(x_cf, cost, "time_limit", backend=backend, gap=gap, lower_bound=lb,
+            return run.result(x_cf, cost, "time_limit", backend=used, gap=gap, lower_bound=lb,
                               message="The time limit was reached before optimality was proven: "
                                       f"this is the best valid point found (gap {gap:.1%}).")
         _add_nogood(prob, x_cf)
     if ws_x is not None:
         lb = timings.get("lower_bound", 0.0)
-        return run.result(ws_x, ws_cost, "time_limit", backend=backend, lower_bound=lb,
+        return run.result(ws_x, ws_cost, "time_limit", backend=used, lower_bound=lb,
                           gap=max(0.0, (ws_cost - lb) / max(ws_cost, 1e-12)),
                           message="The time limit was reached before optimality was proven; this is the best "
                                   "valid point found.")
-    return run.out_of_time(backend)
+    return run.out_of_time(used)
 
 
 def _add_nogood(prob: CellProblem, x: np.ndarray) -> None:

@@ -20,11 +20,14 @@ Variables and constraints (OCEAN's formulation, section 3, on booleans):
   split) share one boolean (:mod:`core.cells.groups`).
 * objective: per feature the interval cost telescoped on ``g`` (eq. 31
   generalised), costs scaled so the upper bound maps to 1e9 (rounding moves
-  the optimum by at most ``n_features / 2e9`` of the bound, reported in ``slack``).
+  the optimum by at most ``n_features / 2e9`` of the bound, reported in ``slack``);
+  for the L-infinity cost (``norm="linf"``) an integer variable at least every
+  feature's telescoped cost, minimised (rounding: half a unit).
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -77,9 +80,10 @@ def _clause(model, lits) -> bool:
 
 
 def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None = None,
-          n_workers: int = 2) -> CellSolution:
+          n_workers: int = 2, stop: threading.Event | None = None) -> CellSolution:
     """The cheapest cell reaching the target, proven optimal within ``time_limit``
-    (status "feasible" with a lower bound when the time runs out)."""
+    (status "feasible" with a lower bound when the time runs out, or when
+    ``stop`` is set: another solver racing this one proved first)."""
     from ortools.sat.python import cp_model  # optional heavy dependency, loaded on the first query
 
     costs = bounded_costs(prob)
@@ -94,8 +98,9 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
     if built is None:
         return CellSolution("infeasible", None, np.inf)
     model_s, plaus_s = built
-    expr = _objective(prob, costs, lits, sc)
-    d = prob.n_features
+    expr = _objective(m, prob, costs, lits, sc)
+    # rounding error of the scaled objective: half a unit per feature added up, half a unit for the largest
+    d = prob.n_features if prob.cost_model.combine == "sum" else 1
     if np.isfinite(ub):
         m.add(expr <= int(np.floor(ub * sc)) + d + 1)
     m.minimize(expr)
@@ -107,7 +112,26 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
     solver.parameters.linearization_level = 1
     if n_workers >= 2:
         solver.parameters.subsolvers.extend(SUBSOLVERS)
-    status = solver.solve(m)
+    watcher = None
+    if stop is not None:
+        if stop.is_set():
+            return CellSolution("unknown", None, 0.0)
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(0.005):
+                if stop.is_set():
+                    solver.stop_search()
+                    return
+
+        watcher = threading.Thread(target=watch, name="cpsat-stop", daemon=True)
+        watcher.start()
+    try:
+        status = solver.solve(m)
+    finally:
+        if watcher is not None:
+            done.set()
+            watcher.join()
     if status == cp_model.INFEASIBLE:
         return CellSolution("infeasible", None, np.inf)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -163,7 +187,7 @@ def _leaf_vars(m, prob: CellProblem, blk: TreeBlock, costs: list[np.ndarray], li
                ) -> dict[int, Any] | None:
     """One boolean per reachable leaf, exactly one per tree, each implying its
     box (eqs. 8-12, 16-17); None when some tree has no reachable leaf."""
-    mask = reachable_leaves(blk, costs, prob.upper_bound)
+    mask = reachable_leaves(blk, costs, prob.upper_bound, prob.cost_model.combine)
     svars: dict[int, Any] = {}
     for t in range(blk.n_trees):
         idx = np.flatnonzero(mask & (blk.tree_of == t))
@@ -267,9 +291,10 @@ def _exclusions(m, prob: CellProblem, lits: list[_Lits]) -> None:
         m.add_bool_or(us)
 
 
-def _objective(prob: CellProblem, costs: list[np.ndarray], lits: list[_Lits], sc: float):
-    """sum_j C_j(lo_i) + sum_m (C_j(m) - C_j(m-1)) g_jm, with integer costs scaled by ``sc``."""
-    obj, const = [], 0
+def _objective(m, prob: CellProblem, costs: list[np.ndarray], lits: list[_Lits], sc: float):
+    """Per feature C_j(lo_i) + sum_m (C_j(m) - C_j(m-1)) g_jm, with integer costs scaled by
+    ``sc``: their sum, or for the L-infinity cost a variable at least each of them (the largest)."""
+    obj, const, per_feature = [], 0, []
     for j, L in enumerate(lits):
         c = costs[j].copy()
         for i in range(1, c.size):  # forbidden interior intervals take their neighbour's cost
@@ -277,10 +302,20 @@ def _objective(prob: CellProblem, costs: list[np.ndarray], lits: list[_Lits], sc
                 c[i] = c[i - 1]
         cs = np.round(np.where(np.isfinite(c), c, 0) * sc).astype(np.int64)
         const += int(cs[L.lo_i])
+        terms = []
         for mm, v in L.vars.items():
             delta = int(cs[mm] - cs[mm - 1])
             if delta:
-                obj.append((delta, v))
+                terms.append((delta, v))
+        obj.extend(terms)
+        per_feature.append((int(cs[L.lo_i]), terms))
+    if prob.cost_model.combine == "max":
+        top = max(int(np.round(float(c[np.isfinite(c)].max()) * sc)) for c in costs) + 1
+        z = m.new_int_var(0, top, "linf")
+        for c0, terms in per_feature:
+            if terms:
+                m.add(z >= sum(coef * v for coef, v in terms) + c0)
+        return z
     return sum(coef * v for coef, v in obj) + const
 
 

@@ -109,7 +109,7 @@ def test_models_that_cannot_be_compared_are_refused(two_models):
     three = RandomForestClassifier(3, max_depth=2, random_state=0).fit(X, np.arange(len(X)) % 3)
     with pytest.raises(QueryError, match="classes"):
         optimal_counterfactual(rf, X[0], 1, also_valid_for=[three])
-    with pytest.raises(QueryError, match="CP-SAT only"):
+    with pytest.raises(QueryError, match="CP-SAT and the box search only"):
         optimal_counterfactual(rf, X[0], 1, also_valid_for=[gb], backend="highs")
     with pytest.raises(QueryError, match="strictly between 0 and 1"):
         optimal_counterfactual(rf, X[0], 1, margin=1.5)

@@ -1,0 +1,400 @@
+"""Best-first branch and bound over boxes of intervals: our own exact solver of the cell problem.
+
+A node is a box: per feature a range ``[lo_j, hi_j]`` of intervals (the root:
+every allowed interval). Within a box everything the bound needs is exact and
+cheap, because each interval's cost rises with its distance from ``x_hat``
+(the cheapest interval of a range is the allowed one nearest the query's):
+
+* the box's cheapest point ``p`` (per feature the cheapest interval of its
+  range) and its cost ``base`` (the sum of the features' costs, or the
+  largest for the L-infinity cost);
+* per leaf that the box meets, the cost ``e_l`` of the cheapest point of
+  leaf and box together (``base`` plus what the leaf's own bounds add);
+* the bound: the smallest cost ``r`` such that every tree, each on its own,
+  can reach a leaf within ``r`` whose scores add up to the target (the
+  per-tree radius of :func:`core.cells.bounds.radius_for`, here inside the
+  box; for every need of the target, the plausibility forest's and the other
+  models'). For the L-infinity cost this is Veritas's merged per-tree bound on
+  the box, for a sum it only counts the dearest leaf of each tree: the box
+  splits add the rest.
+
+The search pops the box of smallest bound. If its cheapest point is valid
+(checked on the ensemble), that point is optimal: every other box costs at
+least its bound. Else the box is split on one feature at one level: each tree
+whose best leaf within the bound does not hold ``p`` votes (by the score its
+leaf would gain) for the level of that leaf's bound nearest ``p``; the level
+with the most votes splits the box into the side holding ``p`` (where those
+trees lose the leaf, so the bound rises) and the far side (where the base cost
+rises). The incumbent (the warm start, then every valid cheapest point) prunes
+boxes whose bound reaches it; the smallest bound left in the queue is a proven
+lower bound at every moment (anytime).
+
+The node bound is computed in C (``core/solvers/_boxsearch.c``) when the
+extension is built, else in numpy; both give the same numbers.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from core.cells.bounds import bounded_costs, box_distances, radius_for, target_needs
+from core.cells.problem import CellProblem, CellSolution
+
+try:  # compiled node bound and split (core/solvers/_boxsearch.c); numpy gives the same answers more slowly
+    from core.solvers import _boxsearch  # type: ignore[attr-defined]  # compiled: no stub
+except ImportError:  # pragma: no cover - built by setup.py when a C compiler is present
+    _boxsearch = None
+
+#: tests switch this off to run the numpy version
+USE_COMPILED = True
+
+__all__ = ["solve", "applies", "BoxSearch", "USE_COMPILED"]
+
+REL_TOL = 1e-9
+#: pairwise merges of trees before the search (0: none), and the most leaves a merged pair may have
+MERGE_LEVELS = 0
+MERGE_CAP = 4096
+
+
+def applies(prob: CellProblem) -> str | None:
+    """None when the box search takes the problem, else why not (a sentence)."""
+    if prob.groups:
+        return "the box search does not take one-hot groups"
+    if prob.exclusions:
+        return "the box search does not take diverse alternatives"
+    return None
+
+
+@dataclass
+class _Block:
+    """One leaf block of the problem (the model, another model, the plausibility forest) in sparse form."""
+
+    tree: np.ndarray           # (n_leaves,) global tree index
+    needs: list[tuple[np.ndarray, float]]
+
+
+class BoxSearch:
+    """The search state of one problem (see the module doc)."""
+
+    def __init__(self, prob: CellProblem, merge_levels: int | None = None):
+        merge_levels = MERGE_LEVELS if merge_levels is None else merge_levels
+        self.prob = prob
+        self.combine = prob.cost_model.combine
+        costs = bounded_costs(prob)
+        self.costs = costs
+        d = prob.n_features
+        self.d = d
+        sizes = np.array([c.size for c in costs], dtype=np.int64)
+        self.off = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        flat = np.concatenate(costs).astype(float)
+        self.flat = flat
+        finite = np.isfinite(flat)
+        self.hat = prob.hat.astype(np.int64)
+        self.root_lo = np.zeros(d, dtype=np.int64)
+        self.root_hi = sizes - 1
+        # nearest allowed interval at or below / at or above each index (sentinels fall outside the feature)
+        prev = np.empty(flat.size, dtype=np.int64)
+        nxt = np.empty(flat.size, dtype=np.int64)
+        self.ok = True
+        for j in range(d):
+            o, n = int(self.off[j]), int(sizes[j])
+            f = finite[o:o + n]
+            idx = np.where(f, np.arange(n), -1)
+            prev[o:o + n] = np.maximum.accumulate(idx) + o
+            prev[o:o + n][np.maximum.accumulate(idx) < 0] = o - 1
+            idx2 = np.where(f, np.arange(n), n)
+            nx = np.minimum.accumulate(idx2[::-1])[::-1]
+            nxt[o:o + n] = nx + o
+            c, h = flat[o:o + n], int(self.hat[j])
+            if not np.isfinite(c[h]):
+                self.ok = False
+            fc = np.where(f, c, np.nan)
+            left, right = fc[:h + 1], fc[h:]
+            left, right = left[np.isfinite(left)], right[np.isfinite(right)]
+            if np.any(np.diff(left) > 1e-15 * (1 + np.abs(left[1:]))) or \
+                    np.any(np.diff(right) < -1e-15 * (1 + np.abs(right[1:]))):
+                self.ok = False            # costs not monotone away from the query: not this solver's problem
+            if not f.any():
+                self.ok = False
+        self.prev, self.next = prev, nxt
+        # leaves of every block, sparse: (leaf, feature, lo, hi) for the bounds that cut the feature's grid
+        blocks = [(prob.model_leaves, target_needs(prob.ens, prob.target, prob.model_leaves.value))]
+        for other in prob.others:
+            blocks.append((other.leaves, target_needs(other.ens, other.target, other.leaves.value)))
+        if prob.plaus_leaves is not None:
+            blocks.append((prob.plaus_leaves, [(prob.plaus_leaves.value[:, 0], float(prob.plaus.delta))]))
+        trees, needs, E_leaf, E_f, E_lo, E_hi = [], [], [], [], [], []
+        n_leaf, n_tree = 0, 0
+        ub = float(prob.upper_bound)
+        for blk, nd in blocks:
+            lo_b, hi_b, tree_b, n_tb, sc_b = merge_trees(blk.lo, blk.hi, blk.tree_of, [s_ for s_, _ in nd], costs,
+                                                        ub, self.combine, merge_levels)
+            L = tree_b.size
+            cut = (lo_b > 0) | (hi_b < sizes - 1)
+            r, f = np.nonzero(cut)
+            E_leaf.append(r + n_leaf)
+            E_f.append(f)
+            E_lo.append(lo_b[r, f])
+            E_hi.append(hi_b[r, f])
+            trees.append(tree_b + n_tree)
+            for score, (_, need) in zip(sc_b, nd):
+                needs.append((n_leaf, L, np.asarray(score, dtype=float), float(need)))
+            n_leaf += L
+            n_tree += n_tb
+        self.n_leaf, self.n_tree = n_leaf, n_tree
+        self.tree = np.concatenate(trees).astype(np.int64)
+        self.E_leaf = np.concatenate(E_leaf).astype(np.int64)
+        self.E_f = np.concatenate(E_f).astype(np.int64)
+        self.E_lo = np.concatenate(E_lo).astype(np.int64)
+        self.E_hi = np.concatenate(E_hi).astype(np.int64)
+        self.needs: list[tuple[int, int, np.ndarray, float]] = needs
+        self.ptr = np.concatenate([[0], np.cumsum(np.bincount(self.E_leaf, minlength=n_leaf))]).astype(np.int64)
+        self.sizes = sizes
+        self.nodes = 0
+        self.static = None
+        if _boxsearch is not None and USE_COMPILED and self.ok and n_leaf > 0:
+            soff = np.concatenate([[0], np.cumsum([n for _, n, _, _ in self.needs])[:-1]]).astype(np.int64)
+            arrays = [self.off, sizes.astype(np.int64), self.hat, prev, nxt, flat, self.ptr, self.E_f, self.E_lo,
+                      self.E_hi, self.tree, np.array([a for a, _, _, _ in self.needs], dtype=np.int64),
+                      np.array([n for _, n, _, _ in self.needs], dtype=np.int64), soff,
+                      np.array([nd for _, _, _, nd in self.needs], dtype=float),
+                      np.concatenate([sc for _, _, sc, _ in self.needs] or [np.zeros(0)]).astype(float)]
+            arrays = [np.ascontiguousarray(x) for x in arrays]
+            for x in arrays:
+                x.setflags(write=False)
+            self.static = (*arrays, 1 if self.combine == "max" else 0)
+            _boxsearch.check(*self.static)
+
+    # --------------------------------------------------------------- costs of ranges
+    def _range_min(self, f: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Cheapest allowed interval of each range [a, b] of feature f and its cost (inf: none)."""
+        o = self.off[f]
+        h = self.hat[f]
+        best = h + o
+        below, above = b < h, a > h
+        best = np.where(below, self.prev[np.clip(b + o, 0, self.flat.size - 1)], best)
+        best = np.where(above, self.next[np.clip(a + o, 0, self.flat.size - 1)], best)
+        ok = (best >= a + o) & (best <= b + o) & (a <= b)
+        cost = np.where(ok, self.flat[np.clip(best, 0, self.flat.size - 1)], np.inf)
+        return np.where(ok, best - o, h), cost
+
+    def evaluate(self, lo: np.ndarray, hi: np.ndarray) -> tuple[float, np.ndarray, float, np.ndarray, bool]:
+        """(bound, cheapest cells p, their cost, per-leaf cost e, whether the leaves holding
+        p meet every need) of the box [lo, hi]."""
+        if self.static is not None:
+            p = np.empty(self.d, dtype=np.int64)
+            e = np.empty(self.n_leaf)
+            bound, base, holds = _boxsearch.evaluate(*self.static, lo, hi, p, e)
+            return bound, p, base, e, bool(holds)
+        feats = np.arange(self.d)
+        p, m = self._range_min(feats, lo, hi)
+        e = np.full(self.n_leaf, np.inf)
+        if not np.all(np.isfinite(m)):
+            return np.inf, p, np.inf, e, False
+        base = float(m.max() if self.combine == "max" else m.sum())
+        f = self.E_f
+        a = np.maximum(self.E_lo, lo[f])
+        b = np.minimum(self.E_hi, hi[f])
+        _, c = self._range_min(f, a, b)
+        if self.combine == "max":
+            e = np.full(self.n_leaf, base)
+            np.maximum.at(e, self.E_leaf, c)
+        else:
+            e = base + np.bincount(self.E_leaf, weights=c - m[f], minlength=self.n_leaf)
+        bound = base
+        for start, n, score, need in self.needs:
+            bound = max(bound, radius_for(e[start:start + n], self.tree[start:start + n], score, need))
+            if not np.isfinite(bound):
+                return bound, p, base, e, False
+        at_p = self.holds(p)
+        holds = all(float(score[at_p[start:start + n]].sum()) >= need - 1e-12 * max(1.0, abs(need))
+                    for start, n, score, need in self.needs)
+        return bound, p, base, e, holds
+
+    def holds(self, p: np.ndarray) -> np.ndarray:
+        """Mask of the leaves whose box holds the cells ``p``."""
+        f = self.E_f
+        return np.bincount(self.E_leaf, weights=(p[f] < self.E_lo) | (p[f] > self.E_hi),
+                           minlength=self.n_leaf) == 0
+
+    def split(self, lo: np.ndarray, hi: np.ndarray, p: np.ndarray, e: np.ndarray, bound: float
+              ) -> tuple[int, int] | None:
+        """(feature j, level s): the box splits into intervals < s and >= s of feature j; None if no split."""
+        if self.static is not None:
+            return _boxsearch.split(*self.static, lo, hi, p, e, float(bound))
+        f = self.E_f
+        at_p = self.holds(p)
+        W = np.zeros((self.d, 2))
+        near = np.full((self.d, 2), -1, dtype=np.int64)
+        lim = bound * (1 + REL_TOL) + 1e-15
+        for start, n, score, _ in self.needs:
+            tr = self.tree[start:start + n]
+            ee = e[start:start + n]
+            within = np.isfinite(ee) & (ee <= lim)
+            for t in np.unique(tr):
+                mine = np.flatnonzero(tr == t)
+                cand = mine[within[mine]]
+                if cand.size == 0:
+                    continue
+                lb = int(cand[np.argmax(score[cand])])          # the first of equal scores
+                at = mine[at_p[start + mine]]
+                pl = int(at[0]) if at.size else -1
+                gain = score[lb] - (score[pl] if pl >= 0 else 0.0)
+                if lb == pl or not gain > 0:
+                    continue
+                for k in range(self.ptr[start + lb], self.ptr[start + lb + 1]):
+                    j = int(f[k])
+                    if p[j] < self.E_lo[k]:
+                        sv, side = max(int(self.E_lo[k]), int(lo[j])), 1
+                    elif p[j] > self.E_hi[k]:
+                        sv, side = min(int(self.E_hi[k]), int(hi[j])) + 1, 0
+                    else:
+                        continue
+                    if not lo[j] < sv <= hi[j]:
+                        continue
+                    if near[j, side] < 0 or (sv < near[j, side] if side == 1 else sv > near[j, side]):
+                        near[j, side] = sv
+                    W[j, side] += gain
+        flatW = W.ravel()
+        if np.any(flatW > 0):
+            top = int(np.argmax(flatW))
+            return top // 2, int(near.ravel()[top])
+        # no tree prefers another leaf (a tie at p): split at any leaf bound inside the box
+        at = np.flatnonzero((self.E_lo > lo[f]) & (self.E_lo <= hi[f]))
+        if at.size:
+            return int(f[at[0]]), int(self.E_lo[at[0]])
+        at = np.flatnonzero((self.E_hi >= lo[f]) & (self.E_hi < hi[f]))
+        if at.size:
+            return int(f[at[0]]), int(self.E_hi[at[0]]) + 1
+        return None
+
+
+def merge_trees(lo: np.ndarray, hi: np.ndarray, tree_of: np.ndarray, scores: list[np.ndarray],
+                costs: list[np.ndarray], ub: float, combine: str, levels: int = 1, cap: int = MERGE_CAP
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, list[np.ndarray]]:
+    """Leaves of trees merged in pairs (Veritas's merge), ``levels`` times: a merged
+    tree's leaves are the pairs of its two trees' leaves whose boxes meet, each the
+    boxes' intersection with the scores added; the same points reach the same
+    total, so every bound computed on merged trees holds, and the per-tree bound
+    now sees which leaves of the two trees exclude each other. Leaves (and pairs)
+    whose cheapest point costs more than ``ub`` are dropped first; trees are paired
+    by the features they share, and a pair with more than ``cap`` leaves stays
+    unmerged. Returns (lo, hi, tree, n_trees, scores), leaves grouped by tree."""
+    sizes = np.array([c.size for c in costs])
+    keep = np.ones(tree_of.size, dtype=bool)
+    if np.isfinite(ub):
+        keep = box_distances(costs, lo, hi, combine) <= ub * (1 + 1e-9) + 1e-12
+    n_trees = int(tree_of.max()) + 1 if tree_of.size else 0
+    groups = [(lo[m], hi[m], [sc[m] for sc in scores]) for m in
+              (np.flatnonzero((tree_of == t) & keep) for t in range(n_trees))]
+    for _ in range(levels):
+        uses = np.array([((g[0] > 0) | (g[1] < sizes - 1)).any(axis=0) for g in groups], dtype=np.int64)
+        overlap = uses @ uses.T if len(groups) else np.zeros((0, 0), dtype=np.int64)
+        free = np.ones(len(groups), dtype=bool)
+        out = []
+        for t in range(len(groups)):
+            if not free[t]:
+                continue
+            free[t] = False
+            cand = np.flatnonzero(free)
+            if cand.size == 0:
+                out.append(groups[t])
+                continue
+            u = int(cand[np.argmax(overlap[t, cand])])
+            (la, ha, sa), (lb, hb, sb) = groups[t], groups[u]
+            L = np.maximum(la[:, None, :], lb[None, :, :])
+            H = np.minimum(ha[:, None, :], hb[None, :, :])
+            ok = np.all(L <= H, axis=2)
+            i, j = np.nonzero(ok)
+            L, H = L[i, j], H[i, j]
+            if np.isfinite(ub) and i.size:
+                near = box_distances(costs, L, H, combine) <= ub * (1 + 1e-9) + 1e-12
+                i, j, L, H = i[near], j[near], L[near], H[near]
+            if i.size > cap:
+                out.append(groups[t])
+                continue
+            free[u] = False
+            out.append((L, H, [a[i] + b[j] for a, b in zip(sa, sb)]))
+        groups = out
+    n = len(groups)
+    counts = [g[0].shape[0] for g in groups]
+    d = lo.shape[1]
+    lo_m = np.vstack([g[0] for g in groups]) if n else np.zeros((0, d), dtype=np.int64)
+    hi_m = np.vstack([g[1] for g in groups]) if n else np.zeros((0, d), dtype=np.int64)
+    tree_m = np.repeat(np.arange(n), counts).astype(np.int64)
+    sc_m = [np.concatenate([g[2][k] for g in groups]) if n else np.zeros(0) for k in range(len(scores))]
+    return lo_m.astype(np.int64), hi_m.astype(np.int64), tree_m, n, sc_m
+
+
+def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None = None,
+          stop: threading.Event | None = None, node_limit: int | None = None,
+          on_bound: Callable[[float, float], None] | None = None) -> CellSolution | None:
+    """The cheapest cell reaching the target by best-first box search, proven
+    optimal (status "optimal" or "infeasible"), or with a proven lower bound
+    (status "feasible" with the incumbent, "unknown" without) when
+    ``time_limit``, ``node_limit`` or ``stop`` ends it first; None when the
+    problem is not for this solver (:func:`applies`). ``hint``: a valid point
+    (the warm start), the first incumbent; ``on_bound(lower, upper)`` is told
+    every improvement of either bound."""
+    if applies(prob) is not None:
+        return None
+    deadline = time.perf_counter() + time_limit
+    S = BoxSearch(prob)
+    if not S.ok:
+        return None
+    ub, inc = float(prob.upper_bound), None
+    if hint is not None:
+        hc = prob.interval_of(np.asarray(hint, dtype=float)[None, :])[0]
+        if prob.is_valid(prob.point_of(hc)[None, :])[0]:
+            inc, ub = hc, min(ub, float(prob.cost_of(hc)))
+    heap: list = []
+    counter = 0
+    lb_told = -np.inf
+
+    def prunes(bound: float) -> bool:
+        return not (np.isfinite(bound) and bound < ub * (1 - REL_TOL) - 1e-15)
+
+    def push(lo: np.ndarray, hi: np.ndarray, depth: int) -> None:
+        nonlocal counter
+        bound = S.evaluate(lo, hi)[0]
+        S.nodes += 1
+        if not prunes(bound):      # equal bounds: the deepest box first (nearest a point)
+            heapq.heappush(heap, (bound, -depth, counter, lo, hi))
+            counter += 1
+
+    push(S.root_lo.copy(), S.root_hi.copy(), 0)
+    while heap:
+        if (stop is not None and stop.is_set()) or time.perf_counter() > deadline or \
+                (node_limit is not None and S.nodes > node_limit):
+            return CellSolution("feasible" if inc is not None else "unknown", inc, min(heap[0][0], ub))
+        bound, neg_depth, _, lo, hi = heapq.heappop(heap)
+        if prunes(bound):
+            heap.clear()
+            break
+        if on_bound is not None and bound > lb_told:
+            lb_told = bound
+            on_bound(bound, ub)
+        _, p, base, e, holds = S.evaluate(lo, hi)
+        if holds and base >= bound * (1 - REL_TOL) - 1e-15 and prob.is_valid(prob.point_of(p)[None, :])[0]:
+            inc, ub = p.copy(), float(base)
+            heap.clear()
+            break                        # the smallest bound is attained: optimal
+        sp = S.split(lo, hi, p, e, bound)
+        if sp is None:
+            continue                     # one leaf per tree and p invalid: the box holds no solution
+        j, sv = sp
+        hi1 = hi.copy()
+        hi1[j] = sv - 1
+        lo2 = lo.copy()
+        lo2[j] = sv
+        push(lo, hi1, 1 - neg_depth)
+        push(lo2, hi, 1 - neg_depth)
+    if inc is None:
+        return CellSolution("infeasible", None, np.inf)
+    return CellSolution("optimal", inc, float(ub))

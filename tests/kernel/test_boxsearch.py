@@ -1,0 +1,261 @@
+"""The box search (core.solvers.boxsearch), the race beside CP-SAT and the L-infinity cost.
+
+Checked against brute force on tiny forests (:func:`oracles.grid_brute_force`),
+against CP-SAT on real data (breast cancer), the compiled node bound against
+its numpy version, and the refusals: the MILP backends and linear models do not
+take ``norm="linf"``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from oracles import grid_brute_force, tiny_models
+from sklearn.datasets import load_breast_cancer
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
+
+from core.counterfactual import QueryError
+from core.intake.models import from_model
+from core.optimal import build_problem, optimal_counterfactual
+from core.solvers import boxsearch, cpsat, race
+
+
+def _queries():
+    """(model, ensemble, X, x, target, fixed) of the tiny models' three queries each."""
+    X, _, models = tiny_models()
+    for model in models:
+        ens = from_model(model)
+        for q in range(3):
+            x = X[q * 11]
+            yield model, ens, X, x, 1 - model.predict(x[None, :])[0], ((1,) if q == 2 else ())
+
+
+def _check_against(ref, res, model, x, target, fixed, here):
+    if not np.isfinite(ref):
+        assert res.status == "infeasible", here
+        return 0
+    assert res.status == "optimal", (here, res.status, res.message)
+    assert res.cost == pytest.approx(ref, rel=1e-6, abs=1e-9), here
+    assert model.predict(res.x[None, :])[0] == target, here
+    assert all(res.x[j] == x[j] for j in fixed), here
+    return 1
+
+
+@pytest.mark.parametrize("norm", ["l0", "l1", "l2"])
+def test_the_box_search_equals_brute_force(norm):
+    """backend="boxsearch", with and without the warm start, on every tiny model."""
+    compared = 0
+    for model, ens, X, x, target, fixed in _queries():
+        ref = grid_brute_force(ens, x, target, norm, fixed)
+        for warm in (True, False):
+            res = optimal_counterfactual(ens, x, target, norm=norm, fixed=fixed, backend="boxsearch",
+                                         X_ref=X if warm else None, warm=warm, model=model)
+            here = (type(model).__name__, norm, warm)
+            compared += _check_against(ref, res, model, x, target, fixed, here)
+            assert res.backend in (("boxsearch", "separable", "bound") if warm else ("boxsearch", "separable")), here
+    assert compared > 0, "every query was infeasible: nothing was compared"
+
+
+def test_the_linf_cost_equals_brute_force_on_every_backend_that_takes_it():
+    """norm="linf": the largest range-scaled change, by CP-SAT, the box search and the race."""
+    compared, by = 0, set()
+    for model, ens, X, x, target, fixed in _queries():
+        ref = grid_brute_force(ens, x, target, "linf", fixed)
+        if np.isfinite(ref):   # the oracle's cost is the largest change, not their sum
+            assert ref <= grid_brute_force(ens, x, target, "l1", fixed) + 1e-9
+        for backend in ("cpsat", "boxsearch", "auto"):
+            for warm in (True, False):
+                res = optimal_counterfactual(ens, x, target, norm="linf", fixed=fixed, backend=backend,
+                                             X_ref=X if warm else None, warm=warm, model=model)
+                here = (type(model).__name__, backend, warm)
+                compared += _check_against(ref, res, model, x, target, fixed, here)
+                if res.found:   # the shown point sits within 1e-4 of its cell's cheapest point
+                    assert res.cost == pytest.approx(float(np.max(np.abs(res.x - x))), abs=1e-3), here
+                by.add(res.backend)
+    assert compared > 0, "every query was infeasible: nothing was compared"
+    assert "boxsearch" in by and "cpsat" in by, by
+
+
+def test_the_compiled_node_bound_gives_the_numpy_answers():
+    """evaluate and split of core/solvers/_boxsearch.c against the numpy version, on random boxes."""
+    assert boxsearch._boxsearch is not None, "build the kernels: setup.py build_ext"
+    rng = np.random.default_rng(0)
+    checked = 0
+    for _model, ens, _X, x, target, fixed in _queries():
+        for norm in ("l1", "linf"):
+            prob = build_problem(ens, x, target, norm=norm, fixed=fixed)
+            try:
+                boxsearch.USE_COMPILED = True
+                c = boxsearch.BoxSearch(prob)
+                boxsearch.USE_COMPILED = False
+                n = boxsearch.BoxSearch(prob)
+            finally:
+                boxsearch.USE_COMPILED = True
+            assert c.static is not None and n.static is None
+            for _ in range(20):
+                a = rng.integers(c.root_lo, c.root_hi + 1)
+                b = rng.integers(c.root_lo, c.root_hi + 1)
+                lo, hi = np.minimum(a, b), np.maximum(a, b)
+                if rng.random() < 0.3:
+                    lo, hi = c.root_lo.copy(), c.root_hi.copy()
+                bc, pc, basec, ec, hc = c.evaluate(lo, hi)
+                bn, pn, basen, en, hn = n.evaluate(lo, hi)
+                assert bc == pytest.approx(bn, rel=1e-12, abs=1e-12) or (np.isinf(bc) and np.isinf(bn))
+                if not np.isfinite(bn):
+                    continue
+                np.testing.assert_array_equal(pc, pn)
+                assert basec == pytest.approx(basen, rel=1e-12, abs=1e-12)
+                np.testing.assert_allclose(ec, en, rtol=1e-12, atol=1e-12)
+                assert hc == hn
+                assert c.split(lo, hi, pc, ec, bc) == n.split(lo, hi, pn, en, bn)
+                checked += 1
+    assert checked > 100, checked
+
+
+@pytest.mark.parametrize("norm", ["l1", "linf"])
+def test_the_numpy_search_finds_the_compiled_optimum(norm):
+    """The whole search without the compiled kernel: the same optimum."""
+    for _model, ens, _X, x, target, fixed in _queries():
+        prob = build_problem(ens, x, target, norm=norm, fixed=fixed)
+        compiled = boxsearch.solve(prob, time_limit=60)
+        try:
+            boxsearch.USE_COMPILED = False
+            plain = boxsearch.solve(prob, time_limit=60)
+        finally:
+            boxsearch.USE_COMPILED = True
+        assert compiled is not None and plain is not None
+        assert compiled.status == plain.status
+        assert compiled.status in ("optimal", "infeasible")
+        if compiled.status == "optimal":
+            assert prob.cost_of(compiled.cells) == pytest.approx(prob.cost_of(plain.cells), rel=1e-12, abs=1e-12)
+
+
+@pytest.fixture(scope="module")
+def breast_cancer():
+    """Breast cancer, min-max scaled on the training rows, RandomForestClassifier(30, depth 4)."""
+    b = load_breast_cancer()
+    X = b.data.astype(float)
+    X = (X - X.min(axis=0)) / np.maximum(X.max(axis=0) - X.min(axis=0), 1e-12)
+    model = RandomForestClassifier(30, max_depth=4, random_state=0).fit(X[:400], b.target[:400])
+    return model, from_model(model), X
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("norm", ["l1", "linf"])
+def test_the_box_search_equals_cp_sat_on_breast_cancer(breast_cancer, norm):
+    """The same proven optimum as CP-SAT on real rows (30 features), both solvers alone."""
+    model, ens, X = breast_cancer
+    for i in range(400, 406):
+        x, target = X[i], 1 - int(model.predict(X[i:i + 1])[0])
+        prob = build_problem(ens, x, target, norm=norm)
+        box = boxsearch.solve(prob, time_limit=120)
+        cp = cpsat.solve(prob, time_limit=120)
+        assert box is not None and box.status == cp.status == "optimal", (i, box, cp.status)
+        assert prob.is_valid(prob.point_of(box.cells)[None, :])[0]
+        assert prob.cost_of(box.cells) == pytest.approx(prob.cost_of(cp.cells), rel=1e-6, abs=1e-9), i
+
+
+def test_the_race_returns_a_proven_optimum_and_names_its_solver(breast_cancer):
+    model, ens, X = breast_cancer
+    names = set()
+    for i in range(400, 404):
+        x, target = X[i], 1 - int(model.predict(X[i:i + 1])[0])
+        prob = build_problem(ens, x, target, norm="linf")
+        assert race.takes(prob)
+        sol, name = race.solve(prob, time_limit=120)
+        alone = cpsat.solve(prob, time_limit=120)
+        assert name in ("boxsearch", "cpsat")
+        assert sol.status == alone.status == "optimal", (i, name, sol.status)
+        assert prob.cost_of(sol.cells) == pytest.approx(prob.cost_of(alone.cells), rel=1e-6, abs=1e-9)
+        names.add(name)
+        res = optimal_counterfactual(ens, x, target, norm="linf", warm=False, model=model, time_limit=120)
+        assert res.status == "optimal" and res.backend in ("boxsearch", "cpsat"), (res.status, res.backend)
+        assert res.cost == pytest.approx(prob.cost_of(alone.cells), rel=1e-6, abs=1e-9)
+    l1 = build_problem(ens, X[400], 1 - int(model.predict(X[400:401])[0]), norm="l1")
+    assert not race.takes(l1), "the race runs CP-SAT alone on a sum of costs"
+    assert race.solve(l1, time_limit=120)[1] == "cpsat"
+
+
+def test_the_box_search_is_anytime(breast_cancer):
+    """Stopped early it keeps a proven lower bound (and its incumbent costs at least the optimum)."""
+    model, ens, X = breast_cancer
+    x, target = X[401], 1 - int(model.predict(X[401:402])[0])
+    prob = build_problem(ens, x, target, norm="linf")
+    best = cpsat.solve(prob, time_limit=120)
+    assert best.status == "optimal"
+    opt = float(prob.cost_of(best.cells))
+    told = []
+    early = boxsearch.solve(prob, time_limit=120, node_limit=3, on_bound=lambda lb, ub: told.append((lb, ub)))
+    assert early is not None and early.status in ("feasible", "unknown"), early
+    assert early.lower_bound <= opt * (1 + 1e-9)
+    assert told and all(lb <= opt * (1 + 1e-9) for lb, _ in told)
+    assert [lb for lb, _ in told] == sorted(lb for lb, _ in told)
+
+
+def test_solvers_that_cannot_take_linf_say_so(breast_cancer, fitted):
+    model, ens, X = breast_cancer
+    x, target = X[400], 1 - int(model.predict(X[400:401])[0])
+    for backend in ("highs", "gurobi"):
+        with pytest.raises(QueryError, match="L-infinity.*CP-SAT and the box search only"):
+            optimal_counterfactual(ens, x, target, norm="linf", backend=backend)
+    lin = LogisticRegression(max_iter=500).fit(X[:400], load_breast_cancer().target[:400])
+    with pytest.raises(QueryError, match="L-infinity.*linear model"):
+        optimal_counterfactual(lin, x, 1 - int(lin.predict(X[400:401])[0]), norm="linf")
+    with pytest.raises(QueryError, match="norm"):
+        optimal_counterfactual(ens, x, target, norm="l3")
+
+
+def test_the_box_search_hands_one_hot_groups_to_cp_sat():
+    """A schema with a one-hot group: the box search does not take it, CP-SAT answers and says why."""
+    from conftest import demo_credit
+
+    _, _, model, ens, X, schema = demo_credit()
+    x = X.to_numpy()[0]
+    target = ens.classes[1 - list(ens.classes).index(ens.predict(x[None, :])[0])]
+    assert any(len(g) >= 2 for g in schema.groups().values())
+    res = optimal_counterfactual(ens, x, target, schema=schema, backend="boxsearch", model=model, warm=False)
+    ref = optimal_counterfactual(ens, x, target, schema=schema, backend="cpsat", model=model, warm=False)
+    assert res.backend == "cpsat" and "one-hot" in res.params.get("notice", ""), (res.backend, res.params)
+    assert res.status == ref.status == "optimal"
+    assert res.cost == pytest.approx(ref.cost, rel=1e-6)
+
+
+def test_the_compiled_node_bound_checks_what_it_is_handed():
+    """Wrong buffers raise an error naming the problem, never an answer or an overrun."""
+    assert boxsearch._boxsearch is not None, "build the kernels: setup.py build_ext"
+    _, ens, _, x, target, fixed = next(_queries())
+    S = boxsearch.BoxSearch(build_problem(ens, x, target, fixed=fixed))
+    C = boxsearch._boxsearch
+    lo, hi = S.root_lo.copy(), S.root_hi.copy()
+    p, e = np.empty(S.d, dtype=np.int64), np.empty(S.n_leaf)
+    C.evaluate(*S.static, lo, hi, p, e)                       # the right buffers answer
+    with pytest.raises(ValueError, match="box outside the grid"):
+        C.evaluate(*S.static, lo, hi + 1, p, e)
+    with pytest.raises(TypeError, match="int64"):
+        C.evaluate(*S.static, lo.astype(np.int32), hi, p, e)
+    with pytest.raises(ValueError, match="e one per leaf"):
+        C.evaluate(*S.static, lo, hi, p, e[:-1])
+    with pytest.raises(ValueError, match="inconsistent array lengths"):
+        C.check(*S.static[:3], S.static[3][:-1], *S.static[4:])
+    with pytest.raises(ValueError, match="p outside the grid"):
+        C.split(*S.static, lo, hi, hi + 1, e, 1.0)
+
+
+def test_the_box_search_takes_further_models_and_a_margin():
+    """also_valid_for and margin: the box search itself answers, with CP-SAT's optimum."""
+    X, _, (rf, gb, *_) = tiny_models()
+    compared = 0
+    for m, o in ((rf, gb), (gb, rf)):
+        for r in range(0, 60, 12):
+            for margin in (None, 0.6):
+                t = 1 - int(m.predict(X[r:r + 1])[0])
+                kw = dict(also_valid_for=[o], margin=margin, warm=False, model=m)
+                box = optimal_counterfactual(m, X[r], t, backend="boxsearch", **kw)
+                cp = optimal_counterfactual(m, X[r], t, backend="cpsat", **kw)
+                assert box.backend == "boxsearch" and box.status == cp.status, (r, margin, box.status, cp.status)
+                if cp.found:
+                    assert box.cost == pytest.approx(cp.cost, rel=1e-6, abs=1e-9), (r, margin)
+                    assert m.predict(box.x[None])[0] == t and o.predict(box.x[None])[0] == t
+                    compared += 1
+    assert compared > 0
