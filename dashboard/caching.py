@@ -17,7 +17,7 @@ from dashboard import loaders
 def demo_workspace(key: str) -> Workspace:
     df, target, model, holdout = demo.build_demo(key)
     spec = demo.DEMOS[key]
-    return build_workspace(df, target, model, name=spec.title,
+    return build_workspace(df, target, model, name=spec.title, protected=list(spec.protected),
                            model_info={"held-out accuracy": round(holdout, 4), "origin": "built-in demo"})
 
 

@@ -91,13 +91,16 @@ class DemoSpec:
     family: str
     params: dict[str, Any]
     description: str
+    #: the protected attributes the demo names (the app and the tests pass them on: no name decides)
+    protected: tuple[str, ...] = ()
 
 
 DEMOS: dict[str, DemoSpec] = {
     "credit-lightgbm": DemoSpec(
         "Synthetic credit lending · LightGBM", synthetic_credit, "lightgbm",
         dict(n_estimators=100, max_depth=3, learning_rate=0.1),
-        "Generated lending data with a protected attribute (sex) and a documented bias in the labels."),
+        "Generated lending data with a protected attribute (sex) and a documented bias in the labels.",
+        protected=("sex",)),
     "cancer-rf": DemoSpec(
         "Breast cancer · random forest", breast_cancer, "random_forest",
         dict(n_estimators=100, max_depth=5),

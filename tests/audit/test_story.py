@@ -15,7 +15,7 @@ from core.rules import CounterfactualRules
 @pytest.fixture(scope="module")
 def credit_ws():
     df, target, model, *_ = demo_credit()
-    return build_workspace(df, target, model, name="credit")
+    return build_workspace(df, target, model, name="credit", protected=["sex"])   # the demo's protected attribute
 
 
 def test_story_statements_hold(credit_ws):
