@@ -7,7 +7,7 @@ testable from a script.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 
 from core.model.missing import SUFFIX
 from core.ruletext import conditions
-from core.shown import label_order, number_text
+from core.shown import approx_text, number_text, round_sig
 
 if TYPE_CHECKING:
     from core.model import TreeEnsemble
@@ -332,36 +332,78 @@ def fcca_curves_figure(curves: pd.DataFrame, Q: float):
     return fig
 
 
-def cost_figure(audit: Any, attribute: str):
-    """Recourse-cost distribution per group (box and points), rows with a recourse."""
-    rows = audit.rows
-    col = f"group:{attribute}"
-    fig = go.Figure()
-    for g in sorted(rows[col].astype(str).unique(), key=label_order):
-        v = rows.loc[(rows[col].astype(str) == g) & (rows["feasible"] == 1), "cost"].to_numpy(dtype=float)
-        fig.add_trace(go.Box(y=v, name=text(f"{attribute} = {g} (n={v.size})"), boxpoints="outliers", boxmean=True))
-    fig.update_layout(title=dict(text=f"Optimal recourse cost by {text(attribute)}", y=0.97, yanchor="top"),
-                      yaxis_title="cost (range-scaled)", height=400, showlegend=False, **_ROOM)
-    return fig
+def _nice_step(span: float, ticks: int = 4) -> float:
+    """A round tick step (1, 2 or 5 times a power of ten) giving about ``ticks`` ticks over ``span``."""
+    raw = max(span, 1e-12) / ticks
+    power = 10.0 ** np.floor(np.log10(raw))
+    return float(next(m * power for m in (1, 2, 5, 10) if m * power >= raw))
 
 
-def metric_figure(audit: Any, attribute: str, metric: str = "feasible"):
-    """A metric per group with its bootstrap interval."""
-    # Imported here, not at the top: core.audit's __init__ imports its report, which
-    # imports this module's figures, so a top-level import would leave core.figures
-    # half-loaded (no cost_figure yet) whenever it is imported before core.audit.
-    from core.audit.metrics import METRICS, SHARES
+def interval_chart_svg(labels: Sequence[str], values: Any, lo: Any, hi: Any, *, title: str, axis: str,
+                       share: bool = False, highlight: Sequence[bool] | None = None, width: int = 660) -> str:
+    """A dot-and-interval chart as inline SVG, for reports that must open and print
+    anywhere (no script, no font, no network): one line per label, its value as a dot,
+    its interval as a bar, the value and interval written at the right.
 
-    g = audit.groups[audit.groups["attribute"] == attribute]
-    if metric not in g:
-        return None
-    fig = go.Figure(go.Bar(x=[text(f"{attribute} = {v}") for v in g["group"]], y=g[metric],
-                           error_y=dict(type="data", symmetric=False, array=g[f"{metric}_hi"] - g[metric],
-                                        arrayminus=g[metric] - g[f"{metric}_lo"]),
-                           marker_color="#2f6fb0"))
-    fig.update_layout(title=dict(text=f"{METRICS[metric].label.capitalize()} by {text(attribute)} "
-                                      "(95% bootstrap interval)",
-                                 y=0.97, yanchor="top"), height=360, **_ROOM)
-    if metric in SHARES:
-        fig.update_layout(yaxis_tickformat=".0%", yaxis_range=[0, 1.05])
-    return fig
+    labels : the lines, top to bottom (escaped here); values, lo, hi : arrays of the
+    same length (NaN: no value, the line shows "–"); share : values are shares, read in
+    percent; highlight : lines drawn in the accent colour (e.g. the case's own group).
+    The axis spans 0 and every value and interval (differences may be negative; 0 is
+    drawn darker). Returns ``<figure>`` markup with the SVG and its title as caption;
+    the SVG has a ``<title>`` and ``role="img"`` for screen readers."""
+    import html as _html
+
+    v, a, b = (np.asarray(t, dtype=float).reshape(-1) for t in (values, lo, hi))
+    n = len(labels)
+    marks = np.array([False] * n if highlight is None else list(highlight), dtype=bool)
+    seen = np.concatenate([v, a, b, [0.0]])
+    seen = seen[np.isfinite(seen)]
+    low, top = float(seen.min()), float(seen.max())
+    if share:
+        low, top = min(low, 0.0), max(top, 1.0 if low >= 0 else top)
+    step = _nice_step(top - low if top > low else 1.0)
+    low = step * np.floor(low / step + 1e-9)
+    top = step * np.ceil(top / step - 1e-9) if top > low else low + step
+
+    def tick(t: float) -> str:
+        return f"{t:.0%}" if share else number_text(round_sig(t, 6))
+
+    def shown(t: float) -> str:
+        return (f"{t:.1%}" if share else approx_text(t, 3)) if np.isfinite(t) else "–"
+
+    label_w = int(min(max((len(str(s)) for s in labels), default=4) * 6.6 + 16, width * 0.42))
+    text_w = 170
+    x0, x1 = label_w, width - text_w
+    row_h, head, foot = 30, 14, 40
+    height = head + row_h * max(n, 1) + foot
+
+    def x(t: float) -> float:
+        return x0 + (x1 - x0) * min(max((t - low) / (top - low), 0.0), 1.0)
+
+    out = [f'<svg role="img" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" font-family="Helvetica,Arial,sans-serif" font-size="12">',
+           f"<title>{_html.escape(title)}</title>"]
+    for t in np.arange(low, top + step / 2, step):
+        gx, zero = x(t), abs(t) < step * 1e-6
+        out.append(f'<line x1="{gx:.1f}" y1="{head - 4}" x2="{gx:.1f}" y2="{head + row_h * n}" '
+                   f'stroke="{"#888" if zero else "#e3e3e3"}"/>')
+        out.append(f'<text x="{gx:.1f}" y="{head + row_h * n + 14}" text-anchor="middle" fill="#555">'
+                   f"{_html.escape(tick(0.0 if zero else t))}</text>")
+    out.append(f'<text x="{(x0 + x1) / 2:.1f}" y="{height - 6}" text-anchor="middle" fill="#333">'
+               f"{_html.escape(axis)}</text>")
+    for i, name in enumerate(labels):
+        cy = head + row_h * i + row_h / 2
+        colour = "#c0504d" if marks[i] else "#2f6fb0"
+        weight = ' font-weight="bold"' if marks[i] else ""
+        out.append(f'<text x="{x0 - 8}" y="{cy + 4:.1f}" text-anchor="end" fill="#222"{weight}>'
+                   f"{_html.escape(str(name))}</text>")
+        if np.isfinite(a[i]) and np.isfinite(b[i]):
+            out.append(f'<line x1="{x(a[i]):.1f}" y1="{cy:.1f}" x2="{x(b[i]):.1f}" y2="{cy:.1f}" '
+                       f'stroke="{colour}" stroke-width="3" stroke-linecap="round" opacity="0.55"/>')
+        if np.isfinite(v[i]):
+            out.append(f'<circle cx="{x(v[i]):.1f}" cy="{cy:.1f}" r="5.5" fill="{colour}"/>')
+        span = f" [{shown(a[i])}, {shown(b[i])}]" if np.isfinite(a[i]) and np.isfinite(b[i]) else ""
+        out.append(f'<text x="{x1 + 10}" y="{cy + 4:.1f}" fill="#222"{weight}>'
+                   f"{_html.escape(shown(v[i]) + span)}</text>")
+    out.append("</svg>")
+    return f'<figure class="chart">{"".join(out)}<figcaption>{_html.escape(title)}</figcaption></figure>'

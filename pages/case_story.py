@@ -15,7 +15,7 @@ from dashboard.widgets import row_picker, target_picker
 ws, ens, schema, names, X, pred = state.page_context(
     "Case story",
     "One case told from start to end for a presentation: the model's decision, the region around it where "
-    "the answer cannot change, the smallest change that gives the outcome you choose (proven optimal), a "
+    "the answer cannot change, the smallest change that gives the outcome you choose (with what it guarantees), a "
     "rule for cases like it, and how its group fares in the fairness audit of this page's data.")
 
 c1, c2, c3 = st.columns([1, 2, 1])
@@ -51,6 +51,6 @@ if got is not None:
         for p in paras:
             st.markdown(plain_bold(p, quoted))
     st.markdown("#### The case and its counterfactual")
-    st.dataframe(story.table, key="cs_table")
-    download(st, "Download the story (HTML)", story.to_html(), f"case-{story.row}.html", "text/html",
-                       key="cs_download")
+    st.dataframe(story.shown_table(), key="cs_table")
+    download(st, "Download the story (HTML)", story.to_html, f"case-{story.row}.html", "text/html",
+             key="cs_download", source=story)

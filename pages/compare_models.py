@@ -26,7 +26,7 @@ from dashboard.history import owner as history_owner
 from dashboard.history import show_gap_comparison
 from dashboard.history import store as history_store
 from dashboard.ui import cluster_setting, download, plain, user_errors
-from dashboard.widgets import protected_picker, row_picker
+from dashboard.widgets import favourable_picker, protected_picker, row_picker
 
 K = state.Keys
 ws, ens, schema, names, X, pred = state.page_context(
@@ -102,27 +102,34 @@ if held is None or held["key"] != ws.key:
     st.stop()
 wb = held["ws"]
 ens_b = wb.ensemble
-st.markdown(f"**Model A** · {plain(ws.name)} · {plain(ens.source)} · {ens.n_trees} trees  \n"
-            f"**Model B** · {plain(wb.name)} · {plain(ens_b.source)} · {ens_b.n_trees} trees")
+
+
+def _what(w) -> str:
+    return (f"{plain(w.ensemble.source)} · {w.ensemble.n_trees} trees" if w.model_kind == "tree_ensemble"
+            else plain(w.kind_text))
+
+
+def _sides(w) -> dict:
+    """Model A's or B's arguments of the comparison: the model as its kind is analysed."""
+    return {"ens": w.linear if w.linear is not None else w.ensemble, "model": w.model, "surrogate": w.surrogate}
+
+
+st.markdown(f"**Model A** · {plain(ws.name)} · {_what(ws)}  \n**Model B** · {plain(wb.name)} · {_what(wb)}")
+sa, sb = _sides(ws), _sides(wb)
 
 c1, c2 = st.columns(2)
 protected = protected_picker(c1, schema, "cm_protected", "Groups for the per-group figures; held fixed in every "
                              "recourse.")
-if ens.is_classifier:
-    classes = list(ens.classes)
-    target = c2.selectbox("Favourable outcome", classes, index=len(classes) - 1, key="cm_target",
-                          format_func=ws.outcome_text)
-else:
-    target = (float(np.median(pred)), float(np.inf))
-    c2.caption(f"Favourable: prediction at least the median of model A's, {ws.outcome_text(target[0])}.")
+target = favourable_picker(c2, ens, pred, "cm", reference="the median of model A's")
 if not protected:
     st.info("Choose at least one protected attribute.")
     st.stop()
 
-result_key = (ws.key, ens_b.content_hash(), str(target), tuple(protected))
+result_key = (ws.key, wb.key, str(target), tuple(protected))
 with user_errors("The decisions could not be compared"):
     quick = session_cached("cm_decisions", result_key, lambda: compare_models(
-        ens, ens_b, X, schema=schema, target=target, protected=protected, invalidation=False))
+        sa["ens"], sb["ens"], X, schema=schema, target=target, protected=protected, invalidation=False,
+        model_a=sa["model"], model_b=sb["model"], surrogate_a=sa["surrogate"], surrogate_b=sb["surrogate"]))
     st.subheader("Agreement of decisions")
     overall = quick.agreement.iloc[0]
     m = st.columns(3)
@@ -141,7 +148,7 @@ with user_errors("The decisions could not be compared"):
             view = ws.analyst_view(X[rows_f], list(rows_f))
             view.insert(0, "row", rows_f)
             view.insert(1, "model A", [ws.outcome_text(v) for v in pred[rows_f]])
-            view.insert(2, "model B", [ws.outcome_text(v) for v in ens_b.predict(X[rows_f])])
+            view.insert(2, "model B", [ws.outcome_text(v) for v in wb.predict(X[rows_f])])
             st.dataframe(view, hide_index=True, key="cm_flips")
 
 st.subheader("Recourse invalidation")
@@ -164,9 +171,10 @@ if st.button(f"Study {min(max_rows, unfavourable):,} rows", type="primary", key=
 
     with user_errors("The study could not be run"):
         try:
-            c = compare_models(ens, ens_b, X, schema=schema, target=target, protected=protected,
+            c = compare_models(sa["ens"], sb["ens"], X, schema=schema, target=target, protected=protected,
                                max_rows=max_rows, time_limit=float(limit), n_jobs=jobs, scheduler=address,
-                               model_a=ws.model, model_b=wb.model, progress=show,
+                               model_a=sa["model"], model_b=sb["model"], surrogate_a=sa["surrogate"],
+                               surrogate_b=sb["surrogate"], progress=show,
                                provenance={"data_name": ws.name, "model_a_name": ws.name, "model_b_name": wb.name,
                                            "data_sha256_file": ws.data_sha256, "model_a_sha256": ws.model_sha256,
                                            "model_b_sha256": wb.model_sha256, "class_names": ws.class_names})
@@ -226,8 +234,10 @@ if st.button("Audit both models", key="cm_audit_go"):
         kw = dict(schema=schema, target=target, protected=protected, max_rows=max_rows, time_limit=float(limit),
                   n_jobs=jobs, scheduler=address, tcrex=False, local_rules_per_group=0, scan=False,
                   n_boot=500, n_perm=1000, y=ws.y, data_name=ws.name, class_names=ws.class_names)
-        audit_a = run_audit(ens, X, model=ws.model, model_sha256=ws.model_sha256, **kw)
-        audit_b = run_audit(ens_b, X, model=wb.model, model_sha256=wb.model_sha256, **kw)
+        on_a, extra_a = ws.query_model()
+        on_b, extra_b = wb.query_model()
+        audit_a = run_audit(on_a, X, model_sha256=ws.model_sha256, **extra_a, **kw)
+        audit_b = run_audit(on_b, X, model_sha256=wb.model_sha256, **extra_b, **kw)
         st.session_state["cm_audits"] = {"key": result_key, "a": audit_a, "b": audit_b}
 audits = st.session_state.get("cm_audits")
 if audits is not None and audits["key"] == result_key:
@@ -265,5 +275,7 @@ with user_errors("The regions could not be computed"), st.spinner("Computing exa
     for col, e, label in ((left, ens, "Model A"), (right, ens_b, "Model B")):
         rs = slice_regions(e, x_slice, (fa, fb), bounds={fa: view[0], fb: view[1]}, max_regions=2000,
                            time_limit=20.0)
-        fig = regions_figure(rs.regions, e, (fa, fb), view, x=x, title=f"{label}: slice through row {row}")
+        w = ws if label == "Model A" else wb
+        title = f"{label}: slice through row {row}" + ("" if w.model_kind == "tree_ensemble" else " (its surrogate)")
+        fig = regions_figure(rs.regions, e, (fa, fb), view, x=x, title=title)
         col.plotly_chart(fig, key=f"cm_regions_{label}")

@@ -126,7 +126,7 @@ with tab_local:
             text = rule_text(rule.features, alt.lower, alt.upper, names, groups)
             st.markdown(f"**Alternative {k}** (CRP {alt.crp:.2f}): {plain(text)}")
         st.markdown("**Counterfactual samples** inside the rule (the most plausible found; each fed back to the model)")
-        out = ens.predict(samples)
+        out = ws.predict(samples)
         table = ws.analyst_view(samples, [g_row] * len(samples))   # the analyst's columns, raw units
         before = ws.analyst_view(X[g_row][None, :], [g_row]).iloc[0]
         changed = [c for c in table.columns if any(str(v) != str(before[c]) for v in table[c])]

@@ -6,13 +6,14 @@ import numpy as np
 import streamlit as st
 
 from core.audit import Audit, run_audit
+from core.audit.figures import cost_figure, metric_figure
 from core.audit.report import fairness_tables, group_table, subgroup_table, tests_table
-from core.figures import cost_figure, metric_figure
+from core.counterfactual import at_target
 from core.intake.csvsafe import to_csv
 from dashboard import state
 from dashboard.history import remember
 from dashboard.ui import cluster_setting, download, plain, user_errors
-from dashboard.widgets import protected_picker
+from dashboard.widgets import favourable_picker, protected_picker
 
 ws, ens, schema, names, X, pred = state.page_context(
     "Fairness audit",
@@ -28,16 +29,8 @@ with tab_run:
     protected = protected_picker(st, schema, "fa_protected", "Preset from the feature settings (Data & model "
                                  "page). A one-hot group is one attribute; a numerical one is cut into quartiles.")
     c1, c2, c3 = st.columns(3)
-    if ens.is_classifier:
-        classes = list(ens.classes)
-        target = c1.selectbox("Favourable outcome", classes, index=len(classes) - 1, key="fa_target",
-                              format_func=ws.outcome_text)
-        unfavourable = int(np.sum(pred != target))
-    else:
-        lo_t = float(np.median(pred))
-        target = (lo_t, float(np.inf))
-        c1.caption(f"Favourable: prediction ≥ the median, {lo_t:.4g}.")
-        unfavourable = int(np.sum(pred < lo_t))
+    target = favourable_picker(c1, ens, pred, "fa")
+    unfavourable = int(np.sum(~at_target(ens, target, pred)))
     max_rows = int(c2.number_input("At most this many rows", 10, 20000, min(300, max(10, unfavourable)), 10,
                                    key="fa_rows", help=f"{unfavourable:,} rows have an unfavourable decision; "
                                    "a seeded random sample of them is audited."))
@@ -69,10 +62,11 @@ with tab_run:
             bar.progress(min(1.0, a + (b - a) * done / max(total, 1)), text=f"{stage}: {done} of {total}")
 
         with user_errors("The audit could not be run"):
-            audit = run_audit(ens, X, schema=schema, target=target, protected=protected, max_rows=max_rows,
+            solve_on, extra = ws.query_model()
+            audit = run_audit(solve_on, X, schema=schema, target=target, protected=protected, max_rows=max_rows,
                               time_limit=float(limit), n_jobs=jobs, scheduler=address,
                               n_boot=n_boot, n_perm=n_perm, alpha=alpha, tcrex=use_tcrex,
-                              local_rules_per_group=local, model=ws.model, data_sha256=ws.data_sha256,
+                              local_rules_per_group=local, **extra, data_sha256=ws.data_sha256,
                               model_sha256=ws.model_sha256, data_name=ws.name, progress=show, y=ws.y,
                               class_names=ws.class_names)
             st.session_state["fa_result"] = {"key": KEY, "audit": audit, "source": "run"}

@@ -47,6 +47,10 @@ with st.form("fcca_form"):
 
 y_used = ws.y.to_numpy() if label_src == "labels in the data" else pred
 cluster = session_cluster()
+if ws.model_kind != "tree_ensemble":
+    st.caption("FCCA's thresholds are the splits its counterfactuals cross, so they are computed on the model's "
+               f"tree-ensemble surrogate (agreement {100 * ws.surrogate.fidelity:.1f}% on held-out rows): they are "
+               "the surrogate's thresholds, exact for it, not proven for the model.")
 if cluster:
     st.caption(f"Counterfactuals run on the Dask cluster at {cluster} (set on the Fairness audit page; clear it "
                "there to run on this machine).")
@@ -154,7 +158,13 @@ download(e2, f"Discretised data at Q={Q:.2f} (CSV)", discretised_csv, "fcca_disc
 download(e3, "Counterfactual pairs (CSV)", lambda: to_csv(res.pairs_frame()), "fcca_pairs.csv",
                    "text/csv", key="fcca_dl_p", source=res)
 if tree is not None:
-    download(e4, "Tree (JSON)", json.dumps({
-        "Q": Q, "method": tree.method, "depth": depth, "accuracy": tree.accuracy, "fidelity": tree.fidelity,
-        "text": tree.to_text(), "graphviz": tree.to_graphviz(), "fcca": {**res.params, **res.summary()}},
-        indent=2, default=str), "fcca_tree.json", "application/json", key="fcca_dl_tree")
+    fitted = tree
+
+    def tree_json() -> str:    # built once per tree (Q, method, depth), kept with the result
+        return json.dumps({
+            "Q": Q, "method": fitted.method, "depth": depth, "accuracy": fitted.accuracy, "fidelity": fitted.fidelity,
+            "text": fitted.to_text(), "graphviz": fitted.to_graphviz(), "fcca": {**res.params, **res.summary()}},
+            indent=2, default=str)
+
+    download(e4, "Tree (JSON)", tree_json, "fcca_tree.json", "application/json", key="fcca_dl_tree", source=res,
+             token=(round(float(Q), 4), method, depth))

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.counterfactual import at_target
+from core.counterfactual import at_target, default_target, favourable_default
 from core.figures import counterfactual_changes_figure, counterfactual_table
 from core.intake.columns import (
     MISSING,
@@ -31,8 +31,9 @@ from dashboard.widgets import column_picker, row_picker, target_picker
 
 ws, ens, schema, names, X, pred = state.page_context(
     "Optimal counterfactual",
-    "The cheapest change of a row that gives the outcome you choose, found by a mixed-integer "
-    "model of the whole ensemble (OCEAN) and proven optimal. Distances are measured on each feature "
+    "The cheapest change of a row that gives the outcome you choose: for a tree ensemble found by a "
+    "mixed-integer model of the whole ensemble (OCEAN) and proven optimal, for a linear model by a MILP on its "
+    "score, for any other model through its surrogate and checked on the model. Distances are measured on each feature "
     "divided by its range, and switching category counts as one change; actionability comes from "
     "the feature settings.")
 
@@ -147,17 +148,20 @@ def _show(result, container):
     with container.container():
         status = result.status
         raw = ws.raw_changes(result.x_query, result.x, _row_of(result.x_query)) if result.found else None
-        if result.found and status == "optimal":
+        g = result.guarantee
+        if result.found:
             n_changed = int(raw["changed"].sum())
-            st.success(f"Optimal counterfactual: cost {result.cost:.4g}, {n_changed} column"
-                       f"{'s' * (n_changed != 1)} changed.")
-        elif result.found:
-            st.warning(plain(result.message) if result.message else
-                       f"Best valid counterfactual so far (cost {result.cost:.4g}); optimality not proven yet.")
+            what = {"proven_optimal": "Optimal counterfactual", "valid_on_model": "Counterfactual valid on the model"
+                    }.get(g.kind if g is not None else "", "Best valid counterfactual so far")
+            say = st.success if g is not None and g.kind in ("proven_optimal", "valid_on_model") else st.warning
+            say(f"{what}: cost {result.cost:.4g}, {n_changed} column{'s' * (n_changed != 1)} changed."
+                + (f" {plain(result.message)}" if result.message and say is st.warning else ""))
         elif status == "infeasible":
             st.error(plain(result.message))
         else:
             st.error(plain(result.message or "No counterfactual was found."))
+        if g is not None:
+            st.caption(f"What this answer guarantees: {plain(g.text())}")
         if result.params.get("notice"):
             st.info(plain(result.params["notice"]))
         m = st.columns(5)
@@ -190,7 +194,7 @@ with tab_one:
                 + (f" · label in the data: **{plain(ws.outcome_text(ws.y.iloc[row]))}**" if ws.y is not None else ""))
     with st.expander("What-if: edit the row before asking"):
         x = _what_if(row)
-    x_pred = ens.predict(x[None, :])[0]
+    x_pred = ws.predict(x[None, :])[0]
     target = _target_widget("ocf", x_pred)
     with st.form("ocf_form"):
         kwargs, plaus = _settings("ocf")
@@ -202,8 +206,11 @@ with tab_one:
         with user_errors("The counterfactual could not be computed"):
             pl = _plausibility(target) if plaus else None
             box.info("Searching…")
-            res = optimal_counterfactual(ens, x, target, plausibility=pl, n_solutions=int(k), X_ref=X,
-                                         model=ws.model, on_progress=lambda r: _show(r, box), **kwargs)
+            solve_on, extra = ws.query_model()
+            if ws.model_kind != "tree_ensemble":
+                kwargs.pop("backend", None)
+            res = optimal_counterfactual(solve_on, x, target, plausibility=pl, n_solutions=int(k), X_ref=X,
+                                         on_progress=lambda r: _show(r, box), **extra, **kwargs)
             st.session_state["ocf_result"] = res
     res = st.session_state.get("ocf_result")
     if res is not None:
@@ -226,15 +233,18 @@ with tab_batch:
     choices = list(ens.classes) if ens.is_classifier else None
     if ens.is_classifier:
         b1, b2, b3 = st.columns(3)
-        from_cls = b1.selectbox("Rows predicted as", choices, key="ocb_from", format_func=ws.outcome_text)
-        to_cls = b2.selectbox("Target outcome", choices, index=min(1, len(choices) - 1), key="ocb_to",
+        favourable = favourable_default(ens, pred)
+        from_cls = b1.selectbox("Rows predicted as", choices, index=choices.index(default_target(ens, pred, favourable)),
+                                key="ocb_from", format_func=ws.outcome_text)
+        to_cls = b2.selectbox("Target outcome", choices, index=choices.index(favourable), key="ocb_to",
                               format_func=ws.outcome_text)
         n_rows = int(b3.number_input("How many rows", 1, 5000, 20, key="ocb_n"))
-        rows = np.flatnonzero(pred == from_cls)[:n_rows]
+        rows = np.flatnonzero(at_target(ens, from_cls, pred))[:n_rows]
         targets = [to_cls] * len(rows)
     else:
-        rows = np.arange(min(20, len(X)))
-        targets = [_target_widget("ocb", None)] * len(rows)
+        target_b = _target_widget("ocb", None)
+        rows = np.flatnonzero(~at_target(ens, target_b, pred))[:20]     # the first 20 rows not yet at it
+        targets = [target_b] * len(rows)
     with st.form("ocb_form"):
         kwargs_b, plaus_b = _settings("ocb")
         jobs = st.number_input("Parallel processes", 1, 8, 1, key="ocb_jobs")
@@ -245,9 +255,12 @@ with tab_batch:
             pl = _plausibility(targets[0]) if plaus_b else None
             kwargs_b["time_limit"] = float(kwargs_b["time_limit"])
             cluster = session_cluster()
+            solve_on, extra = ws.query_model()
+            if ws.model_kind != "tree_ensemble":
+                kwargs_b.pop("backend", None)
             results = batch_counterfactuals(
-                ens, X[rows], targets, n_jobs=int(jobs), plausibility=pl, X_ref=X, scheduler=cluster,
-                progress=lambda d, t: bar.progress(d / t, text=f"{d} of {t} rows"), **kwargs_b)
+                solve_on, X[rows], targets, n_jobs=int(jobs), plausibility=pl, X_ref=X, scheduler=cluster,
+                progress=lambda d, t: bar.progress(d / t, text=f"{d} of {t} rows"), **extra, **kwargs_b)
             st.session_state["ocb_results"] = _batch_table(rows, results)
     table_b = st.session_state.get("ocb_results")
     if table_b is not None:

@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.audit.figures import cost_figure, metric_figure
 from core.audit.metrics import METRICS
 from core.audit.report import audit_html, extract_audit_json, group_table, tests_table
 from core.errors import AuditError
-from core.figures import cost_figure, metric_figure
 from core.intake.csvsafe import to_csv
 
 __all__ = ["Audit"]

@@ -23,12 +23,13 @@ from core.audit.groupfair import group_fairness
 from core.audit.result import Audit
 from core.audit.stats import _statistics, group_labels, protected_attributes, summarise
 from core.audit.subgroups import scan_subgroups
-from core.counterfactual import check_schema, make_target
+from core.counterfactual import at_target, check_schema, make_target
 from core.errors import AuditCancelled, AuditError, QueryError
 from core.intake.columns import analyst_columns, recourse_frame
-from core.intake.models import from_model
-from core.model import TreeEnsemble
-from core.model.features import as_table, closest_names, feature_index, missing_as_states, names_text
+from core.model import LinearModel, TreeEnsemble, as_model
+from core.model.features import as_table, closest_names, feature_index, names_text
+from core.model.missing import missing_as_states
+from core.model.native import model_input
 from core.optimal.batch import batch_counterfactuals
 from core.rules import CounterfactualRules
 from core.schema import Schema, with_missing_states
@@ -46,6 +47,7 @@ from core.settings import (
     validated,
 )
 from core.shown import outcome_text
+from core.surrogate import Surrogate
 from core.tcrex import TCREx
 
 __all__ = ["run_audit", "AuditSettings", "Provenance", "package_versions", "REPORT_PACKAGES"]
@@ -131,6 +133,8 @@ class _Run:
     should_stop: Callable[[], bool] | None
     notes: list[str]
     timings: dict[str, float]
+    surrogate: Surrogate | None = None
+    answer: Callable[[np.ndarray], np.ndarray] | None = None
 
     def stop(self) -> bool:
         return self.should_stop is not None and bool(self.should_stop())
@@ -163,7 +167,7 @@ def run_audit(ensemble: Any, X: Any, *, schema: Schema, target: Any, protected: 
               budget: float | None = None, data_name: str = "", data_sha256: str = "", model_sha256: str = "",
               class_names: Mapping[str, str] | None = None,
               progress: Callable[[str, int, int], None] | None = None,
-              should_stop: Callable[[], bool] | None = None) -> Audit:
+              should_stop: Callable[[], bool] | None = None, surrogate: Surrogate | None = None) -> Audit:
     """Audit recourse across the groups of the protected attribute(s).
 
     Parameters
@@ -172,7 +176,7 @@ def run_audit(ensemble: Any, X: Any, *, schema: Schema, target: Any, protected: 
     X : the data (DataFrame, read by name, or array in the model's feature order). Missing
         values (NaN), when the model routes them, are one more state of their column, as in the
         app: each feature missing somewhere gets an "is missing" column after the features
-        (:func:`core.model.features.missing_as_states`; decrease-only, cost weight 0, protected
+        (:func:`core.model.missing.missing_as_states`; decrease-only, cost weight 0, protected
         and fixed with its feature), and the audit's rows and counterfactuals have those columns too.
     schema : core.schema.Schema (kinds, ranges, actionability, weights, protected flags).
     target : the favourable outcome: a class, or an interval (lo, hi) for a regressor.
@@ -194,6 +198,10 @@ def run_audit(ensemble: Any, X: Any, *, schema: Schema, target: Any, protected: 
     data_name, data_sha256, model_sha256, class_names : where the data and model came from, for
         the report (the analyst's names of the classes).
     progress : progress(stage, done, total); should_stop : polled; True cancels (AuditCancelled).
+    surrogate : with a model that is not read exactly (``model``, e.g. a BlackBoxModel), its
+        surrogate (:func:`core.surrogate.distill`): the rows' decisions are the model's own, and
+        each recourse is solved on the surrogate and checked (and repaired) on the model; only
+        recourses valid on the model count. ``ensemble`` may also be a linear model, solved exactly.
 
     Examples
     --------
@@ -212,7 +220,7 @@ def run_audit(ensemble: Any, X: Any, *, schema: Schema, target: Any, protected: 
                       min_subgroup=min_subgroup, budget=budget)
     prov = Provenance(data_name=data_name, data_sha256=data_sha256, model_sha256=model_sha256,
                       class_names=dict(class_names or {}))
-    run = _prepare(ensemble, X, schema, target, protected, rows, y, s, model, progress, should_stop)
+    run = _prepare(ensemble, X, schema, target, protected, rows, y, s, model, progress, should_stop, surrogate)
     table, cfs = _recourse_stage(run)
     rules_table = _tcrex_stage(run, table)
     _local_rules_stage(run, table)
@@ -222,9 +230,25 @@ def run_audit(ensemble: Any, X: Any, *, schema: Schema, target: Any, protected: 
                  fairness=gf.by_group, disparities=gf.disparities, subgroups=sub)
 
 
-def _prepare(ensemble, X, schema, target, protected, rows, y, s: AuditSettings, model, progress, should_stop) -> _Run:
+def _answers(ens: Any, model: Any, surrogate: Surrogate | None) -> Callable[[np.ndarray], np.ndarray]:
+    """The model's own decisions on rows of the audit's view: a tree ensemble's or a linear
+    model's, or a model known by its answers (never its surrogate's)."""
+    if surrogate is not None:
+        return lambda A: model.predict(model_input(ens, A))
+    return ens.predict
+
+
+def _prepare(ensemble, X, schema, target, protected, rows, y, s: AuditSettings, model, progress, should_stop,
+             surrogate=None) -> _Run:
     """Check the inputs and resolve the rows, groups and fixed columns of the audit."""
-    ens = ensemble if isinstance(ensemble, TreeEnsemble) else from_model(ensemble)
+    if surrogate is not None:
+        if model is None:
+            raise AuditError("A surrogate is given without the model it stands for: pass model= as well.")
+        ens = surrogate.ensemble
+    elif isinstance(ensemble, (TreeEnsemble, LinearModel)):
+        ens = ensemble
+    else:
+        ens = as_model(ensemble)
     if ens.task == "anomaly":
         raise AuditError("An anomaly detector makes no decision to audit; load a classifier or regressor.")
     if schema is None:
@@ -238,7 +262,10 @@ def _prepare(ensemble, X, schema, target, protected, rows, y, s: AuditSettings, 
         if y_arr.ndim != 1 or len(y_arr) != len(A):
             raise AuditError(f"y has shape {y_arr.shape}; the data has {len(A)} rows: give one label per row "
                              "(or y=None).")
-    ens, A, _ = missing_as_states(ens, A, error=AuditError)     # missing values: one more state of a column
+    if isinstance(ens, TreeEnsemble) and surrogate is None:
+        ens, A, _ = missing_as_states(ens, A, error=AuditError)     # missing values: one more state of a column
+    answer = _answers(ens, model, surrogate)
+    decided = answer(A)
     schema = with_missing_states(schema, ens)
     names = list(ens.feature_names)
     attrs = protected_attributes(schema, protected)
@@ -249,7 +276,7 @@ def _prepare(ensemble, X, schema, target, protected, rows, y, s: AuditSettings, 
     except QueryError as exc:
         raise AuditError(str(exc)) from None
     if rows is None:
-        rows_all = np.flatnonzero(~tgt.holds(ens, A))
+        rows_all = np.flatnonzero(~at_target(ens, target, decided))
         if rows_all.size == 0:
             raise AuditError(f"Every row already gets {tgt.describe()}: there is no unfavourable decision to audit.")
     else:
@@ -268,8 +295,9 @@ def _prepare(ensemble, X, schema, target, protected, rows, y, s: AuditSettings, 
     fixed = sorted({j for cols in attrs.values() for j in cols})                # protected: held fixed
     immutable = sorted(set(fixed) | {j for j, f in enumerate(schema.features) if f.actionability == "fixed"})
     labels = {a: group_labels(A, names, cols, a) for a, cols in attrs.items()}
-    return _Run(ens, A, names, schema, s, tgt, target if tgt.kind == "interval" else tgt.label, ens.predict(A),
-                attrs, rows_all, fixed, immutable, labels, rng, model, progress, should_stop, [], {})
+    return _Run(ens, A, names, schema, s, tgt, target if tgt.kind == "interval" else tgt.label, decided,
+                attrs, rows_all, fixed, immutable, labels, rng, model, progress, should_stop, [], {},
+                surrogate=surrogate, answer=answer)
 
 
 def _protected(schema: Schema, protected: Any) -> list[str] | None:
@@ -303,7 +331,7 @@ def _recourse_stage(run: _Run) -> tuple[pd.DataFrame, np.ndarray]:
         run.ens, run.A[rows], [run.target_value] * rows.size, n_jobs=s.n_jobs, scheduler=s.scheduler,
         chunk_size="auto", progress=lambda d, t: run.report("recourse", d, t), should_stop=run.stop,
         schema=run.schema, norm=s.norm, fixed=run.immutable, time_limit=float(s.time_limit), X_ref=run.A,
-        model=run.model)
+        model=run.model, **({"surrogate": run.surrogate} if run.surrogate is not None else {}))
     if run.stop() or any(r is None for r in results):
         raise AuditCancelled("The audit was cancelled; nothing was kept.")
     recs = []
@@ -383,7 +411,8 @@ def _local_rules_stage(run: _Run, table: pd.DataFrame) -> None:
             try:
                 rule = cr.local_rule(x, run.target_value, fixed=run.immutable)
                 samples = cr.sample_counterfactuals(x, rule, n=5)
-                table.at[p, "local_correctness"] = float(np.mean(run.tgt.holds(run.ens, samples)))
+                table.at[p, "local_correctness"] = float(np.mean(at_target(run.ens, run.target_value,
+                                                                           run.answer(samples))))
                 table.at[p, "local_rule"] = rule.to_text(run.names, run.groups) + (
                     f" (below pi_C: CRP {rule.crp:.2f})" if rule.below_pi_c else "")
             except ValueError:
@@ -429,8 +458,9 @@ def _meta(run: _Run, table: pd.DataFrame, prov: Provenance, sub: pd.DataFrame | 
         "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "data": {"name": prov.data_name, "sha256": prov.data_sha256 or _array_sha(run.A), "rows": int(len(run.A)),
                  "columns": names},
-        "model": {"sha256": prov.model_sha256, "source": run.ens.source, "trees": run.ens.n_trees,
-                  "task": run.ens.task},
+        "model": {"sha256": prov.model_sha256, "source": _source(run), "kind": _kind(run),
+                  "trees": getattr(run.ens, "n_trees", None), "task": run.ens.task,
+                  **({} if run.surrogate is None else {"surrogate": run.surrogate.to_dict()})},
         "class_names": dict(prov.class_names),
         "parameters": {"target": ([float(v) for v in run.target_value] if isinstance(run.target_value, tuple)
                                else outcome_text(run.target_value)),
@@ -449,6 +479,14 @@ def _meta(run: _Run, table: pd.DataFrame, prov: Provenance, sub: pd.DataFrame | 
         "notes": run.notes,
         "statuses": table["status"].value_counts().to_dict(),
     }
+
+
+def _kind(run: _Run) -> str:
+    return "black_box" if run.surrogate is not None else getattr(run.ens, "kind", "tree_ensemble")
+
+
+def _source(run: _Run) -> str:
+    return str(getattr(run.model, "source", run.ens.source)) if run.surrogate is not None else run.ens.source
 
 
 def _array_sha(A: np.ndarray) -> str:

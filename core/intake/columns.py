@@ -398,7 +398,9 @@ def result_record(columns: Sequence[Column], res: CounterfactualResult, names: S
     alternatives the same way, nested."""
     x = res.x if res.found else None
     return {
-        "status": res.status, "proven_optimal": res.status == "optimal" and res.found, "valid": res.valid,
+        "status": res.status, "proven_optimal": bool(res.found and res.guarantee is not None
+                                                     and res.guarantee.kind == "proven_optimal"),
+        "guarantee": None if res.guarantee is None else res.guarantee.to_dict(), "valid": res.valid,
         "cost": _finite(res.cost), "gap": _finite(res.gap), "lower_bound": _finite(res.lower_bound),
         "solve_time_s": round(float(res.solve_time), 4), "backend": res.backend, "message": res.message,
         "prediction": _json_ready(res.prediction),

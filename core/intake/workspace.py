@@ -328,6 +328,18 @@ class Workspace:
                               "load a schema saved for this model.")
         return replace(self, schema=schema)
 
+    def query_model(self) -> tuple[Any, dict[str, Any]]:
+        """What :func:`core.optimal.optimal_counterfactual` (and the batch, the audit, the
+        story) solve for this workspace, and the keyword arguments that go with it: the
+        tree ensemble with the original model for the re-checks; the linear model itself,
+        exactly; or the surrogate's view with the model and its surrogate (checked and
+        repaired on the model)."""
+        if self.model_kind == "linear":
+            return self.linear, {"model": self.model}
+        if self.model_kind == "black_box":
+            return self.ensemble, {"model": self.model, "surrogate": self.surrogate}
+        return self.ensemble, {"model": self.model}
+
     def with_protected(self, names: Sequence[str]) -> "Workspace":
         """The workspace with the analyst's columns ``names`` (a one-hot or categorical
         column by its name, as :attr:`columns` names them) marked protected and held

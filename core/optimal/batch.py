@@ -39,11 +39,13 @@ import numpy as np
 from joblib.externals.loky.backend import get_context
 
 from core.errors import ClusterError, QueryError
-from core.model import as_ensemble
-from core.model.features import as_table, feature_indices, missing_as_states
+from core.model import LinearModel, as_ensemble
+from core.model.features import as_table, feature_indices
+from core.model.missing import missing_as_states
 from core.optimal import optimal_counterfactual
 from core.schema import with_missing_states
 from core.settings import N_JOBS, n_jobs_setting, scheduler_setting, validated
+from core.surrogate.repair import checked_counterfactual
 
 __all__ = ["map_rows", "batch_counterfactuals", "connect", "ClusterError", "POOL_OWNER", "release_pools"]
 
@@ -343,7 +345,7 @@ def batch_counterfactuals(ensemble: Any, X: np.ndarray, targets: Iterable[Any], 
 
     Rows may have missing values (NaN) when the model routes them (HistGradientBoosting,
     XGBoost, LightGBM): they are read as the app reads them
-    (:func:`core.model.features.missing_as_states`), one "is missing" column per
+    (:func:`core.model.missing.missing_as_states`), one "is missing" column per
     feature missing somewhere appended after the features, the value column holding
     the feature's median (of ``X_ref`` when given, else of ``X``). Every result then
     has those columns too (``x[d + k]`` is 1 where the k-th such feature stays
@@ -354,15 +356,66 @@ def batch_counterfactuals(ensemble: Any, X: np.ndarray, targets: Iterable[Any], 
     Each solve uses one solver thread when rows run in parallel, so results do
     not depend on ``n_jobs``.
     """
+    kwargs = dict(kwargs)
+    if kwargs.get("surrogate") is not None:
+        return _through_surrogate(X, targets, n_jobs, progress, should_stop, scheduler, chunk_size, kwargs)
+    if isinstance(ensemble, LinearModel):       # exact, picklable, no missing states: row by row as given
+        X = as_table(X, ensemble.feature_names, error=QueryError, min_rows=0)
+        kwargs.setdefault("n_workers", 1)
+        return map_rows(partial(_one_cf, ensemble=ensemble, kwargs=kwargs), list(zip(X, _targets(targets, len(X)))),
+                        n_jobs=n_jobs, progress=progress, should_stop=should_stop, chunk_size=chunk_size,
+                        scheduler=scheduler)
     ens = as_ensemble(ensemble)
     X = as_table(X, ens.feature_names, error=QueryError, missing=True, min_rows=0)
     targets = _targets(targets, len(X))
-    kwargs = dict(kwargs)
     ens, X = _missing_door(ens, X, kwargs)
     kwargs.setdefault("n_workers", 1 if (n_jobs != 1 or scheduler) else kwargs.get("n_workers", 2))
     fn = partial(_one_cf, ensemble=ens, kwargs=kwargs)
     return map_rows(fn, list(zip(X, targets)), n_jobs=n_jobs, progress=progress, should_stop=should_stop,
                     chunk_size=chunk_size, scheduler=scheduler)
+
+
+class _Seeded:
+    """A solver whose first answer is known (solved in the pool): it is returned once, then
+    every later call (a refitted surrogate's query) solves anew."""
+
+    def __init__(self, first: Any):
+        self.first = first
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        first, self.first = self.first, None
+        return first if first is not None else optimal_counterfactual(*args, **kwargs)
+
+
+def _through_surrogate(X: Any, targets: Any, n_jobs: int, progress: Callable[[int, int], None] | None,
+                       should_stop: Callable[[], bool] | None, scheduler: Any, chunk_size: int | str,
+                       kwargs: dict[str, Any]) -> list[Any]:
+    """Any other model (``model`` with its ``surrogate``): each row's query solved on the
+    surrogate in the pool (the model cannot leave its worker), then checked and repaired on
+    the model here, row by row (:func:`core.surrogate.repair.checked_counterfactual` with
+    the pool's answer as its first solve). ``progress`` counts both passes."""
+    model, surrogate = kwargs.pop("model", None), kwargs.pop("surrogate")
+    if model is None:
+        raise QueryError("A surrogate is given without the model it stands for: pass model= as well.")
+    ens = surrogate.ensemble
+    X = as_table(X, ens.feature_names, error=QueryError, min_rows=0)
+    targets = _targets(targets, len(X))
+    solve_kw = {k: v for k, v in kwargs.items() if k not in ("on_progress",)}
+    solve_kw.setdefault("n_workers", 1 if (n_jobs != 1 or scheduler) else 2)
+    n = len(X)
+    first = map_rows(partial(_one_cf, ensemble=ens, kwargs=solve_kw), list(zip(X, targets)), n_jobs=n_jobs,
+                     progress=None if progress is None else (lambda d, t: progress(d, 2 * t)),
+                     should_stop=should_stop, chunk_size=chunk_size, scheduler=scheduler)
+    out = []
+    keep = ("schema", "norm", "weights", "fixed", "increase_only", "decrease_only", "time_limit", "X_ref", "n_workers")
+    for i, (x, t) in enumerate(zip(X, targets)):
+        if should_stop is not None and should_stop():
+            break
+        out.append(checked_counterfactual(model, x, t, surrogate=surrogate, solve=_Seeded(first[i]),
+                                          **{k: v for k, v in solve_kw.items() if k in keep}))
+        if progress is not None:
+            progress(n + i + 1, 2 * n)
+    return out
 
 
 def _targets(targets: Any, n: int) -> list[Any]:
@@ -377,7 +430,7 @@ def _targets(targets: Any, n: int) -> list[Any]:
 
 
 def _missing_door(ens: Any, X: np.ndarray, kwargs: dict[str, Any]) -> tuple[Any, np.ndarray]:
-    """Rows with missing values read as the app reads them (:func:`core.model.features.missing_as_states`):
+    """Rows with missing values read as the app reads them (:func:`core.model.missing.missing_as_states`):
     the ensemble, the rows, the reference rows, the schema and the weights widened by
     one "is missing" column per feature missing somewhere, which may only go from
     missing to a value."""

@@ -41,7 +41,7 @@ def test_target_defaults_to_an_outcome_the_row_lacks_and_says_when_it_has_it():
     row = int((pred == 1).argmax())
     app.selectbox(key="ocf_target").set_value(1).run()              # an explicit choice sticks
     assert app.selectbox(key="ocf_target").value == 1
-    assert any("already predicted 1" in c.value for c in app.caption)
+    assert any("already predicted approved (1)" in c.value for c in app.caption)
 
 
 def test_a_link_reopens_demo_row_and_target():
