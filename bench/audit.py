@@ -31,7 +31,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from common import ADULT, adult_with_sex_protected  # noqa: E402
+from common import ADULT, adult_with_sex_protected, problem  # noqa: E402
 
 from core.audit import run_audit  # noqa: E402
 from core.intake.models import from_model  # noqa: E402
@@ -54,7 +54,9 @@ def main():
     A = X.to_numpy(float)
     rows = np.flatnonzero(ens.predict(A) != 1)[:a.rows]
     kw = dict(schema=schema, norm="l1", fixed=["Sex"], time_limit=30.0, X_ref=A)
-    out = {"dataset": "adult", "model": "RF(100, depth 5)", "rows": int(rows.size)}
+    # the problem every run below poses: Sex protected (the audit's choice, named) and held fixed
+    out = {"dataset": "adult", "model": "RF(100, depth 5)", "rows": int(rows.size),
+           "problem": problem(schema, fixed=kw["fixed"], protected=["Sex"])}
 
     def timed(**extra):
         t0 = time.perf_counter()

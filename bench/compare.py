@@ -29,7 +29,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from common import ADULT, adult_with_sex_protected  # noqa: E402
+from common import ADULT, adult_with_sex_protected, problem  # noqa: E402
 
 from core.audit.compare import compare_models  # noqa: E402
 from core.intake.models import from_model  # noqa: E402
@@ -70,11 +70,12 @@ def main():
         t_alone.append(time.perf_counter() - t0)
         extra.append(res.cost - alone.cost)
     t0 = time.perf_counter()
-    c = compare_models(ea, eb, A, schema=schema, target=1, max_rows=a.rows, time_limit=30.0, n_jobs=2,
-                       n_boot=500, n_perm=1000)
+    c = compare_models(ea, eb, A, schema=schema, target=1, protected=["Sex"], max_rows=a.rows, time_limit=30.0,
+                       n_jobs=2, n_boot=500, n_perm=1000)
     t_study = time.perf_counter() - t0
     out = {
         "dataset": "adult", "model_a": "RF(100, depth 5), half A", "model_b": "XGBoost(100, depth 4), half B",
+        "problem": problem(schema, fixed=kw["fixed"], protected=["Sex"]),     # the same for every query and the study
         "queries": len(rows), "valid_for_both_median_s": round(float(np.median(t_both)), 3),
         "valid_for_both_p95_s": round(float(np.quantile(t_both, 0.95)), 3),
         "a_alone_median_s": round(float(np.median(t_alone)), 3),

@@ -13,8 +13,17 @@ support 0.05), takes "if-then" actions between them, and ranks subgroups by the
 difference between the sexes inside them; ours (core.audit.subgroups, inside
 core.audit) scans conjunctions of up to two conditions, the protected attribute
 included, against the rest of the audited rows, with optimal counterfactuals for
-recourse and Westfall-Young adjusted p-values. Prints JSON: the top subgroups of
-each, and the time of each. Without --their-python: ours only, theirs "skipped".
+recourse and Westfall-Young adjusted p-values. Prints JSON: the problem each side
+poses, the top subgroups of each, and the time of each. Without --their-python: ours
+only, theirs "skipped".
+
+The problem, as alike as the two methods allow: sex is the protected attribute and
+never changes on either side (FACTS: ``prot_attr`` and ``feats_not_allowed_to_change``;
+ours: ``protected=["sex"]``, named here, never read from the column's name); age may
+only grow on both sides (AIF360 0.6.1's ``recIsValid`` hard-codes that for a column
+named "age", so ours sets age increase-only explicitly); every other feature is free.
+One difference remains: FACTS moves age by at most two quartile bins
+(``drop_two_above``), ours by any amount within its range.
 """
 
 from __future__ import annotations
@@ -74,6 +83,8 @@ print(json.dumps(out))
 
 
 def ours() -> dict:
+    from common import problem
+
     from core.audit import run_audit
     from core.intake import demo
     from core.intake.io import prepare_data
@@ -84,13 +95,19 @@ def ours() -> dict:
     prep = prepare_data(df, target)
     ens = from_model(model)
     X = prep.X[list(ens.feature_names)].astype(float)
-    schema = infer_schema(X, kinds=prep.kinds, groups=prep.groups)
+    schema = infer_schema(X, kinds=prep.kinds, groups=prep.groups, protected=["sex"])
+    schema = schema.with_updates("age", actionability="increase")        # as FACTS does (see the docstring)
     t = time.time()
-    audit = run_audit(ens, X, schema=schema, target=1, max_rows=300, n_jobs=2, model=model, n_perm=300, n_boot=200,
-                      local_rules_per_group=1, y=df[target])
+    audit = run_audit(ens, X, schema=schema, target=1, protected=["sex"], max_rows=300, n_jobs=2, model=model,
+                      n_perm=300, n_boot=200, local_rules_per_group=1, y=df[target])
     top = audit.subgroups.head(3) if audit.subgroups is not None else None
-    return {"seconds": round(time.time() - t, 1), "rows": len(df),
+    return {"seconds": round(time.time() - t, 1), "rows": len(df), "problem": problem(schema),
             "top": [] if top is None else top.to_dict(orient="records")}, df
+
+
+#: FACTS's problem as AIF360 0.6.1 poses it (THEIRS above): sex held, age one way, the rest free
+THEIR_PROBLEM = {"protected": ["sex"], "fixed": ["sex"], "increase_only": ["age"], "decrease_only": [],
+                 "not_the_same": "age moves by at most two quartile bins (AIF360's drop_two_above)"}
 
 
 def main() -> None:
@@ -98,7 +115,11 @@ def main() -> None:
     ap.add_argument("--their-python", default=None)
     args = ap.parse_args()
     mine, df = ours()
-    result = {"ours": mine, "theirs": "skipped (no --their-python)"}
+    same = {k: v for k, v in THEIR_PROBLEM.items() if k != "not_the_same"}
+    if mine["problem"] != same:
+        raise SystemExit(f"not the same problem on both sides: ours {mine['problem']}, theirs {same}")
+    result = {"problem": {"ours": mine.pop("problem"), "theirs": THEIR_PROBLEM}, "ours": mine,
+              "theirs": "skipped (no --their-python)"}
     if args.their_python:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "credit.csv"

@@ -18,8 +18,13 @@ Data are parsed by oceanpy's own ``parse_features``:
   ``span**p`` so its range-scaled cost equals oceanpy's raw-unit cost (``p``=1, 2;
   no weights for l0). A category switch costs 1 on both sides.
 
-Prints JSON: per query both costs, statuses and times, and the largest relative
-cost difference.
+The same problem on both sides: oceanpy's explainer is given no immutable or
+one-way feature, so ours holds none either (no column is protected or fixed for
+its name: an earlier version held Adult's Sex fixed on our side only). The JSON
+states each side's problem and refuses to compare different ones.
+
+Prints JSON: the problem, per query both costs, statuses and times, and the
+largest relative cost difference.
 """
 
 from __future__ import annotations
@@ -67,7 +72,8 @@ def _adult(parse_features):
             kinds[name] = "integer"
         elif data[col].nunique() > 2:
             kinds[name] = "numerical"
-    schema = infer_schema(pd.DataFrame(data.to_numpy(float), columns=names), kinds=kinds, groups=groups)
+    schema = infer_schema(pd.DataFrame(data.to_numpy(float), columns=names), kinds=kinds, groups=groups,
+                          protected=[])      # oceanpy's explainer holds no feature fixed: neither do we
     return data, y, mapper, schema, names
 
 
@@ -92,12 +98,16 @@ def main() -> None:
         print(json.dumps({"skipped": "../shared/data/adult.csv is absent"}))
         return
     import pandas as pd
+    from common import problem
     from sklearn.ensemble import RandomForestClassifier
 
     from core.intake.models import from_model
     from core.optimal import optimal_counterfactual
 
     data, y, mapper, schema, names = (_adult if args.data == "adult" else _breast_cancer)(parse_features)
+    posed = {"ours": problem(schema), "oceanpy": problem(None)}   # oceanpy: explain(x, y, norm), no constraints
+    if posed["ours"] != posed["oceanpy"]:
+        raise SystemExit(f"not the same problem on both sides: {posed}")
     rf = RandomForestClassifier(args.trees, max_depth=args.depth, random_state=0).fit(data, y)
     X = data.to_numpy(float)
     # the same forest again on flat column names, for our schema (oceanpy's one-hot columns are pairs)
@@ -132,7 +142,7 @@ def main() -> None:
     both = [(o["ours_cost"], o["oceanpy_cost"]) for o in out if np.isfinite(o["oceanpy_cost"])]
     rel = max((abs(a - b) / max(abs(b), 1e-12) for a, b in both), default=None)
     report = json.dumps({"data": args.data, "explainer": args.explainer, "norm": args.norm,
-                         "forest": f"RF({args.trees}, depth {args.depth})", "queries": out,
+                         "forest": f"RF({args.trees}, depth {args.depth})", "problem": posed, "queries": out,
                          "max_relative_cost_difference": rel,
                          "median_ratio_oceanpy_over_ours": round(float(np.median(
                              [o["oceanpy_s"] / max(o["ours_s"], 1e-9) for o in out])), 2)}, indent=2)

@@ -34,7 +34,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from common import adult_with_sex_protected, best_of  # noqa: E402
+from common import adult_with_sex_protected, best_of, problem  # noqa: E402
 from subgroups_v1 import old_conditions, old_scan_subgroups  # noqa: E402
 
 from core.audit import run as auditrun  # noqa: E402
@@ -96,7 +96,8 @@ def main():
     finally:
         auditrun._statistics_stage = stage
     run, table = seen["run"], seen["table"]
-    out = {"dataset": name, "model": "RF(100, depth 5)", "rows_audited": int(len(table)),
+    out = {"dataset": name, "model": "RF(100, depth 5)", "problem": problem(schema, protected=[protected]),
+           "rows_audited": int(len(table)),
            "audit_s": round(t_audit, 2), "audit_timings": audit.meta["timings"]}
 
     def now():

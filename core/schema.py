@@ -35,14 +35,15 @@ from core.model.features import closest_names, feature_index, feature_indices, n
 if TYPE_CHECKING:
     from core.model import TreeEnsemble
 
-__all__ = ["FeatureSpec", "Schema", "infer_schema", "validate", "one_hot_encode", "with_missing_states",
-           "KINDS", "ACTIONABILITY", "INTEGRAL_KINDS"]
+__all__ = ["FeatureSpec", "Schema", "infer_schema", "suggest_protected", "validate", "one_hot_encode",
+           "with_missing_states", "KINDS", "ACTIONABILITY", "INTEGRAL_KINDS"]
 
 KINDS = ("numerical", "integer", "binary", "categorical", "one-hot", "ordinal")
 #: kinds that only take integer values
 INTEGRAL_KINDS = ("integer", "ordinal", "binary", "categorical", "one-hot")
 SCHEMA_VERSION = 2
 ACTIONABILITY = ("free", "fixed", "increase", "decrease")
+#: names that read like a protected attribute: only ever a suggestion (:func:`suggest_protected`)
 _PROTECTED_HINTS = re.compile(r"^(sex|gender|race|ethnicity|ethnic|religion|nationality)$", re.I)
 _ONE_HOT = re.compile(r"^(?P<group>[^=]+)=(?P<level>.+)$|^(?P<group2>.+)_(?P<level2>[^_]+)$")
 
@@ -275,14 +276,16 @@ def infer_schema(df: pd.DataFrame, target: str | None = None, *,
     df : DataFrame of shape (n_samples, n_columns); the target column, if
         named, is left out of the features.
     target : name of the target column, if present in ``df``.
-    protected : columns to flag as protected; by default columns named like
-        sex, gender, race or ethnicity.
+    protected : columns (or one-hot groups) to flag as protected, each held
+        fixed; none by default. No column is protected, fixed or directed because
+        of its name: :func:`suggest_protected` proposes names for the analyst to
+        confirm.
     kinds : explicit kinds for some columns (e.g. from a type row).
     groups : known one-hot groups (group name -> columns), e.g. from
         :func:`core.intake.io.prepare_data`; others are detected from column names
         ``group=level`` or ``group_level`` whose rows sum to one.
     levels : categorical features (column -> its categories), whose column
-        holds codes; protected hints apply to them by name.
+        holds codes.
 
     Examples
     --------
@@ -308,11 +311,8 @@ def infer_schema(df: pd.DataFrame, target: str | None = None, *,
     groups = {**_detect_one_hot(df, [c for c in binary if c not in in_known]),
               **{g: cs for g, cs in known.items() if len(cs) >= 1}}
     col_group = {c: g for g, cs in groups.items() for c in cs}
-    if protected is not None:
-        prot = set(protected)
-        prot |= {c for c in cols if col_group.get(c) in prot}
-    else:
-        prot = {c for c in cols if _PROTECTED_HINTS.match(str(col_group.get(c, c)))}
+    prot = set(protected or ())
+    prot |= {c for c in cols if col_group.get(c) in prot}
     feats = []
     for c in cols:
         s = df[c].astype(float)
@@ -335,6 +335,37 @@ def infer_schema(df: pd.DataFrame, target: str | None = None, *,
                                  actionability="fixed" if c in prot else "free",
                                  protected=c in prot, group=col_group.get(c), levels=levels.get(c)))
     return Schema(tuple(feats), target=target)
+
+
+def suggest_protected(columns: Iterable[Any], groups: Mapping[str, Sequence[Any]] | None = None) -> dict[str, str]:
+    """The columns whose name reads like a protected attribute (sex, gender, race,
+    ethnicity, religion, nationality), each with the reason in words.
+
+    Only a proposal for the analyst to confirm: nothing in the library applies it
+    (:func:`infer_schema` and :func:`core.intake.workspace.build_workspace` mark
+    protected only the columns they are given). ``groups`` (one-hot group ->
+    its columns): a group is proposed once, by its own name, when that name reads
+    like a protected attribute.
+
+    Examples
+    --------
+    >>> suggest_protected(["age", "Sex", "income"])
+    {'Sex': 'its name reads like a protected attribute (sex)'}
+    >>> suggest_protected(["race=white", "race=other", "age"], groups={"race": ["race=white", "race=other"]})
+    {'race': 'its name reads like a protected attribute (race)'}
+    """
+    if isinstance(columns, (str, bytes)):
+        columns = [columns]
+    if groups is not None and not isinstance(groups, Mapping):
+        raise SchemaError(f"suggest_protected: groups is a dict (group -> its columns); got {type(groups).__name__}.")
+    group_of = {str(c): str(g) for g, members in (groups or {}).items() for c in members}
+    out: dict[str, str] = {}
+    for c in columns:
+        name = group_of.get(str(c), str(c))
+        hint = _PROTECTED_HINTS.match(name.strip())
+        if hint is not None and name not in out:
+            out[name] = f"its name reads like a protected attribute ({hint.group(1).lower()})"
+    return out
 
 
 def _checked_table(df: Any, target: Any, protected: Any, kinds: Any, groups: Any, levels: Any

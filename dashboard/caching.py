@@ -17,7 +17,7 @@ from dashboard import loaders
 def demo_workspace(key: str) -> Workspace:
     df, target, model, holdout = demo.build_demo(key)
     spec = demo.DEMOS[key]
-    ws = build_workspace(df, target, model, name=spec.title,
+    ws = build_workspace(df, target, model, name=spec.title, protected=list(spec.protected),
                          model_info={"held-out accuracy": round(holdout, 4), "origin": "built-in demo"})
     return ws.with_class_names(spec.class_names) if spec.class_names else ws
 

@@ -9,13 +9,39 @@ from core.intake import io
 from core.intake.csvsafe import to_csv
 from core.intake.demo import DEMOS
 from core.intake.workspace import PositionalMatchRequired, build_workspace
-from core.schema import ACTIONABILITY, KINDS, Schema
+from core.schema import ACTIONABILITY, KINDS, Schema, suggest_protected
 from dashboard import state
 from dashboard.caching import demo_workspace, session_model, session_table
 from dashboard.deploy import settings as deployment
 from dashboard.ui import download, plain, user_errors
 
 K = state.Keys
+#: the app's proposal for the uploaded workspace: {"fingerprint": its data and model, "reasons": column -> reason}
+PROPOSED = "dm_proposed_protected"
+
+
+def _proposed(ws):
+    """``ws`` with the columns whose name reads like a protected attribute marked protected
+    (and held fixed): the app's proposal, shown on this page with its reason for the analyst
+    to untick; the library itself marks nothing by name."""
+    reasons = suggest_protected([c.name for c in ws.columns])
+    state.put(PROPOSED, {"fingerprint": ws.fingerprint, "reasons": reasons} if reasons else None)
+    return ws.with_protected(list(reasons)) if reasons else ws
+
+
+def _proposal_text(ws) -> str | None:
+    """The proposal still in force on ``ws`` (columns still protected), in words, or None."""
+    held = state.get(PROPOSED)
+    if not held or held["fingerprint"] != ws.fingerprint:
+        return None
+    still = [c for c in ws.columns if c.name in held["reasons"]
+             and all(ws.schema.features[j].protected for j in c.features)]
+    if not still:
+        return None
+    parts = "; ".join(f"“{plain(c.name)}”, because {plain(held['reasons'][c.name])}" for c in still)
+    it = "it" if len(still) == 1 else "them"
+    return (f"Proposed as protected (and held fixed in counterfactuals): {parts}. Untick {it} (and set "
+            f"{'its' if len(still) == 1 else 'their'} actionability) in the feature settings if that is wrong.")
 
 
 def _load_upload(table, target, data_file, raw, model_file, trust, drop_missing, *, confirm: bool) -> None:
@@ -29,6 +55,7 @@ def _load_upload(table, target, data_file, raw, model_file, trust, drop_missing,
                                  data_sha256=io.sha256(raw), model_sha256=io.sha256(mraw),
                                  drop_missing=drop_missing, model_info={"origin": model_file.name},
                                  confirm_positions=confirm)
+            ws = _proposed(ws)
         except PositionalMatchRequired as exc:
             state.put(K.PENDING_MAPPING, {"mapping": exc.mapping, "message": str(exc),
                                           "key": (io.sha256(raw), io.sha256(mraw), target)})
@@ -61,6 +88,7 @@ if source == "Built-in demo":
     if st.button("Load demo", key="dm_load_demo", disabled=choice == current):
         with user_errors("The demo could not be loaded"):
             state.put(K.WORKSPACE, demo_workspace(choice))
+            state.put(PROPOSED, None)
             state.put(K.DEMO, choice)
             state.put(K.LAST_NOTICE, f"Loaded the demo “{DEMOS[choice].title}”.")
             st.rerun()
@@ -125,7 +153,7 @@ else:
                                          data_sha256=io.sha256(raw), drop_missing=drop_missing,
                                          model_info={f"held-out {tm.metric}": round(tm.holdout_score, 4),
                                                      "origin": "trained here", **tm.params})
-                    state.put(K.WORKSPACE, ws)
+                    state.put(K.WORKSPACE, _proposed(ws))
                     state.put(K.DEMO, None)
                     state.put(K.LAST_NOTICE, f"Trained a {family} model: held-out {tm.metric} "
                                              f"{tm.holdout_score:.3f}.")
@@ -205,6 +233,9 @@ if ws.ensemble.is_classifier and len(ws.ensemble.classes) <= 50:
 st.subheader("Feature settings")
 st.caption("Kind, range, actionability (free, fixed, increase-only, decrease-only), cost weight and "
            "protected flag of each feature. Analyses read these settings.")
+proposal = _proposal_text(ws)
+if proposal:
+    st.warning(proposal)
 if any(c.missing is not None for c in ws.columns):
     st.caption("A feature named \"… is missing\" is 1 where that column's value is missing. Decrease-only (the "
                "default) lets a counterfactual give it a value, never take one away; fixed keeps missing values "

@@ -67,7 +67,8 @@ def demo_credit():
     prep = prepare_data(df, target)
     ens = from_model(model)
     X = prep.X[list(ens.feature_names)].astype(float)
-    return df, target, model, ens, X, infer_schema(X, kinds=prep.kinds, groups=prep.groups)
+    return df, target, model, ens, X, infer_schema(X, kinds=prep.kinds, groups=prep.groups,
+                                                   protected=list(demo.DEMOS["credit-lightgbm"].protected))
 
 
 def missing_values_workspace(family: str, n: int = 900, seed: int = 0):

@@ -15,6 +15,7 @@ group) and writes that report and its per-row CSV.
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -25,7 +26,7 @@ from core.errors import AuditError, PositionalMatchRequired
 from core.intake import io
 from core.intake.matching import norm_text
 from core.intake.workspace import Workspace, build_workspace
-from core.schema import Schema
+from core.schema import Schema, suggest_protected
 
 if TYPE_CHECKING:
     from core.model import TreeEnsemble
@@ -89,6 +90,23 @@ def _workspace(a: argparse.Namespace, data_bytes: bytes, model_bytes: bytes) -> 
             print(f"  {feat} <- {col}")
         print("If this mapping is right, run again with --by-position.")
         return None
+
+
+def _unaudited(a: argparse.Namespace, ws: Workspace) -> list[str]:
+    """Lines naming the columns that read like a protected attribute but are not among
+    ``--protected``: the audit never adds them itself (the auditor chooses what to audit),
+    it says so, with the flag that would."""
+    given = set(a.protected)
+    out = []
+    for c in ws.columns:
+        reason = suggest_protected([c.name]).get(c.name)
+        if reason is None or c.name in given:
+            continue
+        fixed = all(ws.schema.features[j].actionability == "fixed" for j in c.features)
+        out.append(f"note: column {c.name!r} is not audited{'' if fixed else ' and may change in counterfactuals'}, "
+                   f"though {reason}; add --protected {shlex.quote(c.name)} to audit it"
+                   f"{'' if fixed else ' and hold it fixed'}.")
+    return out
 
 
 def _target(a: argparse.Namespace, ens: TreeEnsemble) -> Any:
@@ -181,6 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         for note in ws.notes:
             print(f"note: {note}")
+        for line in _unaudited(a, ws):
+            print(line)
         if a.compare_model:
             return _compare(a, ws, data_bytes, model_bytes)
         audit = run_audit(ws.ensemble, ws.X, schema=ws.schema, target=_target(a, ws.ensemble),

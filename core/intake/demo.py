@@ -97,6 +97,8 @@ class DemoSpec:
     params: dict[str, Any]
     description: str
     class_names: dict[str, str] = field(default_factory=dict)   # class label as text -> its name
+    #: the protected attributes the demo names (the app and the tests pass them on: no name decides)
+    protected: tuple[str, ...] = ()
 
 
 DEMOS: dict[str, DemoSpec] = {
@@ -104,7 +106,7 @@ DEMOS: dict[str, DemoSpec] = {
         "Synthetic credit lending · LightGBM", synthetic_credit, "lightgbm",
         dict(n_estimators=100, max_depth=3, learning_rate=0.1),
         "Generated lending data with a protected attribute (sex) and a documented bias in the labels.",
-        CREDIT_CLASSES),
+        CREDIT_CLASSES, protected=("sex",)),
     "cancer-rf": DemoSpec(
         "Breast cancer · random forest", breast_cancer, "random_forest",
         dict(n_estimators=100, max_depth=5),

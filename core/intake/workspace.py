@@ -52,6 +52,7 @@ from core.intake.parsing.linear import is_linear
 from core.model import TreeEnsemble, missing
 from core.model.blackbox import BlackBoxModel
 from core.model.categorical import OTHER_CODE, decode, expand
+from core.model.features import closest_names
 from core.model.linear import LinearModel
 from core.model.native import model_input
 from core.schema import Schema, infer_schema
@@ -339,6 +340,22 @@ class Workspace:
             return self.ensemble, {"model": self.model, "surrogate": self.surrogate}
         return self.ensemble, {"model": self.model}
 
+    def with_protected(self, names: Sequence[str]) -> "Workspace":
+        """The workspace with the analyst's columns ``names`` (a one-hot or categorical
+        column by its name, as :attr:`columns` names them) marked protected and held
+        fixed, their "is missing" feature with them; the other settings kept."""
+        names = [names] if isinstance(names, str) else list(names)
+        by_name = {c.name: c for c in self.columns}
+        unknown = [n for n in names if n not in by_name]
+        if unknown:
+            near = closest_names(str(unknown[0]), list(by_name), n=1)
+            hint = f" Did you mean {near[0]!r}?" if near else ""
+            raise SchemaError(f"{unknown[0]!r} is not a column the model reads.{hint}")
+        schema = self.schema
+        for j in sorted({j for n in names for j in by_name[n].every_feature}):
+            schema = schema.with_updates(schema.names[j], protected=True, actionability="fixed")
+        return self.with_schema(schema)
+
     @property
     def kind_text(self) -> str:
         """What kind of model this is and what its answers guarantee, in a few words."""
@@ -570,7 +587,9 @@ def build_workspace(df: pd.DataFrame, target: str | None, model: Any, *, name: s
     drop_missing : drop rows with missing numerical values instead of refusing them.
     schema : feature settings to keep (used when they fit the model's features).
     confirm_positions : the user has seen and accepted the positional mapping.
-    protected : protected columns (default: columns named like sex, race, ...).
+    protected : protected columns or one-hot groups, held fixed; none by default (no
+        column is marked for its name: :func:`core.schema.suggest_protected` only
+        proposes, and :meth:`Workspace.with_protected` applies what the analyst confirms).
 
     Raises
     ------

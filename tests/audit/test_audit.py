@@ -223,6 +223,7 @@ def test_cli_writes_the_report_and_the_rows(credit, tmp_path, capsys):
                "--local-rules", "0", "--out", str(out)])
     text = capsys.readouterr().out
     assert rc == 0, text
+    assert "is not audited" not in text                  # sex is given
     assert out.exists() and out.with_suffix(".csv").exists()
     again = Audit.from_file(out.read_bytes())
     assert len(again.rows) == 60 and again.meta["model"]["sha256"] and again.meta["data"]["sha256"]
@@ -239,6 +240,30 @@ def test_cli_writes_the_report_and_the_rows(credit, tmp_path, capsys):
     pkl.write_bytes(pickle.dumps(model))
     rc = main(["--data", str(data), "--model", str(pkl), "--protected", "sex", "--out", str(out)])
     assert rc == 2 and "pickle" in capsys.readouterr().out.lower()
+
+
+def test_cli_audits_what_it_is_given_and_names_what_reads_protected(credit, tmp_path, capsys):
+    """--protected decides: a column whose name reads like a protected attribute is neither
+    audited nor held fixed unless given, and the CLI says so, with the flag that would."""
+    from core.audit.cli import main
+
+    df, target, model, ens, X, schema = credit
+    data = tmp_path / "credit.csv"
+    df.to_csv(data, index=False)
+    mfile = tmp_path / "model.txt"
+    model.booster_.save_model(str(mfile))
+    out = tmp_path / "audit.html"
+    rc = main(["--data", str(data), "--model", str(mfile), "--protected", "owns_home", "--target", "1",
+               "--target-column", target, "--rows", "30", "--permutations", "50", "--bootstrap", "20",
+               "--local-rules", "0", "--no-tcrex", "--no-scan", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    assert ("note: column 'sex' is not audited and may change in counterfactuals, though its name reads like a "
+            "protected attribute (sex); add --protected sex to audit it and hold it fixed.") in text
+    audit = Audit.from_file(out.read_bytes())
+    assert list(audit.meta["parameters"]["protected"]) == ["owns_home"]
+    rows = pd.read_csv(out.with_suffix(".csv"))
+    assert "group:owns_home" in rows.columns and "group:sex" not in rows.columns
 
 
 def test_dask_cluster_gives_the_same_audit(credit, dask_scheduler):

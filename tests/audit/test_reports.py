@@ -39,7 +39,7 @@ def _self_contained(html: str) -> None:
 @pytest.fixture(scope="module")
 def audit():
     df, target, model, *_ = demo_credit()
-    ws = build_workspace(df, target, model, name="credit").with_class_names(DEMOS["credit-lightgbm"].class_names)
+    ws = build_workspace(df, target, model, name="credit", protected=["sex"]).with_class_names(DEMOS["credit-lightgbm"].class_names)
     return run_audit(ws.ensemble, ws.X.to_numpy(float), schema=ws.schema, target=1, max_rows=200, n_jobs=1,
                      model=ws.model, class_names=ws.class_names, local_rules_per_group=2, scan=False)
 
@@ -117,7 +117,7 @@ def test_a_story_of_an_audited_group_opens_with_its_summary(audit):
     from core.audit.story import case_story
 
     df, target, model, *_ = demo_credit()
-    ws = build_workspace(df, target, model, name="credit").with_class_names(DEMOS["credit-lightgbm"].class_names)
+    ws = build_workspace(df, target, model, name="credit", protected=["sex"]).with_class_names(DEMOS["credit-lightgbm"].class_names)
     story = case_story(ws, 0, 1, audit=audit, time_limit=10)
     html = story.to_html()
     assert html.index("In brief") < html.index("<h2>The decision</h2>")

@@ -15,7 +15,7 @@ from core.rules import CounterfactualRules
 @pytest.fixture(scope="module")
 def credit_ws():
     df, target, model, *_ = demo_credit()
-    return build_workspace(df, target, model, name="credit")
+    return build_workspace(df, target, model, name="credit", protected=["sex"])   # the demo's protected attribute
 
 
 def test_story_statements_hold(credit_ws):
@@ -221,7 +221,7 @@ def _adult(kind: str):
     else:
         model = make_pipeline(ColumnTransformer([("oh", OneHotEncoder(), ["Sex"])], remainder="passthrough"),
                               RandomForestClassifier(30, max_depth=5, random_state=0)).fit(X, df.Class)
-    return df, build_workspace(df, "Class", model, name=f"adult-{kind}")
+    return df, build_workspace(df, "Class", model, name=f"adult-{kind}", protected=["Sex"])   # the analyst's choice
 
 
 @pytest.mark.parametrize("kind", ["hgb", "pipeline"])

@@ -127,7 +127,7 @@ def credit_report(tmp_path_factory):
     prep = prepare_data(df, target)
     ens = from_model(model)
     X = prep.X[list(ens.feature_names)].astype(float)
-    schema = infer_schema(X, kinds=prep.kinds, groups=prep.groups)
+    schema = infer_schema(X, kinds=prep.kinds, groups=prep.groups, protected=["sex"])
     audit = run_audit(ens, X, schema=schema, target=1, max_rows=30, n_perm=200, n_boot=100, local_rules_per_group=0)
     out = tmp_path_factory.mktemp("audit") / "report.html"
     out.write_text(audit.to_html(), encoding="utf-8")

@@ -28,7 +28,7 @@ A4_CONTENT_PX = 703          # 210 mm less 2 x 12 mm of margin, at 96 px per inc
 @pytest.fixture(scope="module")
 def reports():
     df, target, model, *_ = demo_credit()
-    ws = build_workspace(df, target, model, name="credit").with_class_names({"0": "declined", "1": "approved"})
+    ws = build_workspace(df, target, model, name="credit", protected=["sex"]).with_class_names({"0": "declined", "1": "approved"})
     audit = run_audit(ws.ensemble, ws.X.to_numpy(float), schema=ws.schema, target=1, max_rows=80, n_jobs=1,
                       model=ws.model, n_perm=300, n_boot=200, local_rules_per_group=2, class_names=ws.class_names)
     rng = np.random.default_rng(0)

@@ -80,7 +80,7 @@ def f():
     ens, A = from_model(rf), X.to_numpy(float)
     pred = ens.predict(A)
     x = A[np.flatnonzero(pred == 0)[0]]
-    schema = infer_schema(X)
+    schema = infer_schema(X, protected=["sex"])
     tc = TCREx(rho=0.05, random_state=0).fit(X, pred, 1)
     cr = CounterfactualRules(n_estimators=5, max_depth=4, random_state=0).fit(X, pred)
     nan_rows = A[:20].copy()

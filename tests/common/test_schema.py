@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import adult_sources
 
 from core.errors import SchemaError
+from core.intake import io
 from core.intake.demo import synthetic_credit
-from core.schema import FeatureSpec, Schema, infer_schema
+from core.schema import FeatureSpec, Schema, infer_schema, suggest_protected
 
 
 def test_inference_on_the_synthetic_credit_demo():
@@ -17,9 +19,69 @@ def test_inference_on_the_synthetic_credit_demo():
     kinds = {f.name: f.kind for f in s.features}
     assert kinds["income"] == "numerical" and kinds["age"] == "integer" and kinds["owns_home"] == "binary"
     assert s.groups() == {"employment": [6, 7, 8, 9]}
-    assert s.protected() == ["sex"] and s["sex"].actionability == "fixed"
+    assert s.protected() == [] and {f.actionability for f in s.features} == {"free"}   # no name decides
+    given = infer_schema(df, target, protected=["sex"])                                 # the analyst does
+    assert given.protected() == ["sex"] and given["sex"].actionability == "fixed"
+    assert [f for f in given.features if f.name != "sex"] == [f for f in s.features if f.name != "sex"]
     assert target not in s.names
     assert s["age"].lower == df["age"].min() and s["age"].upper == df["age"].max()
+
+
+def test_no_column_is_protected_fixed_or_directed_because_of_its_name():
+    rng = np.random.default_rng(0)
+    n = 60
+    race = rng.integers(0, 3, n)
+    df = pd.DataFrame({"sex": rng.integers(0, 2, n), "Race": rng.integers(0, 5, n), "GENDER": rng.integers(0, 2, n),
+                       "ethnicity": rng.normal(size=n), "religion": rng.integers(0, 4, n),
+                       "nationality": rng.integers(0, 9, n), "Age": rng.integers(18, 90, n),
+                       **{f"race={k}": (race == k).astype(int) for k in range(3)}})
+    s = infer_schema(df)
+    assert s.groups() == {"race": [7, 8, 9]}
+    assert s.protected() == [] and all(f.actionability == "free" for f in s.features), s.to_frame()
+    cats = infer_schema(df[["sex", "Age"]], levels={"sex": ["f", "m"]})              # a categorical sex too
+    assert cats.protected() == [] and cats["sex"].actionability == "free"
+    chosen = infer_schema(df, protected=["race", "GENDER"])                           # a group by its name
+    assert chosen.protected() == ["GENDER", "race=0", "race=1", "race=2"]
+    assert {f.name for f in chosen.features if f.actionability == "fixed"} == set(chosen.protected())
+
+
+@pytest.fixture(scope="module", params=adult_sources())
+def adult(request):
+    """Adult prepared as the app prepares it: ``(X, y, kinds, groups)``."""
+    df = io.load_table(request.param.read_bytes(), request.param.name)
+    prep = io.prepare_data(df, df.attrs["target"])
+    return prep.X, prep.y.to_numpy().astype(int), prep.kinds, prep.groups
+
+
+def test_adult_sex_is_proposed_never_imposed(adult):
+    """Adult's ``Sex`` reads like a protected attribute: proposed with its reason, never
+    marked by infer_schema on its own (which made every answer keep Sex where changing
+    it is cheaper)."""
+    X, y, kinds, groups = adult
+    s = infer_schema(X, kinds=kinds, groups=groups)
+    assert "Sex" in s.names and s.protected() == [], s.protected()
+    assert {f.actionability for f in s.features} == {"free"}
+    assert suggest_protected(list(X.columns), groups=groups) == {
+        "Sex": "its name reads like a protected attribute (sex)"}
+    given = infer_schema(X, kinds=kinds, groups=groups, protected=["Sex"])
+    assert given.protected() == ["Sex"] and given["Sex"].actionability == "fixed"
+    assert [f for f in given.features if f.name != "Sex"] == [f for f in s.features if f.name != "Sex"]
+
+
+def test_suggest_protected_proposes_with_the_reason_in_words():
+    got = suggest_protected(["Age", "Sex", "income", "RACE", "gender", "ethnic", "Religion", "nationality", "sexes",
+                             "race_white", "sex_m"])
+    assert got == {name: f"its name reads like a protected attribute ({word})" for name, word in [
+        ("Sex", "sex"), ("RACE", "race"), ("gender", "gender"), ("ethnic", "ethnic"), ("Religion", "religion"),
+        ("nationality", "nationality")]}
+    assert list(got) == ["Sex", "RACE", "gender", "ethnic", "Religion", "nationality"]     # in the columns' order
+    groups = {"race": ["race=a", "race=b"], "job": ["job=x", "job=y"]}
+    assert suggest_protected(["race=a", "race=b", "job=x", "job=y", "age"], groups=groups) == {
+        "race": "its name reads like a protected attribute (race)"}
+    assert suggest_protected("Sex") == {"Sex": "its name reads like a protected attribute (sex)"}
+    assert suggest_protected(["age", "income"]) == {}
+    with pytest.raises(SchemaError, match="dict"):
+        suggest_protected(["sex"], groups=["sex"])
 
 
 def test_json_and_frame_round_trips():

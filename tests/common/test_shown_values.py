@@ -103,7 +103,7 @@ def _diabetes_ws():
 
 def _credit_ws():
     df, target, model, *_ = demo_credit()
-    return build_workspace(df, target, model, name="credit"), 1
+    return build_workspace(df, target, model, name="credit", protected=["sex"]), 1
 
 
 def _misses(ws, target) -> np.ndarray:

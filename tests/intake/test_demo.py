@@ -5,6 +5,7 @@ import pytest
 
 from core.intake.demo import BIAS, DEMOS, build_demo, synthetic_credit
 from core.intake.models import from_model
+from core.intake.workspace import build_workspace
 
 
 @pytest.mark.parametrize("key", list(DEMOS))
@@ -15,6 +16,11 @@ def test_demos_build_and_predict_well(key):
     X = df.drop(columns=[target]).to_numpy(float)
     np.testing.assert_array_equal(ens.predict(X), model.predict(df.drop(columns=[target])))
     assert ens.feature_names == tuple(df.drop(columns=[target]).columns)
+    # a demo's protected attribute is the one it names, never one read from a column's name
+    ws = build_workspace(df, target, model, name=key, protected=list(DEMOS[key].protected))
+    assert ws.schema.protected() == list(DEMOS[key].protected) == (["sex"] if key == "credit-lightgbm" else [])
+    assert all(ws.schema[p].actionability == "fixed" for p in DEMOS[key].protected)
+    assert build_workspace(df, target, model, name=key).schema.protected() == []
 
 
 def test_synthetic_credit_is_deterministic_and_biased():

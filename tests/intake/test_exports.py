@@ -262,7 +262,7 @@ def test_demo_rows_and_changes_read_in_whole_numbers():
     from core.intake.demo import build_demo
 
     df, target, model, _ = build_demo("credit-lightgbm")
-    ws = build_workspace(df, target, model, name="demo")
+    ws = build_workspace(df, target, model, name="demo", protected=["sex"])
     X = ws.X.to_numpy(float)
     rec = row_record(ws.columns, X[0])
     for col in ("age", "credit_history_years", "late_payments", "owns_home", "sex"):

@@ -152,3 +152,36 @@ def test_decimal_commas_get_a_hint():
     with pytest.raises(DataError, match="values are text") as e:
         build_workspace(words, None, model, name="t")
     assert "decimal comma" not in str(e.value)
+
+
+def test_no_column_is_marked_for_its_name_and_the_analysts_choice_takes_its_whole_column():
+    """The library marks nothing protected, fixed or directed because of a name (sex, race,
+    gender, ethnicity here); what the analyst marks takes every feature of the column: a
+    category column's one-hot features, a number's "is missing" feature."""
+    import lightgbm as lgb
+
+    rng = np.random.default_rng(0)
+    n = 800
+    df = pd.DataFrame({"income": rng.normal(50, 15, n).round(1), "sex": rng.integers(0, 2, n).astype(float),
+                       "race": pd.Categorical(rng.choice(["a", "b", "c"], n)), "gender": rng.integers(0, 2, n),
+                       "ethnicity": rng.integers(0, 3, n)})
+    y = (((df.income > 50) ^ (df.race == "b")) | (df.sex == 1)).astype(int)
+    df.loc[rng.random(n) < 0.2, "sex"] = np.nan
+    model = lgb.LGBMClassifier(n_estimators=30, num_leaves=8, min_child_samples=5, verbose=-1, n_jobs=1).fit(df, y)
+    ws = build_workspace(df.assign(y=y), "y", model, name="t")
+    names = list(ws.X.columns)
+    assert "sex is missing" in names and {"race=a", "race=b", "race=c"} <= set(names)
+    assert ws.schema.protected() == []
+    assert {f.name: f.actionability for f in ws.schema.features if f.actionability != "free"} == {
+        "sex is missing": "decrease"}                        # a rule of the data (a value never becomes missing)
+    chosen = ws.with_protected(["sex", "race"])
+    marked = ["sex", "race=a", "race=b", "race=c", "sex is missing"]
+    assert sorted(chosen.schema.protected()) == sorted(marked)
+    assert all(chosen.schema[m].actionability == "fixed" for m in marked)
+    assert [f for f in chosen.schema.features if f.name not in marked] == \
+        [f for f in ws.schema.features if f.name not in marked]
+    given = build_workspace(df.assign(y=y), "y", model, name="t", protected=["sex", "race"])
+    assert given.schema == chosen.schema                      # the same as naming them when building
+    assert ws.with_protected("gender").schema.protected() == ["gender"]
+    with pytest.raises(SchemaError, match="'sexx' is not a column the model reads. Did you mean 'sex'"):
+        ws.with_protected(["sexx"])

@@ -17,7 +17,7 @@ from core.shown import outcome_text
 @pytest.fixture(scope="module")
 def named_ws():
     df, target, model, *_ = demo_credit()
-    return build_workspace(df, target, model, name="credit").with_class_names({0: "refused", 1: "approved"})
+    return build_workspace(df, target, model, name="credit", protected=["sex"]).with_class_names({0: "refused", 1: "approved"})
 
 
 def test_outcome_text():

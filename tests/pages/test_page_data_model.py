@@ -143,3 +143,60 @@ def test_schema_file_round_trip(at):
     at.button(key="dm_apply_schema_file").click().run()
     assert any("do not match" in e.value for e in at.error)
     assert _workspace(at).schema["age"].actionability == "increase"
+
+
+@pytest.fixture(scope="module")
+def sex_upload(tmp_path_factory):
+    """A table with a ``Sex`` column and a model that reads it."""
+    import xgboost as xgb
+
+    rng = np.random.default_rng(1)
+    df = pd.DataFrame({"a": rng.normal(size=200), "Sex": rng.integers(0, 2, 200), "b": rng.integers(0, 4, 200)})
+    df["label"] = (df.a + df.b + df.Sex > 2).astype(int)
+    m = xgb.XGBClassifier(n_estimators=10, max_depth=3, n_jobs=1).fit(df[["a", "Sex", "b"]], df["label"])
+    path = tmp_path_factory.mktemp("s") / "model.json"
+    m.save_model(path)
+    return df.to_csv(index=False).encode(), path.read_bytes()
+
+
+PROPOSAL = ("Proposed as protected (and held fixed in counterfactuals): “Sex”, because its name reads like a "
+            "protected attribute (sex). Untick it (and set its actionability) in the feature settings if that is "
+            "wrong.")
+
+
+def test_an_uploaded_sex_column_is_proposed_as_protected_visibly_and_can_be_unticked(at, sex_upload):
+    """The app, not the library, proposes: the proposal is on the page with its reason, in the
+    settings table, and the analyst's untick holds."""
+    assert not any("Proposed as protected" in w.value for w in at.warning)   # the demo names its own
+    csv_bytes, model_json = sex_upload
+    _to_upload(at, csv_bytes)
+    at.file_uploader(key="dm_model_file").upload("model.json", model_json, "application/json")
+    at.run()
+    at.button(key="dm_load").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    ws = _workspace(at)
+    assert ws.schema.protected() == ["Sex"] and ws.schema["Sex"].actionability == "fixed"
+    assert [f.name for f in ws.schema.features if f.actionability != "free"] == ["Sex"]
+    assert [w.value for w in at.warning if "Proposed" in w.value] == [PROPOSAL]
+    table = at.data_editor[0].value.set_index("name")
+    assert bool(table.at["Sex", "protected"]) and table.at["Sex", "actionability"] == "fixed"
+    assert not table.drop(index="Sex")["protected"].any()
+    row = list(table.index).index("Sex")
+    at.session_state["dm_schema_editor"] = {"edited_rows": {row: {"protected": False, "actionability": "free"}},
+                                            "added_rows": [], "deleted_rows": []}
+    next(b for b in at.button if b.label == "Apply settings").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    ws = _workspace(at)
+    assert ws.schema.protected() == [] and ws.schema["Sex"].actionability == "free"
+    assert not any("Proposed as protected" in w.value for w in at.warning)   # nothing proposed stays in force
+    assert any("Feature settings applied" in s.value for s in at.success)
+
+
+def test_a_model_trained_here_gets_the_same_proposal(at, sex_upload):
+    _to_upload(at, sex_upload[0])
+    at.radio(key="dm_how").set_value("Train a model here").run()
+    at.number_input(key="dm_trees").set_value(10)
+    at.button(key="dm_train_go").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert _workspace(at).schema.protected() == ["Sex"]
+    assert [w.value for w in at.warning if "Proposed" in w.value] == [PROPOSAL]
