@@ -341,7 +341,7 @@ def _recourse_stage(run: _Run) -> tuple[pd.DataFrame, np.ndarray]:
             status = "time_limit_found" if found else "time_limit"
         recs.append({"row": int(i), **{f"group:{a}": run.labels[a][i] for a in run.attrs},
                      "prediction": str(run.pred[i]), "status": status, "feasible": int(found),
-                     "cost": float(res.cost) if found else np.nan, "solve_time": round(res.solve_time, 4)})
+                     "cost": float(res.cost) if found else np.nan, "solve_time": round(res.elapsed, 4)})
     cfs = np.array([r.x if r.found else np.full(len(run.names), np.nan) for r in results], dtype=float)
     # the changes in the table's columns (a fill of a missing value, a category switch: one change each),
     # with the counterfactual's values beside them
