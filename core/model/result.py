@@ -378,7 +378,7 @@ class Result:
     def header(self) -> dict[str, Any]:
         """What every result's dict starts with: kind, format, version, params, elapsed, guarantee."""
         return {"kind": self.kind, "format": FORMAT, "version": VERSION, "params": settings(self.params),
-                "elapsed": float(self.elapsed), "guarantee": self.guarantee.to_dict()}
+                "elapsed": to_json_value(float(self.elapsed)), "guarantee": self.guarantee.to_dict()}
 
     def _body(self) -> dict[str, Any]:
         raise NotImplementedError
