@@ -1,4 +1,5 @@
-"""One result shape (issue #40 item 3): the analyses' results share ``params``,
+"""One result shape (issue #40 item 3): the analyses' results (an optimal
+counterfactual, a set of decision regions, a linear model's slice, T-CREx, the audit, the model comparison) share ``params``,
 ``elapsed`` and ``guarantee`` under the same names, write themselves as strict JSON
 with ``to_dict`` / ``to_json`` and read back equal with ``from_dict`` / ``from_json``;
 their older names (``solve_time``, ``seconds``, ``fit_time_``) still read the same.
@@ -17,12 +18,16 @@ import pytest
 from conftest import demo_credit
 from sklearn.linear_model import LogisticRegression
 
+from core.audit import Audit, AuditError, run_audit
+from core.audit.compare import compare_models
 from core.counterfactual import CounterfactualResult
 from core.errors import ResultFileError
 from core.intake.columns import result_record
+from core.intake.demo import updated_model
+from core.intake.models import from_model
 from core.intake.workspace import build_workspace
 from core.model import Guarantee
-from core.model.result import FORMAT, Result
+from core.model.result import FORMAT, Result, settings
 from core.optimal import optimal_counterfactual
 from core.regions import RegionSet, counterfactual_set
 from core.solvers.linear_regions import LinearSlice, linear_slice
@@ -198,3 +203,69 @@ def test_a_file_of_another_kind_or_damaged_is_a_clear_error(optimal, regions):
         CounterfactualResult.from_dict(d)
     with pytest.raises(ResultFileError, match="no result of Counterfactual Atlas"):
         LinearSlice.from_dict({"x": [1, 2]})
+
+
+# The audit of the same demo before the change (120 rows, 100 bootstrap draws, 300 permutations).
+BEFORE_AUDIT = {"summary": ["sex = 1 is worse off than sex = 0 on the mean recourse cost: 0.142 vs 0.0796 (+0.0621, "
+                            "95% CI +0.0363 to +0.0926; permutation p = 0.0033, Holm-adjusted 0.02)."],
+                "n_rows": 120, "feasible": 120, "cost_sum": 14.088211157,
+                "p": [1.0, 0.003322259, 0.019933555, 0.069767442, 1.0, 0.225913621]}
+
+
+@pytest.fixture(scope="module")
+def audit(demo):
+    _, _, model, ens, X, schema, _ = demo
+    return run_audit(ens, X, schema=schema, target=1, max_rows=120, n_jobs=1, model=model, n_perm=300,
+                     n_boot=100, local_rules_per_group=1)
+
+
+def test_an_audit_has_the_shape_reads_back_equal_and_gives_the_same_answers(audit):
+    _shape(audit)
+    assert audit.params == settings(audit.meta["parameters"]) and audit.elapsed == audit.meta["timings"]["total"]
+    assert audit.guarantee.kind == "estimated"
+    assert audit.summary == BEFORE_AUDIT["summary"]
+    assert (len(audit.rows), int(audit.rows["feasible"].sum())) == (BEFORE_AUDIT["n_rows"], BEFORE_AUDIT["feasible"])
+    assert float(audit.rows["cost"].sum()) == pytest.approx(BEFORE_AUDIT["cost_sum"], abs=1e-6)
+    assert [round(float(v), 9) for v in audit.tests["p_value"]] == BEFORE_AUDIT["p"]
+    d = json.loads(audit.to_json())
+    assert all(k in d for k in SHAPE) and d["kind"] == "audit" and d["params"] == audit.params
+    back = Audit.from_json(audit.to_json())
+    assert back == audit and back.summary == audit.summary
+    assert back.to_dict() == audit.to_dict()
+
+
+def test_an_audit_saved_before_the_shape_still_opens(audit):
+    old = audit.to_dict()
+    for k in SHAPE:
+        del old[k]
+    old.update(format="counterfactual-atlas-audit", version=1)
+    back = Audit.from_dict(old)
+    assert back == audit and back.elapsed == audit.elapsed
+    with pytest.raises(AuditError, match="not a saved audit"):
+        Audit.from_json(CounterfactualResult(x=None, cost=np.inf, status="infeasible", gap=np.inf, elapsed=0.1,
+                                             changes=(), backend="cpsat", params={"norm": "l1"}).to_json())
+
+
+# The demo's model against its second version, before the change (60 rows studied).
+BEFORE_COMPARISON = {"invalidated": 0.816666667, "agree": [0.903, 0.880139373, 0.923961661], "n_flips": 291,
+                     "rules": ["if income > 34.1499 and late_payments >= 2 and sex = 0: 79 of 220 rows flip (36%)"],
+                     "extra": 4.017390592, "p": [0.099502488]}
+
+
+def test_a_model_comparison_has_the_shape_reads_back_equal_and_gives_the_same_answers(demo):
+    _, _, model, ens, X, schema, _ = demo
+    m2, _, _ = updated_model("credit-lightgbm")
+    c = compare_models(ens, from_model(m2), X, schema=schema, target=1, max_rows=60, time_limit=10, model_a=model,
+                       model_b=m2, n_boot=100, n_perm=200, n_jobs=1)
+    _shape(c)
+    assert c.elapsed == c.meta["timings"]["total"] and c.guarantee.kind == "estimated"
+    assert round(c.invalidated, 9) == BEFORE_COMPARISON["invalidated"]
+    assert [round(float(v), 9) for v in c.agreement["agree"]] == BEFORE_COMPARISON["agree"]
+    assert (len(c.flips), c.rules) == (BEFORE_COMPARISON["n_flips"], BEFORE_COMPARISON["rules"])
+    assert float(c.rows["extra_cost"].sum()) == pytest.approx(BEFORE_COMPARISON["extra"], abs=1e-6)
+    assert [round(float(v), 9) for v in c.tests["p_value"]] == BEFORE_COMPARISON["p"]
+    back = _round_trip(c)
+    assert back.invalidated == c.invalidated and list(back.rows.dtypes) == list(c.rows.dtypes)
+    assert np.array_equal(back.points_a, c.points_a, equal_nan=True)
+    with pytest.raises(ResultFileError, match="holds a model comparison, not a counterfactual"):
+        CounterfactualResult.from_json(c.to_json())
