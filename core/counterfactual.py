@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from core.schema import Schema
 
 __all__ = ["output_mask", "continuous_outputs", "CostModel", "Target", "CounterfactualResult", "Change",
-           "make_cost_model", "make_target", "default_target", "at_target", "already_at_target"]
+           "make_cost_model", "make_target", "default_target", "favourable_default", "at_target", "already_at_target"]
 
 STATUSES = ("optimal", "feasible", "infeasible", "time_limit", "error")
 
@@ -305,12 +305,53 @@ def _ensemble(ens: Any) -> TreeEnsemble:
     return as_ensemble(ens)
 
 
+def _regression_outputs(predictions: Any) -> np.ndarray:
+    try:
+        pred = np.asarray(predictions, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise QueryError(f"predictions are the regressor's outputs on the data (numbers, ens.predict(X)); got "
+                         f"{type(predictions).__name__} {predictions!r:.60}.") from None
+    pred = pred[np.isfinite(pred)]
+    if pred.size == 0:
+        raise QueryError("predictions are empty (or not finite): a regressor's default target is read from its "
+                         "outputs on the data; give ens.predict(X) for some rows.")
+    return pred
+
+
+def favourable_default(ens: TreeEnsemble, predictions: Any, *, above: bool = True) -> Any:
+    """The outcome an analysis of many rows (an audit, a comparison, rules of recourse,
+    a batch) calls favourable until the analyst says otherwise, one definition for every
+    page: a classifier's last class (a binary model's positive class); for a regressor,
+    a prediction at least the median of ``predictions``, ``(median, inf)``
+    (``above=False``: at most it, ``(-inf, median)``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.ensemble import RandomForestRegressor
+    >>> from core.counterfactual import favourable_default
+    >>> from core import from_model
+    >>> X = np.arange(20.0).reshape(-1, 1)
+    >>> ens = from_model(RandomForestRegressor(3, max_depth=2, random_state=0).fit(X, X[:, 0]))
+    >>> favourable_default(ens, [1.0, 2.0, 3.0]), favourable_default(ens, [1.0, 2.0, 3.0], above=False)
+    ((2.0, inf), (-inf, 2.0))
+    """
+    ens = _ensemble(ens)
+    if ens.task == "classification":
+        return list(ens.classes)[-1]
+    if ens.task != "regression":
+        raise QueryError("A target is an outcome of a classifier or a regressor, not of an anomaly detector.")
+    med = float(np.median(_regression_outputs(predictions)))
+    return (med, math.inf) if above else (-math.inf, med)
+
+
 def default_target(ens: TreeEnsemble, predictions: Any, row_prediction: Any = None) -> Any:
     """An outcome the row does not have, the default an analyst starts from: a
-    classifier's first class other than ``row_prediction`` (the first class when
-    None); for a regressor, the upper quartile of ``predictions`` ``(q75, max)``
-    for a row below the median (or for many rows: ``row_prediction`` None), the
-    lower quartile ``(min, q25)`` otherwise.
+    classifier's first class other than ``row_prediction`` (for many rows at once,
+    ``row_prediction`` None: the favourable class of :func:`favourable_default`);
+    for a regressor, the upper quartile of ``predictions`` ``(q75, max)`` for a
+    row below the median (or for many rows: ``row_prediction`` None), the lower
+    quartile ``(min, q25)`` otherwise.
 
     Parameters
     ----------
@@ -333,19 +374,11 @@ def default_target(ens: TreeEnsemble, predictions: Any, row_prediction: Any = No
     if ens.task == "classification":
         classes = list(ens.classes)
         if row_prediction is None:
-            return classes[0]
+            return classes[-1]
         return next((c for c in classes if not (c == row_prediction or str(c) == str(row_prediction))), classes[0])
     if ens.task != "regression":
         raise QueryError("A target is an outcome of a classifier or a regressor, not of an anomaly detector.")
-    try:
-        pred = np.asarray(predictions, dtype=float).ravel()
-    except (TypeError, ValueError):
-        raise QueryError(f"predictions are the regressor's outputs on the data (numbers, ens.predict(X)); got "
-                         f"{type(predictions).__name__} {predictions!r:.60}.") from None
-    pred = pred[np.isfinite(pred)]
-    if pred.size == 0:
-        raise QueryError("predictions are empty (or not finite): a regressor's default target is read from its "
-                         "outputs on the data; give ens.predict(X) for some rows.")
+    pred = _regression_outputs(predictions)
     if row_prediction is not None:
         try:
             row_prediction = float(row_prediction)

@@ -73,6 +73,6 @@ def page_context(title: str, caption: str):
     ws = require_workspace()
     st.caption(caption)
     if ws.model_kind != "tree_ensemble":       # every page says what kind of model it reasons about
-        st.info(f"The model is a {ws.kind_text}. Answers that need a tree ensemble are computed on its surrogate "
-                "and say so beside them.", icon=":material/info:")
+        st.info(f"Model: {ws.kind_text}. Answers that need a tree ensemble are computed on its surrogate and say so "
+                "beside them.", icon=":material/info:")
     return ws, ws.ensemble, ws.schema, list(ws.ensemble.feature_names), ws.X.to_numpy(dtype=float), ws.predictions

@@ -17,7 +17,7 @@ import numpy as np
 import streamlit as st
 
 from core.audit.stats import protected_attributes
-from core.counterfactual import already_at_target, default_target
+from core.counterfactual import already_at_target, default_target, favourable_default
 from core.shown import approx_text, outcome_text
 from dashboard import state
 from dashboard.ui import plain
@@ -90,6 +90,29 @@ def target_picker(container: Any, ens: Any, pred: np.ndarray, row_pred: Any, pre
     if row_pred is not None:
         st.session_state[SHOWN] = (float(lo), float(hi))
     return (float(lo), float(hi))
+
+
+def favourable_picker(container: Any, ens: Any, pred: np.ndarray, prefix: str, *, label: str = "Favourable outcome",
+                      sides: bool = False, reference: str = "the median") -> Any:
+    """The favourable outcome of an analysis of many rows, defaulting to
+    :func:`core.counterfactual.favourable_default`: a classifier's class (widget
+    ``{prefix}_target``); for a regressor a prediction at least the median (said in a
+    caption), or with ``sides`` at least / at most it (widget ``{prefix}_side``)."""
+    ws = state.get(state.Keys.WORKSPACE)
+    names = getattr(ws, "class_names", None) or {}
+    if ens.is_classifier:
+        classes = list(ens.classes)
+        return container.selectbox(label, classes, index=classes.index(favourable_default(ens, pred)),
+                                   key=f"{prefix}_target", format_func=lambda c: outcome_text(c, names))
+    above = True
+    if sides:
+        above = container.selectbox(label, [True, False], key=f"{prefix}_side",
+                                    format_func=lambda a: f"{'at least' if a else 'at most'} {reference} prediction")
+    target = favourable_default(ens, pred, above=above)
+    edge = target[0] if above else target[1]
+    container.caption(f"Favourable: prediction {'at least' if above else 'at most'} {reference}, "
+                      f"{plain(outcome_text(edge, names))}.")
+    return target
 
 
 def column_picker(container: Any, label: str, schema: Any, default: list[str], key: str, *,

@@ -15,7 +15,7 @@ from dashboard.widgets import row_picker, target_picker
 ws, ens, schema, names, X, pred = state.page_context(
     "Case story",
     "One case told from start to end for a presentation: the model's decision, the region around it where "
-    "the answer cannot change, the smallest change that gives the outcome you choose (proven optimal), a "
+    "the answer cannot change, the smallest change that gives the outcome you choose (with what it guarantees), a "
     "rule for cases like it, and how its group fares in the fairness audit of this page's data.")
 
 c1, c2, c3 = st.columns([1, 2, 1])

@@ -26,7 +26,7 @@ from dashboard.history import owner as history_owner
 from dashboard.history import show_gap_comparison
 from dashboard.history import store as history_store
 from dashboard.ui import cluster_setting, download, plain, user_errors
-from dashboard.widgets import protected_picker, row_picker
+from dashboard.widgets import favourable_picker, protected_picker, row_picker
 
 K = state.Keys
 ws, ens, schema, names, X, pred = state.page_context(
@@ -120,13 +120,7 @@ sa, sb = _sides(ws), _sides(wb)
 c1, c2 = st.columns(2)
 protected = protected_picker(c1, schema, "cm_protected", "Groups for the per-group figures; held fixed in every "
                              "recourse.")
-if ens.is_classifier:
-    classes = list(ens.classes)
-    target = c2.selectbox("Favourable outcome", classes, index=len(classes) - 1, key="cm_target",
-                          format_func=ws.outcome_text)
-else:
-    target = (float(np.median(pred)), float(np.inf))
-    c2.caption(f"Favourable: prediction at least the median of model A's, {ws.outcome_text(target[0])}.")
+target = favourable_picker(c2, ens, pred, "cm", reference="the median of model A's")
 if not protected:
     st.info("Choose at least one protected attribute.")
     st.stop()

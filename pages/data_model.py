@@ -40,7 +40,7 @@ def _load_upload(table, target, data_file, raw, model_file, trust, drop_missing,
 
 
 st.title("Data & model")
-st.caption("Load a dataset and the tree-ensemble model to audit, then check the feature settings "
+st.caption("Load a dataset and the model to audit, then check the feature settings "
            "that every analysis uses.")
 
 if state.get(K.LAST_ERROR):
@@ -83,7 +83,7 @@ else:
         if how == "Upload a model file":
             dep = deployment()
             model_file = st.file_uploader(
-                "Model file: XGBoost .json/.ubj, LightGBM .txt, scikit-learn .skops, CatBoost .json/.cbm"
+                "Model file: XGBoost .json/.ubj, LightGBM .txt, scikit-learn .skops, CatBoost .json/.cbm, ONNX .onnx"
                 + (" (or .pkl/.joblib)" if dep.allows_pickle else ""),
                 type=["json", "ubj", "txt", "skops", "cbm", "onnx"] + (["pkl", "pickle", "joblib"] if dep.allows_pickle else []),
                 key="dm_model_file")
@@ -189,6 +189,10 @@ if ws.ensemble.is_classifier and len(ws.ensemble.classes) <= 50:
         st.caption("Name the model's outcomes as your audience reads them (e.g. 0 = refused, 1 = approved): "
                    "every page, the case story and the audit report use these names. Leave a name blank to "
                    "show the class as it is.")
+        if st.session_state.get("dm_class_of") != ws.fingerprint:   # another model: not the last one's names
+            for k in [k for k in st.session_state if str(k).startswith("dm_class_") and str(k)[9:].isdigit()]:
+                del st.session_state[k]
+            st.session_state["dm_class_of"] = ws.fingerprint
         with st.form("dm_class_names"):
             given = {str(c): st.text_input(f"Class {plain(c)}", ws.class_names.get(str(c), ""), key=f"dm_class_{i}",
                                            max_chars=60)

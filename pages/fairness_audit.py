@@ -7,12 +7,13 @@ import streamlit as st
 
 from core.audit import Audit, run_audit
 from core.audit.report import fairness_tables, group_table, subgroup_table, tests_table
+from core.counterfactual import at_target
 from core.figures import cost_figure, metric_figure
 from core.intake.csvsafe import to_csv
 from dashboard import state
 from dashboard.history import remember
 from dashboard.ui import cluster_setting, download, plain, user_errors
-from dashboard.widgets import protected_picker
+from dashboard.widgets import favourable_picker, protected_picker
 
 ws, ens, schema, names, X, pred = state.page_context(
     "Fairness audit",
@@ -28,16 +29,8 @@ with tab_run:
     protected = protected_picker(st, schema, "fa_protected", "Preset from the feature settings (Data & model "
                                  "page). A one-hot group is one attribute; a numerical one is cut into quartiles.")
     c1, c2, c3 = st.columns(3)
-    if ens.is_classifier:
-        classes = list(ens.classes)
-        target = c1.selectbox("Favourable outcome", classes, index=len(classes) - 1, key="fa_target",
-                              format_func=ws.outcome_text)
-        unfavourable = int(np.sum(pred != target))
-    else:
-        lo_t = float(np.median(pred))
-        target = (lo_t, float(np.inf))
-        c1.caption(f"Favourable: prediction ≥ the median, {lo_t:.4g}.")
-        unfavourable = int(np.sum(pred < lo_t))
+    target = favourable_picker(c1, ens, pred, "fa")
+    unfavourable = int(np.sum(~at_target(ens, target, pred)))
     max_rows = int(c2.number_input("At most this many rows", 10, 20000, min(300, max(10, unfavourable)), 10,
                                    key="fa_rows", help=f"{unfavourable:,} rows have an unfavourable decision; "
                                    "a seeded random sample of them is audited."))

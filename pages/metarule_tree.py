@@ -8,13 +8,14 @@ from functools import partial
 import numpy as np
 import streamlit as st
 
+from core.counterfactual import at_target
 from core.figures import change_keep_counts, change_keep_figure, rule_box_figure
 from core.intake.columns import box_record
 from core.tcrex import TCREx
 from dashboard import state
 from dashboard.caching import session_cached
 from dashboard.ui import big_table_gate, download, graph_downloads, plain, user_errors
-from dashboard.widgets import row_picker
+from dashboard.widgets import favourable_picker, row_picker
 
 ws, ens, schema, names, X, pred = state.page_context(
     "Metarule tree",
@@ -23,13 +24,8 @@ ws, ens, schema, names, X, pred = state.page_context(
     "rule is its best option: the fewest features to change, then the most populated rule (T-CREx).")
 
 c1, c2, c3, c4 = st.columns(4)
-if ens.is_classifier:
-    classes = list(ens.classes)
-    target = c1.selectbox("Target outcome", classes, index=min(1, len(classes) - 1), key="mt_target")
-else:
-    side = c1.selectbox("Target outcome", ["above the mean prediction", "below the mean prediction"], key="mt_side")
-    mu = float(pred.mean())
-    target = (mu, np.inf) if side.startswith("above") else (-np.inf, mu)
+target = favourable_picker(c1, ens, pred, "mt", label="Target outcome", sides=True)
+not_yet = ~at_target(ens, target, pred)        # the rows the rules are for
 tau = c2.select_slider("Accuracy τ", [0.8, 0.85, 0.9, 0.95, 0.99], value=0.9, key="mt_tau")
 rho = c3.select_slider("Feasibility ρ", [0.005, 0.01, 0.02, 0.05, 0.1], value=0.02, key="mt_rho")
 n_trees = int(c4.number_input("Surrogate trees", 1, 10, 1, key="mt_trees"))
@@ -52,7 +48,7 @@ m[2].metric("Grid cells", f"{tc.n_cells_:,}")
 m[3].metric("Fit time", f"{tc.fit_time_ * 1000:.0f} ms")
 
 row = row_picker(st, len(X), "mt_row", label="Explain row",
-                 default=int(np.argmax(pred != target)) if ens.is_classifier else 0)
+                 default=int(np.argmax(not_yet)))
 st.info(f"Row {row} (prediction {plain(ws.outcome_text(pred[row]))}): {plain(tc.recourse_text(X[row]))}")
 tree_dot = tc.to_graphviz(highlight=tc.decision_path(X[row]))
 st.graphviz_chart(tree_dot)
@@ -65,8 +61,8 @@ st.dataframe(table, hide_index=True)
 left, right = st.columns(2)
 with left:
     st.markdown("**What the rules ask** (rows not yet at the target, up to 500)")
-    rows = np.flatnonzero(pred != target)[:500] if ens.is_classifier else np.arange(min(500, len(X)))
-    counts = change_keep_counts(tc, X[rows])
+    rows = np.flatnonzero(not_yet)[:500]
+    counts = change_keep_counts(tc, X[rows]) if len(rows) else []
     if len(counts):
         st.plotly_chart(change_keep_figure(counts), key="mt_counts")
 with right:

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.counterfactual import at_target
+from core.counterfactual import at_target, default_target, favourable_default
 from core.figures import counterfactual_changes_figure, counterfactual_table
 from core.intake.columns import (
     MISSING,
@@ -31,8 +31,9 @@ from dashboard.widgets import column_picker, row_picker, target_picker
 
 ws, ens, schema, names, X, pred = state.page_context(
     "Optimal counterfactual",
-    "The cheapest change of a row that gives the outcome you choose, found by a mixed-integer "
-    "model of the whole ensemble (OCEAN) and proven optimal. Distances are measured on each feature "
+    "The cheapest change of a row that gives the outcome you choose: for a tree ensemble found by a "
+    "mixed-integer model of the whole ensemble (OCEAN) and proven optimal, for a linear model by a MILP on its "
+    "score, for any other model through its surrogate and checked on the model. Distances are measured on each feature "
     "divided by its range, and switching category counts as one change; actionability comes from "
     "the feature settings.")
 
@@ -232,15 +233,18 @@ with tab_batch:
     choices = list(ens.classes) if ens.is_classifier else None
     if ens.is_classifier:
         b1, b2, b3 = st.columns(3)
-        from_cls = b1.selectbox("Rows predicted as", choices, key="ocb_from", format_func=ws.outcome_text)
-        to_cls = b2.selectbox("Target outcome", choices, index=min(1, len(choices) - 1), key="ocb_to",
+        favourable = favourable_default(ens, pred)
+        from_cls = b1.selectbox("Rows predicted as", choices, index=choices.index(default_target(ens, pred, favourable)),
+                                key="ocb_from", format_func=ws.outcome_text)
+        to_cls = b2.selectbox("Target outcome", choices, index=choices.index(favourable), key="ocb_to",
                               format_func=ws.outcome_text)
         n_rows = int(b3.number_input("How many rows", 1, 5000, 20, key="ocb_n"))
-        rows = np.flatnonzero(pred == from_cls)[:n_rows]
+        rows = np.flatnonzero(at_target(ens, from_cls, pred))[:n_rows]
         targets = [to_cls] * len(rows)
     else:
-        rows = np.arange(min(20, len(X)))
-        targets = [_target_widget("ocb", None)] * len(rows)
+        target_b = _target_widget("ocb", None)
+        rows = np.flatnonzero(~at_target(ens, target_b, pred))[:20]     # the first 20 rows not yet at it
+        targets = [target_b] * len(rows)
     with st.form("ocb_form"):
         kwargs_b, plaus_b = _settings("ocb")
         jobs = st.number_input("Parallel processes", 1, 8, 1, key="ocb_jobs")

@@ -590,7 +590,7 @@ def comparison_html(c: ModelComparison) -> str:
 95% percentile-bootstrap intervals; extra cost: the cheapest recourse valid under both, minus the one under A.</p>
 <h2>Gaps to the reference group</h2>{_table(_tests_shown(c.tests))}
 <p class="muted">Two-sided permutation tests, Holm-adjusted.</p>
-<h2>Per row</h2>{_table(c.rows)}
+<h2>Per row</h2><div class="wide">{_table(c.rows)}</div>
 <h2>Provenance</h2>
 <p>Model A: <code>{esc(json.dumps(a))}</code><br>Model B: <code>{esc(json.dumps(b))}</code><br>
 Data: <code>{esc(str(m.get('data_sha256', '')))}</code></p>

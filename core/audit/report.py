@@ -48,6 +48,7 @@ figure.chart{margin:.8rem 0}figure.chart svg{max-width:100%;height:auto}figcapti
 h2,h3{break-after:avoid}table{font-size:7.5pt;width:100%}td,th{padding:.15rem .3rem;overflow-wrap:break-word}
 thead{display:table-header-group}tr,figure,.plotly-graph-div,.js-plotly-plot{break-inside:avoid}
 code{font-size:7pt}.modebar-container{display:none}
+.wide table{table-layout:fixed;font-size:6pt}.wide td,.wide th{padding:.1rem;overflow-wrap:anywhere}
 }
 """
 _CSS = REPORT_CSS

@@ -27,7 +27,8 @@ from core.counterfactual import at_target, check_schema, make_target
 from core.errors import AuditCancelled, AuditError, QueryError
 from core.intake.columns import analyst_columns, recourse_frame
 from core.model import LinearModel, TreeEnsemble, as_model
-from core.model.features import as_table, closest_names, feature_index, missing_as_states, names_text
+from core.model.features import as_table, closest_names, feature_index, names_text
+from core.model.missing import missing_as_states
 from core.model.native import model_input
 from core.optimal.batch import batch_counterfactuals
 from core.rules import CounterfactualRules
@@ -175,7 +176,7 @@ def run_audit(ensemble: Any, X: Any, *, schema: Schema, target: Any, protected: 
     X : the data (DataFrame, read by name, or array in the model's feature order). Missing
         values (NaN), when the model routes them, are one more state of their column, as in the
         app: each feature missing somewhere gets an "is missing" column after the features
-        (:func:`core.model.features.missing_as_states`; decrease-only, cost weight 0, protected
+        (:func:`core.model.missing.missing_as_states`; decrease-only, cost weight 0, protected
         and fixed with its feature), and the audit's rows and counterfactuals have those columns too.
     schema : core.schema.Schema (kinds, ranges, actionability, weights, protected flags).
     target : the favourable outcome: a class, or an interval (lo, hi) for a regressor.

@@ -71,8 +71,8 @@ from core.compression.tree import TreeFit, gosdt_available, same_labels
 from core.counterfactual import check_schema
 from core.errors import FCCAError
 from core.model import TreeEnsemble, as_ensemble
-from core.model.features import as_table, feature_index, missing_as_states
-from core.model.missing import indicator_of
+from core.model.features import as_table, feature_index
+from core.model.missing import indicator_of, missing_as_states
 from core.optimal import optimal_counterfactual
 from core.optimal.batch import map_rows
 from core.schema import Schema, infer_schema, with_missing_states
@@ -162,7 +162,7 @@ def fcca(ensemble: Any, X: Any, y: Any, *, schema: Schema | None = None, p0: flo
     X : array or DataFrame (n_samples, n_features): the training rows (a DataFrame is read by
         name). Missing values (NaN), when the model routes them, are one more state of their
         column, as in the app: each feature missing somewhere gets an "is missing" column after
-        the features (:func:`core.model.features.missing_as_states`), and the result's rows and
+        the features (:func:`core.model.missing.missing_as_states`), and the result's rows and
         counterfactuals have those columns too.
     y : labels of X, required: the true labels (the paper: M holds the rows the
         model classifies correctly), or the model's own predictions to describe

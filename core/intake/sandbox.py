@@ -331,7 +331,7 @@ def load_vetted(data: bytes, filename: str, *, allow_pickle: bool = False, time_
         if text == "memory":
             text = (f"{filename!r} needs more than {memory_mb:,} MB to read: it claims sizes it does not hold "
                     "or is very large. Re-save the model from its library.")
-        elif kind == "ModelError" and not text.startswith(repr(filename)):
+        elif kind == "ModelError" and not text.startswith(repr(filename)[:-1]):   # (also "'f (its booster)'")
             text = f"{filename!r} could not be read: {text}"
         cls = getattr(errors, str(kind), ModelError)
         raise (cls if isinstance(cls, type) and issubclass(cls, errors.AtlasError) else ModelError)(text)

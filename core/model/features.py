@@ -37,7 +37,7 @@ import pandas as pd
 from core.errors import SchemaError
 
 __all__ = ["feature_index", "feature_indices", "closest_names", "names_text", "as_row", "as_table",
-           "missing_as_states", "fit_table"]
+           "fit_table"]
 
 _SHOWN = 40                     # names listed in a message at most
 
@@ -276,56 +276,6 @@ def as_row(x: Any, names: Sequence[Any], *, error: type[Exception] = SchemaError
                     "finite number per feature, in that order.")
     _check_values(A, names, error, what, missing)
     return A[0].copy()
-
-
-def missing_as_states(ens: Any, X: np.ndarray, reference: np.ndarray | None = None, *,
-                      error: type[Exception] = SchemaError) -> tuple[Any, np.ndarray, np.ndarray | None]:
-    """Rows with missing values read as the app's workspace reads them.
-
-    ``X`` (and ``reference``, e.g. the reference rows of the warm starts) hold
-    NaN where a value is missing. Each numerical feature missing somewhere gets
-    an "is missing" column, appended after the features in feature order, and
-    the ensemble is rewritten exactly over them (:func:`core.model.missing.expand`);
-    the value column holds the feature's median where missing (of
-    ``reference`` when it has known values, else of ``X``), so giving it a value
-    costs the move from the median. Returns ``(ensemble, X, reference)``, the
-    same objects when nothing is missing. ``error``: the model does not take
-    missing values, or a categorical feature holds NaN (its missing value is a
-    code)."""
-    from core.model.missing import expand  # (it imports the ensemble, which imports this module)
-
-    tables = [X] + ([reference] if reference is not None else [])
-    gaps = np.zeros(ens.n_features, dtype=bool)
-    for T in tables:
-        gaps |= np.isnan(T).any(axis=0)
-    feats = [int(j) for j in np.flatnonzero(gaps)]
-    if not feats:
-        return ens, X, reference
-    names = list(ens.feature_names)
-    cats = [j for j in feats if ens.categories and ens.categories[j] is not None]
-    if cats:
-        raise error(f"Feature {names[cats[0]]!r} is categorical: a missing value is its code "
-                    f"{ens.missing_code(cats[0])}, not NaN.")
-    if not ens.routes_missing:
-        raise error(f"The rows have missing values (NaN) in {names_text([names[j] for j in feats], 6)}, and this "
-                    "model does not take missing values (its library refuses them): impute or drop those rows.")
-    fill = []
-    for j in feats:
-        known = tables[-1][:, j]                          # the reference's values, else X's
-        known = known[~np.isnan(known)]
-        if known.size == 0:
-            known = np.concatenate([T[:, j] for T in tables])
-            known = known[~np.isnan(known)]
-        fill.append(float(np.median(known)) if known.size else 0.0)
-    wide = expand(ens, feats, fill)
-    values = np.zeros(ens.n_features)
-    values[feats] = fill
-
-    def rows(T: np.ndarray) -> np.ndarray:
-        nan = np.isnan(T)
-        return np.hstack([np.where(nan, values[None, :], T), nan[:, feats].astype(np.float64)])
-
-    return wide, rows(X), None if reference is None else rows(reference)
 
 
 def fit_table(X: Any, feature_names: Any = None, *, error: type[Exception] = SchemaError, what: str = "X",

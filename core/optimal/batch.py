@@ -40,7 +40,8 @@ from joblib.externals.loky.backend import get_context
 
 from core.errors import ClusterError, QueryError
 from core.model import LinearModel, as_ensemble
-from core.model.features import as_table, feature_indices, missing_as_states
+from core.model.features import as_table, feature_indices
+from core.model.missing import missing_as_states
 from core.optimal import optimal_counterfactual
 from core.schema import with_missing_states
 from core.settings import N_JOBS, n_jobs_setting, scheduler_setting, validated
@@ -344,7 +345,7 @@ def batch_counterfactuals(ensemble: Any, X: np.ndarray, targets: Iterable[Any], 
 
     Rows may have missing values (NaN) when the model routes them (HistGradientBoosting,
     XGBoost, LightGBM): they are read as the app reads them
-    (:func:`core.model.features.missing_as_states`), one "is missing" column per
+    (:func:`core.model.missing.missing_as_states`), one "is missing" column per
     feature missing somewhere appended after the features, the value column holding
     the feature's median (of ``X_ref`` when given, else of ``X``). Every result then
     has those columns too (``x[d + k]`` is 1 where the k-th such feature stays
@@ -429,7 +430,7 @@ def _targets(targets: Any, n: int) -> list[Any]:
 
 
 def _missing_door(ens: Any, X: np.ndarray, kwargs: dict[str, Any]) -> tuple[Any, np.ndarray]:
-    """Rows with missing values read as the app reads them (:func:`core.model.features.missing_as_states`):
+    """Rows with missing values read as the app reads them (:func:`core.model.missing.missing_as_states`):
     the ensemble, the rows, the reference rows, the schema and the weights widened by
     one "is missing" column per feature missing somewhere, which may only go from
     missing to a value."""

@@ -23,7 +23,9 @@ model known only by its answers (:class:`core.model.blackbox.BlackBoxModel`):
    the model allows (two grid passes per feature, each one batched call). Moving
    back towards the query keeps every constraint the solver respected (fixed
    features do not move, increase-only features stay above their value, ranges and
-   kinds hold), so the cost only goes down. The cheapest polished point is returned.
+   kinds hold), so the cost only goes down. The cheapest polished point is returned,
+   each moved number written with the fewest digits the model still accepts
+   (:func:`shorten_on_model`, within 0.1% of the feature's span).
 
 Rows are in the view the surrogate's ``ensemble`` reads (the workspace's one-hot and
 missing-state columns, or the codes view itself); the model is given them through
@@ -53,7 +55,7 @@ from core.model.native import model_input
 from core.schema import INTEGRAL_KINDS, Schema
 from core.surrogate.distill import Surrogate
 
-__all__ = ["checked_counterfactual", "polish_on_model", "ModelOnView"]
+__all__ = ["checked_counterfactual", "polish_on_model", "shorten_on_model", "ModelOnView"]
 
 SHRINK_GRID = 12            # values tried at once per feature and pass of the polish
 EXTEND = (1.05, 1.15, 1.3, 1.6, 2.0, 3.0)   # how far past a refused point the segment is followed
@@ -137,6 +139,39 @@ def polish_on_model(oracle: ModelOnView, x_hat: np.ndarray, z: np.ndarray,
             lo = float(vals[np.flatnonzero(closer_refused)[np.argmax(dist[closer_refused])]]) \
                 if closer_refused.any() else lo
             z[j] = hi = best
+    return z
+
+
+#: how far (as a share of the feature's span) a shown value may move from the polished one
+SHOWN_TOLERANCE = 1e-3
+
+
+def shorten_on_model(oracle: ModelOnView, x_hat: np.ndarray, z: np.ndarray, *, kinds: list[str],
+                     categorical: np.ndarray, span: np.ndarray, lower: np.ndarray | None = None,
+                     upper: np.ndarray | None = None) -> np.ndarray:
+    """``z`` with each moved number written with the fewest significant digits that the model
+    still accepts, rounded away from the query (so the change does not shrink) and within
+    :data:`SHOWN_TOLERANCE` of its span: the number shown is the number checked."""
+    z = np.array(z, dtype=float)
+    for j in np.flatnonzero(z != x_hat):
+        if categorical[j] or kinds[j] in INTEGRAL_KINDS or not np.isfinite(z[j]) or not np.isfinite(x_hat[j]):
+            continue
+        v, up = float(z[j]), bool(z[j] > x_hat[j])
+        cands = []
+        for digits in range(1, 13):
+            mag = 10.0 ** (np.floor(np.log10(abs(v))) - digits + 1) if v != 0 else 10.0 ** -digits
+            r = (np.ceil(v / mag) if up else np.floor(v / mag)) * mag
+            r = float(f"{r:.{digits + 2}g}")
+            if abs(r - v) <= SHOWN_TOLERANCE * span[j] and (r > x_hat[j] if up else r < x_hat[j]) \
+                    and (lower is None or r >= lower[j]) and (upper is None or r <= upper[j]) and r not in cands:
+                cands.append(r)
+        if not cands or cands[0] == v:
+            continue
+        C = np.repeat(z[None, :], len(cands), axis=0)
+        C[:, j] = cands
+        ok = oracle.valid(C)
+        if ok.any():
+            z[j] = cands[int(np.flatnonzero(ok)[0])]
     return z
 
 
@@ -282,6 +317,9 @@ def checked_counterfactual(model: Any, x: Any, target: Any, *, surrogate: Surrog
     polished = [polish_on_model(oracle, x_hat, z, cost_fn, kinds=kinds, groups=groups, categorical=categorical)
                 for z in found[:3]]
     z = polished[int(np.argmin(cm.cost(x_hat, np.array(polished))))]
+    arr = schema.arrays() if schema is not None else None
+    z = shorten_on_model(oracle, x_hat, z, kinds=kinds, categorical=categorical, span=cm.span,
+                         lower=None if arr is None else arr["lower"], upper=None if arr is None else arr["upper"])
     params = _params(first, surrogate, refits, oracle)
     note = "" if not refits else f"The surrogate was refined {refits} time{'s' if refits > 1 else ''} for this row."
     return _result(ens, oracle, x_hat, z, cm, t0, params, g, "", note=note)

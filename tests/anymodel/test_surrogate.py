@@ -18,6 +18,7 @@ from core.errors import QueryError
 from core.intake.worker import ModelWorker
 from core.intake.workspace import build_workspace
 from core.optimal import optimal_counterfactual
+from core.shown import number_text
 from core.surrogate import Surrogate, distill
 
 
@@ -94,6 +95,10 @@ def test_every_counterfactual_is_valid_on_the_original_model_minimal_and_constra
                       for u in moved)                            # a category switch costs one unit
         assert abs(r.cost - by_hand) < 1e-9
         assert abs(r.cost - make_cost_model(ws.ensemble, "l1", None, ws.schema).cost(x, r.x[None])[0]) < 1e-12
+        income = list(ws.ensemble.feature_names).index("income")
+        if r.x[income] != x[income]:                             # the number shown is the number checked
+            shown = number_text(r.x[income])
+            assert float(shown.replace(",", "")) == r.x[income] and len(shown.replace(",", "")) <= 9, shown
         checked += 1
     assert checked == 30
 
