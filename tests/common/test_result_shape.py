@@ -1,6 +1,7 @@
 """One result shape (issue #40 item 3): the analyses' results (an optimal
-counterfactual, a set of decision regions, a linear model's slice, T-CREx, the audit, the model comparison) share ``params``,
-``elapsed`` and ``guarantee`` under the same names, write themselves as strict JSON
+counterfactual, a set of decision regions, a linear model's slice, T-CREx, FCCA,
+the audit, the model comparison) share ``params``, ``elapsed`` and ``guarantee``
+under the same names, write themselves as strict JSON
 with ``to_dict`` / ``to_json`` and read back equal with ``from_dict`` / ``from_json``;
 their older names (``solve_time``, ``seconds``, ``fit_time_``) still read the same.
 
@@ -20,6 +21,8 @@ from sklearn.linear_model import LogisticRegression
 
 from core.audit import Audit, AuditError, run_audit
 from core.audit.compare import compare_models
+from core.compression import fcca
+from core.compression.result import FCCAResult
 from core.counterfactual import CounterfactualResult
 from core.errors import ResultFileError
 from core.intake.columns import result_record
@@ -269,3 +272,30 @@ def test_a_model_comparison_has_the_shape_reads_back_equal_and_gives_the_same_an
     assert np.array_equal(back.points_a, c.points_a, equal_nan=True)
     with pytest.raises(ResultFileError, match="holds a model comparison, not a counterfactual"):
         CounterfactualResult.from_json(c.to_json())
+
+
+# FCCA on the demo before the change (30 rows, labels from the data).
+BEFORE_FCCA = {"statuses": {"optimal": 30}, "cost_sum": 7.883916554,
+               "thresholds": [(21.75, 1), (24.55, 2), (26.25, 2), (28.25, 1), (28.45, 3), (29.55, 1), (32.65, 1),
+                              (34.25, 1), (37.85, 1), (38.45, 2), (41.45, 1), (46.45, 1), (47.25, 4), (53.35, 2),
+                              (55.95, 1), (57.85, 2), (59.15, 2), (60.85, 1), (76.6, 1)],
+               "compression": 0.993333333, "inconsistency": 0.227666667}
+
+
+def test_fcca_has_the_shape_reads_back_equal_and_gives_the_same_answers(demo):
+    df, target, _, ens, X, schema, _ = demo
+    r = fcca(ens, X, df[target].to_numpy(), schema=schema, max_points=30, n_jobs=1, time_limit=20)
+    _shape(r)
+    assert r.elapsed == r.timings["total"] and r.guarantee.kind == "proven_optimal"
+    assert r.statuses == BEFORE_FCCA["statuses"] and set(r.thresholds.index) == {"income"}
+    assert float(r.costs.sum()) == pytest.approx(BEFORE_FCCA["cost_sum"], abs=1e-6)
+    assert [(round(float(t), 9), int(c)) for t, c in zip(r.thresholds["threshold"], r.thresholds["count"])] == \
+        [tuple(tc) for tc in BEFORE_FCCA["thresholds"]]
+    assert round(r.compression_rate(0.5), 9) == BEFORE_FCCA["compression"]
+    assert round(r.inconsistency_rate(0.5), 9) == BEFORE_FCCA["inconsistency"]
+    back = _round_trip(r)
+    assert isinstance(back, FCCAResult) and back.ensemble.content_hash() == r.ensemble.content_hash()
+    for q in (0.0, 0.5, 0.9):                  # what is read at a level Q is the same off the file
+        assert back.compression_rate(q) == r.compression_rate(q)
+        assert back.inconsistency_rate(q) == r.inconsistency_rate(q)
+    assert back.discretize(Q=0.5).equals(r.discretize(Q=0.5))
