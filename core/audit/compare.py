@@ -47,7 +47,7 @@ from core.intake.models import from_model
 from core.model import Guarantee, LinearModel, TreeEnsemble
 from core.model.guarantee import MODEL_KINDS
 from core.model.native import model_input
-from core.model.result import Reader, Result, Writer, frame_from_dict, frame_to_dict, settings
+from core.model.result import Reader, Result, Writer, frame_from_dict, frame_to_dict, settings, to_json_value
 from core.optimal import optimal_counterfactual
 from core.optimal.batch import map_rows
 from core.ruletext import conditions, missing_condition
@@ -117,6 +117,18 @@ class ModelComparison(Result):
         return Guarantee("estimated", kind, note=(
             "The shares of decisions and of recourse honoured are estimates on the rows studied, with "
             "bootstrap intervals and permutation tests; each recourse is checked on both models."))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The export: the shape's header, each table as a list of records (numbers as
+        numbers, None where missing), the rules and the metadata, and the result itself
+        under ``"result"`` (:func:`core.model.result.export`), which :meth:`from_dict` reads."""
+        def records(df: pd.DataFrame) -> list[dict[str, Any]]:
+            return [{str(k): None if v is pd.NA or v is pd.NaT else to_json_value(v) for k, v in rec.items()}
+                    for rec in df.to_dict(orient="records")]
+
+        view = {"meta": to_json_value(self.meta), "rules": list(self.rules),
+                **{name: records(getattr(self, name)) for name in _TABLES}}
+        return {**self.header(), **view, "result": {**self.header(), **self._body()}}
 
     def _body(self) -> dict[str, Any]:
         """The tables with their column types (numbers exact, None where missing), the
