@@ -9,7 +9,7 @@ The layout: packages by concern, each above the ones it imports::
       model/          the representation every analysis reads; imports nothing above it
       intake/         tables and model files in, from_model, the checked workspace
       cells/ solvers/ the counterfactual kernel
-      optimal/ regions.py tcrex.py rules/ fcca/     the five analyses
+      optimal/ regions.py tcrex.py rules/ compression/   the five analyses (FCCA in compression/)
       audit/          the recourse audit: statistics, report, history, story, model versions
       counterfactual.py schema.py errors.py figures.py ruletext.py shown.py
       jsonable.py settings.py dot.py                shared by all of them

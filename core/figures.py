@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 
 from core.model.missing import SUFFIX
 from core.ruletext import conditions
-from core.shown import approx_text, label_order, number_text, round_sig
+from core.shown import approx_text, number_text, round_sig
 
 if TYPE_CHECKING:
     from core.model import TreeEnsemble
@@ -329,41 +329,6 @@ def fcca_curves_figure(curves: pd.DataFrame, Q: float):
     fig.update_layout(title="Compression, inconsistency and tree accuracy over Q", xaxis_title="Q",
                       yaxis_range=[0, 1.02], height=360, margin=dict(l=10, r=10, t=50, b=10),
                       legend=dict(orientation="h", y=-0.25))
-    return fig
-
-
-def cost_figure(audit: Any, attribute: str):
-    """Recourse-cost distribution per group (box and points), rows with a recourse."""
-    rows = audit.rows
-    col = f"group:{attribute}"
-    fig = go.Figure()
-    for g in sorted(rows[col].astype(str).unique(), key=label_order):
-        v = rows.loc[(rows[col].astype(str) == g) & (rows["feasible"] == 1), "cost"].to_numpy(dtype=float)
-        fig.add_trace(go.Box(y=v, name=text(f"{attribute} = {g} (n={v.size})"), boxpoints="outliers", boxmean=True))
-    fig.update_layout(title=dict(text=f"Optimal recourse cost by {text(attribute)}", y=0.97, yanchor="top"),
-                      yaxis_title="cost (range-scaled)", height=400, showlegend=False, **_ROOM)
-    return fig
-
-
-def metric_figure(audit: Any, attribute: str, metric: str = "feasible"):
-    """A metric per group with its bootstrap interval."""
-    # Imported here, not at the top: core.audit's __init__ imports its report, which
-    # imports this module's figures, so a top-level import would leave core.figures
-    # half-loaded (no cost_figure yet) whenever it is imported before core.audit.
-    from core.audit.metrics import METRICS, SHARES
-
-    g = audit.groups[audit.groups["attribute"] == attribute]
-    if metric not in g:
-        return None
-    fig = go.Figure(go.Bar(x=[text(f"{attribute} = {v}") for v in g["group"]], y=g[metric],
-                           error_y=dict(type="data", symmetric=False, array=g[f"{metric}_hi"] - g[metric],
-                                        arrayminus=g[metric] - g[f"{metric}_lo"]),
-                           marker_color="#2f6fb0"))
-    fig.update_layout(title=dict(text=f"{METRICS[metric].label.capitalize()} by {text(attribute)} "
-                                      "(95% bootstrap interval)",
-                                 y=0.97, yanchor="top"), height=360, **_ROOM)
-    if metric in SHARES:
-        fig.update_layout(yaxis_tickformat=".0%", yaxis_range=[0, 1.05])
     return fig
 
 

@@ -6,9 +6,9 @@ import numpy as np
 import streamlit as st
 
 from core.audit import Audit, run_audit
+from core.audit.figures import cost_figure, metric_figure
 from core.audit.report import fairness_tables, group_table, subgroup_table, tests_table
 from core.counterfactual import at_target
-from core.figures import cost_figure, metric_figure
 from core.intake.csvsafe import to_csv
 from dashboard import state
 from dashboard.history import remember

@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.audit.figures import cost_figure, metric_figure
 from core.audit.metrics import METRICS, SHARES
 from core.errors import AuditError
-from core.figures import cost_figure, interval_chart_svg, metric_figure
+from core.figures import interval_chart_svg
 from core.shown import approx_text, number_text, outcome_text
 
 __all__ = ["audit_html", "extract_audit_json", "plain_summary", "REPORT_CSS"]

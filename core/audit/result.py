@@ -16,10 +16,10 @@ from typing import Any, ClassVar, Mapping
 import numpy as np
 import pandas as pd
 
+from core.audit.figures import cost_figure, metric_figure
 from core.audit.metrics import METRICS
 from core.audit.report import audit_html, extract_audit_json, group_table, tests_table
 from core.errors import AuditError
-from core.figures import cost_figure, metric_figure
 from core.intake.csvsafe import to_csv
 from core.model import Guarantee
 from core.model.guarantee import MODEL_KINDS

@@ -83,6 +83,7 @@ from core.counterfactual import (
 )
 from core.model import Guarantee
 from core.model.linear import LinearModel
+from core.model.native import native_input
 from core.schema import INTEGRAL_KINDS
 from core.shown import round_sig
 
@@ -941,8 +942,6 @@ def linear_counterfactual(lin: LinearModel, x: Any, target: Any, *, schema: Any 
 def _on_model(model: Any, prob: LinearProblem, x: np.ndarray) -> bool:
     """Does the original model give the target on ``x`` (its own predict, and its
     probability for a margin)?"""
-    from core.model.native import native_input
-
     Xn = native_input(prob.lin, model, x[None, :])      # type: ignore[arg-type]
     t = prob.target
     with warnings.catch_warnings():
