@@ -29,11 +29,10 @@ Local mode keeps every feature; its caps are the library's own (200 MB tables).
 from __future__ import annotations
 
 import os
+import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-
-import tomllib
 
 CONFIG = Path(__file__).resolve().parents[1] / ".streamlit" / "atlas.toml"
 PUBLIC_DEFAULTS = {"max_upload_mb": 50, "max_rows": 200_000, "max_table_mb": 512}
