@@ -574,8 +574,8 @@ class TCREx:
     def to_dict(self, conditions: Callable[[np.ndarray, np.ndarray], list[dict[str, Any]]] | None = None,
                 outcome: str | None = None) -> dict[str, Any]:
         """JSON-able rules and metarules, the export of :attr:`result_`
-        (:func:`core.model.result.export`: its kind, params, elapsed and guarantee, and
-        the result itself under ``"result"``). With ``conditions`` (a box ``(lower, upper)``
+        (:func:`core.model.result.export`: its kind, params, elapsed and guarantee;
+        ``result_.to_json()`` is the result itself). With ``conditions`` (a box ``(lower, upper)``
         -> conditions on the analyst's columns, e.g. ``functools.partial(
         core.intake.columns.box_record, columns)``) each rule and metarule is written
         as those conditions (a category column as its set of categories); without,

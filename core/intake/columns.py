@@ -396,9 +396,8 @@ def result_record(columns: Sequence[Column], res: CounterfactualResult, names: S
     value, also one that stays missing), the changes with their values
     (:func:`change_records`), the settings with their feature lists in the analyst's
     columns (``names``: the model's feature names, to read those lists), the
-    alternatives the same way, nested; beside them the one result shape (``kind``,
-    ``elapsed``, ...) and the result itself under ``"result"``
-    (:func:`core.model.result.export`: ``CounterfactualResult.from_dict`` reads the file)."""
+    alternatives the same way, nested; beside them the one result shape's header
+    (``kind``, ``elapsed``, ...: :func:`core.model.result.export`)."""
     return export(res, _record(columns, res, names))
 
 

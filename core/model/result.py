@@ -29,9 +29,12 @@ counterfactual that does not exist); where the value is another one, the object'
 ``nonfinite`` names it (``{"gap": "nan"}``, ``{"lower": [[3, "inf"]]}``: position 3
 of the array), so nothing is lost.
 
-A page's download in the analyst's columns is that view with the result itself
-inside (:func:`export`): ``{kind, format, version, params, elapsed, guarantee, <the
-view>, "result": <to_dict()>}``; ``from_dict`` reads such a file too.
+A page's download in the analyst's columns starts with the same header
+(:func:`export`): ``{kind, format, version, params, elapsed, guarantee, <the view>}``;
+it does not hold the result in the model's own features (those may include internal
+ones, such as a missing value's indicator), so it is not read back: ``to_json`` is.
+A file that holds the result under ``"result"`` beside its view (the model
+comparison's) is read by ``from_dict``.
 """
 
 from __future__ import annotations
@@ -398,7 +401,7 @@ class Result:
 
     @classmethod
     def from_dict(cls: type[R], d: Mapping[str, Any]) -> R:
-        """The result :meth:`to_dict` wrote (or a page's export of it: :func:`export`)."""
+        """The result :meth:`to_dict` wrote (or a file holding it under ``"result"``)."""
         d = opened(d, cls)
         try:
             return cls._from_body(Reader(d, cls.what))
@@ -436,7 +439,7 @@ def _what(kind: Any) -> str:
 
 
 def opened(d: Any, cls: type[Result]) -> Mapping[str, Any]:
-    """``d`` checked to be a saved result of ``cls``'s kind; a page's export gives the result inside it."""
+    """``d`` checked to be a saved result of ``cls``'s kind; a file holding it under ``"result"`` gives that."""
     if not isinstance(d, Mapping):
         raise ResultFileError(f"A saved {cls.what} is a JSON object; got {type(d).__name__}.")
     kind = d.get("kind")
@@ -453,7 +456,7 @@ def _article(what: str) -> str:
 
 
 def export(result: Result, view: Mapping[str, Any]) -> dict[str, Any]:
-    """A download in the analyst's columns: the result's header, the ``view`` the page
-    shows (its keys may replace the header's, e.g. ``params`` with the analyst's
-    columns), and the result itself under ``"result"``, which :meth:`Result.from_dict` reads."""
-    return {**result.header(), **view, "result": result.to_dict()}
+    """A download in the analyst's columns: the result's header and the ``view`` the
+    page shows (its keys may replace the header's, e.g. ``params`` with the analyst's
+    columns). The result itself, in the model's features, is :meth:`Result.to_json`."""
+    return {**result.header(), **view}
