@@ -112,7 +112,9 @@ rule's ``pi``, ``pi_c`` and ``top_k`` per query), checked at the call by
 :func:`core.settings.validated`; ``n_jobs`` / ``scheduler`` mean the same
 everywhere (:mod:`core.settings`). The optimal counterfactual's ``on_progress(result)``
 is not a progress count: it hands over the first valid point (the warm start)
-while the solver works on the proof. Results are frozen dataclasses; errors a user
+while the solver works on the proof. Results are frozen dataclasses; those of the
+analyses share one shape (:class:`core.model.result.Result`: ``params``, ``elapsed``,
+``guarantee``, ``to_json`` / ``from_json``); errors a user
 can cause are the classes of :mod:`core.errors` (all ``ValueError``); values
 are made JSON-able by :func:`core.jsonable.plain`; rules are written by
 :mod:`core.ruletext`; changes read ``feature: before → after``

@@ -29,15 +29,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
 from core.errors import QueryError
-from core.jsonable import plain
 from core.model import Guarantee, TreeEnsemble, as_ensemble
 from core.model.features import feature_index, names_text
 from core.model.missing import indicator_of
+from core.model.result import Reader, Result, Writer, settings
 from core.shown import approx_text, number_text
 
 if TYPE_CHECKING:
@@ -437,9 +437,9 @@ def describe_changes(changes: Sequence[Change], sep: str = "; ") -> str:
     return sep.join(str(c) for c in changes)
 
 
-@dataclass(frozen=True)
-class CounterfactualResult:
-    """A counterfactual and how it was obtained.
+@dataclass(frozen=True, eq=False)
+class CounterfactualResult(Result):
+    """A counterfactual and how it was obtained (a :class:`core.model.result.Result`).
 
     x : ndarray of shape (n_features,) or None, the counterfactual (original units),
         strictly inside its cell of the model's partition; re-checked on the model.
@@ -449,17 +449,23 @@ class CounterfactualResult:
         "time_limit" (no proof in time; ``x`` is the best valid point, if any)
         or "error" (``message`` says why).
     gap : relative gap between ``cost`` and the proven lower bound (0 if optimal).
+    elapsed : seconds from the query to the answer (``solve_time``, its older name,
+        reads the same); ``timings`` splits them by stage.
+    params : the query's settings (JSON values).
     alternatives : further results when ``n_solutions > 1``.
     guarantee : what the answer guarantees (:class:`core.model.Guarantee`); when the
         solver that made it gives none, the one its status proves on a tree ensemble
         (:func:`status_guarantee`).
     """
 
+    kind: ClassVar[str] = "counterfactual"
+    what: ClassVar[str] = "counterfactual"
+
     x: np.ndarray | None
     cost: float
     status: str
     gap: float
-    solve_time: float
+    elapsed: float
     changes: tuple[Change, ...]
     backend: str
     params: dict[str, Any]
@@ -470,9 +476,10 @@ class CounterfactualResult:
     prediction: Any = None
     alternatives: tuple["CounterfactualResult", ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
-    guarantee: Guarantee | None = None
+    guarantee: Guarantee = None  # type: ignore[assignment]   # None: the one the status proves
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "params", settings(self.params))
         if self.guarantee is None:          # a tree ensemble's exact solve: the status says what is proven
             object.__setattr__(self, "guarantee", status_guarantee(self.status, self.x is not None and self.valid,
                                                                    self.gap, self.lower_bound))
@@ -481,23 +488,39 @@ class CounterfactualResult:
     def found(self) -> bool:
         return self.x is not None and self.valid
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able summary in the model's features (the analyst's columns:
-        :func:`core.intake.columns.result_record`): numbers as numbers, None for a
-        value that is not known (an infinite gap, a missing value before a change)."""
-        return {
-            "status": self.status, "valid": self.valid, "cost": _finite(self.cost),
-            "gap": _finite(self.gap), "lower_bound": _finite(self.lower_bound),
-            "solve_time_s": round(self.solve_time, 4), "backend": self.backend, "message": self.message,
-            "prediction": plain(self.prediction),
-            "x": None if self.x is None else [float(v) for v in self.x],
-            "changes": [{"feature": c.feature, "from": _finite(c.before), "to": _finite(c.after),
-                         "from_text": c.texts()[0], "to_text": c.texts()[1]} for c in self.changes],
-            "params": _plain_params(self.params),
-            "alternatives": [a.to_dict() for a in self.alternatives],
-            "timings": plain(self.timings),
-            "guarantee": None if self.guarantee is None else self.guarantee.to_dict(),
-        }
+    @property
+    def solve_time(self) -> float:
+        """The older name of :attr:`elapsed`."""
+        return self.elapsed
+
+    def _body(self) -> dict[str, Any]:
+        """The model's features (the analyst's columns: :func:`core.intake.columns.result_record`):
+        numbers as numbers, None for a value that is not known (an infinite gap, a missing
+        value before a change; ``nonfinite`` says which)."""
+        w = Writer()
+        w.value("status", self.status).value("valid", self.valid).number("cost", self.cost, math.inf)
+        w.number("gap", self.gap, math.inf).number("lower_bound", self.lower_bound, math.inf)
+        w.value("backend", self.backend).value("message", self.message).value("prediction", self.prediction)
+        w.array("x", self.x).array("x_query", self.x_query)
+        w.value("changes", [{"feature": c.feature, "from": _finite(c.before), "to": _finite(c.after),
+                             "from_text": c.texts()[0], "to_text": c.texts()[1],
+                             **({} if c.labels is None else {"labels": list(c.labels)})} for c in self.changes])
+        w.value("alternatives", [a.to_dict() for a in self.alternatives])
+        w.numbers("timings", self.timings, math.inf)
+        return w.done()
+
+    @classmethod
+    def _from_body(cls, r: Reader) -> "CounterfactualResult":
+        changes = tuple(Change(str(c["feature"]), _number(c["from"]), _number(c["to"]),
+                               None if c.get("labels") is None else (str(c["labels"][0]), str(c["labels"][1])))
+                        for c in r.get("changes"))
+        return cls(x=r.array("x"), cost=r.number("cost", math.inf), status=str(r.get("status")),
+                   gap=r.number("gap", math.inf), elapsed=r.number("elapsed"), changes=changes,
+                   backend=str(r.get("backend")), params=dict(r.get("params")), x_query=r.array("x_query", default=None),
+                   lower_bound=r.number("lower_bound", math.inf), valid=bool(r.get("valid")),
+                   message=str(r.get("message", "")), prediction=r.get("prediction", None),
+                   alternatives=tuple(CounterfactualResult.from_dict(a) for a in r.get("alternatives", [])),
+                   timings=r.numbers("timings", math.inf), guarantee=Guarantee.from_dict(r.get("guarantee")))
 
 
 def status_guarantee(status: str, found: bool, gap: float = 0.0, bound: float = 0.0,
@@ -518,18 +541,9 @@ def _finite(v: Any) -> float | None:
     return None if v is None or not np.isfinite(float(v)) else float(v)
 
 
-def _plain_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    """Settings as JSON values, nested as they are (never a structure written as a string)."""
-    def one(v: Any) -> Any:
-        v = plain(v)
-        if isinstance(v, dict):
-            return {k: one(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [one(x) for x in v]
-        if isinstance(v, float) and not np.isfinite(v):
-            return None
-        return v if isinstance(v, (int, float, str, bool, type(None))) else str(v)
-    return {str(k): one(v) for k, v in params.items()}
+def _number(v: Any) -> float:
+    """A change's value as written: None is a missing value (NaN)."""
+    return float("nan") if v is None else float(v)
 
 
 def changes_between(ens: TreeEnsemble, x_hat: np.ndarray, x: np.ndarray) -> tuple[Change, ...]:

@@ -88,6 +88,10 @@ class ClusterError(AtlasError):
     """The Dask cluster cannot be reached or used."""
 
 
+class ResultFileError(AtlasError):
+    """A saved result cannot be read back: another kind of result, or a damaged file."""
+
+
 class GurobiUnavailable(RuntimeError):
     """Gurobi cannot solve this model here (no licence, or the model exceeds
     it); not the user's doing: the solver falls back to CP-SAT with a notice."""

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -39,9 +39,10 @@ from core.cells import CellProblem, QueryRun, best_start, build_problem, local_s
 from core.cells.bounds import radius_for, range_min, range_min_table, target_needs
 from core.cells.problem import TreeBlock
 from core.counterfactual import CounterfactualResult, QueryError, check_time_limit
-from core.model import TreeEnsemble, as_ensemble
+from core.model import Guarantee, TreeEnsemble, as_ensemble
 from core.model.box import Box
 from core.model.features import as_row, feature_index
+from core.model.result import Reader, Result, Writer, settings
 from core.optimal import other_models, query_door
 from core.settings import integer, nonnegative, norm_setting, open_probability, optional, seconds, validated
 
@@ -62,15 +63,59 @@ class Region(Box):
     point: np.ndarray        # the region's point nearest the query (strictly inside)
 
 
-@dataclass(frozen=True)
-class RegionSet:
-    """Regions found by a search, with how the search went."""
+@dataclass(frozen=True, eq=False)
+class RegionSet(Result):
+    """Regions found by a search, with how the search went (a :class:`core.model.result.Result`).
+
+    regions : the pure regions, nearest first where there is a query.
+    complete : False if the node or time limit stopped the search (the regions listed are
+        exact; there may be more).
+    n_nodes : nodes of the search tree visited; elapsed : seconds (``seconds``, its older
+        name, reads the same); params : the search's settings.
+    guarantee : ``exact`` (each region is read exactly off the trees).
+    """
+
+    kind: ClassVar[str] = "region_set"
+    what: ClassVar[str] = "set of decision regions"
 
     regions: tuple[Region, ...]
     complete: bool           # False if the node or time limit stopped the search
     n_nodes: int
-    seconds: float
+    elapsed: float
     params: dict[str, Any] = field(default_factory=dict)
+    guarantee: Guarantee = None  # type: ignore[assignment]   # None: exact, incomplete when stopped
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", settings(self.params))
+        if self.guarantee is None:
+            object.__setattr__(self, "guarantee", Guarantee("exact", note="" if self.complete else (
+                "The search stopped at its limit: every region listed is exact, but there may be more.")))
+
+    @property
+    def seconds(self) -> float:
+        """The older name of :attr:`elapsed`."""
+        return self.elapsed
+
+    def _body(self) -> dict[str, Any]:
+        return {"complete": bool(self.complete), "n_nodes": int(self.n_nodes),
+                "regions": [_region_dict(r) for r in self.regions]}
+
+    @classmethod
+    def _from_body(cls, r: Reader) -> "RegionSet":
+        return cls(tuple(_region_from(Reader(g, "region")) for g in r.get("regions")), bool(r.get("complete")),
+                   int(r.get("n_nodes")), r.number("elapsed"), dict(r.get("params")),
+                   Guarantee.from_dict(r.get("guarantee")))
+
+
+def _region_dict(reg: Region) -> dict[str, Any]:
+    w = Writer().array("lower", reg.lower, -np.inf).array("upper", reg.upper, np.inf)
+    w.array("raw", reg.raw).value("prediction", reg.prediction).number("distance", reg.distance, np.inf)
+    return w.array("point", reg.point).done()
+
+
+def _region_from(r: Reader) -> Region:
+    return Region(r.array("lower", -np.inf), r.array("upper", np.inf), r.array("raw"), r.get("prediction"),
+                  r.number("distance", np.inf), r.array("point"))
 
 
 class _Search:
@@ -463,7 +508,7 @@ def projection_regions(ensemble: Any, x: Any, target: Any, features: tuple[Any, 
     rs = counterfactual_set(ens, x, target, radius, norm=norm, weights=weights, fixed=fixed,
                             increase_only=increase_only, decrease_only=decrease_only, schema=schema,
                             time_limit=time_limit, max_regions=max_regions)
-    return RegionSet(rs.regions, rs.complete, rs.n_nodes, rs.seconds,
+    return RegionSet(rs.regions, rs.complete, rs.n_nodes, rs.elapsed,
                      dict(rs.params, features=[ens.feature_names[fa], ens.feature_names[fb]], mode="projection"))
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 import pandas as pd
@@ -40,14 +40,15 @@ from core.counterfactual import continuous_outputs, output_mask
 from core.dot import label as dot_label
 from core.errors import DataError, GridTooLargeError, NotFittedError, NoValidRuleError, QueryError
 from core.jsonable import plain
-from core.model import node_boxes
+from core.model import Guarantee, node_boxes
 from core.model.box import Box
 from core.model.features import as_table, feature_indices, fit_table
+from core.model.result import Reader, Result, Writer, export, settings, to_json_value
 from core.ruletext import conditions
 from core.settings import integer, optional, probability, validated
 from core.shown import bound_text, outcome_text
 
-__all__ = ["TCREx", "Rule", "Metarule", "NoValidRuleError"]
+__all__ = ["TCREx", "TCRExResult", "Rule", "Metarule", "NoValidRuleError"]
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,81 @@ class Metarule(Box):
     rule: int
     worst_case_changes: int
     node: int
+
+
+@dataclass(frozen=True, eq=False)
+class TCRExResult(Result):
+    """What a fitted :class:`TCREx` found, as one result (a :class:`core.model.result.Result`):
+    the estimator's ``result_``. :meth:`TCREx.from_result` makes an estimator of it again.
+
+    feature_names, groups : the fitted columns and one-hot groups (column indices).
+    target : the target outputs Y* as given (a class, ``"other"``, ``("other", c)``, ``(lo, hi)``).
+    rules, metarules : the maximal-valid rules and the metarule tree's leaves.
+    metarule_tree : dict of arrays (feature, threshold, left, right, rule).
+    grid : the grid bounds per feature; n_cells : grid cells with a prototype.
+    params, elapsed : the settings and the seconds of the fit.
+    guarantee : ``estimated`` (accuracy and feasibility are shares of the fitting rows).
+    """
+
+    kind: ClassVar[str] = "tcrex"
+    what: ClassVar[str] = "T-CREx result"
+
+    feature_names: tuple[str, ...]
+    groups: tuple[tuple[int, ...], ...]
+    target: Any
+    rules: tuple[Rule, ...]
+    metarules: tuple[Metarule, ...]
+    metarule_tree: dict[str, np.ndarray]
+    grid: tuple[np.ndarray, ...]
+    n_cells: int
+    params: dict[str, Any]
+    elapsed: float
+    guarantee: Guarantee = None  # type: ignore[assignment]   # None: estimated on the fitting rows
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", settings(self.params))
+        if self.guarantee is None:
+            n = self.params.get("n_rows")
+            rows = f"the {n:,} rows" if isinstance(n, int) else "the rows"
+            object.__setattr__(self, "guarantee", Guarantee("estimated", note=(
+                f"Each rule's accuracy and feasibility are shares of {rows} it was fitted on, with the model's "
+                "outputs on them; the metarules assign each region its best rule exactly.")))
+
+    def _body(self) -> dict[str, Any]:
+        groups = [list(g) for g in self.groups]
+
+        def text(lower: np.ndarray, upper: np.ndarray) -> str:
+            return " and ".join(t for _, t in conditions(lower, upper, list(self.feature_names), groups)[0]) \
+                or "anything"
+
+        rules = [Writer().array("lower", r.lower, -np.inf).array("upper", r.upper, np.inf)
+                 .number("accuracy", r.accuracy).number("feasibility", r.feasibility)
+                 .value("text", text(r.lower, r.upper)).done() for r in self.rules]
+        metas = [Writer().array("lower", m.lower, -np.inf).array("upper", m.upper, np.inf).value("rule", m.rule)
+                 .value("worst_case_changes", m.worst_case_changes).value("node", m.node).done()
+                 for m in self.metarules]
+        tree = Writer()
+        for k, a in self.metarule_tree.items():
+            tree.array(k, a)
+        return {"feature_names": list(self.feature_names), "groups": groups, "target": to_json_value(self.target),
+                "rules": rules, "metarules": metas, "metarule_tree": tree.done(),
+                "grid": [to_json_value(g) for g in self.grid], "n_cells": int(self.n_cells)}
+
+    @classmethod
+    def _from_body(cls, r: Reader) -> "TCRExResult":
+        rules = tuple(Rule(q.array("lower", -np.inf), q.array("upper", np.inf), q.number("accuracy"),
+                           q.number("feasibility")) for q in (Reader(d, "rule") for d in r.get("rules")))
+        metas = tuple(Metarule(q.array("lower", -np.inf), q.array("upper", np.inf), int(q.get("rule")),
+                               int(q.get("worst_case_changes")), int(q.get("node")))
+                      for q in (Reader(d, "metarule") for d in r.get("metarules")))
+        t = Reader(r.get("metarule_tree"), "metarule tree")
+        tree = {k: t.array(k, dtype=float if k == "threshold" else np.int64)
+                for k in ("feature", "threshold", "left", "right", "rule")}
+        target = r.get("target")
+        return cls(tuple(str(n) for n in r.get("feature_names")), tuple(tuple(int(j) for j in g) for g in r.get("groups")),
+                   tuple(target) if isinstance(target, list) else target, rules, metas, tree,
+                   tuple(np.asarray(g, dtype=float) for g in r.get("grid")), int(r.get("n_cells")),
+                   dict(r.get("params")), r.number("elapsed"), Guarantee.from_dict(r.get("guarantee")))
 
 
 def _outputs(y_model: Any, n: int) -> np.ndarray:
@@ -107,7 +183,8 @@ class TCREx:
     metarule_tree_ : dict of arrays (feature, threshold, left, right, rule).
     grid_ : list of ndarray, the grid bounds per feature (finite ones).
     n_cells_ : number of grid cells with a prototype.
-    fit_time_ : seconds.
+    result_ : TCRExResult, all of the above as one result (params, elapsed, guarantee, JSON).
+    fit_time_ : seconds (``result_.elapsed``).
 
     Examples
     --------
@@ -170,8 +247,35 @@ class TCREx:
         except Exception:
             del self.rules_  # never half fitted
             raise
-        self.fit_time_ = time.perf_counter() - t0
+        self.result_ = TCRExResult(
+            tuple(str(v) for v in names), tuple(tuple(int(j) for j in g) for g in self.groups_), target,
+            tuple(self.rules_), tuple(self.metarules_), dict(self.metarule_tree_), tuple(self.grid_), self.n_cells_,
+            {"rho": self.rho, "tau": self.tau, "n_trees": self.n_trees, "max_cells": self.max_cells,
+             "groups": [[names[j] for j in g] for g in self.groups_], "random_state": self.random_state,
+             "target": target, "n_rows": int(n)}, time.perf_counter() - t0)
+        self.fit_time_ = self.result_.elapsed
         return self
+
+    @classmethod
+    def from_result(cls, result: TCRExResult) -> "TCREx":
+        """A fitted estimator of a T-CREx result (e.g. one read back with
+        :meth:`TCRExResult.from_json`): its rules, metarules and explanations are the result's."""
+        p = result.params
+        est = cls(rho=p.get("rho", 0.02), tau=p.get("tau", 0.9), n_trees=p.get("n_trees", 1),
+                  max_cells=p.get("max_cells", 100_000), groups=[list(g) for g in result.groups] or None,
+                  random_state=p.get("random_state"))
+        est.n_features_in_ = len(result.feature_names)
+        est.feature_names_ = list(result.feature_names)
+        est.target_ = result.target
+        est.groups_ = [list(g) for g in result.groups]
+        est.rules_ = list(result.rules)
+        est.metarules_ = list(result.metarules)
+        est.metarule_tree_ = dict(result.metarule_tree)
+        est.grid_ = list(result.grid)
+        est.n_cells_ = result.n_cells
+        est.result_ = result
+        est.fit_time_ = result.elapsed
+        return est
 
     def _candidates(self, X, y, n, d):
         from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
@@ -469,7 +573,9 @@ class TCREx:
 
     def to_dict(self, conditions: Callable[[np.ndarray, np.ndarray], list[dict[str, Any]]] | None = None,
                 outcome: str | None = None) -> dict[str, Any]:
-        """JSON-able rules and metarules. With ``conditions`` (a box ``(lower, upper)``
+        """JSON-able rules and metarules, the export of :attr:`result_`
+        (:func:`core.model.result.export`: its kind, params, elapsed and guarantee;
+        ``result_.to_json()`` is the result itself). With ``conditions`` (a box ``(lower, upper)``
         -> conditions on the analyst's columns, e.g. ``functools.partial(
         core.intake.columns.box_record, columns)``) each rule and metarule is written
         as those conditions (a category column as its set of categories); without,
@@ -482,19 +588,21 @@ class TCREx:
                 return {"conditions": conditions(lower, upper)}
             return {"lower": [num(v) for v in lower], "upper": [num(v) for v in upper]}
 
+        if not hasattr(self, "result_"):
+            raise NotFittedError("This TCREx is not fitted yet; call fit first.")
         target = plain(self.target_)
         if isinstance(target, list):
             target = [num(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in target]
-        return {
-            "params": {"rho": self.rho, "tau": self.tau, "n_trees": self.n_trees, "target": target,
-                       "outcome": outcome if outcome is not None else _target_text(self.target_)},
+        return export(self.result_, {
+            "params": {**self.result_.params, "rho": self.rho, "tau": self.tau, "n_trees": self.n_trees,
+                       "target": target, "outcome": outcome if outcome is not None else _target_text(self.target_)},
             **({} if conditions is not None else {"features": list(self.feature_names_)}),
             "rules": [{"rule": f"R{k}", **box(r.lower, r.upper), "accuracy": float(r.accuracy),
                        "feasibility": float(r.feasibility), "complexity": int(r.complexity),
                        "text": self.rule_text(k)} for k, r in enumerate(self.rules_)],
             "metarules": [{**box(m.lower, m.upper), "rule": f"R{int(m.rule)}",
                            "worst_case_changes": int(m.worst_case_changes)} for m in self.metarules_],
-        }
+        })
 
     def to_graphviz(self, highlight: Sequence[int] = (), palette: Sequence[str] | None = None) -> str:
         """DOT source of the metarule tree; leaves coloured by rule; ``highlight``

@@ -25,10 +25,11 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import math
 import time
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -44,7 +45,9 @@ from core.intake.columns import analyst_columns, recourse_frame
 from core.intake.csvsafe import to_csv
 from core.intake.models import from_model
 from core.model import Guarantee, LinearModel, TreeEnsemble
+from core.model.guarantee import MODEL_KINDS
 from core.model.native import model_input
+from core.model.result import Reader, Result, Writer, frame_from_dict, frame_to_dict, settings, to_json_value
 from core.optimal import optimal_counterfactual
 from core.optimal.batch import map_rows
 from core.ruletext import conditions, missing_condition
@@ -69,9 +72,15 @@ from core.schema import Schema
 __all__ = ["ModelComparison", "compare_models", "decision_agreement", "disagreement_rules"]
 
 
-@dataclass(frozen=True)
-class ModelComparison:
-    """What :func:`compare_models` found (tables in the data's columns and groups)."""
+@dataclass(frozen=True, eq=False)
+class ModelComparison(Result):
+    """What :func:`compare_models` found (tables in the data's columns and groups); a
+    :class:`core.model.result.Result`: ``params`` (``meta``'s ``parameters``), ``elapsed``
+    (its total seconds) and ``guarantee`` (``estimated``: the shares are estimates on the
+    rows studied, with intervals)."""
+
+    kind: ClassVar[str] = "model_comparison"
+    what: ClassVar[str] = "model comparison"
 
     agreement: pd.DataFrame        # attribute, group, rows, agree (share), flips
     flips: pd.DataFrame            # row, decision A, decision B, group labels
@@ -92,31 +101,63 @@ class ModelComparison:
     def rows_csv(self) -> str:
         return to_csv(self.rows)
 
-    def to_dict(self) -> dict[str, Any]:
-        def frame(df: pd.DataFrame) -> list[dict[str, Any]]:     # numbers as numbers, None where missing
-            return [{str(k): _cell(v) for k, v in rec.items()} for rec in df.to_dict(orient="records")]
-        return {"format": "counterfactual-atlas-model-comparison", "meta": self.meta,
-                "agreement": frame(self.agreement), "flips": frame(self.flips), "rules": self.rules,
-                "rows": frame(self.rows), "groups": frame(self.groups), "tests": frame(self.tests)}
+    @property
+    def params(self) -> dict[str, Any]:  # type: ignore[override]
+        return settings(self.meta.get("parameters") or {})
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1, default=str)
+    @property
+    def elapsed(self) -> float:  # type: ignore[override]
+        total = (self.meta.get("timings") or {}).get("total")
+        return float(total) if isinstance(total, (int, float)) and not isinstance(total, bool) else math.nan
+
+    @property
+    def guarantee(self) -> Guarantee:  # type: ignore[override]
+        kinds = {(self.meta.get(side) or {}).get("kind") for side in ("model_a", "model_b")}
+        kind = "black_box" if "black_box" in kinds else next((k for k in kinds if k in MODEL_KINDS), "tree_ensemble")
+        return Guarantee("estimated", kind, note=(
+            "The shares of decisions and of recourse honoured are estimates on the rows studied, with "
+            "bootstrap intervals and permutation tests; each recourse is checked on both models."))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The export: the shape's header, each table as a list of records (numbers as
+        numbers, None where missing), the rules and the metadata, and the result itself
+        under ``"result"`` (:func:`core.model.result.export`), which :meth:`from_dict` reads."""
+        def records(df: pd.DataFrame) -> list[dict[str, Any]]:
+            return [{str(k): None if v is pd.NA or v is pd.NaT else to_json_value(v) for k, v in rec.items()}
+                    for rec in df.to_dict(orient="records")]
+
+        view = {"meta": to_json_value(self.meta), "rules": list(self.rules),
+                **{name: records(getattr(self, name)) for name in _TABLES}}
+        return {**self.header(), **view, "result": {**self.header(), **self._body()}}
+
+    def _body(self) -> dict[str, Any]:
+        """The tables with their column types (numbers exact, None where missing), the
+        rules, the metadata and each row's recourse points."""
+        w = Writer().value("meta", self.meta).value("rules", list(self.rules))
+        for name in _TABLES:
+            w.value(name, frame_to_dict(getattr(self, name)))
+        return w.array("points_a", self.points_a).array("points_both", self.points_both).done()
+
+    @classmethod
+    def _from_body(cls, r: Reader) -> "ModelComparison":
+        def frame(name: str) -> pd.DataFrame:
+            d = r.get(name)
+            if not isinstance(d, Mapping):
+                raise ValueError(f"the table {name!r} is not an object")
+            return frame_from_dict(d)
+
+        return cls(frame("agreement"), frame("flips"), [str(t) for t in r.get("rules")], frame("rows"),
+                   frame("groups"), frame("tests"), dict(r.get("meta")), r.array("points_a", default=None),
+                   r.array("points_both", default=None))
+
+    def to_json(self, indent: int | None = 1) -> str:
+        return json.dumps(self.to_dict(), indent=indent, default=str)
 
     def to_html(self) -> str:
         return comparison_html(self)
 
 
-def _cell(v: Any) -> Any:
-    """One table cell as JSON: numpy scalars as Python values, NaN and infinite numbers as None."""
-    if isinstance(v, (np.bool_, bool)):
-        return bool(v)
-    if isinstance(v, np.integer):
-        return int(v)
-    if isinstance(v, (float, np.floating)):
-        return float(v) if np.isfinite(v) else None
-    if v is pd.NA or v is pd.NaT:
-        return None
-    return v
+_TABLES = ("agreement", "flips", "rows", "groups", "tests")
 
 
 # ------------------------------------------------------------------ agreement

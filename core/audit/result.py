@@ -9,8 +9,9 @@ and re-opens a saved one with a check that everything shown is there.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Mapping
 
 import numpy as np
 import pandas as pd
@@ -20,13 +21,22 @@ from core.audit.metrics import METRICS
 from core.audit.report import audit_html, extract_audit_json, group_table, tests_table
 from core.errors import AuditError
 from core.intake.csvsafe import to_csv
+from core.model import Guarantee
+from core.model.guarantee import MODEL_KINDS
+from core.model.result import FORMAT, Result, settings
 
 __all__ = ["Audit"]
 
 
-@dataclass(frozen=True)
-class Audit:
-    """The audit's tables, summary and provenance (see :mod:`core.audit`).
+_OLD_FORMAT = "counterfactual-atlas-audit"     # audits saved before the one result shape; they still open
+
+
+@dataclass(frozen=True, eq=False)
+class Audit(Result):
+    """The audit's tables, summary and provenance (see :mod:`core.audit`); a
+    :class:`core.model.result.Result`: ``params`` (the audit's parameters, ``meta``'s
+    ``parameters``), ``elapsed`` (its total seconds, ``meta``'s ``timings``) and
+    ``guarantee`` (``estimated``: the group figures are estimates on the audited rows).
 
     rows : one row per audited row (index into the data, group labels, recourse, rules): its
         recourse's cost, ``n_changed`` (the analyst's columns it changes; a fill of a missing
@@ -58,6 +68,28 @@ class Audit:
     disparities: pd.DataFrame | None = None     # demographic parity / equalised odds per attribute
     subgroups: pd.DataFrame | None = None       # the subgroup scan of recourse (core.audit.subgroups)
 
+    kind: ClassVar[str] = "audit"
+    what: ClassVar[str] = "audit"
+
+    @property
+    def params(self) -> dict[str, Any]:  # type: ignore[override]
+        return settings(self.meta.get("parameters") or {})
+
+    @property
+    def elapsed(self) -> float:  # type: ignore[override]
+        total = (self.meta.get("timings") or {}).get("total")
+        return float(total) if isinstance(total, (int, float)) and not isinstance(total, bool) else math.nan
+
+    @property
+    def guarantee(self) -> Guarantee:  # type: ignore[override]
+        kind = (self.meta.get("model") or {}).get("kind")
+        return Guarantee("estimated", kind if kind in MODEL_KINDS else "tree_ensemble", note=(
+            "Each group's figures are estimates on the audited rows, with bootstrap intervals and "
+            "permutation tests; each row's recourse carries its own status."))
+
+    def _compared(self) -> tuple[str, ...]:
+        return ("rows", "groups", "tests", "rules", "summary", "meta", "fairness", "disparities", "subgroups")
+
     def to_dict(self) -> dict[str, Any]:
         def cell(v: Any) -> Any:
             if isinstance(v, (np.bool_, bool)):
@@ -74,7 +106,7 @@ class Audit:
             return {"columns": [str(c) for c in df.columns],
                     "data": [[cell(v) for v in row] for row in df.itertuples(index=False, name=None)]}
 
-        out = {"format": "counterfactual-atlas-audit", "version": 1, "rows": frame(self.rows),
+        out = {**self.header(), "rows": frame(self.rows),
                "groups": frame(self.groups), "tests": frame(self.tests), "rules": frame(self.rules),
                "summary": list(self.summary), "meta": self.meta}
         for name in ("fairness", "disparities", "subgroups"):
@@ -83,12 +115,14 @@ class Audit:
                 out[name] = frame(table)
         return out
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1, default=str)
+    def to_json(self, indent: int | None = 1) -> str:
+        return json.dumps(self.to_dict(), indent=indent, default=str)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Audit":
-        if d.get("format") != "counterfactual-atlas-audit":
+    def from_dict(cls, d: Mapping[str, Any]) -> "Audit":
+        """A saved audit (the result shape, or the format before it)."""
+        if not isinstance(d, Mapping) or not (d.get("format") == _OLD_FORMAT
+                                              or (d.get("format") == FORMAT and d.get("kind") == cls.kind)):
             raise AuditError("This file is not a saved audit of Counterfactual Atlas (no audit data inside).")
 
         def frame(x: dict[str, Any]) -> pd.DataFrame:

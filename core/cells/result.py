@@ -99,7 +99,7 @@ class QueryRun:
             pred = ens.predict(x[None, :])[0]
         return CounterfactualResult(
             x=x if valid else None, cost=float(cost), status=status if (valid or x is None) else "error",
-            gap=float(gap), solve_time=time.perf_counter() - self.t0,
+            gap=float(gap), elapsed=time.perf_counter() - self.t0,
             changes=changes_between(ens, prob.x_hat, x) if (x is not None and valid) else (),
             backend=backend, params=self.params, x_query=prob.x_hat.copy(), lower_bound=float(lower_bound),
             valid=valid, message=message, prediction=pred, timings=dict(self.timings))

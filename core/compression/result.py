@@ -10,8 +10,9 @@ exports; :func:`explain_flat_curves` says in words why a curve stays flat.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import numpy as np
 import pandas as pd
@@ -19,7 +20,17 @@ from sklearn.model_selection import train_test_split
 
 from core.compression.tree import TreeFit, fit_binary_tree
 from core.errors import FCCAError
-from core.model import TreeEnsemble
+from core.model import Guarantee, TreeEnsemble
+from core.model.result import (
+    Reader,
+    Result,
+    Writer,
+    ensemble_from_dict,
+    ensemble_to_dict,
+    frame_from_dict,
+    frame_to_dict,
+    settings,
+)
 from core.shown import bound_text
 
 __all__ = ["FCCAResult", "explain_flat_curves"]
@@ -47,9 +58,12 @@ def _labels(values: np.ndarray) -> list[str]:
 
 
 # ---------------------------------------------------------------- the result
-@dataclass(frozen=True)
-class FCCAResult:
-    """Counterfactual pairs, thresholds and everything needed to discretise.
+@dataclass(frozen=True, eq=False)
+class FCCAResult(Result):
+    """Counterfactual pairs, thresholds and everything needed to discretise; a
+    :class:`core.model.result.Result`: ``params``, ``elapsed`` (the total of ``timings``)
+    and ``guarantee`` (``proven_optimal`` when every pair was proven optimal, else
+    ``time_limited``; the thresholds are read exactly off the pairs).
 
     Attributes
     ----------
@@ -82,6 +96,56 @@ class FCCAResult:
     n_candidates: int = 0
     cancelled: bool = False
     ensemble: TreeEnsemble | None = None
+
+    kind: ClassVar[str] = "fcca"
+    what: ClassVar[str] = "FCCA result"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", settings(self.params))
+
+    @property
+    def elapsed(self) -> float:  # type: ignore[override]
+        total = self.timings.get("total")
+        return math.nan if total is None else float(total)
+
+    @property
+    def guarantee(self) -> Guarantee:  # type: ignore[override]
+        n = sum(self.statuses.values())
+        proven = self.statuses.get("optimal", 0) + self.statuses.get("infeasible", 0)
+        if proven == n and not self.cancelled:
+            return Guarantee("proven_optimal", note=f"Each of the {n:,} counterfactual searches is proven (an optimal "
+                             "pair, or none exists); the thresholds are read exactly off the pairs.")
+        return Guarantee("time_limited", note=(
+            f"{proven:,} of the {n:,} counterfactual searches were proven (an optimal pair, or none exists)"
+            + (" (the run was cancelled)" if self.cancelled else "")
+            + "; the others give the best point found in time, or none. The thresholds are read exactly "
+            "off the pairs."))
+
+    def _body(self) -> dict[str, Any]:
+        w = Writer().value("feature_names", list(self.feature_names)).array("X", self.X)
+        w.array("y", self.y).value("y_dtype", str(np.asarray(self.y).dtype))
+        w.array("pred", self.pred).value("pred_dtype", str(np.asarray(self.pred).dtype))
+        w.array("rows", self.rows).array("x0", self.x0).array("x_ce", self.x_ce).array("costs", self.costs, math.inf)
+        w.value("pair_thresholds", [[int(i), int(j), float(t)] for i, j, t in self.pair_thresholds])
+        w.value("thresholds", frame_to_dict(self.thresholds)).array("eps", self.eps)
+        w.value("statuses", {str(k): int(v) for k, v in self.statuses.items()}).numbers("timings", self.timings)
+        w.value("n_candidates", int(self.n_candidates)).value("cancelled", bool(self.cancelled))
+        return w.value("ensemble", None if self.ensemble is None else ensemble_to_dict(self.ensemble)).done()
+
+    @classmethod
+    def _from_body(cls, r: Reader) -> "FCCAResult":
+        def labels(key: str) -> np.ndarray:
+            dtype = np.dtype(str(r.get(f"{key}_dtype", "object")))
+            return np.asarray(r.get(key), dtype=dtype if dtype.kind in "biufU" else object)
+
+        ens = r.get("ensemble", None)
+        return cls([str(n) for n in r.get("feature_names")], r.array("X"), labels("y"), labels("pred"),
+                   r.array("rows", dtype=np.int64), r.array("x0"), r.array("x_ce"), r.array("costs", math.inf),
+                   [(int(i), int(j), float(t)) for i, j, t in r.get("pair_thresholds")],
+                   frame_from_dict(r.get("thresholds")), r.array("eps"),
+                   {str(k): int(v) for k, v in r.get("statuses").items()}, dict(r.get("params")),
+                   r.numbers("timings"), int(r.get("n_candidates")), bool(r.get("cancelled")),
+                   None if ens is None else ensemble_from_dict(ens))
 
     # ---- selection
     def _check_q(self, Q: float) -> float:

@@ -30,6 +30,7 @@ import pandas as pd
 
 from core.jsonable import plain
 from core.model.missing import SUFFIX, indicator_of
+from core.model.result import export
 from core.schema import INTEGRAL_KINDS
 from core.shown import approx_text, number_text
 
@@ -395,18 +396,23 @@ def result_record(columns: Sequence[Column], res: CounterfactualResult, names: S
     value, also one that stays missing), the changes with their values
     (:func:`change_records`), the settings with their feature lists in the analyst's
     columns (``names``: the model's feature names, to read those lists), the
-    alternatives the same way, nested."""
+    alternatives the same way, nested; beside them the one result shape's header
+    (``kind``, ``elapsed``, ...: :func:`core.model.result.export`)."""
+    return export(res, _record(columns, res, names))
+
+
+def _record(columns: Sequence[Column], res: CounterfactualResult, names: Sequence[str] | None) -> dict[str, Any]:
     x = res.x if res.found else None
     return {
         "status": res.status, "proven_optimal": bool(res.found and res.guarantee is not None
                                                      and res.guarantee.kind == "proven_optimal"),
         "guarantee": None if res.guarantee is None else res.guarantee.to_dict(), "valid": res.valid,
         "cost": _finite(res.cost), "gap": _finite(res.gap), "lower_bound": _finite(res.lower_bound),
-        "solve_time_s": round(float(res.solve_time), 4), "backend": res.backend, "message": res.message,
+        "solve_time_s": round(float(res.elapsed), 4), "backend": res.backend, "message": res.message,
         "prediction": _json_ready(res.prediction),
         "x_query": row_record(columns, res.x_query), "x": row_record(columns, x),
         "changes": [] if x is None or res.x_query is None else change_records(columns, res.x_query, x),
         "params": _settings_record(columns, res.params, names),
-        "alternatives": [result_record(columns, a, names) for a in res.alternatives],
+        "alternatives": [_record(columns, a, names) for a in res.alternatives],
         "timings": _json_ready(res.timings),
     }

@@ -931,7 +931,7 @@ def linear_counterfactual(lin: LinearModel, x: Any, target: Any, *, schema: Any 
         guarantee = Guarantee("not_found", "linear", note=message)
     return CounterfactualResult(
         x=xs, cost=float(cost), status=status if found or status in ("infeasible", "time_limit") else "error",
-        gap=float(gap), solve_time=time.perf_counter() - t0,
+        gap=float(gap), elapsed=time.perf_counter() - t0,
         changes=changes_between(lin, prob.x_hat, xs) if found else (),   # type: ignore[arg-type]
         backend=backend, params=dict(params or {}, backend=backend), x_query=prob.x_hat.copy(),
         lower_bound=float(lower), valid=found, message=message,

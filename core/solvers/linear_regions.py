@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from core.counterfactual import QueryError
 from core.model import Guarantee, LinearModel, as_model
+from core.model.result import Reader, Result, Writer, settings
 
 __all__ = ["SlicePolygon", "LinearSlice", "linear_slice", "linear_slice_figure"]
 
@@ -66,18 +67,50 @@ class SlicePolygon:
         return ok
 
 
-@dataclass(frozen=True)
-class LinearSlice:
-    """The exact regions of a linear model on a 2-D slice (see the module docstring)."""
+@dataclass(frozen=True, eq=False)
+class LinearSlice(Result):
+    """The exact regions of a linear model on a 2-D slice (see the module docstring); a
+    :class:`core.model.result.Result` (``elapsed``: seconds, ``seconds`` its older name)."""
+
+    kind: ClassVar[str] = "linear_slice"
+    what: ClassVar[str] = "slice of a linear model's regions"
 
     polygons: tuple[SlicePolygon, ...]
     features: tuple[int, int]
     names: tuple[str, str]
     view: tuple[tuple[float, float], tuple[float, float]]
     x: np.ndarray
-    seconds: float
+    elapsed: float
     guarantee: Guarantee
     params: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", settings(self.params))
+
+    @property
+    def seconds(self) -> float:
+        """The older name of :attr:`elapsed`."""
+        return self.elapsed
+
+    def _body(self) -> dict[str, Any]:
+        polys = [Writer().array("vertices", p.vertices).value("prediction", p.prediction)
+                 .value("class_index", p.class_index).value("band", p.band).done() for p in self.polygons]
+        return Writer().value("polygons", polys).value("features", self.features).value("names", self.names) \
+            .value("view", self.view).array("x", self.x).done()
+
+    @classmethod
+    def _from_body(cls, r: Reader) -> "LinearSlice":
+        polys = []
+        for d in r.get("polygons"):
+            p = Reader(d, "polygon")
+            band = p.get("band")
+            polys.append(SlicePolygon(p.array("vertices").reshape(-1, 2), p.get("prediction"), int(p.get("class_index")),
+                                      (band[0], band[1])))
+        fa, fb = r.get("features")
+        na, nb = r.get("names")
+        (a0, a1), (b0, b1) = r.get("view")
+        return cls(tuple(polys), (int(fa), int(fb)), (str(na), str(nb)), ((float(a0), float(a1)), (float(b0), float(b1))),
+                   r.array("x"), r.number("elapsed"), Guarantee.from_dict(r.get("guarantee")), dict(r.get("params")))
 
 
 def _clip(poly: np.ndarray, a: float, b: float, c: float) -> np.ndarray:

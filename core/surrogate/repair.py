@@ -308,7 +308,7 @@ def checked_counterfactual(model: Any, x: Any, target: Any, *, surrogate: Surrog
                         "and the search on the model found none.")
         return CounterfactualResult(
             x=None, cost=float("inf"), status="infeasible" if infeasible else "error", gap=float("inf"),
-            solve_time=time.perf_counter() - t0, changes=(), backend="surrogate", params=params, x_query=x_hat,
+            elapsed=time.perf_counter() - t0, changes=(), backend="surrogate", params=params, x_query=x_hat,
             message=message, guarantee=Guarantee("not_found", note="Nothing is proven of the model itself.", **g))
     if on_progress is not None:
         z0 = found[0]
@@ -361,6 +361,6 @@ def _result(ens: Any, oracle: ModelOnView, x_hat: np.ndarray, z: np.ndarray, cm:
             params: dict[str, Any], g: dict[str, Any], message: str, note: str = "") -> CounterfactualResult:
     return CounterfactualResult(
         x=z, cost=float(cm.cost(x_hat, z[None, :])[0]), status="feasible", gap=float("nan"),
-        solve_time=time.perf_counter() - t0, changes=changes_between(ens, x_hat, z), backend="surrogate",
+        elapsed=time.perf_counter() - t0, changes=changes_between(ens, x_hat, z), backend="surrogate",
         params=params, x_query=x_hat.copy(), valid=True, message=message, prediction=oracle.predict(z[None, :]),
         guarantee=Guarantee("valid_on_model", note=note, **g))

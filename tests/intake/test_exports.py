@@ -114,7 +114,7 @@ def test_an_optimal_counterfactual_with_missing_values_exports_as_the_table(fami
 def test_a_gap_that_cannot_be_computed_reads_as_such():
     assert percent_text(float("inf")) == NOT_KNOWN and percent_text(None) == NOT_KNOWN
     assert percent_text(0.1234, 2) == "12.34%"
-    empty = CounterfactualResult(x=None, cost=np.inf, status="time_limit", gap=np.inf, solve_time=1.0, changes=(),
+    empty = CounterfactualResult(x=None, cost=np.inf, status="time_limit", gap=np.inf, elapsed=1.0, changes=(),
                                  backend="cpsat", params={"fixed": ("a",), "time_limit": np.inf})
     d = json.loads(json.dumps(empty.to_dict(), allow_nan=False))
     assert d["gap"] is None and d["cost"] is None and d["params"] == {"fixed": ["a"], "time_limit": None}

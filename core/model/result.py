@@ -1,0 +1,462 @@
+"""One result shape for every analysis: ``params``, ``elapsed``, ``guarantee`` and a ``kind``.
+
+alibi returns one ``Explanation(meta=..., data=...)`` with ``to_json`` from every
+explainer. Here every analysis returns a frozen result of its own type, and every
+one of them (a :class:`Result`) has the same three fields under the same names:
+
+``params``
+    dict, the settings it was made with, as JSON values (numbers, text, lists,
+    dicts, None: :func:`settings`);
+``elapsed``
+    float, the seconds it took (one name: the older ``solve_time``, ``seconds``,
+    ``time`` and ``fit_time_`` remain as read-only aliases);
+``guarantee``
+    :class:`core.model.Guarantee`, what is proven or checked about it, in words
+    with :meth:`~core.model.Guarantee.text`;
+
+and the same round trip: :meth:`Result.to_dict` / :meth:`Result.to_json` write one
+JSON object whose ``kind`` says what it is (``"counterfactual"``, ``"region_set"``,
+``"tcrex"``, ``"audit"``, ...), with ``format`` and ``version``, the three fields
+(the guarantee with its ``text``) and the result's own fields;
+:meth:`Result.from_dict` / :meth:`Result.from_json` read it back into an equal
+result (``==`` compares values: arrays, tables, tuples, nested results, the
+guarantee; NaN equals NaN).
+
+Strict JSON, so that any reader takes the file: a number that is not finite is
+written ``null``. Each number has a natural value for ``null`` (NaN for a missing
+value, -inf for a lower bound, +inf for an upper bound or for the cost of a
+counterfactual that does not exist); where the value is another one, the object's
+``nonfinite`` names it (``{"gap": "nan"}``, ``{"lower": [[3, "inf"]]}``: position 3
+of the array), so nothing is lost.
+
+A page's download in the analyst's columns starts with the same header
+(:func:`export`): ``{kind, format, version, params, elapsed, guarantee, <the view>}``;
+it does not hold the result in the model's own features (those may include internal
+ones, such as a missing value's indicator), so it is not read back: ``to_json`` is.
+A file that holds the result under ``"result"`` beside its view (the model
+comparison's) is read by ``from_dict``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import fields, is_dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, TypeVar
+
+import numpy as np
+import pandas as pd
+
+from core.errors import ResultFileError
+from core.model.ensemble import TreeEnsemble
+from core.model.guarantee import Guarantee
+
+__all__ = ["Result", "Writer", "Reader", "FORMAT", "VERSION", "settings", "to_json_value", "same", "export",
+           "frame_to_dict", "frame_from_dict", "ensemble_to_dict", "ensemble_from_dict"]
+
+FORMAT = "counterfactual-atlas-result"
+VERSION = 1
+_WORDS = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+_MISSING = object()
+
+R = TypeVar("R", bound="Result")
+
+
+def _word(v: float) -> str:
+    return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+
+
+def _same_float(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def to_json_value(v: Any) -> Any:
+    """A JSON value of ``v``: dicts (keys as text), lists (tuples and arrays too), Python
+    numbers (one that is not finite as None), text, booleans, None; a guarantee or a
+    result as its dict; anything else as its text."""
+    if isinstance(v, (Result, Guarantee)):
+        return v.to_dict()
+    if isinstance(v, Mapping):
+        return {str(k): to_json_value(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [to_json_value(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return to_json_value(v.tolist())
+    if v is None or isinstance(v, (bool, np.bool_)):
+        return None if v is None else bool(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return float(v) if math.isfinite(v) else None
+    return str(v)
+
+
+def settings(params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A result's ``params``: the settings as JSON values (:func:`to_json_value`), nested
+    as they are (never a structure written as a string)."""
+    return to_json_value(dict(params or {}))
+
+
+# ------------------------------------------------------------------ writing and reading numbers
+def _spec(values: np.ndarray, fill: float) -> Any:
+    """What ``nonfinite`` says of a float array written with nulls: nothing when every value
+    that is not finite is ``fill``; one word when all are another same value; else the
+    positions (in the flattened array) of those that are not ``fill``."""
+    flat = values.ravel()
+    bad = np.flatnonzero(~np.isfinite(flat))
+    odd = [int(i) for i in bad if not _same_float(float(flat[i]), fill)]
+    if not odd:
+        return None
+    if len(odd) == len(bad) and len({_word(float(flat[i])) for i in odd}) == 1:
+        return _word(float(flat[odd[0]]))
+    return [[i, _word(float(flat[i]))] for i in odd]
+
+
+class Writer:
+    """Writes one object's fields as JSON values; a number that is not finite as null,
+    its value named in ``nonfinite`` when it is not the field's ``fill``."""
+
+    def __init__(self) -> None:
+        self.out: dict[str, Any] = {}
+        self.nonfinite: dict[str, Any] = {}
+
+    def value(self, key: str, v: Any) -> Writer:
+        self.out[key] = to_json_value(v)
+        return self
+
+    def number(self, key: str, v: Any, fill: float = math.nan) -> Writer:
+        v = float(v)
+        self.out[key] = v if math.isfinite(v) else None
+        if not math.isfinite(v) and not _same_float(v, fill):
+            self.nonfinite[key] = _word(v)
+        return self
+
+    def numbers(self, key: str, values: Mapping[str, Any], fill: float = math.nan) -> Writer:
+        """A dict of numbers (a result's timings)."""
+        out, odd = {}, {}
+        for k, v in values.items():
+            v = float(v)
+            out[str(k)] = v if math.isfinite(v) else None
+            if not math.isfinite(v) and not _same_float(v, fill):
+                odd[str(k)] = _word(v)
+        self.out[key] = out
+        if odd:
+            self.nonfinite[key] = odd
+        return self
+
+    def array(self, key: str, a: Any, fill: float = math.nan) -> Writer:
+        """An array as (nested) lists: numbers, text or booleans; None stays None."""
+        if a is None:
+            self.out[key] = None
+            return self
+        a = np.asarray(a)
+        self.out[key] = to_json_value(a)
+        if a.dtype.kind == "f":
+            spec = _spec(a, fill)
+            if spec is not None:
+                self.nonfinite[key] = spec
+        return self
+
+    def done(self) -> dict[str, Any]:
+        if self.nonfinite:
+            self.out["nonfinite"] = self.nonfinite
+        return self.out
+
+
+class Reader:
+    """Reads what :class:`Writer` wrote; a missing key is a :class:`core.errors.ResultFileError`."""
+
+    def __init__(self, d: Mapping[str, Any], what: str = "result") -> None:
+        if not isinstance(d, Mapping):
+            raise ResultFileError(f"A saved {what} is a JSON object; got {type(d).__name__}.")
+        self.d = d
+        self.what = what
+        nonfinite = d.get("nonfinite") or {}
+        self.nonfinite = nonfinite if isinstance(nonfinite, Mapping) else {}
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.d
+
+    def get(self, key: str, default: Any = _MISSING) -> Any:
+        if key in self.d:
+            return self.d[key]
+        if default is _MISSING:
+            raise ResultFileError(f"The saved {self.what} is incomplete: it has no {key!r}.")
+        return default
+
+    def number(self, key: str, fill: float = math.nan, default: Any = _MISSING) -> Any:
+        """A number; null is ``fill`` unless ``nonfinite`` names its value."""
+        if key not in self.d:
+            return self.get(key, default)
+        v = self.d[key]
+        if v is None:
+            word = self.nonfinite.get(key)
+            return _WORDS[word] if isinstance(word, str) else fill
+        return float(v)
+
+    def numbers(self, key: str, fill: float = math.nan) -> dict[str, float]:
+        values = self.get(key, {}) or {}
+        odd = self.nonfinite.get(key) or {}
+        return {str(k): (float(v) if v is not None else _WORDS.get(odd.get(k, ""), fill)) for k, v in values.items()}
+
+    def array(self, key: str, fill: float = math.nan, dtype: Any = float, default: Any = _MISSING) -> Any:
+        if key not in self.d:
+            return self.get(key, default)
+        v = self.d[key]
+        return None if v is None else array_from(v, self.nonfinite.get(key), fill, dtype)
+
+
+def array_from(v: Any, spec: Any, fill: float = math.nan, dtype: Any = float) -> np.ndarray:
+    """The array :meth:`Writer.array` wrote as ``v`` with ``nonfinite`` ``spec``."""
+    if np.dtype(dtype).kind != "f":
+        return np.asarray(v, dtype=dtype)
+    a = np.array(v, dtype=float) if v != [] else np.zeros(0)
+    if a.dtype != float:
+        a = a.astype(float)
+    a[np.isnan(a)] = fill
+    if isinstance(spec, str):
+        a[~np.isfinite(a)] = _WORDS[spec]
+    elif isinstance(spec, list):
+        flat = a.reshape(-1)
+        for i, w in spec:
+            flat[int(i)] = _WORDS[w]
+    return a.astype(dtype, copy=False)
+
+
+# ------------------------------------------------------------------ tables and models
+def _cell(v: Any) -> Any:
+    """One table cell as JSON: numpy scalars as Python values, a number not finite as None."""
+    if v is pd.NA or v is pd.NaT:
+        return None
+    return to_json_value(v)
+
+
+def frame_to_dict(df: pd.DataFrame) -> dict[str, Any]:
+    """A table as ``{columns, data, dtypes}`` (rows of cells, numbers exact), its index when
+    it is not 0..n-1, and ``nonfinite`` where a number column holds infinities."""
+    out: dict[str, Any] = {"columns": [str(c) for c in df.columns],
+                           "data": [[_cell(v) for v in row] for row in df.itertuples(index=False, name=None)],
+                           "dtypes": [str(t) for t in df.dtypes]}
+    if not (isinstance(df.index, pd.RangeIndex) and df.index.start == 0 and df.index.step == 1):
+        out["index"] = [_cell(v) for v in df.index]
+        out["index_name"] = to_json_value(df.index.name)
+    odd = {}
+    for c, t in zip(df.columns, df.dtypes):
+        if t.kind == "f":
+            spec = _spec(df[c].to_numpy(dtype=float), math.nan)
+            if spec is not None:
+                odd[str(c)] = spec
+    if odd:
+        out["nonfinite"] = odd
+    return out
+
+
+def frame_from_dict(d: Mapping[str, Any], keep_object: tuple[str, ...] = ()) -> pd.DataFrame:
+    """The table :func:`frame_to_dict` wrote. Without ``dtypes`` (a file written before
+    they were kept) the column types are inferred; columns starting with one of
+    ``keep_object`` stay as written (values, categories and None)."""
+    columns = list(d["columns"])
+    raw = pd.DataFrame(d["data"], columns=columns, dtype=object)
+    dtypes = d.get("dtypes")
+    odd = d.get("nonfinite") or {}
+    if dtypes is None:
+        out = raw.infer_objects()
+        for c in raw.columns:
+            if str(c).startswith(keep_object) and keep_object:
+                out[c] = raw[c]
+    else:
+        if len(dtypes) != len(columns):
+            raise ValueError(f"{len(dtypes)} column types for {len(columns)} columns")
+        parts = {}
+        for k, (c, t) in enumerate(zip(columns, dtypes)):
+            col = raw.iloc[:, k]
+            kind = np.dtype(t).kind if t not in ("category", "string", "boolean", "Int64", "Float64") else "O"
+            if kind == "f":
+                values = array_from(col.tolist(), odd.get(str(c)), math.nan, t)
+                parts[k] = pd.Series(values, dtype=t)
+            elif kind in "iub":
+                parts[k] = col.astype(t)
+            else:
+                parts[k] = col.astype(t) if t != "object" else col
+        out = pd.concat([parts[k].rename(k) for k in range(len(columns))], axis=1) if columns \
+            else pd.DataFrame(index=range(len(raw)))
+        out.columns = columns
+    if "index" in d:
+        out.index = pd.Index(d["index"], name=d.get("index_name"))
+    return out
+
+
+def ensemble_to_dict(ens: TreeEnsemble) -> dict[str, Any]:
+    """A tree ensemble as JSON: its arrays (:meth:`TreeEnsemble.to_arrays`, each with its
+    dtype) and their metadata; never a pickle."""
+    arrays, meta = ens.to_arrays()
+    w = Writer()
+    for k, a in arrays.items():
+        w.array(k, a)
+    return {"meta": meta, "dtypes": {k: str(a.dtype) for k, a in arrays.items()}, "arrays": w.done()}
+
+
+def ensemble_from_dict(d: Mapping[str, Any]) -> TreeEnsemble:
+    r = Reader(d["arrays"], "model")
+    arrays = {k: r.array(k, dtype=np.dtype(t)) for k, t in d["dtypes"].items()}
+    return TreeEnsemble.from_arrays(arrays, dict(d["meta"]))
+
+
+# ------------------------------------------------------------------ equality
+def same(a: Any, b: Any) -> bool:
+    """Are two values of results equal: arrays and tables by value (NaN equal to NaN),
+    tuples and lists by type and items, dataclasses field by field, tree ensembles by content."""
+    if a is b:
+        return True
+    if isinstance(a, Result) or isinstance(b, Result):
+        return type(a) is type(b) and a == b
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.shape != b.shape:
+            return False
+        if a.dtype.kind in "fiub" and b.dtype.kind in "fiub":
+            return bool(np.array_equal(a.astype(float), b.astype(float), equal_nan=True))
+        return all(same(x, y) for x, y in zip(a.ravel().tolist(), b.ravel().tolist()))
+    if isinstance(a, pd.DataFrame) or isinstance(b, pd.DataFrame):
+        return isinstance(a, pd.DataFrame) and isinstance(b, pd.DataFrame) and _same_frame(a, b)
+    if isinstance(a, TreeEnsemble) or isinstance(b, TreeEnsemble):
+        return isinstance(a, TreeEnsemble) and isinstance(b, TreeEnsemble) and a.content_hash() == b.content_hash()
+    if isinstance(a, (float, np.floating)) and isinstance(b, (float, np.floating, int, np.integer)) \
+            and not isinstance(b, (bool, np.bool_)):
+        return _same_float(float(a), float(b))
+    if isinstance(b, (float, np.floating)) and isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_)):
+        return _same_float(float(a), float(b))
+    if isinstance(a, Mapping):
+        return isinstance(b, Mapping) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if is_dataclass(a) and not isinstance(a, type):
+        return type(a) is type(b) and all(same(getattr(a, f.name), getattr(b, f.name)) for f in fields(a))
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return False
+
+
+def _same_frame(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    if [str(c) for c in a.columns] != [str(c) for c in b.columns] or len(a) != len(b):
+        return False
+    if not same(np.asarray(a.index, dtype=object), np.asarray(b.index, dtype=object)) or a.index.name != b.index.name:
+        return False
+
+    def missing(v: Any) -> bool:
+        return v is None or v is pd.NA or v is pd.NaT or (isinstance(v, (float, np.floating)) and math.isnan(v))
+
+    for k in range(a.shape[1]):
+        for x, y in zip(a.iloc[:, k].tolist(), b.iloc[:, k].tolist()):
+            if missing(x) or missing(y):
+                if not (missing(x) and missing(y)):
+                    return False
+            elif not same(x, y):
+                return False
+    return True
+
+
+# ------------------------------------------------------------------ the shape
+class Result:
+    """The one result shape (see the module docstring). A result class is a frozen
+    dataclass (``eq=False``: equality is :meth:`__eq__`, by value) that sets ``kind``
+    and ``what`` and writes its own fields in ``_body`` / reads them in ``_from_body``;
+    ``params``, ``elapsed`` and ``guarantee`` are its fields or properties."""
+
+    kind: ClassVar[str] = ""
+    what: ClassVar[str] = "result"
+    kinds: ClassVar[dict[str, type[Result]]] = {}
+
+    if TYPE_CHECKING:
+        params: dict[str, Any]
+        elapsed: float
+        guarantee: Guarantee
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if cls.__dict__.get("kind"):
+            Result.kinds[cls.kind] = cls
+
+    # ---- writing
+    def header(self) -> dict[str, Any]:
+        """What every result's dict starts with: kind, format, version, params, elapsed, guarantee."""
+        return {"kind": self.kind, "format": FORMAT, "version": VERSION, "params": settings(self.params),
+                "elapsed": to_json_value(float(self.elapsed)), "guarantee": self.guarantee.to_dict()}
+
+    def _body(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as one JSON-able dict (see the module docstring)."""
+        return {**self.header(), **self._body()}
+
+    def to_json(self, indent: int | None = None) -> str:
+        """:meth:`to_dict` as strict JSON text."""
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    # ---- reading
+    @classmethod
+    def _from_body(cls: type[R], r: Reader) -> R:
+        raise NotImplementedError
+
+    @classmethod
+    def from_dict(cls: type[R], d: Mapping[str, Any]) -> R:
+        """The result :meth:`to_dict` wrote (or a file holding it under ``"result"``)."""
+        d = opened(d, cls)
+        try:
+            return cls._from_body(Reader(d, cls.what))
+        except ResultFileError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            raise ResultFileError(f"The saved {cls.what} is incomplete or damaged ({type(exc).__name__}: "
+                                  f"{str(exc)[:200]}).") from None
+
+    @classmethod
+    def from_json(cls: type[R], text: str | bytes) -> R:
+        """The result :meth:`to_json` wrote."""
+        try:
+            d = json.loads(text)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise ResultFileError(f"This is not a saved {cls.what}: the file is not JSON.") from None
+        return cls.from_dict(d)
+
+    # ---- equality
+    def _compared(self) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(self))  # type: ignore[arg-type]
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(same(getattr(self, n), getattr(other, n)) for n in self._compared())
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _what(kind: Any) -> str:
+    cls = Result.kinds.get(kind) if isinstance(kind, str) else None
+    return _article(cls.what) if cls is not None else (f"a result of kind {kind!r}" if kind
+                                                        else "no result of Counterfactual Atlas")
+
+
+def opened(d: Any, cls: type[Result]) -> Mapping[str, Any]:
+    """``d`` checked to be a saved result of ``cls``'s kind; a file holding it under ``"result"`` gives that."""
+    if not isinstance(d, Mapping):
+        raise ResultFileError(f"A saved {cls.what} is a JSON object; got {type(d).__name__}.")
+    kind = d.get("kind")
+    if kind != cls.kind:
+        raise ResultFileError(f"This file holds {_what(kind)}, not {_article(cls.what)}.")
+    inner = d.get("result")
+    if isinstance(inner, Mapping) and inner.get("kind") == cls.kind:
+        return inner
+    return d
+
+
+def _article(what: str) -> str:
+    return f"an {what}" if what[:1].lower() in "aeiou" else f"a {what}"
+
+
+def export(result: Result, view: Mapping[str, Any]) -> dict[str, Any]:
+    """A download in the analyst's columns: the result's header and the ``view`` the
+    page shows (its keys may replace the header's, e.g. ``params`` with the analyst's
+    columns). The result itself, in the model's features, is :meth:`Result.to_json`."""
+    return {**result.header(), **view}
