@@ -29,9 +29,13 @@ live in :mod:`core.model.tree` (one tree's node arrays), :mod:`core.model.ensemb
 :mod:`core.model.missing` missing values as exact "is missing" columns;
 :mod:`core.model.native` feeds rows back to the original model.
 
-Intake. :mod:`core.intake.io` reads tables and model files (CSV, Parquet within
-limits set before any memory is spent by :mod:`core.intake.parquet`; XGBoost
-JSON/UBJ, LightGBM text, CatBoost JSON/CBM, skops; pickle only when trusted);
+Intake. :mod:`core.intake.io` reads tables and model files (CSV by
+:mod:`core.intake.csvfile` in the encoding :mod:`core.intake.encoding` tells,
+Parquet within limits set before any memory is spent by :mod:`core.intake.parquet`
+from the page headers :mod:`core.intake.parquet_pages` reads, either inside an
+archive opened by :mod:`core.intake.compressed`; :mod:`core.intake.heap` gives freed
+memory back; XGBoost JSON/UBJ, LightGBM text, CatBoost JSON/CBM, skops; pickle only
+when trusted);
 :mod:`core.intake.sandbox`
 reads untrusted model bytes in a short-lived child process with time and memory
 limits; :mod:`core.intake.parsing` converts each library's trees (one module per
