@@ -29,6 +29,15 @@ live in :mod:`core.model.tree` (one tree's node arrays), :mod:`core.model.ensemb
 :mod:`core.model.missing` missing values as exact "is missing" columns;
 :mod:`core.model.native` feeds rows back to the original model.
 
+Linear models. :class:`core.model.linear.LinearModel` holds a linear classifier or
+regressor exactly (coefficients, intercepts, a score table per categorical feature, the
+link); :func:`core.model.as_model` reads either kind of model, while
+:func:`core.model.as_ensemble` refuses a linear one. scikit-learn's linear estimators
+are parsed by :mod:`core.intake.parsing.linear` (a pipeline ending in one by
+:mod:`core.intake.parsing.pipeline`), their optimal counterfactual is the MILP of
+:mod:`core.solvers.linear` (reached through :func:`core.optimal.optimal_counterfactual`),
+and :mod:`core.solvers.linear_regions` cuts a 2-D slice by their exact boundary.
+
 Intake. :mod:`core.intake.io` reads tables and model files (CSV by
 :mod:`core.intake.csvfile` in the encoding :mod:`core.intake.encoding` tells,
 Parquet within limits set before any memory is spent by :mod:`core.intake.parquet`

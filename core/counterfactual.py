@@ -26,7 +26,10 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from core.errors import QueryError
-from core.model import TreeEnsemble
+from core.jsonable import plain
+from core.model import Guarantee, TreeEnsemble, as_ensemble
+from core.model.features import feature_index, names_text
+from core.model.missing import indicator_of
 from core.shown import approx_text, number_text
 
 if TYPE_CHECKING:
@@ -87,13 +90,21 @@ def _per_feature(ens: TreeEnsemble, value: Any, default: np.ndarray, name: str) 
         return down, up
     if isinstance(value, Mapping):
         for k, v in value.items():
-            j = ens.feature_index(k)
-            if np.ndim(v) == 0:
-                down[j] = up[j] = float(v)
-            else:
-                down[j], up[j] = (float(t) for t in v)
+            j = feature_index(ens.feature_names, k, error=QueryError, what=name)
+            try:
+                if np.ndim(v) == 0:
+                    down[j] = up[j] = float(v)
+                else:
+                    down[j], up[j] = (float(t) for t in v)
+            except (TypeError, ValueError):
+                raise QueryError(f"{name}: the weight of {ens.feature_names[j]!r} is a number, or a pair (decrease, "
+                                 f"increase) of numbers; got {v!r}.") from None
     else:
-        arr = np.asarray(value, dtype=float)
+        try:
+            arr = np.asarray(value, dtype=float)
+        except (TypeError, ValueError):
+            raise QueryError(f"{name} is a number, an array of {d} numbers (or ({d}, 2): decrease, increase), or a "
+                             f"dict feature -> weight; got {type(value).__name__} {value!r:.60}.") from None
         if arr.ndim == 0:
             down[:] = up[:] = float(arr)
         elif arr.shape == (d,):
@@ -125,8 +136,7 @@ def make_cost_model(ens: TreeEnsemble, norm: Any = "l1", weights: Any = None, sc
         raise QueryError(f"norm must be a string or a dict, got {type(norm).__name__}.")
     d = ens.n_features
     if schema is not None:
-        if schema.names != list(ens.feature_names):
-            raise QueryError("The schema's features do not match the model's features.")
+        check_schema(ens, schema, QueryError)
         arr = schema.arrays()
         span, base_w = arr["span"], arr["weight"]
     else:
@@ -138,6 +148,30 @@ def make_cost_model(ens: TreeEnsemble, norm: Any = "l1", weights: Any = None, sc
                 down[cols] *= 0.5
                 up[cols] *= 0.5
     return CostModel(l0, l1, l2, down, up, span)
+
+
+def check_schema(ens: TreeEnsemble, schema: Any, error: type[Exception] = QueryError) -> None:
+    """``schema`` must be a :class:`core.schema.Schema` of the model's features, in
+    order; else ``error`` says which features differ and how to get one that fits."""
+    from core.schema import Schema
+
+    if schema is None:
+        return
+    if not isinstance(schema, Schema):
+        raise error(f"schema must be a core.schema.Schema (e.g. infer_schema(table)); got {type(schema).__name__}.")
+    names = list(ens.feature_names)
+    if schema.names == names:
+        return
+    lacks = [n for n in names if n not in schema.names]
+    extra = [n for n in schema.names if n not in names]
+    if lacks or extra:
+        what = (f"the schema lacks {names_text(lacks, 5)}" if lacks else "") + \
+               ("; " if lacks and extra else "") + (f"it has {names_text(extra, 5)} the model does not read"
+                                                   if extra else "")
+    else:
+        what = "the same features in another order"
+    raise error(f"The schema's features do not match the model's features ({what}). Infer the schema from a "
+                "table in the model's feature order: infer_schema(X[list(ensemble.feature_names)]).")
 
 
 @dataclass(frozen=True)
@@ -211,9 +245,14 @@ def make_target(ens: TreeEnsemble, target: Any, margin: float | None = None) -> 
         try:
             lo, hi = (float(v) for v in target)
         except (TypeError, ValueError):
-            raise QueryError(f"A regression target is an interval (lo, hi); got {target!r}.") from None
+            raise QueryError(f"A regression target is an interval (lo, hi) of predicted values, e.g. (2.0, 3.5); "
+                             f"got {target!r}.") from None
+        if np.isnan(lo) or np.isnan(hi):
+            raise QueryError(f"Target interval ({lo}, {hi}) has a NaN bound; give numbers (-inf or inf for no "
+                             "bound).")
         if not lo <= hi:
-            raise QueryError(f"Target interval ({lo}, {hi}) is empty: lo must be <= hi.")
+            raise QueryError(f"Target interval ({lo}, {hi}) is upside down: lo must be <= hi; did you mean "
+                             f"({hi}, {lo})?")
         return Target("interval", lo=lo, hi=hi)
     raise QueryError("Counterfactuals need a classifier or a regressor, not an anomaly detector.")
 
@@ -250,7 +289,19 @@ def already_at_target(ens: TreeEnsemble, prediction: Any, target: Any) -> bool:
     >>> already_at_target(ens, 5.0, (4.0, 6.0)), already_at_target(ens, 7.0, (4.0, 6.0))
     (True, False)
     """
+    ens = _ensemble(ens)
+    if np.ndim(prediction) != 0 or isinstance(prediction, Mapping):
+        raise QueryError(f"prediction is one output of ens.predict (a class label or a value); got "
+                         f"{type(prediction).__name__} {prediction!r:.60}.")
     return bool(at_target(ens, target, np.asarray([prediction]))[0])
+
+
+def _ensemble(ens: Any) -> TreeEnsemble:
+    """A TreeEnsemble, or a supported model converted; else a QueryError."""
+    if ens is None or isinstance(ens, (str, bytes, np.ndarray, list, tuple, Mapping)):
+        raise QueryError(f"ens is a TreeEnsemble (core.from_model(model)) or a fitted model; got "
+                         f"{type(ens).__name__}.")
+    return as_ensemble(ens)
 
 
 def default_target(ens: TreeEnsemble, predictions: Any, row_prediction: Any = None) -> Any:
@@ -277,12 +328,29 @@ def default_target(ens: TreeEnsemble, predictions: Any, row_prediction: Any = No
     >>> int(t), already_at_target(ens, 0, t), already_at_target(ens, 1, t)
     (1, False, True)
     """
+    ens = _ensemble(ens)
     if ens.task == "classification":
         classes = list(ens.classes)
         if row_prediction is None:
             return classes[0]
         return next((c for c in classes if not (c == row_prediction or str(c) == str(row_prediction))), classes[0])
-    pred = np.asarray(predictions, dtype=float)
+    if ens.task != "regression":
+        raise QueryError("A target is an outcome of a classifier or a regressor, not of an anomaly detector.")
+    try:
+        pred = np.asarray(predictions, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise QueryError(f"predictions are the regressor's outputs on the data (numbers, ens.predict(X)); got "
+                         f"{type(predictions).__name__} {predictions!r:.60}.") from None
+    pred = pred[np.isfinite(pred)]
+    if pred.size == 0:
+        raise QueryError("predictions are empty (or not finite): a regressor's default target is read from its "
+                         "outputs on the data; give ens.predict(X) for some rows.")
+    if row_prediction is not None:
+        try:
+            row_prediction = float(row_prediction)
+        except (TypeError, ValueError):
+            raise QueryError(f"row_prediction is the row's predicted value (a number) or None; got "
+                             f"{row_prediction!r:.60}.") from None
     lo, med, hi = (float(v) for v in np.quantile(pred, [0.25, 0.5, 0.75]))
     below = row_prediction is None or float(row_prediction) < med
     return (hi, float(np.max(pred))) if below else (float(np.min(pred)), lo)
@@ -291,7 +359,8 @@ def default_target(ens: TreeEnsemble, predictions: Any, row_prediction: Any = No
 @dataclass(frozen=True)
 class Change:
     """One feature's move. ``before``/``after`` are the exact values (category
-    codes for a categorical feature); ``labels`` the category names, if any."""
+    codes for a categorical feature; NaN for a missing value); ``labels`` the
+    category names, if any."""
 
     feature: str
     before: float
@@ -328,6 +397,9 @@ class CounterfactualResult:
         or "error" (``message`` says why).
     gap : relative gap between ``cost`` and the proven lower bound (0 if optimal).
     alternatives : further results when ``n_solutions > 1``.
+    guarantee : what the answer guarantees (:class:`core.model.Guarantee`); when the
+        solver that made it gives none, the one its status proves on a tree ensemble
+        (:func:`status_guarantee`).
     """
 
     x: np.ndarray | None
@@ -345,37 +417,90 @@ class CounterfactualResult:
     prediction: Any = None
     alternatives: tuple["CounterfactualResult", ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
+    guarantee: Guarantee | None = None
+
+    def __post_init__(self) -> None:
+        if self.guarantee is None:          # a tree ensemble's exact solve: the status says what is proven
+            object.__setattr__(self, "guarantee", status_guarantee(self.status, self.x is not None and self.valid,
+                                                                   self.gap, self.lower_bound))
 
     @property
     def found(self) -> bool:
         return self.x is not None and self.valid
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able summary."""
-        def num(v: Any) -> Any:
-            return None if v is None or (isinstance(v, float) and not np.isfinite(v)) else v
-
+        """JSON-able summary in the model's features (the analyst's columns:
+        :func:`core.intake.columns.result_record`): numbers as numbers, None for a
+        value that is not known (an infinite gap, a missing value before a change)."""
         return {
-            "status": self.status, "valid": self.valid, "cost": num(float(self.cost)),
-            "gap": num(float(self.gap)), "lower_bound": num(float(self.lower_bound)),
+            "status": self.status, "valid": self.valid, "cost": _finite(self.cost),
+            "gap": _finite(self.gap), "lower_bound": _finite(self.lower_bound),
             "solve_time_s": round(self.solve_time, 4), "backend": self.backend, "message": self.message,
-            "prediction": None if self.prediction is None else str(self.prediction),
+            "prediction": plain(self.prediction),
             "x": None if self.x is None else [float(v) for v in self.x],
-            "changes": [{"feature": c.feature, "from": c.before, "to": c.after,
+            "changes": [{"feature": c.feature, "from": _finite(c.before), "to": _finite(c.after),
                          "from_text": c.texts()[0], "to_text": c.texts()[1]} for c in self.changes],
-            "params": {k: (v if isinstance(v, (int, float, str, bool, type(None), list, dict)) else str(v))
-                       for k, v in self.params.items()},
+            "params": _plain_params(self.params),
             "alternatives": [a.to_dict() for a in self.alternatives],
-            "timings": self.timings,
+            "timings": plain(self.timings),
+            "guarantee": None if self.guarantee is None else self.guarantee.to_dict(),
         }
 
 
+def status_guarantee(status: str, found: bool, gap: float = 0.0, bound: float = 0.0,
+                     model_kind: str = "tree_ensemble") -> Guarantee:
+    """What an exact solve's status guarantees (a tree ensemble's or a linear model's)."""
+    if status == "optimal" and found:
+        return Guarantee("proven_optimal", model_kind, gap=0.0, bound=bound)
+    if status == "infeasible":
+        return Guarantee("infeasible", model_kind)
+    if found:
+        g = None if not np.isfinite(gap) else float(gap)
+        return Guarantee("time_limited" if status == "time_limit" else "valid_on_model", model_kind,
+                         gap=g, bound=float(bound) if np.isfinite(bound) else None)
+    return Guarantee("not_found", model_kind)
+
+
+def _finite(v: Any) -> float | None:
+    return None if v is None or not np.isfinite(float(v)) else float(v)
+
+
+def _plain_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings as JSON values, nested as they are (never a structure written as a string)."""
+    def one(v: Any) -> Any:
+        v = plain(v)
+        if isinstance(v, dict):
+            return {k: one(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [one(x) for x in v]
+        if isinstance(v, float) and not np.isfinite(v):
+            return None
+        return v if isinstance(v, (int, float, str, bool, type(None))) else str(v)
+    return {str(k): one(v) for k, v in params.items()}
+
+
 def changes_between(ens: TreeEnsemble, x_hat: np.ndarray, x: np.ndarray) -> tuple[Change, ...]:
-    """The features ``x`` moves from ``x_hat``, categories by name."""
-    idx = np.flatnonzero(x != x_hat)
-    return tuple(Change(str(ens.feature_names[j]), float(x_hat[j]), float(x[j]),
-                        None if ens.categories[j] is None else
-                        (ens.category_label(j, x_hat[j]), ens.category_label(j, x[j]))) for j in idx)
+    """The features ``x`` moves from ``x_hat``, categories by name. A number with an
+    "is missing" feature (:mod:`core.model.missing`) is one change of the number,
+    its missing state as NaN: ``income: missing → 1,200`` (never a change of the
+    "is missing" feature itself; a value that stays missing does not change)."""
+    states = indicator_of(ens)
+    hidden = set(states.values())
+
+    def value(v: np.ndarray, j: int) -> float:
+        return float("nan") if j in states and v[states[j]] > 0.5 else float(v[j])
+
+    out = []
+    for j in range(ens.n_features):
+        if j in hidden:
+            continue
+        a, b = value(x_hat, j), value(x, j)
+        if a == b or (np.isnan(a) and np.isnan(b)):
+            continue
+        out.append(Change(str(ens.feature_names[j]), a, b,
+                          None if ens.categories[j] is None else
+                          (ens.category_label(j, x_hat[j]), ens.category_label(j, x[j]))))
+    return tuple(out)
 
 
 def output_mask(y: np.ndarray, target: Any) -> np.ndarray:

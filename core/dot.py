@@ -9,9 +9,11 @@ __all__ = ["label", "available", "render"]
 
 
 def label(text: Any) -> str:
-    """``text`` inside a double-quoted DOT label: backslashes and quotes escaped,
-    line breaks drawn as line breaks (``\\n``)."""
-    s = str(text).replace("\\", "\\\\").replace('"', '\\"')
+    """``text`` inside a double-quoted DOT label, drawn as written: backslashes and
+    quotes escaped (so are Graphviz's ``\\N``, ``\\G``… substitutions), ``&`` written
+    ``&amp;`` (Graphviz passes entities such as ``&lt;`` on to the SVG, where the
+    browser would read them), line breaks drawn as line breaks (``\\n``)."""
+    s = str(text).replace("\\", "\\\\").replace('"', '\\"').replace("&", "&amp;")
     return s.replace("\r\n", "\n").replace("\n", "\\n")
 
 

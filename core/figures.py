@@ -7,7 +7,7 @@ testable from a script.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -16,12 +16,26 @@ import plotly.graph_objects as go
 
 from core.model.missing import SUFFIX
 from core.ruletext import conditions
-from core.shown import label_order, number_text
+from core.shown import approx_text, label_order, number_text, round_sig
 
 if TYPE_CHECKING:
     from core.model import TreeEnsemble
 
 _ROOM = dict(margin=dict(l=80, r=20, t=70, b=70), xaxis=dict(automargin=True), yaxis=dict(automargin=True))
+
+
+def text(value: Any) -> str:
+    """``value`` (a name, category, class or title from a file) for any text Plotly
+    draws: titles, axis titles and ticks, legends, bar labels and hovers read HTML
+    tags (<b>, <a href>, <br>) and entities; with "&" and "<" escaped, it is drawn as
+    written (a ">" alone is text: "income > 47.25" stays as it is)."""
+    return str(value).replace("&", "&amp;").replace("<", "&lt;")
+
+
+def _lines(hover: str) -> str:
+    """A hover text joined with <br> by the library (:meth:`FCCAResult.heatmap`):
+    each line's text escaped, the line breaks kept."""
+    return "<br>".join(text(line) for line in str(hover).split("<br>"))
 
 
 
@@ -66,14 +80,21 @@ def counterfactual_changes_figure(result: Any, feature_names: list[str], span: n
     for j in [j for j in df.index if str(feature_names[j]).endswith(SUFFIX)]:   # a state, not a number
         base = str(feature_names[j])[:-len(SUFFIX)]
         given = result.x[j] < 0.5
-        df.loc[j] = {"feature": f"{base}: {'missing → a value' if given else 'kept missing'}", "original": np.nan,
+        k = list(map(str, feature_names)).index(base) if base in map(str, feature_names) else None
+        if given and k is not None:              # one bar: "income: missing → 1,200", not a move from the fill
+            df = df.drop(index=[k], errors="ignore")
+            label = f"{base}: missing → {number_text(result.x[k])}"
+        else:
+            label = f"{base}: {'missing → a value' if given else 'kept missing'}"
+        df.loc[j] = {"feature": label, "original": np.nan,
                      "counterfactual": np.nan, "change": np.nan, "changed": True, "scaled": 1.0}
     df = df.reindex(df["scaled"].abs().sort_values().index)
     switch = df["change"].isna()
-    hover = [f"{f}<br>{'a missing value given one' if ': missing → ' in f else 'a category switch'}" if sw else f"{f}: {number_text(a)} → {number_text(b)}<br>{v:.1%} of the range"
+    hover = [f"{text(f)}<br>{'a missing value given one' if ': missing → ' in f else 'a category switch'}" if sw
+             else f"{text(f)}: {number_text(a)} → {number_text(b)}<br>{v:.1%} of the range"
              for f, a, b, v, sw in zip(df["feature"], df["original"], df["counterfactual"], df["scaled"], switch)]
     fig = go.Figure(go.Bar(
-        x=df["scaled"], y=df["feature"], orientation="h",
+        x=df["scaled"], y=[text(f) for f in df["feature"]], orientation="h",
         marker_color=np.where(switch, "#8c8c8c", np.where(df["scaled"] > 0, "#2f6fb0", "#c0504d")),
         hovertext=hover, hovertemplate="%{hovertext}<extra></extra>"))
     fig.update_layout(title="Changes (share of each feature's range)" if span is not None else "Changes",
@@ -91,7 +112,7 @@ def region_colour_values(regions: Any, ens: TreeEnsemble) -> tuple[np.ndarray, s
         return raws[:, 0], "prediction", "sequential"
     proba = ens.proba_from_raw(raws) if len(regions) else np.zeros((0, ens.n_classes))
     if ens.n_classes == 2:
-        return proba[:, 1], f"P({ens.classes[1]})", "diverging"
+        return proba[:, 1], f"P({text(ens.classes[1])})", "diverging"
     return proba.argmax(axis=1).astype(float), "class", "categorical"
 
 
@@ -122,12 +143,12 @@ def regions_figure(regions: Any, ens: TreeEnsemble, features: tuple[int, int], v
         else:
             t = 0.5 if hi == lo else (v - lo) / (hi - lo)
             colour = pc.sample_colorscale(scale, [min(max(t, 0.0), 1.0)])[0]
-        text = (f"{ens.feature_names[fa]} ∈ ({r.lower[fa]:.4g}, {r.upper[fa]:.4g}]<br>"
-                f"{ens.feature_names[fb]} ∈ ({r.lower[fb]:.4g}, {r.upper[fb]:.4g}]<br>"
-                f"{label}: {v:.4g} · prediction {r.prediction}")
+        hover = (f"{text(ens.feature_names[fa])} ∈ ({r.lower[fa]:.4g}, {r.upper[fa]:.4g}]<br>"
+                 f"{text(ens.feature_names[fb])} ∈ ({r.lower[fb]:.4g}, {r.upper[fb]:.4g}]<br>"
+                 f"{label}: {v:.4g} · prediction {text(r.prediction)}")
         fig.add_trace(go.Scatter(x=[a0, a1, a1, a0, a0], y=[b0, b0, b1, b1, b0], fill="toself", mode="lines",
                                  line=dict(width=0.5, color="rgba(255,255,255,0.6)"), fillcolor=colour,
-                                 opacity=opacity, hoveron="fills", hoverinfo="text", text=text, showlegend=False))
+                                 opacity=opacity, hoveron="fills", hoverinfo="text", text=hover, showlegend=False))
     if kind != "categorical" and len(vals):
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip",
                                  marker=dict(colorscale=scale, cmin=lo, cmax=hi, color=[lo], showscale=True,
@@ -140,7 +161,8 @@ def regions_figure(regions: Any, ens: TreeEnsemble, features: tuple[int, int], v
                                  line=dict(dash="dash", color="black"),
                                  marker=dict(symbol=["x", "star"], size=[1, 16], color="gold",
                                              line=dict(width=1, color="black"))))
-    fig.update_layout(title=title, xaxis_title=ens.feature_names[fa], yaxis_title=ens.feature_names[fb],
+    fig.update_layout(title=text(title), xaxis_title=text(ens.feature_names[fa]),
+                      yaxis_title=text(ens.feature_names[fb]),
                       xaxis_range=[xa0, xa1], yaxis_range=[xb0, xb1], height=560,
                       margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h"))
     return fig
@@ -174,9 +196,10 @@ def change_keep_counts(tc: Any, X: np.ndarray) -> pd.DataFrame:
 
 
 def change_keep_figure(counts: pd.DataFrame):
-    fig = go.Figure([go.Bar(y=counts["feature"], x=counts["change"], name="change", orientation="h",
+    names = [text(f) for f in counts["feature"]]
+    fig = go.Figure([go.Bar(y=names, x=counts["change"], name="change", orientation="h",
                             marker_color="#c0504d"),
-                     go.Bar(y=counts["feature"], x=counts["keep"], name="keep within range", orientation="h",
+                     go.Bar(y=names, x=counts["keep"], name="keep within range", orientation="h",
                             marker_color="#2f6fb0")])
     fig.update_layout(barmode="stack", title="What the prescribed rules ask of these rows", height=140 + 26 *
                       max(1, len(counts)), margin=dict(l=10, r=10, t=40, b=60),
@@ -191,7 +214,7 @@ def rule_box_figure(X: np.ndarray, y: np.ndarray, rule: Any, features: tuple[int
     fig = go.Figure()
     for cls in np.unique(y):
         sel = y == cls
-        fig.add_trace(go.Scattergl(x=X[sel, fa], y=X[sel, fb], mode="markers", name=f"model output {cls}",
+        fig.add_trace(go.Scattergl(x=X[sel, fa], y=X[sel, fb], mode="markers", name=f"model output {text(cls)}",
                                    marker=dict(size=4, opacity=0.45)))
     lo_a = rule.lower[fa] if np.isfinite(rule.lower[fa]) else X[:, fa].min()
     hi_a = rule.upper[fa] if np.isfinite(rule.upper[fa]) else X[:, fa].max()
@@ -202,7 +225,7 @@ def rule_box_figure(X: np.ndarray, y: np.ndarray, rule: Any, features: tuple[int
     if highlight is not None and len(highlight):
         fig.add_trace(go.Scatter(x=X[highlight, fa], y=X[highlight, fb], mode="markers", name="chosen rows",
                                  marker=dict(size=13, color="black", symbol="diamond")))
-    fig.update_layout(xaxis_title=names[fa], yaxis_title=names[fb], height=480, margin=dict(l=10, r=10, t=30, b=10),
+    fig.update_layout(xaxis_title=text(names[fa]), yaxis_title=text(names[fb]), height=480, margin=dict(l=10, r=10, t=30, b=10),
                       legend=dict(orientation="h"))
     return fig
 
@@ -225,27 +248,27 @@ def rule_intervals_figure(X: np.ndarray, rule: Any, features: list[int], names: 
     rows: list[tuple[str, list[int]]] = [(names[j], [j]) for j in features if j not in grouped]
     rows += [(str(names[g[0]]).split("=")[0], g) for g in in_rule]
     rows.sort(key=lambda r: min(r[1]))
-    labels = [label for label, _ in rows]
+    labels = [text(label) for label, _ in rows]
     fig = go.Figure()
     fig.add_trace(go.Bar(y=labels, x=[1.0] * len(rows), base=[0.0] * len(rows), orientation="h",
                          marker=dict(color="rgba(180,180,180,0.25)"), name="observed range", hoverinfo="skip"))
     for k, box in enumerate((rule, *alternatives)):
-        conds = {tuple(cols): text for cols, text in conditions(box.lower, box.upper, names, in_rule, features)[0]}
-        a, b, text = [], [], []
+        conds = {tuple(cols): t for cols, t in conditions(box.lower, box.upper, names, in_rule, features)[0]}
+        a, b, said = [], [], []
         for label, cols in rows:
             if len(cols) > 1 or cols[0] in grouped:        # a category: no order, the whole bar
                 a.append(0.0)
                 b.append(1.0)
-                text.append(conds.get(tuple(cols), "any").replace(label + " ", "", 1))
+                said.append(text(conds.get(tuple(cols), "any").replace(label + " ", "", 1)))
                 continue
             j = cols[0]
             lo = box.lower[j] if np.isfinite(box.lower[j]) else lo_all[j]
             hi = box.upper[j] if np.isfinite(box.upper[j]) else hi_all[j]
             a.append(float(np.clip((lo - lo_all[j]) / span[j], 0, 1)))
             b.append(float(np.clip((hi - lo_all[j]) / span[j], 0, 1)))
-            text.append(conds.get((j,), "any value"))
+            said.append(text(conds.get((j,), "any value")))
         a, b = np.array(a), np.array(b)
-        fig.add_trace(go.Bar(y=labels, x=np.maximum(b - a, 0.01), base=a, orientation="h", text=text,
+        fig.add_trace(go.Bar(y=labels, x=np.maximum(b - a, 0.01), base=a, orientation="h", text=said,
                              textposition="inside", name="rule" if k == 0 else f"alternative {k}",
                              marker=dict(color="rgba(44,160,44,0.65)" if k == 0 else "rgba(31,119,180,0.45)"),
                              width=0.5 if k == 0 else 0.3))
@@ -255,7 +278,7 @@ def rule_intervals_figure(X: np.ndarray, rule: Any, features: list[int], names: 
             if len(cols) > 1 or cols[0] in grouped:        # the row's own category, at the bar's start
                 hot = [j for j in cols if x[j] > 0.5]
                 pos.append(0.0)
-                shown.append(str(names[hot[0]]).split("=", 1)[-1] if hot else "another category")
+                shown.append(text(str(names[hot[0]]).split("=", 1)[-1]) if hot else "another category")
             else:
                 j = cols[0]
                 pos.append(float((x[j] - lo_all[j]) / span[j]))
@@ -270,20 +293,21 @@ def rule_intervals_figure(X: np.ndarray, rule: Any, features: list[int], names: 
     return fig
 
 
-def fcca_heatmap_figure(levels: pd.DataFrame, text: pd.DataFrame, Q: float):
+def fcca_heatmap_figure(levels: pd.DataFrame, hover_text: pd.DataFrame, Q: float):
     """FCCA's threshold heatmap (paper figs. 7-14): features x value intervals,
     coloured by the highest Q at which a threshold there is kept; intervals
     whose thresholds are dropped at the current Q are shown pale."""
     z = levels.to_numpy(dtype=float)
     kept = np.where(z >= Q - 1e-12, z, np.nan)
     dropped = np.where(np.isfinite(z) & ~(z >= Q - 1e-12), 1.0, np.nan)
-    x, y = list(levels.columns), list(levels.index)
+    x, y = [text(c) for c in levels.columns], [text(r) for r in levels.index]
+    hover = np.vectorize(_lines, otypes=[object])(hover_text.to_numpy()) if hover_text.size else hover_text.to_numpy()
     fig = go.Figure()
     fig.add_trace(go.Heatmap(z=dropped, x=x, y=y, colorscale=[[0, "#e6e6e6"], [1, "#e6e6e6"]], showscale=False,
-                             text=text.to_numpy(), hovertemplate="%{y}, %{x} of its range<br>%{text}"
+                             text=hover, hovertemplate="%{y}, %{x} of its range<br>%{text}"
                              "<br>(dropped at this Q)<extra></extra>", xgap=1, ygap=1))
     fig.add_trace(go.Heatmap(z=kept, x=x, y=y, zmin=0, zmax=1, colorscale="Viridis",
-                             colorbar=dict(title="kept up to Q"), text=text.to_numpy(),
+                             colorbar=dict(title="kept up to Q"), text=hover,
                              hovertemplate="%{y}, %{x} of its range<br>%{text}<extra></extra>", xgap=1, ygap=1))
     fig.update_layout(title=f"Thresholds by feature and value interval (Q = {Q:.2f})",
                       xaxis_title="interval of the feature's observed range", yaxis_autorange="reversed",
@@ -315,8 +339,8 @@ def cost_figure(audit: Any, attribute: str):
     fig = go.Figure()
     for g in sorted(rows[col].astype(str).unique(), key=label_order):
         v = rows.loc[(rows[col].astype(str) == g) & (rows["feasible"] == 1), "cost"].to_numpy(dtype=float)
-        fig.add_trace(go.Box(y=v, name=f"{attribute} = {g} (n={v.size})", boxpoints="outliers", boxmean=True))
-    fig.update_layout(title=dict(text=f"Optimal recourse cost by {attribute}", y=0.97, yanchor="top"),
+        fig.add_trace(go.Box(y=v, name=text(f"{attribute} = {g} (n={v.size})"), boxpoints="outliers", boxmean=True))
+    fig.update_layout(title=dict(text=f"Optimal recourse cost by {text(attribute)}", y=0.97, yanchor="top"),
                       yaxis_title="cost (range-scaled)", height=400, showlegend=False, **_ROOM)
     return fig
 
@@ -331,12 +355,90 @@ def metric_figure(audit: Any, attribute: str, metric: str = "feasible"):
     g = audit.groups[audit.groups["attribute"] == attribute]
     if metric not in g:
         return None
-    fig = go.Figure(go.Bar(x=[f"{attribute} = {v}" for v in g["group"]], y=g[metric],
+    fig = go.Figure(go.Bar(x=[text(f"{attribute} = {v}") for v in g["group"]], y=g[metric],
                            error_y=dict(type="data", symmetric=False, array=g[f"{metric}_hi"] - g[metric],
                                         arrayminus=g[metric] - g[f"{metric}_lo"]),
                            marker_color="#2f6fb0"))
-    fig.update_layout(title=dict(text=f"{METRICS[metric].label.capitalize()} by {attribute} (95% bootstrap interval)",
+    fig.update_layout(title=dict(text=f"{METRICS[metric].label.capitalize()} by {text(attribute)} "
+                                      "(95% bootstrap interval)",
                                  y=0.97, yanchor="top"), height=360, **_ROOM)
     if metric in SHARES:
         fig.update_layout(yaxis_tickformat=".0%", yaxis_range=[0, 1.05])
     return fig
+
+
+def _nice_step(span: float, ticks: int = 4) -> float:
+    """A round tick step (1, 2 or 5 times a power of ten) giving about ``ticks`` ticks over ``span``."""
+    raw = max(span, 1e-12) / ticks
+    power = 10.0 ** np.floor(np.log10(raw))
+    return float(next(m * power for m in (1, 2, 5, 10) if m * power >= raw))
+
+
+def interval_chart_svg(labels: Sequence[str], values: Any, lo: Any, hi: Any, *, title: str, axis: str,
+                       share: bool = False, highlight: Sequence[bool] | None = None, width: int = 660) -> str:
+    """A dot-and-interval chart as inline SVG, for reports that must open and print
+    anywhere (no script, no font, no network): one line per label, its value as a dot,
+    its interval as a bar, the value and interval written at the right.
+
+    labels : the lines, top to bottom (escaped here); values, lo, hi : arrays of the
+    same length (NaN: no value, the line shows "–"); share : values are shares, read in
+    percent; highlight : lines drawn in the accent colour (e.g. the case's own group).
+    The axis spans 0 and every value and interval (differences may be negative; 0 is
+    drawn darker). Returns ``<figure>`` markup with the SVG and its title as caption;
+    the SVG has a ``<title>`` and ``role="img"`` for screen readers."""
+    import html as _html
+
+    v, a, b = (np.asarray(t, dtype=float).reshape(-1) for t in (values, lo, hi))
+    n = len(labels)
+    marks = np.array([False] * n if highlight is None else list(highlight), dtype=bool)
+    seen = np.concatenate([v, a, b, [0.0]])
+    seen = seen[np.isfinite(seen)]
+    low, top = float(seen.min()), float(seen.max())
+    if share:
+        low, top = min(low, 0.0), max(top, 1.0 if low >= 0 else top)
+    step = _nice_step(top - low if top > low else 1.0)
+    low = step * np.floor(low / step + 1e-9)
+    top = step * np.ceil(top / step - 1e-9) if top > low else low + step
+
+    def tick(t: float) -> str:
+        return f"{t:.0%}" if share else number_text(round_sig(t, 6))
+
+    def shown(t: float) -> str:
+        return (f"{t:.1%}" if share else approx_text(t, 3)) if np.isfinite(t) else "–"
+
+    label_w = int(min(max((len(str(s)) for s in labels), default=4) * 6.6 + 16, width * 0.42))
+    text_w = 170
+    x0, x1 = label_w, width - text_w
+    row_h, head, foot = 30, 14, 40
+    height = head + row_h * max(n, 1) + foot
+
+    def x(t: float) -> float:
+        return x0 + (x1 - x0) * min(max((t - low) / (top - low), 0.0), 1.0)
+
+    out = [f'<svg role="img" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" font-family="Helvetica,Arial,sans-serif" font-size="12">',
+           f"<title>{_html.escape(title)}</title>"]
+    for t in np.arange(low, top + step / 2, step):
+        gx, zero = x(t), abs(t) < step * 1e-6
+        out.append(f'<line x1="{gx:.1f}" y1="{head - 4}" x2="{gx:.1f}" y2="{head + row_h * n}" '
+                   f'stroke="{"#888" if zero else "#e3e3e3"}"/>')
+        out.append(f'<text x="{gx:.1f}" y="{head + row_h * n + 14}" text-anchor="middle" fill="#555">'
+                   f"{_html.escape(tick(0.0 if zero else t))}</text>")
+    out.append(f'<text x="{(x0 + x1) / 2:.1f}" y="{height - 6}" text-anchor="middle" fill="#333">'
+               f"{_html.escape(axis)}</text>")
+    for i, name in enumerate(labels):
+        cy = head + row_h * i + row_h / 2
+        colour = "#c0504d" if marks[i] else "#2f6fb0"
+        weight = ' font-weight="bold"' if marks[i] else ""
+        out.append(f'<text x="{x0 - 8}" y="{cy + 4:.1f}" text-anchor="end" fill="#222"{weight}>'
+                   f"{_html.escape(str(name))}</text>")
+        if np.isfinite(a[i]) and np.isfinite(b[i]):
+            out.append(f'<line x1="{x(a[i]):.1f}" y1="{cy:.1f}" x2="{x(b[i]):.1f}" y2="{cy:.1f}" '
+                       f'stroke="{colour}" stroke-width="3" stroke-linecap="round" opacity="0.55"/>')
+        if np.isfinite(v[i]):
+            out.append(f'<circle cx="{x(v[i]):.1f}" cy="{cy:.1f}" r="5.5" fill="{colour}"/>')
+        span = f" [{shown(a[i])}, {shown(b[i])}]" if np.isfinite(a[i]) and np.isfinite(b[i]) else ""
+        out.append(f'<text x="{x1 + 10}" y="{cy + 4:.1f}" fill="#222"{weight}>'
+                   f"{_html.escape(shown(v[i]) + span)}</text>")
+    out.append("</svg>")
+    return f'<figure class="chart">{"".join(out)}<figcaption>{_html.escape(title)}</figcaption></figure>'

@@ -41,8 +41,9 @@ from core.cells.problem import TreeBlock
 from core.counterfactual import CounterfactualResult, QueryError, check_time_limit
 from core.model import TreeEnsemble, as_ensemble
 from core.model.box import Box
-from core.optimal import other_models
-from core.settings import integer, norm_setting, open_probability, optional, seconds, validated
+from core.model.features import as_row, feature_index
+from core.optimal import other_models, query_door
+from core.settings import integer, nonnegative, norm_setting, open_probability, optional, seconds, validated
 
 if TYPE_CHECKING:
     from core.schema import Schema
@@ -267,17 +268,21 @@ def _run(prob: CellProblem, allowed: list[np.ndarray], *, mode: str, radius: flo
 
 
 # ------------------------------------------------------------------ public API
-def _problem(ensemble, x, target, norm, weights, fixed, schema, also_valid_for=(), margin=None):
+def _problem(ensemble, x, target, norm, weights, schema, X_ref=None, also_valid_for=(), margin=None, **roles):
+    """The ensemble, the query's problem, its reference rows and its actionability
+    lists (feature names), checked at the door (:func:`core.optimal.query_door`)."""
     ens = as_ensemble(ensemble)
+    x, X_ref, roles = query_door(ens, x, X_ref, schema, **roles)
     others = other_models(also_valid_for)
-    return ens, build_problem(ens, x, target, schema=schema, norm=norm, weights=weights, fixed=fixed,
-                              also_valid_for=others, margin=margin)
+    return ens, build_problem(ens, x, target, schema=schema, norm=norm, weights=weights, also_valid_for=others,
+                              margin=margin, **roles), X_ref, roles
 
 
 @validated(QueryError, norm=norm_setting, time_limit=seconds, max_nodes=integer(1), margin=optional(open_probability))
 def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: str | Mapping[str, float] = "l1",
-                         weights: Any = None,
-                         fixed: Iterable[Any] | None = None, time_limit: float = 30.0, schema: Schema | None = None,
+                         weights: Any = None, fixed: Iterable[Any] | None = None,
+                         increase_only: Iterable[Any] | None = None, decrease_only: Iterable[Any] | None = None,
+                         time_limit: float = 30.0, schema: Schema | None = None,
                          X_ref: Any = None, model: Any = None, max_nodes: int = 5_000_000,
                          also_valid_for: Iterable[Any] = (), margin: float | None = None) -> CounterfactualResult:
     """The closest point of a region where the ensemble gives ``target``, exactly.
@@ -290,8 +295,9 @@ def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: str | Mapp
     norm : {"l1", "l0", "l2"} or dict, default "l1" (as every analysis); "l2" is the squared
         Euclidean distance of the paper.
     weights : per-feature weights, as in ``core.optimal``.
-    fixed : features (names or indices) that must not move; a list replaces the schema's fixed
-        features, None (default) keeps them.
+    fixed, increase_only, decrease_only : features (names or indices) that must not move, may
+        only go up, may only go down; a list replaces the schema's features of that role, None
+        (default) keeps them (as in ``core.optimal``).
     X_ref : optional reference rows whose nearest valid one seeds the upper bound (a greedy
         start from the model seeds it too, so the search is fast without them).
     also_valid_for : further models reading the same features (TreeEnsembles or model
@@ -319,12 +325,12 @@ def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: str | Mapp
     """
     t0 = time.perf_counter()
     time_limit = check_time_limit(time_limit)
-    ens, prob = _problem(ensemble, x, target, norm, weights, fixed, schema, also_valid_for, margin)
-    params = dict(norm=norm if isinstance(norm, str) else dict(norm), fixed=None if fixed is None else [str(f) for f in fixed],
+    ens, prob, X_ref, roles = _problem(ensemble, x, target, norm, weights, schema, X_ref, also_valid_for, margin,
+                                       fixed=fixed, increase_only=increase_only, decrease_only=decrease_only)
+    params = dict(norm=norm if isinstance(norm, str) else dict(norm), **roles,
                   time_limit=time_limit, target=str(target), method="branch and bound (Blanchart)",
                   margin=margin, also_valid_for=len(prob.others))
-    ws_x, ub = best_start(prob, None if X_ref is None else np.asarray(X_ref, dtype=float),
-                          deadline=t0 + 0.25 * time_limit)
+    ws_x, ub = best_start(prob, X_ref, deadline=t0 + 0.25 * time_limit)
     allowed = [np.isfinite(c) for c in prob.costs]
     best, _, s = _run(prob, allowed, mode="best", radius=ub, time_limit=time_limit, max_nodes=max_nodes)
     run = QueryRun(prob, params, t0, {"search": time.perf_counter() - t0, "nodes": s.nodes}, model)
@@ -338,10 +344,12 @@ def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: str | Mapp
     return run.infeasible("regions")
 
 
-@validated(QueryError, norm=norm_setting, time_limit=seconds, max_regions=integer(1))
+@validated(QueryError, radius=nonnegative, norm=norm_setting, time_limit=seconds, max_regions=integer(1))
 def counterfactual_set(ensemble: Any, x: Any, target: Any, radius: float, *, norm: str | Mapping[str, float] = "l1",
-                       weights: Any = None, fixed: Iterable[Any] | None = None, schema: Schema | None = None,
-                       time_limit: float = 30.0, max_regions: int = 10_000) -> RegionSet:
+                       weights: Any = None, fixed: Iterable[Any] | None = None,
+                       increase_only: Iterable[Any] | None = None, decrease_only: Iterable[Any] | None = None,
+                       schema: Schema | None = None, time_limit: float = 30.0,
+                       max_regions: int = 10_000) -> RegionSet:
     """Every region within ``radius`` (cost) of ``x`` where the ensemble gives ``target``.
 
     Parameters
@@ -349,8 +357,9 @@ def counterfactual_set(ensemble: Any, x: Any, target: Any, radius: float, *, nor
     ensemble : TreeEnsemble or a supported model.
     x : array-like of shape (n_features,), the query.
     target : a class label, or ``(lo, hi)`` for a regressor.
-    radius : float, the largest cost of a region (its point nearest ``x``).
-    norm, weights, fixed, schema : as in :func:`exact_counterfactual` (default norm "l1").
+    radius : float, the largest cost of a region (its point nearest ``x``): a finite number >= 0.
+    norm, weights, fixed, increase_only, decrease_only, schema : as in :func:`exact_counterfactual`
+        (default norm "l1").
     time_limit : float, default 30.0, seconds for the search.
     max_regions : int, default 10_000, stop after this many regions.
 
@@ -371,13 +380,36 @@ def counterfactual_set(ensemble: Any, x: Any, target: Any, radius: float, *, nor
     (True, True)
     """
     t0 = time.perf_counter()
-    ens, prob = _problem(ensemble, x, target, norm, weights, fixed, schema)
+    ens, prob, _, roles = _problem(ensemble, x, target, norm, weights, schema, fixed=fixed,
+                                   increase_only=increase_only, decrease_only=decrease_only)
     allowed = [np.isfinite(c) for c in prob.costs]
     _, found, s = _run(prob, allowed, mode="all", radius=float(radius), time_limit=time_limit,
                        max_regions=max_regions)
     found.sort(key=lambda r: r.distance)
     return RegionSet(tuple(found), not s.stopped, s.nodes, time.perf_counter() - t0,
-                     dict(radius=radius, target=str(target), norm=str(norm)))
+                     dict(radius=radius, target=str(target), norm=str(norm), **roles))
+
+
+def _two_features(ens: TreeEnsemble, features: Any) -> tuple[int, int]:
+    """The two features of a 2-D view (names or indices), different."""
+    if isinstance(features, (str, bytes)) or not hasattr(features, "__len__") or len(features) != 2:
+        raise QueryError(f"features are the two features of the view, e.g. ({ens.feature_names[0]!r}, "
+                         f"{ens.feature_names[-1]!r}); got {features!r:.60}.")
+    fa, fb = (feature_index(ens.feature_names, f, error=QueryError, what="features") for f in features)
+    if fa == fb:
+        raise QueryError(f"Choose two different features (both are {ens.feature_names[fa]!r}).")
+    return fa, fb
+
+
+def _range(v: Any, key: Any) -> tuple[float, float]:
+    """A view's range (lo, hi) of numbers with lo <= hi."""
+    try:
+        lo, hi = (float(t) for t in v)
+    except (TypeError, ValueError):
+        raise QueryError(f"bounds[{key!r}] is a range (lo, hi) of numbers; got {v!r:.60}.") from None
+    if not lo <= hi:
+        raise QueryError(f"bounds[{key!r}] = ({lo}, {hi}) is upside down (or NaN): lo must be <= hi.")
+    return lo, hi
 
 
 def _any_target(ens: TreeEnsemble) -> Any:
@@ -394,17 +426,18 @@ def slice_regions(ensemble: Any, x: Any, features: tuple[Any, Any], *, bounds: d
     each of the two features to a range (the view)."""
     t0 = time.perf_counter()
     ens = as_ensemble(ensemble)
-    fa, fb = (ens.feature_index(f) for f in features)
-    if fa == fb:
-        raise QueryError("Choose two different features.")
+    fa, fb = _two_features(ens, features)
+    x = as_row(x, ens.feature_names, error=QueryError, what="x")
+    view = {feature_index(ens.feature_names, k, error=QueryError, what="bounds"): _range(v, k)
+            for k, v in (bounds or {}).items()}
     prob = build_problem(ens, x, _any_target(ens))
     allowed = []
     for j in range(prob.n_features):
         a = np.zeros(prob.levels[j].size + 1, dtype=bool)
         if j in (fa, fb):
             a[:] = True
-            if bounds and (ens.feature_names[j] in bounds or j in bounds):
-                lo, hi = bounds.get(ens.feature_names[j], bounds.get(j))
+            if j in view:
+                lo, hi = view[j]
                 lv = prob.levels[j]
                 a[:] = False
                 a[np.searchsorted(lv, lo, side="left"):np.searchsorted(lv, hi, side="left") + 1] = True
@@ -418,16 +451,18 @@ def slice_regions(ensemble: Any, x: Any, features: tuple[Any, Any], *, bounds: d
                      dict(features=[ens.feature_names[fa], ens.feature_names[fb]], mode="slice"))
 
 
-@validated(QueryError, norm=norm_setting, time_limit=seconds, max_regions=integer(1))
+@validated(QueryError, radius=nonnegative, norm=norm_setting, time_limit=seconds, max_regions=integer(1))
 def projection_regions(ensemble: Any, x: Any, target: Any, features: tuple[Any, Any], radius: float, *,
-                       norm: str | Mapping[str, float] = "l1", weights: Any = None, fixed: Iterable[Any] | None = None, schema: Schema | None = None,
-                       time_limit: float = 30.0, max_regions: int = 5_000) -> RegionSet:
+                       norm: str | Mapping[str, float] = "l1", weights: Any = None, fixed: Iterable[Any] | None = None,
+                       increase_only: Iterable[Any] | None = None, decrease_only: Iterable[Any] | None = None,
+                       schema: Schema | None = None, time_limit: float = 30.0, max_regions: int = 5_000) -> RegionSet:
     """Regions within ``radius`` of ``x`` giving ``target``, for projection on two
     features (the paper's Fig. 7): the same regions as :func:`counterfactual_set`."""
-    rs = counterfactual_set(ensemble, x, target, radius, norm=norm, weights=weights, fixed=fixed, schema=schema,
-                            time_limit=time_limit, max_regions=max_regions)
     ens = as_ensemble(ensemble)
-    fa, fb = (ens.feature_index(f) for f in features)
+    fa, fb = _two_features(ens, features)
+    rs = counterfactual_set(ens, x, target, radius, norm=norm, weights=weights, fixed=fixed,
+                            increase_only=increase_only, decrease_only=decrease_only, schema=schema,
+                            time_limit=time_limit, max_regions=max_regions)
     return RegionSet(rs.regions, rs.complete, rs.n_nodes, rs.seconds,
                      dict(rs.params, features=[ens.feature_names[fa], ens.feature_names[fb]], mode="projection"))
 

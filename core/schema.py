@@ -22,15 +22,20 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Iterable, Sequence
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from core.errors import SchemaError
+from core.model.features import closest_names, feature_index, feature_indices, names_text
 
-__all__ = ["FeatureSpec", "Schema", "infer_schema", "validate", "one_hot_encode",
+if TYPE_CHECKING:
+    from core.model import TreeEnsemble
+
+__all__ = ["FeatureSpec", "Schema", "infer_schema", "validate", "one_hot_encode", "with_missing_states",
            "KINDS", "ACTIONABILITY", "INTEGRAL_KINDS"]
 
 KINDS = ("numerical", "integer", "binary", "categorical", "one-hot", "ordinal")
@@ -106,7 +111,14 @@ class Schema:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if isinstance(self.features, (str, bytes, Mapping)) or not isinstance(self.features, Iterable):
+            raise SchemaError(f"A Schema holds a sequence of FeatureSpec; got {type(self.features).__name__}. "
+                              "Use infer_schema(table), or Schema([FeatureSpec('age', ...), ...]).")
         object.__setattr__(self, "features", tuple(self.features))
+        wrong = [f for f in self.features if not isinstance(f, FeatureSpec)]
+        if wrong:
+            raise SchemaError(f"A Schema holds FeatureSpec objects; got {type(wrong[0]).__name__} {wrong[0]!r:.40}. "
+                              "Use infer_schema(table), or Schema([FeatureSpec('age', ...), ...]).")
         names = [f.name for f in self.features]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
@@ -124,14 +136,8 @@ class Schema:
         return self.features[self.index(key)]
 
     def index(self, key: int | str) -> int:
-        if isinstance(key, (int, np.integer)):
-            if not 0 <= int(key) < len(self.features):
-                raise SchemaError(f"Feature index {key} is out of range 0..{len(self.features) - 1}.")
-            return int(key)
-        try:
-            return self.names.index(str(key))
-        except ValueError:
-            raise SchemaError(f"Unknown feature {key!r}; known features: {self.names}.") from None
+        """The index of a feature given by name or index (a SchemaError names the closest)."""
+        return feature_index(self.names, key, error=SchemaError)
 
     def groups(self) -> dict[str, list[int]]:
         """One-hot groups: group name -> column indices."""
@@ -149,7 +155,15 @@ class Schema:
         return [f.name for f in self.features if f.protected]
 
     def with_updates(self, name: str, **changes: Any) -> "Schema":
+        """The schema with feature ``name``'s settings changed (kind, lower, upper,
+        actionability, weight, protected, group, levels), checked."""
         i = self.index(name)
+        settable = [f.name for f in fields(FeatureSpec) if f.name != "name"]
+        unknown = [k for k in changes if k not in settable]
+        if unknown:
+            near = closest_names(unknown[0], settable, n=1)
+            hint = f" Did you mean {near[0]!r}?" if near else ""
+            raise SchemaError(f"A feature has no setting {unknown[0]!r}.{hint} Its settings are {settable}.")
         feats = list(self.features)
         feats[i] = replace(feats[i], **changes)
         return replace(self, features=tuple(feats))
@@ -278,8 +292,7 @@ def infer_schema(df: pd.DataFrame, target: str | None = None, *,
     >>> [(f.name, f.kind) for f in infer_schema(df).features]
     [('age', 'integer'), ('owner', 'binary'), ('income', 'numerical')]
     """
-    if df.shape[1] == 0:
-        raise SchemaError("The table has no columns.")
+    df, protected = _checked_table(df, target, protected, kinds, groups, levels)
     cols = [c for c in df.columns if c != target]
     kinds = dict(kinds or {})
     levels = {c: tuple(str(v) for v in lv) for c, lv in (levels or {}).items() if c in cols}
@@ -322,6 +335,65 @@ def infer_schema(df: pd.DataFrame, target: str | None = None, *,
                                  actionability="fixed" if c in prot else "free",
                                  protected=c in prot, group=col_group.get(c), levels=levels.get(c)))
     return Schema(tuple(feats), target=target)
+
+
+def _checked_table(df: Any, target: Any, protected: Any, kinds: Any, groups: Any, levels: Any
+                   ) -> tuple[pd.DataFrame, Iterable[str] | None]:
+    """infer_schema's arguments checked at the door (SchemaError saying what to give);
+    ``protected`` as a list (one name stands for itself)."""
+    if not isinstance(df, pd.DataFrame):
+        hint = (" Wrap it: pd.DataFrame(array, columns=[...names...])." if isinstance(df, (np.ndarray, list, tuple))
+                else "")
+        raise SchemaError(f"infer_schema reads a pandas DataFrame (its columns name the features); got "
+                          f"{type(df).__name__}.{hint}")
+    if df.shape[1] == 0:
+        raise SchemaError("The table has no columns: give a DataFrame with one column per feature.")
+    cols = [str(c) for c in df.columns]
+    if target is not None and target not in df.columns:
+        near = closest_names(str(target), cols)
+        hint = f" Did you mean {' or '.join(map(repr, near))}?" if near else ""
+        raise SchemaError(f"The target column {target!r} is not in the table.{hint} Its columns are "
+                          f"{names_text(cols)}; pass target=None when the table holds the features only.")
+    feats = [c for c in cols if c != target]
+    if not feats:
+        raise SchemaError(f"The table has no feature columns besides the target {target!r}.")
+    if len(df) == 0:
+        raise SchemaError("The table has no rows: the features' kinds and ranges are read from the data. Give "
+                          "at least one row.")
+    for what, given in (("kinds", kinds), ("groups", groups), ("levels", levels)):
+        if given is not None and not isinstance(given, Mapping):
+            raise SchemaError(f"infer_schema: {what} is a dict (column -> ...); got {type(given).__name__}.")
+    for c in list(kinds or {}) + list(levels or {}):
+        feature_index(feats, c, error=SchemaError, what="infer_schema: a key of kinds or levels")
+    for g, members in (groups or {}).items():
+        feature_indices(feats, members, error=SchemaError, what=f"infer_schema: one-hot group {g!r}")
+    if protected is None:
+        return df, None
+    known = feats + [str(g) for g in (groups or {})]
+    known += [str(m.group("group") or m.group("group2")) for c in feats if (m := _ONE_HOT.match(c))]
+    picked = feature_indices(known, protected, error=SchemaError, what="protected")
+    return df, [known[j] for j in picked]
+
+
+def with_missing_states(schema: Schema, ens: TreeEnsemble) -> Schema:
+    """``schema`` (of the ensemble's own features) extended with the "is missing"
+    columns of ``ens`` rewritten by :func:`core.model.missing.expand`, set as the
+    app's workspace sets them: binary, cost weight 0, decrease-only (a missing
+    value may get one, a value never becomes missing), fixed and protected with
+    their feature."""
+    from core.model.missing import indicator_of
+
+    states = indicator_of(ens)
+    names = list(ens.feature_names)
+    if schema.names == names:
+        return schema
+    if schema.names != names[:len(schema)] or len(schema) + len(states) != len(names):
+        raise SchemaError("The schema's features do not match the model's features.")
+    extra = [FeatureSpec(name=names[k], kind="binary", lower=0.0, upper=1.0, weight=0.0,
+                         protected=schema.features[j].protected,
+                         actionability="fixed" if schema.features[j].actionability == "fixed" else "decrease")
+             for j, k in sorted(states.items(), key=lambda t: t[1])]
+    return replace(schema, features=schema.features + tuple(extra))
 
 
 def one_hot_encode(df: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:

@@ -105,9 +105,9 @@ def norm_setting(v: Any) -> str | None:
         return None
     if isinstance(v, Mapping) and v and set(v) <= {"l0", "l1", "l2"} and all(
             _real(w) and math.isfinite(w) and w >= 0
-            for w in v.values()):
+            for w in v.values()) and sum(v.values()) > 0:
         return None
-    return "'l0', 'l1', 'l2' or a mix such as {'l0': 0.1, 'l1': 1.0} of non-negative weights"
+    return "'l0', 'l1', 'l2' or a mix such as {'l0': 0.1, 'l1': 1.0} of non-negative weights, not all zero"
 
 
 def n_jobs_setting(v: Any) -> str | None:

@@ -14,6 +14,10 @@ story and report:
 * :func:`number_text` writes a value in full (the shortest text that reads
   back as the same float), with thousands separators, integers as integers
   and no scientific notation for money-sized numbers;
+* :func:`csv_cell` writes a number into a CSV export as :func:`number_text`
+  does without separators (``42``, never ``42.0``; full precision; an empty
+  cell for a missing value), and :func:`percent_text` a share or a gap, a
+  value that cannot be computed as "—", never "inf%";
 * :func:`bound_text` writes a split threshold so that a label ``x <= shown``
   or ``x > shown`` is true for the shown number itself: exact when the
   threshold is short, otherwise rounded down (a split at 5095.5 never reads
@@ -28,7 +32,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["number_text", "approx_text", "label_order", "outcome_text", "check_class_names", "bound_text", "round_sig", "shortest_inside", "parse_number"]
+__all__ = ["number_text", "approx_text", "csv_cell", "percent_text", "NOT_KNOWN", "label_order", "outcome_text", "check_class_names", "bound_text", "round_sig", "shortest_inside", "parse_number"]
 
 #: significant digits a threshold is shown with when its exact text is longer
 BOUND_DIGITS = 6
@@ -104,6 +108,37 @@ def approx_text(v: Any, digits: int = 4) -> str:
     if isinstance(v, (float, np.floating)) and math.isfinite(float(v)):
         return number_text(round_sig(float(v), digits))
     return number_text(v)
+
+
+#: what a figure that cannot be computed (an infinite gap, a share of nothing) reads as
+NOT_KNOWN = "—"
+
+
+def percent_text(v: Any, digits: int = 1) -> str:
+    """A share or a relative gap as a percentage with ``digits`` decimals (``12.5%``);
+    :data:`NOT_KNOWN` for a value that cannot be computed (None, NaN, infinite)."""
+    if v is None or isinstance(v, (bool, np.bool_)):
+        return NOT_KNOWN
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return NOT_KNOWN
+    return f"{x:.{digits}%}" if math.isfinite(x) else NOT_KNOWN
+
+
+def csv_cell(v: Any) -> Any:
+    """A cell as a CSV export writes it: a float as the shortest text that reads
+    back as the same float, without separators and without a trailing ``.0``
+    (``42``, ``0.1``, ``8256.5``, ``1e-05``), an empty cell for NaN, ``inf`` /
+    ``-inf`` for an infinite value; anything else (integers, text) as is."""
+    if isinstance(v, (float, np.floating)) and not isinstance(v, bool):
+        x = float(v)
+        if math.isnan(x):
+            return ""
+        if math.isinf(x):
+            return "inf" if x > 0 else "-inf"
+        return number_text(x, grouping=False)
+    return v
 
 
 def parse_number(text: str) -> float:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -39,11 +39,13 @@ import pandas as pd
 from core.counterfactual import continuous_outputs, output_mask
 from core.dot import label as dot_label
 from core.errors import DataError, GridTooLargeError, NotFittedError, NoValidRuleError, QueryError
+from core.jsonable import plain
 from core.model import node_boxes
 from core.model.box import Box
+from core.model.features import as_table, feature_indices, fit_table
 from core.ruletext import conditions
 from core.settings import integer, optional, probability, validated
-from core.shown import bound_text
+from core.shown import bound_text, outcome_text
 
 __all__ = ["TCREx", "Rule", "Metarule", "NoValidRuleError"]
 
@@ -65,6 +67,27 @@ class Metarule(Box):
     node: int
 
 
+def _outputs(y_model: Any, n: int) -> np.ndarray:
+    """The model's outputs on the n fitting rows, one each."""
+    if y_model is None or isinstance(y_model, (str, bytes, dict)):
+        raise DataError(f"y_model is the model's outputs on X's rows (an array of {n} values, e.g. "
+                        f"model.predict(X)); got {type(y_model).__name__}.")
+    y = np.asarray(y_model)
+    if y.ndim != 1 or len(y) != n:
+        raise DataError(f"y_model has shape {y.shape}; X has {n} rows: give the model's output for each row.")
+    return y
+
+
+def _groups(groups: Any, names: list[str]) -> list[list[int]]:
+    """One-hot groups as lists of column indices (each given by name or index)."""
+    if groups is None:
+        return []
+    if isinstance(groups, (str, bytes)) or not isinstance(groups, (list, tuple)):
+        raise QueryError(f"groups is a list of one-hot groups, each a list of columns (names or indices); got "
+                         f"{type(groups).__name__}.")
+    return [feature_indices(names, g, error=QueryError, what="groups") for g in groups]
+
+
 class TCREx:
     """Counterfactual rules and metarules (scikit-learn style estimator).
 
@@ -74,7 +97,7 @@ class TCREx:
     tau : minimum accuracy of a valid rule.
     n_trees : 1 for a single surrogate tree, more for a random forest.
     max_cells : refuse grids of more cells than this (step c).
-    groups : one-hot groups as lists of feature indices (appendix A).
+    groups : one-hot groups as lists of features (names or indices; appendix A).
     random_state : for the surrogate.
 
     Attributes (after ``fit``)
@@ -110,21 +133,19 @@ class TCREx:
         self.random_state = random_state
 
     # ------------------------------------------------------------------ fit
+    @validated(QueryError)
     def fit(self, X: Any, y_model: Any, target: Any, feature_names: Sequence[str] | None = None) -> "TCREx":
         t0 = time.perf_counter()
-        if feature_names is None and hasattr(X, "columns"):      # a DataFrame names its features
-            feature_names = [str(c) for c in X.columns]
-        X = np.asarray(X, dtype=float)
-        y = np.asarray(y_model)
-        if X.ndim != 2 or len(X) != len(y) or len(X) == 0:
-            raise DataError(f"X has shape {X.shape} and y_model {y.shape}; expected (n, d) and (n,) with n > 0.")
         if not 0 < self.rho <= 1 or not 0 < self.tau <= 1:
-            raise QueryError("rho and tau must lie in (0, 1].")
+            raise QueryError(f"rho and tau must lie in (0, 1]; got rho={self.rho!r}, tau={self.tau!r}.")
+        X, names = fit_table(X, feature_names, error=DataError, missing=True)   # NaN: outside every box
+        y = _outputs(y_model, len(X))
+        groups = _groups(self.groups, names)
         n, d = X.shape
         self.n_features_in_ = d
-        self.feature_names_ = list(feature_names) if feature_names is not None else [f"x{j}" for j in range(d)]
+        self.feature_names_ = names
         self.target_ = target
-        self.groups_ = [list(g) for g in (self.groups or []) if len(g) >= 2]
+        self.groups_ = [g for g in groups if len(g) >= 2]
         mask = output_mask(y, target)
         if not mask.any():
             raise NoValidRuleError(f"No fitting point has a model output in the target {target!r}.")
@@ -328,10 +349,17 @@ class TCREx:
     def _check(self, X):
         if not hasattr(self, "rules_"):
             raise NotFittedError("This TCREx is not fitted yet; call fit first.")
-        X = np.atleast_2d(np.asarray(X, dtype=float))
-        if X.shape[1] != self.n_features_in_:
-            raise DataError(f"X has {X.shape[1]} features; TCREx was fitted on {self.n_features_in_}.")
-        return X
+        if isinstance(X, np.ndarray) and X.dtype == np.float64 and X.ndim == 2 and X.shape[1] == self.n_features_in_:
+            return X
+        return as_table(X, self.feature_names_, error=DataError, one_row=True, min_rows=0, missing=True,
+                        infinite=True)   # read by name, as fitted
+
+    def _rule(self, k: Any) -> int:
+        """A rule's index, checked."""
+        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) \
+                or not 0 <= int(k) < len(self.rules_):
+            raise QueryError(f"No rule {k!r}: the rules are numbered 0..{len(self.rules_) - 1}.")
+        return int(k)
 
     def apply(self, X: Any) -> np.ndarray:
         """Metarule-tree leaf (node index) of each row, vectorised."""
@@ -372,6 +400,12 @@ class TCREx:
         """Number of features outside the rule's bounds (eq. 10), per row."""
         X = self._check(X)
         r = self.explain(X) if rules is None else np.asarray(rules)
+        if rules is not None:
+            if r.shape != (len(X),):
+                raise QueryError(f"rules has shape {r.shape}; give one rule index (0..{len(self.rules_) - 1}) per "
+                                 f"row of X ({len(X)} rows).")
+            for k in set(r.tolist()):
+                self._rule(k)
         L = np.array([self.rules_[i].lower for i in r])
         U = np.array([self.rules_[i].upper for i in r])
         ch = (X <= L) | (X > U)
@@ -399,7 +433,7 @@ class TCREx:
         return conditions(lower, upper, self.feature_names_, self.groups_)[0]
 
     def rule_text(self, k: int) -> str:
-        r = self.rules_[k]
+        r = self.rules_[self._rule(k)]
         return " and ".join(t for _, t in self._conditions(r.lower, r.upper)) or "anything"
 
     def recourse_text(self, x: Any) -> str:
@@ -417,8 +451,12 @@ class TCREx:
             out += "; keep " + ", ".join(keep)
         return out
 
-    def to_text(self) -> str:
-        lines = [f"T-CREx rules for target {self.target_!r} (tau={self.tau}, rho={self.rho}):"]
+    def to_text(self, outcome: str | None = None) -> str:
+        """The rules and metarules as text; ``outcome``: the target as the analyst
+        names it (default :func:`core.shown.outcome_text` of the target: ``1``,
+        never ``np.int64(1)``)."""
+        target = outcome if outcome is not None else _target_text(self.target_)
+        lines = [f"T-CREx rules for target {target} (tau={self.tau}, rho={self.rho}):"]
         for k, r in enumerate(self.rules_):
             lines.append(f"  R{k}: IF {self.rule_text(k)}  [accuracy {r.accuracy:.3f}, feasibility "
                          f"{r.feasibility:.3f}]")
@@ -429,18 +467,33 @@ class TCREx:
                          f"(at most {m.worst_case_changes} change(s))")
         return "\n".join(lines)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, conditions: Callable[[np.ndarray, np.ndarray], list[dict[str, Any]]] | None = None,
+                outcome: str | None = None) -> dict[str, Any]:
+        """JSON-able rules and metarules. With ``conditions`` (a box ``(lower, upper)``
+        -> conditions on the analyst's columns, e.g. ``functools.partial(
+        core.intake.columns.box_record, columns)``) each rule and metarule is written
+        as those conditions (a category column as its set of categories); without,
+        as its bounds on the model's features. ``outcome``: the target as named."""
         def num(v):
             return None if not np.isfinite(v) else float(v)
 
+        def box(lower: np.ndarray, upper: np.ndarray) -> dict[str, Any]:
+            if conditions is not None:
+                return {"conditions": conditions(lower, upper)}
+            return {"lower": [num(v) for v in lower], "upper": [num(v) for v in upper]}
+
+        target = plain(self.target_)
+        if isinstance(target, list):
+            target = [num(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in target]
         return {
-            "params": {"rho": self.rho, "tau": self.tau, "n_trees": self.n_trees, "target": str(self.target_)},
-            "features": self.feature_names_,
-            "rules": [{"lower": [num(v) for v in r.lower], "upper": [num(v) for v in r.upper],
-                       "accuracy": r.accuracy, "feasibility": r.feasibility, "complexity": r.complexity,
+            "params": {"rho": self.rho, "tau": self.tau, "n_trees": self.n_trees, "target": target,
+                       "outcome": outcome if outcome is not None else _target_text(self.target_)},
+            **({} if conditions is not None else {"features": list(self.feature_names_)}),
+            "rules": [{"rule": f"R{k}", **box(r.lower, r.upper), "accuracy": float(r.accuracy),
+                       "feasibility": float(r.feasibility), "complexity": int(r.complexity),
                        "text": self.rule_text(k)} for k, r in enumerate(self.rules_)],
-            "metarules": [{"lower": [num(v) for v in m.lower], "upper": [num(v) for v in m.upper],
-                           "rule": m.rule, "worst_case_changes": m.worst_case_changes} for m in self.metarules_],
+            "metarules": [{**box(m.lower, m.upper), "rule": f"R{int(m.rule)}",
+                           "worst_case_changes": int(m.worst_case_changes)} for m in self.metarules_],
         }
 
     def to_graphviz(self, highlight: Sequence[int] = (), palette: Sequence[str] | None = None) -> str:
@@ -479,3 +532,13 @@ class TCREx:
             node = int(t["left"][node] if x[t["feature"][node]] <= t["threshold"][node] else t["right"][node])
             path.append(node)
         return path
+
+
+def _target_text(target: Any) -> str:
+    """A T-CREx target in words: a class or an interval as :func:`core.shown.outcome_text`
+    writes it, ``"other"`` as any outcome but the most frequent."""
+    if isinstance(target, str) and target == "other":
+        return "any outcome but the most frequent"
+    if isinstance(target, tuple) and len(target) == 2 and isinstance(target[0], str) and target[0] == "other":
+        return f"any outcome but {outcome_text(target[1])}"
+    return outcome_text(target)

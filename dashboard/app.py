@@ -22,9 +22,11 @@ from dashboard.caching import demo_workspace  # noqa: E402
 from dashboard.deploy import settings as deployment  # noqa: E402
 from dashboard.memory import start_janitor, track_session  # noqa: E402
 from dashboard.pages_registry import PAGES  # noqa: E402
+from dashboard.tables import install as arrow_safe_tables  # noqa: E402
 from dashboard.ui import plain  # noqa: E402
 
-st.set_page_config(page_title="Counterfactual Atlas", page_icon="🧭", layout="wide")
+st.set_page_config(page_title="Counterfactual Atlas", page_icon=str(ROOT / "assets" / "favicon.svg"), layout="wide")
+arrow_safe_tables()      # every table the pages show reaches the browser without an Arrow fallback
 state.init_state()
 track_session()
 start_janitor()
@@ -49,11 +51,12 @@ with st.sidebar:
     ws = state.get(state.Keys.WORKSPACE)
     st.caption("Counterfactual Atlas")
     if deployment().public:
-        st.info(deployment().notice(), icon="🔒")
+        st.info(deployment().notice(), icon=":material/lock:")
     if ws is not None:
         n_cols = len(ws.columns)
-        st.markdown(f"**{plain(ws.name)}**  \n{ws.ensemble.source} · {ws.ensemble.n_trees} trees · "
-                    f"{len(ws.X):,} rows × {n_cols} column{'s' * (n_cols != 1)}")
+        what = (f"{plain(ws.ensemble.source)} · {ws.ensemble.n_trees} trees" if ws.model_kind == "tree_ensemble"
+                else plain(ws.kind_text))
+        st.markdown(f"**{plain(ws.name)}**  \n{what} · {len(ws.X):,} rows × {n_cols} column{'s' * (n_cols != 1)}")
     share.share_button()
 
 share.check_link(state.get(state.Keys.WORKSPACE))

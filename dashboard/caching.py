@@ -6,6 +6,7 @@ from typing import Any
 
 import streamlit as st
 
+from core.errors import AtlasError, UnsupportedModelError
 from core.intake import demo, io
 from core.intake.workspace import Workspace, build_workspace
 from core.optimal import Plausibility
@@ -16,8 +17,9 @@ from dashboard import loaders
 def demo_workspace(key: str) -> Workspace:
     df, target, model, holdout = demo.build_demo(key)
     spec = demo.DEMOS[key]
-    return build_workspace(df, target, model, name=spec.title,
-                           model_info={"held-out accuracy": round(holdout, 4), "origin": "built-in demo"})
+    ws = build_workspace(df, target, model, name=spec.title,
+                         model_info={"held-out accuracy": round(holdout, 4), "origin": "built-in demo"})
+    return ws.with_class_names(spec.class_names) if spec.class_names else ws
 
 
 @st.cache_resource(show_spinner="Reading the model…", max_entries=8)
@@ -25,6 +27,35 @@ def load_model_cached(digest: str, _data: bytes, filename: str, trust: bool) -> 
     """``digest`` (SHA-256 of the bytes) is the cache key; ``_data`` is not hashed.
     The deployment's rules apply (no pickle on a public instance)."""
     return loaders.read_model(_data, filename, trust)
+
+
+def session_model(data: bytes, filename: str, trust: bool, slot: str = "model") -> Any:
+    """A model from an upload: a tree ensemble or a linear model (read, converted and
+    checked once per file, shared by sessions: only arrays and the library's object), or
+    any other model, run in this session's own sandboxed worker (``slot`` names it: the
+    Compare page's second model has its own). A new file in the slot stops the previous
+    worker; the session's end releases it (its process is killed when it is collected)."""
+    digest = io.sha256(data)
+    key = f"_worker_{slot}"
+    held = st.session_state.get(key)
+    if held is not None and held[0] == (digest, trust):
+        return held[1]
+    try:
+        return load_model_cached(digest, data, filename, trust)
+    except UnsupportedModelError as exc:
+        first = exc
+    old = st.session_state.pop(key, None)
+    if old is not None:
+        old[2].stop()
+    worker = loaders.start_worker(data, filename, trust)
+    try:
+        with st.spinner("Starting the model in its own sandboxed process…"):
+            model = worker.model(identity=digest)
+    except AtlasError as exc:
+        worker.stop()
+        raise UnsupportedModelError(f"{first} It could not be run as another kind of model either: {exc}") from None
+    st.session_state[key] = ((digest, trust), model, worker)
+    return model
 
 
 def session_table(data: bytes, filename: str):

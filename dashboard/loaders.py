@@ -10,6 +10,7 @@ import pandas as pd
 from core.errors import DataError, UntrustedPickleError
 from core.intake import io
 from core.intake.sandbox import load_vetted
+from core.intake.worker import ModelWorker
 from dashboard.deploy import Deployment, settings
 
 
@@ -25,16 +26,29 @@ def read_table(data: bytes, filename: str, deployment: Deployment | None = None)
                          max_decoded_bytes=dep.max_table_mb * 2**20)
 
 
-def read_model(data: bytes, filename: str, trust: bool, deployment: Deployment | None = None) -> Any:
-    """A model from an upload, as a :class:`core.intake.sandbox.VettedModel`; pickle/joblib
-    only when the user trusts the file and the deployment allows it (never on a
-    public instance)."""
-    dep = deployment or settings()
+def _check_model_upload(data: bytes, filename: str, trust: bool, dep: Deployment) -> None:
     if len(data) > dep.max_upload_mb * 2**20:
         raise DataError(f"{filename!r} is {len(data) / 2**20:.0f} MB; this instance takes files up to "
                         f"{dep.max_upload_mb} MB.")
     if trust and not dep.allows_pickle:
         raise UntrustedPickleError("This public instance never opens pickle or joblib files. Save the model as "
-                                   "XGBoost .json/.ubj, LightGBM .txt, CatBoost .json or scikit-learn .skops.")
+                                   "XGBoost .json/.ubj, LightGBM .txt, CatBoost .json, scikit-learn .skops or "
+                                   ".onnx.")
+
+
+def read_model(data: bytes, filename: str, trust: bool, deployment: Deployment | None = None) -> Any:
+    """A tree ensemble or a linear model from an upload, as a
+    :class:`core.intake.sandbox.VettedModel`; pickle/joblib only when the user trusts the
+    file and the deployment allows it (never on a public instance)."""
+    dep = deployment or settings()
+    _check_model_upload(data, filename, trust, dep)
     # read, converted and verified in a child process first: a damaged file cannot take the server down
     return load_vetted(data, filename, allow_pickle=trust and dep.allows_pickle)
+
+
+def start_worker(data: bytes, filename: str, trust: bool, deployment: Deployment | None = None) -> ModelWorker:
+    """Any other model from an upload, in a sandboxed worker of its own (one per session and
+    file, never shared), under the same rules; the worker has not started yet."""
+    dep = deployment or settings()
+    _check_model_upload(data, filename, trust, dep)
+    return ModelWorker(data, filename, allow_pickle=trust and dep.allows_pickle)

@@ -6,17 +6,24 @@ with "Share this view" (the token is unguessable: whoever has the link can
 open that data), ``row=<n>``, ``target=<class>`` or ``target=<lo>,<hi>``, and
 ``s=<JSON>``: the settings of the views (cost, fixed and increase/decrease-only
 columns, time limits, plausibility, solver, audit, rules, FCCA and regions
-settings; :data:`SETTINGS`) and the analyst's class names. A new session reads them once (:func:`restore`)
-and checks them against the data (:func:`check_link`): a value this data or
-page cannot take is named, never applied. Every run writes the current ones
-back (:func:`publish`). The URL never sets a cluster address or any other
-server setting.
+settings; :data:`SETTINGS`) and the analyst's class names. A new session reads
+them once (:func:`restore`) through one checked parser (:func:`read_link`: each
+parameter once, of bounded length, numbers in ASCII digits, a known demo, a
+token of the form this server makes, a JSON object of settings) and checks them
+against the data (:func:`check_link`): a value malformed, or one this data or
+page cannot take, is named on the page, never applied, never a traceback. Every
+run writes the current ones back (:func:`publish`). The URL never sets a cluster
+address or any other server setting.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 import streamlit as st
 
@@ -67,6 +74,92 @@ SETTINGS: dict[str, tuple] = {
     "cm_limit": ("float", 1.0, 120.0), "cm_jobs": ("int", 1, 8), "cm_fa": ("feature",), "cm_fb": ("feature",),
 }
 MAX_SETTINGS_TEXT = 8000     # characters of the s= parameter read at most
+#: the parameters a link may carry: (what a message calls it, the characters it may hold at most)
+PARAMS = {"demo": ("demo", 64), "ws": ("data token", 64), "row": ("row", 12), "target": ("target", 300),
+          "s": ("settings", MAX_SETTINGS_TEXT)}
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")              # secrets.token_urlsafe, as the history store makes
+_ROW = re.compile(r"[0-9]{1,9}")                          # ASCII digits only: "²", "١" or "１" pass isdigit()
+_NUMBER = r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+_INTERVAL = re.compile(rf"({_NUMBER}),({_NUMBER})")
+_NUMBERISH = r"\s*[-+]?(?:[0-9.][0-9.eE+-]*|(?i:nan|inf|infinity))\s*"
+_NUMERIC = re.compile(rf"{_NUMBERISH},{_NUMBERISH}")      # meant as an interval, but not a good one
+
+log = logging.getLogger("atlas")
+
+
+@dataclass(frozen=True)
+class Link:
+    """What a link asks for, every part checked (None: not asked for, or refused)."""
+    demo: str | None = None
+    ws: str | None = None
+    row: int | None = None
+    target: Any = None               # a class's text, or (lo, hi) with lo <= hi, both finite
+    target_text: str | None = None   # the target as the link wrote it
+    settings: dict | None = None
+
+
+def _shown(value: str, most: int = 40) -> str:
+    """A parameter's value quoted in a message, cut short."""
+    return repr(value if len(value) <= most else value[:most] + "…")
+
+
+def read_link(params: Mapping[str, Sequence[str]]) -> tuple[Link, list[str]]:
+    """The link's parameters (name -> every value the URL gives it) checked: what it
+    asks for, and a message for each part that is malformed (which is then not used).
+    Parameters other than :data:`PARAMS` (Streamlit's own, e.g. ``embed``) are left alone."""
+    problems: list[str] = []
+    given: dict[str, str] = {}
+    for name, (called, most) in PARAMS.items():
+        values = list(params.get(name, ()))
+        if len(values) > 1:
+            problems.append(f"The link gives its {called} ({name}=) {len(values)} times; a link gives it once.")
+        elif values and len(values[0]) > most:
+            problems.append(f"The link's {called} is {len(values[0]):,} characters long; it holds at most {most:,}.")
+        elif values:
+            given[name] = values[0]
+    out: dict[str, Any] = {}
+    if "ws" in given:
+        if _TOKEN.fullmatch(given["ws"]):
+            out["ws"] = given["ws"]
+        else:
+            problems.append(f"The link's data token {_shown(given['ws'])} is not one this server makes.")
+    elif "demo" in given:
+        if given["demo"] in DEMOS:
+            out["demo"] = given["demo"]
+        else:
+            problems.append(f"The link names a demo {_shown(given['demo'])} this app does not have.")
+    if "row" in given:
+        text = given["row"]
+        if _ROW.fullmatch(text):
+            out["row"] = int(text)
+        else:
+            why = ("is negative" if text.startswith("-") else "is not a whole number" if "." in text
+                   else "is too large" if text.isascii() and text.isdigit() else "is not a row number")
+            problems.append(f"The link's row {_shown(text)} {why}: a row is a number 0, 1, 2, … in the digits 0-9.")
+    if given.get("target"):
+        text = given["target"]
+        m = _INTERVAL.fullmatch(text)
+        lo, hi = (float(m.group(1)), float(m.group(2))) if m else (math.nan, math.nan)
+        if m and math.isfinite(lo) and math.isfinite(hi) and lo <= hi:
+            out["target"] = (lo, hi)
+        elif _NUMERIC.fullmatch(text):
+            problems.append(f"The link's target {_shown(text)} is not an interval of predictions (two finite "
+                            "numbers, the lower first, as in 0.5,1.5).")
+        else:
+            out["target"] = text          # a class, matched by its text once the model is known
+        if "target" in out:
+            out["target_text"] = text
+    if given.get("s"):
+        try:
+            settings = json.loads(given["s"])
+        except (ValueError, RecursionError):
+            settings = None
+        if isinstance(settings, dict):
+            out["settings"] = settings
+        else:
+            problems.append("The link's settings are damaged (cut short or edited); the pages start from their "
+                            "defaults.")
+    return Link(**out), problems
 
 
 def _setting_value(key: str, value, ws):
@@ -109,55 +202,36 @@ def _setting_value(key: str, value, ws):
     raise ValueError("is not a setting")
 
 
-def _target_from_text(text: str):
-    parts = text.split(",")
-    if len(parts) == 2:
-        try:
-            lo, hi = (float(p) for p in parts)
-            if not (math.isnan(lo) or math.isnan(hi)):
-                return (lo, hi)
-        except ValueError:
-            pass
-    return text                      # a class, matched by its text by the target picker
-
-
 def restore() -> None:
-    """Apply the URL's data, row and target once per session."""
+    """Apply the URL's data, row and target once per session (see :func:`read_link`)."""
     if st.session_state.get(RESTORED):
         return
     st.session_state[RESTORED] = True
     q = st.query_params
+    link, problems = read_link({k: q.get_all(k) for k in q})
+    for message in problems:
+        _broken(message)
     try:
-        if "ws" in q:
-            ws = store().load_workspace(q["ws"])
+        if link.ws:
+            ws = store().load_workspace(link.ws)
             state.put(state.Keys.WORKSPACE, ws)
             state.put(state.Keys.DEMO, None)
-            st.session_state[TOKEN] = (ws.key, q["ws"])
-        elif "demo" in q:
-            if q["demo"] in DEMOS:
-                state.put(state.Keys.WORKSPACE, demo_workspace(q["demo"]))
-                state.put(state.Keys.DEMO, q["demo"])
-            else:
-                _broken(f"The link names a demo {q['demo']!r} this app does not have.")
+            st.session_state[TOKEN] = (ws.key, link.ws)
+        elif link.demo:
+            state.put(state.Keys.WORKSPACE, demo_workspace(link.demo))
+            state.put(state.Keys.DEMO, link.demo)
     except AtlasError as exc:
         _broken(f"The link's data could not be opened: {exc}")
-    if "row" in q:
-        if q["row"].isdigit():
-            st.session_state[ROW] = int(q["row"])
-        else:
-            _broken(f"The link's row {q['row']!r} is not a row number.")
-    if q.get("target"):
-        st.session_state[TARGET] = _target_from_text(q["target"])
-    if q.get("s"):
-        try:
-            given = json.loads(q["s"][:MAX_SETTINGS_TEXT]) if len(q["s"]) <= MAX_SETTINGS_TEXT else None
-        except ValueError:
-            given = None
-        if not isinstance(given, dict):
-            _broken("The link's settings are damaged (cut short or edited); the pages start from their defaults.")
-        else:
-            st.session_state[PENDING] = given
-    st.session_state[CHECK] = True
+    except Exception as exc:  # noqa: BLE001 - a link never shows a traceback
+        log.exception("a link's data could not be opened")
+        _broken(f"The link's data could not be opened ({type(exc).__name__}).")
+    if link.row is not None:
+        st.session_state[ROW] = link.row
+    if link.target is not None:
+        st.session_state[TARGET] = link.target
+    if link.settings is not None:
+        st.session_state[PENDING] = link.settings
+    st.session_state[CHECK] = link.target_text or True
 
 
 def _broken(message: str) -> None:
@@ -168,23 +242,31 @@ def _broken(message: str) -> None:
 def check_link(ws) -> None:
     """Once the data is known: a link's row or class that this data does not have is said, not
     silently replaced (the pages then show row 0 or the first other class)."""
-    if not st.session_state.pop(CHECK, False) or ws is None:
+    written = st.session_state.pop(CHECK, False)
+    if not written or ws is None:
         return
     row, target = st.session_state.get(ROW), st.session_state.get(TARGET)
     if row is not None and not 0 <= row < len(ws.X):
         _broken(f"The link's row {row} is not in this data (rows 0 to {len(ws.X) - 1}).")
         st.session_state[ROW] = None
-    if target is not None and ws.ensemble.is_classifier and not isinstance(target, tuple) \
-            and str(target) not in {str(c) for c in ws.ensemble.classes}:
-        _broken(f"The link's target {target!r} is not a class of this model "
-                f"({', '.join(map(str, ws.ensemble.classes))}).")
-        st.session_state[TARGET] = None
+    if target is not None and isinstance(written, str):         # the link's own target, as it wrote it
+        classes = {str(c): c for c in ws.ensemble.classes} if ws.ensemble.is_classifier else {}
+        if ws.ensemble.is_classifier and written in classes:
+            st.session_state[TARGET] = classes[written]
+        elif ws.ensemble.is_classifier:
+            _broken(f"The link's target {_shown(written)} is not a class of this model "
+                    f"({', '.join(map(str, ws.ensemble.classes))}).")
+            st.session_state[TARGET] = None
+        elif not isinstance(target, tuple):
+            _broken(f"The link's target {_shown(written)} is not an interval of predictions (two numbers, the "
+                    "lower first, as in 0.5,1.5).")
+            st.session_state[TARGET] = None
     refused = []
     pending = dict(st.session_state.pop(PENDING, None) or {})
     names = pending.pop("class_names", None)
     if names is not None:
         try:
-            if not isinstance(names, dict):
+            if not isinstance(names, dict) or not all(isinstance(v, str) for v in names.values()):
                 raise AtlasError("they are not a list of class names")
             state.put(state.Keys.WORKSPACE, ws.with_class_names(names))
         except AtlasError as exc:

@@ -72,4 +72,7 @@ def page_context(title: str, caption: str):
     st.title(title)
     ws = require_workspace()
     st.caption(caption)
+    if ws.model_kind != "tree_ensemble":       # every page says what kind of model it reasons about
+        st.info(f"Model: {ws.kind_text}. Answers that need a tree ensemble are computed on its surrogate and say so "
+                "beside them.", icon=":material/info:")
     return ws, ws.ensemble, ws.schema, list(ws.ensemble.feature_names), ws.X.to_numpy(dtype=float), ws.predictions

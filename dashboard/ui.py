@@ -15,23 +15,33 @@ from dashboard.deploy import settings
 
 log = logging.getLogger("atlas")
 
-# What turns text into something else in Streamlit's Markdown, escaped with a
-# backslash so that a file name, column, category or URL parameter shows as
-# written: links and images ("](", reference definitions), colour and icon
-# directives (":red["), emphasis, code and strikethrough marks, LaTeX ("$"), HTML
-# tags and autolinks ("<a", "</", "<!"), and block marks at a line's start
-# (headings, quotes, lists, tables). Text without these is left as it is.
-# Streamlit's GitHub-flavoured Markdown also links any bare address or e-mail,
-# escaped or not: those runs are shown as inline code.
+# What turns text into something else in Streamlit's Markdown (st.markdown, captions,
+# alerts, and the labels of widgets, metrics, tabs and expanders, radio and
+# select-slider options, metric values and help texts), escaped with a backslash
+# so that a file name, column, category, class or URL parameter shows as written:
+# links and images ("](", reference definitions), colour and icon directives
+# (":red[", ":small"), emphasis, code and strikethrough marks, LaTeX ("$"), HTML
+# tags, autolinks and entities ("<a", "</", "<!", "&lt;"), and block marks at a
+# line's start (headings, quotes, lists, tables). Text without these is left as
+# it is.
 _MARKDOWN = re.compile(
     r"[\\`*$~|]"                              # escapes, code, emphasis, LaTeX, strikethrough, tables
     r"|(?<=\])\("                              # [text](address), ![alt](address)
     r"|(?<=[\w/-])\[|^[ \t]*\["                  # :directive[...], a reference definition [x]: ...
     r"|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])"      # emphasis with _ (not inside a word: snake_case stays)
     r"|<(?=[A-Za-z/!?])"                        # HTML and <autolinks>
+    r"|&(?=#?[A-Za-z0-9]+;)"                    # entities (&lt; would show as <)
+    r"|:(?=[A-Za-z])"                           # directives: :red[...], :small, :blue-background[...]
+    r"|(?<=:material)/"                         # :material/icon: (Streamlit rewrites it before parsing)
     r"|^[ \t]*(?:[#>+=-]|\d+[.)])",               # headings, quotes, lists, setext lines
     re.MULTILINE)
-_ADDRESS = re.compile(r"(?i)(?:[a-z][a-z0-9+.-]*://|www\.)\S+|[^\s@]+@[^\s@]+\.[^\s@]+")
+# Runs no backslash can keep as written, shown as inline code instead: Streamlit's
+# GitHub-flavoured Markdown links any bare address or e-mail, escaped or not, and
+# reads emoji shortcodes (":smile:", ":+1:"), ":material_icon:" and ":streamlit:"
+# in the text after escapes are resolved.
+_ADDRESS = re.compile(r"(?i)(?:[a-z][a-z0-9+.-]*://|www\.)\S+?(?=[).,;:!?'\"]*(?:\s|$))"   # trailing punctuation
+                      r"|[^\s@]+@[^\s@]+\.[^\s@]+"                                             # is not part of it
+                      r"|:(?:[\w+-]*[A-Za-z][\w+-]*|\+1|-1|100|1234):(?!//)")
 
 
 def _escape(text: str) -> str:
@@ -39,29 +49,54 @@ def _escape(text: str) -> str:
 
 
 def _code(run: str) -> str:
+    """``run`` as inline code; a ":material/" in it (which Streamlit rewrites even in
+    code) is left out of the code span and escaped."""
+    if ":material/" in run:
+        return _escape(":material/").join(_code(p) if p else "" for p in run.split(":material/"))
     fence = "`" * (max((len(m) for m in re.findall("`+", run)), default=0) + 1)
     return f"{fence} {run} {fence}" if run.startswith("`") or run.endswith("`") else f"{fence}{run}{fence}"
 
 
 def plain(text: object) -> str:
     """``text`` for a Streamlit element that renders Markdown, shown exactly as
-    written: no link, image, HTML, LaTeX, emphasis or colour directive it holds is
-    rendered (see ``_MARKDOWN``); text free of them is returned unchanged."""
+    written: no link, image, HTML, LaTeX, emphasis, emoji, icon or colour directive
+    it holds is rendered (see ``_MARKDOWN`` and ``_ADDRESS``); text free of them is
+    returned unchanged. The one helper for every label, option, value and message
+    that holds text from a file or a link; never for the options of a selectbox or
+    a multiselect, which Streamlit shows as text (and would show the backslashes)."""
     out, at, text = [], 0, str(text)
+    runs: list[list[int]] = []
     for m in _ADDRESS.finditer(text):
-        out += [_escape(text[at:m.start()]), _code(m.group())]
-        at = m.end()
+        if runs and runs[-1][1] == m.start():          # adjacent runs: one code span (two would merge badly)
+            runs[-1][1] = m.end()
+        else:
+            runs.append([m.start(), m.end()])
+    for start, end in runs:
+        out += [_escape(text[at:start]), _code(text[start:end])]
+        at = end
     out.append(_escape(text[at:]))
     return "".join(out).replace("\n", "  \n")
 
 
-def plain_bold(text: object) -> str:
+def plain_bold(text: object, literal: Any = ()) -> str:
     """:func:`plain` for text whose only Markdown is ``**bold**`` (the case
-    story's): the bold survives, anything inside it or around it is shown as written."""
-    parts = str(text).split("**")
-    if len(parts) % 2 == 0:            # an odd number of markers: nothing is bold
-        return plain(text)
-    return "**".join(plain(p) for p in parts)
+    story's): the bold survives, anything inside it or around it is shown as
+    written. ``literal``: texts the story may quote (column names, categories,
+    class names) that hold ``*`` themselves; each is shown as written, its stars
+    never taken for the story's bold."""
+    text = str(text)
+    quoted = sorted({str(q) for q in literal if "*" in str(q) and str(q) in text}, key=len, reverse=True)
+    held: list[str] = []
+    if quoted:
+        pattern = re.compile("|".join(re.escape(q) for q in quoted))
+
+        def hold(m: re.Match) -> str:
+            held.append(m.group())
+            return f"\x00{len(held) - 1}\x00"
+        text = pattern.sub(hold, text)
+    parts = text.split("**")
+    out = plain(text) if len(parts) % 2 == 0 else "**".join(plain(p) for p in parts)   # odd markers: no bold
+    return re.sub("\x00(\\d+)\x00", lambda m: plain(held[int(m.group(1))]), out)
 
 
 @contextmanager

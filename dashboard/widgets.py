@@ -20,6 +20,7 @@ from core.audit.stats import protected_attributes
 from core.counterfactual import already_at_target, default_target
 from core.shown import approx_text, outcome_text
 from dashboard import state
+from dashboard.ui import plain
 
 ROW = "shared_row"           # the row every page explains (int), None before any choice
 TARGET = "shared_target"     # the target the user chose: a class, or (lo, hi) for a regressor; None = default
@@ -61,7 +62,8 @@ def target_picker(container: Any, ens: Any, pred: np.ndarray, row_pred: Any, pre
         target = container.selectbox(label, classes, key=key, on_change=_sync(key, TARGET),
                                      format_func=lambda c: outcome_text(c, names))
         if row_pred is not None and already_at_target(ens, row_pred, target):
-            container.caption(f"This row is already predicted {outcome_text(target, names)}: there is nothing to "
+            container.caption(f"This row is already predicted {plain(outcome_text(target, names))}: there is "
+                              "nothing to "
                               "change. "
                               "Choose another outcome, or another row.")
         if row_pred is not None:

@@ -15,7 +15,7 @@ from dashboard.widgets import row_picker, target_picker
 ws, ens, schema, names, X, pred = state.page_context(
     "Case story",
     "One case told from start to end for a presentation: the model's decision, the region around it where "
-    "the answer cannot change, the smallest change that gives the outcome you choose (proven optimal), a "
+    "the answer cannot change, the smallest change that gives the outcome you choose (with what it guarantees), a "
     "rule for cases like it, and how its group fares in the fairness audit of this page's data.")
 
 c1, c2, c3 = st.columns([1, 2, 1])
@@ -44,11 +44,13 @@ if got is not None:
     if (g_row, g_target) != (row, str(target)):
         st.caption("This story is for an earlier choice of case or outcome; press the button to tell the current one.")
     st.subheader(plain(story.title))
+    quoted = [*names, *(c.name for c in ws.columns), *(v for c in ws.columns for v in (c.categories or ())),
+              *(ws.outcome_text(c) for c in (ens.classes if ens.is_classifier else ()))]
     for head, paras in story.sections:
-        st.markdown(f"#### {head}")
+        st.markdown(f"#### {plain(head)}")
         for p in paras:
-            st.markdown(plain_bold(p))
+            st.markdown(plain_bold(p, quoted))
     st.markdown("#### The case and its counterfactual")
-    st.dataframe(story.table, key="cs_table")
-    download(st, "Download the story (HTML)", story.to_html(), f"case-{story.row}.html", "text/html",
-                       key="cs_download")
+    st.dataframe(story.shown_table(), key="cs_table")
+    download(st, "Download the story (HTML)", story.to_html, f"case-{story.row}.html", "text/html",
+             key="cs_download", source=story)

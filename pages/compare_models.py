@@ -13,13 +13,14 @@ from core.cells.problem import check_same_features
 from core.counterfactual import at_target
 from core.errors import AuditCancelled, DataError
 from core.figures import regions_figure
+from core.figures import text as figure_text
 from core.intake import io
 from core.intake.demo import UPDATES, updated_model
 from core.intake.workspace import build_workspace
 from core.model.missing import indicator_of
 from core.regions import slice_regions
 from dashboard import state
-from dashboard.caching import load_model_cached, session_cached
+from dashboard.caching import session_cached, session_model
 from dashboard.deploy import settings as deployment
 from dashboard.history import owner as history_owner
 from dashboard.history import show_gap_comparison
@@ -82,7 +83,7 @@ else:
     dep = deployment()
     up = st.file_uploader("Model B: XGBoost .json/.ubj, LightGBM .txt, scikit-learn .skops, CatBoost .json/.cbm"
                           + (" (or .pkl/.joblib)" if dep.allows_pickle else ""),
-                          type=["json", "ubj", "txt", "skops", "cbm"] + (["pkl", "pickle", "joblib"]
+                          type=["json", "ubj", "txt", "skops", "cbm", "onnx"] + (["pkl", "pickle", "joblib"]
                                                                          if dep.allows_pickle else []),
                           key="cm_model_file")
     trust = dep.allows_pickle and st.checkbox("I trust this file (allow pickle/joblib)", value=False, key="cm_trust")
@@ -91,7 +92,7 @@ else:
     if st.button("Load model B", key="cm_load_file", type="primary", disabled=up is None):
         with user_errors("Model B could not be loaded"):
             data = up.getvalue()
-            model_b = load_model_cached(io.sha256(data), data, up.name, trust)
+            model_b = session_model(data, up.name, trust, slot="model B")
             st.session_state["cm_b"] = _model_b(model_b, up.name, sha256=io.sha256(data))
             st.session_state.pop("cm_result", None)
 
@@ -101,8 +102,20 @@ if held is None or held["key"] != ws.key:
     st.stop()
 wb = held["ws"]
 ens_b = wb.ensemble
-st.markdown(f"**Model A** · {plain(ws.name)} · {plain(ens.source)} · {ens.n_trees} trees  \n"
-            f"**Model B** · {plain(wb.name)} · {plain(ens_b.source)} · {ens_b.n_trees} trees")
+
+
+def _what(w) -> str:
+    return (f"{plain(w.ensemble.source)} · {w.ensemble.n_trees} trees" if w.model_kind == "tree_ensemble"
+            else plain(w.kind_text))
+
+
+def _sides(w) -> dict:
+    """Model A's or B's arguments of the comparison: the model as its kind is analysed."""
+    return {"ens": w.linear if w.linear is not None else w.ensemble, "model": w.model, "surrogate": w.surrogate}
+
+
+st.markdown(f"**Model A** · {plain(ws.name)} · {_what(ws)}  \n**Model B** · {plain(wb.name)} · {_what(wb)}")
+sa, sb = _sides(ws), _sides(wb)
 
 c1, c2 = st.columns(2)
 protected = protected_picker(c1, schema, "cm_protected", "Groups for the per-group figures; held fixed in every "
@@ -118,10 +131,11 @@ if not protected:
     st.info("Choose at least one protected attribute.")
     st.stop()
 
-result_key = (ws.key, ens_b.content_hash(), str(target), tuple(protected))
+result_key = (ws.key, wb.key, str(target), tuple(protected))
 with user_errors("The decisions could not be compared"):
     quick = session_cached("cm_decisions", result_key, lambda: compare_models(
-        ens, ens_b, X, schema=schema, target=target, protected=protected, invalidation=False))
+        sa["ens"], sb["ens"], X, schema=schema, target=target, protected=protected, invalidation=False,
+        model_a=sa["model"], model_b=sb["model"], surrogate_a=sa["surrogate"], surrogate_b=sb["surrogate"]))
     st.subheader("Agreement of decisions")
     overall = quick.agreement.iloc[0]
     m = st.columns(3)
@@ -140,7 +154,7 @@ with user_errors("The decisions could not be compared"):
             view = ws.analyst_view(X[rows_f], list(rows_f))
             view.insert(0, "row", rows_f)
             view.insert(1, "model A", [ws.outcome_text(v) for v in pred[rows_f]])
-            view.insert(2, "model B", [ws.outcome_text(v) for v in ens_b.predict(X[rows_f])])
+            view.insert(2, "model B", [ws.outcome_text(v) for v in wb.predict(X[rows_f])])
             st.dataframe(view, hide_index=True, key="cm_flips")
 
 st.subheader("Recourse invalidation")
@@ -163,9 +177,10 @@ if st.button(f"Study {min(max_rows, unfavourable):,} rows", type="primary", key=
 
     with user_errors("The study could not be run"):
         try:
-            c = compare_models(ens, ens_b, X, schema=schema, target=target, protected=protected,
+            c = compare_models(sa["ens"], sb["ens"], X, schema=schema, target=target, protected=protected,
                                max_rows=max_rows, time_limit=float(limit), n_jobs=jobs, scheduler=address,
-                               model_a=ws.model, model_b=wb.model, progress=show,
+                               model_a=sa["model"], model_b=sb["model"], surrogate_a=sa["surrogate"],
+                               surrogate_b=sb["surrogate"], progress=show,
                                provenance={"data_name": ws.name, "model_a_name": ws.name, "model_b_name": wb.name,
                                            "data_sha256_file": ws.data_sha256, "model_a_sha256": ws.model_sha256,
                                            "model_b_sha256": wb.model_sha256, "class_names": ws.class_names})
@@ -185,7 +200,7 @@ c = got["c"]
 inv = c.invalidated
 (st.warning if np.isfinite(inv) and inv > 0 else st.success)(
     f"Of {int((c.rows['found_a'] == 1).sum()):,} studied rows with a recourse under model A, "
-    f"{inv:.1%} would not get {ws.outcome_text(target) if ens.is_classifier else 'the outcome'} from model B "
+    f"{inv:.1%} would not get {plain(ws.outcome_text(target)) if ens.is_classifier else 'the outcome'} from model B "
     "by following it." if np.isfinite(inv) else "No studied row has a recourse under model A.")
 if len(c.tests) and c.tests["significant"].any():
     for t in c.tests[c.tests["significant"]].itertuples():
@@ -197,9 +212,9 @@ if len(c.groups):
     fig = go.Figure()
     for attr in g["attribute"].unique():
         sub = g[g["attribute"] == attr]
-        fig.add_bar(x=[f"{attr} = {v}" for v in sub["group"]], y=sub["invalidated"],
+        fig.add_bar(x=[figure_text(f"{attr} = {v}") for v in sub["group"]], y=sub["invalidated"],
                     error_y=dict(type="data", symmetric=False, array=sub["ci_high"] - sub["invalidated"],
-                                 arrayminus=sub["invalidated"] - sub["ci_low"]), name=str(attr))
+                                 arrayminus=sub["invalidated"] - sub["ci_low"]), name=figure_text(attr))
     fig.update_layout(title="Recourse under A that B does not honour (95% intervals)", yaxis_tickformat=".0%",
                       height=340, margin=dict(l=10, r=10, t=40, b=10), showlegend=False)
     st.plotly_chart(fig, key="cm_fig")
@@ -225,8 +240,10 @@ if st.button("Audit both models", key="cm_audit_go"):
         kw = dict(schema=schema, target=target, protected=protected, max_rows=max_rows, time_limit=float(limit),
                   n_jobs=jobs, scheduler=address, tcrex=False, local_rules_per_group=0, scan=False,
                   n_boot=500, n_perm=1000, y=ws.y, data_name=ws.name, class_names=ws.class_names)
-        audit_a = run_audit(ens, X, model=ws.model, model_sha256=ws.model_sha256, **kw)
-        audit_b = run_audit(ens_b, X, model=wb.model, model_sha256=wb.model_sha256, **kw)
+        on_a, extra_a = ws.query_model()
+        on_b, extra_b = wb.query_model()
+        audit_a = run_audit(on_a, X, model_sha256=ws.model_sha256, **extra_a, **kw)
+        audit_b = run_audit(on_b, X, model_sha256=wb.model_sha256, **extra_b, **kw)
         st.session_state["cm_audits"] = {"key": result_key, "a": audit_a, "b": audit_b}
 audits = st.session_state.get("cm_audits")
 if audits is not None and audits["key"] == result_key:
@@ -264,5 +281,7 @@ with user_errors("The regions could not be computed"), st.spinner("Computing exa
     for col, e, label in ((left, ens, "Model A"), (right, ens_b, "Model B")):
         rs = slice_regions(e, x_slice, (fa, fb), bounds={fa: view[0], fb: view[1]}, max_regions=2000,
                            time_limit=20.0)
-        fig = regions_figure(rs.regions, e, (fa, fb), view, x=x, title=f"{label}: slice through row {row}")
+        w = ws if label == "Model A" else wb
+        title = f"{label}: slice through row {row}" + ("" if w.model_kind == "tree_ensemble" else " (its surrogate)")
+        fig = regions_figure(rs.regions, e, (fa, fb), view, x=x, title=title)
         col.plotly_chart(fig, key=f"cm_regions_{label}")

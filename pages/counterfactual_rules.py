@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -10,7 +11,7 @@ import streamlit as st
 
 from core.counterfactual import output_mask
 from core.figures import rule_intervals_figure
-from core.intake.columns import columns_of
+from core.intake.columns import box_record, columns_of
 from core.intake.csvsafe import to_csv
 from core.rules import CounterfactualRules, region_from_filter, rule_text
 from dashboard import state
@@ -96,7 +97,7 @@ with tab_local:
         m = st.columns(4)
         cols = ws.columns
         to_change = columns_of(cols, rule.constrained or rule.features)
-        m[0].metric("Columns to change", len(to_change), help=", ".join(to_change))
+        m[0].metric("Columns to change", len(to_change), help=plain(", ".join(to_change)))
         m[1].metric("CDP of the set", f"{rule.cdp:.2f}")
         m[2].metric("Rule probability (CRP)", f"{rule.crp:.2f}")
         m[3].metric("Time", f"{rule.time * 1000:.0f} ms")
@@ -113,7 +114,7 @@ with tab_local:
                        "allow more features to change for a surer rule.")
             st.caption(plain(rule.note))
         (st.info if rule.below_pi_c else st.success)(
-            f"**If** {rule.to_text(names, groups)}, the other features kept, **then** the outcome is "
+            f"**If** {plain(rule.to_text(names, groups))}, the other features kept, **then** the outcome is "
             f"{plain(ws.outcome_text(g_target))} with probability {rule.crp:.2f}.")
         if len(rule.divergent_sets) > 1:
             st.caption("Other minimal sets: " + plain("; ".join(
@@ -125,7 +126,7 @@ with tab_local:
             text = rule_text(rule.features, alt.lower, alt.upper, names, groups)
             st.markdown(f"**Alternative {k}** (CRP {alt.crp:.2f}): {plain(text)}")
         st.markdown("**Counterfactual samples** inside the rule (the most plausible found; each fed back to the model)")
-        out = ens.predict(samples)
+        out = ws.predict(samples)
         table = ws.analyst_view(samples, [g_row] * len(samples))   # the analyst's columns, raw units
         before = ws.analyst_view(X[g_row][None, :], [g_row]).iloc[0]
         changed = [c for c in table.columns if any(str(v) != str(before[c]) for v in table[c])]
@@ -134,9 +135,9 @@ with tab_local:
         table.insert(2, "inlier", cr.inlier(samples))
         st.dataframe(table[["model output", "reaches target", "inlier", *changed]], hide_index=True, key="cr_samples")
         d1, d2 = st.columns(2)
-        saved = rule.to_dict(names) | {"row": g_row, "columns_to_change": to_change,
-                                       "rule_text": rule.to_text(names, groups)}
-        download(d1, "Download the rule (JSON)", json.dumps(saved, indent=2, default=str),
+        saved = {"row": g_row, "outcome": ws.outcome_text(g_target), "columns_to_change": to_change,
+                 "rule_text": rule.to_text(names, groups)} | rule.to_dict(names, partial(box_record, cols))
+        download(d1, "Download the rule (JSON)", json.dumps(saved, indent=2),
                  "counterfactual_rule.json", "application/json", key="cr_dl_json")
         download(d2, "Download the samples (CSV)", to_csv(table), "counterfactual_samples.csv",
                            "text/csv", key="cr_dl_csv")

@@ -11,7 +11,7 @@ from core.intake.demo import DEMOS
 from core.intake.workspace import PositionalMatchRequired, build_workspace
 from core.schema import ACTIONABILITY, KINDS, Schema
 from dashboard import state
-from dashboard.caching import demo_workspace, load_model_cached, session_table
+from dashboard.caching import demo_workspace, session_model, session_table
 from dashboard.deploy import settings as deployment
 from dashboard.ui import download, plain, user_errors
 
@@ -23,7 +23,7 @@ def _load_upload(table, target, data_file, raw, model_file, trust, drop_missing,
     waits for the user to confirm the positional mapping."""
     mraw = model_file.getvalue()
     with user_errors("The model could not be loaded"):
-        model = load_model_cached(io.sha256(mraw), mraw, model_file.name, trust)
+        model = session_model(mraw, model_file.name, trust)
         try:
             ws = build_workspace(table, target, model, name=f"{data_file.name} · {model_file.name}",
                                  data_sha256=io.sha256(raw), model_sha256=io.sha256(mraw),
@@ -40,7 +40,7 @@ def _load_upload(table, target, data_file, raw, model_file, trust, drop_missing,
 
 
 st.title("Data & model")
-st.caption("Load a dataset and the tree-ensemble model to audit, then check the feature settings "
+st.caption("Load a dataset and the model to audit, then check the feature settings "
            "that every analysis uses.")
 
 if state.get(K.LAST_ERROR):
@@ -83,9 +83,9 @@ else:
         if how == "Upload a model file":
             dep = deployment()
             model_file = st.file_uploader(
-                "Model file: XGBoost .json/.ubj, LightGBM .txt, scikit-learn .skops, CatBoost .json/.cbm"
+                "Model file: XGBoost .json/.ubj, LightGBM .txt, scikit-learn .skops, CatBoost .json/.cbm, ONNX .onnx"
                 + (" (or .pkl/.joblib)" if dep.allows_pickle else ""),
-                type=["json", "ubj", "txt", "skops", "cbm"] + (["pkl", "pickle", "joblib"] if dep.allows_pickle else []),
+                type=["json", "ubj", "txt", "skops", "cbm", "onnx"] + (["pkl", "pickle", "joblib"] if dep.allows_pickle else []),
                 key="dm_model_file")
             trust = dep.allows_pickle and st.checkbox("I trust this file (allow pickle/joblib)", value=False,
                                                       key="dm_trust")
@@ -141,11 +141,22 @@ st.subheader(plain(ws.name))
 summary = ws.summary()
 m = st.columns(5)
 lib, _, cls = summary["family"].partition(".")
-m[0].metric("Model", {"sklearn": "scikit-learn", "xgboost": "XGBoost", "lightgbm": "LightGBM", "catboost": "CatBoost"}.get(lib, lib),
-            help=cls)
-m[1].metric("Trees", summary["trees"])
-m[2].metric("Max depth", summary["max depth"])
-m[3].metric("Leaves", f"{summary['leaves']:,}")
+m[0].metric("Model", plain({"sklearn": "scikit-learn", "xgboost": "XGBoost", "lightgbm": "LightGBM",
+                             "catboost": "CatBoost", "onnx": "ONNX"}.get(lib, lib)), help=plain(cls or None))
+if ws.model_kind == "tree_ensemble":
+    m[1].metric("Trees", summary["trees"])
+    m[2].metric("Max depth", summary["max depth"])
+    m[3].metric("Leaves", f"{summary['leaves']:,}")
+else:
+    m[1].metric("Kind", "Linear" if ws.model_kind == "linear" else "Any other",
+                help="Read exactly: optimal counterfactuals proven on the model itself." if ws.model_kind == "linear"
+                else "Run in a sandboxed process; every answer shown is checked on it.")
+    m[2].metric("Surrogate agreement", f"{100 * ws.surrogate.fidelity:.1f}%",
+                help="Share of held-out rows on which the tree-ensemble surrogate (used by the analyses that need "
+                     "one) answers as the model does.")
+    m[3].metric("Near the boundary", "–" if ws.surrogate.boundary_fidelity is None
+                else f"{100 * ws.surrogate.boundary_fidelity:.1f}%",
+                help="The same agreement on points sampled near the model's decision boundary.")
 acc = next((v for k, v in summary.items() if k.startswith(("accuracy", "R²"))), None)
 m[4].metric("Accuracy on data" if ws.ensemble.is_classifier else "R² on data",
             "–" if acc is None else f"{acc:.3f}")
@@ -173,13 +184,17 @@ if ws.class_names:
 st.dataframe(preview, height=260, key="dm_preview")
 
 if ws.ensemble.is_classifier and len(ws.ensemble.classes) <= 50:
-    with st.expander("Class names" + (f" · {', '.join(ws.outcome_text(c) for c in ws.ensemble.classes)}"
+    with st.expander("Class names" + (f" · {plain(', '.join(ws.outcome_text(c) for c in ws.ensemble.classes))}"
                                       if ws.class_names else "")):
         st.caption("Name the model's outcomes as your audience reads them (e.g. 0 = refused, 1 = approved): "
                    "every page, the case story and the audit report use these names. Leave a name blank to "
                    "show the class as it is.")
+        if st.session_state.get("dm_class_of") != ws.fingerprint:   # another model: not the last one's names
+            for k in [k for k in st.session_state if str(k).startswith("dm_class_") and str(k)[9:].isdigit()]:
+                del st.session_state[k]
+            st.session_state["dm_class_of"] = ws.fingerprint
         with st.form("dm_class_names"):
-            given = {str(c): st.text_input(f"Class {c}", ws.class_names.get(str(c), ""), key=f"dm_class_{i}",
+            given = {str(c): st.text_input(f"Class {plain(c)}", ws.class_names.get(str(c), ""), key=f"dm_class_{i}",
                                            max_chars=60)
                      for i, c in enumerate(ws.ensemble.classes)}
             if st.form_submit_button("Apply class names"):

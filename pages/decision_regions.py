@@ -8,7 +8,9 @@ import streamlit as st
 from core.figures import regions_figure, regions_table
 from core.intake.csvsafe import to_csv
 from core.model.missing import indicator_of
+from core.optimal import optimal_counterfactual
 from core.regions import exact_counterfactual, projection_regions, slice_regions
+from core.solvers.linear_regions import linear_slice, linear_slice_figure
 from dashboard import state
 from dashboard.ui import download, plain, user_errors
 from dashboard.widgets import row_picker, target_picker
@@ -54,6 +56,28 @@ states = indicator_of(ens)
 unknown = [j for j in (fa, fb) if j in states and x[states[j]] > 0.5]
 x_slice = x.copy()
 x_slice[[states[j] for j in unknown]] = 0.0
+
+if ws.model_kind == "linear" and mode == "slice":     # the exact boundary of the linear model itself
+    with user_errors("The regions could not be computed"), st.spinner("Cutting the slice by the model's boundary…"):
+        cf = optimal_counterfactual(ws.linear, x, target, norm=norm, schema=schema, model=ws.model, time_limit=10.0)
+        sl = linear_slice(ws.linear, x, (fa, fb), bounds={fa: view[0], fb: view[1]},
+                          target=None if ws.linear.is_classifier else target)
+        m = st.columns(3)
+        m[0].metric("Regions drawn", f"{len(sl.polygons):,}")
+        m[1].metric("Counterfactual distance", f"{cf.cost:.4g}" if cf.found else "–")
+        m[2].metric("Counterfactual", cf.status)
+        st.plotly_chart(linear_slice_figure(sl, cf=cf.x[[fa, fb]] if cf.found else None,
+                                            title=f"Slice through row {row}"), key="dr_linear_chart")
+        st.caption("The regions are cut by the linear model's own boundary: exact. "
+                   + (f"What the counterfactual guarantees: {plain(cf.guarantee.text())}" if cf.found else ""))
+        if cf.found:
+            st.markdown("**Optimal counterfactual**: " + plain(ws.describe_raw_changes(cf.x_query, cf.x, ", ", row)))
+    st.stop()
+if ws.model_kind != "tree_ensemble":
+    st.caption("These regions are those of the model's tree-ensemble surrogate (agreement "
+               f"{100 * ws.surrogate.fidelity:.1f}% with the model on held-out rows): exact for the surrogate, "
+               "not for the model itself." + (" The linear model's own exact slice is drawn in the slice view."
+                                              if ws.model_kind == "linear" else ""))
 
 with user_errors("The regions could not be computed"), st.spinner("Computing exact regions…"):
     key = ws.key

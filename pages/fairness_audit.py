@@ -69,10 +69,11 @@ with tab_run:
             bar.progress(min(1.0, a + (b - a) * done / max(total, 1)), text=f"{stage}: {done} of {total}")
 
         with user_errors("The audit could not be run"):
-            audit = run_audit(ens, X, schema=schema, target=target, protected=protected, max_rows=max_rows,
+            solve_on, extra = ws.query_model()
+            audit = run_audit(solve_on, X, schema=schema, target=target, protected=protected, max_rows=max_rows,
                               time_limit=float(limit), n_jobs=jobs, scheduler=address,
                               n_boot=n_boot, n_perm=n_perm, alpha=alpha, tcrex=use_tcrex,
-                              local_rules_per_group=local, model=ws.model, data_sha256=ws.data_sha256,
+                              local_rules_per_group=local, **extra, data_sha256=ws.data_sha256,
                               model_sha256=ws.model_sha256, data_name=ws.name, progress=show, y=ws.y,
                               class_names=ws.class_names)
             st.session_state["fa_result"] = {"key": KEY, "audit": audit, "source": "run"}
@@ -99,13 +100,14 @@ if held is None or (held["source"] == "run" and held["key"] != KEY):
 audit: Audit = held["audit"]
 meta = audit.meta
 if held["source"] != "run":
-    st.caption(f"Saved audit {plain(held['source'])} · created {meta.get('created', '?')} · data "
-               f"{meta.get('data', {}).get('name', '')} (SHA-256 {str(meta.get('data', {}).get('sha256', ''))[:16]}…)")
+    st.caption(f"Saved audit {plain(held['source'])} · created {plain(meta.get('created', '?'))} · data "
+               f"{plain(meta.get('data', {}).get('name', ''))} "
+               f"(SHA-256 {plain(str(meta.get('data', {}).get('sha256', ''))[:16])}…)")
 
 st.subheader("Summary")
 significant = bool(len(audit.tests)) and bool(audit.tests["significant"].any())
 for line in audit.summary:
-    (st.warning if significant else st.success)(line)
+    (st.warning if significant else st.success)(plain(line))
 m = st.columns(4)
 m[0].metric("Rows audited", f"{len(audit.rows):,}")
 m[1].metric("With a recourse", f"{audit.rows['feasible'].mean():.1%}")

@@ -11,7 +11,7 @@ from core.compression import explain_flat_curves, fcca, gosdt_available
 from core.figures import fcca_curves_figure, fcca_heatmap_figure
 from core.intake.csvsafe import to_csv
 from dashboard import state
-from dashboard.ui import download, graph_downloads, session_cluster, user_errors
+from dashboard.ui import download, graph_downloads, plain, session_cluster, user_errors
 
 ws, ens, schema, names, X, pred = state.page_context(
     "FCCA thresholds",
@@ -47,6 +47,10 @@ with st.form("fcca_form"):
 
 y_used = ws.y.to_numpy() if label_src == "labels in the data" else pred
 cluster = session_cluster()
+if ws.model_kind != "tree_ensemble":
+    st.caption("FCCA's thresholds are the splits its counterfactuals cross, so they are computed on the model's "
+               f"tree-ensemble surrogate (agreement {100 * ws.surrogate.fidelity:.1f}% on held-out rows): they are "
+               "the surrogate's thresholds, exact for it, not proven for the model.")
 if cluster:
     st.caption(f"Counterfactuals run on the Dask cluster at {cluster} (set on the Fairness audit page; clear it "
                "there to run on this machine).")
@@ -125,7 +129,7 @@ with left:
     st.plotly_chart(fcca_curves_figure(curves, Q), key="fcca_curves")
     flat = explain_flat_curves(res, curves)
     if flat:
-        st.caption(flat)
+        st.caption(plain(flat))
 with right:
     if tree is not None:
         st.markdown(f"**Depth-{depth} tree at Q = {Q:.2f}** ({tree.method.upper()}, {tree.n_leaves} leaves, "
@@ -133,7 +137,7 @@ with right:
         st.graphviz_chart(tree.to_graphviz())
         graph_downloads(tree.to_graphviz(), "fcca_tree", "fc_fig")
         if tree.note:
-            st.caption(tree.note)
+            st.caption(plain(tree.note))
 
 all_t = res.thresholds.reset_index().assign(**{"kept up to Q": res.max_q().to_numpy()})
 st.dataframe(all_t[res.kept(Q)], hide_index=True, key="fcca_table")
@@ -154,7 +158,13 @@ download(e2, f"Discretised data at Q={Q:.2f} (CSV)", discretised_csv, "fcca_disc
 download(e3, "Counterfactual pairs (CSV)", lambda: to_csv(res.pairs_frame()), "fcca_pairs.csv",
                    "text/csv", key="fcca_dl_p", source=res)
 if tree is not None:
-    download(e4, "Tree (JSON)", json.dumps({
-        "Q": Q, "method": tree.method, "depth": depth, "accuracy": tree.accuracy, "fidelity": tree.fidelity,
-        "text": tree.to_text(), "graphviz": tree.to_graphviz(), "fcca": {**res.params, **res.summary()}},
-        indent=2, default=str), "fcca_tree.json", "application/json", key="fcca_dl_tree")
+    fitted = tree
+
+    def tree_json() -> str:    # built once per tree (Q, method, depth), kept with the result
+        return json.dumps({
+            "Q": Q, "method": fitted.method, "depth": depth, "accuracy": fitted.accuracy, "fidelity": fitted.fidelity,
+            "text": fitted.to_text(), "graphviz": fitted.to_graphviz(), "fcca": {**res.params, **res.summary()}},
+            indent=2, default=str)
+
+    download(e4, "Tree (JSON)", tree_json, "fcca_tree.json", "application/json", key="fcca_dl_tree", source=res,
+             token=(round(float(Q), 4), method, depth))

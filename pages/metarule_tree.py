@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import numpy as np
 import streamlit as st
 
 from core.figures import change_keep_counts, change_keep_figure, rule_box_figure
+from core.intake.columns import box_record
 from core.tcrex import TCREx
 from dashboard import state
 from dashboard.caching import session_cached
@@ -80,7 +82,9 @@ with right:
         st.caption(f"R{k} bounds {len(feats)} feature(s); the 2-D view (Fig. 8c) is drawn for rules on two features.")
 
 d1, d2 = st.columns(2)
-download(d1, "Download rules and metarules (text)", tc.to_text(), "tcrex_rules.txt", "text/plain",
+outcome = ws.outcome_text(target) if ens.is_classifier else None
+download(d1, "Download rules and metarules (text)", tc.to_text(outcome), "tcrex_rules.txt", "text/plain",
                    key="mt_dl_txt")
-download(d2, "Download rules and metarules (JSON)", json.dumps(tc.to_dict(), indent=2), "tcrex_rules.json",
+download(d2, "Download rules and metarules (JSON)",
+         json.dumps(tc.to_dict(partial(box_record, ws.columns), outcome), indent=2), "tcrex_rules.json",
                    "application/json", key="mt_dl_json")

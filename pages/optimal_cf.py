@@ -10,12 +10,20 @@ import streamlit as st
 
 from core.counterfactual import at_target
 from core.figures import counterfactual_changes_figure, counterfactual_table
-from core.intake.columns import MISSING, NONE, apply_values, column_values
+from core.intake.columns import (
+    MISSING,
+    NONE,
+    apply_values,
+    column_values,
+    recourse_frame,
+    result_record,
+    values_beside,
+)
 from core.intake.csvsafe import to_csv
 from core.intake.workspace import changes_line
 from core.optimal import BACKENDS, optimal_counterfactual
 from core.optimal.batch import batch_counterfactuals
-from core.shown import approx_text, number_text
+from core.shown import approx_text, number_text, percent_text
 from dashboard import state
 from dashboard.caching import plausibility_model
 from dashboard.ui import download, plain, session_cluster, user_errors
@@ -23,8 +31,9 @@ from dashboard.widgets import column_picker, row_picker, target_picker
 
 ws, ens, schema, names, X, pred = state.page_context(
     "Optimal counterfactual",
-    "The cheapest change of a row that gives the outcome you choose, found by a mixed-integer "
-    "model of the whole ensemble (OCEAN) and proven optimal. Distances are measured on each feature "
+    "The cheapest change of a row that gives the outcome you choose: for a tree ensemble found by a "
+    "mixed-integer model of the whole ensemble (OCEAN) and proven optimal, for a linear model by a MILP on its "
+    "score, for any other model through its surrogate and checked on the model. Distances are measured on each feature "
     "divided by its range, and switching category counts as one change; actionability comes from "
     "the feature settings.")
 
@@ -87,16 +96,16 @@ def _what_if(row: int) -> np.ndarray:
         where, key = grid[k % 4], f"ocf_wi_{row}_{k}"
         if c.categories is not None:
             options = [*c.categories, *([NONE] if values[c.name] == NONE else [])]
-            edited[c.name] = where.selectbox(c.name, options, index=options.index(values[c.name]), key=key)
+            edited[c.name] = where.selectbox(plain(c.name), options, index=options.index(values[c.name]), key=key)
         elif c.missing is not None:      # a number that may be missing: its value, or "missing" ticked
             gone = st.session_state.get(f"{key}_missing", values[c.name] == MISSING)   # the tick below, as set
-            number = where.number_input(c.name, value=float(X[row][c.features[0]]), format="%g", key=key,
+            number = where.number_input(plain(c.name), value=float(X[row][c.features[0]]), format="%g", key=key,
                                         disabled=gone, help="Untick “missing” below to give this value."
                                         if gone else None)
-            gone = where.checkbox(f"{c.name} missing", value=values[c.name] == MISSING, key=f"{key}_missing")
+            gone = where.checkbox(f"{plain(c.name)} missing", value=values[c.name] == MISSING, key=f"{key}_missing")
             edited[c.name] = MISSING if gone else number
         else:
-            edited[c.name] = where.number_input(c.name, value=float(values[c.name]), format="%g", key=key)
+            edited[c.name] = where.number_input(plain(c.name), value=float(values[c.name]), format="%g", key=key)
     try:
         return apply_values(cols, X[row], edited)
     except ValueError as exc:
@@ -104,12 +113,17 @@ def _what_if(row: int) -> np.ndarray:
         return X[row]
 
 
-def _batch_row(r: int, res) -> dict:
-    """One row of the batch table: its changes in the analyst's columns."""
-    t = ws.raw_changes(X[r], res.x, row=int(r)) if res.found else None
-    return {"row": int(r), "status": res.status, "cost": res.cost if res.found else np.nan,
-            "features changed": 0 if t is None else int(t["changed"].sum()),
-            "changes": "" if t is None else changes_line(t), "solve time (s)": round(res.solve_time, 3)}
+def _batch_table(rows, results) -> pd.DataFrame:
+    """The batch table: per row its changes in the analyst's columns and, beside them, the
+    counterfactual's value of every column at full precision (cf:<column>; empty where missing)."""
+    done = [(int(r), res) for r, res in zip(rows, results) if res is not None]
+    points = np.array([res.x if res.found else np.full(X.shape[1], np.nan) for _, res in done]).reshape(-1, X.shape[1])
+    values = recourse_frame(ws.columns, X[[r for r, _ in done]].reshape(-1, X.shape[1]), points)
+    head = pd.DataFrame([{"row": r, "status": res.status, "cost": res.cost if res.found else np.nan,
+                          "features changed": values.at[k, "n_changed"],
+                          "changes": changes_line(ws.raw_changes(X[r], res.x, row=r)) if res.found else "",
+                          "solve time (s)": round(res.solve_time, 3)} for k, (r, res) in enumerate(done)])
+    return pd.concat([head, values.drop(columns=["n_changed", "changes"])], axis=1)
 
 
 def _row_of(x_query) -> int | None:
@@ -134,24 +148,28 @@ def _show(result, container):
     with container.container():
         status = result.status
         raw = ws.raw_changes(result.x_query, result.x, _row_of(result.x_query)) if result.found else None
-        if result.found and status == "optimal":
+        g = result.guarantee
+        if result.found:
             n_changed = int(raw["changed"].sum())
-            st.success(f"Optimal counterfactual: cost {result.cost:.4g}, {n_changed} column"
-                       f"{'s' * (n_changed != 1)} changed.")
-        elif result.found:
-            st.warning(plain(result.message) if result.message else
-                       f"Best valid counterfactual so far (cost {result.cost:.4g}); optimality not proven yet.")
+            what = {"proven_optimal": "Optimal counterfactual", "valid_on_model": "Counterfactual valid on the model"
+                    }.get(g.kind if g is not None else "", "Best valid counterfactual so far")
+            say = st.success if g is not None and g.kind in ("proven_optimal", "valid_on_model") else st.warning
+            say(f"{what}: cost {result.cost:.4g}, {n_changed} column{'s' * (n_changed != 1)} changed."
+                + (f" {plain(result.message)}" if result.message and say is st.warning else ""))
         elif status == "infeasible":
             st.error(plain(result.message))
         else:
             st.error(plain(result.message or "No counterfactual was found."))
+        if g is not None:
+            st.caption(f"What this answer guarantees: {plain(g.text())}")
         if result.params.get("notice"):
             st.info(plain(result.params["notice"]))
         m = st.columns(5)
         m[0].metric("Status", status)
         m[1].metric("Cost", "–" if not result.found else f"{result.cost:.4g}")
         m[2].metric("Solve time", f"{result.solve_time:.2f} s")
-        m[3].metric("Gap", "–" if not result.found else f"{result.gap:.2%}")
+        m[3].metric("Gap", "–" if not result.found else percent_text(result.gap, 2),
+                    help="Not known until the solver proves a lower bound." if not np.isfinite(result.gap) else None)
         m[4].metric("Backend", result.backend)
         if not result.found:
             return
@@ -176,7 +194,7 @@ with tab_one:
                 + (f" · label in the data: **{plain(ws.outcome_text(ws.y.iloc[row]))}**" if ws.y is not None else ""))
     with st.expander("What-if: edit the row before asking"):
         x = _what_if(row)
-    x_pred = ens.predict(x[None, :])[0]
+    x_pred = ws.predict(x[None, :])[0]
     target = _target_widget("ocf", x_pred)
     with st.form("ocf_form"):
         kwargs, plaus = _settings("ocf")
@@ -188,8 +206,11 @@ with tab_one:
         with user_errors("The counterfactual could not be computed"):
             pl = _plausibility(target) if plaus else None
             box.info("Searching…")
-            res = optimal_counterfactual(ens, x, target, plausibility=pl, n_solutions=int(k), X_ref=X,
-                                         model=ws.model, on_progress=lambda r: _show(r, box), **kwargs)
+            solve_on, extra = ws.query_model()
+            if ws.model_kind != "tree_ensemble":
+                kwargs.pop("backend", None)
+            res = optimal_counterfactual(solve_on, x, target, plausibility=pl, n_solutions=int(k), X_ref=X,
+                                         on_progress=lambda r: _show(r, box), **extra, **kwargs)
             st.session_state["ocf_result"] = res
     res = st.session_state.get("ocf_result")
     if res is not None:
@@ -199,12 +220,12 @@ with tab_one:
         out = counterfactual_table(res, names)
         if res.found:
             raw_t = ws.raw_changes(res.x_query, res.x, _row_of(res.x_query))
-            if list(raw_t["column"]) != list(names):   # the download holds what the page shows first
-                out = raw_t
+            if list(raw_t["column"]) != list(names):   # the download holds what the page shows first,
+                out = values_beside(raw_t, ws.columns, res.x_query, res.x)    # with the values beside the texts
         d1, d2 = st.columns(2)
         download(d1, "Download table (CSV)", to_csv(out), "counterfactual.csv", "text/csv",
                            key="ocf_dl_csv")
-        download(d2, "Download result (JSON)", json.dumps(res.to_dict(), indent=2, default=str),
+        download(d2, "Download result (JSON)", json.dumps(result_record(ws.columns, res, names), indent=2),
                            "counterfactual.json", "application/json", key="ocf_dl_json")
 
 with tab_batch:
@@ -231,11 +252,13 @@ with tab_batch:
             pl = _plausibility(targets[0]) if plaus_b else None
             kwargs_b["time_limit"] = float(kwargs_b["time_limit"])
             cluster = session_cluster()
+            solve_on, extra = ws.query_model()
+            if ws.model_kind != "tree_ensemble":
+                kwargs_b.pop("backend", None)
             results = batch_counterfactuals(
-                ens, X[rows], targets, n_jobs=int(jobs), plausibility=pl, X_ref=X, scheduler=cluster,
-                progress=lambda d, t: bar.progress(d / t, text=f"{d} of {t} rows"), **kwargs_b)
-            st.session_state["ocb_results"] = pd.DataFrame(
-                [_batch_row(r, res) for r, res in zip(rows, results) if res is not None])
+                solve_on, X[rows], targets, n_jobs=int(jobs), plausibility=pl, X_ref=X, scheduler=cluster,
+                progress=lambda d, t: bar.progress(d / t, text=f"{d} of {t} rows"), **extra, **kwargs_b)
+            st.session_state["ocb_results"] = _batch_table(rows, results)
     table_b = st.session_state.get("ocb_results")
     if table_b is not None:
         st.dataframe(table_b, hide_index=True, key="ocb_table")

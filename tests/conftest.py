@@ -70,6 +70,54 @@ def demo_credit():
     return df, target, model, ens, X, infer_schema(X, kinds=prep.kinds, groups=prep.groups)
 
 
+def missing_values_workspace(family: str, n: int = 900, seed: int = 0):
+    """Adult-like raw data (whole-number ages and hours, incomes with decimals, a 0/1
+    ``sex``), 15% of every number missing, a model of ``family`` ("hgb" or "xgb")
+    trained on it, and their workspace (``sex`` protected): (workspace, model)."""
+    import pandas as pd
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    from core.intake.workspace import build_workspace
+
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"age": rng.integers(18, 80, n).astype(float), "income": rng.lognormal(10, 0.5, n).round(2),
+                       "hours": rng.integers(10, 60, n).astype(float), "sex": rng.integers(0, 2, n)})
+    score = 0.03 * (df.age - 40) + 2 * (np.log(df.income) - 10) + 0.05 * (df.hours - 40) + rng.normal(0, .5, n)
+    y = pd.Series((score > 0).astype(int), name="y")
+    for c in ("age", "income", "hours"):
+        df.loc[rng.random(n) < 0.15, c] = np.nan
+    if family == "hgb":
+        model = HistGradientBoostingClassifier(max_iter=20, max_depth=3, random_state=0).fit(df, y)
+    else:
+        import xgboost as xgb
+
+        model = xgb.XGBClassifier(n_estimators=20, max_depth=3, n_jobs=1).fit(df, y)
+    return build_workspace(df.assign(y=y), "y", model, name=family, protected=["sex"]), model
+
+
+def one_hot_pipeline_workspace(n: int = 1500, seed: int = 0):
+    """A scikit-learn Pipeline (one-hot ``job`` and ``city``, scaled ``age`` and ``income``,
+    a random forest) and its workspace: (workspace, model)."""
+    import pandas as pd
+    from sklearn.compose import ColumnTransformer
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+    from core.intake.workspace import build_workspace
+
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"age": rng.integers(18, 80, n).astype(float),
+                       "job": rng.choice(["clerk", "nurse", "cook", "pilot", "vet"], n),
+                       "income": rng.normal(50, 20, n), "city": rng.choice(["x", "y", "z"], n)})
+    df["y"] = ((df.age > 40) ^ df.job.isin(["clerk", "cook"]) | (df.income > 70) | (df.city == "z")).astype(int)
+    pre = ColumnTransformer([("cat", OneHotEncoder(handle_unknown="ignore"), ["job", "city"]),
+                             ("num", StandardScaler(), ["age", "income"])])
+    pipe = Pipeline([("pre", pre), ("rf", RandomForestClassifier(30, max_depth=6, random_state=0))])
+    pipe.fit(df.drop(columns="y"), df.y)
+    return build_workspace(df, "y", pipe, name="pipeline"), pipe
+
+
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory):
     """The real app served for one browser-test module, with an audit history of its own

@@ -392,6 +392,226 @@ def embedded_booster_edits(data: bytes, rng: np.random.Generator) -> list[tuple[
     return out
 
 
+# ------------------------------------------------------------------ scikit-learn with missing values (#37)
+def sklearn_missing_edits(data: bytes) -> list[tuple[str, bytes]]:
+    """Edits of the node arrays of a .skops forest fitted with missing values, to its
+    missing-value routing: every ``missing_go_to_left`` flipped (a consistent model,
+    read exactly), a finite threshold made ``+inf`` (a split of missing values from
+    numbers: consistent too), an ``+inf`` threshold made ``-inf`` or NaN and the
+    flags cut short (damaged: refused)."""
+    zin = zipfile.ZipFile(io.BytesIO(data))
+    names = zin.namelist()
+
+    def nodes(arr):
+        return arr.dtype.names and "missing_go_to_left" in arr.dtype.names and (arr["left_child"] != -1).any()
+
+    def edited(fn) -> bytes:
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zout:
+            for n in names:
+                b = zin.read(n)
+                if n.endswith(".npy"):
+                    arr = np.load(io.BytesIO(b), allow_pickle=False)
+                    if nodes(arr):
+                        arr = fn(arr.copy())
+                        nb = io.BytesIO()
+                        np.save(nb, arr, allow_pickle=False)
+                        b = nb.getvalue()
+                zout.writestr(n, b)
+        return buf.getvalue()
+
+    def flip(a):
+        a["missing_go_to_left"] = 1 - a["missing_go_to_left"]
+        return a
+
+    def inner_finite(a):
+        return int(np.flatnonzero((a["left_child"] != -1) & np.isfinite(a["threshold"]))[0])
+
+    def to_inf(a):
+        a["threshold"][inner_finite(a)] = np.inf
+        return a
+
+    def inf_to(v):
+        def fn(a):
+            at = np.flatnonzero((a["left_child"] != -1) & np.isposinf(a["threshold"]))
+            a["threshold"][at if at.size else [inner_finite(a)]] = v
+            return a
+        return fn
+
+    def cut_flags(a):
+        return np.lib.recfunctions.drop_fields(a, "missing_go_to_left", usemask=False)
+
+    import numpy.lib.recfunctions  # noqa: F401 - drop_fields
+
+    return [("missing_go_to_left flipped", edited(flip)), ("a threshold made +inf", edited(to_inf)),
+            ("+inf thresholds made -inf", edited(inf_to(-np.inf))), ("+inf thresholds made NaN", edited(inf_to(np.nan))),
+            ("missing_go_to_left dropped", edited(cut_flags))]
+
+
+# ------------------------------------------------------------------ LightGBM headers (#37)
+def lightgbm_header_files(n_estimators: int = 6) -> dict[str, bytes]:
+    """LightGBM text of a binary, a 3-class and a regression model (and ``_X``: rows
+    to predict, some with missing values), for :func:`lightgbm_header_edits`."""
+    import lightgbm as lgb
+
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(300, 4))
+    score = X[:, 0] + X[:, 1] - 0.5 * X[:, 2]
+    kw = dict(n_estimators=n_estimators, num_leaves=6, verbose=-1, n_jobs=1)
+    models = {"binary.txt": lgb.LGBMClassifier(**kw).fit(X, (score > 0).astype(int)),
+              "3-class.txt": lgb.LGBMClassifier(**kw).fit(X, np.digitize(score, [-0.6, 0.6])),
+              "regression.txt": lgb.LGBMRegressor(**kw).fit(X, score)}
+    out = {name: m.booster_.model_to_string().encode() for name, m in models.items()}
+    P = rng.normal(size=(40, 4))
+    P[rng.random(P.shape) < 0.2] = np.nan
+    out["_X"] = P.tobytes()
+    return out
+
+
+def lightgbm_header_edits(text: bytes) -> list[tuple[str, bytes]]:
+    """The header of LightGBM text made to disagree with itself, its objective or its
+    trees, one field at a time (and a few edits that keep it consistent, which must be
+    read as LightGBM reads them): ``num_class``, ``num_tree_per_iteration``, the
+    objective (its name, its ``num_class``, ``sigmoid``, a parameter twice),
+    ``max_feature_idx``, ``feature_names``, ``feature_infos``, ``monotone_constraints``,
+    ``label_index``, ``average_output``, ``version``, a key twice, trees removed,
+    duplicated or renumbered, a tree's key twice, text between trees."""
+    lines = text.decode().split("\n")
+    hdr_end = lines.index(next(l for l in lines if l.startswith("Tree=")))
+    value = {l.split("=", 1)[0]: l.split("=", 1)[1] for l in lines[:hdr_end] if "=" in l}
+    k = int(value["num_class"])
+    objective = value["objective"]
+    out: list[tuple[str, bytes]] = []
+
+    def put(name: str, new: list[str]) -> None:
+        out.append((name, "\n".join(new).encode()))
+
+    def header(name: str, key: str, val: str | None, extra: dict[str, str | None] | None = None) -> None:
+        new, changes = [], {key: val, **(extra or {})}
+        for line in lines[:hdr_end]:
+            kk = line.split("=", 1)[0]
+            if kk in changes and "=" in line:
+                if changes.pop(kk) is not None:
+                    new.append(f"{kk}={val if kk == key else (extra or {})[kk]}")
+            else:
+                new.append(line)
+        at = next(i for i, line in enumerate(new) if line.startswith("feature_infos="))
+        new[at:at] = [f"{kk}={v}" for kk, v in changes.items() if v is not None]     # keys the text lacked
+        put(name, new + lines[hdr_end:])
+
+    for v in sorted({1, k + 1, max(k - 1, 1), 0, -1, 3}):
+        if v != k:
+            header(f"num_class={v}", "num_class", str(v))
+            header(f"num_tree_per_iteration={v}", "num_tree_per_iteration", str(v))
+            header(f"num_class and num_tree_per_iteration={v}", "num_class", str(v),
+                   {"num_tree_per_iteration": str(v)})
+    header("num_class=abc", "num_class", "abc")
+    objectives = ["binary sigmoid:1", "multiclass num_class:3", "multiclass num_class:1", f"multiclass num_class:{k + 1}",
+                  "multiclassova num_class:3 sigmoid:1", "regression", "poisson", "cross_entropy", "lambdarank",
+                  "binary sigmoid:0", "binary sigmoid:-1", "binary sigmoid:nan", "binary sigmoid:2",
+                  "multiclass num_class:3 num_class:1", "binary sigmoid:1 sigmoid:3", "no_such_objective",
+                  "multiclass num_class:x", "regression sqrt", ""]
+    for obj in objectives:
+        if obj != objective:
+            header(f"objective={obj}", "objective", obj)
+    header("objective removed", "objective", None)
+    header("objective=binary=1", "objective", "binary=1")
+    d = int(value["max_feature_idx"]) + 1
+    names, infos = value["feature_names"].split(), value["feature_infos"].split()
+    header("max_feature_idx + 1", "max_feature_idx", str(d))
+    header("max_feature_idx - 1", "max_feature_idx", str(d - 2))
+    header("feature_names: one dropped", "feature_names", " ".join(names[:-1]))
+    header("feature_names: one added", "feature_names", " ".join(names + ["extra"]))
+    header("feature_infos: one dropped", "feature_infos", " ".join(infos[:-1]))
+    header("feature_infos: one added", "feature_infos", " ".join(infos + ["none"]))
+    for bad in ("[abc", "[1:0]", "[x:y]", "[-1:2:3]", "0:1:2", "none"):
+        header(f"feature_infos: {bad}", "feature_infos", " ".join([bad] + infos[1:]))
+    header("monotone_constraints short", "monotone_constraints", " ".join(["1"] * (d - 1)))
+    header("monotone_constraints 2", "monotone_constraints", " ".join(["2"] + ["0"] * (d - 1)))
+    header("monotone_constraints valid", "monotone_constraints", " ".join(["1"] + ["0"] * (d - 1)))
+    header("label_index=-1", "label_index", "-1")
+    header("label_index=5", "label_index", "5")
+    header("version=v99", "version", "v99")
+    i = lines.index(f"num_class={k}")
+    put("num_class twice, the second 1", lines[:i + 1] + ["num_class=1"] + lines[i + 1:])
+    put("num_class twice, the same", lines[:i + 1] + [f"num_class={k}"] + lines[i + 1:])
+    put("average_output added", lines[:i + 1] + ["average_output"] + lines[i + 1:])
+    starts = [j for j, l in enumerate(lines) if l.startswith("Tree=")]
+    end = lines.index("end of trees")
+    blocks = [lines[a:b] for a, b in zip(starts, starts[1:] + [end])]
+    no_sizes = [l for l in lines[:hdr_end] if not l.startswith("tree_sizes=")]
+
+    def trees(name: str, new_blocks: list[list[str]]) -> None:
+        numbered = [[f"Tree={t}"] + b[1:] for t, b in enumerate(new_blocks)]
+        put(name, no_sizes + [l for b in numbered for l in b] + lines[end:])
+
+    trees("the last tree removed", blocks[:-1])
+    trees(f"the last iteration ({k} trees) removed", blocks[:-k])
+    trees("a tree duplicated", blocks + blocks[-1:])
+    trees("every tree of one iteration more", blocks + blocks[-k:])
+    put("trees renumbered", no_sizes + [l.replace("Tree=1", "Tree=7") for b in blocks for l in b] + lines[end:])
+    put("end of trees removed", no_sizes + [l for b in blocks for l in b] + lines[end + 1:])
+    second = blocks[1]
+    leaves = next(l for l in second if l.startswith("num_leaves="))
+    for name, new in (("a tree's num_leaves twice", second[:2] + ["num_leaves=2"] + second[2:]),
+                      ("a tree's leaf_value twice", second[:2] + [next(l for l in second if l.startswith(
+                          "leaf_value=")).replace("=", "=1 ", 1)] + second[2:]),
+                      ("a line without '=' in a tree", second[:3] + ["junk"] + second[3:]),
+                      ("text between trees", second[:-1] + ["junk"] + second[-1:]),
+                      ("23 lines in a tree", second[:-2] + [f"extra{j}=0" for j in range(8)] + second[-2:])):
+        assert leaves
+        trees(name, blocks[:1] + [new] + blocks[2:])
+    return out
+
+
+_ORACLE = r"""
+import json, sys
+import numpy as np
+import lightgbm as lgb
+X = np.load(sys.argv[1])
+for line in sys.stdin:
+    path = line.strip()
+    try:
+        b = lgb.Booster(model_file=path)
+        raw = b.predict(X, raw_score=True)
+        pred = b.predict(X)
+        out = {"raw": np.asarray(raw, dtype=float).reshape(len(X), -1).tolist(),
+               "pred": np.asarray(pred, dtype=float).reshape(len(X), -1).tolist(),
+               "average_output": bool(b.dump_model().get("average_output"))}
+    except Exception as exc:
+        out = {"error": str(exc)[:200]}
+    sys.stdout.write(json.dumps(out) + "\n")
+    sys.stdout.flush()
+"""
+
+
+def lightgbm_oracle(texts: list[bytes], X: np.ndarray) -> list[dict]:
+    """What LightGBM itself makes of each text, read in child processes (one for all,
+    a new one after a crash): ``{"raw", "pred", "average_output"}`` (its raw scores and
+    predictions on ``X``), ``{"error"}`` (it refused), or ``{"crash": returncode}``."""
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    tmp = Path(tempfile.mkdtemp(prefix="atlas-lgb-oracle-"))
+    np.save(tmp / "X.npy", X)
+    paths = []
+    for i, t in enumerate(texts):
+        (tmp / f"{i}.txt").write_bytes(t)
+        paths.append(str(tmp / f"{i}.txt"))
+    results: list[dict] = []
+    while len(results) < len(texts):
+        rest = paths[len(results):]
+        proc = subprocess.run([sys.executable, "-c", _ORACLE, str(tmp / "X.npy")], input="\n".join(rest) + "\n",
+                              capture_output=True, text=True, timeout=600)
+        got = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+        results += got
+        if len(results) < len(texts):            # it died on the next text
+            results.append({"crash": proc.returncode})
+    return results
+
+
 # ------------------------------------------------------------------ HistGradientBoosting (#26)
 ADULT_NUMBERS = ("Age", "CapitalGain", "EducationNumber", "HoursPerWeek")
 ADULT_CATEGORIES = ("MaritalStatus", "Occupation", "Relationship", "WorkClass")

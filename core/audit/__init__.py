@@ -7,7 +7,9 @@ decision is unfavourable (the model's output misses the target):
 * per row, the optimal recourse (:func:`core.optimal.optimal_counterfactual`,
   OCEAN) under the schema's actionability with every protected column held
   fixed: whether one exists, its cost (the schema's cost: range-scaled, one
-  unit per category switch) and the number of features it changes;
+  unit per category switch) and the number of the analyst's columns it changes
+  (a category switch, or a missing value given one, is one change; the recourse is
+  minimal: no change can be undone with the target kept);
 * per row, the T-CREx rule the metarule tree prescribes (:mod:`core.tcrex`):
   whether it is actionable (asks no change of a fixed feature) and how many
   features it asks to change;

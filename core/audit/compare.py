@@ -26,7 +26,7 @@ import hashlib
 import html
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -34,15 +34,17 @@ import numpy as np
 import pandas as pd
 
 from core.audit.fairstats import bootstrap_ci, holm, permutation_p
-from core.audit.report import table_html
+from core.audit.report import REPORT_CSS, table_html
 from core.audit.stats import group_labels, protected_attributes
 from core.cells.problem import check_same_features
-from core.counterfactual import make_target
+from core.counterfactual import at_target, make_target
 from core.errors import AuditCancelled, AuditError
-from core.intake.columns import analyst_columns, changes_text
+from core.figures import interval_chart_svg
+from core.intake.columns import analyst_columns, recourse_frame
 from core.intake.csvsafe import to_csv
 from core.intake.models import from_model
-from core.model import TreeEnsemble
+from core.model import Guarantee, LinearModel, TreeEnsemble
+from core.model.native import model_input
 from core.optimal import optimal_counterfactual
 from core.optimal.batch import map_rows
 from core.ruletext import conditions, missing_condition
@@ -58,10 +60,11 @@ from core.settings import (
     seconds,
     validated,
 )
-from core.shown import label_order
+from core.shown import approx_text, label_order, number_text, outcome_text
 
 if TYPE_CHECKING:
-    from core.schema import Schema
+    from core.surrogate import Surrogate
+from core.schema import Schema
 
 __all__ = ["ModelComparison", "compare_models", "decision_agreement", "disagreement_rules"]
 
@@ -90,8 +93,8 @@ class ModelComparison:
         return to_csv(self.rows)
 
     def to_dict(self) -> dict[str, Any]:
-        def frame(df: pd.DataFrame) -> list[dict[str, Any]]:
-            return json.loads(df.to_json(orient="records"))
+        def frame(df: pd.DataFrame) -> list[dict[str, Any]]:     # numbers as numbers, None where missing
+            return [{str(k): _cell(v) for k, v in rec.items()} for rec in df.to_dict(orient="records")]
         return {"format": "counterfactual-atlas-model-comparison", "meta": self.meta,
                 "agreement": frame(self.agreement), "flips": frame(self.flips), "rules": self.rules,
                 "rows": frame(self.rows), "groups": frame(self.groups), "tests": frame(self.tests)}
@@ -101,6 +104,19 @@ class ModelComparison:
 
     def to_html(self) -> str:
         return comparison_html(self)
+
+
+def _cell(v: Any) -> Any:
+    """One table cell as JSON: numpy scalars as Python values, NaN and infinite numbers as None."""
+    if isinstance(v, (np.bool_, bool)):
+        return bool(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return float(v) if np.isfinite(v) else None
+    if v is pd.NA or v is pd.NaT:
+        return None
+    return v
 
 
 # ------------------------------------------------------------------ agreement
@@ -181,26 +197,65 @@ def disagreement_rules(X: np.ndarray, names: Sequence[str], flipped: np.ndarray,
     return [text for _, text in sorted(out, key=lambda kv: -kv[0])]
 
 
+# ------------------------------------------------------------------ any kind of model
+@dataclass(frozen=True)
+class _Side:
+    """One model of the comparison: what its recourse query solves (a tree ensemble, a
+    linear model exactly, or its surrogate's view with the model), the tree ensemble a
+    query valid for both models reads (the model, or its surrogate), and its own answers."""
+
+    solve_on: Any
+    extra: dict[str, Any]
+    joint: TreeEnsemble
+    exact: bool
+
+    def answer(self, X: np.ndarray) -> np.ndarray:
+        model = self.extra.get("model")
+        if "surrogate" in self.extra:
+            return model.predict(model_input(self.joint, X))
+        return self.solve_on.predict(X)
+
+
+def _side(ens: Any, model: Any, surrogate: Surrogate | None) -> _Side:
+    if surrogate is not None and getattr(model, "kind", None) == "black_box":
+        return _Side(surrogate.ensemble, {"model": model, "surrogate": surrogate}, surrogate.ensemble, False)
+    if isinstance(ens, LinearModel):
+        if surrogate is None:
+            raise AuditError("A linear model is compared with its surrogate (for the recourse valid for both "
+                             "models): give surrogate_a / surrogate_b, as the workspace has it.")
+        return _Side(ens, {"model": model}, surrogate.ensemble, False)
+    ens = ens if isinstance(ens, TreeEnsemble) else from_model(ens)
+    return _Side(ens, {"model": model}, ens, True)
+
+
 # ------------------------------------------------------------------ invalidation
-def _one_row(args: tuple[int, np.ndarray], ens_a: TreeEnsemble, ens_b: TreeEnsemble, target: Any,
-             kwargs: dict[str, Any], model_a: Any, model_b: Any, columns: list) -> dict[str, Any]:
+def _one_row(args: tuple[int, np.ndarray], side_a: _Side, side_b: _Side, target: Any,
+             kwargs: dict[str, Any]) -> dict[str, Any]:
     i, x = args
-    res_a = optimal_counterfactual(ens_a, x, target, model=model_a, **kwargs)
+    res_a = optimal_counterfactual(side_a.solve_on, x, target, **side_a.extra, **kwargs)
     rec: dict[str, Any] = {"row": int(i), "found_a": int(res_a.found), "cost_a": float(res_a.cost) if res_a.found
                            else np.nan, "status_a": res_a.status}
     if res_a.found:
-        tgt_b = make_target(ens_b, target)
-        rec["invalidated"] = int(not bool(tgt_b.holds(ens_b, res_a.x[None, :])[0]))
+        rec["invalidated"] = int(not bool(at_target(side_b.joint, target, side_b.answer(res_a.x[None, :]))[0]))
     else:
         rec["invalidated"] = np.nan
     if res_a.found and not rec["invalidated"] and res_a.status == "optimal":
         both = res_a      # valid under B too, and no point valid under both is cheaper than A's optimum
-    else:
-        both = optimal_counterfactual(ens_a, x, target, model=model_a, also_valid_for=[(ens_b, model_b)], **kwargs)
+    elif side_a.exact and side_b.exact:
+        both = optimal_counterfactual(side_a.joint, x, target, also_valid_for=[(side_b.joint, side_b.extra["model"])],
+                                      **side_a.extra, **kwargs)
+    else:               # through the surrogates, then checked on both models themselves
+        both = optimal_counterfactual(side_a.joint, x, target, also_valid_for=[(side_b.joint, None)], **kwargs)
+        if both.found and not all(bool(at_target(s.joint, target, s.answer(both.x[None, :]))[0])
+                                  for s in (side_a, side_b)):
+            both = replace(both, x=None, valid=False, status="error", changes=(),
+                           message="The point found through the surrogates was refused by one of the models.",
+                           guarantee=Guarantee("not_found", "black_box"))
+        elif both.found:
+            both = replace(both, status="feasible", guarantee=Guarantee(
+                "valid_on_model", "black_box", note="Checked on both models; optimal for their surrogates."))
     rec.update(found_both=int(both.found), cost_both=float(both.cost) if both.found else np.nan,
-               status_both=both.status,
-               changes_a=changes_text(columns, x, res_a.x) if res_a.found else "",
-               changes_both=changes_text(columns, x, both.x) if both.found else "")
+               status_both=both.status)
     rec["extra_cost"] = rec["cost_both"] - rec["cost_a"] if res_a.found and both.found else np.nan
     nan = np.full(x.size, np.nan)
     rec["_x_a"] = res_a.x if res_a.found else nan
@@ -217,7 +272,8 @@ def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Schema | None, tar
                    model_b: Any = None, random_state: int = 0, n_boot: int = 1000, n_perm: int = 2000,
                    alpha: float = 0.05, invalidation: bool = True,
                    progress: Callable[[str, int, int], None] | None = None,
-                   should_stop: Callable[[], bool] | None = None, provenance: dict[str, Any] | None = None
+                   should_stop: Callable[[], bool] | None = None, provenance: dict[str, Any] | None = None,
+                   surrogate_a: Surrogate | None = None, surrogate_b: Surrogate | None = None
                    ) -> ModelComparison:
     """Compare model A (``ens_a``) with model B (``ens_b``) on the rows ``X`` (the
     data's codes view, in A's feature order); see the module docstring.
@@ -228,10 +284,19 @@ def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Schema | None, tar
     and define the groups. ``invalidation=False`` compares decisions only.
     Raises AuditError (or QueryError) saying what to fix for models that read
     other columns, do another task or decide between other classes.
+
+    Either model may be of any kind: a linear model (``ens_x`` a LinearModel, with its
+    surrogate ``surrogate_x``) or a model known by its answers (``model_x`` a
+    BlackBoxModel, ``ens_x`` its surrogate's view, ``surrogate_x`` its surrogate). The
+    decisions are then the models' own, A's recourse is solved for A's kind (exactly, or
+    through its surrogate and checked on it) and checked on B itself, and the cheapest
+    recourse valid for both is found through the surrogates and checked on both models.
     """
     t0 = time.perf_counter()
-    ens_a = ens_a if isinstance(ens_a, TreeEnsemble) else from_model(ens_a)
-    ens_b = ens_b if isinstance(ens_b, TreeEnsemble) else from_model(ens_b)
+    side_a, side_b = _side(ens_a, model_a, surrogate_a), _side(ens_b, model_b, surrogate_b)
+    if not (side_a.exact and side_b.exact):
+        n_jobs, scheduler = 1, None          # a model in its own worker answers here, not in a pool
+    ens_a, ens_b = side_a.joint, side_b.joint
     check_same_features(ens_a, ens_b, "model B", "model A")
     names = list(ens_a.feature_names)
     A = np.asarray(X.to_numpy(dtype=float) if isinstance(X, pd.DataFrame) else X, dtype=float)
@@ -241,7 +306,7 @@ def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Schema | None, tar
         raise AuditError("The data holds missing or infinite values; drop or fill them first.")
     attrs = protected_attributes(schema, protected)
     labels = {a: group_labels(A, names, cols, a) for a, cols in attrs.items()}
-    pred_a, pred_b = ens_a.predict(A), ens_b.predict(A)
+    pred_a, pred_b = side_a.answer(A), side_b.answer(A)
     agreement = decision_agreement(pred_a, pred_b, labels)
     flipped = pred_a != pred_b
     flips = pd.DataFrame({"row": np.flatnonzero(flipped), "decision A": pred_a[flipped].astype(str),
@@ -253,7 +318,7 @@ def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Schema | None, tar
     tgt = make_target(ens_a, target)
     target_value = tgt.label if tgt.kind == "class" else (tgt.lo, tgt.hi)
     if rows is None:
-        pool = np.flatnonzero(~tgt.holds(ens_a, A))
+        pool = np.flatnonzero(~at_target(ens_a, target_value, pred_a))
     else:
         pool = np.unique(np.asarray(rows, dtype=int))
         if pool.size and (pool.min() < 0 or pool.max() >= len(A)):
@@ -271,8 +336,7 @@ def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Schema | None, tar
                              if schema is not None else set())      # a list replaces the schema's fixed
         kwargs = dict(schema=schema, norm=norm, fixed=[names[j] for j in sorted(held)], time_limit=float(time_limit),
                       n_workers=1 if (n_jobs != 1 or scheduler) else 2)
-        fn = partial(_one_row, ens_a=ens_a, ens_b=ens_b, target=target_value, kwargs=kwargs, model_a=model_a,
-                     model_b=model_b, columns=analyst_columns(ens_a, schema))
+        fn = partial(_one_row, side_a=side_a, side_b=side_b, target=target_value, kwargs=kwargs)
         t1 = time.perf_counter()
         recs = map_rows(fn, [(int(i), A[i]) for i in pool], n_jobs=n_jobs, scheduler=scheduler,
                         progress=None if progress is None else (lambda d, t: progress("recourse", d, t)),
@@ -281,14 +345,14 @@ def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Schema | None, tar
             raise AuditCancelled("The comparison was cancelled; nothing was kept.")
         points_a = np.array([r.pop("_x_a") for r in recs], dtype=float)
         points_both = np.array([r.pop("_x_both") for r in recs], dtype=float)
-        table = pd.DataFrame(recs)
+        table = _with_changes(pd.DataFrame(recs), analyst_columns(ens_a, schema), A[pool], points_a, points_both)
         for a, lab in labels.items():
             table.insert(1, f"group:{a}", lab[table["row"].to_numpy()])
         timings["recourse"] = time.perf_counter() - t1
     groups, tests = _invalidation_stats(table, list(attrs), n_boot, n_perm, alpha, rng)
     timings["total"] = time.perf_counter() - t0
     meta = {"created": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "target": str(target_value),
-            "model_a": _facts(ens_a), "model_b": _facts(ens_b), "rows": int(len(A)),
+            "model_a": _facts(side_a), "model_b": _facts(side_b), "rows": int(len(A)),
             "data_sha256": "array:" + hashlib.sha256(np.ascontiguousarray(A).tobytes()).hexdigest(),
             "parameters": {"max_rows": max_rows, "rows_studied": int(pool.size if invalidation else 0),
                            "time_limit": time_limit, "norm": norm if isinstance(norm, str) else dict(norm),
@@ -299,8 +363,34 @@ def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Schema | None, tar
     return ModelComparison(agreement, flips, rules, table, groups, tests, meta, points_a, points_both)
 
 
-def _facts(ens: TreeEnsemble) -> dict[str, Any]:
-    return {"source": ens.source, "trees": ens.n_trees, "task": ens.task, "content_sha256": ens.content_hash()}
+def _with_changes(table: pd.DataFrame, columns: list, X: np.ndarray, points_a: np.ndarray,
+                  points_both: np.ndarray) -> pd.DataFrame:
+    """The per-row table with each recourse's changes in the analyst's columns
+    (``changes_a``, ``changes_both``: one change per column, a fill of a missing value
+    or a category switch included) and, beside them, each recourse's value of every
+    column at full precision (``cf_a:<column>``, ``cf_both:<column>``; None where
+    missing or without a recourse)."""
+    fa = recourse_frame(columns, X, points_a, prefix="cf_a:")
+    fb = recourse_frame(columns, X, points_both, prefix="cf_both:")
+    at = list(table.columns).index("status_both") + 1
+    table.insert(at, "changes_a", fa["changes"].to_numpy())
+    table.insert(at + 1, "changes_both", fb["changes"].to_numpy())
+    return pd.concat([table, fa.drop(columns=["n_changed", "changes"]), fb.drop(columns=["n_changed", "changes"])],
+                     axis=1)
+
+
+def _facts(side: _Side) -> dict[str, Any]:
+    if side.exact:
+        ens = side.joint
+        return {"kind": "tree_ensemble", "source": ens.source, "trees": ens.n_trees, "task": ens.task,
+                "content_sha256": ens.content_hash()}
+    model = side.extra["model"]
+    linear = isinstance(side.solve_on, LinearModel)
+    return {"kind": "linear" if linear else "black_box",
+            "source": side.solve_on.source if linear else getattr(model, "source", "model"),
+            "task": side.joint.task, "content_sha256": side.solve_on.content_hash() if linear
+            else getattr(model, "identity", ""),
+            "surrogate": side.extra["surrogate"].to_dict() if "surrogate" in side.extra else None}
 
 
 def _invalidation_stats(table: pd.DataFrame, attrs: list[str], n_boot: int, n_perm: int, alpha: float,
@@ -342,35 +432,139 @@ def _table(df: pd.DataFrame) -> str:
     return table_html(df) if len(df) else "<p>–</p>"
 
 
+def _pct(v: Any) -> str:
+    return f"{100 * float(v):.1f}%" if v is not None and np.isfinite(float(v)) else "–"
+
+
+def _target_words(c: ModelComparison) -> str:
+    """The favourable outcome as the analyst named its class."""
+    return outcome_text(c.meta.get("target", ""), c.meta.get("class_names") or None)
+
+
+def comparison_summary(c: ModelComparison) -> tuple[str, list[str]]:
+    """The comparison for a reader outside the field: a headline and a few sentences
+    (what was compared, how often the models agree, how much promised recourse the
+    second model undoes, for which group significantly more, at what extra cost)."""
+    m, target = c.meta, _target_words(c)
+    a, b = m.get("model_a", {}), m.get("model_b", {})
+    agree = float(c.agreement.iloc[0]["agree"]) if len(c.agreement) else float("nan")
+    flips = int(c.agreement.iloc[0]["flips"]) if len(c.agreement) else 0
+    inv = c.invalidated
+    n_found = int((c.rows["found_a"] == 1).sum()) if "found_a" in c.rows and len(c.rows) else 0
+    body = [f"What was compared: model A ({a.get('source', '?')}, {a.get('trees', '?')} trees) and model B "
+            f"({b.get('source', '?')}, {b.get('trees', '?')} trees) on the same {number_text(m.get('rows', 0))} "
+            f"cases. They decide {_pct(agree)} of them alike; {number_text(flips)} get a different decision."]
+    sig = c.tests[c.tests["significant"].astype(bool)] if len(c.tests) else c.tests
+    worse = []
+    for _, t in sig.iterrows():
+        group_worse = t["gap"] > 0
+        w, o = (t["group"], t["reference"]) if group_worse else (t["reference"], t["group"])
+        gw = c.groups[(c.groups["attribute"] == t["attribute"]) & (c.groups["group"] == w)]["invalidated"]
+        go_ = c.groups[(c.groups["attribute"] == t["attribute"]) & (c.groups["group"] == o)]["invalidated"]
+        worse.append(f"The change model A asks of {t['attribute']} = {w} fails under model B more often than for "
+                     f"{t['attribute']} = {o}: {_pct(gw.iloc[0])} against {_pct(go_.iloc[0])} of their cases "
+                     f"(Holm-adjusted p = {approx_text(t['p_adjusted'], 2)}).")
+    if np.isfinite(inv):
+        studied = (f"For {number_text(n_found)} cases model A turns down, the smallest change model A asks for was "
+                   f"tried on model B: {_pct(inv)} of these changes would not get {target} from model B.")
+        lead = worse[0] if worse else (f"{_pct(inv)} of the changes model A asks for would not get {target} from "
+                                       "model B.")
+        body.append(studied)
+        body += worse[1:] if worse else [
+            "No group sees its changes fail under model B significantly more often than another "
+            f"({number_text(len(c.tests))} comparison{'s' * (len(c.tests) != 1)}, Holm-adjusted)." if len(c.tests) else
+            "There was no second group to compare with."]
+        extra = c.rows["extra_cost"].dropna() if "extra_cost" in c.rows else pd.Series(dtype=float)
+        if len(extra):
+            body.append(f"A change that works under both models costs on average {approx_text(extra.mean(), 3)} more "
+                        "than the one model A asks for (cost: each change measured against its feature's range).")
+    else:
+        lead = f"The models decide {_pct(agree)} of the cases alike."
+        body.append("Whether model B honours the recourse model A gives was not studied.")
+    return lead, body
+
+
+def comparison_figures(c: ModelComparison) -> tuple[str, str]:
+    """The comparison's figures as inline SVG: the key one (the share of recourse
+    invalidated per group, with its interval) and the others (agreement of the
+    decisions per group; extra cost of a recourse valid under both, per group)."""
+    key = []
+    g = c.groups
+    if len(g):
+        sig = c.tests[c.tests["significant"].astype(bool)] if len(c.tests) else c.tests
+        hit = {(str(t["attribute"]), str(t["group"] if t["gap"] > 0 else t["reference"])) for _, t in sig.iterrows()}
+        key.append(interval_chart_svg(
+            [f"{a} = {v} (n = {number_text(int(n))})" for a, v, n in zip(g["attribute"], g["group"], g["with recourse"])],
+            g["invalidated"], g["ci_low"], g["ci_high"], share=True,
+            highlight=[(str(a), str(v)) in hit for a, v in zip(g["attribute"], g["group"])],
+            title="Share of model A's recourse that model B does not honour, per group, with 95% intervals; red: "
+                  "significantly more often than another group",
+            axis="recourse invalidated by model B"))
+    other = []
+    ag = c.agreement
+    if len(ag):
+        other.append(interval_chart_svg(
+            [f"{a} = {v}" if v != "" else str(a) for a, v in zip(ag["attribute"], ag["group"])], ag["agree"],
+            np.full(len(ag), np.nan), np.full(len(ag), np.nan), share=True,
+            title="Cases both models decide alike, overall and per group", axis="decided alike"))
+    if len(g) and "extra cost" in g and g["extra cost"].notna().any():
+        other.append(interval_chart_svg(
+            [f"{a} = {v}" for a, v in zip(g["attribute"], g["group"])], g["extra cost"], np.full(len(g), np.nan),
+            np.full(len(g), np.nan), title="Mean extra cost of a recourse valid under both models, per group",
+            axis="extra cost (each change measured against its feature's range)"))
+    return "".join(key), "".join(other)
+
+
+def _groups_shown(g: pd.DataFrame) -> pd.DataFrame:
+    if not len(g):
+        return g
+    out = g[["attribute", "group", "rows", "with recourse"]].copy()
+    out["invalidated [95% CI]"] = [f"{_pct(v)} [{_pct(lo)}, {_pct(hi)}]"
+                                   for v, lo, hi in zip(g["invalidated"], g["ci_low"], g["ci_high"])]
+    out["mean extra cost"] = g["extra cost"]
+    return out
+
+
+def _tests_shown(t: pd.DataFrame) -> pd.DataFrame:
+    if not len(t):
+        return t
+    return pd.DataFrame({"attribute": t["attribute"], "group vs reference": t["group"] + " vs " + t["reference"],
+                         "gap in share invalidated": [f"{100 * v:+.1f} points" for v in t["gap"]],
+                         "p": [approx_text(p, 3) for p in t["p_value"]],
+                         "Holm p": [approx_text(p, 3) for p in t["p_adjusted"]],
+                         "significant": np.where(t["significant"], "yes", "no")})
+
+
 def comparison_html(c: ModelComparison) -> str:
-    """One self-contained HTML report: fingerprints of both models and the data,
-    every parameter, agreement, flips, invalidation per group, per-row table."""
+    """One self-contained HTML report, printable: a one-screen summary in plain words with
+    its key figure (invalidation per group), then the figures, agreement, where the
+    decisions differ, invalidation per group and its tests, the per-row table, and the
+    fingerprints of both models and the data with every parameter."""
     m = c.meta
     esc = html.escape
     a, b = m.get("model_a", {}), m.get("model_b", {})
-    inv = c.invalidated
-    summary = (f"The models decide {c.agreement.iloc[0]['agree']:.1%} of {m.get('rows')} rows alike. "
-               + (f"Of the studied rows with a recourse under model A, {inv:.1%} would not get the outcome from "
-                  "model B if they followed it." if np.isfinite(inv) else "Recourse invalidation was not studied."))
-    style = ("body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;line-height:1.45;color:#222}"
-             "table{border-collapse:collapse;margin:.5rem 0}td,th{padding:.2rem .5rem;border-bottom:1px solid #ddd;"
-             "text-align:left;font-size:.9rem}.muted{color:#666}")
+    lead, body = comparison_summary(c)
+    key, other = comparison_figures(c)
+    agreement = c.agreement.assign(agree=[_pct(v) for v in c.agreement["agree"]]) if len(c.agreement) else c.agreement
     payload = c.to_json().replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>Model comparison</title><style>{style}</style></head><body>
+<html lang="en"><head><meta charset="utf-8"><title>Model comparison</title><style>{REPORT_CSS}</style></head><body>
 <h1>Model comparison</h1>
-<p class="muted">Counterfactual Atlas · {esc(m.get('created', ''))} · favourable outcome {esc(m.get('target', ''))}</p>
-<p>{esc(summary)}</p>
-<h2>Agreement of decisions</h2>{_table(c.agreement)}
+<p class="muted">Counterfactual Atlas · {esc(m.get('created', ''))} · favourable outcome {esc(_target_words(c))}</p>
+<section class="summary"><h2>In one minute</h2><p class="lead">{esc(lead)}</p>
+<ul>{''.join(f'<li>{esc(s)}</li>' for s in body)}</ul>{key}</section>
+<h2>Figures</h2><div class="figures">{other or '<p>–</p>'}</div>
+<h2>Agreement of decisions</h2>{_table(agreement)}
 <h2>Where the decisions differ</h2>{''.join(f'<p>{esc(r)}</p>' for r in c.rules) or '<p>–</p>'}
-<h2>Recourse invalidation per group</h2>{_table(c.groups)}
+<h2>Recourse invalidation per group</h2>{_table(_groups_shown(c.groups))}
 <p class="muted">Share of rows whose optimal recourse under model A does not get the outcome from model B, with
 95% percentile-bootstrap intervals; extra cost: the cheapest recourse valid under both, minus the one under A.</p>
-<h2>Gaps to the reference group</h2>{_table(c.tests)}
+<h2>Gaps to the reference group</h2>{_table(_tests_shown(c.tests))}
 <p class="muted">Two-sided permutation tests, Holm-adjusted.</p>
-<h2>Per row</h2>{_table(c.rows)}
+<h2>Per row</h2><div class="wide">{_table(c.rows)}</div>
 <h2>Provenance</h2>
-<p>Model A: {esc(json.dumps(a))}<br>Model B: {esc(json.dumps(b))}<br>Data: {esc(str(m.get('data_sha256', '')))}</p>
-<p>Parameters: {esc(json.dumps(m.get('parameters', {}), default=str))}</p>
+<p>Model A: <code>{esc(json.dumps(a))}</code><br>Model B: <code>{esc(json.dumps(b))}</code><br>
+Data: <code>{esc(str(m.get('data_sha256', '')))}</code></p>
+<p>Parameters: <code>{esc(json.dumps(m.get('parameters', {}), default=str))}</code></p>
 <script type="application/json" id="atlas-comparison">{payload}</script>
 </body></html>"""

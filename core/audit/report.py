@@ -1,10 +1,16 @@
 """The audit report: one self-contained HTML file.
 
-Everything is inside the file: the styles, the figures (Plotly, with its
-JavaScript inlined once, so the report opens without a network), the tables,
-the provenance (data and model SHA-256, schema, every parameter, package
-versions) and the audit itself as JSON in a ``<script type="application/json"
-id="atlas-audit">`` block, from which the app re-opens a saved audit.
+It opens with a summary a reader outside the field takes in within a minute
+(:func:`plain_summary`: what was checked and what was found, in plain words,
+and the key figure: the gap in recourse cost per group with its interval,
+drawn as inline SVG), then the detail for an auditor. Everything is inside the
+file: the styles (print styles too: A4 pages, the summary on a page of its
+own, no table row or figure cut across pages), the figures (the summary's as
+SVG; the detail's with Plotly, its JavaScript inlined once, so the report
+opens without a network), the tables, the provenance (data and model SHA-256,
+schema, every parameter, package versions) and the audit itself as JSON in a
+``<script type="application/json" id="atlas-audit">`` block, from which the app
+re-opens a saved audit.
 """
 
 from __future__ import annotations
@@ -18,19 +24,34 @@ import pandas as pd
 
 from core.audit.metrics import METRICS, SHARES
 from core.errors import AuditError
-from core.figures import cost_figure, metric_figure
-from core.shown import approx_text, outcome_text
+from core.figures import cost_figure, interval_chart_svg, metric_figure
+from core.shown import approx_text, number_text, outcome_text
 
-__all__ = ["audit_html", "extract_audit_json"]
+__all__ = ["audit_html", "extract_audit_json", "plain_summary", "REPORT_CSS"]
 
-_CSS = """
+#: the reports' styles, on screen and in print (the comparison report and the story share them)
+REPORT_CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2rem auto;max-width:1100px;color:#222;
 line-height:1.45;padding:0 1rem}
 h1{font-size:1.7rem;margin-bottom:.2rem}h2{font-size:1.25rem;margin-top:2rem;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:.86rem;margin:.5rem 0}td,th{border:1px solid #ddd;padding:.25rem .5rem;
 text-align:left;vertical-align:top}th{background:#f4f6f8}.muted{color:#666;font-size:.9rem}
 .sig{background:#fdecea}code{font-size:.85rem;word-break:break-all}li{margin:.3rem 0}
+.summary{border:1px solid #cfd8e3;background:#f5f8fb;border-radius:6px;padding:.4rem 1.2rem 1rem;margin:1rem 0}
+.summary h2{border:0;margin-top:.6rem}.summary .lead{font-size:1.1rem;font-weight:600}
+figure.chart{margin:.8rem 0}figure.chart svg{max-width:100%;height:auto}figcaption{font-size:.85rem;color:#555}
+.figures{display:flex;flex-wrap:wrap;gap:1rem}
+@page{size:A4;margin:12mm}
+@media print{
+*{box-sizing:border-box}body{max-width:none;margin:0;padding:0;font-size:10pt}figure.chart svg{width:100%}
+.summary{break-after:page;break-inside:avoid;background:none}
+h2,h3{break-after:avoid}table{font-size:7.5pt;width:100%}td,th{padding:.15rem .3rem;overflow-wrap:break-word}
+thead{display:table-header-group}tr,figure,.plotly-graph-div,.js-plotly-plot{break-inside:avoid}
+code{font-size:7pt}.modebar-container{display:none}
+.wide table{table-layout:fixed;font-size:6pt}.wide td,.wide th{padding:.1rem;overflow-wrap:anywhere}
+}
 """
+_CSS = REPORT_CSS
 
 
 def _ci(v: float, lo: float, hi: float, pct: bool = False) -> str:
@@ -124,6 +145,103 @@ def table_html(df: pd.DataFrame, highlight: np.ndarray | None = None) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
+def group_name(attribute: str, label: Any) -> str:
+    """A group in words: ``sex = 1``; a numeric attribute's quartile bin ``age in (30, 45]``."""
+    label = str(label)
+    return f"{attribute} in {label}" if label[:1] in "[(" else f"{attribute} = {label}"
+
+
+def _pct(v: float) -> str:
+    return f"{100 * v:.0f}%" if np.isfinite(v) else "–"
+
+
+def _plain_gap(t: Any, target: str) -> str:
+    """A significant gap of the audit in plain words, from the worse-off group's side."""
+    key = str(t["metric"])
+    m = METRICS[key]
+    group_worse = (t["gap"] < 0) if m.higher_is_better else (t["gap"] > 0)
+    (wg, wv), (bg, bv) = ((t["group"], t["group_value"]), (t["reference"], t["reference_value"]))
+    if not group_worse:
+        (wg, wv), (bg, bv) = (bg, bv), (wg, wv)
+    worse, better = group_name(t["attribute"], wg), group_name(t["attribute"], bg)
+    if key in ("cost", "cost_median"):
+        more = f" ({_pct(wv / bv - 1)} more)" if bv > 0 else ""
+        return (f"{worse} must change more than {better} to get {target}: a {m.label} of {approx_text(wv, 3)} "
+                f"against {approx_text(bv, 3)}{more}.")
+    if key == "feasible":
+        return f"Fewer cases of {worse} can get {target} at all: {_pct(wv)} against {_pct(bv)} for {better}."
+    if key == "changes":
+        return (f"{worse} must change more features than {better} to get {target}: {approx_text(wv, 3)} against "
+                f"{approx_text(bv, 3)} on average.")
+    shown = (lambda v: _pct(v)) if key in SHARES else (lambda v: approx_text(v, 3))
+    return f"{worse} is worse off than {better} on the {m.label}: {shown(wv)} against {shown(bv)}."
+
+
+_LEAD_ORDER = ("feasible", "cost", "cost_median", "changes")   # which gap a reader hears first
+
+
+def plain_summary(audit: Any) -> tuple[str, list[str]]:
+    """The audit for a reader outside the field: a headline and a few sentences
+    (what was checked, who can reach the outcome, each significant gap from the
+    worse-off group's side, how sure, what a cost is)."""
+    meta = audit.meta
+    params = meta.get("parameters", {})
+    target = _target_text(meta)
+    attrs = list(params.get("protected", {})) or sorted({str(a) for a in audit.groups.get("attribute", [])})
+    n, tests = len(audit.rows), audit.tests
+    alpha = params.get("alpha", 0.05)
+    checked = (f"What was checked: {number_text(n)} cases the model did not give {target} to. For each, the "
+               f"smallest change to its data that would get it {target}, with {', '.join(attrs)} held fixed. A model "
+               "that treats its groups alike asks comparable changes of each of them.")
+    feasible = float(audit.rows["feasible"].mean()) if n else float("nan")
+    reach = f"{_pct(feasible)} of these cases can get {target} by changing what may change."
+    sig = tests[tests["significant"].astype(bool)].copy() if len(tests) else tests
+    if len(sig):
+        sig["rel"] = (sig["gap"].abs() / sig["reference_value"].abs().clip(lower=1e-12)).fillna(np.inf)
+        sig["kind"] = [_LEAD_ORDER.index(k) if k in _LEAD_ORDER else len(_LEAD_ORDER) for k in sig["metric"]]
+        found = [_plain_gap(t, target) for _, t in sig.sort_values(["kind", "rel"], ascending=[True, False]).iterrows()]
+        lead = found[0]
+        sure = (f"{'This difference survives' if len(found) == 1 else 'Each of these differences survives'} a "
+                f"correction for the {number_text(len(tests))} comparisons the audit made, so it is unlikely to "
+                f"be chance (Holm-adjusted p at most {alpha}).")
+        body = [checked, reach, *found[1:], sure]
+    else:
+        lead = f"No group has to change significantly more than another to get {target}."
+        body = [checked, reach,
+                f"None of the {number_text(len(tests))} comparisons shows a difference that survives the correction "
+                f"for multiple comparisons (α = {alpha}). With {number_text(n)} cases audited, small differences may "
+                "go unseen: the intervals in the figure show how large a difference the data still allow."]
+    body.append("Cost is the size of the change, each feature measured against its range: 0.1 is a tenth of the "
+                "range of one feature; switching a category counts 1.")
+    return lead, body
+
+
+def key_figures(audit: Any) -> str:
+    """The summary's figure per attribute (inline SVG): each group's gap in mean recourse
+    cost to the attribute's largest group, with its 95% interval, significant gaps in red;
+    the mean cost per group where the audit made no comparison."""
+    out = []
+    for attr in dict.fromkeys(str(a) for a in audit.groups.get("attribute", [])):
+        t = audit.tests[(audit.tests["attribute"].astype(str) == attr) & (audit.tests["metric"] == "cost")] \
+            if len(audit.tests) else audit.tests
+        if len(t):
+            ref = group_name(attr, t["reference"].iloc[0])
+            out.append(interval_chart_svg(
+                [f"{group_name(attr, g)} compared with {ref}" for g in t["group"]], t["gap"], t["gap_lo"],
+                t["gap_hi"], highlight=t["significant"].astype(bool).tolist(),
+                title=f"Difference in mean recourse cost from {ref} (the largest group), with 95% intervals; red: "
+                      "significant after correction",
+                axis=f"mean cost of the group minus that of {ref} (below 0: the group needs less change)"))
+            continue
+        g = audit.groups[audit.groups["attribute"].astype(str) == attr]
+        if "cost" in g:
+            out.append(interval_chart_svg(
+                [f"{group_name(attr, v)} (n = {number_text(int(r))})" for v, r in zip(g["group"], g["rows"])],
+                g["cost"], g["cost_lo"], g["cost_hi"], title=f"Mean recourse cost per group of {attr}, with 95% "
+                "intervals", axis="mean recourse cost"))
+    return "".join(out)
+
+
 def audit_html(audit: Any) -> str:
     meta = audit.meta
     attrs = list(meta.get("parameters", {}).get("protected", {}))
@@ -133,8 +251,9 @@ def audit_html(audit: Any) -> str:
         for fig in (cost_figure(audit, a), metric_figure(audit, a, "feasible")):
             if fig is None:
                 continue
+            fig.update_layout(width=700)          # fits an A4 page in print
             figs.append(fig.to_html(full_html=False, include_plotlyjs=True if first else False,
-                                    config={"displaylogo": False}))
+                                    config={"displaylogo": False, "responsive": False}))
             first = False
     data, model = meta.get("data", {}), meta.get("model", {})
     prov = pd.DataFrame([
@@ -155,6 +274,8 @@ def audit_html(audit: Any) -> str:
     # would otherwise end it or change how the HTML parser reads it; JSON reads \u003c back
     payload = audit.to_json().replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     summary = "".join(f"<li>{html.escape(s)}</li>" for s in audit.summary)
+    lead, plain = plain_summary(audit)
+    brief = "".join(f"<li>{html.escape(s)}</li>" for s in plain)
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in meta.get("notes", []))
     sig = audit.tests["significant"].to_numpy(dtype=bool) if len(audit.tests) else None
     disp, by_group = fairness_tables(audit)
@@ -168,13 +289,15 @@ def audit_html(audit: Any) -> str:
 <p class="muted">Counterfactual Atlas · {html.escape(meta.get('created', ''))} · {len(audit.rows)} rows with an
 unfavourable decision audited · favourable outcome: {html.escape(_target_text(meta))} · protected:
 {html.escape(', '.join(attrs))} (held fixed in every recourse)</p>
-<h2>Summary</h2><ul>{summary}</ul>{f'<p class="muted">Notes:</p><ul>{notes}</ul>' if notes else ''}
+<section class="summary"><h2>In one minute</h2><p class="lead">{html.escape(lead)}</p>
+<ul>{brief}</ul>{key_figures(audit)}</section>
+<h2>Findings of the statistical tests</h2><ul>{summary}</ul>{f'<p class="muted">Notes:</p><ul>{notes}</ul>' if notes else ''}
 <h2>Per group</h2>{table_html(group_table(audit))}
 <p class="muted">Shares and means with 95% percentile-bootstrap intervals. Costs are the optimal recourse costs
 (OCEAN) of the rows that have one; the reference group of each attribute is its largest group.</p>
 <h2>Gaps to the reference group</h2>{table_html(tests_table(audit), sig)}
 <p class="muted">Two-sided permutation tests of the group labels; Holm-adjusted over all {len(audit.tests)} tests.</p>
-<h2>Figures</h2>{''.join(figs)}
+<h2>Figures</h2><div class="figures">{''.join(figs)}</div>
 <h2>Group fairness of the decisions</h2>{table_html(disp) if len(disp) else '<p>–</p>'}
 <p class="muted">On every row of the data, with fairlearn's metrics: demographic parity and equalised odds between
 the groups of each attribute and of each intersection, with 95% percentile-bootstrap intervals.</p>

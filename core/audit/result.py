@@ -28,15 +28,20 @@ __all__ = ["Audit"]
 class Audit:
     """The audit's tables, summary and provenance (see :mod:`core.audit`).
 
-    rows : one row per audited row (index into the data, group labels, recourse, rules).
+    rows : one row per audited row (index into the data, group labels, recourse, rules): its
+        recourse's cost, ``n_changed`` (the analyst's columns it changes; a fill of a missing
+        value or a category switch is one), ``changes`` as text and, beside them, the
+        recourse's value of every column at full precision (``cf:<column>``, None where
+        missing or without a recourse; :func:`core.intake.columns.recourse_frame`).
     groups : per attribute and group, the metrics with their intervals.
     tests : per attribute, group, metric: the gap to the reference group, its
         interval, the permutation p-value and the Holm-adjusted one.
     rules : per attribute and group, the T-CREx rules most often prescribed.
     summary : sentences, largest significant gaps first.
     meta : parameters, fingerprints, schema, package versions, timings.
-    counterfactuals : each audited row's optimal recourse point (NaN when none),
-        kept in memory only (the saved audit has the changes as text).
+    counterfactuals : each audited row's optimal recourse point in the model's features
+        (NaN when none), kept in memory only (the saved audit has it in the analyst's
+        columns, ``rows``' ``cf:<column>``).
     fairness, disparities : standard group fairness of the model's decisions on
         every row (:mod:`core.audit.groupfair`, fairlearn's metrics): per group and
         intersection, and the parity differences/ratios per attribute.
@@ -61,6 +66,8 @@ class Audit:
                 return int(v)
             if isinstance(v, (float, np.floating)):
                 return float(v) if np.isfinite(v) else None
+            if v is pd.NA or v is pd.NaT:
+                return None
             return v
 
         def frame(df: pd.DataFrame) -> dict[str, Any]:   # floats kept exactly (json writes repr)
@@ -85,8 +92,12 @@ class Audit:
             raise AuditError("This file is not a saved audit of Counterfactual Atlas (no audit data inside).")
 
         def frame(x: dict[str, Any]) -> pd.DataFrame:
-            df = pd.DataFrame(x["data"], columns=x["columns"])
-            return df.infer_objects()
+            df = pd.DataFrame(x["data"], columns=x["columns"], dtype=object)
+            out = df.infer_objects()
+            for c in df.columns:        # a recourse's values (numbers, categories, None) stay as written
+                if str(c).startswith("cf:"):
+                    out[c] = df[c]
+            return out
 
         try:
             out = cls(frame(d["rows"]), frame(d["groups"]), frame(d["tests"]), frame(d["rules"]),

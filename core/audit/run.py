@@ -14,7 +14,7 @@ import platform
 import time
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -23,14 +23,16 @@ from core.audit.groupfair import group_fairness
 from core.audit.result import Audit
 from core.audit.stats import _statistics, group_labels, protected_attributes, summarise
 from core.audit.subgroups import scan_subgroups
-from core.counterfactual import make_target
-from core.errors import AuditCancelled, AuditError
-from core.intake.columns import analyst_columns, changes_text
-from core.intake.models import from_model
-from core.model import TreeEnsemble
+from core.counterfactual import at_target, check_schema, make_target
+from core.errors import AuditCancelled, AuditError, QueryError
+from core.intake.columns import analyst_columns, recourse_frame
+from core.model import LinearModel, TreeEnsemble, as_model
+from core.model.features import as_table, closest_names, feature_index, names_text
+from core.model.missing import missing_as_states
+from core.model.native import model_input
 from core.optimal.batch import batch_counterfactuals
 from core.rules import CounterfactualRules
-from core.schema import Schema
+from core.schema import Schema, with_missing_states
 from core.settings import (
     N_JOBS,
     boolean,
@@ -45,6 +47,7 @@ from core.settings import (
     validated,
 )
 from core.shown import outcome_text
+from core.surrogate import Surrogate
 from core.tcrex import TCREx
 
 __all__ = ["run_audit", "AuditSettings", "Provenance", "package_versions", "REPORT_PACKAGES"]
@@ -64,18 +67,6 @@ def package_versions(names: Sequence[str] = REPORT_PACKAGES) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------ the audit
-def _as_frame(X: Any, names: list[str]) -> pd.DataFrame:
-    if isinstance(X, pd.DataFrame):
-        missing = [c for c in names if c not in X.columns]
-        if missing:
-            raise AuditError(f"Columns {missing[:5]} of the model are missing from the data.")
-        return X[names].astype(float)
-    A = np.atleast_2d(np.asarray(X, dtype=float))
-    if A.shape[1] != len(names):
-        raise AuditError(f"The data has {A.shape[1]} columns; the model has {len(names)} features.")
-    return pd.DataFrame(A, columns=names)
-
-
 @dataclass(frozen=True)
 class AuditSettings:
     """Every setting of an audit that changes its answer, as :func:`run_audit` received them.
@@ -142,6 +133,8 @@ class _Run:
     should_stop: Callable[[], bool] | None
     notes: list[str]
     timings: dict[str, float]
+    surrogate: Surrogate | None = None
+    answer: Callable[[np.ndarray], np.ndarray] | None = None
 
     def stop(self) -> bool:
         return self.should_stop is not None and bool(self.should_stop())
@@ -174,16 +167,20 @@ def run_audit(ensemble: Any, X: Any, *, schema: Schema, target: Any, protected: 
               budget: float | None = None, data_name: str = "", data_sha256: str = "", model_sha256: str = "",
               class_names: Mapping[str, str] | None = None,
               progress: Callable[[str, int, int], None] | None = None,
-              should_stop: Callable[[], bool] | None = None) -> Audit:
+              should_stop: Callable[[], bool] | None = None, surrogate: Surrogate | None = None) -> Audit:
     """Audit recourse across the groups of the protected attribute(s).
 
     Parameters
     ----------
     ensemble : TreeEnsemble or a supported model (classifier or regressor).
-    X : the data (DataFrame or array in the model's feature order).
+    X : the data (DataFrame, read by name, or array in the model's feature order). Missing
+        values (NaN), when the model routes them, are one more state of their column, as in the
+        app: each feature missing somewhere gets an "is missing" column after the features
+        (:func:`core.model.missing.missing_as_states`; decrease-only, cost weight 0, protected
+        and fixed with its feature), and the audit's rows and counterfactuals have those columns too.
     schema : core.schema.Schema (kinds, ranges, actionability, weights, protected flags).
     target : the favourable outcome: a class, or an interval (lo, hi) for a regressor.
-    protected : columns or one-hot group names; default: the schema's protected columns.
+    protected : columns (names or indices) or one-hot group names; default: the schema's protected columns.
     rows : indices of the rows to audit; default: every row whose decision misses the target.
     model : the original model, to re-check every recourse on it.
     y : the labels of the rows (for TPR, FPR, ... of the group fairness); None: decisions only.
@@ -201,6 +198,10 @@ def run_audit(ensemble: Any, X: Any, *, schema: Schema, target: Any, protected: 
     data_name, data_sha256, model_sha256, class_names : where the data and model came from, for
         the report (the analyst's names of the classes).
     progress : progress(stage, done, total); should_stop : polled; True cancels (AuditCancelled).
+    surrogate : with a model that is not read exactly (``model``, e.g. a BlackBoxModel), its
+        surrogate (:func:`core.surrogate.distill`): the rows' decisions are the model's own, and
+        each recourse is solved on the surrogate and checked (and repaired) on the model; only
+        recourses valid on the model count. ``ensemble`` may also be a linear model, solved exactly.
 
     Examples
     --------
@@ -219,7 +220,7 @@ def run_audit(ensemble: Any, X: Any, *, schema: Schema, target: Any, protected: 
                       min_subgroup=min_subgroup, budget=budget)
     prov = Provenance(data_name=data_name, data_sha256=data_sha256, model_sha256=model_sha256,
                       class_names=dict(class_names or {}))
-    run = _prepare(ensemble, X, schema, target, protected, rows, s, model, progress, should_stop)
+    run = _prepare(ensemble, X, schema, target, protected, rows, y, s, model, progress, should_stop, surrogate)
     table, cfs = _recourse_stage(run)
     rules_table = _tcrex_stage(run, table)
     _local_rules_stage(run, table)
@@ -229,29 +230,63 @@ def run_audit(ensemble: Any, X: Any, *, schema: Schema, target: Any, protected: 
                  fairness=gf.by_group, disparities=gf.disparities, subgroups=sub)
 
 
-def _prepare(ensemble, X, schema, target, protected, rows, s: AuditSettings, model, progress, should_stop) -> _Run:
+def _answers(ens: Any, model: Any, surrogate: Surrogate | None) -> Callable[[np.ndarray], np.ndarray]:
+    """The model's own decisions on rows of the audit's view: a tree ensemble's or a linear
+    model's, or a model known by its answers (never its surrogate's)."""
+    if surrogate is not None:
+        return lambda A: model.predict(model_input(ens, A))
+    return ens.predict
+
+
+def _prepare(ensemble, X, schema, target, protected, rows, y, s: AuditSettings, model, progress, should_stop,
+             surrogate=None) -> _Run:
     """Check the inputs and resolve the rows, groups and fixed columns of the audit."""
-    ens = ensemble if isinstance(ensemble, TreeEnsemble) else from_model(ensemble)
+    if surrogate is not None:
+        if model is None:
+            raise AuditError("A surrogate is given without the model it stands for: pass model= as well.")
+        ens = surrogate.ensemble
+    elif isinstance(ensemble, (TreeEnsemble, LinearModel)):
+        ens = ensemble
+    else:
+        ens = as_model(ensemble)
     if ens.task == "anomaly":
         raise AuditError("An anomaly detector makes no decision to audit; load a classifier or regressor.")
+    if schema is None:
+        raise AuditError("run_audit needs the schema (kinds, ranges, actionability, protected flags): "
+                         "infer_schema(X) or the workspace's schema.")
+    check_schema(ens, schema, AuditError)
+    A = as_table(X, ens.feature_names, error=AuditError, what="The data", missing=True)
+    protected = _protected(schema, protected)
+    if y is not None:
+        y_arr = np.asarray(y)
+        if y_arr.ndim != 1 or len(y_arr) != len(A):
+            raise AuditError(f"y has shape {y_arr.shape}; the data has {len(A)} rows: give one label per row "
+                             "(or y=None).")
+    if isinstance(ens, TreeEnsemble) and surrogate is None:
+        ens, A, _ = missing_as_states(ens, A, error=AuditError)     # missing values: one more state of a column
+    answer = _answers(ens, model, surrogate)
+    decided = answer(A)
+    schema = with_missing_states(schema, ens)
     names = list(ens.feature_names)
-    A = _as_frame(X, names).to_numpy(dtype=float)
-    if len(A) == 0:
-        raise AuditError("The data has no rows.")
-    if not np.all(np.isfinite(A)):
-        raise AuditError("The data holds missing or infinite values; drop or fill them first.")
-    if schema.names != names:
-        raise AuditError("The schema's features do not match the model's features.")
     attrs = protected_attributes(schema, protected)
     if not attrs:
         raise AuditError("No protected attribute: mark one in the feature settings (or pass protected=[...]).")
-    tgt = make_target(ens, target)
+    try:
+        tgt = make_target(ens, target)
+    except QueryError as exc:
+        raise AuditError(str(exc)) from None
     if rows is None:
-        rows_all = np.flatnonzero(~tgt.holds(ens, A))
+        rows_all = np.flatnonzero(~at_target(ens, target, decided))
         if rows_all.size == 0:
             raise AuditError(f"Every row already gets {tgt.describe()}: there is no unfavourable decision to audit.")
     else:
-        rows_all = np.unique(np.asarray(rows, dtype=int))
+        try:
+            given = np.asarray(rows)
+            rows_all = np.unique(given.astype(int)) if given.dtype.kind in "iu" or given.size == 0 else None
+        except (TypeError, ValueError):
+            rows_all = None
+        if rows_all is None or given.ndim != 1:
+            raise AuditError(f"rows are row positions (integers in 0..{len(A) - 1}); got {rows!r:.60}.")
         if rows_all.size == 0 or rows_all.min() < 0 or rows_all.max() >= len(A):
             raise AuditError(f"Row indices must lie in 0..{len(A) - 1}.")
     rng = np.random.default_rng(s.random_state)
@@ -260,8 +295,32 @@ def _prepare(ensemble, X, schema, target, protected, rows, s: AuditSettings, mod
     fixed = sorted({j for cols in attrs.values() for j in cols})                # protected: held fixed
     immutable = sorted(set(fixed) | {j for j, f in enumerate(schema.features) if f.actionability == "fixed"})
     labels = {a: group_labels(A, names, cols, a) for a, cols in attrs.items()}
-    return _Run(ens, A, names, schema, s, tgt, target if tgt.kind == "interval" else tgt.label, ens.predict(A),
-                attrs, rows_all, fixed, immutable, labels, rng, model, progress, should_stop, [], {})
+    return _Run(ens, A, names, schema, s, tgt, target if tgt.kind == "interval" else tgt.label, decided,
+                attrs, rows_all, fixed, immutable, labels, rng, model, progress, should_stop, [], {},
+                surrogate=surrogate, answer=answer)
+
+
+def _protected(schema: Schema, protected: Any) -> list[str] | None:
+    """The protected columns or one-hot groups (one name stands for itself), each known
+    to the schema (an AuditError names the closest)."""
+    if protected is None:
+        return None
+    groups = [g for g, cols in schema.groups().items() if len(cols) >= 2]
+    known = groups + schema.names
+    items = [protected] if isinstance(protected, str) else protected
+    if not isinstance(items, Iterable) or isinstance(items, Mapping):
+        raise AuditError(f"protected is a list of columns or one-hot groups, e.g. {known[:1]}; got "
+                         f"{type(protected).__name__}.")
+    out = []
+    for item in items:      # a name (a column or a group), or a column index
+        if isinstance(item, str) and item not in known:
+            near = closest_names(item, known)
+            hint = f" Did you mean {' or '.join(map(repr, near))}?" if near else ""
+            raise AuditError(f"protected: {item!r} is neither a column nor a one-hot group of the data.{hint} "
+                             f"The columns and groups are {names_text(known)}.")
+        out.append(item if isinstance(item, str)
+                   else schema.names[feature_index(schema.names, item, error=AuditError, what="protected")])
+    return out
 
 
 def _recourse_stage(run: _Run) -> tuple[pd.DataFrame, np.ndarray]:
@@ -272,10 +331,10 @@ def _recourse_stage(run: _Run) -> tuple[pd.DataFrame, np.ndarray]:
         run.ens, run.A[rows], [run.target_value] * rows.size, n_jobs=s.n_jobs, scheduler=s.scheduler,
         chunk_size="auto", progress=lambda d, t: run.report("recourse", d, t), should_stop=run.stop,
         schema=run.schema, norm=s.norm, fixed=run.immutable, time_limit=float(s.time_limit), X_ref=run.A,
-        model=run.model)
+        model=run.model, **({"surrogate": run.surrogate} if run.surrogate is not None else {}))
     if run.stop() or any(r is None for r in results):
         raise AuditCancelled("The audit was cancelled; nothing was kept.")
-    recs, columns = [], analyst_columns(run.ens, run.schema)       # the per-row changes in the table's columns
+    recs = []
     for i, res in zip(rows, results):
         found = res.found
         status = res.status
@@ -283,12 +342,15 @@ def _recourse_stage(run: _Run) -> tuple[pd.DataFrame, np.ndarray]:
             status = "time_limit_found" if found else "time_limit"
         recs.append({"row": int(i), **{f"group:{a}": run.labels[a][i] for a in run.attrs},
                      "prediction": str(run.pred[i]), "status": status, "feasible": int(found),
-                     "cost": float(res.cost) if found else np.nan, "n_changed": len(res.changes) if found else np.nan,
-                     "changes": changes_text(columns, run.A[i], res.x) if found else "",
-                     "solve_time": round(res.solve_time, 4)})
+                     "cost": float(res.cost) if found else np.nan, "solve_time": round(res.solve_time, 4)})
     cfs = np.array([r.x if r.found else np.full(len(run.names), np.nan) for r in results], dtype=float)
+    # the changes in the table's columns (a fill of a missing value, a category switch: one change each),
+    # with the counterfactual's values beside them
+    per_row = recourse_frame(analyst_columns(run.ens, run.schema), run.A[rows], cfs)
+    table = pd.DataFrame(recs)
+    table = pd.concat([table.drop(columns="solve_time"), per_row, table[["solve_time"]]], axis=1)
     run.timings["recourse"] = time.perf_counter() - t0
-    return pd.DataFrame(recs), cfs
+    return table, cfs
 
 
 def _tcrex_stage(run: _Run, table: pd.DataFrame) -> pd.DataFrame:
@@ -349,7 +411,8 @@ def _local_rules_stage(run: _Run, table: pd.DataFrame) -> None:
             try:
                 rule = cr.local_rule(x, run.target_value, fixed=run.immutable)
                 samples = cr.sample_counterfactuals(x, rule, n=5)
-                table.at[p, "local_correctness"] = float(np.mean(run.tgt.holds(run.ens, samples)))
+                table.at[p, "local_correctness"] = float(np.mean(at_target(run.ens, run.target_value,
+                                                                           run.answer(samples))))
                 table.at[p, "local_rule"] = rule.to_text(run.names, run.groups) + (
                     f" (below pi_C: CRP {rule.crp:.2f})" if rule.below_pi_c else "")
             except ValueError:
@@ -395,8 +458,9 @@ def _meta(run: _Run, table: pd.DataFrame, prov: Provenance, sub: pd.DataFrame | 
         "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "data": {"name": prov.data_name, "sha256": prov.data_sha256 or _array_sha(run.A), "rows": int(len(run.A)),
                  "columns": names},
-        "model": {"sha256": prov.model_sha256, "source": run.ens.source, "trees": run.ens.n_trees,
-                  "task": run.ens.task},
+        "model": {"sha256": prov.model_sha256, "source": _source(run), "kind": _kind(run),
+                  "trees": getattr(run.ens, "n_trees", None), "task": run.ens.task,
+                  **({} if run.surrogate is None else {"surrogate": run.surrogate.to_dict()})},
         "class_names": dict(prov.class_names),
         "parameters": {"target": ([float(v) for v in run.target_value] if isinstance(run.target_value, tuple)
                                else outcome_text(run.target_value)),
@@ -415,6 +479,14 @@ def _meta(run: _Run, table: pd.DataFrame, prov: Provenance, sub: pd.DataFrame | 
         "notes": run.notes,
         "statuses": table["status"].value_counts().to_dict(),
     }
+
+
+def _kind(run: _Run) -> str:
+    return "black_box" if run.surrogate is not None else getattr(run.ens, "kind", "tree_ensemble")
+
+
+def _source(run: _Run) -> str:
+    return str(getattr(run.model, "source", run.ens.source)) if run.surrogate is not None else run.ens.source
 
 
 def _array_sha(A: np.ndarray) -> str:

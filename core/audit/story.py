@@ -6,24 +6,33 @@ intersection of the row's leaves over all trees: an exact pure region), the
 optimal counterfactual (:mod:`core.optimal`, re-checked on the original model),
 the local counterfactual rule when a fitted :class:`core.rules.CounterfactualRules`
 is given (flagged when below pi_C), and how the row's protected groups fare in a
-fairness audit when one is given (:mod:`core.audit`). Everything is shown in the
-raw columns of the workspace; :meth:`CaseStory.to_html` is one self-contained
-file (no script, no external resource).
+fairness audit when one is given (:mod:`core.audit`): every significant gap that
+involves the case's group, in the direction it goes, whether or not the group is
+the audit's reference. A section the story cannot write says why.
+
+Everything is shown in the raw columns of the workspace, numbers as
+:mod:`core.shown` writes them; :meth:`CaseStory.to_html` is one self-contained,
+printable file (no script, no external resource) that opens with a summary.
 """
 
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from core.audit.metrics import METRICS, SHARES
+from core.audit.stats import group_labels
 from core.errors import NoCounterfactualRuleError
+from core.figures import interval_chart_svg
+from core.model.native import model_input
 from core.optimal import optimal_counterfactual
 from core.ruletext import missing_condition
-from core.shown import approx_text, bound_text, number_text
+from core.shown import BOUND_DIGITS, approx_text, number_text, outcome_text, round_sig
 
 if TYPE_CHECKING:
     from core.intake.workspace import Workspace
@@ -33,18 +42,59 @@ if TYPE_CHECKING:
 __all__ = ["CaseStory", "case_story"]
 
 Section = tuple[str, tuple[str, ...]]   # (heading, paragraphs)
+GROUPS = "How the case's group fares"
+
+_STYLE = (
+    "body{font-family:system-ui,-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;max-width:52rem;margin:2rem auto;"
+    "padding:0 1rem;line-height:1.5;color:#222}h1{font-size:1.6rem;margin-bottom:.3rem}"
+    "h2{font-size:1.15rem;margin-top:1.6rem;break-after:avoid}"
+    ".summary{border:1px solid #cfd8e3;background:#f5f8fb;border-radius:6px;padding:.6rem 1.1rem;margin:1rem 0}"
+    ".summary h2{margin-top:.4rem}.summary li{margin:.35rem 0}"
+    "figure.chart{margin:.8rem 0;break-inside:avoid}figure.chart svg{max-width:100%;height:auto}"
+    "figcaption{font-size:.85rem;color:#555}.muted{color:#666;font-size:.9rem}"
+    "table.cases{border-collapse:collapse;font-size:.9rem}table.cases td,table.cases th{padding:.25rem .6rem;"
+    "border-bottom:1px solid #ddd;text-align:left;vertical-align:top}table.cases tr{break-inside:avoid}"
+    "@page{size:A4;margin:14mm}"
+    "@media print{body{max-width:none;margin:0;padding:0;font-size:11pt}.summary{break-inside:avoid}"
+    "p{orphans:3;widows:3}table.cases{font-size:9pt}table.cases td,table.cases th{word-break:break-word}}"
+)
+
+
+def _bold_html(text: str) -> str:
+    """A story paragraph as HTML: escaped, its ``**bold**`` runs as <strong>."""
+    parts = html.escape(text).split("**")
+    if len(parts) % 2 == 0:                      # unpaired markers: nothing is bold
+        return html.escape(text.replace("**", ""))
+    return "".join(f"<strong>{p}</strong>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def _cell(v: Any) -> str:
+    """A table cell as shown: a number as :func:`core.shown.number_text` writes it
+    (integers as integers, thousands grouped, missing as "missing"), text as is."""
+    if v is None or isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)):
+        return number_text(v)
+    return str(v)
 
 
 @dataclass(frozen=True)
 class CaseStory:
     """``sections``: (heading, paragraphs) in reading order; ``table``: the row and
-    its counterfactual in the raw columns (rows "this case" and "counterfactual")."""
+    its counterfactual in the raw columns (rows "this case" and "counterfactual"),
+    as values; ``summary``: the story in a few sentences (the HTML opens with them);
+    ``figure``: the key figure (inline SVG markup; empty when there is none)."""
 
     row: int
     title: str
     sections: tuple[Section, ...]
     table: pd.DataFrame
     facts: dict[str, Any] = field(default_factory=dict)
+    summary: tuple[str, ...] = ()
+    figure: str = ""
+
+    def shown_table(self) -> pd.DataFrame:
+        """:attr:`table` as text, each cell as the story writes it (8,256, not 8256.0;
+        20, not 20.0): the same in the page and in the HTML, and safe for any table widget."""
+        return self.table.apply(lambda col: col.map(_cell)).astype(str)
 
     def to_markdown(self) -> str:
         out = [f"## {self.title}"]
@@ -55,26 +105,22 @@ class CaseStory:
     def to_html(self) -> str:
         esc = html.escape
         body = [f"<h1>{esc(self.title)}</h1>"]
+        if self.summary:
+            body.append('<section class="summary"><h2>In brief</h2><ul>'
+                        + "".join(f"<li>{_bold_html(s)}</li>" for s in self.summary) + "</ul>"
+                        + self.figure + "</section>")
         for head, paras in self.sections:
             body.append(f"<h2>{esc(head)}</h2>")
-            body += [f"<p>{esc(p).replace('**', '')}</p>" for p in paras]
+            body += [f"<p>{_bold_html(p)}</p>" for p in paras]
         body.append("<h2>The case and its counterfactual</h2>")
-        body.append(self.table.to_html(border=0, classes="cases", na_rep="", escape=True))
-        style = ("body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;line-height:1.5;color:#222}"
-                 "h1{font-size:1.6rem}h2{font-size:1.15rem;margin-top:1.6rem}"
-                 "table.cases{border-collapse:collapse}table.cases td,table.cases th{padding:.25rem .6rem;"
-                 "border-bottom:1px solid #ddd;text-align:left}")
+        lines = self.shown_table().T           # one line per column: long tables fit a printed page
+        lines.index.name = "column"
+        body.append(lines.reset_index().to_html(border=0, classes="cases", index=False, escape=True))
+        body.append('<p class="muted">Written by Counterfactual Atlas. Costs measure each change against the '
+                    "feature's range (0.1: a tenth of the range of one feature).</p>")
         return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-                f"<title>{esc(self.title)}</title><style>{style}</style></head><body>"
+                f"<title>{esc(self.title)}</title><style>{_STYLE}</style></head><body>"
                 + "".join(body) + "</body></html>")
-
-
-def _num(v: Any) -> str:
-    """A case's value in full (:func:`core.shown.number_text`): the story's
-    recourse values are the checked ones, digit for digit."""
-    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)):
-        return number_text(v)
-    return str(v)
 
 
 def _short(v: Any) -> str:
@@ -94,12 +140,33 @@ def _region(ens: TreeEnsemble, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lower, upper
 
 
-def _conditions(schema: Schema | None, names: list[str], bounded: list[int], lower: np.ndarray, upper: np.ndarray
-                ) -> list[str]:
-    """The region's bounds as plain conditions: a one-hot column as "group is (not)
-    level", whole numbers as values, LightGBM's +-1e-35 zero zone as 0."""
+def _inward(lo: float, hi: float, v: float) -> tuple[float, float]:
+    """The bounds of ``lo < x <= hi`` as written: each to :data:`core.shown.BOUND_DIGITS`
+    significant digits (more when the case's own value ``v`` would fall outside),
+    the lower rounded up and the upper rounded down, so the box written lies inside the
+    exact one (every case in it gets the same answer) and reads true of ``v``; a bound
+    that is a short number but for float noise (32.650000000000006) is that number."""
+    def near(t: float, digits: int, inward: str) -> float:
+        if not np.isfinite(t):
+            return t
+        short = round_sig(t, digits)
+        return short if abs(short - t) <= 1e-12 * abs(t) else round_sig(t, digits, inward)
+
+    for digits in range(BOUND_DIGITS, 18):
+        a, b = near(lo, digits, "up"), near(hi, digits, "down")
+        if a < v <= b:
+            return a, b
+    return lo, hi
+
+
+def _conditions(schema: Schema | None, names: list[str], bounded: list[int], lower: np.ndarray, upper: np.ndarray,
+                x: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The region's bounds as plain conditions true of the case ``x``: a one-hot column
+    as "group is (not) level", whole numbers as values, LightGBM's +-1e-35 zero zone as
+    0, other numbers by :func:`_inward`; and the box they describe (lower, upper)."""
     spec = {f.name: f for f in schema.features}
     out: list[str] = []
+    lower, upper = lower.copy(), upper.copy()
     hot: dict[str, str] = {}                       # group -> its one level, when the region names it
     cold: dict[str, list[str]] = {}                # group -> levels the region excludes
     for j in bounded:
@@ -132,19 +199,29 @@ def _conditions(schema: Schema | None, names: list[str], bounded: list[int], low
             if f.kind == "binary":                 # 0/1: a bound on either side is a value
                 a, b = (a if a is not None else 0), (b if b is not None else 1)
             if a is not None and b is not None:
-                out.append(f"{names[j]} = {a}" if a == b else f"{names[j]} from {a} to {b}")
+                out.append(f"{names[j]} = {number_text(a)}" if a == b else
+                           f"{names[j]} from {number_text(a)} to {number_text(b)}")
             elif b is not None:
-                out.append(f"{names[j]} at most {b}")
+                out.append(f"{names[j]} at most {number_text(b)}")
             else:
-                out.append(f"{names[j]} at least {a}")
+                out.append(f"{names[j]} at least {number_text(a)}")
             continue
-        if np.isfinite(lo) and np.isfinite(hi):
-            out.append(f"{names[j]} above {bound_text(lo)} and at most {bound_text(hi)}")
-        elif np.isfinite(hi):
-            out.append(f"{names[j]} at most {bound_text(hi)}")
+        v = float(x[j])
+        if lo == 0.0 and lower[j] != 0.0 and not v > 0:      # x > -1e-35: the case's 0 is in, "above 0" is not
+            low_word, lo = "at least", 0.0
         else:
-            out.append(f"{names[j]} above {bound_text(lo)}")
-    return out
+            low_word = "above"
+            lo, _ = _inward(lo, np.inf, v)
+        _, hi = _inward(-np.inf, hi, v)
+        lower[j] = np.nextafter(lo, -np.inf) if low_word == "at least" else lo
+        upper[j] = hi
+        if np.isfinite(lo) and np.isfinite(hi):
+            out.append(f"{names[j]} {low_word} {number_text(lo)} and at most {number_text(hi)}")
+        elif np.isfinite(hi):
+            out.append(f"{names[j]} at most {number_text(hi)}")
+        else:
+            out.append(f"{names[j]} {low_word} {number_text(lo)}")
+    return out, lower, upper
 
 
 def _columns_text(schema: Schema | None, features: list[str]) -> str:
@@ -200,15 +277,24 @@ def _share_text(p: float) -> str:
     return "over 99.99%" if p > 0.5 else "under 0.01%"
 
 
+def _proba(ws: Any, x: np.ndarray) -> np.ndarray | None:
+    """The model's own class probabilities for one row (None when it gives none)."""
+    if ws.model_kind == "linear":
+        return ws.linear.predict_proba(x[None, :])[0] if ws.linear.has_proba else None
+    if ws.model_kind == "black_box":
+        return ws.model.predict_proba(model_input(ws.ensemble, x[None, :]))[0] if ws.model.has_proba else None
+    return ws.ensemble.predict_proba(x[None, :])[0]
+
+
 def _decision(case: _Case) -> tuple[Section, Any]:
     """1. The decision, and the model's prediction."""
     ens, x, target = case.ens, case.x, case.target
-    pred = ens.predict(x[None, :])[0]
+    pred = case.ws.predict(x[None, :])[0]
     if ens.is_classifier:
-        proba = ens.predict_proba(x[None, :])[0]
-        p = float(proba[list(ens.classes).index(pred)])
-        decision = (f"The model decides **{case.ws.outcome_text(pred)}** for this case, with a score of "
-                    f"{_share_text(p)} for that outcome.")
+        proba = _proba(case.ws, x)
+        p = None if proba is None else float(proba[[str(c) for c in ens.classes].index(str(pred))])
+        decision = (f"The model decides **{case.ws.outcome_text(pred)}** for this case"
+                    + (f", with a score of {_share_text(p)} for that outcome." if p is not None else "."))
     else:
         decision = f"The model predicts **{approx_text(float(pred))}** for this case."
     want = (f"The outcome asked for is **{case.ws.outcome_text(target)}**." if ens.is_classifier else
@@ -222,13 +308,16 @@ def _where(case: _Case) -> Section:
     ens, X = case.ens, case.X
     lower, upper = _region(ens, case.x)
     bounded = [j for j in range(ens.n_features) if np.isfinite(lower[j]) or np.isfinite(upper[j])]
-    same = int(np.all((X > lower) & (X <= upper), axis=1).sum())
-    parts = _conditions(case.schema, case.names, bounded, lower, upper)
+    parts, lower, upper = _conditions(case.schema, case.names, bounded, lower, upper, case.x)
     if not parts:
         return ("Where the case sits", ("The model gives the same answer to every input.",))
+    same = int(np.all((X > lower) & (X <= upper), axis=1).sum())   # in the box as written
+    whose = ("every tree of the model" if case.ws.model_kind == "tree_ensemble" else
+             f"every tree of the model's surrogate (a tree ensemble that agrees with the model on "
+             f"{_share_text(case.ws.surrogate.fidelity)} of held-out cases; the model itself was not read exactly)")
     region = (f"Every case with {', '.join(parts[:8])}{' (and more conditions)' if len(parts) > 8 else ''} gets "
-              f"exactly the same answer from every tree of the model; of the {len(X)} cases in the data, {same} "
-              f"{'lies' if same == 1 else 'lie'} in this region.")
+              f"exactly the same answer from {whose}; of the {number_text(len(X))} cases in the "
+              f"data, {number_text(same)} {'lies' if same == 1 else 'lie'} in this region.")
     return ("Where the case sits", (region,))
 
 
@@ -236,22 +325,35 @@ def _smallest_change(case: _Case, time_limit: float) -> tuple[Section, pd.DataFr
     """3. The smallest change: the section, the table of the case (and its
     counterfactual), the solver's result and the raw columns changed (None: no change found)."""
     ws, raw, fixed = case.ws, case.raw, case.fixed
-    res = optimal_counterfactual(case.ens, case.x, case.target, schema=case.schema, fixed=fixed, X_ref=case.X,
-                                 model=ws.model, time_limit=time_limit)
+    solve_on, extra = ws.query_model()
+    res = optimal_counterfactual(solve_on, case.x, case.target, schema=case.schema, fixed=fixed, X_ref=case.X,
+                                 time_limit=time_limit, **extra)
     table = pd.DataFrame([raw], index=["this case"])
     if not res.found:
         cf_text = f"No change of the features that may change gives the outcome asked for: {res.message}"
         return ("The smallest change", (cf_text,)), table, res, None
     cf_raw = ws.analyst_view(np.asarray(res.x, dtype=float)[None, :], [case.row]).iloc[0]
-    changed = [c for c in cf_raw.index if _num(cf_raw[c]) != _num(raw[c])]
-    steps = "; ".join(f"{c} from {_short(raw[c])} to {_num(cf_raw[c])}" for c in changed)
-    proven = ("This is proven to be the smallest such change" if res.status == "optimal" else
-              "This is the best change found in the time allowed (not proven the smallest)")
+    changed = [c for c in cf_raw.index if _cell(cf_raw[c]) != _cell(raw[c])]
+    steps = "; ".join(f"{c} from {_short(raw[c])} to {_cell(cf_raw[c])}" for c in changed)
+    kind = res.guarantee.kind if res.guarantee is not None else ""
+    proven = {"proven_optimal": "This is proven to be the smallest such change",
+              "valid_on_model": "The model itself was asked and gives the outcome asked for; the change is the "
+                                "smallest found through its surrogate, not proven the smallest for the model"
+              }.get(kind, "This is the best change found in the time allowed (not proven the smallest)")
     checked = " The original model was asked again and agrees." if res.valid else ""
-    cf_text = (f"Changing {steps} gives the outcome asked for. {proven} (cost {res.cost:.3g}, with each "
-               f"feature measured against its range; fixed: {_columns_text(case.schema, fixed)}).{checked}")
+    cf_text = (f"Changing {steps} gives the outcome asked for. {proven} (cost {approx_text(res.cost, 3)}, with "
+               f"each feature measured against its range; fixed: {_columns_text(case.schema, fixed)}).{checked}")
     table = pd.concat([table, pd.DataFrame([cf_raw], index=["counterfactual"])])
     return ("The smallest change", (cf_text,)), table, res, changed
+
+
+def _how_many(share: float) -> str:
+    """For how many cases a rule speaks, in words that match the share: "few" only when few."""
+    if share < 0.25:
+        return "few of them"
+    if share < 0.5:
+        return "fewer than half of them"
+    return "many of them, but not as many as asked"
 
 
 def _rule(case: _Case, rules: Any) -> tuple[Section, Any]:
@@ -271,59 +373,152 @@ def _rule(case: _Case, rules: Any) -> tuple[Section, Any]:
                  "so it is less sure.")
     if weak_set:
         text += (f" Caveat: changing only these features gives the outcome for {rule.cdp:.0%} of cases like this "
-                 f"one (below the {rules.pi:.0%} asked for), so the rule speaks for few of them; read it as a "
-                 "hint, and the smallest change above as the answer for this case.")
+                 f"one (below the {rules.pi:.0%} asked for), so the rule speaks for {_how_many(rule.cdp)}; read "
+                 "it as a hint, and the smallest change above as the answer for this case.")
     return ("A rule for cases like this one", (text,)), rule
 
 
-def _group_label(case: _Case, audited: pd.DataFrame | None, attr: str) -> str | None:
-    """The case's group of attribute ``attr``: as the audit labelled it, or a whole value of its column."""
-    if audited is not None and case.row in audited.index and f"group:{attr}" in audited.columns:
-        return str(audited.at[case.row, f"group:{attr}"])
-    if attr in case.names:
-        v = case.x[case.names.index(attr)]
-        return str(int(v)) if float(v).is_integer() else None
-    return None
+def _group_name(attr: str, label: str) -> str:
+    """``sex = 1``; a numeric attribute's quartile bin reads ``age in (30, 45]``."""
+    return f"{attr} in {label}" if label[:1] in "[(" else f"{attr} = {label}"
 
 
-def _audit_paragraph(audit: Any, attr: str, label: str, g: pd.Series) -> str:
-    """How group ``attr = label`` (its row ``g`` of the audit's groups) fares, and its gap in cost."""
-    text = (f"In the audit, the group {attr} = {label} ({int(g['rows'])} audited cases) has a recourse for "
-            f"{g['feasible']:.0%} of its cases, at a mean cost of {g['cost']:.3g}.")
-    t = audit.tests[(audit.tests["attribute"] == attr) & (audit.tests["group"].astype(str) == label)
-                    & (audit.tests["metric"] == "cost")]
-    if len(t):
-        t = t.iloc[0]
-        text += (f" The reference group ({attr} = {t['reference']}) pays {t['reference_value']:.3g}; the gap "
-                 f"is {t['gap']:+.3g} (95% interval {t['gap_lo']:+.3g} to {t['gap_hi']:+.3g}), "
-                 + ("significant after correcting for the number of tests." if bool(t["significant"]) else
-                    "not significant after correcting for the number of tests."))
-    elif bool(g.get("reference", False)):
-        text += " It is the reference group the others are compared with."
-    return text
+def _attributes(case: _Case, audit: Any) -> dict[str, list[int] | None]:
+    """The audit's protected attributes -> their features in this model (None: not found)."""
+    chosen = (audit.meta.get("parameters") or {}).get("protected") or {}
+    out: dict[str, list[int] | None] = {}
+    for attr in sorted({str(a) for a in audit.groups["attribute"]} | set(chosen)):
+        cols = chosen.get(attr)
+        out[attr] = [case.names.index(c) for c in cols] if cols and all(c in case.names for c in cols) else None
+    return out
 
 
-def _groups(case: _Case, audit: Any) -> Section | None:
-    """5. How the case's groups fare in the audit, or which they are when no audit is given."""
-    features = case.schema.features
-    if audit is not None and len(audit.groups):
-        paras = []
-        audited = audit.rows.set_index("row") if "row" in audit.rows else None
-        for attr in sorted(set(audit.groups["attribute"])):
-            label = _group_label(case, audited, attr)
-            g = audit.groups[(audit.groups["attribute"] == attr) & (audit.groups["group"].astype(str) == label)]
-            if label is None or g.empty:
-                continue
-            paras.append(_audit_paragraph(audit, attr, label, g.iloc[0]))
-        return ("How the case's group fares", tuple(paras)) if paras else None
-    group_cols = sorted({(f.group or f.name) for f in features if f.protected})
-    if not group_cols:
+def _group_label(case: _Case, audit: Any, attr: str, cols: list[int] | None) -> str | None:
+    """The case's group of ``attr``: as the audit labelled it when it audited the case,
+    otherwise as the audit labels every row of the data (:func:`core.audit.stats.group_labels`:
+    a one-hot or categorical column's level, a value, or a quartile bin of the same data)."""
+    rows, col = audit.rows, f"group:{attr}"
+    if "row" in rows and col in rows:
+        hit = rows.loc[rows["row"] == case.row, col]
+        if len(hit):
+            return str(hit.iloc[0])
+    if cols is None:
         return None
-    protected = [f.name for f in features if f.protected]
-    values = ", ".join(f"{c} = {_short(case.raw[c])}" for c in group_cols if c in case.raw.index)
-    return ("How the case's group fares", (
-        f"The case's protected attributes: {values or ', '.join(protected)}. Run the fairness audit to see how "
-        "its group fares.",))
+    return str(group_labels(case.X, case.names, cols, attr)[case.row])
+
+
+def _value_text(metric: str, v: float) -> str:
+    return _share_text(v) if metric in SHARES else approx_text(v, 3)
+
+
+def _diff_text(metric: str, d: float) -> str:
+    return f"{approx_text(100 * d, 3)} points" if metric in SHARES else approx_text(d, 3)
+
+
+def _gap_sentence(t: pd.Series, attr: str, label: str) -> str:
+    """One comparison of the audit told from the side of the group ``label``, whichever
+    of the two is the reference: who is worse off, on what, by how much, how sure."""
+    mine = str(t["group"]) == label
+    other = str(t["reference"] if mine else t["group"])
+    a, b = (t["group_value"], t["reference_value"]) if mine else (t["reference_value"], t["group_value"])
+    gap, lo, hi = (t["gap"], t["gap_lo"], t["gap_hi"]) if mine else (-t["gap"], -t["gap_hi"], -t["gap_lo"])
+    key = str(t["metric"])
+    m = METRICS[key]
+    who, them = _group_name(attr, label), _group_name(attr, other)
+    how = (f"{'higher' if gap > 0 else 'lower'} by {_diff_text(key, abs(gap))}" if gap != 0 else "no difference")
+    sure = (f"95% interval of the difference {_diff_text(key, lo)} to {_diff_text(key, hi)}; permutation "
+            f"p = {approx_text(t['p_value'], 2)}, Holm-adjusted p = {approx_text(t['p_holm'], 2)}")
+    if bool(t["significant"]):
+        worse = gap < 0 if m.higher_is_better else gap > 0
+        return (f"**{who} is {'worse' if worse else 'better'} off than {them} on the {m.label}**: "
+                f"{_value_text(key, a)} against {_value_text(key, b)} ({how}; {sure}), significant after "
+                "correcting for the number of tests.")
+    return (f"On the {m.label}, {who} has {_value_text(key, a)} against {_value_text(key, b)} for {them} ({how}; "
+            f"{sure}), not significant after correcting for the number of tests.")
+
+
+def _fares(audit: Any, attr: str, label: str, g: pd.Series) -> tuple[list[str], str]:
+    """How group ``attr = label`` (its row ``g`` of the audit's groups) fares: paragraphs,
+    and the headline for the summary (its most significant gap, or that there is none)."""
+    who = _group_name(attr, label)
+    cost = (f", at a mean cost of {approx_text(g['cost'], 3)} (median {approx_text(g['cost_median'], 3)})"
+            if "cost" in g and np.isfinite(g["cost"]) else "")
+    first = (f"In the audit, the group {who} ({number_text(int(g['rows']))} audited cases) has a recourse for "
+             f"{_share_text(float(g['feasible']))} of its cases{cost}.")
+    if bool(g.get("reference", False)):
+        first += (f" It is the largest group of {attr}, so the audit compares the other groups with it; each "
+                  "comparison is told here from this group's side.")
+    tests = audit.tests
+    if len(tests):
+        tests = tests[(tests["attribute"].astype(str) == attr) & ((tests["group"].astype(str) == label)
+                                                                   | (tests["reference"].astype(str) == label))]
+    sig = tests[tests["significant"].astype(bool)].sort_values("p_holm") if len(tests) else tests
+    paras = [first] + [_gap_sentence(t, attr, label) for _, t in sig.iterrows()]
+    if len(sig):
+        return paras, paras[1]
+    if not len(tests):
+        none = (f"The audit compared no other group with {who}: a comparison needs at least two audited cases "
+                "with a recourse in each group.")
+        return paras + [none], none
+    none = (f"No gap between {who} and another group of {attr} is significant after correcting for the "
+            f"{number_text(len(audit.tests))} tests of the audit.")
+    costs = [_gap_sentence(t, attr, label) for _, t in tests[tests["metric"] == "cost"].iterrows()]
+    return paras + [" ".join([none, *costs])], none
+
+
+def _cost_figure(audit: Any, attr: str, label: str) -> str:
+    """The audit's mean recourse cost per group of ``attr`` with its interval, the case's group marked."""
+    g = audit.groups[audit.groups["attribute"].astype(str) == attr]
+    if not len(g) or "cost" not in g:
+        return ""
+    return interval_chart_svg(
+        [f"{_group_name(attr, str(v))} (n = {number_text(int(n))})" for v, n in zip(g["group"], g["rows"])],
+        g["cost"], g["cost_lo"], g["cost_hi"], highlight=[str(v) == label for v in g["group"]],
+        title=f"Mean recourse cost per group of {attr} in the audit, with 95% bootstrap intervals (this case's "
+              "group in red)", axis="mean recourse cost (each change measured against its feature's range)")
+
+
+def _groups(case: _Case, audit: Any) -> tuple[Section, list[str], str]:
+    """5. How the case's groups fare in the audit (or why the story cannot tell): the
+    section, its headlines for the summary, and its figure (SVG markup, or "")."""
+    if audit is None:
+        features = case.schema.features
+        group_cols = sorted({(f.group or f.name) for f in features if f.protected})
+        if not group_cols:
+            return (GROUPS, ("No column is marked protected in the feature settings, so the story has no group to "
+                             "tell. Mark one on the Data & model page and run the fairness audit.",)), [], ""
+        values = ", ".join(f"{c} = {_short(case.raw[c])}" for c in group_cols if c in case.raw.index)
+        return (GROUPS, (f"The case's protected attributes: {values or ', '.join(group_cols)}. No fairness audit "
+                         "of this data was given, so how its group fares is not told; run the fairness audit to "
+                         "include it.",)), [], ""
+    if not len(audit.groups):
+        text = "The audit has no per-group results to tell (none of its groups had an audited case)."
+        return (GROUPS, (text,)), [text], ""
+    paras: list[str] = []
+    heads: list[str] = []
+    figures: list[str] = []
+    asked = (audit.meta.get("parameters") or {}).get("target")
+    if case.ens.is_classifier and asked is not None and str(asked) != outcome_text(case.target):
+        paras.append(f"The audit measured the recourse towards {case.ws.outcome_text(asked)} of the cases decided "
+                     f"otherwise; this story asks for {case.ws.outcome_text(case.target)}.")
+    for attr, cols in _attributes(case, audit).items():
+        label = _group_label(case, audit, attr, cols)
+        if label is None:
+            paras.append(f"The audit's attribute {attr} is not among this model's features, so the story cannot "
+                         "place the case in one of its groups.")
+            continue
+        g = audit.groups[(audit.groups["attribute"].astype(str) == attr) & (audit.groups["group"].astype(str) == label)]
+        if g.empty:
+            text = (f"The audit has no case of the group {_group_name(attr, label)}: it audited cases decided "
+                    "unfavourably and none of them is in this group, so it says nothing about how the group fares.")
+            paras.append(text)
+            heads.append(text)
+            continue
+        told, head = _fares(audit, attr, label, g.iloc[0])
+        paras += told
+        heads.append(head)
+        figures.append(_cost_figure(audit, attr, label))
+    return (GROUPS, tuple(paras)), heads, "".join(figures)
 
 
 def case_story(ws: Workspace, row: int, target: Any, *, time_limit: float = 30.0, rules: Any = None,
@@ -346,9 +541,15 @@ def case_story(ws: Workspace, row: int, target: Any, *, time_limit: float = 30.0
         sections.append(told)
         if rule is not None:
             facts["rule"] = rule
-    groups = _groups(case, audit)
-    if groups is not None:
-        sections.append(groups)
+    groups, heads, figure = _groups(case, audit)
+    sections.append(groups)
+    summary = [decision[1][0], _first_sentence(change[1][0]), *heads]
     title = (f"Case {row}: {case.ws.outcome_text(pred)} → {case.ws.outcome_text(target)}" if case.ens.is_classifier
              else f"Case {row}")
-    return CaseStory(row=row, title=title, sections=tuple(sections), table=table, facts=facts)
+    return CaseStory(row=row, title=title, sections=tuple(sections), table=table, facts=facts,
+                     summary=tuple(summary), figure=figure)
+
+
+def _first_sentence(text: str) -> str:
+    """A paragraph's first sentence (up to ". " before a capital letter)."""
+    return re.split(r"(?<=[.:])\s+(?=[A-Z])", text, maxsplit=1)[0]

@@ -9,6 +9,23 @@ becomes a :class:`core.counterfactual.CounterfactualResult` (if the short
 point failed a check, the solver's own point is checked instead). :class:`QueryRun`
 holds what every result of one query shares (parameters, clock, timings, the
 original model), so the solvers' many exits each state only what differs.
+
+Minimal recourse
+----------------
+A returned counterfactual asks for no change it does not need: after the
+checks, :func:`minimal_point` tries to undo each change (a *unit*: one
+feature, a one-hot group as one, a number with its "is missing" feature
+(:mod:`core.model.missing`) as one, so a fill of a missing value is one change)
+and keeps the point without it whenever the target is still met, on the
+ensemble and the original model, until no change can be undone. Undoing never
+raises the cost (every unit costs at least 0). For a proven optimum only a
+change of cost 0 can go (a fill at the column's median with the default
+weight 0, a feature of weight 0): among the optima it returns one with no
+needless change. Were a change of positive cost to go from a proven optimum
+(beyond the integer scaling's rounding, :data:`PROOF_TOLERANCE`), the proof
+would not hold: the cheaper point is returned as "feasible", never as
+"optimal". From a time-limited or warm-start point an undone change lowers the
+cost, and the gap is recomputed.
 """
 
 from __future__ import annotations
@@ -16,23 +33,31 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from core.cells.problem import CellProblem, explain_infeasible
 from core.counterfactual import CounterfactualResult, Target, changes_between
 from core.model import TreeEnsemble
+from core.model.missing import indicator_of
 from core.model.native import native_input, native_outputs
 from core.schema import INTEGRAL_KINDS
 from core.shown import shortest_inside
 
-__all__ = ["QueryRun", "check_on_model", "shown_point"]
+__all__ = ["QueryRun", "check_on_model", "shown_point", "minimal_point", "change_units"]
 
 #: how far (as a share of the feature's span) a shown value may sit from its cell's cheapest point
 SHOWN_TOLERANCE = 1e-4
 
 DISAGREES = "The original model disagrees with the converted ensemble on this point."
+
+#: a unit undone from a proven optimum may lower the cost by this share of it at most (CP-SAT's integer
+#: scaling rounds each feature's cost by at most n_features / 2e9 of the upper bound)
+PROOF_TOLERANCE = 1e-6
+
+NOT_PROVEN = ("The solver's proof of optimality did not hold: the point it returned kept the target without "
+              "one of its changes, at a lower cost. This cheaper point is valid; its optimality is not proven.")
 
 
 @dataclass
@@ -48,25 +73,29 @@ class QueryRun:
     def result(self, x: np.ndarray | None, cost: float, status: str, *, backend: str, gap: float = 0.0,
                lower_bound: float = 0.0, message: str = "", check: bool = True) -> CounterfactualResult:
         """The result for point ``x`` (None: no point), re-checked on the
-        ensemble and, with ``check``, on the original model; a point that fails
-        becomes status "error" without a point."""
+        ensemble and, with ``check``, on the original model, then made minimal
+        (:func:`minimal_point`); a point that fails becomes status "error"
+        without a point."""
         prob, ens = self.prob, self.prob.ens
         valid, pred = False, None
         if x is not None:
             disagrees = False
             for cand in _candidates(prob, x):
                 valid = bool(prob.is_valid(cand[None, :])[0])
-                if valid and check and self.model is not None:
-                    valid = check_on_model(self.model, ens, cand, prob.target)
-                    disagrees = not valid
-                if valid and check:                 # every other model a point must convince, as loaded
-                    valid = all(check_on_model(o.model, o.ens, cand, o.target) for o in prob.others
-                                if o.model is not None)
+                if valid:
+                    valid = self.convinces(cand, check)
                     disagrees = not valid
                 if valid:
                     x = cand
                     break
             message = DISAGREES if disagrees else message
+            if valid:
+                x, saved = minimal_point(prob, x, lambda y: self.convinces(y, check))
+                if not np.isfinite(saved):              # a point off the grid's costs: its cells' cost
+                    saved = cost - float(prob.cost_of(prob.interval_of(x)[0]))
+                if saved > 0:
+                    cost, status, gap, lower_bound, message = _after_undo(cost, saved, status, gap, lower_bound,
+                                                                          message)
             pred = ens.predict(x[None, :])[0]
         return CounterfactualResult(
             x=x if valid else None, cost=float(cost), status=status if (valid or x is None) else "error",
@@ -74,6 +103,15 @@ class QueryRun:
             changes=changes_between(ens, prob.x_hat, x) if (x is not None and valid) else (),
             backend=backend, params=self.params, x_query=prob.x_hat.copy(), lower_bound=float(lower_bound),
             valid=valid, message=message, prediction=pred, timings=dict(self.timings))
+
+    def convinces(self, x: np.ndarray, check: bool = True) -> bool:
+        """Does ``x``, valid on the ensemble, also convince the original model and
+        every further model, as loaded (``check`` False: no such check)?"""
+        if not check:
+            return True
+        if self.model is not None and not check_on_model(self.model, self.prob.ens, x, self.prob.target):
+            return False
+        return all(check_on_model(o.model, o.ens, x, o.target) for o in self.prob.others if o.model is not None)
 
     def infeasible(self, backend: str) -> CounterfactualResult:
         """No point: proven that none exists, and why (:func:`explain_infeasible`)."""
@@ -84,6 +122,65 @@ class QueryRun:
         """No point found within the time limit (nothing proven)."""
         return self.result(None, np.inf, "time_limit", backend=backend, gap=np.inf,
                            message="No counterfactual was found within the time limit; allow more time.")
+
+
+def _after_undo(cost: float, saved: float, status: str, gap: float, lower_bound: float, message: str
+                ) -> tuple[float, str, float, float, str]:
+    """(cost, status, gap, lower bound, message) once undone changes saved ``saved``."""
+    new = max(cost - saved, 0.0)
+    if status == "optimal":
+        if saved <= PROOF_TOLERANCE * max(abs(cost), 1e-12):    # a rounding of the integer scaling
+            return new, status, gap, min(lower_bound, new), message
+        return new, "feasible", float("inf"), 0.0, NOT_PROVEN
+    if np.isfinite(gap) and np.isfinite(lower_bound):
+        gap = max(0.0, (new - lower_bound) / max(abs(new), 1e-12))
+    return new, status, gap, min(lower_bound, new), message
+
+
+def change_units(prob: CellProblem) -> list[np.ndarray]:
+    """The features that change together, as the analyst reads a change: each
+    one-hot group as one, a number with its "is missing" feature as one, every
+    other feature alone."""
+    d = prob.n_features
+    owner = np.arange(d)
+    for g in prob.groups:
+        owner[list(g)] = g[0]
+    for j, k in indicator_of(prob.ens).items():
+        owner[k] = owner[j]
+    return [np.flatnonzero(owner == u) for u in np.unique(owner)]
+
+
+def minimal_point(prob: CellProblem, x: np.ndarray, convinces: Callable[[np.ndarray], bool] | None = None
+                  ) -> tuple[np.ndarray, float]:
+    """``x`` with every change that is not needed undone (see the module
+    docstring), and the cost that saved (the cells' costs of the undone units).
+
+    A change is undone when the point without it is still valid
+    (:meth:`CellProblem.is_valid`: the target, further models, plausibility)
+    and ``convinces`` it (the original models); the costliest changes are tried
+    first, and the pass repeats until no change can be undone, so no single
+    change of the result can be undone with the target kept."""
+    x = np.array(x, dtype=float)
+    x_hat = prob.x_hat
+    units = [u for u in change_units(prob) if np.any(x[u] != x_hat[u])]
+    if not units:
+        return x, 0.0
+    cells = prob.interval_of(x)[0]
+    price = {int(u[0]): float(sum(prob.costs[j][cells[j]] for j in u)) for u in units}
+    saved = 0.0
+    while units:
+        units.sort(key=lambda u: (-price[int(u[0])], int(u[0])))
+        trial = np.repeat(x[None, :], len(units), axis=0)
+        for i, u in enumerate(units):
+            trial[i, u] = x_hat[u]
+        ok = prob.is_valid(trial)
+        gone = next((i for i in np.flatnonzero(ok) if convinces is None or convinces(trial[i])), None)
+        if gone is None:
+            break
+        x = trial[gone]
+        saved += price[int(units[gone][0])]
+        units.pop(gone)
+    return x, saved
 
 
 def _candidates(prob: CellProblem, x: np.ndarray) -> list[np.ndarray]:

@@ -24,6 +24,8 @@ from core.shown import bound_text
 
 __all__ = ["FCCAResult", "explain_flat_curves"]
 
+_Q_TOL = 1e-12   # Q compared with a share k / n: a level typed as 0.7 keeps the share 21/30
+
 
 def _precision(v: float, digits: int) -> int:
     """Significant digits for ``v``: ``digits``, or the integer part and one more."""
@@ -88,14 +90,26 @@ class FCCAResult:
             raise FCCAError(f"Q is a quantile level in [0, 1]; got {Q}.")
         return Q
 
+    def _cdf(self) -> np.ndarray:
+        """Per threshold (aligned with ``thresholds``), the share of thresholds
+        counted at most as often as it: the distribution function of the
+        multiplicities at its own count."""
+        counts = self.thresholds["count"].to_numpy()
+        return np.searchsorted(np.sort(counts), counts, side="right") / max(counts.size, 1)
+
     def level(self, Q: float) -> float:
-        """F_Q: the Q-quantile of the multiplicities."""
+        """F_Q: the Q-quantile of the distribution of the multiplicities, the
+        smallest count ``c`` with at least a share Q of the thresholds counted
+        ``<= c`` (the inverse of their distribution function, so always a count
+        some threshold has; inf when there is no threshold)."""
         Q = self._check_q(Q)
         counts = self.thresholds["count"].to_numpy()
-        return float(np.quantile(counts, Q)) if counts.size else np.inf
+        keep = self._cdf() >= Q - _Q_TOL
+        return float(counts[keep].min()) if keep.any() else np.inf
 
     def kept(self, Q: float) -> np.ndarray:
-        """Mask over ``thresholds``: kept at level Q (``count >= F_Q``)."""
+        """Mask over ``thresholds``: kept at level Q (``count >= F_Q``; every
+        threshold whose count ties with F_Q is kept)."""
         return self.thresholds["count"].to_numpy() >= self.level(Q)
 
     def select(self, Q: float) -> pd.DataFrame:
@@ -104,16 +118,10 @@ class FCCAResult:
 
     def max_q(self) -> pd.Series:
         """For each threshold (aligned with ``thresholds``), the highest Q at
-        which it is kept: with the sorted multiplicities ``s`` (n of them),
-        ``(#{s <= count} - 1) / (n - 1)`` (1 when n = 1), exact for linear
-        interpolation."""
-        counts = self.thresholds["count"].to_numpy()
-        n = counts.size
-        if n <= 1:
-            return pd.Series(np.ones(n), index=self.thresholds.index, name="max_q")
-        s = np.sort(counts)
-        k = np.searchsorted(s, counts, side="right") - 1
-        return pd.Series(k / (n - 1), index=self.thresholds.index, name="max_q")
+        which it is kept: the share of thresholds counted at most as often as
+        it (``#{counts <= its count} / n``), since ``count >= F_Q`` exactly
+        when that share is at least Q."""
+        return pd.Series(self._cdf(), index=self.thresholds.index, name="max_q")
 
     # ---- discretisation
     def _matrix(self, X: Any) -> np.ndarray:

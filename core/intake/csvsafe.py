@@ -7,7 +7,8 @@ a category, a file name) could run one on the analyst's machine. Following
 the OWASP rule on CSV injection, such text cells (and column names) get a
 leading single quote, which spreadsheets show as text. Numbers are left as
 they are (``-3.5`` is a number, not a formula), and so is text that is
-exactly a number.
+exactly a number. Numbers are written as everywhere else (:func:`core.shown.csv_cell`:
+``42``, not ``42.0``; full precision; an empty cell for a missing value).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import re
 from typing import Any
 
 import pandas as pd
+
+from core.shown import csv_cell
 
 __all__ = ["neutralise", "safe_frame", "to_csv"]
 
@@ -39,8 +42,8 @@ def safe_frame(df: pd.DataFrame) -> pd.DataFrame:
                 or isinstance(s.dtype, pd.CategoricalDtype)):
             continue
         cells = s.astype(object)
-        safe = cells.map(neutralise)
-        if not safe.equals(cells):                  # only columns with a formula cell change dtype
+        safe = pd.Series([neutralise(v) for v in cells], index=cells.index, dtype=object)
+        if not safe.equals(cells):                  # only columns with a formula cell change (never their dtype)
             out[col] = safe
     out.columns = [neutralise(c) if isinstance(c, str) else c for c in out.columns]
     return out
@@ -52,4 +55,9 @@ def to_csv(df: pd.DataFrame, **kwargs: Any) -> str:
     return is then quoted instead of breaking its row."""
     kwargs.setdefault("index", False)
     kwargs.setdefault("lineterminator", "\r\n")
-    return safe_frame(df).to_csv(**kwargs)
+    out = safe_frame(df)
+    for k in range(out.shape[1]):                   # numbers as shown everywhere: 42, not 42.0
+        s = out.iloc[:, k]
+        if pd.api.types.is_float_dtype(s) or pd.api.types.is_object_dtype(s):
+            out.isetitem(k, pd.Series([csv_cell(v) for v in s], index=s.index, dtype=object))
+    return out.to_csv(**kwargs)

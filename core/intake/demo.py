@@ -1,10 +1,13 @@
 """Built-in demo datasets and models (no network, no files from outside).
 
 * ``breast_cancer``: scikit-learn's bundled Wisconsin breast-cancer data
-  (569 rows, 30 numerical features); target ``benign`` (1 = benign).
+  (569 rows, 30 numerical features); target ``benign`` (1 = benign, 0 = malignant).
 * ``synthetic_credit``: a generated credit-lending dataset with numerical,
   integer, binary and one-hot categorical features and a protected attribute
-  ``sex`` (0 = male, 1 = female).
+  ``sex`` (0 = male, 1 = female); target ``approved`` (1 = approved, 0 = declined).
+
+Each demo names its classes (:attr:`DemoSpec.class_names`), so every page, the
+story and the reports speak of "approved" and "declined", not of 1 and 0.
 
 The deliberate bias of ``synthetic_credit``
 -------------------------------------------
@@ -28,7 +31,7 @@ payments may no longer be honoured: the Compare models page shows it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -42,6 +45,8 @@ __all__ = ["breast_cancer", "synthetic_credit", "DEMOS", "DemoSpec", "build_demo
 BIAS = 0.9
 LATE_V1, LATE_V2 = 0.6, 0.9      # score units per late payment, before and after the policy change
 EMPLOYMENT = ("employed", "self_employed", "unemployed", "student")
+CREDIT_CLASSES = {"0": "declined", "1": "approved"}
+CANCER_CLASSES = {"0": "malignant", "1": "benign"}     # scikit-learn's coding of the Wisconsin data
 
 
 def breast_cancer() -> tuple[pd.DataFrame, str]:
@@ -91,21 +96,23 @@ class DemoSpec:
     family: str
     params: dict[str, Any]
     description: str
+    class_names: dict[str, str] = field(default_factory=dict)   # class label as text -> its name
 
 
 DEMOS: dict[str, DemoSpec] = {
     "credit-lightgbm": DemoSpec(
         "Synthetic credit lending · LightGBM", synthetic_credit, "lightgbm",
         dict(n_estimators=100, max_depth=3, learning_rate=0.1),
-        "Generated lending data with a protected attribute (sex) and a documented bias in the labels."),
+        "Generated lending data with a protected attribute (sex) and a documented bias in the labels.",
+        CREDIT_CLASSES),
     "cancer-rf": DemoSpec(
         "Breast cancer · random forest", breast_cancer, "random_forest",
         dict(n_estimators=100, max_depth=5),
-        "scikit-learn's bundled Wisconsin breast-cancer data, 30 numerical features."),
+        "scikit-learn's bundled Wisconsin breast-cancer data, 30 numerical features.", CANCER_CLASSES),
     "cancer-xgb": DemoSpec(
         "Breast cancer · XGBoost", breast_cancer, "xgboost",
         dict(n_estimators=100, max_depth=4, learning_rate=0.1),
-        "The same data with a gradient-boosted XGBoost model."),
+        "The same data with a gradient-boosted XGBoost model.", CANCER_CLASSES),
 }
 
 

@@ -320,6 +320,8 @@ def _model_kind(data: bytes, name: str) -> str:
         return "lightgbm"
     if name.endswith(".skops"):
         return "skops"
+    if name.endswith(".onnx"):
+        return "onnx"
     if name.endswith((".pkl", ".pickle", ".joblib", ".sav")):
         return "pickle"
     head = data[:64].lstrip()
@@ -423,6 +425,10 @@ def load_model(source: Any, filename: str | None = None, *, allow_pickle: bool =
         return _load_lightgbm(data, filename)
     if kind == "skops":
         return _load_skops(data, filename)
+    if kind == "onnx":       # read and checked without running it, then run once within a time budget
+        from core.intake.parsing.onnx_runner import load_onnx
+
+        return load_onnx(data, filename)
     if kind == "pickle":
         return _load_pickle(data, filename, allow_pickle)
     raise ModelError(

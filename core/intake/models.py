@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from core.intake.parsing import parse, verify_against_source
-from core.model.ensemble import TreeEnsemble, _replace, register_converter
+from core.intake.parsing import parse, parse_any, verify_against_source, verify_linear
+from core.model.ensemble import TreeEnsemble, _replace, register_converter, register_model_converter
+from core.model.linear import LinearModel
 
-__all__ = ["from_model"]
+__all__ = ["from_model", "model_from"]
 
 
 def from_model(model: Any, *, feature_names: Sequence[str] | None = None,
@@ -62,4 +63,33 @@ def from_model(model: Any, *, feature_names: Sequence[str] | None = None,
     return ens
 
 
+def model_from(model: Any, *, verify: bool = True) -> TreeEnsemble | LinearModel:
+    """Convert a fitted model into the representation the analyses read: a
+    :class:`core.model.linear.LinearModel` for a supported linear model (or a pipeline
+    ending in one), a :class:`TreeEnsemble` otherwise (as :func:`from_model`); each
+    checked against the library's own outputs when ``verify``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from core.intake.models import model_from
+    >>> X = np.random.default_rng(0).normal(size=(200, 3)); y = (X[:, 0] > 0).astype(int)
+    >>> lin = model_from(LogisticRegression().fit(X, y))
+    >>> lin.kind, bool((lin.predict(X) == (X @ lin.coef[0] + lin.intercept[0] > 0)).all())
+    ('linear', True)
+    """
+    if isinstance(model, (TreeEnsemble, LinearModel)):
+        return model
+    out = parse_any(model)
+    if isinstance(out, TreeEnsemble):
+        if verify:
+            verify_against_source(out, model)
+        return out
+    if verify:
+        verify_linear(out, model)
+    return out
+
+
 register_converter(from_model)
+register_model_converter(model_from)

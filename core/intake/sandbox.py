@@ -62,9 +62,10 @@ from core import errors
 from core.errors import ModelError
 from core.intake import io as model_io
 from core.intake.io import _model_kind
-from core.intake.models import from_model
-from core.intake.parsing import probe_points
+from core.intake.models import model_from
+from core.intake.parsing import probe_points, verify_linear
 from core.model import TreeEnsemble
+from core.model.linear import LinearModel
 from core.model.native import native_outputs
 
 __all__ = ["VettedModel", "load_vetted", "TIME_LIMIT", "MEMORY_MB", "settings"]
@@ -91,7 +92,7 @@ def settings() -> tuple[float, int, bool]:
 class VettedModel:
     """A model file read safely: what :func:`core.intake.workspace.build_workspace` takes."""
 
-    ensemble: TreeEnsemble
+    ensemble: TreeEnsemble | LinearModel
     model: Any = None                       # the library's object, read in-process after vetting
     info: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0                    # time spent in the child
@@ -135,7 +136,14 @@ def _run_job(job: dict[str, Any], data: bytes) -> bytes:
             os.write(1, b"[LightGBM] [Warning] a library's own message on stdout\n")
             print("and a Python print", flush=True)
         model = model_io.load_model(data, job["filename"], allow_pickle=bool(job["allow_pickle"]))
-        ens = from_model(model)                 # verified against the library's own predictions
+        read = model_from(model)                # verified against the library's own outputs
+        if isinstance(read, LinearModel):       # read again and checked in the server (verify_linear)
+            arrays, meta = read.to_arrays()
+            header = json.dumps({"status": "ok", "meta": meta, "info": _file_info(model), "probe": False})
+            buf = io.BytesIO()
+            np.savez(buf, **arrays)
+            return header.encode() + b"\n" + buf.getvalue()
+        ens = read
         X = probe_points(ens, 16, seed=1)
         _, theirs, _ = native_outputs(ens, model, X)
         arrays, meta = ens.to_arrays()
@@ -196,7 +204,8 @@ _spare_lock = threading.Lock()
 _LIBRARY = {"xgboost": ("xgboost", "core.intake.parsing.xgboost"),
             "lightgbm": ("lightgbm", "core.intake.parsing.lightgbm"),
             "skops": ("skops.io", "core.intake.parsing.sklearn"), "pickle": ("joblib", "core.intake.parsing.sklearn"),
-            "catboost": ("core.intake.parsing.catboost",)}
+            "catboost": ("core.intake.parsing.catboost",),
+            "onnx": ("onnx", "onnxruntime", "core.intake.parsing.onnx")}
 STARTUP_LIMIT = 120.0  # seconds a child may take to import its libraries (not counted in the time limit)
 
 
@@ -243,6 +252,16 @@ def _stop_spare() -> None:
         proc.wait()
 
 
+def _end(proc: subprocess.Popen) -> None:
+    """Kill a child and reap it (its pipes closed)."""
+    if proc.poll() is None:
+        proc.kill()
+    try:
+        proc.communicate(timeout=5)
+    except (subprocess.TimeoutExpired, OSError, ValueError):
+        pass
+
+
 def _signal_name(code: int) -> str:
     try:
         return signal.Signals(-code).name
@@ -267,19 +286,25 @@ def load_vetted(data: bytes, filename: str, *, allow_pickle: bool = False, time_
     memory_mb = int(memory_mb or m_default)
     job = {"filename": filename, "allow_pickle": bool(allow_pickle), "memory_mb": memory_mb, "hook": _hook}
     proc = _take_child(_model_kind(data, filename.lower()), warm)
-    if not _wait_ready(proc, STARTUP_LIMIT):
-        proc.kill()
-        proc.communicate()
-        raise ModelError(f"The process that checks model files could not start (exit code {proc.returncode}). "
-                         "The server may be short of memory; try again in a moment.")
-    t0 = time.perf_counter()            # the time limit counts the work on the file, not the imports
-    timed_out = False
     try:
-        out, _ = proc.communicate(json.dumps(job).encode() + b"\n" + bytes(data), timeout=time_limit)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-        timed_out = True
+        if not _wait_ready(proc, STARTUP_LIMIT):
+            proc.kill()
+            proc.communicate()
+            raise ModelError(f"The process that checks model files could not start (exit code {proc.returncode}). "
+                             "The server may be short of memory; try again in a moment.")
+        t0 = time.perf_counter()            # the time limit counts the work on the file, not the imports
+        timed_out = False
+        try:
+            out, _ = proc.communicate(json.dumps(job).encode() + b"\n" + bytes(data), timeout=time_limit)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+            timed_out = True
+    except BaseException:
+        # interrupted while the child works (Ctrl-C, a signal whose handler raises, such as a
+        # test's time limit): the child is ended, not left reading the file on its own
+        _end(proc)
+        raise
     seconds = time.perf_counter() - t0
     how = "reading, converting and checking it"
     head, _, body = out.partition(b"\n")
@@ -306,7 +331,7 @@ def load_vetted(data: bytes, filename: str, *, allow_pickle: bool = False, time_
         if text == "memory":
             text = (f"{filename!r} needs more than {memory_mb:,} MB to read: it claims sizes it does not hold "
                     "or is very large. Re-save the model from its library.")
-        elif kind == "ModelError" and not text.startswith(repr(filename)):
+        elif kind == "ModelError" and not text.startswith(repr(filename)[:-1]):   # (also "'f (its booster)'")
             text = f"{filename!r} could not be read: {text}"
         cls = getattr(errors, str(kind), ModelError)
         raise (cls if isinstance(cls, type) and issubclass(cls, errors.AtlasError) else ModelError)(text)
@@ -317,6 +342,11 @@ def load_vetted(data: bytes, filename: str, *, allow_pickle: bool = False, time_
         raise ModelError(f"{filename!r}: the reader's reply was incomplete. Try again; if it persists, re-save "
                          "the model from its library.") from None
     probe_X, probe_out = arrays.pop("probe_X", None), arrays.pop("probe_out", None)
+    if message["meta"].get("kind") == "linear":
+        lin = LinearModel.from_arrays(arrays, message["meta"])
+        model = model_io.load_model(data, filename, allow_pickle=allow_pickle)   # vetted: the same bytes
+        verify_linear(lin, model)
+        return VettedModel(ensemble=lin, model=model, info=dict(message.get("info") or {}), seconds=seconds)
     ens = TreeEnsemble.from_arrays(arrays, message["meta"])
     model = model_io.load_model(data, filename, allow_pickle=allow_pickle)   # vetted: the same bytes read cleanly
     if probe_X is not None and not same_reading(ens, model, probe_X, probe_out):

@@ -47,12 +47,16 @@ from core.intake.matching import (
     norm_text,
     truncate_lightgbm_codes,
 )
-from core.intake.models import from_model
+from core.intake.models import from_model, model_from
+from core.intake.parsing.linear import is_linear
 from core.model import TreeEnsemble, missing
+from core.model.blackbox import BlackBoxModel
 from core.model.categorical import OTHER_CODE, decode, expand
+from core.model.linear import LinearModel
 from core.model.native import model_input
 from core.schema import Schema, infer_schema
 from core.shown import approx_text, check_class_names, number_text, outcome_text
+from core.surrogate import Surrogate, distill
 
 __all__ = ["Workspace", "build_workspace", "changes_line", "PositionalMatchRequired", "GENERIC_NAME"]
 
@@ -81,6 +85,15 @@ class Workspace:
     model_facts : the uploaded model's own size (trees, depth, leaves, features)
         when ``ensemble`` is a rewrite of it (categorical splits as one-hot trees).
     class_names : the analyst's names of a classifier's classes (label as text -> name).
+    model_kind : "tree_ensemble" (``ensemble`` is the model, exactly), or "black_box"
+        (``model`` is a :class:`core.model.blackbox.BlackBoxModel` run in its worker, and
+        ``ensemble`` is the view of its :attr:`surrogate` the analyses read; every
+        answer is checked on ``model``).
+        A linear model is "linear": ``linear`` is it, exactly, over this workspace's
+        columns (the optimal counterfactual and the region slices are exact on it), and
+        ``ensemble`` the view of a surrogate of it for the analyses that need trees.
+    surrogate : the :class:`core.surrogate.Surrogate` of a linear or black-box model, else None.
+    linear : the :class:`core.model.linear.LinearModel` of a linear model, else None.
     """
 
     name: str
@@ -99,6 +112,9 @@ class Workspace:
     ignored: tuple[str, ...] = ()
     model_facts: dict[str, Any] = field(default_factory=dict)
     class_names: dict[str, str] = field(default_factory=dict)
+    model_kind: str = "tree_ensemble"
+    surrogate: Surrogate | None = None
+    linear: LinearModel | None = None
 
     def outcome_text(self, value: Any) -> str:
         """A class or prediction as the analyst named it (:func:`core.shown.outcome_text`)."""
@@ -115,10 +131,20 @@ class Workspace:
             raise SchemaError(str(exc)) from None
         return replace(self, class_names=checked)
 
+    def predict(self, X: Any) -> np.ndarray:
+        """The model's own answers on rows of this workspace's view: the tree ensemble's, or
+        a black-box model's from its worker (never its surrogate's)."""
+        X = np.atleast_2d(np.asarray(X, dtype=float))
+        if self.linear is not None:
+            return self.linear.predict(X)
+        if self.model_kind == "black_box":
+            return self.model.predict(model_input(self.ensemble, X))
+        return self.ensemble.predict(X)
+
     @cached_property
     def predictions(self) -> np.ndarray:
         """The model's output on every row, computed once per workspace."""
-        return self.ensemble.predict(self.X.to_numpy(dtype=float))
+        return self.predict(self.X.to_numpy(dtype=float))
 
     @cached_property
     def columns(self) -> list:
@@ -130,6 +156,10 @@ class Workspace:
         """SHA-256 of the model's arrays and the rows (codes and target): the key
         of every cached result of this workspace, whatever its name or origin."""
         h = hashlib.sha256(self.ensemble.content_hash().encode())
+        if self.model_kind == "black_box":
+            h.update(str(getattr(self.model, "identity", "")).encode())
+        if self.linear is not None:
+            h.update(self.linear.content_hash().encode())
         h.update(np.ascontiguousarray(self.X.to_numpy(dtype=float)).tobytes())
         h.update("|".join(map(str, self.X.columns)).encode())
         if self.y is not None:
@@ -191,6 +221,11 @@ class Workspace:
             if name in out.columns:
                 out[name] = [MISSING if g else (int(v) if float(v).is_integer() else float(v))
                              for g, v in zip(gone, out[name].to_numpy(dtype=float))]
+        for col in self.columns:                # a column of whole numbers reads as whole numbers: 42, not 42.0
+            if col.categories is None and col.integral and col.missing is None and col.name in out.columns:
+                vals = out[col.name].to_numpy(dtype=float)
+                if np.all(np.isfinite(vals) & (vals == np.round(vals)) & (np.abs(vals) < 2.0 ** 53)):
+                    out[col.name] = vals.astype(np.int64)
         if "expanded" in ens.meta:
             info = ens.meta["expanded"]
             codes, names, cats = decode(ens.meta, X), info["names"], info["categories"]
@@ -292,7 +327,37 @@ class Workspace:
                               "load a schema saved for this model.")
         return replace(self, schema=schema)
 
+    def query_model(self) -> tuple[Any, dict[str, Any]]:
+        """What :func:`core.optimal.optimal_counterfactual` (and the batch, the audit, the
+        story) solve for this workspace, and the keyword arguments that go with it: the
+        tree ensemble with the original model for the re-checks; the linear model itself,
+        exactly; or the surrogate's view with the model and its surrogate (checked and
+        repaired on the model)."""
+        if self.model_kind == "linear":
+            return self.linear, {"model": self.model}
+        if self.model_kind == "black_box":
+            return self.ensemble, {"model": self.model, "surrogate": self.surrogate}
+        return self.ensemble, {"model": self.model}
+
+    @property
+    def kind_text(self) -> str:
+        """What kind of model this is and what its answers guarantee, in a few words."""
+        if self.model_kind == "linear":
+            return "linear model, read exactly"
+        if self.model_kind == "black_box":
+            fid = "" if self.surrogate is None else f" (agreement {100 * self.surrogate.fidelity:.1f}%)"
+            return f"any other model, run in a sandbox; checked on it, analysed through a surrogate{fid}"
+        return "tree ensemble, read exactly"
+
     def summary(self) -> dict[str, Any]:
+        if self.model_kind != "tree_ensemble":
+            source = self.linear.source if self.linear is not None else getattr(self.model, "source", "model")
+            s = {"family": source, "kind": self.kind_text, **self.model_facts}
+            s.update(self.model_info)
+            score = self.score_on_data()
+            if score is not None:
+                s[score[0]] = round(score[1], 4)
+            return s
         s = {**self.ensemble.summary(), **self.model_facts}
         s.update(self.model_info)
         score = self.score_on_data()
@@ -522,6 +587,11 @@ def build_workspace(df: pd.DataFrame, target: str | None, model: Any, *, name: s
     """
     if target is not None and target not in df.columns:
         raise DataError(f"Target column {target!r} is not in the table; columns are {list(df.columns)[:12]}.")
+    linear, original = _linear_of(model)
+    if isinstance(model, BlackBoxModel) or linear is not None:
+        return _answered_workspace(df, target, linear or model, original, name=name, data_sha256=data_sha256,
+                                   model_sha256=model_sha256, drop_missing=drop_missing, model_info=model_info,
+                                   schema=schema, confirm_positions=confirm_positions, protected=protected)
     ens, original, file_info = _as_model(model)
     if ens.task == "anomaly":
         raise UnsupportedModelError(
@@ -572,3 +642,111 @@ def build_workspace(df: pd.DataFrame, target: str | None, model: Any, *, name: s
                    ignored=tuple(ignored), model_facts=_native_facts(native, ens))
     warn = tuple(w for w in (_label_mismatch(ws), _report_gap(ws, file_info)) if w)
     return replace(ws, notes=ws.notes + warn) if warn else ws
+
+
+#: rows a black-box model's surrogate is distilled from, at most (a seeded sample of the table)
+SURROGATE_ROWS = 20_000
+
+
+def _analysis_view(ws_ensemble: TreeEnsemble) -> Any:
+    """The rewrites the workspace made of a native ensemble (categories as one-hot columns,
+    missing numbers as states), as one function of the native ensemble: a refitted
+    surrogate is read exactly as the first one was."""
+    info = ws_ensemble.meta.get("missing")
+    feats = [] if info is None else list(info["features"])
+    fill = [] if info is None else list(info["fill"])
+
+    def view(native: TreeEnsemble) -> TreeEnsemble:
+        out = expand(native)
+        if feats or out.routes_missing:
+            out = missing.expand(out, feats, fill)
+        return out
+    return view
+
+
+def _data_categories(bb: BlackBoxModel, table: pd.DataFrame) -> BlackBoxModel:
+    """Categories, read from the data, of the inputs a model takes as text without
+    listing their values (an ONNX graph's string inputs)."""
+    names = list(bb.meta.get("categories_from_data") or ())
+    if not names:
+        return bb
+    absent = [n for n in names if n not in table.columns]
+    if absent:
+        raise SchemaError(f"The model takes the text columns {absent[:6]}, which the table does not have.")
+    cats = list(bb.categories)
+    for n in names:
+        values = table[n].dropna()
+        cats[list(bb.feature_names).index(n)] = tuple(sorted({str(v) for v in values}))
+    return bb.with_categories(cats)
+
+
+def _linear_of(model: Any) -> tuple[LinearModel | None, Any]:
+    """(the LinearModel, the original object or None) when ``model`` is a linear model: a
+    LinearModel, a loaded file holding one (``.ensemble``), or a fitted linear model."""
+    if isinstance(model, LinearModel):
+        return model, None
+    inner = getattr(model, "ensemble", None)
+    if isinstance(inner, LinearModel):
+        return inner, getattr(model, "model", None)
+    if isinstance(model, (TreeEnsemble, BlackBoxModel)) or inner is not None or not is_linear(model):
+        return None, None
+    return model_from(model), model
+
+
+def _answered_workspace(df: pd.DataFrame, target: str | None, bb: BlackBoxModel | LinearModel, original: Any, *,
+                        name: str, data_sha256: str, model_sha256: str, drop_missing: bool,
+                        model_info: dict[str, Any] | None, schema: Schema | None, confirm_positions: bool,
+                        protected: Sequence[str] | None) -> Workspace:
+    """A workspace for a linear model or a model known by its answers: the table matched to
+    its features as for any model, a surrogate distilled from its answers on the rows (and
+    near its decision boundary, :func:`core.surrogate.distill`) for the analyses that need
+    a tree ensemble, the surrogate's view built as a tree ensemble's would be, and the model
+    kept for every answer and every check (a linear one over the view's columns, exactly)."""
+    table = df.drop(columns=[target]) if target else df
+    if table.shape[1] == 0:
+        raise DataError("The table has no feature columns besides the target.")
+    if isinstance(bb, BlackBoxModel):
+        bb = _data_categories(bb, table)
+    sources, _, positional = match_columns(bb, table, confirm_positions=confirm_positions)
+    if positional:
+        names = [s.describe() if s.one_hot else s.column for s in sources]
+        bb = bb.with_names(names) if isinstance(bb, BlackBoxModel) else replace(bb, feature_names=tuple(names))
+    codes, kept, _ = encode(bb, table, sources, drop_missing, keep_missing=bb.routes_missing and not drop_missing)
+    rng = np.random.default_rng(0)
+    sample = codes if len(codes) <= SURROGATE_ROWS else codes[np.sort(rng.choice(len(codes), SURROGATE_ROWS,
+                                                                                  replace=False))]
+    surrogate = distill(bb, sample, random_state=0)
+    ws = build_workspace(df, target, surrogate.native, name=name, data_sha256=data_sha256,
+                         model_sha256=model_sha256, drop_missing=drop_missing, model_info=model_info, schema=schema,
+                         confirm_positions=False, protected=protected)
+    surrogate = surrogate.with_view(_analysis_view(ws.ensemble))
+    if surrogate.ensemble.feature_names != ws.ensemble.feature_names:
+        raise SchemaError("The surrogate of this model was not read as the data's columns; please report it.")
+    fid = f"{100 * surrogate.fidelity:.1f}%"
+    near = "" if surrogate.boundary_fidelity is None else \
+        f", {100 * surrogate.boundary_fidelity:.1f}% of points near its decision boundary"
+    facts = {"model": bb.source, "surrogate": f"{surrogate.native.n_trees} trees, {surrogate.native.n_leaves:,} leaves",
+             "surrogate agreement (held-out rows)": round(surrogate.fidelity, 4)}
+    if surrogate.boundary_fidelity is not None:
+        facts["surrogate agreement (near the boundary)"] = round(surrogate.boundary_fidelity, 4)
+    if isinstance(bb, LinearModel):
+        lin = expand(bb)
+        if tuple(lin.feature_names) != tuple(ws.ensemble.feature_names):
+            raise SchemaError("The linear model was not read as the data's columns; please report it.")
+        note = (f"This linear model ({bb.source}) is read exactly: its optimal counterfactuals are proven optimal "
+                "by a MILP on its score and its decision regions are drawn from its exact boundary. The analyses "
+                f"that need a tree ensemble (FCCA, the regions' projections) run on a surrogate of it, which agrees "
+                f"with it on {fid} of held-out rows{near}.")
+        facts = {**lin.summary(), "kind": "linear (read exactly)", **facts}
+        out = replace(ws, model=original, model_kind="linear", surrogate=surrogate, linear=lin, model_facts=facts,
+                      notes=(note,) + ws.notes)
+    else:
+        note = (f"This model ({bb.source}) is not read exactly: it runs in a separate, sandboxed process, and every "
+                "answer shown is checked on it. The exact analyses (optimal counterfactuals, decision regions, "
+                f"FCCA) run on a tree-ensemble surrogate fitted to its answers, which agrees with it on {fid} of "
+                f"held-out rows{near}.")
+        facts = {"kind": "any other model (run in a sandboxed worker)", **facts}
+        out = replace(ws, model=bb, model_kind="black_box", surrogate=surrogate, model_facts=facts,
+                      notes=(note,) + tuple(n for n in ws.notes if "far below its own" not in n))
+    warn = _label_mismatch(out)
+    return replace(out, notes=out.notes + (warn,)) if warn and warn not in out.notes else out

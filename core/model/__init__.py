@@ -80,11 +80,34 @@ stacked arrays and the walk (compiled ``_treewalk`` or numpy) in
 :mod:`core.model.flatwalk`, with its switch ``core.model.flatwalk.USE_COMPILED``;
 :mod:`core.model.categorical` and :mod:`core.model.missing` rewrite category splits
 and missing values as exact 0/1 columns, and :mod:`core.model.native` feeds rows
-back to the source model (verification and re-checks). The names the analyses
+back to the source model (verification and re-checks). :mod:`core.model.guarantee`
+holds :class:`Guarantee`, what every answer says it guarantees (proven optimal, exact,
+valid on the model, estimated) and about which kind of model. The names the analyses
 use are importable from ``core.model``.
+
+Linear models
+-------------
+:class:`LinearModel` (:mod:`core.model.linear`) holds a linear classifier or
+regressor exactly (logistic regression, linear SVM, ridge, lasso, ... alone or
+at the end of a pipeline whose scalers are folded in and whose encoders give
+categorical features), documented there like the tree layout above. The
+analyses that read it (the optimal counterfactual, decision-region slices) take
+any model through :func:`as_model`; the others call :func:`as_ensemble`, which
+refuses a linear model with a message naming what runs on it. Both kinds say
+what they are with ``kind`` (``"tree_ensemble"`` / ``"linear"``).
 """
 
-from core.model.ensemble import Link, Task, TreeEnsemble, as_ensemble, register_converter
+from core.model.ensemble import (
+                                 Link,
+                                 Task,
+                                 TreeEnsemble,
+                                 as_ensemble,
+                                 as_model,
+                                 register_converter,
+                                 register_model_converter,
+)
+from core.model.guarantee import Guarantee
+from core.model.linear import LinearModel
 from core.model.tree import (
                              MISSING_ONLY,
                              Tree,
@@ -95,5 +118,5 @@ from core.model.tree import (
                              node_category_masks,
 )
 
-__all__ = ["TreeEnsemble", "Tree", "Link", "Task", "as_ensemble", "register_converter", "node_boxes",
+__all__ = ["TreeEnsemble", "LinearModel", "as_model", "register_model_converter", "Guarantee", "Tree", "Link", "Task", "as_ensemble", "register_converter", "node_boxes",
            "node_category_masks", "float32_le_bound", "float32_floor", "category_bits_from_sets", "MISSING_ONLY"]

@@ -4,10 +4,12 @@
  *   16 bytes each, laid out tree by tree in breadth-first order so that the two
  *   children of a node are adjacent: right = left + 1. feature == -1 marks a leaf.
  * roots: int64 index of each tree's root in nodes.
- * bits: uint64 words of the categorical splits' left sets.
+ * bits: uint64 words of the categorical splits' left sets, each set as its number of
+ *   words followed by the words.
  * Rule: go left iff x[feature] <= threshold (x float64). A categorical split has
- *   feature = -(j + 2) for feature j and, as threshold, the offset of its words in
- *   bits: go left iff bit x[j] is set (x[j] an integer code, checked by the caller).
+ *   feature = -(j + 2) for feature j and, as threshold, the offset of its set in
+ *   bits: go left iff bit x[j] is set (x[j] an integer code; a code beyond the
+ *   set's words is not in it).
  *
  * apply(X, nodes, roots, bits, out, d, start, stop)
  *     out[i, t] = index in nodes of the leaf reached by row i in tree t (int64, n x T)
@@ -15,25 +17,89 @@
  *     out[i, k] += sum_t value[leaf(i, t), k]                         (float64, n x K)
  * Rows are processed in blocks so that one tree's nodes and a block of rows stay
  * in cache together. Both release the GIL, so Python threads can split the rows.
+ *
+ * What they are handed is checked, so that a wrong buffer is a ValueError, never a
+ * wrong answer or a read or write outside memory (scikit-learn's typed memoryviews
+ * do the same): X float64, 2-D, C-contiguous, d columns, 0 <= start <= stop <= rows;
+ * nodes 1-D records of 16 bytes; roots int64 in range; bits uint64; value float64
+ * with n_outputs values per node; out int64 (n, T) / float64 (n, n_outputs),
+ * C-contiguous and writable. During the walk every step is bounds-checked (a child
+ * after its parent and inside nodes, a feature below d, a category set inside
+ * bits, a code that is a whole number >= 0), a bad node array stopping the walk
+ * with a ValueError.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef struct { double thr; int32_t feat; int32_t left; } Node;
 
 #define BLOCK 64
 
-static inline int64_t walk(const double *x, const Node *nodes, const uint64_t *bits, int64_t node) {
+/* The element kind of a buffer's struct-module format ('f' float, 'i' signed, 'u'
+ * unsigned, 0 otherwise), its byte-order prefix checked (native little-endian only). */
+static char kind_of(const char *fmt) {
+    if (fmt == NULL) return 'u';                      /* no format requested: bytes */
+    if (*fmt == '@' || *fmt == '=' || *fmt == '<') fmt++;
+    else if (*fmt == '>' || *fmt == '!') return 0;
+    if (fmt[0] == '\0' || fmt[1] != '\0') return 0;
+    switch (fmt[0]) {
+        case 'd': case 'f': case 'e': return 'f';
+        case 'b': case 'h': case 'i': case 'l': case 'q': case 'n': return 'i';
+        case 'B': case 'H': case 'I': case 'L': case 'Q': case 'N': case '?': return 'u';
+        default: return 0;
+    }
+}
+
+/* Get a C-contiguous buffer and check its element kind and size and its ndim (0: any). */
+static int get_buffer(PyObject *o, Py_buffer *b, const char *name, char kind, Py_ssize_t itemsize, int ndim,
+                      int writable) {
+    if (PyObject_GetBuffer(o, b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "%s must be a C-contiguous%s array", name, writable ? ", writable" : "");
+        return -1;
+    }
+    int ok = b->itemsize == itemsize && (ndim == 0 || b->ndim == ndim);
+    if (ok && kind != 0) ok = kind_of(b->format) == kind;      /* kind 0: records, their size alone */
+    if (!ok) {
+        if (kind == 0)
+            PyErr_Format(PyExc_ValueError, "%s must be a %d-D array of %zd-byte records (got %d-D, %zd bytes each)",
+                         name, ndim, itemsize, b->ndim, b->itemsize);
+        else
+            PyErr_Format(PyExc_ValueError, "%s must be a %d-D array of %s%d (got %d-D, format '%s', %zd bytes each)",
+                         name, ndim, kind == 'f' ? "float" : kind == 'i' ? "int" : "uint", (int)(8 * itemsize),
+                         b->ndim, b->format ? b->format : "B", b->itemsize);
+        PyBuffer_Release(b);
+        return -1;
+    }
+    return 0;
+}
+
+/* Walk one row from node; on a bad node, code or word return -1. */
+static inline int64_t walk(const double *x, const Node *nodes, Py_ssize_t n_nodes, const uint64_t *bits,
+                           Py_ssize_t n_bits, Py_ssize_t d, int64_t node) {
     const Node *nd = nodes + node;
     while (nd->feat != -1) {
+        int64_t next;
         if (nd->feat >= 0) {
-            node = nd->left + (x[nd->feat] > nd->thr);
+            if (nd->feat >= d) return -1;
+            next = (int64_t)nd->left + (x[nd->feat] > nd->thr);
         } else {
-            int64_t code = (int64_t)x[-nd->feat - 2];
-            const uint64_t *w = bits + (int64_t)nd->thr;
-            node = nd->left + !((w[code >> 6] >> (code & 63)) & 1u);
+            int64_t j = -(int64_t)nd->feat - 2;
+            if (j >= d) return -1;
+            double v = x[j], off = nd->thr;
+            if (!(v >= 0.0 && v < 9.0e18) || v != (double)(int64_t)v || !(off >= 0.0) || off >= (double)n_bits)
+                return -1;
+            int64_t code = (int64_t)v, o = (int64_t)off;
+            uint64_t count = bits[o];                          /* the split's words follow their count */
+            if (count > (uint64_t)(n_bits - o - 1)) return -1;
+            int64_t w = code >> 6;
+            int held = (uint64_t)w < count && ((bits[o + 1 + w] >> (code & 63)) & 1u);
+            next = (int64_t)nd->left + !held;
         }
+        if (nd->left <= node || (int64_t)nd->left + 1 >= n_nodes) return -1;   /* children after parents */
+        node = next;
         nd = nodes + node;
     }
     return node;
@@ -41,7 +107,7 @@ static inline int64_t walk(const double *x, const Node *nodes, const uint64_t *b
 
 static PyObject *run(PyObject *args, int mode) {
     PyObject *oX, *onodes, *oroots, *obits, *oval = NULL, *oout;
-    Py_ssize_t start, stop, n_out = 0, d;
+    Py_ssize_t start, stop, n_out = 1, d;
     Py_buffer bufs[6];
     int nb = 0, ok = 1;
     if (mode == 0) {
@@ -52,47 +118,70 @@ static PyObject *run(PyObject *args, int mode) {
                               &start, &stop))
             return NULL;
     }
-    PyObject *objs[6] = {oX, onodes, oroots, oout, obits, oval};
-    int n_objs = mode == 0 ? 5 : 6;
-    for (int k = 0; k < n_objs; k++) {
-        if (PyObject_GetBuffer(objs[k], &bufs[k], PyBUF_C_CONTIGUOUS | (k == 3 ? PyBUF_WRITABLE : 0))) { ok = 0; break; }
-        nb++;
-    }
-    if (ok && (bufs[1].len % (Py_ssize_t)sizeof(Node) != 0)) {
-        PyErr_SetString(PyExc_ValueError, "nodes buffer is not a whole number of 16-byte records");
-        ok = 0;
+    if (get_buffer(oX, &bufs[nb], "X", 'f', 8, 2, 0) == 0) nb++; else ok = 0;
+    if (ok && get_buffer(onodes, &bufs[nb], "nodes", 0, (Py_ssize_t)sizeof(Node), 1, 0) == 0) nb++; else ok = 0;
+    if (ok && get_buffer(oroots, &bufs[nb], "roots", 'i', 8, 1, 0) == 0) nb++; else ok = 0;
+    if (ok && get_buffer(obits, &bufs[nb], "bits", 'u', 8, 1, 0) == 0) nb++; else ok = 0;
+    if (ok && get_buffer(oout, &bufs[nb], "out", mode == 0 ? 'i' : 'f', 8, 2, 1) == 0) nb++; else ok = 0;
+    if (ok && mode == 1 && get_buffer(oval, &bufs[nb], "value", 'f', 8, 0, 0) == 0) nb++; else ok = ok && mode == 0;
+    Py_ssize_t n_rows = 0, n_nodes = 0, n_trees = 0, n_bits = 0;
+    if (ok) {
+        n_rows = bufs[0].shape[0];
+        n_nodes = bufs[1].shape[0];
+        n_trees = bufs[2].shape[0];
+        n_bits = bufs[3].shape[0];
+        const char *why = NULL;
+        if (d < 0 || bufs[0].shape[1] != d) why = "X does not have d columns";
+        else if (start < 0 || start > stop || stop > n_rows) why = "the rows start..stop are not inside X";
+        else if (n_out < 1) why = "n_outputs must be at least 1";
+        else if (bufs[4].shape[0] != n_rows || bufs[4].shape[1] != (mode == 0 ? n_trees : n_out))
+            why = mode == 0 ? "out must have the shape (rows of X, trees)" : "out must have the shape (rows of X, n_outputs)";
+        else if (mode == 1 && bufs[5].len / 8 != n_nodes * n_out) why = "value must hold n_outputs values per node";
+        if (why == NULL) {
+            const int64_t *roots = (const int64_t *)bufs[2].buf;
+            for (Py_ssize_t t = 0; t < n_trees; t++)
+                if (roots[t] < 0 || roots[t] >= n_nodes) { why = "a root is outside the nodes"; break; }
+        }
+        if (why != NULL) { PyErr_SetString(PyExc_ValueError, why); ok = 0; }
     }
     if (!ok) { for (int k = 0; k < nb; k++) PyBuffer_Release(&bufs[k]); return NULL; }
     const double *x = (const double *)bufs[0].buf;
     const Node *nodes = (const Node *)bufs[1].buf;
     const int64_t *roots = (const int64_t *)bufs[2].buf;
-    const uint64_t *bits = (const uint64_t *)bufs[4].buf;
-    Py_ssize_t n_trees = bufs[2].len / (Py_ssize_t)sizeof(int64_t);
+    const uint64_t *bits = (const uint64_t *)bufs[3].buf;
+    int bad = 0;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t b0 = start; b0 < stop; b0 += BLOCK) {
+    for (Py_ssize_t b0 = start; b0 < stop && !bad; b0 += BLOCK) {
         Py_ssize_t b1 = b0 + BLOCK < stop ? b0 + BLOCK : stop;
-        for (Py_ssize_t t = 0; t < n_trees; t++) {
+        for (Py_ssize_t t = 0; t < n_trees && !bad; t++) {
             int64_t root = roots[t];
             if (mode == 0) {
-                int64_t *out = (int64_t *)bufs[3].buf;
-                for (Py_ssize_t i = b0; i < b1; i++) out[i * n_trees + t] = walk(x + i * d, nodes, bits, root);
+                int64_t *out = (int64_t *)bufs[4].buf;
+                for (Py_ssize_t i = b0; i < b1; i++) {
+                    int64_t leaf = walk(x + i * d, nodes, n_nodes, bits, n_bits, d, root);
+                    if (leaf < 0) { bad = 1; break; }
+                    out[i * n_trees + t] = leaf;
+                }
             } else {
-                double *out = (double *)bufs[3].buf;
+                double *out = (double *)bufs[4].buf;
                 const double *val = (const double *)bufs[5].buf;
-                if (n_out == 1) {
-                    for (Py_ssize_t i = b0; i < b1; i++) out[i] += val[walk(x + i * d, nodes, bits, root)];
-                } else {
-                    for (Py_ssize_t i = b0; i < b1; i++) {
-                        const double *v = val + walk(x + i * d, nodes, bits, root) * n_out;
-                        double *oi = out + i * n_out;
-                        for (Py_ssize_t k = 0; k < n_out; k++) oi[k] += v[k];
-                    }
+                for (Py_ssize_t i = b0; i < b1; i++) {
+                    int64_t leaf = walk(x + i * d, nodes, n_nodes, bits, n_bits, d, root);
+                    if (leaf < 0) { bad = 1; break; }
+                    const double *v = val + leaf * n_out;
+                    double *oi = out + i * n_out;
+                    for (Py_ssize_t k = 0; k < n_out; k++) oi[k] += v[k];
                 }
             }
         }
     }
     Py_END_ALLOW_THREADS
     for (int k = 0; k < nb; k++) PyBuffer_Release(&bufs[k]);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "the node array is damaged (a child, feature or category word out of range) "
+                                          "or a categorical code is not a whole number >= 0");
+        return NULL;
+    }
     Py_RETURN_NONE;
 }
 

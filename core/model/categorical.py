@@ -36,8 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from core.errors import UnsupportedModelError
+from core.errors import ModelError, UnsupportedModelError
 from core.model.ensemble import TreeEnsemble, _replace
+from core.model.linear import LinearModel
 from core.model.tree import Tree
 
 __all__ = ["expand", "decode", "MAX_NODES", "level_name", "OTHER_CODE"]
@@ -76,9 +77,12 @@ def _sides(tree: Tree, i: int, k: int) -> tuple[list[int], int, int]:
     return [c for c in range(k) if go[c]], left, right
 
 
-def expand(ens: TreeEnsemble, max_nodes: int = MAX_NODES) -> TreeEnsemble:
+def expand(ens: Any, max_nodes: int = MAX_NODES) -> Any:
     """The same model over one-hot columns (see the module docstring); ``ens`` itself
-    when it has no categorical feature."""
+    when it has no categorical feature. A :class:`core.model.linear.LinearModel` is
+    rewritten too (:func:`expand_linear`)."""
+    if isinstance(ens, LinearModel):
+        return expand_linear(ens)
     if not ens.categorical_features:
         return ens
     cols, names = _layout(ens)
@@ -99,6 +103,37 @@ def expand(ens: TreeEnsemble, max_nodes: int = MAX_NODES) -> TreeEnsemble:
                          "input": ens.meta.get("input", "array")}}
     return _replace(ens, trees=tuple(out_trees), n_features=len(names), feature_names=tuple(names),
                     categories=(), meta=meta)
+
+
+def expand_linear(lm: LinearModel) -> LinearModel:
+    """A linear model over one 0/1 column per category, exactly: a categorical feature's
+    score table ``t`` becomes the weights ``t[k] - t[K]`` of its columns and ``t[K]``
+    (the missing or unseen value, the row with every column 0) joins the intercept, so
+    ``s`` is the same on every row of codes and its one-hot image. ``meta["input"] =
+    "expanded"``, as for a tree ensemble: :func:`core.model.native.model_input` gives the
+    source model its own input back."""
+    if not lm.categorical_features:
+        return lm
+    cols, names = _layout(lm)
+    coef = np.zeros((lm.n_outputs, len(names)))
+    intercept = lm.intercept.copy()
+    for j in range(lm.n_features):
+        table = lm.category_scores[j] if lm.category_scores else None
+        if table is None:
+            coef[:, cols[j][0]] = lm.coef[:, j]
+            continue
+        base = table[-1] if np.all(np.isfinite(table[-1])) else np.zeros(lm.n_outputs)
+        if not np.all(np.isfinite(table[:-1])):
+            raise ModelError(f"The linear model refuses some categories of {lm.feature_names[j]!r}; it cannot be "
+                             "written over one column per category.")
+        coef[:, cols[j]] = (table[:-1] - base).T
+        intercept = intercept + base
+    meta = {**lm.meta, "input": "expanded",
+            "expanded": {"names": list(lm.feature_names), "columns": cols,
+                         "categories": [None if c is None else list(c) for c in lm.categories],
+                         "input": lm.meta.get("input", "array")}}
+    return LinearModel(coef=coef, intercept=intercept, feature_names=tuple(names), task=lm.task, link=lm.link,
+                       classes=lm.classes, source=lm.source, meta=meta)
 
 
 def _sizes(tree: Tree, n_codes: dict[int, int]) -> np.ndarray:

@@ -10,7 +10,12 @@ documented in :mod:`core.model`.
 :func:`as_ensemble` is how an analysis accepts a fitted model too: it returns a
 ``TreeEnsemble`` as is and hands anything else to the converter registered with
 :func:`register_converter` (:func:`core.intake.models.from_model`, registered when
-``core`` is imported), so the representation imports no parser.
+``core`` is imported), so the representation imports no parser. It refuses a
+linear model, naming the analyses that run on one. :func:`as_model` is how an
+analysis that also reads linear models accepts a model: a ``TreeEnsemble`` or a
+:class:`core.model.linear.LinearModel` as is, anything else through the converter
+registered with :func:`register_model_converter`
+(:func:`core.intake.models.model_from`).
 """
 
 from __future__ import annotations
@@ -22,12 +27,15 @@ from typing import Any, Callable, ClassVar, Literal
 
 import numpy as np
 
-from core.errors import ModelError, UnsupportedModelError
+from core.errors import DataError, ModelError, SchemaError, UnsupportedModelError
 from core.jsonable import plain
+from core.model.features import as_table, feature_index
 from core.model.flatwalk import _flatten, leaf_sum, leaves
+from core.model.linear import LINEAR_ANALYSES, LinearModel
 from core.model.tree import Tree, node_category_masks
 
-__all__ = ["TreeEnsemble", "Link", "Task", "as_ensemble", "register_converter"]
+__all__ = ["TreeEnsemble", "Link", "Task", "as_ensemble", "as_model", "register_converter",
+           "register_model_converter"]
 
 Link = Literal["identity", "sigmoid", "softmax", "isolation"]
 Task = Literal["classification", "regression", "anomaly"]
@@ -132,6 +140,11 @@ class TreeEnsemble:
 
     # ------------------------------------------------------------------ shape
     @property
+    def kind(self) -> str:
+        """``"tree_ensemble"`` (a :class:`core.model.linear.LinearModel` says ``"linear"``)."""
+        return "tree_ensemble"
+
+    @property
     def n_trees(self) -> int:
         return len(self.trees)
 
@@ -167,7 +180,7 @@ class TreeEnsemble:
         """Number of codes of categorical feature ``j``: its categories plus the missing code."""
         c = self.categories[j]
         if c is None:
-            raise ValueError(f"Feature {self.feature_names[j]!r} is numerical, not categorical.")
+            raise SchemaError(f"Feature {self.feature_names[j]!r} is numerical, not categorical: it has no codes.")
         return len(c) + 1
 
     def missing_code(self, j: int) -> int:
@@ -183,17 +196,9 @@ class TreeEnsemble:
         return str(c[k])
 
     def feature_index(self, f: int | str) -> int:
-        """Index of a feature given by index or name."""
-        if isinstance(f, (int, np.integer)):
-            if not 0 <= int(f) < self.n_features:
-                raise ValueError(f"Feature index {f} is out of range 0..{self.n_features - 1}.")
-            return int(f)
-        try:
-            return self.feature_names.index(str(f))
-        except ValueError:
-            raise ValueError(
-                f"Unknown feature {f!r}; the model's features are {list(self.feature_names)}."
-            ) from None
+        """Index of a feature given by index or name (:func:`core.model.features.feature_index`:
+        a SchemaError names the closest features)."""
+        return feature_index(self.feature_names, f, error=SchemaError)
 
     # ------------------------------------------------------------- structure
     def split_counts(self) -> np.ndarray:
@@ -241,31 +246,45 @@ class TreeEnsemble:
 
     # ------------------------------------------------------------ prediction
     def _check_X(self, X: Any) -> np.ndarray:
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim == 1:
-            X = X[None, :]
-        if X.ndim != 2 or X.shape[1] != self.n_features:
-            raise ValueError(
-                f"X has shape {X.shape}; the model expects (n_samples, {self.n_features})."
-            )
+        """Rows as a C-contiguous float64 array (n, n_features): a 2-D array or a
+        DataFrame (by name when it holds every feature, see
+        :func:`core.model.features.as_table`), or one row as a 1-D sequence. A
+        table that does not fit the model raises SchemaError; values that are no
+        numbers, or NaN the model cannot take, DataError."""
+        if isinstance(X, np.ndarray) and X.dtype.kind in "biuf" and X.ndim in (1, 2) \
+                and X.shape[-1] == self.n_features:
+            X = np.asarray(X, dtype=np.float64)          # the analyses' own rows: no copy, no conversion
+            if X.ndim == 1:
+                X = X[None, :]
+        else:
+            X = self._door(X)
         nan = np.isnan(X)
         if nan.any():
             cats = [j for j in self.categorical_features if nan[:, j].any()]
             if cats:
-                raise ValueError(f"Column {self.feature_names[cats[0]]!r} is categorical: a missing value is its "
-                                 f"code {self.missing_code(cats[0])}, not NaN.")
+                raise DataError(f"Column {self.feature_names[cats[0]]!r} is categorical: a missing value is its "
+                                f"code {self.missing_code(cats[0])}, not NaN.")
             if not self.routes_missing:
-                raise ValueError("X contains NaN, and this model does not take missing values (its library "
-                                 "refuses them); impute or drop those rows first.")
+                raise DataError("X contains NaN, and this model does not take missing values (its library "
+                                "refuses them); impute or drop those rows first.")
         for j in self.categorical_features:
             col = X[:, j]
             bad = (col < 0) | (col >= self.n_codes(j)) | (col != np.floor(col))
             if bad.any():
-                raise ValueError(
+                raise DataError(
                     f"Column {self.feature_names[j]!r} is categorical: it takes integer codes 0..{self.n_codes(j) - 1}, "
                     f"got {col[bad][0]!r}."
                 )
         return np.ascontiguousarray(X)
+
+    def _door(self, X: Any) -> np.ndarray:
+        """Rows given as anything but a numeric array of the right width, checked
+        (a SchemaError for a shape or columns that do not fit, a DataError for values)."""
+        if isinstance(X, np.ndarray) and X.dtype.kind in "biuf" and X.ndim in (1, 2):
+            raise SchemaError(f"X has shape {X.shape}; the model expects (n_samples, {self.n_features}) "
+                              f"(its features: {list(self.feature_names)[:12]}{' …' if self.n_features > 12 else ''}).")
+        return as_table(X, self.feature_names, error=SchemaError, value_error=DataError, missing=True,
+                        infinite=True, one_row=True, min_rows=0)
 
     @property
     def routes_missing(self) -> bool:
@@ -301,7 +320,8 @@ class TreeEnsemble:
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities, shape (n_samples, n_classes), in ``classes`` order."""
         if not self.is_classifier:
-            raise ValueError(f"predict_proba needs a classifier; this model is a {self.task} model.")
+            raise UnsupportedModelError(f"predict_proba needs a classifier; this model is a {self.task} model: "
+                                        "use predict.")
         raw = self.predict_raw(X)
         return self.proba_from_raw(raw)
 
@@ -341,13 +361,15 @@ class TreeEnsemble:
     def score_samples(self, X: Any) -> np.ndarray:
         """Isolation Forest anomaly score (as scikit-learn's ``score_samples``)."""
         if self.task != "anomaly":
-            raise ValueError("score_samples is defined for Isolation Forest models only.")
+            raise UnsupportedModelError("score_samples is defined for Isolation Forest models only; this model is a "
+                                        f"{self.task} model.")
         return self._score_from_raw(self.predict_raw(X))
 
     def decision_function(self, X: Any) -> np.ndarray:
         """Isolation Forest ``score_samples - offset`` (negative = outlier)."""
         if self.task != "anomaly":
-            raise ValueError("decision_function is defined for Isolation Forest models only.")
+            raise UnsupportedModelError("decision_function is defined for Isolation Forest models only; this model "
+                                        f"is a {self.task} model.")
         return self._decision_from_raw(self.predict_raw(X))
 
     def summary(self) -> dict[str, Any]:
@@ -467,7 +489,35 @@ def as_ensemble(obj: Any, **kw: Any) -> TreeEnsemble:
     converter's ``TreeEnsemble`` of the fitted model ``obj`` (keywords passed on)."""
     if isinstance(obj, TreeEnsemble):
         return obj
+    if isinstance(obj, LinearModel):
+        raise UnsupportedModelError(f"This analysis needs a tree ensemble; the model is a linear model "
+                                    f"({obj.source or 'linear'}). On a linear model run {LINEAR_ANALYSES}.")
     if _converter is None:
         raise UnsupportedModelError(f"No converter from {type(obj).__name__} to a TreeEnsemble is registered "
                                     "(importing core registers the parsers).")
     return _converter(obj, **kw)
+
+
+#: turns a fitted model into a TreeEnsemble or a LinearModel; set by :func:`register_model_converter`
+_model_converter: Callable[..., TreeEnsemble | LinearModel] | None = None
+
+
+def register_model_converter(fn: Callable[..., TreeEnsemble | LinearModel]) -> Callable[..., TreeEnsemble | LinearModel]:
+    """Make ``fn(model, **kw)`` the converter :func:`as_model` calls on anything that is
+    neither a :class:`TreeEnsemble` nor a :class:`LinearModel` (:mod:`core.intake.models`
+    registers its ``model_from``)."""
+    global _model_converter
+    _model_converter = fn
+    return fn
+
+
+def as_model(obj: Any, **kw: Any) -> TreeEnsemble | LinearModel:
+    """``obj`` itself when it is a :class:`TreeEnsemble` or a :class:`LinearModel`, else
+    the registered converter's reading of the fitted model ``obj`` (a linear model, a
+    pipeline ending in one, or a tree ensemble); keywords passed on."""
+    if isinstance(obj, (TreeEnsemble, LinearModel)):
+        return obj
+    if _model_converter is None:
+        raise UnsupportedModelError(f"No converter from {type(obj).__name__} to a model of core is registered "
+                                    "(importing core registers the parsers).")
+    return _model_converter(obj, **kw)

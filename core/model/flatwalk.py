@@ -5,7 +5,9 @@ walk reads (:func:`_apply_flat`; leaves loop on themselves) and the 16-byte
 node records of the compiled walk (``core/model/_treewalk.c``, :func:`_pack`).
 :func:`leaves` and :func:`leaf_sum` walk rows through every tree, by the
 compiled kernel when it is built and ``USE_COMPILED`` is set, else by numpy;
-both give the same result (tests switch ``USE_COMPILED`` off to compare).
+both give the same result (tests switch ``USE_COMPILED`` off to compare). Both
+take ``X`` as float64 C-contiguous rows (:func:`_rows` converts what it is handed);
+the kernel itself refuses any other buffer with a ValueError (see its header).
 """
 
 from __future__ import annotations
@@ -68,7 +70,9 @@ def _pack(trees: Sequence[Tree], offsets: np.ndarray) -> dict[str, np.ndarray]:
     Each tree is laid out breadth first with the two children of a node side
     by side (right = left + 1), so one step reads one record. A categorical
     split stores ``-(feature + 2)`` as its feature and, as its threshold, the
-    offset of its left-set words in ``packed_bits``; a leaf has feature -1.
+    offset of its left set in ``packed_bits``: the number of words, then the
+    words (a code beyond them is not in the set, as in :func:`_bits_hold`); a
+    leaf has feature -1.
     """
     parts, to_node, roots, pool = [], [], [], []
     pool_size = 0
@@ -89,11 +93,11 @@ def _pack(trees: Sequence[Tree], offsets: np.ndarray) -> dict[str, np.ndarray]:
         rec["feature"] = t.feature[order]
         cat = t.is_categorical[order]
         if cat.any():
-            w = t.category_bits.shape[1]
+            w, k = t.category_bits.shape[1], int(cat.sum())
             rec["feature"][cat] = -(t.feature[order][cat] + 2)
-            rec["threshold"][cat] = pool_size + w * np.arange(int(cat.sum()))
-            pool.append(t.category_bits[order][cat].ravel())
-            pool_size += w * int(cat.sum())
+            rec["threshold"][cat] = pool_size + (w + 1) * np.arange(k)
+            pool.append(np.hstack([np.full((k, 1), w, dtype=np.uint64), t.category_bits[order][cat]]).ravel())
+            pool_size += (w + 1) * k
         inner = t.children_left[order] >= 0
         rec["left"][inner] = pos[t.children_left[order][inner]] + base
         parts.append(rec)
@@ -140,9 +144,18 @@ def _apply_flat(fl: dict[str, Any], X: np.ndarray) -> np.ndarray:
     return nodes
 
 
+def _rows(X: Any) -> np.ndarray:
+    """``X`` as the walks take it: float64, 2-D, C-contiguous (a copy only when needed)."""
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"X has {X.ndim} dimensions; the tree walk takes rows (n_samples, n_features).")
+    return X
+
+
 def leaves(fl: dict[str, Any], X: np.ndarray, n_trees: int) -> np.ndarray:
     """Global node index of the leaf reached, shape (n_samples, n_trees), for
     checked rows ``X`` and the arrays ``fl`` of :func:`_flatten`."""
+    X = _rows(X)
     if USE_COMPILED and _treewalk is not None:
         out = np.empty((X.shape[0], n_trees), dtype=np.int64)
         _in_threads(lambda a, b: _treewalk.apply(X, fl["packed"], fl["packed_roots"], fl["packed_bits"], out,
@@ -154,6 +167,7 @@ def leaves(fl: dict[str, Any], X: np.ndarray, n_trees: int) -> np.ndarray:
 
 def leaf_sum(fl: dict[str, Any], X: np.ndarray, n_outputs: int, n_trees: int) -> np.ndarray:
     """Sum over the trees of the leaf values reached, shape (n_samples, n_outputs)."""
+    X = _rows(X)
     if USE_COMPILED and _treewalk is not None:
         out = np.zeros((X.shape[0], n_outputs))
         _in_threads(lambda a, b: _treewalk.accumulate(X, fl["packed"], fl["packed_roots"], fl["packed_bits"],

@@ -39,11 +39,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from core.errors import UnsupportedModelError
+from core.errors import SchemaError, UnsupportedModelError
 from core.model.ensemble import TreeEnsemble, _replace
+from core.model.features import names_text
 from core.model.tree import MISSING_ONLY, Tree
 
-__all__ = ["expand", "indicator_name", "to_native", "info", "settled", "MAX_NODES", "SUFFIX"]
+__all__ = ["expand", "indicator_name", "to_native", "info", "settled", "MAX_NODES", "SUFFIX", "missing_as_states"]
 
 MAX_NODES = 3_000_000
 SUFFIX = " is missing"
@@ -215,3 +216,51 @@ def settled(ens: TreeEnsemble, values: dict[int, float]) -> TreeEnsemble:
         vals = dict(key)
         cache[key] = _replace(ens, trees=tuple(_settle_tree(t, vals) for t in ens.trees))
     return cache[key]
+
+
+def missing_as_states(ens: Any, X: np.ndarray, reference: np.ndarray | None = None, *,
+                      error: type[Exception] = SchemaError) -> tuple[Any, np.ndarray, np.ndarray | None]:
+    """Rows with missing values read as the app's workspace reads them.
+
+    ``X`` (and ``reference``, e.g. the reference rows of the warm starts) hold
+    NaN where a value is missing. Each numerical feature missing somewhere gets
+    an "is missing" column, appended after the features in feature order, and
+    the ensemble is rewritten exactly over them (:func:`core.model.missing.expand`);
+    the value column holds the feature's median where missing (of
+    ``reference`` when it has known values, else of ``X``), so giving it a value
+    costs the move from the median. Returns ``(ensemble, X, reference)``, the
+    same objects when nothing is missing. ``error``: the model does not take
+    missing values, or a categorical feature holds NaN (its missing value is a
+    code)."""
+    tables = [X] + ([reference] if reference is not None else [])
+    gaps = np.zeros(ens.n_features, dtype=bool)
+    for T in tables:
+        gaps |= np.isnan(T).any(axis=0)
+    feats = [int(j) for j in np.flatnonzero(gaps)]
+    if not feats:
+        return ens, X, reference
+    names = list(ens.feature_names)
+    cats = [j for j in feats if ens.categories and ens.categories[j] is not None]
+    if cats:
+        raise error(f"Feature {names[cats[0]]!r} is categorical: a missing value is its code "
+                    f"{ens.missing_code(cats[0])}, not NaN.")
+    if not ens.routes_missing:
+        raise error(f"The rows have missing values (NaN) in {names_text([names[j] for j in feats], 6)}, and this "
+                    "model does not take missing values (its library refuses them): impute or drop those rows.")
+    fill = []
+    for j in feats:
+        known = tables[-1][:, j]                          # the reference's values, else X's
+        known = known[~np.isnan(known)]
+        if known.size == 0:
+            known = np.concatenate([T[:, j] for T in tables])
+            known = known[~np.isnan(known)]
+        fill.append(float(np.median(known)) if known.size else 0.0)
+    wide = expand(ens, feats, fill)
+    values = np.zeros(ens.n_features)
+    values[feats] = fill
+
+    def rows(T: np.ndarray) -> np.ndarray:
+        nan = np.isnan(T)
+        return np.hstack([np.where(nan, values[None, :], T), nan[:, feats].astype(np.float64)])
+
+    return wide, rows(X), None if reference is None else rows(reference)

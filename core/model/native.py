@@ -23,11 +23,23 @@ source model itself takes, as its parser recorded in ``ens.meta["input"]``:
     rows of an ensemble rewritten by :func:`core.model.missing.expand`: NaN where an
     "is missing" column is 1, those columns dropped, then given as the
     original input kind;
+``"codes"``
+    the codes view itself (a :class:`core.model.blackbox.BlackBoxModel` takes its
+    rows so, and turns them into its own input in its worker); with ``frame=True``
+    the rows as ``"frame-object"`` gives them (category values), for showing;
 ``"frame-object"``
     a DataFrame whose categorical columns hold the category values themselves
     (object dtype; the missing code becomes NaN) and numerical columns
-    float64 (scikit-learn pipelines with encoders); columns the model requires
-    but does not use (``meta["extra_columns"]``) are added empty.
+    float64 (scikit-learn pipelines with encoders, ONNX graphs taking one input
+    per column); columns the model requires but does not use
+    (``meta["extra_columns"]``) are added empty.
+
+An ONNX model (:class:`core.intake.parsing.onnx_runner.OnnxModel`, recognised by its
+class name, as CatBoost's JSON export is) takes ``"array"`` rows as its one
+``[rows, n]`` tensor and ``"frame-object"`` rows one input per column; onnxruntime
+casts them to the graph's input types. :func:`native_outputs` compares its scores
+(``meta["onnx"]["scores"]``: probabilities, or raw class scores when the graph
+outputs them untransformed) or a regressor's values.
 
 :func:`model_input` with ``frame=True`` always returns a DataFrame: the rows
 in the raw columns the model takes, which is what exports show.
@@ -47,7 +59,7 @@ from core.model.missing import to_native
 if TYPE_CHECKING:
     from core.model import TreeEnsemble
 
-INPUT_KINDS = ("array", "frame", "frame-object", "expanded", "missing")
+INPUT_KINDS = ("array", "frame", "frame-object", "expanded", "missing", "codes")
 UNSEEN = "__atlas_unseen__"
 
 
@@ -74,6 +86,10 @@ def model_input(ens: TreeEnsemble, X: np.ndarray, *, frame: bool = False) -> Any
                                        "input": info["input"]},
                                  categorical_features=[j for j, c in enumerate(cats) if c is not None])
         return model_input(native, decode(ens.meta, X), frame=frame)
+    if kind == "codes":
+        if not frame:
+            return X.copy()
+        kind = "frame-object"
     open_codes = {int(j): code for j, code in ens.meta.get("open_codes", ())}
     if kind == "array" and not frame:
         out = X.copy()
@@ -132,8 +148,12 @@ def native_outputs(ens: TreeEnsemble, model: Any, X: np.ndarray) -> tuple[np.nda
     """Return (ours, theirs, what) on codes-view rows X; ``theirs`` is None when
     the model gives no comparable output."""
     module = type(model).__module__.split(".")[0]
+    if getattr(model, "kind", None) == "black_box":     # a surrogate's model: only its answers compare
+        return ens.predict(X), None, "answers"
     if type(model).__name__ == "CatBoostJSON":
         return _catboost_outputs(ens, model, X)
+    if type(model).__name__ == "OnnxModel":
+        return _onnx_outputs(ens, model, X)
     Xn = native_input(ens, model, X)
     if ens.task == "anomaly":
         return ens.score_samples(X), model.score_samples(Xn), "anomaly scores"
@@ -180,6 +200,21 @@ def _catboost_outputs(ens: TreeEnsemble, model: Any, X: np.ndarray) -> tuple[np.
     if not keep.any():
         return ours[:0], np.zeros((0, ours.shape[1])), "raw scores"
     return ours[keep], model.raw_scores(model_input(ens, X[keep], frame=True)), "raw scores"
+
+
+def _onnx_outputs(ens: TreeEnsemble, model: Any, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, str]:
+    """onnxruntime's scores on the rows (:class:`core.intake.parsing.onnx_runner.OnnxModel`),
+    beside the ensemble's: probabilities, the raw class scores when the graph outputs
+    them untransformed (``meta["onnx"]["scores"] == "raw"``), or a regressor's values."""
+    _, scores = model.run(model_input(ens, X))
+    kind = ens.meta.get("onnx", {}).get("scores", "proba")
+    if scores is None:
+        return ens.predict_raw(X), None, "scores"
+    if ens.task == "regression":
+        return ens.predict(X), scores[:, 0], "predictions"
+    if kind == "raw":
+        return ens.predict_raw(X), scores, "scores"
+    return ens.predict_proba(X), scores, "probabilities"
 
 
 def _named(model: Any, X: np.ndarray) -> Any:

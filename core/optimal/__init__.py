@@ -71,8 +71,9 @@ from core.cells import (
     warm_start,
 )
 from core.cells.problem import feature_actions
-from core.counterfactual import CounterfactualResult, QueryError, check_time_limit
-from core.model import TreeEnsemble, as_ensemble
+from core.counterfactual import CounterfactualResult, QueryError, check_schema, check_time_limit
+from core.model import LinearModel, TreeEnsemble, as_ensemble, as_model
+from core.model.features import as_row, as_table, feature_indices
 from core.model.missing import indicator_of, settled
 from core.schema import Schema
 from core.settings import (
@@ -86,7 +87,10 @@ from core.settings import (
     validated,
 )
 from core.solvers import cpsat, ocean, separable
+from core.solvers.linear import linear_counterfactual
 from core.solvers.ocean import GurobiUnavailable
+from core.surrogate import Surrogate
+from core.surrogate.repair import checked_counterfactual
 
 __all__ = ["optimal_counterfactual", "OptimalSettings", "other_models", "build_problem", "feature_levels", "Plausibility", "CellProblem",
            "warm_start", "greedy_start", "radius_bound", "explain_infeasible", "BACKENDS"]
@@ -183,13 +187,25 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
                            also_valid_for: Iterable[Any] = (), margin: float | None = None,
                            backend: str = "auto", time_limit: float = 30.0, n_solutions: int = 1,
                            n_workers: int = 2, warm: bool = True, X_ref: Any = None, model: Any = None,
-                           on_progress: Callable[[CounterfactualResult], None] | None = None
-                           ) -> CounterfactualResult:
+                           on_progress: Callable[[CounterfactualResult], None] | None = None,
+                           surrogate: Surrogate | None = None) -> CounterfactualResult:
     """The minimum-cost change of ``x`` that gives ``target``, proven optimal.
+
+    What "optimal" means depends on the model, and the result's ``guarantee`` says it:
+    a tree ensemble (the cell problem, CP-SAT or a MILP) and a linear model (a MILP on
+    its score, :mod:`core.solvers.linear`) are solved exactly, proven optimal; any other
+    model is given as ``model`` with its ``surrogate`` (:func:`core.surrogate.distill`):
+    the query is solved exactly on the surrogate's trees and every point is checked and
+    repaired on the model itself (:func:`core.surrogate.repair.checked_counterfactual`),
+    valid on the model, never claimed optimal for it.
 
     Parameters
     ----------
-    ensemble : TreeEnsemble or a supported model.
+    ensemble : TreeEnsemble, LinearModel or a supported model
+        A linear model (or a fitted scikit-learn linear model, or a pipeline ending in
+        one) is solved exactly as a MILP on its score (:mod:`core.solvers.linear`),
+        its result carrying ``guarantee``; ``backend``, ``warm`` and ``X_ref`` are
+        for tree ensembles and do not apply to it.
     x : array-like of shape (n_features,), the query.
     target : a class label (classifiers) or an interval ``(lo, hi)`` (regressors).
     schema : Schema or None, default None
@@ -215,6 +231,9 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
         (usually the training data); optional.
     model : the original model, if any: each result is also checked on it.
     on_progress : called with the warm-start result as soon as it exists.
+    surrogate : Surrogate or None, default None
+        With a model that is not read exactly (``model``, e.g. a BlackBoxModel), its
+        surrogate; ``ensemble`` is then ignored (the surrogate's view is solved).
 
     Returns
     -------
@@ -233,12 +252,37 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
     >>> res.status, int(rf.predict(pd.DataFrame([res.x], columns=data.data.columns))[0])
     ('optimal', 1)
     """
+    if surrogate is not None:             # any other model: solved on its surrogate, checked on itself
+        if model is None:
+            raise QueryError("A surrogate is given without the model it stands for: pass model= as well.")
+        unsupported = [what for what, used in (("plausibility", plausibility is not None),
+                                               ("also_valid_for", bool(tuple(also_valid_for or ()))),
+                                               ("n_solutions > 1", n_solutions > 1),
+                                               ("a probability margin", margin is not None)) if used]
+        if unsupported:
+            raise QueryError(f"Through a surrogate the optimal counterfactual does not take {', '.join(unsupported)}"
+                             " yet; leave them out.")
+        return checked_counterfactual(model, x, target, surrogate=surrogate, solve=optimal_counterfactual,
+                                      schema=schema, norm=norm, weights=weights, fixed=fixed,
+                                      increase_only=increase_only, decrease_only=decrease_only,
+                                      time_limit=time_limit, X_ref=X_ref, n_workers=n_workers,
+                                      on_progress=on_progress)
+    read = ensemble if isinstance(ensemble, (TreeEnsemble, LinearModel)) else as_model(ensemble)
+    if isinstance(read, LinearModel):      # a linear model: a MILP on its score (core.solvers.linear)
+        return _linear_query(read, ensemble, x, target, schema=schema, norm=norm, weights=weights, fixed=fixed,
+                             increase_only=increase_only, decrease_only=decrease_only, plausibility=plausibility,
+                             also_valid_for=also_valid_for, margin=margin, time_limit=time_limit,
+                             n_solutions=n_solutions, n_workers=n_workers, model=model)
     t0 = time.perf_counter()
-    s = OptimalSettings(schema=schema, norm=norm, weights=weights, fixed=fixed, increase_only=increase_only,
-                        decrease_only=decrease_only, plausibility=plausibility, also_valid_for=also_valid_for,
-                        margin=margin, backend=backend, time_limit=time_limit, n_solutions=n_solutions,
-                        n_workers=n_workers, warm=warm)
-    ens = as_ensemble(ensemble)
+    ens = as_ensemble(read)
+    x, X_ref, roles = query_door(ens, x, X_ref, schema, fixed=fixed, increase_only=increase_only,
+                                 decrease_only=decrease_only)
+    if on_progress is not None and not callable(on_progress):
+        raise QueryError(f"on_progress is a function called with the first valid point, or None; got "
+                         f"{type(on_progress).__name__}.")
+    s = OptimalSettings(schema=schema, norm=norm, weights=weights, plausibility=plausibility,
+                        also_valid_for=also_valid_for, margin=margin, backend=backend, time_limit=time_limit,
+                        n_solutions=n_solutions, n_workers=n_workers, warm=warm, **roles)
     plausibility = s.plausibility
     if plausibility is not None and not isinstance(plausibility, Plausibility):
         plausibility = Plausibility.from_forest(plausibility, None, None)
@@ -263,8 +307,6 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
     if notice:
         params["notice"] = notice
     build_s = time.perf_counter() - t0
-    if X_ref is not None and not isinstance(X_ref, np.ndarray):
-        X_ref = np.asarray(X_ref, dtype=float)
     results: list[CounterfactualResult] = []
     for _ in range(s.n_solutions):
         left = time_limit - (time.perf_counter() - t0)
@@ -287,10 +329,49 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
     return first
 
 
+def _linear_query(lin: LinearModel, given: Any, x: Any, target: Any, *, plausibility: Any, also_valid_for: Any,
+                  n_solutions: int, model: Any, **kw: Any) -> CounterfactualResult:
+    """The linear path of :func:`optimal_counterfactual` (see :mod:`core.solvers.linear`)."""
+    unsupported = [what for what, used in (("plausibility", plausibility is not None),
+                                           ("also_valid_for", bool(tuple(also_valid_for or ()))),
+                                           ("n_solutions > 1", n_solutions > 1)) if used]
+    if unsupported:
+        raise QueryError(f"On a linear model the optimal counterfactual does not take {', '.join(unsupported)} "
+                         "(those are solved on a tree ensemble's cells); leave them out.")
+    original = model if model is not None else (None if isinstance(given, LinearModel) else given)
+    params = dict(norm=kw["norm"] if isinstance(kw["norm"], str) else dict(kw["norm"]), time_limit=kw["time_limit"],
+                  fixed=_names(kw["fixed"]), increase_only=_names(kw["increase_only"]),
+                  decrease_only=_names(kw["decrease_only"]), target=str(target), margin=kw["margin"],
+                  model_kind="linear")
+    return linear_counterfactual(lin, x, target, model=original, params=params, **kw)
+
+
+def query_door(ens: TreeEnsemble, x: Any, X_ref: Any, schema: Any, *, error: type[Exception] = QueryError,
+               **roles: Any) -> tuple[np.ndarray, np.ndarray | None, dict[str, list[str] | None]]:
+    """A query's inputs checked at the door (:mod:`core.model.features`): the row
+    ``x`` as d finite floats, the reference rows ``X_ref`` as (n, d) floats or None,
+    the schema of the model's features, and each of ``roles`` (``fixed``,
+    ``increase_only``, ``decrease_only``: names or indices; None keeps the
+    schema's) as feature names; ``error`` says what is wrong."""
+    names = list(ens.feature_names)
+    x = as_row(x, names, error=error, what="x")
+    if X_ref is not None and not (isinstance(X_ref, np.ndarray) and X_ref.dtype == np.float64 and X_ref.ndim == 2
+                                  and X_ref.shape[1] == len(names)):   # kept as is: starts cache on it
+        X_ref = as_table(X_ref, names, error=error, what="X_ref", missing=True, min_rows=0)
+    check_schema(ens, schema, error)
+    resolved = {role: None if keys is None else [names[j] for j in
+                                                   feature_indices(names, keys, error=error, what=role)]
+                for role, keys in roles.items()}
+    return x, X_ref, resolved
+
+
 def other_models(items: Iterable[Any]) -> list[tuple[TreeEnsemble, Any]]:
     """``also_valid_for`` as (ensemble, original model or None) pairs: an item is a
     TreeEnsemble, a supported model (converted; checked as loaded too), or a
     ``(TreeEnsemble, model)`` pair (converted once by the caller)."""
+    if isinstance(items, (str, bytes)) or not isinstance(items, Iterable) and items is not None:
+        raise QueryError(f"also_valid_for is a list of further models (TreeEnsembles or fitted models); got "
+                         f"{type(items).__name__}.")
     out = []
     for o in items or ():
         if isinstance(o, tuple) and len(o) == 2 and isinstance(o[0], TreeEnsemble):

@@ -39,8 +39,13 @@ import numpy as np
 from joblib.externals.loky.backend import get_context
 
 from core.errors import ClusterError, QueryError
+from core.model import LinearModel, as_ensemble
+from core.model.features import as_table, feature_indices
+from core.model.missing import missing_as_states
 from core.optimal import optimal_counterfactual
+from core.schema import with_missing_states
 from core.settings import N_JOBS, n_jobs_setting, scheduler_setting, validated
+from core.surrogate.repair import checked_counterfactual
 
 __all__ = ["map_rows", "batch_counterfactuals", "connect", "ClusterError", "POOL_OWNER", "release_pools"]
 
@@ -190,6 +195,17 @@ def _collect(pairs: Iterable[tuple[int, list[Any]]], out: list[Any], progress, s
             abort()
 
 
+def _chunk_setting(v: Any) -> str | None:
+    ok = v == "auto" and isinstance(v, str) or isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1
+    return None if ok else "a positive number of items per chunk, or 'auto'"
+
+
+def _callable_or_none(v: Any) -> str | None:
+    return None if v is None or callable(v) else "a function, or None"
+
+
+@validated(QueryError, n_jobs=n_jobs_setting, scheduler=scheduler_setting, chunk_size=_chunk_setting,
+           progress=_callable_or_none, should_stop=_callable_or_none)
 def map_rows(fn: Callable[[Any], Any], items: Sequence[Any], *, n_jobs: int = 1,
              progress: Callable[[int, int], None] | None = None,
              should_stop: Callable[[], bool] | None = None, chunk_size: int | str = 1,
@@ -322,15 +338,127 @@ def batch_counterfactuals(ensemble: Any, X: np.ndarray, targets: Iterable[Any], 
                           chunk_size: int | str = 1, **kwargs: Any) -> list[Any]:
     """Optimal counterfactuals of many rows (see ``core.optimal.optimal_counterfactual``).
 
-    ``n_jobs`` / ``scheduler`` as everywhere (:mod:`core.settings`); ``kwargs`` are
-    the optimal counterfactual's settings, checked by it.
+    ``X``: the rows, (n, n_features) (an array, or a DataFrame read by name);
+    ``targets``: one per row, or one class label for every row. ``n_jobs`` /
+    ``scheduler`` as everywhere (:mod:`core.settings`); ``kwargs`` are the optimal
+    counterfactual's settings, checked by it.
+
+    Rows may have missing values (NaN) when the model routes them (HistGradientBoosting,
+    XGBoost, LightGBM): they are read as the app reads them
+    (:func:`core.model.missing.missing_as_states`), one "is missing" column per
+    feature missing somewhere appended after the features, the value column holding
+    the feature's median (of ``X_ref`` when given, else of ``X``). Every result then
+    has those columns too (``x[d + k]`` is 1 where the k-th such feature stays
+    missing; ``model=`` re-checks it on the original model with NaN there); a
+    value never becomes missing, and a missing one may get a value at the cost
+    of the move from the median.
 
     Each solve uses one solver thread when rows run in parallel, so results do
     not depend on ``n_jobs``.
     """
-    X = np.asarray(X, dtype=float)
     kwargs = dict(kwargs)
+    if kwargs.get("surrogate") is not None:
+        return _through_surrogate(X, targets, n_jobs, progress, should_stop, scheduler, chunk_size, kwargs)
+    if isinstance(ensemble, LinearModel):       # exact, picklable, no missing states: row by row as given
+        X = as_table(X, ensemble.feature_names, error=QueryError, min_rows=0)
+        kwargs.setdefault("n_workers", 1)
+        return map_rows(partial(_one_cf, ensemble=ensemble, kwargs=kwargs), list(zip(X, _targets(targets, len(X)))),
+                        n_jobs=n_jobs, progress=progress, should_stop=should_stop, chunk_size=chunk_size,
+                        scheduler=scheduler)
+    ens = as_ensemble(ensemble)
+    X = as_table(X, ens.feature_names, error=QueryError, missing=True, min_rows=0)
+    targets = _targets(targets, len(X))
+    ens, X = _missing_door(ens, X, kwargs)
     kwargs.setdefault("n_workers", 1 if (n_jobs != 1 or scheduler) else kwargs.get("n_workers", 2))
-    fn = partial(_one_cf, ensemble=ensemble, kwargs=kwargs)
+    fn = partial(_one_cf, ensemble=ens, kwargs=kwargs)
     return map_rows(fn, list(zip(X, targets)), n_jobs=n_jobs, progress=progress, should_stop=should_stop,
                     chunk_size=chunk_size, scheduler=scheduler)
+
+
+class _Seeded:
+    """A solver whose first answer is known (solved in the pool): it is returned once, then
+    every later call (a refitted surrogate's query) solves anew."""
+
+    def __init__(self, first: Any):
+        self.first = first
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        first, self.first = self.first, None
+        return first if first is not None else optimal_counterfactual(*args, **kwargs)
+
+
+def _through_surrogate(X: Any, targets: Any, n_jobs: int, progress: Callable[[int, int], None] | None,
+                       should_stop: Callable[[], bool] | None, scheduler: Any, chunk_size: int | str,
+                       kwargs: dict[str, Any]) -> list[Any]:
+    """Any other model (``model`` with its ``surrogate``): each row's query solved on the
+    surrogate in the pool (the model cannot leave its worker), then checked and repaired on
+    the model here, row by row (:func:`core.surrogate.repair.checked_counterfactual` with
+    the pool's answer as its first solve). ``progress`` counts both passes."""
+    model, surrogate = kwargs.pop("model", None), kwargs.pop("surrogate")
+    if model is None:
+        raise QueryError("A surrogate is given without the model it stands for: pass model= as well.")
+    ens = surrogate.ensemble
+    X = as_table(X, ens.feature_names, error=QueryError, min_rows=0)
+    targets = _targets(targets, len(X))
+    solve_kw = {k: v for k, v in kwargs.items() if k not in ("on_progress",)}
+    solve_kw.setdefault("n_workers", 1 if (n_jobs != 1 or scheduler) else 2)
+    n = len(X)
+    first = map_rows(partial(_one_cf, ensemble=ens, kwargs=solve_kw), list(zip(X, targets)), n_jobs=n_jobs,
+                     progress=None if progress is None else (lambda d, t: progress(d, 2 * t)),
+                     should_stop=should_stop, chunk_size=chunk_size, scheduler=scheduler)
+    out = []
+    keep = ("schema", "norm", "weights", "fixed", "increase_only", "decrease_only", "time_limit", "X_ref", "n_workers")
+    for i, (x, t) in enumerate(zip(X, targets)):
+        if should_stop is not None and should_stop():
+            break
+        out.append(checked_counterfactual(model, x, t, surrogate=surrogate, solve=_Seeded(first[i]),
+                                          **{k: v for k, v in solve_kw.items() if k in keep}))
+        if progress is not None:
+            progress(n + i + 1, 2 * n)
+    return out
+
+
+def _targets(targets: Any, n: int) -> list[Any]:
+    """One target per row: a sequence of ``n`` targets, or one class label for every row."""
+    if isinstance(targets, (str, bytes)) or not isinstance(targets, Iterable):
+        return [targets] * n
+    out = list(targets)
+    if len(out) != n:
+        raise QueryError(f"targets has {len(out)} entries for {n} rows: give one target per row (or one class "
+                         "label for every row).")
+    return out
+
+
+def _missing_door(ens: Any, X: np.ndarray, kwargs: dict[str, Any]) -> tuple[Any, np.ndarray]:
+    """Rows with missing values read as the app reads them (:func:`core.model.missing.missing_as_states`):
+    the ensemble, the rows, the reference rows, the schema and the weights widened by
+    one "is missing" column per feature missing somewhere, which may only go from
+    missing to a value."""
+    ref = kwargs.get("X_ref")
+    if ref is not None:
+        ref = as_table(ref, ens.feature_names, error=QueryError, what="X_ref", missing=True, min_rows=0)
+    wide, X2, ref2 = missing_as_states(ens, X, ref, error=QueryError)
+    if wide is ens:
+        return ens, X
+    for key in ("plausibility", "also_valid_for"):
+        if kwargs.get(key):
+            raise QueryError(f"{key} is not available for rows with missing values (its models read the features "
+                             "without the \"is missing\" columns); fill or drop the missing values, or leave "
+                             f"{key} out.")
+    states = [wide.feature_names[k] for k in range(ens.n_features, wide.n_features)]
+    if ref is not None:
+        kwargs["X_ref"] = ref2
+    if kwargs.get("schema") is not None:
+        kwargs["schema"] = with_missing_states(kwargs["schema"], wide)
+    else:                                               # no schema: "is missing" columns only decrease
+        named = {wide.feature_names[j] for role in ("fixed", "increase_only")
+                 for j in feature_indices(wide.feature_names, kwargs.get(role), error=QueryError, what=role)}
+        kwargs["decrease_only"] = [wide.feature_names[j] for j in feature_indices(
+            wide.feature_names, kwargs.get("decrease_only"), error=QueryError, what="decrease_only")] + \
+            [n for n in states if n not in named]
+    w = kwargs.get("weights")
+    if w is not None and not isinstance(w, dict) and np.ndim(w) >= 1:   # per feature: "is missing" costs 0
+        arr = np.asarray(w, dtype=float)
+        pad = np.zeros((len(states),) + arr.shape[1:])
+        kwargs["weights"] = np.concatenate([arr, pad]) if arr.shape[:1] == (ens.n_features,) else w
+    return wide, X2

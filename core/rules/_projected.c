@@ -16,6 +16,15 @@
  * The cell starts as a bitset over the rows (leftbits[node] has bit i set when
  * row i goes left at node; valid marks the n real rows) and becomes a list of
  * row indices once small, filtered with X (n x d, row-major) from then on.
+ *
+ * What it is handed is checked, so that a wrong buffer is a ValueError, never a
+ * wrong answer or a read or write outside memory: dtypes (int32 cl, cr, feat;
+ * float64 thr, x, X, weights; int64 roots, cnt, pos; uint8 free, ybool; uint64
+ * leftbits, valid, ybits), C-contiguity, shapes (free (M, d), X (n, d), cnt and
+ * pos (M, T), leftbits n_nodes * W words, W * 64 >= n), writability of the
+ * outputs, roots inside the nodes, children after their parent inside the nodes
+ * and each node reached once (so every walk ends and its stack holds), features
+ * below d, valid without a bit past row n; every allocation is checked.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -23,8 +32,44 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int get(PyObject *o, Py_buffer *b, int writable) {
-    return PyObject_GetBuffer(o, b, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0));
+/* The element kind of a buffer's struct-module format ('f' float, 'i' signed, 'u'
+ * unsigned, 0 otherwise), its byte-order prefix checked (native little-endian only). */
+static char kind_of(const char *fmt) {
+    if (fmt == NULL) return 'u';
+    if (*fmt == '@' || *fmt == '=' || *fmt == '<') fmt++;
+    else if (*fmt == '>' || *fmt == '!') return 0;
+    if (fmt[0] == '\0' || fmt[1] != '\0') return 0;
+    switch (fmt[0]) {
+        case 'd': case 'f': case 'e': return 'f';
+        case 'b': case 'h': case 'i': case 'l': case 'q': case 'n': return 'i';
+        case 'B': case 'H': case 'I': case 'L': case 'Q': case 'N': case '?': return 'u';
+        default: return 0;
+    }
+}
+
+/* A C-contiguous buffer of the given element kind and size, ndim (0: any) and
+ * number of elements (-1: any), writable when asked. */
+static int get(PyObject *o, Py_buffer *b, const char *name, char kind, Py_ssize_t itemsize, int ndim,
+               Py_ssize_t count, int writable) {
+    if (PyObject_GetBuffer(o, b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "%s must be a C-contiguous%s array", name, writable ? ", writable" : "");
+        return -1;
+    }
+    if (b->itemsize != itemsize || kind_of(b->format) != kind || (ndim && b->ndim != ndim)) {
+        PyErr_Format(PyExc_ValueError, "%s must be a %s array of %s%d (got %d-D, format '%s', %zd bytes each)",
+                     name, ndim == 2 ? "2-D" : ndim == 1 ? "1-D" : "C-contiguous",
+                     kind == 'f' ? "float" : kind == 'i' ? "int" : "uint", (int)(8 * itemsize), b->ndim,
+                     b->format ? b->format : "B", b->itemsize);
+        PyBuffer_Release(b);
+        return -1;
+    }
+    if (count >= 0 && b->len / itemsize != count) {
+        PyErr_Format(PyExc_ValueError, "%s has %zd elements, expected %zd", name, b->len / itemsize, count);
+        PyBuffer_Release(b);
+        return -1;
+    }
+    return 0;
 }
 
 static PyObject *py_counts(PyObject *self, PyObject *args) {
@@ -34,14 +79,66 @@ static PyObject *py_counts(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOnn", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
                           &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14], &d, &W))
         return NULL;
-    Py_buffer b[15];
-    int nb = 0, ok = 1;
-    int has_w = o[14] != Py_None;
-    int n_buf = has_w ? 15 : 14;
-    for (; nb < n_buf; nb++) {
-        if (get(o[nb], &b[nb], nb >= 12) < 0) { ok = 0; break; }
+    if (d < 1 || W < 1) {
+        PyErr_SetString(PyExc_ValueError, "d and W must be at least 1");
+        return NULL;
     }
-    if (ok) {
+    Py_buffer b[15];
+    int nb = 0;
+    int has_w = o[14] != Py_None;
+    Py_ssize_t n_nodes = -1, T = -1, M = -1, n = -1;
+#define GET(k, name, kind, size, ndim, count, wr) \
+    if (get(o[k], &b[k], name, kind, size, ndim, count, wr) < 0) goto fail; \
+    nb = k + 1;
+    GET(0, "cl", 'i', 4, 1, -1, 0)
+    n_nodes = b[0].shape[0];
+    GET(1, "cr", 'i', 4, 1, n_nodes, 0)
+    GET(2, "feat", 'i', 4, 1, n_nodes, 0)
+    GET(3, "thr", 'f', 8, 1, n_nodes, 0)
+    GET(4, "roots", 'i', 8, 1, -1, 0)
+    T = b[4].shape[0];
+    GET(5, "x", 'f', 8, 1, d, 0)
+    GET(6, "free", 'u', 1, 2, -1, 0)
+    M = b[6].shape[0];
+    GET(7, "X", 'f', 8, 2, -1, 0)
+    n = b[7].shape[0];
+    GET(8, "ybool", 'u', 1, 1, n, 0)
+    GET(9, "leftbits", 'u', 8, 0, n_nodes * W, 0)
+    GET(10, "valid", 'u', 8, 1, W, 0)
+    GET(11, "ybits", 'u', 8, 1, W, 0)
+    GET(12, "cnt", 'i', 8, 2, M * T, 1)
+    GET(13, "pos", 'i', 8, 2, M * T, 1)
+    if (has_w) { GET(14, "weights", 'f', 8, 1, n, 1) }
+#undef GET
+    {
+        const char *why = NULL;
+        if (b[6].shape[1] != d) why = "free must have d columns";
+        else if (b[7].shape[1] != d) why = "X must have d columns";
+        else if (b[12].shape[0] != M || b[12].shape[1] != T || b[13].shape[0] != M || b[13].shape[1] != T)
+            why = "cnt and pos must have the shape (subsets, trees)";
+        else if (W * 64 < n) why = "W words do not hold a bit per row";
+        const int32_t *cl = b[0].buf, *cr = b[1].buf, *feat = b[2].buf;
+        const int64_t *roots = b[4].buf;
+        const uint64_t *valid = b[10].buf;
+        for (Py_ssize_t t = 0; why == NULL && t < T; t++)
+            if (roots[t] < 0 || roots[t] >= n_nodes) why = "a root is outside the nodes";
+        uint8_t *reached = why == NULL ? calloc((size_t)n_nodes + 1, 1) : NULL;
+        if (why == NULL && reached == NULL) { PyErr_NoMemory(); goto fail; }
+        for (Py_ssize_t v = 0; why == NULL && v < n_nodes; v++) {   /* trees: children after parents, once */
+            if (feat[v] < 0) continue;
+            if (feat[v] >= d) why = "a split's feature is not below d";
+            else if (cl[v] <= v || cl[v] >= n_nodes || cr[v] <= v || cr[v] >= n_nodes)
+                why = "a child is not after its parent inside the nodes";
+            else if (reached[cl[v]]++ || reached[cr[v]]++ || cl[v] == cr[v]) why = "a node is reached twice";
+        }
+        free(reached);
+        for (Py_ssize_t k = n / 64; why == NULL && k < W; k++) {       /* no row past n */
+            uint64_t past = (k == n / 64 && n % 64) ? ~((UINT64_C(1) << (n % 64)) - 1) : ~UINT64_C(0);
+            if (valid[k] & past) why = "valid marks a row past the rows of X";
+        }
+        if (why != NULL) { PyErr_SetString(PyExc_ValueError, why); goto fail; }
+    }
+    {
         const int32_t *cl = b[0].buf, *cr = b[1].buf, *feat = b[2].buf;
         const double *thr = b[3].buf;
         const int64_t *roots = b[4].buf;
@@ -52,17 +149,15 @@ static PyObject *py_counts(PyObject *self, PyObject *args) {
         const uint64_t *leftbits = b[9].buf, *valid = b[10].buf, *ybits = b[11].buf;
         int64_t *cnt = b[12].buf, *pos = b[13].buf;
         double *w = has_w ? b[14].buf : NULL;
-        Py_ssize_t T = b[4].len / (Py_ssize_t)sizeof(int64_t);
-        Py_ssize_t M = d > 0 ? b[6].len / d : 0;
-        Py_ssize_t n_nodes = b[0].len / (Py_ssize_t)sizeof(int32_t);
-        Py_ssize_t n = b[8].len;
+        int bad = 0, no_memory = 0;
         Py_BEGIN_ALLOW_THREADS
-        uint64_t *acc = malloc(sizeof(uint64_t) * (W > 0 ? W : 1));
-        int64_t *list = malloc(sizeof(int64_t) * (n > 0 ? n : 1));
-        int64_t *stack = malloc(sizeof(int64_t) * (n_nodes + 1));
-        for (Py_ssize_t m = 0; m < M; m++) {
+        uint64_t *acc = malloc(sizeof(uint64_t) * (size_t)W);
+        int64_t *list = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+        int64_t *stack = malloc(sizeof(int64_t) * (size_t)(n_nodes + 1));
+        if (acc == NULL || list == NULL || stack == NULL) no_memory = 1;
+        for (Py_ssize_t m = 0; m < M && !no_memory && !bad; m++) {
             const uint8_t *fr = freem + m * d;
-            for (Py_ssize_t t = 0; t < T; t++) {
+            for (Py_ssize_t t = 0; t < T && !bad; t++) {
                 memcpy(acc, valid, sizeof(uint64_t) * W);
                 int64_t count = n, len = -1;     /* len < 0: bitset mode */
                 int64_t sp = 0;
@@ -72,7 +167,11 @@ static PyObject *py_counts(PyObject *self, PyObject *args) {
                     int32_t f = feat[v];
                     if (f < 0) continue;
                     int left = x[f] <= thr[v];
-                    if (fr[f]) { stack[sp++] = cl[v]; stack[sp++] = cr[v]; continue; }
+                    if (fr[f]) {
+                        if (sp + 2 > n_nodes + 1) { bad = 1; break; }
+                        stack[sp++] = cl[v]; stack[sp++] = cr[v];
+                        continue;
+                    }
                     if (len < 0) {
                         const uint64_t *lb = leftbits + (Py_ssize_t)v * W;
                         int64_t c = 0;
@@ -85,7 +184,7 @@ static PyObject *py_counts(PyObject *self, PyObject *args) {
                                 uint64_t word = acc[k];
                                 while (word) {
                                     int bit = __builtin_ctzll(word);
-                                    list[len++] = (int64_t)k * 64 + bit;
+                                    list[len++] = (int64_t)k * 64 + bit;   /* acc within valid: < n rows */
                                     word &= word - 1;
                                 }
                             }
@@ -103,7 +202,7 @@ static PyObject *py_counts(PyObject *self, PyObject *args) {
                     stack[sp++] = left ? cl[v] : cr[v];
                 }
                 int64_t p = 0;
-                if (count > 0) {
+                if (count > 0 && !bad) {
                     if (len < 0) {
                         for (Py_ssize_t k = 0; k < W; k++) p += __builtin_popcountll(acc[k] & ybits[k]);
                         if (w) {
@@ -124,10 +223,17 @@ static PyObject *py_counts(PyObject *self, PyObject *args) {
         }
         free(acc); free(list); free(stack);
         Py_END_ALLOW_THREADS
+        if (no_memory) { PyErr_NoMemory(); goto fail; }
+        if (bad) {
+            PyErr_SetString(PyExc_ValueError, "the walk outgrew its stack (the node arrays are not trees)");
+            goto fail;
+        }
     }
     for (int i = 0; i < nb; i++) PyBuffer_Release(&b[i]);
-    if (!ok) return NULL;
     Py_RETURN_NONE;
+fail:
+    for (int i = 0; i < nb; i++) PyBuffer_Release(&b[i]);
+    return NULL;
 }
 
 static PyMethodDef methods[] = {

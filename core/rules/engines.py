@@ -32,11 +32,13 @@ def counts(state: FittedRules, x: np.ndarray, free: np.ndarray, target: Any = No
     cnt = np.zeros((m, T), dtype=np.int64)
     pos = np.zeros((m, T), dtype=np.int64)
     w = np.zeros(state.n) if weights else None
-    free = np.ascontiguousarray(free, dtype=np.uint8)
-    x = np.ascontiguousarray(x)
+    free = np.ascontiguousarray(free, dtype=np.uint8).reshape(m, state.d)
+    # the kernel takes exactly these dtypes, C-contiguous (and refuses anything else)
+    x = np.ascontiguousarray(x, dtype=np.float64).reshape(state.d)
+    X = np.ascontiguousarray(state.X, dtype=np.float64)
 
     def run(a: int, b: int) -> None:
-        bitsets._projected.counts(fl["cl"], fl["cr"], fl["feat"], fl["thr"], fl["roots"], x, free[a:b], state.X,
+        bitsets._projected.counts(fl["cl"], fl["cr"], fl["feat"], fl["thr"], fl["roots"], x, free[a:b], X,
                                   ybool, state.split_bits, state.valid, ybits, cnt[a:b], pos[a:b], w,
                                   state.d, state.words)
 

@@ -11,10 +11,40 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from core.errors import NotFittedError, QueryError
+from core.model.features import as_table
 from core.rules import engines, sampling, search
 from core.rules.results import LocalRule, RegionalRule, RuleLevels
 from core.rules.state import FittedRules, check_levels, fit_state
 from core.settings import N_JOBS, integer, n_jobs_setting, optional, probability, validated
+
+
+def _listed(items: Any, what: str, of: str) -> list[Any]:
+    if isinstance(items, (str, bytes, dict, np.ndarray)) or not isinstance(items, (list, tuple)):
+        raise QueryError(f"{what} is a list of {of}; got {type(items).__name__}.")
+    return list(items)
+
+
+def _box(d: int, box: Any, what: str, pair: bool = True) -> Any:
+    """A box of the d features: an object with ``lower`` and ``upper`` (a rule, a
+    region), or, where ``pair``, a ``(lower, upper)`` pair; each d numbers, lower <= upper."""
+    if hasattr(box, "lower") and hasattr(box, "upper"):
+        lo, hi = box.lower, box.upper
+    elif pair and isinstance(box, (list, tuple)) and len(box) == 2:
+        lo, hi = box
+    else:
+        shape = "a (lower, upper) pair of arrays or " if pair else ""
+        raise QueryError(f"Each of {what} is {shape}an object with lower and upper (e.g. a LocalRule); got "
+                         f"{type(box).__name__}.")
+    try:
+        lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+    except (TypeError, ValueError):
+        raise QueryError(f"{what}: lower and upper hold numbers (-inf / inf where unbounded).") from None
+    if lo.shape != (d,) or hi.shape != (d,):
+        raise QueryError(f"{what}: lower and upper are arrays of the {d} features; got shapes {lo.shape} and "
+                         f"{hi.shape}.")
+    if np.isnan(lo).any() or np.isnan(hi).any() or np.any(lo > hi):
+        raise QueryError(f"{what}: each interval lower < x <= upper needs lower <= upper and no NaN.")
+    return box if hasattr(box, "lower") else (lo, hi)
 
 
 class CounterfactualRules:
@@ -26,7 +56,7 @@ class CounterfactualRules:
     pi : CDP level of a divergent explanation; pi_c : CRP level of a rule.
     top_k : the search for S runs over the top_k features most used by the
         surrogate's splits.
-    groups : one-hot groups as lists of column indices (moved together).
+    groups : one-hot groups as lists of columns, by name or index (moved together).
     random_state : seeds the surrogate, the Isolation Forest and sampling.
     max_rows : the surrogate is fitted on every row, but CDP, CRP and the
         samples use at most this many rows (a seeded sample): the cell
@@ -82,10 +112,9 @@ class CounterfactualRules:
         self.max_rows = max_rows
 
     # ------------------------------------------------------------------ fit
+    @validated(QueryError)
     def fit(self, X: Any, y_model: Any, feature_names: Sequence[str] | None = None) -> "CounterfactualRules":
         t0 = time.perf_counter()
-        if feature_names is None and hasattr(X, "columns"):      # a DataFrame names its features
-            feature_names = [str(c) for c in X.columns]
         st = fit_state(X, y_model, feature_names, n_estimators=self.n_estimators, max_depth=self.max_depth,
                        levels=RuleLevels(self.pi, self.pi_c, self.top_k), groups=self.groups,
                        random_state=self.random_state, n_jobs=self.n_jobs, max_rows=self.max_rows)
@@ -117,6 +146,7 @@ class CounterfactualRules:
         return dict(pi=lv.pi, pi_c=lv.pi_c, top_k=lv.top_k)
 
     # -------------------------------------------------------------- queries
+    @validated(QueryError)
     def candidate_units(self, fixed: Any = (), top_k: int | None = None) -> list[int]:
         """The top_k actionable units (one-hot groups or columns) by split usage;
         ``fixed``: names or column indices."""
@@ -141,7 +171,8 @@ class CounterfactualRules:
         """CRP of a rule on a region (:func:`core.rules.engines.regional_crp`)."""
         return engines.regional_crp(self._state, region_lower, region_upper, target, lower, upper)
 
-    def minimal_divergent_explanations(self, x: Any, target: Any, fixed: Any = (), *, pi: float | None = None,
+    @validated(QueryError)
+    def minimal_divergent_explanations(self, x: Any, target: Any, *, fixed: Any = (), pi: float | None = None,
                                        top_k: int | None = None) -> list[tuple[tuple[int, ...], float]]:
         """All minimal S with CDP >= pi among the top_k actionable features
         (:func:`core.rules.search.minimal_divergent_explanations`)."""
@@ -150,7 +181,8 @@ class CounterfactualRules:
         lv = self._levels(pi, None, top_k)
         return search.minimal_divergent_explanations(st, x, target, fixed=fixed, pi=lv["pi"], top_k=lv["top_k"])
 
-    def local_rule(self, x: Any, target: Any, fixed: Any = (), *, increase_only: Any = None,
+    @validated(QueryError)
+    def local_rule(self, x: Any, target: Any, *, fixed: Any = (), increase_only: Any = None,
                    decrease_only: Any = None, pi: float | None = None, pi_c: float | None = None,
                    top_k: int | None = None) -> LocalRule:
         """The local counterfactual rule of ``x`` for ``target``
@@ -161,36 +193,53 @@ class CounterfactualRules:
         return search.local_rule(st, x, target, fixed=fixed, increase_only=increase_only,
                                  decrease_only=decrease_only, **self._levels(pi, pi_c, top_k))
 
-    def regional_rules(self, regions: Sequence[Any], target: Any, fixed: Any = (), *, increase_only: Any = None,
+    @validated(QueryError)
+    def regional_rules(self, regions: Sequence[Any], target: Any, *, fixed: Any = (), increase_only: Any = None,
                        decrease_only: Any = None, pi: float | None = None, pi_c: float | None = None,
                        top_k: int | None = None) -> list[RegionalRule]:
         """A regional counterfactual rule for each region
-        (:func:`core.rules.search.regional_rules`)."""
-        return search.regional_rules(self._state, regions, target, fixed=fixed, increase_only=increase_only,
+        (:func:`core.rules.search.regional_rules`): a ``(lower, upper)`` pair of
+        arrays of the d features, or an object with ``lower`` and ``upper``."""
+        st = self._state
+        regions = [_box(st.d, r, "regions") for r in _listed(regions, "regions", "(lower, upper) boxes")]
+        return search.regional_rules(st, regions, target, fixed=fixed, increase_only=increase_only,
                                      decrease_only=decrease_only, **self._levels(pi, pi_c, top_k))
 
+    @validated(QueryError)
     def propose_regions(self, target: Any, max_depth: int = 3, min_share: float = 0.02
                         ) -> list[tuple[np.ndarray, np.ndarray]]:
         """Sub-populations needing recourse (:func:`core.rules.search.propose_regions`)."""
         return search.propose_regions(self._state, target, max_depth, min_share)
 
+    @validated(QueryError)
     def sample_counterfactuals(self, x: Any, rule: Any, n: int = 5, *, batch: int = 100, max_iter: int = 100,
                                temp: float = 1.0, patience: int = 20, random_state: int | None = None
                                ) -> np.ndarray:
         """Counterfactual samples inside a rule (:func:`core.rules.sampling.sample_counterfactuals`)."""
-        return sampling.sample_counterfactuals(self._state, x, rule, n, batch=batch, max_iter=max_iter, temp=temp,
+        st = self._state
+        _box(st.d, rule, "rule", pair=False)
+        for name, v in (("n", n), ("batch", batch), ("max_iter", max_iter), ("patience", patience)):
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise QueryError(f"{name} is a positive integer; got {v!r}.")
+        return sampling.sample_counterfactuals(st, x, rule, n, batch=batch, max_iter=max_iter, temp=temp,
                                                patience=patience, random_state=random_state)
 
     def inlier(self, X: np.ndarray) -> np.ndarray:
         """The Isolation Forest's inlier verdict (decision_function >= 0)."""
         return sampling.inlier(self._state, X)
 
-    def evaluate(self, X: Any, predict: Callable[[np.ndarray], np.ndarray], target_of: Callable[[Any], Any],
-                 fixed: Any = (), progress: Callable[[int, int], None] | None = None, *,
+    @validated(QueryError)
+    def evaluate(self, X: Any, predict: Callable[[np.ndarray], np.ndarray], target_of: Callable[[Any], Any], *,
+                 fixed: Any = (), progress: Callable[[int, int], None] | None = None,
                  increase_only: Any = None, decrease_only: Any = None, pi: float | None = None,
                  pi_c: float | None = None, top_k: int | None = None
                  ) -> tuple[dict[str, float], list[dict[str, Any]]]:
         """Local rules, one sample each, and the paper's metrics for the rows of
         ``X`` (:func:`core.rules.sampling.evaluate`)."""
-        return sampling.evaluate(self._state, X, predict, target_of, fixed=fixed, increase_only=increase_only,
+        st = self._state
+        X = as_table(X, st.feature_names, error=QueryError, what="X", min_rows=0)
+        for name, fn in (("predict", predict), ("target_of", target_of), ("progress", progress)):
+            if not callable(fn) and not (name == "progress" and fn is None):
+                raise QueryError(f"{name} is a function; got {type(fn).__name__}.")
+        return sampling.evaluate(st, X, predict, target_of, fixed=fixed, increase_only=increase_only,
                                  decrease_only=decrease_only, progress=progress, **self._levels(pi, pi_c, top_k))

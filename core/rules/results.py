@@ -4,7 +4,7 @@ of a query, and the paper's metrics."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -64,14 +64,28 @@ class LocalRule:
         X = np.atleast_2d(np.asarray(X, dtype=float))
         return np.all((X > self.lower) & (X <= self.upper), axis=1)
 
-    def to_dict(self, names: Sequence[str]) -> dict[str, Any]:
-        def box(lower, upper) -> dict[str, list[float | None]]:
-            return {names[j]: [finite_or_none(lower[j]), finite_or_none(upper[j])] for j in self.features}
+    def to_dict(self, names: Sequence[str],
+                conditions: Callable[[np.ndarray, np.ndarray, Sequence[int]], list[dict[str, Any]]] | None = None
+                ) -> dict[str, Any]:
+        """JSON-able rule, nested (alternatives as objects, never as text). With
+        ``conditions`` (a box ``(lower, upper, features)`` -> conditions on the
+        analyst's columns, e.g. ``functools.partial(core.intake.columns.box_record,
+        columns)``) the rule and its alternatives are those conditions (a category
+        column as its set of categories, a missing state as ``"missing"``);
+        without, intervals ``[lower, upper]`` on the model's features ``names``."""
+        def box(lower: np.ndarray, upper: np.ndarray) -> dict[str, Any]:
+            if conditions is not None:
+                return {"conditions": conditions(lower, upper, self.features)}
+            return {"intervals": {names[j]: [finite_or_none(lower[j]), finite_or_none(upper[j])]
+                                  for j in self.features}}
 
-        return {"target": plain(self.target), "features": [names[j] for j in self.features],
-                "intervals": box(self.lower, self.upper),
-                "cdp": self.cdp, "crp": self.crp, "divergent": self.divergent,
-                "alternatives": [box(b.lower, b.upper) | {"crp": b.crp} for b in self.alternatives]}
+        out = {"target": plain(self.target), **box(self.lower, self.upper),
+               "cdp": float(self.cdp), "crp": float(self.crp), "divergent": bool(self.divergent),
+               "below_pi_c": bool(self.below_pi_c), "note": self.note,
+               "alternatives": [{**box(b.lower, b.upper), "crp": float(b.crp)} for b in self.alternatives]}
+        if conditions is None:
+            out["features"] = [names[j] for j in self.features]
+        return out
 
     def to_text(self, names: Sequence[str], groups: Sequence[Sequence[int]] = ()) -> str:
         return rule_text(self.features, self.lower, self.upper, names, groups)

@@ -14,7 +14,6 @@ its cache of targets (``targets``).
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -24,6 +23,7 @@ from sklearn.ensemble import IsolationForest, RandomForestClassifier, RandomFore
 from core.counterfactual import continuous_outputs, output_mask
 from core.errors import DataError, NoCounterfactualRuleError, QueryError
 from core.model import as_ensemble
+from core.model.features import as_row, feature_indices, fit_table
 from core.rules.bitsets import _pack
 from core.rules.results import RuleLevels
 
@@ -105,11 +105,8 @@ class FittedRules:
 
     # ------------------------------------------------------------ queries
     def row(self, x: Any) -> np.ndarray:
-        """``x`` as d finite floats, else QueryError."""
-        x = np.asarray(x, dtype=float).ravel()
-        if x.shape != (self.d,) or not np.all(np.isfinite(x)):
-            raise QueryError(f"x must be {self.d} finite numbers; got shape {x.shape}.")
-        return x
+        """``x`` as d finite floats (a Series read by name), else QueryError."""
+        return as_row(x, self.feature_names, error=QueryError, what="x")
 
     def query_levels(self, pi: float | None = None, pi_c: float | None = None,
                      top_k: int | None = None) -> RuleLevels:
@@ -132,33 +129,10 @@ class FittedRules:
 
     def features(self, spec: Any, what: str = "fixed") -> tuple[int, ...]:
         """Columns from names or indices (one name, one index, or a sequence of
-        them); an unknown name or an index outside ``0..d-1`` raises
-        QueryError naming it and listing the features. None is no feature."""
-        if spec is None:
-            return ()
-        if isinstance(spec, (str, int, np.integer)):
-            spec = [spec]
-        names = [str(n) for n in self.feature_names]
-        index: dict[str, int] = {}
-        for j, n in enumerate(names):
-            index.setdefault(n, j)
-        out = []
-        for s in spec:
-            if isinstance(s, str):
-                if s not in index:
-                    close = difflib.get_close_matches(s, names, n=3)
-                    hint = f" Did you mean {close}?" if close else ""
-                    raise QueryError(f"{what}: no feature is named {s!r}.{hint} The features are {names}.")
-                out.append(index[s])
-            elif isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_)):
-                if not 0 <= int(s) < self.d:
-                    raise QueryError(f"{what}: feature index {int(s)} is outside 0..{self.d - 1}. "
-                                     f"The features are {names}.")
-                out.append(int(s))
-            else:
-                raise QueryError(f"{what}: {s!r} is neither a feature name nor a column index. "
-                                 f"The features are {names}.")
-        return tuple(out)
+        them; :func:`core.model.features.feature_indices`): an unknown name or an
+        index outside ``0..d-1`` raises QueryError naming the closest features.
+        None is no feature."""
+        return tuple(feature_indices(self.feature_names, spec, error=QueryError, what=what))
 
     def columns(self, units: Sequence[int]) -> tuple[int, ...]:
         """The columns of the units, sorted."""
@@ -201,15 +175,24 @@ def fit_state(X: Any, y_model: Any, feature_names: Sequence[str] | None = None, 
     """Fit the surrogate forest on ``(X, y_model)`` and the Isolation Forest on
     ``X``, and prepare the estimators' tables (the parameters: those of
     :class:`core.rules.CounterfactualRules`)."""
-    X = np.ascontiguousarray(X, dtype=float)
+    X, names = fit_table(X, feature_names, error=DataError, min_rows=2)
+    X = np.ascontiguousarray(X)
+    if y_model is None or isinstance(y_model, (str, bytes, dict)):
+        raise DataError(f"y_model is the model's outputs on X's rows (an array of {len(X)} values, e.g. "
+                        f"model.predict(X)); got {type(y_model).__name__}.")
     y = np.asarray(y_model)
-    if X.ndim != 2 or len(X) != len(y) or len(X) < 2:
-        raise DataError(f"X has shape {X.shape} and y_model {y.shape}; expected (n, d) and (n,) with n >= 2.")
-    if not np.all(np.isfinite(X)):
-        raise DataError("X has missing or infinite values; clean or impute them before fitting.")
+    if y.ndim != 1 or len(y) != len(X):
+        raise DataError(f"y_model has shape {y.shape}; X has {len(X)} rows: give the model's output for each row.")
     levels = check_levels(levels.pi, levels.pi_c, levels.top_k)
     n, d = X.shape
-    names = list(feature_names) if feature_names is not None else [f"x{j}" for j in range(d)]
+    if groups is not None and (isinstance(groups, (str, bytes)) or not isinstance(groups, (list, tuple))):
+        raise QueryError(f"groups is a list of one-hot groups, each a list of columns (names or indices); got "
+                         f"{type(groups).__name__}.")
+    groups = [feature_indices(names, g, error=QueryError, what="groups") for g in groups or []]
+    seen = [j for g in groups if len(g) >= 2 for j in g]
+    twice = sorted({names[j] for j in seen if seen.count(j) > 1})
+    if twice:
+        raise QueryError(f"groups: {twice[:5]} belong to more than one one-hot group; a column is in one group.")
     regression = continuous_outputs(y)
     cls = RandomForestRegressor if regression else RandomForestClassifier
     rf = cls(n_estimators=n_estimators, max_depth=max_depth, random_state=random_state, n_jobs=n_jobs).fit(X, y)

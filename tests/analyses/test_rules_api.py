@@ -72,8 +72,8 @@ def test_names_and_indices_give_identical_rules(cancer):
         _same_rule(cr.local_rule(x, t, fixed=by_name, increase_only=["mean texture"]),
                    cr.local_rule(x, t, fixed=np.array(by_index), increase_only=[1]))
     assert cr.candidate_units(by_name) == cr.candidate_units(by_index)
-    assert cr.minimal_divergent_explanations(X[0], 1 - pred[0], by_name) == \
-           cr.minimal_divergent_explanations(X[0], 1 - pred[0], by_index)
+    assert cr.minimal_divergent_explanations(X[0], 1 - pred[0], fixed=by_name) == \
+           cr.minimal_divergent_explanations(X[0], 1 - pred[0], fixed=by_index)
     assert cr.local_rule(X[0], 1 - pred[0], fixed="worst area").features == \
            cr.local_rule(X[0], 1 - pred[0], fixed=[names.index("worst area")]).features
     regions = cr.propose_regions(1)[:2]

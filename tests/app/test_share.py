@@ -4,6 +4,9 @@ outcome the row does not have."""
 
 from __future__ import annotations
 
+import json
+
+import pytest
 from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 
@@ -38,7 +41,7 @@ def test_target_defaults_to_an_outcome_the_row_lacks_and_says_when_it_has_it():
     row = int((pred == 1).argmax())
     app.selectbox(key="ocf_target").set_value(1).run()              # an explicit choice sticks
     assert app.selectbox(key="ocf_target").value == 1
-    assert any("already predicted 1" in c.value for c in app.caption)
+    assert any("already predicted approved (1)" in c.value for c in app.caption)
 
 
 def test_a_link_reopens_demo_row_and_target():
@@ -67,7 +70,7 @@ def test_shared_uploaded_workspace_opens_from_its_link(fresh_history):
 def test_a_broken_link_says_so_on_the_page_it_opens(fresh_history):
     """A link whose data, demo, row or class this server does not have says so on the page it
     opens (it used to open the demo without a word) and the notice can be dismissed."""
-    for params, said in (({"ws": "nope"}, "are not on this server"),
+    for params, said in (({"ws": "nope"}, "is not one this server makes"),
                          ({"demo": "no-such-demo"}, "names a demo 'no-such-demo'"),
                          ({"demo": "credit-lightgbm", "row": "999999"}, "row 999999 is not in this data"),
                          ({"demo": "credit-lightgbm", "target": "maybe"}, "target 'maybe' is not a class")):
@@ -116,3 +119,78 @@ def test_a_link_carries_the_settings_of_the_view():
     assert bad.number_input(key="ocf_limit").value == 30.0      # the default: nothing out of range applied
     broken = _app({"demo": "credit-lightgbm", "s": "{not json"})
     assert "settings are damaged" in " ".join(e.value for e in broken.error)
+
+
+MALFORMED = [
+    ({"row": "²"}, "row '²' is not a row number"),                    # passes str.isdigit(), int() refuses it
+    ({"row": "١٢"}, "row '١٢' is not a row number"),                  # Arabic-Indic digits
+    ({"row": "１２"}, "row '１２' is not a row number"),               # fullwidth digits
+    ({"row": "-3"}, "row '-3' is negative"),
+    ({"row": "3.0"}, "row '3.0' is not a whole number"),
+    ({"row": "9999999999"}, "row '9999999999' is too large"),
+    ({"row": "9" * 400}, "row is 400 characters long"),
+    ({"row": "NaN"}, "row 'NaN' is not a row number"),
+    ({"row": ["3", "4"]}, "gives its row (row=) 2 times"),
+    ({"target": "nan,1"}, "target 'nan,1' is not an interval"),
+    ({"target": "1e999,2"}, "target '1e999,2' is not an interval"),
+    ({"target": "inf,inf"}, "target 'inf,inf' is not an interval"),
+    ({"target": "2,1"}, "target '2,1' is not an interval"),
+    ({"target": "x" * 400}, "target is 400 characters long"),
+    ({"target": ["0", "1"]}, "gives its target (target=) 2 times"),
+    ({"demo": "credit-lightgbm", "target": "0.5,1.5"}, "target '0.5,1.5' is not a class"),
+    ({"demo": ["credit-lightgbm", "cancer-rf"]}, "gives its demo (demo=) 2 times"),
+    ({"demo": "x" * 100}, "demo is 100 characters long"),
+    ({"ws": "../../etc/passwd"}, "data token '../../etc/passwd' is not one this server makes"),
+    ({"ws": "ab%00cd"}, "is not one this server makes"),
+    ({"ws": "A" * 32}, "are not on this server"),                      # the form of a token, but no such data
+    ({"s": "[" * 3000 + "]" * 3000}, "settings are damaged"),         # nested too deep for the JSON reader
+    ({"s": "NaN"}, "settings are damaged"),
+    ({"s": "[1, 2]"}, "settings are damaged"),
+    ({"s": "{" * 9000}, "settings is 9,000 characters long"),
+    ({"s": json.dumps({"ocf_limit": float("nan"), "ocf_k": 2.5, "ocf_norm": "l9", "ocf_plaus": "yes"})},
+     "ocf_limit = NaN (is not a number); ocf_k = 2.5 (is not a whole number); ocf_norm = \"l9\" (is not one of "
+     "the choices); ocf_plaus = \"yes\" (is not true or false)"),
+    ({"s": json.dumps({"class_names": {"0": ["a"]}})}, "class_names (they are not a list of class names)"),
+]
+
+
+@pytest.mark.parametrize("params, said", MALFORMED, ids=[f"{k}-{i}" for i, (p, _) in enumerate(MALFORMED)
+                                                          for k in [next(iter(p))]])
+def test_a_malformed_link_gets_the_broken_link_message_never_a_traceback(params, said, fresh_history):
+    """Every URL parameter goes through one checked parser (#37): non-ASCII digits, negative,
+    huge or fractional rows, non-finite or reversed intervals, repeated or over-long
+    parameters, unknown demos, bad tokens and damaged settings each get the message of a
+    broken link, on the page it opens, and the app goes on with its defaults."""
+    app = _app(params)
+    shown = " ".join(e.value for e in app.error)
+    assert "This link could not be followed as sent" in shown and said in shown, (params, shown)
+    assert 0 <= app.number_input(key="ocf_row").value < len(app.session_state["workspace"].X)
+    assert app.selectbox(key="ocf_target").value in app.session_state["workspace"].ensemble.classes
+
+
+def test_a_good_link_is_read_as_before():
+    app = _app({"demo": "credit-lightgbm", "row": "12", "target": "1", "embed": "true"})
+    assert not any("could not be followed" in e.value for e in app.error)
+    assert app.number_input(key="ocf_row").value == 12 and app.selectbox(key="ocf_target").value == 1
+
+
+def test_a_regressor_link_reads_its_interval(fresh_history):
+    """A regressor's target is an interval: read from the link as written, and a class-like
+    text is named instead of silently dropped."""
+    import lightgbm as lgb
+    import numpy as np
+    import pandas as pd
+
+    from core.intake.workspace import build_workspace
+    from dashboard.history import store
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"a": rng.normal(size=300), "b": rng.normal(size=300)})
+    df["y"] = 2 * df["a"] - df["b"]
+    model = lgb.LGBMRegressor(n_estimators=10, num_leaves=4, verbose=-1).fit(df[["a", "b"]], df["y"])
+    token = store().save_workspace(build_workspace(df, "y", model, name="regression"))
+    app = _app({"ws": token, "target": "0.5,1.5"})
+    assert not any("could not be followed" in e.value for e in app.error), [e.value for e in app.error]
+    assert (app.number_input(key="ocf_lo").value, app.number_input(key="ocf_hi").value) == (0.5, 1.5)
+    app = _app({"ws": token, "target": "yes"})
+    assert "target 'yes' is not an interval of predictions" in " ".join(e.value for e in app.error)

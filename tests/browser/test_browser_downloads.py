@@ -19,10 +19,15 @@ pytestmark = pytest.mark.browser
 CLICKS = 5
 
 
-def _click_every_download(page, expected: int) -> list[str]:
-    """Click each visible download button CLICKS times; the file names delivered."""
+def _click_every_download(page, expected: int, last: str | None = None) -> list[str]:
+    """Click each visible download button CLICKS times; the file names delivered. ``last``:
+    the label of the page's last download button, waited for before counting (the page's
+    buttons arrive one after the other). The first click of each button must deliver, as
+    must every other: a user who gets nothing clicks again and blames the app."""
     buttons = page.locator('[data-testid="stDownloadButton"] button:visible')
     buttons.first.wait_for(timeout=120_000)
+    if last is not None:
+        page.get_by_role("button", name=last, exact=True).wait_for(timeout=120_000)
     for _ in range(120):                             # the rest of the page's buttons arrive (a busy machine: slowly)
         page.wait_for_timeout(500)
         if buttons.count() >= expected:
@@ -32,11 +37,11 @@ def _click_every_download(page, expected: int) -> list[str]:
     assert n >= expected, f"{n} download buttons, expected at least {expected}"
     names = []
     for i in range(n):
-        for _ in range(CLICKS):
+        for click in range(CLICKS):
             with page.expect_download(timeout=60_000) as info:
                 buttons.nth(i).click()
             d = info.value
-            assert d.failure() is None, d.failure()
+            assert d.failure() is None, (buttons.nth(i).inner_text(), click, d.failure())
             path = d.path()
             assert path is not None and path.stat().st_size > 0, d.suggested_filename
             names.append(d.suggested_filename)
@@ -65,8 +70,9 @@ def test_every_download_arrives(app_url, tmp_path):
         page.get_by_role("spinbutton", name="At most this many rows").fill("60")
         page.get_by_role("button", name="Compute counterfactuals and thresholds").click()
         page.locator('[data-testid="stGraphVizChart"]').first.wait_for(timeout=180_000)
-        names = set(_click_every_download(page, 4))
-        assert {"fcca_pairs.csv", "fcca_discretised.csv", "fcca_thresholds.csv"} <= names
+        names = set(_click_every_download(page, 7, last="Tree (JSON)"))
+        assert {"fcca_pairs.csv", "fcca_discretised.csv", "fcca_thresholds.csv", "fcca_tree.json",
+                "fcca_tree.dot"} <= names
 
     with app_view(app_url, "/counterfactual_rules", "Counterfactual rules", shots / "dl_rules.png", 2000) as page:
         page.get_by_role("button", name="Find the counterfactual rule").click()
@@ -80,7 +86,7 @@ def test_every_download_arrives(app_url, tmp_path):
     with app_view(app_url, "/case_story", "Case story", shots / "dl_story.png", 2000) as page:
         page.get_by_role("button", name="Tell the story").click()
         page.get_by_text("The smallest change").first.wait_for(timeout=120_000)
-        assert any(n.startswith("case-") for n in _click_every_download(page, 1))
+        assert any(n.startswith("case-") and n.endswith(".html") for n in _click_every_download(page, 1))
 
     with app_view(app_url, "/compare_models", "Compare models", shots / "dl_compare.png", 3000) as page:
         page.get_by_role("button", name="Load model B").click()

@@ -62,13 +62,14 @@ def test_one_sessions_cancel_does_not_stop_another_sessions_audit(app_url, tmp_p
 
 
 def test_a_crafted_demo_link_shows_its_text_as_text(app_url, tmp_path):
-    crafted = "[click here](https://attacker.invalid/x) ![img](https://attacker.invalid/pixel.png) **bold**"
+    # (under the 40 characters a message quotes of a parameter, so all of it is shown)
+    crafted = "[go](//a.invalid) ![i](//a.in/p) **b**"
     with app_view(app_url, "/?demo=" + quote(crafted), "Data & model", _shots(tmp_path) / "crafted_demo.png",
                   1000) as page:
         alert = page.locator('[data-testid="stAlert"]').filter(has_text="this app does not have")
         alert.first.wait_for(timeout=60_000)
         text = alert.first.inner_text()
-        assert "[click here](https://attacker.invalid/x)" in text and "![img]" in text and "**bold**" in text
+        assert crafted in text
         assert alert.first.locator("a").count() == 0
         assert alert.first.locator("img").count() == 0
         assert alert.first.locator("strong").count() == 0

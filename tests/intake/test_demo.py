@@ -29,3 +29,20 @@ def test_synthetic_credit_is_deterministic_and_biased():
     # ... but a lower approval rate for sex == 1, from the higher bar
     gap = df.loc[df.sex == 0, "approved"].mean() - df.loc[df.sex == 1, "approved"].mean()
     assert BIAS > 0 and gap > 0.15
+
+
+def test_demos_name_their_classes():
+    """The demos speak in words (#38 item 4): credit "approved" / "declined", breast cancer "benign" /
+    "malignant" as scikit-learn codes them; the app's demo workspace carries the names."""
+    from sklearn.datasets import load_breast_cancer
+
+    from dashboard.caching import demo_workspace
+
+    assert DEMOS["credit-lightgbm"].class_names == {"0": "declined", "1": "approved"}
+    names = load_breast_cancer().target_names
+    for key in ("cancer-rf", "cancer-xgb"):
+        assert DEMOS[key].class_names == {str(k): str(v) for k, v in enumerate(names)}
+    df, target = synthetic_credit(500)
+    assert target == "approved" and set(df[target]) == {0, 1}
+    ws = demo_workspace("credit-lightgbm")
+    assert ws.outcome_text(0) == "declined (0)" and ws.outcome_text(1) == "approved (1)"

@@ -388,5 +388,8 @@ def test_the_changes_chart_reads_a_given_value_as_a_state(income_case):
         pytest.fail("no counterfactual gave income a value")
     span = np.array([f.span for f in ws.schema.features])
     bars = counterfactual_changes_figure(res, list(ens.feature_names), span).data[0]
-    assert "income: missing → a value" in list(bars.y)
-    assert not any(str(label).endswith(" is missing") for label in bars.y)
+    from core.shown import number_text
+
+    j = list(ens.feature_names).index("income")
+    assert f"income: missing → {number_text(res.x[j])}" in list(bars.y)      # the change reads once, with its value
+    assert not any(str(label).endswith(" is missing") or str(label) == "income" for label in bars.y)

@@ -2,8 +2,11 @@
 
 ``parse(model)`` finds the parser for the model's library by its module name
 (so xgboost/lightgbm are imported only when such a model arrives) and raises
-``UnsupportedModelError`` listing what is supported otherwise. What the
-parsers share (that list, :func:`build_tree`) is in :mod:`core.intake.parsing.common`;
+``UnsupportedModelError`` listing what is supported otherwise.
+``parse_any(model)`` reads linear models too (:mod:`core.intake.parsing.linear`,
+a pipeline ending in one by :func:`~core.intake.parsing.pipeline.parse_linear_pipeline`),
+returning a :class:`core.model.linear.LinearModel`; ``parse`` refuses them, naming
+the analyses that run on them. What the parsers share (that list, :func:`build_tree`) is in :mod:`core.intake.parsing.common`;
 ``build_tree`` is importable from here too.
 """
 
@@ -15,20 +18,26 @@ import numpy as np
 
 from core.errors import UnsupportedModelError
 from core.intake.parsing.catboost import parse_catboost
-from core.intake.parsing.common import build_tree, describe_unsupported
+from core.intake.parsing.common import SUPPORTED_MODELS, build_tree, describe_unsupported
 from core.intake.parsing.lightgbm import parse_lightgbm
-from core.intake.parsing.pipeline import parse_pipeline
+from core.intake.parsing.linear import is_linear, parse_linear_estimator, verify_linear
+from core.intake.parsing.pipeline import parse_linear_pipeline, parse_pipeline
 from core.intake.parsing.sklearn import parse_sklearn
 from core.intake.parsing.xgboost import parse_xgboost
 from core.model.ensemble import TreeEnsemble
+from core.model.linear import LINEAR_ANALYSES, LinearModel
 from core.model.native import native_outputs
 from core.model.tree import MISSING_ONLY
 
-__all__ = ["parse", "verify_against_source", "build_tree"]
+__all__ = ["parse", "parse_any", "is_linear", "verify_against_source", "verify_linear", "build_tree"]
 
 
 def _parser_for(model: Any) -> Callable[[Any], TreeEnsemble]:
     module = type(model).__module__.split(".")[0]
+    if is_linear(model):
+        raise UnsupportedModelError(f"This {type(model).__name__} is a linear model, not a tree ensemble. It is read "
+                                    f"exactly by core.model.as_model for {LINEAR_ANALYSES}; the other analyses "
+                                    f"need a tree ensemble. Supported tree ensembles: {SUPPORTED_MODELS}.")
     if module == "sklearn":
         if type(model).__name__ == "Pipeline":
             return _parse_pipeline
@@ -39,12 +48,26 @@ def _parser_for(model: Any) -> Callable[[Any], TreeEnsemble]:
         return parse_lightgbm
     if type(model).__name__ == "CatBoostJSON" or module == "catboost":
         return parse_catboost
+    if type(model).__name__ == "OnnxModel":
+        from core.intake.parsing.onnx import parse_onnx  # only when an ONNX model arrives
+
+        return parse_onnx
     raise describe_unsupported(model)
 
 
 def parse(model: Any) -> TreeEnsemble:
     """Convert a fitted model into a ``TreeEnsemble`` (no verification)."""
     return _parser_for(model)(model)
+
+
+def parse_any(model: Any) -> TreeEnsemble | LinearModel:
+    """A linear model (or a pipeline ending in one) as a LinearModel, any other
+    supported model as a TreeEnsemble (no verification)."""
+    if is_linear(model):
+        if type(model).__name__ == "Pipeline":
+            return parse_linear_pipeline(model)
+        return parse_linear_estimator(model)
+    return parse(model)
 
 
 def _parse_pipeline(pipe: Any) -> TreeEnsemble:
@@ -65,8 +88,11 @@ def verify_against_source(ens: TreeEnsemble, model: Any, n_random: int = 64, see
         return
     err = float(np.max(np.abs(ours - theirs))) if ours.size else 0.0
     scale = max(1.0, float(np.max(np.abs(theirs))) if theirs.size else 1.0)
-    # XGBoost accumulates margins in float32: allow its rounding, nothing more
+    # XGBoost accumulates margins in float32: allow its rounding, nothing more; so does
+    # onnxruntime, one float32 addition per tree
     tol = (2e-5 if ens.source.startswith("xgboost") else 1e-6) * scale
+    if ens.source.startswith("onnx"):
+        tol = (2e-5 + 1.2e-7 * ens.n_trees) * scale
     if not np.isfinite(err) or err > tol:
         raise UnsupportedModelError(
             f"This {ens.source} model was parsed but its {what} differ from the library's own "
@@ -74,13 +100,57 @@ def verify_against_source(ens: TreeEnsemble, model: Any, n_random: int = 64, see
             "(for example categorical splits, missing-value routing or a custom link). "
             "Please report it, or retrain the model without that feature."
         )
+    if type(model).__name__ == "OnnxModel":
+        from core.intake.parsing.onnx import check_labels
+
+        check_labels(ens, model, X, theirs)
+    if type(model).__module__.split(".")[0] == "lightgbm":
+        _verify_lightgbm_outputs(ens, model, X)
+
+
+def _verify_lightgbm_outputs(ens: TreeEnsemble, model: Any, X: np.ndarray) -> None:
+    """LightGBM's final outputs (``predict``: probabilities or values after the
+    objective's link; an ``LGBMClassifier``'s ``predict_proba`` and labels) against the
+    ensemble's. The raw scores alone can agree while the link disagrees: a header
+    saying one class and an objective saying three gave raw scores equal to a
+    one-class reading, every probability 1.0 against LightGBM's 0.19 to 0.71."""
+    from core.model.native import native_input
+
+    Xn = native_input(ens, model, X)
+    booster = model.booster_ if hasattr(model, "booster_") else model
+    if ens.is_classifier:
+        proba = ens.predict_proba(X)
+        ours = proba[:, 1:] if ens.link == "sigmoid" else proba
+    else:
+        ours = ens.predict(X)[:, None]
+    checks = [("predictions", ours, booster.predict(Xn))]
+    if booster is not model and ens.is_classifier:
+        checks.append(("probabilities", proba, model.predict_proba(Xn)))
+    for what, mine, raw in checks:
+        theirs = np.asarray(raw, dtype=np.float64)
+        if theirs.size == mine.size:
+            theirs = theirs.reshape(mine.shape)
+        if theirs.shape != mine.shape or not np.allclose(mine, theirs, rtol=1e-6, atol=1e-9):
+            raise UnsupportedModelError(
+                f"This {ens.source} model was parsed but LightGBM's own {what} differ from the ensemble's "
+                f"(shape {theirs.shape} for {mine.shape}); its header, objective and trees disagree. Re-save the "
+                "model from LightGBM.")
+    if booster is not model and ens.is_classifier:
+        top = np.sort(proba, axis=1)
+        clear = top[:, -1] - top[:, -2] > 1e-9
+        labels = np.asarray(model.predict(Xn))
+        if labels.shape != (len(X),) or not np.array_equal(labels[clear], ens.predict(X)[clear]):
+            raise UnsupportedModelError(f"This {ens.source} model was parsed but its labels differ from the "
+                                        "ensemble's; re-save the model from LightGBM.")
 
 
 def probe_points(ens: TreeEnsemble, n_random: int = 64, seed: int = 0) -> np.ndarray:
     """Random points over the split range plus points exactly on thresholds;
     a categorical feature gets codes, each code (the missing one included) in turn.
-    When the model routes missing values, a third block holds the random points
-    with about a third of their numbers missing (NaN)."""
+    When the model routes missing values, more blocks: the random points and the
+    points on thresholds with about a third of their numbers missing (NaN), each
+    numerical column missing in turn on points otherwise on thresholds, and a
+    point with every number missing."""
     rng = np.random.default_rng(seed)
     d = ens.n_features
     lo, hi = np.full(d, -1.0), np.full(d, 1.0)
@@ -107,4 +177,11 @@ def probe_points(ens: TreeEnsemble, n_random: int = 64, seed: int = 0) -> np.nda
     nan = X.copy()
     numeric = np.array([c is None for c in ens.categories], dtype=bool)
     nan[(rng.random(nan.shape) < 0.35) & numeric[None, :]] = np.nan
-    return np.vstack([X, on, nan])
+    nan_on = on.copy()
+    nan_on[(rng.random(on.shape) < 0.35) & numeric[None, :]] = np.nan
+    cols = np.flatnonzero(numeric)
+    base = on if len(on) else np.zeros((1, d))
+    each = base[np.arange(cols.size + 1) % len(base)].copy()   # column j missing, the others on thresholds
+    each[np.arange(cols.size), cols] = np.nan
+    each[cols.size, cols] = np.nan                            # and every number missing at once
+    return np.vstack([X, on, nan, nan_on, each])

@@ -25,7 +25,9 @@ SUPPORTED_MODELS = (
     "multi:softmax, reg:squarederror); "
     "LightGBM: LGBMClassifier, LGBMRegressor, Booster (binary, multiclass, regression); "
     "CatBoost: JSON export (save_model(format='json')), .cbm with the catboost package "
-    "(Logloss, MultiClass, RMSE and other identity losses; float and one-hot categorical splits)"
+    "(Logloss, MultiClass, RMSE and other identity losses; float and one-hot categorical splits); "
+    "ONNX: .onnx files whose graph is one ai.onnx.ml tree-ensemble operator (TreeEnsembleClassifier, "
+    "TreeEnsembleRegressor, TreeEnsemble) with the converters' wrapper nodes (skl2onnx, onnxmltools)"
 )
 
 

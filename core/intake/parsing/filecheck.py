@@ -76,3 +76,11 @@ def _int(v: Any, filename: str, what: str) -> int:
     except (TypeError, ValueError, OverflowError):
         raise _damaged(filename, f"{what} is {str(v)[:40]!r}, not a whole number") from None
 
+
+def _first_visit(seen: bytearray, i: int, where: str, filename: str) -> None:
+    """Mark node ``i`` of a tree walked from its root (XGBoost's or LightGBM's);
+    a second visit means a child points back to an ancestor or is shared."""
+    if seen[i]:
+        raise _damaged(filename, f"{where}, node {i} is reached twice (a child points back to an ancestor "
+                                 "or is shared)")
+    seen[i] = 1

@@ -84,6 +84,7 @@ def parse_lightgbm(model: Any) -> TreeEnsemble:
             f"LightGBM objective '{kind or 'custom'}' is not supported; supported: binary, "
             f"multiclass, {', '.join(sorted(_IDENTITY))}."
         )
+    _check_outputs(kind, params, k, int(dump.get("num_class", 1)))
     if any(ti.get("tree_structure", {}).get("is_linear") or "leaf_coeff" in ti.get("tree_structure", {})
            for ti in dump["tree_info"]) or dump.get("is_linear"):
         raise UnsupportedModelError("LightGBM linear trees are not supported.")
@@ -103,12 +104,29 @@ def parse_lightgbm(model: Any) -> TreeEnsemble:
         names = [f"Column_{i}" for i in range(d)]
     if wrapper is not None and task == "classification":
         classes = np.asarray(wrapper.classes_)
+        if len(classes) != max(n_out, 2):
+            raise UnsupportedModelError(f"This {type(model).__name__} names {len(classes)} classes but its booster "
+                                        f"has {n_out} output{'s' if n_out > 1 else ''} ({kind}); the file is damaged "
+                                        "or was edited: re-fit and save the model.")
     return TreeEnsemble(tuple(trees), n_features=d, feature_names=tuple(names), task=task,
                         aggregation="sum", link=link,
                         base_score=np.zeros(n_out), classes=classes,
                         sigmoid_scale=float(params.get("sigmoid", 1.0)),
                         source=f"lightgbm.{type(model).__name__}", meta=meta,
                         categories=categories if any(c is not None for c in categories) else ())
+
+
+def _check_outputs(kind: str, params: dict[str, str], per_iter: int, n_class: int) -> None:
+    """LightGBM's own reading of the header against its objective (the text checks in
+    :mod:`core.intake.parsing.lightgbmcheck` refuse the same before LightGBM reads a
+    file; this covers a booster handed over in memory): one tree per class and
+    iteration, and the objective's number of classes."""
+    want = params.get("num_class") if kind in ("multiclass", "softmax", "multiclassova") else "1"
+    if per_iter != n_class or str(want).strip() != str(n_class):
+        raise UnsupportedModelError(
+            f"This LightGBM model's num_class ({n_class}), trees per iteration ({per_iter}) and objective "
+            f"('{kind}' with num_class {want}) disagree; LightGBM would predict with the wrong number of outputs. "
+            "The file is damaged or was edited: re-save the model from LightGBM.")
 
 
 def _categories(dump: dict, booster: Any, names: list[str], d: int) -> tuple[list, dict]:

@@ -1,5 +1,6 @@
-"""scikit-learn Pipelines (encoders, scalers, imputers, a tree ensemble last),
-expressed as one TreeEnsemble on the pipeline's raw input columns.
+"""scikit-learn Pipelines (encoders, scalers, imputers, a tree ensemble or a linear
+model last), expressed as one TreeEnsemble or one LinearModel on the pipeline's raw
+input columns.
 
 Every accepted preprocessing step is an exact map of one raw column at a time
 (``ColumnTransformer``, ``OneHotEncoder``, ``OrdinalEncoder``, the four
@@ -36,6 +37,28 @@ missing code of such a categorical column then stands for an unseen category.
 Columns the pipeline drops are still required in its input; they are handed
 to it as empty columns (``meta["extra_columns"]``). The model's own input is
 the raw DataFrame (``meta["input"] = "frame-object"``).
+
+A linear model last (:func:`parse_linear_pipeline`): its score is
+``intercept + coef @ z`` on the transformed columns ``z``, and every accepted step
+maps one raw column at a time, so the score is a sum over raw columns:
+
+* a numerical raw column ``r``: each transformed column it makes is affine in
+  ``r`` (``z_k = a_k + b_k r``, scalers and identities); ``a_k`` and ``b_k`` are
+  read off the fitted preprocessing itself and checked to be affine on points
+  around the column's centre and far from it (a clipping ``MinMaxScaler`` or any
+  other map that is not is refused, naming the column); the raw coefficient is
+  ``sum_k coef_k b_k`` and ``sum_k coef_k a_k`` goes to the intercept. An imputer
+  before it fills a missing value with its statistic, which the model does too
+  (``meta["impute"]``: exact, since the fill value then goes through the same
+  affine map);
+* a categorical raw column (it enters a ``OneHotEncoder`` or ``OrdinalEncoder``):
+  a categorical feature whose score table holds, per category (and for the
+  missing/unseen value), ``coef @ z`` of the columns it makes, each category
+  transformed by the pipeline's own steps, so ``drop="first"`` / ``"if_binary"``,
+  infrequent categories, ``handle_unknown`` and an imputer before the encoder are
+  exact; a value the pipeline refuses (``handle_unknown="error"``) has a row of
+  NaN and is refused;
+* a constant transformed column adds ``coef_k z_k`` to the intercept.
 """
 
 from __future__ import annotations
@@ -48,11 +71,13 @@ import pandas as pd
 
 from core.errors import UnsupportedModelError
 from core.intake.parsing.common import build_tree, resolve_redirects
+from core.intake.parsing.linear import linear_arrays
 from core.jsonable import plain
 from core.model.ensemble import TreeEnsemble
+from core.model.linear import LinearModel
 from core.model.tree import MISSING_ONLY
 
-__all__ = ["parse_pipeline", "SUPPORTED_STEPS"]
+__all__ = ["parse_pipeline", "parse_linear_pipeline", "SUPPORTED_STEPS"]
 
 SUPPORTED_STEPS = ("ColumnTransformer", "Pipeline", "OneHotEncoder", "OrdinalEncoder", "StandardScaler",
                    "MinMaxScaler", "RobustScaler", "MaxAbsScaler", "SimpleImputer",
@@ -73,7 +98,8 @@ class _Walk:
 def _refuse(path: str, step: Any) -> UnsupportedModelError:
     return UnsupportedModelError(
         f"The pipeline step '{path}' ({type(step).__name__}) is not supported: every step must be an exact "
-        f"map of single columns. Supported: {', '.join(SUPPORTED_STEPS)}, with a tree ensemble last.")
+        f"map of single columns. Supported: {', '.join(SUPPORTED_STEPS)}, with a tree ensemble or a linear model "
+        "last.")
 
 
 def _walk(step: Any, cols: list[str], path: str, w: _Walk) -> None:
@@ -408,3 +434,89 @@ def _category_split(tree: Any, i: int, raw: _RawMap, k: int, c: str | None) -> d
 
 def _always(child: int) -> dict:
     return {"redirect": child}
+
+
+# ------------------------------------------------------------------ a linear model last
+def _affine(pre: Any, raw_cols: list[str], cats: dict[str, tuple], c: str, ks: list[int]
+            ) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """Transformed columns ``ks`` of numerical raw column ``c`` as ``a + b * r``:
+    ``(a, b, centre, spread)``, the centre and spread of ``r`` where the maps put 0
+    and +-1 (data-like points for the checks). Refused when not affine."""
+    def z(x: np.ndarray) -> np.ndarray:
+        frame = _base_frame(raw_cols, cats, len(x))
+        frame[c] = x
+        with np.errstate(all="ignore"):
+            return _transform(pre, frame)[:, ks]
+
+    a = z(np.array([0.0]))[0]
+    b = (z(np.array([1.0]))[0] - z(np.array([-1.0]))[0]) / 2.0
+    safe = np.where(b != 0, b, 1.0)
+    centre = float(np.median(np.where(b != 0, -a / safe, 0.0)))
+    t = 2.0 ** np.ceil(np.log2(max(1.0, abs(centre))))       # a step of the column's own size: no cancellation
+    b = (z(np.array([centre + t]))[0] - z(np.array([centre - t]))[0]) / (2.0 * t)
+    b_max = float(np.max(np.abs(b)))
+    spread = 1.0 / b_max if b_max > 0 else 1.0
+    xs = centre + spread * np.array([-1e4, -37.5, -3.0, -1.0, -0.25, 0.0, 0.5, 1.0, 3.0, 41.0, 1e4])
+    got = z(xs)
+    want = a[None, :] + xs[:, None] * b[None, :]
+    scale = np.abs(a)[None, :] + np.abs(xs[:, None] * b[None, :]) + 1e-300
+    if not np.all(np.isfinite(got)) or np.any(np.abs(got - want) > 1e-9 * scale):
+        raise UnsupportedModelError(f"The pipeline transforms the column {c!r} in a way that is not affine (for "
+                                    "example a MinMaxScaler with clip=True); a linear model after it cannot be read "
+                                    "exactly. Use scalers without clipping.")
+    return a, b, centre, spread
+
+
+def parse_linear_pipeline(pipe: Any) -> LinearModel:
+    """A Pipeline whose last step is a linear estimator, as one LinearModel on its raw
+    columns (see the module docstring)."""
+    if not hasattr(pipe, "steps") or not pipe.steps:
+        raise UnsupportedModelError("The pipeline has no steps.")
+    last_name, est = pipe.steps[-1]
+    pre = pipe[:-1]
+    if not hasattr(pipe, "feature_names_in_"):
+        raise UnsupportedModelError("The pipeline was fitted on an array without column names; fit it on a "
+                                    "DataFrame so that its columns can be matched to the data by name.")
+    raw_cols = [str(c) for c in pipe.feature_names_in_]
+    w = _Walk()
+    _walk(pre, raw_cols, "", w)
+    coef_z, intercept, task, link, classes = linear_arrays(est)
+    n_out, n_z = coef_z.shape
+    cats = _encoder_categories(w)
+    owner, per_code, no_missing = _owners(pre, raw_cols, cats, w.fill, n_z)
+    features = [c for c in raw_cols if c in cats or c in owner]
+    dropped = [c for c in raw_cols if c not in features]
+    base = _transform(pre, _base_frame(raw_cols, cats, 1))[0]
+    const = [k for k in range(n_z) if owner[k] is None]
+    intercept = intercept + coef_z[:, const] @ base[const]
+    coef = np.zeros((n_out, len(features)))
+    tables: list[np.ndarray | None] = []
+    scale: dict[str, list[float]] = {}
+    for j, c in enumerate(features):
+        ks = [k for k in range(n_z) if owner[k] == c]
+        if c in cats:
+            Z = per_code[c][:, ks]                              # one row per code, the last missing/unseen
+            tab = Z @ coef_z[:, ks].T
+            if c in no_missing:
+                tab[-1] = np.nan
+            tables.append(tab)
+            continue
+        tables.append(None)
+        if not ks:
+            continue
+        a, b, centre, spread = _affine(pre, raw_cols, cats, c, ks)
+        coef[:, j] = coef_z[:, ks] @ b
+        intercept = intercept + coef_z[:, ks] @ a
+        scale[c] = [centre, spread]
+    meta: dict[str, Any] = {"input": "frame-object", "pipeline": [n for n, _ in pipe.steps], "scale": scale}
+    if dropped:
+        meta["extra_columns"] = dropped
+    if no_missing:
+        meta["no_missing"] = no_missing
+    fills = {c: plain(v) for c, v in w.fill.items() if c in features}
+    if fills:
+        meta["impute"] = fills
+    return LinearModel(coef, intercept, feature_names=tuple(features), task=task,  # type: ignore[arg-type]
+                       link=link, classes=classes,  # type: ignore[arg-type]
+                       categories=tuple(cats.get(c) for c in features), category_scores=tuple(tables),
+                       source=f"sklearn.Pipeline[sklearn.{type(est).__name__}]", meta=meta)

@@ -4,6 +4,18 @@ histogram-based gradient boosting models are read by :mod:`core.intake.parsing.h
 scikit-learn casts X to float32 and sends a sample left iff
 ``float32(x) <= threshold`` (threshold float64); thresholds are converted to
 the equivalent float64 bound by :func:`core.model.tree.float32_le_bound`.
+
+Missing values (``Tree._apply_dense`` in scikit-learn's ``tree/_tree.pyx``): a
+model whose tags allow NaN (trees, forests and extra trees since 1.3-1.6,
+Isolation Forest; not ``GradientBoosting*``, which refuses NaN) sends a NaN at
+node ``i`` to the left child iff ``tree_.missing_go_to_left[i]``, before any
+comparison: that flag is :attr:`core.model.tree.Tree.missing_left`. The best
+splitter also tries "every number left, NaN right" and writes it with the
+threshold ``+inf`` (``nan <= inf`` is false; ``missing_go_to_left`` 0): read as
+:data:`core.model.tree.MISSING_ONLY`, the largest float64, which sends every
+number left just as ``float32(x) <= inf`` does (scikit-learn refuses infinite
+inputs), and NaN where its flag says. A node where no NaN was seen in training
+still has a flag (the side that got more rows), which scikit-learn follows.
 """
 
 from __future__ import annotations
@@ -38,14 +50,15 @@ def _tree(est: Any, values: np.ndarray, features: np.ndarray | None = None, nan:
 
 def _takes_nan(model: Any) -> bool:
     """Whether scikit-learn's ``predict`` takes NaN for this tree model (then each
-    node's ``missing_go_to_left`` routes it; otherwise it refuses such rows)."""
+    node's ``missing_go_to_left`` routes it; otherwise it refuses such rows): its
+    ``allow_nan`` tag, which is what its ``predict`` checks (a tree with monotonic
+    constraints included: it routes NaN the same way)."""
     try:
         from sklearn.utils import get_tags  # scikit-learn >= 1.6
 
-        allow = bool(get_tags(model).input_tags.allow_nan)
+        return bool(get_tags(model).input_tags.allow_nan)
     except Exception:                     # an older scikit-learn, or a model without tags
         return False
-    return allow and getattr(model, "monotonic_cst", None) is None
 
 
 def _names(model: Any, n: int) -> tuple[str, ...]:
@@ -139,10 +152,11 @@ def _parse_iforest(model: Any, common: dict) -> TreeEnsemble:
     from sklearn.ensemble._iforest import _average_path_length  # scikit-learn, as in parse_sklearn
 
     trees = []
+    nan = _takes_nan(model)
     for e, feats, dpl, apl in zip(model.estimators_, model.estimators_features_,
                                   model._decision_path_lengths, model._average_path_length_per_tree):
         depth = np.asarray(dpl, dtype=np.float64) + np.asarray(apl, dtype=np.float64) - 1.0
-        trees.append(_tree(e, depth[:, None], features=np.asarray(feats)))
+        trees.append(_tree(e, depth[:, None], features=np.asarray(feats), nan=nan))
     c = float(_average_path_length([model._max_samples])[0])
     return TreeEnsemble(tuple(trees), task="anomaly", aggregation="mean", link="isolation",
                         base_score=np.zeros(1), meta={"c": c, "offset": float(model.offset_)}, **common)

@@ -116,10 +116,18 @@ def check_sklearn_trees(model: Any, filename: str = "model.skops") -> None:
         if fbad.any():
             i = int(np.flatnonzero(fbad)[0])
             raise _damaged(filename, f"{where}, node {i} splits on feature {feat[i]}, outside 0..{n_features - 1}")
-        tbad = split & ~np.isfinite(thr)
+        # +inf is scikit-learn's split of missing values from numbers (every number left,
+        # NaN to its missing_go_to_left side); NaN or -inf is no threshold it writes
+        tbad = split & (np.isnan(thr) | np.isneginf(thr))
         if tbad.any():
             i = int(np.flatnonzero(tbad)[0])
-            raise _damaged(filename, f"{where}, node {i} has the threshold {thr[i]!r}")
+            raise _damaged(filename, f"{where}, node {i} has the threshold {float(thr[i])!r}")
+        try:
+            miss = np.asarray(tree.missing_go_to_left)
+        except AttributeError:                  # a scikit-learn before 1.3: no missing-value routing
+            miss = None
+        if miss is not None and miss.shape != (n,):
+            raise _damaged(filename, f"{where}'s missing_go_to_left has {miss.size} entries for {n} nodes")
         # every node reached exactly once from the root: counts of incoming edges
         incoming = np.bincount(np.concatenate([left[split], right[split]]), minlength=n)
         wrong = incoming != 1

@@ -19,10 +19,10 @@ reads a model in-process gets them too) and again in the sandbox's child:
   below ``num_feature``, thresholds and leaf values are finite, ``tree_info``
   names an existing output, ``num_feature`` / ``num_class`` /
   ``num_parallel_tree`` / ``num_trees`` are bounded by what the file holds;
-* :func:`check_lightgbm_text`: the same for LightGBM's text format (node and
-  leaf arrays of ``num_leaves - 1`` / ``num_leaves`` entries, children as
-  node ``k >= 0`` or leaf ``~k``, categorical boundaries, ``max_feature_idx``
-  against ``feature_names``, ``num_tree_per_iteration`` against the trees);
+* :func:`check_lightgbm_text`: the same for LightGBM's text format, and its
+  header against itself, its objective and its trees (``num_class``,
+  ``num_tree_per_iteration``, the objective's ``num_class``, ``feature_names``,
+  ``feature_infos``, the tree count; see :mod:`core.intake.parsing.lightgbmcheck`);
 * :func:`lightgbm_text`: line endings normalised (CRLF -> LF) and the
   ``tree_sizes`` index removed once it was found to list one size per tree,
   so that LightGBM parses tree by tree instead of trusting byte offsets that a
@@ -31,9 +31,10 @@ reads a model in-process gets them too) and again in the sandbox's child:
   declared uncompressed sizes (a zip bomb) and ``schema.json``'s depth are
   bounded before skops opens it; :func:`check_sklearn_trees` then checks
   every fitted ``sklearn`` tree skops rebuilt (children in range, acyclic,
-  features below ``n_features_in_``, finite thresholds) before anything
-  predicts with it (a damaged node array makes sklearn's Cython walk read
-  outside memory);
+  features below ``n_features_in_``, thresholds finite or ``+inf``, the
+  split scikit-learn writes to separate missing values from numbers, and
+  ``missing_go_to_left`` one flag per node) before anything predicts with it
+  (a damaged node array makes sklearn's Cython walk read outside memory);
 * :func:`check_skops_boosters`: the XGBoost and LightGBM checks above applied
   to every booster a ``.skops`` file holds, before skops restores it (its
   state goes to the library's own parser unchecked otherwise).
@@ -43,8 +44,9 @@ says to re-save the model from its library.
 
 Where they live: the limits, the error and the JSON reader in
 :mod:`core.intake.parsing.filecheck`, the UBJSON reader in :mod:`core.intake.parsing.ubjson`,
-the skops and sklearn checks in :mod:`core.intake.parsing.skopscheck`, the XGBoost
-and LightGBM checks here; every name above is importable from here.
+the skops and sklearn checks in :mod:`core.intake.parsing.skopscheck`, the LightGBM
+checks in :mod:`core.intake.parsing.lightgbmcheck`, the XGBoost checks here; every
+name above is importable from here.
 """
 
 from __future__ import annotations
@@ -61,10 +63,12 @@ from core.intake.parsing.filecheck import (
     MAX_FEATURES,
     MAX_JSON_DEPTH,
     _damaged,
+    _first_visit,
     _int,
     check_json_depth,
     load_json,
 )
+from core.intake.parsing.lightgbmcheck import _ints, check_lightgbm_text, lightgbm_text
 from core.intake.parsing.skopscheck import check_sklearn_trees, check_skops_zip
 from core.intake.parsing.ubjson import read_ubjson
 
@@ -269,172 +273,6 @@ def _walk_xgboost_tree(tree: dict, t: int, n: int, filename: str) -> tuple[int, 
             raise _damaged(filename, f"tree {t}, node {i} has the threshold {cond[i]!r}")
         stack += (a, b)
     return reached, max_index
-
-
-def _first_visit(seen: bytearray, i: int, where: str, filename: str) -> None:
-    """Mark node ``i`` of a tree walked from its root (XGBoost's or LightGBM's);
-    a second visit means a child points back to an ancestor or is shared."""
-    if seen[i]:
-        raise _damaged(filename, f"{where}, node {i} is reached twice (a child points back to an ancestor "
-                                 "or is shared)")
-    seen[i] = 1
-
-
-# ------------------------------------------------------------------ LightGBM
-def lightgbm_text(data: bytes, filename: str = "model.txt") -> str:
-    """LightGBM model text ready for ``lgb.Booster(model_str=...)``: checked by
-    :func:`check_lightgbm_text`, line endings normalised, ``tree_sizes`` dropped."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise _damaged(filename, "it is not UTF-8 text") from None
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    check_lightgbm_text(text, filename)
-    return "\n".join(line for line in text.split("\n") if not line.startswith("tree_sizes="))
-
-
-def _kv(lines: list[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for line in lines:
-        if "=" in line:
-            k, v = line.split("=", 1)
-            out.setdefault(k.strip(), v.strip())
-    return out
-
-
-def _ints(s: str, filename: str, what: str) -> list[int]:
-    try:
-        return [int(v) for v in s.split()]
-    except ValueError:
-        raise _damaged(filename, f"{what} holds something that is not a whole number") from None
-
-
-def _floats(s: str, filename: str, what: str) -> list[float]:
-    try:
-        out = [float(v) for v in s.split()]
-    except ValueError:
-        raise _damaged(filename, f"{what} holds something that is not a number") from None
-    if not all(math.isfinite(v) for v in out):
-        raise _damaged(filename, f"{what} holds an infinite or NaN value")
-    return out
-
-
-def check_lightgbm_text(text: str, filename: str = "model.txt") -> None:
-    """Check LightGBM model text (LF line endings) before LightGBM reads it."""
-    head, sep, rest = text.partition("\nTree=")
-    if not text.startswith("tree") or not sep:
-        if "Tree=" not in text:
-            raise _damaged(filename, "it is not LightGBM model text (no 'tree' header or no 'Tree=' block)")
-        raise _damaged(filename, "its header does not start with 'tree'")
-    hdr = _kv(head.split("\n"))
-    for key in ("max_feature_idx", "num_class", "num_tree_per_iteration"):
-        if key not in hdr:
-            raise _damaged(filename, f"its header has no {key}")
-    max_idx = _int(hdr["max_feature_idx"], filename, "max_feature_idx")
-    n_class = _int(hdr["num_class"], filename, "num_class")
-    per_iter = _int(hdr["num_tree_per_iteration"], filename, "num_tree_per_iteration")
-    names = hdr.get("feature_names", "").split()
-    if max_idx < 0 or len(names) != max_idx + 1:
-        raise _damaged(filename, f"max_feature_idx is {max_idx} but it names {len(names)} features")
-    infos = hdr.get("feature_infos")
-    if infos is not None and len(infos.split()) != max_idx + 1:
-        raise _damaged(filename, f"feature_infos has {len(infos.split())} entries for {max_idx + 1} features")
-    body, _, tail = ("Tree=" + rest).partition("\nend of trees")
-    blocks = [b for b in body.split("\nTree=") if b.strip()]
-    n_trees = len(blocks)
-    if not 1 <= per_iter <= n_trees or n_trees % per_iter:
-        raise _damaged(filename, f"num_tree_per_iteration is {per_iter:,} but it holds {n_trees} trees")
-    if not 1 <= n_class <= max(per_iter, 1) or n_class > MAX_CLASSES:
-        raise _damaged(filename, f"num_class is {n_class:,} with {per_iter} trees per iteration")
-    sizes = hdr.get("tree_sizes")
-    if sizes is not None and len(sizes.split()) != n_trees:
-        raise _damaged(filename, f"tree_sizes lists {len(sizes.split())} trees but it holds {n_trees}")
-    for t, block in enumerate(blocks):
-        lines = block.split("\n")
-        first = lines[0].removeprefix("Tree=").strip()
-        if _int(first, filename, f"tree {t}'s number") != t:
-            raise _damaged(filename, f"tree {t} is numbered {first!r}")
-        _check_lightgbm_tree(_kv(lines[1:]), t, max_idx, filename)
-    if "pandas_categorical:" in tail:
-        check_json_depth(tail.split("pandas_categorical:", 1)[1].encode(), filename)
-
-
-def _check_lightgbm_tree(kv: dict[str, str], t: int, max_idx: int, filename: str) -> None:
-    where = f"tree {t}"
-    if "num_leaves" not in kv:
-        raise _damaged(filename, f"{where} has no num_leaves")
-    n_leaves = _int(kv["num_leaves"], filename, f"{where}'s num_leaves")
-    if n_leaves < 1:
-        raise _damaged(filename, f"{where} has num_leaves {n_leaves}")
-    leaf_value = _floats(kv.get("leaf_value", ""), filename, f"{where}'s leaf_value")
-    if len(leaf_value) != n_leaves:
-        raise _damaged(filename, f"{where} has num_leaves={n_leaves} but {len(leaf_value)} leaf values")
-    for key in ("leaf_weight", "leaf_count"):
-        if key in kv and len(kv[key].split()) != n_leaves:
-            raise _damaged(filename, f"{where} has num_leaves={n_leaves} but {len(kv[key].split())} {key}")
-    if kv.get("is_linear", "0").strip() not in ("0", ""):
-        for key in ("leaf_const", "num_features"):
-            if key in kv and len(kv[key].split()) != n_leaves:
-                raise _damaged(filename, f"{where}'s {key} does not have {n_leaves} entries")
-    m = n_leaves - 1
-    if m == 0:
-        return
-    arrays = {}
-    for key in ("split_feature", "threshold", "decision_type", "left_child", "right_child"):
-        if key not in kv:
-            raise _damaged(filename, f"{where} has no {key}")
-        arrays[key] = (_floats if key == "threshold" else _ints)(kv[key], filename, f"{where}'s {key}")
-        if len(arrays[key]) != m:
-            raise _damaged(filename, f"{where} has num_leaves={n_leaves}, so {m} {key} entries, but holds "
-                                     f"{len(arrays[key])}")
-    for key in ("split_gain", "internal_value", "internal_weight", "internal_count"):
-        if key in kv and len(kv[key].split()) != m:
-            raise _damaged(filename, f"{where} has {m} internal nodes but {len(kv[key].split())} {key}")
-    n_cat = _int(kv.get("num_cat", "0"), filename, f"{where}'s num_cat")
-    if not 0 <= n_cat <= m:
-        raise _damaged(filename, f"{where} has num_cat={n_cat} for {m} internal nodes")
-    bounds: list[int] = []
-    cat_words = 0
-    if n_cat:
-        bounds = _ints(kv.get("cat_boundaries", ""), filename, f"{where}'s cat_boundaries")
-        cat_words = len(_ints(kv.get("cat_threshold", ""), filename, f"{where}'s cat_threshold"))
-        if (len(bounds) != n_cat + 1 or bounds[0] != 0 or bounds[-1] != cat_words
-                or any(b < a for a, b in zip(bounds, bounds[1:]))):
-            raise _damaged(filename, f"{where}'s cat_boundaries do not index its cat_threshold")
-    feat, thr, dec = arrays["split_feature"], arrays["threshold"], arrays["decision_type"]
-    left, right = arrays["left_child"], arrays["right_child"]
-    seen_node, seen_leaf = bytearray(m), bytearray(n_leaves)
-    stack = [0]
-    while stack:
-        i = stack.pop()
-        _first_visit(seen_node, i, where, filename)
-        if not 0 <= feat[i] <= max_idx:
-            raise _damaged(filename, f"{where}, node {i} splits on feature {feat[i]}, outside 0..{max_idx}")
-        if not 0 <= dec[i] <= 255:
-            raise _damaged(filename, f"{where}, node {i} has decision_type {dec[i]}")
-        if dec[i] & 1:                                   # categorical: threshold indexes cat_boundaries
-            if thr[i] != int(thr[i]) or not 0 <= thr[i] < n_cat:
-                raise _damaged(filename, f"{where}, node {i} is categorical with category set {thr[i]!r}, "
-                                         f"outside 0..{n_cat - 1}")
-        for side, c in (("left", left[i]), ("right", right[i])):
-            if c >= 0:
-                if c >= m:
-                    raise _damaged(filename, f"{where}, node {i}: {side} child {c} is outside 0..{m - 1}")
-                if c == 0 or seen_node[c]:
-                    raise _damaged(filename, f"{where}, node {i}: {side} child {c} points back to an ancestor "
-                                             "or is shared")
-                stack.append(c)
-            else:
-                leaf = ~c
-                if leaf >= n_leaves:
-                    raise _damaged(filename, f"{where}, node {i}: {side} child is leaf {leaf}, outside "
-                                             f"0..{n_leaves - 1}")
-                if seen_leaf[leaf]:
-                    raise _damaged(filename, f"{where}, leaf {leaf} is reached twice")
-                seen_leaf[leaf] = 1
-    if not all(seen_node) or not all(seen_leaf):
-        raise _damaged(filename, f"{where}: {m - sum(seen_node)} nodes and {n_leaves - sum(seen_leaf)} leaves "
-                                 "are not reached from the root")
 
 
 # ------------------------------------------------------------------ boosters inside .skops files

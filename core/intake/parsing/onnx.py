@@ -1,0 +1,416 @@
+"""ONNX tree ensembles as one :class:`TreeEnsemble` on the table's columns: :func:`parse_onnx`.
+
+An ``.onnx`` file is read and checked without running it by
+:mod:`core.intake.parsing.onnx_graph` and loaded as an
+:class:`core.intake.parsing.onnx_runner.OnnxModel`. When its graph is one tree-ensemble
+operator (:mod:`core.intake.parsing.onnx_trees` reads its trees exactly) with the nodes the
+converters put around it, :func:`parse_onnx` follows the graph:
+
+In front (table columns to the operator's input), each column of every tensor is known
+symbolically: the number of an input column (rounded to float32 on the way or not), one
+category of a string column, or a constant. Accepted: ``Identity``, ``Cast`` (to float
+or double), ``Concat`` along the columns, ``OneHotEncoder`` (ai.onnx.ml, on a string
+column: it becomes a categorical feature with the encoder's categories, an unknown or
+missing value its missing code), ``Reshape`` / ``Flatten`` keeping the columns.
+
+* One input ``[rows, n]`` of floats or doubles (the usual ``float_input``): the features
+  are that tensor's columns in order; their names are not in the file, so they are
+  ``f0 .. f{n-1}`` and the columns are matched by position once the user confirms
+  (:class:`core.errors.PositionalMatchRequired`, :mod:`core.intake.matching`);
+  ``meta["input"] = "array"``.
+* One input per column (skl2onnx's pipeline export): each input is a table column,
+  matched by name; numbers as ``[rows, 1]`` floats or doubles, categories as strings;
+  ``meta["input"] = "frame-object"``. Integer inputs are refused (a counterfactual's
+  value between two integers could not be fed); re-export them as floats.
+
+Behind (the operator's outputs to the graph's), ``Identity``, ``Cast``, ``ZipMap``,
+``Normalizer`` (L1), ``Mul`` by one (onnxmltools' LightGBM export) and ``ArgMax`` (the label of a ``TreeEnsemble`` of several targets).
+The outputs as the project represents them (onnxruntime's, see its tree aggregator):
+
+* a classifier of 3 or more classes: ``SOFTMAX`` -> softmax link; ``NONE`` with
+  non-negative weights (forests: the mean of the trees' class frequencies) -> the
+  scores themselves (identity link);
+* a binary classifier scoring one class ``s``: with weights of both signs and
+  ``LOGISTIC``, a sigmoid link (label ``s > 0``); with non-negative weights and
+  ``NONE``, the scores ``[1 - s, s]`` (label ``s > 0.5``); other combinations give a
+  label that is not the larger probability (or no probabilities at all) and are refused;
+* a regressor of one target, ``SUM`` or ``AVERAGE`` of the trees, no post transform.
+
+``PROBIT``, ``SOFTMAX_ZERO``, ``MIN``/``MAX`` aggregation, several regression targets and
+binary classifiers weighting both classes (onnxruntime labels them by ``score_1 > 0``)
+are refused with a message. The reading is verified against onnxruntime like every
+format against its library (probabilities or values, and labels, on random points and
+points exactly on the thresholds): :func:`check_labels` is the label half.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from core.errors import ModelError, UnsupportedModelError
+from core.intake.parsing.common import build_tree
+from core.intake.parsing.onnx_graph import TREE_OPS, attributes
+from core.intake.parsing.onnx_runner import OnnxModel, load_onnx
+from core.intake.parsing.onnx_trees import Column, TreeOpReading, read_tree_op
+from core.model.ensemble import TreeEnsemble
+
+__all__ = ["parse_onnx", "load_onnx", "check_labels", "NOT_TREES"]
+
+NOT_TREES = ("This ONNX graph is not a tree ensemble; models of other kinds are read but cannot be analysed yet "
+             "(they will run in a sandboxed worker as a black-box model).")
+_NODE_BUDGET = 3_000_000
+
+
+@dataclass
+class _Value:
+    """A tensor of the front part: its columns (last axis), rank and element type."""
+
+    columns: list[Column]
+    rank: int
+    elem: str
+    string_input: int = -1        # a string input column not yet encoded: its feature index
+
+
+@dataclass
+class _Front:
+    columns: list[Column]
+    tree_f32: bool
+    names: list[str]
+    categories: list[tuple | None]
+    kind: str                               # "array" or "frame-object"
+    extra: list[str] = field(default_factory=list)
+    no_missing: list[str] = field(default_factory=list)
+
+
+def _refuse_op(node: Any, where: str) -> UnsupportedModelError:
+    return UnsupportedModelError(
+        f"The ONNX graph has a {node.op_type} node {where} its tree ensemble, which is not read exactly (accepted in "
+        "front: Identity, Cast, Concat, OneHotEncoder, Reshape, Flatten; behind: Identity, Cast, ZipMap, Normalizer, "
+        f"ArgMax, Mul by one). {NOT_TREES}")
+
+
+def _initializers(proto: Any) -> dict[str, np.ndarray]:
+    from onnx import numpy_helper
+
+    return {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
+
+
+def _front(model: OnnxModel, tree: Any) -> _Front:
+    proto = model.proto
+    info = model.info
+    inits = _initializers(proto)
+    values: dict[str, _Value] = {}
+    names: list[str] = []
+    cats: list[tuple | None] = []
+    kind = "array"
+    if len(info.inputs) == 1 and len(info.inputs[0][2]) == 2:
+        name, elem, dims = info.inputs[0]
+        if elem not in ("float", "double"):
+            raise UnsupportedModelError(f"The ONNX model takes its input {name!r} as {elem} values; a tree ensemble "
+                                        "is read with float or double inputs. Re-export it with FloatTensorType "
+                                        "(or DoubleTensorType).")
+        n = int(dims[1] or 0)
+        names = [f"f{k}" for k in range(n)]
+        cats = [None] * n
+        values[name] = _Value([Column("num", k, through32=elem == "float") for k in range(n)], 2, elem)
+    else:
+        kind = "frame-object"
+        for k, (name, elem, dims) in enumerate(info.inputs):
+            if len(dims) == 2 and dims[1] != 1:
+                raise UnsupportedModelError(f"The ONNX model takes {len(info.inputs)} inputs, and {name!r} has "
+                                            f"{dims[1]} columns; a model read per column takes one column per input.")
+            names.append(name)
+            cats.append(None)
+            if elem in ("float", "double"):
+                values[name] = _Value([Column("num", k, through32=elem == "float")], len(dims), elem)
+            elif elem == "string":
+                values[name] = _Value([], len(dims), "string", string_input=k)
+            else:
+                raise UnsupportedModelError(
+                    f"The ONNX model takes the column {name!r} as {elem} values; numbers are read as float or "
+                    "double inputs (a counterfactual's value between two integers could not be fed to an integer "
+                    f"input). Re-export it with FloatTensorType for {name!r}.")
+    strings_used: set[int] = set()
+    no_missing: list[str] = []
+    for node in proto.graph.node:
+        if node is tree:
+            break
+        ins = [values.get(i) for i in node.input if i]
+        if any(v is None for v in ins[:1]):
+            raise _refuse_op(node, "in front of")
+        a = attributes(node)
+        op = node.op_type
+        if op in ("Identity", "Flatten"):
+            v = ins[0]
+            if op == "Flatten" and (int(a.get("axis", 1)) != 1 or v.string_input >= 0):
+                raise _refuse_op(node, "in front of")
+            out = _Value(v.columns, 2 if op == "Flatten" else v.rank, v.elem, v.string_input)
+        elif op == "Cast":
+            v = ins[0]
+            to = int(a.get("to", 0))
+            if v.string_input >= 0 or to not in (1, 11):
+                raise UnsupportedModelError(f"The ONNX graph casts a column to type {to} in front of its tree "
+                                            f"ensemble; only casts of numbers to float or double are read. {NOT_TREES}")
+            cols = [Column(c.kind, c.feature, c.through32 or to == 1, c.code, c.value) for c in v.columns]
+            out = _Value(cols, v.rank, "float" if to == 1 else "double")
+        elif op == "Concat":
+            parts = [values.get(i) for i in node.input]
+            if any(p is None or p.string_input >= 0 for p in parts):
+                raise _refuse_op(node, "in front of")
+            rank = parts[0].rank
+            axis = int(a.get("axis", 1))
+            if any(p.rank != rank for p in parts) or (axis % rank) != rank - 1 or rank < 2:
+                raise UnsupportedModelError("The ONNX graph concatenates tensors along another axis than their "
+                                            f"columns in front of its tree ensemble. {NOT_TREES}")
+            elems = {p.elem for p in parts}
+            if len(elems) != 1:
+                raise ModelError("The ONNX graph concatenates tensors of different types.")
+            out = _Value([c for p in parts for c in p.columns], rank, parts[0].elem)
+        elif op == "OneHotEncoder":
+            v = ins[0]
+            strs = a.get("cats_strings")
+            if v.string_input < 0 or not strs:
+                raise UnsupportedModelError("The ONNX graph one-hot encodes a column that is not a string input "
+                                            f"(or by integer categories) in front of its tree ensemble. {NOT_TREES}")
+            k = v.string_input
+            levels = tuple(s.decode() if isinstance(s, bytes) else str(s) for s in strs)
+            if len(set(levels)) != len(levels):
+                raise ModelError(f"The OneHotEncoder of {names[k]!r} lists a category twice.")
+            if cats[k] is not None and cats[k] != levels:
+                raise UnsupportedModelError(f"The column {names[k]!r} is one-hot encoded twice with different "
+                                            f"categories. {NOT_TREES}")
+            cats[k] = levels
+            strings_used.add(k)
+            if not int(a.get("zeros", 1)):
+                no_missing.append(names[k])
+            out = _Value([Column("hot", k, code=c) for c in range(len(levels))], v.rank + 1, "float")
+        elif op == "Reshape":
+            v = ins[0]
+            shape = inits.get(node.input[1]) if len(node.input) > 1 else None
+            if shape is None or v.string_input >= 0:
+                raise _refuse_op(node, "in front of")
+            shape = [int(s) for s in np.asarray(shape).ravel()]
+            width = len(v.columns)
+            if len(shape) != 2 or shape[1] != width or shape[0] not in (-1, 0):
+                raise UnsupportedModelError(f"The ONNX graph reshapes its columns to {shape} in front of its tree "
+                                            f"ensemble; only [-1, columns] is read. {NOT_TREES}")
+            out = _Value(v.columns, 2, v.elem)
+        else:
+            raise _refuse_op(node, "in front of")
+        for o in node.output:
+            if o:
+                values[o] = out
+    src = values.get(tree.input[0])
+    if src is None or src.string_input >= 0:
+        raise UnsupportedModelError(f"The input of the ONNX tree ensemble is not made of the model's inputs by the "
+                                    f"nodes read in front of it. {NOT_TREES}")
+    if src.rank != 2 and not (src.rank == 1 and len(src.columns) == 1):
+        raise UnsupportedModelError(f"The ONNX tree ensemble takes a tensor of rank {src.rank}; rows of columns "
+                                    f"(rank 2) are read. {NOT_TREES}")
+    extra = [names[k] for k, (_, elem, _) in enumerate(info.inputs) if elem == "string" and k not in strings_used] \
+        if kind == "frame-object" else []
+    return _Front(src.columns, src.elem == "float", names, cats, kind, extra, no_missing)
+
+
+def _back(model: OnnxModel, tree: Any) -> dict[str, str]:
+    """The role of each tensor behind the tree operator: "label", "scores", "normalized"
+    (L1-normalized scores); the graph's label and scores outputs must have one."""
+    proto = model.proto
+    inits = _initializers(proto)
+    roles: dict[str, str] = {}
+    outs = list(tree.output)
+    if tree.op_type == "TreeEnsembleClassifier":
+        roles[outs[0]] = "label"
+        if len(outs) > 1 and outs[1]:
+            roles[outs[1]] = "scores"
+    else:
+        roles[outs[0]] = "scores"
+    after = False
+    for node in proto.graph.node:
+        if node is tree:
+            after = True
+            continue
+        if not after:
+            continue
+        role = roles.get(node.input[0]) if node.input else None
+        if role is None:
+            raise _refuse_op(node, "behind")
+        a = attributes(node)
+        op = node.op_type
+        if op in ("Identity", "ZipMap"):
+            new = role
+        elif op == "Cast":
+            to = int(a.get("to", 0))
+            if role == "label" and to not in (7, 8, 6):
+                raise UnsupportedModelError(f"The ONNX graph casts its labels to type {to}. {NOT_TREES}")
+            if role != "label" and to not in (1, 11):
+                raise UnsupportedModelError(f"The ONNX graph casts its scores to type {to}. {NOT_TREES}")
+            new = role
+        elif op == "Normalizer":
+            norm = a.get("norm", b"MAX")
+            norm = norm.decode() if isinstance(norm, bytes) else str(norm)
+            if role == "label" or norm != "L1":
+                raise UnsupportedModelError(f"The ONNX graph normalizes its scores by {norm}; only L1 (scores "
+                                            f"divided by their sum) is read. {NOT_TREES}")
+            new = "normalized"
+        elif op == "Mul":                   # onnxmltools multiplies LightGBM's probabilities by one
+            other = [i for i in node.input[1:]]
+            const = inits.get(other[0]) if len(other) == 1 else None
+            if role == "label" or const is None or not np.all(np.asarray(const) == 1):
+                raise UnsupportedModelError(f"The ONNX graph multiplies its scores by something other than one. "
+                                            f"{NOT_TREES}")
+            new = role
+        elif op == "ArgMax":
+            if role == "label" or int(a.get("axis", 0)) not in (1, -1) or int(a.get("select_last_index", 0)):
+                raise UnsupportedModelError(f"The ONNX graph's ArgMax is not over the scores of each row. {NOT_TREES}")
+            new = "label"
+        else:
+            raise _refuse_op(node, "behind")
+        for o in node.output:
+            if o:
+                roles[o] = new
+    info = model.info
+    for name in (info.label, info.scores):
+        if name is not None and name not in roles:
+            raise UnsupportedModelError(f"The ONNX graph's output {name!r} does not come from its tree ensemble. "
+                                        f"{NOT_TREES}")
+    return {"label": roles[info.label] if info.label else "", "scores": roles[info.scores] if info.scores else ""}
+
+
+def _representation(r: TreeOpReading, op: str, out: dict[str, str]) -> dict[str, Any]:
+    """How the operator's outputs are represented: task, link, leaf values map, base score."""
+    post, n = r.post_transform, r.n_targets
+    base = r.base_values
+    classifier = op == "TreeEnsembleClassifier" or (op == "TreeEnsemble" and n >= 2)
+    if r.aggregate not in ("SUM", "AVERAGE"):
+        raise UnsupportedModelError(f"The ONNX tree ensemble aggregates its trees by {r.aggregate}; only SUM and "
+                                    "AVERAGE are analysed exactly.")
+    if post in ("PROBIT", "SOFTMAX_ZERO"):
+        raise UnsupportedModelError(f"The ONNX tree ensemble's post transform {post} is not one the project's "
+                                    "models have (sigmoid, softmax or none); it cannot be analysed exactly.")
+    if not classifier:
+        if n != 1:
+            raise UnsupportedModelError(f"The ONNX tree ensemble predicts {n} targets; regressors of one target "
+                                        "are analysed.")
+        if post != "NONE":
+            raise UnsupportedModelError(f"The ONNX tree regressor has the post transform {post}, which onnxruntime "
+                                        "applies to no single-target regressor; it is refused as ambiguous.")
+        if base.size not in (0, 1):
+            raise ModelError(f"The ONNX tree regressor has {base.size} base values for one target.")
+        return {"task": "regression", "link": "identity", "values": "as_is",
+                "base": np.array([float(base[0]) if base.size else 0.0]), "scores": "values"}
+    if op == "TreeEnsemble":
+        if out.get("label") and out["label"] != "label":
+            raise UnsupportedModelError(f"The ONNX tree ensemble's label is not the ArgMax of its scores. {NOT_TREES}")
+    if n == 2 and op == "TreeEnsembleClassifier":
+        if r.used_targets != {0}:
+            raise UnsupportedModelError(
+                "This binary ONNX tree classifier weights both classes at its leaves; onnxruntime then labels a row "
+                "by 'score of the second class > 0', not by the larger score, so its labels and scores disagree. "
+                "Re-export it scoring one class (skl2onnx and onnxmltools do).")
+        if base.size not in (0, 1):
+            raise UnsupportedModelError("This binary ONNX tree classifier scores one class but has two base "
+                                        "values; onnxruntime's reading of that is ambiguous.")
+        b = float(base[0]) if base.size else 0.0
+        if r.weights_all_positive:
+            if post != "NONE":
+                raise UnsupportedModelError(
+                    f"This binary ONNX tree classifier has only non-negative weights and the post transform {post}: "
+                    "onnxruntime labels a row by 'score > 0.5' on the score before the transform, which is not the "
+                    "larger of the probabilities it outputs. It cannot be analysed exactly.")
+            return {"task": "classification", "link": "identity", "values": "one_minus",
+                    "base": np.array([1.0 - b, b]), "scores": "raw"}
+        if post != "LOGISTIC":
+            raise UnsupportedModelError(
+                f"This binary ONNX tree classifier gives signed scores with the post transform {post}; its outputs "
+                "are not probabilities. Export it with a logistic output (LOGISTIC).")
+        return {"task": "classification", "link": "sigmoid", "values": "first", "base": np.array([b]),
+                "scores": "proba"}
+    if base.size not in (0, n):
+        raise ModelError(f"The ONNX tree classifier has {base.size} base values for {n} classes.")
+    full = base if base.size else np.zeros(n)
+    if post == "SOFTMAX":
+        return {"task": "classification", "link": "softmax", "values": "as_is", "base": full, "scores": "proba"}
+    if post == "NONE":
+        if not r.weights_all_positive or np.any(full < 0):
+            raise UnsupportedModelError("This ONNX tree classifier outputs signed scores without a transform; they "
+                                        "are not probabilities. Export it with a softmax output.")
+        return {"task": "classification", "link": "identity", "values": "as_is", "base": full,
+                "scores": "proba" if out.get("scores") == "normalized" else "raw"}
+    raise UnsupportedModelError(f"This ONNX tree classifier of {n} classes has the post transform {post}, which "
+                                "gives no class probabilities the project's models have (softmax or none).")
+
+
+def parse_onnx(model: Any) -> TreeEnsemble:
+    """The ONNX model's tree ensemble as a :class:`TreeEnsemble` (no verification; see the module docstring).
+
+    Raises
+    ------
+    UnsupportedModelError
+        A graph that is not a tree ensemble (:data:`NOT_TREES`), or a tree ensemble whose
+        semantics are not reproduced exactly.
+    """
+    if not isinstance(model, OnnxModel):
+        raise UnsupportedModelError(f"Expected an ONNX model, got {type(model).__name__}.")
+    if not model.info.is_tree_ensemble:
+        raise UnsupportedModelError(f"{NOT_TREES} This graph: {model.info.describe()}.")
+    tree = next(n for n in model.proto.graph.node if n.op_type in TREE_OPS)
+    front = _front(model, tree)
+    out = _back(model, tree)
+    reading = read_tree_op(tree.op_type, attributes(tree), front.columns, front.tree_f32, _NODE_BUDGET)
+    rep = _representation(reading, tree.op_type, out)
+    n_codes = max((len(c) + 1 for c in front.categories if c is not None), default=None)
+    trees = []
+    for nodes in reading.trees:
+        if rep["values"] == "one_minus":        # one class scored: [1 - s, s]
+            nodes = [({**nd, "value": np.array([-nd["value"][0], nd["value"][0]])} if "value" in nd else nd)
+                     for nd in nodes]
+        elif rep["values"] == "first":          # one class scored: its margin
+            nodes = [({**nd, "value": nd["value"][:1]} if "value" in nd else nd) for nd in nodes]
+        trees.append(build_tree(nodes, len(rep["base"]), n_codes, routes_missing=True))
+    labels = reading.class_labels if reading.class_labels is not None else (
+        list(range(reading.n_targets)) if rep["task"] == "classification" else None)
+    meta: dict[str, Any] = {"input": front.kind,
+                            "onnx": {"op": tree.op_type, "scores": rep["scores"], "producer": model.info.producer,
+                                     "sha256": model.sha256}}
+    if front.extra:
+        meta["extra_columns"] = front.extra
+    if front.no_missing:
+        meta["no_missing"] = front.no_missing
+    source = f"onnx.{tree.op_type}"
+    if model.info.producer:
+        source += f"[{model.info.producer.split()[0]}]"
+    return TreeEnsemble(tuple(trees), n_features=len(front.names), feature_names=tuple(front.names),
+                        task=rep["task"], aggregation="mean" if reading.aggregate == "AVERAGE" else "sum",
+                        link=rep["link"], base_score=rep["base"],
+                        classes=None if labels is None else np.asarray(labels), source=source, meta=meta,
+                        categories=tuple(front.categories) if any(c is not None for c in front.categories) else ())
+
+
+def check_labels(ens: TreeEnsemble, model: OnnxModel, X: np.ndarray, theirs: np.ndarray) -> None:
+    """The graph's own labels must be the ensemble's on the probe rows ``X`` (away from ties
+    of its scores ``theirs``, whose float32 rounding may decide them otherwise)."""
+    if not ens.is_classifier:
+        return
+    from core.model.native import model_input
+
+    labels, _ = model.run(model_input(ens, X))
+    if labels is None:
+        labels = np.asarray(ens.classes)[np.argmax(theirs, axis=1)]
+    ours = ens.predict(X)
+    raw = ens.predict_raw(X)
+    if ens.link == "sigmoid":
+        margin = np.abs(raw[:, 0])
+    else:
+        top = np.sort(raw, axis=1)
+        margin = top[:, -1] - top[:, -2]
+    clear = margin > 1e-5 * np.maximum(1.0, np.abs(raw).max(axis=1))
+    bad = clear & (np.asarray(labels).astype(str) != np.asarray(ours).astype(str))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise UnsupportedModelError(
+            f"This {ens.source} model was parsed but onnxruntime labels some rows otherwise (e.g. {labels[i]!r} where "
+            f"its scores give {ours[i]!r}); it uses a labelling rule the parser does not reproduce. Please report it.")

@@ -1,0 +1,387 @@
+"""ONNX files read and checked without running them: :func:`read_onnx` and :func:`inspect_onnx`.
+
+Reading an ONNX file runs no code from it (unlike a pickle), so any model in it can be
+accepted, within limits checked here before anything else touches the graph:
+
+* the bytes parse as an ONNX ``ModelProto`` (a truncated or corrupt file is refused);
+* no tensor keeps its data outside the file (``data_location = EXTERNAL`` or
+  ``external_data`` entries, on an initializer, a sparse initializer or any attribute
+  tensor): such a model would make a reader open paths beside it, so it is refused
+  before :mod:`onnx` or onnxruntime could try;
+* the size budget: file bytes, graph nodes, total initializer elements, the elements
+  of any one tensor (its declared dims, and its stored data matching them), tree
+  nodes of the tree-ensemble operators;
+* only the standard domains (``ai.onnx``, ``ai.onnx.ml``): a custom domain or a
+  model-local function is a custom operator onnxruntime would not know;
+* no subgraph: ``If``, ``Loop``, ``Scan`` and any other graph-valued attribute are refused;
+* inputs are tensors of numbers or strings of rank 1 or 2 (a sequence, a map, an image
+  of rank 4 is refused), outputs are tensors or ZipMap's sequence of maps, and among
+  several outputs one must be a label or scores.
+
+:func:`inspect_onnx` returns :class:`OnnxGraphInfo`: the inputs (names, types,
+shapes), the outputs and which one is the label and which the scores, the opsets, the
+node count, the initializer bytes, and whether the graph is a tree ensemble. Running
+a graph is :mod:`core.intake.parsing.onnx_runner`'s work.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from core.errors import ModelError, UnsupportedModelError
+
+__all__ = ["OnnxGraphInfo", "OnnxLimits", "LIMITS", "read_onnx", "inspect_onnx", "TREE_OPS", "WRAPPER_OPS",
+           "ELEM_TYPES", "attributes", "numpy_dtype"]
+
+#: the tree-ensemble operators of ai.onnx.ml
+TREE_OPS = ("TreeEnsembleClassifier", "TreeEnsembleRegressor", "TreeEnsemble")
+#: operators the converters put around a tree ensemble (in front: columns in; behind: labels and scores out)
+WRAPPER_OPS = ("Identity", "Cast", "Concat", "OneHotEncoder", "Reshape", "Flatten", "ZipMap", "Normalizer", "ArgMax",
+               "Mul")
+_DOMAINS = {"": "ai.onnx", "ai.onnx": "ai.onnx", "ai.onnx.ml": "ai.onnx.ml"}
+_SUBGRAPH_OPS = ("If", "Loop", "Scan", "SequenceMap")
+#: TensorProto element types by number, with the ones an input may have
+ELEM_TYPES = {1: "float", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 8: "string",
+              9: "bool", 10: "float16", 11: "double", 12: "uint32", 13: "uint64", 16: "bfloat16"}
+_INPUT_TYPES = ("float", "double", "int64", "int32", "string", "bool", "float16")
+_ITEM_BYTES = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8, 16: 2}
+_HOW = "Export the model again from its library (skl2onnx, onnxmltools, torch.onnx, tf2onnx)."
+
+
+@dataclass(frozen=True)
+class OnnxLimits:
+    """The size budget of an ONNX file (see the module docstring)."""
+
+    max_bytes: int = 500 * 2**20
+    max_nodes: int = 20_000                 # graph nodes (a tree ensemble is one node)
+    max_tree_nodes: int = 5_000_000         # nodes over all trees of all tree operators
+    max_initializer_elements: int = 200_000_000
+    max_tensor_elements: int = 100_000_000  # any one tensor, by its declared dims
+    max_dim: int = 2**31 - 1                # any declared dim of a tensor
+    max_input_columns: int = 100_000
+
+
+LIMITS = OnnxLimits()
+
+
+@dataclass(frozen=True)
+class OnnxGraphInfo:
+    """What an ONNX graph is, read without running it.
+
+    Attributes
+    ----------
+    inputs : tuple of (name, element type, shape), shape a tuple of int or None (free) per dim.
+    outputs : tuple of (name, kind), kind ``"tensor[<type>]"`` or ``"zipmap"`` (a sequence of maps).
+    label : name of the output holding the predicted labels, or None.
+    scores : name of the output holding probabilities or scores (values for a regressor), or None.
+    opsets : dict domain -> version.
+    n_nodes : graph nodes; ``ops`` the count of each operator.
+    initializer_bytes, initializer_elements : the weights stored in the file.
+    tree_op : the tree-ensemble operator when the graph is one (with converter wrappers), else None.
+    producer : who wrote the file (``producer_name producer_version``).
+    """
+
+    inputs: tuple[tuple[str, str, tuple[int | None, ...]], ...]
+    outputs: tuple[tuple[str, str], ...]
+    label: str | None
+    scores: str | None
+    opsets: dict[str, int]
+    n_nodes: int
+    ops: dict[str, int] = field(default_factory=dict)
+    initializer_bytes: int = 0
+    initializer_elements: int = 0
+    tree_op: str | None = None
+    producer: str = ""
+
+    @property
+    def is_tree_ensemble(self) -> bool:
+        return self.tree_op is not None
+
+    def describe(self) -> str:
+        """One line about the graph, for messages."""
+        top = ", ".join(f"{op}" + (f" ×{k}" if k > 1 else "") for op, k in Counter(self.ops).most_common(6))
+        return (f"{self.n_nodes} node{'s' if self.n_nodes != 1 else ''} ({top}), inputs "
+                + ", ".join(f"{n} {t}{list(s)}" for n, t, s in self.inputs[:4])
+                + (" …" if len(self.inputs) > 4 else ""))
+
+
+def _damaged(filename: str, what: str) -> ModelError:
+    return ModelError(f"{filename!r} is not a readable ONNX model: {what}. {_HOW}")
+
+
+def read_onnx(data: bytes, filename: str = "model.onnx", limits: OnnxLimits = LIMITS) -> Any:
+    """Parse ONNX bytes into a checked ``onnx.ModelProto`` (see the module docstring).
+
+    Raises
+    ------
+    ModelError
+        Empty, oversize, truncated or corrupt bytes; tensors stored outside the file;
+        a graph over the size budget.
+    UnsupportedModelError
+        Custom domains or functions, subgraphs, inputs or outputs of kinds no table column gives.
+    """
+    import onnx  # optional and heavy: imported only when an ONNX file arrives
+
+    if not data:
+        raise ModelError(f"{filename!r} is empty. Upload a saved model file.")
+    if len(data) > limits.max_bytes:
+        raise ModelError(f"{filename!r} is {len(data) / 2**20:.0f} MB; ONNX models are accepted up to "
+                         f"{limits.max_bytes // 2**20} MB.")
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(bytes(data))
+    except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and its recursion limit
+        raise _damaged(filename, f"the protobuf does not parse ({type(exc).__name__}: {str(exc)[:120]}); the "
+                                 "file is truncated or is not an ONNX file") from None
+    if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
+        raise _damaged(filename, "it holds no graph")
+    _check_tensors(model, filename, limits)
+    _check_graph(model, filename, limits)
+    return model
+
+
+def _tensor_elements(t: Any, filename: str, limits: OnnxLimits, where: str) -> int:
+    """Elements of a TensorProto by its dims, checked against the budget and its stored data."""
+    dims = list(t.dims)
+    if any(d < 0 or d > limits.max_dim for d in dims):
+        raise _damaged(filename, f"the tensor {where} declares the dims {dims[:6]}")
+    n = 1
+    for d in dims:
+        n *= int(d)
+    if n > limits.max_tensor_elements:
+        raise ModelError(f"{filename!r}: the tensor {where} has {n:,} elements; at most "
+                         f"{limits.max_tensor_elements:,} are accepted in one tensor.")
+    stored = _stored_elements(t)
+    if stored is not None and stored != n:
+        raise _damaged(filename, f"the tensor {where} declares {n:,} elements but stores {stored:,}")
+    return n
+
+
+def _stored_elements(t: Any) -> int | None:
+    """Elements a TensorProto stores (None when its type is not one this check knows)."""
+    if t.HasField("raw_data") or t.raw_data:
+        size = _ITEM_BYTES.get(int(t.data_type))
+        return None if size is None else len(t.raw_data) // size
+    for name in ("float_data", "double_data", "int32_data", "int64_data", "uint64_data", "string_data"):
+        k = len(getattr(t, name))
+        if k:
+            return k // 2 if int(t.data_type) in (14, 15) and name in ("float_data", "double_data") else k
+    return 0
+
+
+def _external(t: Any) -> bool:
+    return int(t.data_location) == 1 or len(t.external_data) > 0
+
+
+def _attribute_tensors(node: Any) -> list[tuple[str, Any]]:
+    out = []
+    for a in node.attribute:
+        if a.HasField("t"):
+            out.append((a.name, a.t))
+        out.extend((a.name, t) for t in a.tensors)
+        if a.HasField("sparse_tensor"):
+            out.extend([(a.name, a.sparse_tensor.values), (a.name, a.sparse_tensor.indices)])
+        for s in a.sparse_tensors:
+            out.extend([(a.name, s.values), (a.name, s.indices)])
+    return out
+
+
+def _check_tensors(model: Any, filename: str, limits: OnnxLimits) -> None:
+    """External data refused, every tensor within the budget."""
+    g = model.graph
+    tensors: list[tuple[str, Any]] = [(f"initializer {t.name!r}", t) for t in g.initializer]
+    for s in g.sparse_initializer:
+        tensors += [(f"sparse initializer {s.values.name!r}", s.values), ("sparse initializer indices", s.indices)]
+    for node in g.node:
+        tensors += [(f"attribute {a!r} of node {node.name or node.op_type!r}", t) for a, t in _attribute_tensors(node)]
+    for f in model.functions:
+        for node in f.node:
+            tensors += [(f"attribute {a!r} of function {f.name!r}", t) for a, t in _attribute_tensors(node)]
+    total = 0
+    for where, t in tensors:
+        if _external(t):
+            raise UnsupportedModelError(
+                f"{filename!r} keeps the data of its {where} in a file beside the model (external data, "
+                f"{_location(t)}). Such a model makes the reader open paths on this server, so it is not read. Save "
+                "it as one file: onnx.save_model(model, 'model.onnx', save_as_external_data=False) (models under 2 GB).")
+    for where, t in tensors:
+        total += _tensor_elements(t, filename, limits, where)
+    if total > limits.max_initializer_elements:
+        raise ModelError(f"{filename!r} stores {total:,} weights; ONNX models are accepted with at most "
+                         f"{limits.max_initializer_elements:,}.")
+
+
+def _location(t: Any) -> str:
+    for e in t.external_data:
+        if e.key == "location":
+            return f"location {e.value[:80]!r}"
+    return "no location given"
+
+
+def _check_graph(model: Any, filename: str, limits: OnnxLimits) -> None:
+    g = model.graph
+    if len(g.node) > limits.max_nodes:
+        raise ModelError(f"{filename!r} has {len(g.node):,} graph nodes; ONNX models are accepted with at most "
+                         f"{limits.max_nodes:,}.")
+    if len(model.functions):
+        raise UnsupportedModelError(f"{filename!r} defines its own functions ({model.functions[0].name!r}, …), "
+                                    "custom operators this reader does not run. Export the model with standard "
+                                    "ONNX operators only.")
+    opsets = {}
+    for o in model.opset_import:
+        dom = o.domain or ""
+        if dom not in _DOMAINS:
+            raise UnsupportedModelError(
+                f"{filename!r} uses operators of the custom domain {dom!r}; only the standard domains ai.onnx and "
+                "ai.onnx.ml are accepted. Export the model without custom or runtime-specific operators.")
+        opsets[_DOMAINS[dom]] = int(o.version)
+    tree_nodes = 0
+    for node in g.node:
+        dom = node.domain or ""
+        if dom not in _DOMAINS or _DOMAINS[dom] not in opsets:
+            raise UnsupportedModelError(
+                f"{filename!r} has the operator {node.op_type!r} of the domain {dom!r}, which is not a standard "
+                "ONNX domain (or not imported by the model). Only ai.onnx and ai.onnx.ml operators are accepted.")
+        graphs = [a.name for a in node.attribute if a.HasField("g") or len(a.graphs)]
+        if node.op_type in _SUBGRAPH_OPS or graphs:
+            raise UnsupportedModelError(
+                f"{filename!r} has a {node.op_type} node with subgraphs (control flow: loops or branches); graphs "
+                "with If, Loop, Scan or other subgraphs are not accepted. Export the model without control flow.")
+        if node.op_type in TREE_OPS:
+            ids = [a for a in node.attribute if a.name in ("nodes_nodeids", "nodes_featureids")]
+            tree_nodes += max((len(a.ints) for a in ids), default=0)
+    if tree_nodes > limits.max_tree_nodes:
+        raise ModelError(f"{filename!r} has {tree_nodes:,} tree nodes; ONNX tree ensembles are accepted with at "
+                         f"most {limits.max_tree_nodes:,}.")
+    inits = {t.name for t in g.initializer}
+    inputs = [i for i in g.input if i.name not in inits]
+    if not inputs:
+        raise UnsupportedModelError(f"{filename!r} has no input: it predicts the same for every row.")
+    for i in inputs:
+        _input_shape(i, filename, limits)
+    for o in g.output:
+        _output_kind(o, filename)
+
+
+def _input_shape(vi: Any, filename: str, limits: OnnxLimits) -> tuple[str, tuple[int | None, ...]]:
+    """(element type, shape) of a graph input that table columns can feed."""
+    which = vi.type.WhichOneof("value")
+    if which != "tensor_type":
+        kind = {"sequence_type": "a sequence", "map_type": "a map", "optional_type": "an optional value",
+                "sparse_tensor_type": "a sparse tensor"}.get(which or "", "of no declared type")
+        raise UnsupportedModelError(f"{filename!r} takes its input {vi.name!r} as {kind}; only tensors of numbers "
+                                    "or strings (table columns) can be fed.")
+    tt = vi.type.tensor_type
+    elem = ELEM_TYPES.get(int(tt.elem_type), f"type {int(tt.elem_type)}")
+    if elem not in _INPUT_TYPES:
+        raise UnsupportedModelError(f"{filename!r} takes its input {vi.name!r} as {elem} values; table columns give "
+                                    "numbers (float, double, int64, int32, bool) or strings.")
+    if not tt.HasField("shape"):
+        raise UnsupportedModelError(f"{filename!r} takes its input {vi.name!r} with no declared shape; re-export "
+                                    "it with a shape [None, n_columns].")
+    dims: tuple[int | None, ...] = tuple(
+        int(d.dim_value) if d.WhichOneof("value") == "dim_value" else None for d in tt.shape.dim)
+    if not 1 <= len(dims) <= 2 or (len(dims) == 2 and dims[1] is None):
+        raise UnsupportedModelError(
+            f"{filename!r} takes its input {vi.name!r} with the shape {_shape_text(dims)}; table rows are fed as "
+            "[rows, columns] with a fixed number of columns (an image or a sequence input cannot be fed from a table).")
+    if len(dims) == 2 and not 1 <= int(dims[1] or 0) <= limits.max_input_columns:
+        raise UnsupportedModelError(f"{filename!r} takes its input {vi.name!r} with {dims[1]} columns.")
+    return elem, dims
+
+
+def _shape_text(dims: tuple[int | None, ...]) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+def _output_kind(vi: Any, filename: str) -> str:
+    which = vi.type.WhichOneof("value")
+    if which == "tensor_type":
+        return f"tensor[{ELEM_TYPES.get(int(vi.type.tensor_type.elem_type), '?')}]"
+    if which == "sequence_type":
+        inner = vi.type.sequence_type.elem_type
+        if inner.WhichOneof("value") == "map_type":
+            return "zipmap"
+    if which is None:                       # older converters leave some outputs untyped
+        return "tensor[?]"
+    raise UnsupportedModelError(f"{filename!r} gives its output {vi.name!r} as a {which.replace('_type', '')}; "
+                                "only tensors and ZipMap's probabilities are read.")
+
+
+def attributes(node: Any) -> dict[str, Any]:
+    """A node's attributes as Python values (tensors as numpy arrays)."""
+    from onnx import helper, numpy_helper
+
+    out: dict[str, Any] = {}
+    for a in node.attribute:
+        if a.HasField("t"):
+            out[a.name] = numpy_helper.to_array(a.t)
+        else:
+            out[a.name] = helper.get_attribute_value(a)
+    return out
+
+
+def _classify_outputs(model: Any, filename: str) -> tuple[str | None, str | None]:
+    """(label output, scores output) by type: the integer/string tensor is the label, the
+    float tensor or the ZipMap sequence the scores."""
+    label = scores = None
+    outs = [(o.name, _output_kind(o, filename)) for o in model.graph.output]
+    for name, kind in outs:
+        if kind in ("tensor[int64]", "tensor[string]", "tensor[int32]") and label is None:
+            label = name
+        elif kind in ("tensor[float]", "tensor[double]", "zipmap", "tensor[float16]", "tensor[?]") and scores is None:
+            scores = name
+    if label is None and scores is None:
+        raise UnsupportedModelError(
+            f"{filename!r} has the outputs {[n for n, _ in outs][:6]} of kinds {[k for _, k in outs][:6]}; none is "
+            "a predicted label (integers or strings) or scores (numbers). Export the model with its prediction as "
+            "an output.")
+    if len(outs) > 2:
+        names = {label, scores}
+        extra = [n for n, _ in outs if n not in names]
+        raise UnsupportedModelError(
+            f"{filename!r} has {len(outs)} outputs ({', '.join(n for n, _ in outs[:6])}); a model is read with a "
+            f"label and scores at most, and which of {extra[:4]} is the prediction cannot be known. Export the "
+            "model with its label and probabilities (or its value) as the only outputs.")
+    return label, scores
+
+
+def inspect_onnx(model_or_bytes: Any, filename: str = "model.onnx", limits: OnnxLimits = LIMITS) -> OnnxGraphInfo:
+    """What the graph is (see :class:`OnnxGraphInfo`), from a checked ``ModelProto`` or from bytes."""
+    model = read_onnx(model_or_bytes, filename, limits) if isinstance(model_or_bytes, (bytes, bytearray)) \
+        else model_or_bytes
+    g = model.graph
+    inits = {t.name for t in g.initializer}
+    inputs = []
+    for vi in g.input:
+        if vi.name in inits:
+            continue
+        elem, dims = _input_shape(vi, filename, limits)
+        inputs.append((vi.name, elem, dims))
+    outputs = tuple((o.name, _output_kind(o, filename)) for o in g.output)
+    label, scores = _classify_outputs(model, filename)
+    ops = Counter(n.op_type for n in g.node)
+    trees = [op for op in TREE_OPS if ops.get(op)]
+    tree_op = None
+    if len(trees) == 1 and ops[trees[0]] == 1 and all(op in WRAPPER_OPS or op in TREE_OPS for op in ops):
+        tree_op = trees[0]
+    n_bytes = n_elem = 0
+    for t in g.initializer:
+        k = int(np.prod(list(t.dims), dtype=np.int64)) if len(t.dims) else 1
+        n_elem += k
+        n_bytes += len(t.raw_data) if t.raw_data else k * _ITEM_BYTES.get(int(t.data_type), 8)
+    opsets = {_DOMAINS[o.domain or ""]: int(o.version) for o in model.opset_import}
+    return OnnxGraphInfo(inputs=tuple(inputs), outputs=outputs, label=label, scores=scores, opsets=opsets,
+                         n_nodes=len(g.node), ops=dict(ops), initializer_bytes=int(n_bytes),
+                         initializer_elements=int(n_elem), tree_op=tree_op,
+                         producer=f"{model.producer_name} {model.producer_version}".strip())
+
+
+def numpy_dtype(elem: str) -> Any:
+    """The numpy dtype that feeds an input of ONNX element type ``elem``."""
+    return {"float": np.float32, "double": np.float64, "int64": np.int64, "int32": np.int32, "bool": np.bool_,
+            "float16": np.float16, "string": object}[elem]

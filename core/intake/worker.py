@@ -1,0 +1,617 @@
+"""Run a model the Atlas does not read exactly in a sandboxed, long-lived child process.
+
+A model that is not a tree ensemble or a linear model (an MLP, a kernel SVM,
+k-nearest neighbours, naive Bayes, a stacked or calibrated model, an ONNX graph)
+is never loaded in the server process: :class:`ModelWorker` starts one child
+(``python -m core.intake.worker``: a new interpreter, never a fork of the threaded
+server; plain pipes, no pickle across them), sends it the file's bytes, and
+from then on sends it rows and reads back its answers, in batches. The child
+runs under
+
+* an address-space limit (``memory_mb``, ``RLIMIT_AS``; default :data:`MEMORY_MB`
+  or ``ATLAS_WORKER_MEMORY_MB``): a model that eats memory fails inside it;
+* a wall-time limit per call (``call_timeout``; default :data:`CALL_SECONDS` or
+  ``ATLAS_WORKER_SECONDS``) and for loading (``load_timeout``): past it the
+  child is killed and the call raises :class:`ModelError`.
+
+A crash, a hang or a memory blow-up of the model becomes a message; the server
+and the other sessions carry on. :meth:`ModelWorker.stop` kills the child at
+once (Cancel, the end of a session); the next call starts a new one from the
+same bytes. One worker serves one session: nothing is shared between sessions.
+
+The protocol: every message is a frame, a 4-byte length and a JSON header, then an
+8-byte length and a body (the model file's bytes, or an ``.npz`` of arrays read
+with ``allow_pickle=False``). Rows go as the codes view (see
+:mod:`core.model.blackbox`) with the model's feature description, and the child
+turns them into the model's own input with :func:`core.model.native.model_input`,
+as the tree-ensemble checks do.
+
+What may be loaded: a ``.skops`` file whose types are all on the allow-list
+(the tree formats' list plus the scikit-learn estimators and transformers of
+:data:`ANY_MODEL_TYPES`; skops never runs code for them), an ``.onnx`` graph run
+by onnxruntime, or a pickle / joblib file only when the user trusts it (never on
+a public instance: the caller decides, as for tree models).
+"""
+
+from __future__ import annotations
+
+import atexit
+import io
+import json
+import os
+import select
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from core import errors
+from core.errors import ModelError, UnsupportedModelError
+from core.model.blackbox import BlackBoxModel
+
+__all__ = ["ModelWorker", "ANY_MODEL_TYPES", "MEMORY_MB", "CALL_SECONDS", "LOAD_SECONDS", "describe_model"]
+
+MEMORY_MB = 4096
+CALL_SECONDS = 60.0
+LOAD_SECONDS = 60.0
+STARTUP_SECONDS = 120.0
+BATCH_ROWS = 20_000
+MAX_FRAME = 1 << 31
+
+#: scikit-learn types a .skops file of "any other model" may hold, beyond the tree formats'
+#: list (core.intake.io.SKOPS_TRUSTED) and what skops trusts by default. Each only holds arrays.
+ANY_MODEL_TYPES = frozenset({
+    "sklearn.neural_network._multilayer_perceptron.MLPClassifier",
+    "sklearn.neural_network._multilayer_perceptron.MLPRegressor",
+    "sklearn.neural_network._stochastic_optimizers.AdamOptimizer",
+    "sklearn.neural_network._stochastic_optimizers.SGDOptimizer",
+    "sklearn.preprocessing._label.LabelBinarizer",
+    "sklearn.svm._classes.SVC", "sklearn.svm._classes.SVR", "sklearn.svm._classes.NuSVC",
+    "sklearn.svm._classes.NuSVR",
+    "sklearn.neighbors._classification.KNeighborsClassifier",
+    "sklearn.neighbors._regression.KNeighborsRegressor",
+    "sklearn.neighbors._kd_tree.KDTree", "sklearn.neighbors._ball_tree.BallTree",
+    *(f"sklearn.metrics._dist_metrics.{m}Distance{b}" for m in ("Euclidean", "Manhattan", "Chebyshev",
+                                                                 "Minkowski") for b in ("32", "64")),
+    "sklearn.naive_bayes.GaussianNB", "sklearn.naive_bayes.BernoulliNB", "sklearn.naive_bayes.MultinomialNB",
+    "sklearn.naive_bayes.ComplementNB", "sklearn.naive_bayes.CategoricalNB",
+    "sklearn.discriminant_analysis.LinearDiscriminantAnalysis",
+    "sklearn.discriminant_analysis.QuadraticDiscriminantAnalysis",
+    "sklearn.calibration.CalibratedClassifierCV", "sklearn.calibration._CalibratedClassifier",
+    "sklearn.calibration._SigmoidCalibration",
+    "sklearn.isotonic.IsotonicRegression",
+    "sklearn.ensemble._voting.VotingClassifier", "sklearn.ensemble._voting.VotingRegressor",
+    "sklearn.ensemble._stacking.StackingClassifier", "sklearn.ensemble._stacking.StackingRegressor",
+    "sklearn.ensemble._bagging.BaggingClassifier", "sklearn.ensemble._bagging.BaggingRegressor",
+    "sklearn.ensemble._weight_boosting.AdaBoostClassifier", "sklearn.ensemble._weight_boosting.AdaBoostRegressor",
+    "sklearn.kernel_ridge.KernelRidge",
+    "sklearn.preprocessing._polynomial.PolynomialFeatures", "sklearn.preprocessing._data.QuantileTransformer",
+    "sklearn.preprocessing._data.PowerTransformer", "sklearn.preprocessing._discretization.KBinsDiscretizer",
+    "sklearn.decomposition._pca.PCA",
+    "sklearn.linear_model._logistic.LogisticRegression", "sklearn.linear_model._base.LinearRegression",
+    "sklearn.linear_model._ridge.Ridge", "sklearn.svm._classes.LinearSVC",
+    "sklearn.linear_model._stochastic_gradient.SGDClassifier",
+    "sklearn.tree._classes.DecisionTreeClassifier", "sklearn.tree._classes.DecisionTreeRegressor",
+    "sklearn.utils._bunch.Bunch",
+    "numpy.random.mtrand.RandomState", "numpy.random._mt19937.MT19937",
+    "builtins.slice",
+})
+
+
+def _env_num(name: str, default: float) -> float:
+    try:
+        v = float(os.environ.get(name, "") or default)
+    except ValueError:
+        return default
+    return v if v > 0 else default
+
+
+# ------------------------------------------------------------------ frames
+def _write_frame(stream: Any, header: dict[str, Any], body: bytes = b"") -> None:
+    head = json.dumps(header).encode()
+    stream.write(struct.pack("<I", len(head)) + head + struct.pack("<Q", len(body)))
+    if body:
+        stream.write(body)
+    stream.flush()
+
+
+def _read_exact(stream: Any, n: int) -> bytes:
+    chunks, left = [], n
+    while left:
+        b = stream.read(left)
+        if not b:
+            raise EOFError("the stream ended")
+        chunks.append(b)
+        left -= len(b)
+    return b"".join(chunks)
+
+
+def _read_frame(stream: Any) -> tuple[dict[str, Any], bytes]:
+    (n,) = struct.unpack("<I", _read_exact(stream, 4))
+    if n > MAX_FRAME:
+        raise EOFError("a frame header too large")
+    header = json.loads(_read_exact(stream, n))
+    (m,) = struct.unpack("<Q", _read_exact(stream, 8))
+    if m > MAX_FRAME:
+        raise EOFError("a frame body too large")
+    return header, _read_exact(stream, m) if m else b""
+
+
+def _npz(**arrays: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def _unnpz(body: bytes) -> dict[str, np.ndarray]:
+    with np.load(io.BytesIO(body), allow_pickle=False) as z:
+        return dict(z)
+
+
+# ------------------------------------------------------------------ the child
+def _load_any(data: bytes, filename: str, allow_pickle: bool) -> Any:
+    """The model object from its file, in the child (never in the server)."""
+    from core.intake import io as model_io
+
+    name = filename.lower()
+    if name.endswith(".skops"):
+        import skops.io as sio
+
+        from core.intake.parsing.skopscheck import check_skops_zip
+
+        check_skops_zip(data, filename)
+        try:
+            untrusted = sio.get_untrusted_types(data=data)
+        except Exception as exc:  # noqa: BLE001 - skops on a damaged file
+            raise ModelError(f"{filename!r} is not a readable .skops file ({exc}).") from None
+        refused = sorted(set(untrusted) - model_io.SKOPS_TRUSTED - ANY_MODEL_TYPES)
+        if refused:
+            raise UnsupportedModelError(
+                f"{filename!r} contains types outside the allow-list: {refused[:6]}. Save the model with "
+                "scikit-learn types only, or export it to ONNX.")
+        try:
+            return sio.loads(data, trusted=list(untrusted))
+        except Exception as exc:  # noqa: BLE001
+            raise ModelError(f"{filename!r} could not be loaded as .skops ({type(exc).__name__}: {exc}).") from None
+    if name.endswith(".onnx"):
+        from core.intake.parsing.onnx_runner import load_onnx
+
+        return load_onnx(data, filename)
+    return model_io.load_model(data, filename, allow_pickle=allow_pickle)
+
+
+def _onnx_classes(model: Any) -> list[Any]:
+    """A classifier graph's classes, in the order of its scores: the ``classlabels_*`` of its
+    ZipMap or classifier operator, or the constant its label is picked from."""
+    from onnx import numpy_helper
+
+    proto = model.proto
+    for node in proto.graph.node:
+        for att in node.attribute:
+            if att.name in ("classlabels_int64s", "classlabels_strings", "classlabels_ints"):
+                values = list(att.ints) if att.ints else [v.decode() for v in att.strings]
+                if values:
+                    return values
+    init = {t.name: t for t in proto.graph.initializer}
+    for node in proto.graph.node:
+        if node.op_type == "ArrayFeatureExtractor" and node.input and node.input[0] in init:
+            arr = numpy_helper.to_array(init[node.input[0]]).ravel()
+            return [v.decode() if isinstance(v, bytes) else v.item() if isinstance(v, np.generic) else v
+                    for v in arr.tolist()]
+    raise UnsupportedModelError(f"{model.filename!r} is a classifier graph that does not say its classes (no "
+                                "ZipMap or class labels in it). Export it with its class labels (skl2onnx keeps "
+                                "them with the default options).")
+
+
+def _describe_onnx(model: Any) -> dict[str, Any]:
+    """An ONNX graph described as :func:`describe_model` describes a scikit-learn model; string
+    inputs are categorical features whose categories the data will give."""
+    info, runner = model.info, model.runner
+    cols = runner.columns
+    if cols is None:
+        names, named, strings = [f"x{j}" for j in range(runner.n_columns)], False, []
+        if info.inputs[0][1] == "string":
+            raise UnsupportedModelError(f"{model.filename!r} takes one tensor of strings; give it numbers, or "
+                                        "export it with one input per column.")
+    else:
+        names, named = list(cols), True
+        strings = [n for n, elem, _ in info.inputs if elem == "string"]
+    task = "classification" if info.label is not None else "regression"
+    classes = _onnx_classes(model) if task == "classification" else None
+    return {"feature_names": names, "named": named, "task": task, "classes": classes,
+            "categories": [None] * len(names), "from_data": strings,
+            "has_proba": task == "classification" and info.scores is not None, "source": "onnx",
+            "input": "frame-object" if named else "array"}
+
+
+def _encoder_categories(model: Any) -> dict[str, list[Any]]:
+    """Input columns encoded as categories by a Pipeline's ColumnTransformer (one-hot or
+    ordinal encoders, alone or at the end of a small pipeline), with their categories."""
+    out: dict[str, list[Any]] = {}
+    steps = [s for _, s in getattr(model, "steps", [])] or [model]
+    for step in steps:
+        for _, est, cols in getattr(step, "transformers_", []):
+            enc = est
+            while hasattr(enc, "steps"):
+                enc = next((s for _, s in enc.steps if hasattr(s, "categories_")), enc.steps[-1][1])
+            if not hasattr(enc, "categories_") or isinstance(cols, slice) or isinstance(cols, str):
+                continue
+            names = list(cols)
+            if names and not isinstance(names[0], str):
+                fitted = list(getattr(step, "feature_names_in_", []))
+                names = [fitted[int(c)] for c in names] if fitted else []
+            for col, cats in zip(names, enc.categories_):
+                keep = [c.item() if isinstance(c, np.generic) else c for c in cats
+                        if not (isinstance(c, float) and np.isnan(c)) and c is not None]
+                out[str(col)] = keep
+    return out
+
+
+def describe_model(model: Any) -> dict[str, Any]:
+    """What the server needs to know of a model (JSON-able): names, task, classes,
+    categories, whether it gives probabilities and takes missing values."""
+    if type(model).__name__ == "OnnxModel":
+        return _describe_onnx(model)
+    from sklearn.base import is_classifier, is_regressor
+
+    if not hasattr(model, "predict"):
+        raise UnsupportedModelError(f"A {type(model).__name__} has no predict method; it is not a model.")
+    names = getattr(model, "feature_names_in_", None)
+    n = getattr(model, "n_features_in_", None)
+    if names is None and n is None:
+        raise UnsupportedModelError(f"This {type(model).__name__} does not say how many features it takes "
+                                    "(n_features_in_); refit it with scikit-learn 1.0 or later.")
+    named = names is not None
+    names = [str(c) for c in names] if named else [f"x{j}" for j in range(int(n))]
+    if is_classifier(model) or (hasattr(model, "classes_") and not is_regressor(model)):
+        task, classes = "classification", [c.item() if isinstance(c, np.generic) else c for c in model.classes_]
+    else:
+        task, classes = "regression", None
+    cats = _encoder_categories(model) if named else {}
+    return {"feature_names": names, "named": named, "task": task, "classes": classes,
+            "categories": [cats.get(c) for c in names], "has_proba": task == "classification" and
+            hasattr(model, "predict_proba"), "source": f"{type(model).__module__.split('.')[0]}."
+            f"{type(model).__name__}", "input": "frame-object" if named else "array"}
+
+
+def _native_view(desc: dict[str, Any]) -> SimpleNamespace:
+    cats = tuple(None if c is None else tuple(c) for c in desc["categories"])
+    return SimpleNamespace(feature_names=tuple(desc["feature_names"]), categories=cats,
+                           meta={"input": desc["input"]},
+                           categorical_features=[j for j, c in enumerate(cats) if c is not None])
+
+
+def _answer(model: Any, desc: dict[str, Any], X: np.ndarray) -> dict[str, np.ndarray]:
+    from core.model.native import model_input
+
+    Xn = model_input(_native_view(desc), X)
+    if type(model).__name__ == "OnnxModel":
+        labels, scores = model.run(Xn)
+        if desc["task"] == "regression":
+            return {"label": np.asarray(scores, dtype=np.float64)[:, 0]}
+        out_onnx = {"label": np.asarray(labels)}
+        if scores is not None:
+            out_onnx["proba"] = np.asarray(scores, dtype=np.float64)
+        else:                                   # labels only: one-hot scores, the label's class wins
+            classes = list(desc["classes"])
+            out_onnx["proba"] = np.array([[float(v == c) for c in classes] for v in labels.tolist()])
+        if out_onnx["label"].dtype.kind == "O":
+            out_onnx["label"] = out_onnx["label"].astype(str)
+        return out_onnx
+    label = np.asarray(model.predict(Xn)).ravel()
+    out = {"label": label}
+    if desc["task"] == "classification":
+        if desc["has_proba"]:
+            proba = np.asarray(model.predict_proba(Xn), dtype=np.float64)
+        else:
+            scores = np.asarray(model.decision_function(Xn), dtype=np.float64)
+            proba = np.column_stack([-scores, scores]) if scores.ndim == 1 else scores
+        out["proba"] = proba.reshape(len(X), -1)
+    else:
+        out["label"] = label.astype(np.float64)
+    if out["label"].dtype.kind == "O":
+        out["label"] = out["label"].astype(str)
+    return out
+
+
+def _probe(desc: dict[str, Any]) -> np.ndarray:
+    """Two rows of the codes view: zeros and first categories, then missing values."""
+    X = np.zeros((2, len(desc["feature_names"])))
+    for j, c in enumerate(desc["categories"]):
+        if c is not None:
+            X[1, j] = len(c)
+        else:
+            X[1, j] = np.nan
+    return X
+
+
+def _limit_memory(memory_mb: int) -> None:
+    try:
+        import resource
+
+        limit = int(memory_mb) * 2**20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except (ImportError, ValueError, OSError):  # pragma: no cover - not POSIX: time limits only
+        pass
+
+
+def _child() -> int:
+    """``python -m core.intake.worker``: read the job and the model, then answer rows until EOF."""
+    import faulthandler
+
+    faulthandler.disable()
+    inp, out = sys.stdin.buffer, os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)                      # whatever a library prints goes to stderr, never into a reply
+    out.write(b"ready\n")
+    out.flush()
+    try:
+        job, data = _read_frame(inp)
+    except (EOFError, ValueError):
+        return 0
+    _limit_memory(int(job["memory_mb"]))
+    hook = job.get("hook")
+
+    def fail(exc: BaseException) -> dict[str, Any]:
+        if isinstance(exc, errors.AtlasError):
+            return {"status": "error", "kind": type(exc).__name__, "message": str(exc)}
+        if isinstance(exc, MemoryError):
+            return {"status": "error", "kind": "ModelError", "message": "memory"}
+        return {"status": "error", "kind": "ModelError",
+                "message": f"the model failed ({type(exc).__name__}: {str(exc)[:300]})"}
+
+    try:
+        model = _load_any(data, job["filename"], bool(job["allow_pickle"]))
+        del data
+        desc = describe_model(model)
+        try:                                                # does it take missing values?
+            _answer(model, desc, _probe(desc)[1:])
+            desc["takes_missing"] = True
+        except Exception:  # noqa: BLE001 - any refusal of NaN by the model
+            desc["takes_missing"] = False
+        _answer(model, desc, _probe(desc)[:1])              # it answers at all
+        _write_frame(out, {"status": "ok", "describe": desc})
+    except BaseException as exc:  # noqa: BLE001 - reported to the server, which carries on
+        _write_frame(out, fail(exc))
+        out.close()
+        os._exit(0)
+    while True:
+        try:
+            header, body = _read_frame(inp)
+        except (EOFError, ValueError):
+            os._exit(0)
+        if header.get("op") != "answer":
+            os._exit(0)
+        try:
+            if hook == "segfault":
+                os.kill(os.getpid(), signal.SIGSEGV)
+            if hook == "hang":
+                while True:
+                    time.sleep(1)
+            if hook == "memory":
+                bytearray(2 * int(job["memory_mb"]) * 2**20)
+            X = _unnpz(body)["X"]
+            here = desc if header.get("categories") is None else {**desc, "categories": header["categories"]}
+            _write_frame(out, {"status": "ok"}, _npz(**_answer(model, here, X)))
+        except BaseException as exc:  # noqa: BLE001
+            _write_frame(out, fail(exc))
+
+
+def _plain(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
+
+
+# ------------------------------------------------------------------ the parent
+_ROOT = str(Path(__file__).resolve().parents[2])
+_live: "weakref.WeakSet[ModelWorker]" = weakref.WeakSet()
+
+
+def _kill(proc: subprocess.Popen | None) -> None:
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            pass
+
+
+@atexit.register
+def _stop_all() -> None:
+    for w in list(_live):
+        w.stop()
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+class ModelWorker:
+    """One model in one sandboxed child process (see the module docstring).
+
+    Parameters
+    ----------
+    data, filename : the model file's bytes and name (its extension says the format).
+    allow_pickle : open a pickle / joblib file (only when the user trusts it).
+    memory_mb, call_timeout, load_timeout : the child's limits (defaults from the
+        environment, see the module docstring).
+    """
+
+    def __init__(self, data: bytes, filename: str, *, allow_pickle: bool = False, memory_mb: int | None = None,
+                 call_timeout: float | None = None, load_timeout: float | None = None, _hook: str | None = None):
+        if not isinstance(data, (bytes, bytearray, memoryview)) or not data:
+            raise ModelError(f"{filename!r} is empty. Upload a saved model file.")
+        self._data = bytes(data)
+        self.filename = str(filename)
+        self.allow_pickle = bool(allow_pickle)
+        self.memory_mb = int(memory_mb or _env_num("ATLAS_WORKER_MEMORY_MB", MEMORY_MB))
+        self.call_timeout = float(call_timeout or _env_num("ATLAS_WORKER_SECONDS", CALL_SECONDS))
+        self.load_timeout = float(load_timeout or _env_num("ATLAS_WORKER_LOAD_SECONDS", LOAD_SECONDS))
+        self._hook = _hook
+        self._procs: list[subprocess.Popen | None] = [None]   # a box the finaliser can see
+        self._lock = threading.RLock()
+        self.description: dict[str, Any] | None = None
+        self.calls = 0
+        self.rows = 0
+        self.seconds = 0.0
+        self.starts = 0
+        _live.add(self)
+        weakref.finalize(self, lambda box: _kill(box[0]), self._procs)
+
+    # -- life cycle
+    @property
+    def _proc(self) -> subprocess.Popen | None:
+        return self._procs[0]
+
+    @_proc.setter
+    def _proc(self, proc: subprocess.Popen | None) -> None:
+        self._procs[0] = proc
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def stop(self) -> None:
+        """Kill the child now (Cancel, the end of a session); a later call starts a new one."""
+        proc, self._proc = self._proc, None
+        _kill(proc)
+
+    close = stop
+
+    def _fail(self, what: str) -> ModelError:
+        proc, self._proc = self._proc, None
+        code = None
+        if proc is not None:
+            try:                                   # a child that just died: its exit status, not a race
+                code = proc.wait(2)
+            except subprocess.TimeoutExpired:
+                pass
+        _kill(proc)
+        if code is not None and code < 0 and code != -signal.SIGKILL:
+            return ModelError(f"The model crashed while {what} ({_signal_name(code)}). Nothing else was affected; "
+                              "check the model file, or re-export it.")
+        return ModelError(f"The model stopped while {what} (exit code {code}), probably out of memory "
+                          f"(limit {self.memory_mb:,} MB). Try fewer rows at once, or a smaller model.")
+
+    def _start(self) -> dict[str, Any]:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (_ROOT, os.environ.get("PYTHONPATH", ""))
+                                                           if p),
+               "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+               "PYTHONFAULTHANDLER": "", "PYTHONDONTWRITEBYTECODE": "1"}
+        proc = subprocess.Popen([sys.executable, "-m", "core.intake.worker"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=_ROOT)
+        self._proc = proc
+        self.starts += 1
+        if not self._wait(STARTUP_SECONDS) or os.read(proc.stdout.fileno(), 6) != b"ready\n":
+            raise self._fail("starting")
+        job = {"filename": self.filename, "allow_pickle": self.allow_pickle, "memory_mb": self.memory_mb,
+               "hook": self._hook}
+        try:
+            _write_frame(proc.stdin, job, self._data)
+        except (BrokenPipeError, OSError):
+            raise self._fail("reading the file") from None
+        if not self._wait(self.load_timeout):
+            self.stop()
+            raise ModelError(f"{self.filename!r} took longer than {self.load_timeout:.0f} s to load and answer a "
+                             "first row, and was stopped. The model may be too large for this server.")
+        header = self._reply("reading the file")[0]
+        desc = header["describe"]
+        if self.description is not None and desc != self.description:
+            self.stop()
+            raise ModelError(f"{self.filename!r} was read differently on a restart; it cannot be trusted.")
+        self.description = desc
+        return desc
+
+    def _wait(self, seconds: float) -> bool:
+        assert self._proc is not None and self._proc.stdout is not None
+        ready, _, _ = select.select([self._proc.stdout], [], [], seconds)
+        return bool(ready)
+
+    def _reply(self, what: str) -> tuple[dict[str, Any], bytes]:
+        assert self._proc is not None
+        try:
+            header, body = _read_frame(self._proc.stdout)
+        except (EOFError, ValueError, struct.error):
+            raise self._fail(what) from None
+        if header.get("status") == "error":
+            kind, text = header.get("kind"), str(header.get("message"))
+            if text == "memory":
+                text = (f"The model needs more than {self.memory_mb:,} MB while {what}. Try fewer rows at once, "
+                        "or a smaller model.")
+                self.stop()                            # a child that ran out of memory is not trusted again
+            cls = getattr(errors, str(kind), ModelError)
+            if not (isinstance(cls, type) and issubclass(cls, errors.AtlasError)):
+                cls = ModelError
+            if self.description is None:               # a load error: nothing to keep
+                self.stop()
+            raise cls(text)
+        return header, body
+
+    def describe(self) -> dict[str, Any]:
+        """Load the model (once) and return its description (see :func:`describe_model`)."""
+        with self._lock:
+            if not self.alive:
+                return self._start()
+            assert self.description is not None
+            return self.description
+
+    # -- answers
+    def answers(self, X: np.ndarray, categories: Any = None) -> dict[str, np.ndarray]:
+        """The model's answers on codes-view rows ``X`` (see :mod:`core.model.blackbox`), in
+        batches; ``categories`` (one entry per feature) when the caller's differ from the
+        model's own (a graph's string inputs, whose categories the data gives)."""
+        X = np.ascontiguousarray(np.asarray(X, dtype=np.float64))
+        cats = None if categories is None else [None if c is None else [_plain(v) for v in c] for c in categories]
+        if cats is not None and self.description is not None and cats == self.description["categories"]:
+            cats = None
+        parts: list[dict[str, np.ndarray]] = []
+        with self._lock:
+            for lo in range(0, max(len(X), 1), BATCH_ROWS):
+                parts.append(self._call(X[lo:lo + BATCH_ROWS], cats))
+        if len(parts) == 1:
+            return parts[0]
+        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+    def _call(self, X: np.ndarray, categories: list[Any] | None = None) -> dict[str, np.ndarray]:
+        if not self.alive:
+            self._start()
+        assert self._proc is not None
+        t0 = time.perf_counter()
+        try:
+            _write_frame(self._proc.stdin, {"op": "answer", "categories": categories}, _npz(X=X))
+        except (BrokenPipeError, OSError):
+            raise self._fail(f"answering {len(X):,} rows") from None
+        if not self._wait(self.call_timeout):
+            self.stop()
+            raise ModelError(f"The model took longer than {self.call_timeout:.0f} s to answer {len(X):,} rows "
+                             "and was stopped. Try fewer rows at once.")
+        _, body = self._reply(f"answering {len(X):,} rows")
+        self.calls += 1
+        self.rows += len(X)
+        self.seconds += time.perf_counter() - t0
+        return _unnpz(body)
+
+    def model(self, identity: str = "") -> BlackBoxModel:
+        """The model as a :class:`BlackBoxModel` whose answers come from this worker."""
+        d = self.describe()
+        return BlackBoxModel(feature_names=tuple(d["feature_names"]), task=d["task"],
+                             classes=None if d["classes"] is None else np.asarray(d["classes"]),
+                             answers=self.answers, categories=tuple(d["categories"]),
+                             has_proba=bool(d["has_proba"]), takes_missing=bool(d.get("takes_missing")),
+                             source=d["source"], identity=identity,
+                             meta={"input": d["input"], "named": bool(d.get("named", True)),
+                                   "categories_from_data": list(d.get("from_data", ()))})
+
+
+if __name__ == "__main__":
+    sys.exit(_child())

@@ -1,0 +1,311 @@
+"""Features by name or index, and rows and tables of them, as the public API takes them.
+
+The one resolver of feature names: every entry point that takes features
+(``fixed``, ``increase_only``, ``decrease_only``, per-feature weights, the
+features of a view, protected columns, one-hot groups) turns them into column
+indices with :func:`feature_index` / :func:`feature_indices`, and every entry
+point that takes rows turns them into floats in the model's feature order with
+:func:`as_row` / :func:`as_table`. Each raises the caller's own error class
+(``error``, a class of :mod:`core.errors`) with a message saying what was
+expected, what arrived and how to fix it; an unknown name comes with the
+closest names (:mod:`difflib`).
+
+A feature is given by its name (a ``str``) or by its column index (an ``int``
+in ``0..d-1``); nothing else (a float, a bool, None) names a feature. Where
+several are taken, one name or one index stands for a list of one, and None
+for no feature.
+
+A row is a sequence of ``d`` numbers in the model's order, a one-row table, or
+a pandas Series (read by name when its index holds every feature). A table is
+a 2-D array or a DataFrame; a DataFrame is read by name when it holds every
+feature (extra columns ignored, any order), else by position when it has
+exactly ``d`` columns none of which sits at another feature's position. Values
+must be numbers; infinite values are refused, missing values (NaN) too unless
+the caller reads them (``missing=True``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import numbers
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from core.errors import SchemaError
+
+__all__ = ["feature_index", "feature_indices", "closest_names", "names_text", "as_row", "as_table",
+           "fit_table"]
+
+_SHOWN = 40                     # names listed in a message at most
+
+
+def names_text(names: Sequence[Any], limit: int = _SHOWN) -> str:
+    """``['a', 'b', …]``: the names as a message lists them (at most ``limit``)."""
+    shown = [str(n) for n in names[:limit]]
+    more = f", … ({len(names)} in all)" if len(names) > limit else ""
+    return "[" + ", ".join(repr(n) for n in shown) + more + "]"
+
+
+def closest_names(key: str, names: Sequence[str], n: int = 3) -> list[str]:
+    """The names closest to ``key`` (difflib, then case-insensitive prefixes)."""
+    names = [str(v) for v in names]
+    near = difflib.get_close_matches(key, names, n=n, cutoff=0.6)
+    if not near:
+        low = key.lower()
+        near = [v for v in names if v.lower() == low or v.lower().startswith(low) or low.startswith(v.lower())][:n]
+    return near
+
+
+def _hint(key: str, names: Sequence[str]) -> str:
+    near = closest_names(key, names)
+    if not near:
+        return ""
+    return f" Did you mean {' or '.join(repr(v) for v in near)}?"
+
+
+def _is_index(key: Any) -> bool:
+    return isinstance(key, (numbers.Integral, np.integer)) and not isinstance(key, (bool, np.bool_))
+
+
+def feature_index(names: Sequence[Any], key: Any, *, error: type[Exception] = SchemaError,
+                  what: str = "feature") -> int:
+    """The column index of ``key``, a feature's name or its index in ``names``.
+
+    Raises ``error`` for an unknown name (with the closest names), an index
+    outside ``0..d-1``, or anything else (``what`` says which argument it was)."""
+    names = [str(v) for v in names]
+    d = len(names)
+    if isinstance(key, str):
+        try:
+            return names.index(key)
+        except ValueError:
+            pass
+        raise error(f"{what}: Unknown feature {key!r} (no feature has that name).{_hint(key, names)} The "
+                    f"features are {names_text(names)}.")
+    if _is_index(key):
+        if not 0 <= int(key) < d:
+            raise error(f"{what}: feature index {int(key)} is outside 0..{d - 1} (the model has {d} features). "
+                        "Give a feature by its name or by an index in that range.")
+        return int(key)
+    raise error(f"{what}: {key!r} ({type(key).__name__}) is neither a feature name nor a column index. Give "
+                f"names such as {names_text(names, 3)} or indices 0..{d - 1}.")
+
+
+def feature_indices(names: Sequence[Any], keys: Any, *, error: type[Exception] = SchemaError,
+                    what: str = "features") -> list[int]:
+    """The column indices of ``keys``: None (no feature), one name or index, or a
+    sequence of them (a list, tuple, set, array, pandas Index); order kept, each once."""
+    if keys is None:
+        return []
+    if isinstance(keys, str) or _is_index(keys):
+        keys = [keys]
+    elif isinstance(keys, Mapping) or not isinstance(keys, Iterable):
+        raise error(f"{what}: expected feature names or indices (a list such as {names_text(list(names), 2)}), "
+                    f"got {type(keys).__name__} {_short(keys)}.")
+    out: list[int] = []
+    for k in keys:
+        j = feature_index(names, k.item() if isinstance(k, np.generic) else k, error=error, what=what)
+        if j not in out:
+            out.append(j)
+    return out
+
+
+def _count(d: int) -> str:
+    return f"{d} feature" if d == 1 else f"{d} features"
+
+
+def _short(v: Any, limit: int = 60) -> str:
+    text = repr(v)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _type_text(v: Any) -> str:
+    if isinstance(v, np.ndarray):
+        return f"an array of shape {v.shape}"
+    return f"{type(v).__name__} {_short(v)}"
+
+
+def _floats(values: Any, names: Sequence[str], error: type[Exception], what: str) -> np.ndarray:
+    """``values`` (a 2-D array-like) as floats, or ``error`` naming the first cell that is no number."""
+    try:
+        with np.errstate(all="ignore"):
+            return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        pass
+    if isinstance(values, list) and values and isinstance(values[0], Mapping):
+        raise error(f"{what} is a list of dicts; pass pd.DataFrame(rows) (each dict a row keyed by feature "
+                    f"name) or an array of shape (n_rows, {len(names)}).")
+    try:
+        arr = np.asarray(values, dtype=object)
+    except ValueError:                          # ragged nested sequences
+        arr = np.empty(0, dtype=object)
+    if arr.ndim != 2:
+        raise error(f"{what} must hold numbers in a table of (rows, {len(names)} features); got "
+                    f"{_type_text(values)}.")
+    for i, row in enumerate(arr):
+        for j, v in enumerate(row):
+            try:
+                float(v)
+            except (TypeError, ValueError):
+                col = names[j] if j < len(names) else str(j)
+                raise error(f"{what} must hold numbers; row {i}, feature {col!r} holds {_short(v)} "
+                            f"({type(v).__name__}). Encode text and categories as numbers (the model's "
+                            "codes) first.") from None
+    raise error(f"{what} must hold numbers; got {_type_text(values)}.")
+
+
+def _frame_columns(frame: pd.DataFrame, names: list[str], error: type[Exception], what: str) -> pd.DataFrame:
+    """The frame's columns in model order: by name, or by position when that is safe."""
+    cols = [str(c) for c in frame.columns]
+    if len(set(cols)) != len(cols):
+        dup = sorted({c for c in cols if cols.count(c) > 1})
+        raise error(f"{what} has duplicate columns {names_text(dup)}; give each feature once.")
+    if all(n in cols for n in names):
+        return frame.iloc[:, [cols.index(n) for n in names]]
+    missing = [n for n in names if n not in cols]
+    if len(cols) == len(names) and not any(c in names and names.index(c) != k for k, c in enumerate(cols)):
+        return frame                                      # by position: no feature sits at another's place
+    hint = "".join(_hint(m, [c for c in cols if c not in names]) for m in missing[:1])
+    raise error(f"{what} lacks the model's features {names_text(missing, 6)}.{hint} The model reads "
+                f"{_count(len(names))} {names_text(names)}; {what} has columns {names_text(cols)}. Rename or "
+                "add those columns, or give an array in the model's feature order.")
+
+
+def as_table(X: Any, names: Sequence[Any], *, error: type[Exception] = SchemaError, what: str = "X",
+             value_error: type[Exception] | None = None, missing: bool = False, infinite: bool = False,
+             one_row: bool = False, min_rows: int = 1) -> np.ndarray:
+    """``X`` as a float array of shape (n, d) in the order of ``names``.
+
+    ``error`` is raised for a table that does not fit (type, shape, columns),
+    ``value_error`` (default: ``error``) for values that are no numbers, or
+    missing or infinite where they are refused. ``missing``: NaN passes (the
+    caller reads it); ``infinite``: so do infinite values; ``one_row``: a 1-D
+    sequence of d numbers is one row; ``min_rows``: fewer rows raise ``error``."""
+    value_error = value_error or error
+    names = [str(v) for v in names]
+    d = len(names)
+    if X is None or isinstance(X, (str, bytes, Mapping, numbers.Number, np.generic)) or not hasattr(X, "__len__"):
+        kind = "a dict" if isinstance(X, Mapping) else _type_text(X)
+        hint = (" (a dict of columns: pass pd.DataFrame(X))" if isinstance(X, Mapping) else "")
+        raise error(f"{what} must be a table of rows: a DataFrame with the model's feature columns or an "
+                    f"array of shape (n_rows, {d}); got {kind}{hint}.")
+    if isinstance(X, pd.Series):
+        X = X.to_frame().T if one_row else X
+    if isinstance(X, pd.DataFrame):
+        frame = _frame_columns(X, names, error, what)
+        text = [c for c, dt in zip(names, frame.dtypes)
+                if not (pd.api.types.is_numeric_dtype(dt) or pd.api.types.is_bool_dtype(dt))]
+        if text:
+            sample = frame.iloc[:, names.index(text[0])].dropna().head(1).tolist()
+            example = f" (e.g. {_short(sample[0])})" if sample else ""
+            raise value_error(f"{what}: columns {names_text(text, 6)} are not numeric{example}; encode text and "
+                              "categories as numbers (the model's codes) first.")
+        A = frame.to_numpy(dtype=np.float64, na_value=np.nan)
+    elif isinstance(X, np.ndarray) and X.dtype.kind in "biuf":
+        A = np.asarray(X, dtype=np.float64)
+    else:
+        A = _floats(X, names, value_error, what)
+    if A.ndim == 1 and one_row:
+        A = A[None, :]
+    if A.ndim != 2:
+        shape = "a single value" if A.ndim == 0 else f"{A.ndim}-D, shape {A.shape}"
+        one = " (for one row, X[None, :])" if A.ndim == 1 else ""
+        raise error(f"{what} must be a table of shape (n_rows, {d}); got {shape}{one}.")
+    if A.shape[1] != d:
+        raise error(f"{what} has {A.shape[1]} columns; the model expects {_count(d)} {names_text(names)}. Give "
+                    "the rows with one value per feature, in that order.")
+    if len(A) < min_rows:
+        raise error(f"{what} has {len(A)} rows; at least {min_rows} {'is' if min_rows == 1 else 'are'} needed.")
+    _check_values(A, names, value_error, what, missing, infinite)
+    return A
+
+
+def _check_values(A: np.ndarray, names: Sequence[str], error: type[Exception], what: str, missing: bool,
+                  infinite: bool = False) -> None:
+    bad = np.zeros(A.shape, dtype=bool) if infinite else np.isinf(A)
+    if not missing:
+        bad |= np.isnan(A)
+    if bad.any():
+        i, j = (int(v) for v in np.argwhere(bad)[0])
+        nan = np.isnan(A[i, j])
+        where = f"row {i}, feature {names[j]!r}" if A.shape[0] > 1 else f"feature {names[j]!r}"
+        if nan:
+            rows = int(np.isnan(A).any(axis=1).sum())
+            count = f" ({rows} rows have one)" if rows > 1 else ""
+            raise error(f"{what} has a missing value (NaN) at {where}{count}. This call needs complete rows: "
+                        "fill or drop them, or run the rows through an analysis that reads missing values "
+                        "(a batch of counterfactuals, FCCA, the audit, or core.build_workspace).")
+        raise error(f"{what} has an infinite value at {where}; give finite numbers.")
+
+
+def as_row(x: Any, names: Sequence[Any], *, error: type[Exception] = SchemaError, what: str = "x",
+           missing: bool = False) -> np.ndarray:
+    """``x``, one row, as a float array of shape (d,) in the order of ``names``:
+    a sequence of d numbers, a pandas Series (by name when its index holds
+    every feature) or a one-row table."""
+    names = [str(v) for v in names]
+    d = len(names)
+    if isinstance(x, pd.Series):
+        idx = [str(i) for i in x.index]
+        x = (x.iloc[[idx.index(n) for n in names]] if all(n in idx for n in names) else x).to_numpy()
+    if x is None or isinstance(x, (str, bytes, Mapping)) or not hasattr(x, "__len__"):
+        hint = " (a dict: pass pd.Series(x), whose index names the features)" if isinstance(x, Mapping) else ""
+        raise error(f"{what} must be one row: {d} numbers in the model's feature order {names_text(names, 4)}, "
+                    f"a pandas Series or a one-row DataFrame; got {_type_text(x)}{hint}.")
+    if isinstance(x, pd.DataFrame):
+        A = as_table(x, names, error=error, what=what, missing=missing)
+    elif isinstance(x, np.ndarray) and x.dtype.kind in "biuf":
+        A = x.astype(np.float64)
+    else:
+        try:
+            flat = np.ndim(x) == 1
+        except ValueError:                      # ragged nested sequences
+            flat = False
+        A = _floats([list(x)] if flat else x, names, error, what)
+    if A.ndim == 1:
+        A = A[None, :]
+    if A.ndim != 2 or A.shape[0] != 1:
+        many = (f" {A.shape[0]} rows: one query at a time here (core.optimal.batch.batch_counterfactuals "
+                "runs many)" if A.ndim == 2 else f" shape {A.shape}")
+        raise error(f"{what} must be one row of {d} numbers; got{many}.")
+    if A.shape[1] != d:
+        raise error(f"{what} has {A.shape[1]} values; the model expects {_count(d)} {names_text(names)}: give one "
+                    "finite number per feature, in that order.")
+    _check_values(A, names, error, what, missing)
+    return A[0].copy()
+
+
+def fit_table(X: Any, feature_names: Any = None, *, error: type[Exception] = SchemaError, what: str = "X",
+              min_rows: int = 1, missing: bool = False) -> tuple[np.ndarray, list[str]]:
+    """The rows an estimator is fitted on, and its features' names: ``feature_names``
+    when given (unique names, one per column), else a DataFrame's columns, else
+    ``x0, x1, ...``. Complete rows only (NaN or infinite values raise ``error``),
+    unless ``missing``: then NaN and infinite values pass (the estimator reads them)."""
+    if isinstance(X, pd.DataFrame):
+        width = X.shape[1]
+    else:
+        try:
+            shape = np.shape(X)
+        except ValueError:                      # ragged nested sequences
+            shape = ()
+        if X is None or isinstance(X, (str, bytes, Mapping)) or len(shape) != 2:
+            raise error(f"{what} must be a table of rows: a DataFrame or an array of shape (n_rows, n_features); "
+                        f"got {_type_text(X)}.")
+        width = shape[1]
+    if feature_names is None:
+        names = [str(c) for c in X.columns] if isinstance(X, pd.DataFrame) else [f"x{j}" for j in range(width)]
+    else:
+        if isinstance(feature_names, (str, bytes, Mapping)) or not isinstance(feature_names, Iterable):
+            raise error(f"feature_names is a list of names, one per column; got {type(feature_names).__name__}.")
+        names = [str(n) for n in feature_names]
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            raise error(f"feature_names repeats {names_text(dup, 5)}; give each column its own name.")
+        by_name = isinstance(X, pd.DataFrame) and all(n in map(str, X.columns) for n in names)
+        if width != len(names) and not by_name:
+            raise error(f"feature_names has {len(names)} names for the {width} columns of {what}; give one "
+                        "name per column.")
+    return as_table(X, names, error=error, what=what, min_rows=min_rows, missing=missing, infinite=missing), names

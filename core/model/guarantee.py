@@ -1,0 +1,163 @@
+"""What an answer guarantees: one small value every result carries.
+
+Every analysis returns a result with a ``guarantee`` (:class:`Guarantee`), and
+every page and export says it in words (:meth:`Guarantee.text`), so a reader
+never has to guess whether a number is proven, checked or estimated. Gurobi
+reports a status and a MIP gap with every solution; this is the same idea for
+every analysis of the Atlas.
+
+The kinds, strongest first:
+
+``proven_optimal``
+    An exact solver proved that no cheaper answer exists on the model itself
+    (a tree ensemble's cell problem, a linear model's MILP). ``gap`` is 0.
+``exact``
+    Computed exactly from the model's own structure, with no optimisation
+    claim (a tree ensemble's pure regions, a linear model's boundary).
+``time_limited``
+    Valid on the model, but the solver stopped before its proof: ``gap`` is
+    the relative distance to the proven lower bound (``bound``).
+``valid_on_model``
+    Checked on the model itself (fed back, the target obtained); when it was
+    found through a surrogate (``surrogate_fidelity`` set), it is optimal only
+    for that surrogate, never claimed optimal for the model.
+``estimated``
+    A statistic estimated from data (a rule's accuracy, a probability estimated
+    by a forest), with no claim beyond the rows it was measured on.
+``infeasible``
+    Proven that no answer exists under the constraints asked.
+``not_found``
+    Nothing valid was found; nothing is proven either way (a time limit, a
+    search on a model that is not exact).
+
+``model_kind`` says what was reasoned about: ``"tree_ensemble"`` (exact
+representation), ``"linear"`` (exact), ``"black_box"`` (any other model, run
+in a sandboxed worker; exact analyses run on a surrogate of it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from core.errors import AtlasError
+
+__all__ = ["Guarantee", "GuaranteeKind", "ModelKind", "GUARANTEE_KINDS", "MODEL_KINDS"]
+
+GuaranteeKind = Literal["proven_optimal", "exact", "time_limited", "valid_on_model", "estimated",
+                        "infeasible", "not_found"]
+ModelKind = Literal["tree_ensemble", "linear", "black_box"]
+GUARANTEE_KINDS: tuple[str, ...] = ("proven_optimal", "exact", "time_limited", "valid_on_model", "estimated",
+                                    "infeasible", "not_found")
+MODEL_KINDS: tuple[str, ...] = ("tree_ensemble", "linear", "black_box")
+
+_MODEL_WORDS = {"tree_ensemble": "the tree ensemble", "linear": "the linear model", "black_box": "the uploaded model"}
+
+
+def _pct(v: float) -> str:
+    return f"{100 * v:.1f}%"
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    """What an answer guarantees, and about which model.
+
+    Attributes
+    ----------
+    kind : one of :data:`GUARANTEE_KINDS` (see the module docstring).
+    model_kind : one of :data:`MODEL_KINDS`.
+    gap : relative gap to the proven lower bound (``time_limited``), else None
+        (0.0 for ``proven_optimal``).
+    bound : the proven lower bound on the cost, when one is known.
+    surrogate_fidelity : share of held-out rows on which the surrogate the answer
+        was found with agrees with the model (None: no surrogate was used).
+    boundary_fidelity : the same agreement on points sampled near the model's
+        decision boundary (None: not measured).
+    note : one more sentence, in words (why nothing was found, what was estimated).
+    """
+
+    kind: GuaranteeKind
+    model_kind: ModelKind = "tree_ensemble"
+    gap: float | None = None
+    bound: float | None = None
+    surrogate_fidelity: float | None = None
+    boundary_fidelity: float | None = None
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in GUARANTEE_KINDS:
+            raise AtlasError(f"Unknown guarantee kind {self.kind!r}; expected one of {', '.join(GUARANTEE_KINDS)}.")
+        if self.model_kind not in MODEL_KINDS:
+            raise AtlasError(f"Unknown model kind {self.model_kind!r}; expected one of {', '.join(MODEL_KINDS)}.")
+        for name in ("gap", "bound", "surrogate_fidelity", "boundary_fidelity"):
+            v = getattr(self, name)
+            if v is not None:
+                v = float(v)
+                if math.isnan(v):
+                    v = None
+                object.__setattr__(self, name, v)
+        for name in ("surrogate_fidelity", "boundary_fidelity"):
+            v = getattr(self, name)
+            if v is not None and not 0.0 <= v <= 1.0:
+                raise AtlasError(f"{name} is {v}; a fidelity is a share between 0 and 1.")
+        if self.kind == "proven_optimal" and self.surrogate_fidelity is not None:
+            raise AtlasError("An answer found through a surrogate cannot be proven optimal for the model; "
+                             "its guarantee is 'valid_on_model'.")
+        if self.kind == "proven_optimal" and self.model_kind == "black_box":
+            raise AtlasError("Nothing is proven optimal about a model that is not read exactly.")
+
+    @property
+    def proven(self) -> bool:
+        """Is the answer proven (optimal, exact or proven infeasible) on the model itself?"""
+        return self.kind in ("proven_optimal", "exact", "infeasible")
+
+    @property
+    def via_surrogate(self) -> bool:
+        return self.surrogate_fidelity is not None
+
+    def text(self) -> str:
+        """The guarantee in one or two plain sentences (pages, reports, exports)."""
+        model = _MODEL_WORDS[self.model_kind]
+        surrogate = ""
+        if self.surrogate_fidelity is not None:
+            surrogate = f"its surrogate (agreement with the model {_pct(self.surrogate_fidelity)} on held-out rows"
+            if self.boundary_fidelity is not None:
+                surrogate += f", {_pct(self.boundary_fidelity)} near the decision boundary"
+            surrogate += ")"
+        if self.kind == "proven_optimal":
+            words = ("Proven optimal (exact for a linear model)." if self.model_kind == "linear"
+                     else f"Proven optimal on {model}.")
+        elif self.kind == "exact":
+            words = f"Exact on {model}." if not surrogate else f"Exact on {surrogate}, not on the model itself."
+        elif self.kind == "time_limited":
+            gap = "an unknown gap" if self.gap is None or not math.isfinite(self.gap) else f"a gap of {_pct(self.gap)}"
+            words = f"Valid on {model}; not proven optimal: the solver stopped at its time limit with {gap}."
+        elif self.kind == "valid_on_model":
+            words = (f"Valid on {model} (checked on it); optimal for {surrogate}, not proven optimal for the model."
+                     if surrogate else f"Valid on {model} (checked on it); not proven optimal.")
+        elif self.kind == "estimated":
+            words = "Estimated from the data" + (f" with {surrogate}" if surrogate else "") + "; not proven."
+        elif self.kind == "infeasible":
+            words = f"Proven: no answer exists on {model} under the constraints asked."
+        else:
+            words = "Nothing valid was found; nothing is proven either way."
+        return f"{words} {self.note}".strip()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able, with the words beside the fields (``text``)."""
+        return {**asdict(self), "text": self.text()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Guarantee:
+        fields = {k: d[k] for k in ("kind", "model_kind", "gap", "bound", "surrogate_fidelity", "boundary_fidelity",
+                                     "note") if k in d}
+        return cls(**fields)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_json(cls, s: str) -> Guarantee:
+        return cls.from_dict(json.loads(s))

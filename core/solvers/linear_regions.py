@@ -1,0 +1,226 @@
+"""Exact decision regions of a linear model on a 2-D slice.
+
+Through a row ``x``, with every feature but two fixed at ``x``, a linear model's
+scores are affine in the two plotted features ``(u, v)``:
+``s_o(u, v) = c_o + a_o u + b_o v`` (a categorical axis has no slope: each of its
+codes is a band ``[k - 0.5, k + 0.5]`` of its own, with that code's score added to
+``c``). Each class's region is then an intersection of half-planes, clipped to the
+plotted rectangle (Sutherland-Hodgman clipping of a convex polygon, exact up to
+float rounding of the vertices):
+
+* a binary classifier: ``s > 0`` (``classes[1]``) and ``s <= 0`` (``classes[0]``),
+  the two sides of its line;
+* a multiclass classifier: ``s_c >= s_k`` for every other class ``k``, a convex
+  polygon per class and band;
+* a regressor, given a target interval ``(lo, hi)``: below, inside and above it
+  (two parallel lines).
+
+:func:`linear_slice` returns them as :class:`LinearSlice`, polygons with their
+vertices, which :func:`linear_slice_figure` draws (plotly, as the tree regions of
+:func:`core.figures.regions_figure` are drawn, one filled shape per region).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from core.counterfactual import QueryError
+from core.model import Guarantee, LinearModel, as_model
+
+__all__ = ["SlicePolygon", "LinearSlice", "linear_slice", "linear_slice_figure"]
+
+
+@dataclass(frozen=True)
+class SlicePolygon:
+    """One region of the slice: a convex polygon on which the model's decision is one.
+
+    vertices : ndarray of shape (n_vertices, 2), counter-clockwise, in (feature a, feature b).
+    prediction : the class label (classifiers) or "below" / "in target" / "above" (regressors).
+    class_index : index of the class in ``classes`` (-1 for a regressor's part).
+    band : the codes of the categorical axes this polygon lies in (None for a numerical axis).
+    """
+
+    vertices: np.ndarray
+    prediction: Any
+    class_index: int
+    band: tuple[int | None, int | None] = (None, None)
+
+    @property
+    def area(self) -> float:
+        u, v = self.vertices[:, 0], self.vertices[:, 1]
+        return 0.5 * float(np.sum(u * np.roll(v, -1) - np.roll(u, -1) * v))
+
+    def contains(self, P: np.ndarray) -> np.ndarray:
+        """Mask of points (n, 2) inside the polygon or on its edges."""
+        P = np.atleast_2d(P)
+        V = self.vertices
+        ok = np.ones(len(P), dtype=bool)
+        for i in range(len(V)):
+            a, b = V[i], V[(i + 1) % len(V)]
+            cross = (b[0] - a[0]) * (P[:, 1] - a[1]) - (b[1] - a[1]) * (P[:, 0] - a[0])
+            ok &= cross >= -1e-9 * (1.0 + np.abs(b - a).sum() * (1.0 + np.abs(P).max()))
+        return ok
+
+
+@dataclass(frozen=True)
+class LinearSlice:
+    """The exact regions of a linear model on a 2-D slice (see the module docstring)."""
+
+    polygons: tuple[SlicePolygon, ...]
+    features: tuple[int, int]
+    names: tuple[str, str]
+    view: tuple[tuple[float, float], tuple[float, float]]
+    x: np.ndarray
+    seconds: float
+    guarantee: Guarantee
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def _clip(poly: np.ndarray, a: float, b: float, c: float) -> np.ndarray:
+    """The part of convex polygon ``poly`` (n, 2) where ``a u + b v + c >= 0``."""
+    if len(poly) == 0:
+        return poly
+    val = poly @ np.array([a, b]) + c
+    out = []
+    n = len(poly)
+    for i in range(n):
+        p, q = poly[i], poly[(i + 1) % n]
+        fp, fq = val[i], val[(i + 1) % n]
+        if fp >= 0:
+            out.append(p)
+        if (fp >= 0) != (fq >= 0):
+            t = fp / (fp - fq)
+            out.append(p + t * (q - p))
+    return np.array(out).reshape(-1, 2)
+
+
+def _axis(lin: LinearModel, j: int, x: np.ndarray, bounds: Any) -> list[tuple[float, float, int | None]]:
+    """The pieces of one axis: the view (numerical) or one band per allowed code."""
+    if lin.categories[j] is not None:
+        return [(k - 0.5, k + 0.5, k) for k in range(lin.n_codes(j)) if lin.code_allowed(j, k)
+                and k < lin.n_codes(j) - 1]
+    if bounds is not None:
+        lo, hi = (float(v) for v in bounds)
+    else:
+        half = max(1.0, abs(float(x[j])))
+        lo, hi = float(x[j]) - half, float(x[j]) + half
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        raise QueryError(f"The view of {lin.feature_names[j]!r} is ({lo}, {hi}); give two finite bounds, lower first.")
+    return [(lo, hi, None)]
+
+
+def linear_slice(model: Any, x: Any, features: tuple[Any, Any], *, bounds: dict[Any, tuple[float, float]] | None = None,
+                 target: Any = None) -> LinearSlice:
+    """The exact regions of a linear model on the slice through ``x`` on two features.
+
+    Parameters
+    ----------
+    model : LinearModel, or a fitted linear model / pipeline ending in one.
+    x : array-like of shape (n_features,), the row (codes view); the other features stay at it.
+    features : two feature names or indices.
+    bounds : optional ``{feature: (lo, hi)}``, the view of a numerical axis (default
+        ``x_j ± max(1, |x_j|)``); a categorical axis shows each of its categories.
+    target : for a regressor, the interval ``(lo, hi)`` whose lines cut the slice (required).
+
+    Returns
+    -------
+    LinearSlice, whose polygons tile the view (guarantee ``exact``).
+    """
+    t0 = time.perf_counter()
+    lin = as_model(model)
+    if not isinstance(lin, LinearModel):
+        raise QueryError("linear_slice draws a linear model; for a tree ensemble use core.regions.slice_regions.")
+    fa, fb = (lin.feature_index(f) for f in features)
+    if fa == fb:
+        raise QueryError("Choose two different features.")
+    x = np.asarray(x, dtype=float).ravel()
+    if x.shape != (lin.n_features,):
+        raise QueryError(f"x has {x.size} values; the model has {lin.n_features} features.")
+    if lin.task == "regression":
+        try:
+            lo_t, hi_t = (float(v) for v in target)
+        except (TypeError, ValueError):
+            raise QueryError("A regressor's slice is cut by a target interval (lo, hi); give target=(lo, hi).") \
+                from None
+    axes = [_axis(lin, j, x, (bounds or {}).get(lin.feature_names[j], (bounds or {}).get(j))) for j in (fa, fb)]
+    polys: list[SlicePolygon] = []
+    for ua, ub, ka in axes[0]:
+        for va, vb, kb in axes[1]:
+            row = x.copy()
+            if ka is not None:
+                row[fa] = ka
+            if kb is not None:
+                row[fb] = kb
+            base = row.copy()
+            if ka is None:
+                base[fa] = 0.0
+            if kb is None:
+                base[fb] = 0.0
+            c = lin.scores(base[None, :])[0]                     # (n_out,) at u = v = 0
+            a = lin.coef[:, fa] if ka is None else np.zeros(lin.n_outputs)
+            b = lin.coef[:, fb] if kb is None else np.zeros(lin.n_outputs)
+            rect = np.array([[ua, va], [ub, va], [ub, vb], [ua, vb]], dtype=float)
+            for piece, label, k in _pieces(lin, rect, a, b, c, lo_t if lin.task == "regression" else 0.0,
+                                           hi_t if lin.task == "regression" else 0.0):
+                if len(piece) >= 3 and abs(SlicePolygon(piece, label, k).area) > 0:
+                    polys.append(SlicePolygon(piece, label, k, (ka, kb)))
+    view = tuple((float(min(p[0] for p in ax)), float(max(p[1] for p in ax))) for ax in axes)
+    return LinearSlice(tuple(polys), (fa, fb), (lin.feature_names[fa], lin.feature_names[fb]),
+                       view, x.copy(), time.perf_counter() - t0,  # type: ignore[arg-type]
+                       Guarantee("exact", "linear"), dict(features=[lin.feature_names[fa], lin.feature_names[fb]],
+                                                          mode="slice", target=None if target is None else str(target)))
+
+
+def _pieces(lin: LinearModel, rect: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray, lo: float,
+            hi: float) -> list[tuple[np.ndarray, Any, int]]:
+    if lin.task == "regression":
+        below = _clip(rect, -a[0], -b[0], -(c[0] - lo))
+        inside = _clip(_clip(rect, a[0], b[0], c[0] - lo), -a[0], -b[0], hi - c[0])
+        above = _clip(rect, a[0], b[0], c[0] - hi)
+        return [(below, "below", -1), (inside, "in target", -1), (above, "above", -1)]
+    assert lin.classes is not None
+    if lin.n_outputs == 1:
+        return [(_clip(rect, -a[0], -b[0], -c[0]), lin.classes[0], 0), (_clip(rect, a[0], b[0], c[0]), lin.classes[1], 1)]
+    out = []
+    for k in range(lin.n_outputs):
+        poly = rect
+        for o in range(lin.n_outputs):
+            if o != k:
+                poly = _clip(poly, a[k] - a[o], b[k] - b[o], c[k] - c[o])
+        out.append((poly, lin.classes[k], k))
+    return out
+
+
+def linear_slice_figure(sl: LinearSlice, cf: np.ndarray | None = None, title: str = ""):
+    """The slice's polygons as filled shapes (a colour per class or part), the row
+    and its counterfactual on top; a pure function of the result."""
+    import plotly.colors as pc
+    import plotly.graph_objects as go
+
+    palette = pc.qualitative.Set2
+    fig = go.Figure()
+    shown: set[str] = set()
+    order = sorted({str(p.prediction) for p in sl.polygons})
+    for p in sl.polygons:
+        name = str(p.prediction)
+        colour = palette[order.index(name) % len(palette)]
+        V = np.vstack([p.vertices, p.vertices[:1]])
+        fig.add_trace(go.Scatter(x=V[:, 0], y=V[:, 1], fill="toself", mode="lines", fillcolor=colour,
+                                 line=dict(width=0.5, color="rgba(255,255,255,0.6)"), name=name,
+                                 legendgroup=name, showlegend=name not in shown, hoverinfo="text",
+                                 text=f"prediction {name}"))
+        shown.add(name)
+    fa, fb = sl.features
+    fig.add_trace(go.Scatter(x=[sl.x[fa]], y=[sl.x[fb]], mode="markers", name="instance",
+                             marker=dict(symbol="x", size=14, color="black")))
+    if cf is not None:
+        fig.add_trace(go.Scatter(x=[sl.x[fa], cf[fa]], y=[sl.x[fb], cf[fb]], mode="lines+markers",
+                                 name="counterfactual", line=dict(dash="dash", color="black")))
+    (a0, a1), (b0, b1) = sl.view
+    fig.update_layout(title=title, xaxis_title=sl.names[0], yaxis_title=sl.names[1], xaxis_range=[a0, a1],
+                      yaxis_range=[b0, b1], height=560, margin=dict(l=10, r=10, t=40, b=10))
+    return fig

@@ -1,0 +1,140 @@
+"""Any other model through a surrogate: every counterfactual is fed back to the original
+model (the scikit-learn object itself, in this process), is minimal, keeps the query's
+constraints, and says what it guarantees; the surrogate keeps the model's features."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import skops.io as sio
+from sklearn.compose import ColumnTransformer
+from sklearn.neural_network import MLPClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+from core.counterfactual import make_cost_model
+from core.errors import QueryError
+from core.intake.worker import ModelWorker
+from core.intake.workspace import build_workspace
+from core.optimal import optimal_counterfactual
+from core.shown import number_text
+from core.surrogate import Surrogate, distill
+
+
+def _frame(n=1500, seed=0):
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"age": rng.integers(18, 80, n).astype(float), "income": rng.normal(50, 15, n).round(2),
+                       "debt": rng.gamma(2.0, 5.0, n).round(2), "job": rng.choice(["clerk", "nurse", "pilot"], n)})
+    score = 0.06 * (df.income - 50) - 0.12 * (df.debt - 10) + 0.03 * (df.age - 45) + (df.job == "pilot") * 1.2
+    return df, (score + rng.normal(0, 0.3, n) > 0).astype(int).to_numpy()
+
+
+@pytest.fixture(scope="module")
+def setting():
+    df, y = _frame()
+    pre = ColumnTransformer([("num", StandardScaler(), ["age", "income", "debt"]),
+                             ("cat", OneHotEncoder(handle_unknown="ignore"), ["job"])])
+    pipe = make_pipeline(pre, MLPClassifier(hidden_layer_sizes=(32, 32), max_iter=600, random_state=0)).fit(df, y)
+    w = ModelWorker(sio.dumps(pipe), "mlp.skops")
+    model = w.model("mlp")
+    ws = build_workspace(df.assign(y=y), "y", model, name="mlp")
+    ws = ws.with_schema(ws.schema.with_updates("age", actionability="increase"))
+    yield df, pipe, model, ws
+    w.stop()
+
+
+def _on_original(pipe, ws, X):
+    return pipe.predict(ws.to_raw(np.atleast_2d(X))[["age", "income", "debt", "job"]])
+
+
+def test_the_workspace_answers_with_the_model_and_its_surrogate_is_faithful(setting):
+    df, pipe, model, ws = setting
+    assert ws.model_kind == "black_box" and ws.model is model
+    assert np.array_equal(ws.predictions, pipe.predict(df))              # the model's answers, not the surrogate's
+    s = ws.surrogate
+    ens = s.native
+    assert ens.feature_names == model.feature_names and ens.categories == model.categories
+    assert list(ens.classes) == list(model.classes) and ens.meta["input"] == "codes"
+    assert s.ensemble.feature_names == ws.ensemble.feature_names                      # the one-hot view
+    assert s.fidelity >= 0.93 and s.boundary_fidelity is not None
+    assert np.mean(ws.ensemble.predict(ws.X.to_numpy(float)) == ws.predictions) >= 0.93
+    assert any("not read exactly" in n for n in ws.notes)
+    codes = np.column_stack([df[c].to_numpy(float) if model.categories[j] is None else
+                             [model.categories[j].index(v) for v in df[c]] for j, c in enumerate(model.feature_names)])
+    a = distill(model, codes[:1000], n_estimators=40, num_leaves=8, random_state=3)
+    b = distill(model, codes[:1000], n_estimators=40, num_leaves=8, random_state=3)
+    assert np.array_equal(a.native.predict(codes), b.native.predict(codes)) and a.fidelity == b.fidelity
+
+
+def test_every_counterfactual_is_valid_on_the_original_model_minimal_and_constrained(setting):
+    df, pipe, model, ws = setting
+    X = ws.X.to_numpy(float)
+    groups = [list(g) for g in ws.schema.groups().values()]
+    singles = [[j] for j in range(X.shape[1]) if not any(j in g for g in groups)]
+    age = list(ws.ensemble.feature_names).index("age")
+    span = ws.schema.arrays()["span"]
+    checked = 0
+    for i in range(1000, 1030):
+        x, p = X[i], ws.predictions[i]
+        r = optimal_counterfactual(ws.ensemble, x, 1 - p, model=model, surrogate=ws.surrogate, schema=ws.schema,
+                                   X_ref=X[:1000], time_limit=20)
+        assert r.found, r.message
+        assert _on_original(pipe, ws, r.x)[0] == 1 - p                                  # valid on the model
+        g = r.guarantee
+        assert g.kind == "valid_on_model" and g.model_kind == "black_box"
+        assert g.surrogate_fidelity == ws.surrogate.fidelity and "not proven optimal" in g.text()
+        assert r.x[age] >= x[age]                                                        # age: increase only
+        moved = [u for u in groups + singles if not np.array_equal(r.x[u], x[u])]
+        assert moved
+        for u in moved:                                          # minimal: no change can be dropped
+            back = r.x.copy()
+            back[u] = x[u]
+            assert _on_original(pipe, ws, back)[0] != 1 - p
+        by_hand = sum(1.0 if len(u) > 1 else abs(r.x[u[0]] - x[u[0]]) / span[u[0]]
+                      for u in moved)                            # a category switch costs one unit
+        assert abs(r.cost - by_hand) < 1e-9
+        assert abs(r.cost - make_cost_model(ws.ensemble, "l1", None, ws.schema).cost(x, r.x[None])[0]) < 1e-12
+        income = list(ws.ensemble.feature_names).index("income")
+        if r.x[income] != x[income]:                             # the number shown is the number checked
+            shown = number_text(r.x[income])
+            assert float(shown.replace(",", "")) == r.x[income] and len(shown.replace(",", "")) <= 9, shown
+        checked += 1
+    assert checked == 30
+
+
+def test_a_poor_surrogate_is_repaired_and_its_answers_still_hold(setting):
+    df, pipe, model, ws = setting
+    codes = np.column_stack([df[c].to_numpy(float) if model.categories[j] is None else
+                             [model.categories[j].index(v) for v in df[c]] for j, c in enumerate(model.feature_names)])
+    poor = distill(model, codes[:200], n_estimators=3, num_leaves=4, n_pairs=50, random_state=1)
+    poor = poor.with_view(ws.surrogate.view)
+    assert poor.fidelity < 0.95
+    X = ws.X.to_numpy(float)
+    refits = 0
+    for i in range(1100, 1125):
+        x, p = X[i], ws.predictions[i]
+        r = optimal_counterfactual(ws.ensemble, x, 1 - p, model=model, surrogate=poor, schema=ws.schema,
+                                   X_ref=X[:1000], time_limit=20)
+        assert r.found, r.message
+        assert _on_original(pipe, ws, r.x)[0] == 1 - p
+        refits += r.params["refits"]
+    assert refits >= 1
+
+
+def test_impossible_queries_say_so_and_claim_nothing(setting):
+    df, pipe, model, ws = setting
+    x, p = ws.X.to_numpy(float)[1000], ws.predictions[1000]
+    r = optimal_counterfactual(ws.ensemble, x, 1 - p, model=model, surrogate=ws.surrogate, schema=ws.schema,
+                               fixed=list(ws.ensemble.feature_names), time_limit=5)
+    assert not r.found and r.x is None
+    assert r.guarantee.kind == "not_found" and "Nothing is proven" in r.guarantee.text()
+    with pytest.raises(QueryError, match="surrogate"):
+        optimal_counterfactual(ws.ensemble, x, 1 - p, model=model, surrogate="nope", schema=ws.schema)
+    with pytest.raises(QueryError, match="pass model="):
+        optimal_counterfactual(ws.ensemble, x, 1 - p, surrogate=ws.surrogate, schema=ws.schema)
+    with pytest.raises(QueryError, match="does not take plausibility"):
+        optimal_counterfactual(ws.ensemble, x, 1 - p, model=model, surrogate=ws.surrogate, plausibility=object())
+    with pytest.raises(QueryError, match="reads 6 features"):
+        optimal_counterfactual(ws.ensemble, x[:2], 1 - p, model=model, surrogate=ws.surrogate)
+    assert isinstance(ws.surrogate, Surrogate)

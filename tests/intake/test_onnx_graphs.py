@@ -1,0 +1,398 @@
+"""ONNX graphs written by hand: every node mode, both opsets of the tree operators, double
+thresholds, the output conventions that are refused, graphs that are not tree ensembles
+(inspected and run, never parsed as trees) and hostile files (each refused with a message
+before onnxruntime sees them, also through the sandbox)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper  # noqa: E402
+from onnx import numpy_helper as nh  # noqa: E402
+
+from core.errors import ModelError, UnsupportedModelError  # noqa: E402
+from core.intake.io import load_model  # noqa: E402
+from core.intake.models import from_model  # noqa: E402
+from core.intake.parsing import probe_points  # noqa: E402
+from core.intake.parsing.onnx_graph import inspect_onnx  # noqa: E402
+from core.intake.parsing.onnx_runner import OnnxModel  # noqa: E402
+from core.model.native import model_input  # noqa: E402
+
+MODES = ["BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ"]
+
+
+def _model(nodes, inputs, outputs, ml=1, initializers=(), opset=17):
+    g = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
+    return helper.make_model(g, ir_version=10, opset_imports=[helper.make_opsetid("", opset),
+                                                                helper.make_opsetid("ai.onnx.ml", ml)])
+
+
+def _random_tree(rng, depth, n_feat, modes, values_grid):
+    """Nodes of one complete tree: (modes, feats, values, true ids, false ids, tracks, leaves)."""
+    n_int = 2 ** depth - 1
+    n = 2 ** (depth + 1) - 1
+    m = [str(rng.choice(modes)) for _ in range(n_int)] + ["LEAF"] * (n - n_int)
+    f = [int(rng.integers(n_feat)) for _ in range(n_int)] + [0] * (n - n_int)
+    v = [float(rng.choice(values_grid)) for _ in range(n_int)] + [0.0] * (n - n_int)
+    t = [2 * i + 1 for i in range(n_int)] + [0] * (n - n_int)
+    fl = [2 * i + 2 for i in range(n_int)] + [0] * (n - n_int)
+    tr = [int(rng.integers(2)) for _ in range(n_int)] + [0] * (n - n_int)
+    return m, f, v, t, fl, tr, list(range(n_int, n))
+
+
+def _regressor(modes, seed=0, n_trees=3, depth=4, double=False, as_tensor=False, agg="SUM", n_feat=3):
+    rng = np.random.default_rng(seed)
+    grid = np.round(np.linspace(-1, 1, 9), 3)
+    attrs = {k: [] for k in ("nodes_treeids", "nodes_nodeids", "nodes_modes", "nodes_featureids", "nodes_values",
+                             "nodes_truenodeids", "nodes_falsenodeids", "nodes_missing_value_tracks_true",
+                             "target_treeids", "target_nodeids", "target_ids", "target_weights")}
+    for tree in range(n_trees):
+        m, f, v, t, fl, tr, leaves = _random_tree(rng, depth, n_feat, modes, grid)
+        attrs["nodes_treeids"] += [tree] * len(m)
+        attrs["nodes_nodeids"] += list(range(len(m)))
+        attrs["nodes_modes"] += m
+        attrs["nodes_featureids"] += f
+        attrs["nodes_values"] += v
+        attrs["nodes_truenodeids"] += t
+        attrs["nodes_falsenodeids"] += fl
+        attrs["nodes_missing_value_tracks_true"] += tr
+        attrs["target_treeids"] += [tree] * len(leaves)
+        attrs["target_nodeids"] += leaves
+        attrs["target_ids"] += [0] * len(leaves)
+        attrs["target_weights"] += [float(w) for w in rng.normal(size=len(leaves)).round(4)]
+    if as_tensor:
+        attrs["nodes_values_as_tensor"] = nh.from_array(np.asarray(attrs.pop("nodes_values"), dtype=np.float64))
+        attrs["target_weights_as_tensor"] = nh.from_array(np.asarray(attrs.pop("target_weights"), dtype=np.float64))
+    node = helper.make_node("TreeEnsembleRegressor", ["X"], ["Y"], domain="ai.onnx.ml", n_targets=1,
+                            aggregate_function=agg, base_values=[0.25], **attrs)
+    elem = TensorProto.DOUBLE if double else TensorProto.FLOAT
+    return _model([node], [helper.make_tensor_value_info("X", elem, [None, n_feat])],
+                  [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None, 1])], ml=3 if as_tensor else 1)
+
+
+def _agree(model_proto, name="m.onnx", extra_rows=None):
+    model = load_model(model_proto.SerializeToString(), name)
+    ens = from_model(model)                                  # verified on probe points, NaN included
+    rows = probe_points(ens, 300, seed=5)
+    grid = np.repeat(np.round(np.linspace(-1, 1, 9), 3), 3).reshape(-1, 3)
+    near = np.vstack([grid, np.nextafter(grid, np.inf), np.nextafter(grid, -np.inf),
+                      np.nextafter(grid.astype(np.float32), np.float32(np.inf)).astype(np.float64)])
+    rows = np.vstack([rows, near] + ([extra_rows] if extra_rows is not None else []))
+    theirs = model.predict(model_input(ens, rows))
+    np.testing.assert_allclose(ens.predict(rows), theirs, rtol=1e-5, atol=1e-5)
+    return ens, model
+
+
+@pytest.mark.parametrize("mode", MODES + ["mixed"])
+@pytest.mark.parametrize("double", [False, True], ids=["float", "double"])
+def test_every_node_mode_as_onnxruntime_routes_it(mode, double):
+    modes = MODES if mode == "mixed" else [mode]
+    nan_rows = np.array([[np.nan, 0.0, 0.5], [0.125, np.nan, np.nan], [np.nan] * 3])
+    ens, _ = _agree(_regressor(modes, seed=len(mode), double=double), extra_rows=nan_rows)
+    assert ens.routes_missing
+
+
+def test_double_thresholds_and_weights_as_tensors_with_average():
+    ens, _ = _agree(_regressor(MODES, seed=3, double=True, as_tensor=True, agg="AVERAGE"))
+    assert ens.aggregation == "mean"
+
+
+def _to_v5(proto, members=None):
+    """A TreeEnsembleRegressor rewritten as the opset-5 TreeEnsemble (leaves apart); ``members``
+    {(tree, node): values} turns those nodes into BRANCH_MEMBER splits."""
+    node = proto.graph.node[0]
+    a = {x.name: helper.get_attribute_value(x) for x in node.attribute}
+    code = {m: k for k, m in enumerate(MODES + ["BRANCH_MEMBER"])}
+    idx, leaf_idx = {}, {}
+    for t, i, m in zip(a["nodes_treeids"], a["nodes_nodeids"], a["nodes_modes"]):
+        (leaf_idx if m == b"LEAF" else idx)[(t, i)] = len(leaf_idx if m == b"LEAF" else idx)
+    weights = {(t, i): w for t, i, w in zip(a["target_treeids"], a["target_nodeids"], a["target_weights"])}
+    modes, feats, splits, tid, tleaf, fid, fleaf, tracks, roots, mv = [], [], [], [], [], [], [], [], [], []
+    for k, (t, i, m) in enumerate(zip(a["nodes_treeids"], a["nodes_nodeids"], a["nodes_modes"])):
+        if m == b"LEAF":
+            continue
+        if i == 0:
+            roots.append(idx[(t, i)])
+        mode = m.decode()
+        if members and (t, i) in members:
+            mode = "BRANCH_MEMBER"
+            mv += list(members[(t, i)]) + [np.nan]
+        modes.append(code[mode])
+        feats.append(a["nodes_featureids"][k])
+        splits.append(a["nodes_values"][k])
+        for child, ids, leafs in ((a["nodes_truenodeids"][k], tid, tleaf), (a["nodes_falsenodeids"][k], fid, fleaf)):
+            is_leaf = (t, child) in leaf_idx
+            ids.append(leaf_idx[(t, child)] if is_leaf else idx[(t, child)])
+            leafs.append(int(is_leaf))
+        tracks.append(a["nodes_missing_value_tracks_true"][k])
+    leaves = sorted(leaf_idx, key=leaf_idx.get)
+    kw = dict(n_targets=1, aggregate_function=1, post_transform=0, tree_roots=roots,
+              nodes_modes=nh.from_array(np.array(modes, dtype=np.uint8)), nodes_featureids=feats,
+              nodes_splits=nh.from_array(np.array(splits, dtype=np.float32)), nodes_truenodeids=tid,
+              nodes_trueleafs=tleaf, nodes_falsenodeids=fid, nodes_falseleafs=fleaf,
+              nodes_missing_value_tracks_true=tracks, leaf_targetids=[0] * len(leaves),
+              leaf_weights=nh.from_array(np.array([weights[k] for k in leaves], dtype=np.float32)))
+    if mv:
+        kw["membership_values"] = nh.from_array(np.array(mv, dtype=np.float32))
+    v5 = helper.make_node("TreeEnsemble", ["X"], ["Y"], domain="ai.onnx.ml", **kw)
+    return _model([v5], list(proto.graph.input), list(proto.graph.output), ml=5, opset=21)
+
+
+def test_opset5_tree_ensemble_with_set_membership():
+    base = _regressor(MODES, seed=7)
+    members = {(0, 0): [-1.0, 0.0], (1, 1): [1.0], (2, 2): [-1.0, 1.0, 2.0]}     # onnxruntime: integers only
+    ens, _ = _agree(_to_v5(base, members))
+    assert ens.source.startswith("onnx.TreeEnsemble")
+    plain, _ = _agree(_to_v5(base))                   # the same trees without sets: as the opset-1 reading
+    first = from_model(load_model(base.SerializeToString(), "b.onnx"))
+    X = probe_points(first, 200, seed=1)
+    np.testing.assert_allclose(plain.predict(X) + 0.25, first.predict(X), rtol=1e-6, atol=1e-6)   # v5: no base
+
+
+def _binary(weights, post="NONE", class_ids=None, base=None):
+    n_leaves = len(weights) if class_ids is None else len(weights) // 2
+    kw = dict(nodes_treeids=[0, 0, 0], nodes_nodeids=[0, 1, 2], nodes_featureids=[0, 0, 0],
+              nodes_values=[0.5, 0, 0], nodes_modes=["BRANCH_LEQ", "LEAF", "LEAF"], nodes_truenodeids=[1, 0, 0],
+              nodes_falsenodeids=[2, 0, 0], classlabels_int64s=[0, 1], post_transform=post,
+              class_treeids=[0] * len(weights), class_ids=class_ids or [0] * len(weights),
+              class_nodeids=[1 + k // (len(weights) // n_leaves) for k in range(len(weights))] if class_ids
+              else [1, 2], class_weights=weights)
+    if base is not None:
+        kw["base_values"] = base
+    node = helper.make_node("TreeEnsembleClassifier", ["X"], ["label", "probabilities"], domain="ai.onnx.ml", **kw)
+    return _model([node], [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 1])],
+                  [helper.make_tensor_value_info("label", TensorProto.INT64, [None]),
+                   helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, [None, 2])])
+
+
+@pytest.mark.parametrize("weights, post, ids, base, words", [
+    ([0.7, 0.2], "LOGISTIC", None, None, "score > 0.5"),
+    ([0.7, -0.2], "NONE", None, None, "not probabilities"),
+    ([0.7, -0.2], "PROBIT", None, None, "PROBIT"),
+    ([0.3, 0.7, 0.8, 0.2], "NONE", [0, 1, 0, 1], None, "weights both classes"),
+    ([0.7, -0.2], "LOGISTIC", None, [0.1, 0.2], "two base values"),
+], ids=["positive-logistic", "signed-none", "probit", "both-classes", "two-bases"])
+def test_output_conventions_whose_labels_are_not_the_larger_probability_are_refused(weights, post, ids, base, words):
+    model = load_model(_binary(weights, post, ids, base).SerializeToString(), "b.onnx")
+    with pytest.raises(UnsupportedModelError, match=words):
+        from_model(model)
+
+
+@pytest.mark.parametrize("weights, post, link", [([0.7, 0.2], "NONE", "identity"), ([0.7, -0.2], "LOGISTIC", "sigmoid")])
+def test_binary_conventions_read(weights, post, link):
+    model = load_model(_binary(weights, post).SerializeToString(), "b.onnx")
+    ens = from_model(model)
+    assert ens.link == link
+    X = np.array([[0.0], [0.5], [np.nextafter(0.5, 1)], [1.0], [np.nan]])
+    assert np.array_equal(ens.predict(X), model.predict(X))
+
+
+def test_min_and_max_aggregation_is_refused():
+    model = load_model(_regressor(["BRANCH_LEQ"], agg="MAX").SerializeToString(), "m.onnx")
+    with pytest.raises(UnsupportedModelError, match="MAX"):
+        from_model(model)
+
+
+# ------------------------------------------------------------- not a tree ensemble
+def test_an_mlp_is_read_inspected_and_run_but_not_parsed_as_trees():
+    from skl2onnx import to_onnx
+    from sklearn.neural_network import MLPClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4)).astype(np.float32)
+    y = (X[:, 0] * X[:, 1] > 0).astype(int) + (X[:, 2] > 1)
+    mlp = MLPClassifier((8,), max_iter=300, random_state=0).fit(X, y)
+    data = to_onnx(mlp, X[:1]).SerializeToString()
+    model = load_model(data, "mlp.onnx")
+    assert isinstance(model, OnnxModel)
+    info = model.info
+    assert not info.is_tree_ensemble and info.tree_op is None
+    assert info.inputs == (("X", "float", (None, 4)),)
+    assert info.label == "output_label" and info.scores == "output_probability"
+    assert dict(info.outputs)["output_probability"] == "zipmap"
+    assert info.opsets["ai.onnx.ml"] >= 1 and info.n_nodes > 3 and info.initializer_bytes > 4 * 8 * 4
+    assert "MatMul" in info.ops or "Gemm" in info.ops
+    labels, proba = model.run(X[:50])
+    assert np.array_equal(labels, mlp.predict(X[:50]))
+    np.testing.assert_allclose(proba, mlp.predict_proba(X[:50]), atol=1e-5)
+    with pytest.raises(UnsupportedModelError, match="not a tree ensemble"):
+        from_model(model)
+
+
+# ------------------------------------------------------------- hostile files
+def _identity_model(**kw):
+    node = helper.make_node("Identity", ["X"], ["Y"])
+    return _model([node], [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 2])],
+                  [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None, 2])], **kw)
+
+
+def _with_external_initializer(location):
+    m = _identity_model()
+    t = helper.make_tensor("W", TensorProto.FLOAT, [2], [0.0, 0.0])
+    t.ClearField("float_data")
+    t.data_location = TensorProto.EXTERNAL
+    e = t.external_data.add()
+    e.key, e.value = "location", location
+    m.graph.initializer.append(t)
+    return m.SerializeToString()
+
+
+def _with_external_attribute(location):
+    m = _identity_model()
+    t = helper.make_tensor("c", TensorProto.FLOAT, [1], [1.0])
+    t.data_location = TensorProto.EXTERNAL
+    e = t.external_data.add()
+    e.key, e.value = "location", location
+    m.graph.node.append(helper.make_node("Constant", [], ["K"], value=t))
+    return m.SerializeToString()
+
+
+def _tensor(dims, values):
+    t = TensorProto(name="W", data_type=TensorProto.FLOAT, dims=dims)
+    t.float_data.extend(values)
+    return t
+
+
+def _huge_tensor():
+    m = _identity_model()
+    m.graph.initializer.append(_tensor([10**6, 10**6], []))
+    return m.SerializeToString()
+
+
+def _lying_tensor():
+    m = _identity_model()
+    m.graph.initializer.append(_tensor([1000], [1.0, 2.0]))
+    return m.SerializeToString()
+
+
+def _loop():
+    body = helper.make_graph([helper.make_node("Identity", ["c"], ["c_out"])], "body",
+                             [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                              helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                             [helper.make_tensor_value_info("c_out", TensorProto.BOOL, [])])
+    node = helper.make_node("Loop", ["", ""], [], body=body)
+    m = _identity_model()
+    m.graph.node.append(node)
+    return m.SerializeToString()
+
+
+def _custom_domain():
+    node = helper.make_node("Evil", ["X"], ["Y"], domain="com.example")
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 2])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None, 2])])
+    return helper.make_model(g, ir_version=10, opset_imports=[helper.make_opsetid("", 17),
+                                                              helper.make_opsetid("com.example", 1)]).SerializeToString()
+
+
+def _sequence_input():
+    node = helper.make_node("SequenceLength", ["S"], ["Y"])
+    g = helper.make_graph([node], "g", [helper.make_tensor_sequence_value_info("S", TensorProto.FLOAT, None)],
+                          [helper.make_tensor_value_info("Y", TensorProto.INT64, [])])
+    return helper.make_model(g, ir_version=10, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def _image_input():
+    node = helper.make_node("Identity", ["X"], ["Y"])
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 3, None, None])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None, 3, None, None])])
+    return helper.make_model(g, ir_version=10, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def _no_prediction():
+    node = helper.make_node("IsNaN", ["X"], ["A"])
+    node2 = helper.make_node("IsInf", ["X"], ["B"])
+    g = helper.make_graph([node, node2], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 2])],
+                          [helper.make_tensor_value_info("A", TensorProto.BOOL, [None, 2]),
+                           helper.make_tensor_value_info("B", TensorProto.BOOL, [None, 2])])
+    return helper.make_model(g, ir_version=10, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def _deep():
+    nodes = [helper.make_node("Identity", [f"t{k}" if k else "X"], [f"t{k + 1}"]) for k in range(25_000)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 2])],
+                          [helper.make_tensor_value_info("t25000", TensorProto.FLOAT, [None, 2])])
+    return helper.make_model(g, ir_version=10, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def _truncated():
+    return _regressor(MODES).SerializeToString()[:-17]
+
+
+def _slow():
+    """A graph that multiplies 1500x1500 matrices of its own making, a few times over."""
+    shape = nh.from_array(np.array([1500, 1500], dtype=np.int64), "shape")
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["A"], value=helper.make_tensor("v", TensorProto.FLOAT,
+                                                                                              [1], [0.001]))]
+    prev = "A"
+    for k in range(6):
+        nodes.append(helper.make_node("MatMul", [prev, "A"], [f"M{k}"]))
+        prev = f"M{k}"
+    nodes += [helper.make_node("ReduceSum", [prev], ["s"], keepdims=0),
+              helper.make_node("Add", ["X", "s"], ["Y"])]
+    # the matrix depends on the input, so that no constant folding does the work before the run
+    nodes.insert(1, helper.make_node("ReduceSum", ["X"], ["x0"], keepdims=0))
+    nodes.insert(2, helper.make_node("Add", ["A0", "x0"], ["A"]))
+    nodes[0].output[0] = "A0"
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 2])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None, 2])], initializer=[shape])
+    return helper.make_model(g, ir_version=10, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+HOSTILE = {
+    "external-initializer": (lambda: _with_external_initializer("../../../etc/passwd"), UnsupportedModelError,
+                             "external data"),
+    "external-attribute": (lambda: _with_external_attribute("/etc/shadow"), UnsupportedModelError, "external data"),
+    "huge-tensor": (_huge_tensor, ModelError, "elements"),
+    "lying-tensor": (_lying_tensor, ModelError, "declares 1,000 elements but stores 2"),
+    "loop": (_loop, UnsupportedModelError, "subgraphs"),
+    "custom-domain": (_custom_domain, UnsupportedModelError, "custom domain"),
+    "sequence-input": (_sequence_input, UnsupportedModelError, "sequence"),
+    "image-input": (_image_input, UnsupportedModelError, "shape"),
+    "no-prediction": (_no_prediction, UnsupportedModelError, "none is a predicted label"),
+    "deep-graph": (_deep, ModelError, "graph nodes"),
+    "truncated": (_truncated, ModelError, "truncated"),
+    "garbage": (lambda: b"\x08\x07\x12\xff\xff\xff\xff\x0fgarbage", ModelError, "not a readable ONNX model"),
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_files_are_refused_with_a_message(name, monkeypatch):
+    make, cls, words = HOSTILE[name]
+    import onnxruntime
+
+    def no_session(*a, **k):                # nothing reaches onnxruntime before the checks passed
+        raise AssertionError("onnxruntime was handed a file the checks should have refused")
+
+    monkeypatch.setattr(onnxruntime, "InferenceSession", no_session)
+    with pytest.raises(cls, match=words):
+        load_model(make(), f"{name}.onnx")
+
+
+def test_a_graph_over_the_time_budget_is_stopped():
+    from core.intake.parsing.onnx_runner import load_onnx
+
+    with pytest.raises(ModelError, match="took longer than"):
+        load_onnx(_slow(), "slow.onnx", time_limit=0.05)
+
+
+def test_hostile_files_through_the_sandbox():
+    from core.intake.sandbox import load_vetted
+
+    with pytest.raises(UnsupportedModelError, match="external data"):
+        load_vetted(_with_external_initializer("../../../etc/passwd"), "ext.onnx")
+    with pytest.raises(ModelError, match="truncated"):
+        load_vetted(_truncated(), "cut.onnx")
+    vetted = load_vetted(_regressor(MODES, seed=2).SerializeToString(), "ok.onnx")
+    assert vetted.ensemble.source.startswith("onnx.TreeEnsembleRegressor") and isinstance(vetted.model, OnnxModel)
+
+
+def test_inspect_reads_a_tree_ensemble_without_running_it(monkeypatch):
+    import onnxruntime
+
+    monkeypatch.setattr(onnxruntime, "InferenceSession", None)
+    info = inspect_onnx(_regressor(MODES).SerializeToString(), "t.onnx")
+    assert info.is_tree_ensemble and info.tree_op == "TreeEnsembleRegressor"
+    assert info.inputs == (("X", "float", (None, 3)),) and info.scores == "Y" and info.label is None
+    assert info.opsets == {"ai.onnx": 17, "ai.onnx.ml": 1} and info.n_nodes == 1

@@ -1,0 +1,249 @@
+"""The compiled kernels check what they are handed (issue 37, item 7).
+
+``core/model/_treewalk.c`` (the tree walk) and ``core/rules/_projected.c`` (the
+projected-forest cells) trusted their buffers: a float32 ``X`` gave 50% wrong
+leaves silently, a one-element output buffer for 2 x 5 results was written past
+its end. Each is now handed wrong buffers (float32 ``X``, Fortran order, short or
+read-only outputs, wrong ndim, int32 indices, damaged node arrays, rows outside
+``X``) and must raise a ValueError naming the problem, never answer or overrun; the
+Python wrappers convert what they may (any float dtype, any memory order) and give
+the same answers as the numpy walks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.ensemble import RandomForestClassifier
+
+from core.intake.models import from_model
+from core.model import Tree, TreeEnsemble, flatwalk
+from core.model.flatwalk import _treewalk
+from core.rules import bitsets, engines
+from core.rules.state import fit_state
+
+
+@pytest.fixture(autouse=True)
+def built():
+    """These tests are about the compiled kernels: they must be built (setup.py, a C compiler)."""
+    assert _treewalk is not None and bitsets._projected is not None, "build the kernels: setup.py build_ext"
+
+
+@pytest.fixture(scope="module")
+def forest():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    return from_model(RandomForestClassifier(5, max_depth=4, random_state=0).fit(X, y)), X
+
+
+def _walk_args(ens, rows, d=None, start=0, stop=None, **swap):
+    """The arguments of ``_treewalk.apply`` for ``rows``, some swapped for wrong ones."""
+    fl = ens._flat
+    args = dict(X=rows, nodes=fl["packed"], roots=fl["packed_roots"], bits=fl["packed_bits"],
+                out=np.empty((len(rows), ens.n_trees), dtype=np.int64))
+    args.update(swap)
+    return (args["X"], args["nodes"], args["roots"], args["bits"], args["out"],
+            rows.shape[1] if d is None else d, start, len(rows) if stop is None else stop)
+
+
+def test_the_walk_answers_on_the_buffers_it_takes(forest):
+    ens, X = forest
+    out = np.empty((len(X), ens.n_trees), dtype=np.int64)
+    _treewalk.apply(*_walk_args(ens, X, out=out))
+    np.testing.assert_array_equal(ens._flat["packed_to_node"][out], flatwalk._apply_flat(ens._flat, X))
+
+
+@pytest.mark.parametrize("case, match", [
+    ("float32 X", "X must be a 2-D array of float64"),
+    ("Fortran-order X", "X must be a C-contiguous array"),
+    ("1-D X", "X must be a 2-D array"),
+    ("3-D X", "X must be a 2-D array"),
+    ("short out", "out must have the shape"),
+    ("one-element out", "out must be a 2-D array"),
+    ("float out", "out must be a 2-D array of int64"),
+    ("read-only out", "writable"),
+    ("int32 roots", "roots must be a 1-D array of int64"),
+    ("a root outside the nodes", "a root is outside the nodes"),
+    ("nodes of 12 bytes", "nodes must be a 1-D array of 16-byte records"),
+    ("d other than X's columns", "X does not have d columns"),
+    ("rows past X", "rows start..stop are not inside X"),
+    ("negative start", "rows start..stop are not inside X"),
+    ("a feature past d", "node array is damaged"),
+    ("a child past the nodes", "node array is damaged"),
+    ("a child pointing back", "node array is damaged"),
+])
+def test_the_walk_refuses_wrong_buffers(forest, case, match):
+    ens, X = forest
+    n, T = len(X), ens.n_trees
+    nodes = ens._flat["packed"].copy()
+    inner = int(np.flatnonzero(nodes["feature"] >= 0)[0])
+    swap = {
+        "float32 X": dict(X=X.astype(np.float32)),
+        "Fortran-order X": dict(X=np.asfortranarray(X)),
+        "1-D X": dict(X=X.ravel()),
+        "3-D X": dict(X=X[None]),
+        "short out": dict(out=np.empty((n - 1, T), dtype=np.int64)),
+        "one-element out": dict(out=np.empty(1, dtype=np.int64)),
+        "float out": dict(out=np.empty((n, T))),
+        "read-only out": dict(out=np.broadcast_to(np.int64(0), (n, T))),
+        "int32 roots": dict(roots=ens._flat["packed_roots"].astype(np.int32)),
+        "a root outside the nodes": dict(roots=ens._flat["packed_roots"] + len(nodes)),
+        "nodes of 12 bytes": dict(nodes=np.zeros(len(nodes), dtype=[("a", "<f8"), ("b", "<i4")])),
+    }.get(case, {})
+    kw = {}
+    if case == "d other than X's columns":
+        kw["d"] = X.shape[1] + 1
+    if case == "rows past X":
+        kw["stop"] = n + 1
+    if case == "negative start":
+        kw["start"] = -1
+    if case.startswith("a feature") or case.startswith("a child"):
+        field, value = {"a feature past d": ("feature", 99), "a child past the nodes": ("left", 10**8),
+                        "a child pointing back": ("left", inner)}[case]
+        nodes[field][inner] = value
+        swap = dict(nodes=nodes)
+    with pytest.raises(ValueError, match=match):
+        _treewalk.apply(*_walk_args(ens, X, **kw, **swap))
+    values = ens._flat["packed_value"]
+    if case in ("float32 X", "Fortran-order X", "a feature past d", "a child past the nodes"):
+        with pytest.raises(ValueError, match=match):
+            _treewalk.accumulate(swap.get("X", X), swap.get("nodes", ens._flat["packed"]), ens._flat["packed_roots"],
+                                 ens._flat["packed_bits"], values, values.shape[1], np.zeros((n, values.shape[1])),
+                                 X.shape[1], 0, n)
+    with pytest.raises(ValueError, match="n_outputs values per node|out must have the shape"):
+        _treewalk.accumulate(X, ens._flat["packed"], ens._flat["packed_roots"], ens._flat["packed_bits"],
+                             values[:-1], values.shape[1], np.zeros((n, values.shape[1])), X.shape[1], 0, n)
+
+
+def test_the_wrappers_take_any_float_rows_and_answer_as_numpy(forest, monkeypatch):
+    ens, X = forest
+    want = ens.predict_raw(X)
+    for rows in (X.astype(np.float32).astype(np.float64), np.asfortranarray(X), X[::1, :]):
+        np.testing.assert_array_equal(ens.predict_raw(rows), ens.predict_raw(np.ascontiguousarray(rows)))
+    X32 = X.astype(np.float32)
+    got = flatwalk.leaf_sum(ens._flat, X32, ens.n_outputs, ens.n_trees)      # converted, not misread
+    monkeypatch.setattr(flatwalk, "USE_COMPILED", False)
+    np.testing.assert_array_equal(got, flatwalk.leaf_sum(ens._flat, X32.astype(np.float64), ens.n_outputs,
+                                                         ens.n_trees))
+    np.testing.assert_array_equal(ens.predict_raw(X), want)
+    with pytest.raises(ValueError, match="dimensions"):
+        flatwalk.leaves(ens._flat, X.ravel(), ens.n_trees)
+
+
+def test_a_code_beyond_a_category_sets_words_goes_right_in_both_walks(monkeypatch):
+    """A categorical split whose set has one word (codes 0..63) on a feature of 100 codes:
+    code 70 is in no word of it, so it goes right, as the numpy walk says (the compiled
+    walk read the next split's word, or past the pool)."""
+    words = np.zeros((3, 1), dtype=np.uint64)
+    words[0, 0] = np.uint64(0b1010)                       # codes 1 and 3 go left
+    tree = Tree(np.array([1, -1, -1]), np.array([2, -1, -1]), np.array([0, -1, -1]),
+                np.array([np.nan, 0, 0]), np.array([[0.0], [1.0], [2.0]]), category_bits=words)
+    ens = TreeEnsemble((tree, tree), n_features=1, feature_names=("c",), task="regression",
+                       aggregation="sum", link="identity", base_score=np.zeros(1),
+                       categories=(tuple(range(100)),))
+    X = np.arange(101, dtype=float)[:, None]
+    compiled = ens.predict_raw(X)
+    monkeypatch.setattr(flatwalk, "USE_COMPILED", False)
+    np.testing.assert_array_equal(compiled, ens.predict_raw(X))
+    np.testing.assert_array_equal(compiled[:, 0], np.where(np.isin(np.arange(101), [1, 3]), 2.0, 4.0))
+    fl = ens._flat
+    for bad in (-1.0, 2.5, np.nan):
+        with pytest.raises(ValueError, match="categorical code"):
+            _treewalk.apply(np.array([[bad]]), fl["packed"], fl["packed_roots"], fl["packed_bits"],
+                            np.empty((1, 2), dtype=np.int64), 1, 0, 1)
+
+
+# ------------------------------------------------------------------ the projected-forest kernel
+@pytest.fixture(scope="module")
+def rules_state():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(200, 4))
+    y = (X[:, 0] - X[:, 2] > 0).astype(int)
+    return fit_state(X, y, n_estimators=6, max_depth=4, random_state=0)
+
+
+def _counts_args(state, mask, **swap):
+    """The arguments of ``_projected.counts`` for the subsets ``mask``, some swapped for wrong ones."""
+    fl = state.flat
+    m, T = len(mask), state.ensemble.n_trees
+    a = dict(cl=fl["cl"], cr=fl["cr"], feat=fl["feat"], thr=fl["thr"], roots=fl["roots"],
+             x=np.ascontiguousarray(state.X[0], dtype=np.float64), free=mask, X=state.X,
+             ybool=np.zeros(state.n, dtype=np.uint8), leftbits=state.split_bits, valid=state.valid,
+             ybits=np.zeros(state.words, dtype=np.uint64), cnt=np.zeros((m, T), dtype=np.int64),
+             pos=np.zeros((m, T), dtype=np.int64), weights=None, d=state.d, W=state.words)
+    a.update(swap)
+    return tuple(a.values())
+
+
+def test_the_projected_kernel_answers_as_numpy(rules_state, monkeypatch):
+    state = rules_state
+    free = np.eye(state.d, dtype=bool)
+    cnt, pos, _ = engines.counts(state, state.X[3], free)
+    args = _counts_args(state, free.astype(np.uint8), x=np.ascontiguousarray(state.X[3]))
+    bitsets._projected.counts(*args)
+    np.testing.assert_array_equal(args[12], cnt)
+    # the wrapper converts float32 rows and a bool mask rather than misreading them
+    cnt32, _, _ = engines.counts(state, state.X[3].astype(np.float32).astype(np.float64), free.astype(np.float32))
+    np.testing.assert_array_equal(cnt32, cnt)
+
+
+@pytest.mark.parametrize("case, match", [
+    ("float32 X", "X must be a 2-D array of float64"),
+    ("Fortran-order X", "X must be a C-contiguous array"),
+    ("float32 x", "x must be a 1-D array of float64"),
+    ("short x", "x has 3 elements"),
+    ("free of d + 1 columns", "free must have d columns"),
+    ("1-D free", "free must be a 2-D array"),
+    ("short cnt", "cnt has"),
+    ("read-only pos", "writable"),
+    ("int64 children", "cl must be a 1-D array of int32"),
+    ("short thr", "thr has"),
+    ("short leftbits", "leftbits has"),
+    ("W too small", "leftbits has|valid has"),
+    ("a root outside the nodes", "a root is outside the nodes"),
+    ("a feature past d", "feature is not below d"),
+    ("a child pointing back", "child is not after its parent"),
+    ("a shared child", "reached twice"),
+    ("valid past the rows", "valid marks a row past the rows"),
+    ("short weights", "weights has"),
+])
+def test_the_projected_kernel_refuses_wrong_buffers(rules_state, case, match):
+    state = rules_state
+    free = np.eye(state.d, dtype=np.uint8)
+    fl = state.flat
+    inner = int(np.flatnonzero(fl["feat"] >= 0)[1])
+    m, T = len(free), state.ensemble.n_trees
+
+    def edited(key, i, v):
+        a = fl[key].copy()
+        a[i] = v
+        return a
+
+    few = state.valid.copy()
+    few[-1] |= np.uint64(1) << np.uint64(63)
+    swap = {
+        "float32 X": dict(X=state.X.astype(np.float32)),
+        "Fortran-order X": dict(X=np.asfortranarray(state.X)),
+        "float32 x": dict(x=state.X[0].astype(np.float32)),
+        "short x": dict(x=np.ascontiguousarray(state.X[0, :3])),
+        "free of d + 1 columns": dict(free=np.ones((m, state.d + 1), dtype=np.uint8)),
+        "1-D free": dict(free=free.ravel()),
+        "short cnt": dict(cnt=np.zeros((m, T - 1), dtype=np.int64)),
+        "read-only pos": dict(pos=np.broadcast_to(np.int64(0), (m, T))),
+        "int64 children": dict(cl=fl["cl"].astype(np.int64)),
+        "short thr": dict(thr=fl["thr"][:-1]),
+        "short leftbits": dict(leftbits=state.split_bits[:-1]),
+        "W too small": dict(W=state.words - 1),
+        "a root outside the nodes": dict(roots=fl["roots"] + len(fl["cl"])),
+        "a feature past d": dict(feat=edited("feat", inner, state.d)),
+        "a child pointing back": dict(cl=edited("cl", inner, inner)),
+        "a shared child": dict(cr=edited("cr", inner, fl["cl"][inner])),
+        "valid past the rows": dict(valid=few),
+        "short weights": dict(weights=np.zeros(state.n - 1), free=free[:1], cnt=np.zeros((1, T), dtype=np.int64),
+                              pos=np.zeros((1, T), dtype=np.int64)),
+    }[case]
+    if case == "valid past the rows":
+        assert state.n % 64, "the rows fill the last word: nothing to mark past them"
+    with pytest.raises(ValueError, match=match):
+        bitsets._projected.counts(*_counts_args(state, free, **swap))
