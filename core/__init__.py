@@ -38,9 +38,13 @@ are parsed by :mod:`core.intake.parsing.linear` (a pipeline ending in one by
 :mod:`core.solvers.linear` (reached through :func:`core.optimal.optimal_counterfactual`),
 and :mod:`core.solvers.linear_regions` cuts a 2-D slice by their exact boundary.
 
-Intake. :mod:`core.intake.io` reads tables and model files (CSV, Parquet within
-limits set before any memory is spent by :mod:`core.intake.parquet`; XGBoost
-JSON/UBJ, LightGBM text, CatBoost JSON/CBM, skops; pickle only when trusted);
+Intake. :mod:`core.intake.io` reads tables and model files (CSV by
+:mod:`core.intake.csvfile` in the encoding :mod:`core.intake.encoding` tells,
+Parquet within limits set before any memory is spent by :mod:`core.intake.parquet`
+from the page headers :mod:`core.intake.parquet_pages` reads, either inside an
+archive opened by :mod:`core.intake.compressed`; :mod:`core.intake.heap` gives freed
+memory back; XGBoost JSON/UBJ, LightGBM text, CatBoost JSON/CBM, skops; pickle only
+when trusted);
 :mod:`core.intake.sandbox`
 reads untrusted model bytes in a short-lived child process with time and memory
 limits; :mod:`core.intake.parsing` converts each library's trees (one module per

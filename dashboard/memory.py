@@ -23,10 +23,6 @@ shutting it down, and with nobody connected puts a blank ``__main__`` back.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
-import gc
 import os
 import sys
 import threading
@@ -36,6 +32,8 @@ import weakref
 
 import streamlit as st
 from streamlit.logger import get_logger
+
+from core.intake.heap import glibc, release_unused
 
 _KEY = "_memory_sentinel"
 
@@ -61,25 +59,13 @@ class _Sentinel:
     """An object whose only job is to be collected with its session's state."""
 
 
-@functools.lru_cache(maxsize=1)
-def _glibc() -> ctypes.CDLL | None:
-    """The C library if it is glibc (it has ``malloc_trim`` and ``mallopt``), else None;
-    looked up once (``find_library`` runs ``ldconfig``)."""
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name) if name else None
-        return libc if libc is not None and libc.malloc_trim and libc.mallopt else None
-    except (OSError, AttributeError):   # not glibc
-        return None
-
-
 def _fixed_mmap_threshold(size: int = 4 << 20) -> None:
     """Have glibc serve every allocation of ``size`` bytes or more (a table's
     columns, its copies) by its own mapping, returned to the system when freed.
     By default glibc raises that threshold each time such a block is freed, up to
     32 MB, after which large arrays come from the heap and their space stays with
     the server once a session has ended (measured: +30 MB per 1.4 M-row session)."""
-    libc = _glibc()
+    libc = glibc()
     if libc is not None:
         libc.mallopt(-3, size)                          # M_MMAP_THRESHOLD
 
@@ -87,17 +73,9 @@ def _fixed_mmap_threshold(size: int = 4 << 20) -> None:
 def release_memory() -> None:
     """Collect garbage and return free heap pages to the operating system: glibc's
     (``malloc_trim``) and Arrow's memory pool (pandas keeps text columns in Arrow
-    memory, which its jemalloc/mimalloc pool keeps for reuse unless told)."""
-    gc.collect()
-    arrow = sys.modules.get("pyarrow")
-    if arrow is not None:
-        try:
-            arrow.default_memory_pool().release_unused()
-        except Exception:  # noqa: BLE001 - an Arrow without it: nothing more to give back
-            pass
-    libc = _glibc()
-    if libc is not None:
-        libc.malloc_trim(0)
+    memory, which its jemalloc/mimalloc pool keeps for reuse unless told);
+    :func:`core.intake.heap.release_unused`."""
+    release_unused(collect=True)
 
 
 def track_session() -> None:
@@ -141,9 +119,16 @@ def _sweep(runtime, loop, since: dict[str, float], grace: float) -> int:
 def _close(runtime, session, sid: str) -> None:
     """Empty the session's state, then shut it down. Streamlit's send loop keeps
     the last session it served referenced (a loop variable), so a shut-down
-    session's state, which holds the user's tables, is emptied first."""
+    session's state, which holds the user's tables, is emptied first. Its
+    ``clear()`` keeps the widgets' metadata, whose (de)serialisers close over the
+    page's objects (a select box's ``format_func=ws.outcome_text`` holds the whole
+    workspace: 160 MB after a 1.4 M-row session), so that goes too."""
     try:
-        session.session_state.clear()
+        state = session.session_state
+        state.clear()
+        widgets = getattr(state, "_new_widget_state", None)     # Streamlit's SessionState; not a plain dict
+        if widgets is not None:
+            widgets.widget_metadata.clear()
     except Exception:  # noqa: BLE001 - a Streamlit internal changed: still shut the session down
         log.exception("clearing the state of session %s", sid)
     runtime.close_session(sid)

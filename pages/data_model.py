@@ -93,8 +93,8 @@ if source == "Built-in demo":
             state.put(K.LAST_NOTICE, f"Loaded the demo “{DEMOS[choice].title}”.")
             st.rerun()
 else:
-    data_file = st.file_uploader("Data (CSV or Parquet)", type=["csv", "tsv", "txt", "parquet", "pq"],
-                                 key="dm_data_file")
+    data_file = st.file_uploader("Data (CSV or Parquet)", type=["csv", "tsv", "txt", "parquet", "pq", "gz", "bz2", "xz",
+                                                                "zip"], key="dm_data_file")
     table = None
     if data_file is not None:
         raw = data_file.getvalue()

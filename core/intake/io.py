@@ -12,10 +12,10 @@ formats first: XGBoost ``.json``/``.ubj``, LightGBM ``.txt``, scikit-learn
 
 from __future__ import annotations
 
-import collections
-import csv
 import hashlib
 import io
+import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +24,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.errors import DataError, ModelError, UnsupportedModelError, UntrustedPickleError
+from core.errors import AtlasError, DataError, ModelError, UnsupportedModelError, UntrustedPickleError
+from core.intake.compressed import unpack
+from core.intake.csvfile import TYPE_LETTERS, read_csv
 from core.intake.parquet import MAX_DECODED_BYTES, read_parquet
 from core.intake.parsing.catboost import CatBoostJSON
 from core.intake.parsing.validate import (
@@ -44,8 +46,8 @@ __all__ = ["load_table", "prepare_data", "PreparedData", "load_model", "train_mo
 
 MAX_TABLE_BYTES = 200 * 1024 * 1024
 MAX_MODEL_BYTES = 500 * 1024 * 1024
+_COMMA_NUMBER = re.compile(r"[+-]?[\d.]*\d,\d+")
 MAX_LEVELS = 200        # distinct values of a text column one-hot encoded for training
-TYPE_LETTERS = {"F": "numerical", "D": "integer", "B": "binary", "E": "categorical", "T": "target"}
 SKOPS_TRUSTED = frozenset({
     "sklearn.tree._tree.Tree",
     "collections.OrderedDict",
@@ -76,102 +78,124 @@ def sha256(data: bytes) -> str:
 
 
 # ------------------------------------------------------------------ tables
-def _decode(data: bytes) -> str:
-    for enc in ("utf-8-sig", "utf-16") if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ("utf-8-sig",):
+_TABLE_HINT = ("load_table takes a path (str or pathlib.Path), an open binary file, or the file's bytes with its "
+               "name: load_table(path), load_table(data, 'people.csv').")
+_MODEL_HINT = ("load_model takes a path (str or pathlib.Path), an open binary file, or the file's bytes with its "
+               "name: load_model(path), load_model(data, 'model.json').")
+
+
+def _read_source(source: Any, filename: Any, max_bytes: int, error: type[AtlasError], what: str,
+                 hint: str) -> tuple[bytes, str]:
+    """``(bytes, name)`` of what a caller handed to :func:`load_table` or :func:`load_model`,
+    checked at the door: each wrong argument raises ``error`` with the fix."""
+    if filename is not None and not isinstance(filename, (str, os.PathLike)):
+        raise error(f"filename must be the file's name as a string, e.g. 'people.csv'; got "
+                    f"{type(filename).__name__}. {hint}")
+    name = None if filename is None else os.fspath(filename)
+    call, example = f"load_{what.split()[0]}", "people.csv" if what == "table" else "model.json"
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        if not name:
+            raise error(f"The {what}'s name is missing: with bytes, give the file's name too (its extension tells "
+                        f"the format). {hint}")
+        return bytes(source), name
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(os.fspath(source))
+        if isinstance(source, str) and ("\n" in source or len(source) > 4096):
+            raise error(f"{call} was given a string that is not a path (it spans lines). To read content held in a "
+                        f"string, pass its bytes and a name: {call}(text.encode(), {example!r}). {hint}")
+        if not path.exists():
+            raise error(f"There is no file at {str(path)!r}. Check the path (relative paths start from "
+                        f"{os.getcwd()!r}). {hint}")
+        if not path.is_file():
+            raise error(f"{str(path)!r} is a folder, not a file. {hint}")
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise error(f"{path.name!r} is {size / 2**20:,.0f} MB; the limit is {max_bytes / 2**20:,.0f} MB.")
         try:
-            return data.decode(enc)
-        except UnicodeDecodeError:
-            pass
-    return data.decode("cp1252", errors="replace")
+            return path.read_bytes(), name or path.name
+        except OSError as exc:
+            raise error(f"{str(path)!r} cannot be read ({exc.strerror or exc}).") from None
+    if hasattr(source, "read"):
+        try:
+            content = source.read(max_bytes + 1)
+        except Exception as exc:  # noqa: BLE001 - a closed or unreadable file object
+            raise error(f"The file object could not be read ({type(exc).__name__}: {exc}). {hint}") from None
+        if isinstance(content, str):
+            content = content.encode("utf-8")
+        if not isinstance(content, (bytes, bytearray)):
+            raise error(f"Reading the file object gave {type(content).__name__}, not bytes. {hint}")
+        own = getattr(source, "name", None)
+        name = name or (Path(own).name if isinstance(own, (str, os.PathLike)) and str(own) else None)
+        if not name:
+            raise error(f"The file object has no name: give it, e.g. {call}(f, {example!r}). {hint}")
+        return bytes(content), name
+    if source is None:
+        raise error(f"No {what} was given. {hint}")
+    raise error(f"A {what} cannot be read from {type(source).__name__}. {hint}")
 
 
-def _sniff_delimiter(sample: str) -> str:
-    try:
-        return csv.Sniffer().sniff(sample, delimiters=",;\t|").delimiter
-    except csv.Error:
-        counts = {d: sample.splitlines()[0].count(d) for d in ",;\t|"} if sample else {}
-        best = max(counts, key=counts.get) if counts else ","
-        return best if counts.get(best) else ","
-
-
-def load_table(data: bytes, filename: str, *, max_bytes: int = MAX_TABLE_BYTES, max_rows: int | None = None,
-               max_decoded_bytes: int = MAX_DECODED_BYTES) -> pd.DataFrame:
-    """Read a CSV or Parquet file given as bytes.
+def load_table(source: Any, filename: str | None = None, *, max_bytes: int = MAX_TABLE_BYTES,
+               max_rows: int | None = None, max_decoded_bytes: int = MAX_DECODED_BYTES) -> pd.DataFrame:
+    """Read a CSV or Parquet file (also inside gzip, bzip2, xz or zip).
 
     Parameters
     ----------
-    data : bytes, the file's content.
-    filename : str, its name (".parquet"/".pq" or a Parquet signature: Parquet; else CSV).
-    max_bytes : int, default MAX_TABLE_BYTES, the largest file accepted.
+    source : str or pathlib.Path (a file's path), bytes (the file's content, with
+        ``filename``), or an open binary file (its ``name`` names it unless
+        ``filename`` is given).
+    filename : str, optional, the file's name: ".parquet"/".pq" or a Parquet signature
+        read as Parquet, ".gz"/".bz2"/".xz"/".zip" or their signatures decompressed first,
+        anything else as CSV. Required with bytes.
+    max_bytes : int, default MAX_TABLE_BYTES, the largest file accepted, also once decompressed.
     max_rows : int or None, default None, the most rows accepted.
     max_decoded_bytes : int, default MAX_DECODED_BYTES, the most memory the decoded table may take.
 
     Returns the table as read; ``df.attrs["column_types"]`` holds the kinds of
-    an OCEAN-style type row when the file has one, and ``df.attrs["target"]``
-    its ``T`` column. ``max_rows`` and ``max_decoded_bytes`` are checked before
-    the rows are decoded (a Parquet file's metadata; a CSV is parsed no further
-    than one row past the cap), so a small file that expands to billions of
-    values is refused without spending the memory (:mod:`core.intake.parquet`).
+    an OCEAN-style type row when the file has one, ``df.attrs["target"]`` its
+    ``T`` column, and ``df.attrs["notes"]`` how the file was read when that was
+    not plain (a legacy code page, decimal commas, dates read as numbers).
+    ``max_rows`` and ``max_decoded_bytes`` are checked before the rows are
+    decoded (a Parquet file's page headers; a CSV is parsed no further than one
+    row past the cap), so a small file that expands to billions of values is
+    refused without spending the memory (:mod:`core.intake.parquet`). The
+    text encoding of a CSV is detected (:mod:`core.intake.encoding`).
 
     Raises
     ------
     DataError
-        Empty or oversize file, too many rows or too much memory once decoded,
-        unreadable format, a single column (wrong delimiter), duplicate or
-        missing column names, cells holding lists or structs.
+        A missing file or a wrong argument; an empty or oversize file, too many
+        rows or too much memory once decoded, an unreadable format or encoding,
+        a single column (wrong delimiter), duplicate or missing column names,
+        cells holding lists or structs.
 
     Examples
     --------
     >>> from core import load_table
     >>> load_table(b"age,income\\n30,1200\\n41,\\n", "people.csv").shape
     (2, 2)
+    >>> load_table(b"age;income\\n30;1200,50\\n41;980,25\\n", "people.csv")["income"].tolist()
+    [1200.5, 980.25]
     """
-    if data is None or len(data) == 0:
+    data, filename = _read_source(source, filename, max_bytes, DataError, "table", _TABLE_HINT)
+    if len(data) == 0:
         raise DataError(f"{filename!r} is empty. Upload a CSV or Parquet file with a header row and data rows.")
     if len(data) > max_bytes:
         raise DataError(
             f"{filename!r} is {len(data) / 2**20:.0f} MB; the limit is {max_bytes / 2**20:.0f} MB. "
             "Upload a sample of the rows."
         )
-    name = filename.lower()
+    data, inner, unpacked = unpack(data, filename, max_bytes)
+    if not data:
+        raise DataError(f"{filename!r} holds an empty file. Upload a CSV or Parquet file with a header row and "
+                        "data rows.")
+    name = inner.lower()
     if name.endswith((".parquet", ".pq")) or data[:4] == b"PAR1":
         df = read_parquet(data, filename, max_rows=max_rows, max_decoded_bytes=max_decoded_bytes)
-    elif name.endswith((".xlsx", ".xls", ".json", ".pkl", ".pickle")):
+    elif name.endswith((".xlsx", ".xls", ".xlsm", ".ods", ".json", ".pkl", ".pickle", ".feather", ".arrow")):
         raise DataError(f"{filename!r}: unsupported table format; upload CSV (.csv) or Parquet (.parquet).")
     else:
-        text = _decode(data)
-        if "\r" in text and "\n" not in text:         # classic Mac line endings: CR alone ends a line
-            text = text.replace("\r", "\n")
-        if not text.strip():
-            raise DataError(f"{filename!r} holds only blank text. Upload a CSV with a header row and data rows.")
-        delim = _sniff_delimiter(text[:65536])
-        header = next(csv.reader(io.StringIO(text.lstrip("\ufeff").split("\n", 1)[0]), delimiter=delim), [])
-        counts = collections.Counter(h.strip() for h in header)
-        dupes = sorted(h for h, k in counts.items() if k > 1)
-        if dupes:
-            raise DataError(f"{filename!r} has duplicate column names {dupes[:6]}: each column needs its own name. "
-                            "Rename or remove the repeated columns and upload again.")
-        try:
-            df = pd.read_csv(io.StringIO(text), sep=delim, skipinitialspace=True,
-                             nrows=None if max_rows is None else max_rows + 2)   # + the type row, + one over
-        except pd.errors.ParserError as exc:
-            raise DataError(
-                f"{filename!r} is not a consistent {_delim_name(delim)}-separated table ({exc}). "
-                "Check that every row has the same number of fields."
-            ) from None
-        except pd.errors.EmptyDataError:
-            raise DataError(f"{filename!r} has no columns. Upload a CSV with a header row.") from None
-        if not isinstance(df.index, pd.RangeIndex):  # pandas took surplus fields as an index
-            raise DataError(
-                f"{filename!r} is not a consistent {_delim_name(delim)}-separated table: some rows have "
-                "more fields than the header. Check that every row has the same number of fields."
-            )
-        if df.shape[1] == 1:  # a dataset needs features and a target: the delimiter was not found
-            raise DataError(
-                f"{filename!r} was read as one column named {str(df.columns[0])[:60]!r}: the delimiter "
-                "could not be recognised. Use commas, semicolons or tabs consistently."
-            )
-        df = _apply_type_row(df)
+        df = read_csv(data, filename, max_rows=max_rows)
+    del data
     if df.shape[0] == 0:
         raise DataError(f"{filename!r} has a header but no data rows.")
     if max_rows is not None and len(df) > max_rows:
@@ -183,30 +207,8 @@ def load_table(data: bytes, filename: str, *, max_bytes: int = MAX_TABLE_BYTES, 
     if len(set(cols)) != len(cols):
         raise DataError(f"{filename!r} has duplicate column names.")
     df.columns = cols
-    return df
-
-
-def _delim_name(d: str) -> str:
-    return {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}.get(d, repr(d))
-
-
-def _apply_type_row(df: pd.DataFrame) -> pd.DataFrame:
-    if df.shape[0] == 0:
-        return df
-    first = df.iloc[0].astype(str).str.strip()
-    if not first.isin(list(TYPE_LETTERS)).all():
-        return df
-    types = {c: TYPE_LETTERS[v] for c, v in first.items()}
-    df = df.iloc[1:].reset_index(drop=True)
-    for c, k in types.items():
-        if k != "categorical":
-            conv = pd.to_numeric(df[c], errors="coerce")
-            if conv.notna().sum() == df[c].notna().sum():
-                df[c] = conv
-    targets = [c for c, k in types.items() if k == "target"]
-    df.attrs["column_types"] = {c: k for c, k in types.items() if k != "target"}
-    if len(targets) == 1:
-        df.attrs["target"] = targets[0]
+    if unpacked:
+        df.attrs.setdefault("notes", []).insert(0, unpacked)
     return df
 
 
@@ -239,21 +241,35 @@ def prepare_data(df: pd.DataFrame, target: str | None = None, *,
     feats = df.drop(columns=[target]) if target else df.copy()
     if feats.shape[1] == 0:
         raise DataError("The table has no feature columns besides the target.")
-    to_encode, mixed = [], []
+    to_encode, mixed, temporal = [], [], []
     for c in feats.columns:
         s = feats[c]
         if types.get(c) == "categorical":
             to_encode.append(c)
             continue
-        if pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
+        if pd.api.types.is_bool_dtype(s) or (pd.api.types.is_numeric_dtype(s)
+                                             and not pd.api.types.is_timedelta64_dtype(s)):
+            continue
+        if pd.api.types.is_datetime64_any_dtype(s) or pd.api.types.is_timedelta64_dtype(s) \
+                or isinstance(s.dtype, pd.PeriodDtype):
+            temporal.append(f"{c!r} ({s.dtype})")
             continue
         conv = pd.to_numeric(s, errors="coerce")
         bad = conv.isna() & s.notna()
         if int(bad.sum()) == int(s.notna().sum()):
             to_encode.append(c)
+        elif not bad.any():                      # numbers held as objects: numbers
+            feats[c] = conv
         else:
             i = int(np.flatnonzero(bad.to_numpy())[0])
-            mixed.append(f"{c!r}: {int(bad.sum())} non-numeric values (e.g. {s.iloc[i]!r} in row {i})")
+            example = s.iloc[i]
+            comma = (" - a number written with a decimal comma? Write every number of the column the same way"
+                     if isinstance(example, str) and _COMMA_NUMBER.fullmatch(example.strip()) else "")
+            mixed.append(f"{c!r}: {int(bad.sum())} non-numeric values (e.g. {example!r} in row {i}{comma})")
+    if temporal:
+        raise DataError("Some columns hold dates, times or durations: " + ", ".join(temporal[:6]) + ". The "
+                        "analyses need numbers or categories: convert them to numbers (e.g. days since a date, "
+                        "seconds; load_table does so for Parquet files) or drop them.")
     if mixed:
         raise DataError("Some numeric columns hold text: " + "; ".join(mixed[:5])
                         + ". Fix or remove those values and upload again.")
@@ -362,21 +378,23 @@ def _catboost_load(catboost: Any, data: bytes, filename: str, fmt: str) -> Any:
     return model
 
 
-def load_model(data: bytes, filename: str, *, allow_pickle: bool = False) -> Any:
-    """Read a model file given as bytes and return the native model object.
+def load_model(source: Any, filename: str | None = None, *, allow_pickle: bool = False) -> Any:
+    """Read a model file and return the native model object.
 
     Parameters
     ----------
-    data : bytes, the file's content.
-    filename : str, its name; the extension picks the reader (.json/.ubj XGBoost,
-        .txt LightGBM, .cbm/.json CatBoost, .skops, .pkl/.joblib).
+    source : str or pathlib.Path (a file's path), bytes (the file's content, with
+        ``filename``), or an open binary file (its ``name`` names it unless
+        ``filename`` is given).
+    filename : str, optional, the file's name; the extension picks the reader (.json/.ubj
+        XGBoost, .txt LightGBM, .cbm/.json CatBoost, .skops, .pkl/.joblib). Required with bytes.
     allow_pickle : bool, default False, read a pickle or joblib file: only for a file
         the user trusts (a pickle runs code when loaded).
 
     Raises
     ------
     ModelError
-        Empty, corrupt or unrecognised file.
+        A missing file or a wrong argument; an empty, corrupt or unrecognised file.
     UntrustedPickleError
         A pickle/joblib file without ``allow_pickle=True``.
     UnsupportedModelError
@@ -393,7 +411,8 @@ def load_model(data: bytes, filename: str, *, allow_pickle: bool = False) -> Any
     >>> type(load_model(skops.io.dumps(rf), "forest.skops")).__name__
     'RandomForestClassifier'
     """
-    if data is None or len(data) == 0:
+    data, filename = _read_source(source, filename, MAX_MODEL_BYTES, ModelError, "model file", _MODEL_HINT)
+    if len(data) == 0:
         raise ModelError(f"{filename!r} is empty. Upload a saved model file.")
     if len(data) > MAX_MODEL_BYTES:
         raise ModelError(f"{filename!r} is larger than {MAX_MODEL_BYTES // 2**20} MB.")

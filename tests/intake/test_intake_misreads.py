@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from core.errors import ModelError, UnsupportedModelError
+from core.errors import DataError, ModelError, UnsupportedModelError
 from core.intake.models import from_model
 
 
@@ -125,3 +125,83 @@ def test_a_lightgbm_file_trained_on_names_with_spaces_matches_its_columns():
     ws = build_workspace(df.assign(y=y), "y", booster, name="spaces")
     assert dict(ws.mapping) == {"mean_radius": "mean radius", "worst_area": "worst area"}
     np.testing.assert_array_equal(ws.predictions, m.predict(df))
+
+
+# ------------------------------------------------------------------ tables (#37 item 5)
+def test_numbers_with_a_decimal_comma_are_read_as_numbers():
+    """A European spreadsheet's CSV (';' between fields, ',' in numbers) loaded its numbers as text
+    categories, which training one-hot encoded without a word."""
+    from core.intake.io import load_table, prepare_data
+
+    data = "âge;revenu;dette;y\n34;3000,12;1.234,5;1\n51;2100;-12,75;0\n29;4150,5;0,5;1\n".encode("cp1252")
+    df = load_table(data, "europe.csv")
+    assert df[["revenu", "dette"]].to_dict("list") == {"revenu": [3000.12, 2100.0, 4150.5],
+                                                       "dette": [1234.5, -12.75, 0.5]}
+    assert any("decimal comma" in n and "'revenu'" in n for n in df.attrs["notes"]), df.attrs
+    assert list(prepare_data(df, "y").X.columns) == ["âge", "revenu", "dette"]      # numbers, not categories
+    quoted = load_table(b'a,b,y\n2.5,"1,234",1\n7,"12,000",0\n', "quoted.csv")
+    assert quoted[["a", "b"]].to_dict("list") == {"a": [2.5, 7.0], "b": [1234.0, 12000.0]}
+    assert any("thousands" in n and "'b'" in n for n in quoted.attrs["notes"]), quoted.attrs
+    with pytest.raises(DataError, match="'a' holds numbers written with a decimal comma .* comma-separated file"):
+        load_table(b'a,b,y\n"3000,12",1,1\n"12,5",2,0\n', "quoted.csv")     # that file's numbers use points
+    tabs = load_table(b"a\tb\ty\n3000,12\t1\t1\n12,5\t2\t0\n", "tabs.tsv")
+    assert tabs["a"].tolist() == [3000.12, 12.5]
+    mixed = load_table(b"a;b;y\n1,5;2;0\n2.5;3;1\n", "mixed.csv")          # two ways in one column: refused with words
+    with pytest.raises(DataError, match="'1,5' in row 0 - a number written with a decimal comma"):
+        prepare_data(mixed, "y")
+
+
+def test_duplicate_parquet_column_names_are_refused_by_name():
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from core.intake.io import load_table
+
+    buf = io.BytesIO()
+    pq.write_table(pa.table([pa.array([1, 2]), pa.array([3, 4]), pa.array([0, 1])], names=["a", "a", "y"]), buf)
+    with pytest.raises(DataError, match=r"duplicate column names \['a'\]"):             # was a KeyError
+        load_table(buf.getvalue(), "d.parquet")
+
+
+def test_temporal_parquet_columns_are_numbers_that_train_and_explain():
+    """A time-zone-aware timestamp or a duration was accepted, then 'Train a model here' raised IndexError.
+    Now each is a number with a note giving its unit, and a model trains and explains on them."""
+    import datetime as dt
+    import io
+
+    import pandas as pd
+
+    from core import optimal_counterfactual
+    from core.intake.io import load_table, prepare_data, train_model
+    from core.intake.workspace import build_workspace
+
+    rng = np.random.default_rng(0)
+    n = 400
+    df = pd.DataFrame({"amount": rng.normal(50, 10, n),
+                       "signed": pd.Timestamp("2024-01-01", tz="Europe/Paris")
+                       + pd.to_timedelta(rng.integers(0, 365 * 24, n), unit="h"),
+                       "naive": pd.Timestamp("2023-06-01") + pd.to_timedelta(rng.integers(0, 100, n), unit="D"),
+                       "waited": pd.to_timedelta(rng.integers(0, 3600, n), unit="s")})
+    df["day"] = [dt.date(2024, 1, 1) + dt.timedelta(days=int(d)) for d in rng.integers(0, 30, n)]
+    df["y"] = ((df.amount > 50) ^ (df.waited.dt.total_seconds() > 1800)).astype(int)
+    buf = io.BytesIO()
+    df.to_parquet(buf)
+    t = load_table(buf.getvalue(), "t.parquet")
+    assert all(t[c].dtype == np.float64 for c in ("signed", "naive", "waited", "day"))
+    utc = df["signed"].dt.tz_convert("UTC").dt.tz_localize(None)
+    np.testing.assert_allclose(t["signed"], (utc - pd.Timestamp("1970-01-01")) / pd.Timedelta(days=1))
+    np.testing.assert_allclose(t["waited"], df["waited"].dt.total_seconds())
+    assert t["day"].iloc[0] == (pd.Timestamp(df["day"].iloc[0]) - pd.Timestamp("1970-01-01")).days
+    notes = " ".join(t.attrs["notes"])
+    assert "days since 1970-01-01" in notes and "seconds" in notes and "'waited'" in notes
+    prep = prepare_data(t, "y")                                  # the page's "Train a model here"
+    tm = train_model(prep.X, prep.y, "random_forest", n_estimators=20, max_depth=4)
+    ws = build_workspace(t, "y", tm.model, name="t")
+    assert any("days since 1970-01-01" in n for n in ws.notes)
+    row = int(np.flatnonzero(ws.predictions == 0)[0])
+    res = optimal_counterfactual(ws.ensemble, ws.X.to_numpy()[row], target=1, schema=ws.schema, time_limit=30)
+    assert res.found and int(tm.model.predict(pd.DataFrame([res.x], columns=ws.X.columns))[0]) == 1
+    with pytest.raises(DataError, match="hold dates, times or durations: 'signed'"):
+        prepare_data(df, "y")                                    # a frame handed over as is: refused in words

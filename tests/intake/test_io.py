@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import io
+import lzma
 import pickle
+import zipfile
 
 import numpy as np
 import pandas as pd
@@ -212,3 +216,184 @@ def test_train_model_here(table, family):
 def test_train_refuses_a_constant_target(table):
     with pytest.raises(DataError, match="single value"):
         cio.train_model(table[["a", "b"]], table["y"] * 0, "random_forest")
+
+
+# ------------------------------------------------------------------ text encodings (#37 item 5)
+FRENCH = ("âge,ville,catégorie,revenu,étiquette\n34,Genève,étudiant,1200,1\n51,Zürich,employé,3400,0\n"
+          "29,São Paulo,cadre supérieur,5100,1\n45,Málaga,retraité,2100,0\n38,Köln,ingénieur,2900,1\n")
+GERMAN = "größe;straße;stadt;y\n1;Grüße;München;0\n2;Ölweg;Düsseldorf;1\n3;Fußweg;Nürnberg;0\n"
+SPANISH = "año\tseñal\tciudad\ty\n1\tñandú\tCórdoba\t0\n2\tpingüino\tLogroño\t1\n3\tcañón\tMálaga\t0\n"
+
+
+def _expected(text: str, sep: str) -> pd.DataFrame:
+    return pd.read_csv(io.StringIO(text), sep=sep)
+
+
+def _encoded(text: str, how: str) -> bytes:
+    boms = {"utf-16-le+bom": ("utf-16-le", b"\xff\xfe"), "utf-16-be+bom": ("utf-16-be", b"\xfe\xff"),
+            "utf-32-le+bom": ("utf-32-le", b"\xff\xfe\x00\x00"), "utf-32-be+bom": ("utf-32-be", b"\x00\x00\xfe\xff")}
+    if how in boms:
+        enc, bom = boms[how]
+        return bom + text.encode(enc)
+    return text.encode(how)
+
+
+ENCODINGS = ["utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-16-le+bom", "utf-16-be+bom", "utf-32",
+             "utf-32-le", "utf-32-be", "utf-32-le+bom", "utf-32-be+bom", "cp1252", "latin-1", "mac_roman", "cp850"]
+
+
+@pytest.mark.parametrize("how", ENCODINGS)
+@pytest.mark.parametrize("text,sep", [(FRENCH, ","), (GERMAN, ";"), (SPANISH, "\t")], ids=["fr", "de", "es"])
+def test_every_encoding_is_read_right(text, sep, how):
+    """Non-ASCII column names and values in each encoding read back as written (before: UTF-16 without a BOM and
+    UTF-32 put NULs in every column name; Mac OS Roman and DOS 850 gave replacement characters)."""
+    df = cio.load_table(_encoded(text, how), "t.csv")
+    pd.testing.assert_frame_equal(df, _expected(text, sep), check_dtype=False)
+    legacy = how in ("cp1252", "latin-1", "mac_roman", "cp850")
+    notes = df.attrs.get("notes", [])
+    assert any("not UTF-8" in n for n in notes) == legacy, notes     # a guessed code page is said
+
+
+@pytest.mark.parametrize("data,match", [
+    (bytes(np.random.default_rng(0).integers(0, 256, 5000, dtype=np.uint8)), "binary data"),
+    (b"a,b\n1,\x002\n3,4\n", "binary data"),
+    (bytes(np.random.default_rng(1).integers(128, 256, 5000, dtype=np.uint8)), "not UTF-8.*Save the file as UTF-8"),
+    (b"\xff\xfea\x00,\x00b\x00\n\x00\x00\xd8", "UTF-16 .*byte-order mark, but byte"),
+])
+def test_what_is_not_text_is_refused_by_name(data, match):
+    with pytest.raises(DataError, match=match):
+        cio.load_table(data, "t.csv")
+
+
+# ------------------------------------------------------------------ files the csv module choked on
+def _odd_files() -> dict[str, tuple[bytes, str]]:
+    t = "a,b,y\r\n1,2,0\r\n3,4,1\r\n"
+    return {
+        "utf-16 with CRLF": (t.encode("utf-16-le"), "t.csv"),
+        "utf-32 with CRLF": (t.encode("utf-32"), "t.csv"),
+        "a header cell starting with CR": (b"a,\rb,y\n1,2,0\n3,4,1\n", "t.csv"),
+        "binary junk": (bytes(np.random.default_rng(0).integers(0, 256, 5000, dtype=np.uint8)), "t.csv"),
+        "gzip": (gzip.compress(b"a,b,y\n1,2,0\n3,4,1\n"), "t.csv.gz"),
+        "a 5 MB header": (b"a" * 5_000_000 + b",b\n1,2\n", "t.csv"),
+        "a 5 MB header of 700,000 names": (",".join(f"c{i}" for i in range(700_000)).encode() + b"\n1\n", "t.csv"),
+        "a quote never closed": (b'a,b,y\n"1,2,0\n3,4,1\n', "t.csv"),
+        "a field of 300,000 characters": (b"a,b\n" + b"x" * 300_000 + b",1\n", "t.csv"),
+        "only a byte-order mark": (b"\xef\xbb\xbf", "t.csv"),
+        "nothing but delimiters": (b",,,\n,,,\n", "t.csv"),
+    }
+
+
+@pytest.mark.parametrize("name", list(_odd_files()))
+def test_no_parser_error_escapes_bare(name):
+    """Each odd file loads as written or raises a DataError that says what is wrong (before: a bare
+    _csv.Error for the first four and the 5 MB header)."""
+    data, fname = _odd_files()[name]
+    try:
+        df = cio.load_table(data, fname)
+    except DataError as exc:
+        assert str(exc).startswith(repr(fname)) and "Error:" not in str(exc).split("(")[0], str(exc)
+        return
+    assert name in ("utf-16 with CRLF", "utf-32 with CRLF", "gzip", "a field of 300,000 characters"), df
+    if name != "a field of 300,000 characters":
+        assert df.to_dict("list") == {"a": [1, 3], "b": [2, 4], "y": [0, 1]}
+    else:
+        assert df["a"].iloc[0] == "x" * 300_000
+
+
+# ------------------------------------------------------------------ compressed tables
+def _zip(members: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("kind", ["gz", "bz2", "xz", "zip", "gz-unnamed", "zip-parquet"])
+def test_compressed_tables_are_read(table, kind):
+    raw = _csv(table)
+    buf = io.BytesIO()
+    table.to_parquet(buf)
+    data, name = {"gz": (gzip.compress(raw), "t.csv.gz"), "bz2": (bz2.compress(raw), "t.csv.bz2"),
+                  "xz": (lzma.compress(raw), "t.csv.xz"), "zip": (_zip({"data/t.csv": raw}), "t.zip"),
+                  "gz-unnamed": (gzip.compress(raw), "upload"),
+                  "zip-parquet": (_zip({"t.parquet": buf.getvalue(), "__MACOSX/._t.parquet": b"x"}), "t.zip")}[kind]
+    df = cio.load_table(data, name)
+    pd.testing.assert_frame_equal(df, table, check_dtype=False)
+    said = "compressed with gzip" if kind == "gz-unnamed" else "Read 't."
+    assert any(said in n for n in df.attrs["notes"]), df.attrs
+
+
+@pytest.mark.parametrize("data,name,match", [
+    (_zip({"a.csv": b"a,b\n1,2\n", "b.csv": b"a,b\n3,4\n"}), "t.zip", "zip archive of 2 files"),
+    (_zip({"[Content_Types].xml": b"<x/>", "xl/workbook.xml": b"<x/>"}), "t.xlsx", "Excel workbook"),
+    (b"\x28\xb5\x2f\xfd" + b"\x00" * 20, "t.csv.zst", "zstd archive"),
+    (b"7z\xbc\xaf\x27\x1c" + b"\x00" * 20, "t.7z", "7-Zip"),
+    (b"\x1f\x8b\x08\x00garbage", "t.csv.gz", "not a readable gzip"),
+    (gzip.compress(gzip.compress(b"a,b\n1,2\n")), "t.csv.gz.gz", "another archive"),
+    (_zip({}), "t.zip", "zip archive of 0 files"),
+])
+def test_archives_that_hold_no_single_table_are_refused_by_name(data, name, match):
+    with pytest.raises(DataError, match=match):
+        cio.load_table(data, name)
+
+
+def test_a_decompression_bomb_is_stopped_at_the_file_limit():
+    """40 MB of CSV in 40 KB of gzip: refused once 10 MB (the limit of an uncompressed file) are decompressed."""
+    bomb = gzip.compress(b"a,b\n" + b"1,2\n" * 10_000_000, compresslevel=9)
+    assert len(bomb) < 100_000
+    with pytest.raises(DataError, match="decompresses to more than 10 MB"):
+        cio.load_table(bomb, "t.csv.gz", max_bytes=10 * 2**20)
+    with pytest.raises(DataError, match="decompresses to more than 10 MB"):
+        cio.load_table(_zip({"t.csv": b"a,b\n" + b"1,2\n" * 10_000_000}), "t.zip", max_bytes=10 * 2**20)
+
+
+# ------------------------------------------------------------------ the door of load_table and load_model
+def test_load_table_takes_a_path_a_file_or_bytes_with_a_name(tmp_path, table):
+    path = tmp_path / "people.csv"
+    path.write_bytes(_csv(table))
+    for source in (str(path), path):
+        pd.testing.assert_frame_equal(cio.load_table(source), table, check_dtype=False)
+    with open(path, "rb") as f:
+        pd.testing.assert_frame_equal(cio.load_table(f), table, check_dtype=False)
+    with open(path) as f:                                  # a text-mode file: already text
+        pd.testing.assert_frame_equal(cio.load_table(f), table, check_dtype=False)
+    pd.testing.assert_frame_equal(cio.load_table(io.BytesIO(_csv(table)), "people.csv"), table, check_dtype=False)
+    pd.testing.assert_frame_equal(cio.load_table(bytearray(_csv(table)), "people.csv"), table, check_dtype=False)
+
+
+@pytest.mark.parametrize("args,match", [
+    ((b"a,b\n1,2\n",), "name is missing: with bytes, give the file's name"),
+    ((b"a,b\n1,2\n", None), "name is missing"),
+    (("no/such/file.csv",), "There is no file at 'no/such/file.csv'"),
+    (("a,b\n1,2\n",), "string that is not a path"),
+    ((None,), "No table was given"),
+    ((123,), "cannot be read from int"),
+    (([b"a,b"],), "cannot be read from list"),
+    ((b"a,b\n1,2\n", 5), "filename must be the file's name as a string"),
+    ((io.BytesIO(b"a,b\n1,2\n"),), "file object has no name"),
+])
+def test_load_table_checks_its_arguments_at_the_door(args, match):
+    """Before: load_table('x.csv') and load_table(data, filename=None) raised AttributeError / TypeError."""
+    with pytest.raises(DataError, match=match) as info:
+        cio.load_table(*args)
+    assert "load_table(path)" in str(info.value) or "There is no file" in str(info.value)
+
+
+def test_load_table_refuses_a_folder(tmp_path):
+    with pytest.raises(DataError, match="is a folder"):
+        cio.load_table(tmp_path)
+
+
+def test_load_model_takes_a_path_and_checks_its_arguments(tmp_path, models, table):
+    path = tmp_path / "m.json"
+    models["xgb"].save_model(path)
+    for source in (str(path), path):
+        _assert_same(models["xgb"], cio.load_model(source), table[["a", "b", "c"]].to_numpy())
+    with open(path, "rb") as f:
+        _assert_same(models["xgb"], cio.load_model(f), table[["a", "b", "c"]].to_numpy())
+    for args, match in [(("x.json", ), "There is no file at 'x.json'"), ((path.read_bytes(),), "name is missing"),
+                        ((None,), "No model file was given"), ((3.5,), "cannot be read from float"),
+                        ((path.read_bytes(), ["m.json"]), "filename must be")]:
+        with pytest.raises(ModelError, match=match):
+            cio.load_model(*args)

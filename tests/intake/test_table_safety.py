@@ -1,6 +1,13 @@
 """Tables read under limits set before memory is spent (core.intake.parquet, core.intake.io),
 and tables read exactly as written: CR-only line endings, decimals, a named
-index; nested columns and too-wide categories refused with their names."""
+index; nested columns and too-wide categories refused with their names.
+
+The Parquet bombs of issue #37: a dictionary page holding one 100,000-character
+string used by 65,000 rows (a few hundred bytes of file, 6.2 GB decoded), the same
+with 10,000 characters and 190,000 rows, the prefix trick of DELTA_BYTE_ARRAY and a
+plain page that decompresses to more than the budget; each is refused before it is
+decoded, the reading process growing by less than 100 MB and giving back what it
+touched."""
 
 from __future__ import annotations
 
@@ -47,32 +54,132 @@ def bombs(tmp_path_factory) -> dict[str, str]:
     return {"rows": str(rows), "strings": str(strings)}
 
 
-def _refusal_in_child(path: str, public: bool) -> dict:
-    """Read ``path`` through the app's loader in a fresh process; its peak RSS growth and the message."""
+def _refusal_in_child(path: str | list[str], public: bool) -> dict:
+    """Read ``path`` (or each of a list of paths, one after another) through the app's loader in a
+    fresh process: the message (``messages``: one per file), the growth of its peak RSS (VmHWM),
+    and of its RSS once refused (what it kept)."""
+    paths = [path] if isinstance(path, str) else path
     script = textwrap.dedent(f"""
-        import json, resource, sys
+        import json, sys
         sys.path.insert(0, {str(ROOT)!r})
-        import pyarrow, pyarrow.parquet, pandas
+        import pyarrow, pyarrow.parquet, pyarrow.compute, pandas, charset_normalizer
         from dashboard.deploy import Deployment
         from dashboard.loaders import read_table
-        data = open({path!r}, "rb").read()
+
+        def status(key):      # this process's own figures (ru_maxrss carries the parent's peak over exec)
+            for line in open("/proc/self/status"):
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) / 1024
         dep = {"PUBLIC" if public else "LOCAL"}
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        try:
-            read_table(data, "upload.parquet", dep)
-            message = None
-        except ValueError as exc:
-            message = str(exc)
-        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
-        print(json.dumps({{"message": message, "grown_mb": grown / 1024}}))
+        read_table(b"a,b\\n1,2\\n", "warm.csv", dep)          # the modules a read imports
+        start, before = status("VmRSS"), status("VmHWM")
+        messages = []
+        for path in {paths!r}:
+            try:
+                read_table(open(path, "rb").read(), "upload.parquet", dep)
+                messages.append(None)
+            except ValueError as exc:
+                messages.append(str(exc))
+        print(json.dumps({{"message": messages[0], "messages": messages, "grown_mb": status("VmHWM") - before,
+                           "kept_mb": status("VmRSS") - start}}))
     """)
     setup = ("PUBLIC = Deployment(public=True, max_upload_mb=50, max_rows=200_000, scheduler=None, "
              "max_table_mb=512)\nLOCAL = Deployment(public=False, max_upload_mb=200, max_rows=None, "
              "scheduler=None, max_table_mb=2048)\n")
-    script = script.replace("data = open", setup + "data = open", 1)
+    script = script.replace("dep = ", setup + "dep = ", 1)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _one_string_many_times(rows: int, chars: int, **kw) -> bytes:
+    """The issue's recipe: one dictionary entry of ``chars`` characters, used by every row."""
+    col = pa.DictionaryArray.from_arrays(pa.array(np.zeros(rows, np.int32)), pa.array(["s" * chars]))
+    return _parquet(pa.table({"s": col}), use_dictionary=True, store_schema=False, **kw)
+
+
+@pytest.fixture(scope="module")
+def text_bombs(tmp_path_factory) -> dict[str, str]:
+    d = tmp_path_factory.mktemp("text_bombs")
+    repeat = pa.table({"s": pa.array(["s" * 20_000] * 40_000)})
+    files = {
+        "dictionary 65,000 x 100,000": _one_string_many_times(65_000, 100_000, compression="gzip"),
+        "dictionary 190,000 x 10,000": _one_string_many_times(190_000, 10_000, compression="gzip"),
+        "dictionary, 10 row groups": _one_string_many_times(190_000, 10_000, compression="zstd",
+                                                            row_group_size=19_000),
+        "shared prefixes": _parquet(repeat, use_dictionary=False, column_encoding={"s": "DELTA_BYTE_ARRAY"},
+                                    compression="zstd", store_schema=False),
+        "shared prefixes, v2 pages": _parquet(repeat, use_dictionary=False, compression="zstd", store_schema=False,
+                                              column_encoding={"s": "DELTA_BYTE_ARRAY"}, data_page_version="2.0"),
+        "plain": _parquet(repeat, use_dictionary=False, compression="zstd", store_schema=False),
+    }
+    paths = {}
+    for i, (name, data) in enumerate(files.items()):
+        assert len(data) < 80_000, (name, len(data))
+        (d / f"{i}.parquet").write_bytes(data)
+        paths[name] = str(d / f"{i}.parquet")
+    return paths
+
+
+@pytest.mark.parametrize("name", ["dictionary 65,000 x 100,000", "dictionary 190,000 x 10,000",
+                                  "dictionary, 10 row groups", "shared prefixes", "shared prefixes, v2 pages", "plain"])
+def test_text_bombs_are_refused_before_decoding_in_public_mode(text_bombs, name):
+    """Before: 1.5-8.5 GB of peak memory for the first two, each refused only after a batch of 65,536 rows
+    had been decoded. Now refused from the page headers or a count of dictionary indices."""
+    got = _refusal_in_child(text_bombs[name], public=True)
+    assert got["message"] and "MB" in got["message"] and "512 MB" in got["message"], got
+    assert got["grown_mb"] < 100, got
+    assert got["kept_mb"] < 30, got
+
+
+def test_the_largest_text_bomb_is_refused_locally_too(text_bombs):
+    got = _refusal_in_child(text_bombs["dictionary 65,000 x 100,000"], public=False)
+    assert got["message"] and "6,200 MB" in got["message"] and "2,048 MB" in got["message"], got
+    assert got["grown_mb"] < 100, got
+
+
+@pytest.mark.parametrize("public", [True, False], ids=["public", "local"])
+def test_five_text_bombs_in_a_row_leave_nothing_behind(text_bombs, public):
+    """Before: five small files in a row peaked at 5.7 GB on a public server, and 2.6 GB were still
+    held once every session had closed. Now each is refused (locally the 6.2 GB one; the 1.8 GB ones
+    are within the 2 GB budget there and left out) and the process keeps what it had."""
+    names = (["dictionary 65,000 x 100,000", "dictionary 190,000 x 10,000", "dictionary, 10 row groups",
+              "shared prefixes", "plain"] if public else ["dictionary 65,000 x 100,000"] * 5)
+    got = _refusal_in_child([text_bombs[n] for n in names], public=public)
+    limit = "the limit is 512 MB" if public else "the limit is 2,048 MB"
+    assert len(got["messages"]) == 5 and all(m and limit in m for m in got["messages"]), got
+    assert got["grown_mb"] < 100, got
+    assert got["kept_mb"] < 50, got
+
+
+def test_a_dictionary_column_whose_bound_is_loose_is_measured_and_read():
+    """One long entry used once: the bound from the pages (rows x longest entry, 1 GB) passes a 64 MB
+    budget, the real size (8 MB) does not, so the column is measured from its indices and read."""
+    rng = np.random.default_rng(0)
+    levels = np.array([f"level {i}" for i in range(999)] + ["x" * 5000])
+    codes = rng.integers(0, 999, 200_000)
+    codes[123] = 999
+    df = pd.DataFrame({"cat": levels[codes], "v": rng.normal(size=200_000)})
+    data = _parquet(pa.Table.from_pandas(df, preserve_index=False), use_dictionary=True)
+    back = load_table(data, "c.parquet", max_decoded_bytes=64 * 2**20)
+    pd.testing.assert_frame_equal(back, df, check_dtype=False)
+    with pytest.raises(DataError, match="the limit is 4 MB"):
+        load_table(data, "c.parquet", max_decoded_bytes=4 * 2**20)
+
+
+def test_every_text_encoding_reads_back_exactly():
+    """The bounds are bounds, not refusals: plain, dictionary, both delta encodings, v1 and v2 pages."""
+    rng = np.random.default_rng(1)
+    text = pa.array([None if i % 17 == 0 else f"v{i % 300}-" + "é" * int(rng.integers(0, 40))
+                     for i in range(20_000)])
+    table = pa.table({"t": text, "x": pa.array(rng.normal(size=20_000))})
+    for kw in ({"use_dictionary": True}, {"use_dictionary": False},
+               {"use_dictionary": False, "column_encoding": {"t": "DELTA_BYTE_ARRAY", "x": "BYTE_STREAM_SPLIT"}},
+               {"use_dictionary": False, "column_encoding": {"t": "DELTA_LENGTH_BYTE_ARRAY"}},
+               {"use_dictionary": True, "data_page_version": "2.0", "data_page_size": 4096}):
+        back = load_table(_parquet(table, **kw), "t.parquet", max_decoded_bytes=8 * 2**20)
+        assert back["t"].fillna("<na>").tolist() == [v if v is not None else "<na>" for v in text.to_pylist()], kw
+        np.testing.assert_array_equal(back["x"].to_numpy(), table.column("x").to_numpy())
 
 
 def test_a_parquet_row_bomb_is_refused_in_public_mode_before_memory_is_spent(bombs):

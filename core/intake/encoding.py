@@ -1,0 +1,237 @@
+"""The text encoding of an uploaded CSV, told from its bytes.
+
+In order, each step deciding only when its evidence is unambiguous:
+
+1. a byte-order mark: UTF-8, UTF-16 or UTF-32 (little or big endian), the
+   file then decoded strictly as that;
+2. NUL bytes without a mark: UTF-16 or UTF-32 without a BOM (ASCII text in them
+   is half or three quarters zero bytes, at fixed positions), whichever of the
+   four has its zeros where they fall and decodes the start of the file to text
+   without NULs; else the file holds binary data, not text, and is refused;
+3. valid UTF-8 (text in a legacy code page with any letter beyond ASCII is
+   practically never valid UTF-8);
+4. a legacy code page. A detector (charset-normalizer) proposes candidates, after
+   the three a spreadsheet program most often writes (Windows-1252, Mac OS
+   Roman, DOS 850). Each decodes the lines that hold non-ASCII bytes, and the
+   words they give are scored: a letter counts when its word is of one script
+   and one case pattern (``Zürich``, not ``ZŸrich`` or ``KÜln``) and not a rare
+   letter such as ``ƒ``; so does a common sign (``°``, ``€``, ``«``) unless it
+   sits between two letters (``bient“t``); box drawing, mathematical signs and
+   control characters do not. The
+   highest score wins (ties go to the earlier candidate); below
+   :data:`MIN_SCORE` no candidate reads as text and the file is refused, naming
+   what was tried and the fix (save as UTF-8).
+
+Short samples are what defeats detectors (charset-normalizer alone reads a
+two-row Mac OS Roman file as Windows-1250); the score on words is what settles
+those, and a note says which code page was used so a wrong guess is visible.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass
+
+from core.errors import DataError
+
+__all__ = ["Decoded", "decode_text", "MIN_SCORE"]
+
+MIN_SCORE = 0.75
+_FIRST = ("cp1252", "mac_roman", "cp850")
+_LAST = ("latin_1",)                    # decodes anything: the last resort of the candidates
+_SAMPLE_BYTES = 64 * 1024               # of the lines that hold non-ASCII bytes
+_NAMES = {
+    "utf_8": "UTF-8", "utf_8_sig": "UTF-8 with a byte-order mark", "utf_16_le": "UTF-16 (little endian)",
+    "utf_16_be": "UTF-16 (big endian)", "utf_32_le": "UTF-32 (little endian)", "utf_32_be": "UTF-32 (big endian)",
+    "cp1252": "Windows-1252 (Western European)", "mac_roman": "Mac OS Roman", "cp850": "DOS code page 850",
+    "latin_1": "ISO-8859-1 (Latin-1)", "cp1250": "Windows-1250 (Central European)",
+    "cp1251": "Windows-1251 (Cyrillic)", "iso8859_1": "ISO-8859-1 (Latin-1)", "cp1253": "Windows-1253 (Greek)", "cp437": "DOS code page 437",
+}
+_BOMS = (  # UTF-32 first: its little-endian mark starts with UTF-16's
+    (codecs.BOM_UTF32_LE, "utf_32_le"), (codecs.BOM_UTF32_BE, "utf_32_be"), (codecs.BOM_UTF8, "utf_8_sig"),
+    (codecs.BOM_UTF16_LE, "utf_16_le"), (codecs.BOM_UTF16_BE, "utf_16_be"),
+)
+_COMMON_SIGNS = frozenset("°€£¥¢§©®«»±·²³¼½¾¿¡–—‘’“”…•×÷№\u00a0")
+_INSIDE_WORDS = frozenset("’·")              # l’homme, l·l: signs that may sit between letters
+_RARE_LETTERS = frozenset("ƒªºſ")
+_MOSTLY_ACCENTED = 0.6
+_WORD = re.compile(r"[^\W\d_]+")
+_SIGN = re.compile(r"[^\w\x00-\x7f]")             # a non-ASCII character that is no letter or digit
+_HIGH_LINE = re.compile(rb"[^\n]*[\x80-\xff][^\n]*")
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A file's text, the codec that read it, and a note when the codec was a guess."""
+
+    text: str
+    encoding: str
+    note: str | None = None
+
+
+def describe(encoding: str) -> str:
+    """A reader's name for a Python codec name."""
+    name = codecs.lookup(encoding).name.replace("-", "_")
+    return _NAMES.get(name, name)
+
+
+def decode_text(data: bytes, filename: str) -> Decoded:
+    """The text of ``data``; see the module docstring. Raises :class:`DataError` for
+    binary data, a byte-order mark the rest of the file does not follow, or text in
+    no encoding that reads as text."""
+    for bom, enc in _BOMS:
+        if data.startswith(bom):
+            return Decoded(_strict(data[len(bom):], enc, filename, "starts with a " + describe(enc) + " byte-order mark"),
+                           enc)
+    head = data[:65536]
+    if b"\x00" in head:
+        for enc, width, where in (("utf_32_le", 4, (2, 3, 1)), ("utf_32_be", 4, (1, 0, 2)), ("utf_16_le", 2, (1,)),
+                                  ("utf_16_be", 2, (0,))):
+            sample = head[: len(head) - len(head) % width]
+            if not _zeros_fit(sample, width, where):
+                continue
+            try:
+                text = sample.decode(enc)
+            except UnicodeDecodeError:
+                continue
+            if "\x00" not in text and _printable(text):
+                return Decoded(_strict(data, enc, filename, "looks like " + describe(enc) + " without a byte-order "
+                                       "mark"), enc, f"Read as {describe(enc)} (the file has no byte-order mark).")
+        at = data.index(b"\x00")
+        raise DataError(f"{filename!r} holds binary data (a zero byte at byte {at:,}), not text in any encoding: it "
+                        "is not a CSV file. Upload a CSV (comma, semicolon or tab separated) or a Parquet file.")
+    try:
+        return Decoded(data.decode("utf-8"), "utf_8")
+    except UnicodeDecodeError:
+        pass
+    return _legacy(data, filename)
+
+
+def _zeros_fit(sample: bytes, width: int, where: tuple[int, ...]) -> bool:
+    """Whether the zero bytes of ``sample`` are those of text in a ``width``-byte encoding:
+    nearly all at the positions ``where`` (modulo ``width``) where a character's high
+    bytes sit, and the first of those (zero for every ASCII, Latin and most other
+    characters) zero in at least a fifth of the characters."""
+    zeros = [i % width for i, b in enumerate(sample) if b == 0]
+    chars = len(sample) // width
+    main = sum(z == where[0] for z in zeros)
+    return main >= max(4, 0.2 * chars) and sum(z in where for z in zeros) >= 0.9 * len(zeros)
+
+
+def _strict(data: bytes, enc: str, filename: str, why: str) -> str:
+    try:
+        return data.decode(enc)
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{filename!r} {why}, but byte {exc.start:,} is not valid {describe(enc)}. Save the file "
+                        "again as UTF-8 (in Excel: Save As > CSV UTF-8) and upload it.") from None
+
+
+def _printable(text: str) -> bool:
+    if not text:
+        return False
+    shown = sum(ch.isprintable() or ch in "\t\r\n" for ch in text)
+    return shown >= 0.95 * len(text)
+
+
+def _candidates(sample: bytes) -> list[str]:
+    names = list(_FIRST)
+    try:
+        from charset_normalizer import from_bytes
+
+        names += [m.encoding for m in from_bytes(sample, steps=5, chunk_size=min(512, max(len(sample), 1)))]
+    except Exception:  # noqa: BLE001 - the detector only proposes; the scores below decide
+        pass
+    names += list(_LAST)
+    out: list[str] = []
+    for n in names:
+        try:
+            name = codecs.lookup(n).name.replace("-", "_")
+        except LookupError:
+            continue
+        if name not in out and not name.startswith(("utf_", "utf-")):
+            out.append(name)
+    return out[:10]
+
+
+def _legacy(data: bytes, filename: str) -> Decoded:
+    lines, size = [], 0
+    for m in _HIGH_LINE.finditer(data):
+        lines.append(m.group())
+        size += len(m.group()) + 1
+        if size > _SAMPLE_BYTES:
+            break
+    sample = b"\n".join(lines)
+    scored = []
+    for i, enc in enumerate(_candidates(sample)):
+        try:
+            text = sample.decode(enc)
+        except UnicodeDecodeError:
+            continue
+        scored.append((score(text), -i, enc, text))
+    scored.sort(reverse=True)
+    for best, _, enc, _ in scored:
+        if best < MIN_SCORE:
+            break
+        try:
+            text = data.decode(enc)
+        except UnicodeDecodeError:          # a byte outside the sample that this code page lacks
+            continue
+        return Decoded(text, enc, f"Read as {describe(enc)}: the file is not UTF-8. If its letters look wrong, "
+                                  "save it as UTF-8 and upload it again.")
+    tried = ", ".join(f"{describe(e)} gives {_example(t)!r}" for _, _, e, t in scored[:3])
+    raise DataError(f"{filename!r} is not UTF-8, and no code page reads it as text ({tried}). Save the file as "
+                    "UTF-8 (in Excel: Save As > CSV UTF-8) and upload it again.")
+
+
+def _example(text: str) -> str:
+    m = re.search(r"\S*[^\x00-\x7f]\S*", text)
+    return (m.group() if m else text)[:30]
+
+
+def _script(ch: str) -> str:
+    name = unicodedata.name(ch, "")
+    first = name.split(" ", 1)[0]
+    if first in ("CJK", "HIRAGANA", "KATAKANA", "HALFWIDTH", "FULLWIDTH", "IDEOGRAPHIC"):
+        return "CJK"
+    return first
+
+
+def _word_ok(word: str) -> bool:
+    if any(ch in _RARE_LETTERS for ch in word):
+        return False
+    if len({_script(ch) for ch in word}) != 1:
+        return False
+    cased = [ch for ch in word if ch.isupper() or ch.islower()]
+    if not cased:
+        return all(unicodedata.category(ch) == "Lo" for ch in word)   # scripts without case
+    if any(unicodedata.category(ch) not in ("Ll", "Lu") for ch in word):
+        return False
+    return word == word.lower() or word == word.upper() or (word[0].isupper() and word[1:] == word[1:].lower())
+
+
+def score(text: str) -> float:
+    """The share of ``text``'s non-ASCII characters that read as text (letters of
+    well-formed words, common signs), in [0, 1]; 1 when it has none. Halved when the
+    words read in Latin letters are mostly accented (``èìÿ,âîçðàñò``: Cyrillic
+    bytes read in a Western code page): no language written in Latin letters is."""
+    good = total = 0
+    latin = accented = 0
+    words = Counter(w for w in _WORD.findall(text) if not w.isascii())
+    for word, k in words.items():
+        n = k * sum(ord(ch) > 127 for ch in word)
+        total += n
+        ok = _word_ok(word)
+        good += n if ok else 0
+        if ok and _script(word[0]) == "LATIN":
+            latin += k * len(word)
+            accented += n
+    for m in _SIGN.finditer(text):
+        ch, i = m.group(), m.start()
+        total += 1
+        inside = 0 < i < len(text) - 1 and text[i - 1].isalpha() and text[i + 1].isalpha()
+        good += ch in _COMMON_SIGNS and (not inside or ch in _INSIDE_WORDS)
+    share = 1.0 if total == 0 else good / total
+    return share / 2 if accented > _MOSTLY_ACCENTED * latin and accented >= 4 else share
