@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import html
 import json
-import math
 import time
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -47,7 +46,14 @@ from core.intake.models import from_model
 from core.model import Guarantee, LinearModel, TreeEnsemble
 from core.model.guarantee import MODEL_KINDS
 from core.model.native import model_input
-from core.model.result import Reader, Result, Writer, frame_from_dict, frame_to_dict, settings, to_json_value
+from core.model.result import (
+    MetaResult,
+    Reader,
+    Writer,
+    frame_from_dict,
+    frame_to_dict,
+    to_json_value,
+)
 from core.optimal import optimal_counterfactual
 from core.optimal.batch import map_rows
 from core.ruletext import conditions, missing_condition
@@ -73,7 +79,7 @@ __all__ = ["ModelComparison", "compare_models", "decision_agreement", "disagreem
 
 
 @dataclass(frozen=True, eq=False)
-class ModelComparison(Result):
+class ModelComparison(MetaResult):
     """What :func:`compare_models` found (tables in the data's columns and groups); a
     :class:`core.model.result.Result`: ``params`` (``meta``'s ``parameters``), ``elapsed``
     (its total seconds) and ``guarantee`` (``estimated``: the shares are estimates on the
@@ -100,15 +106,6 @@ class ModelComparison(Result):
 
     def rows_csv(self) -> str:
         return to_csv(self.rows)
-
-    @property
-    def params(self) -> dict[str, Any]:  # type: ignore[override]
-        return settings(self.meta.get("parameters") or {})
-
-    @property
-    def elapsed(self) -> float:  # type: ignore[override]
-        total = (self.meta.get("timings") or {}).get("total")
-        return float(total) if isinstance(total, (int, float)) and not isinstance(total, bool) else math.nan
 
     @property
     def guarantee(self) -> Guarantee:  # type: ignore[override]

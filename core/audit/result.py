@@ -9,7 +9,6 @@ and re-opens a saved one with a check that everything shown is there.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
@@ -23,7 +22,7 @@ from core.errors import AuditError
 from core.intake.csvsafe import to_csv
 from core.model import Guarantee
 from core.model.guarantee import MODEL_KINDS
-from core.model.result import FORMAT, Result, settings
+from core.model.result import FORMAT, MetaResult
 
 __all__ = ["Audit"]
 
@@ -32,7 +31,7 @@ _OLD_FORMAT = "counterfactual-atlas-audit"     # audits saved before the one res
 
 
 @dataclass(frozen=True, eq=False)
-class Audit(Result):
+class Audit(MetaResult):
     """The audit's tables, summary and provenance (see :mod:`core.audit`); a
     :class:`core.model.result.Result`: ``params`` (the audit's parameters, ``meta``'s
     ``parameters``), ``elapsed`` (its total seconds, ``meta``'s ``timings``) and
@@ -70,15 +69,6 @@ class Audit(Result):
 
     kind: ClassVar[str] = "audit"
     what: ClassVar[str] = "audit"
-
-    @property
-    def params(self) -> dict[str, Any]:  # type: ignore[override]
-        return settings(self.meta.get("parameters") or {})
-
-    @property
-    def elapsed(self) -> float:  # type: ignore[override]
-        total = (self.meta.get("timings") or {}).get("total")
-        return float(total) if isinstance(total, (int, float)) and not isinstance(total, bool) else math.nan
 
     @property
     def guarantee(self) -> Guarantee:  # type: ignore[override]

@@ -51,7 +51,7 @@ from core.errors import ResultFileError
 from core.model.ensemble import TreeEnsemble
 from core.model.guarantee import Guarantee
 
-__all__ = ["Result", "Writer", "Reader", "FORMAT", "VERSION", "settings", "to_json_value", "same", "export",
+__all__ = ["Result", "MetaResult", "Writer", "Reader", "FORMAT", "VERSION", "settings", "to_json_value", "same", "export",
            "frame_to_dict", "frame_from_dict", "ensemble_to_dict", "ensemble_from_dict"]
 
 FORMAT = "counterfactual-atlas-result"
@@ -460,3 +460,20 @@ def export(result: Result, view: Mapping[str, Any]) -> dict[str, Any]:
     page shows (its keys may replace the header's, e.g. ``params`` with the analyst's
     columns). The result itself, in the model's features, is :meth:`Result.to_json`."""
     return {**result.header(), **view}
+
+
+class MetaResult(Result):
+    """A result that keeps its settings and timings in ``meta`` (the audit and the model
+    comparison, whose saved files predate the shape): ``params`` is
+    ``meta["parameters"]``, ``elapsed`` is ``meta["timings"]["total"]`` (NaN when absent)."""
+
+    meta: dict[str, Any]
+
+    @property
+    def params(self) -> dict[str, Any]:  # type: ignore[override]
+        return settings(self.meta.get("parameters") or {})
+
+    @property
+    def elapsed(self) -> float:  # type: ignore[override]
+        total = (self.meta.get("timings") or {}).get("total")
+        return float(total) if isinstance(total, (int, float)) and not isinstance(total, bool) else math.nan
