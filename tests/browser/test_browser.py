@@ -112,7 +112,7 @@ def test_a_saved_audit_report_reopens_in_the_browser(app_url, tmp_path, credit_r
         page.locator('input[type="file"]').set_input_files(str(credit_report))
         page.get_by_role("button", name="Open", exact=True).click()
         expect(page.get_by_text("Saved audit report.html", exact=False)).to_be_visible(timeout=60_000)
-        expect(page.get_by_text("Rows audited", exact=True)).to_be_visible()
+        expect(page.get_by_text("Rows audited", exact=True)).to_be_visible(timeout=60_000)
 
 
 @pytest.fixture(scope="module")
