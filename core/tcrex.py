@@ -45,7 +45,7 @@ from core.model.box import Box
 from core.model.features import as_table, feature_indices, fit_table
 from core.model.result import Reader, Result, Writer, export, settings, to_json_value
 from core.ruletext import conditions
-from core.settings import integer, optional, probability, validated
+from core.settings import RANDOM_STATE, integer, optional, probability, validated
 from core.shown import bound_text, outcome_text
 
 __all__ = ["TCREx", "TCRExResult", "Rule", "Metarule", "NoValidRuleError"]
@@ -201,7 +201,7 @@ class TCREx:
     @validated(QueryError, rho=probability, tau=probability, n_trees=integer(1), max_cells=integer(1),
                random_state=optional(integer(0)))
     def __init__(self, *, rho: float = 0.02, tau: float = 0.9, n_trees: int = 1, max_cells: int = 100_000,
-                 groups: Sequence[Sequence[int]] | None = None, random_state: int | None = None):
+                 groups: Sequence[Sequence[int]] | None = None, random_state: int | None = RANDOM_STATE):
         self.rho = rho
         self.tau = tau
         self.n_trees = n_trees
