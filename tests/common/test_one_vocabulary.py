@@ -25,12 +25,13 @@ from core import (
     exact_counterfactual,
     fcca,
     from_model,
+    infer_schema,
     optimal_counterfactual,
     run_audit,
 )
 from core.audit.compare import compare_models
 from core.audit.story import case_story
-from core.errors import FCCAError, QueryError, SchemaError
+from core.errors import AuditError, FCCAError, QueryError, SchemaError
 from core.model import as_model
 from core.regions import projection_regions, slice_regions
 from core.settings import RANDOM_STATE, ROW_TIME_LIMIT, TIME_LIMIT
@@ -144,3 +145,20 @@ def test_the_estimators_answer_the_same_twice_by_default(f):
     t1 = TCREx(rho=0.05, n_trees=3).fit(X, pred, 1)
     t2 = TCREx(rho=0.05, n_trees=3).fit(X, pred, 1)
     assert t1.to_text() == t2.to_text()
+
+
+def test_the_comparison_resolves_protected_columns_like_the_audit(f):
+    X, y, _, rf = f
+    Xs = X.assign(sex=(X.age > 0).astype(float))
+    a = from_model(RandomForestClassifier(4, max_depth=3, random_state=0).fit(Xs, y))
+    b = from_model(RandomForestClassifier(4, max_depth=3, random_state=1).fit(Xs, y))
+    schema = infer_schema(Xs, protected=["sex"])
+    with pytest.raises(AuditError, match="Did you mean 'sex'"):
+        compare_models(a, b, Xs, schema=schema, target=1, protected=["sexx"], max_rows=5, n_jobs=1)
+    with pytest.raises(AuditError, match="Did you mean 'sex'"):
+        run_audit(a, Xs, schema=schema, target=1, protected=["sexx"], max_rows=5, n_jobs=1)
+    by_index = compare_models(a, b, Xs, schema=schema, target=1, protected=[4], max_rows=5, n_jobs=1,
+                              time_limit=20)
+    by_name = compare_models(a, b, Xs, schema=schema, target=1, protected=["sex"], max_rows=5, n_jobs=1,
+                             time_limit=20)
+    assert by_index.params["protected"] == by_name.params["protected"] == {"sex": ["sex"]}
