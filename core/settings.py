@@ -41,6 +41,8 @@ from typing import Any, Callable, TypeVar
 
 import numpy as np
 
+from core.errors import AtlasError, positional
+
 __all__ = ["validated", "one_of", "positive", "seconds", "integer", "nonnegative", "probability", "open_probability", "boolean", "norm_setting", "cell_norm_setting", "n_jobs_setting",
            "scheduler_setting", "optional", "N_JOBS", "TIME_LIMIT", "ROW_TIME_LIMIT", "RANDOM_STATE",
            "n_workers_setting"]
@@ -182,9 +184,11 @@ def validated(error: type[Exception], **checks: Check) -> Callable[[F], F]:
             try:
                 bound = sig.bind(*args, **kwargs)
             except TypeError as e:
+                by_position = bool(settings) and "positional" in str(e)
                 keywords = (f" The settings {settings} are keyword-only: write them as name=value, e.g. "
-                            f"{settings[0]}=...." if settings and "positional" in str(e) else "")
-                raise error(f"{fn.__name__}(): {e}.{keywords}") from None
+                            f"{settings[0]}=...." if by_position else "")
+                kind = positional(error) if by_position and issubclass(error, AtlasError) else error
+                raise kind(f"{fn.__name__}(): {e}.{keywords}") from None
             for k, check in checks.items():
                 if k in bound.arguments:
                     why = check(bound.arguments[k])

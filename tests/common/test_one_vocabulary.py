@@ -10,6 +10,7 @@ same answers; the same setting has the same default everywhere (core.settings)."
 from __future__ import annotations
 
 import inspect
+import pickle
 import warnings
 
 import numpy as np
@@ -73,7 +74,9 @@ def test_the_roles_are_keyword_only_with_a_clear_message(f):
     assert cr.candidate_units(fixed=["age"]) == cr.candidate_units(fixed=[0])
     with pytest.raises(QueryError, match="keyword-only.*fixed=") as got:
         cr.candidate_units(["age"])
-    assert "positional" in str(got.value)
+    assert "positional" in str(got.value) and isinstance(got.value, TypeError)      # what Python would raise
+    assert type(got.value).__module__ == "core.errors"
+    assert pickle.loads(pickle.dumps(got.value)).args == got.value.args             # crosses a process
     for fn in (optimal_counterfactual, exact_counterfactual, counterfactual_set, cr.local_rule, cr.regional_rules,
                cr.evaluate, cr.candidate_units, cr.minimal_divergent_explanations, TCREx.fit):
         params = inspect.signature(fn).parameters
