@@ -113,8 +113,10 @@ long runs (the audit adds its stage: ``progress(stage, done, total)``),
 ``should_stop()`` polled to cancel, ``random_state``. Settings that change an
 answer are keyword-only parameters of the call where they act (a counterfactual
 rule's ``pi``, ``pi_c`` and ``top_k`` per query), checked at the call by
-:func:`core.settings.validated`; ``n_jobs`` / ``scheduler`` mean the same
-everywhere (:mod:`core.settings`). The optimal counterfactual's ``on_progress(result)``
+:func:`core.settings.validated`; ``n_jobs`` / ``scheduler`` (processes) and
+``n_workers`` (threads), ``norm`` (the cost) and the shared defaults
+(``TIME_LIMIT``, ``ROW_TIME_LIMIT``, ``RANDOM_STATE``) mean the same everywhere
+(:mod:`core.settings`). The optimal counterfactual's ``on_progress(result)``
 is not a progress count: it hands over the first valid point (the warm start)
 while the solver works on the proof. Results are frozen dataclasses; those of the
 analyses share one shape (:class:`core.model.result.Result`: ``params``, ``elapsed``,

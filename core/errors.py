@@ -95,3 +95,17 @@ class ResultFileError(AtlasError):
 class GurobiUnavailable(RuntimeError):
     """Gurobi cannot solve this model here (no licence, or the model exceeds
     it); not the user's doing: the solver falls back to CP-SAT with a notice."""
+
+
+def positional(error: type[Exception]) -> type[Exception]:
+    """``error``'s kind for a setting given by position where it is keyword-only: a
+    subclass that is also a ``TypeError`` (what Python raises for such a call), so
+    either can be caught. Made once per class, reachable (and picklable) as
+    ``error.Positional``."""
+    cls = error.__dict__.get("Positional")
+    if cls is None:
+        cls = type("Positional", (error, TypeError), {
+            "__module__": __name__, "__qualname__": f"{error.__qualname__}.Positional",
+            "__doc__": f"{error.__name__} for a keyword-only setting given by position (also a TypeError)."})
+        error.Positional = cls  # type: ignore[attr-defined]
+    return cls

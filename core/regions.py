@@ -44,7 +44,7 @@ from core.model.box import Box
 from core.model.features import as_row, feature_index
 from core.model.result import Reader, Result, Writer, settings
 from core.optimal import other_models, query_door
-from core.settings import integer, nonnegative, norm_setting, open_probability, optional, seconds, validated
+from core.settings import TIME_LIMIT, integer, nonnegative, norm_setting, open_probability, optional, seconds, validated
 
 if TYPE_CHECKING:
     from core.schema import Schema
@@ -257,7 +257,7 @@ def _greedy_dive(s: _Search, prob: CellProblem) -> np.ndarray | None:
 
 
 def _run(prob: CellProblem, allowed: list[np.ndarray], *, mode: str, radius: float = np.inf,
-         time_limit: float = 30.0, max_nodes: int = 1_000_000, max_regions: int = 100_000,
+         time_limit: float = TIME_LIMIT, max_nodes: int = 1_000_000, max_regions: int = 100_000,
          target_only: bool = True):
     """mode "best": the nearest valid region (branch and bound); mode "all": every
     region within ``radius`` (valid ones only if ``target_only``)."""
@@ -327,7 +327,7 @@ def _problem(ensemble, x, target, norm, weights, schema, X_ref=None, also_valid_
 def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: str | Mapping[str, float] = "l1",
                          weights: Any = None, fixed: Iterable[Any] | None = None,
                          increase_only: Iterable[Any] | None = None, decrease_only: Iterable[Any] | None = None,
-                         time_limit: float = 30.0, schema: Schema | None = None,
+                         time_limit: float = TIME_LIMIT, schema: Schema | None = None,
                          X_ref: Any = None, model: Any = None, max_nodes: int = 5_000_000,
                          also_valid_for: Iterable[Any] = (), margin: float | None = None) -> CounterfactualResult:
     """The closest point of a region where the ensemble gives ``target``, exactly.
@@ -393,7 +393,7 @@ def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: str | Mapp
 def counterfactual_set(ensemble: Any, x: Any, target: Any, radius: float, *, norm: str | Mapping[str, float] = "l1",
                        weights: Any = None, fixed: Iterable[Any] | None = None,
                        increase_only: Iterable[Any] | None = None, decrease_only: Iterable[Any] | None = None,
-                       schema: Schema | None = None, time_limit: float = 30.0,
+                       schema: Schema | None = None, time_limit: float = TIME_LIMIT,
                        max_regions: int = 10_000) -> RegionSet:
     """Every region within ``radius`` (cost) of ``x`` where the ensemble gives ``target``.
 
@@ -465,7 +465,7 @@ def _any_target(ens: TreeEnsemble) -> Any:
 
 @validated(QueryError, time_limit=seconds, max_regions=integer(1))
 def slice_regions(ensemble: Any, x: Any, features: tuple[Any, Any], *, bounds: dict[Any, tuple[float, float]]
-                  | None = None, time_limit: float = 30.0, max_regions: int = 20_000) -> RegionSet:
+                  | None = None, time_limit: float = TIME_LIMIT, max_regions: int = 20_000) -> RegionSet:
     """The pure regions of the 2-D slice through ``x`` on two features (the
     others fixed at ``x``); they tile the slice. ``bounds`` optionally limits
     each of the two features to a range (the view)."""
@@ -500,7 +500,7 @@ def slice_regions(ensemble: Any, x: Any, features: tuple[Any, Any], *, bounds: d
 def projection_regions(ensemble: Any, x: Any, target: Any, features: tuple[Any, Any], radius: float, *,
                        norm: str | Mapping[str, float] = "l1", weights: Any = None, fixed: Iterable[Any] | None = None,
                        increase_only: Iterable[Any] | None = None, decrease_only: Iterable[Any] | None = None,
-                       schema: Schema | None = None, time_limit: float = 30.0, max_regions: int = 5_000) -> RegionSet:
+                       schema: Schema | None = None, time_limit: float = TIME_LIMIT, max_regions: int = 5_000) -> RegionSet:
     """Regions within ``radius`` of ``x`` giving ``target``, for projection on two
     features (the paper's Fig. 7): the same regions as :func:`counterfactual_set`."""
     ens = as_ensemble(ensemble)

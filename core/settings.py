@@ -7,11 +7,26 @@ accepts. A misspelt or unknown keyword, or a value outside a setting's
 choices, fails at the call with the valid choices named, in the analysis's own
 error class (all ``ValueError``: :mod:`core.errors`), before any work starts.
 
-Parallelism has one home here: ``n_jobs`` (local processes: a positive count,
-or -1 for every core) and ``scheduler`` (a Dask scheduler address or Client,
-:mod:`core.optimal.batch`) mean the same in every analysis that takes them
-(FCCA, the audit, batches of rows, the model comparison), with the same
-default :data:`N_JOBS`. A solver's own threads are ``n_workers``.
+Parallelism has one home here: ``n_jobs`` (local processes of our own pool: a
+positive count, or -1 for every core) and ``scheduler`` (a Dask scheduler
+address or Client, :mod:`core.optimal.batch`) mean the same in every analysis
+that takes them (FCCA, the audit, batches of rows, the model comparison), with
+the same default :data:`N_JOBS`. Threads inside one computation are
+``n_workers``: a solver's (CP-SAT, Gurobi) and the counterfactual rules'
+surrogate forest's (its scikit-learn fit); ``CounterfactualRules(n_jobs=...)``,
+which meant those threads, is a deprecated alias of ``n_workers``.
+
+Defaults shared by the analyses are defined here once: :data:`TIME_LIMIT` for one
+query (the optimal counterfactual, the exact regions, the case story),
+:data:`ROW_TIME_LIMIT` for each row of an analysis that solves many (FCCA, the
+audit, the model comparison: 500 rows at 30 s each would be hours, so each row
+gets less), and :data:`RANDOM_STATE`, the seed of every analysis that samples
+or fits a surrogate (the audit, the comparison, T-CREx, the counterfactual
+rules), so that the same call gives the same answer unless a seed is chosen.
+The cost vocabulary is one too: ``norm`` is ``"l0"``, ``"l1"``, ``"l2"``
+(squared) or a mix such as ``{"l0": 0.1, "l1": 1.0}`` (:func:`norm_setting`) in
+every analysis that takes a cost, FCCA included (its ``lambda0/1/2`` are
+aliases of that mix's weights).
 """
 
 from __future__ import annotations
@@ -26,10 +41,16 @@ from typing import Any, Callable, TypeVar
 
 import numpy as np
 
+from core.errors import AtlasError, positional
+
 __all__ = ["validated", "one_of", "positive", "seconds", "integer", "nonnegative", "probability", "open_probability", "boolean", "norm_setting", "cell_norm_setting", "n_jobs_setting",
-           "scheduler_setting", "optional", "N_JOBS"]
+           "scheduler_setting", "optional", "N_JOBS", "TIME_LIMIT", "ROW_TIME_LIMIT", "RANDOM_STATE",
+           "n_workers_setting"]
 
 N_JOBS = 1        #: the default number of local processes of every analysis that takes ``n_jobs``
+TIME_LIMIT = 30.0     #: seconds for one query (optimal counterfactual, exact regions, case story)
+ROW_TIME_LIMIT = 10.0  #: seconds for each row of an analysis over many rows (FCCA, audit, comparison)
+RANDOM_STATE = 0  #: the default seed of every analysis that samples or fits a surrogate
 
 Check = Callable[[Any], "str | None"]      # None when the value is valid, else what is expected
 F = TypeVar("F", bound=Callable[..., Any])
@@ -124,6 +145,11 @@ def n_jobs_setting(v: Any) -> str | None:
     return None if ok else "a positive number of processes, or -1 for every core"
 
 
+def n_workers_setting(v: Any) -> str | None:
+    ok = _int(v) and (v >= 1 or v == -1)
+    return None if ok else "a positive number of threads, or -1 for every core"
+
+
 def scheduler_setting(v: Any) -> str | None:
     if v is None or isinstance(v, str) or hasattr(v, "submit"):
         return None
@@ -158,7 +184,11 @@ def validated(error: type[Exception], **checks: Check) -> Callable[[F], F]:
             try:
                 bound = sig.bind(*args, **kwargs)
             except TypeError as e:
-                raise error(f"{fn.__name__}(): {e}.") from None
+                by_position = bool(settings) and "positional" in str(e)
+                keywords = (f" The settings {settings} are keyword-only: write them as name=value, e.g. "
+                            f"{settings[0]}=...." if by_position else "")
+                kind = positional(error) if by_position and issubclass(error, AtlasError) else error
+                raise kind(f"{fn.__name__}(): {e}.{keywords}") from None
             for k, check in checks.items():
                 if k in bound.arguments:
                     why = check(bound.arguments[k])

@@ -45,7 +45,7 @@ from core.model.box import Box
 from core.model.features import as_table, feature_indices, fit_table
 from core.model.result import Reader, Result, Writer, export, settings, to_json_value
 from core.ruletext import conditions
-from core.settings import integer, optional, probability, validated
+from core.settings import RANDOM_STATE, integer, optional, probability, validated
 from core.shown import bound_text, outcome_text
 
 __all__ = ["TCREx", "TCRExResult", "Rule", "Metarule", "NoValidRuleError"]
@@ -201,7 +201,7 @@ class TCREx:
     @validated(QueryError, rho=probability, tau=probability, n_trees=integer(1), max_cells=integer(1),
                random_state=optional(integer(0)))
     def __init__(self, *, rho: float = 0.02, tau: float = 0.9, n_trees: int = 1, max_cells: int = 100_000,
-                 groups: Sequence[Sequence[int]] | None = None, random_state: int | None = None):
+                 groups: Sequence[Sequence[int]] | None = None, random_state: int | None = RANDOM_STATE):
         self.rho = rho
         self.tau = tau
         self.n_trees = n_trees
@@ -211,18 +211,41 @@ class TCREx:
 
     # ------------------------------------------------------------------ fit
     @validated(QueryError)
-    def fit(self, X: Any, y_model: Any, target: Any, feature_names: Sequence[str] | None = None) -> "TCREx":
+    def fit(self, X: Any, y_model: Any, target: Any, feature_names: Sequence[str] | None = None, *,
+            fixed: Any = None, increase_only: Any = None, decrease_only: Any = None) -> "TCREx":
+        """Learn the rules and the metarule tree on ``(X, y_model)`` for ``target``.
+
+        ``fixed``, ``increase_only``, ``decrease_only`` (feature names or indices,
+        keyword-only): the rules are learnt as without them, but a row is only ever
+        prescribed a rule it can reach moving no fixed feature, increase-only features
+        only up and decrease-only features only down (the actionability constraints the
+        paper's conclusion names as missing, added to eq. 9 as an infinite cost of an
+        unreachable rule). A row with no reachable rule is prescribed none: :meth:`explain` gives
+        -1 for it. A fixed one-hot column fixes its whole group."""
         t0 = time.perf_counter()
         if not 0 < self.rho <= 1 or not 0 < self.tau <= 1:
             raise QueryError(f"rho and tau must lie in (0, 1]; got rho={self.rho!r}, tau={self.tau!r}.")
         X, names = fit_table(X, feature_names, error=DataError, missing=True)   # NaN: outside every box
         y = _outputs(y_model, len(X))
         groups = _groups(self.groups, names)
+        roles = {role: feature_indices(names, keys, error=QueryError, what=role) for role, keys in
+                 (("fixed", fixed), ("increase_only", increase_only), ("decrease_only", decrease_only))}
         n, d = X.shape
         self.n_features_in_ = d
         self.feature_names_ = names
         self.target_ = target
         self.groups_ = [g for g in groups if len(g) >= 2]
+        held = set(roles["fixed"])
+        for g in self.groups_:                                           # a category moves as one column
+            if held & set(g):
+                held |= set(g)
+        self.fixed_ = sorted(held)
+        self.increase_only_ = [j for j in roles["increase_only"] if j not in held]
+        self.decrease_only_ = [j for j in roles["decrease_only"] if j not in held]
+        both = sorted(set(self.increase_only_) & set(self.decrease_only_))
+        if both:
+            raise QueryError(f"{[names[j] for j in both]} are both increase-only and decrease-only; a feature that "
+                             "may move neither way is fixed: list it in fixed.")
         mask = output_mask(y, target)
         if not mask.any():
             raise NoValidRuleError(f"No fitting point has a model output in the target {target!r}.")
@@ -252,7 +275,9 @@ class TCREx:
             tuple(self.rules_), tuple(self.metarules_), dict(self.metarule_tree_), tuple(self.grid_), self.n_cells_,
             {"rho": self.rho, "tau": self.tau, "n_trees": self.n_trees, "max_cells": self.max_cells,
              "groups": [[names[j] for j in g] for g in self.groups_], "random_state": self.random_state,
-             "target": target, "n_rows": int(n)}, time.perf_counter() - t0)
+             "target": target, "n_rows": int(n),
+             **{role: [names[j] for j in cols] for role, cols in self._roles().items() if cols}},
+            time.perf_counter() - t0)
         self.fit_time_ = self.result_.elapsed
         return self
 
@@ -268,6 +293,9 @@ class TCREx:
         est.feature_names_ = list(result.feature_names)
         est.target_ = result.target
         est.groups_ = [list(g) for g in result.groups]
+        names = list(result.feature_names)
+        for role in ("fixed", "increase_only", "decrease_only"):
+            setattr(est, role + "_", feature_indices(names, p.get(role), error=QueryError, what=role))
         est.rules_ = list(result.rules)
         est.metarules_ = list(result.metarules)
         est.metarule_tree_ = dict(result.metarule_tree)
@@ -391,11 +419,41 @@ class TCREx:
         for j in range(d):
             changes += ~inside[j][cells[:, j]]
         cost = changes - feas[None, :]                                 # eqs. 9-10
+        reach = self._reachable(cells, grid, L, U)
+        if reach is not None:                                          # an unreachable rule costs infinitely
+            cost = np.where(reach, cost, np.inf)
         best = np.argmin(cost, axis=1)                                 # ties: first rule
+        if reach is not None:
+            best = np.where(reach.any(axis=1), best, -1)               # no rule reachable: none prescribed
         self.n_cells_ = len(cells)
         tree = DecisionTreeClassifier(random_state=0).fit(cells, best)  # step e, to purity on cells
         self._inside = inside
         self._from_sklearn_tree(tree.tree_, cells, best, inside)
+
+    def _roles(self) -> dict[str, list[int]]:
+        return {role: list(getattr(self, role + "_", [])) for role in ("fixed", "increase_only", "decrease_only")}
+
+    def _reachable(self, cells, grid, L, U):
+        """``reach[c, r]``: can every point of cell ``c`` reach rule ``r`` moving no fixed
+        feature, increase-only ones only up, decrease-only ones only down? None when
+        nothing is constrained. A cell's interval on feature j is (a, b] between
+        consecutive grid bounds, and every rule bound is a grid bound, so the interval
+        lies on one side of each bound: a point x reaches (l, u] going up iff x <= u
+        (iff b <= u), going down iff x > l (iff a >= l), not moving iff a >= l and b <= u."""
+        roles = self._roles()
+        if not any(roles.values()):
+            return None
+        reach = np.ones((len(cells), len(L)), dtype=bool)
+        for role, cols in roles.items():
+            for j in cols:
+                g = grid[j]
+                a = np.concatenate([[-np.inf], g])[cells[:, j]][:, None]
+                b = np.concatenate([g, [np.inf]])[cells[:, j]][:, None]
+                if role != "increase_only":                            # may not go up: x > l already
+                    reach &= a >= L[None, :, j]
+                if role != "decrease_only":                            # may not go down: x <= u already
+                    reach &= b <= U[None, :, j]
+        return reach
 
     def _possible_cells(self, cells):
         if not self.groups_:
@@ -445,7 +503,7 @@ class TCREx:
         metas = []
         for i in leaves:
             r = int(rule[i])
-            worst = sum(int(not inside[j][klo[i, j]:khi[i, j] + 1, r].all()) for j in range(d))
+            worst = sum(int(not inside[j][klo[i, j]:khi[i, j] + 1, r].all()) for j in range(d)) if r >= 0 else 0
             metas.append(Metarule(lo[i], hi[i], r, worst, int(i)))
         self.metarules_ = metas
 
@@ -481,7 +539,8 @@ class TCREx:
         return node
 
     def explain(self, X: Any) -> np.ndarray:
-        """Index into ``rules_`` of the optimal rule for each row (step g)."""
+        """Index into ``rules_`` of the optimal rule for each row (step g); -1 for a row
+        that can reach no rule under the fit's ``fixed`` / one-way features."""
         leaves = self.apply(X)
         return self.metarule_tree_["rule"][leaves]
 
@@ -500,36 +559,65 @@ class TCREx:
                          "mean changes": float(np.round(self.changes(X[mine], np.full(n, k)).mean(), 2)) if n else 0.0})
         return pd.DataFrame(recs)
 
+    def reachable(self, X: Any) -> np.ndarray:
+        """``[i, r]``: can row i reach rule r moving no fixed feature, increase-only
+        features only up and decrease-only ones only down (the fit's settings)?
+        Every rule when nothing is constrained."""
+        X = self._check(X)
+        out = np.ones((len(X), len(self.rules_)), dtype=bool)
+        for role, cols in self._roles().items():
+            for j in cols:
+                x = X[:, j][:, None]
+                L = np.array([r.lower[j] for r in self.rules_])[None, :]
+                U = np.array([r.upper[j] for r in self.rules_])[None, :]
+                if role != "increase_only":
+                    out &= x > L
+                if role != "decrease_only":
+                    out &= x <= U
+        return out
+
     def changes(self, X: Any, rules: np.ndarray | None = None) -> np.ndarray:
-        """Number of features outside the rule's bounds (eq. 10), per row."""
+        """Number of features outside the rule's bounds (eq. 10), per row; -1 for a
+        row prescribed no rule (none reachable, see :meth:`explain`)."""
         X = self._check(X)
         r = self.explain(X) if rules is None else np.asarray(rules)
         if rules is not None:
             if r.shape != (len(X),):
                 raise QueryError(f"rules has shape {r.shape}; give one rule index (0..{len(self.rules_) - 1}) per "
                                  f"row of X ({len(X)} rows).")
-            for k in set(r.tolist()):
+            for k in set(r.tolist()) - {-1}:                           # -1: no rule prescribed
                 self._rule(k)
-        L = np.array([self.rules_[i].lower for i in r])
-        U = np.array([self.rules_[i].upper for i in r])
-        ch = (X <= L) | (X > U)
+        none = r < 0
+        L = np.array([self.rules_[i].lower for i in r[~none]]).reshape(-1, X.shape[1])
+        U = np.array([self.rules_[i].upper for i in r[~none]]).reshape(-1, X.shape[1])
+        ch = (X[~none] <= L) | (X[~none] > U)
         for g in self.groups_:  # a categorical counts once (appendix A)
             g = np.asarray(g)
             ch[:, g[0]] = ch[:, g].any(axis=1)
             ch[:, g[1:]] = False
-        return ch.sum(axis=1)
+        if not none.any():
+            return ch.sum(axis=1)
+        out = np.full(len(X), -1, dtype=np.int64)
+        out[~none] = ch.sum(axis=1)
+        return out
 
     def cost(self, X: Any) -> np.ndarray:
-        """changes - feasibility of each row's rule (eq. 9)."""
+        """changes - feasibility of each row's rule (eq. 9); inf for a row prescribed none."""
         r = self.explain(X)
-        return self.changes(X, r) - np.array([self.rules_[i].feasibility for i in r])
+        if not (r < 0).any():
+            return self.changes(X, r) - np.array([self.rules_[i].feasibility for i in r])
+        feas = np.array([self.rules_[i].feasibility if i >= 0 else 0.0 for i in r])
+        return np.where(r < 0, np.inf, self.changes(X, r) - feas)
 
     def cost_matrix(self, X: Any) -> np.ndarray:
-        """Cost of every rule for every row, shape (n_samples, n_rules)."""
+        """Cost of every rule for every row, shape (n_samples, n_rules); inf where the
+        row cannot reach the rule (:meth:`reachable`)."""
         X = self._check(X)
         out = np.empty((len(X), len(self.rules_)))
         for k in range(len(self.rules_)):
             out[:, k] = self.changes(X, np.full(len(X), k)) - self.rules_[k].feasibility
+        if any(self._roles().values()):
+            out[~self.reachable(X)] = np.inf
         return out
 
     # ----------------------------------------------------------------- text
@@ -544,6 +632,9 @@ class TCREx:
         """'change A to ..., keep B within ...' for one row."""
         x = self._check(x)[0]
         k = int(self.explain(x[None, :])[0])
+        if k < 0:
+            return ("No rule is reachable without moving a fixed feature or moving a one-way feature the "
+                    "wrong way.")
         r = self.rules_[k]
         change, keep = [], []
         for cols, txt in self._conditions(r.lower, r.upper):
@@ -568,7 +659,8 @@ class TCREx:
         for m in self.metarules_:
             conds = [t for _, t in self._conditions(m.lower, m.upper)]
             lines.append(f"  IF {' and '.join(conds) or 'anything'} THEN R{m.rule} "
-                         f"(at most {m.worst_case_changes} change(s))")
+                         f"(at most {m.worst_case_changes} change(s))" if m.rule >= 0 else
+                         f"  IF {' and '.join(conds) or 'anything'} THEN no reachable rule")
         return "\n".join(lines)
 
     def to_dict(self, conditions: Callable[[np.ndarray, np.ndarray], list[dict[str, Any]]] | None = None,
@@ -600,7 +692,7 @@ class TCREx:
             "rules": [{"rule": f"R{k}", **box(r.lower, r.upper), "accuracy": float(r.accuracy),
                        "feasibility": float(r.feasibility), "complexity": int(r.complexity),
                        "text": self.rule_text(k)} for k, r in enumerate(self.rules_)],
-            "metarules": [{**box(m.lower, m.upper), "rule": f"R{int(m.rule)}",
+            "metarules": [{**box(m.lower, m.upper), "rule": f"R{int(m.rule)}" if m.rule >= 0 else None,
                            "worst_case_changes": int(m.worst_case_changes)} for m in self.metarules_],
         })
 
@@ -628,7 +720,8 @@ class TCREx:
                     lines.append(f'  n{i} -> n{int(child)} [label="{lab}"{edge_pen}];')
             else:
                 r = int(t["rule"][i])
-                lines.append(f'  n{i} [label="R{r}", fillcolor="{palette[r % len(palette)]}"{pen}];')
+                label, fill = (f"R{r}", palette[r % len(palette)]) if r >= 0 else ("no reachable rule", "#ffffff")
+                lines.append(f'  n{i} [label="{label}", fillcolor="{fill}"{pen}];')
         lines.append("}")
         return "\n".join(lines)
 

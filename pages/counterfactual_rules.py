@@ -104,7 +104,7 @@ with tab_local:
         m[2].metric("Rule probability (CRP)", f"{rule.crp:.2f}")
         m[3].metric("Time", f"{rule.time * 1000:.0f} ms")
         if not rule.divergent:
-            searched = len(cr.candidate_units(g_act["fixed"], top_k))
+            searched = len(cr.candidate_units(fixed=g_act["fixed"], top_k=top_k))
             st.warning(f"No set of the {searched} feature{'s' * (searched != 1)} that could be searched (the top "
                        f"{top_k} the surrogate uses, less the fixed ones and those it never splits on) reaches "
                        f"CDP {g_pi}; the rule below uses the set the search found over every changeable feature "

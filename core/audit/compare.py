@@ -59,6 +59,8 @@ from core.optimal.batch import map_rows
 from core.ruletext import conditions, missing_condition
 from core.settings import (
     N_JOBS,
+    RANDOM_STATE,
+    ROW_TIME_LIMIT,
     boolean,
     integer,
     n_jobs_setting,
@@ -172,7 +174,7 @@ def decision_agreement(pred_a: np.ndarray, pred_b: np.ndarray, labels: dict[str,
 
 
 def disagreement_rules(X: np.ndarray, names: Sequence[str], flipped: np.ndarray, max_depth: int = 3,
-                       random_state: int = 0, columns: Sequence[Any] | None = None,
+                       random_state: int = RANDOM_STATE, columns: Sequence[Any] | None = None,
                        kinds: Sequence[str] | None = None) -> list[str]:
     """The leaves of a shallow tree separating flipped rows from the rest where
     flips concentrate (at least twice the overall share, and 5 rows), the most
@@ -305,9 +307,9 @@ def _one_row(args: tuple[int, np.ndarray], side_a: _Side, side_b: _Side, target:
            scheduler=scheduler_setting, random_state=integer(0), n_boot=integer(1), n_perm=integer(1),
            alpha=probability, invalidation=boolean)
 def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Schema | None, target: Any, protected: Sequence[str] | None = None,
-                   rows: Sequence[int] | None = None, max_rows: int | None = 200, time_limit: float = 10.0,
+                   rows: Sequence[int] | None = None, max_rows: int | None = 200, time_limit: float = ROW_TIME_LIMIT,
                    norm: Any = "l1", n_jobs: int = N_JOBS, scheduler: Any = None, model_a: Any = None,
-                   model_b: Any = None, random_state: int = 0, n_boot: int = 1000, n_perm: int = 2000,
+                   model_b: Any = None, random_state: int = RANDOM_STATE, n_boot: int = 1000, n_perm: int = 2000,
                    alpha: float = 0.05, invalidation: bool = True,
                    progress: Callable[[str, int, int], None] | None = None,
                    should_stop: Callable[[], bool] | None = None, provenance: dict[str, Any] | None = None,

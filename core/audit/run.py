@@ -35,6 +35,8 @@ from core.rules import CounterfactualRules
 from core.schema import Schema, with_missing_states
 from core.settings import (
     N_JOBS,
+    RANDOM_STATE,
+    ROW_TIME_LIMIT,
     boolean,
     integer,
     n_jobs_setting,
@@ -160,10 +162,10 @@ class _Run:
            scan=boolean, min_subgroup=integer(1), budget=optional(positive))
 def run_audit(ensemble: Any, X: Any, *, schema: Schema, target: Any, protected: Sequence[str] | None = None,
               rows: Sequence[int] | None = None, model: Any = None, y: Any = None,
-              max_rows: int | None = 500, norm: str | Mapping[str, float] = "l1", time_limit: float = 10.0,
+              max_rows: int | None = 500, norm: str | Mapping[str, float] = "l1", time_limit: float = ROW_TIME_LIMIT,
               n_jobs: int = N_JOBS, scheduler: Any = None, n_boot: int = 1000, n_perm: int = 2000,
               alpha: float = 0.05, tcrex: bool = True, tcrex_rho: float = 0.02, tcrex_tau: float = 0.9,
-              local_rules_per_group: int = 10, random_state: int = 0, scan: bool = True, min_subgroup: int = 20,
+              local_rules_per_group: int = 10, random_state: int = RANDOM_STATE, scan: bool = True, min_subgroup: int = 20,
               budget: float | None = None, data_name: str = "", data_sha256: str = "", model_sha256: str = "",
               class_names: Mapping[str, str] | None = None,
               progress: Callable[[str, int, int], None] | None = None,

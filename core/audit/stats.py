@@ -18,6 +18,7 @@ import pandas as pd
 from core.audit import fairstats as fs
 from core.audit.metrics import METRICS, SHARES
 from core.errors import AuditError
+from core.model.features import closest_names, feature_index, names_text
 from core.shown import bound_text, label_order
 
 if TYPE_CHECKING:
@@ -34,9 +35,11 @@ def protected_attributes(schema: Schema | None, chosen: Sequence[str] | None = N
     names = schema.names
     groups = {g: cols for g, cols in schema.groups().items() if len(cols) >= 2}
     col_group = {c: g for g, cols in groups.items() for c in cols}
-    picked = list(chosen) if chosen is not None else schema.protected()
+    picked = ([chosen] if isinstance(chosen, str) else list(chosen)) if chosen is not None else schema.protected()
     out: dict[str, list[int]] = {}
     for item in picked:
+        if not isinstance(item, str):                  # a column index: the one resolver
+            item = names[feature_index(names, item, error=AuditError, what="protected")]
         if item in groups:
             out[item] = list(groups[item])
         elif item in names:
@@ -47,8 +50,11 @@ def protected_attributes(schema: Schema | None, chosen: Sequence[str] | None = N
             else:
                 out[item] = [j]
         else:
-            raise AuditError(f"{item!r} is neither a column nor a one-hot group of the data; "
-                             f"columns are {names[:8]}{'…' if len(names) > 8 else ''}.")
+            known = list(groups) + list(names)
+            near = closest_names(item, known)
+            hint = f" Did you mean {' or '.join(map(repr, near))}?" if near else ""
+            raise AuditError(f"protected: {item!r} is neither a column nor a one-hot group of the data.{hint} "
+                             f"The columns and groups are {names_text(known)}.")
     return out
 
 

@@ -32,6 +32,7 @@ from core.figures import interval_chart_svg
 from core.model.native import model_input
 from core.optimal import optimal_counterfactual
 from core.ruletext import missing_condition
+from core.settings import TIME_LIMIT
 from core.shown import BOUND_DIGITS, approx_text, number_text, outcome_text, round_sig
 
 if TYPE_CHECKING:
@@ -521,7 +522,7 @@ def _groups(case: _Case, audit: Any) -> tuple[Section, list[str], str]:
     return (GROUPS, tuple(paras)), heads, "".join(figures)
 
 
-def case_story(ws: Workspace, row: int, target: Any, *, time_limit: float = 30.0, rules: Any = None,
+def case_story(ws: Workspace, row: int, target: Any, *, time_limit: float = TIME_LIMIT, rules: Any = None,
                audit: Any = None, fixed: Any = None) -> CaseStory:
     """Tell the story of row ``row`` of workspace ``ws`` for ``target`` (a class, or
     ``(lo, hi)`` for a regressor). ``rules``: a fitted CounterfactualRules (its

@@ -39,6 +39,7 @@ from core.cells.cache import GRID_CACHE
 from core.counterfactual import CostModel, QueryError, Target, make_cost_model, make_target
 from core.jsonable import plain
 from core.model import TreeEnsemble, as_ensemble
+from core.model.features import feature_indices
 from core.model.missing import indicator_of
 from core.schema import INTEGRAL_KINDS
 
@@ -183,11 +184,13 @@ class CellSolution:
     slack: float = 0.0          # bound on the optimum's error from integer scaling
 
 
-def _as_indices(ens: TreeEnsemble, items: Iterable[Any] | None) -> set[int]:
-    return {ens.feature_index(f) for f in (items or ())}
+def _as_indices(ens: TreeEnsemble, items: Iterable[Any] | None, role: str) -> set[int]:
+    """The columns of a role's features (the one resolver: an unknown name gets the closest)."""
+    what = "fixed" if role == "fixed" else f"{role}_only"
+    return set(feature_indices(ens.feature_names, items, error=QueryError, what=what))
 
 
-def feature_actions(ens: TreeEnsemble, schema: Schema | None, x_hat: np.ndarray, fixed: Iterable[Any] | None = None,
+def feature_actions(ens: TreeEnsemble, schema: Schema | None, x_hat: np.ndarray, *, fixed: Iterable[Any] | None = None,
                     increase_only: Iterable[Any] | None = None, decrease_only: Iterable[Any] | None = None
                     ) -> list[str]:
     """Each feature's actionability for a query, as :func:`build_problem` reads it.
@@ -220,7 +223,7 @@ def _domains(ens, schema, x_hat, fixed, increase_only, decrease_only):
         if items is not None:
             action = [("decrease" if j in states else "free") if a == role else a for j, a in enumerate(action)]
     for role, items in explicit:
-        for j in _as_indices(ens, items):
+        for j in _as_indices(ens, items, role):
             action[j] = role
     for g in groups:  # a one-hot group moves as one: fixed if any column is
         if any(action[j] == "fixed" for j in g):

@@ -58,6 +58,7 @@ Phases 1-2 are here (:func:`fcca`); the result, with Q and all read from it, in
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable
@@ -78,9 +79,11 @@ from core.optimal.batch import map_rows
 from core.schema import Schema, infer_schema, with_missing_states
 from core.settings import (
     N_JOBS,
+    ROW_TIME_LIMIT,
     integer,
     n_jobs_setting,
     nonnegative,
+    norm_setting,
     optional,
     probability,
     scheduler_setting,
@@ -146,12 +149,30 @@ class FCCASettings:
     time_limit: float
 
 
-@validated(FCCAError, p0=probability, p1=probability, lambda0=nonnegative, lambda1=nonnegative,
-           lambda2=nonnegative, max_points=optional(integer(1)), time_limit=seconds, n_jobs=n_jobs_setting,
-           scheduler=scheduler_setting)
+#: FCCA's default cost (the paper's): 0.1 per changed feature plus the l1 distance on range-scaled features
+FCCA_NORM = {"l0": 0.1, "l1": 1.0, "l2": 0.0}
+
+
+def _cost_mix(norm: Any, lambdas: dict[str, Any]) -> dict[str, Any]:
+    """The weights of l0, l1 and squared l2: ``norm`` (the vocabulary of every analysis), or
+    the ``lambda0/1/2`` aliases, each left out taking :data:`FCCA_NORM`'s weight."""
+    if norm is None:
+        return {k: FCCA_NORM[k] if v is None else v for k, v in lambdas.items()}
+    given = [f"lambda{k[1]}" for k, v in lambdas.items() if v is not None]
+    if given:
+        raise FCCAError(f"fcca(): give the cost once, as norm={norm!r} or as {', '.join(given)} (their aliases), "
+                        "not both.")
+    mix = {norm: 1.0} if isinstance(norm, str) else dict(norm)
+    return {k: float(mix.get(k, 0.0)) for k in lambdas}
+
+
+@validated(FCCAError, p0=probability, p1=probability, norm=optional(norm_setting), lambda0=optional(nonnegative),
+           lambda1=optional(nonnegative), lambda2=optional(nonnegative), max_points=optional(integer(1)),
+           time_limit=seconds, n_jobs=n_jobs_setting, scheduler=scheduler_setting)
 def fcca(ensemble: Any, X: Any, y: Any, *, schema: Schema | None = None, p0: float = 0.5, p1: float = 1.0,
-         lambda0: float = 0.1, lambda1: float = 1.0, lambda2: float = 0.0, eps: Any = None,
-         max_points: int | None = None, time_limit: float = 10.0, n_jobs: int = N_JOBS, scheduler: Any = None,
+         norm: str | Mapping[str, float] | None = None, lambda0: float | None = None,
+         lambda1: float | None = None, lambda2: float | None = None, eps: Any = None,
+         max_points: int | None = None, time_limit: float = ROW_TIME_LIMIT, n_jobs: int = N_JOBS, scheduler: Any = None,
          progress: Callable[[int, int], None] | None = None,
          should_stop: Callable[[], bool] | None = None) -> FCCAResult:
     """Run FCCA's phases 1-2 (see the module docstring); Q is applied later.
@@ -169,8 +190,12 @@ def fcca(ensemble: Any, X: Any, y: Any, *, schema: Schema | None = None, p0: flo
         the model alone.
     schema : Schema or None, default None, kinds and ranges; inferred from X if None.
     p0, p1 : float, default 0.5 and 1.0, bounds on the probability of the row's class for rows in M.
-    lambda0, lambda1, lambda2 : float, default 0.1, 1.0, 0.0, weights of l0, l1 and squared l2
-        (eq. 2) on features scaled to [0, 1] by the schema's ranges.
+    norm : the cost, as in every analysis (:func:`core.optimal.optimal_counterfactual`): "l0",
+        "l1", "l2" (squared) or a mix such as ``{"l0": 0.1, "l1": 1.0}``, on features scaled to
+        [0, 1] by the schema's ranges; default None: :data:`FCCA_NORM`, the paper's
+        ``{"l0": 0.1, "l1": 1.0, "l2": 0.0}`` (eq. 2).
+    lambda0, lambda1, lambda2 : float, aliases of the mix's weights of l0, l1 and squared l2 (the
+        paper's names); one left out keeps its default weight. Give either these or ``norm``.
     eps : array or dict name -> value, default None, per-feature tolerance (None: the
         smallest gap between consecutive observed values).
     max_points : int or None, default None, keep at most this many rows of M (an even spread).
@@ -194,7 +219,8 @@ def fcca(ensemble: Any, X: Any, y: Any, *, schema: Schema | None = None, p0: flo
     True
     """
     t_start = time.perf_counter()
-    s = FCCASettings(p0=p0, p1=p1, lambda0=lambda0, lambda1=lambda1, lambda2=lambda2, eps=eps,
+    mix = _cost_mix(norm, {"l0": lambda0, "l1": lambda1, "l2": lambda2})
+    s = FCCASettings(p0=p0, p1=p1, lambda0=mix["l0"], lambda1=mix["l1"], lambda2=mix["l2"], eps=eps,
                      max_points=max_points, time_limit=time_limit)
     ens = as_ensemble(ensemble)
     if not ens.is_classifier:

@@ -59,8 +59,9 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from core.errors import ModelError
+from core.errors import ModelError, SchemaError
 from core.jsonable import plain
+from core.model.features import feature_index
 
 __all__ = ["LinearModel", "LinearLink", "LINEAR_LINKS", "LINEAR_ANALYSES"]
 
@@ -248,14 +249,9 @@ class LinearModel:
         return bool(np.all(np.isfinite(self.category_scores[j][int(code)])))
 
     def feature_index(self, f: int | str) -> int:
-        if isinstance(f, (int, np.integer)):
-            if not 0 <= int(f) < self.n_features:
-                raise ValueError(f"Feature index {f} is out of range 0..{self.n_features - 1}.")
-            return int(f)
-        try:
-            return self.feature_names.index(str(f))
-        except ValueError:
-            raise ValueError(f"Unknown feature {f!r}; the model's features are {list(self.feature_names)}.") from None
+        """Index of a feature given by index or name (:func:`core.model.features.feature_index`,
+        as :meth:`TreeEnsemble.feature_index`: a SchemaError names the closest features)."""
+        return feature_index(self.feature_names, f, error=SchemaError)
 
     # ------------------------------------------------------------ prediction
     def _check_X(self, X: Any) -> np.ndarray:

@@ -82,6 +82,7 @@ from core.model.features import as_row, as_table, feature_indices
 from core.model.missing import indicator_of, settled
 from core.schema import Schema
 from core.settings import (
+    TIME_LIMIT,
     boolean,
     cell_norm_setting,
     integer,
@@ -176,7 +177,8 @@ def _held_states(ens: TreeEnsemble, x: Any, s: OptimalSettings) -> TreeEnsemble:
     x_hat = np.asarray(x, dtype=float).ravel()
     if x_hat.shape != (ens.n_features,) or not np.all(np.isfinite(x_hat)):
         return ens                              # build_problem says what is wrong
-    action = feature_actions(ens, s.schema, x_hat, s.fixed, s.increase_only, s.decrease_only)
+    action = feature_actions(ens, s.schema, x_hat, fixed=s.fixed, increase_only=s.increase_only,
+                             decrease_only=s.decrease_only)
     held = {k: float(x_hat[k]) for k in states.values()
             if action[k] == "fixed" or (action[k] == "decrease" and x_hat[k] <= 0.0)
             or (action[k] == "increase" and x_hat[k] >= 1.0)}
@@ -190,7 +192,7 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
                            fixed: Iterable[Any] | None = None, increase_only: Iterable[Any] | None = None,
                            decrease_only: Iterable[Any] | None = None, plausibility: Any = None,
                            also_valid_for: Iterable[Any] = (), margin: float | None = None,
-                           backend: str = "auto", time_limit: float = 30.0, n_solutions: int = 1,
+                           backend: str = "auto", time_limit: float = TIME_LIMIT, n_solutions: int = 1,
                            n_workers: int = 2, warm: bool = True, X_ref: Any = None, model: Any = None,
                            on_progress: Callable[[CounterfactualResult], None] | None = None,
                            surrogate: Surrogate | None = None) -> CounterfactualResult:

@@ -6,6 +6,7 @@ as ``state_``) and the plain functions of :mod:`core.rules.engines`,
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -15,7 +16,7 @@ from core.model.features import as_table
 from core.rules import engines, sampling, search
 from core.rules.results import LocalRule, RegionalRule, RuleLevels
 from core.rules.state import FittedRules, check_levels, fit_state
-from core.settings import N_JOBS, integer, n_jobs_setting, optional, probability, validated
+from core.settings import RANDOM_STATE, integer, n_jobs_setting, n_workers_setting, optional, probability, validated
 
 
 def _listed(items: Any, what: str, of: str) -> list[Any]:
@@ -57,7 +58,10 @@ class CounterfactualRules:
     top_k : the search for S runs over the top_k features most used by the
         surrogate's splits.
     groups : one-hot groups as lists of columns, by name or index (moved together).
-    random_state : seeds the surrogate, the Isolation Forest and sampling.
+    random_state : seeds the surrogate, the Isolation Forest and sampling (default
+        :data:`core.settings.RANDOM_STATE`; None: unseeded).
+    n_workers : threads of the surrogate forest's fit (-1: every core); ``n_jobs`` is
+        its deprecated old name (``n_jobs`` means processes elsewhere: :mod:`core.settings`).
     max_rows : the surrogate is fitted on every row, but CDP, CRP and the
         samples use at most this many rows (a seeded sample): the cell
         computations scale with it. Measured on Adult (34k training rows):
@@ -97,10 +101,17 @@ class CounterfactualRules:
     """
 
     @validated(QueryError, n_estimators=integer(1), max_depth=optional(integer(1)), pi=probability, pi_c=probability,
-               top_k=integer(1), random_state=optional(integer(0)), n_jobs=n_jobs_setting, max_rows=integer(1))
+               top_k=integer(1), random_state=optional(integer(0)), n_workers=n_workers_setting,
+               n_jobs=optional(n_jobs_setting), max_rows=integer(1))
     def __init__(self, *, n_estimators: int = 20, max_depth: int | None = 10, pi: float = 0.9, pi_c: float = 0.9,
-                 top_k: int = 10, groups: Sequence[Sequence[int]] | None = None, random_state: int | None = None,
-                 n_jobs: int = N_JOBS, max_rows: int = 8_000):
+                 top_k: int = 10, groups: Sequence[Sequence[int]] | None = None,
+                 random_state: int | None = RANDOM_STATE, n_workers: int = 1, n_jobs: int | None = None,
+                 max_rows: int = 8_000):
+        if n_jobs is not None:
+            warnings.warn("CounterfactualRules(n_jobs=...) is the surrogate forest's threads, now named n_workers "
+                          "(n_jobs means processes of our own pool everywhere else: core.settings); "
+                          f"using n_workers={n_jobs}.", DeprecationWarning, stacklevel=3)
+            n_workers = n_jobs
         self.n_estimators = n_estimators
         self.max_depth = max_depth
         self.pi = pi
@@ -108,6 +119,7 @@ class CounterfactualRules:
         self.top_k = top_k
         self.groups = groups
         self.random_state = random_state
+        self.n_workers = n_workers
         self.n_jobs = n_jobs
         self.max_rows = max_rows
 
@@ -117,7 +129,7 @@ class CounterfactualRules:
         t0 = time.perf_counter()
         st = fit_state(X, y_model, feature_names, n_estimators=self.n_estimators, max_depth=self.max_depth,
                        levels=RuleLevels(self.pi, self.pi_c, self.top_k), groups=self.groups,
-                       random_state=self.random_state, n_jobs=self.n_jobs, max_rows=self.max_rows)
+                       random_state=self.random_state, n_workers=self.n_workers, max_rows=self.max_rows)
         self.state_ = st
         self.n_features_in_ = st.d
         self.feature_names_ = st.feature_names
@@ -147,11 +159,11 @@ class CounterfactualRules:
 
     # -------------------------------------------------------------- queries
     @validated(QueryError)
-    def candidate_units(self, fixed: Any = (), top_k: int | None = None) -> list[int]:
+    def candidate_units(self, *, fixed: Any = (), top_k: int | None = None) -> list[int]:
         """The top_k actionable units (one-hot groups or columns) by split usage;
         ``fixed``: names or column indices."""
         st = self._state
-        return search.candidate_units(st, fixed, self._levels(top_k=top_k)["top_k"])
+        return search.candidate_units(st, fixed=fixed, top_k=self._levels(top_k=top_k)["top_k"])
 
     def cdp(self, x: Any, S: Sequence[int], target: Any) -> float:
         """CDP_S(Y*; x) by the Projected Forest (:func:`core.rules.engines.cdp`)."""

@@ -81,7 +81,7 @@ def search_subsets(cdp_of: Callable[[np.ndarray, int], np.ndarray], cand: list[i
 
 
 # -------------------------------------------------------------- actionability
-def actionability(state: FittedRules, fixed: Any = None, increase_only: Any = None, decrease_only: Any = None
+def actionability(state: FittedRules, *, fixed: Any = None, increase_only: Any = None, decrease_only: Any = None
                   ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """(fixed, increase-only, decrease-only) columns from names or indices; a
     feature both increase-only and decrease-only is fixed."""
@@ -131,7 +131,7 @@ def _candidates(state: FittedRules, fixed: Sequence[int], top_k: int) -> list[in
     return [int(u) for u in order[:top_k]]
 
 
-def candidate_units(state: FittedRules, fixed: Any = None, top_k: int | None = None) -> list[int]:
+def candidate_units(state: FittedRules, *, fixed: Any = None, top_k: int | None = None) -> list[int]:
     """The top_k actionable units (one-hot groups or columns) by split usage;
     ``fixed``: names or column indices."""
     top_k = state.query_levels(None, None, top_k).top_k
@@ -399,7 +399,7 @@ def local_rule(state: FittedRules, x: Any, target: Any, *, fixed: Any = None, in
     t0 = time.perf_counter()
     x = state.row(x)
     lv = state.query_levels(pi, pi_c, top_k)
-    fixed, inc, dec = actionability(state, fixed, increase_only, decrease_only)
+    fixed, inc, dec = actionability(state, fixed=fixed, increase_only=increase_only, decrease_only=decrease_only)
     allow = _allowed(state, inc, dec, x, x)
     found, divergent = _local_search(state, x, target, fixed, lv)
     if not found:
@@ -465,7 +465,7 @@ def regional_rules(state: FittedRules, regions: Sequence[Any], target: Any, *, f
     decrease-only one at or below the smallest (module doc)."""
     lv = state.query_levels(pi, pi_c, top_k)
     mask, _, pos = state.target(target)
-    fixed, inc, dec = actionability(state, fixed, increase_only, decrease_only)
+    fixed, inc, dec = actionability(state, fixed=fixed, increase_only=increase_only, decrease_only=decrease_only)
     cand = _candidates(state, fixed, lv.top_k)
     d = state.d
     out = []

@@ -171,7 +171,7 @@ def check_levels(pi: float, pi_c: float, top_k: int) -> RuleLevels:
 def fit_state(X: Any, y_model: Any, feature_names: Sequence[str] | None = None, *, n_estimators: int = 20,
               max_depth: int | None = 10, levels: RuleLevels = RuleLevels(),  # noqa: B008 - frozen
               groups: Sequence[Sequence[int]] | None = None,
-              random_state: int | None = None, n_jobs: int | None = None, max_rows: int = 8_000) -> FittedRules:
+              random_state: int | None = None, n_workers: int | None = None, max_rows: int = 8_000) -> FittedRules:
     """Fit the surrogate forest on ``(X, y_model)`` and the Isolation Forest on
     ``X``, and prepare the estimators' tables (the parameters: those of
     :class:`core.rules.CounterfactualRules`)."""
@@ -195,7 +195,7 @@ def fit_state(X: Any, y_model: Any, feature_names: Sequence[str] | None = None, 
         raise QueryError(f"groups: {twice[:5]} belong to more than one one-hot group; a column is in one group.")
     regression = continuous_outputs(y)
     cls = RandomForestRegressor if regression else RandomForestClassifier
-    rf = cls(n_estimators=n_estimators, max_depth=max_depth, random_state=random_state, n_jobs=n_jobs).fit(X, y)
+    rf = cls(n_estimators=n_estimators, max_depth=max_depth, random_state=random_state, n_jobs=n_workers).fit(X, y)
     ens = as_ensemble(rf, verify=False)
     pred = rf.predict(X)
     if regression:

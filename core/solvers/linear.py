@@ -152,10 +152,6 @@ class LinearProblem:
         return total
 
 
-def _as_indices(lin: LinearModel, items: Iterable[Any] | None) -> set[int]:
-    return {lin.feature_index(f) for f in (items or ())}
-
-
 def build_linear_problem(lin: LinearModel, x: Any, target: Any, *, schema: Any = None, norm: Any = "l1",
                          weights: Any = None, fixed: Iterable[Any] | None = None,
                          increase_only: Iterable[Any] | None = None, decrease_only: Iterable[Any] | None = None,

@@ -30,6 +30,7 @@ import numpy as np
 
 from core.counterfactual import QueryError
 from core.model import Guarantee, LinearModel, as_model
+from core.model.features import feature_index
 from core.model.result import Reader, Result, Writer, settings
 
 __all__ = ["SlicePolygon", "LinearSlice", "linear_slice", "linear_slice_figure"]
@@ -167,7 +168,7 @@ def linear_slice(model: Any, x: Any, features: tuple[Any, Any], *, bounds: dict[
     lin = as_model(model)
     if not isinstance(lin, LinearModel):
         raise QueryError("linear_slice draws a linear model; for a tree ensemble use core.regions.slice_regions.")
-    fa, fb = (lin.feature_index(f) for f in features)
+    fa, fb = (feature_index(lin.feature_names, f, error=QueryError, what="features") for f in features)
     if fa == fb:
         raise QueryError("Choose two different features.")
     x = np.asarray(x, dtype=float).ravel()

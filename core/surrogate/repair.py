@@ -265,7 +265,8 @@ def checked_counterfactual(model: Any, x: Any, target: Any, *, surrogate: Surrog
     discrete = categorical | np.array([k in ("binary", "categorical", "one-hot") for k in kinds])
     from core.cells.problem import feature_actions
 
-    actions = np.array(feature_actions(ens, schema, x_hat, fixed, increase_only, decrease_only), dtype=object)
+    actions = np.array(feature_actions(ens, schema, x_hat, fixed=fixed, increase_only=increase_only,
+                                        decrease_only=decrease_only), dtype=object)
     project = lambda P: _project(P, x_hat, schema, kinds, actions)
     rng = np.random.default_rng(random_state)
     X_ref = None if X_ref is None else np.asarray(X_ref, dtype=np.float64)

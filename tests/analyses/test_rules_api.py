@@ -71,7 +71,7 @@ def test_names_and_indices_give_identical_rules(cancer):
         _same_rule(cr.local_rule(x, t, fixed=by_name), cr.local_rule(x, t, fixed=by_index))
         _same_rule(cr.local_rule(x, t, fixed=by_name, increase_only=["mean texture"]),
                    cr.local_rule(x, t, fixed=np.array(by_index), increase_only=[1]))
-    assert cr.candidate_units(by_name) == cr.candidate_units(by_index)
+    assert cr.candidate_units(fixed=by_name) == cr.candidate_units(fixed=by_index)
     assert cr.minimal_divergent_explanations(X[0], 1 - pred[0], fixed=by_name) == \
            cr.minimal_divergent_explanations(X[0], 1 - pred[0], fixed=by_index)
     assert cr.local_rule(X[0], 1 - pred[0], fixed="worst area").features == \
@@ -98,7 +98,7 @@ def test_unknown_name_or_index_is_a_query_error_listing_the_features(cancer):
     with pytest.raises(QueryError, match="decrease_only"):
         cr.regional_rules(cr.propose_regions(1)[:1], 1, decrease_only=["nope"])
     with pytest.raises(QueryError, match="fixed"):
-        cr.candidate_units(["nope"])
+        cr.candidate_units(fixed=["nope"])
 
 
 def test_increase_only_is_respected_by_the_box_and_the_samples(cancer):
@@ -193,7 +193,7 @@ def test_the_estimator_wraps_the_plain_functions_on_its_state(cancer):
     S = [20, 27]
     assert cr.cdp(x, S, t) == engines.cdp(st, x, S, t)
     np.testing.assert_array_equal(cr.projected_weights(x, S), engines.projected_weights(st, x, S))
-    assert cr.candidate_units(["worst area"]) == search.candidate_units(st, fixed=["worst area"])
+    assert cr.candidate_units(fixed=["worst area"]) == search.candidate_units(st, fixed=["worst area"])
     assert cr.minimal_divergent_explanations(x, t) == search.minimal_divergent_explanations(st, x, t)
     a = cr.local_rule(x, t, fixed=["worst area"], increase_only=["mean texture"])
     b = search.local_rule(st, x, t, fixed=["worst area"], increase_only=["mean texture"])

@@ -40,9 +40,9 @@ def test_none_keeps_the_schemas_fixed_and_a_list_replaces_it(case):
     assert freed.x[0] != X[row, 0]                         # the empty list frees it: a moves, cheaper
     assert freed.cost < kept.cost
     assert rf.predict(freed.x[None, :])[0] == 1 and rf.predict(kept.x[None, :])[0] == 1
-    assert feature_actions(ens, schema, X[row], None) == ["fixed", "free", "free"]
-    assert feature_actions(ens, schema, X[row], ["c"]) == ["free", "free", "fixed"]
-    assert feature_actions(ens, schema, X[row], None, ["b"]) == ["fixed", "increase", "free"]
+    assert feature_actions(ens, schema, X[row], fixed=None) == ["fixed", "free", "free"]
+    assert feature_actions(ens, schema, X[row], fixed=["c"]) == ["free", "free", "fixed"]
+    assert feature_actions(ens, schema, X[row], fixed=None, increase_only=["b"]) == ["fixed", "increase", "free"]
 
 
 def test_names_and_indices_are_the_same_query(case):
@@ -72,5 +72,5 @@ def test_a_missing_state_left_out_of_a_list_stays_decrease_only():
     assert feature_actions(ens, ws.schema, x)[j] == "decrease"         # the schema's default
     schema = ws.schema.with_updates(names[j], actionability="fixed")
     assert feature_actions(ens, schema, x, fixed=[])[j] == "decrease"       # never free: no value goes missing
-    assert feature_actions(ens, schema, x, None, None, [])[j] == "fixed"    # only the fixed list was replaced
+    assert feature_actions(ens, schema, x, fixed=None, increase_only=None, decrease_only=[])[j] == "fixed"    # only the fixed list was replaced
     assert feature_actions(ens, schema, x, fixed=[], increase_only=[names[j]])[j] == "increase"  # named: obeyed
