@@ -111,7 +111,7 @@ def region_colour_values(regions: Any, ens: TreeEnsemble) -> tuple[np.ndarray, s
     if ens.task == "regression":
         return raws[:, 0], "prediction", "sequential"
     proba = ens.proba_from_raw(raws) if len(regions) else np.zeros((0, ens.n_classes))
-    if ens.n_classes == 2:
+    if ens.n_classes == 2 and ens.classes is not None:      # a classifier always has its classes
         return proba[:, 1], f"P({text(ens.classes[1])})", "diverging"
     return proba.argmax(axis=1).astype(float), "class", "categorical"
 
@@ -267,8 +267,8 @@ def rule_intervals_figure(X: np.ndarray, rule: Any, features: list[int], names: 
             a.append(float(np.clip((lo - lo_all[j]) / span[j], 0, 1)))
             b.append(float(np.clip((hi - lo_all[j]) / span[j], 0, 1)))
             said.append(text(conds.get((j,), "any value")))
-        a, b = np.array(a), np.array(b)
-        fig.add_trace(go.Bar(y=labels, x=np.maximum(b - a, 0.01), base=a, orientation="h", text=said,
+        starts, ends = np.array(a), np.array(b)
+        fig.add_trace(go.Bar(y=labels, x=np.maximum(ends - starts, 0.01), base=starts, orientation="h", text=said,
                              textposition="inside", name="rule" if k == 0 else f"alternative {k}",
                              marker=dict(color="rgba(44,160,44,0.65)" if k == 0 else "rgba(31,119,180,0.45)"),
                              width=0.5 if k == 0 else 0.3))

@@ -58,7 +58,7 @@ code{font-size:7pt}.modebar-container{display:none}
 _CSS = REPORT_CSS
 
 
-def _ci(v: float, lo: float, hi: float, pct: bool = False) -> str:
+def _ci(v: float, lo: float, hi: float, pct: bool | np.bool_ = False) -> str:
     if v is None or not np.isfinite(v):
         return "–"
     f = (lambda x: f"{100 * x:.1f}%") if pct else (lambda x: f"{x:.4g}")
@@ -310,7 +310,8 @@ def audit_html(audit: Audit) -> str:
     sig = audit.tests["significant"].to_numpy(dtype=bool) if len(audit.tests) else None
     disp, by_group = fairness_tables(audit)
     sub_t = subgroup_table(audit)
-    sub_sig = audit.subgroups["significant"].to_numpy(dtype=bool) if len(sub_t) else None
+    sub_sig = (audit.subgroups["significant"].to_numpy(dtype=bool)
+               if len(sub_t) and audit.subgroups is not None else None)    # a table: the scan ran
     timings = ", ".join(f"{k} {v:.1f} s" for k, v in meta.get("timings", {}).items())
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Recourse audit · {html.escape(str(data.get('name') or ''))}</title>
