@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "core"
 
-ANY_LIMIT = 258          # was 331 of 1,476 public parameters; lower it as signatures get their types
+ANY_LIMIT = 243          # was 331 of 1,476 public parameters; lower it as signatures get their types
 DEBT_LIMIT = 301         # findings (and annotation-unchecked notes) behind the codes, with the stubs; was 333
 
 
