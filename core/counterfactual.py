@@ -39,6 +39,7 @@ from core.model.features import feature_index, names_text
 from core.model.missing import indicator_of
 from core.model.result import Reader, Result, Writer, settings
 from core.shown import approx_text, number_text
+from core.typing import ArrayLike, Label, Norm, TargetSpec, Weights
 
 if TYPE_CHECKING:
     from core.schema import Schema
@@ -136,7 +137,7 @@ def _per_feature(ens: TreeEnsemble, value: Any, default: np.ndarray, name: str) 
     return down, up
 
 
-def make_cost_model(ens: TreeEnsemble, norm: Any = "l1", weights: Any = None, schema: Schema | None = None) -> CostModel:
+def make_cost_model(ens: TreeEnsemble, norm: Norm = "l1", weights: Weights = None, schema: Schema | None = None) -> CostModel:
     """Build the cost model from a norm name or mix, weights and an optional schema."""
     mixes = {"l0": (1.0, 0.0, 0.0), "l1": (0.0, 1.0, 0.0), "l2": (0.0, 0.0, 1.0), "linf": (0.0, 1.0, 0.0)}
     if isinstance(norm, str):
@@ -234,7 +235,7 @@ def check_time_limit(time_limit: Any) -> float:
     return t
 
 
-def make_target(ens: TreeEnsemble, target: Any, margin: float | None = None) -> Target:
+def make_target(ens: TreeEnsemble, target: TargetSpec, margin: float | None = None) -> Target:
     """The target of a query on ``ens``; ``margin``: a classifier's probability for
     the class must be at least this (confident recourse, away from the decision
     boundary). A margin is exact for forests (mean leaf probabilities) and for
@@ -277,7 +278,7 @@ def make_target(ens: TreeEnsemble, target: Any, margin: float | None = None) -> 
     raise QueryError("Counterfactuals need a classifier or a regressor, not an anomaly detector.")
 
 
-def at_target(ens: TreeEnsemble, target: Any, predictions: Any) -> np.ndarray:
+def at_target(ens: TreeEnsemble, target: TargetSpec, predictions: ArrayLike) -> np.ndarray:
     """Mask of the predictions (``ens.predict`` outputs) that already meet ``target``:
     the class itself, or a value inside a regressor's interval ``(lo, hi)``.
 """
@@ -289,7 +290,7 @@ def at_target(ens: TreeEnsemble, target: Any, predictions: Any) -> np.ndarray:
     return (p >= tgt.lo) & (p <= tgt.hi)
 
 
-def already_at_target(ens: TreeEnsemble, prediction: Any, target: Any) -> bool:
+def already_at_target(ens: TreeEnsemble, prediction: Label, target: TargetSpec) -> bool:
     """Does one row's prediction already meet ``target`` (nothing to change)?
 
     Parameters
@@ -337,7 +338,7 @@ def _regression_outputs(predictions: Any) -> np.ndarray:
     return pred
 
 
-def favourable_default(ens: TreeEnsemble, predictions: Any, *, above: bool = True) -> Any:
+def favourable_default(ens: TreeEnsemble, predictions: ArrayLike, *, above: bool = True) -> TargetSpec:
     """The outcome an analysis of many rows (an audit, a comparison, rules of recourse,
     a batch) calls favourable until the analyst says otherwise, one definition for every
     page: a classifier's last class (a binary model's positive class); for a regressor,
@@ -364,7 +365,7 @@ def favourable_default(ens: TreeEnsemble, predictions: Any, *, above: bool = Tru
     return (med, math.inf) if above else (-math.inf, med)
 
 
-def default_target(ens: TreeEnsemble, predictions: Any, row_prediction: Any = None) -> Any:
+def default_target(ens: TreeEnsemble, predictions: ArrayLike, row_prediction: Label | None = None) -> TargetSpec:
     """An outcome the row does not have, the default an analyst starts from: a
     classifier's first class other than ``row_prediction`` (for many rows at once,
     ``row_prediction`` None: the favourable class of :func:`favourable_default`);
@@ -570,7 +571,7 @@ def changes_between(ens: TreeEnsemble, x_hat: np.ndarray, x: np.ndarray) -> tupl
     return tuple(out)
 
 
-def output_mask(y: np.ndarray, target: Any) -> np.ndarray:
+def output_mask(y: np.ndarray, target: TargetSpec) -> np.ndarray:
     """Y* as a mask over the model outputs: a class; ``("other", c)``: any class
     but ``c``; ``"other"``: any class but the most frequent model output (the
     usual untargeted question, "how do the others get out of the majority

@@ -17,8 +17,10 @@ import plotly.graph_objects as go
 from core.model.missing import SUFFIX
 from core.ruletext import conditions
 from core.shown import approx_text, number_text, round_sig
+from core.typing import ArrayLike
 
 if TYPE_CHECKING:
+    from core.counterfactual import CounterfactualResult
     from core.model import TreeEnsemble
 
 _ROOM = dict(margin=dict(l=80, r=20, t=70, b=70), xaxis=dict(automargin=True), yaxis=dict(automargin=True))
@@ -39,7 +41,7 @@ def _lines(hover: str) -> str:
 
 
 
-def counterfactual_table(result: Any, feature_names: list[str]) -> pd.DataFrame:
+def counterfactual_table(result: CounterfactualResult, feature_names: list[str]) -> pd.DataFrame:
     """Original vs counterfactual, one row per feature, with the change."""
     x0 = result.x_query
     x1 = result.x if result.x is not None else np.full_like(x0, np.nan)
@@ -57,13 +59,14 @@ def _share_format(values: Any) -> str:
     return f".{int(np.clip(np.ceil(-np.log10(step)), 0, 6))}%"
 
 
-def counterfactual_changes_figure(result: Any, feature_names: list[str], span: np.ndarray | None = None,
+def counterfactual_changes_figure(result: CounterfactualResult, feature_names: list[str], span: np.ndarray | None = None,
                                   groups: dict[str, list[int]] | None = None):
     """Horizontal bars: the change of each changed feature, as a share of its range.
     A one-hot group (``groups``: name -> column indices) that switches category is
     one bar, ``group: old → new`` at 100% (a switch costs its weight once, as a
     move across a whole range does), not one bar per 0/1 column."""
     df = counterfactual_table(result, feature_names)
+    x0, x1 = df["original"].to_numpy(), df["counterfactual"].to_numpy()      # the query, the point (NaN: none)
     df = df[df["changed"]].copy()
     sp = np.ones(len(feature_names)) if span is None else np.asarray(span)
     df["scaled"] = df["change"] / sp[df.index]
@@ -72,18 +75,18 @@ def counterfactual_changes_figure(result: Any, feature_names: list[str], span: n
         if not moved:
             continue
         level = {int(j): str(feature_names[j]).split("=", 1)[-1] for j in idx}
-        old = next((level[j] for j in idx if result.x_query[j] > 0.5), "(missing or unseen)")
-        new = next((level[j] for j in idx if result.x[j] > 0.5), "(missing or unseen)")
+        old = next((level[j] for j in idx if x0[j] > 0.5), "(missing or unseen)")
+        new = next((level[j] for j in idx if x1[j] > 0.5), "(missing or unseen)")
         df = df.drop(index=moved)
         df.loc[min(moved)] = {"feature": f"{g}: {old} → {new}", "original": np.nan, "counterfactual": np.nan,
                               "change": np.nan, "changed": True, "scaled": 1.0}
     for j in [j for j in df.index if str(feature_names[j]).endswith(SUFFIX)]:   # a state, not a number
         base = str(feature_names[j])[:-len(SUFFIX)]
-        given = result.x[j] < 0.5
+        given = x1[j] < 0.5
         k = list(map(str, feature_names)).index(base) if base in map(str, feature_names) else None
         if given and k is not None:              # one bar: "income: missing → 1,200", not a move from the fill
             df = df.drop(index=[k], errors="ignore")
-            label = f"{base}: missing → {number_text(result.x[k])}"
+            label = f"{base}: missing → {number_text(x1[k])}"
         else:
             label = f"{base}: {'missing → a value' if given else 'kept missing'}"
         df.loc[j] = {"feature": label, "original": np.nan,
@@ -111,7 +114,7 @@ def region_colour_values(regions: Any, ens: TreeEnsemble) -> tuple[np.ndarray, s
     if ens.task == "regression":
         return raws[:, 0], "prediction", "sequential"
     proba = ens.proba_from_raw(raws) if len(regions) else np.zeros((0, ens.n_classes))
-    if ens.n_classes == 2:
+    if ens.n_classes == 2 and ens.classes is not None:      # a classifier always has its classes
         return proba[:, 1], f"P({text(ens.classes[1])})", "diverging"
     return proba.argmax(axis=1).astype(float), "class", "categorical"
 
@@ -267,8 +270,8 @@ def rule_intervals_figure(X: np.ndarray, rule: Any, features: list[int], names: 
             a.append(float(np.clip((lo - lo_all[j]) / span[j], 0, 1)))
             b.append(float(np.clip((hi - lo_all[j]) / span[j], 0, 1)))
             said.append(text(conds.get((j,), "any value")))
-        a, b = np.array(a), np.array(b)
-        fig.add_trace(go.Bar(y=labels, x=np.maximum(b - a, 0.01), base=a, orientation="h", text=said,
+        starts, ends = np.array(a), np.array(b)
+        fig.add_trace(go.Bar(y=labels, x=np.maximum(ends - starts, 0.01), base=starts, orientation="h", text=said,
                              textposition="inside", name="rule" if k == 0 else f"alternative {k}",
                              marker=dict(color="rgba(44,160,44,0.65)" if k == 0 else "rgba(31,119,180,0.45)"),
                              width=0.5 if k == 0 else 0.3))
@@ -339,7 +342,7 @@ def _nice_step(span: float, ticks: int = 4) -> float:
     return float(next(m * power for m in (1, 2, 5, 10) if m * power >= raw))
 
 
-def interval_chart_svg(labels: Sequence[str], values: Any, lo: Any, hi: Any, *, title: str, axis: str,
+def interval_chart_svg(labels: Sequence[str], values: ArrayLike, lo: ArrayLike, hi: ArrayLike, *, title: str, axis: str,
                        share: bool = False, highlight: Sequence[bool] | None = None, width: int = 660) -> str:
     """A dot-and-interval chart as inline SVG, for reports that must open and print
     anywhere (no script, no font, no network): one line per label, its value as a dot,

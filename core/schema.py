@@ -144,13 +144,14 @@ class Schema:
         """One-hot groups: group name -> column indices."""
         out: dict[str, list[int]] = {}
         for i, f in enumerate(self.features):
-            if f.kind == "one-hot":
+            if f.kind == "one-hot" and f.group:        # always named (checked on construction)
                 out.setdefault(f.group, []).append(i)
         return out
 
     def categorical(self) -> dict[int, tuple[str, ...]]:
         """Categorical features (one column of codes): index -> level names."""
-        return {i: f.levels for i, f in enumerate(self.features) if f.kind == "categorical"}
+        return {i: f.levels for i, f in enumerate(self.features)
+                if f.kind == "categorical" and f.levels is not None}     # always listed (checked on construction)
 
     def protected(self) -> list[str]:
         return [f.name for f in self.features if f.protected]
@@ -298,8 +299,9 @@ def infer_schema(df: pd.DataFrame, target: str | None = None, *,
     df, protected = _checked_table(df, target, protected, kinds, groups, levels)
     cols = [c for c in df.columns if c != target]
     kinds = dict(kinds or {})
-    levels = {c: tuple(str(v) for v in lv) for c, lv in (levels or {}).items() if c in cols}
-    kinds.update({c: "categorical" for c in levels})
+    names_of: dict[str, tuple[str, ...]] = {c: tuple(str(v) for v in lv) for c, lv in (levels or {}).items()
+                                            if c in cols}
+    kinds.update({c: "categorical" for c in names_of})
     non_num = [c for c in cols if not pd.api.types.is_numeric_dtype(df[c])]
     if non_num:
         raise SchemaError(
@@ -318,9 +320,9 @@ def infer_schema(df: pd.DataFrame, target: str | None = None, *,
         s = df[c].astype(float)
         lo = float(s.min()) if len(s) else 0.0
         hi = float(s.max()) if len(s) else 1.0
-        if c in levels:
+        if c in names_of:
             kind = "categorical"
-            lo, hi = 0.0, float(len(levels[c]))
+            lo, hi = 0.0, float(len(names_of[c]))
         elif c in col_group:
             kind = "one-hot"
         elif c in kinds:
@@ -333,7 +335,7 @@ def infer_schema(df: pd.DataFrame, target: str | None = None, *,
             kind = "numerical"
         feats.append(FeatureSpec(name=str(c), kind=kind, lower=lo, upper=hi,
                                  actionability="fixed" if c in prot else "free",
-                                 protected=c in prot, group=col_group.get(c), levels=levels.get(c)))
+                                 protected=c in prot, group=col_group.get(c), levels=names_of.get(c)))
     return Schema(tuple(feats), target=target)
 
 

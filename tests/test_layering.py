@@ -7,8 +7,8 @@ hides a dependency, it does not remove it):
 * nothing in the model, the kernel (cells, solvers, optimal) or the analyses
   (regions, tcrex, rules, compression) imports ``core.intake``: a fitted model reaches them
   through :func:`core.model.as_ensemble` and the converter ``core`` registers;
-* ``core.model`` imports nothing of core but itself, ``core.errors`` and
-  ``core.jsonable``;
+* ``core.model`` imports nothing of core but itself, ``core.errors``,
+  ``core.jsonable`` and ``core.typing`` (which imports nothing of core);
 * ``core/`` holds at most 12 modules directly; the rest live in packages.
 
 And run: every core module imports first, in a core of its own (a cycle through a
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "core"
 
 BELOW_INTAKE = ("model", "cells", "solvers", "optimal", "regions.py", "tcrex.py", "rules", "compression")
-MODEL_MAY_IMPORT = ("core.model", "core.errors", "core.jsonable")
+MODEL_MAY_IMPORT = ("core.model", "core.errors", "core.jsonable", "core.typing")
 
 
 def _files(*names: str) -> list[Path]:

@@ -27,6 +27,7 @@ from core.intake import io
 from core.intake.matching import norm_text
 from core.intake.workspace import Workspace, build_workspace
 from core.schema import Schema, suggest_protected
+from core.typing import TargetSpec
 
 if TYPE_CHECKING:
     from core.model import TreeEnsemble
@@ -109,9 +110,9 @@ def _unaudited(a: argparse.Namespace, ws: Workspace) -> list[str]:
     return out
 
 
-def _target(a: argparse.Namespace, ens: TreeEnsemble) -> Any:
+def _target(a: argparse.Namespace, ens: TreeEnsemble) -> TargetSpec:
     """The favourable outcome: a class of a classifier (default: its last), or LO,HI for a regressor."""
-    if ens.is_classifier:
+    if ens.is_classifier and ens.classes is not None:          # a classifier always has its classes
         classes = [str(c) for c in ens.classes]
         target = a.target if a.target is not None else classes[-1]
         return ens.classes[classes.index(str(target))] if str(target) in classes else target

@@ -76,6 +76,7 @@ from core.shown import approx_text, label_order, number_text, outcome_text
 if TYPE_CHECKING:
     from core.surrogate import Surrogate
 from core.schema import Schema
+from core.typing import ModelLike, Norm, Rows, TargetSpec
 
 __all__ = ["ModelComparison", "compare_models", "decision_agreement", "disagreement_rules"]
 
@@ -306,10 +307,10 @@ def _one_row(args: tuple[int, np.ndarray], side_a: _Side, side_b: _Side, target:
 @validated(AuditError, max_rows=optional(integer(1)), time_limit=seconds, norm=norm_setting, n_jobs=n_jobs_setting,
            scheduler=scheduler_setting, random_state=integer(0), n_boot=integer(1), n_perm=integer(1),
            alpha=probability, invalidation=boolean)
-def compare_models(ens_a: Any, ens_b: Any, X: Any, *, schema: Schema | None, target: Any, protected: Sequence[str] | None = None,
+def compare_models(ens_a: ModelLike, ens_b: ModelLike, X: Rows, *, schema: Schema | None, target: TargetSpec, protected: Sequence[str] | None = None,
                    rows: Sequence[int] | None = None, max_rows: int | None = 200, time_limit: float = ROW_TIME_LIMIT,
-                   norm: Any = "l1", n_jobs: int = N_JOBS, scheduler: Any = None, model_a: Any = None,
-                   model_b: Any = None, random_state: int = RANDOM_STATE, n_boot: int = 1000, n_perm: int = 2000,
+                   norm: Norm = "l1", n_jobs: int = N_JOBS, scheduler: Any = None, model_a: ModelLike = None,
+                   model_b: ModelLike = None, random_state: int = RANDOM_STATE, n_boot: int = 1000, n_perm: int = 2000,
                    alpha: float = 0.05, invalidation: bool = True,
                    progress: Callable[[str, int, int], None] | None = None,
                    should_stop: Callable[[], bool] | None = None, provenance: dict[str, Any] | None = None,

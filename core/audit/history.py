@@ -176,7 +176,11 @@ class AuditStore:
             audit=zlib.compress(audit.to_json().encode("utf-8"), 6))
         try:
             with self.engine.begin() as con:
-                audit_id = int(con.execute(AUDITS.insert().values(**record)).inserted_primary_key[0])
+                key = con.execute(AUDITS.insert().values(**record)).inserted_primary_key
+                if key is None:         # a driver that reports no key for the new row
+                    raise HistoryError("The history database gave the stored audit no id; use a database with "
+                                       "autoincrement keys (SQLite or PostgreSQL). Download the audit as JSON to keep it.")
+                audit_id = int(key[0])
                 if ensemble is not None:
                     blob, ens_meta = _pack(ensemble)
                     con.execute(MODELS.insert().values(audit_id=audit_id, owner=record["owner"],
@@ -284,7 +288,7 @@ def _pack(ens: TreeEnsemble) -> tuple[bytes, dict[str, Any]]:
     """An ensemble as stored: its arrays as a compressed .npz (never a pickle), and their meta."""
     arrays, meta = ens.to_arrays()
     buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
+    np.savez_compressed(buf, allow_pickle=False, **arrays)
     return buf.getvalue(), meta
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import html
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -27,6 +27,9 @@ from core.audit.metrics import METRICS, SHARES
 from core.errors import AuditError
 from core.figures import interval_chart_svg
 from core.shown import approx_text, number_text, outcome_text
+
+if TYPE_CHECKING:
+    from core.audit.result import Audit
 
 __all__ = ["audit_html", "extract_audit_json", "plain_summary", "REPORT_CSS"]
 
@@ -55,7 +58,7 @@ code{font-size:7pt}.modebar-container{display:none}
 _CSS = REPORT_CSS
 
 
-def _ci(v: float, lo: float, hi: float, pct: bool = False) -> str:
+def _ci(v: float, lo: float, hi: float, pct: bool | np.bool_ = False) -> str:
     if v is None or not np.isfinite(v):
         return "–"
     f = (lambda x: f"{100 * x:.1f}%") if pct else (lambda x: f"{x:.4g}")
@@ -64,7 +67,7 @@ def _ci(v: float, lo: float, hi: float, pct: bool = False) -> str:
     return f"{f(v)} [{f(lo)}, {f(hi)}]"
 
 
-def group_table(audit: Any) -> pd.DataFrame:
+def group_table(audit: Audit) -> pd.DataFrame:
     """The per-group table with intervals, as display strings."""
     g = audit.groups
     out = pd.DataFrame({"attribute": g["attribute"], "group": g["group"] + np.where(g["reference"], " (ref.)", ""),
@@ -78,7 +81,7 @@ def group_table(audit: Any) -> pd.DataFrame:
     return out
 
 
-def tests_table(audit: Any) -> pd.DataFrame:
+def tests_table(audit: Audit) -> pd.DataFrame:
     t = audit.tests
     if not len(t):
         return pd.DataFrame(columns=["attribute", "group vs reference", "metric", "gap [95% CI]", "p", "Holm p"])
@@ -91,7 +94,7 @@ def tests_table(audit: Any) -> pd.DataFrame:
         "significant": np.where(t["significant"], "yes", "no")})
 
 
-def fairness_tables(audit: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+def fairness_tables(audit: Audit) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Group fairness of the decisions (core.audit.groupfair) as display strings: the
     disparities per attribute and the per-group metrics, each with its interval."""
     d, g = audit.disparities, audit.fairness
@@ -116,7 +119,7 @@ def _p_text(p: float) -> str:
     return "–" if p != p else f"{p:.3g}"
 
 
-def subgroup_table(audit: Any) -> pd.DataFrame:
+def subgroup_table(audit: Audit) -> pd.DataFrame:
     """The subgroup scan (core.audit.subgroups) as display strings."""
     t = audit.subgroups
     if t is None or not len(t):
@@ -181,7 +184,7 @@ def _plain_gap(t: Any, target: str) -> str:
 _LEAD_ORDER = ("feasible", "cost", "cost_median", "changes")   # which gap a reader hears first
 
 
-def plain_summary(audit: Any) -> tuple[str, list[str]]:
+def plain_summary(audit: Audit) -> tuple[str, list[str]]:
     """The audit for a reader outside the field: a headline and a few sentences
     (what was checked, who can reach the outcome, each significant gap from the
     worse-off group's side, how sure, what a cost is)."""
@@ -243,7 +246,7 @@ def time_limit_text(rows: pd.DataFrame) -> str:
     return " ".join(parts)
 
 
-def key_figures(audit: Any) -> str:
+def key_figures(audit: Audit) -> str:
     """The summary's figure per attribute (inline SVG): each group's gap in mean recourse
     cost to the attribute's largest group, with its 95% interval, significant gaps in red;
     the mean cost per group where the audit made no comparison."""
@@ -269,7 +272,7 @@ def key_figures(audit: Any) -> str:
     return "".join(out)
 
 
-def audit_html(audit: Any) -> str:
+def audit_html(audit: Audit) -> str:
     meta = audit.meta
     attrs = list(meta.get("parameters", {}).get("protected", {}))
     figs = []
@@ -307,7 +310,8 @@ def audit_html(audit: Any) -> str:
     sig = audit.tests["significant"].to_numpy(dtype=bool) if len(audit.tests) else None
     disp, by_group = fairness_tables(audit)
     sub_t = subgroup_table(audit)
-    sub_sig = audit.subgroups["significant"].to_numpy(dtype=bool) if len(sub_t) else None
+    sub_sig = (audit.subgroups["significant"].to_numpy(dtype=bool)
+               if len(sub_t) and audit.subgroups is not None else None)    # a table: the scan ran
     timings = ", ".join(f"{k} {v:.1f} s" for k, v in meta.get("timings", {}).items())
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Recourse audit · {html.escape(str(data.get('name') or ''))}</title>

@@ -141,7 +141,7 @@ class Audit(MetaResult):
         """Check that everything the page and the report read is there with the
         right types, and draw its tables and figures once: a damaged or crafted
         audit is refused here with a message instead of failing while shown."""
-        def need(ok: bool, what: str) -> None:
+        def need(ok: bool | np.bool_, what: str) -> None:
             if not ok:
                 raise AuditError(f"The saved audit is damaged: {what}. Re-save it from the app.")
 

@@ -51,6 +51,7 @@ from core.settings import (
 from core.shown import outcome_text
 from core.surrogate import Surrogate
 from core.tcrex import TCREx
+from core.typing import ArrayLike, ModelLike, Norm, Rows, TargetSpec
 
 __all__ = ["run_audit", "AuditSettings", "Provenance", "package_versions", "REPORT_PACKAGES"]
 
@@ -160,9 +161,9 @@ class _Run:
            scheduler=scheduler_setting, n_boot=integer(1), n_perm=integer(1), alpha=probability, tcrex=boolean,
            tcrex_rho=probability, tcrex_tau=probability, local_rules_per_group=integer(0), random_state=integer(0),
            scan=boolean, min_subgroup=integer(1), budget=optional(positive))
-def run_audit(ensemble: Any, X: Any, *, schema: Schema, target: Any, protected: Sequence[str] | None = None,
-              rows: Sequence[int] | None = None, model: Any = None, y: Any = None,
-              max_rows: int | None = 500, norm: str | Mapping[str, float] = "l1", time_limit: float = ROW_TIME_LIMIT,
+def run_audit(ensemble: ModelLike, X: Rows, *, schema: Schema, target: TargetSpec, protected: Sequence[str] | None = None,
+              rows: Sequence[int] | None = None, model: ModelLike = None, y: ArrayLike | None = None,
+              max_rows: int | None = 500, norm: Norm = "l1", time_limit: float = ROW_TIME_LIMIT,
               n_jobs: int = N_JOBS, scheduler: Any = None, n_boot: int = 1000, n_perm: int = 2000,
               alpha: float = 0.05, tcrex: bool = True, tcrex_rho: float = 0.02, tcrex_tau: float = 0.9,
               local_rules_per_group: int = 10, random_state: int = RANDOM_STATE, scan: bool = True, min_subgroup: int = 20,

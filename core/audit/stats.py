@@ -32,6 +32,9 @@ def protected_attributes(schema: Schema | None, chosen: Sequence[str] | None = N
     """Attribute name -> column indices: a one-hot group is one attribute
     (named by its group), any other protected column is its own. ``chosen``
     names columns or groups; by default the schema's protected columns."""
+    if schema is None:
+        raise AuditError("The protected attributes are read from the data's schema (its one-hot groups and protected "
+                         "columns); give schema=core.infer_schema(df, protected=[...]) or the workspace's schema.")
     names = schema.names
     groups = {g: cols for g, cols in schema.groups().items() if len(cols) >= 2}
     col_group = {c: g for g, cols in groups.items() for c in cols}

@@ -58,6 +58,7 @@ from core.model.native import model_input
 from core.schema import Schema, infer_schema
 from core.shown import approx_text, check_class_names, number_text, outcome_text
 from core.surrogate import Surrogate, distill
+from core.typing import ModelLike, Row, Rows
 
 __all__ = ["Workspace", "build_workspace", "changes_line", "PositionalMatchRequired", "GENERIC_NAME"]
 
@@ -132,7 +133,7 @@ class Workspace:
             raise SchemaError(str(exc)) from None
         return replace(self, class_names=checked)
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: Rows) -> np.ndarray:
         """The model's own answers on rows of this workspace's view: the tree ensemble's, or
         a black-box model's from its worker (never its surrogate's)."""
         X = np.atleast_2d(np.asarray(X, dtype=float))
@@ -203,12 +204,12 @@ class Workspace:
         masks = list(self._missing_masks.values())
         return int(np.logical_or.reduce(masks).sum()) if masks else 0
 
-    def to_raw(self, X: Any) -> pd.DataFrame:
+    def to_raw(self, X: Rows) -> pd.DataFrame:
         """Codes-view rows (n, n_features) as the raw columns the model takes:
         category codes become the model's categories (missing code: None/NaN)."""
         return model_input(self.ensemble, np.atleast_2d(np.asarray(X, dtype=float)), frame=True)
 
-    def raw_view(self, X: Any, rows: Sequence[int | None] | None = None) -> pd.DataFrame:
+    def raw_view(self, X: Rows, rows: Sequence[int | None] | None = None) -> pd.DataFrame:
         """:meth:`to_raw` for showing: a level that stands for many values (XGBoost's
         "any other code", CatBoost's "any other value") reads as its name, not as
         the one value the model is given for it; but where ``rows`` names the
@@ -259,7 +260,7 @@ class Workspace:
                 out[name] = shown
         return out
 
-    def analyst_view(self, X: Any, rows: Sequence[int | None] | None = None) -> pd.DataFrame:
+    def analyst_view(self, X: Rows, rows: Sequence[int | None] | None = None) -> pd.DataFrame:
         """:meth:`raw_view` in the analyst's columns: a one-hot group the model
         reads as 0/1 columns (``employment=student``, ...) is one column holding
         the category (:mod:`core.intake.columns`), where the group's first column was."""
@@ -278,7 +279,7 @@ class Workspace:
             out.insert(min(at, len(out.columns)), col.name, values)
         return out
 
-    def raw_changes(self, x: Any, x_cf: Any, row: int | None = None) -> pd.DataFrame:
+    def raw_changes(self, x: Row, x_cf: Row, row: int | None = None) -> pd.DataFrame:
         """A row and its counterfactual in the analyst's raw columns (category
         names, raw units; :meth:`raw_view`): one row per column with ``column``,
         ``original``, ``counterfactual`` (as text) and ``changed``. ``row``: the
@@ -293,12 +294,12 @@ class Workspace:
                              "counterfactual": [_cell_text(v) if ch else t for v, ch, t in zip(b, changed, before)],
                              "changed": changed})
 
-    def describe_raw_changes(self, x: Any, x_cf: Any, sep: str = "; ", row: int | None = None) -> str:
+    def describe_raw_changes(self, x: Row, x_cf: Row, sep: str = "; ", row: int | None = None) -> str:
         """The changes of :meth:`raw_changes` as one line, ``column: before → after``
         (a category switch is one change)."""
         return changes_line(self.raw_changes(x, x_cf, row), sep)
 
-    def labels(self, X: Any) -> pd.DataFrame:
+    def labels(self, X: Rows) -> pd.DataFrame:
         """Codes-view rows for display: feature names as columns, categorical
         codes as category names, numbers as they are."""
         X = np.atleast_2d(np.asarray(X, dtype=float))
@@ -570,7 +571,7 @@ def _missing_states(ens: TreeEnsemble, sources: list[Source], codes: np.ndarray,
 
 
 
-def build_workspace(df: pd.DataFrame, target: str | None, model: Any, *, name: str,
+def build_workspace(df: pd.DataFrame, target: str | None, model: ModelLike, *, name: str,
                     data_sha256: str = "", model_sha256: str = "", drop_missing: bool = False,
                     model_info: dict[str, Any] | None = None, schema: Schema | None = None,
                     confirm_positions: bool = False, protected: Sequence[str] | None = None) -> Workspace:

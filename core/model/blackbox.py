@@ -31,6 +31,7 @@ from typing import Any, Callable, Literal
 import numpy as np
 
 from core.errors import ModelError, SchemaError
+from core.typing import Rows
 
 __all__ = ["BlackBoxModel", "Answers"]
 
@@ -156,7 +157,7 @@ class BlackBoxModel:
                 raise SchemaError("This model does not take missing values; fill them or drop those rows.")
         return np.ascontiguousarray(A)
 
-    def answer(self, X: Any) -> dict[str, np.ndarray]:
+    def answer(self, X: Rows) -> dict[str, np.ndarray]:
         """The model's answers on rows ``X`` (see the module docstring), checked for shape."""
         A = self._check_X(X)
         if len(A) == 0:
@@ -177,11 +178,11 @@ class BlackBoxModel:
             return {"label": label, "proba": proba}
         return {"label": label.astype(np.float64)}
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: Rows) -> np.ndarray:
         """Class labels (classifier) or values (regressor) on rows ``X``."""
         return self.answer(X)["label"]
 
-    def predict_proba(self, X: Any) -> np.ndarray:
+    def predict_proba(self, X: Rows) -> np.ndarray:
         """Class probabilities (``has_proba``) or per-class scores, shape (n, n_classes)."""
         if not self.is_classifier:
             raise SchemaError("A regressor has no class probabilities.")

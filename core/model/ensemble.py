@@ -33,6 +33,7 @@ from core.model.features import as_table, feature_index
 from core.model.flatwalk import _flatten, leaf_sum, leaves
 from core.model.linear import LINEAR_ANALYSES, LinearModel
 from core.model.tree import Tree, node_category_masks
+from core.typing import ModelLike, Rows
 
 __all__ = ["TreeEnsemble", "Link", "Task", "as_ensemble", "as_model", "register_converter",
            "register_model_converter"]
@@ -291,7 +292,7 @@ class TreeEnsemble:
         """True when every tree says where a missing value (NaN) goes at each split."""
         return all(t.missing_left is not None for t in self.trees)
 
-    def apply(self, X: Any) -> np.ndarray:
+    def apply(self, X: Rows) -> np.ndarray:
         """Leaf node index per row and tree, shape (n_samples, n_trees)."""
         X = self._check_X(X)
         out = leaves(self._flat, np.nan_to_num(X, nan=0.0), self.n_trees) - self._flat["offsets"][None, :]
@@ -300,7 +301,7 @@ class TreeEnsemble:
             out[rows] = np.column_stack([t.apply(X[rows]) for t in self.trees])
         return out
 
-    def predict_raw(self, X: Any) -> np.ndarray:
+    def predict_raw(self, X: Rows) -> np.ndarray:
         """Aggregated leaf values plus base score, shape (n_samples, n_outputs).
 
         Forest classifiers: mean class probabilities. Boosting: margins.
@@ -317,7 +318,7 @@ class TreeEnsemble:
             out /= self.n_trees
         return out + self.base_score
 
-    def predict_proba(self, X: Any) -> np.ndarray:
+    def predict_proba(self, X: Rows) -> np.ndarray:
         """Class probabilities, shape (n_samples, n_classes), in ``classes`` order."""
         if not self.is_classifier:
             raise UnsupportedModelError(f"predict_proba needs a classifier; this model is a {self.task} model: "
@@ -337,7 +338,7 @@ class TreeEnsemble:
             return e / e.sum(axis=1, keepdims=True)
         return raw / np.maximum(raw.sum(axis=1, keepdims=True), np.finfo(float).tiny)
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: Rows) -> np.ndarray:
         """Labels (classifiers, in the source model's label set), values
         (regression), or +1 inlier / -1 outlier (Isolation Forest)."""
         raw = self.predict_raw(X)
@@ -358,14 +359,14 @@ class TreeEnsemble:
         c = self.meta["c"]
         return -(2.0 ** (-raw[:, 0] / c)) if c > 0 else -np.ones(raw.shape[0])
 
-    def score_samples(self, X: Any) -> np.ndarray:
+    def score_samples(self, X: Rows) -> np.ndarray:
         """Isolation Forest anomaly score (as scikit-learn's ``score_samples``)."""
         if self.task != "anomaly":
             raise UnsupportedModelError("score_samples is defined for Isolation Forest models only; this model is a "
                                         f"{self.task} model.")
         return self._score_from_raw(self.predict_raw(X))
 
-    def decision_function(self, X: Any) -> np.ndarray:
+    def decision_function(self, X: Rows) -> np.ndarray:
         """Isolation Forest ``score_samples - offset`` (negative = outlier)."""
         if self.task != "anomaly":
             raise UnsupportedModelError("decision_function is defined for Isolation Forest models only; this model "
@@ -484,7 +485,7 @@ def register_converter(fn: Callable[..., TreeEnsemble]) -> Callable[..., TreeEns
     return fn
 
 
-def as_ensemble(obj: Any, **kw: Any) -> TreeEnsemble:
+def as_ensemble(obj: ModelLike, **kw: Any) -> TreeEnsemble:
     """``obj`` itself when it is a :class:`TreeEnsemble`, else the registered
     converter's ``TreeEnsemble`` of the fitted model ``obj`` (keywords passed on)."""
     if isinstance(obj, TreeEnsemble):
@@ -511,7 +512,7 @@ def register_model_converter(fn: Callable[..., TreeEnsemble | LinearModel]) -> C
     return fn
 
 
-def as_model(obj: Any, **kw: Any) -> TreeEnsemble | LinearModel:
+def as_model(obj: ModelLike, **kw: Any) -> TreeEnsemble | LinearModel:
     """``obj`` itself when it is a :class:`TreeEnsemble` or a :class:`LinearModel`, else
     the registered converter's reading of the fitted model ``obj`` (a linear model, a
     pipeline ending in one, or a tree ensemble); keywords passed on."""

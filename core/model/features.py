@@ -29,12 +29,13 @@ from __future__ import annotations
 import difflib
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import pandas as pd
 
 from core.errors import SchemaError
+from core.typing import FeatureKey, Row, Rows
 
 __all__ = ["feature_index", "feature_indices", "closest_names", "names_text", "as_row", "as_table",
            "fit_table"]
@@ -66,11 +67,11 @@ def _hint(key: str, names: Sequence[str]) -> str:
     return f" Did you mean {' or '.join(repr(v) for v in near)}?"
 
 
-def _is_index(key: Any) -> bool:
+def _is_index(key: object) -> TypeGuard[int | np.integer[Any]]:
     return isinstance(key, (numbers.Integral, np.integer)) and not isinstance(key, (bool, np.bool_))
 
 
-def feature_index(names: Sequence[Any], key: Any, *, error: type[Exception] = SchemaError,
+def feature_index(names: Sequence[Any], key: FeatureKey, *, error: type[Exception] = SchemaError,
                   what: str = "feature") -> int:
     """The column index of ``key``, a feature's name or its index in ``names``.
 
@@ -94,7 +95,7 @@ def feature_index(names: Sequence[Any], key: Any, *, error: type[Exception] = Sc
                 f"names such as {names_text(names, 3)} or indices 0..{d - 1}.")
 
 
-def feature_indices(names: Sequence[Any], keys: Any, *, error: type[Exception] = SchemaError,
+def feature_indices(names: Sequence[Any], keys: FeatureKey | Iterable[FeatureKey] | None, *, error: type[Exception] = SchemaError,
                     what: str = "features") -> list[int]:
     """The column indices of ``keys``: None (no feature), one name or index, or a
     sequence of them (a list, tuple, set, array, pandas Index); order kept, each once."""
@@ -174,7 +175,7 @@ def _frame_columns(frame: pd.DataFrame, names: list[str], error: type[Exception]
                 "add those columns, or give an array in the model's feature order.")
 
 
-def as_table(X: Any, names: Sequence[Any], *, error: type[Exception] = SchemaError, what: str = "X",
+def as_table(X: Rows, names: Sequence[Any], *, error: type[Exception] = SchemaError, what: str = "X",
              value_error: type[Exception] | None = None, missing: bool = False, infinite: bool = False,
              one_row: bool = False, min_rows: int = 1) -> np.ndarray:
     """``X`` as a float array of shape (n, d) in the order of ``names``.
@@ -241,7 +242,7 @@ def _check_values(A: np.ndarray, names: Sequence[str], error: type[Exception], w
         raise error(f"{what} has an infinite value at {where}; give finite numbers.")
 
 
-def as_row(x: Any, names: Sequence[Any], *, error: type[Exception] = SchemaError, what: str = "x",
+def as_row(x: Row, names: Sequence[Any], *, error: type[Exception] = SchemaError, what: str = "x",
            missing: bool = False) -> np.ndarray:
     """``x``, one row, as a float array of shape (d,) in the order of ``names``:
     a sequence of d numbers, a pandas Series (by name when its index holds
@@ -278,7 +279,7 @@ def as_row(x: Any, names: Sequence[Any], *, error: type[Exception] = SchemaError
     return A[0].copy()
 
 
-def fit_table(X: Any, feature_names: Any = None, *, error: type[Exception] = SchemaError, what: str = "X",
+def fit_table(X: Rows, feature_names: Iterable[str] | None = None, *, error: type[Exception] = SchemaError, what: str = "X",
               min_rows: int = 1, missing: bool = False) -> tuple[np.ndarray, list[str]]:
     """The rows an estimator is fitted on, and its features' names: ``feature_names``
     when given (unique names, one per column), else a DataFrame's columns, else

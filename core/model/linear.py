@@ -62,6 +62,7 @@ import numpy as np
 from core.errors import ModelError, SchemaError
 from core.jsonable import plain
 from core.model.features import feature_index
+from core.typing import Rows
 
 __all__ = ["LinearModel", "LinearLink", "LINEAR_LINKS", "LINEAR_ANALYSES"]
 
@@ -280,7 +281,7 @@ class LinearModel:
                                  "category (its encoder has handle_unknown='error').")
         return X
 
-    def scores(self, X: Any) -> np.ndarray:
+    def scores(self, X: Rows) -> np.ndarray:
         """The scores ``s(x)``, shape (n_samples, n_outputs)."""
         X = self._check_X(X)
         num = X.copy()
@@ -291,13 +292,13 @@ class LinearModel:
             out = out + self.category_scores[j][X[:, j].astype(np.int64)]
         return out
 
-    def decision_function(self, X: Any) -> np.ndarray:
+    def decision_function(self, X: Rows) -> np.ndarray:
         """scikit-learn's ``decision_function``: shape (n_samples,) for one score,
         (n_samples, n_outputs) otherwise (regressors: the prediction)."""
         s = self.scores(X)
         return s[:, 0].copy() if self.n_outputs == 1 else s
 
-    def predict_raw(self, X: Any) -> np.ndarray:
+    def predict_raw(self, X: Rows) -> np.ndarray:
         """The scores, shape (n_samples, n_outputs) (as :meth:`TreeEnsemble.predict_raw`)."""
         return self.scores(X)
 
@@ -311,7 +312,7 @@ class LinearModel:
             return self.classes[(s[:, 0] > 0).astype(np.int64)]
         return self.classes[np.argmax(s, axis=1)]
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: Rows) -> np.ndarray:
         """Labels (classifiers, in the source model's label set) or values (regression)."""
         return self.labels_from_scores(self.scores(X))
 
@@ -335,7 +336,7 @@ class LinearModel:
         total[zero] = p.shape[1]
         return p / total
 
-    def predict_proba(self, X: Any) -> np.ndarray:
+    def predict_proba(self, X: Rows) -> np.ndarray:
         """Class probabilities, shape (n_samples, n_classes), when the source has them."""
         if not self.is_classifier:
             raise ValueError(f"predict_proba needs a classifier; this model is a {self.task} model.")

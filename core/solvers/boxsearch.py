@@ -127,7 +127,7 @@ class BoxSearch:
         blocks = [(prob.model_leaves, target_needs(prob.ens, prob.target, prob.model_leaves.value))]
         for other in prob.others:
             blocks.append((other.leaves, target_needs(other.ens, other.target, other.leaves.value)))
-        if prob.plaus_leaves is not None:
+        if prob.plaus_leaves is not None and prob.plaus is not None:     # set together
             blocks.append((prob.plaus_leaves, [(prob.plaus_leaves.value[:, 0], float(prob.plaus.delta))]))
         trees, needs, E_leaf, E_f, E_lo, E_hi = [], [], [], [], [], []
         n_leaf, n_tree = 0, 0
@@ -189,7 +189,7 @@ class BoxSearch:
         p meet every need) of the box [lo, hi]."""
         if self.static is not None:
             p = np.empty(self.d, dtype=np.int64)
-            e = np.empty(self.n_leaf)
+            e: np.ndarray = np.empty(self.n_leaf)      # per-leaf costs (a sum below is typed floating)
             bound, base, holds = _boxsearch.evaluate(*self.static, lo, hi, p, e)
             return bound, p, base, e, bool(holds)
         feats = np.arange(self.d)

@@ -84,8 +84,9 @@ from core.counterfactual import (
 from core.model import Guarantee
 from core.model.linear import LinearModel
 from core.model.native import native_input
-from core.schema import INTEGRAL_KINDS
+from core.schema import INTEGRAL_KINDS, Schema
 from core.shown import round_sig
+from core.typing import FeatureKey, Norm, Row, TargetSpec, Weights
 
 __all__ = ["LinearProblem", "build_linear_problem", "solve_linear", "linear_counterfactual", "GurobiNeeded"]
 
@@ -152,9 +153,9 @@ class LinearProblem:
         return total
 
 
-def build_linear_problem(lin: LinearModel, x: Any, target: Any, *, schema: Any = None, norm: Any = "l1",
-                         weights: Any = None, fixed: Iterable[Any] | None = None,
-                         increase_only: Iterable[Any] | None = None, decrease_only: Iterable[Any] | None = None,
+def build_linear_problem(lin: LinearModel, x: Row, target: TargetSpec, *, schema: Schema | None = None,
+                         norm: Norm = "l1", weights: Weights = None, fixed: Iterable[FeatureKey] | None = None,
+                         increase_only: Iterable[FeatureKey] | None = None, decrease_only: Iterable[FeatureKey] | None = None,
                          margin: float | None = None) -> LinearProblem:
     """The query as a :class:`LinearProblem` (arguments as :func:`core.optimal.optimal_counterfactual`'s)."""
     x_hat = np.array(x, dtype=float).ravel()
@@ -899,9 +900,9 @@ def _explain(prob: LinearProblem, m: _Model) -> str:
             "Free some features or widen their ranges.")
 
 
-def linear_counterfactual(lin: LinearModel, x: Any, target: Any, *, schema: Any = None, norm: Any = "l1",
-                          weights: Any = None, fixed: Iterable[Any] | None = None,
-                          increase_only: Iterable[Any] | None = None, decrease_only: Iterable[Any] | None = None,
+def linear_counterfactual(lin: LinearModel, x: Row, target: TargetSpec, *, schema: Schema | None = None,
+                          norm: Norm = "l1", weights: Weights = None, fixed: Iterable[FeatureKey] | None = None,
+                          increase_only: Iterable[FeatureKey] | None = None, decrease_only: Iterable[FeatureKey] | None = None,
                           margin: float | None = None, time_limit: float = 30.0, n_workers: int = 2,
                           model: Any = None, params: dict[str, Any] | None = None) -> CounterfactualResult:
     """The optimal counterfactual of ``x`` on a linear model, as a

@@ -32,6 +32,7 @@ from core.counterfactual import QueryError
 from core.model import Guarantee, LinearModel, as_model
 from core.model.features import feature_index
 from core.model.result import Reader, Result, Writer, settings
+from core.typing import FeatureKey, ModelLike, Row, TargetSpec
 
 __all__ = ["SlicePolygon", "LinearSlice", "linear_slice", "linear_slice_figure"]
 
@@ -147,8 +148,8 @@ def _axis(lin: LinearModel, j: int, x: np.ndarray, bounds: Any) -> list[tuple[fl
     return [(lo, hi, None)]
 
 
-def linear_slice(model: Any, x: Any, features: tuple[Any, Any], *, bounds: dict[Any, tuple[float, float]] | None = None,
-                 target: Any = None) -> LinearSlice:
+def linear_slice(model: ModelLike, x: Row, features: tuple[FeatureKey, FeatureKey], *,
+                 bounds: dict[Any, tuple[float, float]] | None = None, target: TargetSpec | None = None) -> LinearSlice:
     """The exact regions of a linear model on the slice through ``x`` on two features.
 
     Parameters

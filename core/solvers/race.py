@@ -61,8 +61,7 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
         stop_box.set()
         th.join()
     b, b_done = box[0] if box else (None, np.inf)
-    b_proved = b is not None and b.status in PROVEN
-    if b_proved and (cp.status not in PROVEN or b_done <= cp_done):
+    if b is not None and b.status in PROVEN and (cp.status not in PROVEN or b_done <= cp_done):
         return b, "boxsearch"
     if cp.status in PROVEN or b is None:
         return cp, "cpsat"

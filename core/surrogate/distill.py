@@ -39,6 +39,7 @@ import pandas as pd
 
 from core.errors import AtlasError
 from core.model import TreeEnsemble, as_ensemble
+from core.typing import ModelLike, Rows
 
 __all__ = ["Surrogate", "distill", "decode_frame"]
 
@@ -86,7 +87,7 @@ class Surrogate:
         (:mod:`core.surrogate.repair`) applies the same view to the refitted trees."""
         return replace(self, view=view, ensemble=view(self.native))
 
-    def refit(self, model: Any, X_new: np.ndarray, *, weight: float = 5.0, random_state: int | None = None
+    def refit(self, model: ModelLike, X_new: np.ndarray, *, weight: float = 5.0, random_state: int | None = None
               ) -> "Surrogate":
         """The surrogate fitted again with ``X_new`` (codes view, labelled by ``model``) added
         with a larger weight; the same view, the same fidelity figures (of the first fit)."""
@@ -106,7 +107,7 @@ class Surrogate:
                 "elapsed": self.elapsed}
 
 
-def decode_frame(model: Any, X: np.ndarray) -> pd.DataFrame:
+def decode_frame(model: ModelLike, X: np.ndarray) -> pd.DataFrame:
     """Codes-view rows as a frame LightGBM fits on: numbers, and categorical features as
     pandas categories with exactly the model's categories (the missing code as NaN)."""
     cols: dict[str, Any] = {}
@@ -196,7 +197,7 @@ def _boundary_points(model: Any, X: np.ndarray, y: np.ndarray, rng: np.random.Ge
     return S, _labels(model, S)
 
 
-def distill(model: Any, X: Any, *, holdout: float = 0.2, n_pairs: int = 2000, steps: int = 8,
+def distill(model: ModelLike, X: Rows, *, holdout: float = 0.2, n_pairs: int = 2000, steps: int = 8,
             spread: float = 0.03, per_point: int = 3, n_estimators: int = 100, num_leaves: int = 15,
             learning_rate: float = 0.1, random_state: int = 0) -> Surrogate:
     """Fit a tree-ensemble surrogate to ``model``'s answers on the rows ``X`` (codes view)
@@ -268,10 +269,10 @@ def _fit(model: Any, X: np.ndarray, y: np.ndarray, weight: np.ndarray | None, n_
     """A LightGBM booster fitted to the model's answers ``y`` on ``X``, read exactly."""
     import lightgbm as lgb
 
-    params = dict(n_estimators=n_estimators, num_leaves=num_leaves, learning_rate=learning_rate,
+    booster = lgb.LGBMClassifier if model.is_classifier else lgb.LGBMRegressor
+    est = booster(n_estimators=n_estimators, num_leaves=num_leaves, learning_rate=learning_rate,
                   random_state=random_state, n_jobs=1, verbose=-1, min_child_samples=5, deterministic=True,
                   force_row_wise=True, max_cat_to_onehot=MAX_CAT_TO_ONEHOT)
-    est = (lgb.LGBMClassifier if model.is_classifier else lgb.LGBMRegressor)(**params)
     est.fit(decode_frame(model, X), y, sample_weight=weight)
     return _with_model_names(as_ensemble(est), model)
 
@@ -296,5 +297,6 @@ def _surrogate_labels(ens: TreeEnsemble, X: np.ndarray, classifier: bool) -> np.
     out = ens.predict(X)
     if not classifier:
         return np.asarray(out, dtype=np.float64)
+    assert ens.classes is not None, "a classifier's surrogate has classes"
     index = {c: k for k, c in enumerate(ens.classes.tolist())}
     return np.array([index[v] for v in out.tolist()], dtype=np.int64)

@@ -38,7 +38,7 @@ the model. A row with no valid counterfactual says so.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -51,9 +51,11 @@ from core.counterfactual import (
     make_cost_model,
 )
 from core.model import Guarantee
+from core.model.guarantee import GuaranteeKind
 from core.model.native import model_input
 from core.schema import INTEGRAL_KINDS, Schema
 from core.surrogate.distill import Surrogate
+from core.typing import FeatureKey, ModelLike, Norm, Row, TargetSpec, Weights
 
 __all__ = ["checked_counterfactual", "polish_on_model", "shorten_on_model", "ModelOnView"]
 
@@ -217,10 +219,10 @@ def _around(x_hat: np.ndarray, z: np.ndarray, span: np.ndarray, rng: np.random.G
     return np.concatenate([seg, cloud])
 
 
-def checked_counterfactual(model: Any, x: Any, target: Any, *, surrogate: Surrogate,
+def checked_counterfactual(model: ModelLike, x: Row, target: TargetSpec, *, surrogate: Surrogate,
                            solve: Callable[..., CounterfactualResult], schema: Schema | None = None,
-                           norm: str | Mapping[str, float] = "l1", weights: Any = None,
-                           fixed: Iterable[Any] | None = None, increase_only: Iterable[Any] | None = None,
+                           norm: Norm = "l1", weights: Weights = None,
+                           fixed: Iterable[FeatureKey] | None = None, increase_only: Iterable[FeatureKey] | None = None,
                            decrease_only: Iterable[Any] | None = None, time_limit: float = 30.0,
                            rounds: int = 2, X_ref: Any = None, n_workers: int = 2, random_state: int = 0,
                            on_progress: Callable[[CounterfactualResult], None] | None = None
@@ -283,13 +285,14 @@ def checked_counterfactual(model: Any, x: Any, target: Any, *, surrogate: Surrog
             break
         res = solve(current.ensemble, x_hat, target, time_limit=left, X_ref=X_ref, **opts)
         first = first or res
-        if not res.found:
+        if not res.found or res.x is None:      # found: a point (the check names it for the type checker)
             break
-        tried.append(res.x)
-        if oracle.valid(res.x)[0]:
-            found.append(res.x)
+        z = res.x
+        tried.append(z)
+        if oracle.valid(z)[0]:
+            found.append(z)
         else:
-            past = _beyond(oracle, x_hat, res.x, discrete, project)
+            past = _beyond(oracle, x_hat, z, discrete, project)
             if past is not None:
                 found.append(past)
         if found or refits >= rounds or time.perf_counter() - t0 > 0.6 * time_limit:
@@ -300,20 +303,24 @@ def checked_counterfactual(model: Any, x: Any, target: Any, *, surrogate: Surrog
     if not found:
         found = _search_on_model(oracle, x_hat, tried, X_ref, cm, discrete, project)
     params = _params(first, surrogate, refits, oracle)
-    g = dict(model_kind="black_box", surrogate_fidelity=surrogate.fidelity,
-             boundary_fidelity=surrogate.boundary_fidelity)
+
+    def guarantee(status: GuaranteeKind, note: str) -> Guarantee:
+        return Guarantee(status, note=note, model_kind="black_box", surrogate_fidelity=surrogate.fidelity,
+                         boundary_fidelity=surrogate.boundary_fidelity)
+
     if not found:
-        infeasible = first is not None and first.status == "infeasible"
-        message = (f"No counterfactual under these constraints on the surrogate: {first.message}" if infeasible
+        refused = first.message if first is not None and first.status == "infeasible" else None
+        infeasible = refused is not None
+        message = (f"No counterfactual under these constraints on the surrogate: {refused}" if infeasible
                    else "No counterfactual valid on the model was found: the model refused the surrogate's answers "
                         "and the search on the model found none.")
         return CounterfactualResult(
             x=None, cost=float("inf"), status="infeasible" if infeasible else "error", gap=float("inf"),
             elapsed=time.perf_counter() - t0, changes=(), backend="surrogate", params=params, x_query=x_hat,
-            message=message, guarantee=Guarantee("not_found", note="Nothing is proven of the model itself.", **g))
+            message=message, guarantee=guarantee("not_found", "Nothing is proven of the model itself."))
     if on_progress is not None:
         z0 = found[0]
-        on_progress(_result(ens, oracle, x_hat, z0, cm, t0, params, g, "Valid on the model; polishing."))
+        on_progress(_result(ens, oracle, x_hat, z0, cm, t0, params, guarantee, "Valid on the model; polishing."))
     cost_fn = lambda C: cm.cost(x_hat, C)
     polished = [polish_on_model(oracle, x_hat, z, cost_fn, kinds=kinds, groups=groups, categorical=categorical)
                 for z in found[:3]]
@@ -323,7 +330,7 @@ def checked_counterfactual(model: Any, x: Any, target: Any, *, surrogate: Surrog
                          lower=None if arr is None else arr["lower"], upper=None if arr is None else arr["upper"])
     params = _params(first, surrogate, refits, oracle)
     note = "" if not refits else f"The surrogate was refined {refits} time{'s' if refits > 1 else ''} for this row."
-    return _result(ens, oracle, x_hat, z, cm, t0, params, g, "", note=note)
+    return _result(ens, oracle, x_hat, z, cm, t0, params, guarantee, "", note=note)
 
 
 def _search_on_model(oracle: ModelOnView, x_hat: np.ndarray, tried: list[np.ndarray], X_ref: np.ndarray | None,
@@ -359,9 +366,10 @@ def _params(first: CounterfactualResult | None, surrogate: Surrogate, refits: in
 
 
 def _result(ens: Any, oracle: ModelOnView, x_hat: np.ndarray, z: np.ndarray, cm: Any, t0: float,
-            params: dict[str, Any], g: dict[str, Any], message: str, note: str = "") -> CounterfactualResult:
+            params: dict[str, Any], guarantee: Callable[[GuaranteeKind, str], Guarantee], message: str,
+            note: str = "") -> CounterfactualResult:
     return CounterfactualResult(
         x=z, cost=float(cm.cost(x_hat, z[None, :])[0]), status="feasible", gap=float("nan"),
         elapsed=time.perf_counter() - t0, changes=changes_between(ens, x_hat, z), backend="surrogate",
         params=params, x_query=x_hat.copy(), valid=True, message=message, prediction=oracle.predict(z[None, :]),
-        guarantee=Guarantee("valid_on_model", note=note, **g))
+        guarantee=guarantee("valid_on_model", note))

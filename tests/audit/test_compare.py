@@ -9,7 +9,7 @@ import pytest
 from sklearn.ensemble import RandomForestClassifier
 
 from core.audit.compare import compare_models, decision_agreement
-from core.errors import QueryError
+from core.errors import AuditError, QueryError
 from core.schema import infer_schema
 
 
@@ -148,3 +148,9 @@ def test_where_decisions_differ_reads_in_the_analysts_columns():
                                columns=[Column("job", (0,), ("clerk", "cook", "nurse", "pilot")), Column("pay", (1,))],
                                kinds=["categorical", "numerical"])
     assert any(r.startswith("if job in {nurse} and pay <= ") for r in rules), rules
+
+
+def test_a_comparison_without_a_schema_says_what_to_give(planted):
+    X, a, b, _ = planted
+    with pytest.raises(AuditError, match="give schema=core.infer_schema"):
+        compare_models(a, b, X, schema=None, target=1, max_rows=20)

@@ -1,0 +1,81 @@
+"""Types (issue #40 item 4): ``core.typing`` names what signatures take, ``Any`` stays only
+where a value is truly any object, and the mypy codes still turned off are a debt that only
+shrinks.
+
+Read from the source and from pyproject.toml (mypy itself runs in ``make lint``):
+
+* ``core.typing`` imports nothing of ``core`` (every package may use it, the model included);
+* the public functions of ``core`` annotate at most ``ANY_LIMIT`` parameters ``Any``
+  (``ModelLike``, a raw model of any library, is the one ``Any`` named on purpose);
+* mypy checks every code by default; the modules still in debt are listed in
+  ``[[tool.mypy.overrides]]`` blocks, each with the count of its findings, and the total is
+  at most ``DEBT_LIMIT``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORE = ROOT / "core"
+
+ANY_LIMIT = 243          # was 331 of 1,476 public parameters; lower it as signatures get their types
+DEBT_LIMIT = 301         # findings (and annotation-unchecked notes) behind the codes, with the stubs; was 333
+
+
+def _is_any(node: ast.expr | None) -> bool:
+    return ((isinstance(node, ast.Name) and node.id == "Any") or (isinstance(node, ast.Attribute) and node.attr == "Any")
+            or (isinstance(node, ast.Constant) and node.value == "Any"))
+
+
+def _public_parameters(path: Path) -> list[tuple[str, ast.arg]]:
+    out: list[tuple[str, ast.arg]] = []
+
+    def visit(body: list[ast.stmt], public: bool) -> None:
+        for n in body:
+            if isinstance(n, ast.ClassDef):
+                visit(n.body, public and not n.name.startswith("_"))
+            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if public and (not n.name.startswith("_") or n.name == "__init__"):
+                    a = n.args
+                    out.extend((f"{path.relative_to(ROOT)}:{n.lineno} {n.name}", p)
+                               for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, (a.vararg, a.kwarg))]
+                               if p.arg not in ("self", "cls"))
+
+    visit(ast.parse(path.read_text(), filename=str(path)).body, True)
+    return out
+
+
+def test_core_typing_imports_nothing_of_core():
+    tree = ast.parse((CORE / "typing" / "__init__.py").read_text())
+    modules = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    modules += [n.module or "." for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    assert "numpy" in modules and not [m for m in modules if m == "core" or m.startswith(("core.", "."))], modules
+
+
+def test_public_signatures_say_what_they_take():
+    params = [(where, p) for path in sorted(CORE.rglob("*.py")) for where, p in _public_parameters(path)]
+    assert len(params) > 1000, len(params)
+    typed_any = [f"{where}: {p.arg}" for where, p in params if _is_any(p.annotation)]
+    assert len(typed_any) <= ANY_LIMIT, (f"{len(typed_any)} public parameters are annotated Any (at most "
+                                         f"{ANY_LIMIT}): name what they take with core.typing\n" + "\n".join(typed_any))
+
+
+def test_the_disabled_mypy_codes_are_a_listed_debt_that_only_shrinks():
+    text = (ROOT / "pyproject.toml").read_text()
+    mypy = tomllib.loads(text)["tool"]["mypy"]
+    assert not mypy.get("disable_error_code"), "every code is on by default; a module in debt has an override"
+    blocks = [o for o in mypy["overrides"] if o.get("disable_error_code")]
+    assert blocks
+    for o in blocks:
+        for module in o["module"]:
+            path = ROOT / Path(*module.split("."))
+            assert path.with_suffix(".py").is_file() or (path / "__init__.py").is_file(), f"no module {module}"
+    section = text[text.index("[tool.mypy]"):]
+    counts = [int(n) for n in re.findall(r"^# core[^:\n]*: (\d+) findings", section, flags=re.M)]
+    total = re.search(r"^# Typing debt \(issue #40\): (\d+) findings", section, flags=re.M)
+    assert total is not None and len(counts) == len(blocks), (total, counts)
+    assert sum(counts) == int(total.group(1)) <= DEBT_LIMIT, (sum(counts), total.group(1), DEBT_LIMIT)
