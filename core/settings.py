@@ -145,8 +145,8 @@ def n_jobs_setting(v: Any) -> str | None:
     return None if ok else "a positive number of processes, or -1 for every core"
 
 
-def n_workers_setting(v: Any) -> str | None:
-    ok = _int(v) and (v >= 1 or v == -1)
+def n_workers_setting(v: object) -> str | None:
+    ok = isinstance(v, numbers.Integral) and not isinstance(v, bool) and (int(v) >= 1 or int(v) == -1)
     return None if ok else "a positive number of threads, or -1 for every core"
 
 

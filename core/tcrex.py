@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -47,6 +47,7 @@ from core.model.result import Reader, Result, Writer, export, settings, to_json_
 from core.ruletext import conditions
 from core.settings import RANDOM_STATE, integer, optional, probability, validated
 from core.shown import bound_text, outcome_text
+from core.typing import FeatureKey, Rows
 
 __all__ = ["TCREx", "TCRExResult", "Rule", "Metarule", "NoValidRuleError"]
 
@@ -212,7 +213,8 @@ class TCREx:
     # ------------------------------------------------------------------ fit
     @validated(QueryError)
     def fit(self, X: Any, y_model: Any, target: Any, feature_names: Sequence[str] | None = None, *,
-            fixed: Any = None, increase_only: Any = None, decrease_only: Any = None) -> "TCREx":
+            fixed: Iterable[FeatureKey] | None = None, increase_only: Iterable[FeatureKey] | None = None,
+            decrease_only: Iterable[FeatureKey] | None = None) -> "TCREx":
         """Learn the rules and the metarule tree on ``(X, y_model)`` for ``target``.
 
         ``fixed``, ``increase_only``, ``decrease_only`` (feature names or indices,
@@ -559,15 +561,15 @@ class TCREx:
                          "mean changes": float(np.round(self.changes(X[mine], np.full(n, k)).mean(), 2)) if n else 0.0})
         return pd.DataFrame(recs)
 
-    def reachable(self, X: Any) -> np.ndarray:
+    def reachable(self, X: Rows) -> np.ndarray:
         """``[i, r]``: can row i reach rule r moving no fixed feature, increase-only
         features only up and decrease-only ones only down (the fit's settings)?
         Every rule when nothing is constrained."""
-        X = self._check(X)
-        out = np.ones((len(X), len(self.rules_)), dtype=bool)
+        A = self._check(X)
+        out = np.ones((len(A), len(self.rules_)), dtype=bool)
         for role, cols in self._roles().items():
             for j in cols:
-                x = X[:, j][:, None]
+                x = A[:, j][:, None]
                 L = np.array([r.lower[j] for r in self.rules_])[None, :]
                 U = np.array([r.upper[j] for r in self.rules_])[None, :]
                 if role != "increase_only":
