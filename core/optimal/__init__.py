@@ -439,19 +439,21 @@ def _solve_once(prob: CellProblem, backend: str, time_limit: float, hint: np.nda
     (:mod:`core.solvers.race`); the box search hands what it does not take to CP-SAT.
     The solvers that can tell ``anytime`` their points and bounds while they run, and
     stop on its event, do."""
-    found = {"cpsat": lambda cells: anytime.cells(cells, "cpsat")}
+    stop = anytime.stop if anytime.should_stop is not None else None
+    found = (lambda cells: anytime.cells(cells, "cpsat")) if anytime.listening else None
+    lower = anytime.lower if anytime.listening else None
     if backend == "race":
-        return race.solve(prob, time_limit=time_limit, hint=hint, n_workers=n_workers, stop=anytime.stop,
-                          on_solution=found["cpsat"], on_bound=anytime.lower)
+        return race.solve(prob, time_limit=time_limit, hint=hint, n_workers=n_workers, stop=stop,
+                          on_solution=found, on_bound=lower)
     if backend == "boxsearch":
-        sol = boxsearch.solve(prob, time_limit=time_limit, hint=hint, stop=anytime.stop,
-                              on_bound=lambda lower, _upper: anytime.lower(lower))
+        sol = boxsearch.solve(prob, time_limit=time_limit, hint=hint, stop=stop,
+                              on_bound=None if lower is None else lambda lo, _up: lower(lo))
         if sol is not None:
             return sol, "boxsearch"
         backend = "cpsat"
     if backend == "cpsat":
-        return cpsat.solve(prob, time_limit=time_limit, hint=hint, n_workers=n_workers, stop=anytime.stop,
-                           on_solution=found["cpsat"], on_bound=anytime.lower), "cpsat"
+        return cpsat.solve(prob, time_limit=time_limit, hint=hint, n_workers=n_workers, stop=stop,
+                           on_solution=found, on_bound=lower), "cpsat"
     return ocean.solve(prob, solver=backend, time_limit=time_limit), backend
 
 
@@ -531,6 +533,7 @@ def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref, wa
         x_cf = prob.point_of(sol.cells)
         cost = prob.cost_of(sol.cells)
         if sol.status != "optimal" and anytime.stopped:
+            anytime.cells(sol.cells, used)          # the solver's last point, if the callbacks were off
             return _stopped(run, anytime, used, sol.lower_bound)
         if prob.is_valid(x_cf[None, :])[0]:
             if ws_x is not None and ws_cost < cost - 1e-12:  # solver stopped above the warm start

@@ -78,6 +78,11 @@ class Anytime:
             self._poll()
 
     @property
+    def listening(self) -> bool:
+        """Does anyone hear the progress (else the solvers run without callbacks, at full speed)?"""
+        return self.on_progress is not None
+
+    @property
     def stopped(self) -> bool:
         return self.stop.is_set()
 
