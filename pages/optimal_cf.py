@@ -159,7 +159,7 @@ def _headline(result) -> tuple[str, Any]:
     """What the answer is, in words, and how it is shown (success when proven or checked)."""
     g = result.guarantee
     if result.status == "stopped":
-        return "Stopped before the proof: the best valid counterfactual found", st.warning
+        return "Best valid counterfactual when stopped", st.warning
     what = {"proven_optimal": "Optimal counterfactual", "valid_on_model": "Counterfactual valid on the model"
             }.get(g.kind if g is not None else "", "Best valid counterfactual so far")
     return what, st.success if g is not None and g.kind in ("proven_optimal", "valid_on_model") else st.warning

@@ -103,7 +103,8 @@ def test_the_page_shows_the_gap_while_it_runs_and_stop_keeps_the_best_point(hard
     shown = {m.label: m.value for m in app.metric}
     assert shown["Status"] == "stopped" and shown["Gap"] == percent_text(res.gap, 2)
     assert shown["Lower bound"] == f"{res.lower_bound:.4g}"
-    assert any(w.value.startswith("Stopped before the proof") for w in app.warning)
+    said = [w.value for w in app.warning if w.value.startswith("Best valid counterfactual when stopped")]
+    assert said and f"(gap {res.gap:.1%})" in said[0], [w.value for w in app.warning]
     assert any("within a gap of" in c.value for c in app.caption)
     record = json.loads(downloads["ocf_dl_json"])             # the export keeps the point with its gap
     assert record["status"] == "stopped" and record["gap"] == pytest.approx(res.gap)
