@@ -42,7 +42,6 @@ from dashboard.widgets import column_picker, row_picker, target_picker
 class _Page:
     """What the page reads from the workspace, and a counter for unique element keys."""
 
-    JOB = "_ocf_job"          # session key: the running query (dashboard.jobs.Job), if any
     LIVE_EVERY_S = 0.5        # how often the running query's figures are refreshed
     SPARE_S = 30.0            # the run that starts a query waits its time limit and this for its answer
 
@@ -237,7 +236,7 @@ def _panel(job) -> None:
 def _live() -> None:
     """The running query's figures refreshed on their own; once it has ended, the whole page
     reruns to show the answer."""
-    job = st.session_state.get(_Page.JOB)
+    job = state.get(state.Keys.OPTIMAL_JOB)
     if job is None or not job.running:
         st.rerun()
     _panel(job)
@@ -262,20 +261,20 @@ def _start(p: _Page, x: np.ndarray, target, kwargs: dict, plaus: bool, k: int) -
     if p.ws.model_kind != "tree_ensemble":
         kwargs.pop("backend", None)
     X = p.X
-    old = st.session_state.pop(_Page.JOB, None)
+    old = state.get(state.Keys.OPTIMAL_JOB)
     if old is not None:
         old.stop()
-    st.session_state[_Page.JOB] = jobs.start(lambda tell, should_stop: optimal_counterfactual(
+    state.put(state.Keys.OPTIMAL_JOB, jobs.start(lambda tell, should_stop: optimal_counterfactual(
         solve_on, x, target, plausibility=pl, n_solutions=k, X_ref=X, on_progress=tell, should_stop=should_stop,
-        **extra, **kwargs), name="atlas-optimal")
+        **extra, **kwargs), name="atlas-optimal"))
 
 
 def _collect() -> None:
     """The query that has ended: its answer kept as the page's result (or its error shown)."""
-    job = st.session_state.get(_Page.JOB)
+    job = state.get(state.Keys.OPTIMAL_JOB)
     if job is None or job.running:
         return
-    del st.session_state[_Page.JOB]
+    state.forget(state.Keys.OPTIMAL_JOB)
     with user_errors("The counterfactual could not be computed"):
         state.put(state.Keys.OPTIMAL_RESULT, job.outcome())
 
@@ -298,7 +297,7 @@ def _one_row(p: _Page) -> None:
     if go:
         with user_errors("The counterfactual could not be computed"):
             _start(p, x, target, kwargs, plaus, int(k))
-    job = st.session_state.get(_Page.JOB)
+    job = state.get(state.Keys.OPTIMAL_JOB)
     if job is not None and job.running:
         stop = st.empty()
         if ws.model_kind == "tree_ensemble":    # its solvers report their progress and stop

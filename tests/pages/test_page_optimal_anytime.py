@@ -75,7 +75,7 @@ def test_the_page_shows_the_gap_while_it_runs_and_stop_keeps_the_best_point(hard
     next(b for b in app.button if b.label == "Find the optimal counterfactual").click().run()
     assert not app.exception, app.exception
 
-    job = app.session_state["_ocf_job"]                  # the query runs beside the page
+    job = app.session_state["ocf_job"]                  # the query runs beside the page
     assert job.running
     _until(lambda: job.progress is not None and job.progress.lower_bound > 0, "a point and a bound")
     app.run()
@@ -94,7 +94,7 @@ def test_the_page_shows_the_gap_while_it_runs_and_stop_keeps_the_best_point(hard
     assert job.wait(60), "the query did not stop"
     app.run()
     assert not app.exception, app.exception
-    assert "_ocf_job" not in app.session_state
+    assert "ocf_job" not in app.session_state
     res = app.session_state["ocf_result"]
     assert res.status == "stopped" and res.found
     assert rf.predict(pd.DataFrame([res.x], columns=rf.feature_names_in_))[0] == 1     # fed back to the model
