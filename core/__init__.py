@@ -115,8 +115,10 @@ answer are keyword-only parameters of the call where they act (a counterfactual
 rule's ``pi``, ``pi_c`` and ``top_k`` per query), checked at the call by
 :func:`core.settings.validated`; ``n_jobs`` / ``scheduler`` mean the same
 everywhere (:mod:`core.settings`). The optimal counterfactual's ``on_progress(result)``
-is not a progress count: it hands over the first valid point (the warm start)
-while the solver works on the proof. Results are frozen dataclasses; those of the
+is not a progress count: it hands over the best valid point so far with the
+proven lower bound and gap (the warm start first, then each improvement) while
+the solver works on the proof; its ``should_stop()`` ends the search with that
+point (status "stopped"). Results are frozen dataclasses; those of the
 analyses share one shape (:class:`core.model.result.Result`: ``params``, ``elapsed``,
 ``guarantee``, ``to_json`` / ``from_json``); errors a user
 can cause are the classes of :mod:`core.errors` (all ``ValueError``); values
