@@ -144,3 +144,27 @@ def test_an_error_in_the_query_reaches_the_page_as_its_message():
     assert job.wait(10) and not job.running
     with pytest.raises(QueryError, match="the model reads 4 features"):
         job.outcome()
+
+
+def test_the_query_of_a_session_that_closes_is_stopped(hard, monkeypatch):
+    """The session's state goes, and with it the running query's handle: the thread
+    ends at once, not at the query's 300 s time limit."""
+    rf, frame, row, build_workspace = hard
+    monkeypatch.setenv("ATLAS_LIVE_HOLD", "1")
+    app = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=300)
+    app.run()
+    app.session_state["workspace"] = build_workspace(frame, "target", rf, name="breast cancer")
+    app.session_state["demo_key"] = None
+    app.run()
+    app.switch_page("../pages/optimal_cf.py").run()
+    app.number_input(key="ocf_row").set_value(row).run()
+    app.number_input(key="ocf_limit").set_value(300.0)
+    next(b for b in app.button if b.label == "Find the optimal counterfactual").click().run()
+    assert not app.exception, app.exception
+    job = app.session_state["ocf_job"]
+    thread = job.thread
+    assert job.running and thread.is_alive()
+    del job, app
+    gc.collect()
+    thread.join(60)
+    assert not thread.is_alive(), "the closed session's query still runs"
