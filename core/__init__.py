@@ -117,8 +117,10 @@ rule's ``pi``, ``pi_c`` and ``top_k`` per query), checked at the call by
 ``n_workers`` (threads), ``norm`` (the cost) and the shared defaults
 (``TIME_LIMIT``, ``ROW_TIME_LIMIT``, ``RANDOM_STATE``) mean the same everywhere
 (:mod:`core.settings`). The optimal counterfactual's ``on_progress(result)``
-is not a progress count: it hands over the first valid point (the warm start)
-while the solver works on the proof. Results are frozen dataclasses; those of the
+is not a progress count: it hands over the best valid point so far with the
+proven lower bound and gap (the warm start first, then each improvement) while
+the solver works on the proof; its ``should_stop()`` ends the search with that
+point (status "stopped"). Results are frozen dataclasses; those of the
 analyses share one shape (:class:`core.model.result.Result`: ``params``, ``elapsed``,
 ``guarantee``, ``to_json`` / ``from_json``); errors a user
 can cause are the classes of :mod:`core.errors` (all ``ValueError``); values

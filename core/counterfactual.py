@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["output_mask", "continuous_outputs", "CostModel", "Target", "CounterfactualResult", "Change",
            "make_cost_model", "make_target", "default_target", "favourable_default", "at_target", "already_at_target"]
 
-STATUSES = ("optimal", "feasible", "infeasible", "time_limit", "error")
+STATUSES = ("optimal", "feasible", "infeasible", "time_limit", "stopped", "error")
 
 
 @dataclass(frozen=True)
@@ -447,7 +447,8 @@ class CounterfactualResult(Result):
     cost : optimal (or best found) cost; for a point pushed inside an open cell
         it is the infimum over that cell (the paper's epsilon -> 0).
     status : "optimal", "feasible" (valid, optimality not proven), "infeasible",
-        "time_limit" (no proof in time; ``x`` is the best valid point, if any)
+        "time_limit" (no proof in time; ``x`` is the best valid point, if any),
+        "stopped" (the caller stopped it before the proof; ``x`` as for "time_limit")
         or "error" (``message`` says why).
     gap : relative gap between ``cost`` and the proven lower bound (0 if optimal).
     elapsed : seconds from the query to the answer (``solve_time``, its older name,
@@ -531,6 +532,14 @@ def status_guarantee(status: str, found: bool, gap: float = 0.0, bound: float = 
         return Guarantee("proven_optimal", model_kind, gap=0.0, bound=bound)
     if status == "infeasible":
         return Guarantee("infeasible", model_kind)
+    if status == "stopped":           # the user stopped the search: what is known, with its gap
+        if not found:
+            return Guarantee("not_found", model_kind, note="Stopped before any valid point was found.")
+        within = "an unknown gap" if not np.isfinite(gap) else f"a gap of {100 * gap:.1f}%"
+        proven = f" (proven lower bound {bound:.4g})" if np.isfinite(bound) and bound > 0 else ""
+        return Guarantee("valid_on_model", model_kind, gap=None if not np.isfinite(gap) else float(gap),
+                         bound=float(bound) if np.isfinite(bound) else None,
+                         note=f"Stopped before the proof: within {within} of the optimum{proven}.")
     if found:
         g = None if not np.isfinite(gap) else float(gap)
         return Guarantee("time_limited" if status == "time_limit" else "valid_on_model", model_kind,

@@ -1,8 +1,17 @@
-"""Optimal counterfactual: the smallest change that flips a decision, proven optimal (OCEAN)."""
+"""Optimal counterfactual: the smallest change that flips a decision, proven optimal (OCEAN).
+
+One row's query runs in a thread of its own (:mod:`dashboard.jobs`): while it runs, the
+page shows the best valid point's cost, the proven lower bound and the gap as the
+solver improves them (redrawn by the run that started it, then by a polling fragment),
+with a Stop button that keeps the best point with its gap, on the page and in the export.
+"""
 
 from __future__ import annotations
 
 import json
+import time
+from itertools import count
+from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
@@ -24,26 +33,26 @@ from core.intake.workspace import changes_line
 from core.optimal import BACKENDS, optimal_counterfactual
 from core.optimal.batch import batch_counterfactuals
 from core.shown import approx_text, number_text, percent_text
-from dashboard import state
+from dashboard import jobs, state
 from dashboard.caching import plausibility_model
 from dashboard.ui import download, plain, session_cluster, user_errors
 from dashboard.widgets import column_picker, row_picker, target_picker
 
-K = state.Keys
 
-ws, ens, schema, names, X, pred = state.page_context(
-    "Optimal counterfactual",
-    "The cheapest change of a row that gives the outcome you choose: for a tree ensemble found by a "
-    "mixed-integer model of the whole ensemble (OCEAN) and proven optimal, for a linear model by a MILP on its "
-    "score, for any other model through its surrogate and checked on the model. Distances are measured on each feature "
-    "divided by its range, and switching category counts as one change; actionability comes from "
-    "the feature settings.")
+class _Page:
+    """What the page reads from the workspace, and a counter for unique element keys."""
 
-tab_one, tab_batch = st.tabs(["One row", "Many rows"])
+    LIVE_EVERY_S = 0.5        # how often the running query's figures are refreshed
+    SPARE_S = 30.0            # the run that starts a query waits its time limit and this for its answer
+
+    def __init__(self, ws: Any, ens: Any, schema: Any, names: list[str], X: np.ndarray, pred: np.ndarray) -> None:
+        self.ws, self.ens, self.schema, self.names, self.X, self.pred = ws, ens, schema, names, X, pred
+        self.shown: Iterator[int] = count()
 
 
-def _settings(prefix: str):
+def _settings(p: _Page, prefix: str):
     """The query settings shared by both tabs; returns a dict of keyword arguments."""
+    schema, names = p.schema, p.names
     c1, c2, c3, c4 = st.columns(4)
     norm_name = c1.selectbox("Cost", ["l1", "l0", "l2", "mix"], key=f"{prefix}_norm",
                              help="l1: sum of scaled changes · l0: number of changed features · "
@@ -71,25 +80,23 @@ def _settings(prefix: str):
                 backend=backend, time_limit=float(limit)), plaus
 
 
-def _target_widget(prefix: str, row_pred):
-    return target_picker(st, ens, pred, row_pred, prefix)
+def _target_widget(p: _Page, prefix: str, row_pred):
+    return target_picker(st, p.ens, p.pred, row_pred, prefix)
 
 
-def _plausibility(target):
-    rows = X[at_target(ens, target, pred)]
-    return plausibility_model(ws.key, str(target), 0.1, rows)
-
-
-_shown = iter(range(10**6))  # unique element keys for each display in a run
+def _plausibility(p: _Page, target):
+    rows = p.X[at_target(p.ens, target, p.pred)]
+    return plausibility_model(p.ws.key, str(target), 0.1, rows)
 
 
 def _highlight(table: pd.DataFrame):
     return table.style.apply(lambda r: ["background-color: #fde9c9" if r["changed"] else "" for _ in r], axis=1)
 
 
-def _what_if(row: int) -> np.ndarray:
+def _what_if(p: _Page, row: int) -> np.ndarray:
     """The row in the analyst's columns, editable (a category column is one pick among its
     categories, never two at once); returned in the model's features."""
+    ws, X = p.ws, p.X
     cols = ws.columns
     values = column_values(cols, X[row])
     grid = st.columns(4)
@@ -115,9 +122,10 @@ def _what_if(row: int) -> np.ndarray:
         return X[row]
 
 
-def _batch_table(rows, results) -> pd.DataFrame:
+def _batch_table(p: _Page, rows, results) -> pd.DataFrame:
     """The batch table: per row its changes in the analyst's columns and, beside them, the
     counterfactual's value of every column at full precision (cf:<column>; empty where missing)."""
+    ws, X = p.ws, p.X
     done = [(int(r), res) for r, res in zip(rows, results) if res is not None]
     points = np.array([res.x if res.found else np.full(X.shape[1], np.nan) for _, res in done]).reshape(-1, X.shape[1])
     values = recourse_frame(ws.columns, X[[r for r, _ in done]].reshape(-1, X.shape[1]), points)
@@ -129,10 +137,10 @@ def _batch_table(rows, results) -> pd.DataFrame:
     return pd.concat([head, values.drop(columns=["n_changed", "changes"])], axis=1)
 
 
-def _row_of(x_query) -> int | None:
+def _row_of(p: _Page, x_query) -> int | None:
     """The shown row, if the query is that row (then its own category values can be shown)."""
     r = st.session_state.get("ocf_row")
-    return int(r) if r is not None and x_query is not None and 0 <= r < len(X) and np.array_equal(X[r], x_query) \
+    return int(r) if r is not None and x_query is not None and 0 <= r < len(p.X) and np.array_equal(p.X[r], x_query) \
         else None
 
 
@@ -146,17 +154,26 @@ def _as_text(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _show(result, container):
-    n = next(_shown)
-    with container.container():
+def _headline(result) -> tuple[str, Any]:
+    """What the answer is, in words, and how it is shown (success when proven or checked)."""
+    g = result.guarantee
+    if result.status == "stopped":
+        return "Best valid counterfactual when stopped", st.warning
+    what = {"proven_optimal": "Optimal counterfactual", "valid_on_model": "Counterfactual valid on the model"
+            }.get(g.kind if g is not None else "", "Best valid counterfactual so far")
+    return what, st.success if g is not None and g.kind in ("proven_optimal", "valid_on_model") else st.warning
+
+
+def _show(p: _Page, result) -> None:
+    ws, names = p.ws, p.names
+    n = next(p.shown)
+    with st.container():
         status = result.status
-        raw = ws.raw_changes(result.x_query, result.x, _row_of(result.x_query)) if result.found else None
+        raw = ws.raw_changes(result.x_query, result.x, _row_of(p, result.x_query)) if result.found else None
         g = result.guarantee
         if result.found:
             n_changed = int(raw["changed"].sum())
-            what = {"proven_optimal": "Optimal counterfactual", "valid_on_model": "Counterfactual valid on the model"
-                    }.get(g.kind if g is not None else "", "Best valid counterfactual so far")
-            say = st.success if g is not None and g.kind in ("proven_optimal", "valid_on_model") else st.warning
+            what, say = _headline(result)
             say(f"{what}: cost {result.cost:.4g}, {n_changed} column{'s' * (n_changed != 1)} changed."
                 + (f" {plain(result.message)}" if result.message and say is st.warning else ""))
         elif status == "infeasible":
@@ -167,13 +184,15 @@ def _show(result, container):
             st.caption(f"What this answer guarantees: {plain(g.text())}")
         if result.params.get("notice"):
             st.info(plain(result.params["notice"]))
-        m = st.columns(5)
+        m = st.columns(6)
         m[0].metric("Status", status)
         m[1].metric("Cost", "–" if not result.found else f"{result.cost:.4g}")
-        m[2].metric("Solve time", f"{result.solve_time:.2f} s")
+        m[2].metric("Lower bound", "–" if not result.found or not np.isfinite(result.lower_bound)
+                    else f"{result.lower_bound:.4g}", help="No cheaper counterfactual exists: proven by the solver.")
         m[3].metric("Gap", "–" if not result.found else percent_text(result.gap, 2),
                     help="Not known until the solver proves a lower bound." if not np.isfinite(result.gap) else None)
-        m[4].metric("Backend", result.backend)
+        m[4].metric("Solve time", f"{result.solve_time:.2f} s")
+        m[5].metric("Backend", result.backend)
         if not result.found:
             return
         table = _as_text(counterfactual_table(result, names))
@@ -183,55 +202,133 @@ def _show(result, container):
                 st.dataframe(_highlight(table), hide_index=True)
         else:
             st.dataframe(_highlight(table), hide_index=True)
-        st.plotly_chart(counterfactual_changes_figure(result, names, schema.arrays()["span"], schema.groups()),
+        st.plotly_chart(counterfactual_changes_figure(result, names, p.schema.arrays()["span"], p.schema.groups()),
                         key=f"cf_chart_{n}")
         for k, alt in enumerate(result.alternatives, start=1):
             st.markdown(f"**Alternative {k}** · cost {alt.cost:.4g} · "
-                        + plain(ws.describe_raw_changes(result.x_query, alt.x, ", ", _row_of(result.x_query))))
+                        + plain(ws.describe_raw_changes(result.x_query, alt.x, ", ", _row_of(p, result.x_query))))
 
 
-with tab_one:
+def _panel(job) -> None:
+    """The running query's figures: the best valid point's cost, the proven lower bound, the gap."""
+    best = job.progress
+    with st.container(border=True):
+        if job.stopping:
+            st.info("Stopping: keeping the best valid point found so far…")
+        elif best is None:
+            st.info("Searching for a first valid point…")
+        else:
+            st.info("Searching: the best valid point so far is shown; the gap closes as the solver proves its "
+                    "lower bound.")
+        m = st.columns(4)
+        m[0].metric("Best cost so far", "–" if best is None else f"{best.cost:.4g}")
+        m[1].metric("Lower bound", "–" if best is None else f"{best.lower_bound:.4g}",
+                    help="No cheaper counterfactual exists: proven by the solver so far.")
+        m[2].metric("Gap", "–" if best is None else percent_text(best.gap, 2),
+                    help="How far above the proven lower bound the best cost may still be.")
+        m[3].metric("Elapsed", f"{job.elapsed:.1f} s")
+        if best is not None and best.found:
+            st.caption(f"Best point so far ({plain(best.backend)}): "
+                       + plain(changes_line(state.get(state.Keys.WORKSPACE).raw_changes(best.x_query, best.x))))
+
+
+@st.fragment(run_every=_Page.LIVE_EVERY_S)
+def _live() -> None:
+    """The running query's figures refreshed on their own; once it has ended, the whole page
+    reruns to show the answer."""
+    job = state.get(state.Keys.OPTIMAL_JOB)
+    if job is None or not job.running:
+        st.rerun()
+    _panel(job)
+
+
+def _follow(job, hold: float) -> None:
+    """While this run waits for the query (up to ``hold`` seconds), its figures are
+    redrawn in place; a click anywhere (Stop, too) ends the wait with a new run."""
+    slot = st.empty()
+    t_end = time.perf_counter() + hold
+    while job.running and time.perf_counter() < t_end:
+        with slot.container():
+            _panel(job)
+        job.wait(_Page.LIVE_EVERY_S / 2)
+    slot.empty()
+
+
+def _start(p: _Page, x: np.ndarray, target, kwargs: dict, plaus: bool, k: int) -> None:
+    """Start the query in its own thread (a running one is stopped first)."""
+    pl = _plausibility(p, target) if plaus else None
+    solve_on, extra = p.ws.query_model()
+    if p.ws.model_kind != "tree_ensemble":
+        kwargs.pop("backend", None)
+    X = p.X
+    old = state.get(state.Keys.OPTIMAL_JOB)
+    if old is not None:
+        old.stop()
+    state.put(state.Keys.OPTIMAL_JOB, jobs.start(lambda tell, should_stop: optimal_counterfactual(
+        solve_on, x, target, plausibility=pl, n_solutions=k, X_ref=X, on_progress=tell, should_stop=should_stop,
+        **extra, **kwargs), name="atlas-optimal"))
+
+
+def _collect() -> None:
+    """The query that has ended: its answer kept as the page's result (or its error shown)."""
+    job = state.get(state.Keys.OPTIMAL_JOB)
+    if job is None or job.running:
+        return
+    state.forget(state.Keys.OPTIMAL_JOB)
+    with user_errors("The counterfactual could not be computed"):
+        state.put(state.Keys.OPTIMAL_RESULT, job.outcome())
+
+
+def _one_row(p: _Page) -> None:
+    ws, X, names = p.ws, p.X, p.names
     c1, c2 = st.columns([1, 3])
     row = row_picker(c1, len(X), "ocf_row")
-    c2.markdown(f"Prediction for row {row}: **{plain(ws.outcome_text(pred[row]))}**"
+    c2.markdown(f"Prediction for row {row}: **{plain(ws.outcome_text(p.pred[row]))}**"
                 + (f" · label in the data: **{plain(ws.outcome_text(ws.y.iloc[row]))}**" if ws.y is not None else ""))
     with st.expander("What-if: edit the row before asking"):
-        x = _what_if(row)
+        x = _what_if(p, row)
     x_pred = ws.predict(x[None, :])[0]
-    target = _target_widget("ocf", x_pred)
+    target = _target_widget(p, "ocf", x_pred)
     with st.form("ocf_form"):
-        kwargs, plaus = _settings("ocf")
+        kwargs, plaus = _settings(p, "ocf")
         k = st.number_input("Alternatives", 1, 5, 1, key="ocf_k", help="Diverse solutions: each must keep at "
                             "least one feature of every earlier solution's changes unchanged.")
         go = st.form_submit_button("Find the optimal counterfactual", type="primary")
-    box = st.empty()
     if go:
         with user_errors("The counterfactual could not be computed"):
-            pl = _plausibility(target) if plaus else None
-            box.info("Searching…")
-            solve_on, extra = ws.query_model()
-            if ws.model_kind != "tree_ensemble":
-                kwargs.pop("backend", None)
-            res = optimal_counterfactual(solve_on, x, target, plausibility=pl, n_solutions=int(k), X_ref=X,
-                                         on_progress=lambda r: _show(r, box), **extra, **kwargs)
-            state.put(K.OPTIMAL_RESULT, res)
-    res = state.get(K.OPTIMAL_RESULT)
-    if res is not None:
-        if res.x_query is not None and not np.array_equal(res.x_query, x):
-            st.caption("This result is for an earlier query; press the button to compute the current one.")
-        _show(res, box)
-        out = counterfactual_table(res, names)
-        if res.found:
-            raw_t = ws.raw_changes(res.x_query, res.x, _row_of(res.x_query))
-            if list(raw_t["column"]) != list(names):   # the download holds what the page shows first,
-                out = values_beside(raw_t, ws.columns, res.x_query, res.x)    # with the values beside the texts
-        d1, d2 = st.columns(2)
-        download(d1, "Download table (CSV)", to_csv(out), "counterfactual.csv", "text/csv",
-                           key="ocf_dl_csv")
-        download(d2, "Download result (JSON)", json.dumps(result_record(ws.columns, res, names), indent=2),
-                           "counterfactual.json", "application/json", key="ocf_dl_json")
+            _start(p, x, target, kwargs, plaus, int(k))
+    job = state.get(state.Keys.OPTIMAL_JOB)
+    if job is not None and job.running:
+        stop = st.empty()
+        if ws.model_kind == "tree_ensemble":    # its solvers report their progress and stop
+            stop.button("Stop", key="ocf_stop", on_click=job.stop, disabled=job.stopping, type="secondary",
+                        help="Stop the search and keep the best valid point found so far, with its gap.")
+        if go or job.stopping:         # a short query's answer comes in this run, as before
+            _follow(job, jobs.hold_seconds(float(kwargs["time_limit"]) + _Page.SPARE_S))
+        if job.running:
+            _live()
+            return
+        stop.empty()
+    _collect()
+    res = state.get(state.Keys.OPTIMAL_RESULT)
+    if res is None:
+        return
+    if res.x_query is not None and not np.array_equal(res.x_query, x):
+        st.caption("This result is for an earlier query; press the button to compute the current one.")
+    _show(p, res)
+    out = counterfactual_table(res, names)
+    if res.found:
+        raw_t = ws.raw_changes(res.x_query, res.x, _row_of(p, res.x_query))
+        if list(raw_t["column"]) != list(names):   # the download holds what the page shows first,
+            out = values_beside(raw_t, ws.columns, res.x_query, res.x)    # with the values beside the texts
+    d1, d2 = st.columns(2)
+    download(d1, "Download table (CSV)", to_csv(out), "counterfactual.csv", "text/csv", key="ocf_dl_csv")
+    download(d2, "Download result (JSON)", json.dumps(result_record(ws.columns, res, names), indent=2),
+             "counterfactual.json", "application/json", key="ocf_dl_json")
 
-with tab_batch:
+
+def _many_rows(p: _Page) -> None:
+    ws, ens, X, pred = p.ws, p.ens, p.X, p.pred
     st.markdown("Counterfactuals for many rows at once, e.g. every rejected applicant.")
     choices = list(ens.classes) if ens.is_classifier else None
     if ens.is_classifier:
@@ -245,28 +342,46 @@ with tab_batch:
         rows = np.flatnonzero(at_target(ens, from_cls, pred))[:n_rows]
         targets = [to_cls] * len(rows)
     else:
-        target_b = _target_widget("ocb", None)
+        target_b = _target_widget(p, "ocb", None)
         rows = np.flatnonzero(~at_target(ens, target_b, pred))[:20]     # the first 20 rows not yet at it
         targets = [target_b] * len(rows)
     with st.form("ocb_form"):
-        kwargs_b, plaus_b = _settings("ocb")
-        jobs = st.number_input("Parallel processes", 1, 8, 1, key="ocb_jobs")
+        kwargs_b, plaus_b = _settings(p, "ocb")
+        jobs_n = st.number_input("Parallel processes", 1, 8, 1, key="ocb_jobs")
         go_b = st.form_submit_button(f"Run on {len(rows)} rows")
     if go_b and len(rows):
         with user_errors("The batch could not be run"):
             bar = st.progress(0.0, text="Starting…")
-            pl = _plausibility(targets[0]) if plaus_b else None
+            pl = _plausibility(p, targets[0]) if plaus_b else None
             kwargs_b["time_limit"] = float(kwargs_b["time_limit"])
             cluster = session_cluster()
             solve_on, extra = ws.query_model()
             if ws.model_kind != "tree_ensemble":
                 kwargs_b.pop("backend", None)
             results = batch_counterfactuals(
-                solve_on, X[rows], targets, n_jobs=int(jobs), plausibility=pl, X_ref=X, scheduler=cluster,
+                solve_on, X[rows], targets, n_jobs=int(jobs_n), plausibility=pl, X_ref=X, scheduler=cluster,
                 progress=lambda d, t: bar.progress(d / t, text=f"{d} of {t} rows"), **extra, **kwargs_b)
-            state.put(K.OPTIMAL_BATCH, _batch_table(rows, results))
-    table_b = state.get(K.OPTIMAL_BATCH)
+            state.put(state.Keys.OPTIMAL_BATCH, _batch_table(p, rows, results))
+    table_b = state.get(state.Keys.OPTIMAL_BATCH)
     if table_b is not None:
         st.dataframe(table_b, hide_index=True, key="ocb_table")
         download(st, "Download batch results (CSV)", to_csv(table_b), "counterfactuals.csv",
-                           "text/csv", key="ocb_dl")
+                 "text/csv", key="ocb_dl")
+
+
+def main() -> None:
+    p = _Page(*state.page_context(
+        "Optimal counterfactual",
+        "The cheapest change of a row that gives the outcome you choose: for a tree ensemble found by a "
+        "mixed-integer model of the whole ensemble (OCEAN) and proven optimal, for a linear model by a MILP on its "
+        "score, for any other model through its surrogate and checked on the model. Distances are measured on each "
+        "feature divided by its range, and switching category counts as one change; actionability comes from "
+        "the feature settings."))
+    tab_one, tab_batch = st.tabs(["One row", "Many rows"])
+    with tab_one:
+        _one_row(p)
+    with tab_batch:
+        _many_rows(p)
+
+
+main()

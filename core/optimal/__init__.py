@@ -80,6 +80,7 @@ from core.counterfactual import CounterfactualResult, QueryError, check_schema, 
 from core.model import LinearModel, TreeEnsemble, as_ensemble, as_model
 from core.model.features import as_row, as_table, feature_indices
 from core.model.missing import indicator_of, settled
+from core.optimal.anytime import Anytime, stopped_result
 from core.schema import Schema
 from core.settings import (
     TIME_LIMIT,
@@ -195,6 +196,7 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
                            backend: str = "auto", time_limit: float = TIME_LIMIT, n_solutions: int = 1,
                            n_workers: int = 2, warm: bool = True, X_ref: Any = None, model: Any = None,
                            on_progress: Callable[[CounterfactualResult], None] | None = None,
+                           should_stop: Callable[[], bool] | None = None,
                            surrogate: Surrogate | None = None) -> CounterfactualResult:
     """The minimum-cost change of ``x`` that gives ``target``, proven optimal.
 
@@ -241,7 +243,17 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
     X_ref : array-like (n, n_features), reference rows for the warm start
         (usually the training data); optional.
     model : the original model, if any: each result is also checked on it.
-    on_progress : called with the warm-start result as soon as it exists.
+    on_progress : called while the query runs, on a tree ensemble with every improvement
+        once a valid point exists (the warm start first, then the solver's better points
+        and proven lower bounds, from the solver's threads): a result with status
+        "feasible", the best valid point so far, its ``cost``, ``lower_bound`` and ``gap``;
+        the cost never rises and the bound never falls (CP-SAT, the box search and their
+        race; the MILP backends report the warm start only).
+    should_stop : polled while the query runs (tree ensembles); when it returns True the
+        solver stops and the result is the best valid point found so far, checked on the
+        model, with status "stopped", its ``lower_bound`` and ``gap``, and a guarantee saying
+        how far from the optimum it may be; without a point, ``found`` is False and
+        ``message`` says so.
     surrogate : Surrogate or None, default None
         With a model that is not read exactly (``model``, e.g. a BlackBoxModel), its
         surrogate; ``ensemble`` is then ignored (the surrogate's view is solved).
@@ -291,6 +303,9 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
     if on_progress is not None and not callable(on_progress):
         raise QueryError(f"on_progress is a function called with the first valid point, or None; got "
                          f"{type(on_progress).__name__}.")
+    if should_stop is not None and not callable(should_stop):
+        raise QueryError(f"should_stop is a function polled to stop the query (True stops it), or None; got "
+                         f"{type(should_stop).__name__}.")
     s = OptimalSettings(schema=schema, norm=norm, weights=weights, plausibility=plausibility,
                         also_valid_for=also_valid_for, margin=margin, backend=backend, time_limit=time_limit,
                         n_solutions=n_solutions, n_workers=n_workers, warm=warm, **roles)
@@ -327,10 +342,13 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
         left = time_limit - (time.perf_counter() - t0)
         run = QueryRun(prob, params, t0, {"build": build_s}, model)
         solver = "race" if be == "cpsat" and s.backend == "auto" else be   # auto: CP-SAT beside the box search
-        res = _solve_with_checks(run, solver, max(left, 0.01), X_ref, s.warm, s.n_workers,
-                                 on_progress if not results else None)
+        anytime = Anytime(run, on_progress if not results else None, should_stop).open()
+        try:
+            res = _solve_with_checks(run, solver, max(left, 0.01), X_ref, s.warm, s.n_workers, anytime)
+        finally:
+            anytime.close()
         results.append(res)
-        if not res.found:
+        if not res.found or anytime.stopped:
             break
         changed = [j for j in range(prob.n_features) if res.x[j] != prob.x_hat[j]]
         if not changed:
@@ -417,19 +435,27 @@ def _names(items: Iterable[Any] | None) -> list[str] | None:
     return None if items is None else [str(v) for v in items]
 
 
-def _solve_once(prob: CellProblem, backend: str, time_limit: float, hint: np.ndarray | None, n_workers: int
-                ) -> tuple[CellSolution, str]:
+def _solve_once(prob: CellProblem, backend: str, time_limit: float, hint: np.ndarray | None, n_workers: int,
+                anytime: Anytime) -> tuple[CellSolution, str]:
     """(solution, the solver that gave it): "race" runs CP-SAT beside the box search
-    (:mod:`core.solvers.race`); the box search hands what it does not take to CP-SAT."""
+    (:mod:`core.solvers.race`); the box search hands what it does not take to CP-SAT.
+    The solvers that can tell ``anytime`` their points and bounds while they run, and
+    stop on its event, do."""
+    stop = anytime.stop if anytime.should_stop is not None else None
+    found = (lambda cells: anytime.cells(cells, "cpsat")) if anytime.listening else None
+    lower = anytime.lower if anytime.listening else None
     if backend == "race":
-        return race.solve(prob, time_limit=time_limit, hint=hint, n_workers=n_workers)
+        return race.solve(prob, time_limit=time_limit, hint=hint, n_workers=n_workers, stop=stop,
+                          on_solution=found, on_bound=lower)
     if backend == "boxsearch":
-        sol = boxsearch.solve(prob, time_limit=time_limit, hint=hint)
+        sol = boxsearch.solve(prob, time_limit=time_limit, hint=hint, stop=stop,
+                              on_bound=None if lower is None else lambda lo, _up: lower(lo))
         if sol is not None:
             return sol, "boxsearch"
         backend = "cpsat"
     if backend == "cpsat":
-        return cpsat.solve(prob, time_limit=time_limit, hint=hint, n_workers=n_workers), "cpsat"
+        return cpsat.solve(prob, time_limit=time_limit, hint=hint, n_workers=n_workers, stop=stop,
+                           on_solution=found, on_bound=lower), "cpsat"
     return ocean.solve(prob, solver=backend, time_limit=time_limit), backend
 
 
@@ -451,7 +477,7 @@ def _separable(run: QueryRun) -> CounterfactualResult | None:
 
 
 def _upper_bound(run: QueryRun, X_ref: np.ndarray | None, warm: bool, time_limit: float,
-                 on_progress: Callable[[CounterfactualResult], None] | None) -> tuple[np.ndarray | None, float]:
+                 anytime: Anytime) -> tuple[np.ndarray | None, float]:
     """The cheaper of the reference rows' and the model's own start (none for
     alternatives, which must avoid earlier solutions' changes, nor with
     ``warm=False``, the plain formulation benchmarks compare against)."""
@@ -462,20 +488,20 @@ def _upper_bound(run: QueryRun, X_ref: np.ndarray | None, warm: bool, time_limit
         ws_x, ws_cost = best_start(prob, X_ref, deadline=tw + 0.25 * time_limit)
     run.timings["warm_start"] = time.perf_counter() - tw
     prob.upper_bound = ws_cost
-    if ws_x is not None and on_progress is not None:
-        on_progress(run.result(ws_x, ws_cost, "feasible", backend="warm start", gap=np.inf, check=False))
+    if ws_x is not None:
+        anytime.point(ws_x, ws_cost, "warm start")
     return ws_x, ws_cost
 
 
 def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref, warm: bool, n_workers,
-                       on_progress) -> CounterfactualResult:
+                       anytime: Anytime) -> CounterfactualResult:
     prob, timings = run.prob, run.timings
     if backend in ("cpsat", "race") and not prob.exclusions and not prob.nogoods and not prob.others \
             and prob.target.margin is None and prob.cost_model.combine == "sum":
         fast = _separable(run)
         if fast is not None:
             return fast
-    ws_x, ws_cost = _upper_bound(run, X_ref, warm, time_limit, on_progress)
+    ws_x, ws_cost = _upper_bound(run, X_ref, warm, time_limit, anytime)
     if not prob.exclusions and not prob.nogoods:
         tb = time.perf_counter()
         lb = radius_bound(prob)
@@ -485,15 +511,16 @@ def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref, wa
             return run.infeasible("bound")
         if ws_x is not None and ws_cost <= lb * (1 + 1e-9) + 1e-15:  # the bound proves the warm start optimal
             return run.result(ws_x, ws_cost, "optimal", backend="bound", lower_bound=lb)
+        anytime.lower(lb)
     deadline = run.t0 + time_limit
     used = "cpsat" if backend == "race" else backend   # the solver a result names
     for _ in range(50):  # cut off near-tie cells the integer scaling admitted
         left = deadline - time.perf_counter()
-        if left <= 0:
+        if left <= 0 or anytime.stopped:
             break
         ts = time.perf_counter()
         try:
-            sol, used = _solve_once(prob, backend, left, ws_x, n_workers)
+            sol, used = _solve_once(prob, backend, left, ws_x, n_workers, anytime)
         except GurobiUnavailable as exc:
             backend = used = "cpsat"
             run.params["notice"] = f"{exc} Solved with CP-SAT instead."
@@ -507,17 +534,22 @@ def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref, wa
             break
         x_cf = prob.point_of(sol.cells)
         cost = prob.cost_of(sol.cells)
+        if sol.status != "optimal" and anytime.stopped:
+            anytime.cells(sol.cells, used)          # the solver's last point, if the callbacks were off
+            return _stopped(run, anytime, used, sol.lower_bound)
         if prob.is_valid(x_cf[None, :])[0]:
             if ws_x is not None and ws_cost < cost - 1e-12:  # solver stopped above the warm start
                 x_cf, cost = ws_x, ws_cost
             if sol.status == "optimal":
                 return run.result(x_cf, cost, "optimal", backend=used, lower_bound=cost)
-            lb = max(sol.lower_bound, timings.get("lower_bound", 0.0))
+            lb = float(min(max(sol.lower_bound, timings.get("lower_bound", 0.0), anytime.bound), cost))
             gap = max(0.0, (cost - lb) / max(abs(cost), 1e-12))
             return run.result(x_cf, cost, "time_limit", backend=used, gap=gap, lower_bound=lb,
                               message="The time limit was reached before optimality was proven: "
                                       f"this is the best valid point found (gap {gap:.1%}).")
         _add_nogood(prob, x_cf)
+    if anytime.stopped:
+        return _stopped(run, anytime, used, 0.0)
     if ws_x is not None:
         lb = timings.get("lower_bound", 0.0)
         return run.result(ws_x, ws_cost, "time_limit", backend=used, lower_bound=lb,
@@ -525,6 +557,17 @@ def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref, wa
                           message="The time limit was reached before optimality was proven; this is the best "
                                   "valid point found.")
     return run.out_of_time(used)
+
+
+def _stopped(run: QueryRun, anytime: Anytime, backend: str, bound: float) -> CounterfactualResult:
+    """The answer when ``should_stop`` ended the query: the best valid point the
+    solvers told (:class:`Anytime`; it holds the warm start too), checked on the
+    model, with the largest proven lower bound."""
+    best = anytime.last
+    lb = max(bound, anytime.bound, run.timings.get("lower_bound", 0.0))
+    if best is None:
+        return stopped_result(run, None, np.inf, lb, backend)
+    return stopped_result(run, best.x, best.cost, lb, best.backend)
 
 
 def _add_nogood(prob: CellProblem, x: np.ndarray) -> None:

@@ -28,7 +28,7 @@ Variables and constraints (OCEAN's formulation, section 3, on booleans):
 from __future__ import annotations
 
 import threading
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -80,10 +80,15 @@ def _clause(model, lits) -> bool:
 
 
 def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None = None,
-          n_workers: int = 2, stop: threading.Event | None = None) -> CellSolution:
+          n_workers: int = 2, stop: threading.Event | None = None,
+          on_solution: Callable[[np.ndarray], None] | None = None,
+          on_bound: Callable[[float], None] | None = None) -> CellSolution:
     """The cheapest cell reaching the target, proven optimal within ``time_limit``
     (status "feasible" with a lower bound when the time runs out, or when
-    ``stop`` is set: another solver racing this one proved first)."""
+    ``stop`` is set: another solver racing this one proved first, or the user
+    stopped). While it runs, ``on_solution(cells)`` is told every improving
+    solution and ``on_bound(lower)`` every improvement of the proven lower bound
+    (in cost units, from the solver's threads)."""
     from ortools.sat.python import cp_model  # optional heavy dependency, loaded on the first query
 
     costs = bounded_costs(prob)
@@ -126,8 +131,10 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
 
         watcher = threading.Thread(target=watch, name="cpsat-stop", daemon=True)
         watcher.start()
+    if on_bound is not None:
+        solver.best_bound_callback = lambda b: on_bound(max(0.0, (b - d / 2) / sc))
     try:
-        status = solver.solve(m)
+        status = solver.solve(m, None if on_solution is None else _solutions(lits, on_solution))
     finally:
         if watcher is not None:
             done.set()
@@ -141,6 +148,17 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
     cells = np.array([L.lo_i + sum(int(solver.boolean_value(v)) for v in L.vars.values()) for L in lits])
     lb = max(0.0, (solver.best_objective_bound - d / 2) / sc)
     return CellSolution("optimal" if status == cp_model.OPTIMAL else "feasible", cells, lb, slack=d / (2 * sc))
+
+
+def _solutions(lits: list[_Lits], tell: Callable[[np.ndarray], None]) -> Any:
+    """A CP-SAT solution callback handing each improving solution's cells to ``tell``."""
+    from ortools.sat.python import cp_model  # loaded with the solver
+
+    class Solutions(cp_model.CpSolverSolutionCallback):
+        def on_solution_callback(self) -> None:
+            tell(np.array([L.lo_i + sum(int(self.boolean_value(v)) for v in L.vars.values()) for L in lits]))
+
+    return Solutions()
 
 
 class _LeafSet(NamedTuple):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Callable
 
 import numpy as np
 
@@ -32,20 +33,33 @@ def takes(prob: CellProblem) -> bool:
 
 
 def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None = None,
-          n_workers: int = 2) -> tuple[CellSolution, str]:
+          n_workers: int = 2, stop: threading.Event | None = None,
+          on_solution: Callable[[np.ndarray], None] | None = None,
+          on_bound: Callable[[float], None] | None = None) -> tuple[CellSolution, str]:
     """(solution, "boxsearch" or "cpsat"): the first proof of the two solvers,
     or the best of both when neither proves within ``time_limit``. CP-SAT gets
     ``n_workers - 1`` workers (at least one), the box search one thread; a
     problem the race does not run the box search on (:func:`takes`) goes to
-    CP-SAT alone with every worker."""
+    CP-SAT alone with every worker. ``stop`` (set by the caller) ends both;
+    ``on_solution(cells)`` and ``on_bound(lower)`` hear from both while they run."""
     if not takes(prob):
-        return cpsat.solve(prob, time_limit=time_limit, hint=hint, n_workers=n_workers), "cpsat"
+        return cpsat.solve(prob, time_limit=time_limit, hint=hint, n_workers=n_workers, stop=stop,
+                           on_solution=on_solution, on_bound=on_bound), "cpsat"
     stop_box, stop_cp = threading.Event(), threading.Event()
+    done = threading.Event()
+
+    def relay() -> None:               # the caller's stop ends both solvers
+        while stop is not None and not done.wait(0.01):
+            if stop.is_set():
+                stop_box.set()
+                stop_cp.set()
+                return
     box: list[tuple[CellSolution | None, float]] = []
 
     def run_box() -> None:
         try:
-            sol = boxsearch.solve(prob, time_limit=time_limit, hint=hint, stop=stop_box)
+            sol = boxsearch.solve(prob, time_limit=time_limit, hint=hint, stop=stop_box,
+                                  on_bound=None if on_bound is None else lambda lower, _upper: on_bound(lower))
         except Exception:              # the search failed: CP-SAT alone decides
             sol = None
         box.append((sol, time.perf_counter()))
@@ -54,12 +68,19 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
 
     th = threading.Thread(target=run_box, name="boxsearch", daemon=True)
     th.start()
+    watch = threading.Thread(target=relay, name="race-stop", daemon=True)
+    if stop is not None:
+        watch.start()
     try:
-        cp = cpsat.solve(prob, time_limit=time_limit, hint=hint, n_workers=max(1, n_workers - 1), stop=stop_cp)
+        cp = cpsat.solve(prob, time_limit=time_limit, hint=hint, n_workers=max(1, n_workers - 1), stop=stop_cp,
+                         on_solution=on_solution, on_bound=on_bound)
     finally:
         cp_done = time.perf_counter()
         stop_box.set()
         th.join()
+        done.set()
+        if stop is not None:
+            watch.join()
     b, b_done = box[0] if box else (None, np.inf)
     if b is not None and b.status in PROVEN and (cp.status not in PROVEN or b_done <= cp_done):
         return b, "boxsearch"
