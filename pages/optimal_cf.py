@@ -125,7 +125,7 @@ def _batch_table(rows, results) -> pd.DataFrame:
                           "gap": (0.0 if res.status == "optimal" else res.gap) if res.found else np.nan,
                           "features changed": values.at[k, "n_changed"],
                           "changes": changes_line(ws.raw_changes(X[r], res.x, row=r)) if res.found else "",
-                          "solve time (s)": round(res.solve_time, 3)} for k, (r, res) in enumerate(done)])
+                          "solve time (s)": round(res.elapsed, 3)} for k, (r, res) in enumerate(done)])
     return pd.concat([head, values.drop(columns=["n_changed", "changes"])], axis=1)
 
 
@@ -170,7 +170,7 @@ def _show(result, container):
         m = st.columns(5)
         m[0].metric("Status", status)
         m[1].metric("Cost", "–" if not result.found else f"{result.cost:.4g}")
-        m[2].metric("Solve time", f"{result.solve_time:.2f} s")
+        m[2].metric("Solve time", f"{result.elapsed:.2f} s")
         m[3].metric("Gap", "–" if not result.found else percent_text(result.gap, 2),
                     help="Not known until the solver proves a lower bound." if not np.isfinite(result.gap) else None)
         m[4].metric("Backend", result.backend)
