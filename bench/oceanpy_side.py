@@ -137,7 +137,7 @@ def main() -> None:
                                       model=ours_model, time_limit=args.time_limit, X_ref=X)
         out.append({"row": int(r), "oceanpy_cost": theirs, "oceanpy_valid": bool(ok),
                     "oceanpy_s": round(theirs_s, 2), "ours_cost": ours.cost, "ours_status": ours.status,
-                    "ours_s": round(ours.solve_time, 2)})
+                    "ours_s": round(ours.elapsed, 2)})
         print(json.dumps(out[-1]), file=sys.stderr, flush=True)
     both = [(o["ours_cost"], o["oceanpy_cost"]) for o in out if np.isfinite(o["oceanpy_cost"])]
     rel = max((abs(a - b) / max(abs(b), 1e-12) for a, b in both), default=None)

@@ -67,7 +67,7 @@ def _run(ens, model, X, schema, rows, targets, time_limit, **kw):
     times, first, optimal, costs, proven = [], [], 0, [], []
     for r, t in zip(rows, targets):
         res = optimal_counterfactual(ens, X[r], t, schema=schema, time_limit=time_limit, model=model, **kw)
-        times.append(res.solve_time)
+        times.append(res.elapsed)
         first.append(res.timings.get("build", 0) + res.timings.get("warm_start", np.nan))
         optimal += res.status == "optimal"
         costs.append(res.cost if res.found else np.nan)

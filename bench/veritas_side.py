@@ -128,7 +128,7 @@ def _ours(ens, model, X_ref, rows, targets, time_limit, backend):
         res = optimal_counterfactual(ens, x, t, norm="linf", backend=backend, time_limit=time_limit, X_ref=X_ref,
                                      model=model)
         out.append({"status": res.status, "cost": float(res.cost) if res.found else None,
-                    "time_s": float(res.solve_time), "backend": res.backend})
+                    "time_s": float(res.elapsed), "backend": res.backend})
     return out
 
 

@@ -7,27 +7,35 @@ The layout: packages by concern, each above the ones it imports::
 
     core/
       model/          the representation every analysis reads; imports nothing above it
-      intake/         tables and model files in, from_model, the checked workspace
+      intake/         tables and model files in, from_model, the checked workspace, the model worker
       cells/ solvers/ the counterfactual kernel
+      surrogate/      any other model: a tree-ensemble surrogate, its answers checked on the model
       optimal/ regions.py tcrex.py rules/ compression/   the five analyses (FCCA in compression/)
       audit/          the recourse audit: statistics, report, history, story, model versions
       counterfactual.py schema.py errors.py figures.py ruletext.py shown.py
       jsonable.py settings.py dot.py                shared by all of them
 
-Nothing in model/, cells/, solvers/ or the analyses imports intake/ (checked by
-``tests/test_layering.py``): an analysis given a fitted model converts it with
-:func:`core.model.as_ensemble`, which calls the converter that importing ``core``
-registers, :func:`core.intake.models.from_model`.
+Nothing in model/, cells/, solvers/, surrogate/ or the analyses imports intake/ (checked
+by ``tests/test_layering.py``): an analysis given a fitted model converts it with
+:func:`core.model.as_ensemble`, which calls the converter ``core`` registers by its path,
+:func:`core.intake.models.from_model`, imported the first time a fitted model arrives
+(so ``import core`` imports no parser, and no XGBoost, LightGBM, CatBoost or ONNX).
 
 The model. :mod:`core.model` holds the one representation every analysis reads,
 :class:`core.model.TreeEnsemble` (a split is ``x <= t`` or ``x in S``; the node
 layout, categories, missing values and links are documented there); the pieces
 live in :mod:`core.model.tree` (one tree's node arrays), :mod:`core.model.ensemble`
 (the ensemble and :func:`~core.model.as_ensemble`) and :mod:`core.model.flatwalk`
-(all trees walked at once, by the compiled ``core.model._treewalk`` or numpy).
+(all trees walked at once, by the compiled ``core.model._treewalk`` or numpy);
+:mod:`core.model.box` the one box type ``lower < x <= upper``, :mod:`core.model.features`
+the checks of tables and feature names every analysis shares, :mod:`core.model.guarantee`
+what an answer guarantees and :mod:`core.model.result` the one result shape.
 :mod:`core.model.categorical` rewrites category splits as exact one-hot trees and
 :mod:`core.model.missing` missing values as exact "is missing" columns;
-:mod:`core.model.native` feeds rows back to the original model.
+:mod:`core.model.native` feeds rows back to the original model; :mod:`core.model.blackbox`
+holds any other model, answered by :mod:`core.intake.worker` in a sandboxed child process,
+and :mod:`core.surrogate` distils a tree-ensemble surrogate of it and checks every answer
+on the model itself.
 
 Linear models. :class:`core.model.linear.LinearModel` holds a linear classifier or
 regressor exactly (coefficients, intercepts, a score table per categorical feature, the
@@ -135,8 +143,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 # An analysis given a fitted model converts it with core.model.as_ensemble, which calls
-# the converter registered here: importing any part of core registers the parsers' entry.
-import core.intake.models  # noqa: E402,F401
+# the converter registered here by its path: imported (with the parser of the model's
+# library only) the first time a model that is not yet one of core's arrives.
+from core.model.ensemble import register_converter, register_model_converter
+
+register_converter("core.intake.models:from_model")
+register_model_converter("core.intake.models:model_from")
 
 __version__ = "0.1.0"
 

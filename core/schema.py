@@ -31,6 +31,7 @@ import pandas as pd
 
 from core.errors import SchemaError
 from core.model.features import closest_names, feature_index, feature_indices, names_text
+from core.model.missing import indicator_of
 
 if TYPE_CHECKING:
     from core.model import TreeEnsemble
@@ -414,8 +415,6 @@ def with_missing_states(schema: Schema, ens: TreeEnsemble) -> Schema:
     app's workspace sets them: binary, cost weight 0, decrease-only (a missing
     value may get one, a value never becomes missing), fixed and protected with
     their feature."""
-    from core.model.missing import indicator_of
-
     states = indicator_of(ens)
     names = list(ens.feature_names)
     if schema.names == names:

@@ -102,7 +102,7 @@ with tab_local:
         m[0].metric("Columns to change", len(to_change), help=plain(", ".join(to_change)))
         m[1].metric("CDP of the set", f"{rule.cdp:.2f}")
         m[2].metric("Rule probability (CRP)", f"{rule.crp:.2f}")
-        m[3].metric("Time", f"{rule.time * 1000:.0f} ms")
+        m[3].metric("Time", f"{rule.elapsed * 1000:.0f} ms")
         if not rule.divergent:
             searched = len(cr.candidate_units(fixed=g_act["fixed"], top_k=top_k))
             st.warning(f"No set of the {searched} feature{'s' * (searched != 1)} that could be searched (the top "

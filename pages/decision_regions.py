@@ -97,7 +97,7 @@ with user_errors("The regions could not be computed"), st.spinner("Computing exa
         opacity = 0.35
     m = st.columns(4)
     m[0].metric("Regions drawn", f"{len(rs.regions):,}")
-    m[1].metric("Search time", f"{rs.seconds:.2f} s")
+    m[1].metric("Search time", f"{rs.elapsed:.2f} s")
     m[2].metric("Counterfactual distance", f"{cf.cost:.4g}" if cf.found else "–")
     m[3].metric("Counterfactual", cf.status)
     if not rs.complete:

@@ -107,7 +107,7 @@ m = st.columns(4)
 m[0].metric("Rows audited", f"{len(audit.rows):,}")
 m[1].metric("With a recourse", f"{audit.rows['feasible'].mean():.1%}")
 m[2].metric("Tests", len(audit.tests))
-m[3].metric("Time", f"{meta.get('timings', {}).get('total', float('nan')):.1f} s")
+m[3].metric("Time", f"{audit.elapsed:.1f} s")
 for note in meta.get("notes", []):
     st.caption(plain(note))
 if time_limit_text(audit.rows):

@@ -83,7 +83,7 @@ m[0].metric("Eligible rows (M)", f"{res.n_candidates:,}")
 m[1].metric("Counterfactuals", f"{len(res.rows):,}")
 m[2].metric("Thresholds", len(res.thresholds))
 m[3].metric("Features with thresholds", res.thresholds.index.nunique())
-m[4].metric("Time", f"{res.timings['total']:.1f} s")
+m[4].metric("Time", f"{res.elapsed:.1f} s")
 not_found = {k: v for k, v in res.statuses.items() if k not in ("optimal", "feasible")}
 if not_found:
     st.caption(f"Rows without a counterfactual (left out): {not_found}.")

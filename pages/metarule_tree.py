@@ -45,7 +45,7 @@ m = st.columns(4)
 m[0].metric("Rules", len(tc.rules_))
 m[1].metric("Metarules", len(tc.metarules_))
 m[2].metric("Grid cells", f"{tc.n_cells_:,}")
-m[3].metric("Fit time", f"{tc.fit_time_ * 1000:.0f} ms")
+m[3].metric("Fit time", f"{tc.result_.elapsed * 1000:.0f} ms")
 
 row = row_picker(st, len(X), "mt_row", label="Explain row",
                  default=int(np.argmax(not_yet)))

@@ -22,10 +22,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "core"
 
-BELOW_INTAKE = ("model", "cells", "solvers", "optimal", "regions.py", "tcrex.py", "rules", "compression")
+BELOW_INTAKE = ("model", "cells", "solvers", "surrogate", "optimal", "regions.py", "tcrex.py", "rules", "compression")
 MODEL_MAY_IMPORT = ("core.model", "core.errors", "core.jsonable", "core.typing")
 
 
@@ -99,3 +101,45 @@ def test_every_core_module_imports_first():
             "sys.exit(1 if bad else 0)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+# third-party libraries and core's own modules that only a model of theirs, a page or a cluster needs
+HEAVY = ("xgboost", "lightgbm", "catboost", "onnx", "onnxruntime", "gurobipy", "streamlit", "dask", "distributed")
+
+
+def _imported(statement: str) -> list[str]:
+    """The modules a fresh interpreter holds after ``statement``."""
+    code = f"{statement}\nimport sys\nprint('\\n'.join(sorted(sys.modules)))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.split()
+
+
+@pytest.mark.parametrize("statement", ["import core", "import core.model", "from core.model import as_ensemble"])
+def test_importing_core_imports_no_parser_and_no_optional_library(statement):
+    mods = _imported(statement)
+    assert "core" in mods and "numpy" in mods
+    heavy = [m for m in mods if m.split(".")[0] in HEAVY]
+    parsers = [m for m in mods if m.startswith(("core.intake", "core.surrogate"))]
+    assert not heavy and not parsers, heavy + parsers
+    if statement != "import core":
+        assert len([m for m in mods if m.startswith("core")]) <= 12, [m for m in mods if m.startswith("core")]
+
+
+def test_a_model_reaches_its_parser_on_first_use_only():
+    code = ("import sys, numpy as np\n"
+            "from sklearn.ensemble import RandomForestClassifier\n"
+            "from core.model import as_ensemble\n"
+            "X = np.random.default_rng(0).normal(size=(60, 3)); y = (X[:, 0] > 0).astype(int)\n"
+            "before = set(sys.modules)\n"
+            "ens = as_ensemble(RandomForestClassifier(n_estimators=3, max_depth=2, random_state=0).fit(X, y))\n"
+            "assert (ens.predict(X) == RandomForestClassifier(n_estimators=3, max_depth=2, "
+            "random_state=0).fit(X, y).predict(X)).all()\n"
+            "print('\\n'.join(sorted(set(sys.modules) - before)))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    new = r.stdout.split()
+    assert "core.intake.models" in new and "core.intake.parsing.sklearn" in new
+    assert not [m for m in new if m.split(".")[0] in HEAVY or m.startswith(("core.intake.parsing.xgboost",
+                                                                             "core.intake.parsing.lightgbm",
+                                                                             "core.intake.parsing.onnx"))], new

@@ -1,8 +1,8 @@
 """Audit history: every finished audit kept in a database, re-opened and compared.
 
-An :class:`AuditStore` keeps each audit (its parameters, the data and model
-fingerprints, its tables, summary and full JSON, from which the HTML report is
-rebuilt) in one table of a SQL database through SQLAlchemy:
+An :class:`AuditStore` keeps each audit (its ``params`` and ``elapsed``, the
+result's own fields, the data and model fingerprints, its tables, summary and
+full JSON, from which the HTML report is rebuilt) in one table of a SQL database through SQLAlchemy:
 
 * by default an embedded SQLite file (``default_url()``: the ``ATLAS_HISTORY_URL``
   environment variable, else ``~/.counterfactual-atlas/history.sqlite``), opened
@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import os
 import re
 import secrets
@@ -74,6 +75,7 @@ AUDITS = sa.Table(
     sa.Column("n_significant", sa.Integer, nullable=False),
     sa.Column("summary", sa.Text, nullable=False),               # JSON list of sentences
     sa.Column("audit", sa.LargeBinary, nullable=False),          # zlib-compressed Audit.to_json()
+    sa.Column("elapsed", sa.Float, nullable=True),               # the audit's seconds (None: stored before it was kept)
 )
 
 
@@ -146,6 +148,7 @@ class AuditStore:
             if self.engine.dialect.name == "sqlite":
                 sa.event.listen(self.engine, "connect", _sqlite_pragmas)
             _META.create_all(self.engine)
+            _add_missing_columns(self.engine)
         except (sa.exc.SQLAlchemyError, OSError, ValueError) as exc:
             raise HistoryError(f"The audit history database {_safe(self.url)} cannot be opened ({exc}). "
                                "Check the path or URL in ATLAS_HISTORY_URL.") from None
@@ -161,7 +164,7 @@ class AuditStore:
         """Store a finished audit; its id. ``ensemble``: the audited model, kept with it
         (its arrays, never a pickle) so that it can be compared with a later version."""
         m = audit.meta
-        params = m.get("parameters", {})
+        params = audit.params                                   # the result's settings (core.model.result)
         data, model = m.get("data", {}), m.get("model", {})
         protected = list(params.get("protected", {}))
         n_sig = int(audit.tests["significant"].sum()) if "significant" in audit.tests else 0
@@ -173,7 +176,8 @@ class AuditStore:
             model_sha256=str(model.get("sha256", "") or "")[:64], model_source=str(model.get("source", ""))[:100],
             target=str(params.get("target", ""))[:200], protected=json.dumps(protected),
             n_rows=int(len(audit.rows)), n_significant=n_sig, summary=json.dumps(list(audit.summary)),
-            audit=zlib.compress(audit.to_json().encode("utf-8"), 6))
+            audit=zlib.compress(audit.to_json().encode("utf-8"), 6),
+            elapsed=float(audit.elapsed) if math.isfinite(audit.elapsed) else None)
         try:
             with self.engine.begin() as con:
                 key = con.execute(AUDITS.insert().values(**record)).inserted_primary_key
@@ -282,6 +286,17 @@ class AuditStore:
                              model_sha256=meta["model_sha256"], drop_missing=meta["drop_missing"],
                              model_info=meta["model_info"], schema=Schema.from_json(meta["schema"]))
         return ws.with_class_names(meta["class_names"]) if meta.get("class_names") else ws
+
+
+def _add_missing_columns(engine: sa.Engine) -> None:
+    """A database made by an earlier version gets the columns added since (nullable:
+    its rows read None there)."""
+    have = {c["name"] for c in sa.inspect(engine).get_columns(AUDITS.name)}
+    with engine.begin() as con:
+        for col in AUDITS.c:
+            if col.name not in have:
+                kind = col.type.compile(dialect=engine.dialect)
+                con.execute(sa.text(f'ALTER TABLE {AUDITS.name} ADD COLUMN "{col.name}" {kind}'))
 
 
 def _pack(ens: TreeEnsemble) -> tuple[bytes, dict[str, Any]]:

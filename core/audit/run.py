@@ -349,7 +349,7 @@ def _recourse_stage(run: _Run) -> tuple[pd.DataFrame, np.ndarray]:
                      # how far the cost may be above the optimum: 0 when proven, > 0 at the time limit
                      "gap": (0.0 if res.status == "optimal" else float(res.gap)) if found else np.nan,
                      "solve_time": round(res.elapsed, 4)})
-    cfs = np.array([r.x if r.found else np.full(len(run.names), np.nan) for r in results], dtype=float)
+    cfs = np.array([r.x if r.found else np.full(len(run.names), np.nan) for r in results], dtype=np.float64)
     # the changes in the table's columns (a fill of a missing value, a category switch: one change each),
     # with the counterfactual's values beside them
     per_row = recourse_frame(analyst_columns(run.ens, run.schema), run.A[rows], cfs)

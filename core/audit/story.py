@@ -13,24 +13,35 @@ the audit's reference. A section the story cannot write says why.
 Everything is shown in the raw columns of the workspace, numbers as
 :mod:`core.shown` writes them; :meth:`CaseStory.to_html` is one self-contained,
 printable file (no script, no external resource) that opens with a summary.
+
+A story is a :class:`core.model.result.Result` (kind ``"case_story"``): its
+``params`` (row, target, time limit, fixed features, whether rules and an audit were
+told), ``elapsed`` and ``guarantee`` (what holds for every section: the weakest of the
+counterfactual's guarantee and, when a rule or an audit is told, ``estimated``:
+:func:`story_guarantee`).
 """
 
 from __future__ import annotations
 
 import html
 import re
+import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
 from core.audit.metrics import METRICS, SHARES
 from core.audit.stats import group_labels
+from core.counterfactual import CounterfactualResult
 from core.errors import NoCounterfactualRuleError
 from core.figures import interval_chart_svg
+from core.model.guarantee import GUARANTEE_KINDS, Guarantee
 from core.model.native import model_input
+from core.model.result import Reader, Result, frame_from_dict, frame_to_dict, settings, to_json_value
 from core.optimal import optimal_counterfactual
+from core.rules.results import LocalRule
 from core.ruletext import missing_condition
 from core.settings import TIME_LIMIT
 from core.shown import BOUND_DIGITS, approx_text, number_text, outcome_text, round_sig
@@ -77,12 +88,18 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-@dataclass(frozen=True)
-class CaseStory:
+@dataclass(frozen=True, eq=False)
+class CaseStory(Result):
     """``sections``: (heading, paragraphs) in reading order; ``table``: the row and
     its counterfactual in the raw columns (rows "this case" and "counterfactual"),
-    as values; ``summary``: the story in a few sentences (the HTML opens with them);
-    ``figure``: the key figure (inline SVG markup; empty when there is none)."""
+    as values; ``facts``: the row, target, prediction, the counterfactual's result
+    (and the columns changed, the local rule when told); ``summary``: the story in a
+    few sentences (the HTML opens with them); ``figure``: the key figure (inline SVG
+    markup; empty when there is none); ``params``, ``elapsed``, ``guarantee``: the
+    result shape (module docstring)."""
+
+    kind: ClassVar[str] = "case_story"
+    what: ClassVar[str] = "case story"
 
     row: int
     title: str
@@ -91,6 +108,38 @@ class CaseStory:
     facts: dict[str, Any] = field(default_factory=dict)
     summary: tuple[str, ...] = ()
     figure: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    elapsed: float = 0.0
+    guarantee: Guarantee = None  # type: ignore[assignment]   # None: story_guarantee of the facts
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", settings(self.params))
+        if self.guarantee is None:
+            object.__setattr__(self, "guarantee", story_guarantee(
+                self.facts.get("counterfactual"), self.params.get("model_kind") == "tree_ensemble",
+                "rule" in self.facts, bool(self.params.get("audit"))))
+
+    def _body(self) -> dict[str, Any]:
+        facts = {k: (v.to_dict() if isinstance(v, Result) else to_json_value(v)) for k, v in self.facts.items()}
+        return {"row": int(self.row), "title": self.title, "sections": [[h, list(p)] for h, p in self.sections],
+                "table": frame_to_dict(self.table), "facts": facts, "summary": list(self.summary),
+                "figure": self.figure}
+
+    @classmethod
+    def _from_body(cls, r: Reader) -> "CaseStory":
+        facts = dict(r.get("facts"))
+        if isinstance(facts.get("counterfactual"), dict):
+            facts["counterfactual"] = CounterfactualResult.from_dict(facts["counterfactual"])
+        if isinstance(facts.get("rule"), dict):
+            facts["rule"] = LocalRule.from_dict(facts["rule"])
+        if isinstance(facts.get("target"), list):               # a regressor's (lo, hi)
+            facts["target"] = tuple(facts["target"])
+        return cls(row=int(r.get("row")), title=str(r.get("title")),
+                   sections=tuple((str(h), tuple(str(p) for p in ps)) for h, ps in r.get("sections")),
+                   table=frame_from_dict(r.get("table")), facts=facts,
+                   summary=tuple(str(t) for t in r.get("summary")), figure=str(r.get("figure")),
+                   params=dict(r.get("params")), elapsed=r.number("elapsed"),
+                   guarantee=Guarantee.from_dict(r.get("guarantee")))
 
     def shown_table(self) -> pd.DataFrame:
         """:attr:`table` as text, each cell as the story writes it (8,256, not 8256.0;
@@ -122,6 +171,21 @@ class CaseStory:
         return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
                 f"<title>{esc(self.title)}</title><style>{_STYLE}</style></head><body>"
                 + "".join(body) + "</body></html>")
+
+
+def story_guarantee(res: Any, exact_model: bool, rule: bool, audit: bool) -> Guarantee:
+    """What holds for a whole story: the counterfactual's guarantee (``res``'s), or
+    ``estimated`` when a rule or an audit's figures are told (estimates from data,
+    whatever the counterfactual's); the note says what each part is. ``exact_model``:
+    the region is read off the model itself (a tree ensemble), not off a surrogate."""
+    cf = res.guarantee if isinstance(res, CounterfactualResult) else Guarantee("not_found")
+    told = [w for w, on in (("the local rule's probabilities", rule), ("the audit's group figures", audit)) if on]
+    region = f"The region the case sits in is exact on {'the model' if exact_model else 'its surrogate'}."
+    estimates = f" {' and '.join(told).capitalize()} are estimated from the data." if told else ""
+    if not told or GUARANTEE_KINDS.index(cf.kind) >= GUARANTEE_KINDS.index("estimated"):   # already the weaker
+        return Guarantee(cf.kind, cf.model_kind, gap=cf.gap, bound=cf.bound, surrogate_fidelity=cf.surrogate_fidelity,
+                         boundary_fidelity=cf.boundary_fidelity, note=f"{cf.note} {region}{estimates}".strip())
+    return Guarantee("estimated", cf.model_kind, note=f"{estimates.strip()} The smallest change: {cf.text()} {region}")
 
 
 def _short(v: Any) -> str:
@@ -529,6 +593,7 @@ def case_story(ws: Workspace, row: int, target: Any, *, time_limit: float = TIME
     local rule is told); ``audit``: a fairness Audit on this workspace (the row's
     groups are told); ``fixed``: feature names that may not change (default: the
     schema's fixed features)."""
+    t0 = time.perf_counter()
     case = _case(ws, row, target, fixed)
     decision, pred = _decision(case)
     where = _where(case)
@@ -547,8 +612,10 @@ def case_story(ws: Workspace, row: int, target: Any, *, time_limit: float = TIME
     summary = [decision[1][0], _first_sentence(change[1][0]), *heads]
     title = (f"Case {row}: {case.ws.outcome_text(pred)} → {case.ws.outcome_text(target)}" if case.ens.is_classifier
              else f"Case {row}")
+    params = {"row": row, "target": target, "time_limit": time_limit, "fixed": case.fixed,
+              "model_kind": ws.model_kind, "rules": rules is not None, "audit": audit is not None}
     return CaseStory(row=row, title=title, sections=tuple(sections), table=table, facts=facts,
-                     summary=tuple(summary), figure=figure)
+                     summary=tuple(summary), figure=figure, params=params, elapsed=time.perf_counter() - t0)
 
 
 def _first_sentence(text: str) -> str:

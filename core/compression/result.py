@@ -335,7 +335,7 @@ class FCCAResult(Result):
         return {"candidates (M)": self.n_candidates, "counterfactuals found": int(len(self.rows)),
                 "thresholds": int(len(self.thresholds)), "features with thresholds":
                 int(self.thresholds.index.nunique()), "statuses": dict(self.statuses),
-                "time (s)": round(self.timings.get("total", 0.0), 3)}
+                "time (s)": round(self.elapsed, 3)}
 
 
 

@@ -3,10 +3,10 @@
 :func:`from_model` converts a fitted model of a supported family into a
 :class:`core.model.TreeEnsemble` (the representation is documented in
 :mod:`core.model`) with the parser of its library (:mod:`core.intake.parsing`), and
-checks the result against the library's own predictions. Importing this module
-registers it as :mod:`core.model`'s converter (``core`` imports it), so an
-analysis given a fitted model converts it with :func:`core.model.as_ensemble`
-without importing any parser.
+checks the result against the library's own predictions. ``core`` registers
+:func:`from_model` and :func:`model_from` as :mod:`core.model`'s converters by their
+path, so this module (and the parser of a model's library) is imported the first
+time an analysis given a fitted model converts it with :func:`core.model.as_ensemble`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from core.intake.parsing import parse, parse_any, verify_against_source, verify_linear
-from core.model.ensemble import TreeEnsemble, _replace, register_converter, register_model_converter
+from core.model.ensemble import TreeEnsemble, _replace
 from core.model.linear import LinearModel
 
 __all__ = ["from_model", "model_from"]
@@ -90,6 +90,3 @@ def model_from(model: Any, *, verify: bool = True) -> TreeEnsemble | LinearModel
         verify_linear(out, model)
     return out
 
-
-register_converter(from_model)
-register_model_converter(model_from)

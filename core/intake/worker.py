@@ -55,7 +55,10 @@ import numpy as np
 
 from core import errors
 from core.errors import ModelError, UnsupportedModelError
+from core.intake import io as model_io
+from core.intake.parsing.skopscheck import check_skops_zip
 from core.model.blackbox import BlackBoxModel
+from core.model.native import model_input
 
 __all__ = ["ModelWorker", "ANY_MODEL_TYPES", "MEMORY_MB", "CALL_SECONDS", "LOAD_SECONDS", "describe_model"]
 
@@ -159,13 +162,9 @@ def _unnpz(body: bytes) -> dict[str, np.ndarray]:
 # ------------------------------------------------------------------ the child
 def _load_any(data: bytes, filename: str, allow_pickle: bool) -> Any:
     """The model object from its file, in the child (never in the server)."""
-    from core.intake import io as model_io
-
     name = filename.lower()
     if name.endswith(".skops"):
         import skops.io as sio
-
-        from core.intake.parsing.skopscheck import check_skops_zip
 
         check_skops_zip(data, filename)
         try:
@@ -290,8 +289,6 @@ def _native_view(desc: dict[str, Any]) -> SimpleNamespace:
 
 
 def _answer(model: Any, desc: dict[str, Any], X: np.ndarray) -> dict[str, np.ndarray]:
-    from core.model.native import model_input
-
     Xn = model_input(_native_view(desc), X)
     if type(model).__name__ == "OnnxModel":
         labels, scores = model.run(Xn)

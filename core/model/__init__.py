@@ -4,8 +4,9 @@
 :func:`core.intake.models.from_model` from a scikit-learn, XGBoost or LightGBM model
 (the parsers live in :mod:`core.intake.parsing`, one module per source library); an
 analysis that is given a fitted model converts it with
-:func:`as_ensemble`, through the converter ``core`` registers at import, so
-nothing here imports a parser or reads a file format.
+:func:`as_ensemble`, through the converter ``core`` registers by its path (imported
+the first time a fitted model arrives), so nothing here imports a parser or reads a
+file format.
 
 Tree layout (documented like scikit-learn's ``sklearn/tree/_tree.pyx``)
 -----------------------------------------------------------------------

@@ -9,18 +9,23 @@ documented in :mod:`core.model`.
 
 :func:`as_ensemble` is how an analysis accepts a fitted model too: it returns a
 ``TreeEnsemble`` as is and hands anything else to the converter registered with
-:func:`register_converter` (:func:`core.intake.models.from_model`, registered when
-``core`` is imported), so the representation imports no parser. It refuses a
+:func:`register_converter`, so the representation imports no parser. It refuses a
 linear model, naming the analyses that run on one. :func:`as_model` is how an
 analysis that also reads linear models accepts a model: a ``TreeEnsemble`` or a
 :class:`core.model.linear.LinearModel` as is, anything else through the converter
-registered with :func:`register_model_converter`
-(:func:`core.intake.models.model_from`).
+registered with :func:`register_model_converter`.
+
+A converter is registered as a function or, lazily, as the path of one
+(``"package.module:function"``), imported the first time a model that is not
+already one of core's needs it: importing ``core`` registers
+``core.intake.models:from_model`` and ``core.intake.models:model_from`` that way, so
+no parser (and no XGBoost, LightGBM or ONNX) is imported until a model arrives.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, ClassVar, Literal
@@ -473,16 +478,42 @@ def _replace(ens: TreeEnsemble, **changes: Any) -> TreeEnsemble:
     return replace(ens, **changes)
 
 
-#: turns a fitted model into a TreeEnsemble; set by :func:`register_converter`
-_converter: Callable[..., TreeEnsemble] | None = None
+Converter = Callable[..., Any]
+
+#: the converters, by what they make ("ensemble": a TreeEnsemble; "model": a TreeEnsemble or a
+#: LinearModel): a function, or the path "module:function" of one, imported on first use
+_converters: dict[str, Converter | str] = {}
 
 
-def register_converter(fn: Callable[..., TreeEnsemble]) -> Callable[..., TreeEnsemble]:
-    """Make ``fn(model, **kw)`` the converter :func:`as_ensemble` calls on anything that
-    is not a :class:`TreeEnsemble` (:mod:`core.intake.models` registers its ``from_model``)."""
-    global _converter
-    _converter = fn
+def _register(what: str, fn: Converter | str) -> Converter | str:
+    if isinstance(fn, str):
+        module, sep, name = fn.partition(":")
+        if not (sep and module and name):
+            raise ValueError(f"A converter's path reads 'package.module:function'; got {fn!r}.")
+    elif not callable(fn):
+        raise ValueError(f"A converter is a function or the path 'package.module:function' of one; got "
+                         f"{type(fn).__name__}.")
+    _converters[what] = fn
     return fn
+
+
+def _converter(what: str, obj: Any) -> Converter:
+    """The registered converter ``what``, its module imported now when it was registered by path."""
+    fn = _converters.get(what)
+    if fn is None:
+        raise UnsupportedModelError(f"No converter from {type(obj).__name__} to a model of core is registered "
+                                    "(importing core registers the parsers).")
+    if isinstance(fn, str):
+        module, _, name = fn.partition(":")
+        fn = _converters[what] = getattr(importlib.import_module(module), name)
+    return fn
+
+
+def register_converter(fn: Callable[..., TreeEnsemble] | str) -> Callable[..., TreeEnsemble] | str:
+    """Make ``fn(model, **kw)`` the converter :func:`as_ensemble` calls on anything that
+    is not a :class:`TreeEnsemble`; ``fn`` may be the path ``"module:function"`` of it,
+    imported on first use (``core`` registers ``core.intake.models:from_model``)."""
+    return _register("ensemble", fn)
 
 
 def as_ensemble(obj: ModelLike, **kw: Any) -> TreeEnsemble:
@@ -493,23 +524,15 @@ def as_ensemble(obj: ModelLike, **kw: Any) -> TreeEnsemble:
     if isinstance(obj, LinearModel):
         raise UnsupportedModelError(f"This analysis needs a tree ensemble; the model is a linear model "
                                     f"({obj.source or 'linear'}). On a linear model run {LINEAR_ANALYSES}.")
-    if _converter is None:
-        raise UnsupportedModelError(f"No converter from {type(obj).__name__} to a TreeEnsemble is registered "
-                                    "(importing core registers the parsers).")
-    return _converter(obj, **kw)
+    return _converter("ensemble", obj)(obj, **kw)
 
 
-#: turns a fitted model into a TreeEnsemble or a LinearModel; set by :func:`register_model_converter`
-_model_converter: Callable[..., TreeEnsemble | LinearModel] | None = None
-
-
-def register_model_converter(fn: Callable[..., TreeEnsemble | LinearModel]) -> Callable[..., TreeEnsemble | LinearModel]:
+def register_model_converter(fn: Callable[..., TreeEnsemble | LinearModel] | str
+                             ) -> Callable[..., TreeEnsemble | LinearModel] | str:
     """Make ``fn(model, **kw)`` the converter :func:`as_model` calls on anything that is
-    neither a :class:`TreeEnsemble` nor a :class:`LinearModel` (:mod:`core.intake.models`
-    registers its ``model_from``)."""
-    global _model_converter
-    _model_converter = fn
-    return fn
+    neither a :class:`TreeEnsemble` nor a :class:`LinearModel`; a path ``"module:function"``
+    is imported on first use (``core`` registers ``core.intake.models:model_from``)."""
+    return _register("model", fn)
 
 
 def as_model(obj: ModelLike, **kw: Any) -> TreeEnsemble | LinearModel:
@@ -518,7 +541,4 @@ def as_model(obj: ModelLike, **kw: Any) -> TreeEnsemble | LinearModel:
     pipeline ending in one, or a tree ensemble); keywords passed on."""
     if isinstance(obj, (TreeEnsemble, LinearModel)):
         return obj
-    if _model_converter is None:
-        raise UnsupportedModelError(f"No converter from {type(obj).__name__} to a model of core is registered "
-                                    "(importing core registers the parsers).")
-    return _model_converter(obj, **kw)
+    return _converter("model", obj)(obj, **kw)

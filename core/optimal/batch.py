@@ -32,22 +32,26 @@ import threading
 import time
 import uuid
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Sequence
 
 import numpy as np
 from joblib.externals.loky.backend import get_context
 
+from core.counterfactual import CounterfactualResult
 from core.errors import ClusterError, QueryError
-from core.model import LinearModel, as_ensemble
+from core.model import Guarantee, LinearModel, as_ensemble
 from core.model.features import as_table, feature_indices
+from core.model.guarantee import GUARANTEE_KINDS
 from core.model.missing import missing_as_states
+from core.model.result import Reader, Result, settings
 from core.optimal import optimal_counterfactual
 from core.schema import with_missing_states
 from core.settings import N_JOBS, n_jobs_setting, scheduler_setting, validated
 from core.surrogate.repair import checked_counterfactual
 
-__all__ = ["map_rows", "batch_counterfactuals", "connect", "ClusterError", "POOL_OWNER", "release_pools"]
+__all__ = ["map_rows", "batch_counterfactuals", "BatchResult", "weakest_guarantee", "connect", "ClusterError", "POOL_OWNER", "release_pools"]
 
 #: whose runs may reuse each other's warm workers (the app sets its session's id per script run)
 POOL_OWNER: contextvars.ContextVar[Any] = contextvars.ContextVar("atlas_pool_owner", default=None)
@@ -335,13 +339,16 @@ def _one_cf(args: tuple[np.ndarray, Any], ensemble: Any, kwargs: dict[str, Any])
 def batch_counterfactuals(ensemble: Any, X: np.ndarray, targets: Iterable[Any], *, n_jobs: int = N_JOBS,
                           progress: Callable[[int, int], None] | None = None,
                           should_stop: Callable[[], bool] | None = None, scheduler: Any = None,
-                          chunk_size: int | str = 1, **kwargs: Any) -> list[Any]:
+                          chunk_size: int | str = 1, **kwargs: Any) -> BatchResult:
     """Optimal counterfactuals of many rows (see ``core.optimal.optimal_counterfactual``).
 
     ``X``: the rows, (n, n_features) (an array, or a DataFrame read by name);
     ``targets``: one per row, or one class label for every row. ``n_jobs`` /
     ``scheduler`` as everywhere (:mod:`core.settings`); ``kwargs`` are the optimal
-    counterfactual's settings, checked by it.
+    counterfactual's settings, checked by it. The answer is a :class:`BatchResult`:
+    the rows' results in input order (indexed and iterated as a list; None for a row
+    not reached when ``should_stop`` stopped the run), with ``params``, ``elapsed``
+    and the ``guarantee`` that holds for every row.
 
     Rows may have missing values (NaN) when the model routes them (HistGradientBoosting,
     XGBoost, LightGBM): they are read as the app reads them
@@ -356,23 +363,109 @@ def batch_counterfactuals(ensemble: Any, X: np.ndarray, targets: Iterable[Any], 
     Each solve uses one solver thread when rows run in parallel, so results do
     not depend on ``n_jobs``.
     """
+    t0 = time.perf_counter()
     kwargs = dict(kwargs)
+    setup = {"n_rows": 0, "n_jobs": n_jobs, "chunk_size": chunk_size, "cluster": scheduler is not None}
     if kwargs.get("surrogate") is not None:
-        return _through_surrogate(X, targets, n_jobs, progress, should_stop, scheduler, chunk_size, kwargs)
-    if isinstance(ensemble, LinearModel):       # exact, picklable, no missing states: row by row as given
+        out = _through_surrogate(X, targets, n_jobs, progress, should_stop, scheduler, chunk_size, kwargs)
+    elif isinstance(ensemble, LinearModel):       # exact, picklable, no missing states: row by row as given
         X = as_table(X, ensemble.feature_names, error=QueryError, min_rows=0)
         kwargs.setdefault("n_workers", 1)
-        return map_rows(partial(_one_cf, ensemble=ensemble, kwargs=kwargs), list(zip(X, _targets(targets, len(X)))),
-                        n_jobs=n_jobs, progress=progress, should_stop=should_stop, chunk_size=chunk_size,
-                        scheduler=scheduler)
-    ens = as_ensemble(ensemble)
-    X = as_table(X, ens.feature_names, error=QueryError, missing=True, min_rows=0)
-    targets = _targets(targets, len(X))
-    ens, X = _missing_door(ens, X, kwargs)
-    kwargs.setdefault("n_workers", 1 if (n_jobs != 1 or scheduler) else kwargs.get("n_workers", 2))
-    fn = partial(_one_cf, ensemble=ens, kwargs=kwargs)
-    return map_rows(fn, list(zip(X, targets)), n_jobs=n_jobs, progress=progress, should_stop=should_stop,
-                    chunk_size=chunk_size, scheduler=scheduler)
+        out = map_rows(partial(_one_cf, ensemble=ensemble, kwargs=kwargs), list(zip(X, _targets(targets, len(X)))),
+                       n_jobs=n_jobs, progress=progress, should_stop=should_stop, chunk_size=chunk_size,
+                       scheduler=scheduler)
+    else:
+        ens = as_ensemble(ensemble)
+        X = as_table(X, ens.feature_names, error=QueryError, missing=True, min_rows=0)
+        targets = _targets(targets, len(X))
+        ens, X = _missing_door(ens, X, kwargs)
+        kwargs.setdefault("n_workers", 1 if (n_jobs != 1 or scheduler) else kwargs.get("n_workers", 2))
+        fn = partial(_one_cf, ensemble=ens, kwargs=kwargs)
+        out = map_rows(fn, list(zip(X, targets)), n_jobs=n_jobs, progress=progress, should_stop=should_stop,
+                       chunk_size=chunk_size, scheduler=scheduler)
+    setup["n_rows"] = len(X)
+    out = list(out) + [None] * (len(X) - len(out))        # a stopped run: the rows not reached are None
+    return BatchResult(tuple(out), _batch_params(setup, out), time.perf_counter() - t0)
+
+
+def _batch_params(setup: dict[str, Any], results: Sequence[Any]) -> dict[str, Any]:
+    """A batch's settings: how it ran, and the query settings its rows share (a row's own
+    ``params``, but for its target: the batch lists the targets asked)."""
+    done = [r for r in results if r is not None]
+    shared = {k: v for k, v in done[0].params.items() if k != "target"} if done else {}
+    targets = sorted({str(r.params.get("target")) for r in done})
+    return {**setup, **shared, "targets": targets}
+
+
+@dataclass(frozen=True, eq=False)
+class BatchResult(Result):
+    """The optimal counterfactuals of many rows (a :class:`core.model.result.Result`).
+
+    results : one :class:`core.counterfactual.CounterfactualResult` per row, in input
+        order; None for a row the run did not reach (stopped by ``should_stop``). The
+        batch reads as that list: ``len``, indexing and iteration give the rows' results.
+    params : how the batch ran (``n_rows``, ``n_jobs``, ``chunk_size``, ``cluster``) and
+        the query settings every row shares, with the ``targets`` asked.
+    elapsed : seconds for the whole batch (each row's own is its result's ``elapsed``).
+    guarantee : what holds for every row: the weakest of the rows' guarantees (in the
+        order of :data:`core.model.guarantee.GUARANTEE_KINDS`, strongest first; a row
+        not reached counts as ``not_found``), its note counting the rows of each kind.
+    """
+
+    kind: ClassVar[str] = "counterfactual_batch"
+    what: ClassVar[str] = "batch of counterfactuals"
+
+    results: tuple[CounterfactualResult | None, ...]
+    params: dict[str, Any]
+    elapsed: float
+    guarantee: Guarantee = None  # type: ignore[assignment]   # None: the weakest of the rows'
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "results", tuple(self.results))
+        object.__setattr__(self, "params", settings(self.params))
+        if self.guarantee is None:
+            object.__setattr__(self, "guarantee", weakest_guarantee(self.results))
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __iter__(self) -> Iterator[CounterfactualResult | None]:
+        return iter(self.results)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self.results[i]
+
+    def _body(self) -> dict[str, Any]:
+        return {"results": [None if r is None else r.to_dict() for r in self.results]}
+
+    @classmethod
+    def _from_body(cls, r: Reader) -> "BatchResult":
+        rows = tuple(None if d is None else CounterfactualResult.from_dict(d) for d in r.get("results"))
+        return cls(rows, dict(r.get("params")), r.number("elapsed"), Guarantee.from_dict(r.get("guarantee")))
+
+
+def weakest_guarantee(results: Sequence[Any]) -> Guarantee:
+    """What holds for every one of ``results`` (each with a ``guarantee``; None for a
+    row not reached, which counts as ``not_found``): the weakest kind among them, the
+    largest gap when it is ``time_limited``, the lowest surrogate fidelity, and a note
+    counting the rows of each kind."""
+    gs = [r.guarantee for r in results if r is not None]
+    kinds = [g.kind for g in gs] + ["not_found"] * (len(results) - len(gs))
+    if not kinds:
+        return Guarantee("not_found", note="The batch has no row.")
+    worst = max(kinds, key=GUARANTEE_KINDS.index)
+    of_worst = [g for g in gs if g.kind == worst]
+    model_kind = gs[0].model_kind if gs else "tree_ensemble"
+    gaps = [g.gap for g in of_worst if g.gap is not None]
+    fid = [g.surrogate_fidelity for g in gs if g.surrogate_fidelity is not None]
+    counts = {k: kinds.count(k) for k in GUARANTEE_KINDS if k in kinds}
+    words = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in counts.items())
+    missed = len(results) - len(gs)
+    note = (f"Of the {len(kinds)} rows: {words}" + (f" ({missed} not reached: the run was stopped)" if missed else "")
+            + ". Each row's result carries its own guarantee.")
+    return Guarantee(worst, model_kind,  # type: ignore[arg-type]
+                     gap=max(gaps) if worst == "time_limited" and gaps else None,
+                     surrogate_fidelity=min(fid) if fid and worst != "proven_optimal" else None, note=note)
 
 
 class _Seeded:

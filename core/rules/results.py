@@ -1,15 +1,24 @@
 """What counterfactual rules return: boxes, local and regional rules, the levels
-of a query, and the paper's metrics."""
+of a query, and the paper's metrics.
+
+A local or a regional rule is a :class:`core.model.result.Result`: its ``params``
+(the query's target, levels and actionability), ``elapsed`` (the seconds of its
+search) and ``guarantee`` (``estimated``: CDP and CRP are estimates of the
+random-forest surrogate on the rows it was fitted on), and ``to_json`` /
+``from_json`` (kinds ``"local_rule"`` and ``"regional_rule"``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
 from core.jsonable import finite_or_none, plain
 from core.model import box as model_box
+from core.model.guarantee import Guarantee
+from core.model.result import Reader, Result, Writer, settings
 from core.rules.filters import parse_filter
 from core.ruletext import rule_text
 
@@ -22,8 +31,47 @@ class Box(model_box.Box):
     n_cells: int
 
 
-@dataclass(frozen=True)
-class LocalRule:
+def rule_guarantee(params: dict[str, Any]) -> Guarantee:
+    """What a counterfactual rule guarantees: its CDP and CRP are estimates of the
+    surrogate forest on the rows it was fitted on (``params``' ``n_rows`` and
+    ``fidelity``, when given); the rule itself is not checked on the model."""
+    n, fid = params.get("n_rows"), params.get("fidelity")
+    rows = f"the {n:,} rows" if isinstance(n, int) else "the rows"
+    agree = (f" (it reproduces the model on {fid:.1%} of them)" if isinstance(fid, float) and 0 <= fid <= 1
+             and not params.get("regression") else "")
+    return Guarantee("estimated", note=(
+        f"CDP and CRP are estimated by a random-forest surrogate of the model on {rows} it was fitted on{agree}; "
+        "the rule is not checked on the model itself."))
+
+
+def rule_params(state: Any, target: Any, levels: Any, fixed: Sequence[int], increase_only: Sequence[int],
+                decrease_only: Sequence[int]) -> dict[str, Any]:
+    """A rule query's ``params``: the target, the levels, the actionability (feature
+    names), and the surrogate's rows and fidelity the estimates rest on."""
+    names = list(state.feature_names)
+    return {"target": target, "pi": levels.pi, "pi_c": levels.pi_c, "top_k": levels.top_k,
+            "fixed": [names[j] for j in fixed], "increase_only": [names[j] for j in increase_only],
+            "decrease_only": [names[j] for j in decrease_only], "n_rows": int(state.n),
+            "fidelity": float(state.fidelity), "regression": bool(state.regression)}
+
+
+def _target(v: Any) -> Any:
+    """A target as read back from JSON: a list (a pair, an interval) as a tuple."""
+    return tuple(_target(t) for t in v) if isinstance(v, list) else v
+
+
+def _boxes_out(boxes: Sequence[Box]) -> list[dict[str, Any]]:
+    return [Writer().array("lower", b.lower, -math.inf).array("upper", b.upper, math.inf).number("crp", b.crp)
+            .value("n_cells", b.n_cells).done() for b in boxes]
+
+
+def _boxes_in(items: Sequence[Any]) -> tuple[Box, ...]:
+    return tuple(Box(q.array("lower", -math.inf), q.array("upper", math.inf), q.number("crp"), int(q.get("n_cells")))
+                 for q in (Reader(d, "rule box") for d in items))
+
+
+@dataclass(frozen=True, eq=False)
+class LocalRule(Result):
     """A local counterfactual rule for one row.
 
     features : column indices of S (the minimal divergent explanation).
@@ -50,9 +98,39 @@ class LocalRule:
     n_cells: int
     alternatives: tuple[Box, ...] = ()
     divergent_sets: tuple[tuple[tuple[int, ...], float], ...] = ()
-    time: float = 0.0
+    elapsed: float = 0.0
     below_pi_c: bool = False
     note: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    guarantee: Guarantee = None  # type: ignore[assignment]   # None: estimated (rule_guarantee)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", settings(self.params))
+        if self.guarantee is None:
+            object.__setattr__(self, "guarantee", rule_guarantee(self.params))
+
+    @property
+    def time(self) -> float:
+        """The older name of :attr:`elapsed`."""
+        return self.elapsed
+
+    def _body(self) -> dict[str, Any]:
+        w = Writer().array("x", self.x).value("target", self.target).value("features", list(self.features))
+        w.array("lower", self.lower, -math.inf).array("upper", self.upper, math.inf)
+        w.number("cdp", self.cdp).number("crp", self.crp).value("divergent", self.divergent)
+        w.value("n_cells", self.n_cells).value("alternatives", _boxes_out(self.alternatives))
+        w.value("divergent_sets", [[list(S), float(c)] for S, c in self.divergent_sets])
+        return w.value("below_pi_c", self.below_pi_c).value("note", self.note).done()
+
+    @classmethod
+    def _from_body(cls, r: Reader) -> "LocalRule":
+        return cls(x=r.array("x"), target=_target(r.get("target")), features=tuple(int(j) for j in r.get("features")),
+                   lower=r.array("lower", -math.inf), upper=r.array("upper", math.inf), cdp=r.number("cdp"),
+                   crp=r.number("crp"), divergent=bool(r.get("divergent")), n_cells=int(r.get("n_cells")),
+                   alternatives=_boxes_in(r.get("alternatives")),
+                   divergent_sets=tuple((tuple(int(j) for j in S), float(c)) for S, c in r.get("divergent_sets")),
+                   elapsed=r.number("elapsed"), below_pi_c=bool(r.get("below_pi_c")), note=str(r.get("note")),
+                   params=dict(r.get("params")), guarantee=Guarantee.from_dict(r.get("guarantee")))
 
     @property
     def constrained(self) -> tuple[int, ...]:
@@ -64,10 +142,17 @@ class LocalRule:
         X = np.atleast_2d(np.asarray(X, dtype=float))
         return np.all((X > self.lower) & (X <= self.upper), axis=1)
 
-    def to_dict(self, names: Sequence[str],
+    def to_dict(self, names: Sequence[str] | None = None,  # type: ignore[override]
                 conditions: Callable[[np.ndarray, np.ndarray, Sequence[int]], list[dict[str, Any]]] | None = None
                 ) -> dict[str, Any]:
-        """JSON-able rule, nested (alternatives as objects, never as text). With
+        """Without ``names``: the result (:meth:`core.model.result.Result.to_dict`, read
+        back by :meth:`from_dict`). With ``names``: :meth:`record`."""
+        return super().to_dict() if names is None else self.record(names, conditions)
+
+    def record(self, names: Sequence[str],
+               conditions: Callable[[np.ndarray, np.ndarray, Sequence[int]], list[dict[str, Any]]] | None = None
+               ) -> dict[str, Any]:
+        """JSON-able view of the rule, nested (alternatives as objects, never as text). With
         ``conditions`` (a box ``(lower, upper, features)`` -> conditions on the
         analyst's columns, e.g. ``functools.partial(core.intake.columns.box_record,
         columns)``) the rule and its alternatives are those conditions (a category
@@ -91,14 +176,18 @@ class LocalRule:
         return rule_text(self.features, self.lower, self.upper, names, groups)
 
 
-@dataclass(frozen=True)
-class RegionalRule:
+@dataclass(frozen=True, eq=False)
+class RegionalRule(Result):
     """A regional counterfactual rule for the box ``region_lower < x <= region_upper``.
 
     coverage : share of the fitted rows inside the region; n_rows their count.
     The rule fields are those of :class:`LocalRule`; ``features`` is empty and
-    ``note`` says why when no rule was found.
+    ``note`` says why when no rule was found. ``params``, ``elapsed`` (seconds of
+    this region's search) and ``guarantee`` as for :class:`LocalRule`.
     """
+
+    kind: ClassVar[str] = "regional_rule"
+    what: ClassVar[str] = "regional counterfactual rule"
 
     region_lower: np.ndarray
     region_upper: np.ndarray
@@ -113,6 +202,33 @@ class RegionalRule:
     divergent: bool = False
     alternatives: tuple[Box, ...] = ()
     note: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    elapsed: float = 0.0
+    guarantee: Guarantee = None  # type: ignore[assignment]   # None: estimated (rule_guarantee)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", settings(self.params))
+        if self.guarantee is None:
+            object.__setattr__(self, "guarantee", rule_guarantee(self.params))
+
+    def _body(self) -> dict[str, Any]:
+        w = Writer().array("region_lower", self.region_lower, -math.inf).array("region_upper", self.region_upper,
+                                                                               math.inf)
+        w.value("target", self.target).number("coverage", self.coverage).value("n_rows", self.n_rows)
+        w.value("features", list(self.features)).array("lower", self.lower, -math.inf)
+        w.array("upper", self.upper, math.inf).number("cdp", self.cdp).number("crp", self.crp)
+        w.value("divergent", self.divergent).value("alternatives", _boxes_out(self.alternatives))
+        return w.value("note", self.note).done()
+
+    @classmethod
+    def _from_body(cls, r: Reader) -> "RegionalRule":
+        return cls(region_lower=r.array("region_lower", -math.inf), region_upper=r.array("region_upper", math.inf),
+                   target=_target(r.get("target")), coverage=r.number("coverage"), n_rows=int(r.get("n_rows")),
+                   features=tuple(int(j) for j in r.get("features")), lower=r.array("lower", -math.inf),
+                   upper=r.array("upper", math.inf), cdp=r.number("cdp"), crp=r.number("crp"),
+                   divergent=bool(r.get("divergent")), alternatives=_boxes_in(r.get("alternatives")),
+                   note=str(r.get("note")), params=dict(r.get("params")), elapsed=r.number("elapsed"),
+                   guarantee=Guarantee.from_dict(r.get("guarantee")))
 
     @property
     def found(self) -> bool:

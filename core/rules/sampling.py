@@ -128,7 +128,7 @@ def evaluate(state: FittedRules, X: Any, predict: Callable[[np.ndarray], np.ndar
             in_t[i] = bool(output_mask(out, tgt)[0])
             inl[i] = bool(inlier(state, z)[0])
             rec.update(size=len(rule.features), changed=int(np.sum(z != x)), cdp=rule.cdp, crp=rule.crp,
-                       time=rule.time, correct=bool(in_t[i]), inlier=bool(inl[i]), below_pi_c=rule.below_pi_c)
+                       time=rule.elapsed, correct=bool(in_t[i]), inlier=bool(inl[i]), below_pi_c=rule.below_pi_c)
         records.append(rec)
         if progress:
             progress(i + 1, len(X))

@@ -40,6 +40,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -49,7 +50,7 @@ from core.errors import NoCounterfactualRuleError, QueryError
 from core.model import node_boxes
 from core.rules import bitsets, engines
 from core.rules.bitsets import _below
-from core.rules.results import Box, LocalRule, RegionalRule, RuleLevels
+from core.rules.results import Box, LocalRule, RegionalRule, RuleLevels, rule_params
 from core.rules.state import FittedRules
 
 __all__ = ["search_subsets", "candidate_units", "actionability", "minimal_divergent_explanations", "cdp_of_sets",
@@ -447,8 +448,8 @@ def local_rule(state: FittedRules, x: Any, target: Any, *, fixed: Any = None, in
             for b in boxes]
     return LocalRule(x=x, target=target, features=S, lower=full[0].lower, upper=full[0].upper, cdp=cdp,
                      crp=full[0].crp, divergent=divergent, n_cells=full[0].n_cells,
-                     alternatives=tuple(full[1:]), divergent_sets=sets, time=time.perf_counter() - t0,
-                     below_pi_c=not reached, note=note)
+                     alternatives=tuple(full[1:]), divergent_sets=sets, elapsed=time.perf_counter() - t0,
+                     below_pi_c=not reached, note=note, params=rule_params(state, target, lv, fixed, inc, dec))
 
 
 def regional_rules(state: FittedRules, regions: Sequence[Any], target: Any, *, fixed: Any = None,
@@ -469,7 +470,9 @@ def regional_rules(state: FittedRules, regions: Sequence[Any], target: Any, *, f
     cand = _candidates(state, fixed, lv.top_k)
     d = state.d
     out = []
+    marks = []                          # each region's start (its rule's elapsed runs to the next one's)
     for reg in regions:
+        marks.append(time.perf_counter())
         rlo, rhi = (reg.lower, reg.upper) if hasattr(reg, "lower") else reg
         rlo, rhi = np.asarray(rlo, float), np.asarray(rhi, float)
         if rlo.shape != (d,) or rhi.shape != (d,):
@@ -538,7 +541,9 @@ def regional_rules(state: FittedRules, regions: Sequence[Any], target: Any, *, f
                 for b in boxes]
         out.append(RegionalRule(**base, features=S, lower=full[0].lower, upper=full[0].upper, cdp=cdp,
                                 crp=full[0].crp, divergent=divergent, alternatives=tuple(full[1:])))
-    return out
+    marks.append(time.perf_counter())
+    params = rule_params(state, target, lv, fixed, inc, dec)
+    return [replace(r, params=params, elapsed=marks[k + 1] - marks[k], guarantee=None) for k, r in enumerate(out)]
 
 
 def propose_regions(state: FittedRules, target: Any, max_depth: int = 3, min_share: float = 0.02

@@ -39,6 +39,7 @@ import pandas as pd
 
 from core.errors import AtlasError
 from core.model import TreeEnsemble, as_ensemble
+from core.model.ensemble import _replace
 from core.typing import ModelLike, Rows
 
 __all__ = ["Surrogate", "distill", "decode_frame"]
@@ -280,8 +281,6 @@ def _fit(model: Any, X: np.ndarray, y: np.ndarray, weight: np.ndarray | None, n_
 def _with_model_names(ens: TreeEnsemble, model: Any) -> TreeEnsemble:
     """The surrogate over the model's features: its classes are the model's (LightGBM was
     fitted on class indices), its categories the model's values (fitted on codes)."""
-    from core.model.ensemble import _replace
-
     cats = tuple(None if c is None else tuple(c) for c in model.categories)
     if ens.categories != tuple(None if c is None else tuple(range(len(c))) for c in model.categories):
         raise AtlasError("The surrogate did not keep the model's categories; this is a bug, please report it.")

@@ -42,6 +42,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from core.cells.problem import feature_actions
 from core.counterfactual import (
     CounterfactualResult,
     QueryError,
@@ -265,8 +266,6 @@ def checked_counterfactual(model: ModelLike, x: Row, target: TargetSpec, *, surr
     kinds, groups = _kinds(schema, d), _groups(schema, d)
     categorical = np.array([c is not None for c in ens.categories])
     discrete = categorical | np.array([k in ("binary", "categorical", "one-hot") for k in kinds])
-    from core.cells.problem import feature_actions
-
     actions = np.array(feature_actions(ens, schema, x_hat, fixed=fixed, increase_only=increase_only,
                                         decrease_only=decrease_only), dtype=object)
     project = lambda P: _project(P, x_hat, schema, kinds, actions)

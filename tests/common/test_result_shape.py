@@ -1,6 +1,7 @@
 """One result shape (issue #40 item 3): the analyses' results (an optimal
 counterfactual, a set of decision regions, a linear model's slice, T-CREx, FCCA,
-the audit, the model comparison) share ``params``, ``elapsed`` and ``guarantee``
+the audit, the model comparison, a local or regional counterfactual rule, a case story,
+a batch of optimal counterfactuals; the audit history keeps their params and elapsed) share ``params``, ``elapsed`` and ``guarantee``
 under the same names, write themselves as strict JSON
 with ``to_dict`` / ``to_json`` and read back equal with ``from_dict`` / ``from_json``;
 their older names (``solve_time``, ``seconds``, ``fit_time_``) still read the same.
@@ -21,6 +22,7 @@ from sklearn.linear_model import LogisticRegression
 
 from core.audit import Audit, AuditError, run_audit
 from core.audit.compare import compare_models
+from core.audit.story import CaseStory, case_story
 from core.compression import fcca
 from core.compression.result import FCCAResult
 from core.counterfactual import CounterfactualResult
@@ -30,9 +32,11 @@ from core.intake.demo import updated_model
 from core.intake.models import from_model
 from core.intake.workspace import build_workspace
 from core.model import Guarantee
-from core.model.result import FORMAT, Result, settings
+from core.model.result import FORMAT, Result, same, settings
 from core.optimal import optimal_counterfactual
+from core.optimal.batch import BatchResult, batch_counterfactuals
 from core.regions import RegionSet, counterfactual_set
+from core.rules import CounterfactualRules, LocalRule, RegionalRule
 from core.solvers.linear_regions import LinearSlice, linear_slice
 from core.tcrex import TCREx, TCRExResult
 
@@ -301,3 +305,123 @@ def test_fcca_has_the_shape_reads_back_equal_and_gives_the_same_answers(demo):
         assert back.compression_rate(q) == r.compression_rate(q)
         assert back.inconsistency_rate(q) == r.inconsistency_rate(q)
     assert back.discretize(Q=0.5).equals(r.discretize(Q=0.5))
+
+
+# Counterfactual rules, the case story and the batch of the same demo before the change (rules: seeded
+# surrogate, sex fixed, row 0 and the first three proposed regions).
+BEFORE_LOCAL = {"features": (0, 1, 6, 7, 8, 9), "cdp": 0.402809215, "crp": 0.927684646, "n_alternatives": 4,
+                "text": "31.5 < age <= 74.5 and income > 47.8 and employment=unemployed <= 0.5 and "
+                        "employment=student <= 0.5 (any value of employment=employed, employment=self_employed)"}
+BEFORE_REGIONAL = [((0, 1, 2), 0.418, 0.90374339, 0.189666667),
+                   ((0, 1, 2), 0.418, 0.90374339, 0.156666667),
+                   ((1, 2), 0.538343564, 0.900275587, 0.130666667)]
+BEFORE_STORY = {"title": "Case 0: 0 → 1",
+                "summary": ("The model decides **0** for this case, with a score of 95% for that outcome.",
+                            "Changing income from 32.7 to 47.26 gives the outcome asked for."),
+                "change": "Changing income from 32.7 to 47.26 gives the outcome asked for. This is proven to be the "
+                          "smallest such change (cost 0.0979, with each feature measured against its range; fixed: "
+                          "sex). The original model was asked again and agrees."}
+
+
+@pytest.fixture(scope="module")
+def rules(demo):
+    _, _, _, ens, X, schema, Xn = demo
+    return CounterfactualRules(groups=list(schema.groups().values()) or None, random_state=0).fit(
+        Xn, ens.predict(Xn), feature_names=list(X.columns))
+
+
+def test_a_local_rule_has_the_shape_reads_back_equal_and_is_the_same_rule(demo, rules):
+    _, _, model, _, X, _, Xn = demo
+    r = rules.local_rule(Xn[0], 1, fixed=["sex"])
+    assert isinstance(r, LocalRule)
+    _shape(r)
+    assert r.time == r.elapsed and r.guarantee.kind == "estimated" and not r.guarantee.proven
+    assert r.params["fixed"] == ["sex"] and r.params["n_rows"] == len(Xn) and r.params["pi_c"] == 0.9
+    assert f"{len(Xn):,} rows" in r.guarantee.text() and "not checked on the model" in r.guarantee.text()
+    assert (r.features, round(r.cdp, 9), round(r.crp, 9), len(r.alternatives)) == \
+        (BEFORE_LOCAL["features"], BEFORE_LOCAL["cdp"], BEFORE_LOCAL["crp"], BEFORE_LOCAL["n_alternatives"])
+    assert r.to_text(list(X.columns)) == BEFORE_LOCAL["text"]
+    back = _round_trip(r)
+    assert back.to_text(list(X.columns)) == BEFORE_LOCAL["text"] and same(back.alternatives, r.alternatives)
+    assert np.array_equal(back.contains(Xn), r.contains(Xn)) and back.contains(Xn).any()
+    assert back.divergent_sets == r.divergent_sets and back.record(list(X.columns)) == r.record(list(X.columns))
+    assert r.to_dict(list(X.columns)) == r.record(list(X.columns))      # the view in names, as before
+
+
+def test_regional_rules_have_the_shape_and_read_back_equal(demo, rules):
+    regs = rules.propose_regions(1)[:3]
+    out = rules.regional_rules(regs, 1, fixed=["sex"])
+    assert [(g.features, round(g.cdp, 9), round(g.crp, 9), round(g.coverage, 9)) for g in out] == BEFORE_REGIONAL
+    for g in out:
+        assert isinstance(g, RegionalRule) and g.found
+        _shape(g)
+        assert g.guarantee.kind == "estimated" and g.params["fixed"] == ["sex"]
+        back = _round_trip(g)
+        assert np.array_equal(back.region_lower, g.region_lower) and np.isinf(back.region_upper).any()
+    empty = RegionalRule(np.zeros(3), np.zeros(3), 1, 0.0, 0, note="No fitted row lies in this region.")
+    back = _round_trip(empty)
+    assert not back.found and back.lower is None and back.note == empty.note
+
+
+def test_a_case_story_has_the_shape_reads_back_equal_and_tells_the_same(demo, rules):
+    df, target, model = demo[0], demo[1], demo[2]
+    ws = build_workspace(df, target, model, name="credit", protected=["sex"])
+    story = case_story(ws, 0, 1, rules=rules)
+    assert isinstance(story, CaseStory)
+    _shape(story)
+    assert (story.title, story.summary) == (BEFORE_STORY["title"], BEFORE_STORY["summary"])
+    assert dict(story.sections)["The smallest change"] == (BEFORE_STORY["change"],)
+    assert story.params["row"] == 0 and story.params["fixed"] == ["sex"] and story.params["rules"] is True
+    # a rule is told: the story as a whole is an estimate, and says which part is proven
+    assert story.guarantee.kind == "estimated" and "Proven optimal" in story.guarantee.text()
+    back = _round_trip(story)
+    assert back.to_html() == story.to_html() and back.to_markdown() == story.to_markdown()
+    assert isinstance(back.facts["counterfactual"], CounterfactualResult) and isinstance(back.facts["rule"], LocalRule)
+    res = back.facts["counterfactual"]
+    assert model.predict(ws.to_raw(res.x[None, :]))[0] == 1
+    alone = case_story(ws, 0, 1)
+    assert alone.guarantee.kind == "proven_optimal" and "exact on the model" in alone.guarantee.text()
+    _round_trip(alone)
+
+
+def test_a_batch_has_the_shape_reads_back_equal_and_gives_the_same_answers(demo):
+    _, _, model, ens, _, schema, Xn = demo
+    b = batch_counterfactuals(ens, Xn[:3], 1, schema=schema, norm="l1", time_limit=60, n_jobs=1)
+    assert isinstance(b, BatchResult) and len(b) == 3
+    _shape(b)
+    assert [r.cost for r in b] == pytest.approx([BEFORE_COSTS[i] for i in range(3)], abs=1e-8)
+    assert b[0] is b.results[0] and list(b) == list(b.results)
+    assert b.params["n_rows"] == 3 and b.params["targets"] == ["1"] and b.params["norm"] == "l1"
+    assert b.guarantee.kind == "proven_optimal" and "3 proven optimal" in b.guarantee.text()
+    assert b.elapsed >= max(r.elapsed for r in b)
+    back = _round_trip(b)
+    assert all(model.predict(r.x[None, :])[0] == 1 for r in back)
+    stopped = batch_counterfactuals(ens, Xn[:3], 1, schema=schema, n_jobs=1, should_stop=lambda: True)
+    assert len(stopped) == 3 and all(r is None for r in stopped)
+    assert stopped.guarantee.kind == "not_found" and "3 not reached" in stopped.guarantee.text()
+    _round_trip(stopped)
+
+
+def test_the_history_keeps_the_results_params_and_elapsed(audit, tmp_path):
+    import sqlalchemy as sa
+
+    from core.audit.history import AuditStore
+
+    url = f"sqlite:///{tmp_path / 'history.sqlite'}"
+    old = sa.create_engine(url)                   # a history made before the column was kept
+    with old.begin() as con:
+        con.execute(sa.text("CREATE TABLE atlas_audits (id INTEGER PRIMARY KEY, owner VARCHAR(64) NOT NULL, "
+                            "created VARCHAR(32) NOT NULL, title VARCHAR(300) NOT NULL, data_name VARCHAR(300) "
+                            "NOT NULL, data_sha256 VARCHAR(64) NOT NULL, model_sha256 VARCHAR(64) NOT NULL, "
+                            "model_source VARCHAR(100) NOT NULL, target VARCHAR(200) NOT NULL, protected TEXT NOT "
+                            "NULL, n_rows INTEGER NOT NULL, n_significant INTEGER NOT NULL, summary TEXT NOT NULL, "
+                            "audit BLOB NOT NULL)"))
+        con.execute(sa.text("INSERT INTO atlas_audits VALUES (1, 'local', 'then', 'old', 'd', '', '', 'm', '1', "
+                            "'[]', 3, 0, '[\"s\"]', x'00')"))
+    old.dispose()
+    store = AuditStore(url)
+    k = store.save(audit)
+    past = store.list().set_index("id")
+    assert past.at[k, "elapsed"] == audit.elapsed and np.isnan(past.at[1, "elapsed"])
+    assert past.at[k, "target"] == str(audit.params["target"])
+    assert store.load(k) == audit

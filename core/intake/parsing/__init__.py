@@ -1,7 +1,9 @@
 """One parser per source library, one dispatcher.
 
-``parse(model)`` finds the parser for the model's library by its module name
-(so xgboost/lightgbm are imported only when such a model arrives) and raises
+``parse(model)`` finds the parser for the model's library by its module name in
+:data:`PARSERS`, a table of module paths: a parser module (and its library:
+xgboost, lightgbm, catboost, onnx) is imported only when such a model first
+arrives, as gurobi-machinelearning registers its model converters. It raises
 ``UnsupportedModelError`` listing what is supported otherwise.
 ``parse_any(model)`` reads linear models too (:mod:`core.intake.parsing.linear`,
 a pipeline ending in one by :func:`~core.intake.parsing.pipeline.parse_linear_pipeline`),
@@ -12,47 +14,81 @@ the analyses that run on them. What the parsers share (that list, :func:`build_t
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Callable
 
 import numpy as np
 
 from core.errors import UnsupportedModelError
-from core.intake.parsing.catboost import parse_catboost
 from core.intake.parsing.common import SUPPORTED_MODELS, build_tree, describe_unsupported
-from core.intake.parsing.lightgbm import parse_lightgbm
-from core.intake.parsing.linear import is_linear, parse_linear_estimator, verify_linear
-from core.intake.parsing.pipeline import parse_linear_pipeline, parse_pipeline
-from core.intake.parsing.sklearn import parse_sklearn
-from core.intake.parsing.xgboost import parse_xgboost
 from core.model.ensemble import TreeEnsemble
 from core.model.linear import LINEAR_ANALYSES, LinearModel
-from core.model.native import native_outputs
+from core.model.native import native_input, native_outputs
 from core.model.tree import MISSING_ONLY
 
-__all__ = ["parse", "parse_any", "is_linear", "verify_against_source", "verify_linear", "build_tree"]
+__all__ = ["parse", "parse_any", "is_linear", "verify_against_source", "verify_linear", "build_tree", "PARSERS"]
+
+#: what reads each kind of model: "module:function", imported the first time it is needed
+PARSERS: dict[str, str] = {
+    "sklearn": "core.intake.parsing.sklearn:parse_sklearn",
+    "pipeline": "core.intake.parsing.pipeline:parse_pipeline",
+    "xgboost": "core.intake.parsing.xgboost:parse_xgboost",
+    "lightgbm": "core.intake.parsing.lightgbm:parse_lightgbm",
+    "catboost": "core.intake.parsing.catboost:parse_catboost",
+    "onnx": "core.intake.parsing.onnx:parse_onnx",
+    "onnx_labels": "core.intake.parsing.onnx:check_labels",
+    "is_linear": "core.intake.parsing.linear:is_linear",
+    "linear": "core.intake.parsing.linear:parse_linear_estimator",
+    "verify_linear": "core.intake.parsing.linear:verify_linear",
+    "linear_pipeline": "core.intake.parsing.pipeline:parse_linear_pipeline",
+}
+_loaded: dict[str, Callable[..., Any]] = {}
+
+
+def _get(name: str) -> Callable[..., Any]:
+    """The function :data:`PARSERS` names, its module imported on first use."""
+    fn = _loaded.get(name)
+    if fn is None:
+        module, _, attr = PARSERS[name].partition(":")
+        fn = _loaded[name] = getattr(importlib.import_module(module), attr)
+    return fn
+
+
+def is_linear(model: Any) -> bool:
+    """Is ``model`` a supported linear model (or a pipeline ending in one)? (:mod:`core.intake.parsing.linear`)"""
+    return bool(_get("is_linear")(model))
+
+
+def verify_linear(lin: LinearModel, model: Any, *args: Any, **kw: Any) -> None:
+    """:func:`core.intake.parsing.linear.verify_linear`: the LinearModel against the model's own outputs."""
+    _get("verify_linear")(lin, model, *args, **kw)
+
+
+def _library(model: Any) -> str | None:
+    """The :data:`PARSERS` entry that reads a tree ensemble ``model`` (None: no parser does)."""
+    module = type(model).__module__.split(".")[0]
+    if module == "sklearn":
+        return "pipeline" if type(model).__name__ == "Pipeline" else "sklearn"
+    if module in ("xgboost", "lightgbm"):
+        return module
+    if type(model).__name__ == "CatBoostJSON" or module == "catboost":
+        return "catboost"
+    if type(model).__name__ == "OnnxModel":
+        return "onnx"
+    return None
 
 
 def _parser_for(model: Any) -> Callable[[Any], TreeEnsemble]:
-    module = type(model).__module__.split(".")[0]
     if is_linear(model):
         raise UnsupportedModelError(f"This {type(model).__name__} is a linear model, not a tree ensemble. It is read "
                                     f"exactly by core.model.as_model for {LINEAR_ANALYSES}; the other analyses "
                                     f"need a tree ensemble. Supported tree ensembles: {SUPPORTED_MODELS}.")
-    if module == "sklearn":
-        if type(model).__name__ == "Pipeline":
-            return _parse_pipeline
-        return parse_sklearn
-    if module == "xgboost":
-        return parse_xgboost
-    if module == "lightgbm":
-        return parse_lightgbm
-    if type(model).__name__ == "CatBoostJSON" or module == "catboost":
-        return parse_catboost
-    if type(model).__name__ == "OnnxModel":
-        from core.intake.parsing.onnx import parse_onnx  # only when an ONNX model arrives
-
-        return parse_onnx
-    raise describe_unsupported(model)
+    library = _library(model)
+    if library is None:
+        raise describe_unsupported(model)
+    if library == "pipeline":
+        return _parse_pipeline
+    return _get(library)
 
 
 def parse(model: Any) -> TreeEnsemble:
@@ -65,14 +101,14 @@ def parse_any(model: Any) -> TreeEnsemble | LinearModel:
     supported model as a TreeEnsemble (no verification)."""
     if is_linear(model):
         if type(model).__name__ == "Pipeline":
-            return parse_linear_pipeline(model)
-        return parse_linear_estimator(model)
+            return _get("linear_pipeline")(model)
+        return _get("linear")(model)
     return parse(model)
 
 
 def _parse_pipeline(pipe: Any) -> TreeEnsemble:
     """A Pipeline, its final estimator parsed by :func:`parse` like any model."""
-    return parse_pipeline(pipe, parse_final=parse)
+    return _get("pipeline")(pipe, parse_final=parse)
 
 
 def verify_against_source(ens: TreeEnsemble, model: Any, n_random: int = 64, seed: int = 0) -> None:
@@ -101,9 +137,7 @@ def verify_against_source(ens: TreeEnsemble, model: Any, n_random: int = 64, see
             "Please report it, or retrain the model without that feature."
         )
     if type(model).__name__ == "OnnxModel":
-        from core.intake.parsing.onnx import check_labels
-
-        check_labels(ens, model, X, theirs)
+        _get("onnx_labels")(ens, model, X, theirs)
     if type(model).__module__.split(".")[0] == "lightgbm":
         _verify_lightgbm_outputs(ens, model, X)
 
@@ -114,8 +148,6 @@ def _verify_lightgbm_outputs(ens: TreeEnsemble, model: Any, X: np.ndarray) -> No
     ensemble's. The raw scores alone can agree while the link disagrees: a header
     saying one class and an objective saying three gave raw scores equal to a
     one-class reading, every probability 1.0 against LightGBM's 0.19 to 0.71."""
-    from core.model.native import native_input
-
     Xn = native_input(ens, model, X)
     booster = model.booster_ if hasattr(model, "booster_") else model
     if ens.is_classifier:

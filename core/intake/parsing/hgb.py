@@ -52,10 +52,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.errors import UnsupportedModelError
+from core.errors import AtlasError, UnsupportedModelError
 from core.intake.parsing.common import build_tree
 from core.jsonable import plain
 from core.model.ensemble import TreeEnsemble
+from core.model.native import native_input
 from core.model.tree import MISSING_ONLY
 
 __all__ = ["parse_hgb"]
@@ -152,9 +153,6 @@ def _check_reading(model: Any, ens: TreeEnsemble, order: np.ndarray) -> None:
     trees route alike) and every number as it is, in the order the trees count
     features; and the model's trees run on such a row (one, on one thread: the
     verification that follows predicts on many)."""
-    from core.errors import AtlasError
-    from core.model.native import native_input
-
     name = type(model).__name__
     d = ens.n_features
     cats = list(ens.categories) if ens.categories else [None] * d

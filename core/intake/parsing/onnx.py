@@ -56,6 +56,7 @@ from core.intake.parsing.onnx_graph import TREE_OPS, attributes
 from core.intake.parsing.onnx_runner import OnnxModel, load_onnx
 from core.intake.parsing.onnx_trees import Column, TreeOpReading, read_tree_op
 from core.model.ensemble import TreeEnsemble
+from core.model.native import model_input
 
 __all__ = ["parse_onnx", "load_onnx", "check_labels", "NOT_TREES"]
 
@@ -395,8 +396,6 @@ def check_labels(ens: TreeEnsemble, model: OnnxModel, X: np.ndarray, theirs: np.
     of its scores ``theirs``, whose float32 rounding may decide them otherwise)."""
     if not ens.is_classifier:
         return
-    from core.model.native import model_input
-
     labels, _ = model.run(model_input(ens, X))
     if labels is None:
         labels = np.asarray(ens.classes)[np.argmax(theirs, axis=1)]
