@@ -173,7 +173,7 @@ class CaseStory(Result):
                 + "".join(body) + "</body></html>")
 
 
-def story_guarantee(res: Any, exact_model: bool, rule: bool, audit: bool) -> Guarantee:
+def story_guarantee(res: CounterfactualResult | None, exact_model: bool, rule: bool, audit: bool) -> Guarantee:
     """What holds for a whole story: the counterfactual's guarantee (``res``'s), or
     ``estimated`` when a rule or an audit's figures are told (estimates from data,
     whatever the counterfactual's); the note says what each part is. ``exact_model``:

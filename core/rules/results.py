@@ -44,17 +44,6 @@ def rule_guarantee(params: dict[str, Any]) -> Guarantee:
         "the rule is not checked on the model itself."))
 
 
-def rule_params(state: Any, target: Any, levels: Any, fixed: Sequence[int], increase_only: Sequence[int],
-                decrease_only: Sequence[int]) -> dict[str, Any]:
-    """A rule query's ``params``: the target, the levels, the actionability (feature
-    names), and the surrogate's rows and fidelity the estimates rest on."""
-    names = list(state.feature_names)
-    return {"target": target, "pi": levels.pi, "pi_c": levels.pi_c, "top_k": levels.top_k,
-            "fixed": [names[j] for j in fixed], "increase_only": [names[j] for j in increase_only],
-            "decrease_only": [names[j] for j in decrease_only], "n_rows": int(state.n),
-            "fidelity": float(state.fidelity), "regression": bool(state.regression)}
-
-
 def _target(v: Any) -> Any:
     """A target as read back from JSON: a list (a pair, an interval) as a tuple."""
     return tuple(_target(t) for t in v) if isinstance(v, list) else v

@@ -50,11 +50,23 @@ from core.errors import NoCounterfactualRuleError, QueryError
 from core.model import node_boxes
 from core.rules import bitsets, engines
 from core.rules.bitsets import _below
-from core.rules.results import Box, LocalRule, RegionalRule, RuleLevels, rule_params
+from core.rules.results import Box, LocalRule, RegionalRule, RuleLevels
 from core.rules.state import FittedRules
+from core.typing import TargetSpec
 
 __all__ = ["search_subsets", "candidate_units", "actionability", "minimal_divergent_explanations", "cdp_of_sets",
            "local_rule", "regional_rules", "propose_regions"]
+
+
+def rule_params(state: FittedRules, target: TargetSpec, levels: RuleLevels, fixed: Sequence[int], increase_only: Sequence[int],
+                decrease_only: Sequence[int]) -> dict[str, Any]:
+    """A rule query's ``params``: the target, the levels, the actionability (feature
+    names), and the surrogate's rows and fidelity the estimates rest on."""
+    names = list(state.feature_names)
+    return {"target": target, "pi": levels.pi, "pi_c": levels.pi_c, "top_k": levels.top_k,
+            "fixed": [names[j] for j in fixed], "increase_only": [names[j] for j in increase_only],
+            "decrease_only": [names[j] for j in decrease_only], "n_rows": int(state.n),
+            "fidelity": float(state.fidelity), "regression": bool(state.regression)}
 
 
 def search_subsets(cdp_of: Callable[[np.ndarray, int], np.ndarray], cand: list[int], pi: float, keep: int = 10):

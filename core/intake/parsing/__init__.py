@@ -25,6 +25,7 @@ from core.model.ensemble import TreeEnsemble
 from core.model.linear import LINEAR_ANALYSES, LinearModel
 from core.model.native import native_input, native_outputs
 from core.model.tree import MISSING_ONLY
+from core.typing import ModelLike
 
 __all__ = ["parse", "parse_any", "is_linear", "verify_against_source", "verify_linear", "build_tree", "PARSERS"]
 
@@ -54,12 +55,12 @@ def _get(name: str) -> Callable[..., Any]:
     return fn
 
 
-def is_linear(model: Any) -> bool:
+def is_linear(model: ModelLike) -> bool:
     """Is ``model`` a supported linear model (or a pipeline ending in one)? (:mod:`core.intake.parsing.linear`)"""
     return bool(_get("is_linear")(model))
 
 
-def verify_linear(lin: LinearModel, model: Any, *args: Any, **kw: Any) -> None:
+def verify_linear(lin: LinearModel, model: ModelLike, *args: object, **kw: object) -> None:
     """:func:`core.intake.parsing.linear.verify_linear`: the LinearModel against the model's own outputs."""
     _get("verify_linear")(lin, model, *args, **kw)
 
