@@ -317,6 +317,43 @@ def already_at_target(ens: TreeEnsemble, prediction: Label, target: TargetSpec) 
     return bool(at_target(ens, target, np.asarray([prediction]))[0])
 
 
+def rows_to_move(ens: TreeEnsemble, target: Any, predictions: Any, limit: int | None = None) -> np.ndarray:
+    """Indices of the rows whose prediction does not meet ``target`` yet (the rows an
+    audit, a comparison or rules of recourse are for), in the data's order; the first
+    ``limit`` of them when given.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.ensemble import RandomForestRegressor
+    >>> from core import from_model
+    >>> from core.counterfactual import rows_to_move
+    >>> X = np.arange(20.0).reshape(-1, 1)
+    >>> ens = from_model(RandomForestRegressor(3, max_depth=2, random_state=0).fit(X, X[:, 0]))
+    >>> rows_to_move(ens, (4.0, 6.0), [1.0, 5.0, 7.0, 2.0]).tolist(), rows_to_move(ens, (4.0, 6.0), [1.0, 5.0, 7.0], 1)
+    ([0, 2, 3], array([0]))
+    """
+    rows = np.flatnonzero(~at_target(_ensemble(ens), target, predictions))
+    return rows if limit is None else rows[:limit]
+
+
+def rows_at(ens: TreeEnsemble, target: Any, predictions: Any, limit: int | None = None) -> np.ndarray:
+    """Indices of the rows whose prediction already meets ``target``, in the data's
+    order; the first ``limit`` of them when given (e.g. the rows predicted as a class)."""
+    rows = np.flatnonzero(at_target(_ensemble(ens), target, predictions))
+    return rows if limit is None else rows[:limit]
+
+
+def most_common_outcome(ens: TreeEnsemble, predictions: Any) -> Any:
+    """A classifier's most common predicted class (ties: the smallest), where an
+    analysis of sub-populations starts its target from (another class); None for a
+    regressor, whose default target is read from all its predictions."""
+    if not _ensemble(ens).is_classifier:
+        return None
+    values, counts = np.unique(np.asarray(predictions), return_counts=True)
+    return values[int(np.argmax(counts))]
+
+
 def _ensemble(ens: Any) -> TreeEnsemble:
     """A TreeEnsemble, or a supported model converted; else a QueryError."""
     if ens is None or isinstance(ens, (str, bytes, np.ndarray, list, tuple, Mapping)):

@@ -42,6 +42,7 @@ from core.counterfactual import CounterfactualResult, QueryError, check_time_lim
 from core.model import Guarantee, TreeEnsemble, as_ensemble
 from core.model.box import Box
 from core.model.features import as_row, feature_index
+from core.model.missing import indicator_of
 from core.model.result import Reader, Result, Writer, settings
 from core.optimal import other_models, query_door
 from core.settings import TIME_LIMIT, integer, nonnegative, norm_setting, open_probability, optional, seconds, validated
@@ -538,3 +539,34 @@ def decompose(ensemble: Any, lower: Any = None, upper: Any = None, *, time_limit
     clipped = tuple(Region(np.maximum(r.lower, lower), np.minimum(r.upper, upper), r.raw, r.prediction, 0.0,
                            r.point) for r in found)
     return RegionSet(clipped, not s.stopped, s.nodes, time.perf_counter() - t0, dict(mode="decompose"))
+
+
+def default_axes(ens: TreeEnsemble) -> tuple[int, int]:
+    """The two features a 2-D view draws until the analyst picks: the two the ensemble
+    splits on most (ties: the first in order); a model of one feature draws it twice."""
+    top = [int(j) for j in np.argsort(-ens.split_counts(), kind="stable")[:2]]
+    return top[0], top[1] if len(top) > 1 else 0
+
+
+def slice_view(schema: Any, x: np.ndarray, axes: tuple[int, int],
+               pad: float = 0.05) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The box a 2-D view of ``axes`` draws around row ``x``: each feature's range in
+    ``schema`` stretched to hold the row, with ``pad`` of the range either side."""
+    spans = schema.arrays()
+    margin = pad * spans["span"]
+    lo, hi = spans["lower"], spans["upper"]
+    (a, b) = [(float(min(lo[j], x[j]) - margin[j]), float(max(hi[j], x[j]) + margin[j])) for j in axes]
+    return a, b
+
+
+def slice_point(ens: TreeEnsemble, x: np.ndarray, axes: tuple[int, int]) -> tuple[np.ndarray, list[int]]:
+    """The point a slice through row ``x`` goes through, and the drawn features the row
+    lacks. A drawn feature whose value is missing ("is missing" = 1) is read by no split,
+    so a slice through the row would not change along it: the slice gives it a value
+    instead (its indicator 0; its column holds the median, where a counterfactual giving
+    a value starts from)."""
+    states = indicator_of(ens)
+    unknown = [j for j in axes if j in states and x[states[j]] > 0.5]
+    point = np.array(x, dtype=float, copy=True)
+    point[[states[j] for j in unknown]] = 0.0
+    return point, unknown

@@ -157,6 +157,12 @@ class Schema:
     def protected(self) -> list[str]:
         return [f.name for f in self.features if f.protected]
 
+    def by_actionability(self) -> dict[str, list[str]]:
+        """The features' names under each actionability (``fixed``, ``increase``, ...,
+        every one of :data:`ACTIONABILITY` present, possibly empty), in the schema's
+        order: what a query's fixed / increase-only / decrease-only lists start from."""
+        return {a: [f.name for f in self.features if f.actionability == a] for a in ACTIONABILITY}
+
     def with_updates(self, name: str, **changes: Any) -> "Schema":
         """The schema with feature ``name``'s settings changed (kind, lower, upper,
         actionability, weight, protected, group, levels), checked."""

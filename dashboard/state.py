@@ -16,6 +16,9 @@ class Keys:
     CLUSTER = "dask_scheduler"         # optional Dask scheduler address
     PENDING_MAPPING = "pending_mapping"  # a positional column mapping waiting for the user's confirmation
     CLASS_NAMES_OF = "dm_class_of"     # Data & model: the workspace fingerprint the class-name inputs belong to
+    # Data & model: the app's proposal of protected columns for the uploaded workspace,
+    # {"fingerprint": its data and model, "reasons": column -> reason}, or None
+    PROPOSED_PROTECTED = "dm_proposed_protected"
     # each page's last result, kept while the analyst moves between pages
     OPTIMAL_RESULT = "ocf_result"      # Optimal counterfactual: the last query's CounterfactualResult
     OPTIMAL_BATCH = "ocb_results"      # Optimal counterfactual: the last batch's table
@@ -64,6 +67,13 @@ def forget_widgets(prefix: str) -> None:
     to another workspace), so that they start again from their defaults."""
     for k in [k for k in st.session_state if str(k).startswith(prefix) and str(k)[len(prefix):].isdigit()]:
         del st.session_state[k]
+
+
+def audit_of(ws: Any) -> Any:
+    """The fairness audit run on the workspace ``ws`` in this session (not one opened from
+    a file or the history, nor one of other data), or None."""
+    held = get(Keys.AUDIT_RESULT)
+    return held["audit"] if held and held.get("source") == "run" and held.get("key") == ws.key else None
 
 
 _PAGES: dict[str, Any] = {}

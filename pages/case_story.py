@@ -13,25 +13,13 @@ from dashboard.ui import download, plain, plain_bold, user_errors
 from dashboard.widgets import row_picker, target_picker
 
 K = state.Keys
+CAPTION = ("One case told from start to end for a presentation: the model's decision, the region around it where "
+           "the answer cannot change, the smallest change that gives the outcome you choose (with what it "
+           "guarantees), a rule for cases like it, and how its group fares in the fairness audit of this page's "
+           "data.")
 
-ws, ens, schema, names, X, pred = state.page_context(
-    "Case story",
-    "One case told from start to end for a presentation: the model's decision, the region around it where "
-    "the answer cannot change, the smallest change that gives the outcome you choose (with what it guarantees), a "
-    "rule for cases like it, and how its group fares in the fairness audit of this page's data.")
 
-c1, c2, c3 = st.columns([1, 2, 1])
-row = row_picker(c1, len(X), "cs_row")
-target = target_picker(c2, ens, pred, pred[row], "cs")
-limit = c3.number_input("Time limit (s)", 1.0, 600.0, 30.0, key="cs_limit")
-with_rule = st.checkbox("Include a counterfactual rule (fits a surrogate forest once)", value=True, key="cs_rule")
-held = state.get(K.AUDIT_RESULT)
-audit = held["audit"] if held and held.get("source") == "run" and held.get("key") == ws.key else None
-st.caption("The fairness audit of this data is included." if audit is not None else
-           "No fairness audit of this data in this session: run one on the Fairness audit page to include how "
-           "the case's group fares.")
-
-if st.button("Tell the story", type="primary", key="cs_go"):
+def _tell(ws, schema, names, X, pred, row, target, limit, with_rule, audit) -> None:
     with user_errors("The story could not be told"), st.spinner("Finding the smallest change and the rule…"):
         rules = None
         if with_rule:
@@ -39,9 +27,11 @@ if st.button("Tell the story", type="primary", key="cs_go"):
             rules = session_cached("cs_surrogate", ws.key, lambda: CounterfactualRules(
                 groups=groups, random_state=0, max_rows=8000).fit(X, pred, feature_names=names))
         state.put(K.STORY_RESULT, (row, str(target), case_story(ws, row, target, time_limit=float(limit),
-                                                                       rules=rules, audit=audit)))
-got = state.get(K.STORY_RESULT)
-if got is not None:
+                                                                rules=rules, audit=audit)))
+
+
+def _show(ws, ens, names, row, target, got) -> None:
+    """The story last told, its sections, its table and its download."""
     g_row, g_target, story = got
     if (g_row, g_target) != (row, str(target)):
         st.caption("This story is for an earlier choice of case or outcome; press the button to tell the current one.")
@@ -56,3 +46,24 @@ if got is not None:
     st.dataframe(story.shown_table(), key="cs_table")
     download(st, "Download the story (HTML)", story.to_html, f"case-{story.row}.html", "text/html",
              key="cs_download", source=story)
+
+
+def main() -> None:
+    ws, ens, schema, names, X, pred = state.page_context("Case story", CAPTION)
+    c1, c2, c3 = st.columns([1, 2, 1])
+    row = row_picker(c1, len(X), "cs_row")
+    target = target_picker(c2, ens, pred, pred[row], "cs")
+    limit = c3.number_input("Time limit (s)", 1.0, 600.0, 30.0, key="cs_limit")
+    with_rule = st.checkbox("Include a counterfactual rule (fits a surrogate forest once)", value=True, key="cs_rule")
+    audit = state.audit_of(ws)
+    st.caption("The fairness audit of this data is included." if audit is not None else
+               "No fairness audit of this data in this session: run one on the Fairness audit page to include how "
+               "the case's group fares.")
+    if st.button("Tell the story", type="primary", key="cs_go"):
+        _tell(ws, schema, names, X, pred, row, target, limit, with_rule, audit)
+    got = state.get(K.STORY_RESULT)
+    if got is not None:
+        _show(ws, ens, names, row, target, got)
+
+
+main()

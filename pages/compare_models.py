@@ -10,15 +10,14 @@ import streamlit as st
 from core.audit import run_audit
 from core.audit.compare import compare_models
 from core.cells.problem import check_same_features
-from core.counterfactual import at_target
+from core.counterfactual import rows_to_move
 from core.errors import AuditCancelled, DataError
 from core.figures import regions_figure
 from core.figures import text as figure_text
 from core.intake import io
 from core.intake.demo import UPDATES, updated_model
 from core.intake.workspace import build_workspace
-from core.model.missing import indicator_of
-from core.regions import slice_regions
+from core.regions import default_axes, slice_point, slice_regions, slice_view
 from dashboard import state
 from dashboard.caching import session_cached, session_model
 from dashboard.deploy import settings as deployment
@@ -29,21 +28,19 @@ from dashboard.ui import cluster_setting, download, plain, user_errors
 from dashboard.widgets import favourable_picker, protected_picker, row_picker
 
 K = state.Keys
-ws, ens, schema, names, X, pred = state.page_context(
-    "Compare models",
-    "Model A is the model loaded on the Data & model page; load model B, a later or competing version for the "
-    "same data. The page shows where their decisions differ and, for the rows A decides unfavourably, whether "
-    "the cheapest recourse under A still works under B (recourse invalidation), per protected group, and what "
-    "a recourse valid under both costs extra.")
+CAPTION = ("Model A is the model loaded on the Data & model page; load model B, a later or competing version for the "
+           "same data. The page shows where their decisions differ and, for the rows A decides unfavourably, whether "
+           "the cheapest recourse under A still works under B (recourse invalidation), per protected group, and what "
+           "a recourse valid under both costs extra.")
 
 
-def _model_b(model, name: str, what: str = "", sha256: str = "") -> dict:
+def _model_b(ws, model, name: str, what: str = "", sha256: str = "") -> dict:
     """Model B read on model A's data: the same columns, read the same way, or a clear error.
     ``sha256``: the uploaded file's (the trees' own fingerprint is in every export anyway)."""
     wb = build_workspace(ws.raw, ws.target, model, name=name, drop_missing=len(ws.X) < len(ws.raw),
                          model_sha256=sha256)
     try:
-        check_same_features(ens, wb.ensemble, "model B", "model A")
+        check_same_features(ws.ensemble, wb.ensemble, "model B", "model A")
     except ValueError as exc:
         raise DataError(str(exc)) from None
     if wb.X.shape != ws.X.shape or not np.array_equal(wb.X.to_numpy(dtype=float), ws.X.to_numpy(dtype=float)):
@@ -52,19 +49,31 @@ def _model_b(model, name: str, what: str = "", sha256: str = "") -> dict:
     return {"key": ws.key, "ws": wb, "what": what}
 
 
-demo = state.get(K.DEMO)
-sources = ((["The demo's updated model"] if demo in UPDATES else []) + ["Upload a model file"]
-           + ["A model from an earlier audit"])
-src = st.radio("Model B", sources, horizontal=True, key="cm_source")
-if src == "The demo's updated model":
-    title, what = UPDATES[demo]
-    st.caption(f"{title}: {what}")
-    if st.button("Load model B", key="cm_load_demo", type="primary"):
-        with user_errors("Model B could not be loaded"), st.spinner("Training the updated demo model…"):
-            model_b, title, what = updated_model(demo)
-            state.put(K.COMPARE_MODEL_B, _model_b(model_b, title, what))
-            state.forget(K.COMPARE_RESULT)
-elif src == "A model from an earlier audit":
+def _keep_model_b(ws, model, name: str, what: str = "", sha256: str = "") -> None:
+    state.put(K.COMPARE_MODEL_B, _model_b(ws, model, name, what, sha256))
+    state.forget(K.COMPARE_RESULT)
+
+
+def _load_model_b(ws) -> None:
+    """The choice of model B and its loading: the demo's update, an audited model, or a file."""
+    demo = state.get(K.DEMO)
+    sources = ((["The demo's updated model"] if demo in UPDATES else []) + ["Upload a model file"]
+               + ["A model from an earlier audit"])
+    src = st.radio("Model B", sources, horizontal=True, key="cm_source")
+    if src == "The demo's updated model":
+        title, what = UPDATES[demo]
+        st.caption(f"{title}: {what}")
+        if st.button("Load model B", key="cm_load_demo", type="primary"):
+            with user_errors("Model B could not be loaded"), st.spinner("Training the updated demo model…"):
+                model_b, title, what = updated_model(demo)
+                _keep_model_b(ws, model_b, title, what)
+    elif src == "A model from an earlier audit":
+        _model_b_from_history(ws)
+    else:
+        _model_b_from_file(ws)
+
+
+def _model_b_from_history(ws) -> None:
     with user_errors("The audit history could not be read"):
         past = history_store().list(owner=history_owner())
         kept = set(history_store().with_models(owner=history_owner()))
@@ -76,10 +85,11 @@ elif src == "A model from an earlier audit":
             pick = st.selectbox("Audit", list(labels), format_func=labels.get, key="cm_audit_id")
             if st.button("Load model B", key="cm_load_audit", type="primary"):
                 with user_errors("Model B could not be loaded"):
-                    state.put(K.COMPARE_MODEL_B, _model_b(history_store().load_model(pick, owner=history_owner()),
-                                                        f"the model of audit #{pick}"))
-                    state.forget(K.COMPARE_RESULT)
-else:
+                    _keep_model_b(ws, history_store().load_model(pick, owner=history_owner()),
+                                  f"the model of audit #{pick}")
+
+
+def _model_b_from_file(ws) -> None:
     dep = deployment()
     up = st.file_uploader("Model B: XGBoost .json/.ubj, LightGBM .txt, scikit-learn .skops, CatBoost .json/.cbm"
                           + (" (or .pkl/.joblib)" if dep.allows_pickle else ""),
@@ -93,15 +103,7 @@ else:
         with user_errors("Model B could not be loaded"):
             data = up.getvalue()
             model_b = session_model(data, up.name, trust, slot="model B")
-            state.put(K.COMPARE_MODEL_B, _model_b(model_b, up.name, sha256=io.sha256(data)))
-            state.forget(K.COMPARE_RESULT)
-
-held = state.get(K.COMPARE_MODEL_B)
-if held is None or held["key"] != ws.key:
-    st.info("Load model B above to compare it with model A.")
-    st.stop()
-wb = held["ws"]
-ens_b = wb.ensemble
+            _keep_model_b(ws, model_b, up.name, sha256=io.sha256(data))
 
 
 def _what(w) -> str:
@@ -114,95 +116,86 @@ def _sides(w) -> dict:
     return {"ens": w.linear if w.linear is not None else w.ensemble, "model": w.model, "surrogate": w.surrogate}
 
 
-st.markdown(f"**Model A** · {plain(ws.name)} · {_what(ws)}  \n**Model B** · {plain(wb.name)} · {_what(wb)}")
-sa, sb = _sides(ws), _sides(wb)
+def _pair(a: dict, b: dict) -> dict:
+    """Both sides' arguments of :func:`compare_models`."""
+    return dict(model_a=a["model"], model_b=b["model"], surrogate_a=a["surrogate"], surrogate_b=b["surrogate"])
 
-c1, c2 = st.columns(2)
-protected = protected_picker(c1, schema, "cm_protected", "Groups for the per-group figures; held fixed in every "
-                             "recourse.")
-target = favourable_picker(c2, ens, pred, "cm", reference="the median of model A's")
-if not protected:
-    st.info("Choose at least one protected attribute.")
-    st.stop()
 
-result_key = (ws.key, wb.key, str(target), tuple(protected))
-with user_errors("The decisions could not be compared"):
-    quick = session_cached("cm_decisions", result_key, lambda: compare_models(
-        sa["ens"], sb["ens"], X, schema=schema, target=target, protected=protected, invalidation=False,
-        model_a=sa["model"], model_b=sb["model"], surrogate_a=sa["surrogate"], surrogate_b=sb["surrogate"]))
-    st.subheader("Agreement of decisions")
-    overall = quick.agreement.iloc[0]
-    m = st.columns(3)
-    m[0].metric("Decisions alike", f"{overall['agree']:.1%}")
-    m[1].metric("Rows whose decision flips", f"{int(overall['flips']):,}")
-    m[2].metric("Rows", f"{int(overall['rows']):,}")
-    shown = quick.agreement.assign(agree=[f"{v:.1%}" for v in quick.agreement["agree"]])
-    st.dataframe(shown, hide_index=True, key="cm_agreement")
-    if quick.rules:
-        st.markdown("**Where the decisions differ** (a shallow tree on the data's columns)")
-        for r in quick.rules[:5]:
-            st.markdown("- " + plain(r))
-    if len(quick.flips):
-        with st.expander(f"The {len(quick.flips):,} rows whose decision flips"):
-            rows_f = quick.flips["row"].to_numpy()[:500]
-            view = ws.analyst_view(X[rows_f], list(rows_f))
-            view.insert(0, "row", rows_f)
-            view.insert(1, "model A", [ws.outcome_text(v) for v in pred[rows_f]])
-            view.insert(2, "model B", [ws.outcome_text(v) for v in wb.predict(X[rows_f])])
-            st.dataframe(view, hide_index=True, key="cm_flips")
+def _agreement(ws, wb, X, pred, schema, target, protected, result_key) -> None:
+    """Where the two models' decisions differ: figures, the rules of the differences, the rows."""
+    sa, sb = _sides(ws), _sides(wb)
+    with user_errors("The decisions could not be compared"):
+        quick = session_cached("cm_decisions", result_key, lambda: compare_models(
+            sa["ens"], sb["ens"], X, schema=schema, target=target, protected=protected, invalidation=False,
+            **_pair(sa, sb)))
+        st.subheader("Agreement of decisions")
+        overall = quick.agreement.iloc[0]
+        m = st.columns(3)
+        m[0].metric("Decisions alike", f"{overall['agree']:.1%}")
+        m[1].metric("Rows whose decision flips", f"{int(overall['flips']):,}")
+        m[2].metric("Rows", f"{int(overall['rows']):,}")
+        shown = quick.agreement.assign(agree=[f"{v:.1%}" for v in quick.agreement["agree"]])
+        st.dataframe(shown, hide_index=True, key="cm_agreement")
+        if quick.rules:
+            st.markdown("**Where the decisions differ** (a shallow tree on the data's columns)")
+            for r in quick.rules[:5]:
+                st.markdown("- " + plain(r))
+        if len(quick.flips):
+            with st.expander(f"The {len(quick.flips):,} rows whose decision flips"):
+                rows_f = quick.flips["row"].to_numpy()[:500]
+                view = ws.analyst_view(X[rows_f], list(rows_f))
+                view.insert(0, "row", rows_f)
+                view.insert(1, "model A", [ws.outcome_text(v) for v in pred[rows_f]])
+                view.insert(2, "model B", [ws.outcome_text(v) for v in wb.predict(X[rows_f])])
+                st.dataframe(view, hide_index=True, key="cm_flips")
 
-st.subheader("Recourse invalidation")
-unfavourable = int(np.sum(~at_target(ens, target, pred)))
-s1, s2, s3 = st.columns(3)
-max_rows = int(s1.number_input("At most this many rows", 10, 5000, min(200, max(10, unfavourable)), 10,
-                               key="cm_rows", help=f"{unfavourable:,} rows are decided unfavourably by model A; "
-                               "a seeded random sample of them is studied."))
-limit = s2.number_input("Seconds per recourse", 1.0, 120.0, 10.0, 1.0, key="cm_limit")
-jobs = int(s3.number_input("Local processes", 1, 8, 2, key="cm_jobs"))
-with st.expander("Compute on a Dask cluster"):
-    address = cluster_setting(st)
-if st.button(f"Study {min(max_rows, unfavourable):,} rows", type="primary", key="cm_go"):
-    cancel = st.empty()
-    cancel.button("Cancel", key="cm_cancel", help="Stops the study; the previous result, if any, is kept.")
-    bar = st.progress(0.0, text="Starting…")
 
-    def show(stage: str, done: int, total: int) -> None:
-        bar.progress(min(1.0, done / max(total, 1)), text=f"{stage}: {done} of {total}")
+def _study_settings(ens, pred, target) -> dict:
+    """How many rows the invalidation study (and the audits) take, and how they are computed
+    (``rows``: how many the study takes, for its button)."""
+    unfavourable = rows_to_move(ens, target, pred).size
+    s1, s2, s3 = st.columns(3)
+    max_rows = int(s1.number_input("At most this many rows", 10, 5000, min(200, max(10, unfavourable)), 10,
+                                   key="cm_rows", help=f"{unfavourable:,} rows are decided unfavourably by model A; "
+                                   "a seeded random sample of them is studied."))
+    limit = s2.number_input("Seconds per recourse", 1.0, 120.0, 10.0, 1.0, key="cm_limit")
+    jobs = int(s3.number_input("Local processes", 1, 8, 2, key="cm_jobs"))
+    with st.expander("Compute on a Dask cluster"):
+        address = cluster_setting(st)
+    return dict(max_rows=max_rows, time_limit=float(limit), n_jobs=jobs, scheduler=address,
+                rows=min(max_rows, unfavourable))
 
-    with user_errors("The study could not be run"):
-        try:
-            c = compare_models(sa["ens"], sb["ens"], X, schema=schema, target=target, protected=protected,
-                               max_rows=max_rows, time_limit=float(limit), n_jobs=jobs, scheduler=address,
-                               model_a=sa["model"], model_b=sb["model"], surrogate_a=sa["surrogate"],
-                               surrogate_b=sb["surrogate"], progress=show,
-                               provenance={"data_name": ws.name, "model_a_name": ws.name, "model_b_name": wb.name,
-                                           "data_sha256_file": ws.data_sha256, "model_a_sha256": ws.model_sha256,
-                                           "model_b_sha256": wb.model_sha256, "class_names": ws.class_names})
-            state.put(K.COMPARE_RESULT, {"key": result_key, "c": c})
-        except AuditCancelled:
-            st.warning("Cancelled: no new result was kept.")
-    bar.empty()
-    cancel.empty()
-elif st.session_state.get("cm_cancel"):
-    st.warning("Cancelled: no new result was kept.")
 
-got = state.get(K.COMPARE_RESULT)
-if got is None or got["key"] != result_key:
-    st.info("Run the study to see how much of model A's recourse model B honours.")
-    st.stop()
-c = got["c"]
-inv = c.invalidated
-(st.warning if np.isfinite(inv) and inv > 0 else st.success)(
-    f"Of {int((c.rows['found_a'] == 1).sum()):,} studied rows with a recourse under model A, "
-    f"{inv:.1%} would not get {plain(ws.outcome_text(target)) if ens.is_classifier else 'the outcome'} from model B "
-    "by following it." if np.isfinite(inv) else "No studied row has a recourse under model A.")
-if len(c.tests) and c.tests["significant"].any():
-    for t in c.tests[c.tests["significant"]].itertuples():
-        how = "more" if t.gap > 0 else "less"
-        st.warning(plain(f"{t.attribute} = {t.group}: recourse invalidated {abs(t.gap):.1%} {how} often than for "
-                         f"{t.attribute} = {t.reference} (permutation p = {t.p_adjusted:.2g}, Holm-adjusted)."))
-if len(c.groups):
-    g = c.groups
+def _run_study(ws, wb, X, schema, target, protected, run: dict, result_key) -> None:
+    """The study's button, its progress and cancel, and the result kept."""
+    if st.button(f"Study {run['rows']:,} rows", type="primary", key="cm_go"):
+        cancel = st.empty()
+        cancel.button("Cancel", key="cm_cancel", help="Stops the study; the previous result, if any, is kept.")
+        bar = st.progress(0.0, text="Starting…")
+
+        def show(stage: str, done: int, total: int) -> None:
+            bar.progress(min(1.0, done / max(total, 1)), text=f"{stage}: {done} of {total}")
+
+        sa, sb = _sides(ws), _sides(wb)
+        with user_errors("The study could not be run"):
+            try:
+                c = compare_models(sa["ens"], sb["ens"], X, schema=schema, target=target, protected=protected,
+                                   max_rows=run["max_rows"], time_limit=run["time_limit"], n_jobs=run["n_jobs"],
+                                   scheduler=run["scheduler"], **_pair(sa, sb), progress=show,
+                                   provenance={"data_name": ws.name, "model_a_name": ws.name,
+                                               "model_b_name": wb.name, "data_sha256_file": ws.data_sha256,
+                                               "model_a_sha256": ws.model_sha256, "model_b_sha256": wb.model_sha256,
+                                               "class_names": ws.class_names})
+                state.put(K.COMPARE_RESULT, {"key": result_key, "c": c})
+            except AuditCancelled:
+                st.warning("Cancelled: no new result was kept.")
+        bar.empty()
+        cancel.empty()
+    elif st.session_state.get("cm_cancel"):
+        st.warning("Cancelled: no new result was kept.")
+
+
+def _groups_figure(g) -> go.Figure:
     fig = go.Figure()
     for attr in g["attribute"].unique():
         sub = g[g["attribute"] == attr]
@@ -211,71 +204,125 @@ if len(c.groups):
                                  arrayminus=sub["invalidated"] - sub["ci_low"]), name=figure_text(attr))
     fig.update_layout(title="Recourse under A that B does not honour (95% intervals)", yaxis_tickformat=".0%",
                       height=340, margin=dict(l=10, r=10, t=40, b=10), showlegend=False)
-    st.plotly_chart(fig, key="cm_fig")
-    shown = g.assign(**{k: [f"{v:.1%}" for v in g[k]] for k in ("invalidated", "ci_low", "ci_high")})
-    st.dataframe(shown, hide_index=True, key="cm_groups")
-if len(c.tests):
-    st.dataframe(c.tests, hide_index=True, key="cm_tests")
-with st.expander("Per-row results"):
-    st.dataframe(c.rows, hide_index=True, key="cm_rows_table")
-d1, d2, d3 = st.columns(3)
-download(d1, "Report (HTML)", c.to_html, "model_comparison.html", "text/html", key="cm_dl_html", source=c)
-download(d2, "Per-row results (CSV)", c.rows_csv, "model_comparison_rows.csv", "text/csv", key="cm_dl_csv",
-         source=c)
-download(d3, "Comparison (JSON)", c.to_json, "model_comparison.json", "application/json", key="cm_dl_json",
-         source=c)
+    return fig
 
-st.subheader("Fairness audits of both models")
-st.caption("The recourse audit of each model on the same data and settings, each on a seeded sample of the rows "
-           "it turns down (the Fairness audit page's audit, without rules or subgroup scan), and which gaps between "
-           "groups the update opened, closed or kept (as Audit history compares two audits).")
-if st.button("Audit both models", key="cm_audit_go"):
-    with user_errors("The audits could not be run"), st.spinner("Auditing model A, then model B…"):
-        kw = dict(schema=schema, target=target, protected=protected, max_rows=max_rows, time_limit=float(limit),
-                  n_jobs=jobs, scheduler=address, tcrex=False, local_rules_per_group=0, scan=False,
-                  n_boot=500, n_perm=1000, y=ws.y, data_name=ws.name, class_names=ws.class_names)
-        on_a, extra_a = ws.query_model()
-        on_b, extra_b = wb.query_model()
-        audit_a = run_audit(on_a, X, model_sha256=ws.model_sha256, **extra_a, **kw)
-        audit_b = run_audit(on_b, X, model_sha256=wb.model_sha256, **extra_b, **kw)
-        state.put(K.COMPARE_AUDITS, {"key": result_key, "a": audit_a, "b": audit_b})
-audits = state.get(K.COMPARE_AUDITS)
-if audits is not None and audits["key"] == result_key:
-    left, right = st.columns(2)
-    for col, label, au in ((left, "Model A", audits["a"]), (right, "Model B", audits["b"])):
-        col.markdown(f"**{label}**")
-        for line in au.summary:
-            col.markdown("- " + plain(line))
-    show_gap_comparison(audits["a"], audits["b"], key="cm_audit_diff", file_name="audits_a_vs_b.csv")
 
-st.subheader("Decision regions of both models")
-top = [int(j) for j in np.argsort(-ens.split_counts(), kind="stable")[:2]]
-r1, r2, r3 = st.columns(3)
-fa = names.index(r1.selectbox("Horizontal feature", names, index=top[0], key="cm_fa"))
-fb = names.index(r2.selectbox("Vertical feature", names, index=top[1] if len(top) > 1 else 0, key="cm_fb"))
-row = row_picker(r3, len(X), "cm_row")
-if fa == fb:
-    st.error("Choose two different features.")
-    st.stop()
-spans = schema.arrays()
-pad = 0.05 * spans["span"]
-x = X[row]
-view = ((min(spans["lower"][fa], x[fa]) - pad[fa], max(spans["upper"][fa], x[fa]) + pad[fa]),
-        (min(spans["lower"][fb], x[fb]) - pad[fb], max(spans["upper"][fb], x[fb]) + pad[fb]))
-states = indicator_of(ens)     # a drawn feature the row lacks: sliced with a value (see Decision regions)
-unknown = [j for j in (fa, fb) if j in states and x[states[j]] > 0.5]
-x_slice = x.copy()
-x_slice[[states[j] for j in unknown]] = 0.0
-if unknown:
-    st.caption(f"Row {row} has no value for {plain(' and '.join(names[j] for j in unknown))} (missing): the slices "
-               "show each model's answer for each value it could take; the row's marker sits at the column's "
-               "median.")
-with user_errors("The regions could not be computed"), st.spinner("Computing exact regions…"):
-    left, right = st.columns(2)
-    for col, e, label in ((left, ens, "Model A"), (right, ens_b, "Model B")):
-        rs = slice_regions(e, x_slice, (fa, fb), bounds={fa: view[0], fb: view[1]}, max_regions=2000,
-                           time_limit=20.0)
-        w = ws if label == "Model A" else wb
-        title = f"{label}: slice through row {row}" + ("" if w.model_kind == "tree_ensemble" else " (its surrogate)")
-        fig = regions_figure(rs.regions, e, (fa, fb), view, x=x, title=title)
-        col.plotly_chart(fig, key=f"cm_regions_{label}")
+def _study_result(ws, ens, target, c) -> None:
+    """The invalidation study's findings, tables and downloads."""
+    inv = c.invalidated
+    (st.warning if np.isfinite(inv) and inv > 0 else st.success)(
+        f"Of {int((c.rows['found_a'] == 1).sum()):,} studied rows with a recourse under model A, "
+        f"{inv:.1%} would not get {plain(ws.outcome_text(target)) if ens.is_classifier else 'the outcome'} from "
+        "model B by following it." if np.isfinite(inv) else "No studied row has a recourse under model A.")
+    if len(c.tests) and c.tests["significant"].any():
+        for t in c.tests[c.tests["significant"]].itertuples():
+            how = "more" if t.gap > 0 else "less"
+            st.warning(plain(f"{t.attribute} = {t.group}: recourse invalidated {abs(t.gap):.1%} {how} often than "
+                             f"for {t.attribute} = {t.reference} (permutation p = {t.p_adjusted:.2g}, "
+                             "Holm-adjusted)."))
+    if len(c.groups):
+        g = c.groups
+        st.plotly_chart(_groups_figure(g), key="cm_fig")
+        shown = g.assign(**{k: [f"{v:.1%}" for v in g[k]] for k in ("invalidated", "ci_low", "ci_high")})
+        st.dataframe(shown, hide_index=True, key="cm_groups")
+    if len(c.tests):
+        st.dataframe(c.tests, hide_index=True, key="cm_tests")
+    with st.expander("Per-row results"):
+        st.dataframe(c.rows, hide_index=True, key="cm_rows_table")
+    d1, d2, d3 = st.columns(3)
+    download(d1, "Report (HTML)", c.to_html, "model_comparison.html", "text/html", key="cm_dl_html", source=c)
+    download(d2, "Per-row results (CSV)", c.rows_csv, "model_comparison_rows.csv", "text/csv", key="cm_dl_csv",
+             source=c)
+    download(d3, "Comparison (JSON)", c.to_json, "model_comparison.json", "application/json", key="cm_dl_json",
+             source=c)
+
+
+def _audits(ws, wb, X, schema, target, protected, run: dict, result_key) -> None:
+    """The fairness audit of each model on the same settings, and the gaps the update changed."""
+    st.subheader("Fairness audits of both models")
+    st.caption("The recourse audit of each model on the same data and settings, each on a seeded sample of the "
+               "rows it turns down (the Fairness audit page's audit, without rules or subgroup scan), and which "
+               "gaps between groups the update opened, closed or kept (as Audit history compares two audits).")
+    if st.button("Audit both models", key="cm_audit_go"):
+        with user_errors("The audits could not be run"), st.spinner("Auditing model A, then model B…"):
+            kw = dict(schema=schema, target=target, protected=protected, max_rows=run["max_rows"],
+                      time_limit=run["time_limit"], n_jobs=run["n_jobs"], scheduler=run["scheduler"], tcrex=False,
+                      local_rules_per_group=0, scan=False, n_boot=500, n_perm=1000, y=ws.y, data_name=ws.name,
+                      class_names=ws.class_names)
+            on_a, extra_a = ws.query_model()
+            on_b, extra_b = wb.query_model()
+            audit_a = run_audit(on_a, X, model_sha256=ws.model_sha256, **extra_a, **kw)
+            audit_b = run_audit(on_b, X, model_sha256=wb.model_sha256, **extra_b, **kw)
+            state.put(K.COMPARE_AUDITS, {"key": result_key, "a": audit_a, "b": audit_b})
+    audits = state.get(K.COMPARE_AUDITS)
+    if audits is not None and audits["key"] == result_key:
+        left, right = st.columns(2)
+        for col, label, au in ((left, "Model A", audits["a"]), (right, "Model B", audits["b"])):
+            col.markdown(f"**{label}**")
+            for line in au.summary:
+                col.markdown("- " + plain(line))
+        show_gap_comparison(audits["a"], audits["b"], key="cm_audit_diff", file_name="audits_a_vs_b.csv")
+
+
+def _regions(ws, wb, schema, names, X) -> None:
+    """Both models' exact decision regions on the same slice through a row."""
+    st.subheader("Decision regions of both models")
+    ens = ws.ensemble
+    top = default_axes(ens)
+    r1, r2, r3 = st.columns(3)
+    fa = names.index(r1.selectbox("Horizontal feature", names, index=top[0], key="cm_fa"))
+    fb = names.index(r2.selectbox("Vertical feature", names, index=top[1], key="cm_fb"))
+    row = row_picker(r3, len(X), "cm_row")
+    if fa == fb:
+        st.error("Choose two different features.")
+        st.stop()
+    x = X[row]
+    view = slice_view(schema, x, (fa, fb))
+    x_slice, unknown = slice_point(ens, x, (fa, fb))   # a drawn feature the row lacks: sliced with a value
+    if unknown:
+        st.caption(f"Row {row} has no value for {plain(' and '.join(names[j] for j in unknown))} (missing): the "
+                   "slices show each model's answer for each value it could take; the row's marker sits at the "
+                   "column's median.")
+    with user_errors("The regions could not be computed"), st.spinner("Computing exact regions…"):
+        left, right = st.columns(2)
+        for col, w, label in ((left, ws, "Model A"), (right, wb, "Model B")):
+            rs = slice_regions(w.ensemble, x_slice, (fa, fb), bounds={fa: view[0], fb: view[1]}, max_regions=2000,
+                               time_limit=20.0)
+            title = (f"{label}: slice through row {row}"
+                     + ("" if w.model_kind == "tree_ensemble" else " (its surrogate)"))
+            fig = regions_figure(rs.regions, w.ensemble, (fa, fb), view, x=x, title=title)
+            col.plotly_chart(fig, key=f"cm_regions_{label}")
+
+
+def main() -> None:
+    ws, ens, schema, names, X, pred = state.page_context("Compare models", CAPTION)
+    _load_model_b(ws)
+    held = state.get(K.COMPARE_MODEL_B)
+    if held is None or held["key"] != ws.key:
+        st.info("Load model B above to compare it with model A.")
+        st.stop()
+    wb = held["ws"]
+    st.markdown(f"**Model A** · {plain(ws.name)} · {_what(ws)}  \n**Model B** · {plain(wb.name)} · {_what(wb)}")
+    c1, c2 = st.columns(2)
+    protected = protected_picker(c1, schema, "cm_protected", "Groups for the per-group figures; held fixed in every "
+                                 "recourse.")
+    target = favourable_picker(c2, ens, pred, "cm", reference="the median of model A's")
+    if not protected:
+        st.info("Choose at least one protected attribute.")
+        st.stop()
+    result_key = (ws.key, wb.key, str(target), tuple(protected))
+    _agreement(ws, wb, X, pred, schema, target, protected, result_key)
+
+    st.subheader("Recourse invalidation")
+    run = _study_settings(ens, pred, target)
+    _run_study(ws, wb, X, schema, target, protected, run, result_key)
+    got = state.get(K.COMPARE_RESULT)
+    if got is None or got["key"] != result_key:
+        st.info("Run the study to see how much of model A's recourse model B honours.")
+        st.stop()
+    _study_result(ws, ens, target, got["c"])
+    _audits(ws, wb, X, schema, target, protected, run, result_key)
+    _regions(ws, wb, schema, names, X)
+
+
+main()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pandas as pd
 import streamlit as st
 
@@ -16,8 +18,9 @@ from dashboard.deploy import settings as deployment
 from dashboard.ui import download, plain, user_errors
 
 K = state.Keys
-#: the app's proposal for the uploaded workspace: {"fingerprint": its data and model, "reasons": column -> reason}
-PROPOSED = "dm_proposed_protected"
+#: how the model's library is named to the analyst
+LIBRARIES = {"sklearn": "scikit-learn", "xgboost": "XGBoost", "lightgbm": "LightGBM", "catboost": "CatBoost",
+             "onnx": "ONNX"}
 
 
 def _proposed(ws):
@@ -25,13 +28,13 @@ def _proposed(ws):
     (and held fixed): the app's proposal, shown on this page with its reason for the analyst
     to untick; the library itself marks nothing by name."""
     reasons = suggest_protected([c.name for c in ws.columns])
-    state.put(PROPOSED, {"fingerprint": ws.fingerprint, "reasons": reasons} if reasons else None)
+    state.put(K.PROPOSED_PROTECTED, {"fingerprint": ws.fingerprint, "reasons": reasons} if reasons else None)
     return ws.with_protected(list(reasons)) if reasons else ws
 
 
 def _proposal_text(ws) -> str | None:
     """The proposal still in force on ``ws`` (columns still protected), in words, or None."""
-    held = state.get(PROPOSED)
+    held = state.get(K.PROPOSED_PROTECTED)
     if not held or held["fingerprint"] != ws.fingerprint:
         return None
     still = [c for c in ws.columns if c.name in held["reasons"]
@@ -66,20 +69,17 @@ def _load_upload(table, target, data_file, raw, model_file, trust, drop_missing,
         st.rerun()
 
 
-st.title("Data & model")
-st.caption("Load a dataset and the model to audit, then check the feature settings "
-           "that every analysis uses.")
+def _notices() -> None:
+    """The message of the last load (an error or a notice), shown once."""
+    if state.get(K.LAST_ERROR):
+        st.error(plain(state.get(K.LAST_ERROR)))
+        state.put(K.LAST_ERROR, None)
+    if state.get(K.LAST_NOTICE):
+        st.success(plain(state.get(K.LAST_NOTICE)))
+        state.put(K.LAST_NOTICE, None)
 
-if state.get(K.LAST_ERROR):
-    st.error(plain(state.get(K.LAST_ERROR)))
-    state.put(K.LAST_ERROR, None)
-if state.get(K.LAST_NOTICE):
-    st.success(plain(state.get(K.LAST_NOTICE)))
-    state.put(K.LAST_NOTICE, None)
 
-source = st.radio("Source", ["Built-in demo", "Upload your own"], horizontal=True, key="dm_source")
-
-if source == "Built-in demo":
+def _demo() -> None:
     keys = list(DEMOS)
     current = state.get(K.DEMO)
     choice = st.selectbox("Demo", keys, index=keys.index(current) if current in keys else 0,
@@ -88,11 +88,14 @@ if source == "Built-in demo":
     if st.button("Load demo", key="dm_load_demo", disabled=choice == current):
         with user_errors("The demo could not be loaded"):
             state.put(K.WORKSPACE, demo_workspace(choice))
-            state.put(PROPOSED, None)
+            state.put(K.PROPOSED_PROTECTED, None)
             state.put(K.DEMO, choice)
             state.put(K.LAST_NOTICE, f"Loaded the demo “{DEMOS[choice].title}”.")
             st.rerun()
-else:
+
+
+def _upload() -> None:
+    """A data file, its target column, and a model uploaded or trained here."""
     data_file = st.file_uploader("Data (CSV or Parquet)", type=["csv", "tsv", "txt", "parquet", "pq", "gz", "bz2", "xz",
                                                                 "zip"], key="dm_data_file")
     table = None
@@ -101,117 +104,126 @@ else:
         with user_errors("The data file could not be read"):
             table = session_table(raw, data_file.name)
             st.caption(f"{plain(data_file.name)}: {len(table):,} rows × {table.shape[1]} columns.")
-    if table is not None:
-        cols = list(table.columns)
-        guess = table.attrs.get("target", cols[-1])
-        target = st.selectbox("Target column (the label the model predicts)", cols,
-                              index=cols.index(guess) if guess in cols else len(cols) - 1, key="dm_target")
-        drop_missing = st.checkbox("Drop rows with missing values", value=False, key="dm_drop_missing")
-        how = st.radio("Model", ["Upload a model file", "Train a model here"], horizontal=True, key="dm_how")
-        if how == "Upload a model file":
-            dep = deployment()
-            model_file = st.file_uploader(
-                "Model file: XGBoost .json/.ubj, LightGBM .txt, scikit-learn .skops, CatBoost .json/.cbm, ONNX .onnx"
-                + (" (or .pkl/.joblib)" if dep.allows_pickle else ""),
-                type=["json", "ubj", "txt", "skops", "cbm", "onnx"] + (["pkl", "pickle", "joblib"] if dep.allows_pickle else []),
-                key="dm_model_file")
-            trust = dep.allows_pickle and st.checkbox("I trust this file (allow pickle/joblib)", value=False,
-                                                      key="dm_trust")
-            if trust:
-                st.warning(io.PICKLE_WARNING)
-            if st.button("Load data and model", key="dm_load", disabled=model_file is None):
-                state.put(K.PENDING_MAPPING, None)
-                _load_upload(table, target, data_file, raw, model_file, trust, drop_missing, confirm=False)
-            pending = state.get(K.PENDING_MAPPING)
-            if pending and model_file is not None and pending["key"] == (io.sha256(raw), io.sha256(
-                    model_file.getvalue()), target):
-                st.warning(plain(pending["message"]))
-                st.dataframe(pd.DataFrame(pending["mapping"], columns=["model feature", "data column"]),
-                             hide_index=True, height=min(400, 36 + 35 * len(pending["mapping"])),
-                             key="dm_mapping")
-                c1, c2 = st.columns(2)
-                if c1.button("The mapping is right: load", key="dm_confirm_positions", type="primary"):
-                    state.put(K.PENDING_MAPPING, None)
-                    _load_upload(table, target, data_file, raw, model_file, trust, drop_missing, confirm=True)
-                if c2.button("Cancel", key="dm_cancel_positions"):
-                    state.put(K.PENDING_MAPPING, None)
-                    st.rerun()
-        else:
-            with st.form("dm_train"):
-                c1, c2, c3, c4 = st.columns(4)
-                family = c1.selectbox("Family", io.FAMILIES, key="dm_family")
-                n_est = c2.number_input("Trees", 1, 2000, 100, key="dm_trees")
-                depth = c3.number_input("Max depth", 1, 16, 5, key="dm_depth")
-                lr = c4.number_input("Learning rate (boosting)", 0.001, 1.0, 0.1, key="dm_lr")
-                go = st.form_submit_button("Train and load", key="dm_train_go")
-            if go:
-                with user_errors("The model could not be trained"), st.spinner("Training…"):
-                    prep = io.prepare_data(table, target, drop_missing=drop_missing)
-                    tm = io.train_model(prep.X, prep.y, family, n_estimators=int(n_est),
-                                        max_depth=int(depth), learning_rate=float(lr))
-                    ws = build_workspace(table, target, tm.model, name=f"{data_file.name} · {family}",
-                                         data_sha256=io.sha256(raw), drop_missing=drop_missing,
-                                         model_info={f"held-out {tm.metric}": round(tm.holdout_score, 4),
-                                                     "origin": "trained here", **tm.params})
-                    state.put(K.WORKSPACE, _proposed(ws))
-                    state.put(K.DEMO, None)
-                    state.put(K.LAST_NOTICE, f"Trained a {family} model: held-out {tm.metric} "
-                                             f"{tm.holdout_score:.3f}.")
-                    st.rerun()
+    if table is None:
+        return
+    cols = list(table.columns)
+    target = st.selectbox("Target column (the label the model predicts)", cols,
+                          index=cols.index(io.target_column_guess(table)), key="dm_target")
+    drop_missing = st.checkbox("Drop rows with missing values", value=False, key="dm_drop_missing")
+    how = st.radio("Model", ["Upload a model file", "Train a model here"], horizontal=True, key="dm_how")
+    if how == "Upload a model file":
+        _upload_model(table, target, data_file, raw, drop_missing)
+    else:
+        _train_model(table, target, data_file, raw, drop_missing)
 
-ws = state.get(K.WORKSPACE)
-if ws is None:
-    st.info("Nothing is loaded yet: pick a demo or upload a dataset and a model.")
-    st.stop()
 
-st.divider()
-st.subheader(plain(ws.name))
-summary = ws.summary()
-m = st.columns(5)
-lib, _, cls = summary["family"].partition(".")
-m[0].metric("Model", plain({"sklearn": "scikit-learn", "xgboost": "XGBoost", "lightgbm": "LightGBM",
-                             "catboost": "CatBoost", "onnx": "ONNX"}.get(lib, lib)), help=plain(cls or None))
-if ws.model_kind == "tree_ensemble":
-    m[1].metric("Trees", summary["trees"])
-    m[2].metric("Max depth", summary["max depth"])
-    m[3].metric("Leaves", f"{summary['leaves']:,}")
-else:
-    m[1].metric("Kind", "Linear" if ws.model_kind == "linear" else "Any other",
-                help="Read exactly: optimal counterfactuals proven on the model itself." if ws.model_kind == "linear"
-                else "Run in a sandboxed process; every answer shown is checked on it.")
-    m[2].metric("Surrogate agreement", f"{100 * ws.surrogate.fidelity:.1f}%",
-                help="Share of held-out rows on which the tree-ensemble surrogate (used by the analyses that need "
-                     "one) answers as the model does.")
-    m[3].metric("Near the boundary", "–" if ws.surrogate.boundary_fidelity is None
-                else f"{100 * ws.surrogate.boundary_fidelity:.1f}%",
-                help="The same agreement on points sampled near the model's decision boundary.")
-acc = next((v for k, v in summary.items() if k.startswith(("accuracy", "R²"))), None)
-m[4].metric("Accuracy on data" if ws.ensemble.is_classifier else "R² on data",
-            "–" if acc is None else f"{acc:.3f}")
-with st.expander("Model details"):
-    st.json(summary)
-for note in ws.notes:
-    st.info(plain(note))
+def _upload_model(table, target, data_file, raw, drop_missing) -> None:
+    dep = deployment()
+    model_file = st.file_uploader(
+        "Model file: XGBoost .json/.ubj, LightGBM .txt, scikit-learn .skops, CatBoost .json/.cbm, ONNX .onnx"
+        + (" (or .pkl/.joblib)" if dep.allows_pickle else ""),
+        type=["json", "ubj", "txt", "skops", "cbm", "onnx"] + (["pkl", "pickle", "joblib"] if dep.allows_pickle else []),
+        key="dm_model_file")
+    trust = dep.allows_pickle and st.checkbox("I trust this file (allow pickle/joblib)", value=False,
+                                              key="dm_trust")
+    if trust:
+        st.warning(io.PICKLE_WARNING)
+    if st.button("Load data and model", key="dm_load", disabled=model_file is None):
+        state.put(K.PENDING_MAPPING, None)
+        _load_upload(table, target, data_file, raw, model_file, trust, drop_missing, confirm=False)
+    pending = state.get(K.PENDING_MAPPING)
+    if pending and model_file is not None and pending["key"] == (io.sha256(raw), io.sha256(
+            model_file.getvalue()), target):
+        st.warning(plain(pending["message"]))
+        st.dataframe(pd.DataFrame(pending["mapping"], columns=["model feature", "data column"]),
+                     hide_index=True, height=min(400, 36 + 35 * len(pending["mapping"])),
+                     key="dm_mapping")
+        c1, c2 = st.columns(2)
+        if c1.button("The mapping is right: load", key="dm_confirm_positions", type="primary"):
+            state.put(K.PENDING_MAPPING, None)
+            _load_upload(table, target, data_file, raw, model_file, trust, drop_missing, confirm=True)
+        if c2.button("Cancel", key="dm_cancel_positions"):
+            state.put(K.PENDING_MAPPING, None)
+            st.rerun()
 
-n_columns = len(ws.columns)
-st.markdown(f"**Data** · {len(ws.X):,} rows × {n_columns} columns"
-            + (f" (the model reads {ws.X.shape[1]} features)" if n_columns != ws.X.shape[1] else "")
-            + f" · target {plain(ws.target)}"
-            + (" · shown in the model's raw columns" if list(ws.to_raw(ws.X.head(1)).columns) != list(ws.X.columns)
-               else ""))
-if ws.missing_counts:
-    st.markdown(f"**Missing values** · {ws.rows_with_missing:,} of {len(ws.X):,} rows have one · "
-                + ", ".join(f"{plain(c)}: {n:,}" for c, n in ws.missing_counts.items()))
-preview = ws.analyst_view(ws.X.head(200), list(range(min(200, len(ws.X)))))
-if ws.y is not None:
-    preview.insert(0, ws.target, ws.y.head(200).to_numpy())
-preview.insert(1 if ws.y is not None else 0, "prediction", ws.predictions[:200])
-if ws.class_names:
-    preview.insert(2 if ws.y is not None else 1, "predicted outcome",
-                   [ws.outcome_text(p) for p in ws.predictions[:200]])
-st.dataframe(preview, height=260, key="dm_preview")
 
-if ws.ensemble.is_classifier and len(ws.ensemble.classes) <= 50:
+def _train_model(table, target, data_file, raw, drop_missing) -> None:
+    with st.form("dm_train"):
+        c1, c2, c3, c4 = st.columns(4)
+        family = c1.selectbox("Family", io.FAMILIES, key="dm_family")
+        n_est = c2.number_input("Trees", 1, 2000, 100, key="dm_trees")
+        depth = c3.number_input("Max depth", 1, 16, 5, key="dm_depth")
+        lr = c4.number_input("Learning rate (boosting)", 0.001, 1.0, 0.1, key="dm_lr")
+        go = st.form_submit_button("Train and load", key="dm_train_go")
+    if go:
+        with user_errors("The model could not be trained"), st.spinner("Training…"):
+            prep = io.prepare_data(table, target, drop_missing=drop_missing)
+            tm = io.train_model(prep.X, prep.y, family, n_estimators=int(n_est),
+                                max_depth=int(depth), learning_rate=float(lr))
+            ws = build_workspace(table, target, tm.model, name=f"{data_file.name} · {family}",
+                                 data_sha256=io.sha256(raw), drop_missing=drop_missing,
+                                 model_info={f"held-out {tm.metric}": round(tm.holdout_score, 4),
+                                             "origin": "trained here", **tm.params})
+            state.put(K.WORKSPACE, _proposed(ws))
+            state.put(K.DEMO, None)
+            state.put(K.LAST_NOTICE, f"Trained a {family} model: held-out {tm.metric} "
+                                     f"{tm.holdout_score:.3f}.")
+            st.rerun()
+
+
+def _summary(ws) -> None:
+    """The model's figures, its details and the workspace's notes."""
+    st.divider()
+    st.subheader(plain(ws.name))
+    summary = ws.summary()
+    m = st.columns(5)
+    lib, _, cls = summary["family"].partition(".")
+    m[0].metric("Model", plain(LIBRARIES.get(lib, lib)), help=plain(cls or None))
+    if ws.model_kind == "tree_ensemble":
+        m[1].metric("Trees", summary["trees"])
+        m[2].metric("Max depth", summary["max depth"])
+        m[3].metric("Leaves", f"{summary['leaves']:,}")
+    else:
+        m[1].metric("Kind", "Linear" if ws.model_kind == "linear" else "Any other",
+                    help="Read exactly: optimal counterfactuals proven on the model itself."
+                    if ws.model_kind == "linear" else "Run in a sandboxed process; every answer shown is checked on it.")
+        m[2].metric("Surrogate agreement", f"{100 * ws.surrogate.fidelity:.1f}%",
+                    help="Share of held-out rows on which the tree-ensemble surrogate (used by the analyses that "
+                         "need one) answers as the model does.")
+        m[3].metric("Near the boundary", "–" if ws.surrogate.boundary_fidelity is None
+                    else f"{100 * ws.surrogate.boundary_fidelity:.1f}%",
+                    help="The same agreement on points sampled near the model's decision boundary.")
+    acc = next((v for k, v in summary.items() if k.startswith(("accuracy", "R²"))), None)
+    m[4].metric("Accuracy on data" if ws.ensemble.is_classifier else "R² on data",
+                "–" if acc is None else f"{acc:.3f}")
+    with st.expander("Model details"):
+        st.json(summary)
+    for note in ws.notes:
+        st.info(plain(note))
+
+
+def _data(ws) -> None:
+    """The data's shape, its missing values and a preview with the predictions."""
+    n_columns = len(ws.columns)
+    st.markdown(f"**Data** · {len(ws.X):,} rows × {n_columns} columns"
+                + (f" (the model reads {ws.X.shape[1]} features)" if n_columns != ws.X.shape[1] else "")
+                + f" · target {plain(ws.target)}"
+                + (" · shown in the model's raw columns"
+                   if list(ws.to_raw(ws.X.head(1)).columns) != list(ws.X.columns) else ""))
+    if ws.missing_counts:
+        st.markdown(f"**Missing values** · {ws.rows_with_missing:,} of {len(ws.X):,} rows have one · "
+                    + ", ".join(f"{plain(c)}: {n:,}" for c, n in ws.missing_counts.items()))
+    preview = ws.analyst_view(ws.X.head(200), list(range(min(200, len(ws.X)))))
+    if ws.y is not None:
+        preview.insert(0, ws.target, ws.y.head(200).to_numpy())
+    preview.insert(1 if ws.y is not None else 0, "prediction", ws.predictions[:200])
+    if ws.class_names:
+        preview.insert(2 if ws.y is not None else 1, "predicted outcome",
+                       [ws.outcome_text(p) for p in ws.predictions[:200]])
+    st.dataframe(preview, height=260, key="dm_preview")
+
+
+def _class_names(ws) -> None:
     with st.expander("Class names" + (f" · {plain(', '.join(ws.outcome_text(c) for c in ws.ensemble.classes))}"
                                       if ws.class_names else "")):
         st.caption("Name the model's outcomes as your audience reads them (e.g. 0 = refused, 1 = approved): "
@@ -230,39 +242,37 @@ if ws.ensemble.is_classifier and len(ws.ensemble.classes) <= 50:
                     state.put(K.LAST_NOTICE, "Class names applied.")
                     st.rerun()
 
-st.subheader("Feature settings")
-st.caption("Kind, range, actionability (free, fixed, increase-only, decrease-only), cost weight and "
-           "protected flag of each feature. Analyses read these settings.")
-proposal = _proposal_text(ws)
-if proposal:
-    st.warning(proposal)
-if any(c.missing is not None for c in ws.columns):
-    st.caption("A feature named \"… is missing\" is 1 where that column's value is missing. Decrease-only (the "
-               "default) lets a counterfactual give it a value, never take one away; fixed keeps missing values "
-               "missing. Its weight is the price of giving a value, on top of the move from the column's median "
-               "(0 by default).")
-with st.form("dm_schema"):
-    edited = st.data_editor(
-        ws.schema.to_frame(), hide_index=True, disabled=["name", "group"], key="dm_schema_editor",
-        column_config={
-            "kind": st.column_config.SelectboxColumn("kind", options=list(KINDS), required=True),
-            "actionability": st.column_config.SelectboxColumn("actionability", options=list(ACTIONABILITY),
-                                                              required=True),
-            "weight": st.column_config.NumberColumn("weight", min_value=0.0, step=0.1),
-            "protected": st.column_config.CheckboxColumn("protected"),
-        })
-    if st.form_submit_button("Apply settings"):
-        with user_errors("The settings were not applied"):
-            state.put(K.WORKSPACE, ws.with_schema(Schema.from_frame(edited, target=ws.target)))
-            state.put(K.LAST_NOTICE, "Feature settings applied.")
-            st.rerun()
 
-c1, c2, c3 = st.columns(3)
-download(c1, "Download settings (JSON)", ws.schema.to_json(), "schema.json", "application/json",
-                   key="dm_dl_schema")
+def _feature_settings(ws) -> None:
+    st.subheader("Feature settings")
+    st.caption("Kind, range, actionability (free, fixed, increase-only, decrease-only), cost weight and "
+               "protected flag of each feature. Analyses read these settings.")
+    proposal = _proposal_text(ws)
+    if proposal:
+        st.warning(proposal)
+    if any(c.missing is not None for c in ws.columns):
+        st.caption("A feature named \"… is missing\" is 1 where that column's value is missing. Decrease-only (the "
+                   "default) lets a counterfactual give it a value, never take one away; fixed keeps missing values "
+                   "missing. Its weight is the price of giving a value, on top of the move from the column's median "
+                   "(0 by default).")
+    with st.form("dm_schema"):
+        edited = st.data_editor(
+            ws.schema.to_frame(), hide_index=True, disabled=["name", "group"], key="dm_schema_editor",
+            column_config={
+                "kind": st.column_config.SelectboxColumn("kind", options=list(KINDS), required=True),
+                "actionability": st.column_config.SelectboxColumn("actionability", options=list(ACTIONABILITY),
+                                                                  required=True),
+                "weight": st.column_config.NumberColumn("weight", min_value=0.0, step=0.1),
+                "protected": st.column_config.CheckboxColumn("protected"),
+            })
+        if st.form_submit_button("Apply settings"):
+            with user_errors("The settings were not applied"):
+                state.put(K.WORKSPACE, ws.with_schema(Schema.from_frame(edited, target=ws.target)))
+                state.put(K.LAST_NOTICE, "Feature settings applied.")
+                st.rerun()
 
 
-def _data_csv() -> str:
+def _data_csv(ws) -> str:
     """The rows in the raw columns the model takes (category names, not codes), the
     label and the prediction; built when downloaded, not on every rerun."""
     out = ws.to_raw(ws.X)
@@ -274,11 +284,41 @@ def _data_csv() -> str:
     return to_csv(out)
 
 
-download(c2, "Download data with predictions (CSV)", _data_csv, "data_predictions.csv", "text/csv",
-                   key="dm_dl_data", source=ws, prepare=len(ws.X) > 50_000)
-schema_file = c3.file_uploader("Load settings (JSON)", type=["json"], key="dm_schema_file")
-if schema_file is not None and st.button("Apply loaded settings", key="dm_apply_schema_file"):
-    with user_errors("The settings file was not applied"):
-        state.put(K.WORKSPACE, ws.with_schema(Schema.from_json(schema_file.getvalue())))
-        state.put(K.LAST_NOTICE, f"Feature settings loaded from {schema_file.name}.")
-        st.rerun()
+def _files(ws) -> None:
+    """The settings and the data downloaded, and settings loaded from a file."""
+    c1, c2, c3 = st.columns(3)
+    download(c1, "Download settings (JSON)", ws.schema.to_json(), "schema.json", "application/json",
+             key="dm_dl_schema")
+    download(c2, "Download data with predictions (CSV)", partial(_data_csv, ws), "data_predictions.csv", "text/csv",
+             key="dm_dl_data", source=ws, prepare=len(ws.X) > 50_000)
+    schema_file = c3.file_uploader("Load settings (JSON)", type=["json"], key="dm_schema_file")
+    if schema_file is not None and st.button("Apply loaded settings", key="dm_apply_schema_file"):
+        with user_errors("The settings file was not applied"):
+            state.put(K.WORKSPACE, ws.with_schema(Schema.from_json(schema_file.getvalue())))
+            state.put(K.LAST_NOTICE, f"Feature settings loaded from {schema_file.name}.")
+            st.rerun()
+
+
+def main() -> None:
+    st.title("Data & model")
+    st.caption("Load a dataset and the model to audit, then check the feature settings "
+               "that every analysis uses.")
+    _notices()
+    source = st.radio("Source", ["Built-in demo", "Upload your own"], horizontal=True, key="dm_source")
+    if source == "Built-in demo":
+        _demo()
+    else:
+        _upload()
+    ws = state.get(K.WORKSPACE)
+    if ws is None:
+        st.info("Nothing is loaded yet: pick a demo or upload a dataset and a model.")
+        st.stop()
+    _summary(ws)
+    _data(ws)
+    if ws.ensemble.is_classifier and len(ws.ensemble.classes) <= 50:
+        _class_names(ws)
+    _feature_settings(ws)
+    _files(ws)
+
+
+main()

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
 
 from core.audit import Audit, run_audit
 from core.audit.figures import cost_figure, metric_figure
 from core.audit.report import fairness_tables, group_table, subgroup_table, tests_table, time_limit_text
-from core.counterfactual import at_target
+from core.counterfactual import rows_to_move
 from core.intake.csvsafe import to_csv
 from dashboard import state
 from dashboard.history import remember
@@ -16,23 +15,23 @@ from dashboard.ui import cluster_setting, download, plain, user_errors
 from dashboard.widgets import favourable_picker, protected_picker
 
 K = state.Keys
+CAPTION = ("For the rows with an unfavourable decision: the optimal recourse of each (protected attributes held "
+           "fixed), the rules T-CREx prescribes and local counterfactual rules, compared across the groups of the "
+           "protected attributes with bootstrap intervals and permutation tests (Holm-adjusted). The report is a "
+           "single HTML file anyone can open, with the fingerprints and settings needed to reproduce it.")
+#: where each stage of an audit sits on its progress bar
+STAGES = {"recourse": (0.0, 0.85), "T-CREx rules": (0.85, 0.9), "local rules": (0.9, 0.98),
+          "statistics": (0.98, 1.0)}
 
-ws, ens, schema, names, X, pred = state.page_context(
-    "Fairness audit",
-    "For the rows with an unfavourable decision: the optimal recourse of each (protected attributes held "
-    "fixed), the rules T-CREx prescribes and local counterfactual rules, compared across the groups of the "
-    "protected attributes with bootstrap intervals and permutation tests (Holm-adjusted). The report is a "
-    "single HTML file anyone can open, with the fingerprints and settings needed to reproduce it.")
 
-KEY = ws.key
-tab_run, tab_open = st.tabs(["Run an audit", "Open a saved audit"])
-
-with tab_run:
+def _settings(ens, schema, pred) -> tuple[dict, int]:
+    """The audit's settings (protected attributes, favourable outcome, rows, statistics, compute) as
+    :func:`run_audit`'s arguments, and how many rows it will take."""
     protected = protected_picker(st, schema, "fa_protected", "Preset from the feature settings (Data & model "
                                  "page). A one-hot group is one attribute; a numerical one is cut into quartiles.")
     c1, c2, c3 = st.columns(3)
     target = favourable_picker(c1, ens, pred, "fa")
-    unfavourable = int(np.sum(~at_target(ens, target, pred)))
+    unfavourable = rows_to_move(ens, target, pred).size
     max_rows = int(c2.number_input("At most this many rows", 10, 20000, min(300, max(10, unfavourable)), 10,
                                    key="fa_rows", help=f"{unfavourable:,} rows have an unfavourable decision; "
                                    "a seeded random sample of them is audited."))
@@ -48,30 +47,32 @@ with tab_run:
         k1, k2 = st.columns([3, 1])
         address = cluster_setting(k1)
         jobs = int(k2.number_input("Local processes", 1, 8, 2, key="fa_jobs"))
-    go = st.button(f"Audit {min(max_rows, unfavourable):,} rows", type="primary", key="fa_go",
-                   disabled=not protected)
+    return dict(schema=schema, target=target, protected=protected, max_rows=max_rows, time_limit=float(limit),
+                n_jobs=jobs, scheduler=address, n_boot=n_boot, n_perm=n_perm, alpha=alpha, tcrex=use_tcrex,
+                local_rules_per_group=local), min(max_rows, unfavourable)
+
+
+def _run_tab(ws, ens, schema, X, pred) -> None:
+    kw, n_rows = _settings(ens, schema, pred)
+    protected = kw["protected"]
+    go = st.button(f"Audit {n_rows:,} rows", type="primary", key="fa_go", disabled=not protected)
     if not protected:
         st.caption("Choose at least one protected attribute.")
     if go:
         cancel = st.empty()
         cancel.button("Cancel", key="fa_cancel", help="Stops the audit; the previous result, if any, is kept.")
         bar = st.progress(0.0, text="Starting…")
-        spans = {"recourse": (0.0, 0.85), "T-CREx rules": (0.85, 0.9), "local rules": (0.9, 0.98),
-                 "statistics": (0.98, 1.0)}
 
         def show(stage: str, done: int, total: int) -> None:
-            a, b = spans.get(stage, (0.0, 1.0))
+            a, b = STAGES.get(stage, (0.0, 1.0))
             bar.progress(min(1.0, a + (b - a) * done / max(total, 1)), text=f"{stage}: {done} of {total}")
 
         with user_errors("The audit could not be run"):
             solve_on, extra = ws.query_model()
-            audit = run_audit(solve_on, X, schema=schema, target=target, protected=protected, max_rows=max_rows,
-                              time_limit=float(limit), n_jobs=jobs, scheduler=address,
-                              n_boot=n_boot, n_perm=n_perm, alpha=alpha, tcrex=use_tcrex,
-                              local_rules_per_group=local, **extra, data_sha256=ws.data_sha256,
+            audit = run_audit(solve_on, X, **kw, **extra, data_sha256=ws.data_sha256,
                               model_sha256=ws.model_sha256, data_name=ws.name, progress=show, y=ws.y,
                               class_names=ws.class_names)
-            state.put(K.AUDIT_RESULT, {"key": KEY, "audit": audit, "source": "run"})
+            state.put(K.AUDIT_RESULT, {"key": ws.key, "audit": audit, "source": "run"})
             if (stored := remember(audit, title=f"{ws.name} · {ens.source}", ensemble=ens)) is not None:
                 st.toast(f"Stored in the audit history as #{stored}.")
         bar.empty()
@@ -80,84 +81,99 @@ with tab_run:
         st.warning("Cancelled: no new result was kept" + (" — the previous audit is shown below."
                                                          if state.get(K.AUDIT_RESULT) else "."))
 
-with tab_open:
+
+def _open_tab() -> None:
     up = st.file_uploader("A saved audit: its HTML report or JSON", type=["html", "htm", "json"], key="fa_upload")
     if up is not None and st.button("Open", key="fa_open"):
         with user_errors("The audit could not be opened"):
-            state.put(K.AUDIT_RESULT, {"key": None, "audit": Audit.from_file(up.getvalue()),
-                                             "source": up.name})
+            state.put(K.AUDIT_RESULT, {"key": None, "audit": Audit.from_file(up.getvalue()), "source": up.name})
             st.success(f"Opened {plain(up.name)}.")
 
-held = state.get(K.AUDIT_RESULT)
-if held is None or (held["source"] == "run" and held["key"] != KEY):
-    st.info("Run an audit above, or open a saved one.")
-    st.stop()
-audit: Audit = held["audit"]
-meta = audit.meta
-if held["source"] != "run":
-    st.caption(f"Saved audit {plain(held['source'])} · created {plain(meta.get('created', '?'))} · data "
-               f"{plain(meta.get('data', {}).get('name', ''))} "
-               f"(SHA-256 {plain(str(meta.get('data', {}).get('sha256', ''))[:16])}…)")
 
-st.subheader("Summary")
-significant = bool(len(audit.tests)) and bool(audit.tests["significant"].any())
-for line in audit.summary:
-    (st.warning if significant else st.success)(plain(line))
-m = st.columns(4)
-m[0].metric("Rows audited", f"{len(audit.rows):,}")
-m[1].metric("With a recourse", f"{audit.rows['feasible'].mean():.1%}")
-m[2].metric("Tests", len(audit.tests))
-m[3].metric("Time", f"{audit.elapsed:.1f} s")
-for note in meta.get("notes", []):
-    st.caption(plain(note))
-if time_limit_text(audit.rows):
-    st.info(plain(time_limit_text(audit.rows)))
+def _summary(held: dict) -> None:
+    """Where the audit shown comes from, its findings and its figures per group."""
+    audit: Audit = held["audit"]
+    meta = audit.meta
+    if held["source"] != "run":
+        st.caption(f"Saved audit {plain(held['source'])} · created {plain(meta.get('created', '?'))} · data "
+                   f"{plain(meta.get('data', {}).get('name', ''))} "
+                   f"(SHA-256 {plain(str(meta.get('data', {}).get('sha256', ''))[:16])}…)")
+    st.subheader("Summary")
+    significant = bool(len(audit.tests)) and bool(audit.tests["significant"].any())
+    for line in audit.summary:
+        (st.warning if significant else st.success)(plain(line))
+    m = st.columns(4)
+    m[0].metric("Rows audited", f"{len(audit.rows):,}")
+    m[1].metric("With a recourse", f"{audit.rows['feasible'].mean():.1%}")
+    m[2].metric("Tests", len(audit.tests))
+    m[3].metric("Time", f"{audit.elapsed:.1f} s")
+    for note in meta.get("notes", []):
+        st.caption(plain(note))
+    if time_limit_text(audit.rows):
+        st.info(plain(time_limit_text(audit.rows)))
+    st.subheader("Per group")
+    st.dataframe(group_table(audit), hide_index=True, key="fa_groups")
+    st.subheader("Gaps to the reference group")
+    st.dataframe(tests_table(audit), hide_index=True, key="fa_tests")
+    attrs = list(meta.get("parameters", {}).get("protected", {}))
+    for a in attrs:
+        left, right = st.columns(2)
+        left.plotly_chart(cost_figure(audit, a), key=f"fa_cost_{a}")
+        fig = metric_figure(audit, a, "feasible")
+        if fig is not None:
+            right.plotly_chart(fig, key=f"fa_feas_{a}")
 
-st.subheader("Per group")
-st.dataframe(group_table(audit), hide_index=True, key="fa_groups")
-st.subheader("Gaps to the reference group")
-st.dataframe(tests_table(audit), hide_index=True, key="fa_tests")
 
-attrs = list(meta.get("parameters", {}).get("protected", {}))
-for a in attrs:
-    left, right = st.columns(2)
-    left.plotly_chart(cost_figure(audit, a), key=f"fa_cost_{a}")
-    fig = metric_figure(audit, a, "feasible")
-    if fig is not None:
-        right.plotly_chart(fig, key=f"fa_feas_{a}")
+def _details(audit: Audit) -> None:
+    """Group fairness, the subgroup scan, the rules, the rows and the downloads."""
+    disp, by_group = fairness_tables(audit)
+    if len(by_group):
+        st.subheader("Group fairness of the decisions")
+        st.caption("On every row of the data, with fairlearn's metrics: demographic parity and equalised odds "
+                   "between the groups of each protected attribute and of each intersection, with 95% bootstrap "
+                   "intervals.")
+        if len(disp):
+            st.dataframe(disp, hide_index=True, key="fa_disparities")
+        st.dataframe(by_group, hide_index=True, key="fa_fairness")
+        download(st, "Group fairness (CSV)", to_csv(audit.fairness), "group_fairness.csv", "text/csv",
+                 key="fa_dl_fairness")
+    sub_t = subgroup_table(audit)
+    if len(sub_t):
+        st.subheader("Subgroups where recourse differs most")
+        st.caption("Subgroups of up to two conditions, each against the rest of the audited rows; p-values "
+                   "adjusted over the whole scan (Westfall-Young max-T), so a significant row is unlikely to be "
+                   "chance.")
+        st.dataframe(sub_t, hide_index=True, key="fa_subgroups")
+        download(st, "Subgroup scan (CSV)", to_csv(audit.subgroups), "subgroup_scan.csv", "text/csv",
+                 key="fa_dl_subgroups")
+    if len(audit.rules):
+        st.subheader("Rules most often prescribed (T-CREx)")
+        st.dataframe(audit.rules, hide_index=True, key="fa_rules")
+    with st.expander("Per-row results"):
+        st.dataframe(audit.rows, hide_index=True, key="fa_rows_table")
+    d1, d2, d3 = st.columns(3)
+    download(d1, "Report (HTML)", audit.to_html, "recourse_audit.html", "text/html", key="fa_dl_html",
+             source=audit,
+             help="Self-contained: figures, tables, fingerprints and settings; re-opens in this page.")
+    download(d2, "Per-row results (CSV)", audit.rows_csv(), "recourse_audit_rows.csv", "text/csv",
+             key="fa_dl_csv")
+    download(d3, "Audit (JSON)", audit.to_json, "recourse_audit.json", "application/json", key="fa_dl_json",
+             source=audit)
 
-disp, by_group = fairness_tables(audit)
-if len(by_group):
-    st.subheader("Group fairness of the decisions")
-    st.caption("On every row of the data, with fairlearn's metrics: demographic parity and equalised odds between "
-               "the groups of each protected attribute and of each intersection, with 95% bootstrap intervals.")
-    if len(disp):
-        st.dataframe(disp, hide_index=True, key="fa_disparities")
-    st.dataframe(by_group, hide_index=True, key="fa_fairness")
-    download(st, "Group fairness (CSV)", to_csv(audit.fairness), "group_fairness.csv", "text/csv",
-                       key="fa_dl_fairness")
 
-sub_t = subgroup_table(audit)
-if len(sub_t):
-    st.subheader("Subgroups where recourse differs most")
-    st.caption("Subgroups of up to two conditions, each against the rest of the audited rows; p-values adjusted "
-               "over the whole scan (Westfall-Young max-T), so a significant row is unlikely to be chance.")
-    st.dataframe(sub_t, hide_index=True, key="fa_subgroups")
-    download(st, "Subgroup scan (CSV)", to_csv(audit.subgroups), "subgroup_scan.csv", "text/csv",
-                       key="fa_dl_subgroups")
+def main() -> None:
+    ws, ens, schema, names, X, pred = state.page_context("Fairness audit", CAPTION)
+    tab_run, tab_open = st.tabs(["Run an audit", "Open a saved audit"])
+    with tab_run:
+        _run_tab(ws, ens, schema, X, pred)
+    with tab_open:
+        _open_tab()
+    held = state.get(K.AUDIT_RESULT)
+    if held is None or (held["source"] == "run" and held["key"] != ws.key):
+        st.info("Run an audit above, or open a saved one.")
+        st.stop()
+    _summary(held)
+    _details(held["audit"])
 
-if len(audit.rules):
-    st.subheader("Rules most often prescribed (T-CREx)")
-    st.dataframe(audit.rules, hide_index=True, key="fa_rules")
 
-with st.expander("Per-row results"):
-    st.dataframe(audit.rows, hide_index=True, key="fa_rows_table")
-
-d1, d2, d3 = st.columns(3)
-download(d1, "Report (HTML)", audit.to_html, "recourse_audit.html", "text/html", key="fa_dl_html",
-         source=audit,
-                   help="Self-contained: figures, tables, fingerprints and settings; re-opens in this page.")
-download(d2, "Per-row results (CSV)", audit.rows_csv(), "recourse_audit_rows.csv", "text/csv",
-                   key="fa_dl_csv")
-download(d3, "Audit (JSON)", audit.to_json, "recourse_audit.json", "application/json", key="fa_dl_json",
-         source=audit)
+main()

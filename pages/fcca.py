@@ -14,159 +14,176 @@ from dashboard import state
 from dashboard.ui import download, graph_downloads, plain, session_cluster, user_errors
 
 K = state.Keys
-
-ws, ens, schema, names, X, pred = state.page_context(
-    "FCCA thresholds",
-    "Each correctly classified row gets its optimal counterfactual (cost λ0·changes + λ1·L1 on range-scaled "
-    "features); the splits they cross are the thresholds where the model really decides. Keeping only the "
-    "most frequent ones (quantile Q) compresses the data into a few binary features, on which a depth-3 tree "
-    "can be read (FCCA, Piccialli et al. 2023).")
-
-if not ens.is_classifier:
-    st.info("FCCA explains a classifier's decisions; this model is a regressor. Load a classifier on the "
-            "Data & model page.")
-    st.stop()
-
-KEY = ws.key
-have_labels = ws.y is not None
-with st.form("fcca_form"):
-    c1, c2, c3, c4 = st.columns(4)
-    p0 = c1.number_input("p0 (min. probability)", 0.0, 1.0, 0.5, 0.05, key="fcca_p0")
-    p1 = c2.number_input("p1 (max. probability)", 0.0, 1.0, 1.0, 0.05, key="fcca_p1",
-                         help="The paper uses 1, or 0.7 on large data to skip the rows far from the boundary.")
-    lam0 = c3.number_input("λ0 (per feature changed)", 0.0, 10.0, 0.1, 0.05, key="fcca_l0")
-    lam1 = c4.number_input("λ1 (L1, range-scaled)", 0.0, 10.0, 1.0, 0.1, key="fcca_l1")
-    d1, d2, d3, d4 = st.columns(4)
-    lam2 = d1.number_input("λ2 (squared L2)", 0.0, 10.0, 0.0, 0.1, key="fcca_l2")
-    max_points = int(d2.number_input("At most this many rows", 10, 20000, min(1000, len(X)), 10, key="fcca_max",
-                                     help="An even spread of the eligible rows; every one costs a solve."))
-    limit = d3.number_input("Seconds per counterfactual", 1.0, 120.0, 10.0, 1.0, key="fcca_limit")
-    jobs = int(d4.number_input("Parallel processes", 1, 8, 2, key="fcca_jobs"))
-    label_src = st.radio("Labels", ["labels in the data", "the model's predictions"] if have_labels
-                         else ["the model's predictions"], horizontal=True, key="fcca_labels",
-                         help="M keeps the rows the model classifies correctly (the paper uses the true labels).")
-    go = st.form_submit_button("Compute counterfactuals and thresholds", type="primary")
-
-y_used = ws.y.to_numpy() if label_src == "labels in the data" else pred
-cluster = session_cluster()
-if ws.model_kind != "tree_ensemble":
-    st.caption("FCCA's thresholds are the splits its counterfactuals cross, so they are computed on the model's "
-               f"tree-ensemble surrogate (agreement {100 * ws.surrogate.fidelity:.1f}% on held-out rows): they are "
-               "the surrogate's thresholds, exact for it, not proven for the model.")
-if cluster:
-    st.caption(f"Counterfactuals run on the Dask cluster at {cluster} (set on the Fairness audit page; clear it "
-               "there to run on this machine).")
-if go:
-    cancel = st.empty()
-    cancel.button("Cancel", key="fcca_cancel", help="Stops the run; the previous result, if any, is kept.")
-    bar = st.progress(0.0, text="Selecting rows…")
-    with user_errors("FCCA could not be run"):
-        res = fcca(ens, X, y_used, p0=p0, p1=p1, lambda0=lam0, lambda1=lam1, lambda2=lam2, max_points=max_points,
-                   n_jobs=jobs, time_limit=float(limit), schema=schema, scheduler=cluster or None,
-                   progress=lambda d, t: bar.progress(d / t, text=f"{d} of {t} counterfactuals"))
-        state.put(K.FCCA_RUN, {"key": KEY, "result": res, "trees": {}})
-    bar.empty()
-    cancel.empty()
-elif st.session_state.get("fcca_cancel"):
-    st.warning("Cancelled: no new result was kept" + (" — the previous result is shown below."
-                                                       if state.get(K.FCCA_RUN) else "."))
-
-run = state.get(K.FCCA_RUN)
-if run is None or run["key"] != KEY:
-    st.info("Press the button to compute the counterfactuals (once); Q, the tree and the views then update "
-            "instantly from them.")
-    st.stop()
-res = run["result"]
-
-m = st.columns(5)
-m[0].metric("Eligible rows (M)", f"{res.n_candidates:,}")
-m[1].metric("Counterfactuals", f"{len(res.rows):,}")
-m[2].metric("Thresholds", len(res.thresholds))
-m[3].metric("Features with thresholds", res.thresholds.index.nunique())
-m[4].metric("Time", f"{res.elapsed:.1f} s")
-not_found = {k: v for k, v in res.statuses.items() if k not in ("optimal", "feasible")}
-if not_found:
-    st.caption(f"Rows without a counterfactual (left out): {not_found}.")
-if len(res.thresholds) == 0:
-    st.warning("No counterfactual crossed a split: there are no thresholds to show.")
-    st.stop()
-
-t1, t2, t3 = st.columns([2, 1, 1])
-Q = t1.slider("Quantile Q (keep thresholds used by at least the Q-quantile of counterfactuals)", 0.0, 1.0, 0.0,
-              0.05, key="fcca_q")
-methods = ["GOSDT (optimal)", "CART"] if gosdt_available() else ["CART"]
-method_label = t2.radio("Tree", methods, horizontal=True, key="fcca_method")
-depth = int(t3.select_slider("Depth", [1, 2, 3, 4], value=3, key="fcca_depth"))
-method = "gosdt" if method_label.startswith("GOSDT") else "cart"
+CAPTION = ("Each correctly classified row gets its optimal counterfactual (cost λ0·changes + λ1·L1 on range-scaled "
+           "features); the splits they cross are the thresholds where the model really decides. Keeping only the "
+           "most frequent ones (quantile Q) compresses the data into a few binary features, on which a depth-3 "
+           "tree can be read (FCCA, Piccialli et al. 2023).")
 
 
-def tree_at(q: float):
-    key = (round(q, 4), method, depth)
-    if key not in run["trees"]:
-        run["trees"][key] = res.fit_tree(q, depth, method)
-    return run["trees"][key]
+def _form(ws, X) -> tuple[dict, str, bool]:
+    """The run's settings (FCCA's arguments), where the labels come from, and whether to run."""
+    have_labels = ws.y is not None
+    with st.form("fcca_form"):
+        c1, c2, c3, c4 = st.columns(4)
+        p0 = c1.number_input("p0 (min. probability)", 0.0, 1.0, 0.5, 0.05, key="fcca_p0")
+        p1 = c2.number_input("p1 (max. probability)", 0.0, 1.0, 1.0, 0.05, key="fcca_p1",
+                             help="The paper uses 1, or 0.7 on large data to skip the rows far from the boundary.")
+        lam0 = c3.number_input("λ0 (per feature changed)", 0.0, 10.0, 0.1, 0.05, key="fcca_l0")
+        lam1 = c4.number_input("λ1 (L1, range-scaled)", 0.0, 10.0, 1.0, 0.1, key="fcca_l1")
+        d1, d2, d3, d4 = st.columns(4)
+        lam2 = d1.number_input("λ2 (squared L2)", 0.0, 10.0, 0.0, 0.1, key="fcca_l2")
+        max_points = int(d2.number_input("At most this many rows", 10, 20000, min(1000, len(X)), 10, key="fcca_max",
+                                         help="An even spread of the eligible rows; every one costs a solve."))
+        limit = d3.number_input("Seconds per counterfactual", 1.0, 120.0, 10.0, 1.0, key="fcca_limit")
+        jobs = int(d4.number_input("Parallel processes", 1, 8, 2, key="fcca_jobs"))
+        label_src = st.radio("Labels", ["labels in the data", "the model's predictions"] if have_labels
+                             else ["the model's predictions"], horizontal=True, key="fcca_labels",
+                             help="M keeps the rows the model classifies correctly (the paper uses the true "
+                                  "labels).")
+        go = st.form_submit_button("Compute counterfactuals and thresholds", type="primary")
+    return (dict(p0=p0, p1=p1, lambda0=lam0, lambda1=lam1, lambda2=lam2, max_points=max_points, n_jobs=jobs,
+                 time_limit=float(limit)), label_src, go)
 
 
-tree = None
-with user_errors("The tree could not be fitted"):
-    tree = tree_at(Q)
-k = st.columns(5)
-k[0].metric("Thresholds kept", int(res.kept(Q).sum()))
-k[1].metric("Compression rate", f"{res.compression_rate(Q):.3f}")
-k[2].metric("Inconsistency rate", f"{res.inconsistency_rate(Q):.3f}")
-if tree is not None:
-    k[3].metric("Tree accuracy (held out)", f"{tree.accuracy:.3f}")
-    k[4].metric("Fidelity to the model", f"{tree.fidelity:.3f}")
+def _run(ws, ens, schema, X, pred) -> None:
+    """The settings, the run (once per press) and the result kept."""
+    kw, label_src, go = _form(ws, X)
+    y_used = ws.y.to_numpy() if label_src == "labels in the data" else pred
+    cluster = session_cluster()
+    if ws.model_kind != "tree_ensemble":
+        st.caption("FCCA's thresholds are the splits its counterfactuals cross, so they are computed on the "
+                   f"model's tree-ensemble surrogate (agreement {100 * ws.surrogate.fidelity:.1f}% on held-out "
+                   "rows): they are the surrogate's thresholds, exact for it, not proven for the model.")
+    if cluster:
+        st.caption(f"Counterfactuals run on the Dask cluster at {cluster} (set on the Fairness audit page; clear "
+                   "it there to run on this machine).")
+    if go:
+        cancel = st.empty()
+        cancel.button("Cancel", key="fcca_cancel", help="Stops the run; the previous result, if any, is kept.")
+        bar = st.progress(0.0, text="Selecting rows…")
+        with user_errors("FCCA could not be run"):
+            res = fcca(ens, X, y_used, **kw, schema=schema, scheduler=cluster or None,
+                       progress=lambda d, t: bar.progress(d / t, text=f"{d} of {t} counterfactuals"))
+            state.put(K.FCCA_RUN, {"key": ws.key, "result": res, "trees": {}})
+        bar.empty()
+        cancel.empty()
+    elif st.session_state.get("fcca_cancel"):
+        st.warning("Cancelled: no new result was kept" + (" — the previous result is shown below."
+                                                           if state.get(K.FCCA_RUN) else "."))
 
-levels, text = res.heatmap()
-st.plotly_chart(fcca_heatmap_figure(levels, text, Q), key="fcca_heatmap")
 
-left, right = st.columns([3, 2])
-with left:
-    curves = res.curves(np.round(np.linspace(0, 1, 11), 2))
-    with user_errors("The tree curve could not be computed"):
-        fits = [tree_at(q) for q in curves["Q"]]
-        curves["tree accuracy"] = [f.accuracy for f in fits]
-        curves["tree fidelity"] = [f.fidelity for f in fits]
-    st.plotly_chart(fcca_curves_figure(curves, Q), key="fcca_curves")
-    flat = explain_flat_curves(res, curves)
-    if flat:
-        st.caption(plain(flat))
-with right:
+def _counts(res) -> None:
+    m = st.columns(5)
+    m[0].metric("Eligible rows (M)", f"{res.n_candidates:,}")
+    m[1].metric("Counterfactuals", f"{len(res.rows):,}")
+    m[2].metric("Thresholds", len(res.thresholds))
+    m[3].metric("Features with thresholds", res.thresholds.index.nunique())
+    m[4].metric("Time", f"{res.elapsed:.1f} s")
+    not_found = {k: v for k, v in res.statuses.items() if k not in ("optimal", "feasible")}
+    if not_found:
+        st.caption(f"Rows without a counterfactual (left out): {not_found}.")
+
+
+def _tree_settings() -> tuple[float, str, int]:
+    t1, t2, t3 = st.columns([2, 1, 1])
+    Q = t1.slider("Quantile Q (keep thresholds used by at least the Q-quantile of counterfactuals)", 0.0, 1.0, 0.0,
+                  0.05, key="fcca_q")
+    methods = ["GOSDT (optimal)", "CART"] if gosdt_available() else ["CART"]
+    method_label = t2.radio("Tree", methods, horizontal=True, key="fcca_method")
+    depth = int(t3.select_slider("Depth", [1, 2, 3, 4], value=3, key="fcca_depth"))
+    return Q, "gosdt" if method_label.startswith("GOSDT") else "cart", depth
+
+
+def _views(res, Q, depth, tree, tree_at) -> None:
+    """The rates, the heatmap, the curves over Q and the tree."""
+    k = st.columns(5)
+    k[0].metric("Thresholds kept", int(res.kept(Q).sum()))
+    k[1].metric("Compression rate", f"{res.compression_rate(Q):.3f}")
+    k[2].metric("Inconsistency rate", f"{res.inconsistency_rate(Q):.3f}")
     if tree is not None:
-        st.markdown(f"**Depth-{depth} tree at Q = {Q:.2f}** ({tree.method.upper()}, {tree.n_leaves} leaves, "
-                    f"trained on {tree.n_train} rows, measured on {tree.n_test})")
-        st.graphviz_chart(tree.to_graphviz())
-        graph_downloads(tree.to_graphviz(), "fcca_tree", "fc_fig")
-        if tree.note:
-            st.caption(plain(tree.note))
+        k[3].metric("Tree accuracy (held out)", f"{tree.accuracy:.3f}")
+        k[4].metric("Fidelity to the model", f"{tree.fidelity:.3f}")
+    levels, text = res.heatmap()
+    st.plotly_chart(fcca_heatmap_figure(levels, text, Q), key="fcca_heatmap")
+    left, right = st.columns([3, 2])
+    with left:
+        curves = res.curves(np.round(np.linspace(0, 1, 11), 2))
+        with user_errors("The tree curve could not be computed"):
+            fits = [tree_at(q) for q in curves["Q"]]
+            curves["tree accuracy"] = [f.accuracy for f in fits]
+            curves["tree fidelity"] = [f.fidelity for f in fits]
+        st.plotly_chart(fcca_curves_figure(curves, Q), key="fcca_curves")
+        flat = explain_flat_curves(res, curves)
+        if flat:
+            st.caption(plain(flat))
+    with right:
+        if tree is not None:
+            st.markdown(f"**Depth-{depth} tree at Q = {Q:.2f}** ({tree.method.upper()}, {tree.n_leaves} leaves, "
+                        f"trained on {tree.n_train} rows, measured on {tree.n_test})")
+            st.graphviz_chart(tree.to_graphviz())
+            graph_downloads(tree.to_graphviz(), "fcca_tree", "fc_fig")
+            if tree.note:
+                st.caption(plain(tree.note))
 
-all_t = res.thresholds.reset_index().assign(**{"kept up to Q": res.max_q().to_numpy()})
-st.dataframe(all_t[res.kept(Q)], hide_index=True, key="fcca_table")
+
+def _downloads(res, Q, method, depth, tree) -> None:
+    all_t = res.thresholds.reset_index().assign(**{"kept up to Q": res.max_q().to_numpy()})
+    st.dataframe(all_t[res.kept(Q)], hide_index=True, key="fcca_table")
+
+    def discretised_csv() -> str:   # built when downloaded, not on every move of the slider
+        disc = res.discretize(None, Q)
+        disc.insert(0, "label", res.y)
+        return to_csv(disc)
+
+    e1, e2, e3, e4 = st.columns(4)
+    download(e1, "Thresholds (CSV)", to_csv(all_t), "fcca_thresholds.csv", "text/csv", key="fcca_dl_t")
+    download(e2, f"Discretised data at Q={Q:.2f} (CSV)", discretised_csv, "fcca_discretised.csv",
+             "text/csv", key="fcca_dl_d", source=res, token=round(float(Q), 6))
+    download(e3, "Counterfactual pairs (CSV)", lambda: to_csv(res.pairs_frame()), "fcca_pairs.csv",
+             "text/csv", key="fcca_dl_p", source=res)
+    if tree is not None:
+        fitted = tree
+
+        def tree_json() -> str:    # built once per tree (Q, method, depth), kept with the result
+            return json.dumps({
+                "Q": Q, "method": fitted.method, "depth": depth, "accuracy": fitted.accuracy,
+                "fidelity": fitted.fidelity, "text": fitted.to_text(), "graphviz": fitted.to_graphviz(),
+                "fcca": {**res.params, **res.summary()}}, indent=2, default=str)
+
+        download(e4, "Tree (JSON)", tree_json, "fcca_tree.json", "application/json", key="fcca_dl_tree", source=res,
+                 token=(round(float(Q), 4), method, depth))
 
 
+def main() -> None:
+    ws, ens, schema, names, X, pred = state.page_context("FCCA thresholds", CAPTION)
+    if not ens.is_classifier:
+        st.info("FCCA explains a classifier's decisions; this model is a regressor. Load a classifier on the "
+                "Data & model page.")
+        st.stop()
+    _run(ws, ens, schema, X, pred)
+    run = state.get(K.FCCA_RUN)
+    if run is None or run["key"] != ws.key:
+        st.info("Press the button to compute the counterfactuals (once); Q, the tree and the views then update "
+                "instantly from them.")
+        st.stop()
+    res = run["result"]
+    _counts(res)
+    if len(res.thresholds) == 0:
+        st.warning("No counterfactual crossed a split: there are no thresholds to show.")
+        st.stop()
+    Q, method, depth = _tree_settings()
 
-def discretised_csv() -> str:   # built when downloaded, not on every move of the slider
-    disc = res.discretize(None, Q)
-    disc.insert(0, "label", res.y)
-    return to_csv(disc)
+    def tree_at(q: float):
+        key = (round(q, 4), method, depth)
+        if key not in run["trees"]:
+            run["trees"][key] = res.fit_tree(q, depth, method)
+        return run["trees"][key]
+
+    tree = None
+    with user_errors("The tree could not be fitted"):
+        tree = tree_at(Q)
+    _views(res, Q, depth, tree, tree_at)
+    _downloads(res, Q, method, depth, tree)
 
 
-e1, e2, e3, e4 = st.columns(4)
-download(e1, "Thresholds (CSV)", to_csv(all_t), "fcca_thresholds.csv", "text/csv",
-                   key="fcca_dl_t")
-download(e2, f"Discretised data at Q={Q:.2f} (CSV)", discretised_csv, "fcca_discretised.csv",
-                   "text/csv", key="fcca_dl_d", source=res, token=round(float(Q), 6))
-download(e3, "Counterfactual pairs (CSV)", lambda: to_csv(res.pairs_frame()), "fcca_pairs.csv",
-                   "text/csv", key="fcca_dl_p", source=res)
-if tree is not None:
-    fitted = tree
-
-    def tree_json() -> str:    # built once per tree (Q, method, depth), kept with the result
-        return json.dumps({
-            "Q": Q, "method": fitted.method, "depth": depth, "accuracy": fitted.accuracy, "fidelity": fitted.fidelity,
-            "text": fitted.to_text(), "graphviz": fitted.to_graphviz(), "fcca": {**res.params, **res.summary()}},
-            indent=2, default=str)
-
-    download(e4, "Tree (JSON)", tree_json, "fcca_tree.json", "application/json", key="fcca_dl_tree", source=res,
-             token=(round(float(Q), 4), method, depth))
+main()

@@ -8,7 +8,7 @@ from functools import partial
 import numpy as np
 import streamlit as st
 
-from core.counterfactual import at_target
+from core.counterfactual import rows_to_move
 from core.figures import change_keep_counts, change_keep_figure, rule_box_figure
 from core.intake.columns import box_record
 from core.tcrex import TCREx
@@ -17,70 +17,83 @@ from dashboard.caching import session_cached
 from dashboard.ui import big_table_gate, download, graph_downloads, plain, user_errors
 from dashboard.widgets import favourable_picker, row_picker
 
-ws, ens, schema, names, X, pred = state.page_context(
-    "Metarule tree",
-    "Counterfactual rules: regions where the model gives the target outcome for at least τ of the data "
-    "they hold (and that hold at least ρ of the data). The metarule tree says, for every input, which "
-    "rule is its best option: the fewest features to change, then the most populated rule (T-CREx).")
-
-c1, c2, c3, c4 = st.columns(4)
-target = favourable_picker(c1, ens, pred, "mt", label="Target outcome", sides=True)
-not_yet = ~at_target(ens, target, pred)        # the rows the rules are for
-tau = c2.select_slider("Accuracy τ", [0.8, 0.85, 0.9, 0.95, 0.99], value=0.9, key="mt_tau")
-rho = c3.select_slider("Feasibility ρ", [0.005, 0.01, 0.02, 0.05, 0.1], value=0.02, key="mt_rho")
-n_trees = int(c4.number_input("Surrogate trees", 1, 10, 1, key="mt_trees"))
+CAPTION = ("Counterfactual rules: regions where the model gives the target outcome for at least τ of the data "
+           "they hold (and that hold at least ρ of the data). The metarule tree says, for every input, which "
+           "rule is its best option: the fewest features to change, then the most populated rule (T-CREx).")
 
 
-groups = list(schema.groups().values())
-tc = None
-if not big_table_gate(len(X), "Learn the rules and metarules", f"mt_go_{ws.key}"):
-    st.stop()
-with user_errors("The rules could not be learned"), st.spinner("Learning rules and metarules…"):
-    tc = session_cached("tcrex", (ws.key, str(target), tau, rho, n_trees), lambda: TCREx(
-        rho=rho, tau=tau, n_trees=n_trees, groups=groups, random_state=0).fit(X, pred, target, feature_names=names))
-if tc is None:
-    st.stop()
+def _rules(ws, ens, schema, names, X, pred):
+    """The settings, the fitted rules and metarules (or the page stops), and the target."""
+    c1, c2, c3, c4 = st.columns(4)
+    target = favourable_picker(c1, ens, pred, "mt", label="Target outcome", sides=True)
+    tau = c2.select_slider("Accuracy τ", [0.8, 0.85, 0.9, 0.95, 0.99], value=0.9, key="mt_tau")
+    rho = c3.select_slider("Feasibility ρ", [0.005, 0.01, 0.02, 0.05, 0.1], value=0.02, key="mt_rho")
+    n_trees = int(c4.number_input("Surrogate trees", 1, 10, 1, key="mt_trees"))
+    groups = list(schema.groups().values())
+    tc = None
+    if not big_table_gate(len(X), "Learn the rules and metarules", f"mt_go_{ws.key}"):
+        st.stop()
+    with user_errors("The rules could not be learned"), st.spinner("Learning rules and metarules…"):
+        tc = session_cached("tcrex", (ws.key, str(target), tau, rho, n_trees), lambda: TCREx(
+            rho=rho, tau=tau, n_trees=n_trees, groups=groups, random_state=0).fit(X, pred, target,
+                                                                                   feature_names=names))
+    if tc is None:
+        st.stop()
+    return tc, target
 
-m = st.columns(4)
-m[0].metric("Rules", len(tc.rules_))
-m[1].metric("Metarules", len(tc.metarules_))
-m[2].metric("Grid cells", f"{tc.n_cells_:,}")
-m[3].metric("Fit time", f"{tc.result_.elapsed * 1000:.0f} ms")
 
-row = row_picker(st, len(X), "mt_row", label="Explain row",
-                 default=int(np.argmax(not_yet)))
-st.info(f"Row {row} (prediction {plain(ws.outcome_text(pred[row]))}): {plain(tc.recourse_text(X[row]))}")
-tree_dot = tc.to_graphviz(highlight=tc.decision_path(X[row]))
-st.graphviz_chart(tree_dot)
-graph_downloads(tree_dot, "metarule_tree", "mt_fig")
+def _explain_row(ws, tc, X, pred, to_move) -> None:
+    """The metarule tree with one row's path, and what it prescribes for the row."""
+    row = row_picker(st, len(X), "mt_row", label="Explain row", default=int(next(iter(to_move), 0)))
+    st.info(f"Row {row} (prediction {plain(ws.outcome_text(pred[row]))}): {plain(tc.recourse_text(X[row]))}")
+    tree_dot = tc.to_graphviz(highlight=tc.decision_path(X[row]))
+    st.graphviz_chart(tree_dot)
+    graph_downloads(tree_dot, "metarule_tree", "mt_fig")
 
-assigned = tc.explain(X)
-table = tc.rule_table(X)
-st.dataframe(table, hide_index=True)
 
-left, right = st.columns(2)
-with left:
-    st.markdown("**What the rules ask** (rows not yet at the target, up to 500)")
-    rows = np.flatnonzero(not_yet)[:500]
-    counts = change_keep_counts(tc, X[rows]) if len(rows) else []
-    if len(counts):
-        st.plotly_chart(change_keep_figure(counts), key="mt_counts")
-with right:
-    two = [i for i, r in enumerate(tc.rules_) if len(r.bounded) == 2]
-    k = st.selectbox("Rule to draw", range(len(tc.rules_)), index=two[0] if two else 0,
-                     format_func=lambda i: f"R{i}", key="mt_rule")
-    r = tc.rules_[k]
-    feats = list(r.bounded)
-    if len(feats) == 2:
-        chosen = np.flatnonzero(assigned == k)[:12]
-        st.plotly_chart(rule_box_figure(X, pred, r, (feats[0], feats[1]), names, chosen), key="mt_box")
-    else:
-        st.caption(f"R{k} bounds {len(feats)} feature(s); the 2-D view (Fig. 8c) is drawn for rules on two features.")
+def _what_rules_ask(tc, names, X, pred, to_move) -> None:
+    """What the rules ask of the rows not yet at the target, and one rule drawn."""
+    assigned = tc.explain(X)
+    left, right = st.columns(2)
+    with left:
+        st.markdown("**What the rules ask** (rows not yet at the target, up to 500)")
+        rows = to_move[:500]
+        counts = change_keep_counts(tc, X[rows]) if len(rows) else []
+        if len(counts):
+            st.plotly_chart(change_keep_figure(counts), key="mt_counts")
+    with right:
+        two = [i for i, r in enumerate(tc.rules_) if len(r.bounded) == 2]
+        k = st.selectbox("Rule to draw", range(len(tc.rules_)), index=two[0] if two else 0,
+                         format_func=lambda i: f"R{i}", key="mt_rule")
+        r = tc.rules_[k]
+        feats = list(r.bounded)
+        if len(feats) == 2:
+            chosen = np.flatnonzero(assigned == k)[:12]
+            st.plotly_chart(rule_box_figure(X, pred, r, (feats[0], feats[1]), names, chosen), key="mt_box")
+        else:
+            st.caption(f"R{k} bounds {len(feats)} feature(s); the 2-D view (Fig. 8c) is drawn for rules on two "
+                       "features.")
 
-d1, d2 = st.columns(2)
-outcome = ws.outcome_text(target) if ens.is_classifier else None
-download(d1, "Download rules and metarules (text)", tc.to_text(outcome), "tcrex_rules.txt", "text/plain",
-                   key="mt_dl_txt")
-download(d2, "Download rules and metarules (JSON)",
-         json.dumps(tc.to_dict(partial(box_record, ws.columns), outcome), indent=2), "tcrex_rules.json",
-                   "application/json", key="mt_dl_json")
+
+def main() -> None:
+    ws, ens, schema, names, X, pred = state.page_context("Metarule tree", CAPTION)
+    tc, target = _rules(ws, ens, schema, names, X, pred)
+    to_move = rows_to_move(ens, target, pred)        # the rows the rules are for
+    m = st.columns(4)
+    m[0].metric("Rules", len(tc.rules_))
+    m[1].metric("Metarules", len(tc.metarules_))
+    m[2].metric("Grid cells", f"{tc.n_cells_:,}")
+    m[3].metric("Fit time", f"{tc.result_.elapsed * 1000:.0f} ms")
+    _explain_row(ws, tc, X, pred, to_move)
+    st.dataframe(tc.rule_table(X), hide_index=True)
+    _what_rules_ask(tc, names, X, pred, to_move)
+    d1, d2 = st.columns(2)
+    outcome = ws.outcome_text(target) if ens.is_classifier else None
+    download(d1, "Download rules and metarules (text)", tc.to_text(outcome), "tcrex_rules.txt", "text/plain",
+             key="mt_dl_txt")
+    download(d2, "Download rules and metarules (JSON)",
+             json.dumps(tc.to_dict(partial(box_record, ws.columns), outcome), indent=2), "tcrex_rules.json",
+             "application/json", key="mt_dl_json")
+
+
+main()

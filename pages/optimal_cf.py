@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.counterfactual import at_target, default_target, favourable_default
+from core.counterfactual import default_target, favourable_default, rows_at, rows_to_move
 from core.figures import counterfactual_changes_figure, counterfactual_table
 from core.intake.columns import (
     MISSING,
@@ -69,13 +69,11 @@ def _settings(p: _Page, prefix: str):
     plaus = c4.checkbox("Plausible only", value=False, key=f"{prefix}_plaus",
                         help="Require the counterfactual to look like the target class's rows "
                              "(Isolation Forest; 10% of them count as outliers).")
-    act = {f.name: f.actionability for f in schema.features}
+    preset = {a: [n for n in names if n in set(listed)] for a, listed in schema.by_actionability().items()}
     a1, a2, a3 = st.columns(3)
-    fixed = column_picker(a1, "Fixed", schema, [n for n in names if act[n] == "fixed"], f"{prefix}_fixed")
-    inc = column_picker(a2, "Increase only", schema, [n for n in names if act[n] == "increase"], f"{prefix}_inc",
-                        groups_too=False)
-    dec = column_picker(a3, "Decrease only", schema, [n for n in names if act[n] == "decrease"], f"{prefix}_dec",
-                        groups_too=False)
+    fixed = column_picker(a1, "Fixed", schema, preset["fixed"], f"{prefix}_fixed")
+    inc = column_picker(a2, "Increase only", schema, preset["increase"], f"{prefix}_inc", groups_too=False)
+    dec = column_picker(a3, "Decrease only", schema, preset["decrease"], f"{prefix}_dec", groups_too=False)
     return dict(schema=schema, norm=norm, fixed=fixed, increase_only=inc, decrease_only=dec,
                 backend=backend, time_limit=float(limit)), plaus
 
@@ -85,7 +83,7 @@ def _target_widget(p: _Page, prefix: str, row_pred):
 
 
 def _plausibility(p: _Page, target):
-    rows = p.X[at_target(p.ens, target, p.pred)]
+    rows = p.X[rows_at(p.ens, target, p.pred)]
     return plausibility_model(p.ws.key, str(target), 0.1, rows)
 
 
@@ -339,11 +337,11 @@ def _many_rows(p: _Page) -> None:
         to_cls = b2.selectbox("Target outcome", choices, index=choices.index(favourable), key="ocb_to",
                               format_func=ws.outcome_text)
         n_rows = int(b3.number_input("How many rows", 1, 5000, 20, key="ocb_n"))
-        rows = np.flatnonzero(at_target(ens, from_cls, pred))[:n_rows]
+        rows = rows_at(ens, from_cls, pred, n_rows)
         targets = [to_cls] * len(rows)
     else:
         target_b = _target_widget(p, "ocb", None)
-        rows = np.flatnonzero(~at_target(ens, target_b, pred))[:20]     # the first 20 rows not yet at it
+        rows = rows_to_move(ens, target_b, pred, 20)     # the first 20 rows not yet at it
         targets = [target_b] * len(rows)
     with st.form("ocb_form"):
         kwargs_b, plaus_b = _settings(p, "ocb")

@@ -224,6 +224,20 @@ class PreparedData:
     notes: list[str] = field(default_factory=list)
 
 
+def target_column_guess(df: pd.DataFrame) -> Any:
+    """The column an analyst most likely means as the label, until they choose: the one
+    the file names (``df.attrs["target"]``, an OCEAN-style type row's ``T``) when the
+    table has it, else the last column.
+
+    >>> import pandas as pd
+    >>> target_column_guess(pd.DataFrame({"age": [30], "approved": [1]}))
+    'approved'
+    """
+    cols = list(df.columns)
+    guess = df.attrs.get("target", cols[-1] if cols else None)
+    return guess if guess in cols else (cols[-1] if cols else None)
+
+
 def prepare_data(df: pd.DataFrame, target: str | None = None, *,
                  drop_missing: bool = False) -> PreparedData:
     """Turn a loaded table into numeric features.
