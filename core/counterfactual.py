@@ -317,7 +317,7 @@ def already_at_target(ens: TreeEnsemble, prediction: Label, target: TargetSpec) 
     return bool(at_target(ens, target, np.asarray([prediction]))[0])
 
 
-def rows_to_move(ens: TreeEnsemble, target: Any, predictions: Any, limit: int | None = None) -> np.ndarray:
+def rows_to_move(ens: TreeEnsemble, target: TargetSpec, predictions: ArrayLike, limit: int | None = None) -> np.ndarray:
     """Indices of the rows whose prediction does not meet ``target`` yet (the rows an
     audit, a comparison or rules of recourse are for), in the data's order; the first
     ``limit`` of them when given.
@@ -337,14 +337,14 @@ def rows_to_move(ens: TreeEnsemble, target: Any, predictions: Any, limit: int | 
     return rows if limit is None else rows[:limit]
 
 
-def rows_at(ens: TreeEnsemble, target: Any, predictions: Any, limit: int | None = None) -> np.ndarray:
+def rows_at(ens: TreeEnsemble, target: TargetSpec, predictions: ArrayLike, limit: int | None = None) -> np.ndarray:
     """Indices of the rows whose prediction already meets ``target``, in the data's
     order; the first ``limit`` of them when given (e.g. the rows predicted as a class)."""
     rows = np.flatnonzero(at_target(_ensemble(ens), target, predictions))
     return rows if limit is None else rows[:limit]
 
 
-def most_common_outcome(ens: TreeEnsemble, predictions: Any) -> Any:
+def most_common_outcome(ens: TreeEnsemble, predictions: ArrayLike) -> Label | None:
     """A classifier's most common predicted class (ties: the smallest), where an
     analysis of sub-populations starts its target from (another class); None for a
     regressor, whose default target is read from all its predictions."""

@@ -548,7 +548,7 @@ def default_axes(ens: TreeEnsemble) -> tuple[int, int]:
     return top[0], top[1] if len(top) > 1 else 0
 
 
-def slice_view(schema: Any, x: np.ndarray, axes: tuple[int, int],
+def slice_view(schema: Schema, x: np.ndarray, axes: tuple[int, int],
                pad: float = 0.05) -> tuple[tuple[float, float], tuple[float, float]]:
     """The box a 2-D view of ``axes`` draws around row ``x``: each feature's range in
     ``schema`` stretched to hold the row, with ``pad`` of the range either side."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import html
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -28,8 +28,31 @@ from core.errors import AuditError
 from core.figures import interval_chart_svg
 from core.shown import approx_text, number_text, outcome_text
 
-if TYPE_CHECKING:
-    from core.audit.result import Audit
+
+class AuditLike(Protocol):
+    """What a report reads of an audit (:class:`core.audit.result.Audit` has it; the
+    audit's class imports this module for its own report, so it is named by shape)."""
+
+    @property
+    def rows(self) -> pd.DataFrame: ...
+    @property
+    def groups(self) -> pd.DataFrame: ...
+    @property
+    def tests(self) -> pd.DataFrame: ...
+    @property
+    def rules(self) -> pd.DataFrame: ...
+    @property
+    def summary(self) -> list[str]: ...
+    @property
+    def meta(self) -> dict[str, Any]: ...
+    @property
+    def fairness(self) -> pd.DataFrame | None: ...
+    @property
+    def disparities(self) -> pd.DataFrame | None: ...
+    @property
+    def subgroups(self) -> pd.DataFrame | None: ...
+    def to_json(self) -> str: ...
+
 
 __all__ = ["audit_html", "extract_audit_json", "plain_summary", "REPORT_CSS"]
 
@@ -67,7 +90,7 @@ def _ci(v: float, lo: float, hi: float, pct: bool | np.bool_ = False) -> str:
     return f"{f(v)} [{f(lo)}, {f(hi)}]"
 
 
-def group_table(audit: Audit) -> pd.DataFrame:
+def group_table(audit: AuditLike) -> pd.DataFrame:
     """The per-group table with intervals, as display strings."""
     g = audit.groups
     out = pd.DataFrame({"attribute": g["attribute"], "group": g["group"] + np.where(g["reference"], " (ref.)", ""),
@@ -81,7 +104,7 @@ def group_table(audit: Audit) -> pd.DataFrame:
     return out
 
 
-def tests_table(audit: Audit) -> pd.DataFrame:
+def tests_table(audit: AuditLike) -> pd.DataFrame:
     t = audit.tests
     if not len(t):
         return pd.DataFrame(columns=["attribute", "group vs reference", "metric", "gap [95% CI]", "p", "Holm p"])
@@ -94,7 +117,7 @@ def tests_table(audit: Audit) -> pd.DataFrame:
         "significant": np.where(t["significant"], "yes", "no")})
 
 
-def fairness_tables(audit: Audit) -> tuple[pd.DataFrame, pd.DataFrame]:
+def fairness_tables(audit: AuditLike) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Group fairness of the decisions (core.audit.groupfair) as display strings: the
     disparities per attribute and the per-group metrics, each with its interval."""
     d, g = audit.disparities, audit.fairness
@@ -119,7 +142,7 @@ def _p_text(p: float) -> str:
     return "–" if p != p else f"{p:.3g}"
 
 
-def subgroup_table(audit: Audit) -> pd.DataFrame:
+def subgroup_table(audit: AuditLike) -> pd.DataFrame:
     """The subgroup scan (core.audit.subgroups) as display strings."""
     t = audit.subgroups
     if t is None or not len(t):
@@ -184,7 +207,7 @@ def _plain_gap(t: Any, target: str) -> str:
 _LEAD_ORDER = ("feasible", "cost", "cost_median", "changes")   # which gap a reader hears first
 
 
-def plain_summary(audit: Audit) -> tuple[str, list[str]]:
+def plain_summary(audit: AuditLike) -> tuple[str, list[str]]:
     """The audit for a reader outside the field: a headline and a few sentences
     (what was checked, who can reach the outcome, each significant gap from the
     worse-off group's side, how sure, what a cost is)."""
@@ -246,7 +269,7 @@ def time_limit_text(rows: pd.DataFrame) -> str:
     return " ".join(parts)
 
 
-def key_figures(audit: Audit) -> str:
+def key_figures(audit: AuditLike) -> str:
     """The summary's figure per attribute (inline SVG): each group's gap in mean recourse
     cost to the attribute's largest group, with its 95% interval, significant gaps in red;
     the mean cost per group where the audit made no comparison."""
@@ -272,7 +295,7 @@ def key_figures(audit: Audit) -> str:
     return "".join(out)
 
 
-def audit_html(audit: Audit) -> str:
+def audit_html(audit: AuditLike) -> str:
     meta = audit.meta
     attrs = list(meta.get("parameters", {}).get("protected", {}))
     figs = []
