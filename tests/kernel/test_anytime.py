@@ -69,8 +69,11 @@ def test_progress_never_worsens_and_ends_at_the_proven_optimum(small):
     assert res.guarantee.kind == "proven_optimal"
 
 
-@pytest.mark.parametrize("norm,backend,warm", [("l1", "cpsat", False),   # the first point is CP-SAT's
-                                               ("linf", "auto", True)])   # the race; the first is the warm start
+# L-infinity on CP-SAT with the warm start told first: on the race (auto) the box search can
+# prove this optimum before the stop is polled (a quiet machine did), which proves nothing
+# about the stop; the race's stop has its own test below.
+@pytest.mark.parametrize("norm,backend,warm", [("l1", "cpsat", False),    # the first point is CP-SAT's
+                                               ("linf", "cpsat", True)])  # the first is the warm start
 def test_stop_after_the_first_point_keeps_it_with_its_gap(hard, norm, backend, warm):
     rf, ens, schema, X, x = hard
     told = []
