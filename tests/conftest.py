@@ -274,3 +274,20 @@ def dask_scheduler():
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         yield cluster.scheduler_address
+
+
+@pytest.fixture
+def downloads(monkeypatch):
+    """key -> the file's content, for every download a page offers."""
+    import dashboard.ui as ui
+
+    got: dict[str, object] = {}
+    real = ui.download
+
+    def recording(container, label, data, file_name, mime, key, **kw):
+        real(container, label, data, file_name, mime, key, **kw)
+        held = ui.st.session_state.get(ui.DOWNLOADS, {}).get(key)
+        got[key] = held[2] if callable(data) and held is not None else data
+
+    monkeypatch.setattr(ui, "download", recording)
+    return got

@@ -18,23 +18,6 @@ from streamlit.testing.v1 import AppTest
 from core.intake.columns import apply_values
 
 
-@pytest.fixture
-def downloads(monkeypatch):
-    """key -> the file's content, for every download a page offers."""
-    import dashboard.ui as ui
-
-    got: dict[str, object] = {}
-    real = ui.download
-
-    def recording(container, label, data, file_name, mime, key, **kw):
-        real(container, label, data, file_name, mime, key, **kw)
-        held = ui.st.session_state.get(ui.DOWNLOADS, {}).get(key)
-        got[key] = held[2] if callable(data) and held is not None else data
-
-    monkeypatch.setattr(ui, "download", recording)
-    return got
-
-
 @pytest.fixture(autouse=True)
 def _one_thread():  # noqa: PT004
     from threadpoolctl import threadpool_limits

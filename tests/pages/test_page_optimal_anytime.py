@@ -38,20 +38,18 @@ def hard():
     return rf, data.frame, row, build_workspace
 
 
-@pytest.fixture
-def downloads(monkeypatch):
-    """key -> the file's content, for every download the page offers."""
-    import dashboard.ui as ui
-
-    got: dict[str, object] = {}
-    real = ui.download
-
-    def recording(container, label, data, file_name, mime, key, **kw):
-        real(container, label, data, file_name, mime, key, **kw)
-        got[key] = data
-
-    monkeypatch.setattr(ui, "download", recording)
-    return got
+def _optimal_page(hard, monkeypatch) -> AppTest:
+    """The Optimal page on the hard case's workspace; the starting run hands over to the
+    polling display soon (ATLAS_LIVE_HOLD)."""
+    rf, frame, _, build_workspace = hard
+    monkeypatch.setenv("ATLAS_LIVE_HOLD", "1")
+    app = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=300)
+    app.run()
+    app.session_state["workspace"] = build_workspace(frame, "target", rf, name="breast cancer")
+    app.session_state["demo_key"] = None
+    app.run()
+    app.switch_page("../pages/optimal_cf.py").run()
+    return app
 
 
 def _until(check, what: str, timeout: float = 120.0, every: float = 0.1):
@@ -62,14 +60,8 @@ def _until(check, what: str, timeout: float = 120.0, every: float = 0.1):
 
 
 def test_the_page_shows_the_gap_while_it_runs_and_stop_keeps_the_best_point(hard, downloads, monkeypatch):
-    rf, frame, row, build_workspace = hard
-    monkeypatch.setenv("ATLAS_LIVE_HOLD", "1")     # the starting run hands over to the polling display soon
-    app = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=300)
-    app.run()
-    app.session_state["workspace"] = build_workspace(frame, "target", rf, name="breast cancer")
-    app.session_state["demo_key"] = None
-    app.run()
-    app.switch_page("../pages/optimal_cf.py").run()
+    rf, _, row, _ = hard
+    app = _optimal_page(hard, monkeypatch)
     assert not app.exception, app.exception
     app.number_input(key="ocf_row").set_value(row).run()
     next(b for b in app.button if b.label == "Find the optimal counterfactual").click().run()
@@ -149,14 +141,8 @@ def test_an_error_in_the_query_reaches_the_page_as_its_message():
 def test_the_query_of_a_session_that_closes_is_stopped(hard, monkeypatch):
     """The session's state goes, and with it the running query's handle: the thread
     ends at once, not at the query's 300 s time limit."""
-    rf, frame, row, build_workspace = hard
-    monkeypatch.setenv("ATLAS_LIVE_HOLD", "1")
-    app = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=300)
-    app.run()
-    app.session_state["workspace"] = build_workspace(frame, "target", rf, name="breast cancer")
-    app.session_state["demo_key"] = None
-    app.run()
-    app.switch_page("../pages/optimal_cf.py").run()
+    row = hard[2]
+    app = _optimal_page(hard, monkeypatch)
     app.number_input(key="ocf_row").set_value(row).run()
     app.number_input(key="ocf_limit").set_value(300.0)
     next(b for b in app.button if b.label == "Find the optimal counterfactual").click().run()
