@@ -33,24 +33,22 @@ A pickle is read in-process only when the user trusted it, and then only
 after the child read it too.
 
 Start-up: a cold child imports numpy, ``core`` and the one library the file
-needs (about 1-2 s, mostly scikit-learn pulled in by xgboost/lightgbm).
-After a first use one spare child is kept warm (libraries imported, waiting
-on its stdin for a job; it exits when the server closes the pipe), so the
-next upload starts in milliseconds; ``ATLAS_SANDBOX_WARM=0`` turns this off
-(the spare costs about 250 MB of resident memory). Each child reads one file
-and exits: the spare is never reused.
+needs (about 1-2 s of CPU, mostly scikit-learn pulled in by xgboost/lightgbm).
+After a first use the children are forked from a fork server that imported
+them once (:mod:`core.intake.forkserver`: it never reads a file itself, so each
+child is as fresh as a cold one), and start in milliseconds;
+``ATLAS_SANDBOX_WARM=0`` turns this off (the fork server costs about 250 MB of
+resident memory). Each child reads one file and exits.
 """
 
 from __future__ import annotations
 
-import atexit
 import io
 import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +58,7 @@ import numpy as np
 
 from core import errors
 from core.errors import ModelError
+from core.intake import forkserver
 from core.intake import io as model_io
 from core.intake.io import _model_kind
 from core.intake.models import model_from
@@ -72,20 +71,18 @@ __all__ = ["VettedModel", "load_vetted", "TIME_LIMIT", "MEMORY_MB", "settings"]
 
 TIME_LIMIT = 60.0      # seconds for reading, converting and verifying one file
 MEMORY_MB = 4096       # address space of the child (virtual: libraries, thread stacks and arenas count)
-_PRELOAD = ("numpy", "xgboost", "lightgbm", "sklearn.ensemble", "skops.io", "core.intake.io", "core.model.native",
-            "core.intake.parsing.xgboost", "core.intake.parsing.lightgbm", "core.intake.parsing.sklearn")
 
 
 def settings() -> tuple[float, int, bool]:
-    """(time limit s, memory MB, keep a warm spare) from the environment, else the defaults."""
+    """(time limit s, memory MB, fork children from the fork server) from the environment, else the defaults."""
     def num(name: str, default: float) -> float:
         try:
             v = float(os.environ.get(name, "") or default)
         except ValueError:
             return default
         return v if v > 0 else default
-    warm = os.environ.get("ATLAS_SANDBOX_WARM", "1").strip().lower() not in ("0", "false", "no", "off")
-    return num("ATLAS_SANDBOX_SECONDS", TIME_LIMIT), int(num("ATLAS_SANDBOX_MEMORY_MB", MEMORY_MB)), warm
+    return (num("ATLAS_SANDBOX_SECONDS", TIME_LIMIT), int(num("ATLAS_SANDBOX_MEMORY_MB", MEMORY_MB)),
+            forkserver.enabled())
 
 
 @dataclass(frozen=True)
@@ -163,7 +160,7 @@ def _run_job(job: dict[str, Any], data: bytes) -> bytes:
     return header.encode() + b"\n" + buf.getvalue()
 
 
-def _child(argv: list[str]) -> int:
+def _child(argv: list[str] | None = None) -> int:
     """``python -m core.intake.sandbox [MODULE,MODULE...]``: import those modules, write
     ``ready``, then read one job line (JSON) and the file's bytes to EOF from
     stdin and write the reply on stdout (EOF without a job: exit quietly)."""
@@ -197,8 +194,6 @@ def _child(argv: list[str]) -> int:
 
 # ------------------------------------------------------------------ the parent
 _ROOT = str(Path(__file__).resolve().parents[2])   # the repository: core/intake/sandbox.py
-_spare: subprocess.Popen | None = None
-_spare_lock = threading.Lock()
 
 
 _LIBRARY = {"xgboost": ("xgboost", "core.intake.parsing.xgboost"),
@@ -210,29 +205,20 @@ STARTUP_LIMIT = 120.0  # seconds a child may take to import its libraries (not c
 
 
 def _start(preload: tuple[str, ...]) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (_ROOT, os.environ.get("PYTHONPATH", "")) if p),
-           "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "", "PYTHONDONTWRITEBYTECODE": "1"}
+    """A cold child: a new interpreter importing only what this kind of file needs."""
     cmd = [sys.executable, "-m", "core.intake.sandbox",
            ",".join(("core.intake.io", "core.intake.models") + preload)]
     return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            env=env, cwd=_ROOT)
+                            env=forkserver.child_env(), cwd=_ROOT)
 
 
-def _take_child(kind: str, warm: bool) -> subprocess.Popen:
-    """The warm spare if one is alive (and a new spare started behind it), else a
-    cold child importing only what this kind of file needs."""
-    global _spare
-    if not warm:
-        return _start(_LIBRARY.get(kind, ()))
-    with _spare_lock:
-        proc, _spare = _spare, None
-        if proc is None or proc.poll() is not None:
-            proc = _start(_LIBRARY.get(kind, ()))
-        _spare = _start(_PRELOAD)
-    return proc
+def _take_child(kind: str, warm: bool) -> subprocess.Popen | forkserver.ForkedChild:
+    """A child forked from the fork server, else (turned off, or none could start) a cold one."""
+    child = forkserver.spawn("core.intake.sandbox") if warm else None
+    return child if child is not None else _start(_LIBRARY.get(kind, ()))
 
 
-def _wait_ready(proc: subprocess.Popen, limit: float) -> bool:
+def _wait_ready(proc: subprocess.Popen | forkserver.ForkedChild, limit: float) -> bool:
     """True once the child wrote ``ready`` (its imports done), False if it died or took too long."""
     import select
 
@@ -242,17 +228,7 @@ def _wait_ready(proc: subprocess.Popen, limit: float) -> bool:
     return os.read(proc.stdout.fileno(), 6) == b"ready\n"
 
 
-@atexit.register
-def _stop_spare() -> None:
-    global _spare
-    with _spare_lock:
-        proc, _spare = _spare, None
-    if proc is not None and proc.poll() is None:
-        proc.kill()
-        proc.wait()
-
-
-def _end(proc: subprocess.Popen) -> None:
+def _end(proc: subprocess.Popen | forkserver.ForkedChild) -> None:
     """Kill a child and reap it (its pipes closed)."""
     if proc.poll() is None:
         proc.kill()
@@ -281,11 +257,11 @@ def load_vetted(data: bytes, filename: str, *, allow_pickle: bool = False, time_
     """
     if not data:
         raise ModelError(f"{filename!r} is empty. Upload a saved model file.")
-    t_default, m_default, warm = settings()
+    t_default, m_default, forked = settings()
     time_limit = float(time_limit or t_default)
     memory_mb = int(memory_mb or m_default)
     job = {"filename": filename, "allow_pickle": bool(allow_pickle), "memory_mb": memory_mb, "hook": _hook}
-    proc = _take_child(_model_kind(data, filename.lower()), warm)
+    proc = _take_child(_model_kind(data, filename.lower()), forked)
     try:
         if not _wait_ready(proc, STARTUP_LIMIT):
             proc.kill()

@@ -3,8 +3,9 @@
 A model that is not a tree ensemble or a linear model (an MLP, a kernel SVM,
 k-nearest neighbours, naive Bayes, a stacked or calibrated model, an ONNX graph)
 is never loaded in the server process: :class:`ModelWorker` starts one child
-(``python -m core.intake.worker``: a new interpreter, never a fork of the threaded
-server; plain pipes, no pickle across them), sends it the file's bytes, and
+(forked from :mod:`core.intake.forkserver`, which has read no file, else ``python -m
+core.intake.worker``: never a fork of the threaded server; plain pipes, no pickle
+across them), sends it the file's bytes, and
 from then on sends it rows and reads back its answers, in batches. The child
 runs under
 
@@ -55,6 +56,7 @@ import numpy as np
 
 from core import errors
 from core.errors import ModelError, UnsupportedModelError
+from core.intake import forkserver
 from core.intake import io as model_io
 from core.intake.parsing.skopscheck import check_skops_zip
 from core.model.blackbox import BlackBoxModel
@@ -341,8 +343,9 @@ def _limit_memory(memory_mb: int) -> None:
         pass
 
 
-def _child() -> int:
-    """``python -m core.intake.worker``: read the job and the model, then answer rows until EOF."""
+def _child(argv: list[str] | None = None) -> int:
+    """``python -m core.intake.worker`` (or forked by :mod:`core.intake.forkserver`): read the job
+    and the model, then answer rows until EOF."""
     import faulthandler
 
     faulthandler.disable()
@@ -411,7 +414,7 @@ _ROOT = str(Path(__file__).resolve().parents[2])
 _live: "weakref.WeakSet[ModelWorker]" = weakref.WeakSet()
 
 
-def _kill(proc: subprocess.Popen | None) -> None:
+def _kill(proc: subprocess.Popen | forkserver.ForkedChild | None) -> None:
     if proc is not None and proc.poll() is None:
         proc.kill()
         try:
@@ -455,7 +458,7 @@ class ModelWorker:
         self.call_timeout = float(call_timeout or _env_num("ATLAS_WORKER_SECONDS", CALL_SECONDS))
         self.load_timeout = float(load_timeout or _env_num("ATLAS_WORKER_LOAD_SECONDS", LOAD_SECONDS))
         self._hook = _hook
-        self._procs: list[subprocess.Popen | None] = [None]   # a box the finaliser can see
+        self._procs: list[subprocess.Popen | forkserver.ForkedChild | None] = [None]   # a box the finaliser can see
         self._lock = threading.RLock()
         self.description: dict[str, Any] | None = None
         self.calls = 0
@@ -467,11 +470,11 @@ class ModelWorker:
 
     # -- life cycle
     @property
-    def _proc(self) -> subprocess.Popen | None:
+    def _proc(self) -> subprocess.Popen | forkserver.ForkedChild | None:
         return self._procs[0]
 
     @_proc.setter
-    def _proc(self, proc: subprocess.Popen | None) -> None:
+    def _proc(self, proc: subprocess.Popen | forkserver.ForkedChild | None) -> None:
         self._procs[0] = proc
 
     @property
@@ -501,12 +504,12 @@ class ModelWorker:
                           f"(limit {self.memory_mb:,} MB). Try fewer rows at once, or a smaller model.")
 
     def _start(self) -> dict[str, Any]:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (_ROOT, os.environ.get("PYTHONPATH", ""))
-                                                           if p),
-               "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               "PYTHONFAULTHANDLER": "", "PYTHONDONTWRITEBYTECODE": "1"}
-        proc = subprocess.Popen([sys.executable, "-m", "core.intake.worker"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=_ROOT)
+        proc: subprocess.Popen | forkserver.ForkedChild | None = forkserver.spawn("core.intake.worker") \
+            if forkserver.enabled() else None
+        if proc is None:                       # turned off, or no fork server could start: a cold child
+            proc = subprocess.Popen([sys.executable, "-m", "core.intake.worker"], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=forkserver.child_env(),
+                                    cwd=_ROOT)
         self._proc = proc
         self.starts += 1
         if not self._wait(STARTUP_SECONDS) or os.read(proc.stdout.fileno(), 6) != b"ready\n":
@@ -611,4 +614,4 @@ class ModelWorker:
 
 
 if __name__ == "__main__":
-    sys.exit(_child())
+    sys.exit(_child(sys.argv[1:]))
