@@ -164,7 +164,7 @@ def radius_bound(prob: CellProblem) -> float:
     blk, _ = grouped_leaves(prob, prob.model_leaves)
     dist = leaf_distances(prob, blk)
     rs = [radius_for(dist, blk.tree_of, score, need) for score, need in score_needs(prob, blk)]
-    if prob.plaus_leaves is not None:
+    if prob.plaus_leaves is not None and prob.plaus is not None:
         pb, _ = grouped_leaves(prob, prob.plaus_leaves)
         rs.append(radius_for(leaf_distances(prob, pb), pb.tree_of, pb.value[:, 0], prob.plaus.delta))
     return max(rs) if rs else 0.0

@@ -156,12 +156,15 @@ class CellProblem:
         cells = np.asarray(cells)
         return np.stack([self.points[j][cells[..., j]] for j in range(self.n_features)], axis=-1)
 
-    def cost_of(self, cells: np.ndarray) -> float | np.ndarray:
-        """Cost of cell(s): a float for (d,), shape (n,) for (n, d)."""
+    def cost_of(self, cells: np.ndarray) -> float:
+        """Cost of one cell assignment, shape (d,)."""
+        return float(self.costs_of(np.asarray(cells)[None, :])[0])
+
+    def costs_of(self, cells: np.ndarray) -> np.ndarray:
+        """Costs of cell assignments, shape (n,) for (n, d)."""
         cells = np.asarray(cells)
         per = np.stack([self.costs[j][cells[..., j]] for j in range(self.n_features)], axis=-1)
-        total = self.cost_model.total(per, axis=-1)
-        return float(total) if np.ndim(total) == 0 else total
+        return np.asarray(self.cost_model.total(per, axis=-1), dtype=np.float64)
 
     def is_valid(self, X: np.ndarray) -> np.ndarray:
         X = np.atleast_2d(X)
@@ -205,7 +208,9 @@ def feature_actions(ens: TreeEnsemble, schema: Schema | None, x_hat: np.ndarray,
     return _domains(ens, schema, x_hat, fixed, increase_only, decrease_only)[3]
 
 
-def _domains(ens, schema, x_hat, fixed, increase_only, decrease_only):
+def _domains(ens: TreeEnsemble, schema: Schema | None, x_hat: np.ndarray, fixed: Iterable[Any] | None,
+             increase_only: Iterable[Any] | None, decrease_only: Iterable[Any] | None
+             ) -> tuple[list[str], np.ndarray, np.ndarray, list[str], list[list[int]]]:
     d = ens.n_features
     kinds = ["numerical"] * d
     lo, hi = np.full(d, -np.inf), np.full(d, np.inf)
@@ -358,9 +363,12 @@ def check_same_features(ens: TreeEnsemble, other: TreeEnsemble, position: int | 
                          "models trained on the same columns.")
     if list(other.categories or [None] * other.n_features) != list(ens.categories or [None] * ens.n_features):
         raise QueryError(f"{Who} reads a categorical column with other categories than {first}.")
-    if ens.task == "classification" and [str(c) for c in other.classes] != [str(c) for c in ens.classes]:
+    def names(e: TreeEnsemble) -> list[Any]:
+        return [] if e.classes is None else list(e.classes)
+
+    if ens.task == "classification" and [str(c) for c in names(other)] != [str(c) for c in names(ens)]:
         def classes(e: TreeEnsemble) -> str:
-            return ", ".join(str(plain(c)) for c in e.classes)
+            return ", ".join(str(plain(c)) for c in names(e))
         raise QueryError(f"{Who} has the classes {classes(other)}, {first} {classes(ens)}; "
                          "the models must decide between the same classes.")
     return other

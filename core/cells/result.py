@@ -228,7 +228,8 @@ def check_on_model(model: Any, ens: TreeEnsemble, x: np.ndarray, target: Target)
     is_booster = (module in ("xgboost", "lightgbm") and not hasattr(model, "fit")) or hasattr(model, "raw_scores")
     if is_booster:
         return bool(target.holds(ens, x[None, :])[0])
-    if what == "probabilities" and type(model).__module__.startswith("sklearn") and hasattr(model, "classes_"):
+    if (what == "probabilities" and theirs is not None and type(model).__module__.startswith("sklearn")
+            and hasattr(model, "classes_")):
         out = model.classes_[int(np.argmax(theirs[0]))]   # scikit-learn's own predict, without a second pass
     else:
         out = np.ravel(model.predict(native_input(ens, model, x[None, :])))[0]

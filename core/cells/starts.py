@@ -80,6 +80,8 @@ def warm_start(prob: CellProblem, X_ref: np.ndarray | None, max_candidates: int 
         c = prob.cost_of(cells_)
         if c < best_cost:
             best_cells, best_cost = cells_, c
+    if best_cells is None:
+        return None, np.inf
     return prob.point_of(best_cells), best_cost
 
 
@@ -114,7 +116,8 @@ def _moves(prob: CellProblem, per_feature: int
     ``per_feature`` intervals per feature (those nearest ``x_hat`` and an even
     spread of the rest), and one move per category of each one-hot group."""
     in_group = {j for g in prob.groups for j in g}
-    J, I = [], []
+    J: list[int] = []
+    I: list[int] = []
     for j in range(prob.n_features):
         if j in in_group:
             continue
@@ -160,7 +163,7 @@ def greedy_start(prob: CellProblem, max_steps: int | None = None, per_feature: i
         for r, (g, pattern) in enumerate(group_moves, start=J.size):
             C[r, g] = pattern
         P = prob.point_of(C)
-        cost = prob.cost_of(C)
+        cost = prob.costs_of(C)
         valid = prob.is_valid(P)
         if valid.any():
             r = np.flatnonzero(valid)[np.argmin(cost[valid])]
@@ -202,7 +205,7 @@ def local_search(prob: CellProblem, cells: np.ndarray, max_rounds: int = 200) ->
             C[r, j] = i
         for r, g in enumerate(group_moves, start=len(moves)):
             C[r, g] = prob.hat[g]
-        costs = prob.cost_of(C)
+        costs = prob.costs_of(C)
         valid = prob.is_valid(prob.point_of(C))
         if not valid.any():
             break

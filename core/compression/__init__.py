@@ -258,7 +258,8 @@ def fcca(ensemble: Any, X: Any, y: Any, *, schema: Schema | None = None, p0: flo
 
     levels = feature_levels(ens, [f.kind for f in schema.features])   # the splits a counterfactual can cross
     statuses: dict[str, int] = {}
-    rows, x0s, xces, costs, pair_t = [], [], [], [], []
+    rows, x0s, xces, costs = [], [], [], []
+    pair_t: list[tuple[int, int, float]] = []
     for i, res in zip(cand, results):
         st = "not run" if res is None else res.status
         statuses[st] = statuses.get(st, 0) + 1
@@ -328,7 +329,7 @@ def _select(ens: TreeEnsemble, A: np.ndarray, y: np.ndarray, pred: np.ndarray, s
             ) -> tuple[np.ndarray, int]:
     """The rows of M (classified correctly with probability in [p0, p1]), at most
     ``max_points`` of them evenly spread, and how many there were."""
-    cls_pos = {c: i for i, c in enumerate(ens.classes)}
+    cls_pos = {c: i for i, c in enumerate(() if ens.classes is None else ens.classes)}
     own = ens.predict_proba(A)[np.arange(len(A)), [cls_pos[p] for p in pred]]   # probability of the row's class
     cand = np.flatnonzero(same_labels(pred, y) & (own >= s.p0 - 1e-12) & (own <= s.p1 + 1e-12))
     n_candidates = int(cand.size)

@@ -244,9 +244,9 @@ class FCCAResult(Result):
 
     def curves(self, qs: Sequence[float] | None = None) -> pd.DataFrame:
         """Per Q: thresholds and features kept, compression and inconsistency rates."""
-        qs = np.round(np.linspace(0, 1, 21), 4) if qs is None else qs
+        levels = [float(q) for q in (np.round(np.linspace(0, 1, 21), 4) if qs is None else qs)]
         rows = []
-        for q in qs:
+        for q in levels:
             sel = self.select(q)
             rows.append({"Q": float(q), "thresholds": len(sel), "features": sel.index.nunique(),
                          "compression": self.compression_rate(q), "inconsistency": self.inconsistency_rate(q)})

@@ -348,7 +348,7 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
         finally:
             anytime.close()
         results.append(res)
-        if not res.found or anytime.stopped:
+        if not res.found or res.x is None or anytime.stopped:
             break
         changed = [j for j in range(prob.n_features) if res.x[j] != prob.x_hat[j]]
         if not changed:
@@ -469,6 +469,8 @@ def _separable(run: QueryRun) -> CounterfactualResult | None:
         return None
     if sol.status == "infeasible":
         return run.infeasible("separable")
+    if sol.cells is None:
+        return None
     x = prob.point_of(sol.cells)
     if not prob.is_valid(x[None, :])[0]:   # a rounding near-tie: let the general model decide
         return None

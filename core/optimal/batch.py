@@ -242,7 +242,9 @@ def map_rows(fn: Callable[[Any], Any], items: Sequence[Any], *, n_jobs: int = 1,
     return _map_local(fn, items, n_jobs, progress, should_stop, max(1, int(chunk_size)))
 
 
-def _map_local(fn, items, n_jobs, progress, should_stop, size):
+def _map_local(fn: Callable[[Any], Any], items: list[Any], n_jobs: int,
+               progress: Callable[[int, int], None] | None, should_stop: Callable[[], bool] | None,
+               size: int) -> list[Any]:
     """The chunks on a process pool that this run alone holds.
 
     joblib's ``Parallel`` runs on one executor shared by the whole process:
@@ -311,7 +313,9 @@ def connect(scheduler: Any, timeout: float = 10.0):
                            "(tcp://HOST:8786) and that the scheduler runs, or clear it to run locally.") from None
 
 
-def _map_dask(fn, items, scheduler, progress, should_stop, chunk_size):
+def _map_dask(fn: Callable[[Any], Any], items: list[Any], scheduler: Any,
+              progress: Callable[[int, int], None] | None, should_stop: Callable[[], bool] | None,
+              chunk_size: int) -> list[Any]:
     from dask.distributed import as_completed
 
     client, owned = connect(scheduler)
