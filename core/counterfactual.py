@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence, SupportsFloat, cast
 
 import numpy as np
 
 from core.errors import QueryError
 from core.model import Guarantee, TreeEnsemble, as_ensemble
 from core.model.features import feature_index, names_text
+from core.model.guarantee import ModelKind
 from core.model.missing import indicator_of
 from core.model.result import Reader, Result, Writer, settings
 from core.shown import approx_text, number_text
@@ -254,17 +255,17 @@ def make_target(ens: TreeEnsemble, target: TargetSpec, margin: float | None = No
             raise QueryError("A probability margin is not available for a multiclass boosting model (its softmax "
                              "has no exact linear form); use a forest or a binary model, or no margin.")
     if ens.task == "classification":
-        labels = list(ens.classes)
+        labels = _classes(ens)
         if isinstance(target, (tuple, list, np.ndarray, dict, set)):
             raise QueryError(f"A classifier's target is one of its classes {labels}, not an interval or a list "
                              f"(got {target!r}); intervals are for regressors.")
         matches = [i for i, c in enumerate(labels) if c == target or str(c) == str(target)]
         if not matches:
             raise QueryError(f"Unknown target class {target!r}; the model's classes are {labels}.")
-        return Target("class", class_index=matches[0], label=ens.classes[matches[0]], margin=margin)
+        return Target("class", class_index=matches[0], label=labels[matches[0]], margin=margin)
     if ens.task == "regression":
         try:
-            lo, hi = (float(v) for v in target)
+            lo, hi = (float(v) for v in cast(Sequence[float], target))
         except (TypeError, ValueError):
             raise QueryError(f"A regression target is an interval (lo, hi) of predicted values, e.g. (2.0, 3.5); "
                              f"got {target!r}.") from None
@@ -311,7 +312,7 @@ def already_at_target(ens: TreeEnsemble, prediction: Label, target: TargetSpec) 
     (True, False)
     """
     ens = _ensemble(ens)
-    if np.ndim(prediction) != 0 or isinstance(prediction, Mapping):
+    if np.asarray(prediction, dtype=object).ndim != 0 or isinstance(prediction, Mapping):
         raise QueryError(f"prediction is one output of ens.predict (a class label or a value); got "
                          f"{type(prediction).__name__} {prediction!r:.60}.")
     return bool(at_target(ens, target, np.asarray([prediction]))[0])
@@ -352,6 +353,11 @@ def most_common_outcome(ens: TreeEnsemble, predictions: ArrayLike) -> Label | No
         return None
     values, counts = np.unique(np.asarray(predictions), return_counts=True)
     return values[int(np.argmax(counts))]
+
+
+def _classes(ens: TreeEnsemble) -> list[Any]:
+    """A classifier's classes, in the ensemble's order (none for a regressor)."""
+    return [] if ens.classes is None else list(ens.classes)
 
 
 def _ensemble(ens: Any) -> TreeEnsemble:
@@ -395,7 +401,7 @@ def favourable_default(ens: TreeEnsemble, predictions: ArrayLike, *, above: bool
     """
     ens = _ensemble(ens)
     if ens.task == "classification":
-        return list(ens.classes)[-1]
+        return _classes(ens)[-1]
     if ens.task != "regression":
         raise QueryError("A target is an outcome of a classifier or a regressor, not of an anomaly detector.")
     med = float(np.median(_regression_outputs(predictions)))
@@ -429,7 +435,7 @@ def default_target(ens: TreeEnsemble, predictions: ArrayLike, row_prediction: La
     """
     ens = _ensemble(ens)
     if ens.task == "classification":
-        classes = list(ens.classes)
+        classes = _classes(ens)
         if row_prediction is None:
             return classes[-1]
         return next((c for c in classes if not (c == row_prediction or str(c) == str(row_prediction))), classes[0])
@@ -438,7 +444,7 @@ def default_target(ens: TreeEnsemble, predictions: ArrayLike, row_prediction: La
     pred = _regression_outputs(predictions)
     if row_prediction is not None:
         try:
-            row_prediction = float(row_prediction)
+            row_prediction = float(cast(SupportsFloat, row_prediction))
         except (TypeError, ValueError):
             raise QueryError(f"row_prediction is the row's predicted value (a number) or None; got "
                              f"{row_prediction!r:.60}.") from None
@@ -563,7 +569,7 @@ class CounterfactualResult(Result):
 
 
 def status_guarantee(status: str, found: bool, gap: float = 0.0, bound: float = 0.0,
-                     model_kind: str = "tree_ensemble") -> Guarantee:
+                     model_kind: ModelKind = "tree_ensemble") -> Guarantee:
     """What an exact solve's status guarantees (a tree ensemble's or a linear model's)."""
     if status == "optimal" and found:
         return Guarantee("proven_optimal", model_kind, gap=0.0, bound=bound)

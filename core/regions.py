@@ -275,7 +275,8 @@ def _run(prob: CellProblem, allowed: list[np.ndarray], *, mode: str, radius: flo
             ub = best[0]
     found: list[Region] = []
     D = len(order)
-    stack = [(0, np.arange(blk.tree_of.size), 0.0, {})]
+    stack: list[tuple[int, np.ndarray, float, dict[int, tuple[int, int]]]] = [
+        (0, np.arange(blk.tree_of.size), 0.0, {})]
     use_bound = target_only
     while stack:
         if s.out_of_budget():
@@ -459,7 +460,7 @@ def _range(v: Any, key: Any) -> tuple[float, float]:
 
 
 def _any_target(ens: TreeEnsemble) -> Any:
-    if ens.task == "classification":
+    if ens.task == "classification" and ens.classes is not None:
         return ens.classes[0]
     return (-np.inf, np.inf)
 

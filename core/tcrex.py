@@ -346,7 +346,7 @@ class TCREx:
         return lower, upper
 
     @staticmethod
-    def _contains(X, lower, upper):
+    def _contains(X: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
         """``inside[r, i]``: is row ``i`` in box ``r`` (``lower < x <= upper`` on every feature)?
 
         The same as comparing every row with every bound, but only a box's nontrivial bounds
@@ -593,8 +593,8 @@ class TCREx:
         L = np.array([self.rules_[i].lower for i in r[~none]]).reshape(-1, X.shape[1])
         U = np.array([self.rules_[i].upper for i in r[~none]]).reshape(-1, X.shape[1])
         ch = (X[~none] <= L) | (X[~none] > U)
-        for g in self.groups_:  # a categorical counts once (appendix A)
-            g = np.asarray(g)
+        for grp in self.groups_:  # a categorical counts once (appendix A)
+            g = np.asarray(grp)
             ch[:, g[0]] = ch[:, g].any(axis=1)
             ch[:, g[1:]] = False
         if not none.any():
@@ -638,7 +638,8 @@ class TCREx:
             return ("No rule is reachable without moving a fixed feature or moving a one-way feature the "
                     "wrong way.")
         r = self.rules_[k]
-        change, keep = [], []
+        change: list[str] = []
+        keep: list[str] = []
         for cols, txt in self._conditions(r.lower, r.upper):
             inside = all(r.lower[j] < x[j] <= r.upper[j] for j in cols)
             (keep if inside else change).append(txt)
