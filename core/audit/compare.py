@@ -28,7 +28,7 @@ import json
 import time
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence, cast
 
 import numpy as np
 import pandas as pd
@@ -44,7 +44,7 @@ from core.intake.columns import analyst_columns, recourse_frame
 from core.intake.csvsafe import to_csv
 from core.intake.models import from_model
 from core.model import Guarantee, LinearModel, TreeEnsemble
-from core.model.guarantee import MODEL_KINDS
+from core.model.guarantee import MODEL_KINDS, ModelKind
 from core.model.native import model_input
 from core.model.result import (
     MetaResult,
@@ -114,7 +114,7 @@ class ModelComparison(MetaResult):
     def guarantee(self) -> Guarantee:  # type: ignore[override]
         kinds = {(self.meta.get(side) or {}).get("kind") for side in ("model_a", "model_b")}
         kind = "black_box" if "black_box" in kinds else next((k for k in kinds if k in MODEL_KINDS), "tree_ensemble")
-        return Guarantee("estimated", kind, note=(
+        return Guarantee("estimated", cast(ModelKind, kind), note=(
             "The shares of decisions and of recourse honoured are estimates on the rows studied, with "
             "bootstrap intervals and permutation tests; each recourse is checked on both models."))
 
@@ -253,6 +253,8 @@ class _Side:
     def answer(self, X: np.ndarray) -> np.ndarray:
         model = self.extra.get("model")
         if "surrogate" in self.extra:
+            if model is None:          # a surrogate's answers are never taken for the model's
+                raise AuditError("A surrogate is given without the model it stands for: pass the model as well.")
             return model.predict(model_input(self.joint, X))
         return self.solve_on.predict(X)
 
@@ -276,7 +278,7 @@ def _one_row(args: tuple[int, np.ndarray], side_a: _Side, side_b: _Side, target:
     res_a = optimal_counterfactual(side_a.solve_on, x, target, **side_a.extra, **kwargs)
     rec: dict[str, Any] = {"row": int(i), "found_a": int(res_a.found), "cost_a": float(res_a.cost) if res_a.found
                            else np.nan, "status_a": res_a.status}
-    if res_a.found:
+    if res_a.found and res_a.x is not None:
         rec["invalidated"] = int(not bool(at_target(side_b.joint, target, side_b.answer(res_a.x[None, :]))[0]))
     else:
         rec["invalidated"] = np.nan
@@ -287,7 +289,7 @@ def _one_row(args: tuple[int, np.ndarray], side_a: _Side, side_b: _Side, target:
                                       **side_a.extra, **kwargs)
     else:               # through the surrogates, then checked on both models themselves
         both = optimal_counterfactual(side_a.joint, x, target, also_valid_for=[(side_b.joint, None)], **kwargs)
-        if both.found and not all(bool(at_target(s.joint, target, s.answer(both.x[None, :]))[0])
+        if both.found and both.x is not None and not all(bool(at_target(s.joint, target, s.answer(both.x[None, :]))[0])
                                   for s in (side_a, side_b)):
             both = replace(both, x=None, valid=False, status="error", changes=(),
                            message="The point found through the surrogates was refused by one of the models.",
@@ -438,7 +440,8 @@ def _invalidation_stats(table: pd.DataFrame, attrs: list[str], n_boot: int, n_pe
                         rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per group: rows, rows with a recourse under A, share invalidated (interval), mean
     extra cost of surviving recourse; per group vs the largest: gap, p, Holm-adjusted p."""
-    g_rows, t_rows = [], []
+    g_rows: list[dict[str, Any]] = []
+    t_rows: list[dict[str, Any]] = []
     if "invalidated" not in table or not len(table):
         return pd.DataFrame(g_rows), pd.DataFrame(t_rows)
     found = table[table["found_a"] == 1]

@@ -120,7 +120,7 @@ class _Run:
     ens: TreeEnsemble
     A: np.ndarray
     names: list[str]
-    schema: Schema | None
+    schema: Schema
     s: AuditSettings
     tgt: Any
     target_value: Any
@@ -136,8 +136,8 @@ class _Run:
     should_stop: Callable[[], bool] | None
     notes: list[str]
     timings: dict[str, float]
+    answer: Callable[[np.ndarray], np.ndarray]
     surrogate: Surrogate | None = None
-    answer: Callable[[np.ndarray], np.ndarray] | None = None
 
     def stop(self) -> bool:
         return self.should_stop is not None and bool(self.should_stop())
@@ -285,11 +285,12 @@ def _prepare(ensemble, X, schema, target, protected, rows, y, s: AuditSettings, 
     else:
         try:
             given = np.asarray(rows)
-            rows_all = np.unique(given.astype(int)) if given.dtype.kind in "iu" or given.size == 0 else None
+            ok = given.dtype.kind in "iu" or given.size == 0
         except (TypeError, ValueError):
-            rows_all = None
-        if rows_all is None or given.ndim != 1:
+            ok = False
+        if not ok or given.ndim != 1:
             raise AuditError(f"rows are row positions (integers in 0..{len(A) - 1}); got {rows!r:.60}.")
+        rows_all = np.unique(given.astype(int))
         if rows_all.size == 0 or rows_all.min() < 0 or rows_all.max() >= len(A):
             raise AuditError(f"Row indices must lie in 0..{len(A) - 1}.")
     rng = np.random.default_rng(s.random_state)
@@ -335,10 +336,11 @@ def _recourse_stage(run: _Run) -> tuple[pd.DataFrame, np.ndarray]:
         chunk_size="auto", progress=lambda d, t: run.report("recourse", d, t), should_stop=run.stop,
         schema=run.schema, norm=s.norm, fixed=run.immutable, time_limit=float(s.time_limit), X_ref=run.A,
         model=run.model, **({"surrogate": run.surrogate} if run.surrogate is not None else {}))
-    if run.stop() or any(r is None for r in results):
+    done = [r for r in results if r is not None]
+    if run.stop() or len(done) < len(results):
         raise AuditCancelled("The audit was cancelled; nothing was kept.")
     recs = []
-    for i, res in zip(rows, results):
+    for i, res in zip(rows, done):
         found = res.found
         status = res.status
         if status == "time_limit":
@@ -349,7 +351,7 @@ def _recourse_stage(run: _Run) -> tuple[pd.DataFrame, np.ndarray]:
                      # how far the cost may be above the optimum: 0 when proven, > 0 at the time limit
                      "gap": (0.0 if res.status == "optimal" else float(res.gap)) if found else np.nan,
                      "solve_time": round(res.elapsed, 4)})
-    cfs = np.array([r.x if r.found else np.full(len(run.names), np.nan) for r in results], dtype=np.float64)
+    cfs = np.array([r.x if r.found else np.full(len(run.names), np.nan) for r in done], dtype=np.float64)
     # the changes in the table's columns (a fill of a missing value, a category switch: one change each),
     # with the counterfactual's values beside them
     per_row = recourse_frame(analyst_columns(run.ens, run.schema), run.A[rows], cfs)
@@ -382,7 +384,7 @@ def _tcrex_stage(run: _Run, table: pd.DataFrame) -> pd.DataFrame:
             for a in run.attrs:
                 for g, sub in table.groupby(f"group:{a}"):
                     for rule, c in sub["tcrex_rule"].value_counts().head(5).items():
-                        recs.append({"attribute": a, "group": g, "rule": rule, "text": tc.rule_text(int(rule[1:])),
+                        recs.append({"attribute": a, "group": g, "rule": rule, "text": tc.rule_text(int(str(rule)[1:])),
                                      "rows": int(c), "share": float(c / len(sub))})
             rules_table = pd.DataFrame(recs, columns=rules_table.columns)
         except ValueError as exc:
@@ -413,7 +415,7 @@ def _local_rules_stage(run: _Run, table: pd.DataFrame) -> None:
         table["local_rule"] = ""
         for n_done, p in enumerate(picks):
             run.check_stop()
-            x = run.A[int(table.at[p, "row"])]
+            x = run.A[int(table["row"].to_numpy()[p])]
             try:
                 rule = cr.local_rule(x, run.target_value, fixed=run.immutable)
                 samples = cr.sample_counterfactuals(x, rule, n=5)

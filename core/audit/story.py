@@ -229,7 +229,8 @@ def _conditions(schema: Schema | None, names: list[str], bounded: list[int], low
     """The region's bounds as plain conditions true of the case ``x``: a one-hot column
     as "group is (not) level", whole numbers as values, LightGBM's +-1e-35 zero zone as
     0, other numbers by :func:`_inward`; and the box they describe (lower, upper)."""
-    spec = {f.name: f for f in schema.features}
+    features = [] if schema is None else list(schema.features)
+    spec = {f.name: f for f in features}
     out: list[str] = []
     lower, upper = lower.copy(), upper.copy()
     hot: dict[str, str] = {}                       # group -> its one level, when the region names it
@@ -250,7 +251,7 @@ def _conditions(schema: Schema | None, names: list[str], bounded: list[int], low
             g = f.group
             if g not in said and (g in hot or g in cold):   # one condition per group: its level, or those it is not
                 said.add(g)
-                every = len(cold.get(g, ())) == sum(1 for s_ in schema.features if s_.group == g)
+                every = len(cold.get(g, ())) == len([s_ for s_ in features if s_.group == g])
                 out.append(f"{g} = {hot[g]}" if g in hot else f"{g} missing" if every else
                            f"{g} not {' or '.join(cold[g])}")
             continue
@@ -291,7 +292,7 @@ def _conditions(schema: Schema | None, names: list[str], bounded: list[int], low
 
 def _columns_text(schema: Schema | None, features: list[str]) -> str:
     """Feature names as the analyst's columns: a one-hot group's columns as its group, once."""
-    group = {f.name: f.group for f in schema.features if f.kind == "one-hot" and f.group}
+    group = {} if schema is None else {f.name: f.group for f in schema.features if f.kind == "one-hot" and f.group}
     out: list[str] = []
     for name in features:
         col = group.get(name, name)
@@ -377,9 +378,10 @@ def _where(case: _Case) -> Section:
     if not parts:
         return ("Where the case sits", ("The model gives the same answer to every input.",))
     same = int(np.all((X > lower) & (X <= upper), axis=1).sum())   # in the box as written
-    whose = ("every tree of the model" if case.ws.model_kind == "tree_ensemble" else
+    surrogate = case.ws.surrogate
+    whose = ("every tree of the model" if case.ws.model_kind == "tree_ensemble" or surrogate is None else
              f"every tree of the model's surrogate (a tree ensemble that agrees with the model on "
-             f"{_share_text(case.ws.surrogate.fidelity)} of held-out cases; the model itself was not read exactly)")
+             f"{_share_text(surrogate.fidelity)} of held-out cases; the model itself was not read exactly)")
     region = (f"Every case with {', '.join(parts[:8])}{' (and more conditions)' if len(parts) > 8 else ''} gets "
               f"exactly the same answer from {whose}; of the {number_text(len(X))} cases in the "
               f"data, {number_text(same)} {'lies' if same == 1 else 'lie'} in this region.")
