@@ -63,7 +63,7 @@ def free_columns(state: FittedRules, cand: Sequence[int], subsets: np.ndarray) -
     """(M, d) the columns each subset of the units ``cand`` frees."""
     free = np.zeros((len(subsets), state.d), dtype=bool)
     for k, u in enumerate(cand):
-        free[np.ix_(subsets[:, k], state.units[u])] = True
+        free[np.ix_(subsets[:, k], np.asarray(state.units[u], dtype=int))] = True
     return free
 
 
@@ -187,7 +187,7 @@ def crp_batch(state: FittedRules, qlo: np.ndarray, qhi: np.ndarray, pos: np.ndar
               base: np.ndarray | None = None, dims: np.ndarray | None = None) -> np.ndarray:
     """Regional-RF CRP of query boxes (Q, len(dims)) on the columns ``dims``,
     only the leaves in ``base`` (all when None) being candidates."""
-    return crp_fn(state, pos, base, dims)(qlo, qhi)
+    return crp_fn(state, pos, base, np.arange(state.d) if dims is None else dims)(qlo, qhi)
 
 
 def crp_fn(state: FittedRules, pos: np.ndarray, base: np.ndarray | None, dims: np.ndarray
@@ -239,7 +239,7 @@ def regional_crp(state: FittedRules, region_lower: np.ndarray, region_upper: np.
     """P(f(X) in Y* | X_S in rule, X_Sbar in region_Sbar); without a rule,
     P(f(X) in Y* | X in region)."""
     qlo, qhi = np.asarray(region_lower, float).copy(), np.asarray(region_upper, float).copy()
-    if lower is not None:
+    if lower is not None and upper is not None:
         S = np.isfinite(lower) | np.isfinite(upper)
         qlo[S], qhi[S] = np.asarray(lower)[S], np.asarray(upper)[S]
     _, _, pos = state.target(target)

@@ -59,7 +59,7 @@ def _tokens(text: str) -> list[tuple[str, str, int]]:
         elif kind == "quoted":
             out.append(("name", value[1:-1], i))
         elif kind != "ws":
-            out.append((kind, value, i))
+            out.append((str(kind), value, i))
         i = m.end()
     if i < len(text):
         raise FilterError(f"At character {i + 1}: unexpected {text[i]!r}; write clauses like `Age >= 30`.")
@@ -68,7 +68,8 @@ def _tokens(text: str) -> list[tuple[str, str, int]]:
 
 def _clauses(tokens: list[tuple[str, str, int]], text: str) -> list[list[tuple[str, str, int]]]:
     """Operands and operators of each clause; consecutive words form one name."""
-    clauses, cur = [], []
+    clauses: list[list[tuple[str, str, int, bool]]] = []
+    cur: list[tuple[str, str, int, bool]] = []      # (kind, value, position, made of words)
     for kind, value, pos in tokens:
         if kind == "and":
             if not cur:
@@ -138,8 +139,8 @@ def parse_filter(text: str, feature_names: Sequence[str], *, max_length: int = M
             else:
                 lower[j] = max(lower[j], math.nextafter(v, -math.inf))
                 upper[j] = min(upper[j], v)
-    lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
-    if np.any(lower >= upper):
-        bad = [str(feature_names[j]) for j in np.flatnonzero(lower >= upper)]
+    lo, hi = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
+    if np.any(lo >= hi):
+        bad = [str(feature_names[int(j)]) for j in np.flatnonzero(lo >= hi)]
         raise FilterError(f"The filter selects no value of {', '.join(bad)} (its bounds cross).")
-    return lower, upper
+    return lo, hi

@@ -229,7 +229,9 @@ class RegionalRule(Result):
         return rule_text(cols, self.region_lower, self.region_upper, names, groups) or "all rows"
 
     def to_text(self, names: Sequence[str], groups: Sequence[Sequence[int]] = ()) -> str:
-        return rule_text(self.features, self.lower, self.upper, names, groups) if self.found else ""
+        if not self.found or self.lower is None or self.upper is None:
+            return ""
+        return rule_text(self.features, self.lower, self.upper, names, groups)
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ def sample_counterfactuals(state: FittedRules, x: Any, rule: Any, n: int = 5, *,
         cand = np.repeat(cur[None], k, axis=0)
         for cols, rows in pools:
             pick = rows[rng.integers(0, len(rows), size=k)]
-            cand[:, cols] = state.X[np.ix_(pick, cols)]
+            cand[:, cols] = state.X[np.ix_(pick, np.asarray(cols, dtype=int))]
         return cand
 
     target = getattr(rule, "target", None)
@@ -72,7 +72,7 @@ def sample_counterfactuals(state: FittedRules, x: Any, rule: Any, n: int = 5, *,
 
     cur = generate(x, 1)[0]
     cur_s = float(score(cur[None])[0])
-    remember(cur[None], [cur_s])
+    remember(cur[None], np.array([cur_s]))
     best_s, stall = cur_s, 0
     for i in range(max_iter):
         C = generate(cur, batch)

@@ -50,7 +50,7 @@ from core.errors import NoCounterfactualRuleError, QueryError
 from core.model import node_boxes
 from core.rules import bitsets, engines
 from core.rules.bitsets import _below
-from core.rules.results import Box, LocalRule, RegionalRule, RuleLevels
+from core.rules.results import Box, LocalRule, RegionalRule, RuleLevels, rule_guarantee
 from core.rules.state import FittedRules
 from core.typing import TargetSpec
 
@@ -89,8 +89,8 @@ def search_subsets(cdp_of: Callable[[np.ndarray, int], np.ndarray], cand: list[i
         top = np.argsort(-cdp, kind="stable")[:keep]
         seen.extend((float(cdp[i]), s, tuple(cand[k] for k in combos[i])) for i in top)
     seen.sort(key=lambda p: (-p[0], p[1]))
-    top = sorted(seen[:keep], key=lambda p: (p[1], -p[0]))    # the sparsest of the best first
-    return [(u, c) for c, _, u in top], False
+    best = sorted(seen[:keep], key=lambda p: (p[1], -p[0]))    # the sparsest of the best first
+    return [(u, c) for c, _, u in best], False
 
 
 # -------------------------------------------------------------- actionability
@@ -270,6 +270,7 @@ def _local_cells(state: FittedRules, x: np.ndarray, S: tuple[int, ...], mask: np
         if not len(rows):
             continue
         lo, hi, mass, crp = _possible_cells(state, rows, S, x=x, pos=pos)
+        assert crp is not None      # given x and pos, every cell has its CRP
         if allow is not None:       # a sub-box of a cell: the same leaves, the same CRP
             lo, hi, ok = _clip(lo, hi, S, allow)
             lo, hi, mass, crp = lo[ok], hi[ok], mass[ok], crp[ok]
@@ -555,7 +556,8 @@ def regional_rules(state: FittedRules, regions: Sequence[Any], target: Any, *, f
                                 crp=full[0].crp, divergent=divergent, alternatives=tuple(full[1:])))
     marks.append(time.perf_counter())
     params = rule_params(state, target, lv, fixed, inc, dec)
-    return [replace(r, params=params, elapsed=marks[k + 1] - marks[k], guarantee=None) for k, r in enumerate(out)]
+    return [replace(r, params=params, elapsed=marks[k + 1] - marks[k], guarantee=rule_guarantee(params))
+            for k, r in enumerate(out)]
 
 
 def propose_regions(state: FittedRules, target: Any, max_depth: int = 3, min_share: float = 0.02

@@ -138,7 +138,7 @@ class FittedRules:
         """The columns of the units, sorted."""
         return tuple(sorted(j for u in units for j in self.units[u]))
 
-    def units_of(self, columns: Sequence[int]) -> list[int]:
+    def units_of(self, columns: Sequence[int] | np.ndarray) -> list[int]:
         """The units holding the columns, sorted."""
         return sorted({int(self.unit_of[j]) for j in columns})
 
