@@ -139,10 +139,13 @@ def upload(page, label: str, path: str, timeout: float = 60_000) -> None:
 
 
 def wait_idle(page, timeout: float = 120_000, quiet: float = 300) -> None:
-    """Until the app's script run is over: no element marked stale and no running icon in the
-    status widget, for ``quiet`` ms in a row (a rerun a click asks for takes a moment to start).
-    Waits for the condition, not a fixed time: on a busy machine it takes what it takes."""
-    busy = '[data-stale="true"], [data-testid="stStatusWidgetRunningIcon"]'
+    """Until the app's script run is over: the app says its script is not running (stApp's
+    ``data-test-script-state``, which Streamlit keeps for its own end-to-end tests) and no
+    element is marked stale, for ``quiet`` ms in a row (a rerun a click asks for takes a
+    moment to start). Waits for the condition, not a fixed time: on a busy machine it takes
+    what it takes."""
+    busy = ('[data-testid="stApp"]:not([data-test-script-state="notRunning"]), [data-stale="true"], '
+            '[data-testid="stStatusWidgetRunningIcon"]')
     deadline = time.monotonic() + timeout / 1000
     calm_since = None
     while True:
