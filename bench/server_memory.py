@@ -168,12 +168,13 @@ def _bomb_session(page_factory, url: str, path: Path) -> str:
         return shown.first.inner_text()[:300]
 
 
-def _settle(pid: int, seconds: float, done) -> float:
-    """The RSS after ``seconds``, or as soon as ``done(rss)`` (tests/app/test_memory_release.py)."""
+def _settle(pid: int, seconds: float, done, every: float = 2.0) -> float:
+    """The RSS after ``seconds``, or as soon as ``done(rss)`` (tests/app/test_memory_release.py);
+    read every ``every`` seconds."""
     t = time.perf_counter()
     now = rss_mb(pid)
     while time.perf_counter() - t < seconds and not done(now):
-        time.sleep(2)
+        time.sleep(every)
         now = rss_mb(pid)
     return now
 
@@ -186,10 +187,11 @@ def _releases(log: Path) -> int:
         return 0
 
 
-def _settle_released(pid: int, log: Path, seconds: float) -> float:
+def _settle_released(pid: int, log: Path, seconds: float, stable: float = 10.0, every: float = 2.0) -> float:
     """The RSS once the closed session has been dropped: once the janitor has shut it
     down (it does so after the grace, and logs it), the first reading that has not
-    fallen by more than 2 MB over 10 s; at most ``seconds``."""
+    fallen by more than 2 MB over ``stable`` seconds; at most ``seconds``. Read every
+    ``every`` seconds."""
     t = time.perf_counter()
     released: int | None = _releases(log)
     since = 0.0
@@ -199,10 +201,10 @@ def _settle_released(pid: int, log: Path, seconds: float) -> float:
         readings.append((now, rss_mb(pid)))
         if released is not None and _releases(log) > released:
             released, since = None, now          # shut down: from now on, wait for the RSS to settle
-        old = [r for s_, r in readings if released is None and since <= s_ <= now - 10]
+        old = [r for s_, r in readings if released is None and since <= s_ <= now - stable]
         if now >= seconds or (old and old[-1] - readings[-1][1] <= 2):
             return readings[-1][1]
-        time.sleep(2)
+        time.sleep(every)
 
 
 REFERENCE = """

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -58,11 +59,47 @@ def running_app(timeout: float = 120.0, env: dict[str, str] | None = None) -> It
         log.close()
 
 
-@contextlib.contextmanager
-def browser_page(width: int = 1400, height: int = 1000):
+_SHARED: dict = {}     # the module's one Chromium (shared_chromium) and the thread that owns it
+
+
+def _chromium_exe() -> str:
     exe = chromium_path()
     if exe is None:
         pytest.fail("Chromium is not installed: `make test` installs Debian's chromium, or set CHROMIUM_PATH")
+    return exe
+
+
+@contextlib.contextmanager
+def shared_chromium() -> Iterator:
+    """One Chromium for a whole test module: each ``browser_page`` of the module's thread
+    then opens a new browser context in it (its own cookies and storage, so its own
+    Streamlit session) instead of launching Chromium again (~1-2 s per view)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=_chromium_exe(), args=CHROMIUM_ARGS, headless=True)
+        _SHARED.update(browser=browser, thread=threading.get_ident())
+        try:
+            yield browser
+        finally:
+            _SHARED.clear()
+            browser.close()
+
+
+@contextlib.contextmanager
+def browser_page(width: int = 1400, height: int = 1000):
+    """A page in a browser context of its own: in the module's shared Chromium when there is
+    one on this thread (Playwright objects belong to the thread that made them), else in a
+    Chromium launched for it."""
+    shared = _SHARED.get("browser")
+    if shared is not None and _SHARED.get("thread") == threading.get_ident():
+        context = shared.new_context(viewport={"width": width, "height": height})
+        try:
+            yield context.new_page()
+        finally:
+            context.close()
+        return
+    exe = _chromium_exe()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -99,3 +136,25 @@ def upload(page, label: str, path: str, timeout: float = 60_000) -> None:
     box = page.locator('[data-testid="stFileUploader"]').filter(has_text=label)
     box.first.wait_for(timeout=timeout)
     box.first.locator('input[type="file"]').set_input_files(path)
+
+
+def wait_idle(page, timeout: float = 120_000, quiet: float = 300) -> None:
+    """Until the app's script run is over: the app says its script is not running (stApp's
+    ``data-test-script-state``, which Streamlit keeps for its own end-to-end tests) and no
+    element is marked stale, for ``quiet`` ms in a row (a rerun a click asks for takes a
+    moment to start). Waits for the condition, not a fixed time: on a busy machine it takes
+    what it takes."""
+    busy = ('[data-testid="stApp"]:not([data-test-script-state="notRunning"]), [data-stale="true"], '
+            '[data-testid="stStatusWidgetRunningIcon"]')
+    deadline = time.monotonic() + timeout / 1000
+    calm_since = None
+    while True:
+        now = time.monotonic()
+        if page.locator(busy).count():
+            calm_since = None
+        elif calm_since is None:
+            calm_since = now
+        elif now - calm_since >= quiet / 1000:
+            return
+        assert now < deadline, f"the app was still running after {timeout / 1000:.0f} s"
+        page.wait_for_timeout(50)

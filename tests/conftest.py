@@ -130,6 +130,19 @@ def app_url(tmp_path_factory):
         yield url
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _one_chromium_per_browser_module(request):
+    """The browser tests' modules (tests/browser) open their views in one Chromium per module
+    (browser_util.shared_chromium): a new context per view, not a new browser."""
+    if request.path.parent.name != "browser":
+        yield None
+        return
+    from browser_util import shared_chromium
+
+    with shared_chromium() as browser:
+        yield browser
+
+
 @pytest.fixture
 def fresh_history(tmp_path, monkeypatch):
     """An empty audit history of the test's own."""

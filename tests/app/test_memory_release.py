@@ -110,28 +110,42 @@ def test_the_last_script_module_is_forgotten_only_when_nobody_is_connected():
 
 @pytest.mark.browser
 def test_the_server_gives_memory_back_after_repeated_sessions(tmp_path):
-    """The real server, three browser sessions one after another that each upload a
+    """The real server, two browser sessions one after another that each upload a
     400k-row table with a model and close: after each, the server's memory comes back
     to within 1.2x its idle size (after a first small upload, whose libraries stay
     loaded), and at least half of what the session took is returned.
-    bench/server_memory.py does the same with the issue's 1.4 M rows and 5 cycles."""
-    import importlib.util
+    bench/server_memory.py does the same with the issue's 1.4 M rows and 5 cycles.
 
-    from browser_util import browser_page, running_app
+    400k rows: a session takes ~75 MB over an idle ~300 MB, so a session kept whole
+    (after ~375 MB) breaks the 1.2x bound as well as the half-returned one; with fewer
+    rows only the second would see it. Two cycles, not three: the figures after each
+    were the same to 1 MB over three cycles, and memory that builds up from one session
+    to the next already shows after the second. Idle is read once the janitor has
+    shut the small session down and the memory has stopped falling (not after a
+    fixed 15 s); each session opens a new browser context in one Chromium."""
+    import importlib.util
+    import os
+    from pathlib import Path
+
+    from browser_util import browser_page, running_app, shared_chromium
 
     spec = importlib.util.spec_from_file_location("server_memory", ROOT / "bench" / "server_memory.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     csv, model = bench.make_files(tmp_path, 400_000)
-    with running_app(env={"ATLAS_SESSION_GRACE": "4", "ATLAS_JANITOR_INTERVAL": "1"}) as url:
-        pid = int(subprocess.check_output(["pgrep", "-f", f"server.port {url.rsplit(':', 1)[1]}"]).split()[0])
+    with running_app(env={"ATLAS_SESSION_GRACE": "4", "ATLAS_JANITOR_INTERVAL": "1"}) as url, shared_chromium():
+        port = url.rsplit(":", 1)[1]
+        pid = int(subprocess.check_output(["pgrep", "-f", f"server.port {port}"]).split()[0])
+        log = Path(os.environ.get("TMPDIR", "/tmp")) / f"atlas-app-{port}.log"       # browser_util's
+        released = bench._releases(log)
         bench._session(page_factory=browser_page, url=url, csv=tmp_path / "small.csv", model=model,
                        name="small.csv")
-        idle = bench._settle(pid, 15, lambda r: False)
-        for cycle in range(3):
+        idle = bench._settle_released(pid, log, 60, stable=4, every=0.5)
+        assert bench._releases(log) > released, "the janitor never shut the small session down"
+        for cycle in range(2):
             peak = bench._session(page_factory=browser_page, url=url, csv=csv, model=model, name="big.csv",
                                   rss=lambda: bench.rss_mb(pid))
-            after = bench._settle(pid, 60, lambda r: r <= min(1.2 * idle, idle + 0.5 * (peak - idle)))
+            after = bench._settle(pid, 60, lambda r: r <= min(1.2 * idle, idle + 0.5 * (peak - idle)), every=0.5)
             print(f"cycle {cycle}: idle {idle:.0f} MB, peak {peak:.0f} MB, after {after:.0f} MB")
             assert after <= 1.2 * idle, (cycle, idle, peak, after)
             assert after - idle <= 0.5 * (peak - idle), (cycle, idle, peak, after)

@@ -101,7 +101,7 @@ GUARD = textwrap.dedent('''
 def test_public_instance_never_opens_an_uploaded_pickle(tmp_path):
     """Upload a pickle (under its own name and disguised as .json/.skops) to a public
     instance whose pickle and joblib are watched: no path reaches them."""
-    from browser_util import browser_page, running_app, upload
+    from browser_util import browser_page, running_app, upload, wait_idle
 
     guard = tmp_path / "guard"
     guard.mkdir()
@@ -129,11 +129,14 @@ def test_public_instance_never_opens_an_uploaded_pickle(tmp_path):
             f = tmp_path / name
             f.write_bytes(payload)
             upload(page, "Model file", str(f))
-            page.wait_for_timeout(1500)
+            # the uploader lists the file once it is sent; then the rerun it asks for ends
+            page.locator('[data-testid="stFileUploader"]').filter(has_text="Model file").get_by_text(
+                name, exact=True).wait_for(timeout=60_000)
+            wait_idle(page, quiet=500)
             load = page.get_by_role("button", name="Load data and model")
             if load.is_enabled():
                 load.click()
-                page.wait_for_timeout(3000)
+                wait_idle(page, quiet=500)           # the load's script run is over: it has opened the file or not
         page.screenshot(path=str(tmp_path / "public.png"), full_page=True)
         assert page.locator('[data-testid="stException"]').count() == 0
     assert not marker.exists(), "a pickle upload reached pickle/joblib on a public instance"

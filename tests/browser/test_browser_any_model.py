@@ -65,10 +65,10 @@ def _click(page, button, done, timeout: float = LONG) -> None:
 
 
 def _settled(page) -> None:
-    from playwright.sync_api import expect
+    """The script run is over: no element left stale and no running icon, for a moment."""
+    from browser_util import wait_idle
 
-    expect(page.locator('[data-stale="true"]')).to_have_count(0, timeout=LONG)
-    page.wait_for_timeout(500)
+    wait_idle(page, timeout=LONG)
 
 
 def _no_error(page) -> None:

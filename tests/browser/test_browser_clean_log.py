@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from browser_util import browser_page, running_app, shots_dir, upload
+from browser_util import browser_page, running_app, shots_dir, upload, wait_idle
 
 from dashboard.pages_registry import PAGES
 
@@ -63,10 +63,8 @@ def served(tmp_path_factory):
 
 
 def _settle(page) -> None:
-    from playwright.sync_api import expect
-
-    expect(page.locator('[data-stale="true"]')).to_have_count(0, timeout=LONG)
-    page.wait_for_timeout(800)
+    """The page's script run is over (no stale element, no running icon, for a moment)."""
+    wait_idle(page, timeout=LONG)
 
 
 def _press(page, name: str, done) -> None:

@@ -4,7 +4,7 @@ column the model reads as one-hot features, and the rules page counts the table'
 from __future__ import annotations
 
 import pytest
-from browser_util import app_view, shots_dir
+from browser_util import app_view, shots_dir, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -32,7 +32,7 @@ def test_what_if_category_picker(app_url, tmp_path):
         expect(box.locator("input")).to_have_value("employed", timeout=30_000)
         page.get_by_role("button", name="Find the optimal counterfactual").click()
         page.get_by_text("Optimal counterfactual: cost", exact=False).first.wait_for(timeout=90_000)
-        page.wait_for_timeout(1000)
+        wait_idle(page)                                  # the run is over: a stale notice would be up by now
         assert page.get_by_text("for an earlier query", exact=False).count() == 0   # the edited row was asked
         assert page.locator('[data-testid="stAlert"]').filter(has_text="not used").count() == 0
 

@@ -29,8 +29,12 @@ _DOM = """() => {
 
 
 def _check(page, where: str, requests: list[str], shows: list[str]) -> None:
-    """No image, link, request or emphasis from a name on the page; ``shows`` read as written."""
-    page.wait_for_timeout(1500)
+    """No image, link, request or emphasis from a name on the page; ``shows`` read as written.
+    Looked at once the page's script run is over (an image or link from a name would be in
+    the page, and its request sent, by then)."""
+    from browser_util import wait_idle
+
+    wait_idle(page, quiet=500)
     assert page.locator('[data-testid="stException"]').count() == 0, where
     dom = page.evaluate(_DOM)
     assert not [s for s in dom["img"] if h.ATTACKER in s], (where, dom["img"])
@@ -51,7 +55,7 @@ def _shot(page, path) -> None:
     """The whole page: Streamlit scrolls inside its main area, so the window is made as tall as it."""
     height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
     page.set_viewport_size({"width": 1400, "height": min(max(1000, height + 100), 12000)})
-    page.wait_for_timeout(800)
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")   # laid out
     page.screenshot(path=str(path))
     page.set_viewport_size({"width": 1400, "height": 1000})
 

@@ -104,11 +104,10 @@ def _start(page, button: str, done, timeout: float = 3 * LONG) -> None:
 
 
 def _settled(page) -> None:
-    """The script run is over: no element is left stale from the previous run."""
-    from playwright.sync_api import expect
+    """The script run is over: no element left stale and no running icon, for a moment."""
+    from browser_util import wait_idle
 
-    expect(page.locator('[data-stale="true"]')).to_have_count(0, timeout=LONG)
-    page.wait_for_timeout(500)
+    wait_idle(page, timeout=LONG)
 
 
 def _alerts(page) -> str:

@@ -43,9 +43,20 @@ def _upload_both(page, upload, data, model):
     page.get_by_text("Upload your own").click()
     upload(page, "Data (CSV or Parquet)", str(data))
     page.get_by_text("Target column").wait_for(timeout=120_000)
-    upload(page, "Model file", str(model))
-    page.wait_for_timeout(1500)
+    _model_upload(page, upload, model)
     page.get_by_role("button", name="Load data and model").click()
+
+
+def _model_upload(page, upload, model) -> None:
+    """Put ``model`` into the model uploader and wait until it has arrived: the uploader
+    lists it and the rerun it asks for is over (a fixed 1.5 s was too short on a busy
+    machine: Load was pressed before the file was there)."""
+    from browser_util import wait_idle
+
+    upload(page, "Model file", str(model))
+    page.locator('[data-testid="stFileUploader"]').filter(has_text="Model file").get_by_text(
+        model.name, exact=True).wait_for(timeout=120_000)
+    wait_idle(page, quiet=500)
 
 
 def _counterfactual(page):
@@ -82,8 +93,7 @@ def test_a_crashing_model_file_leaves_the_server_and_other_sessions_running(tmp_
         _upload_both(b, upload, data, good)
         b.get_by_text("Loaded data.csv and good.json", exact=False).wait_for(timeout=120_000)
         _counterfactual(b)
-        upload(a, "Model file", str(good))
-        a.wait_for_timeout(1500)
+        _model_upload(a, upload, good)
         a.get_by_role("button", name="Load data and model").click()
         a.get_by_text("Loaded data.csv and good.json", exact=False).wait_for(timeout=120_000)
         _counterfactual(a)
