@@ -88,7 +88,9 @@ def test_a_model_without_bias_gives_no_significant_gap():
     X, y = load_breast_cancer(return_X_y=True, as_frame=True)
     X = X.iloc[:, :8].copy()
     X["group"] = np.random.default_rng(3).integers(0, 2, len(X))   # unrelated to anything
-    model = RandomForestClassifier(n_estimators=30, max_depth=4, random_state=0).fit(X, y)
+    # 10 trees, not 30: the group is as unrelated to a smaller forest, and CP-SAT proves each of
+    # the 150 rows' recourse about ten times faster; the rows, tests and their sizes are unchanged.
+    model = RandomForestClassifier(n_estimators=10, max_depth=4, random_state=0).fit(X, y)
     schema = infer_schema(X, protected=["group"])
     a = run_audit(model, X, schema=schema, target=1, max_rows=150, n_perm=1000, n_boot=200,
                   local_rules_per_group=0, tcrex=False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from conftest import ROOT, demo_credit
@@ -203,9 +205,11 @@ def test_a_gap_is_told_from_the_case_side_whoever_is_the_reference(credit_ws, cr
     assert "largest group" not in text
 
 
+@functools.cache
 def _adult(kind: str):
     """Adult with Sex as text (Male / Female) and a model that reads it as a category: a
-    HistGradientBoosting with ``from_dtype``, or a one-hot pipeline."""
+    HistGradientBoosting with ``from_dtype``, or a one-hot pipeline. Built once per kind:
+    the tests only read the table and the workspace."""
     import pandas as pd
     from sklearn.compose import ColumnTransformer
     from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier

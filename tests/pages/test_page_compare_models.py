@@ -4,6 +4,7 @@ invalidation study with per-group figures, exports; bad model B refused, nothing
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 
@@ -16,7 +17,10 @@ def _page():
     return at
 
 
-def test_demo_update_is_compared_and_studied():
+@pytest.fixture(scope="module")
+def studied():
+    """The page with the demo's update loaded and a study of 30 rows run, shared by the two tests
+    below (the second goes on to audit both models; the study is the same in both)."""
     at = _page()
     at.button(key="cm_load_demo").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
@@ -26,6 +30,11 @@ def test_demo_update_is_compared_and_studied():
     at.number_input(key="cm_jobs").set_value(1).run()
     at.button(key="cm_go").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
+    return at
+
+
+def test_demo_update_is_compared_and_studied(studied):
+    at = studied
     c = at.session_state["cm_result"]["c"]
     assert len(c.rows) == 30 and set(c.groups["group"]) == {"0", "1"}
     ws = at.session_state["workspace"]
@@ -66,12 +75,9 @@ def test_a_model_for_other_columns_is_refused_and_nothing_is_lost(tmp_path):
     assert at.session_state["cm_b"] is before                          # the loaded model B is kept
 
 
-def test_fairness_audits_of_both_side_by_side():
-    at = _page()
-    at.button(key="cm_load_demo").click().run()
-    at.number_input(key="cm_rows").set_value(30)
-    at.number_input(key="cm_jobs").set_value(1).run()
-    at.button(key="cm_go").click().run()
+def test_fairness_audits_of_both_side_by_side(studied):
+    at = studied
+    assert len(at.session_state["cm_result"]["c"].rows) == 30
     at.button(key="cm_audit_go").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     audits = at.session_state["cm_audits"]
