@@ -135,23 +135,26 @@ def regions_figure(regions: Any, ens: TreeEnsemble, features: tuple[int, int], v
     else:
         scale, lo, hi = "Viridis", float(vals.min()) if len(vals) else 0.0, float(vals.max()) if len(vals) else 1.0
     palette = pc.qualitative.Set2
-    fig = go.Figure()
+    shown = []                                  # the regions inside the view, with their rectangles
     for r, v in zip(regions, vals):
         a0, a1 = max(r.lower[fa], xa0), min(r.upper[fa], xa1)
         b0, b1 = max(r.lower[fb], xb0), min(r.upper[fb], xb1)
-        if a1 <= a0 or b1 <= b0:
-            continue
-        if kind == "categorical":
-            colour = palette[int(v) % len(palette)]
-        else:
-            t = 0.5 if hi == lo else (v - lo) / (hi - lo)
-            colour = pc.sample_colorscale(scale, [min(max(t, 0.0), 1.0)])[0]
+        if a1 > a0 and b1 > b0:
+            shown.append((r, v, a0, a1, b0, b1))
+    if kind == "categorical":
+        colours = [palette[int(v) % len(palette)] for _, v, *_ in shown]
+    else:                                       # one call for all regions (one per region took seconds)
+        ts = [min(max(0.5 if hi == lo else (v - lo) / (hi - lo), 0.0), 1.0) for _, v, *_ in shown]
+        colours = pc.sample_colorscale(scale, ts) if ts else []
+    traces = []                                 # plain dicts, one figure built once: 2,000 add_trace calls took seconds
+    for (r, v, a0, a1, b0, b1), colour in zip(shown, colours):
         hover = (f"{text(ens.feature_names[fa])} ∈ ({r.lower[fa]:.4g}, {r.upper[fa]:.4g}]<br>"
                  f"{text(ens.feature_names[fb])} ∈ ({r.lower[fb]:.4g}, {r.upper[fb]:.4g}]<br>"
                  f"{label}: {v:.4g} · prediction {text(r.prediction)}")
-        fig.add_trace(go.Scatter(x=[a0, a1, a1, a0, a0], y=[b0, b0, b1, b1, b0], fill="toself", mode="lines",
-                                 line=dict(width=0.5, color="rgba(255,255,255,0.6)"), fillcolor=colour,
-                                 opacity=opacity, hoveron="fills", hoverinfo="text", text=hover, showlegend=False))
+        traces.append(dict(type="scatter", x=[a0, a1, a1, a0, a0], y=[b0, b0, b1, b1, b0], fill="toself",
+                           mode="lines", line=dict(width=0.5, color="rgba(255,255,255,0.6)"), fillcolor=colour,
+                           opacity=opacity, hoveron="fills", hoverinfo="text", text=hover, showlegend=False))
+    fig = go.Figure(data=traces)
     if kind != "categorical" and len(vals):
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip",
                                  marker=dict(colorscale=scale, cmin=lo, cmax=hi, color=[lo], showscale=True,

@@ -38,3 +38,33 @@ def test_rule_intervals_read_in_the_analysts_columns():
     marker = fig.data[2]
     assert list(marker.text) == ["10", "cook"]
     assert not any("inf" in str(t) or "0.5]" in str(t) for t in bars.text)
+
+
+def test_every_region_is_drawn_in_its_own_colour_with_its_own_hover():
+    """The regions figure builds its traces in one go (one colour-scale call, one figure):
+    each region in the view is still one filled rectangle, coloured by the scale at its
+    own value, with its bounds in its hover; regions outside the view are left out."""
+    import plotly.colors as pc
+    from sklearn.datasets import make_classification
+    from sklearn.ensemble import RandomForestClassifier
+
+    from core.figures import region_colour_values, regions_figure
+    from core.model import as_ensemble
+    from core.regions import slice_regions
+
+    X, y = make_classification(600, 4, random_state=0)
+    ens = as_ensemble(RandomForestClassifier(15, max_depth=5, random_state=0).fit(X, y))
+    rs = slice_regions(ens, X[0], (0, 1))
+    view = ((-1.0, 1.0), (-2.0, 2.0))
+    fig = regions_figure(rs.regions, ens, (0, 1), view, x=X[0], title="t")
+    vals, _, kind = region_colour_values(rs.regions, ens)
+    assert kind == "diverging"
+    inside = [(r, v) for r, v in zip(rs.regions, vals)
+              if min(r.upper[0], 1.0) > max(r.lower[0], -1.0) and min(r.upper[1], 2.0) > max(r.lower[1], -2.0)]
+    boxes = [t for t in fig.data if t.fill == "toself"]
+    assert 10 < len(inside) == len(boxes) < len(rs.regions)
+    for (r, v), t in zip(inside, boxes):
+        assert t.fillcolor == pc.sample_colorscale("RdBu", [min(max(float(v), 0.0), 1.0)])[0]
+        assert tuple(t.x) == (max(r.lower[0], -1.0), min(r.upper[0], 1.0), min(r.upper[0], 1.0),
+                              max(r.lower[0], -1.0), max(r.lower[0], -1.0))
+        assert f"({r.lower[0]:.4g}, {r.upper[0]:.4g}]" in t.text
