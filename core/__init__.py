@@ -55,7 +55,7 @@ memory back; XGBoost JSON/UBJ, LightGBM text, CatBoost JSON/CBM, skops; pickle o
 when trusted);
 :mod:`core.intake.sandbox`
 reads untrusted model bytes in a short-lived child process with time and memory
-limits; :mod:`core.intake.parsing` converts each library's trees (one module per
+limits (forked by :mod:`core.intake.forkserver`, which imported the libraries once); :mod:`core.intake.parsing` converts each library's trees (one module per
 library, :mod:`core.intake.parsing.pipeline` for scikit-learn Pipelines,
 :mod:`core.intake.parsing.validate` for structural checks before any allocation,
 with :mod:`core.intake.parsing.filecheck`, :mod:`core.intake.parsing.ubjson` and
