@@ -45,7 +45,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["ForkedChild", "spawn", "stop", "enabled", "child_env", "PRELOAD", "ENTRY_POINTS"]
+__all__ = ["ForkedChild", "spawn", "start_child", "stop", "enabled", "child_env", "PRELOAD", "ENTRY_POINTS"]
 
 #: what the fork server imports before its first fork (the libraries of the formats read in the
 #: sandbox, scikit-learn's estimators for the worker's models, and the two entry points)
@@ -221,7 +221,6 @@ class ForkedChild:
             except ProcessLookupError:
                 pass
 
-    terminate = kill
 
     def _write(self, data: bytes) -> None:
         assert self.stdin is not None
@@ -334,6 +333,17 @@ def spawn(module: str, argv: list[str] | None = None, *, limit: float = STARTUP_
         return ForkedChild(os.fdopen(stdin_w, "wb"), os.fdopen(stdout_r, "rb", buffering=0), status_r, limit)
     except OSError:
         return None
+
+
+def start_child(module: str, cold_argv: list[str], forked: bool | None = None) -> ForkedChild | subprocess.Popen:
+    """A child running ``module._child``: forked from the fork server (when ``forked``, by default
+    :func:`enabled`, and one runs), else cold: ``python -m module *cold_argv`` with the children's
+    environment. Either way its stdin and stdout are pipes to this process."""
+    child = spawn(module) if (enabled() if forked is None else forked) else None
+    if child is not None:
+        return child
+    return subprocess.Popen([sys.executable, "-m", module, *cold_argv], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=child_env(), cwd=_ROOT)
 
 
 @atexit.register

@@ -51,7 +51,6 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -193,7 +192,6 @@ def _child(argv: list[str] | None = None) -> int:
 
 
 # ------------------------------------------------------------------ the parent
-_ROOT = str(Path(__file__).resolve().parents[2])   # the repository: core/intake/sandbox.py
 
 
 _LIBRARY = {"xgboost": ("xgboost", "core.intake.parsing.xgboost"),
@@ -204,18 +202,12 @@ _LIBRARY = {"xgboost": ("xgboost", "core.intake.parsing.xgboost"),
 STARTUP_LIMIT = 120.0  # seconds a child may take to import its libraries (not counted in the time limit)
 
 
-def _start(preload: tuple[str, ...]) -> subprocess.Popen:
-    """A cold child: a new interpreter importing only what this kind of file needs."""
-    cmd = [sys.executable, "-m", "core.intake.sandbox",
-           ",".join(("core.intake.io", "core.intake.models") + preload)]
-    return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            env=forkserver.child_env(), cwd=_ROOT)
-
-
-def _take_child(kind: str, warm: bool) -> subprocess.Popen | forkserver.ForkedChild:
-    """A child forked from the fork server, else (turned off, or none could start) a cold one."""
-    child = forkserver.spawn("core.intake.sandbox") if warm else None
-    return child if child is not None else _start(_LIBRARY.get(kind, ()))
+def _take_child(kind: str, forked: bool) -> subprocess.Popen | forkserver.ForkedChild:
+    """A child forked from the fork server, else (turned off, or none could start) a cold one
+    importing only what this kind of file needs."""
+    return forkserver.start_child("core.intake.sandbox",
+                                  [",".join(("core.intake.io", "core.intake.models") + _LIBRARY.get(kind, ()))],
+                                  forked)
 
 
 def _wait_ready(proc: subprocess.Popen | forkserver.ForkedChild, limit: float) -> bool:

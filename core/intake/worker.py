@@ -48,7 +48,6 @@ import sys
 import threading
 import time
 import weakref
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -410,7 +409,6 @@ def _plain(v: Any) -> Any:
 
 
 # ------------------------------------------------------------------ the parent
-_ROOT = str(Path(__file__).resolve().parents[2])
 _live: "weakref.WeakSet[ModelWorker]" = weakref.WeakSet()
 
 
@@ -504,12 +502,7 @@ class ModelWorker:
                           f"(limit {self.memory_mb:,} MB). Try fewer rows at once, or a smaller model.")
 
     def _start(self) -> dict[str, Any]:
-        proc: subprocess.Popen | forkserver.ForkedChild | None = forkserver.spawn("core.intake.worker") \
-            if forkserver.enabled() else None
-        if proc is None:                       # turned off, or no fork server could start: a cold child
-            proc = subprocess.Popen([sys.executable, "-m", "core.intake.worker"], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=forkserver.child_env(),
-                                    cwd=_ROOT)
+        proc = forkserver.start_child("core.intake.worker", [])
         self._proc = proc
         self.starts += 1
         if not self._wait(STARTUP_SECONDS) or os.read(proc.stdout.fileno(), 6) != b"ready\n":
