@@ -26,7 +26,9 @@ class GridCache:
     def __init__(self, max_owners: int = 16, max_entries: int = 8) -> None:
         self.max_owners = max_owners
         self.max_entries = max_entries
-        self._lock = threading.Lock()
+        # reentrant: an owner can die while the lock is held (an evicted value that is itself an
+        # owner, or the garbage collector running mid-update), and its finalizer takes the lock
+        self._lock = threading.RLock()
         self._store: OrderedDict[int, OrderedDict[Hashable, Any]] = OrderedDict()
 
     def get(self, owner: Any, key: Hashable, build: Callable[[], Any]) -> Any:
