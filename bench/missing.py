@@ -6,14 +6,20 @@ random (seeded), a HistGradientBoostingClassifier (100 iterations, 31 leaves)
 trained on it with its own missing-value routing. 30 rows that have a missing
 value, each asked for the other class (l1, proven optimal):
 
-* ``missing``: the rows as they are, "missing" a state of their columns
-  (:mod:`core.model.missing`: the model rewritten with "is missing" columns);
+* ``missing``: the rows as they are, "missing" one more level of its column's
+  grid (:mod:`core.cells.band`: the band ``x > p1`` routed as the model routes
+  a missing value);
+* ``rewrite``: the same rows through the model rewritten with "is missing"
+  columns and a copy of each subtree per state (:func:`core.model.missing.expand`,
+  what every query used before the band);
 * ``imputed``: the same rows with each missing value replaced by its column's
   median (the value the state's column holds), same model, no "is missing"
   columns: the reference in the same process.
 
-Each query's time is the fastest of 3 runs, the two cases interleaved. Goal:
-the median with missing values <= 1.2x the imputed one.
+Each query's time is the fastest of 3 runs, the cases interleaved. Goal: the
+median with missing values <= 1.2x the imputed one, the same optimum as the
+rewrite on every query. ``leaves``: the rewrite's, the band's (mean over the
+queries) and the imputed model's.
 """
 
 from __future__ import annotations
@@ -31,6 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import ADULT  # noqa: E402
 
+import core.cells.band as band  # noqa: E402
+from core.cells.band import band_problem  # noqa: E402
+from core.cells.problem import build_problem  # noqa: E402
 from core.intake.workspace import build_workspace  # noqa: E402
 from core.optimal import optimal_counterfactual  # noqa: E402
 
@@ -77,34 +86,53 @@ def measure() -> dict:
     assert np.allclose(X[:, :Xi.shape[1]], Xi)                     # the same rows, the same values
     has = np.flatnonzero(ws.X.filter(like=" is missing").to_numpy().sum(axis=1) > 0)
     rows = np.random.default_rng(2).choice(has, 30, replace=False)
-    times = {"missing": [], "imputed": []}
-    proven = {"missing": 0, "imputed": 0}
-    valid = 0
+    times: dict[str, list[float]] = {"missing": [], "rewrite": [], "imputed": []}
+    proven = {"missing": 0, "rewrite": 0, "imputed": 0}
+    valid, same, band_leaves = 0, 0, []
+    cases = (("missing", ws, X, True), ("rewrite", ws, X, False), ("imputed", ws_imp, Xi, True))
+
+    def solve(w, Z, r, on):
+        band.ENABLED = on
+        try:
+            return optimal_counterfactual(w.ensemble, Z[r], 1 - ws.predictions[r], schema=w.schema, norm="l1",
+                                          X_ref=Z, model=model, time_limit=60)
+        finally:
+            band.ENABLED = True
+
     for r in rows:
         goal = 1 - ws.predictions[r]
-        best = {"missing": np.inf, "imputed": np.inf}
+        best = {name: np.inf for name in times}
         for _ in range(3):
-            for name, w, Z in (("missing", ws, X), ("imputed", ws_imp, Xi)):
+            for name, w, Z, on in cases:
                 t = time.perf_counter()
-                res = optimal_counterfactual(w.ensemble, Z[r], goal, schema=w.schema, norm="l1", X_ref=Z,
-                                             model=model, time_limit=60)
+                solve(w, Z, r, on)
                 best[name] = min(best[name], time.perf_counter() - t)
-        for name, w, Z in (("missing", ws, X), ("imputed", ws_imp, Xi)):
-            res = optimal_counterfactual(w.ensemble, Z[r], goal, schema=w.schema, norm="l1", X_ref=Z, model=model,
-                                         time_limit=60)
+        got = {}
+        for name, w, Z, on in cases:
+            res = got[name] = solve(w, Z, r, on)
             proven[name] += int(res.found and res.status == "optimal")
-            if name == "missing" and res.found:
-                valid += int(model.predict(w.to_raw(res.x[None, :]))[0] == goal)
             times[name].append(best[name])
+        if got["missing"].found:
+            valid += int(model.predict(ws.to_raw(got["missing"].x[None, :]))[0] == goal)
+        same += int(abs(got["missing"].cost - got["rewrite"].cost) <= 1e-9 + 1e-6 * abs(got["rewrite"].cost))
+        action = ["free"] * ws.ensemble.n_features
+        for k in range(len(COLUMNS)):
+            action[-1 - k] = "decrease"
+        prob = band_problem(ws.ensemble, X[r], action,
+                            lambda inner, extra, r=r: build_problem(inner, X[r], goal, schema=ws.schema,
+                                                                    extra_levels=extra))
+        band_leaves.append(prob.model_leaves.tree_of.size if prob is not None else ws.ensemble.n_leaves)
     med = {k: float(np.median(v)) for k, v in times.items()}
     return {
         "data": source, "rows": int(len(df)), "trees": int(ws.ensemble.n_trees),
-        "leaves": {"missing": int(ws.ensemble.n_leaves), "imputed": int(ws_imp.ensemble.n_leaves)},
+        "leaves": {"rewrite": int(ws.ensemble.n_leaves), "missing_band_mean": round(float(np.mean(band_leaves)), 1),
+                   "imputed": int(ws_imp.ensemble.n_leaves)},
         "workspace_build_s": round(build, 3), "queries": len(rows),
         "median_s": {k: round(v, 4) for k, v in med.items()},
         "p95_s": {k: round(float(np.percentile(v, 95)), 4) for k, v in times.items()},
         "ratio_missing_over_imputed": round(med["missing"] / med["imputed"], 3),
-        "proven_optimal": proven, "valid_on_original_model": valid,
+        "ratio_rewrite_over_imputed": round(med["rewrite"] / med["imputed"], 3),
+        "proven_optimal": proven, "valid_on_original_model": valid, "same_optimum_as_rewrite": same,
     }
 
 

@@ -13,6 +13,8 @@ counterfactuals), and solved by the modules of :mod:`core.solvers`.
   (:func:`warm_start`) or from the model alone (:func:`greedy_start`);
 * :mod:`core.cells.result`: a solution read back as a counterfactual checked
   on the ensemble and the original model (:class:`QueryRun`);
+* :mod:`core.cells.band`: a missing value that may become known read as one
+  more level of its column's grid (:func:`band_problem`);
 * :mod:`core.cells.cache`: the query-independent structures kept between
   queries (:class:`GridCache`).
 """

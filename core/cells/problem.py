@@ -31,7 +31,7 @@ Every solver in :mod:`core.solvers` takes a :class:`CellProblem` and returns a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -44,6 +44,7 @@ from core.model.missing import indicator_of
 from core.schema import INTEGRAL_KINDS
 
 if TYPE_CHECKING:
+    from core.cells.band import Band
     from core.schema import Schema
 
 __all__ = ["NUDGE", "Plausibility", "TreeBlock", "CellProblem", "CellSolution", "Other", "check_same_features",
@@ -140,6 +141,7 @@ class CellProblem:
     lo: np.ndarray | None = None      # per feature, the smallest allowed value (the schema's range)
     hi: np.ndarray | None = None      # per feature, the largest allowed value
     others: list[Other] = field(default_factory=list)   # further models the point must also convince
+    band: Band | None = None          # missing values read as a band of their column (core.cells.band)
 
     @property
     def n_features(self) -> int:
@@ -312,12 +314,13 @@ def build_problem(ens: TreeEnsemble, x: Any, target: Any, *, schema: Schema | No
                   weights: Any = None, fixed: Iterable[Any] | None = None,
                   increase_only: Iterable[Any] | None = None, decrease_only: Iterable[Any] | None = None,
                   plausibility: Plausibility | None = None,
-                  also_valid_for: Sequence[tuple[TreeEnsemble, Any]] = (), margin: float | None = None
-                  ) -> CellProblem:
+                  also_valid_for: Sequence[tuple[TreeEnsemble, Any]] = (), margin: float | None = None,
+                  extra_levels: Mapping[int, Sequence[float]] | None = None) -> CellProblem:
     """The counterfactual problem of ``x`` on the grid of the ensemble's split
     levels; with ``also_valid_for`` ((ensemble, original model or None) pairs
     sharing the features), on the union of every model's levels, each model
-    required to give the target (with ``margin``, confidently)."""
+    required to give the target (with ``margin``, confidently); ``extra_levels``:
+    further levels of some features (feature -> levels) the grid must hold."""
     x_hat = np.asarray(x, dtype=float).ravel()
     if x_hat.shape != (ens.n_features,):
         raise QueryError(f"x has {x_hat.size} values; the model has {ens.n_features} features.")
@@ -328,7 +331,8 @@ def build_problem(ens: TreeEnsemble, x: Any, target: Any, *, schema: Schema | No
     other_targets = [make_target(o, target, margin) for o in others_ens]
     cm = make_cost_model(ens, norm, weights, schema)
     kinds, lo, hi, action, groups = _domains(ens, schema, x_hat, fixed, increase_only, decrease_only)
-    levels, model_leaves, plaus_leaves, other_leaves = _grid_structure(ens, kinds, plausibility, others_ens)
+    extra = tuple(sorted((int(j), tuple(float(v) for v in lv)) for j, lv in (extra_levels or {}).items()))
+    levels, model_leaves, plaus_leaves, other_leaves = _grid_structure(ens, kinds, plausibility, others_ens, extra)
     points, costs, hat = [], [], np.zeros(ens.n_features, dtype=np.int64)
     for j in range(ens.n_features):
         p, c, h = _feature_grid(levels[j], x_hat[j], kinds[j], lo[j], hi[j], action[j], cm, j)
@@ -338,7 +342,8 @@ def build_problem(ens: TreeEnsemble, x: Any, target: Any, *, schema: Schema | No
     others = [Other(o, t, blk, model) for o, t, blk, (_, model) in
               zip(others_ens, other_targets, other_leaves, also_valid_for)]
     return CellProblem(ens, x_hat, tgt, cm, levels, points, costs, hat, groups,
-                       model_leaves, plausibility, plaus_leaves, kinds, _grid_key(kinds, plausibility, others_ens),
+                       model_leaves, plausibility, plaus_leaves, kinds,
+                       _grid_key(kinds, plausibility, others_ens) + ((extra,) if extra else ()),
                        lo=lo, hi=hi, others=others)
 
 
@@ -401,13 +406,15 @@ def _grid_key(kinds: list[str], plausibility: Plausibility | None, others: Seque
 
 
 def _grid_structure(ens: TreeEnsemble, kinds: list[str], plausibility: Plausibility | None,
-                    others: Sequence[TreeEnsemble] = ()):
+                    others: Sequence[TreeEnsemble] = (), extra: tuple = ()):
     """Levels and leaf boxes in interval indices: they do not depend on the query,
     so they are kept (per ensemble, in :data:`core.cells.cache.GRID_CACHE`) for the next query."""
-    key = ("cells", *_grid_key(kinds, plausibility, others))
+    key = ("cells", *_grid_key(kinds, plausibility, others), extra)
 
     def build():
         levels = feature_levels(ens, kinds, plausibility, others)
+        for j, lv in extra:
+            levels[j] = np.union1d(levels[j], lv)
         plaus = None if plausibility is None else _leaf_block(plausibility.forest, levels)
         return levels, _leaf_block(ens, levels), plaus, [_leaf_block(o, levels) for o in others]
 

@@ -97,11 +97,15 @@ class QueryRun:
                     cost, status, gap, lower_bound, message = _after_undo(cost, saved, status, gap, lower_bound,
                                                                           message)
             pred = ens.predict(x[None, :])[0]
+        x_hat = prob.x_hat
+        if prob.band is not None:              # missing values as bands: the caller's columns
+            ens, x_hat = prob.band.outer, prob.band.x_hat
+            x = None if x is None else prob.band.to_outer(x)
         return CounterfactualResult(
             x=x if valid else None, cost=float(cost), status=status if (valid or x is None) else "error",
             gap=float(gap), elapsed=time.perf_counter() - self.t0,
-            changes=changes_between(ens, prob.x_hat, x) if (x is not None and valid) else (),
-            backend=backend, params=self.params, x_query=prob.x_hat.copy(), lower_bound=float(lower_bound),
+            changes=changes_between(ens, x_hat, x) if (x is not None and valid) else (),
+            backend=backend, params=self.params, x_query=x_hat.copy(), lower_bound=float(lower_bound),
             valid=valid, message=message, prediction=pred, timings=dict(self.timings))
 
     def convinces(self, x: np.ndarray, check: bool = True) -> bool:
@@ -204,13 +208,14 @@ def shown_point(prob: CellProblem, x: np.ndarray) -> np.ndarray:
             continue
         lv = prob.levels[j]
         i = int(np.searchsorted(lv, out[j], side="left"))
-        if i == prob.hat[j]:
+        h = prob.band.fill_hat.get(int(j), int(prob.hat[j])) if prob.band is not None else int(prob.hat[j])
+        if i == h:                             # (a missing value's cheapest side is its fill's)
             continue
         a = lv[i - 1] if i > 0 else -np.inf
         b = lv[i] if i < lv.size else np.inf
         lo = prob.lo[j] if prob.lo is not None else -np.inf
         hi = prob.hi[j] if prob.hi is not None else np.inf
-        ref = max(a, lo) if i > prob.hat[j] else min(b, hi)
+        ref = max(a, lo) if i > h else min(b, hi)
         if not np.isfinite(ref):
             continue
         out[j] = shortest_inside(out[j], a, b, lo, hi, ref, SHOWN_TOLERANCE * float(prob.cost_model.span[j]))

@@ -29,6 +29,21 @@ never becomes missing (the schema makes the indicator decrease-only).
 ``meta["input"] = "missing"`` lets :func:`core.model.native.model_input`
 give the source model NaN where the indicator is 1, so every counterfactual is
 still checked on the original model.
+
+Missing as one more level of the grid (:func:`banded`)
+------------------------------------------------------
+The rewrite above tests the indicator once per path and copies the subtree
+below for each state: a leaf that both numbers and missing values reach is
+there twice (Adult's HGB: 7,837 leaves against 3,098). For a query whose value
+of ``j`` is missing and may be given one, :func:`banded` instead reads
+"missing" as the band ``x > p1`` of ``j``'s own column, above every split level
+and value the column holds (:func:`band_cut`). A split whose missing side is
+the right one (XGBoost's and LightGBM's usual default) routes the band as a
+number, unchanged; a split that sends missing values left gets the band cut
+off at ``p1`` and sent left, as the rewrite would. So no leaf is copied where
+the rewrite did not copy it, and a leaf on a path of right-going missing
+values is not copied at all (Adult: about 3,600 leaves). The band's points are
+decoded as NaN for the source model (:func:`to_native`).
 """
 
 from __future__ import annotations
@@ -44,7 +59,8 @@ from core.model.ensemble import TreeEnsemble, _replace
 from core.model.features import names_text
 from core.model.tree import MISSING_ONLY, Tree
 
-__all__ = ["expand", "indicator_name", "to_native", "info", "settled", "MAX_NODES", "SUFFIX", "missing_as_states"]
+__all__ = ["expand", "indicator_name", "to_native", "info", "settled", "banded", "band_cut", "MAX_NODES", "SUFFIX",
+           "missing_as_states"]
 
 MAX_NODES = 3_000_000
 SUFFIX = " is missing"
@@ -72,8 +88,12 @@ def to_native(meta: dict[str, Any], X: np.ndarray) -> np.ndarray:
     got = meta["missing"]
     X = np.atleast_2d(np.asarray(X, dtype=np.float64))
     out = X[:, :int(got["n_features"])].copy()
+    band = {int(j): float(p1) for j, p1, _ in got.get("band", ())}
     for j, k in zip(got["features"], got["indicators"]):
-        out[X[:, k] > 0.5, j] = np.nan
+        if j in band:                                   # rows of a banded ensemble: the band is missing
+            out[X[:, j] > band[j], j] = np.nan
+        else:
+            out[X[:, k] > 0.5, j] = np.nan
     return out
 
 
@@ -165,8 +185,150 @@ def expand(ens: TreeEnsemble, features: Sequence[int], fill: Sequence[float],
                      "missing": {"features": features, "indicators": [ind[j] for j in features],
                                  "fill": [float(v) for v in fill], "n_features": d,
                                  "input": ens.meta.get("input", "array")}})
-    return _replace(ens, trees=trees, n_features=d + len(features), feature_names=names, categories=cats,
+    wide = _replace(ens, trees=trees, n_features=d + len(features), feature_names=names, categories=cats,
                     meta=meta)
+    if features:
+        wide._flat["missing_source"] = ens        # the routing model, for :func:`banded` (kept when pickled)
+    return wide
+
+
+def band_cut(source: TreeEnsemble, j: int, fill: float) -> tuple[float, float]:
+    """``(p1, p2)``: "missing" in column ``j`` is the band ``x > p1`` above every split
+    level of ``j`` and its fill, and ``p2`` the point that stands for it."""
+    lv = source.split_levels(j)
+    lv = lv[lv < MISSING_ONLY]
+    top = max(float(lv[-1]) if lv.size else fill, fill)
+    p1 = top + max(1.0, abs(top))
+    return p1, p1 + max(1.0, abs(p1))
+
+
+def _band_tree(tree: Tree, band: dict[int, tuple[float, float]], always: set[int], max_nodes: int) -> Tree:
+    """One tree of :func:`banded`. Each banded feature carries a state along the
+    path: the numbers ``(lo, hi]`` that still reach the node (the band itself
+    excluded) and whether the band does. A split whose missing side is the
+    band's side by position is kept; one that sends missing values the other
+    way is written as splits at ``t``, ``p1`` and ``p2``, one branch per
+    segment (the band's segment to the missing side). Features of ``always``
+    are missing wherever this tree is read: their splits take the missing side;
+    every other feature holds a number: a split on missing values only takes
+    its numbers' side."""
+    cl, cr, ft, th, val, cb = [], [], [], [], [], []
+    bits = tree.category_bits
+    has_bits = bits.shape[1] > 0
+    miss = tree.missing_left if tree.missing_left is not None else np.zeros(tree.n_nodes, dtype=bool)
+    zero = np.zeros(tree.value.shape[1])
+    words = bits.shape[1]
+
+    def new(feature: int, threshold: float, value: np.ndarray, b: np.ndarray | None = None) -> int:
+        if len(cl) >= max_nodes:
+            raise UnsupportedModelError(f"Reading missing values as a band of their columns would grow this model "
+                                        f"past {max_nodes:,} nodes.")
+        cl.append(-1)
+        cr.append(-1)
+        ft.append(feature)
+        th.append(threshold)
+        val.append(value)
+        if has_bits:
+            cb.append(np.zeros(words, dtype=np.uint64) if b is None else b)
+        return len(cl) - 1
+
+    State = dict[int, tuple[float, float, bool]]
+
+    def build(i: int, st: State) -> int:
+        while tree.children_left[i] >= 0:
+            j, t = int(tree.feature[i]), float(tree.threshold[i])
+            if np.isnan(t):
+                break
+            if j in always:
+                i = int(tree.children_left[i] if miss[i] else tree.children_right[i])
+            elif j not in band:
+                if t < MISSING_ONLY:
+                    break
+                i = int(tree.children_left[i])
+            else:
+                lo, hi, m_in = st[j]
+                if not lo < hi:                           # only the band reaches: its side
+                    i = int(tree.children_left[i] if miss[i] else tree.children_right[i])
+                elif t >= MISSING_ONLY and not m_in:
+                    i = int(tree.children_left[i])
+                else:
+                    return split(i, j, st)
+        if tree.children_left[i] < 0:
+            return new(-1, np.nan, tree.value[i])
+        k = new(int(tree.feature[i]), float(tree.threshold[i]), zero,
+                bits[i] if has_bits and np.isnan(tree.threshold[i]) else None)
+        a = build(int(tree.children_left[i]), st)
+        b = build(int(tree.children_right[i]), st)
+        cl[k], cr[k] = a, b
+        return k
+
+    def split(i: int, j: int, st: State) -> int:
+        lo, hi, m_in = st[j]
+        p1 = band[j][0]
+        t = float(tree.threshold[i])
+        left, right = int(tree.children_left[i]), int(tree.children_right[i])
+        numeric = t < MISSING_ONLY                       # else every number goes left
+        to_miss = left if miss[i] else right
+        by_position = right if numeric else left         # where the band goes as a number would
+        cut_band = m_in and by_position != to_miss
+        cuts = ({t} if numeric else set()) | ({p1} if cut_band else set())
+        cuts_in = sorted(c for c in cuts if lo < c < hi)
+        bounds = [lo, *cuts_in, hi]
+        branches = []
+        for u, v in zip(bounds[:-1], bounds[1:]):
+            if cut_band and u == p1:                     # the band's segment: to the missing side
+                branches.append((to_miss, (p1, p1, True)))
+            else:
+                child = left if (not numeric or v <= t) else right
+                branches.append((child, (u, v, m_in and not cut_band and v > p1)))
+        return chain(j, cuts_in, branches, st)
+
+    def chain(j: int, cuts: list[float], branches: list, st: State) -> int:
+        if not cuts:
+            child, s_j = branches[0]
+            return build(child, {**st, j: s_j})
+        k = new(j, cuts[0], zero)
+        a = build(branches[0][0], {**st, j: branches[0][1]})
+        b = chain(j, cuts[1:], branches[1:], st)
+        cl[k], cr[k] = a, b
+        return k
+
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 8 * tree.max_depth + 200))
+    try:
+        build(0, {j: (-np.inf, np.inf, True) for j in band})
+    finally:
+        sys.setrecursionlimit(old)
+    return Tree(np.array(cl), np.array(cr), np.array(ft), np.array(th), np.array(val),
+                np.array(cb) if has_bits else None)
+
+
+_BANDED: "weakref.WeakKeyDictionary[TreeEnsemble, dict]" = weakref.WeakKeyDictionary()
+
+
+def banded(wide: TreeEnsemble, band: dict[int, tuple[float, float]], always: Sequence[int] = ()) -> TreeEnsemble | None:
+    """The model ``wide`` (rewritten by :func:`expand`) for queries in which the
+    features of ``band`` are missing and may be given a value, "missing" read as
+    the band ``x > p1`` of each one's column (:func:`band_cut`; see the module
+    docstring), the features of ``always`` missing and staying so, every other
+    feature holding a number. Its trees never split on an "is missing" column;
+    its ``meta`` tells :func:`to_native` which values are the band. None when
+    ``wide`` does not know the model it was rewritten from. Cached per ensemble."""
+    source = wide._flat.get("missing_source")
+    got = info(wide)
+    if source is None or got is None:
+        return None
+    key = (tuple(sorted((int(j), float(a), float(b)) for j, (a, b) in band.items())),
+           tuple(sorted(int(j) for j in always)))
+    cache = _BANDED.setdefault(wide, {})
+    if key not in cache:
+        if len(cache) > 64:
+            cache.clear()
+        cuts = {int(j): (float(a), float(b)) for j, (a, b) in band.items()}
+        trees = tuple(_band_tree(t, cuts, set(key[1]), MAX_NODES) for t in source.trees)
+        meta = {**wide.meta, "missing": {**got, "band": [list(v) for v in key[0]]}}
+        cache[key] = _replace(wide, trees=trees, meta=meta)
+    return cache[key]
 
 
 _SETTLED: "weakref.WeakKeyDictionary[TreeEnsemble, dict]" = weakref.WeakKeyDictionary()

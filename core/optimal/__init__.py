@@ -75,6 +75,7 @@ from core.cells import (
     radius_bound,
     warm_start,
 )
+from core.cells.band import band_problem
 from core.cells.problem import feature_actions
 from core.counterfactual import CounterfactualResult, QueryError, check_schema, check_time_limit
 from core.model import LinearModel, TreeEnsemble, as_ensemble, as_model
@@ -167,23 +168,36 @@ class OptimalSettings:
     warm: bool
 
 
-def _held_states(ens: TreeEnsemble, x: Any, s: OptimalSettings) -> TreeEnsemble:
+def _held_states(ens: TreeEnsemble, x: np.ndarray, s: OptimalSettings, action: list[str]) -> TreeEnsemble:
     """``ens`` with the query's "is missing" columns that cannot move held at their
     value (:func:`core.model.missing.settled`: a known value never becomes missing, a
     missing one kept so stays): the same answers on every point the query may
     reach, from trees without the other state's subtrees."""
     states = indicator_of(ens)
-    if not states:
-        return ens
-    x_hat = np.asarray(x, dtype=float).ravel()
-    if x_hat.shape != (ens.n_features,) or not np.all(np.isfinite(x_hat)):
-        return ens                              # build_problem says what is wrong
-    action = feature_actions(ens, s.schema, x_hat, fixed=s.fixed, increase_only=s.increase_only,
-                             decrease_only=s.decrease_only)
-    held = {k: float(x_hat[k]) for k in states.values()
-            if action[k] == "fixed" or (action[k] == "decrease" and x_hat[k] <= 0.0)
-            or (action[k] == "increase" and x_hat[k] >= 1.0)}
+    held = {k: float(x[k]) for k in states.values()
+            if action[k] == "fixed" or (action[k] == "decrease" and x[k] <= 0.0)
+            or (action[k] == "increase" and x[k] >= 1.0)}
     return settled(ens, held)
+
+
+def _problem(ens: TreeEnsemble, x: np.ndarray, target: Any, s: OptimalSettings, plausibility: Plausibility | None,
+             others: list[tuple[TreeEnsemble, Any]]) -> CellProblem:
+    """The query's cell problem. With missing values that may become known, each is
+    a band of its column (:mod:`core.cells.band`); else the "is missing" columns
+    that cannot move are held (:func:`_held_states`)."""
+    kw: dict[str, Any] = dict(schema=s.schema, norm=s.norm, weights=s.weights, fixed=s.fixed,
+                              increase_only=s.increase_only, decrease_only=s.decrease_only,
+                              plausibility=plausibility, also_valid_for=others, margin=s.margin)
+    if indicator_of(ens) and x.shape == (ens.n_features,) and np.all(np.isfinite(x)):
+        action = feature_actions(ens, s.schema, x, fixed=s.fixed, increase_only=s.increase_only,
+                                 decrease_only=s.decrease_only)
+        if plausibility is None and not others:
+            prob = band_problem(ens, x, action,
+                                lambda inner, extra: build_problem(inner, x, target, extra_levels=extra, **kw))
+            if prob is not None:
+                return prob
+        ens = _held_states(ens, x, s, action)
+    return build_problem(ens, x, target, **kw)
 
 
 @validated(QueryError, norm=cell_norm_setting, backend=one_of(*BACKENDS), time_limit=seconds,
@@ -317,10 +331,9 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
     time_limit = check_time_limit(s.time_limit)
     be = _choose_backend(s.backend)
     others = other_models(s.also_valid_for)
-    ens = _held_states(ens, x, s)
-    prob = build_problem(ens, x, target, schema=s.schema, norm=s.norm, weights=s.weights, fixed=s.fixed,
-                         increase_only=s.increase_only, decrease_only=s.decrease_only, plausibility=plausibility,
-                         also_valid_for=others, margin=s.margin)
+    prob = _problem(ens, x, target, s, plausibility, others)
+    if prob.band is not None and X_ref is not None:     # reference rows as the problem reads them
+        X_ref = prob.band.inner_rows(X_ref)
     notice = None
     needs = [what for what, used in (("several models (also_valid_for)", bool(others)),
                                      ("a probability margin", prob.target.margin is not None),
@@ -350,7 +363,8 @@ def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema
         results.append(res)
         if not res.found or res.x is None or anytime.stopped:
             break
-        changed = [j for j in range(prob.n_features) if res.x[j] != prob.x_hat[j]]
+        inner = res.x if prob.band is None else prob.band.to_inner(res.x)
+        changed = [j for j in range(prob.n_features) if inner[j] != prob.x_hat[j]]
         if not changed:
             break
         prob.exclusions.append(changed)
