@@ -6,7 +6,10 @@ treats every ``|x| <= kZeroThreshold`` (1e-35f) as exactly 0, so thresholds
 inside that zone are moved to the bound the zone implies (:func:`_zero_zone`).
 Linear trees and links other than sigmoid/softmax/identity are refused;
 ``missing_type == "Zero"`` is accepted only where sending zero the default way
-agrees with the threshold.
+agrees with the threshold. A threshold of ``inf`` (written 1e300 in the dump),
+which LightGBM learns on data with missing values to send every number left and
+NaN to its default side, is a split on missing values only
+(:data:`core.model.tree.MISSING_ONLY`).
 
 Categorical splits (``decision_type "=="``; LightGBM's ``CategoricalDecision``
 in ``include/LightGBM/tree.h``): the integer category value goes left iff it
@@ -30,6 +33,7 @@ import numpy as np
 from core.errors import UnsupportedModelError
 from core.intake.parsing.common import build_tree, describe_unsupported
 from core.model.ensemble import TreeEnsemble
+from core.model.tree import MISSING_ONLY
 
 KZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold, a float widened to double
 
@@ -176,6 +180,8 @@ def _flatten(root: dict, out_index: int, n_out: int, factor: float, categories: 
         if kind != "<=":
             raise UnsupportedModelError(f"LightGBM decision type {kind!r} is not supported.")
         t = _zero_zone(float(nd["threshold"]))
+        if t >= 1e300:          # LightGBM's inf (dump_model writes 1e300): every number left, NaN to its side
+            t = MISSING_ONLY
         if nd.get("missing_type") == "Zero" and bool(nd.get("default_left")) != (0.0 <= t):
             raise UnsupportedModelError(
                 "This LightGBM model treats zero as missing (zero_as_missing) in a way no threshold "

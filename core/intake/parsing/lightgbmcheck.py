@@ -39,8 +39,9 @@ disagreement:
   leaf arrays of ``num_leaves - 1`` / ``num_leaves`` entries, children as node
   ``k >= 0`` or leaf ``~k`` each reached once from the root, split features up to
   ``max_feature_idx``, split by category exactly where ``feature_infos`` lists the
-  feature's categories and by threshold where it gives its range, finite thresholds
-  and leaf values, categorical boundaries.
+  feature's categories and by threshold where it gives its range, thresholds finite
+  or ``inf`` (a split of missing values from every number, as LightGBM writes it on
+  data with gaps), finite leaf values, categorical boundaries.
 
 :func:`lightgbm_text` normalises line endings and drops ``tree_sizes`` once it
 is known to list one size per tree (LightGBM then reads tree by tree instead of
@@ -91,12 +92,14 @@ def _ints(s: str, filename: str, what: str) -> list[int]:
         raise _damaged(filename, f"{what} holds something that is not a whole number") from None
 
 
-def _floats(s: str, filename: str, what: str) -> list[float]:
+def _floats(s: str, filename: str, what: str, *, up_to_inf: bool = False) -> list[float]:
+    """The numbers of ``s``; ``up_to_inf``: ``inf`` is one of them (a threshold: LightGBM writes
+    ``inf`` for a split that sends every number left and missing values to their side)."""
     try:
         out = [float(v) for v in s.split()]
     except ValueError:
         raise _damaged(filename, f"{what} holds something that is not a number") from None
-    if not all(math.isfinite(v) for v in out):
+    if not all(math.isfinite(v) or (up_to_inf and v == math.inf) for v in out):
         raise _damaged(filename, f"{what} holds an infinite or NaN value")
     return out
 
@@ -285,7 +288,8 @@ def _check_lightgbm_tree(kv: dict[str, str], t: int, kinds: str, filename: str) 
     for key in ("split_feature", "threshold", "decision_type", "left_child", "right_child"):
         if key not in kv:
             raise _damaged(filename, f"{where} has no {key}")
-        arrays[key] = (_floats if key == "threshold" else _ints)(kv[key], filename, f"{where}'s {key}")
+        arrays[key] = (_floats(kv[key], filename, f"{where}'s {key}", up_to_inf=True) if key == "threshold"
+                       else _ints(kv[key], filename, f"{where}'s {key}"))
         if len(arrays[key]) != m:
             raise _damaged(filename, f"{where} has num_leaves={n_leaves}, so {m} {key} entries, but holds "
                                      f"{len(arrays[key])}")
@@ -321,7 +325,7 @@ def _check_lightgbm_tree(kv: dict[str, str], t: int, kinds: str, filename: str) 
                                      f"{'by category' if dec[i] & 1 else 'by a threshold'} but feature_infos says "
                                      f"it is {said}")
         if dec[i] & 1:                                   # categorical: threshold indexes cat_boundaries
-            if thr[i] != int(thr[i]) or not 0 <= thr[i] < n_cat:
+            if not math.isfinite(thr[i]) or thr[i] != int(thr[i]) or not 0 <= thr[i] < n_cat:
                 raise _damaged(filename, f"{where}, node {i} is categorical with category set {thr[i]!r}, "
                                          f"outside 0..{n_cat - 1}")
         for side, c in (("left", left[i]), ("right", right[i])):
