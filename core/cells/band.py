@@ -33,7 +33,7 @@ plausibility or further models, keeps the rewrite.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -61,6 +61,8 @@ class Band:
     indicator: dict[int, int]             # feature -> its "is missing" column
     fill: dict[int, float]                # feature -> the value its column holds where missing
     fill_hat: dict[int, int]              # feature -> the interval of its fill
+    leave: dict[int, float] = field(default_factory=dict)      # feature -> the cost of "is missing" 1 -> 0
+    raw: dict[int, np.ndarray] = field(default_factory=dict)   # feature -> its numbers' costs from the fill
 
     def to_outer(self, X: np.ndarray) -> np.ndarray:
         """Points of the problem as the caller's rows (same shape)."""
@@ -129,15 +131,16 @@ def band_problem(wide: TreeEnsemble, x: np.ndarray, action: list[str],
         return None
     prob = build(inner, {j: [c[0]] for j, c in cuts.items()})
     cm = prob.cost_model
-    fill_hat = {}
+    fill_hat, leaves, raw = {}, {}, {}
     for j, (_, p2) in cuts.items():
         k = indicator[j]
         lv = prob.levels[j]
         b = int(np.searchsorted(lv, p2, side="left"))          # the band: the last interval, x > p1
         fill_hat[j] = int(prob.hat[j])
-        leave = float(cm.feature_cost(k, 1.0, np.array([0.0]))[0])   # "is missing" from 1 to 0
-        c = prob.costs[j]
-        c = np.maximum(c, leave) if cm.combine == "max" else c + leave
+        leave = leaves[j] = float(cm.feature_cost(k, 1.0, np.array([0.0]))[0])   # "is missing" 1 -> 0
+        raw[j] = prob.costs[j].copy()
+        raw[j][b] = np.inf
+        c = np.maximum(raw[j], leave) if cm.combine == "max" else raw[j] + leave
         c[b] = 0.0
         prob.costs[j] = c
         prob.points[j] = prob.points[j].copy()
@@ -146,6 +149,6 @@ def band_problem(wide: TreeEnsemble, x: np.ndarray, action: list[str],
         ck = np.full(prob.costs[k].shape, np.inf)               # inside the problem "is missing" stays 1
         ck[prob.hat[k]] = 0.0
         prob.costs[k] = ck
-    prob.band = Band(wide, x.copy(), cuts, indicator, fill, fill_hat)
+    prob.band = Band(wide, x.copy(), cuts, indicator, fill, fill_hat, leaves, raw)
     prob.x_hat = prob.band.to_inner(x)
     return prob

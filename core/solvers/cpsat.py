@@ -64,6 +64,73 @@ class _Lits:
         return self.vars[i]
 
 
+class _BandLits:
+    """The literals of a missing value's column read as a band (:mod:`core.cells.band`):
+    ``'interval >= i'`` as :class:`_Lits` gives it, but built as the rewrite over
+    "is missing" columns would search it: the numbers on order literals ``h`` of their
+    own, the band on one boolean ``miss``, and ``interval >= i`` the literal
+    ``h_i or miss`` (made, reified, where a constraint asks for it). Measured on
+    breast cancer with LightGBM, the band as the top literal of one order was
+    searched up to 2x slower than the rewrite: leaving it meant flipping every
+    literal between the band and the fill."""
+
+    def __init__(self, model, j: int, allowed: np.ndarray, b: int):
+        self.model, self.b = model, b
+        ok = np.flatnonzero(allowed)
+        self.lo_i, self.hi_i = int(ok[0]), int(ok[-1])          # the band, the query's, is allowed: hi_i == b
+        num = np.flatnonzero(allowed[:b])
+        self.numbers = num.size > 0
+        self.n_lo, self.n_hi = (int(num[0]), int(num[-1])) if self.numbers else (b, b - 1)
+        self.h = {m: model.new_bool_var(f"h{j}_{m}") for m in range(self.n_lo + 1, self.n_hi + 1)}
+        for m in range(self.n_lo + 2, self.n_hi + 1):
+            model.add_implication(self.h[m], self.h[m - 1])
+        for i in range(self.n_lo + 1, self.n_hi):               # a forbidden number between allowed ones
+            if not allowed[i]:
+                model.add_implication(self.h[i], self.h[i + 1])
+        self.miss = model.new_bool_var(f"miss{j}") if self.numbers else True
+        self._or: dict[int, Any] = {}
+        self.vars: dict[int, Any] = {}                            # (no plain order literals)
+
+    def number_ge(self, i: int):
+        if i <= self.n_lo:
+            return True
+        if i > self.n_hi:
+            return False
+        return self.h[i]
+
+    def ge(self, i: int):
+        """Literal for 'interval >= i': True, False or a BoolVar."""
+        if i <= self.lo_i:
+            return True
+        if i > self.hi_i:
+            return False
+        if i == self.b:
+            return self.miss
+        g = self.number_ge(i)
+        if g is True or self.miss is True:
+            return True
+        if g is False:
+            return self.miss
+        if i not in self._or:
+            v = self._or[i] = self.model.new_bool_var(f"ge{i}_{self.b}")
+            self.model.add_bool_or([g, self.miss]).only_enforce_if(v)
+            self.model.add_implication(g, v)
+            self.model.add_implication(self.miss, v)
+        return self._or[i]
+
+    def cell(self, value: Callable[[Any], bool]) -> int:
+        if self.miss is True or value(self.miss):
+            return self.b
+        return self.n_lo + sum(int(value(v)) for v in self.h.values())
+
+
+def _cell(L: _Lits | _BandLits, value: Callable[[Any], bool]) -> int:
+    """The interval a solution gives a feature (``value``: a literal's value)."""
+    if isinstance(L, _BandLits):
+        return L.cell(value)
+    return L.lo_i + sum(int(value(v)) for v in L.vars.values())
+
+
 def _neg(lit):
     return (not lit) if isinstance(lit, bool) else lit.Not()
 
@@ -98,7 +165,9 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
     ref = ub if np.isfinite(ub) and ub > 0 else max(1e-12, sum(float(c[np.isfinite(c)].max()) for c in costs))
     sc = COST_SCALE_TARGET / ref
     m = cp_model.CpModel()
-    lits = [_Lits(m, j, np.isfinite(c)) for j, c in enumerate(costs)]
+    band = prob.band.cuts if prob.band is not None else {}
+    lits: list[_Lits | _BandLits] = [_BandLits(m, j, np.isfinite(c), int(prob.hat[j])) if j in band
+                                     else _Lits(m, j, np.isfinite(c)) for j, c in enumerate(costs)]
     built = _constraints(m, prob, costs, lits)
     if built is None:
         return CellSolution("infeasible", None, np.inf)
@@ -145,7 +214,7 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
         if status == cp_model.MODEL_INVALID:
             raise RuntimeError(f"CP-SAT rejected the model: {m.validate()}")
         return CellSolution("unknown", None, solver.best_objective_bound / sc if solver.best_objective_bound else 0.0)
-    cells = np.array([L.lo_i + sum(int(solver.boolean_value(v)) for v in L.vars.values()) for L in lits])
+    cells = np.array([_cell(L, solver.boolean_value) for L in lits])
     lb = max(0.0, (solver.best_objective_bound - d / 2) / sc)
     return CellSolution("optimal" if status == cp_model.OPTIMAL else "feasible", cells, lb, slack=d / (2 * sc))
 
@@ -156,7 +225,7 @@ def _solutions(lits: list[_Lits], tell: Callable[[np.ndarray], None]) -> Any:
 
     class Solutions(cp_model.CpSolverSolutionCallback):
         def on_solution_callback(self) -> None:
-            tell(np.array([L.lo_i + sum(int(self.boolean_value(v)) for v in L.vars.values()) for L in lits]))
+            tell(np.array([_cell(L, self.boolean_value) for L in lits]))
 
     return Solutions()
 
@@ -173,7 +242,7 @@ def _constraints(m, prob: CellProblem, costs: list[np.ndarray], lits: list[_Lits
                  ) -> tuple[_LeafSet, _LeafSet | None] | None:
     """Every constraint but the objective; None when they cannot all hold."""
     for j, L in enumerate(lits):  # forbidden intervals inside the allowed span
-        for i in range(L.lo_i + 1, L.hi_i):
+        for i in range(L.lo_i + 1, L.hi_i if isinstance(L, _Lits) else L.lo_i + 1):   # (a band: its own)
             if not np.isfinite(costs[j][i]) and not _clause(m, [_neg(L.ge(i)), L.ge(i + 1)]):
                 return None
     model_blk, model_row = grouped_leaves(prob, prob.model_leaves)
@@ -319,14 +388,17 @@ def _objective(m, prob: CellProblem, costs: list[np.ndarray], lits: list[_Lits],
             if not np.isfinite(c[i]):
                 c[i] = c[i - 1]
         cs = np.round(np.where(np.isfinite(c), c, 0) * sc).astype(np.int64)
-        const += int(cs[L.lo_i])
-        terms = []
-        for mm, v in L.vars.items():
-            delta = int(cs[mm] - cs[mm - 1])
-            if delta:
-                terms.append((delta, v))
+        if isinstance(L, _BandLits) and prob.band is not None:
+            for c0, terms in _band_objective(prob, j, L, np.isfinite(c), sc):
+                const += c0
+                obj.extend(terms)
+                per_feature.append((c0, terms))
+            continue
+        c0, terms = int(cs[L.lo_i]), [(int(cs[mm] - cs[mm - 1]), v) for mm, v in L.vars.items()
+                                      if cs[mm] != cs[mm - 1]]
+        const += c0
         obj.extend(terms)
-        per_feature.append((int(cs[L.lo_i]), terms))
+        per_feature.append((c0, terms))
     if prob.cost_model.combine == "max":
         top = max(int(np.round(float(c[np.isfinite(c)].max()) * sc)) for c in costs) + 1
         z = m.new_int_var(0, top, "linf")
@@ -335,6 +407,30 @@ def _objective(m, prob: CellProblem, costs: list[np.ndarray], lits: list[_Lits],
                 m.add(z >= sum(coef * v for coef, v in terms) + c0)
         return z
     return sum(coef * v for coef, v in obj) + const
+
+
+def _band_objective(prob: CellProblem, j: int, L: _BandLits, allowed: np.ndarray, sc: float
+                    ) -> list[tuple[int, list[tuple[int, Any]]]]:
+    """A banded column's cost as (constant, terms) parts, added for a sum of costs or
+    each a lower bound of the largest: the numbers telescoped on ``h`` from the fill
+    (0 at the fill, free while the value stays missing, when the search leaves ``h``
+    at the fill) and ``leave (1 - miss)``, the price of giving a value."""
+    assert prob.band is not None
+    raw = prob.band.raw[j].copy()
+    raw[~allowed] = np.inf
+    raw = raw[:L.b]
+    for i in range(1, raw.size):                 # forbidden numbers take their neighbour's cost
+        if not np.isfinite(raw[i]):
+            raw[i] = raw[i - 1]
+    cs = np.round(np.where(np.isfinite(raw), raw, 0) * sc).astype(np.int64)
+    parts = []
+    if L.numbers:
+        parts.append((int(cs[L.n_lo]), [(int(cs[mm] - cs[mm - 1]), v) for mm, v in L.h.items()
+                                        if cs[mm] != cs[mm - 1]]))
+    leave = int(round(prob.band.leave[j] * sc))
+    if leave and L.miss is not True:
+        parts.append((leave, [(-leave, L.miss)]))
+    return parts
 
 
 def _tree_cuts(m, blk, svars, lits, lo_i: np.ndarray, hi_i: np.ndarray, skip: np.ndarray) -> None:
@@ -450,6 +546,13 @@ def _add_hints(m, prob, lits, leaf_sets, hint):
     plausibility forest's leaf sets, the leaves it reaches."""
     cells = prob.interval_of(hint[None, :])[0]
     for j, L in enumerate(lits):
+        if isinstance(L, _BandLits):                 # missing: the numbers hinted at the fill
+            at = prob.band.fill_hat[j] if cells[j] == L.b and prob.band is not None else cells[j]
+            if L.miss is not True:
+                m.add_hint(L.miss, bool(cells[j] == L.b))
+            for mm, v in L.h.items():
+                m.add_hint(v, bool(at >= mm))
+            continue
         for mm, v in L.vars.items():
             m.add_hint(v, bool(cells[j] >= mm))
     for ls, blk, ens in zip(leaf_sets, (prob.model_leaves, prob.plaus_leaves),
