@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "core"
 
 ANY_LIMIT = 243          # was 331 of 1,476 public parameters; lower it as signatures get their types
-DEBT_LIMIT = 215         # findings (and annotation-unchecked notes) behind the codes, with the stubs; was 333
+DEBT_LIMIT = 208         # findings (and annotation-unchecked notes) behind the codes, with the stubs; was 333
 
 
 def _is_any(node: ast.expr | None) -> bool:

@@ -98,8 +98,12 @@ def to_native(meta: dict[str, Any], X: np.ndarray) -> np.ndarray:
 
 
 def _rewrite(tree: Tree, ind: dict[int, int], max_nodes: int) -> Tree:
-    cl, cr, ft, th, val = [], [], [], [], []
-    bits = tree.category_bits
+    cl: list[int] = []
+    cr: list[int] = []
+    ft: list[int] = []
+    th: list[float] = []
+    val: list[np.ndarray] = []
+    bits = tree.bits
     has_bits = bits.shape[1] > 0
     cb: list[np.ndarray] = []
     miss = tree.missing_left if tree.missing_left is not None else np.zeros(tree.n_nodes, dtype=bool)
@@ -212,8 +216,13 @@ def _band_tree(tree: Tree, band: dict[int, tuple[float, float]], always: set[int
     are missing wherever this tree is read: their splits take the missing side;
     every other feature holds a number: a split on missing values only takes
     its numbers' side."""
-    cl, cr, ft, th, val, cb = [], [], [], [], [], []
-    bits = tree.category_bits
+    cl: list[int] = []
+    cr: list[int] = []
+    ft: list[int] = []
+    th: list[float] = []
+    val: list[np.ndarray] = []
+    cb: list[np.ndarray] = []
+    bits = tree.bits
     has_bits = bits.shape[1] > 0
     miss = tree.missing_left if tree.missing_left is not None else np.zeros(tree.n_nodes, dtype=bool)
     zero = np.zeros(tree.value.shape[1])
@@ -358,7 +367,7 @@ def _settle_tree(tree: Tree, values: dict[int, float]) -> Tree:
     a, b = cl[idx], cr[idx]
     left = np.array([new[resolve(int(c))] if c >= 0 else -1 for c in a], dtype=np.int32)
     right = np.array([new[resolve(int(c))] if c >= 0 else -1 for c in b], dtype=np.int32)
-    bits = tree.category_bits[idx] if tree.category_bits.shape[1] else None
+    bits = tree.bits[idx] if tree.bits.shape[1] else None
     return Tree(left, right, ft[idx], th[idx], tree.value[idx], bits,
                 None if tree.missing_left is None else tree.missing_left[idx])
 

@@ -190,6 +190,13 @@ class Tree:
         return int(self.children_left.shape[0])
 
     @property
+    def bits(self) -> np.ndarray:
+        """``category_bits`` as set in ``__post_init__``: (n_nodes, n_words), no words
+        when no split is categorical (never None once the tree is made)."""
+        assert self.category_bits is not None
+        return self.category_bits
+
+    @property
     def is_leaf(self) -> np.ndarray:
         return self.children_left < 0
 

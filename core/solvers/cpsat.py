@@ -219,7 +219,7 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
     return CellSolution("optimal" if status == cp_model.OPTIMAL else "feasible", cells, lb, slack=d / (2 * sc))
 
 
-def _solutions(lits: list[_Lits], tell: Callable[[np.ndarray], None]) -> Any:
+def _solutions(lits: list[_Lits | _BandLits], tell: Callable[[np.ndarray], None]) -> Any:
     """A CP-SAT solution callback handing each improving solution's cells to ``tell``."""
     from ortools.sat.python import cp_model  # loaded with the solver
 
@@ -238,7 +238,7 @@ class _LeafSet(NamedTuple):
     row: np.ndarray
 
 
-def _constraints(m, prob: CellProblem, costs: list[np.ndarray], lits: list[_Lits]
+def _constraints(m, prob: CellProblem, costs: list[np.ndarray], lits: list[_Lits | _BandLits]
                  ) -> tuple[_LeafSet, _LeafSet | None] | None:
     """Every constraint but the objective; None when they cannot all hold."""
     for j, L in enumerate(lits):  # forbidden intervals inside the allowed span
@@ -270,7 +270,7 @@ def _constraints(m, prob: CellProblem, costs: list[np.ndarray], lits: list[_Lits
     return model, plaus
 
 
-def _leaf_vars(m, prob: CellProblem, blk: TreeBlock, costs: list[np.ndarray], lits: list[_Lits], name: str
+def _leaf_vars(m, prob: CellProblem, blk: TreeBlock, costs: list[np.ndarray], lits: list[_Lits | _BandLits], name: str
                ) -> dict[int, Any] | None:
     """One boolean per reachable leaf, exactly one per tree, each implying its
     box (eqs. 8-12, 16-17); None when some tree has no reachable leaf."""
@@ -307,7 +307,7 @@ def _leaf_vars(m, prob: CellProblem, blk: TreeBlock, costs: list[np.ndarray], li
     return svars
 
 
-def _leaf_categories(m, prob: CellProblem, g: list[int], svars: list, hi: np.ndarray, lits: list[_Lits]) -> bool:
+def _leaf_categories(m, prob: CellProblem, g: list[int], svars: list, hi: np.ndarray, lits: list[_Lits | _BandLits]) -> bool:
     """A leaf's categories of group ``g`` (canonical bounds: a column spans 1
     iff its category is allowed, :mod:`core.cells.groups`): with one category
     hot (eq. 27), "one of the allowed is hot" and "every other is cold" say
@@ -326,7 +326,7 @@ def _leaf_categories(m, prob: CellProblem, g: list[int], svars: list, hi: np.nda
     return True
 
 
-def _one_category(m, prob: CellProblem, lits: list[_Lits]) -> bool:
+def _one_category(m, prob: CellProblem, lits: list[_Lits | _BandLits]) -> bool:
     """Exactly one column of each one-hot group at 1 (eq. 27)."""
     for g in prob.groups:
         _, i1 = zero_one_intervals(prob.levels, g)
@@ -362,7 +362,7 @@ def _nogoods(m, prob: CellProblem, model: _LeafSet, plaus: _LeafSet | None, othe
     return True
 
 
-def _exclusions(m, prob: CellProblem, lits: list[_Lits]) -> None:
+def _exclusions(m, prob: CellProblem, lits: list[_Lits | _BandLits]) -> None:
     """Diversity: of each earlier solution's changed features, keep one unchanged."""
     for changed in prob.exclusions:
         us = []
@@ -378,7 +378,7 @@ def _exclusions(m, prob: CellProblem, lits: list[_Lits]) -> None:
         m.add_bool_or(us)
 
 
-def _objective(m, prob: CellProblem, costs: list[np.ndarray], lits: list[_Lits], sc: float):
+def _objective(m, prob: CellProblem, costs: list[np.ndarray], lits: list[_Lits | _BandLits], sc: float):
     """Per feature C_j(lo_i) + sum_m (C_j(m) - C_j(m-1)) g_jm, with integer costs scaled by
     ``sc``: their sum, or for the L-infinity cost a variable at least each of them (the largest)."""
     obj, const, per_feature = [], 0, []
