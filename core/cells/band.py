@@ -33,13 +33,11 @@ plausibility or further models, keeps the rewrite.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from core.cells.cache import GRID_CACHE
-from core.cells.problem import CellProblem
+from core.cells.problem import Band, CellProblem
 from core.model.missing import band_cut, banded, info
 
 if TYPE_CHECKING:
@@ -49,50 +47,6 @@ __all__ = ["Band", "band_problem", "ENABLED"]
 
 #: read missing values as a band (False: always the rewrite; tests compare the two)
 ENABLED = True
-
-
-@dataclass(frozen=True)
-class Band:
-    """How a banded problem's points read as the caller's rows."""
-
-    outer: TreeEnsemble                   # the model as the caller reads it ("is missing" columns)
-    x_hat: np.ndarray                     # the query as the caller gave it
-    cuts: dict[int, tuple[float, float]]  # feature -> (p1, p2): its band x > p1 and the band's point
-    indicator: dict[int, int]             # feature -> its "is missing" column
-    fill: dict[int, float]                # feature -> the value its column holds where missing
-    fill_hat: dict[int, int]              # feature -> the interval of its fill
-    leave: dict[int, float] = field(default_factory=dict)      # feature -> the cost of "is missing" 1 -> 0
-    raw: dict[int, np.ndarray] = field(default_factory=dict)   # feature -> its numbers' costs from the fill
-
-    def to_outer(self, X: np.ndarray) -> np.ndarray:
-        """Points of the problem as the caller's rows (same shape)."""
-        out = np.array(X, dtype=float)
-        rows = np.atleast_2d(out)
-        for j, (p1, _) in self.cuts.items():
-            k = self.indicator[j]
-            gone = rows[:, j] > p1
-            rows[:, k] = gone.astype(float)
-            rows[gone, j] = self.fill[j]
-        return out
-
-    def to_inner(self, X: np.ndarray) -> np.ndarray:
-        """The caller's rows as points of the problem (a new array): a missing value
-        is the band's point; a number beyond ``p1`` (above every split level) is read
-        as ``p1``, which every split reads alike."""
-        out = np.array(X, dtype=float)
-        rows = np.atleast_2d(out)
-        for j, (p1, p2) in self.cuts.items():
-            k = self.indicator[j]
-            gone = rows[:, k] > 0.5
-            rows[~gone & (rows[:, j] > p1), j] = p1    # a number in the band: p1, which every split reads alike
-            rows[gone, j] = p2
-            rows[:, k] = 1.0
-        return out
-
-    def inner_rows(self, X: np.ndarray) -> np.ndarray:
-        """:meth:`to_inner` of reference rows, kept with the array for the next query."""
-        key = ("band_rows", tuple(sorted(self.cuts.items())), X.shape, X[0].tobytes() if len(X) else b"")
-        return GRID_CACHE.get(X, key, lambda: self.to_inner(X))
 
 
 def band_problem(wide: TreeEnsemble, x: np.ndarray, action: list[str],
