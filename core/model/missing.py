@@ -97,30 +97,48 @@ def to_native(meta: dict[str, Any], X: np.ndarray) -> np.ndarray:
     return out
 
 
-def _rewrite(tree: Tree, ind: dict[int, int], max_nodes: int) -> Tree:
-    cl: list[int] = []
-    cr: list[int] = []
-    ft: list[int] = []
-    th: list[float] = []
-    val: list[np.ndarray] = []
-    bits = tree.bits
-    has_bits = bits.shape[1] > 0
-    cb: list[np.ndarray] = []
-    miss = tree.missing_left if tree.missing_left is not None else np.zeros(tree.n_nodes, dtype=bool)
+class _Nodes:
+    """A tree being written node by node, each node after its parent (the rewrites below)."""
 
-    def new(feature: int, threshold: float, value: np.ndarray, b: np.ndarray | None) -> int:
-        if len(cl) >= max_nodes:
-            raise UnsupportedModelError(
-                f"Reading missing values as a state of their features would grow this model past {max_nodes:,} "
-                "nodes; impute the missing values (or drop those rows) and upload again.")
-        cl.append(-1)
-        cr.append(-1)
-        ft.append(feature)
-        th.append(threshold)
-        val.append(value)
-        if has_bits:
-            cb.append(np.zeros(bits.shape[1], dtype=np.uint64) if b is None else b)
-        return len(cl) - 1
+    def __init__(self, tree: Tree, max_nodes: int, too_big: str):
+        self.cl: list[int] = []
+        self.cr: list[int] = []
+        self.ft: list[int] = []
+        self.th: list[float] = []
+        self.val: list[np.ndarray] = []
+        self.cb: list[np.ndarray] = []
+        self.words = tree.bits.shape[1]
+        self.max_nodes, self.too_big = max_nodes, too_big
+
+    def new(self, feature: int, threshold: float, value: np.ndarray, b: np.ndarray | None = None) -> int:
+        """A node without children yet (a leaf until :meth:`link` gives it two)."""
+        if len(self.cl) >= self.max_nodes:
+            raise UnsupportedModelError(self.too_big.format(self.max_nodes))
+        self.cl.append(-1)
+        self.cr.append(-1)
+        self.ft.append(feature)
+        self.th.append(threshold)
+        self.val.append(value)
+        if self.words:
+            self.cb.append(np.zeros(self.words, dtype=np.uint64) if b is None else b)
+        return len(self.cl) - 1
+
+    def link(self, k: int, left: int, right: int) -> int:
+        self.cl[k], self.cr[k] = left, right
+        return k
+
+    def tree(self) -> Tree:
+        return Tree(np.array(self.cl), np.array(self.cr), np.array(self.ft), np.array(self.th), np.array(self.val),
+                    np.array(self.cb) if self.words else None)
+
+
+def _rewrite(tree: Tree, ind: dict[int, int], max_nodes: int) -> Tree:
+    nodes = _Nodes(tree, max_nodes, "Reading missing values as a state of their features would grow this model past "
+                                    "{:,} nodes; impute the missing values (or drop those rows) and upload again.")
+    new = nodes.new
+    bits = tree.bits
+    has_bits = nodes.words > 0
+    miss = tree.missing_left if tree.missing_left is not None else np.zeros(tree.n_nodes, dtype=bool)
 
     zero = np.zeros(tree.value.shape[1])
 
@@ -139,19 +157,13 @@ def _rewrite(tree: Tree, ind: dict[int, int], max_nodes: int) -> Tree:
             else:
                 break
         if tree.children_left[i] < 0:
-            return new(-1, np.nan, tree.value[i], None)
+            return new(-1, np.nan, tree.value[i])
         j, t = int(tree.feature[i]), float(tree.threshold[i])
         if not np.isnan(t) and j in ind and j not in state:   # first split on j here: its indicator
-            k = new(ind[j], 0.5, zero, None)
-            a = build(i, {**state, j: False})
-            b = build(i, {**state, j: True})
-            cl[k], cr[k] = a, b
-            return k
+            k = new(ind[j], 0.5, zero)
+            return nodes.link(k, build(i, {**state, j: False}), build(i, {**state, j: True}))
         k = new(j, t, zero, bits[i] if has_bits and np.isnan(t) else None)
-        a = build(int(tree.children_left[i]), state)
-        b = build(int(tree.children_right[i]), state)
-        cl[k], cr[k] = a, b
-        return k
+        return nodes.link(k, build(int(tree.children_left[i]), state), build(int(tree.children_right[i]), state))
 
     old = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old, 4 * tree.max_depth + 200))
@@ -159,8 +171,7 @@ def _rewrite(tree: Tree, ind: dict[int, int], max_nodes: int) -> Tree:
         build(0, {})
     finally:
         sys.setrecursionlimit(old)
-    return Tree(np.array(cl), np.array(cr), np.array(ft), np.array(th), np.array(val),
-                np.array(cb) if has_bits else None)
+    return nodes.tree()
 
 
 def expand(ens: TreeEnsemble, features: Sequence[int], fill: Sequence[float],
@@ -216,30 +227,13 @@ def _band_tree(tree: Tree, band: dict[int, tuple[float, float]], always: set[int
     are missing wherever this tree is read: their splits take the missing side;
     every other feature holds a number: a split on missing values only takes
     its numbers' side."""
-    cl: list[int] = []
-    cr: list[int] = []
-    ft: list[int] = []
-    th: list[float] = []
-    val: list[np.ndarray] = []
-    cb: list[np.ndarray] = []
+    nodes = _Nodes(tree, max_nodes, "Reading missing values as a band of their columns would grow this model past "
+                                    "{:,} nodes.")
+    new = nodes.new
     bits = tree.bits
-    has_bits = bits.shape[1] > 0
+    has_bits = nodes.words > 0
     miss = tree.missing_left if tree.missing_left is not None else np.zeros(tree.n_nodes, dtype=bool)
     zero = np.zeros(tree.value.shape[1])
-    words = bits.shape[1]
-
-    def new(feature: int, threshold: float, value: np.ndarray, b: np.ndarray | None = None) -> int:
-        if len(cl) >= max_nodes:
-            raise UnsupportedModelError(f"Reading missing values as a band of their columns would grow this model "
-                                        f"past {max_nodes:,} nodes.")
-        cl.append(-1)
-        cr.append(-1)
-        ft.append(feature)
-        th.append(threshold)
-        val.append(value)
-        if has_bits:
-            cb.append(np.zeros(words, dtype=np.uint64) if b is None else b)
-        return len(cl) - 1
 
     State = dict[int, tuple[float, float, bool]]
 
@@ -266,10 +260,7 @@ def _band_tree(tree: Tree, band: dict[int, tuple[float, float]], always: set[int
             return new(-1, np.nan, tree.value[i])
         k = new(int(tree.feature[i]), float(tree.threshold[i]), zero,
                 bits[i] if has_bits and np.isnan(tree.threshold[i]) else None)
-        a = build(int(tree.children_left[i]), st)
-        b = build(int(tree.children_right[i]), st)
-        cl[k], cr[k] = a, b
-        return k
+        return nodes.link(k, build(int(tree.children_left[i]), st), build(int(tree.children_right[i]), st))
 
     def split(i: int, j: int, st: State) -> int:
         lo, hi, m_in = st[j]
@@ -297,10 +288,7 @@ def _band_tree(tree: Tree, band: dict[int, tuple[float, float]], always: set[int
             child, s_j = branches[0]
             return build(child, {**st, j: s_j})
         k = new(j, cuts[0], zero)
-        a = build(branches[0][0], {**st, j: branches[0][1]})
-        b = chain(j, cuts[1:], branches[1:], st)
-        cl[k], cr[k] = a, b
-        return k
+        return nodes.link(k, build(branches[0][0], {**st, j: branches[0][1]}), chain(j, cuts[1:], branches[1:], st))
 
     old = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old, 8 * tree.max_depth + 200))
@@ -308,8 +296,7 @@ def _band_tree(tree: Tree, band: dict[int, tuple[float, float]], always: set[int
         build(0, {j: (-np.inf, np.inf, True) for j in band})
     finally:
         sys.setrecursionlimit(old)
-    return Tree(np.array(cl), np.array(cr), np.array(ft), np.array(th), np.array(val),
-                np.array(cb) if has_bits else None)
+    return nodes.tree()
 
 
 _BANDED: "weakref.WeakKeyDictionary[TreeEnsemble, dict]" = weakref.WeakKeyDictionary()

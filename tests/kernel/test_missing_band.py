@@ -145,9 +145,8 @@ def test_the_band_gives_the_rewrites_optimum(case, norm, weights, monkeypatch):
         assert np.array_equal(res.x_query, C[r])                  # the caller's columns
         assert set(np.unique(res.x[inds])) <= {0.0, 1.0}
         assert np.all(res.x[inds] <= C[r, inds])                  # a known value never becomes missing
-        for j, k in zip(got["features"], inds):
-            if res.x[k] > 0.5:
-                assert res.x[j] == C[r, j]                        # still missing: the fill, untouched
+        still = res.x[inds] > 0.5                                  # still missing: the fill, untouched
+        assert np.array_equal(res.x[got["features"]][still], C[r, got["features"]][still])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             assert model.predict(ws.to_raw(res.x[None, :]))[0] == target
@@ -157,19 +156,26 @@ def test_the_band_gives_the_rewrites_optimum(case, norm, weights, monkeypatch):
     assert calls and all(calls)
 
 
-def test_a_second_solution_through_the_band_avoids_the_first(case):
+def test_alternatives_through_the_band_are_the_rewrites(case, monkeypatch):
     name, model, ws, C = case
     ens = ws.ensemble
     inds = info(ens)["indicators"]
-    r = int(np.flatnonzero(C[:, inds].sum(axis=1) > 0)[3])
-    target = 1 - ws.predictions[r]
-    res = optimal_counterfactual(ens, C[r], target, schema=ws.schema, X_ref=C, model=model, n_solutions=3)
-    assert res.found
-    first = {c.feature for c in res.changes}
-    for alt in res.alternatives:
-        assert alt.cost >= res.cost - 1e-9
-        assert ens.predict(alt.x[None, :])[0] == target
-        assert not first <= {c.feature for c in alt.changes} or not first
+    seen = 0
+    for r in np.flatnonzero(C[:, inds].sum(axis=1) > 0)[:6]:
+        target = 1 - ws.predictions[r]
+        kw = dict(schema=ws.schema, X_ref=C, model=model, n_solutions=3)
+        res = optimal_counterfactual(ens, C[r], target, **kw)
+        monkeypatch.setattr(band_module, "ENABLED", False)
+        old = optimal_counterfactual(ens, C[r], target, **kw)
+        monkeypatch.setattr(band_module, "ENABLED", True)
+        assert res.found and old.found
+        assert [a.cost for a in res.alternatives] == pytest.approx([a.cost for a in old.alternatives], abs=1e-9)
+        first = {c.feature for c in res.changes}
+        for alt in res.alternatives:
+            assert ens.predict(alt.x[None, :])[0] == target
+            assert not first <= {c.feature for c in alt.changes}     # one of the first's changes is left out
+        seen += len(res.alternatives)
+    assert seen > 0                                                # some row has alternatives to compare
 
 
 def test_the_cache_survives_an_owner_dying_while_it_is_updated():
