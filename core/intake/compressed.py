@@ -17,7 +17,9 @@ import io
 import lzma
 import zipfile
 import zlib
+from collections.abc import Callable
 from pathlib import PurePosixPath
+from typing import Literal
 
 from core.errors import DataError
 
@@ -27,6 +29,8 @@ _GZIP, _BZIP2, _XZ = b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00"
 _ZIP = (b"PK\x03\x04", b"PK\x05\x06")
 _REFUSED = {b"\x28\xb5\x2f\xfd": "zstd", b"7z\xbc\xaf\x27\x1c": "7-Zip", b"Rar!\x1a\x07": "RAR"}
 _STREAMS = {".gz": "gzip", ".gzip": "gzip", ".bz2": "bzip2", ".xz": "xz"}
+_OPENERS: dict[str, Callable[[io.BytesIO, Literal["rb"]], io.BufferedIOBase]] = {
+    "gzip": gzip.open, "bzip2": bz2.open, "xz": lzma.open}
 _TABLE_SUFFIXES = (".csv", ".tsv", ".txt", ".parquet", ".pq")
 _FIX = "Upload the CSV or Parquet file itself, or compressed with gzip (.gz), bzip2 (.bz2), xz (.xz) or zip."
 
@@ -61,7 +65,7 @@ def unpack(data: bytes, filename: str, max_bytes: int) -> tuple[bytes, str, str 
     if kind is None:
         return data, filename, None
     if kind in ("gzip", "bzip2", "xz"):
-        opener = {"gzip": gzip.open, "bzip2": bz2.open, "xz": lzma.open}[kind]
+        opener = _OPENERS[kind]
         stem = PurePosixPath(filename)
         inner = stem.stem if stem.suffix.lower() in _STREAMS else stem.name
         try:

@@ -59,5 +59,5 @@ def to_csv(df: pd.DataFrame, **kwargs: Any) -> str:
     for k in range(out.shape[1]):                   # numbers as shown everywhere: 42, not 42.0
         s = out.iloc[:, k]
         if pd.api.types.is_float_dtype(s) or pd.api.types.is_object_dtype(s):
-            out.isetitem(k, pd.Series([csv_cell(v) for v in s], index=s.index, dtype=object))
+            out.isetitem(k, pd.Series([csv_cell(v) for v in s], dtype=object).to_numpy())
     return out.to_csv(**kwargs)

@@ -304,7 +304,10 @@ def _as_numbers_and_text(table, filename: str):
     import pyarrow.types as pat
 
     notes: list[str] = []
-    dated, timed, lasted, undecodable = [], [], [], []
+    dated: list[str] = []
+    timed: list[str] = []
+    lasted: list[str] = []
+    undecodable: list[str] = []
     for i, field in enumerate(table.schema):
         kind = field.type.value_type if pat.is_dictionary(field.type) else field.type
         col = table.column(i)

@@ -347,9 +347,10 @@ def _raw_thresholds(pre: Any, raw_cols: list[str], cats: dict[str, tuple], owner
     for k in range(inner.n_features):
         ts = np.unique(np.concatenate([t.threshold[(t.feature == k) & ~np.isnan(t.threshold)]
                                        for t in inner.trees]))
-        if ts.size == 0 or owner[k] is None or owner[k] in cats:
+        col = owner[k]
+        if ts.size == 0 or col is None or col in cats:
             continue
-        f = _numeric_map(pre, raw_cols, cats, owner[k], k)
+        f = _numeric_map(pre, raw_cols, cats, col, k)
         with np.errstate(all="ignore"):
             increasing = bool(f(np.array([1e6]))[0] >= f(np.array([-1e6]))[0])
         xs = _largest_at_most(f, ts, increasing)
