@@ -37,7 +37,7 @@ import numpy as np
 from core.errors import AtlasError, ModelError, UnsupportedModelError
 from core.intake.parsing.cityhash import cat_feature_hash
 from core.intake.parsing.common import build_tree, drop_last_level
-from core.model.ensemble import TreeEnsemble
+from core.model.ensemble import Link, Task, TreeEnsemble
 from core.model.tree import float32_le_bound
 
 OTHER = "(any other value)"
@@ -195,8 +195,10 @@ def _categories(splits: list[dict], fi: dict, cat_flat: dict[int, int],
     return categories, hashes
 
 
-def _link(loss: str, class_params: dict, bias: list[float]) -> tuple[str, str, int, list[float]]:
+def _link(loss: str, class_params: dict, bias: list[float]) -> tuple[Task, Link, int, list[float]]:
     """``(task, link, n_outputs, biases)`` of a loss, one bias per output."""
+    task: Task
+    link: Link
     if loss in _SIGMOID:
         task, link, n_out = "classification", "sigmoid", 1
     elif loss in _SOFTMAX:

@@ -131,8 +131,11 @@ def drop_last_level(ens: TreeEnsemble, features: list[int], route: str) -> TreeE
     cats = list(ens.categories)
     old: dict[int, int] = {}
     for j in features:
-        old[j] = len(cats[j])                        # the old missing code; the new one is one below
-        cats[j] = tuple(cats[j][:-1])
+        levels = cats[j]
+        if levels is None:
+            raise ModelError(f"feature {j} is not categorical: it has no category level to drop.")
+        old[j] = len(levels)                         # the old missing code; the new one is one below
+        cats[j] = tuple(levels[:-1])
     one = np.uint64(1)
     trees = []
     for t in ens.trees:

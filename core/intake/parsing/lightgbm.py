@@ -32,7 +32,7 @@ import numpy as np
 
 from core.errors import UnsupportedModelError
 from core.intake.parsing.common import build_tree, describe_unsupported
-from core.model.ensemble import TreeEnsemble
+from core.model.ensemble import Link, Task, TreeEnsemble
 from core.model.tree import MISSING_ONLY
 
 KZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold, a float widened to double
@@ -77,6 +77,8 @@ def parse_lightgbm(model: Any) -> TreeEnsemble:
                                     f"('{flags[0]}') the analyses do not read; retrain without it.")
     params = dict(p.split(":", 1) for p in obj[1:] if ":" in p)
     k = int(dump.get("num_tree_per_iteration", 1))
+    task: Task
+    link: Link
     if kind == "binary":
         task, link, n_out, classes = "classification", "sigmoid", 1, np.arange(2)
     elif kind in ("multiclass", "softmax"):
@@ -117,7 +119,7 @@ def parse_lightgbm(model: Any) -> TreeEnsemble:
                         base_score=np.zeros(n_out), classes=classes,
                         sigmoid_scale=float(params.get("sigmoid", 1.0)),
                         source=f"lightgbm.{type(model).__name__}", meta=meta,
-                        categories=categories if any(c is not None for c in categories) else ())
+                        categories=tuple(categories) if any(c is not None for c in categories) else ())
 
 
 def _check_outputs(kind: str, params: dict[str, str], per_iter: int, n_class: int) -> None:
@@ -133,7 +135,7 @@ def _check_outputs(kind: str, params: dict[str, str], per_iter: int, n_class: in
             "The file is damaged or was edited: re-save the model from LightGBM.")
 
 
-def _categories(dump: dict, booster: Any, names: list[str], d: int) -> tuple[list, dict]:
+def _categories(dump: dict, booster: Any, names: list[str], d: int) -> tuple[list[tuple[Any, ...] | None], dict]:
     """Per feature None or its category values, and the ensemble's meta."""
     infos = dump.get("feature_infos") or {}
     is_cat = [bool(infos.get(n, {}).get("values")) if n in infos else False for n in names[:d]]
@@ -142,7 +144,7 @@ def _categories(dump: dict, booster: Any, names: list[str], d: int) -> tuple[lis
         return [None] * d, {}
     pandas_cats = getattr(booster, "pandas_categorical", None) or []
     cat_idx = [j for j in range(d) if is_cat[j]]
-    out: list = [None] * d
+    out: list[tuple[Any, ...] | None] = [None] * d
     if pandas_cats and len(pandas_cats) == len(cat_idx):
         for j, cats in zip(cat_idx, pandas_cats):
             out[j] = tuple(cats)

@@ -113,7 +113,7 @@ def _damaged(filename: str, what: str) -> ModelError:
     return ModelError(f"{filename!r} is not a readable ONNX model: {what}. {_HOW}")
 
 
-def read_onnx(data: bytes, filename: str = "model.onnx", limits: OnnxLimits = LIMITS) -> Any:
+def read_onnx(data: bytes | bytearray, filename: str = "model.onnx", limits: OnnxLimits = LIMITS) -> Any:
     """Parse ONNX bytes into a checked ``onnx.ModelProto`` (see the module docstring).
 
     Raises

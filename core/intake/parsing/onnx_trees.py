@@ -412,10 +412,13 @@ def _read_v1(op_type: str, attrs: dict[str, Any], columns: Sequence[Column], tre
         raise ModelError("The tree ensemble's leaf weight attributes have different lengths.")
     if clf:
         ints, strs = attrs.get("classlabels_int64s"), attrs.get("classlabels_strings")
-        if bool(ints) == bool(strs):
+        labels: list[Any] | None
+        if ints and not strs:
+            labels = [int(v) for v in ints]
+        elif strs and not ints:
+            labels = [s.decode() if isinstance(s, bytes) else str(s) for s in strs]
+        else:
             raise ModelError("A TreeEnsembleClassifier needs exactly one of classlabels_int64s and classlabels_strings.")
-        labels: list[Any] | None = [int(v) for v in ints] if ints else [s.decode() if isinstance(s, bytes) else str(s)
-                                                                        for s in strs]
         n_targets = len(labels)
     else:
         labels = None
@@ -501,7 +504,8 @@ def _read_v5(attrs: dict[str, Any], columns: Sequence[Column], tree_f32: bool, b
         raise ModelError(f"A leaf names a target outside 0..{n_targets - 1}.")
     members: dict[int, np.ndarray] = {}
     flat = _arr(attrs, "membership_values", np.float64)
-    sets, cur = [], []
+    sets: list[np.ndarray] = []
+    cur: list[float] = []
     for v in flat:
         if v != v:
             sets.append(np.array(cur))

@@ -176,16 +176,19 @@ def _check_hgb(est: Any, filename: str) -> None:
               and not hasattr(mapper, a)]
     if lacks:
         raise _damaged(filename, f"its {name} lacks part of what a fitted model keeps ({', '.join(lacks)})")
+    unread = (f"its {name}'s number of features, trees per iteration, categorical features or iterations are not "
+              "what scikit-learn keeps")
+    if mapper is None:                 # kept but emptied: a fitted model holds a bin mapper
+        raise _damaged(filename, unread)
     try:
         n_features = int(est.n_features_in_)
         k = int(est.n_trees_per_iteration_)
-        is_cat = np.asarray(mapper.is_categorical_, dtype=bool) if mapper.is_categorical_ is not None \
+        is_cat = np.asarray(mapper.is_categorical_, dtype=np.bool_) if mapper.is_categorical_ is not None \
             else np.zeros(n_features, dtype=bool)
         known = list(mapper.bin_thresholds_) if is_cat.any() else []
         iterations = list(est._predictors)
     except Exception:  # noqa: BLE001 - a model whose state skops could not restore
-        raise _damaged(filename, f"its {name}'s number of features, trees per iteration, categorical features or "
-                                 "iterations are not what scikit-learn keeps") from None
+        raise _damaged(filename, unread) from None
     if is_cat.shape != (n_features,) or (is_cat.any() and len(known) != n_features):
         raise _damaged(filename, f"its {name}'s categorical features do not match its {n_features} features")
     for f in np.flatnonzero(is_cat):

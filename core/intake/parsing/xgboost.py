@@ -40,12 +40,12 @@ import numpy as np
 from core.errors import ModelError, UnsupportedModelError
 from core.intake.parsing.common import build_tree, describe_unsupported, drop_last_level
 from core.model.categorical import OTHER_CODE
-from core.model.ensemble import TreeEnsemble
+from core.model.ensemble import Link, Task, TreeEnsemble
 from core.model.tree import Tree, float32_le_bound
 
 __all__ = ["parse_xgboost", "drop_other_code"]
 
-_CLASSIF = {"binary:logistic": "sigmoid", "multi:softprob": "softmax", "multi:softmax": "softmax"}
+_CLASSIF: dict[str, Link] = {"binary:logistic": "sigmoid", "multi:softprob": "softmax", "multi:softmax": "softmax"}
 _REGRESS = {"reg:squarederror", "reg:absoluteerror", "reg:pseudohubererror", "reg:linear"}
 
 
@@ -122,10 +122,12 @@ def _booster(model: Any) -> tuple[Any, Any]:
     raise describe_unsupported(model)
 
 
-def _objective(objective: str, mp: dict, n_class: int) -> tuple[str, str, int, np.ndarray | None, np.ndarray]:
+def _objective(objective: str, mp: dict, n_class: int) -> tuple[Task, Link, int, np.ndarray | None, np.ndarray]:
     """``(task, link, n_outputs, classes, base_score)`` of an objective, the base
     score (``learner_model_param``'s) as a margin."""
     base = _parse_floats(mp["base_score"])
+    task: Task
+    link: Link
     if objective in _CLASSIF:
         link = _CLASSIF[objective]
         n_out = 1 if link == "sigmoid" else n_class
@@ -164,7 +166,7 @@ def _tree(tj: dict, grp: Any, n_out: int, categories: list, n_codes: int | None)
         raise ModelError(f"This XGBoost model is damaged: tree {tj.get('id', '?')}, {what} {raw[i]}. Re-save the "
                          "model from XGBoost.")
     thr = float32_le_bound(np.nextafter(np.asarray(cond, dtype=np.float32), np.float32(-np.inf)))
-    nodes = []
+    nodes: list[dict[str, Any]] = []
     for i in range(len(left)):
         if left[i] == -1:
             v = np.zeros(n_out)
