@@ -6,7 +6,7 @@ parser's node dicts into a :class:`core.model.tree.Tree`.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -14,7 +14,17 @@ from core.errors import ModelError, UnsupportedModelError
 from core.model.ensemble import TreeEnsemble
 from core.model.tree import Tree, category_bits_from_sets
 
-__all__ = ["SUPPORTED_MODELS", "describe_unsupported", "build_tree", "resolve_redirects", "drop_last_level"]
+__all__ = ["SUPPORTED_MODELS", "EnsembleHeader", "describe_unsupported", "build_tree", "resolve_redirects",
+           "drop_last_level"]
+
+
+class EnsembleHeader(TypedDict):
+    """What a scikit-learn model says of its inputs, as every :class:`TreeEnsemble` made from one takes it."""
+
+    n_features: int
+    feature_names: tuple[str, ...]
+    source: str
+
 
 SUPPORTED_MODELS = (
     "scikit-learn: DecisionTreeClassifier, DecisionTreeRegressor, RandomForestClassifier, "

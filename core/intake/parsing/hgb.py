@@ -53,11 +53,11 @@ import numpy as np
 import pandas as pd
 
 from core.errors import AtlasError, UnsupportedModelError
-from core.intake.parsing.common import build_tree
+from core.intake.parsing.common import EnsembleHeader, build_tree
 from core.jsonable import plain
-from core.model.ensemble import TreeEnsemble
+from core.model.ensemble import Link, Task, TreeEnsemble
 from core.model.native import native_input
-from core.model.tree import MISSING_ONLY
+from core.model.tree import MISSING_ONLY, Tree
 
 __all__ = ["parse_hgb"]
 
@@ -91,7 +91,7 @@ def _layout(model: Any) -> tuple[np.ndarray, list]:
         raise UnsupportedModelError(f"This {name}'s category encoder does not hold the categories of its "
                                     f"{int(is_cat.sum())} categorical features; re-fit and save the model.")
     cats: list = [None] * d
-    for j, values in zip(np.flatnonzero(is_cat), categories):
+    for j, values in zip(np.flatnonzero(is_cat).tolist(), categories):
         values = list(np.asarray(values, dtype=object).ravel())
         while values and _is_missing(values[-1]):     # a missing value seen in training: not a category
             values.pop()
@@ -128,8 +128,8 @@ def _check_known(model: Any, order: np.ndarray, cats: list) -> None:
     try:
         mapper = model._bin_mapper
         flags = np.asarray(mapper.is_categorical_, dtype=bool)
-        known = [np.asarray(mapper.bin_thresholds_[f], dtype=np.float64) if cats[j] is not None else None
-                 for f, j in enumerate(order)]
+        known = {f: np.asarray(mapper.bin_thresholds_[f], dtype=np.float64)
+                 for f, j in enumerate(order) if cats[j] is not None}
     except (AttributeError, TypeError, IndexError, KeyError, ValueError):
         raise UnsupportedModelError(f"This {name}'s trees do not say which categories they know; the file is "
                                     "damaged or was edited: re-fit and save the model.") from None
@@ -158,13 +158,15 @@ def _check_reading(model: Any, ens: TreeEnsemble, order: np.ndarray) -> None:
     cats = list(ens.categories) if ens.categories else [None] * d
     n = max([len(c) + 1 for c in cats if c is not None] + [len(_NUMBERS)])
     X, k = np.empty((n, d)), np.arange(n)
-    for j in range(d):          # every code of a category (the missing one too); numbers in turn
-        X[:, j] = k % (len(cats[j]) + 1) if cats[j] is not None else np.roll(_NUMBERS, j)[k % len(_NUMBERS)]
+    for j, levels in enumerate(cats):   # every code of a category (the missing one too); numbers in turn
+        X[:, j] = k % (len(levels) + 1) if levels is not None else np.roll(_NUMBERS, j)[k % len(_NUMBERS)]
     given = native_input(ens, model, X)
     unseen = native_input(ens, model, X[:1])
-    for j in (j for j in range(d) if cats[j] is not None):         # a category the model never saw
-        numeric = all(isinstance(v, (int, float)) for v in cats[j])
-        value = max(cats[j]) + 0.5 if numeric else "__atlas_never_seen__"
+    for j, levels in enumerate(cats):
+        if levels is None:
+            continue
+        numeric = all(isinstance(v, (int, float)) for v in levels)    # a category the model never saw
+        value = max(levels) + 0.5 if numeric else "__atlas_never_seen__"
         if isinstance(unseen, pd.DataFrame):
             col = unseen.columns[j]
             keep = numeric and not isinstance(unseen[col].dtype, pd.CategoricalDtype)
@@ -247,7 +249,7 @@ def _tree(pred: Any, k: int, n_out: int, order: np.ndarray, cats: list, n_codes:
     return build_tree(out, n_out, n_codes, routes_missing=True)
 
 
-def parse_hgb(model: Any, common: dict) -> TreeEnsemble:
+def parse_hgb(model: Any, common: EnsembleHeader) -> TreeEnsemble:
     """A fitted HistGradientBoosting model as a TreeEnsemble (``common``: n_features,
     feature_names, source, as :func:`core.intake.parsing.sklearn.parse_sklearn` gives them)."""
     name = type(model).__name__
@@ -269,6 +271,10 @@ def parse_hgb(model: Any, common: dict) -> TreeEnsemble:
                                     "the model.")
     from sklearn.ensemble import HistGradientBoostingClassifier  # scikit-learn: the model is one of its own
 
+    task: Task
+    out_link: Link
+    out_classes: np.ndarray | None
+
     if isinstance(model, HistGradientBoostingClassifier):
         if loss not in _CLASS_LOSSES:
             raise UnsupportedModelError(f"{name} with the loss {loss} is not supported; only log_loss.")
@@ -282,17 +288,17 @@ def parse_hgb(model: Any, common: dict) -> TreeEnsemble:
         if (loss, link) != expected:
             raise UnsupportedModelError(f"This {name} of {n} classes has the loss {loss} with the link {link}; the "
                                         "file is damaged or was edited: re-fit and save the model.")
-        kind = dict(task="classification", link="sigmoid" if K == 1 else "softmax", classes=classes)
+        task, out_link, out_classes = "classification", ("sigmoid" if K == 1 else "softmax"), classes
     else:
         if link != "IdentityLink" or K != 1:
             raise UnsupportedModelError(
                 f"{name} with loss={model.loss!r} predicts a transform ({link}) of the trees' sum, which the "
                 "analyses cannot read exactly yet; supported losses: squared_error, absolute_error, quantile.")
-        kind = dict(task="regression", link="identity")
+        task, out_link, out_classes = "regression", "identity", None
     order, cats = _layout(model)
     _check_known(model, order, cats)
     n_codes = max((len(c) + 1 for c in cats if c is not None), default=None)
-    trees = []
+    trees: list[Tree] = []
     for it, per_class in enumerate(model._predictors):
         if len(per_class) != K:
             raise UnsupportedModelError(f"Iteration {it} of this {name} has {len(per_class)} trees, not {K}; "
@@ -304,6 +310,7 @@ def parse_hgb(model: Any, common: dict) -> TreeEnsemble:
     if any(c is not None for c in cats):
         meta["input"] = _input_kind(model, cats)
     ens = TreeEnsemble(tuple(trees), aggregation="sum", base_score=base, meta=meta,
-                       categories=tuple(cats) if meta else (), **kind, **common)
+                       categories=tuple(cats) if meta else (), task=task, link=out_link, classes=out_classes,
+                       **common)
     _check_reading(model, ens, order)
     return ens

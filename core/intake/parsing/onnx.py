@@ -140,17 +140,16 @@ def _front(model: OnnxModel, tree: Any) -> _Front:
         if node is tree:
             break
         ins = [values.get(i) for i in node.input if i]
-        if any(v is None for v in ins[:1]):
+        v = ins[0] if ins else None
+        if v is None:                # an input not made by the nodes read so far (or none at all)
             raise _refuse_op(node, "in front of")
         a = attributes(node)
         op = node.op_type
         if op in ("Identity", "Flatten"):
-            v = ins[0]
             if op == "Flatten" and (int(a.get("axis", 1)) != 1 or v.string_input >= 0):
                 raise _refuse_op(node, "in front of")
             out = _Value(v.columns, 2 if op == "Flatten" else v.rank, v.elem, v.string_input)
         elif op == "Cast":
-            v = ins[0]
             to = int(a.get("to", 0))
             if v.string_input >= 0 or to not in (1, 11):
                 raise UnsupportedModelError(f"The ONNX graph casts a column to type {to} in front of its tree "
@@ -158,8 +157,9 @@ def _front(model: OnnxModel, tree: Any) -> _Front:
             cols = [Column(c.kind, c.feature, c.through32 or to == 1, c.code, c.value) for c in v.columns]
             out = _Value(cols, v.rank, "float" if to == 1 else "double")
         elif op == "Concat":
-            parts = [values.get(i) for i in node.input]
-            if any(p is None or p.string_input >= 0 for p in parts):
+            given = [values.get(i) for i in node.input]
+            parts = [p for p in given if p is not None and p.string_input < 0]
+            if len(parts) != len(given):
                 raise _refuse_op(node, "in front of")
             rank = parts[0].rank
             axis = int(a.get("axis", 1))
@@ -171,7 +171,6 @@ def _front(model: OnnxModel, tree: Any) -> _Front:
                 raise ModelError("The ONNX graph concatenates tensors of different types.")
             out = _Value([c for p in parts for c in p.columns], rank, parts[0].elem)
         elif op == "OneHotEncoder":
-            v = ins[0]
             strs = a.get("cats_strings")
             if v.string_input < 0 or not strs:
                 raise UnsupportedModelError("The ONNX graph one-hot encodes a column that is not a string input "
@@ -189,11 +188,10 @@ def _front(model: OnnxModel, tree: Any) -> _Front:
                 no_missing.append(names[k])
             out = _Value([Column("hot", k, code=c) for c in range(len(levels))], v.rank + 1, "float")
         elif op == "Reshape":
-            v = ins[0]
-            shape = inits.get(node.input[1]) if len(node.input) > 1 else None
-            if shape is None or v.string_input >= 0:
+            given_shape = inits.get(node.input[1]) if len(node.input) > 1 else None
+            if given_shape is None or v.string_input >= 0:
                 raise _refuse_op(node, "in front of")
-            shape = [int(s) for s in np.asarray(shape).ravel()]
+            shape = [int(s) for s in np.asarray(given_shape).ravel()]
             width = len(v.columns)
             if len(shape) != 2 or shape[1] != width or shape[0] not in (-1, 0):
                 raise UnsupportedModelError(f"The ONNX graph reshapes its columns to {shape} in front of its tree "

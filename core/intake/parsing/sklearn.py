@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from core.errors import UnsupportedModelError
-from core.intake.parsing.common import describe_unsupported
+from core.intake.parsing.common import EnsembleHeader, describe_unsupported
 from core.intake.parsing.hgb import parse_hgb
-from core.model.ensemble import TreeEnsemble
+from core.model.ensemble import Link, TreeEnsemble
 from core.model.tree import MISSING_ONLY, Tree, float32_floor, float32_le_bound
 
 
@@ -88,7 +88,7 @@ def parse_sklearn(model: Any) -> TreeEnsemble:
     if not hasattr(model, "n_features_in_"):
         raise UnsupportedModelError(f"The {name} is not fitted; fit it before loading.")
     d = int(model.n_features_in_)
-    common = dict(n_features=d, feature_names=_names(model, d), source=f"sklearn.{name}")
+    common = EnsembleHeader(n_features=d, feature_names=_names(model, d), source=f"sklearn.{name}")
 
     if isinstance(model, (skt.DecisionTreeClassifier, ske.RandomForestClassifier, ske.ExtraTreesClassifier)):
         _check_single_output(model)
@@ -118,7 +118,7 @@ def parse_sklearn(model: Any) -> TreeEnsemble:
     raise describe_unsupported(model)
 
 
-def _parse_gb(model: Any, common: dict) -> TreeEnsemble:
+def _parse_gb(model: Any, common: EnsembleHeader) -> TreeEnsemble:
     from sklearn.dummy import DummyClassifier, DummyRegressor  # scikit-learn, as in parse_sklearn
 
     init = model.init_
@@ -139,7 +139,7 @@ def _parse_gb(model: Any, common: dict) -> TreeEnsemble:
             trees.append(_tree(e, v))
     if hasattr(model, "classes_"):
         loss = getattr(model, "loss", "log_loss")
-        link = "sigmoid" if K == 1 else "softmax"
+        link: Link = "sigmoid" if K == 1 else "softmax"
         return TreeEnsemble(tuple(trees), task="classification", aggregation="sum", link=link,
                             base_score=base, classes=np.asarray(model.classes_),
                             sigmoid_scale=2.0 if loss == "exponential" else 1.0,
@@ -148,7 +148,7 @@ def _parse_gb(model: Any, common: dict) -> TreeEnsemble:
                         base_score=base, **common)
 
 
-def _parse_iforest(model: Any, common: dict) -> TreeEnsemble:
+def _parse_iforest(model: Any, common: EnsembleHeader) -> TreeEnsemble:
     from sklearn.ensemble._iforest import _average_path_length  # scikit-learn, as in parse_sklearn
 
     trees = []
