@@ -37,24 +37,45 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 
-from core.errors import DataError, PositionalMatchRequired, SchemaError
+from core.errors import DataError, ModelError, PositionalMatchRequired, SchemaError
 from core.intake.parsing.catboost import fold_other_level
 from core.intake.parsing.cityhash import cat_feature_hash, category_text
 from core.intake.parsing.xgboost import drop_other_code
 from core.model import TreeEnsemble
 from core.model.categorical import OTHER_CODE
 
-__all__ = ["Source", "GENERIC_NAME", "category_key", "match_columns", "match_hashed_categories", "match_open_codes",
+__all__ = ["Source", "MatchedModel", "GENERIC_NAME", "category_key", "match_columns", "match_hashed_categories", "match_open_codes",
            "truncate_lightgbm_codes", "encode", "categorical_codes",
            "norm_text"]
 
 #: feature names that carry no meaning (libraries' defaults for unnamed columns)
 GENERIC_NAME = re.compile(r"(f|x|Column_|feature_|Feature_)\d+")
+
+
+class MatchedModel(Protocol):
+    """What matching and encoding read of a model: its features' names and categories,
+    what it is and how it takes missing values (a :class:`TreeEnsemble`, a
+    :class:`core.model.linear.LinearModel` or a :class:`core.model.blackbox.BlackBoxModel`)."""
+
+    @property
+    def feature_names(self) -> tuple[str, ...]: ...
+    @property
+    def categories(self) -> tuple[tuple[Any, ...] | None, ...]: ...
+    @property
+    def n_features(self) -> int: ...
+    @property
+    def categorical_features(self) -> list[int]: ...
+    @property
+    def routes_missing(self) -> bool: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def meta(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -98,11 +119,12 @@ def _one_hot_source(name: str, table: pd.DataFrame, values: dict[str, set[str]])
     return best
 
 
-def _by_name(ens: TreeEnsemble, table: pd.DataFrame) -> list[Source]:
+def _by_name(ens: MatchedModel, table: pd.DataFrame) -> list[Source]:
     cols = {str(c) for c in table.columns}
-    sources, missing = [], []
+    sources: list[Source] = []
+    missing: list[str] = []
     values: dict[str, set[str]] = {}
-    lgb_names = {}
+    lgb_names: dict[str, list[str]] = {}
     if str(ens.source).lower().startswith("lightgbm"):   # LightGBM saves "mean radius" as "mean_radius"
         for c in cols:
             lgb_names.setdefault(re.sub(r"\s", "_", c), []).append(c)
@@ -116,9 +138,10 @@ def _by_name(ens: TreeEnsemble, table: pd.DataFrame) -> list[Source]:
         src = None if ens.categories[j] is not None else _one_hot_source(name, table, values)
         if src is None:
             missing.append(name)
-        sources.append(src)
+        else:
+            sources.append(src)
     if missing:
-        used = {s.column for s in sources if s is not None}
+        used = {s.column for s in sources}
         extra = [c for c in table.columns if str(c) not in used]
         raise SchemaError(
             f"The model expects columns {missing[:8]}{' …' if len(missing) > 8 else ''} that the data does not "
@@ -129,7 +152,7 @@ def _by_name(ens: TreeEnsemble, table: pd.DataFrame) -> list[Source]:
     return sources
 
 
-def _positional(ens: TreeEnsemble, table: pd.DataFrame) -> list[Source]:
+def _positional(ens: MatchedModel, table: pd.DataFrame) -> list[Source]:
     """Model features matched to table columns in order; text columns (for a
     model without categorical features) expanded to one-hot columns level by
     level, as the app encodes them."""
@@ -153,7 +176,7 @@ def _positional(ens: TreeEnsemble, table: pd.DataFrame) -> list[Source]:
     return sources
 
 
-def match_columns(ens: TreeEnsemble, table: pd.DataFrame, *, confirm_positions: bool = False
+def match_columns(ens: MatchedModel, table: pd.DataFrame, *, confirm_positions: bool = False
                   ) -> tuple[list[Source], list[str], bool]:
     """Sources of the model's features, table columns left unused, and whether
     the match is positional."""
@@ -195,13 +218,13 @@ def match_hashed_categories(ens: TreeEnsemble, table: pd.DataFrame, sources: lis
     table = table.copy(deep=False)
     examples: dict[str, Any] = {}
     fold: list[int] = []
-    for j in ens.categorical_features:
+    for j, known in enumerate(ens.categories):
         name = ens.feature_names[j]
-        if name not in hashes:
+        if known is None or name not in hashes:
             continue
         col = sources[j].column
         level_of = {h: k for k, h in enumerate(hashes[name])}
-        levels = list(cats[j])
+        levels = list(known)
         counts = table[col].value_counts(dropna=True)
         read_as: dict[Any, Any] = {}
         others = []
@@ -251,6 +274,10 @@ def match_open_codes(ens: TreeEnsemble, table: pd.DataFrame, sources: list[Sourc
     drop: list[int] = []
     for j in sorted(stand_in):
         col = sources[j].column
+        levels = cats[j]
+        if levels is None:
+            raise ModelError(f"The model marks feature {ens.feature_names[j]!r} as read by its category codes, but "
+                             "it is not categorical: the file is damaged or was edited. Save the model again.")
         s = table[col]
         v = pd.to_numeric(s, errors="coerce")
         text = v.isna() & s.notna()
@@ -258,13 +285,13 @@ def match_open_codes(ens: TreeEnsemble, table: pd.DataFrame, sources: list[Sourc
             raise DataError(
                 f"Column {col!r} holds text (e.g. {s[text].iloc[0]!r}), but the model was saved without its "
                 f"categories (XGBoost before 3.1, or trained on codes): its splits name the category codes "
-                f"0..{len(cats[j]) - 2} only, so which text is which code cannot be known. Give the column as the "
+                f"0..{len(levels) - 2} only, so which text is which code cannot be known. Give the column as the "
                 f"codes the model was trained on (for a pandas category column: df[{col!r}].cat.codes, with the "
                 "categories in their training order), or save the model with XGBoost 3.1 or later, which stores "
                 "the categories in the file.")
         x = v.to_numpy(dtype=float)
         code = np.trunc(x)
-        named = (x >= 0) & (x < MAX_CAT) & (code <= len(cats[j]) - 2)
+        named = (x >= 0) & (x < MAX_CAT) & (code <= len(levels) - 2)
         other = ~np.isnan(x) & ~named
         out = pd.Series(np.where(named, code, np.nan), index=s.index, dtype=object)
         _note_fractions(col, x[named], "XGBoost", notes)
@@ -273,15 +300,16 @@ def match_open_codes(ens: TreeEnsemble, table: pd.DataFrame, sources: list[Sourc
             top = float(values[np.argmax(counts)])
             stand_in[j] = int(top) if top.is_integer() else top
             if values.size == 1:                    # the level is that value
-                cats[j] = cats[j][:-1] + (stand_in[j],)
+                levels = levels[:-1] + (stand_in[j],)
+                cats[j] = levels
                 notes.append(f"Of column {col!r}, the value {stand_in[j]!r} ({int(other.sum())} rows) is a code no "
                              f"split of the model names: it stands for {OTHER_CODE!r}, which XGBoost routes alike "
                              "at every split (not as a missing value).")
             else:
                 notes.append(f"Of column {col!r}, {int(other.sum())} values are codes no split of the model names "
-                             f"(e.g. {stand_in[j]!r}); they are read as {cats[j][-1]!r}: XGBoost routes them all "
+                             f"(e.g. {stand_in[j]!r}); they are read as {levels[-1]!r}: XGBoost routes them all "
                              "alike (not as a missing value).")
-            out[other] = cats[j][-1]
+            out[other] = levels[-1]
         else:
             drop.append(j)
         table[col] = out
@@ -322,8 +350,11 @@ def category_key(v: Any) -> str:
     return v if isinstance(v, str) else norm_text(v)
 
 
-def categorical_codes(ens: TreeEnsemble, j: int, s: pd.Series, notes: list[str]) -> np.ndarray:
+def categorical_codes(ens: MatchedModel, j: int, s: pd.Series, notes: list[str]) -> np.ndarray:
     cats = ens.categories[j]
+    if cats is None:
+        raise SchemaError(f"Feature {ens.feature_names[j]!r} of the model is not categorical: it has no category "
+                          "codes.")
     index = {category_key(v): k for k, v in enumerate(cats)}
     idx, raw = pd.factorize(s, use_na_sentinel=True)
     uniques = [category_key(v) for v in raw]
@@ -370,7 +401,7 @@ def _numeric(name: str, s: pd.Series) -> pd.Series:
     return conv.astype(float)
 
 
-def encode(ens: TreeEnsemble, table: pd.DataFrame, sources: list[Source], drop_missing: bool,
+def encode(ens: MatchedModel, table: pd.DataFrame, sources: list[Source], drop_missing: bool,
            keep_missing: bool = False) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """The codes view (n, d), the mask of rows kept, and notes. ``keep_missing``
     (the model routes missing values): a missing number stays NaN in its row

@@ -127,8 +127,11 @@ class Workspace:
         1 = "approved"), used by every page, the story and the report; nothing else changes."""
         if not self.ensemble.is_classifier:
             raise SchemaError("Class names are for classifiers; this model predicts numbers.")
+        classes = self.ensemble.classes
+        if classes is None:
+            raise SchemaError("This model names no classes, so there are none to rename.")
         try:
-            checked = check_class_names(names, self.ensemble.classes)
+            checked = check_class_names(names, list(classes))
         except ValueError as exc:
             raise SchemaError(str(exc)) from None
         return replace(self, class_names=checked)
@@ -242,10 +245,11 @@ class Workspace:
                 hit = codes[:, j] == len(c) - 1
                 if hit.any():
                     shown = out[name].astype(object).where(~hit, c[-1])
-                    if own is not None and name in self.raw.columns:
-                        for i in np.flatnonzero(hit):
-                            if rows[i] is not None and own[i, j] == codes[i, j]:
-                                shown.iloc[i] = self.raw.loc[self.X.index[rows[i]], name]
+                    if own is not None and rows is not None and name in self.raw.columns:
+                        for i in np.flatnonzero(hit).tolist():
+                            r = rows[i]
+                            if r is not None and own[i, j] == codes[i, j]:
+                                shown.iloc[i] = self.raw.loc[self.X.index[r], name]
                     out[name] = shown
         for j, (name, c) in enumerate(zip(names, cats)):   # the missing code: "missing", or missing or unseen
             if c is None or name not in out.columns:
@@ -253,9 +257,10 @@ class Workspace:
             hit = codes[:, j] >= len(c)
             if hit.any():
                 shown = out[name].astype(object)
-                for i in np.flatnonzero(hit):
-                    raw = (self.raw.loc[self.X.index[rows[i]], name] if rows is not None and rows[i] is not None
-                           and own is not None and own[i, j] == codes[i, j] and name in self.raw.columns else 0)
+                for i in np.flatnonzero(hit).tolist():
+                    r = rows[i] if rows is not None else None
+                    raw = (self.raw.loc[self.X.index[r], name] if r is not None and own is not None
+                           and own[i, j] == codes[i, j] and name in self.raw.columns else 0)
                     shown.iloc[i] = MISSING if _is_missing(raw) else NONE
                 out[name] = shown
         return out
@@ -304,7 +309,7 @@ class Workspace:
         codes as category names, numbers as they are."""
         X = np.atleast_2d(np.asarray(X, dtype=float))
         ens = self.ensemble
-        out = {}
+        out: dict[str, np.ndarray | list[str]] = {}
         for j, name in enumerate(ens.feature_names):
             if ens.categories[j] is None:
                 out[name] = X[:, j]
@@ -441,7 +446,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _levels_by_index(ens: TreeEnsemble) -> dict[int, tuple[str, ...]]:
-    return {j: tuple(str(v) for v in ens.categories[j]) for j in ens.categorical_features}
+    return {j: tuple(str(v) for v in c) for j, c in enumerate(ens.categories) if c is not None}
 
 
 def _as_model(model: Any) -> tuple[TreeEnsemble, Any, dict[str, Any]]:
@@ -494,9 +499,13 @@ def _expanded(ens: TreeEnsemble, sources: list[Source]) -> tuple[TreeEnsemble, l
     the expanded ensemble, and one source per category column."""
     if not ens.categorical_features:
         return ens, sources
-    return expand(ens), [one for j, src in enumerate(sources) for one in (
-        [Source(src.column, category_key(c), one_hot=True, category=True) for c in ens.categories[j]]
-        if ens.categories[j] is not None else [src])]
+    expanded = expand(ens)
+    out: list[Source] = []
+    for j, src in enumerate(sources):
+        levels = ens.categories[j]
+        out += [src] if levels is None else [Source(src.column, category_key(c), one_hot=True, category=True)
+                                             for c in levels]
+    return expanded, out
 
 
 def _check_missing_categories(native: TreeEnsemble, ens: TreeEnsemble, table: pd.DataFrame,
@@ -530,7 +539,7 @@ def _inferred_schema(ens: TreeEnsemble, X: pd.DataFrame, sources: list[Source], 
     states = missing.indicator_of(ens)
     kinds.update({ens.feature_names[k]: "binary" for k in states.values()})
     schema = infer_schema(X, kinds=kinds, groups={g: c for g, c in groups.items() if len(c) >= 2},
-                          levels={ens.feature_names[j]: ens.categories[j] for j in ens.categorical_features},
+                          levels={ens.feature_names[j]: c for j, c in enumerate(ens.categories) if c is not None},
                           protected=protected)
     for j, k in states.items():      # missing -> a value (at the indicator's weight), never a value -> missing
         value = schema[j]
@@ -710,7 +719,10 @@ def _linear_of(model: Any) -> tuple[LinearModel | None, Any]:
         return inner, getattr(model, "model", None)
     if isinstance(model, (TreeEnsemble, BlackBoxModel)) or inner is not None or not is_linear(model):
         return None, None
-    return model_from(model), model
+    lin = model_from(model)
+    if not isinstance(lin, LinearModel):        # is_linear said it is one: its parser gives a LinearModel
+        raise UnsupportedModelError(f"This {type(model).__name__} was not read as a linear model.")
+    return lin, model
 
 
 def _answered_workspace(df: pd.DataFrame, target: str | None, bb: BlackBoxModel | LinearModel, original: Any, *,
