@@ -53,11 +53,11 @@ def train_model(X: pd.DataFrame, y: pd.Series, family: str = "random_forest", *,
         if y.nunique() < 2:
             raise DataError("The target has a single value; a classifier needs at least two classes.")
         if family in ("xgboost",):
-            classes, yv = np.unique(y.to_numpy(), return_inverse=True)
-            yv = pd.Series(yv, index=y.index)
+            codes = np.unique(y.to_numpy(), return_inverse=True)[1]     # XGBoost takes classes as 0..k-1
+            yv = pd.Series(codes, index=y.index)
     strat = yv if task == "classification" and yv.value_counts().min() >= 2 else None
     Xtr, Xte, ytr, yte = train_test_split(X, yv, test_size=test_size, random_state=random_state, stratify=strat)
-    params = dict(n_estimators=n_estimators, max_depth=max_depth, random_state=random_state)
+    params: dict[str, int | float] = dict(n_estimators=n_estimators, max_depth=max_depth, random_state=random_state)
     if family == "random_forest":
         from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor  # the chosen family only
         cls = RandomForestClassifier if task == "classification" else RandomForestRegressor
@@ -73,8 +73,8 @@ def train_model(X: pd.DataFrame, y: pd.Series, family: str = "random_forest", *,
     else:
         import lightgbm as lgb  # optional and heavy: the chosen family only
         cls = lgb.LGBMClassifier if task == "classification" else lgb.LGBMRegressor
-        model = cls(learning_rate=learning_rate, num_leaves=min(2 ** max_depth, 131072), verbose=-1,
-                    n_jobs=1, **params)
+        model = cls(n_estimators=n_estimators, max_depth=max_depth, random_state=random_state,
+                    learning_rate=learning_rate, num_leaves=min(2 ** max_depth, 131072), verbose=-1, n_jobs=1)
     model.fit(Xtr, ytr)
     if task == "classification":
         score = float(np.mean(np.asarray(model.predict(Xte)) == np.asarray(yte)))

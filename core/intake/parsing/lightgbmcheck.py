@@ -284,15 +284,19 @@ def _check_lightgbm_tree(kv: dict[str, str], t: int, kinds: str, filename: str) 
     m = n_leaves - 1
     if m == 0:
         return
-    arrays = {}
+    ints: dict[str, list[int]] = {}
+    thr: list[float] = []
     for key in ("split_feature", "threshold", "decision_type", "left_child", "right_child"):
         if key not in kv:
             raise _damaged(filename, f"{where} has no {key}")
-        arrays[key] = (_floats(kv[key], filename, f"{where}'s {key}", up_to_inf=True) if key == "threshold"
-                       else _ints(kv[key], filename, f"{where}'s {key}"))
-        if len(arrays[key]) != m:
-            raise _damaged(filename, f"{where} has num_leaves={n_leaves}, so {m} {key} entries, but holds "
-                                     f"{len(arrays[key])}")
+        if key == "threshold":
+            thr = _floats(kv[key], filename, f"{where}'s {key}", up_to_inf=True)
+            held = len(thr)
+        else:
+            ints[key] = _ints(kv[key], filename, f"{where}'s {key}")
+            held = len(ints[key])
+        if held != m:
+            raise _damaged(filename, f"{where} has num_leaves={n_leaves}, so {m} {key} entries, but holds {held}")
     for key in ("split_gain", "internal_value", "internal_weight", "internal_count"):
         if key in kv and len(kv[key].split()) != m:
             raise _damaged(filename, f"{where} has {m} internal nodes but {len(kv[key].split())} {key}")
@@ -307,8 +311,8 @@ def _check_lightgbm_tree(kv: dict[str, str], t: int, kinds: str, filename: str) 
         if (len(bounds) != n_cat + 1 or bounds[0] != 0 or bounds[-1] != cat_words
                 or any(b < a for a, b in zip(bounds, bounds[1:]))):
             raise _damaged(filename, f"{where}'s cat_boundaries do not index its cat_threshold")
-    feat, thr, dec = arrays["split_feature"], arrays["threshold"], arrays["decision_type"]
-    left, right = arrays["left_child"], arrays["right_child"]
+    feat, dec = ints["split_feature"], ints["decision_type"]
+    left, right = ints["left_child"], ints["right_child"]
     seen_node, seen_leaf = bytearray(m), bytearray(n_leaves)
     stack = [0]
     while stack:
