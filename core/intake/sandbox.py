@@ -137,7 +137,7 @@ def _run_job(job: dict[str, Any], data: bytes) -> bytes:
             arrays, meta = read.to_arrays()
             header = json.dumps({"status": "ok", "meta": meta, "info": _file_info(model), "probe": False})
             buf = io.BytesIO()
-            np.savez(buf, **arrays)
+            np.savez(buf, allow_pickle=True, **arrays)     # numpy's default, named so no array is taken for it
             return header.encode() + b"\n" + buf.getvalue()
         ens = read
         X = probe_points(ens, 16, seed=1)
@@ -155,7 +155,7 @@ def _run_job(job: dict[str, Any], data: bytes) -> bytes:
         return fail("ModelError", f"the model library failed on it ({type(exc).__name__}: {str(exc)[:300]})")
     buf = io.BytesIO()
     probe = {"probe_X": X, "probe_out": np.asarray(theirs, dtype=np.float64)} if theirs is not None else {}
-    np.savez(buf, **arrays, **probe)
+    np.savez(buf, allow_pickle=True, **arrays, **probe)
     return header.encode() + b"\n" + buf.getvalue()
 
 
@@ -214,10 +214,13 @@ def _wait_ready(proc: subprocess.Popen | forkserver.ForkedChild, limit: float) -
     """True once the child wrote ``ready`` (its imports done), False if it died or took too long."""
     import select
 
-    ready, _, _ = select.select([proc.stdout], [], [], limit)
+    out = proc.stdout
+    if out is None:                              # its pipe already closed: it cannot answer
+        return False
+    ready, _, _ = select.select([out], [], [], limit)
     if not ready:
         return False
-    return os.read(proc.stdout.fileno(), 6) == b"ready\n"
+    return os.read(out.fileno(), 6) == b"ready\n"
 
 
 def _end(proc: subprocess.Popen | forkserver.ForkedChild) -> None:

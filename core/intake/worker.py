@@ -151,7 +151,7 @@ def _read_frame(stream: Any) -> tuple[dict[str, Any], bytes]:
 
 def _npz(**arrays: np.ndarray) -> bytes:
     buf = io.BytesIO()
-    np.savez(buf, **arrays)
+    np.savez(buf, allow_pickle=True, **arrays)     # numpy's default, named so no array is taken for it
     return buf.getvalue()
 
 
@@ -264,13 +264,16 @@ def describe_model(model: Any) -> dict[str, Any]:
 
     if not hasattr(model, "predict"):
         raise UnsupportedModelError(f"A {type(model).__name__} has no predict method; it is not a model.")
-    names = getattr(model, "feature_names_in_", None)
+    given = getattr(model, "feature_names_in_", None)
     n = getattr(model, "n_features_in_", None)
-    if names is None and n is None:
+    if given is not None:
+        names = [str(c) for c in given]
+    elif n is not None:
+        names = [f"x{j}" for j in range(int(n))]
+    else:
         raise UnsupportedModelError(f"This {type(model).__name__} does not say how many features it takes "
                                     "(n_features_in_); refit it with scikit-learn 1.0 or later.")
-    named = names is not None
-    names = [str(c) for c in names] if named else [f"x{j}" for j in range(int(n))]
+    named = given is not None
     if is_classifier(model) or (hasattr(model, "classes_") and not is_regressor(model)):
         task, classes = "classification", [c.item() if isinstance(c, np.generic) else c for c in model.classes_]
     else:
@@ -305,7 +308,7 @@ def _answer(model: Any, desc: dict[str, Any], X: np.ndarray) -> dict[str, np.nda
             out_onnx["label"] = out_onnx["label"].astype(str)
         return out_onnx
     label = np.asarray(model.predict(Xn)).ravel()
-    out = {"label": label}
+    out: dict[str, np.ndarray] = {"label": label}
     if desc["task"] == "classification":
         if desc["has_proba"]:
             proba = np.asarray(model.predict_proba(Xn), dtype=np.float64)
@@ -505,7 +508,7 @@ class ModelWorker:
         proc = forkserver.start_child("core.intake.worker", [])
         self._proc = proc
         self.starts += 1
-        if not self._wait(STARTUP_SECONDS) or os.read(proc.stdout.fileno(), 6) != b"ready\n":
+        if not self._wait(STARTUP_SECONDS) or proc.stdout is None or os.read(proc.stdout.fileno(), 6) != b"ready\n":
             raise self._fail("starting")
         job = {"filename": self.filename, "allow_pickle": self.allow_pickle, "memory_mb": self.memory_mb,
                "hook": self._hook}
