@@ -939,7 +939,7 @@ def linear_counterfactual(lin: LinearModel, x: Row, target: TargetSpec, *, schem
 def _on_model(model: Any, prob: LinearProblem, x: np.ndarray) -> bool:
     """Does the original model give the target on ``x`` (its own predict, and its
     probability for a margin)?"""
-    Xn = native_input(prob.lin, model, x[None, :])      # type: ignore[arg-type]
+    Xn = native_input(prob.lin, model, x[None, :])
     t = prob.target
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)     # an unknown category, encoded as the pipeline says
