@@ -639,8 +639,9 @@ def _gurobi(m: _Model, time_limit: float, n_workers: int) -> _Solved:
         vt = [gp.GRB.INTEGER if i else gp.GRB.CONTINUOUS for i in V.integ]
         z = g.addMVar(V.n, lb=np.array(V.lb), ub=np.where(np.isfinite(V.ub), V.ub, gp.GRB.INFINITY),
                       vtype=np.array(vt))
+        zs = z.tolist()                      # scalar Vars: a row is a LinExpr (0-d MVar terms are far slower)
         for r, coef in enumerate(m.A):
-            expr = gp.quicksum(val * z[col] for col, val in coef.items() if val != 0)
+            expr = gp.quicksum(val * zs[col] for col, val in coef.items() if val != 0)
             if np.isfinite(m.row_lo[r]) and m.row_lo[r] == m.row_hi[r]:
                 g.addConstr(expr == m.row_lo[r])
                 continue
