@@ -54,9 +54,10 @@ def level_name(feature: str, category: Any) -> str:
     return f"{feature}={category}"
 
 
-def _layout(ens: TreeEnsemble) -> tuple[list[list[int]], list[str]]:
+def _layout(ens: TreeEnsemble | LinearModel) -> tuple[list[list[int]], list[str]]:
     """Per original feature its new column indices, and the new names."""
-    cols, names = [], []
+    cols: list[list[int]] = []
+    names: list[str] = []
     for j, name in enumerate(ens.feature_names):
         cats = ens.categories[j]
         if cats is None:
@@ -159,7 +160,8 @@ def _rewrite(tree: Tree, n_codes: dict[int, int], cols: list[list[int]], n_new: 
     ft = np.full(n_new, -1, dtype=np.int32)
     th = np.full(n_new, np.nan)
     val = np.zeros((n_new, tree.value.shape[1]))
-    miss = None if tree.missing_left is None else np.zeros(n_new, dtype=bool)
+    src_miss = tree.missing_left
+    miss = np.zeros(n_new, dtype=bool)                        # read only when src_miss is not None
     nxt = 0
 
     def emit(i: int) -> int:          # preorder: every child gets a larger index than its parent
@@ -189,8 +191,8 @@ def _rewrite(tree: Tree, n_codes: dict[int, int], cols: list[list[int]], n_new: 
                     cl[node] = nxt
             return me
         ft[me], th[me] = cols[j][0], tree.threshold[i]
-        if miss is not None:                                  # a number's split keeps its NaN route
-            miss[me] = tree.missing_left[i]
+        if src_miss is not None:                              # a number's split keeps its NaN route
+            miss[me] = src_miss[i]
         cl[me] = emit(left)
         cr[me] = emit(int(tree.children_right[i]))
         return me
@@ -202,7 +204,7 @@ def _rewrite(tree: Tree, n_codes: dict[int, int], cols: list[list[int]], n_new: 
     finally:
         sys.setrecursionlimit(depth)
     return Tree(cl[:nxt], cr[:nxt], ft[:nxt], th[:nxt], val[:nxt],
-                missing_left=None if miss is None else miss[:nxt])
+                missing_left=None if src_miss is None else miss[:nxt])
 
 
 def decode(meta: dict[str, Any], X: np.ndarray) -> np.ndarray:

@@ -131,7 +131,7 @@ class TreeEnsemble:
                                  "categorical feature.")
             for i in np.flatnonzero(cat_node):
                 k = int(n_codes[t.feature[i]])
-                extra = t.category_bits[i].copy()
+                extra = t.bits[i].copy()
                 if k < 64 * extra.size:  # no bit beyond the feature's codes
                     w = k >> 6
                     if w < extra.size:
@@ -196,6 +196,8 @@ class TreeEnsemble:
     def category_label(self, j: int, code: Any) -> str:
         """The category a code of feature ``j`` stands for, as text."""
         c = self.categories[j]
+        if c is None:
+            raise SchemaError(f"Feature {self.feature_names[j]!r} is numerical, not categorical: it has no labels.")
         k = int(code)
         if k == len(c):
             return "(missing)"
@@ -351,6 +353,9 @@ class TreeEnsemble:
             return raw[:, 0].copy()
         if self.task == "anomaly":
             return np.where(self._decision_from_raw(raw) >= 0, 1, -1)
+        if self.classes is None:
+            raise ModelError(f"This {self.source or 'tree ensemble'} classifier has no class labels (classes is "
+                             "None): read it again from its library, or use predict_proba.")
         if self.link == "sigmoid":
             pos = raw[:, 0] >= 0 if self.positive_at_tie else raw[:, 0] > 0
             return self.classes[pos.astype(int)]
@@ -397,8 +402,8 @@ class TreeEnsemble:
         """Plain arrays and JSON-able metadata that :meth:`from_arrays` turns back
         into this ensemble: no pickle, so they can cross a process boundary from
         an untrusted parse (``np.savez`` / ``json``)."""
-        cat_w = max((t.category_bits.shape[1] for t in self.trees), default=0)
-        bits = np.concatenate([np.pad(t.category_bits, ((0, 0), (0, cat_w - t.category_bits.shape[1])))
+        cat_w = max((t.bits.shape[1] for t in self.trees), default=0)
+        bits = np.concatenate([np.pad(t.bits, ((0, 0), (0, cat_w - t.bits.shape[1])))
                                for t in self.trees]).astype(np.uint64)
         arrays = {
             "node_counts": np.array([t.n_nodes for t in self.trees], dtype=np.int64),
@@ -437,8 +442,8 @@ class TreeEnsemble:
             if any(len(v) != total for v in cols.values()):
                 raise ModelError("The parsed model's arrays do not add up to its node counts.")
             bounds = np.concatenate([[0], np.cumsum(counts)])
-            trees = tuple(Tree(*(cols[k][a:b] for k in ("children_left", "children_right", "feature",
-                                                         "threshold", "value", "category_bits")),
+            trees = tuple(Tree(cols["children_left"][a:b], cols["children_right"][a:b], cols["feature"][a:b],
+                               cols["threshold"][a:b], cols["value"][a:b], cols["category_bits"][a:b],
                                missing_left=cols["missing_left"][a:b] if "missing_left" in cols else None)
                           for a, b in zip(bounds[:-1], bounds[1:]))
             classes = meta.get("classes")

@@ -265,7 +265,7 @@ def as_row(x: Row, names: Sequence[Any], *, error: type[Exception] = SchemaError
             flat = np.ndim(x) == 1
         except ValueError:                      # ragged nested sequences
             flat = False
-        A = _floats([list(x)] if flat else x, names, error, what)
+        A = _floats([list(x)] if flat and isinstance(x, Iterable) else x, names, error, what)
     if A.ndim == 1:
         A = A[None, :]
     if A.ndim != 2 or A.shape[0] != 1:

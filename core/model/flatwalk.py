@@ -51,8 +51,8 @@ def _flatten(trees: Sequence[Tree]) -> dict[str, Any]:
     value = np.ascontiguousarray(np.concatenate([t.value for t in trees]))
     depth = max(t.max_depth for t in trees)
     cat_node = np.concatenate([t.is_categorical for t in trees])
-    words = max(t.category_bits.shape[1] for t in trees)
-    bits = np.concatenate([np.pad(t.category_bits, ((0, 0), (0, words - t.category_bits.shape[1])))
+    words = max(t.bits.shape[1] for t in trees)
+    bits = np.concatenate([np.pad(t.bits, ((0, 0), (0, words - t.bits.shape[1])))
                            for t in trees]) if words else np.zeros((len(cat_node), 0), dtype=np.uint64)
     packed = _pack(trees, offsets)
     packed["packed_value"] = np.ascontiguousarray(value[packed["packed_to_node"]])
@@ -93,10 +93,10 @@ def _pack(trees: Sequence[Tree], offsets: np.ndarray) -> dict[str, np.ndarray]:
         rec["feature"] = t.feature[order]
         cat = t.is_categorical[order]
         if cat.any():
-            w, k = t.category_bits.shape[1], int(cat.sum())
+            w, k = t.bits.shape[1], int(cat.sum())
             rec["feature"][cat] = -(t.feature[order][cat] + 2)
             rec["threshold"][cat] = pool_size + (w + 1) * np.arange(k)
-            pool.append(np.hstack([np.full((k, 1), w, dtype=np.uint64), t.category_bits[order][cat]]).ravel())
+            pool.append(np.hstack([np.full((k, 1), w, dtype=np.uint64), t.bits[order][cat]]).ravel())
             pool_size += (w + 1) * k
         inner = t.children_left[order] >= 0
         rec["left"][inner] = pos[t.children_left[order][inner]] + base

@@ -242,12 +242,22 @@ class LinearModel:
 
     def category_label(self, j: int, code: Any) -> str:
         c = self.categories[j]
+        if c is None:
+            raise ValueError(f"Feature {self.feature_names[j]!r} is numerical, not categorical: it has no labels.")
         k = int(code)
         return "(missing)" if k == len(c) else str(c[k])
 
+    def score_table(self, j: int) -> np.ndarray:
+        """``category_scores[j]`` of categorical feature ``j``: (n_codes(j), n_outputs)."""
+        t = self.category_scores[j]
+        if t is None:
+            raise ValueError(f"Feature {self.feature_names[j]!r} is numerical, not categorical: it has no score "
+                             "table.")
+        return t
+
     def code_allowed(self, j: int, code: int) -> bool:
         """Does the source model take code ``code`` of categorical feature ``j``?"""
-        return bool(np.all(np.isfinite(self.category_scores[j][int(code)])))
+        return bool(np.all(np.isfinite(self.score_table(j)[int(code)])))
 
     def feature_index(self, f: int | str) -> int:
         """Index of a feature given by index or name (:func:`core.model.features.feature_index`,
@@ -260,7 +270,7 @@ class LinearModel:
         if X.ndim != 2 or X.shape[1] != self.n_features:
             raise ValueError(f"X has shape {X.shape}; the model expects (n_samples, {self.n_features}).")
         fills = self.meta.get("impute", {})
-        for j in np.flatnonzero(np.isnan(X).any(axis=0)):
+        for j in np.flatnonzero(np.isnan(X).any(axis=0)).tolist():
             name = self.feature_names[j]
             if self.categories[j] is not None:
                 raise ValueError(f"Column {name!r} is categorical: a missing value is its code "
@@ -275,7 +285,7 @@ class LinearModel:
             if bad.any():
                 raise ValueError(f"Column {self.feature_names[j]!r} is categorical: it takes integer codes "
                                  f"0..{self.n_codes(j) - 1}, got {col[bad][0]!r}.")
-            refused = ~np.all(np.isfinite(self.category_scores[j][col.astype(np.int64)]), axis=1)
+            refused = ~np.all(np.isfinite(self.score_table(j)[col.astype(np.int64)]), axis=1)
             if refused.any():
                 raise ValueError(f"Column {self.feature_names[j]!r}: the model refuses a missing or unknown "
                                  "category (its encoder has handle_unknown='error').")
@@ -289,7 +299,7 @@ class LinearModel:
         num[:, cats] = 0.0
         out = num @ self.coef.T + self.intercept
         for j in cats:
-            out = out + self.category_scores[j][X[:, j].astype(np.int64)]
+            out = out + self.score_table(j)[X[:, j].astype(np.int64)]
         return out
 
     def decision_function(self, X: Rows) -> np.ndarray:

@@ -47,8 +47,8 @@ in the raw columns the model takes, which is what exports show.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -63,7 +63,36 @@ INPUT_KINDS = ("array", "frame", "frame-object", "expanded", "missing", "codes")
 UNSEEN = "__atlas_unseen__"
 
 
-def model_input(ens: TreeEnsemble, X: np.ndarray, *, frame: bool = False) -> Any:
+class CodesView(Protocol):
+    """What :func:`model_input` reads of a model whose rows are in the codes view: a
+    :class:`core.model.TreeEnsemble`, a :class:`core.model.linear.LinearModel`, or the
+    source view of a rewritten one (:class:`_Source`)."""
+
+    @property
+    def feature_names(self) -> tuple[str, ...]: ...
+
+    @property
+    def categories(self) -> tuple[tuple[Any, ...] | None, ...]: ...
+
+    @property
+    def meta(self) -> dict[str, Any]: ...
+
+    @property
+    def categorical_features(self) -> list[int]: ...
+
+
+@dataclass(frozen=True)
+class _Source:
+    """The model a rewritten one (``"missing"``, ``"expanded"``) was made from, as
+    :func:`model_input` reads it."""
+
+    feature_names: tuple[str, ...]
+    categories: tuple[tuple[Any, ...] | None, ...]
+    meta: dict[str, Any]
+    categorical_features: list[int]
+
+
+def model_input(ens: CodesView, X: np.ndarray, *, frame: bool = False) -> Any:
     """The source model's own input for codes-view rows ``X`` (n, n_features)."""
     X = np.atleast_2d(np.asarray(X, dtype=np.float64))
     kind = ens.meta.get("input", "array")
@@ -72,19 +101,17 @@ def model_input(ens: TreeEnsemble, X: np.ndarray, *, frame: bool = False) -> Any
     if kind == "missing":                       # rows of core.model.missing.expand: NaN where missing
         info = ens.meta["missing"]
         d = int(info["n_features"])
-        cats = tuple(ens.categories[:d]) if ens.categories else (None,) * d
-        native = SimpleNamespace(feature_names=tuple(ens.feature_names[:d]), categories=cats,
-                                 meta={**{k: v for k, v in ens.meta.items() if k != "missing"},
-                                       "input": info["input"]},
-                                 categorical_features=[j for j, c in enumerate(cats) if c is not None])
+        source_cats = tuple(ens.categories[:d]) if ens.categories else (None,) * d
+        native = _Source(feature_names=tuple(ens.feature_names[:d]), categories=source_cats,
+                         meta={**{k: v for k, v in ens.meta.items() if k != "missing"}, "input": info["input"]},
+                         categorical_features=[j for j, c in enumerate(source_cats) if c is not None])
         return model_input(native, to_native(ens.meta, X), frame=frame)
     if kind == "expanded":                      # one-hot rows of core.model.categorical.expand: back to codes
         info = ens.meta["expanded"]
-        cats = tuple(None if c is None else tuple(c) for c in info["categories"])
-        native = SimpleNamespace(feature_names=tuple(info["names"]), categories=cats,
-                                 meta={**{k: v for k, v in ens.meta.items() if k != "expanded"},
-                                       "input": info["input"]},
-                                 categorical_features=[j for j, c in enumerate(cats) if c is not None])
+        source_cats = tuple(None if c is None else tuple(c) for c in info["categories"])
+        native = _Source(feature_names=tuple(info["names"]), categories=source_cats,
+                         meta={**{k: v for k, v in ens.meta.items() if k != "expanded"}, "input": info["input"]},
+                         categorical_features=[j for j, c in enumerate(source_cats) if c is not None])
         return model_input(native, decode(ens.meta, X), frame=frame)
     if kind == "codes":
         if not frame:
@@ -94,8 +121,8 @@ def model_input(ens: TreeEnsemble, X: np.ndarray, *, frame: bool = False) -> Any
     if kind == "array" and not frame:
         out = X.copy()
         for j in ens.categorical_features:     # numeric categories: the value itself, NaN when missing
-            cats = np.asarray(_levels(ens, j, open_codes) + [np.nan], dtype=np.float64)
-            out[:, j] = cats[np.clip(X[:, j].astype(np.int64), 0, len(cats) - 1)]
+            numbers = np.asarray(_levels(ens, j, open_codes) + [np.nan], dtype=np.float64)
+            out[:, j] = numbers[np.clip(X[:, j].astype(np.int64), 0, len(numbers) - 1)]
         return out
     cols: dict[str, Any] = {}
     for j, name in enumerate(ens.feature_names):
@@ -121,22 +148,30 @@ def model_input(ens: TreeEnsemble, X: np.ndarray, *, frame: bool = False) -> Any
             if kind == "array":                                   # numeric categories: a number column
                 values = values.astype(np.float64)
             cols[name] = values
-    out = pd.DataFrame(cols, columns=list(ens.feature_names))
+    table = pd.DataFrame(cols, columns=list(ens.feature_names))
     for extra in ens.meta.get("extra_columns", ()):   # columns the model requires but does not use
-        out[extra] = np.nan
-    return out
+        table[extra] = np.nan
+    return table
 
 
-def _levels(ens: TreeEnsemble, j: int, open_codes: dict[int, Any]) -> list:
+def _categories(ens: CodesView, j: int) -> tuple[Any, ...]:
+    """The categories of categorical feature ``j`` (a ValueError for a numerical one)."""
+    cats = ens.categories[j]
+    if cats is None:
+        raise ValueError(f"Feature {ens.feature_names[j]!r} is numerical, not categorical: it has no categories.")
+    return cats
+
+
+def _levels(ens: CodesView, j: int, open_codes: dict[int, Any]) -> list[Any]:
     """Feature ``j``'s categories as the model takes them: XGBoost's "any other
     code" level (:data:`core.model.categorical.OTHER_CODE`) as its stand-in code."""
-    cats = list(ens.categories[j])
+    cats = list(_categories(ens, j))
     if j in open_codes and cats[-1] == OTHER_CODE:
         cats[-1] = open_codes[j]
     return cats
 
 
-def native_input(ens: TreeEnsemble, model: Any, X: np.ndarray) -> Any:
+def native_input(ens: CodesView, model: Any, X: np.ndarray) -> Any:
     """Codes-view rows as the source ``model`` takes them (named columns when it was
     fitted on a DataFrame)."""
     if ens.meta.get("input", "array") == "array":
@@ -195,7 +230,7 @@ def _catboost_outputs(ens: TreeEnsemble, model: Any, X: np.ndarray) -> tuple[np.
     ours = ens.predict_raw(X)
     keep = np.ones(len(X), dtype=bool)
     for j in ens.categorical_features:
-        placeholder = np.array([str(c).startswith("#") for c in ens.categories[j]] + [False])
+        placeholder = np.array([str(c).startswith("#") for c in _categories(ens, j)] + [False])
         keep &= ~placeholder[np.clip(X[:, j].astype(np.int64), 0, len(placeholder) - 1)]
     if not keep.any():
         return ours[:0], np.zeros((0, ours.shape[1])), "raw scores"

@@ -208,7 +208,7 @@ class Tree:
     def left_codes(self, node: int, n_codes: int) -> np.ndarray:
         """Bool array (n_codes,): which category codes go left at a categorical split."""
         codes = np.arange(n_codes)
-        words = self.category_bits[node]
+        words = self.bits[node]
         w = np.minimum(codes >> 6, max(words.size - 1, 0))
         if words.size == 0:
             return np.zeros(n_codes, dtype=bool)
@@ -241,7 +241,7 @@ class Tree:
                     go_left[nan] = self.missing_left[nd[nan]]
             c = cat[nd]
             if c.any():
-                go_left[c] = _bits_hold(self.category_bits[nd[c]], v[c])
+                go_left[c] = _bits_hold(self.bits[nd[c]], v[c])
             node[active] = np.where(go_left, self.children_left[nd], self.children_right[nd])
             active = ~self.is_leaf[node]
         return node

@@ -249,7 +249,7 @@ def _constraints(m, prob: CellProblem, costs: list[np.ndarray], lits: list[_Lits
     model_s = _leaf_vars(m, prob, model_blk, costs, lits, "s")
     if model_s is None or not _target_constraint(m, prob.ens, prob.target, model_blk, model_s):
         return None
-    others = {}
+    others: dict[str, tuple[TreeBlock, _LeafSet]] = {}
     for k, other in enumerate(prob.others):             # also valid for: each model's leaves and target
         blk, row = grouped_leaves(prob, other.leaves)
         s = _leaf_vars(m, prob, blk, costs, lits, f"o{k}_")
@@ -343,13 +343,20 @@ def _one_category(m, prob: CellProblem, lits: list[_Lits | _BandLits]) -> bool:
     return True
 
 
-def _nogoods(m, prob: CellProblem, model: _LeafSet, plaus: _LeafSet | None, others: dict) -> bool:
+def _nogoods(m, prob: CellProblem, model: _LeafSet, plaus: _LeafSet | None,
+             others: dict[str, tuple[TreeBlock, _LeafSet]]) -> bool:
     """Cut off the leaf combinations of points found invalid (near ties the
     integer scaling admitted); merged leaves share their members' values, so
     the cut holds for every member."""
     for kind, leaves in prob.nogoods:
-        blk, ls = ((prob.model_leaves, model) if kind == "model" else (prob.plaus_leaves, plaus) if kind == "plaus"
-                   else others[kind])
+        if kind == "model":
+            blk, ls = prob.model_leaves, model
+        elif kind == "plaus":
+            if prob.plaus_leaves is None or plaus is None:
+                raise RuntimeError("A no-good on the plausibility forest, but the problem has none.")
+            blk, ls = prob.plaus_leaves, plaus
+        else:
+            blk, ls = others[kind]
         clause = []
         for t, node in enumerate(leaves):
             i = np.flatnonzero((blk.tree_of == t) & (blk.node == node))

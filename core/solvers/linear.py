@@ -94,6 +94,8 @@ __all__ = ["LinearProblem", "build_linear_problem", "solve_linear", "linear_coun
 SHOWN_TOLERANCE = 1e-4
 #: relative MIP gap up to which a solver's answer is reported proven optimal
 PROVEN_GAP = 1e-9
+#: HiGHS's own options, which scipy's ``milp`` passes on to it verbatim (with a warning, silenced where it
+#: is called); scipy documents five options, and scipy-stubs' ``_OptionsMILP`` lists only those
 _HIGHS_OPTIONS = {"mip_abs_gap": 0.0, "mip_feasibility_tolerance": 1e-9, "primal_feasibility_tolerance": 1e-9,
                   "dual_feasibility_tolerance": 1e-9}
 
@@ -162,7 +164,7 @@ def build_linear_problem(lin: LinearModel, x: Row, target: TargetSpec, *, schema
     if x_hat.shape != (lin.n_features,):
         raise QueryError(f"x has {x_hat.size} values; the model has {lin.n_features} features.")
     fills = lin.meta.get("impute", {})
-    for j in np.flatnonzero(np.isnan(x_hat)):
+    for j in np.flatnonzero(np.isnan(x_hat)).tolist():
         if lin.feature_names[j] in fills and lin.categories[j] is None:
             x_hat[j] = float(fills[lin.feature_names[j]])   # the model reads a missing value as its fill
     if not np.all(np.isfinite(x_hat)):
@@ -206,7 +208,10 @@ def build_linear_problem(lin: LinearModel, x: Row, target: TargetSpec, *, schema
 def _target_rows(lin: LinearModel, t: Target) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """The target as rows ``rows @ s(x) >= rhs`` (strict where the model's tie rule needs it)."""
     n_out = lin.n_outputs
-    rows, rhs, strict, what = [], [], [], []
+    rows: list[list[float] | np.ndarray] = []
+    rhs: list[float] = []
+    strict: list[bool] = []
+    what: list[str] = []
     if t.kind == "interval":
         for sign, bound in ((1.0, t.lo), (-1.0, t.hi)):
             if np.isfinite(bound):
@@ -224,7 +229,9 @@ def _target_rows(lin: LinearModel, t: Target) -> tuple[np.ndarray, np.ndarray, n
         what.append(f"decision score {side} 0" if t.margin is None else
                     f"P({t.label}) >= {t.margin:g}")
     else:
-        c = t.class_index
+        c, classes = t.class_index, lin.classes
+        if classes is None:
+            raise QueryError("A class target needs a classifier; this linear model has no classes.")
         for k in range(n_out):
             if k == c:
                 continue
@@ -233,7 +240,7 @@ def _target_rows(lin: LinearModel, t: Target) -> tuple[np.ndarray, np.ndarray, n
             rows.append(r)
             rhs.append(0.0)
             strict.append(k < c)
-            what.append(f"score of {lin.classes[c]} {'>' if k < c else '>='} score of {lin.classes[k]}")
+            what.append(f"score of {classes[c]} {'>' if k < c else '>='} score of {classes[k]}")
     if not rows:
         rows, rhs, strict, what = [[0.0] * n_out], [-1.0], [False], ["any prediction"]
     return (np.array(rows, dtype=float).reshape(-1, n_out), np.array(rhs, dtype=float),
@@ -281,12 +288,13 @@ class _Model:
     caps: dict[int, tuple[float, float]]   # numerical feature -> (U, V) after the one-row bounds
 
 
-def _row_coefs(prob: LinearProblem) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None]]:
-    """Per target row: constant, coefficients on numerical features, category contributions."""
+def _row_coefs(prob: LinearProblem) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
+    """Per target row: constant, coefficients on numerical features, category contributions
+    (per categorical feature, (n_codes, n_rows))."""
     lin = prob.lin
     const = prob.rows @ lin.intercept - prob.rhs
     A = prob.rows @ lin.coef                                   # (n_rows, d); 0 at categorical features
-    tabs: list[np.ndarray | None] = [None if t is None else t @ prob.rows.T for t in lin.category_scores]
+    tabs = {j: t @ prob.rows.T for j, t in enumerate(lin.category_scores) if t is not None}
     return const, A, tabs
 
 
@@ -609,8 +617,9 @@ def _highs(m: _Model, time_limit: float) -> _Solved:
         warnings.simplefilter("ignore", RuntimeWarning)      # the options scipy passes on to HiGHS verbatim
         res = milp(c * scale if V.n else np.zeros(0), integrality=np.array(V.integ),
                    bounds=Bounds(np.array(V.lb), np.array(V.ub)), constraints=cons,
-                   options={"time_limit": max(time_limit, 0.01), "mip_rel_gap": 0.0, "disp": False,
-                            "presolve": V.n > 500, **_HIGHS_OPTIONS})   # presolve costs more than it saves when small
+                   # presolve costs more than it saves when small; the stubs know no HiGHS option (_HIGHS_OPTIONS)
+                   options={"time_limit": max(time_limit, 0.01), "mip_rel_gap": 0.0, "disp": False,  # type: ignore[arg-type]
+                            "presolve": V.n > 500, **_HIGHS_OPTIONS})
     if res.status == 2:
         return _Solved("infeasible", None, np.inf, np.inf, np.inf, "highs")
     if res.x is None:
@@ -639,8 +648,9 @@ def _gurobi(m: _Model, time_limit: float, n_workers: int) -> _Solved:
         vt = [gp.GRB.INTEGER if i else gp.GRB.CONTINUOUS for i in V.integ]
         z = g.addMVar(V.n, lb=np.array(V.lb), ub=np.where(np.isfinite(V.ub), V.ub, gp.GRB.INFINITY),
                       vtype=np.array(vt))
+        zs = z.tolist()                      # scalar Vars: a row is a LinExpr (0-d MVar terms are far slower)
         for r, coef in enumerate(m.A):
-            expr = gp.quicksum(val * z[col] for col, val in coef.items() if val != 0)
+            expr = gp.quicksum(val * zs[col] for col, val in coef.items() if val != 0)
             if np.isfinite(m.row_lo[r]) and m.row_lo[r] == m.row_hi[r]:
                 g.addConstr(expr == m.row_lo[r])
                 continue
@@ -649,7 +659,7 @@ def _gurobi(m: _Model, time_limit: float, n_workers: int) -> _Solved:
             if np.isfinite(m.row_hi[r]):
                 g.addConstr(expr <= m.row_hi[r])
         q, c = np.array(V.q), np.array(V.c)
-        g.setObjective(c @ z + gp.quicksum(q[i] * z[i] * z[i] for i in np.flatnonzero(q)), gp.GRB.MINIMIZE)
+        g.setObjective(c @ z + gp.quicksum(q[i] * z[i] * z[i] for i in np.flatnonzero(q).tolist()), gp.GRB.MINIMIZE)
         g.Params.MIPGap = 0.0
         g.Params.MIPGapAbs = 0.0
         g.Params.FeasibilityTol = 1e-9
@@ -740,7 +750,7 @@ def _short(prob: LinearProblem, x: np.ndarray) -> np.ndarray:
     """Every moved continuous value written with the fewest significant digits that still
     gives the target, within :data:`SHOWN_TOLERANCE` of the span of its value and in range."""
     out = x.copy()
-    for j in np.flatnonzero(out != prob.x_hat):
+    for j in np.flatnonzero(out != prob.x_hat).tolist():
         if prob.kinds[j] in INTEGRAL_KINDS or prob.lin.categories[j] is not None:
             continue
         v, s = out[j], np.sign(out[j] - prob.x_hat[j])
@@ -790,9 +800,8 @@ def _scale(prob: LinearProblem) -> np.ndarray:
     const, A, tabs = _row_coefs(prob)
     xs = np.abs(prob.x_hat) + np.where(np.isfinite(prob.hi - prob.lo), np.abs(prob.hi - prob.lo), 0.0)
     size = np.abs(const) + np.abs(A) @ np.where([c is None for c in prob.lin.categories], xs, 0.0)
-    for t in tabs:
-        if t is not None:
-            size = size + np.nanmax(np.abs(t), axis=0)
+    for t in tabs.values():
+        size = size + np.nanmax(np.abs(t), axis=0)
     return np.maximum(size, 1.0)
 
 
@@ -821,9 +830,10 @@ def solve_linear(prob: LinearProblem, *, time_limit: float = 30.0, n_workers: in
             x = relaxed
             solved = _Solved("optimal", None, prob.cost(x), prob.cost(x), 0.0, "lp-bound")
         elif cm.l2 > 0 and not needs_miqp:           # continuous moves, one row: exactly by KKT
-            x = _continuous_polish(prob, m, prob.x_hat.copy(), tau)
-            if x is None:
+            kkt = _continuous_polish(prob, m, prob.x_hat.copy(), tau)
+            if kkt is None:
                 return None, np.inf, "infeasible", np.inf, np.inf, "kkt", _explain(prob, m)
+            x = kkt
             solved = _Solved("optimal", None, prob.cost(x), prob.cost(x), 0.0, "kkt")
         else:
             solved = _gurobi(m, left, n_workers) if needs_miqp else _highs(m, left)
@@ -932,14 +942,14 @@ def linear_counterfactual(lin: LinearModel, x: Row, target: TargetSpec, *, schem
         changes=changes_between(lin, prob.x_hat, xs) if found else (),   # type: ignore[arg-type]
         backend=backend, params=dict(params or {}, backend=backend), x_query=prob.x_hat.copy(),
         lower_bound=float(lower), valid=found, message=message,
-        prediction=lin.predict(xs[None, :])[0] if found else None,
+        prediction=lin.predict(xs[None, :])[0] if xs is not None else None,
         timings={"build": build_s, "solve": solve_s}, guarantee=guarantee)
 
 
 def _on_model(model: Any, prob: LinearProblem, x: np.ndarray) -> bool:
     """Does the original model give the target on ``x`` (its own predict, and its
     probability for a margin)?"""
-    Xn = native_input(prob.lin, model, x[None, :])      # type: ignore[arg-type]
+    Xn = native_input(prob.lin, model, x[None, :])
     t = prob.target
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)     # an unknown category, encoded as the pipeline says

@@ -23,6 +23,7 @@ vertices, which :func:`linear_slice_figure` draws (plotly, as the tree regions o
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -133,6 +134,11 @@ def _clip(poly: np.ndarray, a: float, b: float, c: float) -> np.ndarray:
     return np.array(out).reshape(-1, 2)
 
 
+def _span(axis: list[tuple[float, float, int | None]]) -> tuple[float, float]:
+    """The extent of one axis's pieces: (lowest start, highest end)."""
+    return float(min(p[0] for p in axis)), float(max(p[1] for p in axis))
+
+
 def _axis(lin: LinearModel, j: int, x: np.ndarray, bounds: Any) -> list[tuple[float, float, int | None]]:
     """The pieces of one axis: the view (numerical) or one band per allowed code."""
     if lin.categories[j] is not None:
@@ -177,6 +183,8 @@ def linear_slice(model: ModelLike, x: Row, features: tuple[FeatureKey, FeatureKe
         raise QueryError(f"x has {x.size} values; the model has {lin.n_features} features.")
     if lin.task == "regression":
         try:
+            if not isinstance(target, Iterable):          # None, or one label
+                raise TypeError(f"target {target!r} is no interval")
             lo_t, hi_t = (float(v) for v in target)
         except (TypeError, ValueError):
             raise QueryError("A regressor's slice is cut by a target interval (lo, hi); give target=(lo, hi).") \
@@ -203,9 +211,9 @@ def linear_slice(model: ModelLike, x: Row, features: tuple[FeatureKey, FeatureKe
                                            hi_t if lin.task == "regression" else 0.0):
                 if len(piece) >= 3 and abs(SlicePolygon(piece, label, k).area) > 0:
                     polys.append(SlicePolygon(piece, label, k, (ka, kb)))
-    view = tuple((float(min(p[0] for p in ax)), float(max(p[1] for p in ax))) for ax in axes)
+    view = (_span(axes[0]), _span(axes[1]))
     return LinearSlice(tuple(polys), (fa, fb), (lin.feature_names[fa], lin.feature_names[fb]),
-                       view, x.copy(), time.perf_counter() - t0,  # type: ignore[arg-type]
+                       view, x.copy(), time.perf_counter() - t0,
                        Guarantee("exact", "linear"), dict(features=[lin.feature_names[fa], lin.feature_names[fb]],
                                                           mode="slice", target=None if target is None else str(target)))
 

@@ -16,13 +16,20 @@ on ``mu``; for squared l2 this equals the cost at the levels, where optima lie.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from core.cells.bounds import bounded_costs, reachable_leaves
-from core.cells.problem import CellProblem, CellSolution
+from core.cells.problem import CellProblem, CellSolution, TreeBlock
 from core.errors import GurobiUnavailable
+
+if TYPE_CHECKING:
+    from scipy.sparse import csr_matrix
+
+    from core.model import TreeEnsemble
 
 __all__ = ["build_ocean", "solve", "OceanMILP", "GurobiUnavailable"]
 
@@ -33,7 +40,7 @@ MARGIN = 1e-9
 class OceanMILP:
     c: np.ndarray                # objective
     c0: float                    # constant
-    A: "object"                  # scipy.sparse csr (m, n)
+    A: csr_matrix                # (m, n)
     lb_row: np.ndarray
     ub_row: np.ndarray
     lb: np.ndarray
@@ -44,8 +51,14 @@ class OceanMILP:
     n_vars: int
 
 
+#: per feature, its columns ``{level m: column of mu_jm}`` and ``{level value: m}``
+_Mu = list[tuple[dict[int, int], dict[float, int]]]
+#: per feature, the constant value of ``mu_jm`` outside the allowed span (None: a variable)
+_Consts = list[Callable[[int], int | None]]
+
+
 class _Builder:
-    def __init__(self):
+    def __init__(self) -> None:
         self.lb: list[float] = []
         self.ub: list[float] = []
         self.integ: list[int] = []
@@ -55,13 +68,13 @@ class _Builder:
         self.rlo: list[float] = []
         self.rhi: list[float] = []
 
-    def var(self, lo=0.0, hi=1.0, integer=False) -> int:
+    def var(self, lo: float = 0.0, hi: float = 1.0, integer: bool = False) -> int:
         self.lb.append(lo)
         self.ub.append(hi)
         self.integ.append(int(integer))
         return len(self.lb) - 1
 
-    def row(self, terms, lo=-np.inf, hi=np.inf) -> None:
+    def row(self, terms: Iterable[tuple[int, float]], lo: float = -np.inf, hi: float = np.inf) -> None:
         r = len(self.rlo)
         for col, v in terms:
             self.rows.append(r)
@@ -71,16 +84,23 @@ class _Builder:
         self.rhi.append(hi)
 
 
-def _add_trees(B: _Builder, ens, mu, lits_const, allowed_leaf=None):
+def _const(lo: int, hi: int) -> Callable[[int], int | None]:
+    """``mu_jm`` of a feature whose allowed intervals are ``lo..hi``: 1 at and below ``lo``,
+    0 above ``hi``, None (a variable) between."""
+    return lambda m: 1 if m <= lo else (0 if m > hi else None)
+
+
+def _add_trees(B: _Builder, ens: TreeEnsemble, mu: _Mu, lits_const: _Consts,
+               allowed_leaf: Callable[[int, int], bool] | None = None) -> list[dict[int, int]]:
     """Flow variables and eqs. 8-12, 16-17 for every tree; returns per tree the
     columns of its leaves, as {node: column}."""
     out = []
     for t, tree in enumerate(ens.trees):
         n = tree.n_nodes
         depth = np.zeros(n, dtype=int)
-        for v in range(n):
-            if tree.children_left[v] >= 0:
-                depth[tree.children_left[v]] = depth[tree.children_right[v]] = depth[v] + 1
+        for u in range(n):
+            if tree.children_left[u] >= 0:
+                depth[tree.children_left[u]] = depth[tree.children_right[u]] = depth[u] + 1
         y = [B.var() for _ in range(n)]
         B.row([(y[0], 1.0)], 1.0, 1.0)                                   # (8)
         internal = np.flatnonzero(tree.children_left >= 0)
@@ -105,7 +125,7 @@ def _add_trees(B: _Builder, ens, mu, lits_const, allowed_leaf=None):
         leaves = np.flatnonzero(tree.children_left < 0)
         if allowed_leaf is not None:
             for v in leaves:
-                if not allowed_leaf(t, v):
+                if not allowed_leaf(t, int(v)):
                     B.ub[y[v]] = 0.0
         out.append({int(v): y[v] for v in leaves})
     return out
@@ -119,7 +139,9 @@ def build_ocean(prob: CellProblem) -> OceanMILP:
     ub = prob.upper_bound
     costs = bounded_costs(prob)
     B = _Builder()
-    mu, lo_i, consts = [], [], []
+    mu: _Mu = []
+    lo_i: list[int] = []
+    consts: _Consts = []
     obj: dict[int, float] = {}
     c0 = 0.0
     for j in range(d):
@@ -136,7 +158,7 @@ def build_ocean(prob: CellProblem) -> OceanMILP:
         level_of = {float(v): m + 1 for m, v in enumerate(prob.levels[j])}
         mu.append((cols, level_of))
         lo_i.append(lo)
-        consts.append(lambda m, lo=lo, hi=hi: 1 if m <= lo else (0 if m > hi else None))
+        consts.append(_const(lo, hi))
         c = costs[j].copy()
         for i in range(1, c.size):
             if not np.isfinite(c[i]):
@@ -145,14 +167,17 @@ def build_ocean(prob: CellProblem) -> OceanMILP:
         for m, col in cols.items():
             obj[col] = float(c[m] - c[m - 1])
 
-    def allowed(blk):
+    def allowed(blk: TreeBlock) -> Callable[[int, int], bool]:
         mask = reachable_leaves(blk, costs, ub)
         keep = {(int(t), int(n)) for t, n, k in zip(blk.tree_of, blk.node, mask) if k}
-        return lambda t, v: (t, int(v)) in keep
+        return lambda t, v: (t, v) in keep
 
     leaves = _add_trees(B, prob.ens, mu, consts, allowed(prob.model_leaves))
     _target_rows(B, prob, leaves)
     if prob.plaus is not None:
+        if prob.plaus_leaves is None:
+            raise RuntimeError("The problem has a plausibility forest but not its leaves (core.cells.build_problem "
+                               "makes both).")
         pl = _add_trees(B, prob.plaus.forest, mu, consts, allowed(prob.plaus_leaves))
         f = prob.plaus.forest
         terms = [(col, float(f.trees[t].value[v, 0]) / f.n_trees) for t, cols in enumerate(pl)
@@ -181,12 +206,12 @@ class _Infeasible(Exception):
     pass
 
 
-def _target_rows(B: _Builder, prob, leaves) -> None:
+def _target_rows(B: _Builder, prob: CellProblem, leaves: list[dict[int, int]]) -> None:
     ens, tgt = prob.ens, prob.target
     scale = 1.0 / ens.n_trees if ens.aggregation == "mean" else 1.0
     base = ens.base_score
 
-    def terms(fn):
+    def terms(fn: Callable[[np.ndarray], Any]) -> list[tuple[int, float]]:
         return [(col, float(fn(ens.trees[t].value[v])) * scale) for t, cols in enumerate(leaves)
                 for v, col in cols.items()]
 
@@ -200,7 +225,7 @@ def _target_rows(B: _Builder, prob, leaves) -> None:
         for c in range(ens.n_outputs):
             if c != c0:
                 need = base[c] - base[c0] + (MARGIN if c < c0 else 0.0)  # argmax keeps the first maximum
-                B.row(terms(lambda val, c=c: val[c0] - val[c]), lo=need)  # (13-14)
+                B.row(terms(lambda val: val[c0] - val[c]), lo=need)  # (13-14), read now: c is this class
     else:
         B.row(terms(lambda val: val[0]), lo=tgt.lo - base[0], hi=tgt.hi - base[0])
 
@@ -274,4 +299,4 @@ def _solve_gurobi(prob: CellProblem, milp: OceanMILP, time_limit: float) -> Cell
     if m.SolCount == 0:
         return CellSolution("unknown", None, 0.0)
     status = "optimal" if m.Status == GRB.OPTIMAL else "feasible"
-    return CellSolution(status, _read(prob, milp, x.X), float(m.ObjBound))
+    return CellSolution(status, _read(prob, milp, x.getAttr(GRB.Attr.X)), float(m.ObjBound))
