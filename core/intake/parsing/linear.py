@@ -18,12 +18,12 @@ within 1e-9 relative, else the model is refused rather than approximated.
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from core.errors import UnsupportedModelError
-from core.model.linear import LinearModel
+from core.model.linear import LinearLink, LinearModel
 from core.model.native import native_input
 
 __all__ = ["LINEAR_CLASSIFIERS", "LINEAR_REGRESSORS", "is_linear", "parse_linear_estimator", "verify_linear",
@@ -57,7 +57,7 @@ def _dense(a: Any) -> np.ndarray:
     return np.asarray(a, dtype=np.float64)
 
 
-def _link(est: Any, n_classes: int) -> str:
+def _link(est: Any, n_classes: int) -> LinearLink:
     name = type(est).__name__
     if name in ("LogisticRegression", "LogisticRegressionCV"):
         return "sigmoid" if n_classes == 2 else "softmax"
@@ -66,7 +66,8 @@ def _link(est: Any, n_classes: int) -> str:
     return "decision"
 
 
-def linear_arrays(est: Any) -> tuple[np.ndarray, np.ndarray, str, str, np.ndarray | None]:
+def linear_arrays(est: Any) -> tuple[np.ndarray, np.ndarray, Literal["classification", "regression"], LinearLink,
+                                     np.ndarray | None]:
     """``(coef (n_outputs, d), intercept (n_outputs,), task, link, classes)`` of a fitted
     supported linear estimator, refused with a message when it does not fit the form."""
     name = type(est).__name__
@@ -83,7 +84,8 @@ def linear_arrays(est: Any) -> tuple[np.ndarray, np.ndarray, str, str, np.ndarra
         if coef.shape[0] != want:
             raise UnsupportedModelError(f"The {name} has {coef.shape[0]} rows of coefficients for {len(classes)} "
                                         "classes; only one score per class (or one for two classes) is supported.")
-        task, link = "classification", _link(est, len(classes))
+        task: Literal["classification", "regression"] = "classification"
+        link = _link(est, len(classes))
     else:
         if coef.shape[0] != 1:
             raise UnsupportedModelError(f"The {name} predicts {coef.shape[0]} targets at once; only single-target "
@@ -100,8 +102,8 @@ def parse_linear_estimator(est: Any) -> LinearModel:
     d = coef.shape[1]
     names = getattr(est, "feature_names_in_", None)
     names = [str(n) for n in names] if names is not None else [f"x{j}" for j in range(d)]
-    return LinearModel(coef, intercept, feature_names=tuple(names), task=task,  # type: ignore[arg-type]
-                       link=link, classes=classes, source=f"sklearn.{type(est).__name__}",  # type: ignore[arg-type]
+    return LinearModel(coef, intercept, feature_names=tuple(names), task=task,
+                       link=link, classes=classes, source=f"sklearn.{type(est).__name__}",
                        meta={"input": "array"})
 
 

@@ -517,7 +517,7 @@ def parse_linear_pipeline(pipe: Any) -> LinearModel:
     fills = {c: plain(v) for c, v in w.fill.items() if c in features}
     if fills:
         meta["impute"] = fills
-    return LinearModel(coef, intercept, feature_names=tuple(features), task=task,  # type: ignore[arg-type]
-                       link=link, classes=classes,  # type: ignore[arg-type]
+    return LinearModel(coef, intercept, feature_names=tuple(features), task=task,
+                       link=link, classes=classes,
                        categories=tuple(cats.get(c) for c in features), category_scores=tuple(tables),
                        source=f"sklearn.Pipeline[sklearn.{type(est).__name__}]", meta=meta)
