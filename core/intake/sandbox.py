@@ -137,7 +137,7 @@ def _run_job(job: dict[str, Any], data: bytes) -> bytes:
             arrays, meta = read.to_arrays()
             header = json.dumps({"status": "ok", "meta": meta, "info": _file_info(model), "probe": False})
             buf = io.BytesIO()
-            np.savez(buf, allow_pickle=True, **arrays)     # numpy's default, named so no array is taken for it
+            np.savez(buf, allow_pickle=False, **arrays)    # plain arrays only: the server loads them with allow_pickle=False
             return header.encode() + b"\n" + buf.getvalue()
         ens = read
         X = probe_points(ens, 16, seed=1)
@@ -155,7 +155,7 @@ def _run_job(job: dict[str, Any], data: bytes) -> bytes:
         return fail("ModelError", f"the model library failed on it ({type(exc).__name__}: {str(exc)[:300]})")
     buf = io.BytesIO()
     probe = {"probe_X": X, "probe_out": np.asarray(theirs, dtype=np.float64)} if theirs is not None else {}
-    np.savez(buf, allow_pickle=True, **arrays, **probe)
+    np.savez(buf, allow_pickle=False, **arrays, **probe)
     return header.encode() + b"\n" + buf.getvalue()
 
 

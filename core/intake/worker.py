@@ -151,7 +151,7 @@ def _read_frame(stream: Any) -> tuple[dict[str, Any], bytes]:
 
 def _npz(**arrays: np.ndarray) -> bytes:
     buf = io.BytesIO()
-    np.savez(buf, allow_pickle=True, **arrays)     # numpy's default, named so no array is taken for it
+    np.savez(buf, allow_pickle=False, **arrays)    # plain arrays only: the server loads them with allow_pickle=False
     return buf.getvalue()
 
 
