@@ -204,13 +204,16 @@ def _unordered(k: np.ndarray) -> np.ndarray:
     return b.astype(np.int64).view(np.float64)
 
 
-def _largest_at_most(f: Any, t: np.ndarray, increasing: bool) -> np.ndarray:
+def _largest_at_most(f: Any, t: np.ndarray, increasing: np.ndarray | bool) -> np.ndarray:
     """Per threshold, the largest x with ``f(x) <= t`` (increasing f) or ``f(x) > t``
-    (decreasing f), by bisection over ordered float64; ±inf when none/all."""
+    (decreasing f), by bisection over ordered float64; ±inf when none/all. ``f`` maps
+    one x per threshold (all thresholds bisect together: one call per step);
+    ``increasing`` is one flag, or one per threshold."""
     big = np.finfo(np.float64).max
     lo = np.full(t.shape, _ordered(np.array([-big]))[0])
     hi = np.full(t.shape, _ordered(np.array([big]))[0])
-    ok = (lambda v, tt: v <= tt) if increasing else (lambda v, tt: v > tt)
+    def ok(v: np.ndarray, tt: np.ndarray) -> np.ndarray:
+        return np.where(increasing, v <= tt, v > tt)
     at_lo, at_hi = ok(f(np.full(t.shape, -big)), t), ok(f(np.full(t.shape, big)), t)
     for _ in range(66):                         # invariant: ok(lo), not ok(hi)
         mid = (lo >> 1) + (hi >> 1) + (lo & hi & 1)      # no int64 overflow
@@ -329,33 +332,56 @@ def _owners(pre: Any, raw_cols: list[str], cats: dict[str, tuple], fill: dict[st
     return owner, per_code, no_missing
 
 
-def _numeric_map(pre: Any, raw_cols: list[str], cats: dict[str, tuple], c: str, k: int) -> Any:
-    """Transformed column ``k`` as a function of numerical raw column ``c``."""
-    def f(x: np.ndarray) -> np.ndarray:
+def _numeric_maps(pre: Any, raw_cols: list[str], cats: dict[str, tuple], cols: list[str],
+                  ks: list[int]) -> Any:
+    """Transformed columns ``ks[i]`` as functions of numerical raw columns ``cols[i]``, all
+    in one transform: ``g(x, which)`` gives, for each row r, column ``ks[which[r]]`` of a base
+    row whose column ``cols[which[r]]`` holds ``x[r]``. Every transformed column depends on
+    one raw column (:func:`_owners`), so a row's other columns do not change its value."""
+    col_of = np.asarray(cols, dtype=object)
+    k_of = np.asarray(ks, dtype=np.int64)
+
+    def g(x: np.ndarray, which: np.ndarray) -> np.ndarray:
         frame = _base_frame(raw_cols, cats, len(x))
-        frame[c] = x
+        for c in dict.fromkeys(cols):
+            v = np.zeros(len(x))
+            mine = col_of[which] == c
+            v[mine] = x[mine]
+            frame[c] = v
         with np.errstate(all="ignore"):
-            return _transform(pre, frame)[:, k]
-    return f
+            return _transform(pre, frame)[np.arange(len(x)), k_of[which]]
+    return g
 
 
 def _raw_thresholds(pre: Any, raw_cols: list[str], cats: dict[str, tuple], owner: list[str | None],
                     inner: TreeEnsemble) -> dict[tuple[int, float], tuple[float, bool]]:
     """Raw thresholds for every (transformed column, threshold) used by the trees
-    on a numerical raw column, and whether the column's map is increasing."""
-    bounds: dict[tuple[int, float], tuple[float, bool]] = {}
+    on a numerical raw column, and whether the column's map is increasing. Every
+    column's thresholds are bisected together, one pipeline transform per step
+    (a transform costs about the same for one row as for a thousand)."""
+    ks: list[int] = []
+    cols: list[str] = []
+    tss: list[np.ndarray] = []
     for k in range(inner.n_features):
         ts = np.unique(np.concatenate([t.threshold[(t.feature == k) & ~np.isnan(t.threshold)]
                                        for t in inner.trees]))
         col = owner[k]
         if ts.size == 0 or col is None or col in cats:
             continue
-        f = _numeric_map(pre, raw_cols, cats, col, k)
-        with np.errstate(all="ignore"):
-            increasing = bool(f(np.array([1e6]))[0] >= f(np.array([-1e6]))[0])
-        xs = _largest_at_most(f, ts, increasing)
-        for t, x in zip(ts, xs):
-            bounds[(k, float(t))] = (float(x), increasing)
+        ks.append(k)
+        cols.append(col)
+        tss.append(ts)
+    if not ks:
+        return {}
+    g = _numeric_maps(pre, raw_cols, cats, cols, ks)
+    each = np.arange(len(ks))
+    with np.errstate(all="ignore"):
+        increasing = g(np.full(len(ks), 1e6), each) >= g(np.full(len(ks), -1e6), each)
+    which = np.repeat(each, [ts.size for ts in tss])
+    xs = _largest_at_most(lambda x: g(x, which), np.concatenate(tss), increasing[which])
+    bounds: dict[tuple[int, float], tuple[float, bool]] = {}
+    for i, t, x in zip(which.tolist(), np.concatenate(tss).tolist(), xs.tolist()):
+        bounds[(ks[i], float(t))] = (float(x), bool(increasing[i]))
     return bounds
 
 
