@@ -7,7 +7,9 @@ it, so the app can show the message as is and a script can catch
 ``core.rules.NoCounterfactualRuleError``), so both import paths work.
 """
 
-from sklearn.exceptions import NotFittedError as _SklearnNotFitted
+from __future__ import annotations
+
+from functools import cache
 
 
 class AtlasError(ValueError):
@@ -34,9 +36,24 @@ class UntrustedPickleError(AtlasError):
     """A pickle/joblib file was given without the user trusting it."""
 
 
-class NotFittedError(AtlasError, _SklearnNotFitted):
-    """An estimator (T-CREx, counterfactual rules) was used before ``fit``;
-    also scikit-learn's ``NotFittedError``, so either can be caught."""
+@cache
+def _not_fitted_error() -> type[AtlasError]:
+    """``NotFittedError``, made on first use: it also subclasses scikit-learn's, and
+    importing scikit-learn (about 2.5 s) is not for ``import core`` to pay."""
+    from sklearn.exceptions import NotFittedError as SklearnNotFitted
+
+    class NotFittedError(AtlasError, SklearnNotFitted):
+        """An estimator (T-CREx, counterfactual rules) was used before ``fit``;
+        also scikit-learn's ``NotFittedError``, so either can be caught."""
+
+    NotFittedError.__module__, NotFittedError.__qualname__ = __name__, "NotFittedError"   # pickles by name
+    return NotFittedError
+
+
+def __getattr__(name: str) -> type[AtlasError]:
+    if name == "NotFittedError":
+        return _not_fitted_error()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class QueryError(AtlasError):

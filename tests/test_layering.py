@@ -119,11 +119,32 @@ def _imported(statement: str) -> list[str]:
 def test_importing_core_imports_no_parser_and_no_optional_library(statement):
     mods = _imported(statement)
     assert "core" in mods and "numpy" in mods
-    heavy = [m for m in mods if m.split(".")[0] in HEAVY]
+    heavy = [m for m in mods if m.split(".")[0] in (*HEAVY, "sklearn")]   # scikit-learn: 2.5 s, on first use
     parsers = [m for m in mods if m.startswith(("core.intake", "core.surrogate"))]
     assert not heavy and not parsers, heavy + parsers
     if statement != "import core":
         assert len([m for m in mods if m.startswith("core")]) <= 12, [m for m in mods if m.startswith("core")]
+
+
+def test_not_fitted_error_is_made_on_first_use_and_is_scikit_learns_too():
+    """``core.errors.NotFittedError`` subclasses scikit-learn's, made when first asked for (so
+    ``import core`` does not import scikit-learn): it is one class, caught as either, and pickles
+    (a batch's worker sends it back)."""
+    import pickle
+
+    from sklearn.exceptions import NotFittedError as Theirs
+
+    import core.errors
+    from core.errors import AtlasError, NotFittedError
+
+    assert core.errors.NotFittedError is NotFittedError and issubclass(NotFittedError, (AtlasError, Theirs))
+    assert NotFittedError.__module__ == "core.errors" and NotFittedError.__qualname__ == "NotFittedError"
+    with pytest.raises(Theirs):
+        raise NotFittedError("fit it first")
+    back = pickle.loads(pickle.dumps(NotFittedError("fit it first")))
+    assert type(back) is NotFittedError and str(back) == "fit it first"
+    with pytest.raises(AttributeError):
+        core.errors.NoSuchError  # noqa: B018
 
 
 def test_a_model_reaches_its_parser_on_first_use_only():
