@@ -157,7 +157,8 @@ class Band:
 
     def inner_rows(self, X: np.ndarray) -> np.ndarray:
         """:meth:`to_inner` of reference rows, kept with the array for the next query."""
-        key = ("band_rows", tuple(sorted(self.cuts.items())), X.shape, X[0].tobytes() if len(X) else b"")
+        key = ("band_rows", tuple(sorted(self.cuts.items())), X.shape,     # as the reference cells are keyed
+               X[0].tobytes() if len(X) else b"", X[-1].tobytes() if len(X) else b"")
         return GRID_CACHE.get(X, key, lambda: self.to_inner(X))
 
 
