@@ -83,9 +83,11 @@ def main() -> None:
         st.info("No audit has been stored yet: run one on the Fairness audit page; it is stored when it finishes.")
         state.page_link("fairness_audit", "Go to Fairness audit", "⚖️")
         st.stop()
-    shown = past.rename(columns={"n_rows": "rows", "n_significant": "significant gaps", "summary": "first finding"})
+    shown = past.rename(columns={"n_rows": "rows", "n_significant": "significant gaps", "summary": "first finding",
+                                 "elapsed": "took (s)"})
     st.dataframe(shown[["id", "created", "title", "data_name", "model_source", "target", "protected", "rows",
-                        "significant gaps", "first finding"]], hide_index=True, key="hi_table")
+                        "significant gaps", "took (s)", "first finding"]], hide_index=True, key="hi_table",
+                 column_config={"took (s)": st.column_config.NumberColumn(format="%.1f")})
     download(st, "Download this list (CSV)", to_csv(past), "audit_history.csv", "text/csv", key="hi_dl_list")
     labels = {int(r.id): f"#{r.id} · {r.created} · {r.title}" for r in past.itertuples()}
     ids = list(labels)

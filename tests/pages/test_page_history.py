@@ -20,10 +20,12 @@ def test_audits_are_stored_reopened_and_compared(page_app, fresh_history):
     at = page_app("fairness_audit.py")
     _audit(at, 40)
     _audit(at, 60)
+    took = at.session_state["fa_result"]["audit"].elapsed
     at.switch_page("../pages/history.py").run()
     assert not at.exception, at.exception
     table = at.dataframe[0].value
     assert list(table["rows"]) == [60, 40]                       # newest first
+    assert table["took (s)"].iloc[0] == took > 0 and table["took (s)"].iloc[1] > 0   # each audit's own time
     ids = list(table["id"])
     at.selectbox(key="hi_open_id").set_value(ids[1])
     at.button(key="hi_open").click().run()
