@@ -39,6 +39,7 @@ from core.intake.parsing.cityhash import cat_feature_hash
 from core.intake.parsing.common import build_tree, drop_last_level
 from core.model.ensemble import Link, Task, TreeEnsemble
 from core.model.tree import float32_le_bound
+from core.typing import ModelLike
 
 OTHER = "(any other value)"
 _SIGMOID = {"Logloss", "CrossEntropy"}
@@ -70,7 +71,7 @@ def _loss(doc: dict) -> str:
     return str(lf.get("type") if isinstance(lf, dict) else lf or "")
 
 
-def parse_catboost(model: Any) -> TreeEnsemble:
+def parse_catboost(model: ModelLike) -> TreeEnsemble:
     if type(model).__module__.split(".")[0] == "catboost":       # CatBoost's own model object
         model = _exported(model)
     doc = model.document if isinstance(model, CatBoostJSON) else model
@@ -264,7 +265,7 @@ def fold_other_level(ens: TreeEnsemble, features: list[int]) -> TreeEnsemble:
     return drop_last_level(ens, features, "level")
 
 
-def _exported(model: Any) -> CatBoostJSON:
+def _exported(model: ModelLike) -> CatBoostJSON:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "model.json"

@@ -30,6 +30,7 @@ import pandas as pd
 
 from core.errors import ModelError
 from core.intake.parsing.onnx_graph import LIMITS, OnnxGraphInfo, OnnxLimits, inspect_onnx, numpy_dtype, read_onnx
+from core.typing import ModelLike
 
 __all__ = ["OnnxRunner", "OnnxModel", "load_onnx", "FIRST_RUN_SECONDS", "UNSEEN"]
 
@@ -162,7 +163,7 @@ def _scores(value: Any, n: int) -> np.ndarray:
 class OnnxModel:
     """An ``.onnx`` file: its bytes, what the graph is, and a runner (see the module docstring)."""
 
-    def __init__(self, data: bytes, filename: str, info: OnnxGraphInfo, proto: Any = None):
+    def __init__(self, data: bytes, filename: str, info: OnnxGraphInfo, proto: ModelLike = None):
         self.data = bytes(data)
         self.filename = filename
         self.info = info
