@@ -48,6 +48,7 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Iterable, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -563,7 +564,7 @@ class ModelWorker:
             return self.description
 
     # -- answers
-    def answers(self, X: np.ndarray, categories: Any = None) -> dict[str, np.ndarray]:
+    def answers(self, X: np.ndarray, categories: Sequence[Iterable[object] | None] | None = None) -> dict[str, np.ndarray]:
         """The model's answers on codes-view rows ``X`` (see :mod:`core.model.blackbox`), in
         batches; ``categories`` (one entry per feature) when the caller's differ from the
         model's own (a graph's string inputs, whose categories the data gives)."""

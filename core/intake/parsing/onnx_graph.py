@@ -28,12 +28,15 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from core.errors import ModelError, UnsupportedModelError
 from core.typing import ModelLike
+
+if TYPE_CHECKING:
+    from onnx import NodeProto
 
 __all__ = ["OnnxGraphInfo", "OnnxLimits", "LIMITS", "read_onnx", "inspect_onnx", "TREE_OPS", "WRAPPER_OPS",
            "ELEM_TYPES", "attributes", "numpy_dtype"]
@@ -313,7 +316,7 @@ def _output_kind(vi: Any, filename: str) -> str:
                                 "only tensors and ZipMap's probabilities are read.")
 
 
-def attributes(node: Any) -> dict[str, Any]:
+def attributes(node: NodeProto) -> dict[str, Any]:
     """A node's attributes as Python values (tensors as numpy arrays)."""
     from onnx import helper, numpy_helper
 
