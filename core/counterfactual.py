@@ -172,7 +172,7 @@ def make_cost_model(ens: TreeEnsemble, norm: Norm = "l1", weights: Weights = Non
     return CostModel(l0, l1, l2, down, up, span, combine="max" if linf else "sum")
 
 
-def check_schema(ens: TreeEnsemble, schema: Any, error: type[Exception] = QueryError) -> None:
+def check_schema(ens: TreeEnsemble, schema: object, error: type[Exception] = QueryError) -> None:
     """``schema`` must be a :class:`core.schema.Schema` of the model's features, in
     order; else ``error`` says which features differ and how to get one that fits."""
     from core.schema import Schema
@@ -225,7 +225,7 @@ class Target:
         return f"prediction in [{self.lo:g}, {self.hi:g}]"
 
 
-def check_time_limit(time_limit: Any) -> float:
+def check_time_limit(time_limit: SupportsFloat | str) -> float:
     """A solver time limit in seconds: a finite positive number (NaN would never expire)."""
     try:
         t = float(time_limit)

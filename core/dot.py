@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import shutil
-from typing import Any
 
 __all__ = ["label", "available", "render"]
 
 
-def label(text: Any) -> str:
+def label(text: object) -> str:
     """``text`` inside a double-quoted DOT label, drawn as written: backslashes and
     quotes escaped (so are Graphviz's ``\\N``, ``\\G``… substitutions), ``&`` written
     ``&amp;`` (Graphviz passes entities such as ``&lt;`` on to the SVG, where the

@@ -22,11 +22,14 @@ from core.typing import ArrayLike
 if TYPE_CHECKING:
     from core.counterfactual import CounterfactualResult
     from core.model import TreeEnsemble
+    from core.model.box import Box
+    from core.regions import Region
+    from core.tcrex import TCREx
 
 _ROOM = dict(margin=dict(l=80, r=20, t=70, b=70), xaxis=dict(automargin=True), yaxis=dict(automargin=True))
 
 
-def text(value: Any) -> str:
+def text(value: object) -> str:
     """``value`` (a name, category, class or title from a file) for any text Plotly
     draws: titles, axis titles and ticks, legends, bar labels and hovers read HTML
     tags (<b>, <a href>, <br>) and entities; with "&" and "<" escaped, it is drawn as
@@ -108,7 +111,7 @@ def counterfactual_changes_figure(result: CounterfactualResult, feature_names: l
     return fig
 
 
-def region_colour_values(regions: Any, ens: TreeEnsemble) -> tuple[np.ndarray, str, str]:
+def region_colour_values(regions: Sequence[Region], ens: TreeEnsemble) -> tuple[np.ndarray, str, str]:
     """Per region: the value to colour by, its label, and the kind of scale."""
     raws = np.array([r.raw for r in regions]) if len(regions) else np.zeros((0, ens.n_outputs))
     if ens.task == "regression":
@@ -119,7 +122,7 @@ def region_colour_values(regions: Any, ens: TreeEnsemble) -> tuple[np.ndarray, s
     return proba.argmax(axis=1).astype(float), "class", "categorical"
 
 
-def regions_figure(regions: Any, ens: TreeEnsemble, features: tuple[int, int], view: tuple[tuple[float, float], ...],
+def regions_figure(regions: Sequence[Region], ens: TreeEnsemble, features: tuple[int, int], view: tuple[tuple[float, float], ...],
                    x: np.ndarray | None = None, cf: np.ndarray | None = None, opacity: float = 1.0,
                    title: str = ""):
     """Rectangles of the regions on two features, coloured by class probability
@@ -174,7 +177,7 @@ def regions_figure(regions: Any, ens: TreeEnsemble, features: tuple[int, int], v
     return fig
 
 
-def regions_table(regions: Any, ens: TreeEnsemble, features: tuple[int, int]) -> pd.DataFrame:
+def regions_table(regions: Sequence[Region], ens: TreeEnsemble, features: tuple[int, int]) -> pd.DataFrame:
     fa, fb = features
     vals, label, _ = region_colour_values(regions, ens)
     return pd.DataFrame({
@@ -186,7 +189,7 @@ def regions_table(regions: Any, ens: TreeEnsemble, features: tuple[int, int]) ->
         "distance": [r.distance for r in regions]})
 
 
-def change_keep_counts(tc: Any, X: np.ndarray) -> pd.DataFrame:
+def change_keep_counts(tc: TCREx, X: np.ndarray) -> pd.DataFrame:
     """Per feature: how many rows must change it, and how many must keep it in
     range, to satisfy their T-CREx rule (the paper's Fig. 8b)."""
     rules = tc.explain(X)
@@ -213,7 +216,7 @@ def change_keep_figure(counts: pd.DataFrame):
     return fig
 
 
-def rule_box_figure(X: np.ndarray, y: np.ndarray, rule: Any, features: tuple[int, int], names: list[str],
+def rule_box_figure(X: np.ndarray, y: np.ndarray, rule: Box, features: tuple[int, int], names: list[str],
                     highlight: np.ndarray | None = None):
     """Data on the rule's two features, the rule's box and highlighted rows (Fig. 8c)."""
     fa, fb = features
@@ -236,9 +239,9 @@ def rule_box_figure(X: np.ndarray, y: np.ndarray, rule: Any, features: tuple[int
     return fig
 
 
-def rule_intervals_figure(X: np.ndarray, rule: Any, features: list[int], names: list[str],
-                          x: np.ndarray | None = None, alternatives: tuple = (),
-                          groups: Any = ()):
+def rule_intervals_figure(X: np.ndarray, rule: Box, features: list[int], names: list[str],
+                          x: np.ndarray | None = None, alternatives: Sequence[Box] = (),
+                          groups: Sequence[Sequence[int]] = ()):
     """A counterfactual rule as intervals on each feature's observed range
     (scaled to [0, 1]), with the row's current value marked. A one-hot group
     (``groups``: lists of feature indices) is one row named by its column, the

@@ -9,14 +9,14 @@ take it back); :func:`finite_or_none` is for fields where a missing bound is
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, SupportsFloat
 
 import numpy as np
 
 __all__ = ["plain", "finite_or_none"]
 
 
-def plain(v: Any) -> Any:
+def plain(v: object) -> Any:
     """A JSON-able copy of ``v``: dicts (keys as strings), lists, tuples and
     arrays as lists, numpy scalars as Python numbers; anything else as is."""
     if isinstance(v, dict):
@@ -30,7 +30,7 @@ def plain(v: Any) -> Any:
     return v
 
 
-def finite_or_none(v: Any) -> float | None:
+def finite_or_none(v: SupportsFloat) -> float | None:
     """``float(v)``, or None for an infinite or missing value."""
-    v = float(v)
-    return v if math.isfinite(v) else None
+    x = float(v)
+    return x if math.isfinite(x) else None

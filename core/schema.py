@@ -24,7 +24,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence, TypedDict, Unpack
 
 import numpy as np
 import pandas as pd
@@ -95,6 +95,19 @@ class FeatureSpec:
         return float(self.upper - self.lower) or 1.0
 
 
+class FeatureChanges(TypedDict, total=False):
+    """What :meth:`Schema.with_updates` may change of a feature: any of its settings but its name."""
+
+    kind: str
+    lower: float
+    upper: float
+    actionability: str
+    weight: float
+    protected: bool
+    group: str | None
+    levels: tuple[str, ...] | None
+
+
 @dataclass(frozen=True)
 class Schema:
     """Ordered feature settings, plus the target column's name if known.
@@ -163,7 +176,7 @@ class Schema:
         order: what a query's fixed / increase-only / decrease-only lists start from."""
         return {a: [f.name for f in self.features if f.actionability == a] for a in ACTIONABILITY}
 
-    def with_updates(self, name: str, **changes: Any) -> "Schema":
+    def with_updates(self, name: str, **changes: Unpack[FeatureChanges]) -> "Schema":
         """The schema with feature ``name``'s settings changed (kind, lower, upper,
         actionability, weight, protected, group, levels), checked."""
         i = self.index(name)
@@ -447,7 +460,7 @@ def one_hot_encode(df: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     return pd.concat(out, axis=1)
 
 
-def validate(df: pd.DataFrame, ensemble: Any, target: str | None = None) -> pd.DataFrame:
+def validate(df: pd.DataFrame, ensemble: TreeEnsemble, target: str | None = None) -> pd.DataFrame:
     """Check that ``df`` fits the model and return its features in model order.
 
     The model's feature names are matched by name when the data has all of

@@ -37,7 +37,7 @@ import inspect
 import math
 import numbers
 from collections.abc import Mapping
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, TypeGuard, TypeVar
 
 import numpy as np
 
@@ -52,67 +52,67 @@ TIME_LIMIT = 30.0     #: seconds for one query (optimal counterfactual, exact re
 ROW_TIME_LIMIT = 10.0  #: seconds for each row of an analysis over many rows (FCCA, audit, comparison)
 RANDOM_STATE = 0  #: the default seed of every analysis that samples or fits a surrogate
 
-Check = Callable[[Any], "str | None"]      # None when the value is valid, else what is expected
+Check = Callable[[object], "str | None"]      # None when the value is valid, else what is expected
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def one_of(*choices: Any) -> Check:
+def one_of(*choices: object) -> Check:
     """One of ``choices``."""
-    def check(v: Any) -> str | None:
+    def check(v: object) -> str | None:
         return None if any(v == c and type(v) is type(c) for c in choices) else f"one of {list(choices)}"
     return check
 
 
-def positive(v: Any) -> str | None:
+def positive(v: object) -> str | None:
     """A positive, finite number."""
     ok = _real(v) and math.isfinite(v) and v > 0
     return None if ok else "a positive, finite number"
 
 
-def seconds(v: Any) -> str | None:
+def seconds(v: object) -> str | None:
     """A time limit: a positive, finite number of seconds (NaN or inf would never expire)."""
     return None if positive(v) is None else "a time limit: a positive, finite number of seconds"
 
 
-def _real(v: Any) -> bool:
+def _real(v: object) -> TypeGuard[float]:     # a numbers.Real: compares as a float does
     return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
 
-def _int(v: Any) -> bool:
+def _int(v: object) -> TypeGuard[int]:     # a numbers.Integral (numpy's too): compares as an int does
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
 def integer(minimum: int | None = None) -> Check:
     """An integer, at least ``minimum``."""
-    def check(v: Any) -> str | None:
+    def check(v: object) -> str | None:
         ok = _int(v) and (minimum is None or v >= minimum)
         return None if ok else "an integer" + (f" >= {minimum}" if minimum is not None else "")
     return check
 
 
-def probability(v: Any) -> str | None:
+def probability(v: object) -> str | None:
     """A number in [0, 1]."""
     ok = _real(v) and 0 <= v <= 1
     return None if ok else "a number between 0 and 1"
 
 
-def nonnegative(v: Any) -> str | None:
+def nonnegative(v: object) -> str | None:
     """A finite number >= 0."""
     return None if _real(v) and math.isfinite(v) and v >= 0 else "a finite number >= 0"
 
 
-def open_probability(v: Any) -> str | None:
+def open_probability(v: object) -> str | None:
     """A number strictly between 0 and 1."""
     return None if _real(v) and 0 < v < 1 else "a number strictly between 0 and 1"
 
 
-def boolean(v: Any) -> str | None:
+def boolean(v: object) -> str | None:
     return None if isinstance(v, (bool, np.bool_)) else "True or False"
 
 
 def optional(check: Check) -> Check:
     """None, or what ``check`` accepts."""
-    def inner(v: Any) -> str | None:
+    def inner(v: object) -> str | None:
         if v is None:
             return None
         got = check(v)
@@ -120,7 +120,7 @@ def optional(check: Check) -> Check:
     return inner
 
 
-def norm_setting(v: Any) -> str | None:
+def norm_setting(v: object) -> str | None:
     """"l0", "l1", "l2" (squared), or a mix {"l0": w0, "l1": w1, "l2": w2} of non-negative weights."""
     if isinstance(v, str) and v in ("l0", "l1", "l2"):
         return None
@@ -131,7 +131,7 @@ def norm_setting(v: Any) -> str | None:
     return "'l0', 'l1', 'l2' or a mix such as {'l0': 0.1, 'l1': 1.0} of non-negative weights, not all zero"
 
 
-def cell_norm_setting(v: Any) -> str | None:
+def cell_norm_setting(v: object) -> str | None:
     """:func:`norm_setting`, or "linf" (the largest weighted, range-scaled change): the
     optimal counterfactual on a tree ensemble takes it, the other methods do not."""
     if isinstance(v, str) and v == "linf":
@@ -140,7 +140,7 @@ def cell_norm_setting(v: Any) -> str | None:
     return None if got is None else got.replace("'l2' or", "'l2', 'linf' or")
 
 
-def n_jobs_setting(v: Any) -> str | None:
+def n_jobs_setting(v: object) -> str | None:
     ok = _int(v) and (v >= 1 or v == -1)
     return None if ok else "a positive number of processes, or -1 for every core"
 
@@ -150,7 +150,7 @@ def n_workers_setting(v: object) -> str | None:
     return None if ok else "a positive number of threads, or -1 for every core"
 
 
-def scheduler_setting(v: Any) -> str | None:
+def scheduler_setting(v: object) -> str | None:
     if v is None or isinstance(v, str) or hasattr(v, "submit"):
         return None
     return "None or '' (local processes), a Dask scheduler address such as 'tcp://host:8786', or a dask Client"

@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import math
 from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, SupportsFloat
 
 import numpy as np
+
+from core.typing import TargetSpec
 
 __all__ = ["number_text", "approx_text", "csv_cell", "percent_text", "NOT_KNOWN", "label_order", "outcome_text", "check_class_names", "bound_text", "round_sig", "shortest_inside", "parse_number"]
 
@@ -75,7 +77,7 @@ def _group(int_text: str) -> str:
     return sign + f"{int(digits):,}" if digits else int_text
 
 
-def number_text(v: Any, grouping: bool = True) -> str:
+def number_text(v: object, grouping: bool = True) -> str:
     """A number written in full: the shortest text that reads back as the same
     float (``47.26``, ``10,290``, ``32``), scientific only below 1e-4 or from
     1e15; ``missing`` for NaN/None. Anything else is ``str(v)``."""
@@ -101,7 +103,7 @@ def number_text(v: Any, grouping: bool = True) -> str:
     return _group(head) + dot + tail
 
 
-def approx_text(v: Any, digits: int = 4) -> str:
+def approx_text(v: object, digits: int = 4) -> str:
     """A measured number (a prediction, a cost, a share) to ``digits``
     significant digits, written as :func:`number_text` does (``12,350``, not
     ``1.235e+04``). Never for a value the analyst is told to apply."""
@@ -114,7 +116,7 @@ def approx_text(v: Any, digits: int = 4) -> str:
 NOT_KNOWN = "—"
 
 
-def percent_text(v: Any, digits: int = 1) -> str:
+def percent_text(v: SupportsFloat | None, digits: int = 1) -> str:
     """A share or a relative gap as a percentage with ``digits`` decimals (``12.5%``);
     :data:`NOT_KNOWN` for a value that cannot be computed (None, NaN, infinite)."""
     if v is None or isinstance(v, (bool, np.bool_)):
@@ -126,7 +128,7 @@ def percent_text(v: Any, digits: int = 1) -> str:
     return f"{x:.{digits}%}" if math.isfinite(x) else NOT_KNOWN
 
 
-def csv_cell(v: Any) -> Any:
+def csv_cell(v: object) -> object:
     """A cell as a CSV export writes it: a float as the shortest text that reads
     back as the same float, without separators and without a trailing ``.0``
     (``42``, ``0.1``, ``8256.5``, ``1e-05``), an empty cell for NaN, ``inf`` /
@@ -161,7 +163,7 @@ def bound_text(t: float, grouping: bool = True, digits: int = BOUND_DIGITS) -> s
     return number_text(t, grouping)
 
 
-def label_order(label: Any) -> tuple:
+def label_order(label: object) -> tuple[int, float, str]:
     """A sort key for group labels in their numbers' order: ``2`` before
     ``10``, the bin ``[18, 30]`` before ``(30, 45]``; text labels after, by text."""
     text = str(label)
@@ -176,7 +178,7 @@ def label_order(label: Any) -> tuple:
 MAX_CLASS_NAME = 60
 
 
-def outcome_text(value: Any, class_names: Mapping[str, str] | None = None) -> str:
+def outcome_text(value: TargetSpec, class_names: Mapping[str, str] | None = None) -> str:
     """A model outcome as the analyst named it: ``approved (1)`` for a class
     named in ``class_names`` (class label as text -> name), the label alone
     otherwise (``1``, never ``np.int64(1)``); a regressor's value or interval

@@ -14,7 +14,7 @@ exactly a number. Numbers are written as everywhere else (:func:`core.shown.csv_
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Literal, TypedDict, Unpack
 
 import pandas as pd
 
@@ -26,7 +26,7 @@ _RISKY = ("=", "+", "-", "@", "\t", "\r")
 _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
 
-def neutralise(value: Any) -> Any:
+def neutralise(value: object) -> object:
     """``value`` with a leading ``'`` if it is text a spreadsheet would run."""
     if isinstance(value, str) and value.startswith(_RISKY) and not _NUMBER.fullmatch(value):
         return "'" + value
@@ -49,7 +49,22 @@ def safe_frame(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def to_csv(df: pd.DataFrame, **kwargs: Any) -> str:
+class CsvOptions(TypedDict, total=False):
+    """pandas' ``to_csv`` keywords :func:`to_csv` passes on (no path: the text is returned)."""
+
+    sep: str
+    na_rep: str
+    header: bool | list[str]
+    index: bool
+    lineterminator: str | None
+    encoding: str | None
+    quoting: Literal[0, 1, 2, 3]
+    quotechar: str
+    date_format: str | None
+    decimal: str
+
+
+def to_csv(df: pd.DataFrame, **kwargs: Unpack[CsvOptions]) -> str:
     """``df.to_csv(index=False)`` with formula cells neutralised (see the module
     docstring), lines ended by CRLF as RFC 4180 has them: a cell holding a carriage
     return is then quoted instead of breaking its row."""

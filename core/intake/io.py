@@ -40,6 +40,7 @@ from core.intake.parsing.validate import (
 )
 from core.intake.training import FAMILIES, TrainedModel, infer_task, train_model  # noqa: F401 - importable from here
 from core.schema import one_hot_encode
+from core.typing import ModelLike
 
 __all__ = ["load_table", "prepare_data", "PreparedData", "load_model", "train_model",
            "TrainedModel", "sha256", "MAX_TABLE_BYTES", "SKOPS_TRUSTED", "TYPE_LETTERS"]
@@ -134,7 +135,7 @@ def _read_source(source: Any, filename: Any, max_bytes: int, error: type[AtlasEr
     raise error(f"A {what} cannot be read from {type(source).__name__}. {hint}")
 
 
-def load_table(source: Any, filename: str | None = None, *, max_bytes: int = MAX_TABLE_BYTES,
+def load_table(source: object, filename: str | None = None, *, max_bytes: int = MAX_TABLE_BYTES,
                max_rows: int | None = None, max_decoded_bytes: int = MAX_DECODED_BYTES) -> pd.DataFrame:
     """Read a CSV or Parquet file (also inside gzip, bzip2, xz or zip).
 
@@ -392,7 +393,7 @@ def _catboost_load(catboost: Any, data: bytes, filename: str, fmt: str) -> Any:
     return model
 
 
-def load_model(source: Any, filename: str | None = None, *, allow_pickle: bool = False) -> Any:
+def load_model(source: object, filename: str | None = None, *, allow_pickle: bool = False) -> ModelLike:
     """Read a model file and return the native model object.
 
     Parameters

@@ -92,7 +92,7 @@ class Source:
         return f"{self.column} = {self.level}" if self.one_hot else self.column
 
 
-def norm_text(v: Any) -> str:
+def norm_text(v: object) -> str:
     """A value as matching text: 1, 1.0, "1" and True/"True" agree; NaN is ''."""
     if v is None or (isinstance(v, float) and np.isnan(v)):
         return ""
@@ -344,7 +344,7 @@ def truncate_lightgbm_codes(ens: TreeEnsemble, table: pd.DataFrame, sources: lis
     return table
 
 
-def category_key(v: Any) -> str:
+def category_key(v: object) -> str:
     """A category as matching text: :func:`norm_text`, but text exactly as written
     (a library reads ``"clerk "`` as another category than ``"clerk"``)."""
     return v if isinstance(v, str) else norm_text(v)

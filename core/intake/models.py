@@ -11,16 +11,17 @@ time an analysis given a fitted model converts it with :func:`core.model.as_ense
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 from core.intake.parsing import parse, parse_any, verify_against_source, verify_linear
 from core.model.ensemble import TreeEnsemble, _replace
 from core.model.linear import LinearModel
+from core.typing import ModelLike
 
 __all__ = ["from_model", "model_from"]
 
 
-def from_model(model: Any, *, feature_names: Sequence[str] | None = None,
+def from_model(model: ModelLike, *, feature_names: Sequence[str] | None = None,
                verify: bool = True) -> TreeEnsemble:
     """Convert a fitted model into a :class:`TreeEnsemble`.
 
@@ -63,7 +64,7 @@ def from_model(model: Any, *, feature_names: Sequence[str] | None = None,
     return ens
 
 
-def model_from(model: Any, *, verify: bool = True) -> TreeEnsemble | LinearModel:
+def model_from(model: ModelLike, *, verify: bool = True) -> TreeEnsemble | LinearModel:
     """Convert a fitted model into the representation the analyses read: a
     :class:`core.model.linear.LinearModel` for a supported linear model (or a pipeline
     ending in one), a :class:`TreeEnsemble` otherwise (as :func:`from_model`); each

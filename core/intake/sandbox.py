@@ -65,6 +65,7 @@ from core.intake.parsing import probe_points, verify_linear
 from core.model import TreeEnsemble
 from core.model.linear import LinearModel
 from core.model.native import native_outputs
+from core.typing import ModelLike
 
 __all__ = ["VettedModel", "load_vetted", "TIME_LIMIT", "MEMORY_MB", "settings"]
 
@@ -95,7 +96,7 @@ class VettedModel:
 
 
 # ------------------------------------------------------------------ the child
-def _file_info(model: Any) -> dict[str, Any]:
+def _file_info(model: ModelLike) -> dict[str, Any]:
     """Facts the file records about the model (JSON-able), as core.intake.workspace reads them."""
     info: dict[str, Any] = {}
     oob = getattr(model, "oob_score_", None)
@@ -326,7 +327,7 @@ def load_vetted(data: bytes, filename: str, *, allow_pickle: bool = False, time_
     return VettedModel(ensemble=ens, model=model, info=dict(message.get("info") or {}), seconds=seconds)
 
 
-def same_reading(ens: TreeEnsemble, model: Any, probe_X: np.ndarray, probe_out: np.ndarray) -> bool:
+def same_reading(ens: TreeEnsemble, model: ModelLike, probe_X: np.ndarray, probe_out: np.ndarray) -> bool:
     """Did the server read the model as the checking process did? The outputs on the probe
     points must agree to rounding (a forest predicting with ``n_jobs > 1`` adds its trees in
     whatever order its threads finish, so the last bits may differ between two reads) and

@@ -48,6 +48,7 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Iterable, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -60,6 +61,7 @@ from core.intake import io as model_io
 from core.intake.parsing.skopscheck import check_skops_zip
 from core.model.blackbox import BlackBoxModel
 from core.model.native import model_input
+from core.typing import ModelLike
 
 __all__ = ["ModelWorker", "ANY_MODEL_TYPES", "MEMORY_MB", "CALL_SECONDS", "LOAD_SECONDS", "describe_model"]
 
@@ -188,7 +190,7 @@ def _load_any(data: bytes, filename: str, allow_pickle: bool) -> Any:
     return model_io.load_model(data, filename, allow_pickle=allow_pickle)
 
 
-def _onnx_classes(model: Any) -> list[Any]:
+def _onnx_classes(model: ModelLike) -> list[Any]:
     """A classifier graph's classes, in the order of its scores: the ``classlabels_*`` of its
     ZipMap or classifier operator, or the constant its label is picked from."""
     from onnx import numpy_helper
@@ -211,7 +213,7 @@ def _onnx_classes(model: Any) -> list[Any]:
                                 "them with the default options).")
 
 
-def _describe_onnx(model: Any) -> dict[str, Any]:
+def _describe_onnx(model: ModelLike) -> dict[str, Any]:
     """An ONNX graph described as :func:`describe_model` describes a scikit-learn model; string
     inputs are categorical features whose categories the data will give."""
     info, runner = model.info, model.runner
@@ -232,7 +234,7 @@ def _describe_onnx(model: Any) -> dict[str, Any]:
             "input": "frame-object" if named else "array"}
 
 
-def _encoder_categories(model: Any) -> dict[str, list[Any]]:
+def _encoder_categories(model: ModelLike) -> dict[str, list[Any]]:
     """Input columns encoded as categories by a Pipeline's ColumnTransformer (one-hot or
     ordinal encoders, alone or at the end of a small pipeline), with their categories."""
     out: dict[str, list[Any]] = {}
@@ -255,7 +257,7 @@ def _encoder_categories(model: Any) -> dict[str, list[Any]]:
     return out
 
 
-def describe_model(model: Any) -> dict[str, Any]:
+def describe_model(model: ModelLike) -> dict[str, Any]:
     """What the server needs to know of a model (JSON-able): names, task, classes,
     categories, whether it gives probabilities and takes missing values."""
     if type(model).__name__ == "OnnxModel":
@@ -292,7 +294,7 @@ def _native_view(desc: dict[str, Any]) -> SimpleNamespace:
                            categorical_features=[j for j, c in enumerate(cats) if c is not None])
 
 
-def _answer(model: Any, desc: dict[str, Any], X: np.ndarray) -> dict[str, np.ndarray]:
+def _answer(model: ModelLike, desc: dict[str, Any], X: np.ndarray) -> dict[str, np.ndarray]:
     Xn = model_input(_native_view(desc), X)
     if type(model).__name__ == "OnnxModel":
         labels, scores = model.run(Xn)
@@ -562,7 +564,7 @@ class ModelWorker:
             return self.description
 
     # -- answers
-    def answers(self, X: np.ndarray, categories: Any = None) -> dict[str, np.ndarray]:
+    def answers(self, X: np.ndarray, categories: Sequence[Iterable[object] | None] | None = None) -> dict[str, np.ndarray]:
         """The model's answers on codes-view rows ``X`` (see :mod:`core.model.blackbox`), in
         batches; ``categories`` (one entry per feature) when the caller's differ from the
         model's own (a graph's string inputs, whose categories the data gives)."""

@@ -58,7 +58,7 @@ from core.model.native import model_input
 from core.schema import Schema, infer_schema
 from core.shown import approx_text, check_class_names, number_text, outcome_text
 from core.surrogate import Surrogate, distill
-from core.typing import ModelLike, Row, Rows
+from core.typing import ModelLike, Row, Rows, TargetSpec
 
 __all__ = ["Workspace", "build_workspace", "changes_line", "PositionalMatchRequired", "GENERIC_NAME"]
 
@@ -118,7 +118,7 @@ class Workspace:
     surrogate: Surrogate | None = None
     linear: LinearModel | None = None
 
-    def outcome_text(self, value: Any) -> str:
+    def outcome_text(self, value: TargetSpec) -> str:
         """A class or prediction as the analyst named it (:func:`core.shown.outcome_text`)."""
         return outcome_text(value, self.class_names if self.ensemble.is_classifier else None)
 

@@ -25,6 +25,7 @@ decision scores when the model has no probabilities: ``has_proba`` says which).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Literal
 
@@ -121,7 +122,7 @@ class BlackBoxModel:
             raise SchemaError(f"Feature {self.feature_names[j]!r} is numerical; it has no codes.")
         return len(c)
 
-    def category_label(self, j: int, code: Any) -> str:
+    def category_label(self, j: int, code: float) -> str:
         c = self.categories[j]
         if c is None:
             return str(code)
@@ -188,11 +189,11 @@ class BlackBoxModel:
             raise SchemaError("A regressor has no class probabilities.")
         return self.answer(X)["proba"]
 
-    def with_categories(self, categories: Any) -> "BlackBoxModel":
+    def with_categories(self, categories: Iterable[Iterable[object] | None]) -> "BlackBoxModel":
         """This model with categories for its categorical inputs (e.g. read from the data)."""
         return replace(self, categories=tuple(None if c is None else tuple(c) for c in categories))
 
-    def with_names(self, names: Any) -> "BlackBoxModel":
+    def with_names(self, names: Iterable[object]) -> "BlackBoxModel":
         """This model with other feature names (columns matched by position, as confirmed)."""
         return replace(self, feature_names=tuple(str(n) for n in names))
 

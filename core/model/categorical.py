@@ -32,7 +32,7 @@ is refused with a message instead of taking memory without bound.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -50,7 +50,7 @@ MAX_NODES = 3_000_000
 OTHER_CODE = "(any other code)"
 
 
-def level_name(feature: str, category: Any) -> str:
+def level_name(feature: str, category: object) -> str:
     return f"{feature}={category}"
 
 
@@ -78,7 +78,13 @@ def _sides(tree: Tree, i: int, k: int) -> tuple[list[int], int, int]:
     return [c for c in range(k) if go[c]], left, right
 
 
-def expand(ens: Any, max_nodes: int = MAX_NODES) -> Any:
+@overload
+def expand(ens: TreeEnsemble, max_nodes: int = ...) -> TreeEnsemble: ...
+@overload
+def expand(ens: LinearModel, max_nodes: int = ...) -> LinearModel: ...
+@overload
+def expand(ens: TreeEnsemble | LinearModel, max_nodes: int = ...) -> TreeEnsemble | LinearModel: ...
+def expand(ens: TreeEnsemble | LinearModel, max_nodes: int = MAX_NODES) -> TreeEnsemble | LinearModel:
     """The same model over one-hot columns (see the module docstring); ``ens`` itself
     when it has no categorical feature. A :class:`core.model.linear.LinearModel` is
     rewritten too (:func:`expand_linear`)."""
@@ -87,7 +93,7 @@ def expand(ens: Any, max_nodes: int = MAX_NODES) -> Any:
     if not ens.categorical_features:
         return ens
     cols, names = _layout(ens)
-    n_codes = {j: len(ens.categories[j]) for j in ens.categorical_features}
+    n_codes = {j: len(c) for j, c in enumerate(ens.categories) if c is not None}   # the categorical features
     out_trees, total = [], 0
     for tree in ens.trees:
         size = _sizes(tree, n_codes)

@@ -193,7 +193,7 @@ class TreeEnsemble:
         """The code standing for a missing or unseen value of categorical feature ``j``."""
         return self.n_codes(j) - 1
 
-    def category_label(self, j: int, code: Any) -> str:
+    def category_label(self, j: int, code: float) -> str:
         """The category a code of feature ``j`` stands for, as text."""
         c = self.categories[j]
         if c is None:
@@ -521,7 +521,7 @@ def register_converter(fn: Callable[..., TreeEnsemble] | str) -> Callable[..., T
     return _register("ensemble", fn)
 
 
-def as_ensemble(obj: ModelLike, **kw: Any) -> TreeEnsemble:
+def as_ensemble(obj: ModelLike, **kw: object) -> TreeEnsemble:
     """``obj`` itself when it is a :class:`TreeEnsemble`, else the registered
     converter's ``TreeEnsemble`` of the fitted model ``obj`` (keywords passed on)."""
     if isinstance(obj, TreeEnsemble):
@@ -540,7 +540,7 @@ def register_model_converter(fn: Callable[..., TreeEnsemble | LinearModel] | str
     return _register("model", fn)
 
 
-def as_model(obj: ModelLike, **kw: Any) -> TreeEnsemble | LinearModel:
+def as_model(obj: ModelLike, **kw: object) -> TreeEnsemble | LinearModel:
     """``obj`` itself when it is a :class:`TreeEnsemble` or a :class:`LinearModel`, else
     the registered converter's reading of the fitted model ``obj`` (a linear model, a
     pipeline ending in one, or a tree ensemble); keywords passed on."""

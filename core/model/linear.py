@@ -240,7 +240,7 @@ class LinearModel:
     def missing_code(self, j: int) -> int:
         return self.n_codes(j) - 1
 
-    def category_label(self, j: int, code: Any) -> str:
+    def category_label(self, j: int, code: float) -> str:
         c = self.categories[j]
         if c is None:
             raise ValueError(f"Feature {self.feature_names[j]!r} is numerical, not categorical: it has no labels.")

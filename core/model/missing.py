@@ -376,7 +376,7 @@ def settled(ens: TreeEnsemble, values: dict[int, float]) -> TreeEnsemble:
     return cache[key]
 
 
-def missing_as_states(ens: Any, X: np.ndarray, reference: np.ndarray | None = None, *,
+def missing_as_states(ens: TreeEnsemble, X: np.ndarray, reference: np.ndarray | None = None, *,
                       error: type[Exception] = SchemaError) -> tuple[Any, np.ndarray, np.ndarray | None]:
     """Rows with missing values read as the app's workspace reads them.
 

@@ -55,6 +55,7 @@ import pandas as pd
 
 from core.model.categorical import OTHER_CODE, decode
 from core.model.missing import to_native
+from core.typing import ModelLike
 
 if TYPE_CHECKING:
     from core.model import TreeEnsemble
@@ -171,7 +172,7 @@ def _levels(ens: CodesView, j: int, open_codes: dict[int, Any]) -> list[Any]:
     return cats
 
 
-def native_input(ens: CodesView, model: Any, X: np.ndarray) -> Any:
+def native_input(ens: CodesView, model: ModelLike, X: np.ndarray) -> Any:
     """Codes-view rows as the source ``model`` takes them (named columns when it was
     fitted on a DataFrame)."""
     if ens.meta.get("input", "array") == "array":
@@ -179,7 +180,7 @@ def native_input(ens: CodesView, model: Any, X: np.ndarray) -> Any:
     return model_input(ens, X)
 
 
-def native_outputs(ens: TreeEnsemble, model: Any, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, str]:
+def native_outputs(ens: TreeEnsemble, model: ModelLike, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, str]:
     """Return (ours, theirs, what) on codes-view rows X; ``theirs`` is None when
     the model gives no comparable output."""
     module = type(model).__module__.split(".")[0]
@@ -222,7 +223,7 @@ def native_outputs(ens: TreeEnsemble, model: Any, X: np.ndarray) -> tuple[np.nda
     return ens.predict(X), np.asarray(model.predict(Xn), dtype=np.float64).ravel(), "predictions"
 
 
-def _catboost_outputs(ens: TreeEnsemble, model: Any, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, str]:
+def _catboost_outputs(ens: TreeEnsemble, model: ModelLike, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, str]:
     """CatBoost's raw formula values (its own model when the ``catboost`` package is
     installed, else the JSON document applied as CatBoost's Python export does). Rows
     holding a level known only by its hash (``"#<hash>"``, no text to give CatBoost)
@@ -237,7 +238,7 @@ def _catboost_outputs(ens: TreeEnsemble, model: Any, X: np.ndarray) -> tuple[np.
     return ours[keep], model.raw_scores(model_input(ens, X[keep], frame=True)), "raw scores"
 
 
-def _onnx_outputs(ens: TreeEnsemble, model: Any, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, str]:
+def _onnx_outputs(ens: TreeEnsemble, model: ModelLike, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, str]:
     """onnxruntime's scores on the rows (:class:`core.intake.parsing.onnx_runner.OnnxModel`),
     beside the ensemble's: probabilities, the raw class scores when the graph outputs
     them untransformed (``meta["onnx"]["scores"] == "raw"``), or a regressor's values."""
@@ -252,7 +253,7 @@ def _onnx_outputs(ens: TreeEnsemble, model: Any, X: np.ndarray) -> tuple[np.ndar
     return ens.predict_proba(X), scores, "probabilities"
 
 
-def _named(model: Any, X: np.ndarray) -> Any:
+def _named(model: ModelLike, X: np.ndarray) -> Any:
     """X as a DataFrame with the model's feature names when it was fitted with them."""
     names = getattr(model, "feature_names_in_", None)
     if names is None:

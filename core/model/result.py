@@ -42,14 +42,16 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import fields, is_dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, SupportsFloat, TypeVar
 
 import numpy as np
 import pandas as pd
+from numpy.typing import DTypeLike
 
 from core.errors import ResultFileError
 from core.model.ensemble import TreeEnsemble
 from core.model.guarantee import Guarantee
+from core.typing import ArrayLike
 
 __all__ = ["Result", "MetaResult", "Writer", "Reader", "FORMAT", "VERSION", "settings", "to_json_value", "same", "export",
            "frame_to_dict", "frame_from_dict", "ensemble_to_dict", "ensemble_from_dict"]
@@ -70,7 +72,7 @@ def _same_float(a: float, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
 
 
-def to_json_value(v: Any) -> Any:
+def to_json_value(v: object) -> Any:
     """A JSON value of ``v``: dicts (keys as text), lists (tuples and arrays too), Python
     numbers (one that is not finite as None), text, booleans, None; a guarantee or a
     result as its dict; anything else as its text."""
@@ -120,15 +122,15 @@ class Writer:
         self.out: dict[str, Any] = {}
         self.nonfinite: dict[str, Any] = {}
 
-    def value(self, key: str, v: Any) -> Writer:
+    def value(self, key: str, v: object) -> Writer:
         self.out[key] = to_json_value(v)
         return self
 
-    def number(self, key: str, v: Any, fill: float = math.nan) -> Writer:
-        v = float(v)
-        self.out[key] = v if math.isfinite(v) else None
-        if not math.isfinite(v) and not _same_float(v, fill):
-            self.nonfinite[key] = _word(v)
+    def number(self, key: str, v: SupportsFloat, fill: float = math.nan) -> Writer:
+        x = float(v)
+        self.out[key] = x if math.isfinite(x) else None
+        if not math.isfinite(x) and not _same_float(x, fill):
+            self.nonfinite[key] = _word(x)
         return self
 
     def numbers(self, key: str, values: Mapping[str, Any], fill: float = math.nan) -> Writer:
@@ -144,15 +146,15 @@ class Writer:
             self.nonfinite[key] = odd
         return self
 
-    def array(self, key: str, a: Any, fill: float = math.nan) -> Writer:
+    def array(self, key: str, a: ArrayLike | None, fill: float = math.nan) -> Writer:
         """An array as (nested) lists: numbers, text or booleans; None stays None."""
         if a is None:
             self.out[key] = None
             return self
-        a = np.asarray(a)
-        self.out[key] = to_json_value(a)
-        if a.dtype.kind == "f":
-            spec = _spec(a, fill)
+        arr = np.asarray(a)
+        self.out[key] = to_json_value(arr)
+        if arr.dtype.kind == "f":
+            spec = _spec(arr, fill)
             if spec is not None:
                 self.nonfinite[key] = spec
         return self
@@ -177,14 +179,14 @@ class Reader:
     def __contains__(self, key: str) -> bool:
         return key in self.d
 
-    def get(self, key: str, default: Any = _MISSING) -> Any:
+    def get(self, key: str, default: object = _MISSING) -> Any:
         if key in self.d:
             return self.d[key]
         if default is _MISSING:
             raise ResultFileError(f"The saved {self.what} is incomplete: it has no {key!r}.")
         return default
 
-    def number(self, key: str, fill: float = math.nan, default: Any = _MISSING) -> Any:
+    def number(self, key: str, fill: float = math.nan, default: object = _MISSING) -> Any:
         """A number; null is ``fill`` unless ``nonfinite`` names its value."""
         if key not in self.d:
             return self.get(key, default)
@@ -199,14 +201,14 @@ class Reader:
         odd = self.nonfinite.get(key) or {}
         return {str(k): (float(v) if v is not None else _WORDS.get(odd.get(k, ""), fill)) for k, v in values.items()}
 
-    def array(self, key: str, fill: float = math.nan, dtype: Any = float, default: Any = _MISSING) -> Any:
+    def array(self, key: str, fill: float = math.nan, dtype: DTypeLike = float, default: object = _MISSING) -> Any:
         if key not in self.d:
             return self.get(key, default)
         v = self.d[key]
         return None if v is None else array_from(v, self.nonfinite.get(key), fill, dtype)
 
 
-def array_from(v: Any, spec: Any, fill: float = math.nan, dtype: Any = float) -> np.ndarray:
+def array_from(v: ArrayLike, spec: object, fill: float = math.nan, dtype: DTypeLike = float) -> np.ndarray:
     """The array :meth:`Writer.array` wrote as ``v`` with ``nonfinite`` ``spec``."""
     if np.dtype(dtype).kind != "f":
         return np.asarray(v, dtype=dtype)
@@ -303,7 +305,7 @@ def ensemble_from_dict(d: Mapping[str, Any]) -> TreeEnsemble:
 
 
 # ------------------------------------------------------------------ equality
-def same(a: Any, b: Any) -> bool:
+def same(a: object, b: object) -> bool:
     """Are two values of results equal: arrays and tables by value (NaN equal to NaN),
     tuples and lists by type and items, dataclasses field by field, tree ensembles by content."""
     if a is b:
@@ -438,7 +440,7 @@ def _what(kind: Any) -> str:
                                                         else "no result of Counterfactual Atlas")
 
 
-def opened(d: Any, cls: type[Result]) -> Mapping[str, Any]:
+def opened(d: object, cls: type[Result]) -> Mapping[str, Any]:
     """``d`` checked to be a saved result of ``cls``'s kind; a file holding it under ``"result"`` gives that."""
     if not isinstance(d, Mapping):
         raise ResultFileError(f"A saved {cls.what} is a JSON object; got {type(d).__name__}.")

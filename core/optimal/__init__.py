@@ -58,7 +58,7 @@ import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -99,6 +99,7 @@ from core.solvers.linear import linear_counterfactual
 from core.solvers.ocean import GurobiUnavailable
 from core.surrogate import Surrogate
 from core.surrogate.repair import checked_counterfactual
+from core.typing import FeatureKey, ModelLike, Norm, Row, Rows, TargetSpec, Weights
 
 __all__ = ["optimal_counterfactual", "OptimalSettings", "other_models", "build_problem", "feature_levels", "Plausibility", "CellProblem",
            "warm_start", "greedy_start", "radius_bound", "explain_infeasible", "BACKENDS"]
@@ -202,13 +203,13 @@ def _problem(ens: TreeEnsemble, x: np.ndarray, target: Any, s: OptimalSettings, 
 
 @validated(QueryError, norm=cell_norm_setting, backend=one_of(*BACKENDS), time_limit=seconds,
            n_solutions=integer(1), n_workers=integer(1), warm=boolean, margin=optional(open_probability))
-def optimal_counterfactual(ensemble: Any, x: Any, target: Any, *, schema: Schema | None = None,
-                           norm: str | Mapping[str, float] = "l1", weights: Any = None,
+def optimal_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, schema: Schema | None = None,
+                           norm: Norm = "l1", weights: Weights = None,
                            fixed: Iterable[Any] | None = None, increase_only: Iterable[Any] | None = None,
-                           decrease_only: Iterable[Any] | None = None, plausibility: Any = None,
+                           decrease_only: Iterable[Any] | None = None, plausibility: Plausibility | ModelLike = None,
                            also_valid_for: Iterable[Any] = (), margin: float | None = None,
                            backend: str = "auto", time_limit: float = TIME_LIMIT, n_solutions: int = 1,
-                           n_workers: int = 2, warm: bool = True, X_ref: Any = None, model: Any = None,
+                           n_workers: int = 2, warm: bool = True, X_ref: Rows | None = None, model: ModelLike = None,
                            on_progress: Callable[[CounterfactualResult], None] | None = None,
                            should_stop: Callable[[], bool] | None = None,
                            surrogate: Surrogate | None = None) -> CounterfactualResult:
@@ -397,23 +398,26 @@ def _linear_query(lin: LinearModel, given: Any, x: Any, target: Any, *, plausibi
     return linear_counterfactual(lin, x, target, model=original, params=params, **kw)
 
 
-def query_door(ens: TreeEnsemble, x: Any, X_ref: Any, schema: Any, *, error: type[Exception] = QueryError,
-               **roles: Any) -> tuple[np.ndarray, np.ndarray | None, dict[str, list[str] | None]]:
+def query_door(ens: TreeEnsemble, x: Row, X_ref: Rows | None, schema: object, *, error: type[Exception] = QueryError,
+               **roles: FeatureKey | Iterable[FeatureKey] | None
+               ) -> tuple[np.ndarray, np.ndarray | None, dict[str, list[str] | None]]:
     """A query's inputs checked at the door (:mod:`core.model.features`): the row
     ``x`` as d finite floats, the reference rows ``X_ref`` as (n, d) floats or None,
     the schema of the model's features, and each of ``roles`` (``fixed``,
     ``increase_only``, ``decrease_only``: names or indices; None keeps the
     schema's) as feature names; ``error`` says what is wrong."""
     names = list(ens.feature_names)
-    x = as_row(x, names, error=error, what="x")
-    if X_ref is not None and not (isinstance(X_ref, np.ndarray) and X_ref.dtype == np.float64 and X_ref.ndim == 2
-                                  and X_ref.shape[1] == len(names)):   # kept as is: starts cache on it
-        X_ref = as_table(X_ref, names, error=error, what="X_ref", missing=True, min_rows=0)
+    row = as_row(x, names, error=error, what="x")
+    ref: np.ndarray | None = None
+    if isinstance(X_ref, np.ndarray) and X_ref.dtype == np.float64 and X_ref.ndim == 2 and X_ref.shape[1] == len(names):
+        ref = X_ref                                     # kept as is: starts cache on it
+    elif X_ref is not None:
+        ref = as_table(X_ref, names, error=error, what="X_ref", missing=True, min_rows=0)
     check_schema(ens, schema, error)
     resolved = {role: None if keys is None else [names[j] for j in
                                                    feature_indices(names, keys, error=error, what=role)]
                 for role, keys in roles.items()}
-    return x, X_ref, resolved
+    return row, ref, resolved
 
 
 def other_models(items: Iterable[Any]) -> list[tuple[TreeEnsemble, Any]]:

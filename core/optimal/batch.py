@@ -34,7 +34,7 @@ import uuid
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, ClassVar, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator, Sequence
 
 import numpy as np
 from joblib.externals.loky.backend import get_context
@@ -50,6 +50,10 @@ from core.optimal import optimal_counterfactual
 from core.schema import with_missing_states
 from core.settings import N_JOBS, n_jobs_setting, scheduler_setting, validated
 from core.surrogate.repair import checked_counterfactual
+from core.typing import ModelLike, Rows, TargetSpec
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 __all__ = ["map_rows", "batch_counterfactuals", "BatchResult", "weakest_guarantee", "connect", "ClusterError", "POOL_OWNER", "release_pools"]
 
@@ -123,7 +127,7 @@ def _expire() -> None:
         _end_pool(pool, kill=False)
 
 
-def release_pools(owner: Any = ...) -> int:
+def release_pools(owner: object = ...) -> int:
     """End the idle pools of ``owner`` (every owner's by default), e.g. when a
     session closes; the number ended."""
     with _idle_lock:
@@ -213,7 +217,7 @@ def _callable_or_none(v: Any) -> str | None:
 def map_rows(fn: Callable[[Any], Any], items: Sequence[Any], *, n_jobs: int = 1,
              progress: Callable[[int, int], None] | None = None,
              should_stop: Callable[[], bool] | None = None, chunk_size: int | str = 1,
-             scheduler: Any = None) -> list[Any]:
+             scheduler: str | Client | None = None) -> list[Any]:
     """``[fn(item) for item in items]``, in parallel processes when ``n_jobs != 1``.
 
     progress(done, total) is called after each item (after each chunk in
@@ -297,7 +301,7 @@ def _end_pool(pool: ProcessPoolExecutor, *, kill: bool) -> None:
         proc.join(timeout=5)
 
 
-def connect(scheduler: Any, timeout: float = 10.0):
+def connect(scheduler: str | Client, timeout: float = 10.0):
     """A ``dask.distributed.Client`` for an address (or the client given), and
     whether we opened it (and must close it)."""
     try:
@@ -340,10 +344,10 @@ def _one_cf(args: tuple[np.ndarray, Any], ensemble: Any, kwargs: dict[str, Any])
 
 
 @validated(QueryError, n_jobs=n_jobs_setting, scheduler=scheduler_setting)
-def batch_counterfactuals(ensemble: Any, X: np.ndarray, targets: Iterable[Any], *, n_jobs: int = N_JOBS,
+def batch_counterfactuals(ensemble: ModelLike, X: Rows, targets: TargetSpec | Iterable[TargetSpec], *, n_jobs: int = N_JOBS,
                           progress: Callable[[int, int], None] | None = None,
-                          should_stop: Callable[[], bool] | None = None, scheduler: Any = None,
-                          chunk_size: int | str = 1, **kwargs: Any) -> BatchResult:
+                          should_stop: Callable[[], bool] | None = None, scheduler: str | Client | None = None,
+                          chunk_size: int | str = 1, **kwargs: object) -> BatchResult:
     """Optimal counterfactuals of many rows (see ``core.optimal.optimal_counterfactual``).
 
     ``X``: the rows, (n, n_features) (an array, or a DataFrame read by name);
@@ -371,24 +375,26 @@ def batch_counterfactuals(ensemble: Any, X: np.ndarray, targets: Iterable[Any], 
     kwargs = dict(kwargs)
     setup = {"n_rows": 0, "n_jobs": n_jobs, "chunk_size": chunk_size, "cluster": scheduler is not None}
     if kwargs.get("surrogate") is not None:
-        out = _through_surrogate(X, targets, n_jobs, progress, should_stop, scheduler, chunk_size, kwargs)
+        out, n_rows = _through_surrogate(X, targets, n_jobs, progress, should_stop, scheduler, chunk_size, kwargs)
     elif isinstance(ensemble, LinearModel):       # exact, picklable, no missing states: row by row as given
-        X = as_table(X, ensemble.feature_names, error=QueryError, min_rows=0)
+        A = as_table(X, ensemble.feature_names, error=QueryError, min_rows=0)
+        n_rows = len(A)
         kwargs.setdefault("n_workers", 1)
-        out = map_rows(partial(_one_cf, ensemble=ensemble, kwargs=kwargs), list(zip(X, _targets(targets, len(X)))),
+        out = map_rows(partial(_one_cf, ensemble=ensemble, kwargs=kwargs), list(zip(A, _targets(targets, n_rows))),
                        n_jobs=n_jobs, progress=progress, should_stop=should_stop, chunk_size=chunk_size,
                        scheduler=scheduler)
     else:
         ens = as_ensemble(ensemble)
-        X = as_table(X, ens.feature_names, error=QueryError, missing=True, min_rows=0)
-        targets = _targets(targets, len(X))
-        ens, X = _missing_door(ens, X, kwargs)
+        A = as_table(X, ens.feature_names, error=QueryError, missing=True, min_rows=0)
+        n_rows = len(A)
+        rows_targets = _targets(targets, n_rows)
+        ens, A = _missing_door(ens, A, kwargs)
         kwargs.setdefault("n_workers", 1 if (n_jobs != 1 or scheduler) else kwargs.get("n_workers", 2))
         fn = partial(_one_cf, ensemble=ens, kwargs=kwargs)
-        out = map_rows(fn, list(zip(X, targets)), n_jobs=n_jobs, progress=progress, should_stop=should_stop,
+        out = map_rows(fn, list(zip(A, rows_targets)), n_jobs=n_jobs, progress=progress, should_stop=should_stop,
                        chunk_size=chunk_size, scheduler=scheduler)
-    setup["n_rows"] = len(X)
-    out = list(out) + [None] * (len(X) - len(out))        # a stopped run: the rows not reached are None
+    setup["n_rows"] = n_rows                              # the rows as read (as_table keeps their number)
+    out = list(out) + [None] * (n_rows - len(out))        # a stopped run: the rows not reached are None
     return BatchResult(tuple(out), _batch_params(setup, out), time.perf_counter() - t0)
 
 
@@ -486,7 +492,7 @@ class _Seeded:
 
 def _through_surrogate(X: Any, targets: Any, n_jobs: int, progress: Callable[[int, int], None] | None,
                        should_stop: Callable[[], bool] | None, scheduler: Any, chunk_size: int | str,
-                       kwargs: dict[str, Any]) -> list[Any]:
+                       kwargs: dict[str, Any]) -> tuple[list[Any], int]:
     """Any other model (``model`` with its ``surrogate``): each row's query solved on the
     surrogate in the pool (the model cannot leave its worker), then checked and repaired on
     the model here, row by row (:func:`core.surrogate.repair.checked_counterfactual` with
@@ -512,7 +518,7 @@ def _through_surrogate(X: Any, targets: Any, n_jobs: int, progress: Callable[[in
                                           **{k: v for k, v in solve_kw.items() if k in keep}))
         if progress is not None:
             progress(n + i + 1, 2 * n)
-    return out
+    return out, n
 
 
 def _targets(targets: Any, n: int) -> list[Any]:

@@ -65,7 +65,7 @@ def verify_linear(lin: LinearModel, model: ModelLike, *args: object, **kw: objec
     _get("verify_linear")(lin, model, *args, **kw)
 
 
-def _library(model: Any) -> str | None:
+def _library(model: ModelLike) -> str | None:
     """The :data:`PARSERS` entry that reads a tree ensemble ``model`` (None: no parser does)."""
     module = type(model).__module__.split(".")[0]
     if module == "sklearn":
@@ -79,7 +79,7 @@ def _library(model: Any) -> str | None:
     return None
 
 
-def _parser_for(model: Any) -> Callable[[Any], TreeEnsemble]:
+def _parser_for(model: ModelLike) -> Callable[[Any], TreeEnsemble]:
     if is_linear(model):
         raise UnsupportedModelError(f"This {type(model).__name__} is a linear model, not a tree ensemble. It is read "
                                     f"exactly by core.model.as_model for {LINEAR_ANALYSES}; the other analyses "
@@ -92,12 +92,12 @@ def _parser_for(model: Any) -> Callable[[Any], TreeEnsemble]:
     return _get(library)
 
 
-def parse(model: Any) -> TreeEnsemble:
+def parse(model: ModelLike) -> TreeEnsemble:
     """Convert a fitted model into a ``TreeEnsemble`` (no verification)."""
     return _parser_for(model)(model)
 
 
-def parse_any(model: Any) -> TreeEnsemble | LinearModel:
+def parse_any(model: ModelLike) -> TreeEnsemble | LinearModel:
     """A linear model (or a pipeline ending in one) as a LinearModel, any other
     supported model as a TreeEnsemble (no verification)."""
     if is_linear(model):
@@ -107,12 +107,12 @@ def parse_any(model: Any) -> TreeEnsemble | LinearModel:
     return parse(model)
 
 
-def _parse_pipeline(pipe: Any) -> TreeEnsemble:
+def _parse_pipeline(pipe: ModelLike) -> TreeEnsemble:
     """A Pipeline, its final estimator parsed by :func:`parse` like any model."""
     return _get("pipeline")(pipe, parse_final=parse)
 
 
-def verify_against_source(ens: TreeEnsemble, model: Any, n_random: int = 64, seed: int = 0) -> None:
+def verify_against_source(ens: TreeEnsemble, model: ModelLike, n_random: int = 64, seed: int = 0) -> None:
     """Compare the ensemble's predictions with the source model's.
 
     Points: random points spanning the split levels and points placed exactly
@@ -143,7 +143,7 @@ def verify_against_source(ens: TreeEnsemble, model: Any, n_random: int = 64, see
         _verify_lightgbm_outputs(ens, model, X)
 
 
-def _verify_lightgbm_outputs(ens: TreeEnsemble, model: Any, X: np.ndarray) -> None:
+def _verify_lightgbm_outputs(ens: TreeEnsemble, model: ModelLike, X: np.ndarray) -> None:
     """LightGBM's final outputs (``predict``: probabilities or values after the
     objective's link; an ``LGBMClassifier``'s ``predict_proba`` and labels) against the
     ensemble's. The raw scores alone can agree while the link disagrees: a header

@@ -30,7 +30,7 @@ import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,6 +39,10 @@ from core.intake.parsing.cityhash import cat_feature_hash
 from core.intake.parsing.common import build_tree, drop_last_level
 from core.model.ensemble import Link, Task, TreeEnsemble
 from core.model.tree import float32_le_bound
+from core.typing import ModelLike
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 OTHER = "(any other value)"
 _SIGMOID = {"Logloss", "CrossEntropy"}
@@ -54,7 +58,7 @@ class CatBoostJSON:
     document: dict = field(repr=False)
     native: Any = field(default=None, repr=False, compare=False)
 
-    def raw_scores(self, frame: Any) -> np.ndarray:
+    def raw_scores(self, frame: pd.DataFrame) -> np.ndarray:
         """Raw formula values (n, dimension) of rows in the raw columns, by CatBoost's
         own model (when installed) or by applying the JSON document as CatBoost's
         Python export does: an applier independent of the parsed trees."""
@@ -70,7 +74,7 @@ def _loss(doc: dict) -> str:
     return str(lf.get("type") if isinstance(lf, dict) else lf or "")
 
 
-def parse_catboost(model: Any) -> TreeEnsemble:
+def parse_catboost(model: ModelLike) -> TreeEnsemble:
     if type(model).__module__.split(".")[0] == "catboost":       # CatBoost's own model object
         model = _exported(model)
     doc = model.document if isinstance(model, CatBoostJSON) else model
@@ -220,7 +224,7 @@ def _link(loss: str, class_params: dict, bias: list[float]) -> tuple[Task, Link,
     return task, link, n_out, bias
 
 
-def apply_document(doc: dict, frame: Any) -> np.ndarray:
+def apply_document(doc: dict, frame: pd.DataFrame) -> np.ndarray:
     """The model's raw values on ``frame`` (columns named as the model's features),
     straight from the JSON document: split ``d`` of an oblivious tree sets bit ``d``
     of the leaf index when ``float32(x) > border`` or ``hash(category) == value``."""
@@ -264,7 +268,7 @@ def fold_other_level(ens: TreeEnsemble, features: list[int]) -> TreeEnsemble:
     return drop_last_level(ens, features, "level")
 
 
-def _exported(model: Any) -> CatBoostJSON:
+def _exported(model: ModelLike) -> CatBoostJSON:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "model.json"

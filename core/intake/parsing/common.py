@@ -13,6 +13,7 @@ import numpy as np
 from core.errors import ModelError, UnsupportedModelError
 from core.model.ensemble import TreeEnsemble
 from core.model.tree import Tree, category_bits_from_sets
+from core.typing import ModelLike
 
 __all__ = ["SUPPORTED_MODELS", "EnsembleHeader", "describe_unsupported", "build_tree", "resolve_redirects",
            "drop_last_level"]
@@ -41,7 +42,7 @@ SUPPORTED_MODELS = (
 )
 
 
-def describe_unsupported(model: Any) -> UnsupportedModelError:
+def describe_unsupported(model: ModelLike) -> UnsupportedModelError:
     return UnsupportedModelError(
         f"Unsupported model type {type(model).__module__}.{type(model).__name__}. "
         f"Supported: {SUPPORTED_MODELS}."

@@ -58,6 +58,7 @@ from core.jsonable import plain
 from core.model.ensemble import Link, Task, TreeEnsemble
 from core.model.native import native_input
 from core.model.tree import MISSING_ONLY, Tree
+from core.typing import ModelLike
 
 __all__ = ["parse_hgb"]
 
@@ -68,7 +69,7 @@ def _is_missing(v: Any) -> bool:
     return v is None or (isinstance(v, (float, np.floating)) and np.isnan(v))
 
 
-def _layout(model: Any) -> tuple[np.ndarray, list]:
+def _layout(model: ModelLike) -> tuple[np.ndarray, list]:
     """The original column of each predictor feature, and each original column's
     categories (None: numerical)."""
     name = type(model).__name__
@@ -119,7 +120,7 @@ def _check_levels(name: str, j: int, values: list) -> None:
                                     "The file is damaged or was edited: re-fit and save the model.")
 
 
-def _check_known(model: Any, order: np.ndarray, cats: list) -> None:
+def _check_known(model: ModelLike, order: np.ndarray, cats: list) -> None:
     """The categories the trees know (``_bin_mapper``): scikit-learn routes a category its
     trees do not know as missing; a fitted model's trees know every category of its encoder."""
     if all(c is None for c in cats):
@@ -147,7 +148,7 @@ def _check_known(model: Any, order: np.ndarray, cats: list) -> None:
 _NUMBERS = np.array([0.1, -2.5, 16777217.0, 1e300, -1e-310, 3.0, 1 / 3, np.nan, -7.25e12])
 
 
-def _check_reading(model: Any, ens: TreeEnsemble, order: np.ndarray) -> None:
+def _check_reading(model: ModelLike, ens: TreeEnsemble, order: np.ndarray) -> None:
     """scikit-learn reads rows as this parser describes them: its encoder gives each
     category its rank (a missing or unseen one NaN, or a negative code, which the
     trees route alike) and every number as it is, in the order the trees count
@@ -207,7 +208,7 @@ def _check_reading(model: Any, ens: TreeEnsemble, order: np.ndarray) -> None:
                                     "and save the model.")
 
 
-def _input_kind(model: Any, cats: list) -> str:
+def _input_kind(model: ModelLike, cats: list) -> str:
     if all(c is None for c in cats):
         return "array"
     if isinstance(model.categorical_features, str) and model.categorical_features == "from_dtype":
@@ -249,7 +250,7 @@ def _tree(pred: Any, k: int, n_out: int, order: np.ndarray, cats: list, n_codes:
     return build_tree(out, n_out, n_codes, routes_missing=True)
 
 
-def parse_hgb(model: Any, common: EnsembleHeader) -> TreeEnsemble:
+def parse_hgb(model: ModelLike, common: EnsembleHeader) -> TreeEnsemble:
     """A fitted HistGradientBoosting model as a TreeEnsemble (``common``: n_features,
     feature_names, source, as :func:`core.intake.parsing.sklearn.parse_sklearn` gives them)."""
     name = type(model).__name__

@@ -34,6 +34,7 @@ from core.errors import UnsupportedModelError
 from core.intake.parsing.common import build_tree, describe_unsupported
 from core.model.ensemble import Link, Task, TreeEnsemble
 from core.model.tree import MISSING_ONLY
+from core.typing import ModelLike
 
 KZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold, a float widened to double
 
@@ -50,7 +51,7 @@ def _zero_zone(t: float) -> float:
 _IDENTITY = {"regression", "regression_l1", "huber", "fair", "quantile", "mape"}
 
 
-def parse_lightgbm(model: Any) -> TreeEnsemble:
+def parse_lightgbm(model: ModelLike) -> TreeEnsemble:
     import lightgbm as lgb  # optional and heavy: imported only when a LightGBM model arrives
 
     if isinstance(model, lgb.Booster):

@@ -25,6 +25,7 @@ import numpy as np
 from core.errors import UnsupportedModelError
 from core.model.linear import LinearLink, LinearModel
 from core.model.native import native_input
+from core.typing import ModelLike
 
 __all__ = ["LINEAR_CLASSIFIERS", "LINEAR_REGRESSORS", "is_linear", "parse_linear_estimator", "verify_linear",
            "linear_probe_points"]
@@ -38,12 +39,12 @@ LINEAR_REGRESSORS = ("LinearRegression", "Ridge", "RidgeCV", "Lasso", "LassoCV",
 SCORE_RTOL = 1e-9
 
 
-def _is_linear_estimator(model: Any) -> bool:
+def _is_linear_estimator(model: ModelLike) -> bool:
     name = type(model).__name__
     return type(model).__module__.startswith("sklearn.") and name in LINEAR_CLASSIFIERS + LINEAR_REGRESSORS
 
 
-def is_linear(model: Any) -> bool:
+def is_linear(model: ModelLike) -> bool:
     """Is ``model`` a supported linear estimator, or a Pipeline whose last step is one?"""
     if type(model).__name__ == "Pipeline" and type(model).__module__.startswith("sklearn") \
             and getattr(model, "steps", None):
@@ -57,7 +58,7 @@ def _dense(a: Any) -> np.ndarray:
     return np.asarray(a, dtype=np.float64)
 
 
-def _link(est: Any, n_classes: int) -> LinearLink:
+def _link(est: ModelLike, n_classes: int) -> LinearLink:
     name = type(est).__name__
     if name in ("LogisticRegression", "LogisticRegressionCV"):
         return "sigmoid" if n_classes == 2 else "softmax"
@@ -66,7 +67,7 @@ def _link(est: Any, n_classes: int) -> LinearLink:
     return "decision"
 
 
-def linear_arrays(est: Any) -> tuple[np.ndarray, np.ndarray, Literal["classification", "regression"], LinearLink,
+def linear_arrays(est: ModelLike) -> tuple[np.ndarray, np.ndarray, Literal["classification", "regression"], LinearLink,
                                      np.ndarray | None]:
     """``(coef (n_outputs, d), intercept (n_outputs,), task, link, classes)`` of a fitted
     supported linear estimator, refused with a message when it does not fit the form."""
@@ -96,7 +97,7 @@ def linear_arrays(est: Any) -> tuple[np.ndarray, np.ndarray, Literal["classifica
     return coef, intercept, task, link, classes
 
 
-def parse_linear_estimator(est: Any) -> LinearModel:
+def parse_linear_estimator(est: ModelLike) -> LinearModel:
     """A fitted linear estimator (no pipeline) as a LinearModel over its input columns."""
     coef, intercept, task, link, classes = linear_arrays(est)
     d = coef.shape[1]
@@ -128,7 +129,7 @@ def linear_probe_points(lin: LinearModel, n: int = 64, seed: int = 0) -> np.ndar
     return np.vstack([wide, like])
 
 
-def verify_linear(lin: LinearModel, model: Any, n: int = 64, seed: int = 0, X: np.ndarray | None = None) -> None:
+def verify_linear(lin: LinearModel, model: ModelLike, n: int = 64, seed: int = 0, X: np.ndarray | None = None) -> None:
     """Compare the LinearModel with the library's own outputs (see the module doc);
     ``X``: further rows (codes view) to compare on. Raises UnsupportedModelError."""
     P = linear_probe_points(lin, n, seed)
@@ -145,7 +146,7 @@ def verify_linear(lin: LinearModel, model: Any, n: int = 64, seed: int = 0, X: n
         _compare(lin, model, P)
 
 
-def _compare(lin: LinearModel, model: Any, P: np.ndarray) -> None:
+def _compare(lin: LinearModel, model: ModelLike, P: np.ndarray) -> None:
     Xn = native_input(lin, model, P)   # type: ignore[arg-type]   # duck-typed: names, categories, meta
     what = f"This {lin.source} model was read as a linear model but its"
     ours = lin.scores(P)

@@ -57,6 +57,7 @@ from core.intake.parsing.onnx_runner import OnnxModel, load_onnx
 from core.intake.parsing.onnx_trees import Column, TreeOpReading, read_tree_op
 from core.model.ensemble import TreeEnsemble
 from core.model.native import model_input
+from core.typing import ModelLike
 
 __all__ = ["parse_onnx", "load_onnx", "check_labels", "NOT_TREES"]
 
@@ -93,7 +94,7 @@ def _refuse_op(node: Any, where: str) -> UnsupportedModelError:
         f"ArgMax, Mul by one). {NOT_TREES}")
 
 
-def _initializers(proto: Any) -> dict[str, np.ndarray]:
+def _initializers(proto: ModelLike) -> dict[str, np.ndarray]:
     from onnx import numpy_helper
 
     return {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
@@ -343,7 +344,7 @@ def _representation(r: TreeOpReading, op: str, out: dict[str, str]) -> dict[str,
                                 "gives no class probabilities the project's models have (softmax or none).")
 
 
-def parse_onnx(model: Any) -> TreeEnsemble:
+def parse_onnx(model: ModelLike) -> TreeEnsemble:
     """The ONNX model's tree ensemble as a :class:`TreeEnsemble` (no verification; see the module docstring).
 
     Raises

@@ -28,11 +28,15 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from core.errors import ModelError, UnsupportedModelError
+from core.typing import ModelLike
+
+if TYPE_CHECKING:
+    from onnx import NodeProto
 
 __all__ = ["OnnxGraphInfo", "OnnxLimits", "LIMITS", "read_onnx", "inspect_onnx", "TREE_OPS", "WRAPPER_OPS",
            "ELEM_TYPES", "attributes", "numpy_dtype"]
@@ -190,7 +194,7 @@ def _attribute_tensors(node: Any) -> list[tuple[str, Any]]:
     return out
 
 
-def _check_tensors(model: Any, filename: str, limits: OnnxLimits) -> None:
+def _check_tensors(model: ModelLike, filename: str, limits: OnnxLimits) -> None:
     """External data refused, every tensor within the budget."""
     g = model.graph
     tensors: list[tuple[str, Any]] = [(f"initializer {t.name!r}", t) for t in g.initializer]
@@ -222,7 +226,7 @@ def _location(t: Any) -> str:
     return "no location given"
 
 
-def _check_graph(model: Any, filename: str, limits: OnnxLimits) -> None:
+def _check_graph(model: ModelLike, filename: str, limits: OnnxLimits) -> None:
     g = model.graph
     if len(g.node) > limits.max_nodes:
         raise ModelError(f"{filename!r} has {len(g.node):,} graph nodes; ONNX models are accepted with at most "
@@ -312,7 +316,7 @@ def _output_kind(vi: Any, filename: str) -> str:
                                 "only tensors and ZipMap's probabilities are read.")
 
 
-def attributes(node: Any) -> dict[str, Any]:
+def attributes(node: NodeProto) -> dict[str, Any]:
     """A node's attributes as Python values (tensors as numpy arrays)."""
     from onnx import helper, numpy_helper
 
@@ -325,7 +329,7 @@ def attributes(node: Any) -> dict[str, Any]:
     return out
 
 
-def _classify_outputs(model: Any, filename: str) -> tuple[str | None, str | None]:
+def _classify_outputs(model: ModelLike, filename: str) -> tuple[str | None, str | None]:
     """(label output, scores output) by type: the integer/string tensor is the label, the
     float tensor or the ZipMap sequence the scores."""
     label = scores = None
@@ -350,7 +354,7 @@ def _classify_outputs(model: Any, filename: str) -> tuple[str | None, str | None
     return label, scores
 
 
-def inspect_onnx(model_or_bytes: Any, filename: str = "model.onnx", limits: OnnxLimits = LIMITS) -> OnnxGraphInfo:
+def inspect_onnx(model_or_bytes: ModelLike, filename: str = "model.onnx", limits: OnnxLimits = LIMITS) -> OnnxGraphInfo:
     """What the graph is (see :class:`OnnxGraphInfo`), from a checked ``ModelProto`` or from bytes."""
     model = read_onnx(model_or_bytes, filename, limits) if isinstance(model_or_bytes, (bytes, bytearray)) \
         else model_or_bytes

@@ -30,6 +30,7 @@ import pandas as pd
 
 from core.errors import ModelError
 from core.intake.parsing.onnx_graph import LIMITS, OnnxGraphInfo, OnnxLimits, inspect_onnx, numpy_dtype, read_onnx
+from core.typing import ModelLike, Rows
 
 __all__ = ["OnnxRunner", "OnnxModel", "load_onnx", "FIRST_RUN_SECONDS", "UNSEEN"]
 
@@ -71,7 +72,7 @@ class OnnxRunner:
         cols = self.columns
         return len(cols) if cols is not None else int(self.info.inputs[0][2][1] or 0)
 
-    def feeds(self, X: Any) -> dict[str, np.ndarray]:
+    def feeds(self, X: Rows) -> dict[str, np.ndarray]:
         """The graph's inputs for rows ``X``: an array (n, n_columns) in the model's column order, or a
         DataFrame with the model's input names as columns."""
         cols = self.columns
@@ -99,7 +100,7 @@ class OnnxRunner:
             out[name] = col.reshape(-1) if len(dims) == 1 else col
         return out
 
-    def run(self, X: Any, time_limit: float | None = None) -> tuple[np.ndarray | None, np.ndarray | None]:
+    def run(self, X: Rows, time_limit: float | None = None) -> tuple[np.ndarray | None, np.ndarray | None]:
         """(labels, scores) on rows ``X``: labels of shape (n,) or None, scores of shape (n, k) or None."""
         feeds = self.feeds(X)
         opts = self._ort.RunOptions()
@@ -162,7 +163,7 @@ def _scores(value: Any, n: int) -> np.ndarray:
 class OnnxModel:
     """An ``.onnx`` file: its bytes, what the graph is, and a runner (see the module docstring)."""
 
-    def __init__(self, data: bytes, filename: str, info: OnnxGraphInfo, proto: Any = None):
+    def __init__(self, data: bytes, filename: str, info: OnnxGraphInfo, proto: ModelLike = None):
         self.data = bytes(data)
         self.filename = filename
         self.info = info
@@ -198,11 +199,11 @@ class OnnxModel:
     def is_classifier(self) -> bool:
         return self.info.label is not None
 
-    def run(self, X: Any, time_limit: float | None = None) -> tuple[np.ndarray | None, np.ndarray | None]:
+    def run(self, X: Rows, time_limit: float | None = None) -> tuple[np.ndarray | None, np.ndarray | None]:
         """(labels, scores) of the graph on rows ``X`` (see :meth:`OnnxRunner.run`)."""
         return self.runner.run(X, time_limit)
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: Rows) -> np.ndarray:
         """The graph's labels (a classifier) or values (a regressor: its first score column)."""
         labels, scores = self.run(X)
         if labels is not None:

@@ -76,6 +76,7 @@ from core.jsonable import plain
 from core.model.ensemble import TreeEnsemble
 from core.model.linear import LinearModel
 from core.model.tree import MISSING_ONLY
+from core.typing import ModelLike
 
 __all__ = ["parse_pipeline", "parse_linear_pipeline", "SUPPORTED_STEPS"]
 
@@ -170,7 +171,7 @@ def _base_frame(raw_cols: list[str], cats: dict[str, tuple], n: int) -> pd.DataF
     return pd.DataFrame(data, columns=raw_cols)
 
 
-def _takes_nan(pipe: Any, raw_cols: list[str], cats: dict[str, tuple], fill: dict[str, Any]) -> bool:
+def _takes_nan(pipe: ModelLike, raw_cols: list[str], cats: dict[str, tuple], fill: dict[str, Any]) -> bool:
     """Whether the pipeline predicts a row whose numerical columns (without an
     imputer) are missing: a final estimator that routes NaN may still refuse it
     (scikit-learn's trees refuse NaN in a sparse matrix, e.g. after a sparse
@@ -226,7 +227,7 @@ def _largest_at_most(f: Any, t: np.ndarray, increasing: np.ndarray | bool) -> np
     return np.where(~at_lo, -np.inf, x)
 
 
-def parse_pipeline(pipe: Any, *, parse_final: Callable[[Any], TreeEnsemble]) -> TreeEnsemble:
+def parse_pipeline(pipe: ModelLike, *, parse_final: Callable[[Any], TreeEnsemble]) -> TreeEnsemble:
     """The pipeline as one TreeEnsemble on its raw columns; its final estimator
     is parsed by ``parse_final`` (the dispatcher :func:`core.intake.parsing.parse`,
     which hands itself over)."""
@@ -494,7 +495,7 @@ def _affine(pre: Any, raw_cols: list[str], cats: dict[str, tuple], c: str, ks: l
     return a, b, centre, spread
 
 
-def parse_linear_pipeline(pipe: Any) -> LinearModel:
+def parse_linear_pipeline(pipe: ModelLike) -> LinearModel:
     """A Pipeline whose last step is a linear estimator, as one LinearModel on its raw
     columns (see the module docstring)."""
     if not hasattr(pipe, "steps") or not pipe.steps:

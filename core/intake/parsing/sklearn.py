@@ -20,8 +20,6 @@ still has a flag (the side that got more rows), which scikit-learn follows.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from core.errors import UnsupportedModelError
@@ -29,13 +27,14 @@ from core.intake.parsing.common import EnsembleHeader, describe_unsupported
 from core.intake.parsing.hgb import parse_hgb
 from core.model.ensemble import Link, TreeEnsemble
 from core.model.tree import MISSING_ONLY, Tree, float32_floor, float32_le_bound
+from core.typing import ModelLike
 
 
 def _sk_threshold(t: np.ndarray) -> np.ndarray:
     return float32_le_bound(float32_floor(t))
 
 
-def _tree(est: Any, values: np.ndarray, features: np.ndarray | None = None, nan: bool = False) -> Tree:
+def _tree(est: ModelLike, values: np.ndarray, features: np.ndarray | None = None, nan: bool = False) -> Tree:
     """One fitted tree; with ``nan`` (the model takes missing values) its NaN routing too."""
     tr = est.tree_
     miss = np.asarray(tr.missing_go_to_left, dtype=bool) if nan and hasattr(tr, "missing_go_to_left") else None
@@ -48,7 +47,7 @@ def _tree(est: Any, values: np.ndarray, features: np.ndarray | None = None, nan:
     return Tree(tr.children_left, tr.children_right, np.where(leaf, -1, feat), thr, values, missing_left=miss)
 
 
-def _takes_nan(model: Any) -> bool:
+def _takes_nan(model: ModelLike) -> bool:
     """Whether scikit-learn's ``predict`` takes NaN for this tree model (then each
     node's ``missing_go_to_left`` routes it; otherwise it refuses such rows): its
     ``allow_nan`` tag, which is what its ``predict`` checks (a tree with monotonic
@@ -61,12 +60,12 @@ def _takes_nan(model: Any) -> bool:
         return False
 
 
-def _names(model: Any, n: int) -> tuple[str, ...]:
+def _names(model: ModelLike, n: int) -> tuple[str, ...]:
     names = getattr(model, "feature_names_in_", None)
     return tuple(str(x) for x in names) if names is not None else tuple(f"x{i}" for i in range(n))
 
 
-def _check_single_output(model: Any) -> None:
+def _check_single_output(model: ModelLike) -> None:
     if getattr(model, "n_outputs_", 1) != 1:
         raise UnsupportedModelError(
             f"{type(model).__name__} was fitted on {model.n_outputs_} targets; "
@@ -74,13 +73,13 @@ def _check_single_output(model: Any) -> None:
         )
 
 
-def _class_values(est: Any) -> np.ndarray:
+def _class_values(est: ModelLike) -> np.ndarray:
     v = np.asarray(est.tree_.value[:, 0, :], dtype=np.float64)
     s = v.sum(axis=1, keepdims=True)
     return np.divide(v, s, out=np.zeros_like(v), where=s > 0)
 
 
-def parse_sklearn(model: Any) -> TreeEnsemble:
+def parse_sklearn(model: ModelLike) -> TreeEnsemble:
     from sklearn import ensemble as ske  # scikit-learn: imported only when such a model arrives
     from sklearn import tree as skt
 
@@ -118,7 +117,7 @@ def parse_sklearn(model: Any) -> TreeEnsemble:
     raise describe_unsupported(model)
 
 
-def _parse_gb(model: Any, common: EnsembleHeader) -> TreeEnsemble:
+def _parse_gb(model: ModelLike, common: EnsembleHeader) -> TreeEnsemble:
     from sklearn.dummy import DummyClassifier, DummyRegressor  # scikit-learn, as in parse_sklearn
 
     init = model.init_
@@ -148,7 +147,7 @@ def _parse_gb(model: Any, common: EnsembleHeader) -> TreeEnsemble:
                         base_score=base, **common)
 
 
-def _parse_iforest(model: Any, common: EnsembleHeader) -> TreeEnsemble:
+def _parse_iforest(model: ModelLike, common: EnsembleHeader) -> TreeEnsemble:
     from sklearn.ensemble._iforest import _average_path_length  # scikit-learn, as in parse_sklearn
 
     trees = []

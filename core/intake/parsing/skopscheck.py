@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from core.intake.parsing.filecheck import MAX_JSON_DEPTH, _damaged, check_json_depth
+from core.typing import ModelLike
 
 __all__ = ["check_skops_zip", "check_sklearn_trees"]
 
@@ -83,7 +84,7 @@ def _sklearn_trees(obj: Any):
             yield est, tree
 
 
-def check_sklearn_trees(model: Any, filename: str = "model.skops") -> None:
+def check_sklearn_trees(model: ModelLike, filename: str = "model.skops") -> None:
     """Check the node arrays of every sklearn tree skops rebuilt, before any predict."""
     for est in _sklearn_objects(model):
         if type(est).__name__.startswith("HistGradientBoosting") and hasattr(est, "_predictors"):
@@ -164,7 +165,7 @@ _HGB_FIELDS = ("value", "feature_idx", "num_threshold", "missing_go_to_left", "l
                "is_categorical", "bitset_idx")
 
 
-def _check_hgb(est: Any, filename: str) -> None:
+def _check_hgb(est: ModelLike, filename: str) -> None:
     """A HistGradientBoosting model's predictors, before its Cython walk reads them
     (unchecked: a child or feature index, a bitset row or a known category out of range
     reads or writes outside memory; a child pointing back loops forever)."""

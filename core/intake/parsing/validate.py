@@ -109,7 +109,7 @@ _XGB_NODE_ARRAYS = ("left_children", "right_children", "split_indices", "split_c
                     "base_weights", "default_left", "loss_changes", "sum_hessian", "split_type")
 
 
-def check_xgboost_json(obj: Any, filename: str = "model.json") -> None:
+def check_xgboost_json(obj: object, filename: str = "model.json") -> None:
     """Check an XGBoost model (its JSON or UBJSON decoded) before XGBoost reads it."""
     if not isinstance(obj, dict) or "learner" not in obj:
         if isinstance(obj, dict):

@@ -42,6 +42,7 @@ from core.intake.parsing.common import build_tree, describe_unsupported, drop_la
 from core.model.categorical import OTHER_CODE
 from core.model.ensemble import Link, Task, TreeEnsemble
 from core.model.tree import Tree, float32_le_bound
+from core.typing import ModelLike
 
 __all__ = ["parse_xgboost", "drop_other_code"]
 
@@ -56,7 +57,7 @@ def _parse_floats(s: Any) -> np.ndarray:
     return np.array([float(v) for v in s.split(",") if v.strip()])
 
 
-def parse_xgboost(model: Any) -> TreeEnsemble:
+def parse_xgboost(model: ModelLike) -> TreeEnsemble:
     booster, wrapper = _booster(model)
     cfg = json.loads(bytes(booster.save_raw("json")))["learner"]
     objective = cfg["objective"]["name"]
@@ -107,7 +108,7 @@ def parse_xgboost(model: Any) -> TreeEnsemble:
                         categories=tuple(categories) if n_codes is not None else ())
 
 
-def _booster(model: Any) -> tuple[Any, Any]:
+def _booster(model: ModelLike) -> tuple[Any, Any]:
     """The model's Booster, and the scikit-learn wrapper it came from (or None)."""
     import xgboost as xgb  # optional and heavy: imported only when an XGBoost model arrives
 
