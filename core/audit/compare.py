@@ -74,6 +74,8 @@ from core.settings import (
 from core.shown import approx_text, label_order, number_text, outcome_text
 
 if TYPE_CHECKING:
+    from distributed import Client
+
     from core.surrogate import Surrogate
 from core.schema import Schema
 from core.typing import ModelLike, Norm, Rows, TargetSpec
@@ -311,7 +313,8 @@ def _one_row(args: tuple[int, np.ndarray], side_a: _Side, side_b: _Side, target:
            alpha=probability, invalidation=boolean)
 def compare_models(ens_a: ModelLike, ens_b: ModelLike, X: Rows, *, schema: Schema | None, target: TargetSpec, protected: Sequence[str] | None = None,
                    rows: Sequence[int] | None = None, max_rows: int | None = 200, time_limit: float = ROW_TIME_LIMIT,
-                   norm: Norm = "l1", n_jobs: int = N_JOBS, scheduler: Any = None, model_a: ModelLike = None,
+                   norm: Norm = "l1", n_jobs: int = N_JOBS, scheduler: str | Client | None = None,
+                   model_a: ModelLike = None,
                    model_b: ModelLike = None, random_state: int = RANDOM_STATE, n_boot: int = 1000, n_perm: int = 2000,
                    alpha: float = 0.05, invalidation: bool = True,
                    progress: Callable[[str, int, int], None] | None = None,

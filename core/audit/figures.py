@@ -7,7 +7,7 @@ the analyses above them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
@@ -15,10 +15,13 @@ from core.audit.metrics import METRICS, SHARES
 from core.figures import _ROOM, text
 from core.shown import label_order
 
+if TYPE_CHECKING:
+    from core.audit.report import AuditLike
+
 __all__ = ["cost_figure", "metric_figure"]
 
 
-def cost_figure(audit: Any, attribute: str):
+def cost_figure(audit: AuditLike, attribute: str):
     """Recourse-cost distribution per group (box and points), rows with a recourse."""
     rows = audit.rows
     col = f"group:{attribute}"
@@ -31,7 +34,7 @@ def cost_figure(audit: Any, attribute: str):
     return fig
 
 
-def metric_figure(audit: Any, attribute: str, metric: str = "feasible"):
+def metric_figure(audit: AuditLike, attribute: str, metric: str = "feasible"):
     """A metric per group with its bootstrap interval."""
     g = audit.groups[audit.groups["attribute"] == attribute]
     if metric not in g:

@@ -29,6 +29,8 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
+from core.typing import Label
+
 __all__ = ["GroupFairness", "group_fairness", "CLASSIFIER_METRICS", "DISPARITIES"]
 
 CLASSIFIER_METRICS = ("selection rate", "TPR", "FPR", "FNR", "precision", "accuracy")
@@ -116,7 +118,7 @@ def _attribute_sets(labels: Mapping[str, np.ndarray], max_order: int) -> dict[st
     return out
 
 
-def group_fairness(labels: Mapping[str, np.ndarray], y_pred: np.ndarray, *, favourable: Any = None,
+def group_fairness(labels: Mapping[str, np.ndarray], y_pred: np.ndarray, *, favourable: Label | None = None,
                    y_true: np.ndarray | None = None, target_interval: tuple[float, float] | None = None,
                    n_boot: int = 300, max_order: int = 3, min_group: int = 1,
                    random_state: int = 0) -> GroupFairness:

@@ -172,7 +172,7 @@ def table_html(df: pd.DataFrame, highlight: np.ndarray | None = None) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def group_name(attribute: str, label: Any) -> str:
+def group_name(attribute: str, label: object) -> str:
     """A group in words: ``sex = 1``; a numeric attribute's quartile bin ``age in (30, 45]``."""
     label = str(label)
     return f"{attribute} in {label}" if label[:1] in "[(" else f"{attribute} = {label}"

@@ -14,7 +14,7 @@ import platform
 import time
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -52,6 +52,9 @@ from core.shown import outcome_text
 from core.surrogate import Surrogate
 from core.tcrex import TCREx
 from core.typing import ArrayLike, ModelLike, Norm, Rows, TargetSpec
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 __all__ = ["run_audit", "AuditSettings", "Provenance", "package_versions", "REPORT_PACKAGES"]
 
@@ -164,7 +167,7 @@ class _Run:
 def run_audit(ensemble: ModelLike, X: Rows, *, schema: Schema, target: TargetSpec, protected: Sequence[str] | None = None,
               rows: Sequence[int] | None = None, model: ModelLike = None, y: ArrayLike | None = None,
               max_rows: int | None = 500, norm: Norm = "l1", time_limit: float = ROW_TIME_LIMIT,
-              n_jobs: int = N_JOBS, scheduler: Any = None, n_boot: int = 1000, n_perm: int = 2000,
+              n_jobs: int = N_JOBS, scheduler: str | Client | None = None, n_boot: int = 1000, n_perm: int = 2000,
               alpha: float = 0.05, tcrex: bool = True, tcrex_rho: float = 0.02, tcrex_tau: float = 0.9,
               local_rules_per_group: int = 10, random_state: int = RANDOM_STATE, scan: bool = True, min_subgroup: int = 20,
               budget: float | None = None, data_name: str = "", data_sha256: str = "", model_sha256: str = "",

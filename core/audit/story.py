@@ -26,6 +26,7 @@ from __future__ import annotations
 import html
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -45,10 +46,13 @@ from core.rules.results import LocalRule
 from core.ruletext import missing_condition
 from core.settings import TIME_LIMIT
 from core.shown import BOUND_DIGITS, approx_text, number_text, outcome_text, round_sig
+from core.typing import TargetSpec
 
 if TYPE_CHECKING:
+    from core.audit.result import Audit
     from core.intake.workspace import Workspace
     from core.model import TreeEnsemble
+    from core.rules.estimator import CounterfactualRules
     from core.schema import Schema
 
 __all__ = ["CaseStory", "case_story"]
@@ -588,8 +592,9 @@ def _groups(case: _Case, audit: Any) -> tuple[Section, list[str], str]:
     return (GROUPS, tuple(paras)), heads, "".join(figures)
 
 
-def case_story(ws: Workspace, row: int, target: Any, *, time_limit: float = TIME_LIMIT, rules: Any = None,
-               audit: Any = None, fixed: Any = None) -> CaseStory:
+def case_story(ws: Workspace, row: int, target: TargetSpec, *, time_limit: float = TIME_LIMIT,
+               rules: CounterfactualRules | None = None, audit: Audit | None = None,
+               fixed: Sequence[str] | None = None) -> CaseStory:
     """Tell the story of row ``row`` of workspace ``ws`` for ``target`` (a class, or
     ``(lo, hi)`` for a regressor). ``rules``: a fitted CounterfactualRules (its
     local rule is told); ``audit``: a fairness Audit on this workspace (the row's

@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from core.cells.groups import grouped_leaves
 from core.cells.problem import CellProblem, TreeBlock
 
 if TYPE_CHECKING:
+    from core.counterfactual import Target
     from core.model import TreeEnsemble
 
 __all__ = ["bounded_costs", "range_min_table", "range_min", "box_distances", "reachable_leaves",
@@ -111,7 +112,7 @@ def score_needs(prob: CellProblem, blk: TreeBlock | None = None) -> list[tuple[n
     return target_needs(prob.ens, prob.target, (prob.model_leaves if blk is None else blk).value)
 
 
-def target_needs(ens: TreeEnsemble, tgt: Any, V: np.ndarray) -> list[tuple[np.ndarray, float]]:
+def target_needs(ens: TreeEnsemble, tgt: Target, V: np.ndarray) -> list[tuple[np.ndarray, float]]:
     """:func:`score_needs` of ensemble ``ens`` and target ``tgt`` on leaf values ``V``
     (with a margin: the probability's bound, as in :mod:`core.solvers.cpsat`)."""
     base = ens.base_score

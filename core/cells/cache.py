@@ -31,7 +31,7 @@ class GridCache:
         self._lock = threading.RLock()
         self._store: OrderedDict[int, OrderedDict[Hashable, Any]] = OrderedDict()
 
-    def get(self, owner: Any, key: Hashable, build: Callable[[], Any]) -> Any:
+    def get(self, owner: object, key: Hashable, build: Callable[[], Any]) -> Any:
         """The value kept for ``(owner, key)``; ``build()`` makes it on a miss."""
         oid = id(owner)
         with self._lock:

@@ -42,6 +42,7 @@ from core.model import TreeEnsemble, as_ensemble
 from core.model.features import feature_indices
 from core.model.missing import indicator_of
 from core.schema import INTEGRAL_KINDS
+from core.typing import ModelLike, Norm, Row, TargetSpec, Weights
 
 if TYPE_CHECKING:
     from core.schema import Schema
@@ -76,7 +77,7 @@ class Plausibility:
         return cls.from_forest(iso, X_target, contamination)
 
     @classmethod
-    def from_forest(cls, forest: Any, X_target: np.ndarray | None = None,
+    def from_forest(cls, forest: ModelLike, X_target: np.ndarray | None = None,
                     contamination: float | None = 0.1) -> "Plausibility":
         ens = as_ensemble(forest)
         if ens.task != "anomaly":
@@ -355,8 +356,8 @@ def _leaf_block(ens: TreeEnsemble, levels: list[np.ndarray]) -> TreeBlock:
                      np.vstack(vals), ens.n_trees)
 
 
-def build_problem(ens: TreeEnsemble, x: Any, target: Any, *, schema: Schema | None = None, norm: Any = "l1",
-                  weights: Any = None, fixed: Iterable[Any] | None = None,
+def build_problem(ens: TreeEnsemble, x: Row, target: TargetSpec, *, schema: Schema | None = None, norm: Norm = "l1",
+                  weights: Weights = None, fixed: Iterable[Any] | None = None,
                   increase_only: Iterable[Any] | None = None, decrease_only: Iterable[Any] | None = None,
                   plausibility: Plausibility | None = None,
                   also_valid_for: Sequence[tuple[TreeEnsemble, Any]] = (), margin: float | None = None,

@@ -44,6 +44,7 @@ from core.model.missing import indicator_of
 from core.model.native import native_input, native_outputs
 from core.schema import INTEGRAL_KINDS
 from core.shown import shortest_inside
+from core.typing import ModelLike
 
 __all__ = ["QueryRun", "check_on_model", "shown_point", "minimal_point", "change_units"]
 
@@ -222,7 +223,7 @@ def shown_point(prob: CellProblem, x: np.ndarray) -> np.ndarray:
     return out
 
 
-def check_on_model(model: Any, ens: TreeEnsemble, x: np.ndarray, target: Target) -> bool:
+def check_on_model(model: ModelLike, ens: TreeEnsemble, x: np.ndarray, target: Target) -> bool:
     """Is ``x`` valid on the original model too? Its outputs must match the
     ensemble's, and its label (or value) must meet the target."""
     model = _one_thread(model)

@@ -61,7 +61,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -90,6 +90,10 @@ from core.settings import (
     seconds,
     validated,
 )
+from core.typing import ArrayLike, ModelLike, Rows
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 __all__ = ["fcca", "FCCASettings", "FCCAResult", "TreeFit", "FCCAError", "default_eps", "gosdt_available",
            "explain_flat_curves"]
@@ -169,10 +173,11 @@ def _cost_mix(norm: Any, lambdas: dict[str, Any]) -> dict[str, Any]:
 @validated(FCCAError, p0=probability, p1=probability, norm=optional(norm_setting), lambda0=optional(nonnegative),
            lambda1=optional(nonnegative), lambda2=optional(nonnegative), max_points=optional(integer(1)),
            time_limit=seconds, n_jobs=n_jobs_setting, scheduler=scheduler_setting)
-def fcca(ensemble: Any, X: Any, y: Any, *, schema: Schema | None = None, p0: float = 0.5, p1: float = 1.0,
+def fcca(ensemble: ModelLike, X: Rows, y: ArrayLike, *, schema: Schema | None = None, p0: float = 0.5, p1: float = 1.0,
          norm: str | Mapping[str, float] | None = None, lambda0: float | None = None,
-         lambda1: float | None = None, lambda2: float | None = None, eps: Any = None,
-         max_points: int | None = None, time_limit: float = ROW_TIME_LIMIT, n_jobs: int = N_JOBS, scheduler: Any = None,
+         lambda1: float | None = None, lambda2: float | None = None, eps: ArrayLike | Mapping[str, float] | None = None,
+         max_points: int | None = None, time_limit: float = ROW_TIME_LIMIT, n_jobs: int = N_JOBS,
+         scheduler: str | Client | None = None,
          progress: Callable[[int, int], None] | None = None,
          should_stop: Callable[[], bool] | None = None) -> FCCAResult:
     """Run FCCA's phases 1-2 (see the module docstring); Q is applied later.

@@ -32,6 +32,7 @@ from core.model.result import (
     settings,
 )
 from core.shown import bound_text
+from core.typing import ArrayLike, Rows
 
 __all__ = ["FCCAResult", "explain_flat_curves"]
 
@@ -188,7 +189,7 @@ class FCCAResult(Result):
         return pd.Series(self._cdf(), index=self.thresholds.index, name="max_q")
 
     # ---- discretisation
-    def _matrix(self, X: Any) -> np.ndarray:
+    def _matrix(self, X: Rows) -> np.ndarray:
         if isinstance(X, pd.DataFrame):
             missing = [c for c in self.feature_names if c not in X.columns]
             if missing:
@@ -209,7 +210,7 @@ class FCCAResult(Result):
             out[mask] = _labels(ts[mask])
         return out
 
-    def discretize(self, X: Any = None, Q: float = 0.0) -> pd.DataFrame:
+    def discretize(self, X: Rows | None = None, Q: float = 0.0) -> pd.DataFrame:
         """Binary columns ``name>t`` (1 when the value is above t) for the
         thresholds kept at Q, in feature order then increasing t (eq. 12)."""
         A = self.X if X is None else self._matrix(X)
@@ -220,18 +221,18 @@ class FCCAResult(Result):
         index = X.index if isinstance(X, pd.DataFrame) else None
         return pd.DataFrame(cols, index=index)
 
-    def _cells(self, Q: float, X: Any = None) -> np.ndarray:
+    def _cells(self, Q: float, X: Rows | None = None) -> np.ndarray:
         B = self.discretize(X, Q).to_numpy()
         if B.shape[1] == 0:
             return np.zeros(B.shape[0], dtype=int)
         return np.unique(B, axis=0, return_inverse=True)[1].ravel()
 
-    def compression_rate(self, Q: float, X: Any = None) -> float:
+    def compression_rate(self, Q: float, X: Rows | None = None) -> float:
         """eta = 1 - (distinct discretised rows) / rows."""
         cells = self._cells(Q, X)
         return 1.0 - np.unique(cells).size / max(cells.size, 1)
 
-    def inconsistency_rate(self, Q: float, X: Any = None, y: Any = None) -> float:
+    def inconsistency_rate(self, Q: float, X: Rows | None = None, y: ArrayLike | None = None) -> float:
         """delta (eq. 15): rows not in their cell's majority label, over rows."""
         cells = self._cells(Q, X)
         labels = self.y if y is None else np.asarray(y)
@@ -253,8 +254,8 @@ class FCCAResult(Result):
         return pd.DataFrame(rows)
 
     # ---- surrogate tree
-    def fit_tree(self, Q: float = 0.0, max_depth: int = 3, method: str = "cart", *, X_test: Any = None,
-                 y_test: Any = None, test_size: float = 0.25, random_state: int = 0,
+    def fit_tree(self, Q: float = 0.0, max_depth: int = 3, method: str = "cart", *, X_test: Rows | None = None,
+                 y_test: ArrayLike | None = None, test_size: float = 0.25, random_state: int = 0,
                  time_limit: float = 60.0) -> TreeFit:
         """A tree of depth <= max_depth on the columns kept at Q.
 

@@ -13,12 +13,13 @@ import numpy as np
 from core.rules import bitsets
 from core.rules.bitsets import _below, _popcount, _unpack
 from core.rules.state import FittedRules
+from core.typing import Row, TargetSpec
 
 __all__ = ["counts", "mean_share", "free_columns", "cells", "cdp_from_cells", "cdp", "projected_weights",
            "crp_fn", "crp_batch", "crp_from_reach", "crp", "regional_crp"]
 
 
-def counts(state: FittedRules, x: np.ndarray, free: np.ndarray, target: Any = None, weights: bool = False):
+def counts(state: FittedRules, x: np.ndarray, free: np.ndarray, target: TargetSpec | None = None, weights: bool = False):
     """Compiled projected-forest cells: (cnt, pos) of shape (M, T) for the
     boolean column masks ``free`` (M, d) (pos counts target rows; 0 without
     a target), and the weights of the rows for one subset."""
@@ -147,7 +148,7 @@ def cdp_from_cells(state: FittedRules, cells: list[Any], ybits: np.ndarray, m: i
 
 
 # -------------------------------------------------------------- probabilities
-def cdp(state: FittedRules, x: Any, S: Sequence[int], target: Any) -> float:
+def cdp(state: FittedRules, x: Row, S: Sequence[int], target: TargetSpec) -> float:
     """CDP_S(Y*; x) = P(f(X) in Y* | X_Sbar = x_Sbar) by the Projected Forest.
     ``S``: column indices (a one-hot group is freed whole if any of its columns is in S)."""
     x = state.row(x)
@@ -161,7 +162,7 @@ def cdp(state: FittedRules, x: Any, S: Sequence[int], target: Any) -> float:
     return float(cdp_from_cells(state, got, ybits, 1)[0])
 
 
-def projected_weights(state: FittedRules, x: Any, S: Sequence[int]) -> np.ndarray:
+def projected_weights(state: FittedRules, x: Row, S: Sequence[int]) -> np.ndarray:
     """Projected Forest weights ``w_i(x_Sbar)`` of the fitted rows (sum 1,
     or all 0 when no tree's cell holds a fitted row)."""
     x = state.row(x)
@@ -219,7 +220,7 @@ def crp_from_reach(state: FittedRules, reach: np.ndarray, pos: np.ndarray) -> np
     return mean_share(cnt_t, pos_t)
 
 
-def crp(state: FittedRules, x: Any, lower: np.ndarray, upper: np.ndarray, target: Any,
+def crp(state: FittedRules, x: Row, lower: np.ndarray, upper: np.ndarray, target: TargetSpec,
         S: Sequence[int] | None = None) -> float:
     """CRP: P(f(X) in Y* | X_S in (lower, upper], X_Sbar = x_Sbar) by the
     Regional RF; S defaults to the columns with a finite bound."""
@@ -234,7 +235,7 @@ def crp(state: FittedRules, x: Any, lower: np.ndarray, upper: np.ndarray, target
     return float(crp_batch(state, qlo[None], qhi[None], pos, dims=np.arange(len(x)))[0])
 
 
-def regional_crp(state: FittedRules, region_lower: np.ndarray, region_upper: np.ndarray, target: Any,
+def regional_crp(state: FittedRules, region_lower: np.ndarray, region_upper: np.ndarray, target: TargetSpec,
                  lower: np.ndarray | None = None, upper: np.ndarray | None = None) -> float:
     """P(f(X) in Y* | X_S in rule, X_Sbar in region_Sbar); without a rule,
     P(f(X) in Y* | X in region)."""

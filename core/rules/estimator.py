@@ -14,9 +14,10 @@ import numpy as np
 from core.errors import NotFittedError, QueryError
 from core.model.features import as_table
 from core.rules import engines, sampling, search
-from core.rules.results import LocalRule, RegionalRule, RuleLevels
+from core.rules.results import Bounded, LocalRule, RegionalRule, RuleLevels
 from core.rules.state import FittedRules, check_levels, fit_state
 from core.settings import RANDOM_STATE, integer, n_jobs_setting, n_workers_setting, optional, probability, validated
+from core.typing import ArrayLike, Features, Row, Rows, TargetSpec
 
 
 def _listed(items: Any, what: str, of: str) -> list[Any]:
@@ -125,7 +126,7 @@ class CounterfactualRules:
 
     # ------------------------------------------------------------------ fit
     @validated(QueryError)
-    def fit(self, X: Any, y_model: Any, feature_names: Sequence[str] | None = None) -> "CounterfactualRules":
+    def fit(self, X: Rows, y_model: ArrayLike, feature_names: Sequence[str] | None = None) -> "CounterfactualRules":
         t0 = time.perf_counter()
         st = fit_state(X, y_model, feature_names, n_estimators=self.n_estimators, max_depth=self.max_depth,
                        levels=RuleLevels(self.pi, self.pi_c, self.top_k), groups=self.groups,
@@ -159,32 +160,32 @@ class CounterfactualRules:
 
     # -------------------------------------------------------------- queries
     @validated(QueryError)
-    def candidate_units(self, *, fixed: Any = (), top_k: int | None = None) -> list[int]:
+    def candidate_units(self, *, fixed: Features = (), top_k: int | None = None) -> list[int]:
         """The top_k actionable units (one-hot groups or columns) by split usage;
         ``fixed``: names or column indices."""
         st = self._state
         return search.candidate_units(st, fixed=fixed, top_k=self._levels(top_k=top_k)["top_k"])
 
-    def cdp(self, x: Any, S: Sequence[int], target: Any) -> float:
+    def cdp(self, x: Row, S: Sequence[int], target: TargetSpec) -> float:
         """CDP_S(Y*; x) by the Projected Forest (:func:`core.rules.engines.cdp`)."""
         return engines.cdp(self._state, x, S, target)
 
-    def projected_weights(self, x: Any, S: Sequence[int]) -> np.ndarray:
+    def projected_weights(self, x: Row, S: Sequence[int]) -> np.ndarray:
         """The Projected Forest weights of the fitted rows (:func:`core.rules.engines.projected_weights`)."""
         return engines.projected_weights(self._state, x, S)
 
-    def crp(self, x: Any, lower: np.ndarray, upper: np.ndarray, target: Any,
+    def crp(self, x: Row, lower: np.ndarray, upper: np.ndarray, target: TargetSpec,
             S: Sequence[int] | None = None) -> float:
         """CRP of a rule for ``x`` by the Regional RF (:func:`core.rules.engines.crp`)."""
         return engines.crp(self._state, x, lower, upper, target, S)
 
-    def regional_crp(self, region_lower: np.ndarray, region_upper: np.ndarray, target: Any,
+    def regional_crp(self, region_lower: np.ndarray, region_upper: np.ndarray, target: TargetSpec,
                      lower: np.ndarray | None = None, upper: np.ndarray | None = None) -> float:
         """CRP of a rule on a region (:func:`core.rules.engines.regional_crp`)."""
         return engines.regional_crp(self._state, region_lower, region_upper, target, lower, upper)
 
     @validated(QueryError)
-    def minimal_divergent_explanations(self, x: Any, target: Any, *, fixed: Any = (), pi: float | None = None,
+    def minimal_divergent_explanations(self, x: Row, target: TargetSpec, *, fixed: Features = (), pi: float | None = None,
                                        top_k: int | None = None) -> list[tuple[tuple[int, ...], float]]:
         """All minimal S with CDP >= pi among the top_k actionable features
         (:func:`core.rules.search.minimal_divergent_explanations`)."""
@@ -194,8 +195,8 @@ class CounterfactualRules:
         return search.minimal_divergent_explanations(st, x, target, fixed=fixed, pi=lv["pi"], top_k=lv["top_k"])
 
     @validated(QueryError)
-    def local_rule(self, x: Any, target: Any, *, fixed: Any = (), increase_only: Any = None,
-                   decrease_only: Any = None, pi: float | None = None, pi_c: float | None = None,
+    def local_rule(self, x: Row, target: TargetSpec, *, fixed: Features = (), increase_only: Features = None,
+                   decrease_only: Features = None, pi: float | None = None, pi_c: float | None = None,
                    top_k: int | None = None) -> LocalRule:
         """The local counterfactual rule of ``x`` for ``target``
         (:func:`core.rules.search.local_rule`: ``fixed``, ``increase_only`` and
@@ -206,8 +207,8 @@ class CounterfactualRules:
                                  decrease_only=decrease_only, **self._levels(pi, pi_c, top_k))
 
     @validated(QueryError)
-    def regional_rules(self, regions: Sequence[Any], target: Any, *, fixed: Any = (), increase_only: Any = None,
-                       decrease_only: Any = None, pi: float | None = None, pi_c: float | None = None,
+    def regional_rules(self, regions: Sequence[Any], target: TargetSpec, *, fixed: Features = (),
+                       increase_only: Features = None, decrease_only: Features = None, pi: float | None = None, pi_c: float | None = None,
                        top_k: int | None = None) -> list[RegionalRule]:
         """A regional counterfactual rule for each region
         (:func:`core.rules.search.regional_rules`): a ``(lower, upper)`` pair of
@@ -218,13 +219,13 @@ class CounterfactualRules:
                                      decrease_only=decrease_only, **self._levels(pi, pi_c, top_k))
 
     @validated(QueryError)
-    def propose_regions(self, target: Any, max_depth: int = 3, min_share: float = 0.02
+    def propose_regions(self, target: TargetSpec, max_depth: int = 3, min_share: float = 0.02
                         ) -> list[tuple[np.ndarray, np.ndarray]]:
         """Sub-populations needing recourse (:func:`core.rules.search.propose_regions`)."""
         return search.propose_regions(self._state, target, max_depth, min_share)
 
     @validated(QueryError)
-    def sample_counterfactuals(self, x: Any, rule: Any, n: int = 5, *, batch: int = 100, max_iter: int = 100,
+    def sample_counterfactuals(self, x: Row, rule: Bounded, n: int = 5, *, batch: int = 100, max_iter: int = 100,
                                temp: float = 1.0, patience: int = 20, random_state: int | None = None
                                ) -> np.ndarray:
         """Counterfactual samples inside a rule (:func:`core.rules.sampling.sample_counterfactuals`)."""
@@ -241,9 +242,9 @@ class CounterfactualRules:
         return sampling.inlier(self._state, X)
 
     @validated(QueryError)
-    def evaluate(self, X: Any, predict: Callable[[np.ndarray], np.ndarray], target_of: Callable[[Any], Any], *,
-                 fixed: Any = (), progress: Callable[[int, int], None] | None = None,
-                 increase_only: Any = None, decrease_only: Any = None, pi: float | None = None,
+    def evaluate(self, X: Rows, predict: Callable[[np.ndarray], np.ndarray], target_of: Callable[[Any], Any], *,
+                 fixed: Features = (), progress: Callable[[int, int], None] | None = None,
+                 increase_only: Features = None, decrease_only: Features = None, pi: float | None = None,
                  pi_c: float | None = None, top_k: int | None = None
                  ) -> tuple[dict[str, float], list[dict[str, Any]]]:
         """Local rules, one sample each, and the paper's metrics for the rows of

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Protocol, Sequence
 
 import numpy as np
 
@@ -21,6 +21,17 @@ from core.model.guarantee import Guarantee
 from core.model.result import Reader, Result, Writer, settings
 from core.rules.filters import parse_filter
 from core.ruletext import rule_text
+
+
+class Bounded(Protocol):
+    """What a rule query reads of a rule: its bounds ``lower < x <= upper`` (a
+    :class:`LocalRule`, a :class:`Box`, a T-CREx rule)."""
+
+    @property
+    def lower(self) -> np.ndarray: ...
+
+    @property
+    def upper(self) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)

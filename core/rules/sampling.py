@@ -12,14 +12,15 @@ import numpy as np
 
 from core.counterfactual import output_mask
 from core.errors import NoCounterfactualRuleError
-from core.rules.results import rule_metrics
+from core.rules.results import Bounded, rule_metrics
 from core.rules.search import local_rule
 from core.rules.state import FittedRules
+from core.typing import Features, Row, Rows
 
 __all__ = ["sample_counterfactuals", "inlier", "evaluate"]
 
 
-def sample_counterfactuals(state: FittedRules, x: Any, rule: Any, n: int = 5, *, batch: int = 100,
+def sample_counterfactuals(state: FittedRules, x: Row, rule: Bounded, n: int = 5, *, batch: int = 100,
                            max_iter: int = 100, temp: float = 1.0, patience: int = 20,
                            random_state: int | None = None) -> np.ndarray:
     """Up to ``n`` distinct points ``(z_S, x_Sbar)`` with ``z_S`` inside the
@@ -98,9 +99,9 @@ def inlier(state: FittedRules, X: np.ndarray) -> np.ndarray:
     return state.isolation_ensemble.decision_function(np.atleast_2d(X)) >= 0
 
 
-def evaluate(state: FittedRules, X: Any, predict: Callable[[np.ndarray], np.ndarray],
-             target_of: Callable[[Any], Any], *, fixed: Any = None, increase_only: Any = None,
-             decrease_only: Any = None, progress: Callable[[int, int], None] | None = None,
+def evaluate(state: FittedRules, X: Rows, predict: Callable[[np.ndarray], np.ndarray],
+             target_of: Callable[[Any], Any], *, fixed: Features = None, increase_only: Features = None,
+             decrease_only: Features = None, progress: Callable[[int, int], None] | None = None,
              pi: float | None = None, pi_c: float | None = None, top_k: int | None = None
              ) -> tuple[dict[str, float], list[dict[str, Any]]]:
     """Local rules for the rows of ``X``, one sample each, and the paper's

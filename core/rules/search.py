@@ -41,6 +41,7 @@ import itertools
 import math
 import time
 from dataclasses import replace
+from functools import partial
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -52,7 +53,7 @@ from core.rules import bitsets, engines
 from core.rules.bitsets import _below
 from core.rules.results import Box, LocalRule, RegionalRule, RuleLevels, rule_guarantee
 from core.rules.state import FittedRules
-from core.typing import TargetSpec
+from core.typing import Features, Row, TargetSpec
 
 __all__ = ["search_subsets", "candidate_units", "actionability", "minimal_divergent_explanations", "cdp_of_sets",
            "local_rule", "regional_rules", "propose_regions"]
@@ -94,7 +95,8 @@ def search_subsets(cdp_of: Callable[[np.ndarray, int], np.ndarray], cand: list[i
 
 
 # -------------------------------------------------------------- actionability
-def actionability(state: FittedRules, *, fixed: Any = None, increase_only: Any = None, decrease_only: Any = None
+def actionability(state: FittedRules, *, fixed: Features = None, increase_only: Features = None,
+                  decrease_only: Features = None
                   ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """(fixed, increase-only, decrease-only) columns from names or indices; a
     feature both increase-only and decrease-only is fixed."""
@@ -144,14 +146,14 @@ def _candidates(state: FittedRules, fixed: Sequence[int], top_k: int) -> list[in
     return [int(u) for u in order[:top_k]]
 
 
-def candidate_units(state: FittedRules, *, fixed: Any = None, top_k: int | None = None) -> list[int]:
+def candidate_units(state: FittedRules, *, fixed: Features = None, top_k: int | None = None) -> list[int]:
     """The top_k actionable units (one-hot groups or columns) by split usage;
     ``fixed``: names or column indices."""
     top_k = state.query_levels(None, None, top_k).top_k
     return _candidates(state, state.features(fixed, "fixed"), top_k)
 
 
-def minimal_divergent_explanations(state: FittedRules, x: Any, target: Any, *, fixed: Any = None,
+def minimal_divergent_explanations(state: FittedRules, x: Row, target: TargetSpec, *, fixed: Features = None,
                                    pi: float | None = None, top_k: int | None = None
                                    ) -> list[tuple[tuple[int, ...], float]]:
     """All minimal S (column tuples) with CDP >= pi among the top_k
@@ -161,7 +163,7 @@ def minimal_divergent_explanations(state: FittedRules, x: Any, target: Any, *, f
     return [(state.columns(u), c) for u, c in found] if ok else []
 
 
-def _local_search(state: FittedRules, x: np.ndarray, target: Any, fixed: Sequence[int], lv: RuleLevels):
+def _local_search(state: FittedRules, x: np.ndarray, target: TargetSpec, fixed: Sequence[int], lv: RuleLevels):
     _, ybits, _ = state.target(target)
     cand = _candidates(state, fixed, lv.top_k)
     if not cand:
@@ -286,7 +288,7 @@ def _local_cells(state: FittedRules, x: np.ndarray, S: tuple[int, ...], mask: np
     return best, False
 
 
-def cdp_of_sets(state: FittedRules, x: np.ndarray, target: Any, sets: list[tuple[int, ...]]) -> np.ndarray:
+def cdp_of_sets(state: FittedRules, x: np.ndarray, target: TargetSpec, sets: list[tuple[int, ...]]) -> np.ndarray:
     """CDP of each set of units in ``sets`` (compiled kernel or bitsets)."""
     cand = sorted({u for S in sets for u in S})
     at = {u: k for k, u in enumerate(cand)}
@@ -300,7 +302,7 @@ def cdp_of_sets(state: FittedRules, x: np.ndarray, target: Any, sets: list[tuple
     return engines.cdp_from_cells(state, engines.cells(state, x, cand, sub, max(map(len, sets))), ybits, len(sets))
 
 
-def _grow_rule(state: FittedRules, x: np.ndarray, target: Any, units: list[int], mask: np.ndarray, pos: np.ndarray,
+def _grow_rule(state: FittedRules, x: np.ndarray, target: TargetSpec, units: list[int], mask: np.ndarray, pos: np.ndarray,
                pi_c: float, allow=None, width: int = 8, n_rows: int = 128, tries: int = 3, support: int = 10):
     """A set S whose possible cells reach ``pi_c``, searched over every unit of
     ``units`` when no divergent set gave one: a beam search over sets grown
@@ -366,7 +368,7 @@ def _grow_rule(state: FittedRules, x: np.ndarray, target: Any, units: list[int],
     return state.columns(best[1]), best[0], False
 
 
-def _why_below(state: FittedRules, x: np.ndarray, target: Any, fixed: Sequence[int], mask: np.ndarray,
+def _why_below(state: FittedRules, x: np.ndarray, target: TargetSpec, fixed: Sequence[int], mask: np.ndarray,
                pos: np.ndarray, lv: RuleLevels, best: tuple[tuple[int, ...], float], allow=None) -> str:
     """Why no rule reaches pi_c: which features reaching it would need."""
     names = state.feature_names
@@ -387,8 +389,8 @@ def _why_below(state: FittedRules, x: np.ndarray, target: Any, fixed: Sequence[i
                    "a lower pi_C gives a rule.")
 
 
-def local_rule(state: FittedRules, x: Any, target: Any, *, fixed: Any = None, increase_only: Any = None,
-               decrease_only: Any = None, pi: float | None = None, pi_c: float | None = None,
+def local_rule(state: FittedRules, x: Row, target: TargetSpec, *, fixed: Features = None,
+               increase_only: Features = None, decrease_only: Features = None, pi: float | None = None, pi_c: float | None = None,
                top_k: int | None = None) -> LocalRule:
     """The local counterfactual rule of ``x`` for ``target`` (a class,
     ``("other", c)``, or an interval ``(lo, hi)`` of outputs).
@@ -465,8 +467,8 @@ def local_rule(state: FittedRules, x: Any, target: Any, *, fixed: Any = None, in
                      below_pi_c=not reached, note=note, params=rule_params(state, target, lv, fixed, inc, dec))
 
 
-def regional_rules(state: FittedRules, regions: Sequence[Any], target: Any, *, fixed: Any = None,
-                   increase_only: Any = None, decrease_only: Any = None, pi: float | None = None,
+def regional_rules(state: FittedRules, regions: Sequence[Any], target: TargetSpec, *, fixed: Features = None,
+                   increase_only: Features = None, decrease_only: Features = None, pi: float | None = None,
                    pi_c: float | None = None, top_k: int | None = None) -> list[RegionalRule]:
     """A regional counterfactual rule for each region: a ``(lower, upper)``
     pair of arrays (``lower < x <= upper``) or an object with ``lower`` and
@@ -491,13 +493,13 @@ def regional_rules(state: FittedRules, regions: Sequence[Any], target: Any, *, f
         if rlo.shape != (d,) or rhi.shape != (d,):
             raise QueryError(f"A region needs lower and upper arrays of length {d}.")
         inside = np.all((state.X > rlo) & (state.X <= rhi), axis=1)
-        base = dict(region_lower=rlo, region_upper=rhi, target=target, coverage=float(inside.mean()),
-                    n_rows=int(inside.sum()))
+        base = partial(RegionalRule, region_lower=rlo, region_upper=rhi, target=target,
+                       coverage=float(inside.mean()), n_rows=int(inside.sum()))
         if not inside.any():
-            out.append(RegionalRule(**base, note="No fitted row lies in this region."))
+            out.append(base(note="No fitted row lies in this region."))
             continue
         if not cand:
-            out.append(RegionalRule(**base, note="No feature can change."))
+            out.append(base(note="No feature can change."))
             continue
         allow = _allowed(state, inc, dec, state.X[inside].max(axis=0), state.X[inside].min(axis=0))
         ovl = (rlo[None, :] < state.leaf_upper) & (rhi[None, :] > state.leaf_lower)        # (Nl, d)
@@ -516,7 +518,7 @@ def regional_rules(state: FittedRules, regions: Sequence[Any], target: Any, *, f
 
         found, divergent = search_subsets(cdp_of, cand, lv.pi)
         if not found:
-            out.append(RegionalRule(**base, note="No subset of the actionable features changes the output."))
+            out.append(base(note="No subset of the actionable features changes the output."))
             continue
         got, best = None, 0.0
         for units, cdp in found:        # the best explanation that yields a rule
@@ -543,7 +545,7 @@ def regional_rules(state: FittedRules, regions: Sequence[Any], target: Any, *, f
             if got:
                 break
         if got is None:
-            out.append(RegionalRule(**base, cdp=found[0][1], divergent=divergent,
+            out.append(base(cdp=found[0][1], divergent=divergent,
                                     note=f"No rule reaches probability {lv.pi_c} (best {best:.2f}); "
                                          "lower pi_c or allow more features to change."))
             continue
@@ -552,7 +554,7 @@ def regional_rules(state: FittedRules, regions: Sequence[Any], target: Any, *, f
         boxes = _merge(lo[keep], hi[keep], crp[keep], mass[keep], crp_of, lv.pi_c)
         full = [Box(state.full(S, b.lower, -np.inf), state.full(S, b.upper, np.inf), b.crp, b.n_cells)
                 for b in boxes]
-        out.append(RegionalRule(**base, features=S, lower=full[0].lower, upper=full[0].upper, cdp=cdp,
+        out.append(base(features=S, lower=full[0].lower, upper=full[0].upper, cdp=cdp,
                                 crp=full[0].crp, divergent=divergent, alternatives=tuple(full[1:])))
     marks.append(time.perf_counter())
     params = rule_params(state, target, lv, fixed, inc, dec)
@@ -560,7 +562,7 @@ def regional_rules(state: FittedRules, regions: Sequence[Any], target: Any, *, f
             for k, r in enumerate(out)]
 
 
-def propose_regions(state: FittedRules, target: Any, max_depth: int = 3, min_share: float = 0.02
+def propose_regions(state: FittedRules, target: TargetSpec, max_depth: int = 3, min_share: float = 0.02
                     ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Sub-populations needing recourse: the leaves of a shallow tree on the
     model's outputs where most rows are not in the target, largest first."""

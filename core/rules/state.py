@@ -26,6 +26,7 @@ from core.model import as_ensemble
 from core.model.features import as_row, feature_indices, fit_table
 from core.rules.bitsets import _pack
 from core.rules.results import RuleLevels
+from core.typing import ArrayLike, Features, Row, Rows, TargetSpec
 
 if TYPE_CHECKING:
     from core.model import TreeEnsemble
@@ -104,7 +105,7 @@ class FittedRules:
         return self.X.shape[1]
 
     # ------------------------------------------------------------ queries
-    def row(self, x: Any) -> np.ndarray:
+    def row(self, x: Row) -> np.ndarray:
         """``x`` as d finite floats (a Series read by name), else QueryError."""
         return as_row(x, self.feature_names, error=QueryError, what="x")
 
@@ -115,7 +116,7 @@ class FittedRules:
         return check_levels(lv.pi if pi is None else pi, lv.pi_c if pi_c is None else pi_c,
                             lv.top_k if top_k is None else top_k)
 
-    def target(self, target: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def target(self, target: TargetSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(mask over the rows, its bitset, per-leaf count of target rows)."""
         key = repr(target)
         if key not in self.targets:
@@ -127,7 +128,7 @@ class FittedRules:
             self.targets[key] = (mask, _pack(mask, self.words), pos)
         return self.targets[key]
 
-    def features(self, spec: Any, what: str = "fixed") -> tuple[int, ...]:
+    def features(self, spec: Features, what: str = "fixed") -> tuple[int, ...]:
         """Columns from names or indices (one name, one index, or a sequence of
         them; :func:`core.model.features.feature_indices`): an unknown name or an
         index outside ``0..d-1`` raises QueryError naming the closest features.
@@ -168,7 +169,7 @@ def check_levels(pi: float, pi_c: float, top_k: int) -> RuleLevels:
     return lv
 
 
-def fit_state(X: Any, y_model: Any, feature_names: Sequence[str] | None = None, *, n_estimators: int = 20,
+def fit_state(X: Rows, y_model: ArrayLike, feature_names: Sequence[str] | None = None, *, n_estimators: int = 20,
               max_depth: int | None = 10, levels: RuleLevels = RuleLevels(),  # noqa: B008 - frozen
               groups: Sequence[Sequence[int]] | None = None,
               random_state: int | None = None, n_workers: int | None = None, max_rows: int = 8_000) -> FittedRules:

@@ -67,7 +67,7 @@ import math
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -86,7 +86,7 @@ from core.model.linear import LinearModel
 from core.model.native import native_input
 from core.schema import INTEGRAL_KINDS, Schema
 from core.shown import round_sig
-from core.typing import FeatureKey, Norm, Row, TargetSpec, Weights
+from core.typing import FeatureKey, ModelLike, Norm, Row, TargetSpec, Weights
 
 __all__ = ["LinearProblem", "build_linear_problem", "solve_linear", "linear_counterfactual", "GurobiNeeded"]
 
@@ -686,7 +686,7 @@ def _gurobi(m: _Model, time_limit: float, n_workers: int) -> _Solved:
 
 
 # --------------------------------------------------------------------- strict side, short digits
-def _valid(prob: LinearProblem, x: np.ndarray, check: Any) -> bool:
+def _valid(prob: LinearProblem, x: np.ndarray, check: Callable[[np.ndarray], bool] | None) -> bool:
     if not bool(prob.holds(x[None, :])[0]):
         return False
     return check is None or bool(check(x))
@@ -805,7 +805,8 @@ def _scale(prob: LinearProblem) -> np.ndarray:
     return np.maximum(size, 1.0)
 
 
-def solve_linear(prob: LinearProblem, *, time_limit: float = 30.0, n_workers: int = 2, check: Any = None
+def solve_linear(prob: LinearProblem, *, time_limit: float = 30.0, n_workers: int = 2,
+                 check: Callable[[np.ndarray], bool] | None = None
                  ) -> tuple[np.ndarray | None, float, str, float, float, str, str]:
     """Solve the query: ``(x, cost, status, gap, lower_bound, backend, message)``.
     ``check(x) -> bool`` re-checks a point on the original model."""
@@ -914,7 +915,7 @@ def linear_counterfactual(lin: LinearModel, x: Row, target: TargetSpec, *, schem
                           norm: Norm = "l1", weights: Weights = None, fixed: Iterable[FeatureKey] | None = None,
                           increase_only: Iterable[FeatureKey] | None = None, decrease_only: Iterable[FeatureKey] | None = None,
                           margin: float | None = None, time_limit: float = 30.0, n_workers: int = 2,
-                          model: Any = None, params: dict[str, Any] | None = None) -> CounterfactualResult:
+                          model: ModelLike = None, params: dict[str, Any] | None = None) -> CounterfactualResult:
     """The optimal counterfactual of ``x`` on a linear model, as a
     :class:`core.counterfactual.CounterfactualResult` with its guarantee (see the module
     docstring); ``model``: the original model, on which every point is re-checked."""

@@ -51,12 +51,12 @@ from core.counterfactual import (
     check_time_limit,
     make_cost_model,
 )
-from core.model import Guarantee
+from core.model import Guarantee, TreeEnsemble
 from core.model.guarantee import GuaranteeKind
 from core.model.native import model_input
 from core.schema import INTEGRAL_KINDS, Schema
 from core.surrogate.distill import Surrogate
-from core.typing import FeatureKey, ModelLike, Norm, Row, TargetSpec, Weights
+from core.typing import FeatureKey, ModelLike, Norm, Row, Rows, TargetSpec, Weights
 
 __all__ = ["checked_counterfactual", "polish_on_model", "shorten_on_model", "ModelOnView"]
 
@@ -67,7 +67,7 @@ EXTEND = (1.05, 1.15, 1.3, 1.6, 2.0, 3.0)   # how far past a refused point the s
 class ModelOnView:
     """The model's answers on rows of the surrogate's view (one batched call each)."""
 
-    def __init__(self, model: Any, ens: Any, target: Any):
+    def __init__(self, model: ModelLike, ens: TreeEnsemble, target: TargetSpec):
         self.model, self.ens, self.target = model, ens, target
         self.calls = 0
 
@@ -224,8 +224,8 @@ def checked_counterfactual(model: ModelLike, x: Row, target: TargetSpec, *, surr
                            solve: Callable[..., CounterfactualResult], schema: Schema | None = None,
                            norm: Norm = "l1", weights: Weights = None,
                            fixed: Iterable[FeatureKey] | None = None, increase_only: Iterable[FeatureKey] | None = None,
-                           decrease_only: Iterable[Any] | None = None, time_limit: float = 30.0,
-                           rounds: int = 2, X_ref: Any = None, n_workers: int = 2, random_state: int = 0,
+                           decrease_only: Iterable[FeatureKey] | None = None, time_limit: float = 30.0,
+                           rounds: int = 2, X_ref: Rows | None = None, n_workers: int = 2, random_state: int = 0,
                            on_progress: Callable[[CounterfactualResult], None] | None = None
                            ) -> CounterfactualResult:
     """The cheapest change of ``x`` found through the surrogate that the model itself

@@ -20,6 +20,9 @@ A signature says what a value *is* with one of these names instead of ``Any``:
 ``ModelLike``   a raw model of any library (scikit-learn, XGBoost, LightGBM, CatBoost, ONNX,
                 a pipeline, a callable, a ``TreeEnsemble``): ``Any`` on purpose, the one
                 place a public signature takes an arbitrary object, read by duck typing
+``Features``    features a query names (``fixed``, ``increase_only``, ``decrease_only``,
+                a group): None (no feature), one ``FeatureKey`` or a sequence of them
+                (``core.model.features.feature_indices`` reads them)
 ==============  ===============================================================================
 
 Imports numpy and the standard library only, so that every package, the model
@@ -28,14 +31,14 @@ included, may use it (``tests/test_layering.py``).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 __all__ = ["FloatArray", "IntArray", "BoolArray", "Row", "Rows", "Label", "TargetSpec", "FeatureKey",
-           "Norm", "Weights", "ModelLike", "ArrayLike"]
+           "Norm", "Weights", "ModelLike", "ArrayLike", "Features"]
 
 FloatArray: TypeAlias = NDArray[np.float64]
 IntArray: TypeAlias = NDArray[np.integer[Any]]
@@ -53,3 +56,5 @@ Norm: TypeAlias = str | Mapping[str, float]
 Weights: TypeAlias = ArrayLike | Mapping[str, ArrayLike] | Mapping[int, ArrayLike] | None
 
 ModelLike: TypeAlias = Any
+
+Features: TypeAlias = FeatureKey | Iterable[FeatureKey] | None
