@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Sequence
 
 import numpy as np
 
@@ -46,6 +46,7 @@ from core.model.missing import indicator_of
 from core.model.result import Reader, Result, Writer, settings
 from core.optimal import other_models, query_door
 from core.settings import TIME_LIMIT, integer, nonnegative, norm_setting, open_probability, optional, seconds, validated
+from core.typing import ArrayLike, FeatureKey, ModelLike, Norm, Row, Rows, TargetSpec, Weights
 
 if TYPE_CHECKING:
     from core.schema import Schema
@@ -326,11 +327,11 @@ def _problem(ensemble, x, target, norm, weights, schema, X_ref=None, also_valid_
 
 
 @validated(QueryError, norm=norm_setting, time_limit=seconds, max_nodes=integer(1), margin=optional(open_probability))
-def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: str | Mapping[str, float] = "l1",
-                         weights: Any = None, fixed: Iterable[Any] | None = None,
+def exact_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, norm: Norm = "l1",
+                         weights: Weights = None, fixed: Iterable[Any] | None = None,
                          increase_only: Iterable[Any] | None = None, decrease_only: Iterable[Any] | None = None,
                          time_limit: float = TIME_LIMIT, schema: Schema | None = None,
-                         X_ref: Any = None, model: Any = None, max_nodes: int = 5_000_000,
+                         X_ref: Rows | None = None, model: ModelLike = None, max_nodes: int = 5_000_000,
                          also_valid_for: Iterable[Any] = (), margin: float | None = None) -> CounterfactualResult:
     """The closest point of a region where the ensemble gives ``target``, exactly.
 
@@ -372,19 +373,19 @@ def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: str | Mapp
     """
     t0 = time.perf_counter()
     time_limit = check_time_limit(time_limit)
-    ens, prob, X_ref, roles = _problem(ensemble, x, target, norm, weights, schema, X_ref, also_valid_for, margin,
-                                       fixed=fixed, increase_only=increase_only, decrease_only=decrease_only)
+    ens, prob, ref, roles = _problem(ensemble, x, target, norm, weights, schema, X_ref, also_valid_for, margin,
+                                     fixed=fixed, increase_only=increase_only, decrease_only=decrease_only)
     params = dict(norm=norm if isinstance(norm, str) else dict(norm), **roles,
                   time_limit=time_limit, target=str(target), method="branch and bound (Blanchart)",
                   margin=margin, also_valid_for=len(prob.others))
-    ws_x, ub = best_start(prob, X_ref, deadline=t0 + 0.25 * time_limit)
+    ws_x, ub = best_start(prob, ref, deadline=t0 + 0.25 * time_limit)
     allowed = [np.isfinite(c) for c in prob.costs]
     best, _, s = _run(prob, allowed, mode="best", radius=ub, time_limit=time_limit, max_nodes=max_nodes)
     run = QueryRun(prob, params, t0, {"search": time.perf_counter() - t0, "nodes": s.nodes}, model)
     status = "optimal" if not s.stopped else "time_limit"
     if best is not None or ws_x is not None:   # the best region found, or the start it did not beat
-        x, cost = (prob.point_of(best[1]), prob.cost_of(best[1])) if best is not None else (ws_x, ub)
-        return run.result(x, cost, status, backend="regions", gap=0.0 if status == "optimal" else np.nan,
+        point, cost = (prob.point_of(best[1]), prob.cost_of(best[1])) if best is not None else (ws_x, ub)
+        return run.result(point, cost, status, backend="regions", gap=0.0 if status == "optimal" else np.nan,
                           lower_bound=cost if status == "optimal" else 0.0)
     if s.stopped:
         return run.out_of_time("regions")
@@ -392,8 +393,8 @@ def exact_counterfactual(ensemble: Any, x: Any, target: Any, *, norm: str | Mapp
 
 
 @validated(QueryError, radius=nonnegative, norm=norm_setting, time_limit=seconds, max_regions=integer(1))
-def counterfactual_set(ensemble: Any, x: Any, target: Any, radius: float, *, norm: str | Mapping[str, float] = "l1",
-                       weights: Any = None, fixed: Iterable[Any] | None = None,
+def counterfactual_set(ensemble: ModelLike, x: Row, target: TargetSpec, radius: float, *, norm: Norm = "l1",
+                       weights: Weights = None, fixed: Iterable[Any] | None = None,
                        increase_only: Iterable[Any] | None = None, decrease_only: Iterable[Any] | None = None,
                        schema: Schema | None = None, time_limit: float = TIME_LIMIT,
                        max_regions: int = 10_000) -> RegionSet:
@@ -466,7 +467,7 @@ def _any_target(ens: TreeEnsemble) -> Any:
 
 
 @validated(QueryError, time_limit=seconds, max_regions=integer(1))
-def slice_regions(ensemble: Any, x: Any, features: tuple[Any, Any], *, bounds: dict[Any, tuple[float, float]]
+def slice_regions(ensemble: ModelLike, x: Row, features: tuple[FeatureKey, FeatureKey], *, bounds: dict[Any, tuple[float, float]]
                   | None = None, time_limit: float = TIME_LIMIT, max_regions: int = 20_000) -> RegionSet:
     """The pure regions of the 2-D slice through ``x`` on two features (the
     others fixed at ``x``); they tile the slice. ``bounds`` optionally limits
@@ -499,8 +500,8 @@ def slice_regions(ensemble: Any, x: Any, features: tuple[Any, Any], *, bounds: d
 
 
 @validated(QueryError, radius=nonnegative, norm=norm_setting, time_limit=seconds, max_regions=integer(1))
-def projection_regions(ensemble: Any, x: Any, target: Any, features: tuple[Any, Any], radius: float, *,
-                       norm: str | Mapping[str, float] = "l1", weights: Any = None, fixed: Iterable[Any] | None = None,
+def projection_regions(ensemble: ModelLike, x: Row, target: TargetSpec, features: tuple[FeatureKey, FeatureKey],
+                       radius: float, *, norm: Norm = "l1", weights: Weights = None, fixed: Iterable[Any] | None = None,
                        increase_only: Iterable[Any] | None = None, decrease_only: Iterable[Any] | None = None,
                        schema: Schema | None = None, time_limit: float = TIME_LIMIT, max_regions: int = 5_000) -> RegionSet:
     """Regions within ``radius`` of ``x`` giving ``target``, for projection on two
@@ -515,7 +516,7 @@ def projection_regions(ensemble: Any, x: Any, target: Any, features: tuple[Any, 
 
 
 @validated(QueryError, time_limit=seconds, max_regions=integer(1))
-def decompose(ensemble: Any, lower: Any = None, upper: Any = None, *, time_limit: float = 60.0,
+def decompose(ensemble: ModelLike, lower: ArrayLike | None = None, upper: ArrayLike | None = None, *, time_limit: float = 60.0,
               max_regions: int = 100_000) -> RegionSet:
     """All pure regions (maximal intersection boxes) inside the box
     ``lower < x <= upper`` (whole space by default), algorithms 1-2."""

@@ -47,7 +47,7 @@ from core.model.result import Reader, Result, Writer, export, settings, to_json_
 from core.ruletext import conditions
 from core.settings import RANDOM_STATE, integer, optional, probability, validated
 from core.shown import bound_text, outcome_text
-from core.typing import FeatureKey, Rows
+from core.typing import ArrayLike, FeatureKey, Row, Rows, TargetSpec
 
 __all__ = ["TCREx", "TCRExResult", "Rule", "Metarule", "NoValidRuleError"]
 
@@ -212,7 +212,7 @@ class TCREx:
 
     # ------------------------------------------------------------------ fit
     @validated(QueryError)
-    def fit(self, X: Any, y_model: Any, target: Any, feature_names: Sequence[str] | None = None, *,
+    def fit(self, X: Rows, y_model: ArrayLike, target: TargetSpec, feature_names: Sequence[str] | None = None, *,
             fixed: Iterable[FeatureKey] | None = None, increase_only: Iterable[FeatureKey] | None = None,
             decrease_only: Iterable[FeatureKey] | None = None) -> "TCREx":
         """Learn the rules and the metarule tree on ``(X, y_model)`` for ``target``.
@@ -510,7 +510,7 @@ class TCREx:
         self.metarules_ = metas
 
     # --------------------------------------------------------------- explain
-    def _check(self, X):
+    def _check(self, X: Rows) -> np.ndarray:
         if not hasattr(self, "rules_"):
             raise NotFittedError("This TCREx is not fitted yet; call fit first.")
         if isinstance(X, np.ndarray) and X.dtype == np.float64 and X.ndim == 2 and X.shape[1] == self.n_features_in_:
@@ -525,32 +525,32 @@ class TCREx:
             raise QueryError(f"No rule {k!r}: the rules are numbered 0..{len(self.rules_) - 1}.")
         return int(k)
 
-    def apply(self, X: Any) -> np.ndarray:
+    def apply(self, X: Rows) -> np.ndarray:
         """Metarule-tree leaf (node index) of each row, vectorised."""
-        X = self._check(X)
+        A = self._check(X)
         t = self.metarule_tree_
-        node = np.zeros(len(X), dtype=np.int64)
+        node = np.zeros(len(A), dtype=np.int64)
         for _ in range(len(t["feature"])):
             f = t["feature"][node]
             active = f >= 0
             if not active.any():
                 break
             rows = np.flatnonzero(active)
-            go_left = X[rows, f[rows]] <= t["threshold"][node[rows]]
+            go_left = A[rows, f[rows]] <= t["threshold"][node[rows]]
             node[rows] = np.where(go_left, t["left"][node[rows]], t["right"][node[rows]])
         return node
 
-    def explain(self, X: Any) -> np.ndarray:
+    def explain(self, X: Rows) -> np.ndarray:
         """Index into ``rules_`` of the optimal rule for each row (step g); -1 for a row
         that can reach no rule under the fit's ``fixed`` / one-way features."""
         leaves = self.apply(X)
         return self.metarule_tree_["rule"][leaves]
 
-    def rule_table(self, X: Any) -> pd.DataFrame:
+    def rule_table(self, X: Rows) -> pd.DataFrame:
         """One row per rule: its text, accuracy, feasibility, complexity, how many
         rows of ``X`` it is prescribed to, and their mean number of changes."""
-        X = self._check(X)
-        assigned = self.explain(X)
+        A = self._check(X)
+        assigned = self.explain(A)
         recs = []
         for k, r in enumerate(self.rules_):
             mine = assigned == k
@@ -558,7 +558,7 @@ class TCREx:
             recs.append({"rule": f"R{k}", "if": self.rule_text(k), "accuracy": round(r.accuracy, 3),
                          "feasibility": round(r.feasibility, 3), "complexity": r.complexity,
                          "rows prescribed": n,
-                         "mean changes": float(np.round(self.changes(X[mine], np.full(n, k)).mean(), 2)) if n else 0.0})
+                         "mean changes": float(np.round(self.changes(A[mine], np.full(n, k)).mean(), 2)) if n else 0.0})
         return pd.DataFrame(recs)
 
     def reachable(self, X: Rows) -> np.ndarray:
@@ -578,32 +578,32 @@ class TCREx:
                     out &= x <= U
         return out
 
-    def changes(self, X: Any, rules: np.ndarray | None = None) -> np.ndarray:
+    def changes(self, X: Rows, rules: np.ndarray | None = None) -> np.ndarray:
         """Number of features outside the rule's bounds (eq. 10), per row; -1 for a
         row prescribed no rule (none reachable, see :meth:`explain`)."""
-        X = self._check(X)
-        r = self.explain(X) if rules is None else np.asarray(rules)
+        A = self._check(X)
+        r = self.explain(A) if rules is None else np.asarray(rules)
         if rules is not None:
-            if r.shape != (len(X),):
+            if r.shape != (len(A),):
                 raise QueryError(f"rules has shape {r.shape}; give one rule index (0..{len(self.rules_) - 1}) per "
-                                 f"row of X ({len(X)} rows).")
+                                 f"row of X ({len(A)} rows).")
             for k in set(r.tolist()) - {-1}:                           # -1: no rule prescribed
                 self._rule(k)
         none = r < 0
-        L = np.array([self.rules_[i].lower for i in r[~none]]).reshape(-1, X.shape[1])
-        U = np.array([self.rules_[i].upper for i in r[~none]]).reshape(-1, X.shape[1])
-        ch = (X[~none] <= L) | (X[~none] > U)
+        L = np.array([self.rules_[i].lower for i in r[~none]]).reshape(-1, A.shape[1])
+        U = np.array([self.rules_[i].upper for i in r[~none]]).reshape(-1, A.shape[1])
+        ch = (A[~none] <= L) | (A[~none] > U)
         for grp in self.groups_:  # a categorical counts once (appendix A)
             g = np.asarray(grp)
             ch[:, g[0]] = ch[:, g].any(axis=1)
             ch[:, g[1:]] = False
         if not none.any():
             return ch.sum(axis=1)
-        out = np.full(len(X), -1, dtype=np.int64)
+        out = np.full(len(A), -1, dtype=np.int64)
         out[~none] = ch.sum(axis=1)
         return out
 
-    def cost(self, X: Any) -> np.ndarray:
+    def cost(self, X: Rows) -> np.ndarray:
         """changes - feasibility of each row's rule (eq. 9); inf for a row prescribed none."""
         r = self.explain(X)
         if not (r < 0).any():
@@ -611,15 +611,15 @@ class TCREx:
         feas = np.array([self.rules_[i].feasibility if i >= 0 else 0.0 for i in r])
         return np.where(r < 0, np.inf, self.changes(X, r) - feas)
 
-    def cost_matrix(self, X: Any) -> np.ndarray:
+    def cost_matrix(self, X: Rows) -> np.ndarray:
         """Cost of every rule for every row, shape (n_samples, n_rules); inf where the
         row cannot reach the rule (:meth:`reachable`)."""
-        X = self._check(X)
-        out = np.empty((len(X), len(self.rules_)))
+        A = self._check(X)
+        out = np.empty((len(A), len(self.rules_)))
         for k in range(len(self.rules_)):
-            out[:, k] = self.changes(X, np.full(len(X), k)) - self.rules_[k].feasibility
+            out[:, k] = self.changes(A, np.full(len(A), k)) - self.rules_[k].feasibility
         if any(self._roles().values()):
-            out[~self.reachable(X)] = np.inf
+            out[~self.reachable(A)] = np.inf
         return out
 
     # ----------------------------------------------------------------- text
@@ -630,10 +630,10 @@ class TCREx:
         r = self.rules_[self._rule(k)]
         return " and ".join(t for _, t in self._conditions(r.lower, r.upper)) or "anything"
 
-    def recourse_text(self, x: Any) -> str:
+    def recourse_text(self, x: Row) -> str:
         """'change A to ..., keep B within ...' for one row."""
-        x = self._check(x)[0]
-        k = int(self.explain(x[None, :])[0])
+        a = self._check(x)[0]
+        k = int(self.explain(a[None, :])[0])
         if k < 0:
             return ("No rule is reachable without moving a fixed feature or moving a one-way feature the "
                     "wrong way.")
@@ -641,7 +641,7 @@ class TCREx:
         change: list[str] = []
         keep: list[str] = []
         for cols, txt in self._conditions(r.lower, r.upper):
-            inside = all(r.lower[j] < x[j] <= r.upper[j] for j in cols)
+            inside = all(r.lower[j] < a[j] <= r.upper[j] for j in cols)
             (keep if inside else change).append(txt)
         out = f"Rule {k}: "
         out += ("change " + ", ".join(change)) if change else "no change needed"
@@ -728,12 +728,12 @@ class TCREx:
         lines.append("}")
         return "\n".join(lines)
 
-    def decision_path(self, x: Any) -> list[int]:
-        x = self._check(x)[0]
+    def decision_path(self, x: Row) -> list[int]:
+        a = self._check(x)[0]
         t = self.metarule_tree_
         path, node = [0], 0
         while t["feature"][node] >= 0:
-            node = int(t["left"][node] if x[t["feature"][node]] <= t["threshold"][node] else t["right"][node])
+            node = int(t["left"][node] if a[t["feature"][node]] <= t["threshold"][node] else t["right"][node])
             path.append(node)
         return path
 

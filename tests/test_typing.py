@@ -5,7 +5,7 @@ shrinks.
 Read from the source and from pyproject.toml (mypy itself runs in ``make lint``):
 
 * ``core.typing`` imports nothing of ``core`` (every package may use it, the model included);
-* the public functions of ``core`` annotate at most ``ANY_LIMIT`` parameters ``Any``
+* no public function of ``core`` annotates a parameter ``Any`` (``ANY_LIMIT = 0``)
   (``ModelLike``, a raw model of any library, is the one ``Any`` named on purpose);
 * mypy checks every code for every module: the typing debt (333 findings behind codes
   turned off, module by module) is paid, and no override turns a code off again.
@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "core"
 
-ANY_LIMIT = 999          # set below
+ANY_LIMIT = 0            # was 331 of 1,476 public parameters; a raw model is ModelLike, any other value has its type
 
 
 def _is_any(node: ast.expr | None) -> bool:
