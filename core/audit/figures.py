@@ -16,7 +16,7 @@ from core.figures import _ROOM, text
 from core.shown import label_order
 
 if TYPE_CHECKING:
-    from core.audit.report import AuditLike
+    from core.audit.shape import AuditLike
 
 __all__ = ["cost_figure", "metric_figure"]
 

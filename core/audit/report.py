@@ -17,42 +17,17 @@ from __future__ import annotations
 
 import html
 import json
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from core.audit.figures import cost_figure, metric_figure
 from core.audit.metrics import METRICS, SHARES
+from core.audit.shape import AuditLike
 from core.errors import AuditError
 from core.figures import interval_chart_svg
 from core.shown import approx_text, number_text, outcome_text
-
-
-class AuditLike(Protocol):
-    """What a report reads of an audit (:class:`core.audit.result.Audit` has it; the
-    audit's class imports this module for its own report, so it is named by shape)."""
-
-    @property
-    def rows(self) -> pd.DataFrame: ...
-    @property
-    def groups(self) -> pd.DataFrame: ...
-    @property
-    def tests(self) -> pd.DataFrame: ...
-    @property
-    def rules(self) -> pd.DataFrame: ...
-    @property
-    def summary(self) -> list[str]: ...
-    @property
-    def meta(self) -> dict[str, Any]: ...
-    @property
-    def fairness(self) -> pd.DataFrame | None: ...
-    @property
-    def disparities(self) -> pd.DataFrame | None: ...
-    @property
-    def subgroups(self) -> pd.DataFrame | None: ...
-    def to_json(self) -> str: ...
-
 
 __all__ = ["audit_html", "extract_audit_json", "plain_summary", "REPORT_CSS"]
 
