@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 from common import best_of  # noqa: E402
 
 from core.intake.models import from_model  # noqa: E402
+from core.intake.workspace import build_workspace  # noqa: E402
 
 
 def main() -> dict:
@@ -44,27 +45,14 @@ def main() -> dict:
                              ("rob", RobustScaler(), num[4:])])
     pipe = Pipeline([("pre", pre), ("rf", RandomForestClassifier(100, max_depth=8, random_state=0))]).fit(X, y)
     ens = from_model(pipe)
-    Xraw = X.astype({c: float for c in num})
-    assert np.array_equal(ens.predict(_codes(ens, Xraw)), pipe.predict(Xraw)), "the read pipeline disagrees"
+    ws = build_workspace(X.assign(Class=y), "Class", pipe, name="bench")    # the app's own reading of the table
+    assert np.array_equal(ws.predictions, pipe.predict(X)), "the read pipeline disagrees with the pipeline"
     t_pipe = best_of(lambda: from_model(pipe))
     t_forest = best_of(lambda: from_model(pipe.named_steps["rf"]))
     n_thresholds = int(sum(np.isfinite(t.threshold).sum() for t in ens.trees))
     return {"rows": len(X), "numerical_columns": len(num), "one_hot_columns": len(cat), "trees": 100,
             "split_thresholds": n_thresholds, "pipeline_s": round(t_pipe, 4), "forest_alone_s": round(t_forest, 4),
             "pipeline_over_forest": round(t_pipe / t_forest, 2), "same_predictions": True}
-
-
-def _codes(ens, raw: pd.DataFrame) -> np.ndarray:
-    """The ensemble's codes view of a raw frame: numbers as they are, categories by code."""
-    X = np.empty((len(raw), ens.n_features))
-    for j, name in enumerate(ens.feature_names):
-        cats = ens.categories[j]
-        if cats is None:
-            X[:, j] = raw[name].to_numpy(dtype=float)
-        else:
-            index = {c: k for k, c in enumerate(cats)}
-            X[:, j] = [index.get(v, len(cats)) for v in raw[name]]
-    return X
 
 
 if __name__ == "__main__":
