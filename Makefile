@@ -51,12 +51,14 @@ lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-# On every core (pytest-xdist), a test file's tests on one worker (`--dist loadfile`), so a
-# module-scoped fixture (a browser module's app server, a fitted model) is built once, as in
-# one process; the 25 slowest steps (setup, call) are listed at the end. (`--dist loadgroup`
-# would split files further, but xdist 3.8.0's groups are lost with pytest 9.2: all tests ran
-# as ungrouped.) TEST_WORKERS=0 runs them all in this process.
-TEST_WORKERS ?= logical
+# One worker more than cores (pytest-xdist), a test file's tests on one worker (`--dist
+# loadfile`), so a module-scoped fixture (a browser module's app server, a fitted model) is
+# built once, as in one process; the 25 slowest steps (setup, call) are listed at the end.
+# The extra worker fills the time a browser test waits on its app and Chromium: on 2 cores,
+# 2 workers took 31.3 min, 3 took 26.0 and 4 took 24.6 (one run each, same commit).
+# (`--dist loadgroup` would split files further, but xdist 3.8.0's groups are lost with
+# pytest 9.2: all tests ran as ungrouped.) TEST_WORKERS=0 runs them all in this process.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 test: install-dev chromium lint
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=25
 
