@@ -7,9 +7,13 @@ for itself alone, and a run that ends normally checks it back in, where it waits
 ``ATLAS_POOL_IDLE`` seconds (default 120) for the owner's next run before its
 workers exit. A run that is cancelled or fails kills its workers as before, so
 one run's Cancel never reaches another's, and pools are never shared between
-owners. Starting the workers (spawning, importing numpy, OR-Tools and the core)
-cost about as much as 200 Adult rows of recourse, so a second run on warm
-workers is where 2 processes pay (``bench/audit.py``).
+owners. A new pool's workers are forked from one fork server per process that
+imported numpy, OR-Tools and the analyses once, with one thread (:data:`FORK_ENV`):
+started as new interpreters, two workers took about 3 s and 6 CPU-seconds
+before their first row, as much as 200 Adult rows of recourse; forked, 0.02 s
+once the fork server runs (it starts with the process's first pool, in about
+2 s). ``ATLAS_POOL_FORK=0``, or a platform without the ``forkserver`` start
+method, starts them as new interpreters (loky's context) as before.
 
 ``map_rows(fn, items, n_jobs=..., scheduler=...)`` calls ``fn(item)`` for each
 item and returns the results in input order, reporting progress as they
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import multiprocessing
 import os
 import pickle
 import tempfile
@@ -71,6 +76,40 @@ def _idle_seconds() -> float:
         return 120.0
 
 
+#: what the fork server imports before its first fork: its workers skip the parent's main module
+#: (core/optimal/_forkmain.py), and the modules a run's chunks call
+PRELOAD = ["core.optimal._forkmain", "core.optimal.batch", "core.solvers.race", "core.compression", "core.audit.compare"]
+#: the fork server's environment, and so its workers': one thread per numeric library, no background
+#: thread of Arrow's allocator, so that it forks from a single thread (the only safe fork)
+FORK_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+            "JE_ARROW_MALLOC_CONF": "background_thread:false"}
+_fork_lock = threading.Lock()
+
+
+def _pool_context() -> Any:
+    """How a new pool's workers start: forked from the fork server (see the module docstring)."""
+    if os.environ.get("ATLAS_POOL_FORK", "1") == "0" or "forkserver" not in multiprocessing.get_all_start_methods():
+        return get_context("loky")
+    from multiprocessing import forkserver
+
+    ctx = multiprocessing.get_context("forkserver")
+    with _fork_lock:
+        ctx.set_forkserver_preload(PRELOAD)
+        # The fork server is started (once, or again if it died) with the process's environment:
+        # FORK_ENV is set for that moment only, then the process's own values come back.
+        saved = {k: os.environ.get(k) for k in FORK_ENV}
+        os.environ.update(FORK_ENV)
+        try:
+            forkserver.ensure_running()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    return ctx
+
+
 def _healthy(pool: ProcessPoolExecutor) -> bool:
     procs = getattr(pool, "_processes", None) or {}
     return (not getattr(pool, "_broken", False) and not getattr(pool, "_shutdown_thread", False)
@@ -101,7 +140,7 @@ def _checkout(owner: Any, workers: int) -> ProcessPoolExecutor:
         return found
     if found is not None:
         _end_pool(found, kill=True)
-    return ProcessPoolExecutor(max_workers=workers, mp_context=get_context("loky"))
+    return ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context())
 
 
 def _checkin(owner: Any, workers: int, pool: ProcessPoolExecutor) -> None:
@@ -256,7 +295,7 @@ def _map_local(fn: Callable[[Any], Any], items: list[Any], n_jobs: int,
     rerun) shut the workers down under every other session's run, and two runs
     asking for different process counts deadlocked resizing it. Here each run
     checks out a pool of its own (a warm one of its owner's, or a new one whose
-    workers loky's context starts, as joblib did): leaving early kills this
+    workers the fork server forks): leaving early kills this
     run's workers and nobody else's; a run that ends normally leaves its pool
     warm for its owner's next run (see the module docstring).
     """

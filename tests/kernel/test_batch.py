@@ -97,23 +97,32 @@ def test_dask_stop_and_a_bad_address(dask_scheduler):
         map_rows(_double, [1, 2], scheduler="tcp://127.0.0.1:1")
 
 
-def _children() -> set[int]:
-    """This process's child processes now (worker pools, not the test runner's helpers)."""
-    import os
+def _kids(pid: int) -> set[int]:
     from pathlib import Path
 
-    pid = os.getpid()
     kids: set[int] = set()
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:        # a thread may end while we look
             kids.update(int(k) for k in (task / "children").read_text().split())
         except OSError:
             continue
+    return kids
+
+
+def _children() -> set[int]:
+    """The pools' worker processes alive now: the children of this process's fork server
+    (core.optimal.batch forks workers from it), or, started as new interpreters
+    (ATLAS_POOL_FORK=0), this process's loky children; not the fork server or a tracker."""
+    import os
+    from pathlib import Path
+
     out = set()
-    for k in kids:
+    for k in _kids(os.getpid()):
         try:
             cmd = Path(f"/proc/{k}/cmdline").read_bytes()
-            if b"loky" in cmd and b"resource_tracker" not in cmd:   # the tracker is one per server
+            if b"multiprocessing.forkserver" in cmd:
+                out |= _kids(k)
+            elif b"loky" in cmd and b"resource_tracker" not in cmd:   # the tracker is one per server
                 out.add(k)
         except OSError:
             continue
@@ -267,3 +276,50 @@ def test_a_large_function_goes_to_each_worker_once_and_its_file_is_removed(monke
     assert len(seen) == 2 and seen[1][0] is batch._apply_chunk_shared and not os.path.exists(seen[1][1][1])
     small = map_rows(_double, list(range(6)), n_jobs=2)                     # small: sent with each chunk
     assert small == [2 * i for i in range(6)] and seen[-1][0] is batch._apply_chunk
+
+
+def test_workers_are_forked_from_a_single_threaded_fork_server(monkeypatch):
+    """A new pool's workers are forked from the process's fork server, which runs one
+    thread (one per numeric library, no allocator thread: forking is safe only then);
+    the setting is the fork server's and its workers', not this process's."""
+    import os
+    from pathlib import Path
+
+    monkeypatch.delenv("ATLAS_POOL_FORK", raising=False)
+    env_before = {k: os.environ.get(k) for k in batch.FORK_ENV}
+    release_pools()
+    token = POOL_OWNER.set("fork-check")
+    try:
+        pids = set(map_rows(_pid, list(range(8)), n_jobs=2))
+    finally:
+        POOL_OWNER.reset(token)
+    servers = [k for k in _kids(os.getpid()) if b"multiprocessing.forkserver" in Path(f"/proc/{k}/cmdline").read_bytes()]
+    assert len(servers) == 1
+    assert pids <= _kids(servers[0])
+    assert len(list(Path(f"/proc/{servers[0]}/task").iterdir())) == 1
+    server_env = dict(kv.split(b"=", 1) for kv in Path(f"/proc/{servers[0]}/environ").read_bytes().split(b"\0") if b"=" in kv)
+    assert {k: server_env.get(k.encode()) for k in batch.FORK_ENV} == {k: v.encode() for k, v in batch.FORK_ENV.items()}
+    assert {k: os.environ.get(k) for k in batch.FORK_ENV} == env_before
+    assert release_pools("fork-check") == 1
+
+
+def test_a_new_worker_never_runs_the_parents_main_script(tmp_path, monkeypatch):
+    """Streamlit runs each page script as ``__main__``: a new worker must run only the
+    run's function, never that script again (multiprocessing's preparation of a
+    spawned or forked child would run it)."""
+    import sys
+    import types
+
+    marker = tmp_path / "ran"
+    script = tmp_path / "page.py"
+    script.write_text(f"open({str(marker)!r}, 'w').write('the page script ran in a worker')\n")
+    page = types.ModuleType("__main__")
+    page.__file__ = str(script)
+    monkeypatch.setitem(sys.modules, "__main__", page)
+    token = POOL_OWNER.set("main-check")
+    try:
+        assert map_rows(_double, list(range(6)), n_jobs=2) == [0, 2, 4, 6, 8, 10]
+    finally:
+        POOL_OWNER.reset(token)
+    assert release_pools("main-check") == 1
+    assert not marker.exists()
