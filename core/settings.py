@@ -45,12 +45,17 @@ from core.errors import AtlasError, positional
 
 __all__ = ["validated", "one_of", "positive", "seconds", "integer", "nonnegative", "probability", "open_probability", "boolean", "norm_setting", "cell_norm_setting", "n_jobs_setting",
            "scheduler_setting", "optional", "N_JOBS", "TIME_LIMIT", "ROW_TIME_LIMIT", "RANDOM_STATE",
-           "n_workers_setting"]
+           "n_workers_setting", "SINGLE_THREAD_ENV"]
 
 N_JOBS = 1        #: the default number of local processes of every analysis that takes ``n_jobs``
 TIME_LIMIT = 30.0     #: seconds for one query (optimal counterfactual, exact regions, case story)
 ROW_TIME_LIMIT = 10.0  #: seconds for each row of an analysis over many rows (FCCA, audit, comparison)
 RANDOM_STATE = 0  #: the default seed of every analysis that samples or fits a surrogate
+#: the environment of a process that only forks workers (a pool's fork server, the intake's): one
+#: thread per numeric library and no background thread of Arrow's allocator (pyarrow, imported
+#: with pandas, starts one by default), so that it forks from a single thread (the only safe fork)
+SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+                     "JE_ARROW_MALLOC_CONF": "background_thread:false"}
 
 Check = Callable[[object], "str | None"]      # None when the value is valid, else what is expected
 F = TypeVar("F", bound=Callable[..., Any])

@@ -45,6 +45,8 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from core.settings import SINGLE_THREAD_ENV
+
 __all__ = ["ForkedChild", "spawn", "start_child", "stop", "enabled", "child_env", "PRELOAD", "ENTRY_POINTS"]
 
 #: what the fork server imports before its first fork (the libraries of the formats read in the
@@ -55,11 +57,9 @@ PRELOAD = ("numpy", "xgboost", "lightgbm", "sklearn.ensemble", "sklearn.neural_n
            "core.intake.worker")
 #: the modules a child may run: each has ``_child(argv)``, which never returns (``os._exit``)
 ENTRY_POINTS = ("core.intake.sandbox", "core.intake.worker")
-#: the environment of every child: one thread per numeric library, no background thread of Arrow's
-#: allocator (pyarrow, imported with pandas, starts one by default), no fault handler, no .pyc written
-CHILD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-             "JE_ARROW_MALLOC_CONF": "background_thread:false",
-             "PYTHONFAULTHANDLER": "", "PYTHONDONTWRITEBYTECODE": "1"}
+#: the environment of every child: one thread per numeric library and no Arrow allocator thread
+#: (:data:`core.settings.SINGLE_THREAD_ENV`), no fault handler, no .pyc written
+CHILD_ENV = {**SINGLE_THREAD_ENV, "PYTHONFAULTHANDLER": "", "PYTHONDONTWRITEBYTECODE": "1"}
 STARTUP_LIMIT = 120.0            # seconds the fork server may take to import its libraries
 _ROOT = str(Path(__file__).resolve().parents[2])
 

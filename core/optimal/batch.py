@@ -53,7 +53,7 @@ from core.model.missing import missing_as_states
 from core.model.result import Reader, Result, settings
 from core.optimal import optimal_counterfactual
 from core.schema import with_missing_states
-from core.settings import N_JOBS, n_jobs_setting, scheduler_setting, validated
+from core.settings import N_JOBS, SINGLE_THREAD_ENV, n_jobs_setting, scheduler_setting, validated
 from core.surrogate.repair import checked_counterfactual
 from core.typing import ModelLike, Rows, TargetSpec
 
@@ -79,10 +79,8 @@ def _idle_seconds() -> float:
 #: what the fork server imports before its first fork: its workers skip the parent's main module
 #: (core/optimal/_forkmain.py), and the modules a run's chunks call
 PRELOAD = ["core.optimal._forkmain", "core.optimal.batch", "core.solvers.race", "core.compression", "core.audit.compare"]
-#: the fork server's environment, and so its workers': one thread per numeric library, no background
-#: thread of Arrow's allocator, so that it forks from a single thread (the only safe fork)
-FORK_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-            "JE_ARROW_MALLOC_CONF": "background_thread:false"}
+#: the fork server's environment, and so its workers' (:data:`core.settings.SINGLE_THREAD_ENV`)
+FORK_ENV = SINGLE_THREAD_ENV
 _fork_lock = threading.Lock()
 
 
