@@ -249,7 +249,9 @@ def optimal_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, s
     backend : {"auto", "cpsat", "boxsearch", "highs", "gurobi"}, default "auto"
         "auto" is CP-SAT unless a full Gurobi licence is installed; for norm "linf" it
         races CP-SAT and the box search (:mod:`core.solvers.race`; the result's
-        ``backend`` names the one that proved first). "boxsearch" is the box search
+        ``backend`` names the one that proved first); for a sum of costs on a small
+        ensemble (at most ``race.PROBE_LEAVES`` leaves) the box search runs alone
+        first for a bounded number of boxes, then CP-SAT. "boxsearch" is the box search
         alone (CP-SAT takes what it does not, with a notice).
     time_limit : float, default 30.0, seconds for the whole query.
     n_solutions : int, default 1, diverse solutions (see the module doc).

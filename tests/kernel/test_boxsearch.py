@@ -177,8 +177,38 @@ def test_the_race_returns_a_proven_optimum_and_names_its_solver(breast_cancer):
         assert res.status == "optimal" and res.backend in ("boxsearch", "cpsat"), (res.status, res.backend)
         assert res.cost == pytest.approx(prob.cost_of(alone.cells), rel=1e-6, abs=1e-9)
     l1 = build_problem(ens, X[400], 1 - int(model.predict(X[400:401])[0]), norm="l1")
-    assert not race.takes(l1), "the race runs CP-SAT alone on a sum of costs"
-    assert race.solve(l1, time_limit=120)[1] == "cpsat"
+    assert not race.takes(l1), "no race on a sum of costs: its box search runs first, alone, when it probes"
+
+
+@pytest.mark.parametrize("norm", ["l1", {"l0": 0.1, "l1": 1.0}])
+def test_a_sum_of_costs_on_a_small_forest_probes_the_box_search_first(breast_cancer, monkeypatch, norm):
+    """RF(30, depth 4) has fewer leaves than PROBE_LEAVES: the box search runs alone for at most
+    PROBE_WORK / features boxes, then CP-SAT from its incumbent; either way the optimum CP-SAT proves alone.
+    With one box the probe cannot prove, so CP-SAT must (the hand-over); with PROBE_LEAVES below
+    the forest's leaves CP-SAT runs alone, as on breast cancer's RF(100, depth 5)."""
+    model, ens, X = breast_cancer
+    names = []
+    for i in range(400, 408):
+        x, target = X[i], 1 - int(model.predict(X[i:i + 1])[0])
+        prob = build_problem(ens, x, target, norm=norm)
+        assert race.probes(prob) and not race.takes(prob)
+        alone = cpsat.solve(prob, time_limit=120)
+        sol, name = race.solve(prob, time_limit=120)
+        assert sol.status == alone.status == "optimal", (i, name, sol.status)
+        assert prob.is_valid(prob.point_of(sol.cells)[None, :])[0]
+        assert prob.cost_of(sol.cells) == pytest.approx(prob.cost_of(alone.cells), rel=1e-6, abs=1e-9), i
+        names.append(name)
+        with monkeypatch.context() as m:
+            m.setattr(race, "PROBE_WORK", 1)
+            handed, by = race.solve(prob, time_limit=120)
+            assert by == "cpsat" and handed.status == "optimal", (i, by, handed.status)
+            assert prob.cost_of(handed.cells) == pytest.approx(prob.cost_of(alone.cells), rel=1e-6, abs=1e-9)
+            m.setattr(race, "PROBE_LEAVES", 10)
+            assert not race.probes(prob) and race.solve(prob, time_limit=120)[1] == "cpsat"
+        res = optimal_counterfactual(ens, x, target, norm=norm, model=model, X_ref=X[:400], time_limit=120)
+        assert res.status == "optimal" and res.cost == pytest.approx(prob.cost_of(alone.cells), rel=1e-6, abs=1e-9)
+        assert model.predict(res.x[None, :])[0] == target
+    assert "boxsearch" in names, names       # the probe proved some: the path is taken
 
 
 def test_the_box_search_is_anytime(breast_cancer):
