@@ -16,10 +16,11 @@ has 1,645), so on an ensemble of at most :data:`PROBE_LEAVES` leaves (its
 own, plausibility's and further models') the box search runs alone first, for at
 most :data:`PROBE_WORK` boxes divided by the number of features (a count, not a
 time: the same problem always takes the same path; 2,307 boxes on wine's 13
-features, where 90% of the queries need fewer, 1,000 on breast cancer's 30, where
-2,000 made an RF(30, depth 4) 15% slower): its proof is the answer; otherwise CP-SAT runs as before
-from the cheaper of its incumbent and the hint, and a proven lower bound of the
-probe is kept if CP-SAT ends on its time limit with a weaker one.
+features, where 90% of the queries need fewer, 1,000 on breast cancer's 30,
+where 2,000 made an RF(30, depth 4) 15% slower): its proof is the answer;
+otherwise CP-SAT runs as before from the hint (the box search's only incumbent
+short of a proof), and the probe's proven lower bound is kept if CP-SAT ends on
+its time limit with a weaker one.
 """
 
 from __future__ import annotations
@@ -73,21 +74,11 @@ def _probe_then_cpsat(prob: CellProblem, time_limit: float, hint: np.ndarray | N
         box = None
     if box is not None and (box.status in PROVEN or (stop is not None and stop.is_set())):
         return box, "boxsearch"
-    if box is not None and box.cells is not None:
-        if on_solution is not None:
-            on_solution(box.cells)
-        if hint is None or prob.cost_of(box.cells) < prob.cost_of(prob.interval_of(np.asarray(hint, float)[None, :])[0]):
-            hint = prob.point_of(box.cells)
+    # unproven, the box search's only incumbent is the hint (its first valid point is optimal)
     left = max(0.0, time_limit - (time.perf_counter() - t0))
     cp = cpsat.solve(prob, time_limit=left, hint=hint, n_workers=n_workers, stop=stop,
                      on_solution=on_solution, on_bound=on_bound)
-    if cp.status in PROVEN or box is None:
-        return cp, "cpsat"
-    # CP-SAT ran out of time too: the cheaper point, the better bound
-    lb = max(box.lower_bound, cp.lower_bound)
-    if box.cells is not None and (cp.cells is None or prob.cost_of(box.cells) <= prob.cost_of(cp.cells)):
-        return CellSolution("feasible", box.cells, lb, slack=cp.slack), "boxsearch"
-    return CellSolution(cp.status, cp.cells, lb, slack=cp.slack), "cpsat"
+    return _after_cpsat(prob, box, cp)
 
 
 def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None = None,
@@ -144,12 +135,17 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
     b, b_done = box[0] if box else (None, np.inf)
     if b is not None and b.status in PROVEN and (cp.status not in PROVEN or b_done <= cp_done):
         return b, "boxsearch"
-    if cp.status in PROVEN or b is None:
+    return _after_cpsat(prob, b, cp)
+
+
+def _after_cpsat(prob: CellProblem, box: CellSolution | None, cp: CellSolution) -> tuple[CellSolution, str]:
+    """CP-SAT's answer when it proved (or the box search gave nothing); else, neither having
+    proved, the cheaper of the two points with the better of the two lower bounds."""
+    if cp.status in PROVEN or box is None:
         return cp, "cpsat"
-    # neither proved: the cheaper point, the better bound
-    lb = max(b.lower_bound, cp.lower_bound)
-    cost_b = prob.cost_of(b.cells) if b.cells is not None else np.inf
+    lb = max(box.lower_bound, cp.lower_bound)
+    cost_b = prob.cost_of(box.cells) if box.cells is not None else np.inf
     cost_c = prob.cost_of(cp.cells) if cp.cells is not None else np.inf
-    if cost_b <= cost_c and b.cells is not None:
-        return CellSolution("feasible", b.cells, lb, slack=cp.slack), "boxsearch"
+    if cost_b <= cost_c and box.cells is not None:
+        return CellSolution("feasible", box.cells, lb, slack=cp.slack), "boxsearch"
     return CellSolution(cp.status, cp.cells, lb, slack=cp.slack), "cpsat"

@@ -183,7 +183,7 @@ def test_the_race_returns_a_proven_optimum_and_names_its_solver(breast_cancer):
 @pytest.mark.parametrize("norm", ["l1", {"l0": 0.1, "l1": 1.0}])
 def test_a_sum_of_costs_on_a_small_forest_probes_the_box_search_first(breast_cancer, monkeypatch, norm):
     """RF(30, depth 4) has fewer leaves than PROBE_LEAVES: the box search runs alone for at most
-    PROBE_WORK / features boxes, then CP-SAT from its incumbent; either way the optimum CP-SAT proves alone.
+    PROBE_WORK / features boxes, then CP-SAT from the same hint; either way the optimum CP-SAT proves alone.
     With one box the probe cannot prove, so CP-SAT must (the hand-over); with PROBE_LEAVES below
     the forest's leaves CP-SAT runs alone, as on breast cancer's RF(100, depth 5)."""
     model, ens, X = breast_cancer
