@@ -51,7 +51,7 @@ BEFORE_REGIONS = {"n": 31, "complete": True, "n_nodes": 236,
 BEFORE_TCREX = {"n_rules": 2, "n_meta": 5, "n_cells": 24, "acc": [0.936, 0.929110106], "feas": [0.041666667, 0.221],
                 "texts": ["38.45 < income <= 46.45 and credit_history_years > 5.5 and late_payments <= 1.5 and "
                           "employment = employed", "income > 46.45 and late_payments <= 1.5"]}
-BEFORE_SLICE = {"n": 2, "areas": [104.467484, 26.332516], "preds": ["0", "1"], "guarantee": "exact"}
+BEFORE_SLICE = {"n": 2, "areas": [104.501573, 26.298427], "preds": ["0", "1"], "guarantee": "exact"}
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,9 @@ def tcrex(demo):
 @pytest.fixture(scope="module")
 def linear(demo):
     _, _, _, ens, X, _, Xn = demo
-    lr = LogisticRegression(max_iter=2000).fit(X, ens.predict(Xn))
+    # Fitted to the optimum (tol 1e-12), not to the default tolerance: where lbfgs stops early
+    # depends on the CPU's floating-point kernels (the areas moved by 0.05 between two machines).
+    lr = LogisticRegression(max_iter=100_000, tol=1e-12).fit(X, ens.predict(Xn))
     return lr, linear_slice(lr, Xn[0], (X.columns[1], X.columns[2]))
 
 
