@@ -321,12 +321,17 @@ def test_rows_at_the_time_limit_carry_their_gap_and_the_summary_says_so(credit):
     from core.optimal import optimal_counterfactual
 
     df, target, model, ens, X, schema = credit
-    a = run_audit(ens, X, schema=schema, target=1, max_rows=30, n_jobs=1, time_limit=0.02, n_perm=50, n_boot=50,
-                  tcrex=False, local_rules_per_group=0)
-    rows = a.rows
+    # The limit must be short enough to matter: how short depends on the machine (a quiet, fast
+    # one proves most of these rows in 20 ms), so it is shortened until 3 rows or more end at it.
+    for limit in (0.02, 0.008, 0.003, 0.001):
+        a = run_audit(ens, X, schema=schema, target=1, max_rows=30, n_jobs=1, time_limit=limit, n_perm=50,
+                      n_boot=50, tcrex=False, local_rules_per_group=0)
+        rows = a.rows
+        late = rows[rows["status"] == "time_limit_found"]
+        if len(late) >= 3:
+            break
+    assert len(late) >= 3, rows["status"].value_counts()
     assert (rows.loc[rows["status"] == "optimal", "gap"] == 0).all()
-    late = rows[rows["status"] == "time_limit_found"]
-    assert len(late) >= 3, rows["status"].value_counts()        # the limit is short enough to matter
     assert late["gap"].between(0, 1).all() and (late["gap"] > 0).any()
     for _, r in late.head(4).iterrows():
         best = optimal_counterfactual(ens, np.asarray(X, float)[int(r["row"])], 1, schema=schema, fixed=["sex"],
