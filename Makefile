@@ -60,7 +60,7 @@ lint: install-dev
 # pytest 9.2: all tests ran as ungrouped.) TEST_WORKERS=0 runs them all in this process.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 test: install-dev chromium lint
-	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=25
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 bench: install-dev
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

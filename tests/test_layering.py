@@ -80,6 +80,7 @@ def test_core_holds_at_most_twelve_modules_directly():
     assert "__init__.py" in top and len(top) <= 12, top
 
 
+@pytest.mark.slow
 def test_every_core_module_imports_first(tmp_path):
     mods = []
     for path in sorted(CORE.rglob("*.py")):

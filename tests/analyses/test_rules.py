@@ -164,6 +164,7 @@ def breast_cancer_every_row():
     return model, cr, Xte, records
 
 
+@pytest.mark.slow
 def test_breast_cancer_correct_and_plausible(breast_cancer_every_row):
     """The first 70 held-out rows, as the paper's table. ``evaluate`` treats each row on
     its own (its rule, then one sample drawn with the fitted seed), so their records are

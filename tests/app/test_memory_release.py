@@ -109,6 +109,7 @@ def test_the_last_script_module_is_forgotten_only_when_nobody_is_connected():
 
 
 @pytest.mark.browser
+@pytest.mark.slow
 def test_the_server_gives_memory_back_after_repeated_sessions(tmp_path):
     """The real server, two browser sessions one after another that each upload a
     400k-row table with a model and close: after each, the server's memory comes back

@@ -27,6 +27,7 @@ def credit_audit(credit):
                      n_boot=300, local_rules_per_group=4)
 
 
+@pytest.mark.slow
 def test_the_planted_bias_shows_as_a_significant_cost_gap(credit_audit):
     a = credit_audit
     t = a.tests[(a.tests["attribute"] == "sex") & (a.tests["metric"] == "cost")].iloc[0]

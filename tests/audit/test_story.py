@@ -166,6 +166,7 @@ def credit_audit(credit_ws):
     return _credit_audit(credit_ws)
 
 
+@pytest.mark.slow
 def test_the_story_names_the_gap_against_its_group_even_when_it_is_the_reference(credit_ws, credit_audit):
     """Credit demo, audit of 200 rows, row 0 (sex = 1, the larger group and so the reference): the audit
     finds sex = 1 worse off on the median and the mean recourse cost; the story says so, in that direction,

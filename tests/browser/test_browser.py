@@ -6,7 +6,7 @@ import pytest
 from browser_util import app_view, browser_page
 from browser_util import shots_dir as _shots
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def test_demo_data_page_renders(app_url, tmp_path):

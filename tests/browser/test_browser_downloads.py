@@ -21,7 +21,7 @@ import time
 import pytest
 from browser_util import app_view, shots_dir, wait_idle
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 CLICKS = 3
 

@@ -9,7 +9,7 @@ import re
 import pytest
 from browser_util import browser_page, running_app
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def _audit(page, rows: int) -> None:

@@ -11,7 +11,7 @@ import pytest
 from browser_util import app_view
 from browser_util import shots_dir as _shots
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def _start_audit(page, rows: int) -> None:

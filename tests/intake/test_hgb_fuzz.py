@@ -314,6 +314,7 @@ MUST_REFUSE = ("encoder: unknown values encoded 0", "numbers: check_array's dtyp
                "a classifier read as a regressor", "left child: itself", "n_trees_per_iteration_ + 1")
 
 
+@pytest.mark.slow
 def test_fuzzed_hgb_files_are_refused_or_read_exactly(hgb, cases):
     assert hgb["data"] == "adult" and len(hgb["files"]) == 6
     seen = run_cases(cases, hgb["X"])

@@ -152,6 +152,7 @@ def test_five_text_bombs_in_a_row_leave_nothing_behind(text_bombs, public):
     assert got["kept_mb"] < 50, got
 
 
+@pytest.mark.slow
 def test_a_dictionary_column_whose_bound_is_loose_is_measured_and_read():
     """One long entry used once: the bound from the pages (rows x longest entry, 1 GB) passes a 64 MB
     budget, the real size (8 MB) does not, so the column is measured from its indices and read."""

@@ -88,6 +88,7 @@ def test_dask_cluster_gives_the_same_results_as_local_joblib(dask_scheduler):
     assert seen[-1] == (12, 12) and [d for d, _ in seen] == sorted(d for d, _ in seen)
 
 
+@pytest.mark.slow
 def test_dask_stop_and_a_bad_address(dask_scheduler):
     from core.optimal.batch import ClusterError
 

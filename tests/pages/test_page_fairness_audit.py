@@ -32,6 +32,7 @@ def test_audit_of_the_demo_finds_the_bias_and_exports(at):
     assert {"Report (HTML)", "Per-row results (CSV)", "Audit (JSON)"} <= set(labels)
 
 
+@pytest.mark.slow
 def test_bad_scheduler_address_is_explained_and_keeps_the_previous_audit(at):
     _run(at, rows=40)
     at.text_input(key="fa_scheduler").input("tcp://127.0.0.1:1")
