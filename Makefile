@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 8501
 
-.PHONY: run test test-run lint install install-dev chromium bench clean
+.PHONY: run test lint install install-dev chromium bench clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -62,11 +62,7 @@ lint: install-dev
 # (`--dist loadgroup` would split files further, but xdist 3.8.0's groups are lost with
 # pytest 9.2: all tests ran as ungrouped.) TEST_WORKERS=0 runs them all in this process.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
-# The lint runs beside the tests (`-j2`): mypy's 26 s on one core otherwise left the other idle.
-test: install-dev chromium
-	@$(MAKE) --no-print-directory -j2 lint test-run
-
-test-run: install-dev
+test: install-dev chromium lint
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 bench: install-dev
