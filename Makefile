@@ -56,7 +56,7 @@ lint: install-dev
 # built once, as in one process; the 25 slowest steps (setup, call) are listed at the end.
 # The extra worker fills the time a browser test waits on its app and Chromium: on 2 cores,
 # 2 workers took 31.3 min, 3 took 26.0 and 4 took 24.6 (one run each, same commit, a slow
-# machine); on a quiet one 3 and 4 both took 11.4 min, the two cores busy. Files start in
+# machine); on a quiet one 3 took 11.5 min and 4 took 11.4, the two cores busy. Files start in
 # conftest's order, the longest first (`--no-loadscope-reorder`: xdist would sort them by
 # their number of tests, and the run ended on the single-test browser files).
 # (`--dist loadgroup` would split files further, but xdist 3.8.0's groups are lost with

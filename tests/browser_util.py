@@ -119,8 +119,26 @@ def app_view(app_url: str, path: str, heading: str, shot: Path, height: int = 14
         page.goto(app_url + path)
         page.get_by_role("heading", name=heading).wait_for(timeout=90_000)
         yield page
-        assert page.locator('[data-testid="stException"]').count() == 0
-        page.screenshot(path=str(shot), full_page=True)
+        _no_exception_then_shot(page, shot)
+
+
+@contextlib.contextmanager
+def sidebar_view(page, heading: str, shot: Path, height: int = 1400) -> Iterator:
+    """The app's page ``heading`` in the session open in ``page``, reached from the sidebar as
+    a user goes from page to page (unless it shows already): no new load of the app, no new
+    session. On leaving, as ``app_view``: no exception shown, a full-page screenshot."""
+    page.set_viewport_size({"width": 1400, "height": height})
+    if not page.get_by_role("heading", name=heading, exact=True).count():
+        wait_idle(page)                              # a click during a script run can be swallowed
+        page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=heading, exact=True).click()
+    page.get_by_role("heading", name=heading, exact=True).wait_for(timeout=90_000)
+    yield page
+    _no_exception_then_shot(page, shot)
+
+
+def _no_exception_then_shot(page, shot: Path) -> None:
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.screenshot(path=str(shot), full_page=True)
 
 
 def shots_dir(tmp_path: Path) -> Path:

@@ -188,12 +188,12 @@ def pytest_collection_modifyitems(config, items):
     file per worker, ``--no-loadscope-reorder``) does not end on one long file while the other
     workers idle: files of browser tests marked slow, then other browser tests, then other
     slow tests, then the rest, each in the order collected. Only the order changes."""
-    rank: dict[str, int] = {}
+    rank: dict[Path, int] = {}
     for item in items:
         browser, slow = item.get_closest_marker("browser"), item.get_closest_marker("slow")
         r = 0 if browser and slow else 1 if browser else 2 if slow else 3
-        rank[item.nodeid.split("::")[0]] = min(r, rank.get(item.nodeid.split("::")[0], r))
-    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])     # stable: the collected order within
+        rank[item.path] = min(r, rank.get(item.path, r))
+    items.sort(key=lambda item: rank[item.path])     # stable: the collected order within a rank
 
 
 def pytest_report_header(config):

@@ -18,11 +18,10 @@ load of the app, not one per page.
 
 from __future__ import annotations
 
-import contextlib
 import time
 
 import pytest
-from browser_util import browser_page, shots_dir, wait_idle
+from browser_util import browser_page, shots_dir, sidebar_view, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -59,20 +58,6 @@ def _click_every_download(page, expected: int, last: str | None = None) -> list[
     return names
 
 
-@contextlib.contextmanager
-def _view(page, heading: str, shot, height: int = 1400):
-    """The app's page ``heading``, opened from the sidebar unless it shows already; on leaving,
-    the page must show no exception, and a full-page screenshot goes to ``shot``."""
-    page.set_viewport_size({"width": 1400, "height": height})
-    if not page.get_by_role("heading", name=heading, exact=True).count():
-        wait_idle(page)                              # a click during a script run can be swallowed
-        page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=heading, exact=True).click()
-    page.get_by_role("heading", name=heading, exact=True).wait_for(timeout=90_000)
-    yield page
-    assert page.locator('[data-testid="stException"]').count() == 0
-    page.screenshot(path=str(shot), full_page=True)
-
-
 def test_every_download_arrives(app_url, tmp_path):
     shots = shots_dir(tmp_path)
     with browser_page(height=1400) as page:
@@ -82,21 +67,22 @@ def test_every_download_arrives(app_url, tmp_path):
 
 
 def _every_page(page, shots) -> None:
-    with _view(page, "Data & model", shots / "dl_data_model.png"):
+    """Each page in turn, from the sidebar, its analysis run and its downloads clicked."""
+    with sidebar_view(page, "Data & model", shots / "dl_data_model.png"):
         page.get_by_text("Feature settings", exact=True).wait_for(timeout=90_000)
         assert "data_predictions.csv" in _click_every_download(page, 2)
 
-    with _view(page, "Optimal counterfactual", shots / "dl_optimal.png", 1600):
+    with sidebar_view(page, "Optimal counterfactual", shots / "dl_optimal.png", 1600):
         page.get_by_role("button", name="Find the optimal counterfactual").click()
         page.get_by_text("Optimal counterfactual: cost", exact=False).first.wait_for(timeout=90_000)
         assert {"counterfactual.csv", "counterfactual.json"} <= set(_click_every_download(page, 2))
 
-    with _view(page, "Metarule tree", shots / "dl_metarule.png"):
+    with sidebar_view(page, "Metarule tree", shots / "dl_metarule.png"):
         page.locator("svg").filter(has_text="R0").first.wait_for(timeout=90_000)
         names = set(_click_every_download(page, 3))
         assert {"tcrex_rules.txt", "tcrex_rules.json"} <= names
 
-    with _view(page, "FCCA thresholds", shots / "dl_fcca.png", 2400):
+    with sidebar_view(page, "FCCA thresholds", shots / "dl_fcca.png", 2400):
         page.get_by_role("spinbutton", name="At most this many rows").fill("30")   # the same 7 buttons as 60
         page.get_by_role("button", name="Compute counterfactuals and thresholds").click()
         page.locator('[data-testid="stGraphVizChart"]').first.wait_for(timeout=180_000)
@@ -104,21 +90,21 @@ def _every_page(page, shots) -> None:
         assert {"fcca_pairs.csv", "fcca_discretised.csv", "fcca_thresholds.csv", "fcca_tree.json",
                 "fcca_tree.dot"} <= names
 
-    with _view(page, "Counterfactual rules", shots / "dl_rules.png", 2000):
+    with sidebar_view(page, "Counterfactual rules", shots / "dl_rules.png", 2000):
         page.get_by_role("button", name="Find the counterfactual rule").click()
         page.locator('[data-testid="stMetric"]').filter(has_text="Rule probability").wait_for(timeout=90_000)
         assert {"counterfactual_rule.json", "counterfactual_samples.csv"} <= set(_click_every_download(page, 2))
 
-    with _view(page, "Decision regions", shots / "dl_regions.png", 1800):
+    with sidebar_view(page, "Decision regions", shots / "dl_regions.png", 1800):
         page.locator(".js-plotly-plot").first.wait_for(timeout=90_000)
         assert "regions.csv" in _click_every_download(page, 1)
 
-    with _view(page, "Case story", shots / "dl_story.png", 2000):
+    with sidebar_view(page, "Case story", shots / "dl_story.png", 2000):
         page.get_by_role("button", name="Tell the story").click()
         page.get_by_text("The smallest change").first.wait_for(timeout=120_000)
         assert any(n.startswith("case-") and n.endswith(".html") for n in _click_every_download(page, 1))
 
-    with _view(page, "Compare models", shots / "dl_compare.png", 3000):
+    with sidebar_view(page, "Compare models", shots / "dl_compare.png", 3000):
         page.get_by_role("button", name="Load model B").click()
         rows = page.get_by_role("spinbutton", name="At most this many rows")
         rows.wait_for(timeout=120_000)
@@ -129,7 +115,7 @@ def _every_page(page, shots) -> None:
         names = set(_click_every_download(page, 3))
         assert {"model_comparison.html", "model_comparison.json", "model_comparison_rows.csv"} <= names
 
-    with _view(page, "Fairness audit", shots / "dl_audit.png", 2600):
+    with sidebar_view(page, "Fairness audit", shots / "dl_audit.png", 2600):
         rows = page.get_by_role("spinbutton", name="At most this many rows")
         rows.fill("30")                              # the same 3 buttons as 60 rows, in half the time
         rows.press("Tab")
@@ -138,5 +124,5 @@ def _every_page(page, shots) -> None:
         names = set(_click_every_download(page, 3))
         assert {"recourse_audit.html", "recourse_audit.json", "recourse_audit_rows.csv"} <= names
 
-    with _view(page, "Audit history", shots / "dl_history.png", 1600):
+    with sidebar_view(page, "Audit history", shots / "dl_history.png", 1600):
         assert "audit_history.csv" in _click_every_download(page, 1)
