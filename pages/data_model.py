@@ -124,6 +124,8 @@ def _upload_model(table, target, data_file, raw, drop_missing) -> None:
         + (" (or .pkl/.joblib)" if dep.allows_pickle else ""),
         type=["json", "ubj", "txt", "skops", "cbm", "onnx"] + (["pkl", "pickle", "joblib"] if dep.allows_pickle else []),
         key="dm_model_file")
+    if model_file is not None:   # what the server holds: a file still uploading is not here yet
+        st.caption(f"{plain(model_file.name)}: {model_file.size:,} bytes received. Load reads it.")
     trust = dep.allows_pickle and st.checkbox("I trust this file (allow pickle/joblib)", value=False,
                                               key="dm_trust")
     if trust:

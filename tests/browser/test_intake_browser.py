@@ -48,14 +48,16 @@ def _upload_both(page, upload, data, model):
 
 
 def _model_upload(page, upload, model) -> None:
-    """Put ``model`` into the model uploader and wait until it has arrived: the uploader
-    lists it and the rerun it asks for is over (a fixed 1.5 s was too short on a busy
-    machine: Load was pressed before the file was there)."""
+    """Put ``model`` into the model uploader and wait until the server has it: the page's
+    caption under the uploader names it. The uploader lists a file as soon as it is picked,
+    before it is sent; replacing a file, Load is already enabled, and pressed then on a busy
+    machine it loaded the previous file (a fixed 1.5 s, then the listing and a quiet page,
+    were both too early)."""
     from browser_util import wait_idle
 
     upload(page, "Model file", str(model))
-    page.locator('[data-testid="stFileUploader"]').filter(has_text="Model file").get_by_text(
-        model.name, exact=True).wait_for(timeout=120_000)
+    page.locator('[data-testid="stCaptionContainer"]').filter(
+        has_text=f"{model.name}: {model.stat().st_size:,} bytes received").first.wait_for(timeout=120_000)
     wait_idle(page, quiet=500)
 
 
@@ -95,7 +97,11 @@ def test_a_crashing_model_file_leaves_the_server_and_other_sessions_running(tmp_
         _counterfactual(b)
         _model_upload(a, upload, good)
         a.get_by_role("button", name="Load data and model").click()
-        a.get_by_text("Loaded data.csv and good.json", exact=False).wait_for(timeout=120_000)
+        try:
+            a.get_by_text("Loaded data.csv and good.json", exact=False).wait_for(timeout=120_000)
+        except Exception as e:
+            a.screenshot(path=str(tmp_path / "a-reload.png"), full_page=True)
+            raise AssertionError(f"A's second load not seen; the page read:\n{a.inner_text('body')[:3000]}") from e
         _counterfactual(a)
         a.screenshot(path=str(tmp_path / "a-after.png"), full_page=True)
         import urllib.request
