@@ -65,7 +65,9 @@ def _settings(p: _Page, prefix: str):
                 "l2": m3.number_input("λ2", 0.0, 100.0, 0.0, key=f"{prefix}_l2")}
     limit = c2.number_input("Time limit (s)", 1.0, 600.0, 30.0, key=f"{prefix}_limit")
     backend = c3.selectbox("Solver", BACKENDS, key=f"{prefix}_backend",
-                           help="auto: Gurobi when a full licence is installed, else OR-Tools CP-SAT.")
+                           help="auto: Gurobi when a full licence is installed, else OR-Tools CP-SAT. boxsearch and "
+                                "lpbox: our own branch and bound (lpbox bounds each box by a linear program; "
+                                "a sum of costs).")
     plaus = c4.checkbox("Plausible only", value=False, key=f"{prefix}_plaus",
                         help="Require the counterfactual to look like the target class's rows "
                              "(Isolation Forest; 10% of them count as outliers).")

@@ -27,6 +27,9 @@ proof wins):
   solved by OR-Tools CP-SAT.
 * ``"boxsearch"`` (:mod:`core.solvers.boxsearch`): best-first branch and bound
   over boxes of intervals, bounded per tree inside each box (Veritas's bound).
+* ``"lpbox"`` (:mod:`core.solvers.lpbox`): best-first branch and bound over the
+  same boxes, bounded by a linear relaxation on the order simplex re-solved
+  per box (GLOP's dual simplex); for a sum of costs.
 * ``"highs"`` / ``"gurobi"`` (:mod:`core.solvers.ocean`): OCEAN's MILP as in the
   paper: lambda per depth, flows y per node, order simplex mu per feature
   (eqs. 8-20), l0/l1/l2 on mu (eqs. 30-31; squared l2 on mu is exact at the
@@ -94,7 +97,7 @@ from core.settings import (
     seconds,
     validated,
 )
-from core.solvers import boxsearch, cpsat, ocean, race, separable
+from core.solvers import boxsearch, cpsat, lpbox, ocean, race, separable
 from core.solvers.linear import linear_counterfactual
 from core.solvers.ocean import GurobiUnavailable
 from core.surrogate import Surrogate
@@ -104,7 +107,7 @@ from core.typing import FeatureKey, ModelLike, Norm, Row, Rows, TargetSpec, Weig
 __all__ = ["optimal_counterfactual", "OptimalSettings", "other_models", "build_problem", "feature_levels", "Plausibility", "CellProblem",
            "warm_start", "greedy_start", "radius_bound", "explain_infeasible", "BACKENDS"]
 
-BACKENDS = ("auto", "cpsat", "boxsearch", "highs", "gurobi")
+BACKENDS = ("auto", "cpsat", "boxsearch", "lpbox", "highs", "gurobi")
 
 
 # ------------------------------------------------------------------ solving
@@ -147,7 +150,7 @@ class OptimalSettings:
     classifier's probability for the target class must be at least this, on
     every model: confident recourse, away from the decision boundary).
     How it is solved: backend ("auto" (CP-SAT unless a Gurobi licence is installed;
-    for norm "linf" CP-SAT raced by the box search), "cpsat", "boxsearch", "highs" or "gurobi"), time_limit (seconds for the whole
+    for norm "linf" CP-SAT raced by the box search), "cpsat", "boxsearch", "lpbox", "highs" or "gurobi"), time_limit (seconds for the whole
     query), n_solutions (diverse solutions, see the module doc), n_workers
     (solver threads), warm (False skips both starts, reference rows and the
     model's own: the plain formulation, for benchmarks).
@@ -246,13 +249,14 @@ def optimal_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, s
         The point must get the target from every one (CP-SAT and the box search only).
     margin : float in (0, 1) or None, default None
         A classifier's probability for the target must be at least this.
-    backend : {"auto", "cpsat", "boxsearch", "highs", "gurobi"}, default "auto"
+    backend : {"auto", "cpsat", "boxsearch", "lpbox", "highs", "gurobi"}, default "auto"
         "auto" is CP-SAT unless a full Gurobi licence is installed; for norm "linf" it
         races CP-SAT and the box search (:mod:`core.solvers.race`; the result's
         ``backend`` names the one that proved first); for a sum of costs on a small
         ensemble (at most ``race.PROBE_LEAVES`` leaves) the box search runs alone
         first for a bounded number of boxes, then CP-SAT. "boxsearch" is the box search
-        alone (CP-SAT takes what it does not, with a notice).
+        alone, "lpbox" the box search bounded by linear programs (a sum of costs); CP-SAT
+        takes what they do not, with a notice.
     time_limit : float, default 30.0, seconds for the whole query.
     n_solutions : int, default 1, diverse solutions (see the module doc).
     n_workers : int, default 2, the solver's threads.
@@ -342,13 +346,14 @@ def optimal_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, s
                                      ("a probability margin", prob.target.margin is not None),
                                      ("the L-infinity cost (norm 'linf')", prob.cost_model.combine == "max"))
              if used]
-    if needs and be not in ("cpsat", "boxsearch"):   # the MILP backends: one model, no margin, a sum of costs
+    if needs and be not in ("cpsat", "boxsearch", "lpbox"):   # the MILP backends: one model, no margin, a sum of costs
         if s.backend != "auto":
             raise QueryError(f"{needs[0][0].upper()}{needs[0][1:]} is solved by CP-SAT and the box search only; the {be} "
                              "backend cannot take it. Choose backend 'cpsat', 'boxsearch' or 'auto'.")
         be, notice = "cpsat", f"Solved by CP-SAT: the MILP backends cannot take {' and '.join(needs)}."
-    if be == "boxsearch" and boxsearch.applies(prob) is not None:
-        notice = f"Solved by CP-SAT: {boxsearch.applies(prob)}."
+    for name, module in (("boxsearch", boxsearch), ("lpbox", lpbox)):
+        if be == name and module.applies(prob) is not None:
+            notice = f"Solved by CP-SAT: {module.applies(prob)}."
     params = _params(s, be, time_limit, plausibility, target)
     if notice:
         params["notice"] = notice
@@ -467,11 +472,14 @@ def _solve_once(prob: CellProblem, backend: str, time_limit: float, hint: np.nda
     if backend == "race":
         return race.solve(prob, time_limit=time_limit, hint=hint, n_workers=n_workers, stop=stop,
                           on_solution=found, on_bound=lower)
-    if backend == "boxsearch":
-        sol = boxsearch.solve(prob, time_limit=time_limit, hint=hint, stop=stop,
-                              on_bound=None if lower is None else lambda lo, _up: lower(lo))
+    if backend in ("boxsearch", "lpbox"):
+        tell = None if lower is None else (lambda lo, _up: lower(lo))
+        sol = (boxsearch.solve(prob, time_limit=time_limit, hint=hint, stop=stop, on_bound=tell)
+               if backend == "boxsearch" else
+               lpbox.solve(prob, time_limit=time_limit, hint=hint, stop=stop, on_bound=tell,
+                           on_solution=(lambda cells: anytime.cells(cells, "lpbox")) if anytime.listening else None))
         if sol is not None:
-            return sol, "boxsearch"
+            return sol, backend
         backend = "cpsat"
     if backend == "cpsat":
         return cpsat.solve(prob, time_limit=time_limit, hint=hint, n_workers=n_workers, stop=stop,
