@@ -21,28 +21,40 @@ the cost is linear in the level variables:
   bounds: ``sum {z_l : l in t, lo_lj >= k} <= u_jk`` (the leaves that need
   the point at or above ``k``) and ``sum {z_l : l in t, hi_lj < k} <= 1 - u_jk``
   (the leaves that exclude it), and the same downwards. Summing over the
-  whole tree rather than per split node (Misic's form, OCEAN eq. 16) is valid
-  because one leaf per tree holds, and it is tighter: on breast cancer,
-  RF(100, depth 5), L1, the root bound is 73-98% of the optimum where
-  CP-SAT's is about 84%.
+  whole tree rather than per split node (Misic's form behind OCEAN eq. 16)
+  is valid because one leaf per tree holds, and tighter (CP-SAT's model
+  carries the same rows, :func:`core.solvers.cpsat._tree_cuts`). On breast
+  cancer, RF(100, depth 5), L1, the root bound is 73-98% of the optimum.
 
 A box ``[lo, hi]`` only changes variable bounds (``u_jk = 1`` for
 ``k <= lo_j`` above the query, ``u_jk = 0`` for ``k > hi_j``, and downwards
 alike), so each node is the same LP re-solved from the previous basis by
 GLOP's dual simplex (OR-Tools, already required for CP-SAT). The bound of a
-box is the larger of its LP optimum and the box search's per-tree bound.
+box is the larger of its LP optimum and the box search's per-tree bound. Two
+reductions hold for every point cheaper than the incumbent and so tighten
+the box without losing any: a leaf whose cheapest point in the box costs at
+least the incumbent is held at 0, and a level variable whose reduced cost
+lifts the LP bound past the incumbent keeps its value (reduced-cost fixing:
+the box loses that side of the level).
 
-The search pops the box of smallest bound; the box's cheapest point and the
-LP solution rounded to a point are checked on the model, and the cheaper
-valid one is the incumbent; a box whose level variables are integral holds
-the LP's point, which is then the box's optimum. Otherwise the box splits at
-the fractional level whose cost step, weighted by how fractional it is, is
-largest. The smallest bound left is a proven lower bound at every moment
-(anytime); the search ends when it reaches the incumbent (proven optimal).
+The search: a box is queued with its parent's bound and solved when taken;
+the worker then splits it and dives into the child the LP leans to (solved
+next from its parent's basis, so in a few pivots) while that child's bound
+stays within ``DIVE`` of the gap above the best queued box, else goes back
+to the best queued box. The box's cheapest point and the LP solution rounded
+to a point are checked on the model, and the cheaper valid one becomes the
+incumbent; a box whose level variables are integral holds the LP's point,
+its optimum. Otherwise the box splits on the feature whose fractional levels
+carry the most cost, at its most fractional level. ``n_workers`` threads take
+boxes from one queue, each with its own GLOP model (GLOP runs without the
+interpreter lock). The smallest bound of a box queued or being solved is a
+proven lower bound at every moment (anytime); the search ends when it
+reaches the incumbent (proven optimal, to ``SLACK`` of the cost).
 """
 
 from __future__ import annotations
 
+import copy
 import heapq
 import threading
 import time
@@ -60,7 +72,10 @@ __all__ = ["applies", "solve", "LPBox"]
 LP_MARGIN = 1e-7
 SLACK = 2 * LP_MARGIN
 #: a dive goes on while its box's bound is within this share of the gap above the best box's
-DIVE = 0.5
+DIVE = 0.2
+#: GLOP without presolve (it would drop the basis between boxes), by the dual simplex (bound changes keep
+#: it dual feasible), unscaled (the coefficients are 0/1, leaf scores and cost steps: 17% faster at the root)
+GLOP_PARAMS = "use_preprocessing:false use_dual_simplex:true use_scaling:false"
 FRACTIONAL = 1e-6
 
 
@@ -79,7 +94,6 @@ class LPBox:
     """The relaxation of one problem, kept in one GLOP model re-solved per box."""
 
     def __init__(self, prob: CellProblem, S: BoxSearch):
-        from ortools.linear_solver import pywraplp
 
         self.prob, self.S = prob, S
         d = S.d
@@ -116,46 +130,83 @@ class LPBox:
         self.step = np.maximum(np.array(step, dtype=float), 0.0)
         self.usable = np.array(usable, dtype=bool)
         nv = self.feat.size
-        solver = pywraplp.Solver.CreateSolver("GLOP")
-        if solver is None:  # pragma: no cover - OR-Tools always ships GLOP
-            raise RuntimeError("GLOP is not available")
-        solver.SetSolverSpecificParametersAsString("use_preprocessing:false use_dual_simplex:true")
-        self.solver = solver
-        inf = solver.infinity()
-        self.u = [solver.NumVar(0.0, 1.0 if ok else 0.0, "") for ok in self.usable]
         self.cur_lb = np.zeros(nv)
         self.cur_ub = self.usable.astype(float)
         # leaves: one variable each, bounded by 0 when the leaf cannot be reached within the incumbent
         reach = self._leaf_reach()
-        self.z = [solver.NumVar(0.0, 1.0 if ok else 0.0, "") for ok in reach]
+        self.reach = reach
+        self.z_open = reach.copy()
+        self.proto = self._model(reach)
+        self.solver, self.u, self.z = self.load()
+
+    def load(self) -> tuple:
+        """A GLOP solver holding the relaxation (another one for another thread), its level
+        variables and its leaf variables."""
+        from ortools.linear_solver import pywraplp
+
+        solver = pywraplp.Solver.CreateSolver("GLOP")
+        if solver is None:  # pragma: no cover - OR-Tools always ships GLOP
+            raise RuntimeError("GLOP is not available")
+        err = solver.LoadModelFromProto(self.proto)
+        if err:  # pragma: no cover - the model is built here
+            raise RuntimeError(f"GLOP refused the relaxation: {err}")
+        solver.SetSolverSpecificParametersAsString(GLOP_PARAMS)
+        every = solver.variables()
+        nv = self.feat.size
+        return solver, every[:nv], every[nv:]
+
+    def copy(self) -> "LPBox":
+        """The same relaxation in a solver of its own (for another worker)."""
+        other = copy.copy(self)
+        other.cur_lb = np.zeros(self.feat.size)
+        other.cur_ub = self.usable.astype(float)
+        other.z_open = self.reach.copy()
+        other.solver, other.u, other.z = self.load()
+        return other
+
+    def _model(self, reach: np.ndarray):
+        """The relaxation as an OR-Tools model proto: level variables first, then leaves."""
+        from ortools.linear_solver import linear_solver_pb2
+
+        S = self.S
+        nv = self.feat.size
+        m = linear_solver_pb2.MPModelProto()
+        for i in range(nv):
+            v = m.variable.add()
+            v.lower_bound, v.upper_bound = 0.0, 1.0 if self.usable[i] else 0.0
+            v.objective_coefficient = float(self.step[i])
+        for ok in reach:
+            v = m.variable.add()
+            v.lower_bound, v.upper_bound = 0.0, 1.0 if ok else 0.0
+
+        def row(lo: float, hi: float, idx, coef) -> None:
+            c = m.constraint.add()
+            c.lower_bound, c.upper_bound = lo, hi
+            c.var_index.extend(idx)
+            c.coefficient.extend(coef)
+
+        inf = float("inf")
         tree = S.tree
-        for t in np.unique(tree):
-            c = solver.Constraint(1.0, 1.0)
-            for leaf in np.flatnonzero(tree == t):
-                c.SetCoefficient(self.z[leaf], 1.0)
-        for start, n, score, need in S.needs:
-            c = solver.Constraint(float(need), inf)
-            for i in range(n):
-                if score[i] != 0:
-                    c.SetCoefficient(self.z[start + i], float(score[i]))
-        for (j, k, sgn), ci in self.col.items():      # monotone chains
+        order = np.argsort(tree, kind="stable")
+        bounds = np.flatnonzero(np.r_[True, tree[order][1:] != tree[order][:-1], True])
+        for a, b in zip(bounds[:-1], bounds[1:]):                 # one leaf per tree
+            leaves = order[a:b] + nv
+            row(1.0, 1.0, leaves.tolist(), [1.0] * leaves.size)
+        for start, _n, score, need in S.needs:                     # every need of the target
+            nz = np.flatnonzero(score != 0)
+            row(float(need), inf, (nz + start + nv).tolist(), score[nz].astype(float).tolist())
+        for (j, k, sgn), ci in self.col.items():                   # monotone chains
             nk = self.col.get((j, k + sgn, sgn))
             if nk is not None:
-                c = solver.Constraint(-inf, 0.0)
-                c.SetCoefficient(self.u[nk], 1.0)
-                c.SetCoefficient(self.u[ci], -1.0)
-        for j in range(d):                              # one side of the query at a time
-            h = int(hat[j])
-            a, b = self.col.get((j, h + 1, 1)), self.col.get((j, h - 1, -1))
-            if a is not None and b is not None:
-                c = solver.Constraint(-inf, 1.0)
-                c.SetCoefficient(self.u[a], 1.0)
-                c.SetCoefficient(self.u[b], 1.0)
-        self._link(reach)
-        obj = solver.Objective()
-        for i in np.flatnonzero(self.step > 0).tolist():
-            obj.SetCoefficient(self.u[i], float(self.step[i]))
-        obj.SetMinimization()
+                row(-inf, 0.0, [nk, ci], [1.0, -1.0])
+        for j in range(S.d):                                       # one side of the query at a time
+            h = int(S.hat[j])
+            a_, b_ = self.col.get((j, h + 1, 1)), self.col.get((j, h - 1, -1))
+            if a_ is not None and b_ is not None:
+                row(-inf, 1.0, [a_, b_], [1.0, 1.0])
+        for ci, leaves, sign in self._link(reach):
+            row(-inf, 0.0 if sign < 0 else 1.0, [ci] + (leaves + nv).tolist(), [sign] + [1.0] * leaves.size)
+        return m
 
     def _leaf_reach(self) -> np.ndarray:
         """Mask of the leaves whose own cheapest point is within the incumbent's cost."""
@@ -167,43 +218,48 @@ class LPBox:
             ok &= e <= ub * (1 + 1e-9) + 1e-12
         return ok
 
-    def _link(self, reach: np.ndarray) -> None:
-        """The per-tree linking rows (see the module doc), vectorised over the sparse leaf bounds."""
-        S, solver = self.S, self.solver
-        inf = solver.infinity()
+    def _link(self, reach: np.ndarray) -> list[tuple[int, np.ndarray, float]]:
+        """The per-tree linking rows (see the module doc) as (level variable, leaves, its sign).
+        Within one tree and feature, sorted by the leaves' lower (upper) bounds, the leaves of
+        each row are a prefix of that order, so every row is a slice."""
+        S = self.S
         f, lo_e, hi_e = S.E_f, S.E_lo, S.E_hi
         leaf = np.repeat(np.arange(S.n_leaf), np.diff(S.ptr))
-        tree = S.tree[leaf]
         keep = reach[leaf]
-        f, lo_e, hi_e, leaf, tree = f[keep], lo_e[keep], hi_e[keep], leaf[keep], tree[keep]
-        hat = S.hat[f]
-        order = np.lexsort((f, tree))
-        f, lo_e, hi_e, leaf, tree, hat = f[order], lo_e[order], hi_e[order], leaf[order], tree[order], hat[order]
-        cut = np.flatnonzero(np.r_[True, (tree[1:] != tree[:-1]) | (f[1:] != f[:-1]), True])
-        for a, b in zip(cut[:-1], cut[1:]):
-            j, h = int(f[a]), int(hat[a])
-            L, H, lv = lo_e[a:b], hi_e[a:b], leaf[a:b]
-            rows: list[tuple[int, np.ndarray, float]] = []
-            for k in np.unique(L[L > h]):                        # needs the point at or above k
-                rows.append((self.col[(j, int(k), 1)], lv[L >= k], -1.0))
-            for k in np.unique(H[H < h]):                        # needs it at or below k
-                rows.append((self.col[(j, int(k), -1)], lv[H <= k], -1.0))
-            up = H + 1
-            for k in np.unique(up[(up > h) & (up < S.sizes[j])]):  # excludes it at or above k
-                rows.append((self.col[(j, int(k), 1)], lv[H < k], 1.0))
-            dn = L - 1
-            for k in np.unique(dn[(dn < h) & (dn >= 0)]):        # excludes it at or below k
-                rows.append((self.col[(j, int(k), -1)], lv[L > k], 1.0))
-            for ci, leaves, sign in rows:
-                c = solver.Constraint(-inf, 0.0 if sign < 0 else 1.0)
-                c.SetCoefficient(self.u[ci], sign)
-                for leaf_i in leaves:
-                    c.SetCoefficient(self.z[int(leaf_i)], 1.0)
+        f, lo_e, hi_e, leaf = f[keep], lo_e[keep], hi_e[keep], leaf[keep]
+        tree = S.tree[leaf]
+        h = S.hat[f]
+        rows: list[tuple[int, np.ndarray, float]] = []
+        # (sort key within the group, the level of the row, which entries open a row, its side, its sign)
+        kinds = ((-lo_e, lo_e, lo_e > h, 1, -1.0),                                   # needs x >= lo
+                 (hi_e, hi_e, hi_e < h, -1, -1.0),                                    # needs x <= hi
+                 (hi_e, hi_e + 1, (hi_e + 1 > h) & (hi_e + 1 < S.sizes[f]), 1, 1.0),  # excludes x >= hi + 1
+                 (-lo_e, lo_e - 1, (lo_e - 1 < h) & (lo_e >= 1), -1, 1.0))            # excludes x <= lo - 1
+        for key, level, opens, sgn, sign in kinds:
+            order = np.lexsort((key, f, tree))
+            t_s, f_s, k_s, l_s, o_s = tree[order], f[order], key[order], leaf[order], opens[order]
+            lev_s = level[order]
+            group = np.r_[True, (t_s[1:] != t_s[:-1]) | (f_s[1:] != f_s[:-1])]
+            start = np.maximum.accumulate(np.where(group, np.arange(t_s.size), 0))
+            # the end of a row: the last entry of its group with the same sort key
+            last = np.r_[(t_s[1:] != t_s[:-1]) | (f_s[1:] != f_s[:-1]) | (k_s[1:] != k_s[:-1]), True]
+            for i in np.flatnonzero(last & o_s).tolist():
+                rows.append((self.col[(int(f_s[i]), int(lev_s[i]), sgn)], l_s[start[i]:i + 1], sign))
+        return rows
 
-    def bound(self, lo: np.ndarray, hi: np.ndarray) -> tuple[float, np.ndarray | None]:
-        """(the LP bound of the box, the level variables' values), or (inf, None) when the
-        LP proves the box empty, or (nan, None) when the LP ended otherwise."""
-        from ortools.linear_solver import pywraplp
+    def bound(self, lo: np.ndarray, hi: np.ndarray, open_leaves: np.ndarray | None = None
+              ) -> tuple[float, np.ndarray | None, np.ndarray | None]:
+        """(the LP bound of the box, the level variables' values and reduced costs), or
+        (inf, None, None) when the LP proves the box empty, or (nan, None, None) when the
+        LP ended otherwise. ``open_leaves``: the leaves a better point may still use (the
+        others are held at 0)."""
+        from ortools.linear_solver import linear_solver_pb2, pywraplp
+
+        if open_leaves is not None:
+            want = self.reach & open_leaves
+            for i in np.flatnonzero(want != self.z_open).tolist():
+                self.z[i].SetBounds(0.0, 1.0 if want[i] else 0.0)
+            self.z_open = want
 
         k, j, up = self.lev, self.feat, self.side == 1
         lb = np.where(up, (k <= lo[j]) & (lo[j] > self.S.hat[j]), (k >= hi[j]) & (hi[j] < self.S.hat[j]))
@@ -211,17 +267,47 @@ class LPBox:
         lb = lb.astype(float)
         ub = ub.astype(float)
         if np.any(lb > ub):
-            return np.inf, None
-        for i in np.flatnonzero((lb != self.cur_lb) | (ub != self.cur_ub)):
+            return np.inf, None, None
+        for i in np.flatnonzero((lb != self.cur_lb) | (ub != self.cur_ub)).tolist():
             self.u[i].SetBounds(float(lb[i]), float(ub[i]))
         self.cur_lb, self.cur_ub = lb, ub
         status = self.solver.Solve()
         if status == pywraplp.Solver.INFEASIBLE:
-            return np.inf, None
+            return np.inf, None, None
         if status != pywraplp.Solver.OPTIMAL:
-            return np.nan, None
+            return np.nan, None, None
         val = self.base + self.solver.Objective().Value()
-        return val - LP_MARGIN * (1.0 + abs(val)), np.array([v.solution_value() for v in self.u])
+        out = linear_solver_pb2.MPSolutionResponse()     # every value in one call (the level variables come first)
+        self.solver.FillSolutionResponseProto(out)
+        nv = len(self.u)
+        return (val - LP_MARGIN * (1.0 + abs(val)), np.array(out.variable_value[:nv]),
+                np.array(out.reduced_cost[:nv]))
+
+    def fixed(self, lo: np.ndarray, hi: np.ndarray, bound: float, values: np.ndarray, rc: np.ndarray,
+              ub: float) -> tuple[np.ndarray, np.ndarray]:
+        """The box shrunk by reduced costs: a level variable at 0 whose reduced cost lifts the
+        bound past the incumbent's cost ``ub`` stays 0 in every better point of the box (and one
+        at 1 with a negative reduced cost stays 1), so the box loses that side of the level."""
+        if not np.isfinite(ub):
+            return lo, hi
+        gap = ub + SLACK * (1.0 + abs(ub)) - bound
+        up = self.side == 1
+        free = (self.cur_lb < self.cur_ub)
+        zero = free & (values <= FRACTIONAL) & (rc > gap)
+        one = free & (values >= 1 - FRACTIONAL) & (-rc > gap)
+        if not (zero.any() or one.any()):
+            return lo, hi
+        lo, hi = lo.copy(), hi.copy()
+        j, k = self.feat, self.lev
+        for i in np.flatnonzero(zero & up):           # the point stays below level k
+            hi[j[i]] = min(hi[j[i]], k[i] - 1)
+        for i in np.flatnonzero(zero & ~up):          # it stays above level k
+            lo[j[i]] = max(lo[j[i]], k[i] + 1)
+        for i in np.flatnonzero(one & up):
+            lo[j[i]] = max(lo[j[i]], k[i])
+        for i in np.flatnonzero(one & ~up):
+            hi[j[i]] = min(hi[j[i]], k[i])
+        return lo, hi
 
     def rounded(self, values: np.ndarray, p: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """The LP's point: per feature the furthest level it crosses at least half way, else the
@@ -247,128 +333,234 @@ class LPBox:
 def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None = None,
           stop: threading.Event | None = None, node_limit: int | None = None,
           on_bound: Callable[[float, float], None] | None = None,
-          on_solution: Callable[[np.ndarray], None] | None = None) -> CellSolution | None:
+          on_solution: Callable[[np.ndarray], None] | None = None, n_workers: int = 2) -> CellSolution | None:
     """The cheapest cell reaching the target, proven optimal (status "optimal" or
     "infeasible"), or with a proven lower bound (status "feasible" with the incumbent,
     "unknown" without) when ``time_limit``, ``node_limit`` or ``stop`` ends it first;
     None when the problem is not for this solver (:func:`applies`, or costs that do not
     rise away from the query). ``hint``: a valid point, the first incumbent;
     ``on_bound(lower, upper)`` hears every improvement of either bound and
-    ``on_solution(cells)`` every new incumbent."""
+    ``on_solution(cells)`` every new incumbent. ``n_workers`` threads take boxes from
+    one queue, each with its own copy of the LP (GLOP runs without the interpreter lock)."""
     if applies(prob) is not None:
         return None
     deadline = time.perf_counter() + time_limit
     S = BoxSearch(prob)
     if not S.ok or S.n_leaf == 0:
         return None
-    ub, inc = float(prob.upper_bound), None
+    search = _Search(prob, S, deadline, stop, node_limit, on_bound, on_solution)
     if hint is not None:
         hc = prob.interval_of(np.asarray(hint, dtype=float)[None, :])[0]
         if prob.is_valid(prob.point_of(hc)[None, :])[0]:
-            inc, ub = hc, min(ub, float(prob.cost_of(hc)))
-    LP = LPBox(prob, S)
-    nodes = 0
-    lb_told = -np.inf
+            search.inc, search.ub = hc, min(search.ub, float(prob.cost_of(hc)))
+    return search.run(max(1, int(n_workers)))
 
-    def better(cells: np.ndarray) -> None:
-        nonlocal inc, ub
+
+class _Search:
+    """The shared state of the search: the queue of boxes, the incumbent and the bounds."""
+
+    def __init__(self, prob: CellProblem, S: BoxSearch, deadline: float, stop: threading.Event | None,
+                 node_limit: int | None, on_bound: Callable[[float, float], None] | None,
+                 on_solution: Callable[[np.ndarray], None] | None):
+        self.prob, self.S, self.deadline, self.stop, self.node_limit = prob, S, deadline, stop, node_limit
+        self.on_bound, self.on_solution = on_bound, on_solution
+        self.ub = float(prob.upper_bound)
+        self.inc: np.ndarray | None = None
+        self.lock = threading.Condition()
+        self.heap: list = []
+        self.busy: dict[int, float] = {}          # worker -> the bound of the box it is on
+        self.counter = 0
+        self.nodes = 0
+        self.lb_told = -np.inf
+        self.ended: str | None = None             # "done" or "limit"
+        self.error: BaseException | None = None
+        self.LP = LPBox(prob, S)
+
+    # ------------------------------------------------------------------ shared state (under the lock)
+    def better(self, cells: np.ndarray) -> None:
+        """Make ``cells`` the incumbent if it is valid and cheaper."""
+        prob = self.prob
         c = float(prob.cost_of(cells))
-        if c < ub and prob.is_valid(prob.point_of(cells)[None, :])[0]:
-            inc, ub = cells.copy(), c
-            if on_solution is not None:
-                on_solution(inc)
-            if on_bound is not None:
-                on_bound(max(lb_told, 0.0), ub)
+        if not c < self.ub or not prob.is_valid(prob.point_of(cells)[None, :])[0]:
+            return
+        with self.lock:
+            if c < self.ub:
+                inc = cells.copy()
+                self.inc, self.ub = inc, c
+                if self.on_solution is not None:
+                    self.on_solution(inc)
+                if self.on_bound is not None:
+                    self.on_bound(max(self.lb_told, 0.0), self.ub)
 
-    def prunes(bound: float) -> bool:
+    def prunes(self, bound: float) -> bool:
+        ub = self.ub
         if not np.isfinite(ub):
             return bound == np.inf
         return not (bound < ub - SLACK * (1.0 + abs(ub)))
 
-    def evaluate(lo: np.ndarray, hi: np.ndarray):
-        nonlocal nodes
-        nodes += 1
-        box_bound, p, base, _, holds = S.evaluate(lo, hi)
-        if not np.isfinite(box_bound):
-            return np.inf, p, None
-        if holds:
-            better(p)
-        lp, values = LP.bound(lo, hi)
-        if np.isnan(lp):
-            lp = -np.inf       # the LP gave no answer: the box search's bound stands
-        return max(box_bound, lp), p, values
+    def node(self, bound: float, depth: int, lo: np.ndarray, hi: np.ndarray, done: tuple | None) -> tuple:
+        self.counter += 1
+        return (bound, -depth, self.counter, lo, hi, done)
 
-    # a node: (bound, -depth, order, lo, hi, evaluated); an unevaluated box carries its parent's bound
-    heap: list = []
-    counter = 0
-    dive = None
+    def lower(self) -> float:
+        """The proven lower bound: the smallest bound of a box still queued or being solved."""
+        return min(self.heap[0][0] if self.heap else np.inf, min(self.busy.values(), default=np.inf))
 
-    def node(bound: float, depth: int, lo: np.ndarray, hi: np.ndarray, done: tuple | None) -> tuple:
-        nonlocal counter
-        counter += 1
-        return (bound, -depth, counter, lo, hi, done)
+    def _take(self, me: int, dive: tuple | None) -> tuple | None:
+        """The next box for worker ``me`` (its dive, else the queue's best), or None when the search is over."""
+        with self.lock:
+            while True:
+                if self.ended is not None:
+                    return None
+                if (self.stop is not None and self.stop.is_set()) or time.perf_counter() > self.deadline or \
+                        (self.node_limit is not None and self.nodes > self.node_limit):
+                    self.ended = "limit"
+                    self.lock.notify_all()
+                    return None
+                lower = min(self.lower(), dive[0] if dive is not None else np.inf)
+                if self.prunes(lower) or (dive is None and not self.heap and not self.busy):
+                    self.ended = "done"
+                    self.lock.notify_all()
+                    return None
+                if self.on_bound is not None and lower > self.lb_told and np.isfinite(lower):
+                    self.lb_told = lower
+                    self.on_bound(lower, self.ub)
+                if dive is None and self.heap:
+                    dive = heapq.heappop(self.heap)
+                    dive = (*dive[:5], dive[5], False)
+                elif dive is not None:
+                    dive = (*dive[:6], True)
+                else:
+                    self.lock.wait(0.005)          # another worker may queue boxes
+                    continue
+                if self.prunes(dive[0]):
+                    dive = None
+                    continue
+                self.busy[me] = dive[0]
+                self.nodes += 1
+                return dive
 
-    heap.append(node(-np.inf, 0, S.root_lo.copy(), S.root_hi.copy(), None))
-    while heap or dive is not None:
-        lower = min(heap[0][0] if heap else np.inf, dive[0] if dive is not None else np.inf)
-        if (stop is not None and stop.is_set()) or time.perf_counter() > deadline or \
-                (node_limit is not None and nodes > node_limit):
-            return CellSolution("feasible" if inc is not None else "unknown", inc, max(0.0, min(lower, ub)),
-                                slack=SLACK * (1.0 + abs(ub)) if np.isfinite(ub) else 0.0)
-        if prunes(lower):
-            break
-        if on_bound is not None and lower > lb_told and np.isfinite(lower):
-            lb_told = lower
-            on_bound(lower, ub)
-        diving = dive is not None
-        if dive is not None:
-            item, dive = dive, None
-        else:
-            item = heapq.heappop(heap)
-        bound, neg_depth, _, lo, hi, done = item
-        if done is None:
-            lp_bound, p, values = evaluate(lo, hi)
-            bound = max(bound, lp_bound)
-            if prunes(bound):
-                continue
-            if diving and heap and np.isfinite(ub) and bound > heap[0][0] + DIVE * (ub - heap[0][0]):
-                heapq.heappush(heap, node(bound, -neg_depth, lo, hi, (p, values)))
-                continue                    # the dive has gone past the best boxes: back to best-first
-        else:
-            p, values = done
-        branch: tuple[int, int] | None
-        if values is not None:
-            x = LP.rounded(values, p, lo, hi)
-            better(x)
-            if prunes(bound):
-                continue
-            frac = np.minimum(values, 1 - values)
-            cand = np.flatnonzero(frac > FRACTIONAL)
-            if cand.size:
-                i = int(cand[np.argmax(frac[cand] * np.maximum(LP.step[cand], 1e-12))])
-                j, k = int(LP.feat[i]), int(LP.lev[i])
-                branch = (j, k if LP.side[i] == 1 else k + 1)      # split into < level and >= level
-                toward_high = (values[i] >= 0.5) == (LP.side[i] == 1)
-            elif inc is not None and np.array_equal(inc, x):
-                continue                    # the LP's own point, valid: the box's optimum (now the incumbent)
+    def _give(self, me: int, boxes: list[tuple], keep: float | None = None) -> None:
+        """Queue ``boxes``; the worker is then idle, or still holds a box of bound ``keep`` (its dive)."""
+        with self.lock:
+            for b in boxes:
+                heapq.heappush(self.heap, b)
+            if keep is None:
+                self.busy.pop(me, None)
             else:
-                branch, toward_high = _split_at(x, lo, hi), False
-        else:
-            branch, toward_high = _split_at(p, lo, hi), False
-        if branch is None:
-            continue                        # a single cell, checked above: nothing better in it
-        j, sv = branch
-        hi1 = hi.copy()
-        hi1[j] = sv - 1
-        lo2 = lo.copy()
-        lo2[j] = sv
-        low_box = node(bound, 1 - neg_depth, lo, hi1, None)
-        high_box = node(bound, 1 - neg_depth, lo2, hi, None)
-        dive, other = (high_box, low_box) if toward_high else (low_box, high_box)
-        heapq.heappush(heap, other)     # the child the LP leans to is solved next, from this LP's basis
-    if inc is None:
-        return CellSolution("infeasible", None, np.inf)
-    return CellSolution("optimal", inc, float(ub), slack=SLACK * (1.0 + abs(ub)))
+                self.busy[me] = keep
+            self.lock.notify_all()
+
+    # ------------------------------------------------------------------ one worker
+    def work(self, me: int, LP: LPBox) -> None:
+        try:
+            self._work(me, LP)
+        except BaseException as exc:      # noqa: BLE001 - handed to the caller's thread
+            with self.lock:
+                self.error = exc
+                self.ended = "limit"
+                self.busy.pop(me, None)
+                self.lock.notify_all()
+
+    def _work(self, me: int, LP: LPBox) -> None:
+        S = self.S
+        if me:          # while the first worker solves the root, the others warm their LP on it too
+            LP.bound(S.root_lo, S.root_hi)
+        dive = None
+        while True:
+            item = self._take(me, dive)
+            dive = None
+            if item is None:
+                return
+            bound, neg_depth, _, lo, hi, done, diving = item
+            if done is None:
+                box_bound, p, _, e, holds = S.evaluate(lo, hi)
+                if holds:
+                    self.better(p)
+                values = rc = None
+                lp = np.nan
+                if np.isfinite(box_bound):
+                    ub = self.ub
+                    cut = ub - SLACK * (1.0 + abs(ub)) if np.isfinite(ub) else np.inf
+                    lp, values, rc = LP.bound(lo, hi, e < cut)   # nan: no answer, the box search's bound stands
+                    bound = max(bound, box_bound, -np.inf if np.isnan(lp) else lp)
+                else:
+                    bound = np.inf
+                if self.prunes(bound):
+                    self._give(me, [])
+                    continue
+                if values is not None and rc is not None:
+                    lo, hi = LP.fixed(lo, hi, lp, values, rc, self.ub)
+                with self.lock:
+                    top = self.heap[0][0] if self.heap else np.inf
+                    back = diving and np.isfinite(self.ub) and bound > top + DIVE * (self.ub - top)
+                if back:                   # the dive has gone past the best boxes: back to best-first
+                    self._give(me, [self.node(bound, -neg_depth, lo, hi, (p, values))])
+                    continue
+            else:
+                p, values = done
+            branch, toward_high = self._branch(LP, values, p, lo, hi)
+            if branch is None:
+                self._give(me, [])
+                continue
+            j, sv = branch
+            hi1 = hi.copy()
+            hi1[j] = sv - 1
+            lo2 = lo.copy()
+            lo2[j] = sv
+            with self.lock:
+                low_box = self.node(bound, 1 - neg_depth, lo, hi1, None)
+                high_box = self.node(bound, 1 - neg_depth, lo2, hi, None)
+            # the child the LP leans to is solved next, from this LP's basis; its bound still counts
+            dive, other = (high_box, low_box) if toward_high else (low_box, high_box)
+            self._give(me, [other], keep=bound)
+
+    def _branch(self, LP: LPBox, values: np.ndarray | None, p: np.ndarray, lo: np.ndarray, hi: np.ndarray
+                ) -> tuple[tuple[int, int] | None, bool]:
+        """(feature, level) to split the box at, and whether the LP leans to the upper side;
+        None when the box needs no split (its LP point is valid, or it is one cell)."""
+        if values is None:
+            return _split_at(p, lo, hi), False
+        x = LP.rounded(values, p, lo, hi)
+        self.better(x)
+        frac = np.minimum(values, 1 - values)
+        cand = np.flatnonzero(frac > FRACTIONAL)
+        if cand.size:
+            w = frac[cand] * np.maximum(LP.step[cand], 1e-12)
+            j = int(np.argmax(np.bincount(LP.feat[cand], weights=w, minlength=self.S.d)))
+            mine = cand[LP.feat[cand] == j]       # the feature with the most fractional cost, at its most fractional level
+            i = int(mine[np.argmax(frac[mine] + 1e-9 * LP.step[mine])])
+            j, k = int(LP.feat[i]), int(LP.lev[i])
+            return (j, k if LP.side[i] == 1 else k + 1), bool((values[i] >= 0.5) == (LP.side[i] == 1))
+        inc = self.inc
+        if inc is not None and np.array_equal(inc, x):
+            return None, False              # the LP's own point, valid: the box's optimum (the incumbent)
+        return _split_at(x, lo, hi), False
+
+    # ------------------------------------------------------------------ the run
+    def run(self, n_workers: int) -> CellSolution:
+        S = self.S
+        with self.lock:
+            self.heap.append(self.node(-np.inf, 0, S.root_lo.copy(), S.root_hi.copy(), None))
+        LPs = [self.LP] + [self.LP.copy() for _ in range(n_workers - 1)]
+        threads = [threading.Thread(target=self.work, args=(w, LPs[w]), name=f"lpbox-{w}", daemon=True)
+                   for w in range(1, n_workers)]
+        for t in threads:
+            t.start()
+        self.work(0, LPs[0])
+        for t in threads:
+            t.join()
+        if self.error is not None:
+            raise self.error
+        ub, inc = self.ub, self.inc
+        slack = SLACK * (1.0 + abs(ub)) if np.isfinite(ub) else 0.0
+        if self.ended == "limit":
+            lower = self.lower()
+            return CellSolution("feasible" if inc is not None else "unknown", inc, max(0.0, min(lower, ub)),
+                                slack=slack)
+        if inc is None:
+            return CellSolution("infeasible", None, np.inf)
+        return CellSolution("optimal", inc, float(ub), slack=slack)
 
 
 def _split_at(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[int, int] | None:

@@ -135,3 +135,25 @@ def test_the_linf_cost_goes_to_cp_sat_with_a_notice(breast_cancer):
     res = optimal_counterfactual(ens, x, target, norm="linf", backend="lpbox", model=model, time_limit=120)
     assert res.status == "optimal" and res.backend != "lpbox"
     assert "sum of costs" in res.params.get("notice", ""), res.params
+
+
+def test_one_worker_and_two_give_the_same_optimum_and_a_stop_keeps_the_bound(breast_cancer):
+    """The workers share one queue: one or two of them prove the same cost; a stop set from
+    outside ends both with the incumbent, a proven lower bound, and nothing left running."""
+    import threading
+
+    model, ens, X = breast_cancer
+    for i in (401, 403):
+        x, target = X[i], 1 - int(model.predict(X[i:i + 1])[0])
+        prob = build_problem(ens, x, target, norm="l1")
+        one = lpbox.solve(prob, time_limit=120, n_workers=1)
+        two = lpbox.solve(prob, time_limit=120, n_workers=2)
+        assert one.status == two.status == "optimal", (i, one, two)
+        assert prob.cost_of(one.cells) == pytest.approx(prob.cost_of(two.cells), rel=1e-6, abs=1e-9), i
+    stop = threading.Event()
+    stop.set()
+    before = threading.active_count()
+    early = lpbox.solve(prob, time_limit=120, stop=stop, n_workers=2)
+    assert early.status in ("feasible", "unknown"), early
+    assert early.lower_bound <= prob.cost_of(two.cells) * (1 + 1e-9)
+    assert threading.active_count() == before
