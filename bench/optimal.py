@@ -90,7 +90,7 @@ def main() -> None:
     ap.add_argument("--plain-queries", type=int, default=5)
     ap.add_argument("--only", choices=("breast_cancer", "adult", "adult_label_encoded_minmax"),
                     help="run one dataset's cases")
-    ap.add_argument("--also", action="append", default=[], choices=("cpsat", "boxsearch", "highs", "gurobi"),
+    ap.add_argument("--also", action="append", default=[], choices=("cpsat", "boxsearch", "lpbox", "highs", "gurobi"),
                     help="a backend to run beside the default on the same queries (repeatable)")
     args = ap.parse_args()
     out = {"norm": "l1 (range-scaled)", "cores": 2, "cases": []}

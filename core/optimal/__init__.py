@@ -14,11 +14,12 @@ one interval per feature such that the leaves it reaches give the target
 with plausibility, the Isolation Forest's mean path length is at least
 ``delta`` (eq. 33).
 
-*Solve*, by one of three methods for the same problem (by default CP-SAT; for the
-L-infinity cost the first two side by side, :mod:`core.solvers.race`: the first
-proof wins):
+*Solve*, by one of four methods for the same problem (by default, for a sum of
+costs on an ensemble of more than ``race.PROBE_LEAVES`` leaves the box search
+bounded by linear programs, else CP-SAT; for the L-infinity cost CP-SAT and the
+box search side by side, :mod:`core.solvers.race`: the first proof wins):
 
-* ``"cpsat"`` (default, :mod:`core.solvers.cpsat`): the cell model. Booleans
+* ``"cpsat"`` (:mod:`core.solvers.cpsat`): the cell model. Booleans
   ``g_jm = [x_j > L_m]`` with ``g_jm => g_j(m-1)`` (eq. 15 on booleans), one
   boolean per leaf with exactly one leaf per tree (eqs. 8-12), each leaf
   implying the bounds of its box (eqs. 16-17), the class condition as a
@@ -150,7 +151,8 @@ class OptimalSettings:
     classifier's probability for the target class must be at least this, on
     every model: confident recourse, away from the decision boundary).
     How it is solved: backend ("auto" (CP-SAT unless a Gurobi licence is installed;
-    for norm "linf" CP-SAT raced by the box search), "cpsat", "boxsearch", "lpbox", "highs" or "gurobi"), time_limit (seconds for the whole
+    for norm "linf" CP-SAT raced by the box search; for a sum of costs on a larger
+    ensemble the LP box search), "cpsat", "boxsearch", "lpbox", "highs" or "gurobi"), time_limit (seconds for the whole
     query), n_solutions (diverse solutions, see the module doc), n_workers
     (solver threads), warm (False skips both starts, reference rows and the
     model's own: the plain formulation, for benchmarks).
@@ -254,7 +256,8 @@ def optimal_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, s
         races CP-SAT and the box search (:mod:`core.solvers.race`; the result's
         ``backend`` names the one that proved first); for a sum of costs on a small
         ensemble (at most ``race.PROBE_LEAVES`` leaves) the box search runs alone
-        first for a bounded number of boxes, then CP-SAT. "boxsearch" is the box search
+        first for a bounded number of boxes, then CP-SAT; on a larger one the box
+        search bounded by linear programs answers ("lpbox"). "boxsearch" is the box search
         alone, "lpbox" the box search bounded by linear programs (a sum of costs); CP-SAT
         takes what they do not, with a notice.
     time_limit : float, default 30.0, seconds for the whole query.
@@ -467,7 +470,8 @@ def _solve_once(prob: CellProblem, backend: str, time_limit: float, hint: np.nda
     The solvers that can tell ``anytime`` their points and bounds while they run, and
     stop on its event, do."""
     stop = anytime.stop if anytime.should_stop is not None else None
-    found = (lambda cells: anytime.cells(cells, "cpsat")) if anytime.listening else None
+    name = "lpbox" if backend == "race" and race.uses_lpbox(prob) else "cpsat"     # the solver a point comes from
+    found = (lambda cells: anytime.cells(cells, name)) if anytime.listening else None
     lower = anytime.lower if anytime.listening else None
     if backend == "race":
         return race.solve(prob, time_limit=time_limit, hint=hint, n_workers=n_workers, stop=stop,
@@ -476,7 +480,7 @@ def _solve_once(prob: CellProblem, backend: str, time_limit: float, hint: np.nda
         tell = None if lower is None else (lambda lo, _up: lower(lo))
         sol = (boxsearch.solve(prob, time_limit=time_limit, hint=hint, stop=stop, on_bound=tell)
                if backend == "boxsearch" else
-               lpbox.solve(prob, time_limit=time_limit, hint=hint, stop=stop, on_bound=tell,
+               lpbox.solve(prob, time_limit=time_limit, hint=hint, stop=stop, on_bound=tell, n_workers=n_workers,
                            on_solution=(lambda cells: anytime.cells(cells, "lpbox")) if anytime.listening else None))
         if sol is not None:
             return sol, backend

@@ -185,7 +185,8 @@ def test_a_sum_of_costs_on_a_small_forest_probes_the_box_search_first(breast_can
     """RF(30, depth 4) has fewer leaves than PROBE_LEAVES: the box search runs alone for at most
     PROBE_WORK / features boxes, then CP-SAT from the same hint; either way the optimum CP-SAT proves alone.
     With one box the probe cannot prove, so CP-SAT must (the hand-over); with PROBE_LEAVES below
-    the forest's leaves CP-SAT runs alone, as on breast cancer's RF(100, depth 5)."""
+    the forest's leaves the LP box search answers, as on breast cancer's RF(100, depth 5), and
+    CP-SAT alone when that is switched off."""
     model, ens, X = breast_cancer
     names = []
     for i in range(400, 408):
@@ -209,7 +210,12 @@ def test_a_sum_of_costs_on_a_small_forest_probes_the_box_search_first(breast_can
     assert "boxsearch" in names, names       # the probe proved some: the path is taken
     with monkeypatch.context() as m:         # the route depends on the leaves, not the row: the last row's
         m.setattr(race, "PROBE_LEAVES", 10)
-        assert not race.probes(prob) and race.solve(prob, time_limit=120)[1] == "cpsat"
+        assert not race.probes(prob) and race.uses_lpbox(prob)
+        sol, name = race.solve(prob, time_limit=120)
+        assert name == "lpbox" and sol.status == "optimal", (name, sol.status)
+        assert prob.cost_of(sol.cells) == pytest.approx(prob.cost_of(alone.cells), rel=1e-6, abs=1e-9)
+        m.setattr(race, "LP_SUMS", False)
+        assert race.solve(prob, time_limit=120)[1] == "cpsat"
 
 
 def test_the_box_search_is_anytime(breast_cancer):
