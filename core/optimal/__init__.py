@@ -470,7 +470,7 @@ def _solve_once(prob: CellProblem, backend: str, time_limit: float, hint: np.nda
     The solvers that can tell ``anytime`` their points and bounds while they run, and
     stop on its event, do."""
     stop = anytime.stop if anytime.should_stop is not None else None
-    name = "lpbox" if backend == "race" and race.uses_lpbox(prob) else "cpsat"     # the solver a point comes from
+    name = race.solver_name(prob) if backend == "race" else "cpsat"     # the solver a point comes from
     found = (lambda cells: anytime.cells(cells, name)) if anytime.listening else None
     lower = anytime.lower if anytime.listening else None
     if backend == "race":
@@ -547,7 +547,7 @@ def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref, wa
             return run.result(ws_x, ws_cost, "optimal", backend="bound", lower_bound=lb)
         anytime.lower(lb)
     deadline = run.t0 + time_limit
-    used = "cpsat" if backend == "race" else backend   # the solver a result names
+    used = race.solver_name(prob) if backend == "race" else backend   # the solver a result names
     for _ in range(50):  # cut off near-tie cells the integer scaling admitted
         left = deadline - time.perf_counter()
         if left <= 0 or anytime.stopped:

@@ -247,8 +247,8 @@ class LPBox:
                 rows.append((self.col[(int(f_s[i]), int(lev_s[i]), sgn)], l_s[start[i]:i + 1], sign))
         return rows
 
-    def bound(self, lo: np.ndarray, hi: np.ndarray, open_leaves: np.ndarray | None = None
-              ) -> tuple[float, np.ndarray | None, np.ndarray | None]:
+    def bound(self, lo: np.ndarray, hi: np.ndarray, open_leaves: np.ndarray | None = None,
+              deadline: float | None = None) -> tuple[float, np.ndarray | None, np.ndarray | None]:
         """(the LP bound of the box, the level variables' values and reduced costs), or
         (inf, None, None) when the LP proves the box empty, or (nan, None, None) when the
         LP ended otherwise. ``open_leaves``: the leaves a better point may still use (the
@@ -271,6 +271,8 @@ class LPBox:
         for i in np.flatnonzero((lb != self.cur_lb) | (ub != self.cur_ub)).tolist():
             self.u[i].SetBounds(float(lb[i]), float(ub[i]))
         self.cur_lb, self.cur_ub = lb, ub
+        if deadline is not None:        # a large LP must not outlast the query's time limit
+            self.solver.SetTimeLimit(max(1, int(1000 * (deadline - time.perf_counter()))))
         status = self.solver.Solve()
         if status == pywraplp.Solver.INFEASIBLE:
             return np.inf, None, None
@@ -465,7 +467,7 @@ class _Search:
     def _work(self, me: int, LP: LPBox) -> None:
         S = self.S
         if me:          # while the first worker solves the root, the others warm their LP on it too
-            LP.bound(S.root_lo, S.root_hi)
+            LP.bound(S.root_lo, S.root_hi, deadline=self.deadline)
         dive = None
         while True:
             item = self._take(me, dive)
@@ -482,7 +484,7 @@ class _Search:
                 if np.isfinite(box_bound):
                     ub = self.ub
                     cut = ub - SLACK * (1.0 + abs(ub)) if np.isfinite(ub) else np.inf
-                    lp, values, rc = LP.bound(lo, hi, e < cut)   # nan: no answer, the box search's bound stands
+                    lp, values, rc = LP.bound(lo, hi, e < cut, self.deadline)   # nan: no answer (time)
                     bound = max(bound, box_bound, -np.inf if np.isnan(lp) else lp)
                 else:
                     bound = np.inf

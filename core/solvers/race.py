@@ -43,7 +43,7 @@ import numpy as np
 from core.cells.problem import CellProblem, CellSolution
 from core.solvers import boxsearch, cpsat, lpbox
 
-__all__ = ["solve", "takes", "probes", "uses_lpbox"]
+__all__ = ["solve", "takes", "probes", "uses_lpbox", "solver_name"]
 
 PROVEN = ("optimal", "infeasible")
 #: race on a sum of feature costs too; off: measured on breast cancer RF(100, depth 5), L1, the box
@@ -76,6 +76,11 @@ def probes(prob: CellProblem) -> bool:
 def uses_lpbox(prob: CellProblem) -> bool:
     """Does a sum of costs go to the box search bounded by linear programs (else CP-SAT)?"""
     return LP_SUMS and not takes(prob) and not probes(prob) and lpbox.applies(prob) is None
+
+
+def solver_name(prob: CellProblem) -> str:
+    """The solver whose points the race reports while it runs: "lpbox" or "cpsat"."""
+    return "lpbox" if uses_lpbox(prob) else "cpsat"
 
 
 def _probe_then_cpsat(prob: CellProblem, time_limit: float, hint: np.ndarray | None, n_workers: int,
