@@ -58,6 +58,14 @@ def _click_every_download(page, expected: int, last: str | None = None) -> list[
     return names
 
 
+def _press(page, name: str) -> None:
+    """Click the button ``name`` once the page's script run is over (the page was just reached
+    and is still drawing: a click during that run can be swallowed, and the run then waited
+    90 s for a result that was never asked for, once in a full run)."""
+    wait_idle(page)
+    page.get_by_role("button", name=name).click()
+
+
 def test_every_download_arrives(app_url, tmp_path):
     shots = shots_dir(tmp_path)
     with browser_page(height=1400) as page:
@@ -73,7 +81,7 @@ def _every_page(page, shots) -> None:
         assert "data_predictions.csv" in _click_every_download(page, 2)
 
     with sidebar_view(page, "Optimal counterfactual", shots / "dl_optimal.png", 1600):
-        page.get_by_role("button", name="Find the optimal counterfactual").click()
+        _press(page, "Find the optimal counterfactual")
         page.get_by_text("Optimal counterfactual: cost", exact=False).first.wait_for(timeout=90_000)
         assert {"counterfactual.csv", "counterfactual.json"} <= set(_click_every_download(page, 2))
 
@@ -84,14 +92,14 @@ def _every_page(page, shots) -> None:
 
     with sidebar_view(page, "FCCA thresholds", shots / "dl_fcca.png", 2400):
         page.get_by_role("spinbutton", name="At most this many rows").fill("30")   # the same 7 buttons as 60
-        page.get_by_role("button", name="Compute counterfactuals and thresholds").click()
+        _press(page, "Compute counterfactuals and thresholds")
         page.locator('[data-testid="stGraphVizChart"]').first.wait_for(timeout=180_000)
         names = set(_click_every_download(page, 7, last="Tree (JSON)"))
         assert {"fcca_pairs.csv", "fcca_discretised.csv", "fcca_thresholds.csv", "fcca_tree.json",
                 "fcca_tree.dot"} <= names
 
     with sidebar_view(page, "Counterfactual rules", shots / "dl_rules.png", 2000):
-        page.get_by_role("button", name="Find the counterfactual rule").click()
+        _press(page, "Find the counterfactual rule")
         page.locator('[data-testid="stMetric"]').filter(has_text="Rule probability").wait_for(timeout=90_000)
         assert {"counterfactual_rule.json", "counterfactual_samples.csv"} <= set(_click_every_download(page, 2))
 
@@ -100,17 +108,17 @@ def _every_page(page, shots) -> None:
         assert "regions.csv" in _click_every_download(page, 1)
 
     with sidebar_view(page, "Case story", shots / "dl_story.png", 2000):
-        page.get_by_role("button", name="Tell the story").click()
+        _press(page, "Tell the story")
         page.get_by_text("The smallest change").first.wait_for(timeout=120_000)
         assert any(n.startswith("case-") and n.endswith(".html") for n in _click_every_download(page, 1))
 
     with sidebar_view(page, "Compare models", shots / "dl_compare.png", 3000):
-        page.get_by_role("button", name="Load model B").click()
+        _press(page, "Load model B")
         rows = page.get_by_role("spinbutton", name="At most this many rows")
         rows.wait_for(timeout=120_000)
         rows.fill("10")                              # the fewest it takes: the same 3 buttons as 20 rows
         rows.press("Tab")
-        page.get_by_role("button", name="Study 10 rows").click()
+        _press(page, "Study 10 rows")
         page.get_by_role("button", name="Report (HTML)").wait_for(timeout=240_000)
         names = set(_click_every_download(page, 3))
         assert {"model_comparison.html", "model_comparison.json", "model_comparison_rows.csv"} <= names
@@ -119,7 +127,7 @@ def _every_page(page, shots) -> None:
         rows = page.get_by_role("spinbutton", name="At most this many rows")
         rows.fill("30")                              # the same 3 buttons as 60 rows, in half the time
         rows.press("Tab")
-        page.get_by_role("button", name="Audit 30 rows").click()
+        _press(page, "Audit 30 rows")
         page.get_by_role("button", name="Report (HTML)").wait_for(timeout=240_000)
         names = set(_click_every_download(page, 3))
         assert {"recourse_audit.html", "recourse_audit.json", "recourse_audit_rows.csv"} <= names
