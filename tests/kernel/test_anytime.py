@@ -157,3 +157,41 @@ def test_stop_ends_the_race_of_cpsat_and_the_box_search():
     assert res.found and _predicts(rf, res.x) == 1
     assert 0 < res.lower_bound <= res.cost and res.gap > 0
     assert res.elapsed < 60
+
+
+@pytest.fixture(scope="module")
+def forest100():
+    """RandomForestClassifier(100, depth 5): CP-SAT needs minutes for this row, the LP box search (auto) seconds."""
+    return _case(100, 5)
+
+
+def test_the_lp_box_search_tells_its_progress_and_proves(forest100):
+    """auto on a sum of costs and a forest of 1,600 leaves: the LP box search. Every point it
+    tells is valid, costs only fall, bounds only rise and none passes the optimum it proves."""
+    rf, ens, schema, X, x = forest100
+    told = []
+    res = optimal_counterfactual(ens, x, 1, schema=schema, model=rf, warm=False, time_limit=300,
+                                 on_progress=told.append)
+    assert res.status == "optimal" and res.backend == "lpbox", (res.status, res.backend, res.message)
+    assert res.guarantee.kind == "proven_optimal" and _predicts(rf, res.x) == 1
+    assert told, "nothing was told while the query ran"
+    costs = [r.cost for r in told]
+    bounds = [r.lower_bound for r in told]
+    assert all(b <= a for a, b in zip(costs, costs[1:])), costs
+    assert all(b >= a for a, b in zip(bounds, bounds[1:])), bounds
+    for r in told:
+        assert r.status == "feasible" and r.backend == "lpbox" and _predicts(rf, r.x) == 1
+        assert r.cost >= res.cost - 1e-12 and r.lower_bound <= res.cost + 1e-9
+
+
+def test_stop_after_the_lp_box_search_first_point_keeps_it_with_its_gap(forest100):
+    rf, ens, schema, X, x = forest100
+    told = []
+    res = optimal_counterfactual(ens, x, 1, schema=schema, model=rf, warm=False, time_limit=300,
+                                 on_progress=told.append, should_stop=lambda: bool(told))
+    assert told and told[0].backend == "lpbox"
+    assert res.status == "stopped", (res.status, res.message)
+    assert res.found and _predicts(rf, res.x) == 1
+    assert 0 < res.lower_bound <= res.cost and res.gap > 0
+    assert res.guarantee.kind == "valid_on_model" and not res.guarantee.proven
+    assert res.elapsed < 60
