@@ -62,6 +62,20 @@ def tiny_models():
     ]
 
 
+def scaled_breast_cancer_forest():
+    """Breast cancer, min-max scaled, RandomForestClassifier(30, depth 4) fitted on the first
+    400 rows: ``(model, ensemble, X)``; the solvers' real-data case (30 correlated features)."""
+    from sklearn.datasets import load_breast_cancer
+
+    from core.intake.models import from_model
+
+    b = load_breast_cancer()
+    X = b.data.astype(float)
+    X = (X - X.min(axis=0)) / np.maximum(X.max(axis=0) - X.min(axis=0), 1e-12)
+    model = RandomForestClassifier(30, max_depth=4, random_state=0).fit(X[:400], b.target[:400])
+    return model, from_model(model), X
+
+
 def categorical_brute_force(ens, schema, x, target):
     """Minimum l1 cost over each numerical column at its value, a level or just above one,
     and each one-hot group at each of its levels."""

@@ -1,4 +1,5 @@
-"""The box search (core.solvers.boxsearch), the race beside CP-SAT and the L-infinity cost.
+"""The box search (core.solvers.boxsearch), the race beside CP-SAT and the L-infinity cost;
+brute force and further models also for the LP box search (core.solvers.lpbox).
 
 Checked against brute force on tiny forests (:func:`oracles.grid_brute_force`),
 against CP-SAT on real data (breast cancer), the compiled node bound against
@@ -10,15 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from oracles import grid_brute_force, tiny_models
+from oracles import grid_brute_force, scaled_breast_cancer_forest, tiny_models
 from sklearn.datasets import load_breast_cancer
-from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 
 from core.counterfactual import QueryError
 from core.intake.models import from_model
 from core.optimal import build_problem, optimal_counterfactual
-from core.solvers import boxsearch, cpsat, race
+from core.solvers import boxsearch, cpsat, lpbox, race
 
 
 def _queries():
@@ -42,18 +42,19 @@ def _check_against(ref, res, model, x, target, fixed, here):
     return 1
 
 
+@pytest.mark.parametrize("backend", ["boxsearch", "lpbox"])
 @pytest.mark.parametrize("norm", ["l0", "l1", "l2"])
-def test_the_box_search_equals_brute_force(norm):
-    """backend="boxsearch", with and without the warm start, on every tiny model."""
+def test_the_box_search_equals_brute_force(norm, backend):
+    """backend="boxsearch" and the LP box search, with and without the warm start, on every tiny model."""
     compared = 0
     for model, ens, X, x, target, fixed in _queries():
         ref = grid_brute_force(ens, x, target, norm, fixed)
         for warm in (True, False):
-            res = optimal_counterfactual(ens, x, target, norm=norm, fixed=fixed, backend="boxsearch",
+            res = optimal_counterfactual(ens, x, target, norm=norm, fixed=fixed, backend=backend,
                                          X_ref=X if warm else None, warm=warm, model=model)
             here = (type(model).__name__, norm, warm)
             compared += _check_against(ref, res, model, x, target, fixed, here)
-            assert res.backend in (("boxsearch", "separable", "bound") if warm else ("boxsearch", "separable")), here
+            assert res.backend in ((backend, "separable", "bound") if warm else (backend, "separable")), here
     assert compared > 0, "every query was infeasible: nothing was compared"
 
 
@@ -134,11 +135,7 @@ def test_the_numpy_search_finds_the_compiled_optimum(norm):
 @pytest.fixture(scope="module")
 def breast_cancer():
     """Breast cancer, min-max scaled on the training rows, RandomForestClassifier(30, depth 4)."""
-    b = load_breast_cancer()
-    X = b.data.astype(float)
-    X = (X - X.min(axis=0)) / np.maximum(X.max(axis=0) - X.min(axis=0), 1e-12)
-    model = RandomForestClassifier(30, max_depth=4, random_state=0).fit(X[:400], b.target[:400])
-    return model, from_model(model), X
+    return scaled_breast_cancer_forest()
 
 
 @pytest.mark.slow
@@ -218,20 +215,24 @@ def test_a_sum_of_costs_on_a_small_forest_probes_the_box_search_first(breast_can
         assert race.solve(prob, time_limit=120)[1] == "cpsat"
 
 
-def test_the_box_search_is_anytime(breast_cancer):
-    """Stopped early it keeps a proven lower bound (and its incumbent costs at least the optimum)."""
+@pytest.mark.parametrize("search,row,norm,boxes", [(boxsearch, 401, "linf", 3), (lpbox, 403, "l1", 2)])
+def test_the_box_search_is_anytime(breast_cancer, search, row, norm, boxes):
+    """Stopped early (the box search, and the LP box search) it keeps a proven lower bound, told
+    in order, and its incumbent costs at least the optimum."""
     model, ens, X = breast_cancer
-    x, target = X[401], 1 - int(model.predict(X[401:402])[0])
-    prob = build_problem(ens, x, target, norm="linf")
+    x, target = X[row], 1 - int(model.predict(X[row:row + 1])[0])
+    prob = build_problem(ens, x, target, norm=norm)
     best = cpsat.solve(prob, time_limit=120)
     assert best.status == "optimal"
     opt = float(prob.cost_of(best.cells))
     told = []
-    early = boxsearch.solve(prob, time_limit=120, node_limit=3, on_bound=lambda lb, ub: told.append((lb, ub)))
+    early = search.solve(prob, time_limit=120, node_limit=boxes, on_bound=lambda lb, ub: told.append((lb, ub)))
     assert early is not None and early.status in ("feasible", "unknown"), early
-    assert early.lower_bound <= opt * (1 + 1e-9)
+    assert 0 < early.lower_bound <= opt * (1 + 1e-9)
     assert told and all(lb <= opt * (1 + 1e-9) for lb, _ in told)
     assert [lb for lb, _ in told] == sorted(lb for lb, _ in told)
+    if early.cells is not None:
+        assert prob.cost_of(early.cells) >= opt * (1 - 1e-9)
 
 
 def test_solvers_that_cannot_take_linf_say_so(breast_cancer, fitted):
@@ -283,8 +284,9 @@ def test_the_compiled_node_bound_checks_what_it_is_handed():
         C.split(*S.static, lo, hi, hi + 1, e, 1.0)
 
 
-def test_the_box_search_takes_further_models_and_a_margin():
-    """also_valid_for and margin: the box search itself answers, with CP-SAT's optimum."""
+@pytest.mark.parametrize("backend", ["boxsearch", "lpbox"])
+def test_the_box_search_takes_further_models_and_a_margin(backend):
+    """also_valid_for and margin: the box search (and the LP box search) itself answers, with CP-SAT's optimum."""
     X, _, (rf, gb, *_) = tiny_models()
     compared = 0
     for m, o in ((rf, gb), (gb, rf)):
@@ -292,9 +294,9 @@ def test_the_box_search_takes_further_models_and_a_margin():
             for margin in (None, 0.6):
                 t = 1 - int(m.predict(X[r:r + 1])[0])
                 kw = dict(also_valid_for=[o], margin=margin, warm=False, model=m)
-                box = optimal_counterfactual(m, X[r], t, backend="boxsearch", **kw)
+                box = optimal_counterfactual(m, X[r], t, backend=backend, **kw)
                 cp = optimal_counterfactual(m, X[r], t, backend="cpsat", **kw)
-                assert box.backend == "boxsearch" and box.status == cp.status, (r, margin, box.status, cp.status)
+                assert box.backend == backend and box.status == cp.status, (r, margin, box.status, cp.status)
                 if cp.found:
                     assert box.cost == pytest.approx(cp.cost, rel=1e-6, abs=1e-9), (r, margin)
                     assert m.predict(box.x[None])[0] == t and o.predict(box.x[None])[0] == t

@@ -1,16 +1,17 @@
 """The box search bounded by linear programs (core.solvers.lpbox).
 
-Checked against brute force on tiny forests (:func:`oracles.grid_brute_force`),
-against CP-SAT on real data (breast cancer, 30 features; wine, 3 classes), with
-further models and a probability margin, stopped early (anytime), and the
-problems it hands to CP-SAT (the L-infinity cost)."""
+Checked against CP-SAT on real data (breast cancer, 30 features; wine, 3
+classes), with one worker and two, stopped from outside, and the problems
+it hands to CP-SAT (the L-infinity cost). Brute force on the tiny models and
+further models with a margin, stopped after a few boxes: tests/kernel/test_boxsearch.py,
+for both searches."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from oracles import grid_brute_force, tiny_models
-from sklearn.datasets import load_breast_cancer, load_wine
+from oracles import scaled_breast_cancer_forest
+from sklearn.datasets import load_wine
 from sklearn.ensemble import RandomForestClassifier
 
 from core.intake.models import from_model
@@ -18,42 +19,10 @@ from core.optimal import build_problem, optimal_counterfactual
 from core.solvers import cpsat, lpbox
 
 
-@pytest.mark.parametrize("norm", ["l0", "l1", "l2"])
-def test_the_lp_box_search_equals_brute_force(norm):
-    """backend="lpbox", with and without the warm start, on every tiny model's three queries."""
-    X, _, models = tiny_models()
-    compared = 0
-    for model in models:
-        ens = from_model(model)
-        for q in range(3):
-            x = X[q * 11]
-            target = 1 - model.predict(x[None, :])[0]
-            fixed = (1,) if q == 2 else ()
-            ref = grid_brute_force(ens, x, target, norm, fixed)
-            for warm in (True, False):
-                res = optimal_counterfactual(ens, x, target, norm=norm, fixed=fixed, backend="lpbox",
-                                             X_ref=X if warm else None, warm=warm, model=model)
-                here = (type(model).__name__, norm, q, warm)
-                if not np.isfinite(ref):
-                    assert res.status == "infeasible", here
-                    continue
-                assert res.status == "optimal", (here, res.status, res.message)
-                assert res.backend in ("lpbox", "separable", "bound"), here
-                assert res.cost == pytest.approx(ref, rel=1e-6, abs=1e-9), here
-                assert model.predict(res.x[None, :])[0] == target, here
-                assert all(res.x[j] == x[j] for j in fixed), here
-                compared += 1
-    assert compared > 0, "every query was infeasible: nothing was compared"
-
-
 @pytest.fixture(scope="module")
 def breast_cancer():
     """Breast cancer, min-max scaled on the training rows, RandomForestClassifier(30, depth 4)."""
-    b = load_breast_cancer()
-    X = b.data.astype(float)
-    X = (X - X.min(axis=0)) / np.maximum(X.max(axis=0) - X.min(axis=0), 1e-12)
-    model = RandomForestClassifier(30, max_depth=4, random_state=0).fit(X[:400], b.target[:400])
-    return model, from_model(model), X
+    return scaled_breast_cancer_forest()
 
 
 def test_the_lp_box_search_equals_cp_sat_on_breast_cancer(breast_cancer):
@@ -89,43 +58,6 @@ def test_the_lp_box_search_takes_three_classes():
                 assert model.predict(prob.point_of(sol.cells)[None, :])[0] == target
                 compared += 1
     assert compared >= 4
-
-
-def test_the_lp_box_search_takes_further_models_and_a_margin():
-    """also_valid_for and margin: the LP box search itself answers, with CP-SAT's optimum."""
-    X, _, (rf, gb, *_) = tiny_models()
-    compared = 0
-    for m, o in ((rf, gb), (gb, rf)):
-        for r in range(0, 60, 12):
-            for margin in (None, 0.6):
-                t = 1 - int(m.predict(X[r:r + 1])[0])
-                kw = dict(also_valid_for=[o], margin=margin, warm=False, model=m)
-                mine = optimal_counterfactual(m, X[r], t, backend="lpbox", **kw)
-                cp = optimal_counterfactual(m, X[r], t, backend="cpsat", **kw)
-                assert mine.backend == "lpbox" and mine.status == cp.status, (r, margin, mine.status, cp.status)
-                if cp.found:
-                    assert mine.cost == pytest.approx(cp.cost, rel=1e-6, abs=1e-9), (r, margin)
-                    assert m.predict(mine.x[None])[0] == t and o.predict(mine.x[None])[0] == t
-                    compared += 1
-    assert compared > 0
-
-
-def test_the_lp_box_search_is_anytime(breast_cancer):
-    """Stopped after a few boxes it keeps a proven lower bound at most the optimum, told in order."""
-    model, ens, X = breast_cancer
-    x, target = X[403], 1 - int(model.predict(X[403:404])[0])
-    prob = build_problem(ens, x, target, norm="l1")
-    best = cpsat.solve(prob, time_limit=120)
-    assert best.status == "optimal"
-    opt = float(prob.cost_of(best.cells))
-    told = []
-    early = lpbox.solve(prob, time_limit=120, node_limit=2, on_bound=lambda lb, ub: told.append((lb, ub)))
-    assert early is not None and early.status in ("feasible", "unknown"), early
-    assert 0 < early.lower_bound <= opt * (1 + 1e-9)
-    assert told and all(lb <= opt * (1 + 1e-9) for lb, _ in told)
-    assert [lb for lb, _ in told] == sorted(lb for lb, _ in told)
-    if early.cells is not None:
-        assert prob.cost_of(early.cells) >= opt * (1 - 1e-9)
 
 
 def test_the_linf_cost_goes_to_cp_sat_with_a_notice(breast_cancer):
