@@ -470,7 +470,7 @@ def _solve_once(prob: CellProblem, backend: str, time_limit: float, hint: np.nda
     The solvers that can tell ``anytime`` their points and bounds while they run, and
     stop on its event, do."""
     stop = anytime.stop if anytime.should_stop is not None else None
-    name = race.solver_name(prob) if backend == "race" else "cpsat"     # the solver a point comes from
+    name = race.solver_name(prob) if backend == "race" else "lpbox" if backend == "lpbox" else "cpsat"   # a point's solver
     found = (lambda cells: anytime.cells(cells, name)) if anytime.listening else None
     lower = anytime.lower if anytime.listening else None
     if backend == "race":
@@ -481,7 +481,7 @@ def _solve_once(prob: CellProblem, backend: str, time_limit: float, hint: np.nda
         sol = (boxsearch.solve(prob, time_limit=time_limit, hint=hint, stop=stop, on_bound=tell)
                if backend == "boxsearch" else
                lpbox.solve(prob, time_limit=time_limit, hint=hint, stop=stop, on_bound=tell, n_workers=n_workers,
-                           on_solution=(lambda cells: anytime.cells(cells, "lpbox")) if anytime.listening else None))
+                           on_solution=found))
         if sol is not None:
             return sol, backend
         backend = "cpsat"

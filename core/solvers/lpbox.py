@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import copy
 import heapq
+import itertools
 import threading
 import time
 from typing import Callable
@@ -301,14 +302,10 @@ class LPBox:
             return lo, hi
         lo, hi = lo.copy(), hi.copy()
         j, k = self.feat, self.lev
-        for i in np.flatnonzero(zero & up):           # the point stays below level k
-            hi[j[i]] = min(hi[j[i]], k[i] - 1)
-        for i in np.flatnonzero(zero & ~up):          # it stays above level k
-            lo[j[i]] = max(lo[j[i]], k[i] + 1)
-        for i in np.flatnonzero(one & up):
-            lo[j[i]] = max(lo[j[i]], k[i])
-        for i in np.flatnonzero(one & ~up):
-            hi[j[i]] = min(hi[j[i]], k[i])
+        np.minimum.at(hi, j[zero & up], k[zero & up] - 1)     # the point stays below level k
+        np.maximum.at(lo, j[zero & ~up], k[zero & ~up] + 1)   # it stays above level k
+        np.maximum.at(lo, j[one & up], k[one & up])           # it stays at or above level k
+        np.minimum.at(hi, j[one & ~up], k[one & ~up])         # it stays at or below level k
         return lo, hi
 
     def rounded(self, values: np.ndarray, p: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -371,7 +368,7 @@ class _Search:
         self.lock = threading.Condition()
         self.heap: list = []
         self.busy: dict[int, float] = {}          # worker -> the bound of the box it is on
-        self.counter = 0
+        self.order = itertools.count()            # ties in the queue: never two boxes alike (next() is atomic)
         self.nodes = 0
         self.lb_told = -np.inf
         self.ended: str | None = None             # "done" or "limit"
@@ -401,8 +398,7 @@ class _Search:
         return not (bound < ub - SLACK * (1.0 + abs(ub)))
 
     def node(self, bound: float, depth: int, lo: np.ndarray, hi: np.ndarray, done: tuple | None) -> tuple:
-        self.counter += 1
-        return (bound, -depth, self.counter, lo, hi, done)
+        return (bound, -depth, next(self.order), lo, hi, done)
 
     def lower(self) -> float:
         """The proven lower bound: the smallest bound of a box still queued or being solved."""
@@ -510,9 +506,8 @@ class _Search:
             hi1[j] = sv - 1
             lo2 = lo.copy()
             lo2[j] = sv
-            with self.lock:
-                low_box = self.node(bound, 1 - neg_depth, lo, hi1, None)
-                high_box = self.node(bound, 1 - neg_depth, lo2, hi, None)
+            low_box = self.node(bound, 1 - neg_depth, lo, hi1, None)
+            high_box = self.node(bound, 1 - neg_depth, lo2, hi, None)
             # the child the LP leans to is solved next, from this LP's basis; its bound still counts
             dive, other = (high_box, low_box) if toward_high else (low_box, high_box)
             self._give(me, [other], keep=bound)
