@@ -16,6 +16,7 @@ cell model alike) and start from the point as a hint. Two sources:
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import numpy as np
 
@@ -41,14 +42,16 @@ def _reference_cells(prob: CellProblem, X_ref: np.ndarray, max_candidates: int) 
 
 
 def warm_start(prob: CellProblem, X_ref: np.ndarray | None, max_candidates: int = 10000,
-               chunk: int = 1024) -> tuple[np.ndarray | None, float]:
+               chunk: int = 1024, stop: Callable[[], bool] | None = None) -> tuple[np.ndarray | None, float]:
     """A valid point and its (cell) cost from reference rows, or (None, inf).
 
     Rows of ``X_ref`` (at most ``max_candidates``, evenly spread) are projected
     onto the feasible set (each feature to its interval's allowed point, or
     kept at x_hat when that interval is not allowed) and sorted by cost;
     validity is checked cheapest first, a chunk at a time, and the five
-    cheapest valid candidates are polished by :func:`local_search`.
+    cheapest valid candidates are polished by :func:`local_search`. When
+    ``stop()`` turns true (a solver beside it has finished), the polish ends
+    with the best point so far.
     """
     if X_ref is None or len(X_ref) == 0:
         return None, np.inf
@@ -76,6 +79,8 @@ def warm_start(prob: CellProblem, X_ref: np.ndarray | None, max_candidates: int 
         return None, np.inf
     best_cells, best_cost = None, np.inf
     for c0 in found:  # polish the five cheapest valid candidates
+        if stop is not None and best_cells is not None and stop():
+            break
         cells_ = local_search(prob, c0)
         c = prob.cost_of(cells_)
         if c < best_cost:

@@ -85,3 +85,37 @@ def test_one_worker_and_two_give_the_same_optimum_and_a_stop_keeps_the_bound(bre
     assert early.status in ("feasible", "unknown"), early
     assert early.lower_bound <= prob.cost_of(two.cells) * (1 + 1e-9)
     assert threading.active_count() == before
+
+
+def test_a_start_given_later_is_computed_once_and_kept_as_the_incumbent(breast_cancer):
+    """``later`` (the reference rows' start in a query) runs once, on the second worker or before
+    the only one starts, even when the search ends first; its point becomes the incumbent."""
+    model, ens, X = breast_cancer
+    x, target = X[401], 1 - int(model.predict(X[401:402])[0])
+    prob = build_problem(ens, x, target, norm="l1")
+    best = lpbox.solve(prob, time_limit=120)
+    assert best.status == "optimal"
+    for n_workers in (1, 2):
+        calls = []
+
+        def later(ended):
+            calls.append(ended())
+            return prob.point_of(best.cells)
+
+        sol = lpbox.solve(prob, time_limit=120, n_workers=n_workers, node_limit=0, later=later)
+        assert len(calls) == 1, (n_workers, calls)
+        assert sol.cells is not None and prob.cost_of(sol.cells) == pytest.approx(prob.cost_of(best.cells)), n_workers
+
+
+def test_a_stopped_reference_start_keeps_a_valid_point(breast_cancer):
+    """The reference rows' start told to stop polishes one candidate: valid, never cheaper than in full."""
+    from core.cells import warm_start
+
+    model, ens, X = breast_cancer
+    x, target = X[402], 1 - int(model.predict(X[402:403])[0])
+    prob = build_problem(ens, x, target, norm="l1")
+    full_x, full_cost = warm_start(prob, X)
+    cut_x, cut_cost = warm_start(prob, X, stop=lambda: True)
+    assert full_x is not None and cut_x is not None
+    assert model.predict(cut_x[None, :])[0] == target
+    assert cut_cost >= full_cost - 1e-12
