@@ -106,19 +106,21 @@ def _probe_then_cpsat(prob: CellProblem, time_limit: float, hint: np.ndarray | N
 def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None = None,
           n_workers: int = 2, stop: threading.Event | None = None,
           on_solution: Callable[[np.ndarray], None] | None = None,
-          on_bound: Callable[[float], None] | None = None) -> tuple[CellSolution, str]:
+          on_bound: Callable[[float], None] | None = None,
+          later: Callable[[Callable[[], bool]], np.ndarray | None] | None = None) -> tuple[CellSolution, str]:
     """(solution, "boxsearch" or "cpsat"): the first proof of the two solvers,
     or the best of both when neither proves within ``time_limit``. CP-SAT gets
     ``n_workers - 1`` workers (at least one), the box search one thread; a
     problem the race does not run the box search on (:func:`takes`) goes to
     CP-SAT alone with every worker. ``stop`` (set by the caller) ends both;
-    ``on_solution(cells)`` and ``on_bound(lower)`` hear from both while they run."""
+    ``on_solution(cells)`` and ``on_bound(lower)`` hear from both while they run;
+    ``later``: a start the LP box search computes beside its first LP (:func:`core.solvers.lpbox.solve`)."""
     if not takes(prob):
         if probes(prob):
             return _probe_then_cpsat(prob, time_limit, hint, n_workers, stop, on_solution, on_bound)
         if uses_lpbox(prob):
             sol = lpbox.solve(prob, time_limit=time_limit, hint=hint, stop=stop, n_workers=n_workers,
-                              on_solution=on_solution,
+                              on_solution=on_solution, later=later,
                               on_bound=None if on_bound is None else lambda lower, _upper: on_bound(lower))
             if sol is not None:     # None: costs that do not rise away from the query (CP-SAT takes them)
                 return sol, "lpbox"

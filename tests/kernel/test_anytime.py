@@ -195,3 +195,22 @@ def test_stop_after_the_lp_box_search_first_point_keeps_it_with_its_gap(forest10
     assert 0 < res.lower_bound <= res.cost and res.gap > 0
     assert res.guarantee.kind == "valid_on_model" and not res.guarantee.proven
     assert res.elapsed < 60
+
+
+def test_the_reference_rows_start_runs_beside_the_lp_box_search(forest100):
+    """With reference rows and two workers, auto starts the LP box search from the model's own
+    start and computes the reference rows' beside its first LP: the same proven optimum as one
+    worker (which computes it first) and as no reference rows; the progress never worsens."""
+    rf, ens, schema, X, x = forest100
+    told = []
+    res = optimal_counterfactual(ens, x, 1, schema=schema, model=rf, X_ref=X, time_limit=300,
+                                 on_progress=told.append)
+    assert res.status == "optimal" and res.backend == "lpbox", (res.status, res.backend, res.message)
+    assert "reference_start" in res.timings and _predicts(rf, res.x) == 1
+    _never_worse(told, res, rf)
+    assert told[0].backend == "warm start"
+    one = optimal_counterfactual(ens, x, 1, schema=schema, model=rf, X_ref=X, time_limit=300, n_workers=1)
+    alone = optimal_counterfactual(ens, x, 1, schema=schema, model=rf, time_limit=300)
+    assert one.status == alone.status == "optimal"
+    assert "reference_start" not in one.timings and "reference_start" not in alone.timings
+    assert res.cost == pytest.approx(one.cost, rel=1e-6) and res.cost == pytest.approx(alone.cost, rel=1e-6)
