@@ -231,6 +231,30 @@ def test_the_model_alone_gives_a_valid_start_and_the_same_optimum(fitted, fid):
     assert checked == 5
 
 
+def test_a_row_at_its_target_already_is_proven_with_no_change():
+    """A training row the forest already puts in the target class (breast cancer row 40: label 0,
+    predicted 1): with or without reference rows, the answer is the row itself, proven optimal at
+    cost 0. The model's own start once took a move of zero cost to another cell, which the check
+    after the solve then undid, and the answer read "proof did not hold"."""
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.ensemble import RandomForestClassifier
+
+    data = load_breast_cancer()
+    X, y = data.data.astype(float), data.target
+    model = RandomForestClassifier(100, max_depth=5, random_state=0).fit(X, y)
+    assert model.predict(X[40:41])[0] == 1 and y[40] == 0
+    ens = from_model(model)
+    prob = build_problem(ens, X[40], 1, norm="l2")
+    x0, c0 = greedy_start(prob)
+    assert c0 == 0.0 and np.array_equal(x0, X[40])
+    for X_ref in (None, X):
+        for backend in ("auto", "cpsat"):
+            res = optimal_counterfactual(ens, X[40], 1, norm="l2", backend=backend, model=model, X_ref=X_ref,
+                                         time_limit=60)
+            assert res.status == "optimal" and res.cost == 0.0, (backend, X_ref is None, res.status, res.message)
+            assert np.array_equal(res.x, X[40])
+
+
 def _gurobi_here() -> str:
     """What Gurobi can do on this machine, found by trying it (not by the library's own
     licence check): "absent" (no gurobipy), "size-limited" (the pip wheel's licence: at
