@@ -119,3 +119,22 @@ def test_a_stopped_reference_start_keeps_a_valid_point(breast_cancer):
     assert full_x is not None and cut_x is not None
     assert model.predict(cut_x[None, :])[0] == target
     assert cut_cost >= full_cost - 1e-12
+
+
+def test_a_box_whose_lp_passes_the_cutoff_stops_there_and_says_so(breast_cancer):
+    """GLOP's dual simplex stops once its objective passes the cutoff: the box's bound is then
+    the cutoff itself (no values), below it the LP's optimum, whichever the LP solved before."""
+    from core.solvers.boxsearch import BoxSearch
+
+    model, ens, X = breast_cancer
+    x, target = X[403], 1 - int(model.predict(X[403:404])[0])
+    prob = build_problem(ens, x, target, norm="l1")
+    S = BoxSearch(prob)
+    full, values, _ = lpbox.LPBox(prob, S).bound(S.root_lo, S.root_hi, deadline=None)
+    assert np.isfinite(full) and values is not None
+    LP = lpbox.LPBox(prob, S)
+    for below, above in ((0.5 * full, 2.0 * full), (0.9 * full, np.inf)):
+        got, vals, _ = LP.bound(S.root_lo, S.root_hi, cutoff=below)
+        assert got == below and vals is None, (below, got)
+        got, vals, _ = LP.bound(S.root_lo, S.root_hi, cutoff=above)
+        assert got == pytest.approx(full, rel=1e-9) and vals is not None, (above, got)
