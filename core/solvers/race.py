@@ -11,7 +11,7 @@ For a sum of feature costs (L1, L0, squared L2, a mix) on an ensemble larger
 than the probe's (below), the box search bounded by linear programs
 (:mod:`core.solvers.lpbox`) answers instead of CP-SAT, with every worker: on
 breast cancer's RF(100, depth 5), L1, it proved the 20 bench queries at a
-median 0.44 s against CP-SAT's 2.6 s in the same run, and with a plausibility
+median 0.44 s against CP-SAT's 2.7 s in the same run, and with a plausibility
 forest 6 of 6 where CP-SAT proved 4 in 60 s (same costs). Problems it does not
 take (one-hot groups, diverse alternatives, costs that do not rise away from
 the query) go to CP-SAT.
