@@ -634,6 +634,8 @@ def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref, wa
         _add_nogood(prob, x_cf)
     if anytime.stopped:
         return _stopped(run, anytime, used, 0.0)
+    if later is not None and ws_x is None:   # out of time before any solve: the reference rows' start, as before
+        ws_x, ws_cost = later(), later.cost
     if ws_x is not None:
         lb = timings.get("lower_bound", 0.0)
         return run.result(ws_x, ws_cost, "time_limit", backend=used, lower_bound=lb,

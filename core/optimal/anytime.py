@@ -50,7 +50,7 @@ class Anytime:
         self.on_progress = on_progress
         self.should_stop = should_stop
         self.stop = threading.Event()
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()   # held while telling too: points told in the order they were kept
         self.last: CounterfactualResult | None = None   # the best point as last told
         self.bound = 0.0
         self._done = threading.Event()
@@ -97,7 +97,7 @@ class Anytime:
             if not res.found or (self.last is not None and res.cost >= self.last.cost):
                 return
             self.last = res
-        self._tell(res)
+            self._tell(res)
 
     def cells(self, cells: np.ndarray, backend: str) -> None:
         """A solver's solution: its point, if valid (a near tie of the integer scaling is not)."""
@@ -118,7 +118,7 @@ class Anytime:
             res = self.last = replace(self.last, lower_bound=min(self.bound, cost),
                                       gap=relative_gap(cost, self.bound), guarantee=None,  # type: ignore[arg-type]  # None: the status says it again
                                       elapsed=time.perf_counter() - self.run.t0)
-        self._tell(res)
+            self._tell(res)
 
     def _tell(self, res: CounterfactualResult) -> None:
         if self.on_progress is not None:

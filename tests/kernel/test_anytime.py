@@ -214,3 +214,44 @@ def test_the_reference_rows_start_runs_beside_the_lp_box_search(forest100):
     assert one.status == alone.status == "optimal"
     assert "reference_start" not in one.timings and "reference_start" not in alone.timings
     assert res.cost == pytest.approx(one.cost, rel=1e-6) and res.cost == pytest.approx(alone.cost, rel=1e-6)
+
+
+def test_points_told_from_two_threads_arrive_in_the_order_they_were_kept(small):
+    """The LP box search's workers and the reference rows' start tell points from their own
+    threads: a point kept first is told first, even when its telling is slow, so the costs
+    heard never rise."""
+    import threading
+
+    from core.cells import QueryRun
+    from core.optimal import build_problem
+    from core.optimal.anytime import Anytime
+
+    rf, ens, schema, X, x = small
+    prob = build_problem(ens, x, 1, schema=schema)
+    point = optimal_counterfactual(ens, x, 1, schema=schema, model=rf).x
+    heard = []
+
+    def on_progress(res):
+        if res.cost > 4.5:
+            time.sleep(0.3)            # the first point's telling is slow
+        heard.append(res.cost)
+
+    anytime = Anytime(QueryRun(prob, {}, model=rf), on_progress, None)
+    first = threading.Thread(target=anytime.point, args=(point, 5.0, "lpbox"))
+    first.start()
+    time.sleep(0.1)                    # the first point is kept and being told
+    anytime.point(point, 4.0, "warm start")
+    first.join()
+    assert heard == [5.0, 4.0]
+
+
+def test_out_of_time_before_any_solve_still_tries_the_reference_rows(forest100, monkeypatch):
+    """A time limit spent before any solver runs, the model's own start finding nothing: the
+    reference rows' start (which would have run beside the LP box search) gives the answer."""
+    import core.optimal as optimal
+
+    rf, ens, schema, X, x = forest100
+    monkeypatch.setattr(optimal, "greedy_start", lambda prob, deadline=None: (None, float("inf")))
+    res = optimal_counterfactual(ens, x, 1, schema=schema, model=rf, X_ref=X, time_limit=1e-6)
+    assert res.status == "time_limit" and res.found, (res.status, res.message)
+    assert _predicts(rf, res.x) == 1 and "reference_start" in res.timings
