@@ -471,24 +471,26 @@ def _solve_once(prob: CellProblem, backend: str, time_limit: float, hint: np.nda
     stop on its event, do. ``later``: the reference rows' start, for the LP box search
     to compute beside its first LP (:func:`_upper_bound`)."""
     stop = anytime.stop if anytime.should_stop is not None else None
-    name = race.solver_name(prob) if backend == "race" else "lpbox" if backend == "lpbox" else "cpsat"   # a point's solver
-    found = (lambda cells: anytime.cells(cells, name)) if anytime.listening else None
     lower = anytime.lower if anytime.listening else None
+
+    def found(name: str) -> Callable[[np.ndarray], None] | None:   # a solver's points, told under its name
+        return (lambda cells: anytime.cells(cells, name)) if anytime.listening else None
+
     if backend == "race":
         return race.solve(prob, time_limit=time_limit, hint=hint, n_workers=n_workers, stop=stop,
-                          on_solution=found, on_bound=lower, later=later)
+                          on_solution=found(_answering(prob, backend)), on_bound=lower, later=later)
     if backend in ("boxsearch", "lpbox"):
         tell = None if lower is None else (lambda lo, _up: lower(lo))
         sol = (boxsearch.solve(prob, time_limit=time_limit, hint=hint, stop=stop, on_bound=tell)
                if backend == "boxsearch" else
                lpbox.solve(prob, time_limit=time_limit, hint=hint, stop=stop, on_bound=tell, n_workers=n_workers,
-                           on_solution=found, later=later))
+                           on_solution=found("lpbox"), later=later))
         if sol is not None:
             return sol, backend
         backend = "cpsat"
     if backend == "cpsat":
         return cpsat.solve(prob, time_limit=time_limit, hint=hint, n_workers=n_workers, stop=stop,
-                           on_solution=found, on_bound=lower), "cpsat"
+                           on_solution=found("cpsat"), on_bound=lower), "cpsat"
     return ocean.solve(prob, solver=backend, time_limit=time_limit), backend
 
 
@@ -511,10 +513,22 @@ def _separable(run: QueryRun) -> CounterfactualResult | None:
     return run.result(x, cost, "optimal", backend="separable", lower_bound=cost)
 
 
+def _answering(prob: CellProblem, backend: str) -> str:
+    """The solver that answers ``backend`` on ``prob``: "race" names the one the race runs, and a box
+    search hands a problem it does not take to CP-SAT."""
+    if backend == "race":
+        return race.solver_name(prob)
+    if (backend == "boxsearch" and boxsearch.applies(prob) is not None) or \
+            (backend == "lpbox" and lpbox.applies(prob) is not None):
+        return "cpsat"
+    return backend
+
+
 class _LateStart:
     """The reference rows' start (:func:`core.cells.warm_start`) computed while the LP box
     search runs: by its second worker while the first solves the root LP, or by the only
-    worker before it starts. Called once; what it finds is told to ``anytime`` and kept."""
+    worker before it starts. It runs on the first call; every call returns its point (or
+    None), which is told to ``anytime`` and kept in ``x`` and ``cost``."""
 
     def __init__(self, run: QueryRun, X_ref: np.ndarray, anytime: Anytime):
         self.run, self.X_ref, self.anytime = run, X_ref, anytime
@@ -523,14 +537,13 @@ class _LateStart:
         self.cost = np.inf
 
     def __call__(self, stop: Callable[[], bool] | None = None) -> np.ndarray | None:
-        if self.ran:
-            return None
-        self.ran = True
-        t = time.perf_counter()
-        self.x, self.cost = warm_start(self.run.prob, self.X_ref, stop=stop)
-        self.run.timings["reference_start"] = time.perf_counter() - t
-        if self.x is not None:
-            self.anytime.point(self.x, self.cost, "warm start")
+        if not self.ran:
+            self.ran = True
+            t = time.perf_counter()
+            self.x, self.cost = warm_start(self.run.prob, self.X_ref, stop=stop)
+            self.run.timings["reference_start"] = time.perf_counter() - t
+            if self.x is not None:
+                self.anytime.point(self.x, self.cost, "warm start")
         return self.x
 
 
@@ -539,8 +552,8 @@ def _late(run: QueryRun, backend: str, X_ref: np.ndarray | None, warm: bool, n_w
     """The reference rows' start, when it is to run beside the LP box search rather than before
     it (:func:`_upper_bound`), else None."""
     prob = run.prob
-    lp = (backend == "race" and race.uses_lpbox(prob)) or (backend == "lpbox" and lpbox.applies(prob) is None)
-    if not (lp and warm and n_workers >= 2 and X_ref is not None and len(X_ref) and not prob.exclusions):
+    if not (_answering(prob, backend) == "lpbox" and warm and n_workers >= 2 and X_ref is not None and len(X_ref)
+            and not prob.exclusions):
         return None
     return _LateStart(run, np.asarray(X_ref, dtype=float), anytime)
 
@@ -591,7 +604,7 @@ def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref, wa
             return run.result(ws_x, ws_cost, "optimal", backend="bound", lower_bound=lb)
         anytime.lower(lb)
     deadline = run.t0 + time_limit
-    used = race.solver_name(prob) if backend == "race" else backend   # the solver a result names
+    used = _answering(prob, backend)   # the solver a result names
     for _ in range(50):  # cut off near-tie cells the integer scaling admitted
         left = deadline - time.perf_counter()
         if left <= 0 or anytime.stopped:
@@ -604,10 +617,8 @@ def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref, wa
             run.params["notice"] = f"{exc} Solved with CP-SAT instead."
             continue
         timings["solve"] = timings.get("solve", 0.0) + time.perf_counter() - ts
-        if later is not None:         # the reference rows' start: kept if cheaper (run now if no solver ran it)
-            if not later.ran:
-                later()
-            if later.x is not None and later.cost < ws_cost:
+        if later is not None:         # the reference rows' start (run now if no solver ran it), kept if cheaper
+            if later() is not None and later.cost < ws_cost:
                 ws_x, ws_cost = later.x, later.cost
             later = None
         if sol.status == "infeasible":

@@ -63,6 +63,7 @@ import heapq
 import itertools
 import threading
 import time
+from collections import defaultdict
 from typing import Callable
 
 import numpy as np
@@ -379,8 +380,7 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
     S = BoxSearch(prob)
     if not S.ok or S.n_leaf == 0:
         return None
-    search = _Search(prob, S, deadline, stop, node_limit, on_bound, on_solution)
-    search.later = later
+    search = _Search(prob, S, deadline, stop, node_limit, on_bound, on_solution, later)
     if hint is not None:
         hc = prob.interval_of(np.asarray(hint, dtype=float)[None, :])[0]
         if prob.is_valid(prob.point_of(hc)[None, :])[0]:
@@ -393,22 +393,22 @@ class _Search:
 
     def __init__(self, prob: CellProblem, S: BoxSearch, deadline: float, stop: threading.Event | None,
                  node_limit: int | None, on_bound: Callable[[float, float], None] | None,
-                 on_solution: Callable[[np.ndarray], None] | None):
+                 on_solution: Callable[[np.ndarray], None] | None,
+                 later: Callable[[Callable[[], bool]], np.ndarray | None] | None = None):
         self.prob, self.S, self.deadline, self.stop, self.node_limit = prob, S, deadline, stop, node_limit
-        self.on_bound, self.on_solution = on_bound, on_solution
+        self.on_bound, self.on_solution, self.later = on_bound, on_solution, later
         self.ub = float(prob.upper_bound)
         self.inc: np.ndarray | None = None
         self.lock = threading.Condition()
         self.heap: list = []
         self.busy: dict[int, float] = {}          # worker -> the bound of the box it is on
-        self.mine: dict[int, list[tuple]] = {}    # worker -> the siblings of its dives it queued, oldest first
+        self.mine: dict[int, list[tuple]] = defaultdict(list)   # worker -> the siblings of its dives it queued
         self.order = itertools.count()            # ties in the queue: never two boxes alike (next() is atomic)
         self.nodes = 0
         self.lb_told = -np.inf
         self.ended: str | None = None             # "done" or "limit"
         self.error: BaseException | None = None
         self.LP = LPBox(prob, S)
-        self.later: Callable[[Callable[[], bool]], np.ndarray | None] | None = None
 
     # ------------------------------------------------------------------ shared state (under the lock)
     def better(self, cells: np.ndarray) -> None:
@@ -610,7 +610,6 @@ class _Search:
         S = self.S
         with self.lock:
             self.heap.append(self.node(-np.inf, 0, S.root_lo.copy(), S.root_hi.copy(), None))
-        self.mine = {w: [] for w in range(n_workers)}
         threads = [threading.Thread(target=self.work, args=(w, None), name=f"lpbox-{w}", daemon=True)
                    for w in range(1, n_workers)]
         if n_workers == 1:

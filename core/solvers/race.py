@@ -108,8 +108,9 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
           on_solution: Callable[[np.ndarray], None] | None = None,
           on_bound: Callable[[float], None] | None = None,
           later: Callable[[Callable[[], bool]], np.ndarray | None] | None = None) -> tuple[CellSolution, str]:
-    """(solution, "boxsearch" or "cpsat"): the first proof of the two solvers,
-    or the best of both when neither proves within ``time_limit``. CP-SAT gets
+    """(solution, "boxsearch", "lpbox" or "cpsat"): the first proof of the two solvers,
+    or the best of both when neither proves within ``time_limit`` (a sum of costs: the
+    probe then CP-SAT, or the LP box search, see the module doc). CP-SAT gets
     ``n_workers - 1`` workers (at least one), the box search one thread; a
     problem the race does not run the box search on (:func:`takes`) goes to
     CP-SAT alone with every worker. ``stop`` (set by the caller) ends both;

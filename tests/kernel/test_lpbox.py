@@ -60,9 +60,12 @@ def test_the_linf_cost_goes_to_cp_sat_with_a_notice(breast_cancer):
     model, ens, X = breast_cancer
     x, target = X[400], 1 - int(model.predict(X[400:401])[0])
     assert lpbox.applies(build_problem(ens, x, target, norm="linf")) is not None
-    res = optimal_counterfactual(ens, x, target, norm="linf", backend="lpbox", model=model, time_limit=120)
+    told = []
+    res = optimal_counterfactual(ens, x, target, norm="linf", backend="lpbox", model=model, time_limit=120,
+                                 on_progress=told.append)
     assert res.status == "optimal" and res.backend != "lpbox"
     assert "sum of costs" in res.params.get("notice", ""), res.params
+    assert told and "lpbox" not in {r.backend for r in told}, {r.backend for r in told}   # CP-SAT's points
 
 
 def test_one_worker_and_two_give_the_same_optimum_and_a_stop_keeps_the_bound(breast_cancer):
