@@ -33,8 +33,12 @@ def test_the_sidebar_icons_render_without_an_emoji_font(app_url, tmp_path):
         assert nav.locator('[data-testid="stIconEmoji"]').count() == 0
         icons = nav.locator('[data-testid="stSidebarNavLink"] [data-testid="stIconMaterial"]')
         assert icons.count() == len(titles), nav.inner_html()[:2000]
-        page.wait_for_function("document.fonts.status === 'loaded'", timeout=30_000)
-        families = page.evaluate("() => [...document.fonts].filter(f => f.status === 'loaded').map(f => f.family)")
+        # document.fonts.status is "loaded" as long as no font is loading, so also before the
+        # icons' font has been asked for (on a busy machine: families was [] twice in five
+        # runs); wait for that font itself to be loaded
+        loaded = "() => [...document.fonts].filter(f => f.status === 'loaded').map(f => f.family)"
+        page.wait_for_function(f"({loaded})().some(f => f.includes('Material Symbols'))", timeout=30_000)
+        families = page.evaluate(loaded)
         assert any("Material Symbols" in f for f in families), families
         for k in range(icons.count()):
             box = icons.nth(k).bounding_box()
