@@ -59,7 +59,7 @@ def running_app(timeout: float = 120.0, env: dict[str, str] | None = None) -> It
         log.close()
 
 
-_SHARED: dict = {}     # the module's one Chromium (shared_chromium) and the thread that owns it
+_SHARED: dict = {}     # the one shared Chromium (shared_chromium) and the thread that owns it
 
 
 def _chromium_exe() -> str:
@@ -71,7 +71,7 @@ def _chromium_exe() -> str:
 
 @contextlib.contextmanager
 def shared_chromium() -> Iterator:
-    """One Chromium for a whole test module: each ``browser_page`` of the module's thread
+    """One Chromium for the views opened meanwhile: each ``browser_page`` of this thread
     then opens a new browser context in it (its own cookies and storage, so its own
     Streamlit session) instead of launching Chromium again (~1-2 s per view)."""
     from playwright.sync_api import sync_playwright
@@ -86,9 +86,26 @@ def shared_chromium() -> Iterator:
             browser.close()
 
 
+_KEPT = contextlib.ExitStack()      # the Chromium kept from one browser module to the next
+
+
+def kept_chromium():
+    """The process's shared Chromium, launched on first use and kept for the next browser
+    module (a launch costs ~1.1 CPU-s with Playwright's driver); launched again if it has gone."""
+    browser = _SHARED.get("browser")
+    if browser is not None and browser.is_connected():
+        return browser
+    close_kept_chromium()
+    return _KEPT.enter_context(shared_chromium())
+
+
+def close_kept_chromium() -> None:
+    _KEPT.close()
+
+
 @contextlib.contextmanager
 def browser_page(width: int = 1400, height: int = 1000):
-    """A page in a browser context of its own: in the module's shared Chromium when there is
+    """A page in a browser context of its own: in the shared Chromium when there is
     one on this thread (Playwright objects belong to the thread that made them), else in a
     Chromium launched for it."""
     shared = _SHARED.get("browser")

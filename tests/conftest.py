@@ -138,16 +138,24 @@ def app_url(tmp_path_factory):
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _one_chromium_per_browser_module(request):
-    """The browser tests' modules (tests/browser) open their views in one Chromium per module
-    (browser_util.shared_chromium): a new context per view, not a new browser."""
+def _one_chromium_for_the_browser_modules(request):
+    """The browser tests' modules (tests/browser) open their views in one Chromium
+    (browser_util.kept_chromium): a new browser context per view, so each view still has
+    its own cookies, storage and Streamlit session, but not a new browser per module. The
+    worker runs its browser modules one after the other (``pytest_collection_modifyitems``
+    puts them first); the first other module closes that Chromium."""
+    import browser_util
+
     if request.path.parent.name != "browser":
+        browser_util.close_kept_chromium()
         yield None
         return
-    from browser_util import shared_chromium
+    yield browser_util.kept_chromium()
 
-    with shared_chromium() as browser:
-        yield browser
+
+def pytest_sessionfinish(session, exitstatus):
+    if "browser_util" in sys.modules:
+        sys.modules["browser_util"].close_kept_chromium()
 
 
 @pytest.fixture
@@ -300,9 +308,12 @@ def page_app():
     return open_page
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def dask_scheduler():
-    """Address of a Dask LocalCluster with 2 single-threaded worker processes, shared by the tests."""
+    """Address of a Dask LocalCluster with 2 single-threaded worker processes, shared by the
+    module's tests. Not by the session's: an idle cluster's scheduler, nannies and workers
+    tick on (0.06 CPU-s a second, measured), and one started for a module early in a worker
+    idled until the run's end, for 3 modules with 4 tests between them."""
     from dask.distributed import LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
