@@ -73,7 +73,7 @@ lint: install-dev
 # their number of tests, and the run ended on the single-test browser files).
 # (`--dist loadgroup` would split files further, but xdist 3.8.0's groups are lost with
 # pytest 9.2: all tests ran as ungrouped.) TEST_WORKERS=0 runs them all in this process.
-# Debian's Chromium is installed (on a fresh machine) while pip installs and the lint runs.
+# Debian's Chromium is installed (on a fresh machine) while uv installs and the lint runs.
 TEST_WORKERS ?= $(shell echo $$(( $(CORES) + 1 )))
 test:
 	@$(MAKE) --no-print-directory -j2 lint chromium

@@ -16,6 +16,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 INNER = '''
@@ -52,6 +54,9 @@ def test_no_reader_is_left_behind():
 '''
 
 
+# slow: ~14 s, most of it waiting for the inner tests' limits; marked so that it starts early
+# (conftest's order), where other files' work fills that wait, not last in a run that waits on it
+@pytest.mark.slow
 def test_a_test_past_its_limit_fails_alone_and_its_sandbox_child_is_killed(tmp_path):
     (tmp_path / "test_inner.py").write_text(textwrap.dedent(INNER))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "ATLAS_SANDBOX_WARM": "0",
