@@ -158,9 +158,10 @@ def greedy_start(prob: CellProblem, max_steps: int | None = None, per_feature: i
     if n == 0:
         return None, np.inf
     cells = prob.hat.copy()
-    if prob.is_valid(prob.point_of(cells)[None, :])[0]:   # the query meets the target already
-        return prob.point_of(cells), prob.cost_of(cells)
-    cur_m = target_margin(prob, prob.point_of(cells)[None, :])[0]
+    x0 = prob.point_of(cells)
+    if prob.is_valid(x0[None, :])[0]:   # the query meets the target already
+        return x0, prob.cost_of(cells)
+    cur_m = target_margin(prob, x0[None, :])[0]
     cur_c = prob.cost_of(cells)
     for _ in range(max_steps or 2 * prob.n_features + 2):
         if time.perf_counter() > deadline:
