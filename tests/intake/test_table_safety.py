@@ -157,7 +157,7 @@ def test_a_dictionary_column_whose_bound_is_loose_is_measured_and_read():
     """One long entry used once: the bound from the pages (rows x longest entry, 1 GB) passes a 64 MB
     budget, the real size (8 MB) does not, so the column is measured from its indices and read."""
     rng = np.random.default_rng(0)
-    levels = np.array([f"level {i}" for i in range(999)] + ["x" * 5000])
+    levels = np.array([f"level {i}" for i in range(999)] + ["x" * 5000], dtype=object)   # not <U5000: 4 GB
     codes = rng.integers(0, 999, 200_000)
     codes[123] = 999
     df = pd.DataFrame({"cat": levels[codes], "v": rng.normal(size=200_000)})
