@@ -61,7 +61,7 @@ def test_concurrent_writers_all_land(small_audit, tmp_path):
     url = f"sqlite:///{tmp_path / 'h.sqlite'}"
     AuditStore(url)
     payload = small_audit.to_dict()
-    with mp.get_context("spawn").Pool(4) as pool:
+    with mp.get_context("fork").Pool(4) as pool:     # forked: no child imports the project again
         ids = sum(pool.map_async(_write, [(url, payload, 5)] * 4).get(timeout=300), [])
     assert len(set(ids)) == 20
     assert len(AuditStore(url).list()) == 20
