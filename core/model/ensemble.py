@@ -302,8 +302,8 @@ class TreeEnsemble:
     def apply(self, X: Rows) -> np.ndarray:
         """Leaf node index per row and tree, shape (n_samples, n_trees)."""
         X = self._check_X(X)
-        out = leaves(self._flat, np.nan_to_num(X, nan=0.0), self.n_trees) - self._flat["offsets"][None, :]
         rows = np.flatnonzero(np.isnan(X).any(axis=1))
+        out = leaves(self._flat, np.nan_to_num(X, nan=0.0) if rows.size else X, self.n_trees) - self._flat["offsets"][None, :]
         if rows.size:                  # rows with a missing value: walked with each split's own routing
             out[rows] = np.column_stack([t.apply(X[rows]) for t in self.trees])
         return out

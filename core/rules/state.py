@@ -55,7 +55,9 @@ class FittedRules:
     leaf_lower, leaf_upper : (n_leaves, d) boxes ``lower < x <= upper`` of every
         leaf of every tree, one global numbering, contiguous per tree;
         tree_starts : the first global leaf of every tree.
-    leaf_ids : per tree, node -> global leaf (-1 for a split).
+    leaf_ids : per tree, node -> global leaf (-1 for a split); leaf_of_node : the
+        same over the trees' nodes concatenated (node ``v`` of tree ``t`` at
+        ``node_offsets[t] + v``).
     row_leaves : (n, n_trees) global leaf of every row; leaf_counts : rows per leaf.
     words, valid : 64-bit words of a bitset over the rows; the bitset of all rows.
     node_offsets, flat : the trees concatenated for the compiled kernel (first
@@ -84,6 +86,7 @@ class FittedRules:
     leaf_upper: np.ndarray
     tree_starts: np.ndarray
     leaf_ids: list[np.ndarray]
+    leaf_of_node: np.ndarray
     row_leaves: np.ndarray
     leaf_counts: np.ndarray
     words: int
@@ -145,8 +148,7 @@ class FittedRules:
 
     def global_leaves(self, Z: np.ndarray) -> np.ndarray:
         """(len(Z), n_trees) global leaf of every row of Z."""
-        nodes = self.ensemble.apply(Z)
-        return np.stack([self.leaf_ids[t][nodes[:, t]] for t in range(nodes.shape[1])], axis=1)
+        return self.leaf_of_node[self.ensemble.apply(Z) + self.node_offsets]
 
     def full(self, S: tuple[int, ...], part: np.ndarray, fill: float) -> np.ndarray:
         """A length-d array: ``part`` on the columns S, ``fill`` elsewhere."""
@@ -245,7 +247,8 @@ def fit_state(X: Rows, y_model: ArrayLike, feature_names: Sequence[str] | None =
         feature_names=names, regression=regression, levels=levels, random_state=random_state, fidelity=fidelity,
         units=units, unit_of=unit_of, feature_usage=usage, unit_usage=np.array([usage[u].sum() for u in units]),
         leaf_lower=np.vstack(los), leaf_upper=np.vstack(his), tree_starts=np.asarray(starts), leaf_ids=gids,
-        row_leaves=Lg, leaf_counts=np.bincount(Lg.ravel(), minlength=offset).astype(float), words=words,
+        leaf_of_node=np.concatenate(gids), row_leaves=Lg,
+        leaf_counts=np.bincount(Lg.ravel(), minlength=offset).astype(float), words=words,
         valid=_pack(np.ones(n, dtype=bool), words), node_offsets=node_offsets, flat=flat, split_bits=bits)
 
 
