@@ -23,6 +23,7 @@ shutting it down, and with nobody connected puts a blank ``__main__`` back.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import threading
@@ -147,6 +148,18 @@ def _forget_last_script(runtime) -> None:
         sys.modules["__main__"] = types.ModuleType("__main__")
 
 
+def _freeze_startup_heap() -> None:
+    """Leave the objects the server holds once it has started (its libraries' modules,
+    classes and tables: about 210,000) out of every later full garbage collection.
+    Streamlit collects in full after each script run (``runner.postScriptGC``), and that
+    collection walked them all: 90 ms of every click (measured on the libraries alone).
+    Called at the server's first script run, before any upload: frozen objects are still
+    freed when nothing refers to them; only a cycle among them would be kept, and the
+    startup objects are kept for the server's life anyway."""
+    gc.collect()
+    gc.freeze()
+
+
 def start_janitor(grace: float = GRACE, interval: float = INTERVAL) -> None:
     """Start (once per server process) the thread that shuts down long-disconnected sessions."""
     global _janitor
@@ -162,6 +175,7 @@ def start_janitor(grace: float = GRACE, interval: float = INTERVAL) -> None:
             runtime._session_mgr.list_sessions()    # AppTest's stand-in runtime has no sessions: nothing to sweep
         except Exception:  # noqa: BLE001 - bare mode (tests, scripts): no server sessions to sweep
             return
+        _freeze_startup_heap()
 
         def run() -> None:
             since: dict[str, float] = {}
