@@ -161,7 +161,8 @@ def _freeze_startup_heap() -> None:
 
 
 def start_janitor(grace: float = GRACE, interval: float = INTERVAL) -> None:
-    """Start (once per server process) the thread that shuts down long-disconnected sessions."""
+    """Start (once per server process) the thread that shuts down long-disconnected sessions,
+    having first frozen the startup heap (:func:`_freeze_startup_heap`)."""
     global _janitor
     with _janitor_lock:
         if _janitor is not None:

@@ -55,9 +55,8 @@ class FittedRules:
     leaf_lower, leaf_upper : (n_leaves, d) boxes ``lower < x <= upper`` of every
         leaf of every tree, one global numbering, contiguous per tree;
         tree_starts : the first global leaf of every tree.
-    leaf_ids : per tree, node -> global leaf (-1 for a split); leaf_of_node : the
-        same over the trees' nodes concatenated (node ``v`` of tree ``t`` at
-        ``node_offsets[t] + v``).
+    leaf_of_node : node -> global leaf (-1 for a split), over the trees' nodes
+        concatenated (node ``v`` of tree ``t`` at ``node_offsets[t] + v``).
     row_leaves : (n, n_trees) global leaf of every row; leaf_counts : rows per leaf.
     words, valid : 64-bit words of a bitset over the rows; the bitset of all rows.
     node_offsets, flat : the trees concatenated for the compiled kernel (first
@@ -85,7 +84,6 @@ class FittedRules:
     leaf_lower: np.ndarray
     leaf_upper: np.ndarray
     tree_starts: np.ndarray
-    leaf_ids: list[np.ndarray]
     leaf_of_node: np.ndarray
     row_leaves: np.ndarray
     leaf_counts: np.ndarray
@@ -148,7 +146,7 @@ class FittedRules:
 
     def global_leaves(self, Z: np.ndarray) -> np.ndarray:
         """(len(Z), n_trees) global leaf of every row of Z."""
-        return self.leaf_of_node[self.ensemble.apply(Z) + self.node_offsets]
+        return _global_leaves(self.ensemble, self.leaf_of_node, self.node_offsets, Z)
 
     def full(self, S: tuple[int, ...], part: np.ndarray, fill: float) -> np.ndarray:
         """A length-d array: ``part`` on the columns S, ``fill`` elsewhere."""
@@ -222,8 +220,9 @@ def fit_state(X: Rows, y_model: ArrayLike, feature_names: Sequence[str] | None =
         los.append(lo)
         his.append(hi)
         gids.append(gid)
-    nodes = ens.apply(X)
-    Lg = np.stack([gids[t][nodes[:, t]] for t in range(ens.n_trees)], axis=1)
+    node_offsets, flat, bits = _flat_trees(ens, X, words)
+    leaf_of_node = np.concatenate(gids)
+    Lg = _global_leaves(ens, leaf_of_node, node_offsets, X)
     # units: one-hot groups move as one
     unit_of = np.arange(d)
     units: list[list[int]] = []
@@ -241,15 +240,20 @@ def fit_state(X: Rows, y_model: ArrayLike, feature_names: Sequence[str] | None =
             units.append([j])
     usage = ens.split_counts()
     iso = IsolationForest(contamination=0.1, random_state=random_state).fit(X)
-    node_offsets, flat, bits = _flat_trees(ens, X, words)
     return FittedRules(
         surrogate=rf, ensemble=ens, isolation=iso, isolation_ensemble=as_ensemble(iso, verify=False), X=X, y=y,
         feature_names=names, regression=regression, levels=levels, random_state=random_state, fidelity=fidelity,
         units=units, unit_of=unit_of, feature_usage=usage, unit_usage=np.array([usage[u].sum() for u in units]),
-        leaf_lower=np.vstack(los), leaf_upper=np.vstack(his), tree_starts=np.asarray(starts), leaf_ids=gids,
-        leaf_of_node=np.concatenate(gids), row_leaves=Lg,
+        leaf_lower=np.vstack(los), leaf_upper=np.vstack(his), tree_starts=np.asarray(starts),
+        leaf_of_node=leaf_of_node, row_leaves=Lg,
         leaf_counts=np.bincount(Lg.ravel(), minlength=offset).astype(float), words=words,
         valid=_pack(np.ones(n, dtype=bool), words), node_offsets=node_offsets, flat=flat, split_bits=bits)
+
+
+def _global_leaves(ens: TreeEnsemble, leaf_of_node: np.ndarray, node_offsets: np.ndarray,
+                   Z: np.ndarray) -> np.ndarray:
+    """(len(Z), n_trees) global leaf of every row of Z: one lookup over the trees' nodes."""
+    return leaf_of_node[ens.apply(Z) + node_offsets]
 
 
 def _flat_trees(ens: TreeEnsemble, X: np.ndarray, words: int) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
