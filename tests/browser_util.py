@@ -200,6 +200,24 @@ def wait_idle(page, timeout: float = 120_000, quiet: float = 300) -> None:
         raise AssertionError(f"the app was still running after {timeout / 1000:.0f} s") from None
 
 
+def open_expander(page, label: str, timeout: float = 60_000) -> None:
+    """Open the expander titled ``label`` and return once it shows open. A click that lands while
+    a script run redraws the page can be undone by that redraw (the expander's content was then
+    hidden when the test read the page: one run in about ten under load), so the expander is
+    clicked again, once the run is over, until it holds open."""
+    details = page.locator('[data-testid="stExpander"] details').filter(
+        has=page.locator("summary").filter(has_text=label)).first
+    details.wait_for(state="attached", timeout=timeout)
+    deadline = time.monotonic() + timeout / 1000
+    while True:
+        wait_idle(page, timeout=timeout)
+        if details.evaluate("d => d.open"):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the expander {label!r} did not stay open")
+        details.locator("summary").first.click()
+
+
 _BUSY = ('[data-testid="stApp"]:not([data-test-script-state="notRunning"]), [data-stale="true"], '
          '[data-testid="stStatusWidgetRunningIcon"]')
 _CALM = """([busy, quiet]) => {

@@ -68,7 +68,7 @@ def _upload(page, label: str, name: str, data: bytes) -> None:
 
 
 def test_hostile_names_show_as_text_on_a_public_instance(tmp_path):
-    from browser_util import browser_page, running_app, shots_dir, wait_idle
+    from browser_util import browser_page, open_expander, running_app, shots_dir
 
     shots = shots_dir(tmp_path)
     df = h.table()
@@ -85,8 +85,7 @@ def test_hostile_names_show_as_text_on_a_public_instance(tmp_path):
         page.wait_for_timeout(1500)
         page.get_by_role("button", name="Load data and model").click()
         page.get_by_role("heading").filter(has_text="zqp.skops").wait_for(timeout=120_000)   # the loaded upload
-        wait_idle(page)                          # an expander opened while the run still draws can be redrawn shut
-        page.locator('[data-testid="stExpander"] summary').filter(has_text="Class names").click()   # open
+        open_expander(page, "Class names")
         _check(page, "Data & model", requests, [h.DATA_FILE, h.MODEL_FILE, h.TARGET, *h.CLASSES])
         _shot(page, shots / "hostile-data-model.png")
 
