@@ -68,7 +68,7 @@ def running_app(timeout: float = 120.0, env: dict[str, str] | None = None) -> It
         log.close()
 
 
-_SHARED: dict = {}     # the one shared Chromium (shared_chromium) and the thread that owns it
+_SHARED: dict = {}     # the one shared Chromium (shared_chromium), the thread that owns it, its tabs' context
 
 
 def _chromium_exe() -> str:
@@ -81,8 +81,7 @@ def _chromium_exe() -> str:
 @contextlib.contextmanager
 def shared_chromium() -> Iterator:
     """One Chromium for the views opened meanwhile: each ``browser_page`` of this thread
-    then opens a new browser context in it (its own cookies and storage, so its own
-    Streamlit session) instead of launching Chromium again (~1-2 s per view)."""
+    then opens a new tab in it instead of launching Chromium again (~1-2 s per view)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -112,19 +111,43 @@ def close_kept_chromium() -> None:
     _KEPT.close()
 
 
+def _tabs(browser):
+    """The shared Chromium's one browser context for tabs (made on first use)."""
+    if _SHARED.get("tabs") is None:
+        _SHARED["tabs"] = browser.new_context(viewport={"width": 1400, "height": 1000})
+        _SHARED["tabs"].add_init_script(_STILL)
+    return _SHARED["tabs"]
+
+
 @contextlib.contextmanager
-def browser_page(width: int = 1400, height: int = 1000):
-    """A page in a browser context of its own: in the shared Chromium when there is
-    one on this thread (Playwright objects belong to the thread that made them), else in a
-    Chromium launched for it."""
+def browser_page(width: int = 1400, height: int = 1000, own_context: bool = False):
+    """A page of its own, closed on leaving, in the shared Chromium when there is one on this
+    thread (Playwright objects belong to the thread that made them), else in a Chromium
+    launched for it.
+
+    In the shared Chromium the page is a new tab of one browser context, as a user opens the
+    app in a new tab: its own Streamlit session (a session is a tab's connection), the cookies
+    and HTTP cache of the tabs before it. A view in a new browser context cost 3.5-3.9 machine
+    CPU-s against 2.1-2.8 as a new tab (the demo's Data & model page, measured): the context's
+    set-up, and the app's scripts fetched and compiled again; test_browser.py's nine views took
+    69-75 machine CPU-s as tabs, 75-81 as contexts (three runs each, in turn). ``own_context`` opens the page in
+    a new browser context instead: a stranger's browser, with no cookie and no cache."""
     shared = _SHARED.get("browser")
     if shared is not None and _SHARED.get("thread") == threading.get_ident():
-        context = shared.new_context(viewport={"width": width, "height": height})
-        context.add_init_script(_STILL)
+        if own_context:
+            context = shared.new_context(viewport={"width": width, "height": height})
+            context.add_init_script(_STILL)
+            try:
+                yield context.new_page()
+            finally:
+                context.close()
+            return
+        page = _tabs(shared).new_page()
         try:
-            yield context.new_page()
+            page.set_viewport_size({"width": width, "height": height})
+            yield page
         finally:
-            context.close()
+            page.close()
         return
     exe = _chromium_exe()
     from playwright.sync_api import sync_playwright

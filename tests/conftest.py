@@ -140,8 +140,8 @@ def app_url(tmp_path_factory):
 @pytest.fixture(scope="module", autouse=True)
 def _one_chromium_for_the_browser_modules(request):
     """The browser tests' modules (tests/browser) open their views in one Chromium
-    (browser_util.kept_chromium): a new browser context per view, so each view still has
-    its own cookies, storage and Streamlit session, but not a new browser per module. The
+    (browser_util.kept_chromium): a new tab per view (browser_util.browser_page), so each
+    view still has its own Streamlit session, but not a new browser per module. The
     worker runs its browser modules one after the other (``pytest_collection_modifyitems``
     puts them first); the first other module closes that Chromium."""
     import browser_util

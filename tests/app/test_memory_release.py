@@ -123,7 +123,7 @@ def test_the_server_gives_memory_back_after_repeated_sessions(tmp_path):
     were the same to 1 MB over three cycles, and memory that builds up from one session
     to the next already shows after the second. Idle is read once the janitor has
     shut the small session down and the memory has stopped falling (not after a
-    fixed 15 s); each session opens a new browser context in one Chromium."""
+    fixed 15 s); each session is a new tab in one Chromium, closed at its end."""
     import importlib.util
     import os
     from pathlib import Path

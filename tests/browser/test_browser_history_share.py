@@ -65,7 +65,7 @@ def test_a_copied_link_shows_the_same_view_in_a_fresh_browser():
             first = find(page)
             link = page.url
         assert "demo=" in link and "target=" in link
-        with browser_page() as fresh:                 # a new browser: no cookie, no session
+        with browser_page(own_context=True) as fresh:     # a new browser: no cookie, no session
             fresh.goto(link)
             row = fresh.get_by_role("spinbutton", name="Row").first
             row.wait_for(timeout=120_000)
