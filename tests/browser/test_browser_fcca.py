@@ -155,7 +155,7 @@ def test_fcca_on_an_uploaded_wine_forest_cancels_reruns_and_runs_in_two_sessions
 
     data, forest = wine_files
     shots = shots_dir(tmp_path)
-    with browser_page(height=2400) as a:
+    with browser_page(height=2400) as a, browser_page(height=2400, own_context=True) as b:   # b: another user
         _open_with_upload(a, app_url, data, forest)
 
         # 1. one session: a run of every row cancelled while its workers solve
@@ -173,7 +173,6 @@ def test_fcca_on_an_uploaded_wine_forest_cancels_reruns_and_runs_in_two_sessions
 
         # 2. a second session (its own browser context) beside the first: B starts, A starts,
         # B cancels while A's workers solve; A's run goes on, B reruns, both finish
-        b = a.context.browser.new_page(viewport={"width": 1400, "height": 2400})
         _open_with_upload(b, app_url, data, forest)
         _submit(b, 178)
         _submit(a, 120)

@@ -75,8 +75,7 @@ def test_a_crashing_model_file_leaves_the_server_and_other_sessions_running(tmp_
     from browser_util import browser_page, running_app, upload
 
     data, good, bad = _files(tmp_path)
-    with running_app() as url, browser_page() as a:
-        b = a.context.browser.new_page(viewport={"width": 1400, "height": 1000})   # its own context: a session
+    with running_app() as url, browser_page() as a, browser_page(own_context=True) as b:   # b: another user
         for page in (a, b):
             page.goto(url)
             page.get_by_role("heading", name="Data & model").wait_for(timeout=90_000)
