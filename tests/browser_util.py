@@ -111,11 +111,17 @@ def close_kept_chromium() -> None:
     _KEPT.close()
 
 
+def _context(browser, width: int = 1400, height: int = 1000):
+    """A new browser context of ``browser``, its views drawn without animations (``_STILL``)."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    context.add_init_script(_STILL)
+    return context
+
+
 def _tabs(browser):
     """The shared Chromium's one browser context for tabs (made on first use)."""
     if _SHARED.get("tabs") is None:
-        _SHARED["tabs"] = browser.new_context(viewport={"width": 1400, "height": 1000})
-        _SHARED["tabs"].add_init_script(_STILL)
+        _SHARED["tabs"] = _context(browser)
     return _SHARED["tabs"]
 
 
@@ -130,13 +136,13 @@ def browser_page(width: int = 1400, height: int = 1000, own_context: bool = Fals
     and HTTP cache of the tabs before it. A view in a new browser context cost 3.5-3.9 machine
     CPU-s against 2.1-2.8 as a new tab (the demo's Data & model page, measured): the context's
     set-up, and the app's scripts fetched and compiled again; test_browser.py's nine views took
-    69-75 machine CPU-s as tabs, 75-81 as contexts (three runs each, in turn). ``own_context`` opens the page in
-    a new browser context instead: a stranger's browser, with no cookie and no cache."""
+    69-75 machine CPU-s as tabs, 75-81 as contexts (three runs each, in turn).
+    ``own_context`` opens the page in a new browser context instead: a stranger's browser,
+    with no cookie and no cache."""
     shared = _SHARED.get("browser")
     if shared is not None and _SHARED.get("thread") == threading.get_ident():
         if own_context:
-            context = shared.new_context(viewport={"width": width, "height": height})
-            context.add_init_script(_STILL)
+            context = _context(shared, width, height)
             try:
                 yield context.new_page()
             finally:
@@ -155,9 +161,7 @@ def browser_page(width: int = 1400, height: int = 1000, own_context: bool = Fals
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS, headless=True)
         try:
-            page = browser.new_page(viewport={"width": width, "height": height})
-            page.add_init_script(_STILL)
-            yield page
+            yield _context(browser, width, height).new_page()
         finally:
             browser.close()
 
