@@ -36,7 +36,9 @@ install-dev: $(VENV)/.dev
 run: install
 	$(VENV)/bin/streamlit run dashboard/app.py --server.port $(PORT)
 
-# Browser tests drive Debian's Chromium (Playwright cannot download a browser here);
+# Browser tests drive Debian's Chromium (Playwright cannot download a browser here): its headless
+# shell where it is installed, the same Chromium without the desktop interface, at about two
+# thirds of the CPU a view costs (tests/conftest.py, CHROMIUM_BUILDS); else the desktop build.
 # Graphviz's `dot` renders the tree figures' SVG/PNG exports (tested).
 chromium:
 	@if command -v chromium >/dev/null 2>&1 || [ -x "$${CHROMIUM_PATH:-/usr/bin/chromium}" ]; then :; \
@@ -46,6 +48,16 @@ chromium:
 	else \
 		echo "Chromium is missing and this user cannot install it: run 'sudo apt-get install chromium'" \
 		     "(or set CHROMIUM_PATH to a Chromium binary), then 'make test' again." >&2; exit 1; \
+	fi
+	@if [ -n "$${CHROMIUM_PATH:-}" ] || command -v chromium-headless-shell >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "Installing Debian's chromium-headless-shell for the browser tests…"; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium-headless-shell >/dev/null 2>&1 || \
+		{ apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+		  chromium-headless-shell >/dev/null 2>&1; } || \
+		echo "chromium-headless-shell could not be installed: the browser tests drive chromium (slower)" >&2; \
+	else \
+		echo "Note: 'sudo apt-get install chromium-headless-shell' makes the browser tests lighter" >&2; \
 	fi
 	@if command -v dot >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
