@@ -126,15 +126,31 @@ def one_hot_pipeline_workspace(n: int = 1500, seed: int = 0):
     return build_workspace(df, "y", pipe, name="pipeline"), pipe
 
 
-@pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
-    """The real app served for one browser-test module, with an audit history of its own
-    (never the user's ~/.counterfactual-atlas)."""
+def _served(tmp_path_factory):
+    """The real app on a free port, with an audit history of its own (never the user's
+    ~/.counterfactual-atlas)."""
     from browser_util import running_app
 
     db = tmp_path_factory.mktemp("history") / "history.sqlite"
     with running_app(env={"ATLAS_HISTORY_URL": f"sqlite:///{db}"}) as url:
         yield url
+
+
+_workers_app = pytest.fixture(scope="session", name="_workers_app")(_served)
+
+
+@pytest.fixture(scope="module")
+def app_url(_workers_app):
+    """The real app, one server for the browser modules a test worker runs: as users
+    share one server, each view a session of its own. A server costs about 3 CPU-s to
+    start and serve its first session, and its first analysis over many rows starts a
+    pool's fork server (core/optimal/batch.py); once per worker, not once per module.
+    A module that needs a server nobody else used (its audit history counted from
+    empty) takes ``own_app_url``."""
+    return _workers_app
+
+
+own_app_url = pytest.fixture(scope="module", name="own_app_url")(_served)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -173,13 +173,14 @@ def _shot(page, shots, name: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def app(app_url, adult, tmp_path_factory):
-    """One browser session with the Adult files uploaded on Data & model."""
+def app(own_app_url, adult, tmp_path_factory):
+    """One browser session with the Adult files uploaded on Data & model, on a server of
+    its own (``test_audit_history`` counts the audits in its history: one, this module's)."""
     from playwright.sync_api import expect
 
     shots = shots_dir(tmp_path_factory.mktemp("shots"))
     with browser_page(height=2400) as page:
-        page.goto(app_url)
+        page.goto(own_app_url)
         page.get_by_role("heading", name="Data & model").wait_for(timeout=LONG)
         _click(page, page.get_by_text("Upload your own"),
                page.locator('[data-testid="stFileUploader"]').filter(has_text="Data (CSV or Parquet)"))
