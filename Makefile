@@ -37,8 +37,8 @@ run: install
 	$(VENV)/bin/streamlit run dashboard/app.py --server.port $(PORT)
 
 # Browser tests drive Debian's Chromium (Playwright cannot download a browser here): its headless
-# shell where it is installed, the same Chromium without the desktop interface, at about two
-# thirds of the CPU a view costs (tests/conftest.py, CHROMIUM_BUILDS); else the desktop build.
+# shell where it is installed, the same Chromium without the desktop interface, at about three
+# fifths of the browser's CPU a view costs (tests/conftest.py, CHROMIUM_BUILDS); else the desktop build.
 # Graphviz's `dot` renders the tree figures' SVG/PNG exports (tested).
 chromium:
 	@if command -v chromium >/dev/null 2>&1 || [ -x "$${CHROMIUM_PATH:-/usr/bin/chromium}" ]; then :; \
