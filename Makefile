@@ -40,30 +40,32 @@ run: install
 # shell where it is installed, the same Chromium without the desktop interface, at about three
 # fifths of the browser's CPU a view costs (tests/conftest.py, CHROMIUM_BUILDS); else the desktop build.
 # Graphviz's `dot` renders the tree figures' SVG/PNG exports (tested).
+# Debian packages are installed where this user can (root, apt): from the package lists as they
+# are, else after updating them.
+CAN_APT     = [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1
+APT_INSTALL = { DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(1) >/dev/null 2>&1 || \
+                { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(1) >/dev/null; }; }
 chromium:
 	@if command -v chromium >/dev/null 2>&1 || [ -x "$${CHROMIUM_PATH:-/usr/bin/chromium}" ]; then :; \
-	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	elif $(CAN_APT); then \
 		echo "Installing Debian's chromium for the browser tests…"; \
-		apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; \
+		$(call APT_INSTALL,chromium); \
 	else \
 		echo "Chromium is missing and this user cannot install it: run 'sudo apt-get install chromium'" \
 		     "(or set CHROMIUM_PATH to a Chromium binary), then 'make test' again." >&2; exit 1; \
 	fi
 	@if [ -n "$${CHROMIUM_PATH:-}" ] || command -v chromium-headless-shell >/dev/null 2>&1; then :; \
-	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	elif $(CAN_APT); then \
 		echo "Installing Debian's chromium-headless-shell for the browser tests…"; \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium-headless-shell >/dev/null 2>&1 || \
-		{ apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-		  chromium-headless-shell >/dev/null 2>&1; } || \
+		$(call APT_INSTALL,chromium-headless-shell) 2>/dev/null || \
 		echo "chromium-headless-shell could not be installed: the browser tests drive chromium (slower)" >&2; \
 	else \
 		echo "Note: 'sudo apt-get install chromium-headless-shell' makes the browser tests lighter" >&2; \
 	fi
 	@if command -v dot >/dev/null 2>&1; then :; \
-	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	elif $(CAN_APT); then \
 		echo "Installing Debian's graphviz for the figure exports…"; \
-		(apt-get install -y -q graphviz >/dev/null 2>&1 || (apt-get update -q >/dev/null && \
-		 DEBIAN_FRONTEND=noninteractive apt-get install -y -q graphviz >/dev/null)); \
+		$(call APT_INSTALL,graphviz); \
 	else \
 		echo "Graphviz is missing and this user cannot install it: run 'sudo apt-get install graphviz'," \
 		     "then 'make test' again." >&2; exit 1; \

@@ -254,11 +254,7 @@ def chromium_path() -> str | None:
     env = os.environ.get("CHROMIUM_PATH")
     if env and Path(env).exists():
         return env
-    for build in CHROMIUM_BUILDS:
-        found = build if build.startswith("/") and os.access(build, os.X_OK) else shutil.which(build)
-        if found:
-            return found
-    return None
+    return next(filter(None, map(shutil.which, CHROMIUM_BUILDS)), None)   # which() takes a path too
 
 
 def make_data(kind: str, n: int = 300, d: int = 5, seed: int = 0):
