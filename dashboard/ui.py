@@ -10,6 +10,7 @@ from typing import Any, Iterator
 import streamlit as st
 
 from core import dot
+from core.model.guarantee import guarantee_line
 from dashboard import state
 from dashboard.deploy import settings
 
@@ -115,6 +116,12 @@ def user_errors(title: str) -> Iterator[None]:
     except Exception as exc:  # noqa: BLE001 - the page must not show a traceback
         log.exception("unexpected error: %s", title)
         st.error(f"{title}: unexpected {type(exc).__name__}: {plain(exc)}. Nothing you had loaded was changed.")
+
+
+def show_guarantee(container: Any, g: Any, what: str = "this answer") -> None:
+    """The one way a page says what an answer guarantees (:func:`core.model.guarantee.guarantee_line`),
+    beside the answer: every page, for every kind of model."""
+    container.caption(plain(guarantee_line(g, what)))
 
 
 def cluster_setting(container) -> str | None:

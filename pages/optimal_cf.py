@@ -35,7 +35,7 @@ from core.optimal.batch import batch_counterfactuals
 from core.shown import approx_text, number_text, percent_text
 from dashboard import jobs, state
 from dashboard.caching import plausibility_model
-from dashboard.ui import download, plain, session_cluster, user_errors
+from dashboard.ui import download, plain, session_cluster, show_guarantee, user_errors
 from dashboard.widgets import column_picker, row_picker, target_picker
 
 
@@ -181,7 +181,7 @@ def _show(p: _Page, result) -> None:
         else:
             st.error(plain(result.message or "No counterfactual was found."))
         if g is not None:
-            st.caption(f"What this answer guarantees: {plain(g.text())}")
+            show_guarantee(st, g)
         if result.params.get("notice"):
             st.info(plain(result.params["notice"]))
         m = st.columns(6)

@@ -44,7 +44,8 @@ from typing import Any, Literal
 
 from core.errors import AtlasError
 
-__all__ = ["Guarantee", "GuaranteeKind", "ModelKind", "GUARANTEE_KINDS", "MODEL_KINDS"]
+__all__ = ["Guarantee", "GuaranteeKind", "ModelKind", "GUARANTEE_KINDS", "MODEL_KINDS", "guarantee_line",
+           "with_guarantee"]
 
 GuaranteeKind = Literal["proven_optimal", "exact", "time_limited", "valid_on_model", "estimated",
                         "infeasible", "not_found"]
@@ -161,3 +162,22 @@ class Guarantee:
     @classmethod
     def from_json(cls, s: str) -> Guarantee:
         return cls.from_dict(json.loads(s))
+
+
+def guarantee_line(g: Guarantee | None, what: str = "this answer") -> str:
+    """The one sentence every page, report and export says of an answer's guarantee:
+    "What <what> guarantees: <Guarantee.text()>" (``what`` names the answer: "these
+    rules", "this audit's recourses")."""
+    if g is None:
+        return f"What {what} guarantees: nothing is claimed of it."
+    return f"What {what} guarantees: {g.text()}"
+
+
+def with_guarantee(table: Any, g: Guarantee | None) -> Any:
+    """A copy of an exported table (a DataFrame) with the guarantee as its last two
+    columns, ``guarantee`` (the kind) and ``guarantee_text`` (in words), on every row:
+    a CSV says what it guarantees wherever it is opened, and stays a plain table."""
+    out = table.copy()
+    out["guarantee"] = "" if g is None else g.kind
+    out["guarantee_text"] = guarantee_line(g).split(": ", 1)[1]
+    return out
