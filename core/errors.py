@@ -32,6 +32,17 @@ class SchemaError(AtlasError):
     """The data does not match the model or the feature settings."""
 
 
+class ConstraintError(SchemaError):
+    """A constraint between features that cannot be read or cannot hold: the
+    message names the line and the column; ``line`` and ``column`` (1-based, None
+    when the error is not at one place) say where, for a page to point at it."""
+
+    def __init__(self, message: str, line: int | None = None, column: int | None = None):
+        super().__init__(message)
+        self.line = line
+        self.column = column
+
+
 class UntrustedPickleError(AtlasError):
     """A pickle/joblib file was given without the user trusting it."""
 

@@ -24,16 +24,18 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, Iterable, Sequence, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Iterable, Sequence, TypedDict, Unpack, cast
 
 import numpy as np
 import pandas as pd
 
+from core.constraints import constraint_lines, parse
 from core.errors import SchemaError
 from core.model.features import closest_names, feature_index, feature_indices, names_text
 from core.model.missing import indicator_of
 
 if TYPE_CHECKING:
+    from core.constraints import Constraints
     from core.model import TreeEnsemble
 
 __all__ = ["FeatureSpec", "Schema", "infer_schema", "suggest_protected", "validate", "one_hot_encode",
@@ -90,6 +92,11 @@ class FeatureSpec:
             raise SchemaError(f"Feature {self.name!r} lists levels but is {self.kind}, not categorical.")
 
     @property
+    def integral(self) -> bool:
+        """Whether the feature takes integer values only (its kind is one of :data:`INTEGRAL_KINDS`)."""
+        return self.kind in INTEGRAL_KINDS
+
+    @property
     def span(self) -> float:
         """Range used to scale distances (1 for a constant column)."""
         return float(self.upper - self.lower) or 1.0
@@ -110,7 +117,10 @@ class FeatureChanges(TypedDict, total=False):
 
 @dataclass(frozen=True)
 class Schema:
-    """Ordered feature settings, plus the target column's name if known.
+    """Ordered feature settings, plus the target column's name if known, and the
+    constraints between features the analyst wrote (``constraints``, one line of the
+    language of :mod:`core.constraints` each: the text is what is kept and saved;
+    it is read, and checked, when the schema is made).
 
     Examples
     --------
@@ -119,11 +129,14 @@ class Schema:
     >>> schema = infer_schema(pd.DataFrame({"age": [30, 41], "income": [1.5, 2.0]}))
     >>> schema.with_updates("age", actionability="increase").features[0].actionability
     'increase'
+    >>> schema.with_constraints("delta(age) >= 0").parsed_constraints().texts
+    ['delta(age) >= 0']
     """
 
     features: tuple[FeatureSpec, ...]
     target: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    constraints: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.features, (str, bytes, Mapping)) or not isinstance(self.features, Iterable):
@@ -138,6 +151,8 @@ class Schema:
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise SchemaError(f"Duplicate feature names in the schema: {dup}.")
+        object.__setattr__(self, "constraints", constraint_lines(self.constraints))
+        object.__setattr__(self, "_parsed", parse(self.constraints, self))    # not a field: asdict, eq, repr skip it
 
     # ------------------------------------------------------------ accessors
     @property
@@ -162,6 +177,13 @@ class Schema:
                 out.setdefault(f.group, []).append(i)
         return out
 
+    def group_levels(self) -> dict[str, tuple[str, ...]]:
+        """One-hot groups: group name -> the level each column stands for, in the
+        order of :meth:`groups` (a column ``group=level`` or ``group_level`` stands
+        for ``level``, any other for its own name, as the analyst's columns show them)."""
+        names = self.names
+        return {g: tuple(_level_of(names[i], g) for i in idx) for g, idx in self.groups().items()}
+
     def categorical(self) -> dict[int, tuple[str, ...]]:
         """Categorical features (one column of codes): index -> level names."""
         return {i: f.levels for i, f in enumerate(self.features)
@@ -175,6 +197,16 @@ class Schema:
         every one of :data:`ACTIONABILITY` present, possibly empty), in the schema's
         order: what a query's fixed / increase-only / decrease-only lists start from."""
         return {a: [f.name for f in self.features if f.actionability == a] for a in ACTIONABILITY}
+
+    def parsed_constraints(self) -> Constraints:
+        """The constraints read against this schema (read once, when it was made)."""
+        return cast("Constraints", vars(self)["_parsed"])       # read on construction
+
+    def with_constraints(self, texts: str | Iterable[str]) -> "Schema":
+        """The schema with these constraints (one text split into lines, or a sequence
+        of lines) in place of its own, checked: a line that cannot be read raises
+        :class:`core.errors.ConstraintError` naming its line and column."""
+        return replace(self, constraints=constraint_lines(texts))
 
     def with_updates(self, name: str, **changes: Unpack[FeatureChanges]) -> "Schema":
         """The schema with feature ``name``'s settings changed (kind, lower, upper,
@@ -206,7 +238,10 @@ class Schema:
             d = asdict(f)
             d["levels"] = None if f.levels is None else list(f.levels)
             feats.append(d)
-        return {"version": SCHEMA_VERSION, "target": self.target, "features": feats}
+        out: dict[str, Any] = {"version": SCHEMA_VERSION, "target": self.target, "features": feats}
+        if self.constraints:            # without any, the file (and what hashes it) is as before constraints
+            out["constraints"] = list(self.constraints)
+        return out
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -220,6 +255,10 @@ class Schema:
                     if f.get("kind") == "categorical":
                         f["kind"] = "one-hot"
             feats = tuple(FeatureSpec(**f) for f in rows)
+            constraints = d.get("constraints") or []       # older files have none
+            if not isinstance(constraints, list) or not all(isinstance(c, str) for c in constraints):
+                raise SchemaError(f"The schema file's 'constraints' must be a list of lines of text; got "
+                                  f"{constraints!r:.60}.")
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, SchemaError):
                 raise
@@ -227,7 +266,7 @@ class Schema:
             raise SchemaError(
                 f"Not a schema file: {exc}. Expected JSON with a 'features' list as saved by the app."
             ) from None
-        return cls(feats, target=d.get("target"))
+        return cls(feats, target=d.get("target"), constraints=tuple(constraints))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "Schema":
@@ -251,7 +290,8 @@ class Schema:
     @classmethod
     def from_frame(cls, df: pd.DataFrame, target: str | None = None, base: "Schema | None" = None) -> "Schema":
         """Settings edited in :meth:`to_frame` form; a categorical feature's levels
-        come from ``base`` (the schema the frame was made from), not from the text."""
+        and the constraints come from ``base`` (the schema the frame was made from),
+        not from the table."""
         rows = df.to_dict(orient="records")
         feats = []
         levels = {f.name: f.levels for f in base.features} if base is not None else {}
@@ -267,7 +307,16 @@ class Schema:
                                      upper=float(r["upper"]), actionability=str(r["actionability"]),
                                      weight=float(r["weight"]), protected=bool(r["protected"]), group=g,
                                      levels=lv if kind == "categorical" else None))
-        return cls(tuple(feats), target=target)
+        return cls(tuple(feats), target=target, constraints=base.constraints if base is not None else ())
+
+
+def _level_of(column: str, group: str) -> str:
+    """The level a one-hot column stands for: its name after ``group=`` or
+    ``group_``, else its whole name."""
+    for sep in ("=", "_"):
+        if column.startswith(group + sep):
+            return column[len(group) + 1:]
+    return column
 
 
 def _detect_one_hot(df: pd.DataFrame, binary_cols: Sequence[str]) -> dict[str, list[str]]:
