@@ -7,6 +7,7 @@ The layout: packages by concern, each above the ones it imports::
 
     core/
       model/          the representation every analysis reads; imports nothing above it
+      constraints/    the language of constraints between features, read against the schema
       intake/         tables and model files in, from_model, the checked workspace, the model worker
       cells/ solvers/ the counterfactual kernel
       surrogate/      any other model: a tree-ensemble surrogate, its answers checked on the model
@@ -65,7 +66,10 @@ app. :mod:`core.intake.workspace` turns a table and a model into a checked
 workspace (numeric view ``X``, raw view ``to_raw``), matching the table's columns
 to the model's features with :mod:`core.intake.matching` and showing them as the
 analyst's columns (:mod:`core.intake.columns`); :mod:`core.schema` describes
-features (kind, range, actionability, one-hot groups); :mod:`core.intake.demo`
+features (kind, range, actionability, one-hot groups) and keeps the constraints
+between features the analyst writes, one per line, in the language
+:mod:`core.constraints` reads (linear relations over new values, the row's values
+and changes; implications; category moves); :mod:`core.intake.demo`
 builds the embedded demo; :mod:`core.intake.csvsafe` writes CSV exports that no
 spreadsheet runs as formulas.
 
@@ -164,6 +168,7 @@ _PUBLIC = {
     "load_model": "core.intake.io", "load_table": "core.intake.io",
     "build_workspace": "core.intake.workspace", "from_model": "core.intake.models",
     "Schema": "core.schema", "infer_schema": "core.schema",
+    "Constraints": "core.constraints", "parse_constraints": "core.constraints",
     # what they return
     "TreeEnsemble": "core.model", "Box": "core.model.box", "Workspace": "core.intake.workspace",
     "CounterfactualResult": "core.counterfactual", "Region": "core.regions", "RegionSet": "core.regions",
@@ -174,17 +179,18 @@ _PUBLIC = {
 }
 
 __all__ = [
-    "Audit", "Box", "CounterfactualResult", "CounterfactualRules", "FCCAResult",
+    "Audit", "Box", "Constraints", "CounterfactualResult", "CounterfactualRules", "FCCAResult",
     "LocalRule", "Metarule", "Region", "RegionSet", "RegionalRule", "Rule", "Schema", "TCREx",
     "TreeEnsemble", "Workspace", "already_at_target", "build_workspace", "counterfactual_set", "default_target",
     "exact_counterfactual", "fcca", "from_model", "infer_schema", "load_model", "load_table",
-    "optimal_counterfactual", "run_audit"
+    "optimal_counterfactual", "parse_constraints", "run_audit"
 ]
 
 if TYPE_CHECKING:
     from core.audit import Audit, run_audit
     from core.compression import fcca
     from core.compression.result import FCCAResult
+    from core.constraints import Constraints, parse_constraints
     from core.counterfactual import CounterfactualResult, already_at_target, default_target
     from core.intake.io import load_model, load_table
     from core.intake.models import from_model
