@@ -663,7 +663,7 @@ def build_workspace(df: pd.DataFrame, target: str | None, model: ModelLike, *, n
                          "number: it is analysed as a number.")
     if schema is None or schema.names != list(X.columns):
         schema = _inferred_schema(ens, X, sources, types, protected)
-    schema = Schema(schema.features, target=target)
+    schema = Schema(schema.features, target=target, constraints=schema.constraints)
     info = {**file_info.pop("display", {}), **dict(model_info or {})}
     ws = Workspace(name=name, raw=df, X=X, y=y, target=target, model=original, ensemble=ens, schema=schema,
                    data_sha256=data_sha256, model_sha256=model_sha256, notes=tuple(notes), model_info=info,
