@@ -357,3 +357,20 @@ def test_a_settings_file_with_bad_constraints_says_what_is_wrong(schema):
 def test_the_feature_table_editor_keeps_the_constraints(schema):
     s = schema.with_constraints("delta(Age) >= 0")
     assert Schema.from_frame(s.to_frame(), base=s).constraints == ("delta(Age) >= 0",)
+
+
+def test_a_workspace_built_with_a_saved_schema_keeps_its_constraints():
+    import pandas as pd
+    from sklearn.tree import DecisionTreeClassifier
+
+    from core.intake.workspace import build_workspace
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"age": rng.integers(18, 80, 60), "income": rng.normal(size=60)})
+    df["y"] = (df["age"] > 40).astype(int)
+    model = DecisionTreeClassifier(max_depth=2, random_state=0).fit(df[["age", "income"]], df["y"])
+    first = build_workspace(df, "y", model, name="t")
+    saved = first.schema.with_constraints("delta(age) >= 0\nincome <= old(income) + 1")
+    ws = build_workspace(df, "y", model, name="t", schema=Schema.from_json(saved.to_json()))
+    assert ws.schema.constraints == saved.constraints
+    assert ws.schema.parsed_constraints().texts == ["delta(age) >= 0", "income <= old(income) + 1"]
