@@ -522,9 +522,11 @@ class CounterfactualResult(Result):
     alternatives: tuple["CounterfactualResult", ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
     guarantee: Guarantee = None  # type: ignore[assignment]   # None: the one the status proves
+    binding: tuple[str, ...] = ()    # the constraints between features that hold with equality at x
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", settings(self.params))
+        object.__setattr__(self, "binding", tuple(str(t) for t in self.binding))
         if self.guarantee is None:          # a tree ensemble's exact solve: the status says what is proven
             object.__setattr__(self, "guarantee", status_guarantee(self.status, self.x is not None and self.valid,
                                                                    self.gap, self.lower_bound))
@@ -552,6 +554,8 @@ class CounterfactualResult(Result):
                              **({} if c.labels is None else {"labels": list(c.labels)})} for c in self.changes])
         w.value("alternatives", [a.to_dict() for a in self.alternatives])
         w.numbers("timings", self.timings, math.inf)
+        if self.binding:
+            w.value("binding", list(self.binding))
         return w.done()
 
     @classmethod
@@ -565,7 +569,8 @@ class CounterfactualResult(Result):
                    lower_bound=r.number("lower_bound", math.inf), valid=bool(r.get("valid")),
                    message=str(r.get("message", "")), prediction=r.get("prediction", None),
                    alternatives=tuple(CounterfactualResult.from_dict(a) for a in r.get("alternatives", [])),
-                   timings=r.numbers("timings", math.inf), guarantee=Guarantee.from_dict(r.get("guarantee")))
+                   timings=r.numbers("timings", math.inf), guarantee=Guarantee.from_dict(r.get("guarantee")),
+                   binding=tuple(r.get("binding", ())))
 
 
 def status_guarantee(status: str, found: bool, gap: float = 0.0, bound: float = 0.0,

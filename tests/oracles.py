@@ -188,3 +188,97 @@ def brute_crp(cr, qlo, qhi, target) -> float:
         if inside.any():
             vals.append(np.mean(y[inside] == target))
     return float(np.mean(vals)) if vals else 0.0
+
+
+def constrained_oracle(ens, schema, x, target, cons, norm="l1"):
+    """The cheapest point under constraints between features, by enumeration: every cell of
+    the split grid where the model gives ``target`` is solved as its own (mixed-integer)
+    linear program over the closed cell, the features' ranges and the constraints (each
+    implication by its branches: its conclusions, or one premise broken), cells taken
+    cheapest box first until no box can beat the best. ``inf`` when no cell has a point.
+    Features are free within their ranges (the schema's actionability is not read)."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    from core.constraints import CategoryMove, Implication
+
+    cm = make_cost_model(ens, norm, None, schema)
+    d = ens.n_features
+    arr = schema.arrays()
+    lo, hi = np.minimum(arr["lower"], x), np.maximum(arr["upper"], x)
+    integral = np.array([f.kind in ("integer", "ordinal", "binary") for f in schema.features])
+    for j, ok in cons.allowed_codes(x).items():
+        lo[j], hi[j] = max(lo[j], min(ok)), min(hi[j], max(ok))
+    levels = [np.asarray(ens.split_levels(j), dtype=float) for j in range(d)]
+    cells = []
+    for j in range(d):
+        edges = np.concatenate([[-np.inf], levels[j], [np.inf]])
+        opts = []
+        for a, b in zip(edges[:-1], edges[1:]):
+            a2, b2 = max(a, lo[j]), min(b, hi[j])
+            if integral[j]:
+                a2 = max(np.floor(a) + 1 if np.isfinite(a) else -np.inf, np.ceil(lo[j]))
+                b2 = min(np.floor(b) if np.isfinite(b) else np.inf, np.floor(hi[j]))
+                if a2 > b2:
+                    continue
+                inside = a2
+            else:
+                if a2 > b2 or (a2 == b2 and a2 == a):      # (a, b] meets the range at a alone: empty
+                    continue
+                inside = (a2 + b2) / 2 if a2 < b2 else b2
+            opts.append((a2, b2, inside))
+        cells.append(opts)
+    combos = list(itertools.product(*cells))
+    if not combos:
+        return np.inf
+    P = np.array([[c[2] for c in combo] for combo in combos])
+    ok = ens.predict(P) == target
+    boxes = [(float(cm.cost(x, np.clip(x, [c[0] for c in combo], [c[1] for c in combo])[None, :])[0]), combo)
+             for combo, k in zip(combos, ok) if k]
+    boxes.sort(key=lambda t: t[0])
+    linear = [c.form for c in cons if not isinstance(c.form, (Implication, CategoryMove))]
+    imps = [c.form for c in cons if isinstance(c.form, Implication)]
+    def ways(imp):          # its conclusions hold, or one premise is broken (an equation: either side)
+        out = [("then", imp)]
+        for p in imp.premises:
+            out += [("<=", p), (">=", p)] if p.sense == "==" else [("not", p)]
+        return out
+
+    branches = list(itertools.product(*[ways(imp) for imp in imps]))
+    best = np.inf
+    # variables: x (d), p (d), n (d); x - p + n = x_hat; cost sum w+ p / span + w- n / span
+    cost = np.concatenate([np.zeros(d), cm.w_up / cm.span, cm.w_down / cm.span]) * cm.l1
+    for box_cost, combo in boxes:
+        if box_cost >= best - 1e-12:
+            break
+        xl, xh = np.array([c[0] for c in combo]), np.array([c[1] for c in combo])
+        for branch in branches:
+            rows, rlo, rhi = [np.hstack([np.eye(d), -np.eye(d), np.eye(d)])], [x], [x]
+            forms = [(f, False) for f in linear]
+            for how, f in branch:
+                forms += [(q, None) for q in f.conclusions] if how == "then" else [(f, how)]
+            for f, broken in forms:
+                a, rhs, sense = f.on_row(x)
+                a = np.asarray(a, dtype=float)
+                if broken is not None:      # the broken side: a step of 1 on integers, else its closure
+                    whole = all(integral[j] and float(a[j]).is_integer() for j in np.flatnonzero(a)) and \
+                        float(rhs).is_integer()
+                    step = 1.0 if whole else 0.0
+                    if broken == "not":
+                        broken = {"<=": ">", "<": ">=", ">=": "<", ">": "<="}[sense]
+                    if broken in ("<", ">"):
+                        rhs = rhs - step if broken == "<" else rhs + step
+                        broken = "<=" if broken == "<" else ">="
+                    elif f.sense == "==":   # an equation broken on one side: strictly
+                        rhs = rhs - step if broken == "<=" else rhs + step
+                    sense = broken
+                row = np.concatenate([a, np.zeros(2 * d)])[None, :]
+                rows.append(row)
+                rlo.append([rhs if sense in (">=", ">", "==") else -np.inf])
+                rhi.append([rhs if sense in ("<=", "<", "==") else np.inf])
+            res = milp(cost, integrality=np.concatenate([integral.astype(int), np.zeros(2 * d, int)]),
+                       bounds=Bounds(np.concatenate([xl, np.zeros(2 * d)]),
+                                     np.concatenate([xh, np.full(2 * d, np.inf)])),
+                       constraints=LinearConstraint(np.vstack(rows), np.concatenate(rlo), np.concatenate(rhi)))
+            if res.x is not None and res.fun < best:
+                best = float(res.fun)
+    return best

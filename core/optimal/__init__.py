@@ -86,6 +86,7 @@ from core.model import LinearModel, TreeEnsemble, as_ensemble, as_model
 from core.model.features import as_row, as_table, feature_indices
 from core.model.missing import indicator_of, settled
 from core.optimal.anytime import Anytime, stopped_result
+from core.optimal.constrained import RecourseCheck, constrained_counterfactual, resolve_constraints, verify_recourse
 from core.schema import Schema
 from core.settings import (
     TIME_LIMIT,
@@ -106,7 +107,8 @@ from core.surrogate.repair import checked_counterfactual
 from core.typing import FeatureKey, ModelLike, Norm, Row, Rows, TargetSpec, Weights
 
 __all__ = ["optimal_counterfactual", "OptimalSettings", "other_models", "build_problem", "feature_levels", "Plausibility", "CellProblem",
-           "warm_start", "greedy_start", "radius_bound", "explain_infeasible", "BACKENDS"]
+           "warm_start", "greedy_start", "radius_bound", "explain_infeasible", "BACKENDS", "verify_recourse",
+           "RecourseCheck"]
 
 BACKENDS = ("auto", "cpsat", "boxsearch", "lpbox", "highs", "gurobi")
 
@@ -174,7 +176,7 @@ class OptimalSettings:
     warm: bool
 
 
-def _held_states(ens: TreeEnsemble, x: np.ndarray, s: OptimalSettings, action: list[str]) -> TreeEnsemble:
+def _held_states(ens: TreeEnsemble, x: np.ndarray, action: list[str]) -> TreeEnsemble:
     """``ens`` with the query's "is missing" columns that cannot move held at their
     value (:func:`core.model.missing.settled`: a known value never becomes missing, a
     missing one kept so stays): the same answers on every point the query may
@@ -202,7 +204,7 @@ def _problem(ens: TreeEnsemble, x: np.ndarray, target: Any, s: OptimalSettings, 
                                 lambda inner, extra: build_problem(inner, x, target, extra_levels=extra, **kw))
             if prob is not None:
                 return prob
-        ens = _held_states(ens, x, s, action)
+        ens = _held_states(ens, x, action)
     return build_problem(ens, x, target, **kw)
 
 
@@ -217,7 +219,8 @@ def optimal_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, s
                            n_workers: int = 2, warm: bool = True, X_ref: Rows | None = None, model: ModelLike = None,
                            on_progress: Callable[[CounterfactualResult], None] | None = None,
                            should_stop: Callable[[], bool] | None = None,
-                           surrogate: Surrogate | None = None) -> CounterfactualResult:
+                           surrogate: Surrogate | None = None,
+                           constraints: Iterable[str] | None = None) -> CounterfactualResult:
     """The minimum-cost change of ``x`` that gives ``target``, proven optimal.
 
     What "optimal" means depends on the model, and the result's ``guarantee`` says it:
@@ -281,6 +284,12 @@ def optimal_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, s
     surrogate : Surrogate or None, default None
         With a model that is not read exactly (``model``, e.g. a BlackBoxModel), its
         surrogate; ``ensemble`` is then ignored (the surrogate's view is solved).
+    constraints : constraint texts (:mod:`core.constraints`: linear rows over new values,
+        ``old(...)`` and ``delta(...)``, implications, category moves), default None
+        (the schema's own, if any). With constraints in force the query is solved exactly
+        by the constrained MILP (:mod:`core.optimal.constrained`, backend "milp"); a row no
+        action can help is "infeasible", proven; ``binding`` lists the constraints that
+        hold with equality at the optimum.
 
     Returns
     -------
@@ -315,6 +324,12 @@ def optimal_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, s
                                       time_limit=time_limit, X_ref=X_ref, n_workers=n_workers,
                                       on_progress=on_progress)
     read = ensemble if isinstance(ensemble, (TreeEnsemble, LinearModel)) else as_model(ensemble)
+    cons = resolve_constraints(constraints, schema)
+    if len(cons):                          # constraints between features: the one solver that takes them
+        return _constrained_query(read, ensemble, x, target, cons, schema=schema, norm=norm, weights=weights,
+                                  fixed=fixed, increase_only=increase_only, decrease_only=decrease_only,
+                                  plausibility=plausibility, also_valid_for=also_valid_for, margin=margin,
+                                  backend=backend, time_limit=time_limit, n_solutions=n_solutions, model=model)
     if isinstance(read, LinearModel):      # a linear model: a MILP on its score (core.solvers.linear)
         return _linear_query(read, ensemble, x, target, schema=schema, norm=norm, weights=weights, fixed=fixed,
                              increase_only=increase_only, decrease_only=decrease_only, plausibility=plausibility,
@@ -386,6 +401,43 @@ def optimal_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, s
     if len(results) > 1:
         first = replace(first, alternatives=tuple(r for r in results[1:] if r.found))
     return first
+
+
+def _constrained_query(read: Any, given: Any, x: Any, target: Any, cons: Any, *, schema: Any, backend: str,
+                       plausibility: Any, also_valid_for: Any, margin: Any, n_solutions: int, model: Any,
+                       time_limit: float, **kw: Any) -> CounterfactualResult:
+    """The query under constraints between features (:mod:`core.optimal.constrained`)."""
+    unsupported = [what for what, used in (("a probability margin", margin is not None),
+                                           ("n_solutions > 1", n_solutions > 1)) if used]
+    if unsupported:
+        raise QueryError(f"Under constraints between features the optimal counterfactual does not take "
+                         f"{', '.join(unsupported)}; leave them out.")
+    if isinstance(kw["norm"], str) and kw["norm"] == "linf" and isinstance(read, LinearModel):
+        raise QueryError("The L-infinity cost (norm 'linf') is solved on tree ensembles; on a linear model "
+                         "choose 'l0', 'l1', 'l2' or a mix of them.")
+    time_limit = check_time_limit(time_limit)
+    others: list[tuple[TreeEnsemble, Any]] = []
+    if isinstance(read, LinearModel):
+        if plausibility is not None or tuple(also_valid_for or ()):
+            raise QueryError("On a linear model the optimal counterfactual does not take plausibility or "
+                             "also_valid_for; leave them out.")
+        original = model if model is not None else (None if isinstance(given, LinearModel) else given)
+    else:
+        read = as_ensemble(read)
+        check_schema(read, schema)
+        others = other_models(also_valid_for)
+        if plausibility is not None and not isinstance(plausibility, Plausibility):
+            plausibility = Plausibility.from_forest(plausibility, None, None)
+        original = model
+    params = dict(norm=kw["norm"] if isinstance(kw["norm"], str) else dict(kw["norm"]), time_limit=time_limit,
+                  fixed=_names(kw["fixed"]), increase_only=_names(kw["increase_only"]),
+                  decrease_only=_names(kw["decrease_only"]), target=str(target),
+                  model_kind="linear" if isinstance(read, LinearModel) else "tree_ensemble")
+    if backend not in ("auto", "highs"):
+        params["notice"] = (f"Solved by the constrained MILP (HiGHS): the {backend} backend cannot take constraints "
+                            "between features.")
+    return constrained_counterfactual(read, x, target, cons=cons, schema=schema, params=params, model=original,
+                                      time_limit=time_limit, plausibility=plausibility, others=others, **kw)
 
 
 def _linear_query(lin: LinearModel, given: Any, x: Any, target: Any, *, plausibility: Any, also_valid_for: Any,

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from core.cells.bounds import bounded_costs, reachable_leaves
-from core.cells.problem import CellProblem, CellSolution, TreeBlock
+from core.cells.problem import CellProblem, CellSolution, Other, TreeBlock
 from core.errors import GurobiUnavailable
 
 if TYPE_CHECKING:
@@ -135,10 +135,27 @@ def build_ocean(prob: CellProblem) -> OceanMILP:
     """OCEAN's MILP for a :class:`core.cells.CellProblem` (see module doc)."""
     from scipy import sparse
 
-    d = prob.n_features
-    ub = prob.upper_bound
-    costs = bounded_costs(prob)
     B = _Builder()
+    mu, lo_i, consts, obj, c0 = add_cell_model(B, prob, prob.upper_bound)
+    n = len(B.lb)
+    cvec = np.zeros(n)
+    for col, v in obj.items():
+        cvec[col] = v
+    A = sparse.csr_matrix((B.vals, (B.rows, B.cols)), shape=(len(B.rlo), n))
+    return OceanMILP(cvec, c0, A, np.array(B.rlo), np.array(B.rhi), np.array(B.lb), np.array(B.ub),
+                     np.array(B.integ), [m[0] for m in mu], lo_i, n)
+
+
+def add_cell_model(B: _Builder, prob: CellProblem, ub: float) -> tuple[_Mu, list[int], _Consts, dict[int, float], float]:
+    """Every row of OCEAN's MILP but its objective, added to ``B``: the order simplex of each
+    feature (eq. 15, forbidden intervals held out), the trees (eqs. 8-12, 16-17, leaves whose
+    cheapest point costs more than ``ub`` held at 0), the target (eqs. 13-14), plausibility
+    (eq. 33), the one-hot groups (eq. 27). Returns the level variables (per feature
+    ``({m: column}, {level: m})``), each feature's lowest allowed interval, the constant
+    level variables, and the telescoped cost on the level variables (``{column: cost}``
+    and its constant, eq. 31), which a caller with a cost of its own leaves out."""
+    d = prob.n_features
+    costs = bounded_costs(prob)
     mu: _Mu = []
     lo_i: list[int] = []
     consts: _Consts = []
@@ -174,6 +191,8 @@ def build_ocean(prob: CellProblem) -> OceanMILP:
 
     leaves = _add_trees(B, prob.ens, mu, consts, allowed(prob.model_leaves))
     _target_rows(B, prob, leaves)
+    for other in prob.others:                  # further models: their trees and their target, on the same levels
+        _target_rows(B, other, _add_trees(B, other.ens, mu, consts, allowed(other.leaves)))
     if prob.plaus is not None:
         if prob.plaus_leaves is None:
             raise RuntimeError("The problem has a plausibility forest but not its leaves (core.cells.build_problem "
@@ -193,20 +212,14 @@ def build_ocean(prob: CellProblem) -> OceanMILP:
             else:
                 fixed += k
         B.row(terms, 1.0 - fixed, 1.0 - fixed)                            # (27)
-    n = len(B.lb)
-    cvec = np.zeros(n)
-    for col, v in obj.items():
-        cvec[col] = v
-    A = sparse.csr_matrix((B.vals, (B.rows, B.cols)), shape=(len(B.rlo), n))
-    return OceanMILP(cvec, c0, A, np.array(B.rlo), np.array(B.rhi), np.array(B.lb), np.array(B.ub),
-                     np.array(B.integ), [m[0] for m in mu], lo_i, n)
+    return mu, lo_i, consts, obj, c0
 
 
 class _Infeasible(Exception):
     pass
 
 
-def _target_rows(B: _Builder, prob: CellProblem, leaves: list[dict[int, int]]) -> None:
+def _target_rows(B: _Builder, prob: CellProblem | Other, leaves: list[dict[int, int]]) -> None:
     ens, tgt = prob.ens, prob.target
     scale = 1.0 / ens.n_trees if ens.aggregation == "mean" else 1.0
     base = ens.base_score

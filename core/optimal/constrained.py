@@ -1,0 +1,292 @@
+"""Optimal counterfactuals and recourse verification under constraints between features.
+
+The analyst's constraints (:mod:`core.constraints`) couple features, so the query is
+answered by the one solver that encodes them exactly, the MILP of
+:mod:`core.solvers.constrained` (HiGHS), for a tree ensemble and for a linear model;
+any other model's query is solved on its surrogate under the same constraints and the
+repaired point checked against them (:mod:`core.surrogate.repair`).
+
+:func:`constrained_counterfactual` is what :func:`core.optimal.optimal_counterfactual`
+calls when constraints are in force (given, or in the schema); its result's
+``backend`` is "milp" and, when another backend was asked for, ``params["notice"]``
+says that the constraints needed this one. ``binding`` lists the constraints that hold
+with equality at the optimum.
+
+:func:`verify_recourse` asks only whether any action satisfying the constraints brings
+the row to the target (Kothari, Kulynych & Ustun, "Prediction without preclusion",
+ICLR 2024: a row with none is *precluded*). It is a feasibility question, a program
+with no objective, and on a tree ensemble or a linear model its "precluded" is proven;
+``blocking`` then names the smallest set of constraints without which the row would
+have recourse (empty when the model and the features' own settings preclude it alone).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar, Iterable
+
+import numpy as np
+
+from core.cells.problem import build_problem, feature_actions
+from core.counterfactual import CounterfactualResult, QueryError, changes_between
+from core.model import Guarantee, LinearModel, TreeEnsemble
+from core.model.result import Reader, Result, Writer
+from core.solvers import constrained as cmilp
+
+__all__ = ["constrained_counterfactual", "verify_recourse", "RecourseCheck", "resolve_constraints"]
+
+
+def resolve_constraints(constraints: Any, schema: Any) -> Any:
+    """The constraints in force: ``constraints`` (texts or parsed) read against ``schema``,
+    else the schema's own; an empty :class:`core.constraints.Constraints` when none."""
+    from core.constraints import Constraints, parse
+
+    if constraints is None:
+        return schema.parsed_constraints() if schema is not None else Constraints()
+    if isinstance(constraints, Constraints):
+        return constraints
+    if schema is None:
+        raise QueryError("Constraints between features are read against the features' schema (their names, kinds "
+                         "and ranges); pass schema= as well, e.g. infer_schema(table).")
+    return parse(list(constraints) if not isinstance(constraints, str) else constraints, schema)
+
+
+def _tree_problem(ens: TreeEnsemble, x: np.ndarray, target: Any, schema: Any, kw: dict[str, Any]) -> Any:
+    from core.optimal import _held_states
+
+    action = feature_actions(ens, schema, x, fixed=kw["fixed"], increase_only=kw["increase_only"],
+                             decrease_only=kw["decrease_only"])
+    held = _held_states(ens, x, action)
+    prob = build_problem(held, x, target, schema=schema, norm=kw["norm"], weights=kw["weights"], fixed=kw["fixed"],
+                         increase_only=kw["increase_only"], decrease_only=kw["decrease_only"],
+                         plausibility=kw.get("plausibility"), also_valid_for=kw.get("others", ()))
+    return prob, action
+
+
+def _solve(read: Any, x: np.ndarray, target: Any, cons: Any, schema: Any, kw: dict[str, Any], time_limit: float
+           ) -> tuple[cmilp.Solved, Any, Any]:
+    """(what the program found, the model's view that checks a point, the domain)."""
+    if isinstance(read, LinearModel):
+        from core.solvers.linear import build_linear_problem
+
+        lp = build_linear_problem(read, x, target, schema=schema, norm=kw["norm"], weights=kw["weights"],
+                                  fixed=kw["fixed"], increase_only=kw["increase_only"],
+                                  decrease_only=kw["decrease_only"])
+        dom = cmilp.linear_domain(lp)
+        return cmilp.solve_linear_model(lp, dom, cons, time_limit=time_limit), lp, dom
+    prob, action = _tree_problem(read, x, target, schema, kw)
+    dom = cmilp.tree_domain(prob, action)
+    return cmilp.solve_cells(prob, dom, cons, time_limit=time_limit), prob, dom
+
+
+def constrained_counterfactual(read: TreeEnsemble | LinearModel, x: Any, target: Any, *, cons: Any, schema: Any,
+                               params: dict[str, Any], model: Any = None, time_limit: float = 30.0,
+                               **kw: Any) -> CounterfactualResult:
+    """The cheapest change of ``x`` giving ``target`` under ``cons``, proven (see the module
+    docstring). ``kw``: norm, weights, fixed, increase_only, decrease_only (and, for trees,
+    plausibility and others)."""
+    t0 = time.perf_counter()
+    x = np.asarray(x, dtype=float).ravel()
+    params = dict(params, constraints=cons.texts, backend="milp")
+    model_kind = "linear" if isinstance(read, LinearModel) else "tree_ensemble"
+    if schema is not None:
+        _row_notes(cons, x, params)
+    try:
+        solved, view, dom = _solve(read, x, target, cons, schema, kw, time_limit)
+    except ValueError as exc:
+        raise QueryError(str(exc)) from None
+    if solved.x is None:
+        return _nothing(solved, x, params, model_kind, time.perf_counter() - t0, cons)
+    point = solved.x
+    if model is not None and not _convinces(model, read, view, point):
+        return CounterfactualResult(
+            x=None, cost=float("inf"), status="error", gap=float("inf"), elapsed=time.perf_counter() - t0,
+            changes=(), backend="milp", params=params, x_query=x.copy(),
+            message="The model as loaded disagrees with its exact reading at the program's point; nothing is "
+                    "returned.", guarantee=Guarantee("not_found", model_kind))
+    status = "optimal" if solved.status == "optimal" else "feasible"
+    gap = 0.0 if status == "optimal" else max(0.0, (solved.cost - solved.bound) / max(solved.cost, 1e-12))
+    g = Guarantee("proven_optimal" if status == "optimal" else "time_limited", model_kind,
+                  gap=gap, bound=solved.bound, note=_binding_note(cons, solved.binding))
+    return CounterfactualResult(
+        x=point, cost=solved.cost, status=status, gap=gap, elapsed=time.perf_counter() - t0,
+        changes=changes_between(read if isinstance(read, TreeEnsemble) else _Names(read), x, point),
+        backend="milp", params=params, x_query=x.copy(), lower_bound=solved.bound, valid=True,
+        prediction=read.predict(point[None, :])[0], timings=solved.timings, guarantee=g,
+        binding=tuple(cons[k].text for k in solved.binding))
+
+
+class _Names:
+    """What :func:`changes_between` reads of a linear model (names and categories)."""
+
+    def __init__(self, lin: LinearModel) -> None:
+        self.feature_names = lin.feature_names
+        self.categories = lin.categories
+        self._lin = lin
+
+    def category_label(self, j: int, code: float) -> str:
+        return self._lin.category_label(j, code)
+
+
+def _convinces(model: Any, read: Any, view: Any, point: np.ndarray) -> bool:
+    """Does the original model, as loaded, give the target at ``point`` too?"""
+    from core.cells.result import check_on_model
+
+    if isinstance(read, LinearModel):
+        from core.solvers.linear import _on_model
+
+        return _on_model(model, view, point)
+    return check_on_model(model, view.ens, point, view.target)
+
+
+def _binding_note(cons: Any, binding: tuple[int, ...]) -> str:
+    if not binding:
+        return "No constraint between features binds at this point."
+    return "Binding constraints: " + "; ".join(cons[k].text for k in binding) + "."
+
+
+def _row_notes(cons: Any, x: np.ndarray, params: dict[str, Any]) -> None:
+    """A row that already breaks a constraint on new values as it stands: say so (the
+    answer is a point that satisfies it)."""
+    broken = cons.violated(x, x)
+    if broken:
+        params["notice"] = ("The row as it stands breaks " + "; ".join(repr(cons[k].text) for k in broken)
+                            + ": the answer is a point that satisfies " + ("it." if len(broken) == 1 else "them."))
+
+
+def _nothing(solved: cmilp.Solved, x: np.ndarray, params: dict[str, Any], model_kind: str, elapsed: float,
+             cons: Any) -> CounterfactualResult:
+    if solved.status == "infeasible":
+        msg = "No action satisfying the constraints gives the target: this row is precluded (proven)."
+        g = Guarantee("infeasible", model_kind)
+        return CounterfactualResult(x=None, cost=float("inf"), status="infeasible", gap=float("inf"), elapsed=elapsed,
+                                    changes=(), backend="milp", params=params, x_query=x.copy(),
+                                    lower_bound=float("inf"), message=msg, guarantee=g)
+    msg = solved.message or "No counterfactual was found within the time limit; allow more time."
+    return CounterfactualResult(x=None, cost=float("inf"), status="time_limit" if solved.status == "time_limit"
+                                else "error", gap=float("inf"), elapsed=elapsed, changes=(), backend="milp",
+                                params=params, x_query=x.copy(), message=msg,
+                                guarantee=Guarantee("not_found", model_kind))
+
+
+# ------------------------------------------------------------------ recourse verification
+@dataclass(frozen=True, eq=False)
+class RecourseCheck(Result):
+    """Whether a row has recourse under the constraints (a :class:`core.model.result.Result`).
+
+    status : "reachable" (a witness point exists), "precluded" (proven: no action
+        satisfying the constraints gives the target) or "unknown" (time ran out).
+    x_query : the row.  witness : a point that gives the target (not the cheapest), or None.
+    blocking : the smallest set of constraints (texts) under which the row stays
+        precluded; () when the model and the features' own settings preclude it alone;
+        None when not computed or not known.
+    """
+
+    kind: ClassVar[str] = "recourse_check"
+    what: ClassVar[str] = "recourse check"
+
+    status: str
+    x_query: np.ndarray
+    witness: np.ndarray | None
+    blocking: tuple[str, ...] | None
+    params: dict[str, Any]
+    elapsed: float
+    guarantee: Guarantee
+
+    @property
+    def precluded(self) -> bool:
+        return self.status == "precluded"
+
+    def explain(self) -> str:
+        """The answer in one sentence."""
+        if self.status == "reachable":
+            return "This row has recourse: an action satisfying the constraints gives the target."
+        if self.status == "unknown":
+            return "Not decided within the time limit: allow more time."
+        if not self.blocking:
+            return "No recourse: the model and the features' own settings (fixed features, ranges) leave no action."
+        return "No recourse because of " + "; ".join(repr(t) for t in self.blocking) + "."
+
+    def _body(self) -> dict[str, Any]:
+        w = Writer()
+        w.value("status", self.status).array("x_query", self.x_query).array("witness", self.witness)
+        w.value("blocking", None if self.blocking is None else list(self.blocking))
+        return w.done()
+
+    @classmethod
+    def _from_body(cls, r: Reader) -> "RecourseCheck":
+        b = r.get("blocking")
+        return cls(status=str(r.get("status")), x_query=r.array("x_query"), witness=r.array("witness"),
+                   blocking=None if b is None else tuple(str(t) for t in b), params=dict(r.get("params")),
+                   elapsed=r.number("elapsed"), guarantee=Guarantee.from_dict(r.get("guarantee")))
+
+
+def verify_recourse(model: Any, x: Any, target: Any, *, schema: Any = None, constraints: Iterable[str] | Any = None,
+                    fixed: Iterable[Any] | None = None, increase_only: Iterable[Any] | None = None,
+                    decrease_only: Iterable[Any] | None = None, time_limit: float = 30.0,
+                    explain: bool = True) -> RecourseCheck:
+    """Does any action satisfying the constraints bring ``x`` to ``target``? (module docstring)
+
+    Parameters
+    ----------
+    model : a tree ensemble or a linear model (or a fitted model read as one).
+    x : array-like (n_features,), the row (codes view).
+    target : the class (or a regressor's interval) to reach.
+    schema : the features' schema; its constraints are used unless ``constraints`` is given.
+    constraints : constraint texts (:mod:`core.constraints`), or None for the schema's.
+    fixed, increase_only, decrease_only : as :func:`core.optimal.optimal_counterfactual`.
+    explain : for a precluded row, also find the smallest blocking set of constraints.
+    """
+    from core.counterfactual import check_time_limit
+    from core.model import as_model
+
+    t0 = time.perf_counter()
+    time_limit = check_time_limit(time_limit)
+    read = model if isinstance(model, (TreeEnsemble, LinearModel)) else as_model(model)
+    if not isinstance(read, (TreeEnsemble, LinearModel)):
+        raise QueryError("Recourse is verified (proven) on a tree ensemble or a linear model; a model known only by "
+                         "its answers cannot prove that no action exists.")
+    cons = resolve_constraints(constraints, schema)
+    x = np.asarray(x, dtype=float).ravel()
+    kw = dict(norm="l1", weights=None, fixed=fixed, increase_only=increase_only, decrease_only=decrease_only)
+    build, view = _builder(read, x, target, cons, schema, kw)
+    status = cmilp.feasible(build, time_limit=time_limit)
+    model_kind = "linear" if isinstance(read, LinearModel) else "tree_ensemble"
+    params = dict(constraints=cons.texts, target=str(target), time_limit=time_limit, fixed=_names(fixed),
+                  increase_only=_names(increase_only), decrease_only=_names(decrease_only))
+    witness = None
+    if status == "feasible":
+        P, cols = build(None)
+        _, z, _, _ = P.solve(max(0.01, time_limit - (time.perf_counter() - t0)), objective=False)
+        witness = None if z is None else cmilp._read_x(view[1], cols, z)
+    blocking: tuple[str, ...] | None = None
+    if status == "infeasible" and explain:
+        keep = cmilp.blocking(build, len(cons), deadline=t0 + time_limit)
+        blocking = None if keep is None else tuple(cons[k].text for k in keep)
+    verdict = {"feasible": "reachable", "infeasible": "precluded"}.get(status, "unknown")
+    g = Guarantee("infeasible" if verdict == "precluded" else "exact" if verdict == "reachable" else "not_found",
+                  model_kind, note="" if verdict != "precluded" else "No recourse exists under the constraints.")
+    return RecourseCheck(verdict, x.copy(), witness, blocking, params, time.perf_counter() - t0, g)
+
+
+def _names(items: Iterable[Any] | None) -> list[str] | None:
+    return None if items is None else [str(v) for v in items]
+
+
+def _builder(read: Any, x: np.ndarray, target: Any, cons: Any, schema: Any, kw: dict[str, Any]) -> tuple[Any, Any]:
+    """A function making the feasibility program with a subset of the constraints, and (view, domain)."""
+    if isinstance(read, LinearModel):
+        from core.solvers.linear import build_linear_problem
+
+        lp = build_linear_problem(read, x, target, schema=schema, **kw)
+        dom = cmilp.linear_domain(lp)
+        taus = cmilp._taus(lp, 0)
+        return (lambda keep: cmilp._linear_program(lp, dom, cons, taus, with_cost=False, subset=keep)), (lp, dom)
+    prob, action = _tree_problem(read, x, target, schema, kw)
+    dom = cmilp.tree_domain(prob, action)
+
+    def build(keep: Any) -> Any:
+        P, cols, _ = cmilp._tree_program(prob, dom, cons, strict=True, with_cost=False, subset=keep)
+        return P, cols
+    return build, (prob, dom)

@@ -1,0 +1,697 @@
+"""Counterfactuals under constraints between features: one exact MILP for tree ensembles and linear models.
+
+The other solvers read a feature's cheapest point of an interval on its own (OCEAN,
+Parmentier & Vidal 2021, eqs. 28-32: a separable cost over independent features).
+A constraint between features (:mod:`core.constraints`: linear rows over the new
+values, the row's own values and the changes; implications; category moves) breaks
+that independence, so this module keeps every feature's new value ``x_j`` as a
+variable of its own and states the whole query as one mixed-integer program:
+
+* **the model gives the target.** A tree ensemble: OCEAN's rows as
+  :func:`core.solvers.ocean.add_cell_model` writes them (flows, eqs. 8-12; the order
+  simplex, eq. 15; splits, eqs. 16-17; the target, eqs. 13-14; plausibility, eq. 33;
+  one-hot groups, eq. 27), with each level variable ``mu_jm`` (the point lies above
+  level ``L_jm``) tied to ``x_j``: ``x_j >= lo_j + (L_jm + e_jm - lo_j) mu_jm`` and
+  ``x_j <= L_jm + (hi_j - L_jm) mu_jm`` (a big M given by the feature's finite range
+  ``[lo_j, hi_j]``; ``e_jm`` the step into the open end ``(L_jm, ...]``: the next
+  integer of an integral feature, else ``0`` when the closed relaxation is solved and
+  ``NUDGE`` of the span when the point is placed). A linear model: its target rows
+  ``g_r(x) = const_r + A_r x + sum_k T_rk c_jk >= tau_r`` (:mod:`core.solvers.linear`,
+  strict rows with a small ``tau``), ``c_jk`` one binary per code of a categorical feature.
+* **the cost** of :mod:`core.counterfactual`, on ``x - x_hat = p - n`` (``p, n >= 0``):
+  ``w+ (l1 p / span + l0 z+) + w- (l1 n / span + l0 z-)`` with ``p <= (hi - x_hat) z+``;
+  squared l2 by tangent cuts of ``(p / span)^2`` added until the cut model equals the
+  cost at the solution (outer approximation: exact for the convex square); the
+  L-infinity cost by ``t >= f_j`` for every feature; a categorical feature's code ``k``
+  at its own cost.
+* **the constraints.** A linear row ``a x <sense> rhs`` (the row's own values folded
+  into ``rhs``); a strict row with a step of 1 when every term is integral, else 1e-9
+  of the row's scale. An implication ``P_1 and ... -> Q_1 and ...``: a binary ``b``
+  with ``Q`` enforced when ``b = 1`` and, when ``b = 0``, some premise broken (one
+  binary per premise, ``sum >= 1 - b``), each with the big M of the row's range over
+  the box. A category move: the codes (one-hot columns) the row may not reach held at 0.
+
+Tree ensembles are solved in two steps, so that the cost returned is the cost of the
+point returned and the bound is a true one: the closed relaxation (open interval ends
+closed) gives a lower bound and the cells of a candidate; those cells are then fixed
+and the point placed strictly inside them (a small program of ``x`` alone); when the
+constraints leave no room inside those cells, the strict program is solved whole.
+The point is read back, checked on the model (:meth:`CellProblem.is_valid`, the
+linear model's own answer) and against every constraint (:meth:`Constraints.violated`);
+``binding`` lists the constraints that hold with equality there.
+
+Preclusion (:func:`feasible`): the same rows with a zero objective; HiGHS stops at its
+first point, or proves that none exists. :func:`blocking` finds the smallest set of the
+analyst's constraints under which the row is still precluded (by size, then a
+deletion filter past ``EXHAUSTIVE`` constraints).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import numpy as np
+
+from core.cells.problem import NUDGE, CellProblem
+from core.schema import INTEGRAL_KINDS
+from core.solvers.ocean import _Infeasible
+
+if TYPE_CHECKING:
+    from core.constraints import Constraints, Implication, LinearForm
+    from core.solvers.linear import LinearProblem
+
+__all__ = ["Domain", "Solved", "solve_cells", "solve_linear_model", "feasible", "blocking", "binding",
+           "EXHAUSTIVE"]
+
+#: up to this many constraints, the blocking set is the smallest by size (every subset, smallest first)
+EXHAUSTIVE = 6
+#: relative optimality tolerance of "proven optimal"
+PROVEN_GAP = 1e-7
+_HIGHS = {"mip_abs_gap": 0.0, "mip_feasibility_tolerance": 1e-9, "primal_feasibility_tolerance": 1e-9,
+          "dual_feasibility_tolerance": 1e-9}
+#: tangent cuts of the squared cost at most, per query
+_L2_ROUNDS = 30
+
+
+@dataclass
+class Domain:
+    """The query's features as the program reads them (codes view, the model's order).
+
+    x_hat : (d,) the row.  lo, hi : (d,) finite bounds of each new value (range and
+    actionability folded in).  integral : (d,) integer-valued features.  code_costs :
+    categorical feature -> cost of each code (inf: not allowed); such a feature's
+    ``x_j`` is the sum of its code binaries.  cost_model : :class:`core.counterfactual.CostModel`.
+    groups : one-hot groups (their columns sum to one).  names : feature names.
+    """
+
+    x_hat: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    integral: np.ndarray
+    code_costs: dict[int, np.ndarray]
+    cost_model: Any
+    groups: list[list[int]]
+    names: list[str]
+
+    @property
+    def d(self) -> int:
+        return int(self.x_hat.size)
+
+    def point_cost(self, x: np.ndarray) -> float:
+        """The cost of a point, as the program counts it (codes at their own cost)."""
+        per = self.cost_model.feature_costs(self.x_hat, x[None, :])[0]
+        for j, cc in self.code_costs.items():
+            per[j] = cc[int(round(x[j]))]
+        return float(self.cost_model.total(per))
+
+
+@dataclass
+class Solved:
+    """What the program found: ``status`` "optimal", "feasible" (a point, no proof),
+    "infeasible" (proven), "time_limit" (nothing found in time) or "error"."""
+
+    status: str
+    x: np.ndarray | None = None
+    cost: float = math.inf
+    bound: float = -math.inf
+    message: str = ""
+    binding: tuple[int, ...] = ()
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------ the program
+class _Program:
+    """Columns and rows of one mixed-integer program (a column: bounds, integrality, cost)."""
+
+    def __init__(self) -> None:
+        self.lb: list[float] = []
+        self.ub: list[float] = []
+        self.integ: list[int] = []
+        self.c: list[float] = []
+        self.rows: list[dict[int, float]] = []
+        self.rlo: list[float] = []
+        self.rhi: list[float] = []
+
+    # the interface of core.solvers.ocean._Builder, so OCEAN's rows are written straight in
+    def var(self, lo: float = 0.0, hi: float = 1.0, integer: bool = False, cost: float = 0.0) -> int:
+        self.lb.append(lo)
+        self.ub.append(hi)
+        self.integ.append(int(integer))
+        self.c.append(cost)
+        return len(self.lb) - 1
+
+    def row(self, terms: Any, lo: float = -np.inf, hi: float = np.inf) -> None:
+        coef: dict[int, float] = {}
+        for col, v in terms:
+            coef[col] = coef.get(col, 0.0) + float(v)
+        self.rows.append(coef)
+        self.rlo.append(lo)
+        self.rhi.append(hi)
+
+    def solve(self, time_limit: float, objective: bool = True) -> tuple[str, np.ndarray | None, float, float]:
+        """(status, solution, objective, bound) by HiGHS (scipy's ``milp``)."""
+        from scipy.optimize import Bounds, LinearConstraint, milp
+        from scipy.sparse import csr_array
+
+        n = len(self.lb)
+        data, ri, ci = [], [], []
+        for r, coef in enumerate(self.rows):
+            for col, val in coef.items():
+                if val != 0:
+                    data.append(val)
+                    ri.append(r)
+                    ci.append(col)
+        cons = [LinearConstraint(csr_array((data, (ri, ci)), shape=(len(self.rows), n)), np.array(self.rlo),
+                                 np.array(self.rhi))] if self.rows else []
+        c = np.array(self.c) if objective else np.zeros(n)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)      # HiGHS's own options, passed on verbatim
+            res = milp(c, integrality=np.array(self.integ), bounds=Bounds(np.array(self.lb), np.array(self.ub)),
+                       constraints=cons, options={"time_limit": max(time_limit, 0.01), "mip_rel_gap": 0.0,
+                                                  "disp": False, **_HIGHS})  # type: ignore[arg-type]
+        if res.status == 2:
+            return "infeasible", None, math.inf, math.inf
+        if res.x is None:
+            return ("time_limit" if res.status == 1 else "error"), None, math.inf, -math.inf
+        bound = getattr(res, "mip_dual_bound", None)
+        bound = float(res.fun) if bound is None or not np.isfinite(bound) else float(bound)
+        return ("optimal" if res.status == 0 else "feasible"), np.asarray(res.x), float(res.fun), bound
+
+
+@dataclass
+class _Columns:
+    x: list[int]
+    p: dict[int, int]
+    n: dict[int, int]
+    codes: dict[int, list[tuple[int, int]]]
+    l2: list[tuple[int, int, float]]          # (move column, epigraph column, span) of each squared term
+
+
+def _features(P: _Program, dom: Domain, lo: np.ndarray, hi: np.ndarray, with_cost: bool) -> _Columns:
+    """``x_j`` per feature within ``[lo_j, hi_j]``, its moves and its cost (module docstring)."""
+    cm, x_hat = dom.cost_model, dom.x_hat
+    cols = _Columns([], {}, {}, {}, [])
+    per_feature: list[list[tuple[int, float]]] = []       # each feature's cost as terms (the max of linf)
+    for j in range(dom.d):
+        xj = P.var(float(lo[j]), float(hi[j]), bool(dom.integral[j]))
+        cols.x.append(xj)
+        if j in dom.code_costs:
+            cc = dom.code_costs[j]
+            opts = [(k, P.var(0.0, 1.0 if np.isfinite(cc[k]) and lo[j] <= k <= hi[j] else 0.0, True))
+                    for k in range(cc.size)]
+            cols.codes[j] = opts
+            P.row([(col, 1.0) for _, col in opts], 1.0, 1.0)
+            P.row([(xj, 1.0)] + [(col, -float(k)) for k, col in opts], 0.0, 0.0)
+            per_feature.append([(col, float(cc[k])) for k, col in opts if np.isfinite(cc[k]) and cc[k] != 0])
+            continue
+        up, down = max(float(hi[j]) - x_hat[j], 0.0), max(x_hat[j] - float(lo[j]), 0.0)
+        terms: list[tuple[int, float]] = []
+        span = float(cm.span[j])
+        for side, room, w in ((cols.p, up, cm.w_up[j]), (cols.n, down, cm.w_down[j])):
+            if room <= 0:
+                continue
+            col = side[j] = P.var(0.0, room)
+            terms.append((col, cm.l1 * w / span))
+            if cm.l0 > 0:
+                z = P.var(0.0, 1.0, True)
+                P.row([(col, 1.0), (z, -room)], hi=0.0)
+                terms.append((z, cm.l0 * w))
+            if cm.l2 > 0:
+                s = P.var(0.0, (room / span) ** 2)
+                terms.append((s, cm.l2 * w))
+                cols.l2.append((col, s, span))
+                for a in (0.0, 0.5, 1.0):                       # first tangents of (move / span)^2
+                    P.row([(s, 1.0), (col, -2 * a / span)], lo=-a * a)
+        P.row([(xj, 1.0)] + [(cols.p[j], -1.0)] * (j in cols.p) + [(cols.n[j], 1.0)] * (j in cols.n),
+              float(x_hat[j]), float(x_hat[j]))
+        per_feature.append(terms)
+    for g in dom.groups:                                     # one hot column per group
+        P.row([(cols.x[j], 1.0) for j in g], 1.0 if float(x_hat[g].sum()) == 1.0 else -np.inf, 1.0)
+    if not with_cost:
+        return cols
+    if cm.combine == "max":
+        t = P.var(0.0, np.inf, cost=1.0)
+        for terms in per_feature:
+            if terms:
+                P.row([(t, 1.0)] + [(col, -v) for col, v in terms], lo=0.0)
+    else:
+        for terms in per_feature:
+            for col, v in terms:
+                P.c[col] += v
+    return cols
+
+
+def _box(dom: Domain, form: LinearForm, a: np.ndarray) -> tuple[float, float]:
+    """The smallest and largest value of ``a x`` over the box of the new values."""
+    lo = float(np.sum(np.where(a > 0, a * dom.lo, a * dom.hi)))
+    hi = float(np.sum(np.where(a > 0, a * dom.hi, a * dom.lo)))
+    return lo, hi
+
+
+def _step(dom: Domain, a: np.ndarray, rhs: float) -> float:
+    """The step of a strict row: 1 when every term is integral, else 1e-9 of its scale."""
+    nz = np.flatnonzero(a)
+    if nz.size and all(dom.integral[j] and float(a[j]).is_integer() for j in nz) and float(rhs).is_integer():
+        return 1.0
+    scale = float(np.sum(np.abs(a) * (dom.hi - dom.lo))) + abs(rhs)
+    return 1e-9 * max(scale, 1.0)
+
+
+def _sides(dom: Domain, form: LinearForm) -> tuple[np.ndarray, float, float]:
+    """The row ``lo <= a x <= hi`` of a linear form on this row (strict sides stepped)."""
+    a, rhs, sense = form.on_row(dom.x_hat)
+    a = np.asarray(a, dtype=float)
+    if sense == "==":
+        return a, rhs, rhs
+    if sense in ("<=", "<"):
+        return a, -np.inf, rhs - (_step(dom, a, rhs) if sense == "<" else 0.0)
+    return a, rhs + (_step(dom, a, rhs) if sense == ">" else 0.0), np.inf
+
+
+def _add_form(P: _Program, cols: _Columns, dom: Domain, form: LinearForm, on: int | None = None) -> None:
+    """``form`` as a row; with ``on`` (a binary column), only where ``on`` is 1 (big M over the box)."""
+    a, lo, hi = _sides(dom, form)
+    terms = [(cols.x[j], float(a[j])) for j in np.flatnonzero(a)]
+    if on is None:
+        P.row(terms, lo, hi)
+        return
+    least, most = _box(dom, form, a)
+    if np.isfinite(lo):
+        P.row(terms + [(on, -(lo - least))], lo=least)        # a x >= lo - (lo - least)(1 - on)
+    if np.isfinite(hi):
+        P.row(terms + [(on, most - hi)], hi=most)             # a x <= hi + (most - hi)(1 - on)
+
+
+def _broken(P: _Program, cols: _Columns, dom: Domain, form: LinearForm) -> list[int]:
+    """Binaries each of which, when 1, breaks ``form`` one way (an equation breaks two ways)."""
+    a, rhs, sense = form.on_row(dom.x_hat)
+    a = np.asarray(a, dtype=float)
+    step = _step(dom, a, rhs)
+    ways = {"<=": [(">=", rhs + step)], "<": [(">=", rhs)], ">=": [("<=", rhs - step)], ">": [("<=", rhs)],
+            "==": [(">=", rhs + step), ("<=", rhs - step)]}[sense]
+    terms = [(cols.x[j], float(a[j])) for j in np.flatnonzero(a)]
+    least, most = _box(dom, form, a)
+    out = []
+    for side, bound in ways:
+        b = P.var(0.0, 1.0, True)
+        if side == ">=":
+            if bound > most:                                   # this way cannot happen in the box
+                P.ub[b] = 0.0
+            else:
+                P.row(terms + [(b, -(bound - least))], lo=least)
+        else:
+            if bound < least:
+                P.ub[b] = 0.0
+            else:
+                P.row(terms + [(b, most - bound)], hi=most)
+        out.append(b)
+    return out
+
+
+def _add_constraints(P: _Program, cols: _Columns, dom: Domain, cons: Constraints) -> None:
+    from core.constraints import CategoryMove, Implication
+
+    for c in cons:
+        form = c.form
+        if isinstance(form, Implication):
+            _add_implication(P, cols, dom, form)
+        elif not isinstance(form, CategoryMove):               # moves are read as allowed codes (_allowed)
+            _add_form(P, cols, dom, form)
+
+
+def _add_implication(P: _Program, cols: _Columns, dom: Domain, imp: Implication) -> None:
+    b = P.var(0.0, 1.0, True)
+    for q in imp.conclusions:
+        _add_form(P, cols, dom, q, on=b)
+    breaks = [col for p in imp.premises for col in _broken(P, cols, dom, p)]
+    P.row([(b, 1.0)] + [(col, 1.0) for col in breaks], lo=1.0)     # the conclusions hold, or a premise fails
+
+
+def _allowed(dom: Domain, cons: Constraints) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
+    """The box and the code costs with the row's category moves applied."""
+    lo, hi = dom.lo.copy(), dom.hi.copy()
+    code_costs = {j: cc.copy() for j, cc in dom.code_costs.items()}
+    for j, ok in cons.allowed_codes(dom.x_hat).items():
+        if j in code_costs:
+            cc = code_costs[j]
+            cc[[k for k in range(cc.size) if k not in ok]] = np.inf
+        else:
+            lo[j], hi[j] = max(lo[j], min(ok)), min(hi[j], max(ok))
+    for _, ok in cons.allowed_groups(dom.x_hat).items():
+        for j in _group_of(dom, ok):
+            if j not in ok:
+                hi[j] = min(hi[j], 0.0)
+    return lo, hi, code_costs
+
+
+def _group_of(dom: Domain, cols: set[int]) -> list[int]:
+    return next((g for g in dom.groups if cols & set(g)), sorted(cols))
+
+
+# ------------------------------------------------------------------ reading the answer
+def _cuts(P: _Program, cols: _Columns, z: np.ndarray) -> bool:
+    """Add a tangent of every squared term the cut model underestimates at ``z``; any added?"""
+    added = False
+    for col, s, span in cols.l2:
+        a = z[col] / span
+        if a * a - z[s] > 1e-10 * max(1.0, a * a):
+            P.row([(s, 1.0), (col, -2 * a / span)], lo=-a * a)
+            added = True
+    return added
+
+
+def _run(P: _Program, cols: _Columns, deadline: float) -> tuple[str, np.ndarray | None, float, float]:
+    """Solve, adding tangent cuts of the squared terms until the cut model is exact."""
+    status, z, obj, bound = "time_limit", None, math.inf, -math.inf
+    for _ in range(_L2_ROUNDS):
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            return "time_limit" if z is None else "feasible", z, obj, bound
+        status, z, obj, bound = P.solve(left)
+        if z is None or not _cuts(P, cols, z):
+            return status, z, obj, bound
+    return ("feasible" if z is not None else status), z, obj, bound
+
+
+def _read_x(dom: Domain, cols: _Columns, z: np.ndarray) -> np.ndarray:
+    x = z[cols.x].astype(float)
+    x[dom.integral] = np.round(x[dom.integral])
+    for j, opts in cols.codes.items():
+        x[j] = float(max(opts, key=lambda kc: z[kc[1]])[0])
+    return x
+
+
+def binding(cons: Constraints, x_hat: np.ndarray, x: np.ndarray, tol: float = 1e-7) -> tuple[int, ...]:
+    """The constraints that hold with equality at ``x`` (an implication: one of its
+    conclusions, where its premises hold)."""
+    from core.constraints import CategoryMove, Implication
+
+    def tight(form: LinearForm) -> bool:
+        a, rhs, _ = form.on_row(x_hat)
+        v = float(np.asarray(a, dtype=float) @ x)
+        return abs(v - rhs) <= tol * max(1.0, abs(rhs), float(np.abs(np.asarray(a) * x).sum()))
+
+    out = []
+    for k, c in enumerate(cons):
+        f = c.form
+        if isinstance(f, CategoryMove):
+            continue
+        if isinstance(f, Implication):
+            if all(bool(p.holds(x_hat, x[None, :])[0]) for p in f.premises) and any(tight(q) for q in f.conclusions):
+                out.append(k)
+        elif tight(f):
+            out.append(k)
+    return tuple(out)
+
+
+# ------------------------------------------------------------------ tree ensembles
+def _tree_links(P: _Program, prob: CellProblem, cols: _Columns, dom: Domain, mu: Any, consts: Any,
+                strict: bool) -> None:
+    """Tie each level variable to ``x_j`` (module docstring); constant levels become bounds."""
+    for j in range(prob.n_features):
+        levels = prob.levels[j]
+        span = float(prob.cost_model.span[j])
+        lo, hi = P.lb[cols.x[j]], P.ub[cols.x[j]]
+        for m in range(1, levels.size + 1):
+            L = float(levels[m - 1])
+            if dom.integral[j]:
+                above = math.floor(L) + 1.0
+            else:
+                above = L + (NUDGE * span if strict else 0.0)
+            g = consts[j](m)
+            if g == 1:
+                lo = max(lo, above)
+            elif g == 0:
+                hi = min(hi, L)
+            else:
+                col = mu[j][0][m]
+                P.row([(cols.x[j], 1.0), (col, -(above - P.lb[cols.x[j]]))], lo=P.lb[cols.x[j]])
+                P.row([(cols.x[j], 1.0), (col, -(P.ub[cols.x[j]] - L))], hi=L)
+        P.lb[cols.x[j]], P.ub[cols.x[j]] = lo, hi
+
+
+def _tree_program(prob: CellProblem, dom: Domain, cons: Constraints, strict: bool, with_cost: bool = True,
+                  subset: Sequence[int] | None = None) -> tuple[_Program, _Columns, Callable[[np.ndarray], np.ndarray]]:
+    """The whole program of a tree ensemble's query, and the reading of its cells from a solution."""
+    from core.solvers.ocean import add_cell_model
+
+    P = _Program()
+    use = cons if subset is None else _subset(cons, subset)
+    lo, hi, code_costs = _allowed(dom, use)
+    mu, lo_i, consts, _, _ = add_cell_model(P, prob, np.inf)      # type: ignore[arg-type]
+    d2 = Domain(dom.x_hat, lo, hi, dom.integral, code_costs, dom.cost_model, dom.groups, dom.names)
+    cols = _features(P, d2, lo, hi, with_cost)
+    _tree_links(P, prob, cols, d2, mu, consts, strict)
+    _add_constraints(P, cols, d2, use)
+
+    def cells(z: np.ndarray) -> np.ndarray:          # the interval of each feature, as the level variables say
+        return np.array([lo_i[j] + sum(int(round(z[c])) for c in mu[j][0].values()) for j in range(prob.n_features)])
+    return P, cols, cells
+
+
+def _cell_program(prob: CellProblem, dom: Domain, cons: Constraints, cells: np.ndarray) -> tuple[_Program, _Columns]:
+    """The cells fixed: the new values alone, strictly inside each of them, under the constraints."""
+    lo, hi, code_costs = _allowed(dom, cons)
+    for j in range(prob.n_features):
+        levels, i = prob.levels[j], int(cells[j])
+        span = float(prob.cost_model.span[j])
+        if i > 0:
+            L = float(levels[i - 1])
+            lo[j] = max(lo[j], math.floor(L) + 1.0 if dom.integral[j] else L + NUDGE * span)
+        if i < levels.size:
+            hi[j] = min(hi[j], float(levels[i]))
+    d2 = Domain(dom.x_hat, lo, hi, dom.integral, code_costs, dom.cost_model, dom.groups, dom.names)
+    P = _Program()
+    cols = _features(P, d2, lo, hi, True)
+    _add_constraints(P, cols, d2, cons)
+    return P, cols
+
+
+def tree_domain(prob: CellProblem, action: Sequence[str]) -> Domain:
+    """The :class:`Domain` of a tree ensemble's cell problem (``action``: each feature's
+    actionability, :func:`core.cells.problem.feature_actions`)."""
+    if prob.lo is None or prob.hi is None or not (np.all(np.isfinite(prob.lo)) and np.all(np.isfinite(prob.hi))):
+        raise ValueError("Constraints between features need every feature's range: give a schema.")
+    x_hat = prob.x_hat
+    lo, hi = prob.lo.astype(float).copy(), prob.hi.astype(float).copy()
+    integral = np.array([k in INTEGRAL_KINDS and k != "categorical" for k in prob.kinds] or [False] * prob.n_features)
+    for j, a in enumerate(action):
+        if a in ("fixed", "decrease"):
+            hi[j] = x_hat[j]
+        if a in ("fixed", "increase"):
+            lo[j] = x_hat[j]
+    lo[integral], hi[integral] = np.ceil(lo[integral] - 1e-9), np.floor(hi[integral] + 1e-9)
+    code_costs = {}
+    for j, cats in enumerate(prob.ens.categories):      # a column of codes: each code at its own cost
+        if cats is not None:
+            codes = np.arange(prob.ens.n_codes(j), dtype=float)
+            cc = prob.cost_model.feature_cost(j, x_hat[j], codes)
+            cc[~np.isfinite(prob.costs[j][prob.interval_of(_at(x_hat, j, codes))[:, j]])] = np.inf
+            code_costs[j] = cc
+            lo[j], hi[j] = 0.0, float(codes.size - 1)
+    return Domain(x_hat.copy(), lo, hi, integral, code_costs, prob.cost_model, [list(g) for g in prob.groups],
+                  list(prob.ens.feature_names))
+
+
+def _at(x_hat: np.ndarray, j: int, values: np.ndarray) -> np.ndarray:
+    """Rows equal to ``x_hat`` but for feature ``j``, which takes each of ``values``."""
+    X = np.tile(x_hat, (values.size, 1))
+    X[:, j] = values
+    return X
+
+
+def solve_cells(prob: CellProblem, dom: Domain, cons: Constraints, *, time_limit: float = 30.0) -> Solved:
+    """The cheapest point of ``prob`` (a tree ensemble's query) under ``cons``, proven (module docstring)."""
+    t0 = time.perf_counter()
+    deadline = t0 + time_limit
+    try:
+        P, cols, cells = _tree_program(prob, dom, cons, strict=False)
+    except _Infeasible:
+        return Solved("infeasible", message="No allowed value of some feature.")
+    status, z, _, bound = _run(P, cols, deadline)
+    timings = {"relaxation": time.perf_counter() - t0}
+    if z is None:
+        return Solved(status, timings=timings)
+    lower = bound if status == "optimal" else max(bound, 0.0)
+    x = _place(prob, dom, cons, _read_x(dom, cols, z), cells(z), deadline)
+    if x is None:                                # no room inside those cells: the strict program, whole
+        P, cols, _ = _tree_program(prob, dom, cons, strict=True)
+        status2, z, _, _ = _run(P, cols, deadline)
+        x = None if z is None else _read_x(dom, cols, z)
+        if x is None or not _valid(prob, cons, dom, x):
+            return Solved("time_limit" if status2 == "time_limit" else "error", bound=lower, timings=timings,
+                          message="The program's point is not valid on the model within its tolerances.")
+    cost = dom.point_cost(x)
+    timings["total"] = time.perf_counter() - t0
+    proven = status == "optimal" and cost - lower <= PROVEN_GAP * max(1.0, cost) + _nudge_cost(dom)
+    return Solved("optimal" if proven else "feasible", x, cost, min(lower, cost), binding=binding(cons, dom.x_hat, x),
+                  timings=timings)
+
+
+def _nudge_cost(dom: Domain) -> float:
+    """The most that stepping ``NUDGE`` of a span into open interval ends adds to a cost."""
+    cm = dom.cost_model
+    w = np.maximum(cm.w_up, cm.w_down)
+    per = NUDGE * w * (cm.l1 + 2 * cm.l2)
+    return float(per.max(initial=0.0) if cm.combine == "max" else per.sum())
+
+
+def _place(prob: CellProblem, dom: Domain, cons: Constraints, x: np.ndarray, cells: np.ndarray,
+           deadline: float) -> np.ndarray | None:
+    """The relaxation's point if it is valid, else the cheapest point strictly inside its
+    cells (``cells``, as its level variables chose them) under the constraints, if valid."""
+    if _valid(prob, cons, dom, x):
+        return x
+    P, cols = _cell_program(prob, dom, cons, cells)
+    status, z, _, _ = _run(P, cols, deadline)
+    if z is None:
+        return None
+    y = _read_x(dom, cols, z)
+    return y if _valid(prob, cons, dom, y) else None
+
+
+def _valid(prob: CellProblem, cons: Constraints, dom: Domain, x: np.ndarray) -> bool:
+    return bool(prob.is_valid(x[None, :])[0]) and not cons.violated(dom.x_hat, x) and \
+        bool(np.all(x >= dom.lo - 1e-9) and np.all(x <= dom.hi + 1e-9))
+
+
+# ------------------------------------------------------------------ linear models
+def linear_domain(prob: LinearProblem) -> Domain:
+    """The :class:`Domain` of a linear model's query (:func:`core.solvers.linear.build_linear_problem`)."""
+    lin, x_hat = prob.lin, prob.x_hat
+    lo, hi = np.array(prob.lo, dtype=float), np.array(prob.hi, dtype=float)
+    if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
+        raise ValueError("Constraints between features need every feature's range: give a schema.")
+    integral = np.array([k in INTEGRAL_KINDS and lin.categories[j] is None for j, k in enumerate(prob.kinds)])
+    code_costs = {}
+    for j in lin.categorical_features:
+        own = int(x_hat[j])
+        cc = np.full(lin.n_codes(j), np.inf)
+        for k in range(lin.n_codes(j)):
+            if k == own or (prob.action[j] != "fixed" and lin.code_allowed(j, k) and k < lin.n_codes(j) - 1):
+                cc[k] = 0.0 if k == own else float(prob.unit[j])
+        code_costs[j] = cc
+        lo[j], hi[j] = 0.0, float(lin.n_codes(j) - 1)
+    for j, a in enumerate(prob.action):
+        if j in code_costs:
+            continue
+        if a in ("fixed", "decrease"):
+            hi[j] = x_hat[j]
+        if a in ("fixed", "increase"):
+            lo[j] = x_hat[j]
+    lo[integral], hi[integral] = np.ceil(lo[integral] - 1e-9), np.floor(hi[integral] + 1e-9)
+    return Domain(x_hat.copy(), lo, hi, integral, code_costs, prob.cost_model, [list(g) for g in prob.groups],
+                  list(lin.feature_names))
+
+
+def _linear_program(prob: LinearProblem, dom: Domain, cons: Constraints, tau: np.ndarray, with_cost: bool = True,
+                    subset: Sequence[int] | None = None) -> tuple[_Program, _Columns]:
+    from core.solvers.linear import _row_coefs
+
+    P = _Program()
+    use = cons if subset is None else _subset(cons, subset)
+    lo, hi, code_costs = _allowed(dom, use)
+    d2 = Domain(dom.x_hat, lo, hi, dom.integral, code_costs, dom.cost_model, dom.groups, dom.names)
+    cols = _features(P, d2, lo, hi, with_cost)
+    const, A, tabs = _row_coefs(prob)
+    for r in range(len(prob.rhs)):                             # g_r(x) >= tau_r on x and the code binaries
+        terms = [(cols.x[j], float(A[r, j])) for j in range(dom.d) if j not in cols.codes and A[r, j] != 0]
+        terms += [(col, float(tabs[j][k, r])) for j, opts in cols.codes.items() for k, col in opts]
+        P.row(terms, lo=float(tau[r]) - float(const[r]))
+    _add_constraints(P, cols, d2, use)
+    return P, cols
+
+
+def _taus(prob: LinearProblem, k: int) -> np.ndarray:
+    """Each target row's step: 0 when closed, else 1e-9 of the row's scale, raised ``10**k``."""
+    from core.solvers.linear import _row_coefs
+
+    const, A, _ = _row_coefs(prob)
+    return np.where(prob.strict, 1e-9 * np.maximum(1.0, np.abs(const) + np.abs(A).sum(axis=1)) * 10 ** k, 0.0)
+
+
+def solve_linear_model(prob: LinearProblem, dom: Domain, cons: Constraints, *, time_limit: float = 30.0,
+                       check: Callable[[np.ndarray], bool] | None = None) -> Solved:
+    """The cheapest point of a linear model's query under ``cons``, proven (a strict target
+    row stepped by ``tau``, raised tenfold while the point does not hold, five times at most)."""
+    t0 = time.perf_counter()
+    deadline = t0 + time_limit
+    for k in range(6):
+        P, cols = _linear_program(prob, dom, cons, _taus(prob, k))
+        status, z, obj, bound = _run(P, cols, deadline)
+        if z is None:
+            return Solved(status, message="" if status != "infeasible" else "No point meets the target under the "
+                          "constraints.", timings={"total": time.perf_counter() - t0})
+        x = _read_x(dom, cols, z)
+        ok = bool(prob.holds(x[None, :])[0]) and not cons.violated(dom.x_hat, x) and (check is None or check(x))
+        if ok:
+            cost = dom.point_cost(x)
+            lower = bound if status == "optimal" else 0.0
+            proven = status == "optimal" and cost - lower <= PROVEN_GAP * max(1.0, cost)
+            return Solved("optimal" if proven else "feasible", x, cost, min(lower, cost),
+                          binding=binding(cons, dom.x_hat, x), timings={"total": time.perf_counter() - t0})
+    return Solved("error", message="The program's point does not meet the target within its tolerances.",
+                  timings={"total": time.perf_counter() - t0})
+
+
+# ------------------------------------------------------------------ preclusion
+def _subset(cons: Constraints, keep: Sequence[int]) -> Constraints:
+    from core.constraints import Constraints as C
+
+    return C(cons[k] for k in keep)
+
+
+def feasible(build: Callable[[Sequence[int] | None], tuple[_Program, _Columns]], *, time_limit: float) -> str:
+    """"feasible", "infeasible" (proven) or "time_limit": is there any point at all?
+    ``build(subset)`` makes the program with only those constraints (None: all)."""
+    try:
+        P, _ = build(None)
+    except _Infeasible:                           # an allowed set emptied by the bounds: nothing to solve
+        return "infeasible"
+    status, z, _, _ = P.solve(time_limit, objective=False)
+    return "feasible" if z is not None else status
+
+
+def blocking(build: Callable[[Sequence[int] | None], tuple[_Program, _Columns]], n: int, *,
+             deadline: float) -> tuple[int, ...] | None:
+    """The smallest set of the ``n`` constraints under which there is still no point
+    (smallest by size up to :data:`EXHAUSTIVE` constraints, else irreducible by a deletion
+    filter); ``()`` when the model and the features' own settings preclude the row alone;
+    None when the time ran out first."""
+
+    def infeasible(keep: Sequence[int]) -> bool | None:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            return None
+        try:
+            P, _ = build(list(keep))
+        except _Infeasible:
+            return True
+        status, z, _, _ = P.solve(left, objective=False)
+        if status == "time_limit" and z is None:
+            return None
+        return z is None and status == "infeasible"
+
+    if n <= EXHAUSTIVE:
+        for size in range(n + 1):
+            for keep in itertools.combinations(range(n), size):
+                r = infeasible(keep)
+                if r is None:
+                    return None
+                if r:
+                    return tuple(keep)
+        return None
+    keep = list(range(n))
+    for k in range(n):
+        trial = [i for i in keep if i != k]
+        r = infeasible(trial)
+        if r is None:
+            return None
+        if r:
+            keep = trial
+    return tuple(keep)
