@@ -253,7 +253,7 @@ def constrained_oracle(ens, schema, x, target, cons, norm="l1"):
         xl, xh = np.array([c[0] for c in combo]), np.array([c[1] for c in combo])
         for branch in branches:
             rows, rlo, rhi = [np.hstack([np.eye(d), -np.eye(d), np.eye(d)])], [x], [x]
-            forms = [(f, False) for f in linear]
+            forms = [(f, None) for f in linear]
             for how, f in branch:
                 forms += [(q, None) for q in f.conclusions] if how == "then" else [(f, how)]
             for f, broken in forms:

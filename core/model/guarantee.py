@@ -40,9 +40,12 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from core.errors import AtlasError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["Guarantee", "GuaranteeKind", "ModelKind", "GUARANTEE_KINDS", "MODEL_KINDS", "guarantee_line",
            "with_guarantee"]
@@ -173,7 +176,7 @@ def guarantee_line(g: Guarantee | None, what: str = "this answer") -> str:
     return f"What {what} guarantees: {g.text()}"
 
 
-def with_guarantee(table: Any, g: Guarantee | None) -> Any:
+def with_guarantee(table: pd.DataFrame, g: Guarantee | None) -> pd.DataFrame:
     """A copy of an exported table (a DataFrame) with the guarantee as its last two
     columns, ``guarantee`` (the kind) and ``guarantee_text`` (in words), on every row:
     a CSV says what it guarantees wherever it is opened, and stays a plain table."""

@@ -24,20 +24,26 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterable
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable
 
 import numpy as np
 
 from core.cells.problem import build_problem, feature_actions
 from core.counterfactual import CounterfactualResult, QueryError, changes_between
 from core.model import Guarantee, LinearModel, TreeEnsemble
+from core.model.guarantee import ModelKind
 from core.model.result import Reader, Result, Writer
 from core.solvers import constrained as cmilp
+from core.typing import FeatureKey, ModelLike, Row, TargetSpec
+
+if TYPE_CHECKING:
+    from core.constraints import Constraints
+    from core.schema import Schema
 
 __all__ = ["constrained_counterfactual", "verify_recourse", "RecourseCheck", "resolve_constraints"]
 
 
-def resolve_constraints(constraints: Any, schema: Any) -> Any:
+def resolve_constraints(constraints: Iterable[str] | str | Constraints | None, schema: Schema | None) -> Constraints:
     """The constraints in force: ``constraints`` (texts or parsed) read against ``schema``,
     else the schema's own; an empty :class:`core.constraints.Constraints` when none."""
     from core.constraints import Constraints, parse
@@ -80,16 +86,16 @@ def _solve(read: Any, x: np.ndarray, target: Any, cons: Any, schema: Any, kw: di
     return cmilp.solve_cells(prob, dom, cons, time_limit=time_limit), prob, dom
 
 
-def constrained_counterfactual(read: TreeEnsemble | LinearModel, x: Any, target: Any, *, cons: Any, schema: Any,
-                               params: dict[str, Any], model: Any = None, time_limit: float = 30.0,
-                               **kw: Any) -> CounterfactualResult:
+def constrained_counterfactual(read: TreeEnsemble | LinearModel, x: Row, target: TargetSpec, *, cons: Constraints,
+                               schema: Schema | None, params: dict[str, Any], model: ModelLike = None,
+                               time_limit: float = 30.0, **kw: object) -> CounterfactualResult:
     """The cheapest change of ``x`` giving ``target`` under ``cons``, proven (see the module
     docstring). ``kw``: norm, weights, fixed, increase_only, decrease_only (and, for trees,
     plausibility and others)."""
     t0 = time.perf_counter()
     x = np.asarray(x, dtype=float).ravel()
     params = dict(params, constraints=cons.texts, backend="milp")
-    model_kind = "linear" if isinstance(read, LinearModel) else "tree_ensemble"
+    model_kind: ModelKind = "linear" if isinstance(read, LinearModel) else "tree_ensemble"
     if schema is not None:
         _row_notes(cons, x, params)
     try:
@@ -111,22 +117,10 @@ def constrained_counterfactual(read: TreeEnsemble | LinearModel, x: Any, target:
                   gap=gap, bound=solved.bound, note=_binding_note(cons, solved.binding))
     return CounterfactualResult(
         x=point, cost=solved.cost, status=status, gap=gap, elapsed=time.perf_counter() - t0,
-        changes=changes_between(read if isinstance(read, TreeEnsemble) else _Names(read), x, point),
+        changes=changes_between(read, x, point),   # type: ignore[arg-type]   # a linear model reads as one
         backend="milp", params=params, x_query=x.copy(), lower_bound=solved.bound, valid=True,
         prediction=read.predict(point[None, :])[0], timings=solved.timings, guarantee=g,
         binding=tuple(cons[k].text for k in solved.binding))
-
-
-class _Names:
-    """What :func:`changes_between` reads of a linear model (names and categories)."""
-
-    def __init__(self, lin: LinearModel) -> None:
-        self.feature_names = lin.feature_names
-        self.categories = lin.categories
-        self._lin = lin
-
-    def category_label(self, j: int, code: float) -> str:
-        return self._lin.category_label(j, code)
 
 
 def _convinces(model: Any, read: Any, view: Any, point: np.ndarray) -> bool:
@@ -155,7 +149,7 @@ def _row_notes(cons: Any, x: np.ndarray, params: dict[str, Any]) -> None:
                             + ": the answer is a point that satisfies " + ("it." if len(broken) == 1 else "them."))
 
 
-def _nothing(solved: cmilp.Solved, x: np.ndarray, params: dict[str, Any], model_kind: str, elapsed: float,
+def _nothing(solved: cmilp.Solved, x: np.ndarray, params: dict[str, Any], model_kind: ModelKind, elapsed: float,
              cons: Any) -> CounterfactualResult:
     if solved.status == "infeasible":
         msg = "No action satisfying the constraints gives the target: this row is precluded (proven)."
@@ -222,9 +216,10 @@ class RecourseCheck(Result):
                    elapsed=r.number("elapsed"), guarantee=Guarantee.from_dict(r.get("guarantee")))
 
 
-def verify_recourse(model: Any, x: Any, target: Any, *, schema: Any = None, constraints: Iterable[str] | Any = None,
-                    fixed: Iterable[Any] | None = None, increase_only: Iterable[Any] | None = None,
-                    decrease_only: Iterable[Any] | None = None, time_limit: float = 30.0,
+def verify_recourse(model: ModelLike, x: Row, target: TargetSpec, *, schema: Schema | None = None,
+                    constraints: Iterable[str] | str | Constraints | None = None,
+                    fixed: Iterable[FeatureKey] | None = None, increase_only: Iterable[FeatureKey] | None = None,
+                    decrease_only: Iterable[FeatureKey] | None = None, time_limit: float = 30.0,
                     explain: bool = True) -> RecourseCheck:
     """Does any action satisfying the constraints bring ``x`` to ``target``? (module docstring)
 
@@ -250,16 +245,15 @@ def verify_recourse(model: Any, x: Any, target: Any, *, schema: Any = None, cons
     cons = resolve_constraints(constraints, schema)
     x = np.asarray(x, dtype=float).ravel()
     kw = dict(norm="l1", weights=None, fixed=fixed, increase_only=increase_only, decrease_only=decrease_only)
-    build, view = _builder(read, x, target, cons, schema, kw)
-    status = cmilp.feasible(build, time_limit=time_limit)
-    model_kind = "linear" if isinstance(read, LinearModel) else "tree_ensemble"
+    build, (view, dom) = _builder(read, x, target, cons, schema, kw)
+    if isinstance(read, LinearModel):
+        found = cmilp.solve_linear_model(view, dom, cons, time_limit=time_limit, objective=False)
+        status, witness = ("feasible", found.x) if found.x is not None else (found.status, None)
+    else:
+        status, witness = cmilp.tree_witness(view, dom, cons, time_limit=time_limit)
+    model_kind: ModelKind = "linear" if isinstance(read, LinearModel) else "tree_ensemble"
     params = dict(constraints=cons.texts, target=str(target), time_limit=time_limit, fixed=_names(fixed),
                   increase_only=_names(increase_only), decrease_only=_names(decrease_only))
-    witness = None
-    if status == "feasible":
-        P, cols = build(None)
-        _, z, _, _ = P.solve(max(0.01, time_limit - (time.perf_counter() - t0)), objective=False)
-        witness = None if z is None else cmilp._read_x(view[1], cols, z)
     blocking: tuple[str, ...] | None = None
     if status == "infeasible" and explain:
         keep = cmilp.blocking(build, len(cons), deadline=t0 + time_limit)

@@ -40,8 +40,8 @@ The point is read back, checked on the model (:meth:`CellProblem.is_valid`, the
 linear model's own answer) and against every constraint (:meth:`Constraints.violated`);
 ``binding`` lists the constraints that hold with equality there.
 
-Preclusion (:func:`feasible`): the same rows with a zero objective; HiGHS stops at its
-first point, or proves that none exists. :func:`blocking` finds the smallest set of the
+Preclusion (:func:`tree_witness`, or :func:`solve_linear_model` with no objective): the
+same rows with a zero objective; HiGHS stops at its first point, or proves that none exists. :func:`blocking` finds the smallest set of the
 analyst's constraints under which the row is still precluded (by size, then a
 deletion filter past ``EXHAUSTIVE`` constraints).
 """
@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from core.constraints import Constraints, Implication, LinearForm
     from core.solvers.linear import LinearProblem
 
-__all__ = ["Domain", "Solved", "solve_cells", "solve_linear_model", "feasible", "blocking", "binding",
+__all__ = ["Domain", "Solved", "solve_cells", "solve_linear_model", "tree_witness", "blocking", "binding",
            "EXHAUSTIVE"]
 
 #: up to this many constraints, the blocking set is the smallest by size (every subset, smallest first)
@@ -227,8 +227,8 @@ def _features(P: _Program, dom: Domain, lo: np.ndarray, hi: np.ndarray, with_cos
                 cols.l2.append((col, s, span))
                 for a in (0.0, 0.5, 1.0):                       # first tangents of (move / span)^2
                     P.row([(s, 1.0), (col, -2 * a / span)], lo=-a * a)
-        P.row([(xj, 1.0)] + [(cols.p[j], -1.0)] * (j in cols.p) + [(cols.n[j], 1.0)] * (j in cols.n),
-              float(x_hat[j]), float(x_hat[j]))
+        moves = ([(cols.p[j], -1.0)] if j in cols.p else []) + ([(cols.n[j], 1.0)] if j in cols.n else [])
+        P.row([(xj, 1.0)] + moves, float(x_hat[j]), float(x_hat[j]))
         per_feature.append(terms)
     for g in dom.groups:                                     # one hot column per group
         P.row([(cols.x[j], 1.0) for j in g], 1.0 if float(x_hat[g].sum()) == 1.0 else -np.inf, 1.0)
@@ -454,22 +454,32 @@ def _tree_program(prob: CellProblem, dom: Domain, cons: Constraints, strict: boo
     return P, cols, cells
 
 
-def _cell_program(prob: CellProblem, dom: Domain, cons: Constraints, cells: np.ndarray) -> tuple[_Program, _Columns]:
-    """The cells fixed: the new values alone, strictly inside each of them, under the constraints."""
-    lo, hi, code_costs = _allowed(dom, cons)
+def _cell_bounds(prob: CellProblem, lo: np.ndarray, hi: np.ndarray, integral: np.ndarray, cells: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """``[lo, hi]`` narrowed to the inside of each feature's cell (``NUDGE`` of a span past an
+    open end; the next integer of an integral feature)."""
+    lo, hi = lo.copy(), hi.copy()
     for j in range(prob.n_features):
         levels, i = prob.levels[j], int(cells[j])
-        span = float(prob.cost_model.span[j])
         if i > 0:
             L = float(levels[i - 1])
-            lo[j] = max(lo[j], math.floor(L) + 1.0 if dom.integral[j] else L + NUDGE * span)
+            lo[j] = max(lo[j], math.floor(L) + 1.0 if integral[j] else L + NUDGE * float(prob.cost_model.span[j]))
         if i < levels.size:
             hi[j] = min(hi[j], float(levels[i]))
+    return lo, hi
+
+
+def _cell_program(prob: CellProblem, dom: Domain, cons: Constraints, cells: np.ndarray
+                  ) -> tuple[_Program, _Columns, tuple[np.ndarray, np.ndarray]]:
+    """The cells fixed: the new values alone, strictly inside each of them, under the
+    constraints; and the box inside the cells that a read point is held to."""
+    lo, hi, code_costs = _allowed(dom, cons)
+    lo, hi = _cell_bounds(prob, lo, hi, dom.integral, cells)
     d2 = Domain(dom.x_hat, lo, hi, dom.integral, code_costs, dom.cost_model, dom.groups, dom.names)
     P = _Program()
     cols = _features(P, d2, lo, hi, True)
     _add_constraints(P, cols, d2, cons)
-    return P, cols
+    return P, cols, (lo, hi)
 
 
 def tree_domain(prob: CellProblem, action: Sequence[str]) -> Domain:
@@ -520,9 +530,10 @@ def solve_cells(prob: CellProblem, dom: Domain, cons: Constraints, *, time_limit
     lower = bound if status == "optimal" else max(bound, 0.0)
     x = _place(prob, dom, cons, _read_x(dom, cols, z), cells(z), deadline)
     if x is None:                                # no room inside those cells: the strict program, whole
-        P, cols, _ = _tree_program(prob, dom, cons, strict=True)
+        P, cols, cells = _tree_program(prob, dom, cons, strict=True)
         status2, z, _, _ = _run(P, cols, deadline)
-        x = None if z is None else _read_x(dom, cols, z)
+        x = None if z is None else np.clip(_read_x(dom, cols, z),
+                                           *_cell_bounds(prob, dom.lo, dom.hi, dom.integral, cells(z)))
         if x is None or not _valid(prob, cons, dom, x):
             return Solved("time_limit" if status2 == "time_limit" else "error", bound=lower, timings=timings,
                           message="The program's point is not valid on the model within its tolerances.")
@@ -547,17 +558,39 @@ def _place(prob: CellProblem, dom: Domain, cons: Constraints, x: np.ndarray, cel
     cells (``cells``, as its level variables chose them) under the constraints, if valid."""
     if _valid(prob, cons, dom, x):
         return x
-    P, cols = _cell_program(prob, dom, cons, cells)
+    P, cols, (lo, hi) = _cell_program(prob, dom, cons, cells)
     status, z, _, _ = _run(P, cols, deadline)
     if z is None:
         return None
-    y = _read_x(dom, cols, z)
+    y = np.clip(_read_x(dom, cols, z), lo, hi)     # the solver's tolerance may leave a bound by 1e-9
     return y if _valid(prob, cons, dom, y) else None
 
 
 def _valid(prob: CellProblem, cons: Constraints, dom: Domain, x: np.ndarray) -> bool:
     return bool(prob.is_valid(x[None, :])[0]) and not cons.violated(dom.x_hat, x) and \
         bool(np.all(x >= dom.lo - 1e-9) and np.all(x <= dom.hi + 1e-9))
+
+
+def tree_witness(prob: CellProblem, dom: Domain, cons: Constraints, *, time_limit: float = 30.0
+                 ) -> tuple[str, np.ndarray | None]:
+    """("feasible", a valid point), ("infeasible", None) proven, or (a time-out status, None):
+    any point at all, not the cheapest. The closed relaxation is asked first, with no
+    objective; its cells are then filled strictly (the strict program whole, if they leave
+    no room)."""
+    t0 = time.perf_counter()
+    deadline = t0 + time_limit
+    try:
+        P, cols, cells = _tree_program(prob, dom, cons, strict=False, with_cost=False)
+    except _Infeasible:
+        return "infeasible", None
+    status, z, _, _ = P.solve(time_limit, objective=False)
+    if z is None:
+        return status, None
+    x = _place(prob, dom, cons, _read_x(dom, cols, z), cells(z), deadline)
+    if x is not None:
+        return "feasible", x
+    whole = solve_cells(prob, dom, cons, time_limit=max(0.01, deadline - time.perf_counter()))
+    return ("feasible", whole.x) if whole.x is not None else (whole.status, None)
 
 
 # ------------------------------------------------------------------ linear models
@@ -616,13 +649,14 @@ def _taus(prob: LinearProblem, k: int) -> np.ndarray:
 
 
 def solve_linear_model(prob: LinearProblem, dom: Domain, cons: Constraints, *, time_limit: float = 30.0,
-                       check: Callable[[np.ndarray], bool] | None = None) -> Solved:
+                       check: Callable[[np.ndarray], bool] | None = None, objective: bool = True) -> Solved:
     """The cheapest point of a linear model's query under ``cons``, proven (a strict target
-    row stepped by ``tau``, raised tenfold while the point does not hold, five times at most)."""
+    row stepped by ``tau``, raised tenfold while the point does not hold, five times at most);
+    ``objective`` False: any point (a feasibility question)."""
     t0 = time.perf_counter()
     deadline = t0 + time_limit
     for k in range(6):
-        P, cols = _linear_program(prob, dom, cons, _taus(prob, k))
+        P, cols = _linear_program(prob, dom, cons, _taus(prob, k), with_cost=objective)
         status, z, obj, bound = _run(P, cols, deadline)
         if z is None:
             return Solved(status, message="" if status != "infeasible" else "No point meets the target under the "
@@ -644,17 +678,6 @@ def _subset(cons: Constraints, keep: Sequence[int]) -> Constraints:
     from core.constraints import Constraints as C
 
     return C(cons[k] for k in keep)
-
-
-def feasible(build: Callable[[Sequence[int] | None], tuple[_Program, _Columns]], *, time_limit: float) -> str:
-    """"feasible", "infeasible" (proven) or "time_limit": is there any point at all?
-    ``build(subset)`` makes the program with only those constraints (None: all)."""
-    try:
-        P, _ = build(None)
-    except _Infeasible:                           # an allowed set emptied by the bounds: nothing to solve
-        return "infeasible"
-    status, z, _, _ = P.solve(time_limit, objective=False)
-    return "feasible" if z is not None else status
 
 
 def blocking(build: Callable[[Sequence[int] | None], tuple[_Program, _Columns]], n: int, *,
@@ -686,12 +709,12 @@ def blocking(build: Callable[[Sequence[int] | None], tuple[_Program, _Columns]],
                 if r:
                     return tuple(keep)
         return None
-    keep = list(range(n))
+    kept = list(range(n))
     for k in range(n):
-        trial = [i for i in keep if i != k]
+        trial = [i for i in kept if i != k]
         r = infeasible(trial)
         if r is None:
             return None
         if r:
-            keep = trial
-    return tuple(keep)
+            kept = trial
+    return tuple(kept)

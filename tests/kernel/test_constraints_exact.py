@@ -71,7 +71,7 @@ def test_a_blocked_row_names_the_constraint_that_blocks_it(tiny):
     X, schema, models = tiny
     _, ens = models[0]
     r = _rows(ens, X, 1)[0]
-    texts = ["delta(c) == 0", "a >= old(a) + 100", "b <= 4"]
+    texts = ["a <= old(a) + 1000", "a >= old(a) + 100", "b <= 4"]     # the second one alone blocks
     check = verify_recourse(ens, X[r], 1, schema=schema, constraints=texts)
     assert check.precluded and check.blocking == ("a >= old(a) + 100",)
     assert "a >= old(a) + 100" in check.explain()
@@ -82,16 +82,16 @@ def test_a_blocked_row_names_the_constraint_that_blocks_it(tiny):
 def test_the_binding_constraints_are_listed(tiny):
     X, schema, models = tiny
     _, ens = models[0]
-    # a row whose free optimum leaves c alone: holding c (an equation, always binding) keeps that optimum
-    rows = [r for r in _rows(ens, X, 10)
-            if "c" not in {ch.feature for ch in optimal_counterfactual(ens, X[r], 1, schema=schema).changes}]
-    assert rows, "some row's optimum leaves c alone"
-    free = optimal_counterfactual(ens, X[rows[0]], 1, schema=schema)
-    texts = ["delta(c) == 0", "a <= old(a) + 1000"]
-    res = optimal_counterfactual(ens, X[rows[0]], 1, schema=schema, constraints=texts)
-    assert res.status == "optimal" and res.binding == ("delta(c) == 0",)
+    # a feature the free optimum of a row leaves alone: holding it (an equation, always binding) keeps that optimum
+    r = _rows(ens, X, 1)[0]
+    free = optimal_counterfactual(ens, X[r], 1, schema=schema)
+    alone = [n for n in NAMES if n not in {ch.feature for ch in free.changes}]
+    assert alone, "the free optimum moves some feature and leaves another"
+    texts = [f"delta({alone[0]}) == 0", "a <= old(a) + 1000"]
+    res = optimal_counterfactual(ens, X[r], 1, schema=schema, constraints=texts)
+    assert res.status == "optimal" and res.binding == (texts[0],)
     assert res.cost == pytest.approx(free.cost, rel=1e-6, abs=1e-5)
-    assert "delta(c) == 0" in res.guarantee.text()
+    assert texts[0] in res.guarantee.text()
     back = type(res).from_json(res.to_json())
     assert back.binding == res.binding and back.params["constraints"] == texts
 
@@ -118,3 +118,18 @@ def test_a_linear_model_under_constraints_is_exact():
         want = float((np.abs(grid[ok] - x) / schema.arrays()["span"]).sum(axis=1).min())
         assert res.status == "optimal" and res.cost == pytest.approx(want, abs=1e-9), (r, res.cost, want)
         assert lr.predict(pd.DataFrame([res.x], columns=NAMES))[0] == 1 and cons.violated(x, res.x) == []
+
+
+@pytest.mark.parametrize("norm", ["l2", "linf", "l0", {"l0": 0.5, "l1": 1.0}])
+def test_every_cost_agrees_with_the_free_solvers_where_no_constraint_binds(tiny, norm):
+    """Squared l2 (tangent cuts), L-infinity and l0 (indicators) under constraints that never
+    bind equal the optimum of the solvers without constraints (two exact methods agree)."""
+    X, schema, models = tiny
+    model, ens = models[1]
+    texts = ["a <= old(a) + 1000", "if delta(b) > 0 then delta(a) >= -1000"]
+    for r in _rows(ens, X):
+        free = optimal_counterfactual(ens, X[r], 1, schema=schema, norm=norm)
+        res = optimal_counterfactual(ens, X[r], 1, schema=schema, norm=norm, constraints=texts, model=model)
+        assert free.status == res.status == "optimal" and res.binding == ()
+        assert res.cost == pytest.approx(free.cost, rel=1e-6, abs=1e-5), (norm, r, res.cost, free.cost)
+        assert model.predict(res.x[None, :])[0] == 1
