@@ -393,8 +393,26 @@ def _catboost_load(catboost: Any, data: bytes, filename: str, fmt: str) -> Any:
     return model
 
 
-def load_model(source: object, filename: str | None = None, *, allow_pickle: bool = False) -> ModelLike:
-    """Read a model file and return the native model object.
+def read_model_bytes(source: object, filename: str | None = None) -> tuple[bytes, str]:
+    """``(bytes, name)`` of a model file given as :func:`load_model` takes it, checked at the
+    door (a missing, empty or oversize file raises :class:`ModelError`)."""
+    data, filename = _read_source(source, filename, MAX_MODEL_BYTES, ModelError, "model file", _MODEL_HINT)
+    if len(data) == 0:
+        raise ModelError(f"{filename!r} is empty. Upload a saved model file.")
+    if len(data) > MAX_MODEL_BYTES:
+        raise ModelError(f"{filename!r} is larger than {MAX_MODEL_BYTES // 2**20} MB.")
+    return data, filename
+
+
+def load_model(source: object, filename: str | None = None, *, allow_pickle: bool = False,
+               output: str | None = None) -> ModelLike:
+    """Read a model file in this process and return the native model object.
+
+    This reads the file here, with no limit of time or memory: a damaged or hostile file
+    can crash, hang or exhaust the process that reads it. It is the reader of the sandbox's
+    child (:mod:`core.intake.sandbox`) and of files one made oneself; for a file from
+    elsewhere, use :func:`core.load_model` (:func:`core.intake.models.load_model`), which
+    reads it in a sandboxed child process first.
 
     Parameters
     ----------
@@ -405,6 +423,10 @@ def load_model(source: object, filename: str | None = None, *, allow_pickle: boo
         XGBoost, .txt LightGBM, .cbm/.json CatBoost, .skops, .pkl/.joblib). Required with bytes.
     allow_pickle : bool, default False, read a pickle or joblib file: only for a file
         the user trusts (a pickle runs code when loaded).
+    output : str, optional, for an ONNX graph with several outputs that could be its
+        prediction, the name of the one it is run on (a label output, or an output of
+        numbers: probabilities beside the graph's label output, else a regressor's value);
+        without it, such a graph is refused, naming its outputs.
 
     Raises
     ------
@@ -420,18 +442,17 @@ def load_model(source: object, filename: str | None = None, *, allow_pickle: boo
     >>> import io, skops.io
     >>> from sklearn.datasets import load_breast_cancer
     >>> from sklearn.ensemble import RandomForestClassifier
-    >>> from core import load_model
+    >>> from core.intake.io import load_model
     >>> data = load_breast_cancer(as_frame=True)
     >>> rf = RandomForestClassifier(3, max_depth=2, random_state=0).fit(data.data, data.target)
     >>> type(load_model(skops.io.dumps(rf), "forest.skops")).__name__
     'RandomForestClassifier'
     """
-    data, filename = _read_source(source, filename, MAX_MODEL_BYTES, ModelError, "model file", _MODEL_HINT)
-    if len(data) == 0:
-        raise ModelError(f"{filename!r} is empty. Upload a saved model file.")
-    if len(data) > MAX_MODEL_BYTES:
-        raise ModelError(f"{filename!r} is larger than {MAX_MODEL_BYTES // 2**20} MB.")
+    data, filename = read_model_bytes(source, filename)
     kind = _model_kind(data, filename.lower())
+    if output is not None and kind != "onnx":
+        raise ModelError(f"output={output!r} names an output of an ONNX graph; {filename!r} is not an .onnx file. "
+                         "Leave output out for this file.")
     if kind == "catboost":
         return _catboost_binary(data, filename)
     if kind == "xgboost":
@@ -443,7 +464,7 @@ def load_model(source: object, filename: str | None = None, *, allow_pickle: boo
     if kind == "onnx":       # read and checked without running it, then run once within a time budget
         from core.intake.parsing.onnx_runner import load_onnx
 
-        return load_onnx(data, filename)
+        return load_onnx(data, filename, output=output)
     if kind == "pickle":
         return _load_pickle(data, filename, allow_pickle)
     raise ModelError(
