@@ -67,6 +67,11 @@ SKOPS_TRUSTED = frozenset({
     # a Pipeline's encoders keep their output dtype (e.g. numpy.float64) as a numpy.dtype;
     # skops itself trusts the scikit-learn Pipeline, ColumnTransformer, encoders, scalers, imputers
     "numpy.dtype",
+    # sparse matrices: a model fitted on scikit-learn's default (sparse) one-hot output keeps its
+    # support vectors or training rows as one (SVC, k-nearest neighbours); skops reads them with
+    # scipy.sparse.load_npz, which loads plain arrays (allow_pickle=False)
+    "scipy.sparse._csr.csr_matrix", "scipy.sparse._csc.csc_matrix",
+    "scipy.sparse._csr.csr_array", "scipy.sparse._csc.csc_array",
 })
 PICKLE_WARNING = (
     "Pickle and joblib files can run arbitrary code when opened. Load one only if you "
@@ -523,16 +528,32 @@ def _load_skops(data: bytes, filename: str) -> Any:
         raise ModelError(f"{filename!r} is not a readable .skops file ({exc}).") from None
     refused = sorted(set(untrusted) - SKOPS_TRUSTED)
     if refused:
-        raise UnsupportedModelError(
-            f"{filename!r} contains types outside the allow-list: {refused[:6]}. "
-            "Only tree-ensemble models can be loaded from .skops files."
-        )
+        raise _skops_refusal(filename, refused)
     try:
         model = sio.loads(data, trusted=list(untrusted))
     except Exception as exc:
         raise ModelError(f"{filename!r} could not be loaded as .skops ({exc}).") from None
     check_sklearn_trees(model, filename)      # before anything predicts with its node arrays
     return model
+
+
+def _skops_refusal(filename: str, refused: list[str]) -> UnsupportedModelError:
+    """Why a .skops file is not read here: a model the worker runs (not a tree ensemble or a
+    linear model, so not read exactly), or types no reader loads."""
+    from core.intake.worker import ANY_MODEL_TYPES  # the worker imports this module: imported on use
+
+    foreign = [t for t in refused if t not in ANY_MODEL_TYPES]
+    if not foreign:
+        held = sorted({t.rsplit(".", 1)[-1] for t in refused})
+        return UnsupportedModelError(
+            f"{filename!r} holds {', '.join(held[:6])}: not a tree ensemble or a linear model, so it is not read "
+            "exactly here. It is analysed as any other model instead: run in a sandboxed worker, the exact analyses "
+            "on a tree-ensemble surrogate of it and every answer checked on the model itself (core.load_model and "
+            "the Data & model page do so).")
+    return UnsupportedModelError(
+        f"{filename!r} contains types outside the allow-list: {foreign[:6]}. skops would have to run code of these "
+        "types to load them, so they are not loaded from .skops files. Save the model with scikit-learn, XGBoost "
+        "or LightGBM types only, or export it to ONNX.")
 
 
 def _load_pickle(data: bytes, filename: str, allow_pickle: bool) -> Any:
