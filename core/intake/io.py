@@ -67,6 +67,11 @@ SKOPS_TRUSTED = frozenset({
     # a Pipeline's encoders keep their output dtype (e.g. numpy.float64) as a numpy.dtype;
     # skops itself trusts the scikit-learn Pipeline, ColumnTransformer, encoders, scalers, imputers
     "numpy.dtype",
+    # sparse matrices: a model fitted on scikit-learn's default (sparse) one-hot output keeps its
+    # support vectors or training rows as one (SVC, k-nearest neighbours); skops reads them with
+    # scipy.sparse.load_npz, which loads plain arrays (allow_pickle=False)
+    "scipy.sparse._csr.csr_matrix", "scipy.sparse._csc.csc_matrix",
+    "scipy.sparse._csr.csr_array", "scipy.sparse._csc.csc_array",
 })
 PICKLE_WARNING = (
     "Pickle and joblib files can run arbitrary code when opened. Load one only if you "
@@ -393,8 +398,26 @@ def _catboost_load(catboost: Any, data: bytes, filename: str, fmt: str) -> Any:
     return model
 
 
-def load_model(source: object, filename: str | None = None, *, allow_pickle: bool = False) -> ModelLike:
-    """Read a model file and return the native model object.
+def read_model_bytes(source: object, filename: str | None = None) -> tuple[bytes, str]:
+    """``(bytes, name)`` of a model file given as :func:`load_model` takes it, checked at the
+    door (a missing, empty or oversize file raises :class:`ModelError`)."""
+    data, filename = _read_source(source, filename, MAX_MODEL_BYTES, ModelError, "model file", _MODEL_HINT)
+    if len(data) == 0:
+        raise ModelError(f"{filename!r} is empty. Upload a saved model file.")
+    if len(data) > MAX_MODEL_BYTES:
+        raise ModelError(f"{filename!r} is larger than {MAX_MODEL_BYTES // 2**20} MB.")
+    return data, filename
+
+
+def load_model(source: object, filename: str | None = None, *, allow_pickle: bool = False,
+               output: str | None = None) -> ModelLike:
+    """Read a model file in this process and return the native model object.
+
+    This reads the file here, with no limit of time or memory: a damaged or hostile file
+    can crash, hang or exhaust the process that reads it. It is the reader of the sandbox's
+    child (:mod:`core.intake.sandbox`) and of files one made oneself; for a file from
+    elsewhere, use :func:`core.load_model` (:func:`core.intake.models.load_model`), which
+    reads it in a sandboxed child process first.
 
     Parameters
     ----------
@@ -405,6 +428,10 @@ def load_model(source: object, filename: str | None = None, *, allow_pickle: boo
         XGBoost, .txt LightGBM, .cbm/.json CatBoost, .skops, .pkl/.joblib). Required with bytes.
     allow_pickle : bool, default False, read a pickle or joblib file: only for a file
         the user trusts (a pickle runs code when loaded).
+    output : str, optional, for an ONNX graph with several outputs that could be its
+        prediction, the name of the one it is run on (a label output, or an output of
+        numbers: probabilities beside the graph's label output, else a regressor's value);
+        without it, such a graph is refused, naming its outputs.
 
     Raises
     ------
@@ -420,18 +447,17 @@ def load_model(source: object, filename: str | None = None, *, allow_pickle: boo
     >>> import io, skops.io
     >>> from sklearn.datasets import load_breast_cancer
     >>> from sklearn.ensemble import RandomForestClassifier
-    >>> from core import load_model
+    >>> from core.intake.io import load_model
     >>> data = load_breast_cancer(as_frame=True)
     >>> rf = RandomForestClassifier(3, max_depth=2, random_state=0).fit(data.data, data.target)
     >>> type(load_model(skops.io.dumps(rf), "forest.skops")).__name__
     'RandomForestClassifier'
     """
-    data, filename = _read_source(source, filename, MAX_MODEL_BYTES, ModelError, "model file", _MODEL_HINT)
-    if len(data) == 0:
-        raise ModelError(f"{filename!r} is empty. Upload a saved model file.")
-    if len(data) > MAX_MODEL_BYTES:
-        raise ModelError(f"{filename!r} is larger than {MAX_MODEL_BYTES // 2**20} MB.")
+    data, filename = read_model_bytes(source, filename)
     kind = _model_kind(data, filename.lower())
+    if output is not None and kind != "onnx":
+        raise ModelError(f"output={output!r} names an output of an ONNX graph; {filename!r} is not an .onnx file. "
+                         "Leave output out for this file.")
     if kind == "catboost":
         return _catboost_binary(data, filename)
     if kind == "xgboost":
@@ -443,7 +469,7 @@ def load_model(source: object, filename: str | None = None, *, allow_pickle: boo
     if kind == "onnx":       # read and checked without running it, then run once within a time budget
         from core.intake.parsing.onnx_runner import load_onnx
 
-        return load_onnx(data, filename)
+        return load_onnx(data, filename, output=output)
     if kind == "pickle":
         return _load_pickle(data, filename, allow_pickle)
     raise ModelError(
@@ -502,16 +528,32 @@ def _load_skops(data: bytes, filename: str) -> Any:
         raise ModelError(f"{filename!r} is not a readable .skops file ({exc}).") from None
     refused = sorted(set(untrusted) - SKOPS_TRUSTED)
     if refused:
-        raise UnsupportedModelError(
-            f"{filename!r} contains types outside the allow-list: {refused[:6]}. "
-            "Only tree-ensemble models can be loaded from .skops files."
-        )
+        raise _skops_refusal(filename, refused)
     try:
         model = sio.loads(data, trusted=list(untrusted))
     except Exception as exc:
         raise ModelError(f"{filename!r} could not be loaded as .skops ({exc}).") from None
     check_sklearn_trees(model, filename)      # before anything predicts with its node arrays
     return model
+
+
+def _skops_refusal(filename: str, refused: list[str]) -> UnsupportedModelError:
+    """Why a .skops file is not read here: a model the worker runs (not a tree ensemble or a
+    linear model, so not read exactly), or types no reader loads."""
+    from core.intake.worker import ANY_MODEL_TYPES  # the worker imports this module: imported on use
+
+    foreign = [t for t in refused if t not in ANY_MODEL_TYPES]
+    if not foreign:
+        held = sorted({t.rsplit(".", 1)[-1] for t in refused})
+        return UnsupportedModelError(
+            f"{filename!r} holds {', '.join(held[:6])}: not a tree ensemble or a linear model, so it is not read "
+            "exactly here. It is analysed as any other model instead: run in a sandboxed worker, the exact analyses "
+            "on a tree-ensemble surrogate of it and every answer checked on the model itself (core.load_model and "
+            "the Data & model page do so).")
+    return UnsupportedModelError(
+        f"{filename!r} contains types outside the allow-list: {foreign[:6]}. skops would have to run code of these "
+        "types to load them, so they are not loaded from .skops files. Save the model with scikit-learn, XGBoost "
+        "or LightGBM types only, or export it to ONNX.")
 
 
 def _load_pickle(data: bytes, filename: str, allow_pickle: bool) -> Any:

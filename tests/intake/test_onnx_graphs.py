@@ -396,3 +396,101 @@ def test_inspect_reads_a_tree_ensemble_without_running_it(monkeypatch):
     assert info.is_tree_ensemble and info.tree_op == "TreeEnsembleRegressor"
     assert info.inputs == (("X", "float", (None, 3)),) and info.scores == "Y" and info.label is None
     assert info.opsets == {"ai.onnx": 17, "ai.onnx.ml": 1} and info.n_nodes == 1
+
+
+# ------------------------------------------------------------- which output is the prediction
+def _affine_graph(outputs, W, b):
+    """A regressor as a converter may leave it: X @ W ("mm"), plus a bias ("y"), through a sigmoid
+    ("p"); ``outputs`` the tensors the graph gives out."""
+    nodes = [helper.make_node("MatMul", ["X", "W"], ["mm"]), helper.make_node("Add", ["mm", "b"], ["y"]),
+             helper.make_node("Sigmoid", ["y"], ["p"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 3])],
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, [None, 1]) for n in outputs],
+                          initializer=[nh.from_array(W, "W"), nh.from_array(b, "b")])
+    return helper.make_model(g, ir_version=10, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_several_candidate_outputs_are_never_guessed_and_the_named_one_is_run():
+    rng = np.random.default_rng(0)
+    W, b = rng.normal(size=(3, 1)).astype(np.float32), np.array([0.5], dtype=np.float32)
+    X = rng.normal(size=(40, 3))
+    value = (X.astype(np.float32) @ W + b).ravel()
+    for outs in (["mm", "y"], ["mm", "y", "p"]):
+        data = _affine_graph(outs, W, b)
+        with pytest.raises(UnsupportedModelError, match="none is guessed") as err:
+            load_model(data, "affine.onnx")
+        assert all(repr(n) in str(err.value) for n in outs) and "output=" in str(err.value)
+    data = _affine_graph(["mm", "y", "p"], W, b)
+    model = load_model(data, "affine.onnx", output="y")
+    assert model.info.scores == "y" and model.info.label is None
+    np.testing.assert_allclose(model.predict(X), value, rtol=1e-6)
+    with pytest.raises(UnsupportedModelError, match="no output 'z'.*'mm'"):
+        load_model(data, "affine.onnx", output="z")
+    with pytest.raises(ModelError, match="not an .onnx file"):
+        load_model(b'{"learner": {}}', "m.json", output="y")
+    # the choice travels in the bytes: the sandbox's child and the worker run the named output
+    from core.intake.models import load_model as load_safely
+
+    blackbox = load_safely(data, "affine.onnx", output="y")
+    assert blackbox.kind == "black_box" and blackbox.task == "regression"
+    np.testing.assert_allclose(blackbox.predict(X), value, rtol=1e-6)
+
+
+def _nan_probabilities():
+    """A classifier graph whose probabilities are NaN for a negative first column (Sqrt)."""
+    nodes = [helper.make_node("Sqrt", ["X"], ["r"]), helper.make_node("Softmax", ["r"], ["probabilities"], axis=1),
+             helper.make_node("ArgMax", ["probabilities"], ["label"], axis=1, keepdims=0)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 2])],
+                          [helper.make_tensor_value_info("label", TensorProto.INT64, [None]),
+                           helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, [None, 2])])
+    return helper.make_model(g, ir_version=10, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_scores_that_are_not_probabilities_are_refused_and_the_label_can_be_chosen():
+    from skl2onnx import to_onnx
+    from sklearn.svm import SVC
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(200, 3)).astype(np.float32)
+    y = (X[:, 0] + X[:, 1] ** 2 > 0.5).astype(int)
+    svc = SVC().fit(X, y)                      # no probability=True: decision scores beside the label
+    data = to_onnx(svc, X[:1]).SerializeToString()
+    with pytest.raises(UnsupportedModelError, match=r"not probabilities.*output='output_label'"):
+        load_model(data, "svc.onnx")
+    model = load_model(data, "svc.onnx", output="output_label")
+    labels, scores = model.run(X)
+    assert scores is None and np.array_equal(labels, svc.predict(X))
+    model = load_model(_nan_probabilities(), "nan.onnx")        # loads: its first rows are fine
+    model.run(np.array([[1.0, 4.0]]))
+    with pytest.raises(UnsupportedModelError, match="NaN or infinite"):
+        model.run(np.array([[1.0, 4.0], [-1.0, 0.5]]))
+
+
+# ------------------------------------------------------------- budgets before any allocation
+def test_tree_nodes_are_counted_in_the_file_before_anything_reads_them(monkeypatch):
+    import onnxruntime
+
+    import core.intake.parsing.onnx as onnx_parsing
+
+    def no_session(*a, **k):
+        raise AssertionError("onnxruntime was handed a tree ensemble over the budget")
+
+    proto = _regressor(["BRANCH_LEQ"], as_tensor=True)          # 3 trees of 31 nodes
+    attr = next(a for a in proto.graph.node[0].attribute if a.name == "nodes_values_as_tensor")
+    attr.t.CopyFrom(nh.from_array(np.zeros(3_000_001), "nodes_values_as_tensor"))   # one array says 3,000,001
+    with monkeypatch.context() as m:
+        m.setattr(onnxruntime, "InferenceSession", no_session)
+        with pytest.raises(ModelError, match="3,000,001 tree nodes"):
+            load_model(proto.SerializeToString(), "long.onnx")
+    from core.intake.parsing.onnx_graph import tree_op_nodes
+
+    v5 = _to_v5(_regressor(["BRANCH_LEQ"], seed=4))           # 45 splits, 48 leaves listed apart
+    assert tree_op_nodes(v5.graph.node[0]) == 93
+    # the exact reading counts before it converts or builds anything, and counts nodes, not placeholders
+    model = load_model(_regressor(["BRANCH_LEQ"], seed=5).SerializeToString(), "r.onnx")
+    monkeypatch.setattr(onnx_parsing, "_NODE_BUDGET", 93)
+    assert from_model(model).n_leaves == 48
+    monkeypatch.setattr(onnx_parsing, "_NODE_BUDGET", 92)
+    monkeypatch.setattr(onnx_parsing, "attributes", no_session)
+    with pytest.raises(UnsupportedModelError, match="has 93 nodes; at most 92"):
+        from_model(model)

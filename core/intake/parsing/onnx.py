@@ -52,7 +52,7 @@ import numpy as np
 
 from core.errors import ModelError, UnsupportedModelError
 from core.intake.parsing.common import build_tree
-from core.intake.parsing.onnx_graph import TREE_OPS, attributes
+from core.intake.parsing.onnx_graph import LIMITS, TREE_OPS, attributes, tree_op_nodes
 from core.intake.parsing.onnx_runner import OnnxModel, load_onnx
 from core.intake.parsing.onnx_trees import Column, TreeOpReading, read_tree_op
 from core.model.ensemble import TreeEnsemble
@@ -61,9 +61,10 @@ from core.typing import ModelLike
 
 __all__ = ["parse_onnx", "load_onnx", "check_labels", "NOT_TREES"]
 
-NOT_TREES = ("This ONNX graph is not a tree ensemble; models of other kinds are read but cannot be analysed yet "
-             "(they will run in a sandboxed worker as a black-box model).")
-_NODE_BUDGET = 3_000_000
+NOT_TREES = ("This ONNX graph is not a tree ensemble read exactly; it is analysed as any other model instead: run in a "
+             "sandboxed worker, the exact analyses on a tree-ensemble surrogate of it and every answer checked on "
+             "the graph itself (core.load_model and the Data & model page do so).")
+_NODE_BUDGET = LIMITS.max_tree_nodes      # nodes read exactly, counted in the file before any is built
 
 
 @dataclass
@@ -358,6 +359,10 @@ def parse_onnx(model: ModelLike) -> TreeEnsemble:
     if not model.info.is_tree_ensemble:
         raise UnsupportedModelError(f"{NOT_TREES} This graph: {model.info.describe()}.")
     tree = next(n for n in model.proto.graph.node if n.op_type in TREE_OPS)
+    size = tree_op_nodes(tree)              # from the arrays' lengths: nothing converted or built yet
+    if size > _NODE_BUDGET:
+        raise UnsupportedModelError(f"The ONNX tree ensemble has {size:,} nodes; at most {_NODE_BUDGET:,} are "
+                                    "analysed exactly.")
     front = _front(model, tree)
     out = _back(model, tree)
     reading = read_tree_op(tree.op_type, attributes(tree), front.columns, front.tree_f32, _NODE_BUDGET)

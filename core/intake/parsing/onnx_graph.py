@@ -15,8 +15,11 @@ accepted, within limits checked here before anything else touches the graph:
   model-local function is a custom operator onnxruntime would not know;
 * no subgraph: ``If``, ``Loop``, ``Scan`` and any other graph-valued attribute are refused;
 * inputs are tensors of numbers or strings of rank 1 or 2 (a sequence, a map, an image
-  of rank 4 is refused), outputs are tensors or ZipMap's sequence of maps, and among
-  several outputs one must be a label or scores.
+  of rank 4 is refused), outputs are tensors or ZipMap's sequence of maps;
+* the prediction is a label output (integers or strings) and at most one output of
+  numbers (probabilities, scores or a value): when several outputs could be it, none is
+  guessed, and the analyst names the one to run the model on (``output=``,
+  :func:`keep_outputs`).
 
 :func:`inspect_onnx` returns :class:`OnnxGraphInfo`: the inputs (names, types,
 shapes), the outputs and which one is the label and which the scores, the opsets, the
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -38,8 +42,8 @@ from core.typing import ModelLike
 if TYPE_CHECKING:
     from onnx import NodeProto
 
-__all__ = ["OnnxGraphInfo", "OnnxLimits", "LIMITS", "read_onnx", "inspect_onnx", "TREE_OPS", "WRAPPER_OPS",
-           "ELEM_TYPES", "attributes", "numpy_dtype"]
+__all__ = ["OnnxGraphInfo", "OnnxLimits", "LIMITS", "read_onnx", "inspect_onnx", "keep_outputs", "TREE_OPS",
+           "WRAPPER_OPS", "ELEM_TYPES", "attributes", "numpy_dtype", "tree_op_nodes"]
 
 #: the tree-ensemble operators of ai.onnx.ml
 TREE_OPS = ("TreeEnsembleClassifier", "TreeEnsembleRegressor", "TreeEnsemble")
@@ -62,7 +66,7 @@ class OnnxLimits:
 
     max_bytes: int = 500 * 2**20
     max_nodes: int = 20_000                 # graph nodes (a tree ensemble is one node)
-    max_tree_nodes: int = 5_000_000         # nodes over all trees of all tree operators
+    max_tree_nodes: int = 3_000_000         # nodes over all trees of all tree operators (all read exactly)
     max_initializer_elements: int = 200_000_000
     max_tensor_elements: int = 100_000_000  # any one tensor, by its declared dims
     max_dim: int = 2**31 - 1                # any declared dim of a tensor
@@ -256,11 +260,10 @@ def _check_graph(model: ModelLike, filename: str, limits: OnnxLimits) -> None:
                 f"{filename!r} has a {node.op_type} node with subgraphs (control flow: loops or branches); graphs "
                 "with If, Loop, Scan or other subgraphs are not accepted. Export the model without control flow.")
         if node.op_type in TREE_OPS:
-            ids = [a for a in node.attribute if a.name in ("nodes_nodeids", "nodes_featureids")]
-            tree_nodes += max((len(a.ints) for a in ids), default=0)
+            tree_nodes += tree_op_nodes(node)
     if tree_nodes > limits.max_tree_nodes:
-        raise ModelError(f"{filename!r} has {tree_nodes:,} tree nodes; ONNX tree ensembles are accepted with at "
-                         f"most {limits.max_tree_nodes:,}.")
+        raise ModelError(f"{filename!r} has {tree_nodes:,} tree nodes (counted in the file before any is read); "
+                         f"ONNX tree ensembles are accepted with at most {limits.max_tree_nodes:,}.")
     inits = {t.name for t in g.initializer}
     inputs = [i for i in g.input if i.name not in inits]
     if not inputs:
@@ -269,6 +272,29 @@ def _check_graph(model: ModelLike, filename: str, limits: OnnxLimits) -> None:
         _input_shape(i, filename, limits)
     for o in g.output:
         _output_kind(o, filename)
+
+
+def _entries(a: Any) -> int:
+    """How many values an attribute holds, from the protobuf's repeated fields (nothing converted)."""
+    if a.HasField("t"):
+        n = 1
+        for d in a.t.dims:
+            n *= int(d)
+        return n
+    return max(len(a.ints), len(a.floats), len(a.strings))
+
+
+def tree_op_nodes(node: Any) -> int:
+    """The nodes a tree-ensemble operator's trees have, counted from the lengths of its arrays
+    before anything is read or built: the longest ``nodes_*`` array (opset 5: plus its
+    ``leaf_*`` arrays, leaves being listed apart), or its longest leaf-weight array
+    (``class_*`` / ``target_*``) when that is longer."""
+    longest: dict[str, int] = {}
+    for a in node.attribute:
+        group = a.name.split("_", 1)[0]
+        longest[group] = max(longest.get(group, 0), _entries(a))
+    nodes = longest.get("nodes", 0) + longest.get("leaf", 0)
+    return max(nodes, longest.get("class", 0), longest.get("target", 0))
 
 
 def _input_shape(vi: Any, filename: str, limits: OnnxLimits) -> tuple[str, tuple[int | None, ...]]:
@@ -329,33 +355,164 @@ def attributes(node: NodeProto) -> dict[str, Any]:
     return out
 
 
-def _classify_outputs(model: ModelLike, filename: str) -> tuple[str | None, str | None]:
-    """(label output, scores output) by type: the integer/string tensor is the label, the
-    float tensor or the ZipMap sequence the scores."""
-    label = scores = None
+#: output kinds that hold a predicted label, and those that hold numbers (probabilities, scores, values)
+LABEL_KINDS = ("tensor[int64]", "tensor[string]", "tensor[int32]")
+SCORE_KINDS = ("tensor[float]", "tensor[double]", "zipmap", "tensor[float16]", "tensor[?]")
+
+
+def _outputs_text(outs: list[tuple[str, str]]) -> str:
+    return ", ".join(f"{n!r} ({k})" for n, k in outs[:8]) + (" …" if len(outs) > 8 else "")
+
+
+def _classify_outputs(model: ModelLike, filename: str, output: str | None = None) -> tuple[str | None, str | None]:
+    """(label output, scores output) by type: an integer or string tensor is a label, a float
+    tensor or ZipMap's sequence holds numbers. Without ``output`` the choice must be clear (at
+    most one of each); with it, the analyst's named output is what the model is run on: a
+    label output alone (labels only), or a numbers output with the graph's one label output,
+    if it has one (a classifier's probabilities), else as a regressor's value. Nothing is guessed."""
     outs = [(o.name, _output_kind(o, filename)) for o in model.graph.output]
-    for name, kind in outs:
-        if kind in ("tensor[int64]", "tensor[string]", "tensor[int32]") and label is None:
-            label = name
-        elif kind in ("tensor[float]", "tensor[double]", "zipmap", "tensor[float16]", "tensor[?]") and scores is None:
-            scores = name
-    if label is None and scores is None:
+    labels = [n for n, k in outs if k in LABEL_KINDS]
+    scores = [n for n, k in outs if k in SCORE_KINDS]
+    if output is not None:
+        return _named_output(outs, labels, scores, output, filename)
+    if not labels and not scores:
         raise UnsupportedModelError(
             f"{filename!r} has the outputs {[n for n, _ in outs][:6]} of kinds {[k for _, k in outs][:6]}; none is "
             "a predicted label (integers or strings) or scores (numbers). Export the model with its prediction as "
             "an output.")
-    if len(outs) > 2:
-        names = {label, scores}
-        extra = [n for n, _ in outs if n not in names]
+    if len(labels) > 1 or len(scores) > 1:
+        candidates = [(n, k) for n, k in outs if n in labels or n in scores]
         raise UnsupportedModelError(
-            f"{filename!r} has {len(outs)} outputs ({', '.join(n for n, _ in outs[:6])}); a model is read with a "
-            f"label and scores at most, and which of {extra[:4]} is the prediction cannot be known. Export the "
-            "model with its label and probabilities (or its value) as the only outputs.")
-    return label, scores
+            f"{filename!r} has {len(candidates)} outputs that could be its prediction: {_outputs_text(candidates)}. "
+            "Which one is cannot be known from the file, and none is guessed. Name the one to run it on: "
+            f"core.load_model(path, output=NAME), NAME one of {', '.join(repr(n) for n, _ in candidates[:8])} (a "
+            "label output runs the model on its labels; an output of numbers on those numbers, as probabilities "
+            "beside the graph's one label output, else as the value of a regressor); or export the model with its "
+            "label and probabilities (or its value) as its only outputs.")
+    return (labels[0] if labels else None), (scores[0] if scores else None)
 
 
-def inspect_onnx(model_or_bytes: ModelLike, filename: str = "model.onnx", limits: OnnxLimits = LIMITS) -> OnnxGraphInfo:
-    """What the graph is (see :class:`OnnxGraphInfo`), from a checked ``ModelProto`` or from bytes."""
+def _named_output(outs: list[tuple[str, str]], labels: list[str], scores: list[str], output: str,
+                  filename: str) -> tuple[str | None, str | None]:
+    """(label, scores) when the analyst named the output the model is run on."""
+    kinds = dict(outs)
+    if output not in kinds:
+        raise UnsupportedModelError(f"{filename!r} has no output {output!r}; its outputs are "
+                                    f"{_outputs_text(outs)}. Name one of them with output=.")
+    if output in labels:
+        return output, None
+    if output not in scores:
+        raise UnsupportedModelError(f"{filename!r}'s output {output!r} holds {kinds[output]} values, neither a label "
+                                    "(integers or strings) nor numbers; name another output: "
+                                    f"{_outputs_text([o for o in outs if o[0] in labels + scores])}.")
+    if len(labels) > 1:
+        raise UnsupportedModelError(
+            f"{filename!r} has several label outputs ({', '.join(map(repr, labels[:6]))}), so which label goes with "
+            f"the numbers in {output!r} cannot be known; name the label output instead (output={labels[0]!r}).")
+    return (labels[0] if labels else None), output
+
+
+def _varint(buf: bytes, i: int) -> tuple[int, int]:
+    """A protobuf varint at ``buf[i:]``: (value, index after it)."""
+    value = shift = 0
+    while True:
+        if i >= len(buf) or shift > 63:
+            raise ValueError("a varint runs past the end")
+        b = buf[i]
+        value |= (b & 0x7F) << shift
+        i += 1
+        shift += 7
+        if not b & 0x80:
+            return value, i
+
+
+def _fields(buf: bytes) -> list[tuple[int, int, int, int]]:
+    """The top-level fields of a protobuf message as (number, start, payload start, end);
+    the payload is ``buf[payload start:end]`` for a length-delimited field."""
+    out, i = [], 0
+    while i < len(buf):
+        start = i
+        key, i = _varint(buf, i)
+        wire = key & 7
+        if wire == 0:
+            _, i = _varint(buf, i)
+            body = i
+        elif wire == 2:
+            n, body = _varint(buf, i)
+            i = body + n
+        elif wire in (1, 5):
+            body = i
+            i += 8 if wire == 1 else 4
+        else:
+            raise ValueError(f"wire type {wire}")
+        if i > len(buf):
+            raise ValueError("a field runs past the end")
+        out.append((key >> 3, start, body, i))
+    return out
+
+
+def _encode_varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+_GRAPH, _OUTPUT = 7, 12       # ModelProto.graph, GraphProto.output
+
+
+def keep_outputs(data: bytes | bytearray, output: str, filename: str = "model.onnx") -> bytes:
+    """The ONNX file with only the outputs the model is run on when the analyst names
+    ``output`` (see :func:`_classify_outputs`): the same graph, the other outputs no longer
+    graph outputs, so that every later reader (the sandbox's child, the worker) reads the
+    choice from the bytes it is given. Only the outputs' descriptions are parsed (the
+    protobuf's fields are walked, the graph itself is not read here: the file is checked
+    where it is read); raises :class:`UnsupportedModelError` when ``output`` cannot be the
+    prediction, :class:`ModelError` when the bytes are not a protobuf."""
+    from onnx import ValueInfoProto
+
+    buf = bytes(data)
+    try:
+        top = _fields(buf)
+        graphs = [f for f in top if f[0] == _GRAPH]
+        outs = []
+        for _, _, body, end in graphs:
+            for num, _, o_body, o_end in _fields(buf[body:end]):
+                if num == _OUTPUT:
+                    vi = ValueInfoProto()
+                    vi.ParseFromString(buf[body + o_body:body + o_end])
+                    outs.append(vi)
+    except Exception as exc:  # noqa: BLE001 - a damaged protobuf: ValueError above, protobuf's DecodeError
+        raise _damaged(filename, f"the protobuf does not parse ({str(exc)[:120]})") from None
+    if not graphs:
+        raise _damaged(filename, "it holds no graph")
+    view = SimpleNamespace(graph=SimpleNamespace(output=outs))
+    keep = set(_classify_outputs(view, filename, output)) - {None}
+    parts, at = [], 0
+    for _, start, body, end in graphs:
+        inner = buf[body:end]
+        kept = b"".join(inner[s:e] for num, s, b, e in _fields(inner)
+                        if num != _OUTPUT or _output_name(inner[b:e]) in keep)
+        parts += [buf[at:start], _encode_varint(_GRAPH << 3 | 2), _encode_varint(len(kept)), kept]
+        at = end
+    return b"".join(parts + [buf[at:]])
+
+
+def _output_name(payload: bytes) -> str:
+    from onnx import ValueInfoProto
+
+    vi = ValueInfoProto()
+    vi.ParseFromString(payload)
+    return vi.name
+
+
+def inspect_onnx(model_or_bytes: ModelLike, filename: str = "model.onnx", limits: OnnxLimits = LIMITS,
+                 output: str | None = None) -> OnnxGraphInfo:
+    """What the graph is (see :class:`OnnxGraphInfo`), from a checked ``ModelProto`` or from bytes;
+    ``output`` names the output the model is run on when the graph has several candidates."""
     model = read_onnx(model_or_bytes, filename, limits) if isinstance(model_or_bytes, (bytes, bytearray)) \
         else model_or_bytes
     g = model.graph
@@ -367,7 +524,7 @@ def inspect_onnx(model_or_bytes: ModelLike, filename: str = "model.onnx", limits
         elem, dims = _input_shape(vi, filename, limits)
         inputs.append((vi.name, elem, dims))
     outputs = tuple((o.name, _output_kind(o, filename)) for o in g.output)
-    label, scores = _classify_outputs(model, filename)
+    label, scores = _classify_outputs(model, filename, output)
     ops = Counter(n.op_type for n in g.node)
     trees = [op for op in TREE_OPS if ops.get(op)]
     tree_op = None

@@ -12,6 +12,14 @@ probabilities or scores as numpy arrays (ZipMap's list of dicts read in its clas
 order). A run can be given a time limit: past it onnxruntime is told to stop
 (``RunOptions.terminate``) and :class:`ModelError` says so.
 
+A graph that is not a tree ensemble (whose outputs :mod:`core.intake.parsing.onnx` checks
+against its trees) is run only on what it says it predicts, and every run checks it:
+beside a label output, the numbers are the label's class probabilities, so a row of them
+that is NaN, leaves [0, 1] or does not sum to one within :data:`PROBA_TOL` is refused (a
+classifier exported without probabilities, an SVC or a LinearSVC, gives decision scores
+there: the message says how to run it on its labels alone); without a label output the
+numbers are a regressor's value, one per row.
+
 :class:`OnnxModel` keeps the file's bytes, what :func:`core.intake.parsing.onnx_graph.inspect_onnx`
 read from them and a runner made when first needed (it pickles without its session).
 ``predict`` gives the graph's own labels (a classifier) or values (a regressor), which is
@@ -28,14 +36,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.errors import ModelError
+from core.errors import ModelError, UnsupportedModelError
 from core.intake.parsing.onnx_graph import LIMITS, OnnxGraphInfo, OnnxLimits, inspect_onnx, numpy_dtype, read_onnx
 from core.typing import ModelLike, Rows
 
-__all__ = ["OnnxRunner", "OnnxModel", "load_onnx", "FIRST_RUN_SECONDS", "UNSEEN"]
+__all__ = ["OnnxRunner", "OnnxModel", "load_onnx", "FIRST_RUN_SECONDS", "UNSEEN", "PROBA_TOL"]
 
 FIRST_RUN_SECONDS = 10.0      # the time budget of the first run on a few rows
 UNSEEN = "__atlas_unseen__"   # what a missing string is fed as: a value no encoder knows
+PROBA_TOL = 1e-4              # a row of probabilities sums to one within this (float32 arithmetic)
 
 
 class OnnxRunner:
@@ -125,7 +134,37 @@ class OnnxRunner:
         n = len(next(iter(feeds.values())))
         labels = None if self.info.label is None else np.asarray(values[self.info.label]).reshape(n)
         scores = None if self.info.scores is None else _scores(values[self.info.scores], n)
+        if scores is not None and not self.info.is_tree_ensemble:
+            self._check_scores(labels, scores)
         return labels, scores
+
+    def _check_scores(self, labels: np.ndarray | None, scores: np.ndarray) -> None:
+        """Numbers beside a label are its class probabilities; without a label, one value per row."""
+        name, label = self.info.scores, self.info.label
+        if label is None:
+            if scores.shape[1] != 1:
+                raise UnsupportedModelError(
+                    f"The output {name!r} of {self.filename!r} gives {scores.shape[1]} numbers per row and the graph "
+                    "has no label output: they are neither a regressor's value (one number per row) nor a "
+                    "classifier's probabilities (no label output says which class wins). Export the model with a "
+                    "label output beside its probabilities, or with one value per row.")
+            return
+        finite = np.isfinite(scores).all(axis=1)
+        sums = scores.sum(axis=1)
+        bad = ~finite | (np.abs(sums - 1.0) > PROBA_TOL) | (scores.min(axis=1, initial=0.0) < -PROBA_TOL) \
+            | (scores.max(axis=1, initial=0.0) > 1.0 + PROBA_TOL)
+        if not bad.any():
+            return
+        i = int(np.flatnonzero(bad)[0])
+        row = ", ".join(f"{v:.4g}" for v in scores[i, :6]) + (" …" if scores.shape[1] > 6 else "")
+        what = (f"NaN or infinite values ({int((~finite).sum()):,} of {len(scores):,} rows have some)"
+                if not finite[i] else f"values summing to {sums[i]:.6g}")
+        raise UnsupportedModelError(
+            f"The output {name!r} of {self.filename!r} is read as the class probabilities of its label output "
+            f"{label!r}, but they are not probabilities: row {i} holds [{row}], {what} (probabilities lie in "
+            f"[0, 1] and sum to 1 within {PROBA_TOL:g}). A classifier exported without probabilities (an SVC "
+            "without probability=True, a LinearSVC) gives decision scores there. Run the model on its labels "
+            f"alone, core.load_model(path, output={label!r}), or export it with probabilities.")
 
 
 def _first_line(exc: Exception) -> str:
@@ -226,12 +265,14 @@ class OnnxModel:
 
 
 def load_onnx(data: bytes, filename: str = "model.onnx", *, limits: OnnxLimits = LIMITS,
-              time_limit: float = FIRST_RUN_SECONDS) -> OnnxModel:
+              time_limit: float = FIRST_RUN_SECONDS, output: str | None = None) -> OnnxModel:
     """An ``.onnx`` file as an :class:`OnnxModel`: read and checked without running it
     (:func:`core.intake.parsing.onnx_graph.read_onnx`), then loaded by onnxruntime and run once
-    on a few rows within ``time_limit`` seconds."""
+    on a few rows within ``time_limit`` seconds. ``output`` names the output the model is run
+    on when several could be its prediction (see
+    :func:`core.intake.parsing.onnx_graph.inspect_onnx`); without it, none is guessed."""
     proto = read_onnx(data, filename, limits)
-    info = inspect_onnx(proto, filename, limits)
+    info = inspect_onnx(proto, filename, limits, output)
     model = OnnxModel(data, filename, info, proto)
     model.first_run(time_limit)
     return model

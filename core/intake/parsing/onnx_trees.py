@@ -234,12 +234,15 @@ class _Builder:
         self.tree_f32 = tree_f32
         self.budget = budget
         self.nodes: list[dict[str, Any]] = []
+        self.made = 0                       # nodes of the tree (redirect placeholders are not nodes)
 
     def new(self, d: dict[str, Any]) -> int:
-        if len(self.nodes) >= self.budget:
-            raise UnsupportedModelError(
-                f"The tree ensemble's equality or set-membership splits would need more than {self.budget:,} nodes "
-                "once written as threshold splits; it is too large to analyse exactly.")
+        if "pending" not in d:
+            if self.made >= self.budget:
+                raise UnsupportedModelError(
+                    f"The tree ensemble's equality or set-membership splits would need more than {self.budget:,} "
+                    "nodes once written as threshold splits; it is too large to analyse exactly.")
+            self.made += 1
         self.nodes.append(d)
         return len(self.nodes) - 1
 
@@ -471,7 +474,7 @@ def _read_v1(op_type: str, attrs: dict[str, Any], columns: Sequence[Column], tre
 
 
 def _spend(trees: list[list[dict]], budget: int) -> None:
-    total = sum(len(t) for t in trees)
+    total = sum(sum(1 for nd in t if "redirect" not in nd) for t in trees)
     if total > budget:
         raise UnsupportedModelError(f"The tree ensemble would have {total:,} nodes once its equality or "
                                     f"set-membership splits are written as threshold splits; at most {budget:,} "
