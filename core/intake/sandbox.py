@@ -23,7 +23,8 @@ and an ``.npz`` (``allow_pickle=False``) of the ``TreeEnsemble``'s arrays
 (``to_arrays``) plus the probe points and the library's own outputs on them.
 Nothing unpickled from the upload crosses. A crash (named by its signal), a
 hang or a memory blow-up becomes a :class:`ModelError`; the server and its
-other sessions carry on.
+other sessions carry on. The child leads a process group of its own under a
+watcher (:mod:`core.intake.forkserver`): killing it kills whatever it started.
 
 Once the child has read the file without harm, the same bytes are read
 in-process (the reading is deterministic, and the structural checks run

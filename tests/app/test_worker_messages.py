@@ -1,10 +1,11 @@
-"""The page says what happened to a model that failed in its worker (issue 60, item 6).
+"""The page says what happened to a model that failed in its worker (issue 60, items 4 and 6).
 
 A trusted pickle of a model the Atlas does not read exactly runs in its sandboxed worker.
 One that segfaulted, asked for 20 GB or slept ten minutes was shown as "Unsupported model
 type evilmod.Hostile. Supported: …", a list of tree formats, with the crash, the memory or
-the time limit at the end of a long paragraph if at all. The page now leads with what
-happened (the signal, the memory limit, the time limit) and what to do.
+the time limit at the end of a long paragraph if at all, and one answering NaN was loaded.
+The page now leads with what happened (the signal, the memory limit, the time limit, the
+NaN) and what to do.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def test_a_crash_memory_or_time_limit_is_named_on_the_page(monkeypatch):
         ("segv.pkl", "import ctypes; ctypes.string_at(0)", r"crashed with signal 11 \(SIGSEGV\).* check that it runs"),
         ("huge.pkl", "x = np.ones(20 * 2**30 // 8)", r"ran out of memory .*limit of 1,024 MB.* ATLAS_WORKER_MEMORY_MB"),
         ("slow.pkl", "time.sleep(600)", r"longer than the time limit of 2 s .* ATLAS_WORKER_LOAD_SECONDS"),
+        ("nan.pkl", "return np.full((len(X), 2), np.nan)", r"answered NaN \(not a number\) .*check it"),
     ]:
         at.file_uploader(key="dm_model_file").upload(name, hostile(body, always=True))
         at.run()
