@@ -24,6 +24,15 @@ class ModelError(AtlasError):
     """A model file or object is corrupt or inconsistent."""
 
 
+class WorkerError(ModelError):
+    """A model run in its own worker process failed there: it crashed, went past its memory or
+    time limit, or answered what no model answers (NaN, an array of the wrong shape)."""
+
+
+class WorkerCancelled(WorkerError):
+    """A model's worker was stopped (Cancel, the end of a session) while it loaded or answered."""
+
+
 class DataError(AtlasError):
     """A data file cannot be read or holds values that cannot be used."""
 

@@ -53,7 +53,7 @@ def session_model(data: bytes, filename: str, trust: bool, slot: str = "model") 
             model = worker.model(identity=digest)
     except AtlasError as exc:
         worker.stop()
-        raise UnsupportedModelError(f"{first} It could not be run as another kind of model either: {exc}") from None
+        raise loaders.run_failure(first, exc) from None
     st.session_state[key] = ((digest, trust), model, worker)
     return model
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from core.errors import DataError, UntrustedPickleError
+from core.errors import AtlasError, DataError, UnsupportedModelError, UntrustedPickleError, WorkerError
 from core.intake import io
 from core.intake.sandbox import load_vetted
 from core.intake.worker import ModelWorker
@@ -52,3 +52,15 @@ def start_worker(data: bytes, filename: str, trust: bool, deployment: Deployment
     dep = deployment or settings()
     _check_model_upload(data, filename, trust, dep)
     return ModelWorker(data, filename, allow_pickle=trust and dep.allows_pickle)
+
+
+def run_failure(unsupported: Exception, failure: AtlasError) -> AtlasError:
+    """The error to show when a model was read neither exactly (``unsupported``: not a tree
+    ensemble or a linear model) nor in its worker (``failure``). When the model itself failed
+    there (crashed, ran out of memory or time, answered NaN, was stopped), that is what happened:
+    it is said first, with what to do, and the list of exactly read models is left out; when it
+    is not a model at all (no predict, a type outside the allow-list), both reasons are given."""
+    if isinstance(failure, WorkerError):
+        return type(failure)(f"{failure} (It is not a model the Atlas reads exactly, so it ran in a sandboxed "
+                             "process of its own.)")
+    return UnsupportedModelError(f"{unsupported} It could not be run as another kind of model either: {failure}")

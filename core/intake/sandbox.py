@@ -23,7 +23,8 @@ and an ``.npz`` (``allow_pickle=False``) of the ``TreeEnsemble``'s arrays
 (``to_arrays``) plus the probe points and the library's own outputs on them.
 Nothing unpickled from the upload crosses. A crash (named by its signal), a
 hang or a memory blow-up becomes a :class:`ModelError`; the server and its
-other sessions carry on.
+other sessions carry on. The child leads a process group of its own under a
+watcher (:mod:`core.intake.forkserver`): killing it kills whatever it started.
 
 Once the child has read the file without harm, the same bytes are read
 in-process (the reading is deterministic, and the structural checks run
@@ -203,15 +204,16 @@ _LIBRARY = {"xgboost": ("xgboost", "core.intake.parsing.xgboost"),
 STARTUP_LIMIT = 120.0  # seconds a child may take to import its libraries (not counted in the time limit)
 
 
-def _take_child(kind: str, forked: bool) -> subprocess.Popen | forkserver.ForkedChild:
+def _take_child(kind: str, forked: bool, memory_mb: int) -> forkserver.WatchedChild:
     """A child forked from the fork server, else (turned off, or none could start) a cold one
-    importing only what this kind of file needs."""
+    importing only what this kind of file needs; in its own process group, killed whole, its
+    whole tree within ``memory_mb``."""
     return forkserver.start_child("core.intake.sandbox",
                                   [",".join(("core.intake.io", "core.intake.models") + _LIBRARY.get(kind, ()))],
-                                  forked)
+                                  forked, memory_mb=memory_mb)
 
 
-def _wait_ready(proc: subprocess.Popen | forkserver.ForkedChild, limit: float) -> bool:
+def _wait_ready(proc: forkserver.WatchedChild, limit: float) -> bool:
     """True once the child wrote ``ready`` (its imports done), False if it died or took too long."""
     import select
 
@@ -224,8 +226,8 @@ def _wait_ready(proc: subprocess.Popen | forkserver.ForkedChild, limit: float) -
     return os.read(out.fileno(), 6) == b"ready\n"
 
 
-def _end(proc: subprocess.Popen | forkserver.ForkedChild) -> None:
-    """Kill a child and reap it (its pipes closed)."""
+def _end(proc: forkserver.WatchedChild) -> None:
+    """Kill a child (its process group) and reap it (its pipes closed)."""
     if proc.poll() is None:
         proc.kill()
     try:
@@ -235,8 +237,9 @@ def _end(proc: subprocess.Popen | forkserver.ForkedChild) -> None:
 
 
 def _signal_name(code: int) -> str:
+    """A child's negative exit code in words: ``signal 11, SIGSEGV``."""
     try:
-        return signal.Signals(-code).name
+        return f"signal {-code}, {signal.Signals(-code).name}"
     except ValueError:
         return f"signal {-code}"
 
@@ -257,7 +260,7 @@ def load_vetted(data: bytes, filename: str, *, allow_pickle: bool = False, time_
     time_limit = float(time_limit or t_default)
     memory_mb = int(memory_mb or m_default)
     job = {"filename": filename, "allow_pickle": bool(allow_pickle), "memory_mb": memory_mb, "hook": _hook}
-    proc = _take_child(_model_kind(data, filename.lower()), forked)
+    proc = _take_child(_model_kind(data, filename.lower()), forked, memory_mb)
     try:
         if not _wait_ready(proc, STARTUP_LIMIT):
             proc.kill()
@@ -285,9 +288,13 @@ def load_vetted(data: bytes, filename: str, *, allow_pickle: bool = False, time_
     except ValueError:
         message = None
     if timed_out:
-        raise ModelError(f"{filename!r} took longer than {time_limit:.0f} s for {how} and was stopped. "
-                         "The file is probably damaged; re-save the model from its library.")
+        raise ModelError(f"{filename!r} took longer than {time_limit:.0f} s (the time limit) for {how} and was "
+                         "stopped. The file is probably damaged; re-save the model from its library.")
     if not isinstance(message, dict):
+        if proc.memory_mb is not None:           # its processes together, killed by their watcher
+            raise ModelError(f"{filename!r} ran out of memory while {how}: its processes used {proc.memory_mb:,} MB "
+                             f"together, past the limit of {memory_mb:,} MB, and were stopped. Re-save the model "
+                             "from its library.")
         if proc.returncode is not None and proc.returncode < 0:
             raise ModelError(f"{filename!r} crashed the model library while {how} "
                              f"({_signal_name(proc.returncode)}). The file is damaged or was edited by hand; "

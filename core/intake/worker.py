@@ -3,22 +3,31 @@
 A model that is not a tree ensemble or a linear model (an MLP, a kernel SVM,
 k-nearest neighbours, naive Bayes, a stacked or calibrated model, an ONNX graph)
 is never loaded in the server process: :class:`ModelWorker` starts one child
-(forked from :mod:`core.intake.forkserver`, which has read no file, else ``python -m
-core.intake.worker``: never a fork of the threaded server; plain pipes, no pickle
-across them), sends it the file's bytes, and
+(forked from :mod:`core.intake.forkserver`, which has read no file, else started
+cold in a new interpreter: never a fork of the threaded server; plain pipes, no
+pickle across them), sends it the file's bytes, and
 from then on sends it rows and reads back its answers, in batches. The child
 runs under
 
 * an address-space limit (``memory_mb``, ``RLIMIT_AS``; default :data:`MEMORY_MB`
   or ``ATLAS_WORKER_MEMORY_MB``): a model that eats memory fails inside it;
+  the same limit holds for the child and every process it starts together
+  (counted by its watcher, see :mod:`core.intake.forkserver`);
 * a wall-time limit per call (``call_timeout``; default :data:`CALL_SECONDS` or
   ``ATLAS_WORKER_SECONDS``) and for loading (``load_timeout``): past it the
-  child is killed and the call raises :class:`ModelError`.
+  child is killed and the call raises :class:`WorkerError`.
 
-A crash, a hang or a memory blow-up of the model becomes a message; the server
-and the other sessions carry on. :meth:`ModelWorker.stop` kills the child at
-once (Cancel, the end of a session); the next call starts a new one from the
-same bytes. One worker serves one session: nothing is shared between sessions.
+The child leads a process group of its own under a watcher that reaps its
+orphans: a ``predict`` that forks, or starts a pool, cannot leave a process
+behind. A crash, a hang, a memory blow-up, or an answer no model gives (NaN, an
+array of the wrong shape) becomes a :class:`WorkerError` that names it (the
+signal, the memory figure, the time limit, the value) and says what to do; the
+server and the other sessions carry on. :meth:`ModelWorker.stop` kills the
+child and its whole tree at once (Cancel, the end of a session), from any
+thread: a call under way (loading, describing, answering) raises
+:class:`WorkerCancelled` within :data:`POLL` seconds. The next call starts a new
+child from the same bytes. One worker serves one session: nothing is shared
+between sessions.
 
 The protocol: every message is a frame, a 4-byte length and a JSON header, then an
 8-byte length and a body (the model file's bytes, or an ``.npz`` of arrays read
@@ -55,11 +64,11 @@ from typing import Any
 import numpy as np
 
 from core import errors
-from core.errors import ModelError, UnsupportedModelError
+from core.errors import ModelError, UnsupportedModelError, WorkerCancelled, WorkerError
 from core.intake import forkserver
 from core.intake import io as model_io
 from core.intake.parsing.skopscheck import check_skops_zip
-from core.model.blackbox import BlackBoxModel
+from core.model.blackbox import BlackBoxModel, check_answers
 from core.model.native import model_input
 from core.typing import ModelLike
 
@@ -295,11 +304,14 @@ def _native_view(desc: dict[str, Any]) -> SimpleNamespace:
 
 
 def _answer(model: ModelLike, desc: dict[str, Any], X: np.ndarray) -> dict[str, np.ndarray]:
+    """The model's answers on codes-view rows, checked (:func:`core.model.blackbox.check_answers`):
+    NaN, an infinite value or an array of the wrong shape is a :class:`WorkerError` naming it."""
     Xn = model_input(_native_view(desc), X)
+    n_classes = len(desc["classes"]) if desc["task"] == "classification" else 0
     if type(model).__name__ == "OnnxModel":
         labels, scores = model.run(Xn)
         if desc["task"] == "regression":
-            return {"label": np.asarray(scores, dtype=np.float64)[:, 0]}
+            return check_answers({"label": np.asarray(scores, dtype=np.float64)[:, 0]}, len(X), 0, WorkerError)
         out_onnx = {"label": np.asarray(labels)}
         if scores is not None:
             out_onnx["proba"] = np.asarray(scores, dtype=np.float64)
@@ -308,18 +320,17 @@ def _answer(model: ModelLike, desc: dict[str, Any], X: np.ndarray) -> dict[str, 
             out_onnx["proba"] = np.array([[float(v == c) for c in classes] for v in labels.tolist()])
         if out_onnx["label"].dtype.kind == "O":
             out_onnx["label"] = out_onnx["label"].astype(str)
-        return out_onnx
-    label = np.asarray(model.predict(Xn)).ravel()
-    out: dict[str, np.ndarray] = {"label": label}
+        return check_answers(out_onnx, len(X), n_classes, WorkerError)
+    out: dict[str, np.ndarray] = {"label": np.asarray(model.predict(Xn))}
     if desc["task"] == "classification":
         if desc["has_proba"]:
-            proba = np.asarray(model.predict_proba(Xn), dtype=np.float64)
+            out["proba"] = np.asarray(model.predict_proba(Xn), dtype=np.float64)
         else:
             scores = np.asarray(model.decision_function(Xn), dtype=np.float64)
-            proba = np.column_stack([-scores, scores]) if scores.ndim == 1 else scores
-        out["proba"] = proba.reshape(len(X), -1)
-    else:
-        out["label"] = label.astype(np.float64)
+            if scores.ndim == 2 and scores.shape[1] == 1:
+                scores = scores[:, 0]
+            out["proba"] = np.column_stack([-scores, scores]) if scores.ndim == 1 else scores
+    out = check_answers(out, len(X), n_classes, WorkerError)
     if out["label"].dtype.kind == "O":
         out["label"] = out["label"].astype(str)
     return out
@@ -415,9 +426,14 @@ def _plain(v: Any) -> Any:
 
 # ------------------------------------------------------------------ the parent
 _live: "weakref.WeakSet[ModelWorker]" = weakref.WeakSet()
+#: seconds between two looks, while a call waits on its child, at whether the worker was stopped
+POLL = 0.1
+_MEMORY_ADVICE = ("Try fewer rows at once, or a smaller model; the server's operator sets the limit with "
+                  "ATLAS_WORKER_MEMORY_MB.")
 
 
-def _kill(proc: subprocess.Popen | forkserver.ForkedChild | None) -> None:
+def _kill(proc: forkserver.WatchedChild | None) -> None:
+    """Kill a child's process group, and wait until its watcher has killed the rest of its tree."""
     if proc is not None and proc.poll() is None:
         proc.kill()
         try:
@@ -433,8 +449,9 @@ def _stop_all() -> None:
 
 
 def _signal_name(code: int) -> str:
+    """A child's negative exit code in words: ``signal 11 (SIGSEGV)``."""
     try:
-        return signal.Signals(-code).name
+        return f"signal {-code} ({signal.Signals(-code).name})"
     except ValueError:
         return f"signal {-code}"
 
@@ -461,8 +478,10 @@ class ModelWorker:
         self.call_timeout = float(call_timeout or _env_num("ATLAS_WORKER_SECONDS", CALL_SECONDS))
         self.load_timeout = float(load_timeout or _env_num("ATLAS_WORKER_LOAD_SECONDS", LOAD_SECONDS))
         self._hook = _hook
-        self._procs: list[subprocess.Popen | forkserver.ForkedChild | None] = [None]   # a box the finaliser can see
-        self._lock = threading.RLock()
+        self._procs: list[forkserver.WatchedChild | None] = [None]   # a box the finaliser can see
+        self._lock = threading.RLock()          # one call at a time talks to the child
+        self._state = threading.Lock()          # the child and the stop count, changed by stop() from any thread
+        self._stops = 0                         # stop() calls so far: a call started before one is cancelled
         self.description: dict[str, Any] | None = None
         self.calls = 0
         self.rows = 0
@@ -473,94 +492,181 @@ class ModelWorker:
 
     # -- life cycle
     @property
-    def _proc(self) -> subprocess.Popen | forkserver.ForkedChild | None:
+    def _proc(self) -> forkserver.WatchedChild | None:
         return self._procs[0]
 
     @_proc.setter
-    def _proc(self, proc: subprocess.Popen | forkserver.ForkedChild | None) -> None:
+    def _proc(self, proc: forkserver.WatchedChild | None) -> None:
         self._procs[0] = proc
 
     @property
     def alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        proc = self._proc
+        return proc is not None and proc.poll() is None
 
     def stop(self) -> None:
-        """Kill the child now (Cancel, the end of a session); a later call starts a new one."""
-        proc, self._proc = self._proc, None
+        """Kill the child and everything it started, now (Cancel, the end of a session). Safe from
+        any thread: a call under way (loading, describing, answering) raises
+        :class:`~core.errors.WorkerCancelled` at once. A later call starts a new child."""
+        with self._state:
+            self._stops += 1
+            proc, self._proc = self._proc, None
         _kill(proc)
 
     close = stop
 
-    def _fail(self, what: str) -> ModelError:
-        proc, self._proc = self._proc, None
-        code = None
-        if proc is not None:
-            try:                                   # a child that just died: its exit status, not a race
-                code = proc.wait(2)
-            except subprocess.TimeoutExpired:
-                pass
-        _kill(proc)
-        if code is not None and code < 0 and code != -signal.SIGKILL:
-            return ModelError(f"The model crashed while {what} ({_signal_name(code)}). Nothing else was affected; "
-                              "check the model file, or re-export it.")
-        return ModelError(f"The model stopped while {what} (exit code {code}), probably out of memory "
-                          f"(limit {self.memory_mb:,} MB). Try fewer rows at once, or a smaller model.")
+    def _check(self, stops: int, what: str) -> None:
+        """Raise :class:`WorkerCancelled` if the worker was stopped since the call began."""
+        if self._stops != stops:
+            raise WorkerCancelled(f"The model was stopped while {what} (Cancel, or the end of the session); "
+                                  "nothing was kept. Run it again to start the model afresh.")
 
-    def _start(self) -> dict[str, Any]:
-        proc = forkserver.start_child("core.intake.worker", [])
-        self._proc = proc
+    def _end(self, proc: forkserver.WatchedChild) -> None:
+        """Kill ``proc`` (a time limit, a failure); the worker forgets it if it is still its child."""
+        with self._state:
+            if self._proc is proc:
+                self._proc = None
+        _kill(proc)
+
+    def _death(self, proc: forkserver.WatchedChild, code: int | None, what: str) -> str:
+        """How the child ended, in words, and what to do."""
+        if proc.memory_mb is not None:
+            return (f"The model ran out of memory while {what}: its processes used {proc.memory_mb:,} MB together, "
+                    f"past the limit of {self.memory_mb:,} MB, and were stopped. {_MEMORY_ADVICE}")
+        if code == -signal.SIGKILL:
+            return (f"The model was killed with {_signal_name(code)} while {what}, most likely by the system "
+                    f"for lack of memory (its own limit is {self.memory_mb:,} MB). {_MEMORY_ADVICE}")
+        if code is not None and code < 0:
+            return (f"The model crashed with {_signal_name(code)} while {what}. Nothing else was affected. The "
+                    "fault is in the model's code or a library it calls: check that it runs in its own library, "
+                    "or save it again (as .skops or .onnx where it can be).")
+        if code is None:
+            return (f"The model's process stopped answering while {what} and was stopped. The server may be "
+                    "overloaded; try again in a moment.")
+        return (f"The model's process ended (exit code {code}) while {what}, without an answer: its code ends the "
+                f"process, or it ran short of memory (limit {self.memory_mb:,} MB). Check that it runs in its own "
+                "library.")
+
+    def _fail(self, proc: forkserver.WatchedChild, stops: int, what: str) -> WorkerError:
+        """The error for a child that went silent (its pipe closed): cancelled, or how it ended."""
+        self._check(stops, what)
+        code = None
+        try:                                   # a child that just died: its exit status, not a race
+            code = proc.wait(2)
+        except subprocess.TimeoutExpired:
+            pass
+        self._end(proc)
+        self._check(stops, what)
+        return WorkerError(self._death(proc, code, what))
+
+    def _spawn(self, stops: int) -> forkserver.WatchedChild:
+        """A new child, started in a thread of its own: a stop while a fork server starts (a few
+        seconds) is honoured at once, and a child that arrives after it is killed."""
+        got: list[Any] = []
+        guard = threading.Lock()
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                child: Any = forkserver.start_child("core.intake.worker", [], memory_mb=self.memory_mb)
+            except (OSError, ValueError) as exc:
+                child = exc
+            with guard:
+                got.append(child)
+                done.set()
+                late = len(got) > 1                  # the caller gave up (got holds its mark first)
+            if late and isinstance(child, forkserver.WatchedChild):
+                _kill(child)
+
+        threading.Thread(target=run, name="atlas-model-worker-start", daemon=True).start()
+        while not done.wait(POLL):
+            if self._stops != stops:
+                with guard:
+                    if not done.is_set():
+                        got.append(None)             # the mark: the thread kills what it gets
+                        self._check(stops, "starting")
+                break
+        child = got[0]                               # (a child that came with a stop: _start kills it)
+        if not isinstance(child, forkserver.WatchedChild):
+            raise WorkerError(f"No process could be started for the model ({child}). The server may be short of "
+                              "memory; try again in a moment.")
+        return child
+
+    def _start(self, stops: int) -> forkserver.WatchedChild:
+        """Start a child, send it the file, read its description (the model loaded and answering)."""
+        proc = self._spawn(stops)
+        with self._state:
+            mine = self._stops == stops
+            if mine:
+                self._proc = proc
+        if not mine:
+            _kill(proc)
+            self._check(stops, "starting")
         self.starts += 1
-        if not self._wait(STARTUP_SECONDS) or proc.stdout is None or os.read(proc.stdout.fileno(), 6) != b"ready\n":
-            raise self._fail("starting")
+        if not self._wait(proc, stops, STARTUP_SECONDS, "starting") or proc.stdout is None \
+                or os.read(proc.stdout.fileno(), 6) != b"ready\n":
+            raise self._fail(proc, stops, "starting")
         job = {"filename": self.filename, "allow_pickle": self.allow_pickle, "memory_mb": self.memory_mb,
                "hook": self._hook}
+        what = "loading and answering a first row"
         try:
             _write_frame(proc.stdin, job, self._data)
-        except (BrokenPipeError, OSError):
-            raise self._fail("reading the file") from None
-        if not self._wait(self.load_timeout):
-            self.stop()
-            raise ModelError(f"{self.filename!r} took longer than {self.load_timeout:.0f} s to load and answer a "
-                             "first row, and was stopped. The model may be too large for this server.")
-        header = self._reply("reading the file")[0]
+        except (OSError, ValueError):
+            raise self._fail(proc, stops, what) from None
+        if not self._wait(proc, stops, self.load_timeout, what):
+            self._end(proc)
+            raise WorkerError(f"{self.filename!r} took longer than the time limit of {self.load_timeout:.0f} s to "
+                              "load and answer a first row, and was stopped. The model may be too large or too "
+                              "slow for this server; the operator sets the limit with ATLAS_WORKER_LOAD_SECONDS.")
+        header = self._reply(proc, stops, what)[0]
         desc = header["describe"]
         if self.description is not None and desc != self.description:
-            self.stop()
+            self._end(proc)
             raise ModelError(f"{self.filename!r} was read differently on a restart; it cannot be trusted.")
         self.description = desc
-        return desc
+        return proc
 
-    def _wait(self, seconds: float) -> bool:
-        assert self._proc is not None and self._proc.stdout is not None
-        ready, _, _ = select.select([self._proc.stdout], [], [], seconds)
-        return bool(ready)
+    def _wait(self, proc: forkserver.WatchedChild, stops: int, seconds: float, what: str) -> bool:
+        """True once the child has something to say (an answer, or its end), False past
+        ``seconds``; :class:`WorkerCancelled` as soon as the worker is stopped."""
+        assert proc.stdout is not None, "a child has its stdout"
+        deadline = time.monotonic() + seconds
+        while True:
+            self._check(stops, what)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if select.select([proc.stdout], [], [], min(left, POLL))[0]:
+                self._check(stops, what)
+                return True
 
-    def _reply(self, what: str) -> tuple[dict[str, Any], bytes]:
-        assert self._proc is not None
+    def _reply(self, proc: forkserver.WatchedChild, stops: int, what: str) -> tuple[dict[str, Any], bytes]:
         try:
-            header, body = _read_frame(self._proc.stdout)
-        except (EOFError, ValueError, struct.error):
-            raise self._fail(what) from None
+            header, body = _read_frame(proc.stdout)
+        except (EOFError, ValueError, OSError, struct.error):
+            raise self._fail(proc, stops, what) from None
         if header.get("status") == "error":
             kind, text = header.get("kind"), str(header.get("message"))
             if text == "memory":
-                text = (f"The model needs more than {self.memory_mb:,} MB while {what}. Try fewer rows at once, "
-                        "or a smaller model.")
-                self.stop()                            # a child that ran out of memory is not trusted again
+                text = (f"The model ran out of memory while {what}: it needs more than the limit of "
+                        f"{self.memory_mb:,} MB. {_MEMORY_ADVICE}")
+                kind = "WorkerError"
+                self._end(proc)                        # a child that ran out of memory is not trusted again
             cls = getattr(errors, str(kind), ModelError)
             if not (isinstance(cls, type) and issubclass(cls, errors.AtlasError)):
                 cls = ModelError
             if self.description is None:               # a load error: nothing to keep
-                self.stop()
+                self._end(proc)
             raise cls(text)
         return header, body
 
     def describe(self) -> dict[str, Any]:
         """Load the model (once) and return its description (see :func:`describe_model`)."""
+        stops = self._stops
         with self._lock:
             if not self.alive:
-                return self._start()
-            assert self.description is not None
+                self._start(stops)
+            assert self.description is not None, "a started child has described its model"
             return self.description
 
     # -- answers
@@ -568,6 +674,7 @@ class ModelWorker:
         """The model's answers on codes-view rows ``X`` (see :mod:`core.model.blackbox`), in
         batches; ``categories`` (one entry per feature) when the caller's differ from the
         model's own (a graph's string inputs, whose categories the data gives)."""
+        stops = self._stops
         X = np.ascontiguousarray(np.asarray(X, dtype=np.float64))
         cats = None if categories is None else [None if c is None else [_plain(v) for v in c] for c in categories]
         if cats is not None and self.description is not None and cats == self.description["categories"]:
@@ -575,25 +682,28 @@ class ModelWorker:
         parts: list[dict[str, np.ndarray]] = []
         with self._lock:
             for lo in range(0, max(len(X), 1), BATCH_ROWS):
-                parts.append(self._call(X[lo:lo + BATCH_ROWS], cats))
+                parts.append(self._call(X[lo:lo + BATCH_ROWS], cats, stops))
         if len(parts) == 1:
             return parts[0]
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
-    def _call(self, X: np.ndarray, categories: list[Any] | None = None) -> dict[str, np.ndarray]:
-        if not self.alive:
-            self._start()
-        assert self._proc is not None
+    def _call(self, X: np.ndarray, categories: list[Any] | None, stops: int) -> dict[str, np.ndarray]:
+        what = f"answering {len(X):,} rows"
+        self._check(stops, what)
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            proc = self._start(stops)
         t0 = time.perf_counter()
         try:
-            _write_frame(self._proc.stdin, {"op": "answer", "categories": categories}, _npz(X=X))
-        except (BrokenPipeError, OSError):
-            raise self._fail(f"answering {len(X):,} rows") from None
-        if not self._wait(self.call_timeout):
-            self.stop()
-            raise ModelError(f"The model took longer than {self.call_timeout:.0f} s to answer {len(X):,} rows "
-                             "and was stopped. Try fewer rows at once.")
-        _, body = self._reply(f"answering {len(X):,} rows")
+            _write_frame(proc.stdin, {"op": "answer", "categories": categories}, _npz(X=X))
+        except (OSError, ValueError):
+            raise self._fail(proc, stops, what) from None
+        if not self._wait(proc, stops, self.call_timeout, what):
+            self._end(proc)
+            raise WorkerError(f"The model took longer than the time limit of {self.call_timeout:.0f} s to answer "
+                              f"{len(X):,} rows and was stopped. Try fewer rows at once, or a faster model; the "
+                              "server's operator sets the limit with ATLAS_WORKER_SECONDS.")
+        _, body = self._reply(proc, stops, what)
         self.calls += 1
         self.rows += len(X)
         self.seconds += time.perf_counter() - t0

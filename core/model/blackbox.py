@@ -34,9 +34,55 @@ import numpy as np
 from core.errors import ModelError, SchemaError
 from core.typing import Rows
 
-__all__ = ["BlackBoxModel", "Answers"]
+__all__ = ["BlackBoxModel", "Answers", "check_answers"]
 
 Answers = Callable[[np.ndarray, Any], dict[str, np.ndarray]]
+
+
+def _finite(a: np.ndarray, what: str, n: int, error: type[ModelError]) -> None:
+    """Refuse NaN or an infinite value among the model's numbers, naming it and how many rows."""
+    bad = ~np.isfinite(a)
+    if not bad.any():
+        return
+    rows = int(bad.reshape(len(a), -1).any(axis=1).sum())
+    found = "NaN (not a number)" if np.isnan(a).any() else "an infinite value"
+    raise error(f"The model answered {found} as its {what} on {rows:,} of {n:,} rows. A model must answer a "
+                "finite number on every row: check it on those rows in its own library (a division by zero, an "
+                "overflow, a missing value it cannot take), then save it again.")
+
+
+def check_answers(out: dict[str, Any], n: int, n_classes: int, error: type[ModelError] = ModelError
+                  ) -> dict[str, np.ndarray]:
+    """A model's answers on ``n`` rows, checked: ``label`` one per row (a column of one is
+    flattened), for a classifier (``n_classes`` > 0) ``proba`` of shape (n, n_classes), every
+    number finite (a regressor's values as float64). Anything else raises ``error`` naming what
+    arrived: an answer no model gives is refused, never read as one (a NaN label is no class, and
+    NaN scores make every row look alike)."""
+    label = np.asarray(out.get("label"))
+    if label.shape == (n, 1):
+        label = label[:, 0]
+    if label.shape != (n,):
+        raise error(f"The model answered labels of shape {label.shape} for {n:,} rows; one label per row is "
+                    "expected. Check what its predict returns.")
+    if not n_classes:                                   # a regressor: a number per row
+        try:
+            value = label.astype(np.float64)
+        except (TypeError, ValueError):
+            raise error("The model is a regressor but answered values that are not numbers.") from None
+        _finite(value, "value", n, error)
+        return {"label": value}
+    if label.dtype.kind == "f":
+        _finite(label, "label", n, error)
+    try:
+        proba = np.asarray(out.get("proba"), dtype=np.float64)
+    except (TypeError, ValueError):
+        raise error("The model answered class scores that are not numbers.") from None
+    if proba.shape != (n, n_classes):
+        raise error(f"The model answered class scores of shape {proba.shape} for {n:,} rows and {n_classes} "
+                    f"classes; ({n:,}, {n_classes}) is expected. Check what its predict_proba (or "
+                    "decision_function) returns.")
+    _finite(proba, "class scores", n, error)
+    return {"label": label, "proba": proba}
 
 
 @dataclass(frozen=True, eq=False)
@@ -167,17 +213,7 @@ class BlackBoxModel:
             if self.is_classifier:
                 out["proba"] = np.empty((0, self.n_classes))
             return out
-        out = self.answers(A, self.categories)
-        label = np.asarray(out.get("label"))
-        if label.shape != (len(A),):
-            raise ModelError(f"The model answered {label.shape} labels for {len(A)} rows.")
-        if self.is_classifier:
-            proba = np.asarray(out.get("proba"), dtype=np.float64)
-            if proba.shape != (len(A), self.n_classes):
-                raise ModelError(f"The model answered scores of shape {proba.shape} for {len(A)} rows and "
-                                 f"{self.n_classes} classes.")
-            return {"label": label, "proba": proba}
-        return {"label": label.astype(np.float64)}
+        return check_answers(self.answers(A, self.categories), len(A), self.n_classes)
 
     def predict(self, X: Rows) -> np.ndarray:
         """Class labels (classifier) or values (regressor) on rows ``X``."""
