@@ -436,8 +436,14 @@ def _constrained_query(read: Any, given: Any, x: Any, target: Any, cons: Any, *,
     if backend not in ("auto", "highs"):
         params["notice"] = (f"Solved by the constrained MILP (HiGHS): the {backend} backend cannot take constraints "
                             "between features.")
+
+    def free(limit: float) -> CounterfactualResult:     # the same query by the solvers made for it
+        return optimal_counterfactual(given, x, target, schema=schema, constraints=(), plausibility=plausibility,
+                                      also_valid_for=also_valid_for, backend=backend, time_limit=limit,
+                                      model=model, **kw)
     return constrained_counterfactual(read, x, target, cons=cons, schema=schema, params=params, model=original,
-                                      time_limit=time_limit, plausibility=plausibility, others=others, **kw)
+                                      time_limit=time_limit, plausibility=plausibility, others=others, free=free,
+                                      **kw)
 
 
 def _linear_query(lin: LinearModel, given: Any, x: Any, target: Any, *, plausibility: Any, also_valid_for: Any,

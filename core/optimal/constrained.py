@@ -23,8 +23,8 @@ have recourse (empty when the model and the features' own settings preclude it a
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Iterable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable
 
 import numpy as np
 
@@ -88,18 +88,27 @@ def _solve(read: Any, x: np.ndarray, target: Any, cons: Any, schema: Any, kw: di
 
 def constrained_counterfactual(read: TreeEnsemble | LinearModel, x: Row, target: TargetSpec, *, cons: Constraints,
                                schema: Schema | None, params: dict[str, Any], model: ModelLike = None,
-                               time_limit: float = 30.0, **kw: object) -> CounterfactualResult:
+                               time_limit: float = 30.0,
+                               free: Callable[[float], CounterfactualResult] | None = None,
+                               **kw: object) -> CounterfactualResult:
     """The cheapest change of ``x`` giving ``target`` under ``cons``, proven (see the module
     docstring). ``kw``: norm, weights, fixed, increase_only, decrease_only (and, for trees,
-    plausibility and others)."""
+    plausibility and others). ``free(time_limit)``: the same query without the constraints,
+    by the solvers made for it; when its proven optimum already satisfies every constraint,
+    it is the optimum under them too (the constrained points are a subset), and is returned
+    at once; when it proves that no point exists, none exists under the constraints either."""
     t0 = time.perf_counter()
     x = np.asarray(x, dtype=float).ravel()
     params = dict(params, constraints=cons.texts, backend="milp")
     model_kind: ModelKind = "linear" if isinstance(read, LinearModel) else "tree_ensemble"
     if schema is not None:
         _row_notes(cons, x, params)
+    if free is not None:
+        first = _free_first(free(0.5 * time_limit), cons, x, params, model_kind)
+        if first is not None:
+            return replace(first, elapsed=time.perf_counter() - t0)
     try:
-        solved, view, dom = _solve(read, x, target, cons, schema, kw, time_limit)
+        solved, view, dom = _solve(read, x, target, cons, schema, kw, time_limit - (time.perf_counter() - t0))
     except ValueError as exc:
         raise QueryError(str(exc)) from None
     if solved.x is None:
@@ -121,6 +130,24 @@ def constrained_counterfactual(read: TreeEnsemble | LinearModel, x: Row, target:
         backend="milp", params=params, x_query=x.copy(), lower_bound=solved.bound, valid=True,
         prediction=read.predict(point[None, :])[0], timings=solved.timings, guarantee=g,
         binding=tuple(cons[k].text for k in solved.binding))
+
+
+def _free_first(res: CounterfactualResult, cons: Constraints, x: np.ndarray, params: dict[str, Any],
+                model_kind: ModelKind) -> CounterfactualResult | None:
+    """The free query's answer, when it answers the constrained one too (see
+    :func:`constrained_counterfactual`); else None."""
+    params = dict(params, backend=res.backend, notice="The optimum without the constraints between features "
+                  "already satisfies them: it is the optimum under them.")
+    if res.status == "infeasible":
+        params["notice"] = "No point gives the target even without the constraints between features."
+        return replace(res, params=params, message="No action gives the target: this row is precluded by the "
+                       "model and the features' own settings (proven).", guarantee=Guarantee("infeasible", model_kind))
+    if res.status != "optimal" or not res.found or res.x is None or cons.violated(x, res.x):
+        return None
+    binding = cmilp.binding(cons, x, res.x)
+    note = _binding_note(cons, binding)
+    return replace(res, params=params, binding=tuple(cons[k].text for k in binding),
+                   guarantee=replace(res.guarantee, note=f"{res.guarantee.note} {note}".strip()))
 
 
 def _convinces(model: Any, read: Any, view: Any, point: np.ndarray) -> bool:
