@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 
 from core.model.missing import SUFFIX
 from core.ruletext import conditions
+from core.schema import INTEGRAL_KINDS
 from core.shown import approx_text, number_text, round_sig
 from core.typing import ArrayLike
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from core.model import TreeEnsemble
     from core.model.box import Box
     from core.regions import Region
+    from core.schema import Schema
     from core.tcrex import TCREx
 
 _ROOM = dict(margin=dict(l=80, r=20, t=70, b=70), xaxis=dict(automargin=True), yaxis=dict(automargin=True))
@@ -177,16 +179,60 @@ def regions_figure(regions: Sequence[Region], ens: TreeEnsemble, features: tuple
     return fig
 
 
-def regions_table(regions: Sequence[Region], ens: TreeEnsemble, features: tuple[int, int]) -> pd.DataFrame:
-    fa, fb = features
+#: significant digits (of the feature's span) a region's bound is written with in a table for people
+REGION_BOUND_DIGITS = 6
+
+
+def _people_bound(t: float, integral: bool, span: float | None) -> float | int:
+    """One bound of a region, as a person reads it, on the same side of every number a
+    reader would test as the exact bound: a feature of whole numbers as a whole number
+    (``x > 4.0034`` and ``x > 4`` hold for the same whole numbers); any other number
+    rounded down to :data:`REGION_BOUND_DIGITS` significant digits of the feature's span
+    (``1.0000000180025095e-35`` on a span of 99,999 reads 0; without a span, of the
+    value itself), so, as :func:`core.shown.bound_text` does, the shown number itself lies
+    on the side of the exact split it lies on."""
+    if not np.isfinite(t):
+        return float(t)
+    if integral:
+        return int(np.floor(t))
+    if span is None or not np.isfinite(span) or span <= 0 or t == 0:
+        return round_sig(float(t), REGION_BOUND_DIGITS, "down")
+    digits = int(np.floor(np.log10(abs(t))) - np.floor(np.log10(span))) + REGION_BOUND_DIGITS
+    if digits < 1:                  # below the span's last digit: 0, or one step down from it
+        step = 10.0 ** (np.floor(np.log10(span)) - REGION_BOUND_DIGITS + 1)
+        return 0.0 if t > 0 else -round_sig(step, 1)
+    return round_sig(float(t), digits, "down")
+
+
+def regions_table(regions: Sequence[Region], ens: TreeEnsemble, features: tuple[int, int],
+                  schema: Schema | None = None) -> pd.DataFrame:
+    """The regions drawn, one row each, for people: each region's bounds on the two
+    features (``feature >`` and ``feature <=``; :func:`_people_bound`: whole numbers for
+    a column of whole numbers, as ``schema`` says, other numbers rounded on the feature's
+    span; a categorical feature's allowed categories, ``feature in``), the colour value,
+    the prediction, the distance from the row (4 significant digits) and, for a
+    surrogate's regions, whether the model itself agrees at the region's nearest point.
+    The exact bounds are the :class:`core.regions.RegionSet`'s own (its JSON)."""
     vals, label, _ = region_colour_values(regions, ens)
-    return pd.DataFrame({
-        f"{ens.feature_names[fa]} >": [r.lower[fa] for r in regions],
-        f"{ens.feature_names[fa]} <=": [r.upper[fa] for r in regions],
-        f"{ens.feature_names[fb]} >": [r.lower[fb] for r in regions],
-        f"{ens.feature_names[fb]} <=": [r.upper[fb] for r in regions],
-        label: vals, "prediction": [r.prediction for r in regions],
-        "distance": [r.distance for r in regions]})
+    out: dict[str, Any] = {}
+    kinds = [f.kind for f in schema.features] if schema is not None else [None] * ens.n_features
+    spans = schema.arrays()["span"] if schema is not None else [None] * ens.n_features
+    for j in features:
+        name = ens.feature_names[j]
+        if ens.categories[j] is not None:
+            out[f"{name} in"] = [" | ".join(ens.category_label(j, k) for k in range(ens.n_codes(j))
+                                            if r.lower[j] < k <= r.upper[j]) for r in regions]
+            continue
+        integral = kinds[j] in INTEGRAL_KINDS          # whole numbers stay ints beside an infinite bound
+        for side, key in (("lower", f"{name} >"), ("upper", f"{name} <=")):
+            out[key] = pd.Series([_people_bound(getattr(r, side)[j], integral, spans[j]) for r in regions],
+                                 dtype=object if integral else float)
+    out[label] = [round_sig(float(v), 4) for v in vals]
+    out["prediction"] = [r.prediction for r in regions]
+    out["distance"] = [round_sig(float(r.distance), 4) for r in regions]
+    if any(r.on_model is not None for r in regions):
+        out["model agrees"] = [r.on_model for r in regions]
+    return pd.DataFrame(out)
 
 
 def change_keep_counts(tc: TCREx, X: np.ndarray) -> pd.DataFrame:

@@ -25,12 +25,22 @@ asymmetric weights, fixed features).
 * :func:`counterfactual_set`: every target region within a radius (CF sets).
 * :func:`slice_regions` / :func:`projection_regions`: 2-D views, the slice
   through ``x`` and the projection of target regions within a radius (Fig. 7).
+
+A model that is not a tree ensemble (``model`` with its ``surrogate``, as
+:meth:`core.intake.workspace.Workspace.query_model` gives them) has no pure
+regions of its own: the regions are its surrogate's, exact for the surrogate and
+labelled so (guarantee ``exact`` with the surrogate's fidelity), and each region's
+point nearest the query is put to the model itself (``Region.on_model``, one
+batched call). Its counterfactual is the surrogate's nearest region checked and
+repaired on the model (:func:`core.surrogate.repair.checked_counterfactual`):
+valid on the model, never called exact for it. A linear model's exact
+counterfactual is its MILP (:func:`core.optimal.optimal_counterfactual`).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Sequence
 
 import numpy as np
@@ -38,21 +48,23 @@ import numpy as np
 from core.cells import CellProblem, QueryRun, best_start, build_problem, local_search, score_needs
 from core.cells.bounds import radius_for, range_min, range_min_table, target_needs
 from core.cells.problem import TreeBlock
-from core.counterfactual import CounterfactualResult, QueryError, check_time_limit
-from core.model import Guarantee, TreeEnsemble, as_ensemble
+from core.counterfactual import CounterfactualResult, QueryError, at_target, check_time_limit
+from core.model import Guarantee, LinearModel, TreeEnsemble, as_ensemble, as_model
 from core.model.box import Box
 from core.model.features import as_row, feature_index
 from core.model.missing import indicator_of
 from core.model.result import Reader, Result, Writer, settings
-from core.optimal import other_models, query_door
+from core.optimal import optimal_counterfactual, other_models, query_door
 from core.settings import TIME_LIMIT, integer, nonnegative, norm_setting, open_probability, optional, seconds, validated
+from core.surrogate import Surrogate
+from core.surrogate.repair import ModelOnView, checked_counterfactual
 from core.typing import ArrayLike, FeatureKey, ModelLike, Norm, Row, Rows, TargetSpec, Weights
 
 if TYPE_CHECKING:
     from core.schema import Schema
 
 __all__ = ["Region", "RegionSet", "exact_counterfactual", "counterfactual_set", "slice_regions",
-           "projection_regions", "decompose"]
+           "projection_regions", "projection_reach", "decompose"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +75,7 @@ class Region(Box):
     prediction: Any          # label or value on the region
     distance: float          # cost from the query to the region (0 if no query)
     point: np.ndarray        # the region's point nearest the query (strictly inside)
+    on_model: bool | None = None   # a surrogate's region: does the model itself agree at ``point``? (None: not asked)
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,12 +125,16 @@ class RegionSet(Result):
 def _region_dict(reg: Region) -> dict[str, Any]:
     w = Writer().array("lower", reg.lower, -np.inf).array("upper", reg.upper, np.inf)
     w.array("raw", reg.raw).value("prediction", reg.prediction).number("distance", reg.distance, np.inf)
-    return w.array("point", reg.point).done()
+    w.array("point", reg.point)
+    if reg.on_model is not None:
+        w.value("on_model", bool(reg.on_model))
+    return w.done()
 
 
 def _region_from(r: Reader) -> Region:
+    on_model = r.get("on_model", None)
     return Region(r.array("lower", -np.inf), r.array("upper", np.inf), r.array("raw"), r.get("prediction"),
-                  r.number("distance", np.inf), r.array("point"))
+                  r.number("distance", np.inf), r.array("point"), None if on_model is None else bool(on_model))
 
 
 class _Search:
@@ -332,12 +349,22 @@ def exact_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, nor
                          increase_only: Iterable[Any] | None = None, decrease_only: Iterable[Any] | None = None,
                          time_limit: float = TIME_LIMIT, schema: Schema | None = None,
                          X_ref: Rows | None = None, model: ModelLike = None, max_nodes: int = 5_000_000,
-                         also_valid_for: Iterable[Any] = (), margin: float | None = None) -> CounterfactualResult:
+                         also_valid_for: Iterable[Any] = (), margin: float | None = None,
+                         surrogate: Surrogate | None = None) -> CounterfactualResult:
     """The closest point of a region where the ensemble gives ``target``, exactly.
+
+    What "exact" means depends on the model, and the result's ``guarantee`` says it: a
+    tree ensemble's nearest region is proven optimal; a linear model's counterfactual is
+    its MILP (:func:`core.optimal.optimal_counterfactual`, proven optimal); any other
+    model, given as ``model`` with its ``surrogate``, has no regions of its own: the
+    surrogate's nearest region is checked and repaired on the model
+    (:func:`core.surrogate.repair.checked_counterfactual`), valid on the model, optimal
+    only for the surrogate.
 
     Parameters
     ----------
-    ensemble : TreeEnsemble or a supported model.
+    ensemble : TreeEnsemble, LinearModel or a supported model (ignored with ``surrogate``:
+        the surrogate's view is searched).
     x : array-like of shape (n_features,).
     target : class label, or ``(lo, hi)`` for a regressor.
     norm : {"l1", "l0", "l2"} or dict, default "l1" (as every analysis); "l2" is the squared
@@ -352,11 +379,16 @@ def exact_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, nor
         objects): the region must give ``target`` on every one; the search runs over all
         their trees at once (:func:`search_block`).
     margin : a classifier's probability for ``target`` must be at least this (every model).
+    model : the original model: a tree ensemble's point is also checked on it; with
+        ``surrogate``, the model every point is checked and repaired on.
+    surrogate : the :class:`core.surrogate.Surrogate` of ``model`` (a model that is not
+        read exactly), or None.
 
     Returns
     -------
-    CounterfactualResult with ``backend="regions"``; the same cost convention
-    as ``core.optimal`` (an open interval end counts at its infimum).
+    CounterfactualResult with ``backend="regions"`` ("surrogate" through a surrogate, the
+    linear solver's for a linear model); the same cost convention as ``core.optimal``
+    (an open interval end counts at its infimum).
 
     Examples
     --------
@@ -371,9 +403,18 @@ def exact_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, nor
     >>> exact.status, abs(exact.cost - milp.cost) < 1e-9
     ('optimal', True)
     """
+    query: dict[str, Any] = dict(norm=norm, weights=weights, fixed=fixed, increase_only=increase_only,
+                                 decrease_only=decrease_only, time_limit=time_limit, schema=schema)
+    if surrogate is not None:             # any other model: the surrogate's regions, checked on the model
+        return _through_surrogate(model, x, target, surrogate, also_valid_for, margin, X_ref=X_ref, **query)
+    read = ensemble if isinstance(ensemble, (TreeEnsemble, LinearModel)) else as_model(ensemble)
+    if isinstance(read, LinearModel):      # no regions to search: its MILP is exact (core.solvers.linear)
+        original = model if model is not None or isinstance(ensemble, LinearModel) else ensemble
+        return optimal_counterfactual(read, x, target, also_valid_for=also_valid_for, margin=margin, model=original,
+                                      **query)
     t0 = time.perf_counter()
     time_limit = check_time_limit(time_limit)
-    ens, prob, ref, roles = _problem(ensemble, x, target, norm, weights, schema, X_ref, also_valid_for, margin,
+    ens, prob, ref, roles = _problem(read, x, target, norm, weights, schema, X_ref, also_valid_for, margin,
                                      fixed=fixed, increase_only=increase_only, decrease_only=decrease_only)
     params = dict(norm=norm if isinstance(norm, str) else dict(norm), **roles,
                   time_limit=time_limit, target=str(target), method="branch and bound (Blanchart)",
@@ -392,17 +433,80 @@ def exact_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, nor
     return run.infeasible("regions")
 
 
+def _needs_model(model: ModelLike, surrogate: Any) -> None:
+    if model is None:
+        raise QueryError("A surrogate is given without the model it stands for: pass model= as well.")
+    if not isinstance(surrogate, Surrogate):
+        raise QueryError("surrogate is the core.surrogate.Surrogate distilled from the model (a workspace's "
+                         f"ws.surrogate); got {type(surrogate).__name__}.")
+
+
+def _through_surrogate(model: ModelLike, x: Row, target: TargetSpec, surrogate: Surrogate,
+                       also_valid_for: Iterable[Any], margin: float | None, **query: Any) -> CounterfactualResult:
+    """:func:`exact_counterfactual` of a model known by its answers: the surrogate's
+    nearest region, checked and repaired on the model (the surrogate refitted where the
+    model refuses), as :func:`core.optimal.optimal_counterfactual` does with its solver."""
+    _needs_model(model, surrogate)
+    unsupported = [what for what, used in (("also_valid_for", bool(tuple(also_valid_for or ()))),
+                                           ("a probability margin", margin is not None)) if used]
+    if unsupported:
+        raise QueryError(f"Through a surrogate the exact counterfactual does not take {', '.join(unsupported)} "
+                         "yet; leave them out.")
+    return checked_counterfactual(model, x, target, surrogate=surrogate, solve=_on_surrogate, **query)
+
+
+def _on_surrogate(ens: TreeEnsemble, x: Row, target: TargetSpec, *, n_workers: int = 1,
+                  **query: Any) -> CounterfactualResult:
+    """The exact search on a surrogate's trees, called as
+    :func:`core.surrogate.repair.checked_counterfactual` calls its solver (the search
+    runs in one thread: ``n_workers`` does not apply)."""
+    return exact_counterfactual(ens, x, target, **query)
+
+
+def _checked(regions: Sequence[Region], model: ModelLike, ens: TreeEnsemble,
+             target: TargetSpec | None) -> tuple[Region, ...]:
+    """Surrogate's regions with ``on_model``: does the model itself give ``target`` at
+    each region's nearest point (``target`` None: the region's own class; a regressor's
+    region without a target is not asked)? One batched call to the model."""
+    if not regions or (target is None and ens.task != "classification"):
+        return tuple(regions)
+    oracle = ModelOnView(model, ens, target)
+    answers = np.asarray(model.predict(oracle.native(np.array([r.point for r in regions]))))
+    if target is not None:
+        ok = at_target(ens, target, answers)
+    else:
+        ok = np.array([str(a) == str(r.prediction) for a, r in zip(answers, regions)], dtype=bool)
+    return tuple(replace(r, on_model=bool(o)) for r, o in zip(regions, ok))
+
+
+def _surrogate_guarantee(model: ModelLike, surrogate: Surrogate, regions: Sequence[Region], complete: bool,
+                         what: str) -> Guarantee:
+    """A surrogate's regions: exact for the surrogate (its fidelity), not for the model,
+    with how many of them the model itself agrees with at their nearest point."""
+    asked = [r.on_model for r in regions if r.on_model is not None]
+    notes = []
+    if asked:
+        notes.append(f"The model itself {what} at the nearest point of {sum(asked):,} of these {len(asked):,} "
+                     "regions.")
+    if not complete:
+        notes.append("The search stopped at its limit: there may be more regions.")
+    return Guarantee("exact", model_kind="linear" if isinstance(model, LinearModel) else "black_box",
+                     surrogate_fidelity=surrogate.fidelity, boundary_fidelity=surrogate.boundary_fidelity,
+                     note=" ".join(notes))
+
+
 @validated(QueryError, radius=nonnegative, norm=norm_setting, time_limit=seconds, max_regions=integer(1))
 def counterfactual_set(ensemble: ModelLike, x: Row, target: TargetSpec, radius: float, *, norm: Norm = "l1",
                        weights: Weights = None, fixed: Iterable[Any] | None = None,
                        increase_only: Iterable[Any] | None = None, decrease_only: Iterable[Any] | None = None,
                        schema: Schema | None = None, time_limit: float = TIME_LIMIT,
-                       max_regions: int = 10_000) -> RegionSet:
+                       max_regions: int = 10_000, model: ModelLike = None,
+                       surrogate: Surrogate | None = None) -> RegionSet:
     """Every region within ``radius`` (cost) of ``x`` where the ensemble gives ``target``.
 
     Parameters
     ----------
-    ensemble : TreeEnsemble or a supported model.
+    ensemble : TreeEnsemble or a supported model (ignored with ``surrogate``: its view is searched).
     x : array-like of shape (n_features,), the query.
     target : a class label, or ``(lo, hi)`` for a regressor.
     radius : float, the largest cost of a region (its point nearest ``x``): a finite number >= 0.
@@ -410,6 +514,12 @@ def counterfactual_set(ensemble: ModelLike, x: Row, target: TargetSpec, radius: 
         (default norm "l1").
     time_limit : float, default 30.0, seconds for the search.
     max_regions : int, default 10_000, stop after this many regions.
+    model, surrogate : a model that is not a tree ensemble and its
+        :class:`core.surrogate.Surrogate` (a workspace's ``query_model()`` extras, with
+        ``model`` the linear model itself for a linear one): the regions are the
+        surrogate's, each one's nearest point put to the model (``Region.on_model``), and
+        the guarantee says they are exact for the surrogate, not for the model. A tree
+        ensemble's own model (``model`` alone) adds nothing: its regions are read off it.
 
     Returns
     -------
@@ -428,14 +538,21 @@ def counterfactual_set(ensemble: ModelLike, x: Row, target: TargetSpec, radius: 
     (True, True)
     """
     t0 = time.perf_counter()
+    if surrogate is not None:
+        _needs_model(model, surrogate)
+        ensemble = surrogate.ensemble
     ens, prob, _, roles = _problem(ensemble, x, target, norm, weights, schema, fixed=fixed,
                                    increase_only=increase_only, decrease_only=decrease_only)
     allowed = [np.isfinite(c) for c in prob.costs]
     _, found, s = _run(prob, allowed, mode="all", radius=float(radius), time_limit=time_limit,
                        max_regions=max_regions)
     found.sort(key=lambda r: r.distance)
-    return RegionSet(tuple(found), not s.stopped, s.nodes, time.perf_counter() - t0,
-                     dict(radius=radius, target=str(target), norm=str(norm), **roles))
+    params = dict(radius=radius, target=str(target), norm=str(norm), **roles)
+    if surrogate is None:
+        return RegionSet(tuple(found), not s.stopped, s.nodes, time.perf_counter() - t0, params)
+    regions = _checked(found, model, ens, target)
+    return RegionSet(regions, not s.stopped, s.nodes, time.perf_counter() - t0, params,
+                     _surrogate_guarantee(model, surrogate, regions, not s.stopped, "gives the target"))
 
 
 def _two_features(ens: TreeEnsemble, features: Any) -> tuple[int, int]:
@@ -468,11 +585,17 @@ def _any_target(ens: TreeEnsemble) -> Any:
 
 @validated(QueryError, time_limit=seconds, max_regions=integer(1))
 def slice_regions(ensemble: ModelLike, x: Row, features: tuple[FeatureKey, FeatureKey], *, bounds: dict[Any, tuple[float, float]]
-                  | None = None, time_limit: float = TIME_LIMIT, max_regions: int = 20_000) -> RegionSet:
+                  | None = None, time_limit: float = TIME_LIMIT, max_regions: int = 20_000, model: ModelLike = None,
+                  surrogate: Surrogate | None = None) -> RegionSet:
     """The pure regions of the 2-D slice through ``x`` on two features (the
     others fixed at ``x``); they tile the slice. ``bounds`` optionally limits
-    each of the two features to a range (the view)."""
+    each of the two features to a range (the view). ``model`` with its ``surrogate``:
+    the surrogate's slice, labelled so, each region's class put to the model at its
+    point (``Region.on_model``; as :func:`counterfactual_set`)."""
     t0 = time.perf_counter()
+    if surrogate is not None:
+        _needs_model(model, surrogate)
+        ensemble = surrogate.ensemble
     ens = as_ensemble(ensemble)
     fa, fb = _two_features(ens, features)
     x = as_row(x, ens.feature_names, error=QueryError, what="x")
@@ -495,24 +618,53 @@ def slice_regions(ensemble: ModelLike, x: Row, features: tuple[FeatureKey, Featu
     prob.costs = [np.where(a, 0.0, np.inf) for a in allowed]
     _, found, s = _run(prob, allowed, mode="all", time_limit=time_limit, max_regions=max_regions,
                        target_only=False)
-    return RegionSet(tuple(found), not s.stopped, s.nodes, time.perf_counter() - t0,
-                     dict(features=[ens.feature_names[fa], ens.feature_names[fb]], mode="slice"))
+    params = dict(features=[ens.feature_names[fa], ens.feature_names[fb]], mode="slice")
+    if surrogate is None:
+        return RegionSet(tuple(found), not s.stopped, s.nodes, time.perf_counter() - t0, params)
+    regions = _checked(found, model, ens, None)
+    return RegionSet(regions, not s.stopped, s.nodes, time.perf_counter() - t0, params,
+                     _surrogate_guarantee(model, surrogate, regions, not s.stopped, "gives the region's class"))
 
 
 @validated(QueryError, radius=nonnegative, norm=norm_setting, time_limit=seconds, max_regions=integer(1))
 def projection_regions(ensemble: ModelLike, x: Row, target: TargetSpec, features: tuple[FeatureKey, FeatureKey],
                        radius: float, *, norm: Norm = "l1", weights: Weights = None, fixed: Iterable[Any] | None = None,
                        increase_only: Iterable[Any] | None = None, decrease_only: Iterable[Any] | None = None,
-                       schema: Schema | None = None, time_limit: float = TIME_LIMIT, max_regions: int = 5_000) -> RegionSet:
+                       schema: Schema | None = None, time_limit: float = TIME_LIMIT, max_regions: int = 5_000,
+                       model: ModelLike = None, surrogate: Surrogate | None = None) -> RegionSet:
     """Regions within ``radius`` of ``x`` giving ``target``, for projection on two
-    features (the paper's Fig. 7): the same regions as :func:`counterfactual_set`."""
-    ens = as_ensemble(ensemble)
+    features (the paper's Fig. 7): the same regions as :func:`counterfactual_set`
+    (``model`` and ``surrogate`` as there: a surrogate's regions, labelled so)."""
+    ens = as_ensemble(surrogate.ensemble if isinstance(surrogate, Surrogate) else ensemble)
     fa, fb = _two_features(ens, features)
     rs = counterfactual_set(ens, x, target, radius, norm=norm, weights=weights, fixed=fixed,
                             increase_only=increase_only, decrease_only=decrease_only, schema=schema,
-                            time_limit=time_limit, max_regions=max_regions)
+                            time_limit=time_limit, max_regions=max_regions, model=model, surrogate=surrogate)
     return RegionSet(rs.regions, rs.complete, rs.n_nodes, rs.elapsed,
-                     dict(rs.params, features=[ens.feature_names[fa], ens.feature_names[fb]], mode="projection"))
+                     dict(rs.params, features=[ens.feature_names[fa], ens.feature_names[fb]], mode="projection"),
+                     rs.guarantee)
+
+
+def projection_reach(cf: CounterfactualResult, ensemble: ModelLike, x: Row, target: TargetSpec, *,
+                     norm: Norm = "l1", weights: Weights = None, schema: Schema | None = None,
+                     time_limit: float = TIME_LIMIT) -> float:
+    """The distance a projection's radius is a multiple of: the exact counterfactual's
+    cost when it is ``ensemble``'s own nearest region; for a surrogate's regions
+    (``ensemble`` a surrogate's view, ``cf`` the model's counterfactual, checked on it or
+    exact for a linear model), the farther of ``cf`` and the surrogate's own nearest
+    target region, so that both are drawn (the model's point may lie nearer than any
+    region of the surrogate, or farther); ``inf`` when neither exists."""
+    own = cf.cost if cf.found else np.inf
+    if cf.backend == "regions":
+        return float(own)
+    if "surrogate" in cf.params:          # checked_counterfactual kept its surrogate's own answer
+        near = cf.params["surrogate"].get("cost")
+        near = np.inf if near is None else float(near)
+    else:
+        near = exact_counterfactual(ensemble, x, target, norm=norm, weights=weights, schema=schema,
+                                    time_limit=time_limit).cost
+    finite = [float(v) for v in (own, near) if np.isfinite(v)]
+    return max(finite) if finite else float("inf")
 
 
 @validated(QueryError, time_limit=seconds, max_regions=integer(1))

@@ -30,6 +30,7 @@ from core.intake.columns import (
 )
 from core.intake.csvsafe import to_csv
 from core.intake.workspace import changes_line
+from core.model.guarantee import with_guarantee
 from core.optimal import BACKENDS, optimal_counterfactual
 from core.optimal.batch import batch_counterfactuals
 from core.shown import approx_text, number_text, percent_text
@@ -135,6 +136,20 @@ def _batch_table(p: _Page, rows, results) -> pd.DataFrame:
                           "changes": changes_line(ws.raw_changes(X[r], res.x, row=r)) if res.found else "",
                           "solve time (s)": round(res.elapsed, 3)} for k, (r, res) in enumerate(done)])
     return pd.concat([head, values.drop(columns=["n_changed", "changes"])], axis=1)
+
+
+def _csv_table(p: _Page, res) -> pd.DataFrame:
+    """The CSV export, one shape for every model (a tree ensemble, a pipeline, any other): a line
+    per analyst column with the texts the page shows (``column``, ``original``, ``counterfactual``,
+    ``changed``), the values at full precision beside them (``original value``, ``counterfactual
+    value``) and what the answer guarantees (``guarantee``, ``guarantee_text``)."""
+    ws, row = p.ws, _row_of(p, res.x_query)
+    if res.found:
+        out = values_beside(ws.raw_changes(res.x_query, res.x, row), ws.columns, res.x_query, res.x)
+    else:                      # nothing found: the row, and no counterfactual beside it
+        out = ws.raw_changes(res.x_query, res.x_query, row).assign(counterfactual="", changed=False)
+        out = values_beside(out, ws.columns, res.x_query, None)
+    return with_guarantee(out, res.guarantee)
 
 
 def _row_of(p: _Page, x_query) -> int | None:
@@ -316,13 +331,9 @@ def _one_row(p: _Page) -> None:
     if res.x_query is not None and not np.array_equal(res.x_query, x):
         st.caption("This result is for an earlier query; press the button to compute the current one.")
     _show(p, res)
-    out = counterfactual_table(res, names)
-    if res.found:
-        raw_t = ws.raw_changes(res.x_query, res.x, _row_of(p, res.x_query))
-        if list(raw_t["column"]) != list(names):   # the download holds what the page shows first,
-            out = values_beside(raw_t, ws.columns, res.x_query, res.x)    # with the values beside the texts
     d1, d2 = st.columns(2)
-    download(d1, "Download table (CSV)", to_csv(out), "counterfactual.csv", "text/csv", key="ocf_dl_csv")
+    download(d1, "Download table (CSV)", to_csv(_csv_table(p, res)), "counterfactual.csv", "text/csv",
+             key="ocf_dl_csv")
     download(d2, "Download result (JSON)", json.dumps(result_record(ws.columns, res, names), indent=2),
              "counterfactual.json", "application/json", key="ocf_dl_json")
 

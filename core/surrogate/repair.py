@@ -51,7 +51,7 @@ from core.counterfactual import (
     check_time_limit,
     make_cost_model,
 )
-from core.model import Guarantee, TreeEnsemble
+from core.model import Guarantee, LinearModel, TreeEnsemble
 from core.model.guarantee import GuaranteeKind
 from core.model.native import model_input
 from core.schema import INTEGRAL_KINDS, Schema
@@ -65,14 +65,21 @@ EXTEND = (1.05, 1.15, 1.3, 1.6, 2.0, 3.0)   # how far past a refused point the s
 
 
 class ModelOnView:
-    """The model's answers on rows of the surrogate's view (one batched call each)."""
+    """The model's answers on rows of the surrogate's view (one batched call each).
+
+    A model known by its answers takes the codes view (:func:`core.model.native.model_input`
+    of the view's rows); a model the analyses read exactly over the view's own columns (a
+    workspace's :class:`LinearModel`, a :class:`TreeEnsemble`) takes the rows as they are."""
 
     def __init__(self, model: ModelLike, ens: TreeEnsemble, target: TargetSpec):
         self.model, self.ens, self.target = model, ens, target
         self.calls = 0
+        self.same_view = isinstance(model, (LinearModel, TreeEnsemble)) \
+            and tuple(model.feature_names) == tuple(ens.feature_names)
 
     def native(self, X: np.ndarray) -> np.ndarray:
-        return np.asarray(model_input(self.ens, np.atleast_2d(X)), dtype=np.float64)
+        X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+        return X.copy() if self.same_view else np.asarray(model_input(self.ens, X), dtype=np.float64)
 
     def valid(self, X: np.ndarray) -> np.ndarray:
         X = np.atleast_2d(np.asarray(X, dtype=np.float64))
@@ -358,9 +365,17 @@ def _search_on_model(oracle: ModelOnView, x_hat: np.ndarray, tried: list[np.ndar
 
 def _params(first: CounterfactualResult | None, surrogate: Surrogate, refits: int, oracle: ModelOnView
             ) -> dict[str, Any]:
+    """The settings of the query and what answered it: ``backend`` is "surrogate" (as the
+    result's), the exact solver that solved it on the surrogate is ``surrogate_backend``,
+    and ``surrogate`` holds the surrogate's fidelity, size and the cost of its own answer
+    (the first solve, before any repair: the distance to the surrogate's nearest target)."""
     params = dict(first.params) if first is not None else {}
-    params.update(surrogate={"fidelity": surrogate.fidelity, "boundary_fidelity": surrogate.boundary_fidelity,
-                             "trees": surrogate.native.n_trees}, refits=refits, model_calls=oracle.calls)
+    solver = params.get("backend", first.backend if first is not None else None)
+    own = first.cost if first is not None and first.found else None
+    params.update(backend="surrogate", surrogate_backend=solver,
+                  surrogate={"fidelity": surrogate.fidelity, "boundary_fidelity": surrogate.boundary_fidelity,
+                             "trees": surrogate.native.n_trees, "cost": own},
+                  refits=refits, model_calls=oracle.calls)
     return params
 
 

@@ -105,3 +105,34 @@ def test_rule_and_metarule_downloads_of_a_pipeline(downloads):
     assert conds and all(c["column"] in {"age", "income", "job", "city"} for c in conds)
     assert any("in" in c for c in conds)
     assert all(set(c["in"]) - {None} <= set(df[c["column"]]) for c in conds if "in" in c)
+
+
+def test_the_optimal_counterfactual_csv_has_one_shape_for_a_tree_model_and_a_pipeline(downloads):
+    """#59 item 8: a tree ensemble read on the table's own columns and a one-hot pipeline
+    give the same columns (before: feature / change for the one, column / value for the
+    other), with what the answer guarantees; the values written in get the target."""
+    from sklearn.ensemble import RandomForestClassifier
+
+    from core.intake.workspace import build_workspace
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"age": rng.integers(18, 80, 400).astype(float), "income": rng.normal(50, 15, 400).round(2)})
+    df["y"] = ((df.income > 55) | (df.age > 60)).astype(int)
+    rf = RandomForestClassifier(20, max_depth=4, random_state=0).fit(df[["age", "income"]], df.y)
+    tree_ws = build_workspace(df, "y", rf, name="rf")
+    pipe_ws, pipe = one_hot_pipeline_workspace(n=600)
+    shapes = []
+    for ws, model in ((tree_ws, rf), (pipe_ws, pipe)):
+        X = ws.X.to_numpy(float)
+        r = int(np.flatnonzero(ws.predictions == 0)[0])
+        app = _app_on(ws, "optimal_cf.py")
+        app.number_input(key="ocf_row").set_value(r).run()
+        _click(app, "Find the optimal counterfactual")
+        table = pd.read_csv(io.StringIO(downloads["ocf_dl_csv"]))
+        shapes.append(list(table.columns))
+        assert set(table["column"]) == {c.name for c in ws.columns}
+        assert set(table["guarantee"]) == {app.session_state["ocf_result"].guarantee.kind}
+        values = {c: (v if isinstance(v, str) else float(v)) for c, v in zip(table["column"],
+                                                                           table["counterfactual value"])}
+        assert _predict_record(ws, model, X[r], values) == 1
+    assert shapes[0] == shapes[1], shapes
