@@ -1,0 +1,108 @@
+"""The global analyses on a model that is not a tree ensemble (an MLP pipeline trained as an
+analyst would, run in its worker): T-CREx's and the counterfactual rules' prescriptions are
+checked on the MLP itself, and what each result reports of them is recomputed here with the
+MLP's own ``predict``; FCCA labels what comes from the surrogate and keeps to its time limit;
+every result says what kind of model it reasoned about."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+
+import numpy as np
+import pandas as pd
+import pytest
+import skops.io as sio
+from sklearn.compose import ColumnTransformer
+from sklearn.neural_network import MLPClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+from core.intake.columns import box_record
+from core.intake.worker import ModelWorker
+from core.intake.workspace import build_workspace
+from core.rules.onmodel import on_model
+from core.tcrex import TCREx, TCRExResult
+
+COLUMNS = ["age", "income", "job", "sex"]
+
+
+def _table(seed: int = 0, n: int = 600) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"age": rng.integers(18, 80, n).astype(float), "income": rng.normal(50, 15, n).round(2),
+                       "job": rng.choice(["clerk", "nurse", "pilot"], n), "sex": rng.integers(0, 2, n)})
+    df["label"] = ((df.income - 50) / 15 + (df.job == "pilot") + 0.03 * (df.age - 45) - 0.3 * df.sex
+                   + rng.normal(0, .5, n) > 0.6).astype(int)
+    return df
+
+
+@pytest.fixture(scope="module")
+def mlp_ws():
+    df = _table()
+    pre = ColumnTransformer([("num", StandardScaler(), ["age", "income", "sex"]),
+                             ("cat", OneHotEncoder(handle_unknown="ignore"), ["job"])])
+    pipe = make_pipeline(pre, MLPClassifier(hidden_layer_sizes=(16,), max_iter=500, random_state=0))
+    pipe.fit(df[COLUMNS], df.label)
+    worker = ModelWorker(sio.dumps(pipe), "mlp.skops")
+    ws = build_workspace(df, "label", worker.model("mlp"), name="mlp")
+    yield pipe, ws
+    worker.stop()
+
+
+def _on_mlp(pipe, ws, Z: np.ndarray) -> np.ndarray:
+    """The MLP's own answers (the scikit-learn object in this process) on rows of the workspace's view."""
+    return pipe.predict(ws.to_raw(Z)[COLUMNS])
+
+
+def _at_edge(x: np.ndarray, lower: np.ndarray, upper: np.ndarray, ws) -> np.ndarray:
+    """One row moved into the box at its nearest edge, written out here from the rule's words:
+    a whole-number feature to the first whole number inside, another number to its closed upper
+    end or just above its open lower end (a millionth of its span), a category to the one asked."""
+    z = x.copy()
+    groups = [list(g) for g in ws.schema.groups().values()]
+    grouped = {j for g in groups for j in g}
+    for j, f in enumerate(ws.schema.features):
+        if j in grouped or lower[j] < z[j] <= upper[j]:
+            continue
+        whole = f.kind in ("integer", "binary", "ordinal")
+        if z[j] <= lower[j]:
+            z[j] = np.floor(lower[j]) + 1 if whole else lower[j] + 1e-6 * f.span
+        else:
+            z[j] = np.floor(upper[j]) if whole else upper[j]
+    for g in groups:
+        if not np.all((z[g] > lower[g]) & (z[g] <= upper[g])):
+            hot = [j for j in g if lower[j] >= 0.5]
+            assert hot, "the rules here ask for a category, never only exclude some"
+            z[g] = 0.0
+            z[hot[0]] = 1.0
+    return z
+
+
+def test_tcrex_on_an_mlp_reports_the_share_of_its_moves_the_mlp_accepts(mlp_ws):
+    pipe, ws = mlp_ws
+    X, pred = ws.X.to_numpy(float), ws.predictions
+    solve_on, extra = ws.query_model()
+    tc = TCREx(rho=0.05, tau=0.85, groups=list(ws.schema.groups().values()), random_state=0).fit(
+        X, pred, 1, feature_names=list(ws.ensemble.feature_names), model=on_model(solve_on, **extra),
+        schema=ws.schema)
+    exported = json.loads(json.dumps(tc.to_dict(partial(box_record, ws.columns))))
+    assert exported["guarantee"]["model_kind"] == "black_box"
+    assert TCRExResult.from_json(tc.result_.to_json()) == tc.result_     # the checks are saved with the rules
+    assigned = tc.explain(X)
+    total = accepted = 0
+    for k, rule in enumerate(tc.rules_):
+        rows = np.flatnonzero((assigned == k) & (pred != 1))
+        assert rule.edge_rows == len(rows)
+        if not len(rows):
+            continue
+        Z = np.array([_at_edge(X[i], rule.lower, rule.upper, ws) for i in rows])
+        assert rule.contains(Z).all()
+        share = float(np.mean(_on_mlp(pipe, ws, Z) == 1))
+        assert rule.edge_accepted == pytest.approx(share), (k, tc.rule_text(k))
+        total, accepted = total + len(rows), accepted + int(round(share * len(rows)))
+    assert total > 0
+    g = tc.result_.guarantee
+    assert g.kind == ("valid_on_model" if accepted == total else "estimated")
+    assert f"{accepted:,} ({accepted / total:.1%})" in g.text()
+    table = tc.rule_table(X)
+    assert table["accepted by the model at its edge"].tolist() == [round(r.edge_accepted, 3) for r in tc.rules_]
