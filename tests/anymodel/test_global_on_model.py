@@ -18,6 +18,7 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
+from core.compression import fcca
 from core.intake.columns import box_record
 from core.intake.worker import ModelWorker
 from core.intake.workspace import build_workspace
@@ -106,3 +107,50 @@ def test_tcrex_on_an_mlp_reports_the_share_of_its_moves_the_mlp_accepts(mlp_ws):
     assert f"{accepted:,} ({accepted / total:.1%})" in g.text()
     table = tc.rule_table(X)
     assert table["accepted by the model at its edge"].tolist() == [round(r.edge_accepted, 3) for r in tc.rules_]
+
+
+@pytest.fixture(scope="module")
+def mlp_fcca(mlp_ws):
+    pipe, ws = mlp_ws
+    solve_on, extra = ws.query_model()
+    res = fcca(ws.ensemble, ws.X.to_numpy(float), ws.y.to_numpy(), schema=ws.schema, n_jobs=1, time_limit=5,
+               model=on_model(solve_on, **extra), surrogate=ws.surrogate, run_time_limit=RUN_LIMIT)
+    return pipe, ws, res
+
+
+RUN_LIMIT = 3.0
+
+
+def test_fcca_on_an_mlp_keeps_to_its_run_time_limit(mlp_fcca):
+    _, _, res = mlp_fcca
+    reached = sum(v for k, v in res.statuses.items() if k != "not reached")
+    assert res.statuses.get("not reached", 0) > 0 and reached == len(res.rows) > 0     # M is larger than 3 s
+    assert res.params["run_time_limit"] == RUN_LIMIT
+    # the rows reached are spread over M, not its first rows
+    assert res.rows.max() > np.median(np.flatnonzero(res.y == res.pred))
+    # a bound on the run's own clock (what the page states), with room for the last row's stop
+    assert res.timings["counterfactuals"] <= RUN_LIMIT + 2.0, res.timings
+
+
+def test_fcca_on_an_mlp_labels_the_surrogates_thresholds_and_checks_its_pairs_on_the_mlp(mlp_fcca):
+    pipe, ws, res = mlp_fcca
+    g = res.guarantee
+    assert (g.kind, g.model_kind) == ("estimated", "black_box") and not g.proven
+    assert g.surrogate_fidelity == ws.surrogate.fidelity
+    assert json.loads(res.to_json())["guarantee"]["model_kind"] == "black_box"
+    assert set(res.thresholds["source"]) == {"surrogate"}
+    theirs = _on_mlp(pipe, ws, res.x_ce)
+    found_for = ws.ensemble.predict(res.x_ce)                        # the class each was found for, on the surrogate
+    valid = (theirs == found_for) & (theirs != res.pred[res.rows])
+    assert res.valid_on_model.tolist() == valid.tolist()
+    ok_rows = set(res.rows[valid].tolist())
+    by_threshold: dict[tuple[str, float], int] = {}
+    for row, j, t in res.pair_thresholds:
+        key = (res.feature_names[j], t)
+        by_threshold[key] = by_threshold.get(key, 0) + (row in ok_rows)
+    table = res.thresholds
+    assert [by_threshold[(f, t)] for f, t in zip(table.index, table["threshold"])] == \
+        table["accepted by the model"].tolist()
+    assert f"{int(valid.sum()):,} of the {len(valid):,} counterfactuals" in g.text()
+    assert res.pairs_frame()["valid on the model"].tolist() == \
+        [bool(valid[list(res.rows).index(r)]) for r, _, _ in res.pair_thresholds]
