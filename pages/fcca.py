@@ -95,7 +95,7 @@ def _counts(res) -> None:
     not_found = {k: v for k, v in res.statuses.items() if k not in ("optimal", "feasible")}
     if not_found:
         st.caption(f"Rows without a counterfactual (left out): {not_found}.")
-    show_guarantee(st, res.guarantee, "these thresholds")
+    show_guarantee(st, res.guarantee, "this set of thresholds")
 
 
 def _tree_settings() -> tuple[float, str, int]:

@@ -22,7 +22,9 @@ from core.compression import fcca
 from core.intake.columns import box_record
 from core.intake.worker import ModelWorker
 from core.intake.workspace import build_workspace
+from core.rules import CounterfactualRules
 from core.rules.onmodel import on_model
+from core.rules.results import LocalRule, RegionalRule
 from core.tcrex import TCREx, TCRExResult
 
 COLUMNS = ["age", "income", "job", "sex"]
@@ -72,10 +74,11 @@ def _at_edge(x: np.ndarray, lower: np.ndarray, upper: np.ndarray, ws) -> np.ndar
             z[j] = np.floor(upper[j]) if whole else upper[j]
     for g in groups:
         if not np.all((z[g] > lower[g]) & (z[g] <= upper[g])):
-            hot = [j for j in g if lower[j] >= 0.5]
-            assert hot, "the rules here ask for a category, never only exclude some"
+            hot = [j for j in g if lower[j] >= 0.5]          # the category asked, else the most common allowed
+            ones = ws.X.to_numpy(float)[:, g].sum(axis=0)
+            k = hot[0] if hot else max((j for j in g if upper[j] >= 1), key=lambda j: ones[g.index(j)])
             z[g] = 0.0
-            z[hot[0]] = 1.0
+            z[k] = 1.0
     return z
 
 
@@ -154,3 +157,47 @@ def test_fcca_on_an_mlp_labels_the_surrogates_thresholds_and_checks_its_pairs_on
     assert f"{int(valid.sum()):,} of the {len(valid):,} counterfactuals" in g.text()
     assert res.pairs_frame()["valid on the model"].tolist() == \
         [bool(valid[list(res.rows).index(r)]) for r, _, _ in res.pair_thresholds]
+
+
+@pytest.fixture(scope="module")
+def mlp_rules(mlp_ws):
+    pipe, ws = mlp_ws
+    solve_on, extra = ws.query_model()
+    cr = CounterfactualRules(n_estimators=10, max_depth=6, groups=list(ws.schema.groups().values()), random_state=0)
+    cr.fit(ws.X.to_numpy(float), ws.predictions, feature_names=list(ws.ensemble.feature_names),
+           model=on_model(solve_on, **extra), schema=ws.schema)
+    return pipe, ws, cr
+
+
+def test_a_local_rule_on_an_mlp_reports_what_the_mlp_answers_at_its_edge_and_inside_it(mlp_rules):
+    pipe, ws, cr = mlp_rules
+    X = ws.X.to_numpy(float)
+    refused = np.flatnonzero(ws.predictions == 0)[:3]
+    for i in refused:
+        rule = cr.local_rule(X[i], 1)
+        assert rule.edge_rows == 1 and rule.params["checked_on"] == "black_box"
+        edge = _at_edge(X[i], rule.lower, rule.upper, ws)
+        assert rule.contains(edge[None, :])[0]
+        assert rule.edge_accepted == float(_on_mlp(pipe, ws, edge[None, :])[0] == 1)
+        S = list(rule.features)
+        inside = np.all((cr.X_[:, S] > rule.lower[S]) & (cr.X_[:, S] <= rule.upper[S]), axis=1)
+        P = np.repeat(X[i][None, :], int(inside.sum()), axis=0)
+        P[:, S] = cr.X_[inside][:, S]
+        assert rule.model_crp_rows == len(P) and rule.model_crp == pytest.approx(np.mean(_on_mlp(pipe, ws, P) == 1))
+        g = rule.guarantee
+        assert g.model_kind == "black_box" and g.kind == ("valid_on_model" if rule.edge_accepted == 1 else "estimated")
+        assert LocalRule.from_json(rule.to_json()) == rule
+
+
+def test_regional_rules_on_an_mlp_report_the_share_of_their_moves_the_mlp_accepts(mlp_rules):
+    pipe, ws, cr = mlp_rules
+    rules = cr.regional_rules(cr.propose_regions(1, max_depth=2), 1)
+    found = [r for r in rules if r.found]
+    assert found
+    for r in found:
+        rows = np.flatnonzero((cr.y_ != 1) & np.all((cr.X_ > r.region_lower) & (cr.X_ <= r.region_upper), axis=1))
+        assert r.edge_rows == len(rows) > 0
+        Z = np.array([_at_edge(x, r.lower, r.upper, ws) for x in cr.X_[rows]])
+        assert r.edge_accepted == pytest.approx(np.mean(_on_mlp(pipe, ws, Z) == 1))
+        assert r.guarantee.model_kind == "black_box" and r.guarantee.kind in ("valid_on_model", "estimated")
+        assert RegionalRule.from_json(r.to_json()) == r
