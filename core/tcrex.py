@@ -92,7 +92,9 @@ class TCRExResult(Result):
     metarule_tree : dict of arrays (feature, threshold, left, right, rule).
     grid : the grid bounds per feature; n_cells : grid cells with a prototype.
     params, elapsed : the settings and the seconds of the fit.
-    guarantee : ``estimated`` (accuracy and feasibility are shares of the fitting rows).
+    guarantee : ``estimated`` (accuracy and feasibility are shares of the fitting rows); when
+        fitted with the model (``fit(..., model=)``), of that model's kind, saying what share of
+        the rules' moves it accepted (``valid_on_model`` when it accepted all of them).
     """
 
     kind: ClassVar[str] = "tcrex"
@@ -305,7 +307,7 @@ class TCREx:
              "target": target, "n_rows": int(n),
              **{role: [names[j] for j in cols] for role, cols in self._roles().items() if cols},
              **({} if model is None else {"checked_on": model.kind})},
-            time.perf_counter() - t0, guarantee)
+            time.perf_counter() - t0, **({} if guarantee is None else {"guarantee": guarantee}))
         self.fit_time_ = self.result_.elapsed
         return self
 

@@ -228,28 +228,30 @@ class CounterfactualRules:
         x = st.row(x)
         rule = search.local_rule(st, x, target, fixed=fixed, increase_only=increase_only,
                                  decrease_only=decrease_only, **self._levels(pi, pi_c, top_k))
-        return rule if getattr(self, "model_", None) is None else self._check_local(rule)
+        model = getattr(self, "model_", None)
+        return rule if model is None else self._check_local(rule, model)
 
-    def _checked(self, rule: Any, **fields: Any) -> Any:
+    @staticmethod
+    def _checked(rule: Any, model: OnModel, **fields: Any) -> Any:
         """``rule`` with the fields of its check on the model, and the guarantee they give."""
-        params = {**rule.params, "checked_on": self.model_.kind}
+        params = {**rule.params, "checked_on": model.kind}
         done = replace(rule, params=params, **fields)
         return replace(done, guarantee=rule_guarantee(params, edge_checks([done])))
 
-    def _check_local(self, rule: LocalRule) -> LocalRule:
+    def _check_local(self, rule: LocalRule, model: OnModel) -> LocalRule:
         """The row moved into the rule at its edge, and the row with the values of S of the
         fitted rows inside the rule (at most :data:`CRP_POINTS`, seeded): one call of the model."""
         st = self._state
-        S = list(rule.features)
+        S = np.asarray(rule.features, dtype=np.int64)
         inside = np.flatnonzero(np.all((st.X[:, S] > rule.lower[S]) & (st.X[:, S] <= rule.upper[S]), axis=1))
         if len(inside) > CRP_POINTS:
             inside = np.sort(np.random.default_rng(st.random_state).choice(inside, CRP_POINTS, replace=False))
         P = np.repeat(rule.x[None, :], len(inside), axis=0)
         P[:, S] = st.X[np.ix_(inside, S)]
         edge = edge_points(rule.x[None, :], rule.lower, rule.upper, self.edges_)
-        ok = self.model_.accepts(np.vstack([rule.x[None, :], edge, P]), rule.target)
+        ok = model.accepts(np.vstack([rule.x[None, :], edge, P]), rule.target)
         lacks = not ok[0]                                  # a row the model already gives the target moves nowhere
-        return self._checked(rule, edge_rows=int(lacks), edge_accepted=float(ok[1]) if lacks else math.nan,
+        return self._checked(rule, model, edge_rows=int(lacks), edge_accepted=float(ok[1]) if lacks else math.nan,
                              model_crp=float(ok[2:].mean()) if len(inside) else math.nan,
                              model_crp_rows=len(inside))
 
@@ -264,20 +266,24 @@ class CounterfactualRules:
         regions = [_box(st.d, r, "regions") for r in _listed(regions, "regions", "(lower, upper) boxes")]
         rules = search.regional_rules(st, regions, target, fixed=fixed, increase_only=increase_only,
                                       decrease_only=decrease_only, **self._levels(pi, pi_c, top_k))
-        return rules if getattr(self, "model_", None) is None else self._check_regional(rules, target)
+        model = getattr(self, "model_", None)
+        return rules if model is None else self._check_regional(rules, target, model)
 
-    def _check_regional(self, rules: list[RegionalRule], target: TargetSpec) -> list[RegionalRule]:
+    def _check_regional(self, rules: list[RegionalRule], target: TargetSpec, model: OnModel) -> list[RegionalRule]:
         """Each rule applied at its edge to its region's fitted rows that lack the target (by
         the model's outputs the forest was fitted on): one call of the model for every rule."""
         st = self._state
         lacking = ~output_mask(st.y, target)
-        rows = [np.flatnonzero(lacking & np.all((st.X > r.region_lower) & (st.X <= r.region_upper), axis=1))
-                if r.found else np.zeros(0, dtype=int) for r in rules]
-        Z = np.vstack([st.X[:0]] + [edge_points(st.X[i], r.lower, r.upper, self.edges_)
-                                    for i, r in zip(rows, rules) if r.found])
-        ok = self.model_.accepts(Z, target)
+        rows, moved = [], [st.X[:0]]
+        for r in rules:
+            i = np.zeros(0, dtype=np.int64)
+            if r.lower is not None and r.upper is not None:
+                i = np.flatnonzero(lacking & np.all((st.X > r.region_lower) & (st.X <= r.region_upper), axis=1))
+                moved.append(edge_points(st.X[i], r.lower, r.upper, self.edges_))
+            rows.append(i)
+        ok = model.accepts(np.vstack(moved), target)
         starts = np.cumsum([0] + [len(i) for i in rows])
-        return [self._checked(r, edge_rows=len(i), edge_accepted=float(ok[a:b].mean()) if len(i) else math.nan)
+        return [self._checked(r, model, edge_rows=len(i), edge_accepted=float(ok[a:b].mean()) if len(i) else math.nan)
                 for r, i, a, b in zip(rules, rows, starts[:-1], starts[1:])]
 
     @validated(QueryError)

@@ -145,7 +145,7 @@ def edge_points(X: np.ndarray, lower: np.ndarray, upper: np.ndarray, s: EdgeSett
         if high.any():
             col[high] = _upper_edge(upper[j], bool(s.integral[j]))
     for g in s.groups:
-        cols = list(g)
+        cols = np.asarray(g, dtype=np.int64)
         if not (np.isfinite(lower[cols]).any() or np.isfinite(upper[cols]).any()):
             continue
         broken = ~np.all((Z[:, cols] > lower[cols]) & (Z[:, cols] <= upper[cols]), axis=1)

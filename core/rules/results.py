@@ -73,8 +73,9 @@ def edge_checks(rules: Sequence[Any]) -> dict[str, Any]:
     moved = sum(int(r.edge_rows) for r in rules)
     ok = sum(int(round(r.edge_accepted * r.edge_rows)) for r in rules if r.edge_rows)
     out: dict[str, Any] = {"edge_rows": moved, "edge_ok": ok}
-    if len(rules) == 1 and getattr(rules[0], "model_crp_rows", 0):
-        out.update(crp=float(rules[0].model_crp), crp_rows=int(rules[0].model_crp_rows))
+    crp_rows = int(getattr(rules[0], "model_crp_rows", 0)) if len(rules) == 1 else 0
+    if crp_rows:
+        out.update(crp=float(rules[0].model_crp), crp_rows=crp_rows)
     return out
 
 
