@@ -127,7 +127,7 @@ RUN_LIMIT = 3.0
 def test_fcca_on_an_mlp_keeps_to_its_run_time_limit(mlp_fcca):
     _, _, res = mlp_fcca
     reached = sum(v for k, v in res.statuses.items() if k != "not reached")
-    assert res.statuses.get("not reached", 0) > 0 and reached == len(res.rows) > 0     # M is larger than 3 s
+    assert res.statuses.get("not reached", 0) > 0 and reached >= len(res.rows) > 0     # M takes more than 3 s
     assert res.params["run_time_limit"] == RUN_LIMIT
     # the rows reached are spread over M, not its first rows
     assert res.rows.max() > np.median(np.flatnonzero(res.y == res.pred))
