@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -43,21 +43,33 @@ from core.jsonable import plain
 from core.model import Guarantee, node_boxes
 from core.model.box import Box
 from core.model.features import as_table, feature_indices, fit_table
+from core.model.guarantee import guarantee_line
 from core.model.result import Reader, Result, Writer, export, settings, to_json_value
+from core.rules.onmodel import EdgeSettings, OnModel, edge_points
 from core.ruletext import conditions
 from core.settings import RANDOM_STATE, integer, optional, probability, validated
 from core.shown import bound_text, outcome_text
 from core.typing import ArrayLike, FeatureKey, Row, Rows, TargetSpec
+
+if TYPE_CHECKING:
+    from core.schema import Schema
 
 __all__ = ["TCREx", "TCRExResult", "Rule", "Metarule", "NoValidRuleError"]
 
 
 @dataclass(frozen=True)
 class Rule(Box):
-    """A counterfactual rule (the box ``lower < x <= upper``), its accuracy and feasibility (eqs. 5-6)."""
+    """A counterfactual rule (the box ``lower < x <= upper``), its accuracy and feasibility (eqs. 5-6).
+
+    edge_rows, edge_accepted : when the fit was given the model (``fit(..., model=)``), the
+        rows the rule is prescribed to that lack the target, moved into it at its edge
+        (:mod:`core.rules.onmodel`), and the share of them the model itself accepts
+        (NaN: not checked, or no such row)."""
 
     accuracy: float
     feasibility: float
+    edge_rows: int = 0
+    edge_accepted: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -80,7 +92,9 @@ class TCRExResult(Result):
     metarule_tree : dict of arrays (feature, threshold, left, right, rule).
     grid : the grid bounds per feature; n_cells : grid cells with a prototype.
     params, elapsed : the settings and the seconds of the fit.
-    guarantee : ``estimated`` (accuracy and feasibility are shares of the fitting rows).
+    guarantee : ``estimated`` (accuracy and feasibility are shares of the fitting rows); when
+        fitted with the model (``fit(..., model=)``), of that model's kind, saying what share of
+        the rules' moves it accepted (``valid_on_model`` when it accepted all of them).
     """
 
     kind: ClassVar[str] = "tcrex"
@@ -116,6 +130,7 @@ class TCRExResult(Result):
 
         rules = [Writer().array("lower", r.lower, -np.inf).array("upper", r.upper, np.inf)
                  .number("accuracy", r.accuracy).number("feasibility", r.feasibility)
+                 .value("edge_rows", int(r.edge_rows)).number("edge_accepted", r.edge_accepted)
                  .value("text", text(r.lower, r.upper)).done() for r in self.rules]
         metas = [Writer().array("lower", m.lower, -np.inf).array("upper", m.upper, np.inf).value("rule", m.rule)
                  .value("worst_case_changes", m.worst_case_changes).value("node", m.node).done()
@@ -130,7 +145,9 @@ class TCRExResult(Result):
     @classmethod
     def _from_body(cls, r: Reader) -> "TCRExResult":
         rules = tuple(Rule(q.array("lower", -np.inf), q.array("upper", np.inf), q.number("accuracy"),
-                           q.number("feasibility")) for q in (Reader(d, "rule") for d in r.get("rules")))
+                           q.number("feasibility"), int(q.get("edge_rows", 0)),     # absent: saved unchecked
+                           q.number("edge_accepted", default=math.nan))
+                      for q in (Reader(d, "rule") for d in r.get("rules")))
         metas = tuple(Metarule(q.array("lower", -np.inf), q.array("upper", np.inf), int(q.get("rule")),
                                int(q.get("worst_case_changes")), int(q.get("node")))
                       for q in (Reader(d, "metarule") for d in r.get("metarules")))
@@ -214,8 +231,17 @@ class TCREx:
     @validated(QueryError)
     def fit(self, X: Rows, y_model: ArrayLike, target: TargetSpec, feature_names: Sequence[str] | None = None, *,
             fixed: Iterable[FeatureKey] | None = None, increase_only: Iterable[FeatureKey] | None = None,
-            decrease_only: Iterable[FeatureKey] | None = None) -> "TCREx":
+            decrease_only: Iterable[FeatureKey] | None = None, model: OnModel | None = None,
+            schema: Schema | None = None) -> "TCREx":
         """Learn the rules and the metarule tree on ``(X, y_model)`` for ``target``.
+
+        ``model`` (keyword-only; :func:`core.rules.onmodel.on_model`, e.g. of a workspace's
+        ``query_model()``): the model itself, to check the prescriptions on. Each rule is
+        applied at its edge to the rows of ``X`` it is prescribed to that lack the target
+        (one batched call of the model for all of them); the share the model accepts is the
+        rule's ``edge_accepted``, and the result's guarantee says what kind of model it was
+        and how many it accepted. ``schema`` gives the features' kinds and spans for the
+        edge (default: read from ``X``).
 
         ``fixed``, ``increase_only``, ``decrease_only`` (feature names or indices,
         keyword-only): the rules are learnt as without them, but a row is only ever
@@ -269,6 +295,7 @@ class TCREx:
         self.rules_ = [Rule(lower[i].copy(), upper[i].copy(), float(acc[i]), float(feas[i])) for i in order]
         try:
             self._build_metarules(d)                                      # steps c-e
+            guarantee = None if model is None else self._check_on_model(X, mask, model, schema)
         except Exception:
             del self.rules_  # never half fitted
             raise
@@ -278,10 +305,40 @@ class TCREx:
             {"rho": self.rho, "tau": self.tau, "n_trees": self.n_trees, "max_cells": self.max_cells,
              "groups": [[names[j] for j in g] for g in self.groups_], "random_state": self.random_state,
              "target": target, "n_rows": int(n),
-             **{role: [names[j] for j in cols] for role, cols in self._roles().items() if cols}},
-            time.perf_counter() - t0)
+             **{role: [names[j] for j in cols] for role, cols in self._roles().items() if cols},
+             **({} if model is None else {"checked_on": model.kind})},
+            time.perf_counter() - t0, **({} if guarantee is None else {"guarantee": guarantee}))
         self.fit_time_ = self.result_.elapsed
         return self
+
+    def _check_on_model(self, X: np.ndarray, at_target: np.ndarray, model: OnModel,
+                        schema: Schema | None) -> Guarantee:
+        """Each rule applied at its edge (:func:`core.rules.onmodel.edge_points`) to the rows
+        prescribed it that lack the target, answered by the model in one call; the rules
+        get their ``edge_rows`` and ``edge_accepted``, and the guarantee of the whole."""
+        if not isinstance(model, OnModel):
+            raise QueryError(f"model is the model to check the rules on (core.rules.onmodel.on_model(...)); got "
+                             f"{type(model).__name__}.")
+        if schema is not None and len(schema.features) != X.shape[1]:
+            raise QueryError(f"The schema describes {len(schema.features)} features; X has {X.shape[1]}.")
+        edges = EdgeSettings.of(X, schema, self.groups_)
+        assigned = self.explain(X)
+        rows = [np.flatnonzero((assigned == k) & ~at_target) for k in range(len(self.rules_))]
+        Z = np.vstack([X[:0]] + [edge_points(X[r], rule.lower, rule.upper, edges) for r, rule in zip(rows, self.rules_)])
+        ok = model.accepts(Z, self.target_)
+        starts = np.cumsum([0] + [len(r) for r in rows])
+        self.rules_ = [replace(rule, edge_rows=len(r), edge_accepted=float(ok[a:b].mean()) if len(r) else math.nan)
+                       for rule, r, a, b in zip(self.rules_, rows, starts[:-1], starts[1:])]
+        n, good = len(ok), int(ok.sum())
+        note = (f"Each rule's accuracy and feasibility are shares of the {len(X):,} rows it was fitted on, with the "
+                "model's outputs on them. ")
+        if n:
+            note += (f"Applied at its edge to the {n:,} rows it is prescribed to that lack the target, the rules "
+                     f"are accepted by the model itself for {good:,} ({good / n:.1%}); each rule's share is beside "
+                     "it.")
+        else:
+            note += "No row lacking the target is prescribed a rule, so no move was checked on the model."
+        return Guarantee("valid_on_model" if n and good == n else "estimated", model.kind, note=note)
 
     @classmethod
     def from_result(cls, result: TCRExResult) -> "TCREx":
@@ -548,17 +605,23 @@ class TCREx:
 
     def rule_table(self, X: Rows) -> pd.DataFrame:
         """One row per rule: its text, accuracy, feasibility, complexity, how many
-        rows of ``X`` it is prescribed to, and their mean number of changes."""
+        rows of ``X`` it is prescribed to, and their mean number of changes; when the
+        rules were checked on the model (``fit(..., model=)``), also the rows moved to the
+        rule's edge and the share of them the model accepts (NaN: none was moved)."""
         A = self._check(X)
         assigned = self.explain(A)
+        checked = "checked_on" in self.result_.params if hasattr(self, "result_") else False
         recs = []
         for k, r in enumerate(self.rules_):
             mine = assigned == k
             n = int(mine.sum())
-            recs.append({"rule": f"R{k}", "if": self.rule_text(k), "accuracy": round(r.accuracy, 3),
-                         "feasibility": round(r.feasibility, 3), "complexity": r.complexity,
-                         "rows prescribed": n,
-                         "mean changes": float(np.round(self.changes(A[mine], np.full(n, k)).mean(), 2)) if n else 0.0})
+            rec = {"rule": f"R{k}", "if": self.rule_text(k), "accuracy": round(r.accuracy, 3),
+                   "feasibility": round(r.feasibility, 3), "complexity": r.complexity, "rows prescribed": n,
+                   "mean changes": float(np.round(self.changes(A[mine], np.full(n, k)).mean(), 2)) if n else 0.0}
+            if checked:
+                rec["rows moved to its edge"] = int(r.edge_rows)
+                rec["accepted by the model at its edge"] = round(r.edge_accepted, 3)
+            recs.append(rec)
         return pd.DataFrame(recs)
 
     def reachable(self, X: Rows) -> np.ndarray:
@@ -656,14 +719,18 @@ class TCREx:
         target = outcome if outcome is not None else _target_text(self.target_)
         lines = [f"T-CREx rules for target {target} (tau={self.tau}, rho={self.rho}):"]
         for k, r in enumerate(self.rules_):
+            edge = (f", accepted by the model at its edge for {r.edge_accepted:.1%} of {r.edge_rows:,} rows"
+                    if r.edge_rows else "")
             lines.append(f"  R{k}: IF {self.rule_text(k)}  [accuracy {r.accuracy:.3f}, feasibility "
-                         f"{r.feasibility:.3f}]")
+                         f"{r.feasibility:.3f}{edge}]")
         lines.append("Metarules (for whom each rule is the best option):")
         for m in self.metarules_:
             conds = [t for _, t in self._conditions(m.lower, m.upper)]
             lines.append(f"  IF {' and '.join(conds) or 'anything'} THEN R{m.rule} "
                          f"(at most {m.worst_case_changes} change(s))" if m.rule >= 0 else
                          f"  IF {' and '.join(conds) or 'anything'} THEN no reachable rule")
+        if hasattr(self, "result_"):
+            lines.append(guarantee_line(self.result_.guarantee, "this set of rules"))
         return "\n".join(lines)
 
     def to_dict(self, conditions: Callable[[np.ndarray, np.ndarray], list[dict[str, Any]]] | None = None,
@@ -694,6 +761,7 @@ class TCREx:
             **({} if conditions is not None else {"features": list(self.feature_names_)}),
             "rules": [{"rule": f"R{k}", **box(r.lower, r.upper), "accuracy": float(r.accuracy),
                        "feasibility": float(r.feasibility), "complexity": int(r.complexity),
+                       "edge_rows": int(r.edge_rows), "edge_accepted": num(r.edge_accepted),
                        "text": self.rule_text(k)} for k, r in enumerate(self.rules_)],
             "metarules": [{**box(m.lower, m.upper), "rule": f"R{int(m.rule)}" if m.rule >= 0 else None,
                            "worst_case_changes": int(m.worst_case_changes)} for m in self.metarules_],

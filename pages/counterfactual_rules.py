@@ -13,10 +13,13 @@ from core.counterfactual import most_common_outcome, output_mask
 from core.figures import rule_intervals_figure
 from core.intake.columns import box_record, columns_of
 from core.intake.csvsafe import to_csv
+from core.model.guarantee import with_guarantee
 from core.rules import CounterfactualRules, region_from_filter, rule_text
+from core.rules.onmodel import on_model
+from core.rules.results import rules_guarantee
 from dashboard import state
 from dashboard.caching import session_cached
-from dashboard.ui import big_table_gate, download, plain, user_errors
+from dashboard.ui import big_table_gate, download, plain, show_guarantee, user_errors
 from dashboard.widgets import column_picker, row_picker, target_picker
 
 K = state.Keys
@@ -26,9 +29,11 @@ CAPTION = ("Instead of one point, a rule: ranges for a few features such that, t
            "estimated by a random forest fitted on the model's outputs (Amoukou & Brunel).")
 
 
-def _fit(X, pred, n_estimators, max_depth, max_rows, groups, names):
+def _fit(ws, X, pred, n_estimators, max_depth, max_rows, groups, names):
+    solve_on, extra = ws.query_model()           # every rule found is applied at its edge and checked on the model
     return lambda: CounterfactualRules(n_estimators=n_estimators, max_depth=max_depth, groups=groups,
-                                       random_state=0, max_rows=max_rows).fit(X, pred, feature_names=names)
+                                       random_state=0, max_rows=max_rows).fit(
+        X, pred, feature_names=names, model=on_model(solve_on, **extra), schema=ws.schema)
 
 
 def _levels() -> tuple[float, float, int, dict]:
@@ -68,7 +73,7 @@ def _surrogate(ws, ens, X, pred, names, groups, fit: dict):
         st.stop()
     with user_errors("The surrogate could not be fitted"), st.spinner("Fitting the surrogate forest…"):
         cr = session_cached("cr_surrogate", (ws.key, fit["n_est"], fit["depth"], fit["max_rows"]),
-                            _fit(X, pred, fit["n_est"], fit["depth"], fit["max_rows"], groups, names))
+                            _fit(ws, X, pred, fit["n_est"], fit["depth"], fit["max_rows"], groups, names))
     return cr
 
 
@@ -115,6 +120,7 @@ def _local_rule(ws, X, names, groups, cr, top_k, got) -> None:
     (st.info if rule.below_pi_c else st.success)(
         f"**If** {plain(rule.to_text(names, groups))}, the other features kept, **then** the outcome is "
         f"{plain(ws.outcome_text(g_target))} with probability {rule.crp:.2f}.")
+    show_guarantee(st, rule.guarantee, "this rule")
     if len(rule.divergent_sets) > 1:
         st.caption("Other minimal sets: " + plain("; ".join(
             f"{{{', '.join(columns_of(cols, s))}}} (CDP {c:.2f})" for s, c in rule.divergent_sets[1:6])))
@@ -142,11 +148,12 @@ def _samples(ws, X, names, groups, cr, got, to_change) -> None:
     st.dataframe(table[["model output", "reaches target", "inlier", *changed]], hide_index=True, key="cr_samples")
     d1, d2 = st.columns(2)
     saved = {"row": g_row, "outcome": ws.outcome_text(g_target), "columns_to_change": to_change,
-             "rule_text": rule.to_text(names, groups)} | rule.to_dict(names, partial(box_record, cols))
+             "rule_text": rule.to_text(names, groups)} | rule.to_dict(names, partial(box_record, cols)) | {
+             "guarantee": rule.guarantee.to_dict()}
     download(d1, "Download the rule (JSON)", json.dumps(saved, indent=2),
              "counterfactual_rule.json", "application/json", key="cr_dl_json")
-    download(d2, "Download the samples (CSV)", to_csv(table), "counterfactual_samples.csv",
-             "text/csv", key="cr_dl_csv")
+    download(d2, "Download the samples (CSV)", to_csv(with_guarantee(table, rule.guarantee)),
+             "counterfactual_samples.csv", "text/csv", key="cr_dl_csv")
 
 
 def _regional_tab(ens, pred, names, groups, cr, actionable, levels) -> None:
@@ -174,14 +181,18 @@ def _regional_tab(ens, pred, names, groups, cr, actionable, levels) -> None:
                     raise ValueError("Write a filter first, e.g. `Age >= 30 and Income < 50000`.")
                 regions = [region_from_filter(text, names)]
             rules = cr.regional_rules(regions, reg_target, **actionable, **levels)
-            state.put(K.RULES_REGIONAL, pd.DataFrame([{
+            state.put(K.RULES_REGIONAL, (pd.DataFrame([{
                 "sub-population": r.region_text(names, groups), "rows": r.n_rows, "coverage": round(r.coverage, 4),
                 "rule": r.to_text(names, groups) if r.found else "—", "CDP": round(r.cdp, 3),
-                "CRP": round(r.crp, 3) if r.found else None, "note": r.note} for r in rules]))
-    reg = state.get(K.RULES_REGIONAL)
-    if reg is not None:
+                "CRP": round(r.crp, 3) if r.found else None, "rows moved to its edge": r.edge_rows,
+                "accepted by the model at its edge": round(r.edge_accepted, 3) if r.edge_rows else None,
+                "note": r.note} for r in rules]), rules_guarantee(rules)))
+    got = state.get(K.RULES_REGIONAL)
+    if got is not None:
+        reg, g = got
         st.dataframe(reg, hide_index=True, key="cr_reg_table")
-        download(st, "Download regional rules (CSV)", to_csv(reg), "regional_rules.csv",
+        show_guarantee(st, g, "this set of regional rules")
+        download(st, "Download regional rules (CSV)", to_csv(with_guarantee(reg, g)), "regional_rules.csv",
                  "text/csv", key="cr_reg_dl")
 
 

@@ -10,10 +10,14 @@ import streamlit as st
 from core.compression import explain_flat_curves, fcca, gosdt_available
 from core.figures import fcca_curves_figure, fcca_heatmap_figure
 from core.intake.csvsafe import to_csv
+from core.model.guarantee import with_guarantee
+from core.rules.onmodel import on_model
 from dashboard import state
-from dashboard.ui import download, graph_downloads, plain, session_cluster, user_errors
+from dashboard.ui import download, graph_downloads, plain, session_cluster, show_guarantee, user_errors
 
 K = state.Keys
+#: the run's default time limit (seconds), stated on the page beside the button
+RUN_LIMIT = 120.0
 CAPTION = ("Each correctly classified row gets its optimal counterfactual (cost λ0·changes + λ1·L1 on range-scaled "
            "features); the splits they cross are the thresholds where the model really decides. Keeping only the "
            "most frequent ones (quantile Q) compresses the data into a few binary features, on which a depth-3 "
@@ -30,19 +34,22 @@ def _form(ws, X) -> tuple[dict, str, bool]:
                              help="The paper uses 1, or 0.7 on large data to skip the rows far from the boundary.")
         lam0 = c3.number_input("λ0 (per feature changed)", 0.0, 10.0, 0.1, 0.05, key="fcca_l0")
         lam1 = c4.number_input("λ1 (L1, range-scaled)", 0.0, 10.0, 1.0, 0.1, key="fcca_l1")
-        d1, d2, d3, d4 = st.columns(4)
+        d1, d2, d3, d4, d5 = st.columns(5)
         lam2 = d1.number_input("λ2 (squared L2)", 0.0, 10.0, 0.0, 0.1, key="fcca_l2")
         max_points = int(d2.number_input("At most this many rows", 10, 20000, min(1000, len(X)), 10, key="fcca_max",
                                          help="An even spread of the eligible rows; every one costs a solve."))
         limit = d3.number_input("Seconds per counterfactual", 1.0, 120.0, 10.0, 1.0, key="fcca_limit")
-        jobs = int(d4.number_input("Parallel processes", 1, 8, 2, key="fcca_jobs"))
+        run_limit = d4.number_input("Seconds for the run", 5.0, 3600.0, RUN_LIMIT, 5.0, key="fcca_run_limit",
+                                    help="The run stops at this time: no counterfactual starts after it, and the "
+                                         "rows not reached (an even spread of the rest) are left out and counted.")
+        jobs = int(d5.number_input("Parallel processes", 1, 8, 2, key="fcca_jobs"))
         label_src = st.radio("Labels", ["labels in the data", "the model's predictions"] if have_labels
                              else ["the model's predictions"], horizontal=True, key="fcca_labels",
                              help="M keeps the rows the model classifies correctly (the paper uses the true "
                                   "labels).")
         go = st.form_submit_button("Compute counterfactuals and thresholds", type="primary")
     return (dict(p0=p0, p1=p1, lambda0=lam0, lambda1=lam1, lambda2=lam2, max_points=max_points, n_jobs=jobs,
-                 time_limit=float(limit)), label_src, go)
+                 time_limit=float(limit), run_time_limit=float(run_limit)), label_src, go)
 
 
 def _run(ws, ens, schema, X, pred) -> None:
@@ -50,10 +57,16 @@ def _run(ws, ens, schema, X, pred) -> None:
     kw, label_src, go = _form(ws, X)
     y_used = ws.y.to_numpy() if label_src == "labels in the data" else pred
     cluster = session_cluster()
+    on = {}
     if ws.model_kind != "tree_ensemble":
         st.caption("FCCA's thresholds are the splits its counterfactuals cross, so they are computed on the "
                    f"model's tree-ensemble surrogate (agreement {100 * ws.surrogate.fidelity:.1f}% on held-out "
-                   "rows): they are the surrogate's thresholds, exact for it, not proven for the model.")
+                   "rows): they are the surrogate's thresholds, not read off the model; every counterfactual is "
+                   "checked on the model itself, and each threshold says how many of its pairs the model accepts.")
+        solve_on, extra = ws.query_model()
+        on = {"model": on_model(solve_on, **extra), "surrogate": ws.surrogate}
+    st.caption(f"The run stops after {kw['run_time_limit']:.0f} s (Seconds for the run); the rows not reached by "
+               "then are left out and counted below.")
     if cluster:
         st.caption(f"Counterfactuals run on the Dask cluster at {cluster} (set on the Fairness audit page; clear "
                    "it there to run on this machine).")
@@ -62,7 +75,7 @@ def _run(ws, ens, schema, X, pred) -> None:
         cancel.button("Cancel", key="fcca_cancel", help="Stops the run; the previous result, if any, is kept.")
         bar = st.progress(0.0, text="Selecting rows…")
         with user_errors("FCCA could not be run"):
-            res = fcca(ens, X, y_used, **kw, schema=schema, scheduler=cluster or None,
+            res = fcca(ens, X, y_used, **kw, **on, schema=schema, scheduler=cluster or None,
                        progress=lambda d, t: bar.progress(d / t, text=f"{d} of {t} counterfactuals"))
             state.put(K.FCCA_RUN, {"key": ws.key, "result": res, "trees": {}})
         bar.empty()
@@ -82,6 +95,7 @@ def _counts(res) -> None:
     not_found = {k: v for k, v in res.statuses.items() if k not in ("optimal", "feasible")}
     if not_found:
         st.caption(f"Rows without a counterfactual (left out): {not_found}.")
+    show_guarantee(st, res.guarantee, "this set of thresholds")
 
 
 def _tree_settings() -> tuple[float, str, int]:
@@ -130,16 +144,19 @@ def _downloads(res, Q, method, depth, tree) -> None:
     all_t = res.thresholds.reset_index().assign(**{"kept up to Q": res.max_q().to_numpy()})
     st.dataframe(all_t[res.kept(Q)], hide_index=True, key="fcca_table")
 
+    g = res.guarantee
+
     def discretised_csv() -> str:   # built when downloaded, not on every move of the slider
         disc = res.discretize(None, Q)
         disc.insert(0, "label", res.y)
-        return to_csv(disc)
+        return to_csv(with_guarantee(disc, g))
 
     e1, e2, e3, e4 = st.columns(4)
-    download(e1, "Thresholds (CSV)", to_csv(all_t), "fcca_thresholds.csv", "text/csv", key="fcca_dl_t")
+    download(e1, "Thresholds (CSV)", to_csv(with_guarantee(all_t, g)), "fcca_thresholds.csv", "text/csv",
+             key="fcca_dl_t")
     download(e2, f"Discretised data at Q={Q:.2f} (CSV)", discretised_csv, "fcca_discretised.csv",
              "text/csv", key="fcca_dl_d", source=res, token=round(float(Q), 6))
-    download(e3, "Counterfactual pairs (CSV)", lambda: to_csv(res.pairs_frame()), "fcca_pairs.csv",
+    download(e3, "Counterfactual pairs (CSV)", lambda: to_csv(with_guarantee(res.pairs_frame(), g)), "fcca_pairs.csv",
              "text/csv", key="fcca_dl_p", source=res)
     if tree is not None:
         fitted = tree
@@ -148,7 +165,7 @@ def _downloads(res, Q, method, depth, tree) -> None:
             return json.dumps({
                 "Q": Q, "method": fitted.method, "depth": depth, "accuracy": fitted.accuracy,
                 "fidelity": fitted.fidelity, "text": fitted.to_text(), "graphviz": fitted.to_graphviz(),
-                "fcca": {**res.params, **res.summary()}}, indent=2, default=str)
+                "fcca": {**res.params, **res.summary()}, "guarantee": g.to_dict()}, indent=2, default=str)
 
         download(e4, "Tree (JSON)", tree_json, "fcca_tree.json", "application/json", key="fcca_dl_tree", source=res,
                  token=(round(float(Q), 4), method, depth))

@@ -11,10 +11,11 @@ import streamlit as st
 from core.counterfactual import rows_to_move
 from core.figures import change_keep_counts, change_keep_figure, rule_box_figure
 from core.intake.columns import box_record
+from core.rules.onmodel import on_model
 from core.tcrex import TCREx
 from dashboard import state
 from dashboard.caching import session_cached
-from dashboard.ui import big_table_gate, download, graph_downloads, plain, user_errors
+from dashboard.ui import big_table_gate, download, graph_downloads, plain, show_guarantee, user_errors
 from dashboard.widgets import favourable_picker, row_picker
 
 CAPTION = ("Counterfactual rules: regions where the model gives the target outcome for at least τ of the data "
@@ -34,9 +35,10 @@ def _rules(ws, ens, schema, names, X, pred):
     if not big_table_gate(len(X), "Learn the rules and metarules", f"mt_go_{ws.key}"):
         st.stop()
     with user_errors("The rules could not be learned"), st.spinner("Learning rules and metarules…"):
+        solve_on, extra = ws.query_model()        # every rule is applied at its edge and checked on the model
         tc = session_cached("tcrex", (ws.key, str(target), tau, rho, n_trees), lambda: TCREx(
-            rho=rho, tau=tau, n_trees=n_trees, groups=groups, random_state=0).fit(X, pred, target,
-                                                                                   feature_names=names))
+            rho=rho, tau=tau, n_trees=n_trees, groups=groups, random_state=0).fit(
+                X, pred, target, feature_names=names, model=on_model(solve_on, **extra), schema=schema))
     if tc is None:
         st.stop()
     return tc, target
@@ -84,6 +86,7 @@ def main() -> None:
     m[1].metric("Metarules", len(tc.metarules_))
     m[2].metric("Grid cells", f"{tc.n_cells_:,}")
     m[3].metric("Fit time", f"{tc.result_.elapsed * 1000:.0f} ms")
+    show_guarantee(st, tc.result_.guarantee, "this set of rules")
     _explain_row(ws, tc, X, pred, to_move)
     st.dataframe(tc.rule_table(X), hide_index=True)
     _what_rules_ask(tc, names, X, pred, to_move)

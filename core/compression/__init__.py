@@ -51,6 +51,22 @@ class for the cheapest other class (each other class is solved and the
 cheapest kept), and the probability filter uses the probability of the
 row's class. Regressors and anomaly detectors are refused.
 
+A model that is not a tree ensemble (an MLP run in its worker; a linear model, whose
+splits are not its own) is given as ``model`` (:func:`core.rules.onmodel.on_model`) with
+the tree-ensemble ``surrogate`` its ``ensemble`` is the view of: the counterfactuals are
+then the surrogate's, optimal for it, and the thresholds the surrogate's splits. They
+are labelled so: every counterfactual is checked on the model itself (one batched call
+for all of them), each threshold says how many of its pairs the model accepts, and the
+guarantee is an estimate through the surrogate (its fidelity), never an exact or proven
+answer about the model. M is then the rows the model classifies correctly and the
+surrogate decides as the model does (a counterfactual of the surrogate starts from a
+row it reads as the model).
+
+``run_time_limit`` bounds the whole run: no counterfactual starts after it and the one
+running stops at it (its best point so far kept, as a time limit does); rows not
+reached are counted as ``"not reached"``. The rows are solved in a seeded shuffled
+order, so the rows reached are an even spread of M, not its first rows.
+
 Phases 1-2 are here (:func:`fcca`); the result, with Q and all read from it, in
 :mod:`core.compression.result`; the surrogate tree in :mod:`core.compression.tree`.
 """
@@ -59,7 +75,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -76,6 +92,7 @@ from core.model.features import as_table, feature_index
 from core.model.missing import indicator_of, missing_as_states
 from core.optimal import optimal_counterfactual
 from core.optimal.batch import map_rows
+from core.rules.onmodel import OnModel
 from core.schema import Schema, infer_schema, with_missing_states
 from core.settings import (
     N_JOBS,
@@ -95,6 +112,8 @@ from core.typing import ArrayLike, ModelLike, Rows
 if TYPE_CHECKING:
     from distributed import Client
 
+    from core.surrogate import Surrogate
+
 __all__ = ["fcca", "FCCASettings", "FCCAResult", "TreeFit", "FCCAError", "default_eps", "gosdt_available",
            "explain_flat_curves"]
 
@@ -111,10 +130,29 @@ def default_eps(X: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- phase 1-2
-def _one_row(item: tuple[np.ndarray, list[Any]], ensemble: TreeEnsemble, kwargs: dict[str, Any]):
-    """The cheapest counterfactual of ``x`` over its target classes (one-vs-rest)."""
+#: what a row not reached before the run's time limit gives (its status)
+NOT_REACHED = "not reached"
+
+
+def _one_row(item: tuple[np.ndarray, list[Any]], ensemble: TreeEnsemble, kwargs: dict[str, Any],
+             deadline: float | None = None):
+    """The cheapest counterfactual of ``x`` over its target classes (one-vs-rest); with a
+    ``deadline`` (wall-clock, :func:`time.time`, the same in every process of the machine) none
+    starts after it and a running one stops at it."""
     x, targets = item
-    results = [optimal_counterfactual(ensemble, x, t, **kwargs) for t in targets]
+    results = []
+    for t in targets:
+        if deadline is not None:
+            left = deadline - time.time()
+            if left <= 0:
+                break
+            kw = {**kwargs, "time_limit": min(float(kwargs["time_limit"]), left),
+                  "should_stop": lambda: time.time() >= deadline}
+        else:
+            kw = kwargs
+        results.append(optimal_counterfactual(ensemble, x, t, **kw))
+    if not results:
+        return NOT_REACHED
     found = [r for r in results if r.found]
     return min(found, key=lambda r: r.cost) if found else results[0]
 
@@ -172,14 +210,15 @@ def _cost_mix(norm: Any, lambdas: dict[str, Any]) -> dict[str, Any]:
 
 @validated(FCCAError, p0=probability, p1=probability, norm=optional(norm_setting), lambda0=optional(nonnegative),
            lambda1=optional(nonnegative), lambda2=optional(nonnegative), max_points=optional(integer(1)),
-           time_limit=seconds, n_jobs=n_jobs_setting, scheduler=scheduler_setting)
+           time_limit=seconds, n_jobs=n_jobs_setting, scheduler=scheduler_setting, run_time_limit=optional(seconds))
 def fcca(ensemble: ModelLike, X: Rows, y: ArrayLike, *, schema: Schema | None = None, p0: float = 0.5, p1: float = 1.0,
          norm: str | Mapping[str, float] | None = None, lambda0: float | None = None,
          lambda1: float | None = None, lambda2: float | None = None, eps: ArrayLike | Mapping[str, float] | None = None,
          max_points: int | None = None, time_limit: float = ROW_TIME_LIMIT, n_jobs: int = N_JOBS,
          scheduler: str | Client | None = None,
          progress: Callable[[int, int], None] | None = None,
-         should_stop: Callable[[], bool] | None = None) -> FCCAResult:
+         should_stop: Callable[[], bool] | None = None, model: OnModel | None = None,
+         surrogate: Surrogate | None = None, run_time_limit: float | None = None) -> FCCAResult:
     """Run FCCA's phases 1-2 (see the module docstring); Q is applied later.
 
     Parameters
@@ -210,6 +249,11 @@ def fcca(ensemble: ModelLike, X: Rows, y: ArrayLike, *, schema: Schema | None = 
         core), or a Dask scheduler address or Client (:mod:`core.settings`).
     progress : called as progress(done, total).
     should_stop : polled between rows; True stops early (``cancelled``).
+    model : the model itself when ``ensemble`` is not it (:func:`core.rules.onmodel.on_model`):
+        every counterfactual is checked on it, and the result says what kind of model it was.
+    surrogate : the :class:`core.surrogate.Surrogate` that ``ensemble`` is the view of (its
+        fidelity goes into the guarantee); needs ``model``.
+    run_time_limit : float or None, default None, seconds for the whole run (module docstring).
 
     Examples
     --------
@@ -249,44 +293,93 @@ def fcca(ensemble: ModelLike, X: Rows, y: ArrayLike, *, schema: Schema | None = 
         elif f.actionability != "free":
             free = free.with_updates(f.name, actionability="free")
 
-    pred = ens.predict(A)
-    cand, n_candidates = _select(ens, A, y, pred, s)
+    checker = _checker(model, surrogate)
+    deadline = None if run_time_limit is None else time.time() + float(run_time_limit)
+    own = ens.predict(A)
+    pred = own if checker is None else np.asarray(checker.predict(A))      # the model's own decisions
+    cand, n_candidates = _select(ens, A, y, pred, s, own)
     t_select = time.perf_counter()
     norm = {"l0": float(s.lambda0), "l1": float(s.lambda1), "l2": float(s.lambda2)}
     kwargs = dict(schema=free, norm=norm, time_limit=float(s.time_limit), X_ref=A, warm=True,
                   n_workers=1 if (n_jobs != 1 or scheduler) else 2)
     others = {c: [o for o in ens.classes if o != c] for c in ens.classes}
-    items = [(A[i], others[pred[i]]) for i in cand]
-    results = map_rows(partial(_one_row, ensemble=ens, kwargs=kwargs), items, n_jobs=n_jobs, chunk_size="auto",
-                       progress=progress, should_stop=should_stop, scheduler=scheduler)
+    order = np.random.default_rng(0).permutation(cand.size)     # any prefix of the run: an even spread of M
+    items = [(A[cand[k]], others[pred[cand[k]]]) for k in order]
+    done = map_rows(partial(_one_row, ensemble=ens, kwargs=kwargs, deadline=deadline), items, n_jobs=n_jobs,
+                    chunk_size="auto", progress=progress, should_stop=should_stop, scheduler=scheduler)
+    results: list[Any] = [None] * cand.size
+    for k, res in zip(order, done):
+        results[k] = res
     t_cf = time.perf_counter()
 
     levels = feature_levels(ens, [f.kind for f in schema.features])   # the splits a counterfactual can cross
-    statuses: dict[str, int] = {}
-    rows, x0s, xces, costs = [], [], [], []
-    pair_t: list[tuple[int, int, float]] = []
-    for i, res in zip(cand, results):
-        st = "not run" if res is None else res.status
-        statuses[st] = statuses.get(st, 0) + 1
-        if res is None or not res.found:
-            continue
-        x0, xc = A[i], np.asarray(res.x, dtype=float)
-        rows.append(int(i))
-        costs.append(float(res.cost))
-        x0s.append(x0)
-        xces.append(xc)
-        pair_t.extend((int(i), j, t) for j, t in _pair_thresholds(levels, x0, xc, eps_arr))
-    if not rows:
+    pairs = _pairs(A, cand, results, levels, eps_arr)
+    if not pairs.rows:
         raise FCCAError(f"No counterfactual was found for the {cand.size} selected rows "
-                        f"(statuses: {statuses}); raise the time limit.")
+                        f"(statuses: {pairs.statuses}); raise the time limit.")
+    checked = None if checker is None else _check_pairs(checker, ens, np.array(pairs.xces), pred[pairs.rows])
     t_end = time.perf_counter()
     params = {"p0": s.p0, "p1": s.p1, "lambda0": s.lambda0, "lambda1": s.lambda1, "lambda2": s.lambda2,
-              "max_points": s.max_points, "time_limit": s.time_limit, "n_jobs": n_jobs}
+              "max_points": s.max_points, "time_limit": s.time_limit, "n_jobs": n_jobs,
+              "run_time_limit": run_time_limit}
     timings = {"select": t_select - t_start, "counterfactuals": t_cf - t_select, "thresholds": t_end - t_cf,
                "total": t_end - t_start}
-    return FCCAResult(names, A, y, pred, np.array(rows, dtype=int), np.array(x0s), np.array(xces),
-                      np.array(costs), pair_t, _threshold_table(pair_t, names), eps_arr, statuses, params, timings,
-                      n_candidates, any(r is None for r in results), ens)
+    kind = "tree_ensemble" if checker is None else checker.kind
+    source = "model" if kind == "tree_ensemble" and surrogate is None else "surrogate"
+    table = _threshold_table(pairs.pair_t, names, source, None if checked is None else
+                             {r for r, ok in zip(pairs.rows, checked) if ok})
+    return FCCAResult(names, A, y, pred, np.array(pairs.rows, dtype=int), np.array(pairs.x0s),
+                      np.array(pairs.xces), np.array(pairs.costs), pairs.pair_t, table, eps_arr, pairs.statuses,
+                      params, timings, n_candidates, any(r is None for r in results), ens, kind,
+                      None if surrogate is None else surrogate.fidelity,
+                      None if surrogate is None else surrogate.boundary_fidelity, checked)
+
+
+def _checker(model: OnModel | None, surrogate: Surrogate | None) -> OnModel | None:
+    """The model to check on, checked."""
+    if model is not None and not isinstance(model, OnModel):
+        raise FCCAError(f"model is the model to check the counterfactuals on (core.rules.onmodel.on_model(...)); "
+                        f"got {type(model).__name__}.")
+    if surrogate is not None and model is None:
+        raise FCCAError("A surrogate is given without the model it stands for: pass model= as well.")
+    return model
+
+
+@dataclass
+class _Pairs:
+    """The counterfactual pairs found, in the order of M, and their thresholds."""
+
+    rows: list[int] = field(default_factory=list)
+    x0s: list[np.ndarray] = field(default_factory=list)
+    xces: list[np.ndarray] = field(default_factory=list)
+    costs: list[float] = field(default_factory=list)
+    pair_t: list[tuple[int, int, float]] = field(default_factory=list)
+    statuses: dict[str, int] = field(default_factory=dict)
+
+
+def _pairs(A: np.ndarray, cand: np.ndarray, results: list[Any], levels: list[np.ndarray], eps: np.ndarray
+           ) -> _Pairs:
+    out = _Pairs()
+    for i, res in zip(cand, results):
+        st = "not run" if res is None else NOT_REACHED if isinstance(res, str) else res.status
+        out.statuses[st] = out.statuses.get(st, 0) + 1
+        if res is None or isinstance(res, str) or not res.found:
+            continue
+        x0, xc = A[i], np.asarray(res.x, dtype=float)
+        out.rows.append(int(i))
+        out.costs.append(float(res.cost))
+        out.x0s.append(x0)
+        out.xces.append(xc)
+        out.pair_t.extend((int(i), j, t) for j, t in _pair_thresholds(levels, x0, xc, eps))
+    return out
+
+
+def _check_pairs(checker: OnModel, ens: TreeEnsemble, X_ce: np.ndarray, own: np.ndarray) -> np.ndarray:
+    """Per pair: does the model itself give the counterfactual the class it was found for
+    on the surrogate (another class than the row's)? One call for all of them."""
+    theirs = np.asarray(checker.predict(X_ce))
+    reached = ens.predict(X_ce)
+    return same_labels(theirs, reached) & ~same_labels(theirs, own)
 
 
 def _labels(y: Any, n: int) -> np.ndarray:
@@ -330,13 +423,16 @@ def _check_settings(s: FCCASettings, ens: TreeEnsemble, A: np.ndarray) -> np.nda
     return eps_arr
 
 
-def _select(ens: TreeEnsemble, A: np.ndarray, y: np.ndarray, pred: np.ndarray, s: FCCASettings
-            ) -> tuple[np.ndarray, int]:
-    """The rows of M (classified correctly with probability in [p0, p1]), at most
-    ``max_points`` of them evenly spread, and how many there were."""
+def _select(ens: TreeEnsemble, A: np.ndarray, y: np.ndarray, pred: np.ndarray, s: FCCASettings,
+            solved: np.ndarray) -> tuple[np.ndarray, int]:
+    """The rows of M (classified correctly with probability in [p0, p1], and decided by
+    ``ensemble``, whose labels are ``solved``, as by the model), at most ``max_points`` of
+    them evenly spread, and how many there were."""
     cls_pos = {c: i for i, c in enumerate(() if ens.classes is None else ens.classes)}
-    own = ens.predict_proba(A)[np.arange(len(A)), [cls_pos[p] for p in pred]]   # probability of the row's class
-    cand = np.flatnonzero(same_labels(pred, y) & (own >= s.p0 - 1e-12) & (own <= s.p1 + 1e-12))
+    agree = same_labels(pred, solved)
+    cls = [cls_pos[p] if ok else 0 for p, ok in zip(solved, agree)]
+    own = ens.predict_proba(A)[np.arange(len(A)), cls]                        # probability of the row's class
+    cand = np.flatnonzero(same_labels(pred, y) & agree & (own >= s.p0 - 1e-12) & (own <= s.p1 + 1e-12))
     n_candidates = int(cand.size)
     if s.max_points is not None and cand.size > s.max_points:
         cand = cand[np.unique(np.linspace(0, cand.size - 1, int(s.max_points)).round().astype(int))]
@@ -358,13 +454,25 @@ def _pair_thresholds(levels: list[np.ndarray], x0: np.ndarray, xc: np.ndarray, e
         yield int(j), t
 
 
-def _threshold_table(pair_t: list[tuple[int, int, float]], names: list[str]) -> pd.DataFrame:
-    """Thresholds with their counts, indexed by feature, sorted."""
+def _threshold_table(pair_t: list[tuple[int, int, float]], names: list[str], source: str = "model",
+                     accepted: set[int] | None = None) -> pd.DataFrame:
+    """Thresholds with their counts, indexed by feature, sorted; ``source`` says whose split
+    each is ("model", or "surrogate" when the ensemble solved stands for the model); with
+    ``accepted`` (the rows whose counterfactual the model itself accepts), the column
+    ``accepted by the model``: how many of the threshold's pairs those are."""
+    checked = accepted is not None
     if not pair_t:
-        return pd.DataFrame({"threshold": np.array([], dtype=float), "count": np.array([], dtype=int)},
-                            index=pd.Index([], name="feature", dtype=object))
+        empty = {"threshold": np.array([], dtype=float), "count": np.array([], dtype=int),
+                 "source": np.array([], dtype=object)}
+        if checked:
+            empty["accepted by the model"] = np.array([], dtype=int)
+        return pd.DataFrame(empty, index=pd.Index([], name="feature", dtype=object))
     tab = pd.DataFrame(pair_t, columns=["row", "j", "threshold"])
-    tab = tab.groupby(["j", "threshold"]).size().rename("count").reset_index().sort_values(["j", "threshold"])
-    return pd.DataFrame({"threshold": tab["threshold"].to_numpy(dtype=float),
-                         "count": tab["count"].to_numpy(dtype=int)},
-                        index=pd.Index([names[j] for j in tab["j"]], name="feature"))
+    tab["ok"] = tab["row"].isin(accepted or ())
+    tab = tab.groupby(["j", "threshold"]).agg(count=("row", "size"), ok=("ok", "sum")).reset_index()
+    tab = tab.sort_values(["j", "threshold"])
+    cols = {"threshold": tab["threshold"].to_numpy(dtype=float), "count": tab["count"].to_numpy(dtype=int),
+            "source": np.full(len(tab), source, dtype=object)}
+    if checked:
+        cols["accepted by the model"] = tab["ok"].to_numpy(dtype=int)
+    return pd.DataFrame(cols, index=pd.Index([names[j] for j in tab["j"]], name="feature"))

@@ -64,7 +64,9 @@ class FCCAResult(Result):
     """Counterfactual pairs, thresholds and everything needed to discretise; a
     :class:`core.model.result.Result`: ``params``, ``elapsed`` (the total of ``timings``)
     and ``guarantee`` (``proven_optimal`` when every pair was proven optimal, else
-    ``time_limited``; the thresholds are read exactly off the pairs).
+    ``time_limited``; the thresholds are read exactly off the pairs). On a model that is
+    not a tree ensemble the pairs are its surrogate's: the guarantee is then ``estimated``
+    through the surrogate, with its fidelity, and says how many the model itself accepts.
 
     Attributes
     ----------
@@ -78,6 +80,11 @@ class FCCAResult(Result):
         and ``count`` (the multiplicity pi_t), sorted by feature order then value.
     eps : per-feature tolerances used.
     statuses : count of solver statuses over M; ``params`` and ``timings``.
+    model_kind : what the model is (``"tree_ensemble"``: ``ensemble`` is the model itself).
+    surrogate_fidelity, boundary_fidelity : when ``ensemble`` is a surrogate of the model,
+        its agreement with it on held-out rows and near its decision boundary.
+    valid_on_model : per pair (aligned with ``rows``), does the model itself give the
+        counterfactual the class it was found for; None when not checked.
     """
 
     feature_names: list[str]
@@ -97,6 +104,10 @@ class FCCAResult(Result):
     n_candidates: int = 0
     cancelled: bool = False
     ensemble: TreeEnsemble | None = None
+    model_kind: str = "tree_ensemble"
+    surrogate_fidelity: float | None = None
+    boundary_fidelity: float | None = None
+    valid_on_model: np.ndarray | None = None
 
     kind: ClassVar[str] = "fcca"
     what: ClassVar[str] = "FCCA result"
@@ -110,17 +121,43 @@ class FCCAResult(Result):
         return math.nan if total is None else float(total)
 
     @property
+    def via_surrogate(self) -> bool:
+        """Are the pairs and thresholds a surrogate's (the model is not the ensemble solved)?"""
+        return self.model_kind != "tree_ensemble" or self.surrogate_fidelity is not None
+
+    def _not_reached(self) -> str:
+        """The sentence on the rows the run's time limit left out ("" when none)."""
+        k = self.statuses.get("not reached", 0)
+        return (f" {k:,} rows of M were not reached within the run's time limit "
+                f"({self.params.get('run_time_limit')} s) and are left out." if k else "")
+
+    @property
     def guarantee(self) -> Guarantee:  # type: ignore[override]
-        n = sum(self.statuses.values())
+        n = sum(v for k, v in self.statuses.items() if k not in ("not reached", "not run"))    # searches run
         proven = self.statuses.get("optimal", 0) + self.statuses.get("infeasible", 0)
+        if self.via_surrogate:
+            return self._surrogate_guarantee(n, proven)
         if proven == n and not self.cancelled:
             return Guarantee("proven_optimal", note=f"Each of the {n:,} counterfactual searches is proven (an optimal "
-                             "pair, or none exists); the thresholds are read exactly off the pairs.")
+                             "pair, or none exists); the thresholds are read exactly off the pairs."
+                             + self._not_reached())
         return Guarantee("time_limited", note=(
             f"{proven:,} of the {n:,} counterfactual searches were proven (an optimal pair, or none exists)"
             + (" (the run was cancelled)" if self.cancelled else "")
             + "; the others give the best point found in time, or none. The thresholds are read exactly "
-            "off the pairs."))
+            "off the pairs." + self._not_reached()))
+
+    def _surrogate_guarantee(self, n: int, proven: int) -> Guarantee:
+        """Estimated through the surrogate: what was optimal for it, and what the model accepts."""
+        note = (f"The counterfactuals are the surrogate's ({proven:,} of the {n:,} searches proven optimal for it) and "
+                "every threshold is one of its splits, not read off the model")
+        if self.valid_on_model is not None and len(self.valid_on_model):
+            ok, k = int(np.sum(self.valid_on_model)), len(self.valid_on_model)
+            note += (f"; checked on the model itself, {ok:,} of the {k:,} counterfactuals ({ok / k:.1%}) reach the "
+                     "class they were found for, and each threshold says how many of its pairs do")
+        note += "." + self._not_reached()
+        return Guarantee("estimated", self.model_kind, surrogate_fidelity=self.surrogate_fidelity,  # type: ignore[arg-type]
+                         boundary_fidelity=self.boundary_fidelity, note=note)
 
     def _body(self) -> dict[str, Any]:
         w = Writer().value("feature_names", list(self.feature_names)).array("X", self.X)
@@ -131,6 +168,9 @@ class FCCAResult(Result):
         w.value("thresholds", frame_to_dict(self.thresholds)).array("eps", self.eps)
         w.value("statuses", {str(k): int(v) for k, v in self.statuses.items()}).numbers("timings", self.timings)
         w.value("n_candidates", int(self.n_candidates)).value("cancelled", bool(self.cancelled))
+        w.value("model_kind", self.model_kind).value("surrogate_fidelity", self.surrogate_fidelity)
+        w.value("boundary_fidelity", self.boundary_fidelity)
+        w.value("valid_on_model", None if self.valid_on_model is None else [bool(v) for v in self.valid_on_model])
         return w.value("ensemble", None if self.ensemble is None else ensemble_to_dict(self.ensemble)).done()
 
     @classmethod
@@ -140,13 +180,16 @@ class FCCAResult(Result):
             return np.asarray(r.get(key), dtype=dtype if dtype.kind in "biufU" else object)
 
         ens = r.get("ensemble", None)
+        checked = r.get("valid_on_model", None)           # absent: saved before the check, or on a tree ensemble
         return cls([str(n) for n in r.get("feature_names")], r.array("X"), labels("y"), labels("pred"),
                    r.array("rows", dtype=np.int64), r.array("x0"), r.array("x_ce"), r.array("costs", math.inf),
                    [(int(i), int(j), float(t)) for i, j, t in r.get("pair_thresholds")],
                    frame_from_dict(r.get("thresholds")), r.array("eps"),
                    {str(k): int(v) for k, v in r.get("statuses").items()}, dict(r.get("params")),
                    r.numbers("timings"), int(r.get("n_candidates")), bool(r.get("cancelled")),
-                   None if ens is None else ensemble_from_dict(ens))
+                   None if ens is None else ensemble_from_dict(ens), str(r.get("model_kind", "tree_ensemble")),
+                   r.get("surrogate_fidelity", None), r.get("boundary_fidelity", None),
+                   None if checked is None else np.asarray(checked, dtype=bool))
 
     # ---- selection
     def _check_q(self, Q: float) -> float:
@@ -326,11 +369,16 @@ class FCCAResult(Result):
         """The counterfactual pairs, one row per changed feature, for export."""
         recs = []
         pos = {int(r): i for i, r in enumerate(self.rows)}
+        columns = ["row", "feature", "x0", "x_ce", "threshold", "cost"]
+        checked = self.valid_on_model
         for row, j, t in self.pair_thresholds:
             i = pos[row]
-            recs.append({"row": row, "feature": self.feature_names[j], "x0": self.x0[i, j],
-                         "x_ce": self.x_ce[i, j], "threshold": t, "cost": self.costs[i]})
-        return pd.DataFrame(recs, columns=["row", "feature", "x0", "x_ce", "threshold", "cost"])
+            rec = {"row": row, "feature": self.feature_names[j], "x0": self.x0[i, j],
+                   "x_ce": self.x_ce[i, j], "threshold": t, "cost": self.costs[i]}
+            if checked is not None:
+                rec["valid on the model"] = bool(checked[i])
+            recs.append(rec)
+        return pd.DataFrame(recs, columns=columns + ([] if checked is None else ["valid on the model"]))
 
     def summary(self) -> dict[str, Any]:
         return {"candidates (M)": self.n_candidates, "counterfactuals found": int(len(self.rows)),

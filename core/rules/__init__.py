@@ -69,7 +69,8 @@ CRP), :mod:`core.rules.search` (divergent sets, local and regional rules),
 state; :mod:`core.rules.estimator` (``CounterfactualRules``, the
 scikit-learn-style wrapper keeping the state as ``state_``),
 :mod:`core.rules.results` (what is returned), :mod:`core.rules.bitsets`
-(bitsets and the compiled kernel).
+(bitsets and the compiled kernel), :mod:`core.rules.onmodel` (a rule applied at its
+edge and checked on the model itself, for these rules and T-CREx's).
 """
 
 from core.errors import NoCounterfactualRuleError

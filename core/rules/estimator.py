@@ -5,19 +5,29 @@ as ``state_``) and the plain functions of :mod:`core.rules.engines`,
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
-from typing import Any, Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from core.counterfactual import output_mask
 from core.errors import NotFittedError, QueryError
 from core.model.features import as_table
 from core.rules import engines, sampling, search
-from core.rules.results import Bounded, LocalRule, RegionalRule, RuleLevels
+from core.rules.onmodel import EdgeSettings, OnModel, edge_points
+from core.rules.results import Bounded, LocalRule, RegionalRule, RuleLevels, edge_checks, rule_guarantee
 from core.rules.state import FittedRules, check_levels, fit_state
 from core.settings import RANDOM_STATE, integer, n_jobs_setting, n_workers_setting, optional, probability, validated
 from core.typing import ArrayLike, Features, Row, Rows, TargetSpec
+
+if TYPE_CHECKING:
+    from core.schema import Schema
+
+#: a local rule's CRP on the model is measured on at most this many points (one call)
+CRP_POINTS = 500
 
 
 def _listed(items: Any, what: str, of: str) -> list[Any]:
@@ -126,11 +136,24 @@ class CounterfactualRules:
 
     # ------------------------------------------------------------------ fit
     @validated(QueryError)
-    def fit(self, X: Rows, y_model: ArrayLike, feature_names: Sequence[str] | None = None) -> "CounterfactualRules":
+    def fit(self, X: Rows, y_model: ArrayLike, feature_names: Sequence[str] | None = None, *,
+            model: OnModel | None = None, schema: Schema | None = None) -> "CounterfactualRules":
+        """Fit the surrogate forest on ``(X, y_model)``. ``model`` (keyword-only;
+        :func:`core.rules.onmodel.on_model`, e.g. of a workspace's ``query_model()``): the
+        model itself; every rule found is then applied at its edge and checked on it (one
+        batched call per query), and its guarantee says what the model accepted; ``schema``
+        gives the features' kinds and spans for the edge (default: read from ``X``)."""
         t0 = time.perf_counter()
+        if model is not None and not isinstance(model, OnModel):
+            raise QueryError(f"model is the model to check the rules on (core.rules.onmodel.on_model(...)); got "
+                             f"{type(model).__name__}.")
         st = fit_state(X, y_model, feature_names, n_estimators=self.n_estimators, max_depth=self.max_depth,
                        levels=RuleLevels(self.pi, self.pi_c, self.top_k), groups=self.groups,
                        random_state=self.random_state, n_workers=self.n_workers, max_rows=self.max_rows)
+        if schema is not None and len(schema.features) != st.d:
+            raise QueryError(f"The schema describes {len(schema.features)} features; X has {st.d}.")
+        self.model_ = model
+        self.edges_ = EdgeSettings.of(st.X, schema, [u for u in st.units if len(u) >= 2])
         self.state_ = st
         self.n_features_in_ = st.d
         self.feature_names_ = st.feature_names
@@ -203,8 +226,34 @@ class CounterfactualRules:
         ``decrease_only`` take names or column indices)."""
         st = self._state
         x = st.row(x)
-        return search.local_rule(st, x, target, fixed=fixed, increase_only=increase_only,
+        rule = search.local_rule(st, x, target, fixed=fixed, increase_only=increase_only,
                                  decrease_only=decrease_only, **self._levels(pi, pi_c, top_k))
+        model = getattr(self, "model_", None)
+        return rule if model is None else self._check_local(rule, model)
+
+    @staticmethod
+    def _checked(rule: Any, model: OnModel, **fields: Any) -> Any:
+        """``rule`` with the fields of its check on the model, and the guarantee they give."""
+        params = {**rule.params, "checked_on": model.kind}
+        done = replace(rule, params=params, **fields)
+        return replace(done, guarantee=rule_guarantee(params, edge_checks([done])))
+
+    def _check_local(self, rule: LocalRule, model: OnModel) -> LocalRule:
+        """The row moved into the rule at its edge, and the row with the values of S of the
+        fitted rows inside the rule (at most :data:`CRP_POINTS`, seeded): one call of the model."""
+        st = self._state
+        S = np.asarray(rule.features, dtype=np.int64)
+        inside = np.flatnonzero(np.all((st.X[:, S] > rule.lower[S]) & (st.X[:, S] <= rule.upper[S]), axis=1))
+        if len(inside) > CRP_POINTS:
+            inside = np.sort(np.random.default_rng(st.random_state).choice(inside, CRP_POINTS, replace=False))
+        P = np.repeat(rule.x[None, :], len(inside), axis=0)
+        P[:, S] = st.X[np.ix_(inside, S)]
+        edge = edge_points(rule.x[None, :], rule.lower, rule.upper, self.edges_)
+        ok = model.accepts(np.vstack([rule.x[None, :], edge, P]), rule.target)
+        lacks = not ok[0]                                  # a row the model already gives the target moves nowhere
+        return self._checked(rule, model, edge_rows=int(lacks), edge_accepted=float(ok[1]) if lacks else math.nan,
+                             model_crp=float(ok[2:].mean()) if len(inside) else math.nan,
+                             model_crp_rows=len(inside))
 
     @validated(QueryError)
     def regional_rules(self, regions: Sequence[Any], target: TargetSpec, *, fixed: Features = (),
@@ -215,8 +264,27 @@ class CounterfactualRules:
         arrays of the d features, or an object with ``lower`` and ``upper``."""
         st = self._state
         regions = [_box(st.d, r, "regions") for r in _listed(regions, "regions", "(lower, upper) boxes")]
-        return search.regional_rules(st, regions, target, fixed=fixed, increase_only=increase_only,
-                                     decrease_only=decrease_only, **self._levels(pi, pi_c, top_k))
+        rules = search.regional_rules(st, regions, target, fixed=fixed, increase_only=increase_only,
+                                      decrease_only=decrease_only, **self._levels(pi, pi_c, top_k))
+        model = getattr(self, "model_", None)
+        return rules if model is None else self._check_regional(rules, target, model)
+
+    def _check_regional(self, rules: list[RegionalRule], target: TargetSpec, model: OnModel) -> list[RegionalRule]:
+        """Each rule applied at its edge to its region's fitted rows that lack the target (by
+        the model's outputs the forest was fitted on): one call of the model for every rule."""
+        st = self._state
+        lacking = ~output_mask(st.y, target)
+        rows, moved = [], [st.X[:0]]
+        for r in rules:
+            i = np.zeros(0, dtype=np.int64)
+            if r.lower is not None and r.upper is not None:
+                i = np.flatnonzero(lacking & np.all((st.X > r.region_lower) & (st.X <= r.region_upper), axis=1))
+                moved.append(edge_points(st.X[i], r.lower, r.upper, self.edges_))
+            rows.append(i)
+        ok = model.accepts(np.vstack(moved), target)
+        starts = np.cumsum([0] + [len(i) for i in rows])
+        return [self._checked(r, model, edge_rows=len(i), edge_accepted=float(ok[a:b].mean()) if len(i) else math.nan)
+                for r, i, a, b in zip(rules, rows, starts[:-1], starts[1:])]
 
     @validated(QueryError)
     def propose_regions(self, target: TargetSpec, max_depth: int = 3, min_share: float = 0.02

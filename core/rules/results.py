@@ -42,17 +42,49 @@ class Box(model_box.Box):
     n_cells: int
 
 
-def rule_guarantee(params: dict[str, Any]) -> Guarantee:
+def rule_guarantee(params: dict[str, Any], checks: dict[str, Any] | None = None) -> Guarantee:
     """What a counterfactual rule guarantees: its CDP and CRP are estimates of the
     surrogate forest on the rows it was fitted on (``params``' ``n_rows`` and
-    ``fidelity``, when given); the rule itself is not checked on the model."""
+    ``fidelity``, when given). With ``checks`` (:func:`edge_checks` of rules checked on the
+    model, ``params["checked_on"]`` its kind) it says what the model itself accepted, and
+    is ``valid_on_model`` when the model accepted every move checked; otherwise the rule
+    is not checked on the model itself."""
     n, fid = params.get("n_rows"), params.get("fidelity")
     rows = f"the {n:,} rows" if isinstance(n, int) else "the rows"
     agree = (f" (it reproduces the model on {fid:.1%} of them)" if isinstance(fid, float) and 0 <= fid <= 1
              and not params.get("regression") else "")
-    return Guarantee("estimated", note=(
-        f"CDP and CRP are estimated by a random-forest surrogate of the model on {rows} it was fitted on{agree}; "
-        "the rule is not checked on the model itself."))
+    note = f"CDP and CRP are estimated by a random-forest surrogate of the model on {rows} it was fitted on{agree}"
+    kind = params.get("checked_on")
+    if kind is None or checks is None:
+        return Guarantee("estimated", note=note + "; the rule is not checked on the model itself.")
+    moved, ok = int(checks["edge_rows"]), int(checks["edge_ok"])
+    words = (f"; applied at its edge to the {moved:,} row{'s' * (moved != 1)} lacking the target, the rule is accepted "
+             f"by the model itself for {ok:,} ({ok / moved:.1%})" if moved else
+             "; no row lacking the target was there to move, so no move was checked on the model")
+    if checks.get("crp_rows"):
+        words += (f"; with the data's values of its features inside it and the row's other values, the model gives "
+                  f"the target for {checks['crp']:.1%} of {int(checks['crp_rows']):,} points")
+    return Guarantee("valid_on_model" if moved and ok == moved else "estimated", kind, note=note + words + ".")
+
+
+def edge_checks(rules: Sequence[Any]) -> dict[str, Any]:
+    """The checks on the model of one or more rules, pooled: rows moved to the rules' edges
+    and how many the model accepted (and, for one local rule, its CRP on the model)."""
+    moved = sum(int(r.edge_rows) for r in rules)
+    ok = sum(int(round(r.edge_accepted * r.edge_rows)) for r in rules if r.edge_rows)
+    out: dict[str, Any] = {"edge_rows": moved, "edge_ok": ok}
+    crp_rows = int(getattr(rules[0], "model_crp_rows", 0)) if len(rules) == 1 else 0
+    if crp_rows:
+        out.update(crp=float(rules[0].model_crp), crp_rows=crp_rows)
+    return out
+
+
+def rules_guarantee(rules: Sequence[Any]) -> Guarantee:
+    """One guarantee for a table of regional rules (a page's table, its CSV): the checks of
+    every rule pooled (:func:`edge_checks`)."""
+    if not rules:
+        return Guarantee("not_found", note="No rule was found.")
+    return rule_guarantee(rules[0].params, edge_checks(rules) if "checked_on" in rules[0].params else None)
 
 
 def _target(v: Any) -> Any:
@@ -85,6 +117,12 @@ class LocalRule(Result):
         possible cell with the highest CRP (its ``crp`` says how likely it works).
     note : when below pi_c, why: the best CRP any set of the changeable features
         reaches, and the fixed features reaching pi_c would need, if any.
+    edge_rows, edge_accepted : when checked on the model (``CounterfactualRules.fit(...,
+        model=)``): 1 when the row lacks the target, and whether the model accepts the row
+        moved into the rule at its edge (:mod:`core.rules.onmodel`; NaN: not checked).
+    model_crp, model_crp_rows : the model's own share of the target over points made of the
+        row with the values of S taken from the fitted rows that lie in the rule (NaN, 0:
+        not checked).
     """
 
     x: np.ndarray
@@ -103,6 +141,10 @@ class LocalRule(Result):
     note: str = ""
     params: dict[str, Any] = field(default_factory=dict)
     guarantee: Guarantee = None  # type: ignore[assignment]   # None: estimated (rule_guarantee)
+    edge_rows: int = 0
+    edge_accepted: float = math.nan
+    model_crp: float = math.nan
+    model_crp_rows: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", settings(self.params))
@@ -120,6 +162,8 @@ class LocalRule(Result):
         w.number("cdp", self.cdp).number("crp", self.crp).value("divergent", self.divergent)
         w.value("n_cells", self.n_cells).value("alternatives", _boxes_out(self.alternatives))
         w.value("divergent_sets", [[list(S), float(c)] for S, c in self.divergent_sets])
+        w.value("edge_rows", int(self.edge_rows)).number("edge_accepted", self.edge_accepted)
+        w.number("model_crp", self.model_crp).value("model_crp_rows", int(self.model_crp_rows))
         return w.value("below_pi_c", self.below_pi_c).value("note", self.note).done()
 
     @classmethod
@@ -130,7 +174,10 @@ class LocalRule(Result):
                    alternatives=_boxes_in(r.get("alternatives")),
                    divergent_sets=tuple((tuple(int(j) for j in S), float(c)) for S, c in r.get("divergent_sets")),
                    elapsed=r.number("elapsed"), below_pi_c=bool(r.get("below_pi_c")), note=str(r.get("note")),
-                   params=dict(r.get("params")), guarantee=Guarantee.from_dict(r.get("guarantee")))
+                   params=dict(r.get("params")), guarantee=Guarantee.from_dict(r.get("guarantee")),
+                   edge_rows=int(r.get("edge_rows", 0)), edge_accepted=r.number("edge_accepted", default=math.nan),
+                   model_crp=r.number("model_crp", default=math.nan),
+                   model_crp_rows=int(r.get("model_crp_rows", 0)))
 
     @property
     def constrained(self) -> tuple[int, ...]:
@@ -184,6 +231,8 @@ class RegionalRule(Result):
     The rule fields are those of :class:`LocalRule`; ``features`` is empty and
     ``note`` says why when no rule was found. ``params``, ``elapsed`` (seconds of
     this region's search) and ``guarantee`` as for :class:`LocalRule`.
+    edge_rows, edge_accepted : when checked on the model, the region's fitted rows lacking
+    the target moved into the rule at its edge, and the share of them the model accepts.
     """
 
     kind: ClassVar[str] = "regional_rule"
@@ -205,6 +254,8 @@ class RegionalRule(Result):
     params: dict[str, Any] = field(default_factory=dict)
     elapsed: float = 0.0
     guarantee: Guarantee = None  # type: ignore[assignment]   # None: estimated (rule_guarantee)
+    edge_rows: int = 0
+    edge_accepted: float = math.nan
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", settings(self.params))
@@ -218,6 +269,7 @@ class RegionalRule(Result):
         w.value("features", list(self.features)).array("lower", self.lower, -math.inf)
         w.array("upper", self.upper, math.inf).number("cdp", self.cdp).number("crp", self.crp)
         w.value("divergent", self.divergent).value("alternatives", _boxes_out(self.alternatives))
+        w.value("edge_rows", int(self.edge_rows)).number("edge_accepted", self.edge_accepted)
         return w.value("note", self.note).done()
 
     @classmethod
@@ -228,7 +280,8 @@ class RegionalRule(Result):
                    upper=r.array("upper", math.inf), cdp=r.number("cdp"), crp=r.number("crp"),
                    divergent=bool(r.get("divergent")), alternatives=_boxes_in(r.get("alternatives")),
                    note=str(r.get("note")), params=dict(r.get("params")), elapsed=r.number("elapsed"),
-                   guarantee=Guarantee.from_dict(r.get("guarantee")))
+                   guarantee=Guarantee.from_dict(r.get("guarantee")), edge_rows=int(r.get("edge_rows", 0)),
+                   edge_accepted=r.number("edge_accepted", default=math.nan))
 
     @property
     def found(self) -> bool:
