@@ -165,7 +165,7 @@ _PUBLIC = {
     "fcca": "core.compression",
     "run_audit": "core.audit",
     # intake
-    "load_model": "core.intake.models", "load_table": "core.intake.io",
+    "load_model": "core.intake.door", "load_table": "core.intake.io",
     "build_workspace": "core.intake.workspace", "from_model": "core.intake.models",
     "Schema": "core.schema", "infer_schema": "core.schema",
     "Constraints": "core.constraints", "parse_constraints": "core.constraints",
@@ -192,8 +192,9 @@ if TYPE_CHECKING:
     from core.compression.result import FCCAResult
     from core.constraints import Constraints, parse_constraints
     from core.counterfactual import CounterfactualResult, already_at_target, default_target
+    from core.intake.door import load_model
     from core.intake.io import load_table
-    from core.intake.models import from_model, load_model
+    from core.intake.models import from_model
     from core.intake.workspace import Workspace, build_workspace
     from core.model import TreeEnsemble
     from core.model.box import Box

@@ -48,6 +48,7 @@ import numpy as np
 from core.cells import CellProblem, QueryRun, best_start, build_problem, local_search, score_needs
 from core.cells.bounds import radius_for, range_min, range_min_table, target_needs
 from core.cells.problem import TreeBlock
+from core.constraints import Constraints
 from core.counterfactual import CounterfactualResult, QueryError, at_target, check_time_limit
 from core.model import Guarantee, LinearModel, TreeEnsemble, as_ensemble, as_model
 from core.model.box import Box
@@ -55,6 +56,7 @@ from core.model.features import as_row, feature_index
 from core.model.missing import indicator_of
 from core.model.result import Reader, Result, Writer, settings
 from core.optimal import optimal_counterfactual, other_models, query_door
+from core.optimal.constrained import resolve_constraints
 from core.settings import TIME_LIMIT, integer, nonnegative, norm_setting, open_probability, optional, seconds, validated
 from core.surrogate import Surrogate
 from core.surrogate.repair import ModelOnView, checked_counterfactual
@@ -350,7 +352,8 @@ def exact_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, nor
                          time_limit: float = TIME_LIMIT, schema: Schema | None = None,
                          X_ref: Rows | None = None, model: ModelLike = None, max_nodes: int = 5_000_000,
                          also_valid_for: Iterable[Any] = (), margin: float | None = None,
-                         surrogate: Surrogate | None = None) -> CounterfactualResult:
+                         surrogate: Surrogate | None = None,
+                         constraints: Iterable[str] | Constraints | None = None) -> CounterfactualResult:
     """The closest point of a region where the ensemble gives ``target``, exactly.
 
     What "exact" means depends on the model, and the result's ``guarantee`` says it: a
@@ -383,6 +386,10 @@ def exact_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, nor
         ``surrogate``, the model every point is checked and repaired on.
     surrogate : the :class:`core.surrogate.Surrogate` of ``model`` (a model that is not
         read exactly), or None.
+    constraints : constraint texts between features (:mod:`core.constraints`), default None
+        (the schema's own). The regions' search cannot take them: with constraints in force
+        the query goes to the solver that can (:func:`core.optimal.optimal_counterfactual`'s
+        constrained MILP), and ``params["notice"]`` says so.
 
     Returns
     -------
@@ -405,13 +412,20 @@ def exact_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, nor
     """
     query: dict[str, Any] = dict(norm=norm, weights=weights, fixed=fixed, increase_only=increase_only,
                                  decrease_only=decrease_only, time_limit=time_limit, schema=schema)
+    cons = resolve_constraints(constraints, schema)
     if surrogate is not None:             # any other model: the surrogate's regions, checked on the model
-        return _through_surrogate(model, x, target, surrogate, also_valid_for, margin, X_ref=X_ref, **query)
+        return _through_surrogate(model, x, target, surrogate, also_valid_for, margin, X_ref=X_ref,
+                                  constraints=cons if len(cons) else None, **query)
     read = ensemble if isinstance(ensemble, (TreeEnsemble, LinearModel)) else as_model(ensemble)
+    if len(cons) and isinstance(read, TreeEnsemble):   # the one solver that takes constraints between features
+        res = optimal_counterfactual(read, x, target, also_valid_for=also_valid_for, margin=margin, model=model,
+                                     X_ref=X_ref, constraints=cons, **query)
+        notice = "Solved by the constrained MILP: the regions' search cannot take constraints between features."
+        return replace(res, params={**res.params, "notice": res.params.get("notice") or notice})
     if isinstance(read, LinearModel):      # no regions to search: its MILP is exact (core.solvers.linear)
         original = model if model is not None or isinstance(ensemble, LinearModel) else ensemble
         return optimal_counterfactual(read, x, target, also_valid_for=also_valid_for, margin=margin, model=original,
-                                      **query)
+                                      constraints=cons, **query)
     t0 = time.perf_counter()
     time_limit = check_time_limit(time_limit)
     ens, prob, ref, roles = _problem(read, x, target, norm, weights, schema, X_ref, also_valid_for, margin,
@@ -456,7 +470,7 @@ def _through_surrogate(model: ModelLike, x: Row, target: TargetSpec, surrogate: 
 
 
 def _on_surrogate(ens: TreeEnsemble, x: Row, target: TargetSpec, *, n_workers: int = 1,
-                  **query: Any) -> CounterfactualResult:
+                  **query: Any) -> CounterfactualResult:   # constraints= among the query's settings
     """The exact search on a surrogate's trees, called as
     :func:`core.surrogate.repair.checked_counterfactual` calls its solver (the search
     runs in one thread: ``n_workers`` does not apply)."""

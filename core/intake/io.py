@@ -43,7 +43,46 @@ from core.schema import one_hot_encode
 from core.typing import ModelLike
 
 __all__ = ["load_table", "prepare_data", "PreparedData", "load_model", "train_model",
-           "TrainedModel", "sha256", "MAX_TABLE_BYTES", "SKOPS_TRUSTED", "TYPE_LETTERS"]
+           "TrainedModel", "sha256", "MAX_TABLE_BYTES", "SKOPS_TRUSTED", "ANY_MODEL_TYPES", "TYPE_LETTERS"]
+
+#: scikit-learn types a .skops file of "any other model" may hold, beyond the tree formats'
+#: list (SKOPS_TRUSTED) and what skops trusts by default. Each only holds arrays.
+ANY_MODEL_TYPES = frozenset({
+    "sklearn.neural_network._multilayer_perceptron.MLPClassifier",
+    "sklearn.neural_network._multilayer_perceptron.MLPRegressor",
+    "sklearn.neural_network._stochastic_optimizers.AdamOptimizer",
+    "sklearn.neural_network._stochastic_optimizers.SGDOptimizer",
+    "sklearn.preprocessing._label.LabelBinarizer",
+    "sklearn.svm._classes.SVC", "sklearn.svm._classes.SVR", "sklearn.svm._classes.NuSVC",
+    "sklearn.svm._classes.NuSVR",
+    "sklearn.neighbors._classification.KNeighborsClassifier",
+    "sklearn.neighbors._regression.KNeighborsRegressor",
+    "sklearn.neighbors._kd_tree.KDTree", "sklearn.neighbors._ball_tree.BallTree",
+    *(f"sklearn.metrics._dist_metrics.{m}Distance{b}" for m in ("Euclidean", "Manhattan", "Chebyshev",
+                                                                 "Minkowski") for b in ("32", "64")),
+    "sklearn.naive_bayes.GaussianNB", "sklearn.naive_bayes.BernoulliNB", "sklearn.naive_bayes.MultinomialNB",
+    "sklearn.naive_bayes.ComplementNB", "sklearn.naive_bayes.CategoricalNB",
+    "sklearn.discriminant_analysis.LinearDiscriminantAnalysis",
+    "sklearn.discriminant_analysis.QuadraticDiscriminantAnalysis",
+    "sklearn.calibration.CalibratedClassifierCV", "sklearn.calibration._CalibratedClassifier",
+    "sklearn.calibration._SigmoidCalibration",
+    "sklearn.isotonic.IsotonicRegression",
+    "sklearn.ensemble._voting.VotingClassifier", "sklearn.ensemble._voting.VotingRegressor",
+    "sklearn.ensemble._stacking.StackingClassifier", "sklearn.ensemble._stacking.StackingRegressor",
+    "sklearn.ensemble._bagging.BaggingClassifier", "sklearn.ensemble._bagging.BaggingRegressor",
+    "sklearn.ensemble._weight_boosting.AdaBoostClassifier", "sklearn.ensemble._weight_boosting.AdaBoostRegressor",
+    "sklearn.kernel_ridge.KernelRidge",
+    "sklearn.preprocessing._polynomial.PolynomialFeatures", "sklearn.preprocessing._data.QuantileTransformer",
+    "sklearn.preprocessing._data.PowerTransformer", "sklearn.preprocessing._discretization.KBinsDiscretizer",
+    "sklearn.decomposition._pca.PCA",
+    "sklearn.linear_model._logistic.LogisticRegression", "sklearn.linear_model._base.LinearRegression",
+    "sklearn.linear_model._ridge.Ridge", "sklearn.svm._classes.LinearSVC",
+    "sklearn.linear_model._stochastic_gradient.SGDClassifier",
+    "sklearn.tree._classes.DecisionTreeClassifier", "sklearn.tree._classes.DecisionTreeRegressor",
+    "sklearn.utils._bunch.Bunch",
+    "numpy.random.mtrand.RandomState", "numpy.random._mt19937.MT19937",
+    "builtins.slice",
+})
 
 MAX_TABLE_BYTES = 200 * 1024 * 1024
 MAX_MODEL_BYTES = 500 * 1024 * 1024
@@ -416,7 +455,7 @@ def load_model(source: object, filename: str | None = None, *, allow_pickle: boo
     This reads the file here, with no limit of time or memory: a damaged or hostile file
     can crash, hang or exhaust the process that reads it. It is the reader of the sandbox's
     child (:mod:`core.intake.sandbox`) and of files one made oneself; for a file from
-    elsewhere, use :func:`core.load_model` (:func:`core.intake.models.load_model`), which
+    elsewhere, use :func:`core.load_model` (:func:`core.intake.door.load_model`), which
     reads it in a sandboxed child process first.
 
     Parameters
@@ -540,8 +579,6 @@ def _load_skops(data: bytes, filename: str) -> Any:
 def _skops_refusal(filename: str, refused: list[str]) -> UnsupportedModelError:
     """Why a .skops file is not read here: a model the worker runs (not a tree ensemble or a
     linear model, so not read exactly), or types no reader loads."""
-    from core.intake.worker import ANY_MODEL_TYPES  # the worker imports this module: imported on use
-
     foreign = [t for t in refused if t not in ANY_MODEL_TYPES]
     if not foreign:
         held = sorted({t.rsplit(".", 1)[-1] for t in refused})

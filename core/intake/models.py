@@ -19,95 +19,14 @@ time an analysis given a fitted model converts it with :func:`core.model.as_ense
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
-from core.errors import AtlasError, UnsupportedModelError
 from core.intake.parsing import parse, parse_any, verify_against_source, verify_linear
 from core.model.ensemble import TreeEnsemble, _replace
 from core.model.linear import LinearModel
 from core.typing import ModelLike
 
-__all__ = ["load_model", "from_model", "model_from"]
-
-
-def load_model(source: object, filename: str | None = None, *, allow_pickle: bool = False,
-               in_process: bool = False, output: str | None = None) -> Any:
-    """Read a model file safely: the native model object, or a model that runs in a worker.
-
-    Parameters
-    ----------
-    source : str or pathlib.Path (a file's path), bytes (the file's content, with
-        ``filename``), or an open binary file.
-    filename : str, optional, the file's name; its extension picks the reader (see
-        :func:`core.intake.io.load_model`). Required with bytes.
-    allow_pickle : bool, default False, read a pickle or joblib file: only for a file the
-        user trusts (a pickle runs code when loaded, in the sandbox's child too).
-    in_process : bool, default False. By default the file is first read, converted and
-        checked in a sandboxed child process, and then read here only once it was read
-        there without harm (a tree ensemble or a linear model: the library's own object is
-        returned), or it is run in a sandboxed worker (any other model: a
-        :class:`core.model.blackbox.BlackBoxModel` answered by it is returned). With
-        ``in_process=True`` the file is read in this process with no limit of time or
-        memory (:func:`core.intake.io.load_model`): unsafe for a file from elsewhere, whose
-        damage or hostility would then crash, hang or exhaust this process.
-    output : str, optional, for an ONNX graph with several outputs that could be its
-        prediction, the name of the one it is run on (a label output, or an output of
-        numbers); without it such a graph is refused, its outputs named.
-
-    Raises
-    ------
-    ModelError, UnsupportedModelError, UntrustedPickleError
-        As :func:`core.intake.io.load_model`, plus a crash, a timeout or memory exhaustion
-        of the child, each named; a model neither read nor run says why for both.
-
-    Examples
-    --------
-    >>> import skops.io
-    >>> from sklearn.datasets import load_breast_cancer
-    >>> from sklearn.ensemble import RandomForestClassifier
-    >>> from core import load_model
-    >>> data = load_breast_cancer(as_frame=True)
-    >>> rf = RandomForestClassifier(3, max_depth=2, random_state=0).fit(data.data, data.target)
-    >>> type(load_model(skops.io.dumps(rf), "forest.skops")).__name__
-    'RandomForestClassifier'
-    """
-    from core.intake import io
-
-    if in_process:
-        return io.load_model(source, filename, allow_pickle=allow_pickle, output=output)
-    data, name = io.read_model_bytes(source, filename)
-    if output is not None:
-        data = _with_output(data, name, output)
-    from core.intake.sandbox import load_vetted  # the sandbox imports this module: imported on use
-
-    try:
-        return load_vetted(data, name, allow_pickle=allow_pickle).model
-    except UnsupportedModelError as exc:           # not read exactly: any other model, run in a worker
-        first = exc
-    from core.intake.worker import ModelWorker
-
-    worker = ModelWorker(data, name, allow_pickle=allow_pickle)
-    try:
-        return worker.model(identity=io.sha256(data))
-    except AtlasError as exc:
-        worker.stop()
-        if str(exc) == str(first):                 # refused for the same reason both ways: said once
-            raise
-        raise UnsupportedModelError(f"{first} It could not be run as another kind of model either: {exc}") from None
-
-
-def _with_output(data: bytes, filename: str, output: str) -> bytes:
-    """The file with only the outputs the analyst chose (an ONNX graph), so that the sandbox
-    and the worker read the choice from the bytes they are given."""
-    from core.errors import ModelError
-    from core.intake.io import _model_kind
-
-    if _model_kind(data, filename.lower()) != "onnx":
-        raise ModelError(f"output={output!r} names an output of an ONNX graph; {filename!r} is not an .onnx file. "
-                         "Leave output out for this file.")
-    from core.intake.parsing.onnx_graph import keep_outputs
-
-    return keep_outputs(data, output, filename)
+__all__ = ["from_model", "model_from"]
 
 
 def from_model(model: ModelLike, *, feature_names: Sequence[str] | None = None,

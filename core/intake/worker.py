@@ -81,44 +81,8 @@ STARTUP_SECONDS = 120.0
 BATCH_ROWS = 20_000
 MAX_FRAME = 1 << 31
 
-#: scikit-learn types a .skops file of "any other model" may hold, beyond the tree formats'
-#: list (core.intake.io.SKOPS_TRUSTED) and what skops trusts by default. Each only holds arrays.
-ANY_MODEL_TYPES = frozenset({
-    "sklearn.neural_network._multilayer_perceptron.MLPClassifier",
-    "sklearn.neural_network._multilayer_perceptron.MLPRegressor",
-    "sklearn.neural_network._stochastic_optimizers.AdamOptimizer",
-    "sklearn.neural_network._stochastic_optimizers.SGDOptimizer",
-    "sklearn.preprocessing._label.LabelBinarizer",
-    "sklearn.svm._classes.SVC", "sklearn.svm._classes.SVR", "sklearn.svm._classes.NuSVC",
-    "sklearn.svm._classes.NuSVR",
-    "sklearn.neighbors._classification.KNeighborsClassifier",
-    "sklearn.neighbors._regression.KNeighborsRegressor",
-    "sklearn.neighbors._kd_tree.KDTree", "sklearn.neighbors._ball_tree.BallTree",
-    *(f"sklearn.metrics._dist_metrics.{m}Distance{b}" for m in ("Euclidean", "Manhattan", "Chebyshev",
-                                                                 "Minkowski") for b in ("32", "64")),
-    "sklearn.naive_bayes.GaussianNB", "sklearn.naive_bayes.BernoulliNB", "sklearn.naive_bayes.MultinomialNB",
-    "sklearn.naive_bayes.ComplementNB", "sklearn.naive_bayes.CategoricalNB",
-    "sklearn.discriminant_analysis.LinearDiscriminantAnalysis",
-    "sklearn.discriminant_analysis.QuadraticDiscriminantAnalysis",
-    "sklearn.calibration.CalibratedClassifierCV", "sklearn.calibration._CalibratedClassifier",
-    "sklearn.calibration._SigmoidCalibration",
-    "sklearn.isotonic.IsotonicRegression",
-    "sklearn.ensemble._voting.VotingClassifier", "sklearn.ensemble._voting.VotingRegressor",
-    "sklearn.ensemble._stacking.StackingClassifier", "sklearn.ensemble._stacking.StackingRegressor",
-    "sklearn.ensemble._bagging.BaggingClassifier", "sklearn.ensemble._bagging.BaggingRegressor",
-    "sklearn.ensemble._weight_boosting.AdaBoostClassifier", "sklearn.ensemble._weight_boosting.AdaBoostRegressor",
-    "sklearn.kernel_ridge.KernelRidge",
-    "sklearn.preprocessing._polynomial.PolynomialFeatures", "sklearn.preprocessing._data.QuantileTransformer",
-    "sklearn.preprocessing._data.PowerTransformer", "sklearn.preprocessing._discretization.KBinsDiscretizer",
-    "sklearn.decomposition._pca.PCA",
-    "sklearn.linear_model._logistic.LogisticRegression", "sklearn.linear_model._base.LinearRegression",
-    "sklearn.linear_model._ridge.Ridge", "sklearn.svm._classes.LinearSVC",
-    "sklearn.linear_model._stochastic_gradient.SGDClassifier",
-    "sklearn.tree._classes.DecisionTreeClassifier", "sklearn.tree._classes.DecisionTreeRegressor",
-    "sklearn.utils._bunch.Bunch",
-    "numpy.random.mtrand.RandomState", "numpy.random._mt19937.MT19937",
-    "builtins.slice",
-})
+ANY_MODEL_TYPES = model_io.ANY_MODEL_TYPES
+
 
 
 def _env_num(name: str, default: float) -> float:

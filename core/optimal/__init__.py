@@ -81,6 +81,7 @@ from core.cells import (
 )
 from core.cells.band import band_problem
 from core.cells.problem import feature_actions
+from core.constraints import Constraints
 from core.counterfactual import CounterfactualResult, QueryError, check_schema, check_time_limit
 from core.model import LinearModel, TreeEnsemble, as_ensemble, as_model
 from core.model.features import as_row, as_table, feature_indices
@@ -220,7 +221,7 @@ def optimal_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, s
                            on_progress: Callable[[CounterfactualResult], None] | None = None,
                            should_stop: Callable[[], bool] | None = None,
                            surrogate: Surrogate | None = None,
-                           constraints: Iterable[str] | None = None) -> CounterfactualResult:
+                           constraints: Iterable[str] | Constraints | None = None) -> CounterfactualResult:
     """The minimum-cost change of ``x`` that gives ``target``, proven optimal.
 
     What "optimal" means depends on the model, and the result's ``guarantee`` says it:
@@ -322,7 +323,7 @@ def optimal_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, s
                                       schema=schema, norm=norm, weights=weights, fixed=fixed,
                                       increase_only=increase_only, decrease_only=decrease_only,
                                       time_limit=time_limit, X_ref=X_ref, n_workers=n_workers,
-                                      on_progress=on_progress)
+                                      on_progress=on_progress, constraints=resolve_constraints(constraints, schema))
     read = ensemble if isinstance(ensemble, (TreeEnsemble, LinearModel)) else as_model(ensemble)
     cons = resolve_constraints(constraints, schema)
     if len(cons):                          # constraints between features: the one solver that takes them

@@ -52,10 +52,13 @@ def resolve_constraints(constraints: Iterable[str] | str | Constraints | None, s
         return schema.parsed_constraints() if schema is not None else Constraints()
     if isinstance(constraints, Constraints):
         return constraints
+    texts = constraints if isinstance(constraints, str) else list(constraints)
+    if not texts:
+        return Constraints()
     if schema is None:
         raise QueryError("Constraints between features are read against the features' schema (their names, kinds "
                          "and ranges); pass schema= as well, e.g. infer_schema(table).")
-    return parse(list(constraints) if not isinstance(constraints, str) else constraints, schema)
+    return parse(texts, schema)
 
 
 def _tree_problem(ens: TreeEnsemble, x: np.ndarray, target: Any, schema: Any, kw: dict[str, Any]) -> Any:

@@ -38,7 +38,7 @@ the model. A row with no valid counterfactual says so.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
@@ -58,6 +58,9 @@ from core.schema import INTEGRAL_KINDS, Schema
 from core.surrogate.distill import Surrogate
 from core.typing import FeatureKey, ModelLike, Norm, Row, Rows, TargetSpec, Weights
 
+if TYPE_CHECKING:
+    from core.constraints import Constraints
+
 __all__ = ["checked_counterfactual", "polish_on_model", "shorten_on_model", "ModelOnView"]
 
 SHRINK_GRID = 12            # values tried at once per feature and pass of the polish
@@ -71,8 +74,9 @@ class ModelOnView:
     of the view's rows); a model the analyses read exactly over the view's own columns (a
     workspace's :class:`LinearModel`, a :class:`TreeEnsemble`) takes the rows as they are."""
 
-    def __init__(self, model: ModelLike, ens: TreeEnsemble, target: TargetSpec):
-        self.model, self.ens, self.target = model, ens, target
+    def __init__(self, model: ModelLike, ens: TreeEnsemble, target: TargetSpec,
+                 accept: Callable[[np.ndarray], np.ndarray] | None = None):
+        self.model, self.ens, self.target, self.accept = model, ens, target, accept
         self.calls = 0
         self.same_view = isinstance(model, (LinearModel, TreeEnsemble)) \
             and tuple(model.feature_names) == tuple(ens.feature_names)
@@ -85,8 +89,11 @@ class ModelOnView:
         X = np.atleast_2d(np.asarray(X, dtype=np.float64))
         if len(X) == 0:
             return np.zeros(0, dtype=bool)
+        ok = np.ones(len(X), dtype=bool) if self.accept is None else np.asarray(self.accept(X), dtype=bool)
+        if not ok.any():                  # no row keeps the constraints: nothing to ask the model
+            return ok
         self.calls += 1
-        return at_target(self.ens, self.target, self.model.predict(self.native(X)))
+        return ok & at_target(self.ens, self.target, self.model.predict(self.native(X)))
 
     def predict(self, x: np.ndarray) -> Any:
         self.calls += 1
@@ -233,8 +240,8 @@ def checked_counterfactual(model: ModelLike, x: Row, target: TargetSpec, *, surr
                            fixed: Iterable[FeatureKey] | None = None, increase_only: Iterable[FeatureKey] | None = None,
                            decrease_only: Iterable[FeatureKey] | None = None, time_limit: float = 30.0,
                            rounds: int = 2, X_ref: Rows | None = None, n_workers: int = 2, random_state: int = 0,
-                           on_progress: Callable[[CounterfactualResult], None] | None = None
-                           ) -> CounterfactualResult:
+                           on_progress: Callable[[CounterfactualResult], None] | None = None,
+                           constraints: Constraints | None = None) -> CounterfactualResult:
     """The cheapest change of ``x`` found through the surrogate that the model itself
     accepts (see the module docstring). The result's ``guarantee`` is ``valid_on_model``
     with the surrogate's fidelity, or ``not_found``.
@@ -256,6 +263,10 @@ def checked_counterfactual(model: ModelLike, x: Row, target: TargetSpec, *, surr
     X_ref : reference rows in the same view (usually the data): warm starts, and the
         rows the search on the model may start from.
     on_progress : called with the first valid point while the rest runs.
+    constraints : the analyst's constraints between features (:mod:`core.constraints`,
+        parsed against the view's schema), or None: the surrogate's query is solved under
+        them, and every point the model is asked about must keep them too, so the repairs
+        and the polish never step outside them.
     """
     t0 = time.perf_counter()
     time_limit = check_time_limit(time_limit)
@@ -267,7 +278,11 @@ def checked_counterfactual(model: ModelLike, x: Row, target: TargetSpec, *, surr
     if x_hat.shape != (ens.n_features,):
         raise QueryError(f"x has {x_hat.size} values; the surrogate reads {ens.n_features} features.")
     cm = make_cost_model(ens, norm, weights, schema)
-    oracle = ModelOnView(model, ens, target)
+    def keeps(X: np.ndarray) -> np.ndarray:        # every point asked about keeps the analyst's constraints
+        return np.asarray(constraints.holds(x_hat, np.atleast_2d(X)).all(axis=1), dtype=bool) \
+            if constraints else np.ones(len(np.atleast_2d(X)), dtype=bool)
+
+    oracle = ModelOnView(model, ens, target, accept=keeps)
     at_target(ens, target, ens.predict(x_hat[None, :]))          # the target is one the model can give
     d = ens.n_features
     kinds, groups = _kinds(schema, d), _groups(schema, d)
@@ -278,8 +293,10 @@ def checked_counterfactual(model: ModelLike, x: Row, target: TargetSpec, *, surr
     project = lambda P: _project(P, x_hat, schema, kinds, actions)
     rng = np.random.default_rng(random_state)
     X_ref = None if X_ref is None else np.asarray(X_ref, dtype=np.float64)
-    opts = dict(schema=schema, norm=norm, weights=weights, fixed=fixed, increase_only=increase_only,
-                decrease_only=decrease_only, n_workers=n_workers)
+    opts: dict[str, Any] = dict(schema=schema, norm=norm, weights=weights, fixed=fixed,
+                                increase_only=increase_only, decrease_only=decrease_only, n_workers=n_workers)
+    if constraints:
+        opts["constraints"] = constraints
     current = surrogate
     tried: list[np.ndarray] = []
     found: list[np.ndarray] = []

@@ -24,7 +24,8 @@ from sklearn.svm import SVC
 
 from core.errors import UnsupportedModelError
 from core.intake import io
-from core.intake.models import load_model, model_from
+from core.intake.door import load_model
+from core.intake.models import model_from
 from core.model.blackbox import BlackBoxModel
 
 CATS, NUMS = ["occupation", "country", "sex"], ["age", "education_num", "hours"]

@@ -16,7 +16,8 @@ from sklearn.neural_network import MLPClassifier
 import core
 from core.errors import ModelError, UnsupportedModelError
 from core.intake import sandbox
-from core.intake.models import from_model, load_model
+from core.intake.door import load_model
+from core.intake.models import from_model
 from core.model.blackbox import BlackBoxModel
 
 

@@ -429,7 +429,7 @@ def test_several_candidate_outputs_are_never_guessed_and_the_named_one_is_run():
     with pytest.raises(ModelError, match="not an .onnx file"):
         load_model(b'{"learner": {}}', "m.json", output="y")
     # the choice travels in the bytes: the sandbox's child and the worker run the named output
-    from core.intake.models import load_model as load_safely
+    from core.intake.door import load_model as load_safely
 
     blackbox = load_safely(data, "affine.onnx", output="y")
     assert blackbox.kind == "black_box" and blackbox.task == "regression"
