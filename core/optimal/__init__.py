@@ -330,7 +330,8 @@ def optimal_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, s
         return _constrained_query(read, ensemble, x, target, cons, schema=schema, norm=norm, weights=weights,
                                   fixed=fixed, increase_only=increase_only, decrease_only=decrease_only,
                                   plausibility=plausibility, also_valid_for=also_valid_for, margin=margin,
-                                  backend=backend, time_limit=time_limit, n_solutions=n_solutions, model=model)
+                                  backend=backend, time_limit=time_limit, n_solutions=n_solutions, model=model,
+                                  X_ref=X_ref)
     if isinstance(read, LinearModel):      # a linear model: a MILP on its score (core.solvers.linear)
         return _linear_query(read, ensemble, x, target, schema=schema, norm=norm, weights=weights, fixed=fixed,
                              increase_only=increase_only, decrease_only=decrease_only, plausibility=plausibility,

@@ -73,8 +73,8 @@ def _tree_problem(ens: TreeEnsemble, x: np.ndarray, target: Any, schema: Any, kw
     return prob, action
 
 
-def _solve(read: Any, x: np.ndarray, target: Any, cons: Any, schema: Any, kw: dict[str, Any], time_limit: float
-           ) -> tuple[cmilp.Solved, Any, Any]:
+def _solve(read: Any, x: np.ndarray, target: Any, cons: Any, schema: Any, kw: dict[str, Any], time_limit: float,
+           starts: list[np.ndarray] | None = None) -> tuple[cmilp.Solved, Any, Any]:
     """(what the program found, the model's view that checks a point, the domain)."""
     if isinstance(read, LinearModel):
         from core.solvers.linear import build_linear_problem
@@ -86,7 +86,9 @@ def _solve(read: Any, x: np.ndarray, target: Any, cons: Any, schema: Any, kw: di
         return cmilp.solve_linear_model(lp, dom, cons, time_limit=time_limit), lp, dom
     prob, action = _tree_problem(read, x, target, schema, kw)
     dom = cmilp.tree_domain(prob, action)
-    return cmilp.solve_cells(prob, dom, cons, time_limit=time_limit), prob, dom
+    X_ref = kw.get("X_ref")
+    return cmilp.solve_cells(prob, dom, cons, time_limit=time_limit, starts=starts or (),
+                             X_ref=None if X_ref is None else np.asarray(X_ref, dtype=float)), prob, dom
 
 
 def constrained_counterfactual(read: TreeEnsemble | LinearModel, x: Row, target: TargetSpec, *, cons: Constraints,
@@ -106,12 +108,16 @@ def constrained_counterfactual(read: TreeEnsemble | LinearModel, x: Row, target:
     model_kind: ModelKind = "linear" if isinstance(read, LinearModel) else "tree_ensemble"
     if schema is not None:
         _row_notes(cons, x, params)
+    starts: list[np.ndarray] = []
     if free is not None:
-        first = _free_first(free(0.5 * time_limit), cons, x, params, model_kind)
+        unconstrained = free(0.5 * time_limit)
+        first = _free_first(unconstrained, cons, x, params, model_kind)
         if first is not None:
             return replace(first, elapsed=time.perf_counter() - t0)
+        if unconstrained.found and unconstrained.x is not None:
+            starts.append(unconstrained.x)
     try:
-        solved, view, dom = _solve(read, x, target, cons, schema, kw, time_limit - (time.perf_counter() - t0))
+        solved, view, dom = _solve(read, x, target, cons, schema, kw, time_limit - (time.perf_counter() - t0), starts)
     except ValueError as exc:
         raise QueryError(str(exc)) from None
     if solved.x is None:

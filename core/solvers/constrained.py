@@ -436,16 +436,22 @@ def _tree_links(P: _Program, prob: CellProblem, cols: _Columns, dom: Domain, mu:
 
 
 def _tree_program(prob: CellProblem, dom: Domain, cons: Constraints, strict: bool, with_cost: bool = True,
-                  subset: Sequence[int] | None = None) -> tuple[_Program, _Columns, Callable[[np.ndarray], np.ndarray]]:
-    """The whole program of a tree ensemble's query, and the reading of its cells from a solution."""
+                  subset: Sequence[int] | None = None, ub: float = np.inf
+                  ) -> tuple[_Program, _Columns, Callable[[np.ndarray], np.ndarray]]:
+    """The whole program of a tree ensemble's query, and the reading of its cells from a
+    solution; with a finite ``ub`` (a valid point's cost), the leaves whose cheapest point
+    costs more are left out (a constrained point costs at least its free cost) and the cost
+    is held at most ``ub``."""
     from core.solvers.ocean import add_cell_model
 
     P = _Program()
     use = cons if subset is None else _subset(cons, subset)
     lo, hi, code_costs = _allowed(dom, use)
-    mu, lo_i, consts, _, _ = add_cell_model(P, prob, np.inf)      # type: ignore[arg-type]
+    mu, lo_i, consts, _, _ = add_cell_model(P, prob, ub)          # type: ignore[arg-type]
     d2 = Domain(dom.x_hat, lo, hi, dom.integral, code_costs, dom.cost_model, dom.groups, dom.names)
     cols = _features(P, d2, lo, hi, with_cost)
+    if with_cost and np.isfinite(ub):
+        P.row([(i, c) for i, c in enumerate(P.c) if c], hi=ub * (1 + 1e-9) + 1e-12)
     _tree_links(P, prob, cols, d2, mu, consts, strict)
     _add_constraints(P, cols, d2, use)
 
@@ -515,33 +521,72 @@ def _at(x_hat: np.ndarray, j: int, values: np.ndarray) -> np.ndarray:
     return X
 
 
-def solve_cells(prob: CellProblem, dom: Domain, cons: Constraints, *, time_limit: float = 30.0) -> Solved:
-    """The cheapest point of ``prob`` (a tree ensemble's query) under ``cons``, proven (module docstring)."""
+def solve_cells(prob: CellProblem, dom: Domain, cons: Constraints, *, time_limit: float = 30.0,
+                starts: Sequence[np.ndarray] = (), X_ref: np.ndarray | None = None) -> Solved:
+    """The cheapest point of ``prob`` (a tree ensemble's query) under ``cons``, proven (module
+    docstring). ``starts`` (e.g. the optimum without the constraints) and ``X_ref`` give a
+    first valid point (:func:`_incumbent`): its cost bounds the program (leaves that cannot
+    beat it are left out, and a cut-off row keeps the search below it), and it is the answer
+    when the program proves that nothing is cheaper, or runs out of time first."""
     t0 = time.perf_counter()
     deadline = t0 + time_limit
+    inc = _incumbent(prob, dom, cons, starts, X_ref, deadline)
+    ub = dom.point_cost(inc) if inc is not None else np.inf
     try:
-        P, cols, cells = _tree_program(prob, dom, cons, strict=False)
+        P, cols, cells = _tree_program(prob, dom, cons, strict=False, ub=ub)
     except _Infeasible:
+        if inc is not None:
+            return _answer(inc, ub, ub, "optimal", dom, cons, {"total": time.perf_counter() - t0})
         return Solved("infeasible", message="No allowed value of some feature.")
     status, z, _, bound = _run(P, cols, deadline)
     timings = {"relaxation": time.perf_counter() - t0}
     if z is None:
+        if inc is not None:            # nothing cheaper (proven), or no time for better: the first point
+            return _answer(inc, ub, ub if status == "infeasible" else max(bound, 0.0),
+                           "optimal" if status == "infeasible" else "feasible", dom, cons, timings)
         return Solved(status, timings=timings)
     lower = bound if status == "optimal" else max(bound, 0.0)
     x = _place(prob, dom, cons, _read_x(dom, cols, z), cells(z), deadline)
     if x is None:                                # no room inside those cells: the strict program, whole
-        P, cols, cells = _tree_program(prob, dom, cons, strict=True)
+        P, cols, cells = _tree_program(prob, dom, cons, strict=True, ub=ub)
         status2, z, _, _ = _run(P, cols, deadline)
         x = None if z is None else np.clip(_read_x(dom, cols, z),
                                            *_cell_bounds(prob, dom.lo, dom.hi, dom.integral, cells(z)))
         if x is None or not _valid(prob, cons, dom, x):
+            if inc is not None:
+                return _answer(inc, ub, lower, "feasible", dom, cons, timings)
             return Solved("time_limit" if status2 == "time_limit" else "error", bound=lower, timings=timings,
                           message="The program's point is not valid on the model within its tolerances.")
-    cost = dom.point_cost(x)
-    timings["total"] = time.perf_counter() - t0
+    if inc is not None and ub < dom.point_cost(x):
+        x = inc
+    return _answer(x, dom.point_cost(x), lower, status, dom, cons, timings)
+
+
+def _answer(x: np.ndarray, cost: float, lower: float, status: str, dom: Domain, cons: Constraints,
+            timings: dict[str, float]) -> Solved:
+    """The result for point ``x``: proven optimal when the bound meets its cost (within the nudge)."""
     proven = status == "optimal" and cost - lower <= PROVEN_GAP * max(1.0, cost) + _nudge_cost(dom)
     return Solved("optimal" if proven else "feasible", x, cost, min(lower, cost), binding=binding(cons, dom.x_hat, x),
                   timings=timings)
+
+
+def _incumbent(prob: CellProblem, dom: Domain, cons: Constraints, starts: Sequence[np.ndarray],
+               X_ref: np.ndarray | None, deadline: float) -> np.ndarray | None:
+    """The cheapest valid point at hand: reference rows that already give the target within
+    the box and the constraints, and each start's cells filled under the constraints."""
+    found: list[np.ndarray] = []
+    if X_ref is not None and len(X_ref):
+        R = np.asarray(X_ref, dtype=float)
+        ok = prob.is_valid(R) & cons.holds(dom.x_hat, R).all(axis=1) & \
+            np.all((R >= dom.lo - 1e-9) & (R <= dom.hi + 1e-9), axis=1)
+        if ok.any():
+            R = R[ok]
+            found.append(R[int(np.argmin(dom.cost_model.cost(dom.x_hat, R)))])
+    for s in starts:
+        y = _place(prob, dom, cons, np.asarray(s, dtype=float), prob.interval_of(np.asarray(s)[None, :])[0], deadline)
+        if y is not None:
+            found.append(y)
+    return min(found, key=dom.point_cost) if found else None
 
 
 def _nudge_cost(dom: Domain) -> float:

@@ -138,3 +138,28 @@ def test_impossible_queries_say_so_and_claim_nothing(setting):
     with pytest.raises(QueryError, match="reads 6 features"):
         optimal_counterfactual(ws.ensemble, x[:2], 1 - p, model=model, surrogate=ws.surrogate)
     assert isinstance(ws.surrogate, Surrogate)
+
+
+def test_a_counterfactual_under_constraints_keeps_them_and_is_valid_on_the_model(setting):
+    """Constraints between features through the surrogate (issue #61 item 2): the surrogate's
+    query is solved under them and every point the repair asks the model about keeps them."""
+    from core.constraints import parse
+
+    df, pipe, model, ws = setting
+    X = ws.X.to_numpy(float)
+    texts = ["delta(debt) <= -0.5 * delta(income)", "delta(income) <= 10", "job: clerk -> nurse"]
+    cons = parse(texts, ws.schema)
+    query, extra = ws.query_model()
+    answered = 0
+    for i in np.flatnonzero(ws.predictions == 0)[:4]:
+        r = optimal_counterfactual(query, X[i], 1, schema=ws.schema, constraints=texts, time_limit=8, X_ref=X,
+                                   **extra)
+        assert r.status != "error", r.message
+        if not r.found:                          # nothing valid on the model under these constraints
+            assert r.guarantee.kind == "not_found"
+            continue
+        answered += 1
+        assert cons.violated(X[i], r.x) == [], (i, r.x)
+        assert _on_original(pipe, ws, r.x)[0] == 1 and r.guarantee.kind == "valid_on_model"
+        assert r.params["constraints"] == texts
+    assert answered >= 2
