@@ -128,6 +128,9 @@ class CounterfactualRules:
     @validated(QueryError)
     def fit(self, X: Rows, y_model: ArrayLike, feature_names: Sequence[str] | None = None) -> "CounterfactualRules":
         t0 = time.perf_counter()
+        why = n_workers_setting(self.n_workers)        # set after construction: checked again before threads start
+        if why is not None:
+            raise QueryError(f"CounterfactualRules: n_workers={self.n_workers!r} is not valid; n_workers is {why}.")
         st = fit_state(X, y_model, feature_names, n_estimators=self.n_estimators, max_depth=self.max_depth,
                        levels=RuleLevels(self.pi, self.pi_c, self.top_k), groups=self.groups,
                        random_state=self.random_state, n_workers=self.n_workers, max_rows=self.max_rows)
