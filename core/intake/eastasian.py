@@ -24,11 +24,12 @@ cells of ``share(class) / size(class)``, where a character's class is its range
 in its language's standard (:data:`_CLASSES`: a rough share of text in each
 class) and characters outside the code page's language count as rare. Within
 those ranges the language itself adds what is known without a frequency table:
-the most frequent characters of each language (charset-normalizer's lists) form
-a class of their own; a Korean syllable without a final consonant (399 of the
-2,350, and about half of what Korean writes) another; and a Japanese kana out of
-place (a lone katakana, a lone hiragana before a kanji) counts as foreign: the
-most common Big5 characters' bytes are EUC-JP's kana.
+the most frequent characters of Japanese and Chinese (charset-normalizer's lists)
+form a class of their own; a hangul syllable is as likely as its parts (initial,
+vowel, final: Korean's own frequencies of each, :data:`_INITIALS`), so ``나이``
+reads as Korean and the random syllables of another code page's bytes do not;
+and a Japanese kana out of place (a lone katakana, a lone hiragana before a
+kanji) counts as foreign: the most common Big5 characters' bytes are EUC-JP's kana.
 
 The reading whose log-likelihood leads every other reading's (of a different
 text) by at least :data:`DECISIVE` is taken; a smaller lead says the bytes do
@@ -57,7 +58,8 @@ ALIASES = {"shift_jis": "cp932", "shift_jis_2004": "cp932", "shift_jisx0213": "c
            "euc_jisx0213": "euc_jp", "gb2312": "gb18030", "gbk": "gb18030", "big5": "cp950", "big5hkscs": "cp950",
            "euc_kr": "cp949"}
 #: a lead of e^9 (about 8,000 times as likely) is decisive; less and the file is refused with both readings
-#: (on 30,000 small random tables of real words in the five code pages, no wrong reading led by more than 7.9)
+#: (on 30,000 small random tables of real words in the five code pages, no wrong reading led by more than 7.9:
+#: a few kanji of EUC-JP that are also common hanzi)
 DECISIVE = 9.0
 
 # the most frequent characters of each language (charset-normalizer 3's lists)
@@ -65,11 +67,18 @@ _TOP_JA = ("日一人年大十二本中長出三時行見月分後前生五間�
            "西電校語土木聞食車何南万毎白天母火右読友左休父雨")
 _TOP_ZH = ("的一是不了在人有我他这个们中来上大为和国地到以说时要就出会可也你对生能而子那得于着下自之年过发后作里用道行所"
            "然家种事成方多经么去法学如都同现当没动面起看定天分还进好小部其些主样理心她本前开但因只从想实")
-_TOP_KO = "이다에의는로하을가고지서한은기으년대사시를리도인스일"
 _TOP_TW = sum(0xA440 <= int.from_bytes(ch.encode("big5"), "big") <= 0xC67E for ch in _TOP_ZH   # also Big5's
               if ch.encode("big5", "ignore"))
-_OPEN_TOP = sum((ord(ch) - 0xAC00) % 28 == 0 for ch in _TOP_KO)     # of the top syllables, those without a final
-_CLOSED_TOP = len(_TOP_KO) - _OPEN_TOP
+# A hangul syllable is an initial consonant, a vowel and an optional final (Unicode numbers the 11,172 by
+# (initial * 21 + vowel) * 28 + final), and Korean uses each part with very different frequencies: a silent
+# initial (ㅇ) starts a quarter of all syllables, tense ones (ㄲ ㄸ ㅃ ㅆ ㅉ) a few in a hundred; half the syllables
+# have no final, and ㄴ ㄹ ㄱ ㅇ ㅁ are most of the others; complex finals (ㄳ ㄺ ㄻ ...) are rare. Rough shares, in
+# Unicode's order of the parts; a syllable's probability is their product.
+_INITIALS = (.12, .01, .05, .08, .005, .03, .05, .05, .002, .09, .005, .25, .09, .003, .03, .01, .015, .015, .09)
+_VOWELS = (.20, .05, .01, .001, .12, .03, .05, .005, .10, .02, .002, .01, .01, .08, .01, .001, .005, .01, .10, .02,
+           .16)
+_FINALS = (.50, .08, .001, .0005, .15, .0005, .001, .003, .10, .002, .001, .001, .0002, .0002, .0002, .0005, .04,
+           .03, .002, .01, .02, .05, .002, .002, .0005, .002, .002, .001)
 
 # per language: class -> (share of a text's non-ASCII characters, number of characters in the class)
 _CLASSES: dict[str, dict[str, tuple[float, int]]] = {
@@ -80,9 +89,8 @@ _CLASSES: dict[str, dict[str, tuple[float, int]]] = {
                            "second": (0.015, 3008), "foreign": (0.005, 470), "rare": (0.01, 21000)},
     "Traditional Chinese": {"top": (0.25, _TOP_TW), "common": (0.61, 5401 - _TOP_TW), "sign": (0.10, 400),
                             "second": (0.03, 7652), "rare": (0.01, 600)},
-    "Korean": {"top": (0.25, len(_TOP_KO)), "open": (0.27, 399 - _OPEN_TOP), "common": (0.35, 1951 - _CLOSED_TOP),
-               "sign": (0.10, 280), "hanja": (0.01, 4888), "jamo": (0.005, 94), "foreign": (0.005, 700),
-               "rare": (0.01, 8822)},
+    "Korean": {"hangul": (0.87, 1), "sign": (0.10, 280), "hanja": (0.01, 4888), "jamo": (0.005, 94),
+               "foreign": (0.005, 700), "rare": (0.01, 8822)},
 }
 _NEVER = math.log(1e-9)
 _STRAY = math.log(0.005 / 200)   # a kana out of place: as rare as a foreign sign in Japanese text
@@ -146,19 +154,24 @@ def _class_tw(ch: str) -> str:
 
 
 def _class_ko(ch: str) -> str:
-    if ch in _TOP_KO:
-        return "top"
+    if 0xAC00 <= ord(ch) <= 0xD7A3:
+        return "hangul"                             # scored by its parts: _hangul
     try:
         b = ch.encode("euc_kr")
     except UnicodeEncodeError:
-        return "rare"                               # the hangul Windows-949 adds to KS X 1001
+        return "rare"
     if len(b) != 2:
         return "rare"
     lead = b[0]
-    if 0xB0 <= lead <= 0xC8:                        # the 2,350 syllables of KS X 1001
-        return "open" if (ord(ch) - 0xAC00) % 28 == 0 else "common"
     return ("sign" if lead <= 0xA3 else "jamo" if lead == 0xA4 else "foreign" if lead <= 0xAF else
             "rare" if lead < 0xCA else "hanja")
+
+
+def _hangul(ch: str) -> float:
+    """The probability of a hangul syllable in Korean: the product of its parts' shares."""
+    k = ord(ch) - 0xAC00
+    total = sum(_INITIALS) * sum(_VOWELS) * sum(_FINALS)
+    return _INITIALS[k // 588] * _VOWELS[k % 588 // 28] * _FINALS[k % 28] / total
 
 
 _CLASS_OF = {"Japanese": _class_ja, "Simplified Chinese": _class_zh, "Traditional Chinese": _class_tw,
@@ -169,8 +182,9 @@ _CLASS_OF = {"Japanese": _class_ja, "Simplified Chinese": _class_zh, "Traditiona
 def _char_loglik(language: str, ch: str) -> float:
     if unicodedata.category(ch) in ("Co", "Cn", "Cc"):      # private use, unassigned, control: no text holds them
         return _NEVER
-    share, size = _CLASSES[language][_CLASS_OF[language](ch)]
-    return math.log(share / size)
+    kind = _CLASS_OF[language](ch)
+    share, size = _CLASSES[language][kind]
+    return math.log(share * _hangul(ch) if kind == "hangul" else share / size)
 
 
 def likelihood(text: str, codec: str) -> float:
