@@ -28,8 +28,10 @@ In order, each step deciding only when its evidence is unambiguous:
    (Shift-JIS ``名前`` is Windows-949 ``뼹멟``). The East Asian readings are then
    ranked by how common their characters are in their own language
    (:mod:`core.intake.eastasian`); a decisive lead is taken, anything less (a
-   few kanji that are also common hanzi) refused with both readings and the
-   ``encoding`` to name.
+   few kanji that are also common hanzi) refused with every close reading and
+   the ``encoding`` to name. An East Asian reading decisive in its language
+   also wins a tie with a detector's proposal of another script (Arabic, Thai,
+   Cyrillic letters, which most bytes read as).
 
 Short samples are what defeats detectors (charset-normalizer alone reads a
 two-row Mac OS Roman file as Windows-1250, a two-word Shift-JIS header as
@@ -140,9 +142,11 @@ def decode_text(data: bytes, filename: str, encoding: str | None = None) -> Deco
 def _named(data: bytes, filename: str, encoding: object) -> Decoded:
     """``data`` decoded strictly as the caller's ``encoding``."""
     try:
-        enc = codecs.lookup(encoding).name.replace("-", "_") if isinstance(encoding, str) else None
+        info = codecs.lookup(encoding) if isinstance(encoding, str) else None
     except LookupError:
-        enc = None
+        info = None
+    # bytes.decode refuses the codecs that are not of bytes to text ('hex', 'zlib', 'rot13') by this mark
+    enc = info.name.replace("-", "_") if info is not None and getattr(info, "_is_text_encoding", True) else None
     if enc is None:
         raise DataError(f"encoding={encoding!r} is not a text encoding Python knows. Name one such as 'utf-8', "
                         "'cp1252', 'shift_jis', 'euc_jp', 'gbk', 'big5' or 'cp949', or leave it out to have it "

@@ -292,6 +292,10 @@ def test_a_file_two_code_pages_read_alike_is_refused_with_both():
     assert "GBK" in said and "UTF-8" in said, said
     assert list(cio.load_table(data, "t.csv", encoding="euc_jp").columns) == ["年齢", "収入"]
     assert list(cio.load_table(data, "t.csv", encoding="EUC-JP").columns) == ["年齢", "収入"]
+    for wrong, says in (("hex", "not a text encoding"), ("nope", "not a text encoding"), (5, "not a text encoding"),
+                        ("ascii", "was to be read as ascii .*but byte 0 is not valid")):
+        with pytest.raises(DataError, match=says):
+            cio.load_table(data, "t.csv", encoding=wrong)
 
 
 _WORDS = {"shift_jis": "年齢 収入 職業 性別 氏名 住所 身長 体重 血圧 喫煙 学歴 契約 解約 顧客 会員 店舗 地域 会社員 公務員 学生 男性 "
