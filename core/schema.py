@@ -31,7 +31,7 @@ import pandas as pd
 
 from core.constraints import constraint_lines, parse
 from core.errors import SchemaError
-from core.model.features import closest_names, feature_index, feature_indices, names_text
+from core.model.features import closest_names, feature_index, feature_indices, names_text, placeholder_names
 from core.model.missing import indicator_of
 
 if TYPE_CHECKING:
@@ -525,8 +525,7 @@ def validate(df: pd.DataFrame, ensemble: TreeEnsemble, target: str | None = None
     names = list(ensemble.feature_names)
     missing = [n for n in names if n not in feats]
     if missing:
-        generic = all(re.fullmatch(r"(f|x|Column_|feature_)\d+", n) for n in names)
-        if not (generic and len(feats) == len(names)):
+        if not (placeholder_names(names) and len(feats) == len(names)):
             extra = [c for c in feats if c not in names]
             hint = (f" The data has {len(feats)} feature columns and the model expects {len(names)}."
                     if len(feats) != len(names) else "")

@@ -36,6 +36,7 @@ import functools
 import inspect
 import math
 import numbers
+import os
 from collections.abc import Mapping
 from typing import Any, Callable, TypeGuard, TypeVar
 
@@ -45,7 +46,7 @@ from core.errors import AtlasError, positional
 
 __all__ = ["validated", "one_of", "positive", "seconds", "integer", "nonnegative", "probability", "open_probability", "boolean", "norm_setting", "cell_norm_setting", "n_jobs_setting",
            "scheduler_setting", "optional", "N_JOBS", "TIME_LIMIT", "ROW_TIME_LIMIT", "RANDOM_STATE",
-           "n_workers_setting", "SINGLE_THREAD_ENV"]
+           "n_workers_setting", "solver_threads", "max_workers", "SINGLE_THREAD_ENV"]
 
 N_JOBS = 1        #: the default number of local processes of every analysis that takes ``n_jobs``
 TIME_LIMIT = 30.0     #: seconds for one query (optimal counterfactual, exact regions, case story)
@@ -145,14 +146,38 @@ def cell_norm_setting(v: object) -> str | None:
     return None if got is None else got.replace("'l2' or", "'l2', 'linf' or")
 
 
+def max_workers() -> int:
+    """The most processes (``n_jobs``) or threads (``n_workers``) a call may ask for on
+    this machine: four per core, at least 32. More only queue behind each other, and a
+    count such as ``10**6`` would have the pool or the solver try to start a million
+    of them (out of memory, or the operating system's limit on threads) instead of
+    saying what is wrong."""
+    return max(32, 4 * (os.cpu_count() or 1))
+
+
+def _count_up_to_cap(v: object, unit: str, minus_one: bool) -> str | None:
+    every = ", or -1 for every core" if minus_one else ""
+    cap = max_workers()
+    if _int(v) and int(v) > cap:
+        return (f"at most {cap:,} {unit} on this machine ({os.cpu_count() or 1} cores; more only wait for each "
+                f"other){every}")
+    ok = _int(v) and (int(v) >= 1 or (minus_one and int(v) == -1))
+    return None if ok else f"a positive number of {unit} (at most {cap:,}){every}"
+
+
 def n_jobs_setting(v: object) -> str | None:
-    ok = _int(v) and (v >= 1 or v == -1)
-    return None if ok else "a positive number of processes, or -1 for every core"
+    """Local processes: 1 up to :func:`max_workers`, or -1 for every core."""
+    return _count_up_to_cap(v, "processes", minus_one=True)
 
 
 def n_workers_setting(v: object) -> str | None:
-    ok = isinstance(v, numbers.Integral) and not isinstance(v, bool) and (int(v) >= 1 or int(v) == -1)
-    return None if ok else "a positive number of threads, or -1 for every core"
+    """Threads inside one computation: 1 up to :func:`max_workers`, or -1 for every core."""
+    return _count_up_to_cap(v, "threads", minus_one=True)
+
+
+def solver_threads(v: object) -> str | None:
+    """A solver's threads (CP-SAT, Gurobi): 1 up to :func:`max_workers`."""
+    return _count_up_to_cap(v, "threads", minus_one=False)
 
 
 def scheduler_setting(v: object) -> str | None:
@@ -178,6 +203,7 @@ def validated(error: type[Exception], **checks: Check) -> Callable[[F], F]:
             raise TypeError(f"validated: {fn.__name__} has no parameter {sorted(unknown_checks)}")
         settings = [n for n, p in sig.parameters.items() if p.kind is p.KEYWORD_ONLY]
         passes_on = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())   # **kwargs checked downstream
+        label = fn.__qualname__.rsplit(".", 2)[-2] if fn.__name__ == "__init__" else fn.__name__   # the class
 
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -185,7 +211,7 @@ def validated(error: type[Exception], **checks: Check) -> Callable[[F], F]:
                 if k not in sig.parameters and not passes_on:
                     near = difflib.get_close_matches(k, settings, n=1)
                     hint = f" Did you mean {near[0]!r}?" if near else ""
-                    raise error(f"{fn.__name__}() has no setting {k!r}.{hint} Its settings are {settings}.")
+                    raise error(f"{label}() has no setting {k!r}.{hint} Its settings are {settings}.")
             try:
                 bound = sig.bind(*args, **kwargs)
             except TypeError as e:
@@ -193,12 +219,12 @@ def validated(error: type[Exception], **checks: Check) -> Callable[[F], F]:
                 keywords = (f" The settings {settings} are keyword-only: write them as name=value, e.g. "
                             f"{settings[0]}=...." if by_position else "")
                 kind = positional(error) if by_position and issubclass(error, AtlasError) else error
-                raise kind(f"{fn.__name__}(): {e}.{keywords}") from None
+                raise kind(f"{label}(): {e}.{keywords}") from None
             for k, check in checks.items():
                 if k in bound.arguments:
                     why = check(bound.arguments[k])
                     if why is not None:
-                        raise error(f"{fn.__name__}(): {k}={bound.arguments[k]!r} is not valid; {k} is {why}.")
+                        raise error(f"{label}(): {k}={bound.arguments[k]!r} is not valid; {k} is {why}.")
             return fn(*args, **kwargs)
 
         call.__signature__ = sig  # type: ignore[attr-defined]

@@ -34,8 +34,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from core.intake.limits import PUBLIC_LIMITS, table_limits
+
 CONFIG = Path(__file__).resolve().parents[1] / ".streamlit" / "atlas.toml"
-PUBLIC_DEFAULTS = {"max_upload_mb": 50, "max_rows": 200_000, "max_table_mb": 512}
+PUBLIC_DEFAULTS = PUBLIC_LIMITS       # the limits' one source is core.intake.limits (load_table reads them too)
 
 
 @dataclass(frozen=True)
@@ -66,12 +68,6 @@ class Deployment:
                 f"uploads up to {self.max_upload_mb} MB and {self.max_rows:,} rows; {cluster}.")
 
 
-def _truthy(v: str | None) -> bool | None:
-    if v is None or v.strip() == "":
-        return None
-    return v.strip().lower() in ("1", "true", "yes", "on")
-
-
 def _file_settings(path: Path) -> dict:
     try:
         with path.open("rb") as fh:
@@ -90,14 +86,8 @@ def settings() -> Deployment:
 
 def load(env: dict | os._Environ, path: Path) -> Deployment:
     f = _file_settings(path)
-    public = _truthy(env.get("ATLAS_PUBLIC"))
-    if public is None:
-        public = bool(f.get("public", False))
-    defaults = PUBLIC_DEFAULTS if public else {"max_upload_mb": 200, "max_rows": None, "max_table_mb": 2048}
-    mb = int(env.get("ATLAS_MAX_UPLOAD_MB") or f.get("max_upload_mb") or defaults["max_upload_mb"])
-    rows = env.get("ATLAS_MAX_ROWS") or f.get("max_rows") or defaults["max_rows"]
+    lim = table_limits(env, f)            # public or local, and the size and row caps
     scheduler = (env.get("ATLAS_DASK_SCHEDULER") or f.get("dask_scheduler") or "").strip() or None
     history = (env.get("ATLAS_HISTORY_URL") or f.get("history_url") or "").strip() or None
-    table_mb = int(env.get("ATLAS_MAX_TABLE_MB") or f.get("max_table_mb") or defaults["max_table_mb"])
-    return Deployment(public=public, max_upload_mb=mb, max_rows=None if rows is None else int(rows),
-                      scheduler=scheduler, history_url=history, max_table_mb=table_mb)
+    return Deployment(public=lim.public, max_upload_mb=lim.max_upload_mb, max_rows=lim.max_rows,
+                      scheduler=scheduler, history_url=history, max_table_mb=lim.max_table_mb)

@@ -1,6 +1,6 @@
 """CSV tables read as written, or refused with the reason.
 
-The text encoding is told by :mod:`core.intake.encoding`; the delimiter
+The text encoding is told by :mod:`core.intake.encoding` (or named by the caller); the delimiter
 (comma, semicolon, tab or pipe) from the first lines; line endings may be LF,
 CRLF or CR alone. The header is read by the same parser as the rows, and
 duplicate names are refused before pandas would rename them. A second header
@@ -41,11 +41,13 @@ _DECIMAL_COMMA = re.compile(r"[+-]?(?:\d{1,3}(?:\.\d{3})+|\d+)(?:,\d+)?")
 _THOUSANDS_COMMA = re.compile(r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
 
 
-def read_csv(data: bytes, filename: str, *, max_rows: int | None = None) -> pd.DataFrame:
+def read_csv(data: bytes, filename: str, *, max_rows: int | None = None, encoding: str | None = None
+             ) -> pd.DataFrame:
     """The table of a CSV file's bytes (see the module docstring); ``max_rows``: parse no
-    further than one row past it. ``df.attrs["notes"]`` says how it was read when that
-    was not plain (a code page, decimal commas)."""
-    decoded = decode_text(data, filename)
+    further than one row past it; ``encoding``: the text encoding when the caller knows
+    it (else detected). ``df.attrs["notes"]`` says how it was read when that was not
+    plain (a code page, decimal commas)."""
+    decoded = decode_text(data, filename, encoding)
     text = decoded.text
     notes = [decoded.note] if decoded.note else []
     if "\r" in text and "\n" not in text:         # classic Mac line endings: CR alone ends a line

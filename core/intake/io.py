@@ -27,7 +27,8 @@ import pandas as pd
 from core.errors import AtlasError, DataError, ModelError, UnsupportedModelError, UntrustedPickleError
 from core.intake.compressed import unpack
 from core.intake.csvfile import TYPE_LETTERS, read_csv
-from core.intake.parquet import MAX_DECODED_BYTES, read_parquet
+from core.intake.limits import LOCAL_LIMITS, table_limits
+from core.intake.parquet import read_parquet
 from core.intake.parsing.catboost import CatBoostJSON
 from core.intake.parsing.validate import (
     check_sklearn_trees,
@@ -84,7 +85,7 @@ ANY_MODEL_TYPES = frozenset({
     "builtins.slice",
 })
 
-MAX_TABLE_BYTES = 200 * 1024 * 1024
+MAX_TABLE_BYTES = int(LOCAL_LIMITS["max_upload_mb"] or 0) * 2**20     # a local instance's; see core.intake.limits
 MAX_MODEL_BYTES = 500 * 1024 * 1024
 _COMMA_NUMBER = re.compile(r"[+-]?[\d.]*\d,\d+")
 MAX_LEVELS = 200        # distinct values of a text column one-hot encoded for training
@@ -179,8 +180,9 @@ def _read_source(source: Any, filename: Any, max_bytes: int, error: type[AtlasEr
     raise error(f"A {what} cannot be read from {type(source).__name__}. {hint}")
 
 
-def load_table(source: object, filename: str | None = None, *, max_bytes: int = MAX_TABLE_BYTES,
-               max_rows: int | None = None, max_decoded_bytes: int = MAX_DECODED_BYTES) -> pd.DataFrame:
+def load_table(source: object, filename: str | None = None, *, encoding: str | None = None,
+               max_bytes: int | None = None, max_rows: int | None = None,
+               max_decoded_bytes: int | None = None) -> pd.DataFrame:
     """Read a CSV or Parquet file (also inside gzip, bzip2, xz or zip).
 
     Parameters
@@ -191,9 +193,16 @@ def load_table(source: object, filename: str | None = None, *, max_bytes: int = 
     filename : str, optional, the file's name: ".parquet"/".pq" or a Parquet signature
         read as Parquet, ".gz"/".bz2"/".xz"/".zip" or their signatures decompressed first,
         anything else as CSV. Required with bytes.
-    max_bytes : int, default MAX_TABLE_BYTES, the largest file accepted, also once decompressed.
-    max_rows : int or None, default None, the most rows accepted.
-    max_decoded_bytes : int, default MAX_DECODED_BYTES, the most memory the decoded table may take.
+    encoding : str, optional, a CSV's text encoding when the caller knows it (a Python
+        codec name: "shift_jis", "euc_jp", "gbk", "big5", "cp949", "cp1252", ...); by
+        default it is detected, and a file two code pages read alike is refused naming both.
+    max_bytes : int, optional, the largest file accepted, also once decompressed.
+    max_rows : int, optional, the most rows accepted.
+    max_decoded_bytes : int, optional, the most memory the decoded table may take.
+        Each limit left out is this deployment's (:func:`core.intake.limits.table_limits`:
+        200 MB, no row cap and 2 GB locally; with ``ATLAS_PUBLIC=1`` those of a public
+        instance, 50 MB, 200,000 rows and 512 MB; ``ATLAS_MAX_UPLOAD_MB``,
+        ``ATLAS_MAX_ROWS`` and ``ATLAS_MAX_TABLE_MB`` set each).
 
     Returns the table as read; ``df.attrs["column_types"]`` holds the kinds of
     an OCEAN-style type row when the file has one, ``df.attrs["target"]`` its
@@ -221,6 +230,7 @@ def load_table(source: object, filename: str | None = None, *, max_bytes: int = 
     >>> load_table(b"age;income\\n30;1200,50\\n41;980,25\\n", "people.csv")["income"].tolist()
     [1200.5, 980.25]
     """
+    max_bytes, max_rows, max_decoded_bytes = _limits(max_bytes, max_rows, max_decoded_bytes)
     data, filename = _read_source(source, filename, max_bytes, DataError, "table", _TABLE_HINT)
     if len(data) == 0:
         raise DataError(f"{filename!r} is empty. Upload a CSV or Parquet file with a header row and data rows.")
@@ -239,7 +249,7 @@ def load_table(source: object, filename: str | None = None, *, max_bytes: int = 
     elif name.endswith((".xlsx", ".xls", ".xlsm", ".ods", ".json", ".pkl", ".pickle", ".feather", ".arrow")):
         raise DataError(f"{filename!r}: unsupported table format; upload CSV (.csv) or Parquet (.parquet).")
     else:
-        df = read_csv(data, filename, max_rows=max_rows)
+        df = read_csv(data, filename, max_rows=max_rows, encoding=encoding)
     del data
     if df.shape[0] == 0:
         raise DataError(f"{filename!r} has a header but no data rows.")
@@ -255,6 +265,20 @@ def load_table(source: object, filename: str | None = None, *, max_bytes: int = 
     if unpacked:
         df.attrs.setdefault("notes", []).insert(0, unpacked)
     return df
+
+
+def _limits(max_bytes: Any, max_rows: Any, max_decoded_bytes: Any) -> tuple[int, int | None, int]:
+    """The caller's limits, each left out taken from this deployment's (module doc of
+    :mod:`core.intake.limits`); each given one a positive whole number."""
+    given = {"max_bytes": max_bytes, "max_rows": max_rows, "max_decoded_bytes": max_decoded_bytes}
+    for name, v in given.items():
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0):
+            raise DataError(f"load_table: {name} is a positive whole number (or left out for this deployment's "
+                            f"limit); got {v!r}.")
+    lim = table_limits()
+    return (lim.max_bytes if max_bytes is None else int(max_bytes),
+            lim.max_rows if max_rows is None else int(max_rows),
+            lim.max_decoded_bytes if max_decoded_bytes is None else int(max_decoded_bytes))
 
 
 @dataclass

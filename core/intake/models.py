@@ -19,10 +19,13 @@ time an analysis given a fitted model converts it with :func:`core.model.as_ense
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Sequence
 
+from core.errors import SchemaError
 from core.intake.parsing import parse, parse_any, verify_against_source, verify_linear
 from core.model.ensemble import TreeEnsemble, _replace
+from core.model.features import names_text
 from core.model.linear import LinearModel
 from core.typing import ModelLike
 
@@ -48,6 +51,8 @@ def from_model(model: ModelLike, *, feature_names: Sequence[str] | None = None,
     ------
     UnsupportedModelError
         For an unsupported type, objective or split kind.
+    SchemaError
+        For ``feature_names`` that are not one distinct name per feature.
 
     Examples
     --------
@@ -62,14 +67,29 @@ def from_model(model: ModelLike, *, feature_names: Sequence[str] | None = None,
     """
     ens = model if isinstance(model, TreeEnsemble) else parse(model)
     if feature_names is not None:
-        if len(feature_names) != ens.n_features:
-            raise ValueError(
-                f"{len(feature_names)} feature names given; the model has {ens.n_features} features."
-            )
-        ens = _replace(ens, feature_names=tuple(feature_names))
+        ens = _replace(ens, feature_names=_names_given(feature_names, ens))
     if verify and not isinstance(model, TreeEnsemble):
         verify_against_source(ens, model)
     return ens
+
+
+def _names_given(names: object, ens: TreeEnsemble) -> tuple[str, ...]:
+    """``feature_names`` as given to :func:`from_model`: one distinct name per feature of
+    the model, in its order, or :class:`SchemaError` saying what arrived and what to give."""
+    d, own = ens.n_features, names_text(list(ens.feature_names), 6)
+    if isinstance(names, (str, bytes, Mapping)) or not isinstance(names, Iterable):
+        raise SchemaError(f"feature_names is a list of {d} names, one per feature of the model in its order "
+                          f"(its own: {own}); got {type(names).__name__} {str(names)[:60]!r}.")
+    given = [str(n) for n in names]
+    if len(given) != d:
+        raise SchemaError(f"feature_names has {len(given)} name{'s' if len(given) != 1 else ''} "
+                          f"{names_text(given, 6)}; the model has {d} features (its own names: {own}). Give one "
+                          "name per feature, in the model's order, or leave feature_names out to keep its own.")
+    twice = sorted({n for n in given if given.count(n) > 1})
+    if twice:
+        raise SchemaError(f"feature_names repeats {names_text(twice, 6)}; give each of the {d} features its own "
+                          "name.")
+    return tuple(given)
 
 
 def model_from(model: ModelLike, *, verify: bool = True) -> TreeEnsemble | LinearModel:

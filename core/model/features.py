@@ -16,18 +16,27 @@ several are taken, one name or one index stands for a list of one, and None
 for no feature.
 
 A row is a sequence of ``d`` numbers in the model's order, a one-row table, or
-a pandas Series (read by name when its index holds every feature). A table is
-a 2-D array or a DataFrame; a DataFrame is read by name when it holds every
-feature (extra columns ignored, any order), else by position when it has
-exactly ``d`` columns none of which sits at another feature's position. Values
-must be numbers; infinite values are refused, missing values (NaN) too unless
-the caller reads them (``missing=True``).
+a pandas Series. A table is a 2-D array or a DataFrame. A Series' index and a
+DataFrame's columns are labels: read by name when they hold every feature
+(extra columns ignored, any order), else by position only when the labels say
+nothing about the features: plain positions ``0..d-1`` (``pd.Series(values)``,
+``pd.DataFrame(array)``), or a model whose names are placeholders its library
+made up (``f0``, ``x0``, ``Column_0``, ``feature_0``: it was trained on an array).
+Labels that name other things (``c0..c10`` for a model of ``f0..f10``'s
+real names, a misspelt column) are refused with the missing features: reading
+them by position would answer for values the caller did not mean. Values must be
+numbers; infinite values are refused, missing values (NaN) too unless the caller
+reads them (``missing=True``). Reference rows (``X_ref``) are read by
+:func:`reference_rows`, which also refuses a table without rows or without a
+single known value, and the roles of a query's features by :func:`feature_roles`,
+which refuses a feature both increase-only and decrease-only.
 """
 
 from __future__ import annotations
 
 import difflib
 import numbers
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeGuard
 
@@ -38,9 +47,22 @@ from core.errors import SchemaError
 from core.typing import FeatureKey, Row, Rows
 
 __all__ = ["feature_index", "feature_indices", "closest_names", "names_text", "as_row", "as_table",
-           "fit_table"]
+           "fit_table", "placeholder_names", "reference_rows", "feature_roles"]
 
 _SHOWN = 40                     # names listed in a message at most
+_PLACEHOLDER = re.compile(r"(f|x|Column_|feature_)\d+")
+
+
+def placeholder_names(names: Sequence[Any]) -> bool:
+    """Whether ``names`` are the placeholders a library gives the features of a model
+    trained on an array (XGBoost ``f0``, scikit-learn's ``x0``, LightGBM ``Column_0``,
+    ``feature_0``), which say nothing of the columns a table must hold."""
+    return bool(names) and all(_PLACEHOLDER.fullmatch(str(n)) for n in names)
+
+
+def _positions(labels: Sequence[Any]) -> bool:
+    """Labels that are plain positions 0..k-1 (a RangeIndex, ``pd.DataFrame(array)``)."""
+    return [str(v) for v in labels] == [str(k) for k in range(len(labels))]
 
 
 def names_text(names: Sequence[Any], limit: int = _SHOWN) -> str:
@@ -166,13 +188,23 @@ def _frame_columns(frame: pd.DataFrame, names: list[str], error: type[Exception]
         raise error(f"{what} has duplicate columns {names_text(dup)}; give each feature once.")
     if all(n in cols for n in names):
         return frame.iloc[:, [cols.index(n) for n in names]]
-    missing = [n for n in names if n not in cols]
-    if len(cols) == len(names) and not any(c in names and names.index(c) != k for k, c in enumerate(cols)):
-        return frame                                      # by position: no feature sits at another's place
-    hint = "".join(_hint(m, [c for c in cols if c not in names]) for m in missing[:1])
-    raise error(f"{what} lacks the model's features {names_text(missing, 6)}.{hint} The model reads "
-                f"{_count(len(names))} {names_text(names)}; {what} has columns {names_text(cols)}. Rename or "
-                "add those columns, or give an array in the model's feature order.")
+    if len(cols) == len(names) and (_positions(cols) or placeholder_names(names)):
+        return frame                                      # by position: the labels name no feature
+    raise error(_unnamed(cols, names, what, "columns"))
+
+
+def _unnamed(labels: list[str], names: list[str], what: str, kind: str) -> str:
+    """The message for labels (a frame's ``columns``, a Series' ``index``) that do not
+    name the model's features (module doc)."""
+    missing = [n for n in names if n not in labels]
+    hint = "".join(_hint(m, [c for c in labels if c not in names]) for m in missing[:1])
+    has, fix, array = ((f"has columns {names_text(labels)}", "Rename or add those columns", "an array")
+                       if kind == "columns" else
+                       (f"is a Series indexed {names_text(labels)}", "Index it by the features' names",
+                        "its values (x.to_numpy())"))
+    return (f"{what} lacks the model's features {names_text(missing, 6)}.{hint} The model reads "
+            f"{_count(len(names))} {names_text(names)}; {what} {has}. {fix}, or give {array} in the model's "
+            "feature order to read them by position.")
 
 
 def as_table(X: Rows, names: Sequence[Any], *, error: type[Exception] = SchemaError, what: str = "X",
@@ -251,7 +283,11 @@ def as_row(x: Row, names: Sequence[Any], *, error: type[Exception] = SchemaError
     d = len(names)
     if isinstance(x, pd.Series):
         idx = [str(i) for i in x.index]
-        x = (x.iloc[[idx.index(n) for n in names]] if all(n in idx for n in names) else x).to_numpy()
+        if all(n in idx for n in names):
+            x = x.iloc[[idx.index(n) for n in names]]
+        elif len(idx) == d and not (_positions(idx) or placeholder_names(names)):
+            raise error(_unnamed(idx, names, what, "index"))
+        x = x.to_numpy()
     if x is None or isinstance(x, (str, bytes, Mapping)) or not hasattr(x, "__len__"):
         hint = " (a dict: pass pd.Series(x), whose index names the features)" if isinstance(x, Mapping) else ""
         raise error(f"{what} must be one row: {d} numbers in the model's feature order {names_text(names, 4)}, "
@@ -310,3 +346,40 @@ def fit_table(X: Rows, feature_names: Iterable[str] | None = None, *, error: typ
             raise error(f"feature_names has {len(names)} names for the {width} columns of {what}; give one "
                         "name per column.")
     return as_table(X, names, error=error, what=what, min_rows=min_rows, missing=missing, infinite=missing), names
+
+
+def reference_rows(X_ref: Rows, names: Sequence[Any], *, error: type[Exception] = SchemaError,
+                   what: str = "X_ref") -> np.ndarray:
+    """Reference rows (a query's ``X_ref``: the data the model was trained on, where the
+    starts and the plausibility come from) as an (n, d) float array; NaN passes (the
+    model may read it). A table without rows, or whose every value is missing, holds
+    no reference and is refused: it would be taken silently as "no reference given"."""
+    if isinstance(X_ref, np.ndarray) and X_ref.dtype == np.float64 and X_ref.ndim == 2 and X_ref.shape[1] == len(names):
+        A = X_ref                                   # kept as is (the caller's cache is keyed on it)
+        _check_values(A, [str(n) for n in names], error, what, missing=True)
+    else:
+        A = as_table(X_ref, names, error=error, what=what, missing=True, min_rows=0)
+    if len(A) == 0:
+        raise error(f"{what} has no rows. Give the reference rows (e.g. the data the model was trained on), or "
+                    f"leave {what} out (None).")
+    if np.isnan(A).all():
+        raise error(f"{what}: every value of its {len(A):,} rows is missing (NaN), so it holds no reference. Give "
+                    f"rows with values, or leave {what} out (None).")
+    return A
+
+
+def feature_roles(names: Sequence[Any], *, error: type[Exception] = SchemaError,
+                  **roles: FeatureKey | Iterable[FeatureKey] | None) -> dict[str, list[int] | None]:
+    """Each of ``roles`` (``fixed``, ``increase_only``, ``decrease_only``: names or
+    indices; None stays None) as column indices, by :func:`feature_indices`. A feature
+    both increase-only and decrease-only may move neither way: that is ``fixed``, and
+    saying it in two contradicting lists is refused rather than read one way."""
+    out = {role: None if keys is None else feature_indices(names, keys, error=error, what=role)
+           for role, keys in roles.items()}
+    both = sorted(set(out.get("increase_only") or ()) & set(out.get("decrease_only") or ()))
+    if both:
+        shown = names_text([str(names[j]) for j in both], 6)
+        raise error(f"{shown} {'is' if len(both) == 1 else 'are'} both in increase_only and in decrease_only; a "
+                    "feature may only increase, or only decrease. One that may move neither way is fixed: list "
+                    "it in fixed instead (and in neither of the two).")
+    return out

@@ -84,7 +84,7 @@ from core.cells.problem import feature_actions
 from core.constraints import Constraints
 from core.counterfactual import CounterfactualResult, QueryError, check_schema, check_time_limit
 from core.model import LinearModel, TreeEnsemble, as_ensemble, as_model
-from core.model.features import as_row, as_table, feature_indices
+from core.model.features import as_row, feature_roles, reference_rows
 from core.model.missing import indicator_of, settled
 from core.optimal.anytime import Anytime, stopped_result
 from core.optimal.constrained import RecourseCheck, constrained_counterfactual, resolve_constraints, verify_recourse
@@ -98,6 +98,7 @@ from core.settings import (
     open_probability,
     optional,
     seconds,
+    solver_threads,
     validated,
 )
 from core.solvers import boxsearch, cpsat, lpbox, ocean, race, separable
@@ -210,7 +211,7 @@ def _problem(ens: TreeEnsemble, x: np.ndarray, target: Any, s: OptimalSettings, 
 
 
 @validated(QueryError, norm=cell_norm_setting, backend=one_of(*BACKENDS), time_limit=seconds,
-           n_solutions=integer(1), n_workers=integer(1), warm=boolean, margin=optional(open_probability))
+           n_solutions=integer(1), n_workers=solver_threads, warm=boolean, margin=optional(open_probability))
 def optimal_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, schema: Schema | None = None,
                            norm: Norm = "l1", weights: Weights = None,
                            fixed: Iterable[Any] | None = None, increase_only: Iterable[Any] | None = None,
@@ -460,6 +461,9 @@ def _linear_query(lin: LinearModel, given: Any, x: Any, target: Any, *, plausibi
     if unsupported:
         raise QueryError(f"On a linear model the optimal counterfactual does not take {', '.join(unsupported)} "
                          "(those are solved on a tree ensemble's cells); leave them out.")
+    x = as_row(x, lin.feature_names, error=QueryError, missing=True)    # NaN: the model's own fill reads it
+    feature_roles(lin.feature_names, error=QueryError, fixed=kw["fixed"], increase_only=kw["increase_only"],
+                  decrease_only=kw["decrease_only"])
     original = model if model is not None else (None if isinstance(given, LinearModel) else given)
     params = dict(norm=kw["norm"] if isinstance(kw["norm"], str) else dict(kw["norm"]), time_limit=kw["time_limit"],
                   fixed=_names(kw["fixed"]), increase_only=_names(kw["increase_only"]),
@@ -478,15 +482,10 @@ def query_door(ens: TreeEnsemble, x: Row, X_ref: Rows | None, schema: object, *,
     schema's) as feature names; ``error`` says what is wrong."""
     names = list(ens.feature_names)
     row = as_row(x, names, error=error, what="x")
-    ref: np.ndarray | None = None
-    if isinstance(X_ref, np.ndarray) and X_ref.dtype == np.float64 and X_ref.ndim == 2 and X_ref.shape[1] == len(names):
-        ref = X_ref                                     # kept as is: starts cache on it
-    elif X_ref is not None:
-        ref = as_table(X_ref, names, error=error, what="X_ref", missing=True, min_rows=0)
+    ref = None if X_ref is None else reference_rows(X_ref, names, error=error)   # an array is kept as is
     check_schema(ens, schema, error)
-    resolved = {role: None if keys is None else [names[j] for j in
-                                                   feature_indices(names, keys, error=error, what=role)]
-                for role, keys in roles.items()}
+    resolved = {role: None if cols is None else [names[j] for j in cols]
+                for role, cols in feature_roles(names, error=error, **roles).items()}
     return row, ref, resolved
 
 

@@ -47,13 +47,13 @@ from joblib.externals.loky.backend import get_context
 from core.counterfactual import CounterfactualResult
 from core.errors import ClusterError, QueryError
 from core.model import Guarantee, LinearModel, as_ensemble
-from core.model.features import as_table, feature_indices
+from core.model.features import as_table, feature_indices, feature_roles, reference_rows
 from core.model.guarantee import GUARANTEE_KINDS
 from core.model.missing import missing_as_states
 from core.model.result import Reader, Result, settings
 from core.optimal import optimal_counterfactual
 from core.schema import with_missing_states
-from core.settings import N_JOBS, SINGLE_THREAD_ENV, n_jobs_setting, scheduler_setting, validated
+from core.settings import N_JOBS, SINGLE_THREAD_ENV, n_jobs_setting, scheduler_setting, solver_threads, validated
 from core.surrogate.repair import checked_counterfactual
 from core.typing import ModelLike, Rows, TargetSpec
 
@@ -410,11 +410,13 @@ def batch_counterfactuals(ensemble: ModelLike, X: Rows, targets: TargetSpec | It
     """
     t0 = time.perf_counter()
     kwargs = dict(kwargs)
+    _settings_door(kwargs)
     setup = {"n_rows": 0, "n_jobs": n_jobs, "chunk_size": chunk_size, "cluster": scheduler is not None}
     if kwargs.get("surrogate") is not None:
         out, n_rows = _through_surrogate(X, targets, n_jobs, progress, should_stop, scheduler, chunk_size, kwargs)
     elif isinstance(ensemble, LinearModel):       # exact, picklable, no missing states: row by row as given
         A = as_table(X, ensemble.feature_names, error=QueryError, min_rows=0)
+        _roles_door(ensemble.feature_names, kwargs)
         n_rows = len(A)
         kwargs.setdefault("n_workers", 1)
         out = map_rows(partial(_one_cf, ensemble=ensemble, kwargs=kwargs), list(zip(A, _targets(targets, n_rows))),
@@ -423,6 +425,7 @@ def batch_counterfactuals(ensemble: ModelLike, X: Rows, targets: TargetSpec | It
     else:
         ens = as_ensemble(ensemble)
         A = as_table(X, ens.feature_names, error=QueryError, missing=True, min_rows=0)
+        _roles_door(ens.feature_names, kwargs)
         n_rows = len(A)
         rows_targets = _targets(targets, n_rows)
         ens, A = _missing_door(ens, A, kwargs)
@@ -433,6 +436,21 @@ def batch_counterfactuals(ensemble: ModelLike, X: Rows, targets: TargetSpec | It
     setup["n_rows"] = n_rows                              # the rows as read (as_table keeps their number)
     out = list(out) + [None] * (n_rows - len(out))        # a stopped run: the rows not reached are None
     return BatchResult(tuple(out), _batch_params(setup, out), time.perf_counter() - t0)
+
+
+def _settings_door(kwargs: dict[str, Any]) -> None:
+    """The solver's threads, checked once here: a wrong count would fail in every row alike."""
+    if "n_workers" in kwargs:
+        why = solver_threads(kwargs["n_workers"])
+        if why is not None:
+            raise QueryError(f"batch_counterfactuals(): n_workers={kwargs['n_workers']!r} is not valid; n_workers "
+                             f"is {why}.")
+
+
+def _roles_door(names: Sequence[Any], kwargs: dict[str, Any]) -> None:
+    """The roles of the features (names of ``names``, none both increase- and decrease-only),
+    checked once here rather than in every row's query."""
+    feature_roles(names, error=QueryError, **{r: kwargs.get(r) for r in ("fixed", "increase_only", "decrease_only")})
 
 
 def _batch_params(setup: dict[str, Any], results: Sequence[Any]) -> dict[str, Any]:
@@ -539,6 +557,7 @@ def _through_surrogate(X: Any, targets: Any, n_jobs: int, progress: Callable[[in
         raise QueryError("A surrogate is given without the model it stands for: pass model= as well.")
     ens = surrogate.ensemble
     X = as_table(X, ens.feature_names, error=QueryError, min_rows=0)
+    _roles_door(ens.feature_names, kwargs)
     targets = _targets(targets, len(X))
     solve_kw = {k: v for k, v in kwargs.items() if k not in ("on_progress",)}
     solve_kw.setdefault("n_workers", 1 if (n_jobs != 1 or scheduler) else 2)
@@ -576,7 +595,7 @@ def _missing_door(ens: Any, X: np.ndarray, kwargs: dict[str, Any]) -> tuple[Any,
     missing to a value."""
     ref = kwargs.get("X_ref")
     if ref is not None:
-        ref = as_table(ref, ens.feature_names, error=QueryError, what="X_ref", missing=True, min_rows=0)
+        ref = reference_rows(ref, ens.feature_names, error=QueryError)
     wide, X2, ref2 = missing_as_states(ens, X, ref, error=QueryError)
     if wide is ens:
         return ens, X

@@ -147,6 +147,9 @@ class CounterfactualRules:
         if model is not None and not isinstance(model, OnModel):
             raise QueryError(f"model is the model to check the rules on (core.rules.onmodel.on_model(...)); got "
                              f"{type(model).__name__}.")
+        why = n_workers_setting(self.n_workers)        # set after construction: checked again before threads start
+        if why is not None:
+            raise QueryError(f"CounterfactualRules: n_workers={self.n_workers!r} is not valid; n_workers is {why}.")
         st = fit_state(X, y_model, feature_names, n_estimators=self.n_estimators, max_depth=self.max_depth,
                        levels=RuleLevels(self.pi, self.pi_c, self.top_k), groups=self.groups,
                        random_state=self.random_state, n_workers=self.n_workers, max_rows=self.max_rows)

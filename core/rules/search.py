@@ -7,8 +7,9 @@ pi_c, local and regional rules, and proposed sub-populations.
 Actionability. ``fixed``, ``increase_only`` and ``decrease_only`` take feature
 names or column indices (:meth:`FittedRules.features`; an unknown name or an
 index out of range raises QueryError listing the features). A fixed feature is
-never a candidate for S; a feature both increase-only and decrease-only is
-fixed. A direction is a restriction of the admissible cells (the paper's
+never a candidate for S; a feature named both increase-only and decrease-only is
+refused (:func:`core.model.features.feature_roles`: one that may move neither way
+is listed in ``fixed``). A direction is a restriction of the admissible cells (the paper's
 possible leaves), the CRP computation itself being unchanged: with the
 admissible box ``(alo, ahi]`` (``alo_j`` just below ``a_j`` on an increase-only
 feature, ``ahi_j = b_j`` on a decrease-only one, unbounded elsewhere),
@@ -49,6 +50,7 @@ from sklearn.tree import DecisionTreeClassifier
 
 from core.errors import NoCounterfactualRuleError, QueryError
 from core.model import node_boxes
+from core.model.features import feature_roles
 from core.rules import bitsets, engines
 from core.rules.bitsets import _below
 from core.rules.results import Box, LocalRule, RegionalRule, RuleLevels, rule_guarantee
@@ -99,16 +101,12 @@ def actionability(state: FittedRules, *, fixed: Features = None, increase_only: 
                   decrease_only: Features = None
                   ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """(fixed, increase-only, decrease-only) columns from names or indices; a
-    feature both increase-only and decrease-only is fixed."""
-    fixed = state.features(fixed, "fixed")
-    inc = state.features(increase_only, "increase_only")
-    dec = state.features(decrease_only, "decrease_only")
-    both = set(inc) & set(dec)
-    if both:
-        fixed = fixed + tuple(j for j in sorted(both) if j not in fixed)
-    frozen = set(fixed)
-    return (fixed, tuple(j for j in inc if j not in frozen and j not in both),
-            tuple(j for j in dec if j not in frozen and j not in both))
+    feature both increase-only and decrease-only raises QueryError (module doc)."""
+    roles = feature_roles(state.feature_names, error=QueryError, fixed=fixed, increase_only=increase_only,
+                          decrease_only=decrease_only)
+    held, inc, dec = (tuple(roles[r] or ()) for r in ("fixed", "increase_only", "decrease_only"))
+    frozen = set(held)
+    return held, tuple(j for j in inc if j not in frozen), tuple(j for j in dec if j not in frozen)
 
 
 def _allowed(state: FittedRules, inc: Sequence[int], dec: Sequence[int], low: np.ndarray, high: np.ndarray):

@@ -33,6 +33,7 @@ from sklearn.ensemble import (
     RandomForestClassifier,
     RandomForestRegressor,
 )
+from sklearn.linear_model import LogisticRegression
 
 from core import (
     CounterfactualRules,
@@ -85,7 +86,8 @@ def f():
     cr = CounterfactualRules(n_estimators=5, max_depth=4, random_state=0).fit(X, pred)
     nan_rows = A[:20].copy()
     nan_rows[3, 1] = np.nan
-    return SimpleNamespace(X=X, A=A, y=y, ens=ens, gb=from_model(gb), reg=from_model(reg), pred=pred, x=x,
+    lin = LogisticRegression().fit(X, y)
+    return SimpleNamespace(X=X, A=A, y=y, rf=rf, lin=lin, ens=ens, gb=from_model(gb), reg=from_model(reg), pred=pred, x=x,
                            schema=schema, tc=tc, cr=cr, rule=cr.local_rule(x, 1), nan_rows=nan_rows,
                            other_schema=infer_schema(X.rename(columns={"debt": "loans"})))
 
@@ -420,7 +422,67 @@ BAD = [
         ("upside down",)),
     Bad("already_at_target: None for ens", lambda f: already_at_target(None, 0, 1), QueryError,
         ("treeensemble",)),
+    # ------------------------------------------- issue #60 item 9: what was raw or silently accepted
+    Bad("from_model: one name for 5 features", lambda f: from_model(f.rf, feature_names=["a"]), SchemaError,
+        ("1 name", "5 features", "'age'")),
+    Bad("from_model: names as one string", lambda f: from_model(f.rf, feature_names="abcde"), SchemaError,
+        ("list of 5 names", "str")),
+    Bad("from_model: a name twice", lambda f: from_model(f.rf, feature_names=["a", "b", "a", "c", "d"]),
+        SchemaError, ("repeats", "'a'")),
+    Bad("rules: n_workers a million", lambda f: CounterfactualRules(n_workers=10**6), QueryError,
+        ("CounterfactualRules()", "n_workers", "at most")),
+    Bad("rules: n_jobs a million", lambda f: CounterfactualRules(n_jobs=10**6), QueryError, ("n_jobs", "at most")),
+    Bad("rules: n_workers set after construction", lambda f: _with(CounterfactualRules(), n_workers=10**6).fit(
+        f.X, f.pred), QueryError, ("n_workers", "at most")),
+    Bad("rules: increase and decrease one feature", lambda f: f.cr.local_rule(f.x, 1, increase_only=["debt"],
+                                                                               decrease_only=[2]),
+        QueryError, ("'debt'", "increase_only", "decrease_only", "fixed")),
+    Bad("optimal: increase and decrease one feature", lambda f: optimal_counterfactual(
+        f.ens, f.x, 1, increase_only=["income"], decrease_only=["income", "debt"]), QueryError,
+        ("'income'", "increase_only", "decrease_only", "fixed")),
+    Bad("optimal: a linear model, increase and decrease one feature", lambda f: optimal_counterfactual(
+        f.lin, f.x, 1, increase_only=[1], decrease_only="income"), QueryError, ("'income'", "fixed")),
+    Bad("exact: increase and decrease one feature", lambda f: exact_counterfactual(
+        f.ens, f.x, 1, increase_only=["age"], decrease_only=[0]), QueryError, ("'age'", "decrease_only")),
+    Bad("set: increase and decrease one feature", lambda f: counterfactual_set(
+        f.ens, f.x, 1, 1.0, increase_only=["age"], decrease_only=["age"]), QueryError, ("'age'",)),
+    Bad("batch: increase and decrease one feature", lambda f: batch_counterfactuals(
+        f.ens, f.A[:2], 1, increase_only=["age"], decrease_only=["age"], n_jobs=1), QueryError, ("'age'",)),
+    Bad("optimal: X_ref without rows", lambda f: optimal_counterfactual(f.ens, f.x, 1, X_ref=f.X.iloc[:0]),
+        QueryError, ("x_ref", "no rows")),
+    Bad("optimal: X_ref an empty array", lambda f: optimal_counterfactual(f.ens, f.x, 1, X_ref=np.empty((0, 5))),
+        QueryError, ("x_ref", "no rows")),
+    Bad("optimal: X_ref all NaN", lambda f: optimal_counterfactual(f.ens, f.x, 1, X_ref=np.full((10, 5), np.nan)),
+        QueryError, ("x_ref", "missing")),
+    Bad("batch: X_ref all NaN", lambda f: batch_counterfactuals(f.ens, f.A[:2], 1, X_ref=f.X * np.nan, n_jobs=1),
+        QueryError, ("x_ref", "missing")),
+    Bad("optimal: a Series indexed c0..c4", lambda f: optimal_counterfactual(
+        f.ens, pd.Series(f.x, index=[f"c{j}" for j in range(5)]), 1), QueryError,
+        ("'age'", "'c0'", "Series", "to_numpy")),
+    Bad("optimal: a linear model given a Series indexed c0..c4", lambda f: optimal_counterfactual(
+        f.lin, pd.Series(f.x, index=[f"c{j}" for j in range(5)]), 1), QueryError, ("'age'", "'c0'")),
+    Bad("predict: a frame of other names", lambda f: f.ens.predict(f.X.set_axis([f"c{j}" for j in range(5)],
+                                                                                axis=1)), SchemaError, ("'c0'",)),
+    Bad("batch: an unknown column", lambda f: batch_counterfactuals(f.ens, f.X.iloc[:2].rename(
+        columns={"debt": "dept"}), 1, n_jobs=1), QueryError, ("'debt'", "'dept'", "did you mean")),
+    Bad("batch: n_jobs a million", lambda f: batch_counterfactuals(f.ens, f.A[:2], 1, n_jobs=10**6), QueryError,
+        ("n_jobs", "at most")),
+    Bad("batch: n_workers a million", lambda f: batch_counterfactuals(f.ens, f.A[:2], 1, n_workers=10**6),
+        QueryError, ("n_workers", "at most")),
+    Bad("map_rows: n_jobs a million", lambda f: map_rows(abs, [1, 2], n_jobs=10**6), QueryError, ("at most",)),
+    Bad("optimal: n_workers a million", lambda f: optimal_counterfactual(f.ens, f.x, 1, n_workers=10**6),
+        QueryError, ("n_workers", "at most")),
+    Bad("fcca: n_jobs a million", lambda f: fcca(f.ens, f.X, f.y, n_jobs=10**6), FCCAError, ("at most",)),
+    Bad("audit: n_jobs a million", lambda f: run_audit(f.ens, f.X, schema=f.schema, target=1, n_jobs=10**6),
+        AuditError, ("at most",)),
 ]
+
+
+def _with(est, **attrs):
+    """``est`` with attributes set after construction, as a script may."""
+    for k, v in attrs.items():
+        setattr(est, k, v)
+    return est
 
 def test_the_table_covers_the_public_face():
     assert len(BAD) >= 80 and len({b.name for b in BAD}) == len(BAD)
@@ -472,6 +534,35 @@ def test_rows_given_as_a_series_a_frame_or_one_row_read_by_name(f):
     for r, x in zip(out, f.A[:3]):
         np.testing.assert_array_equal(r.x_query, x)
         assert f.ens.predict(r.x[None, :])[0] == 1
+    # by position only when the labels say nothing of the features: plain positions 0..d-1, or a model whose
+    # names are its library's placeholders (trained on an array); other labels are refused (BAD above)
+    for row in (pd.Series(f.x), pd.DataFrame(f.x[None, :])):
+        res = optimal_counterfactual(f.ens, row, 1, schema=f.schema)
+        assert res.cost == base.cost and np.array_equal(res.x_query, f.x)
+    plain = from_model(RandomForestClassifier(8, max_depth=3, random_state=0).fit(f.A, f.y))   # names x0..x4
+    assert plain.feature_names == tuple(f"x{j}" for j in range(5))
+    np.testing.assert_array_equal(plain.predict(f.X), plain.predict(f.A))                      # named columns
+    named = pd.Series(f.x, index=NAMES)
+    row = int(np.flatnonzero(plain.predict(f.A) == 0)[0])
+    res = optimal_counterfactual(plain, f.X.iloc[row], 1)
+    assert res.found and np.array_equal(res.x_query, f.A[row]) and plain.predict(res.x[None, :])[0] == 1
+    assert np.array_equal(optimal_counterfactual(plain, named, 1).x_query, f.x)
+    lin = optimal_counterfactual(f.lin, named[::-1], 1)                                          # linear: by name
+    assert lin.found and np.array_equal(lin.x_query, f.x) and f.lin.predict(pd.DataFrame([lin.x], columns=NAMES))[0] == 1
+
+
+def test_worker_counts_up_to_the_cap_are_taken(f):
+    from core.settings import max_workers, n_jobs_setting, n_workers_setting, solver_threads
+
+    cap = max_workers()
+    assert cap >= 32
+    for check in (n_jobs_setting, n_workers_setting, solver_threads):
+        assert check(cap) is None and check(np.int64(1)) is None
+        assert f"at most {cap:,}" in check(cap + 1) and f"at most {cap:,}" in check(0)
+    assert n_jobs_setting(-1) is None and n_workers_setting(-1) is None and solver_threads(-1) is not None
+    assert CounterfactualRules(n_workers=cap).n_workers == cap
+    with pytest.raises(QueryError, match=f"at most {cap:,}"):
+        map_rows(abs, [-1, 2], n_jobs=cap + 1)
 
 
 def test_every_analysis_takes_the_three_roles_by_name(f):

@@ -254,6 +254,90 @@ def test_every_encoding_is_read_right(text, sep, how):
     assert any("not UTF-8" in n for n in notes) == legacy, notes     # a guessed code page is said
 
 
+# ------------------------------------------------------------------ East Asian code pages (#60 item 8)
+JAPANESE = ("年齢,収入,職業,回答,クラス\n34,1200,会社員,はい,1\n51,3400,公務員,いいえ,0\n29,800,学生,はい,1\n"
+            "45,2100,自営業,いいえ,0\n")
+NAMES_JA = "名前,年齢,Class\n田中,34,1\n鈴木,51,0\n山本,29,1\n"          # the issue's file: read as Windows-949
+CHINESE = ("年龄,收入,职业,城市,类别\n34,1200,工程师,北京,1\n51,3400,教师,上海,0\n29,5100,医生,广州,1\n"
+           "45,2100,学生,深圳,0\n")
+TAIWANESE = "年齡,收入,職業,城市,類別\n34,1200,工程師,臺北,1\n51,3400,教師,高雄,0\n29,5100,醫生,臺中,1\n"
+KOREAN = "나이,소득,직업,지역,등급\n34,1200,회사원,서울,1\n51,3400,교사,부산,0\n29,5100,의사,대구,1\n"
+EAST_ASIAN = {"ja-shift_jis": (JAPANESE, "shift_jis"), "ja-cp932": (JAPANESE, "cp932"), "ja-euc_jp": (JAPANESE, "euc_jp"),
+              "names-shift_jis": (NAMES_JA, "shift_jis"), "names-euc_jp": (NAMES_JA, "euc_jp"),
+              "zh-gbk": (CHINESE, "gbk"), "zh-gb2312": (CHINESE, "gb2312"), "zh-gb18030": (CHINESE, "gb18030"),
+              "tw-big5": (TAIWANESE, "big5"), "tw-cp950": (TAIWANESE, "cp950"), "ko-cp949": (KOREAN, "cp949"),
+              "ko-euc_kr": (KOREAN, "euc_kr")}
+
+
+@pytest.mark.parametrize("text,how", list(EAST_ASIAN.values()), ids=list(EAST_ASIAN))
+def test_east_asian_code_pages_are_read_right(text, how):
+    """Japanese, Chinese and Korean column names and values read back exactly, and the note names the
+    code page (before: Shift-JIS '名前,年齢' read as Windows-949 '뼹멟,봏쀮', EUC-JP as Big5 or Windows-949)."""
+    df = cio.load_table(text.encode(how), "t.csv")
+    assert list(df.columns) == text.splitlines()[0].split(",")
+    pd.testing.assert_frame_equal(df, _expected(text, ","), check_dtype=False)
+    language = {"shift_jis": "Japanese", "cp932": "Japanese", "euc_jp": "Japanese", "big5": "Traditional Chinese",
+                "cp950": "Traditional Chinese", "cp949": "Korean", "euc_kr": "Korean"}.get(how, "Simplified Chinese")
+    assert any("not UTF-8" in n and language in n for n in df.attrs["notes"]), df.attrs
+
+
+def test_a_file_two_code_pages_read_alike_is_refused_with_both():
+    """Four kanji in EUC-JP are also four common hanzi in GBK: refused with both readings and the encoding to
+    name (before: read as one of them without a word), and read exactly once it is named."""
+    data = "年齢,収入\n34,1200\n51,3400\n".encode("euc_jp")
+    with pytest.raises(DataError, match="East Asian code pages alike") as info:
+        cio.load_table(data, "t.csv")
+    said = str(info.value)
+    assert "'年齢,収入'" in said and "EUC-JP (Japanese)" in said and "encoding='euc_jp'" in said, said
+    assert "GBK" in said and "UTF-8" in said, said
+    assert list(cio.load_table(data, "t.csv", encoding="euc_jp").columns) == ["年齢", "収入"]
+    assert list(cio.load_table(data, "t.csv", encoding="EUC-JP").columns) == ["年齢", "収入"]
+    for wrong, says in (("hex", "not a text encoding"), ("nope", "not a text encoding"), (5, "not a text encoding"),
+                        ("ascii", "was to be read as ascii .*but byte 0 is not valid")):
+        with pytest.raises(DataError, match=says):
+            cio.load_table(data, "t.csv", encoding=wrong)
+
+
+_WORDS = {"shift_jis": "年齢 収入 職業 性別 氏名 住所 身長 体重 血圧 喫煙 学歴 契約 解約 顧客 会員 店舗 地域 会社員 公務員 学生 男性 "
+                       "女性 はい いいえ あり なし 未婚 既婚 大学 価格 数量 売上 在庫 果物 野菜 りんご 評価 満足 普通 天気 晴れ 雨 "
+                       "気温 部署 営業部 課長 社員 申込 承認 審査 結果 合格 点数 病名 入院 保険 カテゴリ プラン",
+          "gbk": "年龄 收入 职业 性别 姓名 地址 身高 体重 血压 吸烟 学历 合同 客户 会员 门店 地区 城市 北京 上海 工程师 教师 "
+                 "医生 学生 男 女 是 否 未婚 已婚 本科 价格 数量 销售额 库存 水果 蔬菜 苹果 评分 满意 一般 天气 晴 雨 气温 部门 "
+                 "经理 员工 申请 批准 审核 结果 通过 分数 疾病 住院 保险 违约 流失",
+          "big5": "年齡 收入 職業 性別 姓名 地址 身高 體重 血壓 吸菸 學歷 合約 客戶 會員 門市 地區 城市 臺北 高雄 工程師 教師 "
+                  "醫生 學生 男 女 是 否 未婚 已婚 大學 價格 數量 銷售額 庫存 水果 蔬菜 蘋果 評分 滿意 普通 天氣 晴 雨 氣溫 部門 "
+                  "經理 員工 申請 核准 審核 結果 通過 分數 疾病 住院 保險 違約 流失",
+          "cp949": "나이 소득 직업 성별 이름 주소 키 몸무게 혈압 흡연 학력 계약 고객 회원 매장 지역 도시 서울 부산 회사원 공무원 "
+                   "학생 남성 여성 예 아니오 있음 없음 미혼 기혼 대학교 가격 수량 매출 재고 과일 채소 사과 평가 만족 보통 날씨 "
+                   "맑음 비 기온 부서 영업부 과장 사원 신청 승인 심사 결과 합격 점수 질병 입원 보험 등급"}
+
+
+def test_short_east_asian_files_are_read_right_or_refused_never_misread():
+    """200 small tables (one to four column names, up to five rows of text values) in Shift-JIS, EUC-JP, GBK,
+    Big5 and Windows-949: each is read exactly, or refused naming its own code page among the two it reads
+    in; none is read as another language (before: 51 of them were, e.g. EUC-JP kanji as hangul)."""
+    rng = np.random.default_rng(60)
+    read = refused = 0
+    for k in range(200):
+        how = ["shift_jis", "euc_jp", "gbk", "big5", "cp949"][k % 5]
+        words = _WORDS["shift_jis" if how == "euc_jp" else how].split()
+        names = list(rng.choice(words, rng.integers(1, 5), replace=False)) + ["y"]
+        values = [list(rng.choice(words, 3, replace=False)) for _ in range(rng.integers(0, 3))]
+        rows = [[str(rng.choice(v)) for v in values] + ["1"] * (len(names) - len(values)) for _ in range(5)]
+        text = "\n".join(",".join(r) for r in [names] + rows) + "\n"
+        try:
+            df = cio.load_table(text.encode(how), f"t{k}.csv")
+        except DataError as exc:
+            codec = {"shift_jis": "cp932", "gbk": "gb18030", "big5": "cp950"}.get(how, how)
+            assert f"encoding={codec!r}" in str(exc), (how, text, str(exc))
+            refused += 1
+            continue
+        assert list(df.columns) == names, (how, text, list(df.columns))
+        assert df.astype(str).to_numpy().tolist() == rows, (how, text)
+        read += 1
+    assert read >= 140, (read, refused)
+
+
 @pytest.mark.parametrize("data,match", [
     (bytes(np.random.default_rng(0).integers(0, 256, 5000, dtype=np.uint8)), "binary data"),
     (b"a,b\n1,\x002\n3,4\n", "binary data"),

@@ -235,3 +235,38 @@ def test_training_refuses_a_text_column_with_too_many_values():
     df = pd.DataFrame({"id": [f"c{i}" for i in range(1000)], "x": np.arange(1000.0), "label": [0, 1] * 500})
     with pytest.raises(DataError, match="'id' has 1,000"):
         prepare_data(df, "label")
+
+
+def test_load_table_follows_the_deployment_it_runs_in(text_bombs, monkeypatch):
+    """Issue #60 item 8: the library's load_table ignored ATLAS_PUBLIC=1 (its limit stayed 2,048 MB of decoded
+    memory and no row cap). It now reads the limits the app does (core.intake.limits), each argument given
+    still winning; the app's deployment settings take theirs from the same place."""
+    from core.intake.limits import table_limits
+    from dashboard import deploy
+
+    for var in ("ATLAS_PUBLIC", "ATLAS_MAX_ROWS", "ATLAS_MAX_UPLOAD_MB", "ATLAS_MAX_TABLE_MB"):
+        monkeypatch.delenv(var, raising=False)
+    bomb = open(text_bombs["dictionary 190,000 x 10,000"], "rb").read()       # 1.8 GB once decoded
+    rows = b"a,b\n" + b"1,2\n" * 200_001
+    monkeypatch.setenv("ATLAS_PUBLIC", "1")
+    with pytest.raises(DataError, match="the limit is 512 MB"):
+        load_table(bomb, "upload.parquet")
+    with pytest.raises(DataError, match="at most 200,000"):
+        load_table(rows, "t.csv")
+    assert len(load_table(rows, "t.csv", max_rows=300_000)) == 200_001           # the caller's own limit
+    monkeypatch.setenv("ATLAS_MAX_ROWS", "250000")
+    assert len(load_table(rows, "t.csv")) == 200_001
+    monkeypatch.setenv("ATLAS_MAX_ROWS", "lots")
+    with pytest.raises(DataError, match="ATLAS_MAX_ROWS='lots'"):
+        load_table(rows, "t.csv")
+    monkeypatch.delenv("ATLAS_PUBLIC")
+    monkeypatch.delenv("ATLAS_MAX_ROWS")
+    with pytest.raises(DataError, match="the limit is 2,048 MB"):                 # local: the library's own
+        load_table(open(text_bombs["dictionary 65,000 x 100,000"], "rb").read(), "upload.parquet")
+    assert len(load_table(rows, "t.csv")) == 200_001
+    none = ROOT / "no-such-settings.toml"
+    for env in ({}, {"ATLAS_PUBLIC": "1"}, {"ATLAS_PUBLIC": "1", "ATLAS_MAX_TABLE_MB": "100"}):
+        dep, lim = deploy.load(env, none), table_limits(env)
+        assert (dep.public, dep.max_upload_mb, dep.max_rows, dep.max_table_mb) == (
+            lim.public, lim.max_upload_mb, lim.max_rows, lim.max_table_mb)
+    assert deploy.load({"ATLAS_PUBLIC": "1"}, none).max_rows == 200_000
