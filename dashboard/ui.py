@@ -124,6 +124,18 @@ def show_guarantee(container: Any, g: Any, what: str = "this answer") -> None:
     container.caption(plain(guarantee_line(g, what)))
 
 
+def show_constraints(container: Any, schema: Any, honoured: bool = True) -> None:
+    """The analyst's constraints between features beside an answer: those in force, or,
+    for an analysis that cannot take them, that it does not (never a silent omission)."""
+    lines = [line.strip() for line in getattr(schema, "constraints", ()) if line.strip()
+             and not line.strip().startswith("#")]
+    if not lines:
+        return
+    listed = "; ".join(lines)
+    container.caption(plain(f"Constraints between features in force: {listed}." if honoured else
+                            f"This analysis does not take the constraints between features into account ({listed})."))
+
+
 def cluster_setting(container) -> str | None:
     """The Dask scheduler address for this session's long runs, or None (local).
     Local instances take any address; a public one offers only the server's own."""

@@ -19,7 +19,7 @@ from core.rules.onmodel import on_model
 from core.rules.results import rules_guarantee
 from dashboard import state
 from dashboard.caching import session_cached
-from dashboard.ui import big_table_gate, download, plain, show_guarantee, user_errors
+from dashboard.ui import big_table_gate, download, plain, show_constraints, show_guarantee, user_errors
 from dashboard.widgets import column_picker, row_picker, target_picker
 
 K = state.Keys
@@ -121,6 +121,7 @@ def _local_rule(ws, X, names, groups, cr, top_k, got) -> None:
         f"**If** {plain(rule.to_text(names, groups))}, the other features kept, **then** the outcome is "
         f"{plain(ws.outcome_text(g_target))} with probability {rule.crp:.2f}.")
     show_guarantee(st, rule.guarantee, "this rule")
+    show_constraints(st, ws.schema, honoured=False)
     if len(rule.divergent_sets) > 1:
         st.caption("Other minimal sets: " + plain("; ".join(
             f"{{{', '.join(columns_of(cols, s))}}} (CDP {c:.2f})" for s, c in rule.divergent_sets[1:6])))

@@ -7,6 +7,7 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
+from core.constraints import examples, problems
 from core.intake import io
 from core.intake.csvsafe import to_csv
 from core.intake.demo import DEMOS
@@ -269,9 +270,37 @@ def _feature_settings(ws) -> None:
             })
         if st.form_submit_button("Apply settings"):
             with user_errors("The settings were not applied"):
-                state.put(K.WORKSPACE, ws.with_schema(Schema.from_frame(edited, target=ws.target)))
+                state.put(K.WORKSPACE, ws.with_schema(Schema.from_frame(edited, target=ws.target, base=ws.schema)))
                 state.put(K.LAST_NOTICE, "Feature settings applied.")
                 st.rerun()
+
+
+def _constraints(ws) -> None:
+    """The analyst's constraints between features: written one per line, every line checked
+    as it is entered, applied to every analysis."""
+    st.subheader("Constraints between features")
+    st.caption("One per line: linear rows over the new values (Age), the row's own values (old(Age)) and the "
+               "changes (delta(Age)); implications (if … then …); category moves (Feature: level -> level, "
+               "level). Every counterfactual and the audit keep them; a row no action can help under them is "
+               "counted as precluded. A name with spaces or symbols goes in backquotes.")
+    with st.expander("Examples written for this data"):
+        st.code("\n".join(examples(ws.schema)) or "# this data has no feature a constraint can name", language=None)
+    current = "\n".join(ws.schema.constraints)
+    text = st.text_area("Constraints (one per line; # starts a comment)", value=current, key="dm_constraints",
+                        height=140)
+    found = problems(text, ws.schema)
+    for exc in found:
+        st.error(plain(exc))
+    n = len([line for line in text.splitlines() if line.strip() and not line.strip().startswith("#")])
+    if not found and n:
+        st.caption(f"{n} constraint{'s' * (n != 1)} read without a problem" +
+                   ("." if text.strip() == current.strip() else "; apply them to use them."))
+    if st.button("Apply constraints", key="dm_apply_constraints", disabled=bool(found) or text == current):
+        with user_errors("The constraints were not applied"):
+            state.put(K.WORKSPACE, ws.with_schema(ws.schema.with_constraints(text)))
+            state.put(K.LAST_NOTICE, f"{n} constraint{'s' * (n != 1)} between features in force." if n else
+                      "No constraint between features is in force.")
+            st.rerun()
 
 
 def _data_csv(ws) -> str:
@@ -320,6 +349,7 @@ def main() -> None:
     if ws.ensemble.is_classifier and len(ws.ensemble.classes) <= 50:
         _class_names(ws)
     _feature_settings(ws)
+    _constraints(ws)
     _files(ws)
 
 

@@ -20,7 +20,7 @@ from core.regions import (
 )
 from core.solvers.linear_regions import linear_slice, linear_slice_figure
 from dashboard import state
-from dashboard.ui import download, plain, show_guarantee, user_errors
+from dashboard.ui import download, plain, show_constraints, show_guarantee, user_errors
 from dashboard.widgets import row_picker, target_picker
 
 CAPTION = ("The model's output is constant on boxes (pure regions). The slice shows them on two features "
@@ -88,6 +88,7 @@ def _counterfactual_line(ws, cf, row) -> None:
         name = "Exact counterfactual" if cf.guarantee is not None and cf.guarantee.proven else "Counterfactual"
         st.markdown(f"**{name}**: " + plain(ws.describe_raw_changes(cf.x_query, cf.x, ", ", own)))
     show_guarantee(st, cf.guarantee, "this counterfactual")
+    show_constraints(st, ws.schema)
 
 
 def _regions(ws, ens, schema, X, q: dict, view, x_slice):

@@ -13,7 +13,15 @@ from core.intake.csvsafe import to_csv
 from core.model.guarantee import with_guarantee
 from core.rules.onmodel import on_model
 from dashboard import state
-from dashboard.ui import download, graph_downloads, plain, session_cluster, show_guarantee, user_errors
+from dashboard.ui import (
+    download,
+    graph_downloads,
+    plain,
+    session_cluster,
+    show_constraints,
+    show_guarantee,
+    user_errors,
+)
 
 K = state.Keys
 #: the run's default time limit (seconds), stated on the page beside the button
@@ -85,7 +93,7 @@ def _run(ws, ens, schema, X, pred) -> None:
                                                            if state.get(K.FCCA_RUN) else "."))
 
 
-def _counts(res) -> None:
+def _counts(ws, res) -> None:
     m = st.columns(5)
     m[0].metric("Eligible rows (M)", f"{res.n_candidates:,}")
     m[1].metric("Counterfactuals", f"{len(res.rows):,}")
@@ -96,6 +104,7 @@ def _counts(res) -> None:
     if not_found:
         st.caption(f"Rows without a counterfactual (left out): {not_found}.")
     show_guarantee(st, res.guarantee, "this set of thresholds")
+    show_constraints(st, ws.schema, honoured=False)
 
 
 def _tree_settings() -> tuple[float, str, int]:
@@ -184,7 +193,7 @@ def main() -> None:
                 "instantly from them.")
         st.stop()
     res = run["result"]
-    _counts(res)
+    _counts(ws, res)
     if len(res.thresholds) == 0:
         st.warning("No counterfactual crossed a split: there are no thresholds to show.")
         st.stop()

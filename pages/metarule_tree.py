@@ -15,7 +15,7 @@ from core.rules.onmodel import on_model
 from core.tcrex import TCREx
 from dashboard import state
 from dashboard.caching import session_cached
-from dashboard.ui import big_table_gate, download, graph_downloads, plain, show_guarantee, user_errors
+from dashboard.ui import big_table_gate, download, graph_downloads, plain, show_constraints, show_guarantee, user_errors
 from dashboard.widgets import favourable_picker, row_picker
 
 CAPTION = ("Counterfactual rules: regions where the model gives the target outcome for at least τ of the data "
@@ -87,6 +87,7 @@ def main() -> None:
     m[2].metric("Grid cells", f"{tc.n_cells_:,}")
     m[3].metric("Fit time", f"{tc.result_.elapsed * 1000:.0f} ms")
     show_guarantee(st, tc.result_.guarantee, "this set of rules")
+    show_constraints(st, ws.schema, honoured=False)
     _explain_row(ws, tc, X, pred, to_move)
     st.dataframe(tc.rule_table(X), hide_index=True)
     _what_rules_ask(tc, names, X, pred, to_move)

@@ -36,7 +36,7 @@ from core.optimal.batch import batch_counterfactuals
 from core.shown import approx_text, number_text, percent_text
 from dashboard import jobs, state
 from dashboard.caching import plausibility_model
-from dashboard.ui import download, plain, session_cluster, show_guarantee, user_errors
+from dashboard.ui import download, plain, session_cluster, show_constraints, show_guarantee, user_errors
 from dashboard.widgets import column_picker, row_picker, target_picker
 
 
@@ -197,6 +197,7 @@ def _show(p: _Page, result) -> None:
             st.error(plain(result.message or "No counterfactual was found."))
         if g is not None:
             show_guarantee(st, g)
+            show_constraints(st, ws.schema)
         if result.params.get("notice"):
             st.info(plain(result.params["notice"]))
         m = st.columns(6)

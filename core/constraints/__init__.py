@@ -56,6 +56,7 @@ for a row; :class:`Constraints` checks points (:meth:`~Constraints.holds`,
 
 from __future__ import annotations
 
+from core.constraints.editing import examples, problems
 from core.constraints.forms import SENSES, CategoryMove, Constraint, Constraints, Implication, LinearForm
 from core.constraints.reader import constraint_lines, parse
 from core.constraints.view import FeatureView, SchemaView
@@ -65,4 +66,4 @@ from core.errors import ConstraintError
 parse_constraints = parse
 
 __all__ = ["ConstraintError", "LinearForm", "Implication", "CategoryMove", "Constraint", "Constraints", "parse",
-           "parse_constraints", "constraint_lines", "SENSES", "SchemaView", "FeatureView"]
+           "parse_constraints", "constraint_lines", "SENSES", "SchemaView", "FeatureView", "problems", "examples"]
