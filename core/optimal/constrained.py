@@ -47,9 +47,10 @@ def resolve_constraints(constraints: Iterable[str] | str | Constraints | None, s
     """The constraints in force: ``constraints`` (texts or parsed) read against ``schema``,
     else the schema's own; an empty :class:`core.constraints.Constraints` when none."""
     from core.constraints import Constraints, parse
+    from core.schema import Schema
 
-    if constraints is None:
-        return schema.parsed_constraints() if schema is not None else Constraints()
+    if constraints is None:      # the schema's own (a schema of another type is refused by the query's own check)
+        return schema.parsed_constraints() if isinstance(schema, Schema) else Constraints()
     if isinstance(constraints, Constraints):
         return constraints
     texts = constraints if isinstance(constraints, str) else list(constraints)
@@ -282,11 +283,12 @@ def verify_recourse(model: ModelLike, x: Row, target: TargetSpec, *, schema: Sch
     x = np.asarray(x, dtype=float).ravel()
     kw = dict(norm="l1", weights=None, fixed=fixed, increase_only=increase_only, decrease_only=decrease_only)
     build, (view, dom) = _builder(read, x, target, cons, schema, kw)
-    if isinstance(read, LinearModel):
+    status, witness = _free_witness(read, x, target, cons, schema, kw, 0.5 * time_limit)
+    if status == "unknown" and isinstance(read, LinearModel):
         found = cmilp.solve_linear_model(view, dom, cons, time_limit=time_limit, objective=False)
         status, witness = ("feasible", found.x) if found.x is not None else (found.status, None)
-    else:
-        status, witness = cmilp.tree_witness(view, dom, cons, time_limit=time_limit)
+    elif status == "unknown":
+        status, witness = cmilp.tree_witness(view, dom, cons, time_limit=max(0.01, t0 + time_limit - time.perf_counter()))
     model_kind: ModelKind = "linear" if isinstance(read, LinearModel) else "tree_ensemble"
     params = dict(constraints=cons.texts, target=str(target), time_limit=time_limit, fixed=_names(fixed),
                   increase_only=_names(increase_only), decrease_only=_names(decrease_only))
@@ -298,6 +300,24 @@ def verify_recourse(model: ModelLike, x: Row, target: TargetSpec, *, schema: Sch
     g = Guarantee("infeasible" if verdict == "precluded" else "exact" if verdict == "reachable" else "not_found",
                   model_kind, note="" if verdict != "precluded" else "No recourse exists under the constraints.")
     return RecourseCheck(verdict, x.copy(), witness, blocking, params, time.perf_counter() - t0, g)
+
+
+def _free_witness(read: Any, x: np.ndarray, target: Any, cons: Any, schema: Any, kw: dict[str, Any],
+                  time_limit: float) -> tuple[str, np.ndarray | None]:
+    """The question without the constraints, by the solvers made for it: a row with no point
+    at all is precluded whatever the constraints ("infeasible"); a free optimum that keeps
+    every constraint is a witness ("feasible"); else "unknown" (the constrained program
+    decides)."""
+    from core.optimal import optimal_counterfactual
+
+    free = optimal_counterfactual(read, x, target, schema=schema, constraints=(), time_limit=time_limit,
+                                  fixed=kw["fixed"], increase_only=kw["increase_only"],
+                                  decrease_only=kw["decrease_only"])
+    if free.status == "infeasible":
+        return "infeasible", None
+    if free.found and free.x is not None and not cons.violated(x, free.x):
+        return "feasible", free.x
+    return "unknown", None
 
 
 def _names(items: Iterable[Any] | None) -> list[str] | None:

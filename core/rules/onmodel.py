@@ -24,7 +24,7 @@ allowed category most frequent in the data.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -33,9 +33,12 @@ from core.counterfactual import output_mask
 from core.model.guarantee import ModelKind
 from core.model.native import model_input
 from core.schema import INTEGRAL_KINDS
+from core.typing import ModelLike, TargetSpec
 
 if TYPE_CHECKING:
+    from core.model import LinearModel, TreeEnsemble
     from core.schema import Schema
+    from core.surrogate import Surrogate
 
 __all__ = ["OnModel", "on_model", "edge_points", "EdgeSettings"]
 
@@ -51,7 +54,7 @@ class OnModel:
     predict: Callable[[np.ndarray], np.ndarray]
     kind: ModelKind
 
-    def accepts(self, Z: np.ndarray, target: Any) -> np.ndarray:
+    def accepts(self, Z: np.ndarray, target: TargetSpec) -> np.ndarray:
         """Does the model give ``target`` on each row of ``Z``? One call for all of them."""
         Z = np.atleast_2d(np.asarray(Z, dtype=float))
         if len(Z) == 0:
@@ -59,7 +62,8 @@ class OnModel:
         return output_mask(np.asarray(self.predict(Z)), target)
 
 
-def on_model(solve_on: Any, *, model: Any = None, surrogate: Any = None) -> OnModel:
+def on_model(solve_on: TreeEnsemble | LinearModel, *, model: ModelLike = None,
+             surrogate: Surrogate | None = None) -> OnModel:
     """The model to check on, from what ``Workspace.query_model()`` returns
     (``solve_on, extra = ws.query_model(); on_model(solve_on, **extra)``): a tree
     ensemble or a linear model answers itself, exactly; with a ``surrogate``,

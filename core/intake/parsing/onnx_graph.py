@@ -284,7 +284,7 @@ def _entries(a: Any) -> int:
     return max(len(a.ints), len(a.floats), len(a.strings))
 
 
-def tree_op_nodes(node: Any) -> int:
+def tree_op_nodes(node: NodeProto) -> int:
     """The nodes a tree-ensemble operator's trees have, counted from the lengths of its arrays
     before anything is read or built: the longest ``nodes_*`` array (opset 5: plus its
     ``leaf_*`` arrays, leaves being listed apart), or its longest leaf-weight array
