@@ -70,6 +70,7 @@ def _line_of(text: str, pos: int) -> int:
     return text.count("\n", 0, pos) + 1
 
 
+@pytest.mark.slow            # about 6 CPU-seconds: seven analyses on small models
 def test_every_python_block_of_the_readme_runs_in_order():
     text = README.read_text(encoding="utf-8")
     blocks = [(m.group(1), _line_of(text, m.start(1))) for m in _BLOCK.finditer(text)]
