@@ -59,6 +59,7 @@ import numpy as np
 
 from core.cells.problem import NUDGE, CellProblem
 from core.schema import INTEGRAL_KINDS
+from core.shown import shortest_inside
 from core.solvers.ocean import _Infeasible
 
 if TYPE_CHECKING:
@@ -559,7 +560,31 @@ def solve_cells(prob: CellProblem, dom: Domain, cons: Constraints, *, time_limit
                           message="The program's point is not valid on the model within its tolerances.")
     if inc is not None and ub < dom.point_cost(x):
         x = inc
+    x = _short(dom, x, lambda y: _valid(prob, cons, dom, y), prob.levels)
     return _answer(x, dom.point_cost(x), lower, status, dom, cons, timings)
+
+
+def _short(dom: Domain, x: np.ndarray, valid: Callable[[np.ndarray], bool],
+           levels: Sequence[np.ndarray] | None = None) -> np.ndarray:
+    """``x`` with each moved continuous value written with the fewest significant digits
+    within ``NUDGE`` of its span (so the cost moves by no more than the proof's slack),
+    inside its cell of ``levels`` when given, kept only where the point stays ``valid``."""
+    out = np.array(x, dtype=float)
+    for j in (int(k) for k in np.flatnonzero(out != dom.x_hat)):
+        if dom.integral[j] or j in dom.code_costs:
+            continue
+        a, b = -math.inf, math.inf
+        if levels is not None:
+            lv = np.asarray(levels[j], dtype=float)
+            i = int(np.searchsorted(lv, float(out[j]), side="left"))
+            a = float(lv[i - 1]) if i > 0 else -math.inf
+            b = float(np.nextafter(lv[i], math.inf)) if i < lv.size else math.inf
+        tried = out.copy()
+        tried[j] = shortest_inside(out[j], a, b, float(dom.lo[j]), float(dom.hi[j]), float(out[j]),
+                                   NUDGE * float(dom.cost_model.span[j]))
+        if tried[j] != out[j] and valid(tried):
+            out = tried
+    return out
 
 
 def _answer(x: np.ndarray, cost: float, lower: float, status: str, dom: Domain, cons: Constraints,
@@ -707,11 +732,15 @@ def solve_linear_model(prob: LinearProblem, dom: Domain, cons: Constraints, *, t
             return Solved(status, message="" if status != "infeasible" else "No point meets the target under the "
                           "constraints.", timings={"total": time.perf_counter() - t0})
         x = _read_x(dom, cols, z)
-        ok = bool(prob.holds(x[None, :])[0]) and not cons.violated(dom.x_hat, x) and (check is None or check(x))
+
+        def ok_at(y: np.ndarray) -> bool:
+            return bool(prob.holds(y[None, :])[0]) and not cons.violated(dom.x_hat, y) and (check is None or check(y))
+        ok = ok_at(x)
         if ok:
+            x = _short(dom, x, ok_at)
             cost = dom.point_cost(x)
             lower = bound if status == "optimal" else 0.0
-            proven = status == "optimal" and cost - lower <= PROVEN_GAP * max(1.0, cost)
+            proven = status == "optimal" and cost - lower <= PROVEN_GAP * max(1.0, cost) + _nudge_cost(dom)
             return Solved("optimal" if proven else "feasible", x, cost, min(lower, cost),
                           binding=binding(cons, dom.x_hat, x), timings={"total": time.perf_counter() - t0})
     return Solved("error", message="The program's point does not meet the target within its tolerances.",
