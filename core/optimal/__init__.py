@@ -45,8 +45,10 @@ reached within that bound are removed before solving, and the bound is
 given to the solver with the point as a hint.
 
 *Read*: the representative points of the chosen intervals; a point on an
-open interval end is pushed strictly inside its cell (``cost`` reports the
-infimum, the paper's epsilon -> 0). Every returned point is re-checked with
+open interval end is pushed strictly inside its cell, and ``cost`` is the cost
+of the point returned (at most that nudge above the cell's infimum, the
+paper's epsilon -> 0, which ``lower_bound`` reports for a proven optimum:
+:func:`core.cells.result.point_cost`). Every returned point is re-checked with
 ``TreeEnsemble.predict`` (and the original model when given); when integer
 scaling admitted an invalid cell (a near tie), that cell is cut off and the
 solver runs again, so a returned counterfactual is always valid.
