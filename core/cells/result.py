@@ -40,6 +40,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from core.cells.cache import GRID_CACHE
 from core.cells.problem import CellProblem, explain_infeasible
 from core.counterfactual import CounterfactualResult, Target, changes_between
 from core.model import TreeEnsemble
@@ -279,8 +280,24 @@ def check_on_model(model: ModelLike, ens: TreeEnsemble, x: np.ndarray, target: T
 def _one_thread(model: Any) -> Any:
     """A scikit-learn model set to predict in this thread: for one row, starting
     joblib's workers (n_jobs > 1) costs tens of milliseconds per call. A shallow
-    copy, so the caller's model is untouched and its trees are shared."""
+    copy, so the caller's model is untouched and its trees are shared. An XGBoost
+    model fitted with ``n_jobs > 1`` predicts one row in threads that wake and spin
+    for it (several times the prediction's own CPU): the check uses a copy of its
+    booster set to one thread, made once per model (:data:`GRID_CACHE`)."""
     if type(model).__module__.startswith("sklearn") and getattr(model, "n_jobs", None) not in (None, 1):
         model = copy.copy(model)
         model.n_jobs = None
+    elif type(model).__module__.startswith("xgboost") and hasattr(model, "get_booster") \
+            and getattr(model, "n_jobs", None) not in (None, 1):
+        return GRID_CACHE.get(model, ("one thread",), lambda: _xgb_one_thread(model))
     return model
+
+
+def _xgb_one_thread(model: Any) -> Any:
+    """A shallow copy of an XGBoost model whose booster is a copy set to one thread."""
+    booster = model.get_booster().copy()
+    booster.set_param({"nthread": 1})
+    out = copy.copy(model)
+    out._Booster = booster
+    out.n_jobs = 1
+    return out
