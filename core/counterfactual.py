@@ -487,8 +487,10 @@ class CounterfactualResult(Result):
 
     x : ndarray of shape (n_features,) or None, the counterfactual (original units),
         strictly inside its cell of the model's partition; re-checked on the model.
-    cost : optimal (or best found) cost; for a point pushed inside an open cell
-        it is the infimum over that cell (the paper's epsilon -> 0).
+    cost : the cost of ``x`` (optimal, or the best found). A point pushed strictly
+        inside an open cell costs at most that nudge more than the cell's infimum
+        (the paper's epsilon -> 0); for a proven optimum ``lower_bound`` is that
+        infimum, so ``cost - lower_bound`` is at most the nudge's cost.
     status : "optimal", "feasible" (valid, optimality not proven), "infeasible",
         "time_limit" (no proof in time; ``x`` is the best valid point, if any),
         "stopped" (the caller stopped it before the proof; ``x`` as for "time_limit")

@@ -51,6 +51,41 @@ def grid_brute_force(ens, x, target, norm, fixed=(), eps=1e-9):
     return float(cm.cost(x, Pinf).min())
 
 
+def infimum_cost(ens, x, point, norm, schema=None):
+    """The cost of the returned ``point``'s cell at its cheapest end: each moved continuous
+    value taken back to the level its cell is open at (a point just above a level counts
+    at the level, as :func:`grid_brute_force` counts it) or to the cell's closed end, within
+    the schema's range. The brute forces give the optimum in this convention; a result's
+    own ``cost`` is the point's (at most the nudge inside the cell above this). ``ens``: an
+    ensemble, or a list of them (the grid of every model's levels; costs by the first)."""
+    models = list(ens) if isinstance(ens, (list, tuple)) else [ens]
+    cm = make_cost_model(models[0], norm, schema=schema)
+    x, q = np.asarray(x, dtype=float), np.array(point, dtype=float)
+    cats = models[0].categories
+    for j in np.flatnonzero(q != x):
+        kind = schema.features[j].kind if schema is not None else "numerical"
+        if kind != "numerical" or (cats is not None and cats[j] is not None):
+            continue
+        lo = min(schema.features[j].lower, x[j]) if schema is not None else -np.inf
+        hi = max(schema.features[j].upper, x[j]) if schema is not None else np.inf
+        lv = np.unique(np.concatenate([np.asarray(m.split_levels(j), dtype=float) for m in models]))
+        i = int(np.searchsorted(lv, q[j], side="left"))          # the cell (lv[i-1], lv[i]]
+        if q[j] > x[j] and i > 0:
+            q[j] = max(lv[i - 1], lo, x[j])
+        elif q[j] < x[j] and i < lv.size:
+            q[j] = min(lv[i], hi, x[j])
+    return float(cm.cost(x, q[None, :])[0])
+
+
+def returned_cost(res, ens, x, norm, schema=None):
+    """What a brute force finds, read from a result: checks that its ``cost`` is its point's
+    own cost, then returns :func:`infimum_cost` of its point."""
+    models = list(ens) if isinstance(ens, (list, tuple)) else [ens]
+    own = float(make_cost_model(models[0], norm, schema=schema).cost(np.asarray(x, dtype=float), res.x[None, :])[0])
+    assert abs(res.cost - own) <= 1e-12 * max(1.0, abs(own)), (res.cost, own)
+    return infimum_cost(ens, x, res.x, norm, schema)
+
+
 def tiny_models():
     """Four tiny binary models (RF, GB, XGBoost, LightGBM) on 3 features, and their data."""
     X, y = make_data("binary", n=200, d=3, seed=4)

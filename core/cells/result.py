@@ -6,7 +6,10 @@ to the value with the fewest significant digits inside its cell
 writes is the number checked; it is then re-checked with the ensemble and,
 when given, the original model (outputs equal and the target met), before it
 becomes a :class:`core.counterfactual.CounterfactualResult` (if the short
-point failed a check, the solver's own point is checked instead). :class:`QueryRun`
+point failed a check, the solver's own point is checked instead). The result's
+``cost`` is the cost of the point it returns (:func:`point_cost`), whatever
+solver found it; the solvers' cell cost, the infimum over the cell, is its
+proven ``lower_bound`` when it is optimal. :class:`QueryRun`
 holds what every result of one query shares (parameters, clock, timings, the
 original model), so the solvers' many exits each state only what differs.
 
@@ -37,6 +40,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from core.cells.cache import GRID_CACHE
 from core.cells.problem import CellProblem, explain_infeasible
 from core.counterfactual import CounterfactualResult, Target, changes_between
 from core.model import TreeEnsemble
@@ -46,7 +50,7 @@ from core.schema import INTEGRAL_KINDS
 from core.shown import shortest_inside
 from core.typing import ModelLike
 
-__all__ = ["QueryRun", "check_on_model", "shown_point", "minimal_point", "change_units"]
+__all__ = ["QueryRun", "check_on_model", "shown_point", "minimal_point", "change_units", "point_cost"]
 
 #: how far (as a share of the feature's span) a shown value may sit from its cell's cheapest point
 SHOWN_TOLERANCE = 1e-4
@@ -97,6 +101,7 @@ class QueryRun:
                 if saved > 0:
                     cost, status, gap, lower_bound, message = _after_undo(cost, saved, status, gap, lower_bound,
                                                                           message)
+                cost, gap, lower_bound = _as_point(prob, x, cost, status, gap, lower_bound)
             pred = ens.predict(x[None, :])[0]
         x_hat = prob.x_hat
         if prob.band is not None:              # missing values as bands: the caller's columns
@@ -140,6 +145,34 @@ def _after_undo(cost: float, saved: float, status: str, gap: float, lower_bound:
     if np.isfinite(gap) and np.isfinite(lower_bound):
         gap = max(0.0, (new - lower_bound) / max(abs(new), 1e-12))
     return new, status, gap, min(lower_bound, new), message
+
+
+def point_cost(prob: CellProblem, x: np.ndarray) -> float:
+    """The cost model's cost of the point ``x`` (a point of ``prob``) from the query, both
+    read as the caller's rows (a missing value's band as its fill and "is missing" 1)."""
+    if prob.band is not None:
+        return float(prob.cost_model.cost(prob.band.x_hat, prob.band.to_outer(x)[None, :])[0])
+    return float(prob.cost_model.cost(prob.x_hat, np.asarray(x, dtype=float)[None, :])[0])
+
+
+def _as_point(prob: CellProblem, x: np.ndarray, cost: float, status: str, gap: float, lower_bound: float
+              ) -> tuple[float, float, float]:
+    """(cost, gap, lower bound) of the returned point ``x``: the solvers' ``cost`` is the
+    infimum over its cell (an open end is not attained), the point's own cost is at most
+    the nudge inside the cell above it (:data:`core.cells.problem.NUDGE` and, for a short
+    shown value, :data:`SHOWN_TOLERANCE` of each moved feature's span), and the cost
+    reported is the point's. The proven lower bound stays the solvers' (for an optimum,
+    the infimum itself); an optimal point's gap stays 0 (no point costs less than the
+    nudge below it), any other gap is the point's."""
+    own = point_cost(prob, x)
+    if not np.isfinite(own):
+        return cost, gap, lower_bound
+    if status == "optimal":                 # the infimum is proven: no point costs less
+        lower_bound = max(lower_bound, min(cost, own))
+    lower_bound = min(lower_bound, own)
+    if status != "optimal" and np.isfinite(gap) and np.isfinite(lower_bound):
+        gap = max(0.0, (own - lower_bound) / max(abs(own), 1e-12))
+    return own, gap, lower_bound
 
 
 def change_units(prob: CellProblem) -> list[np.ndarray]:
@@ -247,8 +280,24 @@ def check_on_model(model: ModelLike, ens: TreeEnsemble, x: np.ndarray, target: T
 def _one_thread(model: Any) -> Any:
     """A scikit-learn model set to predict in this thread: for one row, starting
     joblib's workers (n_jobs > 1) costs tens of milliseconds per call. A shallow
-    copy, so the caller's model is untouched and its trees are shared."""
+    copy, so the caller's model is untouched and its trees are shared. An XGBoost
+    model fitted with ``n_jobs > 1`` predicts one row in threads that wake and spin
+    for it (several times the prediction's own CPU): the check uses a copy of its
+    booster set to one thread, made once per model (:data:`GRID_CACHE`)."""
     if type(model).__module__.startswith("sklearn") and getattr(model, "n_jobs", None) not in (None, 1):
         model = copy.copy(model)
         model.n_jobs = None
+    elif type(model).__module__.startswith("xgboost") and hasattr(model, "get_booster") \
+            and getattr(model, "n_jobs", None) not in (None, 1):
+        return GRID_CACHE.get(model, ("one thread",), lambda: _xgb_one_thread(model))
     return model
+
+
+def _xgb_one_thread(model: Any) -> Any:
+    """A shallow copy of an XGBoost model whose booster is a copy set to one thread."""
+    booster = model.get_booster().copy()
+    booster.set_param({"nthread": 1})
+    out = copy.copy(model)
+    out._Booster = booster
+    out.n_jobs = 1
+    return out

@@ -11,8 +11,14 @@ multiprocessing's "spawn" start, never a fork of the threaded server; plain
 ``subprocess`` rather than ``multiprocessing`` so the child neither re-imports
 the server's ``__main__`` nor talks pickle), under
 
-* a wall-time limit (``time_limit``, default :data:`TIME_LIMIT` or
-  ``ATLAS_SANDBOX_SECONDS``): past it the child is killed;
+* a time limit (``time_limit``, default :data:`TIME_LIMIT` or
+  ``ATLAS_SANDBOX_SECONDS``) on the child's own time, not the wall clock's:
+  its CPU seconds (every thread, and the processes it started and reaped), and
+  the time it spent neither running nor waiting for a CPU (asleep, blocked: a
+  library that hangs without spinning). The time its threads waited in the
+  run queue of a busy machine is not its own (:func:`_own_time`), so a valid
+  file is never stopped because the server is loaded; past the limit the child
+  is killed;
 * an address-space limit (``memory_mb``, ``RLIMIT_AS``, default
   :data:`MEMORY_MB` or ``ATLAS_SANDBOX_MEMORY_MB``): an allocation past it
   fails inside the child; no core dump, ``faulthandler`` off.
@@ -94,6 +100,7 @@ class VettedModel:
     model: Any = None                       # the library's object, read in-process after vetting
     info: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0                    # time spent in the child
+    cpu_seconds: float = 0.0                # the child's own time, as the time limit counts it (_own_time)
 
 
 # ------------------------------------------------------------------ the child
@@ -128,6 +135,8 @@ def _run_job(job: dict[str, Any], data: bytes) -> bytes:
         if hook == "hang":                     # tests: a library that never returns
             while True:
                 time.sleep(1)
+        if hook == "pinned":                   # tests: read on one CPU, beside a busy loop pinned there too
+            os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
         if hook == "memory":                   # tests: a file that claims gigabytes
             bytearray(2 * limit)
         if hook == "chatter":                  # tests: a library that prints while it reads (LightGBM warns)
@@ -201,6 +210,7 @@ _LIBRARY = {"xgboost": ("xgboost", "core.intake.parsing.xgboost"),
             "skops": ("skops.io", "core.intake.parsing.sklearn"), "pickle": ("joblib", "core.intake.parsing.sklearn"),
             "catboost": ("core.intake.parsing.catboost",),
             "onnx": ("onnx", "onnxruntime", "core.intake.parsing.onnx")}
+POLL_S = 0.05          # seconds between two looks at the child's own time
 STARTUP_LIMIT = 120.0  # seconds a child may take to import its libraries (not counted in the time limit)
 
 
@@ -236,6 +246,48 @@ def _end(proc: forkserver.WatchedChild) -> None:
         pass
 
 
+def _own_time(pid: int, wall: float) -> float | None:
+    """The child's own time after ``wall`` seconds of work: the larger of its CPU seconds
+    (``/proc/PID/stat``: user and system time of every thread and of the children it
+    reaped) and the wall time less what its threads waited in the run queue
+    (``/proc/PID/task/*/schedstat``, the delay of a task runnable but not running: the
+    share a busy machine kept from it). None where ``/proc`` does not say (then the wall
+    clock counts)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        cpu = sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+        waited = 0.0
+        for task in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{task}/schedstat", "rb") as fh:
+                    waited += int(fh.read().split()[1]) / 1e9
+            except (OSError, IndexError, ValueError):   # a thread that ended meanwhile
+                continue
+    except (OSError, IndexError, ValueError):
+        return None
+    return max(cpu, wall - min(waited, wall))
+
+
+def _communicate(proc: forkserver.WatchedChild, payload: bytes, time_limit: float) -> tuple[bytes, bool, float]:
+    """(the child's reply, whether it was stopped at the time limit, its own time): the job
+    sent, the child's own time (:func:`_own_time`) polled while it works."""
+    t0 = time.perf_counter()
+    used = 0.0
+    while True:
+        try:
+            out, _ = proc.communicate(payload, timeout=max(0.01, min(POLL_S, time_limit - used)))
+            return out, False, used
+        except subprocess.TimeoutExpired:
+            wall = time.perf_counter() - t0
+            own = _own_time(proc.pid, wall) if proc.pid else None
+            used = wall if own is None else own
+            if used >= time_limit:
+                proc.kill()
+                out, _ = proc.communicate()
+                return out, True, used
+
+
 def _signal_name(code: int) -> str:
     """A child's negative exit code in words: ``signal 11, SIGSEGV``."""
     try:
@@ -268,13 +320,7 @@ def load_vetted(data: bytes, filename: str, *, allow_pickle: bool = False, time_
             raise ModelError(f"The process that checks model files could not start (exit code {proc.returncode}). "
                              "The server may be short of memory; try again in a moment.")
         t0 = time.perf_counter()            # the time limit counts the work on the file, not the imports
-        timed_out = False
-        try:
-            out, _ = proc.communicate(json.dumps(job).encode() + b"\n" + bytes(data), timeout=time_limit)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
-            timed_out = True
+        out, timed_out, own = _communicate(proc, json.dumps(job).encode() + b"\n" + bytes(data), time_limit)
     except BaseException:
         # interrupted while the child works (Ctrl-C, a signal whose handler raises, such as a
         # test's time limit): the child is ended, not left reading the file on its own
@@ -288,7 +334,8 @@ def load_vetted(data: bytes, filename: str, *, allow_pickle: bool = False, time_
     except ValueError:
         message = None
     if timed_out:
-        raise ModelError(f"{filename!r} took longer than {time_limit:.0f} s (the time limit) for {how} and was "
+        raise ModelError(f"{filename!r} took longer than {time_limit:.0f} s (the time limit, counted in the reader's "
+                         f"own time: its CPU seconds, not the time it waited for a busy machine) for {how} and was "
                          "stopped. The file is probably damaged; re-save the model from its library.")
     if not isinstance(message, dict):
         if proc.memory_mb is not None:           # its processes together, killed by their watcher
@@ -325,13 +372,15 @@ def load_vetted(data: bytes, filename: str, *, allow_pickle: bool = False, time_
         lin = LinearModel.from_arrays(arrays, message["meta"])
         model = model_io.load_model(data, filename, allow_pickle=allow_pickle)   # vetted: the same bytes
         verify_linear(lin, model)
-        return VettedModel(ensemble=lin, model=model, info=dict(message.get("info") or {}), seconds=seconds)
+        return VettedModel(ensemble=lin, model=model, info=dict(message.get("info") or {}), seconds=seconds,
+                       cpu_seconds=own)
     ens = TreeEnsemble.from_arrays(arrays, message["meta"])
     model = model_io.load_model(data, filename, allow_pickle=allow_pickle)   # vetted: the same bytes read cleanly
     if probe_X is not None and not same_reading(ens, model, probe_X, probe_out):
             raise ModelError(f"{filename!r} was read differently in the checking process and in the server. "
                              "Re-save the model from its library.")
-    return VettedModel(ensemble=ens, model=model, info=dict(message.get("info") or {}), seconds=seconds)
+    return VettedModel(ensemble=ens, model=model, info=dict(message.get("info") or {}), seconds=seconds,
+                       cpu_seconds=own)
 
 
 def same_reading(ens: TreeEnsemble, model: ModelLike, probe_X: np.ndarray, probe_out: np.ndarray) -> bool:

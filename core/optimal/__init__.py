@@ -45,8 +45,10 @@ reached within that bound are removed before solving, and the bound is
 given to the solver with the point as a hint.
 
 *Read*: the representative points of the chosen intervals; a point on an
-open interval end is pushed strictly inside its cell (``cost`` reports the
-infimum, the paper's epsilon -> 0). Every returned point is re-checked with
+open interval end is pushed strictly inside its cell, and ``cost`` is the cost
+of the point returned (at most that nudge above the cell's infimum, the
+paper's epsilon -> 0, which ``lower_bound`` reports for a proven optimum:
+:func:`core.cells.result.point_cost`). Every returned point is re-checked with
 ``TreeEnsemble.predict`` (and the original model when given); when integer
 scaling admitted an invalid cell (a near tie), that cell is cut off and the
 solver runs again, so a returned counterfactual is always valid.
@@ -642,6 +644,33 @@ def _upper_bound(run: QueryRun, X_ref: np.ndarray | None, warm: bool, time_limit
     return ws_x, ws_cost
 
 
+def _quick_box(run: QueryRun, backend: str, anytime: Anytime) -> CounterfactualResult | None:
+    """The L-infinity race's first step: the box search alone for :data:`race.QUICK_BOXES` boxes,
+    before any start, bound or solver model is built; its proof is the answer (its first valid
+    cheapest point is optimal, and its root bound is the radius bound), else None and the query
+    goes on as before. Veritas's cheap case, at its cost: most queries are proven here in a few
+    dozen boxes, for a few milliseconds."""
+    prob = run.prob
+    if backend != "race" or not race.takes(prob) or prob.exclusions or prob.nogoods:
+        return None
+    ts = time.perf_counter()
+    sol = boxsearch.solve(prob, time_limit=max(0.01, run.t0 + float(run.params.get("time_limit", 30.0))
+                                               - time.perf_counter()),
+                          stop=anytime.stop if anytime.should_stop is not None else None,
+                          node_limit=race.QUICK_BOXES)
+    run.timings["quick_box"] = time.perf_counter() - ts
+    if sol is None or sol.status not in ("optimal", "infeasible"):
+        return None
+    if sol.status == "infeasible":
+        return run.infeasible("boxsearch")
+    assert sol.cells is not None
+    x = prob.point_of(sol.cells)
+    if not prob.is_valid(x[None, :])[0]:          # (the search checks its point: cannot happen)
+        return None
+    cost = prob.cost_of(sol.cells)
+    return run.result(x, cost, "optimal", backend="boxsearch", lower_bound=cost)
+
+
 def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref, warm: bool, n_workers,
                        anytime: Anytime) -> CounterfactualResult:
     prob, timings = run.prob, run.timings
@@ -650,6 +679,9 @@ def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref, wa
         fast = _separable(run)
         if fast is not None:
             return fast
+    quick = _quick_box(run, backend, anytime)
+    if quick is not None:
+        return quick
     later = _late(run, backend, X_ref, warm, n_workers, anytime)
     ws_x, ws_cost = _upper_bound(run, X_ref, warm, time_limit, anytime, later)
     if not prob.exclusions and not prob.nogoods:

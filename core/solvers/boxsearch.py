@@ -44,6 +44,7 @@ from typing import Callable
 import numpy as np
 
 from core.cells.bounds import bounded_costs, box_distances, radius_for, target_needs
+from core.cells.cache import GRID_CACHE
 from core.cells.problem import CellProblem, CellSolution
 
 try:  # compiled node bound and split (core/solvers/_boxsearch.c); numpy gives the same answers more slowly
@@ -124,37 +125,9 @@ class BoxSearch:
                 self.ok = False
         self.prev, self.next = prev, nxt
         # leaves of every block, sparse: (leaf, feature, lo, hi) for the bounds that cut the feature's grid
-        blocks = [(prob.model_leaves, target_needs(prob.ens, prob.target, prob.model_leaves.value))]
-        for other in prob.others:
-            blocks.append((other.leaves, target_needs(other.ens, other.target, other.leaves.value)))
-        if prob.plaus_leaves is not None and prob.plaus is not None:     # set together
-            blocks.append((prob.plaus_leaves, [(prob.plaus_leaves.value[:, 0], float(prob.plaus.delta))]))
-        trees, needs, E_leaf, E_f, E_lo, E_hi = [], [], [], [], [], []
-        n_leaf, n_tree = 0, 0
-        ub = float(prob.upper_bound)
-        for blk, nd in blocks:
-            lo_b, hi_b, tree_b, n_tb, sc_b = merge_trees(blk.lo, blk.hi, blk.tree_of, [s_ for s_, _ in nd], costs,
-                                                        ub, self.combine, merge_levels)
-            L = tree_b.size
-            cut = (lo_b > 0) | (hi_b < sizes - 1)
-            r, f = np.nonzero(cut)
-            E_leaf.append(r + n_leaf)
-            E_f.append(f)
-            E_lo.append(lo_b[r, f])
-            E_hi.append(hi_b[r, f])
-            trees.append(tree_b + n_tree)
-            for score, (_, need) in zip(sc_b, nd):
-                needs.append((n_leaf, L, np.asarray(score, dtype=float), float(need)))
-            n_leaf += L
-            n_tree += n_tb
-        self.n_leaf, self.n_tree = n_leaf, n_tree
-        self.tree = np.concatenate(trees).astype(np.int64)
-        self.E_leaf = np.concatenate(E_leaf).astype(np.int64)
-        self.E_f = np.concatenate(E_f).astype(np.int64)
-        self.E_lo = np.concatenate(E_lo).astype(np.int64)
-        self.E_hi = np.concatenate(E_hi).astype(np.int64)
-        self.needs: list[tuple[int, int, np.ndarray, float]] = needs
-        self.ptr = np.concatenate([[0], np.cumsum(np.bincount(self.E_leaf, minlength=n_leaf))]).astype(np.int64)
+        (self.n_leaf, self.n_tree, self.tree, self.E_leaf, self.E_f, self.E_lo, self.E_hi, self.needs,
+         self.ptr) = _leaf_structure(prob, costs, sizes, merge_levels)
+        n_leaf = self.n_leaf
         self.sizes = sizes
         self.nodes = 0
         self.static = None
@@ -275,6 +248,64 @@ class BoxSearch:
         return None
 
 
+_Structure = tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                   list[tuple[int, int, np.ndarray, float]], np.ndarray]
+
+
+def _leaf_structure(prob: CellProblem, costs: list[np.ndarray], sizes: np.ndarray, merge_levels: int) -> _Structure:
+    """(leaves, trees, tree of each leaf, and the sparse leaf bounds E_leaf, E_f, E_lo, E_hi, the
+    needs (first leaf, leaves, scores, need), the leaves' offsets in E): the blocks' leaves on the
+    grid. Without an upper bound to drop leaves by, merges, further models or plausibility, this
+    depends on the model and the target only, and is kept with the model's leaves for the next
+    query (:data:`core.cells.cache.GRID_CACHE`)."""
+    ub = float(prob.upper_bound)
+    if merge_levels == 0 and not np.isfinite(ub) and not prob.others and prob.plaus_leaves is None:
+        t = prob.target
+        key = ("boxsearch", t.kind, t.class_index, t.lo, t.hi, t.margin)
+        return GRID_CACHE.get(prob.model_leaves, key, lambda: _build_structure(prob, costs, sizes, merge_levels))
+    return _build_structure(prob, costs, sizes, merge_levels)
+
+
+def _build_structure(prob: CellProblem, costs: list[np.ndarray], sizes: np.ndarray, merge_levels: int
+                     ) -> _Structure:
+    """:func:`_leaf_structure`, built."""
+    combine = prob.cost_model.combine
+    blocks = [(prob.model_leaves, target_needs(prob.ens, prob.target, prob.model_leaves.value))]
+    for other in prob.others:
+        blocks.append((other.leaves, target_needs(other.ens, other.target, other.leaves.value)))
+    if prob.plaus_leaves is not None and prob.plaus is not None:     # set together
+        blocks.append((prob.plaus_leaves, [(prob.plaus_leaves.value[:, 0], float(prob.plaus.delta))]))
+    trees, needs, E_leaf, E_f, E_lo, E_hi = [], [], [], [], [], []
+    n_leaf, n_tree = 0, 0
+    ub = float(prob.upper_bound)
+    for blk, nd in blocks:
+        if merge_levels == 0 and not np.isfinite(ub):       # every leaf as it is
+            lo_b, hi_b, tree_b, sc_b = blk.lo, blk.hi, blk.tree_of.astype(np.int64), [s_ for s_, _ in nd]
+            n_tb = int(blk.n_trees)
+        else:
+            lo_b, hi_b, tree_b, n_tb, sc_b = merge_trees(blk.lo, blk.hi, blk.tree_of, [s_ for s_, _ in nd], costs,
+                                                        ub, combine, merge_levels)
+        L = tree_b.size
+        cut = (lo_b > 0) | (hi_b < sizes - 1)
+        r, f = np.nonzero(cut)
+        E_leaf.append(r + n_leaf)
+        E_f.append(f)
+        E_lo.append(lo_b[r, f])
+        E_hi.append(hi_b[r, f])
+        trees.append(tree_b + n_tree)
+        for score, (_, need) in zip(sc_b, nd):
+            needs.append((n_leaf, L, np.asarray(score, dtype=float), float(need)))
+        n_leaf += L
+        n_tree += n_tb
+    e_leaf = np.concatenate(E_leaf).astype(np.int64)
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(e_leaf, minlength=n_leaf))]).astype(np.int64)
+    out = (n_leaf, n_tree, np.concatenate(trees).astype(np.int64), e_leaf, np.concatenate(E_f).astype(np.int64),
+           np.concatenate(E_lo).astype(np.int64), np.concatenate(E_hi).astype(np.int64), needs, ptr)
+    for a in out[2:7] + (ptr,):
+        a.setflags(write=False)
+    return out
+
+
 def merge_trees(lo: np.ndarray, hi: np.ndarray, tree_of: np.ndarray, scores: list[np.ndarray],
                 costs: list[np.ndarray], ub: float, combine: str, levels: int = 1, cap: int = MERGE_CAP
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, list[np.ndarray]]:
@@ -334,14 +365,16 @@ def merge_trees(lo: np.ndarray, hi: np.ndarray, tree_of: np.ndarray, scores: lis
 
 def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None = None,
           stop: threading.Event | None = None, node_limit: int | None = None,
-          on_bound: Callable[[float, float], None] | None = None) -> CellSolution | None:
+          on_bound: Callable[[float, float], None] | None = None,
+          head: tuple[int, threading.Event] | None = None) -> CellSolution | None:
     """The cheapest cell reaching the target by best-first box search, proven
     optimal (status "optimal" or "infeasible"), or with a proven lower bound
     (status "feasible" with the incumbent, "unknown" without) when
     ``time_limit``, ``node_limit`` or ``stop`` ends it first; None when the
     problem is not for this solver (:func:`applies`). ``hint``: a valid point
     (the warm start), the first incumbent; ``on_bound(lower, upper)`` is told
-    every improvement of either bound."""
+    every improvement of either bound; ``head`` = (n, event): the event is set once the
+    search has evaluated n boxes without an answer (a race's cue to start its other solver)."""
     if applies(prob) is not None:
         return None
     deadline = time.perf_counter() + time_limit
@@ -373,6 +406,8 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
         if (stop is not None and stop.is_set()) or time.perf_counter() > deadline or \
                 (node_limit is not None and S.nodes > node_limit):
             return CellSolution("feasible" if inc is not None else "unknown", inc, min(heap[0][0], ub))
+        if head is not None and S.nodes >= head[0]:
+            head[1].set()
         bound, neg_depth, _, lo, hi = heapq.heappop(heap)
         if prunes(bound):
             heap.clear()

@@ -130,3 +130,38 @@ def test_pickle_is_refused_in_the_child_without_trust():
 
     with pytest.raises(UntrustedPickleError):
         load_vetted(pickle.dumps({"a": 1}), "m.pkl")
+
+
+
+def test_a_valid_file_is_read_on_a_busy_machine(files):
+    """The time limit counts the reader's own time: a file that needs a fraction of it, read on
+    one CPU that four busy loops share (so it gets a fifth of that CPU at most), is read, not
+    called damaged, though on the wall clock it takes longer than the limit."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import xgboost as xgb
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(2000, 8))
+    y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(int)
+    data = bytes(xgb.XGBClassifier(n_estimators=300, max_depth=5, n_jobs=1).fit(X, y).get_booster().save_raw("json"))
+    quiet = load_vetted(data, "big.json", time_limit=60, _hook="pinned")
+    limit = max(2.5 * quiet.cpu_seconds, 0.5)
+    cpu = min(os.sched_getaffinity(0))
+    spin = (f"import os, time\nos.sched_setaffinity(0, {{{cpu}}})\nend = time.time() + {10 * limit}\n"
+            "while time.time() < end:\n    pass\n")
+    spinners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(4)]
+    try:
+        time.sleep(0.3)                                       # the loops are spinning
+        t0 = time.perf_counter()
+        vetted = load_vetted(data, "big.json", time_limit=limit, _hook="pinned")
+        wall = time.perf_counter() - t0
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
+    assert wall > limit, (wall, limit)           # the machine was busy: the wall clock alone would have stopped it
+    np.testing.assert_array_equal(vetted.ensemble.predict_raw(X[:50]), quiet.ensemble.predict_raw(X[:50]))
