@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from core.errors import UnsupportedModelError
-from core.intake.parsing.filecheck import FLOAT32_LIMIT, MAX_CLASSES, MAX_LEAF_VALUE, _damaged
+from core.intake.parsing.filecheck import FLOAT32_LIMIT, MAX_CLASSES, MAX_LEAF_VALUE, _damaged, _shown
 
 __all__ = ["check_catboost_json", "check_catboost_cbm", "refuse_ctrs", "MAX_DEPTH"]
 
@@ -117,9 +117,9 @@ def _binary_features(fi: dict, filename: str) -> list[tuple[str, int, float]]:
             index: Any = f.get("feature_index")
             at: Any = f.get("flat_feature_index")
             if not _whole(index) or index != i:
-                raise _damaged(filename, f"{where} has the feature_index {str(index)[:20]!r}, not {i}")
+                raise _damaged(filename, f"{where} has the feature_index {_shown(index)}, not {i}")
             if not _whole(at) or not 0 <= at < listed or at in flat:
-                raise _damaged(filename, f"{where} has the flat_feature_index {str(at)[:20]!r}, but the model lists "
+                raise _damaged(filename, f"{where} has the flat_feature_index {_shown(at)}, but the model lists "
                                          f"{listed} features (each with a column of its own)")
             flat.add(at)
             if kind == "float":
@@ -141,7 +141,7 @@ def _borders(f: dict, where: str, filename: str) -> list[float]:
     if np.any(np.diff(held) <= 0):
         raise _damaged(filename, f"{where}'s borders are not in increasing order")
     if f.get("nan_value_treatment", "AsIs") not in _NAN_TREATMENTS:
-        raise _damaged(filename, f"{where}'s nan_value_treatment is {str(f.get('nan_value_treatment'))[:20]!r}, not "
+        raise _damaged(filename, f"{where}'s nan_value_treatment is {_shown(f.get('nan_value_treatment'))}, not "
                                  f"one of {', '.join(_NAN_TREATMENTS)}")
     return held.tolist()
 
@@ -154,9 +154,9 @@ def _check_split(s: Any, where: str, bins: list, filename: str) -> None:
     index: Any = s.get("split_index")
     own: tuple[str, Any, float | None]
     if kind not in ("FloatFeature", "OneHotFeature"):
-        raise _damaged(filename, f"{where} has the split_type {str(kind)[:30]!r}")
+        raise _damaged(filename, f"{where} has the split_type {_shown(kind)}")
     if not _whole(index) or not 0 <= index < len(bins):
-        raise _damaged(filename, f"{where} has the split_index {str(index)[:20]!r}, outside the model's "
+        raise _damaged(filename, f"{where} has the split_index {_shown(index)}, outside the model's "
                                  f"{len(bins)} binary features")
     if kind == "FloatFeature":
         border: Any = s.get("border")
@@ -265,8 +265,9 @@ def _check_model_info(doc: dict, filename: str) -> None:
     names, labels = cp.get("class_names", []), cp.get("class_to_label", None)
     if kind not in _LABEL_TYPES or not _whole(count) or not 0 <= count <= MAX_CLASSES \
             or not isinstance(names, list) or not all(isinstance(n, (str, int, float)) for n in names):
-        raise _damaged(filename, "its class_params are not as CatBoost writes them (class_label_type one of "
-                                 f"{', '.join(_LABEL_TYPES)}, a whole classes_count, a list of class_names)")
+        raise _damaged(filename, f"its class_params (class_label_type {_shown(kind)}, classes_count {_shown(count)}, "
+                                 f"class_names {_shown(names)}) are not as CatBoost writes them (class_label_type one "
+                                 f"of {', '.join(_LABEL_TYPES)}, a whole classes_count, a list of class_names)")
     if not _names_of_type(names, kind):
         raise _damaged(filename, f"its class_names {str(names)[:60]} are not distinct {kind} labels as CatBoost writes "
                                  "them (it gives a label of another value than the name then)")

@@ -75,6 +75,12 @@ def load_json(data: bytes, filename: str, what: str = "JSON model") -> Any:
         raise _damaged(filename, f"it is not valid {what} ({str(exc)[:120]})") from None
 
 
+def _shown(v: Any) -> str:
+    """A value of the file as a message shows it: numbers as they are (a numpy scalar as its
+    number), text quoted, cut at 30 characters."""
+    return repr(v.item() if hasattr(v, "item") and getattr(v, "ndim", 1) == 0 else v)[:30]
+
+
 def _int(v: Any, filename: str, what: str) -> int:
     try:
         if isinstance(v, float) and not v.is_integer():

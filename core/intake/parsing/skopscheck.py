@@ -30,6 +30,7 @@ from core.intake.parsing.filecheck import (
     MAX_LEAF_VALUE,
     PROBABILITY_SLACK,
     _damaged,
+    _shown,
     check_json_depth,
 )
 from core.typing import ModelLike
@@ -227,7 +228,7 @@ def _check_ensemble(est: Any, filename: str) -> None:
     fail on arrays of different shapes; an estimator without its tree, on None."""
     name = type(est).__name__
     if hasattr(est, "n_features_in_") and not 1 <= _whole(est.n_features_in_) <= MAX_FEATURES:
-        raise _damaged(filename, f"its {name} has n_features_in_ {str(est.n_features_in_)[:30]!r}, not a number of "
+        raise _damaged(filename, f"its {name} has n_features_in_ {_shown(est.n_features_in_)}, not a number of "
                                  "features")
     if name in _TREES and hasattr(est, "n_features_in_") and not _has_tree(est):
         raise _damaged(filename, f"its fitted {name} holds no tree")
@@ -248,14 +249,14 @@ def _check_trees(est: Any, listed: np.ndarray, filename: str) -> None:
         jobs, verbose = getattr(est, "n_jobs", None), getattr(est, "verbose", 0)
         whole_jobs = jobs is None or isinstance(jobs, (int, np.integer)) and not isinstance(jobs, bool) and jobs != 0
         if _whole(getattr(est, "n_estimators", None)) != listed.size or not whole_jobs or _whole(verbose) < 0:
-            raise _damaged(filename, f"its {name} has n_estimators {str(getattr(est, 'n_estimators', None))[:20]}, "
-                                     f"n_jobs {str(jobs)[:20]} and verbose {str(verbose)[:20]} for its "
+            raise _damaged(filename, f"its {name} has n_estimators {_shown(getattr(est, 'n_estimators', None))}, "
+                                     f"n_jobs {_shown(jobs)} and verbose {_shown(verbose)} for its "
                                      f"{listed.size} trees")
     for t, tree in enumerate(listed):
         if not _has_tree(tree):
             raise _damaged(filename, f"its {name}'s tree {t} is not a fitted scikit-learn tree")
         if hasattr(tree, "n_features_in_") and _whole(tree.n_features_in_) != d:
-            raise _damaged(filename, f"its {name}'s tree {t} takes {str(tree.n_features_in_)[:20]} features but the "
+            raise _damaged(filename, f"its {name}'s tree {t} takes {_shown(tree.n_features_in_)} features but the "
                                      f"model {d} (scikit-learn hands the tree the model's rows unchecked)")
 
 
@@ -267,7 +268,7 @@ def _check_classes(est: Any, trees: Any, listed: np.ndarray, filename: str) -> N
     classifier = name.endswith("Classifier")
     k = _whole(getattr(est, "n_classes_", -1)) if classifier else 1
     if classifier and (k < 2 or len(np.atleast_1d(getattr(est, "classes_", ()))) != k):
-        raise _damaged(filename, f"its {name} has n_classes_ {getattr(est, 'n_classes_', None)!r} and "
+        raise _damaged(filename, f"its {name} has n_classes_ {_shown(getattr(est, 'n_classes_', None))} and "
                                  f"{len(np.atleast_1d(getattr(est, 'classes_', ())))} classes")
     if name.startswith("GradientBoosting"):
         per_stage = 1 if k <= 2 else k
@@ -279,8 +280,8 @@ def _check_classes(est: Any, trees: Any, listed: np.ndarray, filename: str) -> N
     elif classifier and name.startswith(("RandomForest", "ExtraTrees")):
         for t, tree in enumerate(listed):
             if _whole(getattr(tree, "n_classes_", -1)) != k:
-                raise _damaged(filename, f"its {name}'s tree {t} has n_classes_ {getattr(tree, 'n_classes_', None)!r} "
-                                         f"but the forest {k}")
+                said = _shown(getattr(tree, "n_classes_", None))
+                raise _damaged(filename, f"its {name}'s tree {t} has n_classes_ {said} but the forest {k}")
 
 
 _TREES = ("DecisionTreeClassifier", "DecisionTreeRegressor", "ExtraTreeClassifier", "ExtraTreeRegressor")
@@ -304,7 +305,7 @@ def _check_boosting_init(est: Any, k: int, filename: str) -> None:
         return
     what = f"its {type(est).__name__}'s baseline ({name})"
     if _whole(getattr(init, "n_outputs_", None)) != 1:
-        raise _damaged(filename, f"{what} has n_outputs_ {str(getattr(init, 'n_outputs_', None))[:20]!r}, not 1")
+        raise _damaged(filename, f"{what} has n_outputs_ {_shown(getattr(init, 'n_outputs_', None))}, not 1")
     if name == "DummyRegressor":
         c = np.asarray(getattr(init, "constant_", None))
         if c.shape != (1, 1) or c.dtype.kind not in "fiu" or not abs(float(c.ravel()[0])) <= MAX_LEAF_VALUE:

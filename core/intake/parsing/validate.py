@@ -218,7 +218,7 @@ def _check_xgboost_tree(tree: Any, t: int, outputs: int, filename: str) -> int:
             raise _damaged(filename, f"tree {t} has no {key!r}")
     if "id" in tree and (not isinstance(tree["id"], int) or tree["id"] != t):
         # XGBoost stores each tree at the place its id names: two trees of one id ended the process
-        raise _damaged(filename, f"tree {t} has the id {str(tree['id'])[:20]!r}")
+        raise _damaged(filename, f"tree {t} has the id {repr(tree['id'])[:20]}")
     left = _number_list(tree["left_children"], filename, f"tree {t}'s left_children")
     n = len(left)
     if n == 0:
