@@ -359,6 +359,33 @@ def check_catboost_cbm(data: bytes, filename: str = "model.cbm") -> None:
     values. One split index beyond the model's binary features ended the process.
     Target statistics (CTRs), text and embedding features are refused here (the parser
     refuses them too), since their data follow the model in parts not checked."""
+    fb, trees = _cbm_trees(data, filename)
+    n_bins = _cbm_features(fb, trees, filename)
+    dim = int(fb.scalar(trees, 0, "i4", 0))
+    if not 1 <= dim <= MAX_CLASSES:
+        raise _damaged(filename, f"its ApproxDimension is {dim}")
+    splits, sizes, starts = (fb.vector(trees, i, "i4").astype(np.int64) for i in (_SPLITS, _SIZES, _STARTS))
+    if splits.size and not np.all((splits >= 0) & (splits < n_bins)):
+        bad = int(splits[(splits < 0) | (splits >= n_bins)][0])
+        raise _damaged(filename, f"a split of its trees names binary feature {bad}, outside its {n_bins}")
+    if sizes.size == 0 or np.any(sizes < 0) or starts.shape != sizes.shape \
+            or not np.array_equal(starts, np.cumsum(sizes) - sizes) or sizes.sum() != splits.size:
+        raise _damaged(filename, "its tree sizes and offsets do not tile its splits")
+    values = fb.vector(trees, _VALUES, "f8")
+    weights = fb.vector(trees, _WEIGHTS, "f8")
+    steps = fb.vector(trees, _STEPS, "u2", per=2).astype(np.int64)
+    if not steps.size:
+        _cbm_oblivious(sizes, dim, values.size, weights.size, filename)
+    else:
+        _cbm_steps(steps, fb.vector(trees, _LEAF_IDS, "u4").astype(np.int64), sizes, starts, dim, values.size,
+                   weights.size, filename)
+    if not np.all(np.abs(values) <= MAX_LEAF_VALUE) or fb.vector(trees, _MULTI_BIAS, "f8").size not in (0, 1, dim):
+        raise _damaged(filename, "its leaf values or biases are not finite numbers of its outputs")
+
+
+def _cbm_trees(data: bytes, filename: str) -> tuple[_Flat, tuple[int, list[int]]]:
+    """The model of a ``.cbm`` file (its FlatBuffers, bounded to the size it declares) and
+    its ``TModelTrees``; a model whose data follow it in parts (CTRs, text) is refused."""
     if data[:4] != b"CBM1" or len(data) < 8:
         raise _damaged(filename, "it is not a CatBoost model (.cbm files start with 'CBM1')")
     size = int.from_bytes(data[4:8], "little")
@@ -376,32 +403,7 @@ def check_catboost_cbm(data: bytes, filename: str = "model.cbm") -> None:
                                     "of each categorical feature (one-hot splits) and numbers only.")
     if size + 8 != len(data):
         raise _damaged(filename, f"it holds {len(data) - 8 - size:,} bytes after its model, which lists no parts")
-    n_bins = _cbm_features(fb, trees, filename)
-    dim = int(fb.scalar(trees, 0, "i4", 0))
-    if not 1 <= dim <= MAX_CLASSES:
-        raise _damaged(filename, f"its ApproxDimension is {dim}")
-    splits, sizes, starts = (fb.vector(trees, i, "i4").astype(np.int64) for i in (_SPLITS, _SIZES, _STARTS))
-    if splits.size and not np.all((splits >= 0) & (splits < n_bins)):
-        bad = int(splits[(splits < 0) | (splits >= n_bins)][0])
-        raise _damaged(filename, f"a split of its trees names binary feature {bad}, outside its {n_bins}")
-    if sizes.size == 0 or np.any(sizes < 0) or starts.shape != sizes.shape \
-            or not np.array_equal(starts, np.cumsum(sizes) - sizes) or sizes.sum() != splits.size:
-        raise _damaged(filename, "its tree sizes and offsets do not tile its splits")
-    values = fb.vector(trees, _VALUES, "f8")
-    weights = fb.vector(trees, _WEIGHTS, "f8")
-    steps = fb.vector(trees, _STEPS, "u2", per=2).astype(np.int64)
-    if not steps.size:
-        if np.any(sizes > MAX_DEPTH):
-            raise _damaged(filename, f"a tree has {int(sizes.max())} splits; CatBoost's trees are at most {MAX_DEPTH} deep")
-        leaves = int(np.sum(np.left_shift(1, sizes)))
-        if values.size != dim * leaves or weights.size not in (0, leaves):
-            raise _damaged(filename, f"its trees have {leaves} leaves but it holds {values.size} leaf values for "
-                                     f"{dim} outputs and {weights.size} leaf weights")
-    else:
-        _cbm_steps(steps, fb.vector(trees, _LEAF_IDS, "u4").astype(np.int64), sizes, starts, dim, values.size,
-                   weights.size, filename)
-    if not np.all(np.abs(values) <= MAX_LEAF_VALUE) or fb.vector(trees, _MULTI_BIAS, "f8").size not in (0, 1, dim):
-        raise _damaged(filename, "its leaf values or biases are not finite numbers of its outputs")
+    return fb, trees
 
 
 def _cbm_features(fb: _Flat, trees: tuple[int, list[int]], filename: str) -> int:
@@ -430,6 +432,17 @@ def _cbm_features(fb: _Flat, trees: tuple[int, list[int]], filename: str) -> int
             raise _damaged(filename, f"its one-hot feature {k} names no categorical feature")
         n_bins += fb.vector(f, 1, "i4").size
     return n_bins
+
+
+def _cbm_oblivious(sizes: np.ndarray, dim: int, n_values: int, n_weights: int, filename: str) -> None:
+    """An oblivious model's trees: at most :data:`MAX_DEPTH` deep, ``dimension << depth``
+    leaf values each (and one weight per leaf, if any)."""
+    if np.any(sizes > MAX_DEPTH):
+        raise _damaged(filename, f"a tree has {int(sizes.max())} splits; CatBoost's trees are at most {MAX_DEPTH} deep")
+    leaves = int(np.sum(np.left_shift(1, sizes)))
+    if n_values != dim * leaves or n_weights not in (0, leaves):
+        raise _damaged(filename, f"its trees have {leaves} leaves but it holds {n_values} leaf values for "
+                                 f"{dim} outputs and {n_weights} leaf weights")
 
 
 def _cbm_steps(steps: np.ndarray, leaf_ids: np.ndarray, sizes: np.ndarray, starts: np.ndarray, dim: int,

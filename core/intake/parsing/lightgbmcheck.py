@@ -320,6 +320,27 @@ def _tree_lines(block: str, t: int, filename: str) -> dict[str, str]:
     return kv
 
 
+def _check_statistics(kv: dict[str, str], n_leaves: int, where: str, filename: str) -> None:
+    """A tree's lines besides its structure: its leaves' weights and counts (one each), a
+    linear tree's constants and features, the internal nodes' gains, values, weights and
+    counts (one each), its shrinkage; all finite numbers (:func:`_numbers`)."""
+    linear = kv.get("is_linear", "0").strip() not in ("0", "")
+    # LightGBM writes a one-leaf tree (a model that found no split) with an empty leaf_weight,
+    # which it does not read (Tree::Tree returns before it)
+    for key in ("leaf_weight", "leaf_count") if n_leaves > 1 or linear else ("leaf_count",):
+        if key in kv and len(_numbers(kv[key], key, where, filename)) != n_leaves:
+            raise _damaged(filename, f"{where} has num_leaves={n_leaves} but {len(kv[key].split())} {key}")
+    if linear:
+        for key in ("leaf_const", "num_features"):
+            if key in kv and len(kv[key].split()) != n_leaves:
+                raise _damaged(filename, f"{where}'s {key} does not have {n_leaves} entries")
+    for key in ("split_gain", "internal_value", "internal_weight", "internal_count") if n_leaves > 1 else ():
+        if key in kv and len(_numbers(kv[key], key, where, filename)) != n_leaves - 1:
+            raise _damaged(filename, f"{where} has {n_leaves - 1} internal nodes but {len(kv[key].split())} {key}")
+    if "shrinkage" in kv:
+        _numbers(kv["shrinkage"], "shrinkage", where, filename)
+
+
 def _check_lightgbm_tree(kv: dict[str, str], t: int, kinds: str, filename: str) -> None:
     """Tree ``t``'s arrays and nodes; ``kinds``: each feature's kind (:func:`_check_feature_infos`)."""
     where = f"tree {t}"
@@ -332,18 +353,7 @@ def _check_lightgbm_tree(kv: dict[str, str], t: int, kinds: str, filename: str) 
     leaf_value = _floats(kv.get("leaf_value", ""), filename, f"{where}'s leaf_value")
     if len(leaf_value) != n_leaves:
         raise _damaged(filename, f"{where} has num_leaves={n_leaves} but {len(leaf_value)} leaf values")
-    linear = kv.get("is_linear", "0").strip() not in ("0", "")
-    # LightGBM writes a one-leaf tree (a model that found no split) with an empty leaf_weight,
-    # which it does not read (Tree::Tree returns before it)
-    for key in ("leaf_weight", "leaf_count") if n_leaves > 1 or linear else ("leaf_count",):
-        if key in kv and len(_numbers(kv[key], key, where, filename)) != n_leaves:
-            raise _damaged(filename, f"{where} has num_leaves={n_leaves} but {len(kv[key].split())} {key}")
-    if "shrinkage" in kv:
-        _numbers(kv["shrinkage"], "shrinkage", where, filename)
-    if linear:
-        for key in ("leaf_const", "num_features"):
-            if key in kv and len(kv[key].split()) != n_leaves:
-                raise _damaged(filename, f"{where}'s {key} does not have {n_leaves} entries")
+    _check_statistics(kv, n_leaves, where, filename)
     m = n_leaves - 1
     if m == 0:
         return
@@ -360,9 +370,6 @@ def _check_lightgbm_tree(kv: dict[str, str], t: int, kinds: str, filename: str) 
             held = len(ints[key])
         if held != m:
             raise _damaged(filename, f"{where} has num_leaves={n_leaves}, so {m} {key} entries, but holds {held}")
-    for key in ("split_gain", "internal_value", "internal_weight", "internal_count"):
-        if key in kv and len(_numbers(kv[key], key, where, filename)) != m:
-            raise _damaged(filename, f"{where} has {m} internal nodes but {len(kv[key].split())} {key}")
     n_cat = _int(kv.get("num_cat", "0"), filename, f"{where}'s num_cat")
     if not 0 <= n_cat <= m:
         raise _damaged(filename, f"{where} has num_cat={n_cat} for {m} internal nodes")
