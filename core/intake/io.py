@@ -29,14 +29,15 @@ from core.intake.compressed import unpack
 from core.intake.csvfile import TYPE_LETTERS, read_csv
 from core.intake.limits import LOCAL_LIMITS, table_limits
 from core.intake.parquet import read_parquet
-from core.intake.parsing.catboost import CatBoostJSON
+from core.intake.parsing.catboost import CatBoostJSON, catboost_document
 from core.intake.parsing.validate import (
+    check_catboost_cbm,
+    check_catboost_json,
     check_sklearn_trees,
     check_skops_boosters,
     check_skops_zip,
     check_xgboost_json,
     lightgbm_text,
-    load_json,
     xgboost_document,
 )
 from core.intake.training import FAMILIES, TrainedModel, infer_task, train_model  # noqa: F401 - importable from here
@@ -426,6 +427,7 @@ def _catboost_json(document: dict, data: bytes, filename: str) -> Any:
         import catboost  # optional and heavy: CatBoost's own model, for the parity checks
     except ImportError:
         catboost = None
+    check_catboost_json(document, filename)      # CatBoost trusts the file: a damaged one ends the process
     if catboost is not None:
         native = _catboost_load(catboost, data, filename, "json")
     return CatBoostJSON(document=document, native=native)
@@ -440,12 +442,8 @@ def _catboost_binary(data: bytes, filename: str) -> Any:
             f"{filename!r} is a CatBoost binary model (.cbm), which needs the catboost package to read. Export it "
             "from CatBoost as JSON instead: model.save_model('model.json', format='json', pool=train_pool)."
         ) from None
-    native = _catboost_load(catboost, data, filename, "cbm")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "model.json"
-        native.save_model(str(path), format="json")
-        document = load_json(path.read_bytes(), filename, "CatBoost JSON")
-    return CatBoostJSON(document=document, native=native)
+    check_catboost_cbm(data, filename)           # CatBoost trusts the file: a damaged one ends the process
+    return catboost_document(_catboost_load(catboost, data, filename, "cbm"), filename)
 
 
 def _catboost_load(catboost: Any, data: bytes, filename: str, fmt: str) -> Any:

@@ -40,13 +40,7 @@ their text are the exception, an expected failure (see the last test).
 
 from __future__ import annotations
 
-import json
-import os
-import pickle
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -57,11 +51,13 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import fuzzrun  # noqa: E402
+from fuzzrun import CASE_LIMIT  # noqa: E402
+
 from tests.intake_mutations import ADULT_CATEGORIES, REFUSE, adult_like, hgb_files, hgb_skops_edits, table_edits  # noqa: E402
 
 UNEXPECTED = ("Traceback", "IndexError", "OverflowError", "KeyError", "TypeError", "AttributeError",
               "ZeroDivisionError", "Buffer dtype mismatch")
-CASE_LIMIT = 30.0           # seconds one file may take in the child
 
 
 # ------------------------------------------------------------------ the verdict on one file
@@ -188,83 +184,10 @@ def verdict(fname: str, data: bytes, X) -> tuple[str, str]:
     return ("misread", "; ".join(problems)) if problems else ("accepted", "")
 
 
-def _worker(path: str, first: int) -> None:
-    """Child process: read the cases pickled at ``path`` (this test's own data), write
-    ``start i`` before each and its verdict as a JSON line after it."""
-    import warnings
-
-    warnings.filterwarnings("ignore")
-    with open(path, "rb") as f:
-        cases, frames = pickle.load(f)
-    for i in range(first, len(cases)):
-        name, fname, data = cases[i]
-        print(json.dumps({"start": i}), flush=True)
-        kind, text = verdict(fname, data, frames[fname])
-        print(json.dumps({"i": i, "kind": kind, "text": text}), flush=True)
-
-
-def _run_chunk(path: Path, n: int, first: int, tmp: str) -> dict[int, tuple[str, str]]:
-    """Verdicts of the cases of one chunk (pickled at ``path``, ``n`` cases) from
-    ``first`` on, from child processes: a crash or a hang on one case is its verdict,
-    and a new child carries on after it."""
-    import selectors
-
-    out: dict[int, tuple[str, str]] = {}
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    while first < n:
-        with open(Path(tmp) / f"stderr-{path.stem}-{first}", "w+") as err:
-            proc = subprocess.Popen([sys.executable, "-c", "from tests.intake.test_hgb_fuzz import _worker; "
-                                     f"_worker({str(path)!r}, {first})"], stdout=subprocess.PIPE, stderr=err,
-                                    cwd=ROOT, env=env, text=True)
-            current, t0 = None, time.monotonic()
-            sel = selectors.DefaultSelector()
-            sel.register(proc.stdout, selectors.EVENT_READ)
-            while True:
-                if not sel.select(timeout=1.0):
-                    if time.monotonic() - t0 > CASE_LIMIT + (20 if current is None else 0):   # + start-up
-                        proc.kill()
-                        break
-                    continue
-                line = proc.stdout.readline()
-                if not line:
-                    break
-                msg = json.loads(line)
-                if "start" in msg:
-                    current, t0 = msg["start"], time.monotonic()
-                else:
-                    out[msg["i"]] = (msg["kind"], msg["text"])
-                    current = None
-            proc.wait()
-            sel.close()
-            proc.stdout.close()
-            err.seek(0)
-            tail = err.read()[-600:]
-        if current is None:           # every case of the chunk done, or the child failed outside a case
-            assert proc.returncode == 0, f"the checking process failed (exit {proc.returncode}): {tail}"
-            break
-        how = "hung" if proc.returncode == -9 else f"ended with {proc.returncode}"
-        out[current] = ("crash", f"the reading process {how}: {tail}")
-        first = current + 1
-    return out
-
-
-def run_cases(cases: list[tuple[str, str, bytes]], frames: dict, workers: int = 2) -> dict[str, tuple[str, str]]:
-    """Every case's verdict (see :func:`verdict`), read in ``workers`` child processes at once."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    assert len({c[0] for c in cases}) == len(cases), "two cases of one name"
-    chunks = [cases[k::workers] for k in range(workers)]
-    with tempfile.TemporaryDirectory(prefix="atlas-hgb-fuzz-") as tmp:
-        paths = []
-        for k, chunk in enumerate(chunks):
-            paths.append(Path(tmp) / f"cases-{k}.pkl")
-            paths[-1].write_bytes(pickle.dumps((chunk, frames)))
-        with ThreadPoolExecutor(workers) as pool:
-            done = list(pool.map(lambda k: _run_chunk(paths[k], len(chunks[k]), 0, tmp), range(workers)))
-    out = {chunk[i][0]: v for chunk, got in zip(chunks, done) for i, v in got.items()}
-    missing = [c[0] for c in cases if c[0] not in out]
-    assert not missing, f"no verdict for {missing[:5]}"
-    return out
+def run_cases(cases: list[tuple[str, str, bytes]], frames: dict) -> dict[str, tuple[str, str]]:
+    """Every case's verdict (see :func:`verdict`), read in two child processes at once
+    (:func:`fuzzrun.run_cases`: a crash or a hang is the verdict of its case)."""
+    return fuzzrun.run_cases(cases, frames, "tests.intake.test_hgb_fuzz:verdict")[0]
 
 
 # ------------------------------------------------------------------ model files

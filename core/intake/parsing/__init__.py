@@ -19,15 +19,17 @@ from typing import Any, Callable
 
 import numpy as np
 
-from core.errors import UnsupportedModelError
+from core.errors import AtlasError, ModelError, UnsupportedModelError
 from core.intake.parsing.common import SUPPORTED_MODELS, build_tree, describe_unsupported
+from core.intake.parsing.filecheck import MAX_LEAF_VALUE, PROBABILITY_SLACK
 from core.model.ensemble import TreeEnsemble
 from core.model.linear import LINEAR_ANALYSES, LinearModel
-from core.model.native import native_input, native_outputs
+from core.model.native import model_input, native_input, native_outputs
 from core.model.tree import MISSING_ONLY
 from core.typing import ModelLike
 
-__all__ = ["parse", "parse_any", "is_linear", "verify_against_source", "verify_linear", "build_tree", "PARSERS"]
+__all__ = ["parse", "parse_any", "is_linear", "verify_against_source", "verify_linear", "build_tree", "PARSERS",
+           "check_leaf_sums"]
 
 #: what reads each kind of model: "module:function", imported the first time it is needed
 PARSERS: dict[str, str] = {
@@ -93,8 +95,32 @@ def _parser_for(model: ModelLike) -> Callable[[Any], TreeEnsemble]:
 
 
 def parse(model: ModelLike) -> TreeEnsemble:
-    """Convert a fitted model into a ``TreeEnsemble`` (no verification)."""
-    return _parser_for(model)(model)
+    """Convert a fitted model into a ``TreeEnsemble`` (no verification of its
+    predictions; its leaf values checked by :func:`check_leaf_sums`)."""
+    ens = _parser_for(model)(model)
+    check_leaf_sums(ens)
+    return ens
+
+
+def check_leaf_sums(ens: TreeEnsemble) -> None:
+    """Refuse an ensemble whose leaf values can add up beyond
+    :data:`~core.intake.parsing.filecheck.MAX_LEAF_VALUE` in size on some output
+    (the largest leaf of every tree, plus the base score): the library adds them in
+    float64 as the ensemble does, and near the float64 limit the sum overflows to
+    infinity or keeps none of the smaller trees' digits, so no reading of it is the
+    model's. Trained models stay many orders of magnitude below."""
+    total = np.abs(ens.base_score).astype(np.float64)
+    for k, t in enumerate(ens.trees):
+        top = np.max(np.abs(t.value[t.children_left < 0]), axis=0)
+        if np.any(top > MAX_LEAF_VALUE):
+            raise ModelError(f"Tree {k} of this {ens.source or 'model'} holds a leaf value of {float(top.max()):.3g}: "
+                             f"beyond the {MAX_LEAF_VALUE:.0e} in size that a sum of leaves can hold. The file was "
+                             "edited or is damaged; re-save the model from its library.")
+        total += top
+    if np.any(total > MAX_LEAF_VALUE):
+        raise ModelError(f"The leaf values of this {ens.source or 'model'} add up to {float(total.max()):.3g} in size: "
+                         f"beyond the {MAX_LEAF_VALUE:.0e} that a sum of leaves can hold. The file was edited or is "
+                         "damaged; re-save the model from its library.")
 
 
 def parse_any(model: ModelLike) -> TreeEnsemble | LinearModel:
@@ -120,11 +146,24 @@ def verify_against_source(ens: TreeEnsemble, model: ModelLike, n_random: int = 6
     model whose semantics we do not reproduce is refused, never approximated.
     """
     X = probe_points(ens, n_random, seed)
-    ours, theirs, what = native_outputs(ens, model, X)
+    try:
+        ours, theirs, what = native_outputs(ens, model, X)
+    except AtlasError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the library's own predict fails on points it should take
+        raise ModelError(f"This {ens.source} model was parsed, but its library fails to predict with it on points "
+                         "within its thresholds: the file is damaged or was edited (a setting its predict reads, or "
+                         "a part no check covers). Re-save the model from its library.") from exc
     if theirs is None:
         return
+    # outputs compared to their size (margins, values); scikit-learn's probabilities as they are:
+    # scaled by the library's largest "probability", a forest giving 1e299 was let through at any
+    # difference (ONNX graphs: see core.intake.parsing.onnx)
+    probabilities = what == "probabilities" and not ens.source.startswith("onnx")
+    if probabilities:
+        _check_probabilities(ens, np.asarray(theirs, dtype=np.float64))
     err = float(np.max(np.abs(ours - theirs))) if ours.size else 0.0
-    scale = max(1.0, float(np.max(np.abs(theirs))) if theirs.size else 1.0)
+    scale = 1.0 if probabilities else max(1.0, float(np.max(np.abs(theirs))) if theirs.size else 1.0)
     # XGBoost accumulates margins in float32: allow its rounding, nothing more; so does
     # onnxruntime, one float32 addition per tree
     tol = (2e-5 if ens.source.startswith("xgboost") else 1e-6) * scale
@@ -141,6 +180,44 @@ def verify_against_source(ens: TreeEnsemble, model: ModelLike, n_random: int = 6
         _get("onnx_labels")(ens, model, X, theirs)
     if type(model).__module__.split(".")[0] == "lightgbm":
         _verify_lightgbm_outputs(ens, model, X)
+    if type(model).__name__ == "CatBoostJSON" and ens.is_classifier:
+        _verify_catboost_probabilities(ens, model, X)
+
+
+def _verify_catboost_probabilities(ens: TreeEnsemble, model: ModelLike, X: np.ndarray) -> None:
+    """CatBoost's own probabilities against the ensemble's. The raw values alone can agree
+    while CatBoost maps them to classes otherwise: its ``class_to_label`` (edited to
+    [2, 1, 0], it reversed the three probabilities) or its loss. Rows holding a level known
+    only by its hash are left out, as in :func:`core.model.native.native_outputs`."""
+    keep = np.ones(len(X), dtype=bool)
+    for j in ens.categorical_features:
+        hashed = np.array([str(c).startswith("#") for c in ens.categories[j] or ()] + [False], dtype=bool)
+        keep &= ~hashed[np.clip(X[:, j].astype(np.int64), 0, len(hashed) - 1)]
+    if not keep.any():
+        return
+    theirs = model.probabilities(model_input(ens, X[keep], frame=True))
+    if theirs is None:
+        return
+    ours = ens.predict_proba(X[keep])
+    if theirs.shape != ours.shape or not np.allclose(ours, theirs, rtol=0, atol=1e-7):
+        raise UnsupportedModelError(
+            f"This {ens.source} model was parsed but CatBoost's own probabilities differ from the ensemble's "
+            f"(shape {theirs.shape} for {ours.shape}): its loss or class parameters (class_to_label) map its "
+            "values to classes otherwise. Export the model again with model.save_model(path, format='json').")
+
+
+def _check_probabilities(ens: TreeEnsemble, theirs: np.ndarray) -> None:
+    """The library's own ``predict_proba`` on the probe points must be probabilities (each
+    in 0..1, each row summing to 1); a model whose are not (an edited leaf: up to 1e299)
+    predicts no class the analyses can read."""
+    if not theirs.size:
+        return
+    sums = theirs.sum(axis=1) if theirs.ndim == 2 else np.ones(1)
+    if not np.all(np.isfinite(theirs)) or np.any((theirs < -PROBABILITY_SLACK) | (theirs > 1 + PROBABILITY_SLACK)) \
+            or np.any(np.abs(sums - 1) > PROBABILITY_SLACK):
+        raise ModelError(f"This {ens.source} model's own predict_proba gives values from {np.nanmin(theirs):.3g} to "
+                         f"{np.nanmax(theirs):.3g}, rows summing to {np.nanmin(sums):.3g} to {np.nanmax(sums):.3g}: no "
+                         "probabilities. The file was edited or is damaged; re-fit the model and save it again.")
 
 
 def _verify_lightgbm_outputs(ens: TreeEnsemble, model: ModelLike, X: np.ndarray) -> None:
@@ -177,6 +254,18 @@ def _verify_lightgbm_outputs(ens: TreeEnsemble, model: ModelLike, X: np.ndarray)
                                         "ensemble's; re-save the model from LightGBM.")
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _reads_float32(ens: TreeEnsemble) -> bool:
+    """Does the model's library read rows as float32 (scikit-learn's trees and forests,
+    XGBoost, CatBoost)? A threshold near the float32 limit then has no number above it
+    that the library takes (a larger one is infinite to it, and refused)."""
+    source = ens.source
+    return source.startswith(("xgboost", "catboost")) or (source.startswith("sklearn")
+                                                           and "HistGradientBoosting" not in source)
+
+
 def probe_points(ens: TreeEnsemble, n_random: int = 64, seed: int = 0) -> np.ndarray:
     """Random points over the split range plus points exactly on thresholds;
     a categorical feature gets codes, each code (the missing one included) in turn.
@@ -187,6 +276,8 @@ def probe_points(ens: TreeEnsemble, n_random: int = 64, seed: int = 0) -> np.nda
     rng = np.random.default_rng(seed)
     d = ens.n_features
     lo, hi = np.full(d, -1.0), np.full(d, 1.0)
+    # the libraries that read rows as float32 refuse a number float32 cannot hold (as infinite)
+    top = FLOAT32_MAX if _reads_float32(ens) else 1e307
     levels = []
     for j in range(d):
         lv = ens.split_levels(j)
@@ -195,7 +286,7 @@ def probe_points(ens: TreeEnsemble, n_random: int = 64, seed: int = 0) -> np.nda
         if lv.size:
             a, b = (float(np.clip(v, -1e300, 1e300)) for v in (lv[0], lv[-1]))   # no overflow near the float limit
             span = max(b - a, 1e-9)
-            lo[j], hi[j] = max(a - 0.1 * span, -1e307), min(b + 0.1 * span, 1e307)
+            lo[j], hi[j] = max(a - 0.1 * span, -top), min(b + 0.1 * span, top)
     X = rng.uniform(lo, hi, size=(n_random, d))
     on = X.copy()
     for j in range(d):
@@ -204,7 +295,7 @@ def probe_points(ens: TreeEnsemble, n_random: int = 64, seed: int = 0) -> np.nda
             X[:, j] = rng.integers(0, k, size=n_random)
             on[:, j] = np.arange(n_random) % k
         elif levels[j].size:
-            on[:, j] = rng.choice(levels[j], size=n_random)
+            on[:, j] = np.clip(rng.choice(levels[j], size=n_random), -top, top)
     if not getattr(ens, "routes_missing", False):
         return np.vstack([X, on])
     nan = X.copy()

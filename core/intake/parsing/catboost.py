@@ -35,8 +35,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from core.errors import AtlasError, ModelError, UnsupportedModelError
+from core.intake.parsing.catboostcheck import check_catboost_json
 from core.intake.parsing.cityhash import cat_feature_hash
 from core.intake.parsing.common import build_tree, drop_last_level
+from core.intake.parsing.filecheck import load_json
 from core.model.ensemble import Link, Task, TreeEnsemble
 from core.model.tree import float32_le_bound
 from core.typing import ModelLike
@@ -63,9 +65,48 @@ class CatBoostJSON:
         own model (when installed) or by applying the JSON document as CatBoost's
         Python export does: an applier independent of the parsed trees."""
         if self.native is not None:
-            out = self.native.predict(frame, prediction_type="RawFormulaVal")
-            return np.asarray(out, dtype=np.float64).reshape(len(frame), -1)
+            return self._native(frame, "RawFormulaVal")
         return apply_document(self.document, frame)
+
+    def probabilities(self, frame: pd.DataFrame) -> np.ndarray | None:
+        """CatBoost's own class probabilities (n, classes) of rows in the raw columns
+        (its loss and class parameters applied to the raw values), or None without the
+        ``catboost`` package."""
+        return None if self.native is None else self._native(frame, "Probability")
+
+    def _native(self, frame: pd.DataFrame, kind: str) -> np.ndarray:
+        try:
+            out = self.native.predict(frame, prediction_type=kind)
+        except Exception as exc:  # noqa: BLE001 - CatBoostError: the model it read cannot predict
+            raise ModelError(f"CatBoost itself cannot predict with this model ({_first_line(exc)}): the file is "
+                             "damaged or was edited. Export it again with model.save_model(path, "
+                             "format='json').") from None
+        return np.asarray(out, dtype=np.float64).reshape(len(frame), -1)
+
+
+def _first_line(exc: BaseException) -> str:
+    """An exception's first line, without the source path CatBoost puts before it."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text.split(": ", 1)[1][:200] if text.startswith(("catboost/", "library/", "tools/", "util/")) \
+        and ": " in text else text[:200]
+
+
+def catboost_document(native: Any, filename: str) -> CatBoostJSON:
+    """CatBoost's own model ``native`` (read from a ``.cbm`` file) with its JSON export,
+    checked (:func:`~core.intake.parsing.catboostcheck.check_catboost_json`): what the
+    parser reads. A model CatBoost cannot write as JSON (a border beyond float32 read
+    as infinity) is refused with a message."""
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "model.json"
+            native.save_model(str(path), format="json")
+            data = path.read_bytes()
+    except Exception as exc:  # noqa: BLE001 - CatBoostError
+        raise ModelError(f"{filename!r} is damaged: CatBoost reads it but cannot write it as JSON "
+                         f"({_first_line(exc)}). Re-save the model from CatBoost.") from None
+    document = load_json(data, filename, "CatBoost JSON")
+    check_catboost_json(document, filename)
+    return CatBoostJSON(document=document, native=native)
 
 
 def _loss(doc: dict) -> str:
@@ -78,6 +119,7 @@ def parse_catboost(model: ModelLike) -> TreeEnsemble:
     if type(model).__module__.split(".")[0] == "catboost":       # CatBoost's own model object
         model = _exported(model)
     doc = model.document if isinstance(model, CatBoostJSON) else model
+    check_catboost_json(doc, "the CatBoost model")
     try:
         return _parse(doc)
     except AtlasError:
@@ -95,7 +137,6 @@ def _parse(doc: Any) -> TreeEnsemble:
     d = len(names)
     trees_json = doc.get("oblivious_trees") or doc.get("trees") or []
     splits = [s for t in trees_json for s in _all_splits(t)]
-    _refuse_ctrs(splits, fi, names, cat_flat)
     categories, hashes = _categories(splits, fi, cat_flat, names)
     code_of = {j: {h: k for k, h in enumerate(hs)} for j, hs in hashes.items()}
     n_codes = max((len(c) + 1 for c in categories if c is not None), default=None)
@@ -160,20 +201,6 @@ def _features(fi: dict) -> tuple[list[str], dict[int, int], dict[int, int]]:
     float_flat = {int(f["feature_index"]): int(f["flat_feature_index"]) for f in floats}
     cat_flat = {int(f["feature_index"]): int(f["flat_feature_index"]) for f in cats}
     return names, float_flat, cat_flat
-
-
-def _refuse_ctrs(splits: list[dict], fi: dict, names: list[str], cat_flat: dict[int, int]) -> None:
-    """Refuse target-statistics (CTR) splits, naming the categorical features they read."""
-    ctr = [s for s in splits if s.get("split_type") not in ("FloatFeature", "OneHotFeature")]
-    if ctr or fi.get("ctrs"):
-        used = sorted({names[cat_flat[int(e["cat_feature_index"])]] for c in (fi.get("ctrs") or [])
-                       for e in (c.get("elements") or []) if "cat_feature_index" in e
-                       and int(e["cat_feature_index"]) in cat_flat} or
-                      {names[j] for j in cat_flat.values()})
-        raise UnsupportedModelError(
-            f"This CatBoost model turns categorical features into target statistics (CTRs) on {used}: those "
-            "splits depend on counts stored in the model, not on the category alone, and are not supported. "
-            "Retrain with one_hot_max_size above the number of categories of these features (one-hot splits).")
 
 
 def _categories(splits: list[dict], fi: dict, cat_flat: dict[int, int],

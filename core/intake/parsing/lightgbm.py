@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from core.errors import UnsupportedModelError
+from core.errors import ModelError, UnsupportedModelError
 from core.intake.parsing.common import build_tree, describe_unsupported
 from core.model.ensemble import Link, Task, TreeEnsemble
 from core.model.tree import MISSING_ONLY
@@ -65,7 +65,11 @@ def parse_lightgbm(model: ModelLike) -> TreeEnsemble:
     else:
         raise describe_unsupported(model)
 
-    dump = booster.dump_model()
+    try:
+        dump = booster.dump_model()
+    except ValueError as exc:     # JSONDecodeError: LightGBM wrote a dump its own reader refuses
+        raise ModelError(f"LightGBM cannot describe this model's trees ({str(exc)[:120]}): the model is damaged. "
+                         "Re-save it from LightGBM.") from None
     obj = str(dump.get("objective", "")).split()
     kind = obj[0] if obj else ""
     flags = [t for t in obj[1:] if ":" not in t]

@@ -41,7 +41,13 @@ disagreement:
   ``max_feature_idx``, split by category exactly where ``feature_infos`` lists the
   feature's categories and by threshold where it gives its range, thresholds finite
   or ``inf`` (a split of missing values from every number, as LightGBM writes it on
-  data with gaps), finite leaf values, categorical boundaries.
+  data with gaps), leaf values and statistics (weights, counts, gains) finite
+  numbers, categorical boundaries; every number below 1e300 in size (LightGBM's
+  dump, which the parser reads, writes any larger one as 1e300);
+* after the trees: the ``parameters:`` section's lines each ``[name: value]`` (a
+  file cut short inside it ended the process), the ``pandas_categorical`` line
+  JSON (one list of categories per categorical column); no NUL character anywhere
+  (LightGBM reads a C string, which would end there).
 
 :func:`lightgbm_text` normalises line endings and drops ``tree_sizes`` once it
 is known to list one size per tree (LightGBM then reads tree by tree instead of
@@ -51,10 +57,11 @@ Both names are importable from :mod:`core.intake.parsing.validate`.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
-from core.intake.parsing.filecheck import MAX_CLASSES, _damaged, _first_visit, _int, check_json_depth
+from core.intake.parsing.filecheck import MAX_CLASSES, MAX_LEAF_VALUE, _damaged, _first_visit, _int, check_json_depth
 
 __all__ = ["check_lightgbm_text", "lightgbm_text", "OBJECTIVES"]
 
@@ -93,15 +100,30 @@ def _ints(s: str, filename: str, what: str) -> list[int]:
 
 
 def _floats(s: str, filename: str, what: str, *, up_to_inf: bool = False) -> list[float]:
-    """The numbers of ``s``; ``up_to_inf``: ``inf`` is one of them (a threshold: LightGBM writes
-    ``inf`` for a split that sends every number left and missing values to their side)."""
+    """The numbers of ``s``, each below :data:`~core.intake.parsing.filecheck.MAX_LEAF_VALUE` in
+    size; ``up_to_inf``: ``inf`` is one of them (a threshold: LightGBM writes ``inf`` for a split
+    that sends every number left and missing values to their side). LightGBM's own dump, which
+    the parser reads, writes every number beyond 1e300 as 1e300: a leaf of 1e305 would be read
+    as another model, and a finite threshold of 1e300 as the split of missing values."""
     try:
         out = [float(v) for v in s.split()]
     except ValueError:
         raise _damaged(filename, f"{what} holds something that is not a number") from None
-    if not all(math.isfinite(v) or (up_to_inf and v == math.inf) for v in out):
-        raise _damaged(filename, f"{what} holds an infinite or NaN value")
+    for v in out:
+        if not (abs(v) < MAX_LEAF_VALUE or (up_to_inf and v == math.inf)):
+            why = ("an infinite or NaN value" if not math.isfinite(v) else
+                   f"beyond the {MAX_LEAF_VALUE:.0e} in size that LightGBM's dump writes")
+            raise _damaged(filename, f"{what} holds {v!r}, {why}")
     return out
+
+
+def _numbers(s: str, key: str, where: str, filename: str) -> list:
+    """A tree's statistics line (weights, counts, gains): whole numbers for counts, else
+    numbers, all finite. LightGBM reads ``nan`` here and writes it into its JSON dump, which
+    its own reader then refuses (``JSONDecodeError``)."""
+    if key.endswith("count"):
+        return _ints(s, filename, f"{where}'s {key}")
+    return _floats(s, filename, f"{where}'s {key}")
 
 
 def _header(lines: list[str], filename: str) -> dict[str, str]:
@@ -183,6 +205,8 @@ def _check_feature_infos(infos: list[str], names: list[str], filename: str) -> s
 
 def check_lightgbm_text(text: str, filename: str = "model.txt") -> None:
     """Check LightGBM model text (LF line endings) before LightGBM reads it."""
+    if "\x00" in text:       # LightGBM reads a C string: the text would end there, in the middle of a line
+        raise _damaged(filename, f"it holds a NUL character (at {text.index(chr(0)):,})")
     head, sep, rest = text.partition("\nTree=")
     if not text.startswith("tree") or not sep:
         if "Tree=" not in text:
@@ -230,8 +254,45 @@ def check_lightgbm_text(text: str, filename: str = "model.txt") -> None:
         raise _damaged(filename, f"tree_sizes lists {len(sizes.split())} trees but it holds {n_trees}")
     for t, block in enumerate(blocks):
         _check_lightgbm_tree(_tree_lines(block, t, filename), t, kinds, filename)
-    if "pandas_categorical:" in tail:
-        check_json_depth(tail.split("pandas_categorical:", 1)[1].encode(), filename)
+    _check_parameters(tail, filename)
+    _check_pandas_categorical(text, filename)
+
+
+def _check_parameters(tail: str, filename: str) -> None:
+    """The ``parameters:`` section after the trees, as LightGBM writes it and reads it back:
+    each line up to ``end of parameters`` (or the end of the text) a ``[name: value]`` pair. A
+    line cut short (a file cut inside the section: ``[num_thre``, ``[machine_list_filename:``)
+    made LightGBM read past its buffer and end the process, or fail with ``std::bad_alloc``."""
+    lines = tail.split("\n")
+    if "parameters:" not in lines:
+        return
+    for line in lines[lines.index("parameters:") + 1:]:
+        if line == "end of parameters":
+            return
+        if line.strip() and not (line.startswith("[") and line.endswith("]") and ": " in line):
+            raise _damaged(filename, f"its parameters line {line[:40]!r} is not '[name: value]' (the file was cut "
+                                     "short or edited)")
+
+
+def _check_pandas_categorical(text: str, filename: str) -> None:
+    """The ``pandas_categorical:`` line, found as LightGBM's Python package finds it (the last
+    line of the text) and read as it reads it (JSON): none, or one list of category values per
+    categorical column. Text that is not JSON made LightGBM raise ``JSONDecodeError``."""
+    key = "pandas_categorical:"
+    last = text[text.rfind("\n", 0, -len(key)):].strip()
+    if not last.startswith(key):
+        return
+    raw = last[len(key):]
+    check_json_depth(raw.encode(), filename)
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise _damaged(filename, f"its pandas_categorical line holds {raw[:40]!r}, not JSON") from None
+    scalar = (str, int, float, bool, type(None))
+    if value is not None and not (isinstance(value, list) and all(
+            isinstance(levels, list) and all(isinstance(v, scalar) for v in levels) for levels in value)):
+        raise _damaged(filename, "its pandas_categorical line is not one list of category values per "
+                                 "categorical column")
 
 
 def _tree_lines(block: str, t: int, filename: str) -> dict[str, str]:
@@ -259,6 +320,27 @@ def _tree_lines(block: str, t: int, filename: str) -> dict[str, str]:
     return kv
 
 
+def _check_statistics(kv: dict[str, str], n_leaves: int, where: str, filename: str) -> None:
+    """A tree's lines besides its structure: its leaves' weights and counts (one each), a
+    linear tree's constants and features, the internal nodes' gains, values, weights and
+    counts (one each), its shrinkage; all finite numbers (:func:`_numbers`)."""
+    linear = kv.get("is_linear", "0").strip() not in ("0", "")
+    # LightGBM writes a one-leaf tree (a model that found no split) with an empty leaf_weight,
+    # which it does not read (Tree::Tree returns before it)
+    for key in ("leaf_weight", "leaf_count") if n_leaves > 1 or linear else ("leaf_count",):
+        if key in kv and len(_numbers(kv[key], key, where, filename)) != n_leaves:
+            raise _damaged(filename, f"{where} has num_leaves={n_leaves} but {len(kv[key].split())} {key}")
+    if linear:
+        for key in ("leaf_const", "num_features"):
+            if key in kv and len(kv[key].split()) != n_leaves:
+                raise _damaged(filename, f"{where}'s {key} does not have {n_leaves} entries")
+    for key in ("split_gain", "internal_value", "internal_weight", "internal_count") if n_leaves > 1 else ():
+        if key in kv and len(_numbers(kv[key], key, where, filename)) != n_leaves - 1:
+            raise _damaged(filename, f"{where} has {n_leaves - 1} internal nodes but {len(kv[key].split())} {key}")
+    if "shrinkage" in kv:
+        _numbers(kv["shrinkage"], "shrinkage", where, filename)
+
+
 def _check_lightgbm_tree(kv: dict[str, str], t: int, kinds: str, filename: str) -> None:
     """Tree ``t``'s arrays and nodes; ``kinds``: each feature's kind (:func:`_check_feature_infos`)."""
     where = f"tree {t}"
@@ -271,16 +353,7 @@ def _check_lightgbm_tree(kv: dict[str, str], t: int, kinds: str, filename: str) 
     leaf_value = _floats(kv.get("leaf_value", ""), filename, f"{where}'s leaf_value")
     if len(leaf_value) != n_leaves:
         raise _damaged(filename, f"{where} has num_leaves={n_leaves} but {len(leaf_value)} leaf values")
-    linear = kv.get("is_linear", "0").strip() not in ("0", "")
-    # LightGBM writes a one-leaf tree (a model that found no split) with an empty leaf_weight,
-    # which it does not read (Tree::Tree returns before it)
-    for key in ("leaf_weight", "leaf_count") if n_leaves > 1 or linear else ("leaf_count",):
-        if key in kv and len(kv[key].split()) != n_leaves:
-            raise _damaged(filename, f"{where} has num_leaves={n_leaves} but {len(kv[key].split())} {key}")
-    if linear:
-        for key in ("leaf_const", "num_features"):
-            if key in kv and len(kv[key].split()) != n_leaves:
-                raise _damaged(filename, f"{where}'s {key} does not have {n_leaves} entries")
+    _check_statistics(kv, n_leaves, where, filename)
     m = n_leaves - 1
     if m == 0:
         return
@@ -297,9 +370,6 @@ def _check_lightgbm_tree(kv: dict[str, str], t: int, kinds: str, filename: str) 
             held = len(ints[key])
         if held != m:
             raise _damaged(filename, f"{where} has num_leaves={n_leaves}, so {m} {key} entries, but holds {held}")
-    for key in ("split_gain", "internal_value", "internal_weight", "internal_count"):
-        if key in kv and len(kv[key].split()) != m:
-            raise _damaged(filename, f"{where} has {m} internal nodes but {len(kv[key].split())} {key}")
     n_cat = _int(kv.get("num_cat", "0"), filename, f"{where}'s num_cat")
     if not 0 <= n_cat <= m:
         raise _damaged(filename, f"{where} has num_cat={n_cat} for {m} internal nodes")

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.errors import UnsupportedModelError
+from core.errors import ModelError, UnsupportedModelError
 from core.intake.parsing.common import EnsembleHeader, describe_unsupported
+from core.intake.parsing.filecheck import PROBABILITY_SLACK
 from core.intake.parsing.hgb import parse_hgb
 from core.model.ensemble import Link, TreeEnsemble
 from core.model.tree import MISSING_ONLY, Tree, float32_floor, float32_le_bound
@@ -74,9 +75,22 @@ def _check_single_output(model: ModelLike) -> None:
 
 
 def _class_values(est: ModelLike) -> np.ndarray:
+    """A classifier tree's leaf values: its class fractions, as ``predict_proba``
+    returns them (scikit-learn 1.4 and later store them so; no division here, which
+    made a leaf of [1e300, 1] the probabilities [1, 0] while scikit-learn said 1e300).
+    A leaf whose fractions are no probabilities is refused (:mod:`core.intake.parsing.skopscheck`
+    says the same of a file)."""
     v = np.asarray(est.tree_.value[:, 0, :], dtype=np.float64)
-    s = v.sum(axis=1, keepdims=True)
-    return np.divide(v, s, out=np.zeros_like(v), where=s > 0)
+    leaves = v[np.asarray(est.tree_.children_left) < 0]
+    sums = leaves.sum(axis=1)
+    bad = ~np.isfinite(sums) | np.any((leaves < 0) | (leaves > 1), axis=1) | (np.abs(sums - 1) > PROBABILITY_SLACK)
+    if bad.any():
+        raise ModelError(f"A tree of this {type(est).__name__} holds the class fractions "
+                         f"{np.round(leaves[np.argmax(bad)], 6).tolist()[:6]} in a leaf: no probabilities (each "
+                         "between 0 and 1, summing to 1), yet its predict_proba returns them as they are. The model "
+                         "was edited or saved by a scikit-learn before 1.4 (which stored counts); re-fit it and "
+                         "save it again.")
+    return v
 
 
 def parse_sklearn(model: ModelLike) -> TreeEnsemble:
@@ -126,7 +140,11 @@ def _parse_gb(model: ModelLike, common: EnsembleHeader) -> TreeEnsemble:
             f"GradientBoosting with init={type(init).__name__} has an input-dependent baseline; "
             "only the default (prior) or 'zero' init is supported."
         )
-    base = np.asarray(model._raw_predict_init(np.zeros((1, model.n_features_in_))), dtype=np.float64)[0]
+    try:
+        base = np.asarray(model._raw_predict_init(np.zeros((1, model.n_features_in_))), dtype=np.float64)[0]
+    except Exception as exc:  # noqa: BLE001 - scikit-learn's own baseline fails on a damaged init_
+        raise ModelError(f"scikit-learn cannot compute this {type(model).__name__}'s baseline (its init_: "
+                         f"{type(exc).__name__}); the model is damaged. Re-fit it and save it again.") from None
     lr = float(model.learning_rate)
     stages, K = model.estimators_.shape
     trees = []

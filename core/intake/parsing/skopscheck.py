@@ -4,7 +4,13 @@
 declared uncompressed sizes, ``schema.json``'s depth); :func:`check_sklearn_trees`
 checks the node arrays of every fitted tree skops rebuilt (``tree_`` of the
 trees and forests, the ``TreePredictor`` nodes and category bitsets of the
-histogram gradient boosting models) before anything predicts with it. Both are
+histogram gradient boosting models) before anything predicts with it, and what
+``predict`` reads besides: a classifier tree's leaves are class fractions (each in
+0..1, summing to 1: scikit-learn returns them as they are, so a leaf of 1e300 was
+"probabilities" up to 1e299), a regressor's leaves below
+:data:`~core.intake.parsing.filecheck.MAX_LEAF_VALUE`; every tree of an ensemble a
+fitted one, taking the model's features and classes; a forest's settings, a
+gradient boosting model's trees per stage and its baseline (``init_``). Both are
 importable from :mod:`core.intake.parsing.validate`.
 """
 
@@ -13,11 +19,20 @@ from __future__ import annotations
 import io as _io
 import json
 import zipfile
+import zlib
 from typing import Any
 
 import numpy as np
 
-from core.intake.parsing.filecheck import MAX_JSON_DEPTH, _damaged, check_json_depth
+from core.intake.parsing.filecheck import (
+    MAX_FEATURES,
+    MAX_JSON_DEPTH,
+    MAX_LEAF_VALUE,
+    PROBABILITY_SLACK,
+    _damaged,
+    _shown,
+    check_json_depth,
+)
 from core.typing import ModelLike
 
 __all__ = ["check_skops_zip", "check_sklearn_trees"]
@@ -47,7 +62,7 @@ def check_skops_zip(data: bytes, filename: str = "model.skops") -> None:
         schema = zf.read("schema.json")
     except KeyError:
         raise _damaged(filename, "it has no schema.json") from None
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as exc:
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError, zlib.error) as exc:
         raise _damaged(filename, f"its schema.json cannot be unpacked ({exc})") from None
     check_json_depth(schema, filename, limit=4 * MAX_JSON_DEPTH)
     try:                                      # what skops and the booster checks parse next
@@ -153,6 +168,154 @@ def check_sklearn_trees(model: ModelLike, filename: str = "model.skops") -> None
             raise _damaged(filename, f"{where}: {n - count} nodes form a cycle apart from the root")
         if not np.all(np.isfinite(value)):
             raise _damaged(filename, f"{where} has a non-finite leaf value")
+        _check_leaf_values(est, value, ~split, where, filename)
+    for est in _sklearn_objects(model):
+        _check_ensemble(est, filename)
+
+
+def _check_leaf_values(est: Any, value: np.ndarray, leaf: np.ndarray, where: str, filename: str) -> None:
+    """The leaves of one tree against what its estimator predicts with them. A
+    classifier's tree (scikit-learn 1.4 and later) holds each leaf's class fractions,
+    which ``predict_proba`` returns as they are: each in 0..1, summing to 1. Anything
+    else is no probability: scikit-learn would return it (a leaf of 1e300 gave
+    "probabilities" up to 1e299), and a reading of it as a probability would be another
+    model. A regressor's leaf holds one value, finite and below :data:`MAX_LEAF_VALUE`."""
+    n_outputs = _whole(getattr(est, "n_outputs_", 1))
+    if value.ndim != 3 or value.shape[1] != n_outputs:
+        raise _damaged(filename, f"{where}'s leaf values have the shape {value.shape}, not (nodes, {n_outputs}, "
+                                 "classes)")
+    leaves = value[leaf]
+    if type(est).__name__.endswith("Classifier") and n_outputs == 1:
+        k = _whole(getattr(est, "n_classes_", -1))
+        if value.shape[2] != k or len(np.atleast_1d(getattr(est, "classes_", ()))) != k:
+            raise _damaged(filename, f"{where} holds {value.shape[2]} class fractions per leaf for "
+                                     f"{k} classes ({len(np.atleast_1d(getattr(est, 'classes_', ())))} named)")
+        fractions = leaves[:, 0, :]
+        sums = fractions.sum(axis=1)
+        bad = np.flatnonzero(np.any((fractions < 0) | (fractions > 1), axis=1) | (np.abs(sums - 1) > PROBABILITY_SLACK))
+        if bad.size:
+            i = int(np.flatnonzero(leaf)[bad[0]])
+            shown = ", ".join(f"{v:.6g}" for v in fractions[bad[0]][:6])
+            raise _damaged(filename, f"{where}, leaf {i} holds the class fractions [{shown}], which are no "
+                                     "probabilities (each between 0 and 1, summing to 1; a model saved by "
+                                     "scikit-learn before 1.4 holds counts instead)")
+        return
+    if value.shape[2] != 1 and type(est).__name__.endswith("Regressor"):
+        raise _damaged(filename, f"{where} holds {value.shape[2]} values per leaf, not one")
+    big = np.flatnonzero(np.any(np.abs(leaves) > MAX_LEAF_VALUE, axis=(1, 2)))
+    if big.size:
+        i = int(np.flatnonzero(leaf)[big[0]])
+        raise _damaged(filename, f"{where}, leaf {i} holds the value {float(np.abs(leaves[big[0]]).max()):.6g} "
+                                 f"in size, beyond the {MAX_LEAF_VALUE:.0e} a model's sums of leaves can hold")
+
+
+def _whole(v: Any) -> int:
+    """``v`` as a whole number, -1 when it is none (an array, text, a fraction)."""
+    try:
+        a = np.asarray(v)
+        if a.ndim != 0 or a.dtype.kind not in "iuf" or not float(a).is_integer():
+            return -1
+        return int(a)
+    except (TypeError, ValueError, OverflowError):
+        return -1
+
+
+def _check_ensemble(est: Any, filename: str) -> None:
+    """What a fitted estimator's ``predict`` reads besides its node arrays: its number of
+    features, its tree (a tree estimator), and for an ensemble its trees, settings and
+    classes (:func:`_check_trees`, :func:`_check_classes`). scikit-learn trusts them: a
+    forest whose tree says 2 classes of 3, or a tree saying 0, made ``predict_proba``
+    fail on arrays of different shapes; an estimator without its tree, on None."""
+    name = type(est).__name__
+    if hasattr(est, "n_features_in_") and not 1 <= _whole(est.n_features_in_) <= MAX_FEATURES:
+        raise _damaged(filename, f"its {name} has n_features_in_ {_shown(est.n_features_in_)}, not a number of "
+                                 "features")
+    if name in _TREES and hasattr(est, "n_features_in_") and not _has_tree(est):
+        raise _damaged(filename, f"its fitted {name} holds no tree")
+    trees = getattr(est, "estimators_", None)
+    if trees is None or not name.endswith(("Classifier", "Regressor")) or not hasattr(est, "n_features_in_"):
+        return
+    listed = np.ravel(np.asarray(trees, dtype=object))
+    _check_trees(est, listed, filename)
+    _check_classes(est, trees, listed, filename)
+
+
+def _check_trees(est: Any, listed: np.ndarray, filename: str) -> None:
+    """An ensemble's trees: each a fitted scikit-learn tree taking the model's features; a
+    forest's ``n_estimators``, ``n_jobs`` and ``verbose``, which its ``predict`` hands to
+    joblib (0 estimators divided by zero there, text in ``n_jobs`` failed to compare)."""
+    name, d = type(est).__name__, _whole(est.n_features_in_)
+    if name.startswith(("RandomForest", "ExtraTrees")):
+        jobs, verbose = getattr(est, "n_jobs", None), getattr(est, "verbose", 0)
+        whole_jobs = jobs is None or isinstance(jobs, (int, np.integer)) and not isinstance(jobs, bool) and jobs != 0
+        if _whole(getattr(est, "n_estimators", None)) != listed.size or not whole_jobs or _whole(verbose) < 0:
+            raise _damaged(filename, f"its {name} has n_estimators {_shown(getattr(est, 'n_estimators', None))}, "
+                                     f"n_jobs {_shown(jobs)} and verbose {_shown(verbose)} for its "
+                                     f"{listed.size} trees")
+    for t, tree in enumerate(listed):
+        if not _has_tree(tree):
+            raise _damaged(filename, f"its {name}'s tree {t} is not a fitted scikit-learn tree")
+        if hasattr(tree, "n_features_in_") and _whole(tree.n_features_in_) != d:
+            raise _damaged(filename, f"its {name}'s tree {t} takes {_shown(tree.n_features_in_)} features but the "
+                                     f"model {d} (scikit-learn hands the tree the model's rows unchecked)")
+
+
+def _check_classes(est: Any, trees: Any, listed: np.ndarray, filename: str) -> None:
+    """An ensemble's classes against its trees: a forest's ``n_classes_`` and ``classes_``
+    against every tree's, a gradient boosting model's trees per stage against its classes
+    (one for two classes, one per class otherwise; one for a regressor) and its baseline."""
+    name = type(est).__name__
+    classifier = name.endswith("Classifier")
+    k = _whole(getattr(est, "n_classes_", -1)) if classifier else 1
+    if classifier and (k < 2 or len(np.atleast_1d(getattr(est, "classes_", ()))) != k):
+        raise _damaged(filename, f"its {name} has n_classes_ {_shown(getattr(est, 'n_classes_', None))} and "
+                                 f"{len(np.atleast_1d(getattr(est, 'classes_', ())))} classes")
+    if name.startswith("GradientBoosting"):
+        per_stage = 1 if k <= 2 else k
+        shape = np.shape(trees)
+        if len(shape) != 2 or shape[1] != per_stage or shape[0] < 1:
+            raise _damaged(filename, f"its {name} holds trees in the shape {shape}, not (stages, {per_stage}) "
+                                     f"for {f'{k} classes' if classifier else 'one output'}")
+        _check_boosting_init(est, k if classifier else 0, filename)
+    elif classifier and name.startswith(("RandomForest", "ExtraTrees")):
+        for t, tree in enumerate(listed):
+            if _whole(getattr(tree, "n_classes_", -1)) != k:
+                said = _shown(getattr(tree, "n_classes_", None))
+                raise _damaged(filename, f"its {name}'s tree {t} has n_classes_ {said} but the forest {k}")
+
+
+_TREES = ("DecisionTreeClassifier", "DecisionTreeRegressor", "ExtraTreeClassifier", "ExtraTreeRegressor")
+
+
+def _has_tree(est: Any) -> bool:
+    """Is ``est`` a scikit-learn tree estimator holding its fitted ``tree_``? (A schema edit
+    gave a forest an estimator without one, or None in its place.)"""
+    tree = getattr(est, "tree_", None)
+    return type(est).__module__.startswith("sklearn.tree") and type(tree).__module__.startswith("sklearn.tree")
+
+
+def _check_boosting_init(est: Any, k: int, filename: str) -> None:
+    """A gradient boosting model's baseline (``init_``), which scikit-learn predicts with
+    unchecked: a ``DummyRegressor``'s one finite constant, a ``DummyClassifier``'s prior of
+    each of the ``k`` classes (a probability each, summing to 1; its ``"prior"`` strategy,
+    the same for every row). Other baselines are left to the parser, which refuses them."""
+    init = getattr(est, "init_", None)
+    name = type(init).__name__
+    if name not in ("DummyRegressor", "DummyClassifier"):
+        return
+    what = f"its {type(est).__name__}'s baseline ({name})"
+    if _whole(getattr(init, "n_outputs_", None)) != 1:
+        raise _damaged(filename, f"{what} has n_outputs_ {_shown(getattr(init, 'n_outputs_', None))}, not 1")
+    if name == "DummyRegressor":
+        c = np.asarray(getattr(init, "constant_", None))
+        if c.shape != (1, 1) or c.dtype.kind not in "fiu" or not abs(float(c.ravel()[0])) <= MAX_LEAF_VALUE:
+            raise _damaged(filename, f"{what} is not one finite number")
+        return
+    prior = np.asarray(getattr(init, "class_prior_", None))
+    if getattr(init, "_strategy", getattr(init, "strategy", None)) != "prior" or prior.shape != (k,) \
+            or prior.dtype.kind not in "fiu" or _whole(getattr(init, "n_classes_", None)) != k \
+            or not np.all((prior >= 0) & (prior <= 1)) or abs(float(prior.sum()) - 1) > PROBABILITY_SLACK:
+        raise _damaged(filename, f"{what} is not the prior of each of its {k} classes")
 
 
 def _hgb_record_dtype() -> np.dtype:

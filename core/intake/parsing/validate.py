@@ -16,13 +16,21 @@ reads a model in-process gets them too) and again in the sandbox's child:
 * :func:`check_xgboost_json`: every tree's arrays have the declared length,
   children are in range and each node is reached once from the root (no
   cycle, no shared child), parents agree with children, split features are
-  below ``num_feature``, thresholds and leaf values are finite, ``tree_info``
-  names an existing output, ``num_feature`` / ``num_class`` /
+  below ``num_feature``, thresholds, leaf values and the base score are numbers
+  float32 holds (XGBoost reads 1e39 as infinity), each tree's ``id`` is its place
+  (two of one id ended the process), a categorical split lists its categories,
+  ``tree_info`` names an existing output, ``num_feature`` / ``num_class`` /
   ``num_parallel_tree`` / ``num_trees`` are bounded by what the file holds;
 * :func:`check_lightgbm_text`: the same for LightGBM's text format, and its
   header against itself, its objective and its trees (``num_class``,
   ``num_tree_per_iteration``, the objective's ``num_class``, ``feature_names``,
-  ``feature_infos``, the tree count; see :mod:`core.intake.parsing.lightgbmcheck`);
+  ``feature_infos``, the tree count), its parameters and ``pandas_categorical``
+  (see :mod:`core.intake.parsing.lightgbmcheck`);
+* :func:`check_catboost_json` and :func:`check_catboost_cbm`: CatBoost's JSON
+  export and its ``.cbm`` files (their FlatBuffers read with every offset
+  bounded): every split's index names a binary feature and agrees with the
+  split's own fields, leaf counts, tree steps, borders, class parameters (see
+  :mod:`core.intake.parsing.catboostcheck`);
 * :func:`lightgbm_text`: line endings normalised (CRLF -> LF) and the
   ``tree_sizes`` index removed once it was found to list one size per tree,
   so that LightGBM parses tree by tree instead of trusting byte offsets that a
@@ -45,8 +53,9 @@ says to re-save the model from its library.
 Where they live: the limits, the error and the JSON reader in
 :mod:`core.intake.parsing.filecheck`, the UBJSON reader in :mod:`core.intake.parsing.ubjson`,
 the skops and sklearn checks in :mod:`core.intake.parsing.skopscheck`, the LightGBM
-checks in :mod:`core.intake.parsing.lightgbmcheck`, the XGBoost checks here; every
-name above is importable from here.
+checks in :mod:`core.intake.parsing.lightgbmcheck`, the CatBoost checks in
+:mod:`core.intake.parsing.catboostcheck`, the XGBoost checks here; every name above
+is importable from here.
 """
 
 from __future__ import annotations
@@ -55,10 +64,13 @@ import json
 import math
 import re
 import zipfile
+import zlib
 from io import BytesIO
 from typing import Any
 
+from core.intake.parsing.catboostcheck import check_catboost_cbm, check_catboost_json
 from core.intake.parsing.filecheck import (
+    FLOAT32_LIMIT,
     MAX_CLASSES,
     MAX_FEATURES,
     MAX_JSON_DEPTH,
@@ -73,8 +85,8 @@ from core.intake.parsing.skopscheck import check_sklearn_trees, check_skops_zip
 from core.intake.parsing.ubjson import read_ubjson
 
 __all__ = ["check_json_depth", "check_xgboost_json", "read_ubjson", "check_lightgbm_text", "lightgbm_text",
-           "check_skops_zip", "check_sklearn_trees", "check_skops_boosters", "xgboost_document", "MAX_JSON_DEPTH",
-           "MAX_FEATURES", "MAX_CLASSES"]
+           "check_skops_zip", "check_sklearn_trees", "check_skops_boosters", "xgboost_document", "check_catboost_json",
+           "check_catboost_cbm", "MAX_JSON_DEPTH", "MAX_FEATURES", "MAX_CLASSES"]
 
 
 def xgboost_document(data: bytes, filename: str, what: str = "JSON (an XGBoost or CatBoost export)") -> Any:
@@ -105,6 +117,12 @@ def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
+def _float32(x: Any) -> bool:
+    """A number float32 holds (XGBoost reads every threshold and leaf value into one):
+    a larger one, 1e39 say, becomes infinity in XGBoost and a huge number elsewhere."""
+    return _finite(x) and abs(x) < FLOAT32_LIMIT
+
+
 _XGB_NODE_ARRAYS = ("left_children", "right_children", "split_indices", "split_conditions", "parents",
                     "base_weights", "default_left", "loss_changes", "sum_hessian", "split_type")
 
@@ -130,7 +148,7 @@ def check_xgboost_json(obj: object, filename: str = "model.json") -> None:
         vals = [float(v) for v in str(base).strip().strip("[]").split(",") if v.strip()]
     except ValueError:
         vals = [math.nan]
-    if not vals or not all(math.isfinite(v) for v in vals) or len(vals) > max(n_class, n_target, 1):
+    if not vals or not all(_float32(v) for v in vals) or len(vals) > max(n_class, n_target, 1):
         raise _damaged(filename, f"base_score is {str(base)[:40]!r}")
     outputs = max(n_class, n_target, 1)
     _check_xgboost_index(model, trees, outputs, filename)
@@ -198,6 +216,9 @@ def _check_xgboost_tree(tree: Any, t: int, outputs: int, filename: str) -> int:
     for key in ("left_children", "right_children", "split_indices", "split_conditions"):
         if key not in tree:
             raise _damaged(filename, f"tree {t} has no {key!r}")
+    if "id" in tree and (not isinstance(tree["id"], int) or tree["id"] != t):
+        # XGBoost stores each tree at the place its id names: two trees of one id ended the process
+        raise _damaged(filename, f"tree {t} has the id {repr(tree['id'])[:20]}")
     left = _number_list(tree["left_children"], filename, f"tree {t}'s left_children")
     n = len(left)
     if n == 0:
@@ -225,10 +246,28 @@ def _check_xgboost_tree(tree: Any, t: int, outputs: int, filename: str) -> int:
         if any(not (0 <= s and 0 <= z and s + z <= len(cats)) for s, z in zip(seg, size)) \
                 or any(not 0 <= c < n for c in nodes):
             raise _damaged(filename, f"tree {t}'s category segments point outside its category list")
+    _check_split_types(tree, t, n, filename)
     reached, max_index = _walk_xgboost_tree(tree, t, n, filename)
     if reached + max(deleted, 0) < n:
         raise _damaged(filename, f"tree {t}: {n - reached} of its {n} nodes are not reached from the root")
     return max_index
+
+
+def _check_split_types(tree: dict, t: int, n: int, filename: str) -> None:
+    """``split_type``: 0 (a threshold) or 1 (categories) per node, and a categorical split's
+    category list among the tree's segments: XGBoost refuses a categorical split without one
+    when it writes the model out (``Check failed: size != 0``)."""
+    types = tree.get("split_type")
+    if types is None:
+        return
+    if any(v not in (0, 1) for v in types):
+        raise _damaged(filename, f"tree {t}'s split_type holds {next(v for v in types if v not in (0, 1))!r}, not 0 "
+                                 "(threshold) or 1 (categories)")
+    listed = set(tree.get("categories_nodes", []))
+    left = tree["left_children"]
+    missing = [i for i in range(n) if types[i] == 1 and left[i] != -1 and i not in listed]
+    if missing:
+        raise _damaged(filename, f"tree {t}, node {missing[0]} splits by categories but lists none")
 
 
 def _walk_xgboost_tree(tree: dict, t: int, n: int, filename: str) -> tuple[int, int]:
@@ -251,8 +290,9 @@ def _walk_xgboost_tree(tree: dict, t: int, n: int, filename: str) -> tuple[int, 
         if not isinstance(a, int) or not isinstance(b, int):
             raise _damaged(filename, f"tree {t}, node {i} has a child index that is not a whole number")
         if a == -1 and b == -1:
-            if not _finite(cond[i]):
-                raise _damaged(filename, f"tree {t}, leaf {i} has the value {cond[i]!r}")
+            if not _float32(cond[i]):
+                raise _damaged(filename, f"tree {t}, leaf {i} has the value {cond[i]!r}, which XGBoost's float32 "
+                                         "leaves cannot hold")
             continue
         for side, c in (("left", a), ("right", b)):
             if c == 0:
@@ -269,8 +309,9 @@ def _walk_xgboost_tree(tree: dict, t: int, n: int, filename: str) -> tuple[int, 
         if not isinstance(f, int) or f < 0:
             raise _damaged(filename, f"tree {t}, node {i} splits on feature {f!r}")
         max_index = max(max_index, f)
-        if not _finite(cond[i]):
-            raise _damaged(filename, f"tree {t}, node {i} has the threshold {cond[i]!r}")
+        if not _float32(cond[i]):
+            raise _damaged(filename, f"tree {t}, node {i} has the threshold {cond[i]!r}, which XGBoost's float32 "
+                                     "thresholds cannot hold")
         stack += (a, b)
     return reached, max_index
 
@@ -284,7 +325,10 @@ def check_skops_boosters(data: bytes, filename: str = "model.skops") -> None:
     LightGBM: the model text in ``schema.json``), which the library parses as it is.
     Call after :func:`check_skops_zip`."""
     zf = zipfile.ZipFile(BytesIO(data))
-    schema = json.loads(zf.read("schema.json"))
+    raw = zf.read("schema.json")
+    if b"Booster" not in raw and b"\\u" not in raw:      # no booster (a class name escaped would hide one)
+        return
+    schema = json.loads(raw)
     stack: list = [schema]
     while stack:
         node = stack.pop()
@@ -316,6 +360,8 @@ def _check_embedded_xgboost(zf: Any, handle: Any, filename: str) -> None:
         raw = zf.read(handle["file"])
     except KeyError:
         raise _damaged(filename, f"its XGBoost booster's member {handle['file']!r} is missing") from None
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError, zlib.error) as exc:
+        raise _damaged(filename, f"its XGBoost booster's member cannot be unpacked ({exc})") from None
     if raw.lstrip()[:1] not in (b"{", b"["):      # XGBoost 1.x's binary format: no checks exist for it
         raise _damaged(filename, "its XGBoost booster is in a format that cannot be checked (re-save it with "
                                  "XGBoost 2 or later, or save the model itself as .json/.ubj)")

@@ -59,7 +59,12 @@ def _parse_floats(s: Any) -> np.ndarray:
 
 def parse_xgboost(model: ModelLike) -> TreeEnsemble:
     booster, wrapper = _booster(model)
-    cfg = json.loads(bytes(booster.save_raw("json")))["learner"]
+    try:
+        cfg = json.loads(bytes(booster.save_raw("json")))["learner"]
+    except Exception as exc:  # noqa: BLE001 - XGBoostError: a model it read but cannot write out
+        first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise ModelError(f"XGBoost cannot write this model out as JSON ({first}): it is damaged. Re-save the "
+                         "model from XGBoost.") from None
     objective = cfg["objective"]["name"]
     gb = cfg["gradient_booster"]
     if gb.get("name") != "gbtree":
@@ -132,9 +137,13 @@ def _objective(objective: str, mp: dict, n_class: int) -> tuple[Task, Link, int,
     if objective in _CLASSIF:
         link = _CLASSIF[objective]
         n_out = 1 if link == "sigmoid" else n_class
-        if link == "sigmoid":
-            p = float(np.clip(base[0], 1e-16, 1 - 1e-16))
-            base = np.array([np.log(p / (1 - p))])
+        if link == "sigmoid":       # a probability, turned into a margin as XGBoost does (ProbToMargin)
+            p = float(base[0])
+            if not 0 < p < 1:
+                raise ModelError(f"This XGBoost model's base_score is {p!r}, but binary:logistic takes a "
+                                 "probability strictly between 0 and 1. The file was edited or is damaged; re-save "
+                                 "the model from XGBoost.")
+            base = np.array([-np.log(1.0 / p - 1.0)])
         task = "classification"
         classes = np.arange(2 if link == "sigmoid" else n_class)
     elif objective in _REGRESS:
