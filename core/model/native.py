@@ -240,11 +240,8 @@ def _forest_proba(model: ModelLike, Xn: Any) -> np.ndarray:
         return model.predict_proba(Xn)
     k = len(model.classes_)
     out = np.zeros((X32.shape[0], k), dtype=np.float64)
-    for est in model.estimators_:
-        p = est.tree_.predict(X32)[:, :k]
-        norm = p.sum(axis=1)[:, None]
-        norm[norm == 0.0] = 1.0
-        out += p / norm
+    for est in model.estimators_:               # a tree's predict_proba is its leaf's values as stored (no
+        out += est.tree_.predict(X32)[:, :k]    # normalising since scikit-learn 1.4): an edited leaf shows
     return out / len(model.estimators_)
 
 
