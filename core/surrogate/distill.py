@@ -245,7 +245,7 @@ def distill(model: ModelLike, X: Rows, *, holdout: float = 0.2, n_pairs: int = 2
     X_fit = np.concatenate([X[fit], S[s_fit]])
     y_fit = np.concatenate([y[fit], yS[s_fit]])
     if classifier and len(np.unique(y_fit)) < 2:
-        raise AtlasError("The model gives the same answer on every row: there is no decision to explain.")
+        raise AtlasError(_one_label(model, X, int(y_fit[0])))
     ens = _fit(model, X_fit, y_fit, None, n_estimators, num_leaves, learning_rate, random_state)
     pred_hold = _surrogate_labels(ens, X[hold], classifier)
     if classifier:
@@ -263,6 +263,24 @@ def distill(model: ModelLike, X: Rows, *, holdout: float = 0.2, n_pairs: int = 2
                              "random_state": random_state, "rows": len(X), "boundary_points": len(S)},
                      elapsed=time.perf_counter() - t0, identity=str(getattr(model, "identity", "")),
                      X_fit=X_fit, y_fit=y_fit)
+
+
+def _one_label(model: Any, X: np.ndarray, k: int) -> str:
+    """Why a classifier that labels every row alike has nothing to explain, saying so when
+    its probabilities vary nonetheless (its labels never cross its own threshold here)."""
+    label = list(model.classes)[k]
+    label = label.item() if isinstance(label, np.generic) else label
+    try:
+        p = np.asarray(model.predict_proba(X[: min(len(X), 2000)]), dtype=np.float64)[:, k]
+    except (AttributeError, ValueError, IndexError):
+        p = np.zeros(0)
+    if p.size and np.isfinite(p).all() and float(np.ptp(p)) > 1e-9:
+        return (f"The model labels every row of this data {label!r}, though its probability of {label!r} varies "
+                f"from {p.min():.3g} to {p.max():.3g}: its labels never cross its decision threshold here, so "
+                "there is no decision to explain on this data. If its labels should follow those probabilities, "
+                "the file's rule from probabilities to labels (an ONNX graph's label output, a threshold) is not "
+                "what was meant: re-export the model.")
+    return f"The model gives the same answer on every row ({label!r}): there is no decision to explain."
 
 
 def _fit(model: Any, X: np.ndarray, y: np.ndarray, weight: np.ndarray | None, n_estimators: int, num_leaves: int,

@@ -163,3 +163,26 @@ def test_a_counterfactual_under_constraints_keeps_them_and_is_valid_on_the_model
         assert _on_original(pipe, ws, r.x)[0] == 1 and r.guarantee.kind == "valid_on_model"
         assert r.params["constraints"] == texts
     assert answered >= 2
+
+
+def test_a_model_whose_labels_never_cross_its_varying_probabilities_is_named_so():
+    """#60 item 10: labels all one class while the probabilities vary (an ONNX graph whose
+    label rule is not its probabilities') are not "the same answer on every row"."""
+    from core.errors import AtlasError
+    from core.model.blackbox import BlackBoxModel
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+
+    def answers(Z, categories):
+        p1 = 0.3 + 0.15 / (1 + np.exp(-Z[:, 0]))          # 0.30-0.45: never above one half
+        return {"label": np.ones(len(Z), dtype=np.int64), "proba": np.column_stack([1 - p1, p1])}
+
+    bb = BlackBoxModel(("a", "b", "c"), "classification", np.array([0, 1]), answers)
+    with pytest.raises(AtlasError, match=r"labels every row of this data 1, though its probability of 1 varies "
+                                         r"from 0\.3\d* to 0\.4\d*"):
+        distill(bb, X)
+    flat = BlackBoxModel(("a", "b", "c"), "classification", np.array([0, 1]),
+                         lambda Z, categories: {"label": np.zeros(len(Z), dtype=np.int64), "proba": np.tile([0.9, 0.1], (len(Z), 1))})
+    with pytest.raises(AtlasError, match="same answer on every row"):
+        distill(flat, X)
