@@ -49,6 +49,7 @@ reverse), *persists*, or is *new*/*gone* (tested in one audit only).
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import io
 import json
@@ -279,6 +280,19 @@ def _git_commit(root: Path) -> str:
     return head.stdout.strip() + ("-dirty" if dirty else "")
 
 
+def model_fingerprint(ens: TreeEnsemble) -> str:
+    """A model's fingerprint where no file gave one (a built-in demo, a model trained in the
+    session): ``arrays:`` and the SHA-256 of the arrays and meta it is kept as, cut to the
+    column's 64 characters (as a table's ``array:`` fingerprint is)."""
+    arrays, meta = ens.to_arrays()
+    h = hashlib.sha256(json.dumps(meta, sort_keys=True, default=str).encode())
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
+        h.update(a.tobytes())
+    return ("arrays:" + h.hexdigest())[:64]
+
+
 def _recorded_settings(audit: Audit) -> dict[str, Any]:
     """The settings an audit ran with, as its trail keeps them: its params and the
     schema's constraints (the actionability they add is part of what was asked)."""
@@ -371,6 +385,8 @@ class AuditStore:
         and the audit run again. A signed-in author's audit is private until shared."""
         record = dict(owner=self._owner(owner), **_author_fields(owner), shared=False, created=_now(),
                       **_audit_fields(audit, title))
+        if not record["model_sha256"] and ensemble is not None:     # a built-in demo's model has no file
+            record["model_sha256"] = model_fingerprint(ensemble)
         try:
             with self.engine.begin() as con:
                 key = con.execute(AUDITS.insert().values(**record)).inserted_primary_key
@@ -463,7 +479,7 @@ class AuditStore:
         except (ValueError, OSError, KeyError) as exc:
             raise HistoryError(f"The model kept with audit {audit_id} is damaged ({type(exc).__name__}).") from None
 
-    def with_models(self, *, owner: Owner = LOCAL_OWNER) -> list[int]:
+    def with_models(self, *, owner: Owner = LOCAL_OWNER) -> builtins.list[int]:   # list: the method above
         """Ids of the audits ``owner`` may see whose model was kept, newest first."""
         visible = sa.select(AUDITS.c.id).where(self._visible(AUDITS, owner))
         q = sa.select(MODELS.c.audit_id).where(MODELS.c.audit_id.in_(visible)).order_by(MODELS.c.audit_id.desc())

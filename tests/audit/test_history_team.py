@@ -31,6 +31,7 @@ from core.audit.history import (
     Author,
     HistoryError,
     code_version,
+    model_fingerprint,
     new_owner_key,
     rerun_arguments,
 )
@@ -275,12 +276,14 @@ def test_a_database_that_cannot_be_reached_says_so(audit):
 
 def test_an_audit_run_again_from_its_record_gives_the_same_figures(credit, audit, tmp_path):
     """Re-opened from the history, with the model kept beside it and the same data, the
-    audit's recorded settings give the same rows, groups, tests and findings."""
+    audit's recorded settings give the same rows, groups, tests and findings. The demo's model
+    came from no file: its fingerprint is that of its arrays, the same once kept and read back."""
     _, _, model, ens, X, _ = credit
     url = new_database("rerun")
     i = AuditStore(url).save(audit, owner=ALICE, ensemble=ens)
     store = AuditStore(url)
     back, kept = store.load(i, owner=ALICE), store.load_model(i, owner=ALICE)
+    assert store.trail(owner=ALICE)["model_sha256"].tolist() == [model_fingerprint(ens)] == [model_fingerprint(kept)]
     args = rerun_arguments(back, kept)
     assert args["schema"] == Schema.from_dict(audit.meta["schema"]) and args["target"] == 1
     again = Audit.from_dict(run_audit(kept, X, model=model, n_jobs=1, **args).to_dict())    # as stored
