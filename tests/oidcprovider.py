@@ -1,13 +1,12 @@
 """A real OpenID Connect provider for the sign-in tests: the oidc-provider-mock package
 (Authlib's server side, a Flask app) served on a free port of 127.0.0.1 by a thread of
 the test process. Any client id and secret are accepted; its authorisation page offers
-the users given (a button each) or any subject typed in. The provider talks plain HTTP
-(Authlib's server refuses that unless AUTHLIB_INSECURE_TRANSPORT is set: it is, here)."""
+the users given (a button each) or any subject typed in. It talks plain HTTP, which
+Authlib takes from a loopback address (RFC 8252) as a deployment's provider over HTTPS."""
 
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from typing import Iterator
 
@@ -18,7 +17,6 @@ def running_provider(users: dict[str, dict[str, str]] | None = None) -> Iterator
     import oidc_provider_mock
     import werkzeug.serving
 
-    os.environ.setdefault("AUTHLIB_INSECURE_TRANSPORT", "1")
     app = oidc_provider_mock.app(user_claims=[oidc_provider_mock.User(sub=sub, claims=claims)
                                               for sub, claims in (users or {}).items()])
     server = werkzeug.serving.make_server("127.0.0.1", 0, app, threaded=True)

@@ -63,8 +63,9 @@ class Cluster:
                                  "postgresql' or set ATLAS_PG_BIN to the folder holding initdb.")
         self.bin = binaries
         self.run_as: list[str] = []
-        self.folder = Path(tempfile.mkdtemp(prefix="atlas-pg-"))
-        if os.geteuid() == 0:
+        root = os.geteuid() == 0          # the postgres user must reach the folder: under /tmp, not $TMPDIR
+        self.folder = Path(tempfile.mkdtemp(prefix="atlas-pg-", dir="/tmp" if root else None))
+        if root:
             try:
                 user = pwd.getpwnam("postgres")
             except KeyError:
