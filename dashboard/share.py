@@ -363,6 +363,9 @@ def share_button() -> None:
             st.success("The address in your browser now links to this view.")
         except AtlasError as exc:
             st.error(plain(exc))
+            return
+        if author is not None:
+            _team_link(st.session_state[TOKEN][1], author)
 
 
 def _team_link(token: str, author) -> None:

@@ -175,3 +175,79 @@ def test_an_unreachable_history_keeps_the_session_and_its_audits(page_app, fresh
     assert any("1 audit of this session that could not be stored before is now in the history" in s.value
                for s in at.success)
     assert at.dataframe[0].value["rows"].tolist() == [10] and at.session_state["history_unsaved"] == []
+
+
+def _opened(link_token: str, user: dict, provider: str) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=180)
+    at.secrets, at.user = _auth(provider), user
+    at.query_params["ws"] = link_token
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_a_kept_view_is_private_to_its_author_until_shared(provider, fresh_history):
+    at = _app(_auth(provider), ALICE, page="data_model.py")
+    ws = at.session_state["workspace"]
+    at.session_state["demo_key"] = None                                  # as after an upload
+    at.run()
+    at.button(key="share_view").click().run()                             # "Keep this view"
+    token = at.session_state["share_token"][1]
+    assert at.toggle(key="share_team").value is False
+    assert any("Only you can open" in c.value for c in at.sidebar.caption)
+
+    bob = _opened(token, BOB, provider)
+    assert any("private to the colleague who kept them: nothing of them is shown" in e.value for e in bob.error)
+    assert "share_token" not in bob.session_state and bob.session_state["demo_key"]   # the demo instead
+    mine = _opened(token, ALICE, provider)
+    assert mine.session_state["share_token"][1] == token and not mine.session_state["demo_key"]
+    assert mine.session_state["workspace"].fingerprint == ws.fingerprint
+
+    at.toggle(key="share_team").set_value(True).run()                     # "Shared with the team"
+    assert any("Every signed-in colleague can open" in c.value for c in at.sidebar.caption)
+    bob = _opened(token, BOB, provider)
+    assert bob.session_state["share_token"][1] == token and not bob.session_state["demo_key"] and not bob.error
+    assert bob.session_state["workspace"].fingerprint == ws.fingerprint
+    assert not any(t.key == "share_team" for t in bob.toggle)             # only its author may close it again
+
+
+def _table(at, column: str):
+    """The page's table that has ``column`` (the trail: git_commit; kept settings: constraints)."""
+    return next((d.value for d in at.dataframe if column in d.value.columns), None)
+
+
+def test_the_trail_filters_by_author_and_exports_every_record(provider, small_audit, fresh_history, downloads):
+    import io
+
+    from core.model.guarantee import guarantee_line
+    from dashboard.history import store
+
+    db = store()
+    bob = Author(ISSUER, "bob-0002", "Bob Stone")
+    for who in (Author(ISSUER, "alice-0001", "Alice Martin"), bob):
+        db.share(db.save(small_audit, owner=who, title=f"{who.name}'s audit"), owner=who)
+    at = _app(_auth(provider), BOB, page="history.py")
+    assert sorted(_table(at, "git_commit")["author"]) == ["Alice Martin", "Bob Stone"]
+    at.multiselect(key="hi_tr_author").set_value(["Alice Martin"]).run()
+    assert _table(at, "git_commit")["author"].tolist() == ["Alice Martin"]
+    csv = pd.read_csv(io.StringIO(downloads["hi_dl_trail"]))
+    assert csv["author_subject"].tolist() == ["alice-0001"] and csv["author_issuer"].tolist() == [ISSUER]
+    assert csv["guarantee"].tolist() == ["estimated"]
+    assert csv["guarantee_text"].tolist() == [guarantee_line(small_audit.guarantee).split(": ", 1)[1]]
+    assert {"settings", "package_version", "git_commit", "data_sha256", "model_sha256"} <= set(csv.columns)
+
+
+def test_feature_settings_are_kept_private_then_shared(provider, fresh_history):
+    alice = _app(_auth(provider), ALICE, page="history.py")
+    alice.text_input(key="hi_set_name").set_value("credit, as agreed").run()
+    alice.button(key="hi_set_keep").click().run()
+    assert _table(alice, "constraints")["name"].tolist() == ["credit, as agreed"]
+    bob = _app(_auth(provider), BOB, page="history.py")
+    assert _table(bob, "constraints") is None
+    alice.button(key="hi_set_share").click().run()                         # "Share with the team"
+    bob.run()
+    kept = _table(bob, "constraints")
+    assert kept[["name", "author", "shared"]].values.tolist() == [["credit, as agreed", "Alice Martin", True]]
+    bob.button(key="hi_set_apply").click().run()
+    assert any("Feature settings applied" in s.value for s in bob.success)
+    assert not any(b.key == "hi_set_del" for b in bob.button)                # only its author deletes it
