@@ -5,8 +5,11 @@ port of 127.0.0.1 (and a socket in that folder), trusting local connections, wit
 fsync (a test's data need not survive a power cut). PostgreSQL refuses to run as root:
 as root, the binaries run as the ``postgres`` user the Debian package makes (through
 ``runuser``), and the folder is theirs. One cluster per test process
-(:func:`shared_cluster`), started on first use and stopped when the process ends;
-each test module takes a database of its own (:func:`new_database`).
+(:func:`shared_cluster`), started on first use and stopped at the end of the test
+session (the ``pg_cluster`` fixture; at the process's exit otherwise): a pytest-xdist
+worker that does not end within seconds is ended without its exit handlers. A cluster
+whose process died anyway is stopped by the next one started (:func:`_reap_stale`).
+Each test module takes a database of its own (:func:`new_database`).
 
 `make test` installs Debian's postgresql where it is missing and it can; without it the
 tests that need PostgreSQL fail saying so (never a skip)."""
@@ -64,7 +67,9 @@ class Cluster:
         self.bin = binaries
         self.run_as: list[str] = []
         root = os.geteuid() == 0          # the postgres user must reach the folder: under /tmp, not $TMPDIR
+        _reap_stale(Path("/tmp" if root else tempfile.gettempdir()), binaries, root)
         self.folder = Path(tempfile.mkdtemp(prefix="atlas-pg-", dir="/tmp" if root else None))
+        (self.folder / "owner.pid").write_text(str(os.getpid()))
         if root:
             try:
                 user = pwd.getpwnam("postgres")
@@ -115,6 +120,23 @@ class Cluster:
             shutil.rmtree(self.folder, ignore_errors=True)
 
 
+def _reap_stale(base: Path, binaries: Path, root: bool) -> None:
+    """Stop and remove the clusters of test processes that died without stopping theirs."""
+    for pid_file in base.glob("atlas-pg-*/owner.pid"):
+        try:
+            os.kill(int(pid_file.read_text()), 0)
+            continue                                   # its process lives: its cluster is in use
+        except ProcessLookupError:
+            pass
+        except (ValueError, OSError):
+            continue
+        folder = pid_file.parent
+        subprocess.run([*(["runuser", "-u", "postgres", "--"] if root else []), str(binaries / "pg_ctl"), "-D",
+                        str(folder / "data"), "-m", "immediate", "-w", "stop"], capture_output=True, timeout=60,
+                       cwd="/")
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def shared_cluster() -> Cluster:
     """This process's cluster, started on first use (about 2 s) and stopped at its exit."""
     with _lock:
@@ -123,6 +145,21 @@ def shared_cluster() -> Cluster:
             cluster = _held["cluster"] = Cluster()
             atexit.register(cluster.stop)
         return cluster
+
+
+def stop_shared_cluster() -> None:
+    with _lock:
+        cluster = _held.pop("cluster", None)
+    if cluster is not None:
+        atexit.unregister(cluster.stop)
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """This process's cluster, stopped when the test session ends."""
+    yield shared_cluster()
+    stop_shared_cluster()
 
 
 def new_database(name: str) -> str:
@@ -140,6 +177,9 @@ _numbers = itertools.count()
 def new_history(request, tmp_path):
     """A maker of empty audit history databases of one backend (SQLAlchemy URLs): each
     test that takes it runs on an embedded SQLite file and on a real PostgreSQL server."""
+    if request.param == "postgresql":
+        request.getfixturevalue("pg_cluster")
+
     def make() -> str:
         n = next(_numbers)
         if request.param == "sqlite":

@@ -18,6 +18,7 @@ from core.audit import Audit, run_audit
 from core.audit.history import AUDITS, LOCAL_OWNER, AuditStore, HistoryError, compare, default_url, new_owner_key
 
 new_history = pgcluster.new_history    # the fixture: each test taking it runs on SQLite and PostgreSQL
+pg_cluster = pgcluster.pg_cluster      # the fixture new_history takes for PostgreSQL (one per session)
 
 
 @pytest.fixture(scope="module")

@@ -47,6 +47,7 @@ CONSTRAINT = "delta(debt_ratio) >= -0.2"
 
 
 new_history = pgcluster.new_history    # the fixture: each test taking it runs on SQLite and PostgreSQL
+pg_cluster = pgcluster.pg_cluster      # the fixture new_history takes for PostgreSQL (one per session)
 
 
 @pytest.fixture(scope="module")
@@ -258,7 +259,7 @@ def test_a_newer_history_is_refused_and_left_untouched(audit, new_history):
         assert con.execute(sa.select(sa.func.count()).select_from(AUDITS)).scalar() == 1
 
 
-def test_a_database_that_cannot_be_reached_says_so(audit):
+def test_a_database_that_cannot_be_reached_says_so(audit, pg_cluster):
     """No server at the address: a message naming the database, never its password, within
     seconds. A database that goes away while open: every call says so."""
     url = "postgresql+psycopg://atlas:s3cret@127.0.0.1:9/atlas"        # port 9 (discard): nothing listens
@@ -272,9 +273,7 @@ def test_a_database_that_cannot_be_reached_says_so(audit):
     url = new_database("going_away")
     store = AuditStore(url)
     i = store.save(audit, owner=ALICE)
-    from pgcluster import shared_cluster
-
-    shared_cluster().sql('DROP DATABASE "going_away" WITH (FORCE)')
+    pg_cluster.sql('DROP DATABASE "going_away" WITH (FORCE)')
     for call, said in ((lambda: store.list(owner=ALICE), "could not list the audits"),
                        (lambda: store.load(i, owner=ALICE), "could not read the audit"),
                        (lambda: store.trail(owner=ALICE), "could not read the audit trail"),
@@ -283,7 +282,7 @@ def test_a_database_that_cannot_be_reached_says_so(audit):
             call()
 
 
-def test_an_audit_run_again_from_its_record_gives_the_same_figures(credit, audit, tmp_path):
+def test_an_audit_run_again_from_its_record_gives_the_same_figures(credit, audit, pg_cluster):
     """Re-opened from the history, with the model kept beside it and the same data, the
     audit's recorded settings give the same rows, groups, tests and findings. The demo's model
     came from no file: its fingerprint is that of its arrays, the same once kept and read back."""

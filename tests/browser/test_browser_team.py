@@ -11,12 +11,14 @@ import re
 import secrets
 import socket
 
+import pgcluster
 import pytest
 from browser_util import browser_page, running_app, shots_dir, wait_idle
 from oidcprovider import metadata_url, running_provider
 from pgcluster import new_database
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pg_cluster = pgcluster.pg_cluster      # the fixture: the session's PostgreSQL, stopped at its end
 
 USERS = {"alice": {"name": "Alice Martin", "email": "alice@example.org"},
          "bob": {"name": "Bob Stone", "email": "bob@example.org"}}
@@ -30,7 +32,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def team(tmp_path_factory):
+def team(tmp_path_factory, pg_cluster):
     """(serve, shots): ``serve()`` starts the team's server (always on the same port, with the
     same secrets and database, as a restart would); the provider runs for the whole module."""
     folder = tmp_path_factory.mktemp("team")
