@@ -79,6 +79,7 @@ from core.model import Guarantee, TreeEnsemble
 from core.model.guarantee import with_guarantee
 from core.schema import Schema
 from core.shown import outcome_text
+from core.typing import ModelLike
 
 if TYPE_CHECKING:
     from core.intake.workspace import Workspace
@@ -300,7 +301,7 @@ def _recorded_settings(audit: Audit) -> dict[str, Any]:
     return {**audit.params, "constraints": list(schema.get("constraints") or [])}
 
 
-def rerun_arguments(audit: Audit, model: Any) -> dict[str, Any]:
+def rerun_arguments(audit: Audit, model: ModelLike) -> dict[str, Any]:
     """The keyword arguments of :func:`core.audit.run_audit` that ran ``audit``, read
     from its record: with the same data and ``model`` (e.g. :meth:`AuditStore.load_model`),
     ``run_audit(model, X, **rerun_arguments(audit, model))`` gives the same figures
