@@ -251,3 +251,14 @@ def test_feature_settings_are_kept_private_then_shared(provider, fresh_history):
     bob.button(key="hi_set_apply").click().run()
     assert any("Feature settings applied" in s.value for s in bob.success)
     assert not any(b.key == "hi_set_del" for b in bob.button)                # only its author deletes it
+
+
+def test_a_secrets_file_that_cannot_be_read_stops_the_app(tmp_path, monkeypatch):
+    """Sign-in may be meant: a secrets file with a TOML error is named, never taken for no sign-in."""
+    bad = tmp_path / "secrets.toml"
+    bad.write_text('[auth]\nredirect_uri = "https://atlas.example.org/oauth2callback\n')     # an unclosed string
+    monkeypatch.setattr(auth, "_secrets_files", lambda: [tmp_path / "absent.toml", bad])
+    monkeypatch.setattr(auth.st.secrets, "load_if_toml_exists", lambda: False)           # as Streamlit reads it
+    cfg = auth.config()
+    assert cfg is not None and not cfg.providers
+    assert len(cfg.problems) == 1 and str(bad) in cfg.problems[0] and "cannot be read" in cfg.problems[0]
