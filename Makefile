@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 8501
 
-.PHONY: run test lint install install-dev chromium bench clean
+.PHONY: run test lint install install-dev chromium postgresql debian-packages bench clean
 
 # uv installs the same pinned requirements as pip, with the same compiled bytecode, in about
 # half the time (a fresh clone here: 19 s against pip's 37 s for both files, uv's cache empty).
@@ -71,6 +71,25 @@ chromium:
 		     "then 'make test' again." >&2; exit 1; \
 	fi
 
+# The history tests run on PostgreSQL as well as SQLite (tests/pgcluster.py starts a throwaway
+# cluster of Debian's server binaries, initdb and pg_ctl, as the postgres user when run as root).
+postgresql:
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || \
+	    [ -x "$${ATLAS_PG_BIN:-/nonexistent}/initdb" ]; then :; \
+	elif $(CAN_APT); then \
+		echo "Installing Debian's postgresql for the history tests…"; \
+		$(call APT_INSTALL,postgresql); \
+	else \
+		echo "PostgreSQL's server binaries are missing and this user cannot install them: run" \
+		     "'sudo apt-get install postgresql' (or set ATLAS_PG_BIN to the folder holding initdb)," \
+		     "then 'make test' again." >&2; exit 1; \
+	fi
+
+# Debian's packages the tests need, one after the other (apt and dpkg take one lock at a time).
+debian-packages:
+	@$(MAKE) --no-print-directory chromium
+	@$(MAKE) --no-print-directory postgresql
+
 # mypy checks modules on every core (`-n`): 26 s on one, 17 s on two.
 CORES ?= $(shell nproc 2>/dev/null || echo 1)
 lint: install-dev
@@ -87,10 +106,10 @@ lint: install-dev
 # their number of tests, and the run ended on the single-test browser files).
 # (`--dist loadgroup` would split files further, but xdist 3.8.0's groups are lost with
 # pytest 9.2: all tests ran as ungrouped.) TEST_WORKERS=0 runs them all in this process.
-# Debian's Chromium is installed (on a fresh machine) while uv installs and the lint runs.
+# Debian's Chromium and PostgreSQL are installed (on a fresh machine) while uv installs and the lint runs.
 TEST_WORKERS ?= $(shell echo $$(( $(CORES) + 1 )))
 test:
-	@$(MAKE) --no-print-directory -j2 lint chromium
+	@$(MAKE) --no-print-directory -j2 lint debian-packages
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 bench: install-dev

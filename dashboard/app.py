@@ -2,7 +2,9 @@
 
 ``streamlit run dashboard/app.py``. Navigation is explicit (``st.navigation``)
 over the scripts in the top-level ``pages/`` folder, grouped by purpose; the
-app opens on the built-in demo so every view works at once.
+app opens on the built-in demo so every view works at once. A team's server
+(an ``[auth]`` section in the secrets) asks every visitor to sign in first
+(:mod:`dashboard.auth`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ if str(ROOT) not in sys.path:  # when run without `pip install -e .`
 import streamlit as st  # noqa: E402
 
 from core.intake.demo import DEMOS  # noqa: E402
-from dashboard import share, state  # noqa: E402
+from dashboard import auth, share, state  # noqa: E402
 from dashboard.caching import demo_workspace  # noqa: E402
 from dashboard.deploy import settings as deployment  # noqa: E402
 from dashboard.memory import start_janitor, track_session  # noqa: E402
@@ -30,6 +32,7 @@ arrow_safe_tables()      # every table the pages show reaches the browser withou
 state.init_state()
 track_session()
 start_janitor()
+author = auth.gate()     # without sign-in configured: None; else the signed-in user (the rest waits for one)
 share.restore()
 
 if state.get(state.Keys.WORKSPACE) is None and state.get(state.Keys.DEMO) is None:
@@ -50,6 +53,8 @@ nav = st.navigation(groups)
 with st.sidebar:
     ws = state.get(state.Keys.WORKSPACE)
     st.caption("Counterfactual Atlas")
+    if author is not None:
+        auth.sidebar(author)
     if deployment().public:
         st.info(deployment().notice(), icon=":material/lock:")
     if ws is not None:

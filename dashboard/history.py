@@ -1,14 +1,23 @@
 """The app's side of the audit history (:mod:`core.audit.history`): one store per
 server, and whose audits a session sees.
 
-On a local instance everyone shares the ``local`` history. On a public
-instance each visitor gets a private key the first time an audit is stored;
-the History page shows it so that they can come back to their audits (and
-enter it again in a new session); no visitor sees another's audits, ``local``
-is not a key there, and the default database is another file.
+On a team's server (sign-in configured, :mod:`dashboard.auth`) each record belongs
+to the signed-in user: private until they share it with the team. Without sign-in,
+on a local instance everyone shares the ``local`` history; on a public instance
+each visitor gets a private key the first time an audit is stored; the History page
+shows it so that they can come back to their audits (and enter it again in a new
+session); no visitor sees another's audits, ``local`` is not a key there, and the
+default database is another file.
+
+A database that cannot be reached (or went away) never takes a page down: the page
+says so and everything else works; an audit that could not be stored stays in the
+session (:func:`unsaved`) and is stored when the database answers again.
 """
 
 from __future__ import annotations
+
+import threading
+import time
 
 import streamlit as st
 
@@ -16,16 +25,22 @@ from core.audit.history import (
     LOCAL_OWNER,
     AuditStore,
     HistoryError,
+    Owner,
     check_owner_key,
     compare,
     default_url,
     new_owner_key,
 )
 from core.intake.csvsafe import to_csv
+from dashboard import auth
 from dashboard.deploy import settings
 from dashboard.ui import download, plain
 
 OWNER_KEY = "history_owner"
+UNSAVED = "history_unsaved"      # audits of this session not stored yet: (audit, title, ensemble)
+RETRY_SECONDS = 10.0             # a database that could not be opened is tried again after this
+_failed: dict[tuple[str, bool], tuple[float, str]] = {}
+_failed_lock = threading.Lock()
 
 
 @st.cache_resource(show_spinner=False)
@@ -34,9 +49,21 @@ def _store(url: str, public: bool) -> AuditStore:
 
 
 def store() -> AuditStore:
-    """The server's audit store (raises HistoryError with a message if unavailable)."""
+    """The server's audit store (raises HistoryError with a message if unavailable). A
+    database that could not be opened is not tried again for :data:`RETRY_SECONDS`, so
+    that every page run does not wait on its connection timeout."""
     dep = settings()
-    return _store(dep.history_url or default_url(dep.public), dep.public)
+    key = (dep.history_url or default_url(dep.public), dep.public)
+    with _failed_lock:
+        held = _failed.get(key)
+    if held is not None and time.monotonic() - held[0] < RETRY_SECONDS:
+        raise HistoryError(held[1])
+    try:
+        return _store(*key)
+    except HistoryError as exc:
+        with _failed_lock:
+            _failed[key] = (time.monotonic(), str(exc))
+        raise
 
 
 def use_key(entered: str) -> None:
@@ -44,7 +71,12 @@ def use_key(entered: str) -> None:
     st.session_state[OWNER_KEY] = check_owner_key(entered)
 
 
-def owner() -> str:
+def owner() -> Owner:
+    """Whose records this session reads and writes: the signed-in user, else ``local``,
+    else (public) the visitor's key."""
+    author = auth.current()
+    if author is not None:
+        return author
     if not settings().public:
         return LOCAL_OWNER
     key = st.session_state.get(OWNER_KEY)
@@ -53,14 +85,62 @@ def owner() -> str:
     return key
 
 
+def unsaved() -> list:
+    """The audits of this session that could not be stored yet."""
+    return list(st.session_state.get(UNSAVED) or [])
+
+
+def store_unsaved() -> int:
+    """Store the session's audits that could not be stored before; how many were (raises
+    HistoryError, keeping the rest, if the database still cannot take them)."""
+    pending = unsaved()
+    db = store()
+    done = 0
+    try:
+        for audit, title, ensemble in pending:
+            db.save(audit, owner=owner(), title=title, ensemble=ensemble)
+            done += 1
+    finally:
+        st.session_state[UNSAVED] = pending[done:]
+    return done
+
+
 def remember(audit, title: str | None = None, ensemble=None) -> int | None:
     """Store a finished audit (and the audited model's arrays, for Compare models); its id, or
-    None (with a warning shown) if the history is unavailable."""
+    None (with a warning shown) if the history is unavailable: the audit is then kept in the
+    session and stored once the database answers (:func:`store_unsaved`)."""
     try:
+        if unsaved():
+            store_unsaved()
         return store().save(audit, owner=owner(), title=title, ensemble=ensemble)
     except HistoryError as exc:
-        st.warning(plain(exc))
+        st.session_state[UNSAVED] = [*unsaved(), (audit, title, ensemble)]
+        st.warning(f"{plain(exc)} The audit is kept in this session and will be stored in the history when "
+                   "the database answers again (the History page says so).")
         return None
+
+
+LINKED = "_history_link"         # (the ?audit= the History page was opened with, why it was refused or None)
+
+
+def follow_link(db: AuditStore, select_key: str) -> str | None:
+    """A link to one audit (``?audit=<id>``, read once per link): the audit is preselected in
+    the select box ``select_key``, or why it cannot be shown is returned (someone else's
+    private audit: that it is private, nothing of it)."""
+    text = st.query_params.get("audit")
+    held = st.session_state.get(LINKED)
+    if text is None or (held is not None and held[0] == text):
+        return held[1] if held is not None and text is not None else None
+    refused = None
+    try:
+        if not text.isascii() or not text.isdigit() or len(text) > 9:
+            raise HistoryError(f"{text[:20]!r} is not an audit number.")
+        db.load(int(text), owner=owner())
+        st.session_state[select_key] = int(text)
+    except HistoryError as exc:
+        refused = f"The linked audit cannot be shown. {exc}"
+    st.session_state[LINKED] = (text, refused)
+    return refused
 
 
 def show_gap_comparison(before, after, *, key: str, file_name: str) -> None:

@@ -3,7 +3,8 @@
 The URL carries, besides the page (its path), ``demo=<key>`` for a built-in
 demo or ``ws=<token>`` for data and a model the sender kept on this server
 with "Share this view" (the token is unguessable: whoever has the link can
-open that data), ``row=<n>``, ``target=<class>`` or ``target=<lo>,<hi>``, and
+open that data; on a team's server the link is private to whoever kept it until
+they share it with the team, :func:`share_button`), ``row=<n>``, ``target=<class>`` or ``target=<lo>,<hi>``, and
 ``s=<JSON>``: the settings of the views (cost, fixed and increase/decrease-only
 columns, time limits, plausibility, solver, audit, rules, FCCA and regions
 settings; :data:`SETTINGS`) and the analyst's class names. A new session reads
@@ -31,9 +32,9 @@ from core.errors import AtlasError
 from core.intake.demo import DEMOS
 from core.jsonable import plain as json_ready
 from core.optimal import BACKENDS
-from dashboard import state
+from dashboard import auth, state
 from dashboard.caching import demo_workspace
-from dashboard.history import store
+from dashboard.history import owner, store
 from dashboard.ui import plain
 from dashboard.widgets import ROW, SHOWN, TARGET
 
@@ -213,7 +214,7 @@ def restore() -> None:
         _broken(message)
     try:
         if link.ws:
-            ws = store().load_workspace(link.ws)
+            ws = store().load_workspace(link.ws, owner=owner())
             state.put(state.Keys.WORKSPACE, ws)
             state.put(state.Keys.DEMO, None)
             st.session_state[TOKEN] = (ws.key, link.ws)
@@ -337,20 +338,49 @@ def publish() -> None:
 
 
 def share_button() -> None:
-    """Sidebar control: keep uploaded data for a link (a demo's link needs nothing kept)."""
+    """Sidebar control: keep uploaded data for a link (a demo's link needs nothing kept). On a
+    team's server the link is private to whoever kept it until they share it with the team."""
     ws = state.get(state.Keys.WORKSPACE)
     if ws is None or state.get(state.Keys.DEMO):
         st.caption("The address in your browser links to this view.")
         return
+    author = auth.current()
     token = st.session_state.get(TOKEN)
     if token and token[0] == ws.key:
-        st.caption("The address in your browser links to this view (data and model kept on this server).")
+        if author is None:
+            st.caption("The address in your browser links to this view (data and model kept on this server).")
+        else:
+            _team_link(token[1], author)
         return
-    if st.button("Share this view", key="share_view", help="Keeps this data and model on the server so that the "
-                 "address in your browser opens this view; anyone with the link can open them."):
+    label, why = (("Keep this view", "Keeps this data and model on the server so that the address in your browser "
+                   "opens this view; only you can open it until you share it with the team.") if author is not None
+                  else ("Share this view", "Keeps this data and model on the server so that the address in your "
+                        "browser opens this view; anyone with the link can open them."))
+    if st.button(label, key="share_view", help=why):
         try:
-            st.session_state[TOKEN] = (ws.key, store().save_workspace(ws))
+            st.session_state[TOKEN] = (ws.key, store().save_workspace(ws, owner=owner()))
             publish()
             st.success("The address in your browser now links to this view.")
         except AtlasError as exc:
             st.error(plain(exc))
+            return
+        if author is not None:
+            _team_link(st.session_state[TOKEN][1], author)
+
+
+def _team_link(token: str, author) -> None:
+    """A kept view's link on a team's server: its author shares it or makes it private again."""
+    try:
+        mine, shared = store().workspace_owner(token, owner=author)
+        if not mine:
+            st.caption("The address in your browser links to this view, shared with the team by a colleague.")
+            return
+        on = st.toggle("Shared with the team", value=shared, key="share_team",
+                       help="Every signed-in colleague can open this link (read-only: their changes stay in "
+                            "their own session). Off: only you can.")
+        if on != shared:
+            store().share_workspace(token, owner=author, shared=on)
+        st.caption("Every signed-in colleague can open the address in your browser." if on
+                   else "Only you can open the address in your browser.")
+    except AtlasError as exc:
+        st.caption(plain(exc))

@@ -36,14 +36,16 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_app(timeout: float = 120.0, env: dict[str, str] | None = None) -> Iterator[str]:
-    """The app served on a free port; ``env`` adds environment variables (e.g. public mode)."""
-    port = _free_port()
+def running_app(timeout: float = 120.0, env: dict[str, str] | None = None, port: int | None = None,
+                args: tuple[str, ...] = ()) -> Iterator[str]:
+    """The app served on a free port (or ``port``); ``env`` adds environment variables (e.g. public
+    mode), ``args`` Streamlit options (e.g. ``--secrets.files``)."""
+    port = port or _free_port()
     log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"atlas-app-{port}.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "dashboard" / "app.py"),
          "--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
-         "--browser.gatherUsageStats", "false"],
+         "--browser.gatherUsageStats", "false", *args],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
     url = f"http://127.0.0.1:{port}"
     try:

@@ -1,6 +1,7 @@
 """Audit history (core.audit.history): audits survive the store being closed and
 re-opened, owners never see each other's audits, concurrent writers all land,
-and two audits compare gap by gap."""
+and two audits compare gap by gap; each on SQLite and on a real PostgreSQL
+(``new_history``, tests/pgcluster.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,16 @@ import multiprocessing as mp
 import zlib
 
 import pandas as pd
+import pgcluster
 import pytest
 import sqlalchemy as sa
 from conftest import demo_credit
 
 from core.audit import Audit, run_audit
 from core.audit.history import AUDITS, LOCAL_OWNER, AuditStore, HistoryError, compare, default_url, new_owner_key
+
+new_history = pgcluster.new_history    # the fixture: each test taking it runs on SQLite and PostgreSQL
+pg_cluster = pgcluster.pg_cluster      # the fixture new_history takes for PostgreSQL (one per session)
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +28,8 @@ def small_audit():
                      n_boot=100, local_rules_per_group=1)
 
 
-def test_saved_audit_reopens_identically_after_a_restart(small_audit, tmp_path):
-    url = f"sqlite:///{tmp_path / 'h.sqlite'}"
+def test_saved_audit_reopens_identically_after_a_restart(small_audit, new_history):
+    url = new_history()
     i = AuditStore(url).save(small_audit, title="credit v1")
     store = AuditStore(url)                              # a new process would do just this
     listed = store.list()
@@ -35,8 +40,8 @@ def test_saved_audit_reopens_identically_after_a_restart(small_audit, tmp_path):
     assert back.to_html().startswith("<!DOCTYPE html")
 
 
-def test_owners_are_isolated(small_audit, tmp_path):
-    store = AuditStore(f"sqlite:///{tmp_path / 'h.sqlite'}")
+def test_owners_are_isolated(small_audit, new_history):
+    store = AuditStore(new_history())
     alice, bob = new_owner_key(), new_owner_key()
     a = store.save(small_audit, owner=alice)
     store.save(small_audit, owner=LOCAL_OWNER)
@@ -57,8 +62,8 @@ def _write(args):
     return [store.save(audit) for _ in range(n)]
 
 
-def test_concurrent_writers_all_land(small_audit, tmp_path):
-    url = f"sqlite:///{tmp_path / 'h.sqlite'}"
+def test_concurrent_writers_all_land(small_audit, new_history):
+    url = new_history()
     AuditStore(url)
     payload = small_audit.to_dict()
     with mp.get_context("fork").Pool(4) as pool:     # forked: no child imports the project again
@@ -67,8 +72,8 @@ def test_concurrent_writers_all_land(small_audit, tmp_path):
     assert len(AuditStore(url).list()) == 20
 
 
-def test_damaged_record_and_bad_url_say_so(small_audit, tmp_path):
-    store = AuditStore(f"sqlite:///{tmp_path / 'h.sqlite'}")
+def test_damaged_record_and_bad_url_say_so(small_audit, new_history):
+    store = AuditStore(new_history())
     i = store.save(small_audit)
     with store.engine.begin() as con:
         con.execute(AUDITS.update().values(audit=zlib.compress(b"{not json")))
@@ -100,10 +105,10 @@ def test_compare_names_gaps_that_closed_and_opened(small_audit):
     assert isinstance(c, pd.DataFrame)
 
 
-def test_a_public_store_refuses_local_and_anything_not_a_key(small_audit, tmp_path):
+def test_a_public_store_refuses_local_and_anything_not_a_key(small_audit, new_history):
     """A visitor of a public instance who types `local` must not see (or re-open,
     or delete) the audits a local instance stored in the same database."""
-    url = f"sqlite:///{tmp_path / 'h.sqlite'}"
+    url = new_history()
     mine = AuditStore(url).save(small_audit, owner=LOCAL_OWNER)
     public = AuditStore(url, public=True)
     for typed in (LOCAL_OWNER, " local ", "", "short", "x" * 23, "key with spaces and more than 24"):
