@@ -60,7 +60,7 @@ import numpy as np
 from core.cells.problem import NUDGE, CellProblem
 from core.schema import INTEGRAL_KINDS
 from core.shown import shortest_inside
-from core.solvers.ocean import _Infeasible
+from core.solvers.ocean import _Builder, _Infeasible
 
 if TYPE_CHECKING:
     from core.constraints import Constraints, Implication, LinearForm
@@ -126,33 +126,18 @@ class Solved:
 
 
 # ------------------------------------------------------------------ the program
-class _Program:
-    """Columns and rows of one mixed-integer program (a column: bounds, integrality, cost)."""
+class _Program(_Builder):
+    """OCEAN's builder (:class:`core.solvers.ocean._Builder`: columns with bounds and
+    integrality, rows as sparse triplets, so OCEAN's rows are written straight in) with a
+    cost per column, solved by HiGHS."""
 
     def __init__(self) -> None:
-        self.lb: list[float] = []
-        self.ub: list[float] = []
-        self.integ: list[int] = []
+        super().__init__()
         self.c: list[float] = []
-        self.rows: list[dict[int, float]] = []
-        self.rlo: list[float] = []
-        self.rhi: list[float] = []
 
-    # the interface of core.solvers.ocean._Builder, so OCEAN's rows are written straight in
     def var(self, lo: float = 0.0, hi: float = 1.0, integer: bool = False, cost: float = 0.0) -> int:
-        self.lb.append(lo)
-        self.ub.append(hi)
-        self.integ.append(int(integer))
         self.c.append(cost)
-        return len(self.lb) - 1
-
-    def row(self, terms: Any, lo: float = -np.inf, hi: float = np.inf) -> None:
-        coef: dict[int, float] = {}
-        for col, v in terms:
-            coef[col] = coef.get(col, 0.0) + float(v)
-        self.rows.append(coef)
-        self.rlo.append(lo)
-        self.rhi.append(hi)
+        return super().var(lo, hi, integer)
 
     def solve(self, time_limit: float, objective: bool = True) -> tuple[str, np.ndarray | None, float, float]:
         """(status, solution, objective, bound) by HiGHS (scipy's ``milp``)."""
@@ -160,15 +145,8 @@ class _Program:
         from scipy.sparse import csr_array
 
         n = len(self.lb)
-        data, ri, ci = [], [], []
-        for r, coef in enumerate(self.rows):
-            for col, val in coef.items():
-                if val != 0:
-                    data.append(val)
-                    ri.append(r)
-                    ci.append(col)
-        cons = [LinearConstraint(csr_array((data, (ri, ci)), shape=(len(self.rows), n)), np.array(self.rlo),
-                                 np.array(self.rhi))] if self.rows else []
+        cons = [LinearConstraint(csr_array((self.vals, (self.rows, self.cols)), shape=(len(self.rlo), n)),
+                                 np.array(self.rlo), np.array(self.rhi))] if self.rlo else []
         c = np.array(self.c) if objective else np.zeros(n)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)      # HiGHS's own options, passed on verbatim
