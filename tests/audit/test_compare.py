@@ -154,3 +154,64 @@ def test_a_comparison_without_a_schema_says_what_to_give(planted):
     X, a, b, _ = planted
     with pytest.raises(AuditError, match="give schema=core.infer_schema"):
         compare_models(a, b, X, schema=None, target=1, max_rows=20)
+
+
+@pytest.fixture(scope="module")
+def any_kinds():
+    """An MLP pipeline (any other model, in its worker) and a LogisticRegression pipeline
+    (a linear model), trained outside the project and saved with skops, on the same table."""
+    import skops.io as sio
+    from sklearn.compose import ColumnTransformer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.neural_network import MLPClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+    from core.intake.worker import ModelWorker
+    from core.intake.workspace import build_workspace
+
+    rng = np.random.default_rng(0)
+    n = 600
+    df = pd.DataFrame({"age": rng.integers(18, 80, n).astype(float), "income": rng.normal(50, 15, n).round(2),
+                       "job": rng.choice(["clerk", "nurse", "pilot"], n), "sex": rng.integers(0, 2, n)})
+    df["label"] = ((df.income - 50) / 15 + (df.job == "pilot") - 0.02 * (df.age - 45) - 0.3 * df.sex
+                   + rng.normal(0, .5, n) > 0).astype(int)
+
+    def pipe(final):
+        pre = ColumnTransformer([("num", StandardScaler(), ["age", "income", "sex"]),
+                                 ("cat", OneHotEncoder(handle_unknown="ignore"), ["job"])])
+        return make_pipeline(pre, final).fit(df.drop(columns="label"), df.label)
+
+    mlp = pipe(MLPClassifier(hidden_layer_sizes=(16,), max_iter=800, random_state=0))
+    lr = pipe(LogisticRegression(C=0.05))
+    worker = ModelWorker(sio.dumps(mlp), "mlp.skops")
+    wa = build_workspace(df, "label", worker.model("mlp"), name="mlp", protected=["sex"])
+    wb = build_workspace(df, "label", lr, name="lr", protected=["sex"])
+    yield df, mlp, lr, wa, wb
+    worker.stop()
+
+
+def test_a_black_box_against_a_linear_model_has_a_recourse_valid_under_both_and_no_errors(any_kinds):
+    """'Valid under both' for models of other kinds: a row whose recourse under A model B
+    honours has that recourse valid under both (extra cost 0); the others get one checked
+    (and repaired) on both models themselves; no row is in error, and the extra cost of
+    every row with both recourses is there."""
+    df, mlp, lr, wa, wb = any_kinds
+    assert wa.model_kind == "black_box" and wb.model_kind == "linear"
+    X = wa.X.to_numpy(float)
+    c = compare_models(wa.ensemble, wb.linear, X, schema=wa.schema, target=1, max_rows=24, time_limit=10, n_jobs=1,
+                       model_a=wa.model, model_b=wb.model, surrogate_a=wa.surrogate, surrogate_b=wb.surrogate,
+                       n_boot=100, n_perm=200)
+    r = c.rows
+    assert "error" not in set(r["status_a"]) | set(r["status_both"]), r[["status_a", "status_both"]]
+    found = r["found_a"].to_numpy() == 1
+    assert found.all() and r["invalidated"].sum() >= 1 and (r["invalidated"] == 0).sum() >= 1
+    kept = found & (r["invalidated"].to_numpy() == 0)
+    assert (r["extra_cost"].to_numpy()[kept] == 0).all()
+    assert np.array_equal(c.points_both[kept], c.points_a[kept])
+    both = r["found_both"].to_numpy() == 1
+    assert both.all() and np.isfinite(r["extra_cost"].to_numpy()[both]).all()
+    cols = ["age", "income", "job", "sex"]
+    raw = wa.to_raw(c.points_both)[cols]
+    assert (mlp.predict(raw) == 1).all() and (lr.predict(raw) == 1).all()      # valid on both models themselves
+    assert (raw["sex"].to_numpy() == df["sex"].to_numpy()[r["row"].to_numpy()]).all()   # protected: held fixed
