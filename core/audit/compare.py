@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from core.audit.fairstats import bootstrap_ci, holm, permutation_p
-from core.audit.report import REPORT_CSS, table_html
+from core.audit.report import REPORT_CSS, model_text, parameters_table, table_html, whole
 from core.audit.stats import group_labels, protected_attributes
 from core.cells.problem import check_same_features
 from core.counterfactual import at_target, make_cost_model, make_target
@@ -44,7 +44,7 @@ from core.intake.columns import analyst_columns, recourse_frame
 from core.intake.csvsafe import to_csv
 from core.intake.models import from_model
 from core.model import Guarantee, LinearModel, TreeEnsemble
-from core.model.guarantee import MODEL_KINDS, ModelKind
+from core.model.guarantee import GUARANTEE_KINDS, MODEL_KINDS, ModelKind, guarantee_line, with_guarantee
 from core.model.native import model_input
 from core.model.result import (
     MetaResult,
@@ -55,7 +55,7 @@ from core.model.result import (
     to_json_value,
 )
 from core.optimal import optimal_counterfactual
-from core.optimal.batch import RowThreads, batch_counterfactuals, map_rows
+from core.optimal.batch import RowThreads, batch_counterfactuals, map_rows, weakest_guarantee
 from core.ruletext import conditions, missing_condition
 from core.settings import (
     N_JOBS,
@@ -110,8 +110,33 @@ class ModelComparison(MetaResult):
         found = self.rows[self.rows["found_a"] == 1]
         return float(found["invalidated"].mean()) if len(found) else float("nan")
 
+    def recourse_guarantee(self, which: str = "a") -> Guarantee:
+        """What the studied rows' recourses hold: model A's (``"a"``), or those valid under both
+        models (``"both"``); a comparison saved before it recorded them: from the models'
+        kinds (a model not read exactly: checked, never proven optimal) and the rows' statuses."""
+        saved = self.meta.get(f"guarantee_{which}")
+        if isinstance(saved, Mapping):
+            try:
+                return Guarantee.from_dict(dict(saved))
+            except (TypeError, ValueError):
+                pass
+        kinds = [(self.meta.get(side) or {}).get("kind") for side in ("model_a", "model_b")]
+        if "black_box" in kinds or (which == "both" and "linear" in kinds):
+            return Guarantee("valid_on_model", "black_box" if "black_box" in kinds else "linear")
+        kind = cast(ModelKind, kinds[0] if kinds[0] in MODEL_KINDS else "tree_ensemble")
+        col = "status_a" if which == "a" else "status_both"
+        found = self.rows[self.rows["found_a" if which == "a" else "found_both"] == 1] if col in self.rows else self.rows
+        statuses = set(found[col].astype(str)) if col in found else set()
+        if kind == "linear" or statuses <= {"optimal"}:
+            return Guarantee("proven_optimal" if statuses <= {"optimal"} else "valid_on_model", kind)
+        return Guarantee("time_limited" if "time_limit" in statuses else "valid_on_model", kind)
+
     def rows_csv(self) -> str:
-        return to_csv(self.rows)
+        """The per-row table, with what its recourses guarantee in its last two columns (the
+        weaker of model A's and those valid under both)."""
+        a, both = self.recourse_guarantee("a"), self.recourse_guarantee("both")
+        weaker = max((a, both), key=lambda g: GUARANTEE_KINDS.index(g.kind))
+        return to_csv(with_guarantee(self.rows, weaker))
 
     @property
     def guarantee(self) -> Guarantee:  # type: ignore[override]
@@ -314,10 +339,11 @@ def _status(res: Any) -> str:
 
 
 def _study(side_a: _Side, side_b: _Side, X: np.ndarray, target: Any, kwargs: dict[str, Any], run: _Compute
-           ) -> tuple[list[dict[str, Any]], np.ndarray, np.ndarray]:
+           ) -> tuple[list[dict[str, Any]], np.ndarray, np.ndarray, dict[str, Guarantee]]:
     """Per studied row: A's recourse (for A's kind), whether B honours it, and the cheapest
     recourse found valid under both; each stage over every row at once (a pool, and the
-    models in their workers asked for many rows per call)."""
+    models in their workers asked for many rows per call). With them, what A's recourses
+    and the recourses valid under both guarantee (``"a"``, ``"both"``)."""
     n, d = X.shape
     res_a: list[Any] = list(batch_counterfactuals(side_a.solve_on, X, target, n_jobs=run.n_jobs, scheduler=run.scheduler,
                                                   chunk_size=run.chunk, progress=run.stage("recourse under A"),
@@ -337,9 +363,13 @@ def _study(side_a: _Side, side_b: _Side, X: np.ndarray, target: Any, kwargs: dic
     both: list[tuple[np.ndarray | None, float, str]] = [
         (points_a[k], float(res_a[k].cost), _status(res_a[k])) if keep[k] else (None, np.nan, "") for k in range(n)]
     rest = np.flatnonzero(~keep)
+    joint: list[Any] = []
     if rest.size:
-        got = (_both_exact(side_a, side_b, X[rest], target, kwargs, run) if exact else
-               _both_checked(side_a, side_b, X[rest], [res_a[k] for k in rest], target, kwargs, run))
+        if exact:
+            joint = _both_exact(side_a, side_b, X[rest], target, kwargs, run)
+            got = [(r.x if r.found else None, float(r.cost) if r.found else np.nan, _status(r)) for r in joint]
+        else:
+            got = _both_checked(side_a, side_b, X[rest], [res_a[k] for k in rest], target, kwargs, run)
         for at, g in zip(rest, got):
             both[int(at)] = g
     recs = []
@@ -350,11 +380,26 @@ def _study(side_a: _Side, side_b: _Side, X: np.ndarray, target: Any, kwargs: dic
                      "cost_both": cost_both, "status_both": status_both,
                      "extra_cost": cost_both - cost_a if r.found and x_both is not None else np.nan})
     points_both = np.array([nan if x_both is None else x_both for x_both, _, _ in both], dtype=float).reshape(n, d)
-    return recs, points_a, points_both
+    return recs, points_a, points_both, {"a": _held(res_a), "both": _held([res_a[k] for k in np.flatnonzero(keep)] + joint)
+                                         if exact else _checked_on_both(side_a, side_b, keep.all())}
+
+
+def _held(results: Sequence[Any]) -> Guarantee:
+    """What the recourses found hold (the weakest of those rows'; of every row when none was found)."""
+    return weakest_guarantee([r for r in results if r.found] or list(results))
+
+
+def _checked_on_both(side_a: _Side, side_b: _Side, own: bool) -> Guarantee:
+    """What a recourse valid under both holds when a model is not read exactly: checked on both."""
+    kind: ModelKind = "black_box" if any("surrogate" in s.extra for s in (side_a, side_b)) else "linear"
+    how = ("model A's own recourse, which model B honours" if own else
+           "model A's own recourse where model B honours it, else found through the models' surrogates and "
+           "repaired on both models")
+    return Guarantee("valid_on_model", kind, note=f"Checked on both models: {how}.")
 
 
 def _both_exact(side_a: _Side, side_b: _Side, X: np.ndarray, target: Any, kwargs: dict[str, Any], run: _Compute
-                ) -> list[tuple[np.ndarray | None, float, str]]:
+                ) -> list[Any]:
     """The cheapest recourse valid under two tree ensembles: one exact problem on both."""
     extra = {"also_valid_for": [(side_b.joint, side_b.extra["model"])], **side_a.extra}
     kw = {**kwargs, "n_workers": 1 if (run.n_jobs != 1 or run.scheduler) else 2}
@@ -362,7 +407,7 @@ def _both_exact(side_a: _Side, side_b: _Side, X: np.ndarray, target: Any, kwargs
                    n_jobs=run.n_jobs, scheduler=run.scheduler, chunk_size=run.chunk,
                    progress=run.stage("valid under both"), should_stop=run.should_stop)
     run.check(out)
-    return [(r.x if r.found else None, float(r.cost) if r.found else np.nan, _status(r)) for r in out]
+    return out
 
 
 class _BothModels:
@@ -545,14 +590,15 @@ def compare_models(ens_a: ModelLike, ens_b: ModelLike, X: Rows, *, schema: Schem
     table = pd.DataFrame(columns=["row", "found_a", "cost_a", "invalidated", "found_both", "cost_both",
                                  "extra_cost"])
     points_a = points_both = np.empty((0, len(names)))
+    holds: dict[str, Guarantee] = {}
     timings = {"decisions": time.perf_counter() - t0}
     if invalidation and pool.size:
         held = set(fixed) | ({j for j, f in enumerate(schema.features) if f.actionability == "fixed"}
                              if schema is not None else set())      # a list replaces the schema's fixed
         kwargs = dict(schema=schema, norm=norm, fixed=[names[j] for j in sorted(held)], time_limit=float(time_limit))
         t1 = time.perf_counter()
-        recs, points_a, points_both = _study(side_a, side_b, A[pool], target_value, kwargs,
-                                             _Compute(n_jobs, scheduler, progress, should_stop))
+        run = _Compute(n_jobs, scheduler, progress, should_stop)
+        recs, points_a, points_both, holds = _study(side_a, side_b, A[pool], target_value, kwargs, run)
         table = pd.DataFrame(recs)
         table.insert(0, "row", pool.astype(int))
         table = _with_changes(table, analyst_columns(ens_a, schema), A[pool], points_a, points_both)
@@ -564,8 +610,9 @@ def compare_models(ens_a: ModelLike, ens_b: ModelLike, X: Rows, *, schema: Schem
     meta = {"created": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "target": str(target_value),
             "model_a": _facts(side_a), "model_b": _facts(side_b), "rows": int(len(A)),
             "data_sha256": "array:" + hashlib.sha256(np.ascontiguousarray(A).tobytes()).hexdigest(),
+            **{f"guarantee_{k}": g.to_dict() for k, g in holds.items()},
             "parameters": {"max_rows": max_rows, "rows_studied": int(pool.size if invalidation else 0),
-                           "time_limit": time_limit, "norm": norm if isinstance(norm, str) else dict(norm),
+                           "time_limit": whole(time_limit), "norm": norm if isinstance(norm, str) else dict(norm),
                            "protected": {a: [names[j] for j in c] for a, c in attrs.items()},
                            "held_fixed": [names[j] for j in fixed], "random_state": random_state,
                            "n_boot": n_boot, "n_perm": n_perm, "alpha": alpha, "n_jobs": n_jobs},
@@ -662,9 +709,12 @@ def comparison_summary(c: ModelComparison) -> tuple[str, list[str]]:
     flips = int(c.agreement.iloc[0]["flips"]) if len(c.agreement) else 0
     inv = c.invalidated
     n_found = int((c.rows["found_a"] == 1).sum()) if "found_a" in c.rows and len(c.rows) else 0
-    body = [f"What was compared: model A ({a.get('source', '?')}, {a.get('trees', '?')} trees) and model B "
-            f"({b.get('source', '?')}, {b.get('trees', '?')} trees) on the same {number_text(m.get('rows', 0))} "
-            f"cases. They decide {_pct(agree)} of them alike; {number_text(flips)} get a different decision."]
+    body = [f"What was compared: model A ({_model_words(a)}) and model B ({_model_words(b)}) on the same "
+            f"{number_text(m.get('rows', 0))} cases. They decide {_pct(agree)} of them alike; {number_text(flips)} "
+            "get a different decision."]
+    g_a = c.recourse_guarantee("a")
+    asked = ("the change model A's search found (through its surrogate, checked on model A; not proven the cheapest)"
+             if g_a.model_kind == "black_box" or g_a.via_surrogate else "the smallest change model A asks for")
     sig = c.tests[c.tests["significant"].astype(bool)] if len(c.tests) else c.tests
     worse = []
     for _, t in sig.iterrows():
@@ -676,8 +726,8 @@ def comparison_summary(c: ModelComparison) -> tuple[str, list[str]]:
                      f"{t['attribute']} = {o}: {_pct(gw.iloc[0])} against {_pct(go_.iloc[0])} of their cases "
                      f"(Holm-adjusted p = {approx_text(t['p_adjusted'], 2)}).")
     if np.isfinite(inv):
-        studied = (f"For {number_text(n_found)} cases model A turns down, the smallest change model A asks for was "
-                   f"tried on model B: {_pct(inv)} of these changes would not get {target} from model B.")
+        studied = (f"For {number_text(n_found)} cases model A turns down, {asked} was tried on model B: "
+                   f"{_pct(inv)} of these changes would not get {target} from model B.")
         lead = worse[0] if worse else (f"{_pct(inv)} of the changes model A asks for would not get {target} from "
                                        "model B.")
         body.append(studied)
@@ -689,10 +739,20 @@ def comparison_summary(c: ModelComparison) -> tuple[str, list[str]]:
         if len(extra):
             body.append(f"A change that works under both models costs on average {approx_text(extra.mean(), 3)} more "
                         "than the one model A asks for (cost: each change measured against its feature's range).")
+        body += [guarantee_line(replace(g_a, note=""), "each of model A's recourses"),   # the counts are per row
+                 guarantee_line(c.recourse_guarantee("both"), "each recourse valid under both")]
     else:
         lead = f"The models decide {_pct(agree)} of the cases alike."
         body.append("Whether model B honours the recourse model A gives was not studied.")
     return lead, body
+
+
+def _model_words(m: Mapping[str, Any]) -> str:
+    """One model of the comparison in a few words: its source and kind (a tree ensemble's trees)."""
+    kind = m.get("kind", "tree_ensemble")
+    what = {"linear": "a linear model", "black_box": "any other model, analysed through a surrogate"}.get(
+        str(kind), f"{m.get('trees', '?')} trees")
+    return f"{m.get('source', '?')}, {what}"
 
 
 def comparison_figures(c: ModelComparison) -> tuple[str, str]:
@@ -764,6 +824,7 @@ def comparison_html(c: ModelComparison) -> str:
 <p class="muted">Counterfactual Atlas · {esc(m.get('created', ''))} · favourable outcome {esc(_target_words(c))}</p>
 <section class="summary"><h2>In one minute</h2><p class="lead">{esc(lead)}</p>
 <ul>{''.join(f'<li>{esc(s)}</li>' for s in body)}</ul>{key}</section>
+<p class="muted">{esc(guarantee_line(c.guarantee, "the shares of this comparison"))}</p>
 <h2>Figures</h2><div class="figures">{other or '<p>–</p>'}</div>
 <h2>Agreement of decisions</h2>{_table(agreement)}
 <h2>Where the decisions differ</h2>{''.join(f'<p>{esc(r)}</p>' for r in c.rules) or '<p>–</p>'}
@@ -774,8 +835,9 @@ def comparison_html(c: ModelComparison) -> str:
 <p class="muted">Two-sided permutation tests, Holm-adjusted.</p>
 <h2>Per row</h2><div class="wide">{_table(c.rows)}</div>
 <h2>Provenance</h2>
-<p>Model A: <code>{esc(json.dumps(a))}</code><br>Model B: <code>{esc(json.dumps(b))}</code><br>
+<p>Model A: {esc(model_text(a))}<br>Model B: {esc(model_text(b))}<br>
 Data: <code>{esc(str(m.get('data_sha256', '')))}</code></p>
-<p>Parameters: <code>{esc(json.dumps(m.get('parameters', {}), default=str))}</code></p>
+<p class="muted">Model A: <code>{esc(json.dumps(a))}</code><br>Model B: <code>{esc(json.dumps(b))}</code></p>
+<h3>Parameters</h3>{_table(parameters_table(m.get('parameters', {})))}
 <script type="application/json" id="atlas-comparison">{payload}</script>
 </body></html>"""
