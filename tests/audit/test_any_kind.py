@@ -173,3 +173,29 @@ def test_the_story_of_a_case_names_its_model_and_what_its_change_guarantees(any_
     lin = case_story(wb, row, 1, time_limit=10)
     assert f"The model: {wb.linear.source}, linear model, read exactly." in lin.summary
     assert "What this change guarantees: Proven optimal (exact for a linear model)." in " ".join(lin.summary)
+
+
+def test_the_command_line_audits_a_linear_model_exactly_and_says_so(any_kinds, tmp_path, capsys):
+    """``python -m core.audit`` on a LogisticRegression pipeline: the linear model itself is
+    audited (not its surrogate), and the report says its recourses are proven optimal."""
+    import skops.io as sio
+
+    from core.audit.cli import main
+    from core.audit.result import Audit
+
+    df, mlp, lr, wa, wb = any_kinds
+    data, model, out = tmp_path / "table.csv", tmp_path / "lr.skops", tmp_path / "audit.html"
+    df.to_csv(data, index=False)
+    model.write_bytes(sio.dumps(lr))
+    rc = main(["--data", str(data), "--model", str(model), "--protected", "sex", "--target", "1",
+               "--target-column", "label", "--rows", "12", "--permutations", "100", "--bootstrap", "50",
+               "--local-rules", "0", "--no-tcrex", "--no-scan", "--jobs", "1", "--out", str(out)])
+    assert rc == 0, capsys.readouterr().out
+    audit = Audit.from_file(out.read_bytes())
+    assert audit.meta["model"]["kind"] == "linear" and audit.recourse_guarantee.kind == "proven_optimal"
+    assert "What each case's change guarantees: Proven optimal (exact for a linear model)." in \
+        _summary(out.read_text())
+    back = pd.read_csv(out.with_suffix(".csv"))
+    found = back[back["feasible"] == 1]
+    raw = pd.DataFrame({c: found[f"cf:{c}"].to_numpy() for c in COLS})        # the recourses, as the CSV has them
+    assert len(found) >= 10 and (lr.predict(raw) == 1).all() and set(back["guarantee"]) == {"proven_optimal"}
