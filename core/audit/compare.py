@@ -11,13 +11,20 @@ the recourse promised under the first survives the second.
   is given to model B; it is *invalidated* when B does not give the target
   there. The cheapest recourse valid under both (``also_valid_for``, the same
   cell problem on the union of both models' split levels) measures what a
-  recourse that survives the update costs extra. Per group: the share
+  recourse that survives the update costs extra: 0 where B honours A's recourse
+  (A's optimum, or, for a model not read exactly, the recourse A gives). With a
+  model that is not a tree ensemble the problem is solved on the trees that
+  stand for the models (their surrogates), checked on both models themselves and,
+  where one refuses, repaired on both; a row where nothing both accept is found
+  says ``not_found``, never an error. Per group: the share
   invalidated with a 95% percentile-bootstrap interval, and a two-sided
   permutation test of its gap to the largest group (Holm-adjusted), as in
   :mod:`core.audit.stats`.
 
-Rows run through :func:`core.optimal.batch.map_rows` (local processes or a Dask
-cluster, progress, cancel). Nothing here imports the UI.
+Each stage runs over every studied row at once (:func:`core.optimal.batch.batch_counterfactuals`
+and :func:`core.optimal.batch.map_rows`: local processes or a Dask cluster, progress
+counting each row once per stage, cancel), a model in its worker asked for many rows per
+call. Nothing here imports the UI.
 """
 
 from __future__ import annotations

@@ -654,7 +654,7 @@ class Coalescer:
                     for a in asks:
                         n = len(a.X)
                         a.out, lo = _part(out, lo, lo + n), lo + n
-                except Exception as exc:  # noqa: BLE001 - the model's error, raised in each asking thread
+                except BaseException as exc:  # noqa: BLE001 - the model's error, raised in each asking thread
                     for a in asks:
                         a.error = exc
         finally:
