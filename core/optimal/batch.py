@@ -540,9 +540,9 @@ class _Seeded:
 #: rows checked at once on a model in its worker (threads of the calling process)
 CHECK_THREADS = 64
 #: rows whose checks start together (their calls to the model go together)
-WAVE = 32
+WAVE = 64
 #: seconds an ask waits for the other rows' asks before it goes alone
-LINGER = 0.05
+LINGER = 0.2
 
 
 class _Ask:
