@@ -9,7 +9,7 @@ from core.audit.story import case_story
 from core.rules import CounterfactualRules
 from dashboard import state
 from dashboard.caching import session_cached
-from dashboard.ui import download, plain, plain_bold, user_errors
+from dashboard.ui import download, plain, plain_bold, show_guarantee, user_errors
 from dashboard.widgets import row_picker, target_picker
 
 K = state.Keys
@@ -38,6 +38,9 @@ def _show(ws, ens, names, row, target, got) -> None:
     st.subheader(plain(story.title))
     quoted = [*names, *(c.name for c in ws.columns), *(v for c in ws.columns for v in (c.categories or ())),
               *(ws.outcome_text(c) for c in (ens.classes if ens.is_classifier else ()))]
+    st.markdown("**In brief**")
+    st.markdown("\n".join(f"- {plain_bold(s, quoted)}" for s in story.summary))
+    show_guarantee(st, story.guarantee, "this story")
     for head, paras in story.sections:
         st.markdown(f"#### {plain(head)}")
         for p in paras:

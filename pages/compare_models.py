@@ -18,13 +18,14 @@ from core.intake import io
 from core.intake.demo import UPDATES, updated_model
 from core.intake.workspace import build_workspace
 from core.regions import default_axes, slice_point, slice_regions, slice_view
+from core.shown import approx_text
 from dashboard import state
 from dashboard.caching import session_cached, session_model
 from dashboard.deploy import settings as deployment
 from dashboard.history import owner as history_owner
 from dashboard.history import show_gap_comparison
 from dashboard.history import store as history_store
-from dashboard.ui import cluster_setting, download, plain, user_errors
+from dashboard.ui import cluster_setting, download, plain, show_guarantee, user_errors
 from dashboard.widgets import favourable_picker, protected_picker, row_picker
 
 K = state.Keys
@@ -91,8 +92,8 @@ def _model_b_from_history(ws) -> None:
 
 def _model_b_from_file(ws) -> None:
     dep = deployment()
-    up = st.file_uploader("Model B: XGBoost .json/.ubj, LightGBM .txt, scikit-learn .skops, CatBoost .json/.cbm"
-                          + (" (or .pkl/.joblib)" if dep.allows_pickle else ""),
+    up = st.file_uploader("Model B: XGBoost .json/.ubj, LightGBM .txt, scikit-learn .skops, CatBoost .json/.cbm, "
+                          "ONNX .onnx" + (" (or .pkl/.joblib)" if dep.allows_pickle else ""),
                           type=["json", "ubj", "txt", "skops", "cbm", "onnx"] + (["pkl", "pickle", "joblib"]
                                                                          if dep.allows_pickle else []),
                           key="cm_model_file")
@@ -207,6 +208,35 @@ def _groups_figure(g) -> go.Figure:
     return fig
 
 
+def _valid_under_both(c) -> None:
+    """What a recourse valid under both models costs extra, how many rows have one, and the
+    rows that have none (said, never hidden), with what each recourse guarantees."""
+    r = c.rows
+    found_a = r["found_a"] == 1
+    both = r["found_both"] == 1
+    extra = r.loc[found_a & both, "extra_cost"].dropna()
+    m = st.columns(4)
+    m[0].metric("Rows studied", f"{len(r):,}")
+    m[1].metric("Recourse under A", f"{int(found_a.sum()):,}")
+    m[2].metric("Valid under both", f"{int(both.sum()):,}",
+                help="Rows with a recourse both models accept (checked on each model).")
+    m[3].metric("Mean extra cost", approx_text(float(extra.mean()), 3) if len(extra) else "–",
+                help="Cost of the cheapest recourse found valid under both, minus that of the recourse under A "
+                     "(0 where model B honours A's recourse); each change measured against its feature's range.")
+    if len(extra):
+        st.caption(plain(f"Extra cost of a recourse valid under both: 0 for {int((extra == 0).sum()):,} rows (model B "
+                         f"honours A's recourse), at most {approx_text(float(extra.max()), 3)}; median "
+                         f"{approx_text(float(extra.median()), 3)}."))
+    none = r[~both]
+    if len(none):
+        says = none["status_both"].astype(str).value_counts()
+        st.info(plain(f"{len(none):,} studied rows have no recourse valid under both: "
+                      + ", ".join(f"{n:,} {s.replace('_', ' ')}" for s, n in says.items())
+                      + " (not found: no point both models accept was found; nothing is proven either way)."))
+    show_guarantee(st, c.recourse_guarantee("a"), "each recourse under model A")
+    show_guarantee(st, c.recourse_guarantee("both"), "each recourse valid under both")
+
+
 def _study_result(ws, ens, target, c) -> None:
     """The invalidation study's findings, tables and downloads."""
     inv = c.invalidated
@@ -214,6 +244,7 @@ def _study_result(ws, ens, target, c) -> None:
         f"Of {int((c.rows['found_a'] == 1).sum()):,} studied rows with a recourse under model A, "
         f"{inv:.1%} would not get {plain(ws.outcome_text(target)) if ens.is_classifier else 'the outcome'} from "
         "model B by following it." if np.isfinite(inv) else "No studied row has a recourse under model A.")
+    _valid_under_both(c)
     if len(c.tests) and c.tests["significant"].any():
         for t in c.tests[c.tests["significant"]].itertuples():
             how = "more" if t.gap > 0 else "less"
@@ -223,8 +254,10 @@ def _study_result(ws, ens, target, c) -> None:
     if len(c.groups):
         g = c.groups
         st.plotly_chart(_groups_figure(g), key="cm_fig")
-        shown = g.assign(**{k: [f"{v:.1%}" for v in g[k]] for k in ("invalidated", "ci_low", "ci_high")})
+        shown = g.assign(**{k: [f"{v:.1%}" for v in g[k]] for k in ("invalidated", "ci_low", "ci_high")},
+                         **{"extra cost": [approx_text(v, 3) for v in g["extra cost"]]})
         st.dataframe(shown, hide_index=True, key="cm_groups")
+        show_guarantee(st, c.guarantee, "these shares")
     if len(c.tests):
         st.dataframe(c.tests, hide_index=True, key="cm_tests")
     with st.expander("Per-row results"):

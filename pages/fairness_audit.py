@@ -9,9 +9,10 @@ from core.audit.figures import cost_figure, metric_figure
 from core.audit.report import fairness_tables, group_table, subgroup_table, tests_table, time_limit_text
 from core.counterfactual import rows_to_move
 from core.intake.csvsafe import to_csv
+from core.model.guarantee import with_guarantee
 from dashboard import state
 from dashboard.history import remember
-from dashboard.ui import cluster_setting, download, plain, user_errors
+from dashboard.ui import cluster_setting, download, plain, show_guarantee, user_errors
 from dashboard.widgets import favourable_picker, protected_picker
 
 K = state.Keys
@@ -107,6 +108,8 @@ def _summary(held: dict) -> None:
     m[1].metric("With a recourse", f"{audit.rows['feasible'].mean():.1%}")
     m[2].metric("Tests", len(audit.tests))
     m[3].metric("Time", f"{audit.elapsed:.1f} s")
+    show_guarantee(st, audit.recourse_guarantee, "each row's recourse")
+    show_guarantee(st, audit.guarantee, "each group's figures")
     for note in meta.get("notes", []):
         st.caption(plain(note))
     if time_limit_text(audit.rows):
@@ -135,8 +138,8 @@ def _details(audit: Audit) -> None:
         if len(disp):
             st.dataframe(disp, hide_index=True, key="fa_disparities")
         st.dataframe(by_group, hide_index=True, key="fa_fairness")
-        download(st, "Group fairness (CSV)", to_csv(audit.fairness), "group_fairness.csv", "text/csv",
-                 key="fa_dl_fairness")
+        download(st, "Group fairness (CSV)", to_csv(with_guarantee(audit.fairness, audit.guarantee)),
+                 "group_fairness.csv", "text/csv", key="fa_dl_fairness")
     sub_t = subgroup_table(audit)
     if len(sub_t):
         st.subheader("Subgroups where recourse differs most")
@@ -144,8 +147,8 @@ def _details(audit: Audit) -> None:
                    "adjusted over the whole scan (Westfall-Young max-T), so a significant row is unlikely to be "
                    "chance.")
         st.dataframe(sub_t, hide_index=True, key="fa_subgroups")
-        download(st, "Subgroup scan (CSV)", to_csv(audit.subgroups), "subgroup_scan.csv", "text/csv",
-                 key="fa_dl_subgroups")
+        download(st, "Subgroup scan (CSV)", to_csv(with_guarantee(audit.subgroups, audit.guarantee)),
+                 "subgroup_scan.csv", "text/csv", key="fa_dl_subgroups")
     if len(audit.rules):
         st.subheader("Rules most often prescribed (T-CREx)")
         st.dataframe(audit.rules, hide_index=True, key="fa_rules")

@@ -200,7 +200,7 @@ def _show(p: _Page, result) -> None:
             show_constraints(st, ws.schema)
         if result.params.get("notice"):
             st.info(plain(result.params["notice"]))
-        m = st.columns(6)
+        m = st.columns(5)
         m[0].metric("Status", status)
         m[1].metric("Cost", "–" if not result.found else f"{result.cost:.4g}")
         m[2].metric("Lower bound", "–" if not result.found or not np.isfinite(result.lower_bound)
@@ -208,7 +208,7 @@ def _show(p: _Page, result) -> None:
         m[3].metric("Gap", "–" if not result.found else percent_text(result.gap, 2),
                     help="Not known until the solver proves a lower bound." if not np.isfinite(result.gap) else None)
         m[4].metric("Solve time", f"{result.elapsed:.2f} s")
-        m[5].metric("Backend", result.backend)
+        st.caption(f"Backend: {plain(result.backend)}")      # a name, in full (a metric's box cut it short)
         if not result.found:
             return
         table = _as_text(counterfactual_table(result, names))

@@ -167,9 +167,10 @@ def _compare(a: argparse.Namespace, ws: Workspace, data_bytes: bytes, model_byte
             not (wb.X.to_numpy(dtype=float) == ws.X.to_numpy(dtype=float)).all():
         raise AuditError("The second model reads the data differently (other columns, rows or category codes); "
                          "give a model trained on the same columns.")
-    c = compare_models(ws.ensemble, wb.ensemble, ws.X, schema=ws.schema, target=_target(a, ws.ensemble),
+    (on_a, extra_a), (on_b, extra_b) = _side(ws, "a"), _side(wb, "b")
+    c = compare_models(on_a, on_b, ws.X, schema=ws.schema, target=_target(a, ws.ensemble),
                        protected=a.protected, max_rows=a.rows or None, time_limit=a.time_limit, norm=a.norm,
-                       n_jobs=a.jobs, scheduler=a.scheduler, model_a=ws.model, model_b=wb.model,
+                       n_jobs=a.jobs, scheduler=a.scheduler, **extra_a, **extra_b,
                        random_state=a.seed, n_boot=a.bootstrap, n_perm=a.permutations, progress=_show,
                        provenance={"data_name": Path(a.data).name, "data_sha256_file": io.sha256(data_bytes),
                                    "model_a_sha256": io.sha256(model_bytes),
@@ -190,6 +191,14 @@ def _compare(a: argparse.Namespace, ws: Workspace, data_bytes: bytes, model_byte
     return 0
 
 
+def _side(ws: Workspace, side: str) -> tuple[Any, dict[str, Any]]:
+    """What the comparison solves for model ``side`` ("a" or "b") of any kind: a tree ensemble,
+    a linear model read exactly (with the surrogate a recourse valid for both reads), or any
+    other model's surrogate with the model; and its keyword arguments."""
+    on, extra = ws.query_model()
+    return on, {f"model_{side}": extra["model"], f"surrogate_{side}": ws.surrogate}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     a = _parser().parse_args(argv)
     try:
@@ -204,8 +213,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(line)
         if a.compare_model:
             return _compare(a, ws, data_bytes, model_bytes)
-        audit = run_audit(ws.ensemble, ws.X, schema=ws.schema, target=_target(a, ws.ensemble),
-                          protected=a.protected, model=ws.model, y=ws.y, data_name=Path(a.data).name,
+        on, extra = ws.query_model()          # a linear model exactly, not through its surrogate
+        audit = run_audit(on, ws.X, schema=ws.schema, target=_target(a, ws.ensemble),
+                          protected=a.protected, y=ws.y, data_name=Path(a.data).name, **extra,
                           data_sha256=io.sha256(data_bytes), model_sha256=io.sha256(model_bytes),
                           progress=_show, **_settings(a))
         print()

@@ -11,13 +11,20 @@ the recourse promised under the first survives the second.
   is given to model B; it is *invalidated* when B does not give the target
   there. The cheapest recourse valid under both (``also_valid_for``, the same
   cell problem on the union of both models' split levels) measures what a
-  recourse that survives the update costs extra. Per group: the share
+  recourse that survives the update costs extra: 0 where B honours A's recourse
+  (A's optimum, or, for a model not read exactly, the recourse A gives). With a
+  model that is not a tree ensemble the problem is solved on the trees that
+  stand for the models (their surrogates), checked on both models themselves and,
+  where one refuses, repaired on both; a row where nothing both accept is found
+  says ``not_found``, never an error. Per group: the share
   invalidated with a 95% percentile-bootstrap interval, and a two-sided
   permutation test of its gap to the largest group (Holm-adjusted), as in
   :mod:`core.audit.stats`.
 
-Rows run through :func:`core.optimal.batch.map_rows` (local processes or a Dask
-cluster, progress, cancel). Nothing here imports the UI.
+Each stage runs over every studied row at once (:func:`core.optimal.batch.batch_counterfactuals`
+and :func:`core.optimal.batch.map_rows`: local processes or a Dask cluster, progress
+counting each row once per stage, cancel), a model in its worker asked for many rows per
+call. Nothing here imports the UI.
 """
 
 from __future__ import annotations
@@ -34,17 +41,17 @@ import numpy as np
 import pandas as pd
 
 from core.audit.fairstats import bootstrap_ci, holm, permutation_p
-from core.audit.report import REPORT_CSS, table_html
+from core.audit.report import REPORT_CSS, model_text, parameters_table, table_html, whole
 from core.audit.stats import group_labels, protected_attributes
 from core.cells.problem import check_same_features
-from core.counterfactual import at_target, make_target
+from core.counterfactual import at_target, make_cost_model, make_target
 from core.errors import AuditCancelled, AuditError
 from core.figures import interval_chart_svg
 from core.intake.columns import analyst_columns, recourse_frame
 from core.intake.csvsafe import to_csv
 from core.intake.models import from_model
 from core.model import Guarantee, LinearModel, TreeEnsemble
-from core.model.guarantee import MODEL_KINDS, ModelKind
+from core.model.guarantee import GUARANTEE_KINDS, MODEL_KINDS, ModelKind, guarantee_line, with_guarantee
 from core.model.native import model_input
 from core.model.result import (
     MetaResult,
@@ -55,7 +62,7 @@ from core.model.result import (
     to_json_value,
 )
 from core.optimal import optimal_counterfactual
-from core.optimal.batch import map_rows
+from core.optimal.batch import RowThreads, batch_counterfactuals, map_rows, weakest_guarantee
 from core.ruletext import conditions, missing_condition
 from core.settings import (
     N_JOBS,
@@ -72,12 +79,13 @@ from core.settings import (
     validated,
 )
 from core.shown import approx_text, label_order, number_text, outcome_text
+from core.surrogate.repair import polish_on_model
 
 if TYPE_CHECKING:
     from distributed import Client
 
     from core.surrogate import Surrogate
-from core.schema import Schema
+from core.schema import INTEGRAL_KINDS, Schema
 from core.typing import ModelLike, Norm, Rows, TargetSpec
 
 __all__ = ["ModelComparison", "compare_models", "decision_agreement", "disagreement_rules"]
@@ -109,8 +117,33 @@ class ModelComparison(MetaResult):
         found = self.rows[self.rows["found_a"] == 1]
         return float(found["invalidated"].mean()) if len(found) else float("nan")
 
+    def recourse_guarantee(self, which: str = "a") -> Guarantee:
+        """What the studied rows' recourses hold: model A's (``"a"``), or those valid under both
+        models (``"both"``); a comparison saved before it recorded them: from the models'
+        kinds (a model not read exactly: checked, never proven optimal) and the rows' statuses."""
+        saved = self.meta.get(f"guarantee_{which}")
+        if isinstance(saved, Mapping):
+            try:
+                return Guarantee.from_dict(dict(saved))
+            except (TypeError, ValueError):
+                pass
+        kinds = [(self.meta.get(side) or {}).get("kind") for side in ("model_a", "model_b")]
+        if "black_box" in kinds or (which == "both" and "linear" in kinds):
+            return Guarantee("valid_on_model", "black_box" if "black_box" in kinds else "linear")
+        kind = cast(ModelKind, kinds[0] if kinds[0] in MODEL_KINDS else "tree_ensemble")
+        col = "status_a" if which == "a" else "status_both"
+        found = self.rows[self.rows["found_a" if which == "a" else "found_both"] == 1] if col in self.rows else self.rows
+        statuses = set(found[col].astype(str)) if col in found else set()
+        if kind == "linear" or statuses <= {"optimal"}:
+            return Guarantee("proven_optimal" if statuses <= {"optimal"} else "valid_on_model", kind)
+        return Guarantee("time_limited" if "time_limit" in statuses else "valid_on_model", kind)
+
     def rows_csv(self) -> str:
-        return to_csv(self.rows)
+        """The per-row table, with what its recourses guarantee in its last two columns (the
+        weaker of model A's and those valid under both)."""
+        a, both = self.recourse_guarantee("a"), self.recourse_guarantee("both")
+        weaker = max((a, both), key=lambda g: GUARANTEE_KINDS.index(g.kind))
+        return to_csv(with_guarantee(self.rows, weaker))
 
     @property
     def guarantee(self) -> Guarantee:  # type: ignore[override]
@@ -274,38 +307,228 @@ def _side(ens: Any, model: Any, surrogate: Surrogate | None) -> _Side:
 
 
 # ------------------------------------------------------------------ invalidation
-def _one_row(args: tuple[int, np.ndarray], side_a: _Side, side_b: _Side, target: Any,
-             kwargs: dict[str, Any]) -> dict[str, Any]:
-    i, x = args
-    res_a = optimal_counterfactual(side_a.solve_on, x, target, **side_a.extra, **kwargs)
-    rec: dict[str, Any] = {"row": int(i), "found_a": int(res_a.found), "cost_a": float(res_a.cost) if res_a.found
-                           else np.nan, "status_a": res_a.status}
-    if res_a.found and res_a.x is not None:
-        rec["invalidated"] = int(not bool(at_target(side_b.joint, target, side_b.answer(res_a.x[None, :]))[0]))
-    else:
-        rec["invalidated"] = np.nan
-    if res_a.found and not rec["invalidated"] and res_a.status == "optimal":
-        both = res_a      # valid under B too, and no point valid under both is cheaper than A's optimum
-    elif side_a.exact and side_b.exact:
-        both = optimal_counterfactual(side_a.joint, x, target, also_valid_for=[(side_b.joint, side_b.extra["model"])],
-                                      **side_a.extra, **kwargs)
-    else:               # through the surrogates, then checked on both models themselves
-        both = optimal_counterfactual(side_a.joint, x, target, also_valid_for=[(side_b.joint, None)], **kwargs)
-        if both.found and both.x is not None and not all(bool(at_target(s.joint, target, s.answer(both.x[None, :]))[0])
-                                  for s in (side_a, side_b)):
-            both = replace(both, x=None, valid=False, status="error", changes=(),
-                           message="The point found through the surrogates was refused by one of the models.",
-                           guarantee=Guarantee("not_found", "black_box"))
-        elif both.found:
-            both = replace(both, status="feasible", guarantee=Guarantee(
-                "valid_on_model", "black_box", note="Checked on both models; optimal for their surrogates."))
-    rec.update(found_both=int(both.found), cost_both=float(both.cost) if both.found else np.nan,
-               status_both=both.status)
-    rec["extra_cost"] = rec["cost_both"] - rec["cost_a"] if res_a.found and both.found else np.nan
-    nan = np.full(x.size, np.nan)
-    rec["_x_a"] = res_a.x if res_a.found else nan
-    rec["_x_both"] = both.x if both.found else nan
-    return rec
+#: how far along the segment from the row through a candidate the models are asked (1: the candidate)
+_ALONG = (1.0, 1.05, 1.15, 1.3, 1.6, 2.0, 3.0)
+
+
+@dataclass(frozen=True)
+class _Compute:
+    """How the study runs its rows: processes or a cluster, progress per stage, cancel."""
+
+    n_jobs: int
+    scheduler: Any
+    progress: Callable[[str, int, int], None] | None
+    should_stop: Callable[[], bool] | None
+
+    @property
+    def chunk(self) -> int | str:
+        return "auto" if (self.n_jobs != 1 or self.scheduler) else 1
+
+    def stage(self, name: str) -> Callable[[int, int], None] | None:
+        progress = self.progress
+        return None if progress is None else (lambda done, total: progress(name, done, total))
+
+    def check(self, results: Sequence[Any]) -> None:
+        if (self.should_stop is not None and self.should_stop()) or any(r is None for r in results):
+            raise AuditCancelled("The comparison was cancelled; nothing was kept.")
+
+
+def _solve(item: tuple[np.ndarray, Any], ensemble: TreeEnsemble, extra: dict[str, Any],
+           kwargs: dict[str, Any]) -> Any:
+    x, target = item
+    return optimal_counterfactual(ensemble, x, target, **extra, **kwargs)
+
+
+def _status(res: Any) -> str:
+    """A result's status as the table says it: a search that found nothing (and proved
+    nothing) is ``not_found``, never an error."""
+    return "not_found" if not res.found and res.guarantee.kind == "not_found" else str(res.status)
+
+
+def _study(side_a: _Side, side_b: _Side, X: np.ndarray, target: Any, kwargs: dict[str, Any], run: _Compute
+           ) -> tuple[list[dict[str, Any]], np.ndarray, np.ndarray, dict[str, Guarantee]]:
+    """Per studied row: A's recourse (for A's kind), whether B honours it, and the cheapest
+    recourse found valid under both; each stage over every row at once (a pool, and the
+    models in their workers asked for many rows per call). With them, what A's recourses
+    and the recourses valid under both guarantee (``"a"``, ``"both"``)."""
+    n, d = X.shape
+    res_a: list[Any] = list(batch_counterfactuals(side_a.solve_on, X, target, n_jobs=run.n_jobs, scheduler=run.scheduler,
+                                                  chunk_size=run.chunk, progress=run.stage("recourse under A"),
+                                                  should_stop=run.should_stop, **side_a.extra, **kwargs))
+    run.check(res_a)
+    nan = np.full(d, np.nan)
+    points_a = np.array([r.x if r.found else nan for r in res_a], dtype=float).reshape(n, d)
+    found = np.array([r.found for r in res_a], dtype=bool)
+    honoured = np.zeros(n, dtype=bool)
+    if found.any():
+        honoured[found] = at_target(side_b.joint, target, side_b.answer(points_a[found]))
+    exact = side_a.exact and side_b.exact
+    # A's recourse that B honours is a recourse valid under both, at no extra cost: A's optimum
+    # (nothing valid under both is cheaper), or the recourse A gives (what a surrogate finds is
+    # not proven the cheapest, and the row has one valid under both already)
+    keep = found & honoured & np.array([r.status == "optimal" or not exact for r in res_a], dtype=bool)
+    both: list[tuple[np.ndarray | None, float, str]] = [
+        (points_a[k], float(res_a[k].cost), _status(res_a[k])) if keep[k] else (None, np.nan, "") for k in range(n)]
+    rest = np.flatnonzero(~keep)
+    joint: list[Any] = []
+    if rest.size:
+        if exact:
+            joint = _both_exact(side_a, side_b, X[rest], target, kwargs, run)
+            got = [(r.x if r.found else None, float(r.cost) if r.found else np.nan, _status(r)) for r in joint]
+        else:
+            got = _both_checked(side_a, side_b, X[rest], [res_a[k] for k in rest], target, kwargs, run)
+        for at, g in zip(rest, got):
+            both[int(at)] = g
+    recs = []
+    for k, (r, (x_both, cost_both, status_both)) in enumerate(zip(res_a, both)):
+        cost_a = float(r.cost) if r.found else np.nan
+        recs.append({"found_a": int(r.found), "cost_a": cost_a, "status_a": _status(r),
+                     "invalidated": int(not honoured[k]) if r.found else np.nan, "found_both": int(x_both is not None),
+                     "cost_both": cost_both, "status_both": status_both,
+                     "extra_cost": cost_both - cost_a if r.found and x_both is not None else np.nan})
+    points_both = np.array([nan if x_both is None else x_both for x_both, _, _ in both], dtype=float).reshape(n, d)
+    return recs, points_a, points_both, {"a": _held(res_a), "both": _held([res_a[k] for k in np.flatnonzero(keep)] + joint)
+                                         if exact else _checked_on_both(side_a, side_b, keep.all())}
+
+
+def _held(results: Sequence[Any]) -> Guarantee:
+    """What the recourses found hold (the weakest of those rows'; of every row when none was found)."""
+    return weakest_guarantee([r for r in results if r.found] or list(results))
+
+
+def _checked_on_both(side_a: _Side, side_b: _Side, own: bool) -> Guarantee:
+    """What a recourse valid under both holds when a model is not read exactly: checked on both."""
+    kind: ModelKind = "black_box" if any("surrogate" in s.extra for s in (side_a, side_b)) else "linear"
+    how = ("model A's own recourse, which model B honours" if own else
+           "model A's own recourse where model B honours it, else found through the models' surrogates and "
+           "repaired on both models")
+    return Guarantee("valid_on_model", kind, note=f"Checked on both models: {how}.")
+
+
+def _both_exact(side_a: _Side, side_b: _Side, X: np.ndarray, target: Any, kwargs: dict[str, Any], run: _Compute
+                ) -> list[Any]:
+    """The cheapest recourse valid under two tree ensembles: one exact problem on both."""
+    extra = {"also_valid_for": [(side_b.joint, side_b.extra["model"])], **side_a.extra}
+    kw = {**kwargs, "n_workers": 1 if (run.n_jobs != 1 or run.scheduler) else 2}
+    out = map_rows(partial(_solve, ensemble=side_a.joint, extra=extra, kwargs=kw), [(x, target) for x in X],
+                   n_jobs=run.n_jobs, scheduler=run.scheduler, chunk_size=run.chunk,
+                   progress=run.stage("valid under both"), should_stop=run.should_stop)
+    run.check(out)
+    return out
+
+
+class _BothModels:
+    """Both models' own answers on rows of the comparison's view (one call per model):
+    a row is valid when both give the target."""
+
+    def __init__(self, sides: Sequence[_Side], target: Any):
+        self.sides, self.target = sides, target
+
+    def valid(self, C: np.ndarray) -> np.ndarray:
+        C = np.atleast_2d(np.asarray(C, dtype=np.float64))
+        ok = np.ones(len(C), dtype=bool)
+        for s in self.sides:
+            ok &= at_target(s.joint, self.target, s.answer(C))
+        return ok
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What a repair on both models keeps of the query: the schema's kinds, ranges and groups."""
+
+    kinds: list[str]
+    groups: list[list[int]]
+    categorical: np.ndarray
+    discrete: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+
+    @classmethod
+    def of(cls, ens: TreeEnsemble, schema: Schema | None) -> "_Shape":
+        d = ens.n_features
+        kinds = [f.kind for f in schema.features] if schema is not None else ["numerical"] * d
+        groups = [[int(j) for j in cols] for cols in schema.groups().values()] if schema is not None else []
+        grouped = {j for g in groups for j in g}
+        groups += [[j] for j in range(d) if j not in grouped]
+        categorical = np.array([c is not None for c in ens.categories], dtype=bool)
+        discrete = categorical | np.array([k in ("binary", "categorical", "one-hot") for k in kinds], dtype=bool)
+        arr = schema.arrays() if schema is not None else {"lower": np.full(d, -np.inf), "upper": np.full(d, np.inf)}
+        return cls(kinds, groups, categorical, discrete, np.asarray(arr["lower"], dtype=float),
+                   np.asarray(arr["upper"], dtype=float))
+
+    def along(self, x: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """Points on the segment from ``x`` through ``c`` and past it (:data:`_ALONG`): the
+        categories at ``c``'s, within the ranges, whole numbers rounded away from ``x``. A
+        feature ``c`` keeps (fixed) stays, one ``c`` moves up (down) moves further up (down)."""
+        t = np.asarray(_ALONG)[:, None]
+        P = x + t * (c - x)
+        P[:, self.discrete] = c[self.discrete]
+        P = np.clip(P, self.lower, self.upper)
+        whole = np.array([k in INTEGRAL_KINDS for k in self.kinds], dtype=bool) & ~self.discrete
+        P[:, whole] = np.where(P[:, whole] >= x[whole], np.ceil(P[:, whole]), np.floor(P[:, whole]))
+        return P
+
+
+def _repair(oracle: _BothModels, x: np.ndarray, candidates: list[np.ndarray], cost: Callable[[np.ndarray], np.ndarray],
+            shape: _Shape) -> np.ndarray | None:
+    """A point both models accept, from candidates one or both refused: on each segment from
+    the row through a candidate, the first point both accept (one call per model for all),
+    each made minimal and brought back towards the row on both models
+    (:func:`core.surrogate.repair.polish_on_model`); the cheapest, or None."""
+    if not candidates:
+        return None
+    segments = [shape.along(x, c) for c in candidates]
+    ok = oracle.valid(np.concatenate(segments))
+    starts, at = [], 0
+    for P in segments:
+        hit = np.flatnonzero(ok[at:at + len(P)])
+        at += len(P)
+        if hit.size:
+            starts.append(P[int(hit[0])])
+    if not starts:
+        return None
+    polished = [polish_on_model(oracle, x, z, cost, kinds=shape.kinds, groups=shape.groups,  # type: ignore[arg-type]
+                                categorical=shape.categorical) for z in starts]
+    return polished[int(np.argmin(cost(np.array(polished))))]
+
+
+def _both_checked(side_a: _Side, side_b: _Side, X: np.ndarray, res_a: list[Any], target: Any,
+                  kwargs: dict[str, Any], run: _Compute) -> list[tuple[np.ndarray | None, float, str]]:
+    """The cheapest recourse valid under both when one model is not read exactly: solved on the
+    two trees that stand for them (a surrogate, or the model), then checked on both models
+    themselves; a point one of them refuses is repaired on both (:func:`_repair`, from it and
+    from A's own recourse). Rows are repaired together as their solves arrive, their calls to
+    the models going together (:class:`core.optimal.batch.RowThreads`)."""
+    kw = {**kwargs, "n_workers": 1 if (run.n_jobs != 1 or run.scheduler) else 2}
+    schema = kwargs.get("schema")
+    shape = _Shape.of(side_a.joint, schema)
+    cm = make_cost_model(side_a.joint, kwargs.get("norm", "l1"), None, schema)
+    rows = RowThreads(len(X), run.stage("valid under both"), run.should_stop)
+    sides = [replace(s, extra={**s.extra, "model": rows.hub.wrap(s.extra.get("model"))}) for s in (side_a, side_b)]
+    oracle = _BothModels(sides, target)
+
+    def one(k: int, joint: Any) -> tuple[np.ndarray | None, float, str]:
+        x = X[k]
+        cands = [z for z in (joint.x if joint.found else None, res_a[k].x if res_a[k].found else None)
+                 if z is not None]
+        z = _repair(oracle, x, cands, lambda C: cm.cost(x, np.atleast_2d(C)), shape)
+        return (None, np.nan, "not_found") if z is None else (z, float(cm.cost(x, z[None, :])[0]), "feasible")
+
+    def solved(start: int, results: list[Any]) -> None:
+        for i, r in enumerate(results):
+            if r is not None:
+                rows.add(start + i, partial(one, start + i, r))
+
+    try:
+        map_rows(partial(_solve, ensemble=side_a.joint, extra={"also_valid_for": [(side_b.joint, None)]}, kwargs=kw),
+                 [(x, target) for x in X], n_jobs=run.n_jobs, scheduler=run.scheduler, chunk_size=run.chunk,
+                 should_stop=rows.stop, on_chunk=solved)
+    except BaseException:
+        rows.close()
+        raise
+    out = rows.results()
+    run.check(out)
+    return out
 
 
 @validated(AuditError, max_rows=optional(integer(1)), time_limit=seconds, norm=norm_setting, n_jobs=n_jobs_setting,
@@ -340,8 +563,6 @@ def compare_models(ens_a: ModelLike, ens_b: ModelLike, X: Rows, *, schema: Schem
     """
     t0 = time.perf_counter()
     side_a, side_b = _side(ens_a, model_a, surrogate_a), _side(ens_b, model_b, surrogate_b)
-    if not (side_a.exact and side_b.exact):
-        n_jobs, scheduler = 1, None          # a model in its own worker answers here, not in a pool
     ens_a, ens_b = side_a.joint, side_b.joint
     check_same_features(ens_a, ens_b, "model B", "model A")
     names = list(ens_a.feature_names)
@@ -376,22 +597,18 @@ def compare_models(ens_a: ModelLike, ens_b: ModelLike, X: Rows, *, schema: Schem
     table = pd.DataFrame(columns=["row", "found_a", "cost_a", "invalidated", "found_both", "cost_both",
                                  "extra_cost"])
     points_a = points_both = np.empty((0, len(names)))
+    holds: dict[str, Guarantee] = {}
     timings = {"decisions": time.perf_counter() - t0}
     if invalidation and pool.size:
         held = set(fixed) | ({j for j, f in enumerate(schema.features) if f.actionability == "fixed"}
                              if schema is not None else set())      # a list replaces the schema's fixed
-        kwargs = dict(schema=schema, norm=norm, fixed=[names[j] for j in sorted(held)], time_limit=float(time_limit),
-                      n_workers=1 if (n_jobs != 1 or scheduler) else 2)
-        fn = partial(_one_row, side_a=side_a, side_b=side_b, target=target_value, kwargs=kwargs)
+        kwargs = dict(schema=schema, norm=norm, fixed=[names[j] for j in sorted(held)], time_limit=float(time_limit))
         t1 = time.perf_counter()
-        recs = map_rows(fn, [(int(i), A[i]) for i in pool], n_jobs=n_jobs, scheduler=scheduler,
-                        progress=None if progress is None else (lambda d, t: progress("recourse", d, t)),
-                        should_stop=should_stop, chunk_size="auto" if (n_jobs != 1 or scheduler) else 1)
-        if (should_stop is not None and should_stop()) or any(r is None for r in recs):
-            raise AuditCancelled("The comparison was cancelled; nothing was kept.")
-        points_a = np.array([r.pop("_x_a") for r in recs], dtype=float)
-        points_both = np.array([r.pop("_x_both") for r in recs], dtype=float)
-        table = _with_changes(pd.DataFrame(recs), analyst_columns(ens_a, schema), A[pool], points_a, points_both)
+        run = _Compute(n_jobs, scheduler, progress, should_stop)
+        recs, points_a, points_both, holds = _study(side_a, side_b, A[pool], target_value, kwargs, run)
+        table = pd.DataFrame(recs)
+        table.insert(0, "row", pool.astype(int))
+        table = _with_changes(table, analyst_columns(ens_a, schema), A[pool], points_a, points_both)
         for a, lab in labels.items():
             table.insert(1, f"group:{a}", lab[table["row"].to_numpy()])
         timings["recourse"] = time.perf_counter() - t1
@@ -400,8 +617,9 @@ def compare_models(ens_a: ModelLike, ens_b: ModelLike, X: Rows, *, schema: Schem
     meta = {"created": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "target": str(target_value),
             "model_a": _facts(side_a), "model_b": _facts(side_b), "rows": int(len(A)),
             "data_sha256": "array:" + hashlib.sha256(np.ascontiguousarray(A).tobytes()).hexdigest(),
+            **{f"guarantee_{k}": g.to_dict() for k, g in holds.items()},
             "parameters": {"max_rows": max_rows, "rows_studied": int(pool.size if invalidation else 0),
-                           "time_limit": time_limit, "norm": norm if isinstance(norm, str) else dict(norm),
+                           "time_limit": whole(time_limit), "norm": norm if isinstance(norm, str) else dict(norm),
                            "protected": {a: [names[j] for j in c] for a, c in attrs.items()},
                            "held_fixed": [names[j] for j in fixed], "random_state": random_state,
                            "n_boot": n_boot, "n_perm": n_perm, "alpha": alpha, "n_jobs": n_jobs},
@@ -498,9 +716,12 @@ def comparison_summary(c: ModelComparison) -> tuple[str, list[str]]:
     flips = int(c.agreement.iloc[0]["flips"]) if len(c.agreement) else 0
     inv = c.invalidated
     n_found = int((c.rows["found_a"] == 1).sum()) if "found_a" in c.rows and len(c.rows) else 0
-    body = [f"What was compared: model A ({a.get('source', '?')}, {a.get('trees', '?')} trees) and model B "
-            f"({b.get('source', '?')}, {b.get('trees', '?')} trees) on the same {number_text(m.get('rows', 0))} "
-            f"cases. They decide {_pct(agree)} of them alike; {number_text(flips)} get a different decision."]
+    body = [f"What was compared: model A ({_model_words(a)}) and model B ({_model_words(b)}) on the same "
+            f"{number_text(m.get('rows', 0))} cases. They decide {_pct(agree)} of them alike; {number_text(flips)} "
+            "get a different decision."]
+    g_a = c.recourse_guarantee("a")
+    asked = ("the change model A's search found (through its surrogate, checked on model A; not proven the cheapest)"
+             if g_a.model_kind == "black_box" or g_a.via_surrogate else "the smallest change model A asks for")
     sig = c.tests[c.tests["significant"].astype(bool)] if len(c.tests) else c.tests
     worse = []
     for _, t in sig.iterrows():
@@ -512,8 +733,8 @@ def comparison_summary(c: ModelComparison) -> tuple[str, list[str]]:
                      f"{t['attribute']} = {o}: {_pct(gw.iloc[0])} against {_pct(go_.iloc[0])} of their cases "
                      f"(Holm-adjusted p = {approx_text(t['p_adjusted'], 2)}).")
     if np.isfinite(inv):
-        studied = (f"For {number_text(n_found)} cases model A turns down, the smallest change model A asks for was "
-                   f"tried on model B: {_pct(inv)} of these changes would not get {target} from model B.")
+        studied = (f"For {number_text(n_found)} cases model A turns down, {asked} was tried on model B: "
+                   f"{_pct(inv)} of these changes would not get {target} from model B.")
         lead = worse[0] if worse else (f"{_pct(inv)} of the changes model A asks for would not get {target} from "
                                        "model B.")
         body.append(studied)
@@ -525,10 +746,20 @@ def comparison_summary(c: ModelComparison) -> tuple[str, list[str]]:
         if len(extra):
             body.append(f"A change that works under both models costs on average {approx_text(extra.mean(), 3)} more "
                         "than the one model A asks for (cost: each change measured against its feature's range).")
+        body += [guarantee_line(replace(g_a, note=""), "each of model A's recourses"),   # the counts are per row
+                 guarantee_line(c.recourse_guarantee("both"), "each recourse valid under both")]
     else:
         lead = f"The models decide {_pct(agree)} of the cases alike."
         body.append("Whether model B honours the recourse model A gives was not studied.")
     return lead, body
+
+
+def _model_words(m: Mapping[str, Any]) -> str:
+    """One model of the comparison in a few words: its source and kind (a tree ensemble's trees)."""
+    kind = m.get("kind", "tree_ensemble")
+    what = {"linear": "a linear model", "black_box": "any other model, analysed through a surrogate"}.get(
+        str(kind), f"{m.get('trees', '?')} trees")
+    return f"{m.get('source', '?')}, {what}"
 
 
 def comparison_figures(c: ModelComparison) -> tuple[str, str]:
@@ -600,6 +831,7 @@ def comparison_html(c: ModelComparison) -> str:
 <p class="muted">Counterfactual Atlas · {esc(m.get('created', ''))} · favourable outcome {esc(_target_words(c))}</p>
 <section class="summary"><h2>In one minute</h2><p class="lead">{esc(lead)}</p>
 <ul>{''.join(f'<li>{esc(s)}</li>' for s in body)}</ul>{key}</section>
+<p class="muted">{esc(guarantee_line(c.guarantee, "the shares of this comparison"))}</p>
 <h2>Figures</h2><div class="figures">{other or '<p>–</p>'}</div>
 <h2>Agreement of decisions</h2>{_table(agreement)}
 <h2>Where the decisions differ</h2>{''.join(f'<p>{esc(r)}</p>' for r in c.rules) or '<p>–</p>'}
@@ -610,8 +842,9 @@ def comparison_html(c: ModelComparison) -> str:
 <p class="muted">Two-sided permutation tests, Holm-adjusted.</p>
 <h2>Per row</h2><div class="wide">{_table(c.rows)}</div>
 <h2>Provenance</h2>
-<p>Model A: <code>{esc(json.dumps(a))}</code><br>Model B: <code>{esc(json.dumps(b))}</code><br>
+<p>Model A: {esc(model_text(a))}<br>Model B: {esc(model_text(b))}<br>
 Data: <code>{esc(str(m.get('data_sha256', '')))}</code></p>
-<p>Parameters: <code>{esc(json.dumps(m.get('parameters', {}), default=str))}</code></p>
+<p class="muted">Model A: <code>{esc(json.dumps(a))}</code><br>Model B: <code>{esc(json.dumps(b))}</code></p>
+<h3>Parameters</h3>{_table(parameters_table(m.get('parameters', {})))}
 <script type="application/json" id="atlas-comparison">{payload}</script>
 </body></html>"""

@@ -16,7 +16,8 @@ re-opens a saved audit.
 from __future__ import annotations
 
 import html
-import json
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -27,9 +28,11 @@ from core.audit.metrics import METRICS, SHARES
 from core.audit.shape import AuditLike
 from core.errors import AuditError
 from core.figures import interval_chart_svg
+from core.model.guarantee import Guarantee, guarantee_line
 from core.shown import approx_text, number_text, outcome_text
 
-__all__ = ["audit_html", "extract_audit_json", "plain_summary", "REPORT_CSS"]
+__all__ = ["audit_html", "extract_audit_json", "plain_summary", "REPORT_CSS", "parameters_table", "parameter_text",
+           "whole", "model_text", "recourse_words"]
 
 #: the reports' styles, on screen and in print (the comparison report and the story share them)
 REPORT_CSS = """
@@ -54,6 +57,78 @@ code{font-size:7pt}.modebar-container{display:none}
 }
 """
 _CSS = REPORT_CSS
+
+
+def whole(v: Any) -> Any:
+    """A setting as a saved result keeps it: a whole float as an integer (10, not 10.0),
+    any other value exactly as it is (a budget of 0.0310303... stays that number: the
+    rows within it were counted with it)."""
+    if isinstance(v, (float, np.floating)) and np.isfinite(v) and float(v).is_integer():
+        return int(v)
+    return v
+
+
+def _value_text(v: Any) -> str:
+    """A parameter's value for a reader: numbers to 4 significant digits, integers as
+    integers, yes/no, lists and objects in words (never JSON)."""
+    if v is None:
+        return "–"
+    if isinstance(v, (bool, np.bool_)):
+        return "yes" if v else "no"
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        return approx_text(v)
+    if isinstance(v, Mapping):
+        return "; ".join(f"{k}: {_value_text(x)}" for k, x in v.items()) or "none"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(_value_text(x) for x in v) or "none"
+    return str(v)
+
+
+def parameter_text(name: str, v: Any) -> str:
+    """A parameter of an audit or a comparison as a reader reads it: a protected attribute
+    that is its own column by its name (``Sex``, not ``{"Sex": ["Sex"]}``), a one-hot group
+    with its columns, a regressor's target interval as an interval, numbers rounded."""
+    if name == "protected" and isinstance(v, Mapping):
+        return "; ".join(str(a) if [str(c) for c in cols] == [str(a)] else f"{a} ({', '.join(map(str, cols))})"
+                         for a, cols in v.items()) or "none"
+    if name == "target" and isinstance(v, (list, tuple)) and len(v) == 2:
+        return outcome_text((float(v[0]), float(v[1])))
+    return _value_text(v)
+
+
+def parameters_table(params: Mapping[str, Any]) -> pd.DataFrame:
+    """Every parameter, in words (the exact values are in the JSON the report embeds)."""
+    return pd.DataFrame([(k, parameter_text(k, v)) for k, v in params.items()], columns=["parameter", "value"])
+
+
+_KIND_WORDS = {"tree_ensemble": "tree ensemble, read exactly", "linear": "linear model, read exactly",
+               "black_box": "any other model, run in a sandbox; analysed through a surrogate, checked on the model"}
+
+
+def model_text(model: Mapping[str, Any]) -> str:
+    """A model of a report in words: what it is, its kind, and its trees (a tree ensemble's
+    own, or its surrogate's with their agreement): never "None trees" for an MLP."""
+    kind = str(model.get("kind") or "tree_ensemble")
+    parts = [str(model.get("source") or "model"), _KIND_WORDS.get(kind, kind)]
+    if kind == "tree_ensemble" and model.get("trees") is not None:
+        parts.append(f"{number_text(model['trees'])} trees")
+    sur = model.get("surrogate")
+    if isinstance(sur, Mapping) and sur.get("fidelity") is not None:
+        parts.append(f"surrogate of {number_text(sur.get('trees'))} trees agreeing with it on "
+                     f"{100 * float(sur['fidelity']):.1f}% of held-out rows")
+    if model.get("task"):
+        parts.append(str(model["task"]))
+    return " · ".join(parts)
+
+
+def recourse_words(g: Guarantee | None, target: str) -> str:
+    """What each audited case was given, as the recourses' guarantee allows it to be said:
+    "the smallest change" only for an answer proven (or, at a time limit, sought) on the
+    model itself; a surrogate's answer, checked on the model, is never called the smallest."""
+    if g is not None and (g.model_kind == "black_box" or g.via_surrogate):
+        return (f"a change to its data that gets it {target}, found through a surrogate of the model and checked "
+                "on the model itself (not proven the cheapest)")
+    return f"the smallest change to its data that would get it {target}"
 
 
 def _ci(v: float, lo: float, hi: float, pct: bool | np.bool_ = False) -> str:
@@ -192,9 +267,10 @@ def plain_summary(audit: AuditLike) -> tuple[str, list[str]]:
     attrs = list(params.get("protected", {})) or sorted({str(a) for a in audit.groups.get("attribute", [])})
     n, tests = len(audit.rows), audit.tests
     alpha = params.get("alpha", 0.05)
-    checked = (f"What was checked: {number_text(n)} cases the model did not give {target} to. For each, the "
-               f"smallest change to its data that would get it {target}, with {', '.join(attrs)} held fixed. A model "
-               "that treats its groups alike asks comparable changes of each of them.")
+    g = audit.recourse_guarantee
+    checked = (f"What was checked: {number_text(n)} cases the model did not give {target} to. For each, "
+               f"{recourse_words(g, target)}, with {', '.join(attrs)} held fixed. A model that treats its groups "
+               "alike asks comparable changes of each of them.")
     feasible = float(audit.rows["feasible"].mean()) if n else float("nan")
     reach = f"{_pct(feasible)} of these cases can get {target} by changing what may change."
     sig = tests[tests["significant"].astype(bool)].copy() if len(tests) else tests
@@ -218,6 +294,8 @@ def plain_summary(audit: AuditLike) -> tuple[str, list[str]]:
     limit = time_limit_text(audit.rows)
     if limit:
         body.append(limit)
+    # the kind, in one sentence: the count of rows per kind (the note) is in the per-row table
+    body.append(guarantee_line(None if g is None else replace(g, note=""), "each case's change"))
     return lead, body
 
 
@@ -287,12 +365,11 @@ def audit_html(audit: AuditLike) -> str:
     prov = pd.DataFrame([
         ("data", f"{data.get('name') or '(array)'} · {data.get('rows')} rows"),
         ("data SHA-256", data.get("sha256", "")),
-        ("model", f"{model.get('source')} · {model.get('trees')} trees · {model.get('task')}"),
+        ("model", model_text(model)),
         ("model SHA-256", model.get("sha256") or "(not given)"),
         ("created", meta.get("created", "")),
     ], columns=["", "value"])
-    params = pd.DataFrame([(k, json.dumps(v, default=str)) for k, v in meta.get("parameters", {}).items()],
-                          columns=["parameter", "value"])
+    params = parameters_table(meta.get("parameters", {}))
     versions = pd.DataFrame(list(meta.get("versions", {}).items()), columns=["package", "version"])
     schema = pd.DataFrame(meta.get("schema", {}).get("features", [])).fillna("")
     rules = audit.rules.copy()
@@ -311,6 +388,10 @@ def audit_html(audit: AuditLike) -> str:
     sub_sig = (audit.subgroups["significant"].to_numpy(dtype=bool)
                if len(sub_t) and audit.subgroups is not None else None)    # a table: the scan ran
     timings = ", ".join(f"{k} {v:.1f} s" for k, v in meta.get("timings", {}).items())
+    g = audit.recourse_guarantee
+    costs = ("the costs of the recourses found through the model's surrogate and checked on the model (not proven "
+             "optimal for it)" if g is not None and (g.model_kind == "black_box" or g.via_surrogate)
+             else "the optimal recourse costs (OCEAN)")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Recourse audit · {html.escape(str(data.get('name') or ''))}</title>
 <style>{_CSS}</style></head><body>
@@ -320,10 +401,11 @@ unfavourable decision audited · favourable outcome: {html.escape(_target_text(m
 {html.escape(', '.join(attrs))} (held fixed in every recourse)</p>
 <section class="summary"><h2>In one minute</h2><p class="lead">{html.escape(lead)}</p>
 <ul>{brief}</ul>{key_figures(audit)}</section>
-<h2>Findings of the statistical tests</h2><ul>{summary}</ul>{f'<p class="muted">Notes:</p><ul>{notes}</ul>' if notes else ''}
+<h2>Findings of the statistical tests</h2><ul>{summary}</ul>
+<p class="muted">{html.escape(guarantee_line(audit.guarantee, "each group's figures"))}</p>{f'<p class="muted">Notes:</p><ul>{notes}</ul>' if notes else ''}
 <h2>Per group</h2>{table_html(group_table(audit))}
-<p class="muted">Shares and means with 95% percentile-bootstrap intervals. Costs are the optimal recourse costs
-(OCEAN) of the rows that have one; the reference group of each attribute is its largest group.</p>
+<p class="muted">Shares and means with 95% percentile-bootstrap intervals. Costs are {html.escape(costs)} of the
+rows that have one; the reference group of each attribute is its largest group.</p>
 <h2>Gaps to the reference group</h2>{table_html(tests_table(audit), sig)}
 <p class="muted">Two-sided permutation tests of the group labels; Holm-adjusted over all {len(audit.tests)} tests.</p>
 <h2>Figures</h2><div class="figures">{''.join(figs)}</div>

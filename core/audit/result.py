@@ -21,7 +21,7 @@ from core.audit.report import audit_html, extract_audit_json, group_table, tests
 from core.errors import AuditError
 from core.intake.csvsafe import to_csv
 from core.model import Guarantee
-from core.model.guarantee import MODEL_KINDS
+from core.model.guarantee import MODEL_KINDS, with_guarantee
 from core.model.result import FORMAT, MetaResult
 
 __all__ = ["Audit"]
@@ -76,6 +76,30 @@ class Audit(MetaResult):
         return Guarantee("estimated", kind if kind in MODEL_KINDS else "tree_ensemble", note=(
             "Each group's figures are estimates on the audited rows, with bootstrap intervals and "
             "permutation tests; each row's recourse carries its own status."))
+
+    @property
+    def recourse_guarantee(self) -> Guarantee:
+        """What every recourse the audit found holds (the weakest of those rows'): as the
+        audit recorded it, or, for an audit saved before it did, as its model kind and the
+        rows' statuses say (a surrogate's answer is checked, never proven optimal)."""
+        meta = getattr(self, "meta", None) or {}
+        saved = meta.get("recourse_guarantee")
+        if isinstance(saved, Mapping):
+            try:
+                return Guarantee.from_dict(dict(saved))
+            except (TypeError, ValueError):
+                pass
+        model = meta.get("model") or {}
+        kind = model.get("kind") if model.get("kind") in MODEL_KINDS else "tree_ensemble"
+        rows = getattr(self, "rows", None)
+        found = rows[rows["feasible"] == 1] if rows is not None and {"status", "feasible"} <= set(rows) else None
+        statuses = set(found["status"].astype(str)) if found is not None else set()
+        if kind == "black_box":
+            fid = (model.get("surrogate") or {}).get("fidelity")
+            return Guarantee("valid_on_model", "black_box", surrogate_fidelity=fid)
+        order = [("time_limit_found", "time_limited"), ("feasible", "valid_on_model"), ("optimal", "proven_optimal")]
+        worst = next((g for st, g in order if st in statuses), "not_found")
+        return Guarantee(worst, kind)  # type: ignore[arg-type]
 
     def _compared(self) -> tuple[str, ...]:
         return ("rows", "groups", "tests", "rules", "summary", "meta", "fairness", "disparities", "subgroups")
@@ -208,7 +232,8 @@ class Audit(MetaResult):
         return cls.from_dict(d)
 
     def rows_csv(self) -> str:
-        return to_csv(self.rows)
+        """The per-row table, with what each row's recourse guarantees in its last two columns."""
+        return to_csv(with_guarantee(self.rows, self.recourse_guarantee))
 
     def to_html(self) -> str:
         return audit_html(self)

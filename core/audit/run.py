@@ -20,17 +20,18 @@ import numpy as np
 import pandas as pd
 
 from core.audit.groupfair import group_fairness
+from core.audit.report import whole
 from core.audit.result import Audit
 from core.audit.stats import _statistics, group_labels, protected_attributes, summarise
 from core.audit.subgroups import scan_subgroups
 from core.counterfactual import at_target, check_schema, make_target
 from core.errors import AuditCancelled, AuditError, QueryError
 from core.intake.columns import analyst_columns, recourse_frame
-from core.model import LinearModel, TreeEnsemble, as_model
+from core.model import Guarantee, LinearModel, TreeEnsemble, as_model
 from core.model.features import as_table, closest_names, feature_index, names_text
 from core.model.missing import missing_as_states
 from core.model.native import model_input
-from core.optimal.batch import batch_counterfactuals
+from core.optimal.batch import batch_counterfactuals, weakest_guarantee
 from core.rules import CounterfactualRules
 from core.schema import Schema, with_missing_states
 from core.settings import (
@@ -141,6 +142,7 @@ class _Run:
     timings: dict[str, float]
     answer: Callable[[np.ndarray], np.ndarray]
     surrogate: Surrogate | None = None
+    recourse_guarantee: Guarantee | None = None      # what every row's recourse holds (the batch's)
 
     def stop(self) -> bool:
         return self.should_stop is not None and bool(self.should_stop())
@@ -342,6 +344,7 @@ def _recourse_stage(run: _Run) -> tuple[pd.DataFrame, np.ndarray]:
     done = [r for r in results if r is not None]
     if run.stop() or len(done) < len(results):
         raise AuditCancelled("The audit was cancelled; nothing was kept.")
+    run.recourse_guarantee = weakest_guarantee([r for r in done if r.found] or done)   # what the recourses hold
     recs = []
     for i, res in zip(rows, done):
         found = res.found
@@ -416,21 +419,33 @@ def _local_rules_stage(run: _Run, table: pd.DataFrame) -> None:
         cr.fit(run.A, run.pred, feature_names=run.names)
         table["local_correctness"] = np.nan
         table["local_rule"] = ""
+        sampled: list[tuple[int, np.ndarray]] = []      # (pick, its rule's samples): the model asked once for all
         for n_done, p in enumerate(picks):
             run.check_stop()
             x = run.A[int(table["row"].to_numpy()[p])]
             try:
                 rule = cr.local_rule(x, run.target_value, fixed=run.immutable)
-                samples = cr.sample_counterfactuals(x, rule, n=5)
-                table.at[p, "local_correctness"] = float(np.mean(at_target(run.ens, run.target_value,
-                                                                           run.answer(samples))))
+                sampled.append((int(p), cr.sample_counterfactuals(x, rule, n=5)))
                 table.at[p, "local_rule"] = rule.to_text(run.names, run.groups) + (
                     f" (below pi_C: CRP {rule.crp:.2f})" if rule.below_pi_c else "")
             except ValueError:
                 table.at[p, "local_correctness"] = 0.0     # no rule: no correct counterfactual from a rule
                 table.at[p, "local_rule"] = "(no rule)"
             run.report("local rules", n_done + 1, len(picks))
+        _local_correctness(run, table, sampled)
     run.timings["local_rules"] = time.perf_counter() - t0
+
+
+def _local_correctness(run: _Run, table: pd.DataFrame, sampled: list[tuple[int, np.ndarray]]) -> None:
+    """The share of each rule's samples the model gives the target: one call to the model
+    for every rule's samples (a model in its worker answers many rows at the cost of one)."""
+    if not sampled:
+        return
+    ok = at_target(run.ens, run.target_value, run.answer(np.concatenate([smp for _, smp in sampled])))
+    at = 0
+    for p, smp in sampled:
+        table.at[p, "local_correctness"] = float(np.mean(ok[at:at + len(smp)]))
+        at += len(smp)
 
 
 def _statistics_stage(run: _Run, table: pd.DataFrame, y: Any):
@@ -470,20 +485,22 @@ def _meta(run: _Run, table: pd.DataFrame, prov: Provenance, sub: pd.DataFrame | 
         "data": {"name": prov.data_name, "sha256": prov.data_sha256 or _array_sha(run.A), "rows": int(len(run.A)),
                  "columns": names},
         "model": {"sha256": prov.model_sha256, "source": _source(run), "kind": _kind(run),
-                  "trees": getattr(run.ens, "n_trees", None), "task": run.ens.task,
-                  **({} if run.surrogate is None else {"surrogate": run.surrogate.to_dict()})},
+                  "trees": getattr(run.ens, "n_trees", None) if _kind(run) == "tree_ensemble" else None,
+                  "task": run.ens.task, **({} if run.surrogate is None else {"surrogate": run.surrogate.to_dict()})},
+        "recourse_guarantee": None if run.recourse_guarantee is None else run.recourse_guarantee.to_dict(),
         "class_names": dict(prov.class_names),
         "parameters": {"target": ([float(v) for v in run.target_value] if isinstance(run.target_value, tuple)
                                else outcome_text(run.target_value)),
                        "protected": {a: [names[j] for j in c] for a, c in run.attrs.items()},
                        "rows_audited": int(len(table)), "max_rows": s.max_rows,
-                       "norm": s.norm if isinstance(s.norm, str) else dict(s.norm), "time_limit": s.time_limit,
+                       "norm": s.norm if isinstance(s.norm, str) else dict(s.norm),
+                       "time_limit": whole(s.time_limit),
                        "n_boot": s.n_boot, "n_perm": s.n_perm, "alpha": s.alpha, "tcrex": s.tcrex,
                        "tcrex_rho": s.tcrex_rho, "tcrex_tau": s.tcrex_tau,
                        "local_rules_per_group": s.local_rules_per_group, "random_state": s.random_state,
                        "n_jobs": s.n_jobs, "scheduler": str(s.scheduler) if s.scheduler else None,
                        "held_fixed": [names[j] for j in run.fixed], "scan": s.scan, "min_subgroup": s.min_subgroup,
-                       "budget": None if sub is None else sub.attrs.get("budget", s.budget)},
+                       "budget": None if sub is None else whole(sub.attrs.get("budget", s.budget))},
         "schema": run.schema.to_dict(),
         "versions": package_versions(),
         "timings": {k: round(run.timings[k], 3) for k in ("recourse", "tcrex", "local_rules", "statistics", "total")},

@@ -10,6 +10,8 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from core.model.guarantee import Guarantee
+
 __all__ = ["AuditLike"]
 
 
@@ -34,4 +36,8 @@ class AuditLike(Protocol):
     def disparities(self) -> pd.DataFrame | None: ...
     @property
     def subgroups(self) -> pd.DataFrame | None: ...
+    @property
+    def guarantee(self) -> Guarantee: ...
+    @property
+    def recourse_guarantee(self) -> Guarantee | None: ...
     def to_json(self) -> str: ...

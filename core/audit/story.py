@@ -38,7 +38,7 @@ from core.audit.stats import group_labels
 from core.counterfactual import CounterfactualResult
 from core.errors import NoCounterfactualRuleError
 from core.figures import interval_chart_svg
-from core.model.guarantee import GUARANTEE_KINDS, Guarantee
+from core.model.guarantee import GUARANTEE_KINDS, Guarantee, guarantee_line
 from core.model.native import model_input
 from core.model.result import Reader, Result, frame_from_dict, frame_to_dict, settings, to_json_value
 from core.optimal import optimal_counterfactual
@@ -616,13 +616,21 @@ def case_story(ws: Workspace, row: int, target: TargetSpec, *, time_limit: float
             facts["rule"] = rule
     groups, heads, figure = _groups(case, audit)
     sections.append(groups)
-    summary = [decision[1][0], _first_sentence(change[1][0]), *heads]
+    summary = [decision[1][0], _model_sentence(ws), _first_sentence(change[1][0]),
+               guarantee_line(res.guarantee, "this change"), *heads]
     title = (f"Case {row}: {case.ws.outcome_text(pred)} → {case.ws.outcome_text(target)}" if case.ens.is_classifier
              else f"Case {row}")
     params = {"row": row, "target": target, "time_limit": time_limit, "fixed": case.fixed,
               "model_kind": ws.model_kind, "rules": rules is not None, "audit": audit is not None}
     return CaseStory(row=row, title=title, sections=tuple(sections), table=table, facts=facts,
                      summary=tuple(summary), figure=figure, params=params, elapsed=time.perf_counter() - t0)
+
+
+def _model_sentence(ws: Workspace) -> str:
+    """Which model the story is about, and how it is read (exactly, or through a surrogate)."""
+    source = (ws.linear.source if ws.model_kind == "linear" and ws.linear is not None else
+              getattr(ws.model, "source", None) if ws.model_kind == "black_box" else ws.ensemble.source)
+    return f"The model: {source or 'the model loaded'}, {ws.kind_text}."
 
 
 def _first_sentence(text: str) -> str:

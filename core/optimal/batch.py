@@ -37,7 +37,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator, Sequence
 
@@ -54,13 +54,15 @@ from core.model.result import Reader, Result, settings
 from core.optimal import optimal_counterfactual
 from core.schema import with_missing_states
 from core.settings import N_JOBS, SINGLE_THREAD_ENV, n_jobs_setting, scheduler_setting, solver_threads, validated
+from core.surrogate import Surrogate
 from core.surrogate.repair import checked_counterfactual
 from core.typing import ModelLike, Rows, TargetSpec
 
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["map_rows", "batch_counterfactuals", "BatchResult", "weakest_guarantee", "connect", "ClusterError", "POOL_OWNER", "release_pools"]
+__all__ = ["map_rows", "batch_counterfactuals", "BatchResult", "weakest_guarantee", "connect", "ClusterError", "POOL_OWNER",
+           "release_pools", "Coalescer", "RowThreads"]
 
 #: whose runs may reuse each other's warm workers (the app sets its session's id per script run)
 POOL_OWNER: contextvars.ContextVar[Any] = contextvars.ContextVar("atlas_pool_owner", default=None)
@@ -222,15 +224,17 @@ def _shared_function(fn: Callable[[Any], Any]):
 
 
 def _collect(pairs: Iterable[tuple[int, list[Any]]], out: list[Any], progress, should_stop,
-             abort: Callable[[], None]) -> None:
-    """Store each chunk's results at its start index as they arrive, report
-    progress, poll should_stop; when left early (stop, or an exception such as
-    the app interrupting the run), abort the pending tasks at once."""
+             abort: Callable[[], None], on_chunk: Callable[[int, list[Any]], None] | None = None) -> None:
+    """Store each chunk's results at its start index as they arrive, hand them to
+    ``on_chunk``, report progress, poll should_stop; when left early (stop, or an
+    exception such as the app interrupting the run), abort the pending tasks at once."""
     total, done = len(out), 0
     try:
         for start, res in pairs:
             out[start:start + len(res)] = res
             done += len(res)
+            if on_chunk is not None:
+                on_chunk(start, list(res))
             if progress is not None:
                 progress(done, total)
             if should_stop is not None and should_stop():
@@ -250,11 +254,12 @@ def _callable_or_none(v: Any) -> str | None:
 
 
 @validated(QueryError, n_jobs=n_jobs_setting, scheduler=scheduler_setting, chunk_size=_chunk_setting,
-           progress=_callable_or_none, should_stop=_callable_or_none)
+           progress=_callable_or_none, should_stop=_callable_or_none, on_chunk=_callable_or_none)
 def map_rows(fn: Callable[[Any], Any], items: Sequence[Any], *, n_jobs: int = 1,
              progress: Callable[[int, int], None] | None = None,
              should_stop: Callable[[], bool] | None = None, chunk_size: int | str = 1,
-             scheduler: str | Client | None = None) -> list[Any]:
+             scheduler: str | Client | None = None,
+             on_chunk: Callable[[int, list[Any]], None] | None = None) -> list[Any]:
     """``[fn(item) for item in items]``, in parallel processes when ``n_jobs != 1``.
 
     progress(done, total) is called after each item (after each chunk in
@@ -263,6 +268,9 @@ def map_rows(fn: Callable[[Any], Any], items: Sequence[Any], *, n_jobs: int = 1,
     ``chunk_size`` items go to a process at a time: ``fn`` is sent once per
     chunk and whatever it caches on its arguments is reused within the chunk;
     ``"auto"``: about 8 chunks per worker, at most 16 items each.
+    ``on_chunk(start, results)`` is called in the calling thread with each chunk's
+    results (items ``start``, ``start + 1``, ...) in input order as they arrive, so
+    a caller can start the next stage of those rows while the others are computed.
     """
     items = list(items)
     total = len(items)
@@ -271,21 +279,23 @@ def map_rows(fn: Callable[[Any], Any], items: Sequence[Any], *, n_jobs: int = 1,
         workers = (os.cpu_count() or 1) if n_jobs < 0 else max(1, n_jobs)
         chunk_size = int(np.clip(total // (8 * workers), 1, 16))
     if scheduler:
-        return _map_dask(fn, items, scheduler, progress, should_stop, max(1, int(chunk_size)))
+        return _map_dask(fn, items, scheduler, progress, should_stop, max(1, int(chunk_size)), on_chunk)
     if n_jobs == 1 or total <= 1:
         for i, item in enumerate(items):
             if should_stop is not None and should_stop():
                 break
             out[i] = fn(item)
+            if on_chunk is not None:
+                on_chunk(i, [out[i]])
             if progress is not None:
                 progress(i + 1, total)
         return out
-    return _map_local(fn, items, n_jobs, progress, should_stop, max(1, int(chunk_size)))
+    return _map_local(fn, items, n_jobs, progress, should_stop, max(1, int(chunk_size)), on_chunk)
 
 
 def _map_local(fn: Callable[[Any], Any], items: list[Any], n_jobs: int,
                progress: Callable[[int, int], None] | None, should_stop: Callable[[], bool] | None,
-               size: int) -> list[Any]:
+               size: int, on_chunk: Callable[[int, list[Any]], None] | None = None) -> list[Any]:
     """The chunks on a process pool that this run alone holds.
 
     joblib's ``Parallel`` runs on one executor shared by the whole process:
@@ -310,7 +320,7 @@ def _map_local(fn: Callable[[Any], Any], items: list[Any], n_jobs: int,
                 futures = [pool.submit(task, first, c) for c in chunks]
                 # Results are taken in input order (as joblib's ordered generator gave them).
                 _collect(((i * size, f.result()) for i, f in enumerate(futures)), out, progress, should_stop,
-                         lambda: None)
+                         lambda: None, on_chunk)
                 finished = not (should_stop is not None and should_stop()) and all(f.done() for f in futures)
             finally:
                 if not finished:
@@ -356,7 +366,7 @@ def connect(scheduler: str | Client, timeout: float = 10.0):
 
 def _map_dask(fn: Callable[[Any], Any], items: list[Any], scheduler: Any,
               progress: Callable[[int, int], None] | None, should_stop: Callable[[], bool] | None,
-              chunk_size: int) -> list[Any]:
+              chunk_size: int, on_chunk: Callable[[int, list[Any]], None] | None = None) -> list[Any]:
     from dask.distributed import as_completed
 
     client, owned = connect(scheduler)
@@ -368,7 +378,7 @@ def _map_dask(fn: Callable[[Any], Any], items: list[Any], scheduler: Any,
         futures = client.map(_apply_chunk, [fn_remote] * len(chunks), chunks, pure=False)
         start = {f.key: i * chunk_size for i, f in enumerate(futures)}
         _collect(((start[fut.key], res) for fut, res in as_completed(futures, with_results=True)), out, progress,
-                 should_stop, lambda: client.cancel(futures))
+                 should_stop, lambda: client.cancel(futures), on_chunk)
     finally:
         if owned:
             client.close()
@@ -545,13 +555,274 @@ class _Seeded:
         return first if first is not None else optimal_counterfactual(*args, **kwargs)
 
 
+#: rows checked at once on a model in its worker (threads of the calling process)
+CHECK_THREADS = 64
+#: rows whose checks start together (their calls to the model go together)
+WAVE = 64
+#: seconds an ask waits for the other rows' asks before it goes alone
+LINGER = 0.2
+
+
+class _Ask:
+    """Rows one thread asks of one model (``method``), and the answer once it came."""
+
+    __slots__ = ("model", "method", "X", "t", "out", "error", "done")
+
+    def __init__(self, model: Any, method: str, X: Any):
+        self.model, self.method, self.X, self.t = model, method, X, time.monotonic()
+        self.out: Any = None
+        self.error: BaseException | None = None
+        self.done = False
+
+
+def _stack(parts: list[Any]) -> Any:
+    if hasattr(parts[0], "iloc"):                   # a model that takes a frame (named columns)
+        import pandas as pd
+
+        return pd.concat(parts, ignore_index=True)
+    return np.concatenate([np.atleast_2d(np.asarray(p)) for p in parts])
+
+
+def _part(out: Any, lo: int, hi: int) -> Any:
+    if isinstance(out, dict):                       # BlackBoxModel.answer: label, proba
+        return {k: v[lo:hi] for k, v in out.items()}
+    return out[lo:hi]
+
+
+class Coalescer:
+    """Calls to models in their workers from many threads, sent together.
+
+    A model that is not read exactly answers from its worker process, and each call
+    costs a round trip and the model's own overhead (a scikit-learn pipeline reads a
+    frame, whatever its number of rows): checking and repairing one row's counterfactual
+    makes 5 to 10 small calls, so 120 rows cost about 800 calls, most of the model's
+    time. Threads that run rows at once (each inside :meth:`running`) ask through
+    :meth:`wrap`'s proxies; the asks wait until every running thread is waiting for an
+    answer (or the first has waited :data:`LINGER` seconds), then go as one call per
+    model and method: a batch of rows costs about as many calls as one row makes. The
+    answers are the model's own, row for row; only their grouping into calls changes.
+    """
+
+    def __init__(self, linger: float | None = None):
+        self._cond = threading.Condition()
+        self._running = 0
+        self._queue: list[_Ask] = []
+        self._flying = False
+        self.linger = LINGER if linger is None else linger
+        self.calls = 0                  # calls made to the models
+        self.asks = 0                   # calls the threads made
+
+    def wrap(self, model: Any) -> Any:
+        """``model`` whose ``predict``, ``predict_proba`` and ``answer`` go through this coalescer."""
+        return None if model is None else _Coalesced(self, model)
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """A thread working on a row: the others' asks wait for its own (or the linger)."""
+        with self._cond:
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._running -= 1
+                batch = self._take(force=False)
+            if batch:
+                self._send(batch)
+
+    def ask(self, model: Any, method: str, X: Any) -> Any:
+        a = _Ask(model, method, X)
+        with self._cond:
+            self.asks += 1
+            self._queue.append(a)
+            batch = None
+            while not a.done and batch is None:
+                old = bool(self._queue) and time.monotonic() - self._queue[0].t >= self.linger
+                batch = self._take(force=old)
+                if batch is None:
+                    self._cond.wait(self.linger)
+        if batch:
+            self._send(batch)
+        with self._cond:
+            while not a.done:
+                self._cond.wait()
+        if a.error is not None:
+            raise a.error
+        return a.out
+
+    def _take(self, force: bool) -> list[_Ask] | None:
+        """The queued asks, to send now (the lock held): when no call is under way and
+        every running thread waits (or ``force``)."""
+        if self._flying or not self._queue or (len(self._queue) < self._running and not force):
+            return None
+        batch, self._queue = self._queue, []
+        self._flying = True
+        return batch
+
+    def _send(self, batch: list[_Ask]) -> None:
+        try:
+            groups: dict[tuple[int, str], list[_Ask]] = {}
+            for a in batch:
+                groups.setdefault((id(a.model), a.method), []).append(a)
+            for asks in groups.values():
+                try:
+                    out = getattr(asks[0].model, asks[0].method)(_stack([a.X for a in asks]))
+                    self.calls += 1
+                    lo = 0
+                    for a in asks:
+                        n = len(a.X)
+                        a.out, lo = _part(out, lo, lo + n), lo + n
+                except BaseException as exc:  # noqa: BLE001 - the model's error, raised in each asking thread
+                    for a in asks:
+                        a.error = exc
+        finally:
+            with self._cond:
+                self._flying = False
+                for a in batch:
+                    a.done = True
+                self._cond.notify_all()
+
+
+class _Coalesced:
+    """A model asked through a :class:`Coalescer` (everything else is the model's own)."""
+
+    def __init__(self, hub: Coalescer, model: Any):
+        self._hub, self._model = hub, model
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._model, name)
+
+    def _rows(self, X: Any) -> Any:
+        return X if hasattr(X, "iloc") else np.atleast_2d(np.asarray(X, dtype=np.float64))
+
+    def predict(self, X: Any) -> Any:
+        return self._hub.ask(self._model, "predict", self._rows(X))
+
+    def predict_proba(self, X: Any) -> Any:
+        return self._hub.ask(self._model, "predict_proba", self._rows(X))
+
+    def answer(self, X: Any) -> Any:
+        return self._hub.ask(self._model, "answer", self._rows(X))
+
+
+class RunAlone(Exception):
+    """Raised by a row's work in :class:`RowThreads` to start it again in the lane of rows
+    that run alone, as ``fn()``."""
+
+    def __init__(self, fn: Callable[[], Any]):
+        super().__init__("this row runs alone")
+        self.fn = fn
+
+
+class RowThreads:
+    """Rows worked on by threads of this process, each row's calls to the models in
+    their workers sent with the other rows' (:class:`Coalescer`); rows are added as
+    they become ready (:meth:`add`), and :meth:`results` waits for them in order,
+    counting each row once in ``progress`` in the calling thread.
+
+    A row whose work raises :class:`RunAlone` starts again in a lane of its own, one
+    such row at a time, asking the models directly: work that is long in this process
+    (refitting a surrogate, solving again) would otherwise hold the other rows' calls
+    back, and share the interpreter with them against its own time limit."""
+
+    def __init__(self, n: int, progress: Callable[[int, int], None] | None = None,
+                 should_stop: Callable[[], bool] | None = None, threads: int | None = None):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.n, self.progress, self.should_stop = n, progress, should_stop
+        self.hub = Coalescer()
+        self._pool = ThreadPoolExecutor(max_workers=max(1, threads or CHECK_THREADS), thread_name_prefix="atlas-rows")
+        self._alone = ThreadPoolExecutor(max_workers=1, thread_name_prefix="atlas-row-alone")
+        self._futures: dict[int, Any] = {}
+        self._stopped = threading.Event()
+        self._told = 0
+        self.alone = 0                     # rows that ran alone
+
+    def add(self, i: int, fn: Callable[[], Any]) -> None:
+        """Work on row ``i``: ``fn()`` in a thread, inside :meth:`Coalescer.running`."""
+        def run() -> Any:
+            if self._stopped.is_set():
+                return None
+            try:
+                with self.hub.running():
+                    return fn()
+            except RunAlone as again:
+                alone = again.fn
+            self.alone += 1
+            return self._alone.submit(lambda: None if self._stopped.is_set() else alone()).result()
+
+        self._futures[i] = self._pool.submit(run)
+        self.tell()
+
+    def stop(self) -> bool:
+        if self.should_stop is not None and self.should_stop():
+            self._stopped.set()
+        return self._stopped.is_set()
+
+    def tell(self) -> None:
+        """Report the rows done so far (each row once)."""
+        done = sum(f.done() for f in self._futures.values())
+        if self.progress is not None and done > self._told:
+            self._told = done
+            self.progress(done, self.n)
+
+    def results(self) -> list[Any]:
+        """Every row's result in order (None: a row not added, or not run after a stop)."""
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        try:
+            pending = set(self._futures.values())
+            while pending and not self.stop():
+                _, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+                self.tell()
+        finally:
+            self.close()
+        return [None if (f := self._futures.get(i)) is None or f.cancelled() else f.result() for i in range(self.n)]
+
+    def close(self) -> None:
+        """No new row starts; the rows under way end (each within its own time limit)."""
+        if any(not f.done() for f in self._futures.values()):
+            self._stopped.set()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._alone.shutdown(wait=True, cancel_futures=True)
+
+
+@dataclass(frozen=True, eq=False)
+class _RefitAlone(Surrogate):
+    """The surrogate of a row checked among others: a refit (a row the model refuses
+    twice) sends the row to run alone (:class:`RunAlone`), from its start, with the
+    surrogate itself: the answer is the one the row gets on its own."""
+
+    again: Callable[[], Any] | None = field(default=None, repr=False)
+
+    def refit(self, *args: Any, **kwargs: Any) -> Surrogate:
+        assert self.again is not None
+        raise RunAlone(self.again)
+
+
+def _check_row(model: Any, x: np.ndarray, target: Any, first: Any, surrogate: Surrogate, kw: dict[str, Any],
+               among: Any = None) -> Any:
+    """A row's answer checked (and repaired) on the model: among other rows (``among``: the
+    model asked through their :class:`Coalescer`) until it needs a refit, else alone."""
+    alone = partial(checked_counterfactual, model, x, target, surrogate=surrogate, solve=_Seeded(first), **kw)
+    if among is None:
+        return alone()
+    shared = _RefitAlone(**{f.name: getattr(surrogate, f.name) for f in fields(Surrogate)}, again=alone)
+    return checked_counterfactual(among, x, target, surrogate=shared, solve=_Seeded(first), **kw)
+
+
 def _through_surrogate(X: Any, targets: Any, n_jobs: int, progress: Callable[[int, int], None] | None,
                        should_stop: Callable[[], bool] | None, scheduler: Any, chunk_size: int | str,
                        kwargs: dict[str, Any]) -> tuple[list[Any], int]:
     """Any other model (``model`` with its ``surrogate``): each row's query solved on the
     surrogate in the pool (the model cannot leave its worker), then checked and repaired on
-    the model here, row by row (:func:`core.surrogate.repair.checked_counterfactual` with
-    the pool's answer as its first solve). ``progress`` counts both passes."""
+    the model here (:func:`core.surrogate.repair.checked_counterfactual` with the pool's
+    answer as its first solve). Rows are checked in waves of :data:`WAVE` as their solves
+    arrive, in threads whose calls to the model go together (:class:`RowThreads`); a row
+    that needs its surrogate refitted runs alone. ``progress`` counts the rows whose
+    answer is final, each once."""
     model, surrogate = kwargs.pop("model", None), kwargs.pop("surrogate")
     if model is None:
         raise QueryError("A surrogate is given without the model it stands for: pass model= as well.")
@@ -562,19 +833,30 @@ def _through_surrogate(X: Any, targets: Any, n_jobs: int, progress: Callable[[in
     solve_kw = {k: v for k, v in kwargs.items() if k not in ("on_progress",)}
     solve_kw.setdefault("n_workers", 1 if (n_jobs != 1 or scheduler) else 2)
     n = len(X)
-    first = map_rows(partial(_one_cf, ensemble=ens, kwargs=solve_kw), list(zip(X, targets)), n_jobs=n_jobs,
-                     progress=None if progress is None else (lambda d, t: progress(d, 2 * t)),
-                     should_stop=should_stop, chunk_size=chunk_size, scheduler=scheduler)
-    out = []
     keep = ("schema", "norm", "weights", "fixed", "increase_only", "decrease_only", "time_limit", "X_ref", "n_workers")
-    for i, (x, t) in enumerate(zip(X, targets)):
-        if should_stop is not None and should_stop():
-            break
-        out.append(checked_counterfactual(model, x, t, surrogate=surrogate, solve=_Seeded(first[i]),
-                                          **{k: v for k, v in solve_kw.items() if k in keep}))
-        if progress is not None:
-            progress(n + i + 1, 2 * n)
-    return out, n
+    check_kw = {k: v for k, v in solve_kw.items() if k in keep}
+    rows = RowThreads(n, progress, should_stop, threads=WAVE)
+    among = rows.hub.wrap(model)
+    ready: list[tuple[int, Any]] = []
+
+    def check(wave: int) -> None:
+        while ready and len(ready) >= wave:
+            for i, first in ready[:wave]:
+                rows.add(i, partial(_check_row, model, X[i], targets[i], first, surrogate, check_kw, among))
+            del ready[:wave]
+
+    def solved(start: int, results: list[Any]) -> None:
+        ready.extend((start + k, first) for k, first in enumerate(results) if first is not None)
+        check(WAVE)
+
+    try:
+        map_rows(partial(_one_cf, ensemble=ens, kwargs=solve_kw), list(zip(X, targets)), n_jobs=n_jobs,
+                 should_stop=rows.stop, chunk_size=chunk_size, scheduler=scheduler, on_chunk=solved)
+        check(len(ready))
+    except BaseException:
+        rows.close()
+        raise
+    return rows.results(), n
 
 
 def _targets(targets: Any, n: int) -> list[Any]:

@@ -134,6 +134,11 @@ def _actions(at, page: str, ws, other: bytes) -> list[str]:
         at.number_input(key="cm_jobs").set_value(1).run()
         at.button(key="cm_go").click().run()
         assert any(b.label == "Study 10 rows" for b in at.button), [b.label for b in at.button]
+        c = at.session_state["cm_result"]["c"]                # 'valid under both': an extra cost, no error
+        assert "error" not in set(c.rows["status_a"]) | set(c.rows["status_both"]), c.rows
+        metrics = {m.label: m.value for m in at.metric}
+        assert metrics["Valid under both"] == f"{int((c.rows['found_both'] == 1).sum()):,}", metrics
+        assert metrics["Mean extra cost"] != "–", metrics
     assert not at.exception, (page, at.exception)
     return [e.value for e in [*at.caption, *at.success, *at.info, *at.warning, *at.markdown]]
 
@@ -163,5 +168,8 @@ def test_every_page_runs_on_the_model_and_says_what_it_guarantees(files, model_f
             table = at.session_state["fa_result"]["audit"].rows
             found = table[table["feasible"] == 1]
             assert len(found)
+            assert any(s.startswith("What each row") and says in s for s in shown), shown
+        if page in ("case_story.py", "compare_models.py"):
+            assert any(s.startswith("What ") and " guarantees: " in s for s in shown), (page, shown)
         if page in ("fcca.py", "decision_regions.py") and kind == "black_box":
             assert any("surrogate" in s for s in shown), (page, shown)

@@ -186,3 +186,38 @@ def test_a_model_whose_labels_never_cross_its_varying_probabilities_is_named_so(
                          lambda Z, categories: {"label": np.zeros(len(Z), dtype=np.int64), "proba": np.tile([0.9, 0.1], (len(Z), 1))})
     with pytest.raises(AtlasError, match="same answer on every row"):
         distill(flat, X)
+
+
+def test_a_batch_checks_its_rows_together_each_as_alone_and_counts_each_row_once(setting):
+    """Rows of a batch are checked on the model in waves whose calls go together: far fewer
+    calls than row by row, the same answer for every row (a row that needs its surrogate
+    refitted runs alone), valid on the original model, and progress counts each row once."""
+    from core.optimal.batch import batch_counterfactuals
+
+    df, pipe, model, ws = setting
+    codes = np.column_stack([df[c].to_numpy(float) if model.categories[j] is None else
+                             [model.categories[j].index(v) for v in df[c]] for j, c in enumerate(model.feature_names)])
+    poor = distill(model, codes[:200], n_estimators=3, num_leaves=4, n_pairs=50, random_state=1)
+    poor = poor.with_view(ws.surrogate.view)                  # refused often: some rows are refitted
+    X = ws.X.to_numpy(float)
+    rows = list(range(1100, 1108))
+    targets = [1 - p for p in ws.predictions[rows]]
+    kw = dict(model=model, surrogate=poor, schema=ws.schema, X_ref=X[:1000], time_limit=20)
+    alone = [optimal_counterfactual(ws.ensemble, X[i], t, n_workers=1, **kw) for i, t in zip(rows, targets)]
+    seen: list[tuple[int, int]] = []
+    before = _worker_calls(model)
+    batch = batch_counterfactuals(ws.ensemble, X[rows], targets, n_jobs=1, progress=lambda d, n: seen.append((d, n)),
+                                  **kw)
+    calls = _worker_calls(model) - before
+    assert sum(r.params["refits"] for r in alone) >= 1
+    for r, a, t in zip(batch, alone, targets):
+        assert r.found and _on_original(pipe, ws, r.x)[0] == t                    # valid on the model itself
+        assert r.cost == a.cost and np.array_equal(r.x, a.x) and r.params["refits"] == a.params["refits"]
+    assert calls < sum(r.params["model_calls"] for r in alone) / 2
+    assert {n for _, n in seen} == {len(rows)} and seen[-1][0] == len(rows)      # each row once
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+def _worker_calls(model) -> int:
+    """Calls the model's worker has answered (its answers are the worker's bound method)."""
+    return model.answers.__self__.calls

@@ -154,3 +154,4 @@ def test_a_comparison_without_a_schema_says_what_to_give(planted):
     X, a, b, _ = planted
     with pytest.raises(AuditError, match="give schema=core.infer_schema"):
         compare_models(a, b, X, schema=None, target=1, max_rows=20)
+

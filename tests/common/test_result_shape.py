@@ -353,7 +353,9 @@ BEFORE_REGIONAL = [((0, 1, 2), 0.418, 0.90374339, 0.189666667),
                    ((1, 2), 0.538343564, 0.900275587, 0.130666667)]
 BEFORE_STORY = {"title": "Case 0: 0 → 1",
                 "summary": ("The model decides **0** for this case, with a score of 95% for that outcome.",
-                            "Changing income from 32.7 to 47.26 gives the outcome asked for."),
+                            "The model: lightgbm.LGBMClassifier, tree ensemble, read exactly.",
+                            "Changing income from 32.7 to 47.26 gives the outcome asked for.",
+                            "What this change guarantees: Proven optimal on the tree ensemble."),
                 "change": "Changing income from 32.7 to 47.26 gives the outcome asked for. This is proven to be the "
                           "smallest such change (cost 0.0979, with each feature measured against its range; fixed: "
                           "sex). The original model was asked again and agrees."}
