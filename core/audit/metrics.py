@@ -25,6 +25,7 @@ class Metric(NamedTuple):
 
 METRICS: dict[str, Metric] = {
     "feasible": Metric("share with a recourse", "feasible", "mean", "decided", True),
+    "precluded": Metric("share precluded (no action helps, proven)", "precluded", "mean", "decided", False),
     "cost": Metric("mean recourse cost", "cost", "mean", "found", False),
     "cost_median": Metric("median recourse cost", "cost", "median", "found", False),
     "changes": Metric("features to change", "n_changed", "mean", "found", False),
@@ -32,4 +33,4 @@ METRICS: dict[str, Metric] = {
     "tcrex_changes": Metric("features a T-CREx rule asks to change", "tcrex_changes", "mean", "tcrex", False),
     "local_correctness": Metric("local-rule correctness", "local_correctness", "mean", "local", True),
 }
-SHARES = ("feasible", "tcrex_actionable", "local_correctness")   # metrics that are shares of rows
+SHARES = ("feasible", "precluded", "tcrex_actionable", "local_correctness")   # metrics that are shares of rows

@@ -71,6 +71,26 @@ class Audit(MetaResult):
     what: ClassVar[str] = "audit"
 
     @property
+    def precluded(self) -> pd.DataFrame:
+        """Per attribute and group, the audited rows and those *precluded*: proven to have no
+        action (under the constraints in force, the schema's) that gives the target, and
+        their share of the rows whose recourse was decided; columns ``attribute``, ``group``,
+        ``rows``, ``precluded``, ``share``. The gap in that share between groups is tested
+        with the audit's other gaps (metric ``precluded`` in :attr:`tests`)."""
+        out = []
+        decided = self.rows["status"].isin(["optimal", "feasible", "time_limit_found", "infeasible"])
+        flag = (self.rows["precluded"] if "precluded" in self.rows else self.rows["status"] == "infeasible")
+        for a in [c[len("group:"):] for c in self.rows.columns if str(c).startswith("group:")]:
+            labels = self.rows[f"group:{a}"].astype(str)
+            for g in labels.drop_duplicates():
+                here = labels == g
+                n_dec = int((here & decided).sum())
+                n = int((here & decided & flag.astype(bool)).sum())
+                out.append({"attribute": a, "group": g, "rows": int(here.sum()), "precluded": n,
+                            "share": n / n_dec if n_dec else float("nan")})
+        return pd.DataFrame(out, columns=["attribute", "group", "rows", "precluded", "share"])
+
+    @property
     def guarantee(self) -> Guarantee:  # type: ignore[override]
         kind = (self.meta.get("model") or {}).get("kind")
         return Guarantee("estimated", kind if kind in MODEL_KINDS else "tree_ensemble", note=(

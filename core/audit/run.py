@@ -353,6 +353,8 @@ def _recourse_stage(run: _Run) -> tuple[pd.DataFrame, np.ndarray]:
             status = "time_limit_found" if found else "time_limit"
         recs.append({"row": int(i), **{f"group:{a}": run.labels[a][i] for a in run.attrs},
                      "prediction": str(run.pred[i]), "status": status, "feasible": int(found),
+                     # precluded: proven that no action (under the constraints in force) gives the target
+                     "precluded": int(res.guarantee is not None and res.guarantee.kind == "infeasible"),
                      "cost": float(res.cost) if found else np.nan,
                      # how far the cost may be above the optimum: 0 when proven, > 0 at the time limit
                      "gap": (0.0 if res.status == "optimal" else float(res.gap)) if found else np.nan,

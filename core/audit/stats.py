@@ -107,7 +107,8 @@ def _statistics(rows: pd.DataFrame, attributes: list[str], n_boot: int, n_perm: 
                 seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     rng = np.random.default_rng(seed)
     group_recs, test_recs = [], []
-    metrics = [k for k in METRICS if METRICS[k].column in rows and rows[METRICS[k].column].notna().any()]
+    metrics = [k for k in METRICS if METRICS[k].column in rows and rows[METRICS[k].column].notna().any()
+               and (k != "precluded" or bool(rows["precluded"].any()))]   # none precluded: no gap to test
     for attr in attributes:
         labels = rows[f"group:{attr}"].astype(str)
         sizes = labels.value_counts()
