@@ -11,6 +11,7 @@ from core.constraints import examples, problems
 from core.intake import io
 from core.intake.csvsafe import to_csv
 from core.intake.demo import DEMOS
+from core.intake.parsing.onnx_graph import keep_outputs, output_names
 from core.intake.workspace import PositionalMatchRequired, build_workspace
 from core.schema import ACTIONABILITY, KINDS, Schema, suggest_protected
 from dashboard import state
@@ -48,11 +49,40 @@ def _proposal_text(ws) -> str | None:
             f"{'its' if len(still) == 1 else 'their'} actionability) in the feature settings if that is wrong.")
 
 
-def _load_upload(table, target, data_file, raw, model_file, trust, drop_missing, *, confirm: bool) -> None:
+AUTO_OUTPUT = "(the label and probabilities the graph names)"
+
+
+def _onnx_output(model_file) -> str | None:
+    """For an ONNX graph with several outputs, the one the analyst picks to analyse (None:
+    let the reader take its label and probabilities, refusing when they are not clear)."""
+    if model_file is None or not model_file.name.lower().endswith(".onnx"):
+        return None
+    with user_errors("The ONNX file's outputs could not be read"):
+        outs = output_names(model_file.getvalue(), model_file.name)
+        if len(outs) > 1:
+            names = [n for n, _ in outs]
+            kinds = dict(outs)
+            pick = st.selectbox("Output to analyse (this graph has several)", [AUTO_OUTPUT] + names,
+                                key="dm_onnx_output", format_func=lambda n: n if n == AUTO_OUTPUT
+                                else f"{n} ({kinds[n]})",
+                                help="A label output, or scores (probabilities, or a regressor's value). "
+                                     "Leave the first choice when the graph names its label and probabilities.")
+            return None if pick == AUTO_OUTPUT else pick
+    return None
+
+
+def _model_bytes(model_file, output: str | None) -> bytes:
+    """The model file as loaded: an ONNX graph with only the chosen output kept."""
+    data = model_file.getvalue()
+    return data if output is None else keep_outputs(data, output, model_file.name)
+
+
+def _load_upload(table, target, data_file, raw, model_file, trust, drop_missing, *, confirm: bool,
+                 output: str | None = None) -> None:
     """Build the workspace from the uploaded files; a model without feature names
     waits for the user to confirm the positional mapping."""
-    mraw = model_file.getvalue()
     with user_errors("The model could not be loaded"):
+        mraw = _model_bytes(model_file, output)
         model = session_model(mraw, model_file.name, trust)
         try:
             ws = build_workspace(table, target, model, name=f"{data_file.name} · {model_file.name}",
@@ -131,12 +161,16 @@ def _upload_model(table, target, data_file, raw, drop_missing) -> None:
                                               key="dm_trust")
     if trust:
         st.warning(io.PICKLE_WARNING)
+    output = _onnx_output(model_file)
     if st.button("Load data and model", key="dm_load", disabled=model_file is None):
         state.put(K.PENDING_MAPPING, None)
-        _load_upload(table, target, data_file, raw, model_file, trust, drop_missing, confirm=False)
+        _load_upload(table, target, data_file, raw, model_file, trust, drop_missing, confirm=False, output=output)
     pending = state.get(K.PENDING_MAPPING)
-    if pending and model_file is not None and pending["key"] == (io.sha256(raw), io.sha256(
-            model_file.getvalue()), target):
+    try:
+        chosen = _model_bytes(model_file, output) if model_file is not None else b""
+    except ValueError:          # an output that cannot be the prediction: loading says why
+        chosen = b""
+    if pending and model_file is not None and pending["key"] == (io.sha256(raw), io.sha256(chosen), target):
         st.warning(plain(pending["message"]))
         st.dataframe(pd.DataFrame(pending["mapping"], columns=["model feature", "data column"]),
                      hide_index=True, height=min(400, 36 + 35 * len(pending["mapping"])),
@@ -144,7 +178,7 @@ def _upload_model(table, target, data_file, raw, drop_missing) -> None:
         c1, c2 = st.columns(2)
         if c1.button("The mapping is right: load", key="dm_confirm_positions", type="primary"):
             state.put(K.PENDING_MAPPING, None)
-            _load_upload(table, target, data_file, raw, model_file, trust, drop_missing, confirm=True)
+            _load_upload(table, target, data_file, raw, model_file, trust, drop_missing, confirm=True, output=output)
         if c2.button("Cancel", key="dm_cancel_positions"):
             state.put(K.PENDING_MAPPING, None)
             st.rerun()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from onnx_builders import affine_graph
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
@@ -399,28 +400,17 @@ def test_inspect_reads_a_tree_ensemble_without_running_it(monkeypatch):
 
 
 # ------------------------------------------------------------- which output is the prediction
-def _affine_graph(outputs, W, b):
-    """A regressor as a converter may leave it: X @ W ("mm"), plus a bias ("y"), through a sigmoid
-    ("p"); ``outputs`` the tensors the graph gives out."""
-    nodes = [helper.make_node("MatMul", ["X", "W"], ["mm"]), helper.make_node("Add", ["mm", "b"], ["y"]),
-             helper.make_node("Sigmoid", ["y"], ["p"])]
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 3])],
-                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, [None, 1]) for n in outputs],
-                          initializer=[nh.from_array(W, "W"), nh.from_array(b, "b")])
-    return helper.make_model(g, ir_version=10, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
-
-
 def test_several_candidate_outputs_are_never_guessed_and_the_named_one_is_run():
     rng = np.random.default_rng(0)
     W, b = rng.normal(size=(3, 1)).astype(np.float32), np.array([0.5], dtype=np.float32)
     X = rng.normal(size=(40, 3))
     value = (X.astype(np.float32) @ W + b).ravel()
     for outs in (["mm", "y"], ["mm", "y", "p"]):
-        data = _affine_graph(outs, W, b)
+        data = affine_graph(outs, W, b)
         with pytest.raises(UnsupportedModelError, match="none is guessed") as err:
             load_model(data, "affine.onnx")
         assert all(repr(n) in str(err.value) for n in outs) and "output=" in str(err.value)
-    data = _affine_graph(["mm", "y", "p"], W, b)
+    data = affine_graph(["mm", "y", "p"], W, b)
     model = load_model(data, "affine.onnx", output="y")
     assert model.info.scores == "y" and model.info.label is None
     np.testing.assert_allclose(model.predict(X), value, rtol=1e-6)

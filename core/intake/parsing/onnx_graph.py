@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from onnx import NodeProto
 
 __all__ = ["OnnxGraphInfo", "OnnxLimits", "LIMITS", "read_onnx", "inspect_onnx", "keep_outputs", "TREE_OPS",
-           "WRAPPER_OPS", "ELEM_TYPES", "attributes", "numpy_dtype", "tree_op_nodes"]
+           "WRAPPER_OPS", "ELEM_TYPES", "attributes", "numpy_dtype", "tree_op_nodes", "output_names"]
 
 #: the tree-ensemble operators of ai.onnx.ml
 TREE_OPS = ("TreeEnsembleClassifier", "TreeEnsembleRegressor", "TreeEnsemble")
@@ -472,12 +472,26 @@ def keep_outputs(data: bytes | bytearray, output: str, filename: str = "model.on
     protobuf's fields are walked, the graph itself is not read here: the file is checked
     where it is read); raises :class:`UnsupportedModelError` when ``output`` cannot be the
     prediction, :class:`ModelError` when the bytes are not a protobuf."""
+    buf = bytes(data)
+    graphs, outs = _graph_outputs(buf, filename)
+    view = SimpleNamespace(graph=SimpleNamespace(output=outs))
+    keep = set(_classify_outputs(view, filename, output)) - {None}
+    parts, at = [], 0
+    for _, start, body, end in graphs:
+        inner = buf[body:end]
+        kept = b"".join(inner[s:e] for num, s, b, e in _fields(inner)
+                        if num != _OUTPUT or _output_name(inner[b:e]) in keep)
+        parts += [buf[at:start], _encode_varint(_GRAPH << 3 | 2), _encode_varint(len(kept)), kept]
+        at = end
+    return b"".join(parts + [buf[at:]])
+
+
+def _graph_outputs(buf: bytes, filename: str) -> tuple[list[tuple[int, int, int, int]], list[Any]]:
+    """The graph fields of an ONNX file and its outputs' descriptions, the rest unread."""
     from onnx import ValueInfoProto
 
-    buf = bytes(data)
     try:
-        top = _fields(buf)
-        graphs = [f for f in top if f[0] == _GRAPH]
+        graphs = [f for f in _fields(buf) if f[0] == _GRAPH]
         outs = []
         for _, _, body, end in graphs:
             for num, _, o_body, o_end in _fields(buf[body:end]):
@@ -489,16 +503,13 @@ def keep_outputs(data: bytes | bytearray, output: str, filename: str = "model.on
         raise _damaged(filename, f"the protobuf does not parse ({str(exc)[:120]})") from None
     if not graphs:
         raise _damaged(filename, "it holds no graph")
-    view = SimpleNamespace(graph=SimpleNamespace(output=outs))
-    keep = set(_classify_outputs(view, filename, output)) - {None}
-    parts, at = [], 0
-    for _, start, body, end in graphs:
-        inner = buf[body:end]
-        kept = b"".join(inner[s:e] for num, s, b, e in _fields(inner)
-                        if num != _OUTPUT or _output_name(inner[b:e]) in keep)
-        parts += [buf[at:start], _encode_varint(_GRAPH << 3 | 2), _encode_varint(len(kept)), kept]
-        at = end
-    return b"".join(parts + [buf[at:]])
+    return graphs, outs
+
+
+def output_names(data: bytes | bytearray, filename: str = "model.onnx") -> list[tuple[str, str]]:
+    """``(name, kind)`` of each output of an ONNX file, read from the outputs' descriptions
+    alone (the graph is not read: the page asks which one to analyse before loading)."""
+    return [(vi.name, _output_kind(vi, filename)) for vi in _graph_outputs(bytes(data), filename)[1]]
 
 
 def _output_name(payload: bytes) -> str:
