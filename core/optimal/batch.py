@@ -816,6 +816,11 @@ def _through_surrogate(X: Any, targets: Any, n_jobs: int, progress: Callable[[in
     n = len(X)
     keep = ("schema", "norm", "weights", "fixed", "increase_only", "decrease_only", "time_limit", "X_ref", "n_workers")
     check_kw = {k: v for k, v in solve_kw.items() if k in keep}
+    # The surrogate's exact solve starts from its own greedy start: the reference rows' warm start
+    # took a third of each solve (Adult, an MLP's surrogate of 100 trees: 49 ms a row with it, 33
+    # without), and gave the same proven optimum and the same final answer on 150 of 150 rows. The
+    # rows still serve the check: a search on the model starts from those the model accepts.
+    first_kw = {**solve_kw, "X_ref": None}
     rows = RowThreads(n, progress, should_stop, threads=WAVE)
     among = rows.hub.wrap(model)
     ready: list[tuple[int, Any]] = []
@@ -831,7 +836,7 @@ def _through_surrogate(X: Any, targets: Any, n_jobs: int, progress: Callable[[in
         check(WAVE)
 
     try:
-        map_rows(partial(_one_cf, ensemble=ens, kwargs=solve_kw), list(zip(X, targets)), n_jobs=n_jobs,
+        map_rows(partial(_one_cf, ensemble=ens, kwargs=first_kw), list(zip(X, targets)), n_jobs=n_jobs,
                  should_stop=rows.stop, chunk_size=chunk_size, scheduler=scheduler, on_chunk=solved)
         check(len(ready))
     except BaseException:
