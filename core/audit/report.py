@@ -363,7 +363,7 @@ def audit_html(audit: AuditLike) -> str:
             first = False
     data, model = meta.get("data", {}), meta.get("model", {})
     prov = pd.DataFrame([
-        ("data", f"{data.get('name') or '(array)'} · {data.get('rows')} rows"),
+        ("data", f"{data.get('name') or '(array)'} · {_value_text(data.get('rows'))} rows"),
         ("data SHA-256", data.get("sha256", "")),
         ("model", model_text(model)),
         ("model SHA-256", model.get("sha256") or "(not given)"),
