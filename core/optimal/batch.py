@@ -594,7 +594,7 @@ class Coalescer:
         self.calls = 0                  # calls made to the models
         self.asks = 0                   # calls the threads made
 
-    def wrap(self, model: Any) -> Any:
+    def wrap(self, model: ModelLike) -> ModelLike:
         """``model`` whose ``predict``, ``predict_proba`` and ``answer`` go through this coalescer."""
         return None if model is None else _Coalesced(self, model)
 
@@ -612,7 +612,8 @@ class Coalescer:
             if batch:
                 self._send(batch)
 
-    def ask(self, model: Any, method: str, X: Any) -> Any:
+    def ask(self, model: ModelLike, method: str, X: Rows) -> Any:
+        """``model.method(X)`` answered with the other running threads' asks (see the class docstring)."""
         a = _Ask(model, method, X)
         with self._cond:
             self.asks += 1
