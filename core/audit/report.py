@@ -59,7 +59,7 @@ code{font-size:7pt}.modebar-container{display:none}
 _CSS = REPORT_CSS
 
 
-def whole(v: Any) -> Any:
+def whole(v: object) -> object:
     """A setting as a saved result keeps it: a whole float as an integer (10, not 10.0),
     any other value exactly as it is (a budget of 0.0310303... stays that number: the
     rows within it were counted with it)."""
@@ -84,7 +84,7 @@ def _value_text(v: Any) -> str:
     return str(v)
 
 
-def parameter_text(name: str, v: Any) -> str:
+def parameter_text(name: str, v: object) -> str:
     """A parameter of an audit or a comparison as a reader reads it: a protected attribute
     that is its own column by its name (``Sex``, not ``{"Sex": ["Sex"]}``), a one-hot group
     with its columns, a regressor's target interval as an interval, numbers rounded."""
@@ -363,7 +363,7 @@ def audit_html(audit: AuditLike) -> str:
             first = False
     data, model = meta.get("data", {}), meta.get("model", {})
     prov = pd.DataFrame([
-        ("data", f"{data.get('name') or '(array)'} · {data.get('rows')} rows"),
+        ("data", f"{data.get('name') or '(array)'} · {_value_text(data.get('rows'))} rows"),
         ("data SHA-256", data.get("sha256", "")),
         ("model", model_text(model)),
         ("model SHA-256", model.get("sha256") or "(not given)"),
