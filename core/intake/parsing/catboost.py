@@ -91,7 +91,7 @@ def _first_line(exc: BaseException) -> str:
         and ": " in text else text[:200]
 
 
-def catboost_document(native: Any, filename: str) -> CatBoostJSON:
+def catboost_document(native: ModelLike, filename: str) -> CatBoostJSON:
     """CatBoost's own model ``native`` (read from a ``.cbm`` file) with its JSON export,
     checked (:func:`~core.intake.parsing.catboostcheck.check_catboost_json`): what the
     parser reads. A model CatBoost cannot write as JSON (a border beyond float32 read

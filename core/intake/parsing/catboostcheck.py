@@ -60,7 +60,7 @@ def _whole(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def check_catboost_json(doc: Any, filename: str = "model.json") -> None:
+def check_catboost_json(doc: object, filename: str = "model.json") -> None:
     """Check a CatBoost JSON export (decoded) before CatBoost or the parser reads it."""
     if not isinstance(doc, dict):
         raise _damaged(filename, "the CatBoost model is not a JSON object")
