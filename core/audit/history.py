@@ -284,14 +284,9 @@ def _git_commit(root: Path) -> str:
 def model_fingerprint(ens: TreeEnsemble) -> str:
     """A model's fingerprint where no file gave one (a built-in demo, a model trained in the
     session): ``arrays:`` and the SHA-256 of the arrays and meta it is kept as, cut to the
-    column's 64 characters (as a table's ``array:`` fingerprint is)."""
-    arrays, meta = ens.to_arrays()
-    h = hashlib.sha256(json.dumps(meta, sort_keys=True, default=str).encode())
-    for name in sorted(arrays):
-        a = np.ascontiguousarray(arrays[name])
-        h.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
-        h.update(a.tobytes())
-    return ("arrays:" + h.hexdigest())[:64]
+    column's 64 characters (as a table's ``array:`` fingerprint is); the hash is the model's
+    own :meth:`~core.model.TreeEnsemble.content_hash`."""
+    return ("arrays:" + ens.content_hash())[:64]
 
 
 def _recorded_settings(audit: Audit) -> dict[str, Any]:
