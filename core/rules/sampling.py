@@ -12,7 +12,7 @@ import numpy as np
 
 from core.counterfactual import output_mask
 from core.errors import NoCounterfactualRuleError
-from core.rules.reach import rule_reach
+from core.rules.reach import Reach, rule_reach
 from core.rules.results import Bounded, rule_metrics
 from core.rules.search import local_rule
 from core.rules.state import FittedRules
@@ -78,7 +78,7 @@ def sample_counterfactuals(state: FittedRules, x: Row, rule: Bounded, n: int = 5
     seen: dict[bytes, tuple[float, np.ndarray]] = {}
 
     def remember(C: np.ndarray, s: np.ndarray) -> None:
-        keep = np.ones(len(C), dtype=bool) if reach is None else reach.holds(np.repeat(x[None], len(C), axis=0), C)
+        keep = _keeping(reach, x, C)
         for row, v in zip(C[keep], s[keep]):
             seen.setdefault(row.tobytes(), (float(v), row))
 
@@ -103,12 +103,22 @@ def sample_counterfactuals(state: FittedRules, x: Row, rule: Bounded, n: int = 5
             cur, cur_s = C[k], float(s[k])
     ranked = sorted(seen.values(), key=lambda p: -p[0])[:n]
     if not ranked and reach is not None:          # no sample keeps the constraints: the least move that does
-        ok, Z = reach.moves(x[None], lower, upper)
-        if not ok[0]:
-            raise NoCounterfactualRuleError("This row cannot reach the rule under the constraints between features "
-                                            f"({'; '.join(reach.texts)}) with the other features kept.")
-        return Z
+        return _least_move(reach, x, lower, upper)
     return np.array([r for _, r in ranked])
+
+
+def _keeping(reach: Reach | None, x: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """Which candidates keep the constraints (all of them without any)."""
+    return np.ones(len(C), dtype=bool) if reach is None else reach.holds(np.repeat(x[None], len(C), axis=0), C)
+
+
+def _least_move(reach: Reach, x: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """The row's least move into the rule that keeps the constraints, as the one sample."""
+    ok, Z = reach.moves(x[None], lower, upper)
+    if not ok[0]:
+        raise NoCounterfactualRuleError("This row cannot reach the rule under the constraints between features "
+                                        f"({'; '.join(reach.texts)}) with the other features kept.")
+    return Z
 
 
 def inlier(state: FittedRules, X: np.ndarray) -> np.ndarray:

@@ -619,12 +619,8 @@ def regional_rules(state: FittedRules, regions: Sequence[Any], target: TargetSpe
             if got:
                 break
         if got is None:
-            note = (f"No rule reaches probability {lv.pi_c} (best {best:.2f}); lower pi_c or allow more features to "
-                    "change." if not reach.dropped else
-                    f"No rule found for this region can be reached by its rows under the constraints between features "
-                    f"({len(reach.dropped)} dropped as unreachable); loosen the constraints or allow more features to "
-                    "change.")
-            out.append(base(cdp=found[0][1], divergent=divergent, note=note, unreachable=tuple(reach.dropped)))
+            out.append(base(cdp=found[0][1], divergent=divergent, note=reach.none(lv.pi_c, best),
+                            unreachable=tuple(reach.dropped)))
             continue
         S, cdp, kept = got
         out.append(base(features=S, lower=kept[0][0].lower, upper=kept[0][0].upper, cdp=cdp, crp=kept[0][0].crp,
@@ -653,6 +649,14 @@ class _Movers:
         counts = [int(reach.reachable(self.X, b.lower, b.upper).sum()) for b in full]
         self.dropped += [b for b, c in zip(full, counts) if not c]
         return [(b, c) for b, c in zip(full, counts) if c]
+
+    def none(self, pi_c: float, best: float) -> str:
+        """Why the region got no rule."""
+        if not self.dropped:
+            return f"No rule reaches probability {pi_c} (best {best:.2f}); lower pi_c or allow more features to change."
+        return (f"No rule found for this region can be reached by its rows under the constraints between features "
+                f"({len(self.dropped)} dropped as unreachable); loosen the constraints or allow more features to "
+                "change.")
 
 
 def propose_regions(state: FittedRules, target: TargetSpec, max_depth: int = 3, min_share: float = 0.02
