@@ -121,7 +121,7 @@ class TCRExResult(Result):
     elapsed: float
     guarantee: Guarantee = None  # type: ignore[assignment]   # None: estimated on the fitting rows
     schema: Schema | None = None     # under constraints between features: the schema they are read against
-    edge_ones: np.ndarray | None = None   # and each column's count of ones in the fitting rows (a group's edge)
+    edges: EdgeSettings | None = None     # how a row moves to a rule's edge (kinds, spans, ones in the data)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", settings(self.params))
@@ -153,8 +153,10 @@ class TCRExResult(Result):
         return {"feature_names": list(self.feature_names), "groups": groups, "target": to_json_value(self.target),
                 "rules": rules, "metarules": metas, "metarule_tree": tree.done(),
                 "grid": [to_json_value(g) for g in self.grid], "n_cells": int(self.n_cells),
-                **({} if self.schema is None else {"schema": self.schema.to_dict(),
-                                                    "edge_ones": to_json_value(self.edge_ones)})}
+                **({} if self.schema is None else {"schema": self.schema.to_dict()}),
+                **({} if self.edges is None else {"edges": {
+                    "integral": [bool(v) for v in self.edges.integral], "span": to_json_value(self.edges.span),
+                    "ones": to_json_value(self.edges.ones)}})}
 
     @classmethod
     def _from_body(cls, r: Reader) -> "TCRExResult":
@@ -170,12 +172,15 @@ class TCRExResult(Result):
                 for k in ("feature", "threshold", "left", "right", "rule")}
         target = r.get("target")
         schema = r.get("schema", None)
+        edges = r.get("edges", None)              # absent: saved before moves were kept
         return cls(tuple(str(n) for n in r.get("feature_names")), tuple(tuple(int(j) for j in g) for g in r.get("groups")),
                    tuple(target) if isinstance(target, list) else target, rules, metas, tree,
                    tuple(np.asarray(g, dtype=float) for g in r.get("grid")), int(r.get("n_cells")),
                    dict(r.get("params")), r.number("elapsed"), Guarantee.from_dict(r.get("guarantee")),
-                   None if schema is None else _schema_of(schema),
-                   None if schema is None else r.array("edge_ones"))
+                   None if schema is None else _schema_of(schema), None if edges is None else EdgeSettings(
+                       np.asarray(edges["integral"], dtype=bool), np.asarray(edges["span"], dtype=float),
+                       tuple(tuple(int(j) for j in g) for g in r.get("groups") if len(g) >= 2),
+                       np.asarray(edges["ones"], dtype=float)))
 
 
 def _outputs(y_model: Any, n: int) -> np.ndarray:
@@ -344,7 +349,7 @@ class TCREx:
              **({} if model is None else {"checked_on": model.kind}),
              **({} if self.reach_ is None else {"constraints": self.reach_.texts, "unreachable_rules": dropped})},
             time.perf_counter() - t0, **({} if guarantee is None else {"guarantee": guarantee}), schema=self.schema_,
-            edge_ones=None if self.reach_ is None else self._edges.ones)
+            edges=self._edges)
         if self.reach_ is not None:
             said = self.result_.guarantee
             self.result_ = replace(self.result_, guarantee=replace(said, note=f"{said.note} {self._reach_note()}"))
@@ -430,10 +435,9 @@ class TCREx:
                               decrease_only=est.decrease_only_) if texts else None
         est.schema_ = result.schema if est.reach_ is not None else None
         est._seen = {}
-        schema = result.schema if result.schema is not None and len(result.schema.features) == len(names) else None
-        est._edges = EdgeSettings.of(np.zeros((0, len(names))), schema, est.groups_)
-        if result.edge_ones is not None:
-            est._edges = replace(est._edges, ones=np.asarray(result.edge_ones, dtype=float))
+        est._edges = result.edges if result.edges is not None else EdgeSettings(     # saved without: continuous
+            np.zeros(len(names), dtype=bool), np.ones(len(names)), tuple(tuple(g) for g in est.groups_),
+            np.zeros(len(names)))
         est.rules_ = list(result.rules)
         est.metarules_ = list(result.metarules)
         est.metarule_tree_ = dict(result.metarule_tree)
@@ -694,26 +698,25 @@ class TCREx:
         return self._prescribe(self._check(X))[1]
 
     def _prescribe(self, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(each row's rule, each row's move into it); the last few answers are kept, as a
-        page asks the same rows several times."""
+        """(each row's rule, each row's move into it). Under constraints the last few answers
+        are kept (deciding them takes programs, and a page asks the same rows several times)."""
+        given = self.metarule_tree_["rule"][self.apply(A)]
+        if getattr(self, "reach_", None) is None:          # each row at its rule's edge
+            Z = A.copy()
+            for k in np.unique(given[given >= 0]):
+                rows = np.flatnonzero(given == k)
+                Z[rows] = edge_points(A[rows], self.rules_[k].lower, self.rules_[k].upper, self._edges)
+            return given, Z
         key = A.tobytes() + bytes(str(A.shape), "ascii")
         seen = getattr(self, "_seen", None)
         if seen is None:
             seen = self._seen = {}
-        if key in seen:
-            return seen[key][0].copy(), seen[key][1].copy()
-        given = self.metarule_tree_["rule"][self.apply(A)]
-        if getattr(self, "reach_", None) is None:          # each row at its rule's edge
-            out, Z = given, A.copy()
-            for k in np.unique(given[given >= 0]):
-                rows = np.flatnonzero(given == k)
-                Z[rows] = edge_points(A[rows], self.rules_[k].lower, self.rules_[k].upper, self._edges)
-        else:
-            out, Z = self._reachable_rules(A, given)
-        while len(seen) >= 4:
-            seen.pop(next(iter(seen)))
-        seen[key] = (out.copy(), Z.copy())
-        return out, Z
+        if key not in seen:
+            while len(seen) >= 4:
+                seen.pop(next(iter(seen)))
+            seen[key] = self._reachable_rules(A, given)
+        out, Z = seen[key]
+        return out.copy(), Z.copy()
 
     def _reachable_rules(self, A: np.ndarray, given: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Under constraints: the metarule's rule where the row reaches it, else the cheapest it

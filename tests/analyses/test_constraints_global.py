@@ -274,6 +274,9 @@ def test_tcrex_json_keeps_the_constraints_and_their_prescriptions(two_ways):
     np.testing.assert_allclose(back.moves(X), tc.moves(X))
     assert [r.unreachable_rows for r in back.rules_] == [r.unreachable_rows for r in tc.rules_]
     assert tc.to_dict()["params"]["constraints"] == texts
+    free = TCREx(rho=0.05, tau=0.9, random_state=0).fit(X, pred, 1, feature_names=NAMES, schema=schema)
+    again = TCREx.from_result(TCRExResult.from_json(free.result_.to_json()))
+    np.testing.assert_array_equal(again.moves(X), free.moves(X))             # b stepped as an integer again
     with pytest.raises(QueryError, match="schema"):
         TCREx(rho=0.05, tau=0.9).fit(X, pred, 1, feature_names=NAMES, constraints=texts)
 
