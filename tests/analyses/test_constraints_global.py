@@ -342,14 +342,22 @@ def test_regional_rules_drop_the_rules_a_region_cannot_reach(rules):
 
 
 def test_evaluate_samples_keep_the_constraints(rules):
+    """Each row's sample, as the model is asked about it, keeps the constraints."""
     X, pred, rf, schema, cr = rules
     texts = ["delta(a) <= 0"]
     cons = parse(texts, schema)
     rows = X[np.flatnonzero(pred == 0)[:6]]
-    metrics, records = cr.evaluate(rows, lambda Z: rf.predict(pd.DataFrame(Z, columns=NAMES)), lambda y: 1,
-                                   constraints=texts)
-    done = [r for r in records if "note" not in r]
-    assert done and metrics["coverage"] == len(done) / len(rows)
+    asked = []
+
+    def predict(Z):
+        asked.append(np.array(Z, copy=True))
+        return rf.predict(pd.DataFrame(Z, columns=NAMES))
+
+    metrics, records = cr.evaluate(rows, predict, lambda y: 1, constraints=texts)
+    samples = [Z[0] for Z in asked[1:]]                  # after every row at once, one sample per row with a rule
+    done = [r["row"] for r in records if "note" not in r]
+    assert done and len(samples) == len(done) and metrics["coverage"] == len(done) / len(rows)
+    assert all(cons.violated(rows[i], z) == [] for i, z in zip(done, samples))
     assert metrics["correctness"] == 1.0
 
 
