@@ -237,8 +237,10 @@ def regions_table(regions: Sequence[Region], ens: TreeEnsemble, features: tuple[
 
 def change_keep_counts(tc: TCREx, X: np.ndarray) -> pd.DataFrame:
     """Per feature: how many rows must change it, and how many must keep it in
-    range, to satisfy their T-CREx rule (the paper's Fig. 8b)."""
+    range, to satisfy their T-CREx rule (the paper's Fig. 8b); a row prescribed no rule asks nothing."""
     rules = tc.explain(X)
+    X = X[rules >= 0]
+    rules = rules[rules >= 0]
     rows = []
     for j, name in enumerate(tc.feature_names_):
         lo = np.array([tc.rules_[r].lower[j] for r in rules])

@@ -377,6 +377,11 @@ def _many_rows(p: _Page) -> None:
     table_b = state.get(state.Keys.OPTIMAL_BATCH)
     if table_b is not None:
         st.dataframe(table_b, hide_index=True, key="ocb_table")
+        show_constraints(st, ws.schema)
+        precluded = int((table_b["status"] == "infeasible").sum()) if len(table_b) else 0
+        if ws.schema.constraints and precluded:
+            st.caption(f"{precluded} of the {len(table_b)} rows are precluded: no action satisfying the constraints "
+                       "between features gives the target (status infeasible).")
         download(st, "Download batch results (CSV)", to_csv(table_b), "counterfactuals.csv",
                  "text/csv", key="ocb_dl")
 
