@@ -8,7 +8,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core.audit import run_audit
-from core.audit.compare import compare_models
+from core.audit.compare import compare_models, precluded_shown
+from core.audit.report import precluded_table
 from core.cells.problem import check_same_features
 from core.counterfactual import rows_to_move
 from core.errors import AuditCancelled, DataError
@@ -25,7 +26,7 @@ from dashboard.deploy import settings as deployment
 from dashboard.history import owner as history_owner
 from dashboard.history import show_gap_comparison
 from dashboard.history import store as history_store
-from dashboard.ui import cluster_setting, download, plain, show_guarantee, user_errors
+from dashboard.ui import cluster_setting, download, plain, show_constraints, show_guarantee, user_errors
 from dashboard.widgets import favourable_picker, protected_picker, row_picker
 
 K = state.Keys
@@ -230,11 +231,29 @@ def _valid_under_both(c) -> None:
     none = r[~both]
     if len(none):
         says = none["status_both"].astype(str).value_counts()
+        what = {"infeasible": "proven: no point both models accept keeps the features' settings and the constraints",
+                "not_found": "no point both models accept was found; nothing is proven either way",
+                "time_limit": "the search ran out of time"}
         st.info(plain(f"{len(none):,} studied rows have no recourse valid under both: "
-                      + ", ".join(f"{n:,} {s.replace('_', ' ')}" for s, n in says.items())
-                      + " (not found: no point both models accept was found; nothing is proven either way)."))
+                      + ", ".join(f"{n:,} {s.replace('_', ' ')}" + (f" ({what[s]})" if s in what else "")
+                                  for s, n in says.items()) + "."))
     show_guarantee(st, c.recourse_guarantee("a"), "each recourse under model A")
     show_guarantee(st, c.recourse_guarantee("both"), "each recourse valid under both")
+
+
+def _precluded(c) -> None:
+    """The studied rows precluded under A, under B and under both, per group."""
+    p = c.precluded
+    if not len(p) or not (p[["precluded_a", "precluded_b"]].fillna(0).to_numpy() > 0).any():
+        if (c.meta.get("parameters") or {}).get("constraints"):
+            st.caption("No studied row is precluded under either model: each has an action under the constraints "
+                       "between features that gets the favourable outcome, or none was proven not to.")
+        return
+    st.subheader("Rows precluded under A and under B")
+    st.caption("Precluded: it is proven that no action keeping the constraints between features (and the features' "
+               "own settings) gets the row the favourable outcome from that model. \"–\": a model known by its "
+               "answers proves nothing.")
+    st.dataframe(precluded_shown(c), hide_index=True, key="cm_precluded")
 
 
 def _study_result(ws, ens, target, c) -> None:
@@ -260,6 +279,7 @@ def _study_result(ws, ens, target, c) -> None:
         show_guarantee(st, c.guarantee, "these shares")
     if len(c.tests):
         st.dataframe(c.tests, hide_index=True, key="cm_tests")
+    _precluded(c)
     with st.expander("Per-row results"):
         st.dataframe(c.rows, hide_index=True, key="cm_rows_table")
     d1, d2, d3 = st.columns(3)
@@ -294,6 +314,10 @@ def _audits(ws, wb, X, schema, target, protected, run: dict, result_key) -> None
             col.markdown(f"**{label}**")
             for line in au.summary:
                 col.markdown("- " + plain(line))
+            pre = precluded_table(au)
+            if len(pre):
+                col.caption("Rows precluded per group (proven: no action under the constraints helps)")
+                col.dataframe(pre, hide_index=True, key=f"cm_audit_precluded_{label[-1]}")
         show_gap_comparison(audits["a"], audits["b"], key="cm_audit_diff", file_name="audits_a_vs_b.csv")
 
 
@@ -348,6 +372,7 @@ def main() -> None:
 
     st.subheader("Recourse invalidation")
     run = _study_settings(ens, pred, target)
+    show_constraints(st, schema)
     _run_study(ws, wb, X, schema, target, protected, run, result_key)
     got = state.get(K.COMPARE_RESULT)
     if got is None or got["key"] != result_key:

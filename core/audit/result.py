@@ -73,10 +73,11 @@ class Audit(MetaResult):
     @property
     def precluded(self) -> pd.DataFrame:
         """Per attribute and group, the audited rows and those *precluded*: proven to have no
-        action (under the constraints in force, the schema's) that gives the target, and
-        their share of the rows whose recourse was decided; columns ``attribute``, ``group``,
-        ``rows``, ``precluded``, ``share``. The gap in that share between groups is tested
-        with the audit's other gaps (metric ``precluded`` in :attr:`tests`)."""
+        action (under the constraints in force: those given to the audit, else the schema's)
+        that gives the target, and their share of the rows whose recourse was decided; columns
+        ``attribute``, ``group``, ``rows``, ``precluded``, ``share``. The gap in that share
+        between groups is tested with the audit's other gaps (metric ``precluded`` in
+        :attr:`tests`)."""
         out = []
         decided = self.rows["status"].isin(["optimal", "feasible", "time_limit_found", "infeasible"])
         flag = (self.rows["precluded"] if "precluded" in self.rows else self.rows["status"] == "infeasible")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from core.audit.constrained import in_force
 from core.audit.groupfair import group_fairness
 from core.audit.report import whole
 from core.audit.result import Audit
@@ -56,6 +57,8 @@ from core.typing import ArrayLike, ModelLike, Norm, Rows, TargetSpec
 
 if TYPE_CHECKING:
     from distributed import Client
+
+    from core.constraints import Constraints
 
 __all__ = ["run_audit", "AuditSettings", "Provenance", "package_versions", "REPORT_PACKAGES"]
 
@@ -175,7 +178,8 @@ def run_audit(ensemble: ModelLike, X: Rows, *, schema: Schema, target: TargetSpe
               budget: float | None = None, data_name: str = "", data_sha256: str = "", model_sha256: str = "",
               class_names: Mapping[str, str] | None = None,
               progress: Callable[[str, int, int], None] | None = None,
-              should_stop: Callable[[], bool] | None = None, surrogate: Surrogate | None = None) -> Audit:
+              should_stop: Callable[[], bool] | None = None, surrogate: Surrogate | None = None,
+              constraints: Iterable[str] | str | Constraints | None = None) -> Audit:
     """Audit recourse across the groups of the protected attribute(s).
 
     Parameters
@@ -210,6 +214,9 @@ def run_audit(ensemble: ModelLike, X: Rows, *, schema: Schema, target: TargetSpe
         surrogate (:func:`core.surrogate.distill`): the rows' decisions are the model's own, and
         each recourse is solved on the surrogate and checked (and repaired) on the model; only
         recourses valid on the model count. ``ensemble`` may also be a linear model, solved exactly.
+    constraints : constraints between features (texts of :mod:`core.constraints`, or parsed);
+        default None: the schema's own. Every recourse counted satisfies them; a row no action
+        under them helps is *precluded* (:attr:`Audit.precluded`). Recorded in the parameters.
 
     Examples
     --------
@@ -228,6 +235,7 @@ def run_audit(ensemble: ModelLike, X: Rows, *, schema: Schema, target: TargetSpe
                       min_subgroup=min_subgroup, budget=budget)
     prov = Provenance(data_name=data_name, data_sha256=data_sha256, model_sha256=model_sha256,
                       class_names=dict(class_names or {}))
+    schema = in_force(schema, constraints)          # the constraints every recourse query reads
     run = _prepare(ensemble, X, schema, target, protected, rows, y, s, model, progress, should_stop, surrogate)
     table, cfs = _recourse_stage(run)
     rules_table = _tcrex_stage(run, table)
@@ -502,7 +510,8 @@ def _meta(run: _Run, table: pd.DataFrame, prov: Provenance, sub: pd.DataFrame | 
                        "local_rules_per_group": s.local_rules_per_group, "random_state": s.random_state,
                        "n_jobs": s.n_jobs, "scheduler": str(s.scheduler) if s.scheduler else None,
                        "held_fixed": [names[j] for j in run.fixed], "scan": s.scan, "min_subgroup": s.min_subgroup,
-                       "budget": None if sub is None else whole(sub.attrs.get("budget", s.budget))},
+                       "budget": None if sub is None else whole(sub.attrs.get("budget", s.budget)),
+                       "constraints": run.schema.parsed_constraints().texts},
         "schema": run.schema.to_dict(),
         "versions": package_versions(),
         "timings": {k: round(run.timings[k], 3) for k in ("recourse", "tcrex", "local_rules", "statistics", "total")},

@@ -52,7 +52,7 @@ from core.model.features import as_table, feature_indices, feature_roles, refere
 from core.model.guarantee import GUARANTEE_KINDS
 from core.model.missing import missing_as_states
 from core.model.result import Reader, Result, settings
-from core.optimal import optimal_counterfactual
+from core.optimal import optimal_counterfactual, resolve_constraints
 from core.schema import with_missing_states
 from core.settings import N_JOBS, SINGLE_THREAD_ENV, n_jobs_setting, scheduler_setting, solver_threads, validated
 from core.surrogate import Surrogate
@@ -866,6 +866,8 @@ def _through_surrogate(X: Any, targets: Any, n_jobs: int, progress: Callable[[in
     keep = ("schema", "norm", "weights", "fixed", "increase_only", "decrease_only", "time_limit", "X_ref", "n_workers",
             "constraints")
     check_kw = {k: v for k, v in solve_kw.items() if k in keep}
+    # the check and the repair on the model keep the constraints the surrogate's solve kept
+    check_kw["constraints"] = resolve_constraints(solve_kw.get("constraints"), solve_kw.get("schema")) or None
     # The surrogate's exact solve starts from its own greedy start: the reference rows' warm start
     # took a third of each solve (Adult, an MLP's surrogate of 100 trees: 49 ms a row with it, 33
     # without), and gave the same proven optimum and the same final answer on 150 of 150 rows. The
