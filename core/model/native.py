@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import pandas as pd
 
+from core.extras import need
 from core.model.categorical import OTHER_CODE, decode
 from core.model.missing import to_native
 from core.typing import ModelLike
@@ -194,7 +195,7 @@ def native_outputs(ens: TreeEnsemble, model: ModelLike, X: np.ndarray) -> tuple[
     if ens.task == "anomaly":
         return ens.score_samples(X), model.score_samples(Xn), "anomaly scores"
     if module == "xgboost":
-        import xgboost as xgb  # optional and heavy: the model is an XGBoost one, so it is installed
+        xgb = need("xgboost", "checking an XGBoost model")  # optional and heavy: the model is an XGBoost one
 
         booster = model.get_booster() if hasattr(model, "get_booster") else model
         kw = {}
