@@ -3,6 +3,11 @@
 A newcomer's map, the one map of ``core`` (the README points here), in the order
 data flows (each module's docstring cites the paper's equations it implements).
 
+The door: :func:`core.open_workspace` (:mod:`core.intake.door`) turns a model file or a
+fitted model of any kind, and a table, into a workspace from which every analysis runs
+with its own keywords (``ws.optimal_counterfactual(row, target)``, ``ws.audit(...)``:
+:mod:`core.intake.analyses`); the calls below it stay, for those who need them.
+
 The layout: packages by concern, each above the ones it imports::
 
     core/
@@ -63,7 +68,7 @@ with :mod:`core.intake.parsing.filecheck`, :mod:`core.intake.parsing.ubjson` and
 :mod:`core.intake.parsing.skopscheck`); :func:`core.intake.models.from_model` is the
 one entry from a fitted model; :mod:`core.intake.training` trains a model in the
 app. :mod:`core.intake.workspace` turns a table and a model into a checked
-workspace (numeric view ``X``, raw view ``to_raw``), matching the table's columns
+workspace (:mod:`core.intake.analyses` runs every analysis from it) (numeric view ``X``, raw view ``to_raw``), matching the table's columns
 to the model's features with :mod:`core.intake.matching` and showing them as the
 analyst's columns (:mod:`core.intake.columns`); :mod:`core.schema` describes
 features (kind, range, actionability, one-hot groups) and keeps the constraints
@@ -164,6 +169,8 @@ _PUBLIC = {
     "TCREx": "core.tcrex", "CounterfactualRules": "core.rules",
     "fcca": "core.compression",
     "run_audit": "core.audit",
+    # the door: a model and a table in, a workspace every analysis runs from
+    "open_workspace": "core.intake.door",
     # intake
     "load_model": "core.intake.door", "load_table": "core.intake.io",
     "build_workspace": "core.intake.workspace", "from_model": "core.intake.models",
@@ -182,7 +189,7 @@ __all__ = [
     "Audit", "Box", "Constraints", "CounterfactualResult", "CounterfactualRules", "FCCAResult",
     "LocalRule", "Metarule", "Region", "RegionSet", "RegionalRule", "Rule", "Schema", "TCREx",
     "TreeEnsemble", "Workspace", "already_at_target", "build_workspace", "counterfactual_set", "default_target",
-    "exact_counterfactual", "fcca", "from_model", "infer_schema", "load_model", "load_table",
+    "exact_counterfactual", "fcca", "from_model", "infer_schema", "load_model", "load_table", "open_workspace",
     "optimal_counterfactual", "parse_constraints", "run_audit"
 ]
 
@@ -192,7 +199,7 @@ if TYPE_CHECKING:
     from core.compression.result import FCCAResult
     from core.constraints import Constraints, parse_constraints
     from core.counterfactual import CounterfactualResult, already_at_target, default_target
-    from core.intake.door import load_model
+    from core.intake.door import load_model, open_workspace
     from core.intake.io import load_table
     from core.intake.models import from_model
     from core.intake.workspace import Workspace, build_workspace

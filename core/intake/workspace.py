@@ -28,12 +28,13 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import pandas as pd
 
 from core.errors import DataError, PositionalMatchRequired, SchemaError, UnsupportedModelError
+from core.intake import analyses
 from core.intake.columns import MISSING, NONE, analyst_columns
 from core.intake.matching import (
     GENERIC_NAME,
@@ -58,7 +59,17 @@ from core.model.native import model_input
 from core.schema import Schema, infer_schema
 from core.shown import approx_text, check_class_names, number_text, outcome_text
 from core.surrogate import Surrogate, distill
-from core.typing import ModelLike, Row, Rows, TargetSpec
+from core.typing import ArrayLike, ModelLike, Row, Rows, TargetSpec
+
+if TYPE_CHECKING:
+    from core.audit import Audit
+    from core.audit.compare import ModelComparison
+    from core.audit.story import CaseStory
+    from core.compression.result import FCCAResult
+    from core.counterfactual import CounterfactualResult
+    from core.optimal.batch import BatchResult
+    from core.rules import CounterfactualRules
+    from core.tcrex import TCREx
 
 __all__ = ["Workspace", "build_workspace", "changes_line", "PositionalMatchRequired", "GENERIC_NAME"]
 
@@ -96,6 +107,14 @@ class Workspace:
         ``ensemble`` the view of a surrogate of it for the analyses that need trees.
     surrogate : the :class:`core.surrogate.Surrogate` of a linear or black-box model, else None.
     linear : the :class:`core.model.linear.LinearModel` of a linear model, else None.
+    worker : the model's worker when :func:`core.open_workspace` started it (any other model),
+        else None: :meth:`close` (or leaving a ``with`` block) stops it. Workspaces made from
+        this one (:meth:`with_schema`, :meth:`with_protected`, ...) share it.
+
+    Every analysis runs from the workspace with the analysis's own keywords
+    (:mod:`core.intake.analyses`): :meth:`optimal_counterfactual`,
+    :meth:`batch_counterfactuals`, :meth:`exact_counterfactual`, :meth:`rules`,
+    :meth:`tcrex`, :meth:`fcca`, :meth:`audit`, :meth:`story` and :meth:`compare`.
     """
 
     name: str
@@ -117,7 +136,76 @@ class Workspace:
     model_kind: str = "tree_ensemble"
     surrogate: Surrogate | None = None
     linear: LinearModel | None = None
+    worker: Any = field(default=None, repr=False, compare=False)
 
+    # -- the worker's life (a model that runs in a worker the door started)
+    def close(self) -> None:
+        """Stop the model's worker, if :func:`core.open_workspace` started one, and every process
+        it started; the model answers no more (an analysis run after raises
+        :class:`~core.errors.WorkerCancelled`). Nothing to release otherwise. Safe to call twice."""
+        if self.worker is not None:
+            self.worker.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` stopped the model's worker (never for a model read exactly)."""
+        return self.worker is not None and self.worker.closed
+
+    def __enter__(self) -> "Workspace":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the analyses, each with its own keywords (core.intake.analyses)
+    def optimal_counterfactual(self, row: int | Row, target: TargetSpec | None = None,
+                               **kwargs: object) -> "CounterfactualResult":
+        """The cheapest change of ``row`` (an index, or a codes-view row) that gives ``target``
+        (default: an outcome other than the row's): :func:`core.optimal.optimal_counterfactual`
+        on this model, whatever its kind, with its keywords."""
+        return analyses.optimal_counterfactual(self, row, target, **kwargs)
+
+    def batch_counterfactuals(self, rows: Sequence[int] | None = None, targets: TargetSpec | Sequence[TargetSpec] | None = None,
+                              **kwargs: object) -> "BatchResult":
+        """Optimal counterfactuals of ``rows`` (indices; default every row), each for its target
+        (default: an outcome other than its own): :func:`core.optimal.batch.batch_counterfactuals`."""
+        return analyses.batch_counterfactuals(self, rows, targets, **kwargs)
+
+    def exact_counterfactual(self, row: int | Row, target: TargetSpec | None = None,
+                             **kwargs: object) -> "CounterfactualResult":
+        """The nearest region of ``row`` giving ``target``: :func:`core.regions.exact_counterfactual`."""
+        return analyses.exact_counterfactual(self, row, target, **kwargs)
+
+    def rules(self, **kwargs: object) -> "CounterfactualRules":
+        """Counterfactual rules fitted on these rows and the model's answers, checked on the
+        model: :class:`core.rules.CounterfactualRules` with its settings as keywords."""
+        return analyses.rules(self, **kwargs)
+
+    def tcrex(self, target: TargetSpec | None = None, **kwargs: object) -> "TCREx":
+        """T-CREx's rules and metarules for ``target`` (default: the favourable outcome), checked
+        on the model: :class:`core.tcrex.TCREx` with its settings and its fit's as keywords."""
+        return analyses.tcrex(self, target, **kwargs)
+
+    def fcca(self, y: ArrayLike | None = None, **kwargs: object) -> "FCCAResult":
+        """FCCA's thresholds from counterfactuals of these rows (labels ``y``: default the target
+        column, else the model's answers): :func:`core.compression.fcca`."""
+        return analyses.fcca(self, y, **kwargs)
+
+    def audit(self, target: TargetSpec | None = None, **kwargs: object) -> "Audit":
+        """The recourse audit of this model on these rows (default target: the favourable
+        outcome): :func:`core.audit.run_audit` with its keywords."""
+        return analyses.audit(self, target, **kwargs)
+
+    def story(self, row: int, target: TargetSpec | None = None, **kwargs: object) -> "CaseStory":
+        """Row ``row`` told in plain language: :func:`core.audit.story.case_story`."""
+        return analyses.story(self, row, target, **kwargs)
+
+    def compare(self, other: "Workspace", target: TargetSpec | None = None, **kwargs: object) -> "ModelComparison":
+        """This model (A) compared with ``other``'s (B) on the same rows:
+        :func:`core.audit.compare.compare_models` with its keywords."""
+        return analyses.compare(self, other, target, **kwargs)
+
+    # -- the rows and the model
     def outcome_text(self, value: TargetSpec) -> str:
         """A class or prediction as the analyst named it (:func:`core.shown.outcome_text`)."""
         return outcome_text(value, self.class_names if self.ensemble.is_classifier else None)
@@ -461,7 +549,15 @@ def _as_model(model: Any) -> tuple[TreeEnsemble, Any, dict[str, Any]]:
     oob = getattr(model, "oob_score_", None)
     if isinstance(oob, (float, np.floating)):
         info["training report"] = {"metric": "out-of-bag score", "value": float(oob)}
-    return from_model(model), model, info
+    try:
+        return from_model(model), model, info
+    except UnsupportedModelError as exc:
+        if not callable(getattr(model, "predict", None)):
+            raise
+        raise UnsupportedModelError(f"{exc} build_workspace reads tree ensembles and linear models exactly; any "
+                                    "other model (this one) is analysed through core.open_workspace(model, data, "
+                                    "target), which runs it in a sandboxed worker of its own and checks every "
+                                    "answer on it.") from None
 
 
 def _report_gap(ws: Workspace, info: dict[str, Any]) -> str | None:
