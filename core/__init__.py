@@ -68,9 +68,10 @@ with :mod:`core.intake.parsing.filecheck`, :mod:`core.intake.parsing.ubjson` and
 :mod:`core.intake.parsing.skopscheck`); :func:`core.intake.models.from_model` is the
 one entry from a fitted model; :mod:`core.intake.training` trains a model in the
 app. :mod:`core.intake.workspace` turns a table and a model into a checked
-workspace (:mod:`core.intake.analyses` runs every analysis from it) (numeric view ``X``, raw view ``to_raw``), matching the table's columns
+workspace (numeric view ``X``, raw view ``to_raw``), matching the table's columns
 to the model's features with :mod:`core.intake.matching` and showing them as the
-analyst's columns (:mod:`core.intake.columns`); :mod:`core.schema` describes
+analyst's columns (:mod:`core.intake.columns`), and :mod:`core.intake.analyses`
+runs every analysis from it; :mod:`core.schema` describes
 features (kind, range, actionability, one-hot groups) and keeps the constraints
 between features the analyst writes, one per line, in the language
 :mod:`core.constraints` reads (linear relations over new values, the row's values
@@ -141,7 +142,8 @@ point (status "stopped"). Results are frozen dataclasses; those of the
 analyses share one shape (:class:`core.model.result.Result`: ``params``, ``elapsed``,
 ``guarantee``, ``to_json`` / ``from_json``); errors a user
 can cause are the classes of :mod:`core.errors` (all ``ValueError``); values
-are made JSON-able by :func:`core.jsonable.plain`; rules are written by
+are made JSON-able by :func:`core.jsonable.plain`; a saved result of any kind is read
+back by :func:`core.load_result`, which reads its ``kind``; rules are written by
 :mod:`core.ruletext`; changes read ``feature: before → after``
 (:func:`core.counterfactual.describe_changes`).
 """
@@ -180,6 +182,7 @@ _PUBLIC = {
     "TreeEnsemble": "core.model", "Box": "core.model.box", "Workspace": "core.intake.workspace",
     "CounterfactualResult": "core.counterfactual", "Region": "core.regions", "RegionSet": "core.regions",
     "Rule": "core.tcrex", "Metarule": "core.tcrex", "LocalRule": "core.rules.results",
+    "load_result": "core.model.result",
     "RegionalRule": "core.rules.results", "FCCAResult": "core.compression.result", "Audit": "core.audit",
     # targets
     "default_target": "core.counterfactual", "already_at_target": "core.counterfactual",
@@ -189,7 +192,8 @@ __all__ = [
     "Audit", "Box", "Constraints", "CounterfactualResult", "CounterfactualRules", "FCCAResult",
     "LocalRule", "Metarule", "Region", "RegionSet", "RegionalRule", "Rule", "Schema", "TCREx",
     "TreeEnsemble", "Workspace", "already_at_target", "build_workspace", "counterfactual_set", "default_target",
-    "exact_counterfactual", "fcca", "from_model", "infer_schema", "load_model", "load_table", "open_workspace",
+    "exact_counterfactual", "fcca", "from_model", "infer_schema", "load_model", "load_result", "load_table",
+    "open_workspace",
     "optimal_counterfactual", "parse_constraints", "run_audit"
 ]
 
@@ -205,6 +209,7 @@ if TYPE_CHECKING:
     from core.intake.workspace import Workspace, build_workspace
     from core.model import TreeEnsemble
     from core.model.box import Box
+    from core.model.result import load_result
     from core.optimal import optimal_counterfactual
     from core.regions import Region, RegionSet, counterfactual_set, exact_counterfactual
     from core.rules import CounterfactualRules

@@ -654,7 +654,7 @@ def _facts(side: _Side) -> dict[str, Any]:
             "source": side.solve_on.source if linear else getattr(model, "source", "model"),
             "task": side.joint.task, "content_sha256": side.solve_on.content_hash() if linear
             else getattr(model, "identity", ""),
-            "surrogate": side.extra["surrogate"].to_dict() if "surrogate" in side.extra else None}
+            "surrogate": side.extra["surrogate"].summary() if "surrogate" in side.extra else None}
 
 
 def _invalidation_stats(table: pd.DataFrame, attrs: list[str], n_boot: int, n_perm: int, alpha: float,
