@@ -39,7 +39,6 @@ from core.counterfactual import CounterfactualResult
 from core.errors import NoCounterfactualRuleError
 from core.figures import interval_chart_svg
 from core.model.guarantee import GUARANTEE_KINDS, Guarantee, guarantee_line
-from core.model.native import model_input
 from core.model.result import Reader, Result, frame_from_dict, frame_to_dict, settings, to_json_value
 from core.optimal import optimal_counterfactual
 from core.rules.results import LocalRule
@@ -349,11 +348,8 @@ def _share_text(p: float) -> str:
 
 def _proba(ws: Any, x: np.ndarray) -> np.ndarray | None:
     """The model's own class probabilities for one row (None when it gives none)."""
-    if ws.model_kind == "linear":
-        return ws.linear.predict_proba(x[None, :])[0] if ws.linear.has_proba else None
-    if ws.model_kind == "black_box":
-        return ws.model.predict_proba(model_input(ws.ensemble, x[None, :]))[0] if ws.model.has_proba else None
-    return ws.ensemble.predict_proba(x[None, :])[0]
+    p = ws.predict_proba(x[None, :])
+    return None if p is None else p[0]
 
 
 def _decision(case: _Case) -> tuple[Section, Any]:
