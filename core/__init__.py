@@ -3,10 +3,11 @@
 A newcomer's map, the one map of ``core`` (the README points here), in the order
 data flows (each module's docstring cites the paper's equations it implements).
 
-The door: :func:`core.open_workspace` (:mod:`core.intake.door`) turns a model file or a
-fitted model of any kind, and a table, into a workspace from which every analysis runs
-with its own keywords (``ws.optimal_counterfactual(row, target)``, ``ws.audit(...)``:
-:mod:`core.intake.analyses`); the calls below it stay, for those who need them.
+The door: :func:`core.open_workspace` (:mod:`core.door`, the top of the layers) turns a
+model file or a fitted model of any kind, and a table, into a workspace from which every
+analysis runs with its own keywords (``ws.optimal_counterfactual(row, target)``,
+``ws.audit(...)``: :mod:`core.door.analyses`); the calls below it stay, for those who need
+them.
 
 The layout: packages by concern, each above the ones it imports::
 
@@ -18,6 +19,7 @@ The layout: packages by concern, each above the ones it imports::
       surrogate/      any other model: a tree-ensemble surrogate, its answers checked on the model
       optimal/ regions.py tcrex.py rules/ compression/   the five analyses (FCCA in compression/)
       audit/          the recourse audit: statistics, report, history, story, model versions
+      door/           open_workspace: any model and a table in, a workspace every analysis runs from
       counterfactual.py schema.py errors.py figures.py ruletext.py shown.py
       jsonable.py settings.py dot.py                shared by all of them
 
@@ -70,8 +72,7 @@ one entry from a fitted model; :mod:`core.intake.training` trains a model in the
 app. :mod:`core.intake.workspace` turns a table and a model into a checked
 workspace (numeric view ``X``, raw view ``to_raw``), matching the table's columns
 to the model's features with :mod:`core.intake.matching` and showing them as the
-analyst's columns (:mod:`core.intake.columns`), and :mod:`core.intake.analyses`
-runs every analysis from it; :mod:`core.schema` describes
+analyst's columns (:mod:`core.intake.columns`); :mod:`core.schema` describes
 features (kind, range, actionability, one-hot groups) and keeps the constraints
 between features the analyst writes, one per line, in the language
 :mod:`core.constraints` reads (linear relations over new values, the row's values
@@ -172,7 +173,7 @@ _PUBLIC = {
     "fcca": "core.compression",
     "run_audit": "core.audit",
     # the door: a model and a table in, a workspace every analysis runs from
-    "open_workspace": "core.intake.door",
+    "open_workspace": "core.door", "AnalysisWorkspace": "core.door",
     # intake
     "load_model": "core.intake.door", "load_table": "core.intake.io",
     "build_workspace": "core.intake.workspace", "from_model": "core.intake.models",
@@ -189,7 +190,7 @@ _PUBLIC = {
 }
 
 __all__ = [
-    "Audit", "Box", "Constraints", "CounterfactualResult", "CounterfactualRules", "FCCAResult",
+    "AnalysisWorkspace", "Audit", "Box", "Constraints", "CounterfactualResult", "CounterfactualRules", "FCCAResult",
     "LocalRule", "Metarule", "Region", "RegionSet", "RegionalRule", "Rule", "Schema", "TCREx",
     "TreeEnsemble", "Workspace", "already_at_target", "build_workspace", "counterfactual_set", "default_target",
     "exact_counterfactual", "fcca", "from_model", "infer_schema", "load_model", "load_result", "load_table",
@@ -203,7 +204,8 @@ if TYPE_CHECKING:
     from core.compression.result import FCCAResult
     from core.constraints import Constraints, parse_constraints
     from core.counterfactual import CounterfactualResult, already_at_target, default_target
-    from core.intake.door import load_model, open_workspace
+    from core.door import AnalysisWorkspace, open_workspace
+    from core.intake.door import load_model
     from core.intake.io import load_table
     from core.intake.models import from_model
     from core.intake.workspace import Workspace, build_workspace

@@ -1,17 +1,15 @@
-"""The library's door: a model and a table in, a workspace out (:func:`open_workspace`,
-``core.open_workspace``), whatever the model's kind; and a model file read in a sandboxed
-child, run in a worker when it is not read exactly (:func:`load_model`, ``core.load_model``).
+"""The library's doors for a model: a model file read in a sandboxed child, run in a worker
+when it is not read exactly (:func:`load_model`, ``core.load_model``), and a model and a
+table read into one workspace whatever the model's kind (:func:`read_workspace`, what
+``core.open_workspace`` of :mod:`core.door` reads with).
 
-:func:`open_workspace` is the one call a library user needs: a model file (a path, its
-bytes, an open file) or a fitted object, and a table, become a
-:class:`~core.intake.workspace.Workspace` from which every analysis runs with its own
-keywords (``ws.optimal_counterfactual(row, target)``, ``ws.audit(...)``; see
-:mod:`core.intake.analyses`). Tree ensembles and linear models are read exactly; any
-other model runs in a sandboxed worker the workspace owns: ``with
-core.open_workspace(...) as ws:`` (or ``ws.close()``) stops it and everything it
-started. The lower-level calls (:func:`load_model`, :func:`core.intake.sandbox.load_vetted`,
-:class:`ModelWorker`, :func:`core.intake.workspace.build_workspace`,
-``Workspace.query_model``) stay, for those who need them.
+:func:`read_workspace` takes a model file (a path, its bytes, an open file) or a fitted
+object, and a table. Tree ensembles and linear models are read exactly; any other model
+runs in a sandboxed worker the workspace owns (:class:`OwnedWorker`): ``with ... as ws:``
+(or ``ws.close()``) stops it and everything it started. The lower-level calls
+(:func:`load_model`, :func:`core.intake.sandbox.load_vetted`, :class:`ModelWorker`,
+:func:`core.intake.workspace.build_workspace`, ``Workspace.query_model``) stay, for those
+who need them.
 
 A file from elsewhere may be hostile or damaged, and the native libraries that read
 some formats can crash the process that reads them, so the door reads every file in a
@@ -52,7 +50,7 @@ from core.model.linear import LinearModel
 from core.schema import Schema
 from core.typing import ModelLike
 
-__all__ = ["load_model", "open_workspace", "OwnedWorker"]
+__all__ = ["load_model", "read_workspace", "OwnedWorker"]
 
 
 def load_model(source: object, filename: str | None = None, *, allow_pickle: bool = False,
@@ -159,63 +157,16 @@ class OwnedWorker:
         self.worker.stop()
 
 
-def open_workspace(model: ModelLike, data: pd.DataFrame | str | os.PathLike[str], target: str | None = None, *,
+def read_workspace(model: ModelLike, data: pd.DataFrame | str | os.PathLike[str], target: str | None = None, *,
                    filename: str | None = None, name: str | None = None, allow_pickle: bool = False,
                    output: str | None = None, confirm_positions: bool = False, schema: Schema | None = None,
                    protected: Sequence[str] | None = None, drop_missing: bool = False,
                    memory_mb: int | None = None, call_timeout: float | None = None) -> Workspace:
-    """A model and a table made into one workspace, whatever the model's kind; every analysis
-    then runs from it (``ws.optimal_counterfactual(row, target)``, ``ws.audit(...)``, ...).
-
-    Parameters
-    ----------
-    model : a model file: str or pathlib.Path (its path), bytes (its content, with
-        ``filename``) or an open binary file, read in a sandboxed child first
-        (:func:`load_model`); or a fitted model object (scikit-learn, XGBoost, LightGBM,
-        CatBoost, a pipeline; or a ``TreeEnsemble``, ``LinearModel``, ``BlackBoxModel``).
-        A tree ensemble or a linear model is read exactly; any other model (an MLP, a kernel
-        SVM, an ONNX graph that is not a tree ensemble) runs in a sandboxed worker of its own
-        (a fitted object is sent to it pickled: it is the caller's own), and the analyses
-        that need trees run on a surrogate of it, every answer checked on the model.
-    data : a DataFrame, or the path of a CSV or Parquet file (:func:`core.intake.io.load_table`).
-    target : the label column, or None.
-    filename : the model file's name, required with bytes (its extension tells the format).
-    name : the workspace's name (default: the data's and the model's).
-    allow_pickle : read a pickle or joblib file: only one the user trusts.
-    output : an ONNX graph's output to run it on, when it has several (:func:`load_model`).
-    confirm_positions : the model's features have no names (an ONNX graph's one tensor, an
-        array-fitted model) and the mapping of the data's columns to them by position has
-        been checked: without it such a model is refused, the mapping shown
-        (:class:`~core.errors.PositionalMatchRequired`, ``.mapping``).
-    schema, protected, drop_missing : as :func:`core.intake.workspace.build_workspace`.
-    memory_mb, call_timeout : the worker's limits (:class:`ModelWorker`), for a model run in one.
-
-    Returns
-    -------
-    Workspace, also a context manager: leaving ``with open_workspace(...) as ws:`` (or
-    ``ws.close()``) stops the model's worker, if it has one, and every process it started.
-
-    Raises
-    ------
-    ModelError, UnsupportedModelError, UntrustedPickleError, WorkerError, DataError, SchemaError,
-    PositionalMatchRequired. Nothing is left running when it raises.
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> from sklearn.datasets import load_breast_cancer
-    >>> from sklearn.neural_network import MLPClassifier
-    >>> from sklearn.pipeline import make_pipeline
-    >>> from sklearn.preprocessing import StandardScaler
-    >>> import core
-    >>> X, y = load_breast_cancer(return_X_y=True, as_frame=True)
-    >>> X = X.iloc[:, :4]
-    >>> mlp = make_pipeline(StandardScaler(), MLPClassifier((8,), max_iter=500, random_state=0)).fit(X, y)
-    >>> with core.open_workspace(mlp, X.assign(y=y), "y") as ws:
-    ...     res = ws.optimal_counterfactual(0, 1, time_limit=10)
-    ...     ws.model_kind, res.valid, res.guarantee.kind
-    ('black_box', True, 'valid_on_model')
-    """
+    """A model (a file or a fitted object) and a table read into one workspace, whatever the
+    model's kind: the reading behind :func:`core.open_workspace` (:mod:`core.door`), whose
+    docstring says what each parameter takes; that one gives the workspace every analysis as a
+    method. A model that runs in a worker has it owned by the workspace (``worker``); nothing
+    is left running when this raises."""
     table, data_sha256, data_name = _table(data)
     kw = dict(schema=schema, protected=protected, drop_missing=drop_missing, confirm_positions=confirm_positions)
     if _is_file(model):

@@ -28,13 +28,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Self, Sequence
 
 import numpy as np
 import pandas as pd
 
 from core.errors import DataError, PositionalMatchRequired, SchemaError, UnsupportedModelError
-from core.intake import analyses
 from core.intake.columns import MISSING, NONE, analyst_columns
 from core.intake.matching import (
     GENERIC_NAME,
@@ -59,18 +58,10 @@ from core.model.native import model_input
 from core.schema import Schema, infer_schema
 from core.shown import approx_text, check_class_names, number_text, outcome_text
 from core.surrogate import Surrogate, distill
-from core.typing import ArrayLike, ModelLike, Row, Rows, TargetSpec
+from core.typing import ModelLike, Row, Rows, TargetSpec
 
 if TYPE_CHECKING:
-    from core.audit import Audit
-    from core.audit.compare import ModelComparison
-    from core.audit.story import CaseStory
-    from core.compression.result import FCCAResult
-    from core.counterfactual import CounterfactualResult
     from core.model.guarantee import ModelKind
-    from core.optimal.batch import BatchResult
-    from core.rules import CounterfactualRules
-    from core.tcrex import TCREx
 
 __all__ = ["Workspace", "build_workspace", "changes_line", "PositionalMatchRequired", "GENERIC_NAME"]
 
@@ -113,10 +104,8 @@ class Workspace:
         else None: :meth:`close` (or leaving a ``with`` block) stops it. Workspaces made from
         this one (:meth:`with_schema`, :meth:`with_protected`, ...) share it.
 
-    Every analysis runs from the workspace with the analysis's own keywords
-    (:mod:`core.intake.analyses`): :meth:`optimal_counterfactual`,
-    :meth:`batch_counterfactuals`, :meth:`exact_counterfactual`, :meth:`rules`,
-    :meth:`tcrex`, :meth:`fcca`, :meth:`audit`, :meth:`story` and :meth:`compare`.
+    The workspace :func:`core.open_workspace` gives is a
+    :class:`core.door.AnalysisWorkspace`, this with every analysis as a method.
     """
 
     name: str
@@ -152,66 +141,18 @@ class Workspace:
         """True once :meth:`close` stopped the model's worker (never for a model read exactly)."""
         return self.worker is not None and self.worker.closed
 
-    def __enter__(self) -> "Workspace":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # -- the analyses, each with its own keywords (core.intake.analyses)
-    def optimal_counterfactual(self, row: int | Row, target: TargetSpec | None = None,
-                               **kwargs: object) -> "CounterfactualResult":
-        """The cheapest change of ``row`` (an index, or a codes-view row) that gives ``target``
-        (default: an outcome other than the row's): :func:`core.optimal.optimal_counterfactual`
-        on this model, whatever its kind, with its keywords."""
-        return analyses.optimal_counterfactual(self, row, target, **kwargs)
-
-    def batch_counterfactuals(self, rows: Sequence[int] | None = None, targets: TargetSpec | Sequence[TargetSpec] | None = None,
-                              **kwargs: object) -> "BatchResult":
-        """Optimal counterfactuals of ``rows`` (indices; default every row), each for its target
-        (default: an outcome other than its own): :func:`core.optimal.batch.batch_counterfactuals`."""
-        return analyses.batch_counterfactuals(self, rows, targets, **kwargs)
-
-    def exact_counterfactual(self, row: int | Row, target: TargetSpec | None = None,
-                             **kwargs: object) -> "CounterfactualResult":
-        """The nearest region of ``row`` giving ``target``: :func:`core.regions.exact_counterfactual`."""
-        return analyses.exact_counterfactual(self, row, target, **kwargs)
-
-    def rules(self, **kwargs: object) -> "CounterfactualRules":
-        """Counterfactual rules fitted on these rows and the model's answers, checked on the
-        model: :class:`core.rules.CounterfactualRules` with its settings as keywords."""
-        return analyses.rules(self, **kwargs)
-
-    def tcrex(self, target: TargetSpec | None = None, **kwargs: object) -> "TCREx":
-        """T-CREx's rules and metarules for ``target`` (default: the favourable outcome), checked
-        on the model: :class:`core.tcrex.TCREx` with its settings and its fit's as keywords."""
-        return analyses.tcrex(self, target, **kwargs)
-
-    def fcca(self, y: ArrayLike | None = None, **kwargs: object) -> "FCCAResult":
-        """FCCA's thresholds from counterfactuals of these rows (labels ``y``: default the target
-        column, else the model's answers): :func:`core.compression.fcca`."""
-        return analyses.fcca(self, y, **kwargs)
-
-    def audit(self, target: TargetSpec | None = None, **kwargs: object) -> "Audit":
-        """The recourse audit of this model on these rows (default target: the favourable
-        outcome): :func:`core.audit.run_audit` with its keywords."""
-        return analyses.audit(self, target, **kwargs)
-
-    def story(self, row: int, target: TargetSpec | None = None, **kwargs: object) -> "CaseStory":
-        """Row ``row`` told in plain language: :func:`core.audit.story.case_story`."""
-        return analyses.story(self, row, target, **kwargs)
-
-    def compare(self, other: "Workspace", target: TargetSpec | None = None, **kwargs: object) -> "ModelComparison":
-        """This model (A) compared with ``other``'s (B) on the same rows:
-        :func:`core.audit.compare.compare_models` with its keywords."""
-        return analyses.compare(self, other, target, **kwargs)
 
     # -- the rows and the model
     def outcome_text(self, value: TargetSpec) -> str:
         """A class or prediction as the analyst named it (:func:`core.shown.outcome_text`)."""
         return outcome_text(value, self.class_names if self.ensemble.is_classifier else None)
 
-    def with_class_names(self, names: dict[Any, Any]) -> "Workspace":
+    def with_class_names(self, names: dict[Any, Any]) -> Self:
         """This workspace with the analyst's names for its classes (e.g. 0 = "refused",
         1 = "approved"), used by every page, the story and the report; nothing else changes."""
         if not self.ensemble.is_classifier:
@@ -436,7 +377,7 @@ class Workspace:
             return self.ensemble.category_label(j, v)
         return number_text(v)
 
-    def with_schema(self, schema: Schema) -> "Workspace":
+    def with_schema(self, schema: Schema) -> Self:
         if schema.names != list(self.X.columns):
             raise SchemaError(
                 f"The schema's features {schema.names[:6]}… do not match the data's columns "
@@ -458,7 +399,7 @@ class Workspace:
             return self.ensemble, {"model": own, "surrogate": self.surrogate}
         return own, {"model": self.model}
 
-    def with_protected(self, names: Sequence[str]) -> "Workspace":
+    def with_protected(self, names: Sequence[str]) -> Self:
         """The workspace with the analyst's columns ``names`` (a one-hot or categorical
         column by its name, as :attr:`columns` names them) marked protected and held
         fixed, their "is missing" feature with them; the other settings kept."""

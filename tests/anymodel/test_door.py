@@ -241,6 +241,7 @@ def test_a_workspace_run_in_a_worker_closes_it_and_leaves_nothing_running(models
         pid = worker._proc.pid
         assert _in_group(pid)                                   # the child leads a process group of its own
         derived = ws.with_protected(["group"])
+        assert isinstance(derived, core.AnalysisWorkspace) and isinstance(ws, core.Workspace)
         assert derived.worker is ws.worker                      # shared, and closed with it
         first = ws.optimal_counterfactual(_moving_rows(ws, 1)[0], 1, time_limit=10)
         assert first.valid

@@ -5,8 +5,9 @@ analysis must be handed it (:meth:`~core.intake.workspace.Workspace.query_model`
 a tree ensemble as itself, with the original model for the re-checks; a linear model
 exactly, with its surrogate where an analysis needs trees; any other model through
 its surrogate, every answer checked (and repaired) on the model in its worker. The
-functions here, which the workspace's methods call (``ws.optimal_counterfactual(row,
-target)``, ``ws.audit(protected=[...])``, ...), pass all of that, with the workspace's
+functions here, which the methods of :class:`core.door.AnalysisWorkspace` call
+(``ws.optimal_counterfactual(row, target)``, ``ws.audit(protected=[...])``, ...), pass
+all of that, with the workspace's
 schema, its rows (the warm start's reference rows, the rules' fitting rows) and the
 model's own predictions, so that the caller gives only what the analysis asks: a row
 (its index in the workspace, or a row of the codes view), a target (by default the
@@ -19,10 +20,9 @@ settings under the names its function takes (:func:`core.optimal.optimal_counter
 A keyword given wins over the workspace's default for it.
 
 Each answer is the one the app's pages and the audit's command line get for the same
-workspace and settings: they pass the same arguments. Each analysis is imported when it
-is first run: the analyses know nothing of workspaces (the model and kernel layers never
-import the intake), and the audit's modules, which read a workspace, are imported here
-only at call time.
+workspace and settings: they pass the same arguments. This module stands above every
+analysis and the audit (the workspace of :mod:`core.intake` knows none of them), and
+imports each when it is first run, so that opening a workspace loads no solver.
 """
 
 from __future__ import annotations
