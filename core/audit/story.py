@@ -624,9 +624,7 @@ def case_story(ws: Workspace, row: int, target: TargetSpec, *, time_limit: float
 
 def _model_sentence(ws: Workspace) -> str:
     """Which model the story is about, and how it is read (exactly, or through a surrogate)."""
-    source = (ws.linear.source if ws.model_kind == "linear" and ws.linear is not None else
-              getattr(ws.model, "source", None) if ws.model_kind == "black_box" else ws.ensemble.source)
-    return f"The model: {source or 'the model loaded'}, {ws.kind_text}."
+    return f"The model: {ws.own_model.source or 'the model loaded'}, {ws.kind_text}."
 
 
 def _first_sentence(text: str) -> str:
