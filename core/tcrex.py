@@ -44,7 +44,7 @@ from core.model import Guarantee, node_boxes
 from core.model.box import Box
 from core.model.features import as_table, feature_indices, fit_table
 from core.model.guarantee import guarantee_line
-from core.model.result import Reader, Result, Writer, export, settings, to_json_value
+from core.model.result import Reader, Result, Writer, export, older_name, settings, to_json_value
 from core.rules.onmodel import EdgeSettings, OnModel, edge_points
 from core.rules.reach import reach_of
 from core.ruletext import conditions
@@ -224,7 +224,8 @@ class TCREx:
     grid_ : list of ndarray, the grid bounds per feature (finite ones).
     n_cells_ : number of grid cells with a prototype.
     result_ : TCRExResult, all of the above as one result (params, elapsed, guarantee, JSON).
-    fit_time_ : seconds (``result_.elapsed``).
+    elapsed_ : seconds the fit took (``result_.elapsed``; ``fit_time_``, its older name, reads the
+        same and warns).
 
     Examples
     --------
@@ -237,6 +238,8 @@ class TCREx:
     >>> len(tc.rules_) > 0, all(r.accuracy >= 0.9 for r in tc.rules_)
     (True, True)
     """
+
+    fit_time_ = older_name("fit_time_", "elapsed_")
 
     @validated(QueryError, rho=probability, tau=probability, n_trees=integer(1), max_cells=integer(1),
                random_state=optional(integer(0)))
@@ -353,7 +356,7 @@ class TCREx:
         if self.reach_ is not None:
             said = self.result_.guarantee
             self.result_ = replace(self.result_, guarantee=replace(said, note=f"{said.note} {self._reach_note()}"))
-        self.fit_time_ = self.result_.elapsed
+        self.elapsed_ = self.result_.elapsed
         return self
 
     def _count_unreachable(self, X: np.ndarray, lacking: np.ndarray) -> list[str]:
@@ -444,7 +447,7 @@ class TCREx:
         est.grid_ = list(result.grid)
         est.n_cells_ = result.n_cells
         est.result_ = result
-        est.fit_time_ = result.elapsed
+        est.elapsed_ = result.elapsed
         return est
 
     def _candidates(self, X, y, n, d):

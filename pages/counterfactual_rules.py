@@ -217,7 +217,7 @@ def main() -> None:
     if cr is None:
         st.stop()
     n_est, depth = fit["n_est"], fit["depth"]
-    st.caption(f"Surrogate: {n_est} trees of depth ≤ {depth}, fitted in {cr.fit_time_:.2f} s; it reproduces the "
+    st.caption(f"Surrogate: {n_est} trees of depth ≤ {depth}, fitted in {cr.elapsed_:.2f} s; it reproduces the "
                f"model on {cr.fidelity_:.1%} of the rows" if ens.is_classifier else
                f"Surrogate: {n_est} trees of depth ≤ {depth}, R² {cr.fidelity_:.3f} against the model.")
     tab_local, tab_regional = st.tabs(["One row", "Sub-populations"])

@@ -59,7 +59,7 @@ from core.figures import interval_chart_svg
 from core.intake.columns import analyst_columns, recourse_frame
 from core.intake.csvsafe import to_csv
 from core.intake.models import from_model
-from core.model import Guarantee, LinearModel, TreeEnsemble
+from core.model import Guarantee, LinearModel, ModelShape, TreeEnsemble
 from core.model.guarantee import GUARANTEE_KINDS, MODEL_KINDS, ModelKind, guarantee_line, with_guarantee
 from core.model.native import model_input
 from core.model.result import (
@@ -328,7 +328,7 @@ class _Side:
 
 
 def _side(ens: Any, model: Any, surrogate: Surrogate | None) -> _Side:
-    if surrogate is not None and getattr(model, "kind", None) == "black_box":
+    if surrogate is not None and isinstance(model, ModelShape) and not model.exact:
         return _Side(surrogate.ensemble, {"model": model, "surrogate": surrogate}, surrogate.ensemble, False)
     if isinstance(ens, LinearModel):
         if surrogate is None:
@@ -739,7 +739,7 @@ def _facts(side: _Side) -> dict[str, Any]:
             "source": side.solve_on.source if linear else getattr(model, "source", "model"),
             "task": side.joint.task, "content_sha256": side.solve_on.content_hash() if linear
             else getattr(model, "identity", ""),
-            "surrogate": side.extra["surrogate"].to_dict() if "surrogate" in side.extra else None}
+            "surrogate": side.extra["surrogate"].summary() if "surrogate" in side.extra else None}
 
 
 def _invalidation_stats(table: pd.DataFrame, attrs: list[str], n_boot: int, n_perm: int, alpha: float,

@@ -366,13 +366,13 @@ def _recourse_stage(run: _Run) -> tuple[pd.DataFrame, np.ndarray]:
                      "cost": float(res.cost) if found else np.nan,
                      # how far the cost may be above the optimum: 0 when proven, > 0 at the time limit
                      "gap": (0.0 if res.status == "optimal" else float(res.gap)) if found else np.nan,
-                     "solve_time": round(res.elapsed, 4)})
+                     "elapsed": round(res.elapsed, 4)})
     cfs = np.array([r.x if r.found else np.full(len(run.names), np.nan) for r in done], dtype=np.float64)
     # the changes in the table's columns (a fill of a missing value, a category switch: one change each),
     # with the counterfactual's values beside them
     per_row = recourse_frame(analyst_columns(run.ens, run.schema), run.A[rows], cfs)
     table = pd.DataFrame(recs)
-    table = pd.concat([table.drop(columns="solve_time"), per_row, table[["solve_time"]]], axis=1)
+    table = pd.concat([table.drop(columns="elapsed"), per_row, table[["elapsed"]]], axis=1)
     run.timings["recourse"] = time.perf_counter() - t0
     return table, cfs
 
@@ -477,7 +477,7 @@ def _statistics_stage(run: _Run, table: pd.DataFrame, y: Any):
         col_groups = {g: [run.names[j] for j in cols] for g, cols in run.schema.groups().items() if len(cols) >= 2}
         sub = scan_subgroups(table, frame_rows, groups=col_groups, min_size=s.min_subgroup, budget=s.budget,
                              n_perm=min(s.n_perm, 1000), n_boot=min(s.n_boot, 300), alpha=s.alpha,
-                             random_state=s.random_state)
+                             random_state=s.random_state).table
         if not len(sub):
             run.notes.append(f"Subgroup scan: no subgroup of at least {s.min_subgroup} audited rows "
                              "(and as many outside).")
@@ -496,7 +496,7 @@ def _meta(run: _Run, table: pd.DataFrame, prov: Provenance, sub: pd.DataFrame | 
                  "columns": names},
         "model": {"sha256": prov.model_sha256, "source": _source(run), "kind": _kind(run),
                   "trees": getattr(run.ens, "n_trees", None) if _kind(run) == "tree_ensemble" else None,
-                  "task": run.ens.task, **({} if run.surrogate is None else {"surrogate": run.surrogate.to_dict()})},
+                  "task": run.ens.task, **({} if run.surrogate is None else {"surrogate": run.surrogate.summary()})},
         "recourse_guarantee": None if run.recourse_guarantee is None else run.recourse_guarantee.to_dict(),
         "class_names": dict(prov.class_names),
         "parameters": {"target": ([float(v) for v in run.target_value] if isinstance(run.target_value, tuple)

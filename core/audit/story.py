@@ -40,7 +40,6 @@ from core.counterfactual import CounterfactualResult
 from core.errors import NoCounterfactualRuleError, QueryError
 from core.figures import interval_chart_svg
 from core.model.guarantee import GUARANTEE_KINDS, Guarantee, guarantee_line
-from core.model.native import model_input
 from core.model.result import Reader, Result, frame_from_dict, frame_to_dict, settings, to_json_value
 from core.optimal import optimal_counterfactual, verify_recourse
 from core.rules.results import LocalRule
@@ -355,11 +354,8 @@ def _share_text(p: float) -> str:
 
 def _proba(ws: Any, x: np.ndarray) -> np.ndarray | None:
     """The model's own class probabilities for one row (None when it gives none)."""
-    if ws.model_kind == "linear":
-        return ws.linear.predict_proba(x[None, :])[0] if ws.linear.has_proba else None
-    if ws.model_kind == "black_box":
-        return ws.model.predict_proba(model_input(ws.ensemble, x[None, :]))[0] if ws.model.has_proba else None
-    return ws.ensemble.predict_proba(x[None, :])[0]
+    p = ws.predict_proba(x[None, :])
+    return None if p is None else p[0]
 
 
 def _decision(case: _Case) -> tuple[Section, Any]:
@@ -698,9 +694,7 @@ def case_story(ws: Workspace, row: int, target: TargetSpec, *, time_limit: float
 
 def _model_sentence(ws: Workspace) -> str:
     """Which model the story is about, and how it is read (exactly, or through a surrogate)."""
-    source = (ws.linear.source if ws.model_kind == "linear" and ws.linear is not None else
-              getattr(ws.model, "source", None) if ws.model_kind == "black_box" else ws.ensemble.source)
-    return f"The model: {source or 'the model loaded'}, {ws.kind_text}."
+    return f"The model: {ws.own_model.source or 'the model loaded'}, {ws.kind_text}."
 
 
 def _first_sentence(text: str) -> str:

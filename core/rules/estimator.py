@@ -16,6 +16,7 @@ import numpy as np
 from core.counterfactual import output_mask
 from core.errors import NotFittedError, QueryError
 from core.model.features import as_table
+from core.model.result import older_name
 from core.rules import engines, sampling, search
 from core.rules.onmodel import EdgeSettings, OnModel, edge_points
 from core.rules.reach import resolve, rule_reach
@@ -93,7 +94,7 @@ class CounterfactualRules:
     feature_usage_ : number of surrogate splits per column.
     fidelity_ : share of the fitting rows where the surrogate reproduces the
         model's output (classification) or R^2 (regression).
-    fit_time_ : seconds.
+    elapsed_ : seconds the fit took (``fit_time_``, its older name, reads the same and warns).
 
     Queries take ``fixed`` (and ``increase_only`` / ``decrease_only`` for rules)
     as feature names or column indices; ``pi``, ``pi_c`` and ``top_k`` default
@@ -112,6 +113,8 @@ class CounterfactualRules:
     >>> rule.lower.shape == x.shape, 0 not in rule.features
     (True, True)
     """
+
+    fit_time_ = older_name("fit_time_", "elapsed_")
 
     @validated(QueryError, n_estimators=integer(1), max_depth=optional(integer(1)), pi=probability, pi_c=probability,
                top_k=integer(1), random_state=optional(integer(0)), n_workers=n_workers_setting,
@@ -170,7 +173,7 @@ class CounterfactualRules:
         self.fidelity_ = st.fidelity
         self.X_, self.y_ = st.X, st.y
         self.feature_usage_ = st.feature_usage
-        self.fit_time_ = time.perf_counter() - t0
+        self.elapsed_ = time.perf_counter() - t0
         return self
 
     # ------------------------------------------------------------ plumbing

@@ -18,7 +18,7 @@ import numpy as np
 from core.jsonable import finite_or_none, plain
 from core.model import box as model_box
 from core.model.guarantee import Guarantee
-from core.model.result import Reader, Result, Writer, settings
+from core.model.result import Reader, Result, Writer, older_name, settings
 from core.rules.filters import parse_filter
 from core.ruletext import rule_text
 
@@ -129,6 +129,10 @@ class LocalRule(Result):
         are all reachable.
     """
 
+    kind: ClassVar[str] = "local_rule"
+    what: ClassVar[str] = "local counterfactual rule"
+    old_kinds: ClassVar[tuple[str, ...]] = ("",)     # written with no kind of its own before
+
     x: np.ndarray
     target: Any
     features: tuple[int, ...]
@@ -156,10 +160,7 @@ class LocalRule(Result):
         if self.guarantee is None:
             object.__setattr__(self, "guarantee", rule_guarantee(self.params))
 
-    @property
-    def time(self) -> float:
-        """The older name of :attr:`elapsed`."""
-        return self.elapsed
+    time = older_name("time")
 
     def _body(self) -> dict[str, Any]:
         w = Writer().array("x", self.x).value("target", self.target).value("features", list(self.features))
