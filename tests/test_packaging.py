@@ -144,8 +144,8 @@ def test_the_extras_agree_with_the_pinned_requirements():
 
 
 def test_each_optional_package_is_named_with_its_extra():
-    """core.extras.EXTRA_OF names, for each optional module, an extra of pyproject.toml that installs it."""
-    from core.extras import EXTRA_OF
+    """core.errors.EXTRA_OF names, for each optional module, an extra of pyproject.toml that installs it."""
+    from core.errors import EXTRA_OF
 
     extras = PYPROJECT["project"]["optional-dependencies"]
     dists = packages_distributions()
@@ -197,7 +197,7 @@ def test_the_wheel_installs_in_a_clean_venv_without_extras_and_with_the_app(tmp_
 import numpy as np, pandas as pd
 from sklearn.ensemble import RandomForestClassifier
 from core import from_model, optimal_counterfactual
-from core.extras import MissingExtraError, need
+from core.errors import MissingExtraError, need
 rng = np.random.default_rng(0)
 X = pd.DataFrame({"a": rng.normal(size=200), "b": rng.normal(size=200)})
 y = (X.a + X.b > 0).astype(int)

@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.errors import AtlasError, DataError, ModelError, UnsupportedModelError, UntrustedPickleError
-from core.extras import need
+from core.errors import AtlasError, DataError, ModelError, UnsupportedModelError, UntrustedPickleError, need
 from core.intake.compressed import unpack
 from core.intake.csvfile import TYPE_LETTERS, read_csv
 from core.intake.limits import LOCAL_LIMITS, table_limits

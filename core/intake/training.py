@@ -12,8 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.errors import DataError
-from core.extras import need
+from core.errors import DataError, need
 
 __all__ = ["FAMILIES", "TrainedModel", "infer_task", "train_model"]
 

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import pandas as pd
 
-from core.extras import need
+from core.errors import need
 from core.model.categorical import OTHER_CODE, decode
 from core.model.features import ModelShape
 from core.model.missing import to_native

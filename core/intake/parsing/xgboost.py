@@ -37,8 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from core.errors import ModelError, UnsupportedModelError
-from core.extras import need
+from core.errors import ModelError, UnsupportedModelError, need
 from core.intake.parsing.common import build_tree, describe_unsupported, drop_last_level
 from core.model.categorical import OTHER_CODE
 from core.model.ensemble import Link, Task, TreeEnsemble
