@@ -3,6 +3,7 @@ what it is, and every page's own computation runs on it and says what its answer
 
 from __future__ import annotations
 
+import io
 import operator
 
 import numpy as np
@@ -173,3 +174,23 @@ def test_every_page_runs_on_the_model_and_says_what_it_guarantees(files, model_f
             assert any(s.startswith("What ") and " guarantees: " in s for s in shown), (page, shown)
         if page in ("fcca.py", "decision_regions.py") and kind == "black_box":
             assert any("surrogate" in s for s in shown), (page, shown)
+
+
+def test_a_batch_of_counterfactuals_says_and_exports_what_it_guarantees(files, downloads):
+    """The Many rows tab on an MLP: beside the table and in its CSV, what the batch guarantees
+    (valid on the model, never proven optimal); each counterfactual exported is the MLP's target."""
+    df, mlp, _, data = files
+    at = _app()
+    _upload(at, df, "mlp.skops", data["mlp.skops"])
+    at.switch_page(str(ROOT / "pages" / "optimal_cf.py")).run()
+    at.number_input(key="ocb_n").set_value(3).run()
+    _click(at, "Run on 3 rows")
+    assert not at.exception, at.exception
+    says = [c.value for c in at.caption if c.value.startswith("What this batch guarantees: ")]
+    assert len(says) == 1 and "Valid on the uploaded model (checked on it)" in says[0], says
+    table = pd.read_csv(io.StringIO(downloads["ocb_dl"]))
+    assert len(table) == 3 and set(table["guarantee"]) == {"valid_on_model"}
+    assert set(table["guarantee_text"]) == {says[0].split(": ", 1)[1]}
+    cf = table[[f"cf:{c}" for c in ("age", "income", "job", "sex")]].rename(columns=lambda c: c[3:])
+    assert (mlp.predict(cf) == 1).all()
+
