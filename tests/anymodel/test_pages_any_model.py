@@ -194,3 +194,27 @@ def test_a_batch_of_counterfactuals_says_and_exports_what_it_guarantees(files, d
     cf = table[[f"cf:{c}" for c in ("age", "income", "job", "sex")]].rename(columns=lambda c: c[3:])
     assert (mlp.predict(cf) == 1).all()
 
+
+def test_a_model_not_read_exactly_is_never_kept_as_its_surrogate(files, fresh_history, tmp_path):
+    """An MLP's surrogate is not the MLP: no link offers to keep it (a link would open the surrogate
+    in the model's place, claiming proven optimal), and its audit is stored without a model (Compare
+    models would load the surrogate as "the model of audit #n"), titled by the model, not the surrogate."""
+    from core.audit.history import AuditStore, HistoryError
+    from dashboard import history
+
+    df, _, _, data = files
+    at = _app()
+    _upload(at, df, "mlp.skops", data["mlp.skops"])
+    assert not [b for b in at.sidebar.button if b.key == "share_view"]
+    assert any("A link cannot keep this model" in c.value for c in at.sidebar.caption), \
+        [c.value for c in at.sidebar.caption]
+    ws = at.session_state["workspace"]
+    at.switch_page(str(ROOT / "pages" / "fairness_audit.py")).run()
+    _actions(at, "fairness_audit.py", ws, b"")
+    audit = at.session_state["fa_result"]["audit"]
+    db = history.store()
+    listed = db.list()
+    assert len(listed) == 1 and "surrogate" not in listed["title"].iloc[0], listed
+    assert db.with_models() == []
+    with pytest.raises(HistoryError, match="not a tree ensemble"):
+        AuditStore(f"sqlite:///{tmp_path / 'other.sqlite'}").save(audit, ensemble=ws.ensemble)
