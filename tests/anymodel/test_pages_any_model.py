@@ -172,6 +172,9 @@ def test_every_page_runs_on_the_model_and_says_what_it_guarantees(files, model_f
             assert any(s.startswith("What each row") and says in s for s in shown), shown
         if page in ("case_story.py", "compare_models.py"):
             assert any(s.startswith("What ") and " guarantees: " in s for s in shown), (page, shown)
+        if page == "compare_models.py":       # both slices are surrogates' (one model each kind): said so
+            drawn = [s for s in shown if s.startswith("What this drawing guarantees: ")]
+            assert len(drawn) == 2 and all("Exact on its surrogate" in s for s in drawn), shown
         if page in ("fcca.py", "decision_regions.py") and kind == "black_box":
             assert any("surrogate" in s for s in shown), (page, shown)
 
