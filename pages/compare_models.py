@@ -118,6 +118,14 @@ def _sides(w) -> dict:
     return {"ens": w.linear if w.linear is not None else w.ensemble, "model": w.model, "surrogate": w.surrogate}
 
 
+def _checked_on(w) -> dict:
+    """A surrogate's slice with the model it stands for, each region put to that model (as on the
+    Decision regions page); nothing for a tree ensemble, whose regions are its own."""
+    if w.surrogate is None:
+        return {}
+    return {"model": w.linear if w.linear is not None else w.model, "surrogate": w.surrogate}
+
+
 def _pair(a: dict, b: dict) -> dict:
     """Both sides' arguments of :func:`compare_models`."""
     return dict(model_a=a["model"], model_b=b["model"], surrogate_a=a["surrogate"], surrogate_b=b["surrogate"])
@@ -205,6 +213,7 @@ def _groups_figure(g) -> go.Figure:
                     error_y=dict(type="data", symmetric=False, array=sub["ci_high"] - sub["invalidated"],
                                  arrayminus=sub["invalidated"] - sub["ci_low"]), name=figure_text(attr))
     fig.update_layout(title="Recourse under A that B does not honour (95% intervals)", yaxis_tickformat=".0%",
+                      yaxis_range=[0, 1.05],                  # a share: never below 0 (all-zero bars drew -100%)
                       height=340, margin=dict(l=10, r=10, t=40, b=10), showlegend=False)
     return fig
 
@@ -344,11 +353,14 @@ def _regions(ws, wb, schema, names, X) -> None:
         left, right = st.columns(2)
         for col, w, label in ((left, ws, "Model A"), (right, wb, "Model B")):
             rs = slice_regions(w.ensemble, x_slice, (fa, fb), bounds={fa: view[0], fb: view[1]}, max_regions=2000,
-                               time_limit=20.0)
+                               time_limit=20.0, **_checked_on(w))
             title = (f"{label}: slice through row {row}"
                      + ("" if w.model_kind == "tree_ensemble" else " (its surrogate)"))
             fig = regions_figure(rs.regions, w.ensemble, (fa, fb), view, x=x, title=title)
             col.plotly_chart(fig, key=f"cm_regions_{label}")
+            if not rs.complete:
+                col.warning(f"Only the first {len(rs.regions):,} regions are drawn (limit or time reached).")
+            show_guarantee(col, rs.guarantee, "this drawing")
 
 
 def main() -> None:

@@ -87,7 +87,9 @@ def _run_tab(ws, ens, schema, X, pred) -> None:
                               model_sha256=ws.model_sha256, data_name=ws.name, progress=show, y=ws.y,
                               class_names=ws.class_names)
             state.put(K.AUDIT_RESULT, {"key": ws.key, "audit": audit, "source": "run"})
-            if (stored := remember(audit, title=f"{ws.name} · {ens.source}", ensemble=ens)) is not None:
+            exact = ws.model_kind == "tree_ensemble"     # any other model's ensemble is its surrogate: not kept as it
+            if (stored := remember(audit, title=f"{ws.name} · {audit.meta['model']['source']}",
+                                   ensemble=ens if exact else None)) is not None:
                 st.toast(f"Stored in the audit history as #{stored}.")
         bar.empty()
         cancel.empty()

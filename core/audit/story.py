@@ -385,9 +385,11 @@ def _where(case: _Case) -> Section:
         return ("Where the case sits", ("The model gives the same answer to every input.",))
     same = int(np.all((X > lower) & (X <= upper), axis=1).sum())   # in the box as written
     surrogate = case.ws.surrogate
+    itself = ("the linear model's own regions are not boxes" if case.ws.model_kind == "linear"
+              else "the model itself was not read exactly")
     whose = ("every tree of the model" if case.ws.model_kind == "tree_ensemble" or surrogate is None else
              f"every tree of the model's surrogate (a tree ensemble that agrees with the model on "
-             f"{_share_text(surrogate.fidelity)} of held-out cases; the model itself was not read exactly)")
+             f"{_share_text(surrogate.fidelity)} of held-out cases; {itself})")
     region = (f"Every case with {', '.join(parts[:8])}{' (and more conditions)' if len(parts) > 8 else ''} gets "
               f"exactly the same answer from {whose}; of the {number_text(len(X))} cases in the "
               f"data, {number_text(same)} {'lies' if same == 1 else 'lie'} in this region.")
