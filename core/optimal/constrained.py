@@ -293,7 +293,9 @@ def verify_recourse(model: ModelLike, x: Row, target: TargetSpec, *, schema: Sch
     x = np.asarray(x, dtype=float).ravel()
     kw = dict(norm="l1", weights=None, fixed=fixed, increase_only=increase_only, decrease_only=decrease_only)
     build, (view, dom) = _builder(read, x, target, cons, schema, kw)
-    status, witness = _free_witness(read, x, target, cons, schema, kw, 0.5 * time_limit)
+    boxed = isinstance(read, TreeEnsemble) and cmilp.by_boxes(view, cons)    # the box search decides alone
+    status, witness = ("unknown", None) if boxed else _free_witness(read, x, target, cons, schema, kw,
+                                                                      0.5 * time_limit)
     if status == "unknown" and isinstance(read, LinearModel):
         found = cmilp.solve_linear_model(view, dom, cons, time_limit=time_limit, objective=False)
         status, witness = ("feasible", found.x) if found.x is not None else (found.status, None)

@@ -654,7 +654,7 @@ def _by_boxes(prob: CellProblem, dom: Domain, cons: Constraints, inc: np.ndarray
 
 
 def solve_cells(prob: CellProblem, dom: Domain, cons: Constraints, *, time_limit: float = 30.0,
-                starts: Sequence[np.ndarray] = (), X_ref: np.ndarray | None = None, n_workers: int = 2) -> Solved:
+                starts: Sequence[np.ndarray] = (), X_ref: np.ndarray | None = None, n_workers: int = 1) -> Solved:
     """The cheapest point of ``prob`` (a tree ensemble's query) under ``cons``, proven (module
     docstring). ``starts`` (e.g. the optimum without the constraints) and ``X_ref`` give a
     first valid point (:func:`_incumbent`): its cost bounds the program (leaves that cannot
@@ -776,6 +776,30 @@ def _valid(prob: CellProblem, cons: Constraints, dom: Domain, x: np.ndarray) -> 
         bool(np.all(x >= dom.lo - 1e-9) and np.all(x <= dom.hi + 1e-9))
 
 
+def _witness_by_boxes(prob: CellProblem, dom: Domain, cons: Constraints, deadline: float
+                      ) -> tuple[str, np.ndarray | None] | None:
+    """A witness by the LP box search under the constraints, ended at its first valid point,
+    case by case (:func:`_by_boxes`); ("infeasible", None) when every case is proven empty;
+    None when the search does not apply or does not decide."""
+    from core.solvers import constrained_box as cbox
+
+    cases = cbox.cases(cons) if cbox.applies(prob) else None
+    if cases is None:
+        return None
+    for case in cases:
+        p_case, d_case = narrowed(prob, dom, case)
+        try:
+            sol, point, unplaced = cbox.solve(p_case, d_case, case, time_limit=max(0.01, deadline - time.perf_counter()),
+                                              n_workers=1, first=True)
+        except cbox.NotBox:
+            return None
+        if point is not None:
+            return "feasible", point
+        if unplaced or sol.status != "infeasible":
+            return None
+    return "infeasible", None
+
+
 def tree_witness(prob: CellProblem, dom: Domain, cons: Constraints, *, time_limit: float = 30.0
                  ) -> tuple[str, np.ndarray | None]:
     """("feasible", a valid point), ("infeasible", None) proven, or (a time-out status, None):
@@ -784,6 +808,9 @@ def tree_witness(prob: CellProblem, dom: Domain, cons: Constraints, *, time_limi
     no room)."""
     t0 = time.perf_counter()
     deadline = t0 + time_limit
+    boxed = _witness_by_boxes(prob, dom, cons, deadline)
+    if boxed is not None:
+        return boxed
     try:
         P, cols, cells = _program(prob, dom, cons, strict=False, with_cost=False)
     except _Infeasible:

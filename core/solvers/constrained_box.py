@@ -286,6 +286,7 @@ class _Search(lpbox._Search):
         self.valued: dict[bytes, tuple[float, np.ndarray] | None] = {}
         self.point: np.ndarray | None = None     # the incumbent's point, strictly inside its cells
         self.unplaced = False                    # a cell's closure held a point but its inside none was found
+        self.first = False                       # end at the first point (a witness, not the cheapest)
         super().__init__(prob, S, deadline, None, None, None, None)
 
     def relaxation(self, prob: CellProblem, S: BoxSearch) -> lpbox.LPBox:
@@ -295,6 +296,9 @@ class _Search(lpbox._Search):
         with self.lock:
             if value < self.ub:
                 self.inc, self.ub, self.point = np.asarray(cells, dtype=np.int64).copy(), value, point
+                if self.first:
+                    self.ended = "limit"
+                    self.lock.notify_all()
 
     def better(self, cells: np.ndarray) -> None:
         """Make ``cells`` the incumbent if its cheapest point under the constraints is cheaper."""
@@ -339,18 +343,26 @@ class _Search(lpbox._Search):
 
 
 def solve(prob: CellProblem, dom: Domain, cons: Constraints, *, time_limit: float = 30.0,
-          start: np.ndarray | None = None, n_workers: int = 2) -> tuple[CellSolution, np.ndarray | None, bool]:
+          start: np.ndarray | None = None, n_workers: int = 2, first: bool = False
+          ) -> tuple[CellSolution, np.ndarray | None, bool]:
     """The cheapest point of ``prob`` under ``cons`` by the LP box search on the widened
     relaxation: (the search's answer on the cells, the incumbent's point, whether some cell
     was left unplaced, so that "optimal" and "infeasible" are not proven). ``start``: a
-    valid point under the constraints, the first incumbent. Raises :class:`NotBox` where the
-    search does not apply."""
+    valid point under the constraints, the first incumbent. ``first``: end at the first
+    valid point (status "feasible"; "infeasible" still proven). Raises :class:`NotBox` where
+    the search does not apply."""
     deadline = time.perf_counter() + time_limit
     d2 = _narrowed(dom, cons)
     J = coupled(dom, cons, d2.lo, d2.hi, d2.code_costs)
     ub = dom.point_cost(start) if start is not None else np.inf
     q, S = _search_state(prob, ub)
+    if start is not None:            # the box search's own bound (per tree, no LP) may already rule the case out
+        root = float(S.evaluate(S.root_lo, S.root_hi)[0])
+        if not root < ub - lpbox.SLACK * (1.0 + abs(ub)):
+            cells = q.interval_of(np.asarray(start, dtype=float)[None, :])[0]
+            return CellSolution("optimal", cells, ub, slack=lpbox.SLACK * (1.0 + abs(ub))), start.copy(), False
     search = _Search(q, S, deadline, dom, cons, J)
+    search.first = first
     if start is not None:
         search.inc, search.point = q.interval_of(np.asarray(start, dtype=float)[None, :])[0], start.copy()
     sol = search.run(max(1, int(n_workers)))
