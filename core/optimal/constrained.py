@@ -1,8 +1,9 @@
 """Optimal counterfactuals and recourse verification under constraints between features.
 
 The analyst's constraints (:mod:`core.constraints`) couple features, so the query is
-answered by the one solver that encodes them exactly, the MILP of
-:mod:`core.solvers.constrained` (HiGHS), for a tree ensemble and for a linear model;
+answered by the one solver that encodes them exactly, :mod:`core.solvers.constrained`
+(a MILP, solved by the LP box search under the constraints for a tree ensemble it takes,
+:mod:`core.solvers.constrained_box`, else by HiGHS), for a tree ensemble and for a linear model;
 any other model's query is solved on its surrogate under the same constraints and the
 repaired point checked against them (:mod:`core.surrogate.repair`).
 

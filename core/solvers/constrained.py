@@ -31,7 +31,15 @@ variable of its own and states the whole query as one mixed-integer program:
   binary per premise, ``sum >= 1 - b``), each with the big M of the row's range over
   the box. A category move: the codes (one-hot columns) the row may not reach held at 0.
 
-Tree ensembles are solved in two steps, so that the cost returned is the cost of the
+Tree ensembles the LP box search takes (a sum of costs, no one-hot groups, no category
+codes) are first narrowed by the bounds the comparisons imply (:func:`narrowed`) and solved
+by that search under the constraints (:mod:`core.solvers.constrained_box`: its relaxation
+widened by the coupled values, implications split into cases), which proves the free
+optimum as fast as the free search when it keeps the constraints; where the search does
+not apply or does not decide, the program below answers (on the box search's relaxation
+with binary levels where that applies, else on OCEAN's rows).
+
+The program is solved in two steps, so that the cost returned is the cost of the
 point returned and the bound is a true one: the closed relaxation (open interval ends
 closed) gives a lower bound and the cells of a candidate; those cells are then fixed
 and the point placed strictly inside them (a small program of ``x`` alone); when the
@@ -41,7 +49,8 @@ linear model's own answer) and against every constraint (:meth:`Constraints.viol
 ``binding`` lists the constraints that hold with equality there.
 
 Preclusion (:func:`tree_witness`, or :func:`solve_linear_model` with no objective): the
-same rows with a zero objective; HiGHS stops at its first point, or proves that none exists. :func:`blocking` finds the smallest set of the
+box search ended at its first valid point, case by case, or the same rows with a zero
+objective, where HiGHS stops at its first point, or proves that none exists. :func:`blocking` finds the smallest set of the
 analyst's constraints under which the row is still precluded (by size, then a
 deletion filter past ``EXHAUSTIVE`` constraints).
 """
@@ -571,20 +580,25 @@ def narrowed(prob: CellProblem, dom: Domain, cons: Constraints) -> tuple[CellPro
     lo, hi = np.where(moved, lo, dom.lo), np.where(moved, hi, dom.hi)
     points, costs, _ = _grids(prob.ens, prob.levels, prob.x_hat, prob.kinds or ["numerical"] * dom.d, lo, hi,
                               ["free"] * dom.d, prob.cost_model, prob.grid_key)
-    for j in np.flatnonzero(~moved):
-        points[j], costs[j] = prob.points[j], prob.costs[j]
-    for j in np.flatnonzero(moved):
+    for k in np.flatnonzero(~moved):
+        points[k], costs[k] = prob.points[k], prob.costs[k]
+    for j in (int(k) for k in np.flatnonzero(moved)):
         gone = ~np.isfinite(prob.costs[j])
         costs[j] = np.where(gone, np.inf, costs[j])
         points[j] = np.where(gone, np.nan, points[j])
         if not lo[j] <= dom.x_hat[j] <= hi[j]:          # the row's own interval: its point nearest the row, if any
-            h, L = int(prob.hat[j]), prob.levels[j]
+            h = int(prob.hat[j])
             v = float(np.clip(dom.x_hat[j], lo[j], hi[j]))
-            inside = (h == 0 or v > L[h - 1]) and (h == L.size or v <= L[h]) and not gone[h]
+            inside = _in_interval(prob.levels[j], h, v) and not gone[h]
             costs[j][h] = float(prob.cost_model.feature_cost(j, dom.x_hat[j], np.array([v]))[0]) if inside else np.inf
             points[j][h] = v if inside else np.nan
     return (replace(prob, points=points, costs=costs),
             Domain(dom.x_hat, lo, hi, dom.integral, dom.code_costs, dom.cost_model, dom.groups, dom.names))
+
+
+def _in_interval(levels: np.ndarray, i: int, v: float) -> bool:
+    """Does ``v`` lie in interval ``i`` of ``levels``, ``(levels[i-1], levels[i]]``?"""
+    return (i == 0 or v > levels[i - 1]) and (i == levels.size or v <= levels[i])
 
 
 def _program(prob: CellProblem, dom: Domain, cons: Constraints, strict: bool, with_cost: bool = True,

@@ -68,8 +68,9 @@ __all__ = ["applies", "NotBox", "coupled", "box_program", "solve"]
 
 def applies(prob: CellProblem) -> bool:
     """Does the LP box search's relaxation take this problem? (a sum of costs, no one-hot
-    groups, no diverse alternatives: :func:`core.solvers.lpbox.applies`)"""
-    return lpbox.applies(prob) is None
+    groups, no diverse alternatives: :func:`core.solvers.lpbox.applies`; no column of
+    category codes: those go to OCEAN's rows, which hold a binary per code)"""
+    return lpbox.applies(prob) is None and not prob.ens.categorical_features
 
 
 class NotBox(Exception):
