@@ -131,7 +131,7 @@ def run_reachml(python: str, X: np.ndarray, rows: np.ndarray, coef: np.ndarray, 
 
 
 # ------------------------------------------------------------------ this project
-def schema_for(X: np.ndarray):
+def schema_for():
     from core.schema import FeatureSpec, Schema
 
     feats = []
@@ -156,7 +156,7 @@ def run_here(model, X: np.ndarray, rows: np.ndarray, time_limit: float) -> dict:
 
     from core.optimal import verify_recourse
 
-    schema = schema_for(X)
+    schema = schema_for()
     cons = schema.with_constraints(TEXTS).parsed_constraints()
     precluded, seconds, witnesses = [], [], []
     for r in rows:
@@ -211,7 +211,7 @@ def main() -> None:
     rows = np.flatnonzero(model.predict(pd.DataFrame(X, columns=COLUMNS)) == 0)[:a.rows]
     theirs = run_reachml(a.reachml_python, X, rows, model.coef_[0], float(model.intercept_[0]))
     ours = run_here(model, X, rows, a.time_limit)
-    schema = schema_for(X)
+    schema = schema_for()
     # the same action set both ways: every point reachml reaches is allowed here, and every witness found here
     # is one of the points reachml reaches
     outside_here = sum(int((~allowed_here(schema, X[r], np.asarray(R).reshape(-1, X.shape[1]))).sum())
