@@ -150,7 +150,8 @@ def cases(cons: Constraints, limit: int = CASES) -> list[Constraints] | None:
     """The constraints as cases without implications, whose union is the constraints: each
     implication ``P_1 and ... and P_m -> Q`` splits into "``P_1`` fails", ..., "``P_1 ... P_m-1``
     hold and ``P_m`` fails", "all hold and ``Q``" (a failing equation: either side). None when
-    there would be more than ``limit`` cases (the search then takes the implications relaxed)."""
+    there would be more than ``limit`` cases (the MILP then answers, :func:`box_program`, its
+    implications by binaries)."""
     from core.constraints import Constraint, Constraints, Implication
 
     plain = [c for c in cons if not isinstance(c.form, Implication)]
