@@ -375,7 +375,9 @@ def test_fcca_collects_counterfactuals_under_the_constraints(tiny):
     assert got.statuses.get("infeasible", 0) > 0 and len(got.rows) > 0
     for i, x0, xc, cost in zip(got.rows, got.x0, got.x_ce, got.costs):
         assert cons.violated(x0, xc) == [] and model.predict(xc[None, :])[0] != model.predict(x0[None, :])[0]
-        assert cost >= free.costs[list(free.rows).index(i)] - 1e-9
+        # up to where each solver places its point inside the optimal cell (the free path's points
+        # sit further in, 1e-4 more cost seen here; the infima are checked in test_constraints_exact.py)
+        assert cost >= free.costs[list(free.rows).index(i)] - 1e-3
     left = sorted(set(free.rows) - set(got.rows))                    # the rows the constraint precludes
     assert left and len(left) == got.statuses["infeasible"] and all(verify_recourse(ens, X[i], 1 - model.predict(X[i][None, :])[0], schema=schema,
                                         constraints=texts).precluded for i in left[:3])
