@@ -258,6 +258,10 @@ def distill(model: ModelLike, X: Rows, *, holdout: float = 0.2, n_pairs: int = 2
     random_state : seeds every random choice; the same inputs give the same surrogate.
     """
     t0 = time.perf_counter()
+    if not hasattr(model, "feature_names") or not hasattr(model, "categories"):
+        raise AtlasError(f"distill takes a model read by the library (a core.model BlackBoxModel, TreeEnsemble or "
+                         f"LinearModel), not a {type(model).__name__}: for a fitted model of your own, "
+                         "core.open_workspace(model, data, target) reads it and fits its surrogate (ws.surrogate).")
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2 or X.shape[1] != len(model.feature_names):
         raise AtlasError(f"Rows of shape {X.shape} given to fit a surrogate; the model takes "
