@@ -90,11 +90,13 @@ debian-packages:
 	@$(MAKE) --no-print-directory chromium
 	@$(MAKE) --no-print-directory postgresql
 
-# mypy checks modules on every core (`-n`): 26 s on one, 17 s on two.
+# mypy checks core, dashboard and pages on every core (`-n`), then counts the findings of
+# `mypy --strict` against pyproject's ceiling (tests/strict_types.py).
 CORES ?= $(shell nproc 2>/dev/null || echo 1)
 lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy -n $(CORES)
+	$(PY) tests/strict_types.py $(CORES)
 
 # One worker more than cores (pytest-xdist), a test file's tests on one worker (`--dist
 # loadfile`), so a module-scoped fixture (a browser module's app server, a fitted model) is

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import re
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import streamlit as st
 
@@ -134,6 +134,13 @@ def show_constraints(container: Any, schema: Any, honoured: bool = True) -> None
     listed = "; ".join(lines)
     container.caption(plain(f"Constraints between features in force: {listed}." if honoured else
                             f"This analysis does not take the constraints between features into account ({listed})."))
+
+
+def progress_bar(bar: Any, what: str) -> Callable[[int, int], None]:
+    """A ``progress(done, total)`` callback of the library drawing ``bar`` ("3 of 20 rows")."""
+    def tell(done: int, total: int) -> None:
+        bar.progress(done / max(total, 1), text=f"{done} of {total} {what}")
+    return tell
 
 
 def cluster_setting(container) -> str | None:

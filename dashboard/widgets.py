@@ -11,7 +11,7 @@ row that already has it is told so.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import numpy as np
 import streamlit as st
@@ -70,9 +70,9 @@ def target_picker(container: Any, ens: Any, pred: np.ndarray, row_pred: Any, pre
             st.session_state[SHOWN] = target
         return target
     if isinstance(chosen, tuple) and len(chosen) == 2:
-        lo, hi = (float(v) for v in chosen)
+        lo, hi = (float(v) for v in cast(tuple, chosen))
     else:
-        lo, hi = default_target(ens, pred, row_pred)
+        lo, hi = cast(tuple, default_target(ens, pred, row_pred))   # a regressor's interval
     st.session_state[f"{prefix}_lo"], st.session_state[f"{prefix}_hi"] = lo, hi
 
     def keep() -> None:
@@ -109,7 +109,7 @@ def favourable_picker(container: Any, ens: Any, pred: np.ndarray, prefix: str, *
         above = container.selectbox(label, [True, False], key=f"{prefix}_side",
                                     format_func=lambda a: f"{'at least' if a else 'at most'} {reference} prediction")
     target = favourable_default(ens, pred, above=above)
-    edge = target[0] if above else target[1]
+    edge = cast(tuple, target)[0] if above else cast(tuple, target)[1]   # a regressor's favourable interval
     container.caption(f"Favourable: prediction {'at least' if above else 'at most'} {reference}, "
                       f"{plain(outcome_text(edge, names))}.")
     return target

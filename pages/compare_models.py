@@ -83,8 +83,8 @@ def _model_b_from_history(ws) -> None:
         if not len(past):
             st.info("No audit in the history kept its model yet: audits run from now on keep it.")
         else:
-            labels = {int(r.id): f"#{r.id} · {r.created} · {r.title}" for r in past.itertuples()}
-            pick = st.selectbox("Audit", list(labels), format_func=labels.get, key="cm_audit_id")
+            labels = {int(i): f"#{i} · {c} · {t}" for i, c, t in zip(past["id"], past["created"], past["title"])}
+            pick = st.selectbox("Audit", list(labels), format_func=lambda i: labels[i], key="cm_audit_id")
             if st.button("Load model B", key="cm_load_audit", type="primary"):
                 with user_errors("Model B could not be loaded"):
                     _keep_model_b(ws, history_store().load_model(pick, owner=history_owner()),
@@ -103,6 +103,7 @@ def _model_b_from_file(ws) -> None:
         st.warning(io.PICKLE_WARNING)
     if st.button("Load model B", key="cm_load_file", type="primary", disabled=up is None):
         with user_errors("Model B could not be loaded"):
+            assert up is not None                    # the button is disabled until a file is chosen
             data = up.getvalue()
             model_b = session_model(data, up.name, trust, slot="model B")
             _keep_model_b(ws, model_b, up.name, sha256=io.sha256(data))

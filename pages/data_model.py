@@ -195,6 +195,7 @@ def _train_model(table, target, data_file, raw, drop_missing) -> None:
     if go:
         with user_errors("The model could not be trained"), st.spinner("Training…"):
             prep = io.prepare_data(table, target, drop_missing=drop_missing)
+            assert prep.y is not None                # a target was named, so its column was read
             tm = io.train_model(prep.X, prep.y, family, n_estimators=int(n_est),
                                 max_depth=int(depth), learning_rate=float(lr))
             ws = build_workspace(table, target, tm.model, name=f"{data_file.name} · {family}",

@@ -178,8 +178,9 @@ def _details(audit: Audit) -> None:
         if len(disp):
             st.dataframe(disp, hide_index=True, key="fa_disparities")
         st.dataframe(by_group, hide_index=True, key="fa_fairness")
-        download(st, "Group fairness (CSV)", to_csv(with_guarantee(audit.fairness, audit.guarantee)),
-                 "group_fairness.csv", "text/csv", key="fa_dl_fairness")
+        if audit.fairness is not None:             # an audit saved before group fairness has none
+            download(st, "Group fairness (CSV)", to_csv(with_guarantee(audit.fairness, audit.guarantee)),
+                     "group_fairness.csv", "text/csv", key="fa_dl_fairness")
     sub_t = subgroup_table(audit)
     if len(sub_t):
         st.subheader("Subgroups where recourse differs most")
@@ -187,8 +188,9 @@ def _details(audit: Audit) -> None:
                    "adjusted over the whole scan (Westfall-Young max-T), so a significant row is unlikely to be "
                    "chance.")
         st.dataframe(sub_t, hide_index=True, key="fa_subgroups")
-        download(st, "Subgroup scan (CSV)", to_csv(with_guarantee(audit.subgroups, audit.guarantee)),
-                 "subgroup_scan.csv", "text/csv", key="fa_dl_subgroups")
+        if audit.subgroups is not None:            # an audit saved before the scan has none
+            download(st, "Subgroup scan (CSV)", to_csv(with_guarantee(audit.subgroups, audit.guarantee)),
+                     "subgroup_scan.csv", "text/csv", key="fa_dl_subgroups")
     if len(audit.rules):
         st.subheader("Rules most often prescribed (T-CREx)")
         st.dataframe(audit.rules, hide_index=True, key="fa_rules")

@@ -17,6 +17,7 @@ from dashboard.ui import (
     download,
     graph_downloads,
     plain,
+    progress_bar,
     session_cluster,
     show_constraints,
     show_guarantee,
@@ -84,7 +85,7 @@ def _run(ws, ens, schema, X, pred) -> None:
         bar = st.progress(0.0, text="Selecting rows…")
         with user_errors("FCCA could not be run"):
             res = fcca(ens, X, y_used, **kw, **on, schema=schema, scheduler=cluster or None,
-                       progress=lambda d, t: bar.progress(d / t, text=f"{d} of {t} counterfactuals"))
+                       progress=progress_bar(bar, "counterfactuals"))
             state.put(K.FCCA_RUN, {"key": ws.key, "result": res, "trees": {}})
         bar.empty()
         cancel.empty()

@@ -164,7 +164,7 @@ def _settings_section(db, team: bool) -> None:
 
 def _settings_actions(db, kept, ws, team: bool) -> None:
     names = {int(r.id): f"#{r.id} · {r.name} · {r.author}" for r in kept.itertuples()}
-    pick = st.selectbox("Settings", list(names), format_func=names.get, key="hi_set_id")
+    pick = st.selectbox("Settings", list(names), format_func=lambda i: names[i], key="hi_set_id")
     row = kept[kept["id"] == pick].iloc[0]
     c1, c2, c3 = st.columns(3)
     if c1.button("Apply to the data loaded", key="hi_set_apply", disabled=ws is None):
@@ -187,9 +187,10 @@ def main() -> None:
     st.caption("Every finished fairness audit is kept here, after the session ends and across server restarts. "
                "Re-open one, or compare two: the same model over time, or two models on the same data.")
     db = _open_store()
-    team = auth.current() is not None
-    if team:
-        st.caption(f"Signed in as {plain(auth.current().name)}: your audits are private until you share them "
+    author = auth.current()
+    team = author is not None
+    if author is not None:
+        st.caption(f"Signed in as {plain(author.name)}: your audits are private until you share them "
                    "with the team; the ones colleagues shared are listed too, read-only.")
     elif settings().public:
         _history_key()

@@ -78,8 +78,8 @@ def _what_rules_ask(tc, names, X, pred, to_move) -> None:
     with left:
         st.markdown("**What the rules ask** (rows not yet at the target, up to 500)")
         rows = to_move[:500]
-        counts = change_keep_counts(tc, X[rows]) if len(rows) else []
-        if len(counts):
+        counts = change_keep_counts(tc, X[rows]) if len(rows) else None
+        if counts is not None and len(counts):
             st.plotly_chart(change_keep_figure(counts), key="mt_counts")
     with right:
         two = [i for i, r in enumerate(tc.rules_) if len(r.bounded) == 2]

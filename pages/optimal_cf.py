@@ -36,7 +36,7 @@ from core.optimal.batch import batch_counterfactuals
 from core.shown import approx_text, number_text, percent_text
 from dashboard import jobs, state
 from dashboard.caching import plausibility_model
-from dashboard.ui import download, plain, session_cluster, show_constraints, show_guarantee, user_errors
+from dashboard.ui import download, plain, progress_bar, session_cluster, show_constraints, show_guarantee, user_errors
 from dashboard.widgets import column_picker, row_picker, target_picker
 
 
@@ -187,6 +187,7 @@ def _show(p: _Page, result) -> None:
         raw = ws.raw_changes(result.x_query, result.x, _row_of(p, result.x_query)) if result.found else None
         g = result.guarantee
         if result.found:
+            assert raw is not None
             n_changed = int(raw["changed"].sum())
             what, say = _headline(result)
             say(f"{what}: cost {result.cost:.4g}, {n_changed} column{'s' * (n_changed != 1)} changed."
@@ -209,7 +210,7 @@ def _show(p: _Page, result) -> None:
                     help="Not known until the solver proves a lower bound." if not np.isfinite(result.gap) else None)
         m[4].metric("Solve time", f"{result.elapsed:.2f} s")
         st.caption(f"Backend: {plain(result.backend)}")      # a name, in full (a metric's box cut it short)
-        if not result.found:
+        if not result.found or raw is None:
             return
         table = _as_text(counterfactual_table(result, names))
         if list(raw["column"]) != list(names):      # categories or encoded columns: the analyst's columns first
@@ -342,7 +343,7 @@ def _one_row(p: _Page) -> None:
 def _many_rows(p: _Page) -> None:
     ws, ens, X, pred = p.ws, p.ens, p.X, p.pred
     st.markdown("Counterfactuals for many rows at once, e.g. every rejected applicant.")
-    choices = list(ens.classes) if ens.is_classifier else None
+    choices = list(ens.classes) if ens.is_classifier else []
     if ens.is_classifier:
         b1, b2, b3 = st.columns(3)
         favourable = favourable_default(ens, pred)
@@ -372,7 +373,7 @@ def _many_rows(p: _Page) -> None:
                 kwargs_b.pop("backend", None)
             results = batch_counterfactuals(
                 solve_on, X[rows], targets, n_jobs=int(jobs_n), plausibility=pl, X_ref=X, scheduler=cluster,
-                progress=lambda d, t: bar.progress(d / t, text=f"{d} of {t} rows"), **extra, **kwargs_b)
+                progress=progress_bar(bar, "rows"), **extra, **kwargs_b)
             state.put(state.Keys.OPTIMAL_BATCH, (_batch_table(p, rows, results), results.guarantee))
     held = state.get(state.Keys.OPTIMAL_BATCH)
     if held is not None:

@@ -193,6 +193,8 @@ def test_the_wheel_installs_in_a_clean_venv_without_extras_and_with_the_app(tmp_
                            capture_output=True, text=True, timeout=600)
     assert build.returncode == 0, build.stderr[-3000:]
     wheel = next(dist.glob("counterfactual_atlas-*.whl"))
+    import zipfile
+    assert "core/py.typed" in zipfile.ZipFile(wheel).namelist()      # typed for its users (PEP 561)
     code = """
 import numpy as np, pandas as pd
 from sklearn.ensemble import RandomForestClassifier
