@@ -33,6 +33,11 @@ def _sync(widget_key: str, shared_key: str, convert: Callable[[Any], Any] = lamb
     return copy
 
 
+def share_row(row: int) -> None:
+    """Make ``row`` the row every page explains (a case opened from an audit's list)."""
+    st.session_state[ROW] = int(row)
+
+
 def row_picker(container: Any, n_rows: int, key: str, *, default: int = 0, label: str = "Row") -> int:
     """The shared row, shown in ``container`` under the widget key ``key``."""
     shared = st.session_state.get(ROW)

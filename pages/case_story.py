@@ -10,7 +10,7 @@ from core.rules import CounterfactualRules
 from dashboard import state
 from dashboard.caching import session_cached
 from dashboard.ui import download, plain, plain_bold, show_constraints, show_guarantee, user_errors
-from dashboard.widgets import ROW, row_picker, target_picker
+from dashboard.widgets import row_picker, share_row, target_picker
 
 K = state.Keys
 CAPTION = ("One case told from start to end for a presentation: the model's decision, the region around it where "
@@ -61,7 +61,7 @@ def _precluded_cases(audit) -> None:
 
     def pick() -> None:
         if st.session_state.get("cs_precluded") is not None:
-            st.session_state[ROW] = int(st.session_state["cs_precluded"])
+            share_row(int(st.session_state["cs_precluded"]))
     st.selectbox(f"Open a case the audit found precluded ({len(cases):,}: no action under the constraints between "
                  "features gets the favourable outcome)", cases, index=None, placeholder="Choose a precluded case",
                  key="cs_precluded", on_change=pick)

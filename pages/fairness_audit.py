@@ -25,7 +25,7 @@ from core.model.guarantee import with_guarantee
 from dashboard import state
 from dashboard.history import remember
 from dashboard.ui import cluster_setting, download, plain, show_constraints, show_guarantee, user_errors
-from dashboard.widgets import ROW, favourable_picker, protected_picker
+from dashboard.widgets import favourable_picker, protected_picker, share_row
 
 K = state.Keys
 CAPTION = ("For the rows with an unfavourable decision: the optimal recourse of each (protected attributes held "
@@ -162,7 +162,7 @@ def _precluded(held: dict) -> None:
     pick = c1.selectbox("A precluded case", rows, index=None, placeholder="Choose a case to tell its story",
                         key="fa_precluded_row")
     if pick is not None:
-        st.session_state[ROW] = int(pick)           # the row every page explains
+        share_row(int(pick))                        # the row every page explains
         with c2:
             state.page_link("case_story", f"Open the story of case {int(pick)}", ":material/menu_book:")
 
