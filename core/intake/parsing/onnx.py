@@ -51,12 +51,12 @@ from typing import Any
 import numpy as np
 
 from core.errors import ModelError, UnsupportedModelError
-from core.intake.parsing.common import build_tree
 from core.intake.parsing.onnx_graph import LIMITS, TREE_OPS, attributes, tree_op_nodes
 from core.intake.parsing.onnx_runner import OnnxModel, load_onnx
-from core.intake.parsing.onnx_trees import Column, TreeOpReading, read_tree_op
+from core.intake.parsing.onnx_trees import TREE_ARRAYS, Column, TreeOpReading, read_tree_op
 from core.model.ensemble import TreeEnsemble
 from core.model.native import model_input
+from core.model.tree import Tree
 from core.typing import ModelLike
 
 __all__ = ["parse_onnx", "load_onnx", "check_labels", "NOT_TREES"]
@@ -365,17 +365,10 @@ def parse_onnx(model: ModelLike) -> TreeEnsemble:
                                     "analysed exactly.")
     front = _front(model, tree)
     out = _back(model, tree)
-    reading = read_tree_op(tree.op_type, attributes(tree), front.columns, front.tree_f32, _NODE_BUDGET)
-    rep = _representation(reading, tree.op_type, out)
     n_codes = max((len(c) + 1 for c in front.categories if c is not None), default=None)
-    trees = []
-    for nodes in reading.trees:
-        if rep["values"] == "one_minus":        # one class scored: [1 - s, s]
-            nodes = [({**nd, "value": np.array([-nd["value"][0], nd["value"][0]])} if "value" in nd else nd)
-                     for nd in nodes]
-        elif rep["values"] == "first":          # one class scored: its margin
-            nodes = [({**nd, "value": nd["value"][:1]} if "value" in nd else nd) for nd in nodes]
-        trees.append(build_tree(nodes, len(rep["base"]), n_codes, routes_missing=True))
+    reading = read_tree_op(tree.op_type, attributes(tree), front.columns, front.tree_f32, _NODE_BUDGET, n_codes)
+    rep = _representation(reading, tree.op_type, out)
+    trees = _trees(reading.arrays, rep["values"])
     labels = reading.class_labels if reading.class_labels is not None else (
         list(range(reading.n_targets)) if rep["task"] == "classification" else None)
     meta: dict[str, Any] = {"input": front.kind,
@@ -393,6 +386,30 @@ def parse_onnx(model: ModelLike) -> TreeEnsemble:
                         link=rep["link"], base_score=rep["base"],
                         classes=None if labels is None else np.asarray(labels), source=source, meta=meta,
                         categories=tuple(front.categories) if any(c is not None for c in front.categories) else ())
+
+
+def _leaf_values(arrays: dict[str, np.ndarray], how: str) -> np.ndarray:
+    """The leaves' values as the ensemble holds them: the operator's per target (``as_is``), or
+    for a binary classifier scoring one class ``s``, ``[-s, s]`` (``one_minus``: the scores
+    ``[1 - s, s]`` less the base) or ``s`` alone (``first``: its margin); zero at splits."""
+    value = arrays["value"]
+    if how == "first":
+        return value[:, :1].copy()
+    if how != "one_minus":
+        return value
+    out = np.zeros((value.shape[0], 2))
+    leaf = arrays["children_left"] < 0
+    out[leaf, 0], out[leaf, 1] = -value[leaf, 0], value[leaf, 0]
+    return out
+
+
+def _trees(arrays: dict[str, np.ndarray], how: str) -> list[Tree]:
+    """The operator's stacked trees (:attr:`TreeOpReading.arrays`) as :class:`Tree` objects."""
+    cols = {name: arrays[name] for name in TREE_ARRAYS}
+    cols["value"] = _leaf_values(arrays, how)
+    ends = np.cumsum(arrays["node_counts"])
+    return [Tree(**{name: col[a:b] for name, col in cols.items()}) for a, b in zip((ends - arrays["node_counts"]).tolist(),
+                                                                              ends.tolist())]
 
 
 def check_labels(ens: TreeEnsemble, model: OnnxModel, X: np.ndarray, theirs: np.ndarray) -> None:
