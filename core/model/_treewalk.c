@@ -6,7 +6,8 @@
  * roots: int64 index of each tree's root in nodes.
  * bits: uint64 words of the categorical splits' left sets, each set as its number of
  *   words followed by the words.
- * Rule: go left iff x[feature] <= threshold (x float64). A categorical split has
+ * Rule: go left iff x[feature] <= threshold (x float64); a missing value (NaN) goes left
+ *   unless the feature has the bit NAN_RIGHT (1 << 30) set, then right. A categorical split has
  *   feature = -(j + 2) for feature j and, as threshold, the offset of its set in
  *   bits: go left iff bit x[j] is set (x[j] an integer code; a code beyond the
  *   set's words is not in it).
@@ -36,6 +37,7 @@
 typedef struct { double thr; int32_t feat; int32_t left; } Node;
 
 #define BLOCK 64
+#define NAN_RIGHT 0x40000000
 
 /* The element kind of a buffer's struct-module format ('f' float, 'i' signed, 'u'
  * unsigned, 0 otherwise), its byte-order prefix checked (native little-endian only). */
@@ -83,8 +85,10 @@ static inline int64_t walk(const double *x, const Node *nodes, Py_ssize_t n_node
     while (nd->feat != -1) {
         int64_t next;
         if (nd->feat >= 0) {
-            if (nd->feat >= d) return -1;
-            next = (int64_t)nd->left + (x[nd->feat] > nd->thr);
+            int32_t j = nd->feat & ~NAN_RIGHT;
+            if (j >= d) return -1;
+            double v = x[j];
+            next = (int64_t)nd->left + ((nd->feat & NAN_RIGHT) ? !(v <= nd->thr) : (v > nd->thr));
         } else {
             int64_t j = -(int64_t)nd->feat - 2;
             if (j >= d) return -1;

@@ -301,12 +301,8 @@ class TreeEnsemble:
 
     def apply(self, X: Rows) -> np.ndarray:
         """Leaf node index per row and tree, shape (n_samples, n_trees)."""
-        X = self._check_X(X)
-        rows = np.flatnonzero(np.isnan(X).any(axis=1))
-        out = leaves(self._flat, np.nan_to_num(X, nan=0.0) if rows.size else X, self.n_trees) - self._flat["offsets"][None, :]
-        if rows.size:                  # rows with a missing value: walked with each split's own routing
-            out[rows] = np.column_stack([t.apply(X[rows]) for t in self.trees])
-        return out
+        X = self._check_X(X)          # a missing value (NaN) takes each split's own routing in the walk
+        return leaves(self._flat, X, self.n_trees) - self._flat["offsets"][None, :]
 
     def predict_raw(self, X: Rows) -> np.ndarray:
         """Aggregated leaf values plus base score, shape (n_samples, n_outputs).
@@ -314,13 +310,8 @@ class TreeEnsemble:
         Forest classifiers: mean class probabilities. Boosting: margins.
         Regression: predicted values. Isolation Forest: mean path length.
         """
-        X = self._check_X(X)
-        rows = np.flatnonzero(np.isnan(X).any(axis=1))
-        out = leaf_sum(self._flat, np.nan_to_num(X, nan=0.0) if rows.size else X, self.n_outputs, self.n_trees)
-        if rows.size:                  # rows with a missing value: walked with each split's own routing
-            out[rows] = 0.0
-            for t in self.trees:
-                out[rows] += t.value[t.apply(X[rows])]
+        X = self._check_X(X)          # a missing value (NaN) takes each split's own routing in the walk
+        out = leaf_sum(self._flat, X, self.n_outputs, self.n_trees)
         if self.aggregation == "mean":
             out /= self.n_trees
         return out + self.base_score

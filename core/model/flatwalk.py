@@ -54,22 +54,27 @@ def _flatten(trees: Sequence[Tree]) -> dict[str, Any]:
     words = max(t.bits.shape[1] for t in trees)
     bits = np.concatenate([np.pad(t.bits, ((0, 0), (0, words - t.bits.shape[1])))
                            for t in trees]) if words else np.zeros((len(cat_node), 0), dtype=np.uint64)
+    missing_left = np.concatenate([np.zeros(t.n_nodes, dtype=bool) if t.missing_left is None else t.missing_left
+                                   for t in trees])
     packed = _pack(trees, offsets)
     packed["packed_value"] = np.ascontiguousarray(value[packed["packed_to_node"]])
     return {"left": left, "right": right, "feature": feat, "threshold": thr,
-            "feature_raw": feat_raw, "threshold_raw": thr_raw, "value": value,
+            "feature_raw": feat_raw, "threshold_raw": thr_raw, "value": value, "missing_left": missing_left,
             "offsets": offsets, "depth": depth, "cat_node": cat_node, "cat_bits": bits, **packed}
 
 
 PACKED_NODE = np.dtype([("threshold", "<f8"), ("feature", "<i4"), ("left", "<i4")])
+NAN_RIGHT = 1 << 30           # a threshold split's feature with this bit: a missing value goes right
 
 
 def _pack(trees: Sequence[Tree], offsets: np.ndarray) -> dict[str, np.ndarray]:
     """Nodes as 16-byte records for the compiled walk (core/model/_treewalk.c).
 
     Each tree is laid out breadth first with the two children of a node side
-    by side (right = left + 1), so one step reads one record. A categorical
-    split stores ``-(feature + 2)`` as its feature and, as its threshold, the
+    by side (right = left + 1), so one step reads one record. A threshold split
+    whose missing values (NaN) go right (``Tree.missing_left`` False, or no
+    routing: ``x <= T`` is false for NaN) has the bit :data:`NAN_RIGHT` set in
+    its feature. A categorical split stores ``-(feature + 2)`` as its feature and, as its threshold, the
     offset of its left set in ``packed_bits``: the number of words, then the
     words (a code beyond them is not in the set, as in :func:`_bits_hold`); a
     leaf has feature -1.
@@ -92,6 +97,10 @@ def _pack(trees: Sequence[Tree], offsets: np.ndarray) -> dict[str, np.ndarray]:
         rec["threshold"] = np.nan_to_num(t.threshold[order], nan=0.0)
         rec["feature"] = t.feature[order]
         cat = t.is_categorical[order]
+        nan_right = (t.children_left[order] >= 0) & ~cat
+        if t.missing_left is not None:
+            nan_right &= ~t.missing_left[order]
+        rec["feature"][nan_right] |= NAN_RIGHT
         if cat.any():
             w, k = t.bits.shape[1], int(cat.sum())
             rec["feature"][cat] = -(t.feature[order][cat] + 2)
@@ -106,6 +115,8 @@ def _pack(trees: Sequence[Tree], offsets: np.ndarray) -> dict[str, np.ndarray]:
         base += t.n_nodes
     if base >= 2**31:
         raise ModelError("The model has more than 2^31 nodes; it is too large to analyse.")
+    if any(t.feature.size and int(t.feature.max()) >= NAN_RIGHT for t in trees):
+        raise ModelError(f"A tree splits on feature {NAN_RIGHT:,} or beyond; the analyses take fewer features.")
     to_node_arr = np.concatenate(to_node)
     bits = np.concatenate(pool).astype(np.uint64) if pool else np.zeros(1, dtype=np.uint64)
     return {"packed": np.concatenate(parts), "packed_roots": np.array(roots, dtype=np.int64),
@@ -133,9 +144,13 @@ def _apply_flat(fl: dict[str, Any], X: np.ndarray) -> np.ndarray:
     feat, thr, left, right = fl["feature"], fl["threshold"], fl["left"], fl["right"]
     cat_node, cat_bits = fl["cat_node"], fl["cat_bits"]
     has_cat = bool(cat_node.any())
+    missing_left = fl["missing_left"]
     for _ in range(fl["depth"]):
         v = Xf[row_base + feat[nodes]]
         go = v <= thr[nodes]
+        nan = np.isnan(v)
+        if nan.any():                  # a missing value: each split's own routing
+            go[nan] = missing_left[nodes[nan]]
         if has_cat:
             c = cat_node[nodes]
             if c.any():
