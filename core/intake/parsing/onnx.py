@@ -53,10 +53,10 @@ import numpy as np
 from core.errors import ModelError, UnsupportedModelError
 from core.intake.parsing.onnx_graph import LIMITS, TREE_OPS, attributes, tree_op_nodes
 from core.intake.parsing.onnx_runner import OnnxModel, load_onnx
-from core.intake.parsing.onnx_trees import TREE_ARRAYS, Column, TreeOpReading, read_tree_op
+from core.intake.parsing.onnx_trees import Column, TreeOpReading, read_tree_op
 from core.model.ensemble import TreeEnsemble
 from core.model.native import model_input
-from core.model.tree import Tree
+from core.model.tree import Tree, stacked_trees
 from core.typing import ModelLike
 
 __all__ = ["parse_onnx", "load_onnx", "check_labels", "NOT_TREES"]
@@ -381,7 +381,7 @@ def parse_onnx(model: ModelLike) -> TreeEnsemble:
     source = f"onnx.{tree.op_type}"
     if model.info.producer:
         source += f"[{model.info.producer.split()[0]}]"
-    return TreeEnsemble(tuple(trees), n_features=len(front.names), feature_names=tuple(front.names),
+    return TreeEnsemble(trees, n_features=len(front.names), feature_names=tuple(front.names),
                         task=rep["task"], aggregation="mean" if reading.aggregate == "AVERAGE" else "sum",
                         link=rep["link"], base_score=rep["base"],
                         classes=None if labels is None else np.asarray(labels), source=source, meta=meta,
@@ -403,13 +403,11 @@ def _leaf_values(arrays: dict[str, np.ndarray], how: str) -> np.ndarray:
     return out
 
 
-def _trees(arrays: dict[str, np.ndarray], how: str) -> list[Tree]:
+def _trees(arrays: dict[str, np.ndarray], how: str) -> tuple[Tree, ...]:
     """The operator's stacked trees (:attr:`TreeOpReading.arrays`) as :class:`Tree` objects."""
-    cols = {name: arrays[name] for name in TREE_ARRAYS}
-    cols["value"] = _leaf_values(arrays, how)
-    ends = np.cumsum(arrays["node_counts"])
-    return [Tree(**{name: col[a:b] for name, col in cols.items()}) for a, b in zip((ends - arrays["node_counts"]).tolist(),
-                                                                              ends.tolist())]
+    return stacked_trees(arrays["node_counts"], arrays["children_left"], arrays["children_right"], arrays["feature"],
+                         arrays["threshold"], _leaf_values(arrays, how), arrays["category_bits"],
+                         arrays["missing_left"])
 
 
 def check_labels(ens: TreeEnsemble, model: OnnxModel, X: np.ndarray, theirs: np.ndarray) -> None:
