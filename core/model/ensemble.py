@@ -316,7 +316,10 @@ class TreeEnsemble:
     def predict(self, X: Rows) -> np.ndarray:
         """Labels (classifiers, in the source model's label set), values
         (regression), or +1 inlier / -1 outlier (Isolation Forest)."""
-        raw = self.predict_raw(X)
+        return self.predict_from_raw(self.predict_raw(X))
+
+    def predict_from_raw(self, raw: np.ndarray) -> np.ndarray:
+        """What :meth:`predict` gives for aggregated raw outputs (``predict_raw``)."""
         if self.task == "regression":
             return raw[:, 0].copy()
         if self.task == "anomaly":

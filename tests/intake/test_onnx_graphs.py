@@ -266,6 +266,27 @@ def test_converters_trees_are_laid_out_without_a_walk_node_by_node(monkeypatch):
         np.testing.assert_allclose(ens.predict(rows), model.predict(model_input(ens, rows)), rtol=1e-5, atol=1e-5)
 
 
+def test_the_verification_runs_the_graph_once_and_walks_the_trees_once(monkeypatch):
+    """The check against onnxruntime (scores and labels, on every probe row) costs one run of the
+    graph on all the probe rows and one walk of the ensemble, not one per comparison."""
+    from core.intake.parsing.onnx_runner import OnnxRunner
+    from core.model import flatwalk
+
+    base = _to_v5(_regressor(["BRANCH_LEQ", "BRANCH_GT"], seed=9))
+    classifier = _binary([0.7, -0.2], "LOGISTIC")
+    for proto in (base, classifier):
+        model = load_model(proto.SerializeToString(), "m.onnx")
+        runs, walks = [], []
+        run, walk = OnnxRunner.run, flatwalk.leaf_sum
+        monkeypatch.setattr(OnnxRunner, "run", lambda self, X, *a, **k: runs.append(len(X)) or run(self, X, *a, **k))
+        monkeypatch.setattr(flatwalk, "leaf_sum", lambda fl, X, *a: walks.append(len(X)) or walk(fl, X, *a))
+        from core.model import ensemble
+        monkeypatch.setattr(ensemble, "leaf_sum", flatwalk.leaf_sum)
+        ens = from_model(model)
+        assert len(runs) == 1 and len(walks) == 1 and runs == walks == [len(probe_points(ens))]
+        monkeypatch.undo()
+
+
 def _binary(weights, post="NONE", class_ids=None, base=None):
     n_leaves = len(weights) if class_ids is None else len(weights) // 2
     kw = dict(nodes_treeids=[0, 0, 0], nodes_nodeids=[0, 1, 2], nodes_featureids=[0, 0, 0],

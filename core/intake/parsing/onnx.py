@@ -55,11 +55,11 @@ from core.intake.parsing.onnx_graph import LIMITS, TREE_OPS, attributes, tree_op
 from core.intake.parsing.onnx_runner import OnnxModel, load_onnx
 from core.intake.parsing.onnx_trees import Column, TreeOpReading, read_tree_op
 from core.model.ensemble import TreeEnsemble
-from core.model.native import model_input
+from core.model.native import model_input, onnx_compared
 from core.model.tree import Tree, stacked_trees
 from core.typing import ModelLike
 
-__all__ = ["parse_onnx", "load_onnx", "check_labels", "NOT_TREES"]
+__all__ = ["parse_onnx", "load_onnx", "check_labels", "run_probes", "OnnxRun", "NOT_TREES"]
 
 NOT_TREES = ("This ONNX graph is not a tree ensemble read exactly; it is analysed as any other model instead: run in a "
              "sandboxed worker, the exact analyses on a tree-ensemble surrogate of it and every answer checked on "
@@ -174,7 +174,7 @@ def _front(model: OnnxModel, tree: Any) -> _Front:
             out = _Value([c for p in parts for c in p.columns], rank, parts[0].elem)
         elif op == "OneHotEncoder":
             strs = a.get("cats_strings")
-            if v.string_input < 0 or not strs:
+            if v.string_input < 0 or strs is None or len(strs) == 0:
                 raise UnsupportedModelError("The ONNX graph one-hot encodes a column that is not a string input "
                                             f"(or by integer categories) in front of its tree ensemble. {NOT_TREES}")
             k = v.string_input
@@ -410,16 +410,37 @@ def _trees(arrays: dict[str, np.ndarray], how: str) -> tuple[Tree, ...]:
                          arrays["missing_left"])
 
 
-def check_labels(ens: TreeEnsemble, model: OnnxModel, X: np.ndarray, theirs: np.ndarray) -> None:
+@dataclass(frozen=True)
+class OnnxRun:
+    """The graph's labels (None: it gives none) and the ensemble's raw outputs on probe rows,
+    and their scores compared (``(ours, theirs, what)``, :func:`core.model.native.onnx_compared`):
+    one run of the graph and one walk of the ensemble for the whole verification."""
+
+    labels: np.ndarray | None
+    raw: np.ndarray
+    compared: tuple[np.ndarray, np.ndarray | None, str]
+
+
+def run_probes(ens: TreeEnsemble, model: OnnxModel, X: np.ndarray) -> OnnxRun:
+    """The graph and the ensemble on the probe rows ``X`` (codes-view rows), once each."""
+    labels, scores = model.run(model_input(ens, X))
+    raw = ens.predict_raw(X)
+    return OnnxRun(labels, raw, onnx_compared(ens, raw, scores))
+
+
+def check_labels(ens: TreeEnsemble, model: OnnxModel, X: np.ndarray, theirs: np.ndarray,
+                 run: OnnxRun | None = None) -> None:
     """The graph's own labels must be the ensemble's on the probe rows ``X`` (away from ties
-    of its scores ``theirs``, whose float32 rounding may decide them otherwise)."""
+    of its scores ``theirs``, whose float32 rounding may decide them otherwise); ``run``: the
+    graph's and the ensemble's outputs on them when already at hand (:func:`run_probes`)."""
     if not ens.is_classifier:
         return
-    labels, _ = model.run(model_input(ens, X))
+    run = run_probes(ens, model, X) if run is None else run
+    labels = run.labels
     if labels is None:
         labels = np.asarray(ens.classes)[np.argmax(theirs, axis=1)]
-    ours = ens.predict(X)
-    raw = ens.predict_raw(X)
+    raw = run.raw
+    ours = ens.predict_from_raw(raw)
     if ens.link == "sigmoid":
         margin = np.abs(raw[:, 0])
     else:
