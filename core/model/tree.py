@@ -309,9 +309,7 @@ def stacked_trees(counts: np.ndarray, children_left: np.ndarray, children_right:
 def _view(a: dict[str, Any], start: int, end: int) -> Tree:
     """A Tree over rows ``start:end`` of checked, normalised stacked arrays (no second check)."""
     tree = object.__new__(Tree)
-    for name in _TREE_FIELDS:
-        arr = a[name]
-        object.__setattr__(tree, name, None if arr is None else arr[start:end])
+    tree.__dict__.update({name: None if a[name] is None else a[name][start:end] for name in _TREE_FIELDS})
     return tree
 
 
@@ -325,11 +323,9 @@ def _check_stacked(a: dict[str, Any], bits: np.ndarray, counts: np.ndarray) -> N
     idx = np.arange(n) - start
     leaf = cl < 0
     internal = ~leaf
-    reached = np.zeros(n, dtype=np.int64)
-    for child in (cl, cr):                 # children inside their own tree (the others fail a check before)
-        inside = internal & (child >= 0) & (child < size)
-        np.add.at(reached, child[inside] + start[inside], 1)
-    reached[np.cumsum(counts) - counts] += 1
+    inside = [internal & (child >= 0) & (child < size) for child in (cl, cr)]   # (the others fail a check before)
+    reached = np.bincount(np.concatenate([cl[inside[0]] + start[inside[0]], cr[inside[1]] + start[inside[1]],
+                                          np.cumsum(counts) - counts]), minlength=n)
     checks = [(leaf != (cr < 0), "A node has exactly one child; every internal node needs two."),
               (internal & ((cl <= idx) | (cr <= idx)),
                "Tree invariant broken: a child index is not larger than its parent's."),

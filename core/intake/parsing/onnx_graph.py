@@ -344,7 +344,8 @@ def _output_kind(vi: Any, filename: str) -> str:
 
 def attributes(node: NodeProto) -> dict[str, Any]:
     """A node's attributes as Python values: repeated numbers as numpy arrays (``ints`` int64,
-    ``floats`` float32), tensors as numpy arrays, strings as lists of bytes, scalars as they are."""
+    ``floats`` float32), tensors as numpy arrays, strings as a sequence of bytes (a list, or a
+    numpy bytes array when long), scalars as they are."""
     from onnx import AttributeProto, helper, numpy_helper
 
     out: dict[str, Any] = {}
@@ -353,6 +354,8 @@ def attributes(node: NodeProto) -> dict[str, Any]:
             out[a.name] = numpy_helper.to_array(a.t)
         elif a.type in (AttributeProto.INTS, AttributeProto.FLOATS):
             out[a.name] = _numbers(a, "ints" if a.type == AttributeProto.INTS else "floats")
+        elif a.type == AttributeProto.STRINGS and len(a.strings) >= _WIRE_BULK:
+            out[a.name] = _strings(a)
         else:
             out[a.name] = helper.get_attribute_value(a)
     return out
@@ -397,6 +400,54 @@ def _wire_numbers(buf: bytes, kind: str) -> np.ndarray | None:
     except ValueError:
         return None
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64 if kind == "ints" else np.float32)
+
+
+_STRINGS_KEY = 9 << 3 | 2     # AttributeProto.strings (field 9), length-delimited
+
+
+def _strings(a: Any) -> Any:
+    """An attribute's long repeated ``strings`` (a tree ensemble's node modes) as a numpy bytes
+    array decoded from its wire bytes, or protobuf's own list when they are not in the one run
+    serializers write, or a string ends in a NUL byte (a numpy bytes array would drop it)."""
+    got = _wire_strings(a.SerializeToString())
+    return got if got is not None and got.size == len(a.strings) else list(a.strings)
+
+
+def _wire_strings(buf: bytes) -> np.ndarray | None:
+    """The strings of an AttributeProto's wire bytes when they are one run of fields of at most
+    127 bytes each, other fields before and after (see :func:`_strings`); else None."""
+    b = np.frombuffer(buf, dtype=np.uint8)
+    i = 0
+    try:
+        while i < len(buf):
+            tag, j = _varint(buf, i)
+            if tag == _STRINGS_KEY:
+                return _string_run(b, i)
+            i = _skip(buf, tag & 7, j)
+    except ValueError:
+        return None
+    return np.zeros(0, dtype="S1")
+
+
+def _string_run(b: np.ndarray, start: int) -> np.ndarray | None:
+    """The run of string fields from ``b[start]`` (a key byte, a length byte, the bytes): each
+    field's end must be the next key byte found, the run ending where no key follows; None when
+    a key byte lies inside a string of the run (no key can be told from it then), a string is
+    longer than 127 bytes or ends in NUL."""
+    keys = np.flatnonzero(b[start:] == _STRINGS_KEY) + start
+    sizes = b[np.minimum(keys + 1, b.size - 1)].astype(np.int64)
+    ends = keys + 2 + sizes
+    chained = ends[:-1] == keys[1:]
+    m = chained.size + 1 if chained.all() else int(np.argmin(chained)) + 1
+    if np.any(sizes[:m] > 127) or ends[m - 1] > b.size or (m <= chained.size and ends[m - 1] > keys[m]):
+        return None
+    keys, sizes = keys[:m], sizes[:m]
+    width = max(int(sizes.max()), 1)
+    if np.any(b[keys + 1 + sizes][sizes > 0] == 0):
+        return None
+    rows = np.lib.stride_tricks.sliding_window_view(np.concatenate([b, np.zeros(width, dtype=np.uint8)]), width)
+    block = rows[keys + 2] * (np.arange(width)[None, :] < sizes[:, None])
+    return block.astype(np.uint8).view(f"S{width}").ravel()
 
 
 def _skip(buf: bytes, wire: int, i: int) -> int:

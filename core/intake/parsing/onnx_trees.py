@@ -118,12 +118,34 @@ def _mode_codes(values: Any) -> np.ndarray:
     if isinstance(values, np.ndarray) and values.dtype.kind in "iuf":
         codes = values.astype(np.int64).ravel()
         bad = (codes < 0) | (codes >= len(MODES))
+    elif isinstance(values, np.ndarray) and values.dtype.kind == "S":      # decoded at once (onnx_graph)
+        codes = _name_codes(values, MODES)
+        bad = codes < 0
     else:
         known: dict[Any, int] = {**{m: k for k, m in enumerate(MODES)}, **{m.encode(): k for k, m in enumerate(MODES)}}
         codes = np.array([known.get(m, -1) for m in values], dtype=np.int64)
         bad = codes < 0
     if bad.any():
         _enum(list(values)[int(np.argmax(bad))], MODES, "node mode")        # raises, naming it
+    return codes
+
+
+def _name_codes(values: np.ndarray, names: Sequence[str]) -> np.ndarray:
+    """The index in ``names`` of each of the numpy bytes ``values`` (-1: none), names of at most
+    16 bytes compared as two 64-bit words each."""
+    codes = np.full(values.size, -1, dtype=np.int64)
+    width = values.dtype.itemsize
+    if width > 16:
+        for k, m in enumerate(names):
+            codes[values == m.encode()] = k
+        return codes
+    padded = np.zeros((values.size, 16), dtype=np.uint8)
+    padded[:, :width] = values.view(np.uint8).reshape(values.size, width)
+    words = padded.view(np.uint64)
+    for k, m in enumerate(names):
+        want = np.frombuffer(m.encode().ljust(16, b"\0")[:16], dtype=np.uint64)
+        if len(m) <= 16:
+            codes[(words[:, 0] == want[0]) & (words[:, 1] == want[1])] = k
     return codes
 
 
@@ -629,9 +651,14 @@ def _class_labels(attrs: dict[str, Any]) -> list[Any]:
 
 class _NodeIndex:
     """Nodes found by (tree id, node id), as onnxruntime finds a node's children and a weight's
-    leaf: the pairs as one sorted key each (ids in 0..2^31 packed, else their ranks)."""
+    leaf: the pairs as one sorted key each (ids in 0..2^31 packed, else their ranks); when the
+    nodes are listed as converters list them (trees 0, 1, .. in turn, each its nodes 0, 1, ..
+    in order), by their place alone (``first``: where each tree starts)."""
 
     def __init__(self, tree_ids: np.ndarray, node_ids: np.ndarray):
+        self.first = _dense(tree_ids, node_ids)
+        if self.first is not None:
+            return
         self.packed = bool(tree_ids.min() >= 0 and node_ids.min() >= 0 and tree_ids.max() < 2**31
                            and node_ids.max() < 2**31)
         self.trees: np.ndarray | None = None if self.packed else np.unique(tree_ids)
@@ -654,10 +681,28 @@ class _NodeIndex:
 
     def find(self, t: np.ndarray, i: np.ndarray) -> np.ndarray:
         """The index of node (t, i) for each pair, -1 where there is none."""
+        if self.first is not None:
+            trees = self.first.size - 1
+            ok = (t >= 0) & (t < trees)
+            start = self.first[np.where(ok, t, 0)]
+            ok &= (i >= 0) & (i < self.first[np.where(ok, t, 0) + 1] - start)
+            return np.where(ok, start + i, -1)
         key, ok = self._key(t, i)
         at = np.minimum(np.searchsorted(self.keys, key), self.keys.size - 1)
         ok &= self.keys[at] == key
         return np.where(ok, at if self.order is None else self.order[at], -1)
+
+
+def _dense(tree_ids: np.ndarray, node_ids: np.ndarray) -> np.ndarray | None:
+    """Where each tree starts (and the end), when the trees are 0, 1, .. in turn, each listing
+    its nodes 0, 1, .. in order; else None."""
+    step = np.diff(tree_ids)
+    if tree_ids[0] != 0 or np.any((step != 0) & (step != 1)):
+        return None
+    first = np.concatenate(([0], np.flatnonzero(step) + 1, [tree_ids.size]))
+    if not np.array_equal(node_ids, np.arange(tree_ids.size) - np.repeat(first[:-1], np.diff(first))):
+        return None
+    return first
 
 
 def _read_v1(op_type: str, attrs: dict[str, Any]) -> tuple[_Graph, dict[str, Any]]:
@@ -709,8 +754,8 @@ def _v1_leaf_values(index: _NodeIndex, leaf: np.ndarray, w_tree: np.ndarray, w_n
         raise ModelError(f"A leaf weight is for node {int(w_node[first])} of tree {int(w_tree[first])}, which does "
                          "not exist.")
     on_leaf = leaf[at]
-    value = np.zeros((leaf.size, n_targets))
-    np.add.at(value, (at[on_leaf], w_id[on_leaf]), w_val[on_leaf])
+    cell = at[on_leaf] * n_targets + w_id[on_leaf]       # summed in the order given, from 0.0, as one by one
+    value = np.bincount(cell, weights=w_val[on_leaf], minlength=leaf.size * n_targets).reshape(leaf.size, n_targets)
     has = np.zeros(leaf.size, dtype=bool)
     has[at[on_leaf]] = True
     if np.any(leaf & ~has):
