@@ -273,17 +273,8 @@ def stacked_trees(counts: np.ndarray, children_left: np.ndarray, children_right:
     of trees is made in a few numpy steps over all its nodes rather than a few dozen per tree;
     each tree's arrays are views of the stacked ones (read-only)."""
     counts = np.asarray(counts, dtype=np.int64).ravel()
-    a: dict[str, Any] = {"children_left": np.ascontiguousarray(children_left, dtype=np.int32),
-                         "children_right": np.ascontiguousarray(children_right, dtype=np.int32),
-                         "feature": np.ascontiguousarray(feature, dtype=np.int32),
-                         "threshold": np.ascontiguousarray(threshold, dtype=np.float64),
-                         "value": np.ascontiguousarray(value, dtype=np.float64)}
-    if a["value"].ndim == 1:
-        a["value"] = a["value"][:, None]
+    a = _stacked_arrays(counts, children_left, children_right, feature, threshold, value)
     n = int(counts.sum())
-    if counts.size == 0 or np.any(counts <= 0) or any(a[k].shape[0] != n for k in a) \
-            or any(a[k].ndim != 1 for k in ("children_left", "children_right", "feature", "threshold")):
-        raise ModelError("Tree arrays must all have the same non-zero length n_nodes.")
     bits = (np.zeros((n, 0), dtype=np.uint64) if category_bits is None
             else np.ascontiguousarray(category_bits, dtype=np.uint64))
     if bits.ndim != 2 or bits.shape[0] != n:
@@ -304,6 +295,20 @@ def stacked_trees(counts: np.ndarray, children_left: np.ndarray, children_right:
             arr.setflags(write=False)
     ends = np.cumsum(counts).tolist()
     return tuple(_view(a, s, e) for s, e in zip([0] + ends[:-1], ends))
+
+
+def _stacked_arrays(counts: np.ndarray, *arrays: np.ndarray) -> dict[str, Any]:
+    """Children, features, thresholds and values stacked, in Tree's dtypes, of one length (the
+    sum of ``counts``, each positive) as Tree requires of one tree's."""
+    a: dict[str, Any] = {name: np.ascontiguousarray(arr, dtype=dtype) for name, arr, dtype in
+                         zip(_TREE_FIELDS[:5], arrays, (np.int32, np.int32, np.int32, np.float64, np.float64))}
+    if a["value"].ndim == 1:
+        a["value"] = a["value"][:, None]
+    n = int(counts.sum())
+    if counts.size == 0 or np.any(counts <= 0) or any(v.shape[0] != n for v in a.values()) \
+            or any(a[k].ndim != 1 for k in _TREE_FIELDS[:4]):
+        raise ModelError("Tree arrays must all have the same non-zero length n_nodes.")
+    return a
 
 
 def _view(a: dict[str, Any], start: int, end: int) -> Tree:

@@ -149,13 +149,8 @@ def verify_against_source(ens: TreeEnsemble, model: ModelLike, n_random: int = 6
     model whose semantics we do not reproduce is refused, never approximated.
     """
     X = probe_points(ens, n_random, seed)
-    run = None
     try:
-        if type(model).__name__ == "OnnxModel":        # the graph run once, for its scores and its labels
-            run = _get("onnx_run")(ens, model, X)
-            ours, theirs, what = run.compared
-        else:
-            ours, theirs, what = native_outputs(ens, model, X)
+        ours, theirs, what, run = _outputs(ens, model, X)
     except AtlasError:
         raise
     except Exception as exc:  # noqa: BLE001 - the library's own predict fails on points it should take
@@ -190,6 +185,15 @@ def verify_against_source(ens: TreeEnsemble, model: ModelLike, n_random: int = 6
         _verify_lightgbm_outputs(ens, model, X)
     if type(model).__name__ == "CatBoostJSON" and ens.is_classifier:
         _verify_catboost_probabilities(ens, model, X)
+
+
+def _outputs(ens: TreeEnsemble, model: ModelLike, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, str, Any]:
+    """(ours, theirs, what) of :func:`core.model.native.native_outputs`, and for an ONNX graph its
+    run on ``X`` (labels too: the graph is run once for both checks), else None."""
+    if type(model).__name__ == "OnnxModel":
+        run = _get("onnx_run")(ens, model, X)
+        return (*run.compared, run)
+    return (*native_outputs(ens, model, X), None)
 
 
 def _verify_catboost_probabilities(ens: TreeEnsemble, model: ModelLike, X: np.ndarray) -> None:
