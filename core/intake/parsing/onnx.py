@@ -40,7 +40,8 @@ The outputs as the project represents them (onnxruntime's, see its tree aggregat
 binary classifiers weighting both classes (onnxruntime labels them by ``score_1 > 0``)
 are refused with a message. The reading is verified against onnxruntime like every
 format against its library (probabilities or values, and labels, on random points and
-points exactly on the thresholds): :func:`check_labels` is the label half.
+points exactly on the thresholds): :func:`run_probes` runs the graph and walks the ensemble
+once on them for both halves, :func:`check_labels` is the label half.
 """
 
 from __future__ import annotations

@@ -448,15 +448,14 @@ def _walk(g: _Graph) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
     reached each node, -1 for none; the levels' nodes; which trees are no plain tree: a
     missing child, or a node reached twice, by a cycle, two parents or two trees)."""
     owner = np.full(g.leaf.size, -1, dtype=np.int64)
+    stamp = np.full(g.leaf.size, -1, dtype=np.int64)
     bad = g.roots < 0
     cur, tree = g.roots[~bad], np.flatnonzero(~bad)
     levels = []
     while cur.size:
-        order = np.argsort(cur, kind="stable")
-        twice = np.zeros(cur.size, dtype=bool)
-        same = cur[order[1:]] == cur[order[:-1]]
-        twice[order[1:][same]] = twice[order[:-1][same]] = True
-        bad[tree[twice | (owner[cur] >= 0)]] = True
+        at = np.arange(cur.size)
+        stamp[cur] = at                    # a node listed twice in the level keeps one place: the others clash
+        bad[tree[(stamp[cur] != at) | (owner[cur] >= 0)]] = True
         keep = ~bad[tree]
         cur, tree = cur[keep], tree[keep]
         owner[cur] = tree
@@ -478,13 +477,17 @@ def _plain_bounds(g: _Graph, columns: Sequence[Column], tree_f32: bool) -> tuple
     through = np.array([c.through32 for c in columns] + [False], dtype=bool)
     feat_of = np.array([c.feature for c in columns] + [-1], dtype=np.int64)
     col = np.where((g.feature >= 0) & (g.feature < len(columns)), g.feature, len(columns))
-    a = g.threshold.astype(_F32).astype(np.float64) if tree_f32 else g.threshold
-    strict = (g.mode == 1) | (g.mode == 2)                 # LT, GTE: x < a
+    split = np.flatnonzero(~g.leaf)
+    a = g.threshold[split]
+    a = a.astype(_F32).astype(np.float64) if tree_f32 else a
+    strict = (g.mode[split] == 1) | (g.mode[split] == 2)                 # LT, GTE: x < a
+    bound = np.full(g.leaf.size, np.nan)
+    plain = np.zeros(g.leaf.size, dtype=bool)
     with np.errstate(over="ignore", invalid="ignore"):
         below = np.where(strict, np.nextafter(a, -np.inf), a)
-        in32 = tree_f32 | through[col]
-        bound = np.where(in32, float32_le_bound(float32_floor(np.where(in32, below, 0.0))), below)
-        plain = ~g.leaf & (g.mode < _PLAIN) & num[col] & np.isfinite(a) & np.isfinite(bound)
+        in32 = tree_f32 | through[col[split]]
+        bound[split] = np.where(in32, float32_le_bound(float32_floor(np.where(in32, below, 0.0))), below)
+        plain[split] = (g.mode[split] < _PLAIN) & num[col[split]] & np.isfinite(a) & np.isfinite(bound[split])
     return plain, bound, feat_of[col]
 
 
