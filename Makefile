@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 8501
 
-.PHONY: run test lint install install-dev chromium postgresql debian-packages bench clean
+.PHONY: run test test-next next-install lint install install-dev chromium postgresql debian-packages bench clean
 
 # uv installs the same pinned requirements as pip, with the same compiled bytecode, in about
 # half the time (a fresh clone here: 19 s against pip's 37 s for both files, uv's cache empty).
@@ -26,7 +26,7 @@ $(VENV)/.runtime: $(VENV)/bin/python requirements.txt pyproject.toml setup.py co
 	$(call INSTALL,requirements.txt,--reinstall-package counterfactual-atlas)
 	touch $@
 
-$(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
+$(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt requirements-tests.txt
 	$(call INSTALL,requirements-dev.txt)
 	touch $@
 
@@ -109,11 +109,44 @@ lint: install-dev
 # Debian's Chromium and PostgreSQL are installed (on a fresh machine) while uv installs and the lint runs.
 TEST_WORKERS ?= $(shell echo $$(( $(CORES) + 1 )))
 test:
-	@$(MAKE) --no-print-directory -j2 lint debian-packages
+	@$(MAKE) --no-print-directory -j3 lint debian-packages next-install
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
+	@$(MAKE) --no-print-directory test-next
+
+# The second Python version claimed (pyproject: >=3.11): the library's tests on Python 3.12, in a
+# venv of its own with the same pinned requirements and the test runner (requirements-tests.txt).
+# Its install runs beside the lint; its tests after the first run: the readme's example of every
+# analysis, the models' readings and their oracles, the optimum against brute force, the
+# packaging. Python 3.12 is found on PATH, then in pyenv's versions; PYTHON_NEXT names another.
+PYTHON_NEXT ?= python3.12
+VENV_NEXT   ?= .venv-py312
+NEXT_TESTS  ?= -k "not wheel" tests/test_readme.py tests/model tests/kernel/test_optimal.py tests/analyses/test_rules_api.py \
+               tests/test_packaging.py
+FIND_NEXT    = for p in "$$(command -v $(PYTHON_NEXT) 2>/dev/null)" $(PYTHON_NEXT) \
+                        $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.12*/bin/python3.12 /usr/local/bin/python3.12; do \
+                   [ -n "$$p" ] && "$$p" -c 'import sys; assert sys.version_info[:2] == (3, 12)' >/dev/null 2>&1 && \
+                   { echo "$$p"; break; }; done
+$(VENV_NEXT)/bin/python: $(VENV)/bin/python
+	@py="$$($(FIND_NEXT))"; \
+	if [ -z "$$py" ]; then \
+		echo "Python 3.12 is not installed: make test runs the library's tests on it too. Install it" \
+		     "(e.g. 'pyenv install 3.12' or 'apt-get install python3.12'), or set PYTHON_NEXT to its interpreter." >&2; \
+		exit 1; \
+	fi; \
+	$(VENV)/bin/uv venv -q --python "$$py" $(VENV_NEXT) 2>/dev/null || "$$py" -m venv $(VENV_NEXT)
+$(VENV_NEXT)/.tests: $(VENV)/.runtime $(VENV_NEXT)/bin/python requirements.txt requirements-tests.txt pyproject.toml \
+                     setup.py core/model/_treewalk.c core/rules/_projected.c core/solvers/_boxsearch.c
+	@{ $(VENV)/bin/uv pip install -q --system-certs --compile-bytecode --python $(VENV_NEXT)/bin/python \
+	     -r requirements.txt -r requirements-tests.txt --reinstall-package counterfactual-atlas || \
+	   { $(VENV_NEXT)/bin/python -m ensurepip -q 2>/dev/null; \
+	     $(VENV_NEXT)/bin/python -m pip install -q -r requirements.txt -r requirements-tests.txt; }; }
+	touch $@
+next-install: $(VENV_NEXT)/.tests
+test-next: next-install
+	$(VENV_NEXT)/bin/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile $(NEXT_TESTS)
 
 bench: install-dev
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(VENV_NEXT) .pytest_cache build *.egg-info

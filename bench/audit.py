@@ -109,7 +109,7 @@ def main():
     frame_rows = pd.DataFrame(A[audit.rows["row"].to_numpy(dtype=int)], columns=names)[keep]
     groups = {g: [names[j] for j in cols] for g, cols in schema.groups().items() if len(cols) >= 2 and g in raw_cols}
     t0 = time.perf_counter()
-    sub = scan_subgroups(audit.rows, frame_rows, groups=groups, min_size=20, n_perm=1000, n_boot=300)
+    sub = scan_subgroups(audit.rows, frame_rows, groups=groups, min_size=20, n_perm=1000, n_boot=300).table
     out["scan_columns"] = raw_cols
     out["scan_s"], out["scan_tests"] = round(time.perf_counter() - t0, 2), int(len(sub))
     out["scan_goal_s"] = 10.0

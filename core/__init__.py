@@ -3,6 +3,12 @@
 A newcomer's map, the one map of ``core`` (the README points here), in the order
 data flows (each module's docstring cites the paper's equations it implements).
 
+The door: :func:`core.open_workspace` (:mod:`core.door`, the top of the layers) turns a
+model file or a fitted model of any kind, and a table, into a workspace from which every
+analysis runs with its own keywords (``ws.optimal_counterfactual(row, target)``,
+``ws.audit(...)``: :mod:`core.door.analyses`); the calls below it stay, for those who need
+them.
+
 The layout: packages by concern, each above the ones it imports::
 
     core/
@@ -13,6 +19,7 @@ The layout: packages by concern, each above the ones it imports::
       surrogate/      any other model: a tree-ensemble surrogate, its answers checked on the model
       optimal/ regions.py tcrex.py rules/ compression/   the five analyses (FCCA in compression/)
       audit/          the recourse audit: statistics, report, history, story, model versions
+      door/           open_workspace: any model and a table in, a workspace every analysis runs from
       counterfactual.py schema.py errors.py figures.py ruletext.py shown.py
       jsonable.py settings.py dot.py                shared by all of them
 
@@ -136,7 +143,8 @@ point (status "stopped"). Results are frozen dataclasses; those of the
 analyses share one shape (:class:`core.model.result.Result`: ``params``, ``elapsed``,
 ``guarantee``, ``to_json`` / ``from_json``); errors a user
 can cause are the classes of :mod:`core.errors` (all ``ValueError``); values
-are made JSON-able by :func:`core.jsonable.plain`; rules are written by
+are made JSON-able by :func:`core.jsonable.plain`; a saved result of any kind is read
+back by :func:`core.load_result`, which reads its ``kind``; rules are written by
 :mod:`core.ruletext`; changes read ``feature: before → after``
 (:func:`core.counterfactual.describe_changes`).
 """
@@ -164,6 +172,8 @@ _PUBLIC = {
     "TCREx": "core.tcrex", "CounterfactualRules": "core.rules",
     "fcca": "core.compression",
     "run_audit": "core.audit",
+    # the door: a model and a table in, a workspace every analysis runs from
+    "open_workspace": "core.door", "AnalysisWorkspace": "core.door",
     # intake
     "load_model": "core.intake.door", "load_table": "core.intake.io",
     "build_workspace": "core.intake.workspace", "from_model": "core.intake.models",
@@ -173,16 +183,18 @@ _PUBLIC = {
     "TreeEnsemble": "core.model", "Box": "core.model.box", "Workspace": "core.intake.workspace",
     "CounterfactualResult": "core.counterfactual", "Region": "core.regions", "RegionSet": "core.regions",
     "Rule": "core.tcrex", "Metarule": "core.tcrex", "LocalRule": "core.rules.results",
+    "load_result": "core.model.result",
     "RegionalRule": "core.rules.results", "FCCAResult": "core.compression.result", "Audit": "core.audit",
     # targets
     "default_target": "core.counterfactual", "already_at_target": "core.counterfactual",
 }
 
 __all__ = [
-    "Audit", "Box", "Constraints", "CounterfactualResult", "CounterfactualRules", "FCCAResult",
+    "AnalysisWorkspace", "Audit", "Box", "Constraints", "CounterfactualResult", "CounterfactualRules", "FCCAResult",
     "LocalRule", "Metarule", "Region", "RegionSet", "RegionalRule", "Rule", "Schema", "TCREx",
     "TreeEnsemble", "Workspace", "already_at_target", "build_workspace", "counterfactual_set", "default_target",
-    "exact_counterfactual", "fcca", "from_model", "infer_schema", "load_model", "load_table",
+    "exact_counterfactual", "fcca", "from_model", "infer_schema", "load_model", "load_result", "load_table",
+    "open_workspace",
     "optimal_counterfactual", "parse_constraints", "run_audit"
 ]
 
@@ -192,12 +204,14 @@ if TYPE_CHECKING:
     from core.compression.result import FCCAResult
     from core.constraints import Constraints, parse_constraints
     from core.counterfactual import CounterfactualResult, already_at_target, default_target
+    from core.door import AnalysisWorkspace, open_workspace
     from core.intake.door import load_model
     from core.intake.io import load_table
     from core.intake.models import from_model
     from core.intake.workspace import Workspace, build_workspace
     from core.model import TreeEnsemble
     from core.model.box import Box
+    from core.model.result import load_result
     from core.optimal import optimal_counterfactual
     from core.regions import Region, RegionSet, counterfactual_set, exact_counterfactual
     from core.rules import CounterfactualRules

@@ -38,7 +38,7 @@ from core.model import Guarantee, TreeEnsemble, as_ensemble
 from core.model.features import feature_index, names_text
 from core.model.guarantee import ModelKind
 from core.model.missing import indicator_of
-from core.model.result import Reader, Result, Writer, settings
+from core.model.result import Reader, Result, Writer, older_name, settings
 from core.shown import approx_text, number_text
 from core.typing import ArrayLike, Label, Norm, TargetSpec, Weights
 
@@ -496,8 +496,8 @@ class CounterfactualResult(Result):
         "stopped" (the caller stopped it before the proof; ``x`` as for "time_limit")
         or "error" (``message`` says why).
     gap : relative gap between ``cost`` and the proven lower bound (0 if optimal).
-    elapsed : seconds from the query to the answer (``solve_time``, its older name,
-        reads the same); ``timings`` splits them by stage.
+    elapsed : seconds from the query to the answer (``solve_time``, its older name, reads
+        the same and warns); ``timings`` splits them by stage.
     params : the query's settings (JSON values).
     alternatives : further results when ``n_solutions > 1``.
     guarantee : what the answer guarantees (:class:`core.model.Guarantee`); when the
@@ -537,10 +537,7 @@ class CounterfactualResult(Result):
     def found(self) -> bool:
         return self.x is not None and self.valid
 
-    @property
-    def solve_time(self) -> float:
-        """The older name of :attr:`elapsed`."""
-        return self.elapsed
+    solve_time = older_name("solve_time")
 
     def _body(self) -> dict[str, Any]:
         """The model's features (the analyst's columns: :func:`core.intake.columns.result_record`):

@@ -4,12 +4,16 @@ Every error a user can cause subclasses ``ValueError`` (through
 :class:`AtlasError`) and says what was expected, what arrived and how to fix
 it, so the app can show the message as is and a script can catch
 ``ValueError``. The modules that raise them re-export their own (e.g.
-``core.rules.NoCounterfactualRuleError``), so both import paths work.
+``core.rules.NoCounterfactualRuleError``), so both import paths work. A package
+of an extra that is not installed is :class:`MissingExtraError` (an ``ImportError``),
+raised by :func:`need` with the command that installs it.
 """
 
 from __future__ import annotations
 
+import importlib
 from functools import cache
+from types import ModuleType
 
 
 class AtlasError(ValueError):
@@ -146,3 +150,51 @@ def positional(error: type[Exception]) -> type[Exception]:
             "__doc__": f"{error.__name__} for a keyword-only setting given by position (also a TypeError)."})
         error.Positional = cls  # type: ignore[attr-defined]
     return cls
+
+
+# Optional packages (the extras of pyproject.toml: ``formats`` reads XGBoost, CatBoost and ONNX
+# files, ``gurobi`` adds a MILP backend, ``dask`` a cluster, ``gosdt`` FCCA's optimal trees,
+# ``app`` the Streamlit app). A feature that needs one calls :func:`need` instead of a bare
+# ``import``: where the package is missing, the user reads what needs it and the one command that
+# installs it, not a ``ModuleNotFoundError`` from deep inside the library (as alibi does).
+# tests/test_packaging.py checks EXTRA_OF against pyproject.toml.
+
+#: importable module -> the extra of pyproject.toml that installs it
+EXTRA_OF: dict[str, str] = {
+    "xgboost": "formats", "catboost": "formats", "onnx": "formats", "onnxruntime": "formats",
+    "gurobipy": "gurobi", "dask": "dask", "distributed": "dask", "gosdt": "gosdt",
+    "streamlit": "app", "altair": "app", "psycopg": "postgres",
+}
+
+PACKAGE = "counterfactual-atlas"
+
+
+class MissingExtraError(ModuleNotFoundError):
+    """An optional package a feature needs is not installed; the message names its extra.
+
+    A ``ModuleNotFoundError`` (an ``ImportError``), so code that already catches a missing
+    package goes on catching it."""
+
+
+def install_hint(module: str) -> str:
+    """The command that installs ``module`` with this package's extra for it."""
+    top = module.split(".")[0]
+    extra = EXTRA_OF.get(top)
+    if extra is None:
+        return f"pip install {top}"
+    return f"pip install '{PACKAGE}[{extra}]'"
+
+
+def need(module: str, what: str) -> ModuleType:
+    """``module`` imported, or :class:`MissingExtraError` saying that ``what`` (e.g. "reading
+    an XGBoost model") needs it and which extra installs it."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        top = module.split(".")[0]
+        if exc.name is not None and exc.name.split(".")[0] != top:
+            raise                                     # the package is there; something it imports is not
+        extra = EXTRA_OF.get(top)
+        where = f"the extra '{extra}' of {PACKAGE} installs it" if extra else "it is not installed"
+        raise MissingExtraError(f"{what[:1].upper()}{what[1:]} needs the package '{top}', which is not installed "
+                                f"({where}): {install_hint(top)}", name=top) from None

@@ -237,8 +237,10 @@ def regions_table(regions: Sequence[Region], ens: TreeEnsemble, features: tuple[
 
 def change_keep_counts(tc: TCREx, X: np.ndarray) -> pd.DataFrame:
     """Per feature: how many rows must change it, and how many must keep it in
-    range, to satisfy their T-CREx rule (the paper's Fig. 8b)."""
+    range, to satisfy their T-CREx rule (the paper's Fig. 8b); a row prescribed no rule asks nothing."""
     rules = tc.explain(X)
+    X = X[rules >= 0]
+    rules = rules[rules >= 0]
     rows = []
     for j, name in enumerate(tc.feature_names_):
         lo = np.array([tc.rules_[r].lower[j] for r in rules])
@@ -258,7 +260,8 @@ def change_keep_figure(counts: pd.DataFrame):
                             marker_color="#2f6fb0")])
     fig.update_layout(barmode="stack", title="What the prescribed rules ask of these rows", height=140 + 26 *
                       max(1, len(counts)), margin=dict(l=10, r=10, t=40, b=60),
-                      legend=dict(orientation="h", yanchor="top", y=-0.25, x=0))   # below the x ticks
+                      legend=dict(orientation="h", yref="container", yanchor="bottom", y=0, x=0))   # below the x ticks
+    # (in the bottom margin: placed on the plot's own height, -0.25 of a one-bar chart fell on its tick labels)
     return fig
 
 
@@ -323,8 +326,12 @@ def rule_intervals_figure(X: np.ndarray, rule: Box, features: list[int], names: 
             b.append(float(np.clip((hi - lo_all[j]) / span[j], 0, 1)))
             said.append(text(conds.get((j,), "any value")))
         starts, ends = np.array(a), np.array(b)
+        # only the rule's conditions are written on its bars: the alternatives' bars overlay them (barmode overlay),
+        # and their texts, drawn at the same place, made all of them unreadable; theirs are in their hover
         fig.add_trace(go.Bar(y=labels, x=np.maximum(ends - starts, 0.01), base=starts, orientation="h", text=said,
-                             textposition="inside", name="rule" if k == 0 else f"alternative {k}",
+                             textposition="inside" if k == 0 else "none", hovertext=said,
+                             hovertemplate="%{y}: %{hovertext}<extra>%{fullData.name}</extra>",
+                             name="rule" if k == 0 else f"alternative {k}",
                              marker=dict(color="rgba(44,160,44,0.65)" if k == 0 else "rgba(31,119,180,0.45)"),
                              width=0.5 if k == 0 else 0.3))
     if x is not None:

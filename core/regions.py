@@ -54,7 +54,7 @@ from core.model import Guarantee, LinearModel, TreeEnsemble, as_ensemble, as_mod
 from core.model.box import Box
 from core.model.features import as_row, feature_index
 from core.model.missing import indicator_of
-from core.model.result import Reader, Result, Writer, settings
+from core.model.result import Reader, Result, Writer, older_name, settings
 from core.optimal import optimal_counterfactual, other_models, query_door
 from core.optimal.constrained import resolve_constraints
 from core.settings import TIME_LIMIT, integer, nonnegative, norm_setting, open_probability, optional, seconds, validated
@@ -108,10 +108,7 @@ class RegionSet(Result):
             object.__setattr__(self, "guarantee", Guarantee("exact", note="" if self.complete else (
                 "The search stopped at its limit: every region listed is exact, but there may be more.")))
 
-    @property
-    def seconds(self) -> float:
-        """The older name of :attr:`elapsed`."""
-        return self.elapsed
+    seconds = older_name("seconds")
 
     def _body(self) -> dict[str, Any]:
         return {"complete": bool(self.complete), "n_nodes": int(self.n_nodes),

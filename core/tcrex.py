@@ -44,14 +44,16 @@ from core.model import Guarantee, node_boxes
 from core.model.box import Box
 from core.model.features import as_table, feature_indices, fit_table
 from core.model.guarantee import guarantee_line
-from core.model.result import Reader, Result, Writer, export, settings, to_json_value
+from core.model.result import Reader, Result, Writer, export, older_name, settings, to_json_value
 from core.rules.onmodel import EdgeSettings, OnModel, edge_points
+from core.rules.reach import reach_of
 from core.ruletext import conditions
 from core.settings import RANDOM_STATE, integer, optional, probability, validated
-from core.shown import bound_text, outcome_text
+from core.shown import bound_text, number_text, outcome_text
 from core.typing import ArrayLike, FeatureKey, Row, Rows, TargetSpec
 
 if TYPE_CHECKING:
+    from core.constraints import Constraints
     from core.schema import Schema
 
 __all__ = ["TCREx", "TCRExResult", "Rule", "Metarule", "NoValidRuleError"]
@@ -63,13 +65,18 @@ class Rule(Box):
 
     edge_rows, edge_accepted : when the fit was given the model (``fit(..., model=)``), the
         rows the rule is prescribed to that lack the target, moved into it at its edge
-        (:mod:`core.rules.onmodel`), and the share of them the model itself accepts
-        (NaN: not checked, or no such row)."""
+        (:mod:`core.rules.onmodel`; under constraints between features, by the least move
+        that keeps them, :mod:`core.rules.reach`), and the share of them the model itself
+        accepts (NaN: not checked, or no such row).
+    unreachable_rows : under constraints between features, the fitting rows lacking the
+        target whose metarule gives them this rule but that cannot reach it under them (the
+        rule is dropped for them: they are prescribed the cheapest rule they can reach)."""
 
     accuracy: float
     feasibility: float
     edge_rows: int = 0
     edge_accepted: float = math.nan
+    unreachable_rows: int = 0
 
 
 @dataclass(frozen=True)
@@ -91,7 +98,9 @@ class TCRExResult(Result):
     rules, metarules : the maximal-valid rules and the metarule tree's leaves.
     metarule_tree : dict of arrays (feature, threshold, left, right, rule).
     grid : the grid bounds per feature; n_cells : grid cells with a prototype.
-    params, elapsed : the settings and the seconds of the fit.
+    params, elapsed : the settings and the seconds of the fit; ``params["constraints"]`` the
+        constraints between features in force (their texts), ``params["unreachable_rules"]``
+        the rules dropped for every fitting row lacking the target that their metarule gives them.
     guarantee : ``estimated`` (accuracy and feasibility are shares of the fitting rows); when
         fitted with the model (``fit(..., model=)``), of that model's kind, saying what share of
         the rules' moves it accepted (``valid_on_model`` when it accepted all of them).
@@ -111,6 +120,8 @@ class TCRExResult(Result):
     params: dict[str, Any]
     elapsed: float
     guarantee: Guarantee = None  # type: ignore[assignment]   # None: estimated on the fitting rows
+    schema: Schema | None = None     # under constraints between features: the schema they are read against
+    edges: EdgeSettings | None = None     # how a row moves to a rule's edge (kinds, spans, ones in the data)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", settings(self.params))
@@ -131,6 +142,7 @@ class TCRExResult(Result):
         rules = [Writer().array("lower", r.lower, -np.inf).array("upper", r.upper, np.inf)
                  .number("accuracy", r.accuracy).number("feasibility", r.feasibility)
                  .value("edge_rows", int(r.edge_rows)).number("edge_accepted", r.edge_accepted)
+                 .value("unreachable_rows", int(r.unreachable_rows))
                  .value("text", text(r.lower, r.upper)).done() for r in self.rules]
         metas = [Writer().array("lower", m.lower, -np.inf).array("upper", m.upper, np.inf).value("rule", m.rule)
                  .value("worst_case_changes", m.worst_case_changes).value("node", m.node).done()
@@ -140,13 +152,17 @@ class TCRExResult(Result):
             tree.array(k, a)
         return {"feature_names": list(self.feature_names), "groups": groups, "target": to_json_value(self.target),
                 "rules": rules, "metarules": metas, "metarule_tree": tree.done(),
-                "grid": [to_json_value(g) for g in self.grid], "n_cells": int(self.n_cells)}
+                "grid": [to_json_value(g) for g in self.grid], "n_cells": int(self.n_cells),
+                **({} if self.schema is None else {"schema": self.schema.to_dict()}),
+                **({} if self.edges is None else {"edges": {
+                    "integral": [bool(v) for v in self.edges.integral], "span": to_json_value(self.edges.span),
+                    "ones": to_json_value(self.edges.ones)}})}
 
     @classmethod
     def _from_body(cls, r: Reader) -> "TCRExResult":
         rules = tuple(Rule(q.array("lower", -np.inf), q.array("upper", np.inf), q.number("accuracy"),
                            q.number("feasibility"), int(q.get("edge_rows", 0)),     # absent: saved unchecked
-                           q.number("edge_accepted", default=math.nan))
+                           q.number("edge_accepted", default=math.nan), int(q.get("unreachable_rows", 0)))
                       for q in (Reader(d, "rule") for d in r.get("rules")))
         metas = tuple(Metarule(q.array("lower", -np.inf), q.array("upper", np.inf), int(q.get("rule")),
                                int(q.get("worst_case_changes")), int(q.get("node")))
@@ -155,10 +171,16 @@ class TCRExResult(Result):
         tree = {k: t.array(k, dtype=float if k == "threshold" else np.int64)
                 for k in ("feature", "threshold", "left", "right", "rule")}
         target = r.get("target")
+        schema = r.get("schema", None)
+        edges = r.get("edges", None)              # absent: saved before moves were kept
         return cls(tuple(str(n) for n in r.get("feature_names")), tuple(tuple(int(j) for j in g) for g in r.get("groups")),
                    tuple(target) if isinstance(target, list) else target, rules, metas, tree,
                    tuple(np.asarray(g, dtype=float) for g in r.get("grid")), int(r.get("n_cells")),
-                   dict(r.get("params")), r.number("elapsed"), Guarantee.from_dict(r.get("guarantee")))
+                   dict(r.get("params")), r.number("elapsed"), Guarantee.from_dict(r.get("guarantee")),
+                   None if schema is None else _schema_of(schema), None if edges is None else EdgeSettings(
+                       np.asarray(edges["integral"], dtype=bool), np.asarray(edges["span"], dtype=float),
+                       tuple(tuple(int(j) for j in g) for g in r.get("groups") if len(g) >= 2),
+                       np.asarray(edges["ones"], dtype=float)))
 
 
 def _outputs(y_model: Any, n: int) -> np.ndarray:
@@ -202,7 +224,8 @@ class TCREx:
     grid_ : list of ndarray, the grid bounds per feature (finite ones).
     n_cells_ : number of grid cells with a prototype.
     result_ : TCRExResult, all of the above as one result (params, elapsed, guarantee, JSON).
-    fit_time_ : seconds (``result_.elapsed``).
+    elapsed_ : seconds the fit took (``result_.elapsed``; ``fit_time_``, its older name, reads the
+        same and warns).
 
     Examples
     --------
@@ -215,6 +238,8 @@ class TCREx:
     >>> len(tc.rules_) > 0, all(r.accuracy >= 0.9 for r in tc.rules_)
     (True, True)
     """
+
+    fit_time_ = older_name("fit_time_", "elapsed_")
 
     @validated(QueryError, rho=probability, tau=probability, n_trees=integer(1), max_cells=integer(1),
                random_state=optional(integer(0)))
@@ -232,7 +257,7 @@ class TCREx:
     def fit(self, X: Rows, y_model: ArrayLike, target: TargetSpec, feature_names: Sequence[str] | None = None, *,
             fixed: Iterable[FeatureKey] | None = None, increase_only: Iterable[FeatureKey] | None = None,
             decrease_only: Iterable[FeatureKey] | None = None, model: OnModel | None = None,
-            schema: Schema | None = None) -> "TCREx":
+            schema: Schema | None = None, constraints: Iterable[str] | str | Constraints | None = None) -> "TCREx":
         """Learn the rules and the metarule tree on ``(X, y_model)`` for ``target``.
 
         ``model`` (keyword-only; :func:`core.rules.onmodel.on_model`, e.g. of a workspace's
@@ -249,7 +274,18 @@ class TCREx:
         only up and decrease-only features only down (the actionability constraints the
         paper's conclusion names as missing, added to eq. 9 as an infinite cost of an
         unreachable rule). A row with no reachable rule is prescribed none: :meth:`explain` gives
-        -1 for it. A fixed one-hot column fixes its whole group."""
+        -1 for it. A fixed one-hot column fixes its whole group.
+
+        ``constraints`` (keyword-only): the analyst's constraints between features
+        (:mod:`core.constraints`: texts, or a parsed ``Constraints``), read against ``schema``;
+        default None: the schema's own. The rules and the metarule tree are learnt as without
+        them; a row is prescribed its metarule's rule only when some point of that rule keeps
+        every constraint for the row (and the roles above), else the cheapest rule (eq. 9,
+        ties to the first) it can reach so, else none (-1): :mod:`core.rules.reach`. Each
+        prescription's move (:meth:`moves`) is the least move into the rule that keeps them;
+        the rules' checks on the model count only those moves. A rule the metarule tree gives
+        to fitting rows lacking the target that none of them can reach is dropped as
+        unreachable (``result_.params["unreachable_rules"]``; each rule's ``unreachable_rows``)."""
         t0 = time.perf_counter()
         if not 0 < self.rho <= 1 or not 0 < self.tau <= 1:
             raise QueryError(f"rho and tau must lie in (0, 1]; got rho={self.rho!r}, tau={self.tau!r}.")
@@ -274,6 +310,12 @@ class TCREx:
         if both:
             raise QueryError(f"{[names[j] for j in both]} are both increase-only and decrease-only; a feature that "
                              "may move neither way is fixed: list it in fixed.")
+        self.reach_ = reach_of(constraints, schema, names, fixed=self.fixed_, increase_only=self.increase_only_,
+                               decrease_only=self.decrease_only_)
+        self.schema_ = schema if self.reach_ is not None else None
+        self._seen: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        self._edges = EdgeSettings.of(X, schema if schema is not None and len(schema.features) == d else None,
+                                      self.groups_)
         mask = output_mask(y, target)
         if not mask.any():
             raise NoValidRuleError(f"No fitting point has a model output in the target {target!r}.")
@@ -295,6 +337,7 @@ class TCREx:
         self.rules_ = [Rule(lower[i].copy(), upper[i].copy(), float(acc[i]), float(feas[i])) for i in order]
         try:
             self._build_metarules(d)                                      # steps c-e
+            dropped = self._count_unreachable(X, ~mask)
             guarantee = None if model is None else self._check_on_model(X, mask, model, schema)
         except Exception:
             del self.rules_  # never half fitted
@@ -306,10 +349,43 @@ class TCREx:
              "groups": [[names[j] for j in g] for g in self.groups_], "random_state": self.random_state,
              "target": target, "n_rows": int(n),
              **{role: [names[j] for j in cols] for role, cols in self._roles().items() if cols},
-             **({} if model is None else {"checked_on": model.kind})},
-            time.perf_counter() - t0, **({} if guarantee is None else {"guarantee": guarantee}))
-        self.fit_time_ = self.result_.elapsed
+             **({} if model is None else {"checked_on": model.kind}),
+             **({} if self.reach_ is None else {"constraints": self.reach_.texts, "unreachable_rules": dropped})},
+            time.perf_counter() - t0, **({} if guarantee is None else {"guarantee": guarantee}), schema=self.schema_,
+            edges=self._edges)
+        if self.reach_ is not None:
+            said = self.result_.guarantee
+            self.result_ = replace(self.result_, guarantee=replace(said, note=f"{said.note} {self._reach_note()}"))
+        self.elapsed_ = self.result_.elapsed
         return self
+
+    def _count_unreachable(self, X: np.ndarray, lacking: np.ndarray) -> list[str]:
+        """Under constraints: each rule's ``unreachable_rows`` (fitting rows lacking the target whose
+        metarule gives them the rule but that cannot reach it), and the rules dropped for all of them."""
+        if self.reach_ is None:
+            return []
+        A = X[lacking]
+        given = self.metarule_tree_["rule"][self.apply(A)]
+        got = self.explain(A)
+        lost = (given >= 0) & (got != given)
+        counts = np.bincount(given[lost], minlength=len(self.rules_))
+        had = np.bincount(given[given >= 0], minlength=len(self.rules_))
+        self.rules_ = [replace(r, unreachable_rows=int(c)) for r, c in zip(self.rules_, counts)]
+        return [f"R{k}" for k in range(len(self.rules_)) if had[k] and counts[k] == had[k]]
+
+    def _reach_note(self) -> str:
+        """What the constraints between features did to the prescriptions, in a sentence."""
+        assert self.reach_ is not None
+        n = len(self.reach_.cons)
+        lost = sum(r.unreachable_rows for r in self.rules_)
+        dropped = self.result_.params.get("unreachable_rules", [])
+        words = (f"Under the {n} constraint{'s' * (n != 1)} between features, a row is prescribed a rule only when "
+                 "some point of it keeps them; ")
+        if not lost:
+            return words + "every fitting row lacking the target can reach the rule its metarule gives it."
+        return words + (f"{lost:,} fitting row{'s' * (lost != 1)} lacking the target cannot reach the rule their "
+                        "metarule gives them and are prescribed the cheapest rule they can reach (or none)"
+                        + (f"; dropped as unreachable for every such row: {', '.join(dropped)}." if dropped else "."))
 
     def _check_on_model(self, X: np.ndarray, at_target: np.ndarray, model: OnModel,
                         schema: Schema | None) -> Guarantee:
@@ -321,10 +397,9 @@ class TCREx:
                              f"{type(model).__name__}.")
         if schema is not None and len(schema.features) != X.shape[1]:
             raise QueryError(f"The schema describes {len(schema.features)} features; X has {X.shape[1]}.")
-        edges = EdgeSettings.of(X, schema, self.groups_)
-        assigned = self.explain(X)
+        assigned, moved = self._prescribe(X)
         rows = [np.flatnonzero((assigned == k) & ~at_target) for k in range(len(self.rules_))]
-        Z = np.vstack([X[:0]] + [edge_points(X[r], rule.lower, rule.upper, edges) for r, rule in zip(rows, self.rules_)])
+        Z = np.vstack([X[:0]] + [moved[r] for r in rows])
         ok = model.accepts(Z, self.target_)
         starts = np.cumsum([0] + [len(r) for r in rows])
         self.rules_ = [replace(rule, edge_rows=len(r), edge_accepted=float(ok[a:b].mean()) if len(r) else math.nan)
@@ -355,13 +430,24 @@ class TCREx:
         names = list(result.feature_names)
         for role in ("fixed", "increase_only", "decrease_only"):
             setattr(est, role + "_", feature_indices(names, p.get(role), error=QueryError, what=role))
+        texts = p.get("constraints") or []
+        if texts and result.schema is None:
+            raise QueryError("This T-CREx result names constraints between features but not the schema they are read "
+                             "against; it cannot be read back.")
+        est.reach_ = reach_of(texts, result.schema, names, fixed=est.fixed_, increase_only=est.increase_only_,
+                              decrease_only=est.decrease_only_) if texts else None
+        est.schema_ = result.schema if est.reach_ is not None else None
+        est._seen = {}
+        est._edges = result.edges if result.edges is not None else EdgeSettings(     # saved without: continuous
+            np.zeros(len(names), dtype=bool), np.ones(len(names)), tuple(tuple(g) for g in est.groups_),
+            np.zeros(len(names)))
         est.rules_ = list(result.rules)
         est.metarules_ = list(result.metarules)
         est.metarule_tree_ = dict(result.metarule_tree)
         est.grid_ = list(result.grid)
         est.n_cells_ = result.n_cells
         est.result_ = result
-        est.fit_time_ = result.elapsed
+        est.elapsed_ = result.elapsed
         return est
 
     def _candidates(self, X, y, n, d):
@@ -599,9 +685,82 @@ class TCREx:
 
     def explain(self, X: Rows) -> np.ndarray:
         """Index into ``rules_`` of the optimal rule for each row (step g); -1 for a row
-        that can reach no rule under the fit's ``fixed`` / one-way features."""
-        leaves = self.apply(X)
-        return self.metarule_tree_["rule"][leaves]
+        that can reach no rule under the fit's ``fixed`` / one-way features. Under
+        constraints between features, the metarule's rule when the row can reach it under
+        them, else the cheapest rule it can reach (see :meth:`fit`)."""
+        A = self._check(X)
+        if getattr(self, "reach_", None) is None:
+            return self.metarule_tree_["rule"][self.apply(A)]
+        return self._prescribe(A)[0]
+
+    def moves(self, X: Rows) -> np.ndarray:
+        """Each row moved into its prescribed rule (:meth:`explain`): the least move into it
+        (:func:`core.rules.onmodel.edge_points`, at its edge); under constraints between
+        features, the least move that keeps them (:mod:`core.rules.reach`). A row prescribed
+        no rule stays as it is. Shape (n, d)."""
+        return self._prescribe(self._check(X))[1]
+
+    def _prescribe(self, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(each row's rule, each row's move into it). Under constraints the last few answers
+        are kept (deciding them takes programs, and a page asks the same rows several times)."""
+        given = self.metarule_tree_["rule"][self.apply(A)]
+        if getattr(self, "reach_", None) is None:          # each row at its rule's edge
+            Z = A.copy()
+            for k in np.unique(given[given >= 0]):
+                rows = np.flatnonzero(given == k)
+                Z[rows] = edge_points(A[rows], self.rules_[k].lower, self.rules_[k].upper, self._edges)
+            return given, Z
+        key = A.tobytes() + bytes(str(A.shape), "ascii")
+        seen = getattr(self, "_seen", None)
+        if seen is None:
+            seen = self._seen = {}
+        if key not in seen:
+            while len(seen) >= 4:
+                seen.pop(next(iter(seen)))
+            seen[key] = self._reachable_rules(A, given)
+        out, Z = seen[key]
+        return out.copy(), Z.copy()
+
+    def _reachable_rules(self, A: np.ndarray, given: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Under constraints: the metarule's rule where the row reaches it, else the cheapest it
+        reaches (eq. 9, ties to the first), else -1; and the least moves."""
+        reach = self.reach_
+        assert reach is not None
+        n = len(A)
+        out = np.full(n, -1, dtype=np.int64)
+        Z = A.copy()
+        tried = np.zeros((n, len(self.rules_)), dtype=bool)
+        cost = self._costs(A)
+        order = np.argsort(cost, axis=1, kind="stable")
+        rank = np.zeros(n, dtype=np.int64)
+        cand = given.copy()
+        pending = np.flatnonzero(cand >= 0)
+        while pending.size:
+            for k in np.unique(cand[pending]):
+                rows = pending[cand[pending] == k]
+                r = self.rules_[k]
+                first = edge_points(A[rows], r.lower, r.upper, self._edges)
+                ok, moved = reach.moves(A[rows], r.lower, r.upper, first=first, ones=self._edges.ones)
+                out[rows[ok]], Z[rows[ok]] = k, moved[ok]
+                tried[rows, k] = True
+            pending = pending[out[pending] < 0]
+            for i in pending:                                  # the next cheapest rule not tried yet
+                while rank[i] < order.shape[1] and tried[i, order[i, rank[i]]]:
+                    rank[i] += 1
+                cand[i] = order[i, rank[i]] if rank[i] < order.shape[1] and np.isfinite(cost[i, order[i, rank[i]]]) \
+                    else -1
+            pending = pending[cand[pending] >= 0]
+        return out, Z
+
+    def _costs(self, A: np.ndarray) -> np.ndarray:
+        """changes - feasibility of every rule for every row (eq. 9); inf where the fit's fixed
+        and one-way features keep the row from it."""
+        out = np.empty((len(A), len(self.rules_)))
+        for k in range(len(self.rules_)):
+            out[:, k] = self.changes(A, np.full(len(A), k)) - self.rules_[k].feasibility
+        if any(self._roles().values()):
+            out[~self._role_reachable(A)] = np.inf
+        return out
 
     def rule_table(self, X: Rows) -> pd.DataFrame:
         """One row per rule: its text, accuracy, feasibility, complexity, how many
@@ -618,6 +777,8 @@ class TCREx:
             rec = {"rule": f"R{k}", "if": self.rule_text(k), "accuracy": round(r.accuracy, 3),
                    "feasibility": round(r.feasibility, 3), "complexity": r.complexity, "rows prescribed": n,
                    "mean changes": float(np.round(self.changes(A[mine], np.full(n, k)).mean(), 2)) if n else 0.0}
+            if getattr(self, "reach_", None) is not None:
+                rec["fitting rows it is out of reach for"] = int(r.unreachable_rows)
             if checked:
                 rec["rows moved to its edge"] = int(r.edge_rows)
                 rec["accepted by the model at its edge"] = round(r.edge_accepted, 3)
@@ -626,9 +787,20 @@ class TCREx:
 
     def reachable(self, X: Rows) -> np.ndarray:
         """``[i, r]``: can row i reach rule r moving no fixed feature, increase-only
-        features only up and decrease-only ones only down (the fit's settings)?
+        features only up and decrease-only ones only down (the fit's settings), and, under
+        constraints between features, by a move that keeps them (:mod:`core.rules.reach`)?
         Every rule when nothing is constrained."""
         A = self._check(X)
+        out = self._role_reachable(A)
+        reach = getattr(self, "reach_", None)
+        if reach is not None:
+            for k, r in enumerate(self.rules_):
+                rows = np.flatnonzero(out[:, k])
+                first = edge_points(A[rows], r.lower, r.upper, self._edges)
+                out[rows, k] = reach.moves(A[rows], r.lower, r.upper, first=first, ones=self._edges.ones)[0]
+        return out
+
+    def _role_reachable(self, A: np.ndarray) -> np.ndarray:
         out = np.ones((len(A), len(self.rules_)), dtype=bool)
         for role, cols in self._roles().items():
             for j in cols:
@@ -678,10 +850,8 @@ class TCREx:
         """Cost of every rule for every row, shape (n_samples, n_rules); inf where the
         row cannot reach the rule (:meth:`reachable`)."""
         A = self._check(X)
-        out = np.empty((len(A), len(self.rules_)))
-        for k in range(len(self.rules_)):
-            out[:, k] = self.changes(A, np.full(len(A), k)) - self.rules_[k].feasibility
-        if any(self._roles().values()):
+        out = self._costs(A)
+        if getattr(self, "reach_", None) is not None:
             out[~self.reachable(A)] = np.inf
         return out
 
@@ -694,22 +864,37 @@ class TCREx:
         return " and ".join(t for _, t in self._conditions(r.lower, r.upper)) or "anything"
 
     def recourse_text(self, x: Row) -> str:
-        """'change A to ..., keep B within ...' for one row."""
+        """'change A to ..., keep B within ...' for one row; under constraints between
+        features, also the features the least move that keeps them changes outside the
+        rule's conditions, and the metarule's rule when the row cannot reach it."""
         a = self._check(x)[0]
         k = int(self.explain(a[None, :])[0])
+        reach = getattr(self, "reach_", None)
+        given = int(self.metarule_tree_["rule"][self.apply(a[None, :])][0])
+        lost = (f"R{given}, the rule of its metarule, cannot be reached under the constraints between features. "
+                if reach is not None and given >= 0 and given != k else "")
         if k < 0:
-            return ("No rule is reachable without moving a fixed feature or moving a one-way feature the "
-                    "wrong way.")
+            return lost + ("No rule is reachable without moving a fixed feature or moving a one-way feature the "
+                           "wrong way" + (" or breaking a constraint between features." if reach is not None
+                                          else "."))
         r = self.rules_[k]
         change: list[str] = []
         keep: list[str] = []
+        ruled: set[int] = set()
         for cols, txt in self._conditions(r.lower, r.upper):
             inside = all(r.lower[j] < a[j] <= r.upper[j] for j in cols)
             (keep if inside else change).append(txt)
-        out = f"Rule {k}: "
+            ruled |= set(cols)
+        out = f"{lost}Rule {k}: "
         out += ("change " + ", ".join(change)) if change else "no change needed"
         if keep:
             out += "; keep " + ", ".join(keep)
+        if reach is not None:
+            z = self.moves(a[None, :])[0]
+            also = [f"{self.feature_names_[j]} to {number_text(z[j])}" for j in range(len(a))
+                    if j not in ruled and not (z[j] == a[j] or np.isnan(z[j]) and np.isnan(a[j]))]
+            if also:
+                out += "; with " + ", ".join(also) + ", as the constraints between features ask"
         return out
 
     def to_text(self, outcome: str | None = None) -> str:
@@ -721,14 +906,19 @@ class TCREx:
         for k, r in enumerate(self.rules_):
             edge = (f", accepted by the model at its edge for {r.edge_accepted:.1%} of {r.edge_rows:,} rows"
                     if r.edge_rows else "")
+            lost = (f", out of reach under the constraints for {r.unreachable_rows:,} fitting rows its metarule "
+                    "gives it" if r.unreachable_rows else "")
             lines.append(f"  R{k}: IF {self.rule_text(k)}  [accuracy {r.accuracy:.3f}, feasibility "
-                         f"{r.feasibility:.3f}{edge}]")
+                         f"{r.feasibility:.3f}{edge}{lost}]")
         lines.append("Metarules (for whom each rule is the best option):")
         for m in self.metarules_:
             conds = [t for _, t in self._conditions(m.lower, m.upper)]
             lines.append(f"  IF {' and '.join(conds) or 'anything'} THEN R{m.rule} "
                          f"(at most {m.worst_case_changes} change(s))" if m.rule >= 0 else
                          f"  IF {' and '.join(conds) or 'anything'} THEN no reachable rule")
+        reach = getattr(self, "reach_", None)
+        if reach is not None:
+            lines.append("Constraints between features in force: " + "; ".join(reach.texts) + ".")
         if hasattr(self, "result_"):
             lines.append(guarantee_line(self.result_.guarantee, "this set of rules"))
         return "\n".join(lines)
@@ -762,7 +952,7 @@ class TCREx:
             "rules": [{"rule": f"R{k}", **box(r.lower, r.upper), "accuracy": float(r.accuracy),
                        "feasibility": float(r.feasibility), "complexity": int(r.complexity),
                        "edge_rows": int(r.edge_rows), "edge_accepted": num(r.edge_accepted),
-                       "text": self.rule_text(k)} for k, r in enumerate(self.rules_)],
+                       "unreachable_rows": int(r.unreachable_rows), "text": self.rule_text(k)} for k, r in enumerate(self.rules_)],
             "metarules": [{**box(m.lower, m.upper), "rule": f"R{int(m.rule)}" if m.rule >= 0 else None,
                            "worst_case_changes": int(m.worst_case_changes)} for m in self.metarules_],
         })
@@ -804,6 +994,13 @@ class TCREx:
             node = int(t["left"][node] if a[t["feature"][node]] <= t["threshold"][node] else t["right"][node])
             path.append(node)
         return path
+
+
+def _schema_of(d: Any) -> Schema:
+    """The schema a saved result's constraints are read against."""
+    from core.schema import Schema
+
+    return Schema.from_dict(d)
 
 
 def _target_text(target: Any) -> str:

@@ -28,6 +28,7 @@ from typing import Any, Mapping, Sequence
 
 import streamlit as st
 
+from core.audit.history import link_refusal
 from core.errors import AtlasError
 from core.intake.demo import DEMOS
 from core.jsonable import plain as json_ready
@@ -343,6 +344,10 @@ def share_button() -> None:
     ws = state.get(state.Keys.WORKSPACE)
     if ws is None or state.get(state.Keys.DEMO):
         st.caption("The address in your browser links to this view.")
+        return
+    refused = link_refusal(ws)
+    if refused is not None:
+        st.caption(plain(refused))
         return
     author = auth.current()
     token = st.session_state.get(TOKEN)

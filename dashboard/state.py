@@ -21,7 +21,7 @@ class Keys:
     PROPOSED_PROTECTED = "dm_proposed_protected"
     # each page's last result, kept while the analyst moves between pages
     OPTIMAL_RESULT = "ocf_result"      # Optimal counterfactual: the last query's CounterfactualResult
-    OPTIMAL_BATCH = "ocb_results"      # Optimal counterfactual: the last batch's table
+    OPTIMAL_BATCH = "ocb_results"      # Optimal counterfactual: the last batch's table and its guarantee
     OPTIMAL_JOB = "ocf_job"            # Optimal counterfactual: the query running now (dashboard.jobs.Job)
     RULES_RESULT = "cr_result"         # Counterfactual rules: (row, target, ..., rule, samples) of the last local rule
     RULES_REGIONAL = "cr_regional"     # Counterfactual rules: the last regional rules' table

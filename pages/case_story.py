@@ -9,8 +9,8 @@ from core.audit.story import case_story
 from core.rules import CounterfactualRules
 from dashboard import state
 from dashboard.caching import session_cached
-from dashboard.ui import download, plain, plain_bold, show_guarantee, user_errors
-from dashboard.widgets import row_picker, target_picker
+from dashboard.ui import download, plain, plain_bold, show_constraints, show_guarantee, user_errors
+from dashboard.widgets import ROW, row_picker, target_picker
 
 K = state.Keys
 CAPTION = ("One case told from start to end for a presentation: the model's decision, the region around it where "
@@ -51,14 +51,32 @@ def _show(ws, ens, names, row, target, got) -> None:
              key="cs_download", source=story)
 
 
+def _precluded_cases(audit) -> None:
+    """The cases the audit found precluded (no action under the constraints helps), one of
+    which the analyst may open here: it becomes the row every page explains."""
+    rows = audit.rows if audit is not None else None
+    if rows is None or "precluded" not in rows or not (rows["precluded"] == 1).any():
+        return
+    cases = rows.loc[rows["precluded"] == 1, "row"].astype(int).tolist()
+
+    def pick() -> None:
+        if st.session_state.get("cs_precluded") is not None:
+            st.session_state[ROW] = int(st.session_state["cs_precluded"])
+    st.selectbox(f"Open a case the audit found precluded ({len(cases):,}: no action under the constraints between "
+                 "features gets the favourable outcome)", cases, index=None, placeholder="Choose a precluded case",
+                 key="cs_precluded", on_change=pick)
+
+
 def main() -> None:
     ws, ens, schema, names, X, pred = state.page_context("Case story", CAPTION)
+    audit = state.audit_of(ws)
+    _precluded_cases(audit)
     c1, c2, c3 = st.columns([1, 2, 1])
     row = row_picker(c1, len(X), "cs_row")
     target = target_picker(c2, ens, pred, pred[row], "cs")
     limit = c3.number_input("Time limit (s)", 1.0, 600.0, 30.0, key="cs_limit")
     with_rule = st.checkbox("Include a counterfactual rule (fits a surrogate forest once)", value=True, key="cs_rule")
-    audit = state.audit_of(ws)
+    show_constraints(st, schema)
     st.caption("The fairness audit of this data is included." if audit is not None else
                "No fairness audit of this data in this session: run one on the Fairness audit page to include how "
                "the case's group fares.")

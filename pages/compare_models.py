@@ -8,7 +8,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core.audit import run_audit
-from core.audit.compare import compare_models
+from core.audit.compare import compare_models, precluded_shown
+from core.audit.report import precluded_table
 from core.cells.problem import check_same_features
 from core.counterfactual import rows_to_move
 from core.errors import AuditCancelled, DataError
@@ -25,7 +26,7 @@ from dashboard.deploy import settings as deployment
 from dashboard.history import owner as history_owner
 from dashboard.history import show_gap_comparison
 from dashboard.history import store as history_store
-from dashboard.ui import cluster_setting, download, plain, show_guarantee, user_errors
+from dashboard.ui import cluster_setting, download, plain, show_constraints, show_guarantee, user_errors
 from dashboard.widgets import favourable_picker, protected_picker, row_picker
 
 K = state.Keys
@@ -117,6 +118,14 @@ def _sides(w) -> dict:
     return {"ens": w.linear if w.linear is not None else w.ensemble, "model": w.model, "surrogate": w.surrogate}
 
 
+def _checked_on(w) -> dict:
+    """A surrogate's slice with the model it stands for, each region put to that model (as on the
+    Decision regions page); nothing for a tree ensemble, whose regions are its own."""
+    if w.surrogate is None:
+        return {}
+    return {"model": w.linear if w.linear is not None else w.model, "surrogate": w.surrogate}
+
+
 def _pair(a: dict, b: dict) -> dict:
     """Both sides' arguments of :func:`compare_models`."""
     return dict(model_a=a["model"], model_b=b["model"], surrogate_a=a["surrogate"], surrogate_b=b["surrogate"])
@@ -204,6 +213,7 @@ def _groups_figure(g) -> go.Figure:
                     error_y=dict(type="data", symmetric=False, array=sub["ci_high"] - sub["invalidated"],
                                  arrayminus=sub["invalidated"] - sub["ci_low"]), name=figure_text(attr))
     fig.update_layout(title="Recourse under A that B does not honour (95% intervals)", yaxis_tickformat=".0%",
+                      yaxis_range=[0, 1.05],                  # a share: never below 0 (all-zero bars drew -100%)
                       height=340, margin=dict(l=10, r=10, t=40, b=10), showlegend=False)
     return fig
 
@@ -230,11 +240,29 @@ def _valid_under_both(c) -> None:
     none = r[~both]
     if len(none):
         says = none["status_both"].astype(str).value_counts()
+        what = {"infeasible": "proven: no point both models accept keeps the features' settings and the constraints",
+                "not_found": "no point both models accept was found; nothing is proven either way",
+                "time_limit": "the search ran out of time"}
         st.info(plain(f"{len(none):,} studied rows have no recourse valid under both: "
-                      + ", ".join(f"{n:,} {s.replace('_', ' ')}" for s, n in says.items())
-                      + " (not found: no point both models accept was found; nothing is proven either way)."))
+                      + ", ".join(f"{n:,} {s.replace('_', ' ')}" + (f" ({what[s]})" if s in what else "")
+                                  for s, n in says.items()) + "."))
     show_guarantee(st, c.recourse_guarantee("a"), "each recourse under model A")
     show_guarantee(st, c.recourse_guarantee("both"), "each recourse valid under both")
+
+
+def _precluded(c) -> None:
+    """The studied rows precluded under A, under B and under both, per group."""
+    p = c.precluded
+    if not len(p) or not (p[["precluded_a", "precluded_b"]].fillna(0).to_numpy() > 0).any():
+        if (c.meta.get("parameters") or {}).get("constraints"):
+            st.caption("No studied row is precluded under either model: each has an action under the constraints "
+                       "between features that gets the favourable outcome, or none was proven not to.")
+        return
+    st.subheader("Rows precluded under A and under B")
+    st.caption("Precluded: it is proven that no action keeping the constraints between features (and the features' "
+               "own settings) gets the row the favourable outcome from that model. \"–\": a model known by its "
+               "answers proves nothing.")
+    st.dataframe(precluded_shown(c), hide_index=True, key="cm_precluded")
 
 
 def _study_result(ws, ens, target, c) -> None:
@@ -260,6 +288,7 @@ def _study_result(ws, ens, target, c) -> None:
         show_guarantee(st, c.guarantee, "these shares")
     if len(c.tests):
         st.dataframe(c.tests, hide_index=True, key="cm_tests")
+    _precluded(c)
     with st.expander("Per-row results"):
         st.dataframe(c.rows, hide_index=True, key="cm_rows_table")
     d1, d2, d3 = st.columns(3)
@@ -294,6 +323,10 @@ def _audits(ws, wb, X, schema, target, protected, run: dict, result_key) -> None
             col.markdown(f"**{label}**")
             for line in au.summary:
                 col.markdown("- " + plain(line))
+            pre = precluded_table(au)
+            if len(pre):
+                col.caption("Rows precluded per group (proven: no action under the constraints helps)")
+                col.dataframe(pre, hide_index=True, key=f"cm_audit_precluded_{label[-1]}")
         show_gap_comparison(audits["a"], audits["b"], key="cm_audit_diff", file_name="audits_a_vs_b.csv")
 
 
@@ -320,11 +353,14 @@ def _regions(ws, wb, schema, names, X) -> None:
         left, right = st.columns(2)
         for col, w, label in ((left, ws, "Model A"), (right, wb, "Model B")):
             rs = slice_regions(w.ensemble, x_slice, (fa, fb), bounds={fa: view[0], fb: view[1]}, max_regions=2000,
-                               time_limit=20.0)
+                               time_limit=20.0, **_checked_on(w))
             title = (f"{label}: slice through row {row}"
                      + ("" if w.model_kind == "tree_ensemble" else " (its surrogate)"))
             fig = regions_figure(rs.regions, w.ensemble, (fa, fb), view, x=x, title=title)
             col.plotly_chart(fig, key=f"cm_regions_{label}")
+            if not rs.complete:
+                col.warning(f"Only the first {len(rs.regions):,} regions are drawn (limit or time reached).")
+            show_guarantee(col, rs.guarantee, "this drawing")
 
 
 def main() -> None:
@@ -348,6 +384,7 @@ def main() -> None:
 
     st.subheader("Recourse invalidation")
     run = _study_settings(ens, pred, target)
+    show_constraints(st, schema)
     _run_study(ws, wb, X, schema, target, protected, run, result_key)
     got = state.get(K.COMPARE_RESULT)
     if got is None or got["key"] != result_key:

@@ -121,7 +121,11 @@ def _local_rule(ws, X, names, groups, cr, top_k, got) -> None:
         f"**If** {plain(rule.to_text(names, groups))}, the other features kept, **then** the outcome is "
         f"{plain(ws.outcome_text(g_target))} with probability {rule.crp:.2f}.")
     show_guarantee(st, rule.guarantee, "this rule")
-    show_constraints(st, ws.schema, honoured=False)
+    show_constraints(st, ws.schema)
+    if rule.unreachable_cells:
+        st.caption(f"{rule.unreachable_cells} region{'s' * (rule.unreachable_cells != 1)} this row cannot reach under "
+                   "the constraints between features (the other features kept) dropped as unreachable; the rule and "
+                   "its alternatives can all be reached.")
     if len(rule.divergent_sets) > 1:
         st.caption("Other minimal sets: " + plain("; ".join(
             f"{{{', '.join(columns_of(cols, s))}}} (CDP {c:.2f})" for s, c in rule.divergent_sets[1:6])))
@@ -157,7 +161,7 @@ def _samples(ws, X, names, groups, cr, got, to_change) -> None:
              "counterfactual_samples.csv", "text/csv", key="cr_dl_csv")
 
 
-def _regional_tab(ens, pred, names, groups, cr, actionable, levels) -> None:
+def _regional_tab(ws, ens, pred, names, groups, cr, actionable, levels) -> None:
     st.markdown("A rule for a whole sub-population: ranges that move its rows to the target, their other "
                 "features staying within the sub-population's bounds.")
     source = st.radio("Sub-populations", ["Leaves of a shallow tree", "A filter I write"], horizontal=True,
@@ -187,12 +191,18 @@ def _regional_tab(ens, pred, names, groups, cr, actionable, levels) -> None:
                 "rule": r.to_text(names, groups) if r.found else "—", "CDP": round(r.cdp, 3),
                 "CRP": round(r.crp, 3) if r.found else None, "rows moved to its edge": r.edge_rows,
                 "accepted by the model at its edge": round(r.edge_accepted, 3) if r.edge_rows else None,
+                **({"rules dropped as unreachable": len(r.unreachable)} if r.params.get("constraints") else {}),
                 "note": r.note} for r in rules]), rules_guarantee(rules)))
     got = state.get(K.RULES_REGIONAL)
     if got is not None:
         reg, g = got
         st.dataframe(reg, hide_index=True, key="cr_reg_table")
         show_guarantee(st, g, "this set of regional rules")
+        show_constraints(st, ws.schema)
+        if "rules dropped as unreachable" in reg:
+            k = int(reg["rules dropped as unreachable"].sum())
+            st.caption(f"{k} rule{'s' * (k != 1)} found dropped as unreachable: none of their sub-population's rows "
+                       "can reach them under the constraints between features (the other features kept).")
         download(st, "Download regional rules (CSV)", to_csv(with_guarantee(reg, g)), "regional_rules.csv",
                  "text/csv", key="cr_reg_dl")
 
@@ -207,14 +217,14 @@ def main() -> None:
     if cr is None:
         st.stop()
     n_est, depth = fit["n_est"], fit["depth"]
-    st.caption(f"Surrogate: {n_est} trees of depth ≤ {depth}, fitted in {cr.fit_time_:.2f} s; it reproduces the "
+    st.caption(f"Surrogate: {n_est} trees of depth ≤ {depth}, fitted in {cr.elapsed_:.2f} s; it reproduces the "
                f"model on {cr.fidelity_:.1%} of the rows" if ens.is_classifier else
                f"Surrogate: {n_est} trees of depth ≤ {depth}, R² {cr.fidelity_:.3f} against the model.")
     tab_local, tab_regional = st.tabs(["One row", "Sub-populations"])
     with tab_local:
         _local_tab(ws, ens, X, pred, names, groups, cr, pi, pi_c, top_k, actionable, levels)
     with tab_regional:
-        _regional_tab(ens, pred, names, groups, cr, actionable, levels)
+        _regional_tab(ws, ens, pred, names, groups, cr, actionable, levels)
 
 
 main()

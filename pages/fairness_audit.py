@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import streamlit as st
 
 from core.audit import Audit, run_audit
+from core.audit.constrained import recorded
 from core.audit.figures import cost_figure, metric_figure
-from core.audit.report import fairness_tables, group_table, subgroup_table, tests_table, time_limit_text
+from core.audit.report import (
+    fairness_tables,
+    group_table,
+    precluded_note,
+    precluded_table,
+    precluded_words,
+    subgroup_table,
+    tests_table,
+    time_limit_text,
+)
 from core.counterfactual import rows_to_move
 from core.intake.csvsafe import to_csv
 from core.model.guarantee import with_guarantee
 from dashboard import state
 from dashboard.history import remember
-from dashboard.ui import cluster_setting, download, plain, show_guarantee, user_errors
-from dashboard.widgets import favourable_picker, protected_picker
+from dashboard.ui import cluster_setting, download, plain, show_constraints, show_guarantee, user_errors
+from dashboard.widgets import ROW, favourable_picker, protected_picker
 
 K = state.Keys
 CAPTION = ("For the rows with an unfavourable decision: the optimal recourse of each (protected attributes held "
@@ -55,6 +67,7 @@ def _settings(ens, schema, pred) -> tuple[dict, int]:
 
 def _run_tab(ws, ens, schema, X, pred) -> None:
     kw, n_rows = _settings(ens, schema, pred)
+    show_constraints(st, schema)
     protected = kw["protected"]
     go = st.button(f"Audit {n_rows:,} rows", type="primary", key="fa_go", disabled=not protected)
     if not protected:
@@ -74,7 +87,9 @@ def _run_tab(ws, ens, schema, X, pred) -> None:
                               model_sha256=ws.model_sha256, data_name=ws.name, progress=show, y=ws.y,
                               class_names=ws.class_names)
             state.put(K.AUDIT_RESULT, {"key": ws.key, "audit": audit, "source": "run"})
-            if (stored := remember(audit, title=f"{ws.name} · {ens.source}", ensemble=ens)) is not None:
+            exact = ws.model_kind == "tree_ensemble"     # any other model's ensemble is its surrogate: not kept as it
+            if (stored := remember(audit, title=f"{ws.name} · {audit.meta['model']['source']}",
+                                   ensemble=ens if exact else None)) is not None:
                 st.toast(f"Stored in the audit history as #{stored}.")
         bar.empty()
         cancel.empty()
@@ -110,12 +125,14 @@ def _summary(held: dict) -> None:
     m[3].metric("Time", f"{audit.elapsed:.1f} s")
     show_guarantee(st, audit.recourse_guarantee, "each row's recourse")
     show_guarantee(st, audit.guarantee, "each group's figures")
+    show_constraints(st, SimpleNamespace(constraints=[t for _, t in recorded(meta)]))   # the audit's own
     for note in meta.get("notes", []):
         st.caption(plain(note))
     if time_limit_text(audit.rows):
         st.info(plain(time_limit_text(audit.rows)))
     st.subheader("Per group")
     st.dataframe(group_table(audit), hide_index=True, key="fa_groups")
+    _precluded(held)
     st.subheader("Gaps to the reference group")
     st.dataframe(tests_table(audit), hide_index=True, key="fa_tests")
     attrs = list(meta.get("parameters", {}).get("protected", {}))
@@ -125,6 +142,29 @@ def _summary(held: dict) -> None:
         fig = metric_figure(audit, a, "feasible")
         if fig is not None:
             right.plotly_chart(fig, key=f"fa_feas_{a}")
+
+
+def _precluded(held: dict) -> None:
+    """The rows proven precluded per group, and a precluded case to open on the Case story page."""
+    audit: Audit = held["audit"]
+    table = precluded_table(audit)
+    if not len(table):
+        return
+    st.subheader("Rows precluded per group")
+    st.markdown(plain(precluded_words(audit)))
+    st.caption(plain(precluded_note(audit)))
+    st.dataframe(table, hide_index=True, key="fa_precluded")
+    rows = audit.rows.loc[audit.rows["precluded"] == 1, "row"].astype(int).tolist() if "precluded" in audit.rows \
+        else []
+    if not rows or held["source"] != "run":        # a saved audit's rows may be of other data
+        return
+    c1, c2 = st.columns([2, 3], vertical_alignment="bottom")
+    pick = c1.selectbox("A precluded case", rows, index=None, placeholder="Choose a case to tell its story",
+                        key="fa_precluded_row")
+    if pick is not None:
+        st.session_state[ROW] = int(pick)           # the row every page explains
+        with c2:
+            state.page_link("case_story", f"Open the story of case {int(pick)}", ":material/menu_book:")
 
 
 def _details(audit: Audit) -> None:

@@ -104,7 +104,7 @@ def _counts(ws, res) -> None:
     if not_found:
         st.caption(f"Rows without a counterfactual (left out): {not_found}.")
     show_guarantee(st, res.guarantee, "this set of thresholds")
-    show_constraints(st, ws.schema, honoured=False)
+    show_constraints(st, ws.schema)
 
 
 def _tree_settings() -> tuple[float, str, int]:

@@ -44,6 +44,24 @@ def _rules(ws, ens, schema, names, X, pred):
     return tc, target
 
 
+def _unreachable(tc) -> None:
+    """Under constraints between features: the rules a row cannot reach, dropped for it."""
+    if getattr(tc, "reach_", None) is None:
+        return
+    lost = sum(r.unreachable_rows for r in tc.rules_)
+    dropped = tc.result_.params.get("unreachable_rules", [])
+    if not lost:
+        st.caption("Every row lacking the target can reach the rule its metarule gives it under these constraints.")
+        return
+    per_rule = sum(r.unreachable_rows > 0 for r in tc.rules_)
+    st.caption(plain((f"Dropped as unreachable for every row lacking the target their metarule gives them to: "
+                      f"{', '.join(dropped)}. " if dropped else "")
+                     + f"{per_rule} rule{'s' * (per_rule != 1)} dropped as unreachable for some rows: {lost:,} "
+                     f"row{'s' * (lost != 1)} lacking the target cannot reach the rule their metarule gives them "
+                     "under these constraints and are prescribed the cheapest rule they can reach, or none (the rule "
+                     "table counts them per rule)."))
+
+
 def _explain_row(ws, tc, X, pred, to_move) -> None:
     """The metarule tree with one row's path, and what it prescribes for the row."""
     row = row_picker(st, len(X), "mt_row", label="Explain row", default=int(next(iter(to_move), 0)))
@@ -87,7 +105,8 @@ def main() -> None:
     m[2].metric("Grid cells", f"{tc.n_cells_:,}")
     m[3].metric("Fit time", f"{tc.result_.elapsed * 1000:.0f} ms")
     show_guarantee(st, tc.result_.guarantee, "this set of rules")
-    show_constraints(st, ws.schema, honoured=False)
+    show_constraints(st, ws.schema)
+    _unreachable(tc)
     _explain_row(ws, tc, X, pred, to_move)
     st.dataframe(tc.rule_table(X), hide_index=True)
     _what_rules_ask(tc, names, X, pred, to_move)

@@ -373,11 +373,18 @@ def _many_rows(p: _Page) -> None:
             results = batch_counterfactuals(
                 solve_on, X[rows], targets, n_jobs=int(jobs_n), plausibility=pl, X_ref=X, scheduler=cluster,
                 progress=lambda d, t: bar.progress(d / t, text=f"{d} of {t} rows"), **extra, **kwargs_b)
-            state.put(state.Keys.OPTIMAL_BATCH, _batch_table(p, rows, results))
-    table_b = state.get(state.Keys.OPTIMAL_BATCH)
-    if table_b is not None:
+            state.put(state.Keys.OPTIMAL_BATCH, (_batch_table(p, rows, results), results.guarantee))
+    held = state.get(state.Keys.OPTIMAL_BATCH)
+    if held is not None:
+        table_b, g_b = held
         st.dataframe(table_b, hide_index=True, key="ocb_table")
-        download(st, "Download batch results (CSV)", to_csv(table_b), "counterfactuals.csv",
+        show_guarantee(st, g_b, "this batch")
+        show_constraints(st, ws.schema)
+        precluded = int((table_b["status"] == "infeasible").sum()) if len(table_b) else 0
+        if ws.schema.constraints and precluded:
+            st.caption(f"{precluded} of the {len(table_b)} rows are precluded: no action satisfying the constraints "
+                       "between features gives the target (status infeasible).")
+        download(st, "Download batch results (CSV)", to_csv(with_guarantee(table_b, g_b)), "counterfactuals.csv",
                  "text/csv", key="ocb_dl")
 
 

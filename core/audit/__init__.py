@@ -9,7 +9,10 @@ decision is unfavourable (the model's output misses the target):
   fixed: whether one exists, its cost (the schema's cost: range-scaled, one
   unit per category switch) and the number of the analyst's columns it changes
   (a category switch, or a missing value given one, is one change; the recourse is
-  minimal: no change can be undone with the target kept);
+  minimal: no change can be undone with the target kept), under the constraints
+  between features in force (``constraints=``, default the schema's own:
+  :mod:`core.audit.constrained`); a row no action under them helps is *precluded*
+  (proven, for a model read exactly), and its share per group is one more gap tested;
 * per row, the T-CREx rule the metarule tree prescribes (:mod:`core.tcrex`):
   whether it is actionable (asks no change of a fixed feature) and how many
   features it asks to change;
@@ -32,7 +35,8 @@ The audit's public names (``__all__``) are importable from here; they live in
 (:class:`Audit`) and :mod:`core.audit.metrics`; the command line is
 :mod:`core.audit.cli`. The rest of the audit's package: :mod:`core.audit.fairstats`,
 :mod:`core.audit.groupfair`, :mod:`core.audit.subgroups`, :mod:`core.audit.report`,
-:mod:`core.audit.history`, :mod:`core.audit.story` and :mod:`core.audit.compare`.
+:mod:`core.audit.history`, :mod:`core.audit.story`, :mod:`core.audit.compare` and
+:mod:`core.audit.constrained`.
 
 Command line (no UI)::
 

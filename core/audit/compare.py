@@ -20,6 +20,14 @@ the recourse promised under the first survives the second.
   invalidated with a 95% percentile-bootstrap interval, and a two-sided
   permutation test of its gap to the largest group (Holm-adjusted), as in
   :mod:`core.audit.stats`.
+* **Preclusion** under constraints between features (``constraints=``, default the
+  schema's own; every recourse above keeps them): a studied row is *precluded* under a
+  model when no action under them gets it the target (Kothari, Kulynych & Ustun, ICLR
+  2024). Under A it is the proof of A's own query; under B, rows with a known point
+  valid under B are not, and the others are verified on B
+  (:func:`core.optimal.verify_recourse`) when B is read exactly; a model known by its
+  answers proves nothing. :attr:`ModelComparison.precluded` counts them under A, under
+  B and under both, overall and per group.
 
 Each stage runs over every studied row at once (:func:`core.optimal.batch.batch_counterfactuals`
 and :func:`core.optimal.batch.map_rows`: local processes or a Dask cluster, progress
@@ -35,13 +43,14 @@ import json
 import time
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence, cast
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Mapping, Sequence, cast
 
 import numpy as np
 import pandas as pd
 
+from core.audit.constrained import in_force, lines_words, recorded
 from core.audit.fairstats import bootstrap_ci, holm, permutation_p
-from core.audit.report import REPORT_CSS, model_text, parameters_table, table_html, whole
+from core.audit.report import REPORT_CSS, constraints_html, model_text, parameters_table, table_html, whole
 from core.audit.stats import group_labels, protected_attributes
 from core.cells.problem import check_same_features
 from core.counterfactual import at_target, make_cost_model, make_target
@@ -50,7 +59,7 @@ from core.figures import interval_chart_svg
 from core.intake.columns import analyst_columns, recourse_frame
 from core.intake.csvsafe import to_csv
 from core.intake.models import from_model
-from core.model import Guarantee, LinearModel, TreeEnsemble
+from core.model import Guarantee, LinearModel, ModelShape, TreeEnsemble
 from core.model.guarantee import GUARANTEE_KINDS, MODEL_KINDS, ModelKind, guarantee_line, with_guarantee
 from core.model.native import model_input
 from core.model.result import (
@@ -61,7 +70,7 @@ from core.model.result import (
     frame_to_dict,
     to_json_value,
 )
-from core.optimal import optimal_counterfactual
+from core.optimal import optimal_counterfactual, verify_recourse
 from core.optimal.batch import RowThreads, batch_counterfactuals, map_rows, weakest_guarantee
 from core.ruletext import conditions, missing_condition
 from core.settings import (
@@ -84,6 +93,7 @@ from core.surrogate.repair import polish_on_model
 if TYPE_CHECKING:
     from distributed import Client
 
+    from core.constraints import Constraints
     from core.surrogate import Surrogate
 from core.schema import INTEGRAL_KINDS, Schema
 from core.typing import ModelLike, Norm, Rows, TargetSpec
@@ -110,6 +120,29 @@ class ModelComparison(MetaResult):
     meta: dict[str, Any] = field(default_factory=dict)
     points_a: np.ndarray | None = None      # per studied row, its recourse under A (NaN: none), full precision
     points_both: np.ndarray | None = None   # per studied row, the cheapest recourse valid under both
+
+    @property
+    def precluded(self) -> pd.DataFrame:
+        """The studied rows precluded (proven: no action under the constraints in force gives
+        the target) under model A, under model B and under both, overall and per group of each
+        protected attribute; columns ``attribute``, ``group``, ``rows``, ``precluded_a``,
+        ``precluded_b``, ``precluded_both``. A count is of the rows proven so; a model known by
+        its answers proves nothing (its count is NaN)."""
+        cols = ["attribute", "group", "rows", "precluded_a", "precluded_b", "precluded_both"]
+        r = self.rows
+        if not len(r) or "precluded_a" not in r:
+            return pd.DataFrame(columns=cols)
+        a, b = (pd.to_numeric(r[c], errors="coerce") for c in ("precluded_a", "precluded_b"))
+        parts = [("(all rows)", "", np.ones(len(r), dtype=bool))]
+        parts += [(str(c)[len("group:"):], str(g), (r[c].astype(str) == str(g)).to_numpy())
+                  for c in r.columns if str(c).startswith("group:")
+                  for g in sorted(r[c].astype(str).unique(), key=label_order)]
+
+        def count(v: pd.Series) -> float:
+            return float((v == 1).sum()) if v.notna().any() else np.nan
+        return pd.DataFrame([{"attribute": at, "group": g, "rows": int(m.sum()), "precluded_a": count(a[m]),
+                              "precluded_b": count(b[m]), "precluded_both": count(a[m] * b[m])}
+                             for at, g, m in parts], columns=cols)
 
     @property
     def invalidated(self) -> float:
@@ -295,7 +328,7 @@ class _Side:
 
 
 def _side(ens: Any, model: Any, surrogate: Surrogate | None) -> _Side:
-    if surrogate is not None and getattr(model, "kind", None) == "black_box":
+    if surrogate is not None and isinstance(model, ModelShape) and not model.exact:
         return _Side(surrogate.ensemble, {"model": model, "surrogate": surrogate}, surrogate.ensemble, False)
     if isinstance(ens, LinearModel):
         if surrogate is None:
@@ -379,16 +412,52 @@ def _study(side_a: _Side, side_b: _Side, X: np.ndarray, target: Any, kwargs: dic
             got = _both_checked(side_a, side_b, X[rest], [res_a[k] for k in rest], target, kwargs, run)
         for at, g in zip(rest, got):
             both[int(at)] = g
+    pre_b = _precluded_b(side_b, X, target, kwargs, run, (found & honoured)
+                         | np.array([x_both is not None for x_both, _, _ in both], dtype=bool))
     recs = []
     for k, (r, (x_both, cost_both, status_both)) in enumerate(zip(res_a, both)):
         cost_a = float(r.cost) if r.found else np.nan
         recs.append({"found_a": int(r.found), "cost_a": cost_a, "status_a": _status(r),
                      "invalidated": int(not honoured[k]) if r.found else np.nan, "found_both": int(x_both is not None),
                      "cost_both": cost_both, "status_both": status_both,
-                     "extra_cost": cost_both - cost_a if r.found and x_both is not None else np.nan})
+                     "extra_cost": cost_both - cost_a if r.found and x_both is not None else np.nan,
+                     "precluded_a": _precluded_a(r), "precluded_b": pre_b[k]})
     points_both = np.array([nan if x_both is None else x_both for x_both, _, _ in both], dtype=float).reshape(n, d)
     return recs, points_a, points_both, {"a": _held(res_a), "both": _held([res_a[k] for k in np.flatnonzero(keep)] + joint)
                                          if exact else _checked_on_both(side_a, side_b, keep.all())}
+
+
+def _precluded_a(res: Any) -> float:
+    """1 when model A's query proved that no action (under the constraints in force) gives the
+    target, 0 when it found one, NaN when neither (time limit, a surrogate's search)."""
+    if res.found:
+        return 0.0
+    return 1.0 if res.guarantee is not None and res.guarantee.kind == "infeasible" else np.nan
+
+
+def _verify(item: tuple[np.ndarray, Any], model: Any, kwargs: dict[str, Any]) -> Any:
+    x, target = item
+    return verify_recourse(model, x, target, explain=False, **kwargs)
+
+
+def _precluded_b(side_b: _Side, X: np.ndarray, target: Any, kwargs: dict[str, Any], run: _Compute,
+                 reached: np.ndarray) -> np.ndarray:
+    """Per studied row, whether model B precludes it: 0 where a point valid under B that keeps
+    the constraints is known already (``reached``: A's recourse that B honours, or one valid
+    under both); elsewhere, for a model read exactly, its recourse verified
+    (:func:`core.optimal.verify_recourse`: 1 proven precluded, 0 reachable, NaN not settled
+    in time); NaN for a model known by its answers (nothing is proven of it)."""
+    out = np.where(reached, 0.0, np.nan)
+    rest = np.flatnonzero(~reached)
+    if not rest.size or "surrogate" in side_b.extra:
+        return out
+    kw: dict[str, Any] = {k: kwargs[k] for k in ("schema", "fixed", "time_limit") if k in kwargs}
+    checks = map_rows(partial(_verify, model=side_b.solve_on, kwargs=kw), [(x, target) for x in X[rest]],
+                      n_jobs=run.n_jobs, scheduler=run.scheduler, chunk_size=run.chunk,
+                      progress=run.stage("precluded under B"), should_stop=run.should_stop)
+    run.check(checks)
+    out[rest] = [{"precluded": 1.0, "reachable": 0.0}.get(c.status, np.nan) for c in checks]
+    return out
 
 
 def _held(results: Sequence[Any]) -> Guarantee:
@@ -470,15 +539,19 @@ class _Shape:
 
 
 def _repair(oracle: _BothModels, x: np.ndarray, candidates: list[np.ndarray], cost: Callable[[np.ndarray], np.ndarray],
-            shape: _Shape) -> np.ndarray | None:
+            shape: _Shape, cons: Constraints | None = None) -> np.ndarray | None:
     """A point both models accept, from candidates one or both refused: on each segment from
-    the row through a candidate, the first point both accept (one call per model for all),
-    each made minimal and brought back towards the row on both models
-    (:func:`core.surrogate.repair.polish_on_model`); the cheapest, or None."""
+    the row through a candidate, the first point both accept and that keeps the constraints
+    between features ``cons`` (one call per model for all), each made minimal and brought
+    back towards the row on both models (:func:`core.surrogate.repair.polish_on_model`; a
+    polished point that breaks a constraint gives way to its start); the cheapest, or None."""
     if not candidates:
         return None
     segments = [shape.along(x, c) for c in candidates]
-    ok = oracle.valid(np.concatenate(segments))
+    every = np.concatenate(segments)
+    ok = oracle.valid(every)
+    if cons:
+        ok &= cons.holds(x, every).all(axis=1)
     starts, at = [], 0
     for P in segments:
         hit = np.flatnonzero(ok[at:at + len(P)])
@@ -489,6 +562,8 @@ def _repair(oracle: _BothModels, x: np.ndarray, candidates: list[np.ndarray], co
         return None
     polished = [polish_on_model(oracle, x, z, cost, kinds=shape.kinds, groups=shape.groups,  # type: ignore[arg-type]
                                 categorical=shape.categorical) for z in starts]
+    if cons:
+        polished = [p if not cons.violated(x, p) else z for p, z in zip(polished, starts)]
     return polished[int(np.argmin(cost(np.array(polished))))]
 
 
@@ -502,6 +577,7 @@ def _both_checked(side_a: _Side, side_b: _Side, X: np.ndarray, res_a: list[Any],
     kw = {**kwargs, "n_workers": 1 if (run.n_jobs != 1 or run.scheduler) else 2}
     schema = kwargs.get("schema")
     shape = _Shape.of(side_a.joint, schema)
+    cons = schema.parsed_constraints() if schema is not None else None
     cm = make_cost_model(side_a.joint, kwargs.get("norm", "l1"), None, schema)
     rows = RowThreads(len(X), run.stage("valid under both"), run.should_stop)
     sides = [replace(s, extra={**s.extra, "model": rows.hub.wrap(s.extra.get("model"))}) for s in (side_a, side_b)]
@@ -511,7 +587,7 @@ def _both_checked(side_a: _Side, side_b: _Side, X: np.ndarray, res_a: list[Any],
         x = X[k]
         cands = [z for z in (joint.x if joint.found else None, res_a[k].x if res_a[k].found else None)
                  if z is not None]
-        z = _repair(oracle, x, cands, lambda C: cm.cost(x, np.atleast_2d(C)), shape)
+        z = _repair(oracle, x, cands, lambda C: cm.cost(x, np.atleast_2d(C)), shape, cons)
         return (None, np.nan, "not_found") if z is None else (z, float(cm.cost(x, z[None, :])[0]), "feasible")
 
     def solved(start: int, results: list[Any]) -> None:
@@ -542,8 +618,8 @@ def compare_models(ens_a: ModelLike, ens_b: ModelLike, X: Rows, *, schema: Schem
                    alpha: float = 0.05, invalidation: bool = True,
                    progress: Callable[[str, int, int], None] | None = None,
                    should_stop: Callable[[], bool] | None = None, provenance: dict[str, Any] | None = None,
-                   surrogate_a: Surrogate | None = None, surrogate_b: Surrogate | None = None
-                   ) -> ModelComparison:
+                   surrogate_a: Surrogate | None = None, surrogate_b: Surrogate | None = None,
+                   constraints: Iterable[str] | str | Constraints | None = None) -> ModelComparison:
     """Compare model A (``ens_a``) with model B (``ens_b``) on the rows ``X`` (the
     data's codes view, in A's feature order); see the module docstring.
 
@@ -560,8 +636,15 @@ def compare_models(ens_a: ModelLike, ens_b: ModelLike, X: Rows, *, schema: Schem
     decisions are then the models' own, A's recourse is solved for A's kind (exactly, or
     through its surrogate and checked on it) and checked on B itself, and the cheapest
     recourse valid for both is found through the surrogates and checked on both models.
+
+    ``constraints``: constraints between features (texts of :mod:`core.constraints`, or
+    parsed; default None: the schema's own). Every recourse, under A and valid under both,
+    keeps them; a studied row no action under them helps is *precluded*, under A (its
+    query's proof) and under B (verified where B is read exactly):
+    :attr:`ModelComparison.precluded` counts them per group.
     """
     t0 = time.perf_counter()
+    schema = in_force(schema, constraints)
     side_a, side_b = _side(ens_a, model_a, surrogate_a), _side(ens_b, model_b, surrogate_b)
     ens_a, ens_b = side_a.joint, side_b.joint
     check_same_features(ens_a, ens_b, "model B", "model A")
@@ -622,7 +705,9 @@ def compare_models(ens_a: ModelLike, ens_b: ModelLike, X: Rows, *, schema: Schem
                            "time_limit": whole(time_limit), "norm": norm if isinstance(norm, str) else dict(norm),
                            "protected": {a: [names[j] for j in c] for a, c in attrs.items()},
                            "held_fixed": [names[j] for j in fixed], "random_state": random_state,
-                           "n_boot": n_boot, "n_perm": n_perm, "alpha": alpha, "n_jobs": n_jobs},
+                           "n_boot": n_boot, "n_perm": n_perm, "alpha": alpha, "n_jobs": n_jobs,
+                           "constraints": [] if schema is None else schema.parsed_constraints().texts},
+            "constraint_lines": [] if schema is None else list(schema.constraints),
             "timings": {k: round(v, 3) for k, v in timings.items()}, **(provenance or {})}
     return ModelComparison(agreement, flips, rules, table, groups, tests, meta, points_a, points_both)
 
@@ -654,7 +739,7 @@ def _facts(side: _Side) -> dict[str, Any]:
             "source": side.solve_on.source if linear else getattr(model, "source", "model"),
             "task": side.joint.task, "content_sha256": side.solve_on.content_hash() if linear
             else getattr(model, "identity", ""),
-            "surrogate": side.extra["surrogate"].to_dict() if "surrogate" in side.extra else None}
+            "surrogate": side.extra["surrogate"].summary() if "surrogate" in side.extra else None}
 
 
 def _invalidation_stats(table: pd.DataFrame, attrs: list[str], n_boot: int, n_perm: int, alpha: float,
@@ -746,12 +831,32 @@ def comparison_summary(c: ModelComparison) -> tuple[str, list[str]]:
         if len(extra):
             body.append(f"A change that works under both models costs on average {approx_text(extra.mean(), 3)} more "
                         "than the one model A asks for (cost: each change measured against its feature's range).")
+        body += _precluded_words(c, target)
         body += [guarantee_line(replace(g_a, note=""), "each of model A's recourses"),   # the counts are per row
                  guarantee_line(c.recourse_guarantee("both"), "each recourse valid under both")]
     else:
         lead = f"The models decide {_pct(agree)} of the cases alike."
         body.append("Whether model B honours the recourse model A gives was not studied.")
     return lead, body
+
+
+def _precluded_words(c: ModelComparison, target: str) -> list[str]:
+    """The constraints the recourses kept and the rows precluded under each model, in plain words."""
+    cons = recorded(c.meta)
+    out = [f"Every change counted keeps the {number_text(len(cons))} constraint{'s' * (len(cons) != 1)} between "
+           f"features: {lines_words(cons)}."] if cons else []
+    p = c.precluded
+    if not len(p):
+        return out
+    every = p.iloc[0]
+    said = [f"{number_text(int(v))} under model {side}" if np.isfinite(v) else f"none proven under model {side} (a "
+            "model known by its answers proves nothing)" for side, v in (("A", every["precluded_a"]),
+                                                                        ("B", every["precluded_b"]))]
+    if np.nansum([every["precluded_a"], every["precluded_b"]]) > 0:
+        both = every["precluded_both"]
+        out.append(f"Cases precluded (proven: no change {'within the constraints ' if cons else ''}gets {target}): "
+                   f"{said[0]}, {said[1]}" + (f", {number_text(int(both))} under both." if np.isfinite(both) else "."))
+    return out
 
 
 def _model_words(m: Mapping[str, Any]) -> str:
@@ -803,6 +908,20 @@ def _groups_shown(g: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def precluded_shown(c: ModelComparison) -> pd.DataFrame:
+    """:attr:`ModelComparison.precluded` for a reader: counts, "–" where nothing is proven."""
+    p = c.precluded
+    if not len(p):
+        return p
+
+    def n(v: Any) -> str:
+        return number_text(int(v)) if np.isfinite(v) else "–"
+    return pd.DataFrame({"attribute": p["attribute"], "group": p["group"], "rows studied": p["rows"],
+                         "precluded under A": [n(v) for v in p["precluded_a"]],
+                         "precluded under B": [n(v) for v in p["precluded_b"]],
+                         "precluded under both": [n(v) for v in p["precluded_both"]]})
+
+
 def _tests_shown(t: pd.DataFrame) -> pd.DataFrame:
     if not len(t):
         return t
@@ -840,6 +959,11 @@ def comparison_html(c: ModelComparison) -> str:
 95% percentile-bootstrap intervals; extra cost: the cheapest recourse valid under both, minus the one under A.</p>
 <h2>Gaps to the reference group</h2>{_table(_tests_shown(c.tests))}
 <p class="muted">Two-sided permutation tests, Holm-adjusted.</p>
+<h2>Constraints between features</h2>{constraints_html(m)}
+<h2>Rows precluded under A and under B</h2>{_table(precluded_shown(c))}
+<p class="muted">A studied row is precluded under a model when it is proven that no action keeping the constraints
+between features (and the features' own settings) gets it the favourable outcome from that model; "both": under
+each of the two. A model known by its answers proves nothing: its count is "–".</p>
 <h2>Per row</h2><div class="wide">{_table(c.rows)}</div>
 <h2>Provenance</h2>
 <p>Model A: {esc(model_text(a))}<br>Model B: {esc(model_text(b))}<br>

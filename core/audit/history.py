@@ -85,7 +85,7 @@ if TYPE_CHECKING:
     from core.intake.workspace import Workspace
 
 __all__ = ["AuditStore", "Author", "Owner", "HistoryError", "compare", "default_url", "new_owner_key", "check_owner_key",
-           "LOCAL_OWNER", "SCHEMA_VERSION", "code_version", "rerun_arguments"]
+           "LOCAL_OWNER", "SCHEMA_VERSION", "code_version", "rerun_arguments", "link_refusal"]
 
 LOCAL_OWNER = "local"
 #: the version of the history's tables this code writes: 1 is every database made before
@@ -281,6 +281,17 @@ def _git_commit(root: Path) -> str:
     return head.stdout.strip() + ("-dirty" if dirty else "")
 
 
+def link_refusal(ws: Workspace) -> str | None:
+    """Why ``ws`` cannot be kept for a link, or None. A link keeps the model as a tree
+    ensemble's arrays (:meth:`AuditStore.save_workspace`): a linear model or any other model
+    would come back as its tree-ensemble surrogate, and every page would then answer, and
+    claim proven optimal, for the surrogate in the model's place."""
+    if ws.model_kind == "tree_ensemble":
+        return None
+    return (f"A link cannot keep this model ({ws.kind_text}): the server keeps a model as a tree ensemble's "
+            "arrays, and this one would open as its surrogate. Share the data and the model file instead.")
+
+
 def model_fingerprint(ens: TreeEnsemble) -> str:
     """A model's fingerprint where no file gave one (a built-in demo, a model trained in the
     session): ``arrays:`` and the SHA-256 of the arrays and meta it is kept as, cut to the
@@ -379,6 +390,10 @@ class AuditStore:
         """Store a finished audit with its trail; its id. ``ensemble``: the audited model, kept
         with it (its arrays, never a pickle) so that it can be compared with a later version
         and the audit run again. A signed-in author's audit is private until shared."""
+        kind = str(audit.meta.get("model", {}).get("kind", "tree_ensemble"))
+        if ensemble is not None and kind != "tree_ensemble":      # e.g. a surrogate, which is not the model audited
+            raise HistoryError(f"This audit's model is not a tree ensemble (its kind: {kind}), so the ensemble "
+                               "given (its surrogate?) is not the audited model: store the audit without it.")
         record = dict(owner=self._owner(owner), **_author_fields(owner), shared=False, created=_now(),
                       **_audit_fields(audit, title))
         if not record["model_sha256"] and ensemble is not None:     # a built-in demo's model has no file
@@ -504,6 +519,9 @@ class AuditStore:
         """Keep a workspace (raw table, model arrays, settings) for a link; its token.
         ``shared``: whether others may open the link (default: a signed-in author's link is
         private to them until shared with the team; any other is open to whoever has it)."""
+        refused = link_refusal(ws)
+        if refused is not None:
+            raise HistoryError(refused)
         blob, ens_meta = _pack(ws.ensemble)
         table = io.BytesIO()
         raw = ws.raw.copy()

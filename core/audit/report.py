@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.audit.constrained import lines_words, recorded
 from core.audit.figures import cost_figure, metric_figure
 from core.audit.metrics import METRICS, SHARES
 from core.audit.shape import AuditLike
@@ -32,7 +33,8 @@ from core.model.guarantee import Guarantee, guarantee_line
 from core.shown import approx_text, number_text, outcome_text
 
 __all__ = ["audit_html", "extract_audit_json", "plain_summary", "REPORT_CSS", "parameters_table", "parameter_text",
-           "whole", "model_text", "recourse_words"]
+           "whole", "model_text", "recourse_words", "precluded_table", "precluded_words", "precluded_note",
+           "constraints_html"]
 
 #: the reports' styles, on screen and in print (the comparison report and the story share them)
 REPORT_CSS = """
@@ -167,6 +169,52 @@ def tests_table(audit: AuditLike) -> pd.DataFrame:
         "significant": np.where(t["significant"], "yes", "no")})
 
 
+def precluded_table(audit: AuditLike) -> pd.DataFrame:
+    """The audited rows proven *precluded* per group (no action under the constraints in
+    force gives the target), as display strings; empty when no constraint was in force
+    and no row is precluded (nothing to tell)."""
+    p = audit.precluded
+    if not len(p) or (not recorded(audit.meta) and not int(p["precluded"].sum())):
+        return pd.DataFrame()
+    return pd.DataFrame({"attribute": p["attribute"], "group": p["group"], "rows audited": p["rows"],
+                         "precluded": p["precluded"],
+                         "share precluded": [f"{100 * v:.1f}%" if np.isfinite(v) else "–" for v in p["share"]]})
+
+
+def precluded_words(audit: AuditLike) -> str:
+    """The rows precluded, overall and per group, in one sentence: "Precluded: 10 of the 20
+    audited rows (sex = 1: 9 of 18; sex = 0: 1 of 2)."; "" when :func:`precluded_table` is empty."""
+    if not len(precluded_table(audit)):
+        return ""
+    p = audit.precluded
+    n = int(pd.to_numeric(audit.rows["precluded"], errors="coerce").fillna(0).sum()) if "precluded" in audit.rows else 0
+    per = "; ".join(f"{group_name(a, g)}: {number_text(int(k))} of {number_text(int(r))}"
+                    for a, g, k, r in zip(p["attribute"], p["group"], p["precluded"], p["rows"]))
+    return f"Precluded: {number_text(n)} of the {number_text(len(audit.rows))} audited rows ({per})."
+
+
+def precluded_note(audit: AuditLike) -> str:
+    """What "precluded" means, and whether its gap between groups was tested (it is, with the
+    audit's other gaps, when every compared group has at least two decided rows)."""
+    tested = bool(len(audit.tests)) and bool((audit.tests["metric"] == "precluded").any())
+    return ("A row is precluded when it is proven that no action keeping the constraints between features (and the "
+            "features' own settings) gets it the favourable outcome; the share is of the rows whose recourse was "
+            "decided. " + ("Its gap between groups is tested with the audit's other gaps." if tested else
+                           "Its gap between groups is not tested: a comparison needs at least two audited rows in "
+                           "each group, and a row precluded in one of them."))
+
+
+def constraints_html(meta: Mapping[str, Any]) -> str:
+    """The constraints between features a run was under, each by its line as written; a
+    sentence when there were none (every feature moved on its own settings)."""
+    cons = recorded(meta)
+    if not cons:
+        return ("<p>None: each feature moved within its own settings (kind, range, actionability), with no "
+                "constraint linking features.</p>")
+    return ("<ol class=\"constraints\">" + "".join(f'<li value="{n}"><code>{html.escape(t)}</code></li>' for n, t in cons)
+            + "</ol>")
+
+
 def fairness_tables(audit: AuditLike) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Group fairness of the decisions (core.audit.groupfair) as display strings: the
     disparities per attribute and the per-group metrics, each with its interval."""
@@ -247,6 +295,9 @@ def _plain_gap(t: Any, target: str) -> str:
                 f"against {approx_text(bv, 3)}{more}.")
     if key == "feasible":
         return f"Fewer cases of {worse} can get {target} at all: {_pct(wv)} against {_pct(bv)} for {better}."
+    if key == "precluded":
+        return (f"More cases of {worse} have no change at all that gets them {target} under the constraints between "
+                f"features (proven): {_pct(wv)} against {_pct(bv)} for {better}.")
     if key == "changes":
         return (f"{worse} must change more features than {better} to get {target}: {approx_text(wv, 3)} against "
                 f"{approx_text(bv, 3)} on average.")
@@ -254,7 +305,7 @@ def _plain_gap(t: Any, target: str) -> str:
     return f"{worse} is worse off than {better} on the {m.label}: {shown(wv)} against {shown(bv)}."
 
 
-_LEAD_ORDER = ("feasible", "cost", "cost_median", "changes")   # which gap a reader hears first
+_LEAD_ORDER = ("feasible", "precluded", "cost", "cost_median", "changes")   # which gap a reader hears first
 
 
 def plain_summary(audit: AuditLike) -> tuple[str, list[str]]:
@@ -272,7 +323,7 @@ def plain_summary(audit: AuditLike) -> tuple[str, list[str]]:
                f"{recourse_words(g, target)}, with {', '.join(attrs)} held fixed. A model that treats its groups "
                "alike asks comparable changes of each of them.")
     feasible = float(audit.rows["feasible"].mean()) if n else float("nan")
-    reach = f"{_pct(feasible)} of these cases can get {target} by changing what may change."
+    reach = f"{_pct(feasible)} of these cases can get {target} by changing what may change." + _within(audit, target)
     sig = tests[tests["significant"].astype(bool)].copy() if len(tests) else tests
     if len(sig):
         sig["rel"] = (sig["gap"].abs() / sig["reference_value"].abs().clip(lower=1e-12)).fillna(np.inf)
@@ -297,6 +348,22 @@ def plain_summary(audit: AuditLike) -> tuple[str, list[str]]:
     # the kind, in one sentence: the count of rows per kind (the note) is in the per-row table
     body.append(guarantee_line(None if g is None else replace(g, note=""), "each case's change"))
     return lead, body
+
+
+def _within(audit: AuditLike, target: str) -> str:
+    """The constraints the recourses kept and the cases they preclude, in plain words ("" with none)."""
+    cons = recorded(audit.meta)
+    n_pre = int(pd.to_numeric(audit.rows["precluded"], errors="coerce").fillna(0).sum()) \
+        if "precluded" in audit.rows else 0
+    said = ""
+    if cons:
+        said = (f" Every change counted keeps the {number_text(len(cons))} constraint{'s' * (len(cons) != 1)} "
+                f"between features: {lines_words(cons)}.")
+    if n_pre:
+        said += (f" For {number_text(n_pre)} case{'s' * (n_pre != 1)} it is proven that no change "
+                 f"{'within them ' if cons else ''}gets {target}: {'they are' if n_pre != 1 else 'it is'} "
+                 "precluded.")
+    return said
 
 
 def time_limit_text(rows: pd.DataFrame) -> str:
@@ -384,6 +451,7 @@ def audit_html(audit: AuditLike) -> str:
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in meta.get("notes", []))
     sig = audit.tests["significant"].to_numpy(dtype=bool) if len(audit.tests) else None
     disp, by_group = fairness_tables(audit)
+    pre_t = precluded_table(audit)
     sub_t = subgroup_table(audit)
     sub_sig = (audit.subgroups["significant"].to_numpy(dtype=bool)
                if len(sub_t) and audit.subgroups is not None else None)    # a table: the scan ran
@@ -403,9 +471,11 @@ unfavourable decision audited · favourable outcome: {html.escape(_target_text(m
 <ul>{brief}</ul>{key_figures(audit)}</section>
 <h2>Findings of the statistical tests</h2><ul>{summary}</ul>
 <p class="muted">{html.escape(guarantee_line(audit.guarantee, "each group's figures"))}</p>{f'<p class="muted">Notes:</p><ul>{notes}</ul>' if notes else ''}
+<h2>Constraints between features</h2>{constraints_html(meta)}
 <h2>Per group</h2>{table_html(group_table(audit))}
 <p class="muted">Shares and means with 95% percentile-bootstrap intervals. Costs are {html.escape(costs)} of the
 rows that have one; the reference group of each attribute is its largest group.</p>
+{_precluded_section(audit, pre_t)}
 <h2>Gaps to the reference group</h2>{table_html(tests_table(audit), sig)}
 <p class="muted">Two-sided permutation tests of the group labels; Holm-adjusted over all {len(audit.tests)} tests.</p>
 <h2>Figures</h2><div class="figures">{''.join(figs)}</div>
@@ -427,6 +497,14 @@ over the whole scan (Westfall-Young max-T).</p>
 file also embeds the whole audit, which the app re-opens (Fairness audit → Open a saved audit).</p>
 <script type="application/json" id="atlas-audit">{payload}</script>
 </body></html>"""
+
+
+def _precluded_section(audit: AuditLike, table: pd.DataFrame) -> str:
+    """The report's table of rows precluded per group ("" when there is nothing to tell)."""
+    if not len(table):
+        return ""
+    return ("<h2>Rows precluded per group</h2>" + table_html(table)
+            + f'<p class="muted">{html.escape(precluded_note(audit))}</p>')
 
 
 def _target_text(meta: dict[str, Any]) -> str:

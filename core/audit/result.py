@@ -41,7 +41,8 @@ class Audit(MetaResult):
         recourse's cost, ``n_changed`` (the analyst's columns it changes; a fill of a missing
         value or a category switch is one), ``changes`` as text and, beside them, the
         recourse's value of every column at full precision (``cf:<column>``, None where
-        missing or without a recourse; :func:`core.intake.columns.recourse_frame`).
+        missing or without a recourse; :func:`core.intake.columns.recourse_frame`), and the
+        seconds its recourse took, ``elapsed`` (``solve_time`` in audits saved before).
     groups : per attribute and group, the metrics with their intervals.
     tests : per attribute, group, metric: the gap to the reference group, its
         interval, the permutation p-value and the Holm-adjusted one.
@@ -73,10 +74,11 @@ class Audit(MetaResult):
     @property
     def precluded(self) -> pd.DataFrame:
         """Per attribute and group, the audited rows and those *precluded*: proven to have no
-        action (under the constraints in force, the schema's) that gives the target, and
-        their share of the rows whose recourse was decided; columns ``attribute``, ``group``,
-        ``rows``, ``precluded``, ``share``. The gap in that share between groups is tested
-        with the audit's other gaps (metric ``precluded`` in :attr:`tests`)."""
+        action (under the constraints in force: those given to the audit, else the schema's)
+        that gives the target, and their share of the rows whose recourse was decided; columns
+        ``attribute``, ``group``, ``rows``, ``precluded``, ``share``. The gap in that share
+        between groups is tested with the audit's other gaps (metric ``precluded`` in
+        :attr:`tests`)."""
         out = []
         decided = self.rows["status"].isin(["optimal", "feasible", "time_limit_found", "infeasible"])
         flag = (self.rows["precluded"] if "precluded" in self.rows else self.rows["status"] == "infeasible")
@@ -168,7 +170,8 @@ class Audit(MetaResult):
             return out
 
         try:
-            out = cls(frame(d["rows"]), frame(d["groups"]), frame(d["tests"]), frame(d["rules"]),
+            rows = frame(d["rows"]).rename(columns={"solve_time": "elapsed"})     # its older name
+            out = cls(rows, frame(d["groups"]), frame(d["tests"]), frame(d["rules"]),
                       list(d["summary"]), dict(d["meta"]),
                       fairness=frame(d["fairness"]) if d.get("fairness") else None,   # older audits: none
                       disparities=frame(d["disparities"]) if d.get("disparities") else None,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from core.audit.constrained import in_force
 from core.audit.groupfair import group_fairness
 from core.audit.report import whole
 from core.audit.result import Audit
@@ -56,6 +57,8 @@ from core.typing import ArrayLike, ModelLike, Norm, Rows, TargetSpec
 
 if TYPE_CHECKING:
     from distributed import Client
+
+    from core.constraints import Constraints
 
 __all__ = ["run_audit", "AuditSettings", "Provenance", "package_versions", "REPORT_PACKAGES"]
 
@@ -175,7 +178,8 @@ def run_audit(ensemble: ModelLike, X: Rows, *, schema: Schema, target: TargetSpe
               budget: float | None = None, data_name: str = "", data_sha256: str = "", model_sha256: str = "",
               class_names: Mapping[str, str] | None = None,
               progress: Callable[[str, int, int], None] | None = None,
-              should_stop: Callable[[], bool] | None = None, surrogate: Surrogate | None = None) -> Audit:
+              should_stop: Callable[[], bool] | None = None, surrogate: Surrogate | None = None,
+              constraints: Iterable[str] | str | Constraints | None = None) -> Audit:
     """Audit recourse across the groups of the protected attribute(s).
 
     Parameters
@@ -210,6 +214,9 @@ def run_audit(ensemble: ModelLike, X: Rows, *, schema: Schema, target: TargetSpe
         surrogate (:func:`core.surrogate.distill`): the rows' decisions are the model's own, and
         each recourse is solved on the surrogate and checked (and repaired) on the model; only
         recourses valid on the model count. ``ensemble`` may also be a linear model, solved exactly.
+    constraints : constraints between features (texts of :mod:`core.constraints`, or parsed);
+        default None: the schema's own. Every recourse counted satisfies them; a row no action
+        under them helps is *precluded* (:attr:`Audit.precluded`). Recorded in the parameters.
 
     Examples
     --------
@@ -228,6 +235,7 @@ def run_audit(ensemble: ModelLike, X: Rows, *, schema: Schema, target: TargetSpe
                       min_subgroup=min_subgroup, budget=budget)
     prov = Provenance(data_name=data_name, data_sha256=data_sha256, model_sha256=model_sha256,
                       class_names=dict(class_names or {}))
+    schema = in_force(schema, constraints)          # the constraints every recourse query reads
     run = _prepare(ensemble, X, schema, target, protected, rows, y, s, model, progress, should_stop, surrogate)
     table, cfs = _recourse_stage(run)
     rules_table = _tcrex_stage(run, table)
@@ -358,13 +366,13 @@ def _recourse_stage(run: _Run) -> tuple[pd.DataFrame, np.ndarray]:
                      "cost": float(res.cost) if found else np.nan,
                      # how far the cost may be above the optimum: 0 when proven, > 0 at the time limit
                      "gap": (0.0 if res.status == "optimal" else float(res.gap)) if found else np.nan,
-                     "solve_time": round(res.elapsed, 4)})
+                     "elapsed": round(res.elapsed, 4)})
     cfs = np.array([r.x if r.found else np.full(len(run.names), np.nan) for r in done], dtype=np.float64)
     # the changes in the table's columns (a fill of a missing value, a category switch: one change each),
     # with the counterfactual's values beside them
     per_row = recourse_frame(analyst_columns(run.ens, run.schema), run.A[rows], cfs)
     table = pd.DataFrame(recs)
-    table = pd.concat([table.drop(columns="solve_time"), per_row, table[["solve_time"]]], axis=1)
+    table = pd.concat([table.drop(columns="elapsed"), per_row, table[["elapsed"]]], axis=1)
     run.timings["recourse"] = time.perf_counter() - t0
     return table, cfs
 
@@ -469,7 +477,7 @@ def _statistics_stage(run: _Run, table: pd.DataFrame, y: Any):
         col_groups = {g: [run.names[j] for j in cols] for g, cols in run.schema.groups().items() if len(cols) >= 2}
         sub = scan_subgroups(table, frame_rows, groups=col_groups, min_size=s.min_subgroup, budget=s.budget,
                              n_perm=min(s.n_perm, 1000), n_boot=min(s.n_boot, 300), alpha=s.alpha,
-                             random_state=s.random_state)
+                             random_state=s.random_state).table
         if not len(sub):
             run.notes.append(f"Subgroup scan: no subgroup of at least {s.min_subgroup} audited rows "
                              "(and as many outside).")
@@ -488,7 +496,7 @@ def _meta(run: _Run, table: pd.DataFrame, prov: Provenance, sub: pd.DataFrame | 
                  "columns": names},
         "model": {"sha256": prov.model_sha256, "source": _source(run), "kind": _kind(run),
                   "trees": getattr(run.ens, "n_trees", None) if _kind(run) == "tree_ensemble" else None,
-                  "task": run.ens.task, **({} if run.surrogate is None else {"surrogate": run.surrogate.to_dict()})},
+                  "task": run.ens.task, **({} if run.surrogate is None else {"surrogate": run.surrogate.summary()})},
         "recourse_guarantee": None if run.recourse_guarantee is None else run.recourse_guarantee.to_dict(),
         "class_names": dict(prov.class_names),
         "parameters": {"target": ([float(v) for v in run.target_value] if isinstance(run.target_value, tuple)
@@ -502,7 +510,8 @@ def _meta(run: _Run, table: pd.DataFrame, prov: Provenance, sub: pd.DataFrame | 
                        "local_rules_per_group": s.local_rules_per_group, "random_state": s.random_state,
                        "n_jobs": s.n_jobs, "scheduler": str(s.scheduler) if s.scheduler else None,
                        "held_fixed": [names[j] for j in run.fixed], "scan": s.scan, "min_subgroup": s.min_subgroup,
-                       "budget": None if sub is None else whole(sub.attrs.get("budget", s.budget))},
+                       "budget": None if sub is None else whole(sub.attrs.get("budget", s.budget)),
+                       "constraints": run.schema.parsed_constraints().texts},
         "schema": run.schema.to_dict(),
         "versions": package_versions(),
         "timings": {k: round(run.timings[k], 3) for k in ("recourse", "tcrex", "local_rules", "statistics", "total")},

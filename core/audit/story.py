@@ -26,22 +26,22 @@ from __future__ import annotations
 import html
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
+from core.audit.constrained import in_force, lines_words, numbered
 from core.audit.metrics import METRICS, SHARES
 from core.audit.stats import group_labels
 from core.counterfactual import CounterfactualResult
-from core.errors import NoCounterfactualRuleError
+from core.errors import NoCounterfactualRuleError, QueryError
 from core.figures import interval_chart_svg
 from core.model.guarantee import GUARANTEE_KINDS, Guarantee, guarantee_line
-from core.model.native import model_input
 from core.model.result import Reader, Result, frame_from_dict, frame_to_dict, settings, to_json_value
-from core.optimal import optimal_counterfactual
+from core.optimal import optimal_counterfactual, verify_recourse
 from core.rules.results import LocalRule
 from core.ruletext import missing_condition
 from core.settings import TIME_LIMIT
@@ -50,6 +50,7 @@ from core.typing import TargetSpec
 
 if TYPE_CHECKING:
     from core.audit.result import Audit
+    from core.constraints import Constraints
     from core.intake.workspace import Workspace
     from core.model import TreeEnsemble
     from core.rules.estimator import CounterfactualRules
@@ -317,25 +318,29 @@ class _Case:
     x: np.ndarray          # the row
     raw: pd.Series         # the row in the analyst's columns (Workspace.analyst_view)
     fixed: list[str]       # the feature names that may not change
+    schema: Any            # the workspace's schema with the constraints between features in force
 
     @property
     def ens(self) -> Any:
         return self.ws.ensemble
 
     @property
-    def schema(self) -> Any:
-        return self.ws.schema
+    def constraints(self) -> list[tuple[int, str]]:
+        """The constraints in force, each by its line as written."""
+        return numbered(self.schema.constraints)
 
 
-def _case(ws: Workspace, row: int, target: Any, fixed: Any) -> _Case:
-    """Check the row and resolve it, its raw columns and the features held fixed."""
+def _case(ws: Workspace, row: int, target: Any, fixed: Any, constraints: Any = None) -> _Case:
+    """Check the row and resolve it, its raw columns, the features held fixed and the
+    constraints in force."""
     X = ws.X.to_numpy(dtype=float)
     if not 0 <= row < len(X):
         raise IndexError(f"Row {row} is outside 0..{len(X) - 1}.")
     x = X[row]
     raw = ws.analyst_view(x[None, :], [row]).iloc[0]
     fixed = [f.name for f in ws.schema.features if f.actionability == "fixed"] if fixed is None else list(fixed)
-    return _Case(ws, row, target, list(ws.ensemble.feature_names), X, x, raw, fixed)
+    schema = in_force(ws.schema, constraints, error=QueryError)
+    return _Case(ws, row, target, list(ws.ensemble.feature_names), X, x, raw, fixed, schema)
 
 
 def _share_text(p: float) -> str:
@@ -349,11 +354,8 @@ def _share_text(p: float) -> str:
 
 def _proba(ws: Any, x: np.ndarray) -> np.ndarray | None:
     """The model's own class probabilities for one row (None when it gives none)."""
-    if ws.model_kind == "linear":
-        return ws.linear.predict_proba(x[None, :])[0] if ws.linear.has_proba else None
-    if ws.model_kind == "black_box":
-        return ws.model.predict_proba(model_input(ws.ensemble, x[None, :]))[0] if ws.model.has_proba else None
-    return ws.ensemble.predict_proba(x[None, :])[0]
+    p = ws.predict_proba(x[None, :])
+    return None if p is None else p[0]
 
 
 def _decision(case: _Case) -> tuple[Section, Any]:
@@ -383,26 +385,33 @@ def _where(case: _Case) -> Section:
         return ("Where the case sits", ("The model gives the same answer to every input.",))
     same = int(np.all((X > lower) & (X <= upper), axis=1).sum())   # in the box as written
     surrogate = case.ws.surrogate
+    itself = ("the linear model's own regions are not boxes" if case.ws.model_kind == "linear"
+              else "the model itself was not read exactly")
     whose = ("every tree of the model" if case.ws.model_kind == "tree_ensemble" or surrogate is None else
              f"every tree of the model's surrogate (a tree ensemble that agrees with the model on "
-             f"{_share_text(surrogate.fidelity)} of held-out cases; the model itself was not read exactly)")
+             f"{_share_text(surrogate.fidelity)} of held-out cases; {itself})")
     region = (f"Every case with {', '.join(parts[:8])}{' (and more conditions)' if len(parts) > 8 else ''} gets "
               f"exactly the same answer from {whose}; of the {number_text(len(X))} cases in the "
               f"data, {number_text(same)} {'lies' if same == 1 else 'lie'} in this region.")
     return ("Where the case sits", (region,))
 
 
-def _smallest_change(case: _Case, time_limit: float) -> tuple[Section, pd.DataFrame, Any, list[str] | None]:
+def _smallest_change(case: _Case, time_limit: float) -> tuple[Section, pd.DataFrame, Any, list[str] | None, Any]:
     """3. The smallest change: the section, the table of the case (and its
-    counterfactual), the solver's result and the raw columns changed (None: no change found)."""
+    counterfactual), the solver's result, the raw columns changed (None: no change found)
+    and, for a case proven precluded, the constraints that block it (by line; None: not
+    settled in time)."""
     ws, raw, fixed = case.ws, case.raw, case.fixed
     solve_on, extra = ws.query_model()
     res = optimal_counterfactual(solve_on, case.x, case.target, schema=case.schema, fixed=fixed, X_ref=case.X,
                                  time_limit=time_limit, **extra)
     table = pd.DataFrame([raw], index=["this case"])
     if not res.found:
+        if res.guarantee is not None and res.guarantee.kind == "infeasible":   # proven: no action helps
+            paras, blocking = _precluded(case, time_limit)
+            return ("The smallest change", paras), table, res, None, blocking
         cf_text = f"No change of the features that may change gives the outcome asked for: {res.message}"
-        return ("The smallest change", (cf_text,)), table, res, None
+        return ("The smallest change", (cf_text,)), table, res, None, None
     cf_raw = ws.analyst_view(np.asarray(res.x, dtype=float)[None, :], [case.row]).iloc[0]
     changed = [c for c in cf_raw.index if _cell(cf_raw[c]) != _cell(raw[c])]
     steps = "; ".join(f"{c} from {_short(raw[c])} to {_cell(cf_raw[c])}" for c in changed)
@@ -415,7 +424,55 @@ def _smallest_change(case: _Case, time_limit: float) -> tuple[Section, pd.DataFr
     cf_text = (f"Changing {steps} gives the outcome asked for. {proven} (cost {approx_text(res.cost, 3)}, with "
                f"each feature measured against its range; fixed: {_columns_text(case.schema, fixed)}).{checked}")
     table = pd.concat([table, pd.DataFrame([cf_raw], index=["counterfactual"])])
-    return ("The smallest change", (cf_text,)), table, res, changed
+    kept = _kept(case, res)
+    return ("The smallest change", (cf_text, kept) if kept else (cf_text,)), table, res, changed, None
+
+
+def _lines_of(case: _Case, texts: Sequence[str]) -> list[tuple[int, str]]:
+    """Constraints named by their texts, each with its line as written."""
+    line: dict[str, int] = {}
+    for n, t in case.constraints:
+        line.setdefault(t, n)
+    return [(line.get(t, 0), t) for t in texts]
+
+
+def _kept(case: _Case, res: CounterfactualResult) -> str:
+    """The constraints between features the change keeps, and those binding at it ("" with none)."""
+    cons = case.constraints
+    if not cons:
+        return ""
+    binding = _lines_of(case, res.binding or ())
+    return (f"The change keeps the constraints between features in force: {lines_words(cons)}. "
+            + (f"Binding at it (holding with equality): {lines_words(binding)}." if binding else
+               "None of them binds at it."))
+
+
+def _precluded(case: _Case, time_limit: float) -> tuple[tuple[str, ...], list[tuple[int, str]] | None]:
+    """A case proven to have no recourse: said, and what blocks it (the smallest set of
+    constraints under which it stays precluded, :func:`core.optimal.verify_recourse`):
+    the paragraphs, and the blocking constraints by line (None: not settled in time)."""
+    want = case.ws.outcome_text(case.target) if case.ens.is_classifier else "the outcome asked for"
+    if not case.constraints:
+        return (f"This case has no recourse: no change of the features that may change gets {want} (proven; fixed: "
+                f"{_columns_text(case.schema, case.fixed)}).",), []
+    first = (f"This case has no recourse under the constraints between features: no change that keeps them gets "
+             f"{want} (proven).")
+    solve_on, _ = case.ws.query_model()
+    check = verify_recourse(solve_on, case.x, case.target, schema=case.schema, fixed=case.fixed,
+                            time_limit=time_limit)
+    if check.blocking is None:
+        why = ("Which constraints block it was not settled within the time limit; the constraints in force are "
+               f"{lines_words(case.constraints)}.")
+    elif not check.blocking:
+        why = ("No constraint is needed to block it: the model and the features' own settings (fixed: "
+               f"{_columns_text(case.schema, case.fixed)}; ranges) leave no change that gets {want}.")
+    else:
+        blocking = _lines_of(case, check.blocking)
+        why = f"What blocks it: {lines_words(blocking)}: " + (
+            f"this constraint alone leaves no change that gets {want}." if len(blocking) == 1 else
+            f"together these constraints leave no change that gets {want}, and with any one of them left out the "
+            "others of this set no longer do.")
+    return (first, why), None if check.blocking is None else _lines_of(case, check.blocking)
 
 
 def _how_many(share: float) -> str:
@@ -516,6 +573,9 @@ def _fares(audit: Any, attr: str, label: str, g: pd.Series) -> tuple[list[str], 
             if "cost" in g and np.isfinite(g["cost"]) else "")
     first = (f"In the audit, the group {who} ({number_text(int(g['rows']))} audited cases) has a recourse for "
              f"{_share_text(float(g['feasible']))} of its cases{cost}.")
+    if "precluded" in g and np.isfinite(g["precluded"]) and g["precluded"] > 0:
+        first += (f" For {_share_text(float(g['precluded']))} of its cases it is proven that no change under the "
+                  "constraints between features gets the outcome: they are precluded.")
     if bool(g.get("reference", False)):
         first += (f" It is the largest group of {attr}, so the audit compares the other groups with it; each "
                   "comparison is told here from this group's side.")
@@ -594,21 +654,28 @@ def _groups(case: _Case, audit: Any) -> tuple[Section, list[str], str]:
 
 def case_story(ws: Workspace, row: int, target: TargetSpec, *, time_limit: float = TIME_LIMIT,
                rules: CounterfactualRules | None = None, audit: Audit | None = None,
-               fixed: Sequence[str] | None = None) -> CaseStory:
+               fixed: Sequence[str] | None = None,
+               constraints: Iterable[str] | str | Constraints | None = None) -> CaseStory:
     """Tell the story of row ``row`` of workspace ``ws`` for ``target`` (a class, or
     ``(lo, hi)`` for a regressor). ``rules``: a fitted CounterfactualRules (its
     local rule is told); ``audit``: a fairness Audit on this workspace (the row's
     groups are told); ``fixed``: feature names that may not change (default: the
-    schema's fixed features)."""
+    schema's fixed features); ``constraints``: constraints between features (texts of
+    :mod:`core.constraints`, or parsed; default None: the schema's own) the change keeps.
+    A case no change under them helps is told as such, with what blocks it (the
+    constraints by their lines)."""
     t0 = time.perf_counter()
-    case = _case(ws, row, target, fixed)
+    case = _case(ws, row, target, fixed, constraints)
     decision, pred = _decision(case)
     where = _where(case)
-    change, table, res, changed = _smallest_change(case, time_limit)
+    change, table, res, changed, blocking = _smallest_change(case, time_limit)
     sections = [decision, where, change]
     facts: dict[str, Any] = {"row": row, "target": target, "prediction": pred, "counterfactual": res}
     if changed is not None:
         facts["changed"] = changed
+    if res.guarantee is not None and res.guarantee.kind == "infeasible":
+        facts["precluded"] = True
+        facts["blocking"] = None if blocking is None else [{"line": n, "text": t} for n, t in blocking]
     if rules is not None:
         told, rule = _rule(case, rules)
         sections.append(told)
@@ -616,21 +683,20 @@ def case_story(ws: Workspace, row: int, target: TargetSpec, *, time_limit: float
             facts["rule"] = rule
     groups, heads, figure = _groups(case, audit)
     sections.append(groups)
-    summary = [decision[1][0], _model_sentence(ws), _first_sentence(change[1][0]),
-               guarantee_line(res.guarantee, "this change"), *heads]
+    said = [_first_sentence(change[1][0])] + ([change[1][1]] if facts.get("precluded") and len(change[1]) > 1 else [])
+    summary = [decision[1][0], _model_sentence(ws), *said, guarantee_line(res.guarantee, "this change"), *heads]
     title = (f"Case {row}: {case.ws.outcome_text(pred)} → {case.ws.outcome_text(target)}" if case.ens.is_classifier
              else f"Case {row}")
     params = {"row": row, "target": target, "time_limit": time_limit, "fixed": case.fixed,
-              "model_kind": ws.model_kind, "rules": rules is not None, "audit": audit is not None}
+              "model_kind": ws.model_kind, "rules": rules is not None, "audit": audit is not None,
+              "constraints": [t for _, t in case.constraints]}
     return CaseStory(row=row, title=title, sections=tuple(sections), table=table, facts=facts,
                      summary=tuple(summary), figure=figure, params=params, elapsed=time.perf_counter() - t0)
 
 
 def _model_sentence(ws: Workspace) -> str:
     """Which model the story is about, and how it is read (exactly, or through a surrogate)."""
-    source = (ws.linear.source if ws.model_kind == "linear" and ws.linear is not None else
-              getattr(ws.model, "source", None) if ws.model_kind == "black_box" else ws.ensemble.source)
-    return f"The model: {source or 'the model loaded'}, {ws.kind_text}."
+    return f"The model: {ws.own_model.source or 'the model loaded'}, {ws.kind_text}."
 
 
 def _first_sentence(text: str) -> str:

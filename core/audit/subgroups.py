@@ -37,18 +37,30 @@ How it differs from FACTS: FACTS mines frequent itemsets, searches its own
 action sets per subgroup and compares groups of a protected attribute within
 each subgroup; here the recourse of each row is the optimal one of the audit
 (OCEAN, protected attributes fixed) and a subgroup is compared with the rest.
+
+:func:`scan_subgroups` returns a :class:`SubgroupScan`, a result (kind
+``"subgroup_scan"``: ``params``, ``elapsed``, ``guarantee``, ``to_json`` /
+``from_json``) holding the table in ``table``; the audit keeps that table as its
+``subgroups``.
 """
 
 from __future__ import annotations
 
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
 from itertools import combinations
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
+from core.model.guarantee import Guarantee
+from core.model.result import Reader, Result, frame_from_dict, frame_to_dict, settings
 from core.shown import label_order
 
-__all__ = ["scan_subgroups", "conditions", "SCAN_METRICS"]
+__all__ = ["scan_subgroups", "SubgroupScan", "conditions", "SCAN_METRICS"]
 
 SCAN_METRICS = {"feasible": "share with a recourse", "cost": "mean recourse cost", "burden": "recourse burden",
                 "effective": "share with a recourse within budget"}
@@ -239,24 +251,99 @@ def _gap_table(subgroups: list[tuple[str, np.ndarray]], rows: pd.DataFrame, budg
     return table, zo, zmax
 
 
+@dataclass(frozen=True, eq=False)
+class SubgroupScan(Result):
+    """The subgroup scan's answer (see the module docstring).
+
+    table : one row per (subgroup, metric) tested, the significant ones first, then by the
+        size of the gap on the worse side: subgroup, size, metric, label, value, rest, gap,
+        gap_lo, gap_hi, p_value, p_adjusted (max-T), significant, worse (the subgroup is
+        worse off); ``table.attrs["budget"]`` the budget of ``effective``.
+    budget : the cost the ``effective`` metric counts within (NaN: no subgroup to scan).
+    params, elapsed : the scan's settings and seconds; guarantee : ``estimated`` (gaps with
+        bootstrap intervals and permutation p-values adjusted over the whole scan).
+
+    It still reads as its table for a while (``len(scan)``, ``scan["gap"]``, ``scan.head()``),
+    as :func:`scan_subgroups` returned the table before: each such read warns
+    (``DeprecationWarning``); read ``scan.table``.
+    """
+
+    kind: ClassVar[str] = "subgroup_scan"
+    what: ClassVar[str] = "subgroup scan"
+
+    table: pd.DataFrame
+    budget: float = math.nan
+    params: dict[str, Any] = field(default_factory=dict)
+    elapsed: float = 0.0
+    guarantee: Guarantee = field(default_factory=lambda: Guarantee("estimated", note=(
+        "Each gap is measured on the audited rows, with a bootstrap interval and a permutation p-value "
+        "adjusted over every subgroup and metric scanned (Westfall-Young max-T).")))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", settings(self.params))
+        if math.isfinite(self.budget):                 # as the table said it before (none: no subgroup)
+            self.table.attrs["budget"] = self.budget
+
+    def _body(self) -> dict[str, Any]:
+        b = float(self.budget)
+        return {"budget": b if math.isfinite(b) else None, "table": frame_to_dict(self.table)}
+
+    @classmethod
+    def _from_body(cls, r: Reader) -> "SubgroupScan":
+        b = r.get("budget")
+        return cls(table=frame_from_dict(r.get("table")), budget=math.nan if b is None else float(b),
+                   params=dict(r.get("params")), elapsed=r.number("elapsed"),
+                   guarantee=Guarantee.from_dict(r.get("guarantee")))
+
+    # -- read as the table it was (deprecated)
+    def _as_table(self) -> pd.DataFrame:
+        warnings.warn("scan_subgroups returns a SubgroupScan (a result) and its table is .table; reading the "
+                      "scan as the table is deprecated and will be removed.", DeprecationWarning, stacklevel=3)
+        return self.table
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name in ("table", "budget", "params", "elapsed", "guarantee"):
+            raise AttributeError(name)
+        return getattr(self._as_table(), name)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._as_table()[key]
+
+    def __len__(self) -> int:
+        return len(self._as_table())
+
+
 def scan_subgroups(rows: pd.DataFrame, frame: pd.DataFrame, *, groups: dict[str, list[str]] | None = None,
                    min_size: int = 20, budget: float | None = None, max_order: int = 2, n_perm: int = 1000,
-                   n_boot: int = 300, alpha: float = 0.05, top: int = 20, random_state: int = 0) -> pd.DataFrame:
+                   n_boot: int = 300, alpha: float = 0.05, top: int = 20, random_state: int = 0) -> SubgroupScan:
     """The subgroups with the largest recourse gaps (see the module docstring).
 
     rows : the audit's per-row table (``feasible``, ``cost``), aligned with ``frame``.
     frame : the audited rows' feature values (columns as in the model), aligned with ``rows``.
-    Returns one row per (subgroup, metric) tested, the significant ones first, then by
-    the size of the gap on the worse side: subgroup, size, metric, value, rest, gap,
-    gap_lo, gap_hi, p_value, p_adjusted (max-T), significant, worse (the subgroup is worse off).
-    A subgroup whose rows are those of a simpler one is not listed again.
+    Returns a :class:`SubgroupScan` whose ``table`` has one row per (subgroup, metric)
+    tested, the significant ones first, then by the size of the gap on the worse side:
+    subgroup, size, metric, value, rest, gap, gap_lo, gap_hi, p_value, p_adjusted (max-T),
+    significant, worse (the subgroup is worse off). A subgroup whose rows are those of a
+    simpler one is not listed again.
     """
+    t0 = time.perf_counter()
+    params = {"groups": groups or {}, "min_size": min_size, "budget": budget, "max_order": max_order,
+              "n_perm": n_perm, "n_boot": n_boot, "alpha": alpha, "top": top, "random_state": random_state,
+              "n_rows": len(rows)}
+    table, used = _scan(rows, frame, groups, min_size, budget, max_order, n_perm, n_boot, alpha, top, random_state)
+    return SubgroupScan(table, used, params, time.perf_counter() - t0)
+
+
+def _scan(rows: pd.DataFrame, frame: pd.DataFrame, groups: dict[str, list[str]] | None, min_size: int,
+          budget: float | None, max_order: int, n_perm: int, n_boot: int, alpha: float, top: int,
+          random_state: int) -> tuple[pd.DataFrame, float]:
+    """The scan's table and the budget it used (see :func:`scan_subgroups`)."""
     n = len(rows)
     subgroups = _subgroups(conditions(frame.reset_index(drop=True), groups), n, min_size, max_order)
     columns = ["subgroup", "size", "metric", "label", "value", "rest", "gap", "gap_lo", "gap_hi", "p_value",
                "p_adjusted", "significant", "worse"]
     if not subgroups:
-        return pd.DataFrame(columns=columns)
+        return pd.DataFrame(columns=columns), math.nan
     ok_cost = rows["cost"].to_numpy(dtype=float)[rows["feasible"].to_numpy(dtype=float) > 0.5]
     budget = float(np.nanmedian(ok_cost)) if budget is None and ok_cost.size else (budget or 0.0)
     table, zo, zmax = _gap_table(subgroups, rows, budget, n_perm, n_boot, random_state)
@@ -268,6 +355,4 @@ def scan_subgroups(rows: pd.DataFrame, frame: pd.DataFrame, *, groups: dict[str,
     table["significant"] = table["p_adjusted"] <= alpha
     table["rank"] = np.where(table["worse"], np.abs(table["gap"]), 0.0)
     table = table.sort_values(["significant", "rank", "p_value"], ascending=[False, False, True])
-    result = table.drop(columns="rank")[columns].head(top).reset_index(drop=True)
-    result.attrs["budget"] = budget
-    return result
+    return table.drop(columns="rank")[columns].head(top).reset_index(drop=True), budget

@@ -74,7 +74,7 @@ Phases 1-2 are here (:func:`fcca`); the result, with Q and all read from it, in
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
@@ -112,6 +112,7 @@ from core.typing import ArrayLike, ModelLike, Rows
 if TYPE_CHECKING:
     from distributed import Client
 
+    from core.constraints import Constraints
     from core.surrogate import Surrogate
 
 __all__ = ["fcca", "FCCASettings", "FCCAResult", "TreeFit", "FCCAError", "default_eps", "gosdt_available",
@@ -218,7 +219,8 @@ def fcca(ensemble: ModelLike, X: Rows, y: ArrayLike, *, schema: Schema | None = 
          scheduler: str | Client | None = None,
          progress: Callable[[int, int], None] | None = None,
          should_stop: Callable[[], bool] | None = None, model: OnModel | None = None,
-         surrogate: Surrogate | None = None, run_time_limit: float | None = None) -> FCCAResult:
+         surrogate: Surrogate | None = None, run_time_limit: float | None = None,
+         constraints: Iterable[str] | str | Constraints | None = None) -> FCCAResult:
     """Run FCCA's phases 1-2 (see the module docstring); Q is applied later.
 
     Parameters
@@ -254,6 +256,12 @@ def fcca(ensemble: ModelLike, X: Rows, y: ArrayLike, *, schema: Schema | None = 
     surrogate : the :class:`core.surrogate.Surrogate` that ``ensemble`` is the view of (its
         fidelity goes into the guarantee); needs ``model``.
     run_time_limit : float or None, default None, seconds for the whole run (module docstring).
+    constraints : the analyst's constraints between features (:mod:`core.constraints`: texts,
+        or parsed), default None: the schema's own. Every counterfactual is then found under
+        them (:func:`core.optimal.optimal_counterfactual` with ``constraints=``), so the
+        thresholds come from moves a person can make; a row of M that no such move brings to
+        another class is counted in ``statuses`` as ``"infeasible"`` (proven). The result's
+        ``params["constraints"]`` names them.
 
     Examples
     --------
@@ -285,6 +293,7 @@ def fcca(ensemble: ModelLike, X: Rows, y: ArrayLike, *, schema: Schema | None = 
     if schema is None:
         schema = infer_schema(pd.DataFrame(A[:, :d], columns=names[:d]), protected=[])
     schema = with_missing_states(schema, ens)
+    cons = _constraints(constraints, schema)
     free = schema
     states = set(indicator_of(ens).values())
     for j, f in enumerate(schema.features):
@@ -301,7 +310,7 @@ def fcca(ensemble: ModelLike, X: Rows, y: ArrayLike, *, schema: Schema | None = 
     t_select = time.perf_counter()
     norm = {"l0": float(s.lambda0), "l1": float(s.lambda1), "l2": float(s.lambda2)}
     kwargs = dict(schema=free, norm=norm, time_limit=float(s.time_limit), X_ref=A, warm=True,
-                  n_workers=1 if (n_jobs != 1 or scheduler) else 2)
+                  n_workers=1 if (n_jobs != 1 or scheduler) else 2, constraints=cons)
     others = {c: [o for o in ens.classes if o != c] for c in ens.classes}
     order = np.random.default_rng(0).permutation(cand.size)     # any prefix of the run: an even spread of M
     items = [(A[cand[k]], others[pred[cand[k]]]) for k in order]
@@ -315,13 +324,16 @@ def fcca(ensemble: ModelLike, X: Rows, y: ArrayLike, *, schema: Schema | None = 
     levels = feature_levels(ens, [f.kind for f in schema.features])   # the splits a counterfactual can cross
     pairs = _pairs(A, cand, results, levels, eps_arr)
     if not pairs.rows:
+        if len(cons) and pairs.statuses.get("infeasible", 0) == cand.size:
+            raise FCCAError(f"None of the {cand.size} selected rows has a counterfactual under the constraints between "
+                            f"features ({'; '.join(cons.texts)}): each is precluded (proven). Loosen the constraints.")
         raise FCCAError(f"No counterfactual was found for the {cand.size} selected rows "
                         f"(statuses: {pairs.statuses}); raise the time limit.")
     checked = None if checker is None else _check_pairs(checker, ens, np.array(pairs.xces), pred[pairs.rows])
     t_end = time.perf_counter()
     params = {"p0": s.p0, "p1": s.p1, "lambda0": s.lambda0, "lambda1": s.lambda1, "lambda2": s.lambda2,
               "max_points": s.max_points, "time_limit": s.time_limit, "n_jobs": n_jobs,
-              "run_time_limit": run_time_limit}
+              "run_time_limit": run_time_limit, **({"constraints": cons.texts} if len(cons) else {})}
     timings = {"select": t_select - t_start, "counterfactuals": t_cf - t_select, "thresholds": t_end - t_cf,
                "total": t_end - t_start}
     kind = "tree_ensemble" if checker is None else checker.kind
@@ -333,6 +345,17 @@ def fcca(ensemble: ModelLike, X: Rows, y: ArrayLike, *, schema: Schema | None = 
                       params, timings, n_candidates, any(r is None for r in results), ens, kind,
                       None if surrogate is None else surrogate.fidelity,
                       None if surrogate is None else surrogate.boundary_fidelity, checked)
+
+
+def _constraints(constraints: Any, schema: Schema) -> Constraints:
+    """The constraints between features in force, read against the schema of the rows as read
+    (with their "is missing" columns; a line that cannot be read raises ConstraintError)."""
+    from core.constraints import Constraints
+    from core.optimal.constrained import resolve_constraints
+
+    if isinstance(constraints, Constraints) and constraints.schema is not schema:
+        constraints = constraints.texts
+    return resolve_constraints(constraints, schema)
 
 
 def _checker(model: OnModel | None, surrogate: Surrogate | None) -> OnModel | None:

@@ -11,7 +11,7 @@ exports; :func:`explain_flat_curves` says in words why a curve stays flat.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Sequence
 
 import numpy as np
@@ -136,16 +136,25 @@ class FCCAResult(Result):
         n = sum(v for k, v in self.statuses.items() if k not in ("not reached", "not run"))    # searches run
         proven = self.statuses.get("optimal", 0) + self.statuses.get("infeasible", 0)
         if self.via_surrogate:
-            return self._surrogate_guarantee(n, proven)
-        if proven == n and not self.cancelled:
-            return Guarantee("proven_optimal", note=f"Each of the {n:,} counterfactual searches is proven (an optimal "
-                             "pair, or none exists); the thresholds are read exactly off the pairs."
-                             + self._not_reached())
-        return Guarantee("time_limited", note=(
-            f"{proven:,} of the {n:,} counterfactual searches were proven (an optimal pair, or none exists)"
-            + (" (the run was cancelled)" if self.cancelled else "")
-            + "; the others give the best point found in time, or none. The thresholds are read exactly "
-            "off the pairs." + self._not_reached()))
+            g = self._surrogate_guarantee(n, proven)
+        elif proven == n and not self.cancelled:
+            g = Guarantee("proven_optimal", note=f"Each of the {n:,} counterfactual searches is proven (an optimal "
+                          "pair, or none exists); the thresholds are read exactly off the pairs."
+                          + self._not_reached())
+        else:
+            g = Guarantee("time_limited", note=(
+                f"{proven:,} of the {n:,} counterfactual searches were proven (an optimal pair, or none exists)"
+                + (" (the run was cancelled)" if self.cancelled else "")
+                + "; the others give the best point found in time, or none. The thresholds are read exactly "
+                "off the pairs." + self._not_reached()))
+        return replace(g, note=g.note + self._constraints_note()) if self.params.get("constraints") else g
+
+    def _constraints_note(self) -> str:
+        """Under constraints between features: that every pair keeps them, and the rows they preclude."""
+        texts = list(self.params.get("constraints") or [])
+        k = self.statuses.get("infeasible", 0)
+        return (f" Every counterfactual keeps the {len(texts)} constraint{'s' * (len(texts) != 1)} between features "
+                f"({'; '.join(texts)})" + (f"; {k:,} rows of M have none under them (precluded)." if k else "."))
 
     def _surrogate_guarantee(self, n: int, proven: int) -> Guarantee:
         """Estimated through the surrogate: what was optimal for it, and what the model accepts."""

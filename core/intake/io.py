@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.errors import AtlasError, DataError, ModelError, UnsupportedModelError, UntrustedPickleError
+from core.errors import AtlasError, DataError, ModelError, UnsupportedModelError, UntrustedPickleError, need
 from core.intake.compressed import unpack
 from core.intake.csvfile import TYPE_LETTERS, read_csv
 from core.intake.limits import LOCAL_LIMITS, table_limits
@@ -439,8 +439,8 @@ def _catboost_binary(data: bytes, filename: str) -> Any:
         import catboost  # optional and heavy: only CatBoost reads a .cbm
     except ImportError:
         raise UnsupportedModelError(
-            f"{filename!r} is a CatBoost binary model (.cbm), which needs the catboost package to read. Export it "
-            "from CatBoost as JSON instead: model.save_model('model.json', format='json', pool=train_pool)."
+            f"{filename!r} is a CatBoost binary model (.cbm), which needs the catboost package to read "
+            "(pip install 'counterfactual-atlas[formats]'). Or export it from CatBoost as JSON instead: model.save_model('model.json', format='json', pool=train_pool)."
         ) from None
     check_catboost_cbm(data, filename)           # CatBoost trusts the file: a damaged one ends the process
     return catboost_document(_catboost_load(catboost, data, filename, "cbm"), filename)
@@ -542,7 +542,7 @@ def load_model(source: object, filename: str | None = None, *, allow_pickle: boo
 def _load_xgboost(data: bytes, filename: str) -> Any:
     """An XGBoost ``.json``/``.ubj`` file as a Booster, checked first (or a CatBoost
     JSON export, which looks the same from outside)."""
-    import xgboost as xgb  # optional and heavy: imported only when such a file arrives
+    xgb = need("xgboost", "reading an XGBoost model file")  # optional and heavy: only when one arrives
 
     document = xgboost_document(data, filename)
     if isinstance(document, dict) and "features_info" in document and \
@@ -563,7 +563,7 @@ def _load_xgboost(data: bytes, filename: str) -> Any:
 
 def _load_lightgbm(data: bytes, filename: str) -> Any:
     """A LightGBM text model as a Booster, its text checked and normalised first."""
-    import lightgbm as lgb  # optional and heavy: imported only when such a file arrives
+    import lightgbm as lgb  # heavy: imported only when such a file arrives
 
     # CRLF (Windows editors, git checkouts) or a hand edit shifts the byte offsets
     # in tree_sizes and LightGBM aborts the process: see core.intake.parsing.validate

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.errors import DataError
+from core.errors import DataError, need
 
 __all__ = ["FAMILIES", "TrainedModel", "infer_task", "train_model"]
 
@@ -67,7 +67,7 @@ def train_model(X: pd.DataFrame, y: pd.Series, family: str = "random_forest", *,
         cls = GradientBoostingClassifier if task == "classification" else GradientBoostingRegressor
         model = cls(learning_rate=learning_rate, **params)
     elif family == "xgboost":
-        import xgboost as xgb  # optional and heavy: the chosen family only
+        xgb = need("xgboost", "training an XGBoost model")  # optional and heavy: the chosen family only
         cls = xgb.XGBClassifier if task == "classification" else xgb.XGBRegressor
         model = cls(learning_rate=learning_rate, n_jobs=1, **params)
     else:

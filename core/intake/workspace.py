@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Self, Sequence
 
 import numpy as np
 import pandas as pd
@@ -52,13 +52,16 @@ from core.intake.parsing.linear import is_linear
 from core.model import TreeEnsemble, missing
 from core.model.blackbox import BlackBoxModel
 from core.model.categorical import OTHER_CODE, decode, expand
-from core.model.features import closest_names
+from core.model.features import ModelShape, closest_names
 from core.model.linear import LinearModel
 from core.model.native import model_input
 from core.schema import Schema, infer_schema
 from core.shown import approx_text, check_class_names, number_text, outcome_text
 from core.surrogate import Surrogate, distill
 from core.typing import ModelLike, Row, Rows, TargetSpec
+
+if TYPE_CHECKING:
+    from core.model.guarantee import ModelKind
 
 __all__ = ["Workspace", "build_workspace", "changes_line", "PositionalMatchRequired", "GENERIC_NAME"]
 
@@ -87,15 +90,22 @@ class Workspace:
     model_facts : the uploaded model's own size (trees, depth, leaves, features)
         when ``ensemble`` is a rewrite of it (categorical splits as one-hot trees).
     class_names : the analyst's names of a classifier's classes (label as text -> name).
-    model_kind : "tree_ensemble" (``ensemble`` is the model, exactly), or "black_box"
-        (``model`` is a :class:`core.model.blackbox.BlackBoxModel` run in its worker, and
-        ``ensemble`` is the view of its :attr:`surrogate` the analyses read; every
-        answer is checked on ``model``).
-        A linear model is "linear": ``linear`` is it, exactly, over this workspace's
-        columns (the optimal counterfactual and the region slices are exact on it), and
-        ``ensemble`` the view of a surrogate of it for the analyses that need trees.
+    own_model, model_kind : the model whose answers are the workspace's (a
+        :class:`core.model.features.ModelShape`), and its kind (properties): "tree_ensemble"
+        (``ensemble`` is the model, exactly); "linear" (``linear`` is it, exactly, over this
+        workspace's columns: the optimal counterfactual and the region slices are exact on
+        it, and ``ensemble`` is the view of a surrogate of it for the analyses that need
+        trees); "black_box" (``model`` is a :class:`core.model.blackbox.BlackBoxModel` run in
+        its worker, and ``ensemble`` is the view of its :attr:`surrogate` the analyses read;
+        every answer is checked on ``model``).
     surrogate : the :class:`core.surrogate.Surrogate` of a linear or black-box model, else None.
     linear : the :class:`core.model.linear.LinearModel` of a linear model, else None.
+    worker : the model's worker when :func:`core.open_workspace` started it (any other model),
+        else None: :meth:`close` (or leaving a ``with`` block) stops it. Workspaces made from
+        this one (:meth:`with_schema`, :meth:`with_protected`, ...) share it.
+
+    The workspace :func:`core.open_workspace` gives is a
+    :class:`core.door.AnalysisWorkspace`, this with every analysis as a method.
     """
 
     name: str
@@ -114,15 +124,35 @@ class Workspace:
     ignored: tuple[str, ...] = ()
     model_facts: dict[str, Any] = field(default_factory=dict)
     class_names: dict[str, str] = field(default_factory=dict)
-    model_kind: str = "tree_ensemble"
     surrogate: Surrogate | None = None
     linear: LinearModel | None = None
+    worker: Any = field(default=None, repr=False, compare=False)
 
+    # -- the worker's life (a model that runs in a worker the door started)
+    def close(self) -> None:
+        """Stop the model's worker, if :func:`core.open_workspace` started one, and every process
+        it started; the model answers no more (an analysis run after raises
+        :class:`~core.errors.WorkerCancelled`). Nothing to release otherwise. Safe to call twice."""
+        if self.worker is not None:
+            self.worker.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` stopped the model's worker (never for a model read exactly)."""
+        return self.worker is not None and self.worker.closed
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the rows and the model
     def outcome_text(self, value: TargetSpec) -> str:
         """A class or prediction as the analyst named it (:func:`core.shown.outcome_text`)."""
         return outcome_text(value, self.class_names if self.ensemble.is_classifier else None)
 
-    def with_class_names(self, names: dict[Any, Any]) -> "Workspace":
+    def with_class_names(self, names: dict[Any, Any]) -> Self:
         """This workspace with the analyst's names for its classes (e.g. 0 = "refused",
         1 = "approved"), used by every page, the story and the report; nothing else changes."""
         if not self.ensemble.is_classifier:
@@ -136,15 +166,41 @@ class Workspace:
             raise SchemaError(str(exc)) from None
         return replace(self, class_names=checked)
 
-    def predict(self, X: Rows) -> np.ndarray:
-        """The model's own answers on rows of this workspace's view: the tree ensemble's, or
-        a black-box model's from its worker (never its surrogate's)."""
-        X = np.atleast_2d(np.asarray(X, dtype=float))
+    @property
+    def own_model(self) -> ModelShape:
+        """The model whose answers are this workspace's: the linear model (read exactly, over
+        these columns), the model in its worker, or the tree ensemble itself; never a surrogate."""
         if self.linear is not None:
-            return self.linear.predict(X)
-        if self.model_kind == "black_box":
-            return self.model.predict(model_input(self.ensemble, X))
-        return self.ensemble.predict(X)
+            return self.linear
+        if isinstance(self.model, BlackBoxModel):
+            return self.model
+        return self.ensemble
+
+    @property
+    def model_kind(self) -> ModelKind:
+        """The kind of :attr:`own_model`: "tree_ensemble", "linear" or "black_box"."""
+        return self.own_model.kind
+
+    def _own_input(self, X: Rows) -> np.ndarray:
+        """Rows of this workspace's view as :attr:`own_model` takes them: a model read exactly
+        reads these columns; a model known by its answers, its own codes (categories as codes,
+        missing values as missing: :func:`core.model.native.model_input`)."""
+        X = np.atleast_2d(np.asarray(X, dtype=float))
+        return X if self.own_model.exact else model_input(self.ensemble, X)
+
+    def predict(self, X: Rows) -> np.ndarray:
+        """The model's own answers on rows of this workspace's view: the tree ensemble's, the
+        linear model's, or a black-box model's from its worker (never its surrogate's)."""
+        return self.own_model.predict(self._own_input(X))
+
+    def predict_proba(self, X: Rows) -> np.ndarray | None:
+        """The model's own class probabilities on rows of this workspace's view, shape
+        (n, n_classes); None when it gives none (a regressor, or a classifier with a decision
+        function only)."""
+        own = self.own_model
+        if not own.is_classifier or not own.has_proba:
+            return None
+        return own.predict_proba(self._own_input(X))
 
     @cached_property
     def predictions(self) -> np.ndarray:
@@ -161,10 +217,8 @@ class Workspace:
         """SHA-256 of the model's arrays and the rows (codes and target): the key
         of every cached result of this workspace, whatever its name or origin."""
         h = hashlib.sha256(self.ensemble.content_hash().encode())
-        if self.model_kind == "black_box":
-            h.update(str(getattr(self.model, "identity", "")).encode())
-        if self.linear is not None:
-            h.update(self.linear.content_hash().encode())
+        if self.own_model is not self.ensemble:         # the analyses read a surrogate: the model too
+            h.update(self.own_model.content_hash().encode())
         h.update(np.ascontiguousarray(self.X.to_numpy(dtype=float)).tobytes())
         h.update("|".join(map(str, self.X.columns)).encode())
         if self.y is not None:
@@ -323,7 +377,7 @@ class Workspace:
             return self.ensemble.category_label(j, v)
         return number_text(v)
 
-    def with_schema(self, schema: Schema) -> "Workspace":
+    def with_schema(self, schema: Schema) -> Self:
         if schema.names != list(self.X.columns):
             raise SchemaError(
                 f"The schema's features {schema.names[:6]}… do not match the data's columns "
@@ -340,13 +394,12 @@ class Workspace:
         tree ensemble with the original model for the re-checks; the linear model itself,
         exactly; or the surrogate's view with the model and its surrogate (checked and
         repaired on the model)."""
-        if self.model_kind == "linear":
-            return self.linear, {"model": self.model}
-        if self.model_kind == "black_box":
-            return self.ensemble, {"model": self.model, "surrogate": self.surrogate}
-        return self.ensemble, {"model": self.model}
+        own = self.own_model
+        if not own.exact:
+            return self.ensemble, {"model": own, "surrogate": self.surrogate}
+        return own, {"model": self.model}
 
-    def with_protected(self, names: Sequence[str]) -> "Workspace":
+    def with_protected(self, names: Sequence[str]) -> Self:
         """The workspace with the analyst's columns ``names`` (a one-hot or categorical
         column by its name, as :attr:`columns` names them) marked protected and held
         fixed, their "is missing" feature with them; the other settings kept."""
@@ -365,17 +418,13 @@ class Workspace:
     @property
     def kind_text(self) -> str:
         """What kind of model this is and what its answers guarantee, in a few words."""
-        if self.model_kind == "linear":
-            return "linear model, read exactly"
-        if self.model_kind == "black_box":
-            fid = "" if self.surrogate is None else f" (agreement {100 * self.surrogate.fidelity:.1f}%)"
-            return f"any other model, run in a sandbox; checked on it, analysed through a surrogate{fid}"
-        return "tree ensemble, read exactly"
+        own = self.own_model
+        fid = "" if own.exact or self.surrogate is None else f" (agreement {100 * self.surrogate.fidelity:.1f}%)"
+        return own.kind_words() + fid
 
     def summary(self) -> dict[str, Any]:
-        if self.model_kind != "tree_ensemble":
-            source = self.linear.source if self.linear is not None else getattr(self.model, "source", "model")
-            s = {"family": source, "kind": self.kind_text, **self.model_facts}
+        if self.own_model is not self.ensemble:         # facts of the model, not of its surrogate's trees
+            s = {"family": self.own_model.source, "kind": self.kind_text, **self.model_facts}
             s.update(self.model_info)
             score = self.score_on_data()
             if score is not None:
@@ -461,7 +510,15 @@ def _as_model(model: Any) -> tuple[TreeEnsemble, Any, dict[str, Any]]:
     oob = getattr(model, "oob_score_", None)
     if isinstance(oob, (float, np.floating)):
         info["training report"] = {"metric": "out-of-bag score", "value": float(oob)}
-    return from_model(model), model, info
+    try:
+        return from_model(model), model, info
+    except UnsupportedModelError as exc:
+        if not callable(getattr(model, "predict", None)):
+            raise
+        raise UnsupportedModelError(f"{exc} build_workspace reads tree ensembles and linear models exactly; any "
+                                    "other model (this one) is analysed through core.open_workspace(model, data, "
+                                    "target), which runs it in a sandboxed worker of its own and checks every "
+                                    "answer on it.") from None
 
 
 def _report_gap(ws: Workspace, info: dict[str, Any]) -> str | None:
@@ -770,7 +827,7 @@ def _answered_workspace(df: pd.DataFrame, target: str | None, bb: BlackBoxModel 
                 f"that need a tree ensemble (FCCA, the regions' projections) run on a surrogate of it, which agrees "
                 f"with it on {fid} of held-out rows{near}.")
         facts = {**lin.summary(), "kind": "linear (read exactly)", **facts}
-        out = replace(ws, model=original, model_kind="linear", surrogate=surrogate, linear=lin, model_facts=facts,
+        out = replace(ws, model=original, surrogate=surrogate, linear=lin, model_facts=facts,
                       notes=(note,) + ws.notes)
     else:
         note = (f"This model ({bb.source}) is not read exactly: it runs in a separate, sandboxed process, and every "
@@ -778,7 +835,7 @@ def _answered_workspace(df: pd.DataFrame, target: str | None, bb: BlackBoxModel 
                 f"FCCA) run on a tree-ensemble surrogate fitted to its answers, which agrees with it on {fid} of "
                 f"held-out rows{near}.")
         facts = {"kind": "any other model (run in a sandboxed worker)", **facts}
-        out = replace(ws, model=bb, model_kind="black_box", surrogate=surrogate, model_facts=facts,
+        out = replace(ws, model=bb, surrogate=surrogate, model_facts=facts,
                       notes=(note,) + tuple(n for n in ws.notes if "far below its own" not in n))
     warn = _label_mismatch(out)
     return replace(out, notes=out.notes + (warn,)) if warn and warn not in out.notes else out

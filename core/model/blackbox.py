@@ -27,12 +27,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 import numpy as np
 
 from core.errors import ModelError, SchemaError
+from core.model.features import ModelShape
 from core.typing import Rows
+
+if TYPE_CHECKING:
+    from core.model.guarantee import ModelKind
 
 __all__ = ["BlackBoxModel", "Answers", "check_answers"]
 
@@ -86,7 +90,7 @@ def check_answers(out: dict[str, Any], n: int, n_classes: int, error: type[Model
 
 
 @dataclass(frozen=True, eq=False)
-class BlackBoxModel:
+class BlackBoxModel(ModelShape):
     """A model answered by a callable (see the module docstring).
 
     Attributes
@@ -117,7 +121,10 @@ class BlackBoxModel:
     identity: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
 
-    kind = "black_box"
+    @property
+    def kind(self) -> ModelKind:
+        """``"black_box"``: a model known by its answers (not read exactly)."""
+        return "black_box"
 
     def __post_init__(self) -> None:
         names = tuple(str(n) for n in self.feature_names)
@@ -141,39 +148,6 @@ class BlackBoxModel:
     @property
     def n_features(self) -> int:
         return len(self.feature_names)
-
-    @property
-    def is_classifier(self) -> bool:
-        return self.task == "classification"
-
-    @property
-    def n_classes(self) -> int:
-        return 0 if self.classes is None else len(self.classes)
-
-    @property
-    def categorical_features(self) -> list[int]:
-        return [j for j, c in enumerate(self.categories) if c is not None]
-
-    def is_categorical(self, j: int) -> bool:
-        return self.categories[j] is not None
-
-    def n_codes(self, j: int) -> int:
-        """Codes of feature ``j``: its categories plus the missing code (0: numerical)."""
-        c = self.categories[j]
-        return 0 if c is None else len(c) + 1
-
-    def missing_code(self, j: int) -> int:
-        c = self.categories[j]
-        if c is None:
-            raise SchemaError(f"Feature {self.feature_names[j]!r} is numerical; it has no codes.")
-        return len(c)
-
-    def category_label(self, j: int, code: float) -> str:
-        c = self.categories[j]
-        if c is None:
-            return str(code)
-        k = int(code)
-        return str(c[k]) if 0 <= k < len(c) else "missing"
 
     @property
     def routes_missing(self) -> bool:
@@ -221,8 +195,7 @@ class BlackBoxModel:
 
     def predict_proba(self, X: Rows) -> np.ndarray:
         """Class probabilities (``has_proba``) or per-class scores, shape (n, n_classes)."""
-        if not self.is_classifier:
-            raise SchemaError("A regressor has no class probabilities.")
+        self._classifier_only("predict_proba")
         return self.answer(X)["proba"]
 
     def with_categories(self, categories: Iterable[Iterable[object] | None]) -> "BlackBoxModel":

@@ -28,17 +28,20 @@ import hashlib
 import importlib
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal
 
 import numpy as np
 
 from core.errors import DataError, ModelError, SchemaError, UnsupportedModelError
 from core.jsonable import plain
-from core.model.features import as_table, feature_index
+from core.model.features import ModelShape, as_table, feature_index
 from core.model.flatwalk import _flatten, _stack, leaf_sum, leaves
 from core.model.linear import LINEAR_ANALYSES, LinearModel
 from core.model.tree import Tree, node_category_masks, stacked_trees
 from core.typing import ModelLike, Rows
+
+if TYPE_CHECKING:
+    from core.model.guarantee import ModelKind
 
 __all__ = ["TreeEnsemble", "Link", "Task", "as_ensemble", "as_model", "register_converter",
            "register_model_converter"]
@@ -48,7 +51,7 @@ Task = Literal["classification", "regression", "anomaly"]
 
 
 @dataclass(frozen=True, eq=False)
-class TreeEnsemble:
+class TreeEnsemble(ModelShape):
     """A tree ensemble in one representation; see the docstring of :mod:`core.model`.
 
     Attributes
@@ -123,7 +126,7 @@ class TreeEnsemble:
 
     # ------------------------------------------------------------------ shape
     @property
-    def kind(self) -> str:
+    def kind(self) -> ModelKind:
         """``"tree_ensemble"`` (a :class:`core.model.linear.LinearModel` says ``"linear"``)."""
         return "tree_ensemble"
 
@@ -136,12 +139,9 @@ class TreeEnsemble:
         return int(self.base_score.shape[0])
 
     @property
-    def n_classes(self) -> int:
-        return 0 if self.classes is None else int(len(self.classes))
-
-    @property
-    def is_classifier(self) -> bool:
-        return self.task == "classification"
+    def has_proba(self) -> bool:
+        """A classifier's ``predict_proba`` gives probabilities (its link applied)."""
+        return self.is_classifier
 
     @property
     def max_depth(self) -> int:
@@ -150,35 +150,6 @@ class TreeEnsemble:
     @property
     def n_leaves(self) -> int:
         return int(sum(int(t.is_leaf.sum()) for t in self.trees))
-
-    @property
-    def categorical_features(self) -> list[int]:
-        """Indices of the categorical features."""
-        return [j for j, c in enumerate(self.categories) if c is not None]
-
-    def is_categorical(self, j: int) -> bool:
-        return self.categories[j] is not None
-
-    def n_codes(self, j: int) -> int:
-        """Number of codes of categorical feature ``j``: its categories plus the missing code."""
-        c = self.categories[j]
-        if c is None:
-            raise SchemaError(f"Feature {self.feature_names[j]!r} is numerical, not categorical: it has no codes.")
-        return len(c) + 1
-
-    def missing_code(self, j: int) -> int:
-        """The code standing for a missing or unseen value of categorical feature ``j``."""
-        return self.n_codes(j) - 1
-
-    def category_label(self, j: int, code: float) -> str:
-        """The category a code of feature ``j`` stands for, as text."""
-        c = self.categories[j]
-        if c is None:
-            raise SchemaError(f"Feature {self.feature_names[j]!r} is numerical, not categorical: it has no labels.")
-        k = int(code)
-        if k == len(c):
-            return "(missing)"
-        return str(c[k])
 
     def feature_index(self, f: int | str) -> int:
         """Index of a feature given by index or name (:func:`core.model.features.feature_index`:
@@ -295,9 +266,7 @@ class TreeEnsemble:
 
     def predict_proba(self, X: Rows) -> np.ndarray:
         """Class probabilities, shape (n_samples, n_classes), in ``classes`` order."""
-        if not self.is_classifier:
-            raise UnsupportedModelError(f"predict_proba needs a classifier; this model is a {self.task} model: "
-                                        "use predict.")
+        self._classifier_only("predict_proba")
         raw = self.predict_raw(X)
         return self.proba_from_raw(raw)
 

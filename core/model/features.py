@@ -30,6 +30,28 @@ reads them (``missing=True``). Reference rows (``X_ref``) are read by
 :func:`reference_rows`, which also refuses a table without rows or without a
 single known value, and the roles of a query's features by :func:`feature_roles`,
 which refuses a feature both increase-only and decrease-only.
+
+The one shape of a model
+------------------------
+Three kinds of model reach the analyses (:data:`core.model.guarantee.MODEL_KINDS`): a
+:class:`~core.model.TreeEnsemble` (``"tree_ensemble"``) and a
+:class:`~core.model.linear.LinearModel` (``"linear"``), read exactly, and a
+:class:`~core.model.blackbox.BlackBoxModel` (``"black_box"``), known only by its answers.
+Each holds the same description, under the same names: ``feature_names`` (one str per
+feature, in the model's order); ``categories`` (one entry per feature: None for a number,
+the tuple of the category values of a categorical feature, which the model takes as a
+*code*: ``0..K-1`` for its ``K`` categories, ``K`` for a missing or unseen value);
+``task`` and ``classes`` (``"classification"``, its labels in the order of its scores;
+``"regression"`` or ``"anomaly"``, None); ``kind`` and ``source``. Each answers rows of that
+codes view with ``predict`` (labels or values, shape (n,)) and, for a classifier,
+``predict_proba`` (n, n_classes: probabilities, or per-class scores when ``has_proba`` is
+False), and says ``content_hash()``. What follows from that description is written once,
+in their base :class:`ModelShape`: the codes of a categorical feature and their labels
+(a numerical feature has neither: a :class:`~core.errors.SchemaError` says so), the
+classes, whether the model is read exactly (:attr:`ModelShape.exact`: its answers may be
+proven on it) and the strongest guarantee an answer on it can carry.
+:func:`check_model_shape` is the conformance check every kind passes
+(``tests/model/test_model_shape.py`` runs it on each kind, classifier and regressor).
 """
 
 from __future__ import annotations
@@ -38,16 +60,20 @@ import difflib
 import numbers
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 import pandas as pd
 
-from core.errors import SchemaError
+from core.errors import ModelError, SchemaError, UnsupportedModelError
 from core.typing import FeatureKey, Row, Rows
 
+if TYPE_CHECKING:
+    from core.model.guarantee import GuaranteeKind, ModelKind
+
 __all__ = ["feature_index", "feature_indices", "closest_names", "names_text", "as_row", "as_table",
-           "fit_table", "placeholder_names", "reference_rows", "feature_roles"]
+           "fit_table", "placeholder_names", "reference_rows", "feature_roles", "ModelShape", "check_model_shape",
+           "MISSING_LABEL"]
 
 _SHOWN = 40                     # names listed in a message at most
 _PLACEHOLDER = re.compile(r"(f|x|Column_|feature_)\d+")
@@ -382,4 +408,179 @@ def feature_roles(names: Sequence[Any], *, error: type[Exception] = SchemaError,
         raise error(f"{shown} {'is' if len(both) == 1 else 'are'} both in increase_only and in decrease_only; a "
                     "feature may only increase, or only decrease. One that may move neither way is fixed: list "
                     "it in fixed instead (and in neither of the two).")
+    return out
+
+
+# ------------------------------------------------------------------ the one shape of a model
+#: how the missing code of a categorical feature reads
+MISSING_LABEL = "(missing)"
+
+_WORDS = {"tree_ensemble": "tree ensemble, read exactly", "linear": "linear model, read exactly",
+          "black_box": "any other model, run in a sandbox; checked on it, analysed through a surrogate"}
+
+
+class ModelShape:
+    """The shape every kind of model shares (see the module docstring); each kind is a
+    frozen dataclass that holds the description and answers, and inherits the rest."""
+
+    if TYPE_CHECKING:
+        feature_names: tuple[str, ...]
+        categories: tuple[tuple[Any, ...] | None, ...]
+        classes: np.ndarray | None
+        task: str
+        source: str
+
+        @property
+        def kind(self) -> ModelKind: ...
+
+        @property
+        def n_features(self) -> int: ...
+
+        @property
+        def has_proba(self) -> bool: ...
+
+        def predict(self, X: Rows) -> np.ndarray: ...
+
+        def predict_proba(self, X: Rows) -> np.ndarray: ...
+
+        def content_hash(self) -> str: ...
+
+    # -- what it is
+    @property
+    def exact(self) -> bool:
+        """Is the model read exactly (a tree ensemble, a linear model), so that an answer may
+        be proven on it? False for a model known by its answers, whose answers are checked."""
+        return self.kind != "black_box"
+
+    @property
+    def strongest_guarantee(self) -> GuaranteeKind:
+        """The strongest guarantee an optimal counterfactual on it can carry
+        (:class:`core.model.guarantee.Guarantee`): proven optimal on a model read exactly,
+        valid on the model (checked on it, found through its surrogate) otherwise."""
+        return "proven_optimal" if self.exact else "valid_on_model"
+
+    def kind_words(self) -> str:
+        """What kind of model it is and how it is read, in a few words."""
+        return _WORDS[self.kind]
+
+    # -- its classes
+    @property
+    def is_classifier(self) -> bool:
+        return self.task == "classification"
+
+    @property
+    def n_classes(self) -> int:
+        return 0 if self.classes is None else int(len(self.classes))
+
+    def _classifier_only(self, what: str) -> None:
+        """Refuse ``what`` (e.g. "predict_proba") on a model that is not a classifier."""
+        if not self.is_classifier:
+            raise UnsupportedModelError(f"{what} needs a classifier; this model is a {self.task} model: use predict.")
+
+    # -- its categorical features
+    @property
+    def categorical_features(self) -> list[int]:
+        """Indices of the categorical features."""
+        return [j for j, c in enumerate(self.categories) if c is not None]
+
+    def is_categorical(self, j: int) -> bool:
+        return self.categories[j] is not None
+
+    def _levels(self, j: int, what: str) -> tuple[Any, ...]:
+        c = self.categories[j]
+        if c is None:
+            raise SchemaError(f"Feature {self.feature_names[j]!r} is numerical, not categorical: it has no {what}.")
+        return c
+
+    def n_codes(self, j: int) -> int:
+        """Number of codes of categorical feature ``j``: its categories plus the missing code."""
+        return len(self._levels(j, "codes")) + 1
+
+    def missing_code(self, j: int) -> int:
+        """The code standing for a missing or unseen value of categorical feature ``j``."""
+        return len(self._levels(j, "codes"))
+
+    def category_label(self, j: int, code: float) -> str:
+        """The category a code of feature ``j`` stands for, as text (:data:`MISSING_LABEL`
+        for the missing code)."""
+        c = self._levels(j, "labels")
+        k = int(code)
+        return MISSING_LABEL if k == len(c) else str(c[k])
+
+
+def check_model_shape(model: object, X: Rows) -> None:
+    """Check that ``model`` has the one shape (see the module docstring) and answers the
+    codes-view rows ``X`` (n, n_features) as it says; a :class:`~core.errors.ModelError`
+    lists every way it does not."""
+    from core.model.guarantee import MODEL_KINDS
+
+    if not isinstance(model, ModelShape):
+        raise ModelError(f"{type(model).__name__} is not a model of core.model (a ModelShape).")
+    problems: list[str] = []
+
+    def need(ok: object, what: str) -> None:
+        if not ok:
+            problems.append(what)
+
+    d = len(model.feature_names)
+    need(model.kind in MODEL_KINDS, f"kind {model.kind!r} is none of {MODEL_KINDS}")
+    need(model.exact == (model.kind != "black_box"), "exact does not follow its kind")
+    need(model.n_features == d == len(model.categories), "n_features, feature_names and categories disagree")
+    need(len(set(model.feature_names)) == d and all(isinstance(n, str) for n in model.feature_names),
+         "feature names are not distinct strings")
+    need((model.classes is not None) == model.is_classifier, "classes are given if and only if it is a classifier")
+    need(model.n_classes == (0 if model.classes is None else len(model.classes)), "n_classes is not len(classes)")
+    need(isinstance(model.content_hash(), str) and model.content_hash(), "content_hash is not a text")
+    problems += _code_problems(model)
+    problems += _answer_problems(model, np.asarray(X, dtype=float))
+    if problems:
+        raise ModelError(f"{type(model).__name__} does not have the one model shape: " + "; ".join(problems) + ".")
+
+
+def _code_problems(model: ModelShape) -> list[str]:
+    out = []
+    for j, c in enumerate(model.categories):
+        if c is None:
+            for call in (model.n_codes, model.missing_code, lambda j: model.category_label(j, 0)):
+                try:
+                    call(j)
+                    out.append(f"numerical feature {j} has codes")
+                except SchemaError:
+                    pass
+            continue
+        if (model.n_codes(j), model.missing_code(j)) != (len(c) + 1, len(c)):
+            out.append(f"categorical feature {j} does not have {len(c)} codes and a missing one")
+        if [model.category_label(j, k) for k in range(len(c) + 1)] != [*map(str, c), MISSING_LABEL]:
+            out.append(f"categorical feature {j}'s labels are not its categories")
+    if model.categorical_features != [j for j, c in enumerate(model.categories) if c is not None]:
+        out.append("categorical_features are not the features with categories")
+    return out
+
+
+def _answer_problems(model: ModelShape, X: np.ndarray) -> list[str]:
+    out = []
+    y = np.asarray(model.predict(X))
+    if y.shape != (len(X),):
+        return [f"predict answered shape {y.shape} for {len(X)} rows"]
+    if not model.is_classifier:
+        try:
+            model.predict_proba(X)
+            out.append("a model that is not a classifier gave class probabilities")
+        except UnsupportedModelError:
+            pass
+        return out
+    assert model.classes is not None, "a classifier has classes (checked above)"
+    if not set(map(str, y.tolist())) <= set(map(str, model.classes.tolist())):
+        out.append("predict answered a label that is not one of its classes")
+    try:
+        p = np.asarray(model.predict_proba(X), dtype=float)
+    except ValueError:                  # a classifier without probabilities may refuse them
+        return out + ([] if not model.has_proba else ["predict_proba refused a classifier with probabilities"])
+    if p.shape != (len(X), model.n_classes) or not np.isfinite(p).all():
+        out.append(f"predict_proba answered shape {p.shape}, or numbers that are not finite")
+    elif model.has_proba and not np.allclose(p.sum(axis=1), 1.0):
+        out.append("its probabilities do not sum to 1")
+    elif model.has_proba and model.n_classes > 2 and \
+            not (model.classes[p.argmax(axis=1)].astype(str) == y.astype(str)).all():
+        out.append("its label is not the class of largest probability")
     return out

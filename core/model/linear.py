@@ -55,14 +55,17 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
 from core.errors import ModelError, SchemaError
 from core.jsonable import plain
-from core.model.features import feature_index
+from core.model.features import ModelShape, feature_index
 from core.typing import Rows
+
+if TYPE_CHECKING:
+    from core.model.guarantee import ModelKind
 
 __all__ = ["LinearModel", "LinearLink", "LINEAR_LINKS", "LINEAR_ANALYSES"]
 
@@ -82,7 +85,7 @@ def _expit(s: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True, eq=False)
-class LinearModel:
+class LinearModel(ModelShape):
     """A linear model in one representation; see the module docstring.
 
     Attributes
@@ -189,7 +192,7 @@ class LinearModel:
 
     # ------------------------------------------------------------------ shape
     @property
-    def kind(self) -> str:
+    def kind(self) -> ModelKind:
         """``"linear"`` (a :class:`core.model.TreeEnsemble` says ``"tree_ensemble"``)."""
         return "linear"
 
@@ -200,14 +203,6 @@ class LinearModel:
     @property
     def n_outputs(self) -> int:
         return int(self.coef.shape[0])
-
-    @property
-    def n_classes(self) -> int:
-        return 0 if self.classes is None else int(len(self.classes))
-
-    @property
-    def is_classifier(self) -> bool:
-        return self.task == "classification"
 
     @property
     def routes_missing(self) -> bool:
@@ -222,30 +217,6 @@ class LinearModel:
     @property
     def positive_at_tie(self) -> bool:
         return False
-
-    @property
-    def categorical_features(self) -> list[int]:
-        return [j for j, c in enumerate(self.categories) if c is not None]
-
-    def is_categorical(self, j: int) -> bool:
-        return self.categories[j] is not None
-
-    def n_codes(self, j: int) -> int:
-        """Number of codes of categorical feature ``j``: its categories plus the missing code."""
-        c = self.categories[j]
-        if c is None:
-            raise ValueError(f"Feature {self.feature_names[j]!r} is numerical, not categorical.")
-        return len(c) + 1
-
-    def missing_code(self, j: int) -> int:
-        return self.n_codes(j) - 1
-
-    def category_label(self, j: int, code: float) -> str:
-        c = self.categories[j]
-        if c is None:
-            raise ValueError(f"Feature {self.feature_names[j]!r} is numerical, not categorical: it has no labels.")
-        k = int(code)
-        return "(missing)" if k == len(c) else str(c[k])
 
     def score_table(self, j: int) -> np.ndarray:
         """``category_scores[j]`` of categorical feature ``j``: (n_codes(j), n_outputs)."""
@@ -348,8 +319,7 @@ class LinearModel:
 
     def predict_proba(self, X: Rows) -> np.ndarray:
         """Class probabilities, shape (n_samples, n_classes), when the source has them."""
-        if not self.is_classifier:
-            raise ValueError(f"predict_proba needs a classifier; this model is a {self.task} model.")
+        self._classifier_only("predict_proba")
         return self.proba_from_raw(self.scores(X))
 
     def summary(self) -> dict[str, Any]:

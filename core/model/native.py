@@ -53,7 +53,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import pandas as pd
 
+from core.errors import need
 from core.model.categorical import OTHER_CODE, decode
+from core.model.features import ModelShape
 from core.model.missing import to_native
 from core.typing import ModelLike
 
@@ -184,7 +186,7 @@ def native_outputs(ens: TreeEnsemble, model: ModelLike, X: np.ndarray) -> tuple[
     """Return (ours, theirs, what) on codes-view rows X; ``theirs`` is None when
     the model gives no comparable output."""
     module = type(model).__module__.split(".")[0]
-    if getattr(model, "kind", None) == "black_box":     # a surrogate's model: only its answers compare
+    if isinstance(model, ModelShape) and not model.exact:     # a surrogate's model: only its answers compare
         return ens.predict(X), None, "answers"
     if type(model).__name__ == "CatBoostJSON":
         return _catboost_outputs(ens, model, X)
@@ -194,7 +196,7 @@ def native_outputs(ens: TreeEnsemble, model: ModelLike, X: np.ndarray) -> tuple[
     if ens.task == "anomaly":
         return ens.score_samples(X), model.score_samples(Xn), "anomaly scores"
     if module == "xgboost":
-        import xgboost as xgb  # optional and heavy: the model is an XGBoost one, so it is installed
+        xgb = need("xgboost", "checking an XGBoost model")  # optional and heavy: the model is an XGBoost one
 
         booster = model.get_booster() if hasattr(model, "get_booster") else model
         kw = {}

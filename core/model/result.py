@@ -9,7 +9,8 @@ one of them (a :class:`Result`) has the same three fields under the same names:
     dicts, None: :func:`settings`);
 ``elapsed``
     float, the seconds it took (one name: the older ``solve_time``, ``seconds``,
-    ``time`` and ``fit_time_`` remain as read-only aliases);
+    ``time`` and ``fit_time_`` remain as read-only aliases that warn, :func:`older_name`,
+    until they are removed);
 ``guarantee``
     :class:`core.model.Guarantee`, what is proven or checked about it, in words
     with :meth:`~core.model.Guarantee.text`;
@@ -35,12 +36,19 @@ it does not hold the result in the model's own features (those may include inter
 ones, such as a missing value's indicator), so it is not read back: ``to_json`` is.
 A file that holds the result under ``"result"`` beside its view (the model
 comparison's) is read by ``from_dict``.
+
+:func:`load_result` (``core.load_result``) reads any saved result back without being
+told its type: it reads the ``kind`` and hands the file to that kind's class (the module
+that defines it, :data:`RESULT_MODULES`, is imported then: reading a counterfactual
+imports no audit).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
+import warnings
 from dataclasses import fields, is_dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, SupportsFloat, TypeVar
 
@@ -53,11 +61,26 @@ from core.model.ensemble import TreeEnsemble
 from core.model.guarantee import Guarantee
 from core.typing import ArrayLike
 
-__all__ = ["Result", "MetaResult", "Writer", "Reader", "FORMAT", "VERSION", "settings", "to_json_value", "same", "export",
-           "frame_to_dict", "frame_from_dict", "ensemble_to_dict", "ensemble_from_dict"]
+__all__ = ["Result", "MetaResult", "Writer", "Reader", "FORMAT", "VERSION", "RESULT_MODULES", "settings",
+           "to_json_value", "same", "export", "frame_to_dict", "frame_from_dict", "ensemble_to_dict",
+           "ensemble_from_dict", "load_result", "older_name"]
 
 FORMAT = "counterfactual-atlas-result"
 VERSION = 1
+#: the module that defines each kind of result, imported by :func:`load_result` when a file of
+#: that kind is read (the model layer imports none of them itself)
+RESULT_MODULES = {
+    "counterfactual": "core.counterfactual", "counterfactual_batch": "core.optimal.batch",
+    "recourse_check": "core.optimal.constrained", "region_set": "core.regions",
+    "linear_slice": "core.solvers.linear_regions", "tcrex": "core.tcrex", "local_rule": "core.rules.results",
+    "regional_rule": "core.rules.results", "fcca": "core.compression.result", "surrogate": "core.surrogate.distill",
+    "audit": "core.audit.result", "subgroup_scan": "core.audit.subgroups", "model_comparison": "core.audit.compare",
+    "case_story": "core.audit.story",
+}
+#: kinds written before a result had its own: a local rule's was empty
+_OLD_KINDS = {"": "local_rule"}
+#: the format of audits saved before the one result shape (they have no kind)
+_OLD_AUDIT_FORMAT = "counterfactual-atlas-audit"
 _WORDS = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 _MISSING = object()
 
@@ -368,6 +391,8 @@ class Result:
     kind: ClassVar[str] = ""
     what: ClassVar[str] = "result"
     kinds: ClassVar[dict[str, type[Result]]] = {}
+    #: kinds this class wrote before it had its own, still read back (a local rule's was "")
+    old_kinds: ClassVar[tuple[str, ...]] = ()
 
     if TYPE_CHECKING:
         params: dict[str, Any]
@@ -445,12 +470,86 @@ def opened(d: object, cls: type[Result]) -> Mapping[str, Any]:
     if not isinstance(d, Mapping):
         raise ResultFileError(f"A saved {cls.what} is a JSON object; got {type(d).__name__}.")
     kind = d.get("kind")
-    if kind != cls.kind:
+    if kind != cls.kind and (kind not in cls.old_kinds or d.get("format") != FORMAT):
         raise ResultFileError(f"This file holds {_what(kind)}, not {_article(cls.what)}.")
     inner = d.get("result")
     if isinstance(inner, Mapping) and inner.get("kind") == cls.kind:
         return inner
     return d
+
+
+def load_result(source: str | bytes | Mapping[str, Any]) -> Result:
+    """A saved result of any kind read back: the ``kind`` in the file says which.
+
+    Parameters
+    ----------
+    source : the JSON text (str or bytes) a result's :meth:`Result.to_json` wrote, or its
+        dict (:meth:`Result.to_dict`); a download holding the result under ``"result"``
+        beside its view (the model comparison's) and an audit saved before the one result
+        shape are read too.
+
+    Returns
+    -------
+    Result, of the class of its kind (:data:`RESULT_MODULES`), equal to the one saved.
+
+    Raises
+    ------
+    ResultFileError
+        Not JSON, not a saved result of Counterfactual Atlas, a kind it does not know, or a
+        file incomplete or damaged (the kind's own reader says what is missing).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> from core import from_model, load_result, optimal_counterfactual
+    >>> X = np.random.default_rng(0).normal(size=(200, 2)); y = (X[:, 0] > 0).astype(int)
+    >>> ens = from_model(RandomForestClassifier(5, max_depth=3, random_state=0).fit(X, y))
+    >>> res = optimal_counterfactual(ens, X[np.argmin(X[:, 0])], 1)
+    >>> back = load_result(res.to_json())
+    >>> type(back).__name__, back == res
+    ('CounterfactualResult', True)
+    """
+    d = _loaded(source)
+    kind, fmt = d.get("kind"), d.get("format")
+    if fmt == _OLD_AUDIT_FORMAT:
+        kind = "audit"
+    elif fmt != FORMAT or not isinstance(kind, str):
+        raise ResultFileError("This is not a saved result of Counterfactual Atlas (its JSON has no \"format\": "
+                              f"{FORMAT!r} and no \"kind\"); give the JSON a result's to_json wrote.")
+    kind = _OLD_KINDS.get(kind, kind)
+    if kind not in RESULT_MODULES:
+        raise ResultFileError(f"This file holds a result of kind {kind!r}, which this version does not read; the "
+                              f"kinds it reads are {', '.join(sorted(RESULT_MODULES))}.")
+    importlib.import_module(RESULT_MODULES[kind])
+    return Result.kinds[kind].from_dict(d)
+
+
+def _loaded(source: object) -> Mapping[str, Any]:
+    """The JSON object of a saved result, as text, bytes or a dict."""
+    if isinstance(source, Mapping):
+        return source
+    if not isinstance(source, (str, bytes, bytearray)):
+        raise ResultFileError(f"load_result reads a saved result's JSON (text or bytes) or its dict; got "
+                              f"{type(source).__name__}.")
+    try:
+        d = json.loads(source)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ResultFileError("This is not a saved result: the text is not JSON.") from None
+    if not isinstance(d, Mapping):
+        raise ResultFileError(f"A saved result is a JSON object; this file holds a {type(d).__name__}.")
+    return d
+
+
+def older_name(old: str, new: str = "elapsed") -> property:
+    """A read-only attribute ``old`` that reads ``new`` and warns (``DeprecationWarning``) that
+    it is the older name, until it is removed: ``solve_time = older_name("solve_time")``."""
+    def read(self: object) -> Any:
+        value = getattr(self, new)                # an estimator not fitted yet: AttributeError, no warning
+        warnings.warn(f"{type(self).__name__}.{old} is the older name of {new} and will be removed; read "
+                      f".{new} instead.", DeprecationWarning, stacklevel=2)
+        return value
+    return property(read, doc=f"The older name of :attr:`{new}` (deprecated: reading it warns).")
 
 
 def _article(what: str) -> str:

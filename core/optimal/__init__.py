@@ -313,8 +313,11 @@ def optimal_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, s
     ('optimal', 1)
     """
     if surrogate is not None:             # any other model: solved on its surrogate, checked on itself
+        if model is None and not isinstance(ensemble, (TreeEnsemble, LinearModel)) and hasattr(ensemble, "predict"):
+            model = ensemble              # optimal_counterfactual(black_box, x, target, surrogate=s): the model itself
         if model is None:
-            raise QueryError("A surrogate is given without the model it stands for: pass model= as well.")
+            raise QueryError("A surrogate is given without the model it stands for: pass model= as well (or the "
+                             "model itself as the first argument).")
         unsupported = [what for what, used in (("plausibility", plausibility is not None),
                                                ("also_valid_for", bool(tuple(also_valid_for or ()))),
                                                ("n_solutions > 1", n_solutions > 1),

@@ -39,11 +39,12 @@ import uuid
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, fields
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator, Sequence, cast
 
 import numpy as np
 from joblib.externals.loky.backend import get_context
 
+from core.constraints import Constraints
 from core.counterfactual import CounterfactualResult
 from core.errors import ClusterError, QueryError
 from core.model import Guarantee, LinearModel, as_ensemble
@@ -51,7 +52,7 @@ from core.model.features import as_table, feature_indices, feature_roles, refere
 from core.model.guarantee import GUARANTEE_KINDS
 from core.model.missing import missing_as_states
 from core.model.result import Reader, Result, settings
-from core.optimal import optimal_counterfactual
+from core.optimal import optimal_counterfactual, resolve_constraints
 from core.schema import with_missing_states
 from core.settings import N_JOBS, SINGLE_THREAD_ENV, n_jobs_setting, scheduler_setting, solver_threads, validated
 from core.surrogate import Surrogate
@@ -417,16 +418,28 @@ def batch_counterfactuals(ensemble: ModelLike, X: Rows, targets: TargetSpec | It
 
     Each solve uses one solver thread when rows run in parallel, so results do
     not depend on ``n_jobs``.
+
+    ``constraints`` (among ``kwargs``): the analyst's constraints between features
+    (:mod:`core.constraints`: texts, or parsed), read once against ``schema``; default None:
+    the schema's own. Each
+    row's answer is then its optimum under them, as
+    :func:`core.optimal.optimal_counterfactual` gives it with ``constraints=`` (a row no
+    action satisfying them can help is ``infeasible``, proven on an exact model); the
+    batch's ``params`` name them (``constraints``) and count the rows so precluded
+    (``precluded``). Through a surrogate, the check and repair on the model keep them too.
     """
     t0 = time.perf_counter()
     kwargs = dict(kwargs)
     _settings_door(kwargs)
-    setup = {"n_rows": 0, "n_jobs": n_jobs, "chunk_size": chunk_size, "cluster": scheduler is not None}
+    constraints = kwargs.pop("constraints", None)
+    setup: dict[str, Any] = {"n_rows": 0, "n_jobs": n_jobs, "chunk_size": chunk_size, "cluster": scheduler is not None}
     if kwargs.get("surrogate") is not None:
+        kwargs["constraints"] = _constraints_door(constraints, kwargs)
         out, n_rows = _through_surrogate(X, targets, n_jobs, progress, should_stop, scheduler, chunk_size, kwargs)
     elif isinstance(ensemble, LinearModel):       # exact, picklable, no missing states: row by row as given
         A = as_table(X, ensemble.feature_names, error=QueryError, min_rows=0)
         _roles_door(ensemble.feature_names, kwargs)
+        kwargs["constraints"] = _constraints_door(constraints, kwargs)
         n_rows = len(A)
         kwargs.setdefault("n_workers", 1)
         out = map_rows(partial(_one_cf, ensemble=ensemble, kwargs=kwargs), list(zip(A, _targets(targets, n_rows))),
@@ -439,13 +452,29 @@ def batch_counterfactuals(ensemble: ModelLike, X: Rows, targets: TargetSpec | It
         n_rows = len(A)
         rows_targets = _targets(targets, n_rows)
         ens, A = _missing_door(ens, A, kwargs)
+        kwargs["constraints"] = _constraints_door(constraints, kwargs)
         kwargs.setdefault("n_workers", 1 if (n_jobs != 1 or scheduler) else kwargs.get("n_workers", 2))
         fn = partial(_one_cf, ensemble=ens, kwargs=kwargs)
         out = map_rows(fn, list(zip(A, rows_targets)), n_jobs=n_jobs, progress=progress, should_stop=should_stop,
                        chunk_size=chunk_size, scheduler=scheduler)
     setup["n_rows"] = n_rows                              # the rows as read (as_table keeps their number)
     out = list(out) + [None] * (n_rows - len(out))        # a stopped run: the rows not reached are None
+    cons = cast(Constraints, kwargs["constraints"])
+    if len(cons):
+        setup["constraints"] = cons.texts
+        setup["precluded"] = sum(r is not None and r.status == "infeasible" for r in out)
     return BatchResult(tuple(out), _batch_params(setup, out), time.perf_counter() - t0)
+
+
+def _constraints_door(constraints: Any, kwargs: dict[str, Any]) -> Constraints:
+    """The constraints between features in force, read once against the query's schema (the
+    schema as the rows are read: widened by "is missing" columns where they have any)."""
+    from core.optimal.constrained import resolve_constraints
+
+    schema = kwargs.get("schema")
+    if isinstance(constraints, Constraints) and constraints.schema is not schema and schema is not None:
+        constraints = constraints.texts                   # read again against the schema the rows are read with
+    return resolve_constraints(constraints, schema)
 
 
 def _settings_door(kwargs: dict[str, Any]) -> None:
@@ -834,8 +863,11 @@ def _through_surrogate(X: Any, targets: Any, n_jobs: int, progress: Callable[[in
     solve_kw = {k: v for k, v in kwargs.items() if k not in ("on_progress",)}
     solve_kw.setdefault("n_workers", 1 if (n_jobs != 1 or scheduler) else 2)
     n = len(X)
-    keep = ("schema", "norm", "weights", "fixed", "increase_only", "decrease_only", "time_limit", "X_ref", "n_workers")
+    keep = ("schema", "norm", "weights", "fixed", "increase_only", "decrease_only", "time_limit", "X_ref", "n_workers",
+            "constraints")
     check_kw = {k: v for k, v in solve_kw.items() if k in keep}
+    # the check and the repair on the model keep the constraints the surrogate's solve kept
+    check_kw["constraints"] = resolve_constraints(solve_kw.get("constraints"), solve_kw.get("schema")) or None
     # The surrogate's exact solve starts from its own greedy start: the reference rows' warm start
     # took a third of each solve (Adult, an MLP's surrogate of 100 trees: 49 ms a row with it, 33
     # without), and gave the same proven optimum and the same final answer on 150 of 150 rows. The

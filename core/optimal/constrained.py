@@ -1,8 +1,9 @@
 """Optimal counterfactuals and recourse verification under constraints between features.
 
 The analyst's constraints (:mod:`core.constraints`) couple features, so the query is
-answered by the one solver that encodes them exactly, the MILP of
-:mod:`core.solvers.constrained` (HiGHS), for a tree ensemble and for a linear model;
+answered by the one solver that encodes them exactly, :mod:`core.solvers.constrained`
+(a MILP, solved by the LP box search under the constraints for a tree ensemble it takes,
+:mod:`core.solvers.constrained_box`, else by HiGHS), for a tree ensemble and for a linear model;
 any other model's query is solved on its surrogate under the same constraints and the
 repaired point checked against them (:mod:`core.surrogate.repair`).
 
@@ -75,8 +76,10 @@ def _tree_problem(ens: TreeEnsemble, x: np.ndarray, target: Any, schema: Any, kw
 
 
 def _solve(read: Any, x: np.ndarray, target: Any, cons: Any, schema: Any, kw: dict[str, Any], time_limit: float,
-           starts: list[np.ndarray] | None = None) -> tuple[cmilp.Solved, Any, Any]:
-    """(what the program found, the model's view that checks a point, the domain)."""
+           starts: list[np.ndarray] | None = None, tree: tuple[Any, Any] | None = None
+           ) -> tuple[cmilp.Solved, Any, Any]:
+    """(what the program found, the model's view that checks a point, the domain); ``tree``: a
+    tree ensemble's problem and actionability, when already built."""
     if isinstance(read, LinearModel):
         from core.solvers.linear import build_linear_problem
 
@@ -85,7 +88,7 @@ def _solve(read: Any, x: np.ndarray, target: Any, cons: Any, schema: Any, kw: di
                                   decrease_only=kw["decrease_only"])
         dom = cmilp.linear_domain(lp)
         return cmilp.solve_linear_model(lp, dom, cons, time_limit=time_limit), lp, dom
-    prob, action = _tree_problem(read, x, target, schema, kw)
+    prob, action = tree if tree is not None else _tree_problem(read, x, target, schema, kw)
     dom = cmilp.tree_domain(prob, action)
     X_ref = kw.get("X_ref")
     return cmilp.solve_cells(prob, dom, cons, time_limit=time_limit, starts=starts or (),
@@ -102,7 +105,10 @@ def constrained_counterfactual(read: TreeEnsemble | LinearModel, x: Row, target:
     plausibility and others). ``free(time_limit)``: the same query without the constraints,
     by the solvers made for it; when its proven optimum already satisfies every constraint,
     it is the optimum under them too (the constrained points are a subset), and is returned
-    at once; when it proves that no point exists, none exists under the constraints either."""
+    at once; when it proves that no point exists, none exists under the constraints either.
+    A tree ensemble's query that the LP box search takes under the constraints
+    (:func:`core.solvers.constrained.by_boxes`) goes to it directly: it finds the free optimum
+    as fast as the free search when that keeps the constraints."""
     t0 = time.perf_counter()
     x = np.asarray(x, dtype=float).ravel()
     params = dict(params, constraints=cons.texts, backend="milp")
@@ -110,7 +116,11 @@ def constrained_counterfactual(read: TreeEnsemble | LinearModel, x: Row, target:
     if schema is not None:
         _row_notes(cons, x, params)
     starts: list[np.ndarray] = []
-    if free is not None:
+    try:
+        tree = None if isinstance(read, LinearModel) else _tree_problem(read, x, target, schema, kw)
+    except ValueError as exc:
+        raise QueryError(str(exc)) from None
+    if free is not None and not (tree is not None and cmilp.by_boxes(tree[0], cons)):
         unconstrained = free(0.5 * time_limit)
         first = _free_first(unconstrained, cons, x, params, model_kind)
         if first is not None:
@@ -118,7 +128,8 @@ def constrained_counterfactual(read: TreeEnsemble | LinearModel, x: Row, target:
         if unconstrained.found and unconstrained.x is not None:
             starts.append(unconstrained.x)
     try:
-        solved, view, dom = _solve(read, x, target, cons, schema, kw, time_limit - (time.perf_counter() - t0), starts)
+        solved, view, dom = _solve(read, x, target, cons, schema, kw, time_limit - (time.perf_counter() - t0), starts,
+                                   tree)
     except ValueError as exc:
         raise QueryError(str(exc)) from None
     if solved.x is None:
@@ -283,7 +294,9 @@ def verify_recourse(model: ModelLike, x: Row, target: TargetSpec, *, schema: Sch
     x = np.asarray(x, dtype=float).ravel()
     kw = dict(norm="l1", weights=None, fixed=fixed, increase_only=increase_only, decrease_only=decrease_only)
     build, (view, dom) = _builder(read, x, target, cons, schema, kw)
-    status, witness = _free_witness(read, x, target, cons, schema, kw, 0.5 * time_limit)
+    boxed = isinstance(read, TreeEnsemble) and cmilp.by_boxes(view, cons)    # the box search decides alone
+    status, witness = ("unknown", None) if boxed else _free_witness(read, x, target, cons, schema, kw,
+                                                                      0.5 * time_limit)
     if status == "unknown" and isinstance(read, LinearModel):
         found = cmilp.solve_linear_model(view, dom, cons, time_limit=time_limit, objective=False)
         status, witness = ("feasible", found.x) if found.x is not None else (found.status, None)
@@ -337,6 +350,6 @@ def _builder(read: Any, x: np.ndarray, target: Any, cons: Any, schema: Any, kw: 
     dom = cmilp.tree_domain(prob, action)
 
     def build(keep: Any) -> Any:
-        P, cols, _ = cmilp._tree_program(prob, dom, cons, strict=True, with_cost=False, subset=keep)
+        P, cols, _ = cmilp._program(prob, dom, cons, strict=True, with_cost=False, subset=keep)
         return P, cols
     return build, (prob, dom)

@@ -9,21 +9,24 @@ import math
 import time
 import warnings
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from core.counterfactual import output_mask
 from core.errors import NotFittedError, QueryError
 from core.model.features import as_table
+from core.model.result import older_name
 from core.rules import engines, sampling, search
 from core.rules.onmodel import EdgeSettings, OnModel, edge_points
+from core.rules.reach import resolve, rule_reach
 from core.rules.results import Bounded, LocalRule, RegionalRule, RuleLevels, edge_checks, rule_guarantee
 from core.rules.state import FittedRules, check_levels, fit_state
 from core.settings import RANDOM_STATE, integer, n_jobs_setting, n_workers_setting, optional, probability, validated
 from core.typing import ArrayLike, Features, Row, Rows, TargetSpec
 
 if TYPE_CHECKING:
+    from core.constraints import Constraints
     from core.schema import Schema
 
 #: a local rule's CRP on the model is measured on at most this many points (one call)
@@ -91,7 +94,7 @@ class CounterfactualRules:
     feature_usage_ : number of surrogate splits per column.
     fidelity_ : share of the fitting rows where the surrogate reproduces the
         model's output (classification) or R^2 (regression).
-    fit_time_ : seconds.
+    elapsed_ : seconds the fit took (``fit_time_``, its older name, reads the same and warns).
 
     Queries take ``fixed`` (and ``increase_only`` / ``decrease_only`` for rules)
     as feature names or column indices; ``pi``, ``pi_c`` and ``top_k`` default
@@ -110,6 +113,8 @@ class CounterfactualRules:
     >>> rule.lower.shape == x.shape, 0 not in rule.features
     (True, True)
     """
+
+    fit_time_ = older_name("fit_time_", "elapsed_")
 
     @validated(QueryError, n_estimators=integer(1), max_depth=optional(integer(1)), pi=probability, pi_c=probability,
                top_k=integer(1), random_state=optional(integer(0)), n_workers=n_workers_setting,
@@ -142,7 +147,9 @@ class CounterfactualRules:
         :func:`core.rules.onmodel.on_model`, e.g. of a workspace's ``query_model()``): the
         model itself; every rule found is then applied at its edge and checked on it (one
         batched call per query), and its guarantee says what the model accepted; ``schema``
-        gives the features' kinds and spans for the edge (default: read from ``X``)."""
+        gives the features' kinds and spans for the edge (default: read from ``X``), and its
+        constraints between features are those of every query that leaves ``constraints`` at
+        None."""
         t0 = time.perf_counter()
         if model is not None and not isinstance(model, OnModel):
             raise QueryError(f"model is the model to check the rules on (core.rules.onmodel.on_model(...)); got "
@@ -156,6 +163,7 @@ class CounterfactualRules:
         if schema is not None and len(schema.features) != st.d:
             raise QueryError(f"The schema describes {len(schema.features)} features; X has {st.d}.")
         self.model_ = model
+        self.schema_ = schema
         self.edges_ = EdgeSettings.of(st.X, schema, [u for u in st.units if len(u) >= 2])
         self.state_ = st
         self.n_features_in_ = st.d
@@ -165,7 +173,7 @@ class CounterfactualRules:
         self.fidelity_ = st.fidelity
         self.X_, self.y_ = st.X, st.y
         self.feature_usage_ = st.feature_usage
-        self.fit_time_ = time.perf_counter() - t0
+        self.elapsed_ = time.perf_counter() - t0
         return self
 
     # ------------------------------------------------------------ plumbing
@@ -183,6 +191,11 @@ class CounterfactualRules:
         lv = check_levels(self.pi if pi is None else pi, self.pi_c if pi_c is None else pi_c,
                           self.top_k if top_k is None else top_k)
         return dict(pi=lv.pi, pi_c=lv.pi_c, top_k=lv.top_k)
+
+    def _constraints(self, constraints: Any) -> Constraints | None:
+        """The constraints between features of a query: texts or parsed ones, or None for those
+        of the schema given to ``fit`` (:func:`core.rules.reach.resolve`); None when none."""
+        return resolve(constraints, getattr(self, "schema_", None), self._state.feature_names)
 
     # -------------------------------------------------------------- queries
     @validated(QueryError)
@@ -223,16 +236,20 @@ class CounterfactualRules:
     @validated(QueryError)
     def local_rule(self, x: Row, target: TargetSpec, *, fixed: Features = (), increase_only: Features = None,
                    decrease_only: Features = None, pi: float | None = None, pi_c: float | None = None,
-                   top_k: int | None = None) -> LocalRule:
+                   top_k: int | None = None, constraints: Iterable[str] | str | Constraints | None = None
+                   ) -> LocalRule:
         """The local counterfactual rule of ``x`` for ``target``
         (:func:`core.rules.search.local_rule`: ``fixed``, ``increase_only`` and
-        ``decrease_only`` take names or column indices)."""
+        ``decrease_only`` take names or column indices). ``constraints``: constraints
+        between features (texts, or parsed; None: those of the schema given to ``fit``);
+        only regions the row can reach under them make the rule."""
         st = self._state
         x = st.row(x)
+        cons = self._constraints(constraints)
         rule = search.local_rule(st, x, target, fixed=fixed, increase_only=increase_only,
-                                 decrease_only=decrease_only, **self._levels(pi, pi_c, top_k))
+                                 decrease_only=decrease_only, constraints=cons, **self._levels(pi, pi_c, top_k))
         model = getattr(self, "model_", None)
-        return rule if model is None else self._check_local(rule, model)
+        return rule if model is None else self._check_local(rule, model, cons)
 
     @staticmethod
     def _checked(rule: Any, model: OnModel, **fields: Any) -> Any:
@@ -241,17 +258,26 @@ class CounterfactualRules:
         done = replace(rule, params=params, **fields)
         return replace(done, guarantee=rule_guarantee(params, edge_checks([done])))
 
-    def _check_local(self, rule: LocalRule, model: OnModel) -> LocalRule:
+    def _check_local(self, rule: LocalRule, model: OnModel, cons: Constraints | None = None) -> LocalRule:
         """The row moved into the rule at its edge, and the row with the values of S of the
-        fitted rows inside the rule (at most :data:`CRP_POINTS`, seeded): one call of the model."""
+        fitted rows inside the rule (at most :data:`CRP_POINTS`, seeded): one call of the model.
+        Under constraints between features, the edge is the least move that keeps them and the
+        points are those that keep them."""
         st = self._state
         S = np.asarray(rule.features, dtype=np.int64)
         inside = np.flatnonzero(np.all((st.X[:, S] > rule.lower[S]) & (st.X[:, S] <= rule.upper[S]), axis=1))
+        reach = rule_reach(cons, rule.features)
+        if reach is not None and len(inside):
+            P = np.repeat(rule.x[None, :], len(inside), axis=0)
+            P[:, S] = st.X[np.ix_(inside, S)]
+            inside = inside[reach.holds(np.repeat(rule.x[None, :], len(inside), axis=0), P)]
         if len(inside) > CRP_POINTS:
             inside = np.sort(np.random.default_rng(st.random_state).choice(inside, CRP_POINTS, replace=False))
         P = np.repeat(rule.x[None, :], len(inside), axis=0)
         P[:, S] = st.X[np.ix_(inside, S)]
         edge = edge_points(rule.x[None, :], rule.lower, rule.upper, self.edges_)
+        if reach is not None:
+            edge = reach.moves(rule.x[None, :], rule.lower, rule.upper, first=edge, ones=self.edges_.ones)[1]
         ok = model.accepts(np.vstack([rule.x[None, :], edge, P]), rule.target)
         lacks = not ok[0]                                  # a row the model already gives the target moves nowhere
         return self._checked(rule, model, edge_rows=int(lacks), edge_accepted=float(ok[1]) if lacks else math.nan,
@@ -261,20 +287,28 @@ class CounterfactualRules:
     @validated(QueryError)
     def regional_rules(self, regions: Sequence[Any], target: TargetSpec, *, fixed: Features = (),
                        increase_only: Features = None, decrease_only: Features = None, pi: float | None = None, pi_c: float | None = None,
-                       top_k: int | None = None) -> list[RegionalRule]:
+                       top_k: int | None = None, constraints: Iterable[str] | str | Constraints | None = None
+                       ) -> list[RegionalRule]:
         """A regional counterfactual rule for each region
         (:func:`core.rules.search.regional_rules`): a ``(lower, upper)`` pair of
-        arrays of the d features, or an object with ``lower`` and ``upper``."""
+        arrays of the d features, or an object with ``lower`` and ``upper``.
+        ``constraints``: constraints between features (texts, or parsed; None: those of the
+        schema given to ``fit``); a rule none of the region's rows can reach under them is
+        dropped (``unreachable``)."""
         st = self._state
         regions = [_box(st.d, r, "regions") for r in _listed(regions, "regions", "(lower, upper) boxes")]
+        cons = self._constraints(constraints)
         rules = search.regional_rules(st, regions, target, fixed=fixed, increase_only=increase_only,
-                                      decrease_only=decrease_only, **self._levels(pi, pi_c, top_k))
+                                      decrease_only=decrease_only, constraints=cons, **self._levels(pi, pi_c, top_k))
         model = getattr(self, "model_", None)
-        return rules if model is None else self._check_regional(rules, target, model)
+        return rules if model is None else self._check_regional(rules, target, model, cons)
 
-    def _check_regional(self, rules: list[RegionalRule], target: TargetSpec, model: OnModel) -> list[RegionalRule]:
+    def _check_regional(self, rules: list[RegionalRule], target: TargetSpec, model: OnModel,
+                        cons: Constraints | None = None) -> list[RegionalRule]:
         """Each rule applied at its edge to its region's fitted rows that lack the target (by
-        the model's outputs the forest was fitted on): one call of the model for every rule."""
+        the model's outputs the forest was fitted on): one call of the model for every rule.
+        Under constraints between features, only the rows that can reach the rule, each at its
+        least move that keeps them."""
         st = self._state
         lacking = ~output_mask(st.y, target)
         rows, moved = [], [st.X[:0]]
@@ -282,7 +316,13 @@ class CounterfactualRules:
             i = np.zeros(0, dtype=np.int64)
             if r.lower is not None and r.upper is not None:
                 i = np.flatnonzero(lacking & np.all((st.X > r.region_lower) & (st.X <= r.region_upper), axis=1))
-                moved.append(edge_points(st.X[i], r.lower, r.upper, self.edges_))
+                Z = edge_points(st.X[i], r.lower, r.upper, self.edges_)
+                reach = rule_reach(cons, r.features, *(st.features(r.params.get(k) or (), k) for k in
+                                                       ("fixed", "increase_only", "decrease_only")))
+                if reach is not None:
+                    ok, Z = reach.moves(st.X[i], r.lower, r.upper, first=Z, ones=self.edges_.ones)
+                    i, Z = i[ok], Z[ok]
+                moved.append(Z)
             rows.append(i)
         ok = model.accepts(np.vstack(moved), target)
         starts = np.cumsum([0] + [len(i) for i in rows])
@@ -297,16 +337,18 @@ class CounterfactualRules:
 
     @validated(QueryError)
     def sample_counterfactuals(self, x: Row, rule: Bounded, n: int = 5, *, batch: int = 100, max_iter: int = 100,
-                               temp: float = 1.0, patience: int = 20, random_state: int | None = None
-                               ) -> np.ndarray:
-        """Counterfactual samples inside a rule (:func:`core.rules.sampling.sample_counterfactuals`)."""
+                               temp: float = 1.0, patience: int = 20, random_state: int | None = None,
+                               constraints: Iterable[str] | str | Constraints | None = None) -> np.ndarray:
+        """Counterfactual samples inside a rule (:func:`core.rules.sampling.sample_counterfactuals`);
+        ``constraints`` (None: those of the schema given to ``fit``): only samples that keep them."""
         st = self._state
         _box(st.d, rule, "rule", pair=False)
         for name, v in (("n", n), ("batch", batch), ("max_iter", max_iter), ("patience", patience)):
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise QueryError(f"{name} is a positive integer; got {v!r}.")
         return sampling.sample_counterfactuals(st, x, rule, n, batch=batch, max_iter=max_iter, temp=temp,
-                                               patience=patience, random_state=random_state)
+                                               patience=patience, random_state=random_state,
+                                               constraints=self._constraints(constraints))
 
     def inlier(self, X: np.ndarray) -> np.ndarray:
         """The Isolation Forest's inlier verdict (decision_function >= 0)."""
@@ -316,14 +358,17 @@ class CounterfactualRules:
     def evaluate(self, X: Rows, predict: Callable[[np.ndarray], np.ndarray], target_of: Callable[[Any], Any], *,
                  fixed: Features = (), progress: Callable[[int, int], None] | None = None,
                  increase_only: Features = None, decrease_only: Features = None, pi: float | None = None,
-                 pi_c: float | None = None, top_k: int | None = None
+                 pi_c: float | None = None, top_k: int | None = None,
+                 constraints: Iterable[str] | str | Constraints | None = None
                  ) -> tuple[dict[str, float], list[dict[str, Any]]]:
         """Local rules, one sample each, and the paper's metrics for the rows of
-        ``X`` (:func:`core.rules.sampling.evaluate`)."""
+        ``X`` (:func:`core.rules.sampling.evaluate`); ``constraints`` (None: those of the
+        schema given to ``fit``) as :meth:`local_rule`, each sample keeping them."""
         st = self._state
         X = as_table(X, st.feature_names, error=QueryError, what="X", min_rows=0)
         for name, fn in (("predict", predict), ("target_of", target_of), ("progress", progress)):
             if not callable(fn) and not (name == "progress" and fn is None):
                 raise QueryError(f"{name} is a function; got {type(fn).__name__}.")
         return sampling.evaluate(st, X, predict, target_of, fixed=fixed, increase_only=increase_only,
-                                 decrease_only=decrease_only, progress=progress, **self._levels(pi, pi_c, top_k))
+                                 decrease_only=decrease_only, progress=progress,
+                                 constraints=self._constraints(constraints), **self._levels(pi, pi_c, top_k))

@@ -18,7 +18,7 @@ import numpy as np
 from core.jsonable import finite_or_none, plain
 from core.model import box as model_box
 from core.model.guarantee import Guarantee
-from core.model.result import Reader, Result, Writer, settings
+from core.model.result import Reader, Result, Writer, older_name, settings
 from core.rules.filters import parse_filter
 from core.ruletext import rule_text
 
@@ -122,8 +122,16 @@ class LocalRule(Result):
         moved into the rule at its edge (:mod:`core.rules.onmodel`; NaN: not checked).
     model_crp, model_crp_rows : the model's own share of the target over points made of the
         row with the values of S taken from the fitted rows that lie in the rule (NaN, 0:
-        not checked).
+        not checked); under constraints between features, only the points that keep them.
+    unreachable_cells : under constraints between features (``params["constraints"]``), the
+        possible regions left out because the row cannot reach them under those constraints
+        with the other features kept (:mod:`core.rules.reach`); the rule and its alternatives
+        are all reachable.
     """
+
+    kind: ClassVar[str] = "local_rule"
+    what: ClassVar[str] = "local counterfactual rule"
+    old_kinds: ClassVar[tuple[str, ...]] = ("",)     # written with no kind of its own before
 
     x: np.ndarray
     target: Any
@@ -145,16 +153,14 @@ class LocalRule(Result):
     edge_accepted: float = math.nan
     model_crp: float = math.nan
     model_crp_rows: int = 0
+    unreachable_cells: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", settings(self.params))
         if self.guarantee is None:
             object.__setattr__(self, "guarantee", rule_guarantee(self.params))
 
-    @property
-    def time(self) -> float:
-        """The older name of :attr:`elapsed`."""
-        return self.elapsed
+    time = older_name("time")
 
     def _body(self) -> dict[str, Any]:
         w = Writer().array("x", self.x).value("target", self.target).value("features", list(self.features))
@@ -164,6 +170,7 @@ class LocalRule(Result):
         w.value("divergent_sets", [[list(S), float(c)] for S, c in self.divergent_sets])
         w.value("edge_rows", int(self.edge_rows)).number("edge_accepted", self.edge_accepted)
         w.number("model_crp", self.model_crp).value("model_crp_rows", int(self.model_crp_rows))
+        w.value("unreachable_cells", int(self.unreachable_cells))
         return w.value("below_pi_c", self.below_pi_c).value("note", self.note).done()
 
     @classmethod
@@ -177,7 +184,8 @@ class LocalRule(Result):
                    params=dict(r.get("params")), guarantee=Guarantee.from_dict(r.get("guarantee")),
                    edge_rows=int(r.get("edge_rows", 0)), edge_accepted=r.number("edge_accepted", default=math.nan),
                    model_crp=r.number("model_crp", default=math.nan),
-                   model_crp_rows=int(r.get("model_crp_rows", 0)))
+                   model_crp_rows=int(r.get("model_crp_rows", 0)),
+                   unreachable_cells=int(r.get("unreachable_cells", 0)))
 
     @property
     def constrained(self) -> tuple[int, ...]:
@@ -232,7 +240,14 @@ class RegionalRule(Result):
     ``note`` says why when no rule was found. ``params``, ``elapsed`` (seconds of
     this region's search) and ``guarantee`` as for :class:`LocalRule`.
     edge_rows, edge_accepted : when checked on the model, the region's fitted rows lacking
-    the target moved into the rule at its edge, and the share of them the model accepts.
+    the target moved into the rule at its edge, and the share of them the model accepts;
+    under constraints between features, only the rows that can reach the rule, each by its
+    least move that keeps them (:mod:`core.rules.reach`).
+    unreachable : under constraints between features (``params["constraints"]``), the rules
+    found (boxes) that none of the region's fitted rows lacking the target can reach under
+    them, the other features kept: dropped, never the rule nor an alternative.
+    reachable_rows : under constraints, how many of the region's fitted rows lacking the target
+    can reach the rule.
     """
 
     kind: ClassVar[str] = "regional_rule"
@@ -256,6 +271,8 @@ class RegionalRule(Result):
     guarantee: Guarantee = None  # type: ignore[assignment]   # None: estimated (rule_guarantee)
     edge_rows: int = 0
     edge_accepted: float = math.nan
+    unreachable: tuple[Box, ...] = ()
+    reachable_rows: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", settings(self.params))
@@ -270,6 +287,7 @@ class RegionalRule(Result):
         w.array("upper", self.upper, math.inf).number("cdp", self.cdp).number("crp", self.crp)
         w.value("divergent", self.divergent).value("alternatives", _boxes_out(self.alternatives))
         w.value("edge_rows", int(self.edge_rows)).number("edge_accepted", self.edge_accepted)
+        w.value("unreachable", _boxes_out(self.unreachable)).value("reachable_rows", int(self.reachable_rows))
         return w.value("note", self.note).done()
 
     @classmethod
@@ -281,7 +299,8 @@ class RegionalRule(Result):
                    divergent=bool(r.get("divergent")), alternatives=_boxes_in(r.get("alternatives")),
                    note=str(r.get("note")), params=dict(r.get("params")), elapsed=r.number("elapsed"),
                    guarantee=Guarantee.from_dict(r.get("guarantee")), edge_rows=int(r.get("edge_rows", 0)),
-                   edge_accepted=r.number("edge_accepted", default=math.nan))
+                   edge_accepted=r.number("edge_accepted", default=math.nan),
+                   unreachable=_boxes_in(r.get("unreachable", [])), reachable_rows=int(r.get("reachable_rows", 0)))
 
     @property
     def found(self) -> bool:

@@ -6,23 +6,27 @@ many rows, as plain functions of the fitted state
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
 from core.counterfactual import output_mask
 from core.errors import NoCounterfactualRuleError
+from core.rules.reach import Reach, rule_reach
 from core.rules.results import Bounded, rule_metrics
 from core.rules.search import local_rule
 from core.rules.state import FittedRules
 from core.typing import Features, Row, Rows
+
+if TYPE_CHECKING:
+    from core.constraints import Constraints
 
 __all__ = ["sample_counterfactuals", "inlier", "evaluate"]
 
 
 def sample_counterfactuals(state: FittedRules, x: Row, rule: Bounded, n: int = 5, *, batch: int = 100,
                            max_iter: int = 100, temp: float = 1.0, patience: int = 20,
-                           random_state: int | None = None) -> np.ndarray:
+                           random_state: int | None = None, constraints: Constraints | None = None) -> np.ndarray:
     """Up to ``n`` distinct points ``(z_S, x_Sbar)`` with ``z_S`` inside the
     rule, the most plausible found by simulated annealing (appendix), best
     first: shape (k, n_features), k <= n (fewer when the training values
@@ -32,12 +36,18 @@ def sample_counterfactuals(state: FittedRules, x: Row, rule: Bounded, n: int = 5
     Forest's decision_function, and a candidate the surrogate does not put
     in the rule's target (when the rule has one) ranks below every candidate
     it does: a rule holds with probability CRP, and its samples should land
-    where it holds. ``random_state`` defaults to the fitted one."""
+    where it holds. ``random_state`` defaults to the fitted one.
+
+    ``constraints`` (a parsed :class:`core.constraints.Constraints`, or None): a sample
+    must keep them; a candidate that breaks one is never kept, and when none keeps them
+    the sample is the row's least move into the rule that does (:mod:`core.rules.reach`;
+    :class:`NoCounterfactualRuleError` when the row cannot reach the rule at all)."""
     x = state.row(x)
     lower, upper = np.asarray(rule.lower, float), np.asarray(rule.upper, float)
     S = np.flatnonzero(np.isfinite(lower) | np.isfinite(upper))
     if not len(S):
         return x[None].copy()
+    reach = rule_reach(constraints, S)
     rng = np.random.default_rng(state.random_state if random_state is None else random_state)
     units = state.units_of(S)
     pools = []
@@ -68,7 +78,8 @@ def sample_counterfactuals(state: FittedRules, x: Row, rule: Bounded, n: int = 5
     seen: dict[bytes, tuple[float, np.ndarray]] = {}
 
     def remember(C: np.ndarray, s: np.ndarray) -> None:
-        for row, v in zip(C, s):
+        keep = _keeping(reach, x, C)
+        for row, v in zip(C[keep], s[keep]):
             seen.setdefault(row.tobytes(), (float(v), row))
 
     cur = generate(x, 1)[0]
@@ -91,7 +102,23 @@ def sample_counterfactuals(state: FittedRules, x: Row, rule: Bounded, n: int = 5
         if diff > 0 or rng.random() < math.exp(diff / t):
             cur, cur_s = C[k], float(s[k])
     ranked = sorted(seen.values(), key=lambda p: -p[0])[:n]
+    if not ranked and reach is not None:          # no sample keeps the constraints: the least move that does
+        return _least_move(reach, x, lower, upper)
     return np.array([r for _, r in ranked])
+
+
+def _keeping(reach: Reach | None, x: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """Which candidates keep the constraints (all of them without any)."""
+    return np.ones(len(C), dtype=bool) if reach is None else reach.holds(np.repeat(x[None], len(C), axis=0), C)
+
+
+def _least_move(reach: Reach, x: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """The row's least move into the rule that keeps the constraints, as the one sample."""
+    ok, Z = reach.moves(x[None], lower, upper)
+    if not ok[0]:
+        raise NoCounterfactualRuleError("This row cannot reach the rule under the constraints between features "
+                                        f"({'; '.join(reach.texts)}) with the other features kept.")
+    return Z
 
 
 def inlier(state: FittedRules, X: np.ndarray) -> np.ndarray:
@@ -102,11 +129,13 @@ def inlier(state: FittedRules, X: np.ndarray) -> np.ndarray:
 def evaluate(state: FittedRules, X: Rows, predict: Callable[[np.ndarray], np.ndarray],
              target_of: Callable[[Any], Any], *, fixed: Features = None, increase_only: Features = None,
              decrease_only: Features = None, progress: Callable[[int, int], None] | None = None,
-             pi: float | None = None, pi_c: float | None = None, top_k: int | None = None
-             ) -> tuple[dict[str, float], list[dict[str, Any]]]:
+             pi: float | None = None, pi_c: float | None = None, top_k: int | None = None,
+             constraints: Constraints | None = None) -> tuple[dict[str, float], list[dict[str, Any]]]:
     """Local rules for the rows of ``X``, one sample each, and the paper's
     metrics; ``predict`` is the audited model, ``target_of(y)`` the target
-    for a row whose model output is ``y``. Returns (metrics, per-row records)."""
+    for a row whose model output is ``y``. Returns (metrics, per-row records).
+    ``constraints``: each rule reachable and each sample keeping them (:func:`local_rule`,
+    :func:`sample_counterfactuals`)."""
     X = np.asarray(X, dtype=float)
     y = np.asarray(predict(X))
     X_cf = X.copy()
@@ -119,8 +148,8 @@ def evaluate(state: FittedRules, X: Rows, predict: Callable[[np.ndarray], np.nda
         rec: dict[str, Any] = {"row": i, "target": tgt}
         try:
             rule = local_rule(state, x, tgt, fixed=fixed, increase_only=increase_only, decrease_only=decrease_only,
-                              pi=pi, pi_c=pi_c, top_k=top_k)
-            z = sample_counterfactuals(state, x, rule, n=1)[0]
+                              pi=pi, pi_c=pi_c, top_k=top_k, constraints=constraints)
+            z = sample_counterfactuals(state, x, rule, n=1, constraints=constraints)[0]
         except NoCounterfactualRuleError as e:
             rec["note"] = str(e)
         else:

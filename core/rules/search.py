@@ -41,9 +41,9 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 from sklearn.tree import DecisionTreeClassifier
@@ -53,23 +53,29 @@ from core.model import node_boxes
 from core.model.features import feature_roles
 from core.rules import bitsets, engines
 from core.rules.bitsets import _below
+from core.rules.reach import rule_reach
 from core.rules.results import Box, LocalRule, RegionalRule, RuleLevels, rule_guarantee
 from core.rules.state import FittedRules
 from core.typing import Features, Row, TargetSpec
+
+if TYPE_CHECKING:
+    from core.constraints import Constraints
 
 __all__ = ["search_subsets", "candidate_units", "actionability", "minimal_divergent_explanations", "cdp_of_sets",
            "local_rule", "regional_rules", "propose_regions"]
 
 
 def rule_params(state: FittedRules, target: TargetSpec, levels: RuleLevels, fixed: Sequence[int], increase_only: Sequence[int],
-                decrease_only: Sequence[int]) -> dict[str, Any]:
+                decrease_only: Sequence[int], constraints: Constraints | None = None) -> dict[str, Any]:
     """A rule query's ``params``: the target, the levels, the actionability (feature
-    names), and the surrogate's rows and fidelity the estimates rest on."""
+    names), the constraints between features in force (their texts, when any), and the
+    surrogate's rows and fidelity the estimates rest on."""
     names = list(state.feature_names)
     return {"target": target, "pi": levels.pi, "pi_c": levels.pi_c, "top_k": levels.top_k,
             "fixed": [names[j] for j in fixed], "increase_only": [names[j] for j in increase_only],
             "decrease_only": [names[j] for j in decrease_only], "n_rows": int(state.n),
-            "fidelity": float(state.fidelity), "regression": bool(state.regression)}
+            "fidelity": float(state.fidelity), "regression": bool(state.regression),
+            **({"constraints": constraints.texts} if constraints is not None and len(constraints) else {})}
 
 
 def search_subsets(cdp_of: Callable[[np.ndarray, int], np.ndarray], cand: list[int], pi: float, keep: int = 10):
@@ -250,10 +256,13 @@ def _merge(lo: np.ndarray, hi: np.ndarray, crp: np.ndarray, mass: np.ndarray,
 
 # --------------------------------------------------------------------- rules
 def _local_cells(state: FittedRules, x: np.ndarray, S: tuple[int, ...], mask: np.ndarray, pos: np.ndarray,
-                 pi_c: float, allow=None):
+                 pi_c: float, allow=None, cons: _Reaching | None = None):
     """Possible cells for ``x`` on ``S`` and their CRP, and whether one reaches
     pi_c; when none does, the candidate set with the highest CRP (None when
-    there is no possible cell at all). ``allow``: the admissible box (module doc)."""
+    there is no possible cell at all). ``allow``: the admissible box (module doc).
+    ``cons``: constraints between features; a cell the row cannot reach under them
+    (the other features kept, :func:`core.rules.reach.rule_reach`) counts as CRP 0 (and is
+    counted in ``cons.dropped``)."""
     w = engines.projected_weights(state, x, S)
     Sarr = np.asarray(S)
     rest = np.setdiff1d(np.arange(state.d), Sarr)
@@ -278,12 +287,50 @@ def _local_cells(state: FittedRules, x: np.ndarray, S: tuple[int, ...], mask: np
                 continue
         xs = x[Sarr]
         crp = np.where(np.all((xs > lo) & (xs <= hi), axis=1), 0.0, crp)   # x's own cell is no recourse
+        if cons is not None:
+            crp = _reachable_crp(state, x, S, lo, hi, crp, pi_c, cons)
         cells = (lo, hi, crp, mass, crp_of)
         if np.any(crp >= pi_c - 1e-12):
             return cells, True
         if best is None or crp.max() > best[2].max():
             best = cells
     return best, False
+
+
+@dataclass
+class _Reaching:
+    """The constraints of a rule query, and how many possible cells they left out."""
+
+    cons: Constraints
+    dropped: int = 0
+
+
+#: under constraints, at most this many of a row's possible cells are checked (best CRP first)
+REACH_CELLS = 200
+#: and below pi_c, the search stops once this many reachable cells are found (the rule shows 5)
+REACH_BELOW = 5
+
+
+def _reachable_crp(state: FittedRules, x: np.ndarray, S: tuple[int, ...], lo: np.ndarray, hi: np.ndarray,
+                   crp: np.ndarray, pi_c: float, cons: _Reaching) -> np.ndarray:
+    """The cells' CRP with each cell the row cannot reach under ``cons`` set to 0, best CRP
+    first: every cell reaching ``pi_c`` is checked (at most :data:`REACH_CELLS`), then, when
+    none of those is reachable, the next ones until :data:`REACH_BELOW` are; the cells not
+    checked count as 0 (never a rule). The features outside ``S`` are kept (the rule's
+    statement); a one-way feature of ``S`` is already held to its direction by the cells."""
+    reach = rule_reach(cons.cons, S)
+    assert reach is not None
+    out = np.zeros_like(crp)
+    found = 0
+    for i in np.argsort(-crp, kind="stable")[:REACH_CELLS]:
+        if crp[i] <= 0 or crp[i] < pi_c - 1e-12 and found >= REACH_BELOW:
+            break
+        if reach.reachable(x[None, :], state.full(S, lo[i], -np.inf), state.full(S, hi[i], np.inf))[0]:
+            out[i] = crp[i]
+            found += 1
+        else:
+            cons.dropped += 1
+    return out
 
 
 def cdp_of_sets(state: FittedRules, x: np.ndarray, target: TargetSpec, sets: list[tuple[int, ...]]) -> np.ndarray:
@@ -301,7 +348,8 @@ def cdp_of_sets(state: FittedRules, x: np.ndarray, target: TargetSpec, sets: lis
 
 
 def _grow_rule(state: FittedRules, x: np.ndarray, target: TargetSpec, units: list[int], mask: np.ndarray, pos: np.ndarray,
-               pi_c: float, allow=None, width: int = 8, n_rows: int = 128, tries: int = 3, support: int = 10):
+               pi_c: float, allow=None, width: int = 8, n_rows: int = 128, tries: int = 3, support: int = 10,
+               cons: _Reaching | None = None):
     """A set S whose possible cells reach ``pi_c``, searched over every unit of
     ``units`` when no divergent set gave one: a beam search over sets grown
     one unit at a time, on the CRP of S's possible cells. That CRP is exact
@@ -355,7 +403,7 @@ def _grow_rule(state: FittedRules, x: np.ndarray, target: TargetSpec, units: lis
             if reach[o] == 0 or (reach[o] < support and weak is not None):
                 break
             S = state.columns(sets[o])
-            cells, reached = _local_cells(state, x, S, mask, pos, pi_c, allow)
+            cells, reached = _local_cells(state, x, S, mask, pos, pi_c, allow, cons)
             if reached and reach[o] >= support:
                 return S, cells, True
             if reached and weak is None:
@@ -367,17 +415,20 @@ def _grow_rule(state: FittedRules, x: np.ndarray, target: TargetSpec, units: lis
 
 
 def _why_below(state: FittedRules, x: np.ndarray, target: TargetSpec, fixed: Sequence[int], mask: np.ndarray,
-               pos: np.ndarray, lv: RuleLevels, best: tuple[tuple[int, ...], float], allow=None) -> str:
+               pos: np.ndarray, lv: RuleLevels, best: tuple[tuple[int, ...], float], allow=None,
+               cons: _Reaching | None = None) -> str:
     """Why no rule reaches pi_c: which features reaching it would need."""
     names = state.feature_names
     S, q = best
-    how = "" if allow is None else " in their allowed directions"
+    how = ("" if allow is None else " in their allowed directions") + \
+        ("" if cons is None else " and keeping the constraints between features")
     text = (f"No region reaches CRP {lv.pi_c:g} when changing only features that may change{how} (searched over "
             f"all of them; best {q:.2f}, changing {[names[j] for j in S]}).")
     frozen = {int(state.unit_of[j]) for j in fixed}
     if frozen:
         every = [u for u in np.argsort(-state.unit_usage, kind="stable") if state.unit_usage[u] > 0]
-        S2, got, ok = _grow_rule(state, x, target, [int(u) for u in every], mask, pos, lv.pi_c, allow)
+        S2, got, ok = _grow_rule(state, x, target, [int(u) for u in every], mask, pos, lv.pi_c, allow,
+                                 cons=None if cons is None else _Reaching(cons.cons))
         need = [names[j] for j in S2 if int(state.unit_of[j]) in frozen]
         if ok:
             also = [names[j] for j in S2 if int(state.unit_of[j]) not in frozen]
@@ -389,7 +440,7 @@ def _why_below(state: FittedRules, x: np.ndarray, target: TargetSpec, fixed: Seq
 
 def local_rule(state: FittedRules, x: Row, target: TargetSpec, *, fixed: Features = None,
                increase_only: Features = None, decrease_only: Features = None, pi: float | None = None, pi_c: float | None = None,
-               top_k: int | None = None) -> LocalRule:
+               top_k: int | None = None, constraints: Constraints | None = None) -> LocalRule:
     """The local counterfactual rule of ``x`` for ``target`` (a class,
     ``("other", c)``, or an interval ``(lo, hi)`` of outputs).
 
@@ -409,12 +460,19 @@ def local_rule(state: FittedRules, x: Row, target: TargetSpec, *, fixed: Feature
     ``x_j`` (``lower_j`` just below ``x_j``: every value it allows is
     ``>= x_j``), on a decrease-only one at or below ``x_j``, and the possible
     cells come only from target rows reached that way (module doc: what is
-    and is not direction-aware)."""
+    and is not direction-aware).
+
+    ``constraints``: the analyst's constraints between features (a parsed
+    :class:`core.constraints.Constraints` of the rules' features, or None): a possible
+    cell the row cannot reach under them, the other features kept
+    (:mod:`core.rules.reach`), is left out of the rule and its alternatives (counted in
+    ``unreachable_cells``), so every rule returned can be reached."""
     t0 = time.perf_counter()
     x = state.row(x)
     lv = state.query_levels(pi, pi_c, top_k)
     fixed, inc, dec = actionability(state, fixed=fixed, increase_only=increase_only, decrease_only=decrease_only)
     allow = _allowed(state, inc, dec, x, x)
+    cons = None if constraints is None or not len(constraints) else _Reaching(constraints)
     found, divergent = _local_search(state, x, target, fixed, lv)
     if not found:
         raise NoCounterfactualRuleError("No subset of the actionable features changes the surrogate's output.")
@@ -423,7 +481,7 @@ def local_rule(state: FittedRules, x: Row, target: TargetSpec, *, fixed: Feature
     fallback, note = None, ""
     for units, cdp in found:            # the best explanation that yields a rule
         S = state.columns(units)
-        cells, reached = _local_cells(state, x, S, mask, pos, lv.pi_c, allow)
+        cells, reached = _local_cells(state, x, S, mask, pos, lv.pi_c, allow, cons)
         if reached:
             break
         if cells is not None and (fallback is None or cells[2].max() > fallback[1][2].max()):
@@ -431,24 +489,26 @@ def local_rule(state: FittedRules, x: Row, target: TargetSpec, *, fixed: Feature
     else:
         # no explanation's cells reach pi_c: a set whose best cell does, over every actionable feature
         S, got, reached = _grow_rule(state, x, target, _candidates(state, fixed, len(state.units)), mask, pos,
-                                     lv.pi_c, allow)
+                                     lv.pi_c, allow, cons=cons)
         if reached:
             cells, cdp = got, engines.cdp(state, x, S, target)
             divergent = divergent and cdp >= lv.pi - 1e-12
         else:
             if S:
-                grown, _ = _local_cells(state, x, S, mask, pos, lv.pi_c, allow)
+                grown, _ = _local_cells(state, x, S, mask, pos, lv.pi_c, allow, cons)
                 if grown is not None and (fallback is None or grown[2].max() > fallback[1][2].max()):
                     fallback = (S, grown, engines.cdp(state, x, S, target))
                     divergent = divergent and fallback[2] >= lv.pi - 1e-12
             if fallback is None or fallback[1][2].max() <= 0:
                 names = [state.feature_names[j] for j in state.columns(found[0][0])]
+                blocked = (f" that this row can reach under the constraints between features "
+                           f"({'; '.join(cons.cons.texts)})" if cons is not None else "")
                 raise NoCounterfactualRuleError(
-                    f"No region on {names} leads to the target ({len(found)} feature set(s) tried); "
+                    f"No region on {names}{blocked} leads to the target ({len(found)} feature set(s) tried); "
                     "allow more features to change. "
-                    + _why_below(state, x, target, fixed, mask, pos, lv, (S, got), allow))
+                    + _why_below(state, x, target, fixed, mask, pos, lv, (S, got), allow, cons))
             S, cells, cdp = fallback
-            note = _why_below(state, x, target, fixed, mask, pos, lv, (S, float(cells[2].max())), allow)
+            note = _why_below(state, x, target, fixed, mask, pos, lv, (S, float(cells[2].max())), allow, cons)
     lo, hi, crp, mass, crp_of = cells
     sarr = np.asarray(S)
     if reached:
@@ -462,12 +522,15 @@ def local_rule(state: FittedRules, x: Row, target: TargetSpec, *, fixed: Feature
     return LocalRule(x=x, target=target, features=S, lower=full[0].lower, upper=full[0].upper, cdp=cdp,
                      crp=full[0].crp, divergent=divergent, n_cells=full[0].n_cells,
                      alternatives=tuple(full[1:]), divergent_sets=sets, elapsed=time.perf_counter() - t0,
-                     below_pi_c=not reached, note=note, params=rule_params(state, target, lv, fixed, inc, dec))
+                     below_pi_c=not reached, note=note,
+                     params=rule_params(state, target, lv, fixed, inc, dec, constraints),
+                     unreachable_cells=0 if cons is None else cons.dropped)
 
 
 def regional_rules(state: FittedRules, regions: Sequence[Any], target: TargetSpec, *, fixed: Features = None,
                    increase_only: Features = None, decrease_only: Features = None, pi: float | None = None,
-                   pi_c: float | None = None, top_k: int | None = None) -> list[RegionalRule]:
+                   pi_c: float | None = None, top_k: int | None = None,
+                   constraints: Constraints | None = None) -> list[RegionalRule]:
     """A regional counterfactual rule for each region: a ``(lower, upper)``
     pair of arrays (``lower < x <= upper``) or an object with ``lower`` and
     ``upper`` (a T-CREx rule or metarule, a leaf box).
@@ -476,7 +539,13 @@ def regional_rules(state: FittedRules, regions: Sequence[Any], target: TargetSpe
     On an increase-only feature of S the rule's interval lies at or above the
     largest value of the feature among the region's fitted rows (every one
     of them reaches the rule by increasing it or keeping it), on a
-    decrease-only one at or below the smallest (module doc)."""
+    decrease-only one at or below the smallest (module doc).
+
+    ``constraints``: the analyst's constraints between features (a parsed
+    :class:`core.constraints.Constraints` of the rules' features, or None): a rule (the
+    found box or an alternative) that none of the region's fitted rows lacking the target
+    (all of its rows, when none lacks it) can reach under them, the other features kept, is
+    dropped (``unreachable``); ``reachable_rows`` counts the rows that reach the rule."""
     lv = state.query_levels(pi, pi_c, top_k)
     mask, _, pos = state.target(target)
     fixed, inc, dec = actionability(state, fixed=fixed, increase_only=increase_only, decrease_only=decrease_only)
@@ -518,8 +587,10 @@ def regional_rules(state: FittedRules, regions: Sequence[Any], target: TargetSpe
         if not found:
             out.append(base(note="No subset of the actionable features changes the output."))
             continue
+        reach = _Movers(constraints, state.X[inside & ~mask] if (inside & ~mask).any() else state.X[inside],
+                        (fixed, inc, dec))
         got, best = None, 0.0
-        for units, cdp in found:        # the best explanation that yields a rule
+        for units, cdp in found:        # the best explanation that yields a rule (one the rows can reach)
             S = state.columns(units)
             Sarr = np.asarray(S)
             rest = np.setdiff1d(np.arange(d), Sarr)
@@ -538,26 +609,54 @@ def regional_rules(state: FittedRules, regions: Sequence[Any], target: TargetSpe
                 crp = crp_of(lo, hi)
                 best = max(best, float(crp.max()))
                 if np.any(crp >= lv.pi_c - 1e-12):
-                    got = (S, cdp, lo, hi, mass, crp, crp_of)
-                    break
+                    keep = crp >= lv.pi_c - 1e-12
+                    boxes = _merge(lo[keep], hi[keep], crp[keep], mass[keep], crp_of, lv.pi_c)
+                    kept = reach.keep(S, [Box(state.full(S, b.lower, -np.inf), state.full(S, b.upper, np.inf), b.crp,
+                                              b.n_cells) for b in boxes])
+                    if kept:
+                        got = (S, cdp, kept)
+                        break
             if got:
                 break
         if got is None:
-            out.append(base(cdp=found[0][1], divergent=divergent,
-                                    note=f"No rule reaches probability {lv.pi_c} (best {best:.2f}); "
-                                         "lower pi_c or allow more features to change."))
+            out.append(base(cdp=found[0][1], divergent=divergent, note=reach.none(lv.pi_c, best),
+                            unreachable=tuple(reach.dropped)))
             continue
-        S, cdp, lo, hi, mass, crp, crp_of = got
-        keep = crp >= lv.pi_c - 1e-12
-        boxes = _merge(lo[keep], hi[keep], crp[keep], mass[keep], crp_of, lv.pi_c)
-        full = [Box(state.full(S, b.lower, -np.inf), state.full(S, b.upper, np.inf), b.crp, b.n_cells)
-                for b in boxes]
-        out.append(base(features=S, lower=full[0].lower, upper=full[0].upper, cdp=cdp,
-                                crp=full[0].crp, divergent=divergent, alternatives=tuple(full[1:])))
+        S, cdp, kept = got
+        out.append(base(features=S, lower=kept[0][0].lower, upper=kept[0][0].upper, cdp=cdp, crp=kept[0][0].crp,
+                        divergent=divergent, alternatives=tuple(b for b, _ in kept[1:]),
+                        unreachable=tuple(reach.dropped), reachable_rows=kept[0][1]))
     marks.append(time.perf_counter())
-    params = rule_params(state, target, lv, fixed, inc, dec)
+    params = rule_params(state, target, lv, fixed, inc, dec, constraints)
     return [replace(r, params=params, elapsed=marks[k + 1] - marks[k], guarantee=rule_guarantee(params))
             for k, r in enumerate(out)]
+
+
+class _Movers:
+    """The rows of a region that a regional rule moves, and the constraints between features
+    they move under: which of a set's rules they can reach, and the rules none can (dropped)."""
+
+    def __init__(self, constraints: Constraints | None, X: np.ndarray, roles: tuple[Any, ...]):
+        self.constraints, self.X, self.roles = constraints, X, roles
+        self.dropped: list[Box] = []
+
+    def keep(self, S: tuple[int, ...], full: list[Box]) -> list[tuple[Box, int]]:
+        """The rules (boxes, best first) some row reaches, with how many rows do (0 without
+        constraints: every rule is kept)."""
+        reach = rule_reach(self.constraints, S, *self.roles)
+        if reach is None:
+            return [(b, 0) for b in full]
+        counts = [int(reach.reachable(self.X, b.lower, b.upper).sum()) for b in full]
+        self.dropped += [b for b, c in zip(full, counts) if not c]
+        return [(b, c) for b, c in zip(full, counts) if c]
+
+    def none(self, pi_c: float, best: float) -> str:
+        """Why the region got no rule."""
+        if not self.dropped:
+            return f"No rule reaches probability {pi_c} (best {best:.2f}); lower pi_c or allow more features to change."
+        return (f"No rule found for this region can be reached by its rows under the constraints between features "
+                f"({len(self.dropped)} dropped as unreachable); loosen the constraints or allow more features to "
+                "change.")
 
 
 def propose_regions(state: FittedRules, target: TargetSpec, max_depth: int = 3, min_share: float = 0.02

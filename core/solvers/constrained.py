@@ -31,7 +31,15 @@ variable of its own and states the whole query as one mixed-integer program:
   binary per premise, ``sum >= 1 - b``), each with the big M of the row's range over
   the box. A category move: the codes (one-hot columns) the row may not reach held at 0.
 
-Tree ensembles are solved in two steps, so that the cost returned is the cost of the
+Tree ensembles the LP box search takes (a sum of costs, no one-hot groups, no category
+codes) are first narrowed by the bounds the comparisons imply (:func:`narrowed`) and solved
+by that search under the constraints (:mod:`core.solvers.constrained_box`: its relaxation
+widened by the coupled values, implications split into cases), which proves the free
+optimum as fast as the free search when it keeps the constraints; where the search does
+not apply or does not decide, the program below answers (on the box search's relaxation
+with binary levels where that applies, else on OCEAN's rows).
+
+The program is solved in two steps, so that the cost returned is the cost of the
 point returned and the bound is a true one: the closed relaxation (open interval ends
 closed) gives a lower bound and the cells of a candidate; those cells are then fixed
 and the point placed strictly inside them (a small program of ``x`` alone); when the
@@ -41,7 +49,8 @@ linear model's own answer) and against every constraint (:meth:`Constraints.viol
 ``binding`` lists the constraints that hold with equality there.
 
 Preclusion (:func:`tree_witness`, or :func:`solve_linear_model` with no objective): the
-same rows with a zero objective; HiGHS stops at its first point, or proves that none exists. :func:`blocking` finds the smallest set of the
+box search ended at its first valid point, case by case, or the same rows with a zero
+objective, where HiGHS stops at its first point, or proves that none exists. :func:`blocking` finds the smallest set of the
 analyst's constraints under which the row is still precluded (by size, then a
 deletion filter past ``EXHAUSTIVE`` constraints).
 """
@@ -52,7 +61,7 @@ import itertools
 import math
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
@@ -169,14 +178,21 @@ class _Columns:
     n: dict[int, int]
     codes: dict[int, list[tuple[int, int]]]
     l2: list[tuple[int, int, float]]          # (move column, epigraph column, span) of each squared term
+    terms: dict[int, list[tuple[int, float]]] = field(default_factory=dict)   # each feature's cost, as terms
 
 
-def _features(P: _Program, dom: Domain, lo: np.ndarray, hi: np.ndarray, with_cost: bool) -> _Columns:
-    """``x_j`` per feature within ``[lo_j, hi_j]``, its moves and its cost (module docstring)."""
+def _features(P: _Program, dom: Domain, lo: np.ndarray, hi: np.ndarray, with_cost: bool,
+              only: Sequence[int] | None = None) -> _Columns:
+    """``x_j`` per feature within ``[lo_j, hi_j]``, its moves and its cost (module docstring);
+    ``only``: these features alone (the others' ``x`` column is -1)."""
     cm, x_hat = dom.cost_model, dom.x_hat
     cols = _Columns([], {}, {}, {}, [])
     per_feature: list[list[tuple[int, float]]] = []       # each feature's cost as terms (the max of linf)
+    keep = set(range(dom.d)) if only is None else set(only)
     for j in range(dom.d):
+        if j not in keep:
+            cols.x.append(-1)
+            continue
         xj = P.var(float(lo[j]), float(hi[j]), bool(dom.integral[j]))
         cols.x.append(xj)
         if j in dom.code_costs:
@@ -187,6 +203,7 @@ def _features(P: _Program, dom: Domain, lo: np.ndarray, hi: np.ndarray, with_cos
             P.row([(col, 1.0) for _, col in opts], 1.0, 1.0)
             P.row([(xj, 1.0)] + [(col, -float(k)) for k, col in opts], 0.0, 0.0)
             per_feature.append([(col, float(cc[k])) for k, col in opts if np.isfinite(cc[k]) and cc[k] != 0])
+            cols.terms[j] = per_feature[-1]
             continue
         up, down = max(float(hi[j]) - x_hat[j], 0.0), max(x_hat[j] - float(lo[j]), 0.0)
         terms: list[tuple[int, float]] = []
@@ -209,7 +226,8 @@ def _features(P: _Program, dom: Domain, lo: np.ndarray, hi: np.ndarray, with_cos
         moves = ([(cols.p[j], -1.0)] if j in cols.p else []) + ([(cols.n[j], 1.0)] if j in cols.n else [])
         P.row([(xj, 1.0)] + moves, float(x_hat[j]), float(x_hat[j]))
         per_feature.append(terms)
-    for g in dom.groups:                                     # one hot column per group
+        cols.terms[j] = terms
+    for g in (dom.groups if only is None else ()):                                     # one hot column per group
         P.row([(cols.x[j], 1.0) for j in g], 1.0 if float(x_hat[g].sum()) == 1.0 else -np.inf, 1.0)
     if not with_cost:
         return cols
@@ -434,32 +452,46 @@ def _tree_program(prob: CellProblem, dom: Domain, cons: Constraints, strict: boo
     _tree_links(P, prob, cols, d2, mu, consts, strict)
     _add_constraints(P, cols, d2, use)
 
-    def cells(z: np.ndarray) -> np.ndarray:          # the interval of each feature, as the level variables say
-        return np.array([lo_i[j] + sum(int(round(z[c])) for c in mu[j][0].values()) for j in range(prob.n_features)])
+    def cells(z: np.ndarray) -> np.ndarray:
+        """The interval of each value (a level variable off every split of the chosen leaves
+        may be fractional, so the values say it); a value on a level lies in the interval
+        above when its level variable says so (the closed relaxation's open end)."""
+        x = _read_x(d2, cols, z)
+        out = np.asarray(prob.interval_of(x[None, :])[0]).copy()
+        for j in range(prob.n_features):
+            L = prob.levels[j]
+            m = int(np.argmin(np.abs(L - x[j]))) if L.size else -1
+            if m >= 0 and abs(x[j] - L[m]) <= 1e-7 * (1.0 + abs(L[m])):     # on level m + 1, within the tolerance
+                col = mu[j][0].get(m + 1)
+                above = consts[j](m + 1) if col is None else int(z[col] >= 0.5)
+                out[j] = m + 1 if above else m
+        return out
     return P, cols, cells
 
 
-def _cell_bounds(prob: CellProblem, lo: np.ndarray, hi: np.ndarray, integral: np.ndarray, cells: np.ndarray
-                 ) -> tuple[np.ndarray, np.ndarray]:
+def _cell_bounds(prob: CellProblem, lo: np.ndarray, hi: np.ndarray, integral: np.ndarray, cells: np.ndarray,
+                 strict: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """``[lo, hi]`` narrowed to the inside of each feature's cell (``NUDGE`` of a span past an
-    open end; the next integer of an integral feature)."""
+    open end, or its closure when not ``strict``; the next integer of an integral feature)."""
     lo, hi = lo.copy(), hi.copy()
     for j in range(prob.n_features):
         levels, i = prob.levels[j], int(cells[j])
         if i > 0:
             L = float(levels[i - 1])
-            lo[j] = max(lo[j], math.floor(L) + 1.0 if integral[j] else L + NUDGE * float(prob.cost_model.span[j]))
+            step = NUDGE * float(prob.cost_model.span[j]) if strict else 0.0
+            lo[j] = max(lo[j], math.floor(L) + 1.0 if integral[j] else L + step)
         if i < levels.size:
             hi[j] = min(hi[j], float(levels[i]))
     return lo, hi
 
 
-def _cell_program(prob: CellProblem, dom: Domain, cons: Constraints, cells: np.ndarray
+def _cell_program(prob: CellProblem, dom: Domain, cons: Constraints, cells: np.ndarray, strict: bool = True
                   ) -> tuple[_Program, _Columns, tuple[np.ndarray, np.ndarray]]:
-    """The cells fixed: the new values alone, strictly inside each of them, under the
-    constraints; and the box inside the cells that a read point is held to."""
+    """The cells fixed: the new values alone, strictly inside each of them (``strict``; else
+    in their closure), under the constraints; and the box inside the cells that a read point
+    is held to."""
     lo, hi, code_costs = _allowed(dom, cons)
-    lo, hi = _cell_bounds(prob, lo, hi, dom.integral, cells)
+    lo, hi = _cell_bounds(prob, lo, hi, dom.integral, cells, strict)
     d2 = Domain(dom.x_hat, lo, hi, dom.integral, code_costs, dom.cost_model, dom.groups, dom.names)
     P = _Program()
     cols = _features(P, d2, lo, hi, True)
@@ -500,8 +532,143 @@ def _at(x_hat: np.ndarray, j: int, values: np.ndarray) -> np.ndarray:
     return X
 
 
+def implied_bounds(dom: Domain, cons: Constraints, rounds: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """The box of the new values narrowed by what the comparisons imply on their own (bound
+    propagation: ``lo <= a x <= hi`` bounds each ``a_j x_j`` by the row's sides less the rest's
+    extremes over the box), a few rounds; each bound loosened by round-off, an integral one
+    rounded inwards. Implications bind only where their premises hold, so they are left out."""
+    from core.constraints import LinearForm
+
+    lo, hi = dom.lo.astype(float).copy(), dom.hi.astype(float).copy()
+    rows = [_sides(dom, c.form) for c in cons if isinstance(c.form, LinearForm)]
+    for _ in range(rounds):
+        moved = False
+        for a, r_lo, r_hi in rows:
+            nz = np.flatnonzero(a)
+            least, most = np.where(a > 0, a * lo, a * hi), np.where(a > 0, a * hi, a * lo)
+            s_least, s_most = float(least[nz].sum()), float(most[nz].sum())
+            for j in nz:
+                tol = 1e-9 * (1.0 + abs(s_least) + abs(s_most) + abs(r_lo if np.isfinite(r_lo) else 0.0)
+                              + abs(r_hi if np.isfinite(r_hi) else 0.0))
+                top = (r_hi - (s_least - least[j]) + tol) / a[j] if np.isfinite(r_hi) else np.inf * np.sign(a[j])
+                bottom = (r_lo - (s_most - most[j]) - tol) / a[j] if np.isfinite(r_lo) else -np.inf * np.sign(a[j])
+                new_lo, new_hi = (bottom, top) if a[j] > 0 else (top, bottom)
+                if dom.integral[j]:
+                    new_lo, new_hi = float(np.ceil(new_lo - 1e-9)), float(np.floor(new_hi + 1e-9))
+                if new_lo > lo[j]:
+                    lo[j], moved = new_lo, True
+                if new_hi < hi[j]:
+                    hi[j], moved = new_hi, True
+        if not moved:
+            break
+    return lo, hi
+
+
+def narrowed(prob: CellProblem, dom: Domain, cons: Constraints) -> tuple[CellProblem, Domain]:
+    """The problem and its domain with the bounds the comparisons imply (:func:`implied_bounds`)
+    folded in: an interval outside them is not allowed, one they cut costs its cheapest point
+    inside them (:func:`core.cells.problem._grids`; the row's own interval too, when they
+    leave the row's value out). The points allowed are the same, so every solver reads the
+    same query."""
+    from core.cells.problem import _grids
+
+    lo, hi = implied_bounds(dom, cons)
+    keep = (lo <= hi) & np.array([j not in dom.code_costs for j in range(dom.d)])
+    moved = keep & ((lo > dom.lo) | (hi < dom.hi))
+    if not moved.any():
+        return prob, dom
+    lo, hi = np.where(moved, lo, dom.lo), np.where(moved, hi, dom.hi)
+    points, costs, _ = _grids(prob.ens, prob.levels, prob.x_hat, prob.kinds or ["numerical"] * dom.d, lo, hi,
+                              ["free"] * dom.d, prob.cost_model, prob.grid_key)
+    for k in np.flatnonzero(~moved):
+        points[k], costs[k] = prob.points[k], prob.costs[k]
+    for j in (int(k) for k in np.flatnonzero(moved)):
+        gone = ~np.isfinite(prob.costs[j])
+        costs[j] = np.where(gone, np.inf, costs[j])
+        points[j] = np.where(gone, np.nan, points[j])
+        if not lo[j] <= dom.x_hat[j] <= hi[j]:          # the row's own interval: its point nearest the row, if any
+            h = int(prob.hat[j])
+            v = float(np.clip(dom.x_hat[j], lo[j], hi[j]))
+            inside = _in_interval(prob.levels[j], h, v) and not gone[h]
+            costs[j][h] = float(prob.cost_model.feature_cost(j, dom.x_hat[j], np.array([v]))[0]) if inside else np.inf
+            points[j][h] = v if inside else np.nan
+    return (replace(prob, points=points, costs=costs),
+            Domain(dom.x_hat, lo, hi, dom.integral, dom.code_costs, dom.cost_model, dom.groups, dom.names))
+
+
+def _in_interval(levels: np.ndarray, i: int, v: float) -> bool:
+    """Does ``v`` lie in interval ``i`` of ``levels``, ``(levels[i-1], levels[i]]``?"""
+    return (i == 0 or v > levels[i - 1]) and (i == levels.size or v <= levels[i])
+
+
+def _program(prob: CellProblem, dom: Domain, cons: Constraints, strict: bool, with_cost: bool = True,
+             subset: Sequence[int] | None = None, ub: float = np.inf
+             ) -> tuple[_Program, _Columns, Callable[[np.ndarray], np.ndarray]]:
+    """The program of a tree ensemble's query: on the LP box search's relaxation
+    (:func:`core.solvers.constrained_box.box_program`) where it applies, else OCEAN's rows (:func:`_tree_program`)."""
+    from core.solvers import constrained_box as cbox
+
+    if cbox.applies(prob):
+        try:
+            return cbox.box_program(prob, dom, cons, strict, with_cost, subset, ub)
+        except cbox.NotBox:
+            pass
+    return _tree_program(prob, dom, cons, strict, with_cost, subset, ub)
+
+
+def _read_point(prob: CellProblem, dom: Domain, cols: _Columns, z: np.ndarray, cells: np.ndarray) -> np.ndarray:
+    """The program's point: the values it holds, and each other feature at its interval's
+    cheapest point (:meth:`CellProblem.point_of`)."""
+    held = np.array([c >= 0 for c in cols.x])
+    if held.all():
+        return _read_x(dom, cols, z)
+    x = np.asarray(prob.point_of(cells), dtype=float).copy()
+    got = _read_x(dom, replace(cols, x=[c if c >= 0 else 0 for c in cols.x]), z)
+    x[held] = got[held]
+    return x
+
+
+def by_boxes(prob: CellProblem, cons: Constraints) -> bool:
+    """Does the LP box search answer this query under ``cons`` (:mod:`core.solvers.constrained_box`:
+    its relaxation takes the problem and the implications split into few enough cases)?"""
+    from core.solvers import constrained_box as cbox
+
+    return cbox.applies(prob) and cbox.cases(cons) is not None
+
+
+def _by_boxes(prob: CellProblem, dom: Domain, cons: Constraints, inc: np.ndarray | None, deadline: float,
+              n_workers: int) -> Solved | None:
+    """The answer of the LP box search under the constraints (:mod:`core.solvers.constrained_box`)
+    when it applies and proves it (optimal, or no point at all) within the time; else None
+    (the program then answers, with the time left)."""
+    from core.solvers import constrained_box as cbox
+
+    cases = cbox.cases(cons) if cbox.applies(prob) else None
+    if cases is None:
+        return None
+    t0 = time.perf_counter()
+    best, lower = inc, np.inf
+    for case in cases:                     # each way the implications may hold: the cheapest of their optima
+        p_case, d_case = narrowed(prob, dom, case)
+        try:
+            sol, point, unplaced = cbox.solve(p_case, d_case, case, time_limit=max(0.01, deadline - time.perf_counter()),
+                                              start=best, n_workers=n_workers)
+        except cbox.NotBox:
+            return None
+        if unplaced or sol.status not in ("optimal", "infeasible"):
+            return None
+        lower = min(lower, sol.lower_bound)
+        if point is not None and (best is None or dom.point_cost(point) < dom.point_cost(best)):
+            best = point
+    timings = {"box search": time.perf_counter() - t0}
+    if best is None:
+        return Solved("infeasible", message="No point meets the target under the constraints.", timings=timings)
+    x = _short(dom, best, lambda y: _valid(prob, cons, dom, y), prob.levels)
+    return _answer(x, dom.point_cost(x), min(lower, dom.point_cost(best)), "optimal", dom, cons, timings)
+
+
 def solve_cells(prob: CellProblem, dom: Domain, cons: Constraints, *, time_limit: float = 30.0,
-                starts: Sequence[np.ndarray] = (), X_ref: np.ndarray | None = None) -> Solved:
+                starts: Sequence[np.ndarray] = (), X_ref: np.ndarray | None = None, n_workers: int = 1) -> Solved:
     """The cheapest point of ``prob`` (a tree ensemble's query) under ``cons``, proven (module
     docstring). ``starts`` (e.g. the optimum without the constraints) and ``X_ref`` give a
     first valid point (:func:`_incumbent`): its cost bounds the program (leaves that cannot
@@ -509,10 +676,14 @@ def solve_cells(prob: CellProblem, dom: Domain, cons: Constraints, *, time_limit
     when the program proves that nothing is cheaper, or runs out of time first."""
     t0 = time.perf_counter()
     deadline = t0 + time_limit
+    prob, dom = narrowed(prob, dom, cons)
     inc = _incumbent(prob, dom, cons, starts, X_ref, deadline)
     ub = dom.point_cost(inc) if inc is not None else np.inf
+    boxed = _by_boxes(prob, dom, cons, inc, deadline, n_workers)
+    if boxed is not None:
+        return boxed
     try:
-        P, cols, cells = _tree_program(prob, dom, cons, strict=False, ub=ub)
+        P, cols, cells = _program(prob, dom, cons, strict=False, ub=ub)
     except _Infeasible:
         if inc is not None:
             return _answer(inc, ub, ub, "optimal", dom, cons, {"total": time.perf_counter() - t0})
@@ -525,11 +696,11 @@ def solve_cells(prob: CellProblem, dom: Domain, cons: Constraints, *, time_limit
                            "optimal" if status == "infeasible" else "feasible", dom, cons, timings)
         return Solved(status, timings=timings)
     lower = bound if status == "optimal" else max(bound, 0.0)
-    x = _place(prob, dom, cons, _read_x(dom, cols, z), cells(z), deadline)
+    x = _place(prob, dom, cons, _read_point(prob, dom, cols, z, cells(z)), cells(z), deadline)
     if x is None:                                # no room inside those cells: the strict program, whole
-        P, cols, cells = _tree_program(prob, dom, cons, strict=True, ub=ub)
+        P, cols, cells = _program(prob, dom, cons, strict=True, ub=ub)
         status2, z, _, _ = _run(P, cols, deadline)
-        x = None if z is None else np.clip(_read_x(dom, cols, z),
+        x = None if z is None else np.clip(_read_point(prob, dom, cols, z, cells(z)),
                                            *_cell_bounds(prob, dom.lo, dom.hi, dom.integral, cells(z)))
         if x is None or not _valid(prob, cons, dom, x):
             if inc is not None:
@@ -619,6 +790,30 @@ def _valid(prob: CellProblem, cons: Constraints, dom: Domain, x: np.ndarray) -> 
         bool(np.all(x >= dom.lo - 1e-9) and np.all(x <= dom.hi + 1e-9))
 
 
+def _witness_by_boxes(prob: CellProblem, dom: Domain, cons: Constraints, deadline: float
+                      ) -> tuple[str, np.ndarray | None] | None:
+    """A witness by the LP box search under the constraints, ended at its first valid point,
+    case by case (:func:`_by_boxes`); ("infeasible", None) when every case is proven empty;
+    None when the search does not apply or does not decide."""
+    from core.solvers import constrained_box as cbox
+
+    cases = cbox.cases(cons) if cbox.applies(prob) else None
+    if cases is None:
+        return None
+    for case in cases:
+        p_case, d_case = narrowed(prob, dom, case)
+        try:
+            sol, point, unplaced = cbox.solve(p_case, d_case, case, time_limit=max(0.01, deadline - time.perf_counter()),
+                                              n_workers=1, first=True)
+        except cbox.NotBox:
+            return None
+        if point is not None:
+            return "feasible", point
+        if unplaced or sol.status != "infeasible":
+            return None
+    return "infeasible", None
+
+
 def tree_witness(prob: CellProblem, dom: Domain, cons: Constraints, *, time_limit: float = 30.0
                  ) -> tuple[str, np.ndarray | None]:
     """("feasible", a valid point), ("infeasible", None) proven, or (a time-out status, None):
@@ -627,14 +822,17 @@ def tree_witness(prob: CellProblem, dom: Domain, cons: Constraints, *, time_limi
     no room)."""
     t0 = time.perf_counter()
     deadline = t0 + time_limit
+    boxed = _witness_by_boxes(prob, dom, cons, deadline)
+    if boxed is not None:
+        return boxed
     try:
-        P, cols, cells = _tree_program(prob, dom, cons, strict=False, with_cost=False)
+        P, cols, cells = _program(prob, dom, cons, strict=False, with_cost=False)
     except _Infeasible:
         return "infeasible", None
     status, z, _, _ = P.solve(time_limit, objective=False)
     if z is None:
         return status, None
-    x = _place(prob, dom, cons, _read_x(dom, cols, z), cells(z), deadline)
+    x = _place(prob, dom, cons, _read_point(prob, dom, cols, z, cells(z)), cells(z), deadline)
     if x is not None:
         return "feasible", x
     whole = solve_cells(prob, dom, cons, time_limit=max(0.01, deadline - time.perf_counter()))

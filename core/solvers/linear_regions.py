@@ -32,7 +32,7 @@ import numpy as np
 from core.counterfactual import QueryError
 from core.model import Guarantee, LinearModel, as_model
 from core.model.features import feature_index
-from core.model.result import Reader, Result, Writer, settings
+from core.model.result import Reader, Result, Writer, older_name, settings
 from core.typing import FeatureKey, ModelLike, Row, TargetSpec
 
 __all__ = ["SlicePolygon", "LinearSlice", "linear_slice", "linear_slice_figure"]
@@ -90,10 +90,7 @@ class LinearSlice(Result):
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", settings(self.params))
 
-    @property
-    def seconds(self) -> float:
-        """The older name of :attr:`elapsed`."""
-        return self.elapsed
+    seconds = older_name("seconds")
 
     def _body(self) -> dict[str, Any]:
         polys = [Writer().array("vertices", p.vertices).value("prediction", p.prediction)

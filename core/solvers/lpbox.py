@@ -408,7 +408,12 @@ class _Search:
         self.lb_told = -np.inf
         self.ended: str | None = None             # "done" or "limit"
         self.error: BaseException | None = None
-        self.LP = LPBox(prob, S)
+        self.LP = self.relaxation(prob, S)
+
+    def relaxation(self, prob: CellProblem, S: BoxSearch) -> LPBox:
+        """The linear relaxation the workers bound boxes with (a search under further
+        constraints widens it, :mod:`core.solvers.constrained_box`)."""
+        return LPBox(prob, S)
 
     # ------------------------------------------------------------------ shared state (under the lock)
     def better(self, cells: np.ndarray) -> None:

@@ -26,13 +26,18 @@ their random forest on ``(X, f(X))`` (Amoukou & Brunel) and T-CREx its tree
 
 Nothing found on a surrogate is claimed of the model until it is checked on it
 (:mod:`core.surrogate.repair`).
+
+A :class:`Surrogate` is a result (:class:`core.model.result.Result`, kind ``"surrogate"``):
+``params``, ``elapsed``, a ``guarantee`` that says its fidelity is estimated, and
+``to_json`` / ``from_json`` with its trees; :meth:`Surrogate.summary` is the few figures
+the audit and the comparison record of it.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -40,6 +45,8 @@ import pandas as pd
 from core.errors import AtlasError
 from core.model import TreeEnsemble, as_ensemble
 from core.model.ensemble import _replace
+from core.model.guarantee import MODEL_KINDS, Guarantee
+from core.model.result import Reader, Result, Writer, ensemble_from_dict, ensemble_to_dict, settings
 from core.typing import ModelLike, Rows
 
 __all__ = ["Surrogate", "distill", "decode_frame"]
@@ -51,7 +58,7 @@ MAX_CAT_TO_ONEHOT = 64
 
 
 @dataclass(frozen=True, eq=False)
-class Surrogate:
+class Surrogate(Result):
     """A tree ensemble fitted to a model's answers, and how faithful it is.
 
     native : TreeEnsemble with the model's features (names, categories, codes); it
@@ -64,7 +71,16 @@ class Surrogate:
         boundary (None for a regressor).
     n_fit : rows it was fitted on (data rows + boundary points).
     params, elapsed : how it was made, and in how many seconds.
+    guarantee : ``estimated``: its fidelity is measured on held-out points, nothing is proven.
+
+    As a result (``to_json`` / ``from_json``) it keeps its native trees and figures; the
+    fitting rows and the view are not saved (a surrogate read back is its native trees,
+    and a workspace applies its view again with :meth:`with_view`). Two surrogates are
+    equal when their trees, figures, settings and identity are.
     """
+
+    kind: ClassVar[str] = "surrogate"
+    what: ClassVar[str] = "surrogate"
 
     native: TreeEnsemble
     fidelity: float
@@ -79,8 +95,33 @@ class Surrogate:
     ensemble: TreeEnsemble = field(default=None, repr=False)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "params", settings(self.params))
         if self.ensemble is None:
             object.__setattr__(self, "ensemble", self.native if self.view is None else self.view(self.native))
+
+    @property
+    def guarantee(self) -> Guarantee:  # type: ignore[override]
+        """What its agreement with the model is: an estimate on held-out points, nothing proven."""
+        kind = self.params.get("model_kind")
+        return Guarantee("estimated", kind if kind in MODEL_KINDS else "black_box",
+                         surrogate_fidelity=self.fidelity, boundary_fidelity=self.boundary_fidelity,
+                         note="The surrogate is a tree ensemble fitted to the model's answers; its agreement is "
+                              "measured on held-out rows (and points near the model's decision boundary).")
+
+    def _compared(self) -> tuple[str, ...]:
+        return ("native", "fidelity", "boundary_fidelity", "n_fit", "params", "elapsed", "identity")
+
+    def _body(self) -> dict[str, Any]:
+        w = Writer().number("fidelity", self.fidelity).value("boundary_fidelity", self.boundary_fidelity)
+        w.value("n_fit", int(self.n_fit)).value("identity", self.identity)
+        return {**w.done(), "native": ensemble_to_dict(self.native)}
+
+    @classmethod
+    def _from_body(cls, r: Reader) -> "Surrogate":
+        bf = r.get("boundary_fidelity")
+        return cls(native=ensemble_from_dict(r.get("native")), fidelity=r.number("fidelity"),
+                   boundary_fidelity=None if bf is None else float(bf), n_fit=int(r.get("n_fit")),
+                   params=dict(r.get("params")), elapsed=r.number("elapsed"), identity=str(r.get("identity")))
 
     def with_view(self, view: Callable[[TreeEnsemble], TreeEnsemble]) -> "Surrogate":
         """This surrogate as the analyses read it after ``view`` (a function of the native
@@ -102,7 +143,9 @@ class Surrogate:
         return replace(self, native=native, ensemble=native if self.view is None else self.view(native),
                        X_fit=X, y_fit=y, params={**p, "refits": p.get("refits", 0) + 1})
 
-    def to_dict(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, Any]:
+        """The figures the audit and the comparison record of it (its trees are its result's,
+        :meth:`to_dict`)."""
         return {"fidelity": self.fidelity, "boundary_fidelity": self.boundary_fidelity, "n_fit": self.n_fit,
                 "trees": self.ensemble.n_trees, "leaves": self.ensemble.n_leaves, "params": dict(self.params),
                 "elapsed": self.elapsed}
@@ -215,6 +258,10 @@ def distill(model: ModelLike, X: Rows, *, holdout: float = 0.2, n_pairs: int = 2
     random_state : seeds every random choice; the same inputs give the same surrogate.
     """
     t0 = time.perf_counter()
+    if not hasattr(model, "feature_names") or not hasattr(model, "categories"):
+        raise AtlasError(f"distill takes a model read by the library (a core.model BlackBoxModel, TreeEnsemble or "
+                         f"LinearModel), not a {type(model).__name__}: for a fitted model of your own, "
+                         "core.open_workspace(model, data, target) reads it and fits its surrogate (ws.surrogate).")
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2 or X.shape[1] != len(model.feature_names):
         raise AtlasError(f"Rows of shape {X.shape} given to fit a surrogate; the model takes "
@@ -260,7 +307,8 @@ def distill(model: ModelLike, X: Rows, *, holdout: float = 0.2, n_pairs: int = 2
                      params={"learner": "lightgbm", "holdout": holdout, "n_pairs": n_pairs, "steps": steps,
                              "spread": spread, "per_point": per_point, "n_estimators": n_estimators,
                              "num_leaves": num_leaves, "learning_rate": learning_rate,
-                             "random_state": random_state, "rows": len(X), "boundary_points": len(S)},
+                             "random_state": random_state, "rows": len(X), "boundary_points": len(S),
+                             "model_kind": getattr(model, "kind", "black_box")},
                      elapsed=time.perf_counter() - t0, identity=str(getattr(model, "identity", "")),
                      X_fit=X_fit, y_fit=y_fit)
 

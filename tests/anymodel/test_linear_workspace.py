@@ -48,3 +48,28 @@ def test_the_optimal_counterfactual_of_a_linear_workspace_is_proven_and_valid_on
         assert r.status == "optimal" and r.guarantee.kind == "proven_optimal" and r.guarantee.model_kind == "linear"
         raw = ws.to_raw(r.x[None])[["age", "income", "job"]]
         assert pipe.predict(raw)[0] == 1 - p
+
+
+def test_a_linear_workspaces_story_never_says_the_model_was_not_read_exactly(linear_ws):
+    """The case story's region is its surrogate's (a linear model's regions are not boxes), and it
+    says so without claiming the linear model was not read exactly (it is)."""
+    from core.audit.story import case_story
+
+    df, pipe, ws = linear_ws
+    row = int(np.flatnonzero(ws.predictions == 0)[0])
+    story = case_story(ws, row, 1, time_limit=10.0)
+    where = dict(story.sections)["Where the case sits"][0]
+    assert "surrogate" in where and "not read exactly" not in where, where
+    assert "regions are not boxes" in where
+
+
+def test_a_link_never_keeps_a_linear_model_as_its_surrogate(linear_ws, tmp_path):
+    """A link keeps a tree ensemble's arrays: a linear model's would open as its surrogate, a tree
+    ensemble answering (and claiming proven optimal) in the model's place. It is refused, saying why."""
+    from core.audit.history import AuditStore, HistoryError, link_refusal
+
+    _, _, ws = linear_ws
+    store = AuditStore(f"sqlite:///{tmp_path / 'history.sqlite'}")
+    with pytest.raises(HistoryError, match="would open as its surrogate"):
+        store.save_workspace(ws)
+    assert "linear model, read exactly" in link_refusal(ws)

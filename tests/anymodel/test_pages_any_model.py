@@ -3,6 +3,7 @@ what it is, and every page's own computation runs on it and says what its answer
 
 from __future__ import annotations
 
+import io
 import operator
 
 import numpy as np
@@ -171,5 +172,52 @@ def test_every_page_runs_on_the_model_and_says_what_it_guarantees(files, model_f
             assert any(s.startswith("What each row") and says in s for s in shown), shown
         if page in ("case_story.py", "compare_models.py"):
             assert any(s.startswith("What ") and " guarantees: " in s for s in shown), (page, shown)
+        if page == "compare_models.py":       # both slices are surrogates' (one model each kind): said so
+            drawn = [s for s in shown if s.startswith("What this drawing guarantees: ")]
+            assert len(drawn) == 2 and all("Exact on its surrogate" in s for s in drawn), shown
         if page in ("fcca.py", "decision_regions.py") and kind == "black_box":
             assert any("surrogate" in s for s in shown), (page, shown)
+
+
+def test_a_batch_of_counterfactuals_says_and_exports_what_it_guarantees(files, downloads):
+    """The Many rows tab on an MLP: beside the table and in its CSV, what the batch guarantees
+    (valid on the model, never proven optimal); each counterfactual exported is the MLP's target."""
+    df, mlp, _, data = files
+    at = _app()
+    _upload(at, df, "mlp.skops", data["mlp.skops"])
+    at.switch_page(str(ROOT / "pages" / "optimal_cf.py")).run()
+    at.number_input(key="ocb_n").set_value(3).run()
+    _click(at, "Run on 3 rows")
+    assert not at.exception, at.exception
+    says = [c.value for c in at.caption if c.value.startswith("What this batch guarantees: ")]
+    assert len(says) == 1 and "Valid on the uploaded model (checked on it)" in says[0], says
+    table = pd.read_csv(io.StringIO(downloads["ocb_dl"]))
+    assert len(table) == 3 and set(table["guarantee"]) == {"valid_on_model"}
+    assert set(table["guarantee_text"]) == {says[0].split(": ", 1)[1]}
+    cf = table[[f"cf:{c}" for c in ("age", "income", "job", "sex")]].rename(columns=lambda c: c[3:])
+    assert (mlp.predict(cf) == 1).all()
+
+
+def test_a_model_not_read_exactly_is_never_kept_as_its_surrogate(files, fresh_history, tmp_path):
+    """An MLP's surrogate is not the MLP: no link offers to keep it (a link would open the surrogate
+    in the model's place, claiming proven optimal), and its audit is stored without a model (Compare
+    models would load the surrogate as "the model of audit #n"), titled by the model, not the surrogate."""
+    from core.audit.history import AuditStore, HistoryError
+    from dashboard import history
+
+    df, _, _, data = files
+    at = _app()
+    _upload(at, df, "mlp.skops", data["mlp.skops"])
+    assert not [b for b in at.sidebar.button if b.key == "share_view"]
+    assert any("A link cannot keep this model" in c.value for c in at.sidebar.caption), \
+        [c.value for c in at.sidebar.caption]
+    ws = at.session_state["workspace"]
+    at.switch_page(str(ROOT / "pages" / "fairness_audit.py")).run()
+    _actions(at, "fairness_audit.py", ws, b"")
+    audit = at.session_state["fa_result"]["audit"]
+    db = history.store()
+    listed = db.list()
+    assert len(listed) == 1 and "surrogate" not in listed["title"].iloc[0], listed
+    assert db.with_models() == []
+    with pytest.raises(HistoryError, match="not a tree ensemble"):
+        AuditStore(f"sqlite:///{tmp_path / 'other.sqlite'}").save(audit, ensemble=ws.ensemble)

@@ -14,7 +14,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from core.counterfactual import make_cost_model
-from core.errors import QueryError
+from core.errors import AtlasError, QueryError
 from core.intake.worker import ModelWorker
 from core.intake.workspace import build_workspace
 from core.optimal import optimal_counterfactual
@@ -221,3 +221,21 @@ def test_a_batch_checks_its_rows_together_each_as_alone_and_counts_each_row_once
 def _worker_calls(model) -> int:
     """Calls the model's worker has answered (its answers are the worker's bound method)."""
     return model.answers.__self__.calls
+
+
+def test_the_model_may_come_first_and_a_plain_model_is_sent_to_the_door(setting):
+    """``optimal_counterfactual(black_box, x, target, surrogate=s)`` takes the first argument as
+    the model the surrogate stands for (it raised "a surrogate without the model"), and
+    ``distill`` given a fitted scikit-learn object says which call reads one (it raised an
+    AttributeError on ``feature_names``)."""
+    df, pipe, model, ws = setting
+    p = ws.predictions
+    i = int(np.flatnonzero(p == 0)[0])
+    x = ws.X.to_numpy(float)[i]
+    first = optimal_counterfactual(model, x, 1, surrogate=ws.surrogate, schema=ws.schema, time_limit=30)
+    named = optimal_counterfactual(ws.ensemble, x, 1, model=model, surrogate=ws.surrogate, schema=ws.schema,
+                                   time_limit=30)
+    assert first.valid and first.cost == pytest.approx(named.cost)
+    assert int(pipe.predict(ws.to_raw(first.x[None, :]))[0]) == 1
+    with pytest.raises(AtlasError, match="open_workspace"):
+        distill(pipe, ws.X.to_numpy(float))

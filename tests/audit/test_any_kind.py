@@ -199,3 +199,36 @@ def test_the_command_line_audits_a_linear_model_exactly_and_says_so(any_kinds, t
     found = back[back["feasible"] == 1]
     raw = pd.DataFrame({c: found[f"cf:{c}"].to_numpy() for c in COLS})        # the recourses, as the CSV has them
     assert len(found) >= 10 and (lr.predict(raw) == 1).all() and set(back["guarantee"]) == {"proven_optimal"}
+
+
+def test_under_constraints_every_recourse_of_a_black_box_and_a_linear_model_keeps_them(any_kinds):
+    """Constraints between features in a comparison of models not read as trees: A's recourse
+    (through the MLP's surrogate, checked on the MLP) and the one valid under both (repaired on
+    both models) keep every constraint; a row the linear model B precludes is proven so, and
+    the MLP, known by its answers, proves nothing."""
+    from core.optimal import verify_recourse
+
+    df, mlp, lr, wa, wb = any_kinds
+    texts = ["delta(age) >= 0", "delta(income) <= 12"]
+    X = wa.X.to_numpy(float)
+    c = compare_models(wa.ensemble, wb.linear, X, schema=wa.schema, target=1, max_rows=12, time_limit=10, n_jobs=1,
+                       model_a=wa.model, model_b=wb.model, surrogate_a=wa.surrogate, surrogate_b=wb.surrogate,
+                       n_boot=50, n_perm=50, constraints=texts)
+    assert c.params["constraints"] == texts
+    kept = wa.schema.with_constraints(texts)
+    cons, r = kept.parsed_constraints(), c.rows
+    rows = r["row"].to_numpy(int)
+    for pts, found in ((c.points_a, r["found_a"]), (c.points_both, r["found_both"])):
+        got = np.flatnonzero(found.to_numpy() == 1)
+        assert got.size
+        for k in got:
+            assert cons.violated(X[rows[k]], pts[k]) == [], (k, pts[k])
+        raw = wa.to_raw(pts[got])[COLS]
+        assert (mlp.predict(raw) == 1).all()
+    both = np.flatnonzero(r["found_both"].to_numpy() == 1)
+    assert (lr.predict(wa.to_raw(c.points_both[both])[COLS]) == 1).all()
+    assert r.loc[r["found_a"] == 0, "precluded_a"].isna().all()        # the MLP proves nothing
+    b = r["precluded_b"].to_numpy()
+    assert np.isin(b, [0, 1]).all() and (b == 1).any()
+    for k in np.flatnonzero(b == 1)[:3]:
+        assert verify_recourse(wb.linear, X[rows[k]], 1, schema=kept, fixed=["sex"], explain=False).precluded

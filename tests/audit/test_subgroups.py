@@ -26,7 +26,7 @@ def _data(seed, planted=True, n=400):
 
 def test_planted_subgroup_is_found_first():
     rows, frame, groups = _data(0)
-    t = scan_subgroups(rows, frame, groups=groups, min_size=15, n_perm=500, n_boot=100)
+    t = scan_subgroups(rows, frame, groups=groups, min_size=15, n_perm=500, n_boot=100).table
     top = t.iloc[0]
     assert top["significant"] and top["worse"] and top["metric"] in ("cost", "burden")
     # the planted group is three conditions; the scan goes to pairs: the first two found are its
@@ -42,6 +42,6 @@ def test_shuffled_recourse_does_not_cry_wolf():
     alarms = 0
     for seed in range(8):
         rows, frame, groups = _data(seed, planted=False)
-        t = scan_subgroups(rows, frame, groups=groups, min_size=15, n_perm=400, n_boot=50, random_state=seed)
+        t = scan_subgroups(rows, frame, groups=groups, min_size=15, n_perm=400, n_boot=50, random_state=seed).table
         alarms += bool(t["significant"].any())
     assert alarms <= 1

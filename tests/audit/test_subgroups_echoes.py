@@ -106,7 +106,7 @@ def test_a_column_with_one_level_or_a_hot_level_everywhere_gives_no_condition():
 def test_no_reported_subgroup_repeats_a_simpler_one_or_every_row():
     rows, frame, groups = credit_rows()
     n = len(rows)
-    t = scan_subgroups(rows, frame, groups=groups, min_size=15, n_perm=200, n_boot=50, top=10 ** 6)
+    t = scan_subgroups(rows, frame, groups=groups, min_size=15, n_perm=200, n_boot=50, top=10 ** 6).table
     single, old_single, of = _masks(frame, groups)
     simpler = {np.packbits(m).tobytes() for m in single.values()} | {np.packbits(np.ones(n, bool)).tobytes()}
     orders = set()
@@ -141,13 +141,13 @@ def test_same_figures_as_the_first_version_with_its_echoes_left_out():
     rows, frame, groups = credit_rows(heavy=False)
     frame["country"] = 1.0
     kw = dict(groups=groups, min_size=15, n_perm=300, n_boot=100, random_state=4, top=10 ** 6)
-    new = scan_subgroups(rows, frame, **kw)
+    new = scan_subgroups(rows, frame, **kw).table
     old = old_scan_subgroups(rows, frame, **kw)
     echo = old["subgroup"].str.contains("country = 1")
     assert echo.sum() > 0 and new["significant"].any()
     _assert_same(new, old[~echo.to_numpy()].reset_index(drop=True))
     assert new.attrs["budget"] == old.attrs["budget"]
-    head = scan_subgroups(rows, frame, **{**kw, "top": 20})
+    head = scan_subgroups(rows, frame, **{**kw, "top": 20}).table
     pd.testing.assert_frame_equal(head, new.head(20))
 
 
@@ -156,7 +156,7 @@ def test_same_figures_as_the_first_version_on_the_same_subgroups(seed):
     # heavy masses: the new conditions, run through the first version's statistics
     rows, frame, groups = credit_rows(seed=seed)
     kw = dict(groups=groups, min_size=20, n_perm=250, n_boot=80, random_state=seed, top=10 ** 6)
-    new = scan_subgroups(rows, frame, **kw)
+    new = scan_subgroups(rows, frame, **kw).table
     old = old_scan_subgroups(rows, frame, conditions_of=conditions, **kw)
     echo = ~old["subgroup"].isin(set(new["subgroup"]))      # the first version kept the echoes
     _assert_same(new, old[~echo.to_numpy()].reset_index(drop=True))
@@ -166,14 +166,14 @@ def test_shuffled_recourse_with_heavy_masses_does_not_cry_wolf():
     alarms = 0
     for seed in range(8):
         rows, frame, groups = credit_rows(seed=seed, planted=False, shuffled=True)
-        t = scan_subgroups(rows, frame, groups=groups, min_size=15, n_perm=400, n_boot=50, random_state=seed)
+        t = scan_subgroups(rows, frame, groups=groups, min_size=15, n_perm=400, n_boot=50, random_state=seed).table
         alarms += bool(t["significant"].any())
     assert alarms <= 1
 
 
 def test_planted_subgroup_is_found_on_the_credit_table():
     rows, frame, groups = credit_rows(n=600)
-    t = scan_subgroups(rows, frame, groups=groups, min_size=20, n_perm=500, n_boot=100)
+    t = scan_subgroups(rows, frame, groups=groups, min_size=20, n_perm=500, n_boot=100).table
     top = t.iloc[0]
     assert top["significant"] and top["worse"] and top["metric"] in ("cost", "burden", "effective")
     assert "income in [" in top["subgroup"] and "sex = 1" in top["subgroup"]

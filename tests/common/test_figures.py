@@ -68,3 +68,32 @@ def test_every_region_is_drawn_in_its_own_colour_with_its_own_hover():
         assert tuple(t.x) == (max(r.lower[0], -1.0), min(r.upper[0], 1.0), min(r.upper[0], 1.0),
                               max(r.lower[0], -1.0), max(r.lower[0], -1.0))
         assert f"({r.lower[0]:.4g}, {r.upper[0]:.4g}]" in t.text
+
+
+def test_a_rule_and_its_alternatives_are_readable_on_the_same_bars():
+    """The alternatives' bars overlay the rule's: only the rule's conditions are written on them
+    (three texts at one place read as none), the alternatives' in their hover."""
+    from core.figures import rule_intervals_figure
+
+    names = ["income", "job=cook", "job=nurse", "job=pilot"]
+    X = np.array([[10.0, 1, 0, 0], [90.0, 0, 1, 0], [50.0, 0, 0, 1]])
+    inf = np.inf
+    rule = SimpleNamespace(lower=np.array([61.55, 0.5, -inf, -inf]), upper=np.array([inf, inf, 0.5, 0.5]))
+    alt = SimpleNamespace(lower=np.array([62.7, -inf, -inf, 0.5]), upper=np.array([inf, 0.5, 0.5, inf]))
+    fig = rule_intervals_figure(X, rule, [0, 1, 2, 3], names, X[0], (alt,), groups=[[1, 2, 3]])
+    drawn, other = fig.data[1], fig.data[2]
+    assert drawn.textposition == "inside" and list(drawn.text) == ["income > 61.55", "= cook"]
+    assert other.textposition == "none" and list(other.hovertext) == ["income > 62.7", "= pilot"]
+
+
+def test_the_keep_or_change_legend_sits_below_the_tick_labels_of_a_one_bar_chart():
+    """Placed on the plot's own height (-0.25 of it), the legend of a one-feature chart fell on its
+    x tick labels; it sits in the figure's bottom margin."""
+    import pandas as pd
+
+    from core.figures import change_keep_figure
+
+    fig = change_keep_figure(pd.DataFrame({"feature": ["income"], "change": [150], "keep": [20]}))
+    legend = fig.layout.legend
+    assert legend.yref == "container" and legend.yanchor == "bottom" and legend.y == 0
+    assert fig.layout.margin.b >= 40

@@ -4,7 +4,8 @@ the audit, the model comparison, a local or regional counterfactual rule, a case
 a batch of optimal counterfactuals; the audit history keeps their params and elapsed) share ``params``, ``elapsed`` and ``guarantee``
 under the same names, write themselves as strict JSON
 with ``to_dict`` / ``to_json`` and read back equal with ``from_dict`` / ``from_json``;
-their older names (``solve_time``, ``seconds``, ``fit_time_``) still read the same.
+their older names (``solve_time``, ``seconds``, ``time``, ``fit_time_``) still read the same, and
+warn that they will be removed.
 
 Each round trip is made on a real result of the credit demo, and the answers are the
 ones the analyses gave before the change (the numbers below were computed on the
@@ -123,7 +124,8 @@ def test_a_counterfactual_has_the_shape_and_reads_back_equal(demo, optimal):
     model, Xn = demo[2], demo[6]
     for i, r in optimal.items():
         _shape(r)
-        assert r.solve_time == r.elapsed        # the older name reads the same
+        with pytest.warns(DeprecationWarning, match="older name of elapsed"):
+            assert r.solve_time == r.elapsed    # the older name reads the same, and warns
         back = _round_trip(r)
         assert back.found and back.guarantee.kind == "proven_optimal"
         assert model.predict(back.x[None, :])[0] == 1 and model.predict(Xn[i][None, :])[0] == 0
@@ -209,7 +211,9 @@ def test_the_export_in_the_analysts_columns_has_the_shape(demo, optimal):
 
 def test_a_region_set_has_the_shape_and_reads_back_equal(regions):
     _shape(regions)
-    assert regions.seconds == regions.elapsed and regions.guarantee.kind == "exact"
+    with pytest.warns(DeprecationWarning, match="RegionSet.seconds is the older name"):
+        assert regions.seconds == regions.elapsed
+    assert regions.guarantee.kind == "exact"
     back = _round_trip(regions)
     assert [g.distance for g in back.regions] == [g.distance for g in regions.regions]
     assert all(np.array_equal(a.lower, b.lower) and np.array_equal(a.upper, b.upper)
@@ -220,7 +224,8 @@ def test_a_region_set_has_the_shape_and_reads_back_equal(regions):
 def test_a_linear_slice_has_the_shape_and_reads_back_equal(linear):
     sl = linear[1]
     _shape(sl)
-    assert sl.seconds == sl.elapsed
+    with pytest.warns(DeprecationWarning, match="LinearSlice.seconds"):
+        assert sl.seconds == sl.elapsed
     back = _round_trip(sl)
     assert all(np.array_equal(a.vertices, b.vertices) for a, b in zip(back.polygons, sl.polygons))
 
@@ -230,7 +235,9 @@ def test_tcrex_has_the_shape_and_its_estimator_comes_back(demo, tcrex):
     r = tcrex.result_
     assert isinstance(r, TCRExResult)
     _shape(r)
-    assert tcrex.fit_time_ == r.elapsed and r.guarantee.kind == "estimated"
+    assert tcrex.elapsed_ == r.elapsed and r.guarantee.kind == "estimated"
+    with pytest.warns(DeprecationWarning, match="TCREx.fit_time_ is the older name of elapsed_"):
+        assert tcrex.fit_time_ == r.elapsed
     assert r.params["rho"] == 0.02 and r.params["tau"] == 0.9 and r.params["n_rows"] == len(Xn)
     back = _round_trip(r)
     again = TCREx.from_result(back)
@@ -376,7 +383,9 @@ def test_a_local_rule_has_the_shape_reads_back_equal_and_is_the_same_rule(demo, 
     r = rules.local_rule(Xn[0], 1, fixed=["sex"])
     assert isinstance(r, LocalRule)
     _shape(r)
-    assert r.time == r.elapsed and r.guarantee.kind == "estimated" and not r.guarantee.proven
+    with pytest.warns(DeprecationWarning, match="LocalRule.time"):
+        assert r.time == r.elapsed
+    assert r.guarantee.kind == "estimated" and not r.guarantee.proven
     assert r.params["fixed"] == ["sex"] and r.params["n_rows"] == len(Xn) and r.params["pi_c"] == 0.9
     assert f"{len(Xn):,} rows" in r.guarantee.text() and "not checked on the model" in r.guarantee.text()
     assert (r.features, round(r.cdp, 9), round(r.crp, 9), len(r.alternatives)) == \

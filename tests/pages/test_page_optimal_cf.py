@@ -46,9 +46,11 @@ def test_infeasible_query_is_explained(at):
 def test_batch_of_rows(at):
     at.number_input(key="ocb_n").set_value(3).run()
     _submit(at, "Run on 3 rows")
-    table = at.session_state["ocb_results"]
+    table, g = at.session_state["ocb_results"]
     assert len(table) == 3 and set(table["status"]) == {"optimal"}
     assert (table["features changed"] >= 1).all()
+    assert g.kind == "proven_optimal"
+    assert any(c.value.startswith("What this batch guarantees: Proven optimal on the tree ensemble.") for c in at.caption)
 
 
 def test_plausible_counterfactual(at):

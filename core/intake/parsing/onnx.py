@@ -64,7 +64,7 @@ __all__ = ["parse_onnx", "load_onnx", "check_labels", "run_probes", "OnnxRun", "
 
 NOT_TREES = ("This ONNX graph is not a tree ensemble read exactly; it is analysed as any other model instead: run in a "
              "sandboxed worker, the exact analyses on a tree-ensemble surrogate of it and every answer checked on "
-             "the graph itself (core.load_model and the Data & model page do so).")
+             "the graph itself (core.open_workspace(path, data, target) and the Data & model page do so).")
 _NODE_BUDGET = LIMITS.max_tree_nodes      # nodes read exactly, counted in the file before any is built
 
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from core.errors import ModelError, UnsupportedModelError
+from core.errors import ModelError, UnsupportedModelError, need
 from core.intake.parsing.common import build_tree, describe_unsupported, drop_last_level
 from core.model.categorical import OTHER_CODE
 from core.model.ensemble import Link, Task, TreeEnsemble
@@ -115,7 +115,7 @@ def parse_xgboost(model: ModelLike) -> TreeEnsemble:
 
 def _booster(model: ModelLike) -> tuple[Any, Any]:
     """The model's Booster, and the scikit-learn wrapper it came from (or None)."""
-    import xgboost as xgb  # optional and heavy: imported only when an XGBoost model arrives
+    xgb = need("xgboost", "reading an XGBoost model")  # optional and heavy: only when one arrives
 
     if isinstance(model, xgb.Booster):
         return model, None
