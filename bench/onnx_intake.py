@@ -1,18 +1,31 @@
-"""Benchmark: ONNX tree-ensemble intake.
+"""Benchmark: ONNX tree-ensemble intake (issue 62, item 2).
 
-Prints JSON. A 500-tree XGBoost classifier (depth 6, 20 features) and a 500-tree
-LightGBM classifier (31 leaves), each exported to ONNX by onnxmltools; for each the
-whole in-process reading of the ``.onnx`` file (checks, onnxruntime session, first run,
-parse, verification against onnxruntime's scores and labels on the probe points)
-against the reading of the same model from its own file (XGBoost JSON, LightGBM text:
-load, parse, verify against the library) in the same process, best of 3 (the machines
-are shared and noisy). Goal: ONNX tree intake of 500 trees <= 1 s. Also the parse
-alone (no verification) and the sandboxed reading of the ``.onnx`` file (a child
-process reads, converts and verifies it; the server reads it again).
+Prints JSON. Three 500-tree classifiers on 20 features exported to ONNX as a data
+scientist would: XGBoost (depth 6) and LightGBM (31 leaves) by onnxmltools, a
+scikit-learn random forest (depth 8) by skl2onnx. For each, in CPU seconds of this
+process (``time.process_time``: every thread; the machines are shared, so the
+fastest of a few runs):
+
+* ``floor_cpu_s``: what any reader of the file pays, ``onnx.load`` of its bytes plus an
+  onnxruntime ``InferenceSession`` on them (one thread, as the project's runner opens it);
+* ``onnx_intake_cpu_s``: the whole in-process reading of the ``.onnx`` file as a script
+  reads it, ``from_model(load_model(...))``: the checks without running it, the session
+  and its first run, the reading of the trees, the verification against onnxruntime;
+  ``ratio_to_floor`` is the measure, goal <= 3 (``goal_ratio_le_3``);
+* ``app_path_cpu_s``: the work of the app's sandboxed reading, both processes' share
+  run here one after the other: the child's (the reading above, its probe outputs,
+  the arrays it sends) and the server's (the ensemble made again of those arrays, the
+  file read again, its outputs on the probe points compared);
+* ``onnx_parse_only_cpu_s``: the reading of the trees alone (no verification);
+* ``native_intake_cpu_s``: the same model read from its own library's file (XGBoost
+  JSON, LightGBM text, scikit-learn ``.skops``) with its verification, for scale;
+* ``onnx_sandboxed_wall_s``: one sandboxed reading (``load_vetted``: a child process
+  reads, converts and verifies it, the server reads it again), wall seconds.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 import time
@@ -21,25 +34,31 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np
+import numpy as np  # noqa: E402
 
 warnings.filterwarnings("ignore")
+RUNS = 10
 
 
-def _best(fn, runs=3):
+def _cpu(fn, runs=RUNS):
+    """The fewest CPU seconds of ``runs`` calls of ``fn``."""
     out = []
     for _ in range(runs):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         fn()
-        out.append(time.perf_counter() - t0)
+        out.append(time.process_time() - t0)
     return min(out)
 
 
 def _models():
     import lightgbm as lgb
+    import skops.io as sio
     import xgboost as xgb
     from onnxmltools.convert import convert_lightgbm, convert_xgboost
     from onnxmltools.convert.common.data_types import FloatTensorType
+    from skl2onnx import convert_sklearn
+    from skl2onnx.common.data_types import FloatTensorType as SkFloatTensorType
+    from sklearn.ensemble import RandomForestClassifier
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(5000, 20)).astype(np.float32)
@@ -47,10 +66,48 @@ def _models():
     types = [("input", FloatTensorType([None, 20]))]
     xm = xgb.XGBClassifier(n_estimators=500, max_depth=6, n_jobs=1).fit(X, y)
     lm = lgb.LGBMClassifier(n_estimators=500, num_leaves=31, verbose=-1, n_jobs=1).fit(X, y)
+    rf = RandomForestClassifier(n_estimators=500, max_depth=8, n_jobs=1, random_state=0).fit(X, y)
+    rf_onnx = convert_sklearn(rf, initial_types=[("input", SkFloatTensorType([None, 20]))],
+                              options={id(rf): {"zipmap": False}})
     return {"xgboost": (bytes(xm.get_booster().save_raw("json")), "model.json",
                         convert_xgboost(xm, initial_types=types).SerializeToString()),
             "lightgbm": (lm.booster_.model_to_string().encode(), "model.txt",
-                         convert_lightgbm(lm, initial_types=types, zipmap=False).SerializeToString())}
+                         convert_lightgbm(lm, initial_types=types, zipmap=False).SerializeToString()),
+            "random_forest": (sio.dumps(rf), "model.skops", rf_onnx.SerializeToString())}
+
+
+def _floor(data: bytes) -> None:
+    import onnx
+    import onnxruntime as ort
+
+    onnx.load_from_string(data)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+    ort.InferenceSession(data, sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+def _app_path(data: bytes) -> None:
+    """Both processes' work of ``core.intake.sandbox.load_vetted``, here one after the other."""
+    from core.intake.io import load_model
+    from core.intake.models import model_from
+    from core.intake.parsing import probe_points
+    from core.intake.sandbox import same_reading
+    from core.model import TreeEnsemble
+    from core.model.native import native_outputs
+
+    model = load_model(data, "model.onnx")                   # the child: read, convert, verify
+    ens = model_from(model)
+    X = probe_points(ens, 16, seed=1)
+    _, theirs, _ = native_outputs(ens, model, X)
+    arrays, meta = ens.to_arrays()
+    buf = io.BytesIO()
+    np.savez(buf, allow_pickle=False, **arrays, probe_X=X, probe_out=np.asarray(theirs, dtype=np.float64))
+    with np.load(io.BytesIO(buf.getvalue()), allow_pickle=False) as z:    # the server: made again, checked
+        got = dict(z)
+    probe_X, probe_out = got.pop("probe_X"), got.pop("probe_out")
+    again = TreeEnsemble.from_arrays(got, meta)
+    if not same_reading(again, load_model(data, "model.onnx"), probe_X, probe_out):
+        raise AssertionError("the server read the model otherwise")
 
 
 def main() -> None:
@@ -59,20 +116,24 @@ def main() -> None:
     from core.intake.parsing import parse
     from core.intake.sandbox import load_vetted
 
-    out: dict = {"trees": 500}
+    out: dict = {"trees": 500, "time": "CPU seconds (process_time), fewest of %d runs" % RUNS}
     for name, (native, native_name, onnx_bytes) in _models().items():
         ens = from_model(load_model(onnx_bytes, "model.onnx"))
         model = load_model(onnx_bytes, "model.onnx")
-        onnx_s = _best(lambda: from_model(load_model(onnx_bytes, "model.onnx")))
-        native_s = _best(lambda: from_model(load_model(native, native_name)))
-        parse_s = _best(lambda: parse(model))
+        floor = _cpu(lambda: _floor(onnx_bytes))
+        onnx_s = _cpu(lambda: from_model(load_model(onnx_bytes, "model.onnx")))
+        app_s = _cpu(lambda: _app_path(onnx_bytes))
+        parse_s = _cpu(lambda: parse(model))
+        native_s = _cpu(lambda: from_model(load_model(native, native_name)), runs=3)
         t0 = time.perf_counter()
         load_vetted(onnx_bytes, "model.onnx")
         sandbox_s = time.perf_counter() - t0
         out[name] = {"onnx_bytes": len(onnx_bytes), "nodes": int(sum(t.n_nodes for t in ens.trees)),
-                     "onnx_intake_s": round(onnx_s, 3), "native_intake_s": round(native_s, 3),
-                     "ratio_onnx_to_native": round(onnx_s / native_s, 2), "onnx_parse_only_s": round(parse_s, 3),
-                     "onnx_sandboxed_s": round(sandbox_s, 3), "goal_onnx_intake_le_1s": onnx_s <= 1.0}
+                     "floor_cpu_s": round(floor, 4), "onnx_intake_cpu_s": round(onnx_s, 4),
+                     "ratio_to_floor": round(onnx_s / floor, 2), "goal_ratio_le_3": onnx_s <= 3 * floor,
+                     "app_path_cpu_s": round(app_s, 4), "app_path_ratio_to_floor": round(app_s / floor, 2),
+                     "onnx_parse_only_cpu_s": round(parse_s, 4), "native_intake_cpu_s": round(native_s, 4),
+                     "onnx_sandboxed_wall_s": round(sandbox_s, 3)}
     print(json.dumps(out, indent=2))
 
 

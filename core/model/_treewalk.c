@@ -6,7 +6,8 @@
  * roots: int64 index of each tree's root in nodes.
  * bits: uint64 words of the categorical splits' left sets, each set as its number of
  *   words followed by the words.
- * Rule: go left iff x[feature] <= threshold (x float64). A categorical split has
+ * Rule: go left iff x[feature] <= threshold (x float64); a missing value (NaN) goes left
+ *   unless the feature has the bit NAN_RIGHT (1 << 30) set, then right. A categorical split has
  *   feature = -(j + 2) for feature j and, as threshold, the offset of its set in
  *   bits: go left iff bit x[j] is set (x[j] an integer code; a code beyond the
  *   set's words is not in it).
@@ -16,7 +17,9 @@
  * accumulate(X, nodes, roots, bits, value, n_outputs, out, d, start, stop)
  *     out[i, k] += sum_t value[leaf(i, t), k]                         (float64, n x K)
  * Rows are processed in blocks so that one tree's nodes and a block of rows stay
- * in cache together. Both release the GIL, so Python threads can split the rows.
+ * in cache together, and within a block eight rows walk a tree together (each row's walk
+ * waits on every node it loads; eight independent walks overlap). Both release the GIL, so
+ * Python threads can split the rows.
  *
  * What they are handed is checked, so that a wrong buffer is a ValueError, never a
  * wrong answer or a read or write outside memory (scikit-learn's typed memoryviews
@@ -36,6 +39,8 @@
 typedef struct { double thr; int32_t feat; int32_t left; } Node;
 
 #define BLOCK 64
+#define LANES 8         /* rows walked together through one tree */
+#define NAN_RIGHT 0x40000000
 
 /* The element kind of a buffer's struct-module format ('f' float, 'i' signed, 'u'
  * unsigned, 0 otherwise), its byte-order prefix checked (native little-endian only). */
@@ -76,33 +81,50 @@ static int get_buffer(PyObject *o, Py_buffer *b, const char *name, char kind, Py
     return 0;
 }
 
-/* Walk one row from node; on a bad node, code or word return -1. */
-static inline int64_t walk(const double *x, const Node *nodes, Py_ssize_t n_nodes, const uint64_t *bits,
+/* One step from an internal node: the child a row x goes to; -1 on a bad node, code or word. */
+static inline int64_t step(const double *x, const Node *nodes, Py_ssize_t n_nodes, const uint64_t *bits,
                            Py_ssize_t n_bits, Py_ssize_t d, int64_t node) {
     const Node *nd = nodes + node;
-    while (nd->feat != -1) {
-        int64_t next;
-        if (nd->feat >= 0) {
-            if (nd->feat >= d) return -1;
-            next = (int64_t)nd->left + (x[nd->feat] > nd->thr);
-        } else {
-            int64_t j = -(int64_t)nd->feat - 2;
-            if (j >= d) return -1;
-            double v = x[j], off = nd->thr;
-            if (!(v >= 0.0 && v < 9.0e18) || v != (double)(int64_t)v || !(off >= 0.0) || off >= (double)n_bits)
-                return -1;
-            int64_t code = (int64_t)v, o = (int64_t)off;
-            uint64_t count = bits[o];                          /* the split's words follow their count */
-            if (count > (uint64_t)(n_bits - o - 1)) return -1;
-            int64_t w = code >> 6;
-            int held = (uint64_t)w < count && ((bits[o + 1 + w] >> (code & 63)) & 1u);
-            next = (int64_t)nd->left + !held;
-        }
-        if (nd->left <= node || (int64_t)nd->left + 1 >= n_nodes) return -1;   /* children after parents */
-        node = next;
-        nd = nodes + node;
+    int64_t next;
+    if (nd->feat >= 0) {
+        int32_t j = nd->feat & ~NAN_RIGHT;
+        if (j >= d) return -1;
+        double v = x[j];
+        next = (int64_t)nd->left + ((nd->feat & NAN_RIGHT) ? !(v <= nd->thr) : (v > nd->thr));
+    } else {
+        int64_t j = -(int64_t)nd->feat - 2;
+        if (j >= d) return -1;
+        double v = x[j], off = nd->thr;
+        if (!(v >= 0.0 && v < 9.0e18) || v != (double)(int64_t)v || !(off >= 0.0) || off >= (double)n_bits)
+            return -1;
+        int64_t code = (int64_t)v, o = (int64_t)off;
+        uint64_t count = bits[o];                          /* the split's words follow their count */
+        if (count > (uint64_t)(n_bits - o - 1)) return -1;
+        int64_t w = code >> 6;
+        int held = (uint64_t)w < count && ((bits[o + 1 + w] >> (code & 63)) & 1u);
+        next = (int64_t)nd->left + !held;
     }
-    return node;
+    if (nd->left <= node || (int64_t)nd->left + 1 >= n_nodes) return -1;   /* children after parents */
+    return next;
+}
+
+/* Walk the m rows x, x + d, .. (m <= LANES) from root together: their steps depend on nothing of
+ * each other's, so the processor overlaps them (one row's walk waits on each node it loads). out[k]
+ * is the leaf row k reaches; 0, or -1 on a bad node, code or word. */
+static inline int walk_lanes(const double *x, Py_ssize_t m, const Node *nodes, Py_ssize_t n_nodes,
+                             const uint64_t *bits, Py_ssize_t n_bits, Py_ssize_t d, int64_t root, int64_t *out) {
+    int moving = 1;
+    for (Py_ssize_t k = 0; k < m; k++) out[k] = root;
+    while (moving) {
+        moving = 0;
+        for (Py_ssize_t k = 0; k < m; k++) {
+            if (nodes[out[k]].feat == -1) continue;
+            out[k] = step(x + k * d, nodes, n_nodes, bits, n_bits, d, out[k]);
+            if (out[k] < 0) return -1;
+            moving = 1;
+        }
+    }
+    return 0;
 }
 
 static PyObject *run(PyObject *args, int mode) {
@@ -154,23 +176,19 @@ static PyObject *run(PyObject *args, int mode) {
     for (Py_ssize_t b0 = start; b0 < stop && !bad; b0 += BLOCK) {
         Py_ssize_t b1 = b0 + BLOCK < stop ? b0 + BLOCK : stop;
         for (Py_ssize_t t = 0; t < n_trees && !bad; t++) {
-            int64_t root = roots[t];
-            if (mode == 0) {
-                int64_t *out = (int64_t *)bufs[4].buf;
-                for (Py_ssize_t i = b0; i < b1; i++) {
-                    int64_t leaf = walk(x + i * d, nodes, n_nodes, bits, n_bits, d, root);
-                    if (leaf < 0) { bad = 1; break; }
-                    out[i * n_trees + t] = leaf;
-                }
-            } else {
-                double *out = (double *)bufs[4].buf;
-                const double *val = (const double *)bufs[5].buf;
-                for (Py_ssize_t i = b0; i < b1; i++) {
-                    int64_t leaf = walk(x + i * d, nodes, n_nodes, bits, n_bits, d, root);
-                    if (leaf < 0) { bad = 1; break; }
-                    const double *v = val + leaf * n_out;
-                    double *oi = out + i * n_out;
-                    for (Py_ssize_t k = 0; k < n_out; k++) oi[k] += v[k];
+            int64_t root = roots[t], leaf[LANES];
+            for (Py_ssize_t i0 = b0; i0 < b1 && !bad; i0 += LANES) {
+                Py_ssize_t m = b1 - i0 < LANES ? b1 - i0 : LANES;
+                if (walk_lanes(x + i0 * d, m, nodes, n_nodes, bits, n_bits, d, root, leaf) < 0) { bad = 1; break; }
+                for (Py_ssize_t r = 0; r < m; r++) {
+                    Py_ssize_t i = i0 + r;
+                    if (mode == 0) {
+                        ((int64_t *)bufs[4].buf)[i * n_trees + t] = leaf[r];
+                    } else {
+                        const double *v = (const double *)bufs[5].buf + leaf[r] * n_out;
+                        double *oi = (double *)bufs[4].buf + i * n_out;
+                        for (Py_ssize_t k = 0; k < n_out; k++) oi[k] += v[k];
+                    }
                 }
             }
         }

@@ -35,9 +35,9 @@ import numpy as np
 from core.errors import DataError, ModelError, SchemaError, UnsupportedModelError
 from core.jsonable import plain
 from core.model.features import ModelShape, as_table, feature_index
-from core.model.flatwalk import _flatten, leaf_sum, leaves
+from core.model.flatwalk import _flatten, _stack, leaf_sum, leaves
 from core.model.linear import LINEAR_ANALYSES, LinearModel
-from core.model.tree import Tree, node_category_masks
+from core.model.tree import Tree, node_category_masks, stacked_trees
 from core.typing import ModelLike, Rows
 
 if TYPE_CHECKING:
@@ -118,34 +118,11 @@ class TreeEnsemble(ModelShape):
         if not np.all(np.isfinite(base)):
             raise ModelError(f"The model's base score is {base.tolist()}: not a finite number. Re-save the model "
                              "from its library.")
-        for k, t in enumerate(self.trees):
-            internal = t.children_left >= 0          # (thresholds: core.model.tree.Tree refuses infinite ones)
-            bad = np.flatnonzero(~internal & ~np.all(np.isfinite(t.value), axis=1))
-            if bad.size:
-                raise ModelError(f"Tree {k}, leaf {int(bad[0])} has the value {t.value[bad[0]].tolist()}: not a "
-                                 "finite number. Re-save the model from its library.")
-            used = t.feature[t.feature >= 0]
-            if used.size and used.max() >= self.n_features:
-                raise ModelError("A tree splits on a feature index beyond n_features.")
-            internal = t.children_left >= 0
-            cat_node = t.is_categorical
-            if np.any(cat_node != (internal & is_cat[np.maximum(t.feature, 0)])):
-                raise ModelError("A categorical split is on a numerical feature, or a threshold split on a "
-                                 "categorical feature.")
-            for i in np.flatnonzero(cat_node):
-                k = int(n_codes[t.feature[i]])
-                extra = t.bits[i].copy()
-                if k < 64 * extra.size:  # no bit beyond the feature's codes
-                    w = k >> 6
-                    if w < extra.size:
-                        extra[w] &= ~np.uint64((1 << (k & 63)) - 1)
-                    extra[:w] = 0
-                    if extra.any():
-                        raise ModelError(f"A categorical split sends a code beyond the {k} codes of feature "
-                                         f"{self.feature_names[t.feature[i]]!r} left.")
+        stacked = _stack(self.trees)
+        _check_trees(stacked, self.feature_names, is_cat, n_codes)
         if self.classes is not None:
             object.__setattr__(self, "classes", np.asarray(self.classes))
-        object.__setattr__(self, "_flat", _flatten(self.trees))
+        object.__setattr__(self, "_flat", _flatten(self.trees, stacked))
 
     # ------------------------------------------------------------------ shape
     @property
@@ -272,12 +249,8 @@ class TreeEnsemble(ModelShape):
 
     def apply(self, X: Rows) -> np.ndarray:
         """Leaf node index per row and tree, shape (n_samples, n_trees)."""
-        X = self._check_X(X)
-        rows = np.flatnonzero(np.isnan(X).any(axis=1))
-        out = leaves(self._flat, np.nan_to_num(X, nan=0.0) if rows.size else X, self.n_trees) - self._flat["offsets"][None, :]
-        if rows.size:                  # rows with a missing value: walked with each split's own routing
-            out[rows] = np.column_stack([t.apply(X[rows]) for t in self.trees])
-        return out
+        X = self._check_X(X)          # a missing value (NaN) takes each split's own routing in the walk
+        return leaves(self._flat, X, self.n_trees) - self._flat["offsets"][None, :]
 
     def predict_raw(self, X: Rows) -> np.ndarray:
         """Aggregated leaf values plus base score, shape (n_samples, n_outputs).
@@ -285,13 +258,8 @@ class TreeEnsemble(ModelShape):
         Forest classifiers: mean class probabilities. Boosting: margins.
         Regression: predicted values. Isolation Forest: mean path length.
         """
-        X = self._check_X(X)
-        rows = np.flatnonzero(np.isnan(X).any(axis=1))
-        out = leaf_sum(self._flat, np.nan_to_num(X, nan=0.0) if rows.size else X, self.n_outputs, self.n_trees)
-        if rows.size:                  # rows with a missing value: walked with each split's own routing
-            out[rows] = 0.0
-            for t in self.trees:
-                out[rows] += t.value[t.apply(X[rows])]
+        X = self._check_X(X)          # a missing value (NaN) takes each split's own routing in the walk
+        out = leaf_sum(self._flat, X, self.n_outputs, self.n_trees)
         if self.aggregation == "mean":
             out /= self.n_trees
         return out + self.base_score
@@ -317,7 +285,10 @@ class TreeEnsemble(ModelShape):
     def predict(self, X: Rows) -> np.ndarray:
         """Labels (classifiers, in the source model's label set), values
         (regression), or +1 inlier / -1 outlier (Isolation Forest)."""
-        raw = self.predict_raw(X)
+        return self.predict_from_raw(self.predict_raw(X))
+
+    def predict_from_raw(self, raw: np.ndarray) -> np.ndarray:
+        """What :meth:`predict` gives for aggregated raw outputs (``predict_raw``)."""
         if self.task == "regression":
             return raw[:, 0].copy()
         if self.task == "anomaly":
@@ -410,11 +381,8 @@ class TreeEnsemble(ModelShape):
                 cols["missing_left"] = np.asarray(arrays["missing_left"], dtype=bool)
             if any(len(v) != total for v in cols.values()):
                 raise ModelError("The parsed model's arrays do not add up to its node counts.")
-            bounds = np.concatenate([[0], np.cumsum(counts)])
-            trees = tuple(Tree(cols["children_left"][a:b], cols["children_right"][a:b], cols["feature"][a:b],
-                               cols["threshold"][a:b], cols["value"][a:b], cols["category_bits"][a:b],
-                               missing_left=cols["missing_left"][a:b] if "missing_left" in cols else None)
-                          for a, b in zip(bounds[:-1], bounds[1:]))
+            trees = stacked_trees(counts, cols["children_left"], cols["children_right"], cols["feature"],
+                                  cols["threshold"], cols["value"], cols["category_bits"], cols.get("missing_left"))
             classes = meta.get("classes")
             return cls(trees, n_features=int(meta["n_features"]), feature_names=tuple(meta["feature_names"]),
                        task=meta["task"], aggregation=meta["aggregation"], link=meta["link"],
@@ -441,6 +409,47 @@ class TreeEnsemble(ModelShape):
             cache = self._flat["content_hash"] = h.hexdigest()
         return cache
 
+
+
+def _check_trees(st: dict[str, Any], names: tuple[str, ...], is_cat: np.ndarray, n_codes: np.ndarray) -> None:
+    """The ensemble's checks of its trees (finite leaf values, features it has, categorical
+    splits on categorical features only and sending none of their codes beyond them left),
+    on the stacked trees (:func:`core.model.flatwalk._stack`) at once: the first failing
+    tree's first failing check is raised, as checking tree by tree would."""
+    inner, feature = st["children_left"] >= 0, st["feature_raw"]
+    known = np.clip(feature, 0, max(len(names) - 1, 0))
+    cat = st["cat_node"]
+    checks = [~inner & ~np.all(np.isfinite(st["value"]), axis=1), feature >= len(names),
+              cat != (inner & is_cat[known]), _codes_beyond(st["cat_bits"], cat, n_codes[known])]
+    tree_of = np.repeat(np.arange(st["sizes"].size), st["sizes"])
+    failing = [(int(tree_of[np.argmax(bad)]), k) for k, bad in enumerate(checks) if bad.any()]
+    if not failing:
+        return
+    tree, which = min(failing)
+    node = int(np.argmax(checks[which]))
+    if which == 0:
+        raise ModelError(f"Tree {tree}, leaf {node - int(st['offsets'][tree])} has the value "
+                         f"{st['value'][node].tolist()}: not a finite number. Re-save the model from its library.")
+    if which == 1:
+        raise ModelError("A tree splits on a feature index beyond n_features.")
+    if which == 2:
+        raise ModelError("A categorical split is on a numerical feature, or a threshold split on a categorical "
+                         "feature.")
+    raise ModelError(f"A categorical split sends a code beyond the {int(n_codes[known[node]])} codes of feature "
+                     f"{names[known[node]]!r} left.")
+
+
+def _codes_beyond(bits: np.ndarray, cat: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Which categorical splits send a code at or beyond ``k`` (their feature's codes) left: a
+    bit of their set at that code or later, in the words of their tree."""
+    out = np.zeros(cat.shape, dtype=bool)
+    for w in range(bits.shape[1]):
+        lo = 64 * w
+        shift = np.clip(k - lo, 0, 63).astype(np.uint64)
+        allowed = np.where(k >= lo + 64, ~np.uint64(0),
+                           np.where(k <= lo, np.uint64(0), (np.uint64(1) << shift) - np.uint64(1)))
+        out |= cat & ((bits[:, w] & ~allowed) != 0)
+    return out
 
 def _unplain(meta: dict[str, Any]) -> dict[str, Any]:
     if isinstance(meta.get("iteration_range"), list):

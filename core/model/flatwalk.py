@@ -32,84 +32,112 @@ USE_COMPILED = _treewalk is not None
 __all__ = ["USE_COMPILED", "PACKED_NODE", "leaves", "leaf_sum"]
 
 
-def _flatten(trees: Sequence[Tree]) -> dict[str, Any]:
-    """Stack all trees into one node array for vectorised traversal.
+def _stack(trees: Sequence[Tree]) -> dict[str, Any]:
+    """Every tree's node arrays one after the other (each tree's children indexed within it):
+    ``sizes``, ``offsets`` (each tree's first node), ``children_left`` / ``children_right``
+    (int64), ``feature_raw``, ``threshold_raw``, ``value``, ``cat_node``, ``cat_bits`` (each
+    tree's words, zeros after them; ``widths`` its number of words) and ``missing_left``
+    (False where a tree routes none)."""
+    sizes = np.array([t.n_nodes for t in trees], dtype=np.int64)
+    cl = np.concatenate([t.children_left for t in trees]).astype(np.int64)
+    thr_raw = np.concatenate([t.threshold for t in trees])
+    widths = np.array([t.bits.shape[1] for t in trees], dtype=np.int64)
+    words = int(widths.max())
+    bits = np.concatenate([np.pad(t.bits, ((0, 0), (0, words - t.bits.shape[1])))
+                           for t in trees]) if words else np.zeros((len(cl), 0), dtype=np.uint64)
+    return {"sizes": sizes, "offsets": np.cumsum(sizes) - sizes, "children_left": cl,
+            "children_right": np.concatenate([t.children_right for t in trees]).astype(np.int64),
+            "feature_raw": np.concatenate([t.feature for t in trees]), "threshold_raw": thr_raw,
+            "value": np.ascontiguousarray(np.concatenate([t.value for t in trees])),
+            "cat_node": (cl >= 0) & np.isnan(thr_raw), "cat_bits": bits, "widths": widths,
+            "missing_left": np.concatenate([np.zeros(t.n_nodes, dtype=bool) if t.missing_left is None
+                                            else t.missing_left for t in trees])}
+
+
+def _flatten(trees: Sequence[Tree], stacked: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Stack all trees into one node array for vectorised traversal (``stacked``: what
+    :func:`_stack` gave for them, when the caller has it).
 
     Leaves loop on themselves (feature 0, threshold +inf), so a fixed number of
     steps (the maximum depth) walks every tree to its leaf.
     """
-    sizes = np.array([t.n_nodes for t in trees])
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    left = np.concatenate([np.where(t.is_leaf, np.arange(t.n_nodes), t.children_left) + o
-                           for t, o in zip(trees, offsets)]).astype(np.int64)
-    right = np.concatenate([np.where(t.is_leaf, np.arange(t.n_nodes), t.children_right) + o
-                            for t, o in zip(trees, offsets)]).astype(np.int64)
-    feat_raw = np.concatenate([t.feature for t in trees])
-    thr_raw = np.concatenate([t.threshold for t in trees])
-    feat = np.where(feat_raw < 0, 0, feat_raw).astype(np.int64)
-    thr = np.where(feat_raw < 0, np.inf, thr_raw)
-    value = np.ascontiguousarray(np.concatenate([t.value for t in trees]))
-    depth = max(t.max_depth for t in trees)
-    cat_node = np.concatenate([t.is_categorical for t in trees])
-    words = max(t.bits.shape[1] for t in trees)
-    bits = np.concatenate([np.pad(t.bits, ((0, 0), (0, words - t.bits.shape[1])))
-                           for t in trees]) if words else np.zeros((len(cat_node), 0), dtype=np.uint64)
-    packed = _pack(trees, offsets)
-    packed["packed_value"] = np.ascontiguousarray(value[packed["packed_to_node"]])
-    return {"left": left, "right": right, "feature": feat, "threshold": thr,
-            "feature_raw": feat_raw, "threshold_raw": thr_raw, "value": value,
-            "offsets": offsets, "depth": depth, "cat_node": cat_node, "cat_bits": bits, **packed}
+    st = _stack(trees) if stacked is None else stacked
+    sizes, cl, cr, feat_raw = st["sizes"], st["children_left"], st["children_right"], st["feature_raw"]
+    at = np.arange(cl.size, dtype=np.int64)
+    shift = np.repeat(st["offsets"], sizes)
+    inner = cl >= 0
+    fl = {"left": np.where(inner, cl + shift, at), "right": np.where(inner, cr + shift, at),
+          "feature": np.where(feat_raw < 0, 0, feat_raw).astype(np.int64),
+          "threshold": np.where(feat_raw < 0, np.inf, st["threshold_raw"]),
+          **{k: st[k] for k in ("feature_raw", "threshold_raw", "value", "missing_left", "offsets", "cat_node",
+                                "cat_bits")}}
+    fl.update(_pack(fl, inner, np.repeat(st["widths"], sizes)))
+    fl["packed_value"] = np.ascontiguousarray(fl["value"][fl["packed_to_node"]])
+    return fl
 
 
 PACKED_NODE = np.dtype([("threshold", "<f8"), ("feature", "<i4"), ("left", "<i4")])
+NAN_RIGHT = 1 << 30           # a threshold split's feature with this bit: a missing value goes right
 
 
-def _pack(trees: Sequence[Tree], offsets: np.ndarray) -> dict[str, np.ndarray]:
+def _breadth_first(fl: dict[str, Any], inner: np.ndarray) -> tuple[np.ndarray, int]:
+    """Every node, tree by tree, each tree breadth first with a node's two children side by
+    side; and the depth of the deepest tree. All trees are walked one level at a time
+    together: each level holds the trees in order, so a stable sort by tree keeps each
+    tree's own breadth-first order."""
+    levels, cur = [fl["offsets"]], fl["offsets"]
+    while cur.size:
+        p = cur[inner[cur]]
+        cur = np.empty(2 * p.size, dtype=np.int64)
+        cur[0::2], cur[1::2] = fl["left"][p], fl["right"][p]
+        levels.append(cur)
+    order = np.concatenate(levels)
+    tree = np.searchsorted(fl["offsets"], order, side="right")
+    return order[np.argsort(tree, kind="stable")], len(levels) - 2
+
+
+def _pack(fl: dict[str, Any], inner: np.ndarray, widths: np.ndarray) -> dict[str, Any]:
     """Nodes as 16-byte records for the compiled walk (core/model/_treewalk.c).
 
     Each tree is laid out breadth first with the two children of a node side
-    by side (right = left + 1), so one step reads one record. A categorical
-    split stores ``-(feature + 2)`` as its feature and, as its threshold, the
-    offset of its left set in ``packed_bits``: the number of words, then the
-    words (a code beyond them is not in the set, as in :func:`_bits_hold`); a
-    leaf has feature -1.
+    by side (right = left + 1), so one step reads one record. A threshold split
+    whose missing values (NaN) go right (``Tree.missing_left`` False, or no
+    routing: ``x <= T`` is false for NaN) has the bit :data:`NAN_RIGHT` set in
+    its feature. A categorical split stores ``-(feature + 2)`` as its feature and,
+    as its threshold, the offset of its left set in ``packed_bits``: the number of
+    words of its tree's sets, then the words (a code beyond them is not in the set,
+    as in :func:`_bits_hold`); a leaf has feature -1. ``widths``: the words of each
+    node's tree. Also the depth of the deepest tree (``depth``).
     """
-    parts, to_node, roots, pool = [], [], [], []
-    pool_size = 0
-    base = 0
-    for t, off in zip(trees, offsets):
-        levels, cur = [np.array([0])], np.array([0])
-        while cur.size:
-            inner = cur[t.children_left[cur] >= 0]
-            nxt = np.empty(2 * inner.size, dtype=np.int64)
-            nxt[0::2], nxt[1::2] = t.children_left[inner], t.children_right[inner]
-            levels.append(nxt)
-            cur = nxt
-        order = np.concatenate(levels)
-        pos = np.empty(t.n_nodes, dtype=np.int64)
-        pos[order] = np.arange(t.n_nodes)
-        rec = np.zeros(t.n_nodes, dtype=PACKED_NODE)
-        rec["threshold"] = np.nan_to_num(t.threshold[order], nan=0.0)
-        rec["feature"] = t.feature[order]
-        cat = t.is_categorical[order]
-        if cat.any():
-            w, k = t.bits.shape[1], int(cat.sum())
-            rec["feature"][cat] = -(t.feature[order][cat] + 2)
-            rec["threshold"][cat] = pool_size + (w + 1) * np.arange(k)
-            pool.append(np.hstack([np.full((k, 1), w, dtype=np.uint64), t.bits[order][cat]]).ravel())
-            pool_size += (w + 1) * k
-        inner = t.children_left[order] >= 0
-        rec["left"][inner] = pos[t.children_left[order][inner]] + base
-        parts.append(rec)
-        to_node.append(order + off)
-        roots.append(base)
-        base += t.n_nodes
-    if base >= 2**31:
+    order, depth = _breadth_first(fl, inner)
+    n = order.size
+    if n >= 2**31:
         raise ModelError("The model has more than 2^31 nodes; it is too large to analyse.")
-    to_node_arr = np.concatenate(to_node)
-    bits = np.concatenate(pool).astype(np.uint64) if pool else np.zeros(1, dtype=np.uint64)
-    return {"packed": np.concatenate(parts), "packed_roots": np.array(roots, dtype=np.int64),
-            "packed_to_node": to_node_arr, "packed_bits": np.ascontiguousarray(bits)}
+    if int(fl["feature_raw"].max()) >= NAN_RIGHT:
+        raise ModelError(f"A tree splits on feature {NAN_RIGHT:,} or beyond; the analyses take fewer features.")
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    rec = np.zeros(n, dtype=PACKED_NODE)
+    rec["threshold"] = np.nan_to_num(fl["threshold_raw"][order], nan=0.0)
+    feature = fl["feature_raw"][order].astype(np.int32)
+    split, cat = inner[order], fl["cat_node"][order]
+    feature[split & ~cat & ~fl["missing_left"][order]] |= NAN_RIGHT
+    rec["left"][split] = pos[fl["left"][order[split]]]
+    bits = np.zeros(1, dtype=np.uint64)
+    if cat.any():
+        nodes = order[cat]
+        w = widths[nodes]
+        start = np.cumsum(w + 1) - (w + 1)
+        feature[cat] = -(fl["feature_raw"][nodes] + 2)
+        rec["threshold"][cat] = start
+        bits = np.zeros(int((w + 1).sum()), dtype=np.uint64)
+        bits[start] = w.astype(np.uint64)
+        for k in range(int(w.max())):
+            has = w > k
+            bits[start[has] + 1 + k] = fl["cat_bits"][nodes[has], k]
+    rec["feature"] = feature
+    return {"packed": rec, "packed_roots": fl["offsets"].astype(np.int64), "packed_to_node": order,
+            "packed_bits": np.ascontiguousarray(bits), "depth": depth}
 
 
 def _in_threads(fn: Any, n_rows: int, n_trees: int) -> None:
@@ -133,9 +161,13 @@ def _apply_flat(fl: dict[str, Any], X: np.ndarray) -> np.ndarray:
     feat, thr, left, right = fl["feature"], fl["threshold"], fl["left"], fl["right"]
     cat_node, cat_bits = fl["cat_node"], fl["cat_bits"]
     has_cat = bool(cat_node.any())
+    missing_left = fl["missing_left"]
     for _ in range(fl["depth"]):
         v = Xf[row_base + feat[nodes]]
         go = v <= thr[nodes]
+        nan = np.isnan(v)
+        if nan.any():                  # a missing value: each split's own routing
+            go[nan] = missing_left[nodes[nan]]
         if has_cat:
             c = cat_node[nodes]
             if c.any():

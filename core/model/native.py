@@ -264,17 +264,24 @@ def _catboost_outputs(ens: TreeEnsemble, model: ModelLike, X: np.ndarray) -> tup
 
 def _onnx_outputs(ens: TreeEnsemble, model: ModelLike, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, str]:
     """onnxruntime's scores on the rows (:class:`core.intake.parsing.onnx_runner.OnnxModel`),
-    beside the ensemble's: probabilities, the raw class scores when the graph outputs
-    them untransformed (``meta["onnx"]["scores"] == "raw"``), or a regressor's values."""
+    beside the ensemble's (:func:`onnx_compared`)."""
     _, scores = model.run(model_input(ens, X))
+    return onnx_compared(ens, ens.predict_raw(X), scores)
+
+
+def onnx_compared(ens: TreeEnsemble, raw: np.ndarray, scores: np.ndarray | None) -> tuple[np.ndarray,
+                                                                                          np.ndarray | None, str]:
+    """(ours, theirs, what) of an ONNX graph's scores ``scores`` and the ensemble's raw outputs
+    ``raw`` on the same rows: probabilities, the raw class scores when the graph outputs them
+    untransformed (``meta["onnx"]["scores"] == "raw"``), or a regressor's values."""
     kind = ens.meta.get("onnx", {}).get("scores", "proba")
     if scores is None:
-        return ens.predict_raw(X), None, "scores"
+        return raw, None, "scores"
     if ens.task == "regression":
-        return ens.predict(X), scores[:, 0], "predictions"
+        return ens.predict_from_raw(raw), scores[:, 0], "predictions"
     if kind == "raw":
-        return ens.predict_raw(X), scores, "scores"
-    return ens.predict_proba(X), scores, "probabilities"
+        return raw, scores, "scores"
+    return ens.proba_from_raw(raw), scores, "probabilities"
 
 
 def _named(model: ModelLike, X: np.ndarray) -> Any:

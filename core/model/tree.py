@@ -4,20 +4,21 @@ The float32 bounds the parsers fold into thresholds (:func:`float32_le_bound`,
 :func:`float32_floor`), the box and the admitted category codes of every node
 (:func:`node_boxes`, :func:`node_category_masks`) and the category bitsets
 (:func:`category_bits_from_sets`). The node layout and the one split rule are
-documented in :mod:`core.model`.
+documented in :mod:`core.model`. :func:`stacked_trees` makes the trees of a whole
+ensemble from their arrays stacked, checked all at once as :class:`Tree` checks one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from core.errors import ModelError
 
 __all__ = ["Tree", "MISSING_ONLY", "float32_le_bound", "float32_floor", "node_boxes", "node_category_masks",
-           "category_bits_from_sets"]
+           "category_bits_from_sets", "stacked_trees"]
 
 #: the threshold of a split that only separates missing values: every number goes left
 MISSING_ONLY = float(np.finfo(np.float64).max)
@@ -258,3 +259,88 @@ class Tree:
         lo, hi = node_boxes(self.children_left, self.children_right, self.feature, self.threshold, n_features)
         leaves = np.flatnonzero(self.is_leaf)
         return leaves, lo[leaves], hi[leaves]
+
+
+_TREE_FIELDS = ("children_left", "children_right", "feature", "threshold", "value", "category_bits", "missing_left")
+
+
+def stacked_trees(counts: np.ndarray, children_left: np.ndarray, children_right: np.ndarray, feature: np.ndarray,
+                  threshold: np.ndarray, value: np.ndarray, category_bits: np.ndarray | None = None,
+                  missing_left: np.ndarray | None = None) -> tuple[Tree, ...]:
+    """The trees whose arrays are stacked one after the other (``counts`` nodes each, each
+    tree's children indexed within it), checked and normalised all at once as :class:`Tree`
+    checks and normalises one: the same refusal, the first tree's first. A model of hundreds
+    of trees is made in a few numpy steps over all its nodes rather than a few dozen per tree;
+    each tree's arrays are views of the stacked ones (read-only)."""
+    counts = np.asarray(counts, dtype=np.int64).ravel()
+    a = _stacked_arrays(counts, children_left, children_right, feature, threshold, value)
+    n = int(counts.sum())
+    bits = (np.zeros((n, 0), dtype=np.uint64) if category_bits is None
+            else np.ascontiguousarray(category_bits, dtype=np.uint64))
+    if bits.ndim != 2 or bits.shape[0] != n:
+        raise ModelError(f"category_bits has shape {(int(counts[0]),) + bits.shape[1:]}; expected "
+                         f"({int(counts[0])}, n_words).")
+    miss = None if missing_left is None else np.ascontiguousarray(missing_left, dtype=bool)
+    if miss is not None and miss.shape != (n,):
+        raise ModelError(f"missing_left has shape {(int(counts[0]),) + miss.shape[1:]}; expected ({int(counts[0])},).")
+    _check_stacked(a, bits, counts)
+    leaf = a["children_left"] < 0
+    cat = ~leaf & np.isnan(a["threshold"])
+    a["category_bits"] = np.where((~cat)[:, None], np.uint64(0), bits).astype(np.uint64)
+    a["missing_left"] = None if miss is None else miss & ~leaf & ~cat
+    a["feature"] = np.where(leaf, -1, a["feature"]).astype(np.int32)
+    a["threshold"] = np.where(leaf, np.nan, a["threshold"])
+    for arr in a.values():
+        if arr is not None:
+            arr.setflags(write=False)
+    ends = np.cumsum(counts).tolist()
+    return tuple(_view(a, s, e) for s, e in zip([0] + ends[:-1], ends))
+
+
+def _stacked_arrays(counts: np.ndarray, *arrays: np.ndarray) -> dict[str, Any]:
+    """Children, features, thresholds and values stacked, in Tree's dtypes, of one length (the
+    sum of ``counts``, each positive) as Tree requires of one tree's."""
+    a: dict[str, Any] = {name: np.ascontiguousarray(arr, dtype=dtype) for name, arr, dtype in
+                         zip(_TREE_FIELDS[:5], arrays, (np.int32, np.int32, np.int32, np.float64, np.float64))}
+    if a["value"].ndim == 1:
+        a["value"] = a["value"][:, None]
+    n = int(counts.sum())
+    if counts.size == 0 or np.any(counts <= 0) or any(v.shape[0] != n for v in a.values()) \
+            or any(a[k].ndim != 1 for k in _TREE_FIELDS[:4]):
+        raise ModelError("Tree arrays must all have the same non-zero length n_nodes.")
+    return a
+
+
+def _view(a: dict[str, Any], start: int, end: int) -> Tree:
+    """A Tree over rows ``start:end`` of checked, normalised stacked arrays (no second check)."""
+    tree = object.__new__(Tree)
+    tree.__dict__.update({name: None if a[name] is None else a[name][start:end] for name in _TREE_FIELDS})
+    return tree
+
+
+def _check_stacked(a: dict[str, Any], bits: np.ndarray, counts: np.ndarray) -> None:
+    """:class:`Tree`'s checks on every tree at once; raises the first failing tree's first
+    failing check, as making the trees one by one would."""
+    cl, cr, ft, th = a["children_left"], a["children_right"], a["feature"], a["threshold"]
+    n = cl.shape[0]
+    start = np.repeat(np.cumsum(counts) - counts, counts)
+    size = np.repeat(counts, counts)
+    idx = np.arange(n) - start
+    leaf = cl < 0
+    internal = ~leaf
+    inside = [internal & (child >= 0) & (child < size) for child in (cl, cr)]   # (the others fail a check before)
+    reached = np.bincount(np.concatenate([cl[inside[0]] + start[inside[0]], cr[inside[1]] + start[inside[1]],
+                                          np.cumsum(counts) - counts]), minlength=n)
+    checks = [(leaf != (cr < 0), "A node has exactly one child; every internal node needs two."),
+              (internal & ((cl <= idx) | (cr <= idx)),
+               "Tree invariant broken: a child index is not larger than its parent's."),
+              (internal & ((cl >= size) | (cr >= size)), "Tree invariant broken: a child index is out of range."),
+              (reached != 1, "Tree invariant broken: some node is not reached exactly once from the root."),
+              (internal & (ft < 0), "Tree invariant broken: an internal node has no feature."),
+              (internal & np.isinf(th), "Tree invariant broken: an internal node has an infinite threshold."),
+              (internal & np.isnan(th) & (bits.shape[1] == 0),
+               "Tree invariant broken: an internal node has no threshold and no category set.")]
+    tree_of = np.repeat(np.arange(counts.size), counts)
+    first = [(int(tree_of[np.argmax(bad)]), k) for k, (bad, _) in enumerate(checks) if bad.any()]
+    if first:
+        raise ModelError(checks[min(first)[1]][1])

@@ -152,6 +152,141 @@ def test_opset5_tree_ensemble_with_set_membership():
     np.testing.assert_allclose(plain.predict(X) + 0.25, first.predict(X), rtol=1e-6, atol=1e-6)   # v5: no base
 
 
+# ------------------------------------------------------------- all trees at once, or node by node
+def _edited(proto, **changes):
+    """The tree operator's attributes changed: {name: {index: value}} (a tree damaged as an edited
+    file may be)."""
+    edited = type(proto)()
+    edited.CopyFrom(proto)
+    attrs = {a.name: a for a in edited.graph.node[0].attribute}
+    for name, at in changes.items():
+        for k, v in at.items():
+            (attrs[name].floats if attrs[name].floats else attrs[name].ints)[k] = v
+    return edited
+
+
+def _damaged():
+    """(name, proto) of trees as converters write them and as edited files may hold them."""
+    plain = _regressor(["BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT"], seed=11)
+    mixed = _regressor(MODES, seed=12, double=True)
+    out = [("plain", plain), ("plain-double", _regressor(["BRANCH_GTE", "BRANCH_LT"], seed=13, double=True)),
+           ("mixed", mixed), ("v5-plain", _to_v5(plain)), ("v5-members", _to_v5(plain, {(1, 2): [0.0, 1.0]})),
+           ("nan-threshold", _edited(plain, nodes_values={3: float("nan")})),
+           ("infinite-threshold", _edited(plain, nodes_values={34: float("inf")})),
+           ("column-beyond", _edited(plain, nodes_featureids={40: 7})),
+           ("cycle", _edited(plain, nodes_truenodeids={35: 0})),           # tree 1: node 4 back to its root
+           ("self", _edited(plain, nodes_falsenodeids={33: 2})),           # tree 1: node 2 to itself
+           ("missing-child", _edited(plain, nodes_truenodeids={64: 40})),  # tree 2: no node 40
+           ("shared-child", _edited(plain, nodes_falsenodeids={1: 5})),    # tree 0: node 5 under nodes 1 and 2
+           ("twice", _edited(plain, nodes_nodeids={33: 1})),               # tree 1 lists node 1 twice
+           ("weight-nowhere", _edited(plain, target_nodeids={0: 99})),
+           ("runs", _edited(plain, **_third_run_in_tree_0(plain)))]
+    v5 = _to_v5(plain)
+    roots = next(a for a in v5.graph.node[0].attribute if a.name == "tree_roots")
+    roots.ints[2] = roots.ints[1]                                       # two trees on one root
+    return out + [("v5-shared-root", v5)]
+
+
+def _third_run_in_tree_0(proto):
+    """Changes making the third tree a run of tree id 0 again (node ids 31..61), its root's
+    children tree 0's nodes 1 and 2: two trees share their subtrees, its own other nodes unreached."""
+    a = {x.name: x for x in proto.graph.node[0].attribute}
+    run = range(62, 93)
+    changes = {"nodes_treeids": {k: 0 for k in run}, "nodes_nodeids": {k: a["nodes_nodeids"].ints[k] + 31 for k in run},
+               "nodes_truenodeids": {k: a["nodes_truenodeids"].ints[k] + 31 for k in run if k > 62},
+               "nodes_falsenodeids": {k: a["nodes_falsenodeids"].ints[k] + 31 for k in run if k > 62}}
+    leaves = [k for k, t in enumerate(a["target_treeids"].ints) if t == 2]
+    changes["target_treeids"] = {k: 0 for k in leaves}
+    changes["target_nodeids"] = {k: a["target_nodeids"].ints[k] + 31 for k in leaves}
+    return changes
+
+
+def _reading(proto):
+    """The ensemble's arrays, or the refusal's message."""
+    data = proto.SerializeToString()
+    proto_read = inspect_onnx(data, "t.onnx")
+    from core.intake.parsing.onnx_graph import read_onnx
+
+    model = OnnxModel(data, "t.onnx", proto_read, read_onnx(data, "t.onnx"))
+    try:
+        return from_model(model, verify=False).to_arrays()
+    except (ModelError, UnsupportedModelError) as exc:
+        return str(exc)
+
+
+@pytest.mark.parametrize("name, proto", _damaged(), ids=[n for n, _ in _damaged()])
+def test_the_trees_laid_out_at_once_are_the_trees_walked_node_by_node(name, proto, monkeypatch):
+    import core.intake.parsing.onnx_trees as trees
+
+    at_once = _reading(proto)
+    plain_bounds = trees._plain_bounds
+
+    def none_plain(*args):
+        plain, bound, feature = plain_bounds(*args)
+        return np.zeros_like(plain), bound, feature
+
+    monkeypatch.setattr(trees, "_plain_bounds", none_plain)
+    by_node = _reading(proto)
+    if isinstance(by_node, str):
+        assert at_once == by_node
+        assert not any(w in by_node for w in ("Traceback", "IndexError", "KeyError", "numpy"))
+        return
+    arrays, meta = at_once
+    assert meta == by_node[1] and arrays.keys() == by_node[0].keys()
+    for k in arrays:
+        assert arrays[k].dtype == by_node[0][k].dtype and np.array_equal(arrays[k], by_node[0][k], equal_nan=True), k
+
+
+def test_converters_trees_are_laid_out_without_a_walk_node_by_node(monkeypatch):
+    """skl2onnx's and onnxmltools' trees (threshold splits only) are read at once: no Python
+    runs per node (a 500-tree model has some 30,000)."""
+    import lightgbm as lgb
+    from onnxmltools.convert import convert_lightgbm
+    from onnxmltools.convert.common.data_types import FloatTensorType
+    from skl2onnx import to_onnx
+    from sklearn.ensemble import RandomForestRegressor
+
+    import core.intake.parsing.onnx_trees as trees
+
+    def walked(*args, **kw):
+        raise AssertionError("a tree was walked node by node")
+
+    monkeypatch.setattr(trees, "_build", walked)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 4)).astype(np.float32)
+    X[::7, 1] = np.nan
+    y = (np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) > 0).astype(int)
+    lg = lgb.LGBMClassifier(n_estimators=20, num_leaves=8, verbose=-1, n_jobs=1).fit(X, y)
+    rf = RandomForestRegressor(10, max_depth=5, random_state=0).fit(np.nan_to_num(X), y)
+    files = [convert_lightgbm(lg, initial_types=[("input", FloatTensorType([None, 4]))]), to_onnx(rf, X[:1])]
+    for f in files:
+        model = load_model(f.SerializeToString(), "m.onnx")
+        ens = from_model(model)                                     # verified against onnxruntime
+        rows = probe_points(ens, 100, seed=2)
+        np.testing.assert_allclose(ens.predict(rows), model.predict(model_input(ens, rows)), rtol=1e-5, atol=1e-5)
+
+
+def test_the_verification_runs_the_graph_once_and_walks_the_trees_once(monkeypatch):
+    """The check against onnxruntime (scores and labels, on every probe row) costs one run of the
+    graph on all the probe rows and one walk of the ensemble, not one per comparison."""
+    from core.intake.parsing.onnx_runner import OnnxRunner
+    from core.model import flatwalk
+
+    base = _to_v5(_regressor(["BRANCH_LEQ", "BRANCH_GT"], seed=9))
+    classifier = _binary([0.7, -0.2], "LOGISTIC")
+    for proto in (base, classifier):
+        model = load_model(proto.SerializeToString(), "m.onnx")
+        runs, walks = [], []
+        run, walk = OnnxRunner.run, flatwalk.leaf_sum
+        monkeypatch.setattr(OnnxRunner, "run", lambda self, X, *a, **k: runs.append(len(X)) or run(self, X, *a, **k))
+        monkeypatch.setattr(flatwalk, "leaf_sum", lambda fl, X, *a: walks.append(len(X)) or walk(fl, X, *a))
+        from core.model import ensemble
+        monkeypatch.setattr(ensemble, "leaf_sum", flatwalk.leaf_sum)
+        ens = from_model(model)
+        assert len(runs) == 1 and len(walks) == 1 and runs == walks == [len(probe_points(ens))]
+        monkeypatch.undo()
+
+
 def _binary(weights, post="NONE", class_ids=None, base=None):
     n_leaves = len(weights) if class_ids is None else len(weights) // 2
     kw = dict(nodes_treeids=[0, 0, 0], nodes_nodeids=[0, 1, 2], nodes_featureids=[0, 0, 0],

@@ -154,6 +154,39 @@ def test_a_code_beyond_a_category_sets_words_goes_right_in_both_walks(monkeypatc
                             np.empty((1, 2), dtype=np.int64), 1, 0, 1)
 
 
+def _routing_forest(seed=0, n_trees=12, depth=4, d=3):
+    """Complete trees of random threshold splits, each sending a missing value (NaN) its own way."""
+    rng = np.random.default_rng(seed)
+    n_int, n = 2 ** depth - 1, 2 ** (depth + 1) - 1
+    trees = []
+    for _ in range(n_trees):
+        inner = np.arange(n) < n_int
+        left = np.where(inner, 2 * np.arange(n) + 1, -1)
+        trees.append(Tree(left, np.where(inner, left + 1, -1), np.where(inner, rng.integers(d, size=n), -1),
+                          np.where(inner, rng.normal(size=n).round(1), np.nan), rng.normal(size=(n, 1)),
+                          missing_left=inner & (rng.random(n) < 0.5)))
+    return TreeEnsemble(tuple(trees), n_features=d, feature_names=("a", "b", "c")[:d], task="regression",
+                        aggregation="sum", link="identity", base_score=np.zeros(1))
+
+
+def test_missing_values_take_each_splits_own_route_in_both_walks(monkeypatch):
+    """A missing value goes where each split says (``Tree.missing_left``) in the compiled walk
+    and in the numpy one alike, as one tree walked on its own routes it: rows with NaN are
+    walked with all the others, not tree by tree."""
+    ens = _routing_forest()
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(400, 3)).round(1)
+    X[rng.random(X.shape) < 0.3] = np.nan
+    own = np.column_stack([t.apply(X) for t in ens.trees])
+    want = sum(t.value[leaf] for t, leaf in zip(ens.trees, own.T))
+    for compiled in (True, False):
+        monkeypatch.setattr(flatwalk, "USE_COMPILED", compiled)
+        np.testing.assert_array_equal(flatwalk.leaves(ens._flat, X, ens.n_trees) - ens._flat["offsets"], own)
+        np.testing.assert_array_equal(ens.apply(X), own)
+        for got in (flatwalk.leaf_sum(ens._flat, X, 1, ens.n_trees), ens.predict_raw(X)):   # (numpy: summed
+            np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14)                  # in its own order)
+
+
 # ------------------------------------------------------------------ the projected-forest kernel
 @pytest.fixture(scope="module")
 def rules_state():

@@ -40,6 +40,7 @@ PARSERS: dict[str, str] = {
     "catboost": "core.intake.parsing.catboost:parse_catboost",
     "onnx": "core.intake.parsing.onnx:parse_onnx",
     "onnx_labels": "core.intake.parsing.onnx:check_labels",
+    "onnx_run": "core.intake.parsing.onnx:run_probes",
     "is_linear": "core.intake.parsing.linear:is_linear",
     "linear": "core.intake.parsing.linear:parse_linear_estimator",
     "verify_linear": "core.intake.parsing.linear:verify_linear",
@@ -109,14 +110,16 @@ def check_leaf_sums(ens: TreeEnsemble) -> None:
     float64 as the ensemble does, and near the float64 limit the sum overflows to
     infinity or keeps none of the smaller trees' digits, so no reading of it is the
     model's. Trained models stay many orders of magnitude below."""
-    total = np.abs(ens.base_score).astype(np.float64)
-    for k, t in enumerate(ens.trees):
-        top = np.max(np.abs(t.value[t.children_left < 0]), axis=0)
-        if np.any(top > MAX_LEAF_VALUE):
-            raise ModelError(f"Tree {k} of this {ens.source or 'model'} holds a leaf value of {float(top.max()):.3g}: "
-                             f"beyond the {MAX_LEAF_VALUE:.0e} in size that a sum of leaves can hold. The file was "
-                             "edited or is damaged; re-save the model from its library.")
-        total += top
+    fl = ens._flat                                  # every tree's nodes stacked
+    leaf = fl["feature_raw"] < 0
+    tops = np.maximum.reduceat(np.where(leaf[:, None], np.abs(fl["value"]), 0.0), fl["offsets"], axis=0)
+    over = np.flatnonzero(np.any(tops > MAX_LEAF_VALUE, axis=1))
+    if over.size:
+        k = int(over[0])
+        raise ModelError(f"Tree {k} of this {ens.source or 'model'} holds a leaf value of {float(tops[k].max()):.3g}: "
+                         f"beyond the {MAX_LEAF_VALUE:.0e} in size that a sum of leaves can hold. The file was "
+                         "edited or is damaged; re-save the model from its library.")
+    total = np.cumsum(np.vstack([np.abs(ens.base_score).astype(np.float64), tops]), axis=0)[-1]   # tree by tree
     if np.any(total > MAX_LEAF_VALUE):
         raise ModelError(f"The leaf values of this {ens.source or 'model'} add up to {float(total.max()):.3g} in size: "
                          f"beyond the {MAX_LEAF_VALUE:.0e} that a sum of leaves can hold. The file was edited or is "
@@ -147,7 +150,7 @@ def verify_against_source(ens: TreeEnsemble, model: ModelLike, n_random: int = 6
     """
     X = probe_points(ens, n_random, seed)
     try:
-        ours, theirs, what = native_outputs(ens, model, X)
+        ours, theirs, what, run = _outputs(ens, model, X)
     except AtlasError:
         raise
     except Exception as exc:  # noqa: BLE001 - the library's own predict fails on points it should take
@@ -176,12 +179,21 @@ def verify_against_source(ens: TreeEnsemble, model: ModelLike, n_random: int = 6
             "(for example categorical splits, missing-value routing or a custom link). "
             "Please report it, or retrain the model without that feature."
         )
-    if type(model).__name__ == "OnnxModel":
-        _get("onnx_labels")(ens, model, X, theirs)
+    if run is not None:
+        _get("onnx_labels")(ens, model, X, theirs, run)
     if type(model).__module__.split(".")[0] == "lightgbm":
         _verify_lightgbm_outputs(ens, model, X)
     if type(model).__name__ == "CatBoostJSON" and ens.is_classifier:
         _verify_catboost_probabilities(ens, model, X)
+
+
+def _outputs(ens: TreeEnsemble, model: ModelLike, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, str, Any]:
+    """(ours, theirs, what) of :func:`core.model.native.native_outputs`, and for an ONNX graph its
+    run on ``X`` (labels too: the graph is run once for both checks), else None."""
+    if type(model).__name__ == "OnnxModel":
+        run = _get("onnx_run")(ens, model, X)
+        return (*run.compared, run)
+    return (*native_outputs(ens, model, X), None)
 
 
 def _verify_catboost_probabilities(ens: TreeEnsemble, model: ModelLike, X: np.ndarray) -> None:

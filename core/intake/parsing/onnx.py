@@ -40,26 +40,27 @@ The outputs as the project represents them (onnxruntime's, see its tree aggregat
 binary classifiers weighting both classes (onnxruntime labels them by ``score_1 > 0``)
 are refused with a message. The reading is verified against onnxruntime like every
 format against its library (probabilities or values, and labels, on random points and
-points exactly on the thresholds): :func:`check_labels` is the label half.
+points exactly on the thresholds): :func:`run_probes` runs the graph and walks the ensemble
+once on them for both halves, :func:`check_labels` is the label half.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from core.errors import ModelError, UnsupportedModelError
-from core.intake.parsing.common import build_tree
 from core.intake.parsing.onnx_graph import LIMITS, TREE_OPS, attributes, tree_op_nodes
 from core.intake.parsing.onnx_runner import OnnxModel, load_onnx
 from core.intake.parsing.onnx_trees import Column, TreeOpReading, read_tree_op
 from core.model.ensemble import TreeEnsemble
-from core.model.native import model_input
+from core.model.native import model_input, onnx_compared
+from core.model.tree import Tree, stacked_trees
 from core.typing import ModelLike
 
-__all__ = ["parse_onnx", "load_onnx", "check_labels", "NOT_TREES"]
+__all__ = ["parse_onnx", "load_onnx", "check_labels", "run_probes", "OnnxRun", "NOT_TREES"]
 
 NOT_TREES = ("This ONNX graph is not a tree ensemble read exactly; it is analysed as any other model instead: run in a "
              "sandboxed worker, the exact analyses on a tree-ensemble surrogate of it and every answer checked on "
@@ -101,14 +102,49 @@ def _initializers(proto: ModelLike) -> dict[str, np.ndarray]:
     return {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
 
 
+@dataclass
+class _FrontState:
+    """What the inputs and the nodes read so far in front of the tree operator make: each
+    tensor's :class:`_Value`, the features' names and categories, how the input is taken,
+    the string inputs one-hot encoded and the columns whose encoder has no missing code."""
+
+    values: dict[str, _Value]
+    names: list[str]
+    cats: list[tuple | None]
+    kind: str                                   # "array" or "frame-object"
+    inits: dict[str, np.ndarray]
+    strings_used: set[int] = field(default_factory=set)
+    no_missing: list[str] = field(default_factory=list)
+
+
 def _front(model: OnnxModel, tree: Any) -> _Front:
-    proto = model.proto
-    info = model.info
-    inits = _initializers(proto)
-    values: dict[str, _Value] = {}
-    names: list[str] = []
-    cats: list[tuple | None] = []
-    kind = "array"
+    """The tree operator's input columns in terms of the table's (see the module docstring)."""
+    st = _front_inputs(model.info, _initializers(model.proto))
+    for node in model.proto.graph.node:
+        if node is tree:
+            break
+        out = _front_node(node, st)
+        st.values.update({o: out for o in node.output if o})
+    src = st.values.get(tree.input[0])
+    if src is None or src.string_input >= 0:
+        raise UnsupportedModelError(f"The input of the ONNX tree ensemble is not made of the model's inputs by the "
+                                    f"nodes read in front of it. {NOT_TREES}")
+    if src.rank != 2 and not (src.rank == 1 and len(src.columns) == 1):
+        raise UnsupportedModelError(f"The ONNX tree ensemble takes a tensor of rank {src.rank}; rows of columns "
+                                    f"(rank 2) are read. {NOT_TREES}")
+    return _Front(src.columns, src.elem == "float", st.names, st.cats, st.kind, _unused_strings(st, model.info),
+                  st.no_missing)
+
+
+def _unused_strings(st: _FrontState, info: Any) -> list[str]:
+    """The string input columns no node in front of the trees reads (fed, but not predicted from)."""
+    if st.kind != "frame-object":
+        return []
+    return [st.names[k] for k, (_, elem, _) in enumerate(info.inputs) if elem == "string" and k not in st.strings_used]
+
+
+def _front_inputs(info: Any, inits: dict[str, np.ndarray]) -> _FrontState:
+    """The graph's inputs as columns: one ``[rows, n]`` tensor of numbers, or one input per column."""
     if len(info.inputs) == 1 and len(info.inputs[0][2]) == 2:
         name, elem, dims = info.inputs[0]
         if elem not in ("float", "double"):
@@ -116,220 +152,259 @@ def _front(model: OnnxModel, tree: Any) -> _Front:
                                         "is read with float or double inputs. Re-export it with FloatTensorType "
                                         "(or DoubleTensorType).")
         n = int(dims[1] or 0)
-        names = [f"f{k}" for k in range(n)]
-        cats = [None] * n
-        values[name] = _Value([Column("num", k, through32=elem == "float") for k in range(n)], 2, elem)
-    else:
-        kind = "frame-object"
-        for k, (name, elem, dims) in enumerate(info.inputs):
-            if len(dims) == 2 and dims[1] != 1:
-                raise UnsupportedModelError(f"The ONNX model takes {len(info.inputs)} inputs, and {name!r} has "
-                                            f"{dims[1]} columns; a model read per column takes one column per input.")
-            names.append(name)
-            cats.append(None)
-            if elem in ("float", "double"):
-                values[name] = _Value([Column("num", k, through32=elem == "float")], len(dims), elem)
-            elif elem == "string":
-                values[name] = _Value([], len(dims), "string", string_input=k)
-            else:
-                raise UnsupportedModelError(
-                    f"The ONNX model takes the column {name!r} as {elem} values; numbers are read as float or "
-                    "double inputs (a counterfactual's value between two integers could not be fed to an integer "
-                    f"input). Re-export it with FloatTensorType for {name!r}.")
-    strings_used: set[int] = set()
-    no_missing: list[str] = []
-    for node in proto.graph.node:
-        if node is tree:
-            break
-        ins = [values.get(i) for i in node.input if i]
-        v = ins[0] if ins else None
-        if v is None:                # an input not made by the nodes read so far (or none at all)
-            raise _refuse_op(node, "in front of")
-        a = attributes(node)
-        op = node.op_type
-        if op in ("Identity", "Flatten"):
-            if op == "Flatten" and (int(a.get("axis", 1)) != 1 or v.string_input >= 0):
-                raise _refuse_op(node, "in front of")
-            out = _Value(v.columns, 2 if op == "Flatten" else v.rank, v.elem, v.string_input)
-        elif op == "Cast":
-            to = int(a.get("to", 0))
-            if v.string_input >= 0 or to not in (1, 11):
-                raise UnsupportedModelError(f"The ONNX graph casts a column to type {to} in front of its tree "
-                                            f"ensemble; only casts of numbers to float or double are read. {NOT_TREES}")
-            cols = [Column(c.kind, c.feature, c.through32 or to == 1, c.code, c.value) for c in v.columns]
-            out = _Value(cols, v.rank, "float" if to == 1 else "double")
-        elif op == "Concat":
-            given = [values.get(i) for i in node.input]
-            parts = [p for p in given if p is not None and p.string_input < 0]
-            if len(parts) != len(given):
-                raise _refuse_op(node, "in front of")
-            rank = parts[0].rank
-            axis = int(a.get("axis", 1))
-            if any(p.rank != rank for p in parts) or (axis % rank) != rank - 1 or rank < 2:
-                raise UnsupportedModelError("The ONNX graph concatenates tensors along another axis than their "
-                                            f"columns in front of its tree ensemble. {NOT_TREES}")
-            elems = {p.elem for p in parts}
-            if len(elems) != 1:
-                raise ModelError("The ONNX graph concatenates tensors of different types.")
-            out = _Value([c for p in parts for c in p.columns], rank, parts[0].elem)
-        elif op == "OneHotEncoder":
-            strs = a.get("cats_strings")
-            if v.string_input < 0 or not strs:
-                raise UnsupportedModelError("The ONNX graph one-hot encodes a column that is not a string input "
-                                            f"(or by integer categories) in front of its tree ensemble. {NOT_TREES}")
-            k = v.string_input
-            levels = tuple(s.decode() if isinstance(s, bytes) else str(s) for s in strs)
-            if len(set(levels)) != len(levels):
-                raise ModelError(f"The OneHotEncoder of {names[k]!r} lists a category twice.")
-            if cats[k] is not None and cats[k] != levels:
-                raise UnsupportedModelError(f"The column {names[k]!r} is one-hot encoded twice with different "
-                                            f"categories. {NOT_TREES}")
-            cats[k] = levels
-            strings_used.add(k)
-            if not int(a.get("zeros", 1)):
-                no_missing.append(names[k])
-            out = _Value([Column("hot", k, code=c) for c in range(len(levels))], v.rank + 1, "float")
-        elif op == "Reshape":
-            given_shape = inits.get(node.input[1]) if len(node.input) > 1 else None
-            if given_shape is None or v.string_input >= 0:
-                raise _refuse_op(node, "in front of")
-            shape = [int(s) for s in np.asarray(given_shape).ravel()]
-            width = len(v.columns)
-            if len(shape) != 2 or shape[1] != width or shape[0] not in (-1, 0):
-                raise UnsupportedModelError(f"The ONNX graph reshapes its columns to {shape} in front of its tree "
-                                            f"ensemble; only [-1, columns] is read. {NOT_TREES}")
-            out = _Value(v.columns, 2, v.elem)
+        value = _Value([Column("num", k, through32=elem == "float") for k in range(n)], 2, elem)
+        return _FrontState({name: value}, [f"f{k}" for k in range(n)], [None] * n, "array", inits)
+    st = _FrontState({}, [], [], "frame-object", inits)
+    for k, (name, elem, dims) in enumerate(info.inputs):
+        if len(dims) == 2 and dims[1] != 1:
+            raise UnsupportedModelError(f"The ONNX model takes {len(info.inputs)} inputs, and {name!r} has "
+                                        f"{dims[1]} columns; a model read per column takes one column per input.")
+        st.names.append(name)
+        st.cats.append(None)
+        if elem in ("float", "double"):
+            st.values[name] = _Value([Column("num", k, through32=elem == "float")], len(dims), elem)
+        elif elem == "string":
+            st.values[name] = _Value([], len(dims), "string", string_input=k)
         else:
-            raise _refuse_op(node, "in front of")
-        for o in node.output:
-            if o:
-                values[o] = out
-    src = values.get(tree.input[0])
-    if src is None or src.string_input >= 0:
-        raise UnsupportedModelError(f"The input of the ONNX tree ensemble is not made of the model's inputs by the "
-                                    f"nodes read in front of it. {NOT_TREES}")
-    if src.rank != 2 and not (src.rank == 1 and len(src.columns) == 1):
-        raise UnsupportedModelError(f"The ONNX tree ensemble takes a tensor of rank {src.rank}; rows of columns "
-                                    f"(rank 2) are read. {NOT_TREES}")
-    extra = [names[k] for k, (_, elem, _) in enumerate(info.inputs) if elem == "string" and k not in strings_used] \
-        if kind == "frame-object" else []
-    return _Front(src.columns, src.elem == "float", names, cats, kind, extra, no_missing)
+            raise UnsupportedModelError(
+                f"The ONNX model takes the column {name!r} as {elem} values; numbers are read as float or "
+                "double inputs (a counterfactual's value between two integers could not be fed to an integer "
+                f"input). Re-export it with FloatTensorType for {name!r}.")
+    return st
+
+
+def _front_node(node: Any, st: _FrontState) -> _Value:
+    """What one node in front of the tree operator makes of the tensors read so far."""
+    ins = [st.values.get(i) for i in node.input if i]
+    v = ins[0] if ins else None
+    read = _FRONT_OPS.get(node.op_type)
+    if v is None or read is None:           # an input not made by the nodes read so far, or another operator
+        raise _refuse_op(node, "in front of")
+    return read(node, v, attributes(node), st)
+
+
+def _front_identity(node: Any, v: _Value, a: dict[str, Any], st: _FrontState) -> _Value:
+    """``Identity``, or ``Flatten`` keeping the columns (axis 1)."""
+    flatten = node.op_type == "Flatten"
+    if flatten and (int(a.get("axis", 1)) != 1 or v.string_input >= 0):
+        raise _refuse_op(node, "in front of")
+    return _Value(v.columns, 2 if flatten else v.rank, v.elem, v.string_input)
+
+
+def _front_cast(node: Any, v: _Value, a: dict[str, Any], st: _FrontState) -> _Value:
+    """``Cast`` of numbers to float (the values rounded to float32 from then on) or double."""
+    to = int(a.get("to", 0))
+    if v.string_input >= 0 or to not in (1, 11):
+        raise UnsupportedModelError(f"The ONNX graph casts a column to type {to} in front of its tree "
+                                    f"ensemble; only casts of numbers to float or double are read. {NOT_TREES}")
+    cols = [Column(c.kind, c.feature, c.through32 or to == 1, c.code, c.value) for c in v.columns]
+    return _Value(cols, v.rank, "float" if to == 1 else "double")
+
+
+def _front_concat(node: Any, v: _Value, a: dict[str, Any], st: _FrontState) -> _Value:
+    """``Concat`` of number tensors of one type along their columns."""
+    given = [st.values.get(i) for i in node.input]
+    parts = [p for p in given if p is not None and p.string_input < 0]
+    if len(parts) != len(given):
+        raise _refuse_op(node, "in front of")
+    rank = parts[0].rank
+    along_columns = int(a.get("axis", 1)) % rank == rank - 1
+    if any(p.rank != rank for p in parts) or not along_columns or rank < 2:
+        raise UnsupportedModelError("The ONNX graph concatenates tensors along another axis than their "
+                                    f"columns in front of its tree ensemble. {NOT_TREES}")
+    if len({p.elem for p in parts}) != 1:
+        raise ModelError("The ONNX graph concatenates tensors of different types.")
+    return _Value([c for p in parts for c in p.columns], rank, parts[0].elem)
+
+
+def _front_one_hot(node: Any, v: _Value, a: dict[str, Any], st: _FrontState) -> _Value:
+    """``OneHotEncoder`` of a string input by its string categories: a categorical feature."""
+    strs = a.get("cats_strings")
+    if v.string_input < 0 or strs is None or len(strs) == 0:
+        raise UnsupportedModelError("The ONNX graph one-hot encodes a column that is not a string input "
+                                    f"(or by integer categories) in front of its tree ensemble. {NOT_TREES}")
+    k = v.string_input
+    levels = tuple(s.decode() if isinstance(s, bytes) else str(s) for s in strs)
+    if len(set(levels)) != len(levels):
+        raise ModelError(f"The OneHotEncoder of {st.names[k]!r} lists a category twice.")
+    if st.cats[k] is not None and st.cats[k] != levels:
+        raise UnsupportedModelError(f"The column {st.names[k]!r} is one-hot encoded twice with different "
+                                    f"categories. {NOT_TREES}")
+    st.cats[k] = levels
+    st.strings_used.add(k)
+    if not int(a.get("zeros", 1)):
+        st.no_missing.append(st.names[k])
+    return _Value([Column("hot", k, code=c) for c in range(len(levels))], v.rank + 1, "float")
+
+
+def _front_reshape(node: Any, v: _Value, a: dict[str, Any], st: _FrontState) -> _Value:
+    """``Reshape`` to ``[-1, columns]`` by a shape stored in the file."""
+    given_shape = st.inits.get(node.input[1]) if len(node.input) > 1 else None
+    if given_shape is None or v.string_input >= 0:
+        raise _refuse_op(node, "in front of")
+    shape = [int(s) for s in np.asarray(given_shape).ravel()]
+    if len(shape) != 2 or shape[1] != len(v.columns) or shape[0] not in (-1, 0):
+        raise UnsupportedModelError(f"The ONNX graph reshapes its columns to {shape} in front of its tree "
+                                    f"ensemble; only [-1, columns] is read. {NOT_TREES}")
+    return _Value(v.columns, 2, v.elem)
+
+
+_FRONT_OPS: dict[str, Callable[[Any, _Value, dict[str, Any], _FrontState], _Value]] = {
+    "Identity": _front_identity, "Flatten": _front_identity, "Cast": _front_cast, "Concat": _front_concat,
+    "OneHotEncoder": _front_one_hot, "Reshape": _front_reshape}
 
 
 def _back(model: OnnxModel, tree: Any) -> dict[str, str]:
     """The role of each tensor behind the tree operator: "label", "scores", "normalized"
     (L1-normalized scores); the graph's label and scores outputs must have one."""
-    proto = model.proto
-    inits = _initializers(proto)
-    roles: dict[str, str] = {}
-    outs = list(tree.output)
-    if tree.op_type == "TreeEnsembleClassifier":
-        roles[outs[0]] = "label"
-        if len(outs) > 1 and outs[1]:
-            roles[outs[1]] = "scores"
-    else:
-        roles[outs[0]] = "scores"
-    after = False
-    for node in proto.graph.node:
-        if node is tree:
-            after = True
-            continue
-        if not after:
-            continue
+    inits = _initializers(model.proto)
+    roles = _tree_outputs(tree)
+    nodes = list(model.proto.graph.node)
+    after = next(k for k, node in enumerate(nodes) if node is tree) + 1
+    for node in nodes[after:]:
         role = roles.get(node.input[0]) if node.input else None
-        if role is None:
+        read = _BACK_OPS.get(node.op_type)
+        if role is None or read is None:
             raise _refuse_op(node, "behind")
-        a = attributes(node)
-        op = node.op_type
-        if op in ("Identity", "ZipMap"):
-            new = role
-        elif op == "Cast":
-            to = int(a.get("to", 0))
-            if role == "label" and to not in (7, 8, 6):
-                raise UnsupportedModelError(f"The ONNX graph casts its labels to type {to}. {NOT_TREES}")
-            if role != "label" and to not in (1, 11):
-                raise UnsupportedModelError(f"The ONNX graph casts its scores to type {to}. {NOT_TREES}")
-            new = role
-        elif op == "Normalizer":
-            norm = a.get("norm", b"MAX")
-            norm = norm.decode() if isinstance(norm, bytes) else str(norm)
-            if role == "label" or norm != "L1":
-                raise UnsupportedModelError(f"The ONNX graph normalizes its scores by {norm}; only L1 (scores "
-                                            f"divided by their sum) is read. {NOT_TREES}")
-            new = "normalized"
-        elif op == "Mul":                   # onnxmltools multiplies LightGBM's probabilities by one
-            other = [i for i in node.input[1:]]
-            const = inits.get(other[0]) if len(other) == 1 else None
-            if role == "label" or const is None or not np.all(np.asarray(const) == 1):
-                raise UnsupportedModelError(f"The ONNX graph multiplies its scores by something other than one. "
-                                            f"{NOT_TREES}")
-            new = role
-        elif op == "ArgMax":
-            if role == "label" or int(a.get("axis", 0)) not in (1, -1) or int(a.get("select_last_index", 0)):
-                raise UnsupportedModelError(f"The ONNX graph's ArgMax is not over the scores of each row. {NOT_TREES}")
-            new = "label"
-        else:
-            raise _refuse_op(node, "behind")
-        for o in node.output:
-            if o:
-                roles[o] = new
-    info = model.info
-    for name in (info.label, info.scores):
-        if name is not None and name not in roles:
-            raise UnsupportedModelError(f"The ONNX graph's output {name!r} does not come from its tree ensemble. "
-                                        f"{NOT_TREES}")
-    return {"label": roles[info.label] if info.label else "", "scores": roles[info.scores] if info.scores else ""}
+        new = read(node, role, attributes(node), inits)
+        roles.update({o: new for o in node.output if o})
+    return {"label": _role_of(model.info.label, roles), "scores": _role_of(model.info.scores, roles)}
+
+
+def _role_of(output: str | None, roles: dict[str, str]) -> str:
+    """The role of a graph output the prediction is read from ("" for none); it must come from the trees."""
+    if output is None:
+        return ""
+    if output not in roles:
+        raise UnsupportedModelError(f"The ONNX graph's output {output!r} does not come from its tree ensemble. "
+                                    f"{NOT_TREES}")
+    return roles[output]
+
+
+def _tree_outputs(tree: Any) -> dict[str, str]:
+    """The roles of the tree operator's own outputs: a classifier's labels and scores, a
+    regressor's (or opset 5's) scores."""
+    outs = list(tree.output)
+    if tree.op_type != "TreeEnsembleClassifier":
+        return {outs[0]: "scores"}
+    roles = {outs[0]: "label"}
+    if len(outs) > 1 and outs[1]:
+        roles[outs[1]] = "scores"
+    return roles
+
+
+def _back_same(node: Any, role: str, a: dict[str, Any], inits: dict[str, np.ndarray]) -> str:
+    """``Identity``, ``ZipMap``: the same outputs."""
+    return role
+
+
+def _back_cast(node: Any, role: str, a: dict[str, Any], inits: dict[str, np.ndarray]) -> str:
+    """``Cast`` of labels to integers or strings, of scores to float or double."""
+    to = int(a.get("to", 0))
+    if role == "label" and to not in (7, 8, 6):
+        raise UnsupportedModelError(f"The ONNX graph casts its labels to type {to}. {NOT_TREES}")
+    if role != "label" and to not in (1, 11):
+        raise UnsupportedModelError(f"The ONNX graph casts its scores to type {to}. {NOT_TREES}")
+    return role
+
+
+def _back_normalizer(node: Any, role: str, a: dict[str, Any], inits: dict[str, np.ndarray]) -> str:
+    """``Normalizer`` (L1) of the scores: their sum made one."""
+    norm = a.get("norm", b"MAX")
+    norm = norm.decode() if isinstance(norm, bytes) else str(norm)
+    if role == "label" or norm != "L1":
+        raise UnsupportedModelError(f"The ONNX graph normalizes its scores by {norm}; only L1 (scores "
+                                    f"divided by their sum) is read. {NOT_TREES}")
+    return "normalized"
+
+
+def _back_mul(node: Any, role: str, a: dict[str, Any], inits: dict[str, np.ndarray]) -> str:
+    """``Mul`` of the scores by one (onnxmltools multiplies LightGBM's probabilities by one)."""
+    other = list(node.input[1:])
+    const = inits.get(other[0]) if len(other) == 1 else None
+    if role == "label" or const is None or not np.all(np.asarray(const) == 1):
+        raise UnsupportedModelError(f"The ONNX graph multiplies its scores by something other than one. "
+                                    f"{NOT_TREES}")
+    return role
+
+
+def _back_argmax(node: Any, role: str, a: dict[str, Any], inits: dict[str, np.ndarray]) -> str:
+    """``ArgMax`` of each row's scores: the label (a ``TreeEnsemble`` of several targets)."""
+    if role == "label" or int(a.get("axis", 0)) not in (1, -1) or int(a.get("select_last_index", 0)):
+        raise UnsupportedModelError(f"The ONNX graph's ArgMax is not over the scores of each row. {NOT_TREES}")
+    return "label"
+
+
+_BACK_OPS: dict[str, Callable[[Any, str, dict[str, Any], dict[str, np.ndarray]], str]] = {
+    "Identity": _back_same, "ZipMap": _back_same, "Cast": _back_cast, "Normalizer": _back_normalizer,
+    "Mul": _back_mul, "ArgMax": _back_argmax}
 
 
 def _representation(r: TreeOpReading, op: str, out: dict[str, str]) -> dict[str, Any]:
     """How the operator's outputs are represented: task, link, leaf values map, base score."""
     post, n = r.post_transform, r.n_targets
-    base = r.base_values
-    classifier = op == "TreeEnsembleClassifier" or (op == "TreeEnsemble" and n >= 2)
     if r.aggregate not in ("SUM", "AVERAGE"):
         raise UnsupportedModelError(f"The ONNX tree ensemble aggregates its trees by {r.aggregate}; only SUM and "
                                     "AVERAGE are analysed exactly.")
     if post in ("PROBIT", "SOFTMAX_ZERO"):
         raise UnsupportedModelError(f"The ONNX tree ensemble's post transform {post} is not one the project's "
                                     "models have (sigmoid, softmax or none); it cannot be analysed exactly.")
-    if not classifier:
-        if n != 1:
-            raise UnsupportedModelError(f"The ONNX tree ensemble predicts {n} targets; regressors of one target "
-                                        "are analysed.")
-        if post != "NONE":
-            raise UnsupportedModelError(f"The ONNX tree regressor has the post transform {post}, which onnxruntime "
-                                        "applies to no single-target regressor; it is refused as ambiguous.")
-        if base.size not in (0, 1):
-            raise ModelError(f"The ONNX tree regressor has {base.size} base values for one target.")
-        return {"task": "regression", "link": "identity", "values": "as_is",
-                "base": np.array([float(base[0]) if base.size else 0.0]), "scores": "values"}
-    if op == "TreeEnsemble":
-        if out.get("label") and out["label"] != "label":
-            raise UnsupportedModelError(f"The ONNX tree ensemble's label is not the ArgMax of its scores. {NOT_TREES}")
+    if not (op == "TreeEnsembleClassifier" or (op == "TreeEnsemble" and n >= 2)):
+        return _regressor(r)
+    if op == "TreeEnsemble" and out.get("label") and out["label"] != "label":
+        raise UnsupportedModelError(f"The ONNX tree ensemble's label is not the ArgMax of its scores. {NOT_TREES}")
     if n == 2 and op == "TreeEnsembleClassifier":
-        if r.used_targets != {0}:
+        return _binary(r)
+    return _classes(r, out)
+
+
+def _regressor(r: TreeOpReading) -> dict[str, Any]:
+    """A regressor of one target, no post transform: the values as they are."""
+    n, base = r.n_targets, r.base_values
+    if n != 1:
+        raise UnsupportedModelError(f"The ONNX tree ensemble predicts {n} targets; regressors of one target "
+                                    "are analysed.")
+    if r.post_transform != "NONE":
+        raise UnsupportedModelError(f"The ONNX tree regressor has the post transform {r.post_transform}, which "
+                                    "onnxruntime applies to no single-target regressor; it is refused as ambiguous.")
+    if base.size not in (0, 1):
+        raise ModelError(f"The ONNX tree regressor has {base.size} base values for one target.")
+    return {"task": "regression", "link": "identity", "values": "as_is",
+            "base": np.array([float(base[0]) if base.size else 0.0]), "scores": "values"}
+
+
+def _binary(r: TreeOpReading) -> dict[str, Any]:
+    """A binary classifier scoring one class ``s``: ``[1 - s, s]`` (non-negative weights, no
+    transform) or a sigmoid of ``s`` (signed weights, ``LOGISTIC``); any other is refused."""
+    post, base = r.post_transform, r.base_values
+    if r.used_targets != {0}:
+        raise UnsupportedModelError(
+            "This binary ONNX tree classifier weights both classes at its leaves; onnxruntime then labels a row "
+            "by 'score of the second class > 0', not by the larger score, so its labels and scores disagree. "
+            "Re-export it scoring one class (skl2onnx and onnxmltools do).")
+    if base.size not in (0, 1):
+        raise UnsupportedModelError("This binary ONNX tree classifier scores one class but has two base "
+                                    "values; onnxruntime's reading of that is ambiguous.")
+    b = float(base[0]) if base.size else 0.0
+    if r.weights_all_positive:
+        if post != "NONE":
             raise UnsupportedModelError(
-                "This binary ONNX tree classifier weights both classes at its leaves; onnxruntime then labels a row "
-                "by 'score of the second class > 0', not by the larger score, so its labels and scores disagree. "
-                "Re-export it scoring one class (skl2onnx and onnxmltools do).")
-        if base.size not in (0, 1):
-            raise UnsupportedModelError("This binary ONNX tree classifier scores one class but has two base "
-                                        "values; onnxruntime's reading of that is ambiguous.")
-        b = float(base[0]) if base.size else 0.0
-        if r.weights_all_positive:
-            if post != "NONE":
-                raise UnsupportedModelError(
-                    f"This binary ONNX tree classifier has only non-negative weights and the post transform {post}: "
-                    "onnxruntime labels a row by 'score > 0.5' on the score before the transform, which is not the "
-                    "larger of the probabilities it outputs. It cannot be analysed exactly.")
-            return {"task": "classification", "link": "identity", "values": "one_minus",
-                    "base": np.array([1.0 - b, b]), "scores": "raw"}
-        if post != "LOGISTIC":
-            raise UnsupportedModelError(
-                f"This binary ONNX tree classifier gives signed scores with the post transform {post}; its outputs "
-                "are not probabilities. Export it with a logistic output (LOGISTIC).")
-        return {"task": "classification", "link": "sigmoid", "values": "first", "base": np.array([b]),
-                "scores": "proba"}
+                f"This binary ONNX tree classifier has only non-negative weights and the post transform {post}: "
+                "onnxruntime labels a row by 'score > 0.5' on the score before the transform, which is not the "
+                "larger of the probabilities it outputs. It cannot be analysed exactly.")
+        return {"task": "classification", "link": "identity", "values": "one_minus",
+                "base": np.array([1.0 - b, b]), "scores": "raw"}
+    if post != "LOGISTIC":
+        raise UnsupportedModelError(
+            f"This binary ONNX tree classifier gives signed scores with the post transform {post}; its outputs "
+            "are not probabilities. Export it with a logistic output (LOGISTIC).")
+    return {"task": "classification", "link": "sigmoid", "values": "first", "base": np.array([b]),
+            "scores": "proba"}
+
+
+def _classes(r: TreeOpReading, out: dict[str, str]) -> dict[str, Any]:
+    """A classifier scoring each class: softmax, or non-negative scores without a transform."""
+    post, n, base = r.post_transform, r.n_targets, r.base_values
     if base.size not in (0, n):
         raise ModelError(f"The ONNX tree classifier has {base.size} base values for {n} classes.")
     full = base if base.size else np.zeros(n)
@@ -365,46 +440,91 @@ def parse_onnx(model: ModelLike) -> TreeEnsemble:
                                     "analysed exactly.")
     front = _front(model, tree)
     out = _back(model, tree)
-    reading = read_tree_op(tree.op_type, attributes(tree), front.columns, front.tree_f32, _NODE_BUDGET)
-    rep = _representation(reading, tree.op_type, out)
     n_codes = max((len(c) + 1 for c in front.categories if c is not None), default=None)
-    trees = []
-    for nodes in reading.trees:
-        if rep["values"] == "one_minus":        # one class scored: [1 - s, s]
-            nodes = [({**nd, "value": np.array([-nd["value"][0], nd["value"][0]])} if "value" in nd else nd)
-                     for nd in nodes]
-        elif rep["values"] == "first":          # one class scored: its margin
-            nodes = [({**nd, "value": nd["value"][:1]} if "value" in nd else nd) for nd in nodes]
-        trees.append(build_tree(nodes, len(rep["base"]), n_codes, routes_missing=True))
-    labels = reading.class_labels if reading.class_labels is not None else (
-        list(range(reading.n_targets)) if rep["task"] == "classification" else None)
+    reading = read_tree_op(tree.op_type, attributes(tree), front.columns, front.tree_f32, _NODE_BUDGET, n_codes)
+    rep = _representation(reading, tree.op_type, out)
+    return TreeEnsemble(_trees(reading.arrays, rep["values"]), n_features=len(front.names),
+                        feature_names=tuple(front.names), task=rep["task"],
+                        aggregation="mean" if reading.aggregate == "AVERAGE" else "sum", link=rep["link"],
+                        base_score=rep["base"], classes=_classes_of(reading, rep["task"]),
+                        **_described(model, tree, front, rep["scores"]))
+
+
+def _classes_of(reading: TreeOpReading, task: str) -> np.ndarray | None:
+    """A classifier's labels: the operator's, else its class numbers."""
+    if reading.class_labels is not None:
+        return np.asarray(reading.class_labels)
+    return np.arange(reading.n_targets) if task == "classification" else None
+
+
+def _described(model: OnnxModel, tree: Any, front: _Front, scores: str) -> dict[str, Any]:
+    """The ensemble's ``source``, ``meta`` (how its input is fed, the operator and its scores,
+    the file) and ``categories``."""
     meta: dict[str, Any] = {"input": front.kind,
-                            "onnx": {"op": tree.op_type, "scores": rep["scores"], "producer": model.info.producer,
+                            "onnx": {"op": tree.op_type, "scores": scores, "producer": model.info.producer,
                                      "sha256": model.sha256}}
     if front.extra:
         meta["extra_columns"] = front.extra
     if front.no_missing:
         meta["no_missing"] = front.no_missing
-    source = f"onnx.{tree.op_type}"
-    if model.info.producer:
-        source += f"[{model.info.producer.split()[0]}]"
-    return TreeEnsemble(tuple(trees), n_features=len(front.names), feature_names=tuple(front.names),
-                        task=rep["task"], aggregation="mean" if reading.aggregate == "AVERAGE" else "sum",
-                        link=rep["link"], base_score=rep["base"],
-                        classes=None if labels is None else np.asarray(labels), source=source, meta=meta,
-                        categories=tuple(front.categories) if any(c is not None for c in front.categories) else ())
+    source = f"onnx.{tree.op_type}" + (f"[{model.info.producer.split()[0]}]" if model.info.producer else "")
+    return {"source": source, "meta": meta,
+            "categories": tuple(front.categories) if any(c is not None for c in front.categories) else ()}
 
 
-def check_labels(ens: TreeEnsemble, model: OnnxModel, X: np.ndarray, theirs: np.ndarray) -> None:
+def _leaf_values(arrays: dict[str, np.ndarray], how: str) -> np.ndarray:
+    """The leaves' values as the ensemble holds them: the operator's per target (``as_is``), or
+    for a binary classifier scoring one class ``s``, ``[-s, s]`` (``one_minus``: the scores
+    ``[1 - s, s]`` less the base) or ``s`` alone (``first``: its margin); zero at splits."""
+    value = arrays["value"]
+    if how == "first":
+        return value[:, :1].copy()
+    if how != "one_minus":
+        return value
+    out = np.zeros((value.shape[0], 2))
+    leaf = arrays["children_left"] < 0
+    out[leaf, 0], out[leaf, 1] = -value[leaf, 0], value[leaf, 0]
+    return out
+
+
+def _trees(arrays: dict[str, np.ndarray], how: str) -> tuple[Tree, ...]:
+    """The operator's stacked trees (:attr:`TreeOpReading.arrays`) as :class:`Tree` objects."""
+    return stacked_trees(arrays["node_counts"], arrays["children_left"], arrays["children_right"], arrays["feature"],
+                         arrays["threshold"], _leaf_values(arrays, how), arrays["category_bits"],
+                         arrays["missing_left"])
+
+
+@dataclass(frozen=True)
+class OnnxRun:
+    """The graph's labels (None: it gives none) and the ensemble's raw outputs on probe rows,
+    and their scores compared (``(ours, theirs, what)``, :func:`core.model.native.onnx_compared`):
+    one run of the graph and one walk of the ensemble for the whole verification."""
+
+    labels: np.ndarray | None
+    raw: np.ndarray
+    compared: tuple[np.ndarray, np.ndarray | None, str]
+
+
+def run_probes(ens: TreeEnsemble, model: OnnxModel, X: np.ndarray) -> OnnxRun:
+    """The graph and the ensemble on the probe rows ``X`` (codes-view rows), once each."""
+    labels, scores = model.run(model_input(ens, X))
+    raw = ens.predict_raw(X)
+    return OnnxRun(labels, raw, onnx_compared(ens, raw, scores))
+
+
+def check_labels(ens: TreeEnsemble, model: OnnxModel, X: np.ndarray, theirs: np.ndarray,
+                 run: OnnxRun | None = None) -> None:
     """The graph's own labels must be the ensemble's on the probe rows ``X`` (away from ties
-    of its scores ``theirs``, whose float32 rounding may decide them otherwise)."""
+    of its scores ``theirs``, whose float32 rounding may decide them otherwise); ``run``: the
+    graph's and the ensemble's outputs on them when already at hand (:func:`run_probes`)."""
     if not ens.is_classifier:
         return
-    labels, _ = model.run(model_input(ens, X))
+    run = run_probes(ens, model, X) if run is None else run
+    labels = run.labels
     if labels is None:
         labels = np.asarray(ens.classes)[np.argmax(theirs, axis=1)]
-    ours = ens.predict(X)
-    raw = ens.predict_raw(X)
+    raw = run.raw
+    ours = ens.predict_from_raw(raw)
     if ens.link == "sigmoid":
         margin = np.abs(raw[:, 0])
     else:

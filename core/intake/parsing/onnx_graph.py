@@ -343,16 +343,185 @@ def _output_kind(vi: Any, filename: str) -> str:
 
 
 def attributes(node: NodeProto) -> dict[str, Any]:
-    """A node's attributes as Python values (tensors as numpy arrays)."""
-    from onnx import helper, numpy_helper
+    """A node's attributes as Python values: repeated numbers as numpy arrays (``ints`` int64,
+    ``floats`` float32), tensors as numpy arrays, strings as a sequence of bytes (a list, or a
+    numpy bytes array when long), scalars as they are."""
+    from onnx import AttributeProto, helper, numpy_helper
 
     out: dict[str, Any] = {}
     for a in node.attribute:
         if a.HasField("t"):
             out[a.name] = numpy_helper.to_array(a.t)
+        elif a.type in (AttributeProto.INTS, AttributeProto.FLOATS):
+            out[a.name] = _numbers(a, "ints" if a.type == AttributeProto.INTS else "floats")
+        elif a.type == AttributeProto.STRINGS and len(a.strings) >= _WIRE_BULK:
+            out[a.name] = _strings(a)
         else:
             out[a.name] = helper.get_attribute_value(a)
     return out
+
+
+_WIRE_BULK = 64               # repeated numbers of an attribute read from its wire bytes from this many on
+_INTS_KEY, _FLOATS_KEY = 8 << 3, 7 << 3     # AttributeProto.ints (field 8), .floats (field 7), wire type 0
+
+
+def _numbers(a: Any, kind: str) -> np.ndarray:
+    """An attribute's repeated ``ints`` or ``floats`` as a numpy array. Long ones (a tree
+    ensemble's node arrays: hundreds of thousands of values) are decoded from the attribute's
+    wire bytes by numpy, a converted Python number each costing more than the whole decoding;
+    their count must be protobuf's own, else (a layout no serializer writes) its lists are read."""
+    values = getattr(a, kind)
+    dtype = np.int64 if kind == "ints" else np.float32
+    if len(values) >= _WIRE_BULK:
+        got = _wire_numbers(a.SerializeToString(), kind)
+        if got is not None and got.size == len(values):
+            return got
+    return np.array(values, dtype=dtype)
+
+
+def _wire_numbers(buf: bytes, kind: str) -> np.ndarray | None:
+    """The values of the repeated field ``kind`` in an AttributeProto's wire bytes, in order
+    (unpacked runs as serializers write them, or packed), other fields skipped; None when the
+    bytes hold it in more than a few runs or in a form not read here."""
+    key = _INTS_KEY if kind == "ints" else _FLOATS_KEY
+    b = np.frombuffer(buf, dtype=np.uint8)
+    parts: list[np.ndarray] = []
+    i = 0
+    try:
+        while i < len(buf):
+            tag, j = _varint(buf, i)
+            if tag >> 3 != key >> 3:
+                i = _skip(buf, tag & 7, j)
+                continue
+            if len(parts) == 4:
+                return None
+            run, i = (_int_run if kind == "ints" else _float_run)(buf, b, i, j, tag & 7)
+            parts.append(run)
+    except ValueError:
+        return None
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64 if kind == "ints" else np.float32)
+
+
+_STRINGS_KEY = 9 << 3 | 2     # AttributeProto.strings (field 9), length-delimited
+
+
+def _strings(a: Any) -> Any:
+    """An attribute's long repeated ``strings`` (a tree ensemble's node modes) as a numpy bytes
+    array decoded from its wire bytes, or protobuf's own list when they are not in the one run
+    serializers write, or a string ends in a NUL byte (a numpy bytes array would drop it)."""
+    got = _wire_strings(a.SerializeToString())
+    return got if got is not None and got.size == len(a.strings) else list(a.strings)
+
+
+def _wire_strings(buf: bytes) -> np.ndarray | None:
+    """The strings of an AttributeProto's wire bytes when they are one run of fields of at most
+    127 bytes each, other fields before and after (see :func:`_strings`); else None."""
+    b = np.frombuffer(buf, dtype=np.uint8)
+    i = 0
+    try:
+        while i < len(buf):
+            tag, j = _varint(buf, i)
+            if tag == _STRINGS_KEY:
+                return _string_run(b, i)
+            i = _skip(buf, tag & 7, j)
+    except ValueError:
+        return None
+    return np.zeros(0, dtype="S1")
+
+
+def _string_run(b: np.ndarray, start: int) -> np.ndarray | None:
+    """The run of string fields from ``b[start]`` (a key byte, a length byte, the bytes): each
+    field's end must be the next key byte found, the run ending where no key follows; None when
+    a key byte lies inside a string of the run (no key can be told from it then), a string is
+    longer than 127 bytes or ends in NUL."""
+    keys = np.flatnonzero(b[start:] == _STRINGS_KEY) + start
+    sizes = b[np.minimum(keys + 1, b.size - 1)].astype(np.int64)
+    ends = keys + 2 + sizes
+    chained = ends[:-1] == keys[1:]
+    m = chained.size + 1 if chained.all() else int(np.argmin(chained)) + 1
+    if np.any(sizes[:m] > 127) or ends[m - 1] > b.size or (m <= chained.size and ends[m - 1] > keys[m]):
+        return None
+    keys, sizes = keys[:m], sizes[:m]
+    width = max(int(sizes.max()), 1)
+    if np.any(b[keys + 1 + sizes][sizes > 0] == 0):
+        return None
+    rows = np.lib.stride_tricks.sliding_window_view(np.concatenate([b, np.zeros(width, dtype=np.uint8)]), width)
+    block = rows[keys + 2] * (np.arange(width)[None, :] < sizes[:, None])
+    return block.astype(np.uint8).view(f"S{width}").ravel()
+
+
+def _skip(buf: bytes, wire: int, i: int) -> int:
+    """The index after a field's payload of wire type ``wire`` starting at ``buf[i:]``."""
+    if wire == 0:
+        return _varint(buf, i)[1]
+    if wire == 2:
+        n, body = _varint(buf, i)
+        return body + n
+    if wire in (1, 5):
+        return i + (8 if wire == 1 else 4)
+    raise ValueError(f"wire type {wire}")
+
+
+def _float_run(buf: bytes, b: np.ndarray, start: int, body: int, wire: int) -> tuple[np.ndarray, int]:
+    """Floats from ``b[start:]``: one packed field, or the run of unpacked ones (a key byte
+    and four bytes each); with the index after them."""
+    if wire == 2:
+        n, at = _varint(buf, body)
+        if n % 4 or at + n > b.size:
+            raise ValueError("a packed float field of a length no floats fill")
+        return b[at:at + n].view("<f4").astype(np.float32), at + n
+    if wire != 5 or body != start + 1:
+        raise ValueError("not a float")
+    rows = (b.size - start) // 5
+    keys = b[start:start + 5 * rows:5] == (_FLOATS_KEY | 5)
+    m = rows if keys.all() else int(np.argmin(keys))
+    if m == 0:
+        raise ValueError("no float")
+    block = b[start:start + 5 * m].reshape(m, 5)[:, 1:]
+    return np.ascontiguousarray(block).view("<f4").ravel().astype(np.float32), start + 5 * m
+
+
+def _int_run(buf: bytes, b: np.ndarray, start: int, body: int, wire: int) -> tuple[np.ndarray, int]:
+    """Integers from ``b[start:]``: one packed field, or the run of unpacked ones (a key byte,
+    then a value whose last byte is the first below 0x80); with the index after them."""
+    if wire == 2:
+        n, at = _varint(buf, body)
+        values, ends = _varints(b[at:at + n])
+        if n and (ends.size == 0 or ends[-1] != n):
+            raise ValueError("a packed int field cut inside a value")
+        return values, at + n
+    if wire != 0 or body != start + 1:
+        raise ValueError("not an integer")
+    r = b[start:]
+    ends = np.flatnonzero(r < 0x80)              # the keys (one byte each) and the values' last bytes
+    last = ends[1::2]
+    keys = ends[0::2][:last.size]
+    good = (r[keys] == _INTS_KEY) & (keys == np.concatenate(([0], last[:-1] + 1)))
+    m = int(good.size if good.all() else np.argmin(good))
+    if m == 0:
+        raise ValueError("no integer")
+    keys, last = keys[:m], last[:m]
+    return _varint_values(r, keys + 1, last), start + int(last[-1]) + 1
+
+
+def _varint_values(b: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """The int64 values of the varints ``b[first[k]:last[k] + 1]`` (protobuf's: low groups of
+    seven bits first, truncated to 64 bits)."""
+    size = last - first + 1
+    if size.size and size.max() > 10:
+        raise ValueError("a varint of more than 10 bytes")
+    value = b[last].astype(np.uint64)
+    for k in range(1, int(size.max()) if size.size else 0):
+        value = np.where(size > k, (value << np.uint64(7)) | (b[last - k] & 0x7F).astype(np.uint64), value)
+    return value.view(np.int64)
+
+
+def _varints(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The varints ``b`` holds from its start, up to its last complete one: (values as int64,
+    the index after each)."""
+    last = np.flatnonzero(b < 0x80)
+    first = np.concatenate(([0], last[:-1] + 1)).astype(np.int64)
+    return _varint_values(b, first, last), last + 1
 
 
 #: output kinds that hold a predicted label, and those that hold numbers (probabilities, scores, values)

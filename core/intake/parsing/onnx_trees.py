@@ -29,24 +29,40 @@ of the true or false subtree (a budget on the nodes these copies add refuses wha
 grow too large). A feature that is one category of a string column (a ``OneHotEncoder``
 column, 0 or 1) becomes a split on that column's categories; a constant column sends
 every row one way. Anything else is refused, never approximated.
+
+How it is read. The operator's arrays (numpy, as
+:func:`core.intake.parsing.onnx_graph.attributes` decodes them) become one index space of
+nodes (:class:`_Graph`: opset 5 lists its leaves after its splits), children found at once
+for every node. The converters' trees, every split a ``LEQ`` / ``LT`` / ``GTE`` / ``GT``
+comparison of a number with a finite threshold, each node reached once from its root, are
+then laid out level by level over all trees together (:func:`_walk`, :func:`_lay_out`: no
+Python per node), in the preorder the project's trees use. A tree with anything else (an
+equality or set split, a one-hot or constant column, a NaN or infinite threshold, a
+damaged structure: a missing child, a cycle, a shared node) is walked node by node
+(:class:`_Builder`), which also words every refusal.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from core.errors import ModelError, UnsupportedModelError
+from core.intake.parsing.common import build_tree
 from core.model.tree import MISSING_ONLY, float32_floor, float32_le_bound
 
-__all__ = ["Column", "TreeOpReading", "read_tree_op", "MODES", "POST_TRANSFORMS"]
+__all__ = ["Column", "TreeOpReading", "read_tree_op", "MODES", "POST_TRANSFORMS", "TREE_ARRAYS"]
 
 MODES = ("BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ", "BRANCH_MEMBER", "LEAF")
 POST_TRANSFORMS = ("NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT")
 _AGGREGATES = ("AVERAGE", "SUM", "MIN", "MAX")
 _F32 = np.float32
+_LEAF = MODES.index("LEAF")
+_PLAIN = 4                      # modes 0..3 (LEQ, LT, GTE, GT): one threshold split each
+#: the stacked arrays of :attr:`TreeOpReading.arrays`, as :meth:`core.model.TreeEnsemble.to_arrays` names them
+TREE_ARRAYS = ("children_left", "children_right", "feature", "threshold", "value", "category_bits", "missing_left")
 
 
 @dataclass(frozen=True)
@@ -67,10 +83,13 @@ class Column:
 
 @dataclass
 class TreeOpReading:
-    """The trees of one operator as node dicts for :func:`core.intake.parsing.common.build_tree`,
-    and the operator's output settings."""
+    """The trees of one operator and its output settings.
 
-    trees: list[list[dict[str, Any]]]
+    ``arrays``: every tree's nodes stacked (``node_counts`` and :data:`TREE_ARRAYS`, each
+    tree's children indexed within it, its root first and children after their parent, in
+    preorder; ``value`` of shape (nodes, n_targets), zero at splits)."""
+
+    arrays: dict[str, np.ndarray]
     n_targets: int                      # targets (regressor) or classes (classifier)
     base_values: np.ndarray             # as given (possibly empty)
     post_transform: str
@@ -90,6 +109,44 @@ def _enum(value: Any, names: Sequence[str], what: str) -> str:
     if not 0 <= k < len(names):
         raise UnsupportedModelError(f"The tree ensemble's {what} {k} is unknown.")
     return names[k]
+
+
+def _mode_codes(values: Any) -> np.ndarray:
+    """Node modes as their indices in :data:`MODES` (names, or numbers as opset 5 gives them)."""
+    if values is None:
+        return np.zeros(0, dtype=np.int64)
+    if isinstance(values, np.ndarray) and values.dtype.kind in "iuf":
+        codes = values.astype(np.int64).ravel()
+        bad = (codes < 0) | (codes >= len(MODES))
+    elif isinstance(values, np.ndarray) and values.dtype.kind == "S":      # decoded at once (onnx_graph)
+        codes = _name_codes(values, MODES)
+        bad = codes < 0
+    else:
+        known: dict[Any, int] = {**{m: k for k, m in enumerate(MODES)}, **{m.encode(): k for k, m in enumerate(MODES)}}
+        codes = np.array([known.get(m, -1) for m in values], dtype=np.int64)
+        bad = codes < 0
+    if bad.any():
+        _enum(list(values)[int(np.argmax(bad))], MODES, "node mode")        # raises, naming it
+    return codes
+
+
+def _name_codes(values: np.ndarray, names: Sequence[str]) -> np.ndarray:
+    """The index in ``names`` of each of the numpy bytes ``values`` (-1: none), names of at most
+    16 bytes compared as two 64-bit words each."""
+    codes = np.full(values.size, -1, dtype=np.int64)
+    width = values.dtype.itemsize
+    if width > 16:
+        for k, m in enumerate(names):
+            codes[values == m.encode()] = k
+        return codes
+    padded = np.zeros((values.size, 16), dtype=np.uint8)
+    padded[:, :width] = values.view(np.uint8).reshape(values.size, width)
+    words = padded.view(np.uint64)
+    for k, m in enumerate(names):
+        want = np.frombuffer(m.encode().ljust(16, b"\0")[:16], dtype=np.uint64)
+        if len(m) <= 16:
+            codes[(words[:, 0] == want[0]) & (words[:, 1] == want[1])] = k
+    return codes
 
 
 def _arr(attrs: dict[str, Any], name: str, dtype: Any, n: int | None = None) -> np.ndarray:
@@ -362,9 +419,166 @@ def _resolve(nodes: list[dict[str, Any]], top: int) -> list[dict[str, Any]]:
     return out
 
 
+# ------------------------------------------------------------- the trees at once
+@dataclass
+class _Graph:
+    """An operator's trees in one index space of N nodes (opset 5: its splits, then its leaves).
+
+    Per node: ``leaf``; ``mode`` (index in :data:`MODES`), ``feature`` (input column),
+    ``threshold``, ``nan_true`` at splits; the ``true`` and ``false`` child (-1: none there);
+    ``value`` (N, n_targets), the summed weights at leaves. ``roots``: each tree's root (-1:
+    none). ``node`` and ``root_source`` read one tree node by node for :func:`_build`."""
+
+    leaf: np.ndarray
+    mode: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray
+    nan_true: np.ndarray
+    true: np.ndarray
+    false: np.ndarray
+    value: np.ndarray
+    roots: np.ndarray
+    node: Callable[[Any], tuple]
+    root_source: Callable[[int], Any]
+    depth_limit: int                        # deeper, a walk node by node has met a cycle
+
+
+def _walk(g: _Graph) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
+    """Every tree walked from its root, one level of all trees at a time: (the tree that
+    reached each node, -1 for none; the levels' nodes; which trees are no plain tree: a
+    missing child, or a node reached twice, by a cycle, two parents or two trees)."""
+    owner = np.full(g.leaf.size, -1, dtype=np.int64)
+    stamp = np.full(g.leaf.size, -1, dtype=np.int64)
+    bad = g.roots < 0
+    cur, tree = g.roots[~bad], np.flatnonzero(~bad)
+    levels = []
+    while cur.size:
+        at = np.arange(cur.size)
+        stamp[cur] = at                    # a node listed twice in the level keeps one place: the others clash
+        bad[tree[(stamp[cur] != at) | (owner[cur] >= 0)]] = True
+        keep = ~bad[tree]
+        cur, tree = cur[keep], tree[keep]
+        owner[cur] = tree
+        levels.append(cur)
+        inner = ~g.leaf[cur]
+        kids = np.concatenate([g.true[cur[inner]], g.false[cur[inner]]])
+        kid_tree = np.concatenate([tree[inner], tree[inner]])
+        bad[kid_tree[kids < 0]] = True
+        cur, tree = kids[kids >= 0], kid_tree[kids >= 0]
+    return owner, levels, bad
+
+
+def _plain_bounds(g: _Graph, columns: Sequence[Column], tree_f32: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For every node: whether it is a plain split (``LEQ`` / ``LT`` / ``GTE`` / ``GT`` of a
+    number column by a finite threshold, at a finite bound), its bound ``T`` (``x <= T`` iff the
+    comparison holds: see :class:`_Domain`, whose bounds these are, computed at once) and the
+    ensemble feature it reads."""
+    num = np.array([c.kind == "num" for c in columns] + [False], dtype=bool)
+    through = np.array([c.through32 for c in columns] + [False], dtype=bool)
+    feat_of = np.array([c.feature for c in columns] + [-1], dtype=np.int64)
+    col = np.where((g.feature >= 0) & (g.feature < len(columns)), g.feature, len(columns))
+    split = np.flatnonzero(~g.leaf)
+    a = g.threshold[split]
+    a = a.astype(_F32).astype(np.float64) if tree_f32 else a
+    strict = (g.mode[split] == 1) | (g.mode[split] == 2)                 # LT, GTE: x < a
+    bound = np.full(g.leaf.size, np.nan)
+    plain = np.zeros(g.leaf.size, dtype=bool)
+    with np.errstate(over="ignore", invalid="ignore"):
+        below = np.where(strict, np.nextafter(a, -np.inf), a)
+        in32 = tree_f32 | through[col[split]]
+        bound[split] = np.where(in32, float32_le_bound(float32_floor(np.where(in32, below, 0.0))), below)
+        plain[split] = (g.mode[split] < _PLAIN) & num[col[split]] & np.isfinite(a) & np.isfinite(bound[split])
+    return plain, bound, feat_of[col]
+
+
+def _lay_out(g: _Graph, levels: list[np.ndarray], owner: np.ndarray, good: np.ndarray, bound: np.ndarray,
+             feature: np.ndarray) -> dict[str, np.ndarray]:
+    """The good trees' nodes stacked in tree order, each tree in preorder (a node, its left
+    subtree, its right subtree: as :func:`core.intake.parsing.common.build_tree` numbers them),
+    computed level by level: subtree sizes bottom up, then positions top down."""
+    swap = (g.mode == 2) | (g.mode == 3)                   # GTE, GT: the true child is on the right
+    left, right = np.where(swap, g.false, g.true), np.where(swap, g.true, g.false)
+    levels = [lv[good[owner[lv]]] for lv in levels]
+    size = np.ones(g.leaf.size, dtype=np.int64)
+    for lv in reversed(levels):
+        p = lv[~g.leaf[lv]]
+        size[p] = 1 + size[left[p]] + size[right[p]]
+    pos = np.zeros(g.leaf.size, dtype=np.int64)
+    for lv in levels:
+        p = lv[~g.leaf[lv]]
+        pos[left[p]] = pos[p] + 1
+        pos[right[p]] = pos[p] + 1 + size[left[p]]
+    roots = g.roots[good]
+    counts = size[roots]
+    start = np.zeros(g.roots.size, dtype=np.int64)
+    start[good] = np.cumsum(counts) - counts
+    nodes = np.concatenate(levels) if levels else np.zeros(0, dtype=np.int64)
+    at = start[owner[nodes]] + pos[nodes]
+    inner, leaves = nodes[~g.leaf[nodes]], nodes[g.leaf[nodes]]
+    i_at, l_at = at[~g.leaf[nodes]], at[g.leaf[nodes]]
+    m = int(counts.sum())
+    out = {"node_counts": counts, "children_left": np.full(m, -1, dtype=np.int32),
+           "children_right": np.full(m, -1, dtype=np.int32), "feature": np.full(m, -1, dtype=np.int32),
+           "threshold": np.full(m, np.nan), "value": np.zeros((m, g.value.shape[1])),
+           "category_bits": np.zeros((m, 0), dtype=np.uint64), "missing_left": np.zeros(m, dtype=bool)}
+    out["children_left"][i_at] = pos[left[inner]]
+    out["children_right"][i_at] = pos[right[inner]]
+    out["feature"][i_at] = feature[inner]
+    out["threshold"][i_at] = bound[inner]
+    out["missing_left"][i_at] = g.nan_true[inner] != swap[inner]
+    out["value"][l_at] = g.value[leaves]
+    return out
+
+
+def _trees(g: _Graph, columns: Sequence[Column], tree_f32: bool, budget: int, n_codes: int | None,
+           thresholds: np.ndarray) -> dict[str, np.ndarray]:
+    """All trees of the operator as stacked arrays (:attr:`TreeOpReading.arrays`): the plain
+    ones laid out at once, any other walked node by node (see the module docstring)."""
+    owner, levels, bad = _walk(g)
+    plain, bound, feature = _plain_bounds(g, columns, tree_f32)
+    reached = owner >= 0
+    bad[owner[reached & ~g.leaf & ~plain]] = True
+    good = ~bad
+    out = _lay_out(g, levels, owner, good, bound, feature)
+    if bad.any():
+        out = _with_walked(out, g, good, columns, tree_f32, budget, n_codes, thresholds)
+    total = int(out["node_counts"].sum())
+    if total > budget:
+        raise UnsupportedModelError(f"The tree ensemble would have {total:,} nodes once its equality or "
+                                    f"set-membership splits are written as threshold splits; at most {budget:,} "
+                                    "are analysed exactly.")
+    return out
+
+
+def _with_walked(laid: dict[str, np.ndarray], g: _Graph, good: np.ndarray, columns: Sequence[Column],
+                 tree_f32: bool, budget: int, n_codes: int | None, thresholds: np.ndarray) -> dict[str, np.ndarray]:
+    """The laid-out trees with the others, walked node by node (:func:`_build`), in tree order."""
+    bounds = _precompute(thresholds, tree_f32)
+    ends = np.cumsum(laid["node_counts"])
+    starts = ends - laid["node_counts"]
+    parts: list[dict[str, np.ndarray]] = []
+    k = 0
+    for r in range(g.roots.size):
+        if good[r]:
+            parts.append({name: laid[name][starts[k]:ends[k]] for name in TREE_ARRAYS})
+            k += 1
+            continue
+        nodes = _build(g.node, g.root_source(r), columns, tree_f32, budget, g.depth_limit, bounds)
+        t = build_tree(nodes, g.value.shape[1], n_codes, routes_missing=True)
+        parts.append({"children_left": t.children_left, "children_right": t.children_right, "feature": t.feature,
+                      "threshold": t.threshold, "value": t.value, "category_bits": t.bits,
+                      "missing_left": np.asarray(t.missing_left, dtype=bool)})
+    words = max(p["category_bits"].shape[1] for p in parts)
+    out = {name: np.concatenate([p[name] for p in parts]) for name in TREE_ARRAYS if name != "category_bits"}
+    out["category_bits"] = np.concatenate([np.pad(p["category_bits"], ((0, 0), (0, words - p["category_bits"].shape[1])))
+                                           for p in parts]).astype(np.uint64)
+    out["node_counts"] = np.array([len(p["children_left"]) for p in parts], dtype=np.int64)
+    return out
+
+
 # ------------------------------------------------------------- the operators
 def read_tree_op(op_type: str, attrs: dict[str, Any], columns: Sequence[Column], tree_f32: bool,
-                 budget: int) -> TreeOpReading:
+                 budget: int, n_codes: int | None = None) -> TreeOpReading:
     """The trees and output settings of a tree-ensemble node (see the module docstring).
 
     Parameters
@@ -374,36 +588,48 @@ def read_tree_op(op_type: str, attrs: dict[str, Any], columns: Sequence[Column],
     columns : what each column of the operator's input is.
     tree_f32 : the operator's input is a float tensor (else double).
     budget : the most nodes all trees may have once written as threshold splits.
+    n_codes : the most codes (missing code included) of a categorical feature, for the bitsets
+        of the splits on one-hot columns.
     """
-    if op_type == "TreeEnsemble":
-        return _read_v5(attrs, columns, tree_f32, budget)
-    return _read_v1(op_type, attrs, columns, tree_f32, budget)
+    v5 = op_type == "TreeEnsemble"
+    g, given = _read_v5(attrs) if v5 else _read_v1(op_type, attrs)
+    arrays = _trees(g, columns, tree_f32, budget, n_codes, g.threshold)
+    agg, post = (1, 0) if v5 else (b"SUM", b"NONE")          # the defaults: opset 5 numbers its enums
+    return TreeOpReading(arrays=arrays, **given,
+                         aggregate=_enum(attrs.get("aggregate_function", agg), _AGGREGATES, "aggregate function"),
+                         post_transform=_enum(attrs.get("post_transform", post), POST_TRANSFORMS, "post transform"))
 
 
-def _read_v1(op_type: str, attrs: dict[str, Any], columns: Sequence[Column], tree_f32: bool,
-             budget: int) -> TreeOpReading:
-    clf = op_type == "TreeEnsembleClassifier"
+def _settings(weights: np.ndarray, targets: np.ndarray, **given: Any) -> dict[str, Any]:
+    """The operator's output settings for :class:`TreeOpReading` that its weights say."""
+    return {"used_targets": {int(c) for c in np.unique(targets)}, "weights_all_positive": bool(np.all(weights >= 0)),
+            **given}
+
+
+def _v1_nodes(attrs: dict[str, Any], op_type: str) -> dict[str, np.ndarray]:
+    """The ``nodes_*`` arrays of an opset 1/3 operator, checked for equal lengths."""
     tree_ids = _arr(attrs, "nodes_treeids", np.int64)
     n = tree_ids.size
     if n == 0:
         raise ModelError("The tree ensemble has no nodes.")
-    node_ids = _arr(attrs, "nodes_nodeids", np.int64, n)
-    feats = _arr(attrs, "nodes_featureids", np.int64, n)
-    modes = [_enum(m, MODES, "node mode") for m in (attrs.get("nodes_modes") or [])]
-    true_ids = _arr(attrs, "nodes_truenodeids", np.int64, n)
-    false_ids = _arr(attrs, "nodes_falsenodeids", np.int64, n)
+    a = {"tree": tree_ids, "node": _arr(attrs, "nodes_nodeids", np.int64, n),
+         "feature": _arr(attrs, "nodes_featureids", np.int64, n), "mode": _mode_codes(attrs.get("nodes_modes")),
+         "true": _arr(attrs, "nodes_truenodeids", np.int64, n), "false": _arr(attrs, "nodes_falsenodeids", np.int64, n)}
     if "nodes_values_as_tensor" in attrs:
-        values = _arr(attrs, "nodes_values_as_tensor", np.float64, n)
+        a["threshold"] = _arr(attrs, "nodes_values_as_tensor", np.float64, n)
     else:
-        values = _arr(attrs, "nodes_values", np.float32, n).astype(np.float64)
-    tracks = _arr(attrs, "nodes_missing_value_tracks_true", np.int64, n)
-    if len(modes) != n or node_ids.size != n or feats.size != n or true_ids.size != n or false_ids.size != n \
-            or values.size != n:
+        a["threshold"] = _arr(attrs, "nodes_values", np.float32, n).astype(np.float64)
+    a["tracks"] = _arr(attrs, "nodes_missing_value_tracks_true", np.int64, n)
+    if any(a[k].size != n for k in ("node", "feature", "mode", "true", "false", "threshold")):
         raise ModelError("The tree ensemble's node attributes have different lengths.")
-    if "BRANCH_MEMBER" in modes:
+    if np.any(a["mode"] == MODES.index("BRANCH_MEMBER")):
         raise UnsupportedModelError(f"{op_type} has no BRANCH_MEMBER mode (it belongs to TreeEnsemble, ai.onnx.ml "
                                     "opset 5).")
-    p = "class_" if clf else "target_"
+    return a
+
+
+def _v1_weights(attrs: dict[str, Any], p: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(tree ids, node ids, target ids, weights) of the leaf weights (``class_*`` or ``target_*``)."""
     w_tree = _arr(attrs, p + "treeids", np.int64)
     w_node = _arr(attrs, p + "nodeids", np.int64, w_tree.size)
     w_id = _arr(attrs, p + "ids", np.int64, w_tree.size)
@@ -413,19 +639,81 @@ def _read_v1(op_type: str, attrs: dict[str, Any], columns: Sequence[Column], tre
         w_val = _arr(attrs, p + "weights", np.float32, w_tree.size).astype(np.float64)
     if not w_node.size == w_id.size == w_val.size == w_tree.size:
         raise ModelError("The tree ensemble's leaf weight attributes have different lengths.")
-    if clf:
-        ints, strs = attrs.get("classlabels_int64s"), attrs.get("classlabels_strings")
-        labels: list[Any] | None
-        if ints and not strs:
-            labels = [int(v) for v in ints]
-        elif strs and not ints:
-            labels = [s.decode() if isinstance(s, bytes) else str(s) for s in strs]
-        else:
-            raise ModelError("A TreeEnsembleClassifier needs exactly one of classlabels_int64s and classlabels_strings.")
-        n_targets = len(labels)
-    else:
-        labels = None
-        n_targets = int(attrs.get("n_targets", 1) or 1)
+    return w_tree, w_node, w_id, w_val
+
+
+def _class_labels(attrs: dict[str, Any]) -> list[Any]:
+    ints, strs = attrs.get("classlabels_int64s"), attrs.get("classlabels_strings")
+    n_ints, n_strs = (0 if v is None else len(v) for v in (ints, strs))
+    if n_ints and not n_strs:
+        return [int(v) for v in np.asarray(ints).ravel()]
+    if n_strs and not n_ints:
+        return [s.decode() if isinstance(s, bytes) else str(s) for s in (strs if strs is not None else ())]
+    raise ModelError("A TreeEnsembleClassifier needs exactly one of classlabels_int64s and classlabels_strings.")
+
+
+class _NodeIndex:
+    """Nodes found by (tree id, node id), as onnxruntime finds a node's children and a weight's
+    leaf: the pairs as one sorted key each (ids in 0..2^31 packed, else their ranks); when the
+    nodes are listed as converters list them (trees 0, 1, .. in turn, each its nodes 0, 1, ..
+    in order), by their place alone (``first``: where each tree starts)."""
+
+    def __init__(self, tree_ids: np.ndarray, node_ids: np.ndarray):
+        self.first = _dense(tree_ids, node_ids)
+        if self.first is not None:
+            return
+        self.packed = bool(tree_ids.min() >= 0 and node_ids.min() >= 0 and tree_ids.max() < 2**31
+                           and node_ids.max() < 2**31)
+        self.trees: np.ndarray | None = None if self.packed else np.unique(tree_ids)
+        self.nodes: np.ndarray | None = None if self.packed else np.unique(node_ids)
+        key, _ = self._key(tree_ids, node_ids)
+        self.order = None if np.all(key[1:] > key[:-1]) else np.argsort(key, kind="stable")
+        self.keys = key if self.order is None else key[self.order]
+        if np.any(self.keys[1:] == self.keys[:-1]):
+            raise ModelError("The tree ensemble lists a node twice (the same tree and node ids).")
+
+    def _key(self, t: np.ndarray, i: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.packed:
+            ok = (i >= 0) & (i < 2**31) & (t >= 0) & (t < 2**31)
+            return (np.where(ok, t, 0) << 31) | np.where(ok, i, 0), ok
+        assert self.trees is not None and self.nodes is not None
+        rt, ri = np.searchsorted(self.trees, t), np.searchsorted(self.nodes, i)
+        ok = (rt < self.trees.size) & (ri < self.nodes.size)
+        ok &= (self.trees[np.minimum(rt, self.trees.size - 1)] == t) & (self.nodes[np.minimum(ri, self.nodes.size - 1)] == i)
+        return rt * self.nodes.size + ri, ok
+
+    def find(self, t: np.ndarray, i: np.ndarray) -> np.ndarray:
+        """The index of node (t, i) for each pair, -1 where there is none."""
+        if self.first is not None:
+            trees = self.first.size - 1
+            ok = (t >= 0) & (t < trees)
+            start = self.first[np.where(ok, t, 0)]
+            ok &= (i >= 0) & (i < self.first[np.where(ok, t, 0) + 1] - start)
+            return np.where(ok, start + i, -1)
+        key, ok = self._key(t, i)
+        at = np.minimum(np.searchsorted(self.keys, key), self.keys.size - 1)
+        ok &= self.keys[at] == key
+        return np.where(ok, at if self.order is None else self.order[at], -1)
+
+
+def _dense(tree_ids: np.ndarray, node_ids: np.ndarray) -> np.ndarray | None:
+    """Where each tree starts (and the end), when the trees are 0, 1, .. in turn, each listing
+    its nodes 0, 1, .. in order; else None."""
+    step = np.diff(tree_ids)
+    if tree_ids[0] != 0 or np.any((step != 0) & (step != 1)):
+        return None
+    first = np.concatenate(([0], np.flatnonzero(step) + 1, [tree_ids.size]))
+    if not np.array_equal(node_ids, np.arange(tree_ids.size) - np.repeat(first[:-1], np.diff(first))):
+        return None
+    return first
+
+
+def _read_v1(op_type: str, attrs: dict[str, Any]) -> tuple[_Graph, dict[str, Any]]:
+    clf = op_type == "TreeEnsembleClassifier"
+    a = _v1_nodes(attrs, op_type)
+    w_tree, w_node, w_id, w_val = _v1_weights(attrs, "class_" if clf else "target_")
+    labels = _class_labels(attrs) if clf else None
+    n_targets = len(labels) if labels is not None else int(attrs.get("n_targets", 1) or 1)
     if "base_values_as_tensor" in attrs:
         base = _arr(attrs, "base_values_as_tensor", np.float64)
     else:
@@ -433,71 +721,54 @@ def _read_v1(op_type: str, attrs: dict[str, Any], columns: Sequence[Column], tre
     if np.any(w_id < 0) or np.any(w_id >= n_targets):
         raise ModelError(f"A leaf weight names target {int(w_id[(w_id < 0) | (w_id >= n_targets)][0])}; the "
                          f"ensemble has {n_targets}.")
-    index = {ti: k for k, ti in enumerate(zip(tree_ids.tolist(), node_ids.tolist()))}
-    if len(index) != n:
-        raise ModelError("The tree ensemble lists a node twice (the same tree and node ids).")
-    leaf = np.array([m == "LEAF" for m in modes])
-    value = np.zeros((n, n_targets))
-    has = np.zeros(n, dtype=bool)
-    for t, i, c, w in zip(w_tree.tolist(), w_node.tolist(), w_id.tolist(), w_val.tolist()):
-        k = index.get((t, i))
-        if k is None:
-            raise ModelError(f"A leaf weight is for node {int(i)} of tree {int(t)}, which does not exist.")
-        if leaf[k]:                               # onnxruntime ignores weights on a node that is not a leaf
-            value[k, c] += w
-            has[k] = True
-    if np.any(leaf & ~has):
-        raise ModelError("A leaf of the tree ensemble has no weight.")
-    tree_f32_values = tree_f32
+    index = _NodeIndex(a["tree"], a["node"])
+    leaf = a["mode"] == _LEAF
+    value = _v1_leaf_values(index, leaf, w_tree, w_node, w_id, w_val, n_targets)
+    true, false = index.find(a["tree"], a["true"]), index.find(a["tree"], a["false"])
+    own = np.arange(leaf.size)
+    tracks = a["tracks"].astype(bool) if a["tracks"].size else np.zeros(leaf.size, dtype=bool)
+    starts = np.concatenate(([0], np.flatnonzero(a["tree"][1:] != a["tree"][:-1]) + 1))   # onnxruntime: one root per run
 
     def node(k: int) -> tuple:
         if leaf[k]:
             return ("leaf", value[k])
-        tree = int(tree_ids[k])
-        kt, kf = index.get((tree, int(true_ids[k]))), index.get((tree, int(false_ids[k])))
-        if kt is None or kf is None:
-            raise ModelError(f"Node {int(node_ids[k])} of tree {tree} points to a node that does not exist.")
+        tree = int(a["tree"][k])
+        kt, kf = int(true[k]), int(false[k])
+        if kt < 0 or kf < 0:
+            raise ModelError(f"Node {int(a['node'][k])} of tree {tree} points to a node that does not exist.")
         if kt == k or kf == k:
-            raise ModelError(f"Node {int(node_ids[k])} of tree {tree} points to itself.")
-        return ("split", modes[k], int(feats[k]), float(values[k]), bool(tracks[k]) if tracks.size else False, None,
+            raise ModelError(f"Node {int(a['node'][k])} of tree {tree} points to itself.")
+        return ("split", MODES[a["mode"][k]], int(a["feature"][k]), float(a["threshold"][k]), bool(tracks[k]), None,
                 kt, kf)
 
-    starts = [0] + (np.flatnonzero(tree_ids[1:] != tree_ids[:-1]) + 1).tolist()   # onnxruntime: one root per run
-    bounds = _precompute(values, tree_f32)
-    trees = [_build(node, s, columns, tree_f32_values, budget, n, bounds) for s in starts]
-    _spend(trees, budget)
-    agg = _enum(attrs.get("aggregate_function", b"SUM"), _AGGREGATES, "aggregate function")
-    post = _enum(attrs.get("post_transform", b"NONE"), POST_TRANSFORMS, "post transform")
-    return TreeOpReading(trees=trees, n_targets=n_targets, base_values=base, post_transform=post, aggregate=agg,
-                         class_labels=labels, used_targets={int(c) for c in w_id},
-                         weights_all_positive=bool(np.all(w_val >= 0)))
+    g = _Graph(leaf=leaf, mode=a["mode"], feature=a["feature"], threshold=a["threshold"], nan_true=tracks,
+               true=np.where(true == own, -1, true), false=np.where(false == own, -1, false), value=value,
+               roots=starts, node=node, root_source=lambda r: int(starts[r]), depth_limit=leaf.size)
+    return g, _settings(w_val, w_id, n_targets=n_targets, base_values=base, class_labels=labels)
 
 
-def _spend(trees: list[list[dict]], budget: int) -> None:
-    total = sum(sum(1 for nd in t if "redirect" not in nd) for t in trees)
-    if total > budget:
-        raise UnsupportedModelError(f"The tree ensemble would have {total:,} nodes once its equality or "
-                                    f"set-membership splits are written as threshold splits; at most {budget:,} "
-                                    "are analysed exactly.")
+def _v1_leaf_values(index: _NodeIndex, leaf: np.ndarray, w_tree: np.ndarray, w_node: np.ndarray, w_id: np.ndarray,
+                    w_val: np.ndarray, n_targets: int) -> np.ndarray:
+    """Each leaf's weights summed per target, in the order given (weights on a node that is not
+    a leaf ignored, as onnxruntime ignores them)."""
+    at = index.find(w_tree, w_node)
+    if np.any(at < 0):
+        first = int(np.argmax(at < 0))
+        raise ModelError(f"A leaf weight is for node {int(w_node[first])} of tree {int(w_tree[first])}, which does "
+                         "not exist.")
+    on_leaf = leaf[at]
+    cell = at[on_leaf] * n_targets + w_id[on_leaf]       # summed in the order given, from 0.0, as one by one
+    value = np.bincount(cell, weights=w_val[on_leaf], minlength=leaf.size * n_targets).reshape(leaf.size, n_targets)
+    has = np.zeros(leaf.size, dtype=bool)
+    has[at[on_leaf]] = True
+    if np.any(leaf & ~has):
+        raise ModelError("A leaf of the tree ensemble has no weight.")
+    return value
 
 
-def _read_v5(attrs: dict[str, Any], columns: Sequence[Column], tree_f32: bool, budget: int) -> TreeOpReading:
-    roots = _arr(attrs, "tree_roots", np.int64)
-    feats = _arr(attrs, "nodes_featureids", np.int64)
-    n = feats.size
-    if n == 0 or roots.size == 0:
-        raise ModelError("The tree ensemble has no nodes.")
-    modes = [_enum(int(m), MODES, "node mode") for m in _arr(attrs, "nodes_modes", np.int64, n)]
-    splits = _arr(attrs, "nodes_splits", np.float64, n)
-    true_ids = _arr(attrs, "nodes_truenodeids", np.int64, n)
-    false_ids = _arr(attrs, "nodes_falsenodeids", np.int64, n)
-    true_leaf = _arr(attrs, "nodes_trueleafs", np.int64, n)
-    false_leaf = _arr(attrs, "nodes_falseleafs", np.int64, n)
-    tracks = _arr(attrs, "nodes_missing_value_tracks_true", np.int64, n)
-    if not len(modes) == splits.size == true_ids.size == false_ids.size == true_leaf.size == false_leaf.size == n:
-        raise ModelError("The tree ensemble's node attributes have different lengths.")
-    if "LEAF" in modes:
-        raise ModelError("TreeEnsemble nodes cannot have the LEAF mode (leaves are listed apart).")
+def _read_v5(attrs: dict[str, Any]) -> tuple[_Graph, dict[str, Any]]:
+    a = _v5_nodes(attrs)
+    n = a["feature"].size
     leaf_t = _arr(attrs, "leaf_targetids", np.int64)
     leaf_w = _arr(attrs, "leaf_weights", np.float64, leaf_t.size)
     n_targets = int(attrs.get("n_targets", 1) or 1)
@@ -505,43 +776,71 @@ def _read_v5(attrs: dict[str, Any], columns: Sequence[Column], tree_f32: bool, b
         raise ModelError("The tree ensemble's leaves have no weights.")
     if np.any(leaf_t < 0) or np.any(leaf_t >= n_targets):
         raise ModelError(f"A leaf names a target outside 0..{n_targets - 1}.")
-    members: dict[int, np.ndarray] = {}
-    flat = _arr(attrs, "membership_values", np.float64)
-    sets: list[np.ndarray] = []
-    cur: list[float] = []
-    for v in flat:
-        if v != v:
-            sets.append(np.array(cur))
-            cur = []
-        else:
-            cur.append(v)
-    if cur:
-        sets.append(np.array(cur))
-    member_nodes = [k for k, m in enumerate(modes) if m == "BRANCH_MEMBER"]
-    if len(sets) < len(member_nodes):
-        raise ModelError(f"The tree ensemble has {len(member_nodes)} set-membership nodes but "
-                         f"{len(sets)} sets of members.")
-    for k, s in zip(member_nodes, sets):
-        members[k] = s
-    value = np.zeros((leaf_t.size, n_targets))
-    value[np.arange(leaf_t.size), leaf_t] = leaf_w
+    members = _v5_members(attrs, a["mode"])
+    n_leaves = leaf_t.size
+    value = np.zeros((n + n_leaves, n_targets))
+    value[n + np.arange(n_leaves), leaf_t] = leaf_w
+    roots = _arr(attrs, "tree_roots", np.int64)
+
+    def child(ids: np.ndarray, is_leaf: np.ndarray) -> np.ndarray:
+        ok = np.where(is_leaf, (ids >= 0) & (ids < n_leaves), (ids >= 0) & (ids < n))
+        return np.where(ok, np.where(is_leaf, ids + n, ids), -1)
 
     def node(src: tuple[bool, int]) -> tuple:
         is_leaf, k = src
         if is_leaf:
-            if not 0 <= k < leaf_t.size:
-                raise ModelError(f"A node points to leaf {k}; the ensemble has {leaf_t.size} leaves.")
-            return ("leaf", value[k])
+            if not 0 <= k < n_leaves:
+                raise ModelError(f"A node points to leaf {k}; the ensemble has {n_leaves} leaves.")
+            return ("leaf", value[n + k])
         if not 0 <= k < n:
             raise ModelError(f"A node points to node {k}; the ensemble has {n} nodes.")
-        return ("split", modes[k], int(feats[k]), float(splits[k]), bool(tracks[k]) if tracks.size else False,
-                members.get(k), (bool(true_leaf[k]), int(true_ids[k])), (bool(false_leaf[k]), int(false_ids[k])))
+        return ("split", MODES[a["mode"][k]], int(a["feature"][k]), float(a["splits"][k]), bool(a["tracks"][k]),
+                members.get(k), (bool(a["true_leaf"][k]), int(a["true"][k])),
+                (bool(a["false_leaf"][k]), int(a["false"][k])))
 
-    bounds = _precompute(splits, tree_f32)
-    trees = [_build(node, (False, int(r)), columns, tree_f32, budget, n, bounds) for r in roots]
-    _spend(trees, budget)
-    agg = _enum(attrs.get("aggregate_function", 1), _AGGREGATES, "aggregate function")
-    post = _enum(attrs.get("post_transform", 0), POST_TRANSFORMS, "post transform")
-    return TreeOpReading(trees=trees, n_targets=n_targets, base_values=np.zeros(0), post_transform=post,
-                         aggregate=agg, class_labels=None, used_targets={int(c) for c in leaf_t},
-                         weights_all_positive=bool(np.all(leaf_w >= 0)))
+    pad = np.zeros(n_leaves, dtype=np.int64)
+    g = _Graph(leaf=np.arange(n + n_leaves) >= n, mode=np.concatenate([a["mode"], pad + _LEAF]),
+               feature=np.concatenate([a["feature"], pad - 1]),
+               threshold=np.concatenate([a["splits"], np.full(n_leaves, np.nan)]),
+               nan_true=np.concatenate([a["tracks"], pad.astype(bool)]),
+               true=np.concatenate([child(a["true"], a["true_leaf"]), pad - 1]),
+               false=np.concatenate([child(a["false"], a["false_leaf"]), pad - 1]), value=value,
+               roots=np.where((roots >= 0) & (roots < n), roots, -1), node=node,
+               root_source=lambda r: (False, int(roots[r])), depth_limit=n)
+    return g, _settings(leaf_w, leaf_t, n_targets=n_targets, base_values=np.zeros(0), class_labels=None)
+
+
+def _v5_nodes(attrs: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The ``nodes_*`` arrays of an opset 5 ``TreeEnsemble``, checked."""
+    roots = _arr(attrs, "tree_roots", np.int64)
+    feats = _arr(attrs, "nodes_featureids", np.int64)
+    n = feats.size
+    if n == 0 or roots.size == 0:
+        raise ModelError("The tree ensemble has no nodes.")
+    a = {"feature": feats, "mode": _mode_codes(_arr(attrs, "nodes_modes", np.int64, n)),
+         "splits": _arr(attrs, "nodes_splits", np.float64, n), "true": _arr(attrs, "nodes_truenodeids", np.int64, n),
+         "false": _arr(attrs, "nodes_falsenodeids", np.int64, n),
+         "true_leaf": _arr(attrs, "nodes_trueleafs", np.int64, n).astype(bool),
+         "false_leaf": _arr(attrs, "nodes_falseleafs", np.int64, n).astype(bool)}
+    tracks = _arr(attrs, "nodes_missing_value_tracks_true", np.int64, n)
+    if not all(a[k].size == n for k in a):
+        raise ModelError("The tree ensemble's node attributes have different lengths.")
+    if np.any(a["mode"] == _LEAF):
+        raise ModelError("TreeEnsemble nodes cannot have the LEAF mode (leaves are listed apart).")
+    a["tracks"] = tracks.astype(bool) if tracks.size else np.zeros(n, dtype=bool)
+    return a
+
+
+def _v5_members(attrs: dict[str, Any], modes: np.ndarray) -> dict[int, np.ndarray]:
+    """The set of each ``BRANCH_MEMBER`` node: ``membership_values`` cut at its NaNs, in node order."""
+    flat = _arr(attrs, "membership_values", np.float64)
+    cuts = np.flatnonzero(np.isnan(flat))
+    sets = [s for s in np.split(flat, cuts)]
+    sets = [sets[0]] + [s[1:] for s in sets[1:]]
+    if sets and sets[-1].size == 0:
+        sets.pop()
+    member_nodes = np.flatnonzero(modes == MODES.index("BRANCH_MEMBER")).tolist()
+    if len(sets) < len(member_nodes):
+        raise ModelError(f"The tree ensemble has {len(member_nodes)} set-membership nodes but "
+                         f"{len(sets)} sets of members.")
+    return dict(zip(member_nodes, sets))

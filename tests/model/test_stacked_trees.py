@@ -1,0 +1,91 @@
+"""A whole ensemble's trees made from their stacked arrays (``core.model.tree.stacked_trees``),
+checked at once: the same trees as made one by one, and the same refusal, the first failing
+tree's first failing check, for the tree checks and for the ensemble's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.ensemble import GradientBoostingClassifier
+
+from core.errors import ModelError
+from core.intake.models import from_model
+from core.model import Tree, TreeEnsemble
+from core.model.tree import stacked_trees
+
+FIELDS = ("children_left", "children_right", "feature", "threshold", "value", "category_bits", "missing_left")
+
+
+@pytest.fixture(scope="module")
+def stacked():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    arrays, meta = from_model(GradientBoostingClassifier(n_estimators=6, max_depth=3, random_state=0).fit(X, y)).to_arrays()
+    arrays["missing_left"] = np.arange(len(arrays["feature"])) % 3 == 0
+    return arrays, meta
+
+
+def _one_by_one(a):
+    ends = np.cumsum(a["node_counts"])
+    try:
+        return tuple(Tree(*(a[f][s:e] for f in FIELDS)) for s, e in zip(ends - a["node_counts"], ends))
+    except ModelError as exc:
+        return str(exc)
+
+
+def _at_once(a):
+    try:
+        return stacked_trees(a["node_counts"], *(a[f] for f in FIELDS))
+    except ModelError as exc:
+        return str(exc)
+
+
+def _damaged(a, edits):
+    """``a`` with ``edits`` [(field, tree, node, value)]: nodes indexed within their tree (-1 its last)."""
+    out = {k: v.copy() for k, v in a.items()}
+    starts = np.cumsum(a["node_counts"]) - a["node_counts"]
+    for field, tree, node, value in edits:
+        out[field][starts[tree] + node % a["node_counts"][tree]] = value
+    return out
+
+
+def test_the_trees_made_at_once_are_the_trees_made_one_by_one(stacked):
+    arrays, _ = stacked
+    ones, once = _one_by_one(arrays), _at_once(arrays)
+    assert len(ones) == len(once) == len(arrays["node_counts"])
+    for a, b in zip(ones, once):
+        for f in FIELDS:
+            x, y = getattr(a, f), getattr(b, f)
+            assert x.dtype == y.dtype and x.shape == y.shape and not y.flags.writeable
+            assert x.tobytes() == y.tobytes(), f
+
+
+@pytest.mark.parametrize("edits", [
+    [("children_right", 0, 0, -1)],                                      # one child only
+    [("children_left", 2, 0, 0)],                                        # a child before its parent
+    [("children_left", 1, 0, 99)],                                       # out of its tree
+    [("children_left", 3, 1, 5), ("children_left", 3, 4, 2)],            # a node reached twice
+    [("feature", 1, 0, -1)],                                             # a split without a feature
+    [("threshold", 1, 0, np.inf)],
+    [("threshold", 2, 0, np.nan)],                                       # a category set without words
+    [("threshold", 4, 0, np.inf), ("children_left", 2, 0, 0)],           # the first tree's refusal
+    [("children_right", 5, 0, -3), ("feature", 4, 0, -1)],               # a bad child pointing back, later
+], ids=["one-child", "child-first", "beyond", "twice", "no-feature", "infinite", "no-set", "first-tree",
+        "back-later"])
+def test_damaged_stacks_are_refused_as_one_by_one(stacked, edits):
+    arrays, _ = stacked
+    bad = _damaged(arrays, edits)
+    got = _at_once(bad)
+    assert isinstance(got, str) and got == _one_by_one(bad)
+
+
+def test_the_ensemble_refuses_its_first_failing_trees_first_check(stacked):
+    arrays, meta = stacked
+    later_nan = _damaged(arrays, [("value", 3, -1, np.nan), ("feature", 1, 0, 7)])
+    with pytest.raises(ModelError, match="beyond n_features"):
+        TreeEnsemble.from_arrays(later_nan, meta)
+    first_nan = _damaged(arrays, [("value", 1, -1, np.inf), ("feature", 3, 0, 7)])
+    leaf = int(arrays["node_counts"][1]) - 1
+    with pytest.raises(ModelError, match=f"Tree 1, leaf {leaf} has the value"):
+        TreeEnsemble.from_arrays(first_nan, meta)
