@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from core.errors import ModelError, UnsupportedModelError
+from core.errors import ModelError, UnsupportedModelError, need
 from core.typing import ModelLike
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ def read_onnx(data: bytes | bytearray, filename: str = "model.onnx", limits: Onn
     UnsupportedModelError
         Custom domains or functions, subgraphs, inputs or outputs of kinds no table column gives.
     """
-    import onnx  # optional and heavy: imported only when an ONNX file arrives
+    onnx = need("onnx", "reading an ONNX model")  # optional and heavy: only when an ONNX file arrives
 
     if not data:
         raise ModelError(f"{filename!r} is empty. Upload a saved model file.")

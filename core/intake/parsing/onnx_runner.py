@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from core.errors import ModelError, UnsupportedModelError
+from core.errors import ModelError, UnsupportedModelError, need
 from core.intake.parsing.onnx_graph import LIMITS, OnnxGraphInfo, OnnxLimits, inspect_onnx, numpy_dtype, read_onnx
 from core.typing import ModelLike, Rows
 
@@ -51,7 +51,7 @@ class OnnxRunner:
     """An onnxruntime session over an ONNX graph that feeds it table columns (see the module docstring)."""
 
     def __init__(self, data: bytes, info: OnnxGraphInfo, filename: str = "model.onnx"):
-        import onnxruntime as ort  # optional and heavy: imported only when an ONNX model runs
+        ort = need("onnxruntime", "running an ONNX model")  # optional and heavy: only when one runs
 
         self.info = info
         self.filename = filename
