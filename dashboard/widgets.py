@@ -75,9 +75,9 @@ def target_picker(container: Any, ens: Any, pred: np.ndarray, row_pred: Any, pre
             st.session_state[SHOWN] = target
         return target
     if isinstance(chosen, tuple) and len(chosen) == 2:
-        lo, hi = (float(v) for v in cast(tuple, chosen))
+        lo, hi = (float(v) for v in cast("tuple[float, float]", chosen))
     else:
-        lo, hi = cast(tuple, default_target(ens, pred, row_pred))   # a regressor's interval
+        lo, hi = cast("tuple[float, float]", default_target(ens, pred, row_pred))   # a regressor's interval
     st.session_state[f"{prefix}_lo"], st.session_state[f"{prefix}_hi"] = lo, hi
 
     def keep() -> None:
@@ -114,7 +114,7 @@ def favourable_picker(container: Any, ens: Any, pred: np.ndarray, prefix: str, *
         above = container.selectbox(label, [True, False], key=f"{prefix}_side",
                                     format_func=lambda a: f"{'at least' if a else 'at most'} {reference} prediction")
     target = favourable_default(ens, pred, above=above)
-    edge = cast(tuple, target)[0] if above else cast(tuple, target)[1]   # a regressor's favourable interval
+    edge = cast("tuple[float, float]", target)[0] if above else cast("tuple[float, float]", target)[1]   # a regressor's favourable interval
     container.caption(f"Favourable: prediction {'at least' if above else 'at most'} {reference}, "
                       f"{plain(outcome_text(edge, names))}.")
     return target

@@ -44,7 +44,7 @@ import numpy as np
 
 from core.cells.problem import NUDGE, CellProblem, CellSolution
 from core.solvers import lpbox
-from core.solvers.constrained import (
+from core.solvers.constrained_program import (
     Domain,
     _add_constraints,
     _allowed,
