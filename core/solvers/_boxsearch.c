@@ -1,7 +1,8 @@
 /* Node bound and split of the box search (optional: core/solvers/boxsearch.py has a numpy version
  * giving the same answers).
  *
- * The problem, in arrays built once by boxsearch.BoxSearch (checked by check()):
+ * The problem, in arrays built once per query by boxsearch.BoxSearch and handed to prepare(), which
+ * checks them once and keeps them (a capsule: the nodes' calls then hand over only the box):
  *   off[d], size[d], hat[d]   per feature: offset of its intervals in the flat arrays, their number,
  *                             the query's interval;
  *   flat[F] (float64)         interval costs of every feature (inf: not allowed);
@@ -15,11 +16,14 @@
  *                             scores[nsoff..] and the sum the trees must reach.
  *   combine                   0: the features' costs add up, 1: the largest counts (L-infinity).
  *
- * evaluate(static..., lo, hi, p, e) -> (bound, base, holds): for the box [lo, hi], p[d] receives the
+ * prepare(static..., combine) -> problem (a capsule).
+ * evaluate(problem, lo, hi, p, e) -> (bound, base, holds): for the box [lo, hi], p[d] receives the
  * cheapest cells, e[L] the cost of the cheapest point of each leaf within the box (inf: unreachable),
  * base the cost of p, bound the per-tree radius bound (inf: no solution in the box) and holds whether
  * the leaves holding p meet every need (the caller confirms on the model).
- * split(static..., lo, hi, p, e, bound) -> (feature, level) or None.
+ * split(problem, lo, hi, p, e, bound) -> (feature, level) or None.
+ * expand(problem, lo, hi, p, e, cut) -> (bound, base, holds, split): evaluate, then, when the bound is
+ * below cut (the box is kept), split; else split is None.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -30,52 +34,93 @@
 
 #define REL_TOL 1e-9
 #define N_STATIC 16
+#define CAPSULE "core.solvers._boxsearch.problem"
 
 typedef struct {
-    Py_buffer b[N_STATIC + 4];
+    Py_buffer b[N_STATIC];
     int n;
     Py_ssize_t d, F, L, nnz, K, S, T;
     const int64_t *off, *size, *hat, *prev, *next, *ptr, *ef, *elo, *ehi, *tree, *nstart, *nlen, *nsoff;
     const double *flat, *nval, *scores;
     int combine;
-} Ctx;
-
-static void release(Ctx *c) {
-    for (int i = 0; i < c->n; i++) PyBuffer_Release(&c->b[i]);
-    c->n = 0;
-}
+    int64_t *rank;      /* L-infinity: per interval, the rank of its cost among the distinct finite costs */
+    Py_ssize_t R;       /* the number of distinct finite costs */
+} Prob;
 
 /* item size expected of each static buffer: 8 for int64 and float64 alike; 'd' marks float64 */
 static const char kinds[N_STATIC] = {'q', 'q', 'q', 'q', 'q', 'd', 'q', 'q', 'q', 'q', 'q', 'q', 'q', 'q', 'd', 'd'};
 
-static int take(Ctx *c, PyObject *o, int writable, char kind) {
-    Py_buffer *b = &c->b[c->n];
+/* a C-contiguous buffer of 8-byte items of the kind asked (int64 'q' or float64 'd'); 0, or -1 with an
+ * error set (the buffer is then released) */
+static int take(Py_buffer *b, PyObject *o, int writable, char kind, int index) {
     if (PyObject_GetBuffer(o, b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0)
         return -1;
-    c->n++;
     const char *fmt = b->format ? b->format : "B";
     if (*fmt == '<' || *fmt == '=' || *fmt == '@') fmt++;
     int ok = b->itemsize == 8 && (kind == 'd' ? strcmp(fmt, "d") == 0 : (strcmp(fmt, "q") == 0 || strcmp(fmt, "l") == 0));
     if (!ok) {
-        PyErr_Format(PyExc_TypeError, "buffer %d must be %s", c->n - 1, kind == 'd' ? "float64" : "int64");
+        PyBuffer_Release(b);
+        PyErr_Format(PyExc_TypeError, "buffer %d must be %s", index, kind == 'd' ? "float64" : "int64");
         return -1;
     }
     return 0;
 }
 
-static Py_ssize_t len_of(Ctx *c, int i) { return c->b[i].len / 8; }
-
-/* read the static buffers from the argument tuple's first items; check their lengths */
-static int open_static(Ctx *c, PyObject *args) {
+static void prob_release(Prob *c) {
+    for (int i = 0; i < c->n; i++) PyBuffer_Release(&c->b[i]);
     c->n = 0;
-    if (PyTuple_GET_SIZE(args) < N_STATIC + 1) {
-        PyErr_SetString(PyExc_TypeError, "too few arguments");
+}
+
+static void prob_free(PyObject *cap) {
+    Prob *c = PyCapsule_GetPointer(cap, CAPSULE);
+    if (c) { prob_release(c); PyMem_Free(c->rank); PyMem_Free(c); }
+}
+
+static Py_ssize_t len_of(const Py_buffer *b) { return b->len / 8; }
+
+/* every index the kernels follow stays inside its array (run once per problem); NULL or what is wrong */
+static const char *check(const Prob *c) {
+    const char *bad = NULL;
+    for (Py_ssize_t j = 0; j < c->d && !bad; j++) {
+        if (c->size[j] < 1 || c->off[j] < 0 || c->off[j] + c->size[j] > c->F || c->hat[j] < 0 ||
+            c->hat[j] >= c->size[j])
+            bad = "feature offsets";
+        for (int64_t i = 0; i < c->size[j] && !bad; i++) {
+            int64_t k = c->off[j] + i;
+            if (c->prev[k] < c->off[j] - 1 || c->prev[k] > k || c->next[k] < k || c->next[k] > c->off[j] + c->size[j])
+                bad = "nearest allowed intervals";
+        }
+    }
+    if (!bad && (c->L > 0 && c->ptr[0] != 0)) bad = "leaf pointers";
+    for (Py_ssize_t l = 0; l < c->L && !bad; l++) {
+        if (c->ptr[l + 1] < c->ptr[l] || c->ptr[l + 1] > c->nnz) bad = "leaf pointers";
+        if (c->tree[l] < 0) bad = "trees";
+        if (l > 0 && c->tree[l] < c->tree[l - 1]) bad = "trees (leaves must be grouped by tree)";
+    }
+    if (!bad && c->L > 0 && c->ptr[c->L] != c->nnz) bad = "leaf pointers";
+    for (Py_ssize_t k = 0; k < c->nnz && !bad; k++) {
+        int64_t f = c->ef[k];
+        if (f < 0 || f >= c->d || c->elo[k] < 0 || c->ehi[k] >= c->size[f]) bad = "leaf bounds";
+    }
+    for (Py_ssize_t q = 0; q < c->K && !bad; q++)
+        if (c->nstart[q] < 0 || c->nlen[q] < 0 || c->nstart[q] + c->nlen[q] > c->L || c->nsoff[q] < 0 ||
+            c->nsoff[q] + c->nlen[q] > c->S)
+            bad = "needs";
+    return bad;
+}
+
+/* read the static buffers and combine from the arguments; check their lengths and indices */
+static int open_static(Prob *c, PyObject *args) {
+    c->n = 0;
+    if (PyTuple_GET_SIZE(args) != N_STATIC + 1) {
+        PyErr_SetString(PyExc_TypeError, "prepare takes the 16 static arrays and combine");
         return -1;
     }
-    for (int i = 0; i < N_STATIC; i++)
-        if (take(c, PyTuple_GET_ITEM(args, i), 0, kinds[i]) < 0) return -1;
-    PyObject *cb = PyTuple_GET_ITEM(args, N_STATIC);
-    long comb = PyLong_AsLong(cb);
+    for (int i = 0; i < N_STATIC; i++) {
+        if (take(&c->b[i], PyTuple_GET_ITEM(args, i), 0, kinds[i], i) < 0) return -1;
+        c->n++;
+    }
+    long comb = PyLong_AsLong(PyTuple_GET_ITEM(args, N_STATIC));
     if (comb == -1 && PyErr_Occurred()) return -1;
     c->combine = comb == 1;
     c->off = c->b[0].buf; c->size = c->b[1].buf; c->hat = c->b[2].buf;
@@ -83,68 +128,24 @@ static int open_static(Ctx *c, PyObject *args) {
     c->ptr = c->b[6].buf; c->ef = c->b[7].buf; c->elo = c->b[8].buf; c->ehi = c->b[9].buf;
     c->tree = c->b[10].buf; c->nstart = c->b[11].buf; c->nlen = c->b[12].buf; c->nsoff = c->b[13].buf;
     c->nval = c->b[14].buf; c->scores = c->b[15].buf;
-    c->d = len_of(c, 0); c->F = len_of(c, 5); c->L = len_of(c, 10); c->nnz = len_of(c, 7);
-    c->K = len_of(c, 11); c->S = len_of(c, 15);
-    if (len_of(c, 1) != c->d || len_of(c, 2) != c->d || len_of(c, 3) != c->F || len_of(c, 4) != c->F ||
-        len_of(c, 6) != c->L + 1 || len_of(c, 8) != c->nnz || len_of(c, 9) != c->nnz ||
-        len_of(c, 12) != c->K || len_of(c, 13) != c->K || len_of(c, 14) != c->K) {
+    c->d = len_of(&c->b[0]); c->F = len_of(&c->b[5]); c->L = len_of(&c->b[10]); c->nnz = len_of(&c->b[7]);
+    c->K = len_of(&c->b[11]); c->S = len_of(&c->b[15]);
+    if (len_of(&c->b[1]) != c->d || len_of(&c->b[2]) != c->d || len_of(&c->b[3]) != c->F ||
+        len_of(&c->b[4]) != c->F || len_of(&c->b[6]) != c->L + 1 || len_of(&c->b[8]) != c->nnz ||
+        len_of(&c->b[9]) != c->nnz || len_of(&c->b[12]) != c->K || len_of(&c->b[13]) != c->K ||
+        len_of(&c->b[14]) != c->K) {
         PyErr_SetString(PyExc_ValueError, "inconsistent array lengths");
         return -1;
     }
     c->T = 0;
     for (Py_ssize_t l = 0; l < c->L; l++)
         if (c->tree[l] + 1 > c->T) c->T = c->tree[l] + 1;
-    return 0;
-}
-
-/* every index the kernels follow stays inside its array (run once per problem) */
-static PyObject *py_check(PyObject *self, PyObject *args) {
-    (void)self;
-    Ctx c;
-    if (open_static(&c, args) < 0) { release(&c); return NULL; }
-    const char *bad = NULL;
-    for (Py_ssize_t j = 0; j < c.d && !bad; j++) {
-        if (c.size[j] < 1 || c.off[j] < 0 || c.off[j] + c.size[j] > c.F || c.hat[j] < 0 || c.hat[j] >= c.size[j])
-            bad = "feature offsets";
-        for (int64_t i = 0; i < c.size[j] && !bad; i++) {
-            int64_t k = c.off[j] + i;
-            if (c.prev[k] < c.off[j] - 1 || c.prev[k] > k || c.next[k] < k || c.next[k] > c.off[j] + c.size[j])
-                bad = "nearest allowed intervals";
-        }
-    }
-    if (!bad && (c.L > 0 && c.ptr[0] != 0)) bad = "leaf pointers";
-    for (Py_ssize_t l = 0; l < c.L && !bad; l++) {
-        if (c.ptr[l + 1] < c.ptr[l] || c.ptr[l + 1] > c.nnz) bad = "leaf pointers";
-        if (c.tree[l] < 0) bad = "trees";
-        if (l > 0 && c.tree[l] < c.tree[l - 1]) bad = "trees (leaves must be grouped by tree)";
-    }
-    if (!bad && c.L > 0 && c.ptr[c.L] != c.nnz) bad = "leaf pointers";
-    for (Py_ssize_t k = 0; k < c.nnz && !bad; k++) {
-        int64_t f = c.ef[k];
-        if (f < 0 || f >= c.d || c.elo[k] < 0 || c.ehi[k] >= c.size[f]) bad = "leaf bounds";
-    }
-    for (Py_ssize_t q = 0; q < c.K && !bad; q++)
-        if (c.nstart[q] < 0 || c.nlen[q] < 0 || c.nstart[q] + c.nlen[q] > c.L || c.nsoff[q] < 0 ||
-            c.nsoff[q] + c.nlen[q] > c.S)
-            bad = "needs";
-    release(&c);
+    const char *bad = check(c);
     if (bad) {
         PyErr_Format(PyExc_ValueError, "invalid box-search arrays: %s", bad);
-        return NULL;
+        return -1;
     }
-    Py_RETURN_NONE;
-}
-
-/* cheapest allowed interval of feature f within [a, b] (feature-local), its cost in *cost (inf: none) */
-static int64_t range_min(const Ctx *c, int64_t f, int64_t a, int64_t b, double *cost) {
-    int64_t o = c->off[f], h = c->hat[f], best;
-    if (a > b) { *cost = INFINITY; return -1; }
-    if (b < h) best = c->prev[o + b];
-    else if (a > h) best = c->next[o + a];
-    else best = o + h;
-    if (best < o + a || best > o + b) { *cost = INFINITY; return -1; }
-    *cost = c->flat[best];
-    return best - o;
+    return 0;
 }
 
 typedef struct { double e; int64_t i; } Item;
@@ -156,9 +157,71 @@ static int by_e(const void *x, const void *y) {
     return (a->i > b->i) - (a->i < b->i);
 }
 
+/* L-infinity: a leaf's cost within a box is the largest of some interval costs, so its rank among the
+ * problem's distinct costs orders the leaves as their costs do (a counting sort, see node_bound) */
+static int make_ranks(Prob *c) {
+    c->rank = PyMem_Malloc(sizeof(int64_t) * (size_t)(c->F > 0 ? c->F : 1));
+    Item *items = PyMem_Malloc(sizeof(Item) * (size_t)(c->F > 0 ? c->F : 1));
+    if (!c->rank || !items) { PyMem_Free(items); return -1; }
+    Py_ssize_t n = 0;
+    for (Py_ssize_t k = 0; k < c->F; k++) {
+        c->rank[k] = -1;
+        if (isfinite(c->flat[k])) { items[n].e = c->flat[k]; items[n].i = k; n++; }
+    }
+    qsort(items, (size_t)n, sizeof(Item), by_e);
+    c->R = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (k > 0 && items[k].e != items[k - 1].e) c->R++;
+        c->rank[items[k].i] = c->R;
+    }
+    if (n > 0) c->R++;
+    PyMem_Free(items);
+    return 0;
+}
+
+static PyObject *py_prepare(PyObject *self, PyObject *args) {
+    (void)self;
+    Prob *c = PyMem_Calloc(1, sizeof(Prob));
+    if (!c) return PyErr_NoMemory();
+    if (open_static(c, args) < 0) { prob_release(c); PyMem_Free(c); return NULL; }
+    if (c->combine && make_ranks(c) < 0) { prob_release(c); PyMem_Free(c->rank); PyMem_Free(c); return PyErr_NoMemory(); }
+    PyObject *cap = PyCapsule_New(c, CAPSULE, prob_free);
+    if (!cap) { prob_release(c); PyMem_Free(c->rank); PyMem_Free(c); }
+    return cap;
+}
+
+static uint64_t key_of(double e) {
+    uint64_t k;
+    memcpy(&k, &e, sizeof k);
+    return k;
+}
+
+/* the items in the order (e, leaf), as qsort with by_e gives it: they enter in leaf order, and a stable
+ * least-significant-digit radix sort on the bits of e (non-negative doubles order as their bit patterns;
+ * bytes all items share are skipped) keeps equal costs in leaf order. tmp: room for n items. Negative
+ * costs (no cost model gives them) go to qsort. */
+static void sort_items(Item *items, Item *tmp, Py_ssize_t n, int negative) {
+    if (negative) {
+        qsort(items, (size_t)n, sizeof(Item), by_e);
+        return;
+    }
+    uint64_t any = 0, all = ~(uint64_t)0;
+    for (Py_ssize_t k = 0; k < n; k++) { uint64_t v = key_of(items[k].e); any |= v; all &= v; }
+    Item *src = items, *dst = tmp;
+    for (int sh = 0; sh < 64; sh += 8) {
+        if ((((any ^ all) >> sh) & 0xff) == 0) continue;     /* every item has this byte */
+        Py_ssize_t count[257] = {0};
+        for (Py_ssize_t k = 0; k < n; k++) count[((key_of(src[k].e) >> sh) & 0xff) + 1]++;
+        for (int v = 0; v < 256; v++) count[v + 1] += count[v];
+        for (Py_ssize_t k = 0; k < n; k++) dst[count[(key_of(src[k].e) >> sh) & 0xff]++] = src[k];
+        Item *t = src; src = dst; dst = t;
+    }
+    if (src != items) memcpy(items, src, sizeof(Item) * (size_t)n);
+}
+
 /* smallest r such that every tree of the need's block has a leaf within r and the best scores within r
  * add up to the need (the per-tree radius); items: the finite leaves sorted by e */
-static double radius(const Ctx *c, int q, const Item *items, Py_ssize_t n_items, double *tmax,
+static double radius(const Prob *c, int q, const Item *items, Py_ssize_t n_items, double *tmax,
                      unsigned char *seen) {
     int64_t a = c->nstart[q], n = c->nlen[q];
     if (n == 0) return INFINITY;
@@ -185,156 +248,146 @@ static double radius(const Ctx *c, int q, const Item *items, Py_ssize_t n_items,
     return INFINITY;
 }
 
-static int open_node(Ctx *c, PyObject *args, int n_extra, const int64_t **lo, const int64_t **hi) {
-    if (open_static(c, args) < 0) return -1;
-    if (PyTuple_GET_SIZE(args) < N_STATIC + 1 + n_extra) {
-        PyErr_SetString(PyExc_TypeError, "too few arguments");
-        return -1;
-    }
-    if (take(c, PyTuple_GET_ITEM(args, N_STATIC + 1), 0, 'q') < 0 ||
-        take(c, PyTuple_GET_ITEM(args, N_STATIC + 2), 0, 'q') < 0)
-        return -1;
-    if (len_of(c, N_STATIC) != c->d || len_of(c, N_STATIC + 1) != c->d) {
-        PyErr_SetString(PyExc_ValueError, "lo and hi need one entry per feature");
-        return -1;
-    }
-    *lo = c->b[N_STATIC].buf;
-    *hi = c->b[N_STATIC + 1].buf;
-    for (Py_ssize_t j = 0; j < c->d; j++)
-        if ((*lo)[j] < 0 || (*hi)[j] >= c->size[j]) {
-            PyErr_SetString(PyExc_ValueError, "box outside the grid");
-            return -1;
-        }
+/* cheapest allowed interval of feature f within [a, b] as a flat index (-1: none) */
+static int64_t range_best(const Prob *c, int64_t f, int64_t a, int64_t b) {
+    int64_t o = c->off[f], h = c->hat[f], best;
+    if (a > b) return -1;
+    if (b < h) best = c->prev[o + b];
+    else if (a > h) best = c->next[o + a];
+    else best = o + h;
+    return (best < o + a || best > o + b) ? -1 : best;
+}
+
+/* the items of the finite leaves in the order (e, leaf), by a counting sort on their ranks (L-infinity:
+ * e is the cost of one interval, its rank's); 0, or -1 when a rank does not give e (then sort_items) */
+static int sort_ranked(const Prob *c, Item *items, Item *tmp, Py_ssize_t n, const int64_t *erank) {
+    Py_ssize_t *count = calloc((size_t)c->R + 1, sizeof(Py_ssize_t));
+    if (!count) return -1;
+    for (Py_ssize_t k = 0; k < n; k++) count[erank[items[k].i] + 1]++;
+    for (Py_ssize_t r = 0; r < c->R; r++) count[r + 1] += count[r];
+    for (Py_ssize_t k = 0; k < n; k++) tmp[count[erank[items[k].i]]++] = items[k];
+    free(count);
+    for (Py_ssize_t k = 1; k < n; k++)       /* the order (e, leaf) itself, checked (it costs little) */
+        if (!(tmp[k - 1].e < tmp[k].e || (tmp[k - 1].e == tmp[k].e && tmp[k - 1].i < tmp[k].i))) return -1;
+    memcpy(items, tmp, sizeof(Item) * (size_t)n);
     return 0;
 }
 
-static PyObject *py_evaluate(PyObject *self, PyObject *args) {
-    (void)self;
-    Ctx c;
-    const int64_t *lo, *hi;
-    if (PyTuple_GET_SIZE(args) != N_STATIC + 5) {
-        PyErr_SetString(PyExc_TypeError, "evaluate takes the static arrays, combine, lo, hi, p, e");
-        return NULL;
-    }
-    if (open_node(&c, args, 4, &lo, &hi) < 0 || take(&c, PyTuple_GET_ITEM(args, N_STATIC + 3), 1, 'q') < 0 ||
-        take(&c, PyTuple_GET_ITEM(args, N_STATIC + 4), 1, 'd') < 0) { release(&c); return NULL; }
-    if (len_of(&c, N_STATIC + 2) != c.d || len_of(&c, N_STATIC + 3) != c.L) {
-        release(&c);
-        PyErr_SetString(PyExc_ValueError, "p needs one entry per feature and e one per leaf");
-        return NULL;
-    }
-    int64_t *p = c.b[N_STATIC + 2].buf;
-    double *e = c.b[N_STATIC + 3].buf;
+/* the node bound of the box [lo, hi] (see evaluate), and at_p[L]: whether each leaf holds p; 0, or -1
+ * out of memory. Runs without the GIL. */
+static int node_bound(const Prob *c, const int64_t *lo, const int64_t *hi, int64_t *p, double *e,
+                      unsigned char *at_p, double *bound_out, double *base_out, int *holds_out) {
     double base = 0.0, bound = 0.0;
-    int nomem = 0, holds = 0;
-    Py_BEGIN_ALLOW_THREADS
-    double *m = malloc(sizeof(double) * (size_t)(c.d > 0 ? c.d : 1));
-    Item *items = malloc(sizeof(Item) * (size_t)(c.L > 0 ? c.L : 1));
-    double *tmax = malloc(sizeof(double) * (size_t)(c.T > 0 ? c.T : 1));
-    unsigned char *seen = calloc((size_t)(c.T > 0 ? c.T : 1), 1);
-    if (!m || !items || !tmax || !seen) nomem = 1;
-    for (Py_ssize_t j = 0; j < c.d && !nomem; j++) {
-        int64_t k = range_min(&c, j, lo[j], hi[j], &m[j]);
-        p[j] = k < 0 ? c.hat[j] : k;
-        if (c.combine) base = fmax(base, m[j]);
-        else base += m[j];
+    int holds = 0;
+    Py_ssize_t L1 = c->L > 0 ? c->L : 1, T1 = c->T > 0 ? c->T : 1;
+    double *m = malloc(sizeof(double) * (size_t)(c->d > 0 ? c->d : 1));
+    Item *items = malloc(sizeof(Item) * (size_t)(2 * L1));
+    double *tmax = malloc(sizeof(double) * (size_t)T1);
+    unsigned char *seen = calloc((size_t)T1, 1);
+    int64_t *erank = c->combine ? malloc(sizeof(int64_t) * (size_t)L1) : NULL;
+    if (!m || !items || !tmax || !seen || (c->combine && !erank)) {
+        free(m); free(items); free(tmax); free(seen); free(erank);
+        return -1;
     }
-    if (!nomem && !isfinite(base)) bound = INFINITY;
-    else if (!nomem) {
+    int64_t base_rank = -1;
+    for (Py_ssize_t j = 0; j < c->d; j++) {
+        int64_t k = range_best(c, j, lo[j], hi[j]);
+        m[j] = k < 0 ? INFINITY : c->flat[k];
+        p[j] = k < 0 ? c->hat[j] : k - c->off[j];
+        if (c->combine) {
+            if (m[j] > base) base = m[j];            /* (costs are never NaN: fmax's care not needed) */
+            if (k >= 0 && c->rank[k] > base_rank) base_rank = c->rank[k];
+        } else base += m[j];
+    }
+    if (!isfinite(base)) {
+        bound = INFINITY;
+        for (Py_ssize_t l = 0; l < c->L; l++) { e[l] = INFINITY; at_p[l] = 0; }
+    } else {
         Py_ssize_t n_items = 0;
-        for (Py_ssize_t l = 0; l < c.L; l++) {
-            double v = c.combine ? base : 0.0;
-            for (int64_t k = c.ptr[l]; k < c.ptr[l + 1]; k++) {
-                int64_t f = c.ef[k];
-                int64_t a = c.elo[k] > lo[f] ? c.elo[k] : lo[f];
-                int64_t b = c.ehi[k] < hi[f] ? c.ehi[k] : hi[f];
-                double cost;
-                range_min(&c, f, a, b, &cost);
-                if (c.combine) v = fmax(v, cost);
-                else v += cost - m[f];
+        int negative = 0;
+        for (Py_ssize_t l = 0; l < c->L; l++) {
+            double v = c->combine ? base : 0.0;
+            int64_t r = base_rank;
+            unsigned char in = 1;
+            for (int64_t k = c->ptr[l]; k < c->ptr[l + 1]; k++) {
+                int64_t f = c->ef[k];
+                int64_t a = c->elo[k] > lo[f] ? c->elo[k] : lo[f];
+                int64_t b = c->ehi[k] < hi[f] ? c->ehi[k] : hi[f];
+                int64_t best = range_best(c, f, a, b);
+                double cost = best < 0 ? INFINITY : c->flat[best];
+                if (c->combine) {
+                    if (cost > v) v = cost;
+                    if (best >= 0 && c->rank[best] > r) r = c->rank[best];
+                } else v += cost - m[f];
+                if (p[f] < c->elo[k] || p[f] > c->ehi[k]) in = 0;
             }
-            e[l] = c.combine ? v : base + v;
-            if (isfinite(e[l])) { items[n_items].e = e[l]; items[n_items].i = l; n_items++; }
+            at_p[l] = in;
+            e[l] = c->combine ? v : base + v;
+            if (c->combine) erank[l] = r;
+            if (isfinite(e[l])) {
+                items[n_items].e = e[l] + 0.0;          /* (-0.0 as 0.0: the same cost, ordered as one) */
+                items[n_items].i = l;
+                negative |= items[n_items].e < 0;
+                n_items++;
+            }
         }
-        qsort(items, (size_t)n_items, sizeof(Item), by_e);
+        if (!c->combine || base_rank < 0 || sort_ranked(c, items, items + L1, n_items, erank) < 0)
+            sort_items(items, items + L1, n_items, negative);
         bound = base;
-        for (int q = 0; q < c.K && isfinite(bound); q++) {
-            double r = radius(&c, q, items, n_items, tmax, seen);
-            if (r > bound) bound = r;
+        for (int q = 0; q < c->K && isfinite(bound); q++) {
+            double rq = radius(c, q, items, n_items, tmax, seen);
+            if (rq > bound) bound = rq;
         }
         holds = 1;
-        for (int q = 0; q < c.K && holds; q++) {     /* the scores of the leaves holding p */
-            const double *sc = c.scores + c.nsoff[q];
-            double total = 0.0, need = c.nval[q];
-            for (int64_t l = c.nstart[q]; l < c.nstart[q] + c.nlen[q]; l++) {
-                int in = 1;
-                for (int64_t k = c.ptr[l]; k < c.ptr[l + 1] && in; k++)
-                    if (p[c.ef[k]] < c.elo[k] || p[c.ef[k]] > c.ehi[k]) in = 0;
-                if (in) total += sc[l - c.nstart[q]];
-            }
+        for (int q = 0; q < c->K && holds; q++) {     /* the scores of the leaves holding p */
+            const double *sc = c->scores + c->nsoff[q];
+            double total = 0.0, need = c->nval[q];
+            for (int64_t l = c->nstart[q]; l < c->nstart[q] + c->nlen[q]; l++)
+                if (at_p[l]) total += sc[l - c->nstart[q]];
             if (!(total >= need - 1e-12 * fmax(1.0, fabs(need)))) holds = 0;
         }
     }
-    free(m); free(items); free(tmax); free(seen);
-    Py_END_ALLOW_THREADS
-    release(&c);
-    if (nomem) return PyErr_NoMemory();
-    return Py_BuildValue("(ddi)", bound, base, holds);
+    free(m); free(items); free(tmax); free(seen); free(erank);
+    *bound_out = bound;
+    *base_out = base;
+    *holds_out = holds;
+    return 0;
 }
 
-static PyObject *py_split(PyObject *self, PyObject *args) {
-    (void)self;
-    Ctx c;
-    const int64_t *lo, *hi;
-    if (PyTuple_GET_SIZE(args) != N_STATIC + 6) {
-        PyErr_SetString(PyExc_TypeError, "split takes the static arrays, combine, lo, hi, p, e, bound");
-        return NULL;
-    }
-    if (open_node(&c, args, 5, &lo, &hi) < 0 || take(&c, PyTuple_GET_ITEM(args, N_STATIC + 3), 0, 'q') < 0 ||
-        take(&c, PyTuple_GET_ITEM(args, N_STATIC + 4), 0, 'd') < 0) { release(&c); return NULL; }
-    double bound = PyFloat_AsDouble(PyTuple_GET_ITEM(args, N_STATIC + 5));
-    if (bound == -1.0 && PyErr_Occurred()) { release(&c); return NULL; }
-    if (len_of(&c, N_STATIC + 2) != c.d || len_of(&c, N_STATIC + 3) != c.L) {
-        release(&c);
-        PyErr_SetString(PyExc_ValueError, "p needs one entry per feature and e one per leaf");
-        return NULL;
-    }
-    const int64_t *p = c.b[N_STATIC + 2].buf;
-    const double *e = c.b[N_STATIC + 3].buf;
-    for (Py_ssize_t j = 0; j < c.d; j++)
-        if (p[j] < 0 || p[j] >= c.size[j]) {
-            release(&c);
-            PyErr_SetString(PyExc_ValueError, "p outside the grid");
-            return NULL;
-        }
+/* the (feature, level) the box is split at (see split): *out_j < 0 for none; 0, or -1 out of memory.
+ * known_at_p: whether each leaf holds p, as node_bound found it (NULL: found here). Runs without the GIL. */
+static int node_split(const Prob *c, const int64_t *lo, const int64_t *hi, const int64_t *p, const double *e,
+                      double bound, const unsigned char *known_at_p, int64_t *out_j_, int64_t *out_s_) {
     int64_t out_j = -1, out_s = -1;
-    int nomem = 0;
-    Py_BEGIN_ALLOW_THREADS
-    unsigned char *at_p = malloc((size_t)(c.L > 0 ? c.L : 1));
-    int64_t *best = malloc(sizeof(int64_t) * (size_t)(c.T > 0 ? c.T : 1));
-    int64_t *pleaf = malloc(sizeof(int64_t) * (size_t)(c.T > 0 ? c.T : 1));
-    double *w = calloc((size_t)(2 * (c.d > 0 ? c.d : 1)), sizeof(double));
-    int64_t *near = malloc(sizeof(int64_t) * (size_t)(2 * (c.d > 0 ? c.d : 1)));
-    if (!at_p || !best || !pleaf || !w || !near) nomem = 1;
-    for (Py_ssize_t k = 0; k < 2 * c.d && !nomem; k++) near[k] = -1;
+    unsigned char *at_p = known_at_p ? NULL : malloc((size_t)(c->L > 0 ? c->L : 1));
+    int64_t *best = malloc(sizeof(int64_t) * (size_t)(c->T > 0 ? c->T : 1));
+    int64_t *pleaf = malloc(sizeof(int64_t) * (size_t)(c->T > 0 ? c->T : 1));
+    double *w = calloc((size_t)(2 * (c->d > 0 ? c->d : 1)), sizeof(double));
+    int64_t *near = malloc(sizeof(int64_t) * (size_t)(2 * (c->d > 0 ? c->d : 1)));
+    if ((!known_at_p && !at_p) || !best || !pleaf || !w || !near) {
+        free(at_p); free(best); free(pleaf); free(w); free(near);
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < 2 * c->d; k++) near[k] = -1;
     double lim = bound * (1 + REL_TOL) + 1e-15;
-    for (Py_ssize_t l = 0; l < c.L && !nomem; l++) {
+    for (Py_ssize_t l = 0; l < c->L && !known_at_p; l++) {
         at_p[l] = 1;
-        for (int64_t k = c.ptr[l]; k < c.ptr[l + 1]; k++) {
-            int64_t v = p[c.ef[k]];
-            if (v < c.elo[k] || v > c.ehi[k]) { at_p[l] = 0; break; }
+        for (int64_t k = c->ptr[l]; k < c->ptr[l + 1]; k++) {
+            int64_t v = p[c->ef[k]];
+            if (v < c->elo[k] || v > c->ehi[k]) { at_p[l] = 0; break; }
         }
     }
+    const unsigned char *held = known_at_p ? known_at_p : at_p;
     int any = 0;
-    for (int q = 0; q < c.K && !nomem; q++) {
-        int64_t a = c.nstart[q], n = c.nlen[q];
+    for (int q = 0; q < c->K; q++) {
+        int64_t a = c->nstart[q], n = c->nlen[q];
         if (n == 0) continue;
-        const double *sc = c.scores + c.nsoff[q];
-        int64_t t0 = c.tree[a], t1 = c.tree[a + n - 1];
+        const double *sc = c->scores + c->nsoff[q];
+        int64_t t0 = c->tree[a], t1 = c->tree[a + n - 1];
         for (int64_t t = t0; t <= t1; t++) { best[t] = -1; pleaf[t] = -1; }
         for (int64_t l = a; l < a + n; l++) {
-            int64_t t = c.tree[l];
-            if (at_p[l] && pleaf[t] < 0) pleaf[t] = l;
+            int64_t t = c->tree[l];
+            if (held[l] && pleaf[t] < 0) pleaf[t] = l;
             if (isfinite(e[l]) && e[l] <= lim && (best[t] < 0 || sc[l - a] > sc[best[t] - a])) best[t] = l;
         }
         for (int64_t t = t0; t <= t1; t++) {
@@ -342,10 +395,10 @@ static PyObject *py_split(PyObject *self, PyObject *args) {
             if (l < 0 || l == pl) continue;
             double gain = sc[l - a] - (pl >= 0 ? sc[pl - a] : 0.0);
             if (!(gain > 0)) continue;
-            for (int64_t k = c.ptr[l]; k < c.ptr[l + 1]; k++) {
-                int64_t j = c.ef[k], s, side;
-                if (p[j] < c.elo[k]) { s = c.elo[k] > lo[j] ? c.elo[k] : lo[j]; side = 1; }
-                else if (p[j] > c.ehi[k]) { s = (c.ehi[k] < hi[j] ? c.ehi[k] : hi[j]) + 1; side = 0; }
+            for (int64_t k = c->ptr[l]; k < c->ptr[l + 1]; k++) {
+                int64_t j = c->ef[k], s, side;
+                if (p[j] < c->elo[k]) { s = c->elo[k] > lo[j] ? c->elo[k] : lo[j]; side = 1; }
+                else if (p[j] > c->ehi[k]) { s = (c->ehi[k] < hi[j] ? c->ehi[k] : hi[j]) + 1; side = 0; }
                 else continue;
                 if (!(lo[j] < s && s <= hi[j])) continue;
                 int64_t slot = 2 * j + side;
@@ -355,34 +408,146 @@ static PyObject *py_split(PyObject *self, PyObject *args) {
             }
         }
     }
-    if (!nomem && any) {
+    if (any) {
         Py_ssize_t top = -1;
-        for (Py_ssize_t k = 0; k < 2 * c.d; k++)
+        for (Py_ssize_t k = 0; k < 2 * c->d; k++)
             if (w[k] > 0 && (top < 0 || w[k] > w[top])) top = k;
         if (top >= 0) { out_j = top / 2; out_s = near[top]; }
     }
-    if (!nomem && out_j < 0) {      /* a tie at p: split at any leaf bound inside the box */
-        for (Py_ssize_t k = 0; k < c.nnz && out_j < 0; k++) {
-            int64_t f = c.ef[k];
-            if (c.elo[k] > lo[f] && c.elo[k] <= hi[f]) { out_j = f; out_s = c.elo[k]; }
+    if (out_j < 0) {      /* a tie at p: split at any leaf bound inside the box */
+        for (Py_ssize_t k = 0; k < c->nnz && out_j < 0; k++) {
+            int64_t f = c->ef[k];
+            if (c->elo[k] > lo[f] && c->elo[k] <= hi[f]) { out_j = f; out_s = c->elo[k]; }
         }
-        for (Py_ssize_t k = 0; k < c.nnz && out_j < 0; k++) {
-            int64_t f = c.ef[k];
-            if (c.ehi[k] >= lo[f] && c.ehi[k] < hi[f]) { out_j = f; out_s = c.ehi[k] + 1; }
+        for (Py_ssize_t k = 0; k < c->nnz && out_j < 0; k++) {
+            int64_t f = c->ef[k];
+            if (c->ehi[k] >= lo[f] && c->ehi[k] < hi[f]) { out_j = f; out_s = c->ehi[k] + 1; }
         }
     }
     free(at_p); free(best); free(pleaf); free(w); free(near);
+    *out_j_ = out_j;
+    *out_s_ = out_s;
+    return 0;
+}
+
+/* a node call's arguments: the problem, then lo, hi, p (writable for evaluate), e (likewise) */
+typedef struct {
+    Py_buffer b[4];
+    int n;
+    const Prob *c;
+} Node;
+
+static void node_release(Node *nd) {
+    for (int i = 0; i < nd->n; i++) PyBuffer_Release(&nd->b[i]);
+    nd->n = 0;
+}
+
+static int open_node(Node *nd, PyObject *args, Py_ssize_t n_args, const char *usage, int writable) {
+    nd->n = 0;
+    if (PyTuple_GET_SIZE(args) != n_args) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
+    }
+    nd->c = PyCapsule_GetPointer(PyTuple_GET_ITEM(args, 0), CAPSULE);
+    if (!nd->c) return -1;
+    const char kind[4] = {'q', 'q', 'q', 'd'};
+    for (int i = 0; i < 4; i++) {
+        if (take(&nd->b[i], PyTuple_GET_ITEM(args, i + 1), i >= 2 && writable, kind[i], i + 1) < 0) return -1;
+        nd->n++;
+    }
+    const Prob *c = nd->c;
+    if (len_of(&nd->b[0]) != c->d || len_of(&nd->b[1]) != c->d) {
+        PyErr_SetString(PyExc_ValueError, "lo and hi need one entry per feature");
+        return -1;
+    }
+    if (len_of(&nd->b[2]) != c->d || len_of(&nd->b[3]) != c->L) {
+        PyErr_SetString(PyExc_ValueError, "p needs one entry per feature and e one per leaf");
+        return -1;
+    }
+    const int64_t *lo = nd->b[0].buf, *hi = nd->b[1].buf;
+    for (Py_ssize_t j = 0; j < c->d; j++)
+        if (lo[j] < 0 || hi[j] >= c->size[j]) {
+            PyErr_SetString(PyExc_ValueError, "box outside the grid");
+            return -1;
+        }
+    if (!writable) {
+        const int64_t *p = nd->b[2].buf;
+        for (Py_ssize_t j = 0; j < c->d; j++)
+            if (p[j] < 0 || p[j] >= c->size[j]) {
+                PyErr_SetString(PyExc_ValueError, "p outside the grid");
+                return -1;
+            }
+    }
+    return 0;
+}
+
+static PyObject *split_value(int64_t j, int64_t s) {
+    if (j < 0) Py_RETURN_NONE;
+    return Py_BuildValue("(LL)", (long long)j, (long long)s);
+}
+
+static PyObject *py_evaluate(PyObject *self, PyObject *args) {
+    (void)self;
+    Node nd;
+    if (open_node(&nd, args, 5, "evaluate takes the problem, lo, hi, p, e", 1) < 0) { node_release(&nd); return NULL; }
+    double bound, base;
+    int holds, err = -1;
+    Py_BEGIN_ALLOW_THREADS
+    unsigned char *at_p = malloc((size_t)(nd.c->L > 0 ? nd.c->L : 1));
+    if (at_p)
+        err = node_bound(nd.c, nd.b[0].buf, nd.b[1].buf, nd.b[2].buf, nd.b[3].buf, at_p, &bound, &base, &holds);
+    free(at_p);
     Py_END_ALLOW_THREADS
-    release(&c);
-    if (nomem) return PyErr_NoMemory();
-    if (out_j < 0) Py_RETURN_NONE;
-    return Py_BuildValue("(LL)", (long long)out_j, (long long)out_s);
+    node_release(&nd);
+    if (err) return PyErr_NoMemory();
+    return Py_BuildValue("(ddi)", bound, base, holds);
+}
+
+static PyObject *py_split(PyObject *self, PyObject *args) {
+    (void)self;
+    Node nd;
+    if (open_node(&nd, args, 6, "split takes the problem, lo, hi, p, e, bound", 0) < 0) { node_release(&nd); return NULL; }
+    double bound = PyFloat_AsDouble(PyTuple_GET_ITEM(args, 5));
+    if (bound == -1.0 && PyErr_Occurred()) { node_release(&nd); return NULL; }
+    int64_t j, s;
+    int err;
+    Py_BEGIN_ALLOW_THREADS
+    err = node_split(nd.c, nd.b[0].buf, nd.b[1].buf, nd.b[2].buf, nd.b[3].buf, bound, NULL, &j, &s);
+    Py_END_ALLOW_THREADS
+    node_release(&nd);
+    if (err) return PyErr_NoMemory();
+    return split_value(j, s);
+}
+
+static PyObject *py_expand(PyObject *self, PyObject *args) {
+    (void)self;
+    Node nd;
+    if (open_node(&nd, args, 6, "expand takes the problem, lo, hi, p, e, cut", 1) < 0) { node_release(&nd); return NULL; }
+    double cut = PyFloat_AsDouble(PyTuple_GET_ITEM(args, 5));
+    if (cut == -1.0 && PyErr_Occurred()) { node_release(&nd); return NULL; }
+    double bound, base;
+    int holds, err = -1;
+    int64_t j = -1, s = -1;
+    Py_BEGIN_ALLOW_THREADS
+    unsigned char *at_p = malloc((size_t)(nd.c->L > 0 ? nd.c->L : 1));
+    if (at_p)
+        err = node_bound(nd.c, nd.b[0].buf, nd.b[1].buf, nd.b[2].buf, nd.b[3].buf, at_p, &bound, &base, &holds);
+    if (!err && isfinite(bound) && bound < cut)
+        err = node_split(nd.c, nd.b[0].buf, nd.b[1].buf, nd.b[2].buf, nd.b[3].buf, bound, at_p, &j, &s);
+    free(at_p);
+    Py_END_ALLOW_THREADS
+    node_release(&nd);
+    if (err) return PyErr_NoMemory();
+    PyObject *sp = split_value(j, s);
+    if (!sp) return NULL;
+    return Py_BuildValue("(ddiN)", bound, base, holds, sp);
 }
 
 static PyMethodDef methods[] = {
-    {"check", py_check, METH_VARARGS, "Check the box-search arrays once per problem."},
+    {"prepare", py_prepare, METH_VARARGS, "Check the box-search arrays once and keep them: the problem."},
     {"evaluate", py_evaluate, METH_VARARGS, "Bound, cheapest cells and per-leaf costs of a box."},
     {"split", py_split, METH_VARARGS, "The (feature, level) a box is split at, or None."},
+    {"expand", py_expand, METH_VARARGS, "evaluate, then split when the bound is below cut."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -29,8 +29,15 @@ rises). The incumbent (the warm start, then every valid cheapest point) prunes
 boxes whose bound reaches it; the smallest bound left in the queue is a proven
 lower bound at every moment (anytime).
 
-The node bound is computed in C (``core/solvers/_boxsearch.c``) when the
-extension is built, else in numpy; both give the same numbers.
+Each box is evaluated once, as it is queued: its bound, its cheapest point and
+the split it would get if popped (:meth:`BoxSearch.expand`). The node bound is
+computed in C (``core/solvers/_boxsearch.c``) when the extension is built, else
+in numpy; both give the same numbers. The C side takes the problem's arrays once
+per query (checked then, kept in a capsule), and orders a box's leaves by cost
+with a counting sort on the ranks of the interval costs for the L-infinity cost
+(a leaf's cost is one interval's), a radix sort for a sum. What does not depend
+on the query (the grid's offsets, the leaves in sparse form) is kept with the
+model's leaves between queries (:data:`core.cells.cache.GRID_CACHE`).
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ from typing import Callable
 
 import numpy as np
 
-from core.cells.bounds import bounded_costs, box_distances, radius_for, target_needs
+from core.cells.bounds import box_distances, radius_for, target_needs
 from core.cells.cache import GRID_CACHE
 from core.cells.problem import CellProblem, CellSolution
 
@@ -87,62 +94,34 @@ class BoxSearch:
         merge_levels = MERGE_LEVELS if merge_levels is None else merge_levels
         self.prob = prob
         self.combine = prob.cost_model.combine
-        costs = bounded_costs(prob)
-        self.costs = costs
         d = prob.n_features
         self.d = d
-        sizes = np.array([c.size for c in costs], dtype=np.int64)
-        self.off = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        flat = np.concatenate(costs).astype(float)
+        sizes = np.array([c.size for c in prob.costs], dtype=np.int64)
+        self.off, feat = _grid(prob, sizes)
+        # the interval costs, those above the upper bound cut off (:func:`core.cells.bounds.bounded_costs`)
+        flat = np.concatenate(prob.costs).astype(float, copy=False) if d else np.zeros(0)   # a new array
+        ub = float(prob.upper_bound)
+        if np.isfinite(ub):
+            flat[flat > ub * (1 + 1e-9) + 1e-12] = np.inf
         self.flat = flat
-        finite = np.isfinite(flat)
+        self.costs = np.split(flat, self.off[1:]) if d else []
         self.hat = prob.hat.astype(np.int64)
         self.root_lo = np.zeros(d, dtype=np.int64)
         self.root_hi = sizes - 1
-        # nearest allowed interval at or below / at or above each index (sentinels fall outside the feature)
-        prev = np.empty(flat.size, dtype=np.int64)
-        nxt = np.empty(flat.size, dtype=np.int64)
-        self.ok = True
-        for j in range(d):
-            o, n = int(self.off[j]), int(sizes[j])
-            f = finite[o:o + n]
-            idx = np.where(f, np.arange(n), -1)
-            prev[o:o + n] = np.maximum.accumulate(idx) + o
-            prev[o:o + n][np.maximum.accumulate(idx) < 0] = o - 1
-            idx2 = np.where(f, np.arange(n), n)
-            nx = np.minimum.accumulate(idx2[::-1])[::-1]
-            nxt[o:o + n] = nx + o
-            c, h = flat[o:o + n], int(self.hat[j])
-            if not np.isfinite(c[h]):
-                self.ok = False
-            fc = np.where(f, c, np.nan)
-            left, right = fc[:h + 1], fc[h:]
-            left, right = left[np.isfinite(left)], right[np.isfinite(right)]
-            if np.any(np.diff(left) > 1e-15 * (1 + np.abs(left[1:]))) or \
-                    np.any(np.diff(right) < -1e-15 * (1 + np.abs(right[1:]))):
-                self.ok = False            # costs not monotone away from the query: not this solver's problem
-            if not f.any():
-                self.ok = False
-        self.prev, self.next = prev, nxt
+        self.prev, self.next, self.ok = _nearest_allowed(flat, feat, self.off, sizes, self.hat)
         # leaves of every block, sparse: (leaf, feature, lo, hi) for the bounds that cut the feature's grid
         (self.n_leaf, self.n_tree, self.tree, self.E_leaf, self.E_f, self.E_lo, self.E_hi, self.needs,
-         self.ptr) = _leaf_structure(prob, costs, sizes, merge_levels)
-        n_leaf = self.n_leaf
+         self.ptr), leaf_arrays = _leaf_structure(prob, self.costs, sizes, merge_levels)
         self.sizes = sizes
         self.nodes = 0
         self.static = None
-        if _boxsearch is not None and USE_COMPILED and self.ok and n_leaf > 0:
-            soff = np.concatenate([[0], np.cumsum([n for _, n, _, _ in self.needs])[:-1]]).astype(np.int64)
-            arrays = [self.off, sizes.astype(np.int64), self.hat, prev, nxt, flat, self.ptr, self.E_f, self.E_lo,
-                      self.E_hi, self.tree, np.array([a for a, _, _, _ in self.needs], dtype=np.int64),
-                      np.array([n for _, n, _, _ in self.needs], dtype=np.int64), soff,
-                      np.array([nd for _, _, _, nd in self.needs], dtype=float),
-                      np.concatenate([sc for _, _, sc, _ in self.needs] or [np.zeros(0)]).astype(float)]
-            arrays = [np.ascontiguousarray(x) for x in arrays]
-            for x in arrays:
+        self.ctx = None
+        if _boxsearch is not None and USE_COMPILED and self.ok and self.n_leaf > 0:
+            for x in (self.off, sizes, self.hat, self.prev, self.next, flat):
                 x.setflags(write=False)
-            self.static = (*arrays, 1 if self.combine == "max" else 0)
-            _boxsearch.check(*self.static)
+            self.static = (self.off, sizes, self.hat, self.prev, self.next, flat, *leaf_arrays,
+                           1 if self.combine == "max" else 0)
+            self.ctx = _boxsearch.prepare(*self.static)       # checks every index the kernels follow
 
     # --------------------------------------------------------------- costs of ranges
     def _range_min(self, f: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -160,10 +139,10 @@ class BoxSearch:
     def evaluate(self, lo: np.ndarray, hi: np.ndarray) -> tuple[float, np.ndarray, float, np.ndarray, bool]:
         """(bound, cheapest cells p, their cost, per-leaf cost e, whether the leaves holding
         p meet every need) of the box [lo, hi]."""
-        if self.static is not None:
+        if self.ctx is not None:
             p = np.empty(self.d, dtype=np.int64)
             e: np.ndarray = np.empty(self.n_leaf)      # per-leaf costs (a sum below is typed floating)
-            bound, base, holds = _boxsearch.evaluate(*self.static, lo, hi, p, e)
+            bound, base, holds = _boxsearch.evaluate(self.ctx, lo, hi, p, e)
             return bound, p, base, e, bool(holds)
         feats = np.arange(self.d)
         p, m = self._range_min(feats, lo, hi)
@@ -190,6 +169,20 @@ class BoxSearch:
                     for start, n, score, need in self.needs)
         return bound, p, base, e, holds
 
+    def expand(self, lo: np.ndarray, hi: np.ndarray, cut: float
+               ) -> tuple[float, np.ndarray, float, bool, tuple[int, int] | None]:
+        """(bound, cheapest cells p, their cost, whether the leaves holding p meet every need, and
+        the split of the box) of the box [lo, hi]: :meth:`evaluate`, then, when the bound is below
+        ``cut`` (the box is kept), :meth:`split`; else the split is None. The box search computes a
+        box's split as it queues the box, so the box is evaluated once."""
+        if self.ctx is not None:
+            p = np.empty(self.d, dtype=np.int64)
+            bound, base, holds, sp = _boxsearch.expand(self.ctx, lo, hi, p, np.empty(self.n_leaf), cut)
+            return bound, p, base, bool(holds), sp
+        bound, p, base, e, holds = self.evaluate(lo, hi)
+        sp = self.split(lo, hi, p, e, bound) if np.isfinite(bound) and bound < cut else None
+        return bound, p, base, holds, sp
+
     def holds(self, p: np.ndarray) -> np.ndarray:
         """Mask of the leaves whose box holds the cells ``p``."""
         f = self.E_f
@@ -199,8 +192,8 @@ class BoxSearch:
     def split(self, lo: np.ndarray, hi: np.ndarray, p: np.ndarray, e: np.ndarray, bound: float
               ) -> tuple[int, int] | None:
         """(feature j, level s): the box splits into intervals < s and >= s of feature j; None if no split."""
-        if self.static is not None:
-            return _boxsearch.split(*self.static, lo, hi, p, e, float(bound))
+        if self.ctx is not None:
+            return _boxsearch.split(self.ctx, lo, hi, p, e, float(bound))
         f = self.E_f
         at_p = self.holds(p)
         W = np.zeros((self.d, 2))
@@ -252,18 +245,83 @@ _Structure = tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.
                    list[tuple[int, int, np.ndarray, float]], np.ndarray]
 
 
-def _leaf_structure(prob: CellProblem, costs: list[np.ndarray], sizes: np.ndarray, merge_levels: int) -> _Structure:
+def _grid(prob: CellProblem, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(offset of each feature's intervals in the flat arrays, feature of each flat interval): the
+    grid's, kept with the model's leaves (:data:`core.cells.cache.GRID_CACHE`)."""
+    def build() -> tuple[np.ndarray, np.ndarray]:
+        off = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        feat = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
+        for x in (off, feat):
+            x.setflags(write=False)
+        return off, feat
+
+    return GRID_CACHE.get(prob.model_leaves, ("boxsearch grid", tuple(sizes.tolist())), build)
+
+
+def _nearest_allowed(flat: np.ndarray, feat: np.ndarray, off: np.ndarray, sizes: np.ndarray, hat: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(prev, next, ok): per interval the nearest allowed interval at or below / at or above it
+    within its feature (flat indices; ``off - 1`` / ``off + size`` when none), and whether the
+    problem is this solver's: the query's own interval allowed on every feature and the costs
+    never falling away from it (on each side, along the allowed intervals)."""
+    F = flat.size
+    finite = np.isfinite(flat)
+    at = np.arange(F, dtype=np.int64)
+    start, end = off[feat], off[feat] + sizes[feat]
+    below = np.maximum.accumulate(np.where(finite, at, -1)) if F else at
+    prev = np.where(below >= start, below, start - 1)
+    above = np.minimum.accumulate(np.where(finite, at, F)[::-1])[::-1] if F else at
+    nxt = np.where(above < end, above, end)
+    here = off + hat                                          # the query's intervals
+    ok = bool(np.all((hat >= 0) & (hat < sizes))) and bool(np.all(finite[here]))
+    if ok:
+        # consecutive allowed intervals of one feature: falling up to the query's, rising after it
+        i = np.flatnonzero(finite)
+        a, b = i[:-1], i[1:]
+        same = feat[a] == feat[b]
+        step = flat[b] - flat[a]
+        tol = 1e-15 * (1 + np.abs(flat[b]))
+        left = same & (b <= here[feat[a]])
+        right = same & (a >= here[feat[a]])
+        ok = not (np.any(step[left] > tol[left]) or np.any(step[right] < -tol[right]))
+    return prev.astype(np.int64), nxt.astype(np.int64), ok
+
+
+def _leaf_structure(prob: CellProblem, costs: list[np.ndarray], sizes: np.ndarray, merge_levels: int
+                    ) -> tuple[_Structure, tuple[np.ndarray, ...]]:
     """(leaves, trees, tree of each leaf, and the sparse leaf bounds E_leaf, E_f, E_lo, E_hi, the
-    needs (first leaf, leaves, scores, need), the leaves' offsets in E): the blocks' leaves on the
-    grid. Without an upper bound to drop leaves by, merges, further models or plausibility, this
-    depends on the model and the target only, and is kept with the model's leaves for the next
-    query (:data:`core.cells.cache.GRID_CACHE`)."""
+    needs (first leaf, leaves, scores, need), the leaves' offsets in E), and the same as the
+    compiled kernel reads it (:func:`_leaf_arrays`): the blocks' leaves on the grid. Without an
+    upper bound to drop leaves by, merges, further models or plausibility, this depends on the
+    model and the target only, and is kept with the model's leaves for the next query
+    (:data:`core.cells.cache.GRID_CACHE`)."""
+    def build() -> tuple[_Structure, tuple[np.ndarray, ...]]:
+        st = _build_structure(prob, costs, sizes, merge_levels)
+        return st, _leaf_arrays(st)
+
     ub = float(prob.upper_bound)
     if merge_levels == 0 and not np.isfinite(ub) and not prob.others and prob.plaus_leaves is None:
         t = prob.target
         key = ("boxsearch", t.kind, t.class_index, t.lo, t.hi, t.margin)
-        return GRID_CACHE.get(prob.model_leaves, key, lambda: _build_structure(prob, costs, sizes, merge_levels))
-    return _build_structure(prob, costs, sizes, merge_levels)
+        return GRID_CACHE.get(prob.model_leaves, key, build)
+    return build()
+
+
+def _leaf_arrays(st: _Structure) -> tuple[np.ndarray, ...]:
+    """The leaf structure as the compiled kernel reads it (read-only, C-contiguous): ptr, ef, elo,
+    ehi, tree, and per need its first leaf, its number of leaves, its scores' offset, the sum
+    the trees must reach, and the scores (see core/solvers/_boxsearch.c)."""
+    _, _, tree, _, E_f, E_lo, E_hi, needs, ptr = st
+    arrays = [ptr, E_f, E_lo, E_hi, tree,
+              np.array([a for a, _, _, _ in needs], dtype=np.int64),
+              np.array([n for _, n, _, _ in needs], dtype=np.int64),
+              np.concatenate([[0], np.cumsum([n for _, n, _, _ in needs])[:-1]]).astype(np.int64),
+              np.array([nd for _, _, _, nd in needs], dtype=float),
+              np.concatenate([sc for _, _, sc, _ in needs] or [np.zeros(0)]).astype(float)]
+    out = tuple(np.ascontiguousarray(x) for x in arrays)
+    for x in out:
+        x.setflags(write=False)
+    return out
 
 
 def _build_structure(prob: CellProblem, costs: list[np.ndarray], sizes: np.ndarray, merge_levels: int
@@ -389,16 +447,14 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
     heap: list = []
     counter = 0
     lb_told = -np.inf
-
-    def prunes(bound: float) -> bool:
-        return not (np.isfinite(bound) and bound < ub * (1 - REL_TOL) - 1e-15)
+    cut = ub * (1 - REL_TOL) - 1e-15           # a box whose bound is not below it cannot beat the incumbent
 
     def push(lo: np.ndarray, hi: np.ndarray, depth: int) -> None:
         nonlocal counter
-        bound = S.evaluate(lo, hi)[0]
+        bound, p, base, holds, sp = S.expand(lo, hi, cut)      # the box's split too, should it be popped
         S.nodes += 1
-        if not prunes(bound):      # equal bounds: the deepest box first (nearest a point)
-            heapq.heappush(heap, (bound, -depth, counter, lo, hi))
+        if np.isfinite(bound) and bound < cut:      # equal bounds: the deepest box first (nearest a point)
+            heapq.heappush(heap, (bound, -depth, counter, lo, hi, p, base, holds, sp))
             counter += 1
 
     push(S.root_lo.copy(), S.root_hi.copy(), 0)
@@ -408,19 +464,14 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
             return CellSolution("feasible" if inc is not None else "unknown", inc, min(heap[0][0], ub))
         if head is not None and S.nodes >= head[0]:
             head[1].set()
-        bound, neg_depth, _, lo, hi = heapq.heappop(heap)
-        if prunes(bound):
-            heap.clear()
-            break
+        bound, neg_depth, _, lo, hi, p, base, holds, sp = heapq.heappop(heap)
         if on_bound is not None and bound > lb_told:
             lb_told = bound
             on_bound(bound, ub)
-        _, p, base, e, holds = S.evaluate(lo, hi)
         if holds and base >= bound * (1 - REL_TOL) - 1e-15 and prob.is_valid(prob.point_of(p)[None, :])[0]:
-            inc, ub = p.copy(), float(base)
+            inc, ub = p, float(base)
             heap.clear()
             break                        # the smallest bound is attained: optimal
-        sp = S.split(lo, hi, p, e, bound)
         if sp is None:
             continue                     # one leaf per tree and p invalid: the box holds no solution
         j, sv = sp

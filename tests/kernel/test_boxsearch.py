@@ -274,17 +274,25 @@ def test_the_compiled_node_bound_checks_what_it_is_handed():
     C = boxsearch._boxsearch
     lo, hi = S.root_lo.copy(), S.root_hi.copy()
     p, e = np.empty(S.d, dtype=np.int64), np.empty(S.n_leaf)
-    C.evaluate(*S.static, lo, hi, p, e)                       # the right buffers answer
+    C.evaluate(S.ctx, lo, hi, p, e)                           # the right buffers answer
     with pytest.raises(ValueError, match="box outside the grid"):
-        C.evaluate(*S.static, lo, hi + 1, p, e)
+        C.evaluate(S.ctx, lo, hi + 1, p, e)
     with pytest.raises(TypeError, match="int64"):
-        C.evaluate(*S.static, lo.astype(np.int32), hi, p, e)
+        C.evaluate(S.ctx, lo.astype(np.int32), hi, p, e)
     with pytest.raises(ValueError, match="e one per leaf"):
-        C.evaluate(*S.static, lo, hi, p, e[:-1])
+        C.evaluate(S.ctx, lo, hi, p, e[:-1])
+    with pytest.raises(ValueError, match="box outside the grid"):
+        C.expand(S.ctx, lo, hi + 1, p, e, np.inf)
     with pytest.raises(ValueError, match="inconsistent array lengths"):
-        C.check(*S.static[:3], S.static[3][:-1], *S.static[4:])
+        C.prepare(*S.static[:3], S.static[3][:-1], *S.static[4:])
+    bad_prev = S.static[3].copy()
+    bad_prev[0] = 10 ** 6
+    with pytest.raises(ValueError, match="nearest allowed intervals"):
+        C.prepare(*S.static[:3], bad_prev, *S.static[4:])
     with pytest.raises(ValueError, match="p outside the grid"):
-        C.split(*S.static, lo, hi, hi + 1, e, 1.0)
+        C.split(S.ctx, lo, hi, hi + 1, e, 1.0)
+    with pytest.raises(ValueError):                           # not a prepared problem
+        C.evaluate(S.static[0], lo, hi, p, e)
 
 
 @pytest.mark.parametrize("backend", ["boxsearch", "lpbox"])
