@@ -185,7 +185,10 @@ def change_units(prob: CellProblem) -> list[np.ndarray]:
         owner[list(g)] = g[0]
     for j, k in indicator_of(prob.ens).items():
         owner[k] = owner[j]
-    return [np.flatnonzero(owner == u) for u in np.unique(owner)]
+    units: dict[int, list[int]] = {}
+    for j, u in enumerate(owner.tolist()):
+        units.setdefault(u, []).append(j)
+    return [np.array(units[u], dtype=np.intp) for u in sorted(units)]
 
 
 def minimal_point(prob: CellProblem, x: np.ndarray, convinces: Callable[[np.ndarray], bool] | None = None
@@ -267,14 +270,48 @@ def check_on_model(model: ModelLike, ens: TreeEnsemble, x: np.ndarray, target: T
     is_booster = (module in ("xgboost", "lightgbm") and not hasattr(model, "fit")) or hasattr(model, "raw_scores")
     if is_booster:
         return bool(target.holds(ens, x[None, :])[0])
+    label = _xgb_label(model, ens, theirs[0]) if what == "margins" and theirs is not None else None
     if (what == "probabilities" and theirs is not None and type(model).__module__.startswith("sklearn")
             and hasattr(model, "classes_")):
         out = model.classes_[int(np.argmax(theirs[0]))]   # scikit-learn's own predict, without a second pass
+    elif label is not None:
+        out = label
     else:
         out = np.ravel(model.predict(native_input(ens, model, x[None, :])))[0]
     if target.kind == "class":
         return bool(out == target.label)
     return bool(target.lo <= float(out) <= target.hi)
+
+
+#: an XGBoost classifier's label is read from its margins only this far from a tie: its predict rounds the
+#: probabilities to float32 (about 6e-8 apart near 0.5), and a closer margin is left to its predict
+XGB_TIE = 1e-5
+
+
+def _xgb_label(model: Any, ens: TreeEnsemble, margin: np.ndarray) -> Any:
+    """The label an XGBoost classifier's ``predict`` gives for the row whose margins are
+    ``margin`` (its own, from its booster, over the trees ``ens`` reads), as its ``predict``
+    derives it (the probability above 0.5 for a binary logistic model, the largest softmax
+    probability for several classes: both orders of the margins), without a second
+    prediction; None when it cannot be read so (another model, another objective, margins
+    over other trees than its ``predict``'s, a margin within :data:`XGB_TIE` of a tie), and
+    its ``predict`` answers."""
+    if not type(model).__module__.startswith("xgboost") or not hasattr(model, "n_classes_") or \
+            not hasattr(model, "get_booster"):
+        return None
+    try:                                   # its predict's trees: up to its best iteration, if it has one
+        trees: tuple[int, int] | None = (0, int(model.best_iteration) + 1)
+    except (AttributeError, TypeError, ValueError):
+        trees = None
+    if ens.meta.get("iteration_range") != trees:
+        return None
+    objective, m = getattr(model, "objective", None), np.ravel(margin)
+    if objective == "binary:logistic" and m.size == 1 and getattr(model, "n_classes_", None) == 2:
+        return None if abs(float(m[0])) <= XGB_TIE else int(m[0] > 0)
+    if objective == "multi:softprob" and m.size == getattr(model, "n_classes_", None) and m.size > 2:
+        top2 = np.sort(m)[-2:]
+        return None if float(top2[1] - top2[0]) <= XGB_TIE else int(np.argmax(m))
+    return None
 
 
 def _one_thread(model: Any) -> Any:
