@@ -44,8 +44,16 @@ typedef struct {
     const double *flat, *nval, *scores;
     int combine;
     int64_t *rank;      /* L-infinity: per interval, the rank of its cost among the distinct finite costs */
+    double *rvalue;     /* per rank, its cost */
     Py_ssize_t R;       /* the number of distinct finite costs */
+    struct Cut *cuts;   /* the leaf bounds (ef, elo, ehi) packed, each with its cheapest interval */
 } Prob;
+
+/* a leaf's bound on one feature, packed for the node bound's pass over every leaf: the feature, the
+ * allowed interval range, and the cheapest allowed interval of that range (feature-local; -1: none)
+ * with the rank of its cost (L-infinity). Within a box that holds that interval, it is the cheapest
+ * of the leaf and the box on the feature too. */
+struct Cut { int32_t f, lo, hi, best, rank; };
 
 /* item size expected of each static buffer: 8 for int64 and float64 alike; 'd' marks float64 */
 static const char kinds[N_STATIC] = {'q', 'q', 'q', 'q', 'q', 'd', 'q', 'q', 'q', 'q', 'q', 'q', 'q', 'q', 'd', 'd'};
@@ -73,7 +81,7 @@ static void prob_release(Prob *c) {
 
 static void prob_free(PyObject *cap) {
     Prob *c = PyCapsule_GetPointer(cap, CAPSULE);
-    if (c) { prob_release(c); PyMem_Free(c->rank); PyMem_Free(c); }
+    if (c) { prob_release(c); PyMem_Free(c->rank); PyMem_Free(c->rvalue); PyMem_Free(c->cuts); PyMem_Free(c); }
 }
 
 static Py_ssize_t len_of(const Py_buffer *b) { return b->len / 8; }
@@ -148,6 +156,29 @@ static int open_static(Prob *c, PyObject *args) {
     return 0;
 }
 
+/* cheapest allowed interval of feature f within [a, b] as a flat index (-1: none) */
+static int64_t range_best(const Prob *c, int64_t f, int64_t a, int64_t b) {
+    int64_t o = c->off[f], h = c->hat[f], best;
+    if (a > b) return -1;
+    if (b < h) best = c->prev[o + b];
+    else if (a > h) best = c->next[o + a];
+    else best = o + h;
+    return (best < o + a || best > o + b) ? -1 : best;
+}
+
+static int make_cuts(Prob *c) {
+    c->cuts = PyMem_Malloc(sizeof(struct Cut) * (size_t)(c->nnz > 0 ? c->nnz : 1));
+    if (!c->cuts) return -1;
+    for (Py_ssize_t k = 0; k < c->nnz; k++) {
+        int64_t f = c->ef[k], best = range_best(c, f, c->elo[k], c->ehi[k]);
+        struct Cut *u = &c->cuts[k];
+        u->f = (int32_t)f; u->lo = (int32_t)c->elo[k]; u->hi = (int32_t)c->ehi[k];
+        u->best = best < 0 ? -1 : (int32_t)(best - c->off[f]);
+        u->rank = (best < 0 || !c->combine) ? -1 : (int32_t)c->rank[best];
+    }
+    return 0;
+}
+
 typedef struct { double e; int64_t i; } Item;
 
 static int by_e(const void *x, const void *y) {
@@ -161,8 +192,9 @@ static int by_e(const void *x, const void *y) {
  * problem's distinct costs orders the leaves as their costs do (a counting sort, see node_bound) */
 static int make_ranks(Prob *c) {
     c->rank = PyMem_Malloc(sizeof(int64_t) * (size_t)(c->F > 0 ? c->F : 1));
+    c->rvalue = PyMem_Malloc(sizeof(double) * (size_t)(c->F > 0 ? c->F : 1));
     Item *items = PyMem_Malloc(sizeof(Item) * (size_t)(c->F > 0 ? c->F : 1));
-    if (!c->rank || !items) { PyMem_Free(items); return -1; }
+    if (!c->rank || !c->rvalue || !items) { PyMem_Free(items); return -1; }
     Py_ssize_t n = 0;
     for (Py_ssize_t k = 0; k < c->F; k++) {
         c->rank[k] = -1;
@@ -173,6 +205,7 @@ static int make_ranks(Prob *c) {
     for (Py_ssize_t k = 0; k < n; k++) {
         if (k > 0 && items[k].e != items[k - 1].e) c->R++;
         c->rank[items[k].i] = c->R;
+        if (k == 0 || items[k].e != items[k - 1].e) c->rvalue[c->R] = items[k].e;
     }
     if (n > 0) c->R++;
     PyMem_Free(items);
@@ -184,9 +217,11 @@ static PyObject *py_prepare(PyObject *self, PyObject *args) {
     Prob *c = PyMem_Calloc(1, sizeof(Prob));
     if (!c) return PyErr_NoMemory();
     if (open_static(c, args) < 0) { prob_release(c); PyMem_Free(c); return NULL; }
-    if (c->combine && make_ranks(c) < 0) { prob_release(c); PyMem_Free(c->rank); PyMem_Free(c); return PyErr_NoMemory(); }
-    PyObject *cap = PyCapsule_New(c, CAPSULE, prob_free);
-    if (!cap) { prob_release(c); PyMem_Free(c->rank); PyMem_Free(c); }
+    PyObject *cap = NULL;
+    if (c->F > INT32_MAX || c->d > INT32_MAX) PyErr_SetString(PyExc_ValueError, "grid too large for the box search");
+    else if ((c->combine && make_ranks(c) < 0) || make_cuts(c) < 0) PyErr_NoMemory();
+    else cap = PyCapsule_New(c, CAPSULE, prob_free);
+    if (!cap) { prob_release(c); PyMem_Free(c->rank); PyMem_Free(c->rvalue); PyMem_Free(c->cuts); PyMem_Free(c); }
     return cap;
 }
 
@@ -248,16 +283,6 @@ static double radius(const Prob *c, int q, const Item *items, Py_ssize_t n_items
     return INFINITY;
 }
 
-/* cheapest allowed interval of feature f within [a, b] as a flat index (-1: none) */
-static int64_t range_best(const Prob *c, int64_t f, int64_t a, int64_t b) {
-    int64_t o = c->off[f], h = c->hat[f], best;
-    if (a > b) return -1;
-    if (b < h) best = c->prev[o + b];
-    else if (a > h) best = c->next[o + a];
-    else best = o + h;
-    return (best < o + a || best > o + b) ? -1 : best;
-}
-
 /* the items of the finite leaves in the order (e, leaf), by a counting sort on their ranks (L-infinity:
  * e is the cost of one interval, its rank's); 0, or -1 when a rank does not give e (then sort_items) */
 static int sort_ranked(const Prob *c, Item *items, Item *tmp, Py_ssize_t n, const int64_t *erank) {
@@ -305,21 +330,50 @@ static int node_bound(const Prob *c, const int64_t *lo, const int64_t *hi, int64
     } else {
         Py_ssize_t n_items = 0;
         int negative = 0;
-        for (Py_ssize_t l = 0; l < c->L; l++) {
+        /* L-infinity: a leaf's cost is the largest of its features' costs and the base, the cost of the
+         * largest of their ranks (ranks order costs), so only ranks are read */
+        int by_rank = c->combine && base_rank >= 0 && c->rvalue[base_rank] == base;
+        for (Py_ssize_t l = 0; l < c->L && by_rank; l++) {
+            int64_t r = base_rank;
+            unsigned char in = 1, none = 0;
+            for (int64_t k = c->ptr[l]; k < c->ptr[l + 1]; k++) {
+                const struct Cut *u = &c->cuts[k];
+                int64_t f = u->f;
+                if (u->best < 0) none = 1;                         /* none in the leaf, none in the box */
+                else if (u->best >= lo[f] && u->best <= hi[f]) {   /* the leaf's cheapest, in the box */
+                    if (u->rank > r) r = u->rank;
+                } else {
+                    int64_t best = range_best(c, f, u->lo > lo[f] ? u->lo : lo[f], u->hi < hi[f] ? u->hi : hi[f]);
+                    if (best < 0) none = 1;
+                    else if (c->rank[best] > r) r = c->rank[best];
+                }
+                if (p[f] < u->lo || p[f] > u->hi) in = 0;
+            }
+            at_p[l] = in;
+            e[l] = none ? INFINITY : c->rvalue[r];
+            erank[l] = r;
+            if (!none) {
+                items[n_items].e = e[l] + 0.0;          /* (-0.0 as 0.0: the same cost, ordered as one) */
+                items[n_items].i = l;
+                negative |= items[n_items].e < 0;
+                n_items++;
+            }
+        }
+        for (Py_ssize_t l = 0; l < c->L && !by_rank; l++) {
             double v = c->combine ? base : 0.0;
             int64_t r = base_rank;
             unsigned char in = 1;
             for (int64_t k = c->ptr[l]; k < c->ptr[l + 1]; k++) {
-                int64_t f = c->ef[k];
-                int64_t a = c->elo[k] > lo[f] ? c->elo[k] : lo[f];
-                int64_t b = c->ehi[k] < hi[f] ? c->ehi[k] : hi[f];
-                int64_t best = range_best(c, f, a, b);
+                const struct Cut *u = &c->cuts[k];
+                int64_t f = u->f, best;
+                if (u->best >= lo[f] && u->best <= hi[f]) best = c->off[f] + u->best;
+                else best = range_best(c, f, u->lo > lo[f] ? u->lo : lo[f], u->hi < hi[f] ? u->hi : hi[f]);
                 double cost = best < 0 ? INFINITY : c->flat[best];
                 if (c->combine) {
                     if (cost > v) v = cost;
                     if (best >= 0 && c->rank[best] > r) r = c->rank[best];
                 } else v += cost - m[f];
-                if (p[f] < c->elo[k] || p[f] > c->ehi[k]) in = 0;
+                if (p[f] < u->lo || p[f] > u->hi) in = 0;
             }
             at_p[l] = in;
             e[l] = c->combine ? v : base + v;
