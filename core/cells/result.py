@@ -205,11 +205,13 @@ def minimal_point(prob: CellProblem, x: np.ndarray, convinces: Callable[[np.ndar
     change below it saves nothing)."""
     x = np.array(x, dtype=float)
     x_hat = prob.x_hat
-    units = [u for u in change_units(prob) if np.any(x[u] != x_hat[u])]
+    moved = (x != x_hat).tolist()
+    units = [u for u in change_units(prob) if any(moved[j] for j in u.tolist())]
     if not units:
         return x, 0.0
     cells = prob.interval_of(x)[0]
-    price = {int(u[0]): float(sum(prob.costs[j][cells[j]] for j in u)) for u in units}
+    at = cells.tolist()
+    price = {int(u[0]): float(sum(prob.costs[j][at[j]] for j in u.tolist())) for u in units}
     before = float(prob.cost_of(cells))
     saved = 0.0
     while units:
