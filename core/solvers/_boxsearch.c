@@ -47,6 +47,7 @@ typedef struct {
     double *rvalue;     /* per rank, its cost */
     Py_ssize_t R;       /* the number of distinct finite costs */
     struct Cut *cuts;   /* the leaf bounds (ef, elo, ehi) packed, each with its cheapest interval */
+    int64_t *ntb;       /* per need, the number of trees of its block */
 } Prob;
 
 /* a leaf's bound on one feature, packed for the node bound's pass over every leaf: the feature, the
@@ -81,7 +82,7 @@ static void prob_release(Prob *c) {
 
 static void prob_free(PyObject *cap) {
     Prob *c = PyCapsule_GetPointer(cap, CAPSULE);
-    if (c) { prob_release(c); PyMem_Free(c->rank); PyMem_Free(c->rvalue); PyMem_Free(c->cuts); PyMem_Free(c); }
+    if (c) { prob_release(c); PyMem_Free(c->rank); PyMem_Free(c->rvalue); PyMem_Free(c->cuts); PyMem_Free(c->ntb); PyMem_Free(c); }
 }
 
 static Py_ssize_t len_of(const Py_buffer *b) { return b->len / 8; }
@@ -166,9 +167,19 @@ static int64_t range_best(const Prob *c, int64_t f, int64_t a, int64_t b) {
     return (best < o + a || best > o + b) ? -1 : best;
 }
 
+/* the packed leaf bounds (struct Cut), and each need's number of trees */
 static int make_cuts(Prob *c) {
     c->cuts = PyMem_Malloc(sizeof(struct Cut) * (size_t)(c->nnz > 0 ? c->nnz : 1));
-    if (!c->cuts) return -1;
+    c->ntb = PyMem_Calloc((size_t)(c->K > 0 ? c->K : 1), sizeof(int64_t));
+    unsigned char *seen = PyMem_Calloc((size_t)(c->T > 0 ? c->T : 1), 1);
+    if (!c->cuts || !c->ntb || !seen) { PyMem_Free(seen); return -1; }
+    for (Py_ssize_t q = 0; q < c->K; q++) {
+        int64_t a = c->nstart[q], n = c->nlen[q];
+        for (int64_t l = a; l < a + n; l++) seen[c->tree[l]] = 0;
+        for (int64_t l = a; l < a + n; l++)
+            if (!seen[c->tree[l]]) { seen[c->tree[l]] = 1; c->ntb[q]++; }
+    }
+    PyMem_Free(seen);
     for (Py_ssize_t k = 0; k < c->nnz; k++) {
         int64_t f = c->ef[k], best = range_best(c, f, c->elo[k], c->ehi[k]);
         struct Cut *u = &c->cuts[k];
@@ -221,7 +232,7 @@ static PyObject *py_prepare(PyObject *self, PyObject *args) {
     if (c->F > INT32_MAX || c->d > INT32_MAX) PyErr_SetString(PyExc_ValueError, "grid too large for the box search");
     else if ((c->combine && make_ranks(c) < 0) || make_cuts(c) < 0) PyErr_NoMemory();
     else cap = PyCapsule_New(c, CAPSULE, prob_free);
-    if (!cap) { prob_release(c); PyMem_Free(c->rank); PyMem_Free(c->rvalue); PyMem_Free(c->cuts); PyMem_Free(c); }
+    if (!cap) { prob_release(c); PyMem_Free(c->rank); PyMem_Free(c->rvalue); PyMem_Free(c->cuts); PyMem_Free(c->ntb); PyMem_Free(c); }
     return cap;
 }
 
@@ -260,11 +271,7 @@ static double radius(const Prob *c, int q, const Item *items, Py_ssize_t n_items
                      unsigned char *seen) {
     int64_t a = c->nstart[q], n = c->nlen[q];
     if (n == 0) return INFINITY;
-    int64_t t0 = c->tree[a], t1 = c->tree[a + n - 1];
-    int64_t ntb = 0;
-    for (int64_t t = t0; t <= t1; t++) seen[t] = 0;
-    for (int64_t l = a; l < a + n; l++)
-        if (!seen[c->tree[l]]) { seen[c->tree[l]] = 1; ntb++; }
+    int64_t t0 = c->tree[a], t1 = c->tree[a + n - 1], ntb = c->ntb[q];
     for (int64_t t = t0; t <= t1; t++) seen[t] = 0;
     const double *sc = c->scores + c->nsoff[q];
     double need = c->nval[q], total = 0.0, tol = need - 1e-12 * fmax(1.0, fabs(need));
@@ -283,37 +290,70 @@ static double radius(const Prob *c, int q, const Item *items, Py_ssize_t n_items
     return INFINITY;
 }
 
-/* the items of the finite leaves in the order (e, leaf), by a counting sort on their ranks (L-infinity:
- * e is the cost of one interval, its rank's); 0, or -1 when a rank does not give e (then sort_items) */
-static int sort_ranked(const Prob *c, Item *items, Item *tmp, Py_ssize_t n, const int64_t *erank) {
-    Py_ssize_t *count = calloc((size_t)c->R + 1, sizeof(Py_ssize_t));
-    if (!count) return -1;
-    for (Py_ssize_t k = 0; k < n; k++) count[erank[items[k].i] + 1]++;
-    for (Py_ssize_t r = 0; r < c->R; r++) count[r + 1] += count[r];
-    for (Py_ssize_t k = 0; k < n; k++) tmp[count[erank[items[k].i]]++] = items[k];
-    free(count);
-    for (Py_ssize_t k = 1; k < n; k++)       /* the order (e, leaf) itself, checked (it costs little) */
-        if (!(tmp[k - 1].e < tmp[k].e || (tmp[k - 1].e == tmp[k].e && tmp[k - 1].i < tmp[k].i))) return -1;
-    memcpy(items, tmp, sizeof(Item) * (size_t)n);
+/* scratch memory of the node functions, for one caller at a time (a search keeps one; a node call from
+ * Python makes its own) */
+typedef struct {
+    double *m, *tmax, *w, *e;
+    Item *items;                 /* 2 L: the items and the radix sort's room */
+    unsigned char *seen, *at_p;
+    int64_t *erank, *best, *pleaf, *near;
+    Py_ssize_t *count;           /* R + 1 */
+} Work;
+
+static void work_free(Work *w) {
+    free(w->m); free(w->tmax); free(w->w); free(w->e); free(w->items); free(w->seen); free(w->at_p);
+    free(w->erank); free(w->best); free(w->pleaf); free(w->near); free(w->count);
+    memset(w, 0, sizeof *w);
+}
+
+static int work_alloc(Work *w, const Prob *c) {
+    size_t d1 = (size_t)(c->d > 0 ? c->d : 1), L1 = (size_t)(c->L > 0 ? c->L : 1), T1 = (size_t)(c->T > 0 ? c->T : 1);
+    memset(w, 0, sizeof *w);
+    w->m = malloc(sizeof(double) * d1); w->tmax = malloc(sizeof(double) * T1); w->w = malloc(sizeof(double) * 2 * d1);
+    w->e = malloc(sizeof(double) * L1); w->items = malloc(sizeof(Item) * 2 * L1); w->seen = malloc(T1);
+    w->at_p = malloc(L1); w->erank = malloc(sizeof(int64_t) * L1); w->best = malloc(sizeof(int64_t) * T1);
+    w->pleaf = malloc(sizeof(int64_t) * T1); w->near = malloc(sizeof(int64_t) * 2 * d1);
+    w->count = malloc(sizeof(Py_ssize_t) * ((size_t)c->R + 1));
+    if (!w->m || !w->tmax || !w->w || !w->e || !w->items || !w->seen || !w->at_p || !w->erank || !w->best ||
+        !w->pleaf || !w->near || !w->count) {
+        work_free(w);
+        return -1;
+    }
     return 0;
 }
 
-/* the node bound of the box [lo, hi] (see evaluate), and at_p[L]: whether each leaf holds p; 0, or -1
- * out of memory. Runs without the GIL. */
-static int node_bound(const Prob *c, const int64_t *lo, const int64_t *hi, int64_t *p, double *e,
-                      unsigned char *at_p, double *bound_out, double *base_out, int *holds_out) {
+/* the finite leaves (erank >= 0) as items in the order (e, leaf), by a counting sort on their ranks
+ * (L-infinity: e is the cost of one interval, its rank's), into items (count: room for R + 1); their
+ * number, or -1 when a rank does not give the order of e (then the caller sorts by e) */
+static Py_ssize_t sort_ranked(const Prob *c, Item *items, const double *e, const int64_t *erank, Py_ssize_t *count) {
+    memset(count, 0, sizeof(Py_ssize_t) * ((size_t)c->R + 1));
+    for (Py_ssize_t l = 0; l < c->L; l++)
+        if (erank[l] >= 0) count[erank[l] + 1]++;
+    for (Py_ssize_t r = 0; r < c->R; r++) count[r + 1] += count[r];
+    Py_ssize_t n = count[c->R];
+    for (Py_ssize_t l = 0; l < c->L; l++)
+        if (erank[l] >= 0) {
+            Item *it = &items[count[erank[l]]++];
+            it->e = e[l] + 0.0;              /* (-0.0 as 0.0: the same cost, ordered as one) */
+            it->i = l;
+        }
+    for (Py_ssize_t k = 1; k < n; k++)       /* the order (e, leaf) itself, checked (it costs little) */
+        if (!(items[k - 1].e < items[k].e || (items[k - 1].e == items[k].e && items[k - 1].i < items[k].i)))
+            return -1;
+    return n;
+}
+
+/* the node bound of the box [lo, hi] (see evaluate), and wk->at_p[L]: whether each leaf holds p. Runs
+ * without the GIL. */
+static void node_bound(const Prob *c, Work *wk, const int64_t *lo, const int64_t *hi, int64_t *p, double *e,
+                       double *bound_out, double *base_out, int *holds_out) {
     double base = 0.0, bound = 0.0;
     int holds = 0;
-    Py_ssize_t L1 = c->L > 0 ? c->L : 1, T1 = c->T > 0 ? c->T : 1;
-    double *m = malloc(sizeof(double) * (size_t)(c->d > 0 ? c->d : 1));
-    Item *items = malloc(sizeof(Item) * (size_t)(2 * L1));
-    double *tmax = malloc(sizeof(double) * (size_t)T1);
-    unsigned char *seen = calloc((size_t)T1, 1);
-    int64_t *erank = c->combine ? malloc(sizeof(int64_t) * (size_t)L1) : NULL;
-    if (!m || !items || !tmax || !seen || (c->combine && !erank)) {
-        free(m); free(items); free(tmax); free(seen); free(erank);
-        return -1;
-    }
+    Py_ssize_t L1 = c->L > 0 ? c->L : 1;
+    double *m = wk->m, *tmax = wk->tmax;
+    Item *items = wk->items;
+    unsigned char *seen = wk->seen, *at_p = wk->at_p;
+    int64_t *erank = wk->erank;
     int64_t base_rank = -1;
     for (Py_ssize_t j = 0; j < c->d; j++) {
         int64_t k = range_best(c, j, lo[j], hi[j]);
@@ -328,56 +368,60 @@ static int node_bound(const Prob *c, const int64_t *lo, const int64_t *hi, int64
         bound = INFINITY;
         for (Py_ssize_t l = 0; l < c->L; l++) { e[l] = INFINITY; at_p[l] = 0; }
     } else {
-        Py_ssize_t n_items = 0;
+        Py_ssize_t n_items = -1;
         int negative = 0;
         /* L-infinity: a leaf's cost is the largest of its features' costs and the base, the cost of the
          * largest of their ranks (ranks order costs), so only ranks are read */
         int by_rank = c->combine && base_rank >= 0 && c->rvalue[base_rank] == base;
         for (Py_ssize_t l = 0; l < c->L && by_rank; l++) {
             int64_t r = base_rank;
-            unsigned char in = 1, none = 0;
+            int in = 1, none = 0;
             for (int64_t k = c->ptr[l]; k < c->ptr[l + 1]; k++) {
                 const struct Cut *u = &c->cuts[k];
-                int64_t f = u->f;
-                if (u->best < 0) none = 1;                         /* none in the leaf, none in the box */
-                else if (u->best >= lo[f] && u->best <= hi[f]) {   /* the leaf's cheapest, in the box */
-                    if (u->rank > r) r = u->rank;
-                } else {
+                int64_t f = u->f, got;
+                if (u->best >= lo[f] && u->best <= hi[f]) got = u->rank;   /* the leaf's cheapest, in the box */
+                else if (u->best < 0) got = -1;                             /* none in the leaf, none in the box */
+                else {
                     int64_t best = range_best(c, f, u->lo > lo[f] ? u->lo : lo[f], u->hi < hi[f] ? u->hi : hi[f]);
-                    if (best < 0) none = 1;
-                    else if (c->rank[best] > r) r = c->rank[best];
+                    got = best < 0 ? -1 : c->rank[best];
                 }
-                if (p[f] < u->lo || p[f] > u->hi) in = 0;
+                none |= got < 0;
+                r = got > r ? got : r;
+                in &= (p[f] >= u->lo) & (p[f] <= u->hi);
             }
-            at_p[l] = in;
+            at_p[l] = (unsigned char)in;
             e[l] = none ? INFINITY : c->rvalue[r];
-            erank[l] = r;
-            if (!none) {
-                items[n_items].e = e[l] + 0.0;          /* (-0.0 as 0.0: the same cost, ordered as one) */
-                items[n_items].i = l;
-                negative |= items[n_items].e < 0;
-                n_items++;
-            }
+            erank[l] = none ? -1 : r;
         }
+        if (by_rank)
+            n_items = sort_ranked(c, items, e, erank, wk->count);
+        if (n_items < 0 && by_rank) {       /* (the ranks did not give the order: as below, by e) */
+            n_items = 0;
+            for (Py_ssize_t l = 0; l < c->L; l++)
+                if (isfinite(e[l])) {
+                    items[n_items].e = e[l] + 0.0;
+                    items[n_items].i = l;
+                    negative |= items[n_items].e < 0;
+                    n_items++;
+                }
+            sort_items(items, items + L1, n_items, negative);
+        }
+        if (!by_rank) n_items = 0;
         for (Py_ssize_t l = 0; l < c->L && !by_rank; l++) {
             double v = c->combine ? base : 0.0;
-            int64_t r = base_rank;
-            unsigned char in = 1;
+            int in = 1;
             for (int64_t k = c->ptr[l]; k < c->ptr[l + 1]; k++) {
                 const struct Cut *u = &c->cuts[k];
                 int64_t f = u->f, best;
                 if (u->best >= lo[f] && u->best <= hi[f]) best = c->off[f] + u->best;
                 else best = range_best(c, f, u->lo > lo[f] ? u->lo : lo[f], u->hi < hi[f] ? u->hi : hi[f]);
                 double cost = best < 0 ? INFINITY : c->flat[best];
-                if (c->combine) {
-                    if (cost > v) v = cost;
-                    if (best >= 0 && c->rank[best] > r) r = c->rank[best];
-                } else v += cost - m[f];
-                if (p[f] < u->lo || p[f] > u->hi) in = 0;
+                if (c->combine) v = cost > v ? cost : v;
+                else v += cost - m[f];
+                in &= (p[f] >= u->lo) & (p[f] <= u->hi);
             }
-            at_p[l] = in;
+            at_p[l] = (unsigned char)in;
             e[l] = c->combine ? v : base + v;
-            if (c->combine) erank[l] = r;
             if (isfinite(e[l])) {
                 items[n_items].e = e[l] + 0.0;          /* (-0.0 as 0.0: the same cost, ordered as one) */
                 items[n_items].i = l;
@@ -385,7 +429,7 @@ static int node_bound(const Prob *c, const int64_t *lo, const int64_t *hi, int64
                 n_items++;
             }
         }
-        if (!c->combine || base_rank < 0 || sort_ranked(c, items, items + L1, n_items, erank) < 0)
+        if (!by_rank)
             sort_items(items, items + L1, n_items, negative);
         bound = base;
         for (int q = 0; q < c->K && isfinite(bound); q++) {
@@ -401,28 +445,20 @@ static int node_bound(const Prob *c, const int64_t *lo, const int64_t *hi, int64
             if (!(total >= need - 1e-12 * fmax(1.0, fabs(need)))) holds = 0;
         }
     }
-    free(m); free(items); free(tmax); free(seen); free(erank);
     *bound_out = bound;
     *base_out = base;
     *holds_out = holds;
-    return 0;
 }
 
-/* the (feature, level) the box is split at (see split): *out_j < 0 for none; 0, or -1 out of memory.
- * known_at_p: whether each leaf holds p, as node_bound found it (NULL: found here). Runs without the GIL. */
-static int node_split(const Prob *c, const int64_t *lo, const int64_t *hi, const int64_t *p, const double *e,
-                      double bound, const unsigned char *known_at_p, int64_t *out_j_, int64_t *out_s_) {
+/* the (feature, level) the box is split at (see split): *out_j < 0 for none. known_at_p: wk->at_p holds
+ * whether each leaf holds p, as node_bound found it (else found here). Runs without the GIL. */
+static void node_split(const Prob *c, Work *wk, const int64_t *lo, const int64_t *hi, const int64_t *p,
+                       const double *e, double bound, int known_at_p, int64_t *out_j_, int64_t *out_s_) {
     int64_t out_j = -1, out_s = -1;
-    unsigned char *at_p = known_at_p ? NULL : malloc((size_t)(c->L > 0 ? c->L : 1));
-    int64_t *best = malloc(sizeof(int64_t) * (size_t)(c->T > 0 ? c->T : 1));
-    int64_t *pleaf = malloc(sizeof(int64_t) * (size_t)(c->T > 0 ? c->T : 1));
-    double *w = calloc((size_t)(2 * (c->d > 0 ? c->d : 1)), sizeof(double));
-    int64_t *near = malloc(sizeof(int64_t) * (size_t)(2 * (c->d > 0 ? c->d : 1)));
-    if ((!known_at_p && !at_p) || !best || !pleaf || !w || !near) {
-        free(at_p); free(best); free(pleaf); free(w); free(near);
-        return -1;
-    }
-    for (Py_ssize_t k = 0; k < 2 * c->d; k++) near[k] = -1;
+    unsigned char *at_p = wk->at_p;
+    int64_t *best = wk->best, *pleaf = wk->pleaf, *near = wk->near;
+    double *w = wk->w;
+    for (Py_ssize_t k = 0; k < 2 * c->d; k++) { near[k] = -1; w[k] = 0.0; }
     double lim = bound * (1 + REL_TOL) + 1e-15;
     for (Py_ssize_t l = 0; l < c->L && !known_at_p; l++) {
         at_p[l] = 1;
@@ -431,7 +467,7 @@ static int node_split(const Prob *c, const int64_t *lo, const int64_t *hi, const
             if (v < c->elo[k] || v > c->ehi[k]) { at_p[l] = 0; break; }
         }
     }
-    const unsigned char *held = known_at_p ? known_at_p : at_p;
+    const unsigned char *held = at_p;
     int any = 0;
     for (int q = 0; q < c->K; q++) {
         int64_t a = c->nstart[q], n = c->nlen[q];
@@ -478,10 +514,8 @@ static int node_split(const Prob *c, const int64_t *lo, const int64_t *hi, const
             if (c->ehi[k] >= lo[f] && c->ehi[k] < hi[f]) { out_j = f; out_s = c->ehi[k] + 1; }
         }
     }
-    free(at_p); free(best); free(pleaf); free(w); free(near);
     *out_j_ = out_j;
     *out_s_ = out_s;
-    return 0;
 }
 
 /* a node call's arguments: the problem, then lo, hi, p (writable for evaluate), e (likewise) */
@@ -543,58 +577,249 @@ static PyObject *split_value(int64_t j, int64_t s) {
 static PyObject *py_evaluate(PyObject *self, PyObject *args) {
     (void)self;
     Node nd;
+    Work wk;
     if (open_node(&nd, args, 5, "evaluate takes the problem, lo, hi, p, e", 1) < 0) { node_release(&nd); return NULL; }
+    if (work_alloc(&wk, nd.c) < 0) { node_release(&nd); return PyErr_NoMemory(); }
     double bound, base;
-    int holds, err = -1;
+    int holds;
     Py_BEGIN_ALLOW_THREADS
-    unsigned char *at_p = malloc((size_t)(nd.c->L > 0 ? nd.c->L : 1));
-    if (at_p)
-        err = node_bound(nd.c, nd.b[0].buf, nd.b[1].buf, nd.b[2].buf, nd.b[3].buf, at_p, &bound, &base, &holds);
-    free(at_p);
+    node_bound(nd.c, &wk, nd.b[0].buf, nd.b[1].buf, nd.b[2].buf, nd.b[3].buf, &bound, &base, &holds);
     Py_END_ALLOW_THREADS
+    work_free(&wk);
     node_release(&nd);
-    if (err) return PyErr_NoMemory();
     return Py_BuildValue("(ddi)", bound, base, holds);
 }
 
 static PyObject *py_split(PyObject *self, PyObject *args) {
     (void)self;
     Node nd;
+    Work wk;
     if (open_node(&nd, args, 6, "split takes the problem, lo, hi, p, e, bound", 0) < 0) { node_release(&nd); return NULL; }
     double bound = PyFloat_AsDouble(PyTuple_GET_ITEM(args, 5));
     if (bound == -1.0 && PyErr_Occurred()) { node_release(&nd); return NULL; }
+    if (work_alloc(&wk, nd.c) < 0) { node_release(&nd); return PyErr_NoMemory(); }
     int64_t j, s;
-    int err;
     Py_BEGIN_ALLOW_THREADS
-    err = node_split(nd.c, nd.b[0].buf, nd.b[1].buf, nd.b[2].buf, nd.b[3].buf, bound, NULL, &j, &s);
+    node_split(nd.c, &wk, nd.b[0].buf, nd.b[1].buf, nd.b[2].buf, nd.b[3].buf, bound, 0, &j, &s);
     Py_END_ALLOW_THREADS
+    work_free(&wk);
     node_release(&nd);
-    if (err) return PyErr_NoMemory();
     return split_value(j, s);
 }
 
 static PyObject *py_expand(PyObject *self, PyObject *args) {
     (void)self;
     Node nd;
+    Work wk;
     if (open_node(&nd, args, 6, "expand takes the problem, lo, hi, p, e, cut", 1) < 0) { node_release(&nd); return NULL; }
     double cut = PyFloat_AsDouble(PyTuple_GET_ITEM(args, 5));
     if (cut == -1.0 && PyErr_Occurred()) { node_release(&nd); return NULL; }
+    if (work_alloc(&wk, nd.c) < 0) { node_release(&nd); return PyErr_NoMemory(); }
     double bound, base;
-    int holds, err = -1;
+    int holds;
     int64_t j = -1, s = -1;
     Py_BEGIN_ALLOW_THREADS
-    unsigned char *at_p = malloc((size_t)(nd.c->L > 0 ? nd.c->L : 1));
-    if (at_p)
-        err = node_bound(nd.c, nd.b[0].buf, nd.b[1].buf, nd.b[2].buf, nd.b[3].buf, at_p, &bound, &base, &holds);
-    if (!err && isfinite(bound) && bound < cut)
-        err = node_split(nd.c, nd.b[0].buf, nd.b[1].buf, nd.b[2].buf, nd.b[3].buf, bound, at_p, &j, &s);
-    free(at_p);
+    node_bound(nd.c, &wk, nd.b[0].buf, nd.b[1].buf, nd.b[2].buf, nd.b[3].buf, &bound, &base, &holds);
+    if (isfinite(bound) && bound < cut)
+        node_split(nd.c, &wk, nd.b[0].buf, nd.b[1].buf, nd.b[2].buf, nd.b[3].buf, bound, 1, &j, &s);
     Py_END_ALLOW_THREADS
+    work_free(&wk);
     node_release(&nd);
-    if (err) return PyErr_NoMemory();
     PyObject *sp = split_value(j, s);
     if (!sp) return NULL;
     return Py_BuildValue("(ddiN)", bound, base, holds, sp);
+}
+
+/* ------------------------------------------------------------------ the search loop
+ * boxsearch.solve's loop, here without a Python call per box: the queue of boxes ordered by (bound,
+ * -depth, order queued), each box evaluated and its split found as it is queued (expand). run() goes
+ * on until something needs the caller: the queue is empty, more than stop_at boxes were evaluated
+ * (the caller's node limit, its cue to start another solver, or a look at the clock), a popped box
+ * raises the lower bound (when told), or a popped box's cheapest point may be the answer (the caller
+ * checks it on the model; if it is not valid, the next run() splits that box). */
+#define SEARCH "core.solvers._boxsearch.search"
+
+typedef struct SNode {
+    double bound, base;
+    int64_t negdepth, order, sj, ss;
+    int holds;
+    int64_t box[];               /* lo[d], hi[d], p[d] */
+} SNode;
+
+typedef struct {
+    PyObject *problem;           /* the problem's capsule, kept alive */
+    const Prob *c;
+    Work wk;
+    SNode **heap;
+    size_t n, cap;
+    SNode *current;              /* the popped box the caller was told about */
+    int stage;                   /* what the caller was last told of it: 0 nothing, 1 its bound, 2 its point */
+    int64_t order, nodes;
+    double cut, lb_told;
+} Search;
+
+static int snode_less(const SNode *a, const SNode *b) {
+    if (a->bound != b->bound) return a->bound < b->bound;
+    if (a->negdepth != b->negdepth) return a->negdepth < b->negdepth;
+    return a->order < b->order;
+}
+
+static int heap_push(Search *S, SNode *x) {
+    if (S->n == S->cap) {
+        size_t cap = S->cap ? 2 * S->cap : 64;
+        SNode **h = realloc(S->heap, sizeof(SNode *) * cap);
+        if (!h) return -1;
+        S->heap = h;
+        S->cap = cap;
+    }
+    size_t i = S->n++;
+    while (i > 0 && snode_less(x, S->heap[(i - 1) / 2])) { S->heap[i] = S->heap[(i - 1) / 2]; i = (i - 1) / 2; }
+    S->heap[i] = x;
+    return 0;
+}
+
+static SNode *heap_pop(Search *S) {
+    SNode *top = S->heap[0], *x = S->heap[--S->n];
+    size_t i = 0;
+    for (;;) {
+        size_t k = 2 * i + 1;
+        if (k >= S->n) break;
+        if (k + 1 < S->n && snode_less(S->heap[k + 1], S->heap[k])) k++;
+        if (!snode_less(S->heap[k], x)) break;
+        S->heap[i] = S->heap[k];
+        i = k;
+    }
+    if (S->n > 0) S->heap[i] = x;
+    return top;
+}
+
+/* evaluate the box [lo, hi] at depth and queue it unless its bound reaches cut; 0, or -1 out of memory */
+static int search_push(Search *S, const int64_t *lo, const int64_t *hi, int64_t depth) {
+    const Prob *c = S->c;
+    Py_ssize_t d = c->d;
+    SNode *x = malloc(sizeof(SNode) + sizeof(int64_t) * 3 * (size_t)(d > 0 ? d : 1));
+    if (!x) return -1;
+    memcpy(x->box, lo, sizeof(int64_t) * (size_t)d);
+    memcpy(x->box + d, hi, sizeof(int64_t) * (size_t)d);
+    node_bound(c, &S->wk, x->box, x->box + d, x->box + 2 * d, S->wk.e, &x->bound, &x->base, &x->holds);
+    S->nodes++;
+    if (!(isfinite(x->bound) && x->bound < S->cut)) { free(x); return 0; }
+    node_split(c, &S->wk, x->box, x->box + d, x->box + 2 * d, S->wk.e, x->bound, 1, &x->sj, &x->ss);
+    x->negdepth = -depth;
+    x->order = S->order++;
+    if (heap_push(S, x) < 0) { free(x); return -1; }
+    return 0;
+}
+
+static void search_free(PyObject *cap) {
+    Search *S = PyCapsule_GetPointer(cap, SEARCH);
+    if (!S) return;
+    for (size_t i = 0; i < S->n; i++) free(S->heap[i]);
+    free(S->heap);
+    free(S->current);
+    work_free(&S->wk);
+    Py_XDECREF(S->problem);
+    PyMem_Free(S);
+}
+
+/* search(problem, cut) -> search: the root box evaluated and queued (when its bound is below cut) */
+static PyObject *py_search(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *problem;
+    double cut;
+    if (!PyArg_ParseTuple(args, "Od", &problem, &cut)) return NULL;
+    const Prob *c = PyCapsule_GetPointer(problem, CAPSULE);
+    if (!c) return NULL;
+    Search *S = PyMem_Calloc(1, sizeof(Search));
+    if (!S) return PyErr_NoMemory();
+    S->c = c;
+    S->cut = cut;
+    S->lb_told = -INFINITY;
+    S->problem = problem;
+    Py_INCREF(problem);
+    PyObject *cap = PyCapsule_New(S, SEARCH, search_free);
+    if (!cap) { Py_DECREF(problem); PyMem_Free(S); return NULL; }
+    int64_t *root = calloc((size_t)(2 * (c->d > 0 ? c->d : 1)), sizeof(int64_t));
+    int err = !root || work_alloc(&S->wk, c) < 0;
+    if (!err) {
+        for (Py_ssize_t j = 0; j < c->d; j++) root[c->d + j] = c->size[j] - 1;
+        err = search_push(S, root, root + c->d, 0) < 0;
+    }
+    free(root);
+    if (err) { Py_DECREF(cap); return PyErr_NoMemory(); }
+    return cap;
+}
+
+enum { EV_EMPTY, EV_LIMIT, EV_BOUND, EV_CANDIDATE, EV_NOMEM };
+
+/* the loop until an event (see above); runs without the GIL */
+static int search_run(Search *S, int64_t stop_at, int report, double *value) {
+    const Prob *c = S->c;
+    Py_ssize_t d = c->d;
+    for (;;) {
+        if (!S->current) {
+            if (S->n == 0) return EV_EMPTY;
+            if (S->nodes > stop_at) { *value = S->heap[0]->bound; return EV_LIMIT; }
+            S->current = heap_pop(S);
+            S->stage = 0;
+        }
+        SNode *x = S->current;
+        if (S->stage == 0) {
+            S->stage = 1;
+            if (report && x->bound > S->lb_told) { S->lb_told = x->bound; *value = x->bound; return EV_BOUND; }
+        }
+        if (S->stage == 1) {
+            S->stage = 2;
+            if (x->holds && x->base >= x->bound * (1 - REL_TOL) - 1e-15) { *value = x->base; return EV_CANDIDATE; }
+        }
+        S->current = NULL;
+        if (x->sj >= 0) {            /* (none: one leaf per tree and p invalid, the box holds no solution) */
+            int64_t *lo = x->box, *hi = x->box + d, j = x->sj, sv = x->ss;
+            int64_t keep = hi[j];
+            hi[j] = sv - 1;          /* the side below the level, then the side from it */
+            int err = search_push(S, lo, hi, 1 - x->negdepth) < 0;
+            hi[j] = keep;
+            lo[j] = sv;
+            err = err || search_push(S, lo, hi, 1 - x->negdepth) < 0;
+            if (err) { free(x); return EV_NOMEM; }
+        }
+        free(x);
+    }
+}
+
+/* run(search, stop_at, report, p) -> (event, boxes evaluated, value): ("empty", n, 0) | ("limit", n, the
+ * smallest bound queued) | ("bound", n, the popped box's bound) | ("candidate", n, its cost), p receiving
+ * the candidate's cells */
+static PyObject *py_run(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *cap, *pobj;
+    long long stop_at;
+    int report;
+    if (!PyArg_ParseTuple(args, "OLpO", &cap, &stop_at, &report, &pobj)) return NULL;
+    Search *S = PyCapsule_GetPointer(cap, SEARCH);
+    if (!S) return NULL;
+    Py_buffer pb;
+    if (take(&pb, pobj, 1, 'q', 3) < 0) return NULL;
+    if (len_of(&pb) != S->c->d) {
+        PyBuffer_Release(&pb);
+        PyErr_SetString(PyExc_ValueError, "p needs one entry per feature");
+        return NULL;
+    }
+    double value = 0.0;
+    int ev;
+    Py_BEGIN_ALLOW_THREADS
+    ev = search_run(S, (int64_t)stop_at, report, &value);
+    Py_END_ALLOW_THREADS
+    if (ev == EV_CANDIDATE)
+        memcpy(pb.buf, S->current->box + 2 * S->c->d, sizeof(int64_t) * (size_t)S->c->d);
+    PyBuffer_Release(&pb);
+    switch (ev) {
+        case EV_EMPTY: return Py_BuildValue("(sLd)", "empty", (long long)S->nodes, 0.0);
+        case EV_LIMIT: return Py_BuildValue("(sLd)", "limit", (long long)S->nodes, value);
+        case EV_BOUND: return Py_BuildValue("(sLd)", "bound", (long long)S->nodes, value);
+        case EV_CANDIDATE: return Py_BuildValue("(sLd)", "candidate", (long long)S->nodes, value);
+        default: return PyErr_NoMemory();
+    }
 }
 
 static PyMethodDef methods[] = {
@@ -602,6 +827,8 @@ static PyMethodDef methods[] = {
     {"evaluate", py_evaluate, METH_VARARGS, "Bound, cheapest cells and per-leaf costs of a box."},
     {"split", py_split, METH_VARARGS, "The (feature, level) a box is split at, or None."},
     {"expand", py_expand, METH_VARARGS, "evaluate, then split when the bound is below cut."},
+    {"search", py_search, METH_VARARGS, "A best-first search of the problem's boxes, its root queued."},
+    {"run", py_run, METH_VARARGS, "Run the search until it needs the caller (an event)."},
     {NULL, NULL, 0, NULL},
 };
 

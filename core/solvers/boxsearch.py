@@ -32,7 +32,10 @@ lower bound at every moment (anytime).
 Each box is evaluated once, as it is queued: its bound, its cheapest point and
 the split it would get if popped (:meth:`BoxSearch.expand`). The node bound is
 computed in C (``core/solvers/_boxsearch.c``) when the extension is built, else
-in numpy; both give the same numbers. The C side takes the problem's arrays once
+in numpy; both give the same numbers. With the extension the loop itself runs
+in C too (:func:`_run_compiled`: the same boxes in the same order as the Python
+loop, :func:`_run`), back in Python only to check a candidate on the model, to
+tell a lower bound, and every few dozen boxes to look at the clock. The C side takes the problem's arrays once
 per query (checked then, kept in a capsule), and orders a box's leaves by cost
 with a counting sort on the ranks of the interval costs for the L-infinity cost
 (a leaf's cost is one interval's), a radix sort for a sum. What does not depend
@@ -46,7 +49,7 @@ import heapq
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -444,10 +447,30 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
         hc = prob.interval_of(np.asarray(hint, dtype=float)[None, :])[0]
         if prob.is_valid(prob.point_of(hc)[None, :])[0]:
             inc, ub = hc, min(ub, float(prob.cost_of(hc)))
+    cut = ub * (1 - REL_TOL) - 1e-15           # a box whose bound is not below it cannot beat the incumbent
+    loop = _run_compiled if S.ctx is not None else _run
+    ended = loop(S, cut, deadline, stop, node_limit, on_bound, ub, head)
+    if ended[0] == "stopped":                    # the incumbent, and the smallest bound left: proven
+        return CellSolution("feasible" if inc is not None else "unknown", inc, min(ended[1], ub))
+    if ended[0] == "optimal":
+        inc, ub = ended[1], ended[2]
+    if inc is None:
+        return CellSolution("infeasible", None, np.inf)
+    return CellSolution("optimal", inc, float(ub))
+
+
+#: how a search loop ended: ("optimal", cells, cost), ("empty",) or ("stopped", the smallest bound left)
+_Ended = tuple[Any, ...]
+
+
+def _run(S: BoxSearch, cut: float, deadline: float, stop: threading.Event | None, node_limit: int | None,
+         on_bound: Callable[[float, float], None] | None, ub: float,
+         head: tuple[int, threading.Event] | None) -> _Ended:
+    """The search loop (see the module doc), in Python: the numpy node bound's."""
+    prob = S.prob
     heap: list = []
     counter = 0
     lb_told = -np.inf
-    cut = ub * (1 - REL_TOL) - 1e-15           # a box whose bound is not below it cannot beat the incumbent
 
     def push(lo: np.ndarray, hi: np.ndarray, depth: int) -> None:
         nonlocal counter
@@ -461,7 +484,7 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
     while heap:
         if (stop is not None and stop.is_set()) or time.perf_counter() > deadline or \
                 (node_limit is not None and S.nodes > node_limit):
-            return CellSolution("feasible" if inc is not None else "unknown", inc, min(heap[0][0], ub))
+            return ("stopped", heap[0][0])
         if head is not None and S.nodes >= head[0]:
             head[1].set()
         bound, neg_depth, _, lo, hi, p, base, holds, sp = heapq.heappop(heap)
@@ -469,9 +492,7 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
             lb_told = bound
             on_bound(bound, ub)
         if holds and base >= bound * (1 - REL_TOL) - 1e-15 and prob.is_valid(prob.point_of(p)[None, :])[0]:
-            inc, ub = p, float(base)
-            heap.clear()
-            break                        # the smallest bound is attained: optimal
+            return ("optimal", p, float(base))         # the smallest bound is attained: optimal
         if sp is None:
             continue                     # one leaf per tree and p invalid: the box holds no solution
         j, sv = sp
@@ -481,6 +502,41 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
         lo2[j] = sv
         push(lo, hi1, 1 - neg_depth)
         push(lo2, hi, 1 - neg_depth)
-    if inc is None:
-        return CellSolution("infeasible", None, np.inf)
-    return CellSolution("optimal", inc, float(ub))
+    return ("empty",)
+
+
+#: the compiled loop returns to Python at least every CHUNK boxes, to look at the clock and the stop event
+CHUNK = 32
+
+
+def _run_compiled(S: BoxSearch, cut: float, deadline: float, stop: threading.Event | None, node_limit: int | None,
+                  on_bound: Callable[[float, float], None] | None, ub: float,
+                  head: tuple[int, threading.Event] | None) -> _Ended:
+    """:func:`_run` with the loop in C (core/solvers/_boxsearch.c: the same boxes in the same order),
+    which returns here for what needs Python: a candidate's check on the model, a lower bound to
+    tell, and every :data:`CHUNK` boxes (and at ``node_limit`` and at the race's cue, exactly) the
+    stop event, the clock and the limits."""
+    prob = S.prob
+    run = _boxsearch.search(S.ctx, cut)
+    p = np.empty(S.d, dtype=np.int64)
+    S.nodes = 1
+    while True:
+        stop_at = S.nodes + CHUNK
+        if node_limit is not None:
+            stop_at = min(stop_at, node_limit)
+        if head is not None and not head[1].is_set():
+            stop_at = min(stop_at, head[0] - 1)
+        event, S.nodes, value = _boxsearch.run(run, stop_at, on_bound is not None, p)
+        if event == "empty":
+            return ("empty",)
+        if event == "limit":
+            if (stop is not None and stop.is_set()) or time.perf_counter() > deadline or \
+                    (node_limit is not None and S.nodes > node_limit):
+                return ("stopped", value)
+            if head is not None and S.nodes >= head[0]:
+                head[1].set()
+        elif event == "bound":
+            assert on_bound is not None
+            on_bound(value, ub)
+        elif prob.is_valid(prob.point_of(p)[None, :])[0]:      # a candidate, valid: optimal
+            return ("optimal", p.copy(), float(value))

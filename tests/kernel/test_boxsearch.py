@@ -9,6 +9,8 @@ take ``norm="linf"``.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from oracles import grid_brute_force, infimum_cost, returned_cost, scaled_breast_cancer_forest, tiny_models
@@ -112,6 +114,41 @@ def test_the_compiled_node_bound_gives_the_numpy_answers():
                 assert c.split(lo, hi, pc, ec, bc) == n.split(lo, hi, pn, en, bn)
                 checked += 1
     assert checked > 100, checked
+
+
+class _Cue(threading.Event):
+    """The race's cue, noting how many boxes the search had evaluated when it was given."""
+
+    def __init__(self, search):
+        super().__init__()
+        self.search, self.at = search, None
+
+    def set(self):
+        self.at = self.search.nodes if self.at is None else self.at
+        super().set()
+
+
+def test_the_compiled_loop_takes_the_python_loops_path():
+    """The search loop in C (boxsearch._run_compiled) and in Python (boxsearch._run), both on the
+    compiled node bound: the same answer, the same boxes counted, the same lower bounds told in the
+    same order, stopped at the same node limit with the same bound, the race's cue at the same box."""
+    assert boxsearch._boxsearch is not None, "build the kernels: setup.py build_ext"
+    compared = 0
+    for _model, ens, _X, x, target, fixed in _queries():
+        for norm in ("linf", "l1"):
+            prob = build_problem(ens, x, target, norm=norm, fixed=fixed)
+            for limit in (1, 4, 25, None):
+                runs = []
+                for loop in (boxsearch._run, boxsearch._run_compiled):
+                    S = boxsearch.BoxSearch(prob)
+                    told: list[tuple[float, float]] = []
+                    cue = _Cue(S)
+                    ended = loop(S, np.inf, np.inf, None, limit, lambda lb, ub: told.append((lb, ub)), np.inf,
+                                 (3, cue))
+                    runs.append((ended[0], [np.asarray(v).tolist() for v in ended[1:]], S.nodes, told, cue.at))
+                assert runs[0] == runs[1], (norm, limit)
+                compared += 1
+    assert compared > 50
 
 
 @pytest.mark.parametrize("norm", ["l1", "linf"])
