@@ -48,6 +48,10 @@ typedef struct {
     Py_ssize_t R;       /* the number of distinct finite costs */
     struct Cut *cuts;   /* the leaf bounds (ef, elo, ehi) packed, each with its cheapest interval */
     int64_t *ntb;       /* per need, the number of trees of its block */
+    int64_t *fptr;      /* per feature, its bounds' positions in fcut: fcut[fptr[j] .. fptr[j+1]) */
+    int64_t *fcut;      /* the leaf bounds grouped by feature */
+    int32_t *cleaf;     /* per leaf bound, its leaf */
+    int incremental;    /* L-infinity: a box's leaves follow from its parent's (see leaves_from) */
 } Prob;
 
 /* a leaf's bound on one feature, packed for the node bound's pass over every leaf: the feature, the
@@ -82,7 +86,8 @@ static void prob_release(Prob *c) {
 
 static void prob_free(PyObject *cap) {
     Prob *c = PyCapsule_GetPointer(cap, CAPSULE);
-    if (c) { prob_release(c); PyMem_Free(c->rank); PyMem_Free(c->rvalue); PyMem_Free(c->cuts); PyMem_Free(c->ntb); PyMem_Free(c); }
+    if (c) { prob_release(c); PyMem_Free(c->rank); PyMem_Free(c->rvalue); PyMem_Free(c->cuts); PyMem_Free(c->ntb);
+        PyMem_Free(c->fptr); PyMem_Free(c->fcut); PyMem_Free(c->cleaf); PyMem_Free(c); }
 }
 
 static Py_ssize_t len_of(const Py_buffer *b) { return b->len / 8; }
@@ -187,6 +192,24 @@ static int make_cuts(Prob *c) {
         u->best = best < 0 ? -1 : (int32_t)(best - c->off[f]);
         u->rank = (best < 0 || !c->combine) ? -1 : (int32_t)c->rank[best];
     }
+    /* the bounds by feature, and each bound's leaf */
+    c->fptr = PyMem_Calloc((size_t)c->d + 1, sizeof(int64_t));
+    c->fcut = PyMem_Malloc(sizeof(int64_t) * (size_t)(c->nnz > 0 ? c->nnz : 1));
+    c->cleaf = PyMem_Malloc(sizeof(int32_t) * (size_t)(c->nnz > 0 ? c->nnz : 1));
+    if (!c->fptr || !c->fcut || !c->cleaf) return -1;
+    int64_t most = 0;
+    for (Py_ssize_t l = 0; l < c->L; l++) {
+        if (c->ptr[l + 1] - c->ptr[l] > most) most = c->ptr[l + 1] - c->ptr[l];
+        for (int64_t k = c->ptr[l]; k < c->ptr[l + 1]; k++) c->cleaf[k] = (int32_t)l;
+    }
+    for (Py_ssize_t k = 0; k < c->nnz; k++) c->fptr[c->ef[k] + 1]++;
+    for (Py_ssize_t j = 0; j < c->d; j++) c->fptr[j + 1] += c->fptr[j];
+    int64_t *at = PyMem_Malloc(sizeof(int64_t) * (size_t)(c->d > 0 ? c->d : 1));
+    if (!at) return -1;
+    for (Py_ssize_t j = 0; j < c->d; j++) at[j] = c->fptr[j];
+    for (Py_ssize_t k = 0; k < c->nnz; k++) c->fcut[at[c->ef[k]]++] = k;
+    PyMem_Free(at);
+    c->incremental = c->combine && most < INT32_MAX && c->L <= INT32_MAX && c->R < INT32_MAX;
     return 0;
 }
 
@@ -232,7 +255,8 @@ static PyObject *py_prepare(PyObject *self, PyObject *args) {
     if (c->F > INT32_MAX || c->d > INT32_MAX) PyErr_SetString(PyExc_ValueError, "grid too large for the box search");
     else if ((c->combine && make_ranks(c) < 0) || make_cuts(c) < 0) PyErr_NoMemory();
     else cap = PyCapsule_New(c, CAPSULE, prob_free);
-    if (!cap) { prob_release(c); PyMem_Free(c->rank); PyMem_Free(c->rvalue); PyMem_Free(c->cuts); PyMem_Free(c->ntb); PyMem_Free(c); }
+    if (!cap) { prob_release(c); PyMem_Free(c->rank); PyMem_Free(c->rvalue); PyMem_Free(c->cuts); PyMem_Free(c->ntb);
+        PyMem_Free(c->fptr); PyMem_Free(c->fcut); PyMem_Free(c->cleaf); PyMem_Free(c); }
     return cap;
 }
 
@@ -298,11 +322,12 @@ typedef struct {
     unsigned char *seen, *at_p;
     int64_t *erank, *best, *pleaf, *near;
     Py_ssize_t *count;           /* R + 1 */
+    int32_t *lr, *viol;          /* L-infinity: each leaf's largest rank in the box and bounds p misses */
 } Work;
 
 static void work_free(Work *w) {
     free(w->m); free(w->tmax); free(w->w); free(w->e); free(w->items); free(w->seen); free(w->at_p);
-    free(w->erank); free(w->best); free(w->pleaf); free(w->near); free(w->count);
+    free(w->erank); free(w->best); free(w->pleaf); free(w->near); free(w->count); free(w->lr); free(w->viol);
     memset(w, 0, sizeof *w);
 }
 
@@ -314,8 +339,9 @@ static int work_alloc(Work *w, const Prob *c) {
     w->at_p = malloc(L1); w->erank = malloc(sizeof(int64_t) * L1); w->best = malloc(sizeof(int64_t) * T1);
     w->pleaf = malloc(sizeof(int64_t) * T1); w->near = malloc(sizeof(int64_t) * 2 * d1);
     w->count = malloc(sizeof(Py_ssize_t) * ((size_t)c->R + 1));
+    w->lr = malloc(sizeof(int32_t) * L1); w->viol = malloc(sizeof(int32_t) * L1);
     if (!w->m || !w->tmax || !w->w || !w->e || !w->items || !w->seen || !w->at_p || !w->erank || !w->best ||
-        !w->pleaf || !w->near || !w->count) {
+        !w->pleaf || !w->near || !w->count || !w->lr || !w->viol) {
         work_free(w);
         return -1;
     }
@@ -343,9 +369,57 @@ static Py_ssize_t sort_ranked(const Prob *c, Item *items, const double *e, const
     return n;
 }
 
-/* the node bound of the box [lo, hi] (see evaluate), and wk->at_p[L]: whether each leaf holds p. Runs
- * without the GIL. */
+/* L-infinity: the rank of the cheapest allowed interval of leaf bound u within the box (c->R: none) */
+static inline int32_t cut_rank(const Prob *c, const struct Cut *u, const int64_t *lo, const int64_t *hi) {
+    int64_t f = u->f;
+    if (u->best >= lo[f] && u->best <= hi[f]) return u->rank;      /* the leaf's cheapest, in the box */
+    if (u->best < 0) return (int32_t)c->R;                          /* none in the leaf, none in the box */
+    int64_t best = range_best(c, f, u->lo > lo[f] ? u->lo : lo[f], u->hi < hi[f] ? u->hi : hi[f]);
+    return best < 0 ? (int32_t)c->R : (int32_t)c->rank[best];
+}
+
+/* L-infinity, a box's leaves: lr[l] the largest rank of leaf l's bounds within the box (-1: it has none;
+ * c->R: one holds no allowed interval) and viol[l] how many of its bounds the cells p lie outside */
+static void leaves_full(const Prob *c, const int64_t *lo, const int64_t *hi, const int64_t *p, int32_t *lr,
+                        int32_t *viol) {
+    for (Py_ssize_t l = 0; l < c->L; l++) {
+        int32_t r = -1, v = 0;
+        for (int64_t k = c->ptr[l]; k < c->ptr[l + 1]; k++) {
+            const struct Cut *u = &c->cuts[k];
+            int32_t g = cut_rank(c, u, lo, hi);
+            r = g > r ? g : r;
+            v += (p[u->f] < u->lo) | (p[u->f] > u->hi);
+        }
+        lr[l] = r;
+        viol[l] = v;
+    }
+}
+
+/* a box's parent: its leaves (leaves_full), the feature the parent was split on and the parent's cell there */
+typedef struct { const int32_t *lr, *viol; int64_t j, pj; } Parent;
+
+/* leaves_full of a box from its parent's: the box differs from its parent on feature j alone, narrower, so
+ * only the bounds on j change, each to a dearer interval (its rank rises: the leaf's largest too, or
+ * stays), and p differs on j alone */
+static void leaves_from(const Prob *c, const Parent *from, const int64_t *lo, const int64_t *hi,
+                        const int64_t *p, int32_t *lr, int32_t *viol) {
+    memcpy(lr, from->lr, sizeof(int32_t) * (size_t)c->L);
+    memcpy(viol, from->viol, sizeof(int32_t) * (size_t)c->L);
+    int64_t j = from->j, was = from->pj, now = p[j];
+    for (int64_t i = c->fptr[j]; i < c->fptr[j + 1]; i++) {
+        int64_t k = c->fcut[i];
+        const struct Cut *u = &c->cuts[k];
+        int32_t l = c->cleaf[k], g = cut_rank(c, u, lo, hi);
+        if (g > lr[l]) lr[l] = g;
+        viol[l] += ((now < u->lo) | (now > u->hi)) - ((was < u->lo) | (was > u->hi));
+    }
+}
+
+/* the node bound of the box [lo, hi] (see evaluate), and wk->at_p[L]: whether each leaf holds p. With
+ * c->incremental, the box's leaves (leaves_full) go to lr and viol (NULL: scratch), from its parent's
+ * when from is given, and *kept says so (else 0). Runs without the GIL. */
 static void node_bound(const Prob *c, Work *wk, const int64_t *lo, const int64_t *hi, int64_t *p, double *e,
+                       const Parent *from, int32_t *lr, int32_t *viol, int *kept,
                        double *bound_out, double *base_out, int *holds_out) {
     double base = 0.0, bound = 0.0;
     int holds = 0;
@@ -355,6 +429,7 @@ static void node_bound(const Prob *c, Work *wk, const int64_t *lo, const int64_t
     unsigned char *seen = wk->seen, *at_p = wk->at_p;
     int64_t *erank = wk->erank;
     int64_t base_rank = -1;
+    *kept = 0;
     for (Py_ssize_t j = 0; j < c->d; j++) {
         int64_t k = range_best(c, j, lo[j], hi[j]);
         m[j] = k < 0 ? INFINITY : c->flat[k];
@@ -372,26 +447,20 @@ static void node_bound(const Prob *c, Work *wk, const int64_t *lo, const int64_t
         int negative = 0;
         /* L-infinity: a leaf's cost is the largest of its features' costs and the base, the cost of the
          * largest of their ranks (ranks order costs), so only ranks are read */
-        int by_rank = c->combine && base_rank >= 0 && c->rvalue[base_rank] == base;
-        for (Py_ssize_t l = 0; l < c->L && by_rank; l++) {
-            int64_t r = base_rank;
-            int in = 1, none = 0;
-            for (int64_t k = c->ptr[l]; k < c->ptr[l + 1]; k++) {
-                const struct Cut *u = &c->cuts[k];
-                int64_t f = u->f, got;
-                if (u->best >= lo[f] && u->best <= hi[f]) got = u->rank;   /* the leaf's cheapest, in the box */
-                else if (u->best < 0) got = -1;                             /* none in the leaf, none in the box */
-                else {
-                    int64_t best = range_best(c, f, u->lo > lo[f] ? u->lo : lo[f], u->hi < hi[f] ? u->hi : hi[f]);
-                    got = best < 0 ? -1 : c->rank[best];
-                }
-                none |= got < 0;
-                r = got > r ? got : r;
-                in &= (p[f] >= u->lo) & (p[f] <= u->hi);
+        int by_rank = c->incremental && base_rank >= 0 && c->rvalue[base_rank] == base;
+        if (by_rank) {
+            lr = lr ? lr : wk->lr;
+            viol = viol ? viol : wk->viol;
+            if (from) leaves_from(c, from, lo, hi, p, lr, viol);
+            else leaves_full(c, lo, hi, p, lr, viol);
+            *kept = 1;
+            for (Py_ssize_t l = 0; l < c->L; l++) {
+                int64_t r = lr[l] > base_rank ? lr[l] : base_rank;
+                int none = lr[l] >= c->R;
+                at_p[l] = viol[l] == 0;
+                e[l] = none ? INFINITY : c->rvalue[r];
+                erank[l] = none ? -1 : r;
             }
-            at_p[l] = (unsigned char)in;
-            e[l] = none ? INFINITY : c->rvalue[r];
-            erank[l] = none ? -1 : r;
         }
         if (by_rank)
             n_items = sort_ranked(c, items, e, erank, wk->count);
@@ -581,9 +650,10 @@ static PyObject *py_evaluate(PyObject *self, PyObject *args) {
     if (open_node(&nd, args, 5, "evaluate takes the problem, lo, hi, p, e", 1) < 0) { node_release(&nd); return NULL; }
     if (work_alloc(&wk, nd.c) < 0) { node_release(&nd); return PyErr_NoMemory(); }
     double bound, base;
-    int holds;
+    int holds, kept;
     Py_BEGIN_ALLOW_THREADS
-    node_bound(nd.c, &wk, nd.b[0].buf, nd.b[1].buf, nd.b[2].buf, nd.b[3].buf, &bound, &base, &holds);
+    node_bound(nd.c, &wk, nd.b[0].buf, nd.b[1].buf, nd.b[2].buf, nd.b[3].buf, NULL, NULL, NULL, &kept, &bound, &base,
+               &holds);
     Py_END_ALLOW_THREADS
     work_free(&wk);
     node_release(&nd);
@@ -616,10 +686,11 @@ static PyObject *py_expand(PyObject *self, PyObject *args) {
     if (cut == -1.0 && PyErr_Occurred()) { node_release(&nd); return NULL; }
     if (work_alloc(&wk, nd.c) < 0) { node_release(&nd); return PyErr_NoMemory(); }
     double bound, base;
-    int holds;
+    int holds, kept;
     int64_t j = -1, s = -1;
     Py_BEGIN_ALLOW_THREADS
-    node_bound(nd.c, &wk, nd.b[0].buf, nd.b[1].buf, nd.b[2].buf, nd.b[3].buf, &bound, &base, &holds);
+    node_bound(nd.c, &wk, nd.b[0].buf, nd.b[1].buf, nd.b[2].buf, nd.b[3].buf, NULL, NULL, NULL, &kept, &bound, &base,
+               &holds);
     if (isfinite(bound) && bound < cut)
         node_split(nd.c, &wk, nd.b[0].buf, nd.b[1].buf, nd.b[2].buf, nd.b[3].buf, bound, 1, &j, &s);
     Py_END_ALLOW_THREADS
@@ -643,8 +714,11 @@ typedef struct SNode {
     double bound, base;
     int64_t negdepth, order, sj, ss;
     int holds;
+    int32_t *leaves;             /* L-infinity: its leaves (leaves_full: lr[L], viol[L]) for its children, or NULL */
     int64_t box[];               /* lo[d], hi[d], p[d] */
 } SNode;
+
+
 
 typedef struct {
     PyObject *problem;           /* the problem's capsule, kept alive */
@@ -656,6 +730,8 @@ typedef struct {
     int stage;                   /* what the caller was last told of it: 0 nothing, 1 its bound, 2 its point */
     int64_t order, nodes;
     double cut, lb_told;
+    size_t leaves_bytes;         /* the memory the queued boxes' leaves take */
+    size_t leaves_budget;        /* the most they may take (beyond it, a box's children start from scratch) */
 } Search;
 
 static int snode_less(const SNode *a, const SNode *b) {
@@ -693,47 +769,81 @@ static SNode *heap_pop(Search *S) {
     return top;
 }
 
-/* evaluate the box [lo, hi] at depth and queue it unless its bound reaches cut; 0, or -1 out of memory */
-static int search_push(Search *S, const int64_t *lo, const int64_t *hi, int64_t depth) {
+static void snode_free(Search *S, SNode *x) {
+    if (x->leaves) {
+        free(x->leaves);
+        S->leaves_bytes -= sizeof(int32_t) * 2 * (size_t)S->c->L;
+    }
+    free(x);
+}
+
+/* evaluate the box [lo, hi] at depth (from its parent's leaves, when it has them) and queue it unless its
+ * bound reaches cut; 0, or -1 out of memory */
+static int search_push(Search *S, const int64_t *lo, const int64_t *hi, int64_t depth, const SNode *parent) {
     const Prob *c = S->c;
     Py_ssize_t d = c->d;
+    size_t room = sizeof(int32_t) * 2 * (size_t)c->L;
     SNode *x = malloc(sizeof(SNode) + sizeof(int64_t) * 3 * (size_t)(d > 0 ? d : 1));
     if (!x) return -1;
+    x->leaves = NULL;
+    if (c->incremental && c->L > 0 && S->leaves_bytes + room <= S->leaves_budget) {
+        x->leaves = malloc(room);
+        if (x->leaves) S->leaves_bytes += room;
+    }
     memcpy(x->box, lo, sizeof(int64_t) * (size_t)d);
     memcpy(x->box + d, hi, sizeof(int64_t) * (size_t)d);
-    node_bound(c, &S->wk, x->box, x->box + d, x->box + 2 * d, S->wk.e, &x->bound, &x->base, &x->holds);
+    Parent from;
+    int has_parent = parent && parent->leaves;
+    if (has_parent) {
+        from.lr = parent->leaves;
+        from.viol = parent->leaves + c->L;
+        from.j = parent->sj;
+        from.pj = parent->box[2 * d + parent->sj];
+    }
+    int kept;
+    node_bound(c, &S->wk, x->box, x->box + d, x->box + 2 * d, S->wk.e, has_parent ? &from : NULL,
+               x->leaves, x->leaves ? x->leaves + c->L : NULL, &kept, &x->bound, &x->base, &x->holds);
     S->nodes++;
-    if (!(isfinite(x->bound) && x->bound < S->cut)) { free(x); return 0; }
+    if (!kept && x->leaves) {            /* (no leaves were found for it: its children start from scratch) */
+        free(x->leaves);
+        x->leaves = NULL;
+        S->leaves_bytes -= room;
+    }
+    if (!(isfinite(x->bound) && x->bound < S->cut)) { snode_free(S, x); return 0; }
     node_split(c, &S->wk, x->box, x->box + d, x->box + 2 * d, S->wk.e, x->bound, 1, &x->sj, &x->ss);
     x->negdepth = -depth;
     x->order = S->order++;
-    if (heap_push(S, x) < 0) { free(x); return -1; }
+    if (heap_push(S, x) < 0) { snode_free(S, x); return -1; }
     return 0;
 }
 
 static void search_free(PyObject *cap) {
     Search *S = PyCapsule_GetPointer(cap, SEARCH);
     if (!S) return;
-    for (size_t i = 0; i < S->n; i++) free(S->heap[i]);
+    for (size_t i = 0; i < S->n; i++) snode_free(S, S->heap[i]);
     free(S->heap);
-    free(S->current);
+    if (S->current) snode_free(S, S->current);
     work_free(&S->wk);
     Py_XDECREF(S->problem);
     PyMem_Free(S);
 }
 
-/* search(problem, cut) -> search: the root box evaluated and queued (when its bound is below cut) */
+/* search(problem, cut, budget) -> search: the root box evaluated and queued (when its bound is below cut);
+ * budget: the bytes the queued boxes' leaves may take (L-infinity) */
 static PyObject *py_search(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *problem;
     double cut;
-    if (!PyArg_ParseTuple(args, "Od", &problem, &cut)) return NULL;
+    Py_ssize_t budget;
+    if (!PyArg_ParseTuple(args, "Odn", &problem, &cut, &budget)) return NULL;
+    if (budget < 0) { PyErr_SetString(PyExc_ValueError, "budget must be at least 0"); return NULL; }
     const Prob *c = PyCapsule_GetPointer(problem, CAPSULE);
     if (!c) return NULL;
     Search *S = PyMem_Calloc(1, sizeof(Search));
     if (!S) return PyErr_NoMemory();
     S->c = c;
     S->cut = cut;
+    S->leaves_budget = (size_t)budget;
     S->lb_told = -INFINITY;
     S->problem = problem;
     Py_INCREF(problem);
@@ -743,7 +853,7 @@ static PyObject *py_search(PyObject *self, PyObject *args) {
     int err = !root || work_alloc(&S->wk, c) < 0;
     if (!err) {
         for (Py_ssize_t j = 0; j < c->d; j++) root[c->d + j] = c->size[j] - 1;
-        err = search_push(S, root, root + c->d, 0) < 0;
+        err = search_push(S, root, root + c->d, 0, NULL) < 0;
     }
     free(root);
     if (err) { Py_DECREF(cap); return PyErr_NoMemory(); }
@@ -775,15 +885,16 @@ static int search_run(Search *S, int64_t stop_at, int report, double *value) {
         S->current = NULL;
         if (x->sj >= 0) {            /* (none: one leaf per tree and p invalid, the box holds no solution) */
             int64_t *lo = x->box, *hi = x->box + d, j = x->sj, sv = x->ss;
-            int64_t keep = hi[j];
+            int64_t keep_hi = hi[j], keep_lo = lo[j];
             hi[j] = sv - 1;          /* the side below the level, then the side from it */
-            int err = search_push(S, lo, hi, 1 - x->negdepth) < 0;
-            hi[j] = keep;
+            int err = search_push(S, lo, hi, 1 - x->negdepth, x) < 0;
+            hi[j] = keep_hi;
             lo[j] = sv;
-            err = err || search_push(S, lo, hi, 1 - x->negdepth) < 0;
-            if (err) { free(x); return EV_NOMEM; }
+            err = err || search_push(S, lo, hi, 1 - x->negdepth, x) < 0;
+            lo[j] = keep_lo;
+            if (err) { snode_free(S, x); return EV_NOMEM; }
         }
-        free(x);
+        snode_free(S, x);
     }
 }
 

@@ -507,6 +507,10 @@ def _run(S: BoxSearch, cut: float, deadline: float, stop: threading.Event | None
 
 #: the compiled loop returns to Python at least every CHUNK boxes, to look at the clock and the stop event
 CHUNK = 32
+#: L-infinity, compiled: the most memory (bytes) a search keeps its queued boxes' leaves in, so that a box's
+#: children are evaluated from them (only the leaves bounded on the split feature change); beyond it a
+#: box's children are evaluated from scratch. A few thousand boxes of a forest of a few thousand leaves
+LEAVES_BUDGET = 32 << 20
 
 
 def _run_compiled(S: BoxSearch, cut: float, deadline: float, stop: threading.Event | None, node_limit: int | None,
@@ -517,7 +521,7 @@ def _run_compiled(S: BoxSearch, cut: float, deadline: float, stop: threading.Eve
     tell, and every :data:`CHUNK` boxes (and at ``node_limit`` and at the race's cue, exactly) the
     stop event, the clock and the limits."""
     prob = S.prob
-    run = _boxsearch.search(S.ctx, cut)
+    run = _boxsearch.search(S.ctx, cut, LEAVES_BUDGET)
     p = np.empty(S.d, dtype=np.int64)
     S.nodes = 1
     while True:

@@ -128,15 +128,20 @@ class _Cue(threading.Event):
         super().set()
 
 
-def test_the_compiled_loop_takes_the_python_loops_path():
+@pytest.mark.parametrize("budget", [0, 3, None])
+def test_the_compiled_loop_takes_the_python_loops_path(monkeypatch, budget):
     """The search loop in C (boxsearch._run_compiled) and in Python (boxsearch._run), both on the
     compiled node bound: the same answer, the same boxes counted, the same lower bounds told in the
-    same order, stopped at the same node limit with the same bound, the race's cue at the same box."""
+    same order, stopped at the same node limit with the same bound, the race's cue at the same box.
+    For L-infinity the C loop evaluates a box from its parent's leaves while they fit its budget
+    (``budget`` boxes' worth here: none, a few, the default), else from scratch."""
     assert boxsearch._boxsearch is not None, "build the kernels: setup.py build_ext"
     compared = 0
     for _model, ens, _X, x, target, fixed in _queries():
         for norm in ("linf", "l1"):
             prob = build_problem(ens, x, target, norm=norm, fixed=fixed)
+            if budget is not None:
+                monkeypatch.setattr(boxsearch, "LEAVES_BUDGET", budget * 8 * boxsearch.BoxSearch(prob).n_leaf)
             for limit in (1, 4, 25, None):
                 runs = []
                 for loop in (boxsearch._run, boxsearch._run_compiled):
