@@ -663,12 +663,9 @@ def _quick_box(run: QueryRun, backend: str, anytime: Anytime) -> CounterfactualR
         return None
     if sol.status == "infeasible":
         return run.infeasible("boxsearch")
-    assert sol.cells is not None
-    x = prob.point_of(sol.cells)
-    if not prob.is_valid(x[None, :])[0]:          # (the search checks its point: cannot happen)
-        return None
+    assert sol.cells is not None                  # (valid: the search proves only a point it checked)
     cost = prob.cost_of(sol.cells)
-    return run.result(x, cost, "optimal", backend="boxsearch", lower_bound=cost)
+    return run.result(prob.point_of(sol.cells), cost, "optimal", backend="boxsearch", lower_bound=cost)
 
 
 def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref, warm: bool, n_workers,

@@ -6,8 +6,6 @@
  *   off[d], size[d], hat[d]   per feature: offset of its intervals in the flat arrays, their number,
  *                             the query's interval;
  *   flat[F] (float64)         interval costs of every feature (inf: not allowed);
- *   prev[F], next[F]          per interval, the nearest allowed interval at or below / at or above it
- *                             (flat indices; off-1 / off+size when none);
  *   ptr[L+1], ef[nnz], elo[nnz], ehi[nnz]
  *                             per leaf (CSR) the features its box cuts and the allowed interval range;
  *   tree[L]                   per leaf its tree (global over blocks);
@@ -16,7 +14,8 @@
  *                             scores[nsoff..] and the sum the trees must reach.
  *   combine                   0: the features' costs add up, 1: the largest counts (L-infinity).
  *
- * prepare(static..., combine) -> problem (a capsule).
+ * prepare(static..., combine) -> problem (a capsule), or None when the problem is not the box search's
+ * (the query's interval not allowed on a feature, or costs falling away from it: boxsearch._nearest_allowed).
  * evaluate(problem, lo, hi, p, e) -> (bound, base, holds): for the box [lo, hi], p[d] receives the
  * cheapest cells, e[L] the cost of the cheapest point of each leaf within the box (inf: unreachable),
  * base the cost of p, bound the per-tree radius bound (inf: no solution in the box) and holds whether
@@ -33,14 +32,16 @@
 #include <string.h>
 
 #define REL_TOL 1e-9
-#define N_STATIC 16
+#define N_STATIC 17
 #define CAPSULE "core.solvers._boxsearch.problem"
 
 typedef struct {
     Py_buffer b[N_STATIC];
     int n;
     Py_ssize_t d, F, L, nnz, K, S, T;
-    const int64_t *off, *size, *hat, *prev, *next, *ptr, *ef, *elo, *ehi, *tree, *nstart, *nlen, *nsoff;
+    const int64_t *off, *size, *hat, *ptr, *ef, *elo, *ehi, *tree, *nstart, *nlen, *nsoff;
+    int64_t *prev, *next;   /* per interval, the nearest allowed interval at or below / above it (see nearest) */
+    int ok;                 /* the query's intervals allowed, the costs never falling away from them */
     const double *flat, *nval, *scores;
     int combine;
     int64_t *rank;      /* L-infinity: per interval, the rank of its cost among the distinct finite costs */
@@ -48,9 +49,9 @@ typedef struct {
     Py_ssize_t R;       /* the number of distinct finite costs */
     struct Cut *cuts;   /* the leaf bounds (ef, elo, ehi) packed, each with its cheapest interval */
     int64_t *ntb;       /* per need, the number of trees of its block */
-    int64_t *fptr;      /* per feature, its bounds' positions in fcut: fcut[fptr[j] .. fptr[j+1]) */
-    int64_t *fcut;      /* the leaf bounds grouped by feature */
-    int32_t *cleaf;     /* per leaf bound, its leaf */
+    const int64_t *fptr;    /* per feature, its bounds' positions in fcut: fcut[fptr[j] .. fptr[j+1]) */
+    const int64_t *fcut;    /* the leaf bounds grouped by feature */
+    const int64_t *cleaf;   /* per leaf bound, its leaf */
     int incremental;    /* L-infinity: a box's leaves follow from its parent's (see leaves_from) */
 } Prob;
 
@@ -61,7 +62,7 @@ typedef struct {
 struct Cut { int32_t f, lo, hi, best, rank; };
 
 /* item size expected of each static buffer: 8 for int64 and float64 alike; 'd' marks float64 */
-static const char kinds[N_STATIC] = {'q', 'q', 'q', 'q', 'q', 'd', 'q', 'q', 'q', 'q', 'q', 'q', 'q', 'q', 'd', 'd'};
+static const char kinds[N_STATIC] = {'q', 'q', 'q', 'd', 'q', 'q', 'q', 'q', 'q', 'q', 'q', 'q', 'd', 'd', 'q', 'q', 'q'};
 
 /* a C-contiguous buffer of 8-byte items of the kind asked (int64 'q' or float64 'd'); 0, or -1 with an
  * error set (the buffer is then released) */
@@ -84,10 +85,17 @@ static void prob_release(Prob *c) {
     c->n = 0;
 }
 
+/* the problem's buffers released and its own memory freed */
+static void prob_destroy(Prob *c) {
+    prob_release(c);
+    PyMem_Free(c->prev); PyMem_Free(c->next); PyMem_Free(c->rank); PyMem_Free(c->rvalue); PyMem_Free(c->cuts);
+    PyMem_Free(c->ntb);
+    PyMem_Free(c);
+}
+
 static void prob_free(PyObject *cap) {
     Prob *c = PyCapsule_GetPointer(cap, CAPSULE);
-    if (c) { prob_release(c); PyMem_Free(c->rank); PyMem_Free(c->rvalue); PyMem_Free(c->cuts); PyMem_Free(c->ntb);
-        PyMem_Free(c->fptr); PyMem_Free(c->fcut); PyMem_Free(c->cleaf); PyMem_Free(c); }
+    if (c) prob_destroy(c);
 }
 
 static Py_ssize_t len_of(const Py_buffer *b) { return b->len / 8; }
@@ -99,11 +107,6 @@ static const char *check(const Prob *c) {
         if (c->size[j] < 1 || c->off[j] < 0 || c->off[j] + c->size[j] > c->F || c->hat[j] < 0 ||
             c->hat[j] >= c->size[j])
             bad = "feature offsets";
-        for (int64_t i = 0; i < c->size[j] && !bad; i++) {
-            int64_t k = c->off[j] + i;
-            if (c->prev[k] < c->off[j] - 1 || c->prev[k] > k || c->next[k] < k || c->next[k] > c->off[j] + c->size[j])
-                bad = "nearest allowed intervals";
-        }
     }
     if (!bad && (c->L > 0 && c->ptr[0] != 0)) bad = "leaf pointers";
     for (Py_ssize_t l = 0; l < c->L && !bad; l++) {
@@ -120,6 +123,11 @@ static const char *check(const Prob *c) {
         if (c->nstart[q] < 0 || c->nlen[q] < 0 || c->nstart[q] + c->nlen[q] > c->L || c->nsoff[q] < 0 ||
             c->nsoff[q] + c->nlen[q] > c->S)
             bad = "needs";
+    for (Py_ssize_t k = 0; k < c->nnz && !bad; k++)
+        if (c->cleaf[k] < 0 || c->cleaf[k] >= c->L || c->fcut[k] < 0 || c->fcut[k] >= c->nnz) bad = "leaf bounds";
+    if (!bad && (c->fptr[0] != 0 || c->fptr[c->d] != c->nnz)) bad = "leaf bounds by feature";
+    for (Py_ssize_t j = 0; j < c->d && !bad; j++)
+        if (c->fptr[j + 1] < c->fptr[j]) bad = "leaf bounds by feature";
     return bad;
 }
 
@@ -127,7 +135,7 @@ static const char *check(const Prob *c) {
 static int open_static(Prob *c, PyObject *args) {
     c->n = 0;
     if (PyTuple_GET_SIZE(args) != N_STATIC + 1) {
-        PyErr_SetString(PyExc_TypeError, "prepare takes the 16 static arrays and combine");
+        PyErr_SetString(PyExc_TypeError, "prepare takes the 17 static arrays and combine");
         return -1;
     }
     for (int i = 0; i < N_STATIC; i++) {
@@ -137,17 +145,17 @@ static int open_static(Prob *c, PyObject *args) {
     long comb = PyLong_AsLong(PyTuple_GET_ITEM(args, N_STATIC));
     if (comb == -1 && PyErr_Occurred()) return -1;
     c->combine = comb == 1;
-    c->off = c->b[0].buf; c->size = c->b[1].buf; c->hat = c->b[2].buf;
-    c->prev = c->b[3].buf; c->next = c->b[4].buf; c->flat = c->b[5].buf;
-    c->ptr = c->b[6].buf; c->ef = c->b[7].buf; c->elo = c->b[8].buf; c->ehi = c->b[9].buf;
-    c->tree = c->b[10].buf; c->nstart = c->b[11].buf; c->nlen = c->b[12].buf; c->nsoff = c->b[13].buf;
-    c->nval = c->b[14].buf; c->scores = c->b[15].buf;
-    c->d = len_of(&c->b[0]); c->F = len_of(&c->b[5]); c->L = len_of(&c->b[10]); c->nnz = len_of(&c->b[7]);
-    c->K = len_of(&c->b[11]); c->S = len_of(&c->b[15]);
-    if (len_of(&c->b[1]) != c->d || len_of(&c->b[2]) != c->d || len_of(&c->b[3]) != c->F ||
-        len_of(&c->b[4]) != c->F || len_of(&c->b[6]) != c->L + 1 || len_of(&c->b[8]) != c->nnz ||
-        len_of(&c->b[9]) != c->nnz || len_of(&c->b[12]) != c->K || len_of(&c->b[13]) != c->K ||
-        len_of(&c->b[14]) != c->K) {
+    c->off = c->b[0].buf; c->size = c->b[1].buf; c->hat = c->b[2].buf; c->flat = c->b[3].buf;
+    c->ptr = c->b[4].buf; c->ef = c->b[5].buf; c->elo = c->b[6].buf; c->ehi = c->b[7].buf;
+    c->tree = c->b[8].buf; c->nstart = c->b[9].buf; c->nlen = c->b[10].buf; c->nsoff = c->b[11].buf;
+    c->nval = c->b[12].buf; c->scores = c->b[13].buf;
+    c->cleaf = c->b[14].buf; c->fptr = c->b[15].buf; c->fcut = c->b[16].buf;
+    c->d = len_of(&c->b[0]); c->F = len_of(&c->b[3]); c->L = len_of(&c->b[8]); c->nnz = len_of(&c->b[5]);
+    c->K = len_of(&c->b[9]); c->S = len_of(&c->b[13]);
+    if (len_of(&c->b[1]) != c->d || len_of(&c->b[2]) != c->d || len_of(&c->b[4]) != c->L + 1 ||
+        len_of(&c->b[6]) != c->nnz || len_of(&c->b[7]) != c->nnz || len_of(&c->b[10]) != c->K ||
+        len_of(&c->b[11]) != c->K || len_of(&c->b[12]) != c->K || len_of(&c->b[14]) != c->nnz ||
+        len_of(&c->b[15]) != c->d + 1 || len_of(&c->b[16]) != c->nnz) {
         PyErr_SetString(PyExc_ValueError, "inconsistent array lengths");
         return -1;
     }
@@ -158,6 +166,37 @@ static int open_static(Prob *c, PyObject *args) {
     if (bad) {
         PyErr_Format(PyExc_ValueError, "invalid box-search arrays: %s", bad);
         return -1;
+    }
+    return 0;
+}
+
+/* per interval the nearest allowed (finite-cost) interval at or below / at or above it within its feature
+ * (flat indices; off-1 / off+size when none), and ok: whether the problem is this solver's, the query's
+ * interval allowed on every feature and the costs never falling away from it along the allowed intervals
+ * on either side (boxsearch._nearest_allowed, the same test); 0, or -1 out of memory */
+static int nearest(Prob *c) {
+    c->prev = PyMem_Malloc(sizeof(int64_t) * (size_t)(c->F > 0 ? c->F : 1));
+    c->next = PyMem_Malloc(sizeof(int64_t) * (size_t)(c->F > 0 ? c->F : 1));
+    if (!c->prev || !c->next) return -1;
+    c->ok = 1;
+    for (Py_ssize_t j = 0; j < c->d; j++) {
+        int64_t o = c->off[j], n = c->size[j], here = o + c->hat[j], last = o - 1;
+        for (int64_t k = o; k < o + n; k++) {
+            if (isfinite(c->flat[k])) {
+                if (last >= o) {            /* consecutive allowed intervals: falling to the query's, rising after */
+                    double step = c->flat[k] - c->flat[last], tol = 1e-15 * (1 + fabs(c->flat[k]));
+                    if ((k <= here && step > tol) || (last >= here && step < -tol)) c->ok = 0;
+                }
+                last = k;
+            }
+            c->prev[k] = last;
+        }
+        last = o + n;
+        for (int64_t k = o + n - 1; k >= o; k--) {
+            if (isfinite(c->flat[k])) last = k;
+            c->next[k] = last;
+        }
+        if (!isfinite(c->flat[here])) c->ok = 0;
     }
     return 0;
 }
@@ -192,23 +231,9 @@ static int make_cuts(Prob *c) {
         u->best = best < 0 ? -1 : (int32_t)(best - c->off[f]);
         u->rank = (best < 0 || !c->combine) ? -1 : (int32_t)c->rank[best];
     }
-    /* the bounds by feature, and each bound's leaf */
-    c->fptr = PyMem_Calloc((size_t)c->d + 1, sizeof(int64_t));
-    c->fcut = PyMem_Malloc(sizeof(int64_t) * (size_t)(c->nnz > 0 ? c->nnz : 1));
-    c->cleaf = PyMem_Malloc(sizeof(int32_t) * (size_t)(c->nnz > 0 ? c->nnz : 1));
-    if (!c->fptr || !c->fcut || !c->cleaf) return -1;
     int64_t most = 0;
-    for (Py_ssize_t l = 0; l < c->L; l++) {
+    for (Py_ssize_t l = 0; l < c->L; l++)
         if (c->ptr[l + 1] - c->ptr[l] > most) most = c->ptr[l + 1] - c->ptr[l];
-        for (int64_t k = c->ptr[l]; k < c->ptr[l + 1]; k++) c->cleaf[k] = (int32_t)l;
-    }
-    for (Py_ssize_t k = 0; k < c->nnz; k++) c->fptr[c->ef[k] + 1]++;
-    for (Py_ssize_t j = 0; j < c->d; j++) c->fptr[j + 1] += c->fptr[j];
-    int64_t *at = PyMem_Malloc(sizeof(int64_t) * (size_t)(c->d > 0 ? c->d : 1));
-    if (!at) return -1;
-    for (Py_ssize_t j = 0; j < c->d; j++) at[j] = c->fptr[j];
-    for (Py_ssize_t k = 0; k < c->nnz; k++) c->fcut[at[c->ef[k]]++] = k;
-    PyMem_Free(at);
     c->incremental = c->combine && most < INT32_MAX && c->L <= INT32_MAX && c->R < INT32_MAX;
     return 0;
 }
@@ -250,13 +275,17 @@ static PyObject *py_prepare(PyObject *self, PyObject *args) {
     (void)self;
     Prob *c = PyMem_Calloc(1, sizeof(Prob));
     if (!c) return PyErr_NoMemory();
-    if (open_static(c, args) < 0) { prob_release(c); PyMem_Free(c); return NULL; }
+    if (open_static(c, args) < 0) { prob_destroy(c); return NULL; }
     PyObject *cap = NULL;
     if (c->F > INT32_MAX || c->d > INT32_MAX) PyErr_SetString(PyExc_ValueError, "grid too large for the box search");
+    else if (nearest(c) < 0) PyErr_NoMemory();
+    else if (!c->ok) {                   /* not this solver's problem */
+        prob_destroy(c);
+        Py_RETURN_NONE;
+    }
     else if ((c->combine && make_ranks(c) < 0) || make_cuts(c) < 0) PyErr_NoMemory();
     else cap = PyCapsule_New(c, CAPSULE, prob_free);
-    if (!cap) { prob_release(c); PyMem_Free(c->rank); PyMem_Free(c->rvalue); PyMem_Free(c->cuts); PyMem_Free(c->ntb);
-        PyMem_Free(c->fptr); PyMem_Free(c->fcut); PyMem_Free(c->cleaf); PyMem_Free(c); }
+    if (!cap) prob_destroy(c);
     return cap;
 }
 

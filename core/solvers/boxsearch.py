@@ -45,6 +45,7 @@ model's leaves between queries (:data:`core.cells.cache.GRID_CACHE`).
 
 from __future__ import annotations
 
+import functools
 import heapq
 import threading
 import time
@@ -100,31 +101,51 @@ class BoxSearch:
         d = prob.n_features
         self.d = d
         sizes = np.array([c.size for c in prob.costs], dtype=np.int64)
-        self.off, feat = _grid(prob, sizes)
+        self.off, self._feature = _grid(prob, sizes)
         # the interval costs, those above the upper bound cut off (:func:`core.cells.bounds.bounded_costs`)
         flat = np.concatenate(prob.costs).astype(float, copy=False) if d else np.zeros(0)   # a new array
         ub = float(prob.upper_bound)
         if np.isfinite(ub):
             flat[flat > ub * (1 + 1e-9) + 1e-12] = np.inf
         self.flat = flat
-        self.costs = np.split(flat, self.off[1:]) if d else []
         self.hat = prob.hat.astype(np.int64)
         self.root_lo = np.zeros(d, dtype=np.int64)
         self.root_hi = sizes - 1
-        self.prev, self.next, self.ok = _nearest_allowed(flat, feat, self.off, sizes, self.hat)
+        self.sizes = sizes
         # leaves of every block, sparse: (leaf, feature, lo, hi) for the bounds that cut the feature's grid
         (self.n_leaf, self.n_tree, self.tree, self.E_leaf, self.E_f, self.E_lo, self.E_hi, self.needs,
-         self.ptr), leaf_arrays = _leaf_structure(prob, self.costs, sizes, merge_levels)
-        self.sizes = sizes
+         self.ptr), leaf_arrays = _leaf_structure(prob, lambda: self.costs, sizes, merge_levels)
         self.nodes = 0
         self.static = None
         self.ctx = None
-        if _boxsearch is not None and USE_COMPILED and self.ok and self.n_leaf > 0:
-            for x in (self.off, sizes, self.hat, self.prev, self.next, flat):
+        if _boxsearch is not None and USE_COMPILED and self.n_leaf > 0:
+            for x in (self.off, sizes, self.hat, flat):
                 x.setflags(write=False)
-            self.static = (self.off, sizes, self.hat, self.prev, self.next, flat, *leaf_arrays,
-                           1 if self.combine == "max" else 0)
-            self.ctx = _boxsearch.prepare(*self.static)       # checks every index the kernels follow
+            self.static = (self.off, sizes, self.hat, flat, *leaf_arrays, 1 if self.combine == "max" else 0)
+            # checks every index the kernels follow; None: not this solver's problem (see _nearest_allowed)
+            self.ctx = _boxsearch.prepare(*self.static)
+            self.ok = self.ctx is not None
+        else:
+            self.ok = self._nearest[2]
+
+    @functools.cached_property
+    def costs(self) -> list[np.ndarray]:
+        """Per feature, the interval costs (those above the upper bound cut off): views of ``flat``."""
+        return [self.flat[a:b] for a, b in zip(self.off.tolist(), (self.off + self.sizes).tolist())]
+
+    @functools.cached_property
+    def _nearest(self) -> tuple[np.ndarray, np.ndarray, bool]:
+        return _nearest_allowed(self.flat, self._feature, self.off, self.sizes, self.hat)
+
+    @property
+    def prev(self) -> np.ndarray:
+        """Per interval, the nearest allowed interval at or below it (see :func:`_nearest_allowed`)."""
+        return self._nearest[0]
+
+    @property
+    def next(self) -> np.ndarray:
+        """Per interval, the nearest allowed interval at or above it (see :func:`_nearest_allowed`)."""
+        return self._nearest[1]
 
     # --------------------------------------------------------------- costs of ranges
     def _range_min(self, f: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -290,17 +311,18 @@ def _nearest_allowed(flat: np.ndarray, feat: np.ndarray, off: np.ndarray, sizes:
     return prev.astype(np.int64), nxt.astype(np.int64), ok
 
 
-def _leaf_structure(prob: CellProblem, costs: list[np.ndarray], sizes: np.ndarray, merge_levels: int
+def _leaf_structure(prob: CellProblem, costs: Callable[[], list[np.ndarray]], sizes: np.ndarray, merge_levels: int
                     ) -> tuple[_Structure, tuple[np.ndarray, ...]]:
     """(leaves, trees, tree of each leaf, and the sparse leaf bounds E_leaf, E_f, E_lo, E_hi, the
     needs (first leaf, leaves, scores, need), the leaves' offsets in E), and the same as the
     compiled kernel reads it (:func:`_leaf_arrays`): the blocks' leaves on the grid. Without an
     upper bound to drop leaves by, merges, further models or plausibility, this depends on the
     model and the target only, and is kept with the model's leaves for the next query
-    (:data:`core.cells.cache.GRID_CACHE`)."""
+    (:data:`core.cells.cache.GRID_CACHE`). ``costs()``: the interval costs (for merges), asked only
+    when the structure is built."""
     def build() -> tuple[_Structure, tuple[np.ndarray, ...]]:
-        st = _build_structure(prob, costs, sizes, merge_levels)
-        return st, _leaf_arrays(st)
+        st = _build_structure(prob, costs(), sizes, merge_levels)
+        return st, _leaf_arrays(st, prob.n_features)
 
     ub = float(prob.upper_bound)
     if merge_levels == 0 and not np.isfinite(ub) and not prob.others and prob.plaus_leaves is None:
@@ -310,17 +332,21 @@ def _leaf_structure(prob: CellProblem, costs: list[np.ndarray], sizes: np.ndarra
     return build()
 
 
-def _leaf_arrays(st: _Structure) -> tuple[np.ndarray, ...]:
+def _leaf_arrays(st: _Structure, d: int) -> tuple[np.ndarray, ...]:
     """The leaf structure as the compiled kernel reads it (read-only, C-contiguous): ptr, ef, elo,
-    ehi, tree, and per need its first leaf, its number of leaves, its scores' offset, the sum
-    the trees must reach, and the scores (see core/solvers/_boxsearch.c)."""
-    _, _, tree, _, E_f, E_lo, E_hi, needs, ptr = st
+    ehi, tree, per need its first leaf, its number of leaves, its scores' offset, the sum the
+    trees must reach, and the scores; then each leaf bound's leaf and the bounds grouped by
+    feature (offsets, positions) (see core/solvers/_boxsearch.c)."""
+    _, _, tree, E_leaf, E_f, E_lo, E_hi, needs, ptr = st
     arrays = [ptr, E_f, E_lo, E_hi, tree,
               np.array([a for a, _, _, _ in needs], dtype=np.int64),
               np.array([n for _, n, _, _ in needs], dtype=np.int64),
               np.concatenate([[0], np.cumsum([n for _, n, _, _ in needs])[:-1]]).astype(np.int64),
               np.array([nd for _, _, _, nd in needs], dtype=float),
-              np.concatenate([sc for _, _, sc, _ in needs] or [np.zeros(0)]).astype(float)]
+              np.concatenate([sc for _, _, sc, _ in needs] or [np.zeros(0)]).astype(float),
+              E_leaf.astype(np.int64),
+              np.concatenate([[0], np.cumsum(np.bincount(E_f, minlength=d))]).astype(np.int64),
+              np.argsort(E_f, kind="stable").astype(np.int64)]
     out = tuple(np.ascontiguousarray(x) for x in arrays)
     for x in out:
         x.setflags(write=False)

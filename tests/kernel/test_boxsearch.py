@@ -156,6 +156,35 @@ def test_the_compiled_loop_takes_the_python_loops_path(monkeypatch, budget):
     assert compared > 50
 
 
+def test_the_compiled_problem_refuses_what_the_numpy_search_refuses():
+    """Costs that fall away from the query, or a query's interval not allowed: the compiled problem
+    is not made (the box search hands the problem on), as the numpy test says; otherwise its nearest
+    allowed intervals are the numpy ones (the same node bounds: test above)."""
+    assert boxsearch._boxsearch is not None, "build the kernels: setup.py build_ext"
+    rng = np.random.default_rng(3)
+    said = {True: 0, False: 0}
+    for _model, ens, _X, x, target, fixed in _queries():
+        for norm in ("linf", "l1"):
+            prob = build_problem(ens, x, target, norm=norm, fixed=fixed)
+            for trial in range(6):
+                if trial:                                  # a cost lowered (or an interval forbidden) somewhere
+                    j = int(rng.integers(prob.n_features))
+                    costs = [c.copy() for c in prob.costs]
+                    i = int(rng.integers(costs[j].size))
+                    costs[j][i] = np.inf if trial == 5 else costs[j][i] * rng.uniform(0, 1)
+                    prob = build_problem(ens, x, target, norm=norm, fixed=fixed)
+                    prob.costs = costs
+                compiled = boxsearch.BoxSearch(prob)
+                try:
+                    boxsearch.USE_COMPILED = False
+                    plain = boxsearch.BoxSearch(prob)
+                finally:
+                    boxsearch.USE_COMPILED = True
+                assert compiled.ok == plain.ok == (compiled.ctx is not None)
+                said[compiled.ok] += 1
+    assert said[True] > 10 and said[False] > 10, said
+
+
 @pytest.mark.parametrize("norm", ["l1", "linf"])
 def test_the_numpy_search_finds_the_compiled_optimum(norm):
     """The whole search without the compiled kernel: the same optimum."""
@@ -326,11 +355,13 @@ def test_the_compiled_node_bound_checks_what_it_is_handed():
     with pytest.raises(ValueError, match="box outside the grid"):
         C.expand(S.ctx, lo, hi + 1, p, e, np.inf)
     with pytest.raises(ValueError, match="inconsistent array lengths"):
+        C.prepare(*S.static[:4], S.static[4][:-1], *S.static[5:])
+    with pytest.raises(ValueError, match="feature offsets"):
         C.prepare(*S.static[:3], S.static[3][:-1], *S.static[4:])
-    bad_prev = S.static[3].copy()
-    bad_prev[0] = 10 ** 6
-    with pytest.raises(ValueError, match="nearest allowed intervals"):
-        C.prepare(*S.static[:3], bad_prev, *S.static[4:])
+    bad_bound = S.static[7].copy()                          # a leaf bound beyond its feature's grid
+    bad_bound[0] = 10 ** 6
+    with pytest.raises(ValueError, match="leaf bounds"):
+        C.prepare(*S.static[:7], bad_bound, *S.static[8:])
     with pytest.raises(ValueError, match="p outside the grid"):
         C.split(S.ctx, lo, hi, hi + 1, e, 1.0)
     with pytest.raises(ValueError):                           # not a prepared problem
