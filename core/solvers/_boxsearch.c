@@ -349,14 +349,15 @@ typedef struct {
     double *m, *tmax, *w, *e;
     Item *items;                 /* 2 L: the items and the radix sort's room */
     unsigned char *seen, *at_p;
-    int64_t *erank, *best, *pleaf, *near;
-    Py_ssize_t *count;           /* R + 1 */
+    int64_t *best, *pleaf, *near;
+    int32_t *erank, *order;      /* L-infinity: each leaf's rank in the box (-1: none), the leaves by rank */
+    int32_t *count;              /* R + 1 */
     int32_t *lr, *viol;          /* L-infinity: each leaf's largest rank in the box and bounds p misses */
 } Work;
 
 static void work_free(Work *w) {
     free(w->m); free(w->tmax); free(w->w); free(w->e); free(w->items); free(w->seen); free(w->at_p);
-    free(w->erank); free(w->best); free(w->pleaf); free(w->near); free(w->count); free(w->lr); free(w->viol);
+    free(w->erank); free(w->order); free(w->best); free(w->pleaf); free(w->near); free(w->count); free(w->lr); free(w->viol);
     memset(w, 0, sizeof *w);
 }
 
@@ -365,11 +366,12 @@ static int work_alloc(Work *w, const Prob *c) {
     memset(w, 0, sizeof *w);
     w->m = malloc(sizeof(double) * d1); w->tmax = malloc(sizeof(double) * T1); w->w = malloc(sizeof(double) * 2 * d1);
     w->e = malloc(sizeof(double) * L1); w->items = malloc(sizeof(Item) * 2 * L1); w->seen = malloc(T1);
-    w->at_p = malloc(L1); w->erank = malloc(sizeof(int64_t) * L1); w->best = malloc(sizeof(int64_t) * T1);
+    w->at_p = malloc(L1); w->erank = malloc(sizeof(int32_t) * L1); w->order = malloc(sizeof(int32_t) * L1);
+    w->best = malloc(sizeof(int64_t) * T1);
     w->pleaf = malloc(sizeof(int64_t) * T1); w->near = malloc(sizeof(int64_t) * 2 * d1);
-    w->count = malloc(sizeof(Py_ssize_t) * ((size_t)c->R + 1));
+    w->count = malloc(sizeof(int32_t) * ((size_t)c->R + 1));
     w->lr = malloc(sizeof(int32_t) * L1); w->viol = malloc(sizeof(int32_t) * L1);
-    if (!w->m || !w->tmax || !w->w || !w->e || !w->items || !w->seen || !w->at_p || !w->erank || !w->best ||
+    if (!w->m || !w->tmax || !w->w || !w->e || !w->items || !w->seen || !w->at_p || !w->erank || !w->order || !w->best ||
         !w->pleaf || !w->near || !w->count || !w->lr || !w->viol) {
         work_free(w);
         return -1;
@@ -377,25 +379,42 @@ static int work_alloc(Work *w, const Prob *c) {
     return 0;
 }
 
-/* the finite leaves (erank >= 0) as items in the order (e, leaf), by a counting sort on their ranks
- * (L-infinity: e is the cost of one interval, its rank's), into items (count: room for R + 1); their
- * number, or -1 when a rank does not give the order of e (then the caller sorts by e) */
-static Py_ssize_t sort_ranked(const Prob *c, Item *items, const double *e, const int64_t *erank, Py_ssize_t *count) {
-    memset(count, 0, sizeof(Py_ssize_t) * ((size_t)c->R + 1));
+/* L-infinity: the finite leaves (erank >= 0) in the order (rank, leaf), which is the order (e, leaf) (a
+ * leaf's cost is its rank's, and ranks order costs), by a counting sort into order (count: room for
+ * R + 1); their number */
+static Py_ssize_t sort_ranked(const Prob *c, const int32_t *erank, int32_t *order, int32_t *count) {
+    memset(count, 0, sizeof(int32_t) * ((size_t)c->R + 1));
     for (Py_ssize_t l = 0; l < c->L; l++)
         if (erank[l] >= 0) count[erank[l] + 1]++;
     for (Py_ssize_t r = 0; r < c->R; r++) count[r + 1] += count[r];
     Py_ssize_t n = count[c->R];
     for (Py_ssize_t l = 0; l < c->L; l++)
-        if (erank[l] >= 0) {
-            Item *it = &items[count[erank[l]]++];
-            it->e = e[l] + 0.0;              /* (-0.0 as 0.0: the same cost, ordered as one) */
-            it->i = l;
-        }
-    for (Py_ssize_t k = 1; k < n; k++)       /* the order (e, leaf) itself, checked (it costs little) */
-        if (!(items[k - 1].e < items[k].e || (items[k - 1].e == items[k].e && items[k - 1].i < items[k].i)))
-            return -1;
+        if (erank[l] >= 0) order[count[erank[l]]++] = (int32_t)l;
     return n;
+}
+
+/* radius() on the leaves sorted by sort_ranked: the same sums in the same order, so the same number */
+static double radius_ranked(const Prob *c, int q, const int32_t *order, Py_ssize_t n_items, const int32_t *erank,
+                            double *tmax, unsigned char *seen) {
+    int64_t a = c->nstart[q], n = c->nlen[q];
+    if (n == 0) return INFINITY;
+    int64_t t0 = c->tree[a], t1 = c->tree[a + n - 1], ntb = c->ntb[q];
+    for (int64_t t = t0; t <= t1; t++) seen[t] = 0;
+    const double *sc = c->scores + c->nsoff[q];
+    double need = c->nval[q], total = 0.0, tol = need - 1e-12 * fmax(1.0, fabs(need));
+    int64_t got = 0;
+    for (Py_ssize_t k = 0; k < n_items; k++) {
+        int64_t l = order[k];
+        if (l >= a && l < a + n) {
+            int64_t t = c->tree[l];
+            double v = sc[l - a];
+            if (!seen[t]) { seen[t] = 1; tmax[t] = v; total += v; got++; }
+            else if (v > tmax[t]) { total += v - tmax[t]; tmax[t] = v; }
+        }
+        if (k + 1 < n_items && erank[order[k + 1]] == erank[l]) continue;
+        if (got == ntb && total >= tol) return c->rvalue[erank[l]];
+    }
+    return INFINITY;
 }
 
 /* L-infinity: the rank of the cheapest allowed interval of leaf bound u within the box (c->R: none) */
@@ -456,7 +475,6 @@ static void node_bound(const Prob *c, Work *wk, const int64_t *lo, const int64_t
     double *m = wk->m, *tmax = wk->tmax;
     Item *items = wk->items;
     unsigned char *seen = wk->seen, *at_p = wk->at_p;
-    int64_t *erank = wk->erank;
     int64_t base_rank = -1;
     *kept = 0;
     for (Py_ssize_t j = 0; j < c->d; j++) {
@@ -472,8 +490,6 @@ static void node_bound(const Prob *c, Work *wk, const int64_t *lo, const int64_t
         bound = INFINITY;
         for (Py_ssize_t l = 0; l < c->L; l++) { e[l] = INFINITY; at_p[l] = 0; }
     } else {
-        Py_ssize_t n_items = -1;
-        int negative = 0;
         /* L-infinity: a leaf's cost is the largest of its features' costs and the base, the cost of the
          * largest of their ranks (ranks order costs), so only ranks are read */
         int by_rank = c->incremental && base_rank >= 0 && c->rvalue[base_rank] == base;
@@ -483,56 +499,51 @@ static void node_bound(const Prob *c, Work *wk, const int64_t *lo, const int64_t
             if (from) leaves_from(c, from, lo, hi, p, lr, viol);
             else leaves_full(c, lo, hi, p, lr, viol);
             *kept = 1;
+            int32_t *erank = wk->erank;
             for (Py_ssize_t l = 0; l < c->L; l++) {
-                int64_t r = lr[l] > base_rank ? lr[l] : base_rank;
+                int32_t r = lr[l] > base_rank ? lr[l] : (int32_t)base_rank;
                 int none = lr[l] >= c->R;
                 at_p[l] = viol[l] == 0;
                 e[l] = none ? INFINITY : c->rvalue[r];
                 erank[l] = none ? -1 : r;
             }
-        }
-        if (by_rank)
-            n_items = sort_ranked(c, items, e, erank, wk->count);
-        if (n_items < 0 && by_rank) {       /* (the ranks did not give the order: as below, by e) */
-            n_items = 0;
-            for (Py_ssize_t l = 0; l < c->L; l++)
+            Py_ssize_t n_items = sort_ranked(c, erank, wk->order, wk->count);
+            bound = base;
+            for (int q = 0; q < c->K && isfinite(bound); q++) {
+                double rq = radius_ranked(c, q, wk->order, n_items, erank, tmax, seen);
+                if (rq > bound) bound = rq;
+            }
+        } else {
+            Py_ssize_t n_items = 0;
+            int negative = 0;
+            for (Py_ssize_t l = 0; l < c->L; l++) {
+                double v = c->combine ? base : 0.0;
+                int in = 1;
+                for (int64_t k = c->ptr[l]; k < c->ptr[l + 1]; k++) {
+                    const struct Cut *u = &c->cuts[k];
+                    int64_t f = u->f, best;
+                    if (u->best >= lo[f] && u->best <= hi[f]) best = c->off[f] + u->best;
+                    else best = range_best(c, f, u->lo > lo[f] ? u->lo : lo[f], u->hi < hi[f] ? u->hi : hi[f]);
+                    double cost = best < 0 ? INFINITY : c->flat[best];
+                    if (c->combine) v = cost > v ? cost : v;
+                    else v += cost - m[f];
+                    in &= (p[f] >= u->lo) & (p[f] <= u->hi);
+                }
+                at_p[l] = (unsigned char)in;
+                e[l] = c->combine ? v : base + v;
                 if (isfinite(e[l])) {
-                    items[n_items].e = e[l] + 0.0;
+                    items[n_items].e = e[l] + 0.0;          /* (-0.0 as 0.0: the same cost, ordered as one) */
                     items[n_items].i = l;
                     negative |= items[n_items].e < 0;
                     n_items++;
                 }
-            sort_items(items, items + L1, n_items, negative);
-        }
-        if (!by_rank) n_items = 0;
-        for (Py_ssize_t l = 0; l < c->L && !by_rank; l++) {
-            double v = c->combine ? base : 0.0;
-            int in = 1;
-            for (int64_t k = c->ptr[l]; k < c->ptr[l + 1]; k++) {
-                const struct Cut *u = &c->cuts[k];
-                int64_t f = u->f, best;
-                if (u->best >= lo[f] && u->best <= hi[f]) best = c->off[f] + u->best;
-                else best = range_best(c, f, u->lo > lo[f] ? u->lo : lo[f], u->hi < hi[f] ? u->hi : hi[f]);
-                double cost = best < 0 ? INFINITY : c->flat[best];
-                if (c->combine) v = cost > v ? cost : v;
-                else v += cost - m[f];
-                in &= (p[f] >= u->lo) & (p[f] <= u->hi);
             }
-            at_p[l] = (unsigned char)in;
-            e[l] = c->combine ? v : base + v;
-            if (isfinite(e[l])) {
-                items[n_items].e = e[l] + 0.0;          /* (-0.0 as 0.0: the same cost, ordered as one) */
-                items[n_items].i = l;
-                negative |= items[n_items].e < 0;
-                n_items++;
-            }
-        }
-        if (!by_rank)
             sort_items(items, items + L1, n_items, negative);
-        bound = base;
-        for (int q = 0; q < c->K && isfinite(bound); q++) {
-            double rq = radius(c, q, items, n_items, tmax, seen);
-            if (rq > bound) bound = rq;
+            bound = base;
+            for (int q = 0; q < c->K && isfinite(bound); q++) {
+                double rq = radius(c, q, items, n_items, tmax, seen);
+                if (rq > bound) bound = rq;
+            }
         }
         holds = 1;
         for (int q = 0; q < c->K && holds; q++) {     /* the scores of the leaves holding p */
