@@ -205,13 +205,12 @@ class CellProblem:
     def _ends(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(every interval's upper end, laid end to end, its feature, each feature's first): the
         grid as :meth:`interval_of` reads a point on it (the levels below a value are the upper
-        ends below it), made on the first call (the levels of a problem never change)."""
+        ends below it), the model's (:func:`_flat_grid`), kept with the problem on the first call
+        (the levels of a problem never change)."""
         got = self.__dict__.get("_grid_ends")
         if got is None:
-            sizes = np.array([lv.size + 1 for lv in self.levels], dtype=np.int64)
-            got = (np.concatenate([np.concatenate([lv, [np.inf]]) for lv in self.levels]),
-                   np.repeat(np.arange(sizes.size), sizes), np.concatenate([[0], np.cumsum(sizes)[:-1]]))
-            self.__dict__["_grid_ends"] = got
+            _, _, b, f, start, _ = _flat_grid(self.ens, self.levels, self.grid_key)
+            got = self.__dict__["_grid_ends"] = (b, f, start)
         return got
 
     def point_of(self, cells: np.ndarray) -> np.ndarray:
@@ -312,6 +311,25 @@ def _domains(ens: TreeEnsemble, schema: Schema | None, x_hat: np.ndarray, fixed:
 _ACTIONS = {"free": 0, "fixed": 1, "increase": 2, "decrease": 3}
 
 
+def _flat_grid(ens: TreeEnsemble, levels: list[np.ndarray], key: tuple
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The intervals of every feature laid end to end: (per feature their number, every
+    interval's lower and upper end, its feature, each feature's first, its index within its
+    feature), kept with the ensemble (:data:`GRID_CACHE`; ``key``: what the grid depends on
+    besides it, :func:`_grid_key`)."""
+    d = len(levels)
+
+    def flat():
+        sizes = np.array([lv.size + 1 for lv in levels], dtype=np.int64)
+        a = np.concatenate([np.concatenate([[-np.inf], lv]) for lv in levels]) if d else np.zeros(0)
+        b = np.concatenate([np.concatenate([lv, [np.inf]]) for lv in levels]) if d else np.zeros(0)
+        f = np.repeat(np.arange(d), sizes)
+        start = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        return sizes, a, b, f, start, np.arange(int(sizes.sum())) - start[f]
+
+    return GRID_CACHE.get(ens, ("flat grid", key, tuple(lv.size for lv in levels)), flat)
+
+
 def _grids(ens: TreeEnsemble, levels: list[np.ndarray], x_hat: np.ndarray, kinds: list[str], lo: np.ndarray,
            hi: np.ndarray, action: list[str], cm: CostModel, key: tuple
            ) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray]:
@@ -323,16 +341,7 @@ def _grids(ens: TreeEnsemble, levels: list[np.ndarray], x_hat: np.ndarray, kinds
     operations per query rather than a few dozen per feature (and the integral kinds' only
     when a feature has one)."""
     d = len(levels)
-
-    def flat():
-        sizes = np.array([lv.size + 1 for lv in levels], dtype=np.int64)
-        a = np.concatenate([np.concatenate([[-np.inf], lv]) for lv in levels]) if d else np.zeros(0)
-        b = np.concatenate([np.concatenate([lv, [np.inf]]) for lv in levels]) if d else np.zeros(0)
-        f = np.repeat(np.arange(d), sizes)
-        start = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        return sizes, a, b, f, start, np.arange(int(sizes.sum())) - start[f]
-
-    sizes, a, b, f, start, idx = GRID_CACHE.get(ens, ("flat grid", key, tuple(lv.size for lv in levels)), flat)
+    sizes, a, b, f, start, idx = _flat_grid(ens, levels, key)
     xh = x_hat[f]
     # the query's interval: the number of its feature's levels below it (searchsorted "left")
     hat = np.add.reduceat((b < xh).astype(np.int64), start) if d else np.zeros(0, dtype=np.int64)

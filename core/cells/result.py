@@ -34,6 +34,7 @@ cost, and the gap is recomputed.
 from __future__ import annotations
 
 import copy
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -257,8 +258,18 @@ def shown_point(prob: CellProblem, x: np.ndarray) -> np.ndarray:
         ref = max(a, lo) if i > h else min(b, hi)
         if not np.isfinite(ref):
             continue
-        out[j] = shortest_inside(out[j], a, b, lo, hi, ref, SHOWN_TOLERANCE * float(prob.cost_model.span[j]))
+        args = (float(out[j]), float(a), float(b), float(lo), float(hi), float(ref),
+                SHOWN_TOLERANCE * float(prob.cost_model.span[j]))
+        out[j] = _shortest_inside(*args) if args[0] != 0 else shortest_inside(*args)   # (-0.0 == 0.0 as keys)
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _shortest_inside(v: float, a: float, b: float, lo: float, hi: float, ref: float, tol: float) -> float:
+    """:func:`core.shown.shortest_inside`, remembered: a cell's point, and so its shortest
+    value, recurs from query to query on one model (the decimal search takes tens of
+    microseconds a feature)."""
+    return shortest_inside(v, a, b, lo, hi, ref, tol)
 
 
 def check_on_model(model: ModelLike, ens: TreeEnsemble, x: np.ndarray, target: Target) -> bool:
