@@ -90,6 +90,29 @@ def test_an_xgboost_classifier_is_checked_by_the_label_its_predict_gives(fitted,
         assert _xgb_label(model, ens, np.array([0.0, 1.0, 2.0])) is None
 
 
+@pytest.mark.parametrize("fid", ["sk-rf-bin", "sk-rf-multi", "sk-gb-bin", "xgb-bin", "xgb-multi", "xgb-softmax",
+                                 "lgb-bin", "lgb-multi", "sk-rf-reg", "xgb-reg", "lgb-reg"])
+def test_rows_checked_on_the_model_together_get_each_ones_verdict(fitted, fid):
+    """check_rows (several points, the model asked once: a result checks its point with the first
+    points minimal recourse tries) says of each row what check_on_model says of it alone, for every
+    target, on rows and on rows moved off them."""
+    from core.cells.result import check_on_model, check_rows
+    from core.counterfactual import make_target
+
+    model, X, y, kind = fitted(fid)
+    ens = from_model(model)
+    rng = np.random.default_rng(1)
+    rows = np.vstack([X[:25], X[25:50] + rng.normal(scale=0.5, size=(25, X.shape[1]))])
+    targets = list(model.classes_) if kind != "regression" else [(float(np.median(y)), np.inf),
+                                                                 (-np.inf, float(np.quantile(y, 0.3)))]
+    for spec in targets:
+        target = make_target(ens, spec, None)
+        together = check_rows(model, ens, rows, target)
+        alone = [check_on_model(model, ens, r, target) for r in rows]
+        assert together == alone, spec
+        assert any(alone) and not all(alone), spec                 # both verdicts are met
+
+
 @pytest.mark.parametrize("fid", ["sk-rf-reg", "xgb-reg", "lgb-reg", "sk-gb-reg"])
 def test_regression_interval_target(fitted, fid):
     model, X, y, _ = fitted(fid)
