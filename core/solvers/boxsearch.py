@@ -35,12 +35,16 @@ computed in C (``core/solvers/_boxsearch.c``) when the extension is built, else
 in numpy; both give the same numbers. With the extension the loop itself runs
 in C too (:func:`_run_compiled`: the same boxes in the same order as the Python
 loop, :func:`_run`), back in Python only to check a candidate on the model, to
-tell a lower bound, and every few dozen boxes to look at the clock. The C side takes the problem's arrays once
-per query (checked then, kept in a capsule), and orders a box's leaves by cost
-with a counting sort on the ranks of the interval costs for the L-infinity cost
-(a leaf's cost is one interval's), a radix sort for a sum. What does not depend
-on the query (the grid's offsets, the leaves in sparse form) is kept with the
-model's leaves between queries (:data:`core.cells.cache.GRID_CACHE`).
+tell a lower bound, and every few dozen boxes to look at the clock.
+
+The C side takes the problem's arrays once per query (checked then, kept in a
+capsule). For the L-infinity cost a leaf's cost within a box is one interval's,
+so it reads ranks of interval costs and orders the leaves by a counting sort on
+them (a sum goes to a radix sort); and since a child box differs from its parent
+on the split feature alone, only narrower, it is evaluated from its parent's
+leaves (only those bounded on that feature change). What does not depend on the
+query (the grid's offsets, the leaves in sparse form, grouped by feature) is
+kept with the model's leaves between queries (:data:`core.cells.cache.GRID_CACHE`).
 """
 
 from __future__ import annotations
