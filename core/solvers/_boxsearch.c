@@ -123,11 +123,15 @@ static const char *check(const Prob *c) {
         if (c->nstart[q] < 0 || c->nlen[q] < 0 || c->nstart[q] + c->nlen[q] > c->L || c->nsoff[q] < 0 ||
             c->nsoff[q] + c->nlen[q] > c->S)
             bad = "needs";
-    for (Py_ssize_t k = 0; k < c->nnz && !bad; k++)
-        if (c->cleaf[k] < 0 || c->cleaf[k] >= c->L || c->fcut[k] < 0 || c->fcut[k] >= c->nnz) bad = "leaf bounds";
+    for (Py_ssize_t k = 0; k < c->nnz && !bad; k++)        /* each bound's leaf: the leaf whose bounds hold it */
+        if (c->cleaf[k] < 0 || c->cleaf[k] >= c->L || c->ptr[c->cleaf[k]] > k || c->ptr[c->cleaf[k] + 1] <= k)
+            bad = "leaf bounds";
     if (!bad && (c->fptr[0] != 0 || c->fptr[c->d] != c->nnz)) bad = "leaf bounds by feature";
-    for (Py_ssize_t j = 0; j < c->d && !bad; j++)
+    for (Py_ssize_t j = 0; j < c->d && !bad; j++) {         /* the bounds of feature j, each on feature j */
         if (c->fptr[j + 1] < c->fptr[j]) bad = "leaf bounds by feature";
+        for (int64_t i = c->fptr[j]; i < c->fptr[j + 1] && !bad; i++)
+            if (c->fcut[i] < 0 || c->fcut[i] >= c->nnz || c->ef[c->fcut[i]] != j) bad = "leaf bounds by feature";
+    }
     return bad;
 }
 

@@ -362,6 +362,13 @@ def test_the_compiled_node_bound_checks_what_it_is_handed():
     bad_bound[0] = 10 ** 6
     with pytest.raises(ValueError, match="leaf bounds"):
         C.prepare(*S.static[:7], bad_bound, *S.static[8:])
+    wrong_leaf = S.static[14].copy()                        # a leaf bound given another leaf
+    wrong_leaf[0] = S.n_leaf - 1
+    with pytest.raises(ValueError, match="leaf bounds"):
+        C.prepare(*S.static[:14], wrong_leaf, *S.static[15:])
+    by_feature = S.static[16][::-1].copy()                  # the bounds grouped under other features
+    with pytest.raises(ValueError, match="leaf bounds by feature"):
+        C.prepare(*S.static[:16], by_feature, S.static[17])
     with pytest.raises(ValueError, match="p outside the grid"):
         C.split(S.ctx, lo, hi, hi + 1, e, 1.0)
     with pytest.raises(ValueError):                           # not a prepared problem
