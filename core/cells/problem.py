@@ -196,17 +196,37 @@ class CellProblem:
     def interval_of(self, X: np.ndarray) -> np.ndarray:
         """Interval index of each value, shape like X (n, d)."""
         X = np.atleast_2d(X)
+        if X.shape == (1, self.n_features) and self.n_features and np.isfinite(X).all():
+            ends, feature, start = self._ends()     # one point: its levels below, counted at once
+            return np.add.reduceat((ends < X[0][feature]).astype(np.intp), start)[None, :]
         return np.column_stack([np.searchsorted(self.levels[j], X[:, j], side="left")
                                 for j in range(self.n_features)])
+
+    def _ends(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(every interval's upper end, laid end to end, its feature, each feature's first): the
+        grid as :meth:`interval_of` reads a point on it (the levels below a value are the upper
+        ends below it), the model's (:func:`_flat_grid`), kept with the problem on the first call
+        (the levels of a problem never change)."""
+        got = self.__dict__.get("_grid_ends")
+        if got is None:
+            _, _, b, f, start, _ = _flat_grid(self.ens, self.levels, self.grid_key)
+            got = self.__dict__["_grid_ends"] = (b, f, start)
+        return got
 
     def point_of(self, cells: np.ndarray) -> np.ndarray:
         """Representative point(s) of cell(s): shape (d,) for (d,), (n, d) for (n, d)."""
         cells = np.asarray(cells)
+        if cells.ndim == 1:
+            return np.array([p[i] for p, i in zip(self.points, cells.tolist())], dtype=float)
         return np.stack([self.points[j][cells[..., j]] for j in range(self.n_features)], axis=-1)
 
     def cost_of(self, cells: np.ndarray) -> float:
         """Cost of one cell assignment, shape (d,)."""
-        return float(self.costs_of(np.asarray(cells)[None, :])[0])
+        cells = np.asarray(cells)
+        if cells.ndim != 1:
+            return float(self.costs_of(cells[None, :])[0])
+        per = np.array([[c[i] for c, i in zip(self.costs, cells.tolist())]], dtype=float)
+        return float(np.asarray(self.cost_model.total(per, axis=-1), dtype=np.float64)[0])
 
     def costs_of(self, cells: np.ndarray) -> np.ndarray:
         """Costs of cell assignments, shape (n,) for (n, d)."""
@@ -288,15 +308,15 @@ def _domains(ens: TreeEnsemble, schema: Schema | None, x_hat: np.ndarray, fixed:
     return kinds, lo, hi, action, groups
 
 
-def _grids(ens: TreeEnsemble, levels: list[np.ndarray], x_hat: np.ndarray, kinds: list[str], lo: np.ndarray,
-           hi: np.ndarray, action: list[str], cm: CostModel, key: tuple
-           ) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray]:
-    """(points, costs, hat): per feature, the representative point and the cost of every
-    interval (its point nearest ``x_hat`` within the feature's domain: kind, range,
-    actionability; an open end stepped strictly inside by :data:`NUDGE` of the span), and the
-    query's interval. Computed for every feature at once, on the intervals of all features
-    laid end to end (their ends kept with the grid, :data:`GRID_CACHE`): a few array
-    operations per query rather than a few dozen per feature."""
+_ACTIONS = {"free": 0, "fixed": 1, "increase": 2, "decrease": 3}
+
+
+def _flat_grid(ens: TreeEnsemble, levels: list[np.ndarray], key: tuple
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The intervals of every feature laid end to end: (per feature their number, every
+    interval's lower and upper end, its feature, each feature's first, its index within its
+    feature), kept with the ensemble (:data:`GRID_CACHE`; ``key``: what the grid depends on
+    besides it, :func:`_grid_key`)."""
     d = len(levels)
 
     def flat():
@@ -307,46 +327,70 @@ def _grids(ens: TreeEnsemble, levels: list[np.ndarray], x_hat: np.ndarray, kinds
         start = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
         return sizes, a, b, f, start, np.arange(int(sizes.sum())) - start[f]
 
-    sizes, a, b, f, start, idx = GRID_CACHE.get(ens, ("flat grid", key, tuple(lv.size for lv in levels)), flat)
-    hat = np.array([np.searchsorted(lv, v, side="left") for lv, v in zip(levels, x_hat)], dtype=np.int64)
-    xh, h = x_hat[f], hat[f]
+    return GRID_CACHE.get(ens, ("flat grid", key, tuple(lv.size for lv in levels)), flat)
+
+
+def _grids(ens: TreeEnsemble, levels: list[np.ndarray], x_hat: np.ndarray, kinds: list[str], lo: np.ndarray,
+           hi: np.ndarray, action: list[str], cm: CostModel, key: tuple
+           ) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray]:
+    """(points, costs, hat): per feature, the representative point and the cost of every
+    interval (its point nearest ``x_hat`` within the feature's domain: kind, range,
+    actionability; an open end stepped strictly inside by :data:`NUDGE` of the span), and the
+    query's interval. Computed for every feature at once, on the intervals of all features
+    laid end to end (their ends kept with the grid, :data:`GRID_CACHE`): a few array
+    operations per query rather than a few dozen per feature (and the integral kinds' only
+    when a feature has one)."""
+    d = len(levels)
+    sizes, a, b, f, start, idx = _flat_grid(ens, levels, key)
+    xh = x_hat[f]
+    # the query's interval: the number of its feature's levels below it (searchsorted "left")
+    hat = np.add.reduceat((b < xh).astype(np.int64), start) if d else np.zeros(0, dtype=np.int64)
+    h = hat[f]
     lo_f, hi_f, span = lo[f], hi[f], cm.span[f]
-    integral = np.isin(np.asarray(kinds, dtype=object), INTEGRAL_KINDS)[f] if d else np.zeros(0, dtype=bool)
+    integral_j = np.array([k in INTEGRAL_KINDS for k in kinds], dtype=bool)
     best = np.full(a.size, np.nan)
     point = np.full(a.size, np.nan)
     below, above = idx < h, idx > h
     with np.errstate(invalid="ignore"):
-        # integral kinds: the nearest whole number of the interval within the range
-        pb_i = np.floor(np.minimum(b, hi_f))
-        ok_bi = below & (pb_i > a) & (pb_i >= np.ceil(lo_f)) & integral
-        pa_i = np.maximum(np.floor(a) + 1, np.ceil(lo_f))
-        ok_ai = above & (pa_i <= np.minimum(b, hi_f)) & integral
+        if integral_j.any():
+            integral = integral_j[f]
+            # integral kinds: the nearest whole number of the interval within the range
+            pb_i = np.floor(np.minimum(b, hi_f))
+            ok_bi = below & (pb_i > a) & (pb_i >= np.ceil(lo_f)) & integral
+            pa_i = np.maximum(np.floor(a) + 1, np.ceil(lo_f))
+            ok_ai = above & (pa_i <= np.minimum(b, hi_f)) & integral
+            best[ok_bi], best[ok_ai] = pb_i[ok_bi], pa_i[ok_ai]
+            point[ok_bi], point[ok_ai] = pb_i[ok_bi], pa_i[ok_ai]
+            below_c, above_c = below & ~integral, above & ~integral
+        else:
+            below_c, above_c = below, above
         # continuous: the interval's end nearest the query, stepped strictly inside an open end
         step = NUDGE * span
         pb = np.minimum(b, hi_f)
-        ok_b = below & (pb > a) & (pb >= lo_f) & ~integral
+        ok_b = below_c & (pb > a) & (pb >= lo_f)
         inside_b = np.where(pb == b, b - step, pb)
         inside_b = np.where((inside_b <= a) | (inside_b > b), np.nextafter(b, -np.inf), inside_b)
         inside_b = np.where(inside_b <= a, b, inside_b)  # (a, b] holds b alone
         pa = np.maximum(a, lo_f)
-        ok_a = above & (pa <= np.minimum(b, hi_f)) & (a < hi_f) & ~integral
+        ok_a = above_c & (pa <= np.minimum(b, hi_f)) & (a < hi_f)
         inside_a = np.where(pa == a, a + step, pa)
         inside_a = np.where((inside_a <= a) | (inside_a > b), np.nextafter(a, np.inf), inside_a)
-    best[ok_bi], best[ok_ai] = pb_i[ok_bi], pa_i[ok_ai]
-    point[ok_bi], point[ok_ai] = pb_i[ok_bi], pa_i[ok_ai]
     best[ok_b], point[ok_b] = pb[ok_b], inside_b[ok_b]
     best[ok_a], point[ok_a] = pa[ok_a], inside_a[ok_a]
     at = start + hat
     best[at] = point[at] = x_hat
-    act = np.asarray(action, dtype=object)[f] if d else np.zeros(0, dtype=object)
-    best[((act == "fixed") & (idx != h)) | ((act == "increase") & below) | ((act == "decrease") & above)] = np.nan
+    act_j = np.array([_ACTIONS.get(v, 0) for v in action], dtype=np.int8)
+    if act_j.any():
+        act = act_j[f]
+        best[((act == 1) & (idx != h)) | ((act == 2) & below) | ((act == 3) & above)] = np.nan
     point[np.isnan(best)] = np.nan
     diff = best - xh
     with np.errstate(invalid="ignore"):
         cost = cm._formula(diff, span, cm.w_down[f], cm.w_up[f])
     cost[np.isnan(best)] = np.inf
-    cuts = start[1:]
-    return list(np.split(point, cuts)), list(np.split(cost, cuts)), hat
+    ends = start + sizes
+    return ([point[i:j] for i, j in zip(start.tolist(), ends.tolist())],
+            [cost[i:j] for i, j in zip(start.tolist(), ends.tolist())], hat)
 
 
 def _leaf_block(ens: TreeEnsemble, levels: list[np.ndarray]) -> TreeBlock:
@@ -391,15 +435,15 @@ def build_problem(ens: TreeEnsemble, x: Row, target: TargetSpec, *, schema: Sche
     cm = make_cost_model(ens, norm, weights, schema)
     kinds, lo, hi, action, groups = _domains(ens, schema, x_hat, fixed, increase_only, decrease_only)
     extra = tuple(sorted((int(j), tuple(float(v) for v in lv)) for j, lv in (extra_levels or {}).items()))
-    levels, model_leaves, plaus_leaves, other_leaves = _grid_structure(ens, kinds, plausibility, others_ens, extra)
-    points, costs, hat = _grids(ens, levels, x_hat, kinds, lo, hi, action, cm,
-                                _grid_key(kinds, plausibility, others_ens) + ((extra,) if extra else ()))
+    gkey = _grid_key(kinds, plausibility, others_ens)
+    levels, model_leaves, plaus_leaves, other_leaves = _grid_structure(ens, kinds, plausibility, others_ens, extra,
+                                                                       gkey)
+    gkey += (extra,) if extra else ()
+    points, costs, hat = _grids(ens, levels, x_hat, kinds, lo, hi, action, cm, gkey)
     others = [Other(o, t, blk, model) for o, t, blk, (_, model) in
               zip(others_ens, other_targets, other_leaves, also_valid_for)]
     return CellProblem(ens, x_hat, tgt, cm, levels, points, costs, hat, groups,
-                       model_leaves, plausibility, plaus_leaves, kinds,
-                       _grid_key(kinds, plausibility, others_ens) + ((extra,) if extra else ()),
-                       lo=lo, hi=hi, others=others)
+                       model_leaves, plausibility, plaus_leaves, kinds, gkey, lo=lo, hi=hi, others=others)
 
 
 def check_same_features(ens: TreeEnsemble, other: TreeEnsemble, position: int | str,
@@ -461,10 +505,11 @@ def _grid_key(kinds: list[str], plausibility: Plausibility | None, others: Seque
 
 
 def _grid_structure(ens: TreeEnsemble, kinds: list[str], plausibility: Plausibility | None,
-                    others: Sequence[TreeEnsemble] = (), extra: tuple = ()):
+                    others: Sequence[TreeEnsemble] = (), extra: tuple = (), grid_key: tuple | None = None):
     """Levels and leaf boxes in interval indices: they do not depend on the query,
-    so they are kept (per ensemble, in :data:`core.cells.cache.GRID_CACHE`) for the next query."""
-    key = ("cells", *_grid_key(kinds, plausibility, others), extra)
+    so they are kept (per ensemble, in :data:`core.cells.cache.GRID_CACHE`) for the next query.
+    ``grid_key``: :func:`_grid_key` of the same arguments, when the caller has it."""
+    key = ("cells", *(_grid_key(kinds, plausibility, others) if grid_key is None else grid_key), extra)
 
     def build():
         levels = feature_levels(ens, kinds, plausibility, others)

@@ -34,6 +34,7 @@ cost, and the gap is recomputed.
 from __future__ import annotations
 
 import copy
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -50,7 +51,7 @@ from core.schema import INTEGRAL_KINDS
 from core.shown import shortest_inside
 from core.typing import ModelLike
 
-__all__ = ["QueryRun", "check_on_model", "shown_point", "minimal_point", "change_units", "point_cost"]
+__all__ = ["QueryRun", "check_on_model", "check_rows", "shown_point", "minimal_point", "change_units", "point_cost"]
 
 #: how far (as a share of the feature's span) a shown value may sit from its cell's cheapest point
 SHOWN_TOLERANCE = 1e-4
@@ -74,6 +75,10 @@ class QueryRun:
     t0: float = field(default_factory=time.perf_counter)
     timings: dict[str, float] = field(default_factory=dict)
     model: Any = None
+    # the original model's verdicts on points already checked (by their bytes), and a point whose check
+    # waits to go with the next ones (:meth:`_ahead`)
+    _verdicts: dict[bytes, bool] = field(default_factory=dict, repr=False)
+    _pending: list[np.ndarray] = field(default_factory=list, repr=False)
 
     def result(self, x: np.ndarray | None, cost: float, status: str, *, backend: str, gap: float = 0.0,
                lower_bound: float = 0.0, message: str = "", check: bool = True) -> CounterfactualResult:
@@ -85,9 +90,13 @@ class QueryRun:
         valid, pred = False, None
         if x is not None:
             disagrees = False
+            made = (x, 0.0)
             for cand in _candidates(prob, x):
                 valid = bool(prob.is_valid(cand[None, :])[0])
-                if valid:
+                if valid:            # the candidate's check on the model goes with the first undo trials'
+                    self._pending = [cand]
+                    made = minimal_point(prob, cand, lambda y: self.convinces(y, check),
+                                         lambda rows: self._ahead(rows, check))
                     valid = self.convinces(cand, check)
                     disagrees = not valid
                 if valid:
@@ -95,7 +104,7 @@ class QueryRun:
                     break
             message = DISAGREES if disagrees else message
             if valid:
-                x, saved = minimal_point(prob, x, lambda y: self.convinces(y, check))
+                x, saved = made
                 if not np.isfinite(saved):              # a point off the grid's costs: its cells' cost
                     saved = cost - float(prob.cost_of(prob.interval_of(x)[0]))
                 if saved > 0:
@@ -119,9 +128,29 @@ class QueryRun:
         every further model, as loaded (``check`` False: no such check)?"""
         if not check:
             return True
-        if self.model is not None and not check_on_model(self.model, self.prob.ens, x, self.prob.target):
-            return False
+        if self.model is not None:
+            key = np.asarray(x, dtype=float).tobytes()
+            said = self._verdicts.get(key)
+            if said is None:
+                said = self._verdicts[key] = check_on_model(self.model, self.prob.ens, x, self.prob.target)
+            if not said:
+                return False
         return all(check_on_model(o.model, o.ens, x, o.target) for o in self.prob.others if o.model is not None)
+
+    def _ahead(self, rows: np.ndarray, check: bool = True) -> None:
+        """The original model's verdicts on ``rows`` (points :func:`minimal_point` is about
+        to ask :meth:`convinces` about) and on the pending candidate, in one prediction
+        (:func:`check_rows`; a model asked for several rows costs about what it costs for
+        one), kept for :meth:`convinces`; nothing when there is one point or the rows
+        cannot be read together (then each is checked alone, as before)."""
+        new = {r.tobytes(): r for r in (*self._pending, *np.asarray(rows, dtype=float))}
+        self._pending = []
+        new = {k: r for k, r in new.items() if k not in self._verdicts}
+        if not check or self.model is None or len(new) < 2:
+            return
+        said = check_rows(self.model, self.prob.ens, np.vstack(list(new.values())), self.prob.target)
+        if said is not None:
+            self._verdicts.update(zip(new, said))
 
     def infeasible(self, backend: str) -> CounterfactualResult:
         """No point: proven that none exists, and why (:func:`explain_infeasible`)."""
@@ -185,11 +214,14 @@ def change_units(prob: CellProblem) -> list[np.ndarray]:
         owner[list(g)] = g[0]
     for j, k in indicator_of(prob.ens).items():
         owner[k] = owner[j]
-    return [np.flatnonzero(owner == u) for u in np.unique(owner)]
+    units: dict[int, list[int]] = {}
+    for j, u in enumerate(owner.tolist()):
+        units.setdefault(u, []).append(j)
+    return [np.array(units[u], dtype=np.intp) for u in sorted(units)]
 
 
-def minimal_point(prob: CellProblem, x: np.ndarray, convinces: Callable[[np.ndarray], bool] | None = None
-                  ) -> tuple[np.ndarray, float]:
+def minimal_point(prob: CellProblem, x: np.ndarray, convinces: Callable[[np.ndarray], bool] | None = None,
+                  ahead: Callable[[np.ndarray], None] | None = None) -> tuple[np.ndarray, float]:
     """``x`` with every change that is not needed undone (see the module
     docstring), and the cost that saved (the cells' costs of the undone units).
 
@@ -199,14 +231,18 @@ def minimal_point(prob: CellProblem, x: np.ndarray, convinces: Callable[[np.ndar
     first, and the pass repeats until no change can be undone, so no single
     change of the result can be undone with the target kept. Under the
     L-infinity cost the saving is the drop of the largest change (an undone
-    change below it saves nothing)."""
+    change below it saves nothing). ``ahead(rows)`` is told, each pass, the
+    points valid on the ensemble that ``convinces`` may be asked about (to
+    check them on the model at once)."""
     x = np.array(x, dtype=float)
     x_hat = prob.x_hat
-    units = [u for u in change_units(prob) if np.any(x[u] != x_hat[u])]
+    moved = (x != x_hat).tolist()
+    units = [u for u in change_units(prob) if any(moved[j] for j in u.tolist())]
     if not units:
         return x, 0.0
     cells = prob.interval_of(x)[0]
-    price = {int(u[0]): float(sum(prob.costs[j][cells[j]] for j in u)) for u in units}
+    at = cells.tolist()
+    price = {int(u[0]): float(sum(prob.costs[j][at[j]] for j in u.tolist())) for u in units}
     before = float(prob.cost_of(cells))
     saved = 0.0
     while units:
@@ -215,6 +251,8 @@ def minimal_point(prob: CellProblem, x: np.ndarray, convinces: Callable[[np.ndar
         for i, u in enumerate(units):
             trial[i, u] = x_hat[u]
         ok = prob.is_valid(trial)
+        if ahead is not None and convinces is not None:
+            ahead(trial[ok])
         gone = next((i for i in np.flatnonzero(ok) if convinces is None or convinces(trial[i])), None)
         if gone is None:
             break
@@ -252,8 +290,18 @@ def shown_point(prob: CellProblem, x: np.ndarray) -> np.ndarray:
         ref = max(a, lo) if i > h else min(b, hi)
         if not np.isfinite(ref):
             continue
-        out[j] = shortest_inside(out[j], a, b, lo, hi, ref, SHOWN_TOLERANCE * float(prob.cost_model.span[j]))
+        args = (float(out[j]), float(a), float(b), float(lo), float(hi), float(ref),
+                SHOWN_TOLERANCE * float(prob.cost_model.span[j]))
+        out[j] = _shortest_inside(*args) if args[0] != 0 else shortest_inside(*args)   # (-0.0 == 0.0 as keys)
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _shortest_inside(v: float, a: float, b: float, lo: float, hi: float, ref: float, tol: float) -> float:
+    """:func:`core.shown.shortest_inside`, remembered: a cell's point, and so its shortest
+    value, recurs from query to query on one model (the decimal search takes tens of
+    microseconds a feature)."""
+    return shortest_inside(v, a, b, lo, hi, ref, tol)
 
 
 def check_on_model(model: ModelLike, ens: TreeEnsemble, x: np.ndarray, target: Target) -> bool:
@@ -267,14 +315,86 @@ def check_on_model(model: ModelLike, ens: TreeEnsemble, x: np.ndarray, target: T
     is_booster = (module in ("xgboost", "lightgbm") and not hasattr(model, "fit")) or hasattr(model, "raw_scores")
     if is_booster:
         return bool(target.holds(ens, x[None, :])[0])
+    label = _xgb_label(model, ens, theirs[0]) if what == "margins" and theirs is not None else None
     if (what == "probabilities" and theirs is not None and type(model).__module__.startswith("sklearn")
             and hasattr(model, "classes_")):
         out = model.classes_[int(np.argmax(theirs[0]))]   # scikit-learn's own predict, without a second pass
+    elif label is not None:
+        out = label
     else:
         out = np.ravel(model.predict(native_input(ens, model, x[None, :])))[0]
     if target.kind == "class":
         return bool(out == target.label)
     return bool(target.lo <= float(out) <= target.hi)
+
+
+def check_rows(model: ModelLike, ens: TreeEnsemble, X: np.ndarray, target: Target) -> list[bool] | None:
+    """:func:`check_on_model` of every row of ``X``, the model asked once for them all (and
+    once more for the labels its outputs do not give); None when the model's outputs do not
+    come one a row (then each row is checked alone)."""
+    model = _one_thread(model)
+    n = len(X)
+    ours, theirs, what = native_outputs(ens, model, X)
+    if theirs is not None and (np.shape(theirs)[0] != n or np.shape(ours)[0] != n):
+        return None
+    if theirs is None:
+        close = [True] * n
+    else:                                      # np.allclose of each row's outputs (one row alike, broadcast)
+        o, t = np.asarray(ours).reshape(n, -1), np.asarray(theirs).reshape(n, -1)
+        if o.shape[1] != t.shape[1] and 1 not in (o.shape[1], t.shape[1]):
+            return None
+        close = np.isclose(o, t, rtol=1e-5, atol=1e-6).all(axis=1).tolist()
+    module = type(model).__module__.split(".")[0]
+    if (module in ("xgboost", "lightgbm") and not hasattr(model, "fit")) or hasattr(model, "raw_scores"):
+        held = target.holds(ens, X)
+        return [c and bool(h) for c, h in zip(close, held)]
+    outs: list[Any] = [None] * n
+    for i in range(n):
+        if not close[i] or theirs is None:
+            continue
+        if what == "probabilities" and type(model).__module__.startswith("sklearn") and hasattr(model, "classes_"):
+            outs[i] = model.classes_[int(np.argmax(theirs[i]))]
+        elif what == "margins":
+            outs[i] = _xgb_label(model, ens, theirs[i])
+    ask = [i for i in range(n) if close[i] and outs[i] is None]
+    if ask:                                    # its own predict, for the rows its outputs do not label
+        said = np.asarray(model.predict(native_input(ens, model, X[ask])))
+        for i, v in zip(ask, said.reshape(len(ask), -1)[:, 0]):
+            outs[i] = v
+    if target.kind == "class":
+        return [c and bool(o == target.label) for c, o in zip(close, outs)]
+    return [c and bool(target.lo <= float(o) <= target.hi) for c, o in zip(close, outs)]
+
+
+#: an XGBoost classifier's label is read from its margins only this far from a tie: its predict rounds the
+#: probabilities to float32 (about 6e-8 apart near 0.5), and a closer margin is left to its predict
+XGB_TIE = 1e-5
+
+
+def _xgb_label(model: Any, ens: TreeEnsemble, margin: np.ndarray) -> Any:
+    """The label an XGBoost classifier's ``predict`` gives for the row whose margins are
+    ``margin`` (its own, from its booster, over the trees ``ens`` reads), as its ``predict``
+    derives it (the probability above 0.5 for a binary logistic model, the largest softmax
+    probability for several classes: both orders of the margins), without a second
+    prediction; None when it cannot be read so (another model, another objective, margins
+    over other trees than its ``predict``'s, a margin within :data:`XGB_TIE` of a tie), and
+    its ``predict`` answers."""
+    if not type(model).__module__.startswith("xgboost") or not hasattr(model, "n_classes_") or \
+            not hasattr(model, "get_booster"):
+        return None
+    try:                                   # its predict's trees: up to its best iteration, if it has one
+        trees: tuple[int, int] | None = (0, int(model.best_iteration) + 1)
+    except (AttributeError, TypeError, ValueError):
+        trees = None
+    if ens.meta.get("iteration_range") != trees:
+        return None
+    objective, m = getattr(model, "objective", None), np.ravel(margin)
+    if objective == "binary:logistic" and m.size == 1 and getattr(model, "n_classes_", None) == 2:
+        return None if abs(float(m[0])) <= XGB_TIE else int(m[0] > 0)
+    if objective == "multi:softprob" and m.size == getattr(model, "n_classes_", None) and m.size > 2:
+        top2 = np.sort(m)[-2:]
+        return None if float(top2[1] - top2[0]) <= XGB_TIE else int(np.argmax(m))
+    return None
 
 
 def _one_thread(model: Any) -> Any:

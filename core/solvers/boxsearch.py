@@ -29,21 +29,36 @@ rises). The incumbent (the warm start, then every valid cheapest point) prunes
 boxes whose bound reaches it; the smallest bound left in the queue is a proven
 lower bound at every moment (anytime).
 
-The node bound is computed in C (``core/solvers/_boxsearch.c``) when the
-extension is built, else in numpy; both give the same numbers.
+Each box is evaluated once, as it is queued: its bound, its cheapest point and
+the split it would get if popped (:meth:`BoxSearch.expand`). The node bound is
+computed in C (``core/solvers/_boxsearch.c``) when the extension is built, else
+in numpy; both give the same numbers. With the extension the loop itself runs
+in C too (:func:`_run_compiled`: the same boxes in the same order as the Python
+loop, :func:`_run`), back in Python only to check a candidate on the model, to
+tell a lower bound, and every few dozen boxes to look at the clock.
+
+The C side takes the problem's arrays once per query (checked then, kept in a
+capsule). For the L-infinity cost a leaf's cost within a box is one interval's,
+so it reads ranks of interval costs and orders the leaves by a counting sort on
+them (a sum goes to a radix sort); and since a child box differs from its parent
+on the split feature alone, only narrower, it is evaluated from its parent's
+leaves (only those bounded on that feature change). What does not depend on the
+query (the grid's offsets, the leaves in sparse form, grouped by feature) is
+kept with the model's leaves between queries (:data:`core.cells.cache.GRID_CACHE`).
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
-from core.cells.bounds import bounded_costs, box_distances, radius_for, target_needs
+from core.cells.bounds import box_distances, radius_for, target_needs
 from core.cells.cache import GRID_CACHE
 from core.cells.problem import CellProblem, CellSolution
 
@@ -87,62 +102,54 @@ class BoxSearch:
         merge_levels = MERGE_LEVELS if merge_levels is None else merge_levels
         self.prob = prob
         self.combine = prob.cost_model.combine
-        costs = bounded_costs(prob)
-        self.costs = costs
         d = prob.n_features
         self.d = d
-        sizes = np.array([c.size for c in costs], dtype=np.int64)
-        self.off = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        flat = np.concatenate(costs).astype(float)
+        sizes = np.array([c.size for c in prob.costs], dtype=np.int64)
+        self.off, self._feature = _grid(prob, sizes)
+        # the interval costs, those above the upper bound cut off (:func:`core.cells.bounds.bounded_costs`)
+        flat = np.concatenate(prob.costs).astype(float, copy=False) if d else np.zeros(0)   # a new array
+        ub = float(prob.upper_bound)
+        if np.isfinite(ub):
+            flat[flat > ub * (1 + 1e-9) + 1e-12] = np.inf
         self.flat = flat
-        finite = np.isfinite(flat)
         self.hat = prob.hat.astype(np.int64)
         self.root_lo = np.zeros(d, dtype=np.int64)
         self.root_hi = sizes - 1
-        # nearest allowed interval at or below / at or above each index (sentinels fall outside the feature)
-        prev = np.empty(flat.size, dtype=np.int64)
-        nxt = np.empty(flat.size, dtype=np.int64)
-        self.ok = True
-        for j in range(d):
-            o, n = int(self.off[j]), int(sizes[j])
-            f = finite[o:o + n]
-            idx = np.where(f, np.arange(n), -1)
-            prev[o:o + n] = np.maximum.accumulate(idx) + o
-            prev[o:o + n][np.maximum.accumulate(idx) < 0] = o - 1
-            idx2 = np.where(f, np.arange(n), n)
-            nx = np.minimum.accumulate(idx2[::-1])[::-1]
-            nxt[o:o + n] = nx + o
-            c, h = flat[o:o + n], int(self.hat[j])
-            if not np.isfinite(c[h]):
-                self.ok = False
-            fc = np.where(f, c, np.nan)
-            left, right = fc[:h + 1], fc[h:]
-            left, right = left[np.isfinite(left)], right[np.isfinite(right)]
-            if np.any(np.diff(left) > 1e-15 * (1 + np.abs(left[1:]))) or \
-                    np.any(np.diff(right) < -1e-15 * (1 + np.abs(right[1:]))):
-                self.ok = False            # costs not monotone away from the query: not this solver's problem
-            if not f.any():
-                self.ok = False
-        self.prev, self.next = prev, nxt
+        self.sizes = sizes
         # leaves of every block, sparse: (leaf, feature, lo, hi) for the bounds that cut the feature's grid
         (self.n_leaf, self.n_tree, self.tree, self.E_leaf, self.E_f, self.E_lo, self.E_hi, self.needs,
-         self.ptr) = _leaf_structure(prob, costs, sizes, merge_levels)
-        n_leaf = self.n_leaf
-        self.sizes = sizes
+         self.ptr), leaf_arrays = _leaf_structure(prob, lambda: self.costs, sizes, merge_levels)
         self.nodes = 0
         self.static = None
-        if _boxsearch is not None and USE_COMPILED and self.ok and n_leaf > 0:
-            soff = np.concatenate([[0], np.cumsum([n for _, n, _, _ in self.needs])[:-1]]).astype(np.int64)
-            arrays = [self.off, sizes.astype(np.int64), self.hat, prev, nxt, flat, self.ptr, self.E_f, self.E_lo,
-                      self.E_hi, self.tree, np.array([a for a, _, _, _ in self.needs], dtype=np.int64),
-                      np.array([n for _, n, _, _ in self.needs], dtype=np.int64), soff,
-                      np.array([nd for _, _, _, nd in self.needs], dtype=float),
-                      np.concatenate([sc for _, _, sc, _ in self.needs] or [np.zeros(0)]).astype(float)]
-            arrays = [np.ascontiguousarray(x) for x in arrays]
-            for x in arrays:
+        self.ctx = None
+        if _boxsearch is not None and USE_COMPILED and self.n_leaf > 0:
+            for x in (self.off, sizes, self.hat, flat):
                 x.setflags(write=False)
-            self.static = (*arrays, 1 if self.combine == "max" else 0)
-            _boxsearch.check(*self.static)
+            self.static = (self.off, sizes, self.hat, flat, *leaf_arrays, 1 if self.combine == "max" else 0)
+            # checks every index the kernels follow; None: not this solver's problem (see _nearest_allowed)
+            self.ctx = _boxsearch.prepare(*self.static)
+            self.ok = self.ctx is not None
+        else:
+            self.ok = self._nearest[2]
+
+    @functools.cached_property
+    def costs(self) -> list[np.ndarray]:
+        """Per feature, the interval costs (those above the upper bound cut off): views of ``flat``."""
+        return [self.flat[a:b] for a, b in zip(self.off.tolist(), (self.off + self.sizes).tolist())]
+
+    @functools.cached_property
+    def _nearest(self) -> tuple[np.ndarray, np.ndarray, bool]:
+        return _nearest_allowed(self.flat, self._feature, self.off, self.sizes, self.hat)
+
+    @property
+    def prev(self) -> np.ndarray:
+        """Per interval, the nearest allowed interval at or below it (see :func:`_nearest_allowed`)."""
+        return self._nearest[0]
+
+    @property
+    def next(self) -> np.ndarray:
+        """Per interval, the nearest allowed interval at or above it (see :func:`_nearest_allowed`)."""
+        return self._nearest[1]
 
     # --------------------------------------------------------------- costs of ranges
     def _range_min(self, f: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -160,10 +167,10 @@ class BoxSearch:
     def evaluate(self, lo: np.ndarray, hi: np.ndarray) -> tuple[float, np.ndarray, float, np.ndarray, bool]:
         """(bound, cheapest cells p, their cost, per-leaf cost e, whether the leaves holding
         p meet every need) of the box [lo, hi]."""
-        if self.static is not None:
+        if self.ctx is not None:
             p = np.empty(self.d, dtype=np.int64)
             e: np.ndarray = np.empty(self.n_leaf)      # per-leaf costs (a sum below is typed floating)
-            bound, base, holds = _boxsearch.evaluate(*self.static, lo, hi, p, e)
+            bound, base, holds = _boxsearch.evaluate(self.ctx, lo, hi, p, e)
             return bound, p, base, e, bool(holds)
         feats = np.arange(self.d)
         p, m = self._range_min(feats, lo, hi)
@@ -190,6 +197,20 @@ class BoxSearch:
                     for start, n, score, need in self.needs)
         return bound, p, base, e, holds
 
+    def expand(self, lo: np.ndarray, hi: np.ndarray, cut: float
+               ) -> tuple[float, np.ndarray, float, bool, tuple[int, int] | None]:
+        """(bound, cheapest cells p, their cost, whether the leaves holding p meet every need, and
+        the split of the box) of the box [lo, hi]: :meth:`evaluate`, then, when the bound is below
+        ``cut`` (the box is kept), :meth:`split`; else the split is None. The box search computes a
+        box's split as it queues the box, so the box is evaluated once."""
+        if self.ctx is not None:
+            p = np.empty(self.d, dtype=np.int64)
+            bound, base, holds, sp = _boxsearch.expand(self.ctx, lo, hi, p, np.empty(self.n_leaf), cut)
+            return bound, p, base, bool(holds), sp
+        bound, p, base, e, holds = self.evaluate(lo, hi)
+        sp = self.split(lo, hi, p, e, bound) if np.isfinite(bound) and bound < cut else None
+        return bound, p, base, holds, sp
+
     def holds(self, p: np.ndarray) -> np.ndarray:
         """Mask of the leaves whose box holds the cells ``p``."""
         f = self.E_f
@@ -199,8 +220,8 @@ class BoxSearch:
     def split(self, lo: np.ndarray, hi: np.ndarray, p: np.ndarray, e: np.ndarray, bound: float
               ) -> tuple[int, int] | None:
         """(feature j, level s): the box splits into intervals < s and >= s of feature j; None if no split."""
-        if self.static is not None:
-            return _boxsearch.split(*self.static, lo, hi, p, e, float(bound))
+        if self.ctx is not None:
+            return _boxsearch.split(self.ctx, lo, hi, p, e, float(bound))
         f = self.E_f
         at_p = self.holds(p)
         W = np.zeros((self.d, 2))
@@ -252,18 +273,88 @@ _Structure = tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.
                    list[tuple[int, int, np.ndarray, float]], np.ndarray]
 
 
-def _leaf_structure(prob: CellProblem, costs: list[np.ndarray], sizes: np.ndarray, merge_levels: int) -> _Structure:
+def _grid(prob: CellProblem, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(offset of each feature's intervals in the flat arrays, feature of each flat interval): the
+    grid's, kept with the model's leaves (:data:`core.cells.cache.GRID_CACHE`)."""
+    def build() -> tuple[np.ndarray, np.ndarray]:
+        off = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        feat = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
+        for x in (off, feat):
+            x.setflags(write=False)
+        return off, feat
+
+    return GRID_CACHE.get(prob.model_leaves, ("boxsearch grid", tuple(sizes.tolist())), build)
+
+
+def _nearest_allowed(flat: np.ndarray, feat: np.ndarray, off: np.ndarray, sizes: np.ndarray, hat: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(prev, next, ok): per interval the nearest allowed interval at or below / at or above it
+    within its feature (flat indices; ``off - 1`` / ``off + size`` when none), and whether the
+    problem is this solver's: the query's own interval allowed on every feature and the costs
+    never falling away from it (on each side, along the allowed intervals)."""
+    F = flat.size
+    finite = np.isfinite(flat)
+    at = np.arange(F, dtype=np.int64)
+    start, end = off[feat], off[feat] + sizes[feat]
+    below = np.maximum.accumulate(np.where(finite, at, -1)) if F else at
+    prev = np.where(below >= start, below, start - 1)
+    above = np.minimum.accumulate(np.where(finite, at, F)[::-1])[::-1] if F else at
+    nxt = np.where(above < end, above, end)
+    here = off + hat                                          # the query's intervals
+    ok = bool(np.all((hat >= 0) & (hat < sizes))) and bool(np.all(finite[here]))
+    if ok:
+        # consecutive allowed intervals of one feature: falling up to the query's, rising after it
+        i = np.flatnonzero(finite)
+        a, b = i[:-1], i[1:]
+        same = feat[a] == feat[b]
+        step = flat[b] - flat[a]
+        tol = 1e-15 * (1 + np.abs(flat[b]))
+        left = same & (b <= here[feat[a]])
+        right = same & (a >= here[feat[a]])
+        ok = not (np.any(step[left] > tol[left]) or np.any(step[right] < -tol[right]))
+    return prev.astype(np.int64), nxt.astype(np.int64), ok
+
+
+def _leaf_structure(prob: CellProblem, costs: Callable[[], list[np.ndarray]], sizes: np.ndarray, merge_levels: int
+                    ) -> tuple[_Structure, tuple[np.ndarray, ...]]:
     """(leaves, trees, tree of each leaf, and the sparse leaf bounds E_leaf, E_f, E_lo, E_hi, the
-    needs (first leaf, leaves, scores, need), the leaves' offsets in E): the blocks' leaves on the
-    grid. Without an upper bound to drop leaves by, merges, further models or plausibility, this
-    depends on the model and the target only, and is kept with the model's leaves for the next
-    query (:data:`core.cells.cache.GRID_CACHE`)."""
+    needs (first leaf, leaves, scores, need), the leaves' offsets in E), and the same as the
+    compiled kernel reads it (:func:`_leaf_arrays`): the blocks' leaves on the grid. Without an
+    upper bound to drop leaves by, merges, further models or plausibility, this depends on the
+    model and the target only, and is kept with the model's leaves for the next query
+    (:data:`core.cells.cache.GRID_CACHE`). ``costs()``: the interval costs (for merges), asked only
+    when the structure is built."""
+    def build() -> tuple[_Structure, tuple[np.ndarray, ...]]:
+        st = _build_structure(prob, costs(), sizes, merge_levels)
+        return st, _leaf_arrays(st, prob.n_features)
+
     ub = float(prob.upper_bound)
     if merge_levels == 0 and not np.isfinite(ub) and not prob.others and prob.plaus_leaves is None:
         t = prob.target
         key = ("boxsearch", t.kind, t.class_index, t.lo, t.hi, t.margin)
-        return GRID_CACHE.get(prob.model_leaves, key, lambda: _build_structure(prob, costs, sizes, merge_levels))
-    return _build_structure(prob, costs, sizes, merge_levels)
+        return GRID_CACHE.get(prob.model_leaves, key, build)
+    return build()
+
+
+def _leaf_arrays(st: _Structure, d: int) -> tuple[np.ndarray, ...]:
+    """The leaf structure as the compiled kernel reads it (read-only, C-contiguous): ptr, ef, elo,
+    ehi, tree, per need its first leaf, its number of leaves, its scores' offset, the sum the
+    trees must reach, and the scores; then each leaf bound's leaf and the bounds grouped by
+    feature (offsets, positions) (see core/solvers/_boxsearch.c)."""
+    _, _, tree, E_leaf, E_f, E_lo, E_hi, needs, ptr = st
+    arrays = [ptr, E_f, E_lo, E_hi, tree,
+              np.array([a for a, _, _, _ in needs], dtype=np.int64),
+              np.array([n for _, n, _, _ in needs], dtype=np.int64),
+              np.concatenate([[0], np.cumsum([n for _, n, _, _ in needs])[:-1]]).astype(np.int64),
+              np.array([nd for _, _, _, nd in needs], dtype=float),
+              np.concatenate([sc for _, _, sc, _ in needs] or [np.zeros(0)]).astype(float),
+              E_leaf.astype(np.int64),
+              np.concatenate([[0], np.cumsum(np.bincount(E_f, minlength=d))]).astype(np.int64),
+              np.argsort(E_f, kind="stable").astype(np.int64)]
+    out = tuple(np.ascontiguousarray(x) for x in arrays)
+    for x in out:
+        x.setflags(write=False)
+    return out
 
 
 def _build_structure(prob: CellProblem, costs: list[np.ndarray], sizes: np.ndarray, merge_levels: int
@@ -386,41 +477,52 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
         hc = prob.interval_of(np.asarray(hint, dtype=float)[None, :])[0]
         if prob.is_valid(prob.point_of(hc)[None, :])[0]:
             inc, ub = hc, min(ub, float(prob.cost_of(hc)))
+    cut = ub * (1 - REL_TOL) - 1e-15           # a box whose bound is not below it cannot beat the incumbent
+    loop = _run_compiled if S.ctx is not None else _run
+    ended = loop(S, cut, deadline, stop, node_limit, on_bound, ub, head)
+    if ended[0] == "stopped":                    # the incumbent, and the smallest bound left: proven
+        return CellSolution("feasible" if inc is not None else "unknown", inc, min(ended[1], ub))
+    if ended[0] == "optimal":
+        inc, ub = ended[1], ended[2]
+    if inc is None:
+        return CellSolution("infeasible", None, np.inf)
+    return CellSolution("optimal", inc, float(ub))
+
+
+#: how a search loop ended: ("optimal", cells, cost), ("empty",) or ("stopped", the smallest bound left)
+_Ended = tuple[Any, ...]
+
+
+def _run(S: BoxSearch, cut: float, deadline: float, stop: threading.Event | None, node_limit: int | None,
+         on_bound: Callable[[float, float], None] | None, ub: float,
+         head: tuple[int, threading.Event] | None) -> _Ended:
+    """The search loop (see the module doc), in Python: the numpy node bound's."""
+    prob = S.prob
     heap: list = []
     counter = 0
     lb_told = -np.inf
 
-    def prunes(bound: float) -> bool:
-        return not (np.isfinite(bound) and bound < ub * (1 - REL_TOL) - 1e-15)
-
     def push(lo: np.ndarray, hi: np.ndarray, depth: int) -> None:
         nonlocal counter
-        bound = S.evaluate(lo, hi)[0]
+        bound, p, base, holds, sp = S.expand(lo, hi, cut)      # the box's split too, should it be popped
         S.nodes += 1
-        if not prunes(bound):      # equal bounds: the deepest box first (nearest a point)
-            heapq.heappush(heap, (bound, -depth, counter, lo, hi))
+        if np.isfinite(bound) and bound < cut:      # equal bounds: the deepest box first (nearest a point)
+            heapq.heappush(heap, (bound, -depth, counter, lo, hi, p, base, holds, sp))
             counter += 1
 
     push(S.root_lo.copy(), S.root_hi.copy(), 0)
     while heap:
         if (stop is not None and stop.is_set()) or time.perf_counter() > deadline or \
                 (node_limit is not None and S.nodes > node_limit):
-            return CellSolution("feasible" if inc is not None else "unknown", inc, min(heap[0][0], ub))
+            return ("stopped", heap[0][0])
         if head is not None and S.nodes >= head[0]:
             head[1].set()
-        bound, neg_depth, _, lo, hi = heapq.heappop(heap)
-        if prunes(bound):
-            heap.clear()
-            break
+        bound, neg_depth, _, lo, hi, p, base, holds, sp = heapq.heappop(heap)
         if on_bound is not None and bound > lb_told:
             lb_told = bound
             on_bound(bound, ub)
-        _, p, base, e, holds = S.evaluate(lo, hi)
         if holds and base >= bound * (1 - REL_TOL) - 1e-15 and prob.is_valid(prob.point_of(p)[None, :])[0]:
-            inc, ub = p.copy(), float(base)
-            heap.clear()
-            break                        # the smallest bound is attained: optimal
-        sp = S.split(lo, hi, p, e, bound)
+            return ("optimal", p, float(base))         # the smallest bound is attained: optimal
         if sp is None:
             continue                     # one leaf per tree and p invalid: the box holds no solution
         j, sv = sp
@@ -430,6 +532,45 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
         lo2[j] = sv
         push(lo, hi1, 1 - neg_depth)
         push(lo2, hi, 1 - neg_depth)
-    if inc is None:
-        return CellSolution("infeasible", None, np.inf)
-    return CellSolution("optimal", inc, float(ub))
+    return ("empty",)
+
+
+#: the compiled loop returns to Python at least every CHUNK boxes, to look at the clock and the stop event
+CHUNK = 32
+#: L-infinity, compiled: the most memory (bytes) a search keeps its queued boxes' leaves in, so that a box's
+#: children are evaluated from them (only the leaves bounded on the split feature change); beyond it a
+#: box's children are evaluated from scratch. A few thousand boxes of a forest of a few thousand leaves
+LEAVES_BUDGET = 32 << 20
+
+
+def _run_compiled(S: BoxSearch, cut: float, deadline: float, stop: threading.Event | None, node_limit: int | None,
+                  on_bound: Callable[[float, float], None] | None, ub: float,
+                  head: tuple[int, threading.Event] | None) -> _Ended:
+    """:func:`_run` with the loop in C (core/solvers/_boxsearch.c: the same boxes in the same order),
+    which returns here for what needs Python: a candidate's check on the model, a lower bound to
+    tell, and every :data:`CHUNK` boxes (and at ``node_limit`` and at the race's cue, exactly) the
+    stop event, the clock and the limits."""
+    prob = S.prob
+    run = _boxsearch.search(S.ctx, cut, LEAVES_BUDGET)
+    p = np.empty(S.d, dtype=np.int64)
+    S.nodes = 1
+    while True:
+        stop_at = S.nodes + CHUNK
+        if node_limit is not None:
+            stop_at = min(stop_at, node_limit)
+        if head is not None and not head[1].is_set():
+            stop_at = min(stop_at, head[0] - 1)
+        event, S.nodes, value = _boxsearch.run(run, stop_at, on_bound is not None, p)
+        if event == "empty":
+            return ("empty",)
+        if event == "limit":
+            if (stop is not None and stop.is_set()) or time.perf_counter() > deadline or \
+                    (node_limit is not None and S.nodes > node_limit):
+                return ("stopped", value)
+            if head is not None and S.nodes >= head[0]:
+                head[1].set()
+        elif event == "bound":
+            assert on_bound is not None
+            on_bound(value, ub)
+        elif prob.is_valid(prob.point_of(p)[None, :])[0]:      # a candidate, valid: optimal
+            return ("optimal", p.copy(), float(value))

@@ -9,6 +9,8 @@ take ``norm="linf"``.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from oracles import grid_brute_force, infimum_cost, returned_cost, scaled_breast_cancer_forest, tiny_models
@@ -112,6 +114,75 @@ def test_the_compiled_node_bound_gives_the_numpy_answers():
                 assert c.split(lo, hi, pc, ec, bc) == n.split(lo, hi, pn, en, bn)
                 checked += 1
     assert checked > 100, checked
+
+
+class _Cue(threading.Event):
+    """The race's cue, noting how many boxes the search had evaluated when it was given."""
+
+    def __init__(self, search):
+        super().__init__()
+        self.search, self.at = search, None
+
+    def set(self):
+        self.at = self.search.nodes if self.at is None else self.at
+        super().set()
+
+
+@pytest.mark.parametrize("budget", [0, 3, None])
+def test_the_compiled_loop_takes_the_python_loops_path(monkeypatch, budget):
+    """The search loop in C (boxsearch._run_compiled) and in Python (boxsearch._run), both on the
+    compiled node bound: the same answer, the same boxes counted, the same lower bounds told in the
+    same order, stopped at the same node limit with the same bound, the race's cue at the same box.
+    For L-infinity the C loop evaluates a box from its parent's leaves while they fit its budget
+    (``budget`` boxes' worth here: none, a few, the default), else from scratch."""
+    assert boxsearch._boxsearch is not None, "build the kernels: setup.py build_ext"
+    compared = 0
+    for _model, ens, _X, x, target, fixed in _queries():
+        for norm in ("linf", "l1"):
+            prob = build_problem(ens, x, target, norm=norm, fixed=fixed)
+            if budget is not None:
+                monkeypatch.setattr(boxsearch, "LEAVES_BUDGET", budget * 8 * boxsearch.BoxSearch(prob).n_leaf)
+            for limit in (1, 4, 25, None):
+                runs = []
+                for loop in (boxsearch._run, boxsearch._run_compiled):
+                    S = boxsearch.BoxSearch(prob)
+                    told: list[tuple[float, float]] = []
+                    cue = _Cue(S)
+                    ended = loop(S, np.inf, np.inf, None, limit, lambda lb, ub: told.append((lb, ub)), np.inf,
+                                 (3, cue))
+                    runs.append((ended[0], [np.asarray(v).tolist() for v in ended[1:]], S.nodes, told, cue.at))
+                assert runs[0] == runs[1], (norm, limit)
+                compared += 1
+    assert compared > 50
+
+
+def test_the_compiled_problem_refuses_what_the_numpy_search_refuses():
+    """Costs that fall away from the query, or a query's interval not allowed: the compiled problem
+    is not made (the box search hands the problem on), as the numpy test says; otherwise its nearest
+    allowed intervals are the numpy ones (the same node bounds: test above)."""
+    assert boxsearch._boxsearch is not None, "build the kernels: setup.py build_ext"
+    rng = np.random.default_rng(3)
+    said = {True: 0, False: 0}
+    for _model, ens, _X, x, target, fixed in _queries():
+        for norm in ("linf", "l1"):
+            prob = build_problem(ens, x, target, norm=norm, fixed=fixed)
+            for trial in range(6):
+                if trial:                                  # a cost lowered (or an interval forbidden) somewhere
+                    j = int(rng.integers(prob.n_features))
+                    costs = [c.copy() for c in prob.costs]
+                    i = int(rng.integers(costs[j].size))
+                    costs[j][i] = np.inf if trial == 5 else costs[j][i] * rng.uniform(0, 1)
+                    prob = build_problem(ens, x, target, norm=norm, fixed=fixed)
+                    prob.costs = costs
+                compiled = boxsearch.BoxSearch(prob)
+                try:
+                    boxsearch.USE_COMPILED = False
+                    plain = boxsearch.BoxSearch(prob)
+                finally:
+                    boxsearch.USE_COMPILED = True
+                assert compiled.ok == plain.ok == (compiled.ctx is not None)
+                said[compiled.ok] += 1
+    assert said[True] > 10 and said[False] > 10, said
 
 
 @pytest.mark.parametrize("norm", ["l1", "linf"])
@@ -274,17 +345,34 @@ def test_the_compiled_node_bound_checks_what_it_is_handed():
     C = boxsearch._boxsearch
     lo, hi = S.root_lo.copy(), S.root_hi.copy()
     p, e = np.empty(S.d, dtype=np.int64), np.empty(S.n_leaf)
-    C.evaluate(*S.static, lo, hi, p, e)                       # the right buffers answer
+    C.evaluate(S.ctx, lo, hi, p, e)                           # the right buffers answer
     with pytest.raises(ValueError, match="box outside the grid"):
-        C.evaluate(*S.static, lo, hi + 1, p, e)
+        C.evaluate(S.ctx, lo, hi + 1, p, e)
     with pytest.raises(TypeError, match="int64"):
-        C.evaluate(*S.static, lo.astype(np.int32), hi, p, e)
+        C.evaluate(S.ctx, lo.astype(np.int32), hi, p, e)
     with pytest.raises(ValueError, match="e one per leaf"):
-        C.evaluate(*S.static, lo, hi, p, e[:-1])
+        C.evaluate(S.ctx, lo, hi, p, e[:-1])
+    with pytest.raises(ValueError, match="box outside the grid"):
+        C.expand(S.ctx, lo, hi + 1, p, e, np.inf)
     with pytest.raises(ValueError, match="inconsistent array lengths"):
-        C.check(*S.static[:3], S.static[3][:-1], *S.static[4:])
+        C.prepare(*S.static[:4], S.static[4][:-1], *S.static[5:])
+    with pytest.raises(ValueError, match="feature offsets"):
+        C.prepare(*S.static[:3], S.static[3][:-1], *S.static[4:])
+    bad_bound = S.static[7].copy()                          # a leaf bound beyond its feature's grid
+    bad_bound[0] = 10 ** 6
+    with pytest.raises(ValueError, match="leaf bounds"):
+        C.prepare(*S.static[:7], bad_bound, *S.static[8:])
+    wrong_leaf = S.static[14].copy()                        # a leaf bound given another leaf
+    wrong_leaf[0] = S.n_leaf - 1
+    with pytest.raises(ValueError, match="leaf bounds"):
+        C.prepare(*S.static[:14], wrong_leaf, *S.static[15:])
+    by_feature = S.static[16][::-1].copy()                  # the bounds grouped under other features
+    with pytest.raises(ValueError, match="leaf bounds by feature"):
+        C.prepare(*S.static[:16], by_feature, S.static[17])
     with pytest.raises(ValueError, match="p outside the grid"):
-        C.split(*S.static, lo, hi, hi + 1, e, 1.0)
+        C.split(S.ctx, lo, hi, hi + 1, e, 1.0)
+    with pytest.raises(ValueError):                           # not a prepared problem
+        C.evaluate(S.static[0], lo, hi, p, e)
 
 
 @pytest.mark.parametrize("backend", ["boxsearch", "lpbox"])

@@ -57,6 +57,62 @@ def test_every_counterfactual_is_valid_on_the_original_model(fitted, fid):
         assert res.cost > 0 and len(res.changes) >= 1
 
 
+@pytest.mark.parametrize("fid", ["xgb-bin", "xgb-multi", "xgb-softmax"])
+def test_an_xgboost_classifier_is_checked_by_the_label_its_predict_gives(fitted, fid):
+    """The check on an XGBoost classifier reads its label from its own margins, as its predict
+    does (no second prediction): on every row and for every class, the check says what its
+    predict says; a margin at a tie, another objective (multi:softmax) or margins over other
+    trees than its predict reads (an early-stopped model read whole) go to its predict."""
+    import xgboost as xgb
+
+    from core.cells.result import XGB_TIE, _xgb_label, check_on_model
+    from core.counterfactual import make_target
+
+    model, X, y, _ = fitted(fid)
+    ens = from_model(model)
+    labels = model.predict(X)
+    for label in model.classes_:
+        target = make_target(ens, label, None)
+        said = [check_on_model(model, ens, x, target) for x in X[:120]]
+        assert said == [bool(v == label) for v in labels[:120]], label
+    k = len(model.classes_)
+    read = _xgb_label(model, ens, np.zeros(1 if k == 2 else k))       # a tie: its predict decides
+    assert read is None
+    if fid == "xgb-bin":
+        assert _xgb_label(model, ens, np.array([2 * XGB_TIE])) == 1
+        assert _xgb_label(model, ens, np.array([-2 * XGB_TIE])) == 0
+        early = xgb.XGBClassifier(n_estimators=40, max_depth=3, n_jobs=1, early_stopping_rounds=2)
+        early.fit(X[:200], y[:200], eval_set=[(X[200:], y[200:])], verbose=False)
+        whole = from_model(early.get_booster())                       # every tree, not its predict's
+        assert _xgb_label(early, whole, np.array([1.0])) is None
+        assert _xgb_label(early, from_model(early), np.array([1.0])) == 1
+    if fid == "xgb-softmax":
+        assert _xgb_label(model, ens, np.array([0.0, 1.0, 2.0])) is None
+
+
+@pytest.mark.parametrize("fid", ["sk-rf-bin", "sk-rf-multi", "sk-gb-bin", "xgb-bin", "xgb-multi", "xgb-softmax",
+                                 "lgb-bin", "lgb-multi", "sk-rf-reg", "xgb-reg", "lgb-reg"])
+def test_rows_checked_on_the_model_together_get_each_ones_verdict(fitted, fid):
+    """check_rows (several points, the model asked once: a result checks its point with the first
+    points minimal recourse tries) says of each row what check_on_model says of it alone, for every
+    target, on rows and on rows moved off them."""
+    from core.cells.result import check_on_model, check_rows
+    from core.counterfactual import make_target
+
+    model, X, y, kind = fitted(fid)
+    ens = from_model(model)
+    rng = np.random.default_rng(1)
+    rows = np.vstack([X[:25], X[25:50] + rng.normal(scale=0.5, size=(25, X.shape[1]))])
+    targets = list(model.classes_) if kind != "regression" else [(float(np.median(y)), np.inf),
+                                                                 (-np.inf, float(np.quantile(y, 0.3)))]
+    for spec in targets:
+        target = make_target(ens, spec, None)
+        together = check_rows(model, ens, rows, target)
+        alone = [check_on_model(model, ens, r, target) for r in rows]
+        assert together == alone, spec
+        assert any(alone) and not all(alone), spec                 # both verdicts are met
+
+
 @pytest.mark.parametrize("fid", ["sk-rf-reg", "xgb-reg", "lgb-reg", "sk-gb-reg"])
 def test_regression_interval_target(fitted, fid):
     model, X, y, _ = fitted(fid)
