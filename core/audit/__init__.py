@@ -26,15 +26,16 @@ decision is unfavourable (the model's output misses the target):
 * a plain-language summary of the significant gaps, largest first.
 
 ``run_audit`` returns an :class:`Audit`, which serialises to JSON, to a
-self-contained HTML report (:mod:`core.audit.report`) and to per-row CSV. The rows
-run on local processes or a Dask cluster (:mod:`core.optimal.batch`).
+self-contained HTML report (:mod:`core.audit.report`) and to per-row CSV. Every
+stage runs on local processes or a Dask cluster (:mod:`core.audit.stages`, over
+:mod:`core.optimal.batch`), with the same answers however it runs.
 
 The audit's public names (``__all__``) are importable from here; they live in
 :mod:`core.audit.run` (:func:`run_audit`, its settings and stages),
 :mod:`core.audit.stats` (groups, statistics, summary), :mod:`core.audit.result`
 (:class:`Audit`) and :mod:`core.audit.metrics`; the command line is
 :mod:`core.audit.cli`. The rest of the audit's package: :mod:`core.audit.fairstats`,
-:mod:`core.audit.groupfair`, :mod:`core.audit.subgroups`, :mod:`core.audit.report`,
+:mod:`core.audit.groupfair`, :mod:`core.audit.subgroups`, :mod:`core.audit.stages`, :mod:`core.audit.report`,
 :mod:`core.audit.history`, :mod:`core.audit.story`, :mod:`core.audit.compare` and
 :mod:`core.audit.constrained`.
 

@@ -1,10 +1,11 @@
 """Running the fairness audit: :func:`run_audit`, its settings and its stages.
 
 What the audit measures, and how, is described in :mod:`core.audit`, which
-re-exports the public names. The stages, in order: the optimal recourse of
-every audited row, the T-CREx rules, the local counterfactual rules, then the
-statistics (:mod:`core.audit.stats`); the result is an
-:class:`core.audit.result.Audit` with its provenance.
+re-exports the public names. The stages: the optimal recourse of every audited
+row, the T-CREx rules, the local counterfactual rules, the group fairness and
+the subgroup scan, run as tasks over the audit's processes
+(:mod:`core.audit.stages`), then the statistics (:mod:`core.audit.stats`); the
+result is an :class:`core.audit.result.Audit` with its provenance.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import hashlib
 import platform
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
@@ -23,8 +25,8 @@ from core.audit.constrained import in_force
 from core.audit.groupfair import group_fairness
 from core.audit.report import whole
 from core.audit.result import Audit
+from core.audit.stages import RowRecourse, first_round, second_round
 from core.audit.stats import _statistics, group_labels, protected_attributes, summarise
-from core.audit.subgroups import scan_subgroups
 from core.counterfactual import at_target, check_schema, make_target
 from core.errors import AuditCancelled, AuditError, QueryError
 from core.intake.columns import analyst_columns, recourse_frame
@@ -32,8 +34,7 @@ from core.model import Guarantee, LinearModel, TreeEnsemble, as_model
 from core.model.features import as_table, closest_names, feature_index, names_text
 from core.model.missing import missing_as_states
 from core.model.native import model_input
-from core.optimal.batch import batch_counterfactuals, weakest_guarantee
-from core.rules import CounterfactualRules
+from core.optimal.batch import weakest_guarantee
 from core.schema import Schema, with_missing_states
 from core.settings import (
     N_JOBS,
@@ -52,7 +53,6 @@ from core.settings import (
 )
 from core.shown import outcome_text
 from core.surrogate import Surrogate
-from core.tcrex import TCREx
 from core.typing import ArrayLike, ModelLike, Norm, Rows, TargetSpec
 
 if TYPE_CHECKING:
@@ -199,7 +199,8 @@ def run_audit(ensemble: ModelLike, X: Rows, *, schema: Schema, target: TargetSpe
     max_rows : int or None, default 500, audit at most this many unfavourable rows (a seeded sample).
     norm, time_limit : default "l1" and 10.0, the recourse cost and the seconds per row (core.optimal).
     n_jobs, scheduler : default 1 and None, local processes (-1: every core), or a Dask
-        scheduler address / Client (:mod:`core.settings`).
+        scheduler address / Client (:mod:`core.settings`); every stage runs on them, and the
+        answers are the same however the audit runs (each recourse on one solver thread).
     n_boot, n_perm, alpha : default 1000, 2000, 0.05, bootstrap resamples, permutations,
         family-wise level.
     tcrex, tcrex_rho, tcrex_tau : default True, 0.02, 0.9, also fit T-CREx and report its rules per group.
@@ -237,10 +238,10 @@ def run_audit(ensemble: ModelLike, X: Rows, *, schema: Schema, target: TargetSpe
                       class_names=dict(class_names or {}))
     schema = in_force(schema, constraints)          # the constraints every recourse query reads
     run = _prepare(ensemble, X, schema, target, protected, rows, y, s, model, progress, should_stop, surrogate)
-    table, cfs = _recourse_stage(run)
-    rules_table = _tcrex_stage(run, table)
-    _local_rules_stage(run, table)
-    groups, tests, summary, gf, sub = _statistics_stage(run, table, y)
+    first = first_round(run, _fairness(run, y))        # every stage's tasks, on the audit's processes
+    table, cfs = _recourse_stage(run, first.recourse)
+    rules_table, gf, sub = second_round(run, table, first)
+    groups, tests, summary = _statistics_stage(run, table, gf, sub)
     run.timings["total"] = time.perf_counter() - t_start
     return Audit(table, groups, tests, rules_table, summary, _meta(run, table, prov, sub), cfs,
                  fairness=gf.by_group, disparities=gf.disparities, subgroups=sub)
@@ -340,18 +341,11 @@ def _protected(schema: Schema, protected: Any) -> list[str] | None:
     return out
 
 
-def _recourse_stage(run: _Run) -> tuple[pd.DataFrame, np.ndarray]:
-    """1. The optimal recourse of every audited row, protected columns held fixed."""
+def _recourse_stage(run: _Run, done: list[RowRecourse]) -> tuple[pd.DataFrame, np.ndarray]:
+    """1. The optimal recourse of every audited row, protected columns held fixed (solved as
+    tasks of the audit's processes, :mod:`core.audit.stages`): the per-row table."""
     t0 = time.perf_counter()
-    s, rows = run.s, run.rows
-    results = batch_counterfactuals(
-        run.ens, run.A[rows], [run.target_value] * rows.size, n_jobs=s.n_jobs, scheduler=s.scheduler,
-        chunk_size="auto", progress=lambda d, t: run.report("recourse", d, t), should_stop=run.stop,
-        schema=run.schema, norm=s.norm, fixed=run.immutable, time_limit=float(s.time_limit), X_ref=run.A,
-        model=run.model, **({"surrogate": run.surrogate} if run.surrogate is not None else {}))
-    done = [r for r in results if r is not None]
-    if run.stop() or len(done) < len(results):
-        raise AuditCancelled("The audit was cancelled; nothing was kept.")
+    rows = run.rows
     run.recourse_guarantee = weakest_guarantee([r for r in done if r.found] or done)   # what the recourses hold
     recs = []
     for i, res in zip(rows, done):
@@ -377,114 +371,30 @@ def _recourse_stage(run: _Run) -> tuple[pd.DataFrame, np.ndarray]:
     return table, cfs
 
 
-def _tcrex_stage(run: _Run, table: pd.DataFrame) -> pd.DataFrame:
-    """2. T-CREx rules: the rule each audited row is given, whether it is actionable
-    (it already holds on every immutable column), and the rules most given per group."""
-    rules_table = pd.DataFrame(columns=["attribute", "group", "rule", "text", "rows", "share"])
+def _fairness(run: _Run, y: Any) -> Callable[[], Any]:
+    """The group fairness of the decisions on every row, as a call for one of the audit's tasks."""
+    s, tgt = run.s, run.tgt
+    return partial(group_fairness, run.labels, run.pred, favourable=None if tgt.kind == "interval" else tgt.label,
+                   y_true=None if y is None else np.asarray(y),
+                   target_interval=(tgt.lo, tgt.hi) if tgt.kind == "interval" else None,
+                   n_boot=min(s.n_boot, 500), random_state=s.random_state)
+
+
+def _statistics_stage(run: _Run, table: pd.DataFrame, gf: Any, sub: pd.DataFrame | None):
+    """4. Per-group statistics and tests and the summary (group fairness and the subgroup
+    scan ran as tasks of the audit's processes, :mod:`core.audit.stages`)."""
     t0 = time.perf_counter()
     s = run.s
-    if s.tcrex:
-        run.report("T-CREx rules", 0, 1)
-        try:
-            tc = TCREx(rho=s.tcrex_rho, tau=s.tcrex_tau, groups=run.groups,
-                       random_state=s.random_state).fit(run.A, run.pred, run.target_value, feature_names=run.names)
-            Xa, imm = run.A[run.rows], run.immutable
-            assigned = tc.explain(Xa)
-            L = np.array([tc.rules_[k].lower for k in assigned])
-            U = np.array([tc.rules_[k].upper for k in assigned])
-            ok = np.all((Xa[:, imm] > L[:, imm]) & (Xa[:, imm] <= U[:, imm]), axis=1)
-            table["tcrex_rule"] = [f"R{k}" for k in assigned]
-            table["tcrex_actionable"] = ok.astype(int)
-            table["tcrex_changes"] = tc.changes(Xa, assigned).astype(float)
-            recs = []
-            for a in run.attrs:
-                for g, sub in table.groupby(f"group:{a}"):
-                    for rule, c in sub["tcrex_rule"].value_counts().head(5).items():
-                        recs.append({"attribute": a, "group": g, "rule": rule, "text": tc.rule_text(int(str(rule)[1:])),
-                                     "rows": int(c), "share": float(c / len(sub))})
-            rules_table = pd.DataFrame(recs, columns=rules_table.columns)
-        except ValueError as exc:
-            run.notes.append(f"T-CREx: {exc}")
-        run.report("T-CREx rules", 1, 1)
-    run.timings["tcrex"] = time.perf_counter() - t0
-    return rules_table
-
-
-def _local_rules_stage(run: _Run, table: pd.DataFrame) -> None:
-    """3. Local counterfactual rules on a seeded sample of every group of every
-    attribute: the share of a rule's samples the model gives the target."""
-    t0 = time.perf_counter()
-    k = run.s.local_rules_per_group
-    if k > 0 and run.ens.is_classifier:
-        picked = np.zeros(len(table), dtype=bool)   # every group of every attribute gets up to k rows
-        for a in run.attrs:
-            for _, sub in table.groupby(f"group:{a}"):
-                idx = sub.index.to_numpy()
-                need = k - int(picked[idx].sum())
-                rest = idx[~picked[idx]]
-                if need > 0 and rest.size:
-                    picked[run.rng.choice(rest, min(need, rest.size), replace=False)] = True
-        picks = np.flatnonzero(picked)
-        cr = CounterfactualRules(groups=run.groups, random_state=run.s.random_state)
-        cr.fit(run.A, run.pred, feature_names=run.names)
-        table["local_correctness"] = np.nan
-        table["local_rule"] = ""
-        sampled: list[tuple[int, np.ndarray]] = []      # (pick, its rule's samples): the model asked once for all
-        for n_done, p in enumerate(picks):
-            run.check_stop()
-            x = run.A[int(table["row"].to_numpy()[p])]
-            try:
-                rule = cr.local_rule(x, run.target_value, fixed=run.immutable)
-                sampled.append((int(p), cr.sample_counterfactuals(x, rule, n=5)))
-                table.at[p, "local_rule"] = rule.to_text(run.names, run.groups) + (
-                    f" (below pi_C: CRP {rule.crp:.2f})" if rule.below_pi_c else "")
-            except ValueError:
-                table.at[p, "local_correctness"] = 0.0     # no rule: no correct counterfactual from a rule
-                table.at[p, "local_rule"] = "(no rule)"
-            run.report("local rules", n_done + 1, len(picks))
-        _local_correctness(run, table, sampled)
-    run.timings["local_rules"] = time.perf_counter() - t0
-
-
-def _local_correctness(run: _Run, table: pd.DataFrame, sampled: list[tuple[int, np.ndarray]]) -> None:
-    """The share of each rule's samples the model gives the target: one call to the model
-    for every rule's samples (a model in its worker answers many rows at the cost of one)."""
-    if not sampled:
-        return
-    ok = at_target(run.ens, run.target_value, run.answer(np.concatenate([smp for _, smp in sampled])))
-    at = 0
-    for p, smp in sampled:
-        table.at[p, "local_correctness"] = float(np.mean(ok[at:at + len(smp)]))
-        at += len(smp)
-
-
-def _statistics_stage(run: _Run, table: pd.DataFrame, y: Any):
-    """4. Per-group statistics and tests, group fairness, the subgroup scan, the summary."""
-    t0 = time.perf_counter()
-    s, tgt = run.s, run.tgt
     run.report("statistics", 0, 1)
     groups, tests = _statistics(table, list(run.attrs), s.n_boot, s.n_perm, s.alpha, s.random_state)
-    y_true = None if y is None else np.asarray(y)
-    if y_true is not None and len(y_true) != len(run.A):
-        raise AuditError(f"{len(y_true)} labels for {len(run.A)} rows.")
-    gf = group_fairness(run.labels, run.pred, favourable=None if tgt.kind == "interval" else tgt.label,
-                        y_true=y_true, target_interval=(tgt.lo, tgt.hi) if tgt.kind == "interval" else None,
-                        n_boot=min(s.n_boot, 500), random_state=s.random_state)
     run.notes.extend(gf.notes)
-    sub = None
-    if s.scan:
-        frame_rows = pd.DataFrame(run.A[table["row"].to_numpy(dtype=int)], columns=run.names)
-        col_groups = {g: [run.names[j] for j in cols] for g, cols in run.schema.groups().items() if len(cols) >= 2}
-        sub = scan_subgroups(table, frame_rows, groups=col_groups, min_size=s.min_subgroup, budget=s.budget,
-                             n_perm=min(s.n_perm, 1000), n_boot=min(s.n_boot, 300), alpha=s.alpha,
-                             random_state=s.random_state).table
-        if not len(sub):
-            run.notes.append(f"Subgroup scan: no subgroup of at least {s.min_subgroup} audited rows "
-                             "(and as many outside).")
+    if sub is not None and not len(sub):
+        run.notes.append(f"Subgroup scan: no subgroup of at least {s.min_subgroup} audited rows "
+                         "(and as many outside).")
     summary = summarise(tests, s.alpha, len(table), list(run.attrs))
     run.report("statistics", 1, 1)
-    run.timings["statistics"] = time.perf_counter() - t0
-    return groups, tests, summary, gf, sub
+    run.timings["statistics"] = run.timings.get("statistics", 0.0) + time.perf_counter() - t0
+    return groups, tests, summary
 
 
 def _meta(run: _Run, table: pd.DataFrame, prov: Provenance, sub: pd.DataFrame | None) -> dict[str, Any]:

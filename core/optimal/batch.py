@@ -62,7 +62,7 @@ from core.typing import ModelLike, Rows, TargetSpec
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["map_rows", "batch_counterfactuals", "BatchResult", "weakest_guarantee", "connect", "ClusterError", "POOL_OWNER",
+__all__ = ["map_rows", "batch_counterfactuals", "row_queries", "BatchResult", "weakest_guarantee", "connect", "ClusterError", "POOL_OWNER",
            "release_pools", "Coalescer", "RowThreads"]
 
 #: whose runs may reuse each other's warm workers (the app sets its session's id per script run)
@@ -81,7 +81,8 @@ def _idle_seconds() -> float:
 
 #: what the fork server imports before its first fork: its workers skip the parent's main module
 #: (core/optimal/_forkmain.py), and the modules a run's chunks call
-PRELOAD = ["core.optimal._forkmain", "core.optimal.batch", "core.solvers.race", "core.compression", "core.audit.compare"]
+PRELOAD = ["core.optimal._forkmain", "core.optimal.batch", "core.solvers.race", "core.compression", "core.audit.compare",
+           "core.audit.stages"]
 #: the fork server's environment, and so its workers' (:data:`core.settings.SINGLE_THREAD_ENV`)
 FORK_ENV = SINGLE_THREAD_ENV
 _fork_lock = threading.Lock()
@@ -389,6 +390,31 @@ def _map_dask(fn: Callable[[Any], Any], items: list[Any], scheduler: Any,
 def _one_cf(args: tuple[np.ndarray, Any], ensemble: Any, kwargs: dict[str, Any]):
     x, target = args
     return optimal_counterfactual(ensemble, x, target, **kwargs)
+
+
+def row_queries(ensemble: ModelLike, X: Rows, targets: TargetSpec | Iterable[TargetSpec], *, parallel: bool,
+                **kwargs: object) -> tuple[Callable[[Any], Any], list[tuple[np.ndarray, Any]]]:
+    """The rows of :func:`batch_counterfactuals` for a model read exactly (a tree ensemble or a
+    linear model), read and checked once for all rows as it reads them (their missing values,
+    the features' roles): the picklable function of one item and the items, ``(row, target)``.
+    ``parallel``: the rows run in several processes or on a cluster (then each solve has one
+    solver thread, unless ``n_workers`` says otherwise). A caller may map the items in tasks
+    of its own (the fairness audit runs them beside its other stages): ``fn(item)`` is the
+    row's :class:`core.counterfactual.CounterfactualResult`."""
+    kwargs = dict(kwargs)
+    _settings_door(kwargs)
+    if isinstance(ensemble, LinearModel):       # exact, picklable, no missing states: row by row as given
+        A = as_table(X, ensemble.feature_names, error=QueryError, min_rows=0)
+        _roles_door(ensemble.feature_names, kwargs)
+        kwargs.setdefault("n_workers", 1)
+        return partial(_one_cf, ensemble=ensemble, kwargs=kwargs), list(zip(A, _targets(targets, len(A))))
+    ens = as_ensemble(ensemble)
+    A = as_table(X, ens.feature_names, error=QueryError, missing=True, min_rows=0)
+    _roles_door(ens.feature_names, kwargs)
+    rows_targets = _targets(targets, len(A))
+    ens, A = _missing_door(ens, A, kwargs)
+    kwargs.setdefault("n_workers", 1 if parallel else kwargs.get("n_workers", 2))
+    return partial(_one_cf, ensemble=ens, kwargs=kwargs), list(zip(A, rows_targets))
 
 
 @validated(QueryError, n_jobs=n_jobs_setting, scheduler=scheduler_setting)

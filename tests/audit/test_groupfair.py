@@ -73,3 +73,36 @@ def test_without_labels_tiny_groups_and_regression():
                          n_boot=50)
     assert {"mean prediction", "in target", "MAE"} <= set(reg.by_group.columns)
     assert reg.disparities["measure"].iloc[0] == "in-target rate difference"
+
+
+def test_the_bootstrap_is_drawn_in_blocks_with_the_same_draws(monkeypatch):
+    """The replicates' row indices come a block at a time: the intervals are those of one
+    draw of them all, and the memory does not grow with replicates times rows."""
+    import tracemalloc
+
+    import core.audit.groupfair as gfm
+
+    rng = np.random.default_rng(2)
+    n, n_boot = 2000, 120
+    sex = rng.choice(["f", "m", "x"], n, p=[.5, .45, .05])
+    pred = rng.integers(0, 2, n)
+    whole = np.random.default_rng(7).integers(0, n, size=(n_boot, n))        # every replicate at once
+    rate = np.stack([[pred[i][sex[i] == g].mean() for g in ("f", "m", "x")] for i in whole])
+    monkeypatch.setattr(gfm, "BLOCK", 3 * n + 1)                             # 3 replicates a block
+    gf = group_fairness({"sex": sex}, pred, favourable=1, n_boot=n_boot, random_state=7)
+    g = gf.by_group.set_index("group")
+    lo, hi = np.quantile(rate, 0.025, axis=0), np.quantile(rate, 0.975, axis=0)
+    assert np.allclose(g.loc[["f", "m", "x"], "selection rate_lo"], lo, rtol=0, atol=1e-12)
+    assert np.allclose(g.loc[["f", "m", "x"], "selection rate_hi"], hi, rtol=0, atol=1e-12)
+    monkeypatch.undo()
+
+    n, n_boot = 40_000, 300                 # at once: 300 x 40,000 indices, 96 MB, and their masks
+    sex, pred, y = rng.choice(["f", "m"], n), rng.integers(0, 2, n), rng.integers(0, 2, n)
+    tracemalloc.start()
+    try:
+        gf = group_fairness({"sex": sex}, pred, favourable=1, y_true=y, n_boot=n_boot)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40e6, peak
+    assert gf.by_group["n"].sum() == n and {"TPR", "FPR"} <= set(gf.by_group.columns)

@@ -6,8 +6,9 @@
   rewrite over "is missing" columns.
 * The optimum of a query read through the band equals the rewrite's, norm by
   norm (l1, l0, l2, linf, a weight on "is missing"), and the band is what the
-  query used; the answer reads in the caller's columns and convinces the model
-  on the raw row.
+  query used when CP-SAT answers; the answer reads in the caller's columns and
+  convinces the model on the raw row. A query a box search answers reads the
+  rewrite (the band's costs do not rise away from the query), with the same optimum.
 * The query-independent cache does not deadlock when an owner dies while it is
   being updated (found while building this).
 """
@@ -135,7 +136,7 @@ def test_the_band_gives_the_rewrites_optimum(case, norm, weights, monkeypatch):
     calls = _used_band(monkeypatch)
     for r in rows:
         target = 1 - ws.predictions[r]
-        kw = dict(schema=ws.schema, norm=norm, weights=w, X_ref=C, model=model, time_limit=30)
+        kw = dict(schema=ws.schema, norm=norm, weights=w, X_ref=C, model=model, time_limit=30, backend="cpsat")
         res = optimal_counterfactual(ens, C[r], target, **kw)
         monkeypatch.setattr(band_module, "ENABLED", False)
         old = optimal_counterfactual(ens, C[r], target, **kw)
@@ -163,7 +164,7 @@ def test_alternatives_through_the_band_are_the_rewrites(case, monkeypatch):
     seen = 0
     for r in np.flatnonzero(C[:, inds].sum(axis=1) > 0)[:6]:
         target = 1 - ws.predictions[r]
-        kw = dict(schema=ws.schema, X_ref=C, model=model, n_solutions=3)
+        kw = dict(schema=ws.schema, X_ref=C, model=model, n_solutions=3, backend="cpsat")
         res = optimal_counterfactual(ens, C[r], target, **kw)
         monkeypatch.setattr(band_module, "ENABLED", False)
         old = optimal_counterfactual(ens, C[r], target, **kw)
@@ -176,6 +177,33 @@ def test_alternatives_through_the_band_are_the_rewrites(case, monkeypatch):
             assert not first <= {c.feature for c in alt.changes}     # one of the first's changes is left out
         seen += len(res.alternatives)
     assert seen > 0                                                # some row has alternatives to compare
+
+
+@pytest.mark.parametrize("norm", ["l1", "linf"])
+def test_a_query_a_box_search_answers_reads_the_rewrite(case, norm, monkeypatch):
+    """Where a box search answers (the probe or the LP box search for a sum of costs, the
+    race for L-infinity), the band would send the query to CP-SAT alone: the query reads
+    the rewrite, and its optimum is the band's."""
+    name, model, ws, C = case
+    ens = ws.ensemble
+    inds = info(ens)["indicators"]
+    rows = np.flatnonzero(C[:, inds].sum(axis=1) > 0)
+    rows = rows[np.linspace(0, rows.size - 1, 4).astype(int)]
+    calls = _used_band(monkeypatch)
+    for r in rows:
+        target = 1 - ws.predictions[r]
+        kw = dict(schema=ws.schema, norm=norm, X_ref=C, model=model, time_limit=30)
+        calls.clear()
+        res = optimal_counterfactual(ens, C[r], target, **kw)
+        assert calls == []                                         # the band was not asked for
+        banded_ = optimal_counterfactual(ens, C[r], target, backend="cpsat", **kw)
+        assert calls == [True]
+        assert res.status == banded_.status == "optimal"
+        assert res.cost == pytest.approx(banded_.cost, rel=1e-6, abs=1e-9)
+        assert res.backend != "cpsat"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert model.predict(ws.to_raw(res.x[None, :]))[0] == target
 
 
 def test_the_cache_survives_an_owner_dying_while_it_is_updated():
