@@ -35,7 +35,7 @@ def _answers(audit) -> str:
     for k in ("created", "timings", "versions"):
         d["meta"].pop(k, None)
     rows = d["rows"]
-    at = rows["columns"].index("solve_time")
+    at = rows["columns"].index("elapsed")
     for r in rows["data"]:
         r[at] = None
     return json.dumps(d, sort_keys=True, default=str)
