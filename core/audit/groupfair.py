@@ -126,10 +126,10 @@ def _rates(c: np.ndarray, has_labels: bool) -> dict[str, np.ndarray]:
 
 def _disparities(r: dict[str, np.ndarray], has_labels: bool) -> dict[str, np.ndarray]:
     """fairlearn's "between groups" definitions on per-group rates (last axis: groups)."""
-    def diff(v):
-        return np.nanmax(v, axis=-1) - np.nanmin(v, axis=-1)
+    def diff(v: np.ndarray) -> np.ndarray:
+        return np.asarray(np.nanmax(v, axis=-1) - np.nanmin(v, axis=-1))
 
-    def ratio(v):
+    def ratio(v: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore", divide="ignore"):
             hi = np.nanmax(v, axis=-1)
             return np.where(hi > 0, np.nanmin(v, axis=-1) / hi, np.nan)

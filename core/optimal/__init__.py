@@ -684,8 +684,8 @@ def _quick_box(run: QueryRun, backend: str, anytime: Anytime) -> CounterfactualR
     return run.result(prob.point_of(sol.cells), cost, "optimal", backend="boxsearch", lower_bound=cost)
 
 
-def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref, warm: bool, n_workers,
-                       anytime: Anytime) -> CounterfactualResult:
+def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref: np.ndarray | None, warm: bool,
+                       n_workers: int, anytime: Anytime) -> CounterfactualResult:
     prob, timings = run.prob, run.timings
     if backend in ("cpsat", "race") and not prob.exclusions and not prob.nogoods and not prob.others \
             and prob.target.margin is None and prob.cost_model.combine == "sum":

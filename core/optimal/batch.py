@@ -206,7 +206,7 @@ SHARE_BYTES = 1 << 20
 
 
 @contextlib.contextmanager
-def _shared_function(fn: Callable[[Any], Any]):
+def _shared_function(fn: Callable[[Any], Any]) -> Iterator[tuple[Any, Any]]:
     """(task, first argument) for the chunks: ``fn`` itself when small, else a private
     file (mode 0600, in /dev/shm where there is one) that the workers read once; the
     file is removed when the run ends."""
