@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from core.audit.subgroups import scan_subgroups
-from core.counterfactual import at_target
+from core.counterfactual import CounterfactualResult, at_target
 from core.errors import AuditCancelled
 from core.model import Guarantee
 from core.optimal.batch import batch_counterfactuals, map_rows, row_queries
@@ -109,7 +109,8 @@ class RowRecourse:
     x: np.ndarray | None
 
     @classmethod
-    def of(cls, res: Any) -> RowRecourse:
+    def of(cls, res: CounterfactualResult) -> RowRecourse:
+        """What the audit keeps of a row's recourse (a task sends it back, not the whole result)."""
         return cls(bool(res.found), str(res.status), float(res.cost), float(res.gap), float(res.elapsed),
                    res.guarantee, None if res.x is None else np.asarray(res.x, dtype=np.float64))
 
@@ -358,9 +359,10 @@ def _checked_recourse(run: _Run) -> list[RowRecourse]:
         run.ens, run.A[rows], [run.target_value] * rows.size, n_jobs=s.n_jobs, scheduler=s.scheduler,
         chunk_size="auto", progress=lambda d, t: run.report("recourse", d, t), should_stop=run.stop,
         surrogate=run.surrogate, **_solve_settings(run))
-    if run.stop() or any(r is None for r in results):
+    done = [r for r in results if r is not None]
+    if run.stop() or len(done) < len(results):
         raise AuditCancelled("The audit was cancelled; nothing was kept.")
-    return [RowRecourse.of(r) for r in results]
+    return [RowRecourse.of(r) for r in done]
 
 
 def _tcrex_columns(run: _Run, table: pd.DataFrame, got: Any) -> pd.DataFrame:
