@@ -87,7 +87,7 @@ def _answers(audit) -> str:
     meta["parameters"].pop("n_jobs", None)
     meta["parameters"].pop("scheduler", None)
     rows = d["rows"]
-    k = rows["columns"].index("solve_time")
+    k = rows["columns"].index("elapsed")
     for r in rows["data"]:
         r[k] = None
     return json.dumps(d, sort_keys=True, default=str)
