@@ -54,16 +54,18 @@ def _points(X: Rows, d: int) -> FloatArray:
     return A
 
 
-def _compare(lhs: FloatArray, rhs: float, sense: str, slack: FloatArray) -> BoolArray:
-    if sense == "<=":
-        return lhs <= rhs + slack
-    if sense == ">=":
-        return lhs >= rhs - slack
-    if sense == "==":
-        return np.abs(lhs - rhs) <= slack
-    if sense == "<":
-        return lhs < rhs
-    return lhs > rhs
+def compare(lhs: FloatArray, rhs: FloatArray | float, sense: str, slack: FloatArray) -> BoolArray:
+    """``lhs <sense> rhs`` row by row, equalities and non-strict sides within ``slack`` (NaN never holds)."""
+    with np.errstate(invalid="ignore"):
+        if sense == "<=":
+            return lhs <= rhs + slack
+        if sense == ">=":
+            return lhs >= rhs - slack
+        if sense == "==":
+            return np.abs(lhs - rhs) <= slack
+        if sense == "<":
+            return lhs < rhs
+        return lhs > rhs
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,7 @@ class LinearForm:
         A = _points(X, a.shape[0])
         lhs = A @ a
         slack = tol * (1.0 + np.abs(A) @ np.abs(a) + abs(rhs))
-        return _compare(lhs, rhs, sense, slack)
+        return compare(lhs, rhs, sense, slack)
 
 
 @dataclass(frozen=True)

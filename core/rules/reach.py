@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence, cast
 import numpy as np
 
 from core.cells.problem import NUDGE
+from core.constraints.forms import compare
 from core.errors import QueryError
 
 if TYPE_CHECKING:
@@ -61,20 +62,6 @@ def _dense(terms: Iterable[tuple[int, float]], d: int) -> np.ndarray:
     for j, c in terms:
         a[j] += c
     return a
-
-
-def _compare(lhs: np.ndarray, rhs: np.ndarray, sense: str, slack: np.ndarray) -> np.ndarray:
-    """As :meth:`core.constraints.LinearForm.holds` compares, row by row (NaN never holds)."""
-    with np.errstate(invalid="ignore"):
-        if sense == "<=":
-            return lhs <= rhs + slack
-        if sense == ">=":
-            return lhs >= rhs - slack
-        if sense == "==":
-            return np.abs(lhs - rhs) <= slack
-        if sense == "<":
-            return lhs < rhs
-        return lhs > rhs
 
 
 @dataclass(frozen=True)
@@ -99,7 +86,7 @@ class _Form:
         rhs = self.rhs(X)
         lhs = Z[:, cols] @ self.new[cols] if cols.size else np.zeros(len(Z))
         slack = tol * (1.0 + np.abs(Z[:, cols]) @ np.abs(self.new[cols]) + np.abs(rhs))
-        return _compare(lhs, rhs, self.sense, slack)
+        return compare(lhs, rhs, self.sense, slack)
 
 
 @dataclass(frozen=True)
