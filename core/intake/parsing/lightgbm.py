@@ -26,7 +26,7 @@ LightGBM (pandas maps an unseen category to NaN).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -51,27 +51,91 @@ def _zero_zone(t: float) -> float:
 _IDENTITY = {"regression", "regression_l1", "huber", "fair", "quantile", "mape"}
 
 
+class _Objective(NamedTuple):
+    """What the dump's objective line says of the model's outputs."""
+
+    kind: str
+    params: dict[str, str]
+    task: Task
+    link: Link
+    n_out: int
+    classes: np.ndarray | None
+    per_iter: int
+
+
 def parse_lightgbm(model: ModelLike) -> TreeEnsemble:
+    booster, wrapper = _booster_of(model)
+    dump = _dump_of(booster)
+    obj = _objective(dump)
+    k = obj.per_iter
+    _check_outputs(obj.kind, obj.params, k, int(dump.get("num_class", 1)))
+    _refuse_linear(dump)
+    # boosting="rf" averages over iterations instead of summing
+    n_iter = max(1, len(dump["tree_info"]) // max(1, k))
+    factor = 1.0 / n_iter if dump.get("average_output", False) else 1.0
+    names = list(dump.get("feature_names") or [])
+    d = int(dump["max_feature_idx"]) + 1
+    categories, meta = _categories(dump, booster, names, d)
+    n_codes = max((len(c) + 1 for c in categories if c is not None), default=None)
+    n_out = obj.n_out
+    trees = [build_tree(_flatten(ti["tree_structure"], ti["tree_index"] % k if n_out > 1 else 0,
+                                 n_out, factor, categories), n_out, n_codes, routes_missing=True)
+             for ti in dump["tree_info"]]
+    names = _feature_names(wrapper, names, d)
+    classes = _classes(model, wrapper, obj)
+    return TreeEnsemble(tuple(trees), n_features=d, feature_names=tuple(names), task=obj.task,
+                        aggregation="sum", link=obj.link,
+                        base_score=np.zeros(n_out), classes=classes,
+                        sigmoid_scale=float(obj.params.get("sigmoid", 1.0)),
+                        source=f"lightgbm.{type(model).__name__}", meta=meta,
+                        categories=tuple(categories) if any(c is not None for c in categories) else ())
+
+
+def _booster_of(model: ModelLike) -> tuple[Any, Any]:
+    """The model's booster, and the scikit-learn wrapper it came in (None for a bare Booster)."""
     import lightgbm as lgb  # optional and heavy: imported only when a LightGBM model arrives
 
     if isinstance(model, lgb.Booster):
-        booster, wrapper = model, None
-    elif hasattr(model, "booster_"):
-        try:
-            booster = model.booster_
-        except Exception as exc:  # sklearn's NotFittedError
-            raise UnsupportedModelError(f"The {type(model).__name__} is not fitted: {exc}") from None
-        wrapper = model
-    else:
+        return model, None
+    if not hasattr(model, "booster_"):
         raise describe_unsupported(model)
-
     try:
-        dump = booster.dump_model()
+        booster = model.booster_
+    except Exception as exc:  # sklearn's NotFittedError
+        raise UnsupportedModelError(f"The {type(model).__name__} is not fitted: {exc}") from None
+    return booster, model
+
+
+def _dump_of(booster: Any) -> dict:
+    try:
+        dump: dict = booster.dump_model()
     except ValueError as exc:     # JSONDecodeError: LightGBM wrote a dump its own reader refuses
         raise ModelError(f"LightGBM cannot describe this model's trees ({str(exc)[:120]}): the model is damaged. "
                          "Re-save it from LightGBM.") from None
+    return dump
+
+
+def _objective(dump: dict) -> _Objective:
+    """The task, link and outputs of the dump's objective; refuses flags that change the output."""
     obj = str(dump.get("objective", "")).split()
     kind = obj[0] if obj else ""
+    _refuse_flags(obj)
+    params = dict(p.split(":", 1) for p in obj[1:] if ":" in p)
+    k = int(dump.get("num_tree_per_iteration", 1))
+    if kind == "binary":
+        return _Objective(kind, params, "classification", "sigmoid", 1, np.arange(2), k)
+    if kind in ("multiclass", "softmax"):
+        return _Objective(kind, params, "classification", "softmax", k, np.arange(k), k)
+    if kind in _IDENTITY:
+        return _Objective(kind, params, "regression", "identity", 1, None, k)
+    raise UnsupportedModelError(
+        f"LightGBM objective '{kind or 'custom'}' is not supported; supported: binary, "
+        f"multiclass, {', '.join(sorted(_IDENTITY))}."
+    )
+
+
+def _refuse_flags(obj: list[str]) -> None:
+    """Refuses the objective's bare flags (words without ``:``): each changes what the trees' sum means."""
     flags = [t for t in obj[1:] if ":" not in t]
     if "sqrt" in flags:
         raise UnsupportedModelError("This LightGBM model was trained with reg_sqrt=True: its predictions are the "
@@ -80,51 +144,34 @@ def parse_lightgbm(model: ModelLike) -> TreeEnsemble:
     if flags:
         raise UnsupportedModelError(f"LightGBM objective '{' '.join(obj)}' changes the trees' output in a way "
                                     f"('{flags[0]}') the analyses do not read; retrain without it.")
-    params = dict(p.split(":", 1) for p in obj[1:] if ":" in p)
-    k = int(dump.get("num_tree_per_iteration", 1))
-    task: Task
-    link: Link
-    if kind == "binary":
-        task, link, n_out, classes = "classification", "sigmoid", 1, np.arange(2)
-    elif kind in ("multiclass", "softmax"):
-        task, link, n_out, classes = "classification", "softmax", k, np.arange(k)
-    elif kind in _IDENTITY:
-        task, link, n_out, classes = "regression", "identity", 1, None
-    else:
-        raise UnsupportedModelError(
-            f"LightGBM objective '{kind or 'custom'}' is not supported; supported: binary, "
-            f"multiclass, {', '.join(sorted(_IDENTITY))}."
-        )
-    _check_outputs(kind, params, k, int(dump.get("num_class", 1)))
+
+
+def _refuse_linear(dump: dict) -> None:
     if any(ti.get("tree_structure", {}).get("is_linear") or "leaf_coeff" in ti.get("tree_structure", {})
            for ti in dump["tree_info"]) or dump.get("is_linear"):
         raise UnsupportedModelError("LightGBM linear trees are not supported.")
-    # boosting="rf" averages over iterations instead of summing
-    n_iter = max(1, len(dump["tree_info"]) // max(1, k))
-    factor = 1.0 / n_iter if dump.get("average_output", False) else 1.0
-    names = list(dump.get("feature_names") or [])
-    d = int(dump["max_feature_idx"]) + 1
-    categories, meta = _categories(dump, booster, names, d)
-    n_codes = max((len(c) + 1 for c in categories if c is not None), default=None)
-    trees = [build_tree(_flatten(ti["tree_structure"], ti["tree_index"] % k if n_out > 1 else 0,
-                                 n_out, factor, categories), n_out, n_codes, routes_missing=True)
-             for ti in dump["tree_info"]]
+
+
+def _feature_names(wrapper: Any, names: list[str], d: int) -> list[str]:
+    """The wrapper's fitted column names, else the dump's, else LightGBM's default ``Column_i``."""
     if wrapper is not None and getattr(wrapper, "feature_names_in_", None) is not None:
         names = [str(n) for n in wrapper.feature_names_in_]
     if len(names) != d:
         names = [f"Column_{i}" for i in range(d)]
-    if wrapper is not None and task == "classification":
-        classes = np.asarray(wrapper.classes_)
-        if len(classes) != max(n_out, 2):
-            raise UnsupportedModelError(f"This {type(model).__name__} names {len(classes)} classes but its booster "
-                                        f"has {n_out} output{'s' if n_out > 1 else ''} ({kind}); the file is damaged "
-                                        "or was edited: re-fit and save the model.")
-    return TreeEnsemble(tuple(trees), n_features=d, feature_names=tuple(names), task=task,
-                        aggregation="sum", link=link,
-                        base_score=np.zeros(n_out), classes=classes,
-                        sigmoid_scale=float(params.get("sigmoid", 1.0)),
-                        source=f"lightgbm.{type(model).__name__}", meta=meta,
-                        categories=tuple(categories) if any(c is not None for c in categories) else ())
+    return names
+
+
+def _classes(model: ModelLike, wrapper: Any, obj: _Objective) -> np.ndarray | None:
+    """The wrapper's class labels (checked against the booster's outputs), else the objective's."""
+    if wrapper is None or obj.task != "classification":
+        return obj.classes
+    classes = np.asarray(wrapper.classes_)
+    n_out = obj.n_out
+    if len(classes) != max(n_out, 2):
+        raise UnsupportedModelError(f"This {type(model).__name__} names {len(classes)} classes but its booster "
+                                    f"has {n_out} output{'s' if n_out > 1 else ''} ({obj.kind}); the file is damaged "
+                                    "or was edited: re-fit and save the model.")
+    return classes
 
 
 def _check_outputs(kind: str, params: dict[str, str], per_iter: int, n_class: int) -> None:
@@ -143,8 +190,7 @@ def _check_outputs(kind: str, params: dict[str, str], per_iter: int, n_class: in
 def _categories(dump: dict, booster: Any, names: list[str], d: int) -> tuple[list[tuple[Any, ...] | None], dict]:
     """Per feature None or its category values, and the ensemble's meta."""
     infos = dump.get("feature_infos") or {}
-    is_cat = [bool(infos.get(n, {}).get("values")) if n in infos else False for n in names[:d]]
-    is_cat += [False] * (d - len(is_cat))
+    is_cat = _categorical_features(infos, names, d)
     if not any(is_cat):
         return [None] * d, {}
     pandas_cats = getattr(booster, "pandas_categorical", None) or []
@@ -158,6 +204,12 @@ def _categories(dump: dict, booster: Any, names: list[str], d: int) -> tuple[lis
         top = int(infos[names[j]].get("max_value", -1))
         out[j] = tuple(range(max(top, 0) + 1))
     return out, {"input": "array", "categories": "integer values as fitted (no pandas categories saved)"}
+
+
+def _categorical_features(infos: dict, names: list[str], d: int) -> list[bool]:
+    """Per feature whether LightGBM recorded its category values (``feature_infos``)."""
+    is_cat = [bool(infos.get(n, {}).get("values")) if n in infos else False for n in names[:d]]
+    return is_cat + [False] * (d - len(is_cat))
 
 
 def _flatten(root: dict, out_index: int, n_out: int, factor: float, categories: list) -> list[dict]:
