@@ -60,6 +60,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from typing import NamedTuple
 
 from core.intake.parsing.filecheck import MAX_CLASSES, MAX_LEAF_VALUE, _damaged, _first_visit, _int, check_json_depth
 
@@ -148,10 +149,22 @@ def _check_objective(objective: str, n_class: int, filename: str) -> None:
     words = _tokens(objective)
     if not words:
         raise _damaged(filename, "its objective line is empty")
-    kind, params = words[0], {}
+    kind = words[0]
     if kind not in OBJECTIVES:
         raise _damaged(filename, f"its objective {kind[:40]!r} is not one LightGBM knows")
-    for word in words[1:]:
+    params = _objective_params(words[1:], filename)
+    _check_objective_classes(kind, params, n_class, filename)
+    if kind in ("binary", "multiclassova") or "sigmoid" in params:
+        s = params.get("sigmoid")
+        if s is None or not math.isfinite(s) or s <= 0:
+            raise _damaged(filename, f"its objective's sigmoid is {'missing' if s is None else _num(s)}, "
+                                     "not a positive number")
+
+
+def _objective_params(words: list[str], filename: str) -> dict[str, float]:
+    """The objective's ``key:value`` parameters, each a number given once; flags are skipped."""
+    params: dict[str, float] = {}
+    for word in words:
         pieces = _tokens(word, ":")
         if len(pieces) != 2:
             continue                                  # a flag such as "sqrt" (the parser decides on it)
@@ -162,6 +175,11 @@ def _check_objective(objective: str, n_class: int, filename: str) -> None:
             params[key] = float(value)
         except ValueError:
             raise _damaged(filename, f"its objective's {key} is {value[:40]!r}, not a number") from None
+    return params
+
+
+def _check_objective_classes(kind: str, params: dict[str, float], n_class: int, filename: str) -> None:
+    """The objective's number of classes against the header's ``num_class``."""
     if kind in _MULTICLASS:
         k = params.get("num_class")
         if k is None:
@@ -172,11 +190,6 @@ def _check_objective(objective: str, n_class: int, filename: str) -> None:
             raise _damaged(filename, f"its objective {kind} needs at least 2 classes, its num_class is {n_class}")
     elif kind != "custom" and n_class != 1:
         raise _damaged(filename, f"its objective {kind} has one output but its header num_class={n_class}")
-    if kind in ("binary", "multiclassova") or "sigmoid" in params:
-        s = params.get("sigmoid")
-        if s is None or not math.isfinite(s) or s <= 0:
-            raise _damaged(filename, f"its objective's sigmoid is {'missing' if s is None else _num(s)}, "
-                                     "not a positive number")
 
 
 def _num(v: float) -> str:
@@ -205,19 +218,38 @@ def _check_feature_infos(infos: list[str], names: list[str], filename: str) -> s
 
 def check_lightgbm_text(text: str, filename: str = "model.txt") -> None:
     """Check LightGBM model text (LF line endings) before LightGBM reads it."""
-    if "\x00" in text:       # LightGBM reads a C string: the text would end there, in the middle of a line
-        raise _damaged(filename, f"it holds a NUL character (at {text.index(chr(0)):,})")
-    head, sep, rest = text.partition("\nTree=")
-    if not text.startswith("tree") or not sep:
-        if "Tree=" not in text:
-            raise _damaged(filename, "it is not LightGBM model text (no 'tree' header or no 'Tree=' block)")
-        raise _damaged(filename, "its header does not start with 'tree'")
-    hdr = _header(head.split("\n"), filename)
+    rest = _check_start(text, filename)
+    hdr = _header(text.partition("\nTree=")[0].split("\n"), filename)
     for key in ("num_class", "num_tree_per_iteration", "label_index", "max_feature_idx", "feature_names",
                 "feature_infos"):
         if key not in hdr:
             raise _damaged(filename, f"its header has no {key}")
     max_idx = _int(hdr["max_feature_idx"], filename, "max_feature_idx")
+    n_class, per_iter = _check_outputs(hdr, filename)
+    kinds = _check_features(hdr, max_idx, filename)
+    if "objective" in hdr:
+        _check_objective(hdr["objective"], n_class, filename)
+    blocks, tail = _tree_blocks(rest, hdr, per_iter, filename)
+    for t, block in enumerate(blocks):
+        _check_lightgbm_tree(_tree_lines(block, t, filename), t, kinds, filename)
+    _check_parameters(tail, filename)
+    _check_pandas_categorical(text, filename)
+
+
+def _check_start(text: str, filename: str) -> str:
+    """The text after the header's first ``Tree=``; refuses a NUL or a text not shaped as a model."""
+    if "\x00" in text:       # LightGBM reads a C string: the text would end there, in the middle of a line
+        raise _damaged(filename, f"it holds a NUL character (at {text.index(chr(0)):,})")
+    _, sep, rest = text.partition("\nTree=")
+    if not text.startswith("tree") or not sep:
+        if "Tree=" not in text:
+            raise _damaged(filename, "it is not LightGBM model text (no 'tree' header or no 'Tree=' block)")
+        raise _damaged(filename, "its header does not start with 'tree'")
+    return rest
+
+
+def _check_outputs(hdr: dict[str, str], filename: str) -> tuple[int, int]:
+    """The header's ``num_class`` and ``num_tree_per_iteration`` (equal), after ``label_index``."""
     n_class = _int(hdr["num_class"], filename, "num_class")
     per_iter = _int(hdr["num_tree_per_iteration"], filename, "num_tree_per_iteration")
     if _int(hdr["label_index"], filename, "label_index") < 0:
@@ -227,6 +259,11 @@ def check_lightgbm_text(text: str, filename: str = "model.txt") -> None:
     if per_iter != n_class:
         raise _damaged(filename, f"num_tree_per_iteration is {per_iter:,} but num_class is {n_class:,} (LightGBM "
                                  "grows one tree per class and iteration)")
+    return n_class, per_iter
+
+
+def _check_features(hdr: dict[str, str], max_idx: int, filename: str) -> str:
+    """The per-feature header lines, ``max_feature_idx + 1`` entries each; each feature's kind."""
     names = _tokens(hdr["feature_names"])
     if max_idx < 0 or len(names) != max_idx + 1:
         raise _damaged(filename, f"max_feature_idx is {max_idx} but it names {len(names)} features")
@@ -239,8 +276,11 @@ def check_lightgbm_text(text: str, filename: str = "model.txt") -> None:
         if len(mono) != max_idx + 1 or any(m not in ("-1", "0", "1") for m in mono):
             raise _damaged(filename, f"monotone_constraints is not one of -1, 0, 1 for each of its {max_idx + 1} "
                                      "features")
-    if "objective" in hdr:
-        _check_objective(hdr["objective"], n_class, filename)
+    return kinds
+
+
+def _tree_blocks(rest: str, hdr: dict[str, str], per_iter: int, filename: str) -> tuple[list[str], str]:
+    """The trees' text blocks (whole iterations, as many as ``tree_sizes`` lists) and the text after them."""
     body, end, tail = ("Tree=" + rest).partition("\nend of trees")
     if not end:
         raise _damaged(filename, "it has no 'end of trees' line after its trees")
@@ -252,10 +292,7 @@ def check_lightgbm_text(text: str, filename: str = "model.txt") -> None:
     sizes = hdr.get("tree_sizes")
     if sizes is not None and len(sizes.split()) != n_trees:
         raise _damaged(filename, f"tree_sizes lists {len(sizes.split())} trees but it holds {n_trees}")
-    for t, block in enumerate(blocks):
-        _check_lightgbm_tree(_tree_lines(block, t, filename), t, kinds, filename)
-    _check_parameters(tail, filename)
-    _check_pandas_categorical(text, filename)
+    return blocks, tail
 
 
 def _check_parameters(tail: str, filename: str) -> None:
@@ -331,20 +368,59 @@ def _check_statistics(kv: dict[str, str], n_leaves: int, where: str, filename: s
         if key in kv and len(_numbers(kv[key], key, where, filename)) != n_leaves:
             raise _damaged(filename, f"{where} has num_leaves={n_leaves} but {len(kv[key].split())} {key}")
     if linear:
-        for key in ("leaf_const", "num_features"):
-            if key in kv and len(kv[key].split()) != n_leaves:
-                raise _damaged(filename, f"{where}'s {key} does not have {n_leaves} entries")
-    for key in ("split_gain", "internal_value", "internal_weight", "internal_count") if n_leaves > 1 else ():
-        if key in kv and len(_numbers(kv[key], key, where, filename)) != n_leaves - 1:
-            raise _damaged(filename, f"{where} has {n_leaves - 1} internal nodes but {len(kv[key].split())} {key}")
+        _check_linear_leaves(kv, n_leaves, where, filename)
+    if n_leaves > 1:
+        _check_internal_statistics(kv, n_leaves - 1, where, filename)
     if "shrinkage" in kv:
         _numbers(kv["shrinkage"], "shrinkage", where, filename)
+
+
+class _TreeArrays(NamedTuple):
+    """One tree's node arrays as its text gives them, with what the messages name it by."""
+
+    where: str
+    filename: str
+    kinds: str
+    n_leaves: int
+    n_cat: int
+    feat: list[int]
+    dec: list[int]
+    left: list[int]
+    right: list[int]
+    thr: list[float]
+
+
+def _check_linear_leaves(kv: dict[str, str], n_leaves: int, where: str, filename: str) -> None:
+    """A linear tree's constants and feature counts: one per leaf."""
+    for key in ("leaf_const", "num_features"):
+        if key in kv and len(kv[key].split()) != n_leaves:
+            raise _damaged(filename, f"{where}'s {key} does not have {n_leaves} entries")
+
+
+def _check_internal_statistics(kv: dict[str, str], m: int, where: str, filename: str) -> None:
+    """The internal nodes' gains, values, weights and counts: ``m`` numbers each."""
+    for key in ("split_gain", "internal_value", "internal_weight", "internal_count"):
+        if key in kv and len(_numbers(kv[key], key, where, filename)) != m:
+            raise _damaged(filename, f"{where} has {m} internal nodes but {len(kv[key].split())} {key}")
 
 
 def _check_lightgbm_tree(kv: dict[str, str], t: int, kinds: str, filename: str) -> None:
     """Tree ``t``'s arrays and nodes; ``kinds``: each feature's kind (:func:`_check_feature_infos`)."""
     where = f"tree {t}"
-    max_idx = len(kinds) - 1
+    n_leaves = _check_leaves(kv, where, filename)
+    _check_statistics(kv, n_leaves, where, filename)
+    m = n_leaves - 1
+    if m == 0:
+        return
+    ints, thr = _split_arrays(kv, n_leaves, where, filename)
+    n_cat = _check_categories(kv, m, where, filename)
+    tree = _TreeArrays(where, filename, kinds, n_leaves, n_cat, ints["split_feature"], ints["decision_type"],
+                       ints["left_child"], ints["right_child"], thr)
+    _walk_tree(tree)
+
+
+def _check_leaves(kv: dict[str, str], where: str, filename: str) -> int:
+    """The tree's ``num_leaves`` (at least 1), with as many leaf values."""
     if "num_leaves" not in kv:
         raise _damaged(filename, f"{where} has no num_leaves")
     n_leaves = _int(kv["num_leaves"], filename, f"{where}'s num_leaves")
@@ -353,10 +429,13 @@ def _check_lightgbm_tree(kv: dict[str, str], t: int, kinds: str, filename: str) 
     leaf_value = _floats(kv.get("leaf_value", ""), filename, f"{where}'s leaf_value")
     if len(leaf_value) != n_leaves:
         raise _damaged(filename, f"{where} has num_leaves={n_leaves} but {len(leaf_value)} leaf values")
-    _check_statistics(kv, n_leaves, where, filename)
+    return n_leaves
+
+
+def _split_arrays(kv: dict[str, str], n_leaves: int, where: str,
+                  filename: str) -> tuple[dict[str, list[int]], list[float]]:
+    """The internal nodes' integer arrays by key, and their thresholds; ``num_leaves - 1`` entries each."""
     m = n_leaves - 1
-    if m == 0:
-        return
     ints: dict[str, list[int]] = {}
     thr: list[float] = []
     for key in ("split_feature", "threshold", "decision_type", "left_child", "right_child"):
@@ -370,56 +449,80 @@ def _check_lightgbm_tree(kv: dict[str, str], t: int, kinds: str, filename: str) 
             held = len(ints[key])
         if held != m:
             raise _damaged(filename, f"{where} has num_leaves={n_leaves}, so {m} {key} entries, but holds {held}")
+    return ints, thr
+
+
+def _check_categories(kv: dict[str, str], m: int, where: str, filename: str) -> int:
+    """The tree's ``num_cat`` (category sets, at most one per internal node), its boundaries
+    indexing ``cat_threshold`` in order."""
     n_cat = _int(kv.get("num_cat", "0"), filename, f"{where}'s num_cat")
     if not 0 <= n_cat <= m:
         raise _damaged(filename, f"{where} has num_cat={n_cat} for {m} internal nodes")
-    bounds: list[int] = []
-    cat_words = 0
     if n_cat:
         bounds = _ints(kv.get("cat_boundaries", ""), filename, f"{where}'s cat_boundaries")
         cat_words = len(_ints(kv.get("cat_threshold", ""), filename, f"{where}'s cat_threshold"))
         if (len(bounds) != n_cat + 1 or bounds[0] != 0 or bounds[-1] != cat_words
                 or any(b < a for a, b in zip(bounds, bounds[1:]))):
             raise _damaged(filename, f"{where}'s cat_boundaries do not index its cat_threshold")
-    feat, dec = ints["split_feature"], ints["decision_type"]
-    left, right = ints["left_child"], ints["right_child"]
-    seen_node, seen_leaf = bytearray(m), bytearray(n_leaves)
+    return n_cat
+
+
+def _walk_tree(tree: _TreeArrays) -> None:
+    """Every node from the root: its split checked, each node and leaf reached exactly once."""
+    m = tree.n_leaves - 1
+    seen_node, seen_leaf = bytearray(m), bytearray(tree.n_leaves)
     stack = [0]
     while stack:
         i = stack.pop()
-        _first_visit(seen_node, i, where, filename)
-        if not 0 <= feat[i] <= max_idx:
-            raise _damaged(filename, f"{where}, node {i} splits on feature {feat[i]}, outside 0..{max_idx}")
-        if not 0 <= dec[i] <= 255:
-            raise _damaged(filename, f"{where}, node {i} has decision_type {dec[i]}")
-        kind = kinds[feat[i]]
-        if kind != ("c" if dec[i] & 1 else "r"):
-            said = {"n": "unused", "r": "numerical", "c": "categorical"}[kind]
-            raise _damaged(filename, f"{where}, node {i} splits feature {feat[i]} "
-                                     f"{'by category' if dec[i] & 1 else 'by a threshold'} but feature_infos says "
-                                     f"it is {said}")
-        if dec[i] & 1:                                   # categorical: threshold indexes cat_boundaries
-            if not math.isfinite(thr[i]) or thr[i] != int(thr[i]) or not 0 <= thr[i] < n_cat:
-                raise _damaged(filename, f"{where}, node {i} is categorical with category set {thr[i]!r}, "
-                                         f"outside 0..{n_cat - 1}")
-        for side, c in (("left", left[i]), ("right", right[i])):
+        _first_visit(seen_node, i, tree.where, tree.filename)
+        _check_node_split(tree, i)
+        for side, c in (("left", tree.left[i]), ("right", tree.right[i])):
             if c >= 0:
-                if c >= m:
-                    raise _damaged(filename, f"{where}, node {i}: {side} child {c} is outside 0..{m - 1}")
-                if c == 0 or seen_node[c]:
-                    raise _damaged(filename, f"{where}, node {i}: {side} child {c} points back to an ancestor "
-                                             "or is shared")
+                _check_child_node(tree, i, side, c, seen_node)
                 stack.append(c)
             else:
-                leaf = ~c
-                if leaf >= n_leaves:
-                    raise _damaged(filename, f"{where}, node {i}: {side} child is leaf {leaf}, outside "
-                                             f"0..{n_leaves - 1}")
-                if seen_leaf[leaf]:
-                    raise _damaged(filename, f"{where}, leaf {leaf} is reached twice")
-                seen_leaf[leaf] = 1
+                _reach_leaf(tree, i, side, ~c, seen_leaf)
     if not all(seen_node) or not all(seen_leaf):
-        raise _damaged(filename, f"{where}: {m - sum(seen_node)} nodes and {n_leaves - sum(seen_leaf)} leaves "
-                                 "are not reached from the root")
+        raise _damaged(tree.filename, f"{tree.where}: {m - sum(seen_node)} nodes and "
+                                      f"{tree.n_leaves - sum(seen_leaf)} leaves are not reached from the root")
 
 
+def _check_node_split(tree: _TreeArrays, i: int) -> None:
+    """Node ``i``'s feature, decision type, and split kind against ``feature_infos``."""
+    where, filename, feat, dec = tree.where, tree.filename, tree.feat, tree.dec
+    max_idx = len(tree.kinds) - 1
+    if not 0 <= feat[i] <= max_idx:
+        raise _damaged(filename, f"{where}, node {i} splits on feature {feat[i]}, outside 0..{max_idx}")
+    if not 0 <= dec[i] <= 255:
+        raise _damaged(filename, f"{where}, node {i} has decision_type {dec[i]}")
+    kind = tree.kinds[feat[i]]
+    if kind != ("c" if dec[i] & 1 else "r"):
+        said = {"n": "unused", "r": "numerical", "c": "categorical"}[kind]
+        raise _damaged(filename, f"{where}, node {i} splits feature {feat[i]} "
+                                 f"{'by category' if dec[i] & 1 else 'by a threshold'} but feature_infos says "
+                                 f"it is {said}")
+    thr = tree.thr[i]
+    if dec[i] & 1 and (not math.isfinite(thr) or thr != int(thr) or not 0 <= thr < tree.n_cat):
+        # categorical: threshold indexes cat_boundaries
+        raise _damaged(filename, f"{where}, node {i} is categorical with category set {thr!r}, "
+                                 f"outside 0..{tree.n_cat - 1}")
+
+
+def _check_child_node(tree: _TreeArrays, i: int, side: str, c: int, seen_node: bytearray) -> None:
+    """An internal child ``c`` of node ``i``: inside the tree, not the root, not reached before."""
+    m = tree.n_leaves - 1
+    if c >= m:
+        raise _damaged(tree.filename, f"{tree.where}, node {i}: {side} child {c} is outside 0..{m - 1}")
+    if c == 0 or seen_node[c]:
+        raise _damaged(tree.filename, f"{tree.where}, node {i}: {side} child {c} points back to an ancestor "
+                                      "or is shared")
+
+
+def _reach_leaf(tree: _TreeArrays, i: int, side: str, leaf: int, seen_leaf: bytearray) -> None:
+    """Leaf ``leaf`` (a child ``~leaf`` of node ``i``): inside the tree and reached once, then marked."""
+    if leaf >= tree.n_leaves:
+        raise _damaged(tree.filename, f"{tree.where}, node {i}: {side} child is leaf {leaf}, outside "
+                                      f"0..{tree.n_leaves - 1}")
+    if seen_leaf[leaf]:
+        raise _damaged(tree.filename, f"{tree.where}, leaf {leaf} is reached twice")
+    seen_leaf[leaf] = 1
