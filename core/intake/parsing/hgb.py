@@ -84,24 +84,34 @@ def _layout(model: ModelLike) -> tuple[np.ndarray, list]:
             "1.4 and later keep with the model; re-fit and save it with a current scikit-learn.")
     is_cat = np.asarray(is_cat, dtype=bool)
     order = np.r_[np.flatnonzero(is_cat), np.flatnonzero(~is_cat)]    # the encoder's columns come first
+    categories = _encoder_categories(pre, name, int(is_cat.sum()))
+    cats: list = [None] * d
+    for j, values in zip(np.flatnonzero(is_cat).tolist(), categories):
+        cats[j] = _levels(name, j, values)
+    return order, cats
+
+
+def _encoder_categories(pre: Any, name: str, n_cat: int) -> list:
+    """The category encoder's categories, one array per categorical feature."""
     try:
         categories = list(pre.named_transformers_["encoder"].categories_)
     except (AttributeError, KeyError, TypeError):
         categories = None
-    if categories is None or len(categories) != int(is_cat.sum()):
+    if categories is None or len(categories) != n_cat:
         raise UnsupportedModelError(f"This {name}'s category encoder does not hold the categories of its "
-                                    f"{int(is_cat.sum())} categorical features; re-fit and save the model.")
-    cats: list = [None] * d
-    for j, values in zip(np.flatnonzero(is_cat).tolist(), categories):
-        values = list(np.asarray(values, dtype=object).ravel())
-        while values and _is_missing(values[-1]):     # a missing value seen in training: not a category
-            values.pop()
-        if not values:
-            raise UnsupportedModelError(f"The categorical feature {j} of this {type(model).__name__} has no "
-                                        "category.")
-        _check_levels(name, j, values)
-        cats[j] = tuple(plain(v) for v in values)
-    return order, cats
+                                    f"{n_cat} categorical features; re-fit and save the model.")
+    return categories
+
+
+def _levels(name: str, j: int, values: Any) -> tuple:
+    """Feature ``j``'s categories as the encoder holds them, a trailing missing value dropped (checked)."""
+    values = list(np.asarray(values, dtype=object).ravel())
+    while values and _is_missing(values[-1]):     # a missing value seen in training: not a category
+        values.pop()
+    if not values:
+        raise UnsupportedModelError(f"The categorical feature {j} of this {name} has no category.")
+    _check_levels(name, j, values)
+    return tuple(plain(v) for v in values)
 
 
 def _check_levels(name: str, j: int, values: list) -> None:
@@ -126,14 +136,7 @@ def _check_known(model: ModelLike, order: np.ndarray, cats: list) -> None:
     if all(c is None for c in cats):
         return
     name = type(model).__name__
-    try:
-        mapper = model._bin_mapper
-        flags = np.asarray(mapper.is_categorical_, dtype=bool)
-        known = {f: np.asarray(mapper.bin_thresholds_[f], dtype=np.float64)
-                 for f, j in enumerate(order) if cats[j] is not None}
-    except (AttributeError, TypeError, IndexError, KeyError, ValueError):
-        raise UnsupportedModelError(f"This {name}'s trees do not say which categories they know; the file is "
-                                    "damaged or was edited: re-fit and save the model.") from None
+    flags, known = _known_bins(model, name, order, cats)
     if flags.shape != order.shape or np.any(flags != np.array([cats[j] is not None for j in order])):
         raise UnsupportedModelError(f"This {name}'s trees take other features as categorical than its encoder; "
                                     "the file is damaged or was edited: re-fit and save the model.")
@@ -142,6 +145,20 @@ def _check_known(model: ModelLike, order: np.ndarray, cats: list) -> None:
             raise UnsupportedModelError(
                 f"This {name}'s trees know other categories of feature {j} than the {len(cats[j])} its encoder "
                 "holds; the file is damaged or was edited: re-fit and save the model.")
+
+
+def _known_bins(model: ModelLike, name: str, order: np.ndarray,
+                cats: list) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+    """The bin mapper's categorical flags per tree feature, and the categories each categorical one knows."""
+    try:
+        mapper = model._bin_mapper
+        flags = np.asarray(mapper.is_categorical_, dtype=bool)
+        known = {f: np.asarray(mapper.bin_thresholds_[f], dtype=np.float64)
+                 for f, j in enumerate(order) if cats[j] is not None}
+    except (AttributeError, TypeError, IndexError, KeyError, ValueError):
+        raise UnsupportedModelError(f"This {name}'s trees do not say which categories they know; the file is "
+                                    "damaged or was edited: re-fit and save the model.") from None
+    return flags, known
 
 
 # numbers for the check of the encoder: float32 would round or overflow most of them
@@ -155,14 +172,29 @@ def _check_reading(model: ModelLike, ens: TreeEnsemble, order: np.ndarray) -> No
     features; and the model's trees run on such a row (one, on one thread: the
     verification that follows predicts on many)."""
     name = type(model).__name__
-    d = ens.n_features
-    cats = list(ens.categories) if ens.categories else [None] * d
+    cats = list(ens.categories) if ens.categories else [None] * ens.n_features
+    X = _probe_rows(cats, ens.n_features)
+    given = native_input(ens, model, X)
+    unseen = _unseen_row(native_input(ens, model, X[:1]), cats)
+    pre = model._preprocessor
+    got = _run_library(model, name, given, unseen)
+    if pre is None:
+        return
+    _check_encoded(name, ens, order, cats, X, got)
+
+
+def _probe_rows(cats: list, d: int) -> np.ndarray:
+    """Rows holding every code of each category (the missing one too) and, per number column, :data:`_NUMBERS`
+    in turn."""
     n = max([len(c) + 1 for c in cats if c is not None] + [len(_NUMBERS)])
     X, k = np.empty((n, d)), np.arange(n)
-    for j, levels in enumerate(cats):   # every code of a category (the missing one too); numbers in turn
+    for j, levels in enumerate(cats):
         X[:, j] = k % (len(levels) + 1) if levels is not None else np.roll(_NUMBERS, j)[k % len(_NUMBERS)]
-    given = native_input(ens, model, X)
-    unseen = native_input(ens, model, X[:1])
+    return X
+
+
+def _unseen_row(unseen: Any, cats: list) -> Any:
+    """The model's one-row input with a category the model never saw in each categorical column."""
     for j, levels in enumerate(cats):
         if levels is None:
             continue
@@ -174,7 +206,14 @@ def _check_reading(model: ModelLike, ens: TreeEnsemble, order: np.ndarray) -> No
             unseen[col] = [value] if keep else pd.Series([value], dtype=object, index=unseen.index)
         else:
             unseen[0, j] = value
+    return unseen
+
+
+def _run_library(model: ModelLike, name: str, given: Any, unseen: Any) -> np.ndarray | None:
+    """The model's own encoding of the probe rows and the unseen row (None without an encoder), after
+    its trees ran on the unseen row; any failure of scikit-learn is refused with a message."""
     pre = model._preprocessor
+    got = None
     try:
         if pre is not None:
             both = pd.concat([given, unseen], ignore_index=True) if isinstance(given, pd.DataFrame) else \
@@ -189,16 +228,21 @@ def _check_reading(model: ModelLike, ens: TreeEnsemble, order: np.ndarray) -> No
         text = " ".join(str(exc).split())[:200]
         raise UnsupportedModelError(f"scikit-learn cannot predict with this {name} as it was read ({text}); the "
                                     "file is damaged or was edited: re-fit and save the model.") from None
-    if pre is None:
-        return
+    return got
+
+
+def _check_encoded(name: str, ens: TreeEnsemble, order: np.ndarray, cats: list, X: np.ndarray,
+                   got: Any) -> None:
+    """The encoder's output ``got`` for the probe rows and the unseen row against the ranks and numbers
+    the trees take, column by column in the trees' order."""
     rows = np.vstack([X, X[:1]])
     want = np.column_stack([rows[:, j] if cats[j] is None else np.where(rows[:, j] < len(cats[j]), rows[:, j],
                                                                         np.nan) for j in order])
     want[-1, [f for f, j in enumerate(order) if cats[j] is not None]] = np.nan     # the unseen row
     if got.shape != want.shape:
         width = got.shape[1] if got.ndim == 2 else got.size
-        raise UnsupportedModelError(f"This {name}'s encoder gives {width} columns, not {d}; the file is damaged or "
-                                    "was edited: re-fit and save the model.")
+        raise UnsupportedModelError(f"This {name}'s encoder gives {width} columns, not {ens.n_features}; the file "
+                                    "is damaged or was edited: re-fit and save the model.")
     categorical = np.array([cats[j] is not None for j in order])[None, :]
     ok = np.where(np.isnan(want), np.isnan(got) | (categorical & (got < 0)), got == want)
     if not ok.all():
@@ -217,7 +261,7 @@ def _input_kind(model: ModelLike, cats: list) -> str:
     return "array" if numeric else "frame-object"
 
 
-def _tree(pred: Any, k: int, n_out: int, order: np.ndarray, cats: list, n_codes: int | None) -> Any:
+def _tree(pred: Any, k: int, n_out: int, order: np.ndarray, cats: list, n_codes: int | None) -> Tree:
     """One TreePredictor as a Tree, its leaf values on output ``k``."""
     nodes = pred.nodes
     bitsets = np.asarray(pred.raw_left_cat_bitsets, dtype=np.uint32)
@@ -227,77 +271,120 @@ def _tree(pred: Any, k: int, n_out: int, order: np.ndarray, cats: list, n_codes:
             v = np.zeros(n_out)
             v[k] = float(nd["value"])
             out.append({"value": v})
-            continue
-        left, right, f = int(nd["left"]), int(nd["right"]), int(nd["feature_idx"])
-        j = int(order[f])
-        if nd["is_categorical"]:
-            b = int(nd["bitset_idx"])
-            if cats[j] is None or not 0 <= b < len(bitsets):
-                raise UnsupportedModelError(f"A categorical split of this model (node {i}) has no category set "
-                                            "the parser can read; re-fit and save the model.")
-            K = len(cats[j])
-            words = bitsets[b]
-            go = [c for c in range(K) if c < 32 * len(words) and (int(words[c >> 5]) >> (c & 31)) & 1]
-            out.append({"feature": j, "categories_left": go + ([K] if nd["missing_go_to_left"] else []),
-                        "left": left, "right": right})
-            continue
-        t = float(nd["num_threshold"])
-        if np.isnan(t) or t == -np.inf:
-            raise UnsupportedModelError(f"A split of this model (node {i}) has the threshold {t}; re-fit and "
-                                        "save the model.")
-        out.append({"feature": j, "threshold": MISSING_ONLY if t == np.inf else t,   # inf: a split on NaN
-                    "left": left, "right": right, "missing_left": bool(nd["missing_go_to_left"])})
+        elif nd["is_categorical"]:
+            out.append(_categorical_node(nd, i, int(order[int(nd["feature_idx"])]), cats, bitsets))
+        else:
+            out.append(_threshold_node(nd, i, int(order[int(nd["feature_idx"])])))
     return build_tree(out, n_out, n_codes, routes_missing=True)
+
+
+def _categorical_node(nd: Any, i: int, j: int, cats: list, bitsets: np.ndarray) -> dict:
+    """A categorical split on feature ``j``: the ranks its bitset sends left, and the missing code
+    with them if missing values go left."""
+    b = int(nd["bitset_idx"])
+    if cats[j] is None or not 0 <= b < len(bitsets):
+        raise UnsupportedModelError(f"A categorical split of this model (node {i}) has no category set "
+                                    "the parser can read; re-fit and save the model.")
+    K = len(cats[j])
+    words = bitsets[b]
+    go = [c for c in range(K) if c < 32 * len(words) and (int(words[c >> 5]) >> (c & 31)) & 1]
+    return {"feature": j, "categories_left": go + ([K] if nd["missing_go_to_left"] else []),
+            "left": int(nd["left"]), "right": int(nd["right"])}
+
+
+def _threshold_node(nd: Any, i: int, j: int) -> dict:
+    """A numerical split on feature ``j``; a threshold of +inf is a split on NaN."""
+    t = float(nd["num_threshold"])
+    if np.isnan(t) or t == -np.inf:
+        raise UnsupportedModelError(f"A split of this model (node {i}) has the threshold {t}; re-fit and "
+                                    "save the model.")
+    return {"feature": j, "threshold": MISSING_ONLY if t == np.inf else t,   # inf: a split on NaN
+            "left": int(nd["left"]), "right": int(nd["right"]), "missing_left": bool(nd["missing_go_to_left"])}
 
 
 def parse_hgb(model: ModelLike, common: EnsembleHeader) -> TreeEnsemble:
     """A fitted HistGradientBoosting model as a TreeEnsemble (``common``: n_features,
     feature_names, source, as :func:`core.intake.parsing.sklearn.parse_sklearn` gives them)."""
     name = type(model).__name__
+    _check_fitted(model, name)
+    K = _trees_per_iteration(model, name)
+    base = np.asarray(model._baseline_prediction, dtype=np.float64).ravel()
+    if base.shape != (K,):
+        raise UnsupportedModelError(f"This {name}'s baseline has shape {base.shape}, not ({K},); re-fit and save "
+                                    "the model.")
+    task, out_link, out_classes = _outputs(model, name, K)
+    order, cats = _layout(model)
+    _check_known(model, order, cats)
+    trees = _read_trees(model, name, K, order, cats)
+    meta: dict[str, Any] = {}
+    if any(c is not None for c in cats):
+        meta["input"] = _input_kind(model, cats)
+    ens = TreeEnsemble(tuple(trees), aggregation="sum", base_score=base, meta=meta,
+                       categories=tuple(cats) if meta else (), task=task, link=out_link, classes=out_classes,
+                       **common)
+    _check_reading(model, ens, order)
+    return ens
+
+
+def _check_fitted(model: ModelLike, name: str) -> None:
+    """The model holds what a fitted one keeps."""
     if not hasattr(model, "_predictors") or not hasattr(model, "_baseline_prediction"):
         raise UnsupportedModelError(f"The {name} is not fitted; fit it before loading.")
     missing = [a for a in ("_loss", "n_trees_per_iteration_", "_preprocessor", "_bin_mapper") if not hasattr(model, a)]
     if missing:
         raise UnsupportedModelError(f"This {name} lacks part of what a fitted model keeps ({', '.join(missing)}); "
                                     "the file is damaged or was edited: re-fit and save the model.")
-    loss = type(getattr(model, "_loss", None)).__name__
-    link = type(getattr(getattr(model, "_loss", None), "link", None)).__name__
+
+
+def _trees_per_iteration(model: ModelLike, name: str) -> int:
     K = model.n_trees_per_iteration_
     if not isinstance(K, (int, np.integer)) or isinstance(K, bool) or K < 1:
         raise UnsupportedModelError(f"This {name} has {K!r} trees per iteration; re-fit and save the model.")
-    K = int(K)
-    base = np.asarray(model._baseline_prediction, dtype=np.float64).ravel()
-    if base.shape != (K,):
-        raise UnsupportedModelError(f"This {name}'s baseline has shape {base.shape}, not ({K},); re-fit and save "
-                                    "the model.")
+    return int(K)
+
+
+def _outputs(model: ModelLike, name: str, K: int) -> tuple[Task, Link, np.ndarray | None]:
+    """The task, link and classes, the loss and its link checked against the trees per iteration."""
     from sklearn.ensemble import HistGradientBoostingClassifier  # scikit-learn: the model is one of its own
 
-    task: Task
-    out_link: Link
-    out_classes: np.ndarray | None
-
+    loss = type(getattr(model, "_loss", None)).__name__
+    link = type(getattr(getattr(model, "_loss", None), "link", None)).__name__
     if isinstance(model, HistGradientBoostingClassifier):
-        if loss not in _CLASS_LOSSES:
-            raise UnsupportedModelError(f"{name} with the loss {loss} is not supported; only log_loss.")
-        classes = np.asarray(getattr(model, "classes_", None))
-        n = len(classes) if classes.ndim == 1 else 0
-        if n < 2 or len({str(c) for c in classes.tolist()}) != n or K != (1 if n == 2 else n):
-            raise UnsupportedModelError(f"This {name} has {K} trees per iteration for the classes "
-                                        f"{str(classes.tolist())[:80]}; the file is damaged or was edited: re-fit "
-                                        "and save the model.")
-        expected = ("HalfBinomialLoss", "LogitLink") if K == 1 else ("HalfMultinomialLoss", "MultinomialLogit")
-        if (loss, link) != expected:
-            raise UnsupportedModelError(f"This {name} of {n} classes has the loss {loss} with the link {link}; the "
-                                        "file is damaged or was edited: re-fit and save the model.")
-        task, out_link, out_classes = "classification", ("sigmoid" if K == 1 else "softmax"), classes
-    else:
-        if link != "IdentityLink" or K != 1:
-            raise UnsupportedModelError(
-                f"{name} with loss={model.loss!r} predicts a transform ({link}) of the trees' sum, which the "
-                "analyses cannot read exactly yet; supported losses: squared_error, absolute_error, quantile.")
-        task, out_link, out_classes = "regression", "identity", None
-    order, cats = _layout(model)
-    _check_known(model, order, cats)
+        return _classifier_outputs(model, name, K, loss, link)
+    if link != "IdentityLink" or K != 1:
+        raise UnsupportedModelError(
+            f"{name} with loss={model.loss!r} predicts a transform ({link}) of the trees' sum, which the "
+            "analyses cannot read exactly yet; supported losses: squared_error, absolute_error, quantile.")
+    return "regression", "identity", None
+
+
+def _classifier_outputs(model: ModelLike, name: str, K: int, loss: str,
+                        link: str) -> tuple[Task, Link, np.ndarray | None]:
+    """A classifier's classes, one tree per iteration for two and one per class otherwise, log loss."""
+    if loss not in _CLASS_LOSSES:
+        raise UnsupportedModelError(f"{name} with the loss {loss} is not supported; only log_loss.")
+    classes = _classes(model, name, K)
+    n = len(classes)
+    expected = ("HalfBinomialLoss", "LogitLink") if K == 1 else ("HalfMultinomialLoss", "MultinomialLogit")
+    if (loss, link) != expected:
+        raise UnsupportedModelError(f"This {name} of {n} classes has the loss {loss} with the link {link}; the "
+                                    "file is damaged or was edited: re-fit and save the model.")
+    return "classification", ("sigmoid" if K == 1 else "softmax"), classes
+
+
+def _classes(model: ModelLike, name: str, K: int) -> np.ndarray:
+    """The classifier's classes: at least two, distinct, as many as its trees per iteration say."""
+    classes = np.asarray(getattr(model, "classes_", None))
+    n = len(classes) if classes.ndim == 1 else 0
+    if n < 2 or len({str(c) for c in classes.tolist()}) != n or K != (1 if n == 2 else n):
+        raise UnsupportedModelError(f"This {name} has {K} trees per iteration for the classes "
+                                    f"{str(classes.tolist())[:80]}; the file is damaged or was edited: re-fit "
+                                    "and save the model.")
+    return classes
+
+
+def _read_trees(model: ModelLike, name: str, K: int, order: np.ndarray, cats: list) -> list[Tree]:
+    """Every iteration's ``K`` predictors as trees; at least one."""
     n_codes = max((len(c) + 1 for c in cats if c is not None), default=None)
     trees: list[Tree] = []
     for it, per_class in enumerate(model._predictors):
@@ -307,11 +394,4 @@ def parse_hgb(model: ModelLike, common: EnsembleHeader) -> TreeEnsemble:
         trees.extend(_tree(p, k, K, order, cats, n_codes) for k, p in enumerate(per_class))
     if not trees:
         raise UnsupportedModelError(f"This {name} has no trees (max_iter=0 or stopped before the first).")
-    meta: dict[str, Any] = {}
-    if any(c is not None for c in cats):
-        meta["input"] = _input_kind(model, cats)
-    ens = TreeEnsemble(tuple(trees), aggregation="sum", base_score=base, meta=meta,
-                       categories=tuple(cats) if meta else (), task=task, link=out_link, classes=out_classes,
-                       **common)
-    _check_reading(model, ens, order)
-    return ens
+    return trees
