@@ -59,21 +59,11 @@ def _parse_floats(s: Any) -> np.ndarray:
 
 def parse_xgboost(model: ModelLike) -> TreeEnsemble:
     booster, wrapper = _booster(model)
-    try:
-        cfg = json.loads(bytes(booster.save_raw("json")))["learner"]
-    except Exception as exc:  # noqa: BLE001 - XGBoostError: a model it read but cannot write out
-        first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-        raise ModelError(f"XGBoost cannot write this model out as JSON ({first}): it is damaged. Re-save the "
-                         "model from XGBoost.") from None
+    cfg = _learner(booster)
     objective = cfg["objective"]["name"]
     gb = cfg["gradient_booster"]
-    if gb.get("name") != "gbtree":
-        raise UnsupportedModelError(
-            f"XGBoost booster '{gb.get('name')}' is not supported; only 'gbtree' (not dart or gblinear)."
-        )
     mp = cfg["learner_model_param"]
-    if int(mp.get("num_target", "1")) > 1:
-        raise UnsupportedModelError("Multi-target XGBoost models are not supported.")
+    _check_booster(gb, mp)
     n_class = int(mp.get("num_class", "0"))
     d = int(mp["num_feature"])
     task, link, n_out, classes, base = _objective(objective, mp, n_class)
@@ -81,36 +71,85 @@ def parse_xgboost(model: ModelLike) -> TreeEnsemble:
     model_json = gb["model"]
     trees_json = model_json["trees"]
     tree_info = model_json["tree_info"]
-    n_trees = len(trees_json)
     meta: dict[str, Any] = {"objective": objective}
-    if wrapper is not None:
-        best = getattr(wrapper, "best_iteration", None) if _has_best(booster) else None
-        if best is not None:
-            per_iter = int(gb["model"]["gbtree_model_param"].get("num_parallel_tree", "1")) * max(1, n_out)
-            n_trees = (int(best) + 1) * per_iter
-            meta["iteration_range"] = (0, int(best) + 1)
+    best_trees = _trees_used(wrapper, booster, gb, n_out, meta)
+    n_trees = len(trees_json) if best_trees is None else best_trees
     categories = _categories(model_json, cfg.get("feature_types") or [], d, trees_json[:n_trees])
     n_codes = max((len(c) + 1 for c in categories if c is not None), default=None)
     if n_codes is not None:
-        open_codes = [[j, len(c) - 1] for j, c in enumerate(categories) if c is not None and c[-1] == OTHER_CODE]
-        saved = len(open_codes) < sum(c is not None for c in categories)
-        meta["input"] = "frame" if saved else "array"   # saved categories: XGBoost re-codes a frame by value
-        if open_codes:
-            meta["open_codes"] = open_codes
+        meta.update(_category_meta(categories))
     trees = [_tree(tj, grp, n_out, categories, n_codes)
              for tj, grp in zip(trees_json[:n_trees], tree_info[:n_trees])]
+    names = _feature_names(cfg, wrapper, d)
+    source = f"xgboost.{type(model).__name__}"
+    if task == "classification":
+        classes = _wrapper_classes(wrapper, classes)
+    return TreeEnsemble(tuple(trees), n_features=d, feature_names=tuple(names), task=task,
+                        aggregation="sum", link=link, base_score=base, classes=classes,
+                        source=source, meta=meta,
+                        categories=tuple(categories) if n_codes is not None else ())
+
+
+def _wrapper_classes(wrapper: Any, classes: np.ndarray | None) -> np.ndarray | None:
+    """A classifier's class labels: the wrapper's if it has them, else the objective's."""
+    if wrapper is not None and hasattr(wrapper, "classes_"):
+        return np.asarray(wrapper.classes_)
+    return classes
+
+
+def _learner(booster: Any) -> dict:
+    """The ``learner`` object of the booster's own JSON."""
+    try:
+        cfg: dict = json.loads(bytes(booster.save_raw("json")))["learner"]
+    except Exception as exc:  # noqa: BLE001 - XGBoostError: a model it read but cannot write out
+        first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise ModelError(f"XGBoost cannot write this model out as JSON ({first}): it is damaged. Re-save the "
+                         "model from XGBoost.") from None
+    return cfg
+
+
+def _check_booster(gb: dict, mp: dict) -> None:
+    """Only single-target gbtree boosters."""
+    if gb.get("name") != "gbtree":
+        raise UnsupportedModelError(
+            f"XGBoost booster '{gb.get('name')}' is not supported; only 'gbtree' (not dart or gblinear)."
+        )
+    if int(mp.get("num_target", "1")) > 1:
+        raise UnsupportedModelError("Multi-target XGBoost models are not supported.")
+
+
+def _trees_used(wrapper: Any, booster: Any, gb: dict, n_out: int, meta: dict[str, Any]) -> int | None:
+    """The number of trees up to the wrapper's best iteration (early stopping, which its
+    ``predict`` stops at; noted in ``meta``), or None: all of them."""
+    if wrapper is None:
+        return None
+    best = getattr(wrapper, "best_iteration", None) if _has_best(booster) else None
+    if best is None:
+        return None
+    per_iter = int(gb["model"]["gbtree_model_param"].get("num_parallel_tree", "1")) * max(1, n_out)
+    meta["iteration_range"] = (0, int(best) + 1)
+    return (int(best) + 1) * per_iter
+
+
+def _category_meta(categories: list) -> dict[str, Any]:
+    """The ensemble's input kind, and its open-code levels (categories not saved with the model)."""
+    meta: dict[str, Any] = {}
+    open_codes = [[j, len(c) - 1] for j, c in enumerate(categories) if c is not None and c[-1] == OTHER_CODE]
+    saved = len(open_codes) < sum(c is not None for c in categories)
+    meta["input"] = "frame" if saved else "array"   # saved categories: XGBoost re-codes a frame by value
+    if open_codes:
+        meta["open_codes"] = open_codes
+    return meta
+
+
+def _feature_names(cfg: dict, wrapper: Any, d: int) -> list:
+    """The wrapper's fitted column names, else the model's, else XGBoost's default ``f<i>``."""
     names = cfg.get("feature_names") or []
     if wrapper is not None and getattr(wrapper, "feature_names_in_", None) is not None:
         names = list(wrapper.feature_names_in_)
     if len(names) != d:
         names = [f"f{i}" for i in range(d)]
-    source = f"xgboost.{type(model).__name__}"
-    if wrapper is not None and task == "classification" and hasattr(wrapper, "classes_"):
-        classes = np.asarray(wrapper.classes_)
-    return TreeEnsemble(tuple(trees), n_features=d, feature_names=tuple(names), task=task,
-                        aggregation="sum", link=link, base_score=base, classes=classes,
-                        source=source, meta=meta,
-                        categories=tuple(categories) if n_codes is not None else ())
+    return names
 
 
 def _booster(model: ModelLike) -> tuple[Any, Any]:
@@ -162,19 +201,12 @@ def _objective(objective: str, mp: dict, n_class: int) -> tuple[Task, Link, int,
 
 def _tree(tj: dict, grp: Any, n_out: int, categories: list, n_codes: int | None) -> Tree:
     """One tree of the JSON dump, its leaf values on output ``grp``."""
-    d = len(categories)
     right_sets = _right_sets(tj)
     if int(tj["tree_param"].get("size_leaf_vector", "1")) > 1:
         raise UnsupportedModelError("XGBoost vector-leaf trees are not supported.")
     left, right = tj["left_children"], tj["right_children"]
     feat, cond = tj["split_indices"], tj["split_conditions"]
-    raw = np.asarray(cond, dtype=np.float64)
-    bad = np.flatnonzero(~np.isfinite(raw))
-    if bad.size:                      # an infinite split or leaf would be read as the largest float32
-        i = int(bad[0])
-        what = f"leaf {i} has the value" if left[i] == -1 else f"node {i} has the threshold"
-        raise ModelError(f"This XGBoost model is damaged: tree {tj.get('id', '?')}, {what} {raw[i]}. Re-save the "
-                         "model from XGBoost.")
+    _check_finite(tj, left, cond)
     thr = float32_le_bound(np.nextafter(np.asarray(cond, dtype=np.float32), np.float32(-np.inf)))
     nodes: list[dict[str, Any]] = []
     for i in range(len(left)):
@@ -183,21 +215,38 @@ def _tree(tj: dict, grp: Any, n_out: int, categories: list, n_codes: int | None)
             v[int(grp) if n_out > 1 else 0] = float(np.float32(cond[i]))
             nodes.append({"value": v})
         elif i in right_sets:
-            j = int(feat[i])
-            cats = categories[j] if j < d else None
-            if cats is None:
-                raise UnsupportedModelError(f"This XGBoost model splits feature {j} by category but does not "
-                                            "mark it categorical; re-save it with XGBoost 1.6 or later.")
-            go_right = right_sets[i]
-            default_left = bool(tj.get("default_left", [0] * len(left))[i])
-            nodes.append({"feature": j, "left": int(left[i]), "right": int(right[i]),
-                          "categories_left": [c for c in range(len(cats)) if c not in go_right]
-                          + ([len(cats)] if default_left else [])})
+            nodes.append(_categorical_node(tj, i, categories, right_sets[i]))
         else:                         # a missing value takes the node's default child
             nodes.append({"feature": int(feat[i]), "threshold": float(thr[i]),
                           "left": int(left[i]), "right": int(right[i]),
                           "missing_left": bool(tj.get("default_left", [0] * len(left))[i])})
     return build_tree(nodes, n_out, n_codes, routes_missing=True)
+
+
+def _check_finite(tj: dict, left: list, cond: list) -> None:
+    """Every split and leaf value finite: an infinite one would be read as the largest float32."""
+    raw = np.asarray(cond, dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(raw))
+    if bad.size:
+        i = int(bad[0])
+        what = f"leaf {i} has the value" if left[i] == -1 else f"node {i} has the threshold"
+        raise ModelError(f"This XGBoost model is damaged: tree {tj.get('id', '?')}, {what} {raw[i]}. Re-save the "
+                         "model from XGBoost.")
+
+
+def _categorical_node(tj: dict, i: int, categories: list, go_right: set[int]) -> dict[str, Any]:
+    """Node ``i``'s categorical split: every code not in ``go_right`` goes left, the missing code too
+    if the node's default is left."""
+    left, right = tj["left_children"], tj["right_children"]
+    j = int(tj["split_indices"][i])
+    cats = categories[j] if j < len(categories) else None
+    if cats is None:
+        raise UnsupportedModelError(f"This XGBoost model splits feature {j} by category but does not "
+                                    "mark it categorical; re-save it with XGBoost 1.6 or later.")
+    default_left = bool(tj.get("default_left", [0] * len(left))[i])
+    return {"feature": j, "left": int(left[i]), "right": int(right[i]),
+            "categories_left": [c for c in range(len(cats)) if c not in go_right]
+            + ([len(cats)] if default_left else [])}
 
 
 def _right_sets(tree: dict) -> dict[int, set[int]]:
@@ -221,23 +270,37 @@ def _categories(model_json: dict, types: list, d: int, trees: list) -> list:
     out: list = [None] * d
     enc = (model_json.get("cats") or {}).get("enc") or []
     for j in range(d):
-        if j >= len(types) or types[j] != "c":
-            continue
-        e = enc[j] if j < len(enc) and isinstance(enc[j], dict) else {}
-        if e.get("offsets"):
-            raw, off = bytes(int(v) for v in e["values"]), [int(o) for o in e["offsets"]]
-            out[j] = tuple(raw[a:b].decode("utf-8", "replace") for a, b in zip(off, off[1:]))
-        elif e.get("values"):
-            out[j] = tuple(int(v) if float(v).is_integer() else float(v) for v in e["values"])
+        if j < len(types) and types[j] == "c":
+            out[j] = _saved_levels(_encoding(enc, j))
+    for j, top in _top_codes(trees).items():
+        if 0 <= j < d and out[j] is None:
+            out[j] = tuple(range(top + 1)) + (OTHER_CODE,)
+    return out
+
+
+def _encoding(enc: list, j: int) -> dict:
+    """Feature ``j``'s entry of the saved categories (empty if there is none)."""
+    return enc[j] if j < len(enc) and isinstance(enc[j], dict) else {}
+
+
+def _saved_levels(e: dict) -> tuple | None:
+    """A categorical feature's saved categories: UTF-8 strings cut at their offsets, or numbers; None if not saved."""
+    if e.get("offsets"):
+        raw, off = bytes(int(v) for v in e["values"]), [int(o) for o in e["offsets"]]
+        return tuple(raw[a:b].decode("utf-8", "replace") for a, b in zip(off, off[1:]))
+    if e.get("values"):
+        return tuple(int(v) if float(v).is_integer() else float(v) for v in e["values"])
+    return None
+
+
+def _top_codes(trees: list) -> dict[int, int]:
+    """Per feature split by category, the largest code any split lists (-1 if none)."""
     used: dict[int, int] = {}
     for tj in trees:
         for i, codes in _right_sets(tj).items():
             j = int(tj["split_indices"][i])
             used[j] = max(used.get(j, -1), max(codes, default=-1))
-    for j, top in used.items():
-        if 0 <= j < d and out[j] is None:
-            out[j] = tuple(range(top + 1)) + (OTHER_CODE,)
-    return out
+    return used
 
 
 def drop_other_code(ens: TreeEnsemble, features: list[int]) -> TreeEnsemble:
