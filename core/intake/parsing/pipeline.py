@@ -105,55 +105,71 @@ def _refuse(path: str, step: Any) -> UnsupportedModelError:
 
 def _walk(step: Any, cols: list[str], path: str, w: _Walk) -> None:
     """Check ``step`` (applied to raw columns ``cols``, in order) and record encoders and imputers."""
-    name = type(step).__name__
     if isinstance(step, str):
         if step in ("passthrough", "drop"):
             return
         raise _refuse(path, step)
     if step is None:
         return
-    if name == "Pipeline":
-        for sub_name, sub in step.steps:
-            _walk(sub, cols, f"{path} > {sub_name}" if path else sub_name, w)
-            if type(sub).__name__ in _ENCODERS:   # after an encoder the columns are no longer raw
-                cols = []
-        return
-    if name == "ColumnTransformer":
-        for sub_name, sub, sel in step.transformers_:
-            picked = _select(step, sel)
-            _walk(sub, [c for c in picked if c in cols] if cols else [], f"{path} > {sub_name}" if path else sub_name,
-                  w)
-        return
-    if name in _ENCODERS:
-        if not cols:
-            raise UnsupportedModelError(f"The pipeline step '{path}' encodes columns that an earlier step already "
-                                        "transformed; encoders must read raw columns.")
-        for i, c in enumerate(cols):
-            w.encoded[c] = (step, i)
-        return
-    if name == "SimpleImputer":
-        if getattr(step, "add_indicator", False):
-            raise UnsupportedModelError(f"The pipeline step '{path}' adds missing-value indicator columns, "
-                                        "which are not supported; use add_indicator=False.")
-        for i, c in enumerate(cols):
-            w.fill[c] = step.statistics_[i]
-        return
-    if name in _SCALERS:
-        return
-    if name == "FunctionTransformer":
-        if step.func is None and step.inverse_func is None:
-            return
+    handler = _STEP_WALKS.get(type(step).__name__)
+    if handler is None:
         raise _refuse(path, step)
+    handler(step, cols, path, w)
+
+
+def _walk_pipeline(step: Any, cols: list[str], path: str, w: _Walk) -> None:
+    for sub_name, sub in step.steps:
+        _walk(sub, cols, f"{path} > {sub_name}" if path else sub_name, w)
+        if type(sub).__name__ in _ENCODERS:   # after an encoder the columns are no longer raw
+            cols = []
+
+
+def _walk_columns(step: Any, cols: list[str], path: str, w: _Walk) -> None:
+    """A ColumnTransformer: each transformer on the raw columns it selects."""
+    for sub_name, sub, sel in step.transformers_:
+        picked = _select(step, sel)
+        _walk(sub, [c for c in picked if c in cols] if cols else [], f"{path} > {sub_name}" if path else sub_name,
+              w)
+
+
+def _walk_encoder(step: Any, cols: list[str], path: str, w: _Walk) -> None:
+    if not cols:
+        raise UnsupportedModelError(f"The pipeline step '{path}' encodes columns that an earlier step already "
+                                    "transformed; encoders must read raw columns.")
+    for i, c in enumerate(cols):
+        w.encoded[c] = (step, i)
+
+
+def _walk_imputer(step: Any, cols: list[str], path: str, w: _Walk) -> None:
+    if getattr(step, "add_indicator", False):
+        raise UnsupportedModelError(f"The pipeline step '{path}' adds missing-value indicator columns, "
+                                    "which are not supported; use add_indicator=False.")
+    for i, c in enumerate(cols):
+        w.fill[c] = step.statistics_[i]
+
+
+def _walk_scaler(step: Any, cols: list[str], path: str, w: _Walk) -> None:
+    """A scaler: an exact map of each column; nothing to record."""
+
+
+def _walk_function(step: Any, cols: list[str], path: str, w: _Walk) -> None:
+    """A FunctionTransformer: accepted only as the identity."""
+    if step.func is None and step.inverse_func is None:
+        return
     raise _refuse(path, step)
+
+
+#: each supported step's class name -> its check
+_STEP_WALKS: dict[str, Callable[[Any, list[str], str, _Walk], None]] = {
+    "Pipeline": _walk_pipeline, "ColumnTransformer": _walk_columns,
+    **dict.fromkeys(_ENCODERS, _walk_encoder), "SimpleImputer": _walk_imputer,
+    **dict.fromkeys(_SCALERS, _walk_scaler), "FunctionTransformer": _walk_function}
 
 
 def _select(ct: Any, sel: Any) -> list[str]:
     names = [str(c) for c in ct.feature_names_in_] if hasattr(ct, "feature_names_in_") else None
-    items = [sel] if isinstance(sel, (str, int, np.integer)) else list(np.asarray(sel).ravel())
-    if items and isinstance(items[0], (bool, np.bool_)):
-        items = [i for i, b in enumerate(items) if b]
     out = []
-    for it in items:
+    for it in _selection_items(sel):
         if isinstance(it, (int, np.integer)):
             if names is None:
                 raise UnsupportedModelError("The pipeline's ColumnTransformer was fitted on an array without "
@@ -164,14 +180,22 @@ def _select(ct: Any, sel: Any) -> list[str]:
     return out
 
 
-def _base_frame(raw_cols: list[str], cats: dict[str, tuple], n: int) -> pd.DataFrame:
+def _selection_items(sel: Any) -> list[Any]:
+    """A ColumnTransformer's column selection as a list of names or positions (a mask turned into positions)."""
+    items = [sel] if isinstance(sel, (str, int, np.integer)) else list(np.asarray(sel).ravel())
+    if items and isinstance(items[0], (bool, np.bool_)):
+        items = [i for i, b in enumerate(items) if b]
+    return items
+
+
+def _base_frame(raw_cols: list[str], cats: dict[str, tuple[Any, ...]], n: int) -> pd.DataFrame:
     data = {}
     for c in raw_cols:
         data[c] = np.full(n, cats[c][0], dtype=object) if c in cats else np.zeros(n)
     return pd.DataFrame(data, columns=raw_cols)
 
 
-def _takes_nan(pipe: ModelLike, raw_cols: list[str], cats: dict[str, tuple], fill: dict[str, Any]) -> bool:
+def _takes_nan(pipe: ModelLike, raw_cols: list[str], cats: dict[str, tuple[Any, ...]], fill: dict[str, Any]) -> bool:
     """Whether the pipeline predicts a row whose numerical columns (without an
     imputer) are missing: a final estimator that routes NaN may still refuse it
     (scikit-learn's trees refuse NaN in a sparse matrix, e.g. after a sparse
@@ -231,6 +255,30 @@ def parse_pipeline(pipe: ModelLike, *, parse_final: Callable[[Any], TreeEnsemble
     """The pipeline as one TreeEnsemble on its raw columns; its final estimator
     is parsed by ``parse_final`` (the dispatcher :func:`core.intake.parsing.parse`,
     which hands itself over)."""
+    last_name, est, pre, raw_cols, w = _steps(pipe)
+    inner = parse_final(est)
+    cats = _encoder_categories(w)
+    owner, per_code, no_missing = _owners(pre, raw_cols, cats, w.fill, inner.n_features)
+    _check_category_owners(inner, owner, cats, last_name)
+    features, dropped = _raw_features(raw_cols, cats, owner)
+    n_codes = max((len(v) + 1 for v in cats.values()), default=None)
+    raw = _RawMap(pre, raw_cols, cats, owner, per_code, index={c: j for j, c in enumerate(features)},
+                  bounds=_raw_thresholds(pre, raw_cols, cats, owner, inner), inner_cats=inner.categories,
+                  fill=dict(w.fill))
+    nan = inner.routes_missing and _takes_nan(pipe, raw_cols, cats, w.fill)
+    trees = [build_tree(resolve_redirects(_rewrite(tree, raw)), inner.n_outputs, n_codes,
+                        routes_missing=nan) for tree in inner.trees]
+    meta = _pipeline_meta(pipe, {}, dropped, no_missing, {c: plain(v) for c, v in w.fill.items()})
+    return TreeEnsemble(tuple(trees), n_features=len(features), feature_names=tuple(features), task=inner.task,
+                        aggregation=inner.aggregation, link=inner.link, base_score=inner.base_score,
+                        classes=inner.classes, sigmoid_scale=inner.sigmoid_scale,
+                        positive_at_tie=inner.positive_at_tie, source=f"sklearn.Pipeline[{inner.source}]",
+                        meta=meta, categories=tuple(cats.get(c) for c in features))
+
+
+def _steps(pipe: ModelLike) -> tuple[str, Any, Any, list[str], _Walk]:
+    """The final step's name and estimator, the preprocessing before it, the raw columns, and
+    what the walk of the preprocessing learnt (every step checked)."""
     if not hasattr(pipe, "steps") or not pipe.steps:
         raise UnsupportedModelError("The pipeline has no steps.")
     last_name, est = pipe.steps[-1]
@@ -241,37 +289,39 @@ def parse_pipeline(pipe: ModelLike, *, parse_final: Callable[[Any], TreeEnsemble
     raw_cols = [str(c) for c in pipe.feature_names_in_]
     w = _Walk()
     _walk(pre, raw_cols, "", w)
-    inner = parse_final(est)
-    cats = _encoder_categories(w)
-    owner, per_code, no_missing = _owners(pre, raw_cols, cats, w.fill, inner.n_features)
+    return last_name, est, pre, raw_cols, w
+
+
+def _raw_features(raw_cols: list[str], cats: dict[str, tuple[Any, ...]],
+                  owner: list[str | None]) -> tuple[list[str], list[str]]:
+    """The raw columns the model depends on (its features, in the pipeline's order), and the others."""
+    features = [c for c in raw_cols if c in cats or c in owner]
+    return features, [c for c in raw_cols if c not in features]
+
+
+def _check_category_owners(inner: TreeEnsemble, owner: list[str | None], cats: dict[str, tuple[Any, ...]],
+                           last_name: str) -> None:
+    """The final estimator's categorical features each come from an encoder (or a constant column)."""
     for k in inner.categorical_features:
         if owner[k] is not None and owner[k] not in cats:
             raise UnsupportedModelError(
                 f"The pipeline's final step '{last_name}' splits by category on a column that comes from the "
                 f"numerical column {owner[k]!r}; only columns an encoder of the pipeline makes can be its "
                 "categorical features.")
-    features = [c for c in raw_cols if c in cats or c in owner]
-    dropped = [c for c in raw_cols if c not in features]
-    n_codes = max((len(v) + 1 for v in cats.values()), default=None)
-    raw = _RawMap(pre, raw_cols, cats, owner, per_code, index={c: j for j, c in enumerate(features)},
-                  bounds=_raw_thresholds(pre, raw_cols, cats, owner, inner), inner_cats=inner.categories,
-                  fill=dict(w.fill))
-    nan = inner.routes_missing and _takes_nan(pipe, raw_cols, cats, w.fill)
-    trees = [build_tree(resolve_redirects(_rewrite(tree, raw)), inner.n_outputs, n_codes,
-                        routes_missing=nan) for tree in inner.trees]
-    meta: dict[str, Any] = {"input": "frame-object", "pipeline": [n for n, _ in pipe.steps]}
+
+
+def _pipeline_meta(pipe: ModelLike, extra: dict[str, Any], dropped: list[str], no_missing: list[str],
+                   fills: dict[str, Any]) -> dict[str, Any]:
+    """The model's meta: its raw frame input, the steps, ``extra``, and the dropped, never-missing and
+    imputed columns where there are any."""
+    meta: dict[str, Any] = {"input": "frame-object", "pipeline": [n for n, _ in pipe.steps], **extra}
     if dropped:
         meta["extra_columns"] = dropped
     if no_missing:
         meta["no_missing"] = no_missing
-    fills = {c: plain(v) for c, v in w.fill.items()}
     if fills:
         meta["impute"] = fills
-    return TreeEnsemble(tuple(trees), n_features=len(features), feature_names=tuple(features), task=inner.task,
-                        aggregation=inner.aggregation, link=inner.link, base_score=inner.base_score,
-                        classes=inner.classes, sigmoid_scale=inner.sigmoid_scale,
-                        positive_at_tie=inner.positive_at_tie, source=f"sklearn.Pipeline[{inner.source}]",
-                        meta=meta, categories=tuple(cats.get(c) for c in features))
+    return meta
 
 
 @dataclass
@@ -280,18 +330,18 @@ class _RawMap:
 
     pre: Any                                    # the preprocessing: the pipeline without its last step
     raw_cols: list[str]
-    cats: dict[str, tuple]                      # categorical raw column -> its categories
+    cats: dict[str, tuple[Any, ...]]                      # categorical raw column -> its categories
     owner: list[str | None]                     # transformed column -> the raw column it depends on
     per_code: dict[str, np.ndarray]             # categorical raw column -> transformed rows, one per code
     index: dict[str, int]                       # raw column -> its feature index in the ensemble
     bounds: dict[tuple[int, float], tuple[float, bool]]   # (column, threshold) -> raw bound, increasing
-    inner_cats: tuple                           # the final estimator's own categories per column (or None)
+    inner_cats: tuple[Any, ...]                           # the final estimator's own categories per column (or None)
     fill: dict[str, Any] = field(default_factory=dict)     # raw column -> its imputer's fill value
 
 
-def _encoder_categories(w: _Walk) -> dict[str, tuple]:
+def _encoder_categories(w: _Walk) -> dict[str, tuple[Any, ...]]:
     """Each encoded raw column's categories, as the encoder knows them (no missing value)."""
-    cats: dict[str, tuple] = {}
+    cats: dict[str, tuple[Any, ...]] = {}
     for c, (enc, i) in w.encoded.items():
         values = [v for v in enc.categories_[i] if not (isinstance(v, float) and np.isnan(v)) and v is not None]
         cats[c] = tuple(plain(v) for v in values)
@@ -300,7 +350,7 @@ def _encoder_categories(w: _Walk) -> dict[str, tuple]:
     return cats
 
 
-def _owners(pre: Any, raw_cols: list[str], cats: dict[str, tuple], fill: dict[str, Any],
+def _owners(pre: Any, raw_cols: list[str], cats: dict[str, tuple[Any, ...]], fill: dict[str, Any],
             n_out: int) -> tuple[list[str | None], dict[str, np.ndarray], list[str]]:
     """Per transformed column, the raw column it depends on (None: a constant
     column); per categorical raw column, the transformed rows of its codes; and
@@ -333,7 +383,7 @@ def _owners(pre: Any, raw_cols: list[str], cats: dict[str, tuple], fill: dict[st
     return owner, per_code, no_missing
 
 
-def _numeric_maps(pre: Any, raw_cols: list[str], cats: dict[str, tuple], cols: list[str],
+def _numeric_maps(pre: Any, raw_cols: list[str], cats: dict[str, tuple[Any, ...]], cols: list[str],
                   ks: list[int]) -> Any:
     """Transformed columns ``ks[i]`` as functions of numerical raw columns ``cols[i]``, all
     in one transform: ``g(x, which)`` gives, for each row r, column ``ks[which[r]]`` of a base
@@ -354,7 +404,7 @@ def _numeric_maps(pre: Any, raw_cols: list[str], cats: dict[str, tuple], cols: l
     return g
 
 
-def _raw_thresholds(pre: Any, raw_cols: list[str], cats: dict[str, tuple], owner: list[str | None],
+def _raw_thresholds(pre: Any, raw_cols: list[str], cats: dict[str, tuple[Any, ...]], owner: list[str | None],
                     inner: TreeEnsemble) -> dict[tuple[int, float], tuple[float, bool]]:
     """Raw thresholds for every (transformed column, threshold) used by the trees
     on a numerical raw column, and whether the column's map is increasing. Every
@@ -386,11 +436,11 @@ def _raw_thresholds(pre: Any, raw_cols: list[str], cats: dict[str, tuple], owner
     return bounds
 
 
-def _rewrite(tree: Any, raw: _RawMap) -> list[dict]:
+def _rewrite(tree: Any, raw: _RawMap) -> list[dict[str, Any]]:
     """A tree of the final estimator as node dicts on the raw columns (with
     redirects where every row goes the same way, see
     :func:`core.intake.parsing.common.resolve_redirects`)."""
-    nodes: list[dict] = []
+    nodes: list[dict[str, Any]] = []
     for i in range(tree.n_nodes):
         left, right = int(tree.children_left[i]), int(tree.children_right[i])
         if left < 0:
@@ -413,7 +463,7 @@ def _rewrite(tree: Any, raw: _RawMap) -> list[dict]:
     return nodes
 
 
-def _numeric_split(tree: Any, i: int, raw: _RawMap, k: int, t: float, c: str) -> dict:
+def _numeric_split(tree: Any, i: int, raw: _RawMap, k: int, t: float, c: str) -> dict[str, Any]:
     """Node ``i`` (``z_k <= t``) on numerical raw column ``c``, with the route of a
     missing value: the final estimator's own (``missing_left``; the column's maps
     keep NaN), or, after an imputer, where the fill value goes."""
@@ -427,18 +477,27 @@ def _numeric_split(tree: Any, i: int, raw: _RawMap, k: int, t: float, c: str) ->
     x, increasing = raw.bounds[(k, t)]
     if not np.isfinite(x):                   # every number on one side
         side = left if (x > 0) == increasing else right
-        nan_side = side if fill is not None else (left if nan_left else right)
-        if nan_side == side:
-            return _always(side)
-        return {"feature": j, "threshold": MISSING_ONLY, "left": side, "right": nan_side, "missing_left": False}
+        return _one_side(j, side, side if fill is not None else (left if nan_left else right))
     if fill is not None:
-        nan_left = bool(float(fill) <= x) if increasing else not bool(float(fill) <= x)
+        nan_left = bool(float(fill) <= x) == bool(increasing)
+    return _bound_split(j, x, bool(increasing), left, right, nan_left)
+
+
+def _bound_split(j: int, x: float, increasing: bool, left: int, right: int, nan_left: bool) -> dict[str, Any]:
+    """``r <= x`` on feature ``j``, the children swapped where the column's map decreases."""
     if increasing:
         return {"feature": j, "threshold": x, "left": left, "right": right, "missing_left": nan_left}
     return {"feature": j, "threshold": x, "left": right, "right": left, "missing_left": not nan_left}
 
 
-def _category_split(tree: Any, i: int, raw: _RawMap, k: int, c: str | None) -> dict:
+def _one_side(j: int, side: int, nan_side: int) -> dict[str, Any]:
+    """A split on feature ``j`` that sends every number to ``side`` and a missing value to ``nan_side``."""
+    if nan_side == side:
+        return _always(side)
+    return {"feature": j, "threshold": MISSING_ONLY, "left": side, "right": nan_side, "missing_left": False}
+
+
+def _category_split(tree: Any, i: int, raw: _RawMap, k: int, c: str | None) -> dict[str, Any]:
     """Node ``i``, a native categorical split of the final estimator (e.g. a
     HistGradientBoosting model on an OrdinalEncoder's columns) on its column ``k``,
     rewritten on raw column ``c``: each raw code's transformed value (the pipeline's
@@ -460,12 +519,12 @@ def _category_split(tree: Any, i: int, raw: _RawMap, k: int, c: str | None) -> d
             "left": left, "right": right}
 
 
-def _always(child: int) -> dict:
+def _always(child: int) -> dict[str, Any]:
     return {"redirect": child}
 
 
 # ------------------------------------------------------------------ a linear model last
-def _affine(pre: Any, raw_cols: list[str], cats: dict[str, tuple], c: str, ks: list[int]
+def _affine(pre: Any, raw_cols: list[str], cats: dict[str, tuple[Any, ...]], c: str, ks: list[int]
             ) -> tuple[np.ndarray, np.ndarray, float, float]:
     """Transformed columns ``ks`` of numerical raw column ``c`` as ``a + b * r``:
     ``(a, b, centre, spread)``, the centre and spread of ``r`` where the maps put 0
@@ -498,36 +557,20 @@ def _affine(pre: Any, raw_cols: list[str], cats: dict[str, tuple], c: str, ks: l
 def parse_linear_pipeline(pipe: ModelLike) -> LinearModel:
     """A Pipeline whose last step is a linear estimator, as one LinearModel on its raw
     columns (see the module docstring)."""
-    if not hasattr(pipe, "steps") or not pipe.steps:
-        raise UnsupportedModelError("The pipeline has no steps.")
-    last_name, est = pipe.steps[-1]
-    pre = pipe[:-1]
-    if not hasattr(pipe, "feature_names_in_"):
-        raise UnsupportedModelError("The pipeline was fitted on an array without column names; fit it on a "
-                                    "DataFrame so that its columns can be matched to the data by name.")
-    raw_cols = [str(c) for c in pipe.feature_names_in_]
-    w = _Walk()
-    _walk(pre, raw_cols, "", w)
+    _, est, pre, raw_cols, w = _steps(pipe)
     coef_z, intercept, task, link, classes = linear_arrays(est)
     n_out, n_z = coef_z.shape
     cats = _encoder_categories(w)
     owner, per_code, no_missing = _owners(pre, raw_cols, cats, w.fill, n_z)
-    features = [c for c in raw_cols if c in cats or c in owner]
-    dropped = [c for c in raw_cols if c not in features]
-    base = _transform(pre, _base_frame(raw_cols, cats, 1))[0]
-    const = [k for k in range(n_z) if owner[k] is None]
-    intercept = intercept + coef_z[:, const] @ base[const]
+    features, dropped = _raw_features(raw_cols, cats, owner)
+    intercept = intercept + _constant_score(pre, raw_cols, cats, owner, coef_z)
     coef = np.zeros((n_out, len(features)))
     tables: list[np.ndarray | None] = []
     scale: dict[str, list[float]] = {}
     for j, c in enumerate(features):
         ks = [k for k in range(n_z) if owner[k] == c]
         if c in cats:
-            Z = per_code[c][:, ks]                              # one row per code, the last missing/unseen
-            tab = Z @ coef_z[:, ks].T
-            if c in no_missing:
-                tab[-1] = np.nan
-            tables.append(tab)
+            tables.append(_score_table(per_code[c][:, ks], coef_z[:, ks], c in no_missing))
             continue
         tables.append(None)
         if not ks:
@@ -536,15 +579,27 @@ def parse_linear_pipeline(pipe: ModelLike) -> LinearModel:
         coef[:, j] = coef_z[:, ks] @ b
         intercept = intercept + coef_z[:, ks] @ a
         scale[c] = [centre, spread]
-    meta: dict[str, Any] = {"input": "frame-object", "pipeline": [n for n, _ in pipe.steps], "scale": scale}
-    if dropped:
-        meta["extra_columns"] = dropped
-    if no_missing:
-        meta["no_missing"] = no_missing
-    fills = {c: plain(v) for c, v in w.fill.items() if c in features}
-    if fills:
-        meta["impute"] = fills
+    meta = _pipeline_meta(pipe, {"scale": scale}, dropped, no_missing,
+                          {c: plain(v) for c, v in w.fill.items() if c in features})
     return LinearModel(coef, intercept, feature_names=tuple(features), task=task,
                        link=link, classes=classes,
                        categories=tuple(cats.get(c) for c in features), category_scores=tuple(tables),
                        source=f"sklearn.Pipeline[sklearn.{type(est).__name__}]", meta=meta)
+
+
+def _constant_score(pre: Any, raw_cols: list[str], cats: dict[str, tuple[Any, ...]], owner: list[str | None],
+                    coef_z: np.ndarray) -> np.ndarray:
+    """What the constant transformed columns (no raw column moves them) add to the score."""
+    base = _transform(pre, _base_frame(raw_cols, cats, 1))[0]
+    const = [k for k in range(len(owner)) if owner[k] is None]
+    score: np.ndarray = coef_z[:, const] @ base[const]
+    return score
+
+
+def _score_table(Z: np.ndarray, coef: np.ndarray, no_missing: bool) -> np.ndarray:
+    """A categorical column's scores, one row per code (``Z``: its transformed rows, the last
+    missing/unseen, NaN where the pipeline refuses a missing value)."""
+    tab: np.ndarray = Z @ coef.T
+    if no_missing:
+        tab[-1] = np.nan
+    return tab
