@@ -37,7 +37,7 @@ Importable from :mod:`core.intake.parsing.validate`.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -70,12 +70,7 @@ def check_catboost_json(doc: object, filename: str = "model.json") -> None:
     bins = _binary_features(fi, filename)
     if fi.get("ctrs") or "ctr_data" in doc:
         raise refuse_ctrs(fi)
-    if ("oblivious_trees" in doc) == ("trees" in doc):
-        raise _damaged(filename, "it holds neither or both of 'oblivious_trees' and 'trees'")
-    oblivious = "oblivious_trees" in doc
-    trees = doc["oblivious_trees" if oblivious else "trees"]
-    if not isinstance(trees, list) or not trees:
-        raise _damaged(filename, "its trees are not a list of trees")
+    oblivious, trees = _trees(doc, filename)
     dims = {(_oblivious_tree if oblivious else _nested_tree)(tree, t, bins, filename)
             for t, tree in enumerate(trees)}
     if len(dims) != 1:
@@ -84,14 +79,22 @@ def check_catboost_json(doc: object, filename: str = "model.json") -> None:
     _check_model_info(doc, filename)
 
 
-def refuse_ctrs(fi: dict) -> UnsupportedModelError:
+def _trees(doc: dict[str, Any], filename: str) -> tuple[bool, list[Any]]:
+    """Whether the trees are oblivious, and the trees: one of the two lists, not empty."""
+    if ("oblivious_trees" in doc) == ("trees" in doc):
+        raise _damaged(filename, "it holds neither or both of 'oblivious_trees' and 'trees'")
+    oblivious = "oblivious_trees" in doc
+    trees = doc["oblivious_trees" if oblivious else "trees"]
+    if not isinstance(trees, list) or not trees:
+        raise _damaged(filename, "its trees are not a list of trees")
+    return oblivious, trees
+
+
+def refuse_ctrs(fi: dict[str, Any]) -> UnsupportedModelError:
     """The refusal of a model whose splits read target statistics (CTRs) of its categorical
     features, naming the features they read (all categorical ones when the file does not say)."""
-    cats = [f for f in fi.get("categorical_features") or [] if isinstance(f, dict)]
-    name = {f.get("feature_index"): str(f.get("feature_name") or f.get("feature_id") or f.get("flat_feature_index"))
-            for f in cats}
-    read = {name.get(e.get("cat_feature_index")) for c in fi.get("ctrs") or [] if isinstance(c, dict)
-            for e in c.get("elements") or [] if isinstance(e, dict) and "cat_feature_index" in e}
+    name = _categorical_names(fi)
+    read = {name.get(i) for i in _ctr_features(fi)}
     used = sorted(str(n) for n in read if n is not None) or sorted(name.values())
     return UnsupportedModelError(
         f"This CatBoost model turns categorical features into target statistics (CTRs) on {used}: those "
@@ -99,7 +102,21 @@ def refuse_ctrs(fi: dict) -> UnsupportedModelError:
         "Retrain with one_hot_max_size above the number of categories of these features (one-hot splits).")
 
 
-def _binary_features(fi: dict, filename: str) -> list[tuple[str, int, float]]:
+def _categorical_names(fi: dict[str, Any]) -> dict[Any, str]:
+    """Each categorical feature's name (or id, or column) by its ``feature_index``."""
+    cats = [f for f in fi.get("categorical_features") or [] if isinstance(f, dict)]
+    return {f.get("feature_index"): str(f.get("feature_name") or f.get("feature_id") or f.get("flat_feature_index"))
+            for f in cats}
+
+
+def _ctr_features(fi: dict[str, Any]) -> list[Any]:
+    """The ``cat_feature_index`` of every element of every target statistic the file lists."""
+    ctrs = [c for c in fi.get("ctrs") or [] if isinstance(c, dict)]
+    return [e.get("cat_feature_index") for c in ctrs
+            for e in c.get("elements") or [] if isinstance(e, dict) and "cat_feature_index" in e]
+
+
+def _binary_features(fi: dict[str, Any], filename: str) -> list[tuple[str, int, float]]:
     """The model's binary features, as CatBoost numbers them for ``split_index``:
     ``("FloatFeature", float feature, border as float32)`` for every border of every
     float feature, then ``("OneHotFeature", categorical feature, value mod 2**32)``."""
@@ -112,27 +129,36 @@ def _binary_features(fi: dict, filename: str) -> list[tuple[str, int, float]]:
     for kind, features in (("float", floats), ("categorical", cats)):
         for i, f in enumerate(features):
             where = f"its {kind} feature {i}"
-            if not isinstance(f, dict):
-                raise _damaged(filename, f"{where} is not an object")
-            index: Any = f.get("feature_index")
-            at: Any = f.get("flat_feature_index")
-            if not _whole(index) or index != i:
-                raise _damaged(filename, f"{where} has the feature_index {_shown(index)}, not {i}")
-            if not _whole(at) or not 0 <= at < listed or at in flat:
-                raise _damaged(filename, f"{where} has the flat_feature_index {_shown(at)}, but the model lists "
-                                         f"{listed} features (each with a column of its own)")
-            flat.add(at)
+            _check_feature_place(f, i, where, listed, flat, filename)
             if kind == "float":
                 bins += [("FloatFeature", i, b) for b in _borders(f, where, filename)]
             elif "values" in f:
-                values = f["values"]
-                if not isinstance(values, list) or not all(_whole(v) and -_INT32 <= v < 2 * _INT32 for v in values):
-                    raise _damaged(filename, f"{where}'s one-hot values are not whole numbers of 32 bits")
-                bins += [("OneHotFeature", i, float(v & 0xFFFFFFFF)) for v in values]
+                bins += [("OneHotFeature", i, v) for v in _one_hot_values(f["values"], where, filename)]
     return bins
 
 
-def _borders(f: dict, where: str, filename: str) -> list[float]:
+def _check_feature_place(f: Any, i: int, where: str, listed: int, flat: set[int], filename: str) -> None:
+    """Feature ``i`` is an object at its place in its list, with a column of its own (added to ``flat``)."""
+    if not isinstance(f, dict):
+        raise _damaged(filename, f"{where} is not an object")
+    index: Any = f.get("feature_index")
+    at: Any = f.get("flat_feature_index")
+    if not _whole(index) or index != i:
+        raise _damaged(filename, f"{where} has the feature_index {_shown(index)}, not {i}")
+    if not _whole(at) or not 0 <= at < listed or at in flat:
+        raise _damaged(filename, f"{where} has the flat_feature_index {_shown(at)}, but the model lists "
+                                 f"{listed} features (each with a column of its own)")
+    flat.add(at)
+
+
+def _one_hot_values(values: Any, where: str, filename: str) -> list[float]:
+    """A categorical feature's one-hot values (whole numbers of 32 bits), each modulo 2**32."""
+    if not isinstance(values, list) or not all(_whole(v) and -_INT32 <= v < 2 * _INT32 for v in values):
+        raise _damaged(filename, f"{where}'s one-hot values are not whole numbers of 32 bits")
+    return [float(v & 0xFFFFFFFF) for v in values]
+
+
+def _borders(f: dict[str, Any], where: str, filename: str) -> list[float]:
     """A float feature's borders as CatBoost holds them (float32), checked."""
     borders = f.get("borders", [])
     if not isinstance(borders, list) or not all(_number(b) and abs(b) < FLOAT32_LIMIT for b in borders):
@@ -146,45 +172,45 @@ def _borders(f: dict, where: str, filename: str) -> list[float]:
     return held.tolist()
 
 
-def _check_split(s: Any, where: str, bins: list, filename: str) -> None:
+def _check_split(s: Any, where: str, bins: list[Any], filename: str) -> None:
     """A split against the binary feature its ``split_index`` names (CatBoost reads the index only)."""
     if not isinstance(s, dict):
         raise _damaged(filename, f"{where} is not an object")
     kind = s.get("split_type")
     index: Any = s.get("split_index")
-    own: tuple[str, Any, float | None]
     if kind not in ("FloatFeature", "OneHotFeature"):
         raise _damaged(filename, f"{where} has the split_type {_shown(kind)}")
     if not _whole(index) or not 0 <= index < len(bins):
         raise _damaged(filename, f"{where} has the split_index {_shown(index)}, outside the model's "
                                  f"{len(bins)} binary features")
-    if kind == "FloatFeature":
-        border: Any = s.get("border")
-        own = ("FloatFeature", s.get("float_feature_index"),
-               float(np.float32(border)) if _number(border) and abs(border) < FLOAT32_LIMIT else None)
-    else:
-        value: Any = s.get("value")
-        own = ("OneHotFeature", s.get("cat_feature_index"), float(value & 0xFFFFFFFF) if _whole(value) else None)
+    own = _own_feature(s, kind)
     if own != bins[index] or not _whole(own[1]):
         feature, at = bins[index][1], bins[index][2]
         raise _damaged(filename, f"{where} says {kind} of feature {str(own[1])[:20]} at {str(own[2])[:30]}, but its "
                                  f"split_index {index} is feature {feature} at {at!r} (CatBoost reads the index)")
 
 
-def _leaf_values(values: Any, where: str, filename: str) -> list:
+def _own_feature(s: dict[str, Any], kind: str) -> tuple[str, Any, float | None]:
+    """The binary feature a split's own fields describe: its kind, feature and border (or value mod 2**32),
+    None where the field is not one CatBoost could hold."""
+    if kind == "FloatFeature":
+        border: Any = s.get("border")
+        return ("FloatFeature", s.get("float_feature_index"),
+                float(np.float32(border)) if _number(border) and abs(border) < FLOAT32_LIMIT else None)
+    value: Any = s.get("value")
+    return ("OneHotFeature", s.get("cat_feature_index"), float(value & 0xFFFFFFFF) if _whole(value) else None)
+
+
+def _leaf_values(values: Any, where: str, filename: str) -> list[Any]:
     if not isinstance(values, list) or not all(_number(v) and abs(v) <= MAX_LEAF_VALUE for v in values):
         raise _damaged(filename, f"{where}'s leaf values are not finite numbers within {MAX_LEAF_VALUE:.0e}")
     return values
 
 
-def _oblivious_tree(tree: Any, t: int, bins: list, filename: str) -> int:
+def _oblivious_tree(tree: Any, t: int, bins: list[Any], filename: str) -> int:
     """An oblivious tree's splits and leaf values; return its values per leaf."""
     where = f"tree {t}"
-    splits = tree.get("splits") if isinstance(tree, dict) else None
-    if splits is None and isinstance(tree, dict) and "splits" in tree:
-        splits = []                                   # a tree of depth 0: CatBoost writes "splits": null
-    if not isinstance(splits, list):
-        raise _damaged(filename, f"{where} has no list of splits")
+    splits = _oblivious_splits(tree, where, filename)
     if len(splits) > MAX_DEPTH:
         raise _damaged(filename, f"{where} has {len(splits)} splits; CatBoost's trees are at most {MAX_DEPTH} deep")
     for k, s in enumerate(splits):
@@ -193,14 +219,28 @@ def _oblivious_tree(tree: Any, t: int, bins: list, filename: str) -> int:
     leaves = 1 << len(splits)
     if not values or len(values) % leaves:
         raise _damaged(filename, f"{where} has {len(values)} leaf values for {leaves} leaves")
-    weights = tree.get("leaf_weights")
-    if weights is not None and (not isinstance(weights, list) or len(weights) != leaves):
-        raise _damaged(filename, f"{where} has {len(weights) if isinstance(weights, list) else 'no list of'} leaf "
-                                 f"weights for {leaves} leaves")
+    _check_leaf_weights(tree.get("leaf_weights"), leaves, where, filename)
     return len(values) // leaves
 
 
-def _nested_tree(tree: Any, t: int, bins: list, filename: str) -> int:
+def _oblivious_splits(tree: Any, where: str, filename: str) -> list[Any]:
+    """An oblivious tree's list of splits (``null`` for a tree of depth 0)."""
+    splits = tree.get("splits") if isinstance(tree, dict) else None
+    if splits is None and isinstance(tree, dict) and "splits" in tree:
+        splits = []                                   # a tree of depth 0: CatBoost writes "splits": null
+    if not isinstance(splits, list):
+        raise _damaged(filename, f"{where} has no list of splits")
+    return splits
+
+
+def _check_leaf_weights(weights: Any, leaves: int, where: str, filename: str) -> None:
+    """The leaf weights, if given: one per leaf."""
+    if weights is not None and (not isinstance(weights, list) or len(weights) != leaves):
+        raise _damaged(filename, f"{where} has {len(weights) if isinstance(weights, list) else 'no list of'} leaf "
+                                 f"weights for {leaves} leaves")
+
+
+def _nested_tree(tree: Any, t: int, bins: list[Any], filename: str) -> int:
     """A non-symmetric tree, walked from its root; return its values per leaf."""
     dims: set[int] = set()
     stack = [(tree, f"tree {t}")]
@@ -221,7 +261,7 @@ def _nested_tree(tree: Any, t: int, bins: list, filename: str) -> int:
     return dims.pop()
 
 
-def _check_scale_and_bias(doc: dict, dim: int, filename: str) -> None:
+def _check_scale_and_bias(doc: dict[str, Any], dim: int, filename: str) -> None:
     sb = doc.get("scale_and_bias", [1, [0]])
     if not (isinstance(sb, list) and len(sb) == 2 and _number(sb[0]) and isinstance(sb[1], list)
             and len(sb[1]) in (1, dim) and all(_number(b) and abs(b) <= MAX_LEAF_VALUE for b in sb[1])
@@ -230,25 +270,29 @@ def _check_scale_and_bias(doc: dict, dim: int, filename: str) -> None:
                                  f"{dim}")
 
 
-def _names_of_type(names: list, kind: str) -> bool:
+def _names_of_type(names: list[Any], kind: str) -> bool:
     """Class names of the label type CatBoost writes them with, each once: whole numbers
     for ``Integer``, float32 values for ``Float`` (CatBoost gives the float32 of any other,
     0.7 as 0.699999988), text, ``true``/``false``."""
     if len(set(map(repr, names))) != len(names):
         return False
-    if kind == "Integer":
-        return all(_whole(n) for n in names)
-    if kind == "Float":
-        with np.errstate(over="ignore"):
-            return all(_number(n) and float(np.float32(n)) == n for n in names)
-    if kind == "String":
-        return all(isinstance(n, str) for n in names)
-    if kind == "Boolean":
-        return all(isinstance(n, bool) for n in names)
-    return not names
+    label = _LABEL_CHECKS.get(kind)
+    if label is None:
+        return not names
+    with np.errstate(over="ignore"):
+        return all(label(n) for n in names)
 
 
-def _check_model_info(doc: dict, filename: str) -> None:
+#: class_label_type -> whether one class name is a label of that type as CatBoost writes it
+_LABEL_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "Integer": _whole,
+    "Float": lambda n: _number(n) and float(np.float32(n)) == n,
+    "String": lambda n: isinstance(n, str),
+    "Boolean": lambda n: isinstance(n, bool),
+}
+
+
+def _check_model_info(doc: dict[str, Any], filename: str) -> None:
     """``model_info``: what CatBoost parses of it when it predicts (its ``params`` and
     ``class_params``), as CatBoost writes them."""
     info = doc.get("model_info", {})
@@ -260,7 +304,12 @@ def _check_model_info(doc: dict, filename: str) -> None:
     loss = (info.get("params") or {}).get("loss_function", {})
     if not isinstance(loss, (dict, str)) or isinstance(loss, dict) and not isinstance(loss.get("type", ""), str):
         raise _damaged(filename, "its loss_function is not a name")
-    cp = info.get("class_params") or {}
+    _check_class_params(info.get("class_params") or {}, filename)
+
+
+def _check_class_params(cp: dict[str, Any], filename: str) -> None:
+    """``class_params``: a label type, a class count and class names as CatBoost writes them, and
+    ``class_to_label`` the identity."""
     kind, count = cp.get("class_label_type", "None"), cp.get("classes_count", 0)
     names, labels = cp.get("class_names", []), cp.get("class_to_label", None)
     if kind not in _LABEL_TYPES or not _whole(count) or not 0 <= count <= MAX_CLASSES \
@@ -271,6 +320,11 @@ def _check_model_info(doc: dict, filename: str) -> None:
     if not _names_of_type(names, kind):
         raise _damaged(filename, f"its class_names {str(names)[:60]} are not distinct {kind} labels as CatBoost writes "
                                  "them (it gives a label of another value than the name then)")
+    _check_class_to_label(labels, names, filename)
+
+
+def _check_class_to_label(labels: Any, names: list[Any], filename: str) -> None:
+    """``class_to_label``, if given: 0, 1, ... one per class."""
     # CatBoost maps its outputs to classes by class_to_label when it gives probabilities: [2, 1, 0]
     # reversed them, [0, 1, 5] dropped one, 1e9 ended the process; CatBoost writes 0, 1, ..., k-1
     if labels is not None and (not isinstance(labels, list) or labels != list(range(len(labels)))
@@ -364,13 +418,7 @@ def check_catboost_cbm(data: bytes, filename: str = "model.cbm") -> None:
     dim = int(fb.scalar(trees, 0, "i4", 0))
     if not 1 <= dim <= MAX_CLASSES:
         raise _damaged(filename, f"its ApproxDimension is {dim}")
-    splits, sizes, starts = (fb.vector(trees, i, "i4").astype(np.int64) for i in (_SPLITS, _SIZES, _STARTS))
-    if splits.size and not np.all((splits >= 0) & (splits < n_bins)):
-        bad = int(splits[(splits < 0) | (splits >= n_bins)][0])
-        raise _damaged(filename, f"a split of its trees names binary feature {bad}, outside its {n_bins}")
-    if sizes.size == 0 or np.any(sizes < 0) or starts.shape != sizes.shape \
-            or not np.array_equal(starts, np.cumsum(sizes) - sizes) or sizes.sum() != splits.size:
-        raise _damaged(filename, "its tree sizes and offsets do not tile its splits")
+    sizes, starts = _cbm_tiling(fb, trees, n_bins, filename)
     values = fb.vector(trees, _VALUES, "f8")
     weights = fb.vector(trees, _WEIGHTS, "f8")
     steps = fb.vector(trees, _STEPS, "u2", per=2).astype(np.int64)
@@ -381,6 +429,19 @@ def check_catboost_cbm(data: bytes, filename: str = "model.cbm") -> None:
                    weights.size, filename)
     if not np.all(np.abs(values) <= MAX_LEAF_VALUE) or fb.vector(trees, _MULTI_BIAS, "f8").size not in (0, 1, dim):
         raise _damaged(filename, "its leaf values or biases are not finite numbers of its outputs")
+
+
+def _cbm_tiling(fb: _Flat, trees: tuple[int, list[int]], n_bins: int,
+                filename: str) -> tuple[np.ndarray, np.ndarray]:
+    """The trees' sizes and offsets, tiling the splits, each split naming one of the ``n_bins`` binary features."""
+    splits, sizes, starts = (fb.vector(trees, i, "i4").astype(np.int64) for i in (_SPLITS, _SIZES, _STARTS))
+    if splits.size and not np.all((splits >= 0) & (splits < n_bins)):
+        bad = int(splits[(splits < 0) | (splits >= n_bins)][0])
+        raise _damaged(filename, f"a split of its trees names binary feature {bad}, outside its {n_bins}")
+    if sizes.size == 0 or np.any(sizes < 0) or starts.shape != sizes.shape \
+            or not np.array_equal(starts, np.cumsum(sizes) - sizes) or sizes.sum() != splits.size:
+        raise _damaged(filename, "its tree sizes and offsets do not tile its splits")
+    return sizes, starts
 
 
 def _cbm_trees(data: bytes, filename: str) -> tuple[_Flat, tuple[int, list[int]]]:
@@ -421,17 +482,22 @@ def _cbm_features(fb: _Flat, trees: tuple[int, list[int]], filename: str) -> int
                                          f"place and a distinct column among its {listed} features")
             flat.add(at)
             if kind == "float":
-                borders = fb.vector(f, 3, "f4").astype(np.float64)
-                if not np.all(np.isfinite(borders)) or np.any(np.diff(borders) <= 0) \
-                        or not 0 <= fb.scalar(f, 5, "i1", 0) < len(_NAN_TREATMENTS):
-                    raise _damaged(filename, f"its float feature {i}'s borders are not finite numbers in increasing "
-                                             "order, or its treatment of missing values is none of CatBoost's")
-                n_bins += borders.size
+                n_bins += _cbm_borders(fb, f, i, filename)
     for k, f in enumerate(one_hot):
         if not 0 <= fb.scalar(f, 0, "i4", -1) < len(cats):
             raise _damaged(filename, f"its one-hot feature {k} names no categorical feature")
         n_bins += fb.vector(f, 1, "i4").size
     return n_bins
+
+
+def _cbm_borders(fb: _Flat, f: tuple[int, list[int]], i: int, filename: str) -> int:
+    """Float feature ``i``'s borders (finite, increasing) and missing-value treatment; return its number of borders."""
+    borders = fb.vector(f, 3, "f4").astype(np.float64)
+    if not np.all(np.isfinite(borders)) or np.any(np.diff(borders) <= 0) \
+            or not 0 <= fb.scalar(f, 5, "i1", 0) < len(_NAN_TREATMENTS):
+        raise _damaged(filename, f"its float feature {i}'s borders are not finite numbers in increasing "
+                                 "order, or its treatment of missing values is none of CatBoost's")
+    return int(borders.size)
 
 
 def _cbm_oblivious(sizes: np.ndarray, dim: int, n_values: int, n_weights: int, filename: str) -> None:
