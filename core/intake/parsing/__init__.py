@@ -149,14 +149,7 @@ def verify_against_source(ens: TreeEnsemble, model: ModelLike, n_random: int = 6
     model whose semantics we do not reproduce is refused, never approximated.
     """
     X = probe_points(ens, n_random, seed)
-    try:
-        ours, theirs, what, run = _outputs(ens, model, X)
-    except AtlasError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the library's own predict fails on points it should take
-        raise ModelError(f"This {ens.source} model was parsed, but its library fails to predict with it on points "
-                         "within its thresholds: the file is damaged or was edited (a setting its predict reads, or "
-                         "a part no check covers). Re-save the model from its library.") from exc
+    ours, theirs, what, run = _library_outputs(ens, model, X)
     if theirs is None:
         return
     # outputs compared to their size (margins, values); scikit-learn's probabilities as they are:
@@ -166,19 +159,44 @@ def verify_against_source(ens: TreeEnsemble, model: ModelLike, n_random: int = 6
     if probabilities:
         _check_probabilities(ens, np.asarray(theirs, dtype=np.float64))
     err = float(np.max(np.abs(ours - theirs))) if ours.size else 0.0
-    scale = 1.0 if probabilities else max(1.0, float(np.max(np.abs(theirs))) if theirs.size else 1.0)
-    # XGBoost accumulates margins in float32: allow its rounding, nothing more; so does
-    # onnxruntime, one float32 addition per tree
-    tol = (2e-5 if ens.source.startswith("xgboost") else 1e-6) * scale
-    if ens.source.startswith("onnx"):
-        tol = (2e-5 + 1.2e-7 * ens.n_trees) * scale
-    if not np.isfinite(err) or err > tol:
+    if not np.isfinite(err) or err > _tolerance(ens, theirs, probabilities):
         raise UnsupportedModelError(
             f"This {ens.source} model was parsed but its {what} differ from the library's own "
             f"(max difference {err:.3g}); it uses a feature the parser does not reproduce "
             "(for example categorical splits, missing-value routing or a custom link). "
             "Please report it, or retrain the model without that feature."
         )
+    _verify_final_outputs(ens, model, X, theirs, run)
+
+
+def _library_outputs(ens: TreeEnsemble, model: ModelLike,
+                     X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, str, Any]:
+    """:func:`_outputs`, a failure of the library's own predict refused with a message."""
+    try:
+        return _outputs(ens, model, X)
+    except AtlasError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the library's own predict fails on points it should take
+        raise ModelError(f"This {ens.source} model was parsed, but its library fails to predict with it on points "
+                         "within its thresholds: the file is damaged or was edited (a setting its predict reads, or "
+                         "a part no check covers). Re-save the model from its library.") from exc
+
+
+def _tolerance(ens: TreeEnsemble, theirs: np.ndarray, probabilities: bool) -> float:
+    """The largest difference allowed between the ensemble's outputs and the library's."""
+    scale = 1.0 if probabilities else max(1.0, float(np.max(np.abs(theirs))) if theirs.size else 1.0)
+    # XGBoost accumulates margins in float32: allow its rounding, nothing more; so does
+    # onnxruntime, one float32 addition per tree
+    tol = (2e-5 if ens.source.startswith("xgboost") else 1e-6) * scale
+    if ens.source.startswith("onnx"):
+        tol = (2e-5 + 1.2e-7 * ens.n_trees) * scale
+    return tol
+
+
+def _verify_final_outputs(ens: TreeEnsemble, model: ModelLike, X: np.ndarray, theirs: np.ndarray,
+                          run: Any) -> None:
+    """The checks past the raw outputs: an ONNX graph's labels, LightGBM's outputs after its
+    link, CatBoost's probabilities."""
     if run is not None:
         _get("onnx_labels")(ens, model, X, theirs, run)
     if type(model).__module__.split(".")[0] == "lightgbm":
@@ -240,30 +258,35 @@ def _verify_lightgbm_outputs(ens: TreeEnsemble, model: ModelLike, X: np.ndarray)
     one-class reading, every probability 1.0 against LightGBM's 0.19 to 0.71."""
     Xn = native_input(ens, model, X)
     booster = model.booster_ if hasattr(model, "booster_") else model
-    if ens.is_classifier:
-        proba = ens.predict_proba(X)
-        ours = proba[:, 1:] if ens.link == "sigmoid" else proba
-    else:
-        ours = ens.predict(X)[:, None]
-    checks = [("predictions", ours, booster.predict(Xn))]
-    if booster is not model and ens.is_classifier:
-        checks.append(("probabilities", proba, model.predict_proba(Xn)))
-    for what, mine, raw in checks:
-        theirs = np.asarray(raw, dtype=np.float64)
-        if theirs.size == mine.size:
-            theirs = theirs.reshape(mine.shape)
-        if theirs.shape != mine.shape or not np.allclose(mine, theirs, rtol=1e-6, atol=1e-9):
-            raise UnsupportedModelError(
-                f"This {ens.source} model was parsed but LightGBM's own {what} differ from the ensemble's "
-                f"(shape {theirs.shape} for {mine.shape}); its header, objective and trees disagree. Re-save the "
-                "model from LightGBM.")
-    if booster is not model and ens.is_classifier:
-        top = np.sort(proba, axis=1)
-        clear = top[:, -1] - top[:, -2] > 1e-9
-        labels = np.asarray(model.predict(Xn))
-        if labels.shape != (len(X),) or not np.array_equal(labels[clear], ens.predict(X)[clear]):
-            raise UnsupportedModelError(f"This {ens.source} model was parsed but its labels differ from the "
-                                        "ensemble's; re-save the model from LightGBM.")
+    if not ens.is_classifier:
+        _same_lightgbm_outputs(ens, "predictions", ens.predict(X)[:, None], booster.predict(Xn))
+        return
+    proba = ens.predict_proba(X)
+    ours = proba[:, 1:] if ens.link == "sigmoid" else proba
+    raw = booster.predict(Xn)
+    raw_proba = model.predict_proba(Xn) if booster is not model else None
+    _same_lightgbm_outputs(ens, "predictions", ours, raw)
+    if raw_proba is None:
+        return
+    _same_lightgbm_outputs(ens, "probabilities", proba, raw_proba)
+    top = np.sort(proba, axis=1)
+    clear = top[:, -1] - top[:, -2] > 1e-9
+    labels = np.asarray(model.predict(Xn))
+    if labels.shape != (len(X),) or not np.array_equal(labels[clear], ens.predict(X)[clear]):
+        raise UnsupportedModelError(f"This {ens.source} model was parsed but its labels differ from the "
+                                    "ensemble's; re-save the model from LightGBM.")
+
+
+def _same_lightgbm_outputs(ens: TreeEnsemble, what: str, mine: np.ndarray, raw: Any) -> None:
+    """LightGBM's ``what`` (``raw``) equal to the ensemble's (``mine``), in the same shape."""
+    theirs = np.asarray(raw, dtype=np.float64)
+    if theirs.size == mine.size:
+        theirs = theirs.reshape(mine.shape)
+    if theirs.shape != mine.shape or not np.allclose(mine, theirs, rtol=1e-6, atol=1e-9):
+        raise UnsupportedModelError(
+            f"This {ens.source} model was parsed but LightGBM's own {what} differ from the ensemble's "
+            f"(shape {theirs.shape} for {mine.shape}); its header, objective and trees disagree. Re-save the "
+            "model from LightGBM.")
 
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -287,18 +310,9 @@ def probe_points(ens: TreeEnsemble, n_random: int = 64, seed: int = 0) -> np.nda
     point with every number missing."""
     rng = np.random.default_rng(seed)
     d = ens.n_features
-    lo, hi = np.full(d, -1.0), np.full(d, 1.0)
     # the libraries that read rows as float32 refuse a number float32 cannot hold (as infinite)
     top = FLOAT32_MAX if _reads_float32(ens) else 1e307
-    levels = []
-    for j in range(d):
-        lv = ens.split_levels(j)
-        lv = lv[lv < MISSING_ONLY]                       # a split on NaN only: no number to probe
-        levels.append(lv)
-        if lv.size:
-            a, b = (float(np.clip(v, -1e300, 1e300)) for v in (lv[0], lv[-1]))   # no overflow near the float limit
-            span = max(b - a, 1e-9)
-            lo[j], hi[j] = max(a - 0.1 * span, -top), min(b + 0.1 * span, top)
+    levels, lo, hi = _probe_ranges(ens, top)
     X = rng.uniform(lo, hi, size=(n_random, d))
     on = X.copy()
     for j in range(d):
@@ -310,6 +324,31 @@ def probe_points(ens: TreeEnsemble, n_random: int = 64, seed: int = 0) -> np.nda
             on[:, j] = np.clip(rng.choice(levels[j], size=n_random), -top, top)
     if not getattr(ens, "routes_missing", False):
         return np.vstack([X, on])
+    return np.vstack([X, on, *_missing_blocks(ens, X, on, rng)])
+
+
+def _probe_ranges(ens: TreeEnsemble, top: float) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """Per feature its split levels (numbers only), and the range random points span: the levels
+    with a tenth of their span either side, within ``top``; -1..1 for a feature without one."""
+    d = ens.n_features
+    lo, hi = np.full(d, -1.0), np.full(d, 1.0)
+    levels = []
+    for j in range(d):
+        lv = ens.split_levels(j)
+        lv = lv[lv < MISSING_ONLY]                       # a split on NaN only: no number to probe
+        levels.append(lv)
+        if lv.size:
+            a, b = (float(np.clip(v, -1e300, 1e300)) for v in (lv[0], lv[-1]))   # no overflow near the float limit
+            span = max(b - a, 1e-9)
+            lo[j], hi[j] = max(a - 0.1 * span, -top), min(b + 0.1 * span, top)
+    return levels, lo, hi
+
+
+def _missing_blocks(ens: TreeEnsemble, X: np.ndarray, on: np.ndarray,
+                    rng: np.random.Generator) -> list[np.ndarray]:
+    """The blocks of :func:`probe_points` with missing numbers: ``X`` and ``on`` with about a
+    third missing, each numerical column missing in turn on points on thresholds, all missing."""
+    d = ens.n_features
     nan = X.copy()
     numeric = np.array([c is None for c in ens.categories], dtype=bool)
     nan[(rng.random(nan.shape) < 0.35) & numeric[None, :]] = np.nan
@@ -320,4 +359,4 @@ def probe_points(ens: TreeEnsemble, n_random: int = 64, seed: int = 0) -> np.nda
     each = base[np.arange(cols.size + 1) % len(base)].copy()   # column j missing, the others on thresholds
     each[np.arange(cols.size), cols] = np.nan
     each[cols.size, cols] = np.nan                            # and every number missing at once
-    return np.vstack([X, on, nan, nan_on, each])
+    return [nan, nan_on, each]
