@@ -64,6 +64,43 @@ def build_tree(nodes: list[dict[str, Any]], n_outputs: int, n_codes: int | None 
     ``routes_missing`` a threshold node's ``missing_left`` (default False) says
     where a missing value goes (``Tree.missing_left``).
     """
+    order = _preorder(nodes)
+    new_id = {old: k for k, old in enumerate(order)}
+    n = len(order)
+    cl = np.full(n, -1, dtype=np.int32)
+    cr = np.full(n, -1, dtype=np.int32)
+    ft = np.full(n, -1, dtype=np.int32)
+    th = np.full(n, np.nan)
+    val = np.zeros((n, n_outputs))
+    left_sets: list[Any] = [None] * n
+    miss = np.zeros(n, dtype=bool) if routes_missing else None
+    for k, old in enumerate(order):
+        nd = nodes[old]
+        if "left" in nd:
+            cl[k], cr[k] = new_id[nd["left"]], new_id[nd["right"]]
+            ft[k] = nd["feature"]
+            if miss is not None:
+                miss[k] = bool(nd.get("missing_left", False))
+            if "categories_left" in nd:          # categorical split: these codes go left
+                left_sets[k] = nd["categories_left"]
+            else:
+                th[k] = nd["threshold"]
+        else:
+            val[k] = nd["value"]
+    return Tree(cl, cr, ft, th, val, _category_bits(left_sets, n_codes), missing_left=miss)
+
+
+def _category_bits(left_sets: list[Any], n_codes: int | None) -> np.ndarray | None:
+    """The bitsets of the categorical splits (None if the tree has none), sized by ``n_codes``
+    or else by the largest code a split sends left."""
+    if not any(c is not None for c in left_sets):
+        return None
+    n_codes = int(n_codes or 1 + max(max(c, default=0) for c in left_sets if c is not None))
+    return category_bits_from_sets(left_sets, n_codes)
+
+
+def _preorder(nodes: list[dict[str, Any]]) -> list[int]:
+    """The nodes the root reaches, in preorder; a child out of range or reached twice is refused."""
     order: list[int] = []
     seen: set[int] = set()
     stack = [0]
@@ -81,35 +118,10 @@ def build_tree(nodes: list[dict[str, Any]], n_outputs: int, n_codes: int | None 
         if "left" in nd:
             stack.append(nd["right"])
             stack.append(nd["left"])
-    new_id = {old: k for k, old in enumerate(order)}
-    n = len(order)
-    cl = np.full(n, -1, dtype=np.int32)
-    cr = np.full(n, -1, dtype=np.int32)
-    ft = np.full(n, -1, dtype=np.int32)
-    th = np.full(n, np.nan)
-    val = np.zeros((n, n_outputs))
-    left_sets: list = [None] * n
-    miss = np.zeros(n, dtype=bool) if routes_missing else None
-    for k, old in enumerate(order):
-        nd = nodes[old]
-        if "left" in nd:
-            cl[k], cr[k] = new_id[nd["left"]], new_id[nd["right"]]
-            ft[k] = nd["feature"]
-            if miss is not None:
-                miss[k] = bool(nd.get("missing_left", False))
-            if "categories_left" in nd:          # categorical split: these codes go left
-                left_sets[k] = nd["categories_left"]
-            else:
-                th[k] = nd["threshold"]
-        else:
-            val[k] = nd["value"]
-    if not any(c is not None for c in left_sets):
-        return Tree(cl, cr, ft, th, val, missing_left=miss)
-    n_codes = int(n_codes or 1 + max(max(c, default=0) for c in left_sets if c is not None))
-    return Tree(cl, cr, ft, th, val, category_bits_from_sets(left_sets, n_codes), missing_left=miss)
+    return order
 
 
-def resolve_redirects(nodes: list[dict]) -> list[dict]:
+def resolve_redirects(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Node dicts for :func:`build_tree` without redirects: a node ``{"redirect": i}``
     (a split every row passes the same way, to node ``i``) is skipped by pointing its
     parent (or, for the root, node 0's place) past it."""

@@ -146,24 +146,33 @@ def verify_linear(lin: LinearModel, model: ModelLike, n: int = 64, seed: int = 0
         _compare(lin, model, P)
 
 
+def _library_scores(model: ModelLike, Xn: object, n: int) -> np.ndarray:
+    """The library's scores: its decision function, else its predictions, one row per point."""
+    if hasattr(model, "decision_function"):
+        return np.asarray(model.decision_function(Xn), dtype=np.float64).reshape(n, -1)
+    return np.asarray(model.predict(Xn), dtype=np.float64).reshape(n, -1)
+
+
+def _same_predictions(lin: LinearModel, labels: np.ndarray, mine: np.ndarray) -> np.ndarray:
+    """Per point, whether the library's prediction is ours: the same label, or a value within
+    :data:`SCORE_RTOL`."""
+    if lin.task == "classification":
+        return np.asarray(labels == mine)
+    return np.asarray(np.abs(labels.astype(float) - mine) <= SCORE_RTOL * np.maximum(1.0, np.abs(mine)))
+
+
 def _compare(lin: LinearModel, model: ModelLike, P: np.ndarray) -> None:
     Xn = native_input(lin, model, P)   # type: ignore[arg-type]   # duck-typed: names, categories, meta
     what = f"This {lin.source} model was read as a linear model but its"
     ours = lin.scores(P)
-    if hasattr(model, "decision_function"):
-        theirs = np.asarray(model.decision_function(Xn), dtype=np.float64).reshape(len(P), -1)
-    else:
-        theirs = np.asarray(model.predict(Xn), dtype=np.float64).reshape(len(P), -1)
+    theirs = _library_scores(model, Xn, len(P))
     if theirs.shape != ours.shape:
         raise UnsupportedModelError(f"{what} scores have shape {theirs.shape}, ours {ours.shape}.")
     err = np.abs(ours - theirs) / np.maximum(1.0, np.abs(theirs))
     if not np.all(np.isfinite(theirs)) or float(err.max()) > SCORE_RTOL:
         raise UnsupportedModelError(f"{what} scores differ from the library's (largest relative difference "
                                     f"{float(np.nanmax(err)):.3g}); it is not reproduced exactly and is refused.")
-    labels = np.asarray(model.predict(Xn))
-    mine = lin.predict(P)
-    same = (labels == mine) if lin.task == "classification" else \
-        np.abs(labels.astype(float) - mine) <= SCORE_RTOL * np.maximum(1.0, np.abs(mine))
+    same = _same_predictions(lin, np.asarray(model.predict(Xn)), lin.predict(P))
     if not np.all(same):
         raise UnsupportedModelError(f"{what} predictions differ from the library's on {int((~same).sum())} of "
                                     f"{len(P)} points; it is refused.")

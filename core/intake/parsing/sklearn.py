@@ -20,6 +20,8 @@ still has a flag (the side that got more rows), which scikit-learn follows.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from core.errors import ModelError, UnsupportedModelError
@@ -104,20 +106,10 @@ def parse_sklearn(model: ModelLike) -> TreeEnsemble:
     common = EnsembleHeader(n_features=d, feature_names=_names(model, d), source=f"sklearn.{name}")
 
     if isinstance(model, (skt.DecisionTreeClassifier, ske.RandomForestClassifier, ske.ExtraTreesClassifier)):
-        _check_single_output(model)
-        ests = [model] if isinstance(model, skt.DecisionTreeClassifier) else model.estimators_
-        k = len(model.classes_)
-        nan = _takes_nan(model)
-        return TreeEnsemble(tuple(_tree(e, _class_values(e), nan=nan) for e in ests), task="classification",
-                            aggregation="mean", link="identity", base_score=np.zeros(k),
-                            classes=np.asarray(model.classes_), **common)
+        return _parse_forest_classifier(model, common)
 
     if isinstance(model, (skt.DecisionTreeRegressor, ske.RandomForestRegressor, ske.ExtraTreesRegressor)):
-        _check_single_output(model)
-        ests = [model] if isinstance(model, skt.DecisionTreeRegressor) else model.estimators_
-        nan = _takes_nan(model)
-        return TreeEnsemble(tuple(_tree(e, e.tree_.value[:, 0, :], nan=nan) for e in ests), task="regression",
-                            aggregation="mean", link="identity", base_score=np.zeros(1), **common)
+        return _parse_forest_regressor(model, common)
 
     if isinstance(model, (ske.GradientBoostingClassifier, ske.GradientBoostingRegressor)):
         return _parse_gb(model, common)
@@ -129,6 +121,34 @@ def parse_sklearn(model: ModelLike) -> TreeEnsemble:
         return _parse_iforest(model, common)
 
     raise describe_unsupported(model)
+
+
+def _tree_estimators(model: ModelLike) -> list[Any]:
+    """A single tree as a forest of one, else the forest's trees."""
+    from sklearn import tree as skt  # scikit-learn, as in parse_sklearn
+
+    single = isinstance(model, (skt.DecisionTreeClassifier, skt.DecisionTreeRegressor))
+    return [model] if single else list(model.estimators_)
+
+
+def _parse_forest_classifier(model: ModelLike, common: EnsembleHeader) -> TreeEnsemble:
+    """A decision tree, random forest or extra-trees classifier: the mean of its trees' class fractions."""
+    _check_single_output(model)
+    ests = _tree_estimators(model)
+    k = len(model.classes_)
+    nan = _takes_nan(model)
+    return TreeEnsemble(tuple(_tree(e, _class_values(e), nan=nan) for e in ests), task="classification",
+                        aggregation="mean", link="identity", base_score=np.zeros(k),
+                        classes=np.asarray(model.classes_), **common)
+
+
+def _parse_forest_regressor(model: ModelLike, common: EnsembleHeader) -> TreeEnsemble:
+    """A decision tree, random forest or extra-trees regressor: the mean of its trees' values."""
+    _check_single_output(model)
+    ests = _tree_estimators(model)
+    nan = _takes_nan(model)
+    return TreeEnsemble(tuple(_tree(e, e.tree_.value[:, 0, :], nan=nan) for e in ests), task="regression",
+                        aggregation="mean", link="identity", base_score=np.zeros(1), **common)
 
 
 def _parse_gb(model: ModelLike, common: EnsembleHeader) -> TreeEnsemble:

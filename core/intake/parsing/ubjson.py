@@ -48,8 +48,8 @@ class _Reader:
         self.filename = filename
         self.limit = limit
         # stack frames: [container, kind, typ, remaining or None, pending key]
-        self.root: list = []
-        self.stack: list = [[self.root, "[", None, 1, None]]
+        self.root: list[Any] = []
+        self.stack: list[Any] = [[self.root, "[", None, 1, None]]
         self.free = MAX_ZERO_WIDTH      # elements of typed containers of T, F or Z left to the file
 
     def bad(self, what: str) -> ModelError:
@@ -106,15 +106,41 @@ class _Reader:
                 raise self.bad("has a typed container without a count")
         if self.pos < n and data[self.pos:self.pos + 1] == b"#":
             self.take(1)
-            cnt = self.integer()
-            if typ in _ZERO_WIDTH and cnt >= 0:     # elements that take no bytes: a budget for the whole file
-                self.free -= cnt
-                if self.free < 0:
-                    raise self.bad(f"declares {cnt:,} elements that take no bytes, more than the "
-                                   f"{MAX_ZERO_WIDTH:,} a model file may hold in all")
-            elif cnt < 0 or cnt > n - self.pos:      # each element takes a byte at least (typed: checked below)
-                raise self.bad(f"declares {cnt:,} elements, more than the file holds")
+            cnt = self.count(typ)
         return typ, cnt
+
+    def count(self, typ: bytes | None) -> int:
+        """A container's count (after '#'), bounded by the bytes that remain, or for elements
+        that take no bytes by what the file may hold of them in all."""
+        cnt = self.integer()
+        if typ in _ZERO_WIDTH and cnt >= 0:     # elements that take no bytes: a budget for the whole file
+            self.free -= cnt
+            if self.free < 0:
+                raise self.bad(f"declares {cnt:,} elements that take no bytes, more than the "
+                               f"{MAX_ZERO_WIDTH:,} a model file may hold in all")
+        elif cnt < 0 or cnt > self.n - self.pos:      # each element takes a byte at least (typed: checked below)
+            raise self.bad(f"declares {cnt:,} elements, more than the file holds")
+        return cnt
+
+    def at_close(self, top: list[Any]) -> bool:
+        """Whether an uncounted container ends here (its closing bracket)."""
+        close = b"]" if top[1] == "[" else b"}"
+        return top[3] is None and self.pos < self.n and self.data[self.pos:self.pos + 1] == close
+
+    def element(self, top: list[Any]) -> None:
+        """The next element of container ``top`` (its key first, in an object): a value, a
+        container opened, or a no-op skipped."""
+        if top[1] == "{":
+            top[4] = self.string(self.marker())
+        m = top[2] if top[2] is not None else self.marker()
+        if m == b"N" and top[2] is None:            # no-op
+            if top[1] == "{":
+                raise self.bad("has a no-op where a value belongs")
+            return
+        if m in (b"[", b"{"):
+            self.open_container(m)
+        else:
+            self.add(self.scalar(m))
 
     def add(self, value: Any) -> None:
         top = self.stack[-1]
@@ -139,7 +165,7 @@ class _Reader:
         self.stack.append([new, "[" if m == b"[" else "{", typ, cnt, None])
 
     def read(self) -> Any:
-        data, n, stack = self.data, self.n, self.stack
+        n, stack = self.n, self.stack
         while True:
             top = stack[-1]
             if top[3] == 0:                             # a counted container (or the root) is complete
@@ -147,21 +173,11 @@ class _Reader:
                     break
                 stack.pop()
                 continue
-            if top[3] is None and self.pos < n and data[self.pos:self.pos + 1] == (b"]" if top[1] == "[" else b"}"):
+            if self.at_close(top):
                 self.take(1)
                 stack.pop()
                 continue
-            if top[1] == "{":
-                top[4] = self.string(self.marker())
-            m = top[2] if top[2] is not None else self.marker()
-            if m == b"N" and top[2] is None:            # no-op
-                if top[1] == "{":
-                    raise self.bad("has a no-op where a value belongs")
-                continue
-            if m in (b"[", b"{"):
-                self.open_container(m)
-            else:
-                self.add(self.scalar(m))
+            self.element(top)
         if self.pos != n:
             raise _damaged(self.filename, f"its UBJSON has {n - self.pos:,} stray bytes after the model")
         return self.root[0]
