@@ -69,7 +69,7 @@ def _is_missing(v: Any) -> bool:
     return v is None or (isinstance(v, (float, np.floating)) and np.isnan(v))
 
 
-def _layout(model: ModelLike) -> tuple[np.ndarray, list]:
+def _layout(model: ModelLike) -> tuple[np.ndarray, list[Any]]:
     """The original column of each predictor feature, and each original column's
     categories (None: numerical)."""
     name = type(model).__name__
@@ -85,13 +85,13 @@ def _layout(model: ModelLike) -> tuple[np.ndarray, list]:
     is_cat = np.asarray(is_cat, dtype=bool)
     order = np.r_[np.flatnonzero(is_cat), np.flatnonzero(~is_cat)]    # the encoder's columns come first
     categories = _encoder_categories(pre, name, int(is_cat.sum()))
-    cats: list = [None] * d
+    cats: list[Any] = [None] * d
     for j, values in zip(np.flatnonzero(is_cat).tolist(), categories):
         cats[j] = _levels(name, j, values)
     return order, cats
 
 
-def _encoder_categories(pre: Any, name: str, n_cat: int) -> list:
+def _encoder_categories(pre: Any, name: str, n_cat: int) -> list[Any]:
     """The category encoder's categories, one array per categorical feature."""
     try:
         categories = list(pre.named_transformers_["encoder"].categories_)
@@ -103,7 +103,7 @@ def _encoder_categories(pre: Any, name: str, n_cat: int) -> list:
     return categories
 
 
-def _levels(name: str, j: int, values: Any) -> tuple:
+def _levels(name: str, j: int, values: Any) -> tuple[Any, ...]:
     """Feature ``j``'s categories as the encoder holds them, a trailing missing value dropped (checked)."""
     values = list(np.asarray(values, dtype=object).ravel())
     while values and _is_missing(values[-1]):     # a missing value seen in training: not a category
@@ -114,7 +114,7 @@ def _levels(name: str, j: int, values: Any) -> tuple:
     return tuple(plain(v) for v in values)
 
 
-def _check_levels(name: str, j: int, values: list) -> None:
+def _check_levels(name: str, j: int, values: list[Any]) -> None:
     """Categories as scikit-learn's encoder keeps them: each once, none missing, numbers
     in increasing order (it looks numbers up by bisection), at most 255."""
     where = f"This {name}'s categorical feature {j}"
@@ -130,7 +130,7 @@ def _check_levels(name: str, j: int, values: list) -> None:
                                     "The file is damaged or was edited: re-fit and save the model.")
 
 
-def _check_known(model: ModelLike, order: np.ndarray, cats: list) -> None:
+def _check_known(model: ModelLike, order: np.ndarray, cats: list[Any]) -> None:
     """The categories the trees know (``_bin_mapper``): scikit-learn routes a category its
     trees do not know as missing; a fitted model's trees know every category of its encoder."""
     if all(c is None for c in cats):
@@ -148,7 +148,7 @@ def _check_known(model: ModelLike, order: np.ndarray, cats: list) -> None:
 
 
 def _known_bins(model: ModelLike, name: str, order: np.ndarray,
-                cats: list) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+                cats: list[Any]) -> tuple[np.ndarray, dict[int, np.ndarray]]:
     """The bin mapper's categorical flags per tree feature, and the categories each categorical one knows."""
     try:
         mapper = model._bin_mapper
@@ -183,7 +183,7 @@ def _check_reading(model: ModelLike, ens: TreeEnsemble, order: np.ndarray) -> No
     _check_encoded(name, ens, order, cats, X, got)
 
 
-def _probe_rows(cats: list, d: int) -> np.ndarray:
+def _probe_rows(cats: list[Any], d: int) -> np.ndarray:
     """Rows holding every code of each category (the missing one too) and, per number column, :data:`_NUMBERS`
     in turn."""
     n = max([len(c) + 1 for c in cats if c is not None] + [len(_NUMBERS)])
@@ -193,7 +193,7 @@ def _probe_rows(cats: list, d: int) -> np.ndarray:
     return X
 
 
-def _unseen_row(unseen: Any, cats: list) -> Any:
+def _unseen_row(unseen: Any, cats: list[Any]) -> Any:
     """The model's one-row input with a category the model never saw in each categorical column."""
     for j, levels in enumerate(cats):
         if levels is None:
@@ -231,7 +231,7 @@ def _run_library(model: ModelLike, name: str, given: Any, unseen: Any) -> np.nda
     return got
 
 
-def _check_encoded(name: str, ens: TreeEnsemble, order: np.ndarray, cats: list, X: np.ndarray,
+def _check_encoded(name: str, ens: TreeEnsemble, order: np.ndarray, cats: list[Any], X: np.ndarray,
                    got: Any) -> None:
     """The encoder's output ``got`` for the probe rows and the unseen row against the ranks and numbers
     the trees take, column by column in the trees' order."""
@@ -252,7 +252,7 @@ def _check_encoded(name: str, ens: TreeEnsemble, order: np.ndarray, cats: list, 
                                     "and save the model.")
 
 
-def _input_kind(model: ModelLike, cats: list) -> str:
+def _input_kind(model: ModelLike, cats: list[Any]) -> str:
     if all(c is None for c in cats):
         return "array"
     if isinstance(model.categorical_features, str) and model.categorical_features == "from_dtype":
@@ -261,11 +261,11 @@ def _input_kind(model: ModelLike, cats: list) -> str:
     return "array" if numeric else "frame-object"
 
 
-def _tree(pred: Any, k: int, n_out: int, order: np.ndarray, cats: list, n_codes: int | None) -> Tree:
+def _tree(pred: Any, k: int, n_out: int, order: np.ndarray, cats: list[Any], n_codes: int | None) -> Tree:
     """One TreePredictor as a Tree, its leaf values on output ``k``."""
     nodes = pred.nodes
     bitsets = np.asarray(pred.raw_left_cat_bitsets, dtype=np.uint32)
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     for i, nd in enumerate(nodes):
         if nd["is_leaf"]:
             v = np.zeros(n_out)
@@ -278,7 +278,7 @@ def _tree(pred: Any, k: int, n_out: int, order: np.ndarray, cats: list, n_codes:
     return build_tree(out, n_out, n_codes, routes_missing=True)
 
 
-def _categorical_node(nd: Any, i: int, j: int, cats: list, bitsets: np.ndarray) -> dict:
+def _categorical_node(nd: Any, i: int, j: int, cats: list[Any], bitsets: np.ndarray) -> dict[str, Any]:
     """A categorical split on feature ``j``: the ranks its bitset sends left, and the missing code
     with them if missing values go left."""
     b = int(nd["bitset_idx"])
@@ -292,7 +292,7 @@ def _categorical_node(nd: Any, i: int, j: int, cats: list, bitsets: np.ndarray) 
             "left": int(nd["left"]), "right": int(nd["right"])}
 
 
-def _threshold_node(nd: Any, i: int, j: int) -> dict:
+def _threshold_node(nd: Any, i: int, j: int) -> dict[str, Any]:
     """A numerical split on feature ``j``; a threshold of +inf is a split on NaN."""
     t = float(nd["num_threshold"])
     if np.isnan(t) or t == -np.inf:
@@ -383,7 +383,7 @@ def _classes(model: ModelLike, name: str, K: int) -> np.ndarray:
     return classes
 
 
-def _read_trees(model: ModelLike, name: str, K: int, order: np.ndarray, cats: list) -> list[Tree]:
+def _read_trees(model: ModelLike, name: str, K: int, order: np.ndarray, cats: list[Any]) -> list[Tree]:
     """Every iteration's ``K`` predictors as trees; at least one."""
     n_codes = max((len(c) + 1 for c in cats if c is not None), default=None)
     trees: list[Tree] = []

@@ -106,16 +106,16 @@ def _booster_of(model: ModelLike) -> tuple[Any, Any]:
     return booster, model
 
 
-def _dump_of(booster: Any) -> dict:
+def _dump_of(booster: Any) -> dict[str, Any]:
     try:
-        dump: dict = booster.dump_model()
+        dump: dict[str, Any] = booster.dump_model()
     except ValueError as exc:     # JSONDecodeError: LightGBM wrote a dump its own reader refuses
         raise ModelError(f"LightGBM cannot describe this model's trees ({str(exc)[:120]}): the model is damaged. "
                          "Re-save it from LightGBM.") from None
     return dump
 
 
-def _objective(dump: dict) -> _Objective:
+def _objective(dump: dict[str, Any]) -> _Objective:
     """The task, link and outputs of the dump's objective; refuses flags that change the output."""
     obj = str(dump.get("objective", "")).split()
     kind = obj[0] if obj else ""
@@ -146,7 +146,7 @@ def _refuse_flags(obj: list[str]) -> None:
                                     f"('{flags[0]}') the analyses do not read; retrain without it.")
 
 
-def _refuse_linear(dump: dict) -> None:
+def _refuse_linear(dump: dict[str, Any]) -> None:
     if any(ti.get("tree_structure", {}).get("is_linear") or "leaf_coeff" in ti.get("tree_structure", {})
            for ti in dump["tree_info"]) or dump.get("is_linear"):
         raise UnsupportedModelError("LightGBM linear trees are not supported.")
@@ -187,7 +187,8 @@ def _check_outputs(kind: str, params: dict[str, str], per_iter: int, n_class: in
             "The file is damaged or was edited: re-save the model from LightGBM.")
 
 
-def _categories(dump: dict, booster: Any, names: list[str], d: int) -> tuple[list[tuple[Any, ...] | None], dict]:
+def _categories(dump: dict[str, Any], booster: Any, names: list[str],
+                d: int) -> tuple[list[tuple[Any, ...] | None], dict[str, Any]]:
     """Per feature None or its category values, and the ensemble's meta."""
     infos = dump.get("feature_infos") or {}
     is_cat = _categorical_features(infos, names, d)
@@ -206,16 +207,17 @@ def _categories(dump: dict, booster: Any, names: list[str], d: int) -> tuple[lis
     return out, {"input": "array", "categories": "integer values as fitted (no pandas categories saved)"}
 
 
-def _categorical_features(infos: dict, names: list[str], d: int) -> list[bool]:
+def _categorical_features(infos: dict[str, Any], names: list[str], d: int) -> list[bool]:
     """Per feature whether LightGBM recorded its category values (``feature_infos``)."""
     is_cat = [bool(infos.get(n, {}).get("values")) if n in infos else False for n in names[:d]]
     return is_cat + [False] * (d - len(is_cat))
 
 
-def _flatten(root: dict, out_index: int, n_out: int, factor: float, categories: list) -> list[dict]:
-    nodes: list[dict] = []
+def _flatten(root: dict[str, Any], out_index: int, n_out: int, factor: float,
+             categories: list[Any]) -> list[dict[str, Any]]:
+    nodes: list[dict[str, Any]] = []
 
-    def visit(nd: dict) -> int:
+    def visit(nd: dict[str, Any]) -> int:
         i = len(nodes)
         nodes.append({})
         if "leaf_value" in nd:

@@ -60,7 +60,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from core.intake.parsing.filecheck import MAX_CLASSES, MAX_LEAF_VALUE, _damaged, _first_visit, _int, check_json_depth
 
@@ -118,7 +118,7 @@ def _floats(s: str, filename: str, what: str, *, up_to_inf: bool = False) -> lis
     return out
 
 
-def _numbers(s: str, key: str, where: str, filename: str) -> list:
+def _numbers(s: str, key: str, where: str, filename: str) -> list[Any]:
     """A tree's statistics line (weights, counts, gains): whole numbers for counts, else
     numbers, all finite. LightGBM reads ``nan`` here and writes it into its JSON dump, which
     its own reader then refuses (``JSONDecodeError``)."""

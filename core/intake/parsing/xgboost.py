@@ -97,10 +97,10 @@ def _wrapper_classes(wrapper: Any, classes: np.ndarray | None) -> np.ndarray | N
     return classes
 
 
-def _learner(booster: Any) -> dict:
+def _learner(booster: Any) -> dict[str, Any]:
     """The ``learner`` object of the booster's own JSON."""
     try:
-        cfg: dict = json.loads(bytes(booster.save_raw("json")))["learner"]
+        cfg: dict[str, Any] = json.loads(bytes(booster.save_raw("json")))["learner"]
     except Exception as exc:  # noqa: BLE001 - XGBoostError: a model it read but cannot write out
         first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         raise ModelError(f"XGBoost cannot write this model out as JSON ({first}): it is damaged. Re-save the "
@@ -108,7 +108,7 @@ def _learner(booster: Any) -> dict:
     return cfg
 
 
-def _check_booster(gb: dict, mp: dict) -> None:
+def _check_booster(gb: dict[str, Any], mp: dict[str, Any]) -> None:
     """Only single-target gbtree boosters."""
     if gb.get("name") != "gbtree":
         raise UnsupportedModelError(
@@ -118,7 +118,7 @@ def _check_booster(gb: dict, mp: dict) -> None:
         raise UnsupportedModelError("Multi-target XGBoost models are not supported.")
 
 
-def _trees_used(wrapper: Any, booster: Any, gb: dict, n_out: int, meta: dict[str, Any]) -> int | None:
+def _trees_used(wrapper: Any, booster: Any, gb: dict[str, Any], n_out: int, meta: dict[str, Any]) -> int | None:
     """The number of trees up to the wrapper's best iteration (early stopping, which its
     ``predict`` stops at; noted in ``meta``), or None: all of them."""
     if wrapper is None:
@@ -131,7 +131,7 @@ def _trees_used(wrapper: Any, booster: Any, gb: dict, n_out: int, meta: dict[str
     return (int(best) + 1) * per_iter
 
 
-def _category_meta(categories: list) -> dict[str, Any]:
+def _category_meta(categories: list[Any]) -> dict[str, Any]:
     """The ensemble's input kind, and its open-code levels (categories not saved with the model)."""
     meta: dict[str, Any] = {}
     open_codes = [[j, len(c) - 1] for j, c in enumerate(categories) if c is not None and c[-1] == OTHER_CODE]
@@ -142,7 +142,7 @@ def _category_meta(categories: list) -> dict[str, Any]:
     return meta
 
 
-def _feature_names(cfg: dict, wrapper: Any, d: int) -> list:
+def _feature_names(cfg: dict[str, Any], wrapper: Any, d: int) -> list[Any]:
     """The wrapper's fitted column names, else the model's, else XGBoost's default ``f<i>``."""
     names = cfg.get("feature_names") or []
     if wrapper is not None and getattr(wrapper, "feature_names_in_", None) is not None:
@@ -167,7 +167,8 @@ def _booster(model: ModelLike) -> tuple[Any, Any]:
     raise describe_unsupported(model)
 
 
-def _objective(objective: str, mp: dict, n_class: int) -> tuple[Task, Link, int, np.ndarray | None, np.ndarray]:
+def _objective(objective: str, mp: dict[str, Any],
+               n_class: int) -> tuple[Task, Link, int, np.ndarray | None, np.ndarray]:
     """``(task, link, n_outputs, classes, base_score)`` of an objective, the base
     score (``learner_model_param``'s) as a margin."""
     base = _parse_floats(mp["base_score"])
@@ -199,7 +200,7 @@ def _objective(objective: str, mp: dict, n_class: int) -> tuple[Task, Link, int,
     return task, link, n_out, classes, base
 
 
-def _tree(tj: dict, grp: Any, n_out: int, categories: list, n_codes: int | None) -> Tree:
+def _tree(tj: dict[str, Any], grp: Any, n_out: int, categories: list[Any], n_codes: int | None) -> Tree:
     """One tree of the JSON dump, its leaf values on output ``grp``."""
     right_sets = _right_sets(tj)
     if int(tj["tree_param"].get("size_leaf_vector", "1")) > 1:
@@ -223,7 +224,7 @@ def _tree(tj: dict, grp: Any, n_out: int, categories: list, n_codes: int | None)
     return build_tree(nodes, n_out, n_codes, routes_missing=True)
 
 
-def _check_finite(tj: dict, left: list, cond: list) -> None:
+def _check_finite(tj: dict[str, Any], left: list[Any], cond: list[Any]) -> None:
     """Every split and leaf value finite: an infinite one would be read as the largest float32."""
     raw = np.asarray(cond, dtype=np.float64)
     bad = np.flatnonzero(~np.isfinite(raw))
@@ -234,7 +235,7 @@ def _check_finite(tj: dict, left: list, cond: list) -> None:
                          "model from XGBoost.")
 
 
-def _categorical_node(tj: dict, i: int, categories: list, go_right: set[int]) -> dict[str, Any]:
+def _categorical_node(tj: dict[str, Any], i: int, categories: list[Any], go_right: set[int]) -> dict[str, Any]:
     """Node ``i``'s categorical split: every code not in ``go_right`` goes left, the missing code too
     if the node's default is left."""
     left, right = tj["left_children"], tj["right_children"]
@@ -249,7 +250,7 @@ def _categorical_node(tj: dict, i: int, categories: list, go_right: set[int]) ->
             + ([len(cats)] if default_left else [])}
 
 
-def _right_sets(tree: dict) -> dict[int, set[int]]:
+def _right_sets(tree: dict[str, Any]) -> dict[int, set[int]]:
     """Node -> the category codes its categorical split sends right."""
     types = tree.get("split_type", [])
     if not any(int(t) != 0 for t in types):
@@ -264,10 +265,10 @@ def _right_sets(tree: dict) -> dict[int, set[int]]:
     return out
 
 
-def _categories(model_json: dict, types: list, d: int, trees: list) -> list:
+def _categories(model_json: dict[str, Any], types: list[Any], d: int, trees: list[Any]) -> list[Any]:
     """Per feature None or its categories: the saved ones (strings or numbers, in
     code order), else the codes ``0..max`` named by the splits and :data:`OTHER_CODE`."""
-    out: list = [None] * d
+    out: list[Any] = [None] * d
     enc = (model_json.get("cats") or {}).get("enc") or []
     for j in range(d):
         if j < len(types) and types[j] == "c":
@@ -278,12 +279,12 @@ def _categories(model_json: dict, types: list, d: int, trees: list) -> list:
     return out
 
 
-def _encoding(enc: list, j: int) -> dict:
+def _encoding(enc: list[Any], j: int) -> dict[str, Any]:
     """Feature ``j``'s entry of the saved categories (empty if there is none)."""
     return enc[j] if j < len(enc) and isinstance(enc[j], dict) else {}
 
 
-def _saved_levels(e: dict) -> tuple | None:
+def _saved_levels(e: dict[str, Any]) -> tuple[Any, ...] | None:
     """A categorical feature's saved categories: UTF-8 strings cut at their offsets, or numbers; None if not saved."""
     if e.get("offsets"):
         raw, off = bytes(int(v) for v in e["values"]), [int(o) for o in e["offsets"]]
@@ -293,7 +294,7 @@ def _saved_levels(e: dict) -> tuple | None:
     return None
 
 
-def _top_codes(trees: list) -> dict[int, int]:
+def _top_codes(trees: list[Any]) -> dict[int, int]:
     """Per feature split by category, the largest code any split lists (-1 if none)."""
     used: dict[int, int] = {}
     for tj in trees:
