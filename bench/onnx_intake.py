@@ -21,6 +21,9 @@ fastest of a few runs):
 * ``onnx_parse_only_cpu_s``: the reading of the trees alone (no verification);
 * ``native_intake_cpu_s``: the same model read from its own library's file (XGBoost
   JSON, LightGBM text, scikit-learn ``.skops``) with its verification, for scale;
+* ``probe_leaves_unreached``: the leaves of the ensemble that none of the verification's
+  probe rows reaches (:func:`core.intake.parsing.probe_points`), of ``leaves``: a misread
+  confined to one of them would pass the verification;
 * ``onnx_sandboxed_wall_s``: one sandboxed reading (``load_vetted``: a child process
   reads, converts and verifies it, the server reads it again), wall seconds.
 """
@@ -124,6 +127,17 @@ def _app_path(data: bytes) -> None:
         raise AssertionError("the server read the model otherwise")
 
 
+def _unreached(ens) -> tuple[int, int]:
+    """(leaves no probe row of the verification reaches, leaves)."""
+    from core.intake.parsing import probe_points
+
+    fl = ens._flat
+    reached = np.zeros(fl["value"].shape[0], dtype=bool)
+    reached[(ens.apply(probe_points(ens)) + fl["offsets"][None, :]).ravel()] = True
+    leaf = fl["feature_raw"] < 0
+    return int((leaf & ~reached).sum()), int(leaf.sum())
+
+
 def main() -> None:
     from core.intake.io import load_model
     from core.intake.models import from_model
@@ -143,7 +157,9 @@ def main() -> None:
         t0 = time.perf_counter()
         load_vetted(onnx_bytes, "model.onnx")
         sandbox_s = time.perf_counter() - t0
+        unreached, leaves = _unreached(ens)
         out[name] = {"onnx_bytes": len(onnx_bytes), "nodes": int(sum(t.n_nodes for t in ens.trees)),
+                     "leaves": leaves, "probe_leaves_unreached": unreached,
                      "floor_cpu_s": round(floor, 4), "onnx_intake_cpu_s": round(onnx_s, 4),
                      "ratio_to_floor": round(ratio, 2), "ratio_of_fewest": round(onnx_s / floor, 2),
                      "goal_ratio_le_3": ratio <= 3,
