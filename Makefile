@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 8501
 
-.PHONY: run test test-next next-install lint install install-dev chromium postgresql debian-packages bench clean
+.PHONY: run test test-main test-next next-install lint install install-dev chromium postgresql debian-packages bench clean
 
 # uv installs the same pinned requirements as pip, with the same compiled bytecode, in about
 # half the time (a fresh clone here: 19 s against pip's 37 s for both files, uv's cache empty).
@@ -93,10 +93,11 @@ debian-packages:
 # mypy checks core, dashboard and pages on every core (`-n`), then counts the findings of
 # `mypy --strict` against pyproject's ceiling (tests/strict_types.py).
 CORES ?= $(shell nproc 2>/dev/null || echo 1)
+MYPY_WORKERS ?= $(CORES)
 lint: install-dev
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy -n $(CORES)
-	$(PY) tests/strict_types.py $(CORES)
+	$(VENV)/bin/mypy -n $(MYPY_WORKERS)
+	$(PY) tests/strict_types.py $(MYPY_WORKERS)
 
 # One worker more than cores (pytest-xdist), a test file's tests on one worker (`--dist
 # loadfile`), so a module-scoped fixture (a browser module's app server, a fitted model) is
@@ -109,15 +110,23 @@ lint: install-dev
 # (`--dist loadgroup` would split files further, but xdist 3.8.0's groups are lost with
 # pytest 9.2: all tests ran as ungrouped.) TEST_WORKERS=0 runs them all in this process.
 # Debian's Chromium and PostgreSQL are installed (on a fresh machine) while uv installs and the lint runs.
+#
+# `make test` installs first (uv, Debian's packages and the Python 3.12 venv at once), then runs
+# the lint, the tests and the tests on Python 3.12 at the same time: the lint (one mypy worker)
+# and the 3.12 run (one pytest worker) use the CPU the main run leaves while its browser tests
+# wait on their app and Chromium, and the main run no longer waits for the lint. Each part's
+# output is printed whole when it ends (`--output-sync`); make fails if any part fails.
 TEST_WORKERS ?= $(shell echo $$(( $(CORES) + 1 )))
 test:
-	@$(MAKE) --no-print-directory -j3 lint debian-packages next-install
+	@$(MAKE) --no-print-directory -j3 install-dev debian-packages next-install
+	@echo "Running the lint, the tests, and the library's tests on Python 3.12 at once; each one's output follows when it ends…"
+	@$(MAKE) --no-print-directory -j3 --output-sync=target lint test-main test-next MYPY_WORKERS=1 NEXT_WORKERS=1
+test-main: install-dev
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
-	@$(MAKE) --no-print-directory test-next
 
 # The second Python version claimed (pyproject: >=3.11): the library's tests on Python 3.12, in a
 # venv of its own with the same pinned requirements and the test runner (requirements-tests.txt).
-# Its install runs beside the lint; its tests after the first run: the readme's example of every
+# Its install runs beside uv's; its tests beside the main run: the readme's example of every
 # analysis, the models' readings and their oracles, the optimum against brute force, the
 # packaging. Python 3.12 is found on PATH, then in pyenv's versions; PYTHON_NEXT names another.
 PYTHON_NEXT ?= python3.12
@@ -144,8 +153,9 @@ $(VENV_NEXT)/.tests: $(VENV)/.runtime $(VENV_NEXT)/bin/python requirements.txt r
 	     $(VENV_NEXT)/bin/python -m pip install -q -r requirements.txt -r requirements-tests.txt; }; }
 	touch $@
 next-install: $(VENV_NEXT)/.tests
+NEXT_WORKERS ?= $(TEST_WORKERS)
 test-next: next-install
-	$(VENV_NEXT)/bin/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile $(NEXT_TESTS)
+	$(VENV_NEXT)/bin/python -m pytest -q -p no:cacheprovider -n $(NEXT_WORKERS) --dist loadfile $(NEXT_TESTS)
 
 bench: install-dev
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

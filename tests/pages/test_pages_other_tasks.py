@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 PAGES = ["optimal_cf.py", "metarule_tree.py", "decision_regions.py"]
 
 
-def _load(csv: bytes, target: str, family: str) -> AppTest:
+def _load(csv: bytes, target: str, family: str, trees: int = 30) -> AppTest:
     at = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=180)
     at.run()
     at.radio(key="dm_source").set_value("Upload your own").run()
@@ -19,7 +19,7 @@ def _load(csv: bytes, target: str, family: str) -> AppTest:
     at.selectbox(key="dm_target").set_value(target).run()
     at.radio(key="dm_how").set_value("Train a model here").run()
     at.selectbox(key="dm_family").set_value(family)
-    at.number_input(key="dm_trees").set_value(30)
+    at.number_input(key="dm_trees").set_value(trees)
     at.number_input(key="dm_depth").set_value(4)
     at.button(key="dm_train_go").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
@@ -65,7 +65,7 @@ def test_pages_on_a_regression_model(regression_csv, page):
 
 @pytest.mark.parametrize("page", PAGES)
 def test_pages_on_a_multiclass_model(multiclass_csv, page):
-    at = _load(multiclass_csv, "target", "xgboost")
+    at = _load(multiclass_csv, "target", "xgboost", trees=10)     # 10 trees a class: 30 in all
     ws = at.session_state["workspace"]
     assert ws.ensemble.n_classes == 3
     at.switch_page(f"../pages/{page}").run()
