@@ -51,6 +51,7 @@ import pandas as pd
 from core.audit.constrained import in_force, lines_words, recorded
 from core.audit.fairstats import bootstrap_ci, holm, permutation_p
 from core.audit.report import REPORT_CSS, constraints_html, model_text, parameters_table, table_html, whole
+from core.audit.result import saved_guarantee
 from core.audit.stats import group_labels, protected_attributes
 from core.cells.problem import check_same_features
 from core.counterfactual import at_target, make_cost_model, make_target
@@ -154,7 +155,7 @@ class ModelComparison(MetaResult):
         """What the studied rows' recourses hold: model A's (``"a"``), or those valid under both
         models (``"both"``); a comparison saved before it recorded them: from the models'
         kinds (a model not read exactly: checked, never proven optimal) and the rows' statuses."""
-        saved = _saved_guarantee(self.meta.get(f"guarantee_{which}"))
+        saved = saved_guarantee(self.meta.get(f"guarantee_{which}"))
         if saved is not None:
             return saved
         kinds = [(self.meta.get(side) or {}).get("kind") for side in ("model_a", "model_b")]
@@ -225,16 +226,6 @@ class ModelComparison(MetaResult):
 
 
 _TABLES = ("agreement", "flips", "rows", "groups", "tests")
-
-
-def _saved_guarantee(saved: Any) -> Guarantee | None:
-    """A guarantee as the comparison recorded it (None: none recorded, or not readable)."""
-    if not isinstance(saved, Mapping):
-        return None
-    try:
-        return Guarantee.from_dict(dict(saved))
-    except (TypeError, ValueError):
-        return None
 
 
 def _statuses_guarantee(kind: ModelKind, statuses: set[str]) -> Guarantee:
