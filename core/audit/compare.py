@@ -405,7 +405,8 @@ class _UnderA:
         gives when a model is not read exactly (what a surrogate finds is not proven the
         cheapest, and the row has one valid under both already)."""
         optimal = np.array([r.status == "optimal" or not exact for r in self.results], dtype=bool)
-        return self.found & self.honoured & optimal
+        kept: np.ndarray = self.found & self.honoured & optimal
+        return kept
 
 
 def _under_a(side_a: _Side, side_b: _Side, X: np.ndarray, target: Any, kwargs: dict[str, Any],
