@@ -250,6 +250,14 @@ def decision_agreement(pred_a: np.ndarray, pred_b: np.ndarray, labels: dict[str,
     return pd.DataFrame(out)
 
 
+def _leaf_columns(columns: Sequence[Any] | None) -> tuple[list[list[int]], dict[int, Any]]:
+    """The analyst's columns a leaf reads: the one-hot groups' features, and each categorical
+    feature's column by its feature (its codes stand for its categories)."""
+    groups = [list(c.features) for c in columns or () if c.one_hot and len(c.features) > 1]
+    coded = {c.features[0]: c for c in columns or () if not c.one_hot and c.categories is not None}
+    return groups, coded
+
+
 def disagreement_rules(X: np.ndarray, names: Sequence[str], flipped: np.ndarray, max_depth: int = 3,
                        random_state: int = RANDOM_STATE, columns: Sequence[Any] | None = None,
                        kinds: Sequence[str] | None = None) -> list[str]:
@@ -272,8 +280,7 @@ def disagreement_rules(X: np.ndarray, names: Sequence[str], flipped: np.ndarray,
     leaf_of = tree.apply(X)
     base = float(flipped.mean())
     d = len(names)
-    groups = [list(c.features) for c in columns or () if c.one_hot and len(c.features) > 1]
-    coded = {c.features[0]: c for c in columns or () if not c.one_hot and c.categories is not None}
+    groups, coded = _leaf_columns(columns)
     out: list[tuple[float, str]] = []
 
     def leaf_text(lower: np.ndarray, upper: np.ndarray) -> str:
@@ -601,6 +608,17 @@ def _moved_together(schema: Schema | None, d: int) -> list[list[int]]:
     return groups + [[j] for j in range(d) if j not in grouped]
 
 
+def _first_accepted(segments: list[np.ndarray], ok: np.ndarray) -> list[np.ndarray]:
+    """Each segment's first point accepted (``ok``: over the segments' points one after another)."""
+    starts, at = [], 0
+    for P in segments:
+        hit = np.flatnonzero(ok[at:at + len(P)])
+        at += len(P)
+        if hit.size:
+            starts.append(P[int(hit[0])])
+    return starts
+
+
 def _repair(oracle: _BothModels, x: np.ndarray, candidates: list[np.ndarray], cost: Callable[[np.ndarray], np.ndarray],
             shape: _Shape, cons: Constraints | None = None) -> np.ndarray | None:
     """A point both models accept, from candidates one or both refused: on each segment from
@@ -615,12 +633,7 @@ def _repair(oracle: _BothModels, x: np.ndarray, candidates: list[np.ndarray], co
     ok = oracle.valid(every)
     if cons:
         ok &= cons.holds(x, every).all(axis=1)
-    starts, at = [], 0
-    for P in segments:
-        hit = np.flatnonzero(ok[at:at + len(P)])
-        at += len(P)
-        if hit.size:
-            starts.append(P[int(hit[0])])
+    starts = _first_accepted(segments, ok)
     if not starts:
         return None
     polished = [polish_on_model(oracle, x, z, cost, kinds=shape.kinds, groups=shape.groups,  # type: ignore[arg-type]
@@ -892,12 +905,7 @@ def _invalidation_stats(table: pd.DataFrame, attrs: list[str], n_boot: int, n_pe
         ref = sizes.index[0]
         for g in sorted(sizes.index, key=lambda s: (s != ref, label_order(s))):
             v = found.loc[found[col] == g, "invalidated"].to_numpy(dtype=float)
-            extra = found.loc[found[col] == g, "extra_cost"].dropna().to_numpy(dtype=float)
-            lo, hi = bootstrap_ci(v, n_boot=n_boot, rng=rng)
-            g_rows.append({"attribute": a, "group": str(g), "rows": int((table[col] == g).sum()),
-                           "with recourse": int(v.size), "invalidated": float(v.mean()) if v.size else np.nan,
-                           "ci_low": lo, "ci_high": hi,
-                           "extra cost": float(extra.mean()) if extra.size else np.nan})
+            g_rows.append(_invalidation_group(table, found, a, g, v, n_boot, rng))
             if g != ref:
                 r = found.loc[found[col] == ref, "invalidated"].to_numpy(dtype=float)
                 t_rows.append({"attribute": a, "group": str(g), "reference": str(ref),
@@ -908,6 +916,19 @@ def _invalidation_stats(table: pd.DataFrame, attrs: list[str], n_boot: int, n_pe
         tests["p_adjusted"] = holm(tests["p_value"].to_numpy(dtype=float))
         tests["significant"] = tests["p_adjusted"] <= alpha
     return pd.DataFrame(g_rows), tests
+
+
+def _invalidation_group(table: pd.DataFrame, found: pd.DataFrame, a: str, g: Any, v: np.ndarray, n_boot: int,
+                        rng: np.random.Generator) -> dict[str, Any]:
+    """Group ``g`` of attribute ``a``: its rows, those with a recourse under A (``found``;
+    ``v``: whether each is invalidated), the share invalidated with its bootstrap interval,
+    and the mean extra cost of a recourse valid under both."""
+    col = f"group:{a}"
+    extra = found.loc[found[col] == g, "extra_cost"].dropna().to_numpy(dtype=float)
+    lo, hi = bootstrap_ci(v, n_boot=n_boot, rng=rng)
+    return {"attribute": a, "group": str(g), "rows": int((table[col] == g).sum()),
+            "with recourse": int(v.size), "invalidated": float(v.mean()) if v.size else np.nan,
+            "ci_low": lo, "ci_high": hi, "extra cost": float(extra.mean()) if extra.size else np.nan}
 
 
 # ------------------------------------------------------------------ the report
