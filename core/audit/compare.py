@@ -51,6 +51,7 @@ import pandas as pd
 from core.audit.constrained import in_force, lines_words, recorded
 from core.audit.fairstats import bootstrap_ci, holm, permutation_p
 from core.audit.report import REPORT_CSS, constraints_html, model_text, parameters_table, table_html, whole
+from core.audit.result import saved_guarantee
 from core.audit.stats import group_labels, protected_attributes
 from core.cells.problem import check_same_features
 from core.counterfactual import at_target, make_cost_model, make_target
@@ -154,22 +155,21 @@ class ModelComparison(MetaResult):
         """What the studied rows' recourses hold: model A's (``"a"``), or those valid under both
         models (``"both"``); a comparison saved before it recorded them: from the models'
         kinds (a model not read exactly: checked, never proven optimal) and the rows' statuses."""
-        saved = self.meta.get(f"guarantee_{which}")
-        if isinstance(saved, Mapping):
-            try:
-                return Guarantee.from_dict(dict(saved))
-            except (TypeError, ValueError):
-                pass
+        saved = saved_guarantee(self.meta.get(f"guarantee_{which}"))
+        if saved is not None:
+            return saved
         kinds = [(self.meta.get(side) or {}).get("kind") for side in ("model_a", "model_b")]
         if "black_box" in kinds or (which == "both" and "linear" in kinds):
             return Guarantee("valid_on_model", "black_box" if "black_box" in kinds else "linear")
         kind = cast(ModelKind, kinds[0] if kinds[0] in MODEL_KINDS else "tree_ensemble")
+        return _statuses_guarantee(kind, self._statuses(which))
+
+    def _statuses(self, which: str) -> set[str]:
+        """The statuses of the rows with a recourse (model A's: ``"a"``; valid under both:
+        ``"both"``), as the per-row table has them (none in a table without them)."""
         col = "status_a" if which == "a" else "status_both"
         found = self.rows[self.rows["found_a" if which == "a" else "found_both"] == 1] if col in self.rows else self.rows
-        statuses = set(found[col].astype(str)) if col in found else set()
-        if kind == "linear" or statuses <= {"optimal"}:
-            return Guarantee("proven_optimal" if statuses <= {"optimal"} else "valid_on_model", kind)
-        return Guarantee("time_limited" if "time_limit" in statuses else "valid_on_model", kind)
+        return set(found[col].astype(str)) if col in found else set()
 
     def rows_csv(self) -> str:
         """The per-row table, with what its recourses guarantee in its last two columns (the
@@ -228,6 +228,14 @@ class ModelComparison(MetaResult):
 _TABLES = ("agreement", "flips", "rows", "groups", "tests")
 
 
+def _statuses_guarantee(kind: ModelKind, statuses: set[str]) -> Guarantee:
+    """What recourses of a model of ``kind`` with these statuses hold: proven optimal when
+    every one is, otherwise checked (a linear model) or limited by the time allowed."""
+    if kind == "linear" or statuses <= {"optimal"}:
+        return Guarantee("proven_optimal" if statuses <= {"optimal"} else "valid_on_model", kind)
+    return Guarantee("time_limited" if "time_limit" in statuses else "valid_on_model", kind)
+
+
 # ------------------------------------------------------------------ agreement
 def decision_agreement(pred_a: np.ndarray, pred_b: np.ndarray, labels: dict[str, np.ndarray]) -> pd.DataFrame:
     """Share of rows decided alike, overall and per group."""
@@ -240,6 +248,14 @@ def decision_agreement(pred_a: np.ndarray, pred_b: np.ndarray, labels: dict[str,
             out.append({"attribute": attr, "group": str(g), "rows": int(m.sum()), "agree": float(same[m].mean()),
                         "flips": int((~same[m]).sum())})
     return pd.DataFrame(out)
+
+
+def _leaf_columns(columns: Sequence[Any] | None) -> tuple[list[list[int]], dict[int, Any]]:
+    """The analyst's columns a leaf reads: the one-hot groups' features, and each categorical
+    feature's column by its feature (its codes stand for its categories)."""
+    groups = [list(c.features) for c in columns or () if c.one_hot and len(c.features) > 1]
+    coded = {c.features[0]: c for c in columns or () if not c.one_hot and c.categories is not None}
+    return groups, coded
 
 
 def disagreement_rules(X: np.ndarray, names: Sequence[str], flipped: np.ndarray, max_depth: int = 3,
@@ -264,8 +280,7 @@ def disagreement_rules(X: np.ndarray, names: Sequence[str], flipped: np.ndarray,
     leaf_of = tree.apply(X)
     base = float(flipped.mean())
     d = len(names)
-    groups = [list(c.features) for c in columns or () if c.one_hot and len(c.features) > 1]
-    coded = {c.features[0]: c for c in columns or () if not c.one_hot and c.categories is not None}
+    groups, coded = _leaf_columns(columns)
     out: list[tuple[float, str]] = []
 
     def leaf_text(lower: np.ndarray, upper: np.ndarray) -> str:
@@ -378,6 +393,88 @@ def _status(res: Any) -> str:
     return "not_found" if not res.found and res.guarantee.kind == "not_found" else str(res.status)
 
 
+_Both = tuple[np.ndarray | None, float, str]    # a recourse valid under both: point (None: none), cost, status
+
+
+@dataclass(frozen=True)
+class _UnderA:
+    """Model A's recourse of each studied row (its result, its point, NaN where none was
+    found) and whether model B honours it."""
+
+    results: list[Any]
+    points: np.ndarray
+    found: np.ndarray
+    honoured: np.ndarray
+
+    def kept(self, exact: bool) -> np.ndarray:
+        """The rows whose recourse under A, which B honours, is a recourse valid under both at
+        no extra cost: A's optimum (nothing valid under both is cheaper), or the recourse A
+        gives when a model is not read exactly (what a surrogate finds is not proven the
+        cheapest, and the row has one valid under both already)."""
+        optimal = np.array([r.status == "optimal" or not exact for r in self.results], dtype=bool)
+        kept: np.ndarray = self.found & self.honoured & optimal
+        return kept
+
+
+def _under_a(side_a: _Side, side_b: _Side, X: np.ndarray, target: Any, kwargs: dict[str, Any],
+             run: _Compute) -> _UnderA:
+    """A's recourse of every row (for A's kind, all rows at once), each asked of model B."""
+    n, d = X.shape
+    res_a: list[Any] = list(batch_counterfactuals(side_a.solve_on, X, target, n_jobs=run.n_jobs, scheduler=run.scheduler,
+                                                  chunk_size=run.chunk, progress=run.stage("recourse under A"),
+                                                  should_stop=run.should_stop, **side_a.extra, **kwargs))
+    run.check(res_a)
+    nan = np.full(d, np.nan)
+    points = np.array([r.x if r.found else nan for r in res_a], dtype=float).reshape(n, d)
+    found = np.array([r.found for r in res_a], dtype=bool)
+    honoured = np.zeros(n, dtype=bool)
+    if found.any():
+        honoured[found] = at_target(side_b.joint, target, side_b.answer(points[found]))
+    return _UnderA(res_a, points, found, honoured)
+
+
+def _rest_both(side_a: _Side, side_b: _Side, X: np.ndarray, res_a: list[Any], target: Any, kwargs: dict[str, Any],
+               run: _Compute) -> tuple[list[_Both], list[Any]]:
+    """The cheapest recourse valid under both for rows ``X`` (A's results ``res_a``): one
+    exact problem on two tree ensembles (and its results), or found through the trees that
+    stand for the models and checked on both (no results of an exact problem)."""
+    if side_a.exact and side_b.exact:
+        joint = _both_exact(side_a, side_b, X, target, kwargs, run)
+        return [(r.x if r.found else None, float(r.cost) if r.found else np.nan, _status(r)) for r in joint], joint
+    return _both_checked(side_a, side_b, X, res_a, target, kwargs, run), []
+
+
+def _under_both(side_a: _Side, side_b: _Side, X: np.ndarray, a: _UnderA, target: Any, kwargs: dict[str, Any],
+                run: _Compute) -> tuple[list[_Both], Guarantee]:
+    """Per row, the cheapest recourse found valid under both (A's own where it is one at no
+    extra cost, :meth:`_UnderA.kept`; searched for the others), and what these hold."""
+    exact = side_a.exact and side_b.exact
+    keep = a.kept(exact)
+    both: list[_Both] = [(a.points[k], float(r.cost), _status(r)) if keep[k] else (None, np.nan, "")
+                         for k, r in enumerate(a.results)]
+    rest = np.flatnonzero(~keep)
+    joint: list[Any] = []
+    if rest.size:
+        got, joint = _rest_both(side_a, side_b, X[rest], [a.results[k] for k in rest], target, kwargs, run)
+        for at, g in zip(rest, got):
+            both[int(at)] = g
+    if exact:
+        return both, _held([a.results[k] for k in np.flatnonzero(keep)] + joint)
+    return both, _checked_on_both(side_a, side_b, bool(keep.all()))
+
+
+def _record(r: Any, honoured: bool, both: _Both, precluded_b: float) -> dict[str, Any]:
+    """One studied row of the table: A's recourse, whether B honours it, the recourse valid
+    under both and its extra cost, and whether each model precludes the row."""
+    x_both, cost_both, status_both = both
+    cost_a = float(r.cost) if r.found else np.nan
+    return {"found_a": int(r.found), "cost_a": cost_a, "status_a": _status(r),
+            "invalidated": int(not honoured) if r.found else np.nan, "found_both": int(x_both is not None),
+            "cost_both": cost_both, "status_both": status_both,
+            "extra_cost": cost_both - cost_a if r.found and x_both is not None else np.nan,
+            "precluded_a": _precluded_a(r), "precluded_b": precluded_b}
+
+
 def _study(side_a: _Side, side_b: _Side, X: np.ndarray, target: Any, kwargs: dict[str, Any], run: _Compute
            ) -> tuple[list[dict[str, Any]], np.ndarray, np.ndarray, dict[str, Guarantee]]:
     """Per studied row: A's recourse (for A's kind), whether B honours it, and the cheapest
@@ -385,46 +482,14 @@ def _study(side_a: _Side, side_b: _Side, X: np.ndarray, target: Any, kwargs: dic
     models in their workers asked for many rows per call). With them, what A's recourses
     and the recourses valid under both guarantee (``"a"``, ``"both"``)."""
     n, d = X.shape
-    res_a: list[Any] = list(batch_counterfactuals(side_a.solve_on, X, target, n_jobs=run.n_jobs, scheduler=run.scheduler,
-                                                  chunk_size=run.chunk, progress=run.stage("recourse under A"),
-                                                  should_stop=run.should_stop, **side_a.extra, **kwargs))
-    run.check(res_a)
+    a = _under_a(side_a, side_b, X, target, kwargs, run)
+    both, held_both = _under_both(side_a, side_b, X, a, target, kwargs, run)
+    reached = np.array([x_both is not None for x_both, _, _ in both], dtype=bool)
+    pre_b = _precluded_b(side_b, X, target, kwargs, run, (a.found & a.honoured) | reached)
+    recs = [_record(r, bool(a.honoured[k]), both[k], pre_b[k]) for k, r in enumerate(a.results)]
     nan = np.full(d, np.nan)
-    points_a = np.array([r.x if r.found else nan for r in res_a], dtype=float).reshape(n, d)
-    found = np.array([r.found for r in res_a], dtype=bool)
-    honoured = np.zeros(n, dtype=bool)
-    if found.any():
-        honoured[found] = at_target(side_b.joint, target, side_b.answer(points_a[found]))
-    exact = side_a.exact and side_b.exact
-    # A's recourse that B honours is a recourse valid under both, at no extra cost: A's optimum
-    # (nothing valid under both is cheaper), or the recourse A gives (what a surrogate finds is
-    # not proven the cheapest, and the row has one valid under both already)
-    keep = found & honoured & np.array([r.status == "optimal" or not exact for r in res_a], dtype=bool)
-    both: list[tuple[np.ndarray | None, float, str]] = [
-        (points_a[k], float(res_a[k].cost), _status(res_a[k])) if keep[k] else (None, np.nan, "") for k in range(n)]
-    rest = np.flatnonzero(~keep)
-    joint: list[Any] = []
-    if rest.size:
-        if exact:
-            joint = _both_exact(side_a, side_b, X[rest], target, kwargs, run)
-            got = [(r.x if r.found else None, float(r.cost) if r.found else np.nan, _status(r)) for r in joint]
-        else:
-            got = _both_checked(side_a, side_b, X[rest], [res_a[k] for k in rest], target, kwargs, run)
-        for at, g in zip(rest, got):
-            both[int(at)] = g
-    pre_b = _precluded_b(side_b, X, target, kwargs, run, (found & honoured)
-                         | np.array([x_both is not None for x_both, _, _ in both], dtype=bool))
-    recs = []
-    for k, (r, (x_both, cost_both, status_both)) in enumerate(zip(res_a, both)):
-        cost_a = float(r.cost) if r.found else np.nan
-        recs.append({"found_a": int(r.found), "cost_a": cost_a, "status_a": _status(r),
-                     "invalidated": int(not honoured[k]) if r.found else np.nan, "found_both": int(x_both is not None),
-                     "cost_both": cost_both, "status_both": status_both,
-                     "extra_cost": cost_both - cost_a if r.found and x_both is not None else np.nan,
-                     "precluded_a": _precluded_a(r), "precluded_b": pre_b[k]})
     points_both = np.array([nan if x_both is None else x_both for x_both, _, _ in both], dtype=float).reshape(n, d)
-    return recs, points_a, points_both, {"a": _held(res_a), "both": _held([res_a[k] for k in np.flatnonzero(keep)] + joint)
-                                         if exact else _checked_on_both(side_a, side_b, keep.all())}
+    return recs, a.points, points_both, {"a": _held(a.results), "both": held_both}
 
 
 def _precluded_a(res: Any) -> float:
@@ -516,9 +581,7 @@ class _Shape:
     def of(cls, ens: TreeEnsemble, schema: Schema | None) -> "_Shape":
         d = ens.n_features
         kinds = [f.kind for f in schema.features] if schema is not None else ["numerical"] * d
-        groups = [[int(j) for j in cols] for cols in schema.groups().values()] if schema is not None else []
-        grouped = {j for g in groups for j in g}
-        groups += [[j] for j in range(d) if j not in grouped]
+        groups = _moved_together(schema, d)
         categorical = np.array([c is not None for c in ens.categories], dtype=bool)
         discrete = categorical | np.array([k in ("binary", "categorical", "one-hot") for k in kinds], dtype=bool)
         arr = schema.arrays() if schema is not None else {"lower": np.full(d, -np.inf), "upper": np.full(d, np.inf)}
@@ -538,6 +601,24 @@ class _Shape:
         return P
 
 
+def _moved_together(schema: Schema | None, d: int) -> list[list[int]]:
+    """The features a repair moves together: each one-hot group, and every other feature alone."""
+    groups = [[int(j) for j in cols] for cols in schema.groups().values()] if schema is not None else []
+    grouped = {j for g in groups for j in g}
+    return groups + [[j] for j in range(d) if j not in grouped]
+
+
+def _first_accepted(segments: list[np.ndarray], ok: np.ndarray) -> list[np.ndarray]:
+    """Each segment's first point accepted (``ok``: over the segments' points one after another)."""
+    starts, at = [], 0
+    for P in segments:
+        hit = np.flatnonzero(ok[at:at + len(P)])
+        at += len(P)
+        if hit.size:
+            starts.append(P[int(hit[0])])
+    return starts
+
+
 def _repair(oracle: _BothModels, x: np.ndarray, candidates: list[np.ndarray], cost: Callable[[np.ndarray], np.ndarray],
             shape: _Shape, cons: Constraints | None = None) -> np.ndarray | None:
     """A point both models accept, from candidates one or both refused: on each segment from
@@ -552,12 +633,7 @@ def _repair(oracle: _BothModels, x: np.ndarray, candidates: list[np.ndarray], co
     ok = oracle.valid(every)
     if cons:
         ok &= cons.holds(x, every).all(axis=1)
-    starts, at = [], 0
-    for P in segments:
-        hit = np.flatnonzero(ok[at:at + len(P)])
-        at += len(P)
-        if hit.size:
-            starts.append(P[int(hit[0])])
+    starts = _first_accepted(segments, ok)
     if not starts:
         return None
     polished = [polish_on_model(oracle, x, z, cost, kinds=shape.kinds, groups=shape.groups,  # type: ignore[arg-type]
@@ -648,68 +724,138 @@ def compare_models(ens_a: ModelLike, ens_b: ModelLike, X: Rows, *, schema: Schem
     side_a, side_b = _side(ens_a, model_a, surrogate_a), _side(ens_b, model_b, surrogate_b)
     ens_a, ens_b = side_a.joint, side_b.joint
     check_same_features(ens_a, ens_b, "model B", "model A")
-    names = list(ens_a.feature_names)
-    A = np.asarray(X.to_numpy(dtype=float) if isinstance(X, pd.DataFrame) else X, dtype=float)
-    if A.ndim != 2 or A.shape[1] != len(names) or len(A) == 0:
-        raise AuditError(f"The data must have rows of {len(names)} features in the models' order.")
-    if not np.all(np.isfinite(A)):
-        raise AuditError("The data holds missing or infinite values; drop or fill them first.")
-    attrs = protected_attributes(schema, protected)
-    labels = {a: group_labels(A, names, cols, a) for a, cols in attrs.items()}
-    pred_a, pred_b = side_a.answer(A), side_b.answer(A)
-    agreement = decision_agreement(pred_a, pred_b, labels)
+    data = _Data.of(X, list(ens_a.feature_names), schema, protected)
+    pred_a, pred_b = side_a.answer(data.A), side_b.answer(data.A)
+    agreement = decision_agreement(pred_a, pred_b, data.labels)
     flipped = pred_a != pred_b
-    flips = pd.DataFrame({"row": np.flatnonzero(flipped), "decision A": pred_a[flipped].astype(str),
-                          "decision B": pred_b[flipped].astype(str),
-                          **{f"group:{a}": lab[flipped] for a, lab in labels.items()}})
-    rules = disagreement_rules(A, names, flipped, random_state=random_state,
-                               columns=analyst_columns(ens_a, schema),
-                               kinds=[f.kind for f in schema.features] if schema is not None else None)
+    rules = disagreement_rules(data.A, data.names, flipped, random_state=random_state,
+                               columns=analyst_columns(ens_a, schema), kinds=_kinds(schema))
     tgt = make_target(ens_a, target)
     target_value = tgt.label if tgt.kind == "class" else (tgt.lo, tgt.hi)
-    if rows is None:
-        pool = np.flatnonzero(~at_target(ens_a, target_value, pred_a))
-    else:
-        pool = np.unique(np.asarray(rows, dtype=int))
-        if pool.size and (pool.min() < 0 or pool.max() >= len(A)):
-            raise AuditError(f"Row indices must lie in 0..{len(A) - 1}.")
+    pool = np.flatnonzero(~at_target(ens_a, target_value, pred_a)) if rows is None else data.given(rows)
     rng = np.random.default_rng(random_state)
-    if max_rows is not None and pool.size > max_rows:
-        pool = np.sort(rng.choice(pool, int(max_rows), replace=False))
-    fixed = sorted({j for cols in attrs.values() for j in cols})
-    table = pd.DataFrame(columns=["row", "found_a", "cost_a", "invalidated", "found_both", "cost_both",
-                                 "extra_cost"])
-    points_a = points_both = np.empty((0, len(names)))
-    holds: dict[str, Guarantee] = {}
+    pool = _sample(pool, max_rows, rng)
+    fixed = data.protected_columns()
+    study = _Study(pd.DataFrame(columns=["row", "found_a", "cost_a", "invalidated", "found_both", "cost_both",
+                                         "extra_cost"]), np.empty((0, len(data.names))), np.empty((0, len(data.names))))
     timings = {"decisions": time.perf_counter() - t0}
     if invalidation and pool.size:
-        held = set(fixed) | ({j for j, f in enumerate(schema.features) if f.actionability == "fixed"}
-                             if schema is not None else set())      # a list replaces the schema's fixed
-        kwargs = dict(schema=schema, norm=norm, fixed=[names[j] for j in sorted(held)], time_limit=float(time_limit))
+        kwargs = dict(schema=schema, norm=norm, fixed=_held_fixed(data.names, fixed, schema),
+                      time_limit=float(time_limit))
         t1 = time.perf_counter()
-        run = _Compute(n_jobs, scheduler, progress, should_stop)
-        recs, points_a, points_both, holds = _study(side_a, side_b, A[pool], target_value, kwargs, run)
-        table = pd.DataFrame(recs)
-        table.insert(0, "row", pool.astype(int))
-        table = _with_changes(table, analyst_columns(ens_a, schema), A[pool], points_a, points_both)
-        for a, lab in labels.items():
-            table.insert(1, f"group:{a}", lab[table["row"].to_numpy()])
+        study = _studied((side_a, side_b), data, pool, target_value, kwargs,
+                         _Compute(n_jobs, scheduler, progress, should_stop), analyst_columns(ens_a, schema))
         timings["recourse"] = time.perf_counter() - t1
-    groups, tests = _invalidation_stats(table, list(attrs), n_boot, n_perm, alpha, rng)
+    groups, tests = _invalidation_stats(study.table, list(data.attrs), n_boot, n_perm, alpha, rng)
     timings["total"] = time.perf_counter() - t0
-    meta = {"created": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "target": str(target_value),
-            "model_a": _facts(side_a), "model_b": _facts(side_b), "rows": int(len(A)),
-            "data_sha256": "array:" + hashlib.sha256(np.ascontiguousarray(A).tobytes()).hexdigest(),
+    parameters = {"max_rows": max_rows, "rows_studied": int(pool.size if invalidation else 0),
+                  "time_limit": whole(time_limit), "norm": norm if isinstance(norm, str) else dict(norm),
+                  "protected": data.protected_names(), "held_fixed": [data.names[j] for j in fixed],
+                  "random_state": random_state, "n_boot": n_boot, "n_perm": n_perm, "alpha": alpha, "n_jobs": n_jobs}
+    meta = {**_meta((side_a, side_b), data, target_value, study.holds, parameters, schema, timings),
+            **(provenance or {})}
+    return ModelComparison(agreement, flips=data.flips(pred_a, pred_b), rules=rules, rows=study.table, groups=groups,
+                           tests=tests, meta=meta, points_a=study.points_a, points_both=study.points_both)
+
+
+@dataclass(frozen=True)
+class _Data:
+    """The rows compared (the data's codes view, in A's feature order) and their groups:
+    the protected attributes' columns (``attrs``) and each row's group label of each."""
+
+    A: np.ndarray
+    names: list[str]
+    attrs: dict[str, list[int]]
+    labels: dict[str, np.ndarray]
+
+    @classmethod
+    def of(cls, X: Rows, names: list[str], schema: Schema | None, protected: Sequence[str] | None) -> "_Data":
+        """Check the rows (every one complete, in the models' features) and label their groups."""
+        A = np.asarray(X.to_numpy(dtype=float) if isinstance(X, pd.DataFrame) else X, dtype=float)
+        if A.ndim != 2 or A.shape[1] != len(names) or len(A) == 0:
+            raise AuditError(f"The data must have rows of {len(names)} features in the models' order.")
+        if not np.all(np.isfinite(A)):
+            raise AuditError("The data holds missing or infinite values; drop or fill them first.")
+        attrs = protected_attributes(schema, protected)
+        return cls(A, names, attrs, {a: group_labels(A, names, cols, a) for a, cols in attrs.items()})
+
+    def given(self, rows: Sequence[int]) -> np.ndarray:
+        """The rows asked for, each once, checked to be rows of the data."""
+        pool = np.unique(np.asarray(rows, dtype=int))
+        if pool.size and (pool.min() < 0 or pool.max() >= len(self.A)):
+            raise AuditError(f"Row indices must lie in 0..{len(self.A) - 1}.")
+        return pool
+
+    def protected_columns(self) -> list[int]:
+        """Every protected attribute's columns (held fixed in every recourse)."""
+        return sorted({j for cols in self.attrs.values() for j in cols})
+
+    def protected_names(self) -> dict[str, list[str]]:
+        return {a: [self.names[j] for j in c] for a, c in self.attrs.items()}
+
+    def flips(self, pred_a: np.ndarray, pred_b: np.ndarray) -> pd.DataFrame:
+        """The rows whose decision differs: both decisions and the row's groups."""
+        flipped = pred_a != pred_b
+        return pd.DataFrame({"row": np.flatnonzero(flipped), "decision A": pred_a[flipped].astype(str),
+                             "decision B": pred_b[flipped].astype(str),
+                             **{f"group:{a}": lab[flipped] for a, lab in self.labels.items()}})
+
+
+@dataclass(frozen=True)
+class _Study:
+    """The recourse study of the rows: the per-row table, each row's recourse under A and
+    the cheapest valid under both, and what they guarantee (``"a"``, ``"both"``; none
+    without a study)."""
+
+    table: pd.DataFrame
+    points_a: np.ndarray
+    points_both: np.ndarray
+    holds: dict[str, Guarantee] = field(default_factory=dict)
+
+
+def _sample(pool: np.ndarray, max_rows: int | None, rng: np.random.Generator) -> np.ndarray:
+    """A seeded sample of ``max_rows`` of the rows (all of them when they are fewer), in order."""
+    if max_rows is not None and pool.size > max_rows:
+        return np.sort(rng.choice(pool, int(max_rows), replace=False))
+    return pool
+
+
+def _kinds(schema: Schema | None) -> list[str] | None:
+    return [f.kind for f in schema.features] if schema is not None else None
+
+
+def _held_fixed(names: list[str], fixed: list[int], schema: Schema | None) -> list[str]:
+    """The features no recourse may change: the protected ones and the schema's fixed ones
+    (a list of features to hold replaces the schema's fixed ones in a query)."""
+    held = set(fixed) | ({j for j, f in enumerate(schema.features) if f.actionability == "fixed"}
+                         if schema is not None else set())
+    return [names[j] for j in sorted(held)]
+
+
+def _studied(sides: tuple[_Side, _Side], data: _Data, pool: np.ndarray, target: Any, kwargs: dict[str, Any],
+             run: _Compute, columns: list[Any]) -> _Study:
+    """The study of the rows ``pool`` (:func:`_study`) as the per-row table: each row, its
+    groups, what was found and the changes in the analyst's ``columns``."""
+    recs, points_a, points_both, holds = _study(*sides, data.A[pool], target, kwargs, run)
+    table = pd.DataFrame(recs)
+    table.insert(0, "row", pool.astype(int))
+    table = _with_changes(table, columns, data.A[pool], points_a, points_both)
+    for a, lab in data.labels.items():
+        table.insert(1, f"group:{a}", lab[table["row"].to_numpy()])
+    return _Study(table, points_a, points_both, holds)
+
+
+def _meta(sides: tuple[_Side, _Side], data: _Data, target: Any, holds: dict[str, Guarantee],
+          parameters: dict[str, Any], schema: Schema | None, timings: dict[str, float]) -> dict[str, Any]:
+    """The comparison's record: both models' and the data's fingerprints, what the
+    recourses guarantee, every parameter (with the constraints in force) and the timings."""
+    return {"created": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "target": str(target),
+            "model_a": _facts(sides[0]), "model_b": _facts(sides[1]), "rows": int(len(data.A)),
+            "data_sha256": "array:" + hashlib.sha256(np.ascontiguousarray(data.A).tobytes()).hexdigest(),
             **{f"guarantee_{k}": g.to_dict() for k, g in holds.items()},
-            "parameters": {"max_rows": max_rows, "rows_studied": int(pool.size if invalidation else 0),
-                           "time_limit": whole(time_limit), "norm": norm if isinstance(norm, str) else dict(norm),
-                           "protected": {a: [names[j] for j in c] for a, c in attrs.items()},
-                           "held_fixed": [names[j] for j in fixed], "random_state": random_state,
-                           "n_boot": n_boot, "n_perm": n_perm, "alpha": alpha, "n_jobs": n_jobs,
-                           "constraints": [] if schema is None else schema.parsed_constraints().texts},
+            "parameters": {**parameters, "constraints": [] if schema is None else schema.parsed_constraints().texts},
             "constraint_lines": [] if schema is None else list(schema.constraints),
-            "timings": {k: round(v, 3) for k, v in timings.items()}, **(provenance or {})}
-    return ModelComparison(agreement, flips, rules, table, groups, tests, meta, points_a, points_both)
+            "timings": {k: round(v, 3) for k, v in timings.items()}}
 
 
 def _with_changes(table: pd.DataFrame, columns: list, X: np.ndarray, points_a: np.ndarray,
@@ -759,12 +905,7 @@ def _invalidation_stats(table: pd.DataFrame, attrs: list[str], n_boot: int, n_pe
         ref = sizes.index[0]
         for g in sorted(sizes.index, key=lambda s: (s != ref, label_order(s))):
             v = found.loc[found[col] == g, "invalidated"].to_numpy(dtype=float)
-            extra = found.loc[found[col] == g, "extra_cost"].dropna().to_numpy(dtype=float)
-            lo, hi = bootstrap_ci(v, n_boot=n_boot, rng=rng)
-            g_rows.append({"attribute": a, "group": str(g), "rows": int((table[col] == g).sum()),
-                           "with recourse": int(v.size), "invalidated": float(v.mean()) if v.size else np.nan,
-                           "ci_low": lo, "ci_high": hi,
-                           "extra cost": float(extra.mean()) if extra.size else np.nan})
+            g_rows.append(_invalidation_group(table, found, a, g, v, n_boot, rng))
             if g != ref:
                 r = found.loc[found[col] == ref, "invalidated"].to_numpy(dtype=float)
                 t_rows.append({"attribute": a, "group": str(g), "reference": str(ref),
@@ -775,6 +916,19 @@ def _invalidation_stats(table: pd.DataFrame, attrs: list[str], n_boot: int, n_pe
         tests["p_adjusted"] = holm(tests["p_value"].to_numpy(dtype=float))
         tests["significant"] = tests["p_adjusted"] <= alpha
     return pd.DataFrame(g_rows), tests
+
+
+def _invalidation_group(table: pd.DataFrame, found: pd.DataFrame, a: str, g: Any, v: np.ndarray, n_boot: int,
+                        rng: np.random.Generator) -> dict[str, Any]:
+    """Group ``g`` of attribute ``a``: its rows, those with a recourse under A (``found``;
+    ``v``: whether each is invalidated), the share invalidated with its bootstrap interval,
+    and the mean extra cost of a recourse valid under both."""
+    col = f"group:{a}"
+    extra = found.loc[found[col] == g, "extra_cost"].dropna().to_numpy(dtype=float)
+    lo, hi = bootstrap_ci(v, n_boot=n_boot, rng=rng)
+    return {"attribute": a, "group": str(g), "rows": int((table[col] == g).sum()),
+            "with recourse": int(v.size), "invalidated": float(v.mean()) if v.size else np.nan,
+            "ci_low": lo, "ci_high": hi, "extra cost": float(extra.mean()) if extra.size else np.nan}
 
 
 # ------------------------------------------------------------------ the report
@@ -799,14 +953,19 @@ def comparison_summary(c: ModelComparison) -> tuple[str, list[str]]:
     a, b = m.get("model_a", {}), m.get("model_b", {})
     agree = float(c.agreement.iloc[0]["agree"]) if len(c.agreement) else float("nan")
     flips = int(c.agreement.iloc[0]["flips"]) if len(c.agreement) else 0
-    inv = c.invalidated
-    n_found = int((c.rows["found_a"] == 1).sum()) if "found_a" in c.rows and len(c.rows) else 0
     body = [f"What was compared: model A ({_model_words(a)}) and model B ({_model_words(b)}) on the same "
             f"{number_text(m.get('rows', 0))} cases. They decide {_pct(agree)} of them alike; {number_text(flips)} "
             "get a different decision."]
-    g_a = c.recourse_guarantee("a")
-    asked = ("the change model A's search found (through its surrogate, checked on model A; not proven the cheapest)"
-             if g_a.model_kind == "black_box" or g_a.via_surrogate else "the smallest change model A asks for")
+    if not np.isfinite(c.invalidated):
+        body.append("Whether model B honours the recourse model A gives was not studied.")
+        return f"The models decide {_pct(agree)} of the cases alike.", body
+    lead, studied = _invalidation_words(c, target)
+    return lead, body + studied
+
+
+def _worse_words(c: ModelComparison) -> list[str]:
+    """Each significant gap in plain words: which group's changes fail under model B more
+    often than the other's, how often each, and the adjusted p."""
     sig = c.tests[c.tests["significant"].astype(bool)] if len(c.tests) else c.tests
     worse = []
     for _, t in sig.iterrows():
@@ -817,26 +976,43 @@ def comparison_summary(c: ModelComparison) -> tuple[str, list[str]]:
         worse.append(f"The change model A asks of {t['attribute']} = {w} fails under model B more often than for "
                      f"{t['attribute']} = {o}: {_pct(gw.iloc[0])} against {_pct(go_.iloc[0])} of their cases "
                      f"(Holm-adjusted p = {approx_text(t['p_adjusted'], 2)}).")
-    if np.isfinite(inv):
-        studied = (f"For {number_text(n_found)} cases model A turns down, {asked} was tried on model B: "
-                   f"{_pct(inv)} of these changes would not get {target} from model B.")
-        lead = worse[0] if worse else (f"{_pct(inv)} of the changes model A asks for would not get {target} from "
-                                       "model B.")
-        body.append(studied)
-        body += worse[1:] if worse else [
-            "No group sees its changes fail under model B significantly more often than another "
-            f"({number_text(len(c.tests))} comparison{'s' * (len(c.tests) != 1)}, Holm-adjusted)." if len(c.tests) else
-            "There was no second group to compare with."]
-        extra = c.rows["extra_cost"].dropna() if "extra_cost" in c.rows else pd.Series(dtype=float)
-        if len(extra):
-            body.append(f"A change that works under both models costs on average {approx_text(extra.mean(), 3)} more "
-                        "than the one model A asks for (cost: each change measured against its feature's range).")
-        body += _precluded_words(c, target)
-        body += [guarantee_line(replace(g_a, note=""), "each of model A's recourses"),   # the counts are per row
-                 guarantee_line(c.recourse_guarantee("both"), "each recourse valid under both")]
-    else:
-        lead = f"The models decide {_pct(agree)} of the cases alike."
-        body.append("Whether model B honours the recourse model A gives was not studied.")
+    return worse
+
+
+def _no_gap_words(c: ModelComparison) -> str:
+    """That no group's changes fail significantly more often (or that there was no group to compare)."""
+    if not len(c.tests):
+        return "There was no second group to compare with."
+    return ("No group sees its changes fail under model B significantly more often than another "
+            f"({number_text(len(c.tests))} comparison{'s' * (len(c.tests) != 1)}, Holm-adjusted).")
+
+
+def _extra_cost_words(c: ModelComparison) -> list[str]:
+    """The mean extra cost of a change that works under both models (nothing without one)."""
+    extra = c.rows["extra_cost"].dropna() if "extra_cost" in c.rows else pd.Series(dtype=float)
+    if not len(extra):
+        return []
+    return [f"A change that works under both models costs on average {approx_text(extra.mean(), 3)} more "
+            "than the one model A asks for (cost: each change measured against its feature's range)."]
+
+
+def _invalidation_words(c: ModelComparison, target: str) -> tuple[str, list[str]]:
+    """The summary of a comparison that studied recourse: its headline (the first significant
+    gap, or the share invalidated) and its sentences (how much model B undoes, the other gaps,
+    the extra cost, the rows precluded, what the recourses guarantee)."""
+    inv = c.invalidated
+    n_found = int((c.rows["found_a"] == 1).sum()) if "found_a" in c.rows and len(c.rows) else 0
+    g_a = c.recourse_guarantee("a")
+    asked = ("the change model A's search found (through its surrogate, checked on model A; not proven the cheapest)"
+             if g_a.model_kind == "black_box" or g_a.via_surrogate else "the smallest change model A asks for")
+    worse = _worse_words(c)
+    studied = (f"For {number_text(n_found)} cases model A turns down, {asked} was tried on model B: "
+               f"{_pct(inv)} of these changes would not get {target} from model B.")
+    lead = worse[0] if worse else f"{_pct(inv)} of the changes model A asks for would not get {target} from model B."
+    body = [studied, *(worse[1:] if worse else [_no_gap_words(c)]), *_extra_cost_words(c),
+            *_precluded_words(c, target),
+            guarantee_line(replace(g_a, note=""), "each of model A's recourses"),   # the counts are per row
+            guarantee_line(c.recourse_guarantee("both"), "each recourse valid under both")]
     return lead, body
 
 
@@ -871,20 +1047,31 @@ def comparison_figures(c: ModelComparison) -> tuple[str, str]:
     """The comparison's figures as inline SVG: the key one (the share of recourse
     invalidated per group, with its interval) and the others (agreement of the
     decisions per group; extra cost of a recourse valid under both, per group)."""
-    key = []
+    return _key_figure(c), "".join(_other_figures(c))
+
+
+def _key_figure(c: ModelComparison) -> str:
+    """The share of A's recourse B does not honour per group, with its interval, the groups
+    significantly worse off in red ("" without groups)."""
     g = c.groups
-    if len(g):
-        sig = c.tests[c.tests["significant"].astype(bool)] if len(c.tests) else c.tests
-        hit = {(str(t["attribute"]), str(t["group"] if t["gap"] > 0 else t["reference"])) for _, t in sig.iterrows()}
-        key.append(interval_chart_svg(
-            [f"{a} = {v} (n = {number_text(int(n))})" for a, v, n in zip(g["attribute"], g["group"], g["with recourse"])],
-            g["invalidated"], g["ci_low"], g["ci_high"], share=True,
-            highlight=[(str(a), str(v)) in hit for a, v in zip(g["attribute"], g["group"])],
-            title="Share of model A's recourse that model B does not honour, per group, with 95% intervals; red: "
-                  "significantly more often than another group",
-            axis="recourse invalidated by model B"))
+    if not len(g):
+        return ""
+    sig = c.tests[c.tests["significant"].astype(bool)] if len(c.tests) else c.tests
+    hit = {(str(t["attribute"]), str(t["group"] if t["gap"] > 0 else t["reference"])) for _, t in sig.iterrows()}
+    return interval_chart_svg(
+        [f"{a} = {v} (n = {number_text(int(n))})" for a, v, n in zip(g["attribute"], g["group"], g["with recourse"])],
+        g["invalidated"], g["ci_low"], g["ci_high"], share=True,
+        highlight=[(str(a), str(v)) in hit for a, v in zip(g["attribute"], g["group"])],
+        title="Share of model A's recourse that model B does not honour, per group, with 95% intervals; red: "
+              "significantly more often than another group",
+        axis="recourse invalidated by model B")
+
+
+def _other_figures(c: ModelComparison) -> list[str]:
+    """The agreement of the decisions per group, and the extra cost of a recourse valid
+    under both per group (each when there is something to show)."""
     other = []
-    ag = c.agreement
+    g, ag = c.groups, c.agreement
     if len(ag):
         other.append(interval_chart_svg(
             [f"{a} = {v}" if v != "" else str(a) for a, v in zip(ag["attribute"], ag["group"])], ag["agree"],
@@ -895,7 +1082,7 @@ def comparison_figures(c: ModelComparison) -> tuple[str, str]:
             [f"{a} = {v}" for a, v in zip(g["attribute"], g["group"])], g["extra cost"], np.full(len(g), np.nan),
             np.full(len(g), np.nan), title="Mean extra cost of a recourse valid under both models, per group",
             axis="extra cost (each change measured against its feature's range)"))
-    return "".join(key), "".join(other)
+    return other
 
 
 def _groups_shown(g: pd.DataFrame) -> pd.DataFrame:

@@ -181,14 +181,8 @@ def group_fairness(labels: Mapping[str, np.ndarray], y_pred: np.ndarray, *, favo
     has_labels = y_true is not None
     if not has_labels:
         notes.append("The data has no labels: only selection rates and demographic parity are reported.")
-    yp = np.asarray(y_pred == favourable)
-    yt = np.asarray(np.asarray(y_true) == favourable) if has_labels else np.zeros(n, dtype=bool)
-    metrics = _fairlearn_metrics(has_labels)
-    frames, cells = {}, {}
-    for attr, g in sets.items():
-        frames[attr] = by = _metric_frame(metrics, g, yt, yp, attr)
-        codes = pd.Categorical(g, categories=[str(v) for v in by.index]).codes
-        cells[attr] = _cells(codes, yt, yp)
+    yt, yp = _favourable(y_pred, y_true, favourable)
+    frames, cells = _classifier_frames(sets, _fairlearn_metrics(has_labels), yt, yp)
     parts: dict[str, list[np.ndarray]] = {attr: [] for attr in sets}
     for idx in _replicates(n, n_boot, random_state):        # every attribute's counts of a block, then the next
         for attr in sets:
@@ -205,13 +199,40 @@ def group_fairness(labels: Mapping[str, np.ndarray], y_pred: np.ndarray, *, favo
         if keep.sum() < 2:
             notes.append(f"{attr}: fewer than two groups of at least {min_group} rows; no disparity computed.")
             continue
-        point = _disparities({m: by[m].to_numpy(dtype=float)[keep] for m in by.columns}, has_labels)
-        samples = _disparities({m: v[:, keep] for m, v in boot.items()}, has_labels)
-        for measure, value in point.items():
-            lo, hi = _interval(samples[measure][:, None])
-            disp_rows.append({"attribute": attr, "measure": measure, "value": float(value),
-                              "lo": float(lo[0]), "hi": float(hi[0]), "groups": int(keep.sum())})
+        disp_rows += _disparity_rows(attr, by, boot, keep, has_labels)
     return GroupFairness(pd.DataFrame(rows), pd.DataFrame(disp_rows), notes)
+
+
+def _favourable(y_pred: np.ndarray, y_true: np.ndarray | None,
+                favourable: Label | None) -> tuple[np.ndarray, np.ndarray]:
+    """Whether each row's label (all False without labels) and decision is the favourable class."""
+    yp = np.asarray(y_pred == favourable)
+    yt = np.asarray(np.asarray(y_true) == favourable) if y_true is not None else np.zeros(len(y_pred), dtype=bool)
+    return yt, yp
+
+
+def _classifier_frames(sets: dict[str, np.ndarray], metrics: dict[str, Any], yt: np.ndarray,
+                       yp: np.ndarray) -> tuple[dict[str, pd.DataFrame], dict[str, np.ndarray]]:
+    """Per attribute, fairlearn's metrics by group, and each row's cell (group, label, decision)."""
+    frames, cells = {}, {}
+    for attr, g in sets.items():
+        frames[attr] = by = _metric_frame(metrics, g, yt, yp, attr)
+        codes = pd.Categorical(g, categories=[str(v) for v in by.index]).codes
+        cells[attr] = _cells(codes, yt, yp)
+    return frames, cells
+
+
+def _disparity_rows(attr: str, by: pd.DataFrame, boot: dict[str, np.ndarray], keep: np.ndarray,
+                    has_labels: bool) -> list[dict[str, Any]]:
+    """The disparities between the groups ``keep`` of one attribute, each with its bootstrap interval."""
+    point = _disparities({m: by[m].to_numpy(dtype=float)[keep] for m in by.columns}, has_labels)
+    samples = _disparities({m: v[:, keep] for m, v in boot.items()}, has_labels)
+    out = []
+    for measure, value in point.items():
+        lo, hi = _interval(samples[measure][:, None])
+        out.append({"attribute": attr, "measure": measure, "value": float(value),
+                    "lo": float(lo[0]), "hi": float(hi[0]), "groups": int(keep.sum())})
+    return out
 
 
 def _group_rows(attr: str, levels: list[str], size: np.ndarray, by: pd.DataFrame, boot: dict) -> list[dict]:
@@ -226,8 +247,25 @@ def _group_rows(attr: str, levels: list[str], size: np.ndarray, by: pd.DataFrame
     return rows
 
 
-def _regression(sets, y_pred, y_true, interval, blocks: Iterator[np.ndarray], notes) -> GroupFairness:
-    from fairlearn.metrics import MetricFrame
+def _block_means(codes: np.ndarray, by: pd.DataFrame, per: dict[str, np.ndarray],
+                 idx: np.ndarray) -> dict[str, np.ndarray]:
+    """Per replicate of a block (rows of ``idx``) and group (``codes``), the mean of each
+    metric of ``by`` over the per-row values ``per``."""
+    k = len(by)
+    base = codes[idx].astype(np.int64)
+    base += np.arange(idx.shape[0], dtype=np.int64)[:, None] * k
+    base = base.ravel()
+    c = np.bincount(base, minlength=idx.shape[0] * k).reshape(-1, k)
+    out = {}
+    for m in by.columns:
+        s = np.bincount(base, weights=per[m][idx].ravel(), minlength=idx.shape[0] * k).reshape(-1, k)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[m] = s / c
+    return out
+
+
+def _regression(sets: dict[str, np.ndarray], y_pred: np.ndarray, y_true: np.ndarray | None,
+                interval: tuple[float, float], blocks: Iterator[np.ndarray], notes: list[str]) -> GroupFairness:
     from sklearn.metrics import mean_absolute_error
 
     lo_t, hi_t = interval
@@ -241,34 +279,44 @@ def _regression(sets, y_pred, y_true, interval, blocks: Iterator[np.ndarray], no
         notes.append("The data has no labels: no prediction error is reported.")
     yt = np.asarray(y_true, dtype=float) if has_labels else np.zeros(len(y_pred))
     per = {"mean prediction": np.asarray(y_pred, dtype=float), "in target": inside, "MAE": np.abs(yt - y_pred)}
+    frames, codes = _regressor_frames(sets, metrics, yt, y_pred)
+    parts: dict[tuple[str, str], list[np.ndarray]] = {(a, m): [] for a in sets for m in frames[a].columns}
+    for idx in blocks:                           # each block's sums per group, then the next block
+        for attr in sets:
+            for m, mean in _block_means(codes[attr], frames[attr], per, idx).items():
+                parts[(attr, m)].append(mean)
+    rows, disp = [], []
+    for attr in sets:
+        told, disparity = _regressor_rows(attr, frames[attr], codes[attr], parts)
+        rows += told
+        disp.append(disparity)
+    return GroupFairness(pd.DataFrame(rows), pd.DataFrame(disp), notes)
+
+
+def _regressor_frames(sets: dict[str, np.ndarray], metrics: dict[str, Any], yt: np.ndarray,
+                      y_pred: np.ndarray) -> tuple[dict[str, pd.DataFrame], dict[str, np.ndarray]]:
+    """Per attribute, fairlearn's metrics of the predictions by group, and each row's group code."""
+    from fairlearn.metrics import MetricFrame
+
     frames, codes = {}, {}
     for attr, g in sets.items():
         mf = MetricFrame(metrics=metrics, y_true=yt, y_pred=np.asarray(y_pred, dtype=float),
                          sensitive_features=pd.Series(g, name=attr))
         frames[attr] = mf.by_group
         codes[attr] = pd.Categorical(g, categories=[str(v) for v in mf.by_group.index]).codes
-    parts: dict[tuple[str, str], list[np.ndarray]] = {(a, m): [] for a in sets for m in frames[a].columns}
-    for idx in blocks:                           # each block's sums per group, then the next block
-        for attr in sets:
-            k = len(frames[attr])
-            base = codes[attr][idx].astype(np.int64)
-            base += np.arange(idx.shape[0], dtype=np.int64)[:, None] * k
-            base = base.ravel()
-            c = np.bincount(base, minlength=idx.shape[0] * k).reshape(-1, k)
-            for m in frames[attr].columns:
-                s = np.bincount(base, weights=per[m][idx].ravel(), minlength=idx.shape[0] * k).reshape(-1, k)
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    parts[(attr, m)].append(s / c)
-    rows, disp = [], []
-    for attr in sets:
-        by = frames[attr]
-        levels = [str(v) for v in by.index]
-        k = len(levels)
-        size = np.bincount(codes[attr], minlength=k)
-        boot = {m: np.concatenate(parts[(attr, m)]) if parts[(attr, m)] else np.zeros((0, k)) for m in by.columns}
-        rows += _group_rows(attr, levels, size, by, boot)
-        v = by["in target"].to_numpy(dtype=float)
-        lo, hi = _interval((np.nanmax(boot["in target"], axis=1) - np.nanmin(boot["in target"], axis=1))[:, None])
-        disp.append({"attribute": attr, "measure": "in-target rate difference", "value": float(v.max() - v.min()),
-                     "lo": float(lo[0]), "hi": float(hi[0]), "groups": k})
-    return GroupFairness(pd.DataFrame(rows), pd.DataFrame(disp), notes)
+    return frames, codes
+
+
+def _regressor_rows(attr: str, by: pd.DataFrame, codes: np.ndarray,
+                    parts: dict[tuple[str, str], list[np.ndarray]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One attribute's rows of the per-group table (each metric with its bootstrap interval,
+    from the replicates' means ``parts``), and its in-target rate difference."""
+    levels = [str(v) for v in by.index]
+    k = len(levels)
+    size = np.bincount(codes, minlength=k)
+    boot = {m: np.concatenate(parts[(attr, m)]) if parts[(attr, m)] else np.zeros((0, k)) for m in by.columns}
+    v = by["in target"].to_numpy(dtype=float)
+    lo, hi = _interval((np.nanmax(boot["in target"], axis=1) - np.nanmin(boot["in target"], axis=1))[:, None])
+    return _group_rows(attr, levels, size, by, boot), {
+        "attribute": attr, "measure": "in-target rate difference", "value": float(v.max() - v.min()),
+        "lo": float(lo[0]), "hi": float(hi[0]), "groups": k}

@@ -307,6 +307,20 @@ def _recorded_settings(audit: Audit) -> dict[str, Any]:
     return {**audit.params, "constraints": list(schema.get("constraints") or [])}
 
 
+def _recorded_target(target: Any, model: ModelLike) -> Any:
+    """The recorded favourable outcome for ``model``: a regressor's interval, or the model's
+    own class whose text was recorded (a HistoryError when the model has no such class)."""
+    if isinstance(target, list):
+        return (float(target[0]), float(target[1]))
+    known = getattr(model, "classes", None)
+    classes = {outcome_text(c): c for c in ([] if known is None else list(known))}
+    if target not in classes:
+        raise HistoryError(f"The audit's favourable outcome {target!r} is not a class of this model "
+                           f"({', '.join(classes) or 'it predicts numbers'}): run it again on the model "
+                           "it was stored with.")
+    return classes[target]
+
+
 def rerun_arguments(audit: Audit, model: ModelLike) -> dict[str, Any]:
     """The keyword arguments of :func:`core.audit.run_audit` that ran ``audit``, read
     from its record: with the same data and ``model`` (e.g. :meth:`AuditStore.load_model`),
@@ -322,17 +336,7 @@ def rerun_arguments(audit: Audit, model: ModelLike) -> dict[str, Any]:
     if missing:
         raise HistoryError(f"This audit's record lacks {', '.join(missing)}: it was stored by a version that did "
                            "not keep them, and cannot be run again from its record.")
-    target = p["target"]
-    if isinstance(target, list):
-        target = (float(target[0]), float(target[1]))
-    else:
-        known = getattr(model, "classes", None)
-        classes = {outcome_text(c): c for c in ([] if known is None else list(known))}
-        if target not in classes:
-            raise HistoryError(f"The audit's favourable outcome {target!r} is not a class of this model "
-                               f"({', '.join(classes) or 'it predicts numbers'}): run it again on the model "
-                               "it was stored with.")
-        target = classes[target]
+    target = _recorded_target(p["target"], model)
     out = {k: p[k] for k in needed if k not in ("target", "protected")}
     out.update(schema=Schema.from_dict(meta["schema"]), target=target, protected=list(p["protected"]),
                scan=p.get("scan", True), min_subgroup=p.get("min_subgroup", 20), budget=p.get("budget"))
@@ -663,6 +667,15 @@ def _label(name: Any, sha: Any) -> str:
     return f"{name or '?'} · {str(sha or '')[:12] or 'no fingerprint'}"
 
 
+def _filtered(df: pd.DataFrame, filters: Sequence[tuple[str, Sequence[str]]]) -> pd.DataFrame:
+    """The rows whose label in each filtered column is one of those wanted (no filter: every row)."""
+    keep = pd.Series(True, index=df.index)
+    for column, wanted in filters:
+        if wanted:
+            keep &= df[column].isin(list(wanted))
+    return df[keep]
+
+
 def _trail_table(df: pd.DataFrame, owner: Owner, authors: Sequence[str], models: Sequence[str],
                  data: Sequence[str]) -> pd.DataFrame:
     """The trail as pages show and export it: labels to filter by, the guarantee in words."""
@@ -673,11 +686,7 @@ def _trail_table(df: pd.DataFrame, owner: Owner, authors: Sequence[str], models:
     df["protected"] = df["protected"].map(lambda s: ", ".join(json.loads(s)))
     df["git_commit"] = df["git_commit"].fillna("not recorded").replace("", "unknown")
     df["package_version"] = df["package_version"].fillna("not recorded")
-    keep = pd.Series(True, index=df.index)
-    for column, wanted in (("author", authors), ("model", models), ("data", data)):
-        if wanted:
-            keep &= df[column].isin(list(wanted))
-    df = df[keep].drop(columns=["author_name", "mine"])
+    df = _filtered(df, (("author", authors), ("model", models), ("data", data))).drop(columns=["author_name", "mine"])
     parts = [with_guarantee(part.drop(columns="guarantee"), _guarantee(text))
              for text, part in df.groupby(df["guarantee"].fillna(""), sort=False)]
     cols = [c for c in df.columns if c != "guarantee"] + ["guarantee", "guarantee_text"]

@@ -70,15 +70,23 @@ def whole(v: object) -> object:
     return v
 
 
-def _value_text(v: Any) -> str:
-    """A parameter's value for a reader: numbers to 4 significant digits, integers as
-    integers, yes/no, lists and objects in words (never JSON)."""
+def _scalar_text(v: Any) -> str | None:
+    """Nothing, yes/no or a number for a reader (None: ``v`` is none of these)."""
     if v is None:
         return "–"
     if isinstance(v, (bool, np.bool_)):
         return "yes" if v else "no"
     if isinstance(v, (int, float, np.integer, np.floating)):
         return approx_text(v)
+    return None
+
+
+def _value_text(v: Any) -> str:
+    """A parameter's value for a reader: numbers to 4 significant digits, integers as
+    integers, yes/no, lists and objects in words (never JSON)."""
+    scalar = _scalar_text(v)
+    if scalar is not None:
+        return scalar
     if isinstance(v, Mapping):
         return "; ".join(f"{k}: {_value_text(x)}" for k, x in v.items()) or "none"
     if isinstance(v, (list, tuple)):
@@ -215,15 +223,21 @@ def constraints_html(meta: Mapping[str, Any]) -> str:
             + "</ol>")
 
 
+def _disparities_shown(d: pd.DataFrame) -> pd.DataFrame:
+    """The disparities per attribute, each with its interval (empty without any)."""
+    if not len(d):
+        return pd.DataFrame()
+    return pd.DataFrame({"attribute": d["attribute"], "measure": d["measure"],
+                         "value [95% CI]": [_ci(v, lo, hi) for v, lo, hi in zip(d["value"], d["lo"], d["hi"])]})
+
+
 def fairness_tables(audit: AuditLike) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Group fairness of the decisions (core.audit.groupfair) as display strings: the
     disparities per attribute and the per-group metrics, each with its interval."""
     d, g = audit.disparities, audit.fairness
     if d is None or g is None or not len(g):
         return pd.DataFrame(), pd.DataFrame()
-    disp = pd.DataFrame({"attribute": d["attribute"], "measure": d["measure"],
-                         "value [95% CI]": [_ci(v, lo, hi) for v, lo, hi in zip(d["value"], d["lo"], d["hi"])]}) \
-        if len(d) else pd.DataFrame()
+    disp = _disparities_shown(d)
     metrics = [c for c in g.columns if c not in ("attribute", "group", "n") and not c.endswith(("_lo", "_hi"))]
     by = pd.DataFrame({"attribute": g["attribute"], "group": g["group"], "rows": g["n"]})
     for m in metrics:
@@ -308,6 +322,17 @@ def _plain_gap(t: Any, target: str) -> str:
 _LEAD_ORDER = ("feasible", "precluded", "cost", "cost_median", "changes")   # which gap a reader hears first
 
 
+def _gaps_told(tests: pd.DataFrame, target: str) -> list[str]:
+    """The audit's significant gaps in plain words, those a reader hears first first
+    (:data:`_LEAD_ORDER`), then the largest relative to the reference."""
+    sig = tests[tests["significant"].astype(bool)].copy() if len(tests) else tests
+    if not len(sig):
+        return []
+    sig["rel"] = (sig["gap"].abs() / sig["reference_value"].abs().clip(lower=1e-12)).fillna(np.inf)
+    sig["kind"] = [_LEAD_ORDER.index(k) if k in _LEAD_ORDER else len(_LEAD_ORDER) for k in sig["metric"]]
+    return [_plain_gap(t, target) for _, t in sig.sort_values(["kind", "rel"], ascending=[True, False]).iterrows()]
+
+
 def plain_summary(audit: AuditLike) -> tuple[str, list[str]]:
     """The audit for a reader outside the field: a headline and a few sentences
     (what was checked, who can reach the outcome, each significant gap from the
@@ -324,11 +349,8 @@ def plain_summary(audit: AuditLike) -> tuple[str, list[str]]:
                "alike asks comparable changes of each of them.")
     feasible = float(audit.rows["feasible"].mean()) if n else float("nan")
     reach = f"{_pct(feasible)} of these cases can get {target} by changing what may change." + _within(audit, target)
-    sig = tests[tests["significant"].astype(bool)].copy() if len(tests) else tests
-    if len(sig):
-        sig["rel"] = (sig["gap"].abs() / sig["reference_value"].abs().clip(lower=1e-12)).fillna(np.inf)
-        sig["kind"] = [_LEAD_ORDER.index(k) if k in _LEAD_ORDER else len(_LEAD_ORDER) for k in sig["metric"]]
-        found = [_plain_gap(t, target) for _, t in sig.sort_values(["kind", "rel"], ascending=[True, False]).iterrows()]
+    found = _gaps_told(tests, target)
+    if found:
         lead = found[0]
         sure = (f"{'This difference survives' if len(found) == 1 else 'Each of these differences survives'} a "
                 f"correction for the {number_text(len(tests))} comparisons the audit made, so it is unlikely to "
@@ -418,30 +440,13 @@ def key_figures(audit: AuditLike) -> str:
 def audit_html(audit: AuditLike) -> str:
     meta = audit.meta
     attrs = list(meta.get("parameters", {}).get("protected", {}))
-    figs = []
-    first = True
-    for a in attrs:
-        for fig in (cost_figure(audit, a), metric_figure(audit, a, "feasible")):
-            if fig is None:
-                continue
-            fig.update_layout(width=700)          # fits an A4 page in print
-            figs.append(fig.to_html(full_html=False, include_plotlyjs=True if first else False,
-                                    config={"displaylogo": False, "responsive": False}))
-            first = False
-    data, model = meta.get("data", {}), meta.get("model", {})
-    prov = pd.DataFrame([
-        ("data", f"{data.get('name') or '(array)'} · {_value_text(data.get('rows'))} rows"),
-        ("data SHA-256", data.get("sha256", "")),
-        ("model", model_text(model)),
-        ("model SHA-256", model.get("sha256") or "(not given)"),
-        ("created", meta.get("created", "")),
-    ], columns=["", "value"])
+    figs = _figures_html(audit, attrs)
+    data = meta.get("data", {})
+    prov = _provenance_table(meta)
     params = parameters_table(meta.get("parameters", {}))
     versions = pd.DataFrame(list(meta.get("versions", {}).items()), columns=["package", "version"])
     schema = pd.DataFrame(meta.get("schema", {}).get("features", [])).fillna("")
-    rules = audit.rules.copy()
-    if "share" in rules:
-        rules["share"] = [f"{v:.1%}" for v in rules["share"]]
+    rules = _rules_shown(audit.rules)
     # no "<" at all inside the script element: "</script>" and "<!--<script>" in a value
     # would otherwise end it or change how the HTML parser reads it; JSON reads \u003c back
     payload = audit.to_json().replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
@@ -456,10 +461,7 @@ def audit_html(audit: AuditLike) -> str:
     sub_sig = (audit.subgroups["significant"].to_numpy(dtype=bool)
                if len(sub_t) and audit.subgroups is not None else None)    # a table: the scan ran
     timings = ", ".join(f"{k} {v:.1f} s" for k, v in meta.get("timings", {}).items())
-    g = audit.recourse_guarantee
-    costs = ("the costs of the recourses found through the model's surrogate and checked on the model (not proven "
-             "optimal for it)" if g is not None and (g.model_kind == "black_box" or g.via_surrogate)
-             else "the optimal recourse costs (OCEAN)")
+    costs = _costs_words(audit.recourse_guarantee)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Recourse audit · {html.escape(str(data.get('name') or ''))}</title>
 <style>{_CSS}</style></head><body>
@@ -478,25 +480,72 @@ rows that have one; the reference group of each attribute is its largest group.<
 {_precluded_section(audit, pre_t)}
 <h2>Gaps to the reference group</h2>{table_html(tests_table(audit), sig)}
 <p class="muted">Two-sided permutation tests of the group labels; Holm-adjusted over all {len(audit.tests)} tests.</p>
-<h2>Figures</h2><div class="figures">{''.join(figs)}</div>
-<h2>Group fairness of the decisions</h2>{table_html(disp) if len(disp) else '<p>–</p>'}
+<h2>Figures</h2><div class="figures">{figs}</div>
+<h2>Group fairness of the decisions</h2>{_table_or(disp)}
 <p class="muted">On every row of the data, with fairlearn's metrics: demographic parity and equalised odds between
 the groups of each attribute and of each intersection, with 95% percentile-bootstrap intervals.</p>
-{table_html(by_group) if len(by_group) else ''}
-<h2>Subgroups where recourse differs most</h2>{table_html(sub_t, sub_sig) if len(sub_t) else '<p>–</p>'}
+{_table_or(by_group, none='')}
+<h2>Subgroups where recourse differs most</h2>{_table_or(sub_t, sub_sig)}
 <p class="muted">Subgroups of up to two conditions on the protected and other columns, each against the rest of the
 audited rows; burden counts a row without recourse at the largest cost any row needed; effectiveness is the share
 with a recourse within the budget {html.escape(approx_text(meta.get('parameters', {}).get('budget')))}. p-values adjusted
 over the whole scan (Westfall-Young max-T).</p>
-<h2>Rules most often prescribed (T-CREx)</h2>{table_html(rules) if len(rules) else '<p>–</p>'}
+<h2>Rules most often prescribed (T-CREx)</h2>{_table_or(rules)}
 <h2>Provenance</h2>{table_html(prov)}
 <h3>Parameters</h3>{table_html(params)}
 <h3>Package versions</h3>{table_html(versions)}
-<h3>Feature settings (schema)</h3>{table_html(schema) if len(schema) else '<p>–</p>'}
+<h3>Feature settings (schema)</h3>{_table_or(schema)}
 <p class="muted">Timings: {html.escape(timings)}. The per-row results are in the CSV saved beside this report; this
 file also embeds the whole audit, which the app re-opens (Fairness audit → Open a saved audit).</p>
 <script type="application/json" id="atlas-audit">{payload}</script>
 </body></html>"""
+
+
+def _figures_html(audit: AuditLike, attrs: list[str]) -> str:
+    """Each protected attribute's figures (recourse cost, share with a recourse) as plotly
+    HTML at a printable width, plotly's script in the first only."""
+    figs: list[str] = []
+    for a in attrs:
+        for fig in (cost_figure(audit, a), metric_figure(audit, a, "feasible")):
+            if fig is None:
+                continue
+            fig.update_layout(width=700)          # fits an A4 page in print
+            figs.append(fig.to_html(full_html=False, include_plotlyjs=not figs,
+                                    config={"displaylogo": False, "responsive": False}))
+    return "".join(figs)
+
+
+def _provenance_table(meta: Mapping[str, Any]) -> pd.DataFrame:
+    """Where the audited data and model came from, and when the audit was made."""
+    data, model = meta.get("data", {}), meta.get("model", {})
+    return pd.DataFrame([
+        ("data", f"{data.get('name') or '(array)'} · {_value_text(data.get('rows'))} rows"),
+        ("data SHA-256", data.get("sha256", "")),
+        ("model", model_text(model)),
+        ("model SHA-256", model.get("sha256") or "(not given)"),
+        ("created", meta.get("created", "")),
+    ], columns=["", "value"])
+
+
+def _rules_shown(rules: pd.DataFrame) -> pd.DataFrame:
+    """The T-CREx rules with their share as a percentage."""
+    rules = rules.copy()
+    if "share" in rules:
+        rules["share"] = [f"{v:.1%}" for v in rules["share"]]
+    return rules
+
+
+def _costs_words(g: Guarantee | None) -> str:
+    """What the report's costs are: optimal, or found through a surrogate and checked."""
+    if g is not None and (g.model_kind == "black_box" or g.via_surrogate):
+        return ("the costs of the recourses found through the model's surrogate and checked on the model (not "
+                "proven optimal for it)")
+    return "the optimal recourse costs (OCEAN)"
+
+
+def _table_or(df: pd.DataFrame, highlight: np.ndarray | None = None, none: str = "<p>–</p>") -> str:
+    """A table of the report, or ``none`` when it is empty."""
+    return table_html(df, highlight) if len(df) else none
 
 
 def _precluded_section(audit: AuditLike, table: pd.DataFrame) -> str:

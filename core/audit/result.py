@@ -30,6 +30,90 @@ __all__ = ["Audit"]
 _OLD_FORMAT = "counterfactual-atlas-audit"     # audits saved before the one result shape; they still open
 
 
+def saved_guarantee(saved: Any) -> Guarantee | None:
+    """A guarantee as a saved result recorded it (None: none recorded, or not readable)."""
+    if not isinstance(saved, Mapping):
+        return None
+    try:
+        return Guarantee.from_dict(dict(saved))
+    except (TypeError, ValueError):
+        return None
+
+
+def _found_statuses(rows: pd.DataFrame | None) -> set[str]:
+    """The statuses of the audited rows with a recourse (none in a table without them)."""
+    if rows is None or not {"status", "feasible"} <= set(rows):
+        return set()
+    return set(rows[rows["feasible"] == 1]["status"].astype(str))
+
+
+def _frame(x: dict[str, Any]) -> pd.DataFrame:
+    """A saved table; a recourse's values (numbers, categories, None) stay as written."""
+    df = pd.DataFrame(x["data"], columns=x["columns"], dtype=object)
+    out = df.infer_objects()
+    for c in df.columns:
+        if str(c).startswith("cf:"):
+            out[c] = df[c]
+    return out
+
+
+def _optional_frame(d: Mapping[str, Any], name: str) -> pd.DataFrame | None:
+    """A saved table that older audits do not have (None then)."""
+    return _frame(d[name]) if d.get(name) else None
+
+
+def _need(ok: bool | np.bool_, what: str) -> None:
+    """Refuse a damaged saved audit, saying what is wrong with it."""
+    if not ok:
+        raise AuditError(f"The saved audit is damaged: {what}. Re-save it from the app.")
+
+
+def _numeric(df: pd.DataFrame, col: str) -> bool:
+    """A column of numbers (or nothing but missing values)."""
+    return bool(pd.api.types.is_numeric_dtype(df[col]) or df[col].isna().all())
+
+
+def _texts(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(t, str) for t in v)
+
+
+def _check_meta(m: Any, summary: Any) -> None:
+    """The metadata and summary hold what the page and the report read, of the right types."""
+    _need(isinstance(m, dict), "its metadata is not an object")
+    _need(_texts(summary), "its summary is not a list of sentences")
+    for key in ("data", "model", "parameters", "timings", "versions", "schema"):
+        _need(isinstance(m.get(key, {}), dict), f"'{key}' is not an object")
+    _need(isinstance(m.get("created", ""), str), "'created' is not text")
+    _need(_texts(m.get("notes", [])), "'notes' is not a list of sentences")
+    _need(all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in m.get("timings", {}).values()),
+          "'timings' holds something other than seconds")
+    features = m.get("schema", {}).get("features", [])
+    _need(isinstance(features, list) and all(isinstance(f, dict) for f in features),
+          "its schema's features are not a list of objects")
+
+
+def _check_tests(tests: pd.DataFrame) -> None:
+    """The table of gaps, when not empty, has its columns, numbers as numbers."""
+    if not len(tests):
+        return
+    _need({"attribute", "group", "reference", "label", "group_value", "reference_value", "gap", "gap_lo",
+           "gap_hi", "p_value", "p_holm", "significant"} <= set(tests.columns),
+          "its table of gaps lacks columns")
+    for col in ("group_value", "reference_value", "gap", "gap_lo", "gap_hi", "p_value", "p_holm"):
+        _need(_numeric(tests, col), f"the gap column {col!r} is not numeric")
+    _need(pd.api.types.is_bool_dtype(tests["significant"]), "'significant' is not true/false")
+
+
+def _check_disparities(disparities: pd.DataFrame | None) -> None:
+    """The table of disparities, when there is one, has its columns, numbers as numbers."""
+    if disparities is None or not len(disparities):
+        return
+    _need({"attribute", "measure", "value", "lo", "hi"} <= set(disparities.columns),
+          "its table of disparities lacks columns")
+    for col in ("value", "lo", "hi"):
+        _need(_numeric(disparities, col), f"the disparity column {col!r} is not numeric")
+
+
 @dataclass(frozen=True, eq=False)
 class Audit(MetaResult):
     """The audit's tables, summary and provenance (see :mod:`core.audit`); a
@@ -105,20 +189,15 @@ class Audit(MetaResult):
         audit recorded it, or, for an audit saved before it did, as its model kind and the
         rows' statuses say (a surrogate's answer is checked, never proven optimal)."""
         meta = getattr(self, "meta", None) or {}
-        saved = meta.get("recourse_guarantee")
-        if isinstance(saved, Mapping):
-            try:
-                return Guarantee.from_dict(dict(saved))
-            except (TypeError, ValueError):
-                pass
+        saved = saved_guarantee(meta.get("recourse_guarantee"))
+        if saved is not None:
+            return saved
         model = meta.get("model") or {}
         kind = model.get("kind") if model.get("kind") in MODEL_KINDS else "tree_ensemble"
-        rows = getattr(self, "rows", None)
-        found = rows[rows["feasible"] == 1] if rows is not None and {"status", "feasible"} <= set(rows) else None
-        statuses = set(found["status"].astype(str)) if found is not None else set()
         if kind == "black_box":
             fid = (model.get("surrogate") or {}).get("fidelity")
             return Guarantee("valid_on_model", "black_box", surrogate_fidelity=fid)
+        statuses = _found_statuses(getattr(self, "rows", None))
         order = [("time_limit_found", "time_limited"), ("feasible", "valid_on_model"), ("optimal", "proven_optimal")]
         worst = next((g for st, g in order if st in statuses), "not_found")
         return Guarantee(worst, kind)  # type: ignore[arg-type]
@@ -161,21 +240,13 @@ class Audit(MetaResult):
                                               or (d.get("format") == FORMAT and d.get("kind") == cls.kind)):
             raise AuditError("This file is not a saved audit of Counterfactual Atlas (no audit data inside).")
 
-        def frame(x: dict[str, Any]) -> pd.DataFrame:
-            df = pd.DataFrame(x["data"], columns=x["columns"], dtype=object)
-            out = df.infer_objects()
-            for c in df.columns:        # a recourse's values (numbers, categories, None) stay as written
-                if str(c).startswith("cf:"):
-                    out[c] = df[c]
-            return out
-
         try:
-            rows = frame(d["rows"]).rename(columns={"solve_time": "elapsed"})     # its older name
-            out = cls(rows, frame(d["groups"]), frame(d["tests"]), frame(d["rules"]),
+            rows = _frame(d["rows"]).rename(columns={"solve_time": "elapsed"})     # its older name
+            out = cls(rows, _frame(d["groups"]), _frame(d["tests"]), _frame(d["rules"]),
                       list(d["summary"]), dict(d["meta"]),
-                      fairness=frame(d["fairness"]) if d.get("fairness") else None,   # older audits: none
-                      disparities=frame(d["disparities"]) if d.get("disparities") else None,
-                      subgroups=frame(d["subgroups"]) if d.get("subgroups") else None)
+                      fairness=_optional_frame(d, "fairness"),       # older audits: none
+                      disparities=_optional_frame(d, "disparities"),
+                      subgroups=_optional_frame(d, "subgroups"))
         except (KeyError, TypeError, ValueError) as exc:
             raise AuditError(f"The saved audit is incomplete or damaged ({type(exc).__name__}: {exc}).") from None
         need = {"row", "status", "feasible", "cost"}
@@ -188,52 +259,10 @@ class Audit(MetaResult):
         """Check that everything the page and the report read is there with the
         right types, and draw its tables and figures once: a damaged or crafted
         audit is refused here with a message instead of failing while shown."""
-        def need(ok: bool | np.bool_, what: str) -> None:
-            if not ok:
-                raise AuditError(f"The saved audit is damaged: {what}. Re-save it from the app.")
-
-        m = self.meta
-        need(isinstance(m, dict), "its metadata is not an object")
-        need(isinstance(self.summary, list) and all(isinstance(t, str) for t in self.summary),
-             "its summary is not a list of sentences")
-        for key in ("data", "model", "parameters", "timings", "versions", "schema"):
-            need(isinstance(m.get(key, {}), dict), f"'{key}' is not an object")
-        need(isinstance(m.get("created", ""), str), "'created' is not text")
-        need(isinstance(m.get("notes", []), list) and all(isinstance(t, str) for t in m.get("notes", [])),
-             "'notes' is not a list of sentences")
-        need(all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in m.get("timings", {}).values()),
-             "'timings' holds something other than seconds")
-        need(isinstance(m.get("schema", {}).get("features", []), list)
-             and all(isinstance(f, dict) for f in m.get("schema", {}).get("features", [])),
-             "its schema's features are not a list of objects")
-        protected = m.get("parameters", {}).get("protected", {})
-        need(isinstance(protected, dict), "its protected attributes are not an object")
-        for col in ("feasible", "cost"):
-            need(pd.api.types.is_numeric_dtype(self.rows[col]) or self.rows[col].isna().all(),
-                 f"the per-row column {col!r} is not numeric")
-        for a in protected:
-            need(f"group:{a}" in self.rows.columns, f"the per-row table has no groups for attribute {a!r}")
-        for key in METRICS:
-            for col in (key, f"{key}_lo", f"{key}_hi"):
-                if col in self.groups:
-                    need(pd.api.types.is_numeric_dtype(self.groups[col]) or self.groups[col].isna().all(),
-                         f"the per-group column {col!r} is not numeric")
-        if len(self.tests):
-            need({"attribute", "group", "reference", "label", "group_value", "reference_value", "gap", "gap_lo",
-                  "gap_hi", "p_value", "p_holm", "significant"} <= set(self.tests.columns),
-                 "its table of gaps lacks columns")
-            for col in ("group_value", "reference_value", "gap", "gap_lo", "gap_hi", "p_value", "p_holm"):
-                need(pd.api.types.is_numeric_dtype(self.tests[col]) or self.tests[col].isna().all(),
-                     f"the gap column {col!r} is not numeric")
-            need(pd.api.types.is_bool_dtype(self.tests["significant"]), "'significant' is not true/false")
-        if self.disparities is not None and len(self.disparities):
-            need({"attribute", "measure", "value", "lo", "hi"} <= set(self.disparities.columns),
-                 "its table of disparities lacks columns")
-            for col in ("value", "lo", "hi"):
-                need(pd.api.types.is_numeric_dtype(self.disparities[col]) or self.disparities[col].isna().all(),
-                     f"the disparity column {col!r} is not numeric")
-        if self.fairness is not None and len(self.fairness):
-            need({"attribute", "group", "n"} <= set(self.fairness.columns), "its group-fairness table lacks columns")
+        _check_meta(self.meta, self.summary)
+        protected = self.meta.get("parameters", {}).get("protected", {})
+        _need(isinstance(protected, dict), "its protected attributes are not an object")
+        self._check_tables(protected)
         try:
             group_table(self), tests_table(self)
             for a in protected:
@@ -241,6 +270,21 @@ class Audit(MetaResult):
         except Exception as exc:  # noqa: BLE001 - any failure to draw means a damaged file
             raise AuditError(f"The saved audit is damaged: it cannot be drawn ({type(exc).__name__}: {exc}). "
                              "Re-save it from the app.") from None
+
+    def _check_tables(self, protected: dict[str, Any]) -> None:
+        """The tables' columns the page and the report read are there, numbers as numbers."""
+        for col in ("feasible", "cost"):
+            _need(_numeric(self.rows, col), f"the per-row column {col!r} is not numeric")
+        for a in protected:
+            _need(f"group:{a}" in self.rows.columns, f"the per-row table has no groups for attribute {a!r}")
+        for key in METRICS:
+            for col in (key, f"{key}_lo", f"{key}_hi"):
+                if col in self.groups:
+                    _need(_numeric(self.groups, col), f"the per-group column {col!r} is not numeric")
+        _check_tests(self.tests)
+        _check_disparities(self.disparities)
+        if self.fairness is not None and len(self.fairness):
+            _need({"attribute", "group", "n"} <= set(self.fairness.columns), "its group-fairness table lacks columns")
 
     @classmethod
     def from_file(cls, data: bytes) -> "Audit":

@@ -258,14 +258,7 @@ def _answers(ens: Any, model: Any, surrogate: Surrogate | None) -> Callable[[np.
 def _prepare(ensemble, X, schema, target, protected, rows, y, s: AuditSettings, model, progress, should_stop,
              surrogate=None) -> _Run:
     """Check the inputs and resolve the rows, groups and fixed columns of the audit."""
-    if surrogate is not None:
-        if model is None:
-            raise AuditError("A surrogate is given without the model it stands for: pass model= as well.")
-        ens = surrogate.ensemble
-    elif isinstance(ensemble, (TreeEnsemble, LinearModel)):
-        ens = ensemble
-    else:
-        ens = as_model(ensemble)
+    ens = _audited_model(ensemble, model, surrogate)
     if ens.task == "anomaly":
         raise AuditError("An anomaly detector makes no decision to audit; load a classifier or regressor.")
     if schema is None:
@@ -274,11 +267,7 @@ def _prepare(ensemble, X, schema, target, protected, rows, y, s: AuditSettings, 
     check_schema(ens, schema, AuditError)
     A = as_table(X, ens.feature_names, error=AuditError, what="The data", missing=True)
     protected = _protected(schema, protected)
-    if y is not None:
-        y_arr = np.asarray(y)
-        if y_arr.ndim != 1 or len(y_arr) != len(A):
-            raise AuditError(f"y has shape {y_arr.shape}; the data has {len(A)} rows: give one label per row "
-                             "(or y=None).")
+    _check_labels(y, len(A))
     if isinstance(ens, TreeEnsemble) and surrogate is None:
         ens, A, _ = missing_as_states(ens, A, error=AuditError)     # missing values: one more state of a column
     answer = _answers(ens, model, surrogate)
@@ -288,34 +277,82 @@ def _prepare(ensemble, X, schema, target, protected, rows, y, s: AuditSettings, 
     attrs = protected_attributes(schema, protected)
     if not attrs:
         raise AuditError("No protected attribute: mark one in the feature settings (or pass protected=[...]).")
-    try:
-        tgt = make_target(ens, target)
-    except QueryError as exc:
-        raise AuditError(str(exc)) from None
-    if rows is None:
-        rows_all = np.flatnonzero(~at_target(ens, target, decided))
-        if rows_all.size == 0:
-            raise AuditError(f"Every row already gets {tgt.describe()}: there is no unfavourable decision to audit.")
-    else:
-        try:
-            given = np.asarray(rows)
-            ok = given.dtype.kind in "iu" or given.size == 0
-        except (TypeError, ValueError):
-            ok = False
-        if not ok or given.ndim != 1:
-            raise AuditError(f"rows are row positions (integers in 0..{len(A) - 1}); got {rows!r:.60}.")
-        rows_all = np.unique(given.astype(int))
-        if rows_all.size == 0 or rows_all.min() < 0 or rows_all.max() >= len(A):
-            raise AuditError(f"Row indices must lie in 0..{len(A) - 1}.")
+    tgt = _target(ens, target)
+    rows_all = _given_rows(rows, len(A)) if rows is not None else _unfavourable(ens, target, tgt, decided)
     rng = np.random.default_rng(s.random_state)
-    if s.max_rows is not None and rows_all.size > s.max_rows:
-        rows_all = np.sort(rng.choice(rows_all, int(s.max_rows), replace=False))
-    fixed = sorted({j for cols in attrs.values() for j in cols})                # protected: held fixed
-    immutable = sorted(set(fixed) | {j for j, f in enumerate(schema.features) if f.actionability == "fixed"})
+    rows_all = _sample(rows_all, s.max_rows, rng)
+    fixed, immutable = _held_fixed(schema, attrs)
     labels = {a: group_labels(A, names, cols, a) for a, cols in attrs.items()}
     return _Run(ens, A, names, schema, s, tgt, target if tgt.kind == "interval" else tgt.label, decided,
                 attrs, rows_all, fixed, immutable, labels, rng, model, progress, should_stop, [], {},
                 surrogate=surrogate, answer=answer)
+
+
+def _audited_model(ensemble: Any, model: Any, surrogate: Surrogate | None) -> Any:
+    """What the audit's queries read: the surrogate's trees (for a model not read exactly),
+    the tree ensemble or linear model given, or the model given read as one."""
+    if surrogate is not None:
+        if model is None:
+            raise AuditError("A surrogate is given without the model it stands for: pass model= as well.")
+        return surrogate.ensemble
+    if isinstance(ensemble, (TreeEnsemble, LinearModel)):
+        return ensemble
+    return as_model(ensemble)
+
+
+def _check_labels(y: Any, n: int) -> None:
+    """The labels, when given, are one per row of the data."""
+    if y is None:
+        return
+    y_arr = np.asarray(y)
+    if y_arr.ndim != 1 or len(y_arr) != n:
+        raise AuditError(f"y has shape {y_arr.shape}; the data has {n} rows: give one label per row "
+                         "(or y=None).")
+
+
+def _target(ens: Any, target: Any) -> Any:
+    """The favourable outcome resolved for the model (its QueryError as the audit's error)."""
+    try:
+        return make_target(ens, target)
+    except QueryError as exc:
+        raise AuditError(str(exc)) from None
+
+
+def _unfavourable(ens: Any, target: Any, tgt: Any, decided: np.ndarray) -> np.ndarray:
+    """Every row whose decision misses the target (an AuditError when there is none)."""
+    rows_all = np.flatnonzero(~at_target(ens, target, decided))
+    if rows_all.size == 0:
+        raise AuditError(f"Every row already gets {tgt.describe()}: there is no unfavourable decision to audit.")
+    return rows_all
+
+
+def _given_rows(rows: Any, n: int) -> np.ndarray:
+    """The rows asked for, each once: positions (integers) of the ``n`` rows of the data."""
+    try:
+        given = np.asarray(rows)
+        ok = given.dtype.kind in "iu" or given.size == 0
+    except (TypeError, ValueError):
+        ok = False
+    if not ok or given.ndim != 1:
+        raise AuditError(f"rows are row positions (integers in 0..{n - 1}); got {rows!r:.60}.")
+    rows_all = np.unique(given.astype(int))
+    if rows_all.size == 0 or rows_all.min() < 0 or rows_all.max() >= n:
+        raise AuditError(f"Row indices must lie in 0..{n - 1}.")
+    return rows_all
+
+
+def _sample(rows: np.ndarray, max_rows: int | None, rng: np.random.Generator) -> np.ndarray:
+    """A seeded sample of ``max_rows`` of the rows (all of them when they are fewer), in order."""
+    if max_rows is not None and rows.size > max_rows:
+        return np.sort(rng.choice(rows, int(max_rows), replace=False))
+    return rows
+
+
+def _held_fixed(schema: Schema, attrs: dict[str, list[int]]) -> tuple[list[int], list[int]]:
+    """The columns every recourse holds: the protected ones, and with them the schema's fixed ones."""
+    fixed = sorted({j for cols in attrs.values() for j in cols})                # protected: held fixed
+    immutable = sorted(set(fixed) | {j for j, f in enumerate(schema.features) if f.actionability == "fixed"})
+    return fixed, immutable
 
 
 def _protected(schema: Schema, protected: Any) -> list[str] | None:
@@ -329,16 +366,19 @@ def _protected(schema: Schema, protected: Any) -> list[str] | None:
     if not isinstance(items, Iterable) or isinstance(items, Mapping):
         raise AuditError(f"protected is a list of columns or one-hot groups, e.g. {known[:1]}; got "
                          f"{type(protected).__name__}.")
-    out = []
-    for item in items:      # a name (a column or a group), or a column index
-        if isinstance(item, str) and item not in known:
-            near = closest_names(item, known)
-            hint = f" Did you mean {' or '.join(map(repr, near))}?" if near else ""
-            raise AuditError(f"protected: {item!r} is neither a column nor a one-hot group of the data.{hint} "
-                             f"The columns and groups are {names_text(known)}.")
-        out.append(item if isinstance(item, str)
-                   else schema.names[feature_index(schema.names, item, error=AuditError, what="protected")])
-    return out
+    return [_protected_name(schema, item, known) for item in items]
+
+
+def _protected_name(schema: Schema, item: Any, known: list[str]) -> str:
+    """One protected item, a name (a column or a group) or a column index, as its name."""
+    if not isinstance(item, str):
+        return schema.names[feature_index(schema.names, item, error=AuditError, what="protected")]
+    if item not in known:
+        near = closest_names(item, known)
+        hint = f" Did you mean {' or '.join(map(repr, near))}?" if near else ""
+        raise AuditError(f"protected: {item!r} is neither a column nor a one-hot group of the data.{hint} "
+                         f"The columns and groups are {names_text(known)}.")
+    return item
 
 
 def _recourse_stage(run: _Run, done: list[RowRecourse]) -> tuple[pd.DataFrame, np.ndarray]:
@@ -347,20 +387,7 @@ def _recourse_stage(run: _Run, done: list[RowRecourse]) -> tuple[pd.DataFrame, n
     t0 = time.perf_counter()
     rows = run.rows
     run.recourse_guarantee = weakest_guarantee([r for r in done if r.found] or done)   # what the recourses hold
-    recs = []
-    for i, res in zip(rows, done):
-        found = res.found
-        status = res.status
-        if status == "time_limit":
-            status = "time_limit_found" if found else "time_limit"
-        recs.append({"row": int(i), **{f"group:{a}": run.labels[a][i] for a in run.attrs},
-                     "prediction": str(run.pred[i]), "status": status, "feasible": int(found),
-                     # precluded: proven that no action (under the constraints in force) gives the target
-                     "precluded": int(res.guarantee is not None and res.guarantee.kind == "infeasible"),
-                     "cost": float(res.cost) if found else np.nan,
-                     # how far the cost may be above the optimum: 0 when proven, > 0 at the time limit
-                     "gap": (0.0 if res.status == "optimal" else float(res.gap)) if found else np.nan,
-                     "elapsed": round(res.elapsed, 4)})
+    recs = [_row_record(run, i, res) for i, res in zip(rows, done)]
     cfs = np.array([r.x if r.found else np.full(len(run.names), np.nan) for r in done], dtype=np.float64)
     # the changes in the table's columns (a fill of a missing value, a category switch: one change each),
     # with the counterfactual's values beside them
@@ -369,6 +396,23 @@ def _recourse_stage(run: _Run, done: list[RowRecourse]) -> tuple[pd.DataFrame, n
     table = pd.concat([table.drop(columns="elapsed"), per_row, table[["elapsed"]]], axis=1)
     run.timings["recourse"] = time.perf_counter() - t0
     return table, cfs
+
+
+def _row_record(run: _Run, i: int, res: RowRecourse) -> dict[str, Any]:
+    """Row ``i`` of the per-row table: its groups, decision, what its recourse query found
+    (a time limit split by whether it found one) and its cost."""
+    found = res.found
+    status = res.status
+    if status == "time_limit":
+        status = "time_limit_found" if found else "time_limit"
+    return {"row": int(i), **{f"group:{a}": run.labels[a][i] for a in run.attrs},
+            "prediction": str(run.pred[i]), "status": status, "feasible": int(found),
+            # precluded: proven that no action (under the constraints in force) gives the target
+            "precluded": int(res.guarantee is not None and res.guarantee.kind == "infeasible"),
+            "cost": float(res.cost) if found else np.nan,
+            # how far the cost may be above the optimum: 0 when proven, > 0 at the time limit
+            "gap": (0.0 if res.status == "optimal" else float(res.gap)) if found else np.nan,
+            "elapsed": round(res.elapsed, 4)}
 
 
 def _fairness(run: _Run, y: Any) -> Callable[[], Any]:
@@ -399,35 +443,46 @@ def _statistics_stage(run: _Run, table: pd.DataFrame, gf: Any, sub: pd.DataFrame
 
 def _meta(run: _Run, table: pd.DataFrame, prov: Provenance, sub: pd.DataFrame | None) -> dict[str, Any]:
     """Provenance, every parameter, versions and timings, for the report and the history."""
-    s, names = run.s, run.names
+    names = run.names
     return {
         "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "data": {"name": prov.data_name, "sha256": prov.data_sha256 or _array_sha(run.A), "rows": int(len(run.A)),
                  "columns": names},
-        "model": {"sha256": prov.model_sha256, "source": _source(run), "kind": _kind(run),
-                  "trees": getattr(run.ens, "n_trees", None) if _kind(run) == "tree_ensemble" else None,
-                  "task": run.ens.task, **({} if run.surrogate is None else {"surrogate": run.surrogate.summary()})},
+        "model": _model_meta(run, prov),
         "recourse_guarantee": None if run.recourse_guarantee is None else run.recourse_guarantee.to_dict(),
         "class_names": dict(prov.class_names),
-        "parameters": {"target": ([float(v) for v in run.target_value] if isinstance(run.target_value, tuple)
-                               else outcome_text(run.target_value)),
-                       "protected": {a: [names[j] for j in c] for a, c in run.attrs.items()},
-                       "rows_audited": int(len(table)), "max_rows": s.max_rows,
-                       "norm": s.norm if isinstance(s.norm, str) else dict(s.norm),
-                       "time_limit": whole(s.time_limit),
-                       "n_boot": s.n_boot, "n_perm": s.n_perm, "alpha": s.alpha, "tcrex": s.tcrex,
-                       "tcrex_rho": s.tcrex_rho, "tcrex_tau": s.tcrex_tau,
-                       "local_rules_per_group": s.local_rules_per_group, "random_state": s.random_state,
-                       "n_jobs": s.n_jobs, "scheduler": str(s.scheduler) if s.scheduler else None,
-                       "held_fixed": [names[j] for j in run.fixed], "scan": s.scan, "min_subgroup": s.min_subgroup,
-                       "budget": None if sub is None else whole(sub.attrs.get("budget", s.budget)),
-                       "constraints": run.schema.parsed_constraints().texts},
+        "parameters": _parameters(run, table, sub),
         "schema": run.schema.to_dict(),
         "versions": package_versions(),
         "timings": {k: round(run.timings[k], 3) for k in ("recourse", "tcrex", "local_rules", "statistics", "total")},
         "notes": run.notes,
         "statuses": table["status"].value_counts().to_dict(),
     }
+
+
+def _model_meta(run: _Run, prov: Provenance) -> dict[str, Any]:
+    """The audited model: its fingerprint, source, kind (a tree ensemble's trees), task and surrogate."""
+    return {"sha256": prov.model_sha256, "source": _source(run), "kind": _kind(run),
+            "trees": getattr(run.ens, "n_trees", None) if _kind(run) == "tree_ensemble" else None,
+            "task": run.ens.task, **({} if run.surrogate is None else {"surrogate": run.surrogate.summary()})}
+
+
+def _parameters(run: _Run, table: pd.DataFrame, sub: pd.DataFrame | None) -> dict[str, Any]:
+    """Every parameter of the audit as it ran (the report's table and a rerun read them)."""
+    s, names = run.s, run.names
+    return {"target": ([float(v) for v in run.target_value] if isinstance(run.target_value, tuple)
+                       else outcome_text(run.target_value)),
+            "protected": {a: [names[j] for j in c] for a, c in run.attrs.items()},
+            "rows_audited": int(len(table)), "max_rows": s.max_rows,
+            "norm": s.norm if isinstance(s.norm, str) else dict(s.norm),
+            "time_limit": whole(s.time_limit),
+            "n_boot": s.n_boot, "n_perm": s.n_perm, "alpha": s.alpha, "tcrex": s.tcrex,
+            "tcrex_rho": s.tcrex_rho, "tcrex_tau": s.tcrex_tau,
+            "local_rules_per_group": s.local_rules_per_group, "random_state": s.random_state,
+            "n_jobs": s.n_jobs, "scheduler": str(s.scheduler) if s.scheduler else None,
+            "held_fixed": [names[j] for j in run.fixed], "scan": s.scan, "min_subgroup": s.min_subgroup,
+            "budget": None if sub is None else whole(sub.attrs.get("budget", s.budget)),
+            "constraints": run.schema.parsed_constraints().texts}
 
 
 def _kind(run: _Run) -> str:

@@ -10,7 +10,7 @@ summary of the significant gaps.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
@@ -41,24 +41,28 @@ def protected_attributes(schema: Schema | None, chosen: Sequence[str] | None = N
     picked = ([chosen] if isinstance(chosen, str) else list(chosen)) if chosen is not None else schema.protected()
     out: dict[str, list[int]] = {}
     for item in picked:
-        if not isinstance(item, str):                  # a column index: the one resolver
-            item = names[feature_index(names, item, error=AuditError, what="protected")]
-        if item in groups:
-            out[item] = list(groups[item])
-        elif item in names:
-            j = names.index(item)
-            g = col_group.get(j)
-            if g is not None:
-                out[g] = list(groups[g])
-            else:
-                out[item] = [j]
-        else:
-            known = list(groups) + list(names)
-            near = closest_names(item, known)
-            hint = f" Did you mean {' or '.join(map(repr, near))}?" if near else ""
-            raise AuditError(f"protected: {item!r} is neither a column nor a one-hot group of the data.{hint} "
-                             f"The columns and groups are {names_text(known)}.")
+        attr, cols = _attribute(item, names, groups, col_group)
+        out[attr] = cols
     return out
+
+
+def _attribute(item: Any, names: list[str], groups: dict[str, list[int]],
+               col_group: dict[int, str]) -> tuple[str, list[int]]:
+    """One protected item (a column by name or index, or a one-hot group) as its attribute
+    and columns: a column of a one-hot group stands for its group."""
+    if not isinstance(item, str):                  # a column index: the one resolver
+        item = names[feature_index(names, item, error=AuditError, what="protected")]
+    if item in groups:
+        return item, list(groups[item])
+    if item in names:
+        j = names.index(item)
+        g = col_group.get(j)
+        return (g, list(groups[g])) if g is not None else (item, [j])
+    known = list(groups) + list(names)
+    near = closest_names(item, known)
+    hint = f" Did you mean {' or '.join(map(repr, near))}?" if near else ""
+    raise AuditError(f"protected: {item!r} is neither a column nor a one-hot group of the data.{hint} "
+                     f"The columns and groups are {names_text(known)}.")
 
 
 def _level_name(col: str, group: str) -> str:
@@ -103,44 +107,71 @@ def _metric_values(rows: pd.DataFrame, key: str) -> pd.Series:
     return rows[col].dropna().astype(float)
 
 
+class _Resampling(NamedTuple):
+    """How the intervals and tests resample: bootstrap resamples, permutations, and the
+    one generator every draw comes from (in a fixed order, so an audit is reproducible)."""
+
+    n_boot: int
+    n_perm: int
+    rng: np.random.Generator
+
+
+def _tested_metrics(rows: pd.DataFrame) -> list[str]:
+    """The metrics the audited rows have values for (precluded only when a row is)."""
+    return [k for k in METRICS if METRICS[k].column in rows and rows[METRICS[k].column].notna().any()
+            and (k != "precluded" or bool(rows["precluded"].any()))]   # none precluded: no gap to test
+
+
+def _group_record(attr: str, g: str, ref: str, sub: pd.DataFrame, values: dict[str, np.ndarray],
+                  rs: _Resampling) -> dict[str, Any]:
+    """One group's row of the per-group table: each metric (``values``: its rows' values per
+    metric) with its bootstrap interval and count, and the quartiles of its recourse costs."""
+    rec: dict[str, Any] = {"attribute": attr, "group": g, "reference": g == ref, "rows": int(len(sub))}
+    for k, v in values.items():
+        stat = METRICS[k].statistic
+        rec[k] = fs.STATS[stat](v) if v.size else float("nan")
+        rec[f"{k}_lo"], rec[f"{k}_hi"] = fs.bootstrap_ci(v, stat, rs.n_boot, rng=rs.rng)
+        rec[f"{k}_n"] = int(v.size)
+    found = _metric_values(sub, "cost").to_numpy()
+    for q in (25, 75, 90):
+        rec[f"cost_q{q}"] = float(np.percentile(found, q)) if found.size else float("nan")
+    return rec
+
+
+def _gap_records(attr: str, g: str, ref: str, mine: dict[str, np.ndarray], theirs: dict[str, np.ndarray],
+                 rs: _Resampling) -> list[dict[str, Any]]:
+    """The tests of group ``g`` against the reference ``ref``, one per metric with at least
+    two values on each side: the gap, its interval and its permutation p-value."""
+    out = []
+    for k in mine:
+        a, b = mine[k], theirs[k]
+        if a.size < 2 or b.size < 2:
+            continue
+        stat = METRICS[k].statistic
+        gap = fs.STATS[stat](a) - fs.STATS[stat](b)
+        lo, hi = fs.gap_ci(a, b, stat, rs.n_boot, rng=rs.rng)
+        out.append({"attribute": attr, "group": g, "reference": ref, "metric": k,
+                    "label": METRICS[k].label, "group_value": fs.STATS[stat](a),
+                    "reference_value": fs.STATS[stat](b), "gap": gap, "gap_lo": lo, "gap_hi": hi,
+                    "p_value": fs.permutation_p(a, b, stat, rs.n_perm, rng=rs.rng),
+                    "n_group": int(a.size), "n_reference": int(b.size)})
+    return out
+
+
 def _statistics(rows: pd.DataFrame, attributes: list[str], n_boot: int, n_perm: int, alpha: float,
                 seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    rng = np.random.default_rng(seed)
+    rs = _Resampling(n_boot, n_perm, np.random.default_rng(seed))
     group_recs, test_recs = [], []
-    metrics = [k for k in METRICS if METRICS[k].column in rows and rows[METRICS[k].column].notna().any()
-               and (k != "precluded" or bool(rows["precluded"].any()))]   # none precluded: no gap to test
+    metrics = _tested_metrics(rows)
     for attr in attributes:
         labels = rows[f"group:{attr}"].astype(str)
         sizes = labels.value_counts()
         ref = str(sizes.index[0])   # the largest group is the reference
         values = {g: {k: _metric_values(rows[labels == g], k).to_numpy() for k in metrics} for g in sizes.index}
         for g in sorted(sizes.index, key=lambda s: (s != ref, label_order(s))):
-            sub = rows[labels == g]
-            rec: dict[str, Any] = {"attribute": attr, "group": g, "reference": g == ref, "rows": int(len(sub))}
-            for k in metrics:
-                v = values[g][k]
-                stat = METRICS[k].statistic
-                rec[k] = fs.STATS[stat](v) if v.size else float("nan")
-                rec[f"{k}_lo"], rec[f"{k}_hi"] = fs.bootstrap_ci(v, stat, n_boot, rng=rng)
-                rec[f"{k}_n"] = int(v.size)
-            found = _metric_values(sub, "cost").to_numpy()
-            for q in (25, 75, 90):
-                rec[f"cost_q{q}"] = float(np.percentile(found, q)) if found.size else float("nan")
-            group_recs.append(rec)
-            if g == ref:
-                continue
-            for k in metrics:
-                a, b = values[g][k], values[ref][k]
-                if a.size < 2 or b.size < 2:
-                    continue
-                stat = METRICS[k].statistic
-                gap = fs.STATS[stat](a) - fs.STATS[stat](b)
-                lo, hi = fs.gap_ci(a, b, stat, n_boot, rng=rng)
-                test_recs.append({"attribute": attr, "group": g, "reference": ref, "metric": k,
-                                  "label": METRICS[k].label, "group_value": fs.STATS[stat](a),
-                                  "reference_value": fs.STATS[stat](b), "gap": gap, "gap_lo": lo, "gap_hi": hi,
-                                  "p_value": fs.permutation_p(a, b, stat, n_perm, rng=rng),
-                                  "n_group": int(a.size), "n_reference": int(b.size)})
+            group_recs.append(_group_record(attr, g, ref, rows[labels == g], values[g], rs))
+            if g != ref:
+                test_recs += _gap_records(attr, g, ref, values[g], values[ref], rs)
     groups = pd.DataFrame(group_recs)
     tests = pd.DataFrame(test_recs, columns=["attribute", "group", "reference", "metric", "label", "group_value",
                                              "reference_value", "gap", "gap_lo", "gap_hi", "p_value", "n_group",

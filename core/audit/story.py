@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from core.intake.workspace import Workspace
     from core.model import TreeEnsemble
     from core.rules.estimator import CounterfactualRules
-    from core.schema import Schema
+    from core.schema import FeatureSpec, Schema
 
 __all__ = ["CaseStory", "case_story"]
 
@@ -229,6 +229,90 @@ def _inward(lo: float, hi: float, v: float) -> tuple[float, float]:
     return lo, hi
 
 
+def _one_hot_group(f: FeatureSpec | None) -> str | None:
+    """The one-hot group of a schema feature (None: not a one-hot column, or no feature)."""
+    return f.group if f is not None and f.kind == "one-hot" and f.group else None
+
+
+@dataclass(frozen=True)
+class _Levels:
+    """What the region says of each one-hot group: its one level (``hot``), or the
+    levels it excludes (``cold``)."""
+
+    hot: dict[str, str]
+    cold: dict[str, list[str]]
+
+    def text(self, group: str, features: list[FeatureSpec]) -> str:
+        """The group's one condition: its level, that it is missing (every level
+        excluded), or the levels it is not."""
+        if group in self.hot:
+            return f"{group} = {self.hot[group]}"
+        if len(self.cold.get(group, ())) == len([s_ for s_ in features if s_.group == group]):
+            return f"{group} missing"
+        return f"{group} not {' or '.join(self.cold[group])}"
+
+
+def _levels(spec: dict[str, FeatureSpec], names: list[str], bounded: list[int], lower: np.ndarray,
+            upper: np.ndarray) -> _Levels:
+    """The one-hot groups the region bounds, read off their columns' bounds."""
+    levels = _Levels({}, {})
+    for j in bounded:
+        group = _one_hot_group(spec.get(names[j]))
+        if group is None:
+            continue
+        level = names[j].split("=", 1)[1] if "=" in names[j] else names[j]
+        if upper[j] < 1:
+            levels.cold.setdefault(group, []).append(level)
+        elif lower[j] >= 0:
+            levels.hot[group] = level
+    return levels
+
+
+def _whole_condition(name: str, kind: str, lo: float, hi: float) -> str:
+    """An integer or 0/1 column's bounds ``lo < x <= hi`` as whole values."""
+    a = int(np.floor(lo)) + 1 if np.isfinite(lo) else None
+    b = int(np.floor(hi)) if np.isfinite(hi) else None
+    if kind == "binary":                       # 0/1: a bound on either side is a value
+        a, b = (a if a is not None else 0), (b if b is not None else 1)
+    if a is not None and b is not None:
+        return f"{name} = {number_text(a)}" if a == b else f"{name} from {number_text(a)} to {number_text(b)}"
+    if b is not None:
+        return f"{name} at most {number_text(b)}"
+    return f"{name} at least {number_text(a)}"
+
+
+def _number_condition(name: str, lo: float, hi: float, exact_lo: float, v: float) -> tuple[str, float, float]:
+    """A number's bounds ``lo < x <= hi`` (``exact_lo``: the lower bound before
+    LightGBM's zero zone was read as 0) written by :func:`_inward` around the case's
+    value ``v``: the condition, and the box it describes (lower, upper)."""
+    if lo == 0.0 and exact_lo != 0.0 and not v > 0:      # x > -1e-35: the case's 0 is in, "above 0" is not
+        low_word, lo = "at least", 0.0
+    else:
+        low_word = "above"
+        lo, _ = _inward(lo, np.inf, v)
+    _, hi = _inward(-np.inf, hi, v)
+    box_lo = float(np.nextafter(lo, -np.inf)) if low_word == "at least" else lo
+    if np.isfinite(lo) and np.isfinite(hi):
+        return f"{name} {low_word} {number_text(lo)} and at most {number_text(hi)}", box_lo, hi
+    if np.isfinite(hi):
+        return f"{name} at most {number_text(hi)}", box_lo, hi
+    return f"{name} {low_word} {number_text(lo)}", box_lo, hi
+
+
+def _column_condition(f: FeatureSpec | None, name: str, exact: tuple[float, float],
+                      v: float) -> tuple[str, float, float]:
+    """One column's bounds ``exact`` as a condition true of the case's value ``v``,
+    and the box it describes (lower, upper: the exact bounds unless a number's were
+    rounded inward)."""
+    lo, hi = (0.0 if abs(b) < 1e-30 else b for b in exact)
+    state = missing_condition(str(name), lo, hi)
+    if state is not None:                      # "income is missing" / "income has a value"
+        return state, *exact
+    if f is not None and f.kind in ("integer", "binary"):
+        return _whole_condition(name, f.kind, lo, hi), *exact
+    return _number_condition(name, lo, hi, exact[0], v)
+
+
 def _conditions(schema: Schema | None, names: list[str], bounded: list[int], lower: np.ndarray, upper: np.ndarray,
                 x: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
     """The region's bounds as plain conditions true of the case ``x``: a one-hot column
@@ -238,60 +322,17 @@ def _conditions(schema: Schema | None, names: list[str], bounded: list[int], low
     spec = {f.name: f for f in features}
     out: list[str] = []
     lower, upper = lower.copy(), upper.copy()
-    hot: dict[str, str] = {}                       # group -> its one level, when the region names it
-    cold: dict[str, list[str]] = {}                # group -> levels the region excludes
-    for j in bounded:
-        f = spec.get(names[j])
-        if f is not None and f.kind == "one-hot" and f.group:
-            level = names[j].split("=", 1)[1] if "=" in names[j] else names[j]
-            if upper[j] < 1:
-                cold.setdefault(f.group, []).append(level)
-            elif lower[j] >= 0:
-                hot[f.group] = level
+    levels = _levels(spec, names, bounded, lower, upper)
     said: set[str] = set()
     for j in bounded:
         f = spec.get(names[j])
-        lo, hi = (0.0 if abs(v) < 1e-30 else v for v in (lower[j], upper[j]))
-        if f is not None and f.kind == "one-hot" and f.group:
-            g = f.group
-            if g not in said and (g in hot or g in cold):   # one condition per group: its level, or those it is not
-                said.add(g)
-                every = len(cold.get(g, ())) == len([s_ for s_ in features if s_.group == g])
-                out.append(f"{g} = {hot[g]}" if g in hot else f"{g} missing" if every else
-                           f"{g} not {' or '.join(cold[g])}")
-            continue
-        state = missing_condition(str(names[j]), lo, hi)
-        if state is not None:                      # "income is missing" / "income has a value"
-            out.append(state)
-            continue
-        if f is not None and f.kind in ("integer", "binary"):
-            a = int(np.floor(lo)) + 1 if np.isfinite(lo) else None
-            b = int(np.floor(hi)) if np.isfinite(hi) else None
-            if f.kind == "binary":                 # 0/1: a bound on either side is a value
-                a, b = (a if a is not None else 0), (b if b is not None else 1)
-            if a is not None and b is not None:
-                out.append(f"{names[j]} = {number_text(a)}" if a == b else
-                           f"{names[j]} from {number_text(a)} to {number_text(b)}")
-            elif b is not None:
-                out.append(f"{names[j]} at most {number_text(b)}")
-            else:
-                out.append(f"{names[j]} at least {number_text(a)}")
-            continue
-        v = float(x[j])
-        if lo == 0.0 and lower[j] != 0.0 and not v > 0:      # x > -1e-35: the case's 0 is in, "above 0" is not
-            low_word, lo = "at least", 0.0
-        else:
-            low_word = "above"
-            lo, _ = _inward(lo, np.inf, v)
-        _, hi = _inward(-np.inf, hi, v)
-        lower[j] = np.nextafter(lo, -np.inf) if low_word == "at least" else lo
-        upper[j] = hi
-        if np.isfinite(lo) and np.isfinite(hi):
-            out.append(f"{names[j]} {low_word} {number_text(lo)} and at most {number_text(hi)}")
-        elif np.isfinite(hi):
-            out.append(f"{names[j]} at most {number_text(hi)}")
-        else:
-            out.append(f"{names[j]} {low_word} {number_text(lo)}")
+        group = _one_hot_group(f)
+        if group is None:
+            text, lower[j], upper[j] = _column_condition(f, names[j], (lower[j], upper[j]), float(x[j]))
+            out.append(text)
+        elif group not in said and (group in levels.hot or group in levels.cold):
+            said.add(group)                    # one condition per group: its level, or those it is not
+            out.append(levels.text(group, features))
     return out, lower, upper
 
 
@@ -565,10 +606,10 @@ def _gap_sentence(t: pd.Series, attr: str, label: str) -> str:
             f"{sure}), not significant after correcting for the number of tests.")
 
 
-def _fares(audit: Any, attr: str, label: str, g: pd.Series) -> tuple[list[str], str]:
-    """How group ``attr = label`` (its row ``g`` of the audit's groups) fares: paragraphs,
-    and the headline for the summary (its most significant gap, or that there is none)."""
-    who = _group_name(attr, label)
+def _recourse_paragraph(attr: str, who: str, g: pd.Series) -> str:
+    """How often group ``who`` of ``attr`` (its row ``g`` of the audit's groups) has a
+    recourse, at what cost, how many of its cases are precluded, and whether it is the
+    reference."""
     cost = (f", at a mean cost of {approx_text(g['cost'], 3)} (median {approx_text(g['cost_median'], 3)})"
             if "cost" in g and np.isfinite(g["cost"]) else "")
     first = (f"In the audit, the group {who} ({number_text(int(g['rows']))} audited cases) has a recourse for "
@@ -579,12 +620,24 @@ def _fares(audit: Any, attr: str, label: str, g: pd.Series) -> tuple[list[str], 
     if bool(g.get("reference", False)):
         first += (f" It is the largest group of {attr}, so the audit compares the other groups with it; each "
                   "comparison is told here from this group's side.")
-    tests = audit.tests
-    if len(tests):
-        tests = tests[(tests["attribute"].astype(str) == attr) & ((tests["group"].astype(str) == label)
-                                                                   | (tests["reference"].astype(str) == label))]
+    return first
+
+
+def _group_tests(tests: pd.DataFrame, attr: str, label: str) -> pd.DataFrame:
+    """The audit's comparisons of ``attr`` with group ``label`` on either side."""
+    if not len(tests):
+        return tests
+    return tests[(tests["attribute"].astype(str) == attr) & ((tests["group"].astype(str) == label)
+                                                             | (tests["reference"].astype(str) == label))]
+
+
+def _fares(audit: Any, attr: str, label: str, g: pd.Series) -> tuple[list[str], str]:
+    """How group ``attr = label`` (its row ``g`` of the audit's groups) fares: paragraphs,
+    and the headline for the summary (its most significant gap, or that there is none)."""
+    who = _group_name(attr, label)
+    tests = _group_tests(audit.tests, attr, label)
     sig = tests[tests["significant"].astype(bool)].sort_values("p_holm") if len(tests) else tests
-    paras = [first] + [_gap_sentence(t, attr, label) for _, t in sig.iterrows()]
+    paras = [_recourse_paragraph(attr, who, g)] + [_gap_sentence(t, attr, label) for _, t in sig.iterrows()]
     if len(sig):
         return paras, paras[1]
     if not len(tests):
@@ -609,19 +662,40 @@ def _cost_figure(audit: Any, attr: str, label: str) -> str:
               "group in red)", axis="mean recourse cost (each change measured against its feature's range)")
 
 
+def _no_audit(case: _Case) -> str:
+    """Why the story tells no group without an audit: the case's protected attributes
+    (or that none is marked protected)."""
+    group_cols = sorted({(f.group or f.name) for f in case.schema.features if f.protected})
+    if not group_cols:
+        return ("No column is marked protected in the feature settings, so the story has no group to "
+                "tell. Mark one on the Data & model page and run the fairness audit.")
+    values = ", ".join(f"{c} = {_short(case.raw[c])}" for c in group_cols if c in case.raw.index)
+    return (f"The case's protected attributes: {values or ', '.join(group_cols)}. No fairness audit "
+            "of this data was given, so how its group fares is not told; run the fairness audit to "
+            "include it.")
+
+
+def _attribute_told(case: _Case, audit: Any, attr: str, cols: list[int] | None) -> tuple[list[str], str | None, str]:
+    """How the case's group of one attribute fares: paragraphs, the headline for the
+    summary (None: none), and the cost figure (SVG markup, or "")."""
+    label = _group_label(case, audit, attr, cols)
+    if label is None:
+        return [f"The audit's attribute {attr} is not among this model's features, so the story cannot "
+                "place the case in one of its groups."], None, ""
+    g = audit.groups[(audit.groups["attribute"].astype(str) == attr) & (audit.groups["group"].astype(str) == label)]
+    if g.empty:
+        text = (f"The audit has no case of the group {_group_name(attr, label)}: it audited cases decided "
+                "unfavourably and none of them is in this group, so it says nothing about how the group fares.")
+        return [text], text, ""
+    told, head = _fares(audit, attr, label, g.iloc[0])
+    return told, head, _cost_figure(audit, attr, label)
+
+
 def _groups(case: _Case, audit: Any) -> tuple[Section, list[str], str]:
     """5. How the case's groups fare in the audit (or why the story cannot tell): the
     section, its headlines for the summary, and its figure (SVG markup, or "")."""
     if audit is None:
-        features = case.schema.features
-        group_cols = sorted({(f.group or f.name) for f in features if f.protected})
-        if not group_cols:
-            return (GROUPS, ("No column is marked protected in the feature settings, so the story has no group to "
-                             "tell. Mark one on the Data & model page and run the fairness audit.",)), [], ""
-        values = ", ".join(f"{c} = {_short(case.raw[c])}" for c in group_cols if c in case.raw.index)
-        return (GROUPS, (f"The case's protected attributes: {values or ', '.join(group_cols)}. No fairness audit "
-                         "of this data was given, so how its group fares is not told; run the fairness audit to "
-                         "include it.",)), [], ""
+        return (GROUPS, (_no_audit(case),)), [], ""
     if not len(audit.groups):
         text = "The audit has no per-group results to tell (none of its groups had an audited case)."
         return (GROUPS, (text,)), [text], ""
@@ -633,22 +707,10 @@ def _groups(case: _Case, audit: Any) -> tuple[Section, list[str], str]:
         paras.append(f"The audit measured the recourse towards {case.ws.outcome_text(asked)} of the cases decided "
                      f"otherwise; this story asks for {case.ws.outcome_text(case.target)}.")
     for attr, cols in _attributes(case, audit).items():
-        label = _group_label(case, audit, attr, cols)
-        if label is None:
-            paras.append(f"The audit's attribute {attr} is not among this model's features, so the story cannot "
-                         "place the case in one of its groups.")
-            continue
-        g = audit.groups[(audit.groups["attribute"].astype(str) == attr) & (audit.groups["group"].astype(str) == label)]
-        if g.empty:
-            text = (f"The audit has no case of the group {_group_name(attr, label)}: it audited cases decided "
-                    "unfavourably and none of them is in this group, so it says nothing about how the group fares.")
-            paras.append(text)
-            heads.append(text)
-            continue
-        told, head = _fares(audit, attr, label, g.iloc[0])
+        told, head, figure = _attribute_told(case, audit, attr, cols)
         paras += told
-        heads.append(head)
-        figures.append(_cost_figure(audit, attr, label))
+        heads += [head] if head is not None else []
+        figures.append(figure)
     return (GROUPS, tuple(paras)), heads, "".join(figures)
 
 
@@ -670,12 +732,8 @@ def case_story(ws: Workspace, row: int, target: TargetSpec, *, time_limit: float
     where = _where(case)
     change, table, res, changed, blocking = _smallest_change(case, time_limit)
     sections = [decision, where, change]
-    facts: dict[str, Any] = {"row": row, "target": target, "prediction": pred, "counterfactual": res}
-    if changed is not None:
-        facts["changed"] = changed
-    if res.guarantee is not None and res.guarantee.kind == "infeasible":
-        facts["precluded"] = True
-        facts["blocking"] = None if blocking is None else [{"line": n, "text": t} for n, t in blocking]
+    facts: dict[str, Any] = {"row": row, "target": target, "prediction": pred, "counterfactual": res,
+                             **_change_facts(res, changed, blocking)}
     if rules is not None:
         told, rule = _rule(case, rules)
         sections.append(told)
@@ -692,6 +750,19 @@ def case_story(ws: Workspace, row: int, target: TargetSpec, *, time_limit: float
               "constraints": [t for _, t in case.constraints]}
     return CaseStory(row=row, title=title, sections=tuple(sections), table=table, facts=facts,
                      summary=tuple(summary), figure=figure, params=params, elapsed=time.perf_counter() - t0)
+
+
+def _change_facts(res: CounterfactualResult, changed: list[str] | None,
+                  blocking: list[tuple[int, str]] | None) -> dict[str, Any]:
+    """The facts of the smallest change beyond its result: the columns changed, and for
+    a case proven precluded, that it is and the constraints that block it."""
+    facts: dict[str, Any] = {}
+    if changed is not None:
+        facts["changed"] = changed
+    if res.guarantee is not None and res.guarantee.kind == "infeasible":
+        facts["precluded"] = True
+        facts["blocking"] = None if blocking is None else [{"line": n, "text": t} for n, t in blocking]
+    return facts
 
 
 def _model_sentence(ws: Workspace) -> str:

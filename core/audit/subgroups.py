@@ -97,6 +97,24 @@ def _bins(c: str, v: np.ndarray) -> list[tuple[str, str, np.ndarray]]:
     return [(c, f"{c} = {_value_text(heavy)}", v == heavy)] + _quartile_bins(c, v, v != heavy)
 
 
+def _level_conditions(frame: pd.DataFrame, g: str, cols: list[str]) -> list[tuple[str, str, np.ndarray]]:
+    """A one-hot group's conditions, one per level: its column is hot."""
+    block = frame[cols].to_numpy(dtype=float)
+    out = []
+    for k, c in enumerate(cols):
+        level = c[len(g) + 1:] if c.startswith(g + "=") or c.startswith(g + "_") else c
+        out.append((g, f"{g} = {level}", block[:, k] > 0.5))
+    return out
+
+
+def _column_conditions(c: str, v: np.ndarray, max_levels: int) -> list[tuple[str, str, np.ndarray]]:
+    """A column's conditions: each of its values when it has few, else its quartile bins."""
+    values = pd.unique(v)
+    if len(values) <= max_levels:
+        return [(c, f"{c} = {_value_text(lv)}", v == lv) for lv in sorted(values, key=label_order)]
+    return _bins(c, v.astype(float))
+
+
 def conditions(frame: pd.DataFrame, groups: dict[str, list[str]] | None = None, max_levels: int = 8
                ) -> list[tuple[str, str, np.ndarray]]:
     """(column, text, row mask) of every single condition: a one-hot group's level,
@@ -106,20 +124,10 @@ def conditions(frame: pd.DataFrame, groups: dict[str, list[str]] | None = None, 
     out = []
     in_group = {c for cols in (groups or {}).values() for c in cols}
     for g, cols in (groups or {}).items():
-        block = frame[cols].to_numpy(dtype=float)
-        for k, c in enumerate(cols):
-            level = c[len(g) + 1:] if c.startswith(g + "=") or c.startswith(g + "_") else c
-            out.append((g, f"{g} = {level}", block[:, k] > 0.5))
+        out += _level_conditions(frame, g, cols)
     for c in frame.columns:
-        if c in in_group:
-            continue
-        v = frame[c].to_numpy()
-        values = pd.unique(v)
-        if len(values) <= max_levels:
-            for lv in sorted(values, key=label_order):
-                out.append((c, f"{c} = {_value_text(lv)}", v == lv))
-            continue
-        out.extend(_bins(c, v.astype(float)))
+        if c not in in_group:
+            out += _column_conditions(c, frame[c].to_numpy(), max_levels)
     n = len(frame)
     return [(c, text, mask) for c, text, mask in out if 0 < int(mask.sum()) < n]
 
