@@ -48,12 +48,16 @@ def _found_statuses(rows: pd.DataFrame | None) -> set[str]:
 
 
 def _frame(x: dict[str, Any]) -> pd.DataFrame:
-    """A saved table; a recourse's values (numbers, categories, None) stay as written."""
+    """A saved table; a recourse's values (numbers, categories, None) stay as written.
+    A column with no value in any row (JSON writes a missing number as null) is a column
+    of numbers, all missing: the costs of an audit where no row has a recourse."""
     df = pd.DataFrame(x["data"], columns=x["columns"], dtype=object)
     out = df.infer_objects()
     for c in df.columns:
         if str(c).startswith("cf:"):
             out[c] = df[c]
+        elif len(df) and df[c].isna().all():
+            out[c] = df[c].astype(np.float64)
     return out
 
 
