@@ -727,14 +727,27 @@ def build_workspace(df: pd.DataFrame, target: str | None, model: ModelLike, *, n
     y = _target_of(df, target, m.kept)
     types = dict(df.attrs.get("column_types", {}))
     notes = m.notes + _reading_notes(df, m, types)
-    if schema is None or schema.names != list(X.columns):
-        schema = _inferred_schema(m.ens, X, m.sources, types, protected)
-    schema = Schema(schema.features, target=target, constraints=schema.constraints)
+    schema = _schema_for(schema, m, X, types, protected, target)
     info = {**file_info.pop("display", {}), **dict(model_info or {})}
     ws = Workspace(name=name, raw=df, X=X, y=y, target=target, model=original, ensemble=m.ens, schema=schema,
                    data_sha256=data_sha256, model_sha256=model_sha256, notes=tuple(notes), model_info=info,
                    mapping=tuple((f, s.describe()) for f, s in zip(m.ens.feature_names, m.sources)),
                    ignored=tuple(m.ignored), model_facts=_native_facts(m.native, m.ens))
+    return _with_warnings(ws, file_info)
+
+
+def _schema_for(schema: Schema | None, m: _Match, X: pd.DataFrame, types: dict[str, str],
+                protected: Sequence[str] | None, target: str | None) -> Schema:
+    """The feature settings given, when they fit the model's features, else read from the
+    data (:func:`_inferred_schema`); with the target's name."""
+    if schema is None or schema.names != list(X.columns):
+        schema = _inferred_schema(m.ens, X, m.sources, types, protected)
+    return Schema(schema.features, target=target, constraints=schema.constraints)
+
+
+def _with_warnings(ws: Workspace, file_info: dict[str, Any]) -> Workspace:
+    """The workspace with a note when its labels name none of the classes, or its score is
+    far below the model's own report."""
     warn = tuple(w for w in (_label_mismatch(ws), _report_gap(ws, file_info)) if w)
     return replace(ws, notes=ws.notes + warn) if warn else ws
 
