@@ -434,7 +434,7 @@ def _settings_record(columns: Sequence[Column], params: Mapping[str, Any], names
     the analyst's columns: a one-hot column once; a number's "is missing" feature not as a
     column of its own: held fixed, its column is listed under ``kept_missing``;
     decrease-only is its default (a known value never becomes missing), not listed."""
-    out = _json_ready(dict(params))
+    out: dict[str, Any] = _json_ready(dict(params))
     owners = _Owners({j: c.name for c in columns for j in c.features},
                      {c.missing: c.name for c in columns if c.missing is not None},
                      {str(n): j for j, n in enumerate(names or ())})

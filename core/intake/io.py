@@ -504,7 +504,7 @@ def _model_kind(data: bytes, name: str) -> str:
     return "unknown"
 
 
-def _catboost_json(document: dict, data: bytes, filename: str) -> Any:
+def _catboost_json(document: dict[str, Any], data: bytes, filename: str) -> Any:
     """A CatBoost JSON export; CatBoost's own model beside it when the package is installed."""
     native = None
     try:

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import io
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -104,7 +105,7 @@ def _reason(exc: BaseException) -> str:
     return text
 
 
-def _check_columns(schema, filename: str) -> None:
+def _check_columns(schema: Any, filename: str) -> None:
     import pyarrow.types as pat
 
     counts = Counter(schema.names)
@@ -120,7 +121,7 @@ def _check_columns(schema, filename: str) -> None:
 
 
 # ------------------------------------------------------------------ size, before decoding
-def _columns(data: bytes, meta, filename: str) -> list[_Column]:
+def _columns(data: bytes, meta: Any, filename: str) -> list[_Column]:
     """Each column's decoded size bounded from its page headers (see the module docstring)."""
     out = [_Column(meta.schema.column(c).name) for c in range(meta.num_columns)]
     longest = _Longest(data)
@@ -176,7 +177,7 @@ class _Longest:
             return None
 
 
-def _text_bound(pages: list[Page], col: _Column, exact_longest) -> int:
+def _text_bound(pages: list[Page], col: _Column, exact_longest: Callable[[], int | None]) -> int:
     """Bytes of text the pages of one chunk decode to, at most; marks ``col`` loose
     when a value is stored by reference."""
     # a PLAIN dictionary: each entry a 4-byte length and its bytes, so none is longer than this
@@ -205,7 +206,7 @@ def _text_bound(pages: list[Page], col: _Column, exact_longest) -> int:
     return bound
 
 
-def _check_size(data: bytes, pf, filename: str, budget: int) -> None:
+def _check_size(data: bytes, pf: Any, filename: str, budget: int) -> None:
     """Refuse a file whose decoded table passes ``budget`` bytes, from its page
     headers or, for text stored by reference, an exact count that decodes no text."""
     columns = _columns(data, pf.metadata, filename)
@@ -241,7 +242,7 @@ def _too_big(filename: str, total: int, rows: int, budget: int, columns: list[_C
                      f"{alone}); the limit is {budget / 2**20:,.0f} MB. Upload a sample of the rows or fewer columns.")
 
 
-def _measure(data: bytes, pf, col: _Column, room: int) -> int:
+def _measure(data: bytes, pf: Any, col: _Column, room: int) -> int:
     """The decoded bytes of one text column (values, offsets), counted without
     keeping its text; stops as soon as the count passes ``room``."""
     import pyarrow.compute as pc
@@ -269,7 +270,7 @@ def _measure(data: bytes, pf, col: _Column, room: int) -> int:
 
 
 # ------------------------------------------------------------------ decoding
-def _decode(pf, filename: str, budget: int) -> pd.DataFrame:
+def _decode(pf: Any, filename: str, budget: int) -> pd.DataFrame:
     import pyarrow as pa
 
     batches, used = [], 0
@@ -283,7 +284,7 @@ def _decode(pf, filename: str, budget: int) -> pd.DataFrame:
         table = pa.Table.from_batches(batches, schema=batches[0].schema if batches else pf.schema_arrow)
         del batches
         table, notes = _as_numbers_and_text(table, filename)
-        df = table.to_pandas(split_blocks=True, self_destruct=True)
+        df: pd.DataFrame = table.to_pandas(split_blocks=True, self_destruct=True)
         del table
     except DataError:
         raise
@@ -297,7 +298,7 @@ def _decode(pf, filename: str, budget: int) -> pd.DataFrame:
 _TEMPORAL_UNITS = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
 
 
-def _as_numbers_and_text(table, filename: str):
+def _as_numbers_and_text(table: Any, filename: str) -> tuple[Any, list[str]]:
     """Temporal columns as float64 numbers, binary columns as text; the notes saying so."""
     import pyarrow as pa
     import pyarrow.compute as pc

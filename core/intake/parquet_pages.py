@@ -149,7 +149,7 @@ def _int(fields: dict[int, object], fid: int) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) else -1
 
 
-def chunk_pages(data: bytes, column) -> list[Page]:
+def chunk_pages(data: bytes, column: Any) -> list[Page]:
     """The pages of one column chunk (pyarrow's ``ColumnChunkMetaData``), read from
     ``data`` (the whole file) until the chunk's values are all seen or its bytes end.
 

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from core.errors import DataError, PositionalMatchRequired, SchemaError, UnsupportedModelError
-from core.intake.columns import MISSING, NONE, analyst_columns
+from core.intake.columns import MISSING, NONE, Column, analyst_columns
 from core.intake.matching import (
     GENERIC_NAME,
     Source,
@@ -217,7 +217,7 @@ class Workspace:
         return self.predict(self.X.to_numpy(dtype=float))
 
     @cached_property
-    def columns(self) -> list:
+    def columns(self) -> list[Column]:
         """The analyst's columns over the model's features (:mod:`core.intake.columns`)."""
         return analyst_columns(self.ensemble, self.schema)
 
@@ -273,7 +273,8 @@ class Workspace:
     def to_raw(self, X: Rows) -> pd.DataFrame:
         """Codes-view rows (n, n_features) as the raw columns the model takes:
         category codes become the model's categories (missing code: None/NaN)."""
-        return model_input(self.ensemble, np.atleast_2d(np.asarray(X, dtype=float)), frame=True)
+        out: pd.DataFrame = model_input(self.ensemble, np.atleast_2d(np.asarray(X, dtype=float)), frame=True)
+        return out
 
     def raw_view(self, X: Rows, rows: Sequence[int | None] | None = None) -> pd.DataFrame:
         """:meth:`to_raw` for showing: a level that stands for many values (XGBoost's
