@@ -24,7 +24,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, Iterable, Sequence, TypedDict, Unpack, cast
+from typing import TYPE_CHECKING, Any, Iterable, NamedTuple, Sequence, TypedDict, Unpack, cast
 
 import numpy as np
 import pandas as pd
@@ -68,6 +68,11 @@ class FeatureSpec:
     def __post_init__(self) -> None:
         if self.levels is not None:
             object.__setattr__(self, "levels", tuple(str(v) for v in self.levels))
+        self._check_settings()
+        self._check_levels()
+
+    def _check_settings(self) -> None:
+        """The kind and actionability are known names; the range and the weight are usable numbers."""
         if self.kind not in KINDS:
             raise SchemaError(f"Feature {self.name!r}: kind {self.kind!r} is not one of {KINDS}.")
         if self.actionability not in ACTIONABILITY:
@@ -80,6 +85,10 @@ class FeatureSpec:
             )
         if not np.isfinite(self.weight) or self.weight < 0:
             raise SchemaError(f"Feature {self.name!r}: cost weight {self.weight} must be >= 0.")
+
+    def _check_levels(self) -> None:
+        """A one-hot column names its group; a categorical one lists its levels (and has no
+        order to move along); no other kind lists levels."""
         if self.kind == "one-hot" and not self.group:
             raise SchemaError(f"Feature {self.name!r} is a one-hot column but names no one-hot group.")
         if self.kind == "categorical":
@@ -249,12 +258,7 @@ class Schema:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Schema":
         try:
-            rows = [dict(f) for f in d["features"]]
-            if int(d.get("version", 1)) < 2:  # "categorical" was the kind of one-hot columns
-                for f in rows:
-                    if f.get("kind") == "categorical":
-                        f["kind"] = "one-hot"
-            feats = tuple(FeatureSpec(**f) for f in rows)
+            feats = tuple(FeatureSpec(**f) for f in _feature_rows(d))
             constraints = d.get("constraints") or []       # older files have none
             if not isinstance(constraints, list) or not all(isinstance(c, str) for c in constraints):
                 raise SchemaError(f"The schema file's 'constraints' must be a list of lines of text; got "
@@ -296,8 +300,7 @@ class Schema:
         feats = []
         levels = {f.name: f.levels for f in base.features} if base is not None else {}
         for r in rows:
-            g = r.get("group")
-            g = None if g is None or (isinstance(g, float) and np.isnan(g)) or g == "" else str(g)
+            g = _group_cell(r.get("group"))
             name, kind = str(r["name"]), str(r["kind"])
             lv = levels.get(name)
             if kind == "categorical" and lv is None:
@@ -308,6 +311,22 @@ class Schema:
                                      weight=float(r["weight"]), protected=bool(r["protected"]), group=g,
                                      levels=lv if kind == "categorical" else None))
         return cls(tuple(feats), target=target, constraints=base.constraints if base is not None else ())
+
+
+def _feature_rows(d: dict[str, Any]) -> list[dict[str, Any]]:
+    """A schema file's features, as of the current version (in version 1, "categorical"
+    was the kind of one-hot columns)."""
+    rows = [dict(f) for f in d["features"]]
+    if int(d.get("version", 1)) < 2:
+        for f in rows:
+            if f.get("kind") == "categorical":
+                f["kind"] = "one-hot"
+    return rows
+
+
+def _group_cell(g: Any) -> str | None:
+    """The schema editor's group cell: None when empty (None, NaN or "")."""
+    return None if g is None or (isinstance(g, float) and np.isnan(g)) or g == "" else str(g)
 
 
 def _level_of(column: str, group: str) -> str:
@@ -367,45 +386,87 @@ def infer_schema(df: pd.DataFrame, target: str | None = None, *,
     """
     df, protected = _checked_table(df, target, protected, kinds, groups, levels)
     cols = [c for c in df.columns if c != target]
-    kinds = dict(kinds or {})
-    names_of: dict[str, tuple[str, ...]] = {c: tuple(str(v) for v in lv) for c, lv in (levels or {}).items()
-                                            if c in cols}
-    kinds.update({c: "categorical" for c in names_of})
+    names_of = _given_levels(levels, cols)
+    kinds = {**(kinds or {}), **{c: "categorical" for c in names_of}}
+    _refuse_text(df, cols)
+    binary = [c for c in cols if df[c].dropna().isin([0, 1]).all() and c not in kinds]
+    col_group = _column_groups(df, cols, binary, groups)
+    prot = _protected_columns(protected, cols, col_group)
+    seen = _Evidence(names_of, col_group, kinds, set(binary))
+    return Schema(tuple(_inferred_feature(c, df[c], seen, c in prot) for c in cols), target=target)
+
+
+class _Evidence(NamedTuple):
+    """What :func:`infer_schema` knows of the columns beyond their values."""
+
+    levels: dict[str, tuple[str, ...]]      # categorical column -> its categories
+    group: dict[str, str]                   # one-hot column -> its group
+    kinds: dict[str, str]                   # kinds given by the caller
+    binary: set[str]                        # 0/1 columns of no given kind
+
+
+def _refuse_text(df: pd.DataFrame, cols: list[Any]) -> None:
+    """infer_schema reads numbers: text columns are encoded first."""
     non_num = [c for c in cols if not pd.api.types.is_numeric_dtype(df[c])]
     if non_num:
         raise SchemaError(
             f"Columns {non_num[:5]} are not numeric; encode them (one-hot for categories) first."
         )
-    binary = [c for c in cols if df[c].dropna().isin([0, 1]).all() and c not in kinds]
-    known = {g: [c for c in cs if c in cols] for g, cs in (groups or {}).items()}
-    in_known = {c for cs in known.values() for c in cs}
-    groups = {**_detect_one_hot(df, [c for c in binary if c not in in_known]),
-              **{g: cs for g, cs in known.items() if len(cs) >= 1}}
-    col_group = {c: g for g, cs in groups.items() for c in cs}
+
+
+def _given_levels(levels: dict[str, Sequence[Any]] | None, cols: list[Any]) -> dict[str, tuple[str, ...]]:
+    """The categories given for the table's columns, as text."""
+    return {c: tuple(str(v) for v in lv) for c, lv in (levels or {}).items() if c in cols}
+
+
+def _protected_columns(protected: Iterable[str] | None, cols: list[Any], col_group: dict[Any, str]) -> set[Any]:
+    """The columns protected: those named, and every column of a one-hot group named."""
     prot = set(protected or ())
-    prot |= {c for c in cols if col_group.get(c) in prot}
-    feats = []
-    for c in cols:
-        s = df[c].astype(float)
-        lo = float(s.min()) if len(s) else 0.0
-        hi = float(s.max()) if len(s) else 1.0
-        if c in names_of:
-            kind = "categorical"
-            lo, hi = 0.0, float(len(names_of[c]))
-        elif c in col_group:
-            kind = "one-hot"
-        elif c in kinds:
-            kind = kinds[c]
-        elif c in binary:
-            kind = "binary"
-        elif np.all(np.mod(s.to_numpy(), 1) == 0):
-            kind = "integer"
-        else:
-            kind = "numerical"
-        feats.append(FeatureSpec(name=str(c), kind=kind, lower=lo, upper=hi,
-                                 actionability="fixed" if c in prot else "free",
-                                 protected=c in prot, group=col_group.get(c), levels=names_of.get(c)))
-    return Schema(tuple(feats), target=target)
+    return prot | {c for c in cols if col_group.get(c) in prot}
+
+
+def _column_groups(df: pd.DataFrame, cols: list[Any], binary: list[Any], groups: dict[str, list[str]] | None
+                   ) -> dict[Any, str]:
+    """One-hot column -> its group: the groups given (over the table's columns), and the
+    groups detected among the other binary columns (:func:`_detect_one_hot`)."""
+    known = _given_groups(groups, cols)
+    in_known = {c for cs in known.values() for c in cs}
+    found = {**_detect_one_hot(df, [c for c in binary if c not in in_known]),
+             **{g: cs for g, cs in known.items() if len(cs) >= 1}}
+    return {c: g for g, cs in found.items() for c in cs}
+
+
+def _given_groups(groups: dict[str, list[str]] | None, cols: list[Any]) -> dict[str, list[str]]:
+    """The one-hot groups given, each over the table's columns."""
+    return {g: [c for c in cs if c in cols] for g, cs in (groups or {}).items()}
+
+
+def _inferred_kind(c: Any, s: pd.Series, seen: _Evidence) -> str:
+    """A column's kind: categorical, one-hot, as given, binary, integer or numerical, in that order."""
+    if c in seen.levels:
+        return "categorical"
+    if c in seen.group:
+        return "one-hot"
+    if c in seen.kinds:
+        return seen.kinds[c]
+    if c in seen.binary:
+        return "binary"
+    if np.all(np.mod(s.to_numpy(), 1) == 0):
+        return "integer"
+    return "numerical"
+
+
+def _inferred_feature(c: Any, column: pd.Series, seen: _Evidence, protected: bool) -> FeatureSpec:
+    """One column's settings read from its values: kind, range (a categorical's codes
+    0..K), protected ones held fixed."""
+    s = column.astype(float)
+    lo = float(s.min()) if len(s) else 0.0
+    hi = float(s.max()) if len(s) else 1.0
+    if c in seen.levels:
+        lo, hi = 0.0, float(len(seen.levels[c]))
+    return FeatureSpec(name=str(c), kind=_inferred_kind(c, s, seen), lower=lo, upper=hi,
+                       actionability="fixed" if protected else "free",
+                       protected=protected, group=seen.group.get(c), levels=seen.levels.get(c))
 
 
 def suggest_protected(columns: Iterable[Any], groups: Mapping[str, Sequence[Any]] | None = None) -> dict[str, str]:
@@ -443,6 +504,22 @@ def _checked_table(df: Any, target: Any, protected: Any, kinds: Any, groups: Any
                    ) -> tuple[pd.DataFrame, Iterable[str] | None]:
     """infer_schema's arguments checked at the door (SchemaError saying what to give);
     ``protected`` as a list (one name stands for itself)."""
+    _check_frame(df)
+    feats = _feature_names(df, target)
+    for what, given in (("kinds", kinds), ("groups", groups), ("levels", levels)):
+        if given is not None and not isinstance(given, Mapping):
+            raise SchemaError(f"infer_schema: {what} is a dict (column -> ...); got {type(given).__name__}.")
+    for c in list(kinds or {}) + list(levels or {}):
+        feature_index(feats, c, error=SchemaError, what="infer_schema: a key of kinds or levels")
+    for g, members in (groups or {}).items():
+        feature_indices(feats, members, error=SchemaError, what=f"infer_schema: one-hot group {g!r}")
+    if protected is None:
+        return df, None
+    return df, _protected_names(feats, protected, groups)
+
+
+def _check_frame(df: Any) -> None:
+    """A DataFrame with columns and rows (the kinds and ranges are read from them)."""
     if not isinstance(df, pd.DataFrame):
         hint = (" Wrap it: pd.DataFrame(array, columns=[...names...])." if isinstance(df, (np.ndarray, list, tuple))
                 else "")
@@ -450,6 +527,10 @@ def _checked_table(df: Any, target: Any, protected: Any, kinds: Any, groups: Any
                           f"{type(df).__name__}.{hint}")
     if df.shape[1] == 0:
         raise SchemaError("The table has no columns: give a DataFrame with one column per feature.")
+
+
+def _feature_names(df: pd.DataFrame, target: Any) -> list[str]:
+    """The table's feature columns as text: every column but the target (which must be one)."""
     cols = [str(c) for c in df.columns]
     if target is not None and target not in df.columns:
         near = closest_names(str(target), cols)
@@ -462,19 +543,16 @@ def _checked_table(df: Any, target: Any, protected: Any, kinds: Any, groups: Any
     if len(df) == 0:
         raise SchemaError("The table has no rows: the features' kinds and ranges are read from the data. Give "
                           "at least one row.")
-    for what, given in (("kinds", kinds), ("groups", groups), ("levels", levels)):
-        if given is not None and not isinstance(given, Mapping):
-            raise SchemaError(f"infer_schema: {what} is a dict (column -> ...); got {type(given).__name__}.")
-    for c in list(kinds or {}) + list(levels or {}):
-        feature_index(feats, c, error=SchemaError, what="infer_schema: a key of kinds or levels")
-    for g, members in (groups or {}).items():
-        feature_indices(feats, members, error=SchemaError, what=f"infer_schema: one-hot group {g!r}")
-    if protected is None:
-        return df, None
+    return feats
+
+
+def _protected_names(feats: list[str], protected: Any, groups: Any) -> list[str]:
+    """The protected columns or one-hot groups named, each checked (a group given, or one
+    read from the columns' names)."""
     known = feats + [str(g) for g in (groups or {})]
     known += [str(m.group("group") or m.group("group2")) for c in feats if (m := _ONE_HOT.match(c))]
     picked = feature_indices(known, protected, error=SchemaError, what="protected")
-    return df, [known[j] for j in picked]
+    return [known[j] for j in picked]
 
 
 def with_missing_states(schema: Schema, ens: TreeEnsemble) -> Schema:
@@ -522,21 +600,7 @@ def validate(df: pd.DataFrame, ensemble: TreeEnsemble, target: str | None = None
         Naming the missing, extra or non-numeric columns.
     """
     feats = [c for c in df.columns if c != target]
-    names = list(ensemble.feature_names)
-    missing = [n for n in names if n not in feats]
-    if missing:
-        if not (placeholder_names(names) and len(feats) == len(names)):
-            extra = [c for c in feats if c not in names]
-            hint = (f" The data has {len(feats)} feature columns and the model expects {len(names)}."
-                    if len(feats) != len(names) else "")
-            raise SchemaError(
-                f"The model expects columns {missing[:8]}{' …' if len(missing) > 8 else ''} that the data "
-                f"does not have{'; the data has unexpected columns ' + str(extra[:8]) if extra else ''}."
-                f"{hint} Upload the data the model was trained on, or pick the right target column."
-            )
-        X = df[feats]
-    else:
-        X = df[names]
+    X = _model_columns(df, feats, list(ensemble.feature_names))
     non_num = [c for c in X.columns if not pd.api.types.is_numeric_dtype(X[c])]
     if non_num:
         raise SchemaError(f"Columns {non_num[:8]} are not numeric; the model needs numbers in every feature.")
@@ -547,3 +611,24 @@ def validate(df: pd.DataFrame, ensemble: TreeEnsemble, target: str | None = None
             "impute or drop them before analysis."
         )
     return X
+
+
+def _model_columns(df: pd.DataFrame, feats: list[Any], names: list[str]) -> pd.DataFrame:
+    """The data's columns the model reads, by name, or by position when the model's names
+    are generic and the counts match; refused naming what is missing or extra."""
+    missing = [n for n in names if n not in feats]
+    if not missing:
+        return df[names]
+    if not (placeholder_names(names) and len(feats) == len(names)):
+        raise SchemaError(_missing_columns_text(missing, feats, names))
+    return df[feats]
+
+
+def _missing_columns_text(missing: list[str], feats: list[Any], names: list[str]) -> str:
+    """What :func:`validate` says when the data lacks columns the model expects."""
+    extra = [c for c in feats if c not in names]
+    hint = (f" The data has {len(feats)} feature columns and the model expects {len(names)}."
+            if len(feats) != len(names) else "")
+    return (f"The model expects columns {missing[:8]}{' …' if len(missing) > 8 else ''} that the data "
+            f"does not have{'; the data has unexpected columns ' + str(extra[:8]) if extra else ''}."
+            f"{hint} Upload the data the model was trained on, or pick the right target column.")

@@ -79,22 +79,9 @@ def analyst_columns(ens: TreeEnsemble, schema: Schema | None = None) -> list[Col
     """The analyst's columns of ``ens`` (and its schema's one-hot groups), in the
     order of their first feature."""
     names = list(ens.feature_names)
-    out: list[Column] = []
     states = indicator_of(ens)
     taken: set[int] = set(states.values())
-    exp = ens.meta.get("expanded")
-    if exp:
-        for j, cols in enumerate(exp["columns"]):
-            if exp["categories"][j] is not None:
-                out.append(Column(str(exp["names"][j]), tuple(cols), tuple(str(c) for c in exp["categories"][j]),
-                                  True))
-                taken.update(cols)
-    if schema is not None:
-        for g, idx in schema.groups().items():
-            idx = [i for i in idx if i not in taken]
-            if len(idx) >= 2:
-                out.append(Column(str(g), tuple(idx), tuple(_level(names[i], str(g)) for i in idx), True))
-                taken.update(idx)
+    out = _expanded_columns(ens, taken) + _group_columns(schema, names, taken)
     for j, n in enumerate(names):
         if j in taken:
             continue
@@ -103,6 +90,35 @@ def analyst_columns(ens: TreeEnsemble, schema: Schema | None = None) -> list[Col
         out.append(Column(str(n), (j,), None if cats is None else tuple(str(c) for c in cats), False,
                           states.get(j), whole))
     return sorted(out, key=lambda c: min(c.features))
+
+
+def _expanded_columns(ens: TreeEnsemble, taken: set[int]) -> list[Column]:
+    """The category columns of the one-hot rewrite of a model's categorical splits
+    (:mod:`core.model.categorical`); their features added to ``taken``."""
+    exp = ens.meta.get("expanded")
+    out: list[Column] = []
+    if not exp:
+        return out
+    for j, cols in enumerate(exp["columns"]):
+        if exp["categories"][j] is not None:
+            out.append(Column(str(exp["names"][j]), tuple(cols), tuple(str(c) for c in exp["categories"][j]),
+                              True))
+            taken.update(cols)
+    return out
+
+
+def _group_columns(schema: Schema | None, names: list[str], taken: set[int]) -> list[Column]:
+    """The schema's one-hot groups (of two columns or more not ``taken``) as category
+    columns; their features added to ``taken``."""
+    out: list[Column] = []
+    if schema is None:
+        return out
+    for g, idx in schema.groups().items():
+        idx = [i for i in idx if i not in taken]
+        if len(idx) >= 2:
+            out.append(Column(str(g), tuple(idx), tuple(_level(names[i], str(g)) for i in idx), True))
+            taken.update(idx)
+    return out
 
 
 def columns_of(columns: Sequence[Column], features: Iterable[int]) -> list[str]:
@@ -122,15 +138,20 @@ def value_of(column: Column, x: np.ndarray) -> Any:
     None for a missing value (or a category column with none of its categories)."""
     c = column
     if c.categories is None:
-        if c.missing is not None and x[c.missing] > 0.5:
-            return None
-        v = float(x[c.features[0]])
-        return int(v) if c.integral and v.is_integer() and abs(v) < 2**53 else v
+        return _number_value(c, x)
     if c.one_hot:
         hot = [k for k, j in enumerate(c.features) if x[j] > 0.5]
         return c.categories[hot[0]] if hot else None
     k = int(x[c.features[0]])
     return c.categories[k] if 0 <= k < len(c.categories) else None
+
+
+def _number_value(c: Column, x: np.ndarray) -> float | int | None:
+    """A number column's value: None when missing, an ``int`` for a whole number of an integer column."""
+    if c.missing is not None and x[c.missing] > 0.5:
+        return None
+    v = float(x[c.features[0]])
+    return int(v) if c.integral and v.is_integer() and abs(v) < 2**53 else v
 
 
 def column_values(columns: Sequence[Column], x: np.ndarray) -> dict[str, Any]:
@@ -193,34 +214,48 @@ def apply_values(columns: Sequence[Column], x: np.ndarray, values: Mapping[str, 
     for c in columns:
         if c.name not in values:
             continue
-        v = values[c.name]
-        if c.categories is None and c.missing is not None:
-            gone = v is None or (isinstance(v, str) and v.strip().lower() == MISSING) or (
-                isinstance(v, float) and np.isnan(v))
-            out[c.missing] = 1.0 if gone else 0.0
-            if gone:
-                continue
         if c.categories is None:
-            try:
-                num = float(v)
-            except (TypeError, ValueError):
-                raise ValueError(f"{c.name}: {v!r} is not a number.") from None
-            if not np.isfinite(num):
-                raise ValueError(f"{c.name}: give a finite number, not {v!r}.")
-            out[c.features[0]] = num
-            continue
-        text = str(v)
-        if text != NONE and text not in c.categories:
-            raise ValueError(f"{c.name}: {text!r} is not one of its categories ({', '.join(c.categories[:8])}"
-                             f"{'…' if len(c.categories) > 8 else ''}).")
-        k = c.categories.index(text) if text != NONE else len(c.categories)
-        if c.one_hot:
-            out[list(c.features)] = 0.0
-            if k < len(c.categories):
-                out[c.features[k]] = 1.0
+            _write_number(out, c, values[c.name])
         else:
-            out[c.features[0]] = float(k)
+            _write_category(out, c, c.categories, values[c.name])
     return out
+
+
+def _is_missing_value(v: Any) -> bool:
+    """None, NaN or the text "missing" (any case, spaces around): a number given no value."""
+    return v is None or (isinstance(v, str) and v.strip().lower() == MISSING) or (
+        isinstance(v, float) and np.isnan(v))
+
+
+def _write_number(out: np.ndarray, c: Column, v: Any) -> None:
+    """A number column's value into ``out``: its "is missing" feature set, else the number, checked."""
+    if c.missing is not None:
+        gone = _is_missing_value(v)
+        out[c.missing] = 1.0 if gone else 0.0
+        if gone:
+            return
+    try:
+        num = float(v)
+    except (TypeError, ValueError):
+        raise ValueError(f"{c.name}: {v!r} is not a number.") from None
+    if not np.isfinite(num):
+        raise ValueError(f"{c.name}: give a finite number, not {v!r}.")
+    out[c.features[0]] = num
+
+
+def _write_category(out: np.ndarray, c: Column, categories: tuple[str, ...], v: Any) -> None:
+    """A category column's value into ``out``: its code, or its one-hot column set (all others cleared)."""
+    text = str(v)
+    if text != NONE and text not in categories:
+        raise ValueError(f"{c.name}: {text!r} is not one of its categories ({', '.join(categories[:8])}"
+                         f"{'…' if len(categories) > 8 else ''}).")
+    k = categories.index(text) if text != NONE else len(categories)
+    if c.one_hot:
+        out[list(c.features)] = 0.0
+        if k < len(categories):
+            out[c.features[k]] = 1.0
+    else:
+        out[c.features[0]] = float(k)
 
 
 def changes_text(columns: Sequence[Column], x: np.ndarray, x_cf: np.ndarray, sep: str = "; ") -> str:
@@ -279,61 +314,97 @@ def box_record(columns: Sequence[Column], lower: np.ndarray, upper: np.ndarray,
       allows (``None`` in the list: none of them, a missing or unseen value).
     """
     lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
-    feats = set(range(lower.size)) if features is None else {int(j) for j in features}
-
-    def bounded(j: int) -> bool:
-        return j in feats and bool(np.isfinite(lower[j]) or np.isfinite(upper[j]))
-
-    def holds(j: int, v: float) -> bool:
-        return j not in feats or bool(lower[j] < v <= upper[j])
-
+    box = _Box(lower, upper, set(range(lower.size)) if features is None else {int(j) for j in features})
     out: list[dict[str, Any]] = []
     for c in columns:
-        if not any(bounded(j) for j in c.every_feature):
+        if not any(box.bounded(j) for j in c.every_feature):
             continue
-        rec: dict[str, Any] = {"column": c.name}
-        if c.categories is None:
-            j, k = c.features[0], c.missing
-            if k is not None and bounded(k):
-                can_miss, can_have = holds(k, 1.0), holds(k, 0.0)
-                if can_miss != can_have:
-                    rec["missing"] = can_miss
-                if not can_have:
-                    out.append(rec)
-                    continue
-            if bounded(j):
-                lo, hi = float(lower[j]), float(upper[j])
-                if c.integral:
-                    if math.isfinite(lo):
-                        rec["at_least"] = int(math.floor(lo)) + 1
-                    if math.isfinite(hi):
-                        rec["at_most"] = int(math.floor(hi))
-                else:
-                    if math.isfinite(lo):
-                        rec["greater_than"] = lo
-                    if math.isfinite(hi):
-                        rec["at_most"] = hi
-        elif c.one_hot:
-            one = [holds(j, 1.0) for j in c.features]
-            zero = [holds(j, 0.0) for j in c.features]
-            allowed: list[Any] = [cat for k, cat in enumerate(c.categories)
-                                  if one[k] and all(zero[i] for i in range(len(zero)) if i != k)]
-            if all(zero):
-                allowed.append(None)
-            if len(allowed) == len(c.categories) + 1:
-                continue
-            rec["in"] = allowed
-        else:
-            j = c.features[0]
-            allowed = [cat for k, cat in enumerate(c.categories) if holds(j, float(k))]
-            if holds(j, float(len(c.categories))):
-                allowed.append(None)
-            if len(allowed) == len(c.categories) + 1:
-                continue
-            rec["in"] = allowed
-        if len(rec) > 1:
+        rec = _number_condition(c, box) if c.categories is None else _category_condition(c, box)
+        if rec is not None:
             out.append(rec)
     return out
+
+
+@dataclass(frozen=True)
+class _Box:
+    """A rule's box ``lower < x <= upper`` over the model features ``feats`` (the others unbounded)."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+    feats: set[int]
+
+    def bounded(self, j: int) -> bool:
+        return j in self.feats and bool(np.isfinite(self.lower[j]) or np.isfinite(self.upper[j]))
+
+    def holds(self, j: int, v: float) -> bool:
+        return j not in self.feats or bool(self.lower[j] < v <= self.upper[j])
+
+
+def _number_condition(c: Column, box: _Box) -> dict[str, Any] | None:
+    """A number column's condition: must it be missing or have a value, and its bounds
+    (None when the box leaves it free)."""
+    rec: dict[str, Any] = {"column": c.name}
+    k = c.missing
+    if k is not None and box.bounded(k):
+        can_miss, can_have = box.holds(k, 1.0), box.holds(k, 0.0)
+        if can_miss != can_have:
+            rec["missing"] = can_miss
+        if not can_have:
+            return rec
+    rec.update(_bounds(c, box, c.features[0]))
+    return rec if len(rec) > 1 else None
+
+
+def _bounds(c: Column, box: _Box, j: int) -> dict[str, Any]:
+    """The finite bounds of feature ``j``: exact (``greater_than``, ``at_most``), or for a
+    column of whole numbers as integers (``at_least``, ``at_most``)."""
+    if not box.bounded(j):
+        return {}
+    lo, hi = float(box.lower[j]), float(box.upper[j])
+    out: dict[str, Any] = {}
+    if c.integral:
+        if math.isfinite(lo):
+            out["at_least"] = int(math.floor(lo)) + 1
+        if math.isfinite(hi):
+            out["at_most"] = int(math.floor(hi))
+    else:
+        if math.isfinite(lo):
+            out["greater_than"] = lo
+        if math.isfinite(hi):
+            out["at_most"] = hi
+    return out
+
+
+def _category_condition(c: Column, box: _Box) -> dict[str, Any] | None:
+    """A category column's condition, the categories the box allows (None: a missing or
+    unseen value); None when it allows every one."""
+    assert c.categories is not None
+    allowed = _allowed_one_hot(c, box) if c.one_hot else _allowed_codes(c, box)
+    if len(allowed) == len(c.categories) + 1:
+        return None
+    return {"column": c.name, "in": allowed}
+
+
+def _allowed_one_hot(c: Column, box: _Box) -> list[Any]:
+    """The categories whose one-hot column alone may be 1 (None: all may be 0)."""
+    assert c.categories is not None
+    one = [box.holds(j, 1.0) for j in c.features]
+    zero = [box.holds(j, 0.0) for j in c.features]
+    allowed: list[Any] = [cat for k, cat in enumerate(c.categories)
+                          if one[k] and all(zero[i] for i in range(len(zero)) if i != k)]
+    if all(zero):
+        allowed.append(None)
+    return allowed
+
+
+def _allowed_codes(c: Column, box: _Box) -> list[Any]:
+    """The categories whose code the box allows (None: the missing code)."""
+    assert c.categories is not None
+    j = c.features[0]
+    allowed: list[Any] = [cat for k, cat in enumerate(c.categories) if box.holds(j, float(k))]
+    if box.holds(j, float(len(c.categories))):
+        allowed.append(None)
+    return allowed
 
 
 def _finite(v: Any) -> float | None:
@@ -363,29 +434,50 @@ def _settings_record(columns: Sequence[Column], params: Mapping[str, Any], names
     the analyst's columns: a one-hot column once; a number's "is missing" feature not as a
     column of its own: held fixed, its column is listed under ``kept_missing``;
     decrease-only is its default (a known value never becomes missing), not listed."""
-    out = _json_ready(dict(params))
-    owner = {j: c.name for c in columns for j in c.features}
-    state = {c.missing: c.name for c in columns if c.missing is not None}
-    index = {str(n): j for j, n in enumerate(names or ())}
+    out: dict[str, Any] = _json_ready(dict(params))
+    owners = _Owners({j: c.name for c in columns for j in c.features},
+                     {c.missing: c.name for c in columns if c.missing is not None},
+                     {str(n): j for j, n in enumerate(names or ())})
     for role in ROLES:
         items = out.get(role)
-        if not isinstance(items, list):
-            continue
-        listed: list[str] = []
-        for item in items:
-            j = index.get(str(item), int(item) if str(item).isdigit() else None)
-            if j is None and str(item).endswith(SUFFIX):            # no names given: the indicator's own name
-                j = next((k for k, c in state.items() if f"{c}{SUFFIX}" == str(item)), None)
-            if j in state:
-                if role != "decrease_only":
-                    key = "kept_missing" if role == "fixed" else "may_become_missing"
-                    out.setdefault(key, []).append(state[j])
-                continue
-            name = owner.get(j, str(item)) if j is not None else str(item)
-            if name not in listed:
-                listed.append(name)
-        out[role] = listed
+        if isinstance(items, list):
+            out[role] = _role_columns(items, role, owners, out)
     return out
+
+
+@dataclass(frozen=True)
+class _Owners:
+    """Whose a model feature is: an analyst column's (``owner``), a number's "is missing"
+    feature (``state``: its column), and the features by name (``index``)."""
+
+    owner: dict[int, str]
+    state: dict[int, str]
+    index: dict[str, int]
+
+    def feature_of(self, item: Any) -> int | None:
+        """The feature a settings list names: by name, by index, or by its "is missing" name."""
+        j = self.index.get(str(item), int(item) if str(item).isdigit() else None)
+        if j is None and str(item).endswith(SUFFIX):            # no names given: the indicator's own name
+            j = next((k for k, c in self.state.items() if f"{c}{SUFFIX}" == str(item)), None)
+        return j
+
+
+def _role_columns(items: list[Any], role: str, owners: _Owners, out: dict[str, Any]) -> list[str]:
+    """A settings list (fixed, increase only, decrease only) as the analyst's columns, each
+    once; an "is missing" feature listed in ``out`` under ``kept_missing`` (fixed) or
+    ``may_become_missing`` (increase only), its default (decrease only) not at all."""
+    listed: list[str] = []
+    for item in items:
+        j = owners.feature_of(item)
+        if j in owners.state:
+            if role != "decrease_only":
+                key = "kept_missing" if role == "fixed" else "may_become_missing"
+                out.setdefault(key, []).append(owners.state[j])
+            continue
+        name = owners.owner.get(j, str(item)) if j is not None else str(item)
+        if name not in listed:
+            listed.append(name)
+    return listed
 
 
 def result_record(columns: Sequence[Column], res: CounterfactualResult, names: Sequence[str] | None = None

@@ -90,22 +90,8 @@ def unpack(data: bytes, filename: str, max_bytes: int) -> tuple[bytes, str, str 
 def _from_zip(data: bytes, filename: str, max_bytes: int) -> tuple[bytes, str]:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            names = zf.namelist()
-            if "xl/workbook.xml" in names or "[Content_Types].xml" in names or "mimetype" in names:
-                what = ("an Excel workbook" if "xl/workbook.xml" in names else
-                        "an OpenDocument file" if "mimetype" in names else "an Office document")
-                raise DataError(f"{filename!r} is {what}, not a table file. Save the sheet as CSV (in Excel: Save As "
-                                "> CSV UTF-8) and upload that.")
-            members = [i for i in zf.infolist() if not i.is_dir() and not i.filename.startswith("__MACOSX/")
-                       and not PurePosixPath(i.filename).name.startswith("._")]
-            tables = [i for i in members if i.filename.lower().endswith(_TABLE_SUFFIXES)] or members
-            if len(tables) != 1:
-                listed = [i.filename for i in members][:6]
-                raise DataError(f"{filename!r} is a zip archive of {len(members)} files {listed}; it must hold one "
-                                "table. Zip one CSV or Parquet file, or upload it directly.")
-            member = tables[0]
-            if member.flag_bits & 0x1:
-                raise DataError(f"{filename!r} is password-protected. Upload the table without a password.")
+            _refuse_office(zf.namelist(), filename)
+            member = _the_table(zf, filename)
             with zf.open(member) as f:
                 content = f.read(max_bytes + 1)
     except DataError:
@@ -114,6 +100,34 @@ def _from_zip(data: bytes, filename: str, max_bytes: int) -> tuple[bytes, str]:
             zlib.error, lzma.LZMAError, ValueError) as exc:
         raise DataError(f"{filename!r} is not a readable zip archive ({_reason(exc)}). {_FIX}") from None
     return content, PurePosixPath(member.filename).name
+
+
+def _refuse_office(names: list[str], filename: str) -> None:
+    """An Excel workbook or an office document is a zip archive too: refused, saying to save it as CSV."""
+    if "xl/workbook.xml" in names or "[Content_Types].xml" in names or "mimetype" in names:
+        what = ("an Excel workbook" if "xl/workbook.xml" in names else
+                "an OpenDocument file" if "mimetype" in names else "an Office document")
+        raise DataError(f"{filename!r} is {what}, not a table file. Save the sheet as CSV (in Excel: Save As "
+                        "> CSV UTF-8) and upload that.")
+
+
+def _is_member(i: zipfile.ZipInfo) -> bool:
+    """A file of the archive's own (not a folder, nor macOS metadata)."""
+    return not i.is_dir() and not i.filename.startswith("__MACOSX/") and not PurePosixPath(i.filename).name.startswith("._")
+
+
+def _the_table(zf: zipfile.ZipFile, filename: str) -> zipfile.ZipInfo:
+    """The one table file of the archive (macOS metadata left out), not password-protected."""
+    members = [i for i in zf.infolist() if _is_member(i)]
+    tables = [i for i in members if i.filename.lower().endswith(_TABLE_SUFFIXES)] or members
+    if len(tables) != 1:
+        listed = [i.filename for i in members][:6]
+        raise DataError(f"{filename!r} is a zip archive of {len(members)} files {listed}; it must hold one "
+                        "table. Zip one CSV or Parquet file, or upload it directly.")
+    member = tables[0]
+    if member.flag_bits & 0x1:
+        raise DataError(f"{filename!r} is password-protected. Upload the table without a password.")
+    return member
 
 
 def _reason(exc: BaseException) -> str:

@@ -47,42 +47,11 @@ def read_csv(data: bytes, filename: str, *, max_rows: int | None = None, encodin
     further than one row past it; ``encoding``: the text encoding when the caller knows
     it (else detected). ``df.attrs["notes"]`` says how it was read when that was not
     plain (a code page, decimal commas)."""
-    decoded = decode_text(data, filename, encoding)
-    text = decoded.text
-    notes = [decoded.note] if decoded.note else []
-    if "\r" in text and "\n" not in text:         # classic Mac line endings: CR alone ends a line
-        text = text.replace("\r", "\n")
-    if not text.strip():
-        raise DataError(f"{filename!r} holds only blank text. Upload a CSV with a header row and data rows.")
-    end = text.find("\n")
-    first = text if end < 0 else text[:end]
-    if len(first) > MAX_HEADER_CHARS:
-        raise DataError(f"{filename!r} begins with a line of {len(first):,} characters; a header row naming the "
-                        f"columns takes at most {MAX_HEADER_CHARS:,}. Is this a CSV table? Upload one with a header "
-                        "row and one line per row.")
+    text, notes = _text_of(data, filename, encoding)
     delim = _sniff_delimiter(text)
     raw = text.encode("utf-8")                     # bytes for pandas: a str buffer takes 4 bytes a character
     del text
-    try:
-        header = _header(raw, delim)
-        counts = collections.Counter(h.strip() for h in header)
-        dupes = sorted(h for h, k in counts.items() if k > 1 and h)
-        if dupes:
-            raise DataError(f"{filename!r} has duplicate column names {dupes[:6]}: each column needs its own name. "
-                            "Rename or remove the repeated columns and upload again.")
-        df = pd.read_csv(io.BytesIO(raw), sep=delim, skipinitialspace=True, encoding="utf-8",
-                         nrows=None if max_rows is None else max_rows + 2)   # + the type row, + one over
-    except DataError:
-        raise
-    except pd.errors.ParserError as exc:
-        raise DataError(f"{filename!r} is not a consistent {_delim_name(delim)}-separated table "
-                        f"({_reason(exc)}). Check that every row has the same number of fields.") from None
-    except pd.errors.EmptyDataError:
-        raise DataError(f"{filename!r} has no columns. Upload a CSV with a header row.") from None
-    except Exception as exc:  # noqa: BLE001 - csv.Error, a codec or overflow error: the user's file, in words
-        raise DataError(f"{filename!r} could not be read as a {_delim_name(delim)}-separated table "
-                        f"({type(exc).__name__}: {_reason(exc)}). Check that it is a CSV file with one header "
-                        "row and one line per row.") from None
+    df = _parsed(raw, delim, filename, max_rows)
     if not isinstance(df.index, pd.RangeIndex):  # pandas took surplus fields as an index
         raise DataError(
             f"{filename!r} is not a consistent {_delim_name(delim)}-separated table: some rows have "
@@ -98,6 +67,54 @@ def read_csv(data: bytes, filename: str, *, max_rows: int | None = None, encodin
     if notes:
         df.attrs.setdefault("notes", []).extend(notes)
     return df
+
+
+def _text_of(data: bytes, filename: str, encoding: str | None) -> tuple[str, list[str]]:
+    """The file's text (lines ended by LF) and the note on its encoding, if any; refused when
+    blank or when its first line is too long to be a header."""
+    decoded = decode_text(data, filename, encoding)
+    text = decoded.text
+    notes = [decoded.note] if decoded.note else []
+    if "\r" in text and "\n" not in text:         # classic Mac line endings: CR alone ends a line
+        text = text.replace("\r", "\n")
+    if not text.strip():
+        raise DataError(f"{filename!r} holds only blank text. Upload a CSV with a header row and data rows.")
+    end = text.find("\n")
+    first = text if end < 0 else text[:end]
+    if len(first) > MAX_HEADER_CHARS:
+        raise DataError(f"{filename!r} begins with a line of {len(first):,} characters; a header row naming the "
+                        f"columns takes at most {MAX_HEADER_CHARS:,}. Is this a CSV table? Upload one with a header "
+                        "row and one line per row.")
+    return text, notes
+
+
+def _parsed(raw: bytes, delim: str, filename: str, max_rows: int | None) -> pd.DataFrame:
+    """The table pandas parses (no further than two rows past ``max_rows``), duplicate column
+    names refused first; whatever the parser raises, a DataError in words."""
+    try:
+        _check_header(raw, delim, filename)
+        return pd.read_csv(io.BytesIO(raw), sep=delim, skipinitialspace=True, encoding="utf-8",
+                           nrows=None if max_rows is None else max_rows + 2)   # + the type row, + one over
+    except DataError:
+        raise
+    except pd.errors.ParserError as exc:
+        raise DataError(f"{filename!r} is not a consistent {_delim_name(delim)}-separated table "
+                        f"({_reason(exc)}). Check that every row has the same number of fields.") from None
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{filename!r} has no columns. Upload a CSV with a header row.") from None
+    except Exception as exc:  # noqa: BLE001 - csv.Error, a codec or overflow error: the user's file, in words
+        raise DataError(f"{filename!r} could not be read as a {_delim_name(delim)}-separated table "
+                        f"({type(exc).__name__}: {_reason(exc)}). Check that it is a CSV file with one header "
+                        "row and one line per row.") from None
+
+
+def _check_header(raw: bytes, delim: str, filename: str) -> None:
+    """Refuse duplicate column names before pandas would rename them."""
+    counts = collections.Counter(h.strip() for h in _header(raw, delim))
+    dupes = sorted(h for h, k in counts.items() if k > 1 and h)
+    if dupes:
+        raise DataError(f"{filename!r} has duplicate column names {dupes[:6]}: each column needs its own name. "
+                        "Rename or remove the repeated columns and upload again.")
 
 
 def _reason(exc: BaseException) -> str:
@@ -154,35 +171,55 @@ def _numbers_with_commas(df: pd.DataFrame, delim: str, filename: str) -> list[st
     the notes that say how they were read. A decimal comma in a comma-separated file
     (a quoted ``"1,5"``) is refused with the fix: that file's own numbers use points."""
     categorical = {c for c, k in df.attrs.get("column_types", {}).items() if k == "categorical"}
-    decimal, thousands = [], []
+    found: dict[str, list[tuple[str, str]]] = {"decimal": [], "thousands": []}
     for c in df.columns:
         s = df[c]
-        if c in categorical or pd.api.types.is_numeric_dtype(s) or isinstance(s.dtype, pd.CategoricalDtype):
+        values = None if c in categorical else _comma_texts(s)
+        if values is None:
             continue
-        values = s.dropna()
-        if values.empty or not all(isinstance(v, str) for v in values):
-            continue
-        values = values.str.strip()
-        commas = values[values.str.contains(",", regex=False)]
-        if commas.empty:
-            continue
-        as_decimal = bool(values.str.fullmatch(_DECIMAL_COMMA.pattern).all())
-        as_thousands = bool(values.str.fullmatch(_THOUSANDS_COMMA.pattern).all())
-        if as_thousands and (delim != ";" or not as_decimal):
-            number = values.str.replace(",", "", regex=False)
-            thousands.append((c, commas.iloc[0]))
-        elif as_decimal and delim == ",":
+        example = values[values.str.contains(",", regex=False)].iloc[0]
+        how, number = _comma_numbers(values, delim)
+        if how == "refused":
             raise DataError(f"{filename!r}: column {c!r} holds numbers written with a decimal comma (e.g. "
-                            f"{commas.iloc[0]!r}) in a comma-separated file, where they are not read as numbers. "
+                            f"{example!r}) in a comma-separated file, where they are not read as numbers. "
                             "Save the file with decimal points, or with ';' between fields, and upload it again.")
-        elif as_decimal:
-            number = values.str.replace(".", "", regex=False).str.replace(",", ".", regex=False)
-            decimal.append((c, commas.iloc[0]))
-        else:
+        if number is None:
             continue
+        found[how].append((c, example))
         out = pd.Series(float("nan"), index=s.index, dtype="float64")
         out[values.index] = pd.to_numeric(number).astype("float64")
         df[c] = out
+    return _comma_notes(found["decimal"], found["thousands"])
+
+
+def _comma_texts(s: pd.Series) -> pd.Series | None:
+    """A text column's values (stripped, missing ones left out) when one holds a comma; else None."""
+    if pd.api.types.is_numeric_dtype(s) or isinstance(s.dtype, pd.CategoricalDtype):
+        return None
+    values = s.dropna()
+    if values.empty or not all(isinstance(v, str) for v in values):
+        return None
+    values = values.str.strip()
+    return values if values.str.contains(",", regex=False).any() else None
+
+
+def _comma_numbers(values: pd.Series, delim: str) -> tuple[str, pd.Series | None]:
+    """How a column of numbers with commas reads: ("thousands" or "decimal", the numbers as
+    text with a decimal point), ("refused", None) for decimal commas in a comma-separated
+    file, or ("", None) when they are not all numbers."""
+    as_decimal = bool(values.str.fullmatch(_DECIMAL_COMMA.pattern).all())
+    as_thousands = bool(values.str.fullmatch(_THOUSANDS_COMMA.pattern).all())
+    if as_thousands and (delim != ";" or not as_decimal):
+        return "thousands", values.str.replace(",", "", regex=False)
+    if as_decimal and delim == ",":
+        return "refused", None
+    if as_decimal:
+        return "decimal", values.str.replace(".", "", regex=False).str.replace(",", ".", regex=False)
+    return "", None
+
+
+def _comma_notes(decimal: list[tuple[str, str]], thousands: list[tuple[str, str]]) -> list[str]:
+    """How the columns of numbers with commas were read, in words."""
     notes = []
     if decimal:
         notes.append(f"Columns {[c for c, _ in decimal][:6]} hold numbers written with a decimal comma (e.g. "

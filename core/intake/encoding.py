@@ -295,9 +295,13 @@ def _word_ok(word: str) -> bool:
         return False
     if len({_script(ch) for ch in word}) != 1:
         return False
-    cased = [ch for ch in word if ch.isupper() or ch.islower()]
-    if not cased:
+    if not any(ch.isupper() or ch.islower() for ch in word):
         return all(unicodedata.category(ch) == "Lo" for ch in word)   # scripts without case
+    return _cased_word_ok(word)
+
+
+def _cased_word_ok(word: str) -> bool:
+    """A word of a script with case: letters only, all lower, all upper or capitalised."""
     if any(unicodedata.category(ch) not in ("Ll", "Lu") for ch in word):
         return False
     return word == word.lower() or word == word.upper() or (word[0].isupper() and word[1:] == word[1:].lower())

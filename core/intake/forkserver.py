@@ -421,6 +421,13 @@ class WatchedChild:
         if self._writer is None and self.stdin is not None and not self.stdin.closed:
             self._writer = threading.Thread(target=self._write, args=(input or b"",), daemon=True)
             self._writer.start()
+        self._read_out(deadline, timeout)
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        self.wait(left)
+        return bytes(self._out), None
+
+    def _read_out(self, deadline: float | None, timeout: float | None) -> None:
+        """Read the child's stdout to its end (kept across calls), or raise ``TimeoutExpired`` at ``deadline``."""
         out = self.stdout
         while out is not None and not out.closed:
             left = None if deadline is None else deadline - time.monotonic()
@@ -431,9 +438,6 @@ class WatchedChild:
                 out.close()
                 break
             self._out += chunk
-        left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        self.wait(left)
-        return bytes(self._out), None
 
 
 class ForkedChild(WatchedChild):
@@ -483,7 +487,7 @@ class _Server:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.sock: socket.socket | None = None
         self.failed = False
 

@@ -19,7 +19,7 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -139,46 +139,76 @@ def _read_source(source: Any, filename: Any, max_bytes: int, error: type[AtlasEr
         raise error(f"filename must be the file's name as a string, e.g. 'people.csv'; got "
                     f"{type(filename).__name__}. {hint}")
     name = None if filename is None else os.fspath(filename)
-    call, example = f"load_{what.split()[0]}", "people.csv" if what == "table" else "model.json"
+    asked = _Asked(error, what, hint, max_bytes)
     if isinstance(source, (bytes, bytearray, memoryview)):
         if not name:
             raise error(f"The {what}'s name is missing: with bytes, give the file's name too (its extension tells "
                         f"the format). {hint}")
         return bytes(source), name
     if isinstance(source, (str, os.PathLike)):
-        path = Path(os.fspath(source))
-        if isinstance(source, str) and ("\n" in source or len(source) > 4096):
-            raise error(f"{call} was given a string that is not a path (it spans lines). To read content held in a "
-                        f"string, pass its bytes and a name: {call}(text.encode(), {example!r}). {hint}")
-        if not path.exists():
-            raise error(f"There is no file at {str(path)!r}. Check the path (relative paths start from "
-                        f"{os.getcwd()!r}). {hint}")
-        if not path.is_file():
-            raise error(f"{str(path)!r} is a folder, not a file. {hint}")
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise error(f"{path.name!r} is {size / 2**20:,.0f} MB; the limit is {max_bytes / 2**20:,.0f} MB.")
-        try:
-            return path.read_bytes(), name or path.name
-        except OSError as exc:
-            raise error(f"{str(path)!r} cannot be read ({exc.strerror or exc}).") from None
+        return _from_path(source, name, asked)
     if hasattr(source, "read"):
-        try:
-            content = source.read(max_bytes + 1)
-        except Exception as exc:  # noqa: BLE001 - a closed or unreadable file object
-            raise error(f"The file object could not be read ({type(exc).__name__}: {exc}). {hint}") from None
-        if isinstance(content, str):
-            content = content.encode("utf-8")
-        if not isinstance(content, (bytes, bytearray)):
-            raise error(f"Reading the file object gave {type(content).__name__}, not bytes. {hint}")
-        own = getattr(source, "name", None)
-        name = name or (Path(own).name if isinstance(own, (str, os.PathLike)) and str(own) else None)
-        if not name:
-            raise error(f"The file object has no name: give it, e.g. {call}(f, {example!r}). {hint}")
-        return bytes(content), name
+        return _from_file_object(source, name, asked)
     if source is None:
         raise error(f"No {what} was given. {hint}")
     raise error(f"A {what} cannot be read from {type(source).__name__}. {hint}")
+
+
+class _Asked(NamedTuple):
+    """What :func:`_read_source` reads, for its messages: the error to raise, "table" or
+    "model file", the hint on how to call, and the largest file accepted."""
+
+    error: type[AtlasError]
+    what: str
+    hint: str
+    max_bytes: int
+
+    @property
+    def call(self) -> str:
+        return f"load_{self.what.split()[0]}"
+
+    @property
+    def example(self) -> str:
+        return "people.csv" if self.what == "table" else "model.json"
+
+
+def _from_path(source: str | os.PathLike[str], name: str | None, asked: _Asked) -> tuple[bytes, str]:
+    """The bytes of the file at a path, checked: a path (not content), a file, within the size limit."""
+    error, hint, call = asked.error, asked.hint, asked.call
+    path = Path(os.fspath(source))
+    if isinstance(source, str) and ("\n" in source or len(source) > 4096):
+        raise error(f"{call} was given a string that is not a path (it spans lines). To read content held in a "
+                    f"string, pass its bytes and a name: {call}(text.encode(), {asked.example!r}). {hint}")
+    if not path.exists():
+        raise error(f"There is no file at {str(path)!r}. Check the path (relative paths start from "
+                    f"{os.getcwd()!r}). {hint}")
+    if not path.is_file():
+        raise error(f"{str(path)!r} is a folder, not a file. {hint}")
+    size = path.stat().st_size
+    if size > asked.max_bytes:
+        raise error(f"{path.name!r} is {size / 2**20:,.0f} MB; the limit is {asked.max_bytes / 2**20:,.0f} MB.")
+    try:
+        return path.read_bytes(), name or path.name
+    except OSError as exc:
+        raise error(f"{str(path)!r} cannot be read ({exc.strerror or exc}).") from None
+
+
+def _from_file_object(source: Any, name: str | None, asked: _Asked) -> tuple[bytes, str]:
+    """The bytes an open file gives (one past the limit, for the size check after) and its name."""
+    error, hint = asked.error, asked.hint
+    try:
+        content = source.read(asked.max_bytes + 1)
+    except Exception as exc:  # noqa: BLE001 - a closed or unreadable file object
+        raise error(f"The file object could not be read ({type(exc).__name__}: {exc}). {hint}") from None
+    if isinstance(content, str):
+        content = content.encode("utf-8")
+    if not isinstance(content, (bytes, bytearray)):
+        raise error(f"Reading the file object gave {type(content).__name__}, not bytes. {hint}")
+    own = getattr(source, "name", None)
+    name = name or (Path(own).name if isinstance(own, (str, os.PathLike)) and str(own) else None)
+    if not name:
+        raise error(f"The file object has no name: give it, e.g. {asked.call}(f, {asked.example!r}). {hint}")
+    return bytes(content), name
 
 
 def load_table(source: object, filename: str | None = None, *, encoding: str | None = None,
@@ -244,28 +274,37 @@ def load_table(source: object, filename: str | None = None, *, encoding: str | N
     if not data:
         raise DataError(f"{filename!r} holds an empty file. Upload a CSV or Parquet file with a header row and "
                         "data rows.")
-    name = inner.lower()
-    if name.endswith((".parquet", ".pq")) or data[:4] == b"PAR1":
-        df = read_parquet(data, filename, max_rows=max_rows, max_decoded_bytes=max_decoded_bytes)
-    elif name.endswith((".xlsx", ".xls", ".xlsm", ".ods", ".json", ".pkl", ".pickle", ".feather", ".arrow")):
-        raise DataError(f"{filename!r}: unsupported table format; upload CSV (.csv) or Parquet (.parquet).")
-    else:
-        df = read_csv(data, filename, max_rows=max_rows, encoding=encoding)
+    df = _decoded_table(data, inner.lower(), filename, encoding, max_rows, max_decoded_bytes)
     del data
     if df.shape[0] == 0:
         raise DataError(f"{filename!r} has a header but no data rows.")
     if max_rows is not None and len(df) > max_rows:
         raise DataError(f"{filename!r} has more than {max_rows:,} rows; this instance analyses at most "
                         f"{max_rows:,}. Upload a sample of the rows.")
+    df.columns = _column_names(df, filename)
+    if unpacked:
+        df.attrs.setdefault("notes", []).insert(0, unpacked)
+    return df
+
+
+def _decoded_table(data: bytes, name: str, filename: str, encoding: str | None, max_rows: int | None,
+                   max_decoded_bytes: int) -> pd.DataFrame:
+    """The table a file's bytes hold, read as Parquet or CSV by its name or signature."""
+    if name.endswith((".parquet", ".pq")) or data[:4] == b"PAR1":
+        return read_parquet(data, filename, max_rows=max_rows, max_decoded_bytes=max_decoded_bytes)
+    if name.endswith((".xlsx", ".xls", ".xlsm", ".ods", ".json", ".pkl", ".pickle", ".feather", ".arrow")):
+        raise DataError(f"{filename!r}: unsupported table format; upload CSV (.csv) or Parquet (.parquet).")
+    return read_csv(data, filename, max_rows=max_rows, encoding=encoding)
+
+
+def _column_names(df: pd.DataFrame, filename: str) -> list[str]:
+    """The table's column names as text, each present and none twice."""
     cols = [str(c) for c in df.columns]
     if any(c.startswith("Unnamed:") for c in cols):
         raise DataError(f"{filename!r} has columns without a name; every column needs a header.")
     if len(set(cols)) != len(cols):
         raise DataError(f"{filename!r} has duplicate column names.")
-    df.columns = cols
-    if unpacked:
-        df.attrs.setdefault("notes", []).insert(0, unpacked)
-    return df
+    return cols
 
 
 def _limits(max_bytes: Any, max_rows: Any, max_decoded_bytes: Any) -> tuple[int, int | None, int]:
@@ -318,109 +357,154 @@ def prepare_data(df: pd.DataFrame, target: str | None = None, *,
     ``DataError`` with counts and an example; missing rows are dropped only
     if ``drop_missing`` is set, and the drop is reported in ``notes``.
     """
-    if target is not None and target not in df.columns:
-        raise DataError(f"Target column {target!r} is not in the table; columns are {list(df.columns)[:12]}.")
+    feats = _features_of(df, target)
     notes: list[str] = []
     types = dict(df.attrs.get("column_types", {}))
+    roles = _ColumnRoles()
+    for c in feats.columns:
+        roles.add(c, feats, types.get(c))
+    _refuse_unusable(roles, feats)
+    df, feats = _without_missing(df, feats, target, drop_missing, notes)
+    for c in feats.columns:
+        if pd.api.types.is_bool_dtype(feats[c]):
+            feats[c] = feats[c].astype(np.int64)
+    kinds = {c: k for c, k in types.items() if c in feats.columns and k != "categorical" and c not in roles.to_encode}
+    feats, groups = _one_hot_groups(feats, roles.to_encode, notes)
+    y = df[target].reset_index(drop=True) if target else None
+    return PreparedData(feats.reset_index(drop=True), y, target, kinds, groups, notes)
+
+
+def _features_of(df: pd.DataFrame, target: str | None) -> pd.DataFrame:
+    """A copy of the table's feature columns (all but the target); refused when there are none."""
+    if target is not None and target not in df.columns:
+        raise DataError(f"Target column {target!r} is not in the table; columns are {list(df.columns)[:12]}.")
     feats = df.drop(columns=[target]) if target else df.copy()
     if feats.shape[1] == 0:
         raise DataError("The table has no feature columns besides the target.")
-    to_encode, mixed, temporal = [], [], []
-    for c in feats.columns:
+    return feats
+
+
+@dataclass
+class _ColumnRoles:
+    """The feature columns :func:`prepare_data` one-hot encodes, and those it refuses (as text)."""
+
+    to_encode: list[str] = field(default_factory=list)
+    mixed: list[str] = field(default_factory=list)
+    temporal: list[str] = field(default_factory=list)
+
+    def add(self, c: Any, feats: pd.DataFrame, marked: str | None) -> None:
+        """Sort column ``c``: categories to encode, numbers (numbers held as objects made
+        numbers in ``feats``), dates and durations, or numbers mixed with text."""
         s = feats[c]
-        if types.get(c) == "categorical":
-            to_encode.append(c)
-            continue
+        if marked == "categorical":
+            self.to_encode.append(c)
+            return
         if pd.api.types.is_bool_dtype(s) or (pd.api.types.is_numeric_dtype(s)
                                              and not pd.api.types.is_timedelta64_dtype(s)):
-            continue
+            return
         if pd.api.types.is_datetime64_any_dtype(s) or pd.api.types.is_timedelta64_dtype(s) \
                 or isinstance(s.dtype, pd.PeriodDtype):
-            temporal.append(f"{c!r} ({s.dtype})")
-            continue
+            self.temporal.append(f"{c!r} ({s.dtype})")
+            return
         conv = pd.to_numeric(s, errors="coerce")
         bad = conv.isna() & s.notna()
         if int(bad.sum()) == int(s.notna().sum()):
-            to_encode.append(c)
+            self.to_encode.append(c)
         elif not bad.any():                      # numbers held as objects: numbers
             feats[c] = conv
         else:
-            i = int(np.flatnonzero(bad.to_numpy())[0])
-            example = s.iloc[i]
-            comma = (" - a number written with a decimal comma? Write every number of the column the same way"
-                     if isinstance(example, str) and _COMMA_NUMBER.fullmatch(example.strip()) else "")
-            mixed.append(f"{c!r}: {int(bad.sum())} non-numeric values (e.g. {example!r} in row {i}{comma})")
-    if temporal:
-        raise DataError("Some columns hold dates, times or durations: " + ", ".join(temporal[:6]) + ". The "
+            self.mixed.append(_mixed_text(c, s, bad))
+
+
+def _mixed_text(c: Any, s: pd.Series, bad: pd.Series) -> str:
+    """A numeric column holding text, in a few words: how many values, the first one, and
+    a hint when it looks like a number written with a decimal comma."""
+    i = int(np.flatnonzero(bad.to_numpy())[0])
+    example = s.iloc[i]
+    comma = (" - a number written with a decimal comma? Write every number of the column the same way"
+             if isinstance(example, str) and _COMMA_NUMBER.fullmatch(example.strip()) else "")
+    return f"{c!r}: {int(bad.sum())} non-numeric values (e.g. {example!r} in row {i}{comma})"
+
+
+def _refuse_unusable(roles: _ColumnRoles, feats: pd.DataFrame) -> None:
+    """Refuse dates and durations, numbers mixed with text, and text columns too wide to be categories."""
+    if roles.temporal:
+        raise DataError("Some columns hold dates, times or durations: " + ", ".join(roles.temporal[:6]) + ". The "
                         "analyses need numbers or categories: convert them to numbers (e.g. days since a date, "
                         "seconds; load_table does so for Parquet files) or drop them.")
-    if mixed:
-        raise DataError("Some numeric columns hold text: " + "; ".join(mixed[:5])
+    if roles.mixed:
+        raise DataError("Some numeric columns hold text: " + "; ".join(roles.mixed[:5])
                         + ". Fix or remove those values and upload again.")
-    wide = {c: n for c in to_encode if (n := int(feats[c].nunique())) > MAX_LEVELS}
+    wide = {c: n for c in roles.to_encode if (n := int(feats[c].nunique())) > MAX_LEVELS}
     if wide:
         raise DataError("Some text columns have too many distinct values to be categories: "
                         + "; ".join(f"{c!r} has {n:,}" for c, n in list(wide.items())[:5])
                         + f" (at most {MAX_LEVELS} each; one 0/1 column is made per value). Drop such columns "
                           "(identifiers, free text) or group their rare values, and upload again.")
+
+
+def _without_missing(df: pd.DataFrame, feats: pd.DataFrame, target: str | None, drop_missing: bool,
+                     notes: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The table and its features without the rows missing a value (noted), when
+    ``drop_missing``; refused otherwise."""
     missing = feats.isna().any(axis=1)
     if target is not None:
         missing |= df[target].isna()
-    if missing.any():
-        cols = [c for c in feats.columns if feats[c].isna().any()]
-        i = int(np.flatnonzero(missing.to_numpy())[0])
-        if not drop_missing:
-            raise DataError(
-                f"{int(missing.sum())} of {len(df)} rows have missing values (columns {cols[:6]}; first at "
-                f"row {i}). Impute them, or choose to drop those rows."
-            )
-        notes.append(f"Dropped {int(missing.sum())} rows with missing values (columns {cols[:6]}).")
-        feats = feats.loc[~missing]
-        df = df.loc[~missing]
-    for c in to_encode:
-        types[c] = "categorical"
-    for c in feats.columns:
-        if pd.api.types.is_bool_dtype(feats[c]):
-            feats[c] = feats[c].astype(np.int64)
-    kinds = {c: k for c, k in types.items() if c in feats.columns and k != "categorical"}
+    if not missing.any():
+        return df, feats
+    cols = [c for c in feats.columns if feats[c].isna().any()]
+    i = int(np.flatnonzero(missing.to_numpy())[0])
+    if not drop_missing:
+        raise DataError(
+            f"{int(missing.sum())} of {len(df)} rows have missing values (columns {cols[:6]}; first at "
+            f"row {i}). Impute them, or choose to drop those rows."
+        )
+    notes.append(f"Dropped {int(missing.sum())} rows with missing values (columns {cols[:6]}).")
+    return df.loc[~missing], feats.loc[~missing]
+
+
+def _one_hot_groups(feats: pd.DataFrame, to_encode: list[str], notes: list[str]
+                    ) -> tuple[pd.DataFrame, dict[str, list[str]]]:
+    """The features with ``to_encode`` one-hot encoded (noted), and each column's group of 0/1 columns."""
     groups: dict[str, list[str]] = {}
-    if to_encode:
-        before = set(feats.columns)
-        feats = one_hot_encode(feats, to_encode)
-        for c in to_encode:
-            groups[c] = [n for n in feats.columns if n not in before and n.startswith(f"{c}=")]
-        notes.append(f"One-hot encoded categorical columns {to_encode[:6]}.")
-    y = df[target].reset_index(drop=True) if target else None
-    return PreparedData(feats.reset_index(drop=True), y, target, kinds, groups, notes)
+    if not to_encode:
+        return feats, groups
+    before = set(feats.columns)
+    feats = one_hot_encode(feats, to_encode)
+    for c in to_encode:
+        groups[c] = [n for n in feats.columns if n not in before and n.startswith(f"{c}=")]
+    notes.append(f"One-hot encoded categorical columns {to_encode[:6]}.")
+    return feats, groups
 
 
 # ------------------------------------------------------------------ models
+#: a model file's kind by its name's ending, in this order (after CatBoost's own signature)
+_KIND_BY_NAME = (
+    ((".cbm",), "catboost"), ((".json", ".ubj"), "xgboost"), ((".txt",), "lightgbm"), ((".skops",), "skops"),
+    ((".onnx",), "onnx"), ((".pkl", ".pickle", ".joblib", ".sav"), "pickle"),
+)
+#: then by how its text starts (blanks skipped), then by its first bytes
+_KIND_BY_TEXT = ((b"{", "xgboost"), (b"[", "xgboost"), (b"tree", "lightgbm"))
+_KIND_BY_BYTES = ((b"PK", "skops"), (b"\x80", "pickle"))
+
+
 def _model_kind(data: bytes, name: str) -> str:
-    if name.endswith(".cbm") or data[:4] == b"CBM1":
+    if data[:4] == b"CBM1":
         return "catboost"
-    if name.endswith((".json", ".ubj")):
-        return "xgboost"
-    if name.endswith(".txt"):
-        return "lightgbm"
-    if name.endswith(".skops"):
-        return "skops"
-    if name.endswith(".onnx"):
-        return "onnx"
-    if name.endswith((".pkl", ".pickle", ".joblib", ".sav")):
-        return "pickle"
+    for ends, kind in _KIND_BY_NAME:
+        if name.endswith(ends):
+            return kind
     head = data[:64].lstrip()
-    if head.startswith(b"{") or head.startswith(b"[") or head.startswith(b"{L") or head.startswith(b"{$"):
-        return "xgboost"
-    if head.startswith(b"tree"):
-        return "lightgbm"
-    if data[:2] == b"PK":
-        return "skops"
-    if data[:1] == b"\x80":
-        return "pickle"
+    for start, kind in _KIND_BY_TEXT:
+        if head.startswith(start):
+            return kind
+    for start, kind in _KIND_BY_BYTES:
+        if data[:len(start)] == start:
+            return kind
     return "unknown"
 
 
-def _catboost_json(document: dict, data: bytes, filename: str) -> Any:
+def _catboost_json(document: dict[str, Any], data: bytes, filename: str) -> Any:
     """A CatBoost JSON export; CatBoost's own model beside it when the package is installed."""
     native = None
     try:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 import pandas as pd
@@ -124,32 +124,43 @@ def _by_name(ens: MatchedModel, table: pd.DataFrame) -> list[Source]:
     sources: list[Source] = []
     missing: list[str] = []
     values: dict[str, set[str]] = {}
-    lgb_names: dict[str, list[str]] = {}
-    if str(ens.source).lower().startswith("lightgbm"):   # LightGBM saves "mean radius" as "mean_radius"
-        for c in cols:
-            lgb_names.setdefault(re.sub(r"\s", "_", c), []).append(c)
+    lgb_names = _lightgbm_names(ens, cols)
     for j, name in enumerate(ens.feature_names):
         if name in cols:
-            sources.append(Source(name))
-            continue
-        if len(lgb_names.get(name, [])) == 1:
-            sources.append(Source(lgb_names[name][0]))
-            continue
-        src = None if ens.categories[j] is not None else _one_hot_source(name, table, values)
+            src: Source | None = Source(name)
+        elif len(lgb_names.get(name, [])) == 1:
+            src = Source(lgb_names[name][0])
+        else:
+            src = None if ens.categories[j] is not None else _one_hot_source(name, table, values)
         if src is None:
             missing.append(name)
         else:
             sources.append(src)
     if missing:
-        used = {s.column for s in sources}
-        extra = [c for c in table.columns if str(c) not in used]
-        raise SchemaError(
-            f"The model expects columns {missing[:8]}{' …' if len(missing) > 8 else ''} that the data does not "
-            f"have{'; the data has columns the model does not use: ' + str(extra[:8]) if extra else ''}. "
-            "Upload the data the model was trained on (with the same column names), or pick the right target "
-            "column."
-        )
+        raise _absent_columns_error(missing, sources, table)
     return sources
+
+
+def _lightgbm_names(ens: MatchedModel, cols: set[str]) -> dict[str, list[str]]:
+    """LightGBM saves "mean radius" as "mean_radius": the table's columns by the name
+    LightGBM gives them (none for a model of another library)."""
+    out: dict[str, list[str]] = {}
+    if str(ens.source).lower().startswith("lightgbm"):
+        for c in cols:
+            out.setdefault(re.sub(r"\s", "_", c), []).append(c)
+    return out
+
+
+def _absent_columns_error(missing: list[str], sources: list[Source], table: pd.DataFrame) -> SchemaError:
+    """The model's features the table lacks, named with the table's columns left unused."""
+    used = {s.column for s in sources}
+    extra = [c for c in table.columns if str(c) not in used]
+    return SchemaError(
+        f"The model expects columns {missing[:8]}{' …' if len(missing) > 8 else ''} that the data does not "
+        f"have{'; the data has columns the model does not use: ' + str(extra[:8]) if extra else ''}. "
+        "Upload the data the model was trained on (with the same column names), or pick the right target "
+        "column."
+    )
 
 
 def _positional(ens: MatchedModel, table: pd.DataFrame) -> list[Source]:
@@ -351,35 +362,59 @@ def category_key(v: object) -> str:
 
 
 def categorical_codes(ens: MatchedModel, j: int, s: pd.Series, notes: list[str]) -> np.ndarray:
-    cats = ens.categories[j]
-    if cats is None:
-        raise SchemaError(f"Feature {ens.feature_names[j]!r} of the model is not categorical: it has no category "
-                          "codes.")
+    cats = _categories_of(ens, j)
     index = {category_key(v): k for k, v in enumerate(cats)}
     idx, raw = pd.factorize(s, use_na_sentinel=True)
     uniques = [category_key(v) for v in raw]
     code_of = np.array([index.get(u, len(cats)) for u in uniques] + [len(cats)], dtype=float)
     codes = code_of[idx]                      # idx -1 (missing) takes the last entry: the missing code
+    notes.extend(_unread_notes(ens.feature_names[j], cats, idx, uniques, index))
+    return codes
+
+
+def _unread_notes(name: str, cats: Sequence[Any], idx: np.ndarray, uniques: list[Any], index: dict[Any, int]
+                  ) -> list[str]:
+    """Notes on the values of a category column the model reads as missing (unseen or
+    missing ones, and unseen ones that differ from a category only by spaces); none when all are read."""
     unseen_u = [k for k, u in enumerate(uniques) if u not in index]
     n_unseen = int(np.isin(idx, unseen_u).sum()) if unseen_u else 0
     n_nan = int((idx < 0).sum())
-    if n_unseen or n_nan:
-        parts = []
-        if n_unseen:
-            parts.append(f"{n_unseen} hold categories the model never saw (e.g. {uniques[unseen_u[0]]!r})")
-        if n_nan:
-            parts.append(f"{n_nan} are missing")
-        notes.append(f"Of column {ens.feature_names[j]!r}, {' and '.join(parts)}: they are read as a missing "
-                     "value, which is how the model routes them.")
-        stripped = {norm_text(v): v for v in cats if isinstance(v, str)}
-        near = sorted({uniques[k] for k in unseen_u if isinstance(uniques[k], str)
-                       and uniques[k].strip() in stripped and uniques[k] != uniques[k].strip()})
-        if near:
-            notes.append(f"Values of column {ens.feature_names[j]!r} such as {near[0]!r} differ from the model's "
-                         f"category {stripped[near[0].strip()]!r} only by spaces; the model reads them as another "
-                         "(unseen) category, and so do the analyses. Remove the spaces in the data if they are the "
-                         "same category.")
-    return codes
+    if not (n_unseen or n_nan):
+        return []
+    return ([_unseen_note(name, n_unseen, n_nan, uniques[unseen_u[0]] if n_unseen else None)]
+            + _spaces_note(name, cats, [uniques[k] for k in unseen_u]))
+
+
+def _categories_of(ens: MatchedModel, j: int) -> Sequence[Any]:
+    """The categories of feature ``j``, which must be categorical."""
+    cats = ens.categories[j]
+    if cats is None:
+        raise SchemaError(f"Feature {ens.feature_names[j]!r} of the model is not categorical: it has no category "
+                          "codes.")
+    return cats
+
+
+def _unseen_note(name: str, n_unseen: int, n_nan: int, example: Any) -> str:
+    """How many values of a category column the model reads as missing: unseen ones and missing ones."""
+    parts = []
+    if n_unseen:
+        parts.append(f"{n_unseen} hold categories the model never saw (e.g. {example!r})")
+    if n_nan:
+        parts.append(f"{n_nan} are missing")
+    return (f"Of column {name!r}, {' and '.join(parts)}: they are read as a missing value, which is how the model "
+            "routes them.")
+
+
+def _spaces_note(name: str, cats: Sequence[Any], unseen: list[Any]) -> list[str]:
+    """A note when unseen values differ from a model's category only by spaces around them (none otherwise)."""
+    stripped = {norm_text(v): v for v in cats if isinstance(v, str)}
+    near = sorted({u for u in unseen if isinstance(u, str) and u.strip() in stripped and u != u.strip()})
+    if not near:
+        return []
+    return [f"Values of column {name!r} such as {near[0]!r} differ from the model's "
+            f"category {stripped[near[0].strip()]!r} only by spaces; the model reads them as another "
+            "(unseen) category, and so do the analyses. Remove the spaces in the data if they are the "
+            "same category."]
 
 
 def _numeric(name: str, s: pd.Series) -> pd.Series:
@@ -414,50 +449,74 @@ def encode(ens: MatchedModel, table: pd.DataFrame, sources: list[Source], drop_m
     missing_cols: list[str] = []
     impute = dict(ens.meta.get("impute") or {})
     for j, src in enumerate(sources):
-        s = table[src.column]
-        name = ens.feature_names[j]
-        if (src.category or ens.categories[j] is not None) and src.column in impute and s.isna().any():
-            s = s.fillna(impute[src.column])           # the model's own imputer: missing reads as its fill
+        s = _imputed_category(table[src.column], src, ens.categories[j] is not None, impute)
         if ens.categories[j] is not None:
             X[:, j] = categorical_codes(ens, j, s, notes)
             continue
         if src.one_hot:
-            if src.category:                     # a model's category: its text exactly as written
-                idx, raw = pd.factorize(s, use_na_sentinel=True)
-                uniques = [category_key(v) for v in raw]
-            else:
-                idx, uniques = _keys(s)
-            hit = np.array([u == src.level for u in uniques] + [False])
-            X[:, j] = hit[idx].astype(float)
-            gap = np.zeros(n, dtype=bool) if src.category else idx < 0
+            X[:, j], gap = _one_hot_values(src, s)
         else:
-            v = _numeric(src.column, s).to_numpy()
-            gap = np.isnan(v)
-            if gap.any() and name in impute:
-                v = np.where(gap, float(impute[name]), v)
-                notes.append(f"{int(gap.sum())} missing values of {name!r} are read as {impute[name]!r}, the value "
-                             "the model's own imputer fills in.")
-                gap = np.zeros(n, dtype=bool)
-            if keep_missing:
-                gap = np.zeros(n, dtype=bool)
-            X[:, j] = v
+            X[:, j], gap = _number_values(src, s, ens.feature_names[j], impute, keep_missing, notes)
         if gap.any():
             missing |= gap
             if src.column not in missing_cols:
                 missing_cols.append(src.column)
     if missing.any():
-        i = int(np.flatnonzero(missing)[0])
         if not drop_missing:
-            raise DataError(
-                f"{int(missing.sum())} of {n} rows of the data have missing values (columns {missing_cols[:6]}; "
-                f"first at row {i}). "
-                + ("This model does not take missing values (its library refuses them, and so would its predict): "
-                   if not keep_missing and not ens.routes_missing else
-                   "A column the data one-hot encodes has a missing value, which names no category: ")
-                + "impute those values in the data, or choose to drop those rows."
-            )
+            raise _missing_rows_error(ens, missing, missing_cols, keep_missing)
         notes.append(f"Dropped {int(missing.sum())} rows with missing values (columns {missing_cols[:6]}).")
     return X[~missing], ~missing, notes
+
+
+def _imputed_category(s: pd.Series, src: Source, categorical: bool, impute: dict[str, Any]) -> pd.Series:
+    """A category column with its missing values filled as the model's own imputer fills them
+    (missing reads as its fill); any other column as it is."""
+    if (src.category or categorical) and src.column in impute and s.isna().any():
+        return s.fillna(impute[src.column])
+    return s
+
+
+def _one_hot_values(src: Source, s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """A one-hot feature's 0/1 values (1 where the row holds its level), and the rows
+    missing a value (none for a model's category: missing is one more category)."""
+    if src.category:                     # a model's category: its text exactly as written
+        idx, raw = pd.factorize(s, use_na_sentinel=True)
+        uniques = [category_key(v) for v in raw]
+    else:
+        idx, uniques = _keys(s)
+    hit = np.array([u == src.level for u in uniques] + [False])
+    gap = np.zeros(len(s), dtype=bool) if src.category else idx < 0
+    return hit[idx].astype(float), gap
+
+
+def _number_values(src: Source, s: pd.Series, name: str, impute: dict[str, Any], keep_missing: bool,
+                   notes: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """A number feature's values, and the rows missing one: none when the model's own imputer
+    fills them (noted) or when the model routes missing values (``keep_missing``: NaN kept)."""
+    v = _numeric(src.column, s).to_numpy()
+    gap = np.isnan(v)
+    if gap.any() and name in impute:
+        v = np.where(gap, float(impute[name]), v)
+        notes.append(f"{int(gap.sum())} missing values of {name!r} are read as {impute[name]!r}, the value "
+                     "the model's own imputer fills in.")
+        gap = np.zeros(len(s), dtype=bool)
+    if keep_missing:
+        gap = np.zeros(len(s), dtype=bool)
+    return v, gap
+
+
+def _missing_rows_error(ens: MatchedModel, missing: np.ndarray, missing_cols: list[str], keep_missing: bool
+                        ) -> DataError:
+    """Rows with a missing value the model cannot take, refused saying why and how to fix it."""
+    i = int(np.flatnonzero(missing)[0])
+    return DataError(
+        f"{int(missing.sum())} of {len(missing)} rows of the data have missing values (columns {missing_cols[:6]}; "
+        f"first at row {i}). "
+        + ("This model does not take missing values (its library refuses them, and so would its predict): "
+           if not keep_missing and not ens.routes_missing else
+           "A column the data one-hot encodes has a missing value, which names no category: ")
+        + "impute those values in the data, or choose to drop those rows."
+    )
 
 
 # ------------------------------------------------------------------ building

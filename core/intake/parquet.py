@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import io
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -104,7 +105,7 @@ def _reason(exc: BaseException) -> str:
     return text
 
 
-def _check_columns(schema, filename: str) -> None:
+def _check_columns(schema: Any, filename: str) -> None:
     import pyarrow.types as pat
 
     counts = Counter(schema.names)
@@ -120,7 +121,7 @@ def _check_columns(schema, filename: str) -> None:
 
 
 # ------------------------------------------------------------------ size, before decoding
-def _columns(data: bytes, meta, filename: str) -> list[_Column]:
+def _columns(data: bytes, meta: Any, filename: str) -> list[_Column]:
     """Each column's decoded size bounded from its page headers (see the module docstring)."""
     out = [_Column(meta.schema.column(c).name) for c in range(meta.num_columns)]
     longest = _Longest(data)
@@ -176,7 +177,7 @@ class _Longest:
             return None
 
 
-def _text_bound(pages: list[Page], col: _Column, exact_longest) -> int:
+def _text_bound(pages: list[Page], col: _Column, exact_longest: Callable[[], int | None]) -> int:
     """Bytes of text the pages of one chunk decode to, at most; marks ``col`` loose
     when a value is stored by reference."""
     # a PLAIN dictionary: each entry a 4-byte length and its bytes, so none is longer than this
@@ -205,7 +206,7 @@ def _text_bound(pages: list[Page], col: _Column, exact_longest) -> int:
     return bound
 
 
-def _check_size(data: bytes, pf, filename: str, budget: int) -> None:
+def _check_size(data: bytes, pf: Any, filename: str, budget: int) -> None:
     """Refuse a file whose decoded table passes ``budget`` bytes, from its page
     headers or, for text stored by reference, an exact count that decodes no text."""
     columns = _columns(data, pf.metadata, filename)
@@ -241,7 +242,7 @@ def _too_big(filename: str, total: int, rows: int, budget: int, columns: list[_C
                      f"{alone}); the limit is {budget / 2**20:,.0f} MB. Upload a sample of the rows or fewer columns.")
 
 
-def _measure(data: bytes, pf, col: _Column, room: int) -> int:
+def _measure(data: bytes, pf: Any, col: _Column, room: int) -> int:
     """The decoded bytes of one text column (values, offsets), counted without
     keeping its text; stops as soon as the count passes ``room``."""
     import pyarrow.compute as pc
@@ -269,7 +270,7 @@ def _measure(data: bytes, pf, col: _Column, room: int) -> int:
 
 
 # ------------------------------------------------------------------ decoding
-def _decode(pf, filename: str, budget: int) -> pd.DataFrame:
+def _decode(pf: Any, filename: str, budget: int) -> pd.DataFrame:
     import pyarrow as pa
 
     batches, used = [], 0
@@ -283,7 +284,7 @@ def _decode(pf, filename: str, budget: int) -> pd.DataFrame:
         table = pa.Table.from_batches(batches, schema=batches[0].schema if batches else pf.schema_arrow)
         del batches
         table, notes = _as_numbers_and_text(table, filename)
-        df = table.to_pandas(split_blocks=True, self_destruct=True)
+        df: pd.DataFrame = table.to_pandas(split_blocks=True, self_destruct=True)
         del table
     except DataError:
         raise
@@ -297,51 +298,82 @@ def _decode(pf, filename: str, budget: int) -> pd.DataFrame:
 _TEMPORAL_UNITS = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
 
 
-def _as_numbers_and_text(table, filename: str):
+def _as_numbers_and_text(table: Any, filename: str) -> tuple[Any, list[str]]:
     """Temporal columns as float64 numbers, binary columns as text; the notes saying so."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.types as pat
 
-    notes: list[str] = []
-    dated: list[str] = []
-    timed: list[str] = []
-    lasted: list[str] = []
-    undecodable: list[str] = []
+    found: dict[str, list[str]] = {"dated": [], "timed": [], "lasted": [], "text": [], "undecodable": []}
     for i, field in enumerate(table.schema):
         kind = field.type.value_type if pat.is_dictionary(field.type) else field.type
         col = table.column(i)
         if pat.is_dictionary(field.type) and (pat.is_temporal(kind) or pat.is_binary(kind)
                                               or pat.is_large_binary(kind)):
             col = pc.cast(col, kind)
-        if pat.is_timestamp(kind) or pat.is_date(kind):
-            if pat.is_timestamp(kind):
-                per_day = 86_400 * _TEMPORAL_UNITS[kind.unit]
-                raw = pc.cast(col, pa.int64())            # Arrow keeps UTC instants whatever the zone
-            elif pat.is_date32(kind):
-                per_day, raw = 1, pc.cast(col, pa.int32())
-            else:
-                per_day, raw = 86_400_000, pc.cast(col, pa.int64())
-            new = pc.divide(pc.cast(raw, pa.float64()), float(per_day))
-            dated.append(field.name)
-        elif pat.is_time(kind) or pat.is_duration(kind):
-            raw = pc.cast(col, pa.int64())
-            new = pc.divide(pc.cast(raw, pa.float64()), float(_TEMPORAL_UNITS[kind.unit]))
-            (timed if pat.is_time(kind) else lasted).append(field.name)
-        elif pat.is_binary(kind) or pat.is_large_binary(kind) or pat.is_fixed_size_binary(kind):
-            try:
-                new = pc.cast(pc.cast(col, pa.large_binary()) if pat.is_fixed_size_binary(kind) else col,
-                              pa.large_string())
-            except pa.ArrowInvalid:
-                undecodable.append(field.name)
-                continue
-        else:
-            continue
-        table = table.set_column(i, pa.field(field.name, new.type), new)
+        new, held = _converted(col, kind)
+        if held is not None:
+            found[held].append(field.name)
+        if new is not None:
+            table = table.set_column(i, pa.field(field.name, new.type), new)
+    return table, _conversion_notes(found, filename)
+
+
+def _converted(col: Any, kind: Any) -> tuple[Any, str | None]:
+    """(the column as numbers or text, what it held: "dated", "timed", "lasted", "text"), or
+    (None, "undecodable") for binary data that is not UTF-8, or (None, None) to keep as is."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.types as pat
+
+    if pat.is_timestamp(kind) or pat.is_date(kind):
+        return _days(col, kind), "dated"
+    if pat.is_time(kind) or pat.is_duration(kind):
+        raw = pc.cast(col, pa.int64())
+        new = pc.divide(pc.cast(raw, pa.float64()), float(_TEMPORAL_UNITS[kind.unit]))
+        return new, "timed" if pat.is_time(kind) else "lasted"
+    if pat.is_binary(kind) or pat.is_large_binary(kind) or pat.is_fixed_size_binary(kind):
+        return _as_text(col, kind)
+    return None, None
+
+
+def _as_text(col: Any, kind: Any) -> tuple[Any, str]:
+    """A binary column as text, or (None, "undecodable") when it is not UTF-8."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.types as pat
+
+    try:
+        return pc.cast(pc.cast(col, pa.large_binary()) if pat.is_fixed_size_binary(kind) else col,
+                       pa.large_string()), "text"
+    except pa.ArrowInvalid:
+        return None, "undecodable"
+
+
+def _days(col: Any, kind: Any) -> Any:
+    """A timestamp or date column as float64 days since 1970-01-01 (UTC)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.types as pat
+
+    if pat.is_timestamp(kind):
+        per_day = 86_400 * _TEMPORAL_UNITS[kind.unit]
+        raw = pc.cast(col, pa.int64())            # Arrow keeps UTC instants whatever the zone
+    elif pat.is_date32(kind):
+        per_day, raw = 1, pc.cast(col, pa.int32())
+    else:
+        per_day, raw = 86_400_000, pc.cast(col, pa.int64())
+    return pc.divide(pc.cast(raw, pa.float64()), float(per_day))
+
+
+def _conversion_notes(found: dict[str, list[str]], filename: str) -> list[str]:
+    """What :func:`_as_numbers_and_text` did, in words; binary columns that are not text refused."""
+    undecodable, dated, timed, lasted = found["undecodable"], found["dated"], found["timed"], found["lasted"]
     if undecodable:
         raise DataError(f"{filename!r}: the columns {undecodable[:6]} hold binary data that is not UTF-8 text; "
                         "every cell must hold one number or one category. Drop those columns or write them as "
                         "text, and upload again.")
+    notes: list[str] = []
     if dated:
         notes.append(f"Columns {dated[:6]} hold dates or times and are read as numbers: days since "
                      "1970-01-01 00:00 UTC (a time zone is taken into account), so that the analyses can move "
@@ -350,7 +382,7 @@ def _as_numbers_and_text(table, filename: str):
         notes.append(f"Columns {timed[:6]} hold times of day and are read as seconds since midnight.")
     if lasted:
         notes.append(f"Columns {lasted[:6]} hold durations and are read as numbers of seconds.")
-    return table, notes
+    return notes
 
 
 def _decimals_as_numbers(df: pd.DataFrame) -> pd.DataFrame:

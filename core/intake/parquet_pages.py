@@ -18,6 +18,7 @@ too deep or claims a negative size.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["Page", "PageError", "chunk_pages", "ENCODINGS"]
 
@@ -100,27 +101,35 @@ class _Reader:
             self.skip(self.varint())
             return None
         if kind in (9, 10):                     # list, set
-            head = self.byte()
-            size, elem = head >> 4, head & 0x0F
-            if size == 15:
-                size = self.varint()
-            for _ in range(size):
-                if elem in (1, 2):              # booleans in a list: one byte each
-                    self.byte()
-                else:
-                    self.value(elem, depth + 1)
+            self._skip_list(depth)
             return None
         if kind == 11:                          # map
-            size = self.varint()
-            if size:
-                types = self.byte()
-                for _ in range(size):
-                    self.value(types >> 4, depth + 1)
-                    self.value(types & 0x0F, depth + 1)
+            self._skip_map(depth)
             return None
         if kind == 12:                          # struct
             return self.struct(depth + 1)
         raise PageError(f"a page header holds an unknown Thrift type {kind}")
+
+    def _skip_list(self, depth: int) -> None:
+        """A list or a set: its size and element type, then its elements."""
+        head = self.byte()
+        size, elem = head >> 4, head & 0x0F
+        if size == 15:
+            size = self.varint()
+        for _ in range(size):
+            if elem in (1, 2):              # booleans in a list: one byte each
+                self.byte()
+            else:
+                self.value(elem, depth + 1)
+
+    def _skip_map(self, depth: int) -> None:
+        """A map: its size, then (when not empty) its key and value types, then its pairs."""
+        size = self.varint()
+        if size:
+            types = self.byte()
+            for _ in range(size):
+                self.value(types >> 4, depth + 1)
+                self.value(types & 0x0F, depth + 1)
 
     def struct(self, depth: int = 0) -> dict[int, object]:
         fields: dict[int, object] = {}
@@ -140,32 +149,17 @@ def _int(fields: dict[int, object], fid: int) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) else -1
 
 
-def chunk_pages(data: bytes, column) -> list[Page]:
+def chunk_pages(data: bytes, column: Any) -> list[Page]:
     """The pages of one column chunk (pyarrow's ``ColumnChunkMetaData``), read from
     ``data`` (the whole file) until the chunk's values are all seen or its bytes end.
 
     Raises :class:`PageError` when a header cannot be read or claims an impossible size."""
-    start = column.data_page_offset
-    if column.has_dictionary_page and 0 < (column.dictionary_page_offset or 0) < start:
-        start = column.dictionary_page_offset
-    end = start + column.total_compressed_size
-    if start < 4 or column.total_compressed_size < 0 or end > len(data):
-        raise PageError("its column chunk lies outside the file")
+    start, end = _chunk_span(data, column)
     pages: list[Page] = []
     seen, want, pos = 0, column.num_values, start
     while pos < end and seen < want:
         reader = _Reader(data, pos, end)
-        head = reader.struct()
-        kind, uncompressed, compressed = _int(head, 1), _int(head, 2), _int(head, 3)
-        if uncompressed < 0 or compressed < 0:
-            raise PageError("a page header claims a negative size")
-        sub = {DATA_PAGE: (5, 2), DICTIONARY_PAGE: (7, 2), DATA_PAGE_V2: (8, 4)}.get(kind)
-        detail = head.get(sub[0]) if sub else None
-        if sub is not None and not isinstance(detail, dict):
-            raise PageError("a data or dictionary page has no header of its kind")
-        values = _int(detail, 1) if isinstance(detail, dict) else 0
-        code = _int(detail, sub[1]) if isinstance(detail, dict) and sub else -1
-        page = Page(kind, uncompressed, max(values, 0), ENCODINGS.get(code, f"encoding {code}"))
+        page, compressed = _page(reader.struct())
         pages.append(page)
         if page.is_data:
             seen += page.values
@@ -173,3 +167,28 @@ def chunk_pages(data: bytes, column) -> list[Page]:
         if pos > end:
             raise PageError("a page runs past the end of its column chunk")
     return pages
+
+
+def _chunk_span(data: bytes, column: Any) -> tuple[int, int]:
+    """Where a column chunk's pages start (its dictionary page, if before its data) and end, inside the file."""
+    start = column.data_page_offset
+    if column.has_dictionary_page and 0 < (column.dictionary_page_offset or 0) < start:
+        start = column.dictionary_page_offset
+    end = start + column.total_compressed_size
+    if start < 4 or column.total_compressed_size < 0 or end > len(data):
+        raise PageError("its column chunk lies outside the file")
+    return start, end
+
+
+def _page(head: dict[int, object]) -> tuple[Page, int]:
+    """A page from its header's fields, and its compressed size (the bytes after the header)."""
+    kind, uncompressed, compressed = _int(head, 1), _int(head, 2), _int(head, 3)
+    if uncompressed < 0 or compressed < 0:
+        raise PageError("a page header claims a negative size")
+    sub = {DATA_PAGE: (5, 2), DICTIONARY_PAGE: (7, 2), DATA_PAGE_V2: (8, 4)}.get(kind)
+    detail = head.get(sub[0]) if sub else None
+    if sub is not None and not isinstance(detail, dict):
+        raise PageError("a data or dictionary page has no header of its kind")
+    values = _int(detail, 1) if isinstance(detail, dict) else 0
+    code = _int(detail, sub[1]) if isinstance(detail, dict) and sub else -1
+    return Page(kind, uncompressed, max(values, 0), ENCODINGS.get(code, f"encoding {code}")), compressed

@@ -119,43 +119,16 @@ def _run_job(job: dict[str, Any], data: bytes) -> bytes:
         return json.dumps({"status": "error", "kind": kind, "message": text}).encode() + b"\n"
 
     limit = int(job["memory_mb"]) * 2**20
+    _limit_memory(limit)
     try:
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    except (ImportError, ValueError, OSError):  # pragma: no cover - not POSIX: time limit only
-        pass
-    hook = job.get("hook")
-    try:
-        if hook == "segfault":                 # tests: a library crash
-            os.kill(os.getpid(), signal.SIGSEGV)
-        if hook == "abort":
-            os.abort()
-        if hook == "hang":                     # tests: a library that never returns
-            while True:
-                time.sleep(1)
-        if hook == "pinned":                   # tests: read on one CPU, beside a busy loop pinned there too
-            os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-        if hook == "memory":                   # tests: a file that claims gigabytes
-            bytearray(2 * limit)
-        if hook == "chatter":                  # tests: a library that prints while it reads (LightGBM warns)
-            os.write(1, b"[LightGBM] [Warning] a library's own message on stdout\n")
-            print("and a Python print", flush=True)
+        _test_hook(job.get("hook"), limit)
         model = model_io.load_model(data, job["filename"], allow_pickle=bool(job["allow_pickle"]))
         read = model_from(model)                # verified against the library's own outputs
         if isinstance(read, LinearModel):       # read again and checked in the server (verify_linear)
             arrays, meta = read.to_arrays()
             header = json.dumps({"status": "ok", "meta": meta, "info": _file_info(model), "probe": False})
-            buf = io.BytesIO()
-            np.savez(buf, allow_pickle=False, **arrays)    # plain arrays only: the server loads them with allow_pickle=False
-            return header.encode() + b"\n" + buf.getvalue()
-        ens = read
-        X = probe_points(ens, 16, seed=1)
-        _, theirs, _ = native_outputs(ens, model, X)
-        arrays, meta = ens.to_arrays()
-        header = json.dumps({"status": "ok", "meta": meta, "info": _file_info(model),
-                             "probe": theirs is not None})
+            return _reply(header, arrays)
+        header, arrays = _ensemble_reply(read, model)
     except errors.AtlasError as exc:
         return fail(type(exc).__name__, str(exc))
     except MemoryError:
@@ -164,9 +137,55 @@ def _run_job(job: dict[str, Any], data: bytes) -> bytes:
         return fail("ModelError", "its structure is nested too deeply to read")
     except Exception as exc:  # noqa: BLE001 - any other failure of a library on this file
         return fail("ModelError", f"the model library failed on it ({type(exc).__name__}: {str(exc)[:300]})")
+    return _reply(header, arrays)
+
+
+def _limit_memory(limit: int) -> None:
+    """The child's address space capped at ``limit`` bytes, and no core dump."""
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except (ImportError, ValueError, OSError):  # pragma: no cover - not POSIX: time limit only
+        pass
+
+
+def _test_hook(hook: str | None, limit: int) -> None:
+    """What the tests make a child do in place of a library's misbehaviour (nothing without a hook)."""
+    if hook == "segfault":                 # tests: a library crash
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if hook == "abort":
+        os.abort()
+    if hook == "hang":                     # tests: a library that never returns
+        while True:
+            time.sleep(1)
+    if hook == "pinned":                   # tests: read on one CPU, beside a busy loop pinned there too
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    if hook == "memory":                   # tests: a file that claims gigabytes
+        bytearray(2 * limit)
+    if hook == "chatter":                  # tests: a library that prints while it reads (LightGBM warns)
+        os.write(1, b"[LightGBM] [Warning] a library's own message on stdout\n")
+        print("and a Python print", flush=True)
+
+
+def _ensemble_reply(ens: TreeEnsemble, model: ModelLike) -> tuple[str, dict[str, np.ndarray]]:
+    """A tree ensemble's reply: its header, and its arrays with the probe points and the
+    library's own outputs on them (when it gives any)."""
+    X = probe_points(ens, 16, seed=1)
+    _, theirs, _ = native_outputs(ens, model, X)
+    arrays, meta = ens.to_arrays()
+    header = json.dumps({"status": "ok", "meta": meta, "info": _file_info(model), "probe": theirs is not None})
+    if theirs is not None:
+        arrays = {**arrays, "probe_X": X, "probe_out": np.asarray(theirs, dtype=np.float64)}
+    return header, arrays
+
+
+def _reply(header: str, arrays: dict[str, np.ndarray]) -> bytes:
+    """The header line, then the arrays as ``.npz`` (plain arrays only: the server loads
+    them with allow_pickle=False)."""
     buf = io.BytesIO()
-    probe = {"probe_X": X, "probe_out": np.asarray(theirs, dtype=np.float64)} if theirs is not None else {}
-    np.savez(buf, allow_pickle=False, **arrays, **probe)
+    np.savez(buf, allow_pickle=False, **arrays)
     return header.encode() + b"\n" + buf.getvalue()
 
 
@@ -313,6 +332,50 @@ def load_vetted(data: bytes, filename: str, *, allow_pickle: bool = False, time_
     memory_mb = int(memory_mb or m_default)
     job = {"filename": filename, "allow_pickle": bool(allow_pickle), "memory_mb": memory_mb, "hook": _hook}
     proc = _take_child(_model_kind(data, filename.lower()), forked, memory_mb)
+    out, timed_out, own, seconds = _run_in_child(proc, json.dumps(job).encode() + b"\n" + bytes(data), time_limit)
+    head, _, body = out.partition(b"\n")
+    try:
+        message = json.loads(head) if head else None
+    except ValueError:
+        message = None
+    how = "reading, converting and checking it"
+    if timed_out:
+        raise ModelError(f"{filename!r} took longer than {time_limit:.0f} s (the time limit, counted in the reader's "
+                         f"own time: its CPU seconds, not the time it waited for a busy machine) for {how} and was "
+                         "stopped. The file is probably damaged; re-save the model from its library.")
+    if not isinstance(message, dict):
+        raise _no_answer(filename, proc, memory_mb, how)
+    if message.get("status") == "error":
+        raise _child_error(filename, message, memory_mb)
+    read, model = _read_again(data, filename, allow_pickle, message["meta"], _reply_arrays(filename, body))
+    return VettedModel(ensemble=read, model=model, info=dict(message.get("info") or {}), seconds=seconds,
+                       cpu_seconds=own)
+
+
+def _read_again(data: bytes, filename: str, allow_pickle: bool, meta: dict[str, Any], arrays: dict[str, Any]
+                ) -> tuple[TreeEnsemble | LinearModel, Any]:
+    """The model the child read (from its arrays), and the same bytes read in-process (vetted:
+    they read cleanly), checked to be the same model: a linear model's coefficients, or a
+    tree ensemble's outputs on the child's probe points."""
+    probe_X, probe_out = arrays.pop("probe_X", None), arrays.pop("probe_out", None)
+    if meta.get("kind") == "linear":
+        lin = LinearModel.from_arrays(arrays, meta)
+        model = model_io.load_model(data, filename, allow_pickle=allow_pickle)   # vetted: the same bytes
+        verify_linear(lin, model)
+        return lin, model
+    ens = TreeEnsemble.from_arrays(arrays, meta)
+    model = model_io.load_model(data, filename, allow_pickle=allow_pickle)   # vetted: the same bytes read cleanly
+    if probe_X is not None and not same_reading(ens, model, probe_X, probe_out):
+        raise ModelError(f"{filename!r} was read differently in the checking process and in the server. "
+                         "Re-save the model from its library.")
+    return ens, model
+
+
+def _run_in_child(proc: forkserver.WatchedChild, payload: bytes, time_limit: float
+                  ) -> tuple[bytes, bool, float, float]:
+    """(the child's reply, whether it was stopped at the time limit, its own time, the
+    seconds of its work): once it is ready, the job sent and watched (:func:`_communicate`);
+    interrupted, the child is ended."""
     try:
         if not _wait_ready(proc, STARTUP_LIMIT):
             proc.kill()
@@ -320,67 +383,55 @@ def load_vetted(data: bytes, filename: str, *, allow_pickle: bool = False, time_
             raise ModelError(f"The process that checks model files could not start (exit code {proc.returncode}). "
                              "The server may be short of memory; try again in a moment.")
         t0 = time.perf_counter()            # the time limit counts the work on the file, not the imports
-        out, timed_out, own = _communicate(proc, json.dumps(job).encode() + b"\n" + bytes(data), time_limit)
+        out, timed_out, own = _communicate(proc, payload, time_limit)
     except BaseException:
         # interrupted while the child works (Ctrl-C, a signal whose handler raises, such as a
         # test's time limit): the child is ended, not left reading the file on its own
         _end(proc)
         raise
-    seconds = time.perf_counter() - t0
-    how = "reading, converting and checking it"
-    head, _, body = out.partition(b"\n")
-    try:
-        message = json.loads(head) if head else None
-    except ValueError:
-        message = None
-    if timed_out:
-        raise ModelError(f"{filename!r} took longer than {time_limit:.0f} s (the time limit, counted in the reader's "
-                         f"own time: its CPU seconds, not the time it waited for a busy machine) for {how} and was "
-                         "stopped. The file is probably damaged; re-save the model from its library.")
-    if not isinstance(message, dict):
-        if proc.memory_mb is not None:           # its processes together, killed by their watcher
-            raise ModelError(f"{filename!r} ran out of memory while {how}: its processes used {proc.memory_mb:,} MB "
-                             f"together, past the limit of {memory_mb:,} MB, and were stopped. Re-save the model "
-                             "from its library.")
-        if proc.returncode is not None and proc.returncode < 0:
-            raise ModelError(f"{filename!r} crashed the model library while {how} "
-                             f"({_signal_name(proc.returncode)}). The file is damaged or was edited by hand; "
-                             "re-save the model from its library. Nothing else was affected.")
-        if proc.returncode == 0:
-            raise ModelError(f"{filename!r} could not be read: the reader ended without an answer. Try again; "
-                             "if it persists, re-save the model from its library.")
-        raise ModelError(f"{filename!r} could not be read: the reader stopped (exit code {proc.returncode}), "
-                         f"probably out of memory (limit {memory_mb:,} MB). The file may claim sizes it does "
-                         "not hold; re-save the model from its library.")
-    if message.get("status") == "error":
-        kind, text = message.get("kind"), str(message.get("message"))
-        if text == "memory":
-            text = (f"{filename!r} needs more than {memory_mb:,} MB to read: it claims sizes it does not hold "
-                    "or is very large. Re-save the model from its library.")
-        elif kind == "ModelError" and not text.startswith(repr(filename)[:-1]):   # (also "'f (its booster)'")
-            text = f"{filename!r} could not be read: {text}"
-        cls = getattr(errors, str(kind), ModelError)
-        raise (cls if isinstance(cls, type) and issubclass(cls, errors.AtlasError) else ModelError)(text)
+    return out, timed_out, own, time.perf_counter() - t0
+
+
+def _no_answer(filename: str, proc: forkserver.WatchedChild, memory_mb: int, how: str) -> ModelError:
+    """Why a child ended without a reply, from how it ended: its processes past the memory
+    limit, a signal (a library crash), no answer, or another exit code."""
+    if proc.memory_mb is not None:           # its processes together, killed by their watcher
+        return ModelError(f"{filename!r} ran out of memory while {how}: its processes used {proc.memory_mb:,} MB "
+                          f"together, past the limit of {memory_mb:,} MB, and were stopped. Re-save the model "
+                          "from its library.")
+    if proc.returncode is not None and proc.returncode < 0:
+        return ModelError(f"{filename!r} crashed the model library while {how} "
+                          f"({_signal_name(proc.returncode)}). The file is damaged or was edited by hand; "
+                          "re-save the model from its library. Nothing else was affected.")
+    if proc.returncode == 0:
+        return ModelError(f"{filename!r} could not be read: the reader ended without an answer. Try again; "
+                          "if it persists, re-save the model from its library.")
+    return ModelError(f"{filename!r} could not be read: the reader stopped (exit code {proc.returncode}), "
+                      f"probably out of memory (limit {memory_mb:,} MB). The file may claim sizes it does "
+                      "not hold; re-save the model from its library.")
+
+
+def _child_error(filename: str, message: dict[str, Any], memory_mb: int) -> errors.AtlasError:
+    """The error a child reported, as the library's own class (ModelError for any other
+    name), its message naming the file."""
+    kind, text = message.get("kind"), str(message.get("message"))
+    if text == "memory":
+        text = (f"{filename!r} needs more than {memory_mb:,} MB to read: it claims sizes it does not hold "
+                "or is very large. Re-save the model from its library.")
+    elif kind == "ModelError" and not text.startswith(repr(filename)[:-1]):   # (also "'f (its booster)'")
+        text = f"{filename!r} could not be read: {text}"
+    cls = getattr(errors, str(kind), ModelError)
+    return (cls if isinstance(cls, type) and issubclass(cls, errors.AtlasError) else ModelError)(text)
+
+
+def _reply_arrays(filename: str, body: bytes) -> dict[str, Any]:
+    """The arrays of a child's reply (plain arrays only); a reply cut short is refused."""
     try:
         with np.load(io.BytesIO(body), allow_pickle=False) as z:
-            arrays = dict(z)
+            return dict(z)
     except Exception:  # noqa: BLE001 - a reply cut short
         raise ModelError(f"{filename!r}: the reader's reply was incomplete. Try again; if it persists, re-save "
                          "the model from its library.") from None
-    probe_X, probe_out = arrays.pop("probe_X", None), arrays.pop("probe_out", None)
-    if message["meta"].get("kind") == "linear":
-        lin = LinearModel.from_arrays(arrays, message["meta"])
-        model = model_io.load_model(data, filename, allow_pickle=allow_pickle)   # vetted: the same bytes
-        verify_linear(lin, model)
-        return VettedModel(ensemble=lin, model=model, info=dict(message.get("info") or {}), seconds=seconds,
-                       cpu_seconds=own)
-    ens = TreeEnsemble.from_arrays(arrays, message["meta"])
-    model = model_io.load_model(data, filename, allow_pickle=allow_pickle)   # vetted: the same bytes read cleanly
-    if probe_X is not None and not same_reading(ens, model, probe_X, probe_out):
-            raise ModelError(f"{filename!r} was read differently in the checking process and in the server. "
-                             "Re-save the model from its library.")
-    return VettedModel(ensemble=ens, model=model, info=dict(message.get("info") or {}), seconds=seconds,
-                       cpu_seconds=own)
 
 
 def same_reading(ens: TreeEnsemble, model: ModelLike, probe_X: np.ndarray, probe_out: np.ndarray) -> bool:

@@ -48,33 +48,12 @@ def train_model(X: pd.DataFrame, y: pd.Series, family: str = "random_forest", *,
     if len(X) < 10:
         raise DataError(f"Only {len(X)} rows: at least 10 are needed to train and hold out a test split.")
     task = infer_task(y)
-    yv = y
-    if task == "classification":
-        if y.nunique() < 2:
-            raise DataError("The target has a single value; a classifier needs at least two classes.")
-        if family in ("xgboost",):
-            codes = np.unique(y.to_numpy(), return_inverse=True)[1]     # XGBoost takes classes as 0..k-1
-            yv = pd.Series(codes, index=y.index)
+    yv = _training_target(y, task, family)
     strat = yv if task == "classification" and yv.value_counts().min() >= 2 else None
     Xtr, Xte, ytr, yte = train_test_split(X, yv, test_size=test_size, random_state=random_state, stratify=strat)
     params: dict[str, int | float] = dict(n_estimators=n_estimators, max_depth=max_depth, random_state=random_state)
-    if family == "random_forest":
-        from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor  # the chosen family only
-        cls = RandomForestClassifier if task == "classification" else RandomForestRegressor
-        model = cls(n_jobs=1, **params)
-    elif family == "gradient_boosting":
-        from sklearn.ensemble import GradientBoostingClassifier, GradientBoostingRegressor  # as above
-        cls = GradientBoostingClassifier if task == "classification" else GradientBoostingRegressor
-        model = cls(learning_rate=learning_rate, **params)
-    elif family == "xgboost":
-        xgb = need("xgboost", "training an XGBoost model")  # optional and heavy: the chosen family only
-        cls = xgb.XGBClassifier if task == "classification" else xgb.XGBRegressor
-        model = cls(learning_rate=learning_rate, n_jobs=1, **params)
-    else:
-        import lightgbm as lgb  # optional and heavy: the chosen family only
-        cls = lgb.LGBMClassifier if task == "classification" else lgb.LGBMRegressor
-        model = cls(n_estimators=n_estimators, max_depth=max_depth, random_state=random_state,
-                    learning_rate=learning_rate, num_leaves=min(2 ** max_depth, 131072), verbose=-1, n_jobs=1)
+    model = _new_model(family, task == "classification",
+                       _Settings(n_estimators, max_depth, random_state, learning_rate))
     model.fit(Xtr, ytr)
     if task == "classification":
         score = float(np.mean(np.asarray(model.predict(Xte)) == np.asarray(yte)))
@@ -85,3 +64,50 @@ def train_model(X: pd.DataFrame, y: pd.Series, family: str = "random_forest", *,
     if family != "random_forest":
         params["learning_rate"] = learning_rate
     return TrainedModel(model, family, task, metric, score, params)
+
+
+def _training_target(y: pd.Series, task: str, family: str) -> pd.Series:
+    """The target as the family takes it (XGBoost takes classes as 0..k-1); a classifier's
+    target must hold two classes at least."""
+    if task != "classification":
+        return y
+    if y.nunique() < 2:
+        raise DataError("The target has a single value; a classifier needs at least two classes.")
+    if family in ("xgboost",):
+        codes = np.unique(y.to_numpy(), return_inverse=True)[1]     # XGBoost takes classes as 0..k-1
+        return pd.Series(codes, index=y.index)
+    return y
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """What :func:`train_model` asks of the model it trains."""
+
+    n_estimators: int
+    max_depth: int
+    random_state: int
+    learning_rate: float
+
+    def common(self) -> dict[str, int]:
+        """The settings every family takes by the same names."""
+        return dict(n_estimators=self.n_estimators, max_depth=self.max_depth, random_state=self.random_state)
+
+
+def _new_model(family: str, classifier: bool, st: _Settings) -> Any:
+    """An unfitted model of the family, a classifier or a regressor (its library imported only now)."""
+    if family == "random_forest":
+        from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor  # the chosen family only
+        rf = RandomForestClassifier if classifier else RandomForestRegressor
+        return rf(n_jobs=1, **st.common())
+    if family == "gradient_boosting":
+        from sklearn.ensemble import GradientBoostingClassifier, GradientBoostingRegressor  # as above
+        gb = GradientBoostingClassifier if classifier else GradientBoostingRegressor
+        return gb(learning_rate=st.learning_rate, **st.common())
+    if family == "xgboost":
+        xgb = need("xgboost", "training an XGBoost model")  # optional and heavy: the chosen family only
+        cls = xgb.XGBClassifier if classifier else xgb.XGBRegressor
+        return cls(learning_rate=st.learning_rate, n_jobs=1, **st.common())
+    import lightgbm as lgb  # optional and heavy: the chosen family only
+    lg = lgb.LGBMClassifier if classifier else lgb.LGBMRegressor
+    return lg(n_estimators=st.n_estimators, max_depth=st.max_depth, random_state=st.random_state,
+              learning_rate=st.learning_rate, num_leaves=min(2 ** st.max_depth, 131072), verbose=-1, n_jobs=1)

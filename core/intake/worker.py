@@ -166,24 +166,39 @@ def _load_any(data: bytes, filename: str, allow_pickle: bool) -> Any:
 def _onnx_classes(model: ModelLike) -> list[Any]:
     """A classifier graph's classes, in the order of its scores: the ``classlabels_*`` of its
     ZipMap or classifier operator, or the constant its label is picked from."""
-    from onnx import numpy_helper
-
     proto = model.proto
+    classes = _labelled_classes(proto)
+    if classes is None:
+        classes = _extracted_classes(proto)
+    if classes is not None:
+        return classes
+    raise UnsupportedModelError(f"{model.filename!r} is a classifier graph that does not say its classes (no "
+                                "ZipMap or class labels in it). Export it with its class labels (skl2onnx keeps "
+                                "them with the default options).")
+
+
+def _labelled_classes(proto: Any) -> list[Any] | None:
+    """The first non-empty ``classlabels_*`` attribute of the graph's operators, or None."""
     for node in proto.graph.node:
         for att in node.attribute:
             if att.name in ("classlabels_int64s", "classlabels_strings", "classlabels_ints"):
                 values = list(att.ints) if att.ints else [v.decode() for v in att.strings]
                 if values:
                     return values
+    return None
+
+
+def _extracted_classes(proto: Any) -> list[Any] | None:
+    """The constant an ArrayFeatureExtractor picks the label from, as plain values, or None."""
+    from onnx import numpy_helper
+
     init = {t.name: t for t in proto.graph.initializer}
     for node in proto.graph.node:
         if node.op_type == "ArrayFeatureExtractor" and node.input and node.input[0] in init:
             arr = numpy_helper.to_array(init[node.input[0]]).ravel()
             return [v.decode() if isinstance(v, bytes) else v.item() if isinstance(v, np.generic) else v
                     for v in arr.tolist()]
-    raise UnsupportedModelError(f"{model.filename!r} is a classifier graph that does not say its classes (no "
-                                "ZipMap or class labels in it). Export it with its class labels (skl2onnx keeps "
-                                "them with the default options).")
+    return None
 
 
 def _describe_onnx(model: ModelLike) -> dict[str, Any]:
@@ -214,20 +229,36 @@ def _encoder_categories(model: ModelLike) -> dict[str, list[Any]]:
     steps = [s for _, s in getattr(model, "steps", [])] or [model]
     for step in steps:
         for _, est, cols in getattr(step, "transformers_", []):
-            enc = est
-            while hasattr(enc, "steps"):
-                enc = next((s for _, s in enc.steps if hasattr(s, "categories_")), enc.steps[-1][1])
+            enc = _last_encoder(est)
             if not hasattr(enc, "categories_") or isinstance(cols, slice) or isinstance(cols, str):
                 continue
-            names = list(cols)
-            if names and not isinstance(names[0], str):
-                fitted = list(getattr(step, "feature_names_in_", []))
-                names = [fitted[int(c)] for c in names] if fitted else []
-            for col, cats in zip(names, enc.categories_):
-                keep = [c.item() if isinstance(c, np.generic) else c for c in cats
-                        if not (isinstance(c, float) and np.isnan(c)) and c is not None]
-                out[str(col)] = keep
+            for col, cats in zip(_encoded_names(step, cols), enc.categories_):
+                out[str(col)] = _plain_categories(cats)
     return out
+
+
+def _plain_categories(cats: Any) -> list[Any]:
+    """An encoder's categories as plain values, its missing-value category (None, NaN) left out."""
+    return [c.item() if isinstance(c, np.generic) else c for c in cats
+            if not (isinstance(c, float) and np.isnan(c)) and c is not None]
+
+
+def _last_encoder(est: Any) -> Any:
+    """In a (nested) pipeline, its step holding categories, else its last step; ``est`` itself otherwise."""
+    enc = est
+    while hasattr(enc, "steps"):
+        enc = next((s for _, s in enc.steps if hasattr(s, "categories_")), enc.steps[-1][1])
+    return enc
+
+
+def _encoded_names(step: Any, cols: Any) -> list[Any]:
+    """A transformer's columns by name (given by position: named from the names the step
+    was fitted with, none when it has none)."""
+    names = list(cols)
+    if names and not isinstance(names[0], str):
+        fitted = list(getattr(step, "feature_names_in_", []))
+        names = [fitted[int(c)] for c in names] if fitted else []
+    return names
 
 
 def describe_model(model: ModelLike) -> dict[str, Any]:
@@ -235,29 +266,37 @@ def describe_model(model: ModelLike) -> dict[str, Any]:
     categories, whether it gives probabilities and takes missing values."""
     if type(model).__name__ == "OnnxModel":
         return _describe_onnx(model)
-    from sklearn.base import is_classifier, is_regressor
-
     if not hasattr(model, "predict"):
         raise UnsupportedModelError(f"A {type(model).__name__} has no predict method; it is not a model.")
-    given = getattr(model, "feature_names_in_", None)
-    n = getattr(model, "n_features_in_", None)
-    if given is not None:
-        names = [str(c) for c in given]
-    elif n is not None:
-        names = [f"x{j}" for j in range(int(n))]
-    else:
-        raise UnsupportedModelError(f"This {type(model).__name__} does not say how many features it takes "
-                                    "(n_features_in_); refit it with scikit-learn 1.0 or later.")
-    named = given is not None
-    if is_classifier(model) or (hasattr(model, "classes_") and not is_regressor(model)):
-        task, classes = "classification", [c.item() if isinstance(c, np.generic) else c for c in model.classes_]
-    else:
-        task, classes = "regression", None
+    names, named = _input_names(model)
+    task, classes = _task_of(model)
     cats = _encoder_categories(model) if named else {}
     return {"feature_names": names, "named": named, "task": task, "classes": classes,
             "categories": [cats.get(c) for c in names], "has_proba": task == "classification" and
             hasattr(model, "predict_proba"), "source": f"{type(model).__module__.split('.')[0]}."
             f"{type(model).__name__}", "input": "frame-object" if named else "array"}
+
+
+def _task_of(model: ModelLike) -> tuple[str, list[Any] | None]:
+    """("classification", its classes as plain values) or ("regression", None)."""
+    from sklearn.base import is_classifier, is_regressor
+
+    if is_classifier(model) or (hasattr(model, "classes_") and not is_regressor(model)):
+        return "classification", [c.item() if isinstance(c, np.generic) else c for c in model.classes_]
+    return "regression", None
+
+
+def _input_names(model: ModelLike) -> tuple[list[str], bool]:
+    """(the model's input columns, whether they are its own names): the names it was
+    fitted with, else ``x0, x1, ...`` for as many features as it says it takes."""
+    given = getattr(model, "feature_names_in_", None)
+    if given is not None:
+        return [str(c) for c in given], True
+    n = getattr(model, "n_features_in_", None)
+    if n is None:
+        raise UnsupportedModelError(f"This {type(model).__name__} does not say how many features it takes "
+                                    "(n_features_in_); refit it with scikit-learn 1.0 or later.")
+    return [f"x{j}" for j in range(int(n))], False
 
 
 def _native_view(desc: dict[str, Any]) -> SimpleNamespace:
@@ -273,31 +312,42 @@ def _answer(model: ModelLike, desc: dict[str, Any], X: np.ndarray) -> dict[str, 
     Xn = model_input(_native_view(desc), X)
     n_classes = len(desc["classes"]) if desc["task"] == "classification" else 0
     if type(model).__name__ == "OnnxModel":
-        labels, scores = model.run(Xn)
-        if desc["task"] == "regression":
-            return check_answers({"label": np.asarray(scores, dtype=np.float64)[:, 0]}, len(X), 0, WorkerError)
-        out_onnx = {"label": np.asarray(labels)}
-        if scores is not None:
-            out_onnx["proba"] = np.asarray(scores, dtype=np.float64)
-        else:                                   # labels only: one-hot scores, the label's class wins
-            classes = list(desc["classes"])
-            out_onnx["proba"] = np.array([[float(v == c) for c in classes] for v in labels.tolist()])
-        if out_onnx["label"].dtype.kind == "O":
-            out_onnx["label"] = out_onnx["label"].astype(str)
-        return check_answers(out_onnx, len(X), n_classes, WorkerError)
+        return _onnx_answer(model, desc, Xn, len(X), n_classes)
     out: dict[str, np.ndarray] = {"label": np.asarray(model.predict(Xn))}
     if desc["task"] == "classification":
-        if desc["has_proba"]:
-            out["proba"] = np.asarray(model.predict_proba(Xn), dtype=np.float64)
-        else:
-            scores = np.asarray(model.decision_function(Xn), dtype=np.float64)
-            if scores.ndim == 2 and scores.shape[1] == 1:
-                scores = scores[:, 0]
-            out["proba"] = np.column_stack([-scores, scores]) if scores.ndim == 1 else scores
+        out["proba"] = _class_scores(model, desc, Xn)
     out = check_answers(out, len(X), n_classes, WorkerError)
     if out["label"].dtype.kind == "O":
         out["label"] = out["label"].astype(str)
     return out
+
+
+def _class_scores(model: ModelLike, desc: dict[str, Any], Xn: Any) -> np.ndarray:
+    """A classifier's probabilities, or its decision function as scores per class (two
+    columns, ``-s`` and ``s``, for a binary one)."""
+    if desc["has_proba"]:
+        return np.asarray(model.predict_proba(Xn), dtype=np.float64)
+    scores = np.asarray(model.decision_function(Xn), dtype=np.float64)
+    if scores.ndim == 2 and scores.shape[1] == 1:
+        scores = scores[:, 0]
+    return np.column_stack([-scores, scores]) if scores.ndim == 1 else scores
+
+
+def _onnx_answer(model: ModelLike, desc: dict[str, Any], Xn: Any, n: int, n_classes: int) -> dict[str, np.ndarray]:
+    """An ONNX graph's answers, checked: a regressor's value, a classifier's label and scores
+    (one-hot on its label when it gives none)."""
+    labels, scores = model.run(Xn)
+    if desc["task"] == "regression":
+        return check_answers({"label": np.asarray(scores, dtype=np.float64)[:, 0]}, n, 0, WorkerError)
+    out_onnx = {"label": np.asarray(labels)}
+    if scores is not None:
+        out_onnx["proba"] = np.asarray(scores, dtype=np.float64)
+    else:                                   # labels only: one-hot scores, the label's class wins
+        classes = list(desc["classes"])
+        out_onnx["proba"] = np.array([[float(v == c) for c in classes] for v in labels.tolist()])
+    if out_onnx["label"].dtype.kind == "O":
+        out_onnx["label"] = out_onnx["label"].astype(str)
+    return check_answers(out_onnx, n, n_classes, WorkerError)
 
 
 def _probe(desc: dict[str, Any]) -> np.ndarray:

@@ -28,13 +28,13 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Self, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Self, Sequence
 
 import numpy as np
 import pandas as pd
 
 from core.errors import DataError, PositionalMatchRequired, SchemaError, UnsupportedModelError
-from core.intake.columns import MISSING, NONE, analyst_columns
+from core.intake.columns import MISSING, NONE, Column, analyst_columns
 from core.intake.matching import (
     GENERIC_NAME,
     Source,
@@ -67,6 +67,15 @@ __all__ = ["Workspace", "build_workspace", "changes_line", "PositionalMatchRequi
 
 #: a score this much below the model's own training report is flagged
 REPORT_GAP = 0.05
+
+
+class _Coded(NamedTuple):
+    """Rows as category codes per categorical column of the model input (for showing them)."""
+
+    codes: np.ndarray
+    names: list[str]
+    cats: list[Any]
+    own: np.ndarray | None       # the codes of the workspace rows the lines stand for, or None
 
 
 @dataclass(frozen=True)
@@ -208,7 +217,7 @@ class Workspace:
         return self.predict(self.X.to_numpy(dtype=float))
 
     @cached_property
-    def columns(self) -> list:
+    def columns(self) -> list[Column]:
         """The analyst's columns over the model's features (:mod:`core.intake.columns`)."""
         return analyst_columns(self.ensemble, self.schema)
 
@@ -264,7 +273,8 @@ class Workspace:
     def to_raw(self, X: Rows) -> pd.DataFrame:
         """Codes-view rows (n, n_features) as the raw columns the model takes:
         category codes become the model's categories (missing code: None/NaN)."""
-        return model_input(self.ensemble, np.atleast_2d(np.asarray(X, dtype=float)), frame=True)
+        out: pd.DataFrame = model_input(self.ensemble, np.atleast_2d(np.asarray(X, dtype=float)), frame=True)
+        return out
 
     def raw_view(self, X: Rows, rows: Sequence[int | None] | None = None) -> pd.DataFrame:
         """:meth:`to_raw` for showing: a level that stands for many values (XGBoost's
@@ -273,51 +283,81 @@ class Workspace:
         workspace row a line stands for and the line keeps that row's level, it
         reads as the person's own value from the table."""
         X = np.atleast_2d(np.asarray(X, dtype=float))
-        out, ens = self.to_raw(X), self.ensemble
-        for j, k in missing.indicator_of(ens).items():          # a missing number reads "missing"
+        out = self.to_raw(X)
+        self._show_missing_numbers(out, X)
+        self._show_whole_numbers(out)
+        coded = self._coded_view(X, rows)
+        self._show_many_levels(out, coded, rows)
+        self._show_missing_codes(out, coded, rows)
+        return out
+
+    def _show_missing_numbers(self, out: pd.DataFrame, X: np.ndarray) -> None:
+        """A missing number reads "missing" (the same form with or without a missing row: 56, not 56.0)."""
+        ens = self.ensemble
+        for j, k in missing.indicator_of(ens).items():
             name = ens.feature_names[j]
-            gone = X[:, k] > 0.5               # (the same form with or without a missing row: 56, not 56.0)
+            gone = X[:, k] > 0.5
             if name in out.columns:
                 out[name] = [MISSING if g else (int(v) if float(v).is_integer() else float(v))
                              for g, v in zip(gone, out[name].to_numpy(dtype=float))]
-        for col in self.columns:                # a column of whole numbers reads as whole numbers: 42, not 42.0
+
+    def _show_whole_numbers(self, out: pd.DataFrame) -> None:
+        """A column of whole numbers reads as whole numbers: 42, not 42.0."""
+        for col in self.columns:
             if col.categories is None and col.integral and col.missing is None and col.name in out.columns:
                 vals = out[col.name].to_numpy(dtype=float)
                 if np.all(np.isfinite(vals) & (vals == np.round(vals)) & (np.abs(vals) < 2.0 ** 53)):
                     out[col.name] = vals.astype(np.int64)
+
+    def _coded_view(self, X: np.ndarray, rows: Sequence[int | None] | None) -> _Coded:
+        """The category codes of ``X`` per categorical column of the model input (the native
+        columns when categories were expanded), with the codes of the rows ``rows`` names."""
+        ens = self.ensemble
+        picked = None if rows is None else self.X.to_numpy(dtype=float)[[r if r is not None else 0 for r in rows]]
         if "expanded" in ens.meta:
             info = ens.meta["expanded"]
-            codes, names, cats = decode(ens.meta, X), info["names"], info["categories"]
-            own = None if rows is None else decode(ens.meta, self.X.to_numpy(dtype=float)[
-                [r if r is not None else 0 for r in rows]])
-        else:
-            codes, names, cats = X, ens.feature_names, ens.categories
-            own = None if rows is None else self.X.to_numpy(dtype=float)[[r if r is not None else 0 for r in rows]]
-        many = {OTHER_CODE, ens.meta.get("other_level", OTHER_CODE)}
-        for j, (name, c) in enumerate(zip(names, cats)):
-            if c and c[-1] in many and name in out.columns:
-                hit = codes[:, j] == len(c) - 1
-                if hit.any():
-                    shown = out[name].astype(object).where(~hit, c[-1])
-                    if own is not None and rows is not None and name in self.raw.columns:
-                        for i in np.flatnonzero(hit).tolist():
-                            r = rows[i]
-                            if r is not None and own[i, j] == codes[i, j]:
-                                shown.iloc[i] = self.raw.loc[self.X.index[r], name]
-                    out[name] = shown
-        for j, (name, c) in enumerate(zip(names, cats)):   # the missing code: "missing", or missing or unseen
+            own = None if picked is None else decode(ens.meta, picked)
+            return _Coded(decode(ens.meta, X), list(info["names"]), list(info["categories"]), own)
+        return _Coded(X, list(ens.feature_names), list(ens.categories), picked)
+
+    def _own_value(self, coded: _Coded, rows: Sequence[int | None] | None, i: int, j: int) -> tuple[bool, Any]:
+        """(True, the table's value) when line ``i`` stands for a workspace row that keeps
+        its own level of column ``j``; else (False, None)."""
+        r = rows[i] if rows is not None else None
+        name = coded.names[j]
+        if r is None or coded.own is None or coded.own[i, j] != coded.codes[i, j] or name not in self.raw.columns:
+            return False, None
+        return True, self.raw.loc[self.X.index[r], name]
+
+    def _show_many_levels(self, out: pd.DataFrame, coded: _Coded, rows: Sequence[int | None] | None) -> None:
+        """A level standing for many values reads as its name, or as the person's own value."""
+        many = {OTHER_CODE, self.ensemble.meta.get("other_level", OTHER_CODE)}
+        for j, (name, c) in enumerate(zip(coded.names, coded.cats)):
+            if not (c and c[-1] in many and name in out.columns):
+                continue
+            hit = coded.codes[:, j] == len(c) - 1
+            if not hit.any():
+                continue
+            shown = out[name].astype(object).where(~hit, c[-1])
+            for i in np.flatnonzero(hit).tolist():
+                own, value = self._own_value(coded, rows, i, j)
+                if own:
+                    shown.iloc[i] = value
+            out[name] = shown
+
+    def _show_missing_codes(self, out: pd.DataFrame, coded: _Coded, rows: Sequence[int | None] | None) -> None:
+        """The missing code reads "missing", or missing or unseen (when the table's value was not missing)."""
+        for j, (name, c) in enumerate(zip(coded.names, coded.cats)):
             if c is None or name not in out.columns:
                 continue
-            hit = codes[:, j] >= len(c)
-            if hit.any():
-                shown = out[name].astype(object)
-                for i in np.flatnonzero(hit).tolist():
-                    r = rows[i] if rows is not None else None
-                    raw = (self.raw.loc[self.X.index[r], name] if r is not None and own is not None
-                           and own[i, j] == codes[i, j] and name in self.raw.columns else 0)
-                    shown.iloc[i] = MISSING if _is_missing(raw) else NONE
-                out[name] = shown
-        return out
+            hit = coded.codes[:, j] >= len(c)
+            if not hit.any():
+                continue
+            shown = out[name].astype(object)
+            for i in np.flatnonzero(hit).tolist():
+                own, value = self._own_value(coded, rows, i, j)
+                shown.iloc[i] = MISSING if _is_missing(value if own else 0) else NONE
+            out[name] = shown
 
     def analyst_view(self, X: Rows, rows: Sequence[int | None] | None = None) -> pd.DataFrame:
         """:meth:`raw_view` in the analyst's columns: a one-hot group the model
@@ -683,9 +723,61 @@ def build_workspace(df: pd.DataFrame, target: str | None, model: ModelLike, *, n
         raise UnsupportedModelError(
             "An Isolation Forest is a plausibility model, not a model to audit; load a classifier or regressor "
             "(you can use an Isolation Forest in the analyses).")
+    m = _matched(ens, _feature_table(df, target), drop_missing, confirm_positions)
+    X = pd.DataFrame(m.codes, columns=list(m.ens.feature_names))
+    y = _target_of(df, target, m.kept)
+    types = dict(df.attrs.get("column_types", {}))
+    notes = m.notes + _reading_notes(df, m, types)
+    schema = _schema_for(schema, m, X, types, protected, target)
+    info = {**file_info.pop("display", {}), **dict(model_info or {})}
+    ws = Workspace(name=name, raw=df, X=X, y=y, target=target, model=original, ensemble=m.ens, schema=schema,
+                   data_sha256=data_sha256, model_sha256=model_sha256, notes=tuple(notes), model_info=info,
+                   mapping=tuple((f, s.describe()) for f, s in zip(m.ens.feature_names, m.sources)),
+                   ignored=tuple(m.ignored), model_facts=_native_facts(m.native, m.ens))
+    return _with_warnings(ws, file_info)
+
+
+def _schema_for(schema: Schema | None, m: _Match, X: pd.DataFrame, types: dict[str, str],
+                protected: Sequence[str] | None, target: str | None) -> Schema:
+    """The feature settings given, when they fit the model's features, else read from the
+    data (:func:`_inferred_schema`); with the target's name."""
+    if schema is None or schema.names != list(X.columns):
+        schema = _inferred_schema(m.ens, X, m.sources, types, protected)
+    return Schema(schema.features, target=target, constraints=schema.constraints)
+
+
+def _with_warnings(ws: Workspace, file_info: dict[str, Any]) -> Workspace:
+    """The workspace with a note when its labels name none of the classes, or its score is
+    far below the model's own report."""
+    warn = tuple(w for w in (_label_mismatch(ws), _report_gap(ws, file_info)) if w)
+    return replace(ws, notes=ws.notes + warn) if warn else ws
+
+
+class _Match(NamedTuple):
+    """A table matched to a tree ensemble: what :func:`build_workspace` builds the workspace from."""
+
+    native: TreeEnsemble          # the model as read (its names the data's when matched by position)
+    ens: TreeEnsemble             # the view the analyses read (one-hot categories, missing states)
+    sources: list[Source]         # where each feature of ``ens`` comes from
+    codes: np.ndarray             # the codes view, rows kept
+    kept: np.ndarray              # the table's rows kept
+    notes: list[str]              # what was done to the data
+    ignored: list[str]            # table columns the model does not use
+    positional: bool              # columns matched by position (as confirmed)
+
+
+def _feature_table(df: pd.DataFrame, target: str | None) -> pd.DataFrame:
+    """The table without its target column; refused when nothing else is left."""
     table = df.drop(columns=[target]) if target else df
     if table.shape[1] == 0:
         raise DataError("The table has no feature columns besides the target.")
+    return table
+
+
+def _matched(ens: TreeEnsemble, table: pd.DataFrame, drop_missing: bool, confirm_positions: bool) -> _Match:
+    """Match the table's columns to the ensemble's features and encode the rows as the codes view:
+    categories the model knows by hash or code folded in, categorical splits expanded, missing
+    categories checked and missing numbers made states."""
     sources, ignored, positional = match_columns(ens, table, confirm_positions=confirm_positions)
     if positional:  # keep the data's names for the features
         names = [s.describe() if s.one_hot else s.column for s in sources]
@@ -702,32 +794,33 @@ def build_workspace(df: pd.DataFrame, target: str | None, model: ModelLike, *, n
     notes = notes_before + notes
     _check_missing_categories(native, ens, table, sources, codes, notes)
     ens, sources, codes = _missing_states(ens, sources, codes, notes)
-    X = pd.DataFrame(codes, columns=list(ens.feature_names))
+    return _Match(native, ens, sources, codes, kept, notes, list(ignored), positional)
+
+
+def _target_of(df: pd.DataFrame, target: str | None, kept: np.ndarray) -> pd.Series | None:
+    """The target column over the rows kept; refused when a row has no value in it."""
     y = df[target][kept].reset_index(drop=True) if target else None
     if y is not None and y.isna().any():
         raise DataError(f"{int(y.isna().sum())} rows have no value in the target column {target!r}; drop them or "
                         "choose another target column.")
-    if ignored:
-        notes.append(f"Ignored columns the model does not use: {', '.join(ignored[:12])}"
-                     f"{' …' if len(ignored) > 12 else ''}.")
-    if positional:
+    return y
+
+
+def _reading_notes(df: pd.DataFrame, m: _Match, types: dict[str, str]) -> list[str]:
+    """Notes on how the table was read: columns ignored, matched by position, the file's
+    own notes, and columns marked categorical that the model splits as numbers."""
+    notes: list[str] = []
+    if m.ignored:
+        notes.append(f"Ignored columns the model does not use: {', '.join(m.ignored[:12])}"
+                     f"{' …' if len(m.ignored) > 12 else ''}.")
+    if m.positional:
         notes.append("Columns matched to the model's unnamed features by position, as confirmed.")
     notes.extend(df.attrs.get("notes", []))          # how the file was read (e.g. decimals rounded)
-    types = dict(df.attrs.get("column_types", {}))
-    for j, src in enumerate(sources):
-        if types.get(src.column) == "categorical" and ens.categories[j] is None and not src.one_hot:
+    for j, src in enumerate(m.sources):
+        if types.get(src.column) == "categorical" and m.ens.categories[j] is None and not src.one_hot:
             notes.append(f"Column {src.column!r} is marked categorical in the file, but the model splits it as a "
                          "number: it is analysed as a number.")
-    if schema is None or schema.names != list(X.columns):
-        schema = _inferred_schema(ens, X, sources, types, protected)
-    schema = Schema(schema.features, target=target, constraints=schema.constraints)
-    info = {**file_info.pop("display", {}), **dict(model_info or {})}
-    ws = Workspace(name=name, raw=df, X=X, y=y, target=target, model=original, ensemble=ens, schema=schema,
-                   data_sha256=data_sha256, model_sha256=model_sha256, notes=tuple(notes), model_info=info,
-                   mapping=tuple((f, s.describe()) for f, s in zip(ens.feature_names, sources)),
-                   ignored=tuple(ignored), model_facts=_native_facts(native, ens))
-    warn = tuple(w for w in (_label_mismatch(ws), _report_gap(ws, file_info)) if w)
-    return replace(ws, notes=ws.notes + warn) if warn else ws
+    return notes
 
 
 #: rows a black-box model's surrogate is distilled from, at most (a seeded sample of the table)
@@ -782,6 +875,63 @@ def _linear_of(model: Any) -> tuple[LinearModel | None, Any]:
     return lin, model
 
 
+def _distilled(bb: BlackBoxModel | LinearModel, table: pd.DataFrame, drop_missing: bool, confirm_positions: bool
+               ) -> tuple[BlackBoxModel | LinearModel, Surrogate]:
+    """The model with the data's names when matched by position, and a surrogate distilled
+    from its answers on (a seeded sample of at most :data:`SURROGATE_ROWS` of) the table's rows."""
+    sources, _, positional = match_columns(bb, table, confirm_positions=confirm_positions)
+    if positional:
+        names = [s.describe() if s.one_hot else s.column for s in sources]
+        bb = bb.with_names(names) if isinstance(bb, BlackBoxModel) else replace(bb, feature_names=tuple(names))
+    codes, kept, _ = encode(bb, table, sources, drop_missing, keep_missing=bb.routes_missing and not drop_missing)
+    rng = np.random.default_rng(0)
+    sample = codes if len(codes) <= SURROGATE_ROWS else codes[np.sort(rng.choice(len(codes), SURROGATE_ROWS,
+                                                                                  replace=False))]
+    return bb, distill(bb, sample, random_state=0)
+
+
+def _surrogate_facts(bb: BlackBoxModel | LinearModel, surrogate: Surrogate) -> dict[str, Any]:
+    """The model's source and its surrogate's size and agreement, for display."""
+    facts: dict[str, Any] = {
+        "model": bb.source, "surrogate": f"{surrogate.native.n_trees} trees, {surrogate.native.n_leaves:,} leaves",
+        "surrogate agreement (held-out rows)": round(surrogate.fidelity, 4)}
+    if surrogate.boundary_fidelity is not None:
+        facts["surrogate agreement (near the boundary)"] = round(surrogate.boundary_fidelity, 4)
+    return facts
+
+
+def _agreement_text(surrogate: Surrogate) -> str:
+    """How often the surrogate agrees with the model, as the notes say it."""
+    fid = f"{100 * surrogate.fidelity:.1f}%"
+    near = "" if surrogate.boundary_fidelity is None else \
+        f", {100 * surrogate.boundary_fidelity:.1f}% of points near its decision boundary"
+    return f"{fid} of held-out rows{near}"
+
+
+def _linear_workspace(ws: Workspace, bb: LinearModel, original: Any, surrogate: Surrogate) -> Workspace:
+    """The surrogate's workspace turned into the linear model's, read exactly over its columns."""
+    lin = expand(bb)
+    if tuple(lin.feature_names) != tuple(ws.ensemble.feature_names):
+        raise SchemaError("The linear model was not read as the data's columns; please report it.")
+    note = (f"This linear model ({bb.source}) is read exactly: its optimal counterfactuals are proven optimal "
+            "by a MILP on its score and its decision regions are drawn from its exact boundary. The analyses "
+            f"that need a tree ensemble (FCCA, the regions' projections) run on a surrogate of it, which agrees "
+            f"with it on {_agreement_text(surrogate)}.")
+    facts = {**lin.summary(), "kind": "linear (read exactly)", **_surrogate_facts(bb, surrogate)}
+    return replace(ws, model=original, surrogate=surrogate, linear=lin, model_facts=facts, notes=(note,) + ws.notes)
+
+
+def _black_box_workspace(ws: Workspace, bb: BlackBoxModel, surrogate: Surrogate) -> Workspace:
+    """The surrogate's workspace turned into the model's, run in its worker (every answer checked on it)."""
+    note = (f"This model ({bb.source}) is not read exactly: it runs in a separate, sandboxed process, and every "
+            "answer shown is checked on it. The exact analyses (optimal counterfactuals, decision regions, "
+            f"FCCA) run on a tree-ensemble surrogate fitted to its answers, which agrees with it on "
+            f"{_agreement_text(surrogate)}.")
+    facts = {"kind": "any other model (run in a sandboxed worker)", **_surrogate_facts(bb, surrogate)}
+    return replace(ws, model=bb, surrogate=surrogate, model_facts=facts,
+                   notes=(note,) + tuple(n for n in ws.notes if "far below its own" not in n))
+
+
 def _answered_workspace(df: pd.DataFrame, target: str | None, bb: BlackBoxModel | LinearModel, original: Any, *,
                         name: str, data_sha256: str, model_sha256: str, drop_missing: bool,
                         model_info: dict[str, Any] | None, schema: Schema | None, confirm_positions: bool,
@@ -791,51 +941,19 @@ def _answered_workspace(df: pd.DataFrame, target: str | None, bb: BlackBoxModel 
     near its decision boundary, :func:`core.surrogate.distill`) for the analyses that need
     a tree ensemble, the surrogate's view built as a tree ensemble's would be, and the model
     kept for every answer and every check (a linear one over the view's columns, exactly)."""
-    table = df.drop(columns=[target]) if target else df
-    if table.shape[1] == 0:
-        raise DataError("The table has no feature columns besides the target.")
+    table = _feature_table(df, target)
     if isinstance(bb, BlackBoxModel):
         bb = _data_categories(bb, table)
-    sources, _, positional = match_columns(bb, table, confirm_positions=confirm_positions)
-    if positional:
-        names = [s.describe() if s.one_hot else s.column for s in sources]
-        bb = bb.with_names(names) if isinstance(bb, BlackBoxModel) else replace(bb, feature_names=tuple(names))
-    codes, kept, _ = encode(bb, table, sources, drop_missing, keep_missing=bb.routes_missing and not drop_missing)
-    rng = np.random.default_rng(0)
-    sample = codes if len(codes) <= SURROGATE_ROWS else codes[np.sort(rng.choice(len(codes), SURROGATE_ROWS,
-                                                                                  replace=False))]
-    surrogate = distill(bb, sample, random_state=0)
+    bb, surrogate = _distilled(bb, table, drop_missing, confirm_positions)
     ws = build_workspace(df, target, surrogate.native, name=name, data_sha256=data_sha256,
                          model_sha256=model_sha256, drop_missing=drop_missing, model_info=model_info, schema=schema,
                          confirm_positions=False, protected=protected)
     surrogate = surrogate.with_view(_analysis_view(ws.ensemble))
     if surrogate.ensemble.feature_names != ws.ensemble.feature_names:
         raise SchemaError("The surrogate of this model was not read as the data's columns; please report it.")
-    fid = f"{100 * surrogate.fidelity:.1f}%"
-    near = "" if surrogate.boundary_fidelity is None else \
-        f", {100 * surrogate.boundary_fidelity:.1f}% of points near its decision boundary"
-    facts = {"model": bb.source, "surrogate": f"{surrogate.native.n_trees} trees, {surrogate.native.n_leaves:,} leaves",
-             "surrogate agreement (held-out rows)": round(surrogate.fidelity, 4)}
-    if surrogate.boundary_fidelity is not None:
-        facts["surrogate agreement (near the boundary)"] = round(surrogate.boundary_fidelity, 4)
     if isinstance(bb, LinearModel):
-        lin = expand(bb)
-        if tuple(lin.feature_names) != tuple(ws.ensemble.feature_names):
-            raise SchemaError("The linear model was not read as the data's columns; please report it.")
-        note = (f"This linear model ({bb.source}) is read exactly: its optimal counterfactuals are proven optimal "
-                "by a MILP on its score and its decision regions are drawn from its exact boundary. The analyses "
-                f"that need a tree ensemble (FCCA, the regions' projections) run on a surrogate of it, which agrees "
-                f"with it on {fid} of held-out rows{near}.")
-        facts = {**lin.summary(), "kind": "linear (read exactly)", **facts}
-        out = replace(ws, model=original, surrogate=surrogate, linear=lin, model_facts=facts,
-                      notes=(note,) + ws.notes)
+        out = _linear_workspace(ws, bb, original, surrogate)
     else:
-        note = (f"This model ({bb.source}) is not read exactly: it runs in a separate, sandboxed process, and every "
-                "answer shown is checked on it. The exact analyses (optimal counterfactuals, decision regions, "
-                f"FCCA) run on a tree-ensemble surrogate fitted to its answers, which agrees with it on {fid} of "
-                f"held-out rows{near}.")
-        facts = {"kind": "any other model (run in a sandboxed worker)", **facts}
-        out = replace(ws, model=bb, surrogate=surrogate, model_facts=facts,
-                      notes=(note,) + tuple(n for n in ws.notes if "far below its own" not in n))
+        out = _black_box_workspace(ws, bb, surrogate)
     warn = _label_mismatch(out)
     return replace(out, notes=out.notes + (warn,)) if warn and warn not in out.notes else out
