@@ -47,6 +47,7 @@ from core.counterfactual import CounterfactualResult, Target, changes_between
 from core.model import TreeEnsemble
 from core.model.missing import indicator_of
 from core.model.native import native_input, native_outputs
+from core.model.threads import small_batch
 from core.schema import INTEGRAL_KINDS
 from core.shown import shortest_inside
 from core.typing import ModelLike
@@ -306,8 +307,13 @@ def _shortest_inside(v: float, a: float, b: float, lo: float, hi: float, ref: fl
 
 def check_on_model(model: ModelLike, ens: TreeEnsemble, x: np.ndarray, target: Target) -> bool:
     """Is ``x`` valid on the original model too? Its outputs must match the
-    ensemble's, and its label (or value) must meet the target."""
-    model = _one_thread(model)
+    ensemble's, and its label (or value) must meet the target. The model predicts
+    in one thread (:func:`core.model.threads.small_batch`)."""
+    with small_batch(1):
+        return _check_on_model(_one_thread(model), ens, x, target)
+
+
+def _check_on_model(model: ModelLike, ens: TreeEnsemble, x: np.ndarray, target: Target) -> bool:
     ours, theirs, what = native_outputs(ens, model, x[None, :])
     if theirs is not None and not np.allclose(ours, theirs, rtol=1e-5, atol=1e-6):
         return False
@@ -331,8 +337,13 @@ def check_on_model(model: ModelLike, ens: TreeEnsemble, x: np.ndarray, target: T
 def check_rows(model: ModelLike, ens: TreeEnsemble, X: np.ndarray, target: Target) -> list[bool] | None:
     """:func:`check_on_model` of every row of ``X``, the model asked once for them all (and
     once more for the labels its outputs do not give); None when the model's outputs do not
-    come one a row (then each row is checked alone)."""
-    model = _one_thread(model)
+    come one a row (then each row is checked alone). A small batch is predicted in one
+    thread (:func:`core.model.threads.small_batch`)."""
+    with small_batch(len(X)):
+        return _check_rows(_one_thread(model), ens, X, target)
+
+
+def _check_rows(model: ModelLike, ens: TreeEnsemble, X: np.ndarray, target: Target) -> list[bool] | None:
     n = len(X)
     ours, theirs, what = native_outputs(ens, model, X)
     if theirs is not None and (np.shape(theirs)[0] != n or np.shape(ours)[0] != n):

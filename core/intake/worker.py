@@ -70,6 +70,7 @@ from core.intake import io as model_io
 from core.intake.parsing.skopscheck import check_skops_zip
 from core.model.blackbox import BlackBoxModel, check_answers
 from core.model.native import model_input
+from core.model.threads import small_batch
 from core.typing import ModelLike
 
 __all__ = ["ModelWorker", "ANY_MODEL_TYPES", "MEMORY_MB", "CALL_SECONDS", "LOAD_SECONDS", "describe_model"]
@@ -429,7 +430,9 @@ def _child(argv: list[str] | None = None) -> int:
                 bytearray(2 * int(job["memory_mb"]) * 2**20)
             X = _unnpz(body)["X"]
             here = desc if header.get("categories") is None else {**desc, "categories": header["categories"]}
-            _write_frame(out, {"status": "ok"}, _npz(**_answer(model, here, X)))
+            with small_batch(len(X)):               # a few rows: in one thread (core.model.threads)
+                answers = _answer(model, here, X)
+            _write_frame(out, {"status": "ok"}, _npz(**answers))
         except BaseException as exc:  # noqa: BLE001
             _write_frame(out, fail(exc))
 

@@ -1,0 +1,56 @@
+"""One thread for the source libraries' small predictions.
+
+A counterfactual is checked on the uploaded model one row, or a few, at a time. The
+libraries predict those rows in thread pools sized for large batches: scikit-learn's
+HistGradientBoosting and LightGBM in OpenMP threads (a parallel region per tree), an
+MLP in OpenBLAS's. For one row the threads' start-up and spinning cost many times the
+prediction: a 100-iteration HistGradientBoosting classifier took 23-30 ms of CPU per
+row in two threads against 0.9-1.0 ms in one (this machine, 2 cores, other work beside
+it; ``bench/small_predictions.py``). The answers do not depend on the number of threads.
+
+:func:`small_batch` limits every OpenMP and BLAS pool of the process to one thread while
+a batch of at most :data:`SMALL_BATCH` rows is predicted, and leaves larger batches to the
+libraries' own pools. The limit holds in the calling thread only (OpenMP's and
+OpenBLAS's settings as :mod:`threadpoolctl` sets and restores them), so threads that
+check rows at once each set their own.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["SMALL_BATCH", "small_batch"]
+
+#: batches of at most this many rows are predicted in one thread
+SMALL_BATCH = 256
+
+_lock = threading.Lock()
+_cached: dict[str, Any] = {"modules": -1, "controller": None}
+
+
+def _controller() -> Any:
+    """threadpoolctl's controller of the pools loaded so far. Building one scans the
+    process's shared libraries (about 3 ms); it is kept and built again only after a
+    module was imported, which may have loaded another library's pool."""
+    n = len(sys.modules)
+    with _lock:
+        if _cached["modules"] != n:
+            from threadpoolctl import ThreadpoolController
+
+            _cached["controller"], _cached["modules"] = ThreadpoolController(), n
+        return _cached["controller"]
+
+
+@contextmanager
+def small_batch(n_rows: int) -> Iterator[None]:
+    """Within it, the process's OpenMP and BLAS pools use one thread (in the calling
+    thread) when ``n_rows`` is at most :data:`SMALL_BATCH`; otherwise nothing changes."""
+    if n_rows > SMALL_BATCH:
+        yield
+        return
+    with _controller().limit(limits=1):
+        yield

@@ -1,0 +1,64 @@
+"""A counterfactual checked on the uploaded model is predicted in one thread: the
+libraries' OpenMP and BLAS pools cost many times a one-row prediction
+(``core.model.threads``). Larger batches keep the libraries' own pools, and the
+limit is lifted after the call."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.ensemble import HistGradientBoostingClassifier
+from threadpoolctl import threadpool_info
+
+from core.cells.result import check_on_model, check_rows
+from core.counterfactual import make_target
+from core.intake.models import from_model
+from core.model.threads import SMALL_BATCH
+
+
+def _openmp_threads() -> set[int]:
+    return {p["num_threads"] for p in threadpool_info() if p["user_api"] == "openmp"}
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    """A HistGradientBoosting classifier whose predictions note the OpenMP pools' sizes."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 4))
+    y = (X[:, 0] + X[:, 1] ** 2 > 1).astype(int)
+    model = HistGradientBoostingClassifier(max_iter=10, max_depth=3, random_state=0).fit(X, y)
+    ens = from_model(model)
+    seen: list[set[int]] = []
+    own = model.predict_proba
+
+    def noting(Z):
+        seen.append(_openmp_threads())
+        return own(Z)
+
+    model.predict_proba = noting
+    return model, ens, X, seen
+
+
+def test_one_row_is_checked_in_one_thread_and_the_pools_are_given_back(recorded):
+    model, ens, X, seen = recorded
+    before = _openmp_threads()
+    assert before, "scikit-learn's OpenMP runtime is not loaded"
+    target = make_target(ens, 1 - int(model.predict(X[:1])[0]))
+    seen.clear()
+    assert check_on_model(model, ens, X[0], target) is False          # the row as it is: not at the target
+    assert seen and all(s == {1} for s in seen), seen
+    seen.clear()
+    assert check_rows(model, ens, X[:5], target) is not None
+    assert seen and all(s == {1} for s in seen), seen
+    assert _openmp_threads() == before
+
+
+def test_a_large_batch_keeps_the_librarys_pools(recorded):
+    model, ens, X, seen = recorded
+    before = _openmp_threads()
+    target = make_target(ens, 1)
+    seen.clear()
+    assert len(X) > SMALL_BATCH
+    got = check_rows(model, ens, X, target)
+    assert got is not None and seen and all(s == before for s in seen), (seen, before)
+    assert got == [bool(v == 1) for v in model.predict(X)]
