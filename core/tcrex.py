@@ -294,11 +294,56 @@ class TCREx:
         groups = _groups(self.groups, names)
         roles = {role: feature_indices(names, keys, error=QueryError, what=role) for role, keys in
                  (("fixed", fixed), ("increase_only", increase_only), ("decrease_only", decrease_only))}
-        n, d = X.shape
-        self.n_features_in_ = d
+        self.n_features_in_ = X.shape[1]
         self.feature_names_ = names
         self.target_ = target
         self.groups_ = [g for g in groups if len(g) >= 2]
+        self._set_roles(roles, names)
+        self._set_reach(X, schema, constraints)
+        mask = output_mask(y, target)
+        if not mask.any():
+            raise NoValidRuleError(f"No fitting point has a model output in the target {target!r}.")
+        self.rules_ = self._maximal_valid_rules(X, y, mask)               # steps a-b
+        try:
+            self._build_metarules(X.shape[1])                             # steps c-e
+            dropped = self._count_unreachable(X, ~mask)
+            guarantee = None if model is None else self._check_on_model(X, mask, model, schema)
+        except Exception:
+            del self.rules_  # never half fitted
+            raise
+        self.result_ = self._fitted_result(len(X), model, dropped, guarantee, t0)
+        self.elapsed_ = self.result_.elapsed
+        return self
+
+    def _set_reach(self, X: np.ndarray, schema: Schema | None,
+                   constraints: Iterable[str] | str | Constraints | None) -> None:
+        """The constraints between features read against the schema (``reach_``), and the edge settings."""
+        self.reach_ = reach_of(constraints, schema, self.feature_names_, fixed=self.fixed_,
+                               increase_only=self.increase_only_, decrease_only=self.decrease_only_)
+        self.schema_ = schema if self.reach_ is not None else None
+        self._seen: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        described = schema is not None and len(schema.features) == X.shape[1]
+        self._edges = EdgeSettings.of(X, schema if described else None, self.groups_)
+
+    def _fitted_result(self, n: int, model: OnModel | None, dropped: list[str], guarantee: Guarantee | None,
+                       t0: float) -> TCRExResult:
+        """The fit's result (its time counted from ``t0``), the constraints' note added to its guarantee."""
+        names = self.feature_names_
+        result = TCRExResult(
+            tuple(str(v) for v in names), tuple(tuple(int(j) for j in g) for g in self.groups_), self.target_,
+            tuple(self.rules_), tuple(self.metarules_), dict(self.metarule_tree_), tuple(self.grid_), self.n_cells_,
+            self._fit_params(n, None if model is None else model.kind, dropped),
+            time.perf_counter() - t0, **({} if guarantee is None else {"guarantee": guarantee}), schema=self.schema_,
+            edges=self._edges)
+        self.result_ = result          # _reach_note reads the params of the result
+        if self.reach_ is None:
+            return result
+        said = result.guarantee
+        return replace(result, guarantee=replace(said, note=f"{said.note} {self._reach_note()}"))
+
+    def _set_roles(self, roles: dict[str, list[int]], names: list[str]) -> None:
+        """The fitted roles: a fixed one-hot column fixes its whole group, and a feature both
+        increase-only and decrease-only is refused (it is fixed)."""
         held = set(roles["fixed"])
         for g in self.groups_:                                           # a category moves as one column
             if held & set(g):
@@ -310,15 +355,11 @@ class TCREx:
         if both:
             raise QueryError(f"{[names[j] for j in both]} are both increase-only and decrease-only; a feature that "
                              "may move neither way is fixed: list it in fixed.")
-        self.reach_ = reach_of(constraints, schema, names, fixed=self.fixed_, increase_only=self.increase_only_,
-                               decrease_only=self.decrease_only_)
-        self.schema_ = schema if self.reach_ is not None else None
-        self._seen: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
-        self._edges = EdgeSettings.of(X, schema if schema is not None and len(schema.features) == d else None,
-                                      self.groups_)
-        mask = output_mask(y, target)
-        if not mask.any():
-            raise NoValidRuleError(f"No fitting point has a model output in the target {target!r}.")
+
+    def _maximal_valid_rules(self, X: np.ndarray, y: np.ndarray, mask: np.ndarray) -> list[Rule]:
+        """Steps a-b: the surrogate's candidate rules, those valid for ``tau`` and ``rho``
+        (eq. 2), and of them the maximal ones (eqs. 11-12), in the candidates' order."""
+        n, d = X.shape
         lower, upper = self._candidates(X, y, n, d)                      # step a
         lower, upper = self._categorical_fix(lower, upper)
         inside = self._contains(X, lower, upper)
@@ -329,35 +370,22 @@ class TCREx:
         if not valid.any():
             raise NoValidRuleError(
                 f"No rule reaches accuracy {self.tau} with at least {self.rho:.0%} of the data for target "
-                f"{target!r}; lower tau or rho.")
+                f"{self.target_!r}; lower tau or rho.")
         idx = np.flatnonzero(valid)
         lo_v, hi_v = lower[idx], upper[idx]
         keep = self._maximal(lo_v, hi_v)                                  # eqs. 11-12
         order = idx[keep]
-        self.rules_ = [Rule(lower[i].copy(), upper[i].copy(), float(acc[i]), float(feas[i])) for i in order]
-        try:
-            self._build_metarules(d)                                      # steps c-e
-            dropped = self._count_unreachable(X, ~mask)
-            guarantee = None if model is None else self._check_on_model(X, mask, model, schema)
-        except Exception:
-            del self.rules_  # never half fitted
-            raise
-        self.result_ = TCRExResult(
-            tuple(str(v) for v in names), tuple(tuple(int(j) for j in g) for g in self.groups_), target,
-            tuple(self.rules_), tuple(self.metarules_), dict(self.metarule_tree_), tuple(self.grid_), self.n_cells_,
-            {"rho": self.rho, "tau": self.tau, "n_trees": self.n_trees, "max_cells": self.max_cells,
-             "groups": [[names[j] for j in g] for g in self.groups_], "random_state": self.random_state,
-             "target": target, "n_rows": int(n),
-             **{role: [names[j] for j in cols] for role, cols in self._roles().items() if cols},
-             **({} if model is None else {"checked_on": model.kind}),
-             **({} if self.reach_ is None else {"constraints": self.reach_.texts, "unreachable_rules": dropped})},
-            time.perf_counter() - t0, **({} if guarantee is None else {"guarantee": guarantee}), schema=self.schema_,
-            edges=self._edges)
-        if self.reach_ is not None:
-            said = self.result_.guarantee
-            self.result_ = replace(self.result_, guarantee=replace(said, note=f"{said.note} {self._reach_note()}"))
-        self.elapsed_ = self.result_.elapsed
-        return self
+        return [Rule(lower[i].copy(), upper[i].copy(), float(acc[i]), float(feas[i])) for i in order]
+
+    def _fit_params(self, n: int, checked_on: str | None, dropped: list[str]) -> dict[str, Any]:
+        """The result's ``params``: the settings, the roles and constraints, what the rules were checked on."""
+        names = self.feature_names_
+        return {"rho": self.rho, "tau": self.tau, "n_trees": self.n_trees, "max_cells": self.max_cells,
+                "groups": [[names[j] for j in g] for g in self.groups_], "random_state": self.random_state,
+                "target": self.target_, "n_rows": int(n),
+                **{role: [names[j] for j in cols] for role, cols in self._roles().items() if cols},
+                **({} if checked_on is None else {"checked_on": checked_on}),
+                **({} if self.reach_ is None else {"constraints": self.reach_.texts, "unreachable_rules": dropped})}
 
     def _count_unreachable(self, X: np.ndarray, lacking: np.ndarray) -> list[str]:
         """Under constraints: each rule's ``unreachable_rows`` (fitting rows lacking the target whose
