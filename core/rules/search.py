@@ -372,46 +372,80 @@ def _grow_rule(state: FittedRules, x: np.ndarray, target: TargetSpec, units: lis
     gives no cell.
     Returns (S columns, cells, True), or (best S columns, its best cell CRP,
     False) when no set of any size reaches ``pi_c``."""
-    rows = np.flatnonzero(mask)
-    if len(rows) > n_rows:
-        scale = state.X.std(axis=0)
-        dist = np.sum(np.abs(state.X[rows] - x) / np.where(scale > 0, scale, 1.0), axis=1)
-        rows = rows[np.argsort(dist, kind="stable")[:n_rows]]
+    rows = _nearest_rows(state, x, mask, n_rows)
     XR = state.X[rows]
     share = pos / np.maximum(state.leaf_counts, 1)
     best: tuple[float, tuple[int, ...]] = (-1.0, ())
     weak = None                      # a set reaching pi_c with fewer than ``support`` cells
     beam: list[tuple[int, ...]] = [()]
+
+    def cells_of(S: tuple[int, ...]) -> tuple[Any, bool]:
+        return _local_cells(state, x, S, mask, pos, pi_c, allow, cons)
+
     for _ in range(len(units)):
-        sets = sorted({tuple(sorted(b + (u,))) for b in beam for u in units if u not in b})
+        sets = _grown_sets(beam, units)
         if not sets:
             break
-        Z = np.repeat(x[None, None, :], len(sets), axis=0).repeat(len(rows), axis=1)
-        for i, S in enumerate(sets):
-            cols = list(state.columns(S))
-            Z[i][:, cols] = XR[:, cols]
-        g = share[state.global_leaves(Z.reshape(-1, len(x)))].mean(axis=1).reshape(len(sets), len(rows))
-        if allow is not None:
-            g = np.where(np.stack([_inside(XR, state.columns(S), allow) for S in sets]), g, 0.0)
+        g = _hybrid_crp(state, x, sets, XR, share, allow)
         top = g.max(axis=1)
         reach = (g >= pi_c - 1e-12).sum(axis=1)
         key = np.minimum(reach, support) + cdp_of_sets(state, x, target, sets)   # support, then CDP
         order = np.argsort(-key, kind="stable")
         if top.max() > best[0]:
             best = (float(top.max()), sets[int(np.argmax(top))])
-        for o in order[:tries]:
-            if reach[o] == 0 or (reach[o] < support and weak is not None):
-                break
-            S = state.columns(sets[o])
-            cells, reached = _local_cells(state, x, S, mask, pos, pi_c, allow, cons)
-            if reached and reach[o] >= support:
-                return S, cells, True
-            if reached and weak is None:
-                weak = (S, cells)
+        done, weak = _try_sets(state, [sets[o] for o in order[:tries]], reach[order[:tries]], support, weak, cells_of)
+        if done is not None:
+            return done
         beam = [sets[o] for o in order[:width]]
     if weak is not None:
         return weak[0], weak[1], True
     return state.columns(best[1]), best[0], False
+
+
+def _grown_sets(beam: list[tuple[int, ...]], units: list[int]) -> list[tuple[int, ...]]:
+    """Every set of the beam grown by one more unit, each once, sorted."""
+    return sorted({tuple(sorted(b + (u,))) for b in beam for u in units if u not in b})
+
+
+def _nearest_rows(state: FittedRules, x: np.ndarray, mask: np.ndarray, n_rows: int) -> np.ndarray:
+    """The target rows, at most the ``n_rows`` nearest ``x`` (scaled L1, ties by row order)."""
+    rows = np.flatnonzero(mask)
+    if len(rows) > n_rows:
+        scale = state.X.std(axis=0)
+        dist = np.sum(np.abs(state.X[rows] - x) / np.where(scale > 0, scale, 1.0), axis=1)
+        rows = rows[np.argsort(dist, kind="stable")[:n_rows]]
+    return rows
+
+
+def _hybrid_crp(state: FittedRules, x: np.ndarray, sets: list[tuple[int, ...]], XR: np.ndarray,
+                share: np.ndarray, allow: Any) -> np.ndarray:
+    """(sets, rows) the CRP of each hybrid point's cell: a row's values on the set, ``x``'s
+    elsewhere (0 for a row outside the admissible box on the set)."""
+    Z = np.repeat(x[None, None, :], len(sets), axis=0).repeat(len(XR), axis=1)
+    for i, S in enumerate(sets):
+        cols = list(state.columns(S))
+        Z[i][:, cols] = XR[:, cols]
+    g = share[state.global_leaves(Z.reshape(-1, len(x)))].mean(axis=1).reshape(len(sets), len(XR))
+    if allow is not None:
+        g = np.where(np.stack([_inside(XR, state.columns(S), allow) for S in sets]), g, 0.0)
+    return g
+
+
+def _try_sets(state: FittedRules, sets: list[tuple[int, ...]], reach: np.ndarray, support: int, weak: Any,
+              cells_of: Callable[[tuple[int, ...]], tuple[Any, bool]]) -> tuple[Any, Any]:
+    """The best-ranked sets checked with every target row, in order: the first whose cells
+    reach pi_c with ``support`` rows is the answer; the first reaching it with fewer is kept
+    as ``weak``. Returns (answer or None, weak)."""
+    for units, n in zip(sets, reach):
+        if n == 0 or (n < support and weak is not None):
+            break
+        S = state.columns(units)
+        cells, reached = cells_of(S)
+        if reached and n >= support:
+            return (S, cells, True), weak
+        if reached and weak is None:
+            weak = (S, cells)
+    return None, weak
 
 
 def _why_below(state: FittedRules, x: np.ndarray, target: TargetSpec, fixed: Sequence[int], mask: np.ndarray,
@@ -426,16 +460,25 @@ def _why_below(state: FittedRules, x: np.ndarray, target: TargetSpec, fixed: Seq
             f"all of them; best {q:.2f}, changing {[names[j] for j in S]}).")
     frozen = {int(state.unit_of[j]) for j in fixed}
     if frozen:
-        every = [u for u in np.argsort(-state.unit_usage, kind="stable") if state.unit_usage[u] > 0]
-        S2, got, ok = _grow_rule(state, x, target, [int(u) for u in every], mask, pos, lv.pi_c, allow,
+        S2, got, ok = _grow_rule(state, x, target, _used_units(state), mask, pos, lv.pi_c, allow,
                                  cons=None if cons is None else _Reaching(cons.cons))
-        need = [names[j] for j in S2 if int(state.unit_of[j]) in frozen]
         if ok:
-            also = [names[j] for j in S2 if int(state.unit_of[j]) not in frozen]
-            return text + f" Reaching it would need changing the fixed feature(s) {need}" + (
-                f" (with {also})." if also else ".")
+            return text + _fixed_needed(state, S2, frozen)
     return text + (" The surrogate gives no region near this row the target with that probability; "
                    "a lower pi_C gives a rule.")
+
+
+def _used_units(state: FittedRules) -> list[int]:
+    """Every unit the surrogate splits on, most used first."""
+    return [int(u) for u in np.argsort(-state.unit_usage, kind="stable") if state.unit_usage[u] > 0]
+
+
+def _fixed_needed(state: FittedRules, S: tuple[int, ...], frozen: set[int]) -> str:
+    """The fixed features (and the others) of a set S that reaches pi_c, in a sentence."""
+    names = state.feature_names
+    need = [names[j] for j in S if int(state.unit_of[j]) in frozen]
+    also = [names[j] for j in S if int(state.unit_of[j]) not in frozen]
+    return f" Reaching it would need changing the fixed feature(s) {need}" + (f" (with {also})." if also else ".")
 
 
 def local_rule(state: FittedRules, x: Row, target: TargetSpec, *, fixed: Features = None,
