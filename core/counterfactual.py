@@ -286,17 +286,17 @@ def make_target(ens: TreeEnsemble, target: TargetSpec, margin: float | None = No
 def _checked_margin(ens: TreeEnsemble, margin: Any) -> float:
     """A probability margin, checked: a number in (0, 1), for a classifier whose probability is exact."""
     try:
-        margin = float(margin)
+        value = float(margin)
     except (TypeError, ValueError):
         raise QueryError(f"The margin is a probability between 0 and 1; got {margin!r}.") from None
-    if not 0 < margin < 1:
-        raise QueryError(f"The margin is a probability strictly between 0 and 1; got {margin!r}.")
+    if not 0 < value < 1:
+        raise QueryError(f"The margin is a probability strictly between 0 and 1; got {value!r}.")
     if ens.task != "classification":
         raise QueryError("A probability margin is for classifiers; a regressor's target is already an interval.")
     if ens.link == "softmax":
         raise QueryError("A probability margin is not available for a multiclass boosting model (its softmax "
                          "has no exact linear form); use a forest or a binary model, or no margin.")
-    return margin
+    return value
 
 
 def _class_target(ens: TreeEnsemble, target: TargetSpec, margin: float | None) -> Target:

@@ -380,7 +380,8 @@ def _grow_rule(state: FittedRules, x: np.ndarray, target: TargetSpec, units: lis
     beam: list[tuple[int, ...]] = [()]
 
     def cells_of(S: tuple[int, ...]) -> tuple[Any, bool]:
-        return _local_cells(state, x, S, mask, pos, pi_c, allow, cons)
+        found: tuple[Any, bool] = _local_cells(state, x, S, mask, pos, pi_c, allow, cons)
+        return found
 
     for _ in range(len(units)):
         sets = _grown_sets(beam, units)
@@ -425,7 +426,7 @@ def _hybrid_crp(state: FittedRules, x: np.ndarray, sets: list[tuple[int, ...]], 
     for i, S in enumerate(sets):
         cols = list(state.columns(S))
         Z[i][:, cols] = XR[:, cols]
-    g = share[state.global_leaves(Z.reshape(-1, len(x)))].mean(axis=1).reshape(len(sets), len(XR))
+    g: np.ndarray = share[state.global_leaves(Z.reshape(-1, len(x)))].mean(axis=1).reshape(len(sets), len(XR))
     if allow is not None:
         g = np.where(np.stack([_inside(XR, state.columns(S), allow) for S in sets]), g, 0.0)
     return g
@@ -549,7 +550,9 @@ class _LocalQuery:
 
     def cells(self, S: tuple[int, ...]) -> tuple[Any, bool]:
         """S's possible cells and whether one reaches pi_c (:func:`_local_cells`)."""
-        return _local_cells(self.state, self.x, S, self.mask, self.pos, self.lv.pi_c, self.allow, self.cons)
+        found: tuple[Any, bool] = _local_cells(self.state, self.x, S, self.mask, self.pos, self.lv.pi_c, self.allow,
+                                               self.cons)
+        return found
 
     def why_below(self, best: tuple[tuple[int, ...], float]) -> str:
         return _why_below(self.state, self.x, self.target, self.fixed, self.mask, self.pos, self.lv, best,

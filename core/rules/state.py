@@ -223,11 +223,11 @@ def _checked_groups(groups: Any, names: list[str]) -> list[list[int]]:
     if groups is not None and (isinstance(groups, (str, bytes)) or not isinstance(groups, (list, tuple))):
         raise QueryError(f"groups is a list of one-hot groups, each a list of columns (names or indices); got "
                          f"{type(groups).__name__}.")
-    groups = [feature_indices(names, g, error=QueryError, what="groups") for g in groups or []]
-    twice = _in_two_groups(groups, names)
+    out = [feature_indices(names, g, error=QueryError, what="groups") for g in groups or []]
+    twice = _in_two_groups(out, names)
     if twice:
         raise QueryError(f"groups: {twice[:5]} belong to more than one one-hot group; a column is in one group.")
-    return groups
+    return out
 
 
 def _in_two_groups(groups: list[list[int]], names: list[str]) -> list[str]:
