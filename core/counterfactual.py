@@ -104,57 +104,55 @@ class CostModel:
 
 def _per_feature(ens: TreeEnsemble, value: Any, default: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
     """Weights given as None, a number, an array (d,) or (d, 2), or a dict name -> w or (down, up)."""
-    d = ens.n_features
     down, up = default.copy(), default.copy()
     if value is None:
         return down, up
     if isinstance(value, Mapping):
-        for k, v in value.items():
-            j = feature_index(ens.feature_names, k, error=QueryError, what=name)
-            try:
-                if np.ndim(v) == 0:
-                    down[j] = up[j] = float(v)
-                else:
-                    down[j], up[j] = (float(t) for t in v)
-            except (TypeError, ValueError):
-                raise QueryError(f"{name}: the weight of {ens.feature_names[j]!r} is a number, or a pair (decrease, "
-                                 f"increase) of numbers; got {v!r}.") from None
+        _weights_by_name(ens, value, down, up, name)
     else:
-        try:
-            arr = np.asarray(value, dtype=float)
-        except (TypeError, ValueError):
-            raise QueryError(f"{name} is a number, an array of {d} numbers (or ({d}, 2): decrease, increase), or a "
-                             f"dict feature -> weight; got {type(value).__name__} {value!r:.60}.") from None
-        if arr.ndim == 0:
-            down[:] = up[:] = float(arr)
-        elif arr.shape == (d,):
-            down, up = arr.copy(), arr.copy()
-        elif arr.shape == (d, 2):
-            down, up = arr[:, 0].copy(), arr[:, 1].copy()
-        else:
-            raise QueryError(f"{name} has shape {arr.shape}; expected ({d},) or ({d}, 2) for (decrease, increase).")
+        down, up = _weights_array(ens, value, down, up, name)
     if np.any(~np.isfinite(down)) or np.any(~np.isfinite(up)) or np.any(down < 0) or np.any(up < 0):
         raise QueryError(f"{name} must be finite and >= 0.")
     return down, up
 
 
+def _weights_by_name(ens: TreeEnsemble, value: Mapping[Any, Any], down: np.ndarray, up: np.ndarray,
+                     name: str) -> None:
+    """In place: the weights of a dict feature -> w or (down, up)."""
+    for k, v in value.items():
+        j = feature_index(ens.feature_names, k, error=QueryError, what=name)
+        try:
+            if np.ndim(v) == 0:
+                down[j] = up[j] = float(v)
+            else:
+                down[j], up[j] = (float(t) for t in v)
+        except (TypeError, ValueError):
+            raise QueryError(f"{name}: the weight of {ens.feature_names[j]!r} is a number, or a pair (decrease, "
+                             f"increase) of numbers; got {v!r}.") from None
+
+
+def _weights_array(ens: TreeEnsemble, value: Any, down: np.ndarray, up: np.ndarray,
+                   name: str) -> tuple[np.ndarray, np.ndarray]:
+    """The weights of a number (for all), an array (d,) or (d, 2) (decrease, increase)."""
+    d = ens.n_features
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise QueryError(f"{name} is a number, an array of {d} numbers (or ({d}, 2): decrease, increase), or a "
+                         f"dict feature -> weight; got {type(value).__name__} {value!r:.60}.") from None
+    if arr.ndim == 0:
+        down[:] = up[:] = float(arr)
+        return down, up
+    if arr.shape == (d,):
+        return arr.copy(), arr.copy()
+    if arr.shape == (d, 2):
+        return arr[:, 0].copy(), arr[:, 1].copy()
+    raise QueryError(f"{name} has shape {arr.shape}; expected ({d},) or ({d}, 2) for (decrease, increase).")
+
+
 def make_cost_model(ens: TreeEnsemble, norm: Norm = "l1", weights: Weights = None, schema: Schema | None = None) -> CostModel:
     """Build the cost model from a norm name or mix, weights and an optional schema."""
-    mixes = {"l0": (1.0, 0.0, 0.0), "l1": (0.0, 1.0, 0.0), "l2": (0.0, 0.0, 1.0), "linf": (0.0, 1.0, 0.0)}
-    if isinstance(norm, str):
-        if norm not in mixes:
-            raise QueryError(f"Unknown norm {norm!r}; use 'l0', 'l1', 'l2', 'linf' or a dict like "
-                             "{'l0': 0.1, 'l1': 1}.")
-        l0, l1, l2 = mixes[norm]
-    elif isinstance(norm, Mapping):
-        bad = set(norm) - set(mixes)
-        if bad:
-            raise QueryError(f"Unknown norm keys {sorted(bad)}; use 'l0', 'l1' and 'l2'.")
-        l0, l1, l2 = (float(norm.get(k, 0.0)) for k in ("l0", "l1", "l2"))
-        if min(l0, l1, l2) < 0 or l0 + l1 + l2 <= 0:
-            raise QueryError("Norm weights must be >= 0 and not all zero.")
-    else:
-        raise QueryError(f"norm must be a string or a dict, got {type(norm).__name__}.")
+    l0, l1, l2 = _norm_mix(norm)
     d = ens.n_features
     if schema is not None:
         check_schema(ens, schema, QueryError)
@@ -165,11 +163,38 @@ def make_cost_model(ens: TreeEnsemble, norm: Norm = "l1", weights: Weights = Non
     down, up = _per_feature(ens, weights, base_w, "weights")
     linf = isinstance(norm, str) and norm == "linf"
     if schema is not None and not linf:  # a category switch changes two columns: each counts half
-        for cols in schema.groups().values():
-            if len(cols) >= 2:
-                down[cols] *= 0.5
-                up[cols] *= 0.5
+        _halve_groups(schema, down, up)
     return CostModel(l0, l1, l2, down, up, span, combine="max" if linf else "sum")
+
+
+#: the weights (l0, l1, l2) of each norm named
+_MIXES = {"l0": (1.0, 0.0, 0.0), "l1": (0.0, 1.0, 0.0), "l2": (0.0, 0.0, 1.0), "linf": (0.0, 1.0, 0.0)}
+
+
+def _norm_mix(norm: Any) -> tuple[float, float, float]:
+    """The weights (l0, l1, l2) of a norm named, or of a dict of them (each >= 0, not all zero)."""
+    if isinstance(norm, str):
+        if norm not in _MIXES:
+            raise QueryError(f"Unknown norm {norm!r}; use 'l0', 'l1', 'l2', 'linf' or a dict like "
+                             "{'l0': 0.1, 'l1': 1}.")
+        return _MIXES[norm]
+    if not isinstance(norm, Mapping):
+        raise QueryError(f"norm must be a string or a dict, got {type(norm).__name__}.")
+    bad = set(norm) - set(_MIXES)
+    if bad:
+        raise QueryError(f"Unknown norm keys {sorted(bad)}; use 'l0', 'l1' and 'l2'.")
+    l0, l1, l2 = (float(norm.get(k, 0.0)) for k in ("l0", "l1", "l2"))
+    if min(l0, l1, l2) < 0 or l0 + l1 + l2 <= 0:
+        raise QueryError("Norm weights must be >= 0 and not all zero.")
+    return l0, l1, l2
+
+
+def _halve_groups(schema: Schema, down: np.ndarray, up: np.ndarray) -> None:
+    """In place: the weights of each one-hot group's columns halved (a switch changes two of them)."""
+    for cols in schema.groups().values():
+        if len(cols) >= 2:
+            down[cols] *= 0.5
+            up[cols] *= 0.5
 
 
 def check_schema(ens: TreeEnsemble, schema: object, error: type[Exception] = QueryError) -> None:
@@ -184,16 +209,23 @@ def check_schema(ens: TreeEnsemble, schema: object, error: type[Exception] = Que
     names = list(ens.feature_names)
     if schema.names == names:
         return
-    lacks = [n for n in names if n not in schema.names]
-    extra = [n for n in schema.names if n not in names]
-    if lacks or extra:
-        what = (f"the schema lacks {names_text(lacks, 5)}" if lacks else "") + \
-               ("; " if lacks and extra else "") + (f"it has {names_text(extra, 5)} the model does not read"
-                                                   if extra else "")
-    else:
-        what = "the same features in another order"
+    what = _schema_difference(names, list(schema.names))
     raise error(f"The schema's features do not match the model's features ({what}). Infer the schema from a "
                 "table in the model's feature order: infer_schema(X[list(ensemble.feature_names)]).")
+
+
+def _schema_difference(names: list[str], described: list[str]) -> str:
+    """How the schema's features differ from the model's: those it lacks, those it adds, or their order."""
+    lacks = [n for n in names if n not in described]
+    extra = [n for n in described if n not in names]
+    if not (lacks or extra):
+        return "the same features in another order"
+    parts = []
+    if lacks:
+        parts.append(f"the schema lacks {names_text(lacks, 5)}")
+    if extra:
+        parts.append(f"it has {names_text(extra, 5)} the model does not read")
+    return "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -243,40 +275,56 @@ def make_target(ens: TreeEnsemble, target: TargetSpec, margin: float | None = No
     binary boosting (a bound on the margin); a multiclass boosting model's
     softmax is refused (no exact linear form)."""
     if margin is not None:
-        try:
-            margin = float(margin)
-        except (TypeError, ValueError):
-            raise QueryError(f"The margin is a probability between 0 and 1; got {margin!r}.") from None
-        if not 0 < margin < 1:
-            raise QueryError(f"The margin is a probability strictly between 0 and 1; got {margin!r}.")
-        if ens.task != "classification":
-            raise QueryError("A probability margin is for classifiers; a regressor's target is already an interval.")
-        if ens.link == "softmax":
-            raise QueryError("A probability margin is not available for a multiclass boosting model (its softmax "
-                             "has no exact linear form); use a forest or a binary model, or no margin.")
+        margin = _checked_margin(ens, margin)
     if ens.task == "classification":
-        labels = _classes(ens)
-        if isinstance(target, (tuple, list, np.ndarray, dict, set)):
-            raise QueryError(f"A classifier's target is one of its classes {labels}, not an interval or a list "
-                             f"(got {target!r}); intervals are for regressors.")
-        matches = [i for i, c in enumerate(labels) if c == target or str(c) == str(target)]
-        if not matches:
-            raise QueryError(f"Unknown target class {target!r}; the model's classes are {labels}.")
-        return Target("class", class_index=matches[0], label=labels[matches[0]], margin=margin)
+        return _class_target(ens, target, margin)
     if ens.task == "regression":
-        try:
-            lo, hi = (float(v) for v in cast(Sequence[float], target))
-        except (TypeError, ValueError):
-            raise QueryError(f"A regression target is an interval (lo, hi) of predicted values, e.g. (2.0, 3.5); "
-                             f"got {target!r}.") from None
-        if np.isnan(lo) or np.isnan(hi):
-            raise QueryError(f"Target interval ({lo}, {hi}) has a NaN bound; give numbers (-inf or inf for no "
-                             "bound).")
-        if not lo <= hi:
-            raise QueryError(f"Target interval ({lo}, {hi}) is upside down: lo must be <= hi; did you mean "
-                             f"({hi}, {lo})?")
-        return Target("interval", lo=lo, hi=hi)
+        return _interval_target(target)
     raise QueryError("Counterfactuals need a classifier or a regressor, not an anomaly detector.")
+
+
+def _checked_margin(ens: TreeEnsemble, margin: Any) -> float:
+    """A probability margin, checked: a number in (0, 1), for a classifier whose probability is exact."""
+    try:
+        value = float(margin)
+    except (TypeError, ValueError):
+        raise QueryError(f"The margin is a probability between 0 and 1; got {margin!r}.") from None
+    if not 0 < value < 1:
+        raise QueryError(f"The margin is a probability strictly between 0 and 1; got {value!r}.")
+    if ens.task != "classification":
+        raise QueryError("A probability margin is for classifiers; a regressor's target is already an interval.")
+    if ens.link == "softmax":
+        raise QueryError("A probability margin is not available for a multiclass boosting model (its softmax "
+                         "has no exact linear form); use a forest or a binary model, or no margin.")
+    return value
+
+
+def _class_target(ens: TreeEnsemble, target: TargetSpec, margin: float | None) -> Target:
+    """A classifier's target: one of its classes (as the label, or as it is written)."""
+    labels = _classes(ens)
+    if isinstance(target, (tuple, list, np.ndarray, dict, set)):
+        raise QueryError(f"A classifier's target is one of its classes {labels}, not an interval or a list "
+                         f"(got {target!r}); intervals are for regressors.")
+    matches = [i for i, c in enumerate(labels) if c == target or str(c) == str(target)]
+    if not matches:
+        raise QueryError(f"Unknown target class {target!r}; the model's classes are {labels}.")
+    return Target("class", class_index=matches[0], label=labels[matches[0]], margin=margin)
+
+
+def _interval_target(target: TargetSpec) -> Target:
+    """A regressor's target: an interval ``(lo, hi)`` of numbers, not NaN, not upside down."""
+    try:
+        lo, hi = (float(v) for v in cast(Sequence[float], target))
+    except (TypeError, ValueError):
+        raise QueryError(f"A regression target is an interval (lo, hi) of predicted values, e.g. (2.0, 3.5); "
+                         f"got {target!r}.") from None
+    if np.isnan(lo) or np.isnan(hi):
+        raise QueryError(f"Target interval ({lo}, {hi}) has a NaN bound; give numbers (-inf or inf for no "
+                         "bound).")
+    if not lo <= hi:
+        raise QueryError(f"Target interval ({lo}, {hi}) is upside down: lo must be <= hi; did you mean "
+                         f"({hi}, {lo})?")
+    return Target("interval", lo=lo, hi=hi)
 
 
 def at_target(ens: TreeEnsemble, target: TargetSpec, predictions: ArrayLike) -> np.ndarray:
@@ -435,22 +483,32 @@ def default_target(ens: TreeEnsemble, predictions: ArrayLike, row_prediction: La
     """
     ens = _ensemble(ens)
     if ens.task == "classification":
-        classes = _classes(ens)
-        if row_prediction is None:
-            return classes[-1]
-        return next((c for c in classes if not (c == row_prediction or str(c) == str(row_prediction))), classes[0])
+        return _other_class(_classes(ens), row_prediction)
     if ens.task != "regression":
         raise QueryError("A target is an outcome of a classifier or a regressor, not of an anomaly detector.")
     pred = _regression_outputs(predictions)
     if row_prediction is not None:
-        try:
-            row_prediction = float(cast(SupportsFloat, row_prediction))
-        except (TypeError, ValueError):
-            raise QueryError(f"row_prediction is the row's predicted value (a number) or None; got "
-                             f"{row_prediction!r:.60}.") from None
+        row_prediction = _predicted_value(row_prediction)
     lo, med, hi = (float(v) for v in np.quantile(pred, [0.25, 0.5, 0.75]))
     below = row_prediction is None or float(row_prediction) < med
     return (hi, float(np.max(pred))) if below else (float(np.min(pred)), lo)
+
+
+def _other_class(classes: list[Any], row_prediction: Label | None) -> Any:
+    """A classifier's default target: the first class other than the row's (as a label or as
+    written), or, for many rows at once, the last class."""
+    if row_prediction is None:
+        return classes[-1]
+    return next((c for c in classes if not (c == row_prediction or str(c) == str(row_prediction))), classes[0])
+
+
+def _predicted_value(row_prediction: Any) -> float:
+    """A row's predicted value, as a number."""
+    try:
+        return float(cast(SupportsFloat, row_prediction))
+    except (TypeError, ValueError):
+        raise QueryError(f"row_prediction is the row's predicted value (a number) or None; got "
+                         f"{row_prediction!r:.60}.") from None
 
 
 @dataclass(frozen=True)
@@ -580,18 +638,23 @@ def status_guarantee(status: str, found: bool, gap: float = 0.0, bound: float = 
     if status == "infeasible":
         return Guarantee("infeasible", model_kind)
     if status == "stopped":           # the user stopped the search: what is known, with its gap
-        if not found:
-            return Guarantee("not_found", model_kind, note="Stopped before any valid point was found.")
-        within = "an unknown gap" if not np.isfinite(gap) else f"a gap of {100 * gap:.1f}%"
-        proven = f" (proven lower bound {bound:.4g})" if np.isfinite(bound) and bound > 0 else ""
-        return Guarantee("valid_on_model", model_kind, gap=None if not np.isfinite(gap) else float(gap),
-                         bound=float(bound) if np.isfinite(bound) else None,
-                         note=f"Stopped before the proof: within {within} of the optimum{proven}.")
+        return _stopped_guarantee(found, gap, bound, model_kind)
     if found:
         g = None if not np.isfinite(gap) else float(gap)
         return Guarantee("time_limited" if status == "time_limit" else "valid_on_model", model_kind,
                          gap=g, bound=float(bound) if np.isfinite(bound) else None)
     return Guarantee("not_found", model_kind)
+
+
+def _stopped_guarantee(found: bool, gap: float, bound: float, model_kind: ModelKind) -> Guarantee:
+    """What a search the user stopped guarantees: the point found, within its gap, or nothing."""
+    if not found:
+        return Guarantee("not_found", model_kind, note="Stopped before any valid point was found.")
+    within = "an unknown gap" if not np.isfinite(gap) else f"a gap of {100 * gap:.1f}%"
+    proven = f" (proven lower bound {bound:.4g})" if np.isfinite(bound) and bound > 0 else ""
+    return Guarantee("valid_on_model", model_kind, gap=None if not np.isfinite(gap) else float(gap),
+                     bound=float(bound) if np.isfinite(bound) else None,
+                     note=f"Stopped before the proof: within {within} of the optimum{proven}.")
 
 
 def _finite(v: Any) -> float | None:

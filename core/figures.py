@@ -7,6 +7,8 @@ testable from a script.
 
 from __future__ import annotations
 
+import html as _html
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -76,26 +78,8 @@ def counterfactual_changes_figure(result: CounterfactualResult, feature_names: l
     sp = np.ones(len(feature_names)) if span is None else np.asarray(span)
     df["scaled"] = df["change"] / sp[df.index]
     for g, idx in (groups or {}).items():
-        moved = [j for j in idx if j in df.index]
-        if not moved:
-            continue
-        level = {int(j): str(feature_names[j]).split("=", 1)[-1] for j in idx}
-        old = next((level[j] for j in idx if x0[j] > 0.5), "(missing or unseen)")
-        new = next((level[j] for j in idx if x1[j] > 0.5), "(missing or unseen)")
-        df = df.drop(index=moved)
-        df.loc[min(moved)] = {"feature": f"{g}: {old} → {new}", "original": np.nan, "counterfactual": np.nan,
-                              "change": np.nan, "changed": True, "scaled": 1.0}
-    for j in [j for j in df.index if str(feature_names[j]).endswith(SUFFIX)]:   # a state, not a number
-        base = str(feature_names[j])[:-len(SUFFIX)]
-        given = x1[j] < 0.5
-        k = list(map(str, feature_names)).index(base) if base in map(str, feature_names) else None
-        if given and k is not None:              # one bar: "income: missing → 1,200", not a move from the fill
-            df = df.drop(index=[k], errors="ignore")
-            label = f"{base}: missing → {number_text(x1[k])}"
-        else:
-            label = f"{base}: {'missing → a value' if given else 'kept missing'}"
-        df.loc[j] = {"feature": label, "original": np.nan,
-                     "counterfactual": np.nan, "change": np.nan, "changed": True, "scaled": 1.0}
+        df = _one_bar_per_switch(df, g, idx, x0, x1, feature_names)
+    df = _one_bar_per_missing_state(df, x1, feature_names)
     df = df.reindex(df["scaled"].abs().sort_values().index)
     switch = df["change"].isna()
     hover = [f"{text(f)}<br>{'a missing value given one' if ': missing → ' in f else 'a category switch'}" if sw
@@ -111,6 +95,43 @@ def counterfactual_changes_figure(result: CounterfactualResult, feature_names: l
                       height=120 + 28 * max(1, len(df)),
                       margin=dict(l=10, r=10, t=40, b=10))
     return fig
+
+
+def _whole_bar(label: str) -> dict[str, Any]:
+    """A row of the changes' table drawn as a whole bar (a switch of category or of missing state)."""
+    return {"feature": label, "original": np.nan, "counterfactual": np.nan, "change": np.nan, "changed": True,
+            "scaled": 1.0}
+
+
+def _one_bar_per_switch(df: pd.DataFrame, g: str, idx: list[int], x0: np.ndarray, x1: np.ndarray,
+                        feature_names: list[str]) -> pd.DataFrame:
+    """The changed 0/1 columns of one-hot group ``g`` replaced by one bar ``g: old → new``."""
+    moved = [j for j in idx if j in df.index]
+    if not moved:
+        return df
+    level = {int(j): str(feature_names[j]).split("=", 1)[-1] for j in idx}
+    old = next((level[j] for j in idx if x0[j] > 0.5), "(missing or unseen)")
+    new = next((level[j] for j in idx if x1[j] > 0.5), "(missing or unseen)")
+    df = df.drop(index=moved)
+    df.loc[min(moved)] = _whole_bar(f"{g}: {old} → {new}")
+    return df
+
+
+def _one_bar_per_missing_state(df: pd.DataFrame, x1: np.ndarray, feature_names: list[str]) -> pd.DataFrame:
+    """Each changed missing-state column written as a state, not a number: a value given to a
+    missing one is one bar with that value (``income: missing → 1,200``), not a move from the fill."""
+    names = list(map(str, feature_names))
+    for j in [j for j in df.index if str(feature_names[j]).endswith(SUFFIX)]:
+        base = str(feature_names[j])[:-len(SUFFIX)]
+        given = x1[j] < 0.5
+        k = names.index(base) if base in names else None
+        if given and k is not None:
+            df = df.drop(index=[k], errors="ignore")
+            label = f"{base}: missing → {number_text(x1[k])}"
+        else:
+            label = f"{base}: {'missing → a value' if given else 'kept missing'}"
+        df.loc[j] = _whole_bar(label)
+    return df
 
 
 def region_colour_values(regions: Sequence[Region], ens: TreeEnsemble) -> tuple[np.ndarray, str, str]:
@@ -133,24 +154,9 @@ def regions_figure(regions: Sequence[Region], ens: TreeEnsemble, features: tuple
     fa, fb = features
     (xa0, xa1), (xb0, xb1) = view
     vals, label, kind = region_colour_values(regions, ens)
-    if kind == "diverging":
-        scale, lo, hi = "RdBu", 0.0, 1.0
-    elif kind == "categorical":
-        scale, lo, hi = None, 0.0, max(1.0, float(ens.n_classes - 1))
-    else:
-        scale, lo, hi = "Viridis", float(vals.min()) if len(vals) else 0.0, float(vals.max()) if len(vals) else 1.0
-    palette = pc.qualitative.Set2
-    shown = []                                  # the regions inside the view, with their rectangles
-    for r, v in zip(regions, vals):
-        a0, a1 = max(r.lower[fa], xa0), min(r.upper[fa], xa1)
-        b0, b1 = max(r.lower[fb], xb0), min(r.upper[fb], xb1)
-        if a1 > a0 and b1 > b0:
-            shown.append((r, v, a0, a1, b0, b1))
-    if kind == "categorical":
-        colours = [palette[int(v) % len(palette)] for _, v, *_ in shown]
-    else:                                       # one call for all regions (one per region took seconds)
-        ts = [min(max(0.5 if hi == lo else (v - lo) / (hi - lo), 0.0), 1.0) for _, v, *_ in shown]
-        colours = pc.sample_colorscale(scale, ts) if ts else []
+    scale, lo, hi = _colour_scale(kind, vals, ens)
+    shown = _regions_in_view(regions, vals, features, view)     # the regions inside the view, with their rectangles
+    colours = _region_colours(shown, kind, scale, lo, hi)
     traces = []                                 # plain dicts, one figure built once: 2,000 add_trace calls took seconds
     for (r, v, a0, a1, b0, b1), colour in zip(shown, colours):
         hover = (f"{text(ens.feature_names[fa])} ∈ ({r.lower[fa]:.4g}, {r.upper[fa]:.4g}]<br>"
@@ -164,19 +170,62 @@ def regions_figure(regions: Sequence[Region], ens: TreeEnsemble, features: tuple
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip",
                                  marker=dict(colorscale=scale, cmin=lo, cmax=hi, color=[lo], showscale=True,
                                              colorbar=dict(title=label))))
-    if x is not None:
-        fig.add_trace(go.Scatter(x=[x[fa]], y=[x[fb]], mode="markers", name="instance",
-                                 marker=dict(symbol="x", size=14, color="black")))
-    if x is not None and cf is not None:
-        fig.add_trace(go.Scatter(x=[x[fa], cf[fa]], y=[x[fb], cf[fb]], mode="lines+markers", name="counterfactual",
-                                 line=dict(dash="dash", color="black"),
-                                 marker=dict(symbol=["x", "star"], size=[1, 16], color="gold",
-                                             line=dict(width=1, color="black"))))
+    _add_instance(fig, features, x, cf)
     fig.update_layout(title=text(title), xaxis_title=text(ens.feature_names[fa]),
                       yaxis_title=text(ens.feature_names[fb]),
                       xaxis_range=[xa0, xa1], yaxis_range=[xb0, xb1], height=560,
                       margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h"))
     return fig
+
+
+def _colour_scale(kind: str, vals: np.ndarray, ens: TreeEnsemble) -> tuple[str | None, float, float]:
+    """The colour scale of the regions and its ends: a diverging one on [0, 1], the classes, or the values' range."""
+    if kind == "diverging":
+        return "RdBu", 0.0, 1.0
+    if kind == "categorical":
+        return None, 0.0, max(1.0, float(ens.n_classes - 1))
+    return "Viridis", float(vals.min()) if len(vals) else 0.0, float(vals.max()) if len(vals) else 1.0
+
+
+_Shown = tuple[Any, Any, Any, Any, Any, Any]     # a region, its colour value, and its rectangle in the view
+
+
+def _regions_in_view(regions: Sequence[Region], vals: np.ndarray, features: tuple[int, int],
+                     view: tuple[tuple[float, float], ...]) -> list[_Shown]:
+    """The regions with some area inside the view, each with its value and its rectangle clipped to the view."""
+    fa, fb = features
+    (xa0, xa1), (xb0, xb1) = view
+    shown = []
+    for r, v in zip(regions, vals):
+        a0, a1 = max(r.lower[fa], xa0), min(r.upper[fa], xa1)
+        b0, b1 = max(r.lower[fb], xb0), min(r.upper[fb], xb1)
+        if a1 > a0 and b1 > b0:
+            shown.append((r, v, a0, a1, b0, b1))
+    return shown
+
+
+def _region_colours(shown: list[_Shown], kind: str, scale: str | None, lo: float, hi: float) -> list[str]:
+    """Each shown region's colour: its class's in a qualitative palette, else its value's on the scale."""
+    if kind == "categorical":
+        palette = pc.qualitative.Set2
+        return [palette[int(v) % len(palette)] for _, v, *_ in shown]
+    # one call for all regions (one per region took seconds)
+    ts = [min(max(0.5 if hi == lo else (v - lo) / (hi - lo), 0.0), 1.0) for _, v, *_ in shown]
+    return pc.sample_colorscale(scale, ts) if ts else []
+
+
+def _add_instance(fig: go.Figure, features: tuple[int, int], x: np.ndarray | None, cf: np.ndarray | None) -> None:
+    """The instance, and its counterfactual with the path to it, on top of the regions."""
+    if x is None:
+        return
+    fa, fb = features
+    fig.add_trace(go.Scatter(x=[x[fa]], y=[x[fb]], mode="markers", name="instance",
+                             marker=dict(symbol="x", size=14, color="black")))
+    if cf is not None:
+        fig.add_trace(go.Scatter(x=[x[fa], cf[fa]], y=[x[fb], cf[fb]], mode="lines+markers", name="counterfactual",
+                                 line=dict(dash="dash", color="black"),
+                                 marker=dict(symbol=["x", "star"], size=[1, 16], color="gold",
+                                             line=dict(width=1, color="black"))))
 
 
 #: significant digits (of the feature's span) a region's bound is written with in a table for people
@@ -218,21 +267,38 @@ def regions_table(regions: Sequence[Region], ens: TreeEnsemble, features: tuple[
     kinds = [f.kind for f in schema.features] if schema is not None else [None] * ens.n_features
     spans = schema.arrays()["span"] if schema is not None else [None] * ens.n_features
     for j in features:
-        name = ens.feature_names[j]
         if ens.categories[j] is not None:
-            out[f"{name} in"] = [" | ".join(ens.category_label(j, k) for k in range(ens.n_codes(j))
-                                            if r.lower[j] < k <= r.upper[j]) for r in regions]
-            continue
-        integral = kinds[j] in INTEGRAL_KINDS          # whole numbers stay ints beside an infinite bound
-        for side, key in (("lower", f"{name} >"), ("upper", f"{name} <=")):
-            out[key] = pd.Series([_people_bound(getattr(r, side)[j], integral, spans[j]) for r in regions],
-                                 dtype=object if integral else float)
-    out[label] = [round_sig(float(v), 4) for v in vals]
+            out[f"{ens.feature_names[j]} in"] = _allowed_categories(regions, ens, j)
+        else:
+            out.update(_bound_columns(regions, ens.feature_names[j], j, kinds[j] in INTEGRAL_KINDS, spans[j]))
+    out.update(_outcome_columns(regions, vals, label))
+    return pd.DataFrame(out)
+
+
+def _outcome_columns(regions: Sequence[Region], vals: np.ndarray, label: str) -> dict[str, list[Any]]:
+    """The regions' colour value, prediction, distance (4 significant digits) and, for a
+    surrogate's regions, whether the model agrees (a regressor's ``prediction`` is both the first and the second)."""
+    out: dict[str, list[Any]] = {label: [round_sig(float(v), 4) for v in vals]}
     out["prediction"] = [r.prediction for r in regions]
     out["distance"] = [round_sig(float(r.distance), 4) for r in regions]
     if any(r.on_model is not None for r in regions):
         out["model agrees"] = [r.on_model for r in regions]
-    return pd.DataFrame(out)
+    return out
+
+
+def _allowed_categories(regions: Sequence[Region], ens: TreeEnsemble, j: int) -> list[str]:
+    """Each region's categories of categorical feature ``j``, joined with `` | ``."""
+    return [" | ".join(ens.category_label(j, k) for k in range(ens.n_codes(j)) if r.lower[j] < k <= r.upper[j])
+            for r in regions]
+
+
+def _bound_columns(regions: Sequence[Region], name: str, j: int, integral: bool,
+                   span: float | None) -> dict[str, pd.Series]:
+    """The columns ``name >`` and ``name <=`` of numerical feature ``j``, bounds as people read them
+    (whole numbers stay ints beside an infinite bound)."""
+    return {key: pd.Series([_people_bound(getattr(r, side)[j], integral, span) for r in regions],
+                           dtype=object if integral else float)
+            for side, key in (("lower", f"{name} >"), ("upper", f"{name} <="))}
 
 
 def change_keep_counts(tc: TCREx, X: np.ndarray) -> pd.DataFrame:
@@ -297,35 +363,13 @@ def rule_intervals_figure(X: np.ndarray, rule: Box, features: list[int], names: 
     condition written on the bar (``= employed``, ``not in {student}``) and the
     row's own category beside the marker; bounds read as :func:`core.ruletext.conditions`
     writes them."""
-    lo_all, hi_all = X.min(axis=0), X.max(axis=0)
-    span = np.where(hi_all > lo_all, hi_all - lo_all, 1.0)
-    fset = set(features)
-    in_rule = [[j for j in g if j in fset] for g in groups]
-    in_rule = [g for g in in_rule if g]
-    grouped = {j for g in in_rule for j in g}
-    rows: list[tuple[str, list[int]]] = [(names[j], [j]) for j in features if j not in grouped]
-    rows += [(str(names[g[0]]).split("=")[0], g) for g in in_rule]
-    rows.sort(key=lambda r: min(r[1]))
-    labels = [text(label) for label, _ in rows]
+    chart = _RuleRows.of(X, features, names, groups)
+    labels = [text(label) for label, _ in chart.rows]
     fig = go.Figure()
-    fig.add_trace(go.Bar(y=labels, x=[1.0] * len(rows), base=[0.0] * len(rows), orientation="h",
+    fig.add_trace(go.Bar(y=labels, x=[1.0] * len(chart.rows), base=[0.0] * len(chart.rows), orientation="h",
                          marker=dict(color="rgba(180,180,180,0.25)"), name="observed range", hoverinfo="skip"))
     for k, box in enumerate((rule, *alternatives)):
-        conds = {tuple(cols): t for cols, t in conditions(box.lower, box.upper, names, in_rule, features)[0]}
-        a, b, said = [], [], []
-        for label, cols in rows:
-            if len(cols) > 1 or cols[0] in grouped:        # a category: no order, the whole bar
-                a.append(0.0)
-                b.append(1.0)
-                said.append(text(conds.get(tuple(cols), "any").replace(label + " ", "", 1)))
-                continue
-            j = cols[0]
-            lo = box.lower[j] if np.isfinite(box.lower[j]) else lo_all[j]
-            hi = box.upper[j] if np.isfinite(box.upper[j]) else hi_all[j]
-            a.append(float(np.clip((lo - lo_all[j]) / span[j], 0, 1)))
-            b.append(float(np.clip((hi - lo_all[j]) / span[j], 0, 1)))
-            said.append(text(conds.get((j,), "any value")))
-        starts, ends = np.array(a), np.array(b)
+        starts, ends, said = chart.bars(box)
         # only the rule's conditions are written on its bars: the alternatives' bars overlay them (barmode overlay),
         # and their texts, drawn at the same place, made all of them unreadable; theirs are in their hover
         fig.add_trace(go.Bar(y=labels, x=np.maximum(ends - starts, 0.01), base=starts, orientation="h", text=said,
@@ -335,24 +379,85 @@ def rule_intervals_figure(X: np.ndarray, rule: Box, features: list[int], names: 
                              marker=dict(color="rgba(44,160,44,0.65)" if k == 0 else "rgba(31,119,180,0.45)"),
                              width=0.5 if k == 0 else 0.3))
     if x is not None:
-        pos, shown = [], []
-        for _label, cols in rows:
-            if len(cols) > 1 or cols[0] in grouped:        # the row's own category, at the bar's start
-                hot = [j for j in cols if x[j] > 0.5]
-                pos.append(0.0)
-                shown.append(text(str(names[hot[0]]).split("=", 1)[-1]) if hot else "another category")
-            else:
-                j = cols[0]
-                pos.append(float((x[j] - lo_all[j]) / span[j]))
-                shown.append(number_text(x[j]))
+        pos, shown = chart.current(x)
         fig.add_trace(go.Scatter(y=labels, x=pos, mode="markers", name="current value", text=shown,
                                  hovertemplate="%{y}: %{text}<extra></extra>",
                                  marker=dict(color="black", size=12, symbol="line-ns", line=dict(width=3))))
-    fig.update_layout(barmode="overlay", height=170 + 45 * len(rows), margin=dict(l=10, r=10, t=70, b=10),
+    fig.update_layout(barmode="overlay", height=170 + 45 * len(chart.rows), margin=dict(l=10, r=10, t=70, b=10),
                       xaxis=dict(title="position in the feature's observed range (0 = min, 1 = max)",
                                  range=[-0.02, 1.02]),
                       legend=dict(orientation="h", y=1.02, yanchor="bottom"), title="Counterfactual rule")
     return fig
+
+
+def _groups_in(features: list[int], groups: Sequence[Sequence[int]]) -> list[list[int]]:
+    """Each group's columns among ``features``, the groups with none left out."""
+    fset = set(features)
+    in_rule = [[j for j in g if j in fset] for g in groups]
+    return [g for g in in_rule if g]
+
+
+@dataclass(frozen=True)
+class _RuleRows:
+    """The rows of a rule's chart: a feature each, a one-hot group of the rule one row
+    (by its lowest column), on the features' observed ranges."""
+
+    rows: list[tuple[str, list[int]]]
+    names: list[str]
+    features: list[int]
+    in_rule: list[list[int]]            # the groups with a column among the rule's features
+    grouped: set[int]                   # their columns
+    lo_all: np.ndarray
+    hi_all: np.ndarray
+    span: np.ndarray
+
+    @classmethod
+    def of(cls, X: np.ndarray, features: list[int], names: list[str],
+           groups: Sequence[Sequence[int]]) -> "_RuleRows":
+        lo_all, hi_all = X.min(axis=0), X.max(axis=0)
+        span = np.where(hi_all > lo_all, hi_all - lo_all, 1.0)
+        in_rule = _groups_in(features, groups)
+        grouped = {j for g in in_rule for j in g}
+        rows: list[tuple[str, list[int]]] = [(names[j], [j]) for j in features if j not in grouped]
+        rows += [(str(names[g[0]]).split("=")[0], g) for g in in_rule]
+        rows.sort(key=lambda r: min(r[1]))
+        return cls(rows, names, features, in_rule, grouped, lo_all, hi_all, span)
+
+    def is_category(self, cols: list[int]) -> bool:
+        return len(cols) > 1 or cols[0] in self.grouped
+
+    def bars(self, box: Box) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """Where ``box``'s bar starts and ends on each row, and its condition there."""
+        conds = {tuple(cols): t for cols, t in
+                 conditions(box.lower, box.upper, self.names, self.in_rule, self.features)[0]}
+        a, b, said = [], [], []
+        for label, cols in self.rows:
+            if self.is_category(cols):        # a category: no order, the whole bar
+                a.append(0.0)
+                b.append(1.0)
+                said.append(text(conds.get(tuple(cols), "any").replace(label + " ", "", 1)))
+                continue
+            j = cols[0]
+            lo = box.lower[j] if np.isfinite(box.lower[j]) else self.lo_all[j]
+            hi = box.upper[j] if np.isfinite(box.upper[j]) else self.hi_all[j]
+            a.append(float(np.clip((lo - self.lo_all[j]) / self.span[j], 0, 1)))
+            b.append(float(np.clip((hi - self.lo_all[j]) / self.span[j], 0, 1)))
+            said.append(text(conds.get((j,), "any value")))
+        return np.array(a), np.array(b), said
+
+    def current(self, x: np.ndarray) -> tuple[list[float], list[str]]:
+        """The row's place on each row of the chart, and its value there."""
+        pos, shown = [], []
+        for _label, cols in self.rows:
+            if self.is_category(cols):        # the row's own category, at the bar's start
+                hot = [j for j in cols if x[j] > 0.5]
+                pos.append(0.0)
+                shown.append(text(str(self.names[hot[0]]).split("=", 1)[-1]) if hot else "another category")
+            else:
+                j = cols[0]
+                pos.append(float((x[j] - self.lo_all[j]) / self.span[j]))
+                shown.append(number_text(x[j]))
+        return pos, shown
 
 
 def fcca_heatmap_figure(levels: pd.DataFrame, hover_text: pd.DataFrame, Q: float):
@@ -413,12 +518,29 @@ def interval_chart_svg(labels: Sequence[str], values: ArrayLike, lo: ArrayLike, 
     The axis spans 0 and every value and interval (differences may be negative; 0 is
     drawn darker). Returns ``<figure>`` markup with the SVG and its title as caption;
     the SVG has a ``<title>`` and ``role="img"`` for screen readers."""
-    import html as _html
-
     v, a, b = (np.asarray(t, dtype=float).reshape(-1) for t in (values, lo, hi))
     n = len(labels)
     marks = np.array([False] * n if highlight is None else list(highlight), dtype=bool)
-    seen = np.concatenate([v, a, b, [0.0]])
+    low, top, step = _chart_axis(np.concatenate([v, a, b, [0.0]]), share)
+    label_w = int(min(max((len(str(s)) for s in labels), default=4) * 6.6 + 16, width * 0.42))
+    text_w = 170
+    chart = _Chart(low, top, step, share, label_w, width - text_w)
+    height = chart.head + chart.row_h * max(n, 1) + chart.foot
+    out = [f'<svg role="img" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" font-family="Helvetica,Arial,sans-serif" font-size="12">',
+           f"<title>{_html.escape(title)}</title>"]
+    out += chart.grid(n)
+    out.append(f'<text x="{(chart.x0 + chart.x1) / 2:.1f}" y="{height - 6}" text-anchor="middle" fill="#333">'
+               f"{_html.escape(axis)}</text>")
+    for i, name in enumerate(labels):
+        out += chart.line(i, str(name), v[i], a[i], b[i], bool(marks[i]))
+    out.append("</svg>")
+    return f'<figure class="chart">{"".join(out)}<figcaption>{_html.escape(title)}</figcaption></figure>'
+
+
+def _chart_axis(seen: np.ndarray, share: bool) -> tuple[float, float, float]:
+    """The axis of an interval chart: its ends, on round ticks, over every finite value and 0
+    (shares: over [0, 1] too when no value is negative), and the tick step."""
     seen = seen[np.isfinite(seen)]
     low, top = float(seen.min()), float(seen.max())
     if share:
@@ -426,46 +548,58 @@ def interval_chart_svg(labels: Sequence[str], values: ArrayLike, lo: ArrayLike, 
     step = _nice_step(top - low if top > low else 1.0)
     low = step * np.floor(low / step + 1e-9)
     top = step * np.ceil(top / step - 1e-9) if top > low else low + step
+    return low, top, step
 
-    def tick(t: float) -> str:
-        return f"{t:.0%}" if share else number_text(round_sig(t, 6))
 
-    def shown(t: float) -> str:
-        return (f"{t:.1%}" if share else approx_text(t, 3)) if np.isfinite(t) else "–"
+@dataclass(frozen=True)
+class _Chart:
+    """The geometry of an interval chart (:func:`interval_chart_svg`): its axis and where it is drawn."""
 
-    label_w = int(min(max((len(str(s)) for s in labels), default=4) * 6.6 + 16, width * 0.42))
-    text_w = 170
-    x0, x1 = label_w, width - text_w
-    row_h, head, foot = 30, 14, 40
-    height = head + row_h * max(n, 1) + foot
+    low: float
+    top: float
+    step: float
+    share: bool
+    x0: float                       # the axis' left end (after the labels)
+    x1: float                       # its right end (before the values written)
+    row_h: int = 30
+    head: int = 14
+    foot: int = 40
 
-    def x(t: float) -> float:
-        return x0 + (x1 - x0) * min(max((t - low) / (top - low), 0.0), 1.0)
+    def x(self, t: float) -> float:
+        return self.x0 + (self.x1 - self.x0) * min(max((t - self.low) / (self.top - self.low), 0.0), 1.0)
 
-    out = [f'<svg role="img" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" font-family="Helvetica,Arial,sans-serif" font-size="12">',
-           f"<title>{_html.escape(title)}</title>"]
-    for t in np.arange(low, top + step / 2, step):
-        gx, zero = x(t), abs(t) < step * 1e-6
-        out.append(f'<line x1="{gx:.1f}" y1="{head - 4}" x2="{gx:.1f}" y2="{head + row_h * n}" '
-                   f'stroke="{"#888" if zero else "#e3e3e3"}"/>')
-        out.append(f'<text x="{gx:.1f}" y="{head + row_h * n + 14}" text-anchor="middle" fill="#555">'
-                   f"{_html.escape(tick(0.0 if zero else t))}</text>")
-    out.append(f'<text x="{(x0 + x1) / 2:.1f}" y="{height - 6}" text-anchor="middle" fill="#333">'
-               f"{_html.escape(axis)}</text>")
-    for i, name in enumerate(labels):
-        cy = head + row_h * i + row_h / 2
-        colour = "#c0504d" if marks[i] else "#2f6fb0"
-        weight = ' font-weight="bold"' if marks[i] else ""
-        out.append(f'<text x="{x0 - 8}" y="{cy + 4:.1f}" text-anchor="end" fill="#222"{weight}>'
-                   f"{_html.escape(str(name))}</text>")
-        if np.isfinite(a[i]) and np.isfinite(b[i]):
-            out.append(f'<line x1="{x(a[i]):.1f}" y1="{cy:.1f}" x2="{x(b[i]):.1f}" y2="{cy:.1f}" '
+    def tick(self, t: float) -> str:
+        return f"{t:.0%}" if self.share else number_text(round_sig(t, 6))
+
+    def shown(self, t: float) -> str:
+        return (f"{t:.1%}" if self.share else approx_text(t, 3)) if np.isfinite(t) else "–"
+
+    def grid(self, n: int) -> list[str]:
+        """The ticks' vertical lines (0 darker) and their labels under ``n`` lines."""
+        out = []
+        head, row_h, step = self.head, self.row_h, self.step
+        for t in np.arange(self.low, self.top + step / 2, step):
+            gx, zero = self.x(t), abs(t) < step * 1e-6
+            out.append(f'<line x1="{gx:.1f}" y1="{head - 4}" x2="{gx:.1f}" y2="{head + row_h * n}" '
+                       f'stroke="{"#888" if zero else "#e3e3e3"}"/>')
+            out.append(f'<text x="{gx:.1f}" y="{head + row_h * n + 14}" text-anchor="middle" fill="#555">'
+                       f"{_html.escape(self.tick(0.0 if zero else t))}</text>")
+        return out
+
+    def line(self, i: int, name: str, v: float, a: float, b: float, mark: bool) -> list[str]:
+        """Line ``i``: its label, its interval ``[a, b]`` as a bar, its value as a dot, both written at the right."""
+        cy = self.head + self.row_h * i + self.row_h / 2
+        colour = "#c0504d" if mark else "#2f6fb0"
+        weight = ' font-weight="bold"' if mark else ""
+        both = bool(np.isfinite(a) and np.isfinite(b))
+        out = [f'<text x="{self.x0 - 8}" y="{cy + 4:.1f}" text-anchor="end" fill="#222"{weight}>'
+               f"{_html.escape(name)}</text>"]
+        if both:
+            out.append(f'<line x1="{self.x(a):.1f}" y1="{cy:.1f}" x2="{self.x(b):.1f}" y2="{cy:.1f}" '
                        f'stroke="{colour}" stroke-width="3" stroke-linecap="round" opacity="0.55"/>')
-        if np.isfinite(v[i]):
-            out.append(f'<circle cx="{x(v[i]):.1f}" cy="{cy:.1f}" r="5.5" fill="{colour}"/>')
-        span = f" [{shown(a[i])}, {shown(b[i])}]" if np.isfinite(a[i]) and np.isfinite(b[i]) else ""
-        out.append(f'<text x="{x1 + 10}" y="{cy + 4:.1f}" fill="#222"{weight}>'
-                   f"{_html.escape(shown(v[i]) + span)}</text>")
-    out.append("</svg>")
-    return f'<figure class="chart">{"".join(out)}<figcaption>{_html.escape(title)}</figcaption></figure>'
+        if np.isfinite(v):
+            out.append(f'<circle cx="{self.x(v):.1f}" cy="{cy:.1f}" r="5.5" fill="{colour}"/>')
+        span = f" [{self.shown(a)}, {self.shown(b)}]" if both else ""
+        out.append(f'<text x="{self.x1 + 10}" y="{cy + 4:.1f}" fill="#222"{weight}>'
+                   f"{_html.escape(self.shown(v) + span)}</text>")
+        return out

@@ -282,53 +282,84 @@ def _run(prob: CellProblem, allowed: list[np.ndarray], *, mode: str, radius: flo
     block = search_block(prob)
     order = _feature_order(prob, block[0], allowed)
     s = _Search(prob, allowed, order, time.perf_counter() + check_time_limit(time_limit), max_nodes, block)
-    blk = s.blk
-    ub = radius
-    best: tuple[float, np.ndarray] | None = None
-    if mode == "best" and not np.isfinite(ub):  # an upper bound before the search (algorithm 4's role)
+    out = _Found(mode, target_only, max_regions, radius)
+    if mode == "best" and not np.isfinite(out.ub):  # an upper bound before the search (algorithm 4's role)
         cells = _greedy_dive(s, prob)
         if cells is not None:
-            best = (prob.cost_of(cells), cells)
-            ub = best[0]
-    found: list[Region] = []
-    D = len(order)
+            out.best = (prob.cost_of(cells), cells)
+            out.ub = out.best[0]
     stack: list[tuple[int, np.ndarray, float, dict[int, tuple[int, int]]]] = [
-        (0, np.arange(blk.tree_of.size), 0.0, {})]
-    use_bound = target_only
+        (0, np.arange(s.blk.tree_of.size), 0.0, {})]
     while stack:
         if s.out_of_budget():
             break
         k, alive, dist, ranges = stack.pop()
-        if dist > ub * (1 + 1e-12) + 1e-15:  # the bound improved since this node was queued
+        if out.beyond(dist):  # the bound improved since this node was queued
             continue
         s.nodes += 1
-        kids = []
-        for cdist, a, b, members in s.children(k, alive, dist):
-            if cdist > ub * (1 + 1e-12) + 1e-15:
-                break  # children are sorted by distance
-            lb = s.bound(k, members, cdist) if use_bound else cdist
-            if lb > ub * (1 + 1e-12) + 1e-15:
-                continue
-            r2 = dict(ranges)
-            r2[order[k]] = (a, b)
-            if k + 1 < D:
-                kids.append((lb, k + 1, members, cdist, r2))
-                continue
-            reg_cells = _cells_nearest(prob, s.costs, r2)
-            point = prob.point_of(reg_cells)
-            valid = bool(prob.is_valid(point[None, :])[0])
-            if mode == "best":
-                if valid and cdist < (best[0] if best else np.inf):
-                    best = (cdist, reg_cells)
-                    ub = cdist
-            elif valid or not target_only:
-                found.append(_region(prob, r2, members, cdist, s.costs))
-                if len(found) >= max_regions:
-                    s.stopped = True
-                    break
+        kids = _expand(s, out, k, alive, dist, ranges)
         kids.sort(key=lambda t: t[0])  # the child with the smallest lower bound is explored first
         stack.extend(kid[1:] for kid in reversed(kids))
-    return best, found, s
+    return out.best, out.regions, s
+
+
+@dataclass
+class _Found:
+    """What the search has found: mode "best", the nearest valid region's cells and its
+    distance (the bound ``ub``); mode "all", the regions within ``ub`` (valid ones only if
+    ``target_only``), at most ``max_regions``."""
+
+    mode: str
+    target_only: bool
+    max_regions: int
+    ub: float
+    best: tuple[float, np.ndarray] | None = None
+    regions: list[Region] = field(default_factory=list)
+
+    def beyond(self, dist: float) -> bool:
+        """Is ``dist`` past the bound (up to rounding)?"""
+        return dist > self.ub * (1 + 1e-12) + 1e-15
+
+    def leaf(self, s: _Search, ranges: dict[int, tuple[int, int]], members: np.ndarray, dist: float) -> bool:
+        """A region (every dimension decided) at ``dist``: kept as the best, or among the regions.
+        True when the regions reach ``max_regions`` (the search stops)."""
+        prob = s.prob
+        reg_cells = _cells_nearest(prob, s.costs, ranges)
+        point = prob.point_of(reg_cells)
+        valid = bool(prob.is_valid(point[None, :])[0])
+        if self.mode == "best":
+            if valid and dist < (self.best[0] if self.best else np.inf):
+                self.best = (dist, reg_cells)
+                self.ub = dist
+            return False
+        if valid or not self.target_only:
+            self.regions.append(_region(prob, ranges, members, dist, s.costs))
+            if len(self.regions) >= self.max_regions:
+                s.stopped = True
+                return True
+        return False
+
+
+def _expand(s: _Search, out: _Found, k: int, alive: np.ndarray, dist: float,
+            ranges: dict[int, tuple[int, int]]) -> list[tuple[float, int, np.ndarray, float, dict[int, tuple[int, int]]]]:
+    """The children of a node on dimension ``order[k]`` within the bound, each with its lower
+    bound (the pruning bound when only valid regions count); at the last dimension, each is a
+    region, handed to ``out``."""
+    kids = []
+    for cdist, a, b, members in s.children(k, alive, dist):
+        if out.beyond(cdist):
+            break  # children are sorted by distance
+        lb = s.bound(k, members, cdist) if out.target_only else cdist
+        if out.beyond(lb):
+            continue
+        r2 = dict(ranges)
+        r2[s.order[k]] = (a, b)
+        if k + 1 < len(s.order):
+            kids.append((lb, k + 1, members, cdist, r2))
+            continue
+        if out.leaf(s, r2, members, cdist):
+            break
+    return kids
 
 
 # ------------------------------------------------------------------ public API
@@ -423,10 +454,21 @@ def exact_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, nor
         original = model if model is not None or isinstance(ensemble, LinearModel) else ensemble
         return optimal_counterfactual(read, x, target, also_valid_for=also_valid_for, margin=margin, model=original,
                                       constraints=cons, **query)
+    return _nearest_region(read, x, target, query, X_ref=X_ref, model=model, max_nodes=max_nodes,
+                           also_valid_for=also_valid_for, margin=margin)
+
+
+def _nearest_region(read: ModelLike, x: Row, target: TargetSpec, query: dict[str, Any], *, X_ref: Rows | None,
+                    model: ModelLike, max_nodes: int, also_valid_for: Iterable[Any],
+                    margin: float | None) -> CounterfactualResult:
+    """A tree ensemble's nearest region giving ``target`` (branch and bound from the best
+    start), or the start it did not beat; else out of time, or infeasible (proven)."""
     t0 = time.perf_counter()
-    time_limit = check_time_limit(time_limit)
-    ens, prob, ref, roles = _problem(read, x, target, norm, weights, schema, X_ref, also_valid_for, margin,
-                                     fixed=fixed, increase_only=increase_only, decrease_only=decrease_only)
+    time_limit = check_time_limit(query["time_limit"])
+    norm = query["norm"]
+    ens, prob, ref, roles = _problem(read, x, target, norm, query["weights"], query["schema"], X_ref, also_valid_for,
+                                     margin, fixed=query["fixed"], increase_only=query["increase_only"],
+                                     decrease_only=query["decrease_only"])
     params = dict(norm=norm if isinstance(norm, str) else dict(norm), **roles,
                   time_limit=time_limit, target=str(target), method="branch and bound (Blanchart)",
                   margin=margin, also_valid_for=len(prob.others))

@@ -55,6 +55,20 @@ def missing_condition(name: str, lo: float, hi: float) -> str | None:
     return None
 
 
+def _feature_condition(name: str, lo: float, hi: float) -> str | None:
+    """One column's condition (an "is missing" column's state in words), or None when it is unbounded."""
+    state = missing_condition(name, lo, hi)
+    if state is not None:
+        return state
+    if np.isfinite(lo) and np.isfinite(hi):
+        return f"{fmt(lo)} < {name} <= {fmt(hi)}"
+    if np.isfinite(lo):
+        return f"{name} > {fmt(lo)}"
+    if np.isfinite(hi):
+        return f"{name} <= {fmt(hi)}"
+    return None
+
+
 def conditions(lower: np.ndarray, upper: np.ndarray, names: Sequence[str], groups: Sequence[Sequence[int]] = (),
                features: Sequence[int] | None = None) -> tuple[list[tuple[list[int], str]], list[str]]:
     """The rule's conditions as ``(columns, text)`` (one per bounded feature or
@@ -76,18 +90,11 @@ def conditions(lower: np.ndarray, upper: np.ndarray, names: Sequence[str], group
     for j in feats:
         if j in done:
             continue
-        lo, hi = lower[j], upper[j]
-        state = missing_condition(str(names[j]), lo, hi)
-        if state is not None:                     # an "is missing" column: the state in words
-            out.append(([j], state))
-        elif np.isfinite(lo) and np.isfinite(hi):
-            out.append(([j], f"{fmt(lo)} < {names[j]} <= {fmt(hi)}"))
-        elif np.isfinite(lo):
-            out.append(([j], f"{names[j]} > {fmt(lo)}"))
-        elif np.isfinite(hi):
-            out.append(([j], f"{names[j]} <= {fmt(hi)}"))
-        else:
+        text = _feature_condition(str(names[j]), lower[j], upper[j])
+        if text is None:
             free.append(str(names[j]))
+        else:
+            out.append(([j], text))
     out.sort(key=lambda item: min(item[0]))
     return out, free
 

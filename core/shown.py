@@ -87,7 +87,12 @@ def number_text(v: object, grouping: bool = True) -> str:
         return str(v)
     if isinstance(v, (int, np.integer)):
         return f"{int(v):,}" if grouping else str(int(v))
-    x = float(v)
+    return _float_text(float(v), grouping)
+
+
+def _float_text(x: float, grouping: bool) -> str:
+    """:func:`number_text` of a float: missing, infinite, 0, scientific when tiny or huge,
+    else positional (its integer part grouped by thousands)."""
     if math.isnan(x):
         return "missing"
     if math.isinf(x):

@@ -160,13 +160,7 @@ class TCRExResult(Result):
 
     @classmethod
     def _from_body(cls, r: Reader) -> "TCRExResult":
-        rules = tuple(Rule(q.array("lower", -np.inf), q.array("upper", np.inf), q.number("accuracy"),
-                           q.number("feasibility"), int(q.get("edge_rows", 0)),     # absent: saved unchecked
-                           q.number("edge_accepted", default=math.nan), int(q.get("unreachable_rows", 0)))
-                      for q in (Reader(d, "rule") for d in r.get("rules")))
-        metas = tuple(Metarule(q.array("lower", -np.inf), q.array("upper", np.inf), int(q.get("rule")),
-                               int(q.get("worst_case_changes")), int(q.get("node")))
-                      for q in (Reader(d, "metarule") for d in r.get("metarules")))
+        rules, metas = _read_rules(r), _read_metarules(r)
         t = Reader(r.get("metarule_tree"), "metarule tree")
         tree = {k: t.array(k, dtype=float if k == "threshold" else np.int64)
                 for k in ("feature", "threshold", "left", "right", "rule")}
@@ -177,10 +171,48 @@ class TCRExResult(Result):
                    tuple(target) if isinstance(target, list) else target, rules, metas, tree,
                    tuple(np.asarray(g, dtype=float) for g in r.get("grid")), int(r.get("n_cells")),
                    dict(r.get("params")), r.number("elapsed"), Guarantee.from_dict(r.get("guarantee")),
-                   None if schema is None else _schema_of(schema), None if edges is None else EdgeSettings(
-                       np.asarray(edges["integral"], dtype=bool), np.asarray(edges["span"], dtype=float),
-                       tuple(tuple(int(j) for j in g) for g in r.get("groups") if len(g) >= 2),
-                       np.asarray(edges["ones"], dtype=float)))
+                   None if schema is None else _schema_of(schema),
+                   None if edges is None else _read_edges(edges, r.get("groups")))
+
+
+def _with_edge_checks(rules: list[Rule], rows: list[np.ndarray], ok: np.ndarray) -> list[Rule]:
+    """Each rule with its ``edge_rows`` and ``edge_accepted``: ``ok`` holds the model's answers
+    for every rule's rows, one rule after the other."""
+    starts = np.cumsum([0] + [len(r) for r in rows])
+    return [replace(rule, edge_rows=len(r), edge_accepted=float(ok[a:b].mean()) if len(r) else math.nan)
+            for rule, r, a, b in zip(rules, rows, starts[:-1], starts[1:])]
+
+
+def _checked_note(fitted: int, n: int, good: int) -> str:
+    """What the rules' check on the model found: ``good`` of the ``n`` moves accepted."""
+    note = (f"Each rule's accuracy and feasibility are shares of the {fitted:,} rows it was fitted on, with the "
+            "model's outputs on them. ")
+    if n:
+        return note + (f"Applied at its edge to the {n:,} rows it is prescribed to that lack the target, the rules "
+                       f"are accepted by the model itself for {good:,} ({good / n:.1%}); each rule's share is beside "
+                       "it.")
+    return note + "No row lacking the target is prescribed a rule, so no move was checked on the model."
+
+
+def _read_rules(r: Reader) -> tuple[Rule, ...]:
+    """The rules of a saved result (a rule saved unchecked has no ``edge_rows``)."""
+    return tuple(Rule(q.array("lower", -np.inf), q.array("upper", np.inf), q.number("accuracy"),
+                      q.number("feasibility"), int(q.get("edge_rows", 0)),     # absent: saved unchecked
+                      q.number("edge_accepted", default=math.nan), int(q.get("unreachable_rows", 0)))
+                 for q in (Reader(d, "rule") for d in r.get("rules")))
+
+
+def _read_metarules(r: Reader) -> tuple[Metarule, ...]:
+    return tuple(Metarule(q.array("lower", -np.inf), q.array("upper", np.inf), int(q.get("rule")),
+                          int(q.get("worst_case_changes")), int(q.get("node")))
+                 for q in (Reader(d, "metarule") for d in r.get("metarules")))
+
+
+def _read_edges(edges: dict[str, Any], groups: Any) -> EdgeSettings:
+    """How rows move to a rule's edge, as saved (the one-hot groups of two columns or more)."""
+    return EdgeSettings(np.asarray(edges["integral"], dtype=bool), np.asarray(edges["span"], dtype=float),
+                        tuple(tuple(int(j) for j in g) for g in groups if len(g) >= 2),
+                        np.asarray(edges["ones"], dtype=float))
 
 
 def _outputs(y_model: Any, n: int) -> np.ndarray:
@@ -294,11 +326,56 @@ class TCREx:
         groups = _groups(self.groups, names)
         roles = {role: feature_indices(names, keys, error=QueryError, what=role) for role, keys in
                  (("fixed", fixed), ("increase_only", increase_only), ("decrease_only", decrease_only))}
-        n, d = X.shape
-        self.n_features_in_ = d
+        self.n_features_in_ = X.shape[1]
         self.feature_names_ = names
         self.target_ = target
         self.groups_ = [g for g in groups if len(g) >= 2]
+        self._set_roles(roles, names)
+        self._set_reach(X, schema, constraints)
+        mask = output_mask(y, target)
+        if not mask.any():
+            raise NoValidRuleError(f"No fitting point has a model output in the target {target!r}.")
+        self.rules_ = self._maximal_valid_rules(X, y, mask)               # steps a-b
+        try:
+            self._build_metarules(X.shape[1])                             # steps c-e
+            dropped = self._count_unreachable(X, ~mask)
+            guarantee = None if model is None else self._check_on_model(X, mask, model, schema)
+        except Exception:
+            del self.rules_  # never half fitted
+            raise
+        self.result_ = self._fitted_result(len(X), model, dropped, guarantee, t0)
+        self.elapsed_ = self.result_.elapsed
+        return self
+
+    def _set_reach(self, X: np.ndarray, schema: Schema | None,
+                   constraints: Iterable[str] | str | Constraints | None) -> None:
+        """The constraints between features read against the schema (``reach_``), and the edge settings."""
+        self.reach_ = reach_of(constraints, schema, self.feature_names_, fixed=self.fixed_,
+                               increase_only=self.increase_only_, decrease_only=self.decrease_only_)
+        self.schema_ = schema if self.reach_ is not None else None
+        self._seen: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        described = schema is not None and len(schema.features) == X.shape[1]
+        self._edges = EdgeSettings.of(X, schema if described else None, self.groups_)
+
+    def _fitted_result(self, n: int, model: OnModel | None, dropped: list[str], guarantee: Guarantee | None,
+                       t0: float) -> TCRExResult:
+        """The fit's result (its time counted from ``t0``), the constraints' note added to its guarantee."""
+        names = self.feature_names_
+        result = TCRExResult(
+            tuple(str(v) for v in names), tuple(tuple(int(j) for j in g) for g in self.groups_), self.target_,
+            tuple(self.rules_), tuple(self.metarules_), dict(self.metarule_tree_), tuple(self.grid_), self.n_cells_,
+            self._fit_params(n, None if model is None else model.kind, dropped),
+            time.perf_counter() - t0, **({} if guarantee is None else {"guarantee": guarantee}), schema=self.schema_,
+            edges=self._edges)
+        self.result_ = result          # _reach_note reads the params of the result
+        if self.reach_ is None:
+            return result
+        said = result.guarantee
+        return replace(result, guarantee=replace(said, note=f"{said.note} {self._reach_note()}"))
+
+    def _set_roles(self, roles: dict[str, list[int]], names: list[str]) -> None:
+        """The fitted roles: a fixed one-hot column fixes its whole group, and a feature both
+        increase-only and decrease-only is refused (it is fixed)."""
         held = set(roles["fixed"])
         for g in self.groups_:                                           # a category moves as one column
             if held & set(g):
@@ -310,15 +387,11 @@ class TCREx:
         if both:
             raise QueryError(f"{[names[j] for j in both]} are both increase-only and decrease-only; a feature that "
                              "may move neither way is fixed: list it in fixed.")
-        self.reach_ = reach_of(constraints, schema, names, fixed=self.fixed_, increase_only=self.increase_only_,
-                               decrease_only=self.decrease_only_)
-        self.schema_ = schema if self.reach_ is not None else None
-        self._seen: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
-        self._edges = EdgeSettings.of(X, schema if schema is not None and len(schema.features) == d else None,
-                                      self.groups_)
-        mask = output_mask(y, target)
-        if not mask.any():
-            raise NoValidRuleError(f"No fitting point has a model output in the target {target!r}.")
+
+    def _maximal_valid_rules(self, X: np.ndarray, y: np.ndarray, mask: np.ndarray) -> list[Rule]:
+        """Steps a-b: the surrogate's candidate rules, those valid for ``tau`` and ``rho``
+        (eq. 2), and of them the maximal ones (eqs. 11-12), in the candidates' order."""
+        n, d = X.shape
         lower, upper = self._candidates(X, y, n, d)                      # step a
         lower, upper = self._categorical_fix(lower, upper)
         inside = self._contains(X, lower, upper)
@@ -329,35 +402,22 @@ class TCREx:
         if not valid.any():
             raise NoValidRuleError(
                 f"No rule reaches accuracy {self.tau} with at least {self.rho:.0%} of the data for target "
-                f"{target!r}; lower tau or rho.")
+                f"{self.target_!r}; lower tau or rho.")
         idx = np.flatnonzero(valid)
         lo_v, hi_v = lower[idx], upper[idx]
         keep = self._maximal(lo_v, hi_v)                                  # eqs. 11-12
         order = idx[keep]
-        self.rules_ = [Rule(lower[i].copy(), upper[i].copy(), float(acc[i]), float(feas[i])) for i in order]
-        try:
-            self._build_metarules(d)                                      # steps c-e
-            dropped = self._count_unreachable(X, ~mask)
-            guarantee = None if model is None else self._check_on_model(X, mask, model, schema)
-        except Exception:
-            del self.rules_  # never half fitted
-            raise
-        self.result_ = TCRExResult(
-            tuple(str(v) for v in names), tuple(tuple(int(j) for j in g) for g in self.groups_), target,
-            tuple(self.rules_), tuple(self.metarules_), dict(self.metarule_tree_), tuple(self.grid_), self.n_cells_,
-            {"rho": self.rho, "tau": self.tau, "n_trees": self.n_trees, "max_cells": self.max_cells,
-             "groups": [[names[j] for j in g] for g in self.groups_], "random_state": self.random_state,
-             "target": target, "n_rows": int(n),
-             **{role: [names[j] for j in cols] for role, cols in self._roles().items() if cols},
-             **({} if model is None else {"checked_on": model.kind}),
-             **({} if self.reach_ is None else {"constraints": self.reach_.texts, "unreachable_rules": dropped})},
-            time.perf_counter() - t0, **({} if guarantee is None else {"guarantee": guarantee}), schema=self.schema_,
-            edges=self._edges)
-        if self.reach_ is not None:
-            said = self.result_.guarantee
-            self.result_ = replace(self.result_, guarantee=replace(said, note=f"{said.note} {self._reach_note()}"))
-        self.elapsed_ = self.result_.elapsed
-        return self
+        return [Rule(lower[i].copy(), upper[i].copy(), float(acc[i]), float(feas[i])) for i in order]
+
+    def _fit_params(self, n: int, checked_on: str | None, dropped: list[str]) -> dict[str, Any]:
+        """The result's ``params``: the settings, the roles and constraints, what the rules were checked on."""
+        names = self.feature_names_
+        return {"rho": self.rho, "tau": self.tau, "n_trees": self.n_trees, "max_cells": self.max_cells,
+                "groups": [[names[j] for j in g] for g in self.groups_], "random_state": self.random_state,
+                "target": self.target_, "n_rows": int(n),
+                **{role: [names[j] for j in cols] for role, cols in self._roles().items() if cols},
+                **({} if checked_on is None else {"checked_on": checked_on}),
+                **({} if self.reach_ is None else {"constraints": self.reach_.texts, "unreachable_rules": dropped})}
 
     def _count_unreachable(self, X: np.ndarray, lacking: np.ndarray) -> list[str]:
         """Under constraints: each rule's ``unreachable_rows`` (fitting rows lacking the target whose
@@ -401,19 +461,10 @@ class TCREx:
         rows = [np.flatnonzero((assigned == k) & ~at_target) for k in range(len(self.rules_))]
         Z = np.vstack([X[:0]] + [moved[r] for r in rows])
         ok = model.accepts(Z, self.target_)
-        starts = np.cumsum([0] + [len(r) for r in rows])
-        self.rules_ = [replace(rule, edge_rows=len(r), edge_accepted=float(ok[a:b].mean()) if len(r) else math.nan)
-                       for rule, r, a, b in zip(self.rules_, rows, starts[:-1], starts[1:])]
+        self.rules_ = _with_edge_checks(self.rules_, rows, ok)
         n, good = len(ok), int(ok.sum())
-        note = (f"Each rule's accuracy and feasibility are shares of the {len(X):,} rows it was fitted on, with the "
-                "model's outputs on them. ")
-        if n:
-            note += (f"Applied at its edge to the {n:,} rows it is prescribed to that lack the target, the rules "
-                     f"are accepted by the model itself for {good:,} ({good / n:.1%}); each rule's share is beside "
-                     "it.")
-        else:
-            note += "No row lacking the target is prescribed a rule, so no move was checked on the model."
-        return Guarantee("valid_on_model" if n and good == n else "estimated", model.kind, note=note)
+        return Guarantee("valid_on_model" if n and good == n else "estimated", model.kind,
+                         note=_checked_note(len(X), n, good))
 
     @classmethod
     def from_result(cls, result: TCRExResult) -> "TCREx":
@@ -430,13 +481,7 @@ class TCREx:
         names = list(result.feature_names)
         for role in ("fixed", "increase_only", "decrease_only"):
             setattr(est, role + "_", feature_indices(names, p.get(role), error=QueryError, what=role))
-        texts = p.get("constraints") or []
-        if texts and result.schema is None:
-            raise QueryError("This T-CREx result names constraints between features but not the schema they are read "
-                             "against; it cannot be read back.")
-        est.reach_ = reach_of(texts, result.schema, names, fixed=est.fixed_, increase_only=est.increase_only_,
-                              decrease_only=est.decrease_only_) if texts else None
-        est.schema_ = result.schema if est.reach_ is not None else None
+        est._read_reach(result, names)
         est._seen = {}
         est._edges = result.edges if result.edges is not None else EdgeSettings(     # saved without: continuous
             np.zeros(len(names), dtype=bool), np.ones(len(names)), tuple(tuple(g) for g in est.groups_),
@@ -449,6 +494,16 @@ class TCREx:
         est.result_ = result
         est.elapsed_ = result.elapsed
         return est
+
+    def _read_reach(self, result: TCRExResult, names: list[str]) -> None:
+        """The constraints between features a result names, read against its schema (``reach_``)."""
+        texts = result.params.get("constraints") or []
+        if texts and result.schema is None:
+            raise QueryError("This T-CREx result names constraints between features but not the schema they are read "
+                             "against; it cannot be read back.")
+        self.reach_ = reach_of(texts, result.schema, names, fixed=self.fixed_, increase_only=self.increase_only_,
+                               decrease_only=self.decrease_only_) if texts else None
+        self.schema_ = result.schema if self.reach_ is not None else None
 
     def _candidates(self, X, y, n, d):
         from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
@@ -877,7 +932,17 @@ class TCREx:
             return lost + ("No rule is reachable without moving a fixed feature or moving a one-way feature the "
                            "wrong way" + (" or breaking a constraint between features." if reach is not None
                                           else "."))
-        r = self.rules_[k]
+        change, keep, ruled = self._change_keep(self.rules_[k], a)
+        out = f"{lost}Rule {k}: "
+        out += ("change " + ", ".join(change)) if change else "no change needed"
+        if keep:
+            out += "; keep " + ", ".join(keep)
+        if reach is not None:
+            out += self._moved_too(a, ruled)
+        return out
+
+    def _change_keep(self, r: Rule, a: np.ndarray) -> tuple[list[str], list[str], set[int]]:
+        """The rule's conditions the row must change to meet, those it already meets, and their columns."""
         change: list[str] = []
         keep: list[str] = []
         ruled: set[int] = set()
@@ -885,17 +950,14 @@ class TCREx:
             inside = all(r.lower[j] < a[j] <= r.upper[j] for j in cols)
             (keep if inside else change).append(txt)
             ruled |= set(cols)
-        out = f"{lost}Rule {k}: "
-        out += ("change " + ", ".join(change)) if change else "no change needed"
-        if keep:
-            out += "; keep " + ", ".join(keep)
-        if reach is not None:
-            z = self.moves(a[None, :])[0]
-            also = [f"{self.feature_names_[j]} to {number_text(z[j])}" for j in range(len(a))
-                    if j not in ruled and not (z[j] == a[j] or np.isnan(z[j]) and np.isnan(a[j]))]
-            if also:
-                out += "; with " + ", ".join(also) + ", as the constraints between features ask"
-        return out
+        return change, keep, ruled
+
+    def _moved_too(self, a: np.ndarray, ruled: set[int]) -> str:
+        """Under constraints: the features outside the rule's conditions the row's least move changes."""
+        z = self.moves(a[None, :])[0]
+        also = [f"{self.feature_names_[j]} to {number_text(z[j])}" for j in range(len(a))
+                if j not in ruled and not (z[j] == a[j] or np.isnan(z[j]) and np.isnan(a[j]))]
+        return "; with " + ", ".join(also) + ", as the constraints between features ask" if also else ""
 
     def to_text(self, outcome: str | None = None) -> str:
         """The rules and metarules as text; ``outcome``: the target as the analyst
@@ -903,25 +965,31 @@ class TCREx:
         never ``np.int64(1)``)."""
         target = outcome if outcome is not None else _target_text(self.target_)
         lines = [f"T-CREx rules for target {target} (tau={self.tau}, rho={self.rho}):"]
-        for k, r in enumerate(self.rules_):
-            edge = (f", accepted by the model at its edge for {r.edge_accepted:.1%} of {r.edge_rows:,} rows"
-                    if r.edge_rows else "")
-            lost = (f", out of reach under the constraints for {r.unreachable_rows:,} fitting rows its metarule "
-                    "gives it" if r.unreachable_rows else "")
-            lines.append(f"  R{k}: IF {self.rule_text(k)}  [accuracy {r.accuracy:.3f}, feasibility "
-                         f"{r.feasibility:.3f}{edge}{lost}]")
+        lines += [self._rule_line(k, r) for k, r in enumerate(self.rules_)]
         lines.append("Metarules (for whom each rule is the best option):")
-        for m in self.metarules_:
-            conds = [t for _, t in self._conditions(m.lower, m.upper)]
-            lines.append(f"  IF {' and '.join(conds) or 'anything'} THEN R{m.rule} "
-                         f"(at most {m.worst_case_changes} change(s))" if m.rule >= 0 else
-                         f"  IF {' and '.join(conds) or 'anything'} THEN no reachable rule")
+        lines += [self._metarule_line(m) for m in self.metarules_]
         reach = getattr(self, "reach_", None)
         if reach is not None:
             lines.append("Constraints between features in force: " + "; ".join(reach.texts) + ".")
         if hasattr(self, "result_"):
             lines.append(guarantee_line(self.result_.guarantee, "this set of rules"))
         return "\n".join(lines)
+
+    def _rule_line(self, k: int, r: Rule) -> str:
+        """Rule ``k`` as a line of :meth:`to_text`: its conditions, accuracy, feasibility and checks."""
+        edge = (f", accepted by the model at its edge for {r.edge_accepted:.1%} of {r.edge_rows:,} rows"
+                if r.edge_rows else "")
+        lost = (f", out of reach under the constraints for {r.unreachable_rows:,} fitting rows its metarule "
+                "gives it" if r.unreachable_rows else "")
+        return (f"  R{k}: IF {self.rule_text(k)}  [accuracy {r.accuracy:.3f}, feasibility "
+                f"{r.feasibility:.3f}{edge}{lost}]")
+
+    def _metarule_line(self, m: Metarule) -> str:
+        """A metarule as a line of :meth:`to_text`: its conditions and its rule (or none reachable)."""
+        conds = [t for _, t in self._conditions(m.lower, m.upper)]
+        return (f"  IF {' and '.join(conds) or 'anything'} THEN R{m.rule} "
+                f"(at most {m.worst_case_changes} change(s))" if m.rule >= 0 else
+                f"  IF {' and '.join(conds) or 'anything'} THEN no reachable rule")
 
     def to_dict(self, conditions: Callable[[np.ndarray, np.ndarray], list[dict[str, Any]]] | None = None,
                 outcome: str | None = None) -> dict[str, Any]:
@@ -968,23 +1036,30 @@ class TCREx:
         for i in range(len(t["feature"])):
             pen = ', penwidth=3, color="#d62728"' if i in hl else ""
             if t["feature"][i] >= 0:
-                j = int(t["feature"][i])
-                label, yes_no = f"{self.feature_names_[j]} <= {bound_text(t['threshold'][i])}", ("yes", "no")
-                group = next((g for g in self.groups_ if j in g), None)
-                if group is not None and 0 <= t["threshold"][i] < 1:   # a one-hot column: "is the category c?"
-                    name = str(self.feature_names_[j])
-                    label, yes_no = (f"{name.split('=', 1)[0]} = {name.split('=', 1)[1]}?" if "=" in name
-                                     else f"{name}?"), ("no", "yes")
-                lines.append(f'  n{i} [label="{dot_label(label)}", fillcolor="#ffffff"{pen}];')
-                for child, lab in zip((t["left"][i], t["right"][i]), yes_no):
-                    edge_pen = ', penwidth=3, color="#d62728"' if (i in hl and int(child) in hl) else ""
-                    lines.append(f'  n{i} -> n{int(child)} [label="{lab}"{edge_pen}];')
+                lines += self._split_lines(i, hl, pen)
             else:
                 r = int(t["rule"][i])
                 label, fill = (f"R{r}", palette[r % len(palette)]) if r >= 0 else ("no reachable rule", "#ffffff")
                 lines.append(f'  n{i} [label="{label}", fillcolor="{fill}"{pen}];')
         lines.append("}")
         return "\n".join(lines)
+
+    def _split_lines(self, i: int, hl: set[int], pen: str) -> list[str]:
+        """Split node ``i`` of the metarule tree and its two edges, in DOT (a one-hot column asked as
+        "is the category c?", its yes on the right)."""
+        t = self.metarule_tree_
+        j = int(t["feature"][i])
+        label, yes_no = f"{self.feature_names_[j]} <= {bound_text(t['threshold'][i])}", ("yes", "no")
+        group = next((g for g in self.groups_ if j in g), None)
+        if group is not None and 0 <= t["threshold"][i] < 1:   # a one-hot column: "is the category c?"
+            name = str(self.feature_names_[j])
+            label, yes_no = (f"{name.split('=', 1)[0]} = {name.split('=', 1)[1]}?" if "=" in name
+                             else f"{name}?"), ("no", "yes")
+        lines = [f'  n{i} [label="{dot_label(label)}", fillcolor="#ffffff"{pen}];']
+        for child, lab in zip((t["left"][i], t["right"][i]), yes_no):
+            edge_pen = ', penwidth=3, color="#d62728"' if (i in hl and int(child) in hl) else ""
+            lines.append(f'  n{i} -> n{int(child)} [label="{lab}"{edge_pen}];')
+        return lines
 
     def decision_path(self, x: Row) -> list[int]:
         a = self._check(x)[0]

@@ -77,7 +77,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -279,12 +279,61 @@ def fcca(ensemble: ModelLike, X: Rows, y: ArrayLike, *, schema: Schema | None = 
     mix = _cost_mix(norm, {"l0": lambda0, "l1": lambda1, "l2": lambda2})
     s = FCCASettings(p0=p0, p1=p1, lambda0=mix["l0"], lambda1=mix["l1"], lambda2=mix["l2"], eps=eps,
                      max_points=max_points, time_limit=time_limit)
+    ens, A, labels, names, eps_arr, schema = _read_rows(ensemble, X, y, schema, s)
+    cons = _constraints(constraints, schema)
+    free = _free_schema(schema, ens)
+
+    checker = _checker(model, surrogate)
+    deadline = None if run_time_limit is None else time.time() + float(run_time_limit)
+    own = ens.predict(A)
+    pred = own if checker is None else np.asarray(checker.predict(A))      # the model's own decisions
+    cand, n_candidates = _select(ens, A, labels, pred, s, own)
+    t_select = time.perf_counter()
+    norm = {"l0": float(s.lambda0), "l1": float(s.lambda1), "l2": float(s.lambda2)}
+    kwargs = dict(schema=free, norm=norm, time_limit=float(s.time_limit), X_ref=A, warm=True,
+                  n_workers=1 if (n_jobs != 1 or scheduler) else 2, constraints=cons)
+    results = _counterfactuals(ens.classes, A, cand, pred, partial(_one_row, ensemble=ens, kwargs=kwargs, deadline=deadline),
+                               partial(map_rows, n_jobs=n_jobs, chunk_size="auto", progress=progress,
+                                       should_stop=should_stop, scheduler=scheduler))
+    t_cf = time.perf_counter()
+
+    levels = feature_levels(ens, [f.kind for f in schema.features])   # the splits a counterfactual can cross
+    pairs = _pairs(A, cand, results, levels, eps_arr)
+    if not pairs.rows:
+        raise _no_pairs(pairs, cand.size, cons)
+    checked = None if checker is None else _check_pairs(checker, ens, np.array(pairs.xces), pred[pairs.rows])
+    t_end = time.perf_counter()
+    timings = {"select": t_select - t_start, "counterfactuals": t_cf - t_select, "thresholds": t_end - t_cf,
+               "total": t_end - t_start}
+    kind, table = _thresholds(pairs, names, checker, surrogate, checked)
+    fidelity, boundary = (None, None) if surrogate is None else (surrogate.fidelity, surrogate.boundary_fidelity)
+    return FCCAResult(names, A, labels, pred, np.array(pairs.rows, dtype=int), np.array(pairs.x0s),
+                      np.array(pairs.xces), np.array(pairs.costs), pairs.pair_t, table, eps_arr, pairs.statuses,
+                      _params(s, n_jobs, run_time_limit, cons), timings, n_candidates, any(r is None for r in results),
+                      ens, kind, fidelity, boundary, checked)
+
+
+class _Rows(NamedTuple):
+    """The rows as read: the ensemble and rows with their "is missing" columns, the labels,
+    the columns' names, the tolerance per column and the schema."""
+
+    ens: TreeEnsemble
+    A: np.ndarray
+    y: np.ndarray
+    names: list[str]
+    eps: np.ndarray
+    schema: Schema
+
+
+def _read_rows(ensemble: ModelLike, X: Rows, y: ArrayLike, schema: Schema | None, s: FCCASettings) -> _Rows:
+    """The classifier, its rows and labels read and checked, missing values made one more
+    state of their column (:func:`core.model.missing.missing_as_states`), the schema inferred when not given."""
     ens = as_ensemble(ensemble)
     if not ens.is_classifier:
         raise FCCAError(f"FCCA explains a classifier's decisions; this model is a {ens.task} model.")
     check_schema(ens, schema, FCCAError)
     A = as_table(X, ens.feature_names, error=FCCAError, missing=True)
-    y = _labels(y, len(A))
+    labels = _labels(y, len(A))
     d = ens.n_features
     eps_arr = _check_settings(s, ens, A)
     ens, A, _ = missing_as_states(ens, A, error=FCCAError)     # missing values: one more state of a column
@@ -292,59 +341,61 @@ def fcca(ensemble: ModelLike, X: Rows, y: ArrayLike, *, schema: Schema | None = 
     eps_arr = np.concatenate([eps_arr, np.ones(len(names) - d)])   # an "is missing" column: 0 or 1
     if schema is None:
         schema = infer_schema(pd.DataFrame(A[:, :d], columns=names[:d]), protected=[])
-    schema = with_missing_states(schema, ens)
-    cons = _constraints(constraints, schema)
+    return _Rows(ens, A, labels, names, eps_arr, with_missing_states(schema, ens))
+
+
+def _params(s: FCCASettings, n_jobs: int, run_time_limit: float | None, cons: Constraints) -> dict[str, Any]:
+    """The result's ``params``: the settings, and the constraints' texts when there are any."""
+    return {"p0": s.p0, "p1": s.p1, "lambda0": s.lambda0, "lambda1": s.lambda1, "lambda2": s.lambda2,
+            "max_points": s.max_points, "time_limit": s.time_limit, "n_jobs": n_jobs,
+            "run_time_limit": run_time_limit, **({"constraints": cons.texts} if len(cons) else {})}
+
+
+def _thresholds(pairs: _Pairs, names: list[str], checker: OnModel | None, surrogate: Surrogate | None,
+                checked: np.ndarray | None) -> tuple[str, pd.DataFrame]:
+    """The kind of model answered, and the thresholds' table (whose splits they are, and, checked
+    on the model, how many of each threshold's pairs it accepts)."""
+    kind = "tree_ensemble" if checker is None else checker.kind
+    source = "model" if kind == "tree_ensemble" and surrogate is None else "surrogate"
+    return kind, _threshold_table(pairs.pair_t, names, source, None if checked is None else
+                                  {r for r, ok in zip(pairs.rows, checked) if ok})
+
+
+def _free_schema(schema: Schema, ens: TreeEnsemble) -> Schema:
+    """The schema the counterfactuals are found under: every feature free (FCCA asks where the
+    model's splits are, not what a person may change), but an "is missing" column may only go
+    down (a missing value may become a value, a value never becomes missing)."""
     free = schema
     states = set(indicator_of(ens).values())
     for j, f in enumerate(schema.features):
-        if j in states:                   # "is missing": may become a value, a value never becomes missing
+        if j in states:
             free = free.with_updates(f.name, actionability="decrease")
         elif f.actionability != "free":
             free = free.with_updates(f.name, actionability="free")
+    return free
 
-    checker = _checker(model, surrogate)
-    deadline = None if run_time_limit is None else time.time() + float(run_time_limit)
-    own = ens.predict(A)
-    pred = own if checker is None else np.asarray(checker.predict(A))      # the model's own decisions
-    cand, n_candidates = _select(ens, A, y, pred, s, own)
-    t_select = time.perf_counter()
-    norm = {"l0": float(s.lambda0), "l1": float(s.lambda1), "l2": float(s.lambda2)}
-    kwargs = dict(schema=free, norm=norm, time_limit=float(s.time_limit), X_ref=A, warm=True,
-                  n_workers=1 if (n_jobs != 1 or scheduler) else 2, constraints=cons)
-    others = {c: [o for o in ens.classes if o != c] for c in ens.classes}
-    order = np.random.default_rng(0).permutation(cand.size)     # any prefix of the run: an even spread of M
+
+def _counterfactuals(classes: Any, A: np.ndarray, cand: np.ndarray, pred: np.ndarray,
+                     one_row: Callable[[Any], Any], run_rows: Callable[..., Iterable[Any]]) -> list[Any]:
+    """Phase 1: a counterfactual of each row of M to any other class, run in a random order (any
+    prefix of the run, when it stops early, is an even spread of M) and returned in M's order."""
+    others = {c: [o for o in classes if o != c] for c in classes}
+    order = np.random.default_rng(0).permutation(cand.size)
     items = [(A[cand[k]], others[pred[cand[k]]]) for k in order]
-    done = map_rows(partial(_one_row, ensemble=ens, kwargs=kwargs, deadline=deadline), items, n_jobs=n_jobs,
-                    chunk_size="auto", progress=progress, should_stop=should_stop, scheduler=scheduler)
+    done = run_rows(one_row, items)
     results: list[Any] = [None] * cand.size
     for k, res in zip(order, done):
         results[k] = res
-    t_cf = time.perf_counter()
+    return results
 
-    levels = feature_levels(ens, [f.kind for f in schema.features])   # the splits a counterfactual can cross
-    pairs = _pairs(A, cand, results, levels, eps_arr)
-    if not pairs.rows:
-        if len(cons) and pairs.statuses.get("infeasible", 0) == cand.size:
-            raise FCCAError(f"None of the {cand.size} selected rows has a counterfactual under the constraints between "
-                            f"features ({'; '.join(cons.texts)}): each is precluded (proven). Loosen the constraints.")
-        raise FCCAError(f"No counterfactual was found for the {cand.size} selected rows "
-                        f"(statuses: {pairs.statuses}); raise the time limit.")
-    checked = None if checker is None else _check_pairs(checker, ens, np.array(pairs.xces), pred[pairs.rows])
-    t_end = time.perf_counter()
-    params = {"p0": s.p0, "p1": s.p1, "lambda0": s.lambda0, "lambda1": s.lambda1, "lambda2": s.lambda2,
-              "max_points": s.max_points, "time_limit": s.time_limit, "n_jobs": n_jobs,
-              "run_time_limit": run_time_limit, **({"constraints": cons.texts} if len(cons) else {})}
-    timings = {"select": t_select - t_start, "counterfactuals": t_cf - t_select, "thresholds": t_end - t_cf,
-               "total": t_end - t_start}
-    kind = "tree_ensemble" if checker is None else checker.kind
-    source = "model" if kind == "tree_ensemble" and surrogate is None else "surrogate"
-    table = _threshold_table(pairs.pair_t, names, source, None if checked is None else
-                             {r for r, ok in zip(pairs.rows, checked) if ok})
-    return FCCAResult(names, A, y, pred, np.array(pairs.rows, dtype=int), np.array(pairs.x0s),
-                      np.array(pairs.xces), np.array(pairs.costs), pairs.pair_t, table, eps_arr, pairs.statuses,
-                      params, timings, n_candidates, any(r is None for r in results), ens, kind,
-                      None if surrogate is None else surrogate.fidelity,
-                      None if surrogate is None else surrogate.boundary_fidelity, checked)
+
+def _no_pairs(pairs: _Pairs, n: int, cons: Constraints) -> FCCAError:
+    """Why none of the ``n`` selected rows gave a counterfactual: the constraints preclude each, or time ran out."""
+    if len(cons) and pairs.statuses.get("infeasible", 0) == n:
+        return FCCAError(f"None of the {n} selected rows has a counterfactual under the constraints between "
+                         f"features ({'; '.join(cons.texts)}): each is precluded (proven). Loosen the constraints.")
+    return FCCAError(f"No counterfactual was found for the {n} selected rows "
+                     f"(statuses: {pairs.statuses}); raise the time limit.")
 
 
 def _constraints(constraints: Any, schema: Schema) -> Constraints:
@@ -422,20 +473,8 @@ def _check_settings(s: FCCASettings, ens: TreeEnsemble, A: np.ndarray) -> np.nda
         raise FCCAError(f"Need 0 <= p0 <= p1 <= 1; got p0={s.p0}, p1={s.p1}.")
     if min(s.lambda0, s.lambda1, s.lambda2) < 0 or s.lambda0 + s.lambda1 + s.lambda2 <= 0:
         raise FCCAError("lambda0, lambda1 and lambda2 must be >= 0 and not all zero.")
-    d = ens.n_features
     try:
-        if s.eps is None:
-            eps_arr = default_eps(A)
-        elif isinstance(s.eps, dict):
-            eps_arr = default_eps(A)
-            for k, v in s.eps.items():
-                eps_arr[feature_index(ens.feature_names, k, error=FCCAError, what="eps")] = float(v)
-        else:
-            arr = np.asarray(s.eps, dtype=float)
-            if arr.shape not in ((), (d,)):
-                raise FCCAError(f"eps has shape {arr.shape}; give one number, {d} numbers (one per feature) or a "
-                                "dict feature -> number.")
-            eps_arr = np.broadcast_to(arr, (d,)).copy()
+        eps_arr = _eps(s.eps, ens, A)
     except (TypeError, ValueError) as exc:
         if isinstance(exc, FCCAError):
             raise
@@ -444,6 +483,24 @@ def _check_settings(s: FCCASettings, ens: TreeEnsemble, A: np.ndarray) -> np.nda
     if np.any(~np.isfinite(eps_arr)) or np.any(eps_arr < 0):
         raise FCCAError(f"eps (the tolerance per feature) must be finite and >= 0; got {s.eps!r:.60}.")
     return eps_arr
+
+
+def _eps(eps: Any, ens: TreeEnsemble, A: np.ndarray) -> np.ndarray:
+    """The tolerance per feature: the default (:func:`default_eps`), with a dict's features
+    replaced, or one number for all, or one per feature."""
+    d = ens.n_features
+    if eps is None:
+        return default_eps(A)
+    if isinstance(eps, dict):
+        eps_arr = default_eps(A)
+        for k, v in eps.items():
+            eps_arr[feature_index(ens.feature_names, k, error=FCCAError, what="eps")] = float(v)
+        return eps_arr
+    arr = np.asarray(eps, dtype=float)
+    if arr.shape not in ((), (d,)):
+        raise FCCAError(f"eps has shape {arr.shape}; give one number, {d} numbers (one per feature) or a "
+                        "dict feature -> number.")
+    return np.broadcast_to(arr, (d,)).copy()
 
 
 def _select(ens: TreeEnsemble, A: np.ndarray, y: np.ndarray, pred: np.ndarray, s: FCCASettings,

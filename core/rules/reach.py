@@ -117,6 +117,53 @@ class _Implication:
         return ~premised | met
 
 
+def _ranges(schema: Schema, arr: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The schema's range of each feature, [0, 1] for a binary or one-hot column."""
+    lo, hi = arr["lower"].copy(), arr["upper"].copy()
+    for j, f in enumerate(schema.features):
+        if f.kind in ("binary", "one-hot"):
+            lo[j], hi[j] = 0.0, 1.0
+    return lo, hi
+
+
+def _held(fixed: Iterable[int], groups: tuple[tuple[int, ...], ...]) -> set[int]:
+    """The fixed columns: a fixed column of a one-hot group fixes its whole group."""
+    held = set(int(j) for j in fixed)
+    for g in groups:
+        if held & set(g):
+            held |= set(g)
+    return held
+
+
+def _sorted_forms(cons: Constraints, d: int) -> tuple[list[_Bound], list[_Form], list[_Form]]:
+    """The linear constraints by how many new values they read: one (a bound on that feature),
+    several (a row of the program), or none (they read the row alone: a row that breaks one
+    reaches nothing)."""
+    bounds, rows, given = [], [], []
+    for form in cons.linear():
+        f = _Form.of(form, d)
+        news = np.flatnonzero(f.new)
+        if news.size == 1:
+            bounds.append(_Bound(int(news[0]), f))
+        elif news.size == 0:
+            given.append(f)
+        else:
+            rows.append(f)
+    return bounds, rows, given
+
+
+def _implications(cons: Constraints, d: int) -> tuple[_Implication, ...]:
+    """The implications between linear comparisons, as forms on d features."""
+    from core.constraints import Implication, LinearForm
+
+    imps = []
+    for imp in cons.implications():
+        assert isinstance(imp, Implication)
+        imps.append(_Implication(tuple(_Form.of(p, d) for p in imp.premises if isinstance(p, LinearForm)),
+                                 tuple(_Form.of(c, d) for c in imp.conclusions if isinstance(c, LinearForm))))
+    return tuple(imps)
+
+
 @dataclass(frozen=True, eq=False)
 class Reach:
     """The constraints in force for rules on a schema's features (see the module docstring).
@@ -147,39 +194,17 @@ class Reach:
     def of(cls, cons: Constraints, schema: Schema, *, fixed: Iterable[int] = (), increase_only: Iterable[int] = (),
            decrease_only: Iterable[int] = ()) -> "Reach":
         """The reach of ``cons`` on ``schema``'s features, with the query's roles (column indices)."""
-        from core.constraints import Implication, LinearForm
-
         d = len(schema.features)
         arr = schema.arrays()
-        lo, hi = arr["lower"].copy(), arr["upper"].copy()
-        kinds = [f.kind for f in schema.features]
-        for j, k in enumerate(kinds):
-            if k in ("binary", "one-hot"):
-                lo[j], hi[j] = 0.0, 1.0
+        lo, hi = _ranges(schema, arr)
         integral = np.array([f.integral and f.kind != "categorical" for f in schema.features], dtype=bool)
         groups = tuple(tuple(g) for g in schema.groups().values() if len(g) >= 2)
-        held = set(int(j) for j in fixed)
-        for g in groups:
-            if held & set(g):
-                held |= set(g)
-        bounds, rows, given, imps = [], [], [], []
-        for form in cons.linear():
-            f = _Form.of(form, d)
-            news = np.flatnonzero(f.new)
-            if news.size == 1:
-                bounds.append(_Bound(int(news[0]), f))
-            elif news.size == 0:
-                given.append(f)                     # reads the row alone: a row that breaks it reaches nothing
-            else:
-                rows.append(f)
-        for imp in cons.implications():
-            assert isinstance(imp, Implication)
-            imps.append(_Implication(tuple(_Form.of(p, d) for p in imp.premises if isinstance(p, LinearForm)),
-                                     tuple(_Form.of(c, d) for c in imp.conclusions if isinstance(c, LinearForm))))
+        held = _held(fixed, groups)
+        bounds, rows, given = _sorted_forms(cons, d)
         return cls(cons, lo, hi, arr["span"].astype(float), integral,
                    {j: len(lv) for j, lv in schema.categorical().items()}, groups, frozenset(held),
                    frozenset(int(j) for j in increase_only) - held, frozenset(int(j) for j in decrease_only) - held,
-                   tuple(bounds), tuple(rows), tuple(given), tuple(imps))
+                   tuple(bounds), tuple(rows), tuple(given), _implications(cons, d))
 
     @property
     def texts(self) -> list[str]:
@@ -224,15 +249,19 @@ class Reach:
         keys, inverse = np.unique(np.nan_to_num(X[:, read], nan=-1.0), axis=0, return_inverse=True)
         for k in range(len(keys)):
             rows = np.flatnonzero(inverse.ravel() == k)
-            x = X[rows[0]]
-            for j, allowed in self.cons.allowed_codes(x).items():
-                if j in codes:
-                    out = np.array([c for c in range(codes[j].shape[1]) if c not in allowed], dtype=np.int64)
-                    codes[j][np.ix_(rows, out)] = False
-            for allowed in self.cons.allowed_groups(x).values():
-                g = next((g for g in self.groups if allowed & set(g)), ())
-                cols[np.ix_(rows, np.array([c for c in g if c not in allowed], dtype=np.int64))] = False
+            self._forbid_moves(X[rows[0]], rows, codes, cols)
         return codes, cols
+
+    def _forbid_moves(self, x: np.ndarray, rows: np.ndarray, codes: dict[int, np.ndarray], cols: np.ndarray) -> None:
+        """In place, for ``rows`` (whose levels are ``x``'s): the codes and one-hot columns the
+        constraints' category moves do not allow them."""
+        for j, allowed in self.cons.allowed_codes(x).items():
+            if j in codes:
+                out = np.array([c for c in range(codes[j].shape[1]) if c not in allowed], dtype=np.int64)
+                codes[j][np.ix_(rows, out)] = False
+        for allowed in self.cons.allowed_groups(x).values():
+            g = next((g for g in self.groups if allowed & set(g)), ())
+            cols[np.ix_(rows, np.array([c for c in g if c not in allowed], dtype=np.int64))] = False
 
     # ------------------------------------------------------------------ the moves
     def moves(self, X: np.ndarray, lower: np.ndarray, upper: np.ndarray, first: np.ndarray | None = None,
@@ -372,15 +401,8 @@ class Reach:
                  ) -> np.ndarray | None:
         """The least move of one row under the comparisons of several features and the
         implications (module docstring); None when there is none (or HiGHS found none)."""
-        from scipy.optimize import Bounds, LinearConstraint, milp
-
         P = _Milp()
-        cols = {int(j): P.var(L[j], U[j], bool(self.integral[j])) for j in np.flatnonzero(num)}
-        for j, c in cols.items():
-            if np.isfinite(x[j]) and U[j] > L[j]:
-                p, m = P.var(0.0, max(U[j] - x[j], 0.0)), P.var(0.0, max(x[j] - L[j], 0.0))
-                P.cost[p] = P.cost[m] = 1.0 / self.span[j]
-                P.row({c: 1.0, p: -1.0, m: 1.0}, x[j], x[j])
+        cols = self._move_columns(P, x, L, U, num)
         fixed = z0.copy()                            # the categories' levels, decided alone
         for f in self._rows:
             P.form(f, x, cols, fixed, self.integral)
@@ -390,22 +412,25 @@ class Reach:
                 P.form(q, x, cols, fixed, self.integral, on=on)
             breaks = [b for pr in imp.premises for b in P.broken(pr, x, cols, fixed, self.integral)]
             P.row({on: 1.0, **{b: 1.0 for b in breaks}}, 1.0, np.inf)
-        A = np.zeros((len(P.rlo), len(P.lb)))
-        for r, terms in enumerate(P.rows):
-            for c, v in terms.items():
-                A[r, c] += v
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            res = milp(np.array(P.cost), integrality=np.array(P.integ), bounds=Bounds(np.array(P.lb), np.array(P.ub)),
-                       constraints=[LinearConstraint(A, np.array(P.rlo), np.array(P.rhi))] if P.rows else [],
-                       options=cast(Any, {"time_limit": 10.0, "disp": False, "mip_rel_gap": 0.0,
-                                          "primal_feasibility_tolerance": 1e-9}))
-        if res.x is None:
+        solution = P.solve()
+        if solution is None:
             return None
         z = z0.copy()
         for j, c in cols.items():
-            z[j] = round(res.x[c]) if self.integral[j] else min(max(res.x[c], L[j]), U[j])
+            z[j] = round(solution[c]) if self.integral[j] else min(max(solution[c], L[j]), U[j])
         return z
+
+    def _move_columns(self, P: _Milp, x: np.ndarray, L: np.ndarray, U: np.ndarray, num: np.ndarray
+                      ) -> dict[int, int]:
+        """A column per number moved (in ``[L, U]``, integral as the feature), and its move
+        ``|z - x|`` as two columns costing ``1 / span`` each: the feature's column of each."""
+        cols = {int(j): P.var(L[j], U[j], bool(self.integral[j])) for j in np.flatnonzero(num)}
+        for j, c in cols.items():
+            if np.isfinite(x[j]) and U[j] > L[j]:
+                p, m = P.var(0.0, max(U[j] - x[j], 0.0)), P.var(0.0, max(x[j] - L[j], 0.0))
+                P.cost[p] = P.cost[m] = 1.0 / self.span[j]
+                P.row({c: 1.0, p: -1.0, m: 1.0}, x[j], x[j])
+        return cols
 
 
 class _Milp:
@@ -431,6 +456,23 @@ class _Milp:
         self.rows.append(terms)
         self.rlo.append(float(lo))
         self.rhi.append(float(hi))
+
+    def solve(self) -> np.ndarray | None:
+        """The least-cost values of the columns (HiGHS, 10 s at most), or None when it found none."""
+        from scipy.optimize import Bounds, LinearConstraint, milp
+
+        A = np.zeros((len(self.rlo), len(self.lb)))
+        for r, terms in enumerate(self.rows):
+            for c, v in terms.items():
+                A[r, c] += v
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            res = milp(np.array(self.cost), integrality=np.array(self.integ),
+                       bounds=Bounds(np.array(self.lb), np.array(self.ub)),
+                       constraints=[LinearConstraint(A, np.array(self.rlo), np.array(self.rhi))] if self.rows else [],
+                       options=cast(Any, {"time_limit": 10.0, "disp": False, "mip_rel_gap": 0.0,
+                                          "primal_feasibility_tolerance": 1e-9}))
+        return cast("np.ndarray | None", res.x)
 
     def _sides(self, f: _Form, x: np.ndarray, cols: dict[int, int], fixed: np.ndarray, integral: np.ndarray
                ) -> tuple[dict[int, float], float, float, float, float]:

@@ -49,7 +49,17 @@ def sample_counterfactuals(state: FittedRules, x: Row, rule: Bounded, n: int = 5
         return x[None].copy()
     reach = rule_reach(constraints, S)
     rng = np.random.default_rng(state.random_state if random_state is None else random_state)
-    units = state.units_of(S)
+    sampler = _Sampler(state, x, _pools(state, state.units_of(S), lower, upper), rng, getattr(rule, "target", None),
+                       reach)
+    sampler.anneal(n, batch, max_iter, temp, patience)
+    ranked = sorted(sampler.seen.values(), key=lambda p: -p[0])[:n]
+    if not ranked and reach is not None:          # no sample keeps the constraints: the least move that does
+        return _least_move(reach, x, lower, upper)
+    return np.array([r for _, r in ranked])
+
+
+def _pools(state: FittedRules, units: Any, lower: np.ndarray, upper: np.ndarray) -> list[tuple[list[int], np.ndarray]]:
+    """Per unit the rule bounds: its columns and the fitted rows whose values on them lie inside the rule."""
     pools = []
     for u in units:
         cols = state.units[u]
@@ -59,52 +69,60 @@ def sample_counterfactuals(state: FittedRules, x: Row, rule: Bounded, n: int = 5
             names = [state.feature_names[j] for j in cols]
             raise NoCounterfactualRuleError(f"No observed value of {names} lies inside the rule; cannot sample.")
         pools.append((cols, rows))
+    return pools
 
-    def generate(cur: np.ndarray, k: int) -> np.ndarray:
+
+class _Sampler:
+    """The simulated annealing of :func:`sample_counterfactuals`: candidates drawn from the
+    pools, scored by the Isolation Forest (minus 2 off the rule's target), and every distinct
+    candidate that keeps the constraints remembered with its score."""
+
+    def __init__(self, state: FittedRules, x: np.ndarray, pools: list[tuple[list[int], np.ndarray]],
+                 rng: np.random.Generator, target: Any, reach: Reach | None):
+        self.state, self.x, self.pools, self.rng, self.target, self.reach = state, x, pools, rng, target, reach
+        self.seen: dict[bytes, tuple[float, np.ndarray]] = {}
+
+    def generate(self, cur: np.ndarray, k: int) -> np.ndarray:
         cand = np.repeat(cur[None], k, axis=0)
-        for cols, rows in pools:
-            pick = rows[rng.integers(0, len(rows), size=k)]
-            cand[:, cols] = state.X[np.ix_(pick, np.asarray(cols, dtype=int))]
+        for cols, rows in self.pools:
+            pick = rows[self.rng.integers(0, len(rows), size=k)]
+            cand[:, cols] = self.state.X[np.ix_(pick, np.asarray(cols, dtype=int))]
         return cand
 
-    target = getattr(rule, "target", None)
-
-    def score(C: np.ndarray) -> np.ndarray:
-        s = state.isolation_ensemble.decision_function(C)
-        if target is not None:
-            s = s - 2.0 * ~output_mask(state.ensemble.predict(C), target)
+    def score(self, C: np.ndarray) -> np.ndarray:
+        s = self.state.isolation_ensemble.decision_function(C)
+        if self.target is not None:
+            s = s - 2.0 * ~output_mask(self.state.ensemble.predict(C), self.target)
         return s
 
-    seen: dict[bytes, tuple[float, np.ndarray]] = {}
-
-    def remember(C: np.ndarray, s: np.ndarray) -> None:
-        keep = _keeping(reach, x, C)
+    def remember(self, C: np.ndarray, s: np.ndarray) -> None:
+        keep = _keeping(self.reach, self.x, C)
         for row, v in zip(C[keep], s[keep]):
-            seen.setdefault(row.tobytes(), (float(v), row))
+            self.seen.setdefault(row.tobytes(), (float(v), row))
 
-    cur = generate(x, 1)[0]
-    cur_s = float(score(cur[None])[0])
-    remember(cur[None], np.array([cur_s]))
-    best_s, stall = cur_s, 0
-    for i in range(max_iter):
-        C = generate(cur, batch)
-        s = score(C)
-        remember(C, s)
-        k = int(np.argmax(s))
-        if s[k] > best_s:
-            best_s, stall = float(s[k]), 0
-        else:
-            stall += 1
-        if best_s > 0 and stall > patience and len(seen) >= n:
-            break
-        diff = float(s[k]) - cur_s
-        t = temp / math.log(i + 2)
-        if diff > 0 or rng.random() < math.exp(diff / t):
-            cur, cur_s = C[k], float(s[k])
-    ranked = sorted(seen.values(), key=lambda p: -p[0])[:n]
-    if not ranked and reach is not None:          # no sample keeps the constraints: the least move that does
-        return _least_move(reach, x, lower, upper)
-    return np.array([r for _, r in ranked])
+    def anneal(self, n: int, batch: int, max_iter: int, temp: float, patience: int) -> None:
+        """From one draw, ``max_iter`` batches at most, moving to a batch's best by the
+        Metropolis rule; stops once a plausible point is found, ``patience`` batches bring
+        nothing better and ``n`` points are remembered."""
+        cur = self.generate(self.x, 1)[0]
+        cur_s = float(self.score(cur[None])[0])
+        self.remember(cur[None], np.array([cur_s]))
+        best_s, stall = cur_s, 0
+        for i in range(max_iter):
+            C = self.generate(cur, batch)
+            s = self.score(C)
+            self.remember(C, s)
+            k = int(np.argmax(s))
+            if s[k] > best_s:
+                best_s, stall = float(s[k]), 0
+            else:
+                stall += 1
+            if best_s > 0 and stall > patience and len(self.seen) >= n:
+                break
+            diff = float(s[k]) - cur_s
+            t = temp / math.log(i + 2)
+            if diff > 0 or self.rng.random() < math.exp(diff / t):
+                cur, cur_s = C[k], float(s[k])
 
 
 def _keeping(reach: Reach | None, x: np.ndarray, C: np.ndarray) -> np.ndarray:

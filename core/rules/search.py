@@ -372,46 +372,81 @@ def _grow_rule(state: FittedRules, x: np.ndarray, target: TargetSpec, units: lis
     gives no cell.
     Returns (S columns, cells, True), or (best S columns, its best cell CRP,
     False) when no set of any size reaches ``pi_c``."""
-    rows = np.flatnonzero(mask)
-    if len(rows) > n_rows:
-        scale = state.X.std(axis=0)
-        dist = np.sum(np.abs(state.X[rows] - x) / np.where(scale > 0, scale, 1.0), axis=1)
-        rows = rows[np.argsort(dist, kind="stable")[:n_rows]]
+    rows = _nearest_rows(state, x, mask, n_rows)
     XR = state.X[rows]
     share = pos / np.maximum(state.leaf_counts, 1)
     best: tuple[float, tuple[int, ...]] = (-1.0, ())
     weak = None                      # a set reaching pi_c with fewer than ``support`` cells
     beam: list[tuple[int, ...]] = [()]
+
+    def cells_of(S: tuple[int, ...]) -> tuple[Any, bool]:
+        found: tuple[Any, bool] = _local_cells(state, x, S, mask, pos, pi_c, allow, cons)
+        return found
+
     for _ in range(len(units)):
-        sets = sorted({tuple(sorted(b + (u,))) for b in beam for u in units if u not in b})
+        sets = _grown_sets(beam, units)
         if not sets:
             break
-        Z = np.repeat(x[None, None, :], len(sets), axis=0).repeat(len(rows), axis=1)
-        for i, S in enumerate(sets):
-            cols = list(state.columns(S))
-            Z[i][:, cols] = XR[:, cols]
-        g = share[state.global_leaves(Z.reshape(-1, len(x)))].mean(axis=1).reshape(len(sets), len(rows))
-        if allow is not None:
-            g = np.where(np.stack([_inside(XR, state.columns(S), allow) for S in sets]), g, 0.0)
+        g = _hybrid_crp(state, x, sets, XR, share, allow)
         top = g.max(axis=1)
         reach = (g >= pi_c - 1e-12).sum(axis=1)
         key = np.minimum(reach, support) + cdp_of_sets(state, x, target, sets)   # support, then CDP
         order = np.argsort(-key, kind="stable")
         if top.max() > best[0]:
             best = (float(top.max()), sets[int(np.argmax(top))])
-        for o in order[:tries]:
-            if reach[o] == 0 or (reach[o] < support and weak is not None):
-                break
-            S = state.columns(sets[o])
-            cells, reached = _local_cells(state, x, S, mask, pos, pi_c, allow, cons)
-            if reached and reach[o] >= support:
-                return S, cells, True
-            if reached and weak is None:
-                weak = (S, cells)
+        done, weak = _try_sets(state, [sets[o] for o in order[:tries]], reach[order[:tries]], support, weak, cells_of)
+        if done is not None:
+            return done
         beam = [sets[o] for o in order[:width]]
     if weak is not None:
         return weak[0], weak[1], True
     return state.columns(best[1]), best[0], False
+
+
+def _grown_sets(beam: list[tuple[int, ...]], units: list[int]) -> list[tuple[int, ...]]:
+    """Every set of the beam grown by one more unit, each once, sorted."""
+    return sorted({tuple(sorted(b + (u,))) for b in beam for u in units if u not in b})
+
+
+def _nearest_rows(state: FittedRules, x: np.ndarray, mask: np.ndarray, n_rows: int) -> np.ndarray:
+    """The target rows, at most the ``n_rows`` nearest ``x`` (scaled L1, ties by row order)."""
+    rows = np.flatnonzero(mask)
+    if len(rows) > n_rows:
+        scale = state.X.std(axis=0)
+        dist = np.sum(np.abs(state.X[rows] - x) / np.where(scale > 0, scale, 1.0), axis=1)
+        rows = rows[np.argsort(dist, kind="stable")[:n_rows]]
+    return rows
+
+
+def _hybrid_crp(state: FittedRules, x: np.ndarray, sets: list[tuple[int, ...]], XR: np.ndarray,
+                share: np.ndarray, allow: Any) -> np.ndarray:
+    """(sets, rows) the CRP of each hybrid point's cell: a row's values on the set, ``x``'s
+    elsewhere (0 for a row outside the admissible box on the set)."""
+    Z = np.repeat(x[None, None, :], len(sets), axis=0).repeat(len(XR), axis=1)
+    for i, S in enumerate(sets):
+        cols = list(state.columns(S))
+        Z[i][:, cols] = XR[:, cols]
+    g: np.ndarray = share[state.global_leaves(Z.reshape(-1, len(x)))].mean(axis=1).reshape(len(sets), len(XR))
+    if allow is not None:
+        g = np.where(np.stack([_inside(XR, state.columns(S), allow) for S in sets]), g, 0.0)
+    return g
+
+
+def _try_sets(state: FittedRules, sets: list[tuple[int, ...]], reach: np.ndarray, support: int, weak: Any,
+              cells_of: Callable[[tuple[int, ...]], tuple[Any, bool]]) -> tuple[Any, Any]:
+    """The best-ranked sets checked with every target row, in order: the first whose cells
+    reach pi_c with ``support`` rows is the answer; the first reaching it with fewer is kept
+    as ``weak``. Returns (answer or None, weak)."""
+    for units, n in zip(sets, reach):
+        if n == 0 or (n < support and weak is not None):
+            break
+        S = state.columns(units)
+        cells, reached = cells_of(S)
+        if reached and n >= support:
+            return (S, cells, True), weak
+        if reached and weak is None:
+            weak = (S, cells)
+    return None, weak
 
 
 def _why_below(state: FittedRules, x: np.ndarray, target: TargetSpec, fixed: Sequence[int], mask: np.ndarray,
@@ -426,16 +461,25 @@ def _why_below(state: FittedRules, x: np.ndarray, target: TargetSpec, fixed: Seq
             f"all of them; best {q:.2f}, changing {[names[j] for j in S]}).")
     frozen = {int(state.unit_of[j]) for j in fixed}
     if frozen:
-        every = [u for u in np.argsort(-state.unit_usage, kind="stable") if state.unit_usage[u] > 0]
-        S2, got, ok = _grow_rule(state, x, target, [int(u) for u in every], mask, pos, lv.pi_c, allow,
+        S2, got, ok = _grow_rule(state, x, target, _used_units(state), mask, pos, lv.pi_c, allow,
                                  cons=None if cons is None else _Reaching(cons.cons))
-        need = [names[j] for j in S2 if int(state.unit_of[j]) in frozen]
         if ok:
-            also = [names[j] for j in S2 if int(state.unit_of[j]) not in frozen]
-            return text + f" Reaching it would need changing the fixed feature(s) {need}" + (
-                f" (with {also})." if also else ".")
+            return text + _fixed_needed(state, S2, frozen)
     return text + (" The surrogate gives no region near this row the target with that probability; "
                    "a lower pi_C gives a rule.")
+
+
+def _used_units(state: FittedRules) -> list[int]:
+    """Every unit the surrogate splits on, most used first."""
+    return [int(u) for u in np.argsort(-state.unit_usage, kind="stable") if state.unit_usage[u] > 0]
+
+
+def _fixed_needed(state: FittedRules, S: tuple[int, ...], frozen: set[int]) -> str:
+    """The fixed features (and the others) of a set S that reaches pi_c, in a sentence."""
+    names = state.feature_names
+    need = [names[j] for j in S if int(state.unit_of[j]) in frozen]
+    also = [names[j] for j in S if int(state.unit_of[j]) not in frozen]
+    return f" Reaching it would need changing the fixed feature(s) {need}" + (f" (with {also})." if also else ".")
 
 
 def local_rule(state: FittedRules, x: Row, target: TargetSpec, *, fixed: Features = None,
@@ -478,53 +522,117 @@ def local_rule(state: FittedRules, x: Row, target: TargetSpec, *, fixed: Feature
         raise NoCounterfactualRuleError("No subset of the actionable features changes the surrogate's output.")
     sets = tuple((state.columns(u), c) for u, c in found) if divergent else ()
     mask, _, pos = state.target(target)
-    fallback, note = None, ""
-    for units, cdp in found:            # the best explanation that yields a rule
-        S = state.columns(units)
-        cells, reached = _local_cells(state, x, S, mask, pos, lv.pi_c, allow, cons)
-        if reached:
-            break
-        if cells is not None and (fallback is None or cells[2].max() > fallback[1][2].max()):
-            fallback = (S, cells, cdp)
-    else:
-        # no explanation's cells reach pi_c: a set whose best cell does, over every actionable feature
-        S, got, reached = _grow_rule(state, x, target, _candidates(state, fixed, len(state.units)), mask, pos,
-                                     lv.pi_c, allow, cons=cons)
-        if reached:
-            cells, cdp = got, engines.cdp(state, x, S, target)
-            divergent = divergent and cdp >= lv.pi - 1e-12
-        else:
-            if S:
-                grown, _ = _local_cells(state, x, S, mask, pos, lv.pi_c, allow, cons)
-                if grown is not None and (fallback is None or grown[2].max() > fallback[1][2].max()):
-                    fallback = (S, grown, engines.cdp(state, x, S, target))
-                    divergent = divergent and fallback[2] >= lv.pi - 1e-12
-            if fallback is None or fallback[1][2].max() <= 0:
-                names = [state.feature_names[j] for j in state.columns(found[0][0])]
-                blocked = (f" that this row can reach under the constraints between features "
-                           f"({'; '.join(cons.cons.texts)})" if cons is not None else "")
-                raise NoCounterfactualRuleError(
-                    f"No region on {names}{blocked} leads to the target ({len(found)} feature set(s) tried); "
-                    "allow more features to change. "
-                    + _why_below(state, x, target, fixed, mask, pos, lv, (S, got), allow, cons))
-            S, cells, cdp = fallback
-            note = _why_below(state, x, target, fixed, mask, pos, lv, (S, float(cells[2].max())), allow, cons)
-    lo, hi, crp, mass, crp_of = cells
-    sarr = np.asarray(S)
-    if reached:
-        keep = crp >= lv.pi_c - 1e-12
-        boxes = _merge(lo[keep], hi[keep], crp[keep], mass[keep], crp_of, lv.pi_c, xs=x[sarr])
-    else:                               # below pi_c: the best cells themselves, unmerged
-        order = np.lexsort((-mass, -crp))[:5]
-        boxes = [Box(lo[i], hi[i], float(crp[i]), 1) for i in order if crp[i] > 0]
-    full = [Box(state.full(S, b.lower, -np.inf), state.full(S, b.upper, np.inf), b.crp, b.n_cells)
-            for b in boxes]
-    return LocalRule(x=x, target=target, features=S, lower=full[0].lower, upper=full[0].upper, cdp=cdp,
-                     crp=full[0].crp, divergent=divergent, n_cells=full[0].n_cells,
+    q = _LocalQuery(state, x, target, fixed, lv, mask, pos, allow, cons)
+    got = _choose_set(q, found, divergent)
+    full = _rule_boxes(state, got.S, got.cells, got.reached, lv.pi_c, x)
+    return LocalRule(x=x, target=target, features=got.S, lower=full[0].lower, upper=full[0].upper, cdp=got.cdp,
+                     crp=full[0].crp, divergent=got.divergent, n_cells=full[0].n_cells,
                      alternatives=tuple(full[1:]), divergent_sets=sets, elapsed=time.perf_counter() - t0,
-                     below_pi_c=not reached, note=note,
+                     below_pi_c=not got.reached, note=got.note,
                      params=rule_params(state, target, lv, fixed, inc, dec, constraints),
                      unreachable_cells=0 if cons is None else cons.dropped)
+
+
+@dataclass(frozen=True)
+class _LocalQuery:
+    """One local rule's query: the row, its target's rows and leaves' counts, the levels, its
+    actionability (``fixed``, the admissible box ``allow``) and constraints."""
+
+    state: FittedRules
+    x: np.ndarray
+    target: TargetSpec
+    fixed: Sequence[int]
+    lv: RuleLevels
+    mask: np.ndarray
+    pos: np.ndarray
+    allow: Any
+    cons: _Reaching | None
+
+    def cells(self, S: tuple[int, ...]) -> tuple[Any, bool]:
+        """S's possible cells and whether one reaches pi_c (:func:`_local_cells`)."""
+        found: tuple[Any, bool] = _local_cells(self.state, self.x, S, self.mask, self.pos, self.lv.pi_c, self.allow,
+                                               self.cons)
+        return found
+
+    def why_below(self, best: tuple[tuple[int, ...], float]) -> str:
+        return _why_below(self.state, self.x, self.target, self.fixed, self.mask, self.pos, self.lv, best,
+                          self.allow, self.cons)
+
+
+@dataclass(frozen=True)
+class _Choice:
+    """The set S a local rule is made on, its possible cells, its CDP, and whether they reach pi_c."""
+
+    S: tuple[int, ...]
+    cells: Any
+    cdp: float
+    reached: bool
+    divergent: bool
+    note: str = ""
+
+
+def _better(cells: Any, fallback: tuple[Any, Any, float] | None) -> bool:
+    """Whether ``cells`` has a better best cell than the fallback's (or there is none yet)."""
+    return fallback is None or cells[2].max() > fallback[1][2].max()
+
+
+def _choose_set(q: _LocalQuery, found: list[tuple[Any, float]], divergent: bool) -> _Choice:
+    """The best explanation whose cells reach pi_c; else :func:`_grown_set`."""
+    fallback = None
+    for units, cdp in found:
+        S = q.state.columns(units)
+        cells, reached = q.cells(S)
+        if reached:
+            return _Choice(S, cells, cdp, True, divergent)
+        if cells is not None and _better(cells, fallback):
+            fallback = (S, cells, cdp)
+    return _grown_set(q, found, divergent, fallback)
+
+
+def _grown_set(q: _LocalQuery, found: list[tuple[Any, float]], divergent: bool,
+               fallback: tuple[Any, Any, float] | None) -> _Choice:
+    """No explanation's cells reach pi_c: a set whose best cell does, over every actionable
+    feature (:func:`_grow_rule`); else the best cells found, flagged below pi_c with why."""
+    state = q.state
+    S, got, reached = _grow_rule(state, q.x, q.target, _candidates(state, q.fixed, len(state.units)), q.mask, q.pos,
+                                 q.lv.pi_c, q.allow, cons=q.cons)
+    if reached:
+        cdp = engines.cdp(state, q.x, S, q.target)
+        return _Choice(S, got, cdp, True, divergent and cdp >= q.lv.pi - 1e-12)
+    if S:
+        grown, _ = q.cells(S)
+        if grown is not None and _better(grown, fallback):
+            fallback = (S, grown, engines.cdp(state, q.x, S, q.target))
+            divergent = divergent and fallback[2] >= q.lv.pi - 1e-12
+    if fallback is None or fallback[1][2].max() <= 0:
+        raise _no_rule(q, found, (S, got))
+    S, cells, cdp = fallback
+    return _Choice(S, cells, cdp, False, divergent, q.why_below((S, float(cells[2].max()))))
+
+
+def _no_rule(q: _LocalQuery, found: list[tuple[Any, float]],
+             best: tuple[tuple[int, ...], float]) -> NoCounterfactualRuleError:
+    """No possible cell with a positive CRP: which features were tried, and why."""
+    names = [q.state.feature_names[j] for j in q.state.columns(found[0][0])]
+    blocked = (f" that this row can reach under the constraints between features "
+               f"({'; '.join(q.cons.cons.texts)})" if q.cons is not None else "")
+    return NoCounterfactualRuleError(
+        f"No region on {names}{blocked} leads to the target ({len(found)} feature set(s) tried); "
+        "allow more features to change. " + q.why_below(best))
+
+
+def _rule_boxes(state: FittedRules, S: tuple[int, ...], cells: Any, reached: bool, pi_c: float,
+                x: np.ndarray) -> list[Box]:
+    """The rule and its alternatives on all d features: the cells reaching pi_c merged, or,
+    below pi_c, the best cells themselves, unmerged."""
+    lo, hi, crp, mass, crp_of = cells
+    if reached:
+        keep = crp >= pi_c - 1e-12
+        boxes = _merge(lo[keep], hi[keep], crp[keep], mass[keep], crp_of, pi_c, xs=x[np.asarray(S)])
+    else:
+        order = np.lexsort((-mass, -crp))[:5]
+        boxes = [Box(lo[i], hi[i], float(crp[i]), 1) for i in order if crp[i] > 0]
+    return [Box(state.full(S, b.lower, -np.inf), state.full(S, b.upper, np.inf), b.crp, b.n_cells) for b in boxes]
 
 
 def regional_rules(state: FittedRules, regions: Sequence[Any], target: TargetSpec, *, fixed: Features = None,
@@ -549,87 +657,139 @@ def regional_rules(state: FittedRules, regions: Sequence[Any], target: TargetSpe
     lv = state.query_levels(pi, pi_c, top_k)
     mask, _, pos = state.target(target)
     fixed, inc, dec = actionability(state, fixed=fixed, increase_only=increase_only, decrease_only=decrease_only)
-    cand = _candidates(state, fixed, lv.top_k)
-    d = state.d
+    q = _RegionQuery(state, target, lv, mask, pos, _candidates(state, fixed, lv.top_k), (fixed, inc, dec), constraints)
     out = []
     marks = []                          # each region's start (its rule's elapsed runs to the next one's)
     for reg in regions:
         marks.append(time.perf_counter())
-        rlo, rhi = (reg.lower, reg.upper) if hasattr(reg, "lower") else reg
-        rlo, rhi = np.asarray(rlo, float), np.asarray(rhi, float)
-        if rlo.shape != (d,) or rhi.shape != (d,):
-            raise QueryError(f"A region needs lower and upper arrays of length {d}.")
-        inside = np.all((state.X > rlo) & (state.X <= rhi), axis=1)
-        base = partial(RegionalRule, region_lower=rlo, region_upper=rhi, target=target,
-                       coverage=float(inside.mean()), n_rows=int(inside.sum()))
-        if not inside.any():
-            out.append(base(note="No fitted row lies in this region."))
-            continue
-        if not cand:
-            out.append(base(note="No feature can change."))
-            continue
-        allow = _allowed(state, inc, dec, state.X[inside].max(axis=0), state.X[inside].min(axis=0))
-        ovl = (rlo[None, :] < state.leaf_upper) & (rhi[None, :] > state.leaf_lower)        # (Nl, d)
-        pos_of_unit = np.full(len(state.units), -1)
-        pos_of_unit[cand] = np.arange(len(cand))
-        colpos = pos_of_unit[state.unit_of]
-        blocked = np.any(~ovl[:, colpos < 0], axis=1)
-        badbits = np.zeros(len(ovl), dtype=np.int64)
-        for j in np.flatnonzero(colpos >= 0):
-            badbits |= np.where(~ovl[:, j], 1 << int(colpos[j]), 0)
-
-        def cdp_of(subsets: np.ndarray, level: int) -> np.ndarray:
-            smask = (subsets.astype(np.int64) << np.arange(subsets.shape[1])).sum(axis=1)
-            reach = ((badbits[None, :] & ~smask[:, None]) == 0) & ~blocked[None, :]
-            return engines.crp_from_reach(state, reach, pos)
-
-        found, divergent = search_subsets(cdp_of, cand, lv.pi)
-        if not found:
-            out.append(base(note="No subset of the actionable features changes the output."))
-            continue
-        reach = _Movers(constraints, state.X[inside & ~mask] if (inside & ~mask).any() else state.X[inside],
-                        (fixed, inc, dec))
-        got, best = None, 0.0
-        for units, cdp in found:        # the best explanation that yields a rule (one the rows can reach)
-            S = state.columns(units)
-            Sarr = np.asarray(S)
-            rest = np.setdiff1d(np.arange(d), Sarr)
-            crp_of = engines.crp_fn(state, pos, np.all(ovl[:, rest], axis=1), Sarr)
-            compatible = np.all((state.X[:, rest] > rlo[rest]) & (state.X[:, rest] <= rhi[rest]), axis=1)
-            target_rows = mask if allow is None else mask & _inside(state.X, S, allow)
-            for rows in (np.flatnonzero(compatible & target_rows), np.flatnonzero(target_rows)):
-                if not len(rows):
-                    continue
-                lo, hi, mass, _ = _possible_cells(state, rows, S)
-                if allow is not None:
-                    lo, hi, ok = _clip(lo, hi, S, allow)
-                    lo, hi, mass = lo[ok], hi[ok], mass[ok]
-                    if not len(lo):
-                        continue
-                crp = crp_of(lo, hi)
-                best = max(best, float(crp.max()))
-                if np.any(crp >= lv.pi_c - 1e-12):
-                    keep = crp >= lv.pi_c - 1e-12
-                    boxes = _merge(lo[keep], hi[keep], crp[keep], mass[keep], crp_of, lv.pi_c)
-                    kept = reach.keep(S, [Box(state.full(S, b.lower, -np.inf), state.full(S, b.upper, np.inf), b.crp,
-                                              b.n_cells) for b in boxes])
-                    if kept:
-                        got = (S, cdp, kept)
-                        break
-            if got:
-                break
-        if got is None:
-            out.append(base(cdp=found[0][1], divergent=divergent, note=reach.none(lv.pi_c, best),
-                            unreachable=tuple(reach.dropped)))
-            continue
-        S, cdp, kept = got
-        out.append(base(features=S, lower=kept[0][0].lower, upper=kept[0][0].upper, cdp=cdp, crp=kept[0][0].crp,
-                        divergent=divergent, alternatives=tuple(b for b, _ in kept[1:]),
-                        unreachable=tuple(reach.dropped), reachable_rows=kept[0][1]))
+        out.append(_regional_rule(q, reg))
     marks.append(time.perf_counter())
     params = rule_params(state, target, lv, fixed, inc, dec, constraints)
     return [replace(r, params=params, elapsed=marks[k + 1] - marks[k], guarantee=rule_guarantee(params))
             for k, r in enumerate(out)]
+
+
+@dataclass(frozen=True)
+class _RegionQuery:
+    """The regional rules' query: the target's rows and leaves' counts, the levels, the
+    candidate units, the roles (fixed, increase-only, decrease-only) and the constraints."""
+
+    state: FittedRules
+    target: TargetSpec
+    lv: RuleLevels
+    mask: np.ndarray
+    pos: np.ndarray
+    cand: list[int]
+    roles: tuple[Sequence[int], Sequence[int], Sequence[int]]
+    constraints: Constraints | None
+
+
+def _region_bounds(reg: Any, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """A region's ``lower`` and ``upper`` arrays (of an object with them, or a pair), of length d."""
+    rlo, rhi = (reg.lower, reg.upper) if hasattr(reg, "lower") else reg
+    rlo, rhi = np.asarray(rlo, float), np.asarray(rhi, float)
+    if rlo.shape != (d,) or rhi.shape != (d,):
+        raise QueryError(f"A region needs lower and upper arrays of length {d}.")
+    return rlo, rhi
+
+
+def _regional_rule(q: _RegionQuery, reg: Any) -> RegionalRule:
+    """The rule of one region: the best explanation whose merged cells reach pi_c and that
+    the region's rows can reach, or a rule saying why there is none."""
+    state, lv = q.state, q.lv
+    rlo, rhi = _region_bounds(reg, state.d)
+    inside = np.all((state.X > rlo) & (state.X <= rhi), axis=1)
+    base = partial(RegionalRule, region_lower=rlo, region_upper=rhi, target=q.target,
+                   coverage=float(inside.mean()), n_rows=int(inside.sum()))
+    if not inside.any():
+        return base(note="No fitted row lies in this region.")
+    if not q.cand:
+        return base(note="No feature can change.")
+    _, inc, dec = q.roles
+    allow = _allowed(state, inc, dec, state.X[inside].max(axis=0), state.X[inside].min(axis=0))
+    ovl = (rlo[None, :] < state.leaf_upper) & (rhi[None, :] > state.leaf_lower)        # (Nl, d)
+    found, divergent = search_subsets(_region_cdp(state, q.cand, ovl, q.pos), q.cand, lv.pi)
+    if not found:
+        return base(note="No subset of the actionable features changes the output.")
+    lacking = inside & ~q.mask
+    reach = _Movers(q.constraints, state.X[lacking] if lacking.any() else state.X[inside], q.roles)
+    got, best = None, 0.0
+    for units, cdp in found:        # the best explanation that yields a rule (one the rows can reach)
+        S = state.columns(units)
+        kept, best = _reachable_rules(q, S, (rlo, rhi, ovl), allow, reach, best)
+        if kept:
+            got = (S, cdp, kept)
+            break
+    if got is None:
+        return base(cdp=found[0][1], divergent=divergent, note=reach.none(lv.pi_c, best),
+                    unreachable=tuple(reach.dropped))
+    S, cdp, kept = got
+    return base(features=S, lower=kept[0][0].lower, upper=kept[0][0].upper, cdp=cdp, crp=kept[0][0].crp,
+                divergent=divergent, alternatives=tuple(b for b, _ in kept[1:]),
+                unreachable=tuple(reach.dropped), reachable_rows=kept[0][1])
+
+
+def _region_cdp(state: FittedRules, cand: list[int], ovl: np.ndarray,
+                pos: np.ndarray) -> Callable[[np.ndarray, int], np.ndarray]:
+    """The regional CDP of subsets of the candidate units (for :func:`search_subsets`): a leaf
+    is reached when it overlaps the region on every feature outside the subset."""
+    pos_of_unit = np.full(len(state.units), -1)
+    pos_of_unit[cand] = np.arange(len(cand))
+    colpos = pos_of_unit[state.unit_of]
+    blocked = np.any(~ovl[:, colpos < 0], axis=1)
+    badbits = np.zeros(len(ovl), dtype=np.int64)
+    for j in np.flatnonzero(colpos >= 0):
+        badbits |= np.where(~ovl[:, j], 1 << int(colpos[j]), 0)
+
+    def cdp_of(subsets: np.ndarray, level: int) -> np.ndarray:
+        smask = (subsets.astype(np.int64) << np.arange(subsets.shape[1])).sum(axis=1)
+        reach = ((badbits[None, :] & ~smask[:, None]) == 0) & ~blocked[None, :]
+        return engines.crp_from_reach(state, reach, pos)
+
+    return cdp_of
+
+
+def _reachable_rules(q: _RegionQuery, S: tuple[int, ...], region: tuple[np.ndarray, np.ndarray, np.ndarray],
+                     allow: Any, reach: _Movers, best: float) -> tuple[list[tuple[Box, int]], float]:
+    """On set S: the merged cells reaching pi_c that the region's rows can reach (from the
+    target rows compatible with the region outside S first, then from every target row), and
+    the best CRP seen so far."""
+    state, pi_c = q.state, q.lv.pi_c
+    rlo, rhi, ovl = region
+    Sarr = np.asarray(S)
+    rest = np.setdiff1d(np.arange(state.d), Sarr)
+    crp_of = engines.crp_fn(state, q.pos, np.all(ovl[:, rest], axis=1), Sarr)
+    compatible = np.all((state.X[:, rest] > rlo[rest]) & (state.X[:, rest] <= rhi[rest]), axis=1)
+    target_rows = q.mask if allow is None else q.mask & _inside(state.X, S, allow)
+    for rows in (np.flatnonzero(compatible & target_rows), np.flatnonzero(target_rows)):
+        cells = _allowed_cells(state, rows, S, allow)
+        if cells is None:
+            continue
+        lo, hi, mass = cells
+        crp = crp_of(lo, hi)
+        best = max(best, float(crp.max()))
+        if np.any(crp >= pi_c - 1e-12):
+            keep = crp >= pi_c - 1e-12
+            boxes = _merge(lo[keep], hi[keep], crp[keep], mass[keep], crp_of, pi_c)
+            kept = reach.keep(S, [Box(state.full(S, b.lower, -np.inf), state.full(S, b.upper, np.inf), b.crp,
+                                      b.n_cells) for b in boxes])
+            if kept:
+                return kept, best
+    return [], best
+
+
+def _allowed_cells(state: FittedRules, rows: np.ndarray, S: tuple[int, ...],
+                   allow: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The possible cells of ``rows`` on S, clipped to the admissible box; None when none is left."""
+    if not len(rows):
+        return None
+    lo, hi, mass, _ = _possible_cells(state, rows, S)
+    if allow is not None:
+        lo, hi, ok = _clip(lo, hi, S, allow)
+        lo, hi, mass = lo[ok], hi[ok], mass[ok]
+        if not len(lo):
+            return None
+    return lo, hi, mass
 
 
 class _Movers:

@@ -178,52 +178,100 @@ def fit_state(X: Rows, y_model: ArrayLike, feature_names: Sequence[str] | None =
     :class:`core.rules.CounterfactualRules`)."""
     X, names = fit_table(X, feature_names, error=DataError, min_rows=2)
     X = np.ascontiguousarray(X)
-    if y_model is None or isinstance(y_model, (str, bytes, dict)):
-        raise DataError(f"y_model is the model's outputs on X's rows (an array of {len(X)} values, e.g. "
-                        f"model.predict(X)); got {type(y_model).__name__}.")
-    y = np.asarray(y_model)
-    if y.ndim != 1 or len(y) != len(X):
-        raise DataError(f"y_model has shape {y.shape}; X has {len(X)} rows: give the model's output for each row.")
+    y = _outputs(y_model, len(X))
     levels = check_levels(levels.pi, levels.pi_c, levels.top_k)
     n, d = X.shape
-    if groups is not None and (isinstance(groups, (str, bytes)) or not isinstance(groups, (list, tuple))):
-        raise QueryError(f"groups is a list of one-hot groups, each a list of columns (names or indices); got "
-                         f"{type(groups).__name__}.")
-    groups = [feature_indices(names, g, error=QueryError, what="groups") for g in groups or []]
-    seen = [j for g in groups if len(g) >= 2 for j in g]
-    twice = sorted({names[j] for j in seen if seen.count(j) > 1})
-    if twice:
-        raise QueryError(f"groups: {twice[:5]} belong to more than one one-hot group; a column is in one group.")
+    groups = _checked_groups(groups, names)
     regression = continuous_outputs(y)
     cls = RandomForestRegressor if regression else RandomForestClassifier
     rf = cls(n_estimators=n_estimators, max_depth=max_depth, random_state=random_state, n_jobs=n_workers).fit(X, y)
     ens = as_ensemble(rf, verify=False)
-    pred = rf.predict(X)
-    if regression:
-        var = float(np.var(y))
-        fidelity = float(1 - np.mean((pred - y) ** 2) / var) if var > 0 else 1.0
-    else:
-        fidelity = float(np.mean(pred == y))
+    fidelity = _fidelity(rf.predict(X), y, regression)
     if n > max_rows:      # the estimates use a random sample of the rows
         keep = np.sort(np.random.default_rng(random_state).choice(n, max_rows, replace=False))
         X, y, n = X[keep], y[keep], max_rows
     words = (n + 63) // 64
-    # leaves of every tree, one global numbering, contiguous per tree
-    los, his, gids, starts = [], [], [], []
-    offset = 0
-    for tree in ens.trees:
-        leaves, lo, hi = tree.leaf_boxes(d)
-        gid = np.full(tree.n_nodes, -1, dtype=np.int64)
-        gid[leaves] = offset + np.arange(len(leaves))
-        starts.append(offset)
-        offset += len(leaves)
-        los.append(lo)
-        his.append(hi)
-        gids.append(gid)
+    leaves = _Leaves.of(ens, d)
     node_offsets, flat, bits = _flat_trees(ens, X, words)
-    leaf_of_node = np.concatenate(gids)
-    Lg = _global_leaves(ens, leaf_of_node, node_offsets, X)
-    # units: one-hot groups move as one
+    Lg = _global_leaves(ens, leaves.of_node, node_offsets, X)
+    units, unit_of = _units(groups, d)
+    usage = ens.split_counts()
+    iso = IsolationForest(contamination=0.1, random_state=random_state).fit(X)
+    return FittedRules(
+        surrogate=rf, ensemble=ens, isolation=iso, isolation_ensemble=as_ensemble(iso, verify=False), X=X, y=y,
+        feature_names=names, regression=regression, levels=levels, random_state=random_state, fidelity=fidelity,
+        units=units, unit_of=unit_of, feature_usage=usage, unit_usage=np.array([usage[u].sum() for u in units]),
+        leaf_lower=leaves.lower, leaf_upper=leaves.upper, tree_starts=leaves.starts,
+        leaf_of_node=leaves.of_node, row_leaves=Lg,
+        leaf_counts=np.bincount(Lg.ravel(), minlength=leaves.count).astype(float), words=words,
+        valid=_pack(np.ones(n, dtype=bool), words), node_offsets=node_offsets, flat=flat, split_bits=bits)
+
+
+def _outputs(y_model: Any, n: int) -> np.ndarray:
+    """The model's outputs on the n rows, one each."""
+    if y_model is None or isinstance(y_model, (str, bytes, dict)):
+        raise DataError(f"y_model is the model's outputs on X's rows (an array of {n} values, e.g. "
+                        f"model.predict(X)); got {type(y_model).__name__}.")
+    y = np.asarray(y_model)
+    if y.ndim != 1 or len(y) != n:
+        raise DataError(f"y_model has shape {y.shape}; X has {n} rows: give the model's output for each row.")
+    return y
+
+
+def _checked_groups(groups: Any, names: list[str]) -> list[list[int]]:
+    """The one-hot groups as column indices, each column in one group at most."""
+    if groups is not None and (isinstance(groups, (str, bytes)) or not isinstance(groups, (list, tuple))):
+        raise QueryError(f"groups is a list of one-hot groups, each a list of columns (names or indices); got "
+                         f"{type(groups).__name__}.")
+    out = [feature_indices(names, g, error=QueryError, what="groups") for g in groups or []]
+    twice = _in_two_groups(out, names)
+    if twice:
+        raise QueryError(f"groups: {twice[:5]} belong to more than one one-hot group; a column is in one group.")
+    return out
+
+
+def _in_two_groups(groups: list[list[int]], names: list[str]) -> list[str]:
+    """The columns in more than one one-hot group (of two columns or more), by name, sorted."""
+    seen = [j for g in groups if len(g) >= 2 for j in g]
+    return sorted({names[j] for j in seen if seen.count(j) > 1})
+
+
+def _fidelity(pred: np.ndarray, y: np.ndarray, regression: bool) -> float:
+    """The surrogate's fidelity to the model's outputs on the fitting rows: R² for a regressor, else agreement."""
+    if not regression:
+        return float(np.mean(pred == y))
+    var = float(np.var(y))
+    return float(1 - np.mean((pred - y) ** 2) / var) if var > 0 else 1.0
+
+
+@dataclass(frozen=True)
+class _Leaves:
+    """The leaves of every tree, one global numbering, contiguous per tree."""
+
+    lower: np.ndarray           # (n_leaves, d) boxes
+    upper: np.ndarray
+    starts: np.ndarray          # the first global leaf of each tree
+    of_node: np.ndarray         # the global leaf of each node of the trees concatenated (-1: a split)
+    count: int
+
+    @classmethod
+    def of(cls, ens: TreeEnsemble, d: int) -> "_Leaves":
+        los, his, gids, starts = [], [], [], []
+        offset = 0
+        for tree in ens.trees:
+            leaves, lo, hi = tree.leaf_boxes(d)
+            gid = np.full(tree.n_nodes, -1, dtype=np.int64)
+            gid[leaves] = offset + np.arange(len(leaves))
+            starts.append(offset)
+            offset += len(leaves)
+            los.append(lo)
+            his.append(hi)
+            gids.append(gid)
+        return cls(np.vstack(los), np.vstack(his), np.asarray(starts), np.concatenate(gids), offset)
+
+
+def _units(groups: list[list[int]], d: int) -> tuple[list[list[int]], np.ndarray]:
+    """The units that move as one (a one-hot group, else a feature), and each feature's unit."""
     unit_of = np.arange(d)
     units: list[list[int]] = []
     grouped = set()
@@ -238,16 +286,7 @@ def fit_state(X: Rows, y_model: ArrayLike, feature_names: Sequence[str] | None =
         if j not in grouped:
             unit_of[j] = len(units)
             units.append([j])
-    usage = ens.split_counts()
-    iso = IsolationForest(contamination=0.1, random_state=random_state).fit(X)
-    return FittedRules(
-        surrogate=rf, ensemble=ens, isolation=iso, isolation_ensemble=as_ensemble(iso, verify=False), X=X, y=y,
-        feature_names=names, regression=regression, levels=levels, random_state=random_state, fidelity=fidelity,
-        units=units, unit_of=unit_of, feature_usage=usage, unit_usage=np.array([usage[u].sum() for u in units]),
-        leaf_lower=np.vstack(los), leaf_upper=np.vstack(his), tree_starts=np.asarray(starts),
-        leaf_of_node=leaf_of_node, row_leaves=Lg,
-        leaf_counts=np.bincount(Lg.ravel(), minlength=offset).astype(float), words=words,
-        valid=_pack(np.ones(n, dtype=bool), words), node_offsets=node_offsets, flat=flat, split_bits=bits)
+    return units, unit_of
 
 
 def _global_leaves(ens: TreeEnsemble, leaf_of_node: np.ndarray, node_offsets: np.ndarray,

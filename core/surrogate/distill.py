@@ -258,6 +258,41 @@ def distill(model: ModelLike, X: Rows, *, holdout: float = 0.2, n_pairs: int = 2
     random_state : seeds every random choice; the same inputs give the same surrogate.
     """
     t0 = time.perf_counter()
+    X = _checked_rows(model, X, holdout)
+    rng = np.random.default_rng(random_state)
+    order = rng.permutation(len(X))
+    n_hold = max(1, int(round(holdout * len(X))))
+    hold, fit = order[:n_hold], order[n_hold:]
+    y = _labels(model, X)
+    classifier = bool(model.is_classifier)
+    if classifier and np.any(y < 0):
+        raise AtlasError("The model answered a class it does not list among its classes.")
+    if classifier:
+        S, yS = _boundary_points(model, X[fit], y[fit], rng, n_pairs, steps, spread, per_point)
+    else:
+        S, yS = _jittered_points(model, X, X[fit], rng, n_pairs, spread)
+    s_order = rng.permutation(len(S))
+    s_hold = s_order[:int(round(holdout * len(S)))]
+    s_fit = s_order[len(s_hold):]
+    X_fit = np.concatenate([X[fit], S[s_fit]])
+    y_fit = np.concatenate([y[fit], yS[s_fit]])
+    if classifier and len(np.unique(y_fit)) < 2:
+        raise AtlasError(_one_label(model, X, int(y_fit[0])))
+    ens = _fit(model, X_fit, y_fit, None, n_estimators, num_leaves, learning_rate, random_state)
+    fidelity, boundary = _fidelities(ens, X[hold], y[hold], S[s_hold], yS[s_hold], classifier, float(np.ptp(y)))
+    return Surrogate(native=ens, fidelity=fidelity, boundary_fidelity=boundary, n_fit=len(X_fit),
+                     params={"learner": "lightgbm", "holdout": holdout, "n_pairs": n_pairs, "steps": steps,
+                             "spread": spread, "per_point": per_point, "n_estimators": n_estimators,
+                             "num_leaves": num_leaves, "learning_rate": learning_rate,
+                             "random_state": random_state, "rows": len(X), "boundary_points": len(S),
+                             "model_kind": getattr(model, "kind", "black_box")},
+                     elapsed=time.perf_counter() - t0, identity=str(getattr(model, "identity", "")),
+                     X_fit=X_fit, y_fit=y_fit)
+
+
+def _checked_rows(model: Any, X: Rows, holdout: float) -> np.ndarray:
+    """The rows to distill on, checked: a model the library reads, at least 20 rows of its
+    features, a holdout share in (0, 0.9)."""
     if not hasattr(model, "feature_names") or not hasattr(model, "categories"):
         raise AtlasError(f"distill takes a model read by the library (a core.model BlackBoxModel, TreeEnsemble or "
                          f"LinearModel), not a {type(model).__name__}: for a fitted model of your own, "
@@ -270,47 +305,31 @@ def distill(model: ModelLike, X: Rows, *, holdout: float = 0.2, n_pairs: int = 2
         raise AtlasError(f"{len(X)} rows are too few to fit a surrogate of the model; give at least 20 data rows.")
     if not 0 < holdout < 0.9:
         raise AtlasError(f"holdout is {holdout}; a share between 0 and 0.9 is expected.")
-    rng = np.random.default_rng(random_state)
-    order = rng.permutation(len(X))
-    n_hold = max(1, int(round(holdout * len(X))))
-    hold, fit = order[:n_hold], order[n_hold:]
-    y = _labels(model, X)
-    classifier = bool(model.is_classifier)
-    if classifier and np.any(y < 0):
-        raise AtlasError("The model answered a class it does not list among its classes.")
-    if classifier:
-        S, yS = _boundary_points(model, X[fit], y[fit], rng, n_pairs, steps, spread, per_point)
-    else:
-        S = X[fit][rng.integers(0, len(fit), size=min(n_pairs, len(fit)))]
-        S = S + rng.normal(size=S.shape) * spread * _spans(X, model)
-        S[:, [j for j, c in enumerate(model.categories) if c is not None]] = \
-            X[fit][:len(S)][:, [j for j, c in enumerate(model.categories) if c is not None]]
-        yS = _labels(model, S)
-    s_order = rng.permutation(len(S))
-    s_hold = s_order[:int(round(holdout * len(S)))]
-    s_fit = s_order[len(s_hold):]
-    X_fit = np.concatenate([X[fit], S[s_fit]])
-    y_fit = np.concatenate([y[fit], yS[s_fit]])
-    if classifier and len(np.unique(y_fit)) < 2:
-        raise AtlasError(_one_label(model, X, int(y_fit[0])))
-    ens = _fit(model, X_fit, y_fit, None, n_estimators, num_leaves, learning_rate, random_state)
-    pred_hold = _surrogate_labels(ens, X[hold], classifier)
-    if classifier:
-        fidelity = float(np.mean(pred_hold == y[hold]))
-        boundary = float(np.mean(_surrogate_labels(ens, S[s_hold], True) == yS[s_hold])) if len(s_hold) \
-            else None
-    else:
-        tol = 0.05 * max(float(np.ptp(y)), 1e-12)
-        fidelity = float(np.mean(np.abs(pred_hold - y[hold]) <= tol))
-        boundary = None
-    return Surrogate(native=ens, fidelity=fidelity, boundary_fidelity=boundary, n_fit=len(X_fit),
-                     params={"learner": "lightgbm", "holdout": holdout, "n_pairs": n_pairs, "steps": steps,
-                             "spread": spread, "per_point": per_point, "n_estimators": n_estimators,
-                             "num_leaves": num_leaves, "learning_rate": learning_rate,
-                             "random_state": random_state, "rows": len(X), "boundary_points": len(S),
-                             "model_kind": getattr(model, "kind", "black_box")},
-                     elapsed=time.perf_counter() - t0, identity=str(getattr(model, "identity", "")),
-                     X_fit=X_fit, y_fit=y_fit)
+    return X
+
+
+def _jittered_points(model: Any, X: np.ndarray, X_fit: np.ndarray, rng: np.random.Generator, n_pairs: int,
+                     spread: float) -> tuple[np.ndarray, np.ndarray]:
+    """A regressor's extra points: fitting rows drawn at random, their numbers moved by
+    ``spread`` of each feature's span (categories kept), and the model's answers there."""
+    S = X_fit[rng.integers(0, len(X_fit), size=min(n_pairs, len(X_fit)))]
+    S = S + rng.normal(size=S.shape) * spread * _spans(X, model)
+    cats = [j for j, c in enumerate(model.categories) if c is not None]
+    S[:, cats] = X_fit[:len(S)][:, cats]
+    return S, _labels(model, S)
+
+
+def _fidelities(ens: TreeEnsemble, X_hold: np.ndarray, y_hold: np.ndarray, S_hold: np.ndarray,
+                yS_hold: np.ndarray, classifier: bool, y_range: float) -> tuple[float, float | None]:
+    """The surrogate's fidelity on the held-out rows (a classifier's agreement, a regressor's
+    share within 5% of the outputs' range) and on the held-out boundary points (classifiers)."""
+    pred_hold = _surrogate_labels(ens, X_hold, classifier)
+    if not classifier:
+        tol = 0.05 * max(y_range, 1e-12)
+        return float(np.mean(np.abs(pred_hold - y_hold) <= tol)), None
+    fidelity = float(np.mean(pred_hold == y_hold))
+    boundary = float(np.mean(_surrogate_labels(ens, S_hold, True) == yS_hold)) if len(S_hold) else None
+    return fidelity, boundary
 
 
 def _one_label(model: Any, X: np.ndarray, k: int) -> str:

@@ -38,12 +38,14 @@ the model. A row with no valid counterfactual says so.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
 from core.cells.problem import feature_actions
 from core.counterfactual import (
+    CostModel,
     CounterfactualResult,
     QueryError,
     at_target,
@@ -121,42 +123,54 @@ def polish_on_model(oracle: ModelOnView, x_hat: np.ndarray, z: np.ndarray,
                     categorical: np.ndarray) -> np.ndarray:
     """``z`` (valid on the model) made minimal and cheaper, moving only towards ``x_hat``
     (see the module docstring, step 5). Returns a point valid on the model."""
-    z = np.array(z, dtype=float)
-    while True:             # 1. undo whole changes while the target holds: the dearest first
+    z = _undo_changes(oracle, x_hat, np.array(z, dtype=float), cost_fn, groups)
+    for j in np.argsort(-np.nan_to_num(np.abs(z - x_hat))):   # 2. numbers back towards the query
+        if z[j] == x_hat[j] or categorical[j] or kinds[j] in ("binary", "categorical", "one-hot") \
+                or np.isnan(z[j]) or np.isnan(x_hat[j]):
+            continue
+        _shrink_towards(oracle, x_hat, z, int(j), kinds[j] in INTEGRAL_KINDS)
+    return z
+
+
+def _undo_changes(oracle: ModelOnView, x_hat: np.ndarray, z: np.ndarray,
+                  cost_fn: Callable[[np.ndarray], np.ndarray], groups: list[list[int]]) -> np.ndarray:
+    """Polish step 1: whole changes (a feature, a one-hot group) undone while the model keeps
+    the target, the cheapest of the accepted undoings each time (the dearest change first)."""
+    while True:
         moved = [g for g in groups if not np.array_equal(z[g], x_hat[g], equal_nan=True)]
         if not moved:
-            break
+            return z
         C = np.repeat(z[None, :], len(moved), axis=0)
         for i, g in enumerate(moved):
             C[i, g] = x_hat[g]
         ok = oracle.valid(C)
         if not ok.any():
-            break
+            return z
         z = C[np.flatnonzero(ok)[np.argmin(cost_fn(C)[ok])]]
-    for j in np.argsort(-np.nan_to_num(np.abs(z - x_hat))):   # 2. numbers back towards the query
-        if z[j] == x_hat[j] or categorical[j] or kinds[j] in ("binary", "categorical", "one-hot") \
-                or np.isnan(z[j]) or np.isnan(x_hat[j]):
-            continue
-        lo, hi = float(x_hat[j]), float(z[j])      # lo: the query's side (refused), hi: accepted
-        for _ in range(2):
-            vals = lo + np.linspace(0.0, 1.0, SHRINK_GRID + 1)[1:-1] * (hi - lo)
-            if kinds[j] in INTEGRAL_KINDS:
-                vals = np.unique(np.where(hi > lo, np.ceil(vals), np.floor(vals)))
-                vals = vals[(vals != x_hat[j]) & (vals != hi)]
-            if not len(vals):
-                break
-            C = np.repeat(z[None, :], len(vals), axis=0)
-            C[:, j] = vals
-            ok = oracle.valid(C)
-            if not ok.any():
-                break
-            dist = np.abs(vals - x_hat[j])
-            best = float(vals[np.flatnonzero(ok)[np.argmin(dist[ok])]])
-            closer_refused = ~ok & (dist < abs(best - x_hat[j]))
-            lo = float(vals[np.flatnonzero(closer_refused)[np.argmax(dist[closer_refused])]]) \
-                if closer_refused.any() else lo
-            z[j] = hi = best
-    return z
+
+
+def _shrink_towards(oracle: ModelOnView, x_hat: np.ndarray, z: np.ndarray, j: int, integral: bool) -> None:
+    """Polish step 2 for one number: ``z[j]`` (in place) brought towards the query as far as the
+    model allows, two grid passes between the refused side and the accepted value."""
+    lo, hi = float(x_hat[j]), float(z[j])      # lo: the query's side (refused), hi: accepted
+    for _ in range(2):
+        vals = lo + np.linspace(0.0, 1.0, SHRINK_GRID + 1)[1:-1] * (hi - lo)
+        if integral:
+            vals = np.unique(np.where(hi > lo, np.ceil(vals), np.floor(vals)))
+            vals = vals[(vals != x_hat[j]) & (vals != hi)]
+        if not len(vals):
+            return
+        C = np.repeat(z[None, :], len(vals), axis=0)
+        C[:, j] = vals
+        ok = oracle.valid(C)
+        if not ok.any():
+            return
+        dist = np.abs(vals - x_hat[j])
+        best = float(vals[np.flatnonzero(ok)[np.argmin(dist[ok])]])
+        closer_refused = ~ok & (dist < abs(best - x_hat[j]))
+        lo = float(vals[np.flatnonzero(closer_refused)[np.argmax(dist[closer_refused])]]) \
+            if closer_refused.any() else lo
+        z[j] = hi = best
 
 
 #: how far (as a share of the feature's span) a shown value may move from the polished one
@@ -171,17 +185,11 @@ def shorten_on_model(oracle: ModelOnView, x_hat: np.ndarray, z: np.ndarray, *, k
     :data:`SHOWN_TOLERANCE` of its span: the number shown is the number checked."""
     z = np.array(z, dtype=float)
     for j in np.flatnonzero(z != x_hat):
-        if categorical[j] or kinds[j] in INTEGRAL_KINDS or not np.isfinite(z[j]) or not np.isfinite(x_hat[j]):
+        if not _free_number(int(j), z, x_hat, kinds, categorical):
             continue
-        v, up = float(z[j]), bool(z[j] > x_hat[j])
-        cands = []
-        for digits in range(1, 13):
-            mag = 10.0 ** (np.floor(np.log10(abs(v))) - digits + 1) if v != 0 else 10.0 ** -digits
-            r = (np.ceil(v / mag) if up else np.floor(v / mag)) * mag
-            r = float(f"{r:.{digits + 2}g}")
-            if abs(r - v) <= SHOWN_TOLERANCE * span[j] and (r > x_hat[j] if up else r < x_hat[j]) \
-                    and (lower is None or r >= lower[j]) and (upper is None or r <= upper[j]) and r not in cands:
-                cands.append(r)
+        v = float(z[j])
+        cands = _shorter_values(v, float(x_hat[j]), SHOWN_TOLERANCE * span[j],
+                                -np.inf if lower is None else lower[j], np.inf if upper is None else upper[j])
         if not cands or cands[0] == v:
             continue
         C = np.repeat(z[None, :], len(cands), axis=0)
@@ -190,6 +198,25 @@ def shorten_on_model(oracle: ModelOnView, x_hat: np.ndarray, z: np.ndarray, *, k
         if ok.any():
             z[j] = cands[int(np.flatnonzero(ok)[0])]
     return z
+
+
+def _free_number(j: int, z: np.ndarray, x_hat: np.ndarray, kinds: list[str], categorical: np.ndarray) -> bool:
+    """Whether feature ``j`` is a real number, finite at the point and at the query (one whose digits can be cut)."""
+    return not (categorical[j] or kinds[j] in INTEGRAL_KINDS or not np.isfinite(z[j]) or not np.isfinite(x_hat[j]))
+
+
+def _shorter_values(v: float, query: float, tolerance: float, low: float, high: float) -> list[float]:
+    """``v`` written with 1 to 12 significant digits, rounded away from ``query``: those within
+    ``tolerance`` of ``v``, still on its side of the query and within ``[low, high]``, fewest digits first."""
+    up = v > query
+    cands: list[float] = []
+    for digits in range(1, 13):
+        mag = 10.0 ** (np.floor(np.log10(abs(v))) - digits + 1) if v != 0 else 10.0 ** -digits
+        r = (np.ceil(v / mag) if up else np.floor(v / mag)) * mag
+        r = float(f"{r:.{digits + 2}g}")
+        if abs(r - v) <= tolerance and (r > query if up else r < query) and low <= r <= high and r not in cands:
+            cands.append(r)
+    return cands
 
 
 def _project(P: np.ndarray, x_hat: np.ndarray, schema: Schema | None, kinds: list[str],
@@ -278,53 +305,21 @@ def checked_counterfactual(model: ModelLike, x: Row, target: TargetSpec, *, surr
     if x_hat.shape != (ens.n_features,):
         raise QueryError(f"x has {x_hat.size} values; the surrogate reads {ens.n_features} features.")
     cm = make_cost_model(ens, norm, weights, schema)
-    def keeps(X: np.ndarray) -> np.ndarray:        # every point asked about keeps the analyst's constraints
-        return np.asarray(constraints.holds(x_hat, np.atleast_2d(X)).all(axis=1), dtype=bool) \
-            if constraints else np.ones(len(np.atleast_2d(X)), dtype=bool)
-
-    oracle = ModelOnView(model, ens, target, accept=keeps)
+    oracle = ModelOnView(model, ens, target, accept=_keeping(constraints, x_hat))
     at_target(ens, target, ens.predict(x_hat[None, :]))          # the target is one the model can give
-    d = ens.n_features
-    kinds, groups = _kinds(schema, d), _groups(schema, d)
-    categorical = np.array([c is not None for c in ens.categories])
-    discrete = categorical | np.array([k in ("binary", "categorical", "one-hot") for k in kinds])
-    actions = np.array(feature_actions(ens, schema, x_hat, fixed=fixed, increase_only=increase_only,
-                                        decrease_only=decrease_only), dtype=object)
-    project = lambda P: _project(P, x_hat, schema, kinds, actions)
-    rng = np.random.default_rng(random_state)
+    q = _Query.of(ens, x_hat, schema, oracle, cm, t0, time_limit,
+                  feature_actions(ens, schema, x_hat, fixed=fixed, increase_only=increase_only,
+                                  decrease_only=decrease_only))
     X_ref = None if X_ref is None else np.asarray(X_ref, dtype=np.float64)
     opts: dict[str, Any] = dict(schema=schema, norm=norm, weights=weights, fixed=fixed,
                                 increase_only=increase_only, decrease_only=decrease_only, n_workers=n_workers)
     if constraints:
         opts["constraints"] = constraints
-    current = surrogate
-    tried: list[np.ndarray] = []
-    found: list[np.ndarray] = []
-    first: CounterfactualResult | None = None
-    refits = 0
-    while True:
-        left = time_limit - (time.perf_counter() - t0)
-        if left <= 0.05:
-            break
-        res = solve(current.ensemble, x_hat, target, time_limit=left, X_ref=X_ref, **opts)
-        first = first or res
-        if not res.found or res.x is None:      # found: a point (the check names it for the type checker)
-            break
-        z = res.x
-        tried.append(z)
-        if oracle.valid(z)[0]:
-            found.append(z)
-        else:
-            past = _beyond(oracle, x_hat, z, discrete, project)
-            if past is not None:
-                found.append(past)
-        if found or refits >= rounds or time.perf_counter() - t0 > 0.6 * time_limit:
-            break
-        extra = np.concatenate([_around(x_hat, z, cm.span, rng, discrete) for z in tried])
-        current = current.refit(model, oracle.native(project(extra)), random_state=random_state + refits + 1)
-        refits += 1
+    rounds_ = _solve_and_repair(q, model, surrogate, lambda ens_, left: solve(
+        ens_, x_hat, target, time_limit=left, X_ref=X_ref, **opts), rounds, random_state)
+    found, first, refits = rounds_.found, rounds_.first, rounds_.refits
     if not found:
-        found = _search_on_model(oracle, x_hat, tried, X_ref, cm, discrete, project)
+        found = _search_on_model(oracle, x_hat, rounds_.tried, X_ref, cm, q.discrete, q.project)
     params = _params(first, surrogate, refits, oracle)
 
     def guarantee(status: GuaranteeKind, note: str) -> Guarantee:
@@ -332,28 +327,130 @@ def checked_counterfactual(model: ModelLike, x: Row, target: TargetSpec, *, surr
                          boundary_fidelity=surrogate.boundary_fidelity)
 
     if not found:
-        refused = first.message if first is not None and first.status == "infeasible" else None
-        infeasible = refused is not None
-        message = (f"No counterfactual under these constraints on the surrogate: {refused}" if infeasible
-                   else "No counterfactual valid on the model was found: the model refused the surrogate's answers "
-                        "and the search on the model found none.")
-        return CounterfactualResult(
-            x=None, cost=float("inf"), status="infeasible" if infeasible else "error", gap=float("inf"),
-            elapsed=time.perf_counter() - t0, changes=(), backend="surrogate", params=params, x_query=x_hat,
-            message=message, guarantee=guarantee("not_found", "Nothing is proven of the model itself."))
+        return _not_found(q, first, params, guarantee("not_found", "Nothing is proven of the model itself."))
     if on_progress is not None:
         z0 = found[0]
         on_progress(_result(ens, oracle, x_hat, z0, cm, t0, params, guarantee, "Valid on the model; polishing."))
-    cost_fn = lambda C: cm.cost(x_hat, C)
-    polished = [polish_on_model(oracle, x_hat, z, cost_fn, kinds=kinds, groups=groups, categorical=categorical)
-                for z in found[:3]]
-    z = polished[int(np.argmin(cm.cost(x_hat, np.array(polished))))]
-    arr = schema.arrays() if schema is not None else None
-    z = shorten_on_model(oracle, x_hat, z, kinds=kinds, categorical=categorical, span=cm.span,
-                         lower=None if arr is None else arr["lower"], upper=None if arr is None else arr["upper"])
+    z = _polished(q, found)
     params = _params(first, surrogate, refits, oracle)
     note = "" if not refits else f"The surrogate was refined {refits} time{'s' if refits > 1 else ''} for this row."
     return _result(ens, oracle, x_hat, z, cm, t0, params, guarantee, "", note=note)
+
+
+def _keeping(constraints: Constraints | None, x_hat: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """Which points keep the analyst's constraints for the query: every point asked about must."""
+    def keeps(X: np.ndarray) -> np.ndarray:
+        return np.asarray(constraints.holds(x_hat, np.atleast_2d(X)).all(axis=1), dtype=bool) \
+            if constraints else np.ones(len(np.atleast_2d(X)), dtype=bool)
+    return keeps
+
+
+@dataclass(frozen=True, eq=False)
+class _Query:
+    """One query's fixed parts, shared by the repair, the search and the polish."""
+
+    x_hat: np.ndarray
+    schema: Schema | None
+    oracle: ModelOnView
+    cm: CostModel
+    t0: float
+    time_limit: float
+    kinds: list[str]
+    groups: list[list[int]]
+    categorical: np.ndarray
+    discrete: np.ndarray
+    actions: np.ndarray
+
+    @classmethod
+    def of(cls, ens: TreeEnsemble, x_hat: np.ndarray, schema: Schema | None, oracle: ModelOnView, cm: CostModel,
+           t0: float, time_limit: float, actions: list[str]) -> "_Query":
+        d = ens.n_features
+        kinds = _kinds(schema, d)
+        categorical = np.array([c is not None for c in ens.categories])
+        discrete = categorical | np.array([k in ("binary", "categorical", "one-hot") for k in kinds])
+        return cls(x_hat, schema, oracle, cm, t0, time_limit, kinds, _groups(schema, d), categorical, discrete,
+                   np.array(actions, dtype=object))
+
+    def project(self, P: np.ndarray) -> np.ndarray:
+        """``P`` moved onto the query's constraints (:func:`_project`)."""
+        return _project(P, self.x_hat, self.schema, self.kinds, self.actions)
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+
+@dataclass
+class _Rounds:
+    """What the solves on the surrogate and its refits gave: the points tried, those valid on the model."""
+
+    tried: list[np.ndarray] = field(default_factory=list)
+    found: list[np.ndarray] = field(default_factory=list)
+    first: CounterfactualResult | None = None
+    refits: int = 0
+
+
+def _solve_and_repair(q: _Query, model: ModelLike, surrogate: Surrogate,
+                      solve: Callable[[TreeEnsemble, float], CounterfactualResult], rounds: int,
+                      random_state: int) -> _Rounds:
+    """Steps 1-3: solve on the surrogate, check on the model, follow the segment past a refused
+    point, and refit the surrogate around the counterexamples, ``rounds`` times at most."""
+    rng = np.random.default_rng(random_state)
+    current = surrogate
+    out = _Rounds()
+    while True:
+        left = q.time_limit - q.elapsed()
+        if left <= 0.05:
+            break
+        res = solve(current.ensemble, left)
+        out.first = out.first or res
+        if not res.found or res.x is None:      # found: a point (the check names it for the type checker)
+            break
+        z = res.x
+        out.tried.append(z)
+        _check_or_extend(q, z, out.found)
+        if out.found or out.refits >= rounds or q.elapsed() > 0.6 * q.time_limit:
+            break
+        extra = np.concatenate([_around(q.x_hat, z, q.cm.span, rng, q.discrete) for z in out.tried])
+        current = current.refit(model, q.oracle.native(q.project(extra)), random_state=random_state + out.refits + 1)
+        out.refits += 1
+    return out
+
+
+def _check_or_extend(q: _Query, z: np.ndarray, found: list[np.ndarray]) -> None:
+    """``z`` added to ``found`` when the model accepts it, else the first accepted point past it."""
+    if q.oracle.valid(z)[0]:
+        found.append(z)
+        return
+    past = _beyond(q.oracle, q.x_hat, z, q.discrete, q.project)
+    if past is not None:
+        found.append(past)
+
+
+def _not_found(q: _Query, first: CounterfactualResult | None, params: dict[str, Any],
+               guarantee: Guarantee) -> CounterfactualResult:
+    """The answer when no point valid on the model was found: infeasible when the surrogate's
+    query was, else an error saying the model refused every answer."""
+    refused = first.message if first is not None and first.status == "infeasible" else None
+    infeasible = refused is not None
+    message = (f"No counterfactual under these constraints on the surrogate: {refused}" if infeasible
+               else "No counterfactual valid on the model was found: the model refused the surrogate's answers "
+                    "and the search on the model found none.")
+    return CounterfactualResult(
+        x=None, cost=float("inf"), status="infeasible" if infeasible else "error", gap=float("inf"),
+        elapsed=q.elapsed(), changes=(), backend="surrogate", params=params, x_query=q.x_hat,
+        message=message, guarantee=guarantee)
+
+
+def _polished(q: _Query, found: list[np.ndarray]) -> np.ndarray:
+    """Step 5: the first three valid points polished on the model, the cheapest of them shortened."""
+    x_hat, cm = q.x_hat, q.cm
+    cost_fn = lambda C: cm.cost(x_hat, C)
+    polished = [polish_on_model(q.oracle, x_hat, z, cost_fn, kinds=q.kinds, groups=q.groups,
+                                categorical=q.categorical) for z in found[:3]]
+    z = polished[int(np.argmin(cm.cost(x_hat, np.array(polished))))]
+    arr = q.schema.arrays() if q.schema is not None else None
+    return shorten_on_model(q.oracle, x_hat, z, kinds=q.kinds, categorical=q.categorical, span=cm.span,
+                            lower=None if arr is None else arr["lower"], upper=None if arr is None else arr["upper"])
 
 
 def _search_on_model(oracle: ModelOnView, x_hat: np.ndarray, tried: list[np.ndarray], X_ref: np.ndarray | None,
