@@ -266,7 +266,7 @@ def _check_splits(ft: np.ndarray, th: np.ndarray, bits: np.ndarray, internal: np
         raise ModelError("Tree invariant broken: an internal node has no feature.")
     if np.any(np.isinf(th[internal])):
         raise ModelError("Tree invariant broken: an internal node has an infinite threshold.")
-    cat = internal & np.isnan(th)
+    cat: np.ndarray = internal & np.isnan(th)
     if cat.any() and bits.shape[1] == 0:
         raise ModelError("Tree invariant broken: an internal node has no threshold and no category set.")
     return cat
@@ -280,9 +280,9 @@ def _missing_left(missing_left: Any, threshold_splits: np.ndarray) -> np.ndarray
     miss = np.ascontiguousarray(missing_left, dtype=bool)
     if miss.shape != (n,):
         raise ModelError(f"missing_left has shape {miss.shape}; expected ({n},).")
-    miss = miss & threshold_splits
-    miss.setflags(write=False)
-    return miss
+    known: np.ndarray = miss & threshold_splits
+    known.setflags(write=False)
+    return known
 
 
 def stacked_trees(counts: np.ndarray, children_left: np.ndarray, children_right: np.ndarray, feature: np.ndarray,
