@@ -68,6 +68,25 @@ def read_config(section: Mapping[str, Any] | None) -> SignIn | None:
     """The sign-in configuration of an ``[auth]`` section; None without one (no sign-in)."""
     if section is None:
         return None
+    problems = _redirect_problems(section)
+    named = {k: v for k, v in section.items() if isinstance(v, Mapping)}
+    if any(k in section for k in PROVIDER_KEYS):
+        named = {"default": section, **named}
+    if not named:
+        problems.append('no provider is configured: give "client_id", "client_secret" and "server_metadata_url" '
+                        "under [auth] (or under [auth.<name>] for each provider).")
+    providers = {}
+    for name, conf in named.items():
+        problem = _provider_problem(name, conf)
+        if problem:
+            problems.append(problem)
+        else:
+            providers[name] = str(conf["server_metadata_url"]).strip()
+    return SignIn(providers, tuple(problems))
+
+
+def _redirect_problems(section: Mapping[str, Any]) -> list[str]:
+    """What is wrong with the section's redirect address and cookie secret."""
     problems = []
     redirect = str(section.get("redirect_uri") or "").strip()
     if not redirect:
@@ -80,23 +99,18 @@ def read_config(section: Mapping[str, Any] | None) -> SignIn | None:
         problems.append('"cookie_secret" is missing: a long random text that signs the identity cookie, e.g. '
                         "the output of `python -c 'import secrets; print(secrets.token_hex(32))'`. Keep it "
                         "secret and the same across restarts, or everyone must sign in again.")
-    named = {k: v for k, v in section.items() if isinstance(v, Mapping)}
-    if any(k in section for k in PROVIDER_KEYS):
-        named = {"default": section, **named}
-    if not named:
-        problems.append('no provider is configured: give "client_id", "client_secret" and "server_metadata_url" '
-                        "under [auth] (or under [auth.<name>] for each provider).")
-    providers = {}
-    for name, conf in named.items():
-        missing = [k for k in PROVIDER_KEYS if not str(conf.get(k) or "").strip()]
-        where = "[auth]" if name == "default" else f"[auth.{name}]"
-        if "_" in name:
-            problems.append(f"{where}: a provider's name may not contain '_' (Streamlit refuses it).")
-        elif missing:
-            problems.append(f"{where} lacks {', '.join(missing)}.")
-        else:
-            providers[name] = str(conf["server_metadata_url"]).strip()
-    return SignIn(providers, tuple(problems))
+    return problems
+
+
+def _provider_problem(name: str, conf: Mapping[str, Any]) -> str | None:
+    """What is wrong with one provider's settings (None: nothing)."""
+    missing = [k for k in PROVIDER_KEYS if not str(conf.get(k) or "").strip()]
+    where = "[auth]" if name == "default" else f"[auth.{name}]"
+    if "_" in name:
+        return f"{where}: a provider's name may not contain '_' (Streamlit refuses it)."
+    if missing:
+        return f"{where} lacks {', '.join(missing)}."
+    return None
 
 
 def _secrets_files() -> list[Path]:

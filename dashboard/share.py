@@ -24,7 +24,7 @@ import logging
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import streamlit as st
 
@@ -110,6 +110,15 @@ def read_link(params: Mapping[str, Sequence[str]]) -> tuple[Link, list[str]]:
     asks for, and a message for each part that is malformed (which is then not used).
     Parameters other than :data:`PARAMS` (Streamlit's own, e.g. ``embed``) are left alone."""
     problems: list[str] = []
+    given = _given(params, problems)
+    out: dict[str, Any] = {}
+    for part in (_link_data, _link_row, _link_target, _link_settings):
+        out.update(part(given, problems))
+    return Link(**out), problems
+
+
+def _given(params: Mapping[str, Sequence[str]], problems: list[str]) -> dict[str, str]:
+    """Each known parameter the link gives once and not too long (the others said in ``problems``)."""
     given: dict[str, str] = {}
     for name, (called, most) in PARAMS.items():
         values = list(params.get(name, ()))
@@ -119,89 +128,132 @@ def read_link(params: Mapping[str, Sequence[str]]) -> tuple[Link, list[str]]:
             problems.append(f"The link's {called} is {len(values[0]):,} characters long; it holds at most {most:,}.")
         elif values:
             given[name] = values[0]
-    out: dict[str, Any] = {}
+    return given
+
+
+def _link_data(given: dict[str, str], problems: list[str]) -> dict[str, Any]:
+    """The data the link opens: a token of this server's form, else a demo this app has."""
     if "ws" in given:
         if _TOKEN.fullmatch(given["ws"]):
-            out["ws"] = given["ws"]
-        else:
-            problems.append(f"The link's data token {_shown(given['ws'])} is not one this server makes.")
+            return {"ws": given["ws"]}
+        problems.append(f"The link's data token {_shown(given['ws'])} is not one this server makes.")
     elif "demo" in given:
         if given["demo"] in DEMOS:
-            out["demo"] = given["demo"]
-        else:
-            problems.append(f"The link names a demo {_shown(given['demo'])} this app does not have.")
-    if "row" in given:
-        text = given["row"]
-        if _ROW.fullmatch(text):
-            out["row"] = int(text)
-        else:
-            why = ("is negative" if text.startswith("-") else "is not a whole number" if "." in text
-                   else "is too large" if text.isascii() and text.isdigit() else "is not a row number")
-            problems.append(f"The link's row {_shown(text)} {why}: a row is a number 0, 1, 2, … in the digits 0-9.")
-    if given.get("target"):
-        text = given["target"]
-        m = _INTERVAL.fullmatch(text)
-        lo, hi = (float(m.group(1)), float(m.group(2))) if m else (math.nan, math.nan)
-        if m and math.isfinite(lo) and math.isfinite(hi) and lo <= hi:
-            out["target"] = (lo, hi)
-        elif _NUMERIC.fullmatch(text):
-            problems.append(f"The link's target {_shown(text)} is not an interval of predictions (two finite "
-                            "numbers, the lower first, as in 0.5,1.5).")
-        else:
-            out["target"] = text          # a class, matched by its text once the model is known
-        if "target" in out:
-            out["target_text"] = text
-    if given.get("s"):
-        try:
-            settings = json.loads(given["s"])
-        except (ValueError, RecursionError):
-            settings = None
-        if isinstance(settings, dict):
-            out["settings"] = settings
-        else:
-            problems.append("The link's settings are damaged (cut short or edited); the pages start from their "
-                            "defaults.")
-    return Link(**out), problems
+            return {"demo": given["demo"]}
+        problems.append(f"The link names a demo {_shown(given['demo'])} this app does not have.")
+    return {}
 
 
-def _setting_value(key: str, value, ws):
+def _link_row(given: dict[str, str], problems: list[str]) -> dict[str, Any]:
+    """The link's row: ASCII digits only."""
+    if "row" not in given:
+        return {}
+    text = given["row"]
+    if _ROW.fullmatch(text):
+        return {"row": int(text)}
+    why = ("is negative" if text.startswith("-") else "is not a whole number" if "." in text
+           else "is too large" if text.isascii() and text.isdigit() else "is not a row number")
+    problems.append(f"The link's row {_shown(text)} {why}: a row is a number 0, 1, 2, … in the digits 0-9.")
+    return {}
+
+
+def _link_target(given: dict[str, str], problems: list[str]) -> dict[str, Any]:
+    """The link's target: an interval of two finite numbers (the lower first), or a class's text."""
+    text = given.get("target")
+    if not text:
+        return {}
+    m = _INTERVAL.fullmatch(text)
+    lo, hi = (float(m.group(1)), float(m.group(2))) if m else (math.nan, math.nan)
+    if m and math.isfinite(lo) and math.isfinite(hi) and lo <= hi:
+        return {"target": (lo, hi), "target_text": text}
+    if _NUMERIC.fullmatch(text):
+        problems.append(f"The link's target {_shown(text)} is not an interval of predictions (two finite "
+                        "numbers, the lower first, as in 0.5,1.5).")
+        return {}
+    return {"target": text, "target_text": text}      # a class, matched by its text once the model is known
+
+
+def _link_settings(given: dict[str, str], problems: list[str]) -> dict[str, Any]:
+    """The view settings: one JSON object."""
+    if not given.get("s"):
+        return {}
+    try:
+        settings = json.loads(given["s"])
+    except (ValueError, RecursionError):
+        settings = None
+    if isinstance(settings, dict):
+        return {"settings": settings}
+    problems.append("The link's settings are damaged (cut short or edited); the pages start from their "
+                    "defaults.")
+    return {}
+
+
+def _bool_setting(value: Any, args: list[Any], ws: Any) -> Any:
+    if not isinstance(value, bool):
+        raise ValueError("is not true or false")
+    return value
+
+
+def _number(value: Any, lo: float, hi: float) -> Any:
+    """A finite number in lo..hi (a boolean is not one)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError("is not a number")
+    if not lo <= value <= hi:
+        raise ValueError(f"is outside {lo}..{hi}")
+    return value
+
+
+def _int_setting(value: Any, args: list[Any], ws: Any) -> Any:
+    value = _number(value, *args)
+    if float(value) != int(value):
+        raise ValueError("is not a whole number")
+    return int(value)
+
+
+def _float_setting(value: Any, args: list[Any], ws: Any) -> Any:
+    return float(_number(value, *args))
+
+
+def _choice_setting(value: Any, args: list[Any], ws: Any) -> Any:
+    if value not in args[0]:
+        raise ValueError("is not one of the choices")
+    return value
+
+
+def _class_setting(value: Any, args: list[Any], ws: Any) -> Any:
+    if not ws.ensemble.is_classifier:
+        raise ValueError("names a class, but this model predicts numbers")
+    by_text = {str(c): c for c in ws.ensemble.classes}
+    if str(value) not in by_text:
+        raise ValueError("is not a class of this model")
+    return by_text[str(value)]
+
+
+def _feature_setting(value: Any, args: list[Any], ws: Any) -> Any:
+    if value not in list(ws.ensemble.feature_names):
+        raise ValueError("is not a feature of this model")
+    return value
+
+
+def _columns_setting(value: Any, args: list[Any], ws: Any) -> Any:
+    known = set(ws.schema.names) | set(ws.schema.groups())
+    if not isinstance(value, list) or not all(isinstance(v, str) and v in known for v in value):
+        raise ValueError("names columns this data does not have")
+    return list(dict.fromkeys(value))
+
+
+#: how a link's value of each kind of setting (:data:`SETTINGS`) is read: (value, arguments, workspace)
+_SETTING_KINDS: dict[str, Callable[[Any, list[Any], Any], Any]] = {"bool": _bool_setting, "int": _int_setting, "float": _float_setting, "choice": _choice_setting,
+                  "class": _class_setting, "feature": _feature_setting, "columns": _columns_setting}
+
+
+def _setting_value(key: str, value: Any, ws: Any) -> Any:
     """The link's ``value`` for widget ``key`` as that widget takes it, or raise
     ValueError saying why this data or page cannot take it."""
     kind, *args = SETTINGS[key]
-    if kind == "bool":
-        if not isinstance(value, bool):
-            raise ValueError("is not true or false")
-        return value
-    if kind in ("int", "float"):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValueError("is not a number")
-        lo, hi = args
-        if not lo <= value <= hi:
-            raise ValueError(f"is outside {lo}..{hi}")
-        if kind == "int" and float(value) != int(value):
-            raise ValueError("is not a whole number")
-        return int(value) if kind == "int" else float(value)
-    if kind == "choice":
-        if value not in args[0]:
-            raise ValueError("is not one of the choices")
-        return value
-    if kind == "class":
-        if not ws.ensemble.is_classifier:
-            raise ValueError("names a class, but this model predicts numbers")
-        by_text = {str(c): c for c in ws.ensemble.classes}
-        if str(value) not in by_text:
-            raise ValueError("is not a class of this model")
-        return by_text[str(value)]
-    if kind == "feature":
-        if value not in list(ws.ensemble.feature_names):
-            raise ValueError("is not a feature of this model")
-        return value
-    if kind == "columns":
-        known = set(ws.schema.names) | set(ws.schema.groups())
-        if not isinstance(value, list) or not all(isinstance(v, str) and v in known for v in value):
-            raise ValueError("names columns this data does not have")
-        return list(dict.fromkeys(value))
-    raise ValueError("is not a setting")
+    if kind not in _SETTING_KINDS:
+        raise ValueError("is not a setting")
+    return _SETTING_KINDS[kind](value, args, ws)
 
 
 def restore() -> None:
@@ -214,14 +266,7 @@ def restore() -> None:
     for message in problems:
         _broken(message)
     try:
-        if link.ws:
-            ws = store().load_workspace(link.ws, owner=owner())
-            state.put(state.Keys.WORKSPACE, ws)
-            state.put(state.Keys.DEMO, None)
-            st.session_state[TOKEN] = (ws.key, link.ws)
-        elif link.demo:
-            state.put(state.Keys.WORKSPACE, demo_workspace(link.demo))
-            state.put(state.Keys.DEMO, link.demo)
+        _open_data(link)
     except AtlasError as exc:
         _broken(f"The link's data could not be opened: {exc}")
     except Exception as exc:  # noqa: BLE001 - a link never shows a traceback
@@ -236,33 +281,63 @@ def restore() -> None:
     st.session_state[CHECK] = link.target_text or True
 
 
+def _open_data(link: Link) -> None:
+    """Open the data the link names: the workspace kept under its token, or its demo."""
+    if link.ws:
+        ws = store().load_workspace(link.ws, owner=owner())
+        state.put(state.Keys.WORKSPACE, ws)
+        state.put(state.Keys.DEMO, None)
+        st.session_state[TOKEN] = (ws.key, link.ws)
+    elif link.demo:
+        state.put(state.Keys.WORKSPACE, demo_workspace(link.demo))
+        state.put(state.Keys.DEMO, link.demo)
+
+
 def _broken(message: str) -> None:
     errors = st.session_state.get(LINK_ERROR) or []
     st.session_state[LINK_ERROR] = [*errors, message]
 
 
-def check_link(ws) -> None:
+def check_link(ws: Any) -> None:
     """Once the data is known: a link's row or class that this data does not have is said, not
     silently replaced (the pages then show row 0 or the first other class)."""
     written = st.session_state.pop(CHECK, False)
     if not written or ws is None:
         return
-    row, target = st.session_state.get(ROW), st.session_state.get(TARGET)
+    _check_row(ws)
+    if st.session_state.get(TARGET) is not None and isinstance(written, str):  # the link's own target, as written
+        _check_target(ws, written)
+    refused = _apply_settings(ws)
+    if refused:
+        _broken(f"These settings of the link were not applied: {'; '.join(refused[:8])}"
+                f"{'…' if len(refused) > 8 else ''}.")
+
+
+def _check_row(ws: Any) -> None:
+    row = st.session_state.get(ROW)
     if row is not None and not 0 <= row < len(ws.X):
         _broken(f"The link's row {row} is not in this data (rows 0 to {len(ws.X) - 1}).")
         st.session_state[ROW] = None
-    if target is not None and isinstance(written, str):         # the link's own target, as it wrote it
-        classes = {str(c): c for c in ws.ensemble.classes} if ws.ensemble.is_classifier else {}
-        if ws.ensemble.is_classifier and written in classes:
+
+
+def _check_target(ws: Any, written: str) -> None:
+    """The link's target as this model takes it: one of its classes by text, or an interval."""
+    if ws.ensemble.is_classifier:
+        classes = {str(c): c for c in ws.ensemble.classes}
+        if written in classes:
             st.session_state[TARGET] = classes[written]
-        elif ws.ensemble.is_classifier:
-            _broken(f"The link's target {_shown(written)} is not a class of this model "
-                    f"({', '.join(map(str, ws.ensemble.classes))}).")
-            st.session_state[TARGET] = None
-        elif not isinstance(target, tuple):
-            _broken(f"The link's target {_shown(written)} is not an interval of predictions (two numbers, the "
-                    "lower first, as in 0.5,1.5).")
-            st.session_state[TARGET] = None
+            return
+        _broken(f"The link's target {_shown(written)} is not a class of this model "
+                f"({', '.join(map(str, ws.ensemble.classes))}).")
+        st.session_state[TARGET] = None
+    elif not isinstance(st.session_state.get(TARGET), tuple):
+        _broken(f"The link's target {_shown(written)} is not an interval of predictions (two numbers, the "
+                "lower first, as in 0.5,1.5).")
+        st.session_state[TARGET] = None
+
+
+def _apply_settings(ws: Any) -> list[str]:
+    """Apply the link's class names and view settings; what was refused, and why."""
     refused = []
     pending = dict(st.session_state.pop(PENDING, None) or {})
     names = pending.pop("class_names", None)
@@ -281,9 +356,7 @@ def check_link(ws) -> None:
             st.session_state[key] = _setting_value(key, value, ws)
         except ValueError as exc:
             refused.append(f"{key} = {json.dumps(value)[:40]} ({exc})")
-    if refused:
-        _broken(f"These settings of the link were not applied: {'; '.join(refused[:8])}"
-                f"{'…' if len(refused) > 8 else ''}.")
+    return refused
 
 
 def link_notice() -> None:
@@ -301,30 +374,41 @@ def link_notice() -> None:
 
 def current_params() -> dict[str, str]:
     """What the URL should carry now."""
-    out: dict[str, str] = {}
     ws = state.get(state.Keys.WORKSPACE)
-    demo = state.get(state.Keys.DEMO)
-    token = st.session_state.get(TOKEN)
-    if demo:
-        out["demo"] = demo
-    elif ws is not None and token and token[0] == ws.key:
-        out["ws"] = token[1]
+    out = _data_param(ws)
     row = st.session_state.get(ROW)
     if row is not None:
         out["row"] = str(int(row))
-    target = st.session_state.get(TARGET)
-    if target is None:                     # the default the page showed, so the link opens on the same target
-        target = st.session_state.get(SHOWN)
-    if isinstance(target, tuple):
-        out["target"] = f"{float(target[0])!r},{float(target[1])!r}"
-    elif target is not None:
-        out["target"] = str(target)
+    target = _target_param()
+    if target is not None:
+        out["target"] = target
     settings = {k: json_ready(st.session_state[k]) for k in SETTINGS if k in st.session_state}
     if ws is not None and ws.class_names:
         settings["class_names"] = dict(ws.class_names)
     if settings:
         out["s"] = json.dumps(settings, separators=(",", ":"), sort_keys=True, default=str)
     return out
+
+
+def _data_param(ws: Any) -> dict[str, str]:
+    """The demo shown, or the token of the data kept for this workspace."""
+    demo = state.get(state.Keys.DEMO)
+    token = st.session_state.get(TOKEN)
+    if demo:
+        return {"demo": demo}
+    if ws is not None and token and token[0] == ws.key:
+        return {"ws": token[1]}
+    return {}
+
+
+def _target_param() -> str | None:
+    """The target as the URL writes it: an interval as two exact numbers, a class as its text."""
+    target = st.session_state.get(TARGET)
+    if target is None:                     # the default the page showed, so the link opens on the same target
+        target = st.session_state.get(SHOWN)
+    if isinstance(target, tuple):
+        return f"{float(target[0])!r},{float(target[1])!r}"
+    return None if target is None else str(target)
 
 
 def publish() -> None:
@@ -336,6 +420,14 @@ def publish() -> None:
     for k, v in want.items():
         if q.get(k) != v:
             q[k] = v
+
+
+#: the button that keeps a view, and what it does: on a team's server (True) or an open one
+_SHARE_LABELS = {
+    True: ("Keep this view", "Keeps this data and model on the server so that the address in your browser "
+           "opens this view; only you can open it until you share it with the team."),
+    False: ("Share this view", "Keeps this data and model on the server so that the address in your "
+            "browser opens this view; anyone with the link can open them.")}
 
 
 def share_button() -> None:
@@ -357,10 +449,7 @@ def share_button() -> None:
         else:
             _team_link(token[1], author)
         return
-    label, why = (("Keep this view", "Keeps this data and model on the server so that the address in your browser "
-                   "opens this view; only you can open it until you share it with the team.") if author is not None
-                  else ("Share this view", "Keeps this data and model on the server so that the address in your "
-                        "browser opens this view; anyone with the link can open them."))
+    label, why = _SHARE_LABELS[author is not None]
     if st.button(label, key="share_view", help=why):
         try:
             st.session_state[TOKEN] = (ws.key, store().save_workspace(ws, owner=owner()))

@@ -42,18 +42,26 @@ def _refused(values: Any) -> bool:
     return False
 
 
+def _untyped(dtype: Any, values: Any) -> bool:
+    """Objects that Arrow cannot type (only object columns may be refused)."""
+    return bool(pd.api.types.is_object_dtype(dtype) and _refused(values))
+
+
 def arrow_safe(data: Any) -> Any:
     """``data`` with each object column (and object index) that Arrow cannot type
     written as text; a DataFrame or Series that needs nothing, and anything else
     (a Styler, an array, a dict), is returned as it is."""
     if isinstance(data, pd.Series):
-        if pd.api.types.is_object_dtype(data.dtype) and _refused(data):
-            return data.map(_text).astype(str)
-        return data
+        return data.map(_text).astype(str) if _untyped(data.dtype, data) else data
     if not isinstance(data, pd.DataFrame):
         return data
-    bad = [c for c, dt in zip(data.columns, data.dtypes) if pd.api.types.is_object_dtype(dt) and _refused(data[c])]
-    index_bad = pd.api.types.is_object_dtype(data.index.dtype) and _refused(data.index.to_numpy())
+    return _safe_frame(data)
+
+
+def _safe_frame(data: pd.DataFrame) -> pd.DataFrame:
+    """A table with its object columns and object index that Arrow cannot type written as text."""
+    bad = [c for c, dt in zip(data.columns, data.dtypes) if _untyped(dt, data[c])]
+    index_bad = _untyped(data.index.dtype, data.index.to_numpy())
     if not bad and not index_bad:
         return data
     out = data.copy()

@@ -53,27 +53,39 @@ def target_picker(container: Any, ens: Any, pred: np.ndarray, row_pred: Any, pre
 
     Writes a caption when the row already has the chosen target.
     """
+    picker = _class_picker if ens.is_classifier else _interval_picker
+    target = picker(container, ens, pred, row_pred, prefix, label)
+    if row_pred is not None:
+        st.session_state[SHOWN] = target
+    return target
+
+
+def _class_picker(container: Any, ens: Any, pred: np.ndarray, row_pred: Any, prefix: str, label: str) -> Any:
+    """A classifier's target class: the one chosen on any page, else the default other class."""
     key = f"{prefix}_target"
     chosen = st.session_state.get(TARGET)
-    if ens.is_classifier:
-        classes = list(ens.classes)
-        by_text = {str(c): c for c in classes}
-        if chosen is not None and str(chosen) in by_text:
-            value = by_text[str(chosen)]
-        else:
-            value = default_target(ens, pred, row_pred)
-        st.session_state[key] = value
-        names = getattr(state.get(state.Keys.WORKSPACE), "class_names", None) or {}
-        target = container.selectbox(label, classes, key=key, on_change=_sync(key, TARGET),
-                                     format_func=lambda c: outcome_text(c, names))
-        if row_pred is not None and already_at_target(ens, row_pred, target):
-            container.caption(f"This row is already predicted {plain(outcome_text(target, names))}: there is "
-                              "nothing to "
-                              "change. "
-                              "Choose another outcome, or another row.")
-        if row_pred is not None:
-            st.session_state[SHOWN] = target
-        return target
+    classes = list(ens.classes)
+    by_text = {str(c): c for c in classes}
+    if chosen is not None and str(chosen) in by_text:
+        value = by_text[str(chosen)]
+    else:
+        value = default_target(ens, pred, row_pred)
+    st.session_state[key] = value
+    names = getattr(state.get(state.Keys.WORKSPACE), "class_names", None) or {}
+    target = container.selectbox(label, classes, key=key, on_change=_sync(key, TARGET),
+                                 format_func=lambda c: outcome_text(c, names))
+    if row_pred is not None and already_at_target(ens, row_pred, target):
+        container.caption(f"This row is already predicted {plain(outcome_text(target, names))}: there is "
+                          "nothing to "
+                          "change. "
+                          "Choose another outcome, or another row.")
+    return target
+
+
+def _interval_picker(container: Any, ens: Any, pred: np.ndarray, row_pred: Any, prefix: str,
+                     label: str) -> tuple[float, float]:
+    """A regressor's target interval (lo, hi): the one chosen on any page, else the default quartile."""
+    chosen = st.session_state.get(TARGET)
     if isinstance(chosen, tuple) and len(chosen) == 2:
         lo, hi = (float(v) for v in cast("tuple[float, float]", chosen))
     else:
@@ -92,8 +104,6 @@ def target_picker(container: Any, ens: Any, pred: np.ndarray, row_pred: Any, pre
     if row_pred is not None and already_at_target(ens, row_pred, (lo, hi)):
         container.caption(f"This row's prediction {approx_text(float(row_pred))} is already in the target: there is "
                           "nothing to change. Choose another interval, or another row.")
-    if row_pred is not None:
-        st.session_state[SHOWN] = (float(lo), float(hi))
     return (float(lo), float(hi))
 
 
@@ -130,14 +140,20 @@ def column_picker(container: Any, label: str, schema: Any, default: list[str], k
     names = schema.names
     members = {g: [names[i] for i in idx] for g, idx in schema.groups().items()}
     in_group = {n: g for g, cols in members.items() for n in cols}
+    options = _column_options(names, in_group, groups_too)
+    chosen_default = [o for o in options if all(c in default for c in members.get(o, [o]))]
+    picked = container.multiselect(label, options, chosen_default, key=key)
+    return [c for o in picked for c in members.get(o, [o])]
+
+
+def _column_options(names: list[str], in_group: dict[str, str], groups_too: bool) -> list[str]:
+    """The options of :func:`column_picker` in column order: each column, a one-hot group once by its name."""
     options: list[str] = []
     for n in names:
         option = in_group.get(n, n)
         if option not in options and (groups_too or n not in in_group):
             options.append(option)
-    chosen_default = [o for o in options if all(c in default for c in members.get(o, [o]))]
-    picked = container.multiselect(label, options, chosen_default, key=key)
-    return [c for o in picked for c in members.get(o, [o])]
+    return options
 
 
 def protected_picker(container: Any, schema: Any, key: str, help: str) -> list[str]:

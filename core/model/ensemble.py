@@ -96,22 +96,13 @@ class TreeEnsemble(ModelShape):
         if not self.trees:
             raise ModelError("The model has no trees.")
         object.__setattr__(self, "trees", tuple(self.trees))
-        base = np.atleast_1d(np.asarray(self.base_score, dtype=np.float64)).copy()
-        n_out = self.trees[0].value.shape[1]
-        if any(t.value.shape[1] != n_out for t in self.trees):
-            raise ModelError("All trees must have the same number of outputs.")
-        if base.shape != (n_out,):
-            raise ModelError(f"base_score has shape {base.shape}; expected ({n_out},).")
-        base.setflags(write=False)
+        base = _checked_base_score(self.trees, self.base_score)
         object.__setattr__(self, "base_score", base)
         names = tuple(str(n) for n in self.feature_names)
         if len(names) != self.n_features:
             raise ModelError(f"{len(names)} feature names for {self.n_features} features.")
         object.__setattr__(self, "feature_names", names)
-        cats = tuple(self.categories) or (None,) * self.n_features
-        if len(cats) != self.n_features:
-            raise ModelError(f"categories has {len(cats)} entries for {self.n_features} features.")
-        cats = tuple(None if c is None else tuple(c) for c in cats)
+        cats = _checked_categories(self.categories, self.n_features)
         object.__setattr__(self, "categories", cats)
         is_cat = np.array([c is not None for c in cats], dtype=bool)
         n_codes = np.array([0 if c is None else len(c) + 1 for c in cats], dtype=np.int64)
@@ -342,19 +333,7 @@ class TreeEnsemble(ModelShape):
         """Plain arrays and JSON-able metadata that :meth:`from_arrays` turns back
         into this ensemble: no pickle, so they can cross a process boundary from
         an untrusted parse (``np.savez`` / ``json``)."""
-        cat_w = max((t.bits.shape[1] for t in self.trees), default=0)
-        bits = np.concatenate([np.pad(t.bits, ((0, 0), (0, cat_w - t.bits.shape[1])))
-                               for t in self.trees]).astype(np.uint64)
-        arrays = {
-            "node_counts": np.array([t.n_nodes for t in self.trees], dtype=np.int64),
-            "children_left": np.concatenate([t.children_left for t in self.trees]),
-            "children_right": np.concatenate([t.children_right for t in self.trees]),
-            "feature": np.concatenate([t.feature for t in self.trees]),
-            "threshold": np.concatenate([t.threshold for t in self.trees]),
-            "value": np.concatenate([t.value for t in self.trees]),
-            "category_bits": bits,
-            "base_score": np.asarray(self.base_score, dtype=np.float64),
-        }
+        arrays = {**_tree_arrays(self.trees), "base_score": np.asarray(self.base_score, dtype=np.float64)}
         if self.routes_missing:
             arrays["missing_left"] = np.concatenate([t.missing_left for t in self.trees])
         meta = {
@@ -372,15 +351,7 @@ class TreeEnsemble(ModelShape):
         """Rebuild an ensemble from :meth:`to_arrays` output, checking every invariant again."""
         try:
             counts = np.asarray(arrays["node_counts"], dtype=np.int64)
-            total = int(counts.sum())
-            if counts.ndim != 1 or counts.size == 0 or np.any(counts <= 0):
-                raise ModelError("The parsed model has no trees or an empty tree.")
-            cols = {k: np.asarray(arrays[k]) for k in ("children_left", "children_right", "feature", "threshold",
-                                                        "value", "category_bits")}
-            if "missing_left" in arrays:
-                cols["missing_left"] = np.asarray(arrays["missing_left"], dtype=bool)
-            if any(len(v) != total for v in cols.values()):
-                raise ModelError("The parsed model's arrays do not add up to its node counts.")
+            cols = _node_columns(arrays, counts)
             trees = stacked_trees(counts, cols["children_left"], cols["children_right"], cols["feature"],
                                   cols["threshold"], cols["value"], cols["category_bits"], cols.get("missing_left"))
             classes = meta.get("classes")
@@ -409,6 +380,50 @@ class TreeEnsemble(ModelShape):
             cache = self._flat["content_hash"] = h.hexdigest()
         return cache
 
+
+
+def _checked_base_score(trees: tuple[Tree, ...], base_score: Any) -> np.ndarray:
+    """The base score, read-only, one per output of the trees (which must all have the same outputs)."""
+    base = np.atleast_1d(np.asarray(base_score, dtype=np.float64)).copy()
+    n_out = trees[0].value.shape[1]
+    if any(t.value.shape[1] != n_out for t in trees):
+        raise ModelError("All trees must have the same number of outputs.")
+    if base.shape != (n_out,):
+        raise ModelError(f"base_score has shape {base.shape}; expected ({n_out},).")
+    base.setflags(write=False)
+    return base
+
+
+def _checked_categories(categories: tuple[Any, ...], d: int) -> tuple[tuple[Any, ...] | None, ...]:
+    """One entry per feature (none given: every feature numerical), each categories tuple or None."""
+    cats = tuple(categories) or (None,) * d
+    if len(cats) != d:
+        raise ModelError(f"categories has {len(cats)} entries for {d} features.")
+    return tuple(None if c is None else tuple(c) for c in cats)
+
+
+def _tree_arrays(trees: tuple[Tree, ...]) -> dict[str, np.ndarray]:
+    """The trees' node arrays one after the other (category words padded to the widest), with their node counts."""
+    cat_w = max((t.bits.shape[1] for t in trees), default=0)
+    bits = np.concatenate([np.pad(t.bits, ((0, 0), (0, cat_w - t.bits.shape[1]))) for t in trees]).astype(np.uint64)
+    return {"node_counts": np.array([t.n_nodes for t in trees], dtype=np.int64),
+            **{k: np.concatenate([getattr(t, k) for t in trees])
+               for k in ("children_left", "children_right", "feature", "threshold", "value")},
+            "category_bits": bits}
+
+
+def _node_columns(arrays: dict[str, np.ndarray], counts: np.ndarray) -> dict[str, np.ndarray]:
+    """The node arrays :meth:`TreeEnsemble.to_arrays` wrote, checked to add up to the node ``counts``."""
+    total = int(counts.sum())
+    if counts.ndim != 1 or counts.size == 0 or np.any(counts <= 0):
+        raise ModelError("The parsed model has no trees or an empty tree.")
+    cols = {k: np.asarray(arrays[k]) for k in ("children_left", "children_right", "feature", "threshold",
+                                                "value", "category_bits")}
+    if "missing_left" in arrays:
+        cols["missing_left"] = np.asarray(arrays["missing_left"], dtype=bool)
+    if any(len(v) != total for v in cols.values()):
+        raise ModelError("The parsed model's arrays do not add up to its node counts.")
+    return cols
 
 
 def _check_trees(st: dict[str, Any], names: tuple[str, ...], is_cat: np.ndarray, n_codes: np.ndarray) -> None:

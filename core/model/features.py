@@ -194,6 +194,12 @@ def _floats(values: Any, names: Sequence[str], error: type[Exception], what: str
     if arr.ndim != 2:
         raise error(f"{what} must hold numbers in a table of (rows, {len(names)} features); got "
                     f"{_type_text(values)}.")
+    _check_cells(arr, names, error, what)
+    raise error(f"{what} must hold numbers; got {_type_text(values)}.")
+
+
+def _check_cells(arr: np.ndarray, names: Sequence[str], error: type[Exception], what: str) -> None:
+    """``error`` naming the first cell of the 2-D object array ``arr`` that is no number."""
     for i, row in enumerate(arr):
         for j, v in enumerate(row):
             try:
@@ -203,14 +209,20 @@ def _floats(values: Any, names: Sequence[str], error: type[Exception], what: str
                 raise error(f"{what} must hold numbers; row {i}, feature {col!r} holds {_short(v)} "
                             f"({type(v).__name__}). Encode text and categories as numbers (the model's "
                             "codes) first.") from None
-    raise error(f"{what} must hold numbers; got {_type_text(values)}.")
+
+
+def _repeated(labels: list[str]) -> list[str]:
+    """The labels given more than once, sorted."""
+    if len(set(labels)) == len(labels):
+        return []
+    return sorted({c for c in labels if labels.count(c) > 1})
 
 
 def _frame_columns(frame: pd.DataFrame, names: list[str], error: type[Exception], what: str) -> pd.DataFrame:
     """The frame's columns in model order: by name, or by position when that is safe."""
     cols = [str(c) for c in frame.columns]
-    if len(set(cols)) != len(cols):
-        dup = sorted({c for c in cols if cols.count(c) > 1})
+    dup = _repeated(cols)
+    if dup:
         raise error(f"{what} has duplicate columns {names_text(dup)}; give each feature once.")
     if all(n in cols for n in names):
         return frame.iloc[:, [cols.index(n) for n in names]]
@@ -245,30 +257,46 @@ def as_table(X: Rows, names: Sequence[Any], *, error: type[Exception] = SchemaEr
     sequence of d numbers is one row; ``min_rows``: fewer rows raise ``error``."""
     value_error = value_error or error
     names = [str(v) for v in names]
-    d = len(names)
-    if X is None or isinstance(X, (str, bytes, Mapping, numbers.Number, np.generic)) or not hasattr(X, "__len__"):
-        kind = "a dict" if isinstance(X, Mapping) else _type_text(X)
-        hint = (" (a dict of columns: pass pd.DataFrame(X))" if isinstance(X, Mapping) else "")
-        raise error(f"{what} must be a table of rows: a DataFrame with the model's feature columns or an "
-                    f"array of shape (n_rows, {d}); got {kind}{hint}.")
+    _check_is_table(X, len(names), error, what)
     if isinstance(X, pd.Series):
         X = X.to_frame().T if one_row else X
     if isinstance(X, pd.DataFrame):
-        frame = _frame_columns(X, names, error, what)
-        text = [c for c, dt in zip(names, frame.dtypes)
-                if not (pd.api.types.is_numeric_dtype(dt) or pd.api.types.is_bool_dtype(dt))]
-        if text:
-            sample = frame.iloc[:, names.index(text[0])].dropna().head(1).tolist()
-            example = f" (e.g. {_short(sample[0])})" if sample else ""
-            raise value_error(f"{what}: columns {names_text(text, 6)} are not numeric{example}; encode text and "
-                              "categories as numbers (the model's codes) first.")
-        A = frame.to_numpy(dtype=np.float64, na_value=np.nan)
+        A = _frame_floats(_frame_columns(X, names, error, what), names, value_error, what)
     elif isinstance(X, np.ndarray) and X.dtype.kind in "biuf":
         A = np.asarray(X, dtype=np.float64)
     else:
         A = _floats(X, names, value_error, what)
     if A.ndim == 1 and one_row:
         A = A[None, :]
+    _check_table_shape(A, names, error, what, min_rows)
+    _check_values(A, names, value_error, what, missing, infinite)
+    return A
+
+
+def _check_is_table(X: object, d: int, error: type[Exception], what: str) -> None:
+    """``X`` is something that holds rows (not text, a dict, a number or None)."""
+    if X is None or isinstance(X, (str, bytes, Mapping, numbers.Number, np.generic)) or not hasattr(X, "__len__"):
+        kind = "a dict" if isinstance(X, Mapping) else _type_text(X)
+        hint = (" (a dict of columns: pass pd.DataFrame(X))" if isinstance(X, Mapping) else "")
+        raise error(f"{what} must be a table of rows: a DataFrame with the model's feature columns or an "
+                    f"array of shape (n_rows, {d}); got {kind}{hint}.")
+
+
+def _frame_floats(frame: pd.DataFrame, names: list[str], error: type[Exception], what: str) -> np.ndarray:
+    """A frame's columns (in model order) as floats; ``error`` naming the columns that are not numeric."""
+    text = [c for c, dt in zip(names, frame.dtypes)
+            if not (pd.api.types.is_numeric_dtype(dt) or pd.api.types.is_bool_dtype(dt))]
+    if text:
+        sample = frame.iloc[:, names.index(text[0])].dropna().head(1).tolist()
+        example = f" (e.g. {_short(sample[0])})" if sample else ""
+        raise error(f"{what}: columns {names_text(text, 6)} are not numeric{example}; encode text and "
+                    "categories as numbers (the model's codes) first.")
+    return frame.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _check_table_shape(A: np.ndarray, names: list[str], error: type[Exception], what: str, min_rows: int) -> None:
+    """``A`` is 2-D, one column per feature, with at least ``min_rows`` rows."""
+    d = len(names)
     if A.ndim != 2:
         shape = "a single value" if A.ndim == 0 else f"{A.ndim}-D, shape {A.shape}"
         one = " (for one row, X[None, :])" if A.ndim == 1 else ""
@@ -278,8 +306,6 @@ def as_table(X: Rows, names: Sequence[Any], *, error: type[Exception] = SchemaEr
                     "the rows with one value per feature, in that order.")
     if len(A) < min_rows:
         raise error(f"{what} has {len(A)} rows; at least {min_rows} {'is' if min_rows == 1 else 'are'} needed.")
-    _check_values(A, names, value_error, what, missing, infinite)
-    return A
 
 
 def _check_values(A: np.ndarray, names: Sequence[str], error: type[Exception], what: str, missing: bool,
@@ -308,28 +334,46 @@ def as_row(x: Row, names: Sequence[Any], *, error: type[Exception] = SchemaError
     names = [str(v) for v in names]
     d = len(names)
     if isinstance(x, pd.Series):
-        idx = [str(i) for i in x.index]
-        if all(n in idx for n in names):
-            x = x.iloc[[idx.index(n) for n in names]]
-        elif len(idx) == d and not (_positions(idx) or placeholder_names(names)):
-            raise error(_unnamed(idx, names, what, "index"))
-        x = x.to_numpy()
+        x = _series_values(x, names, error, what)
     if x is None or isinstance(x, (str, bytes, Mapping)) or not hasattr(x, "__len__"):
         hint = " (a dict: pass pd.Series(x), whose index names the features)" if isinstance(x, Mapping) else ""
         raise error(f"{what} must be one row: {d} numbers in the model's feature order {names_text(names, 4)}, "
                     f"a pandas Series or a one-row DataFrame; got {_type_text(x)}{hint}.")
-    if isinstance(x, pd.DataFrame):
-        A = as_table(x, names, error=error, what=what, missing=missing)
-    elif isinstance(x, np.ndarray) and x.dtype.kind in "biuf":
-        A = x.astype(np.float64)
-    else:
-        try:
-            flat = np.ndim(x) == 1
-        except ValueError:                      # ragged nested sequences
-            flat = False
-        A = _floats([list(x)] if flat and isinstance(x, Iterable) else x, names, error, what)
+    A = _row_floats(x, names, error, what, missing)
     if A.ndim == 1:
         A = A[None, :]
+    _check_row_shape(A, names, error, what)
+    _check_values(A, names, error, what, missing)
+    return A[0].copy()
+
+
+def _series_values(x: pd.Series, names: list[str], error: type[Exception], what: str) -> np.ndarray:
+    """A Series' values in model order: by name when its index holds every feature, else
+    by position when its labels name no feature."""
+    idx = [str(i) for i in x.index]
+    if all(n in idx for n in names):
+        x = x.iloc[[idx.index(n) for n in names]]
+    elif len(idx) == len(names) and not (_positions(idx) or placeholder_names(names)):
+        raise error(_unnamed(idx, names, what, "index"))
+    return x.to_numpy()
+
+
+def _row_floats(x: Any, names: list[str], error: type[Exception], what: str, missing: bool) -> np.ndarray:
+    """One row as floats: a one-row table, a numeric array or a sequence of numbers."""
+    if isinstance(x, pd.DataFrame):
+        return as_table(x, names, error=error, what=what, missing=missing)
+    if isinstance(x, np.ndarray) and x.dtype.kind in "biuf":
+        return x.astype(np.float64)
+    try:
+        flat = np.ndim(x) == 1
+    except ValueError:                      # ragged nested sequences
+        flat = False
+    return _floats([list(x)] if flat and isinstance(x, Iterable) else x, names, error, what)
+
+
+def _check_row_shape(A: np.ndarray, names: list[str], error: type[Exception], what: str) -> None:
+    """``A`` is one row of one value per feature."""
+    d = len(names)
     if A.ndim != 2 or A.shape[0] != 1:
         many = (f" {A.shape[0]} rows: one query at a time here (core.optimal.batch.batch_counterfactuals "
                 "runs many)" if A.ndim == 2 else f" shape {A.shape}")
@@ -337,8 +381,6 @@ def as_row(x: Row, names: Sequence[Any], *, error: type[Exception] = SchemaError
     if A.shape[1] != d:
         raise error(f"{what} has {A.shape[1]} values; the model expects {_count(d)} {names_text(names)}: give one "
                     "finite number per feature, in that order.")
-    _check_values(A, names, error, what, missing)
-    return A[0].copy()
 
 
 def fit_table(X: Rows, feature_names: Iterable[str] | None = None, *, error: type[Exception] = SchemaError, what: str = "X",
@@ -347,31 +389,42 @@ def fit_table(X: Rows, feature_names: Iterable[str] | None = None, *, error: typ
     when given (unique names, one per column), else a DataFrame's columns, else
     ``x0, x1, ...``. Complete rows only (NaN or infinite values raise ``error``),
     unless ``missing``: then NaN and infinite values pass (the estimator reads them)."""
-    if isinstance(X, pd.DataFrame):
-        width = X.shape[1]
-    else:
-        try:
-            shape = np.shape(X)
-        except ValueError:                      # ragged nested sequences
-            shape = ()
-        if X is None or isinstance(X, (str, bytes, Mapping)) or len(shape) != 2:
-            raise error(f"{what} must be a table of rows: a DataFrame or an array of shape (n_rows, n_features); "
-                        f"got {_type_text(X)}.")
-        width = shape[1]
+    width = _table_width(X, error, what)
     if feature_names is None:
         names = [str(c) for c in X.columns] if isinstance(X, pd.DataFrame) else [f"x{j}" for j in range(width)]
     else:
-        if isinstance(feature_names, (str, bytes, Mapping)) or not isinstance(feature_names, Iterable):
-            raise error(f"feature_names is a list of names, one per column; got {type(feature_names).__name__}.")
-        names = [str(n) for n in feature_names]
-        if len(set(names)) != len(names):
-            dup = sorted({n for n in names if names.count(n) > 1})
-            raise error(f"feature_names repeats {names_text(dup, 5)}; give each column its own name.")
-        by_name = isinstance(X, pd.DataFrame) and all(n in map(str, X.columns) for n in names)
-        if width != len(names) and not by_name:
-            raise error(f"feature_names has {len(names)} names for the {width} columns of {what}; give one "
-                        "name per column.")
+        names = _given_names(X, feature_names, width, error, what)
     return as_table(X, names, error=error, what=what, min_rows=min_rows, missing=missing, infinite=missing), names
+
+
+def _table_width(X: Rows, error: type[Exception], what: str) -> int:
+    """The number of columns of the table ``X`` (``error`` when it is no 2-D table)."""
+    if isinstance(X, pd.DataFrame):
+        return int(X.shape[1])
+    try:
+        shape = np.shape(X)
+    except ValueError:                      # ragged nested sequences
+        shape = ()
+    if X is None or isinstance(X, (str, bytes, Mapping)) or len(shape) != 2:
+        raise error(f"{what} must be a table of rows: a DataFrame or an array of shape (n_rows, n_features); "
+                    f"got {_type_text(X)}.")
+    return int(shape[1])
+
+
+def _given_names(X: Rows, feature_names: object, width: int, error: type[Exception], what: str) -> list[str]:
+    """``feature_names`` checked: a list of distinct names, one per column of ``X`` (or
+    each a column of its DataFrame)."""
+    if isinstance(feature_names, (str, bytes, Mapping)) or not isinstance(feature_names, Iterable):
+        raise error(f"feature_names is a list of names, one per column; got {type(feature_names).__name__}.")
+    names = [str(n) for n in feature_names]
+    dup = _repeated(names)
+    if dup:
+        raise error(f"feature_names repeats {names_text(dup, 5)}; give each column its own name.")
+    by_name = isinstance(X, pd.DataFrame) and all(n in map(str, X.columns) for n in names)
+    if width != len(names) and not by_name:
+        raise error(f"feature_names has {len(names)} names for the {width} columns of {what}; give one "
+                    "name per column.")
+    return names
 
 
 def reference_rows(X_ref: Rows, names: Sequence[Any], *, error: type[Exception] = SchemaError,
@@ -545,12 +598,7 @@ def _code_problems(model: ModelShape) -> list[str]:
     out = []
     for j, c in enumerate(model.categories):
         if c is None:
-            for call in (model.n_codes, model.missing_code, lambda j: model.category_label(j, 0)):
-                try:
-                    call(j)
-                    out.append(f"numerical feature {j} has codes")
-                except SchemaError:
-                    pass
+            out += _numerical_code_problems(model, j)
             continue
         if (model.n_codes(j), model.missing_code(j)) != (len(c) + 1, len(c)):
             out.append(f"categorical feature {j} does not have {len(c)} codes and a missing one")
@@ -561,30 +609,53 @@ def _code_problems(model: ModelShape) -> list[str]:
     return out
 
 
-def _answer_problems(model: ModelShape, X: np.ndarray) -> list[str]:
+def _numerical_code_problems(model: ModelShape, j: int) -> list[str]:
+    """One problem for each call about codes that numerical feature ``j`` answers instead of refusing."""
     out = []
+    for call in (model.n_codes, model.missing_code, lambda j: model.category_label(j, 0)):
+        try:
+            call(j)
+            out.append(f"numerical feature {j} has codes")
+        except SchemaError:
+            pass
+    return out
+
+
+def _answer_problems(model: ModelShape, X: np.ndarray) -> list[str]:
     y = np.asarray(model.predict(X))
     if y.shape != (len(X),):
         return [f"predict answered shape {y.shape} for {len(X)} rows"]
     if not model.is_classifier:
         try:
             model.predict_proba(X)
-            out.append("a model that is not a classifier gave class probabilities")
+            return ["a model that is not a classifier gave class probabilities"]
         except UnsupportedModelError:
-            pass
-        return out
+            return []
     assert model.classes is not None, "a classifier has classes (checked above)"
+    out = []
     if not set(map(str, y.tolist())) <= set(map(str, model.classes.tolist())):
         out.append("predict answered a label that is not one of its classes")
+    return out + _proba_problems(model, X, y)
+
+
+def _proba_problems(model: ModelShape, X: np.ndarray, y: np.ndarray) -> list[str]:
+    """How a classifier's probabilities disagree with its shape or with its labels ``y``."""
+    assert model.classes is not None, "a classifier has classes (checked by the caller)"
     try:
         p = np.asarray(model.predict_proba(X), dtype=float)
     except ValueError:                  # a classifier without probabilities may refuse them
-        return out + ([] if not model.has_proba else ["predict_proba refused a classifier with probabilities"])
+        return [] if not model.has_proba else ["predict_proba refused a classifier with probabilities"]
     if p.shape != (len(X), model.n_classes) or not np.isfinite(p).all():
-        out.append(f"predict_proba answered shape {p.shape}, or numbers that are not finite")
-    elif model.has_proba and not np.allclose(p.sum(axis=1), 1.0):
-        out.append("its probabilities do not sum to 1")
-    elif model.has_proba and model.n_classes > 2 and \
-            not (model.classes[p.argmax(axis=1)].astype(str) == y.astype(str)).all():
-        out.append("its label is not the class of largest probability")
-    return out
+        return [f"predict_proba answered shape {p.shape}, or numbers that are not finite"]
+    if not model.has_proba:
+        return []
+    if not np.allclose(p.sum(axis=1), 1.0):
+        return ["its probabilities do not sum to 1"]
+    if model.n_classes > 2 and not _labels_are_argmax(model.classes, p, y):
+        return ["its label is not the class of largest probability"]
+    return []
+
+
+def _labels_are_argmax(classes: np.ndarray, p: np.ndarray, y: np.ndarray) -> bool:
+    """Is every label ``y`` the class of largest probability in ``p``."""
+    return bool((classes[p.argmax(axis=1)].astype(str) == y.astype(str)).all())

@@ -40,7 +40,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from core.errors import AtlasError
 
@@ -96,21 +96,13 @@ class Guarantee:
         if self.model_kind not in MODEL_KINDS:
             raise AtlasError(f"Unknown model kind {self.model_kind!r}; expected one of {', '.join(MODEL_KINDS)}.")
         for name in ("gap", "bound", "surrogate_fidelity", "boundary_fidelity"):
-            v = getattr(self, name)
-            if v is not None:
-                v = float(v)
-                if math.isnan(v):
-                    v = None
-                object.__setattr__(self, name, v)
+            object.__setattr__(self, name, _number_or_none(getattr(self, name)))
         for name in ("surrogate_fidelity", "boundary_fidelity"):
             v = getattr(self, name)
             if v is not None and not 0.0 <= v <= 1.0:
                 raise AtlasError(f"{name} is {v}; a fidelity is a share between 0 and 1.")
-        if self.kind == "proven_optimal" and self.surrogate_fidelity is not None:
-            raise AtlasError("An answer found through a surrogate cannot be proven optimal for the model; "
-                             "its guarantee is 'valid_on_model'.")
-        if self.kind == "proven_optimal" and self.model_kind == "black_box":
-            raise AtlasError("Nothing is proven optimal about a model that is not read exactly.")
+        if self.kind == "proven_optimal":
+            _check_provable(self)
 
     @property
     def proven(self) -> bool:
@@ -123,31 +115,17 @@ class Guarantee:
 
     def text(self) -> str:
         """The guarantee in one or two plain sentences (pages, reports, exports)."""
-        model = _MODEL_WORDS[self.model_kind]
-        surrogate = ""
-        if self.surrogate_fidelity is not None:
-            surrogate = f"its surrogate (agreement with the model {_pct(self.surrogate_fidelity)} on held-out rows"
-            if self.boundary_fidelity is not None:
-                surrogate += f", {_pct(self.boundary_fidelity)} near the decision boundary"
-            surrogate += ")"
-        if self.kind == "proven_optimal":
-            words = ("Proven optimal (exact for a linear model)." if self.model_kind == "linear"
-                     else f"Proven optimal on {model}.")
-        elif self.kind == "exact":
-            words = f"Exact on {model}." if not surrogate else f"Exact on {surrogate}, not on the model itself."
-        elif self.kind == "time_limited":
-            gap = "an unknown gap" if self.gap is None or not math.isfinite(self.gap) else f"a gap of {_pct(self.gap)}"
-            words = f"Valid on {model}; not proven optimal: the solver stopped at its time limit with {gap}."
-        elif self.kind == "valid_on_model":
-            words = (f"Valid on {model} (checked on it); optimal for {surrogate}, not proven optimal for the model."
-                     if surrogate else f"Valid on {model} (checked on it); not proven optimal.")
-        elif self.kind == "estimated":
-            words = "Estimated from the data" + (f" with {surrogate}" if surrogate else "") + "; not proven."
-        elif self.kind == "infeasible":
-            words = f"Proven: no answer exists on {model} under the constraints asked."
-        else:
-            words = "Nothing valid was found; nothing is proven either way."
+        words = _KIND_WORDS.get(self.kind, _nothing_words)(self, _MODEL_WORDS[self.model_kind], self._surrogate_words())
         return f"{words} {self.note}".strip()
+
+    def _surrogate_words(self) -> str:
+        """The surrogate the answer was found with, and its agreement with the model ("": none)."""
+        if self.surrogate_fidelity is None:
+            return ""
+        surrogate = f"its surrogate (agreement with the model {_pct(self.surrogate_fidelity)} on held-out rows"
+        if self.boundary_fidelity is not None:
+            surrogate += f", {_pct(self.boundary_fidelity)} near the decision boundary"
+        return surrogate + ")"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able, with the words beside the fields (``text``)."""
@@ -165,6 +143,59 @@ class Guarantee:
     @classmethod
     def from_json(cls, s: str) -> Guarantee:
         return cls.from_dict(json.loads(s))
+
+
+def _number_or_none(v: Any) -> float | None:
+    """A number of a guarantee as a float; NaN (not known) as None."""
+    if v is None:
+        return None
+    v = float(v)
+    return None if math.isnan(v) else v
+
+
+def _check_provable(g: Guarantee) -> None:
+    """A proven optimum is about the model itself: never through a surrogate, never on a black box."""
+    if g.surrogate_fidelity is not None:
+        raise AtlasError("An answer found through a surrogate cannot be proven optimal for the model; "
+                         "its guarantee is 'valid_on_model'.")
+    if g.model_kind == "black_box":
+        raise AtlasError("Nothing is proven optimal about a model that is not read exactly.")
+
+
+# the words of each kind of guarantee: (guarantee, the model in words, its surrogate in words or "") -> text
+def _proven_words(g: Guarantee, model: str, surrogate: str) -> str:
+    return "Proven optimal (exact for a linear model)." if g.model_kind == "linear" else f"Proven optimal on {model}."
+
+
+def _exact_words(g: Guarantee, model: str, surrogate: str) -> str:
+    return f"Exact on {model}." if not surrogate else f"Exact on {surrogate}, not on the model itself."
+
+
+def _time_limited_words(g: Guarantee, model: str, surrogate: str) -> str:
+    gap = "an unknown gap" if g.gap is None or not math.isfinite(g.gap) else f"a gap of {_pct(g.gap)}"
+    return f"Valid on {model}; not proven optimal: the solver stopped at its time limit with {gap}."
+
+
+def _valid_words(g: Guarantee, model: str, surrogate: str) -> str:
+    return (f"Valid on {model} (checked on it); optimal for {surrogate}, not proven optimal for the model."
+            if surrogate else f"Valid on {model} (checked on it); not proven optimal.")
+
+
+def _estimated_words(g: Guarantee, model: str, surrogate: str) -> str:
+    return "Estimated from the data" + (f" with {surrogate}" if surrogate else "") + "; not proven."
+
+
+def _infeasible_words(g: Guarantee, model: str, surrogate: str) -> str:
+    return f"Proven: no answer exists on {model} under the constraints asked."
+
+
+def _nothing_words(g: Guarantee, model: str, surrogate: str) -> str:
+    return "Nothing valid was found; nothing is proven either way."
+
+
+_KIND_WORDS: dict[str, Callable[[Guarantee, str, str], str]] = {
+    "proven_optimal": _proven_words, "exact": _exact_words, "time_limited": _time_limited_words,
+    "valid_on_model": _valid_words, "estimated": _estimated_words, "infeasible": _infeasible_words}
 
 
 def guarantee_line(g: Guarantee | None, what: str = "this answer") -> str:

@@ -117,76 +117,21 @@ class LinearModel(ModelShape):
     meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        coef = np.array(self.coef, dtype=np.float64, ndmin=2)
-        if coef.ndim != 2 or coef.shape[0] == 0:
-            raise ModelError(f"coef has shape {coef.shape}; expected (n_outputs, n_features).")
+        coef, intercept = _checked_weights(self.coef, self.intercept)
         n_out, d = coef.shape
-        intercept = np.array(self.intercept, dtype=np.float64, ndmin=1).ravel()
-        if intercept.size == 1 and n_out > 1:
-            intercept = np.repeat(intercept, n_out)
-        if intercept.shape != (n_out,):
-            raise ModelError(f"intercept has shape {intercept.shape}; expected ({n_out},).")
-        if not (np.all(np.isfinite(coef)) and np.all(np.isfinite(intercept))):
-            raise ModelError("The linear model has a coefficient or an intercept that is not a finite number. "
-                             "Re-fit or re-save the model.")
         names = tuple(str(n) for n in self.feature_names)
         if len(names) != d:
             raise ModelError(f"{len(names)} feature names for {d} features.")
-        if self.task not in ("classification", "regression"):
-            raise ModelError(f"A linear model is a classifier or a regressor, not {self.task!r}.")
-        if self.link not in LINEAR_LINKS:
-            raise ModelError(f"Unknown link {self.link!r}; expected one of {', '.join(LINEAR_LINKS)}.")
-        cats = tuple(self.categories) or (None,) * d
-        tables = tuple(self.category_scores) or (None,) * d
-        if len(cats) != d or len(tables) != d:
-            raise ModelError(f"categories / category_scores have {len(cats)} / {len(tables)} entries for {d} "
-                             "features.")
-        cats = tuple(None if c is None else tuple(c) for c in cats)
-        fixed_tables: list[np.ndarray | None] = []
-        for j, (c, t) in enumerate(zip(cats, tables)):
-            if (c is None) != (t is None):
-                raise ModelError(f"Feature {names[j]!r}: a categorical feature needs both its categories and its "
-                                 "score table.")
-            if c is None:
-                fixed_tables.append(None)
-                continue
-            if not c:
-                raise ModelError(f"Categorical feature {names[j]!r} has no categories.")
-            tab = np.array(t, dtype=np.float64, ndmin=2)
-            if tab.shape != (len(c) + 1, n_out):
-                raise ModelError(f"The score table of {names[j]!r} has shape {tab.shape}; expected "
-                                 f"({len(c) + 1}, {n_out}): one row per category and one for a missing value.")
-            if np.any(np.isinf(tab)) or np.any(np.isnan(tab[:-1])):
-                raise ModelError(f"The score table of {names[j]!r} holds a value that is not a finite number.")
-            if coef[:, j].any():
-                raise ModelError(f"Categorical feature {names[j]!r} has a numerical coefficient.")
-            tab.setflags(write=False)
-            fixed_tables.append(tab)
-        if self.task == "classification":
-            if self.classes is None or len(self.classes) < 2:
-                raise ModelError("A linear classifier needs at least two classes.")
-            k = len(self.classes)
-            want = 1 if k == 2 else k
-            if n_out not in (want, k):
-                raise ModelError(f"A classifier of {k} classes has {n_out} scores; expected {want}.")
-            if self.link == "identity":
-                raise ModelError("A classifier's link is sigmoid, softmax, ovr or decision, not identity.")
-            if self.link == "sigmoid" and n_out != 1:
-                raise ModelError("The sigmoid link is for one score (a binary classifier).")
-            if self.link in ("softmax", "ovr") and n_out != k:
-                raise ModelError(f"The {self.link} link needs one score per class.")
-            object.__setattr__(self, "classes", np.asarray(self.classes))
-        else:
-            if n_out != 1 or self.link != "identity":
-                raise ModelError("A linear regressor has one score and the identity link.")
-            object.__setattr__(self, "classes", None)
+        _check_task_and_link(self.task, self.link)
+        cats, tables = _category_tables(self.categories, self.category_scores, names, coef)
+        object.__setattr__(self, "classes", _checked_classes(self.task, self.link, self.classes, n_out))
         coef.setflags(write=False)
         intercept.setflags(write=False)
         object.__setattr__(self, "coef", coef)
         object.__setattr__(self, "intercept", intercept)
         object.__setattr__(self, "feature_names", names)
         object.__setattr__(self, "categories", cats)
-        object.__setattr__(self, "category_scores", tuple(fixed_tables))
+        object.__setattr__(self, "category_scores", tables)
         object.__setattr__(self, "meta", dict(self.meta))
         object.__setattr__(self, "_cache", {})
 
@@ -350,17 +295,7 @@ class LinearModel(ModelShape):
                 raise ModelError(f"These arrays hold a {meta.get('kind')!r} model, not a linear one.")
             coef = np.asarray(arrays["coef"], dtype=np.float64)
             cats = [None if c is None else tuple(c) for c in meta.get("categories") or ()]
-            flat = np.asarray(arrays["category_scores"], dtype=np.float64)
-            tables: list[np.ndarray | None] = []
-            at = 0
-            for c in cats:
-                if c is None:
-                    tables.append(None)
-                    continue
-                tables.append(flat[at:at + len(c) + 1])
-                at += len(c) + 1
-            if at != flat.shape[0]:
-                raise ModelError("The linear model's category tables do not add up to its categories.")
+            tables = _split_tables(np.asarray(arrays["category_scores"], dtype=np.float64), cats)
             classes = meta.get("classes")
             return cls(coef, np.asarray(arrays["intercept"], dtype=np.float64),
                        feature_names=tuple(meta["feature_names"]), task=meta["task"], link=meta["link"],
@@ -384,3 +319,107 @@ class LinearModel(ModelShape):
                 h.update(a.tobytes())
             cache = self._cache["content_hash"] = h.hexdigest()
         return cache
+
+
+# ------------------------------------------------------------------ checks of the layout
+def _checked_weights(coef_in: Any, intercept_in: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``coef`` of shape (n_outputs, n_features) and ``intercept`` of shape (n_outputs,) (one
+    value repeated for every score), as float64 and all finite."""
+    coef = np.array(coef_in, dtype=np.float64, ndmin=2)
+    if coef.ndim != 2 or coef.shape[0] == 0:
+        raise ModelError(f"coef has shape {coef.shape}; expected (n_outputs, n_features).")
+    n_out = coef.shape[0]
+    intercept = np.array(intercept_in, dtype=np.float64, ndmin=1).ravel()
+    if intercept.size == 1 and n_out > 1:
+        intercept = np.repeat(intercept, n_out)
+    if intercept.shape != (n_out,):
+        raise ModelError(f"intercept has shape {intercept.shape}; expected ({n_out},).")
+    if not (np.all(np.isfinite(coef)) and np.all(np.isfinite(intercept))):
+        raise ModelError("The linear model has a coefficient or an intercept that is not a finite number. "
+                         "Re-fit or re-save the model.")
+    return coef, intercept
+
+
+def _split_tables(flat: np.ndarray, cats: list[tuple[Any, ...] | None]) -> list[np.ndarray | None]:
+    """The score tables :meth:`LinearModel.to_arrays` stacked in ``flat``, one per categorical feature."""
+    tables: list[np.ndarray | None] = []
+    at = 0
+    for c in cats:
+        if c is None:
+            tables.append(None)
+            continue
+        tables.append(flat[at:at + len(c) + 1])
+        at += len(c) + 1
+    if at != flat.shape[0]:
+        raise ModelError("The linear model's category tables do not add up to its categories.")
+    return tables
+
+
+def _check_task_and_link(task: str, link: str) -> None:
+    if task not in ("classification", "regression"):
+        raise ModelError(f"A linear model is a classifier or a regressor, not {task!r}.")
+    if link not in LINEAR_LINKS:
+        raise ModelError(f"Unknown link {link!r}; expected one of {', '.join(LINEAR_LINKS)}.")
+
+
+def _category_tables(categories: tuple[Any, ...], category_scores: tuple[Any, ...], names: tuple[str, ...],
+                     coef: np.ndarray) -> tuple[tuple[tuple[Any, ...] | None, ...], tuple[np.ndarray | None, ...]]:
+    """Each feature's categories (None: numerical) and its checked, read-only score table."""
+    d = len(names)
+    cats = tuple(categories) or (None,) * d
+    tables = tuple(category_scores) or (None,) * d
+    if len(cats) != d or len(tables) != d:
+        raise ModelError(f"categories / category_scores have {len(cats)} / {len(tables)} entries for {d} "
+                         "features.")
+    cats = tuple(None if c is None else tuple(c) for c in cats)
+    fixed = tuple(_score_table(names[j], c, t, coef[:, j]) for j, (c, t) in enumerate(zip(cats, tables)))
+    return cats, fixed
+
+
+def _score_table(name: str, cats: tuple[Any, ...] | None, table: Any, coef: np.ndarray) -> np.ndarray | None:
+    """The score table of one feature, checked against its categories and its numerical
+    coefficients ``coef`` (one per score); None for a numerical feature."""
+    if (cats is None) != (table is None):
+        raise ModelError(f"Feature {name!r}: a categorical feature needs both its categories and its "
+                         "score table.")
+    if cats is None:
+        return None
+    if not cats:
+        raise ModelError(f"Categorical feature {name!r} has no categories.")
+    n_out = coef.shape[0]
+    tab = np.array(table, dtype=np.float64, ndmin=2)
+    if tab.shape != (len(cats) + 1, n_out):
+        raise ModelError(f"The score table of {name!r} has shape {tab.shape}; expected "
+                         f"({len(cats) + 1}, {n_out}): one row per category and one for a missing value.")
+    if np.any(np.isinf(tab)) or np.any(np.isnan(tab[:-1])):
+        raise ModelError(f"The score table of {name!r} holds a value that is not a finite number.")
+    if coef.any():
+        raise ModelError(f"Categorical feature {name!r} has a numerical coefficient.")
+    tab.setflags(write=False)
+    return tab
+
+
+def _checked_classes(task: str, link: str, classes: Any, n_out: int) -> np.ndarray | None:
+    """The classes of a classifier whose scores and link fit them; None for a regressor."""
+    if task != "classification":
+        if n_out != 1 or link != "identity":
+            raise ModelError("A linear regressor has one score and the identity link.")
+        return None
+    if classes is None or len(classes) < 2:
+        raise ModelError("A linear classifier needs at least two classes.")
+    k = len(classes)
+    want = 1 if k == 2 else k
+    if n_out not in (want, k):
+        raise ModelError(f"A classifier of {k} classes has {n_out} scores; expected {want}.")
+    _check_classifier_link(link, n_out, k)
+    return np.asarray(classes)
+
+
+def _check_classifier_link(link: str, n_out: int, k: int) -> None:
+    """A classifier of ``k`` classes with ``n_out`` scores has a link that reads them."""
+    if link == "identity":
+        raise ModelError("A classifier's link is sigmoid, softmax, ovr or decision, not identity.")
+    if link == "sigmoid" and n_out != 1:
+        raise ModelError("The sigmoid link is for one score (a binary classifier).")
+    if link in ("softmax", "ovr") and n_out != k:
+        raise ModelError(f"The {link} link needs one score per class.")

@@ -48,7 +48,7 @@ in the raw columns the model takes, which is what exports show.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import numpy as np
 import pandas as pd
@@ -101,60 +101,89 @@ def model_input(ens: CodesView, X: np.ndarray, *, frame: bool = False) -> Any:
     kind = ens.meta.get("input", "array")
     if kind not in INPUT_KINDS:
         raise ValueError(f"Unknown model input kind {kind!r}; expected one of {INPUT_KINDS}.")
-    if kind == "missing":                       # rows of core.model.missing.expand: NaN where missing
-        info = ens.meta["missing"]
-        d = int(info["n_features"])
-        source_cats = tuple(ens.categories[:d]) if ens.categories else (None,) * d
-        native = _Source(feature_names=tuple(ens.feature_names[:d]), categories=source_cats,
-                         meta={**{k: v for k, v in ens.meta.items() if k != "missing"}, "input": info["input"]},
-                         categorical_features=[j for j, c in enumerate(source_cats) if c is not None])
-        return model_input(native, to_native(ens.meta, X), frame=frame)
-    if kind == "expanded":                      # one-hot rows of core.model.categorical.expand: back to codes
-        info = ens.meta["expanded"]
-        source_cats = tuple(None if c is None else tuple(c) for c in info["categories"])
-        native = _Source(feature_names=tuple(info["names"]), categories=source_cats,
-                         meta={**{k: v for k, v in ens.meta.items() if k != "expanded"}, "input": info["input"]},
-                         categorical_features=[j for j, c in enumerate(source_cats) if c is not None])
-        return model_input(native, decode(ens.meta, X), frame=frame)
+    if kind in _REWRITTEN:
+        native, rows = _REWRITTEN[kind](ens, X)
+        return model_input(native, rows, frame=frame)
     if kind == "codes":
         if not frame:
             return X.copy()
         kind = "frame-object"
     open_codes = {int(j): code for j, code in ens.meta.get("open_codes", ())}
     if kind == "array" and not frame:
-        out = X.copy()
-        for j in ens.categorical_features:     # numeric categories: the value itself, NaN when missing
-            numbers = np.asarray(_levels(ens, j, open_codes) + [np.nan], dtype=np.float64)
-            out[:, j] = numbers[np.clip(X[:, j].astype(np.int64), 0, len(numbers) - 1)]
-        return out
-    cols: dict[str, Any] = {}
-    for j, name in enumerate(ens.feature_names):
-        cats = ens.categories[j]
-        if cats is None:
-            cols[name] = X[:, j]
-            continue
-        codes = X[:, j].astype(np.int64)
-        if kind == "frame":
-            cols[name] = pd.Categorical.from_codes(np.where(codes >= len(cats), -1, codes),
-                                                   categories=pd.Index(list(cats)))
-        else:
-            values = np.empty(len(codes), dtype=object)
-            known = codes < len(cats)
-            levels = _levels(ens, j, open_codes)
-            values[known] = [levels[k] for k in codes[known]]
-            # the missing code: NaN, or a category nobody knows where missing values are imputed
-            values[~known] = UNSEEN if name in ens.meta.get("impute", {}) else np.nan
-            if name in ens.meta.get("category_hashes", {}):      # CatBoost: "any other value" as a real one
-                other = ens.meta.get("other_level", "(any other value)")
-                stand_in = ens.meta.get("other_example", {}).get(name, other)
-                values[~known | (values == other)] = stand_in
-            if kind == "array":                                   # numeric categories: a number column
-                values = values.astype(np.float64)
-            cols[name] = values
-    table = pd.DataFrame(cols, columns=list(ens.feature_names))
+        return _number_rows(ens, X, open_codes)
+    table = pd.DataFrame({name: _input_column(ens, j, X[:, j], kind, open_codes)
+                          for j, name in enumerate(ens.feature_names)}, columns=list(ens.feature_names))
     for extra in ens.meta.get("extra_columns", ()):   # columns the model requires but does not use
         table[extra] = np.nan
     return table
+
+
+def _source(ens: CodesView, key: str, names: tuple[str, ...], cats: tuple[tuple[Any, ...] | None, ...]) -> _Source:
+    """The model a rewritten one was made from: its features, and its meta without the
+    rewrite's ``key``, taking the input the source took."""
+    return _Source(feature_names=names, categories=cats,
+                   meta={**{k: v for k, v in ens.meta.items() if k != key}, "input": ens.meta[key]["input"]},
+                   categorical_features=[j for j, c in enumerate(cats) if c is not None])
+
+
+def _from_missing(ens: CodesView, X: np.ndarray) -> tuple[_Source, np.ndarray]:
+    """Rows of :func:`core.model.missing.expand` as its source's: NaN where missing."""
+    d = int(ens.meta["missing"]["n_features"])
+    source_cats = tuple(ens.categories[:d]) if ens.categories else (None,) * d
+    return _source(ens, "missing", tuple(ens.feature_names[:d]), source_cats), to_native(ens.meta, X)
+
+
+def _from_expanded(ens: CodesView, X: np.ndarray) -> tuple[_Source, np.ndarray]:
+    """One-hot rows of :func:`core.model.categorical.expand` as its source's: back to codes."""
+    info = ens.meta["expanded"]
+    source_cats = tuple(None if c is None else tuple(c) for c in info["categories"])
+    return _source(ens, "expanded", tuple(info["names"]), source_cats), decode(ens.meta, X)
+
+
+#: the input kinds of a rewritten ensemble: its source model and rows in that model's view
+_REWRITTEN: dict[str, Callable[[CodesView, np.ndarray], tuple[_Source, np.ndarray]]] = {
+    "missing": _from_missing, "expanded": _from_expanded}
+
+
+def _number_rows(ens: CodesView, X: np.ndarray, open_codes: dict[int, Any]) -> np.ndarray:
+    """The ``"array"`` input: numeric categories as the value itself, NaN when missing."""
+    out = X.copy()
+    for j in ens.categorical_features:
+        numbers = np.asarray(_levels(ens, j, open_codes) + [np.nan], dtype=np.float64)
+        out[:, j] = numbers[np.clip(X[:, j].astype(np.int64), 0, len(numbers) - 1)]
+    return out
+
+
+def _input_column(ens: CodesView, j: int, x: np.ndarray, kind: str, open_codes: dict[int, Any]) -> Any:
+    """Column ``j`` of a table input: numbers as they are, a categorical feature as a pandas
+    ``Categorical`` (``"frame"``) or as its values."""
+    cats = ens.categories[j]
+    if cats is None:
+        return x
+    codes = x.astype(np.int64)
+    if kind == "frame":
+        return pd.Categorical.from_codes(np.where(codes >= len(cats), -1, codes), categories=pd.Index(list(cats)))
+    values = _category_values(ens, j, codes, open_codes)
+    if kind == "array":                                   # numeric categories: a number column
+        values = values.astype(np.float64)
+    return values
+
+
+def _category_values(ens: CodesView, j: int, codes: np.ndarray, open_codes: dict[int, Any]) -> np.ndarray:
+    """The category values of codes of feature ``j`` (objects), the missing code as the model takes it."""
+    name = ens.feature_names[j]
+    cats = _categories(ens, j)
+    values = np.empty(len(codes), dtype=object)
+    known = codes < len(cats)
+    levels = _levels(ens, j, open_codes)
+    values[known] = [levels[k] for k in codes[known]]
+    # the missing code: NaN, or a category nobody knows where missing values are imputed
+    values[~known] = UNSEEN if name in ens.meta.get("impute", {}) else np.nan
+    if name in ens.meta.get("category_hashes", {}):      # CatBoost: "any other value" as a real one
+        other = ens.meta.get("other_level", "(any other value)")
+        stand_in = ens.meta.get("other_example", {}).get(name, other)
+        values[~known | (values == other)] = stand_in
+    return values
 
 
 def _categories(ens: CodesView, j: int) -> tuple[Any, ...]:
@@ -195,36 +224,52 @@ def native_outputs(ens: TreeEnsemble, model: ModelLike, X: np.ndarray) -> tuple[
     Xn = native_input(ens, model, X)
     if ens.task == "anomaly":
         return ens.score_samples(X), model.score_samples(Xn), "anomaly scores"
-    if module == "xgboost":
-        xgb = need("xgboost", "checking an XGBoost model")  # optional and heavy: the model is an XGBoost one
-
-        booster = model.get_booster() if hasattr(model, "get_booster") else model
-        kw = {}
-        it = ens.meta.get("iteration_range")
-        if it is not None:
-            kw["iteration_range"] = it
-        if isinstance(Xn, pd.DataFrame) or "c" in (booster.feature_types or ()):
-            dm = (xgb.DMatrix(Xn, enable_categorical=True) if isinstance(Xn, pd.DataFrame) else
-                  xgb.DMatrix(Xn, feature_names=booster.feature_names, feature_types=booster.feature_types))
-            margin = booster.predict(dm, output_margin=True, **kw)
-        else:        # numbers only: without a DMatrix (its construction costs ~15 ms of CPU a call)
-            margin = booster.inplace_predict(np.ascontiguousarray(Xn, dtype=np.float32), predict_type="margin",
-                                             missing=np.nan, validate_features=False, **kw)
-        margin = np.asarray(margin, dtype=np.float64).reshape(X.shape[0], -1)
-        return ens.predict_raw(X), margin, "margins"
-    if module == "lightgbm":
-        booster = model.booster_ if hasattr(model, "booster_") else model
-        if booster.dump_model(num_iteration=1).get("average_output"):
-            # boosting="rf": LightGBM's raw_score is not averaged, its predict is
-            out = np.asarray(booster.predict(Xn), dtype=np.float64).reshape(X.shape[0], -1)
-            ours = ens.predict_proba(X)[:, 1:] if ens.link == "sigmoid" else (
-                ens.predict_proba(X) if ens.is_classifier else ens.predict_raw(X))
-            return ours, out, "predictions"
-        raw = np.asarray(booster.predict(Xn, raw_score=True), dtype=np.float64).reshape(X.shape[0], -1)
-        return ens.predict_raw(X), raw, "raw scores"
+    if module in _LIBRARY_OUTPUTS:
+        return _LIBRARY_OUTPUTS[module](ens, model, X, Xn)
     if ens.task == "classification":
         return ens.predict_proba(X), np.asarray(_forest_proba(model, Xn), dtype=np.float64), "probabilities"
     return ens.predict(X), np.asarray(model.predict(Xn), dtype=np.float64).ravel(), "predictions"
+
+
+def _xgboost_outputs(ens: TreeEnsemble, model: ModelLike, X: np.ndarray, Xn: Any) -> tuple[np.ndarray,
+                                                                                         np.ndarray | None, str]:
+    """XGBoost's margins on the rows ``Xn`` (the codes-view rows ``X`` as it takes them)."""
+    xgb = need("xgboost", "checking an XGBoost model")  # optional and heavy: the model is an XGBoost one
+
+    booster = model.get_booster() if hasattr(model, "get_booster") else model
+    kw = {}
+    it = ens.meta.get("iteration_range")
+    if it is not None:
+        kw["iteration_range"] = it
+    if isinstance(Xn, pd.DataFrame) or "c" in (booster.feature_types or ()):
+        dm = (xgb.DMatrix(Xn, enable_categorical=True) if isinstance(Xn, pd.DataFrame) else
+              xgb.DMatrix(Xn, feature_names=booster.feature_names, feature_types=booster.feature_types))
+        margin = booster.predict(dm, output_margin=True, **kw)
+    else:        # numbers only: without a DMatrix (its construction costs ~15 ms of CPU a call)
+        margin = booster.inplace_predict(np.ascontiguousarray(Xn, dtype=np.float32), predict_type="margin",
+                                         missing=np.nan, validate_features=False, **kw)
+    margin = np.asarray(margin, dtype=np.float64).reshape(X.shape[0], -1)
+    return ens.predict_raw(X), margin, "margins"
+
+
+def _lightgbm_outputs(ens: TreeEnsemble, model: ModelLike, X: np.ndarray, Xn: Any) -> tuple[np.ndarray,
+                                                                                           np.ndarray | None, str]:
+    """LightGBM's raw scores on the rows ``Xn``; its predictions for a random forest."""
+    booster = model.booster_ if hasattr(model, "booster_") else model
+    if booster.dump_model(num_iteration=1).get("average_output"):
+        # boosting="rf": LightGBM's raw_score is not averaged, its predict is
+        out = np.asarray(booster.predict(Xn), dtype=np.float64).reshape(X.shape[0], -1)
+        ours = ens.predict_proba(X)[:, 1:] if ens.link == "sigmoid" else (
+            ens.predict_proba(X) if ens.is_classifier else ens.predict_raw(X))
+        return ours, out, "predictions"
+    raw = np.asarray(booster.predict(Xn, raw_score=True), dtype=np.float64).reshape(X.shape[0], -1)
+    return ens.predict_raw(X), raw, "raw scores"
+
+
+#: the libraries whose models compare by their own raw outputs, by top-level module
+_LIBRARY_OUTPUTS: dict[str, Callable[[TreeEnsemble, ModelLike, np.ndarray, Any],
+                                     tuple[np.ndarray, np.ndarray | None, str]]] = {
+    "xgboost": _xgboost_outputs, "lightgbm": _lightgbm_outputs}
 
 
 def _forest_proba(model: ModelLike, Xn: Any) -> np.ndarray:

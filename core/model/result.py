@@ -50,7 +50,7 @@ import json
 import math
 import warnings
 from dataclasses import fields, is_dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping, SupportsFloat, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, SupportsFloat, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -107,8 +107,16 @@ def to_json_value(v: object) -> Any:
         return [to_json_value(x) for x in v]
     if isinstance(v, np.ndarray):
         return to_json_value(v.tolist())
-    if v is None or isinstance(v, (bool, np.bool_)):
-        return None if v is None else bool(v)
+    return _json_scalar(v)
+
+
+def _json_scalar(v: object) -> Any:
+    """One value that holds no others as JSON: numpy scalars as Python ones, a number not
+    finite as None, anything unknown as its text."""
+    if v is None:
+        return None
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
     if isinstance(v, (int, np.integer)):
         return int(v)
     if isinstance(v, (float, np.floating)):
@@ -265,15 +273,25 @@ def frame_to_dict(df: pd.DataFrame) -> dict[str, Any]:
     if not (isinstance(df.index, pd.RangeIndex) and df.index.start == 0 and df.index.step == 1):
         out["index"] = [_cell(v) for v in df.index]
         out["index_name"] = to_json_value(df.index.name)
+    odd = _frame_nonfinite(df)
+    if odd:
+        out["nonfinite"] = odd
+    return out
+
+
+def _frame_nonfinite(df: pd.DataFrame) -> dict[str, Any]:
+    """``nonfinite`` of each float column that holds a value not finite other than NaN."""
     odd = {}
     for c, t in zip(df.columns, df.dtypes):
         if t.kind == "f":
             spec = _spec(df[c].to_numpy(dtype=float), math.nan)
             if spec is not None:
                 odd[str(c)] = spec
-    if odd:
-        out["nonfinite"] = odd
-    return out
+    return odd
+
+
+#: column types that are not numpy's, read as objects of that type
+_PANDAS_TYPES = ("category", "string", "boolean", "Int64", "Float64")
 
 
 def frame_from_dict(d: Mapping[str, Any], keep_object: tuple[str, ...] = ()) -> pd.DataFrame:
@@ -283,32 +301,44 @@ def frame_from_dict(d: Mapping[str, Any], keep_object: tuple[str, ...] = ()) -> 
     columns = list(d["columns"])
     raw = pd.DataFrame(d["data"], columns=columns, dtype=object)
     dtypes = d.get("dtypes")
-    odd = d.get("nonfinite") or {}
     if dtypes is None:
-        out = raw.infer_objects()
-        for c in raw.columns:
-            if str(c).startswith(keep_object) and keep_object:
-                out[c] = raw[c]
+        out = _inferred_frame(raw, keep_object)
     else:
-        if len(dtypes) != len(columns):
-            raise ValueError(f"{len(dtypes)} column types for {len(columns)} columns")
-        parts = {}
-        for k, (c, t) in enumerate(zip(columns, dtypes)):
-            col = raw.iloc[:, k]
-            kind = np.dtype(t).kind if t not in ("category", "string", "boolean", "Int64", "Float64") else "O"
-            if kind == "f":
-                values = array_from(col.tolist(), odd.get(str(c)), math.nan, t)
-                parts[k] = pd.Series(values, dtype=t)
-            elif kind in "iub":
-                parts[k] = col.astype(t)
-            else:
-                parts[k] = col.astype(t) if t != "object" else col
-        out = pd.concat([parts[k].rename(k) for k in range(len(columns))], axis=1) if columns \
-            else pd.DataFrame(index=range(len(raw)))
-        out.columns = columns
+        out = _typed_frame(raw, columns, dtypes, d.get("nonfinite") or {})
     if "index" in d:
         out.index = pd.Index(d["index"], name=d.get("index_name"))
     return out
+
+
+def _inferred_frame(raw: pd.DataFrame, keep_object: tuple[str, ...]) -> pd.DataFrame:
+    """A table written without its column types: inferred, those starting with ``keep_object`` kept."""
+    out = raw.infer_objects()
+    for c in raw.columns:
+        if str(c).startswith(keep_object) and keep_object:
+            out[c] = raw[c]
+    return out
+
+
+def _typed_frame(raw: pd.DataFrame, columns: list[Any], dtypes: list[str], odd: Mapping[str, Any]) -> pd.DataFrame:
+    """A table written with its column types, each column given back its own."""
+    if len(dtypes) != len(columns):
+        raise ValueError(f"{len(dtypes)} column types for {len(columns)} columns")
+    parts = {k: _typed_column(raw.iloc[:, k], t, odd.get(str(c))) for k, (c, t) in enumerate(zip(columns, dtypes))}
+    out = pd.concat([parts[k].rename(k) for k in range(len(columns))], axis=1) if columns \
+        else pd.DataFrame(index=range(len(raw)))
+    out.columns = columns
+    return out
+
+
+def _typed_column(col: pd.Series, t: Any, spec: object) -> pd.Series:
+    """One column of objects as type ``t``; floats with their ``nonfinite`` ``spec``."""
+    kind = np.dtype(t).kind if t not in _PANDAS_TYPES else "O"
+    if kind == "f":
+        values: pd.Series = pd.Series(array_from(col.tolist(), spec, math.nan, t), dtype=t)
+        return values
+    if kind in "iub":
+        return col.astype(t)
+    return col.astype(t) if t != "object" else col
 
 
 def ensemble_to_dict(ens: TreeEnsemble) -> dict[str, Any]:
@@ -328,38 +358,114 @@ def ensemble_from_dict(d: Mapping[str, Any]) -> TreeEnsemble:
 
 
 # ------------------------------------------------------------------ equality
+def _real(v: object) -> bool:
+    """A number that is not a boolean (``bool`` is an ``int`` to Python)."""
+    return isinstance(v, (float, np.floating, int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _numbers(a: object, b: object) -> bool:
+    """Two numbers compared as floats: at least one a float, neither a boolean."""
+    return _real(a) and _real(b) and (isinstance(a, (float, np.floating)) or isinstance(b, (float, np.floating)))
+
+
+def _either(*types: type) -> Callable[[object, object], bool]:
+    """Does one of the two values have one of ``types``."""
+    def test(a: object, b: object) -> bool:
+        return isinstance(a, types) or isinstance(b, types)
+    return test
+
+
+def _first_is(*types: type) -> Callable[[object, object], bool]:
+    """Does the first value have one of ``types``."""
+    def test(a: object, b: object) -> bool:
+        return isinstance(a, types)
+    return test
+
+
+def _either_result(a: object, b: object) -> bool:
+    """Is one of the two values a result (the class is defined below, so looked up here)."""
+    return isinstance(a, Result) or isinstance(b, Result)
+
+
+def _is_record(a: object, b: object) -> bool:
+    """Is the first value a dataclass instance (not a dataclass itself)."""
+    return is_dataclass(a) and not isinstance(a, type)
+
+
+def _same_result(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and bool(a == b)
+
+
+def _same_array(a: Any, b: Any) -> bool:
+    """Arrays of one shape, numbers by value (NaN equal to NaN), anything else item by item."""
+    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.shape != b.shape:
+        return False
+    if a.dtype.kind in "fiub" and b.dtype.kind in "fiub":
+        return bool(np.array_equal(a.astype(float), b.astype(float), equal_nan=True))
+    return all(same(x, y) for x, y in zip(a.ravel().tolist(), b.ravel().tolist()))
+
+
+def _same_table(a: Any, b: Any) -> bool:
+    return isinstance(a, pd.DataFrame) and isinstance(b, pd.DataFrame) and _same_frame(a, b)
+
+
+def _same_ensemble(a: Any, b: Any) -> bool:
+    return isinstance(a, TreeEnsemble) and isinstance(b, TreeEnsemble) and a.content_hash() == b.content_hash()
+
+
+def _same_number(a: Any, b: Any) -> bool:
+    return _same_float(float(a), float(b))
+
+
+def _same_mapping(a: Any, b: Any) -> bool:
+    return isinstance(b, Mapping) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+
+
+def _same_sequence(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+
+
+def _same_record(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and all(same(getattr(a, f.name), getattr(b, f.name)) for f in fields(a))
+
+
+#: how :func:`same` compares two values, the first rule whose test holds deciding
+_SAME_RULES: tuple[tuple[Callable[[object, object], bool], Callable[[Any, Any], bool]], ...] = (
+    (_either_result, _same_result),
+    (_either(np.ndarray), _same_array),
+    (_either(pd.DataFrame), _same_table),
+    (_either(TreeEnsemble), _same_ensemble),
+    (_numbers, _same_number),
+    (_first_is(Mapping), _same_mapping),
+    (_first_is(list, tuple), _same_sequence),
+    (_is_record, _same_record),
+)
+
+
 def same(a: object, b: object) -> bool:
     """Are two values of results equal: arrays and tables by value (NaN equal to NaN),
     tuples and lists by type and items, dataclasses field by field, tree ensembles by content."""
     if a is b:
         return True
-    if isinstance(a, Result) or isinstance(b, Result):
-        return type(a) is type(b) and a == b
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.shape != b.shape:
-            return False
-        if a.dtype.kind in "fiub" and b.dtype.kind in "fiub":
-            return bool(np.array_equal(a.astype(float), b.astype(float), equal_nan=True))
-        return all(same(x, y) for x, y in zip(a.ravel().tolist(), b.ravel().tolist()))
-    if isinstance(a, pd.DataFrame) or isinstance(b, pd.DataFrame):
-        return isinstance(a, pd.DataFrame) and isinstance(b, pd.DataFrame) and _same_frame(a, b)
-    if isinstance(a, TreeEnsemble) or isinstance(b, TreeEnsemble):
-        return isinstance(a, TreeEnsemble) and isinstance(b, TreeEnsemble) and a.content_hash() == b.content_hash()
-    if isinstance(a, (float, np.floating)) and isinstance(b, (float, np.floating, int, np.integer)) \
-            and not isinstance(b, (bool, np.bool_)):
-        return _same_float(float(a), float(b))
-    if isinstance(b, (float, np.floating)) and isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_)):
-        return _same_float(float(a), float(b))
-    if isinstance(a, Mapping):
-        return isinstance(b, Mapping) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if is_dataclass(a) and not isinstance(a, type):
-        return type(a) is type(b) and all(same(getattr(a, f.name), getattr(b, f.name)) for f in fields(a))
+    for applies, compare in _SAME_RULES:
+        if applies(a, b):
+            return compare(a, b)
     try:
         return bool(a == b)
     except (TypeError, ValueError):
         return False
+
+
+def _missing(v: Any) -> bool:
+    """A table cell that holds no value (None, NA, NaT or NaN)."""
+    return v is None or v is pd.NA or v is pd.NaT or (isinstance(v, (float, np.floating)) and math.isnan(v))
+
+
+def _same_cell(x: Any, y: Any) -> bool:
+    """Two cells equal: both missing, or neither and :func:`same`."""
+    if _missing(x) or _missing(y):
+        return _missing(x) and _missing(y)
+    return same(x, y)
 
 
 def _same_frame(a: pd.DataFrame, b: pd.DataFrame) -> bool:
@@ -367,18 +473,8 @@ def _same_frame(a: pd.DataFrame, b: pd.DataFrame) -> bool:
         return False
     if not same(np.asarray(a.index, dtype=object), np.asarray(b.index, dtype=object)) or a.index.name != b.index.name:
         return False
-
-    def missing(v: Any) -> bool:
-        return v is None or v is pd.NA or v is pd.NaT or (isinstance(v, (float, np.floating)) and math.isnan(v))
-
-    for k in range(a.shape[1]):
-        for x, y in zip(a.iloc[:, k].tolist(), b.iloc[:, k].tolist()):
-            if missing(x) or missing(y):
-                if not (missing(x) and missing(y)):
-                    return False
-            elif not same(x, y):
-                return False
-    return True
+    return all(_same_cell(x, y) for k in range(a.shape[1])
+               for x, y in zip(a.iloc[:, k].tolist(), b.iloc[:, k].tolist()))
 
 
 # ------------------------------------------------------------------ the shape

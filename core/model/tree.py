@@ -145,40 +145,15 @@ class Tree:
         if not (cr.shape == ft.shape == th.shape == (n,)) or val.shape[0] != n or n == 0:
             raise ModelError("Tree arrays must all have the same non-zero length n_nodes.")
         leaf = cl < 0
-        if np.any(leaf != (cr < 0)):
-            raise ModelError("A node has exactly one child; every internal node needs two.")
-        idx = np.arange(n)
+        _check_links(cl, cr, leaf)
         internal = ~leaf
-        if np.any(cl[internal] <= idx[internal]) or np.any(cr[internal] <= idx[internal]):
-            raise ModelError("Tree invariant broken: a child index is not larger than its parent's.")
-        if np.any(cl[internal] >= n) or np.any(cr[internal] >= n):
-            raise ModelError("Tree invariant broken: a child index is out of range.")
-        reached = np.zeros(n, dtype=np.int64)
-        np.add.at(reached, cl[internal], 1)
-        np.add.at(reached, cr[internal], 1)
-        reached[0] += 1
-        if np.any(reached != 1):
-            raise ModelError("Tree invariant broken: some node is not reached exactly once from the root.")
         bits = (np.zeros((n, 0), dtype=np.uint64) if self.category_bits is None
                 else np.ascontiguousarray(self.category_bits, dtype=np.uint64))
         if bits.ndim != 2 or bits.shape[0] != n:
             raise ModelError(f"category_bits has shape {bits.shape}; expected ({n}, n_words).")
-        if np.any(ft[internal] < 0):
-            raise ModelError("Tree invariant broken: an internal node has no feature.")
-        if np.any(np.isinf(th[internal])):
-            raise ModelError("Tree invariant broken: an internal node has an infinite threshold.")
-        cat = internal & np.isnan(th)
-        if cat.any() and bits.shape[1] == 0:
-            raise ModelError("Tree invariant broken: an internal node has no threshold and no category set.")
+        cat = _check_splits(ft, th, bits, internal)
         bits = np.where((~cat)[:, None], np.uint64(0), bits).astype(np.uint64)
-        miss = None
-        if self.missing_left is not None:      # where NaN goes at each threshold split (None: not known)
-            miss = np.ascontiguousarray(self.missing_left, dtype=bool)
-            if miss.shape != (n,):
-                raise ModelError(f"missing_left has shape {miss.shape}; expected ({n},).")
-            miss = miss & internal & ~cat
-            miss.setflags(write=False)
-        object.__setattr__(self, "missing_left", miss)
+        object.__setattr__(self, "missing_left", _missing_left(self.missing_left, internal & ~cat))
         ft = np.where(leaf, -1, ft).astype(np.int32)
         th = np.where(leaf, np.nan, th)
         for name, arr in (("children_left", cl), ("children_right", cr), ("feature", ft),
@@ -262,6 +237,52 @@ class Tree:
 
 
 _TREE_FIELDS = ("children_left", "children_right", "feature", "threshold", "value", "category_bits", "missing_left")
+
+
+def _check_links(cl: np.ndarray, cr: np.ndarray, leaf: np.ndarray) -> None:
+    """The children arrays make one tree: two children per internal node, each after its
+    parent and in range, every node reached exactly once from the root."""
+    n = cl.shape[0]
+    if np.any(leaf != (cr < 0)):
+        raise ModelError("A node has exactly one child; every internal node needs two.")
+    idx = np.arange(n)
+    internal = ~leaf
+    if np.any(cl[internal] <= idx[internal]) or np.any(cr[internal] <= idx[internal]):
+        raise ModelError("Tree invariant broken: a child index is not larger than its parent's.")
+    if np.any(cl[internal] >= n) or np.any(cr[internal] >= n):
+        raise ModelError("Tree invariant broken: a child index is out of range.")
+    reached = np.zeros(n, dtype=np.int64)
+    np.add.at(reached, cl[internal], 1)
+    np.add.at(reached, cr[internal], 1)
+    reached[0] += 1
+    if np.any(reached != 1):
+        raise ModelError("Tree invariant broken: some node is not reached exactly once from the root.")
+
+
+def _check_splits(ft: np.ndarray, th: np.ndarray, bits: np.ndarray, internal: np.ndarray) -> np.ndarray:
+    """Every internal node splits a feature on a finite threshold or a category set; the
+    categorical splits (no threshold) as a mask."""
+    if np.any(ft[internal] < 0):
+        raise ModelError("Tree invariant broken: an internal node has no feature.")
+    if np.any(np.isinf(th[internal])):
+        raise ModelError("Tree invariant broken: an internal node has an infinite threshold.")
+    cat: np.ndarray = internal & np.isnan(th)
+    if cat.any() and bits.shape[1] == 0:
+        raise ModelError("Tree invariant broken: an internal node has no threshold and no category set.")
+    return cat
+
+
+def _missing_left(missing_left: Any, threshold_splits: np.ndarray) -> np.ndarray | None:
+    """Where NaN goes at each threshold split (None: not known), read-only, False elsewhere."""
+    if missing_left is None:
+        return None
+    n = threshold_splits.shape[0]
+    miss = np.ascontiguousarray(missing_left, dtype=bool)
+    if miss.shape != (n,):
+        raise ModelError(f"missing_left has shape {miss.shape}; expected ({n},).")
+    known: np.ndarray = miss & threshold_splits
+    known.setflags(write=False)
+    return known
 
 
 def stacked_trees(counts: np.ndarray, children_left: np.ndarray, children_right: np.ndarray, feature: np.ndarray,
