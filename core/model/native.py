@@ -57,6 +57,7 @@ from core.errors import need
 from core.model.categorical import OTHER_CODE, decode
 from core.model.features import ModelShape
 from core.model.missing import to_native
+from core.model.threads import predict_threads
 from core.typing import ModelLike
 
 if TYPE_CHECKING:
@@ -256,13 +257,14 @@ def _lightgbm_outputs(ens: TreeEnsemble, model: ModelLike, X: np.ndarray, Xn: An
                                                                                            np.ndarray | None, str]:
     """LightGBM's raw scores on the rows ``Xn``; its predictions for a random forest."""
     booster = model.booster_ if hasattr(model, "booster_") else model
+    kw = predict_threads(model, X.shape[0])
     if booster.dump_model(num_iteration=1).get("average_output"):
         # boosting="rf": LightGBM's raw_score is not averaged, its predict is
-        out = np.asarray(booster.predict(Xn), dtype=np.float64).reshape(X.shape[0], -1)
+        out = np.asarray(booster.predict(Xn, **kw), dtype=np.float64).reshape(X.shape[0], -1)
         ours = ens.predict_proba(X)[:, 1:] if ens.link == "sigmoid" else (
             ens.predict_proba(X) if ens.is_classifier else ens.predict_raw(X))
         return ours, out, "predictions"
-    raw = np.asarray(booster.predict(Xn, raw_score=True), dtype=np.float64).reshape(X.shape[0], -1)
+    raw = np.asarray(booster.predict(Xn, raw_score=True, **kw), dtype=np.float64).reshape(X.shape[0], -1)
     return ens.predict_raw(X), raw, "raw scores"
 
 
