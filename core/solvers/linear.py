@@ -299,9 +299,9 @@ def _row_coefs(prob: LinearProblem) -> tuple[np.ndarray, np.ndarray, dict[int, n
 
 
 def _formulate(prob: LinearProblem, tau: np.ndarray, with_l2: bool) -> _Model:
-    lin, cm, x_hat = prob.lin, prob.cost_model, prob.x_hat
-    d = lin.n_features
-    const, A, tabs = _row_coefs(prob)
+    lin, x_hat = prob.lin, prob.x_hat
+    coefs = _row_coefs(prob)
+    const, A, tabs = coefs
     n_rows = len(prob.rhs)
     V = _Vars()
     # the rows' constant at x̂ (categories at the row's codes) and the one-row bounds on moves
@@ -312,58 +312,113 @@ def _formulate(prob: LinearProblem, tau: np.ndarray, with_l2: bool) -> _Model:
     one_row = n_rows == 1
     short = float(max(0.0, tau[0] - (at_hat[0] + cat_hat[0]))) if one_row else np.inf
     caps: dict[int, tuple[float, float]] = {}
-    for j in range(d):
+    for j in range(lin.n_features):
         if lin.categories[j] is not None:
             continue
-        U = 0.0 if prob.action[j] in ("fixed", "decrease") else prob.hi[j] - x_hat[j]
-        Vd = 0.0 if prob.action[j] in ("fixed", "increase") else x_hat[j] - prob.lo[j]
-        integral = prob.kinds[j] in INTEGRAL_KINDS
-        if integral:
-            U, Vd = math.floor(x_hat[j] + U) - x_hat[j] if np.isfinite(U) else U, \
-                x_hat[j] - math.ceil(x_hat[j] - Vd) if np.isfinite(Vd) else Vd
-        if one_row:                         # a move against the single row never helps; none beyond its shortfall
-            a = A[0, j]
-            if a <= 0:
-                U = 0.0
-            elif np.isfinite(short):
-                U = min(U, math.ceil(short / a) if integral else short / a * (1 + 1e-9))
-            if a >= 0:
-                Vd = 0.0
-            elif np.isfinite(short):
-                Vd = min(Vd, math.ceil(short / -a) if integral else short / -a * (1 + 1e-9))
-        U, Vd = max(U, 0.0), max(Vd, 0.0)
-        caps[j] = (U, Vd)
-        if U == 0 and Vd == 0:
+        caps[j] = _move_caps(prob, j, float(A[0, j]) if one_row else None, short)
+        _add_moves(V, prob, j, caps[j], with_l2)
+    _add_categories(V, prob)
+    rows = _Rows()
+    target_rows = _add_target_rows(rows, prob, V, coefs, tau)
+    _add_integer_links(rows, V, x_hat)
+    _add_indicator_rows(rows, V, caps)
+    for opts in V.cat.values():                 # one category
+        rows.add({col: 1.0 for _, col in opts}, 1.0, 1.0)
+    _add_group_rows(rows, V, prob)
+    return _Model(V, rows.A, rows.lo, rows.hi, target_rows, at_hat + cat_hat, caps)
+
+
+@dataclass
+class _Rows:
+    """The MILP's linear rows ``lo <= A z <= hi``, in the order they are written."""
+
+    A: list[dict[int, float]] = field(default_factory=list)
+    lo: list[float] = field(default_factory=list)
+    hi: list[float] = field(default_factory=list)
+
+    def add(self, coef: dict[int, float], lo: float, hi: float) -> int:
+        self.A.append(coef)
+        self.lo.append(lo)
+        self.hi.append(hi)
+        return len(self.A) - 1
+
+
+def _move_caps(prob: LinearProblem, j: int, a: float | None, short: float) -> tuple[float, float]:
+    """The largest increase and decrease ``(U, V)`` of numerical feature ``j``: its range cut
+    by its actionability, whole steps for an integer, and with one target row (coefficient
+    ``a``, shortfall ``short``) no move against the row nor beyond its shortfall's worth."""
+    x = prob.x_hat[j]
+    U = 0.0 if prob.action[j] in ("fixed", "decrease") else prob.hi[j] - x
+    Vd = 0.0 if prob.action[j] in ("fixed", "increase") else x - prob.lo[j]
+    integral = prob.kinds[j] in INTEGRAL_KINDS
+    if integral:
+        U, Vd = math.floor(x + U) - x if np.isfinite(U) else U, x - math.ceil(x - Vd) if np.isfinite(Vd) else Vd
+    if a is not None:
+        U, Vd = _row_cap(U, a, short, integral), _row_cap(Vd, -a, short, integral)
+    return max(U, 0.0), max(Vd, 0.0)
+
+
+def _row_cap(cap: float, gain: float, short: float, integral: bool) -> float:
+    """One direction's cap against the single row: 0 when it does not raise the row, else
+    no further than the row's shortfall needs (a whole step beyond for an integer)."""
+    if gain <= 0:
+        return 0.0
+    if not np.isfinite(short):
+        return cap
+    return min(cap, math.ceil(short / gain) if integral else short / gain * (1 + 1e-9))
+
+
+def _add_moves(V: _Vars, prob: LinearProblem, j: int, caps: tuple[float, float], with_l2: bool) -> None:
+    """The columns of numerical feature ``j``: its increase and decrease, its integer value,
+    and with l0 their indicators."""
+    U, Vd = caps
+    if U == 0 and Vd == 0:
+        return
+    cm, x = prob.cost_model, prob.x_hat[j]
+    span = cm.span[j]
+    if U > 0:
+        V.u[j] = V.add(0.0, U, 0, cm.l1 * cm.w_up[j] / span, cm.l2 * cm.w_up[j] / span ** 2 if with_l2 else 0.0)
+    if Vd > 0:
+        V.v[j] = V.add(0.0, Vd, 0, cm.l1 * cm.w_down[j] / span,
+                       cm.l2 * cm.w_down[j] / span ** 2 if with_l2 else 0.0)
+    if prob.kinds[j] in INTEGRAL_KINDS:
+        V.y[j] = V.add(x - Vd, x + U, 1)
+    if cm.l0 > 0:
+        _add_indicators(V, prob, j, caps)
+
+
+def _add_indicators(V: _Vars, prob: LinearProblem, j: int, caps: tuple[float, float]) -> None:
+    """The l0 indicator of each direction feature ``j`` may move in (a finite cap needed)."""
+    cm = prob.cost_model
+    U, Vd = caps
+    for side, cap, w, zs in ((V.u, U, cm.w_up[j], V.zu), (V.v, Vd, cm.w_down[j], V.zv)):
+        if j not in side:
             continue
-        span = cm.span[j]
-        if U > 0:
-            V.u[j] = V.add(0.0, U, 0, cm.l1 * cm.w_up[j] / span, cm.l2 * cm.w_up[j] / span ** 2 if with_l2 else 0.0)
-        if Vd > 0:
-            V.v[j] = V.add(0.0, Vd, 0, cm.l1 * cm.w_down[j] / span,
-                           cm.l2 * cm.w_down[j] / span ** 2 if with_l2 else 0.0)
-        if integral:
-            V.y[j] = V.add(x_hat[j] - Vd, x_hat[j] + U, 1)
-        if cm.l0 > 0:
-            for side, cap, w, zs in ((V.u, U, cm.w_up[j], V.zu), (V.v, Vd, cm.w_down[j], V.zv)):
-                if j in side:
-                    if not np.isfinite(cap):
-                        raise QueryError(
-                            f"Feature {lin.feature_names[j]!r} has no finite range, and with an l0 cost on a model "
-                            "of several target rows a change count needs one: give the features ranges (a schema).")
-                    zs[j] = V.add(0.0, 1.0, 1, cm.l0 * w)
+        if not np.isfinite(cap):
+            raise QueryError(
+                f"Feature {prob.lin.feature_names[j]!r} has no finite range, and with an l0 cost on a model "
+                "of several target rows a change count needs one: give the features ranges (a schema).")
+        zs[j] = V.add(0.0, 1.0, 1, cm.l0 * w)
+
+
+def _add_categories(V: _Vars, prob: LinearProblem) -> None:
+    """One binary column per category a categorical feature may take (its own only when fixed)."""
+    lin = prob.lin
     for j in lin.categorical_features:
-        own = int(x_hat[j])
+        own = int(prob.x_hat[j])
         codes = [own] if prob.action[j] == "fixed" else \
             [k for k in range(lin.n_codes(j)) if lin.code_allowed(j, k) and (k < lin.n_codes(j) - 1 or k == own)]
         V.cat[j] = [(k, V.add(0.0, 1.0, 1, 0.0 if k == own else float(prob.unit[j]))) for k in codes]
-    rows: list[dict[int, float]] = []
-    lo_r: list[float] = []
-    hi_r: list[float] = []
+
+
+def _add_target_rows(rows: _Rows, prob: LinearProblem, V: _Vars,
+                     coefs: tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]], tau: np.ndarray) -> list[int]:
+    """The target rows ``g_r(x̂ moved) >= tau_r``, written on the moves; their indices."""
+    const, A, tabs = coefs
     target_rows = []
-    # the target rows: g_r(x̂ moved) >= tau_r, written on the moves
-    for r in range(n_rows):
+    for r in range(len(prob.rhs)):
         coef: dict[int, float] = {}
-        rest = float(const[r] + A[r] @ np.where([c is None for c in lin.categories], x_hat, 0.0))
+        rest = float(const[r] + A[r] @ np.where([c is None for c in prob.lin.categories], prob.x_hat, 0.0))
         for j, col in V.u.items():
             coef[col] = coef.get(col, 0.0) + A[r, j]
         for j, col in V.v.items():
@@ -371,38 +426,37 @@ def _formulate(prob: LinearProblem, tau: np.ndarray, with_l2: bool) -> _Model:
         for j, opts in V.cat.items():
             for k, col in opts:
                 coef[col] = coef.get(col, 0.0) + float(tabs[j][k, r])
-        target_rows.append(len(rows))
-        rows.append(coef)
-        lo_r.append(float(tau[r]) - rest)
-        hi_r.append(np.inf)
-    for j, col in V.y.items():                  # y_j - u_j + v_j = x̂_j
+        target_rows.append(rows.add(coef, float(tau[r]) - rest, np.inf))
+    return target_rows
+
+
+def _add_integer_links(rows: _Rows, V: _Vars, x_hat: np.ndarray) -> None:
+    """``y_j - u_j + v_j = x̂_j`` for every integer feature that moves."""
+    for j, col in V.y.items():
         coef = {col: 1.0}
         if j in V.u:
             coef[V.u[j]] = -1.0
         if j in V.v:
             coef[V.v[j]] = 1.0
-        rows.append(coef)
-        lo_r.append(float(x_hat[j]))
-        hi_r.append(float(x_hat[j]))
-    for j in set(V.zu) | set(V.zv):             # moves only with their indicator, one direction at a time
+        rows.add(coef, float(x_hat[j]), float(x_hat[j]))
+
+
+def _add_indicator_rows(rows: _Rows, V: _Vars, caps: dict[int, tuple[float, float]]) -> None:
+    """Moves only with their indicator, one direction at a time."""
+    for j in set(V.zu) | set(V.zv):
         U, Vd = caps[j]
         if j in V.zu:
-            rows.append({V.u[j]: 1.0, V.zu[j]: -U})
-            lo_r.append(-np.inf)
-            hi_r.append(0.0)
+            rows.add({V.u[j]: 1.0, V.zu[j]: -U}, -np.inf, 0.0)
         if j in V.zv:
-            rows.append({V.v[j]: 1.0, V.zv[j]: -Vd})
-            lo_r.append(-np.inf)
-            hi_r.append(0.0)
+            rows.add({V.v[j]: 1.0, V.zv[j]: -Vd}, -np.inf, 0.0)
         if j in V.zu and j in V.zv:
-            rows.append({V.zu[j]: 1.0, V.zv[j]: 1.0})
-            lo_r.append(-np.inf)
-            hi_r.append(1.0)
-    for opts in V.cat.values():                 # one category
-        rows.append({col: 1.0 for _, col in opts})
-        lo_r.append(1.0)
-        hi_r.append(1.0)
-    for g in prob.groups:                       # one-hot groups: one column hot
+            rows.add({V.zu[j]: 1.0, V.zv[j]: 1.0}, -np.inf, 1.0)
+
+
+def _add_group_rows(rows: _Rows, V: _Vars, prob: LinearProblem) -> None:
+    """One-hot groups: one column hot (at most one for a row whose group is all 0)."""
+    x_hat = prob.x_hat
+    for g in prob.groups:
         coef, fixed_sum = {}, 0.0
         for j in g:
             if j in V.y:
@@ -412,10 +466,7 @@ def _formulate(prob: LinearProblem, tau: np.ndarray, with_l2: bool) -> _Model:
         if not coef:
             continue
         whole = float(x_hat[g].sum()) == 1.0
-        rows.append(coef)
-        lo_r.append(1.0 - fixed_sum if whole else -np.inf)
-        hi_r.append(1.0 - fixed_sum)
-    return _Model(V, rows, lo_r, hi_r, target_rows, at_hat + cat_hat, caps)
+        rows.add(coef, 1.0 - fixed_sum if whole else -np.inf, 1.0 - fixed_sum)
 
 
 def _point(prob: LinearProblem, m: _Model, z: np.ndarray) -> np.ndarray:
@@ -805,74 +856,122 @@ def _scale(prob: LinearProblem) -> np.ndarray:
     return np.maximum(size, 1.0)
 
 
+#: what :func:`solve_linear` answers: ``(x, cost, status, gap, lower_bound, backend, message)``
+_Answer = tuple[np.ndarray | None, float, str, float, float, str, str]
+
+
 def solve_linear(prob: LinearProblem, *, time_limit: float = 30.0, n_workers: int = 2,
                  check: Callable[[np.ndarray], bool] | None = None
                  ) -> tuple[np.ndarray | None, float, str, float, float, str, str]:
     """Solve the query: ``(x, cost, status, gap, lower_bound, backend, message)``.
     ``check(x) -> bool`` re-checks a point on the original model."""
     t0 = time.perf_counter()
-    cm = prob.cost_model
     if _valid(prob, prob.x_hat, check):
         return prob.x_hat.copy(), 0.0, "optimal", 0.0, 0.0, "already", "The row already gets the target."
-    n_rows = len(prob.rhs)
-    discrete_moves = any(prob.kinds[j] in INTEGRAL_KINDS and prob.action[j] != "fixed"
-                         for j in range(prob.n_features))
-    needs_miqp = cm.l2 > 0 and (cm.l0 > 0 or discrete_moves or n_rows > 1)
+    needs_miqp = _needs_miqp(prob)
     scale = _scale(prob)
-    tau = np.zeros(n_rows)
+    tau = np.zeros(len(prob.rhs))
     lower = None
     for attempt in range(6):
         left = time_limit - (time.perf_counter() - t0)
         if left <= 0:
             break
-        m = _formulate(prob, tau, with_l2=cm.l2 > 0)
-        relaxed = _relaxation(prob, m, tau) if n_rows == 1 and cm.l0 == 0 and cm.l2 == 0 else None
-        if relaxed is not None:                      # the LP bound is met by a point with every discrete choice whole
-            x = relaxed
-            solved = _Solved("optimal", None, prob.cost(x), prob.cost(x), 0.0, "lp-bound")
-        elif cm.l2 > 0 and not needs_miqp:           # continuous moves, one row: exactly by KKT
-            kkt = _continuous_polish(prob, m, prob.x_hat.copy(), tau)
-            if kkt is None:
-                return None, np.inf, "infeasible", np.inf, np.inf, "kkt", _explain(prob, m)
-            x = kkt
-            solved = _Solved("optimal", None, prob.cost(x), prob.cost(x), 0.0, "kkt")
-        else:
-            solved = _gurobi(m, left, n_workers) if needs_miqp else _highs(m, left)
-            if solved.status == "infeasible":
-                if attempt == 0:
-                    return None, np.inf, "infeasible", np.inf, np.inf, solved.backend, _explain(prob, m)
+        m = _formulate(prob, tau, with_l2=prob.cost_model.l2 > 0)
+        x, solved = _solve_once(prob, m, tau, left, n_workers, needs_miqp)
+        if x is None:
+            stop = _no_point(prob, m, solved, attempt == 0)
+            if stop is None:
                 break
-            if solved.z is None:
-                return None, np.inf, solved.status, np.inf, solved.bound, solved.backend, (
-                    "No counterfactual was found within the time limit; allow more time." if
-                    solved.status == "time_limit" else f"The solver failed: {solved.message}")
-            x = _point(prob, m, solved.z)
-            if n_rows == 1:
-                paid = None if cm.l0 == 0 else {j for zs in (m.vars.zu, m.vars.zv) for j, col in zs.items()
-                                                 if solved.z[col] > 0.5}
-                polished = _continuous_polish(prob, m, x, tau, paid)
-                x = polished if polished is not None else x
+            return stop
         if lower is None:
             lower = solved.bound
         infimum = prob.cost(x)
         found = _final(prob, x, check)
         if found is None:                               # no continuous slack: clear the boundary by tau
-            tau = np.where(prob.strict | (tau > 0), np.maximum(tau * 10.0, 1e-9 * scale), tau)
-            if not np.any(tau > 0):
-                tau = 1e-9 * scale
+            tau = _raised(tau, prob.strict, scale)
             continue
-        gap = max(0.0, (infimum - lower) / max(abs(infimum), 1e-12))
-        status = "optimal" if solved.status == "optimal" and gap <= 1e-7 else "time_limit"
-        message = "" if status == "optimal" else (
-            f"The time limit was reached before optimality was proven (gap {gap:.1%}).")
-        if attempt > 0:
-            message = (message + " " if message else "") + (
-                "Only integer or categorical moves reach the target, so the point clears the decision boundary by "
-                f"a margin of {float(np.max(tau)):.3g} on the score (optimal among such points).")
-        return found, infimum, status, gap, min(lower, infimum), solved.backend, message
+        return _answer(found, infimum, lower, solved, tau if attempt > 0 else None)
     return None, np.inf, "error", np.inf, lower if lower is not None else 0.0, "highs", (
         "No point of the solver's answer gives the target on the model (a tie at the boundary that rounding could "
         "not break); change the target or the features allowed to move.")
+
+
+def _needs_miqp(prob: LinearProblem) -> bool:
+    """Squared l2 with an l0 term, a discrete move or several rows: only Gurobi's MIQP solves it."""
+    cm = prob.cost_model
+    discrete_moves = any(prob.kinds[j] in INTEGRAL_KINDS and prob.action[j] != "fixed"
+                         for j in range(prob.n_features))
+    return cm.l2 > 0 and (cm.l0 > 0 or discrete_moves or len(prob.rhs) > 1)
+
+
+def _solve_once(prob: LinearProblem, m: _Model, tau: np.ndarray, left: float, n_workers: int,
+                needs_miqp: bool) -> tuple[np.ndarray | None, _Solved]:
+    """One attempt at the rows cleared by ``tau``: the exact one-row steps where they apply,
+    else the MILP / MIQP; the point (None with the solver's status when it has none) and
+    how it was solved."""
+    exact = _one_row_exactly(prob, m, tau, needs_miqp)
+    if exact is not None:
+        return exact
+    solved = _gurobi(m, left, n_workers) if needs_miqp else _highs(m, left)
+    if solved.z is None:
+        return None, solved
+    x = _point(prob, m, solved.z)
+    if len(prob.rhs) == 1:
+        paid = None if prob.cost_model.l0 == 0 else {j for zs in (m.vars.zu, m.vars.zv) for j, col in zs.items()
+                                                     if solved.z[col] > 0.5}
+        polished = _continuous_polish(prob, m, x, tau, paid)
+        x = polished if polished is not None else x
+    return x, solved
+
+
+def _one_row_exactly(prob: LinearProblem, m: _Model, tau: np.ndarray,
+                     needs_miqp: bool) -> tuple[np.ndarray | None, _Solved] | None:
+    """One row solved without a MILP: the LP bound met by a point with every discrete choice
+    whole (l1), or continuous l2 moves by KKT; None when neither applies."""
+    cm = prob.cost_model
+    relaxed = _relaxation(prob, m, tau) if len(prob.rhs) == 1 and cm.l0 == 0 and cm.l2 == 0 else None
+    if relaxed is not None:
+        return relaxed, _Solved("optimal", None, prob.cost(relaxed), prob.cost(relaxed), 0.0, "lp-bound")
+    if not (cm.l2 > 0 and not needs_miqp):
+        return None
+    kkt = _continuous_polish(prob, m, prob.x_hat.copy(), tau)
+    if kkt is None:
+        return None, _Solved("infeasible", None, np.inf, np.inf, np.inf, "kkt")
+    return kkt, _Solved("optimal", None, prob.cost(kkt), prob.cost(kkt), 0.0, "kkt")
+
+
+def _no_point(prob: LinearProblem, m: _Model, solved: _Solved, first: bool) -> _Answer | None:
+    """The answer when an attempt has no point; None to stop trying (infeasible only once the
+    rows were raised by tau: the earlier attempts' points stand refused)."""
+    if solved.status == "infeasible":
+        if first or solved.backend == "kkt":
+            return None, np.inf, "infeasible", np.inf, np.inf, solved.backend, _explain(prob, m)
+        return None
+    return None, np.inf, solved.status, np.inf, solved.bound, solved.backend, (
+        "No counterfactual was found within the time limit; allow more time." if
+        solved.status == "time_limit" else f"The solver failed: {solved.message}")
+
+
+def _raised(tau: np.ndarray, strict: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """The next margin by which the strict rows must clear the boundary: tenfold, from 1e-9 of the scale."""
+    tau = np.where(strict | (tau > 0), np.maximum(tau * 10.0, 1e-9 * scale), tau)
+    if not np.any(tau > 0):
+        tau = 1e-9 * scale
+    return tau
+
+
+def _answer(found: np.ndarray, infimum: float, lower: float, solved: _Solved, tau: np.ndarray | None) -> _Answer:
+    """The answer for a point found: its gap to the first bound, and what the message must say
+    (``tau``: the margin the point clears the boundary by, when a margin was needed)."""
+    gap = max(0.0, (infimum - lower) / max(abs(infimum), 1e-12))
+    status = "optimal" if solved.status == "optimal" and gap <= 1e-7 else "time_limit"
+    message = "" if status == "optimal" else (
+        f"The time limit was reached before optimality was proven (gap {gap:.1%}).")
+    if tau is not None:
+        message = (message + " " if message else "") + (
+            "Only integer or categorical moves reach the target, so the point clears the decision boundary by "
+            f"a margin of {float(np.max(tau)):.3g} on the score (optimal among such points).")
+    return found, infimum, status, gap, min(lower, infimum), solved.backend, message
 
 
 def _explain(prob: LinearProblem, m: _Model) -> str:
