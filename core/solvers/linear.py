@@ -160,6 +160,21 @@ def build_linear_problem(lin: LinearModel, x: Row, target: TargetSpec, *, schema
                          increase_only: Iterable[FeatureKey] | None = None, decrease_only: Iterable[FeatureKey] | None = None,
                          margin: float | None = None) -> LinearProblem:
     """The query as a :class:`LinearProblem` (arguments as :func:`core.optimal.optimal_counterfactual`'s)."""
+    x_hat = _query_row(lin, x)
+    duck: Any = lin                                  # the target and cost helpers read names, task and classes
+    tgt = _with_margin(lin, make_target(duck, target, None), margin)
+    cm = make_cost_model(duck, norm, weights, schema)
+    kinds, lo, hi, action, groups = _domains(duck, schema, x_hat, fixed, increase_only, decrease_only)
+    _check_kinds(lin, x_hat, kinds, action)
+    rows, rhs, strict, what = _target_rows(lin, tgt)
+    unit = np.zeros(lin.n_features)
+    for j in lin.categorical_features:
+        unit[j] = 0.5 * (cm.w_down[j] + cm.w_up[j]) * (cm.l0 + cm.l1 + cm.l2)
+    return LinearProblem(lin, x_hat, tgt, cm, kinds, lo, hi, action, groups, rows, rhs, strict, what, unit)
+
+
+def _query_row(lin: LinearModel, x: Row) -> np.ndarray:
+    """The query as d finite floats (a missing value read as the model's fill), which the model scores."""
     x_hat = np.array(x, dtype=float).ravel()
     if x_hat.shape != (lin.n_features,):
         raise QueryError(f"x has {x_hat.size} values; the model has {lin.n_features} features.")
@@ -173,22 +188,28 @@ def build_linear_problem(lin: LinearModel, x: Row, target: TargetSpec, *, schema
         lin.scores(x_hat[None, :])
     except ValueError as exc:
         raise QueryError(str(exc)) from None
-    duck: Any = lin                                  # the target and cost helpers read names, task and classes
-    tgt = make_target(duck, target, None)
-    if margin is not None:
-        margin = float(margin)
-        if not 0 < margin < 1:
-            raise QueryError(f"The margin is a probability strictly between 0 and 1; got {margin!r}.")
-        if lin.task != "classification":
-            raise QueryError("A probability margin is for classifiers; a regressor's target is already an interval.")
-        if lin.link != "sigmoid":
-            raise QueryError(f"A probability margin needs a binary logistic model (its probability is a sigmoid of "
-                             f"one score, so the margin is a bound on the score); this model's link is {lin.link!r}"
-                             + (" (no probabilities)." if lin.link == "decision" else
-                                " (no exact linear form of a class's probability)."))
-        tgt = Target("class", class_index=tgt.class_index, label=tgt.label, margin=margin)
-    cm = make_cost_model(duck, norm, weights, schema)
-    kinds, lo, hi, action, groups = _domains(duck, schema, x_hat, fixed, increase_only, decrease_only)
+    return x_hat
+
+
+def _with_margin(lin: LinearModel, tgt: Target, margin: float | None) -> Target:
+    """The target with its probability margin, which needs a binary logistic model."""
+    if margin is None:
+        return tgt
+    margin = float(margin)
+    if not 0 < margin < 1:
+        raise QueryError(f"The margin is a probability strictly between 0 and 1; got {margin!r}.")
+    if lin.task != "classification":
+        raise QueryError("A probability margin is for classifiers; a regressor's target is already an interval.")
+    if lin.link != "sigmoid":
+        raise QueryError(f"A probability margin needs a binary logistic model (its probability is a sigmoid of "
+                         f"one score, so the margin is a bound on the score); this model's link is {lin.link!r}"
+                         + (" (no probabilities)." if lin.link == "decision" else
+                            " (no exact linear form of a class's probability)."))
+    return Target("class", class_index=tgt.class_index, label=tgt.label, margin=margin)
+
+
+def _check_kinds(lin: LinearModel, x_hat: np.ndarray, kinds: list[str], action: list[str]) -> None:
+    """Categorical features marked so (free or fixed only), integer kinds holding integers."""
     for j in lin.categorical_features:
         kinds[j] = "categorical"
         if action[j] in ("increase", "decrease"):
@@ -198,53 +219,57 @@ def build_linear_problem(lin: LinearModel, x: Row, target: TargetSpec, *, schema
         if kinds[j] in INTEGRAL_KINDS and kinds[j] != "categorical" and x_hat[j] != math.floor(x_hat[j]):
             raise QueryError(f"Feature {lin.feature_names[j]!r} takes integer values (kind {kinds[j]}), but the row "
                              f"holds {x_hat[j]!r}; correct the row or the feature's kind.")
-    rows, rhs, strict, what = _target_rows(lin, tgt)
-    unit = np.zeros(lin.n_features)
-    for j in lin.categorical_features:
-        unit[j] = 0.5 * (cm.w_down[j] + cm.w_up[j]) * (cm.l0 + cm.l1 + cm.l2)
-    return LinearProblem(lin, x_hat, tgt, cm, kinds, lo, hi, action, groups, rows, rhs, strict, what, unit)
 
 
 def _target_rows(lin: LinearModel, t: Target) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """The target as rows ``rows @ s(x) >= rhs`` (strict where the model's tie rule needs it)."""
     n_out = lin.n_outputs
-    rows: list[list[float] | np.ndarray] = []
-    rhs: list[float] = []
-    strict: list[bool] = []
-    what: list[str] = []
     if t.kind == "interval":
-        for sign, bound in ((1.0, t.lo), (-1.0, t.hi)):
-            if np.isfinite(bound):
-                rows.append([sign])
-                rhs.append(sign * bound)
-                strict.append(False)
-                what.append(f"prediction {'>=' if sign > 0 else '<='} {bound:g}")
+        found = _interval_rows(t)
     elif n_out == 1:
-        logit = 0.0 if t.margin is None else math.log(t.margin / (1.0 - t.margin))
-        sign = 1.0 if t.class_index == 1 else -1.0
-        rows.append([sign])
-        rhs.append(logit)
-        strict.append(t.margin is None and sign > 0)
-        side = ">" if sign > 0 else "<="
-        what.append(f"decision score {side} 0" if t.margin is None else
-                    f"P({t.label}) >= {t.margin:g}")
+        found = [_binary_row(t)]
     else:
-        c, classes = t.class_index, lin.classes
-        if classes is None:
-            raise QueryError("A class target needs a classifier; this linear model has no classes.")
-        for k in range(n_out):
-            if k == c:
-                continue
-            r = np.zeros(n_out)
-            r[c], r[k] = 1.0, -1.0
-            rows.append(r)
-            rhs.append(0.0)
-            strict.append(k < c)
-            what.append(f"score of {classes[c]} {'>' if k < c else '>='} score of {classes[k]}")
-    if not rows:
-        rows, rhs, strict, what = [[0.0] * n_out], [-1.0], [False], ["any prediction"]
+        found = _class_rows(lin, t)
+    if not found:
+        found = [([0.0] * n_out, -1.0, False, "any prediction")]
+    rows, rhs, strict, what = zip(*found)
     return (np.array(rows, dtype=float).reshape(-1, n_out), np.array(rhs, dtype=float),
-            np.array(strict, dtype=bool), what)
+            np.array(strict, dtype=bool), list(what))
+
+
+#: one target row: its weights on the scores, its right-hand side, strict or not, in words
+_TargetRow = tuple[list[float] | np.ndarray, float, bool, str]
+
+
+def _interval_rows(t: Target) -> list[_TargetRow]:
+    """A regressor's interval: ``s >= lo`` and ``-s >= -hi``, each side that is finite."""
+    return [([sign], sign * bound, False, f"prediction {'>=' if sign > 0 else '<='} {bound:g}")
+            for sign, bound in ((1.0, t.lo), (-1.0, t.hi)) if np.isfinite(bound)]
+
+
+def _binary_row(t: Target) -> _TargetRow:
+    """A binary classifier's one score: ``s > 0`` towards ``classes[1]`` (``-s >= 0`` towards
+    ``classes[0]``), ``± s >= logit(m)`` with a margin."""
+    logit = 0.0 if t.margin is None else math.log(t.margin / (1.0 - t.margin))
+    sign = 1.0 if t.class_index == 1 else -1.0
+    side = ">" if sign > 0 else "<="
+    return ([sign], logit, t.margin is None and sign > 0,
+            f"decision score {side} 0" if t.margin is None else f"P({t.label}) >= {t.margin:g}")
+
+
+def _class_rows(lin: LinearModel, t: Target) -> list[_TargetRow]:
+    """A multiclass target ``c``: ``s_c - s_k >= 0`` for every other class, strict for ``k < c``."""
+    n_out, c, classes = lin.n_outputs, t.class_index, lin.classes
+    if classes is None:
+        raise QueryError("A class target needs a classifier; this linear model has no classes.")
+    out: list[_TargetRow] = []
+    for k in range(n_out):
+        if k == c:
+            continue
+        r = np.zeros(n_out)
+        r[c], r[k] = 1.0, -1.0
+        out.append((r, 0.0, k < c, f"score of {classes[c]} {'>' if k < c else '>='} score of {classes[k]}"))
+    return out
 
 
 # --------------------------------------------------------------------- the formulation
@@ -552,26 +577,12 @@ def _continuous_polish(prob: LinearProblem, m: _Model, x: np.ndarray, tau: np.nd
     """For one target row: the continuous moves recomputed exactly given the discrete
     choices of ``x`` and, with l0, the features whose change the solver paid for
     (``allowed``), by :func:`_one_row`."""
-    lin, cm = prob.lin, prob.cost_model
-    const, A, tabs = _row_coefs(prob)
-    cont = [j for j in m.caps if prob.kinds[j] not in INTEGRAL_KINDS and lin.categories[j] is None]
+    _, A, _ = _row_coefs(prob)
+    cont = _continuous(prob, m)
     base = x.copy()
     base[cont] = prob.x_hat[cont]
     need = float(tau[0]) - float(prob.g(base[None, :])[0, 0])
-    items, gain, cap, c1, c2, sign = [], [], [], [], [], []
-    for j in cont:
-        U, Vd = m.caps[j]
-        a = A[0, j]
-        if allowed is not None and j not in allowed:
-            continue                                 # the solver chose not to move it (its count is paid per move)
-        for s, capj, w in ((1.0, U, cm.w_up[j]), (-1.0, Vd, cm.w_down[j])):
-            if capj > 0 and s * a > 0:
-                items.append(j)
-                gain.append(abs(a))
-                cap.append(capj)
-                sign.append(s)
-                c1.append(cm.l1 * w / cm.span[j])
-                c2.append(cm.l2 * w / cm.span[j] ** 2)
+    items, sign, gain, cap, c1, c2 = _polish_items(prob, m, A[0], [j for j in cont if allowed is None or j in allowed])
     if need <= 0:
         return base
     d = _one_row(np.array(gain), np.array(cap, dtype=float), np.array(c1), np.array(c2), need)
@@ -583,6 +594,32 @@ def _continuous_polish(prob: LinearProblem, m: _Model, x: np.ndarray, tau: np.nd
     return out
 
 
+def _continuous(prob: LinearProblem, m: _Model) -> list[int]:
+    """The numerical features that may move and take any value (not integers)."""
+    return [j for j in m.caps if prob.kinds[j] not in INTEGRAL_KINDS and prob.lin.categories[j] is None]
+
+
+def _polish_items(prob: LinearProblem, m: _Model, a: np.ndarray, features: list[int]
+                  ) -> tuple[list[int], list[float], list[float], list[float], list[float], list[float]]:
+    """Each direction of each feature (the solver chose not to move the others: with l0 its
+    count is paid per move) that raises the row ``a``: ``(feature, sign, gain, cap, l1 price,
+    l2 price)`` as columns."""
+    cm = prob.cost_model
+    items: list[int] = []
+    gain, cap, c1, c2, sign = [], [], [], [], []
+    for j in features:
+        U, Vd = m.caps[j]
+        for s, capj, w in ((1.0, U, cm.w_up[j]), (-1.0, Vd, cm.w_down[j])):
+            if capj > 0 and s * a[j] > 0:
+                items.append(j)
+                gain.append(abs(a[j]))
+                cap.append(capj)
+                sign.append(s)
+                c1.append(cm.l1 * w / cm.span[j])
+                c2.append(cm.l2 * w / cm.span[j] ** 2)
+    return items, sign, gain, cap, c1, c2
+
+
 def _relaxation(prob: LinearProblem, m: _Model, tau: np.ndarray) -> np.ndarray | None:
     """One row and an l1 cost: the LP relaxation solved exactly by :func:`_one_row` (an
     integer feature as a continuous one; a categorical feature as one item, its best
@@ -590,11 +627,38 @@ def _relaxation(prob: LinearProblem, m: _Model, tau: np.ndarray) -> np.ndarray |
     group makes this step stand aside). When the LP optimum moves every integer by a
     whole number and every categorical item wholly or not at all, it is a point of the
     MILP at the LP's lower bound: proven optimal without the MILP. None otherwise."""
-    cm = prob.cost_model
     if any(prob.action[j] != "fixed" for g in prob.groups for j in g):
         return None
-    _, A, tabs = _row_coefs(prob)
     need = float(tau[0]) - float(prob.g(prob.x_hat[None, :])[0, 0])
+    items, gain, cap, c1 = _lp_items(prob, m)
+    d = _one_row(np.array(gain), np.array(cap, dtype=float), np.array(c1), np.zeros(len(gain)), need)
+    if d is None:
+        return None
+    x = prob.x_hat.copy()
+    for (j, s, code), dj, capj in zip(items, d, cap):
+        if dj <= 0:
+            continue
+        if not _whole(prob, j, code, dj, capj):
+            return None
+        x[j] = code if code is not None else prob.x_hat[j] + s * dj
+    return x
+
+
+def _whole(prob: LinearProblem, j: int, code: Any, dj: float, capj: float) -> bool:
+    """Is the LP's move ``dj`` of an item a move of the MILP: a category taken wholly, an integer
+    moved by a whole number, any continuous move?"""
+    if code is not None:
+        return bool(dj == capj)
+    return prob.kinds[j] not in INTEGRAL_KINDS or bool(dj == np.floor(dj))
+
+
+def _lp_items(prob: LinearProblem, m: _Model
+              ) -> tuple[list[tuple[int, float, Any]], list[float], list[float], list[float]]:
+    """The LP relaxation's items: each direction of a numerical feature that raises the row, and
+    each categorical feature's best code (``(feature, sign, code or None)``), with their gains,
+    caps and l1 prices."""
+    cm = prob.cost_model
+    _, A, tabs = _row_coefs(prob)
     items: list[tuple[int, float, Any]] = []
     gain, cap, c1 = [], [], []
     for j, (U, Vd) in m.caps.items():
@@ -614,24 +678,7 @@ def _relaxation(prob: LinearProblem, m: _Model, tau: np.ndarray) -> np.ndarray |
             gain.append(best[0])
             cap.append(1.0)
             c1.append(float(prob.unit[j]))
-    d = _one_row(np.array(gain), np.array(cap, dtype=float), np.array(c1), np.zeros(len(gain)), need)
-    if d is None:
-        return None
-    x = prob.x_hat.copy()
-    for (j, s, code), dj, capj in zip(items, d, cap):
-        if dj <= 0:
-            continue
-        if code is not None:
-            if dj != capj:
-                return None
-            x[j] = code
-        elif prob.kinds[j] in INTEGRAL_KINDS:
-            if dj != np.floor(dj):
-                return None
-            x[j] = prob.x_hat[j] + s * dj
-        else:
-            x[j] = prob.x_hat[j] + s * dj
-    return x
+    return items, gain, cap, c1
 
 
 # --------------------------------------------------------------------- solvers
@@ -648,20 +695,9 @@ class _Solved:
 
 def _highs(m: _Model, time_limit: float) -> _Solved:
     from scipy.optimize import Bounds, LinearConstraint, milp
-    from scipy.sparse import csr_array
 
     V = m.vars
-    data, ri, ci = [], [], []
-    for r, coef in enumerate(m.A):
-        for col, val in coef.items():
-            if val != 0:
-                data.append(val)
-                ri.append(r)
-                ci.append(col)
-    cons = []
-    if m.A:
-        M = csr_array((data, (ri, ci)), shape=(len(m.A), V.n))
-        cons = [LinearConstraint(M, np.array(m.row_lo), np.array(m.row_hi))]
+    cons = [] if not m.A else [LinearConstraint(_sparse(m), np.array(m.row_lo), np.array(m.row_hi))]
     c = np.array(V.c)
     scale = 1.0 / max(float(np.abs(c).max()) if c.size else 1.0, 1e-300)
     with warnings.catch_warnings():
@@ -671,6 +707,11 @@ def _highs(m: _Model, time_limit: float) -> _Solved:
                    # presolve costs more than it saves when small; the stubs know no HiGHS option (_HIGHS_OPTIONS)
                    options={"time_limit": max(time_limit, 0.01), "mip_rel_gap": 0.0, "disp": False,  # type: ignore[arg-type]
                             "presolve": V.n > 500, **_HIGHS_OPTIONS})
+    return _highs_read(res, scale)
+
+
+def _highs_read(res: Any, scale: float) -> _Solved:
+    """What HiGHS answered (``res``, scipy's), its objective and bound unscaled."""
     if res.status == 2:
         return _Solved("infeasible", None, np.inf, np.inf, np.inf, "highs")
     if res.x is None:
@@ -681,6 +722,20 @@ def _highs(m: _Model, time_limit: float) -> _Solved:
     gap = float(getattr(res, "mip_gap", 0.0) or 0.0)
     status = "optimal" if res.status == 0 and gap <= PROVEN_GAP else "time_limit"
     return _Solved(status, np.asarray(res.x), obj, bound, gap, "highs")
+
+
+def _sparse(m: _Model) -> Any:
+    """The rows' matrix, its nonzero coefficients in a sparse array."""
+    from scipy.sparse import csr_array
+
+    data, ri, ci = [], [], []
+    for r, coef in enumerate(m.A):
+        for col, val in coef.items():
+            if val != 0:
+                data.append(val)
+                ri.append(r)
+                ci.append(col)
+    return csr_array((data, (ri, ci)), shape=(len(m.A), m.vars.n))
 
 
 def _gurobi(m: _Model, time_limit: float, n_workers: int) -> _Solved:
@@ -699,16 +754,7 @@ def _gurobi(m: _Model, time_limit: float, n_workers: int) -> _Solved:
         vt = [gp.GRB.INTEGER if i else gp.GRB.CONTINUOUS for i in V.integ]
         z = g.addMVar(V.n, lb=np.array(V.lb), ub=np.where(np.isfinite(V.ub), V.ub, gp.GRB.INFINITY),
                       vtype=np.array(vt))
-        zs = z.tolist()                      # scalar Vars: a row is a LinExpr (0-d MVar terms are far slower)
-        for r, coef in enumerate(m.A):
-            expr = gp.quicksum(val * zs[col] for col, val in coef.items() if val != 0)
-            if np.isfinite(m.row_lo[r]) and m.row_lo[r] == m.row_hi[r]:
-                g.addConstr(expr == m.row_lo[r])
-                continue
-            if np.isfinite(m.row_lo[r]):
-                g.addConstr(expr >= m.row_lo[r])
-            if np.isfinite(m.row_hi[r]):
-                g.addConstr(expr <= m.row_hi[r])
+        _gurobi_rows(gp, g, z.tolist(), m)
         q, c = np.array(V.q), np.array(V.c)
         g.setObjective(c @ z + gp.quicksum(q[i] * z[i] * z[i] for i in np.flatnonzero(q).tolist()), gp.GRB.MINIMIZE)
         g.Params.MIPGap = 0.0
@@ -723,17 +769,36 @@ def _gurobi(m: _Model, time_limit: float, n_workers: int) -> _Solved:
         except gp.GurobiError as exc:
             raise GurobiNeeded(f"Gurobi could not solve this squared-l2 problem ({exc}); its pip licence takes "
                                "models under 2,000 variables. Use l1, l0 or their mix.") from None
-        if g.Status in (gp.GRB.INFEASIBLE, gp.GRB.INF_OR_UNBD):
-            return _Solved("infeasible", None, np.inf, np.inf, np.inf, "gurobi")
-        if g.SolCount == 0:
-            return _Solved("time_limit", None, np.inf, -np.inf, np.inf, "gurobi")
-        obj = float(g.ObjVal)
-        bound = float(g.ObjBound) if g.IsMIP else obj
-        gap = float(g.MIPGap) if g.IsMIP else 0.0
-        status = "optimal" if g.Status == gp.GRB.OPTIMAL and gap <= PROVEN_GAP else "time_limit"
-        return _Solved(status, np.array(z.X), obj, bound, gap, "gurobi")
+        return _gurobi_read(gp, g, z)
     finally:
         env.dispose()
+
+
+def _gurobi_rows(gp: Any, g: Any, zs: list[Any], m: _Model) -> None:
+    """The rows ``lo <= A z <= hi`` as Gurobi constraints on scalar Vars (a row is a LinExpr:
+    0-d MVar terms are far slower), an equation where both sides meet."""
+    for r, coef in enumerate(m.A):
+        expr = gp.quicksum(val * zs[col] for col, val in coef.items() if val != 0)
+        if np.isfinite(m.row_lo[r]) and m.row_lo[r] == m.row_hi[r]:
+            g.addConstr(expr == m.row_lo[r])
+            continue
+        if np.isfinite(m.row_lo[r]):
+            g.addConstr(expr >= m.row_lo[r])
+        if np.isfinite(m.row_hi[r]):
+            g.addConstr(expr <= m.row_hi[r])
+
+
+def _gurobi_read(gp: Any, g: Any, z: Any) -> _Solved:
+    """What Gurobi answered: infeasible, no point in time, or its point with its gap."""
+    if g.Status in (gp.GRB.INFEASIBLE, gp.GRB.INF_OR_UNBD):
+        return _Solved("infeasible", None, np.inf, np.inf, np.inf, "gurobi")
+    if g.SolCount == 0:
+        return _Solved("time_limit", None, np.inf, -np.inf, np.inf, "gurobi")
+    obj = float(g.ObjVal)
+    bound = float(g.ObjBound) if g.IsMIP else obj
+    gap = float(g.MIPGap) if g.IsMIP else 0.0
+    status = "optimal" if g.Status == gp.GRB.OPTIMAL and gap <= PROVEN_GAP else "time_limit"
+    return _Solved(status, np.array(z.X), obj, bound, gap, "gurobi")
 
 
 # --------------------------------------------------------------------- strict side, short digits
@@ -755,30 +820,47 @@ def _pushed(prob: LinearProblem, x: np.ndarray) -> np.ndarray | None:
     model give the target (None when no continuous move can without a further change)."""
     if _valid(prob, x, None):
         return x
-    cm = prob.cost_model
     _, A, _ = _row_coefs(prob)
     tight = np.flatnonzero(prob.g(x[None, :])[0] <= 0)
     best: tuple[float, int, float] | None = None
     for j in range(prob.n_features):
-        if prob.kinds[j] in INTEGRAL_KINDS or prob.lin.categories[j] is not None:
-            continue
-        lo, hi = _room(prob, j)
-        moved = x[j] != prob.x_hat[j]
-        if cm.l0 > 0 and not moved:
-            continue                             # a new change would cost a whole l0 unit more than the infimum
-        for s, w in ((1.0, cm.w_up[j]), (-1.0, cm.w_down[j])):
-            if (s > 0 and x[j] >= hi) or (s < 0 and x[j] <= lo) or not np.all(s * A[tight, j] > 0):
-                continue
-            if moved and s * (x[j] - prob.x_hat[j]) < 0:
-                continue
-            grow = float(np.min(s * A[tight, j])) if len(tight) else 1.0
-            marginal = (cm.l1 * w / cm.span[j] + 2 * cm.l2 * w * abs(x[j] - prob.x_hat[j]) / cm.span[j] ** 2) / grow
-            if best is None or marginal < best[0]:
-                best = (marginal, j, s)
+        push = _push_of(prob, x, j, A[tight, j])
+        if push is not None and (best is None or push[0] < best[0]):
+            best = (push[0], j, push[1])
     if best is None:
         return None
     _, j, s = best
     return _step_until(prob, x, j, s, lambda p: _valid(prob, p, None))
+
+
+def _push_of(prob: LinearProblem, x: np.ndarray, j: int, a: np.ndarray) -> tuple[float, float] | None:
+    """The cheaper direction (marginal cost per unit of the tight rows' least gain, direction)
+    in which continuous feature ``j`` raises every tight row (coefficients ``a``), within its
+    room, not back towards the query, and (with l0) only if it already moved; None if none."""
+    cm = prob.cost_model
+    if prob.kinds[j] in INTEGRAL_KINDS or prob.lin.categories[j] is not None:
+        return None
+    moved = x[j] != prob.x_hat[j]
+    if cm.l0 > 0 and not moved:
+        return None                              # a new change would cost a whole l0 unit more than the infimum
+    best: tuple[float, float] | None = None
+    for s, w in ((1.0, cm.w_up[j]), (-1.0, cm.w_down[j])):
+        if not _may_push(prob, x, j, s, a):
+            continue
+        grow = float(np.min(s * a)) if len(a) else 1.0
+        marginal = (cm.l1 * w / cm.span[j] + 2 * cm.l2 * w * abs(x[j] - prob.x_hat[j]) / cm.span[j] ** 2) / grow
+        if best is None or marginal < best[0]:
+            best = (marginal, s)
+    return best
+
+
+def _may_push(prob: LinearProblem, x: np.ndarray, j: int, s: float, a: np.ndarray) -> bool:
+    """May feature ``j`` move on in direction ``s``: room left that way, every tight row raised
+    (coefficients ``a``), and not back towards the query?"""
+    lo, hi = _room(prob, j)
+    if (s > 0 and x[j] >= hi) or (s < 0 and x[j] <= lo) or not np.all(s * a > 0):
+        return False
+    return not (x[j] != prob.x_hat[j] and s * (x[j] - prob.x_hat[j]) < 0)
 
 
 def _step_until(prob: LinearProblem, x: np.ndarray, j: int, s: float, ok: Any) -> np.ndarray | None:
@@ -804,26 +886,29 @@ def _short(prob: LinearProblem, x: np.ndarray) -> np.ndarray:
     for j in np.flatnonzero(out != prob.x_hat).tolist():
         if prob.kinds[j] in INTEGRAL_KINDS or prob.lin.categories[j] is not None:
             continue
-        v, s = out[j], np.sign(out[j] - prob.x_hat[j])
-        tol = SHOWN_TOLERANCE * float(prob.cost_model.span[j])
-        lo, hi = _room(prob, j)
-        lo, hi = (prob.x_hat[j], hi) if s > 0 else (lo, prob.x_hat[j])
-        done = False
-        for k in range(1, 17):
-            for mode in ("nearest", "up" if s > 0 else "down"):
-                c = round_sig(v, k, mode)
-                if c == v:
-                    done = True
-                    break
-                if not (lo <= c <= hi) or abs(c - v) > tol or c == prob.x_hat[j]:
-                    continue
-                cand = out.copy()
-                cand[j] = c
-                if _valid(prob, cand, None):
-                    out, done = cand, True
-                    break
-            if done:
-                break
+        out = _shortest(prob, out, j)
+    return out
+
+
+def _shortest(prob: LinearProblem, out: np.ndarray, j: int) -> np.ndarray:
+    """``out`` with feature ``j`` written with the fewest significant digits (nearest, then
+    rounded away from the query) that still gives the target, within the tolerance and on
+    the side of the query it moved to; ``out`` itself when no shorter value does."""
+    v, s = out[j], np.sign(out[j] - prob.x_hat[j])
+    tol = SHOWN_TOLERANCE * float(prob.cost_model.span[j])
+    lo, hi = _room(prob, j)
+    lo, hi = (prob.x_hat[j], hi) if s > 0 else (lo, prob.x_hat[j])
+    for k in range(1, 17):
+        for mode in ("nearest", "up" if s > 0 else "down"):
+            c = round_sig(v, k, mode)
+            if c == v:
+                return out
+            if not (lo <= c <= hi) or abs(c - v) > tol or c == prob.x_hat[j]:
+                continue
+            cand = out.copy()
+            cand[j] = c
+            if _valid(prob, cand, None):
+                return cand
     return out
 
 
@@ -977,37 +1062,47 @@ def _answer(found: np.ndarray, infimum: float, lower: float, solved: _Solved, ta
 def _explain(prob: LinearProblem, m: _Model) -> str:
     """Which constraints block every counterfactual: the features fixed or one-way
     against the rows, and (one row) the best score reachable."""
-    lin = prob.lin
     const, A, _ = _row_coefs(prob)
-    names = lin.feature_names
-    fixed = [names[j] for j in range(prob.n_features) if prob.action[j] == "fixed" and np.any(A[:, j] != 0)]
-    fixed += [names[j] for j in lin.categorical_features if prob.action[j] == "fixed"]
-    inc = [names[j] for j in range(prob.n_features) if prob.action[j] == "increase" and np.any(A[:, j] < 0)]
-    dec = [names[j] for j in range(prob.n_features) if prob.action[j] == "decrease" and np.any(A[:, j] > 0)]
-    parts = []
-    if fixed:
-        parts.append(f"{', '.join(fixed[:5])}{'…' if len(fixed) > 5 else ''} fixed")
-    if inc:
-        parts.append(f"{', '.join(inc[:5])} increase-only")
-    if dec:
-        parts.append(f"{', '.join(dec[:5])} decrease-only")
-    how = f" with {'; '.join(parts)}" if parts else ""
-    reach = ""
-    if len(prob.rhs) == 1:
-        best = float(const[0])
-        for j in range(prob.n_features):
-            if lin.categories[j] is not None:
-                t = lin.category_scores[j] @ prob.rows[0]
-                own = int(prob.x_hat[j])
-                best += float(np.nanmax(t[:-1])) if prob.action[j] != "fixed" else float(t[own])
-                continue
-            U, Vd = m.caps.get(j, (0.0, 0.0))
-            a = A[0, j]
-            best += a * prob.x_hat[j] + max(a * U, -a * Vd, 0.0)
-        reach = (f" The most the features can reach is {best + prob.rhs[0]:.4g} on the row \"{prob.what[0]}\" "
-                 f"(it needs {prob.rhs[0]:.4g}).")
+    how = _blocked_by(prob, A)
+    reach = "" if len(prob.rhs) != 1 else _reach(prob, m, float(const[0]), A[0])
     return (f"No counterfactual reaching {prob.target.describe()} exists{how} within the features' ranges.{reach} "
             "Free some features or widen their ranges.")
+
+
+def _blocked_by(prob: LinearProblem, A: np.ndarray) -> str:
+    """The features held against the rows: fixed ones that count, one-way ones that point the wrong way."""
+    lin, names = prob.lin, prob.lin.feature_names
+    fixed = _held_against(prob, A, "fixed", lambda a: a != 0)
+    fixed += [names[j] for j in lin.categorical_features if prob.action[j] == "fixed"]
+    parts = [f"{', '.join(fixed[:5])}{'…' if len(fixed) > 5 else ''} fixed"] if fixed else []
+    for role, wrong in (("increase", lambda a: a < 0), ("decrease", lambda a: a > 0)):
+        held = _held_against(prob, A, role, wrong)
+        if held:
+            parts.append(f"{', '.join(held[:5])} {role}-only")
+    return f" with {'; '.join(parts)}" if parts else ""
+
+
+def _held_against(prob: LinearProblem, A: np.ndarray, action: str, wrong: Callable[[np.ndarray], np.ndarray]
+                  ) -> list[str]:
+    """The features of this actionability whose coefficients on some row are ``wrong``."""
+    return [prob.lin.feature_names[j] for j in range(prob.n_features)
+            if prob.action[j] == action and np.any(wrong(A[:, j]))]
+
+
+def _reach(prob: LinearProblem, m: _Model, const: float, a: np.ndarray) -> str:
+    """One row: the most the features can reach on it, against what it needs."""
+    lin = prob.lin
+    best = const
+    for j in range(prob.n_features):
+        if lin.categories[j] is not None:
+            t = lin.category_scores[j] @ prob.rows[0]
+            own = int(prob.x_hat[j])
+            best += float(np.nanmax(t[:-1])) if prob.action[j] != "fixed" else float(t[own])
+            continue
+        U, Vd = m.caps.get(j, (0.0, 0.0))
+        best += a[j] * prob.x_hat[j] + max(a[j] * U, -a[j] * Vd, 0.0)
+    return (f" The most the features can reach is {best + prob.rhs[0]:.4g} on the row \"{prob.what[0]}\" "
+            f"(it needs {prob.rhs[0]:.4g}).")
 
 
 def linear_counterfactual(lin: LinearModel, x: Row, target: TargetSpec, *, schema: Schema | None = None,
