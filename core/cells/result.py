@@ -425,7 +425,8 @@ def _rows_close(ours: Any, theirs: Any, n: int) -> list[bool] | None:
     o, t = np.asarray(ours).reshape(n, -1), np.asarray(theirs).reshape(n, -1)
     if o.shape[1] != t.shape[1] and 1 not in (o.shape[1], t.shape[1]):
         return None
-    return np.isclose(o, t, rtol=1e-5, atol=1e-6).all(axis=1).tolist()
+    close: list[bool] = np.isclose(o, t, rtol=1e-5, atol=1e-6).all(axis=1).tolist()
+    return close
 
 
 #: an XGBoost classifier's label is read from its margins only this far from a tie: its predict rounds the

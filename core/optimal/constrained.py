@@ -139,9 +139,10 @@ def _tree_of(read: TreeEnsemble | LinearModel, x: np.ndarray, target: TargetSpec
     if isinstance(read, LinearModel):
         return None
     try:
-        return _tree_problem(read, x, target, schema, kw)
+        tree: tuple[Any, Any] = _tree_problem(read, x, target, schema, kw)
     except ValueError as exc:
         raise QueryError(str(exc)) from None
+    return tree
 
 
 def _disagrees(x: np.ndarray, params: dict[str, Any], model_kind: ModelKind, elapsed: float) -> CounterfactualResult:

@@ -48,7 +48,7 @@ SUBSOLVERS = ["max_lp", "core"]
 class _Lits:
     """Literals ``[x_j > L_jm]`` of one feature: constants outside the allowed span."""
 
-    def __init__(self, model, j: int, allowed: np.ndarray):
+    def __init__(self, model: Any, j: int, allowed: np.ndarray) -> None:
         self.k = allowed.size - 1
         ok = np.flatnonzero(allowed)
         self.lo_i, self.hi_i = int(ok[0]), int(ok[-1])
@@ -56,7 +56,7 @@ class _Lits:
         for m in range(self.lo_i + 2, self.hi_i + 1):
             model.add_implication(self.vars[m], self.vars[m - 1])
 
-    def ge(self, i: int):
+    def ge(self, i: int) -> Any:
         """Literal for 'interval >= i': True, False or a BoolVar."""
         if i <= self.lo_i:
             return True
@@ -75,7 +75,7 @@ class _BandLits:
     searched up to 2x slower than the rewrite: leaving it meant flipping every
     literal between the band and the fill."""
 
-    def __init__(self, model, j: int, allowed: np.ndarray, b: int):
+    def __init__(self, model: Any, j: int, allowed: np.ndarray, b: int) -> None:
         self.model, self.b = model, b
         ok = np.flatnonzero(allowed)
         self.lo_i, self.hi_i = int(ok[0]), int(ok[-1])          # the band, the query's, is allowed: hi_i == b
@@ -92,14 +92,14 @@ class _BandLits:
         self._or: dict[int, Any] = {}
         self.vars: dict[int, Any] = {}                            # (no plain order literals)
 
-    def number_ge(self, i: int):
+    def number_ge(self, i: int) -> Any:
         if i <= self.n_lo:
             return True
         if i > self.n_hi:
             return False
         return self.h[i]
 
-    def ge(self, i: int):
+    def ge(self, i: int) -> Any:
         """Literal for 'interval >= i': True, False or a BoolVar."""
         if i <= self.lo_i:
             return True
@@ -132,11 +132,11 @@ def _cell(L: _Lits | _BandLits, value: Callable[[Any], bool]) -> int:
     return L.lo_i + sum(int(value(v)) for v in L.vars.values())
 
 
-def _neg(lit):
+def _neg(lit: Any) -> Any:
     return (not lit) if isinstance(lit, bool) else lit.Not()
 
 
-def _clause(model, lits) -> bool:
+def _clause(model: Any, lits: list[Any]) -> bool:
     """Add OR(lits); False if it can never hold."""
     if any(lit is True for lit in lits):
         return True
@@ -276,7 +276,7 @@ class _LeafSet(NamedTuple):
     row: np.ndarray
 
 
-def _constraints(m, prob: CellProblem, costs: list[np.ndarray], lits: list[_Lits | _BandLits]
+def _constraints(m: Any, prob: CellProblem, costs: list[np.ndarray], lits: list[_Lits | _BandLits]
                  ) -> tuple[_LeafSet, _LeafSet | None] | None:
     """Every constraint but the objective; None when they cannot all hold."""
     if not _forbidden_inside(m, costs, lits):
@@ -326,15 +326,15 @@ def _other_sets(m: Any, prob: CellProblem, costs: list[np.ndarray], lits: list[_
 def _plaus_set(m: Any, prob: CellProblem, costs: list[np.ndarray], lits: list[_Lits | _BandLits]
                ) -> _LeafSet | None:
     """The plausibility forest's leaves and its threshold (eq. 33); None when it cannot be met."""
-    assert prob.plaus_leaves is not None
+    assert prob.plaus_leaves is not None and prob.plaus is not None       # (set together)
     plaus_blk, plaus_row = grouped_leaves(prob, prob.plaus_leaves)
     plaus_s = _leaf_vars(m, prob, plaus_blk, costs, lits, "p")
-    if plaus_s is None or not _plaus_constraint(m, prob, plaus_blk, plaus_s):
+    if plaus_s is None or not _plaus_constraint(m, prob.plaus.delta, plaus_blk, plaus_s):
         return None
     return _LeafSet(plaus_s, plaus_row)
 
 
-def _leaf_vars(m, prob: CellProblem, blk: TreeBlock, costs: list[np.ndarray], lits: list[_Lits | _BandLits], name: str
+def _leaf_vars(m: Any, prob: CellProblem, blk: TreeBlock, costs: list[np.ndarray], lits: list[_Lits | _BandLits], name: str
                ) -> dict[int, Any] | None:
     """One boolean per reachable leaf, exactly one per tree, each implying its
     box (eqs. 8-12, 16-17); None when some tree has no reachable leaf."""
@@ -393,7 +393,7 @@ def _box_clauses(m: Any, svars: dict[int, Any], keys: np.ndarray, lits: list[_Li
     return True
 
 
-def _leaf_categories(m, prob: CellProblem, g: list[int], svars: list, hi: np.ndarray, lits: list[_Lits | _BandLits]) -> bool:
+def _leaf_categories(m: Any, prob: CellProblem, g: list[int], svars: list[Any], hi: np.ndarray, lits: list[_Lits | _BandLits]) -> bool:
     """A leaf's categories of group ``g`` (canonical bounds: a column spans 1
     iff its category is allowed, :mod:`core.cells.groups`): with one category
     hot (eq. 27), "one of the allowed is hot" and "every other is cold" say
@@ -412,7 +412,7 @@ def _leaf_categories(m, prob: CellProblem, g: list[int], svars: list, hi: np.nda
     return True
 
 
-def _one_category(m, prob: CellProblem, lits: list[_Lits | _BandLits]) -> bool:
+def _one_category(m: Any, prob: CellProblem, lits: list[_Lits | _BandLits]) -> bool:
     """Exactly one column of each one-hot group at 1 (eq. 27)."""
     for g in prob.groups:
         _, i1 = zero_one_intervals(prob.levels, g)
@@ -435,7 +435,7 @@ def _exactly_one(m: Any, ones: list[Any]) -> bool:
     return True
 
 
-def _nogoods(m, prob: CellProblem, model: _LeafSet, plaus: _LeafSet | None,
+def _nogoods(m: Any, prob: CellProblem, model: _LeafSet, plaus: _LeafSet | None,
              others: dict[str, tuple[TreeBlock, _LeafSet]]) -> bool:
     """Cut off the leaf combinations of points found invalid (near ties the
     integer scaling admitted); merged leaves share their members' values, so
@@ -466,7 +466,7 @@ def _nogood_set(prob: CellProblem, kind: str, model: _LeafSet, plaus: _LeafSet |
     return others[kind]
 
 
-def _exclusions(m, prob: CellProblem, lits: list[_Lits | _BandLits]) -> None:
+def _exclusions(m: Any, prob: CellProblem, lits: list[_Lits | _BandLits]) -> None:
     """Diversity: of each earlier solution's changed features, keep one unchanged."""
     for changed in prob.exclusions:
         us = []
@@ -482,7 +482,7 @@ def _exclusions(m, prob: CellProblem, lits: list[_Lits | _BandLits]) -> None:
         m.add_bool_or(us)
 
 
-def _objective(m, prob: CellProblem, costs: list[np.ndarray], lits: list[_Lits | _BandLits], sc: float):
+def _objective(m: Any, prob: CellProblem, costs: list[np.ndarray], lits: list[_Lits | _BandLits], sc: float) -> Any:
     """Per feature C_j(lo_i) + sum_m (C_j(m) - C_j(m-1)) g_jm, with integer costs scaled by
     ``sc``: their sum, or for the L-infinity cost a variable at least each of them (the largest)."""
     per_feature = [part for j, L in enumerate(lits) for part in _feature_cost(prob, j, L, costs[j], sc)]
@@ -541,7 +541,7 @@ def _band_objective(prob: CellProblem, j: int, L: _BandLits, allowed: np.ndarray
     return parts
 
 
-def _tree_cuts(m, blk, svars, lits, lo_i: np.ndarray, hi_i: np.ndarray, skip: np.ndarray) -> None:
+def _tree_cuts(m: Any, blk: TreeBlock, svars: dict[int, Any], lits: list[_Lits | _BandLits], lo_i: np.ndarray, hi_i: np.ndarray, skip: np.ndarray) -> None:
     """Per tree, feature and level: the leaves that need ``x_j > L_m`` sum to at
     most ``g[j][m]``, those that need ``x_j <= L_m`` to at most ``1 - g[j][m]``
     (OCEAN's flow constraints 16-17, aggregated); they tighten the LP relaxation.
@@ -584,7 +584,7 @@ def _level_cuts(m: Any, L: _Lits | _BandLits, svars: dict[int, Any], idx: np.nda
             m.add(sum(left) + g <= 1)
 
 
-def _linear(m, svars, coefs):
+def _linear(m: Any, svars: dict[int, Any], coefs: np.ndarray) -> tuple[Any, int]:
     """sum coef_i s_i split into variable terms and the constant of fixed leaves."""
     terms, const = [], 0
     for i, s in svars.items():
@@ -598,7 +598,7 @@ def _linear(m, svars, coefs):
     return sum(terms) if terms else 0, const
 
 
-def _target_constraint(m, ens, tgt, blk, svars) -> bool:
+def _target_constraint(m: Any, ens: Any, tgt: Any, blk: TreeBlock, svars: dict[int, Any]) -> bool:
     """The target of ``ens`` (eqs. 13-14) on the leaf booleans of its block; with a
     margin (confident recourse) the class's probability at least ``tgt.margin``:
     on the margin for a sigmoid link, linear in the leaf probabilities for a forest."""
@@ -656,21 +656,23 @@ def _class_target(m: Any, ens: Any, tgt: Any, blk: TreeBlock, svars: dict[int, A
         m.add(expr + const >= int(np.floor(rhs)) - slack)
 
 
-def _plaus_constraint(m, prob, blk, svars) -> bool:
+def _plaus_constraint(m: Any, delta: float, blk: TreeBlock, svars: dict[int, Any]) -> bool:
+    """The plausibility forest's mean path length at least ``delta`` (eq. 33) on its leaf booleans."""
     v = blk.value[:, 0]
     S = SCORE_SCALE_TARGET / max(1e-12, _max_abs_sum(blk, v))
     expr, const = _linear(m, svars, np.round(v * S))
-    m.add(expr + const >= int(np.floor(prob.plaus.delta * S)) - blk.n_trees - 1)
+    m.add(expr + const >= int(np.floor(delta * S)) - blk.n_trees - 1)
     return True
 
 
-def _max_abs_sum(blk, v: np.ndarray) -> float:
+def _max_abs_sum(blk: TreeBlock, v: np.ndarray) -> float:
     out = np.zeros(blk.n_trees)
     np.maximum.at(out, blk.tree_of, np.abs(v))
     return float(out.sum())
 
 
-def _add_hints(m, prob, lits, leaf_sets, hint):
+def _add_hints(m: Any, prob: CellProblem, lits: list[_Lits | _BandLits], leaf_sets: tuple[_LeafSet, _LeafSet | None],
+               hint: np.ndarray) -> None:
     """Hint the point ``hint``: its intervals and, for the model's and the
     plausibility forest's leaf sets, the leaves it reaches."""
     cells = prob.interval_of(hint[None, :])[0]
