@@ -280,24 +280,9 @@ def _domains(ens: TreeEnsemble, schema: Schema | None, x_hat: np.ndarray, fixed:
              increase_only: Iterable[Any] | None, decrease_only: Iterable[Any] | None
              ) -> tuple[list[str], np.ndarray, np.ndarray, list[str], list[list[int]]]:
     d = ens.n_features
-    kinds = ["numerical"] * d
-    lo, hi = np.full(d, -np.inf), np.full(d, np.inf)
-    action = ["free"] * d
-    groups: list[list[int]] = []
-    if schema is not None:
-        for j, f in enumerate(schema.features):
-            kinds[j] = f.kind
-            lo[j], hi[j] = min(f.lower, x_hat[j]), max(f.upper, x_hat[j])
-            action[j] = f.actionability
-        groups = [list(v) for v in schema.groups().values() if len(v) >= 2]
+    kinds, lo, hi, action, groups = _schema_domains(d, schema, x_hat)
     explicit = (("fixed", fixed), ("increase", increase_only), ("decrease", decrease_only))
-    states = set(indicator_of(ens).values())  # "is missing" columns left out of a list: decrease-only
-    for role, items in explicit:
-        if items is not None:
-            action = [("decrease" if j in states else "free") if a == role else a for j, a in enumerate(action)]
-    for role, items in explicit:
-        for j in _as_indices(ens, items, role):
-            action[j] = role
+    action = _with_roles(ens, action, explicit)
     for g in groups:  # a one-hot group moves as one: fixed if any column is
         if any(action[j] == "fixed" for j in g):
             for j in g:
@@ -306,6 +291,36 @@ def _domains(ens: TreeEnsemble, schema: Schema | None, x_hat: np.ndarray, fixed:
         if kinds[j] in ("binary", "one-hot"):
             lo[j], hi[j] = min(0.0, x_hat[j]), max(1.0, x_hat[j])
     return kinds, lo, hi, action, groups
+
+
+def _schema_domains(d: int, schema: Schema | None, x_hat: np.ndarray
+                    ) -> tuple[list[str], np.ndarray, np.ndarray, list[str], list[list[int]]]:
+    """Each feature's kind, range (holding the query) and actionability, and the one-hot groups,
+    as the schema says (numerical, unbounded and free without one)."""
+    kinds = ["numerical"] * d
+    lo, hi = np.full(d, -np.inf), np.full(d, np.inf)
+    action = ["free"] * d
+    if schema is None:
+        return kinds, lo, hi, action, []
+    for j, f in enumerate(schema.features):
+        kinds[j] = f.kind
+        lo[j], hi[j] = min(f.lower, x_hat[j]), max(f.upper, x_hat[j])
+        action[j] = f.actionability
+    return kinds, lo, hi, action, [list(v) for v in schema.groups().values() if len(v) >= 2]
+
+
+def _with_roles(ens: TreeEnsemble, action: list[str], explicit: tuple[tuple[str, Iterable[Any] | None], ...]
+                ) -> list[str]:
+    """The actionability with each role's list in place of the schema's: a feature of that role
+    the list leaves out becomes free (an "is missing" column decrease-only)."""
+    states = set(indicator_of(ens).values())  # "is missing" columns left out of a list: decrease-only
+    for role, items in explicit:
+        if items is not None:
+            action = [("decrease" if j in states else "free") if a == role else a for j, a in enumerate(action)]
+    for role, items in explicit:
+        for j in _as_indices(ens, items, role):
+            action[j] = role
+    return action
 
 
 _ACTIONS = {"free": 0, "fixed": 1, "increase": 2, "decrease": 3}
@@ -458,24 +473,37 @@ def check_same_features(ens: TreeEnsemble, other: TreeEnsemble, position: int | 
         raise QueryError(f"{Who} is a {other.task} model and {first} a {ens.task} model; a "
                          "counterfactual valid for both needs models of one task.")
     if list(other.feature_names) != list(ens.feature_names):
-        a, b = list(ens.feature_names), list(other.feature_names)
-        missing, extra = [f for f in a if f not in b], [f for f in b if f not in a]
-        what = (f"it lacks {', '.join(map(str, missing[:5])) or 'no column'} and has "
-                f"{', '.join(map(str, extra[:5])) or 'no other'}" if (missing or extra)
-                else "its features are in another order")
-        raise QueryError(f"{Who} does not read the same features as {first} ({what}); load "
+        raise QueryError(f"{Who} does not read the same features as {first} "
+                         f"({_features_differ(list(ens.feature_names), list(other.feature_names))}); load "
                          "models trained on the same columns.")
-    if list(other.categories or [None] * other.n_features) != list(ens.categories or [None] * ens.n_features):
+    if _categories_of(other) != _categories_of(ens):
         raise QueryError(f"{Who} reads a categorical column with other categories than {first}.")
-    def names(e: TreeEnsemble) -> list[Any]:
-        return [] if e.classes is None else list(e.classes)
-
-    if ens.task == "classification" and [str(c) for c in names(other)] != [str(c) for c in names(ens)]:
-        def classes(e: TreeEnsemble) -> str:
-            return ", ".join(str(plain(c)) for c in names(e))
-        raise QueryError(f"{Who} has the classes {classes(other)}, {first} {classes(ens)}; "
+    if ens.task == "classification" and [str(c) for c in _class_names(other)] != [str(c) for c in _class_names(ens)]:
+        raise QueryError(f"{Who} has the classes {_classes_text(other)}, {first} {_classes_text(ens)}; "
                          "the models must decide between the same classes.")
     return other
+
+
+def _features_differ(a: list[Any], b: list[Any]) -> str:
+    """How the feature names ``b`` differ from ``a``: the columns one lacks and has, or their order."""
+    missing, extra = [f for f in a if f not in b], [f for f in b if f not in a]
+    if not (missing or extra):
+        return "its features are in another order"
+    return (f"it lacks {', '.join(map(str, missing[:5])) or 'no column'} and has "
+            f"{', '.join(map(str, extra[:5])) or 'no other'}")
+
+
+def _categories_of(e: TreeEnsemble) -> list[Any]:
+    """Each column's categories (None for a numerical one)."""
+    return list(e.categories or [None] * e.n_features)
+
+
+def _class_names(e: TreeEnsemble) -> list[Any]:
+    return [] if e.classes is None else list(e.classes)
+
+
+def _classes_text(e: TreeEnsemble) -> str:
+    return ", ".join(str(plain(c)) for c in _class_names(e))
 
 
 def feature_levels(ens: TreeEnsemble, kinds: list[str], plausibility: Plausibility | None = None,
@@ -524,22 +552,30 @@ def _grid_structure(ens: TreeEnsemble, kinds: list[str], plausibility: Plausibil
 def explain_infeasible(prob: CellProblem) -> str:
     """A sentence on why no counterfactual exists under the constraints."""
     names = prob.ens.feature_names
-    fixed = [names[j] for j in range(prob.n_features) if np.isfinite(prob.costs[j]).sum() == 1
-             and prob.levels[j].size > 0]
-    inc = [names[j] for j in range(prob.n_features)
-           if np.all(~np.isfinite(prob.costs[j][:prob.hat[j]])) and prob.hat[j] > 0
-           and np.isfinite(prob.costs[j][prob.hat[j] + 1:]).any()]
-    dec = [names[j] for j in range(prob.n_features)
-           if np.all(~np.isfinite(prob.costs[j][prob.hat[j] + 1:])) and prob.hat[j] < prob.levels[j].size
-           and np.isfinite(prob.costs[j][:prob.hat[j]]).any()]
     parts = []
-    if fixed:
-        parts.append(f"{', '.join(fixed[:5])}{'…' if len(fixed) > 5 else ''} fixed")
-    if inc:
-        parts.append(f"{', '.join(inc[:5])} increase-only")
-    if dec:
-        parts.append(f"{', '.join(dec[:5])} decrease-only")
+    for word, held in (("fixed", _held_fixed), ("increase-only", _held_increasing), ("decrease-only", _held_decreasing)):
+        found = [names[j] for j in range(prob.n_features) if held(prob, j)]
+        if found:
+            more = "…" if word == "fixed" and len(found) > 5 else ""
+            parts.append(f"{', '.join(found[:5])}{more} {word}")
     extra = " and the plausibility constraint" if prob.plaus is not None else ""
     how = f" with {'; '.join(parts)}{extra}" if parts or extra else ""
     return (f"No counterfactual reaching {prob.target.describe()} exists{how} within the features' ranges. "
             "Free some features, widen their ranges or drop the plausibility constraint.")
+
+
+def _held_fixed(prob: CellProblem, j: int) -> bool:
+    """Feature ``j`` has split levels but one allowed interval."""
+    return bool(np.isfinite(prob.costs[j]).sum() == 1 and prob.levels[j].size > 0)
+
+
+def _held_increasing(prob: CellProblem, j: int) -> bool:
+    """Feature ``j`` may only rise: nothing allowed below its interval, something above."""
+    c, h = prob.costs[j], prob.hat[j]
+    return bool(np.all(~np.isfinite(c[:h])) and h > 0 and np.isfinite(c[h + 1:]).any())
+
+
+def _held_decreasing(prob: CellProblem, j: int) -> bool:
+    """Feature ``j`` may only fall: nothing allowed above its interval, something below."""
+    c, h = prob.costs[j], prob.hat[j]
+    return bool(np.all(~np.isfinite(c[h + 1:])) and h < prob.levels[j].size and np.isfinite(c[:h]).any())

@@ -90,39 +90,37 @@ class QueryRun:
         prob, ens = self.prob, self.prob.ens
         valid, pred = False, None
         if x is not None:
-            disagrees = False
-            made = (x, 0.0)
-            for cand in _candidates(prob, x):
-                valid = bool(prob.is_valid(cand[None, :])[0])
-                if valid:            # the candidate's check on the model goes with the first undo trials'
-                    self._pending = [cand]
-                    made = minimal_point(prob, cand, lambda y: self.convinces(y, check),
-                                         lambda rows: self._ahead(rows, check))
-                    valid = self.convinces(cand, check)
-                    disagrees = not valid
-                if valid:
-                    x = cand
-                    break
+            x, valid, disagrees, made = self._first_valid(x, check)
             message = DISAGREES if disagrees else message
             if valid:
-                x, saved = made
-                if not np.isfinite(saved):              # a point off the grid's costs: its cells' cost
-                    saved = cost - float(prob.cost_of(prob.interval_of(x)[0]))
-                if saved > 0:
-                    cost, status, gap, lower_bound, message = _after_undo(cost, saved, status, gap, lower_bound,
-                                                                          message)
-                cost, gap, lower_bound = _as_point(prob, x, cost, status, gap, lower_bound)
+                x, (cost, status, gap, lower_bound, message) = _undone_claim(prob, made, (cost, status, gap,
+                                                                                          lower_bound, message))
             pred = ens.predict(x[None, :])[0]
-        x_hat = prob.x_hat
-        if prob.band is not None:              # missing values as bands: the caller's columns
-            ens, x_hat = prob.band.outer, prob.band.x_hat
-            x = None if x is None else prob.band.to_outer(x)
+        ens, x_hat, x = _callers_columns(prob, x)
         return CounterfactualResult(
             x=x if valid else None, cost=float(cost), status=status if (valid or x is None) else "error",
             gap=float(gap), elapsed=time.perf_counter() - self.t0,
             changes=changes_between(ens, x_hat, x) if (x is not None and valid) else (),
             backend=backend, params=self.params, x_query=x_hat.copy(), lower_bound=float(lower_bound),
             valid=valid, message=message, prediction=pred, timings=dict(self.timings))
+
+    def _first_valid(self, x: np.ndarray, check: bool) -> tuple[np.ndarray, bool, bool, tuple[np.ndarray, float]]:
+        """The first of ``x``'s candidates (its short shown form, then itself) valid on the
+        ensemble and convincing the original models: ``(point, valid, the model disagreed,
+        the point made minimal and the cost that saved)``; ``x`` itself when none is."""
+        disagrees, valid = False, False
+        made = (x, 0.0)
+        for cand in _candidates(self.prob, x):
+            valid = bool(self.prob.is_valid(cand[None, :])[0])
+            if valid:            # the candidate's check on the model goes with the first undo trials'
+                self._pending = [cand]
+                made = minimal_point(self.prob, cand, lambda y: self.convinces(y, check),
+                                     lambda rows: self._ahead(rows, check))
+                valid = self.convinces(cand, check)
+                disagrees = not valid
+            if valid:
+                return cand, True, disagrees, made
+        return x, False, disagrees, made
 
     def convinces(self, x: np.ndarray, check: bool = True) -> bool:
         """Does ``x``, valid on the ensemble, also convince the original model and
@@ -162,6 +160,28 @@ class QueryRun:
         """No point found within the time limit (nothing proven)."""
         return self.result(None, np.inf, "time_limit", backend=backend, gap=np.inf,
                            message="No counterfactual was found within the time limit; allow more time.")
+
+
+def _callers_columns(prob: CellProblem, x: np.ndarray | None) -> tuple[TreeEnsemble, np.ndarray, np.ndarray | None]:
+    """The ensemble, query and point in the caller's columns (missing values read as bands are
+    the caller's fill and "is missing" columns again)."""
+    if prob.band is None:
+        return prob.ens, prob.x_hat, x
+    return prob.band.outer, prob.band.x_hat, None if x is None else prob.band.to_outer(x)
+
+
+def _undone_claim(prob: CellProblem, made: tuple[np.ndarray, float], claim: tuple[float, str, float, float, str]
+                  ) -> tuple[np.ndarray, tuple[float, str, float, float, str]]:
+    """The minimal point and its claim ``(cost, status, gap, lower bound, message)``: what the
+    undone changes saved taken off (:func:`_after_undo`), then the point's own cost (:func:`_as_point`)."""
+    x, saved = made
+    cost, status, gap, lower_bound, message = claim
+    if not np.isfinite(saved):              # a point off the grid's costs: its cells' cost
+        saved = cost - float(prob.cost_of(prob.interval_of(x)[0]))
+    if saved > 0:
+        cost, status, gap, lower_bound, message = _after_undo(cost, saved, status, gap, lower_bound, message)
+    cost, gap, lower_bound = _as_point(prob, x, cost, status, gap, lower_bound)
+    return x, (cost, status, gap, lower_bound, message)
 
 
 def _after_undo(cost: float, saved: float, status: str, gap: float, lower_bound: float, message: str
@@ -247,22 +267,32 @@ def minimal_point(prob: CellProblem, x: np.ndarray, convinces: Callable[[np.ndar
     before = float(prob.cost_of(cells))
     saved = 0.0
     while units:
-        units.sort(key=lambda u: (-price[int(u[0])], int(u[0])))
-        trial = np.repeat(x[None, :], len(units), axis=0)
-        for i, u in enumerate(units):
-            trial[i, u] = x_hat[u]
-        ok = prob.is_valid(trial)
-        if ahead is not None and convinces is not None:
-            ahead(trial[ok])
-        gone = next((i for i in np.flatnonzero(ok) if convinces is None or convinces(trial[i])), None)
+        gone = _undo_one(prob, x, units, price, convinces, ahead)
         if gone is None:
             break
-        x = trial[gone]
-        saved += price[int(units[gone][0])]
-        units.pop(gone)
+        x = gone[0]
+        saved += price[int(units[gone[1]][0])]
+        units.pop(gone[1])
     if prob.cost_model.combine == "max":   # L-infinity: only the largest change counts, not each undone one
         saved = before - float(prob.cost_of(prob.interval_of(x)[0]))
     return x, saved
+
+
+def _undo_one(prob: CellProblem, x: np.ndarray, units: list[np.ndarray], price: dict[int, float],
+              convinces: Callable[[np.ndarray], bool] | None, ahead: Callable[[np.ndarray], None] | None
+              ) -> tuple[np.ndarray, int] | None:
+    """One pass of :func:`minimal_point`: the point with the costliest unit undone whose undoing
+    keeps it valid and convincing, and that unit's index in ``units`` (sorted costliest
+    first); None when no unit can be undone."""
+    units.sort(key=lambda u: (-price[int(u[0])], int(u[0])))
+    trial = np.repeat(x[None, :], len(units), axis=0)
+    for i, u in enumerate(units):
+        trial[i, u] = prob.x_hat[u]
+    ok = prob.is_valid(trial)
+    if ahead is not None and convinces is not None:
+        ahead(trial[ok])
+    gone = next((i for i in np.flatnonzero(ok) if convinces is None or convinces(trial[i])), None)
+    return None if gone is None else (trial[gone], int(gone))
 
 
 def _candidates(prob: CellProblem, x: np.ndarray) -> list[np.ndarray]:
@@ -279,22 +309,29 @@ def shown_point(prob: CellProblem, x: np.ndarray) -> np.ndarray:
     for j in np.flatnonzero(out != prob.x_hat):
         if (prob.kinds and prob.kinds[j] in INTEGRAL_KINDS) or prob.ens.categories[j] is not None:
             continue
-        lv = prob.levels[j]
-        i = int(np.searchsorted(lv, out[j], side="left"))
-        h = prob.band.fill_hat.get(int(j), int(prob.hat[j])) if prob.band is not None else int(prob.hat[j])
-        if i == h:                             # (a missing value's cheapest side is its fill's)
-            continue
-        a = lv[i - 1] if i > 0 else -np.inf
-        b = lv[i] if i < lv.size else np.inf
-        lo = prob.lo[j] if prob.lo is not None else -np.inf
-        hi = prob.hi[j] if prob.hi is not None else np.inf
-        ref = max(a, lo) if i > h else min(b, hi)
-        if not np.isfinite(ref):
-            continue
-        args = (float(out[j]), float(a), float(b), float(lo), float(hi), float(ref),
-                SHOWN_TOLERANCE * float(prob.cost_model.span[j]))
-        out[j] = _shortest_inside(*args) if args[0] != 0 else shortest_inside(*args)   # (-0.0 == 0.0 as keys)
+        args = _shown_args(prob, int(j), float(out[j]))
+        if args is not None:
+            out[j] = _shortest_inside(*args) if args[0] != 0 else shortest_inside(*args)   # (-0.0 == 0.0 as keys)
     return out
+
+
+def _shown_args(prob: CellProblem, j: int, v: float) -> tuple[float, float, float, float, float, float, float] | None:
+    """The arguments of :func:`core.shown.shortest_inside` for feature ``j``'s moved value ``v``:
+    its cell ``(a, b)``, the feature's range, the cell's cheapest point and the tolerance; None
+    when ``v`` stays in the query's own cell or the cheapest point is unbounded."""
+    lv = prob.levels[j]
+    i = int(np.searchsorted(lv, v, side="left"))
+    h = prob.band.fill_hat.get(j, int(prob.hat[j])) if prob.band is not None else int(prob.hat[j])
+    if i == h:                             # (a missing value's cheapest side is its fill's)
+        return None
+    a = lv[i - 1] if i > 0 else -np.inf
+    b = lv[i] if i < lv.size else np.inf
+    lo = prob.lo[j] if prob.lo is not None else -np.inf
+    hi = prob.hi[j] if prob.hi is not None else np.inf
+    ref = max(a, lo) if i > h else min(b, hi)
+    if not np.isfinite(ref):
+        return None
+    return (v, float(a), float(b), float(lo), float(hi), float(ref), SHOWN_TOLERANCE * float(prob.cost_model.span[j]))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -317,18 +354,34 @@ def _check_on_model(model: ModelLike, ens: TreeEnsemble, x: np.ndarray, target: 
     ours, theirs, what = native_outputs(ens, model, x[None, :])
     if theirs is not None and not np.allclose(ours, theirs, rtol=1e-5, atol=1e-6):
         return False
-    module = type(model).__module__.split(".")[0]
-    is_booster = (module in ("xgboost", "lightgbm") and not hasattr(model, "fit")) or hasattr(model, "raw_scores")
-    if is_booster:
+    if _is_booster(model):
         return bool(target.holds(ens, x[None, :])[0])
-    label = _xgb_label(model, ens, theirs[0]) if what == "margins" and theirs is not None else None
-    if (what == "probabilities" and theirs is not None and type(model).__module__.startswith("sklearn")
-            and hasattr(model, "classes_")):
-        out = model.classes_[int(np.argmax(theirs[0]))]   # scikit-learn's own predict, without a second pass
-    elif label is not None:
-        out = label
-    else:
+    out = None if theirs is None else _label_from_outputs(model, ens, what, theirs[0])
+    if out is None:
         out = np.ravel(model.predict(native_input(ens, model, x[None, :])))[0]
+    return _meets(target, out)
+
+
+def _is_booster(model: Any) -> bool:
+    """A raw XGBoost / LightGBM booster (or a model giving raw scores): its outputs are the
+    ensemble's, so the ensemble's verdict is the model's."""
+    module = type(model).__module__.split(".")[0]
+    return (module in ("xgboost", "lightgbm") and not hasattr(model, "fit")) or hasattr(model, "raw_scores")
+
+
+def _label_from_outputs(model: Any, ens: TreeEnsemble, what: str, out: np.ndarray) -> Any:
+    """The label the model's ``predict`` gives for a row, read from its outputs without a
+    second prediction (a scikit-learn classifier's probabilities, an XGBoost classifier's
+    margins); None when they do not give it."""
+    if what == "probabilities" and type(model).__module__.startswith("sklearn") and hasattr(model, "classes_"):
+        return model.classes_[int(np.argmax(out))]   # scikit-learn's own predict, without a second pass
+    if what == "margins":
+        return _xgb_label(model, ens, out)
+    return None
+
+
+def _meets(target: Target, out: Any) -> bool:
+    """Does the model's label (or value) ``out`` meet the target?"""
     if target.kind == "class":
         return bool(out == target.label)
     return bool(target.lo <= float(out) <= target.hi)
@@ -346,35 +399,45 @@ def check_rows(model: ModelLike, ens: TreeEnsemble, X: np.ndarray, target: Targe
 def _check_rows(model: ModelLike, ens: TreeEnsemble, X: np.ndarray, target: Target) -> list[bool] | None:
     n = len(X)
     ours, theirs, what = native_outputs(ens, model, X)
-    if theirs is not None and (np.shape(theirs)[0] != n or np.shape(ours)[0] != n):
+    close = _rows_close(ours, theirs, n)
+    if close is None:
         return None
-    if theirs is None:
-        close = [True] * n
-    else:                                      # np.allclose of each row's outputs (one row alike, broadcast)
-        o, t = np.asarray(ours).reshape(n, -1), np.asarray(theirs).reshape(n, -1)
-        if o.shape[1] != t.shape[1] and 1 not in (o.shape[1], t.shape[1]):
-            return None
-        close = np.isclose(o, t, rtol=1e-5, atol=1e-6).all(axis=1).tolist()
-    module = type(model).__module__.split(".")[0]
-    if (module in ("xgboost", "lightgbm") and not hasattr(model, "fit")) or hasattr(model, "raw_scores"):
+    if _is_booster(model):
         held = target.holds(ens, X)
         return [c and bool(h) for c, h in zip(close, held)]
+    outs = _labels(model, ens, X, (theirs, what), close)
+    return [c and _meets(target, o) for c, o in zip(close, outs)]
+
+
+def _labels(model: Any, ens: TreeEnsemble, X: np.ndarray, outputs: tuple[np.ndarray | None, str],
+            close: list[bool]) -> list[Any]:
+    """The model's label (or value) of each row whose outputs match (None for the others):
+    read from its ``outputs`` where they give it, else from its own predict, asked once."""
+    theirs, what = outputs
+    n = len(X)
     outs: list[Any] = [None] * n
-    for i in range(n):
-        if not close[i] or theirs is None:
-            continue
-        if what == "probabilities" and type(model).__module__.startswith("sklearn") and hasattr(model, "classes_"):
-            outs[i] = model.classes_[int(np.argmax(theirs[i]))]
-        elif what == "margins":
-            outs[i] = _xgb_label(model, ens, theirs[i])
+    if theirs is not None:
+        outs = [_label_from_outputs(model, ens, what, theirs[i]) if close[i] else None for i in range(n)]
     ask = [i for i in range(n) if close[i] and outs[i] is None]
     if ask:                                    # its own predict, for the rows its outputs do not label
         said = np.asarray(model.predict(native_input(ens, model, X[ask])))
         for i, v in zip(ask, said.reshape(len(ask), -1)[:, 0]):
             outs[i] = v
-    if target.kind == "class":
-        return [c and bool(o == target.label) for c, o in zip(close, outs)]
-    return [c and bool(target.lo <= float(o) <= target.hi) for c, o in zip(close, outs)]
+    return outs
+
+
+def _rows_close(ours: Any, theirs: Any, n: int) -> list[bool] | None:
+    """Per row, do the model's outputs match the ensemble's (``np.allclose`` of each row's,
+    one output alike broadcast)? None when the outputs do not come one a row."""
+    if theirs is None:
+        return [True] * n
+    if np.shape(theirs)[0] != n or np.shape(ours)[0] != n:
+        return None
+    o, t = np.asarray(ours).reshape(n, -1), np.asarray(theirs).reshape(n, -1)
+    if o.shape[1] != t.shape[1] and 1 not in (o.shape[1], t.shape[1]):
+        return None
+    close: list[bool] = np.isclose(o, t, rtol=1e-5, atol=1e-6).all(axis=1).tolist()
+    return close
 
 
 #: an XGBoost classifier's label is read from its margins only this far from a tie: its predict rounds the
@@ -393,16 +456,25 @@ def _xgb_label(model: Any, ens: TreeEnsemble, margin: np.ndarray) -> Any:
     if not type(model).__module__.startswith("xgboost") or not hasattr(model, "n_classes_") or \
             not hasattr(model, "get_booster"):
         return None
-    try:                                   # its predict's trees: up to its best iteration, if it has one
-        trees: tuple[int, int] | None = (0, int(model.best_iteration) + 1)
-    except (AttributeError, TypeError, ValueError):
-        trees = None
-    if ens.meta.get("iteration_range") != trees:
+    if ens.meta.get("iteration_range") != _predict_trees(model):
         return None
-    objective, m = getattr(model, "objective", None), np.ravel(margin)
-    if objective == "binary:logistic" and m.size == 1 and getattr(model, "n_classes_", None) == 2:
+    return _margin_label(getattr(model, "objective", None), np.ravel(margin), getattr(model, "n_classes_", None))
+
+
+def _predict_trees(model: Any) -> tuple[int, int] | None:
+    """The trees an XGBoost model's predict reads: up to its best iteration, if it has one."""
+    try:
+        return (0, int(model.best_iteration) + 1)
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def _margin_label(objective: Any, m: np.ndarray, n_classes: Any) -> Any:
+    """The label of margins ``m`` for a binary logistic or softprob objective, None near a tie
+    (:data:`XGB_TIE`) or for any other objective."""
+    if objective == "binary:logistic" and m.size == 1 and n_classes == 2:
         return None if abs(float(m[0])) <= XGB_TIE else int(m[0] > 0)
-    if objective == "multi:softprob" and m.size == getattr(model, "n_classes_", None) and m.size > 2:
+    if objective == "multi:softprob" and m.size == n_classes and m.size > 2:
         top2 = np.sort(m)[-2:]
         return None if float(top2[1] - top2[0]) <= XGB_TIE else int(np.argmax(m))
     return None

@@ -64,15 +64,25 @@ def check_contradictions(cons: list[Constraint]) -> None:
                                       "meet it. Correct it or remove it.", c.line)
             continue
         key, value, sense = _normalised(f)
-        lo, hi = bounds.setdefault(key, [None, None])
-        if sense in (">=", ">", "=="):
-            lo = _tighter(_Bound(value, sense == ">", c), lo, lower=True)
-        if sense in ("<=", "<", "=="):
-            hi = _tighter(_Bound(value, sense == "<", c), hi, lower=False)
-        bounds[key] = [lo, hi]
+        lo, hi = bounds[key] = _tightened(bounds.get(key, [None, None]), value, sense, c)
         if lo is not None and hi is not None and _clash(lo, hi):
-            a, b = sorted((lo.source, hi.source), key=lambda s: s.line)
-            which = (f"line {a.line} ({a.text!r}) and line {b.line} ({b.text!r}) exclude each other"
-                     if a is not b else f"line {a.line} ({a.text!r}) excludes itself")
-            raise ConstraintError(f"The constraints contradict each other for every row: {which}. Correct or "
-                                  "remove one of them.", b.line)
+            _refuse_clash(lo, hi)
+
+
+def _tightened(held: list[_Bound | None], value: float, sense: str, c: Constraint) -> list[_Bound | None]:
+    """An expression's ``[lower, upper]`` bounds, tightened by ``c`` (``e <sense> value``)."""
+    lo, hi = held
+    if sense in (">=", ">", "=="):
+        lo = _tighter(_Bound(value, sense == ">", c), lo, lower=True)
+    if sense in ("<=", "<", "=="):
+        hi = _tighter(_Bound(value, sense == "<", c), hi, lower=False)
+    return [lo, hi]
+
+
+def _refuse_clash(lo: _Bound, hi: _Bound) -> None:
+    """Refuse two bounds on one expression that exclude each other, naming both lines (or one)."""
+    a, b = sorted((lo.source, hi.source), key=lambda s: s.line)
+    which = (f"line {a.line} ({a.text!r}) and line {b.line} ({b.text!r}) exclude each other"
+             if a is not b else f"line {a.line} ({a.text!r}) excludes itself")
+    raise ConstraintError(f"The constraints contradict each other for every row: {which}. Correct or "
+                          "remove one of them.", b.line)

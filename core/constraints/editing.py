@@ -56,13 +56,17 @@ def examples(schema: SchemaView) -> list[str]:
                 f"# raising {a} takes {b} up by at least half as much",
                 f"if delta({a}) > 0 then delta({b}) >= 0.5 * delta({a})",
                 "# a cap on the new values together", f"{a} + {b} <= old({a}) + old({b}) + 10"]
+    return out + _category_example(schema)
+
+
+def _category_example(schema: SchemaView) -> list[str]:
+    """A category move of the first categorical feature (or group) with two levels or more; [] when none."""
     for name, levels in _categories(schema):
         if len(levels) >= 2:
             to = ", ".join(quote(v) for v in levels[1:3])
-            out += [f"# from {levels[0]}, a row may go only to {', '.join(levels[1:3])} (or stay)",
+            return [f"# from {levels[0]}, a row may go only to {', '.join(levels[1:3])} (or stay)",
                     f"{quote(name)}: {quote(levels[0])} -> {to}"]
-            break
-    return out
+    return []
 
 
 def _categories(schema: SchemaView) -> list[tuple[str, tuple[str, ...]]]:

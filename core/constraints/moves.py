@@ -24,16 +24,7 @@ def move_columns(schema: SchemaView, name: str) -> tuple[str, tuple[int, ...], b
     columns only)."""
     names = schema.names
     if name in names:
-        f = schema.features[names.index(name)]
-        j = names.index(name)
-        if f.kind == "categorical" and f.levels is not None:
-            return name, (j,), False, tuple((lv,) for lv in f.levels)
-        if f.kind == "one-hot":
-            raise ConstraintError(f"{name!r} is one column of the one-hot group {f.group!r}: a category move names "
-                                  f"the group, `{quote(str(f.group))}: level -> level, level`.")
-        raise ConstraintError(f"{name!r} is {f.kind}, not a category: a category move is for a categorical feature "
-                              f"or a one-hot group. Bound a number with a comparison such as "
-                              f"`delta({quote(name)}) <= 10`.")
+        return _feature_move(schema, name)
     groups = schema.groups()
     if name in groups:
         cols = groups[name]
@@ -48,10 +39,36 @@ def move_columns(schema: SchemaView, name: str) -> tuple[str, tuple[int, ...], b
     raise AssertionError("unreachable: the name is none of the movable features")     # pragma: no cover
 
 
+def _feature_move(schema: SchemaView, name: str) -> tuple[str, tuple[int, ...], bool, tuple[tuple[str, ...], ...]]:
+    """:func:`move_columns` of a feature: its column and levels when categorical, else refused."""
+    names = schema.names
+    f = schema.features[names.index(name)]
+    j = names.index(name)
+    if f.kind == "categorical" and f.levels is not None:
+        return name, (j,), False, tuple((lv,) for lv in f.levels)
+    if f.kind == "one-hot":
+        raise ConstraintError(f"{name!r} is one column of the one-hot group {f.group!r}: a category move names "
+                              f"the group, `{quote(str(f.group))}: level -> level, level`.")
+    raise ConstraintError(f"{name!r} is {f.kind}, not a category: a category move is for a categorical feature "
+                          f"or a one-hot group. Bound a number with a comparison such as "
+                          f"`delta({quote(name)}) <= 10`.")
+
+
 def resolve_level(text: str, levels: tuple[tuple[str, ...], ...], feature: str = "") -> int:
     """The code (or position in a one-hot group) a level name stands for: its name
     exactly, else a one-hot column's name, else the name with spaces trimmed when
     one level matches so; an unknown name gets the closest names."""
+    found = _level_named(text, levels)
+    if found is not None:
+        return found
+    shown = [names[0] for names in levels]
+    near = closest_names(text, shown)
+    hint = f" Did you mean {' or '.join(repr(v) for v in near)}?" if near else ""
+    raise ConstraintError(f"{feature!r} has no level {text!r}.{hint} Its levels are {names_text(shown)}.")
+
+
+def _level_named(text: str, levels: tuple[tuple[str, ...], ...]) -> int | None:
+    """The level ``text`` names: by its name, else a column's name, else trimmed when one matches so."""
     for k, names in enumerate(levels):
         if names[0] == text:
             return k
@@ -59,12 +76,7 @@ def resolve_level(text: str, levels: tuple[tuple[str, ...], ...], feature: str =
         if text in names[1:]:
             return k
     trimmed = [k for k, names in enumerate(levels) if any(n.strip() == text.strip() for n in names)]
-    if len(trimmed) == 1:
-        return trimmed[0]
-    shown = [names[0] for names in levels]
-    near = closest_names(text, shown)
-    hint = f" Did you mean {' or '.join(repr(v) for v in near)}?" if near else ""
-    raise ConstraintError(f"{feature!r} has no level {text!r}.{hint} Its levels are {names_text(shown)}.")
+    return trimmed[0] if len(trimmed) == 1 else None
 
 
 class MoveLine:

@@ -79,6 +79,13 @@ def _constant(value: float, start: int, end: int) -> _Affine:
     return _Affine({}, (value, abs(value)), start, end)
 
 
+def _by_side(kept: dict[tuple[bool, int], float]) -> tuple[tuple[tuple[int, float], ...], tuple[tuple[int, float], ...]]:
+    """The terms on new values and on old ones, each sorted by feature."""
+    new = tuple(sorted((j, float(v)) for (old, j), v in kept.items() if not old))
+    old_ = tuple(sorted((j, float(v)) for (old, j), v in kept.items() if old))
+    return new, old_
+
+
 def constraint_lines(texts: str | Iterable[str] | None) -> tuple[str, ...]:
     """The lines of ``texts`` (one text split at its line breaks, or a sequence of
     lines, each split likewise), trailing blank lines dropped."""
@@ -256,6 +263,17 @@ class _Parser:
 
     def comparison(self) -> LinearForm:
         lhs = self.expr()
+        t = self.comparator(lhs)
+        self.take()
+        rhs = self.expr()
+        nxt = self.peek()
+        if nxt.kind == "op" and nxt.text in _COMPARE:
+            self.fail(f"one comparison per constraint: write `{self.raw[lhs.start:nxt.column - 1].strip()}` and "
+                      f"`{self.snippet(rhs)} {nxt.text} ...` on two lines.", nxt.column)
+        return self.form(lhs, rhs, _COMPARE[t.text], t.column)
+
+    def comparator(self, lhs: _Affine) -> Token:
+        """The comparison after ``lhs`` (not yet taken); a mistyped, unsupported or missing one refused."""
         t = self.peek()
         if t.kind == "op" and t.text in _MISTYPED:
             self.fail(f"`{t.text}` is written `{_MISTYPED[t.text]}`.", t.column)
@@ -267,13 +285,7 @@ class _Parser:
                        if t.kind in ("number", "name", "quoted") and t.text.lower() not in KEYWORDS else "")
             self.fail(f"expected a comparison (<=, >=, <, >, ==) after `{self.snippet(lhs)}`, found "
                       f"{self.found(t)}{product}.", t.column)
-        self.take()
-        rhs = self.expr()
-        nxt = self.peek()
-        if nxt.kind == "op" and nxt.text in _COMPARE:
-            self.fail(f"one comparison per constraint: write `{self.raw[lhs.start:nxt.column - 1].strip()}` and "
-                      f"`{self.snippet(rhs)} {nxt.text} ...` on two lines.", nxt.column)
-        return self.form(lhs, rhs, _COMPARE[t.text], t.column)
+        return t
 
     # ----------------------------------------------------------- expressions
     def expr(self) -> _Affine:
@@ -329,11 +341,8 @@ class _Parser:
             return self.finite(_constant(float(t.text), t.column - 1, t.end), t.column)
         if t.kind == "quoted":
             return self.variable(t.text, t)
-        if t.kind == "name" and t.text.lower() in KEYWORDS:
-            self.fail(f"`{t.text}` where a number or a feature is expected (a feature named {t.text!r} is written "
-                      f"`{t.text}` in backquotes).", t.column)
         if t.kind == "name":
-            return self.call(t) if self.at_op("(") else self.variable(t.text, t)
+            return self.named(t)
         if t.kind == "op" and t.text == "(":
             a = self.expr()
             close = self.expect(")", a)
@@ -341,6 +350,13 @@ class _Parser:
         if t.kind == "op" and t.text == "->":
             self.fail("`->` belongs to a category move, which reads `Feature: level -> level, level`.", t.column)
         self.fail(f"expected a number or a feature, found {self.found(t)}.", t.column)
+
+    def named(self, t: Token) -> _Affine:
+        """A bare name: a call of old/delta, or a feature (a keyword is refused)."""
+        if t.text.lower() in KEYWORDS:
+            self.fail(f"`{t.text}` where a number or a feature is expected (a feature named {t.text!r} is written "
+                      f"`{t.text}` in backquotes).", t.column)
+        return self.call(t) if self.at_op("(") else self.variable(t.text, t)
 
     def expect(self, op: str, after: _Affine) -> Token:
         t = self.peek()
@@ -401,8 +417,7 @@ class _Parser:
         diff = lhs.plus(rhs, -1.0)
         kept = {key: v for key, (v, m) in diff.terms.items() if abs(v) > _CANCELLED * m}
         const = diff.const[0] if abs(diff.const[0]) > _CANCELLED * diff.const[1] else 0.0
-        new = tuple(sorted((j, float(v)) for (old, j), v in kept.items() if not old))
-        old_ = tuple(sorted((j, float(v)) for (old, j), v in kept.items() if old))
+        new, old_ = _by_side(kept)
         if not all(math.isfinite(v) for v in [*kept.values(), const]):
             self.fail("a number in this comparison overflows (it is too large to compute with).", column)
         if sense in ("<", ">") and self.integral(kept, const):

@@ -326,23 +326,11 @@ def optimal_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, s
     ('optimal', 1)
     """
     if surrogate is not None:             # any other model: solved on its surrogate, checked on itself
-        if model is None and not isinstance(ensemble, (TreeEnsemble, LinearModel)) and hasattr(ensemble, "predict"):
-            model = ensemble              # optimal_counterfactual(black_box, x, target, surrogate=s): the model itself
-        if model is None:
-            raise QueryError("A surrogate is given without the model it stands for: pass model= as well (or the "
-                             "model itself as the first argument).")
-        unsupported = [what for what, used in (("plausibility", plausibility is not None),
-                                               ("also_valid_for", bool(tuple(also_valid_for or ()))),
-                                               ("n_solutions > 1", n_solutions > 1),
-                                               ("a probability margin", margin is not None)) if used]
-        if unsupported:
-            raise QueryError(f"Through a surrogate the optimal counterfactual does not take {', '.join(unsupported)}"
-                             " yet; leave them out.")
-        return checked_counterfactual(model, x, target, surrogate=surrogate, solve=optimal_counterfactual,
-                                      schema=schema, norm=norm, weights=weights, fixed=fixed,
-                                      increase_only=increase_only, decrease_only=decrease_only,
-                                      time_limit=time_limit, X_ref=X_ref, n_workers=n_workers,
-                                      on_progress=on_progress, constraints=resolve_constraints(constraints, schema))
+        return _surrogate_query(ensemble, x, target, surrogate, model, plausibility=plausibility,
+                                also_valid_for=also_valid_for, n_solutions=n_solutions, margin=margin,
+                                schema=schema, norm=norm, weights=weights, fixed=fixed, increase_only=increase_only,
+                                decrease_only=decrease_only, time_limit=time_limit, X_ref=X_ref,
+                                n_workers=n_workers, on_progress=on_progress, constraints=constraints)
     read = ensemble if isinstance(ensemble, (TreeEnsemble, LinearModel)) else as_model(ensemble)
     cons = resolve_constraints(constraints, schema)
     if len(cons):                          # constraints between features: the one solver that takes them
@@ -360,68 +348,127 @@ def optimal_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, s
     ens = as_ensemble(read)
     x, X_ref, roles = query_door(ens, x, X_ref, schema, fixed=fixed, increase_only=increase_only,
                                  decrease_only=decrease_only)
+    _check_callbacks(on_progress, should_stop, n_solutions)
+    s = OptimalSettings(schema=schema, norm=norm, weights=weights, plausibility=plausibility,
+                        also_valid_for=also_valid_for, margin=margin, backend=backend, time_limit=time_limit,
+                        n_solutions=n_solutions, n_workers=n_workers, warm=warm, **roles)
+    plausibility = _plausibility_of(s.plausibility)
+    time_limit = check_time_limit(s.time_limit)
+    be = _choose_backend(s.backend)
+    others = other_models(s.also_valid_for)
+    prob = _problem(ens, x, target, s, plausibility, others, _solver(be, s.backend))
+    if prob.band is not None and X_ref is not None:     # reference rows as the problem reads them
+        X_ref = prob.band.inner_rows(X_ref)
+    be, notice = _backend_taking(prob, be, s.backend, bool(others))
+    params = _params(s, be, time_limit, plausibility, target)
+    if notice:
+        params["notice"] = notice
+    return _solutions(prob, s, be, params, t0, X_ref, model, on_progress, should_stop)
+
+
+def _solutions(prob: CellProblem, s: OptimalSettings, be: str, params: dict[str, Any], t0: float,
+               X_ref: np.ndarray | None, model: Any, on_progress: Callable[[CounterfactualResult], None] | None,
+               should_stop: Callable[[], bool] | None) -> CounterfactualResult:
+    """The first solution and, for ``n_solutions > 1``, the diverse alternatives after it,
+    within the query's time limit (``params``) counted from ``t0``."""
+    time_limit = params["time_limit"]
+    build_s = time.perf_counter() - t0
+    results: list[CounterfactualResult] = []
+    for _ in range(s.n_solutions):
+        left = time_limit - (time.perf_counter() - t0)
+        run = QueryRun(prob, params, t0, {"build": build_s}, model)
+        anytime = Anytime(run, on_progress if not results else None, should_stop).open()
+        try:
+            res = _solve_with_checks(run, _solver(be, s.backend), max(left, 0.01), X_ref, s.warm, s.n_workers,
+                                     anytime)
+        finally:
+            anytime.close()
+        results.append(res)
+        if anytime.stopped or not _exclude_changes(prob, res) or time.perf_counter() - t0 >= time_limit:
+            break
+    first = results[0]
+    if len(results) > 1:
+        first = replace(first, alternatives=tuple(r for r in results[1:] if r.found))
+    return first
+
+
+def _plausibility_of(given: Any) -> Plausibility | None:
+    """The plausibility test: as given, or a fitted IsolationForest's with its own threshold."""
+    if given is not None and not isinstance(given, Plausibility):
+        return Plausibility.from_forest(given, None, None)
+    return given
+
+
+def _surrogate_query(given: Any, x: Any, target: Any, surrogate: Surrogate, model: Any, *, plausibility: Any,
+                     also_valid_for: Any, n_solutions: int, margin: Any, schema: Any,
+                     constraints: Any, **kw: Any) -> CounterfactualResult:
+    """Any other model: the query solved on its surrogate and checked (and repaired) on the model itself."""
+    if model is None and not isinstance(given, (TreeEnsemble, LinearModel)) and hasattr(given, "predict"):
+        model = given                     # optimal_counterfactual(black_box, x, target, surrogate=s): the model itself
+    if model is None:
+        raise QueryError("A surrogate is given without the model it stands for: pass model= as well (or the "
+                         "model itself as the first argument).")
+    unsupported = [what for what, used in (("plausibility", plausibility is not None),
+                                           ("also_valid_for", bool(tuple(also_valid_for or ()))),
+                                           ("n_solutions > 1", n_solutions > 1),
+                                           ("a probability margin", margin is not None)) if used]
+    if unsupported:
+        raise QueryError(f"Through a surrogate the optimal counterfactual does not take {', '.join(unsupported)}"
+                         " yet; leave them out.")
+    return checked_counterfactual(model, x, target, surrogate=surrogate, solve=optimal_counterfactual,
+                                  schema=schema, constraints=resolve_constraints(constraints, schema), **kw)
+
+
+def _check_callbacks(on_progress: Any, should_stop: Any, n_solutions: int) -> None:
+    """``on_progress`` and ``should_stop`` are functions or None; ``n_solutions`` at least 1."""
     if on_progress is not None and not callable(on_progress):
         raise QueryError(f"on_progress is a function called with the first valid point, or None; got "
                          f"{type(on_progress).__name__}.")
     if should_stop is not None and not callable(should_stop):
         raise QueryError(f"should_stop is a function polled to stop the query (True stops it), or None; got "
                          f"{type(should_stop).__name__}.")
-    s = OptimalSettings(schema=schema, norm=norm, weights=weights, plausibility=plausibility,
-                        also_valid_for=also_valid_for, margin=margin, backend=backend, time_limit=time_limit,
-                        n_solutions=n_solutions, n_workers=n_workers, warm=warm, **roles)
-    plausibility = s.plausibility
-    if plausibility is not None and not isinstance(plausibility, Plausibility):
-        plausibility = Plausibility.from_forest(plausibility, None, None)
-    if s.n_solutions < 1:
+    if n_solutions < 1:
         raise QueryError("n_solutions must be at least 1.")
-    time_limit = check_time_limit(s.time_limit)
-    be = _choose_backend(s.backend)
-    others = other_models(s.also_valid_for)
-    prob = _problem(ens, x, target, s, plausibility, others, "race" if be == "cpsat" and s.backend == "auto" else be)
-    if prob.band is not None and X_ref is not None:     # reference rows as the problem reads them
-        X_ref = prob.band.inner_rows(X_ref)
+
+
+def _solver(backend: str, asked: str) -> str:
+    """The solver that runs for ``backend``: "auto" runs CP-SAT beside the box search (the race)."""
+    return "race" if backend == "cpsat" and asked == "auto" else backend
+
+
+def _backend_taking(prob: CellProblem, backend: str, asked: str, several: bool) -> tuple[str, str | None]:
+    """The backend that can take the problem, and the notice saying why it is not the one
+    chosen: the MILP backends take one model, no margin and a sum of costs; a box search
+    hands what it does not take to CP-SAT. A backend chosen by name that cannot take it is
+    refused."""
     notice = None
-    needs = [what for what, used in (("several models (also_valid_for)", bool(others)),
+    needs = [what for what, used in (("several models (also_valid_for)", several),
                                      ("a probability margin", prob.target.margin is not None),
                                      ("the L-infinity cost (norm 'linf')", prob.cost_model.combine == "max"))
              if used]
-    if needs and be not in ("cpsat", "boxsearch", "lpbox"):   # the MILP backends: one model, no margin, a sum of costs
-        if s.backend != "auto":
-            raise QueryError(f"{needs[0][0].upper()}{needs[0][1:]} is solved by CP-SAT and the box search only; the {be} "
-                             "backend cannot take it. Choose backend 'cpsat', 'boxsearch' or 'auto'.")
-        be, notice = "cpsat", f"Solved by CP-SAT: the MILP backends cannot take {' and '.join(needs)}."
+    if needs and backend not in ("cpsat", "boxsearch", "lpbox"):
+        if asked != "auto":
+            raise QueryError(f"{needs[0][0].upper()}{needs[0][1:]} is solved by CP-SAT and the box search only; the "
+                             f"{backend} backend cannot take it. Choose backend 'cpsat', 'boxsearch' or 'auto'.")
+        backend, notice = "cpsat", f"Solved by CP-SAT: the MILP backends cannot take {' and '.join(needs)}."
     for name, module in (("boxsearch", boxsearch), ("lpbox", lpbox)):
-        if be == name and module.applies(prob) is not None:
+        if backend == name and module.applies(prob) is not None:
             notice = f"Solved by CP-SAT: {module.applies(prob)}."
-    params = _params(s, be, time_limit, plausibility, target)
-    if notice:
-        params["notice"] = notice
-    build_s = time.perf_counter() - t0
-    results: list[CounterfactualResult] = []
-    for _ in range(s.n_solutions):
-        left = time_limit - (time.perf_counter() - t0)
-        run = QueryRun(prob, params, t0, {"build": build_s}, model)
-        solver = "race" if be == "cpsat" and s.backend == "auto" else be   # auto: CP-SAT beside the box search
-        anytime = Anytime(run, on_progress if not results else None, should_stop).open()
-        try:
-            res = _solve_with_checks(run, solver, max(left, 0.01), X_ref, s.warm, s.n_workers, anytime)
-        finally:
-            anytime.close()
-        results.append(res)
-        if not res.found or res.x is None or anytime.stopped:
-            break
-        inner = res.x if prob.band is None else prob.band.to_inner(res.x)
-        changed = [j for j in range(prob.n_features) if inner[j] != prob.x_hat[j]]
-        if not changed:
-            break
-        prob.exclusions.append(changed)
-        prob.nogoods = []
-        if time.perf_counter() - t0 >= time_limit:
-            break
-    first = results[0]
-    if len(results) > 1:
-        first = replace(first, alternatives=tuple(r for r in results[1:] if r.found))
-    return first
+    return backend, notice
+
+
+def _exclude_changes(prob: CellProblem, res: CounterfactualResult) -> bool:
+    """Make the next solution leave one of ``res``'s changes alone (diverse alternatives);
+    False when there is nothing to exclude (no point, or no change)."""
+    if not res.found or res.x is None:
+        return False
+    inner = res.x if prob.band is None else prob.band.to_inner(res.x)
+    changed = [j for j in range(prob.n_features) if inner[j] != prob.x_hat[j]]
+    if not changed:
+        return False
+    prob.exclusions.append(changed)
+    prob.nogoods = []
+    return True
 
 
 def _constrained_query(read: Any, given: Any, x: Any, target: Any, cons: Any, *, schema: Any, backend: str,
@@ -437,19 +484,8 @@ def _constrained_query(read: Any, given: Any, x: Any, target: Any, cons: Any, *,
         raise QueryError("The L-infinity cost (norm 'linf') is solved on tree ensembles; on a linear model "
                          "choose 'l0', 'l1', 'l2' or a mix of them.")
     time_limit = check_time_limit(time_limit)
-    others: list[tuple[TreeEnsemble, Any]] = []
-    if isinstance(read, LinearModel):
-        if plausibility is not None or tuple(also_valid_for or ()):
-            raise QueryError("On a linear model the optimal counterfactual does not take plausibility or "
-                             "also_valid_for; leave them out.")
-        original = model if model is not None else (None if isinstance(given, LinearModel) else given)
-    else:
-        read = as_ensemble(read)
-        check_schema(read, schema)
-        others = other_models(also_valid_for)
-        if plausibility is not None and not isinstance(plausibility, Plausibility):
-            plausibility = Plausibility.from_forest(plausibility, None, None)
-        original = model
+    read, others, plausibility, original = _constrained_reading(read, given, model, schema, plausibility,
+                                                                also_valid_for)
     params = dict(norm=kw["norm"] if isinstance(kw["norm"], str) else dict(kw["norm"]), time_limit=time_limit,
                   fixed=_names(kw["fixed"]), increase_only=_names(kw["increase_only"]),
                   decrease_only=_names(kw["decrease_only"]), target=str(target),
@@ -465,6 +501,24 @@ def _constrained_query(read: Any, given: Any, x: Any, target: Any, cons: Any, *,
     return constrained_counterfactual(read, x, target, cons=cons, schema=schema, params=params, model=original,
                                       time_limit=time_limit, plausibility=plausibility, others=others, free=free,
                                       **kw)
+
+
+def _constrained_reading(read: Any, given: Any, model: Any, schema: Any, plausibility: Any, also_valid_for: Any
+                         ) -> tuple[Any, list[tuple[TreeEnsemble, Any]], Any, Any]:
+    """What a constrained query reads: ``(model read, further models, plausibility, original
+    model to check on)``; a linear model takes neither plausibility nor further models."""
+    if isinstance(read, LinearModel):
+        if plausibility is not None or tuple(also_valid_for or ()):
+            raise QueryError("On a linear model the optimal counterfactual does not take plausibility or "
+                             "also_valid_for; leave them out.")
+        return read, [], plausibility, model if model is not None else (None if isinstance(given, LinearModel)
+                                                                          else given)
+    read = as_ensemble(read)
+    check_schema(read, schema)
+    others = other_models(also_valid_for)
+    if plausibility is not None and not isinstance(plausibility, Plausibility):
+        plausibility = Plausibility.from_forest(plausibility, None, None)
+    return read, others, plausibility, model
 
 
 def _linear_query(lin: LinearModel, given: Any, x: Any, target: Any, *, plausibility: Any, also_valid_for: Any,
@@ -686,27 +740,15 @@ def _quick_box(run: QueryRun, backend: str, anytime: Anytime) -> CounterfactualR
 
 def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref: np.ndarray | None, warm: bool,
                        n_workers: int, anytime: Anytime) -> CounterfactualResult:
+    shortcut = _shortcut(run, backend, anytime)
+    if shortcut is not None:
+        return shortcut
     prob, timings = run.prob, run.timings
-    if backend in ("cpsat", "race") and not prob.exclusions and not prob.nogoods and not prob.others \
-            and prob.target.margin is None and prob.cost_model.combine == "sum":
-        fast = _separable(run)
-        if fast is not None:
-            return fast
-    quick = _quick_box(run, backend, anytime)
-    if quick is not None:
-        return quick
     later = _late(run, backend, X_ref, warm, n_workers, anytime)
-    ws_x, ws_cost = _upper_bound(run, X_ref, warm, time_limit, anytime, later)
-    if not prob.exclusions and not prob.nogoods:
-        tb = time.perf_counter()
-        lb = radius_bound(prob)
-        timings["bound"] = time.perf_counter() - tb
-        timings["lower_bound"] = lb
-        if not np.isfinite(lb):
-            return run.infeasible("bound")
-        if ws_x is not None and ws_cost <= lb * (1 + 1e-9) + 1e-15:  # the bound proves the warm start optimal
-            return run.result(ws_x, ws_cost, "optimal", backend="bound", lower_bound=lb)
-        anytime.lower(lb)
+    ws = _upper_bound(run, X_ref, warm, time_limit, anytime, later)
+    proven = _radius_first(run, ws, anytime)
+    if proven is not None:
+        return proven
     deadline = run.t0 + time_limit
     used = _answering(prob, backend)   # the solver a result names
     for _ in range(50):  # cut off near-tie cells the integer scaling admitted
@@ -715,44 +757,105 @@ def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref: np
             break
         ts = time.perf_counter()
         try:
-            sol, used = _solve_once(prob, backend, left, ws_x, n_workers, anytime, later)
+            sol, used = _solve_once(prob, backend, left, ws[0], n_workers, anytime, later)
         except GurobiUnavailable as exc:
             backend = used = "cpsat"
             run.params["notice"] = f"{exc} Solved with CP-SAT instead."
             continue
         timings["solve"] = timings.get("solve", 0.0) + time.perf_counter() - ts
-        if later is not None:         # the reference rows' start (run now if no solver ran it), kept if cheaper
-            if later() is not None and later.cost < ws_cost:
-                ws_x, ws_cost = later.x, later.cost
-            later = None
+        ws, later = _cheaper_start(later, ws), None     # the reference rows' start, run now if no solver ran it
         if sol.status == "infeasible":
-            if ws_x is not None:  # cannot happen unless the bound was tight: keep the warm point
-                return run.result(ws_x, ws_cost, "optimal", backend=used, lower_bound=ws_cost)
-            return run.infeasible(used)
+            return _infeasible(run, used, ws)
         if sol.cells is None:  # no solution within the time limit
             break
-        x_cf = prob.point_of(sol.cells)
-        cost = prob.cost_of(sol.cells)
-        if sol.status != "optimal" and anytime.stopped:
-            anytime.cells(sol.cells, used)          # the solver's last point, if the callbacks were off
-            return _stopped(run, anytime, used, sol.lower_bound)
-        if prob.is_valid(x_cf[None, :])[0]:
-            if ws_x is not None and ws_cost < cost - 1e-12:  # solver stopped above the warm start
-                x_cf, cost = ws_x, ws_cost
-            if sol.status == "optimal":
-                return run.result(x_cf, cost, "optimal", backend=used, lower_bound=cost)
-            lb = float(min(max(sol.lower_bound, timings.get("lower_bound", 0.0), anytime.bound), cost))
-            gap = max(0.0, (cost - lb) / max(abs(cost), 1e-12))
-            return run.result(x_cf, cost, "time_limit", backend=used, gap=gap, lower_bound=lb,
-                              message="The time limit was reached before optimality was proven: "
-                                      f"this is the best valid point found (gap {gap:.1%}).")
+        res = _solution_result(run, sol, used, ws, anytime)
+        if res is not None:
+            return res
+    return _unproven(run, anytime, used, later, ws)
+
+
+def _shortcut(run: QueryRun, backend: str, anytime: Anytime) -> CounterfactualResult | None:
+    """The answers found before any start or solver model: boosted stumps' exact branch and
+    bound, then the L-infinity race's quick box search; None when neither answers."""
+    prob = run.prob
+    if backend in ("cpsat", "race") and not prob.exclusions and not prob.nogoods and not prob.others \
+            and prob.target.margin is None and prob.cost_model.combine == "sum":
+        fast = _separable(run)
+        if fast is not None:
+            return fast
+    return _quick_box(run, backend, anytime)
+
+
+def _radius_first(run: QueryRun, ws: tuple[np.ndarray | None, float], anytime: Anytime) -> CounterfactualResult | None:
+    """The radius lower bound (first solutions only): infeasible when infinite, the warm start
+    proven optimal when it meets the bound, else None with the bound told to ``anytime``."""
+    prob, timings = run.prob, run.timings
+    if prob.exclusions or prob.nogoods:
+        return None
+    tb = time.perf_counter()
+    lb = radius_bound(prob)
+    timings["bound"] = time.perf_counter() - tb
+    timings["lower_bound"] = lb
+    if not np.isfinite(lb):
+        return run.infeasible("bound")
+    ws_x, ws_cost = ws
+    if ws_x is not None and ws_cost <= lb * (1 + 1e-9) + 1e-15:  # the bound proves the warm start optimal
+        return run.result(ws_x, ws_cost, "optimal", backend="bound", lower_bound=lb)
+    anytime.lower(lb)
+    return None
+
+
+def _infeasible(run: QueryRun, used: str, ws: tuple[np.ndarray | None, float]) -> CounterfactualResult:
+    """The answer when the solver proves no cell valid: infeasible, unless a warm point exists
+    (possible only when the bound was tight: the warm point is then optimal)."""
+    if ws[0] is not None:
+        return run.result(ws[0], ws[1], "optimal", backend=used, lower_bound=ws[1])
+    return run.infeasible(used)
+
+
+def _cheaper_start(later: _LateStart | None, ws: tuple[np.ndarray | None, float]) -> tuple[np.ndarray | None, float]:
+    """The reference rows' start (run now if no solver ran it) when there is one cheaper than ``ws``."""
+    if later is not None and later() is not None and later.cost < ws[1]:
+        return later.x, later.cost
+    return ws
+
+
+def _solution_result(run: QueryRun, sol: CellSolution, used: str, ws: tuple[np.ndarray | None, float],
+                     anytime: Anytime) -> CounterfactualResult | None:
+    """The result for a solver's cells (the warm start where it is cheaper); None when the
+    point is not valid on the model, whose leaves are then cut off for the next solve."""
+    prob = run.prob
+    assert sol.cells is not None
+    x_cf = prob.point_of(sol.cells)
+    cost = prob.cost_of(sol.cells)
+    if sol.status != "optimal" and anytime.stopped:
+        anytime.cells(sol.cells, used)          # the solver's last point, if the callbacks were off
+        return _stopped(run, anytime, used, sol.lower_bound)
+    if not prob.is_valid(x_cf[None, :])[0]:
         _add_nogood(prob, x_cf)
+        return None
+    ws_x, ws_cost = ws
+    if ws_x is not None and ws_cost < cost - 1e-12:  # solver stopped above the warm start
+        x_cf, cost = ws_x, ws_cost
+    if sol.status == "optimal":
+        return run.result(x_cf, cost, "optimal", backend=used, lower_bound=cost)
+    lb = float(min(max(sol.lower_bound, run.timings.get("lower_bound", 0.0), anytime.bound), cost))
+    gap = max(0.0, (cost - lb) / max(abs(cost), 1e-12))
+    return run.result(x_cf, cost, "time_limit", backend=used, gap=gap, lower_bound=lb,
+                      message="The time limit was reached before optimality was proven: "
+                              f"this is the best valid point found (gap {gap:.1%}).")
+
+
+def _unproven(run: QueryRun, anytime: Anytime, used: str, later: _LateStart | None,
+              ws: tuple[np.ndarray | None, float]) -> CounterfactualResult:
+    """The answer when no solve proved one: stopped, else the best start, else out of time."""
     if anytime.stopped:
         return _stopped(run, anytime, used, 0.0)
+    ws_x, ws_cost = ws
     if later is not None and ws_x is None:   # out of time before any solve: the reference rows' start, as before
         ws_x, ws_cost = later(), later.cost
     if ws_x is not None:
-        lb = timings.get("lower_bound", 0.0)
+        lb = run.timings.get("lower_bound", 0.0)
         return run.result(ws_x, ws_cost, "time_limit", backend=used, lower_bound=lb,
                           gap=max(0.0, (ws_cost - lb) / max(ws_cost, 1e-12)),
                           message="The time limit was reached before optimality was proven; this is the best "

@@ -276,23 +276,35 @@ def map_rows(fn: Callable[[Any], Any], items: Sequence[Any], *, n_jobs: int = 1,
     """
     items = list(items)
     total = len(items)
-    out: list[Any] = [None] * total
     if chunk_size == "auto":
-        workers = (os.cpu_count() or 1) if n_jobs < 0 else max(1, n_jobs)
+        workers = max(1, _cpus(n_jobs))
         chunk_size = int(np.clip(total // (8 * workers), 1, 16))
     if scheduler:
         return _map_dask(fn, items, scheduler, progress, should_stop, max(1, int(chunk_size)), on_chunk)
     if n_jobs == 1 or total <= 1:
-        for i, item in enumerate(items):
-            if should_stop is not None and should_stop():
-                break
-            out[i] = fn(item)
-            if on_chunk is not None:
-                on_chunk(i, [out[i]])
-            if progress is not None:
-                progress(i + 1, total)
-        return out
+        return _map_here(fn, items, progress, should_stop, on_chunk)
     return _map_local(fn, items, n_jobs, progress, should_stop, max(1, int(chunk_size)), on_chunk)
+
+
+def _cpus(n_jobs: int) -> int:
+    """The processes ``n_jobs`` asks for: a negative number means every core."""
+    return (os.cpu_count() or 1) if n_jobs < 0 else n_jobs
+
+
+def _map_here(fn: Callable[[Any], Any], items: list[Any], progress: Callable[[int, int], None] | None,
+              should_stop: Callable[[], bool] | None, on_chunk: Callable[[int, list[Any]], None] | None) -> list[Any]:
+    """:func:`map_rows` in this process, one item at a time."""
+    total = len(items)
+    out: list[Any] = [None] * total
+    for i, item in enumerate(items):
+        if should_stop is not None and should_stop():
+            break
+        out[i] = fn(item)
+        if on_chunk is not None:
+            on_chunk(i, [out[i]])
+        if progress is not None:
+            progress(i + 1, total)
+    return out
 
 
 def _map_local(fn: Callable[[Any], Any], items: list[Any], n_jobs: int,
@@ -312,7 +324,7 @@ def _map_local(fn: Callable[[Any], Any], items: list[Any], n_jobs: int,
     total = len(items)
     out: list[Any] = [None] * total
     chunks = [items[s:s + size] for s in range(0, total, size)]
-    workers = max(1, min(len(chunks), (os.cpu_count() or 1) if n_jobs < 0 else n_jobs))
+    workers = max(1, min(len(chunks), _cpus(n_jobs)))
     owner = POOL_OWNER.get()
     pool = _checkout(owner, workers)
     finished = False
@@ -584,18 +596,30 @@ def weakest_guarantee(results: Sequence[Any]) -> Guarantee:
     if not kinds:
         return Guarantee("not_found", note="The batch has no row.")
     worst = max(kinds, key=GUARANTEE_KINDS.index)
-    of_worst = [g for g in gs if g.kind == worst]
     model_kind = gs[0].model_kind if gs else "tree_ensemble"
-    gaps = [g.gap for g in of_worst if g.gap is not None]
+    note = _kinds_note(kinds, len(results) - len(gs))
+    return Guarantee(worst, model_kind,  # type: ignore[arg-type]
+                     gap=_largest_gap(gs, worst), surrogate_fidelity=_lowest_fidelity(gs, worst), note=note)
+
+
+def _largest_gap(gs: list[Guarantee], worst: str) -> float | None:
+    """The largest gap of the rows of the weakest kind, when it is ``time_limited``."""
+    gaps = [g.gap for g in gs if g.kind == worst and g.gap is not None]
+    return max(gaps) if worst == "time_limited" and gaps else None
+
+
+def _lowest_fidelity(gs: list[Guarantee], worst: str) -> float | None:
+    """The lowest surrogate fidelity of the rows, unless every row is proven optimal."""
     fid = [g.surrogate_fidelity for g in gs if g.surrogate_fidelity is not None]
+    return min(fid) if fid and worst != "proven_optimal" else None
+
+
+def _kinds_note(kinds: list[str], missed: int) -> str:
+    """The note counting a batch's rows of each kind (and those the stopped run did not reach)."""
     counts = {k: kinds.count(k) for k in GUARANTEE_KINDS if k in kinds}
     words = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in counts.items())
-    missed = len(results) - len(gs)
-    note = (f"Of the {len(kinds)} rows: {words}" + (f" ({missed} not reached: the run was stopped)" if missed else "")
+    return (f"Of the {len(kinds)} rows: {words}" + (f" ({missed} not reached: the run was stopped)" if missed else "")
             + ". Each row's result carries its own guarantee.")
-    return Guarantee(worst, model_kind,  # type: ignore[arg-type]
-                     gap=max(gaps) if worst == "time_limited" and gaps else None,
-                     surrogate_fidelity=min(fid) if fid and worst != "proven_optimal" else None, note=note)
 
 
 class _Seeded:
@@ -945,25 +969,41 @@ def _missing_door(ens: Any, X: np.ndarray, kwargs: dict[str, Any]) -> tuple[Any,
     wide, X2, ref2 = missing_as_states(ens, X, ref, error=QueryError)
     if wide is ens:
         return ens, X
-    for key in ("plausibility", "also_valid_for"):
-        if kwargs.get(key):
-            raise QueryError(f"{key} is not available for rows with missing values (its models read the features "
-                             "without the \"is missing\" columns); fill or drop the missing values, or leave "
-                             f"{key} out.")
+    _refuse_other_models(kwargs)
     states = [wide.feature_names[k] for k in range(ens.n_features, wide.n_features)]
     if ref is not None:
         kwargs["X_ref"] = ref2
     if kwargs.get("schema") is not None:
         kwargs["schema"] = with_missing_states(kwargs["schema"], wide)
     else:                                               # no schema: "is missing" columns only decrease
-        named = {wide.feature_names[j] for role in ("fixed", "increase_only")
-                 for j in feature_indices(wide.feature_names, kwargs.get(role), error=QueryError, what=role)}
-        kwargs["decrease_only"] = [wide.feature_names[j] for j in feature_indices(
-            wide.feature_names, kwargs.get("decrease_only"), error=QueryError, what="decrease_only")] + \
-            [n for n in states if n not in named]
+        kwargs["decrease_only"] = _states_decrease(wide, states, kwargs)
     w = kwargs.get("weights")
     if w is not None and not isinstance(w, dict) and np.ndim(w) >= 1:   # per feature: "is missing" costs 0
-        arr = np.asarray(w, dtype=float)
-        pad = np.zeros((len(states),) + arr.shape[1:])
-        kwargs["weights"] = np.concatenate([arr, pad]) if arr.shape[:1] == (ens.n_features,) else w
+        kwargs["weights"] = _padded_weights(w, len(states), ens.n_features)
     return wide, X2
+
+
+def _refuse_other_models(kwargs: dict[str, Any]) -> None:
+    """Plausibility and further models read the features without the "is missing" columns: refused."""
+    for key in ("plausibility", "also_valid_for"):
+        if kwargs.get(key):
+            raise QueryError(f"{key} is not available for rows with missing values (its models read the features "
+                             "without the \"is missing\" columns); fill or drop the missing values, or leave "
+                             f"{key} out.")
+
+
+def _states_decrease(wide: Any, states: list[str], kwargs: dict[str, Any]) -> list[str]:
+    """The decrease-only features without a schema: those given, and every "is missing" column
+    not named fixed or increase-only."""
+    names = wide.feature_names
+    named = {names[j] for role in ("fixed", "increase_only")
+             for j in feature_indices(names, kwargs.get(role), error=QueryError, what=role)}
+    return [names[j] for j in feature_indices(names, kwargs.get("decrease_only"), error=QueryError,
+                                              what="decrease_only")] + [n for n in states if n not in named]
+
+
+def _padded_weights(w: Any, n_states: int, d: int) -> Any:
+    """Per-feature weights with the "is missing" columns' (cost 0) added, when given for the d features."""
+    arr = np.asarray(w, dtype=float)
+    pad = np.zeros((n_states,) + arr.shape[1:])
+    return np.concatenate([arr, pad]) if arr.shape[:1] == (d,) else w

@@ -112,21 +112,15 @@ def constrained_counterfactual(read: TreeEnsemble | LinearModel, x: Row, target:
     t0 = time.perf_counter()
     x = np.asarray(x, dtype=float).ravel()
     params = dict(params, constraints=cons.texts, backend="milp")
-    model_kind: ModelKind = "linear" if isinstance(read, LinearModel) else "tree_ensemble"
+    model_kind = _kind_of(read)
     if schema is not None:
         _row_notes(cons, x, params)
     starts: list[np.ndarray] = []
-    try:
-        tree = None if isinstance(read, LinearModel) else _tree_problem(read, x, target, schema, kw)
-    except ValueError as exc:
-        raise QueryError(str(exc)) from None
+    tree = _tree_of(read, x, target, schema, kw)
     if free is not None and not (tree is not None and cmilp.by_boxes(tree[0], cons)):
-        unconstrained = free(0.5 * time_limit)
-        first = _free_first(unconstrained, cons, x, params, model_kind)
+        first = _free_start(free, time_limit, cons, x, params, model_kind, starts)
         if first is not None:
             return replace(first, elapsed=time.perf_counter() - t0)
-        if unconstrained.found and unconstrained.x is not None:
-            starts.append(unconstrained.x)
     try:
         solved, view, dom = _solve(read, x, target, cons, schema, kw, time_limit - (time.perf_counter() - t0), starts,
                                    tree)
@@ -134,23 +128,58 @@ def constrained_counterfactual(read: TreeEnsemble | LinearModel, x: Row, target:
         raise QueryError(str(exc)) from None
     if solved.x is None:
         return _nothing(solved, x, params, model_kind, time.perf_counter() - t0, cons)
+    if model is not None and not _convinces(model, read, view, solved.x):
+        return _disagrees(x, params, model_kind, time.perf_counter() - t0)
+    return _found(read, x, solved, cons, params, model_kind, time.perf_counter() - t0)
+
+
+def _tree_of(read: TreeEnsemble | LinearModel, x: np.ndarray, target: TargetSpec, schema: Schema | None,
+             kw: dict[str, Any]) -> tuple[Any, Any] | None:
+    """A tree ensemble's cell problem and the features' actions (None for a linear model)."""
+    if isinstance(read, LinearModel):
+        return None
+    try:
+        tree: tuple[Any, Any] = _tree_problem(read, x, target, schema, kw)
+    except ValueError as exc:
+        raise QueryError(str(exc)) from None
+    return tree
+
+
+def _disagrees(x: np.ndarray, params: dict[str, Any], model_kind: ModelKind, elapsed: float) -> CounterfactualResult:
+    """No point: the model as loaded disagrees with its exact reading at the program's point."""
+    return CounterfactualResult(
+        x=None, cost=float("inf"), status="error", gap=float("inf"), elapsed=elapsed,
+        changes=(), backend="milp", params=params, x_query=x.copy(),
+        message="The model as loaded disagrees with its exact reading at the program's point; nothing is "
+                "returned.", guarantee=Guarantee("not_found", model_kind))
+
+
+def _found(read: TreeEnsemble | LinearModel, x: np.ndarray, solved: cmilp.Solved, cons: Constraints,
+           params: dict[str, Any], model_kind: ModelKind, elapsed: float) -> CounterfactualResult:
+    """The program's point, proven optimal or within its gap, with the constraints that bind there."""
     point = solved.x
-    if model is not None and not _convinces(model, read, view, point):
-        return CounterfactualResult(
-            x=None, cost=float("inf"), status="error", gap=float("inf"), elapsed=time.perf_counter() - t0,
-            changes=(), backend="milp", params=params, x_query=x.copy(),
-            message="The model as loaded disagrees with its exact reading at the program's point; nothing is "
-                    "returned.", guarantee=Guarantee("not_found", model_kind))
+    assert point is not None
     status = "optimal" if solved.status == "optimal" else "feasible"
     gap = 0.0 if status == "optimal" else max(0.0, (solved.cost - solved.bound) / max(solved.cost, 1e-12))
     g = Guarantee("proven_optimal" if status == "optimal" else "time_limited", model_kind,
                   gap=gap, bound=solved.bound, note=_binding_note(cons, solved.binding))
     return CounterfactualResult(
-        x=point, cost=solved.cost, status=status, gap=gap, elapsed=time.perf_counter() - t0,
+        x=point, cost=solved.cost, status=status, gap=gap, elapsed=elapsed,
         changes=changes_between(read, x, point),   # type: ignore[arg-type]   # a linear model reads as one
         backend="milp", params=params, x_query=x.copy(), lower_bound=solved.bound, valid=True,
         prediction=read.predict(point[None, :])[0], timings=solved.timings, guarantee=g,
         binding=tuple(cons[k].text for k in solved.binding))
+
+
+def _free_start(free: Callable[[float], CounterfactualResult], time_limit: float, cons: Constraints, x: np.ndarray,
+                params: dict[str, Any], model_kind: ModelKind, starts: list[np.ndarray]) -> CounterfactualResult | None:
+    """The free query, in half the time: its answer when it answers the constrained one too
+    (:func:`_free_first`), else None with its point (if any) added to ``starts``."""
+    unconstrained = free(0.5 * time_limit)
+    first = _free_first(unconstrained, cons, x, params, model_kind)
+    if first is None and unconstrained.found and unconstrained.x is not None:
+        starts.append(unconstrained.x)
+    return first
 
 
 def _free_first(res: CounterfactualResult, cons: Constraints, x: np.ndarray, params: dict[str, Any],
@@ -297,22 +326,44 @@ def verify_recourse(model: ModelLike, x: Row, target: TargetSpec, *, schema: Sch
     boxed = isinstance(read, TreeEnsemble) and cmilp.by_boxes(view, cons)    # the box search decides alone
     status, witness = ("unknown", None) if boxed else _free_witness(read, x, target, cons, schema, kw,
                                                                       0.5 * time_limit)
-    if status == "unknown" and isinstance(read, LinearModel):
-        found = cmilp.solve_linear_model(view, dom, cons, time_limit=time_limit, objective=False)
-        status, witness = ("feasible", found.x) if found.x is not None else (found.status, None)
-    elif status == "unknown":
-        status, witness = cmilp.tree_witness(view, dom, cons, time_limit=max(0.01, t0 + time_limit - time.perf_counter()))
-    model_kind: ModelKind = "linear" if isinstance(read, LinearModel) else "tree_ensemble"
+    if status == "unknown":
+        status, witness = _program_witness(read, view, dom, cons, time_limit, t0)
+    model_kind = _kind_of(read)
     params = dict(constraints=cons.texts, target=str(target), time_limit=time_limit, fixed=_names(fixed),
                   increase_only=_names(increase_only), decrease_only=_names(decrease_only))
-    blocking: tuple[str, ...] | None = None
-    if status == "infeasible" and explain:
-        keep = cmilp.blocking(build, len(cons), deadline=t0 + time_limit)
-        blocking = None if keep is None else tuple(cons[k].text for k in keep)
+    blocking = _blocking_texts(build, cons, t0 + time_limit) if status == "infeasible" and explain else None
     verdict = {"feasible": "reachable", "infeasible": "precluded"}.get(status, "unknown")
-    g = Guarantee("infeasible" if verdict == "precluded" else "exact" if verdict == "reachable" else "not_found",
-                  model_kind, note="" if verdict != "precluded" else "No recourse exists under the constraints.")
-    return RecourseCheck(verdict, x.copy(), witness, blocking, params, time.perf_counter() - t0, g)
+    return RecourseCheck(verdict, x.copy(), witness, blocking, params, time.perf_counter() - t0,
+                         _verdict_guarantee(verdict, model_kind))
+
+
+def _kind_of(read: Any) -> ModelKind:
+    """What a result's guarantee says was read: a linear model or a tree ensemble."""
+    return "linear" if isinstance(read, LinearModel) else "tree_ensemble"
+
+
+def _blocking_texts(build: Any, cons: Any, deadline: float) -> tuple[str, ...] | None:
+    """The smallest set of constraints under which the row stays precluded, as texts (None: not found in time)."""
+    keep = cmilp.blocking(build, len(cons), deadline=deadline)
+    return None if keep is None else tuple(cons[k].text for k in keep)
+
+
+def _program_witness(read: Any, view: Any, dom: Any, cons: Any, time_limit: float, t0: float
+                     ) -> tuple[str, np.ndarray | None]:
+    """The constrained program's answer to "is there any point": ("feasible", a witness),
+    or its status without one (the tree's search within what is left of the time)."""
+    if isinstance(read, LinearModel):
+        found = cmilp.solve_linear_model(view, dom, cons, time_limit=time_limit, objective=False)
+        return ("feasible", found.x) if found.x is not None else (found.status, None)
+    return cmilp.tree_witness(view, dom, cons, time_limit=max(0.01, t0 + time_limit - time.perf_counter()))
+
+
+def _verdict_guarantee(verdict: str, model_kind: ModelKind) -> Guarantee:
+    """A recourse check's guarantee: infeasible (proven) when precluded, exact when a witness
+    was found, not found when undecided."""
+    if verdict == "precluded":
+        return Guarantee("infeasible", model_kind, note="No recourse exists under the constraints.")
+    return Guarantee("exact" if verdict == "reachable" else "not_found", model_kind, note="")
 
 
 def _free_witness(read: Any, x: np.ndarray, target: Any, cons: Any, schema: Any, kw: dict[str, Any],

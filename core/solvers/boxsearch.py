@@ -60,7 +60,7 @@ import numpy as np
 
 from core.cells.bounds import box_distances, radius_for, target_needs
 from core.cells.cache import GRID_CACHE
-from core.cells.problem import CellProblem, CellSolution
+from core.cells.problem import CellProblem, CellSolution, TreeBlock
 
 try:  # compiled node bound and split (core/solvers/_boxsearch.c); numpy gives the same answers more slowly
     from core.solvers import _boxsearch  # type: ignore[attr-defined]  # compiled: no stub
@@ -361,11 +361,7 @@ def _build_structure(prob: CellProblem, costs: list[np.ndarray], sizes: np.ndarr
                      ) -> _Structure:
     """:func:`_leaf_structure`, built."""
     combine = prob.cost_model.combine
-    blocks = [(prob.model_leaves, target_needs(prob.ens, prob.target, prob.model_leaves.value))]
-    for other in prob.others:
-        blocks.append((other.leaves, target_needs(other.ens, other.target, other.leaves.value)))
-    if prob.plaus_leaves is not None and prob.plaus is not None:     # set together
-        blocks.append((prob.plaus_leaves, [(prob.plaus_leaves.value[:, 0], float(prob.plaus.delta))]))
+    blocks = _blocks(prob)
     trees, needs, E_leaf, E_f, E_lo, E_hi = [], [], [], [], [], []
     n_leaf, n_tree = 0, 0
     ub = float(prob.upper_bound)
@@ -397,6 +393,17 @@ def _build_structure(prob: CellProblem, costs: list[np.ndarray], sizes: np.ndarr
     return out
 
 
+def _blocks(prob: CellProblem) -> list[tuple[TreeBlock, list[tuple[np.ndarray, float]]]]:
+    """The leaf blocks the search bounds and their needs: the model's, each further model's, the
+    plausibility forest's."""
+    blocks = [(prob.model_leaves, target_needs(prob.ens, prob.target, prob.model_leaves.value))]
+    for other in prob.others:
+        blocks.append((other.leaves, target_needs(other.ens, other.target, other.leaves.value)))
+    if prob.plaus_leaves is not None and prob.plaus is not None:     # set together
+        blocks.append((prob.plaus_leaves, [(prob.plaus_leaves.value[:, 0], float(prob.plaus.delta))]))
+    return blocks
+
+
 def merge_trees(lo: np.ndarray, hi: np.ndarray, tree_of: np.ndarray, scores: list[np.ndarray],
                 costs: list[np.ndarray], ub: float, combine: str, levels: int = 1, cap: int = MERGE_CAP
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, list[np.ndarray]]:
@@ -416,41 +423,67 @@ def merge_trees(lo: np.ndarray, hi: np.ndarray, tree_of: np.ndarray, scores: lis
     groups = [(lo[m], hi[m], [sc[m] for sc in scores]) for m in
               (np.flatnonzero((tree_of == t) & keep) for t in range(n_trees))]
     for _ in range(levels):
-        uses = np.array([((g[0] > 0) | (g[1] < sizes - 1)).any(axis=0) for g in groups], dtype=np.int64)
-        overlap = uses @ uses.T if len(groups) else np.zeros((0, 0), dtype=np.int64)
-        free = np.ones(len(groups), dtype=bool)
-        out = []
-        for t in range(len(groups)):
-            if not free[t]:
-                continue
-            free[t] = False
-            cand = np.flatnonzero(free)
-            if cand.size == 0:
-                out.append(groups[t])
-                continue
-            u = int(cand[np.argmax(overlap[t, cand])])
-            (la, ha, sa), (lb, hb, sb) = groups[t], groups[u]
-            L = np.maximum(la[:, None, :], lb[None, :, :])
-            H = np.minimum(ha[:, None, :], hb[None, :, :])
-            ok = np.all(L <= H, axis=2)
-            i, j = np.nonzero(ok)
-            L, H = L[i, j], H[i, j]
-            if np.isfinite(ub) and i.size:
-                near = box_distances(costs, L, H, combine) <= ub * (1 + 1e-9) + 1e-12
-                i, j, L, H = i[near], j[near], L[near], H[near]
-            if i.size > cap:
-                out.append(groups[t])
-                continue
-            free[u] = False
-            out.append((L, H, [a[i] + b[j] for a, b in zip(sa, sb)]))
-        groups = out
+        groups = _merged_once(groups, sizes, costs, ub, combine, cap)
+    return _stacked(groups, lo.shape[1], len(scores))
+
+
+#: a tree's leaves: (lower bounds, upper bounds, scores per need)
+_Leaves = tuple[np.ndarray, np.ndarray, list[np.ndarray]]
+
+
+def _merged_once(groups: list[_Leaves], sizes: np.ndarray, costs: list[np.ndarray], ub: float, combine: str,
+                 cap: int) -> list[_Leaves]:
+    """One level of :func:`merge_trees`: each tree, in turn, with the free tree it shares most
+    features with (a pair of more than ``cap`` leaves, or the last tree alone, stays as it is)."""
+    uses = np.array([((g[0] > 0) | (g[1] < sizes - 1)).any(axis=0) for g in groups], dtype=np.int64)
+    overlap = uses @ uses.T if len(groups) else np.zeros((0, 0), dtype=np.int64)
+    free = np.ones(len(groups), dtype=bool)
+    out = []
+    for t in range(len(groups)):
+        if not free[t]:
+            continue
+        free[t] = False
+        cand = np.flatnonzero(free)
+        if cand.size == 0:
+            out.append(groups[t])
+            continue
+        u = int(cand[np.argmax(overlap[t, cand])])
+        pair = _pair(groups[t], groups[u], costs, ub, combine, cap)
+        if pair is None:
+            out.append(groups[t])
+            continue
+        free[u] = False
+        out.append(pair)
+    return out
+
+
+def _pair(a: _Leaves, b: _Leaves, costs: list[np.ndarray], ub: float, combine: str, cap: int) -> _Leaves | None:
+    """Two trees merged: the pairs of their leaves whose boxes meet (and, under an upper bound,
+    whose cheapest point is within it), each the boxes' intersection with the scores added;
+    None when more than ``cap`` pairs."""
+    (la, ha, sa), (lb, hb, sb) = a, b
+    L = np.maximum(la[:, None, :], lb[None, :, :])
+    H = np.minimum(ha[:, None, :], hb[None, :, :])
+    ok = np.all(L <= H, axis=2)
+    i, j = np.nonzero(ok)
+    L, H = L[i, j], H[i, j]
+    if np.isfinite(ub) and i.size:
+        near = box_distances(costs, L, H, combine) <= ub * (1 + 1e-9) + 1e-12
+        i, j, L, H = i[near], j[near], L[near], H[near]
+    if i.size > cap:
+        return None
+    return L, H, [x[i] + y[j] for x, y in zip(sa, sb)]
+
+
+def _stacked(groups: list[_Leaves], d: int, n_scores: int
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, list[np.ndarray]]:
+    """The trees' leaves stacked: (lo, hi, tree, n_trees, scores), leaves grouped by tree."""
     n = len(groups)
     counts = [g[0].shape[0] for g in groups]
-    d = lo.shape[1]
     lo_m = np.vstack([g[0] for g in groups]) if n else np.zeros((0, d), dtype=np.int64)
     hi_m = np.vstack([g[1] for g in groups]) if n else np.zeros((0, d), dtype=np.int64)
     tree_m = np.repeat(np.arange(n), counts).astype(np.int64)
-    sc_m = [np.concatenate([g[2][k] for g in groups]) if n else np.zeros(0) for k in range(len(scores))]
+    sc_m = [np.concatenate([g[2][k] for g in groups]) if n else np.zeros(0) for k in range(n_scores)]
     return lo_m.astype(np.int64), hi_m.astype(np.int64), tree_m, n, sc_m
 
 
@@ -555,17 +588,11 @@ def _run_compiled(S: BoxSearch, cut: float, deadline: float, stop: threading.Eve
     p = np.empty(S.d, dtype=np.int64)
     S.nodes = 1
     while True:
-        stop_at = S.nodes + CHUNK
-        if node_limit is not None:
-            stop_at = min(stop_at, node_limit)
-        if head is not None and not head[1].is_set():
-            stop_at = min(stop_at, head[0] - 1)
-        event, S.nodes, value = _boxsearch.run(run, stop_at, on_bound is not None, p)
+        event, S.nodes, value = _boxsearch.run(run, _chunk_end(S.nodes, node_limit, head), on_bound is not None, p)
         if event == "empty":
             return ("empty",)
         if event == "limit":
-            if (stop is not None and stop.is_set()) or time.perf_counter() > deadline or \
-                    (node_limit is not None and S.nodes > node_limit):
+            if _past_limits(S.nodes, stop, deadline, node_limit):
                 return ("stopped", value)
             if head is not None and S.nodes >= head[0]:
                 head[1].set()
@@ -574,3 +601,20 @@ def _run_compiled(S: BoxSearch, cut: float, deadline: float, stop: threading.Eve
             on_bound(value, ub)
         elif prob.is_valid(prob.point_of(p)[None, :])[0]:      # a candidate, valid: optimal
             return ("optimal", p.copy(), float(value))
+
+
+def _chunk_end(nodes: int, node_limit: int | None, head: tuple[int, threading.Event] | None) -> int:
+    """Where the compiled loop next returns: :data:`CHUNK` boxes on, or at ``node_limit`` or the
+    race's cue if sooner."""
+    stop_at = nodes + CHUNK
+    if node_limit is not None:
+        stop_at = min(stop_at, node_limit)
+    if head is not None and not head[1].is_set():
+        stop_at = min(stop_at, head[0] - 1)
+    return stop_at
+
+
+def _past_limits(nodes: int, stop: threading.Event | None, deadline: float, node_limit: int | None) -> bool:
+    """Is the search to stop: the stop event set, the clock past the deadline, or past ``node_limit`` boxes?"""
+    return (stop is not None and stop.is_set()) or time.perf_counter() > deadline or \
+        (node_limit is not None and nodes > node_limit)

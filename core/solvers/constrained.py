@@ -61,7 +61,7 @@ import itertools
 import math
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Container, Sequence
 
 import numpy as np
 
@@ -247,16 +247,10 @@ def _tree_program(prob: CellProblem, dom: Domain, cons: Constraints, strict: boo
 def tree_domain(prob: CellProblem, action: Sequence[str]) -> Domain:
     """The :class:`Domain` of a tree ensemble's cell problem (``action``: each feature's
     actionability, :func:`core.cells.problem.feature_actions`)."""
-    if prob.lo is None or prob.hi is None or not (np.all(np.isfinite(prob.lo)) and np.all(np.isfinite(prob.hi))):
-        raise ValueError("Constraints between features need every feature's range: give a schema.")
+    lo, hi = _ranges(prob)
     x_hat = prob.x_hat
-    lo, hi = prob.lo.astype(float).copy(), prob.hi.astype(float).copy()
     integral = np.array([k in INTEGRAL_KINDS and k != "categorical" for k in prob.kinds] or [False] * prob.n_features)
-    for j, a in enumerate(action):
-        if a in ("fixed", "decrease"):
-            hi[j] = x_hat[j]
-        if a in ("fixed", "increase"):
-            lo[j] = x_hat[j]
+    _held_by_action(lo, hi, x_hat, action)
     lo[integral], hi[integral] = np.ceil(lo[integral] - 1e-9), np.floor(hi[integral] + 1e-9)
     code_costs = {}
     for j, cats in enumerate(prob.ens.categories):      # a column of codes: each code at its own cost
@@ -268,6 +262,25 @@ def tree_domain(prob: CellProblem, action: Sequence[str]) -> Domain:
             lo[j], hi[j] = 0.0, float(codes.size - 1)
     return Domain(x_hat.copy(), lo, hi, integral, code_costs, prob.cost_model, [list(g) for g in prob.groups],
                   list(prob.ens.feature_names))
+
+
+def _ranges(prob: CellProblem) -> tuple[np.ndarray, np.ndarray]:
+    """Copies of every feature's range, which constraints between features need finite."""
+    if prob.lo is None or prob.hi is None or not (np.all(np.isfinite(prob.lo)) and np.all(np.isfinite(prob.hi))):
+        raise ValueError("Constraints between features need every feature's range: give a schema.")
+    return prob.lo.astype(float).copy(), prob.hi.astype(float).copy()
+
+
+def _held_by_action(lo: np.ndarray, hi: np.ndarray, x_hat: np.ndarray, action: Sequence[str],
+                    skip: Container[int] = ()) -> None:
+    """The range cut at the row's value on the side its actionability forbids (fixed: both)."""
+    for j, a in enumerate(action):
+        if j in skip:
+            continue
+        if a in ("fixed", "decrease"):
+            hi[j] = x_hat[j]
+        if a in ("fixed", "increase"):
+            lo[j] = x_hat[j]
 
 
 def _at(x_hat: np.ndarray, j: int, values: np.ndarray) -> np.ndarray:
@@ -436,26 +449,52 @@ def solve_cells(prob: CellProblem, dom: Domain, cons: Constraints, *, time_limit
     status, z, _, bound = _run(P, cols, deadline)
     timings = {"relaxation": time.perf_counter() - t0}
     if z is None:
-        if inc is not None:            # nothing cheaper (proven), or no time for better: the first point
-            return _answer(inc, ub, ub if status == "infeasible" else max(bound, 0.0),
-                           "optimal" if status == "infeasible" else "feasible", dom, cons, timings)
-        return Solved(status, timings=timings)
+        return _no_program_point(inc, ub, status, bound, dom, cons, timings)
     lower = bound if status == "optimal" else max(bound, 0.0)
     x = _place(prob, dom, cons, _read_point(prob, dom, cols, z, cells(z)), cells(z), deadline)
     if x is None:                                # no room inside those cells: the strict program, whole
-        P, cols, cells = _program(prob, dom, cons, strict=True, ub=ub)
-        status2, z, _, _ = _run(P, cols, deadline)
-        x = None if z is None else np.clip(_read_point(prob, dom, cols, z, cells(z)),
-                                           *_cell_bounds(prob, dom.lo, dom.hi, dom.integral, cells(z)))
+        x, status2 = _strict_point(prob, dom, cons, ub, deadline)
         if x is None or not _valid(prob, cons, dom, x):
-            if inc is not None:
-                return _answer(inc, ub, lower, "feasible", dom, cons, timings)
-            return Solved("time_limit" if status2 == "time_limit" else "error", bound=lower, timings=timings,
-                          message="The program's point is not valid on the model within its tolerances.")
-    if inc is not None and ub < dom.point_cost(x):
-        x = inc
+            return _unplaced(inc, ub, lower, status2, dom, cons, timings)
+    x = _cheaper(inc, x, dom)
     x = _short(dom, x, lambda y: _valid(prob, cons, dom, y), prob.levels)
     return _answer(x, dom.point_cost(x), lower, status, dom, cons, timings)
+
+
+def _no_program_point(inc: np.ndarray | None, ub: float, status: str, bound: float, dom: Domain, cons: Constraints,
+                      timings: dict[str, float]) -> Solved:
+    """The answer when the program gives no point: the first valid point (proven optimal when
+    the program proves nothing cheaper, else within its bound), or the program's status."""
+    if inc is None:
+        return Solved(status, timings=timings)
+    if status == "infeasible":                   # nothing cheaper (proven)
+        return _answer(inc, ub, ub, "optimal", dom, cons, timings)
+    return _answer(inc, ub, max(bound, 0.0), "feasible", dom, cons, timings)     # no time for better
+
+
+def _cheaper(inc: np.ndarray | None, x: np.ndarray, dom: Domain) -> np.ndarray:
+    """The first valid point when it costs less than the program's."""
+    return inc if inc is not None and dom.point_cost(inc) < dom.point_cost(x) else x
+
+
+def _unplaced(inc: np.ndarray | None, ub: float, lower: float, status: str, dom: Domain, cons: Constraints,
+              timings: dict[str, float]) -> Solved:
+    """The answer when no valid point comes out of the program: the first valid point, or an error."""
+    if inc is not None:
+        return _answer(inc, ub, lower, "feasible", dom, cons, timings)
+    return Solved("time_limit" if status == "time_limit" else "error", bound=lower, timings=timings,
+                  message="The program's point is not valid on the model within its tolerances.")
+
+
+def _strict_point(prob: CellProblem, dom: Domain, cons: Constraints, ub: float, deadline: float
+                  ) -> tuple[np.ndarray | None, str]:
+    """The strict program's point, held inside its cells (None when it has none), and its status."""
+    P, cols, cells = _program(prob, dom, cons, strict=True, ub=ub)
+    status, z, _, _ = _run(P, cols, deadline)
+    if z is None:
+        return None, status
+    return np.clip(_read_point(prob, dom, cols, z, cells(z)),
+                   *_cell_bounds(prob, dom.lo, dom.hi, dom.integral, cells(z))), status
 
 
 def _short(dom: Domain, x: np.ndarray, valid: Callable[[np.ndarray], bool],
@@ -579,23 +618,24 @@ def linear_domain(prob: LinearProblem) -> Domain:
     integral = np.array([k in INTEGRAL_KINDS and lin.categories[j] is None for j, k in enumerate(prob.kinds)])
     code_costs = {}
     for j in lin.categorical_features:
-        own = int(x_hat[j])
-        cc = np.full(lin.n_codes(j), np.inf)
-        for k in range(lin.n_codes(j)):
-            if k == own or (prob.action[j] != "fixed" and lin.code_allowed(j, k) and k < lin.n_codes(j) - 1):
-                cc[k] = 0.0 if k == own else float(prob.unit[j])
-        code_costs[j] = cc
+        code_costs[j] = _linear_code_costs(prob, j)
         lo[j], hi[j] = 0.0, float(lin.n_codes(j) - 1)
-    for j, a in enumerate(prob.action):
-        if j in code_costs:
-            continue
-        if a in ("fixed", "decrease"):
-            hi[j] = x_hat[j]
-        if a in ("fixed", "increase"):
-            lo[j] = x_hat[j]
+    _held_by_action(lo, hi, x_hat, prob.action, skip=code_costs)
     lo[integral], hi[integral] = np.ceil(lo[integral] - 1e-9), np.floor(hi[integral] + 1e-9)
     return Domain(x_hat.copy(), lo, hi, integral, code_costs, prob.cost_model, [list(g) for g in prob.groups],
                   list(lin.feature_names))
+
+
+def _linear_code_costs(prob: LinearProblem, j: int) -> np.ndarray:
+    """Categorical feature ``j``'s cost per code: 0 at its own, a switch's cost at each code it
+    may take (none when fixed; the last code is the model's reference, left out), inf elsewhere."""
+    lin = prob.lin
+    own = int(prob.x_hat[j])
+    cc = np.full(lin.n_codes(j), np.inf)
+    for k in range(lin.n_codes(j)):
+        if k == own or (prob.action[j] != "fixed" and lin.code_allowed(j, k) and k < lin.n_codes(j) - 1):
+            cc[k] = 0.0 if k == own else float(prob.unit[j])
+    return cc
 
 
 def _linear_program(prob: LinearProblem, dom: Domain, cons: Constraints, tau: np.ndarray, with_cost: bool = True,
@@ -675,15 +715,23 @@ def blocking(build: Callable[[Sequence[int] | None], tuple[_Program, _Columns]],
             return None
         return z is None and status == "infeasible"
 
-    if n <= EXHAUSTIVE:
-        for size in range(n + 1):
-            for keep in itertools.combinations(range(n), size):
-                r = infeasible(keep)
-                if r is None:
-                    return None
-                if r:
-                    return tuple(keep)
-        return None
+    return _smallest_set(infeasible, n) if n <= EXHAUSTIVE else _deletion_filter(infeasible, n)
+
+
+def _smallest_set(infeasible: Callable[[Sequence[int]], bool | None], n: int) -> tuple[int, ...] | None:
+    """The smallest set of the ``n`` constraints still infeasible, by size (None: out of time, or none)."""
+    for size in range(n + 1):
+        for keep in itertools.combinations(range(n), size):
+            r = infeasible(keep)
+            if r is None:
+                return None
+            if r:
+                return tuple(keep)
+    return None
+
+
+def _deletion_filter(infeasible: Callable[[Sequence[int]], bool | None], n: int) -> tuple[int, ...] | None:
+    """An irreducible infeasible set: each constraint dropped in turn when the rest stay infeasible."""
     kept = list(range(n))
     for k in range(n):
         trial = [i for i in kept if i != k]

@@ -60,7 +60,7 @@ from core.solvers.constrained_program import (
 )
 
 if TYPE_CHECKING:
-    from core.constraints import Constraints
+    from core.constraints import Constraint, Constraints
     from core.solvers.boxsearch import BoxSearch
 
 __all__ = ["applies", "NotBox", "coupled", "box_program", "solve"]
@@ -123,23 +123,37 @@ def _couple(P: _Program, LP: lpbox.LPBox, prob: CellProblem, dom: Domain, cons: 
     cols = _features(P, dom, dom.lo, dom.hi, with_cost, only=J)
     for j in J:
         mine = [(i, sgn, k) for (jj, k, sgn), i in LP.col.items() if jj == j and LP.usable[i]]
-        h = int(S.hat[j])
-        a, b = _interval_ends(prob, j, float(dom.lo[j]), float(dom.hi[j]),
-                              bool(dom.integral[j] or j in dom.code_costs), strict)
-        for end, side in ((a, "lo"), (b, "hi")):
-            terms = [(cols.x[j], 1.0)]
-            terms += [(i, -float(end[k] - end[k - 1])) if sgn == 1 else (i, float(end[k + 1] - end[k]))
-                      for i, sgn, k in mine]
-            P.row(terms, **{side: float(end[h])})
+        _link(P, LP, prob, dom, cols.x[j], j, mine, strict)
         if with_cost:
-            steps = [(i, float(LP.step[i])) for i, _, _ in mine if LP.step[i] != 0]
-            for i, _ in steps:
-                P.c[i] = 0.0
-            own = float(S.flat[int(S.off[j]) + h])           # the cheapest point of the row's own interval
-            if (steps or own) and cols.terms.get(j):
-                P.row(cols.terms[j] + [(i, -v) for i, v in steps], lo=own)
+            _coupled_cost(P, LP, cols, j, mine)
     _add_constraints(P, cols, dom, cons)
     return cols
+
+
+def _link(P: _Program, LP: lpbox.LPBox, prob: CellProblem, dom: Domain, xj: int, j: int,
+          mine: list[tuple[int, int, int]], strict: bool) -> None:
+    """Coupled feature ``j``'s value ``x_j`` (column ``xj``) between the least and the largest
+    value of the interval its level variables ``mine`` choose."""
+    h = int(LP.S.hat[j])
+    a, b = _interval_ends(prob, j, float(dom.lo[j]), float(dom.hi[j]),
+                          bool(dom.integral[j] or j in dom.code_costs), strict)
+    for end, side in ((a, "lo"), (b, "hi")):
+        terms = [(xj, 1.0)]
+        terms += [(i, -float(end[k] - end[k - 1])) if sgn == 1 else (i, float(end[k + 1] - end[k]))
+                  for i, sgn, k in mine]
+        P.row(terms, **{side: float(end[h])})
+
+
+def _coupled_cost(P: _Program, LP: lpbox.LPBox, cols: _Columns, j: int, mine: list[tuple[int, int, int]]) -> None:
+    """A coupled feature's cost: its value's (``cols.terms``) in place of its level variables'
+    steps, at least its interval's cheapest point's."""
+    S = LP.S
+    steps = [(i, float(LP.step[i])) for i, _, _ in mine if LP.step[i] != 0]
+    for i, _ in steps:
+        P.c[i] = 0.0
+    own = float(S.flat[int(S.off[j]) + int(S.hat[j])])           # the cheapest point of the row's own interval
+    if (steps or own) and cols.terms.get(j):
+        P.row(cols.terms[j] + [(i, -v) for i, v in steps], lo=own)
 
 
 #: at most this many cases of the implications are searched one by one (:func:`cases`)
@@ -152,26 +166,31 @@ def cases(cons: Constraints, limit: int = CASES) -> list[Constraints] | None:
     hold and ``P_m`` fails", "all hold and ``Q``" (a failing equation: either side). None when
     there would be more than ``limit`` cases (the MILP then answers, :func:`box_program`, its
     implications by binaries)."""
-    from core.constraints import Constraint, Constraints, Implication
+    from core.constraints import Constraints, Implication
 
     plain = [c for c in cons if not isinstance(c.form, Implication)]
-    ways: list[list[list[Constraint]]] = []
-    for c in cons:
-        f = c.form
-        if not isinstance(f, Implication):
-            continue
-        opts: list[list[Constraint]] = []
-        for m, p in enumerate(f.premises):
-            held = [Constraint(c.text, c.line, q) for q in f.premises[:m]]
-            opts += [held + [Constraint(c.text, c.line, q)] for q in _negations(p)]
-        opts.append([Constraint(c.text, c.line, q) for q in (*f.premises, *f.conclusions)])
-        ways.append(opts)
+    ways: list[list[list[Constraint]]] = [_implication_cases(c) for c in cons if isinstance(c.form, Implication)]
     if int(np.prod([len(w) for w in ways])) > limit:
         return None
     out = [Constraints(plain, cons.schema)]
     for opts in ways:
         out = [Constraints([*base, *more], cons.schema) for base in out for more in opts]
     return out
+
+
+def _implication_cases(c: Constraint) -> list[list[Constraint]]:
+    """An implication's cases: "``P_1`` fails", ..., "``P_1 ... P_m-1`` hold and ``P_m`` fails",
+    "all hold and ``Q``", each as constraints of the implication's line."""
+    from core.constraints import Constraint, Implication
+
+    f = c.form
+    assert isinstance(f, Implication)
+    opts: list[list[Constraint]] = []
+    for m, p in enumerate(f.premises):
+        held = [Constraint(c.text, c.line, q) for q in f.premises[:m]]
+        opts += [held + [Constraint(c.text, c.line, q)] for q in _negations(p)]
+    opts.append([Constraint(c.text, c.line, q) for q in (*f.premises, *f.conclusions)])
+    return opts
 
 
 def _negations(form: Any) -> list[Any]:
@@ -206,23 +225,34 @@ def box_program(prob: CellProblem, dom: Domain, cons: Constraints, strict: bool,
     d2 = _narrowed(dom, use)
     q, S = _search_state(prob, ub)
     LP = lpbox.LPBox(q, S)
+    P = _relaxation_program(LP, with_cost)
+    nv = int(LP.feat.size)
+    J = coupled(dom, use, d2.lo, d2.hi, d2.code_costs)
+    cols = _couple(P, LP, prob, d2, use, J, strict, with_cost)
+    if with_cost:
+        _fixed_cost(P, S, prob.n_features, J, ub)
+    return P, cols, _cell_reader(LP, S.hat, nv)
+
+
+def _relaxation_program(LP: lpbox.LPBox, with_cost: bool) -> _Program:
+    """The LP box search's relaxation as a program, its usable level variables binary."""
     P = _Program()
     for v in LP.proto.variable:
         P.var(v.lower_bound, v.upper_bound, cost=v.objective_coefficient if with_cost else 0.0)
     for c in LP.proto.constraint:
         P.row(zip(c.var_index, c.coefficient), c.lower_bound, c.upper_bound)
-    nv = int(LP.feat.size)
     for i in np.flatnonzero(LP.usable):
         P.integ[int(i)] = 1
-    J = coupled(dom, use, d2.lo, d2.hi, d2.code_costs)
-    cols = _couple(P, LP, prob, d2, use, J, strict, with_cost)
-    if with_cost:
-        base = float(sum(S.flat[int(S.off[j]) + int(S.hat[j])] for j in range(prob.n_features) if j not in J))
-        if base:
-            P.var(1.0, 1.0, cost=base)
-        if np.isfinite(ub):
-            P.row([(i, c) for i, c in enumerate(P.c) if c], hi=ub * (1 + 1e-9) + 1e-12)
-    return P, cols, _cell_reader(LP, S.hat, nv)
+    return P
+
+
+def _fixed_cost(P: _Program, S: BoxSearch, d: int, J: Sequence[int], ub: float) -> None:
+    """The uncoupled features' own intervals' cost as a constant, and the cost held at most ``ub``."""
+    base = float(sum(S.flat[int(S.off[j]) + int(S.hat[j])] for j in range(d) if j not in J))
+    if base:
+        P.var(1.0, 1.0, cost=base)
+    if np.isfinite(ub):
+        P.row([(i, c) for i, c in enumerate(P.c) if c], hi=ub * (1 + 1e-9) + 1e-12)
 
 
 def _cell_reader(LP: lpbox.LPBox, hat: np.ndarray, nv: int) -> Callable[[np.ndarray], np.ndarray]:

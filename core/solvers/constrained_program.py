@@ -23,6 +23,7 @@ from core.solvers.ocean import _Builder
 
 if TYPE_CHECKING:
     from core.constraints import Constraints, Implication, LinearForm
+    from core.counterfactual import CostModel
 
 
 _HIGHS = {"mip_abs_gap": 0.0, "mip_feasibility_tolerance": 1e-9, "primal_feasibility_tolerance": 1e-9,
@@ -116,7 +117,7 @@ def _features(P: _Program, dom: Domain, lo: np.ndarray, hi: np.ndarray, with_cos
               only: Sequence[int] | None = None) -> _Columns:
     """``x_j`` per feature within ``[lo_j, hi_j]``, its moves and its cost (module docstring);
     ``only``: these features alone (the others' ``x`` column is -1)."""
-    cm, x_hat = dom.cost_model, dom.x_hat
+    x_hat = dom.x_hat
     cols = _Columns([], {}, {}, {}, [])
     per_feature: list[list[tuple[int, float]]] = []       # each feature's cost as terms (the max of linf)
     keep = set(range(dom.d)) if only is None else set(only)
@@ -127,41 +128,58 @@ def _features(P: _Program, dom: Domain, lo: np.ndarray, hi: np.ndarray, with_cos
         xj = P.var(float(lo[j]), float(hi[j]), bool(dom.integral[j]))
         cols.x.append(xj)
         if j in dom.code_costs:
-            cc = dom.code_costs[j]
-            opts = [(k, P.var(0.0, 1.0 if np.isfinite(cc[k]) and lo[j] <= k <= hi[j] else 0.0, True))
-                    for k in range(cc.size)]
-            cols.codes[j] = opts
-            P.row([(col, 1.0) for _, col in opts], 1.0, 1.0)
-            P.row([(xj, 1.0)] + [(col, -float(k)) for k, col in opts], 0.0, 0.0)
-            per_feature.append([(col, float(cc[k])) for k, col in opts if np.isfinite(cc[k]) and cc[k] != 0])
-            cols.terms[j] = per_feature[-1]
-            continue
-        up, down = max(float(hi[j]) - x_hat[j], 0.0), max(x_hat[j] - float(lo[j]), 0.0)
-        terms: list[tuple[int, float]] = []
-        span = float(cm.span[j])
-        for side, room, w in ((cols.p, up, cm.w_up[j]), (cols.n, down, cm.w_down[j])):
-            if room <= 0:
-                continue
-            col = side[j] = P.var(0.0, room)
-            terms.append((col, cm.l1 * w / span))
-            if cm.l0 > 0:
-                z = P.var(0.0, 1.0, True)
-                P.row([(col, 1.0), (z, -room)], hi=0.0)
-                terms.append((z, cm.l0 * w))
-            if cm.l2 > 0:
-                s = P.var(0.0, (room / span) ** 2)
-                terms.append((s, cm.l2 * w))
-                cols.l2.append((col, s, span))
-                for a in (0.0, 0.5, 1.0):                       # first tangents of (move / span)^2
-                    P.row([(s, 1.0), (col, -2 * a / span)], lo=-a * a)
-        moves = ([(cols.p[j], -1.0)] if j in cols.p else []) + ([(cols.n[j], 1.0)] if j in cols.n else [])
-        P.row([(xj, 1.0)] + moves, float(x_hat[j]), float(x_hat[j]))
+            terms = _code_columns(P, dom, cols, j, float(lo[j]), float(hi[j]))
+        else:
+            terms = _move_columns(P, dom, cols, j, float(lo[j]), float(hi[j]))
         per_feature.append(terms)
         cols.terms[j] = terms
     for g in (dom.groups if only is None else ()):                                     # one hot column per group
         P.row([(cols.x[j], 1.0) for j in g], 1.0 if float(x_hat[g].sum()) == 1.0 else -np.inf, 1.0)
-    if not with_cost:
-        return cols
+    if with_cost:
+        _cost(P, dom.cost_model, per_feature)
+    return cols
+
+
+def _code_columns(P: _Program, dom: Domain, cols: _Columns, j: int, lo: float, hi: float) -> list[tuple[int, float]]:
+    """Categorical feature ``j``: one binary column per code (closed outside ``[lo, hi]`` and
+    where the code is not allowed), exactly one on, ``x_j`` its code; its cost terms."""
+    cc, xj = dom.code_costs[j], cols.x[j]
+    opts = [(k, P.var(0.0, 1.0 if np.isfinite(cc[k]) and lo <= k <= hi else 0.0, True)) for k in range(cc.size)]
+    cols.codes[j] = opts
+    P.row([(col, 1.0) for _, col in opts], 1.0, 1.0)
+    P.row([(xj, 1.0)] + [(col, -float(k)) for k, col in opts], 0.0, 0.0)
+    return [(col, float(cc[k])) for k, col in opts if np.isfinite(cc[k]) and cc[k] != 0]
+
+
+def _move_columns(P: _Program, dom: Domain, cols: _Columns, j: int, lo: float, hi: float) -> list[tuple[int, float]]:
+    """Numerical feature ``j``: its increase and decrease within ``[lo, hi]``, each with its
+    l1, l0 and squared-l2 terms, and ``x_j = x̂_j + p_j - n_j``; its cost terms."""
+    cm, x_hat = dom.cost_model, dom.x_hat
+    up, down = max(hi - x_hat[j], 0.0), max(x_hat[j] - lo, 0.0)
+    terms: list[tuple[int, float]] = []
+    span = float(cm.span[j])
+    for side, room, w in ((cols.p, up, cm.w_up[j]), (cols.n, down, cm.w_down[j])):
+        if room <= 0:
+            continue
+        col = side[j] = P.var(0.0, room)
+        terms.append((col, cm.l1 * w / span))
+        if cm.l0 > 0:
+            z = P.var(0.0, 1.0, True)
+            P.row([(col, 1.0), (z, -room)], hi=0.0)
+            terms.append((z, cm.l0 * w))
+        if cm.l2 > 0:
+            s = P.var(0.0, (room / span) ** 2)
+            terms.append((s, cm.l2 * w))
+            cols.l2.append((col, s, span))
+            for a in (0.0, 0.5, 1.0):                       # first tangents of (move / span)^2
+                P.row([(s, 1.0), (col, -2 * a / span)], lo=-a * a)
+    moves = ([(cols.p[j], -1.0)] if j in cols.p else []) + ([(cols.n[j], 1.0)] if j in cols.n else [])
+    P.row([(cols.x[j], 1.0)] + moves, float(x_hat[j]), float(x_hat[j]))
+    return terms
+
+
+def _cost(P: _Program, cm: CostModel, per_feature: list[list[tuple[int, float]]]) -> None:
+    """The objective: the sum of every feature's terms, or (L-infinity) their largest feature's."""
     if cm.combine == "max":
         t = P.var(0.0, np.inf, cost=1.0)
         for terms in per_feature:
@@ -171,7 +189,6 @@ def _features(P: _Program, dom: Domain, lo: np.ndarray, hi: np.ndarray, with_cos
         for terms in per_feature:
             for col, v in terms:
                 P.c[col] += v
-    return cols
 
 
 def _box(dom: Domain, form: LinearForm, a: np.ndarray) -> tuple[float, float]:

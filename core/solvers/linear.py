@@ -160,6 +160,21 @@ def build_linear_problem(lin: LinearModel, x: Row, target: TargetSpec, *, schema
                          increase_only: Iterable[FeatureKey] | None = None, decrease_only: Iterable[FeatureKey] | None = None,
                          margin: float | None = None) -> LinearProblem:
     """The query as a :class:`LinearProblem` (arguments as :func:`core.optimal.optimal_counterfactual`'s)."""
+    x_hat = _query_row(lin, x)
+    duck: Any = lin                                  # the target and cost helpers read names, task and classes
+    tgt = _with_margin(lin, make_target(duck, target, None), margin)
+    cm = make_cost_model(duck, norm, weights, schema)
+    kinds, lo, hi, action, groups = _domains(duck, schema, x_hat, fixed, increase_only, decrease_only)
+    _check_kinds(lin, x_hat, kinds, action)
+    rows, rhs, strict, what = _target_rows(lin, tgt)
+    unit = np.zeros(lin.n_features)
+    for j in lin.categorical_features:
+        unit[j] = 0.5 * (cm.w_down[j] + cm.w_up[j]) * (cm.l0 + cm.l1 + cm.l2)
+    return LinearProblem(lin, x_hat, tgt, cm, kinds, lo, hi, action, groups, rows, rhs, strict, what, unit)
+
+
+def _query_row(lin: LinearModel, x: Row) -> np.ndarray:
+    """The query as d finite floats (a missing value read as the model's fill), which the model scores."""
     x_hat = np.array(x, dtype=float).ravel()
     if x_hat.shape != (lin.n_features,):
         raise QueryError(f"x has {x_hat.size} values; the model has {lin.n_features} features.")
@@ -173,22 +188,28 @@ def build_linear_problem(lin: LinearModel, x: Row, target: TargetSpec, *, schema
         lin.scores(x_hat[None, :])
     except ValueError as exc:
         raise QueryError(str(exc)) from None
-    duck: Any = lin                                  # the target and cost helpers read names, task and classes
-    tgt = make_target(duck, target, None)
-    if margin is not None:
-        margin = float(margin)
-        if not 0 < margin < 1:
-            raise QueryError(f"The margin is a probability strictly between 0 and 1; got {margin!r}.")
-        if lin.task != "classification":
-            raise QueryError("A probability margin is for classifiers; a regressor's target is already an interval.")
-        if lin.link != "sigmoid":
-            raise QueryError(f"A probability margin needs a binary logistic model (its probability is a sigmoid of "
-                             f"one score, so the margin is a bound on the score); this model's link is {lin.link!r}"
-                             + (" (no probabilities)." if lin.link == "decision" else
-                                " (no exact linear form of a class's probability)."))
-        tgt = Target("class", class_index=tgt.class_index, label=tgt.label, margin=margin)
-    cm = make_cost_model(duck, norm, weights, schema)
-    kinds, lo, hi, action, groups = _domains(duck, schema, x_hat, fixed, increase_only, decrease_only)
+    return x_hat
+
+
+def _with_margin(lin: LinearModel, tgt: Target, margin: float | None) -> Target:
+    """The target with its probability margin, which needs a binary logistic model."""
+    if margin is None:
+        return tgt
+    margin = float(margin)
+    if not 0 < margin < 1:
+        raise QueryError(f"The margin is a probability strictly between 0 and 1; got {margin!r}.")
+    if lin.task != "classification":
+        raise QueryError("A probability margin is for classifiers; a regressor's target is already an interval.")
+    if lin.link != "sigmoid":
+        raise QueryError(f"A probability margin needs a binary logistic model (its probability is a sigmoid of "
+                         f"one score, so the margin is a bound on the score); this model's link is {lin.link!r}"
+                         + (" (no probabilities)." if lin.link == "decision" else
+                            " (no exact linear form of a class's probability)."))
+    return Target("class", class_index=tgt.class_index, label=tgt.label, margin=margin)
+
+
+def _check_kinds(lin: LinearModel, x_hat: np.ndarray, kinds: list[str], action: list[str]) -> None:
+    """Categorical features marked so (free or fixed only), integer kinds holding integers."""
     for j in lin.categorical_features:
         kinds[j] = "categorical"
         if action[j] in ("increase", "decrease"):
@@ -198,53 +219,57 @@ def build_linear_problem(lin: LinearModel, x: Row, target: TargetSpec, *, schema
         if kinds[j] in INTEGRAL_KINDS and kinds[j] != "categorical" and x_hat[j] != math.floor(x_hat[j]):
             raise QueryError(f"Feature {lin.feature_names[j]!r} takes integer values (kind {kinds[j]}), but the row "
                              f"holds {x_hat[j]!r}; correct the row or the feature's kind.")
-    rows, rhs, strict, what = _target_rows(lin, tgt)
-    unit = np.zeros(lin.n_features)
-    for j in lin.categorical_features:
-        unit[j] = 0.5 * (cm.w_down[j] + cm.w_up[j]) * (cm.l0 + cm.l1 + cm.l2)
-    return LinearProblem(lin, x_hat, tgt, cm, kinds, lo, hi, action, groups, rows, rhs, strict, what, unit)
 
 
 def _target_rows(lin: LinearModel, t: Target) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """The target as rows ``rows @ s(x) >= rhs`` (strict where the model's tie rule needs it)."""
     n_out = lin.n_outputs
-    rows: list[list[float] | np.ndarray] = []
-    rhs: list[float] = []
-    strict: list[bool] = []
-    what: list[str] = []
     if t.kind == "interval":
-        for sign, bound in ((1.0, t.lo), (-1.0, t.hi)):
-            if np.isfinite(bound):
-                rows.append([sign])
-                rhs.append(sign * bound)
-                strict.append(False)
-                what.append(f"prediction {'>=' if sign > 0 else '<='} {bound:g}")
+        found = _interval_rows(t)
     elif n_out == 1:
-        logit = 0.0 if t.margin is None else math.log(t.margin / (1.0 - t.margin))
-        sign = 1.0 if t.class_index == 1 else -1.0
-        rows.append([sign])
-        rhs.append(logit)
-        strict.append(t.margin is None and sign > 0)
-        side = ">" if sign > 0 else "<="
-        what.append(f"decision score {side} 0" if t.margin is None else
-                    f"P({t.label}) >= {t.margin:g}")
+        found = [_binary_row(t)]
     else:
-        c, classes = t.class_index, lin.classes
-        if classes is None:
-            raise QueryError("A class target needs a classifier; this linear model has no classes.")
-        for k in range(n_out):
-            if k == c:
-                continue
-            r = np.zeros(n_out)
-            r[c], r[k] = 1.0, -1.0
-            rows.append(r)
-            rhs.append(0.0)
-            strict.append(k < c)
-            what.append(f"score of {classes[c]} {'>' if k < c else '>='} score of {classes[k]}")
-    if not rows:
-        rows, rhs, strict, what = [[0.0] * n_out], [-1.0], [False], ["any prediction"]
+        found = _class_rows(lin, t)
+    if not found:
+        found = [([0.0] * n_out, -1.0, False, "any prediction")]
+    rows, rhs, strict, what = zip(*found)
     return (np.array(rows, dtype=float).reshape(-1, n_out), np.array(rhs, dtype=float),
-            np.array(strict, dtype=bool), what)
+            np.array(strict, dtype=bool), list(what))
+
+
+#: one target row: its weights on the scores, its right-hand side, strict or not, in words
+_TargetRow = tuple[list[float] | np.ndarray, float, bool, str]
+
+
+def _interval_rows(t: Target) -> list[_TargetRow]:
+    """A regressor's interval: ``s >= lo`` and ``-s >= -hi``, each side that is finite."""
+    return [([sign], sign * bound, False, f"prediction {'>=' if sign > 0 else '<='} {bound:g}")
+            for sign, bound in ((1.0, t.lo), (-1.0, t.hi)) if np.isfinite(bound)]
+
+
+def _binary_row(t: Target) -> _TargetRow:
+    """A binary classifier's one score: ``s > 0`` towards ``classes[1]`` (``-s >= 0`` towards
+    ``classes[0]``), ``± s >= logit(m)`` with a margin."""
+    logit = 0.0 if t.margin is None else math.log(t.margin / (1.0 - t.margin))
+    sign = 1.0 if t.class_index == 1 else -1.0
+    side = ">" if sign > 0 else "<="
+    return ([sign], logit, t.margin is None and sign > 0,
+            f"decision score {side} 0" if t.margin is None else f"P({t.label}) >= {t.margin:g}")
+
+
+def _class_rows(lin: LinearModel, t: Target) -> list[_TargetRow]:
+    """A multiclass target ``c``: ``s_c - s_k >= 0`` for every other class, strict for ``k < c``."""
+    n_out, c, classes = lin.n_outputs, t.class_index, lin.classes
+    if classes is None:
+        raise QueryError("A class target needs a classifier; this linear model has no classes.")
+    out: list[_TargetRow] = []
+    for k in range(n_out):
+        if k == c:
+            continue
+        r = np.zeros(n_out)
+        r[c], r[k] = 1.0, -1.0
+        out.append((r, 0.0, k < c, f"score of {classes[c]} {'>' if k < c else '>='} score of {classes[k]}"))
+    return out
 
 
 # --------------------------------------------------------------------- the formulation
@@ -299,9 +324,9 @@ def _row_coefs(prob: LinearProblem) -> tuple[np.ndarray, np.ndarray, dict[int, n
 
 
 def _formulate(prob: LinearProblem, tau: np.ndarray, with_l2: bool) -> _Model:
-    lin, cm, x_hat = prob.lin, prob.cost_model, prob.x_hat
-    d = lin.n_features
-    const, A, tabs = _row_coefs(prob)
+    lin, x_hat = prob.lin, prob.x_hat
+    coefs = _row_coefs(prob)
+    const, A, tabs = coefs
     n_rows = len(prob.rhs)
     V = _Vars()
     # the rows' constant at x̂ (categories at the row's codes) and the one-row bounds on moves
@@ -312,58 +337,113 @@ def _formulate(prob: LinearProblem, tau: np.ndarray, with_l2: bool) -> _Model:
     one_row = n_rows == 1
     short = float(max(0.0, tau[0] - (at_hat[0] + cat_hat[0]))) if one_row else np.inf
     caps: dict[int, tuple[float, float]] = {}
-    for j in range(d):
+    for j in range(lin.n_features):
         if lin.categories[j] is not None:
             continue
-        U = 0.0 if prob.action[j] in ("fixed", "decrease") else prob.hi[j] - x_hat[j]
-        Vd = 0.0 if prob.action[j] in ("fixed", "increase") else x_hat[j] - prob.lo[j]
-        integral = prob.kinds[j] in INTEGRAL_KINDS
-        if integral:
-            U, Vd = math.floor(x_hat[j] + U) - x_hat[j] if np.isfinite(U) else U, \
-                x_hat[j] - math.ceil(x_hat[j] - Vd) if np.isfinite(Vd) else Vd
-        if one_row:                         # a move against the single row never helps; none beyond its shortfall
-            a = A[0, j]
-            if a <= 0:
-                U = 0.0
-            elif np.isfinite(short):
-                U = min(U, math.ceil(short / a) if integral else short / a * (1 + 1e-9))
-            if a >= 0:
-                Vd = 0.0
-            elif np.isfinite(short):
-                Vd = min(Vd, math.ceil(short / -a) if integral else short / -a * (1 + 1e-9))
-        U, Vd = max(U, 0.0), max(Vd, 0.0)
-        caps[j] = (U, Vd)
-        if U == 0 and Vd == 0:
+        caps[j] = _move_caps(prob, j, float(A[0, j]) if one_row else None, short)
+        _add_moves(V, prob, j, caps[j], with_l2)
+    _add_categories(V, prob)
+    rows = _Rows()
+    target_rows = _add_target_rows(rows, prob, V, coefs, tau)
+    _add_integer_links(rows, V, x_hat)
+    _add_indicator_rows(rows, V, caps)
+    for opts in V.cat.values():                 # one category
+        rows.add({col: 1.0 for _, col in opts}, 1.0, 1.0)
+    _add_group_rows(rows, V, prob)
+    return _Model(V, rows.A, rows.lo, rows.hi, target_rows, at_hat + cat_hat, caps)
+
+
+@dataclass
+class _Rows:
+    """The MILP's linear rows ``lo <= A z <= hi``, in the order they are written."""
+
+    A: list[dict[int, float]] = field(default_factory=list)
+    lo: list[float] = field(default_factory=list)
+    hi: list[float] = field(default_factory=list)
+
+    def add(self, coef: dict[int, float], lo: float, hi: float) -> int:
+        self.A.append(coef)
+        self.lo.append(lo)
+        self.hi.append(hi)
+        return len(self.A) - 1
+
+
+def _move_caps(prob: LinearProblem, j: int, a: float | None, short: float) -> tuple[float, float]:
+    """The largest increase and decrease ``(U, V)`` of numerical feature ``j``: its range cut
+    by its actionability, whole steps for an integer, and with one target row (coefficient
+    ``a``, shortfall ``short``) no move against the row nor beyond its shortfall's worth."""
+    x = prob.x_hat[j]
+    U = 0.0 if prob.action[j] in ("fixed", "decrease") else prob.hi[j] - x
+    Vd = 0.0 if prob.action[j] in ("fixed", "increase") else x - prob.lo[j]
+    integral = prob.kinds[j] in INTEGRAL_KINDS
+    if integral:
+        U, Vd = math.floor(x + U) - x if np.isfinite(U) else U, x - math.ceil(x - Vd) if np.isfinite(Vd) else Vd
+    if a is not None:
+        U, Vd = _row_cap(U, a, short, integral), _row_cap(Vd, -a, short, integral)
+    return max(U, 0.0), max(Vd, 0.0)
+
+
+def _row_cap(cap: float, gain: float, short: float, integral: bool) -> float:
+    """One direction's cap against the single row: 0 when it does not raise the row, else
+    no further than the row's shortfall needs (a whole step beyond for an integer)."""
+    if gain <= 0:
+        return 0.0
+    if not np.isfinite(short):
+        return cap
+    return min(cap, math.ceil(short / gain) if integral else short / gain * (1 + 1e-9))
+
+
+def _add_moves(V: _Vars, prob: LinearProblem, j: int, caps: tuple[float, float], with_l2: bool) -> None:
+    """The columns of numerical feature ``j``: its increase and decrease, its integer value,
+    and with l0 their indicators."""
+    U, Vd = caps
+    if U == 0 and Vd == 0:
+        return
+    cm, x = prob.cost_model, prob.x_hat[j]
+    span = cm.span[j]
+    if U > 0:
+        V.u[j] = V.add(0.0, U, 0, cm.l1 * cm.w_up[j] / span, cm.l2 * cm.w_up[j] / span ** 2 if with_l2 else 0.0)
+    if Vd > 0:
+        V.v[j] = V.add(0.0, Vd, 0, cm.l1 * cm.w_down[j] / span,
+                       cm.l2 * cm.w_down[j] / span ** 2 if with_l2 else 0.0)
+    if prob.kinds[j] in INTEGRAL_KINDS:
+        V.y[j] = V.add(x - Vd, x + U, 1)
+    if cm.l0 > 0:
+        _add_indicators(V, prob, j, caps)
+
+
+def _add_indicators(V: _Vars, prob: LinearProblem, j: int, caps: tuple[float, float]) -> None:
+    """The l0 indicator of each direction feature ``j`` may move in (a finite cap needed)."""
+    cm = prob.cost_model
+    U, Vd = caps
+    for side, cap, w, zs in ((V.u, U, cm.w_up[j], V.zu), (V.v, Vd, cm.w_down[j], V.zv)):
+        if j not in side:
             continue
-        span = cm.span[j]
-        if U > 0:
-            V.u[j] = V.add(0.0, U, 0, cm.l1 * cm.w_up[j] / span, cm.l2 * cm.w_up[j] / span ** 2 if with_l2 else 0.0)
-        if Vd > 0:
-            V.v[j] = V.add(0.0, Vd, 0, cm.l1 * cm.w_down[j] / span,
-                           cm.l2 * cm.w_down[j] / span ** 2 if with_l2 else 0.0)
-        if integral:
-            V.y[j] = V.add(x_hat[j] - Vd, x_hat[j] + U, 1)
-        if cm.l0 > 0:
-            for side, cap, w, zs in ((V.u, U, cm.w_up[j], V.zu), (V.v, Vd, cm.w_down[j], V.zv)):
-                if j in side:
-                    if not np.isfinite(cap):
-                        raise QueryError(
-                            f"Feature {lin.feature_names[j]!r} has no finite range, and with an l0 cost on a model "
-                            "of several target rows a change count needs one: give the features ranges (a schema).")
-                    zs[j] = V.add(0.0, 1.0, 1, cm.l0 * w)
+        if not np.isfinite(cap):
+            raise QueryError(
+                f"Feature {prob.lin.feature_names[j]!r} has no finite range, and with an l0 cost on a model "
+                "of several target rows a change count needs one: give the features ranges (a schema).")
+        zs[j] = V.add(0.0, 1.0, 1, cm.l0 * w)
+
+
+def _add_categories(V: _Vars, prob: LinearProblem) -> None:
+    """One binary column per category a categorical feature may take (its own only when fixed)."""
+    lin = prob.lin
     for j in lin.categorical_features:
-        own = int(x_hat[j])
+        own = int(prob.x_hat[j])
         codes = [own] if prob.action[j] == "fixed" else \
             [k for k in range(lin.n_codes(j)) if lin.code_allowed(j, k) and (k < lin.n_codes(j) - 1 or k == own)]
         V.cat[j] = [(k, V.add(0.0, 1.0, 1, 0.0 if k == own else float(prob.unit[j]))) for k in codes]
-    rows: list[dict[int, float]] = []
-    lo_r: list[float] = []
-    hi_r: list[float] = []
+
+
+def _add_target_rows(rows: _Rows, prob: LinearProblem, V: _Vars,
+                     coefs: tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]], tau: np.ndarray) -> list[int]:
+    """The target rows ``g_r(x̂ moved) >= tau_r``, written on the moves; their indices."""
+    const, A, tabs = coefs
     target_rows = []
-    # the target rows: g_r(x̂ moved) >= tau_r, written on the moves
-    for r in range(n_rows):
+    for r in range(len(prob.rhs)):
         coef: dict[int, float] = {}
-        rest = float(const[r] + A[r] @ np.where([c is None for c in lin.categories], x_hat, 0.0))
+        rest = float(const[r] + A[r] @ np.where([c is None for c in prob.lin.categories], prob.x_hat, 0.0))
         for j, col in V.u.items():
             coef[col] = coef.get(col, 0.0) + A[r, j]
         for j, col in V.v.items():
@@ -371,38 +451,37 @@ def _formulate(prob: LinearProblem, tau: np.ndarray, with_l2: bool) -> _Model:
         for j, opts in V.cat.items():
             for k, col in opts:
                 coef[col] = coef.get(col, 0.0) + float(tabs[j][k, r])
-        target_rows.append(len(rows))
-        rows.append(coef)
-        lo_r.append(float(tau[r]) - rest)
-        hi_r.append(np.inf)
-    for j, col in V.y.items():                  # y_j - u_j + v_j = x̂_j
+        target_rows.append(rows.add(coef, float(tau[r]) - rest, np.inf))
+    return target_rows
+
+
+def _add_integer_links(rows: _Rows, V: _Vars, x_hat: np.ndarray) -> None:
+    """``y_j - u_j + v_j = x̂_j`` for every integer feature that moves."""
+    for j, col in V.y.items():
         coef = {col: 1.0}
         if j in V.u:
             coef[V.u[j]] = -1.0
         if j in V.v:
             coef[V.v[j]] = 1.0
-        rows.append(coef)
-        lo_r.append(float(x_hat[j]))
-        hi_r.append(float(x_hat[j]))
-    for j in set(V.zu) | set(V.zv):             # moves only with their indicator, one direction at a time
+        rows.add(coef, float(x_hat[j]), float(x_hat[j]))
+
+
+def _add_indicator_rows(rows: _Rows, V: _Vars, caps: dict[int, tuple[float, float]]) -> None:
+    """Moves only with their indicator, one direction at a time."""
+    for j in set(V.zu) | set(V.zv):
         U, Vd = caps[j]
         if j in V.zu:
-            rows.append({V.u[j]: 1.0, V.zu[j]: -U})
-            lo_r.append(-np.inf)
-            hi_r.append(0.0)
+            rows.add({V.u[j]: 1.0, V.zu[j]: -U}, -np.inf, 0.0)
         if j in V.zv:
-            rows.append({V.v[j]: 1.0, V.zv[j]: -Vd})
-            lo_r.append(-np.inf)
-            hi_r.append(0.0)
+            rows.add({V.v[j]: 1.0, V.zv[j]: -Vd}, -np.inf, 0.0)
         if j in V.zu and j in V.zv:
-            rows.append({V.zu[j]: 1.0, V.zv[j]: 1.0})
-            lo_r.append(-np.inf)
-            hi_r.append(1.0)
-    for opts in V.cat.values():                 # one category
-        rows.append({col: 1.0 for _, col in opts})
-        lo_r.append(1.0)
-        hi_r.append(1.0)
-    for g in prob.groups:                       # one-hot groups: one column hot
+            rows.add({V.zu[j]: 1.0, V.zv[j]: 1.0}, -np.inf, 1.0)
+
+
+def _add_group_rows(rows: _Rows, V: _Vars, prob: LinearProblem) -> None:
+    """One-hot groups: one column hot (at most one for a row whose group is all 0)."""
+    x_hat = prob.x_hat
+    for g in prob.groups:
         coef, fixed_sum = {}, 0.0
         for j in g:
             if j in V.y:
@@ -412,10 +491,7 @@ def _formulate(prob: LinearProblem, tau: np.ndarray, with_l2: bool) -> _Model:
         if not coef:
             continue
         whole = float(x_hat[g].sum()) == 1.0
-        rows.append(coef)
-        lo_r.append(1.0 - fixed_sum if whole else -np.inf)
-        hi_r.append(1.0 - fixed_sum)
-    return _Model(V, rows, lo_r, hi_r, target_rows, at_hat + cat_hat, caps)
+        rows.add(coef, 1.0 - fixed_sum if whole else -np.inf, 1.0 - fixed_sum)
 
 
 def _point(prob: LinearProblem, m: _Model, z: np.ndarray) -> np.ndarray:
@@ -501,26 +577,12 @@ def _continuous_polish(prob: LinearProblem, m: _Model, x: np.ndarray, tau: np.nd
     """For one target row: the continuous moves recomputed exactly given the discrete
     choices of ``x`` and, with l0, the features whose change the solver paid for
     (``allowed``), by :func:`_one_row`."""
-    lin, cm = prob.lin, prob.cost_model
-    const, A, tabs = _row_coefs(prob)
-    cont = [j for j in m.caps if prob.kinds[j] not in INTEGRAL_KINDS and lin.categories[j] is None]
+    _, A, _ = _row_coefs(prob)
+    cont = _continuous(prob, m)
     base = x.copy()
     base[cont] = prob.x_hat[cont]
     need = float(tau[0]) - float(prob.g(base[None, :])[0, 0])
-    items, gain, cap, c1, c2, sign = [], [], [], [], [], []
-    for j in cont:
-        U, Vd = m.caps[j]
-        a = A[0, j]
-        if allowed is not None and j not in allowed:
-            continue                                 # the solver chose not to move it (its count is paid per move)
-        for s, capj, w in ((1.0, U, cm.w_up[j]), (-1.0, Vd, cm.w_down[j])):
-            if capj > 0 and s * a > 0:
-                items.append(j)
-                gain.append(abs(a))
-                cap.append(capj)
-                sign.append(s)
-                c1.append(cm.l1 * w / cm.span[j])
-                c2.append(cm.l2 * w / cm.span[j] ** 2)
+    items, sign, gain, cap, c1, c2 = _polish_items(prob, m, A[0], [j for j in cont if allowed is None or j in allowed])
     if need <= 0:
         return base
     d = _one_row(np.array(gain), np.array(cap, dtype=float), np.array(c1), np.array(c2), need)
@@ -532,6 +594,32 @@ def _continuous_polish(prob: LinearProblem, m: _Model, x: np.ndarray, tau: np.nd
     return out
 
 
+def _continuous(prob: LinearProblem, m: _Model) -> list[int]:
+    """The numerical features that may move and take any value (not integers)."""
+    return [j for j in m.caps if prob.kinds[j] not in INTEGRAL_KINDS and prob.lin.categories[j] is None]
+
+
+def _polish_items(prob: LinearProblem, m: _Model, a: np.ndarray, features: list[int]
+                  ) -> tuple[list[int], list[float], list[float], list[float], list[float], list[float]]:
+    """Each direction of each feature (the solver chose not to move the others: with l0 its
+    count is paid per move) that raises the row ``a``: ``(feature, sign, gain, cap, l1 price,
+    l2 price)`` as columns."""
+    cm = prob.cost_model
+    items: list[int] = []
+    gain, cap, c1, c2, sign = [], [], [], [], []
+    for j in features:
+        U, Vd = m.caps[j]
+        for s, capj, w in ((1.0, U, cm.w_up[j]), (-1.0, Vd, cm.w_down[j])):
+            if capj > 0 and s * a[j] > 0:
+                items.append(j)
+                gain.append(abs(a[j]))
+                cap.append(capj)
+                sign.append(s)
+                c1.append(cm.l1 * w / cm.span[j])
+                c2.append(cm.l2 * w / cm.span[j] ** 2)
+    return items, sign, gain, cap, c1, c2
+
+
 def _relaxation(prob: LinearProblem, m: _Model, tau: np.ndarray) -> np.ndarray | None:
     """One row and an l1 cost: the LP relaxation solved exactly by :func:`_one_row` (an
     integer feature as a continuous one; a categorical feature as one item, its best
@@ -539,11 +627,38 @@ def _relaxation(prob: LinearProblem, m: _Model, tau: np.ndarray) -> np.ndarray |
     group makes this step stand aside). When the LP optimum moves every integer by a
     whole number and every categorical item wholly or not at all, it is a point of the
     MILP at the LP's lower bound: proven optimal without the MILP. None otherwise."""
-    cm = prob.cost_model
     if any(prob.action[j] != "fixed" for g in prob.groups for j in g):
         return None
-    _, A, tabs = _row_coefs(prob)
     need = float(tau[0]) - float(prob.g(prob.x_hat[None, :])[0, 0])
+    items, gain, cap, c1 = _lp_items(prob, m)
+    d = _one_row(np.array(gain), np.array(cap, dtype=float), np.array(c1), np.zeros(len(gain)), need)
+    if d is None:
+        return None
+    x = prob.x_hat.copy()
+    for (j, s, code), dj, capj in zip(items, d, cap):
+        if dj <= 0:
+            continue
+        if not _whole(prob, j, code, dj, capj):
+            return None
+        x[j] = code if code is not None else prob.x_hat[j] + s * dj
+    return x
+
+
+def _whole(prob: LinearProblem, j: int, code: Any, dj: float, capj: float) -> bool:
+    """Is the LP's move ``dj`` of an item a move of the MILP: a category taken wholly, an integer
+    moved by a whole number, any continuous move?"""
+    if code is not None:
+        return bool(dj == capj)
+    return prob.kinds[j] not in INTEGRAL_KINDS or bool(dj == np.floor(dj))
+
+
+def _lp_items(prob: LinearProblem, m: _Model
+              ) -> tuple[list[tuple[int, float, Any]], list[float], list[float], list[float]]:
+    """The LP relaxation's items: each direction of a numerical feature that raises the row, and
+    each categorical feature's best code (``(feature, sign, code or None)``), with their gains,
+    caps and l1 prices."""
+    cm = prob.cost_model
+    _, A, tabs = _row_coefs(prob)
     items: list[tuple[int, float, Any]] = []
     gain, cap, c1 = [], [], []
     for j, (U, Vd) in m.caps.items():
@@ -563,24 +678,7 @@ def _relaxation(prob: LinearProblem, m: _Model, tau: np.ndarray) -> np.ndarray |
             gain.append(best[0])
             cap.append(1.0)
             c1.append(float(prob.unit[j]))
-    d = _one_row(np.array(gain), np.array(cap, dtype=float), np.array(c1), np.zeros(len(gain)), need)
-    if d is None:
-        return None
-    x = prob.x_hat.copy()
-    for (j, s, code), dj, capj in zip(items, d, cap):
-        if dj <= 0:
-            continue
-        if code is not None:
-            if dj != capj:
-                return None
-            x[j] = code
-        elif prob.kinds[j] in INTEGRAL_KINDS:
-            if dj != np.floor(dj):
-                return None
-            x[j] = prob.x_hat[j] + s * dj
-        else:
-            x[j] = prob.x_hat[j] + s * dj
-    return x
+    return items, gain, cap, c1
 
 
 # --------------------------------------------------------------------- solvers
@@ -597,20 +695,9 @@ class _Solved:
 
 def _highs(m: _Model, time_limit: float) -> _Solved:
     from scipy.optimize import Bounds, LinearConstraint, milp
-    from scipy.sparse import csr_array
 
     V = m.vars
-    data, ri, ci = [], [], []
-    for r, coef in enumerate(m.A):
-        for col, val in coef.items():
-            if val != 0:
-                data.append(val)
-                ri.append(r)
-                ci.append(col)
-    cons = []
-    if m.A:
-        M = csr_array((data, (ri, ci)), shape=(len(m.A), V.n))
-        cons = [LinearConstraint(M, np.array(m.row_lo), np.array(m.row_hi))]
+    cons = [] if not m.A else [LinearConstraint(_sparse(m), np.array(m.row_lo), np.array(m.row_hi))]
     c = np.array(V.c)
     scale = 1.0 / max(float(np.abs(c).max()) if c.size else 1.0, 1e-300)
     with warnings.catch_warnings():
@@ -620,6 +707,11 @@ def _highs(m: _Model, time_limit: float) -> _Solved:
                    # presolve costs more than it saves when small; the stubs know no HiGHS option (_HIGHS_OPTIONS)
                    options={"time_limit": max(time_limit, 0.01), "mip_rel_gap": 0.0, "disp": False,  # type: ignore[arg-type]
                             "presolve": V.n > 500, **_HIGHS_OPTIONS})
+    return _highs_read(res, scale)
+
+
+def _highs_read(res: Any, scale: float) -> _Solved:
+    """What HiGHS answered (``res``, scipy's), its objective and bound unscaled."""
     if res.status == 2:
         return _Solved("infeasible", None, np.inf, np.inf, np.inf, "highs")
     if res.x is None:
@@ -630,6 +722,20 @@ def _highs(m: _Model, time_limit: float) -> _Solved:
     gap = float(getattr(res, "mip_gap", 0.0) or 0.0)
     status = "optimal" if res.status == 0 and gap <= PROVEN_GAP else "time_limit"
     return _Solved(status, np.asarray(res.x), obj, bound, gap, "highs")
+
+
+def _sparse(m: _Model) -> Any:
+    """The rows' matrix, its nonzero coefficients in a sparse array."""
+    from scipy.sparse import csr_array
+
+    data, ri, ci = [], [], []
+    for r, coef in enumerate(m.A):
+        for col, val in coef.items():
+            if val != 0:
+                data.append(val)
+                ri.append(r)
+                ci.append(col)
+    return csr_array((data, (ri, ci)), shape=(len(m.A), m.vars.n))
 
 
 def _gurobi(m: _Model, time_limit: float, n_workers: int) -> _Solved:
@@ -648,16 +754,7 @@ def _gurobi(m: _Model, time_limit: float, n_workers: int) -> _Solved:
         vt = [gp.GRB.INTEGER if i else gp.GRB.CONTINUOUS for i in V.integ]
         z = g.addMVar(V.n, lb=np.array(V.lb), ub=np.where(np.isfinite(V.ub), V.ub, gp.GRB.INFINITY),
                       vtype=np.array(vt))
-        zs = z.tolist()                      # scalar Vars: a row is a LinExpr (0-d MVar terms are far slower)
-        for r, coef in enumerate(m.A):
-            expr = gp.quicksum(val * zs[col] for col, val in coef.items() if val != 0)
-            if np.isfinite(m.row_lo[r]) and m.row_lo[r] == m.row_hi[r]:
-                g.addConstr(expr == m.row_lo[r])
-                continue
-            if np.isfinite(m.row_lo[r]):
-                g.addConstr(expr >= m.row_lo[r])
-            if np.isfinite(m.row_hi[r]):
-                g.addConstr(expr <= m.row_hi[r])
+        _gurobi_rows(gp, g, z.tolist(), m)
         q, c = np.array(V.q), np.array(V.c)
         g.setObjective(c @ z + gp.quicksum(q[i] * z[i] * z[i] for i in np.flatnonzero(q).tolist()), gp.GRB.MINIMIZE)
         g.Params.MIPGap = 0.0
@@ -672,17 +769,36 @@ def _gurobi(m: _Model, time_limit: float, n_workers: int) -> _Solved:
         except gp.GurobiError as exc:
             raise GurobiNeeded(f"Gurobi could not solve this squared-l2 problem ({exc}); its pip licence takes "
                                "models under 2,000 variables. Use l1, l0 or their mix.") from None
-        if g.Status in (gp.GRB.INFEASIBLE, gp.GRB.INF_OR_UNBD):
-            return _Solved("infeasible", None, np.inf, np.inf, np.inf, "gurobi")
-        if g.SolCount == 0:
-            return _Solved("time_limit", None, np.inf, -np.inf, np.inf, "gurobi")
-        obj = float(g.ObjVal)
-        bound = float(g.ObjBound) if g.IsMIP else obj
-        gap = float(g.MIPGap) if g.IsMIP else 0.0
-        status = "optimal" if g.Status == gp.GRB.OPTIMAL and gap <= PROVEN_GAP else "time_limit"
-        return _Solved(status, np.array(z.X), obj, bound, gap, "gurobi")
+        return _gurobi_read(gp, g, z)
     finally:
         env.dispose()
+
+
+def _gurobi_rows(gp: Any, g: Any, zs: list[Any], m: _Model) -> None:
+    """The rows ``lo <= A z <= hi`` as Gurobi constraints on scalar Vars (a row is a LinExpr:
+    0-d MVar terms are far slower), an equation where both sides meet."""
+    for r, coef in enumerate(m.A):
+        expr = gp.quicksum(val * zs[col] for col, val in coef.items() if val != 0)
+        if np.isfinite(m.row_lo[r]) and m.row_lo[r] == m.row_hi[r]:
+            g.addConstr(expr == m.row_lo[r])
+            continue
+        if np.isfinite(m.row_lo[r]):
+            g.addConstr(expr >= m.row_lo[r])
+        if np.isfinite(m.row_hi[r]):
+            g.addConstr(expr <= m.row_hi[r])
+
+
+def _gurobi_read(gp: Any, g: Any, z: Any) -> _Solved:
+    """What Gurobi answered: infeasible, no point in time, or its point with its gap."""
+    if g.Status in (gp.GRB.INFEASIBLE, gp.GRB.INF_OR_UNBD):
+        return _Solved("infeasible", None, np.inf, np.inf, np.inf, "gurobi")
+    if g.SolCount == 0:
+        return _Solved("time_limit", None, np.inf, -np.inf, np.inf, "gurobi")
+    obj = float(g.ObjVal)
+    bound = float(g.ObjBound) if g.IsMIP else obj
+    gap = float(g.MIPGap) if g.IsMIP else 0.0
+    status = "optimal" if g.Status == gp.GRB.OPTIMAL and gap <= PROVEN_GAP else "time_limit"
+    return _Solved(status, np.array(z.X), obj, bound, gap, "gurobi")
 
 
 # --------------------------------------------------------------------- strict side, short digits
@@ -704,30 +820,47 @@ def _pushed(prob: LinearProblem, x: np.ndarray) -> np.ndarray | None:
     model give the target (None when no continuous move can without a further change)."""
     if _valid(prob, x, None):
         return x
-    cm = prob.cost_model
     _, A, _ = _row_coefs(prob)
     tight = np.flatnonzero(prob.g(x[None, :])[0] <= 0)
     best: tuple[float, int, float] | None = None
     for j in range(prob.n_features):
-        if prob.kinds[j] in INTEGRAL_KINDS or prob.lin.categories[j] is not None:
-            continue
-        lo, hi = _room(prob, j)
-        moved = x[j] != prob.x_hat[j]
-        if cm.l0 > 0 and not moved:
-            continue                             # a new change would cost a whole l0 unit more than the infimum
-        for s, w in ((1.0, cm.w_up[j]), (-1.0, cm.w_down[j])):
-            if (s > 0 and x[j] >= hi) or (s < 0 and x[j] <= lo) or not np.all(s * A[tight, j] > 0):
-                continue
-            if moved and s * (x[j] - prob.x_hat[j]) < 0:
-                continue
-            grow = float(np.min(s * A[tight, j])) if len(tight) else 1.0
-            marginal = (cm.l1 * w / cm.span[j] + 2 * cm.l2 * w * abs(x[j] - prob.x_hat[j]) / cm.span[j] ** 2) / grow
-            if best is None or marginal < best[0]:
-                best = (marginal, j, s)
+        push = _push_of(prob, x, j, A[tight, j])
+        if push is not None and (best is None or push[0] < best[0]):
+            best = (push[0], j, push[1])
     if best is None:
         return None
     _, j, s = best
     return _step_until(prob, x, j, s, lambda p: _valid(prob, p, None))
+
+
+def _push_of(prob: LinearProblem, x: np.ndarray, j: int, a: np.ndarray) -> tuple[float, float] | None:
+    """The cheaper direction (marginal cost per unit of the tight rows' least gain, direction)
+    in which continuous feature ``j`` raises every tight row (coefficients ``a``), within its
+    room, not back towards the query, and (with l0) only if it already moved; None if none."""
+    cm = prob.cost_model
+    if prob.kinds[j] in INTEGRAL_KINDS or prob.lin.categories[j] is not None:
+        return None
+    moved = x[j] != prob.x_hat[j]
+    if cm.l0 > 0 and not moved:
+        return None                              # a new change would cost a whole l0 unit more than the infimum
+    best: tuple[float, float] | None = None
+    for s, w in ((1.0, cm.w_up[j]), (-1.0, cm.w_down[j])):
+        if not _may_push(prob, x, j, s, a):
+            continue
+        grow = float(np.min(s * a)) if len(a) else 1.0
+        marginal = (cm.l1 * w / cm.span[j] + 2 * cm.l2 * w * abs(x[j] - prob.x_hat[j]) / cm.span[j] ** 2) / grow
+        if best is None or marginal < best[0]:
+            best = (marginal, s)
+    return best
+
+
+def _may_push(prob: LinearProblem, x: np.ndarray, j: int, s: float, a: np.ndarray) -> bool:
+    """May feature ``j`` move on in direction ``s``: room left that way, every tight row raised
+    (coefficients ``a``), and not back towards the query?"""
+    lo, hi = _room(prob, j)
+    if (s > 0 and x[j] >= hi) or (s < 0 and x[j] <= lo) or not np.all(s * a > 0):
+        return False
+    return not (x[j] != prob.x_hat[j] and s * (x[j] - prob.x_hat[j]) < 0)
 
 
 def _step_until(prob: LinearProblem, x: np.ndarray, j: int, s: float, ok: Any) -> np.ndarray | None:
@@ -753,26 +886,29 @@ def _short(prob: LinearProblem, x: np.ndarray) -> np.ndarray:
     for j in np.flatnonzero(out != prob.x_hat).tolist():
         if prob.kinds[j] in INTEGRAL_KINDS or prob.lin.categories[j] is not None:
             continue
-        v, s = out[j], np.sign(out[j] - prob.x_hat[j])
-        tol = SHOWN_TOLERANCE * float(prob.cost_model.span[j])
-        lo, hi = _room(prob, j)
-        lo, hi = (prob.x_hat[j], hi) if s > 0 else (lo, prob.x_hat[j])
-        done = False
-        for k in range(1, 17):
-            for mode in ("nearest", "up" if s > 0 else "down"):
-                c = round_sig(v, k, mode)
-                if c == v:
-                    done = True
-                    break
-                if not (lo <= c <= hi) or abs(c - v) > tol or c == prob.x_hat[j]:
-                    continue
-                cand = out.copy()
-                cand[j] = c
-                if _valid(prob, cand, None):
-                    out, done = cand, True
-                    break
-            if done:
-                break
+        out = _shortest(prob, out, j)
+    return out
+
+
+def _shortest(prob: LinearProblem, out: np.ndarray, j: int) -> np.ndarray:
+    """``out`` with feature ``j`` written with the fewest significant digits (nearest, then
+    rounded away from the query) that still gives the target, within the tolerance and on
+    the side of the query it moved to; ``out`` itself when no shorter value does."""
+    v, s = out[j], np.sign(out[j] - prob.x_hat[j])
+    tol = SHOWN_TOLERANCE * float(prob.cost_model.span[j])
+    lo, hi = _room(prob, j)
+    lo, hi = (prob.x_hat[j], hi) if s > 0 else (lo, prob.x_hat[j])
+    for k in range(1, 17):
+        for mode in ("nearest", "up" if s > 0 else "down"):
+            c = round_sig(v, k, mode)
+            if c == v:
+                return out
+            if not (lo <= c <= hi) or abs(c - v) > tol or c == prob.x_hat[j]:
+                continue
+            cand = out.copy()
+            cand[j] = c
+            if _valid(prob, cand, None):
+                return cand
     return out
 
 
@@ -805,110 +941,168 @@ def _scale(prob: LinearProblem) -> np.ndarray:
     return np.maximum(size, 1.0)
 
 
+#: what :func:`solve_linear` answers: ``(x, cost, status, gap, lower_bound, backend, message)``
+_Answer = tuple[np.ndarray | None, float, str, float, float, str, str]
+
+
 def solve_linear(prob: LinearProblem, *, time_limit: float = 30.0, n_workers: int = 2,
                  check: Callable[[np.ndarray], bool] | None = None
                  ) -> tuple[np.ndarray | None, float, str, float, float, str, str]:
     """Solve the query: ``(x, cost, status, gap, lower_bound, backend, message)``.
     ``check(x) -> bool`` re-checks a point on the original model."""
     t0 = time.perf_counter()
-    cm = prob.cost_model
     if _valid(prob, prob.x_hat, check):
         return prob.x_hat.copy(), 0.0, "optimal", 0.0, 0.0, "already", "The row already gets the target."
-    n_rows = len(prob.rhs)
-    discrete_moves = any(prob.kinds[j] in INTEGRAL_KINDS and prob.action[j] != "fixed"
-                         for j in range(prob.n_features))
-    needs_miqp = cm.l2 > 0 and (cm.l0 > 0 or discrete_moves or n_rows > 1)
+    needs_miqp = _needs_miqp(prob)
     scale = _scale(prob)
-    tau = np.zeros(n_rows)
+    tau = np.zeros(len(prob.rhs))
     lower = None
     for attempt in range(6):
         left = time_limit - (time.perf_counter() - t0)
         if left <= 0:
             break
-        m = _formulate(prob, tau, with_l2=cm.l2 > 0)
-        relaxed = _relaxation(prob, m, tau) if n_rows == 1 and cm.l0 == 0 and cm.l2 == 0 else None
-        if relaxed is not None:                      # the LP bound is met by a point with every discrete choice whole
-            x = relaxed
-            solved = _Solved("optimal", None, prob.cost(x), prob.cost(x), 0.0, "lp-bound")
-        elif cm.l2 > 0 and not needs_miqp:           # continuous moves, one row: exactly by KKT
-            kkt = _continuous_polish(prob, m, prob.x_hat.copy(), tau)
-            if kkt is None:
-                return None, np.inf, "infeasible", np.inf, np.inf, "kkt", _explain(prob, m)
-            x = kkt
-            solved = _Solved("optimal", None, prob.cost(x), prob.cost(x), 0.0, "kkt")
-        else:
-            solved = _gurobi(m, left, n_workers) if needs_miqp else _highs(m, left)
-            if solved.status == "infeasible":
-                if attempt == 0:
-                    return None, np.inf, "infeasible", np.inf, np.inf, solved.backend, _explain(prob, m)
+        m = _formulate(prob, tau, with_l2=prob.cost_model.l2 > 0)
+        x, solved = _solve_once(prob, m, tau, left, n_workers, needs_miqp)
+        if x is None:
+            stop = _no_point(prob, m, solved, attempt == 0)
+            if stop is None:
                 break
-            if solved.z is None:
-                return None, np.inf, solved.status, np.inf, solved.bound, solved.backend, (
-                    "No counterfactual was found within the time limit; allow more time." if
-                    solved.status == "time_limit" else f"The solver failed: {solved.message}")
-            x = _point(prob, m, solved.z)
-            if n_rows == 1:
-                paid = None if cm.l0 == 0 else {j for zs in (m.vars.zu, m.vars.zv) for j, col in zs.items()
-                                                 if solved.z[col] > 0.5}
-                polished = _continuous_polish(prob, m, x, tau, paid)
-                x = polished if polished is not None else x
+            return stop
         if lower is None:
             lower = solved.bound
         infimum = prob.cost(x)
         found = _final(prob, x, check)
         if found is None:                               # no continuous slack: clear the boundary by tau
-            tau = np.where(prob.strict | (tau > 0), np.maximum(tau * 10.0, 1e-9 * scale), tau)
-            if not np.any(tau > 0):
-                tau = 1e-9 * scale
+            tau = _raised(tau, prob.strict, scale)
             continue
-        gap = max(0.0, (infimum - lower) / max(abs(infimum), 1e-12))
-        status = "optimal" if solved.status == "optimal" and gap <= 1e-7 else "time_limit"
-        message = "" if status == "optimal" else (
-            f"The time limit was reached before optimality was proven (gap {gap:.1%}).")
-        if attempt > 0:
-            message = (message + " " if message else "") + (
-                "Only integer or categorical moves reach the target, so the point clears the decision boundary by "
-                f"a margin of {float(np.max(tau)):.3g} on the score (optimal among such points).")
-        return found, infimum, status, gap, min(lower, infimum), solved.backend, message
+        return _answer(found, infimum, lower, solved, tau if attempt > 0 else None)
     return None, np.inf, "error", np.inf, lower if lower is not None else 0.0, "highs", (
         "No point of the solver's answer gives the target on the model (a tie at the boundary that rounding could "
         "not break); change the target or the features allowed to move.")
 
 
+def _needs_miqp(prob: LinearProblem) -> bool:
+    """Squared l2 with an l0 term, a discrete move or several rows: only Gurobi's MIQP solves it."""
+    cm = prob.cost_model
+    discrete_moves = any(prob.kinds[j] in INTEGRAL_KINDS and prob.action[j] != "fixed"
+                         for j in range(prob.n_features))
+    return cm.l2 > 0 and (cm.l0 > 0 or discrete_moves or len(prob.rhs) > 1)
+
+
+def _solve_once(prob: LinearProblem, m: _Model, tau: np.ndarray, left: float, n_workers: int,
+                needs_miqp: bool) -> tuple[np.ndarray | None, _Solved]:
+    """One attempt at the rows cleared by ``tau``: the exact one-row steps where they apply,
+    else the MILP / MIQP; the point (None with the solver's status when it has none) and
+    how it was solved."""
+    exact = _one_row_exactly(prob, m, tau, needs_miqp)
+    if exact is not None:
+        return exact
+    solved = _gurobi(m, left, n_workers) if needs_miqp else _highs(m, left)
+    if solved.z is None:
+        return None, solved
+    x = _point(prob, m, solved.z)
+    if len(prob.rhs) == 1:
+        paid = None if prob.cost_model.l0 == 0 else {j for zs in (m.vars.zu, m.vars.zv) for j, col in zs.items()
+                                                     if solved.z[col] > 0.5}
+        polished = _continuous_polish(prob, m, x, tau, paid)
+        x = polished if polished is not None else x
+    return x, solved
+
+
+def _one_row_exactly(prob: LinearProblem, m: _Model, tau: np.ndarray,
+                     needs_miqp: bool) -> tuple[np.ndarray | None, _Solved] | None:
+    """One row solved without a MILP: the LP bound met by a point with every discrete choice
+    whole (l1), or continuous l2 moves by KKT; None when neither applies."""
+    cm = prob.cost_model
+    relaxed = _relaxation(prob, m, tau) if len(prob.rhs) == 1 and cm.l0 == 0 and cm.l2 == 0 else None
+    if relaxed is not None:
+        return relaxed, _Solved("optimal", None, prob.cost(relaxed), prob.cost(relaxed), 0.0, "lp-bound")
+    if not (cm.l2 > 0 and not needs_miqp):
+        return None
+    kkt = _continuous_polish(prob, m, prob.x_hat.copy(), tau)
+    if kkt is None:
+        return None, _Solved("infeasible", None, np.inf, np.inf, np.inf, "kkt")
+    return kkt, _Solved("optimal", None, prob.cost(kkt), prob.cost(kkt), 0.0, "kkt")
+
+
+def _no_point(prob: LinearProblem, m: _Model, solved: _Solved, first: bool) -> _Answer | None:
+    """The answer when an attempt has no point; None to stop trying (infeasible only once the
+    rows were raised by tau: the earlier attempts' points stand refused)."""
+    if solved.status == "infeasible":
+        if first or solved.backend == "kkt":
+            return None, np.inf, "infeasible", np.inf, np.inf, solved.backend, _explain(prob, m)
+        return None
+    return None, np.inf, solved.status, np.inf, solved.bound, solved.backend, (
+        "No counterfactual was found within the time limit; allow more time." if
+        solved.status == "time_limit" else f"The solver failed: {solved.message}")
+
+
+def _raised(tau: np.ndarray, strict: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """The next margin by which the strict rows must clear the boundary: tenfold, from 1e-9 of the scale."""
+    tau = np.where(strict | (tau > 0), np.maximum(tau * 10.0, 1e-9 * scale), tau)
+    if not np.any(tau > 0):
+        tau = 1e-9 * scale
+    return tau
+
+
+def _answer(found: np.ndarray, infimum: float, lower: float, solved: _Solved, tau: np.ndarray | None) -> _Answer:
+    """The answer for a point found: its gap to the first bound, and what the message must say
+    (``tau``: the margin the point clears the boundary by, when a margin was needed)."""
+    gap = max(0.0, (infimum - lower) / max(abs(infimum), 1e-12))
+    status = "optimal" if solved.status == "optimal" and gap <= 1e-7 else "time_limit"
+    message = "" if status == "optimal" else (
+        f"The time limit was reached before optimality was proven (gap {gap:.1%}).")
+    if tau is not None:
+        message = (message + " " if message else "") + (
+            "Only integer or categorical moves reach the target, so the point clears the decision boundary by "
+            f"a margin of {float(np.max(tau)):.3g} on the score (optimal among such points).")
+    return found, infimum, status, gap, min(lower, infimum), solved.backend, message
+
+
 def _explain(prob: LinearProblem, m: _Model) -> str:
     """Which constraints block every counterfactual: the features fixed or one-way
     against the rows, and (one row) the best score reachable."""
-    lin = prob.lin
     const, A, _ = _row_coefs(prob)
-    names = lin.feature_names
-    fixed = [names[j] for j in range(prob.n_features) if prob.action[j] == "fixed" and np.any(A[:, j] != 0)]
-    fixed += [names[j] for j in lin.categorical_features if prob.action[j] == "fixed"]
-    inc = [names[j] for j in range(prob.n_features) if prob.action[j] == "increase" and np.any(A[:, j] < 0)]
-    dec = [names[j] for j in range(prob.n_features) if prob.action[j] == "decrease" and np.any(A[:, j] > 0)]
-    parts = []
-    if fixed:
-        parts.append(f"{', '.join(fixed[:5])}{'…' if len(fixed) > 5 else ''} fixed")
-    if inc:
-        parts.append(f"{', '.join(inc[:5])} increase-only")
-    if dec:
-        parts.append(f"{', '.join(dec[:5])} decrease-only")
-    how = f" with {'; '.join(parts)}" if parts else ""
-    reach = ""
-    if len(prob.rhs) == 1:
-        best = float(const[0])
-        for j in range(prob.n_features):
-            if lin.categories[j] is not None:
-                t = lin.category_scores[j] @ prob.rows[0]
-                own = int(prob.x_hat[j])
-                best += float(np.nanmax(t[:-1])) if prob.action[j] != "fixed" else float(t[own])
-                continue
-            U, Vd = m.caps.get(j, (0.0, 0.0))
-            a = A[0, j]
-            best += a * prob.x_hat[j] + max(a * U, -a * Vd, 0.0)
-        reach = (f" The most the features can reach is {best + prob.rhs[0]:.4g} on the row \"{prob.what[0]}\" "
-                 f"(it needs {prob.rhs[0]:.4g}).")
+    how = _blocked_by(prob, A)
+    reach = "" if len(prob.rhs) != 1 else _reach(prob, m, float(const[0]), A[0])
     return (f"No counterfactual reaching {prob.target.describe()} exists{how} within the features' ranges.{reach} "
             "Free some features or widen their ranges.")
+
+
+def _blocked_by(prob: LinearProblem, A: np.ndarray) -> str:
+    """The features held against the rows: fixed ones that count, one-way ones that point the wrong way."""
+    lin, names = prob.lin, prob.lin.feature_names
+    fixed = _held_against(prob, A, "fixed", lambda a: a != 0)
+    fixed += [names[j] for j in lin.categorical_features if prob.action[j] == "fixed"]
+    parts = [f"{', '.join(fixed[:5])}{'…' if len(fixed) > 5 else ''} fixed"] if fixed else []
+    for role, wrong in (("increase", lambda a: a < 0), ("decrease", lambda a: a > 0)):
+        held = _held_against(prob, A, role, wrong)
+        if held:
+            parts.append(f"{', '.join(held[:5])} {role}-only")
+    return f" with {'; '.join(parts)}" if parts else ""
+
+
+def _held_against(prob: LinearProblem, A: np.ndarray, action: str, wrong: Callable[[np.ndarray], np.ndarray]
+                  ) -> list[str]:
+    """The features of this actionability whose coefficients on some row are ``wrong``."""
+    return [prob.lin.feature_names[j] for j in range(prob.n_features)
+            if prob.action[j] == action and np.any(wrong(A[:, j]))]
+
+
+def _reach(prob: LinearProblem, m: _Model, const: float, a: np.ndarray) -> str:
+    """One row: the most the features can reach on it, against what it needs."""
+    lin = prob.lin
+    best = const
+    for j in range(prob.n_features):
+        if lin.categories[j] is not None:
+            t = lin.category_scores[j] @ prob.rows[0]
+            own = int(prob.x_hat[j])
+            best += float(np.nanmax(t[:-1])) if prob.action[j] != "fixed" else float(t[own])
+            continue
+        U, Vd = m.caps.get(j, (0.0, 0.0))
+        best += a[j] * prob.x_hat[j] + max(a[j] * U, -a[j] * Vd, 0.0)
+    return (f" The most the features can reach is {best + prob.rhs[0]:.4g} on the row \"{prob.what[0]}\" "
+            f"(it needs {prob.rhs[0]:.4g}).")
 
 
 def linear_counterfactual(lin: LinearModel, x: Row, target: TargetSpec, *, schema: Schema | None = None,

@@ -172,47 +172,60 @@ def linear_slice(model: ModelLike, x: Row, features: tuple[FeatureKey, FeatureKe
     lin = as_model(model)
     if not isinstance(lin, LinearModel):
         raise QueryError("linear_slice draws a linear model; for a tree ensemble use core.regions.slice_regions.")
-    fa, fb = (feature_index(lin.feature_names, f, error=QueryError, what="features") for f in features)
-    if fa == fb:
-        raise QueryError("Choose two different features.")
-    x = np.asarray(x, dtype=float).ravel()
-    if x.shape != (lin.n_features,):
-        raise QueryError(f"x has {x.size} values; the model has {lin.n_features} features.")
-    if lin.task == "regression":
-        try:
-            if not isinstance(target, Iterable):          # None, or one label
-                raise TypeError(f"target {target!r} is no interval")
-            lo_t, hi_t = (float(v) for v in target)
-        except (TypeError, ValueError):
-            raise QueryError("A regressor's slice is cut by a target interval (lo, hi); give target=(lo, hi).") \
-                from None
+    (fa, fb), x = _slice_door(lin, x, features)
+    cuts = _target_cuts(lin, target)
     axes = [_axis(lin, j, x, (bounds or {}).get(lin.feature_names[j], (bounds or {}).get(j))) for j in (fa, fb)]
     polys: list[SlicePolygon] = []
     for ua, ub, ka in axes[0]:
         for va, vb, kb in axes[1]:
-            row = x.copy()
-            if ka is not None:
-                row[fa] = ka
-            if kb is not None:
-                row[fb] = kb
-            base = row.copy()
-            if ka is None:
-                base[fa] = 0.0
-            if kb is None:
-                base[fb] = 0.0
-            c = lin.scores(base[None, :])[0]                     # (n_out,) at u = v = 0
-            a = lin.coef[:, fa] if ka is None else np.zeros(lin.n_outputs)
-            b = lin.coef[:, fb] if kb is None else np.zeros(lin.n_outputs)
             rect = np.array([[ua, va], [ub, va], [ub, vb], [ua, vb]], dtype=float)
-            for piece, label, k in _pieces(lin, rect, a, b, c, lo_t if lin.task == "regression" else 0.0,
-                                           hi_t if lin.task == "regression" else 0.0):
-                if len(piece) >= 3 and abs(SlicePolygon(piece, label, k).area) > 0:
-                    polys.append(SlicePolygon(piece, label, k, (ka, kb)))
+            polys += _cell_polygons(lin, x, (fa, fb), (ka, kb), rect, cuts)
     view = (_span(axes[0]), _span(axes[1]))
     return LinearSlice(tuple(polys), (fa, fb), (lin.feature_names[fa], lin.feature_names[fb]),
                        view, x.copy(), time.perf_counter() - t0,
                        Guarantee("exact", "linear"), dict(features=[lin.feature_names[fa], lin.feature_names[fb]],
                                                           mode="slice", target=None if target is None else str(target)))
+
+
+def _slice_door(lin: LinearModel, x: Row, features: tuple[FeatureKey, FeatureKey]
+                ) -> tuple[tuple[int, int], np.ndarray]:
+    """The slice's two features (different ones) as indices, and the row as d floats."""
+    fa, fb = (feature_index(lin.feature_names, f, error=QueryError, what="features") for f in features)
+    if fa == fb:
+        raise QueryError("Choose two different features.")
+    row = np.asarray(x, dtype=float).ravel()
+    if row.shape != (lin.n_features,):
+        raise QueryError(f"x has {row.size} values; the model has {lin.n_features} features.")
+    return (fa, fb), row
+
+
+def _target_cuts(lin: LinearModel, target: TargetSpec | None) -> tuple[float, float]:
+    """A regressor's target interval ``(lo, hi)``, whose lines cut the slice; (0, 0) for a classifier."""
+    if lin.task != "regression":
+        return 0.0, 0.0
+    try:
+        if not isinstance(target, Iterable):          # None, or one label
+            raise TypeError(f"target {target!r} is no interval")
+        lo_t, hi_t = (float(v) for v in target)
+    except (TypeError, ValueError):
+        raise QueryError("A regressor's slice is cut by a target interval (lo, hi); give target=(lo, hi).") \
+            from None
+    return lo_t, hi_t
+
+
+def _cell_polygons(lin: LinearModel, x: np.ndarray, fs: tuple[int, int], codes: tuple[Any, Any], rect: np.ndarray,
+                   cuts: tuple[float, float]) -> list[SlicePolygon]:
+    """The polygons of one rectangle of the slice: its numerical axes vary over ``rect``, a
+    categorical axis is held at its code; the scores are linear in the two axes there."""
+    (fa, fb), (ka, kb) = fs, codes
+    base = x.copy()
+    for j, k in ((fa, ka), (fb, kb)):
+        base[j] = 0.0 if k is None else k
+    c = lin.scores(base[None, :])[0]                     # (n_out,) at u = v = 0
+    a = lin.coef[:, fa] if ka is None else np.zeros(lin.n_outputs)
+    b = lin.coef[:, fb] if kb is None else np.zeros(lin.n_outputs)
+    return [SlicePolygon(piece, label, k, (ka, kb)) for piece, label, k in _pieces(lin, rect, a, b, c, *cuts)
+            if len(piece) >= 3 and abs(SlicePolygon(piece, label, k).area) > 0]
 
 
 def _pieces(lin: LinearModel, rect: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray, lo: float,

@@ -96,39 +96,56 @@ def _add_trees(B: _Builder, ens: TreeEnsemble, mu: _Mu, lits_const: _Consts,
     columns of its leaves, as {node: column}."""
     out = []
     for t, tree in enumerate(ens.trees):
-        n = tree.n_nodes
-        depth = np.zeros(n, dtype=int)
-        for u in range(n):
-            if tree.children_left[u] >= 0:
-                depth[tree.children_left[u]] = depth[tree.children_right[u]] = depth[u] + 1
-        y = [B.var() for _ in range(n)]
+        depth = _depths(tree)
+        y = [B.var() for _ in range(tree.n_nodes)]
         B.row([(y[0], 1.0)], 1.0, 1.0)                                   # (8)
         internal = np.flatnonzero(tree.children_left >= 0)
         lam = {dd: B.var(integer=True) for dd in np.unique(depth[internal])}
         for v in internal:
-            l, r = tree.children_left[v], tree.children_right[v]
-            B.row([(y[v], 1.0), (y[l], -1.0), (y[r], -1.0)], 0.0, 0.0)   # (9)
-            j, thr = int(tree.feature[v]), float(tree.threshold[v])
-            m = mu[j][1][thr]
-            g = lits_const[j](m)
-            if g is None:
-                B.row([(y[l], 1.0), (mu[j][0][m], 1.0)], hi=1.0)        # (16)
-                B.row([(y[r], 1.0), (mu[j][0][m], -1.0)], hi=0.0)       # (17)
-            elif g == 1:
-                B.ub[y[l]] = 0.0
-            else:
-                B.ub[y[r]] = 0.0
+            _split_rows(B, tree, int(v), y, mu, lits_const)
         for dd, lv in lam.items():
             at = internal[depth[internal] == dd]
             B.row([(y[tree.children_left[v]], 1.0) for v in at] + [(lv, -1.0)], hi=0.0)       # (10a)
             B.row([(y[tree.children_right[v]], 1.0) for v in at] + [(lv, 1.0)], hi=1.0)       # (10b)
-        leaves = np.flatnonzero(tree.children_left < 0)
-        if allowed_leaf is not None:
-            for v in leaves:
-                if not allowed_leaf(t, int(v)):
-                    B.ub[y[v]] = 0.0
-        out.append({int(v): y[v] for v in leaves})
+        out.append(_leaf_columns(B, tree, t, y, allowed_leaf))
     return out
+
+
+def _leaf_columns(B: _Builder, tree: Any, t: int, y: list[int],
+                  allowed_leaf: Callable[[int, int], bool] | None) -> dict[int, int]:
+    """Tree ``t``'s leaves as {node: column}, those not allowed held at 0."""
+    leaves = np.flatnonzero(tree.children_left < 0)
+    if allowed_leaf is not None:
+        for v in leaves:
+            if not allowed_leaf(t, int(v)):
+                B.ub[y[v]] = 0.0
+    return {int(v): y[v] for v in leaves}
+
+
+def _depths(tree: Any) -> np.ndarray:
+    """Each node's depth (the root's 0; a parent comes before its children)."""
+    depth = np.zeros(tree.n_nodes, dtype=int)
+    for u in range(tree.n_nodes):
+        if tree.children_left[u] >= 0:
+            depth[tree.children_left[u]] = depth[tree.children_right[u]] = depth[u] + 1
+    return depth
+
+
+def _split_rows(B: _Builder, tree: Any, v: int, y: list[int], mu: _Mu, lits_const: _Consts) -> None:
+    """Node ``v``'s flow into its children (eq. 9) and its split on the order simplex (eqs.
+    16-17), or the child its split never reaches closed when the level is constant."""
+    l, r = tree.children_left[v], tree.children_right[v]
+    B.row([(y[v], 1.0), (y[l], -1.0), (y[r], -1.0)], 0.0, 0.0)   # (9)
+    j, thr = int(tree.feature[v]), float(tree.threshold[v])
+    m = mu[j][1][thr]
+    g = lits_const[j](m)
+    if g is None:
+        B.row([(y[l], 1.0), (mu[j][0][m], 1.0)], hi=1.0)        # (16)
+        B.row([(y[r], 1.0), (mu[j][0][m], -1.0)], hi=0.0)       # (17)
+    elif g == 1:
+        B.ub[y[l]] = 0.0
+    else:
+        B.ub[y[r]] = 0.0
 
 
 def build_ocean(prob: CellProblem) -> OceanMILP:
@@ -154,35 +171,18 @@ def add_cell_model(B: _Builder, prob: CellProblem, ub: float) -> tuple[_Mu, list
     ``({m: column}, {level: m})``), each feature's lowest allowed interval, the constant
     level variables, and the telescoped cost on the level variables (``{column: cost}``
     and its constant, eq. 31), which a caller with a cost of its own leaves out."""
-    d = prob.n_features
     costs = bounded_costs(prob)
     mu: _Mu = []
     lo_i: list[int] = []
     consts: _Consts = []
     obj: dict[int, float] = {}
     c0 = 0.0
-    for j in range(d):
-        ok = np.flatnonzero(np.isfinite(costs[j]))
-        if ok.size == 0:
-            raise _Infeasible()
-        lo, hi = int(ok[0]), int(ok[-1])
-        cols = {m: B.var() for m in range(lo + 1, hi + 1)}
-        for m in range(lo + 2, hi + 1):
-            B.row([(cols[m], 1.0), (cols[m - 1], -1.0)], hi=0.0)          # (15)
-        for i in range(lo + 1, hi):
-            if not np.isfinite(costs[j][i]):
-                B.row([(cols[i], 1.0), (cols[i + 1], -1.0)], hi=0.0)      # forbidden interval i
-        level_of = {float(v): m + 1 for m, v in enumerate(prob.levels[j])}
-        mu.append((cols, level_of))
+    for j in range(prob.n_features):
+        cols, lo, hi = _order_simplex(B, costs[j])
+        mu.append((cols, {float(v): m + 1 for m, v in enumerate(prob.levels[j])}))
         lo_i.append(lo)
         consts.append(_const(lo, hi))
-        c = costs[j].copy()
-        for i in range(1, c.size):
-            if not np.isfinite(c[i]):
-                c[i] = c[i - 1]
-        c0 += float(c[lo])
-        for m, col in cols.items():
-            obj[col] = float(c[m] - c[m - 1])
+        c0 += _telescoped(costs[j], lo, cols, obj)
 
     def allowed(blk: TreeBlock) -> Callable[[int, int], bool]:
         mask = reachable_leaves(blk, costs, ub)
@@ -202,6 +202,40 @@ def add_cell_model(B: _Builder, prob: CellProblem, ub: float) -> tuple[_Mu, list
         terms = [(col, float(f.trees[t].value[v, 0]) / f.n_trees) for t, cols in enumerate(pl)
                  for v, col in cols.items()]
         B.row(terms, lo=prob.plaus.delta)                                  # (33)
+    _group_rows(B, prob, mu, consts)
+    return mu, lo_i, consts, obj, c0
+
+
+def _order_simplex(B: _Builder, cost: np.ndarray) -> tuple[dict[int, int], int, int]:
+    """A feature's level variables ``mu_m`` between its lowest and highest allowed intervals,
+    nonincreasing (eq. 15), each forbidden interval held out; ``(columns, lo, hi)``."""
+    ok = np.flatnonzero(np.isfinite(cost))
+    if ok.size == 0:
+        raise _Infeasible()
+    lo, hi = int(ok[0]), int(ok[-1])
+    cols = {m: B.var() for m in range(lo + 1, hi + 1)}
+    for m in range(lo + 2, hi + 1):
+        B.row([(cols[m], 1.0), (cols[m - 1], -1.0)], hi=0.0)          # (15)
+    for i in range(lo + 1, hi):
+        if not np.isfinite(cost[i]):
+            B.row([(cols[i], 1.0), (cols[i + 1], -1.0)], hi=0.0)      # forbidden interval i
+    return cols, lo, hi
+
+
+def _telescoped(cost: np.ndarray, lo: int, cols: dict[int, int], obj: dict[int, float]) -> float:
+    """A feature's cost telescoped on its level variables (eq. 31), added to ``obj``; its
+    constant ``C(lo)`` (a forbidden interval takes its neighbour's cost)."""
+    c = cost.copy()
+    for i in range(1, c.size):
+        if not np.isfinite(c[i]):
+            c[i] = c[i - 1]
+    for m, col in cols.items():
+        obj[col] = float(c[m] - c[m - 1])
+    return float(c[lo])
+
+
+def _group_rows(B: _Builder, prob: CellProblem, mu: _Mu, consts: _Consts) -> None:
+    """Exactly one column of each one-hot group at 1 (eq. 27)."""
     for g in prob.groups:
         terms, fixed = [], 0.0
         for j in g:
@@ -212,7 +246,6 @@ def add_cell_model(B: _Builder, prob: CellProblem, ub: float) -> tuple[_Mu, list
             else:
                 fixed += k
         B.row(terms, 1.0 - fixed, 1.0 - fixed)                            # (27)
-    return mu, lo_i, consts, obj, c0
 
 
 class _Infeasible(Exception):
@@ -234,13 +267,19 @@ def _target_rows(B: _Builder, prob: CellProblem | Other, leaves: list[dict[int, 
         else:
             B.row(terms(lambda val: val[0]), hi=-base[0] - (MARGIN if ens.positive_at_tie else 0))
     elif tgt.kind == "class":
-        c0 = tgt.class_index
-        for c in range(ens.n_outputs):
-            if c != c0:
-                need = base[c] - base[c0] + (MARGIN if c < c0 else 0.0)  # argmax keeps the first maximum
-                B.row(terms(lambda val: val[c0] - val[c]), lo=need)  # (13-14), read now: c is this class
+        _class_rows(B, ens, tgt.class_index, terms)
     else:
         B.row(terms(lambda val: val[0]), lo=tgt.lo - base[0], hi=tgt.hi - base[0])
+
+
+def _class_rows(B: _Builder, ens: TreeEnsemble, c0: int,
+                terms: Callable[[Callable[[np.ndarray], Any]], list[tuple[int, float]]]) -> None:
+    """Class ``c0``'s score above every other class's (eqs. 13-14; argmax keeps the first maximum)."""
+    base = ens.base_score
+    for c in range(ens.n_outputs):
+        if c != c0:
+            need = base[c] - base[c0] + (MARGIN if c < c0 else 0.0)
+            B.row(terms(lambda val: val[c0] - val[c]), lo=need)  # read now: c is this class
 
 
 def _read(prob: CellProblem, milp: OceanMILP, x: np.ndarray) -> np.ndarray:

@@ -131,16 +131,7 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
     ``on_solution(cells)`` and ``on_bound(lower)`` hear from both while they run;
     ``later``: a start the LP box search computes beside its first LP (:func:`core.solvers.lpbox.solve`)."""
     if not takes(prob):
-        if probes(prob):
-            return _probe_then_cpsat(prob, time_limit, hint, n_workers, stop, on_solution, on_bound)
-        if uses_lpbox(prob):
-            sol = lpbox.solve(prob, time_limit=time_limit, hint=hint, stop=stop, n_workers=n_workers,
-                              on_solution=on_solution, later=later,
-                              on_bound=None if on_bound is None else lambda lower, _upper: on_bound(lower))
-            if sol is not None:     # None: costs that do not rise away from the query (CP-SAT takes them)
-                return sol, "lpbox"
-        return cpsat.solve(prob, time_limit=time_limit, hint=hint, n_workers=n_workers, stop=stop,
-                           on_solution=on_solution, on_bound=on_bound), "cpsat"
+        return _without_race(prob, time_limit, hint, n_workers, stop, on_solution, on_bound, later)
     stop_box, stop_cp = threading.Event(), threading.Event()
     done = threading.Event()
 
@@ -186,9 +177,34 @@ def solve(prob: CellProblem, time_limit: float = 30.0, hint: np.ndarray | None =
         if stop is not None:
             watch.join()
     b, b_done = box[0] if box else (None, np.inf)
+    return _winner(prob, b, b_done, cp, cp_done)
+
+
+def _winner(prob: CellProblem, b: CellSolution | None, b_done: float, cp: CellSolution, cp_done: float
+            ) -> tuple[CellSolution, str]:
+    """The box search's answer when it proved and CP-SAT did not, or not before it; else
+    :func:`_after_cpsat`."""
     if b is not None and b.status in PROVEN and (cp.status not in PROVEN or b_done <= cp_done):
         return b, "boxsearch"
     return _after_cpsat(prob, b, cp)
+
+
+def _without_race(prob: CellProblem, time_limit: float, hint: np.ndarray | None, n_workers: int,
+                  stop: threading.Event | None, on_solution: Callable[[np.ndarray], None] | None,
+                  on_bound: Callable[[float], None] | None,
+                  later: Callable[[Callable[[], bool]], np.ndarray | None] | None) -> tuple[CellSolution, str]:
+    """A problem the race does not run the box search beside CP-SAT on: the probe then CP-SAT,
+    the LP box search, or CP-SAT alone with every worker (:func:`solve`'s arguments)."""
+    if probes(prob):
+        return _probe_then_cpsat(prob, time_limit, hint, n_workers, stop, on_solution, on_bound)
+    if uses_lpbox(prob):
+        sol = lpbox.solve(prob, time_limit=time_limit, hint=hint, stop=stop, n_workers=n_workers,
+                          on_solution=on_solution, later=later,
+                          on_bound=None if on_bound is None else lambda lower, _upper: on_bound(lower))
+        if sol is not None:     # None: costs that do not rise away from the query (CP-SAT takes them)
+            return sol, "lpbox"
+    return cpsat.solve(prob, time_limit=time_limit, hint=hint, n_workers=n_workers, stop=stop,
+                       on_solution=on_solution, on_bound=on_bound), "cpsat"
 
 
 def _after_cpsat(prob: CellProblem, box: CellSolution | None, cp: CellSolution) -> tuple[CellSolution, str]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.cells.problem import CellProblem, CellSolution
+from core.cells.problem import CellProblem, CellSolution, TreeBlock
 
 __all__ = ["separable_gains", "solve"]
 
@@ -41,32 +41,43 @@ def separable_gains(prob: CellProblem) -> tuple[list[np.ndarray], float, bool] |
         return None
     n_int = np.array([lv.size + 1 for lv in prob.levels])
     restricted = ~((blk.lo == 0) & (blk.hi == n_int - 1))      # (n_leaves, d): feature restricted
-    tree_of = np.asarray(blk.tree_of)
-    if tree_of.size and np.any(np.diff(tree_of) < 0):          # leaves grouped by tree, as _leaf_block makes them
-        order = np.argsort(tree_of, kind="stable")
-        tree_of, restricted_sorted = tree_of[order], restricted[order]
-    else:
-        restricted_sorted = restricted
-    if tree_of.size:
-        starts = np.flatnonzero(np.r_[True, tree_of[1:] != tree_of[:-1]])
-        per_tree = np.logical_or.reduceat(restricted_sorted, starts, axis=0)
-        if np.any(per_tree.sum(axis=1) > 1):                   # a tree splits on two features: not separable
-            return None
+    if _two_features_a_tree(np.asarray(blk.tree_of), restricted):
+        return None
     sign = 1.0 if tgt.class_index == 1 else -1.0
     scale = 1.0 / ens.n_trees if ens.aggregation == "mean" else 1.0
     v = sign * scale * np.asarray(blk.value[:, 0], dtype=float)
     any_r = restricted.any(axis=1)
     const = sign * float(ens.base_score[0]) + float(v[~any_r].sum())
-    G = []
+    G = _interval_scores(blk, v, restricted, n_int)
+    strict = (tgt.class_index == 1) != bool(ens.positive_at_tie)
+    return G, const, strict
+
+
+def _interval_scores(blk: TreeBlock, v: np.ndarray, restricted: np.ndarray, n_int: np.ndarray) -> list[np.ndarray]:
+    """Per feature the signed score of each interval: each leaf bounding it adds its value ``v``
+    over its range."""
+    any_r = restricted.any(axis=1)
     feat_of = np.argmax(restricted, axis=1)
-    for j, n in enumerate(n_int):                              # each leaf adds its value over its range
+    G = []
+    for j, n in enumerate(n_int):
         mine = np.flatnonzero(any_r & (feat_of == j))
         diff = np.zeros(n + 1)
         np.add.at(diff, blk.lo[mine, j], v[mine])
         np.add.at(diff, blk.hi[mine, j] + 1, -v[mine])
         G.append(np.cumsum(diff[:-1]))
-    strict = (tgt.class_index == 1) != bool(ens.positive_at_tie)
-    return G, const, strict
+    return G
+
+
+def _two_features_a_tree(tree_of: np.ndarray, restricted: np.ndarray) -> bool:
+    """Does some tree split on two features (``restricted``: per leaf, the features its box bounds)?"""
+    if tree_of.size and np.any(np.diff(tree_of) < 0):          # leaves grouped by tree, as _leaf_block makes them
+        order = np.argsort(tree_of, kind="stable")
+        tree_of, restricted = tree_of[order], restricted[order]
+    if not tree_of.size:
+        return False
+    starts = np.flatnonzero(np.r_[True, tree_of[1:] != tree_of[:-1]])
+    per_tree = np.logical_or.reduceat(restricted, starts, axis=0)
+    return bool(np.any(per_tree.sum(axis=1) > 1))
 
 
 def _pareto(costs: np.ndarray, gains: np.ndarray, hat: int) -> list[tuple[float, float, int]]:
