@@ -47,7 +47,7 @@ from core.counterfactual import CounterfactualResult, Target, changes_between
 from core.model import TreeEnsemble
 from core.model.missing import indicator_of
 from core.model.native import native_input, native_outputs
-from core.model.threads import small_batch
+from core.model.threads import predict_threads, small_batch
 from core.schema import INTEGRAL_KINDS
 from core.shown import shortest_inside
 from core.typing import ModelLike
@@ -358,7 +358,7 @@ def _check_on_model(model: ModelLike, ens: TreeEnsemble, x: np.ndarray, target: 
         return bool(target.holds(ens, x[None, :])[0])
     out = None if theirs is None else _label_from_outputs(model, ens, what, theirs[0])
     if out is None:
-        out = np.ravel(model.predict(native_input(ens, model, x[None, :])))[0]
+        out = np.ravel(model.predict(native_input(ens, model, x[None, :]), **predict_threads(model, 1)))[0]
     return _meets(target, out)
 
 
@@ -420,7 +420,7 @@ def _labels(model: Any, ens: TreeEnsemble, X: np.ndarray, outputs: tuple[np.ndar
         outs = [_label_from_outputs(model, ens, what, theirs[i]) if close[i] else None for i in range(n)]
     ask = [i for i in range(n) if close[i] and outs[i] is None]
     if ask:                                    # its own predict, for the rows its outputs do not label
-        said = np.asarray(model.predict(native_input(ens, model, X[ask])))
+        said = np.asarray(model.predict(native_input(ens, model, X[ask]), **predict_threads(model, len(ask))))
         for i, v in zip(ask, said.reshape(len(ask), -1)[:, 0]):
             outs[i] = v
     return outs

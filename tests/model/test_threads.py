@@ -62,3 +62,39 @@ def test_a_large_batch_keeps_the_librarys_pools(recorded):
     got = check_rows(model, ens, X, target)
     assert got is not None and seen and all(s == before for s in seen), (seen, before)
     assert got == [bool(v == 1) for v in model.predict(X)]
+
+
+def test_lightgbm_is_asked_for_one_thread_on_a_small_batch_only():
+    """LightGBM sets its threads itself on every call: a small batch passes it
+    ``num_threads=1``, a large one leaves its default."""
+    import lightgbm as lgb
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(600, 4))
+    y = (X[:, 0] - X[:, 2] > 0).astype(int)
+    model = lgb.LGBMClassifier(n_estimators=10, num_leaves=7, verbose=-1, random_state=0).fit(X, y)
+    ens = from_model(model)
+    asked: list[dict] = []
+    inside: list[bool] = []                  # the classifier's predict asks its booster in turn: not noted
+    booster_predict, own_predict = model.booster_.predict, model.predict
+
+    def noting_booster(Z, **kw):
+        if not inside:
+            asked.append(kw)
+        return booster_predict(Z, **kw)
+
+    def noting(Z, **kw):
+        asked.append(kw)
+        inside.append(True)
+        try:
+            return own_predict(Z, **kw)
+        finally:
+            inside.pop()
+
+    model.booster_.predict, model.predict = noting_booster, noting
+    check_on_model(model, ens, X[0], make_target(ens, 1))
+    assert asked and all(kw.get("num_threads") == 1 for kw in asked), asked
+    expected = [bool(v == 1) for v in own_predict(X)]
+    asked.clear()
+    assert check_rows(model, ens, X, make_target(ens, 1)) == expected
+    assert asked and all("num_threads" not in kw for kw in asked), asked
