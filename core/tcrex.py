@@ -42,7 +42,7 @@ from core.errors import DataError, GridTooLargeError, NotFittedError, NoValidRul
 from core.jsonable import plain
 from core.model import Guarantee, node_boxes
 from core.model.box import Box
-from core.model.features import as_table, feature_indices, fit_table
+from core.model.features import as_table, feature_indices, fit_table, model_outputs
 from core.model.guarantee import guarantee_line
 from core.model.result import Reader, Result, Writer, export, older_name, settings, to_json_value
 from core.rules.onmodel import EdgeSettings, OnModel, edge_points
@@ -215,17 +215,6 @@ def _read_edges(edges: dict[str, Any], groups: Any) -> EdgeSettings:
                         np.asarray(edges["ones"], dtype=float))
 
 
-def _outputs(y_model: Any, n: int) -> np.ndarray:
-    """The model's outputs on the n fitting rows, one each."""
-    if y_model is None or isinstance(y_model, (str, bytes, dict)):
-        raise DataError(f"y_model is the model's outputs on X's rows (an array of {n} values, e.g. "
-                        f"model.predict(X)); got {type(y_model).__name__}.")
-    y = np.asarray(y_model)
-    if y.ndim != 1 or len(y) != n:
-        raise DataError(f"y_model has shape {y.shape}; X has {n} rows: give the model's output for each row.")
-    return y
-
-
 def _groups(groups: Any, names: list[str]) -> list[list[int]]:
     """One-hot groups as lists of column indices (each given by name or index)."""
     if groups is None:
@@ -322,7 +311,7 @@ class TCREx:
         if not 0 < self.rho <= 1 or not 0 < self.tau <= 1:
             raise QueryError(f"rho and tau must lie in (0, 1]; got rho={self.rho!r}, tau={self.tau!r}.")
         X, names = fit_table(X, feature_names, error=DataError, missing=True)   # NaN: outside every box
-        y = _outputs(y_model, len(X))
+        y = model_outputs(y_model, len(X))
         groups = _groups(self.groups, names)
         roles = {role: feature_indices(names, keys, error=QueryError, what=role) for role, keys in
                  (("fixed", fixed), ("increase_only", increase_only), ("decrease_only", decrease_only))}

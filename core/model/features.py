@@ -65,13 +65,13 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 import numpy as np
 import pandas as pd
 
-from core.errors import ModelError, SchemaError, UnsupportedModelError
+from core.errors import DataError, ModelError, SchemaError, UnsupportedModelError
 from core.typing import FeatureKey, Row, Rows
 
 if TYPE_CHECKING:
     from core.model.guarantee import GuaranteeKind, ModelKind
 
-__all__ = ["feature_index", "feature_indices", "closest_names", "names_text", "as_row", "as_table",
+__all__ = ["model_outputs", "feature_index", "feature_indices", "closest_names", "names_text", "as_row", "as_table",
            "fit_table", "placeholder_names", "reference_rows", "feature_roles", "ModelShape", "check_model_shape",
            "MISSING_LABEL"]
 
@@ -659,3 +659,15 @@ def _proba_problems(model: ModelShape, X: np.ndarray, y: np.ndarray) -> list[str
 def _labels_are_argmax(classes: np.ndarray, p: np.ndarray, y: np.ndarray) -> bool:
     """Is every label ``y`` the class of largest probability in ``p``."""
     return bool((classes[p.argmax(axis=1)].astype(str) == y.astype(str)).all())
+
+
+def model_outputs(y_model: Any, n: int) -> np.ndarray:
+    """The model's outputs ``y_model`` on the n rows an estimator is fitted on, one each
+    (T-CREx, the counterfactual rules), as an array; a clear error for anything else."""
+    if y_model is None or isinstance(y_model, (str, bytes, dict)):
+        raise DataError(f"y_model is the model's outputs on X's rows (an array of {n} values, e.g. "
+                        f"model.predict(X)); got {type(y_model).__name__}.")
+    y = np.asarray(y_model)
+    if y.ndim != 1 or len(y) != n:
+        raise DataError(f"y_model has shape {y.shape}; X has {n} rows: give the model's output for each row.")
+    return y

@@ -23,7 +23,7 @@ from sklearn.ensemble import IsolationForest, RandomForestClassifier, RandomFore
 from core.counterfactual import continuous_outputs, output_mask
 from core.errors import DataError, NoCounterfactualRuleError, QueryError
 from core.model import as_ensemble
-from core.model.features import as_row, feature_indices, fit_table
+from core.model.features import as_row, feature_indices, fit_table, model_outputs
 from core.rules.bitsets import _pack
 from core.rules.results import RuleLevels
 from core.typing import ArrayLike, Features, Row, Rows, TargetSpec
@@ -178,7 +178,7 @@ def fit_state(X: Rows, y_model: ArrayLike, feature_names: Sequence[str] | None =
     :class:`core.rules.CounterfactualRules`)."""
     X, names = fit_table(X, feature_names, error=DataError, min_rows=2)
     X = np.ascontiguousarray(X)
-    y = _outputs(y_model, len(X))
+    y = model_outputs(y_model, len(X))
     levels = check_levels(levels.pi, levels.pi_c, levels.top_k)
     n, d = X.shape
     groups = _checked_groups(groups, names)
@@ -205,17 +205,6 @@ def fit_state(X: Rows, y_model: ArrayLike, feature_names: Sequence[str] | None =
         leaf_of_node=leaves.of_node, row_leaves=Lg,
         leaf_counts=np.bincount(Lg.ravel(), minlength=leaves.count).astype(float), words=words,
         valid=_pack(np.ones(n, dtype=bool), words), node_offsets=node_offsets, flat=flat, split_bits=bits)
-
-
-def _outputs(y_model: Any, n: int) -> np.ndarray:
-    """The model's outputs on the n rows, one each."""
-    if y_model is None or isinstance(y_model, (str, bytes, dict)):
-        raise DataError(f"y_model is the model's outputs on X's rows (an array of {n} values, e.g. "
-                        f"model.predict(X)); got {type(y_model).__name__}.")
-    y = np.asarray(y_model)
-    if y.ndim != 1 or len(y) != n:
-        raise DataError(f"y_model has shape {y.shape}; X has {n} rows: give the model's output for each row.")
-    return y
 
 
 def _checked_groups(groups: Any, names: list[str]) -> list[list[int]]:
