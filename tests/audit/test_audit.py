@@ -23,8 +23,10 @@ def credit():
 @pytest.fixture(scope="module")
 def credit_audit(credit):
     df, target, model, ens, X, schema = credit
+    # one audit with everything on (labels for the group fairness, the subgroup scan by default),
+    # read by every test of an audit's content, saving and drawing
     return run_audit(ens, X, schema=schema, target=1, max_rows=240, n_jobs=1, model=model, n_perm=1000,
-                     n_boot=300, local_rules_per_group=4)
+                     n_boot=300, local_rules_per_group=4, y=df[target].to_numpy())
 
 
 @pytest.mark.slow
@@ -269,23 +271,12 @@ def test_cli_audits_what_it_is_given_and_names_what_reads_protected(credit, tmp_
     assert "group:owns_home" in rows.columns and "group:sex" not in rows.columns
 
 
-def test_dask_cluster_gives_the_same_audit(credit, dask_scheduler):
-    df, target, model, ens, X, schema = credit
-    kw = dict(schema=schema, target=1, max_rows=40, n_perm=300, n_boot=100, local_rules_per_group=0, tcrex=False)
-    local = run_audit(ens, X, n_jobs=1, **kw)
-    remote = run_audit(ens, X, scheduler=dask_scheduler, **kw)
-    cols = ["row", "status", "feasible", "cost", "n_changed", "changes"]
-    pd.testing.assert_frame_equal(local.rows[cols], remote.rows[cols])
-    pd.testing.assert_frame_equal(local.tests, remote.tests)
-
-
 def test_group_fairness_beside_recourse(credit, credit_audit, tmp_path):
     """fairlearn's group metrics on every row, kept through save and re-open, in the report."""
     from fairlearn.metrics import demographic_parity_difference
 
     df, target, model, ens, X, schema = credit
-    a = run_audit(ens, X, schema=schema, target=1, max_rows=60, n_jobs=1, model=model, n_perm=200, n_boot=100,
-                  local_rules_per_group=0, tcrex=False, y=df[target].to_numpy())
+    a = credit_audit                                          # audited with the labels y
     d = a.disparities.set_index(["attribute", "measure"])["value"]
     assert "sex" in X and schema["sex"].protected             # the demo's protected attribute
     expected = demographic_parity_difference(df[target], ens.predict(X.to_numpy(float)) == 1,
@@ -300,10 +291,9 @@ def test_group_fairness_beside_recourse(credit, credit_audit, tmp_path):
     assert Audit.from_dict(old).fairness is None                 # audits saved before still open
 
 
-def test_subgroup_scan_in_the_audit(credit, tmp_path):
-    df, target, model, ens, X, schema = credit
-    a = run_audit(ens, X, schema=schema, target=1, max_rows=200, n_jobs=1, model=model, n_perm=300, n_boot=100,
-                  local_rules_per_group=0, tcrex=False, min_subgroup=20)
+def test_subgroup_scan_in_the_audit(credit_audit):
+    a = credit_audit                                          # scanned by default, min_subgroup 20
+    assert a.meta["parameters"]["scan"] and a.meta["parameters"]["min_subgroup"] == 20
     assert a.subgroups is not None and len(a.subgroups)
     assert {"subgroup", "p_adjusted", "significant", "worse"} <= set(a.subgroups.columns)
     assert a.meta["parameters"]["budget"] is not None
@@ -342,3 +332,14 @@ def test_rows_at_the_time_limit_carry_their_gap_and_the_summary_says_so(credit):
     text = time_limit_text(rows)
     assert f"For {len(late)} cases the search for the cheapest change reached its time limit" in text
     assert text in " ".join(plain_summary(a)[1])
+
+
+# Last in the module: the module's Dask cluster ticks on from its first test to the module's end.
+def test_dask_cluster_gives_the_same_audit(credit, dask_scheduler):
+    df, target, model, ens, X, schema = credit
+    kw = dict(schema=schema, target=1, max_rows=40, n_perm=300, n_boot=100, local_rules_per_group=0, tcrex=False)
+    local = run_audit(ens, X, n_jobs=1, **kw)
+    remote = run_audit(ens, X, scheduler=dask_scheduler, **kw)
+    cols = ["row", "status", "feasible", "cost", "n_changed", "changes"]
+    pd.testing.assert_frame_equal(local.rows[cols], remote.rows[cols])
+    pd.testing.assert_frame_equal(local.tests, remote.tests)

@@ -60,11 +60,8 @@ def test_story_statements_hold(credit_ws):
     assert page.startswith("<!DOCTYPE html>") and "<script" not in page and "http" not in page
 
 
-def test_story_tells_the_audit_group(credit_ws):
-    ws = credit_ws
-    X = ws.X.to_numpy(float)
-    audit = run_audit(ws.ensemble, X, schema=ws.schema, target=1, max_rows=80, n_jobs=1, model=ws.model, n_perm=100,
-                      n_boot=50, local_rules_per_group=1, scan=False)
+def test_story_tells_the_audit_group(credit_ws, credit_audit):
+    ws, audit = credit_ws, credit_audit                       # the module's audit of sex (below)
     row = int(audit.rows["row"].iloc[0])
     story = case_story(ws, row, 1, audit=audit)
     paras = dict(story.sections)["How the case's group fares"]

@@ -43,6 +43,17 @@ from core.model import LinearModel, as_model
 from core.model.native import model_input
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_blas_thread():
+    """The fits and scores here are of 600 rows and a few columns: OpenBLAS's second thread
+    adds nothing but its spinning while it waits (a multinomial LogisticRegression's lbfgs took
+    9 times the CPU with two, measured). The models, and so every comparison, are the same."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
 def _data(n=600, seed=0):
     rng = np.random.default_rng(seed)
     df = pd.DataFrame({"age": rng.integers(18, 80, n).astype(float), "income": rng.normal(50_000, 20_000, n),

@@ -8,6 +8,7 @@ features; every point gets the target from the original scikit-learn pipeline.""
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -36,6 +37,28 @@ def _data(n=400, seed=0):
                        "flag": rng.integers(0, 2, n).astype(float), "job": rng.choice(["cook", "nurse", "pilot", "vet"], n)})
     score = (df.a - 50) / 10 + df.b - 0.3 * df.n + df.flag + df.job.map({"cook": -1, "nurse": 0, "pilot": 1, "vet": 2})
     return df, score + rng.normal(0, 0.5, n)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_blas_thread():
+    """The fits and scores here are of a few hundred rows and columns: OpenBLAS's second thread
+    adds nothing but its spinning while it waits (this module: 13.9 CPU-s with two threads,
+    11.0 with one). The models, and so every comparison, are the same."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
+@functools.cache
+def _fitted(kind: str, seed: int):
+    """(data, score, pipeline) fitted once for the module: the norms' cases of a test read the
+    same model (nothing here changes a fitted pipeline)."""
+    df, score = _data(seed=seed)
+    if kind == "multinomial":
+        return df, score, _pipe(LogisticRegression(max_iter=2000)).fit(df, np.digitize(score, [-1.0, 1.0]))
+    est = LogisticRegression(max_iter=1000) if kind == "logistic" else LinearSVC()
+    return df, score, _pipe(est).fit(df, (score > 0).astype(int))
 
 
 def _pipe(est):
@@ -134,9 +157,7 @@ ROLES = [{}, {"fixed": ["b"]}, {"inc": ["a"], "dec": ["n"]}, {"fixed": ["job"], 
 @pytest.mark.parametrize("norm", NORMS, ids=str)
 @pytest.mark.parametrize("est", ["logistic", "svm"])
 def test_binary_costs_equal_brute_force_and_a_second_formulation(norm, est):
-    df, score = _data()
-    y = (score > 0).astype(int)
-    pipe = _pipe(LogisticRegression(max_iter=1000) if est == "logistic" else LinearSVC()).fit(df, y)
+    df, score, pipe = _fitted(est, 0)
     lin = as_model(pipe)
     schema = _schema(lin)
     X = _codes(lin, df)
@@ -149,9 +170,7 @@ def test_binary_costs_equal_brute_force_and_a_second_formulation(norm, est):
 
 @pytest.mark.parametrize("norm", NORMS, ids=str)
 def test_multinomial_costs_equal_brute_force_and_a_second_formulation(norm):
-    df, score = _data(seed=1)
-    y = np.digitize(score, [-1.0, 1.0])
-    pipe = _pipe(LogisticRegression(max_iter=2000)).fit(df, y)
+    df, score, pipe = _fitted("multinomial", 1)
     lin = as_model(pipe)
     assert lin.link == "softmax" and lin.n_outputs == 3
     schema = _schema(lin)
@@ -181,6 +200,7 @@ def test_regression_costs_equal_brute_force_and_a_second_formulation(norm):
                **ROLES[k % len(ROLES)])
 
 
+@functools.cache
 def _adult():
     df = pd.read_csv(carried_data("adult_sample.csv"), skiprows=[1])
     y = df.pop("Class")
@@ -331,8 +351,7 @@ def test_one_row_kkt_solver_equals_an_lp_and_a_bisection():
 def test_one_hot_groups_cost_as_the_categorical_feature_they_encode(norm):
     """The same logistic model on a categorical feature (a pipeline's encoder) and on its
     one-hot columns (a schema group): the same optimal costs and the same points."""
-    df, score = _data(seed=8)
-    pipe = _pipe(LogisticRegression(max_iter=1000)).fit(df, (score > 0).astype(int))
+    df, score, pipe = _fitted("logistic", 8)
     lin = as_model(pipe)
     schema = _schema(lin)
     X = _codes(lin, df)
