@@ -30,7 +30,7 @@ __all__ = ["Audit"]
 _OLD_FORMAT = "counterfactual-atlas-audit"     # audits saved before the one result shape; they still open
 
 
-def saved_guarantee(saved: Any) -> Guarantee | None:
+def saved_guarantee(saved: object) -> Guarantee | None:
     """A guarantee as a saved result recorded it (None: none recorded, or not readable)."""
     if not isinstance(saved, Mapping):
         return None

@@ -18,7 +18,10 @@ too deep or claims a negative size.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:                      # pyarrow is read only where a Parquet file is
+    from pyarrow.parquet import ColumnChunkMetaData
 
 __all__ = ["Page", "PageError", "chunk_pages", "ENCODINGS"]
 
@@ -149,7 +152,7 @@ def _int(fields: dict[int, object], fid: int) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) else -1
 
 
-def chunk_pages(data: bytes, column: Any) -> list[Page]:
+def chunk_pages(data: bytes, column: ColumnChunkMetaData) -> list[Page]:
     """The pages of one column chunk (pyarrow's ``ColumnChunkMetaData``), read from
     ``data`` (the whole file) until the chunk's values are all seen or its bytes end.
 
@@ -169,7 +172,7 @@ def chunk_pages(data: bytes, column: Any) -> list[Page]:
     return pages
 
 
-def _chunk_span(data: bytes, column: Any) -> tuple[int, int]:
+def _chunk_span(data: bytes, column: ColumnChunkMetaData) -> tuple[int, int]:
     """Where a column chunk's pages start (its dictionary page, if before its data) and end, inside the file."""
     start = column.data_page_offset
     if column.has_dictionary_page and 0 < (column.dictionary_page_offset or 0) < start:

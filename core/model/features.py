@@ -661,7 +661,7 @@ def _labels_are_argmax(classes: np.ndarray, p: np.ndarray, y: np.ndarray) -> boo
     return bool((classes[p.argmax(axis=1)].astype(str) == y.astype(str)).all())
 
 
-def model_outputs(y_model: Any, n: int) -> np.ndarray:
+def model_outputs(y_model: object, n: int) -> np.ndarray:
     """The model's outputs ``y_model`` on the n rows an estimator is fitted on, one each
     (T-CREx, the counterfactual rules), as an array; a clear error for anything else."""
     if y_model is None or isinstance(y_model, (str, bytes, dict)):

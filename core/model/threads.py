@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from core.typing import ModelLike
+
 __all__ = ["SMALL_BATCH", "predict_threads", "small_batch"]
 
 #: batches of at most this many rows are predicted in one thread
@@ -60,7 +62,7 @@ def small_batch(n_rows: int) -> Iterator[None]:
         yield
 
 
-def predict_threads(model: Any, n_rows: int) -> dict[str, int]:
+def predict_threads(model: ModelLike, n_rows: int) -> dict[str, int]:
     """The keyword a LightGBM model's ``predict`` takes to predict ``n_rows`` rows in one
     thread when they are a small batch (see the module's docstring); ``{}`` otherwise."""
     if n_rows > SMALL_BATCH or not type(model).__module__.startswith("lightgbm"):
