@@ -189,10 +189,13 @@ def test_compare_models_counts_rows_precluded_under_each_model(toy):
     r, Xn, kept = c.rows, X.to_numpy(float), schema.with_constraints(TEXT)
     cons = kept.parsed_constraints()
     rows = r["row"].to_numpy(int)
+    checked = 0
     for k in range(len(r)):                                          # every recourse keeps the constraints
         for pts in (c.points_a, c.points_both):
             if np.isfinite(pts[k]).all():
                 assert cons.violated(Xn[rows[k]], pts[k]) == []
+                checked += 1
+    assert checked > 0, "no recourse was found: the constraints were not checked on any point"
     a, b = r["precluded_a"].to_numpy(), r["precluded_b"].to_numpy()
     assert np.isin(a, [0, 1]).all() and np.isin(b, [0, 1]).all()   # two forests: every row settled
     assert a.sum() >= 1 and (b > a).any()                          # B, stricter for sex = 1, precludes more
