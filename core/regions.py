@@ -50,7 +50,7 @@ from core.cells.bounds import radius_for, range_min, range_min_table, target_nee
 from core.cells.problem import TreeBlock
 from core.constraints import Constraints
 from core.counterfactual import CounterfactualResult, QueryError, at_target, check_time_limit
-from core.model import Guarantee, LinearModel, TreeEnsemble, as_ensemble, as_model
+from core.model import Guarantee, LinearModel, TreeEnsemble, as_ensemble, as_model, kind_of
 from core.model.box import Box
 from core.model.features import as_row, feature_index
 from core.model.missing import indicator_of
@@ -543,7 +543,7 @@ def _surrogate_guarantee(model: ModelLike, surrogate: Surrogate, regions: Sequen
                      "regions.")
     if not complete:
         notes.append("The search stopped at its limit: there may be more regions.")
-    return Guarantee("exact", model_kind="linear" if isinstance(model, LinearModel) else "black_box",
+    return Guarantee("exact", model_kind=kind_of(model),
                      surrogate_fidelity=surrogate.fidelity, boundary_fidelity=surrogate.boundary_fidelity,
                      note=" ".join(notes))
 

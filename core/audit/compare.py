@@ -60,7 +60,7 @@ from core.figures import interval_chart_svg
 from core.intake.columns import analyst_columns, recourse_frame
 from core.intake.csvsafe import to_csv
 from core.intake.models import from_model
-from core.model import Guarantee, LinearModel, ModelShape, TreeEnsemble
+from core.model import Guarantee, LinearModel, ModelShape, TreeEnsemble, kind_of
 from core.model.guarantee import GUARANTEE_KINDS, MODEL_KINDS, ModelKind, guarantee_line, with_guarantee
 from core.model.native import model_input
 from core.model.result import (
@@ -880,8 +880,8 @@ def _facts(side: _Side) -> dict[str, Any]:
         return {"kind": "tree_ensemble", "source": ens.source, "trees": ens.n_trees, "task": ens.task,
                 "content_sha256": ens.content_hash()}
     model = side.extra["model"]
-    linear = isinstance(side.solve_on, LinearModel)
-    return {"kind": "linear" if linear else "black_box",
+    linear = kind_of(side.solve_on) == "linear"
+    return {"kind": "linear" if linear else "black_box",      # (a model known by its answers: solved on its surrogate)
             "source": side.solve_on.source if linear else getattr(model, "source", "model"),
             "task": side.joint.task, "content_sha256": side.solve_on.content_hash() if linear
             else getattr(model, "identity", ""),

@@ -30,7 +30,7 @@ from core.audit.stats import _statistics, group_labels, protected_attributes, su
 from core.counterfactual import at_target, check_schema, make_target
 from core.errors import AuditCancelled, AuditError, QueryError
 from core.intake.columns import analyst_columns, recourse_frame
-from core.model import Guarantee, LinearModel, TreeEnsemble, as_model
+from core.model import Guarantee, LinearModel, TreeEnsemble, as_model, kind_of
 from core.model.features import as_table, closest_names, feature_index, names_text
 from core.model.missing import missing_as_states
 from core.model.native import model_input
@@ -486,7 +486,7 @@ def _parameters(run: _Run, table: pd.DataFrame, sub: pd.DataFrame | None) -> dic
 
 
 def _kind(run: _Run) -> str:
-    return "black_box" if run.surrogate is not None else getattr(run.ens, "kind", "tree_ensemble")
+    return "black_box" if run.surrogate is not None else kind_of(run.ens, "tree_ensemble")
 
 
 def _source(run: _Run) -> str:

@@ -181,7 +181,7 @@ class Workspace:
         these columns), the model in its worker, or the tree ensemble itself; never a surrogate."""
         if self.linear is not None:
             return self.linear
-        if isinstance(self.model, BlackBoxModel):
+        if isinstance(self.model, ModelShape) and not self.model.exact:
             return self.model
         return self.ensemble
 

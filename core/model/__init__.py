@@ -107,7 +107,7 @@ from core.model.ensemble import (
                                  register_converter,
                                  register_model_converter,
 )
-from core.model.features import ModelShape, check_model_shape
+from core.model.features import ModelShape, check_model_shape, kind_of
 from core.model.guarantee import Guarantee
 from core.model.linear import LinearModel
 from core.model.tree import (
@@ -120,5 +120,5 @@ from core.model.tree import (
                                  node_category_masks,
 )
 
-__all__ = ["TreeEnsemble", "LinearModel", "ModelShape", "check_model_shape", "as_model", "register_model_converter", "Guarantee", "Tree", "Link", "Task", "as_ensemble", "register_converter", "node_boxes",
+__all__ = ["TreeEnsemble", "LinearModel", "ModelShape", "check_model_shape", "kind_of", "as_model", "register_model_converter", "Guarantee", "Tree", "Link", "Task", "as_ensemble", "register_converter", "node_boxes",
            "node_category_masks", "float32_le_bound", "float32_floor", "category_bits_from_sets", "MISSING_ONLY"]

@@ -565,6 +565,13 @@ class ModelShape:
         return MISSING_LABEL if k == len(c) else str(c[k])
 
 
+def kind_of(model: object, default: ModelKind = "black_box") -> ModelKind:
+    """The kind of ``model`` (:attr:`ModelShape.kind`) when it is a model of core.model;
+    ``default`` for anything else (a fitted object of another library, known by its answers
+    until it is read)."""
+    return model.kind if isinstance(model, ModelShape) else default
+
+
 def check_model_shape(model: object, X: Rows) -> None:
     """Check that ``model`` has the one shape (see the module docstring) and answers the
     codes-view rows ``X`` (n, n_features) as it says; a :class:`~core.errors.ModelError`

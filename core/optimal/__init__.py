@@ -489,7 +489,7 @@ def _constrained_query(read: Any, given: Any, x: Any, target: Any, cons: Any, *,
     params = dict(norm=kw["norm"] if isinstance(kw["norm"], str) else dict(kw["norm"]), time_limit=time_limit,
                   fixed=_names(kw["fixed"]), increase_only=_names(kw["increase_only"]),
                   decrease_only=_names(kw["decrease_only"]), target=str(target),
-                  model_kind="linear" if isinstance(read, LinearModel) else "tree_ensemble")
+                  model_kind=read.kind)
     if backend not in ("auto", "highs"):
         params["notice"] = (f"Solved by the constrained MILP (HiGHS): the {backend} backend cannot take constraints "
                             "between features.")

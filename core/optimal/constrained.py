@@ -31,7 +31,7 @@ import numpy as np
 
 from core.cells.problem import build_problem, feature_actions
 from core.counterfactual import CounterfactualResult, QueryError, changes_between
-from core.model import Guarantee, LinearModel, TreeEnsemble
+from core.model import Guarantee, LinearModel, TreeEnsemble, kind_of
 from core.model.guarantee import ModelKind
 from core.model.result import Reader, Result, Writer
 from core.solvers import constrained as cmilp
@@ -339,7 +339,7 @@ def verify_recourse(model: ModelLike, x: Row, target: TargetSpec, *, schema: Sch
 
 def _kind_of(read: Any) -> ModelKind:
     """What a result's guarantee says was read: a linear model or a tree ensemble."""
-    return "linear" if isinstance(read, LinearModel) else "tree_ensemble"
+    return kind_of(read, "tree_ensemble")
 
 
 def _blocking_texts(build: Any, cons: Any, deadline: float) -> tuple[str, ...] | None:

@@ -26,7 +26,7 @@ from sklearn.svm import LinearSVC
 from core.errors import ModelError, SchemaError, UnsupportedModelError
 from core.intake.models import model_from
 from core.intake.workspace import Workspace, build_workspace
-from core.model import LinearModel, ModelShape, TreeEnsemble, check_model_shape
+from core.model import LinearModel, ModelShape, TreeEnsemble, check_model_shape, kind_of
 from core.model.blackbox import BlackBoxModel
 from core.model.features import MISSING_LABEL
 
@@ -152,3 +152,14 @@ def test_a_workspace_reads_its_kind_from_its_model(models):
         assert name == "linear svc" or np.allclose(p, ws.own_model.predict_proba(X))
         on, extra = ws.query_model()
         assert on is ws.own_model and extra == {"model": ws.model}
+
+
+def test_a_kind_is_read_from_the_model_and_a_foreign_object_has_none(models):
+    """``kind_of`` answers what every guarantee and report says was read: the model's own kind,
+    never a guess from its class; a fitted object of another library gets the default given."""
+    _, ms = models
+    for name, m in ms.items():
+        assert kind_of(m) == kind_of(m, "tree_ensemble") == m.kind, name
+    assert {kind_of(m) for m in ms.values()} == {"tree_ensemble", "linear", "black_box"}
+    foreign = LogisticRegression()
+    assert kind_of(foreign) == "black_box" and kind_of(foreign, "tree_ensemble") == "tree_ensemble"
