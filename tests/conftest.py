@@ -31,6 +31,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import pytest
+from apptest_harness import install as _install_apptest_harness  # noqa: E402
+
+_install_apptest_harness()
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
