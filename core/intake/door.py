@@ -45,8 +45,7 @@ from core.intake.parsing.onnx_graph import keep_outputs
 from core.intake.worker import ModelWorker
 from core.intake.workspace import Workspace, build_workspace
 from core.model.blackbox import BlackBoxModel
-from core.model.ensemble import TreeEnsemble
-from core.model.linear import LinearModel
+from core.model.features import ModelShape
 from core.schema import Schema
 from core.typing import ModelLike
 
@@ -200,7 +199,7 @@ def _is_file(model: Any) -> bool:
 def _any_other(model: Any) -> bool:
     """A fitted model the Atlas does not read exactly (run in a worker): one with ``predict``
     that is neither of its own models nor read by its parsers."""
-    if isinstance(model, (TreeEnsemble, LinearModel, BlackBoxModel)) or not callable(getattr(model, "predict", None)):
+    if isinstance(model, ModelShape) or not callable(getattr(model, "predict", None)):
         return False
     try:
         model_from(model)

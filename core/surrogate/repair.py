@@ -53,7 +53,7 @@ from core.counterfactual import (
     check_time_limit,
     make_cost_model,
 )
-from core.model import Guarantee, LinearModel, TreeEnsemble
+from core.model import Guarantee, ModelShape, TreeEnsemble
 from core.model.guarantee import GuaranteeKind
 from core.model.native import model_input
 from core.schema import INTEGRAL_KINDS, Schema
@@ -80,7 +80,7 @@ class ModelOnView:
                  accept: Callable[[np.ndarray], np.ndarray] | None = None):
         self.model, self.ens, self.target, self.accept = model, ens, target, accept
         self.calls = 0
-        self.same_view = isinstance(model, (LinearModel, TreeEnsemble)) \
+        self.same_view = isinstance(model, ModelShape) and model.exact \
             and tuple(model.feature_names) == tuple(ens.feature_names)
 
     def native(self, X: np.ndarray) -> np.ndarray:
