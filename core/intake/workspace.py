@@ -867,7 +867,7 @@ def _linear_of(model: Any) -> tuple[LinearModel | None, Any]:
     inner = getattr(model, "ensemble", None)
     if isinstance(inner, LinearModel):
         return inner, getattr(model, "model", None)
-    if isinstance(model, (TreeEnsemble, BlackBoxModel)) or inner is not None or not is_linear(model):
+    if isinstance(model, ModelShape) or inner is not None or not is_linear(model):     # (one of the other kinds)
         return None, None
     lin = model_from(model)
     if not isinstance(lin, LinearModel):        # is_linear said it is one: its parser gives a LinearModel
