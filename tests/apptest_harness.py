@@ -39,8 +39,10 @@ def _patch_wait() -> None:
         thread.join(timeout)
         while not runner.script_stopped() and time.time() - t0 < timeout:
             time.sleep(0.01)            # (the thread ended without its shutdown event: as the library, wait it out)
-        if not runner.script_stopped():
-            return library_wait(runner, 0)                  # the library's stop and its timeout error
+        if not runner.script_stopped():                     # as the library: stop the run, then say so
+            runner.request_stop()
+            runner.join()
+            raise RuntimeError(f"AppTest script run timed out after {timeout}(s)")
         return None
 
     lsr.require_widgets_deltas = require_widgets_deltas
