@@ -101,7 +101,8 @@ def test_fairness_audit_in_the_browser(app_url, tmp_path):
         page.get_by_role("button", name="Audit 120 rows").click()
         expect(page.get_by_text("sex = 1 is worse off", exact=False)).to_be_visible(timeout=180_000)
         page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
-        assert page.get_by_role("button", name="Report (HTML)").count() == 1
+        # the report's button is drawn after the figures, in the same run: waited for, not counted at once
+        expect(page.get_by_role("button", name="Report (HTML)")).to_have_count(1, timeout=60_000)
 
 
 def test_a_saved_audit_report_reopens_in_the_browser(app_url, tmp_path, credit_report):
