@@ -8,7 +8,8 @@ installed package for Streamlit components (5.3%); and every AppTest compiled ea
 script again (6.2%). Here:
 
 * the wait is a ``join`` of the script's thread (which ends once the run has shut down), then
-  the library's own check and its own error when the run did not end in time;
+  the library's own check; a run not over in time is stopped and refused with the library's
+  message and its own limit;
 * the packages are scanned once: none is installed or removed while the tests run;
 * a page's compiled code is kept by its path *and its text* (and whether magic is on), so an
   edited script is compiled again, as the library does for a new runtime.

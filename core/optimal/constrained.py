@@ -112,7 +112,7 @@ def constrained_counterfactual(read: TreeEnsemble | LinearModel, x: Row, target:
     t0 = time.perf_counter()
     x = np.asarray(x, dtype=float).ravel()
     params = dict(params, constraints=cons.texts, backend="milp")
-    model_kind = _kind_of(read)
+    model_kind = kind_of(read, "tree_ensemble")
     if schema is not None:
         _row_notes(cons, x, params)
     starts: list[np.ndarray] = []
@@ -328,18 +328,13 @@ def verify_recourse(model: ModelLike, x: Row, target: TargetSpec, *, schema: Sch
                                                                       0.5 * time_limit)
     if status == "unknown":
         status, witness = _program_witness(read, view, dom, cons, time_limit, t0)
-    model_kind = _kind_of(read)
+    model_kind = kind_of(read, "tree_ensemble")
     params = dict(constraints=cons.texts, target=str(target), time_limit=time_limit, fixed=_names(fixed),
                   increase_only=_names(increase_only), decrease_only=_names(decrease_only))
     blocking = _blocking_texts(build, cons, t0 + time_limit) if status == "infeasible" and explain else None
     verdict = {"feasible": "reachable", "infeasible": "precluded"}.get(status, "unknown")
     return RecourseCheck(verdict, x.copy(), witness, blocking, params, time.perf_counter() - t0,
                          _verdict_guarantee(verdict, model_kind))
-
-
-def _kind_of(read: Any) -> ModelKind:
-    """What a result's guarantee says was read: a linear model or a tree ensemble."""
-    return kind_of(read, "tree_ensemble")
 
 
 def _blocking_texts(build: Any, cons: Any, deadline: float) -> tuple[str, ...] | None:
