@@ -37,7 +37,7 @@ from core.jsonable import plain
 from core.model.features import ModelShape, as_table, feature_index
 from core.model.flatwalk import _flatten, _stack, leaf_sum, leaves
 from core.model.linear import LINEAR_ANALYSES, LinearModel
-from core.model.tree import Tree, node_category_masks, stacked_trees
+from core.model.tree import StackedTrees, Tree, node_category_masks, stacked_trees
 from core.typing import ModelLike, Rows
 
 if TYPE_CHECKING:
@@ -95,6 +95,7 @@ class TreeEnsemble(ModelShape):
     def __post_init__(self) -> None:
         if not self.trees:
             raise ModelError("The model has no trees.")
+        given = self.trees                          # trees made stacked give their stacked arrays (_stack)
         object.__setattr__(self, "trees", tuple(self.trees))
         base = _checked_base_score(self.trees, self.base_score)
         object.__setattr__(self, "base_score", base)
@@ -109,7 +110,7 @@ class TreeEnsemble(ModelShape):
         if not np.all(np.isfinite(base)):
             raise ModelError(f"The model's base score is {base.tolist()}: not a finite number. Re-save the model "
                              "from its library.")
-        stacked = _stack(self.trees)
+        stacked = _stack(given if isinstance(given, StackedTrees) else self.trees)
         _check_trees(stacked, self.feature_names, is_cat, n_codes)
         if self.classes is not None:
             object.__setattr__(self, "classes", np.asarray(self.classes))
@@ -161,8 +162,11 @@ class TreeEnsemble(ModelShape):
         of split levels the analyses use."""
         if self.categories[j] is not None:
             return np.arange(self.n_codes(j) - 1) + 0.5
-        f, t = self._flat["feature_raw"], self._flat["threshold_raw"]
-        return np.unique(t[(f == j) & ~np.isnan(t)])
+        levels = self._flat.get("split_levels")
+        if levels is None:                           # every feature's at once (a scan of all nodes per feature was
+            levels = _split_levels(self._flat, self.n_features)    # most of the probe points of a large model)
+            self._flat["split_levels"] = levels
+        return levels[j].copy()
 
     def leaf_boxes(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Per tree, ``(leaves, lower, upper)`` as in :meth:`Tree.leaf_boxes`;
@@ -380,6 +384,20 @@ class TreeEnsemble(ModelShape):
             cache = self._flat["content_hash"] = h.hexdigest()
         return cache
 
+
+
+def _split_levels(flat: dict[str, Any], n_features: int) -> list[np.ndarray]:
+    """Per feature, the sorted distinct thresholds of its splits on numbers over all trees."""
+    f, t = flat["feature_raw"], flat["threshold_raw"]
+    keep = (f >= 0) & ~np.isnan(t)
+    f, t = f[keep], t[keep]
+    order = np.lexsort((t, f))
+    f, t = f[order], t[order]
+    first = np.ones(f.size, dtype=bool)
+    first[1:] = (f[1:] != f[:-1]) | (t[1:] != t[:-1])
+    f, t = f[first], t[first]
+    ends = np.searchsorted(f, np.arange(n_features + 1))
+    return [t[ends[j]:ends[j + 1]] for j in range(n_features)]
 
 
 def _checked_base_score(trees: tuple[Tree, ...], base_score: Any) -> np.ndarray:

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from core.errors import ModelError
-from core.model.tree import Tree, _bits_hold
+from core.model.tree import StackedTrees, Tree, _bits_hold
 
 try:  # compiled traversal (core/model/_treewalk.c); numpy does the same more slowly
     from core.model import _treewalk  # type: ignore[attr-defined]  # compiled: no stub
@@ -37,7 +37,10 @@ def _stack(trees: Sequence[Tree]) -> dict[str, Any]:
     ``sizes``, ``offsets`` (each tree's first node), ``children_left`` / ``children_right``
     (int64), ``feature_raw``, ``threshold_raw``, ``value``, ``cat_node``, ``cat_bits`` (each
     tree's words, zeros after them; ``widths`` its number of words) and ``missing_left``
-    (False where a tree routes none)."""
+    (False where a tree routes none). Trees made stacked (:class:`core.model.tree.StackedTrees`)
+    give their stacked arrays as they are."""
+    if isinstance(trees, StackedTrees):
+        return _stacked_as_made(trees)
     sizes = np.array([t.n_nodes for t in trees], dtype=np.int64)
     cl = np.concatenate([t.children_left for t in trees]).astype(np.int64)
     thr_raw = np.concatenate([t.threshold for t in trees])
@@ -94,6 +97,22 @@ def _breadth_first(fl: dict[str, Any], inner: np.ndarray) -> tuple[np.ndarray, i
     order = np.concatenate(levels)
     tree = np.searchsorted(fl["offsets"], order, side="right")
     return order[np.argsort(tree, kind="stable")], len(levels) - 2
+
+
+def _stacked_as_made(trees: StackedTrees) -> dict[str, Any]:
+    """:func:`_stack` of trees made stacked: the same arrays, read off the stacked ones (every
+    tree has their number of category words)."""
+    a, sizes = trees.arrays, np.asarray(trees.counts, dtype=np.int64)
+    cl = a["children_left"].astype(np.int64)
+    thr_raw = a["threshold"]
+    bits = a["category_bits"]
+    n = len(cl)
+    return {"sizes": sizes, "offsets": np.cumsum(sizes) - sizes, "children_left": cl,
+            "children_right": a["children_right"].astype(np.int64), "feature_raw": a["feature"],
+            "threshold_raw": thr_raw, "value": np.ascontiguousarray(a["value"]),
+            "cat_node": (cl >= 0) & np.isnan(thr_raw), "cat_bits": bits,
+            "widths": np.full(sizes.size, bits.shape[1], dtype=np.int64),
+            "missing_left": np.zeros(n, dtype=bool) if a["missing_left"] is None else a["missing_left"]}
 
 
 def _pack(fl: dict[str, Any], inner: np.ndarray, widths: np.ndarray) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import numpy as np
 from core.errors import ModelError
 
 __all__ = ["Tree", "MISSING_ONLY", "float32_le_bound", "float32_floor", "node_boxes", "node_category_masks",
-           "category_bits_from_sets", "stacked_trees"]
+           "category_bits_from_sets", "stacked_trees", "StackedTrees"]
 
 #: the threshold of a split that only separates missing values: every number goes left
 MISSING_ONLY = float(np.finfo(np.float64).max)
@@ -315,7 +315,31 @@ def stacked_trees(counts: np.ndarray, children_left: np.ndarray, children_right:
         if arr is not None:
             arr.setflags(write=False)
     ends = np.cumsum(counts).tolist()
-    return tuple(_view(a, s, e) for s, e in zip([0] + ends[:-1], ends))
+    fields = [(name, a[name]) for name in _TREE_FIELDS]
+    trees = []
+    for start, end in zip([0] + ends[:-1], ends):       # a view per tree (a call per tree took half again as long)
+        tree = object.__new__(Tree)
+        tree.__dict__.update({name: None if arr is None else arr[start:end] for name, arr in fields})
+        trees.append(tree)
+    return StackedTrees(trees, a, counts)
+
+
+class StackedTrees(tuple):
+    """The trees :func:`stacked_trees` made, in order: each :class:`Tree`'s arrays are views of
+    ``arrays`` (the stacked ones, checked and normalised, read-only), ``counts`` nodes each. A
+    :class:`core.model.TreeEnsemble` made of them reads the stacked arrays as they are instead of
+    stacking its trees' arrays again (:func:`core.model.flatwalk._stack`); it keeps a plain tuple."""
+
+    arrays: dict[str, Any]
+    counts: np.ndarray
+
+    def __new__(cls, trees: Sequence[Tree], arrays: dict[str, Any], counts: np.ndarray) -> StackedTrees:
+        out = super().__new__(cls, trees)
+        out.arrays, out.counts = arrays, counts
+        return out
+
+    def __reduce__(self) -> tuple[Any, ...]:     # pickled as the plain tuple it is
+        return tuple, (tuple(self),)
 
 
 def _stacked_arrays(counts: np.ndarray, *arrays: np.ndarray) -> dict[str, Any]:
@@ -330,13 +354,6 @@ def _stacked_arrays(counts: np.ndarray, *arrays: np.ndarray) -> dict[str, Any]:
             or any(a[k].ndim != 1 for k in _TREE_FIELDS[:4]):
         raise ModelError("Tree arrays must all have the same non-zero length n_nodes.")
     return a
-
-
-def _view(a: dict[str, Any], start: int, end: int) -> Tree:
-    """A Tree over rows ``start:end`` of checked, normalised stacked arrays (no second check)."""
-    tree = object.__new__(Tree)
-    tree.__dict__.update({name: None if a[name] is None else a[name][start:end] for name in _TREE_FIELDS})
-    return tree
 
 
 def _check_stacked(a: dict[str, Any], bits: np.ndarray, counts: np.ndarray) -> None:

@@ -89,3 +89,71 @@ def test_the_ensemble_refuses_its_first_failing_trees_first_check(stacked):
     leaf = int(arrays["node_counts"][1]) - 1
     with pytest.raises(ModelError, match=f"Tree 1, leaf {leaf} has the value"):
         TreeEnsemble.from_arrays(first_nan, meta)
+
+
+def _with_categories(arrays, meta):
+    """The stacked arrays with one split made categorical (a set of codes of a categorical feature)."""
+    from core.model.tree import category_bits_from_sets
+
+    a = {k: v.copy() for k, v in arrays.items()}
+    inner = np.flatnonzero(a["children_left"] >= 0)
+    a["feature"][inner[a["feature"][inner] == 2]] = 0     # feature 2 split on by one set alone
+    a["threshold"][inner[1]] = np.nan
+    a["feature"][inner[1]] = 2
+    bits = np.zeros((len(a["feature"]), 1), dtype=np.uint64)
+    bits[inner[1]] = category_bits_from_sets([{0, 2}], 4)[0]
+    a["category_bits"] = bits
+    return a
+
+
+@pytest.mark.parametrize("categorical", [False, True])
+def test_an_ensemble_of_stacked_trees_reads_them_as_an_ensemble_of_their_copies_does(stacked, categorical):
+    """The ensemble made of trees made stacked takes their stacked arrays as they are
+    (``flatwalk._stack``): everything it holds is what it holds made of the same trees one by one."""
+    arrays, meta = stacked
+    if categorical:
+        arrays = _with_categories(arrays, meta)
+        meta = {**meta, "categories": [None, None, ["a", "b", "c"]]}
+    fast = TreeEnsemble.from_arrays(arrays, meta)
+    plain = TreeEnsemble.from_arrays(arrays, meta)
+    plain = TreeEnsemble(tuple(Tree(*(getattr(t, f) for f in FIELDS)) for t in plain.trees),
+                         **{k: getattr(fast, k) for k in ("n_features", "feature_names", "task", "aggregation", "link",
+                                                          "base_score", "classes", "categories")})
+    assert type(fast.trees) is tuple
+    assert fast._flat.keys() == plain._flat.keys()
+    for k in fast._flat:
+        x, y = fast._flat[k], plain._flat[k]
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes(), k
+        else:
+            assert x == y, k
+    X = np.random.default_rng(1).normal(size=(50, 3))
+    X[::7, 0] = np.nan
+    if categorical:
+        X[:, 2] = np.arange(50) % 4
+    assert np.array_equal(fast.predict_raw(X), plain.predict_raw(X))
+
+
+def test_trees_made_stacked_pickle_as_a_plain_tuple(stacked):
+    import pickle
+
+    arrays, _ = stacked
+    once = _at_once(arrays)
+    again = pickle.loads(pickle.dumps(once))
+    assert type(again) is tuple and len(again) == len(once)
+    assert all(a.threshold.tobytes() == b.threshold.tobytes() for a, b in zip(once, again))
+
+
+def test_split_levels_are_each_features_distinct_thresholds(stacked):
+    arrays, meta = stacked
+    a = {k: v.copy() for k, v in arrays.items()}
+    inner = np.flatnonzero(a["children_left"] >= 0)
+    a["threshold"][inner[:3]] = [0.0, -0.0, 0.25]         # equal levels, one signed zero
+    a["feature"][inner[:3]] = [1, 1, 1]
+    ens = TreeEnsemble.from_arrays(a, meta)
+    f, t = ens._flat["feature_raw"], ens._flat["threshold_raw"]
+    for j in range(ens.n_features):
+        got = ens.split_levels(j)
+        assert np.array_equal(got, np.unique(t[(f == j) & ~np.isnan(t)]))
+        got[:] = 99.0                                      # the caller's own copy
+        assert not np.any(ens.split_levels(j) == 99.0)
