@@ -324,7 +324,7 @@ def stacked_trees(counts: np.ndarray, children_left: np.ndarray, children_right:
     return StackedTrees(trees, a, counts)
 
 
-class StackedTrees(tuple):
+class StackedTrees(tuple[Tree, ...]):
     """The trees :func:`stacked_trees` made, in order: each :class:`Tree`'s arrays are views of
     ``arrays`` (the stacked ones, checked and normalised, read-only), ``counts`` nodes each. A
     :class:`core.model.TreeEnsemble` made of them reads the stacked arrays as they are instead of
