@@ -234,16 +234,18 @@ def test_points_told_from_two_threads_arrive_in_the_order_they_were_kept(small):
     cost_far, cost = (float(prob.cost_of(prob.interval_of(p)[0])) for p in (far, point))
     assert cost_far > cost
     heard = []
+    telling = threading.Event()
 
     def on_progress(res):
-        if res.cost > cost_far - 1e-9:
-            time.sleep(0.3)            # the first point's telling is slow
+        if not telling.is_set():       # the first point's telling (its result is costed again: not cost_far)
+            telling.set()
+            time.sleep(0.3)            # is slow
         heard.append(res.cost)
 
     anytime = Anytime(QueryRun(prob, {}, model=rf), on_progress, None)
     first = threading.Thread(target=anytime.point, args=(far, cost_far, "lpbox"))
     first.start()
-    time.sleep(0.1)                    # the first point is kept and being told
+    assert telling.wait(60)            # the first point is kept and being told (not a guess of how soon)
     anytime.point(point, cost, "warm start")
     first.join()
     assert len(heard) == 2 and heard[0] > heard[1], heard
