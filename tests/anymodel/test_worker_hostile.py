@@ -198,6 +198,13 @@ def test_stop_from_another_thread_cancels_answers_at_once():
 
 
 def test_stop_from_another_thread_cancels_loading_at_once():
+    # the fork server started first: started cold (2-3 s), it would still be starting the child
+    # when the stop comes 0.5 s in, as when this test runs alone
+    warm = ModelWorker(hostile("pass"), "ok.pkl", allow_pickle=True)
+    try:
+        warm.describe()
+    finally:
+        warm.stop()
     w = ModelWorker(hostile("time.sleep(60)", always=True), "slow.pkl", allow_pickle=True, load_timeout=60)
     try:
         when = _stop_soon(w, 0.5)
