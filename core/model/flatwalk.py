@@ -39,22 +39,28 @@ def _stack(trees: Sequence[Tree]) -> dict[str, Any]:
     tree's words, zeros after them; ``widths`` its number of words) and ``missing_left``
     (False where a tree routes none). Trees made stacked (:class:`core.model.tree.StackedTrees`)
     give their stacked arrays as they are."""
-    if isinstance(trees, StackedTrees):
-        return _stacked_as_made(trees)
-    sizes = np.array([t.n_nodes for t in trees], dtype=np.int64)
-    cl = np.concatenate([t.children_left for t in trees]).astype(np.int64)
-    thr_raw = np.concatenate([t.threshold for t in trees])
-    widths = np.array([t.bits.shape[1] for t in trees], dtype=np.int64)
-    words = int(widths.max())
-    bits = np.concatenate([np.pad(t.bits, ((0, 0), (0, words - t.bits.shape[1])))
-                           for t in trees]) if words else np.zeros((len(cl), 0), dtype=np.uint64)
+    if isinstance(trees, StackedTrees):         # the arrays as they were stacked and checked
+        a, sizes = trees.arrays, np.asarray(trees.counts, dtype=np.int64)
+        cl, cr, feature, thr_raw, value = (a[k] for k in ("children_left", "children_right", "feature", "threshold",
+                                                          "value"))
+        bits = a["category_bits"]
+        widths = np.full(sizes.size, bits.shape[1], dtype=np.int64)
+        missing = np.zeros(len(cl), dtype=bool) if a["missing_left"] is None else a["missing_left"]
+    else:
+        sizes = np.array([t.n_nodes for t in trees], dtype=np.int64)
+        cl, cr, feature, thr_raw, value = (np.concatenate([getattr(t, k) for t in trees]) for k in
+                                           ("children_left", "children_right", "feature", "threshold", "value"))
+        widths = np.array([t.bits.shape[1] for t in trees], dtype=np.int64)
+        words = int(widths.max())
+        bits = np.concatenate([np.pad(t.bits, ((0, 0), (0, words - t.bits.shape[1])))
+                               for t in trees]) if words else np.zeros((len(cl), 0), dtype=np.uint64)
+        missing = np.concatenate([np.zeros(t.n_nodes, dtype=bool) if t.missing_left is None else t.missing_left
+                                  for t in trees])
+    cl = cl.astype(np.int64)
     return {"sizes": sizes, "offsets": np.cumsum(sizes) - sizes, "children_left": cl,
-            "children_right": np.concatenate([t.children_right for t in trees]).astype(np.int64),
-            "feature_raw": np.concatenate([t.feature for t in trees]), "threshold_raw": thr_raw,
-            "value": np.ascontiguousarray(np.concatenate([t.value for t in trees])),
-            "cat_node": (cl >= 0) & np.isnan(thr_raw), "cat_bits": bits, "widths": widths,
-            "missing_left": np.concatenate([np.zeros(t.n_nodes, dtype=bool) if t.missing_left is None
-                                            else t.missing_left for t in trees])}
+            "children_right": cr.astype(np.int64), "feature_raw": feature, "threshold_raw": thr_raw,
+            "value": np.ascontiguousarray(value), "cat_node": (cl >= 0) & np.isnan(thr_raw), "cat_bits": bits,
+            "widths": widths, "missing_left": missing}
 
 
 def _flatten(trees: Sequence[Tree], stacked: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -97,22 +103,6 @@ def _breadth_first(fl: dict[str, Any], inner: np.ndarray) -> tuple[np.ndarray, i
     order = np.concatenate(levels)
     tree = np.searchsorted(fl["offsets"], order, side="right")
     return order[np.argsort(tree, kind="stable")], len(levels) - 2
-
-
-def _stacked_as_made(trees: StackedTrees) -> dict[str, Any]:
-    """:func:`_stack` of trees made stacked: the same arrays, read off the stacked ones (every
-    tree has their number of category words)."""
-    a, sizes = trees.arrays, np.asarray(trees.counts, dtype=np.int64)
-    cl = a["children_left"].astype(np.int64)
-    thr_raw = a["threshold"]
-    bits = a["category_bits"]
-    n = len(cl)
-    return {"sizes": sizes, "offsets": np.cumsum(sizes) - sizes, "children_left": cl,
-            "children_right": a["children_right"].astype(np.int64), "feature_raw": a["feature"],
-            "threshold_raw": thr_raw, "value": np.ascontiguousarray(a["value"]),
-            "cat_node": (cl >= 0) & np.isnan(thr_raw), "cat_bits": bits,
-            "widths": np.full(sizes.size, bits.shape[1], dtype=np.int64),
-            "missing_left": np.zeros(n, dtype=bool) if a["missing_left"] is None else a["missing_left"]}
 
 
 def _pack(fl: dict[str, Any], inner: np.ndarray, widths: np.ndarray) -> dict[str, Any]:
