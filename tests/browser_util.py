@@ -39,8 +39,28 @@ def _free_port() -> int:
 def running_app(timeout: float = 120.0, env: dict[str, str] | None = None, port: int | None = None,
                 args: tuple[str, ...] = ()) -> Iterator[str]:
     """The app served on a free port (or ``port``); ``env`` adds environment variables (e.g. public
-    mode), ``args`` Streamlit options (e.g. ``--secrets.files``)."""
-    port = port or _free_port()
+    mode), ``args`` Streamlit options (e.g. ``--secrets.files``). A free port found here can be
+    taken by another process before the app binds it (Streamlit then exits: "Port … is not
+    available"): the app is started again on another free port, up to three times."""
+    for attempt in range(3):
+        try:
+            proc, log, url = _start_app(timeout, env, port or _free_port(), args)
+            break
+        except _PortTaken:
+            if port is not None or attempt == 2:
+                raise
+    try:
+        yield url
+    finally:
+        _stop_app(proc, log)
+
+
+class _PortTaken(RuntimeError):
+    """The app exited at start because its port was taken meanwhile."""
+
+
+def _start_app(timeout: float, env: dict[str, str] | None, port: int, args: tuple[str, ...]):
+    """(the app's process, its log file, its URL) once it answers its health check."""
     log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"atlas-app-{port}.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "dashboard" / "app.py"),
@@ -52,22 +72,27 @@ def running_app(timeout: float = 120.0, env: dict[str, str] | None = None, port:
         deadline = time.time() + timeout
         while time.time() < deadline:
             if proc.poll() is not None:
-                raise RuntimeError(f"the app exited with code {proc.returncode}; see {log.name}")
+                taken = f"Port {port} is not available" in Path(log.name).read_text(errors="replace")
+                raise (_PortTaken if taken else RuntimeError)(
+                    f"the app exited with code {proc.returncode}; see {log.name}")
             try:
                 if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
-                    break
+                    return proc, log, url
             except OSError:
                 time.sleep(0.5)
-        else:
-            raise RuntimeError(f"the app did not answer within {timeout:.0f} s; see {log.name}")
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        raise RuntimeError(f"the app did not answer within {timeout:.0f} s; see {log.name}")
+    except BaseException:
+        _stop_app(proc, log)
+        raise
+
+
+def _stop_app(proc: subprocess.Popen, log) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
 
 
 _SHARED: dict = {}     # the one shared Chromium (shared_chromium), the thread that owns it, its tabs' context
