@@ -21,8 +21,8 @@ $(VENV)/bin/python:
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q uv==$(UV_VERSION) || echo "uv is not available: pip installs the requirements" >&2
 
-$(VENV)/.runtime: $(VENV)/bin/python requirements.txt pyproject.toml setup.py core/model/_treewalk.c \
-                   core/rules/_projected.c core/solvers/_boxsearch.c
+KERNELS = core/model/_treewalk.c core/rules/_projected.c core/solvers/_boxsearch.c core/intake/parsing/_wire.c
+$(VENV)/.runtime: $(VENV)/bin/python requirements.txt pyproject.toml setup.py $(KERNELS)
 	$(call INSTALL,requirements.txt,--reinstall-package counterfactual-atlas)
 	touch $@
 
@@ -153,7 +153,7 @@ $(VENV_NEXT)/bin/python: $(VENV)/bin/python
 	fi; \
 	$(VENV)/bin/uv venv -q --python "$$py" $(VENV_NEXT) 2>/dev/null || "$$py" -m venv $(VENV_NEXT)
 $(VENV_NEXT)/.tests: $(VENV)/.runtime $(VENV_NEXT)/bin/python requirements.txt requirements-tests.txt pyproject.toml \
-                     setup.py core/model/_treewalk.c core/rules/_projected.c core/solvers/_boxsearch.c
+                     setup.py $(KERNELS)
 	@{ $(VENV)/bin/uv pip install -q --system-certs --compile-bytecode --python $(VENV_NEXT)/bin/python \
 	     -r requirements.txt -r requirements-tests.txt --reinstall-package counterfactual-atlas || \
 	   { $(VENV_NEXT)/bin/python -m ensurepip -q 2>/dev/null; \

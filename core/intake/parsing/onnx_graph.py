@@ -39,6 +39,11 @@ import numpy as np
 from core.errors import ModelError, UnsupportedModelError, need
 from core.typing import ModelLike
 
+try:  # compiled reading of the wire runs (core/intake/parsing/_wire.c); numpy reads the same more slowly
+    from core.intake.parsing import _wire  # type: ignore[attr-defined]  # compiled: no stub
+except ImportError:  # pragma: no cover - built without a C compiler
+    _wire = None
+
 if TYPE_CHECKING:
     from onnx import NodeProto
 
@@ -422,11 +427,18 @@ def _wire_strings(buf: bytes) -> np.ndarray | None:
         while i < len(buf):
             tag, j = _varint(buf, i)
             if tag == _STRINGS_KEY:
-                return _string_run(b, i)
+                return _compiled_strings(buf, i) if _wire is not None else _string_run(b, i)
             i = _skip(buf, tag & 7, j)
     except ValueError:
         return None
     return np.zeros(0, dtype="S1")
+
+
+def _compiled_strings(buf: bytes, start: int) -> np.ndarray | None:
+    """:func:`_string_run` by the compiled walk of the run (``_wire.string_run``): the same
+    strings, and a key byte inside a string is read as the string's byte it is."""
+    got = _wire.string_run(buf, start, _STRINGS_KEY)
+    return None if got is None else np.frombuffer(got[0], dtype=f"S{got[1]}")
 
 
 def _string_run(b: np.ndarray, start: int) -> np.ndarray | None:
@@ -472,6 +484,8 @@ def _float_run(buf: bytes, b: np.ndarray, start: int, body: int, wire: int) -> t
         return b[at:at + n].view("<f4").astype(np.float32), at + n
     if wire != 5 or body != start + 1:
         raise ValueError("not a float")
+    if _wire is not None:
+        return _compiled_run(_wire.float_run, buf, start, _FLOATS_KEY | 5, np.float32, 5)
     rows = (b.size - start) // 5
     keys = b[start:start + 5 * rows:5] == (_FLOATS_KEY | 5)
     m = rows if keys.all() else int(np.argmin(keys))
@@ -492,6 +506,8 @@ def _int_run(buf: bytes, b: np.ndarray, start: int, body: int, wire: int) -> tup
         return values, at + n
     if wire != 0 or body != start + 1:
         raise ValueError("not an integer")
+    if _wire is not None:
+        return _compiled_run(_wire.int_run, buf, start, _INTS_KEY, np.int64, 2)
     r = b[start:]
     ends = np.flatnonzero(r < 0x80)              # the keys (one byte each) and the values' last bytes
     last = ends[1::2]
@@ -502,6 +518,16 @@ def _int_run(buf: bytes, b: np.ndarray, start: int, body: int, wire: int) -> tup
         raise ValueError("no integer")
     keys, last = keys[:m], last[:m]
     return _varint_values(r, keys + 1, last), start + int(last[-1]) + 1
+
+
+def _compiled_run(run: Any, buf: bytes, start: int, key: int, dtype: Any, least: int) -> tuple[np.ndarray, int]:
+    """The run of unpacked fields from ``buf[start]`` by the compiled walk (``_wire.int_run`` or
+    ``float_run``; each field at least ``least`` bytes), with the index after it."""
+    out = np.empty((len(buf) - start) // least, dtype=dtype)
+    count, end = run(buf, start, key, out)
+    if count == 0:
+        raise ValueError("no value")
+    return out[:count].copy() if count < out.size // 2 else out[:count], end
 
 
 def _varint_values(b: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:

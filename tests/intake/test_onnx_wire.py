@@ -1,0 +1,96 @@
+"""A tree ensemble's node attributes read from protobuf's wire bytes
+(core/intake/parsing/onnx_graph.py: the compiled runs of core/intake/parsing/_wire.c, and numpy
+where it is not built) give protobuf's own values, whatever the bytes hold: values of every size
+(negative ints are ten-byte varints), strings holding the key byte, strings ending in NUL or too
+long for the bulk reading, packed fields, fields split in runs, other fields between them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import AttributeProto, helper
+
+from core.intake.parsing import onnx_graph
+
+pytestmark = pytest.mark.skipif(onnx_graph._wire is None, reason="the compiled kernel is not built")
+
+INTS = [[0] * 70, list(range(200)), [-1, -(2**63), 2**63 - 1, 127, 128, 16383, 16384] * 20,
+        np.random.default_rng(0).integers(-(2**40), 2**40, 500).tolist()]
+FLOATS = [[0.5] * 64, np.random.default_rng(1).normal(size=300).astype(np.float32).tolist(),
+          [float("inf"), float("-inf"), 1e-45, -0.0, 3.4e38] * 20]
+STRINGS = [[b"BRANCH_LEQ", b"LEAF"] * 40, [b"J", b"JJ", b"", b"aJb"] * 30,          # J: the strings key byte
+           [b"LEAF"] * 63 + [b"ends in NUL\0"], [b"x" * 127, b"y"] * 40, [b"x" * 128] + [b"LEAF"] * 70]
+
+
+def _decoded(a: AttributeProto, kind: str, compiled: bool, monkeypatch) -> object:
+    monkeypatch.setattr(onnx_graph, "_wire", onnx_graph._wire if compiled else None)
+    return onnx_graph._strings(a) if kind == "strings" else onnx_graph._numbers(a, kind)
+
+
+def _same(got: object, want: list, kind: str) -> None:
+    if kind == "strings":
+        assert [bytes(s) for s in got] == want
+    else:
+        dtype = np.int64 if kind == "ints" else np.float32
+        assert isinstance(got, np.ndarray) and got.dtype == dtype
+        np.testing.assert_array_equal(got, np.array(want, dtype=dtype))
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
+@pytest.mark.parametrize("kind,values", [("ints", v) for v in INTS] + [("floats", v) for v in FLOATS]
+                         + [("strings", v) for v in STRINGS])
+def test_wire_values_are_protobufs_own(kind, values, compiled, monkeypatch):
+    a = helper.make_attribute("nodes_x", values)
+    _same(_decoded(a, kind, compiled, monkeypatch), list(getattr(a, kind)), kind)
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
+@pytest.mark.parametrize("kind", ["ints", "floats"])
+def test_fields_in_runs_packed_or_between_others_are_read_in_order(kind, compiled, monkeypatch):
+    """Bytes no serializer of ours writes but protobuf reads: a packed field, the run split by
+    other fields (a name, a doc string), in up to four runs; more runs fall back to protobuf's list."""
+    from google.protobuf.internal import encoder
+
+    values = list(range(100)) if kind == "ints" else [float(v) / 4 for v in range(100)]
+    field = 8 if kind == "ints" else 7
+    make = encoder.Int64Encoder if kind == "ints" else encoder.FloatEncoder
+    name = b"\x0a\x07nodes_x"                                      # name (field 1)
+    doc = b"\x6a\x01d"                                             # doc_string (field 13), between the runs
+    for cuts in ([0, 100], [0, 30, 55, 100], [0, 20, 40, 60, 80, 100]):
+        out: list[bytes] = [name]
+        for lo, hi in zip(cuts[:-1], cuts[1:]):
+            make(field, True, False)(out.append, values[lo:hi], False)
+            out.append(doc)
+        for packed in (False, True):
+            if packed:
+                out = [name]
+                make(field, True, True)(out.append, values, False)
+            a = AttributeProto()
+            a.ParseFromString(b"".join(out))
+            assert list(getattr(a, kind)) == values
+            _same(_decoded(a, kind, compiled, monkeypatch), values, kind)
+
+
+@pytest.mark.parametrize("run,key,dtype,least", [("int_run", 0x40, np.int64, 2), ("float_run", 0x3D, np.float32, 5)])
+def test_the_compiled_runs_refuse_wrong_buffers_and_stop_at_cut_fields(run, key, dtype, least):
+    fn = getattr(onnx_graph._wire, run)
+    buf = bytes(([key, 1] if run == "int_run" else [key, 1, 0, 0, 0]) * 3)
+    with pytest.raises(ValueError):
+        fn(buf, 0, key, np.empty(10, dtype=np.float64))                  # out of another type
+    with pytest.raises(ValueError):
+        fn(buf, 0, key, np.empty((2, 5), dtype=dtype))                   # not 1-D
+    with pytest.raises(ValueError):
+        fn(buf, len(buf) + 1, key, np.empty(10, dtype=dtype))            # start outside
+    with pytest.raises(ValueError):
+        fn(buf, 0, 256, np.empty(10, dtype=dtype))                       # no key byte
+    with pytest.raises((ValueError, BufferError, TypeError)):
+        fn(buf, 0, key, np.empty(10, dtype=dtype)[::2])                  # not contiguous
+    count, end = fn(buf[:-1], 0, key, np.empty(10, dtype=dtype))        # the last field cut: not read
+    assert (count, end) == (2, 2 * least)
+    if run == "int_run":
+        count, end = fn(bytes([key]) + b"\xff" * 12, 0, key, np.empty(10, dtype=dtype))   # cut: no value
+        assert (count, end) == (0, 0)
+        with pytest.raises(ValueError, match="more than 10 bytes"):
+            fn(bytes([key]) + b"\xff" * 12 + b"\x01", 0, key, np.empty(10, dtype=dtype))
+        with pytest.raises(ValueError, match="too short"):
+            fn(bytes([key, 1] * 5), 0, key, np.empty(2, dtype=dtype))
