@@ -97,7 +97,8 @@ class TreeEnsemble(ModelShape):
             raise ModelError("The model has no trees.")
         given = self.trees                          # trees made stacked give their stacked arrays (_stack)
         object.__setattr__(self, "trees", tuple(self.trees))
-        base = _checked_base_score(self.trees, self.base_score)
+        base = _checked_base_score(given.arrays["value"][:1] if isinstance(given, StackedTrees) else self.trees,
+                                   self.base_score)
         object.__setattr__(self, "base_score", base)
         names = tuple(str(n) for n in self.feature_names)
         if len(names) != self.n_features:
@@ -114,7 +115,10 @@ class TreeEnsemble(ModelShape):
         _check_trees(stacked, self.feature_names, is_cat, n_codes)
         if self.classes is not None:
             object.__setattr__(self, "classes", np.asarray(self.classes))
-        object.__setattr__(self, "_flat", _flatten(self.trees, stacked))
+        flat = _flatten(self.trees, stacked)
+        flat["routes_missing"] = (given.arrays["missing_left"] is not None if isinstance(given, StackedTrees)
+                                  else all(t.missing_left is not None for t in self.trees))
+        object.__setattr__(self, "_flat", flat)
 
     # ------------------------------------------------------------------ shape
     @property
@@ -240,7 +244,7 @@ class TreeEnsemble(ModelShape):
     @property
     def routes_missing(self) -> bool:
         """True when every tree says where a missing value (NaN) goes at each split."""
-        return all(t.missing_left is not None for t in self.trees)
+        return bool(self._flat["routes_missing"])
 
     def apply(self, X: Rows) -> np.ndarray:
         """Leaf node index per row and tree, shape (n_samples, n_trees)."""
@@ -400,11 +404,15 @@ def _split_levels(flat: dict[str, Any], n_features: int) -> list[np.ndarray]:
     return [t[ends[j]:ends[j + 1]] for j in range(n_features)]
 
 
-def _checked_base_score(trees: tuple[Tree, ...], base_score: Any) -> np.ndarray:
-    """The base score, read-only, one per output of the trees (which must all have the same outputs)."""
+def _checked_base_score(trees: tuple[Tree, ...] | np.ndarray, base_score: Any) -> np.ndarray:
+    """The base score, read-only, one per output of the trees (which must all have the same
+    outputs; ``trees`` may be the values of trees made stacked, whose outputs are one array's)."""
     base = np.atleast_1d(np.asarray(base_score, dtype=np.float64)).copy()
-    n_out = trees[0].value.shape[1]
-    if any(t.value.shape[1] != n_out for t in trees):
+    if isinstance(trees, np.ndarray):
+        n_out = trees.shape[1]
+    else:
+        n_out = trees[0].value.shape[1]
+    if not isinstance(trees, np.ndarray) and any(t.value.shape[1] != n_out for t in trees):
         raise ModelError("All trees must have the same number of outputs.")
     if base.shape != (n_out,):
         raise ModelError(f"base_score has shape {base.shape}; expected ({n_out},).")

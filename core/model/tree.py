@@ -161,6 +161,22 @@ class Tree:
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
 
+    def __getattr__(self, name: str) -> Any:
+        """A tree :func:`stacked_trees` made holds where its nodes lie in the stacked arrays
+        (``_stacked``) until one of its five arrays without a default is first read: their views
+        are made then, all at once (a model of hundreds of trees is mostly read through its
+        stacked arrays, and making every tree's views took as long as checking every node)."""
+        at = self.__dict__.get("_stacked") if name in _TREE_FIELDS[:5] else None
+        if at is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        fields, start, end = at
+        self.__dict__.update({field: arr[start:end] for field, arr in fields})
+        self.__dict__.pop("_stacked", None)         # after the views: another thread reading meanwhile finds them
+        return self.__dict__[name]
+
+    def __getstate__(self) -> dict[str, Any]:       # pickled, copied: its own views, not the stacked arrays
+        return {name: getattr(self, name) for name in _TREE_FIELDS}
+
     @property
     def n_nodes(self) -> int:
         return int(self.children_left.shape[0])
@@ -315,11 +331,13 @@ def stacked_trees(counts: np.ndarray, children_left: np.ndarray, children_right:
         if arr is not None:
             arr.setflags(write=False)
     ends = np.cumsum(counts).tolist()
-    fields = [(name, a[name]) for name in _TREE_FIELDS]
+    fields = tuple((name, a[name]) for name in _TREE_FIELDS[:5])
+    bits, miss = a["category_bits"], a["missing_left"]
     trees = []
-    for start, end in zip([0] + ends[:-1], ends):       # a view per tree (a call per tree took half again as long)
-        tree = object.__new__(Tree)
-        tree.__dict__.update({name: None if arr is None else arr[start:end] for name, arr in fields})
+    for start, end in zip([0] + ends[:-1], ends):       # its views made when first read (Tree.__getattr__);
+        tree = object.__new__(Tree)                     # those with a default now (the class holds the default)
+        tree.__dict__.update(_stacked=(fields, start, end), category_bits=bits[start:end],
+                             missing_left=None if miss is None else miss[start:end])
         trees.append(tree)
     return StackedTrees(trees, a, counts)
 

@@ -157,3 +157,30 @@ def test_split_levels_are_each_features_distinct_thresholds(stacked):
         assert np.array_equal(got, np.unique(t[(f == j) & ~np.isnan(t)]))
         got[:] = 99.0                                      # the caller's own copy
         assert not np.any(ens.split_levels(j) == 99.0)
+
+
+def test_a_stacked_trees_views_are_made_when_first_read_and_pickled_as_its_own(stacked):
+    """A tree made stacked holds no views of its own until an array of it is read (an ensemble
+    reads its trees through the stacked arrays); read, pickled or copied, it is the tree made one
+    by one, and it never carries the whole stack along with it."""
+    import copy
+    import pickle
+
+    a, _ = stacked
+    made = _at_once(a)
+    alone = _one_by_one(a)
+    assert all("_stacked" in t.__dict__ for t in made)
+    TreeEnsemble(made, n_features=3, feature_names=("a", "b", "c"), task="classification", aggregation="sum",
+                 link="sigmoid", base_score=np.zeros(1), classes=np.array([0, 1]))
+    assert all("_stacked" in t.__dict__ for t in made)               # the ensemble read none of them
+    first = made[0]
+    assert len(pickle.dumps(first)) < len(pickle.dumps(alone[0])) + 200 < len(pickle.dumps(made))
+    got = pickle.loads(pickle.dumps(first))
+    for f in FIELDS:
+        np.testing.assert_array_equal(getattr(got, f), getattr(alone[0], f))
+    assert "_stacked" not in got.__dict__ and "_stacked" not in copy.copy(made[1]).__dict__
+    for t, one in zip(made, alone):
+        for f in FIELDS:
+            np.testing.assert_array_equal(getattr(t, f), getattr(one, f))
+    with pytest.raises(AttributeError):
+        first.no_such_array  # noqa: B018
