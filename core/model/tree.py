@@ -163,14 +163,14 @@ class Tree:
 
     def __getattr__(self, name: str) -> Any:
         """A tree :func:`stacked_trees` made holds where its nodes lie in the stacked arrays
-        (``_stacked``) until one of its five arrays without a default is first read: their views
-        are made then, all at once (a model of hundreds of trees is mostly read through its
-        stacked arrays, and making every tree's views took as long as checking every node)."""
-        at = self.__dict__.get("_stacked") if name in _TREE_FIELDS[:5] else None
+        (``_stacked``) until one of its arrays is first read: their views are made then, all at
+        once (a model of hundreds of trees is mostly read through its stacked arrays, and making
+        every tree's views took as long as checking every node)."""
+        at = self.__dict__.get("_stacked") if name in _TREE_FIELDS else None
         if at is None:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         fields, start, end = at
-        self.__dict__.update({field: arr[start:end] for field, arr in fields})
+        self.__dict__.update({field: None if arr is None else arr[start:end] for field, arr in fields})
         self.__dict__.pop("_stacked", None)         # after the views: another thread reading meanwhile finds them
         return self.__dict__[name]
 
@@ -253,6 +253,9 @@ class Tree:
 
 
 _TREE_FIELDS = ("children_left", "children_right", "feature", "threshold", "value", "category_bits", "missing_left")
+# The defaults of the last two are __init__'s alone, not the class's: a tree made stacked has none of
+# its arrays until one is read (Tree.__getattr__), and a class attribute would be found instead.
+del Tree.category_bits, Tree.missing_left
 
 
 def _check_links(cl: np.ndarray, cr: np.ndarray, leaf: np.ndarray) -> None:
@@ -331,13 +334,11 @@ def stacked_trees(counts: np.ndarray, children_left: np.ndarray, children_right:
         if arr is not None:
             arr.setflags(write=False)
     ends = np.cumsum(counts).tolist()
-    fields = tuple((name, a[name]) for name in _TREE_FIELDS[:5])
-    bits, miss = a["category_bits"], a["missing_left"]
+    fields = tuple((name, a[name]) for name in _TREE_FIELDS)
     trees = []
-    for start, end in zip([0] + ends[:-1], ends):       # its views made when first read (Tree.__getattr__);
-        tree = object.__new__(Tree)                     # those with a default now (the class holds the default)
-        tree.__dict__.update(_stacked=(fields, start, end), category_bits=bits[start:end],
-                             missing_left=None if miss is None else miss[start:end])
+    for start, end in zip([0] + ends[:-1], ends):       # its views made when first read (Tree.__getattr__)
+        tree = object.__new__(Tree)
+        tree.__dict__["_stacked"] = (fields, start, end)
         trees.append(tree)
     return StackedTrees(trees, a, counts)
 
