@@ -395,13 +395,9 @@ def _split_levels(flat: dict[str, Any], n_features: int) -> list[np.ndarray]:
     f, t = flat["feature_raw"], flat["threshold_raw"]
     keep = (f >= 0) & ~np.isnan(t)
     f, t = f[keep], t[keep]
-    order = np.lexsort((t, f))
-    f, t = f[order], t[order]
-    first = np.ones(f.size, dtype=bool)
-    first[1:] = (f[1:] != f[:-1]) | (t[1:] != t[:-1])
-    f, t = f[first], t[first]
-    ends = np.searchsorted(f, np.arange(n_features + 1))
-    return [t[ends[j]:ends[j + 1]] for j in range(n_features)]
+    order = np.argsort(f, kind="stable")          # by feature (a radix sort), then each feature's own
+    ends = np.searchsorted(f[order], np.arange(n_features + 1))     # (lexsort of both took twice as long)
+    return [np.unique(t[order[ends[j]:ends[j + 1]]]) for j in range(n_features)]
 
 
 def _checked_base_score(trees: tuple[Tree, ...] | np.ndarray, base_score: Any) -> np.ndarray:

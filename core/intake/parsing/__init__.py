@@ -320,25 +320,27 @@ def probe_points(ens: TreeEnsemble, n_random: int = 64, seed: int = 0) -> np.nda
             k = ens.n_codes(j) - (ens.feature_names[j] in ens.meta.get("no_missing", ()))
             X[:, j] = rng.integers(0, k, size=n_random)
             on[:, j] = np.arange(n_random) % k
-        elif levels[j].size:
-            on[:, j] = np.clip(rng.choice(levels[j], size=n_random), -top, top)
+        elif levels[j].size:                # rng.choice's own draw (the same numbers), without its checks
+            on[:, j] = levels[j][rng.integers(0, levels[j].size, size=n_random)]
     if not getattr(ens, "routes_missing", False):
         return np.vstack([X, on])
     return np.vstack([X, on, *_missing_blocks(ens, X, on, rng)])
 
 
 def _probe_ranges(ens: TreeEnsemble, top: float) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
-    """Per feature its split levels (numbers only), and the range random points span: the levels
-    with a tenth of their span either side, within ``top``; -1..1 for a feature without one."""
+    """Per feature its split levels (numbers only, within ``top``), and the range random points
+    span: the levels with a tenth of their span either side, within ``top``; -1..1 for a feature
+    without one."""
     d = ens.n_features
     lo, hi = np.full(d, -1.0), np.full(d, 1.0)
     levels = []
     for j in range(d):
         lv = ens.split_levels(j)
         lv = lv[lv < MISSING_ONLY]                       # a split on NaN only: no number to probe
-        levels.append(lv)
+        beyond = lv.size and (lv[0] < -top or lv[-1] > top)   # a threshold beyond what the library takes:
+        levels.append(np.clip(lv, -top, top) if beyond else lv)   # points on it at its limit
         if lv.size:
-            a, b = (float(np.clip(v, -1e300, 1e300)) for v in (lv[0], lv[-1]))   # no overflow near the float limit
+            a, b = (min(max(float(v), -1e300), 1e300) for v in (lv[0], lv[-1]))   # no overflow near the float limit
             span = max(b - a, 1e-9)
             lo[j], hi[j] = max(a - 0.1 * span, -top), min(b + 0.1 * span, top)
     return levels, lo, hi
