@@ -16,6 +16,8 @@
  *     out[i, t] = index in nodes of the leaf reached by row i in tree t (int64, n x T)
  * accumulate(X, nodes, roots, bits, value, n_outputs, out, d, start, stop)
  *     out[i, k] += sum_t value[leaf(i, t), k]                         (float64, n x K)
+ * breadth_first(left, right, inner, roots, order) -> (count, depth)
+ *     the order of the nodes in those records (see py_breadth_first)
  * Rows are processed in blocks so that one tree's nodes and a block of rows stay
  * in cache together, and within a block eight rows walk a tree together (each row's walk
  * waits on every node it loads; eight independent walks overlap). Both release the GIL, so
@@ -206,8 +208,66 @@ static PyObject *run(PyObject *args, int mode) {
 static PyObject *py_apply(PyObject *self, PyObject *args) { (void)self; return run(args, 0); }
 static PyObject *py_accumulate(PyObject *self, PyObject *args) { (void)self; return run(args, 1); }
 
+/* breadth_first(left, right, inner, roots, order) -> (count, depth)
+ * Every tree from its root (roots, int64), one after the other, each breadth first with a node's two
+ * children side by side (left, right: int64 node indices, followed at inner nodes, bool): the nodes
+ * in that order into order (int64, one per node); count: how many were reached, depth: the deepest
+ * tree's. A child out of range, or more nodes reached than there are, is a ValueError. */
+static PyObject *py_breadth_first(PyObject *self, PyObject *args) {
+    PyObject *o[5];
+    Py_buffer b[5];
+    int got = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOO", &o[0], &o[1], &o[2], &o[3], &o[4])) return NULL;
+    static const char *names[5] = {"left", "right", "inner", "roots", "order"};
+    static const char kinds[5] = {'i', 'i', 'u', 'i', 'i'};
+    static const Py_ssize_t sizes[5] = {8, 8, 1, 8, 8};
+    for (; got < 5; got++)
+        if (get_buffer(o[got], &b[got], names[got], kinds[got], sizes[got], 1, got == 4) < 0) break;
+    Py_ssize_t n = got == 5 ? b[0].shape[0] : 0, trees = got == 5 ? b[3].shape[0] : 0, count = 0, depth = 0;
+    int bad = got < 5 || b[1].shape[0] != n || b[2].shape[0] != n || b[4].shape[0] != n;
+    if (got == 5 && bad) PyErr_SetString(PyExc_ValueError, "left, right, inner and order must have one entry per node");
+    int64_t *level = bad ? NULL : PyMem_Malloc(sizeof(int64_t) * (size_t)(n + 1));
+    if (!bad && level == NULL) {
+        PyErr_NoMemory();
+        bad = 1;
+    }
+    if (!bad) {
+        const int64_t *left = b[0].buf, *right = b[1].buf, *roots = b[3].buf;
+        const uint8_t *inner = b[2].buf;
+        int64_t *order = b[4].buf;
+        for (Py_ssize_t t = 0; t < trees && !bad; t++) {
+            Py_ssize_t head = count;
+            if (roots[t] < 0 || roots[t] >= n || count >= n) {
+                bad = 1;
+                break;
+            }
+            level[count] = 0;
+            order[count++] = roots[t];
+            for (; head < count; head++) {                 /* a queue: the tree's nodes as reached */
+                int64_t u = order[head];
+                if (!inner[u]) continue;
+                if (left[u] < 0 || left[u] >= n || right[u] < 0 || right[u] >= n || count + 2 > n) {
+                    bad = 1;
+                    break;
+                }
+                level[count] = level[count + 1] = level[head] + 1;
+                if (level[head] + 1 > depth) depth = level[head] + 1;
+                order[count++] = left[u];
+                order[count++] = right[u];
+            }
+        }
+        if (bad) PyErr_SetString(PyExc_ValueError, "breadth_first: a child out of range, or a node reached twice");
+        PyMem_Free(level);
+    }
+    for (int k = 0; k < got; k++) PyBuffer_Release(&b[k]);
+    if (bad) return NULL;
+    return Py_BuildValue("nn", count, depth);
+}
+
 static PyMethodDef methods[] = {
     {"apply", py_apply, METH_VARARGS, "Packed leaf index per row and tree."},
+    {"breadth_first", py_breadth_first, METH_VARARGS, "Every tree's nodes breadth first: (count, depth)."},
     {"accumulate", py_accumulate, METH_VARARGS, "Add the reached leaf values of all trees."},
     {NULL, NULL, 0, NULL}};
 

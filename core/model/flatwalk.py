@@ -91,9 +91,14 @@ NAN_RIGHT = 1 << 30           # a threshold split's feature with this bit: a mis
 
 def _breadth_first(fl: dict[str, Any], inner: np.ndarray) -> tuple[np.ndarray, int]:
     """Every node, tree by tree, each tree breadth first with a node's two children side by
-    side; and the depth of the deepest tree. All trees are walked one level at a time
-    together: each level holds the trees in order, so a stable sort by tree keeps each
-    tree's own breadth-first order."""
+    side; and the depth of the deepest tree. The compiled kernel walks each tree with a queue;
+    numpy walks all trees one level at a time together: each level holds the trees in order,
+    so a stable sort by tree keeps each tree's own breadth-first order."""
+    if USE_COMPILED and _treewalk is not None:
+        order = np.empty(inner.size, dtype=np.int64)
+        count, depth = _treewalk.breadth_first(fl["left"], fl["right"], inner, fl["offsets"], order)
+        if count == inner.size:
+            return order, depth
     levels, cur = [fl["offsets"]], fl["offsets"]
     while cur.size:
         p = cur[inner[cur]]

@@ -280,3 +280,32 @@ def test_the_projected_kernel_refuses_wrong_buffers(rules_state, case, match):
         assert state.n % 64, "the rows fill the last word: nothing to mark past them"
     with pytest.raises(ValueError, match=match):
         bitsets._projected.counts(*_counts_args(state, free, **swap))
+
+
+def test_breadth_first_order_is_numpys_and_damaged_trees_are_refused(forest, monkeypatch):
+    """The packed records' order (each tree breadth first, a node's children side by side) is the
+    same from the compiled queue as from numpy's level-by-level walk; a child out of range or a
+    cycle is a ValueError, never a read outside the arrays or an endless walk."""
+    ens, _ = forest
+    fl = ens._flat
+    inner = fl["feature_raw"] >= 0
+    compiled = flatwalk._breadth_first(fl, inner)
+    monkeypatch.setattr(flatwalk, "USE_COMPILED", False)
+    order, depth = flatwalk._breadth_first(fl, inner)
+    assert np.array_equal(compiled[0], order) and compiled[1] == depth == 4
+    out = np.empty(inner.size, dtype=np.int64)
+    assert _treewalk.breadth_first(fl["left"], fl["right"], inner, fl["offsets"], out) == (inner.size, 4)
+    node = int(np.flatnonzero(inner)[3])
+    for edit, value in (("left", inner.size), ("right", -1), ("left", fl["offsets"][0])):    # the last: a cycle
+        arrays = {"left": fl["left"].copy(), "right": fl["right"].copy()}
+        arrays[edit][node] = value
+        with pytest.raises(ValueError, match="breadth_first"):
+            _treewalk.breadth_first(arrays["left"], arrays["right"], inner, fl["offsets"], out)
+    with pytest.raises(ValueError):
+        _treewalk.breadth_first(fl["left"], fl["right"], inner, fl["offsets"], out[:-1])          # short output
+    with pytest.raises(ValueError):
+        _treewalk.breadth_first(fl["left"].astype(np.int32), fl["right"], inner, fl["offsets"], out)
+    read_only = out.copy()
+    read_only.setflags(write=False)
+    with pytest.raises(ValueError):
+        _treewalk.breadth_first(fl["left"], fl["right"], inner, fl["offsets"], read_only)
