@@ -214,10 +214,17 @@ def _reading(proto):
         return str(exc)
 
 
+@pytest.mark.parametrize("walk", ["compiled", "numpy"])
 @pytest.mark.parametrize("name, proto", _damaged(), ids=[n for n, _ in _damaged()])
-def test_the_trees_laid_out_at_once_are_the_trees_walked_node_by_node(name, proto, monkeypatch):
+def test_the_trees_laid_out_at_once_are_the_trees_walked_node_by_node(name, proto, walk, monkeypatch):
+    """Laid out at once (each tree walked by the compiled kernel, or all trees level by level by
+    numpy), the trees are those walked node by node, damaged graphs refused alike."""
     import core.intake.parsing.onnx_trees as trees
 
+    if walk == "numpy":
+        monkeypatch.setattr(trees, "_wire", None)
+    else:
+        assert trees._wire is not None, "build the kernels: setup.py build_ext"
     at_once = _reading(proto)
     plain_bounds = trees._plain_bounds
 

@@ -94,3 +94,43 @@ def test_the_compiled_runs_refuse_wrong_buffers_and_stop_at_cut_fields(run, key,
             fn(bytes([key]) + b"\xff" * 12 + b"\x01", 0, key, np.empty(10, dtype=dtype))
         with pytest.raises(ValueError, match="too short"):
             fn(bytes([key, 1] * 5), 0, key, np.empty(2, dtype=dtype))
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
+def test_node_modes_are_matched_to_their_names_exactly(compiled, monkeypatch):
+    from core.intake.parsing import onnx_trees
+
+    monkeypatch.setattr(onnx_trees, "_wire", onnx_trees._wire if compiled else None)
+    names = list(onnx_trees.MODES) + ["BRANCH_LE", "LEAFS", "", "leaf", "BRANCH_LEQ\0x", "J" * 40]
+    values = np.array([n.encode() for n in names] * 3, dtype="S40")
+    want = [onnx_trees.MODES.index(n) if n in onnx_trees.MODES else -1 for n in names] * 3
+    assert onnx_trees._name_codes(values, onnx_trees.MODES).tolist() == want
+    short = np.array([n.encode() for n in onnx_trees.MODES], dtype="S13")      # as wide as the longest
+    assert onnx_trees._name_codes(short, onnx_trees.MODES).tolist() == list(range(len(onnx_trees.MODES)))
+
+
+def test_a_graphs_attributes_are_read_in_the_files_bytes_and_a_merged_graph_is_serialized_again():
+    """The tree node's attributes are read where they lie in the file; a file giving the graph
+    twice (protobuf merges the two: their nodes one list) is read from protobuf's own message."""
+    import onnx
+    from onnx import TensorProto
+
+    from core.intake.parsing.onnx_graph import attributes, node_attribute_bytes
+
+    node = helper.make_node("TreeEnsembleRegressor", ["x"], ["y"], domain="ai.onnx.ml", nodes_treeids=[0] * 80,
+                            nodes_nodeids=list(range(80)), nodes_modes=["LEAF"] * 80, nodes_values=[0.5] * 80)
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["z"]), node], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 1])])
+    data = helper.make_model(graph).SerializeToString()
+    wire = node_attribute_bytes(data, 1)
+    assert wire is not None and [bytes(w) for w in wire] == [a.SerializeToString() for a in node.attribute]
+    assert node_attribute_bytes(data, 2) is None and node_attribute_bytes(data[:-3], 1) is None
+    from google.protobuf.internal import encoder
+
+    again = graph.SerializeToString()
+    merged = data + b"\x3a" + encoder._VarintBytes(len(again)) + again     # ModelProto.graph (field 7) once more
+    proto = onnx.load_from_string(merged)
+    assert len(proto.graph.node) == 4 and node_attribute_bytes(merged, 1) is node_attribute_bytes(merged, 3) is None
+    got = attributes(proto.graph.node[3], node_attribute_bytes(merged, 3))
+    assert got["nodes_nodeids"].tolist() == list(range(80)) and got["nodes_modes"].tolist() == [b"LEAF"] * 80

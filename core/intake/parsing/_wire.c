@@ -1,5 +1,6 @@
-/* Compiled reading of protobuf's wire runs for core.intake.parsing.onnx_graph (optional: the
- * numpy reading there gives the same values more slowly).
+/* Compiled reading of an ONNX tree ensemble (optional: the numpy reading gives the same more
+ * slowly): protobuf's wire runs of its node attributes for core.intake.parsing.onnx_graph, and
+ * the walk of its trees for core.intake.parsing.onnx_trees.
  *
  * A tree ensemble's node attributes are repeated fields of tens of thousands of values, written
  * by every serializer as a run of unpacked fields: a key byte, then the value (a varint for
@@ -23,6 +24,19 @@
  *     at least 1), as a numpy "S<width>" array reads it. None when a string is 128 bytes or
  *     longer (a block of the longest times the count could be huge), ends in a NUL byte (numpy's
  *     bytes would drop it) or is cut by the end of buf: the caller reads protobuf's list then.
+ *
+ * name_codes(block, width, names, out)
+ *     The index in ``names`` (a tuple of bytes) of each of the NUL-padded strings of ``width``
+ *     bytes in ``block`` (a numpy "S<width>" array's bytes), -1 for none, into out (int64, one
+ *     per string): a tree ensemble's node modes, matched without a numpy step per name.
+ * preorder(leaf, left, right, roots, owner, pos, counts, bad)
+ *     The trees of an operator's node graph (core/intake/parsing/onnx_trees.py): from each
+ *     root (roots[t], -1: none), depth first, the left child's subtree before the right's. A
+ *     node reached is given its tree (owner, int64, every node, -1: none) and its place in its
+ *     tree's preorder (pos, int64); counts[t] (int64) is tree t's number of nodes. bad[t]
+ *     (bool, set here) says tree t is no plain tree: no root, a split without two children in
+ *     range, or a node reached twice (a cycle, two parents, two trees; the tree reaching it later
+ *     is bad, and its walk stops there). leaf: bool per node; left, right: int64 per node.
  *
  * Every index is checked against the buffer's length; a wrong buffer is a ValueError.
  */
@@ -174,10 +188,121 @@ static PyObject *string_run(PyObject *self, PyObject *args) {
     return res;
 }
 
+static PyObject *name_codes(PyObject *self, PyObject *args) {
+    PyObject *oblock, *names, *oout;
+    Py_ssize_t width;
+    Py_buffer in, out;
+    if (!PyArg_ParseTuple(args, "OnO!O", &oblock, &width, &PyTuple_Type, &names, &oout)) return NULL;
+    if (get_buffers(oblock, &in, oout, &out, 8, "lq") < 0) return NULL;
+    Py_ssize_t k = PyTuple_GET_SIZE(names), count = width > 0 ? in.len / width : 0;
+    int bad = width <= 0 || in.len % width != 0 || out.len / 8 != count;
+    if (bad) PyErr_SetString(PyExc_ValueError, "name_codes: a block of whole strings and one code each expected");
+    const char *name[16];
+    Py_ssize_t size[16];
+    for (Py_ssize_t j = 0; !bad && j < k; j++) {
+        PyObject *o = PyTuple_GET_ITEM(names, j);
+        if (k > 16 || !PyBytes_Check(o)) {
+            PyErr_SetString(PyExc_ValueError, "name_codes: at most 16 names, as bytes");
+            bad = 1;
+            break;
+        }
+        name[j] = PyBytes_AS_STRING(o);
+        size[j] = PyBytes_GET_SIZE(o);
+    }
+    const char *b = in.buf;
+    int64_t *o = out.buf;
+    for (Py_ssize_t i = 0; !bad && i < count; i++) {
+        const char *str = b + i * width;
+        Py_ssize_t len = width;
+        while (len > 0 && str[len - 1] == '\0') len--;        /* numpy's bytes: trailing NULs dropped */
+        o[i] = -1;
+        for (Py_ssize_t j = 0; j < k; j++)
+            if (size[j] == len && memcmp(name[j], str, (size_t)len) == 0) {
+                o[i] = j;
+                break;
+            }
+    }
+    PyBuffer_Release(&in);
+    PyBuffer_Release(&out);
+    if (bad) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* A 1-D C-contiguous buffer of ``n`` elements (-1: any) of ``itemsize`` bytes and a format among ``fmts``. */
+static int get_array(PyObject *o, Py_buffer *b, Py_ssize_t n, Py_ssize_t itemsize, const char *fmts, int writable) {
+    if (PyObject_GetBuffer(o, b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0) return -1;
+    const char *f = b->format ? b->format : "B";
+    if (*f == '<' || *f == '=' || *f == '@') f++;
+    if (b->ndim != 1 || b->itemsize != itemsize || f[0] == '\0' || !strchr(fmts, f[0]) || f[1] != '\0' ||
+        (n >= 0 && b->shape[0] != n)) {
+        PyErr_SetString(PyExc_ValueError, "preorder: an array of another type or length than expected");
+        PyBuffer_Release(b);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *preorder(PyObject *self, PyObject *args) {
+    PyObject *o[8];
+    Py_buffer b[8];
+    int got = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7])) return NULL;
+    /* leaf, left, right, roots, owner, pos, counts, bad */
+    static const Py_ssize_t sizes[8] = {1, 8, 8, 8, 8, 8, 8, 1};
+    static const char *fmts[8] = {"?", "lq", "lq", "lq", "lq", "lq", "lq", "?"};
+    Py_ssize_t n = -1, trees = -1;
+    for (; got < 8; got++) {
+        Py_ssize_t want = got == 3 || got >= 6 ? trees : n;
+        if (get_array(o[got], &b[got], want, sizes[got], fmts[got], got >= 4) < 0) break;
+        if (got == 0) n = b[0].shape[0];
+        if (got == 3) trees = b[3].shape[0];
+    }
+    Py_ssize_t *stack = NULL;
+    if (got == 8) {
+        stack = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(2 * n + 2));
+        if (stack == NULL) PyErr_NoMemory();
+    }
+    if (stack != NULL) {
+        const uint8_t *leaf = b[0].buf;
+        const int64_t *left = b[1].buf, *right = b[2].buf, *roots = b[3].buf;
+        int64_t *owner = b[4].buf, *pos = b[5].buf, *counts = b[6].buf;
+        uint8_t *bad = b[7].buf;
+        for (Py_ssize_t i = 0; i < n; i++) owner[i] = -1;
+        for (Py_ssize_t t = 0; t < trees; t++) {
+            Py_ssize_t top = 0, p = 0;
+            bad[t] = roots[t] < 0 || roots[t] >= n;
+            if (!bad[t]) stack[top++] = (Py_ssize_t)roots[t];
+            while (top > 0) {
+                Py_ssize_t u = stack[--top];
+                if (owner[u] >= 0) {                     /* reached before: by this tree or another */
+                    bad[t] = 1;
+                    break;
+                }
+                owner[u] = t;
+                pos[u] = p++;
+                if (leaf[u]) continue;
+                if (left[u] < 0 || left[u] >= n || right[u] < 0 || right[u] >= n) {
+                    bad[t] = 1;
+                    break;
+                }
+                stack[top++] = (Py_ssize_t)right[u];     /* the left subtree first */
+                stack[top++] = (Py_ssize_t)left[u];
+            }
+            counts[t] = p;
+        }
+        PyMem_Free(stack);
+    }
+    for (int k = 0; k < got; k++) PyBuffer_Release(&b[k]);
+    if (got < 8 || stack == NULL) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"int_run", int_run, METH_VARARGS, "Decode a run of unpacked varint fields into out: (count, end)."},
     {"float_run", float_run, METH_VARARGS, "Decode a run of unpacked float32 fields into out: (count, end)."},
     {"string_run", string_run, METH_VARARGS, "A run of short string fields: (block, width, count, end) or None."},
+    {"name_codes", name_codes, METH_VARARGS, "Each padded string's index among names (-1: none), into out."},
+    {"preorder", preorder, METH_VARARGS, "Each tree's nodes depth first: their tree, place and count; bad trees."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_wire", "Compiled protobuf wire runs.", -1, methods};

@@ -52,7 +52,7 @@ from typing import Any, Callable
 import numpy as np
 
 from core.errors import ModelError, UnsupportedModelError
-from core.intake.parsing.onnx_graph import LIMITS, TREE_OPS, attributes, tree_op_nodes
+from core.intake.parsing.onnx_graph import LIMITS, TREE_OPS, attributes, node_attribute_bytes, tree_op_nodes
 from core.intake.parsing.onnx_runner import OnnxModel, load_onnx
 from core.intake.parsing.onnx_trees import Column, TreeOpReading, read_tree_op
 from core.model.ensemble import TreeEnsemble
@@ -433,7 +433,7 @@ def parse_onnx(model: ModelLike) -> TreeEnsemble:
         raise UnsupportedModelError(f"Expected an ONNX model, got {type(model).__name__}.")
     if not model.info.is_tree_ensemble:
         raise UnsupportedModelError(f"{NOT_TREES} This graph: {model.info.describe()}.")
-    tree = next(n for n in model.proto.graph.node if n.op_type in TREE_OPS)
+    at, tree = next((k, n) for k, n in enumerate(model.proto.graph.node) if n.op_type in TREE_OPS)
     size = tree_op_nodes(tree)              # from the arrays' lengths: nothing converted or built yet
     if size > _NODE_BUDGET:
         raise UnsupportedModelError(f"The ONNX tree ensemble has {size:,} nodes; at most {_NODE_BUDGET:,} are "
@@ -441,7 +441,8 @@ def parse_onnx(model: ModelLike) -> TreeEnsemble:
     front = _front(model, tree)
     out = _back(model, tree)
     n_codes = max((len(c) + 1 for c in front.categories if c is not None), default=None)
-    reading = read_tree_op(tree.op_type, attributes(tree), front.columns, front.tree_f32, _NODE_BUDGET, n_codes)
+    reading = read_tree_op(tree.op_type, attributes(tree, node_attribute_bytes(model.data, at)), front.columns,
+                           front.tree_f32, _NODE_BUDGET, n_codes)
     rep = _representation(reading, tree.op_type, out)
     return TreeEnsemble(_trees(reading.arrays, rep["values"]), n_features=len(front.names),
                         feature_names=tuple(front.names), task=rep["task"],

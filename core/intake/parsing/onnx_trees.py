@@ -53,6 +53,11 @@ from core.errors import ModelError, UnsupportedModelError
 from core.intake.parsing.common import build_tree
 from core.model.tree import MISSING_ONLY, float32_floor, float32_le_bound
 
+try:  # the trees walked by the compiled kernel (core/intake/parsing/_wire.c); numpy walks them level by level
+    from core.intake.parsing import _wire  # type: ignore[attr-defined]  # compiled: no stub
+except ImportError:  # pragma: no cover - built without a C compiler
+    _wire = None
+
 __all__ = ["Column", "TreeOpReading", "read_tree_op", "MODES", "POST_TRANSFORMS", "TREE_ARRAYS"]
 
 MODES = ("BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ", "BRANCH_MEMBER", "LEAF")
@@ -135,6 +140,9 @@ def _name_codes(values: np.ndarray, names: Sequence[str]) -> np.ndarray:
     16 bytes compared as two 64-bit words each."""
     codes = np.full(values.size, -1, dtype=np.int64)
     width = values.dtype.itemsize
+    if _wire is not None and len(names) <= 16 and values.flags.c_contiguous:
+        _wire.name_codes(values, width, tuple(m.encode() for m in names), codes)
+        return codes
     if width > 16:
         for k, m in enumerate(names):
             codes[values == m.encode()] = k
@@ -496,8 +504,7 @@ def _lay_out(g: _Graph, levels: list[np.ndarray], owner: np.ndarray, good: np.nd
     """The good trees' nodes stacked in tree order, each tree in preorder (a node, its left
     subtree, its right subtree: as :func:`core.intake.parsing.common.build_tree` numbers them),
     computed level by level: subtree sizes bottom up, then positions top down."""
-    swap = (g.mode == 2) | (g.mode == 3)                   # GTE, GT: the true child is on the right
-    left, right = np.where(swap, g.false, g.true), np.where(swap, g.true, g.false)
+    left, right, swap = sides = _sides(g)
     levels = [lv[good[owner[lv]]] for lv in levels]
     size = np.ones(g.leaf.size, dtype=np.int64)
     for lv in reversed(levels):
@@ -508,11 +515,25 @@ def _lay_out(g: _Graph, levels: list[np.ndarray], owner: np.ndarray, good: np.nd
         p = lv[~g.leaf[lv]]
         pos[left[p]] = pos[p] + 1
         pos[right[p]] = pos[p] + 1 + size[left[p]]
-    roots = g.roots[good]
-    counts = size[roots]
+    nodes = np.concatenate(levels) if levels else np.zeros(0, dtype=np.int64)
+    return _stacked_out(g, sides, nodes, owner, pos, size[g.roots[good]], good, bound, feature)
+
+
+def _sides(g: _Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each node's (left, right) child, and whether they are swapped: the true child is on the
+    right for GTE and GT."""
+    swap = (g.mode == 2) | (g.mode == 3)
+    return np.where(swap, g.false, g.true), np.where(swap, g.true, g.false), swap
+
+
+def _stacked_out(g: _Graph, sides: tuple[np.ndarray, np.ndarray, np.ndarray], nodes: np.ndarray, owner: np.ndarray,
+                 pos: np.ndarray, counts: np.ndarray, good: np.ndarray, bound: np.ndarray,
+                 feature: np.ndarray) -> dict[str, np.ndarray]:
+    """The arrays of the good trees' ``nodes`` (``counts`` nodes each, in tree order), each node at
+    its place ``pos`` in its tree (``owner``); ``sides``: :func:`_sides`."""
+    left, right, swap = sides
     start = np.zeros(g.roots.size, dtype=np.int64)
     start[good] = np.cumsum(counts) - counts
-    nodes = np.concatenate(levels) if levels else np.zeros(0, dtype=np.int64)
     at = start[owner[nodes]] + pos[nodes]
     inner, leaves = nodes[~g.leaf[nodes]], nodes[g.leaf[nodes]]
     i_at, l_at = at[~g.leaf[nodes]], at[g.leaf[nodes]]
@@ -530,17 +551,38 @@ def _lay_out(g: _Graph, levels: list[np.ndarray], owner: np.ndarray, good: np.nd
     return out
 
 
+def _compiled_lay_out(g: _Graph, plain: np.ndarray, bound: np.ndarray,
+                      feature: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """What :func:`_walk` and :func:`_lay_out` give, each tree walked once depth first by the
+    compiled kernel (``_wire.preorder``): (the good trees' arrays, which trees are good)."""
+    left, right, swap = sides = _sides(g)
+    n, trees = g.leaf.size, g.roots.size
+    owner, pos = np.empty(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    counts, bad = np.zeros(trees, dtype=np.int64), np.zeros(trees, dtype=bool)
+    _wire.preorder(np.ascontiguousarray(g.leaf, dtype=bool), np.ascontiguousarray(left, dtype=np.int64),
+                   np.ascontiguousarray(right, dtype=np.int64), np.ascontiguousarray(g.roots, dtype=np.int64),
+                   owner, pos, counts, bad)
+    reached = owner >= 0
+    bad[owner[reached & ~g.leaf & ~plain]] = True
+    good = ~bad
+    nodes = np.flatnonzero(reached & good[np.maximum(owner, 0)])
+    return _stacked_out(g, sides, nodes, owner, pos, counts[good], good, bound, feature), good
+
+
 def _trees(g: _Graph, columns: Sequence[Column], tree_f32: bool, budget: int, n_codes: int | None,
            thresholds: np.ndarray) -> dict[str, np.ndarray]:
     """All trees of the operator as stacked arrays (:attr:`TreeOpReading.arrays`): the plain
     ones laid out at once, any other walked node by node (see the module docstring)."""
-    owner, levels, bad = _walk(g)
     plain, bound, feature = _plain_bounds(g, columns, tree_f32)
-    reached = owner >= 0
-    bad[owner[reached & ~g.leaf & ~plain]] = True
-    good = ~bad
-    out = _lay_out(g, levels, owner, good, bound, feature)
-    if bad.any():
+    if _wire is not None:
+        out, good = _compiled_lay_out(g, plain, bound, feature)
+    else:
+        owner, levels, bad = _walk(g)
+        reached = owner >= 0
+        bad[owner[reached & ~g.leaf & ~plain]] = True
+        good = ~bad
+        out = _lay_out(g, levels, owner, good, bound, feature)
+    if not good.all():
         out = _with_walked(out, g, good, columns, tree_f32, budget, n_codes, thresholds)
     total = int(out["node_counts"].sum())
     if total > budget:
@@ -602,8 +644,9 @@ def read_tree_op(op_type: str, attrs: dict[str, Any], columns: Sequence[Column],
 
 def _settings(weights: np.ndarray, targets: np.ndarray, **given: Any) -> dict[str, Any]:
     """The operator's output settings for :class:`TreeOpReading` that its weights say."""
-    return {"used_targets": {int(c) for c in np.unique(targets)}, "weights_all_positive": bool(np.all(weights >= 0)),
-            **given}
+    small = targets.size and 0 <= targets.min() and targets.max() < 1 << 16     # counted, not sorted
+    used = np.flatnonzero(np.bincount(targets)) if small else np.unique(targets)
+    return {"used_targets": set(used.tolist()), "weights_all_positive": bool(np.all(weights >= 0)), **given}
 
 
 def _v1_nodes(attrs: dict[str, Any], op_type: str) -> dict[str, np.ndarray]:
