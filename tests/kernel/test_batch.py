@@ -99,14 +99,21 @@ def test_dask_stop_and_a_bad_address(dask_scheduler):
 
 
 def _kids(pid: int) -> set[int]:
+    """The processes whose parent is ``pid``, read from each process's ``/proc/<pid>/stat``
+    (the threads' ``children`` lists exist only on kernels built with them, and read empty
+    where they do not)."""
     from pathlib import Path
 
     kids: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:        # a thread may end while we look
-            kids.update(int(k) for k in (task / "children").read_text().split())
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:        # a process may end while we look
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
+        if int(fields[1]) == pid:
+            kids.add(int(entry.name))
     return kids
 
 
