@@ -134,3 +134,43 @@ def test_a_graphs_attributes_are_read_in_the_files_bytes_and_a_merged_graph_is_s
     assert len(proto.graph.node) == 4 and node_attribute_bytes(merged, 1) is node_attribute_bytes(merged, 3) is None
     got = attributes(proto.graph.node[3], node_attribute_bytes(merged, 3))
     assert got["nodes_nodeids"].tolist() == list(range(80)) and got["nodes_modes"].tolist() == [b"LEAF"] * 80
+
+
+def test_the_tree_kernels_refuse_wrong_buffers_and_places_out_of_range():
+    """preorder, scatter and name_codes check what they are handed: the types and lengths of
+    their arrays, and every index they follow or write at, a ValueError rather than a read or
+    write outside an array."""
+    w = onnx_graph._wire
+    leaf = np.array([False, True, True])
+    left, right, roots = np.array([1, -1, -1]), np.array([2, -1, -1]), np.array([0])
+    owner, pos, counts, bad = np.empty(3, np.int64), np.empty(3, np.int64), np.empty(1, np.int64), np.empty(1, bool)
+    w.preorder(leaf, left, right, roots, owner, pos, counts, bad)
+    assert owner.tolist() == [0, 0, 0] and pos.tolist() == [0, 1, 2] and counts.tolist() == [3] and not bad[0]
+    w.preorder(leaf, np.array([5, -1, -1]), right, roots, owner, pos, counts, bad)       # a child out of range
+    assert bad[0]
+    for args in ((leaf.astype(np.int64), left, right, roots, owner, pos, counts, bad),      # wrong types
+                 (leaf, left.astype(np.int32), right, roots, owner, pos, counts, bad),
+                 (leaf, left[:2], right, roots, owner, pos, counts, bad),                     # wrong lengths
+                 (leaf, left, right, roots, owner, pos, counts[:0], bad)):
+        with pytest.raises(ValueError):
+            w.preorder(*args)
+    w.preorder(leaf, left, right, roots, owner, pos, counts, bad)
+    out = [np.full(3, -1, np.int32), np.full(3, -1, np.int32), np.full(3, -1, np.int32), np.full(3, np.nan),
+           np.zeros(3, bool), np.zeros(6)]
+    ins = [owner, pos, np.array([0]), leaf, left, right, np.array([4, 0, 0]), np.array([0.5, 0, 0]),
+           np.array([True, False, False]), np.arange(6.0)]
+    w.scatter(*ins, 2, *out)
+    assert out[0].tolist() == [1, -1, -1] and out[1].tolist() == [2, -1, -1] and out[2].tolist() == [4, -1, -1]
+    assert out[5].tolist() == [0, 0, 2, 3, 4, 5] and out[4].tolist() == [True, False, False]
+    with pytest.raises(ValueError, match="out of range"):
+        w.scatter(*ins[:2], np.array([1]), *ins[3:], 2, *out)                                # a place past the end
+    with pytest.raises(ValueError, match="other lengths"):
+        w.scatter(*ins, 3, *out)                                                             # values of another width
+    with pytest.raises(ValueError):
+        w.scatter(*ins, 2, *out[:3], out[3].astype(np.float32), *out[4:])
+    with pytest.raises(ValueError):
+        w.name_codes(np.array([b"LEAF"], dtype="S4"), 3, (b"LEAF",), np.empty(1, np.int64))   # not whole strings
+    with pytest.raises(ValueError):
+        w.name_codes(np.array([b"LEAF"], dtype="S4"), 4, (b"LEAF",), np.empty(2, np.int64))   # one code each
+    with pytest.raises(ValueError):
+        w.name_codes(np.array([b"LEAF"], dtype="S4"), 4, ("LEAF",), np.empty(1, np.int64))    # names as bytes

@@ -37,6 +37,13 @@
  *     (bool, set here) says tree t is no plain tree: no root, a split without two children in
  *     range, or a node reached twice (a cycle, two parents, two trees; the tree reaching it later
  *     is bad, and its walk stops there). leaf: bool per node; left, right: int64 per node.
+ * scatter(owner, pos, start, leaf, left, right, feature, bound, miss, value, k,
+ *         children_left, children_right, out_feature, threshold, missing_left, out_value)
+ *     The stacked arrays of the good trees from preorder's walk: node u of tree owner[u] goes to
+ *     start[owner[u]] + pos[u] (start: int64 per tree, -1 for a tree left out); a split gets its
+ *     children's places (pos of left[u], right[u]), its feature (int64 in, int32 out), its bound
+ *     (float64) and where a missing value goes (miss, bool); a leaf its k values (value: float64,
+ *     k per node, flat). Every place is checked inside the output arrays.
  *
  * Every index is checked against the buffer's length; a wrong buffer is a ValueError.
  */
@@ -297,11 +304,73 @@ static PyObject *preorder(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *scatter(PyObject *self, PyObject *args) {
+    enum { OWNER, POS, START, LEAF, LEFT, RIGHT, FEAT, BOUND, MISS, VALUE, CL, CR, FT, TH, ML, VAL, NB };
+    PyObject *o[NB];
+    Py_buffer b[NB];
+    Py_ssize_t k;
+    int got = 0, bad = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOnOOOOOO", &o[OWNER], &o[POS], &o[START], &o[LEAF], &o[LEFT], &o[RIGHT],
+                          &o[FEAT], &o[BOUND], &o[MISS], &o[VALUE], &k, &o[CL], &o[CR], &o[FT], &o[TH], &o[ML],
+                          &o[VAL]))
+        return NULL;
+    static const Py_ssize_t size[NB] = {8, 8, 8, 1, 8, 8, 8, 8, 1, 8, 4, 4, 4, 8, 1, 8};
+    static const char *fmt[NB] = {"lq", "lq", "lq", "?", "lq", "lq", "lq", "d", "?", "d", "i", "i", "i", "d", "?", "d"};
+    for (; got < NB; got++)
+        if (get_array(o[got], &b[got], -1, size[got], fmt[got], got >= CL) < 0) break;
+    Py_ssize_t n = got == NB ? b[OWNER].shape[0] : 0, m = got == NB ? b[CL].shape[0] : 0;
+    Py_ssize_t trees = got == NB ? b[START].shape[0] : 0;
+    if (got == NB) {
+        for (int j = OWNER; j <= MISS; j++)
+            if (j != START && b[j].shape[0] != n) bad = 1;
+        for (int j = CL; j <= ML; j++)
+            if (b[j].shape[0] != m) bad = 1;
+        if (k < 0 || b[VALUE].shape[0] != n * k || b[VAL].shape[0] != m * k) bad = 1;
+        if (bad) PyErr_SetString(PyExc_ValueError, "scatter: arrays of other lengths than the nodes and places");
+    }
+    if (got == NB && !bad) {
+        const int64_t *owner = b[OWNER].buf, *pos = b[POS].buf, *start = b[START].buf, *left = b[LEFT].buf;
+        const int64_t *right = b[RIGHT].buf, *feat = b[FEAT].buf;
+        const uint8_t *leaf = b[LEAF].buf, *miss = b[MISS].buf;
+        const double *bound = b[BOUND].buf, *value = b[VALUE].buf;
+        int32_t *cl = b[CL].buf, *cr = b[CR].buf, *ft = b[FT].buf;
+        double *th = b[TH].buf, *val = b[VAL].buf;
+        uint8_t *ml = b[ML].buf;
+        for (Py_ssize_t u = 0; u < n && !bad; u++) {
+            int64_t t = owner[u];
+            if (t < 0) continue;
+            if (t >= trees) { bad = 1; break; }
+            if (start[t] < 0) continue;                          /* a tree left out */
+            int64_t at = start[t] + pos[u];
+            if (pos[u] < 0 || at >= m) { bad = 1; break; }
+            if (leaf[u]) {
+                memcpy(val + at * k, value + u * k, sizeof(double) * (size_t)k);
+                continue;
+            }
+            if (left[u] < 0 || left[u] >= n || right[u] < 0 || right[u] >= n || feat[u] < INT32_MIN ||
+                feat[u] > INT32_MAX || pos[left[u]] > INT32_MAX || pos[right[u]] > INT32_MAX) {
+                bad = 1;
+                break;
+            }
+            cl[at] = (int32_t)pos[left[u]];
+            cr[at] = (int32_t)pos[right[u]];
+            ft[at] = (int32_t)feat[u];
+            th[at] = bound[u];
+            ml[at] = miss[u];
+        }
+        if (bad) PyErr_SetString(PyExc_ValueError, "scatter: a node's tree, place or child out of range");
+    }
+    for (int j = 0; j < got; j++) PyBuffer_Release(&b[j]);
+    if (got < NB || bad) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"int_run", int_run, METH_VARARGS, "Decode a run of unpacked varint fields into out: (count, end)."},
     {"float_run", float_run, METH_VARARGS, "Decode a run of unpacked float32 fields into out: (count, end)."},
     {"string_run", string_run, METH_VARARGS, "A run of short string fields: (block, width, count, end) or None."},
     {"name_codes", name_codes, METH_VARARGS, "Each padded string's index among names (-1: none), into out."},
+    {"scatter", scatter, METH_VARARGS, "The good trees' stacked arrays from preorder's places."},
     {"preorder", preorder, METH_VARARGS, "Each tree's nodes depth first: their tree, place and count; bad trees."},
     {NULL, NULL, 0, NULL}};
 

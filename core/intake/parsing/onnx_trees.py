@@ -554,8 +554,9 @@ def _stacked_out(g: _Graph, sides: tuple[np.ndarray, np.ndarray, np.ndarray], no
 def _compiled_lay_out(g: _Graph, plain: np.ndarray, bound: np.ndarray,
                       feature: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """What :func:`_walk` and :func:`_lay_out` give, each tree walked once depth first by the
-    compiled kernel (``_wire.preorder``): (the good trees' arrays, which trees are good)."""
-    left, right, swap = sides = _sides(g)
+    compiled kernel (``_wire.preorder``), its nodes put in place by ``_wire.scatter`` (as
+    :func:`_stacked_out` puts them): (the good trees' arrays, which trees are good)."""
+    left, right, swap = _sides(g)
     n, trees = g.leaf.size, g.roots.size
     owner, pos = np.empty(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     counts, bad = np.zeros(trees, dtype=np.int64), np.zeros(trees, dtype=bool)
@@ -565,8 +566,22 @@ def _compiled_lay_out(g: _Graph, plain: np.ndarray, bound: np.ndarray,
     reached = owner >= 0
     bad[owner[reached & ~g.leaf & ~plain]] = True
     good = ~bad
-    nodes = np.flatnonzero(reached & good[np.maximum(owner, 0)])
-    return _stacked_out(g, sides, nodes, owner, pos, counts[good], good, bound, feature), good
+    counts = counts[good]
+    start = np.full(trees, -1, dtype=np.int64)
+    start[good] = np.cumsum(counts) - counts
+    m, k = int(counts.sum()), g.value.shape[1]
+    out: dict[str, np.ndarray] = {
+        "node_counts": counts, "children_left": np.full(m, -1, dtype=np.int32),
+        "children_right": np.full(m, -1, dtype=np.int32), "feature": np.full(m, -1, dtype=np.int32),
+        "threshold": np.full(m, np.nan), "value": np.zeros((m, k)), "category_bits": np.zeros((m, 0), dtype=np.uint64),
+        "missing_left": np.zeros(m, dtype=bool)}
+    _wire.scatter(owner, pos, start, np.ascontiguousarray(g.leaf, dtype=bool), np.ascontiguousarray(left, dtype=np.int64),
+                  np.ascontiguousarray(right, dtype=np.int64), np.ascontiguousarray(feature, dtype=np.int64),
+                  np.ascontiguousarray(bound, dtype=np.float64), np.ascontiguousarray(g.nan_true != swap, dtype=bool),
+                  np.ascontiguousarray(g.value, dtype=np.float64).reshape(-1), k, out["children_left"],
+                  out["children_right"], out["feature"], out["threshold"], out["missing_left"],
+                  out["value"].reshape(-1))
+    return out, good
 
 
 def _trees(g: _Graph, columns: Sequence[Column], tree_f32: bool, budget: int, n_codes: int | None,
