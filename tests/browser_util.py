@@ -280,3 +280,60 @@ _CALM = """([busy, quiet]) => {
     if (window.__atlasCalmSince === undefined) { window.__atlasCalmSince = now; return false; }
     return now - window.__atlasCalmSince >= quiet;
 }"""
+
+
+# A test that races a run of the app (a Cancel, a new submit or another session's check while it
+# goes) must see the run's moments as they come and act on them at once: Playwright's own waits
+# look less and less often (every 0.5-1 s after their first moments), long enough for a fast
+# machine to start and end a whole run in between, and a click from the test is one more round
+# trip. These look in the page itself every 25 ms, and press there.
+
+#: the elements the current script run has drawn: Streamlit keeps the previous run's on the page,
+#: marked stale, until the run draws them again or ends
+FRESH = '[data-testid="stElementContainer"]:not([data-stale="true"])'
+
+_SHOWS = """([fresh, pattern]) => [...document.querySelectorAll(fresh)].some(
+    e => new RegExp(pattern).test(e.innerText.trim()))"""
+_PRESS_WHEN = """([fresh, pattern, label, running]) => {
+    const drawn = [...document.querySelectorAll(fresh)];
+    const button = name => drawn.map(e => e.querySelector('button')).find(b => b && b.innerText.trim() === name);
+    if (!button(running)) return 'ended';
+    if (!drawn.some(e => new RegExp(pattern).test(e.innerText.trim()))) return '';
+    button(label).click();
+    return 'pressed';
+}"""
+_OUTCOME = """([fresh, nothing, result]) => {
+    const texts = [...document.querySelectorAll(fresh)].map(e => e.innerText.trim());
+    if (texts.some(t => new RegExp(nothing).test(t))) return 'nothing';
+    const found = texts.map(t => t.match(new RegExp(result))).find(Boolean);
+    return found ? found[1] : '';
+}"""
+
+
+def shows(page, pattern: str) -> bool:
+    """Whether an element of the current script run reads ``pattern`` now."""
+    return bool(page.evaluate(_SHOWS, [FRESH, pattern]))
+
+
+def soon(page, pattern: str, timeout: float = 120_000) -> None:
+    """Until an element of the current script run reads ``pattern`` (a regular expression on its
+    text), looked for every 25 ms."""
+    page.wait_for_function(_SHOWS, arg=[FRESH, pattern], polling=25, timeout=timeout)
+
+
+def press_when(page, pattern: str, label: str, running: str = "Cancel", timeout: float = 120_000) -> bool:
+    """Press the button ``label`` the moment an element of the current script run reads ``pattern``
+    (e.g. a run's first progress), in the page itself, while the run's button ``running`` shows:
+    a DOM click, one event, which a redraw cannot split as it can a mouse's press and release.
+    False, pressing nothing, when that button has gone first: the run ended before."""
+    pressed = page.wait_for_function(_PRESS_WHEN, arg=[FRESH, pattern, label, running], polling=25,
+                                     timeout=timeout).json_value()
+    return pressed == "pressed"
+
+
+def outcome(page, nothing: str, result: str, timeout: float = 120_000) -> str | None:
+    """How a page's run ended, once its script run draws it: None when an element reads ``nothing``
+    (the page's text when it holds no result), else what the first group of ``result`` catches in
+    the result shown (e.g. its number of rows)."""
+    found = page.wait_for_function(_OUTCOME, arg=[FRESH, nothing, result], polling=25, timeout=timeout).json_value()
+    return None if found == "nothing" else found

@@ -8,21 +8,31 @@ Parallel has been shutdown": every session's run shared joblib's one executor,
 so one run's end (a Cancel, a rerun) shut the workers down under the others.
 Each run now holds a pool of its own (core/optimal/batch.py), kept per session
 (dashboard/memory.py); this test drives that path through Streamlit's reruns.
+
+Each Cancel and each new submit must land while its run goes, on a machine much faster or
+slower than this one: the page presses the button itself the moment the run shows its first
+progress (browser_util.press_when), and what the run left tells whether the press landed
+mid-run: no new result kept. A run that ended first (a fast machine, a browser held up) is no
+fault of the app but proves nothing: it must have ended with its real result, and the race is
+run again with one row fewer (so that run's result can never pass for the next run's), at most
+ATTEMPTS times, until one press has landed mid-run.
 """
 
 from __future__ import annotations
 
-import re
 import time
 
 import pytest
-from browser_util import browser_page, shots_dir, upload
+from browser_util import FRESH, browser_page, outcome, press_when, shots_dir, shows, soon, upload
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 LONG = 120_000                     # ms: a 2-core CI machine running two sessions' workers
 COMPUTE = "Compute counterfactuals and thresholds"
 CANCELLED = "Cancelled: no new result was kept"
+ATTEMPTS = 3                       # runs tried for each race, each with one row fewer (see the module docstring)
+NO_RESULT = "^Press the button to compute"            # the page's text while it holds no result
+RESULT = r"^Counterfactuals\s+([\d,]+)$"               # the result's metric: how many counterfactuals
 
 
 @pytest.fixture(scope="module")
@@ -57,20 +67,33 @@ def _no_error(page) -> None:
 
 
 def _click(page, button, done, timeout: float = LONG, wait: float = 15_000) -> None:
-    """Click until ``done`` shows: a click that lands while Streamlit swaps the
-    page's elements (a rerun) can be swallowed, and a button being redrawn is
-    not clickable for a moment."""
+    """Click until ``done`` shows (a locator, or a pattern an element of the current script run
+    reads: looked for every 25 ms, see browser_util): a click that lands while Streamlit swaps the
+    page's elements (a rerun) can be swallowed, and a button being redrawn is not clickable for a
+    moment."""
+    from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import expect
 
+    def shown(ms: float | None) -> bool:
+        if isinstance(done, str):
+            if ms is None:
+                return shows(page, done)
+            soon(page, done, ms)
+        elif ms is None:
+            return done.first.is_visible()
+        else:
+            expect(done.first).to_be_visible(timeout=ms)
+        return True
+
     deadline = time.monotonic() + timeout / 1000
-    while not done.first.is_visible():
+    while not shown(None):
         try:
             button.first.click(timeout=10_000)
-        except Exception:  # noqa: BLE001 - playwright's TimeoutError: gone or redrawn; look again
+        except PlaywrightError:      # its TimeoutError: gone or redrawn; look again
             pass
         try:
-            expect(done.first).to_be_visible(timeout=wait)
-        except AssertionError:
+            shown(wait)
+        except (AssertionError, PlaywrightError):
             if time.monotonic() > deadline:
                 raise
 
@@ -96,32 +119,108 @@ def _open_with_upload(page, url: str, data, forest) -> None:
     expect(page.get_by_role("button", name=COMPUTE)).to_be_visible(timeout=LONG)
 
 
-def _submit(page, rows: int, *, running: bool = False) -> None:
-    """Ask for ``rows`` rows on 2 processes and press the form's button; the run is on
-    once its Cancel button shows. ``running``: a run is going, which this submit
-    interrupts; the new one is on once its progress counts ``rows``."""
+def _rows_box(page, rows: int) -> None:
+    """Ask for ``rows`` rows: the form sends it with the next press of its button."""
     box = page.get_by_role("spinbutton", name="At most this many rows")
     box.fill(str(rows))
     box.press("Tab")
-    done = (page.get_by_text(re.compile(rf"^\d+ of {rows} counterfactuals$")) if running
-            else page.get_by_role("button", name="Cancel"))
-    _click(page, page.get_by_role("button", name=COMPUTE), done, wait=60_000 if running else 15_000)
 
 
-def _progress(page):
-    """The run's progress text once a chunk of rows is done: the workers are up and solving."""
-    return page.get_by_text(re.compile(r"^\d+ of \d+ counterfactuals$"))
+def _submit(page, rows: int) -> None:
+    """Ask for ``rows`` rows on 2 processes and press the form's button; the run is on once its
+    Cancel button shows."""
+    _rows_box(page, rows)
+    _click(page, page.get_by_role("button", name=COMPUTE), "^Cancel$")
+
+
+def _progress(rows: int) -> str:
+    """The progress text of a run of ``rows`` rows once a chunk of rows is done: its workers are up and solving."""
+    return rf"^\d+ of {rows} counterfactuals$"
 
 
 def _running(page) -> bool:
     return page.get_by_role("button", name="Cancel").count() > 0
 
 
-def _cancel(page) -> None:
+def _cancel_now(page, rows: int) -> bool:
+    """Press Cancel the moment the running ``rows``-row run shows progress; True when it stopped
+    the run: the page then holds no result, or the one it held before, never one of ``rows`` rows."""
+    press_when(page, _progress(rows), "Cancel")
+    return outcome(page, NO_RESULT, RESULT) != f"{rows:,}"
+
+
+def _after_cancel(page, rows: int, stopped: bool) -> None:
+    """What the user sees after ``_cancel_now``: the cancel said, no Cancel button left, no error;
+    or, the run having ended before, its real result."""
     from playwright.sync_api import expect
 
-    _click(page, page.get_by_role("button", name="Cancel"), page.get_by_text(CANCELLED, exact=False))
+    if not stopped:
+        _finished(page, rows)
+        return
+    expect(page.locator(FRESH).get_by_text(CANCELLED, exact=False)).to_be_visible(timeout=LONG)
     expect(page.get_by_role("button", name="Cancel")).to_have_count(0, timeout=LONG)
+    _no_error(page)
+
+
+def _cancel_mid_run(page, rows: int) -> bool:
+    """A run of ``rows`` rows cancelled while its workers solve; False when it ended first."""
+    _submit(page, rows)
+    stopped = _cancel_now(page, rows)
+    _after_cancel(page, rows, stopped)
+    return stopped
+
+
+#: at a run's first progress, the counterfactual counts of the results on the page (the previous
+#: run's too, stale: they stay until the run draws its own)
+_RESULTS_AT_PROGRESS = """([fresh, progress, result]) => {
+    if (![...document.querySelectorAll(fresh)].some(e => new RegExp(progress).test(e.innerText.trim()))) return null;
+    return [...document.querySelectorAll('[data-testid="stElementContainer"]')].map(
+        e => e.innerText.trim().match(new RegExp(result))).filter(Boolean).map(m => m[1]);
+}"""
+
+
+def _rerun_mid_run(page, rows: int, then: int) -> bool:
+    """A run of ``rows`` rows and, the moment it shows progress, a submit of ``then`` rows (a
+    Streamlit rerun mid-run). True when the submit stopped the first run: no result of ``rows``
+    rows on the page when the new run shows progress (a finished run's would be there, stale);
+    False when the first run had ended before (the new run then runs to its real result)."""
+    _submit(page, rows)
+    _rows_box(page, then)
+    if not press_when(page, _progress(rows), COMPUTE):          # it ended first: submit after it
+        _click(page, page.get_by_role("button", name=COMPUTE), _progress(then), wait=60_000)
+    shown = page.wait_for_function(_RESULTS_AT_PROGRESS, arg=[FRESH, _progress(then), RESULT], polling=25,
+                                   timeout=LONG).json_value()
+    if f"{rows:,}" in shown:
+        _finished(page, then)
+        return False
+    return True
+
+
+def _b_cancels_while_a_runs(a, b, rows: int) -> bool:
+    """B runs ``rows`` rows, then A 120; B cancels the moment A's workers solve, and runs again
+    beside A. True when A's run went on all along (still going once B's new run is on); False when
+    a run ended too soon to prove it, each run that ended then with its real result."""
+    _submit(b, rows)
+    _submit(a, 120)
+    soon(a, _progress(120), LONG)
+    stopped = _cancel_now(b, rows)
+    _after_cancel(b, rows, stopped)
+    if stopped and _running(a):
+        _submit(b, 30)
+        if _running(a):                                  # both sessions run at once
+            return True
+        _finished(b, 30)
+    _finished(a, 120)
+    return False
+
+
+def _attempts(race, what: str) -> None:
+    """``race(rows)`` with every row (178), then one row fewer each time, until its press has landed
+    mid-run (it returns True), at most ATTEMPTS times."""
+    for rows in range(178, 178 - ATTEMPTS, -1):
+        if race(rows):
+            return
+    raise AssertionError(f"{what}: in each of {ATTEMPTS} tries, a run ended before the press it raced had landed")
 
 
 def _metric(page, label: str):
@@ -159,29 +258,16 @@ def test_fcca_on_an_uploaded_wine_forest_cancels_reruns_and_runs_in_two_sessions
         _open_with_upload(a, app_url, data, forest)
 
         # 1. one session: a run of every row cancelled while its workers solve
-        _submit(a, 178)
-        expect(_progress(a)).to_be_visible(timeout=LONG)
-        _cancel(a)
-        expect(a.get_by_text("Press the button to compute", exact=False)).to_be_visible(timeout=LONG)
-        _no_error(a)
+        _attempts(lambda rows: _cancel_mid_run(a, rows), "a run cancelled mid-run")
         # a run interrupted by a new submit (a Streamlit rerun mid-run), then that run to the end
-        _submit(a, 178)
-        expect(_progress(a)).to_be_visible(timeout=LONG)
-        _submit(a, 30, running=True)
+        _attempts(lambda rows: _rerun_mid_run(a, rows, 30), "a run interrupted by a new submit")
         _finished(a, 30)
         a.screenshot(path=str(shots / "fcca_wine_result.png"), full_page=True)
 
         # 2. a second session (its own browser context) beside the first: B starts, A starts,
         # B cancels while A's workers solve; A's run goes on, B reruns, both finish
         _open_with_upload(b, app_url, data, forest)
-        _submit(b, 178)
-        _submit(a, 120)
-        expect(_progress(a)).to_be_visible(timeout=LONG)
-        _cancel(b)
-        assert _running(a), "A's run ended before B cancelled: the test would prove nothing"
-        expect(b.get_by_text("Press the button to compute", exact=False)).to_be_visible(timeout=LONG)
-        _submit(b, 30)
-        assert _running(a)                                  # both sessions run at once
+        _attempts(lambda rows: _b_cancels_while_a_runs(a, b, rows), "B's cancel while A runs")
         _finished(b, 30)
         _finished(a, 120)
         expect(a.get_by_text(CANCELLED, exact=False)).to_have_count(0)
