@@ -118,6 +118,37 @@ def user_errors(title: str) -> Iterator[None]:
         st.error(f"{title}: unexpected {type(exc).__name__}: {plain(exc)}. Nothing you had loaded was changed.")
 
 
+def cancel_button(container: Any, key: str, help: str) -> None:
+    """The Cancel button (widget ``key``) of a long run that is starting in this script run, in
+    ``container``. Pressing it reruns the script, which stops the run, unless the run has just
+    ended: :func:`run_kept` marks that, and :func:`cancel_outcome` says which happened."""
+    st.session_state[_going(key)] = True
+    container.button("Cancel", key=key, help=help)
+
+
+def run_kept(key: str) -> None:
+    """The run whose Cancel button is ``key`` has ended and its result is kept."""
+    st.session_state[_going(key)] = False
+
+
+def cancel_outcome(key: str, previous: str | None) -> None:
+    """After a press of the Cancel button ``key``: a warning that the run was stopped and no new
+    result kept (``previous``: what is shown instead, e.g. "the previous audit", or None), or,
+    when the run had ended and kept its result before the press reached it, a note saying so:
+    a page must never say "no new result was kept" above the new result."""
+    if not st.session_state.get(key):
+        return
+    if st.session_state.get(_going(key), False):
+        st.session_state[_going(key)] = False
+        st.warning("Cancelled: no new result was kept" + (f" — {previous} is shown below." if previous else "."))
+    else:
+        st.info("The run had ended before Cancel reached it: its result is kept and shown below.")
+
+
+def _going(key: str) -> str:
+    return f"{key}__run_going"
+
+
 def show_guarantee(container: Any, g: Any, what: str = "this answer") -> None:
     """The one way a page says what an answer guarantees (:func:`core.model.guarantee.guarantee_line`),
     beside the answer: every page, for every kind of model."""

@@ -26,7 +26,17 @@ from dashboard.deploy import settings as deployment
 from dashboard.history import owner as history_owner
 from dashboard.history import show_gap_comparison
 from dashboard.history import store as history_store
-from dashboard.ui import cluster_setting, download, plain, show_constraints, show_guarantee, user_errors
+from dashboard.ui import (
+    cancel_button,
+    cancel_outcome,
+    cluster_setting,
+    download,
+    plain,
+    run_kept,
+    show_constraints,
+    show_guarantee,
+    user_errors,
+)
 from dashboard.widgets import favourable_picker, protected_picker, row_picker
 
 K = state.Keys
@@ -181,7 +191,7 @@ def _run_study(ws, wb, X, schema, target, protected, run: dict, result_key) -> N
     """The study's button, its progress and cancel, and the result kept."""
     if st.button(f"Study {run['rows']:,} rows", type="primary", key="cm_go"):
         cancel = st.empty()
-        cancel.button("Cancel", key="cm_cancel", help="Stops the study; the previous result, if any, is kept.")
+        cancel_button(cancel, "cm_cancel", "Stops the study; the previous result, if any, is kept.")
         bar = st.progress(0.0, text="Starting…")
 
         def show(stage: str, done: int, total: int) -> None:
@@ -198,12 +208,13 @@ def _run_study(ws, wb, X, schema, target, protected, run: dict, result_key) -> N
                                                "model_a_sha256": ws.model_sha256, "model_b_sha256": wb.model_sha256,
                                                "class_names": ws.class_names})
                 state.put(K.COMPARE_RESULT, {"key": result_key, "c": c})
+                run_kept("cm_cancel")
             except AuditCancelled:
                 st.warning("Cancelled: no new result was kept.")
         bar.empty()
         cancel.empty()
-    elif st.session_state.get("cm_cancel"):
-        st.warning("Cancelled: no new result was kept.")
+    else:
+        cancel_outcome("cm_cancel", None)
 
 
 def _groups_figure(g) -> go.Figure:

@@ -24,7 +24,17 @@ from core.intake.csvsafe import to_csv
 from core.model.guarantee import with_guarantee
 from dashboard import state
 from dashboard.history import remember
-from dashboard.ui import cluster_setting, download, plain, show_constraints, show_guarantee, user_errors
+from dashboard.ui import (
+    cancel_button,
+    cancel_outcome,
+    cluster_setting,
+    download,
+    plain,
+    run_kept,
+    show_constraints,
+    show_guarantee,
+    user_errors,
+)
 from dashboard.widgets import favourable_picker, protected_picker, share_row
 
 K = state.Keys
@@ -74,7 +84,7 @@ def _run_tab(ws, ens, schema, X, pred) -> None:
         st.caption("Choose at least one protected attribute.")
     if go:
         cancel = st.empty()
-        cancel.button("Cancel", key="fa_cancel", help="Stops the audit; the previous result, if any, is kept.")
+        cancel_button(cancel, "fa_cancel", "Stops the audit; the previous result, if any, is kept.")
         bar = st.progress(0.0, text="Starting…")
 
         def show(stage: str, done: int, total: int) -> None:
@@ -87,15 +97,15 @@ def _run_tab(ws, ens, schema, X, pred) -> None:
                               model_sha256=ws.model_sha256, data_name=ws.name, progress=show, y=ws.y,
                               class_names=ws.class_names)
             state.put(K.AUDIT_RESULT, {"key": ws.key, "audit": audit, "source": "run"})
+            run_kept("fa_cancel")
             exact = ws.model_kind == "tree_ensemble"     # any other model's ensemble is its surrogate: not kept as it
             if (stored := remember(audit, title=f"{ws.name} · {audit.meta['model']['source']}",
                                    ensemble=ens if exact else None)) is not None:
                 st.toast(f"Stored in the audit history as #{stored}.")
         bar.empty()
         cancel.empty()
-    elif st.session_state.get("fa_cancel"):
-        st.warning("Cancelled: no new result was kept" + (" — the previous audit is shown below."
-                                                         if state.get(K.AUDIT_RESULT) else "."))
+    else:
+        cancel_outcome("fa_cancel", "the previous audit" if state.get(K.AUDIT_RESULT) else None)
 
 
 def _open_tab() -> None:

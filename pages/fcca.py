@@ -14,10 +14,13 @@ from core.model.guarantee import with_guarantee
 from core.rules.onmodel import on_model
 from dashboard import state
 from dashboard.ui import (
+    cancel_button,
+    cancel_outcome,
     download,
     graph_downloads,
     plain,
     progress_bar,
+    run_kept,
     session_cluster,
     show_constraints,
     show_guarantee,
@@ -81,17 +84,17 @@ def _run(ws, ens, schema, X, pred) -> None:
                    "it there to run on this machine).")
     if go:
         cancel = st.empty()
-        cancel.button("Cancel", key="fcca_cancel", help="Stops the run; the previous result, if any, is kept.")
+        cancel_button(cancel, "fcca_cancel", "Stops the run; the previous result, if any, is kept.")
         bar = st.progress(0.0, text="Selecting rows…")
         with user_errors("FCCA could not be run"):
             res = fcca(ens, X, y_used, **kw, **on, schema=schema, scheduler=cluster or None,
                        progress=progress_bar(bar, "counterfactuals"))
             state.put(K.FCCA_RUN, {"key": ws.key, "result": res, "trees": {}})
+            run_kept("fcca_cancel")
         bar.empty()
         cancel.empty()
-    elif st.session_state.get("fcca_cancel"):
-        st.warning("Cancelled: no new result was kept" + (" — the previous result is shown below."
-                                                           if state.get(K.FCCA_RUN) else "."))
+    else:
+        cancel_outcome("fcca_cancel", "the previous result" if state.get(K.FCCA_RUN) else None)
 
 
 def _counts(ws, res) -> None:

@@ -156,6 +156,7 @@ def _after_cancel(page, rows: int, stopped: bool) -> None:
 
     if not stopped:
         _finished(page, rows)
+        expect(page.get_by_text(CANCELLED, exact=False)).to_have_count(0)     # never above the new result
         return
     expect(page.locator(FRESH).get_by_text(CANCELLED, exact=False)).to_be_visible(timeout=LONG)
     expect(page.get_by_role("button", name="Cancel")).to_have_count(0, timeout=LONG)

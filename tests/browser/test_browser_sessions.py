@@ -75,6 +75,7 @@ def _b_cancels_while_a_audits(a, b, rows: int) -> bool:
     _ended_cleanly(a)
     if not stopped:
         _ended_cleanly(b)
+        expect(b.get_by_text(CANCELLED, exact=False)).to_have_count(0)        # never above the new audit
     return False
 
 

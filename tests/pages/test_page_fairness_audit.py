@@ -30,6 +30,13 @@ def test_audit_of_the_demo_finds_the_bias_and_exports(at):
     assert metrics["Rows audited"] == "150"
     labels = [b.label for b in at.get("download_button")]
     assert {"Report (HTML)", "Per-row results (CSV)", "Audit (JSON)"} <= set(labels)
+    # a Cancel pressed as the audit ended reaches the script after the audit was kept: never
+    # "no new result was kept" above the new audit
+    at.session_state["fa_cancel"] = True
+    at.run()
+    assert not any("no new result was kept" in w.value for w in at.warning)
+    assert any("ended before Cancel reached it" in i.value for i in at.info)
+    assert {m.label: m.value for m in at.metric}["Rows audited"] == "150"
 
 
 @pytest.mark.slow

@@ -54,3 +54,22 @@ def test_bad_settings_are_explained_and_keep_the_previous_result(at):
     assert not at.exception
     assert any("p0 <= p1" in e.value for e in at.error)
     assert {m.label: m.value for m in at.metric}["Counterfactuals"] == before
+
+
+def test_a_cancel_reaching_a_run_after_it_ended_never_says_no_result_was_kept(at):
+    """Cancel pressed as a run ends reaches the script only after the run kept its result: the
+    page once said "Cancelled: no new result was kept — the previous result is shown below."
+    above the new result. It says the run had ended; a Cancel that stopped a run says so."""
+    _run(at, rows=40)
+    kept = {m.label: m.value for m in at.metric}["Counterfactuals"]
+    at.session_state["fcca_cancel"] = True          # the rerun a late press starts: the run has ended
+    at.run()
+    assert not at.exception
+    assert not any("no new result was kept" in w.value for w in at.warning)
+    assert any("ended before Cancel reached it" in i.value for i in at.info)
+    assert {m.label: m.value for m in at.metric}["Counterfactuals"] == kept
+    at.session_state["fcca_cancel__run_going"] = True   # a press that stopped a run while it went
+    at.session_state["fcca_cancel"] = True
+    at.run()
+    assert any(w.value.startswith("Cancelled: no new result was kept") for w in at.warning)
+    assert not any("ended before Cancel" in i.value for i in at.info)
