@@ -95,10 +95,10 @@ class TreeEnsemble(ModelShape):
     def __post_init__(self) -> None:
         if not self.trees:
             raise ModelError("The model has no trees.")
-        given = self.trees                          # trees made stacked give their stacked arrays (_stack)
+        made = self.trees if isinstance(self.trees, StackedTrees) else None   # their stacked arrays (_stack)
         object.__setattr__(self, "trees", tuple(self.trees))
-        base = _checked_base_score(given.arrays["value"][:1] if isinstance(given, StackedTrees) else self.trees,
-                                   self.base_score)
+        n_out = made.arrays["value"].shape[1] if made is not None else _common_outputs(self.trees)
+        base = _checked_base_score(self.base_score, n_out)
         object.__setattr__(self, "base_score", base)
         names = tuple(str(n) for n in self.feature_names)
         if len(names) != self.n_features:
@@ -111,14 +111,11 @@ class TreeEnsemble(ModelShape):
         if not np.all(np.isfinite(base)):
             raise ModelError(f"The model's base score is {base.tolist()}: not a finite number. Re-save the model "
                              "from its library.")
-        stacked = _stack(given if isinstance(given, StackedTrees) else self.trees)
+        stacked = _stack(made if made is not None else self.trees)
         _check_trees(stacked, self.feature_names, is_cat, n_codes)
         if self.classes is not None:
             object.__setattr__(self, "classes", np.asarray(self.classes))
-        flat = _flatten(self.trees, stacked)
-        flat["routes_missing"] = (given.arrays["missing_left"] is not None if isinstance(given, StackedTrees)
-                                  else all(t.missing_left is not None for t in self.trees))
-        object.__setattr__(self, "_flat", flat)
+        object.__setattr__(self, "_flat", _flatten(self.trees, stacked))
 
     # ------------------------------------------------------------------ shape
     @property
@@ -400,16 +397,17 @@ def _split_levels(flat: dict[str, Any], n_features: int) -> list[np.ndarray]:
     return [np.unique(t[order[ends[j]:ends[j + 1]]]) for j in range(n_features)]
 
 
-def _checked_base_score(trees: tuple[Tree, ...] | np.ndarray, base_score: Any) -> np.ndarray:
-    """The base score, read-only, one per output of the trees (which must all have the same
-    outputs; ``trees`` may be the values of trees made stacked, whose outputs are one array's)."""
-    base = np.atleast_1d(np.asarray(base_score, dtype=np.float64)).copy()
-    if isinstance(trees, np.ndarray):
-        n_out = trees.shape[1]
-    else:
-        n_out = trees[0].value.shape[1]
-    if not isinstance(trees, np.ndarray) and any(t.value.shape[1] != n_out for t in trees):
+def _common_outputs(trees: tuple[Tree, ...]) -> int:
+    """The number of outputs every tree has (they must all have the same)."""
+    n_out = int(trees[0].value.shape[1])
+    if any(t.value.shape[1] != n_out for t in trees):
         raise ModelError("All trees must have the same number of outputs.")
+    return n_out
+
+
+def _checked_base_score(base_score: Any, n_out: int) -> np.ndarray:
+    """The base score, read-only, one per output of the trees (``n_out``)."""
+    base = np.atleast_1d(np.asarray(base_score, dtype=np.float64)).copy()
     if base.shape != (n_out,):
         raise ModelError(f"base_score has shape {base.shape}; expected ({n_out},).")
     base.setflags(write=False)

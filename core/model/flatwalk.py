@@ -36,8 +36,9 @@ def _stack(trees: Sequence[Tree]) -> dict[str, Any]:
     """Every tree's node arrays one after the other (each tree's children indexed within it):
     ``sizes``, ``offsets`` (each tree's first node), ``children_left`` / ``children_right``
     (int64), ``feature_raw``, ``threshold_raw``, ``value``, ``cat_node``, ``cat_bits`` (each
-    tree's words, zeros after them; ``widths`` its number of words) and ``missing_left``
-    (False where a tree routes none). Trees made stacked (:class:`core.model.tree.StackedTrees`)
+    tree's words, zeros after them; ``widths`` its number of words), ``missing_left``
+    (False where a tree routes none) and ``routes_missing`` (every tree says where a missing value
+    goes at each split). Trees made stacked (:class:`core.model.tree.StackedTrees`)
     give their stacked arrays as they are."""
     if isinstance(trees, StackedTrees):         # the arrays as they were stacked and checked
         a, sizes = trees.arrays, np.asarray(trees.counts, dtype=np.int64)
@@ -45,7 +46,8 @@ def _stack(trees: Sequence[Tree]) -> dict[str, Any]:
                                                           "value"))
         bits = a["category_bits"]
         widths = np.full(sizes.size, bits.shape[1], dtype=np.int64)
-        missing = np.zeros(len(cl), dtype=bool) if a["missing_left"] is None else a["missing_left"]
+        routes = a["missing_left"] is not None
+        missing = a["missing_left"] if routes else np.zeros(len(cl), dtype=bool)
     else:
         sizes = np.array([t.n_nodes for t in trees], dtype=np.int64)
         cl, cr, feature, thr_raw, value = (np.concatenate([getattr(t, k) for t in trees]) for k in
@@ -56,11 +58,12 @@ def _stack(trees: Sequence[Tree]) -> dict[str, Any]:
                                for t in trees]) if words else np.zeros((len(cl), 0), dtype=np.uint64)
         missing = np.concatenate([np.zeros(t.n_nodes, dtype=bool) if t.missing_left is None else t.missing_left
                                   for t in trees])
+        routes = all(t.missing_left is not None for t in trees)
     cl = cl.astype(np.int64)
     return {"sizes": sizes, "offsets": np.cumsum(sizes) - sizes, "children_left": cl,
             "children_right": cr.astype(np.int64), "feature_raw": feature, "threshold_raw": thr_raw,
             "value": np.ascontiguousarray(value), "cat_node": (cl >= 0) & np.isnan(thr_raw), "cat_bits": bits,
-            "widths": widths, "missing_left": missing}
+            "widths": widths, "missing_left": missing, "routes_missing": routes}
 
 
 def _flatten(trees: Sequence[Tree], stacked: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -78,8 +81,8 @@ def _flatten(trees: Sequence[Tree], stacked: dict[str, Any] | None = None) -> di
     fl = {"left": np.where(inner, cl + shift, at), "right": np.where(inner, cr + shift, at),
           "feature": np.where(feat_raw < 0, 0, feat_raw).astype(np.int64),
           "threshold": np.where(feat_raw < 0, np.inf, st["threshold_raw"]),
-          **{k: st[k] for k in ("feature_raw", "threshold_raw", "value", "missing_left", "offsets", "cat_node",
-                                "cat_bits")}}
+          **{k: st[k] for k in ("feature_raw", "threshold_raw", "value", "missing_left", "routes_missing", "offsets",
+                                "cat_node", "cat_bits")}}
     fl.update(_pack(fl, inner, np.repeat(st["widths"], sizes)))
     fl["packed_value"] = np.ascontiguousarray(fl["value"][fl["packed_to_node"]])
     return fl

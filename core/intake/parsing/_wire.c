@@ -71,21 +71,27 @@ static int varint(const uint8_t *b, Py_ssize_t i, Py_ssize_t n, uint64_t *v, Py_
     return 0;
 }
 
+/* A 1-D C-contiguous buffer of ``n`` elements (-1: any) of ``itemsize`` bytes and a format among ``fmts``. */
+static int get_array(PyObject *o, Py_buffer *b, Py_ssize_t n, Py_ssize_t itemsize, const char *fmts, int writable) {
+    if (PyObject_GetBuffer(o, b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0) return -1;
+    const char *f = b->format ? b->format : "B";
+    if (*f == '<' || *f == '=' || *f == '@') f++;
+    if (b->ndim != 1 || b->itemsize != itemsize || f[0] == '\0' || !strchr(fmts, f[0]) || f[1] != '\0' ||
+        (n >= 0 && b->shape[0] != n)) {
+        PyErr_SetString(PyExc_ValueError, "an array of another type, shape or length than expected");
+        PyBuffer_Release(b);
+        return -1;
+    }
+    return 0;
+}
+
 /* The bytes to read (any format) and the output array (1-D, C-contiguous, writable, of elements
  * of ``itemsize`` bytes and a struct format among ``fmts``). */
 static int get_buffers(PyObject *obuf, Py_buffer *in, PyObject *oout, Py_buffer *out, Py_ssize_t itemsize,
                        const char *fmts) {
     if (PyObject_GetBuffer(obuf, in, PyBUF_C_CONTIGUOUS) < 0) return -1;
-    if (PyObject_GetBuffer(oout, out, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
+    if (get_array(oout, out, -1, itemsize, fmts, 1) < 0) {
         PyBuffer_Release(in);
-        return -1;
-    }
-    const char *f = out->format ? out->format : "B";
-    if (*f == '<' || *f == '=' || *f == '@') f++;
-    if (out->ndim != 1 || out->itemsize != itemsize || f[0] == '\0' || !strchr(fmts, f[0]) || f[1] != '\0') {
-        PyErr_SetString(PyExc_ValueError, "out: a 1-D array of the run's type expected");
-        PyBuffer_Release(in);
-        PyBuffer_Release(out);
         return -1;
     }
     return 0;
@@ -233,20 +239,6 @@ static PyObject *name_codes(PyObject *self, PyObject *args) {
     PyBuffer_Release(&out);
     if (bad) return NULL;
     Py_RETURN_NONE;
-}
-
-/* A 1-D C-contiguous buffer of ``n`` elements (-1: any) of ``itemsize`` bytes and a format among ``fmts``. */
-static int get_array(PyObject *o, Py_buffer *b, Py_ssize_t n, Py_ssize_t itemsize, const char *fmts, int writable) {
-    if (PyObject_GetBuffer(o, b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0) return -1;
-    const char *f = b->format ? b->format : "B";
-    if (*f == '<' || *f == '=' || *f == '@') f++;
-    if (b->ndim != 1 || b->itemsize != itemsize || f[0] == '\0' || !strchr(fmts, f[0]) || f[1] != '\0' ||
-        (n >= 0 && b->shape[0] != n)) {
-        PyErr_SetString(PyExc_ValueError, "preorder: an array of another type or length than expected");
-        PyBuffer_Release(b);
-        return -1;
-    }
-    return 0;
 }
 
 static PyObject *preorder(PyObject *self, PyObject *args) {

@@ -392,8 +392,6 @@ def _payloads(buf: memoryview, number: int) -> list[memoryview]:
     return [buf[body:end] for num, _, body, end in _fields(buf) if num == number]
 
 
-
-
 _WIRE_BULK = 64               # repeated numbers of an attribute read from its wire bytes from this many on
 _INTS_KEY, _FLOATS_KEY = 8 << 3, 7 << 3     # AttributeProto.ints (field 8), .floats (field 7), wire type 0
 

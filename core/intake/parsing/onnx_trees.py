@@ -537,11 +537,7 @@ def _stacked_out(g: _Graph, sides: tuple[np.ndarray, np.ndarray, np.ndarray], no
     at = start[owner[nodes]] + pos[nodes]
     inner, leaves = nodes[~g.leaf[nodes]], nodes[g.leaf[nodes]]
     i_at, l_at = at[~g.leaf[nodes]], at[g.leaf[nodes]]
-    m = int(counts.sum())
-    out = {"node_counts": counts, "children_left": np.full(m, -1, dtype=np.int32),
-           "children_right": np.full(m, -1, dtype=np.int32), "feature": np.full(m, -1, dtype=np.int32),
-           "threshold": np.full(m, np.nan), "value": np.zeros((m, g.value.shape[1])),
-           "category_bits": np.zeros((m, 0), dtype=np.uint64), "missing_left": np.zeros(m, dtype=bool)}
+    out = _unfilled(counts, g.value.shape[1])
     out["children_left"][i_at] = pos[left[inner]]
     out["children_right"][i_at] = pos[right[inner]]
     out["feature"][i_at] = feature[inner]
@@ -551,32 +547,42 @@ def _stacked_out(g: _Graph, sides: tuple[np.ndarray, np.ndarray, np.ndarray], no
     return out
 
 
+def _good(g: _Graph, owner: np.ndarray, bad: np.ndarray, plain: np.ndarray) -> np.ndarray:
+    """The trees laid out at once: walked as plain trees (not ``bad``), every split of theirs plain
+    (the others are walked node by node)."""
+    bad[owner[(owner >= 0) & ~g.leaf & ~plain]] = True
+    return ~bad
+
+
+def _unfilled(counts: np.ndarray, k: int) -> dict[str, np.ndarray]:
+    """The stacked arrays of trees of ``counts`` nodes (``k`` values a leaf) as every node starts:
+    a leaf (no children, no feature, no threshold, values 0), missing values going right."""
+    m = int(counts.sum())
+    return {"node_counts": counts, "children_left": np.full(m, -1, dtype=np.int32),
+            "children_right": np.full(m, -1, dtype=np.int32), "feature": np.full(m, -1, dtype=np.int32),
+            "threshold": np.full(m, np.nan), "value": np.zeros((m, k)),
+            "category_bits": np.zeros((m, 0), dtype=np.uint64), "missing_left": np.zeros(m, dtype=bool)}
+
+
 def _compiled_lay_out(g: _Graph, plain: np.ndarray, bound: np.ndarray,
                       feature: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """What :func:`_walk` and :func:`_lay_out` give, each tree walked once depth first by the
     compiled kernel (``_wire.preorder``), its nodes put in place by ``_wire.scatter`` (as
     :func:`_stacked_out` puts them): (the good trees' arrays, which trees are good)."""
     left, right, swap = _sides(g)
+    leaf, left, right = (np.ascontiguousarray(a, dtype=t) for a, t in ((g.leaf, bool), (left, np.int64),
+                                                                      (right, np.int64)))
     n, trees = g.leaf.size, g.roots.size
     owner, pos = np.empty(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     counts, bad = np.zeros(trees, dtype=np.int64), np.zeros(trees, dtype=bool)
-    _wire.preorder(np.ascontiguousarray(g.leaf, dtype=bool), np.ascontiguousarray(left, dtype=np.int64),
-                   np.ascontiguousarray(right, dtype=np.int64), np.ascontiguousarray(g.roots, dtype=np.int64),
-                   owner, pos, counts, bad)
-    reached = owner >= 0
-    bad[owner[reached & ~g.leaf & ~plain]] = True
-    good = ~bad
+    _wire.preorder(leaf, left, right, np.ascontiguousarray(g.roots, dtype=np.int64), owner, pos, counts, bad)
+    good = _good(g, owner, bad, plain)
     counts = counts[good]
     start = np.full(trees, -1, dtype=np.int64)
     start[good] = np.cumsum(counts) - counts
-    m, k = int(counts.sum()), g.value.shape[1]
-    out: dict[str, np.ndarray] = {
-        "node_counts": counts, "children_left": np.full(m, -1, dtype=np.int32),
-        "children_right": np.full(m, -1, dtype=np.int32), "feature": np.full(m, -1, dtype=np.int32),
-        "threshold": np.full(m, np.nan), "value": np.zeros((m, k)), "category_bits": np.zeros((m, 0), dtype=np.uint64),
-        "missing_left": np.zeros(m, dtype=bool)}
-    _wire.scatter(owner, pos, start, np.ascontiguousarray(g.leaf, dtype=bool), np.ascontiguousarray(left, dtype=np.int64),
-                  np.ascontiguousarray(right, dtype=np.int64), np.ascontiguousarray(feature, dtype=np.int64),
+    k = g.value.shape[1]
+    out = _unfilled(counts, k)
+    _wire.scatter(owner, pos, start, leaf, left, right, np.ascontiguousarray(feature, dtype=np.int64),
                   np.ascontiguousarray(bound, dtype=np.float64), np.ascontiguousarray(g.nan_true != swap, dtype=bool),
                   np.ascontiguousarray(g.value, dtype=np.float64).reshape(-1), k, out["children_left"],
                   out["children_right"], out["feature"], out["threshold"], out["missing_left"],
@@ -593,9 +599,7 @@ def _trees(g: _Graph, columns: Sequence[Column], tree_f32: bool, budget: int, n_
         out, good = _compiled_lay_out(g, plain, bound, feature)
     else:
         owner, levels, bad = _walk(g)
-        reached = owner >= 0
-        bad[owner[reached & ~g.leaf & ~plain]] = True
-        good = ~bad
+        good = _good(g, owner, bad, plain)
         out = _lay_out(g, levels, owner, good, bound, feature)
     if not good.all():
         out = _with_walked(out, g, good, columns, tree_f32, budget, n_codes, thresholds)
