@@ -520,6 +520,37 @@ def test_a_graph_over_the_time_budget_is_stopped():
         load_onnx(_slow(), "slow.onnx", time_limit=0.05)
 
 
+def test_deadlines_hold_beside_a_later_one_and_in_a_forked_child():
+    """One watcher thread stops every run past its deadline (the test above: a real graph):
+    a short deadline set after a long one is kept, a removed one never fires, and a forked
+    child (without its parent's watcher thread) starts its own."""
+    import os
+    import time
+    from types import SimpleNamespace
+
+    from core.intake.parsing.onnx_runner import _DEADLINES
+
+    def until(cond, seconds=20.0):
+        t0 = time.monotonic()
+        while not cond() and time.monotonic() - t0 < seconds:
+            time.sleep(0.01)
+        return cond()
+
+    long, short, removed = (SimpleNamespace(terminate=False) for _ in range(3))
+    keys = [_DEADLINES.add(600.0, long), _DEADLINES.add(0.05, short), _DEADLINES.add(0.05, removed)]
+    _DEADLINES.remove(keys[2])
+    assert until(lambda: short.terminate)
+    assert not long.terminate and not removed.terminate
+    _DEADLINES.remove(keys[0])
+    pid = os.fork()
+    if pid == 0:                                                   # the child: its own watcher, or exit code 1
+        child = SimpleNamespace(terminate=False)
+        _DEADLINES.add(0.05, child)
+        os._exit(0 if until(lambda: child.terminate) else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
 def test_hostile_files_through_the_sandbox():
     from core.intake.sandbox import load_vetted
 
