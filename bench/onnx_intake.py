@@ -21,9 +21,12 @@ fastest of a few runs):
 * ``onnx_parse_only_cpu_s``: the reading of the trees alone (no verification);
 * ``native_intake_cpu_s``: the same model read from its own library's file (XGBoost
   JSON, LightGBM text, scikit-learn ``.skops``) with its verification, for scale;
-* ``probe_leaves_unreached``: the leaves of the ensemble that none of the verification's
-  probe rows reaches (:func:`core.intake.parsing.probe_points`), of ``leaves``: a misread
-  confined to one of them would pass the verification;
+* ``probe_rows``: the rows the verification runs the graph and the ensemble on, of which
+  ``covering_rows`` reach the leaves the random and threshold rows miss
+  (:func:`core.intake.parsing.covered_probe_points`; ``leaves_missed_by_random_rows`` of
+  ``leaves``); ``probe_leaves_unreached``: the leaves no probe row reaches (goal 0; a misread
+  confined to one of them would pass the verification), ``dead_leaves`` the leaves no row
+  can reach;
 * ``onnx_sandboxed_wall_s``: one sandboxed reading (``load_vetted``: a child process
   reads, converts and verifies it, the server reads it again), wall seconds.
 """
@@ -127,15 +130,20 @@ def _app_path(data: bytes) -> None:
         raise AssertionError("the server read the model otherwise")
 
 
-def _unreached(ens) -> tuple[int, int]:
-    """(leaves no probe row of the verification reaches, leaves)."""
-    from core.intake.parsing import probe_points
+def _coverage(ens) -> dict:
+    """What the verification's probe rows reach of the ensemble's leaves."""
+    from core.intake.parsing import covered_probe_points, probe_points
+    from core.model.cover import reached_leaves
 
-    fl = ens._flat
-    reached = np.zeros(fl["value"].shape[0], dtype=bool)
-    reached[(ens.apply(probe_points(ens)) + fl["offsets"][None, :]).ravel()] = True
-    leaf = fl["feature_raw"] < 0
-    return int((leaf & ~reached).sum()), int(leaf.sum())
+    leaf = ens._flat["packed"]["feature"] == -1
+
+    def unreached(X):
+        return int((leaf & (reached_leaves(ens, X)[1] == 0)).sum())
+
+    X, _, cover = covered_probe_points(ens)
+    return {"leaves": int(leaf.sum()), "probe_rows": len(X), "covering_rows": cover.rows,
+            "leaves_missed_by_random_rows": unreached(probe_points(ens)), "probe_leaves_unreached": unreached(X),
+            "dead_leaves": cover.dead}
 
 
 def main() -> None:
@@ -157,9 +165,8 @@ def main() -> None:
         t0 = time.perf_counter()
         load_vetted(onnx_bytes, "model.onnx")
         sandbox_s = time.perf_counter() - t0
-        unreached, leaves = _unreached(ens)
         out[name] = {"onnx_bytes": len(onnx_bytes), "nodes": int(sum(t.n_nodes for t in ens.trees)),
-                     "leaves": leaves, "probe_leaves_unreached": unreached,
+                     **_coverage(ens),
                      "floor_cpu_s": round(floor, 4), "onnx_intake_cpu_s": round(onnx_s, 4),
                      "ratio_to_floor": round(ratio, 2), "ratio_of_fewest": round(onnx_s / floor, 2),
                      "goal_ratio_le_3": ratio <= 3,

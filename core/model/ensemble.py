@@ -248,14 +248,16 @@ class TreeEnsemble(ModelShape):
         X = self._check_X(X)          # a missing value (NaN) takes each split's own routing in the walk
         return leaves(self._flat, X, self.n_trees) - self._flat["offsets"][None, :]
 
-    def predict_raw(self, X: Rows) -> np.ndarray:
+    def predict_raw(self, X: Rows, *, seen: np.ndarray | None = None) -> np.ndarray:
         """Aggregated leaf values plus base score, shape (n_samples, n_outputs).
 
         Forest classifiers: mean class probabilities. Boosting: margins.
         Regression: predicted values. Isolation Forest: mean path length.
+        ``seen``: one byte per node in the walk's packed order, set to 1 at every leaf reached
+        (:func:`core.model.cover.covering_rows` reads it).
         """
         X = self._check_X(X)          # a missing value (NaN) takes each split's own routing in the walk
-        out = leaf_sum(self._flat, X, self.n_outputs, self.n_trees)
+        out = leaf_sum(self._flat, X, self.n_outputs, self.n_trees, seen)
         if self.aggregation == "mean":
             out /= self.n_trees
         return out + self.base_score

@@ -214,18 +214,36 @@ def leaves(fl: dict[str, Any], X: np.ndarray, n_trees: int) -> np.ndarray:
     return _apply_flat(fl, X)
 
 
-def leaf_sum(fl: dict[str, Any], X: np.ndarray, n_outputs: int, n_trees: int) -> np.ndarray:
-    """Sum over the trees of the leaf values reached, shape (n_samples, n_outputs)."""
+def leaf_sum(fl: dict[str, Any], X: np.ndarray, n_outputs: int, n_trees: int,
+             seen: np.ndarray | None = None) -> np.ndarray:
+    """Sum over the trees of the leaf values reached, shape (n_samples, n_outputs); ``seen``
+    (uint8, one per node in packed order), when given, set to 1 at every leaf reached."""
     X = _rows(X)
+    if seen is not None and (seen.dtype != np.uint8 or seen.shape != (fl["packed"].shape[0],)):
+        raise ValueError("seen must hold one uint8 per node")
     if USE_COMPILED and _treewalk is not None:
         out = np.zeros((X.shape[0], n_outputs))
         _in_threads(lambda a, b: _treewalk.accumulate(X, fl["packed"], fl["packed_roots"], fl["packed_bits"],
                                                       fl["packed_value"], n_outputs, out,
-                                                      X.shape[1], a, b),
+                                                      X.shape[1], a, b, seen),
                     X.shape[0], n_trees)
         return out
     out = np.empty((X.shape[0], n_outputs))
     step = max(1, 2_000_000 // max(1, n_trees))
     for s in range(0, X.shape[0], step):
-        out[s:s + step] = fl["value"][_apply_flat(fl, X[s:s + step])].sum(axis=1)
+        reached = _apply_flat(fl, X[s:s + step])
+        out[s:s + step] = fl["value"][reached].sum(axis=1)
+        if seen is not None:
+            seen[packed_position(fl)[reached]] = 1
     return out
+
+
+def packed_position(fl: dict[str, Any]) -> np.ndarray:
+    """Each node's index among the packed records (the inverse of ``packed_to_node``)."""
+    pos: np.ndarray | None = fl.get("packed_position")
+    if pos is None:
+        order = fl["packed_to_node"]
+        pos = np.empty_like(order)
+        pos[order] = np.arange(order.size)
+        fl["packed_position"] = pos
+    return pos

@@ -22,6 +22,7 @@ import numpy as np
 from core.errors import AtlasError, ModelError, UnsupportedModelError
 from core.intake.parsing.common import SUPPORTED_MODELS, build_tree, describe_unsupported
 from core.intake.parsing.filecheck import MAX_LEAF_VALUE, PROBABILITY_SLACK
+from core.model.cover import Cover, covering_rows, reached_leaves
 from core.model.ensemble import TreeEnsemble
 from core.model.linear import LINEAR_ANALYSES, LinearModel
 from core.model.native import model_input, native_input, native_outputs
@@ -29,7 +30,7 @@ from core.model.tree import MISSING_ONLY
 from core.typing import ModelLike
 
 __all__ = ["parse", "parse_any", "is_linear", "verify_against_source", "verify_linear", "build_tree", "PARSERS",
-           "check_leaf_sums"]
+           "covered_probe_points", "check_leaf_sums"]
 
 #: what reads each kind of model: "module:function", imported the first time it is needed
 PARSERS: dict[str, str] = {
@@ -144,12 +145,14 @@ def _parse_pipeline(pipe: ModelLike) -> TreeEnsemble:
 def verify_against_source(ens: TreeEnsemble, model: ModelLike, n_random: int = 64, seed: int = 0) -> None:
     """Compare the ensemble's predictions with the source model's.
 
-    Points: random points spanning the split levels and points placed exactly
-    on thresholds. Raises ``UnsupportedModelError`` when they disagree, so a
-    model whose semantics we do not reproduce is refused, never approximated.
+    Points: random points spanning the split levels, points placed exactly on
+    thresholds, and rows that reach every leaf those miss (:func:`covered_probe_points`).
+    Raises ``UnsupportedModelError`` when they disagree, so a model whose semantics
+    we do not reproduce is refused, never approximated: a leaf read wrongly is a leaf
+    some probe row reaches.
     """
-    X = probe_points(ens, n_random, seed)
-    ours, theirs, what, run = _library_outputs(ens, model, X)
+    X, raw, _ = covered_probe_points(ens, n_random, seed)
+    ours, theirs, what, run = _library_outputs(ens, model, X, raw)
     if theirs is None:
         return
     # outputs compared to their size (margins, values); scikit-learn's probabilities as they are:
@@ -169,11 +172,11 @@ def verify_against_source(ens: TreeEnsemble, model: ModelLike, n_random: int = 6
     _verify_final_outputs(ens, model, X, theirs, run)
 
 
-def _library_outputs(ens: TreeEnsemble, model: ModelLike,
-                     X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, str, Any]:
+def _library_outputs(ens: TreeEnsemble, model: ModelLike, X: np.ndarray,
+                     raw: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, str, Any]:
     """:func:`_outputs`, a failure of the library's own predict refused with a message."""
     try:
-        return _outputs(ens, model, X)
+        return _outputs(ens, model, X, raw)
     except AtlasError:
         raise
     except Exception as exc:  # noqa: BLE001 - the library's own predict fails on points it should take
@@ -205,11 +208,13 @@ def _verify_final_outputs(ens: TreeEnsemble, model: ModelLike, X: np.ndarray, th
         _verify_catboost_probabilities(ens, model, X)
 
 
-def _outputs(ens: TreeEnsemble, model: ModelLike, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, str, Any]:
+def _outputs(ens: TreeEnsemble, model: ModelLike, X: np.ndarray,
+             raw: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, str, Any]:
     """(ours, theirs, what) of :func:`core.model.native.native_outputs`, and for an ONNX graph its
-    run on ``X`` (labels too: the graph is run once for both checks), else None."""
+    run on ``X`` (labels too: the graph is run once for both checks; ``raw``: the ensemble's raw
+    outputs on ``X``), else None."""
     if type(model).__name__ == "OnnxModel":
-        run = _get("onnx_run")(ens, model, X)
+        run = _get("onnx_run")(ens, model, X, raw)
         return (*run.compared, run)
     return (*native_outputs(ens, model, X), None)
 
@@ -325,6 +330,21 @@ def probe_points(ens: TreeEnsemble, n_random: int = 64, seed: int = 0) -> np.nda
     if not getattr(ens, "routes_missing", False):
         return np.vstack([X, on])
     return np.vstack([X, on, *_missing_blocks(ens, X, on, rng)])
+
+
+def covered_probe_points(ens: TreeEnsemble, n_random: int = 64, seed: int = 0) -> tuple[np.ndarray, np.ndarray,
+                                                                                       Cover]:
+    """:func:`probe_points`, then rows that reach every leaf none of them reaches
+    (:func:`core.model.cover.covering_rows`; their free values from the random points):
+    the rows, the ensemble's raw outputs on them (one walk finds both the outputs and the
+    leaves reached), and what the covering did."""
+    X = probe_points(ens, n_random, seed)
+    raw, seen = reached_leaves(ens, X)
+    top = FLOAT32_MAX if _reads_float32(ens) else 1e307
+    more, cover = covering_rows(ens, seen, X[:n_random], top)
+    if not len(more):
+        return X, raw, cover
+    return np.vstack([X, more]), np.vstack([raw, ens.predict_raw(more)]), cover
 
 
 def _probe_ranges(ens: TreeEnsemble, top: float) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:

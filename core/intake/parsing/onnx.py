@@ -506,10 +506,11 @@ class OnnxRun:
     compared: tuple[np.ndarray, np.ndarray | None, str]
 
 
-def run_probes(ens: TreeEnsemble, model: OnnxModel, X: np.ndarray) -> OnnxRun:
-    """The graph and the ensemble on the probe rows ``X`` (codes-view rows), once each."""
+def run_probes(ens: TreeEnsemble, model: OnnxModel, X: np.ndarray, raw: np.ndarray | None = None) -> OnnxRun:
+    """The graph and the ensemble on the probe rows ``X`` (codes-view rows), once each (``raw``:
+    the ensemble's raw outputs on them, when the caller has walked them already)."""
     labels, scores = model.run(model_input(ens, X))
-    raw = ens.predict_raw(X)
+    raw = ens.predict_raw(X) if raw is None else raw
     return OnnxRun(labels, raw, onnx_compared(ens, raw, scores))
 
 
