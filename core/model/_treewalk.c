@@ -352,10 +352,15 @@ static PyObject *py_cover(PyObject *self, PyObject *args) {
     uint8_t *pdir = NULL, *want = NULL;
     double *flo = NULL, *fhi = NULL;
     Py_ssize_t rows = 0, covered = 0, dead = 0, left = 0;
+    Py_ssize_t most = 0;                                  /* the largest tree's nodes */
+    for (Py_ssize_t t = 0; got == 8 && !why && t < T; t++) {
+        Py_ssize_t size = (t + 1 < T ? roots[t + 1] : n) - roots[t];
+        if (size > most) most = size;
+    }
     if (got == 8 && !why) {
-        parent = PyMem_Malloc(sizeof(int64_t) * (size_t)(n + 1));
-        pnode = PyMem_Malloc(sizeof(int64_t) * (size_t)(n + 1));
-        pdir = PyMem_Malloc((size_t)(n + 1));
+        parent = PyMem_Malloc(sizeof(int64_t) * (size_t)(most + 1));   /* per tree, indexed from its root */
+        pnode = PyMem_Malloc(sizeof(int64_t) * (size_t)(most + 1));
+        pdir = PyMem_Malloc((size_t)(most + 1));
         row_tree = PyMem_Malloc(sizeof(int64_t) * (size_t)(cap + 1));
         touched = PyMem_Malloc(sizeof(int64_t) * (size_t)(d + 1));
         want = PyMem_Calloc((size_t)(d + 1), 1);
@@ -372,21 +377,23 @@ static PyObject *py_cover(PyObject *self, PyObject *args) {
         int8_t *kind = b[5].buf;
         double *lo = b[6].buf, *hi = b[7].buf;
         Leaf L = {nodes, bits, b[2].shape[0], codes, d, pnode, pdir, 0, flo, fhi};
-        for (Py_ssize_t i = 0; i < n; i++) parent[i] = -1;
-        for (Py_ssize_t i = 0; i < n && !why; i++) {
-            int32_t f = nodes[i].feat;
-            if (f == -1) continue;
-            int64_t j = f >= 0 ? (int64_t)(f & ~NAN_RIGHT) : -(int64_t)f - 2;
-            if (nodes[i].left <= i || (Py_ssize_t)nodes[i].left + 1 >= n || j >= d) why = "the node array is damaged";
-            else parent[nodes[i].left] = parent[nodes[i].left + 1] = i;
-        }
         for (Py_ssize_t t = 0; t < T && !why; t++) {
-            int64_t root = roots[t], end = t + 1 < T ? roots[t + 1] : n;
+            int64_t root = roots[t], end = t + 1 < T ? roots[t + 1] : n, missed = 0;
+            for (int64_t i = root; i < end && !missed; i++) missed = nodes[i].feat == -1 && !seen[i];
+            if (!missed) continue;
+            for (int64_t i = root; i < end; i++) parent[i - root] = -1;
+            for (int64_t i = root; i < end && !why; i++) {          /* each node's parent, in its tree */
+                int32_t f = nodes[i].feat;
+                if (f == -1) continue;
+                int64_t j = f >= 0 ? (int64_t)(f & ~NAN_RIGHT) : -(int64_t)f - 2;
+                if (nodes[i].left <= i || (int64_t)nodes[i].left + 1 >= end || j >= d) why = "the node array is damaged";
+                else parent[nodes[i].left - root] = parent[nodes[i].left + 1 - root] = i;
+            }
             for (int64_t leaf = root; leaf < end && !why; leaf++) {
                 if (nodes[leaf].feat != -1 || seen[leaf]) continue;
                 Py_ssize_t len = 0, m = 0;
-                for (int64_t c = leaf; c != root; c = parent[c]) {      /* the path, leaf to root */
-                    int64_t p = parent[c];
+                for (int64_t c = leaf; c != root; c = parent[c - root]) {      /* the path, leaf to root */
+                    int64_t p = parent[c - root];
                     if (p < root || p >= c) { why = "the node array is damaged (a node off its tree)"; break; }
                     pnode[len] = p;
                     pdir[len++] = c != nodes[p].left;
