@@ -19,8 +19,8 @@
  * breadth_first(left, right, inner, roots, order) -> (count, depth)
  *     the order of the nodes in those records (see py_breadth_first)
  * accumulate(..., seen) also sets seen[leaf] = 1 (uint8, one per node) for every leaf reached
- * cover(nodes, roots, bits, seen, codes, top, nan_ok, kind, lo, hi) -> (rows, covered, dead, left)
- *     rows that reach every leaf not seen, packed first fit (see py_cover)
+ * cover(nodes, roots, bits, seen, codes, top, nan_ok, budget, kind, lo, hi) -> (rows, covered, dead, left, steps)
+ *     rows that reach every leaf not seen, made one at a time (see py_cover)
  * Rows are processed in blocks so that one tree's nodes and a block of rows stay
  * in cache together, and within a block eight rows walk a tree together (each row's walk
  * waits on every node it loads; eight independent walks overlap). Both release the GIL, so
@@ -274,53 +274,155 @@ static PyObject *py_breadth_first(PyObject *self, PyObject *args) {
     return Py_BuildValue("nn", count, depth);
 }
 
-/* cover(nodes, roots, bits, seen, codes, top, nan_ok, kind, lo, hi) -> (rows, covered, dead, left)
- * Rows that reach the leaves no row has reached yet (seen: uint8 per node, 1 = reached), packed first
- * fit: tree by tree, each such leaf joins the first row whose box meets its own and that holds no leaf
- * of its tree yet, or a new row while fewer than cap (= kind.shape[0]) are used. A leaf's box is read
- * off its path, per feature j:
- *   numerical (codes[j] == -1): a number x with lo < x <= hi and x <= top, or else a missing value
- *     (NaN) when nan_ok (the model takes them) and every split of the path on j sends NaN its way;
- *   categorical (codes[j] >= 0: the codes 0..codes[j]-1 a row may take): a code its splits admit,
- *     the first one when the row has none yet.
+/* cover(nodes, roots, bits, seen, codes, top, nan_ok, budget, kind, lo, hi) -> (rows, covered, dead, left, steps)
+ * Rows that reach the leaves no row has reached yet (seen: uint8 per node, 1 = reached), made one at
+ * a time: a row starts free and, tree by tree, descends depth first to a leaf still missed whose box
+ * meets the row's, its box then narrowed to that path; a row is made while leaves are missed, fewer
+ * than cap (= kind.shape[0]) rows are and fewer than budget steps (narrowings tried) were taken. A
+ * descent gives up on its tree past twice the tree's nodes in steps (backing out of a subtree, it tries
+ * a missing value where it tried a number: without a bound, a few such splits would double it again and
+ * again); the search for a path's box (dead or not), past eight steps a split. Each step of a descent keeps the row inside one side of a split:
+ *   a numerical feature (codes[j] == -1): a number x with lo < x <= hi and x <= top, or a missing
+ *     value (NaN) where the feature is still free, nan_ok (the model takes them) and NaN goes that way;
+ *   a categorical feature (codes[j] >= 0: the codes 0..codes[j]-1 a row may take): the codes left by
+ *     its splits' sets and thresholds, the first of them taken.
+ * A leaf is dead when its own path's box is empty (no row reaches it); it is not looked for.
  * The rows come out in kind, lo, hi (cap x d each): per row and feature, kind 0 (free: no leaf asks
- * anything of it), 1 (a number in (lo, hi]), 2 (NaN) or 3 (the code lo). rows: the rows used; covered:
- * the leaves placed; dead: leaves with an empty box (no row reaches them); left: leaves not placed
- * because cap rows were used. Nodes as in apply; a damaged array is a ValueError. */
-enum { FREE = 0, NUMBER = 1, MISSING = 2, CODE = 3, DEAD = 4 };
+ * anything of it), 1 (a number in (lo, hi]), 2 (NaN) or 3 (the code lo). rows: the rows made; covered:
+ * the leaves they reach on purpose; dead; left: leaves missed still (the rows or the budget having run
+ * out, or a descent given up); steps: the narrowings tried.
+ * Nodes as in apply; a damaged array is a ValueError. */
+enum { FREE = 0, NUMBER = 1, MISSING = 2, CODE = 3 };
+
+typedef struct {                    /* a descent's change to the row, undone when it backs out */
+    int64_t j; int8_t kind; double lo, hi;
+} Undo;
 
 typedef struct {
     const Node *nodes; const uint64_t *bits; Py_ssize_t n_bits; const int64_t *codes; Py_ssize_t d;
-    const int64_t *pnode; const uint8_t *pdir; Py_ssize_t len;        /* the leaf's path */
-    double *flo, *fhi;                                               /* its box, per feature */
-} Leaf;
+    double top; int nan_ok;
+    int8_t *rk; double *rlo, *rhi;  /* the row being made, per feature */
+    uint64_t *mask; Py_ssize_t W;   /* the codes a categorical feature may still take, W words each */
+    Undo *undo; uint64_t *saved; Py_ssize_t n_undo;
+    int64_t steps;                  /* narrowings tried */
+} Row;
 
-/* Is the code c on the path's side of every split of that path on feature j? -1: a damaged set. */
-static int admits(const Leaf *L, Py_ssize_t j, int64_t c) {
-    double v = (double)c;
-    if (!(L->flo[j] < v && v <= L->fhi[j])) return 0;
-    for (Py_ssize_t k = 0; k < L->len; k++) {
-        const Node *nd = L->nodes + L->pnode[k];
-        if (nd->feat >= -1 || -(int64_t)nd->feat - 2 != j) continue;
-        double off = nd->thr;
-        if (!(off >= 0.0) || off >= (double)L->n_bits) return -1;
-        int64_t o = (int64_t)off, w = c >> 6;
-        uint64_t count = L->bits[o];
-        if (count > (uint64_t)(L->n_bits - o - 1)) return -1;
-        int held = (uint64_t)w < count && ((L->bits[o + 1 + w] >> (c & 63)) & 1u);
-        if (held == L->pdir[k]) return 0;                /* dir 0 (left) needs the code held */
+/* The words of the category set at node p (its count first); NULL on a damaged set. */
+static const uint64_t *set_words(const Row *R, const Node *nd, uint64_t *count) {
+    double off = nd->thr;
+    if (!(off >= 0.0) || off >= (double)R->n_bits) return NULL;
+    int64_t o = (int64_t)off;
+    *count = R->bits[o];
+    if (*count > (uint64_t)(R->n_bits - o - 1)) return NULL;
+    return R->bits + o + 1;
+}
+
+/* Keep the row on side `right` of node p's split (use_nan: by a missing value); 1 done, 0 not
+ * possible, -1 a damaged node. The change is recorded to be undone. */
+static int narrow(Row *R, const Node *nd, int right, int use_nan) {
+    R->steps++;
+    int64_t j = nd->feat >= 0 ? (int64_t)(nd->feat & ~NAN_RIGHT) : -(int64_t)nd->feat - 2;
+    if (j >= R->d) return -1;
+    Undo *u = R->undo + R->n_undo;
+    u->j = j; u->kind = R->rk[j]; u->lo = R->rlo[j]; u->hi = R->rhi[j];
+    if (R->codes[j] >= 0) {                                   /* a categorical feature: its codes left */
+        if (use_nan) return 0;
+        uint64_t *m = R->mask + j * R->W, *keep = R->saved + R->n_undo * R->W, count = 0;
+        const uint64_t *s = NULL;
+        if (nd->feat < -1 && (s = set_words(R, nd, &count)) == NULL) return -1;
+        int any = 0;
+        for (Py_ssize_t w = 0; w < R->W; w++) {
+            uint64_t side;
+            if (nd->feat < -1) side = (uint64_t)w < count ? s[w] : 0;
+            else {                                            /* a threshold on the codes: c <= thr */
+                double first = (double)(w * 64), t = nd->thr - first;
+                side = t < 0 ? 0 : t >= 63 ? ~(uint64_t)0 : ((uint64_t)2 << (int)t) - 1;
+            }
+            keep[w] = m[w];
+            any |= (m[w] & (right ? ~side : side)) != 0;
+        }
+        if (!any) return 0;
+        for (Py_ssize_t w = 0; w < R->W; w++) {
+            uint64_t side;
+            if (nd->feat < -1) side = (uint64_t)w < count ? s[w] : 0;
+            else {
+                double first = (double)(w * 64), t = nd->thr - first;
+                side = t < 0 ? 0 : t >= 63 ? ~(uint64_t)0 : ((uint64_t)2 << (int)t) - 1;
+            }
+            m[w] &= right ? ~side : side;
+        }
+        R->rk[j] = CODE;
+        R->n_undo++;
+        return 1;
     }
+    if (nd->feat < -1) return 0;                              /* a category set on numbers: no side */
+    int nan_right = (nd->feat & NAN_RIGHT) != 0;
+    double t = nd->thr;
+    if (R->rk[j] == FREE) {
+        if (use_nan) {
+            if (!R->nan_ok || right != nan_right) return 0;
+            R->rk[j] = MISSING;
+        } else {
+            double a = right ? t : -INFINITY, b = right ? R->top : (t < R->top ? t : R->top);
+            if (!(a < b && b >= -R->top)) return 0;
+            R->rk[j] = NUMBER; R->rlo[j] = a; R->rhi[j] = b;
+        }
+    } else if (use_nan) {
+        return 0;                                             /* NaN only where the feature is free */
+    } else if (R->rk[j] == NUMBER) {
+        double a = right && t > R->rlo[j] ? t : R->rlo[j], b = !right && t < R->rhi[j] ? t : R->rhi[j];
+        if (!(a < b)) return 0;
+        R->rlo[j] = a; R->rhi[j] = b;
+    } else if (right != nan_right) {
+        return 0;                                             /* NaN in the row goes the other way */
+    }
+    R->n_undo++;
     return 1;
 }
 
-/* The first code of feature j the leaf admits; -1: none, -2: a damaged set. */
-static int64_t first_code(const Leaf *L, Py_ssize_t j) {
-    for (int64_t c = 0; c < L->codes[j]; c++) {
-        int a = admits(L, j, c);
-        if (a != 0) return a < 0 ? -2 : c;
+static void undo_to(Row *R, Py_ssize_t height) {
+    while (R->n_undo > height) {
+        Undo *u = R->undo + --R->n_undo;
+        R->rk[u->j] = u->kind; R->rlo[u->j] = u->lo; R->rhi[u->j] = u->hi;
+        if (R->codes[u->j] >= 0)
+            memcpy(R->mask + u->j * R->W, R->saved + R->n_undo * R->W, sizeof(uint64_t) * (size_t)R->W);
     }
-    return -1;
 }
+
+typedef struct { int64_t node; int tried; Py_ssize_t height; } Frame;
+
+/* Is the box of the path leaf .. root (parent links) empty? 1 dead, 0 not, -1 damaged. The row R
+ * (free, its undo stack empty) serves as scratch: the path is walked root to leaf, narrowing it, a
+ * number tried first at each split and a missing value then, backing out as a descent would
+ * (numbers may empty a feature's interval a few splits down where a missing value gets through). */
+static int path_dead(Row *R, const int64_t *parent, int64_t root, int64_t leaf, int64_t *path, Frame *steps) {
+    Py_ssize_t len = 0, i = 0;
+    for (int64_t c = leaf; c != root; c = parent[c]) {
+        if (parent[c] < root || parent[c] >= c) return -1;
+        path[len++] = c;
+    }
+    int64_t limit = R->steps + 8 * (int64_t)(len + 1);
+    if (len > 0) steps[0] = (Frame){0, 0, R->n_undo};
+    while (i >= 0 && i < len) {
+        if (R->steps > limit) { undo_to(R, 0); return 0; }      /* not known dead: looked for */
+        Frame *F = steps + i;
+        int64_t c = path[len - 1 - i], p = parent[c];
+        int right = c != (int64_t)R->nodes[p].left, ok = 0;
+        while (F->tried < 2 && !ok) {
+            int got = narrow(R, R->nodes + p, right, F->tried++);
+            if (got < 0) { undo_to(R, 0); return -1; }
+            ok = got;
+        }
+        if (ok) {
+            if (++i < len) steps[i] = (Frame){0, 0, R->n_undo};
+        } else if (--i >= 0) {
+            undo_to(R, steps[i].height);                    /* that step's next way */
+        }
+    }
+    undo_to(R, 0);
+    return i < 0;
+}
+
 
 static PyObject *py_cover(PyObject *self, PyObject *args) {
     PyObject *o[8];
@@ -328,7 +430,9 @@ static PyObject *py_cover(PyObject *self, PyObject *args) {
     double top;
     int nan_ok, got = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOOOdpOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &top, &nan_ok, &o[5], &o[6], &o[7]))
+    Py_ssize_t budget;
+    if (!PyArg_ParseTuple(args, "OOOOOdpnOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &top, &nan_ok, &budget, &o[5], &o[6],
+                          &o[7]))
         return NULL;
     static const char *names[8] = {"nodes", "roots", "bits", "seen", "codes", "kind", "lo", "hi"};
     static const char kinds[8] = {0, 'i', 'u', 'u', 'i', 'i', 'f', 'f'};
@@ -337,7 +441,7 @@ static PyObject *py_cover(PyObject *self, PyObject *args) {
     for (; got < 8; got++)
         if (get_buffer(o[got], &b[got], names[got], kinds[got], sizes[got], dims[got], got >= 5) < 0) break;
     const char *why = NULL;
-    Py_ssize_t n = 0, T = 0, d = 0, cap = 0;
+    Py_ssize_t n = 0, T = 0, d = 0, cap = 0, W = 0, most = 0;
     if (got == 8) {
         n = b[0].shape[0]; T = b[1].shape[0]; d = b[4].shape[0]; cap = b[5].shape[0];
         if (b[3].shape[0] != n) why = "seen must hold one byte per node";
@@ -346,145 +450,150 @@ static PyObject *py_cover(PyObject *self, PyObject *args) {
     }
     const Node *nodes = got == 8 ? b[0].buf : NULL;
     const int64_t *roots = got == 8 ? b[1].buf : NULL, *codes = got == 8 ? b[4].buf : NULL;
-    for (Py_ssize_t t = 0; got == 8 && !why && t < T; t++)
-        if (roots[t] < 0 || roots[t] >= n || (t + 1 < T && roots[t + 1] <= roots[t])) why = "roots must rise inside the nodes";
-    int64_t *parent = NULL, *pnode = NULL, *row_tree = NULL, *touched = NULL;
-    uint8_t *pdir = NULL, *want = NULL;
-    double *flo = NULL, *fhi = NULL;
-    Py_ssize_t rows = 0, covered = 0, dead = 0, left = 0;
-    Py_ssize_t most = 0;                                  /* the largest tree's nodes */
     for (Py_ssize_t t = 0; got == 8 && !why && t < T; t++) {
-        Py_ssize_t size = (t + 1 < T ? roots[t + 1] : n) - roots[t];
-        if (size > most) most = size;
+        if (roots[t] < 0 || roots[t] >= n || (t + 1 < T && roots[t + 1] <= roots[t])) why = "roots must rise inside the nodes";
+        else if ((t + 1 < T ? roots[t + 1] : n) - roots[t] > most) most = (t + 1 < T ? roots[t + 1] : n) - roots[t];
     }
+    for (Py_ssize_t j = 0; got == 8 && !why && j < d; j++) {
+        if (codes[j] > ((int64_t)1 << 24)) why = "codes must be below 2^24";
+        else if (codes[j] >= 0 && (codes[j] + 63) / 64 > W) W = (codes[j] + 63) / 64;
+    }
+    int64_t *parent = NULL, *rem = NULL, *path = NULL, *active = NULL;
+    Frame *frames = NULL;
+    Row R = {0};
+    Py_ssize_t rows = 0, covered = 0, dead = 0, left = 0;
     if (got == 8 && !why) {
-        parent = PyMem_Malloc(sizeof(int64_t) * (size_t)(most + 1));   /* per tree, indexed from its root */
-        pnode = PyMem_Malloc(sizeof(int64_t) * (size_t)(most + 1));
-        pdir = PyMem_Malloc((size_t)(most + 1));
-        row_tree = PyMem_Malloc(sizeof(int64_t) * (size_t)(cap + 1));
-        touched = PyMem_Malloc(sizeof(int64_t) * (size_t)(d + 1));
-        want = PyMem_Calloc((size_t)(d + 1), 1);
-        flo = PyMem_Malloc(sizeof(double) * (size_t)(d + 1));
-        fhi = PyMem_Malloc(sizeof(double) * (size_t)(d + 1));
-        if (!parent || !pnode || !pdir || !row_tree || !touched || !want || !flo || !fhi) {
+        parent = PyMem_Malloc(sizeof(int64_t) * (size_t)(n + 1));
+        rem = PyMem_Malloc(sizeof(int64_t) * (size_t)(n + 1));
+        active = PyMem_Malloc(sizeof(int64_t) * (size_t)(T + 1));
+        path = PyMem_Malloc(sizeof(int64_t) * (size_t)(most + 1));
+        frames = PyMem_Malloc(sizeof(Frame) * (size_t)(most + 1));
+        R.rk = PyMem_Malloc((size_t)(d + 1));
+        R.rlo = PyMem_Malloc(sizeof(double) * (size_t)(d + 1));
+        R.rhi = PyMem_Malloc(sizeof(double) * (size_t)(d + 1));
+        R.mask = PyMem_Calloc((size_t)(d * W + 1), sizeof(uint64_t));
+        R.undo = PyMem_Malloc(sizeof(Undo) * (size_t)(most + 1));
+        R.saved = PyMem_Calloc((size_t)((most + 1) * W + 1), sizeof(uint64_t));
+        if (!parent || !rem || !active || !path || !frames || !R.rk || !R.rlo || !R.rhi || !R.mask || !R.undo || !R.saved) {
             PyErr_NoMemory();
             why = "";
         }
     }
     if (got == 8 && !why) {
-        const uint64_t *bits = b[2].buf;
         const uint8_t *seen = b[3].buf;
         int8_t *kind = b[5].buf;
         double *lo = b[6].buf, *hi = b[7].buf;
-        Leaf L = {nodes, bits, b[2].shape[0], codes, d, pnode, pdir, 0, flo, fhi};
-        for (Py_ssize_t t = 0; t < T && !why; t++) {
-            int64_t root = roots[t], end = t + 1 < T ? roots[t + 1] : n, missed = 0;
-            for (int64_t i = root; i < end && !missed; i++) missed = nodes[i].feat == -1 && !seen[i];
-            if (!missed) continue;
-            for (int64_t i = root; i < end; i++) parent[i - root] = -1;
-            for (int64_t i = root; i < end && !why; i++) {          /* each node's parent, in its tree */
-                int32_t f = nodes[i].feat;
-                if (f == -1) continue;
-                int64_t j = f >= 0 ? (int64_t)(f & ~NAN_RIGHT) : -(int64_t)f - 2;
-                if (nodes[i].left <= i || (int64_t)nodes[i].left + 1 >= end || j >= d) why = "the node array is damaged";
-                else parent[nodes[i].left - root] = parent[nodes[i].left + 1 - root] = i;
-            }
-            for (int64_t leaf = root; leaf < end && !why; leaf++) {
-                if (nodes[leaf].feat != -1 || seen[leaf]) continue;
-                Py_ssize_t len = 0, m = 0;
-                for (int64_t c = leaf; c != root; c = parent[c - root]) {      /* the path, leaf to root */
-                    int64_t p = parent[c - root];
-                    if (p < root || p >= c) { why = "the node array is damaged (a node off its tree)"; break; }
-                    pnode[len] = p;
-                    pdir[len++] = c != nodes[p].left;
-                }
-                if (why) break;
-                L.len = len;
-                for (Py_ssize_t k = 0; k < len; k++) {                 /* the box, per feature */
-                    const Node *nd = nodes + pnode[k];
-                    int64_t j = nd->feat >= 0 ? (int64_t)(nd->feat & ~NAN_RIGHT) : -(int64_t)nd->feat - 2;
-                    if (!want[j]) {
-                        want[j] = 1;
-                        touched[m++] = j;
-                        flo[j] = -INFINITY; fhi[j] = top;
-                    }
-                    if (nd->feat < 0) {                                  /* a category set: see admits */
-                        if (codes[j] < 0) want[j] |= 16;                 /* on a feature of numbers: no box */
-                        continue;
-                    }
-                    int nan_right = (nd->feat & NAN_RIGHT) != 0;
-                    if (pdir[k] == 0) { if (nd->thr < fhi[j]) fhi[j] = nd->thr; }
-                    else if (nd->thr > flo[j]) flo[j] = nd->thr;
-                    if (pdir[k] != nan_right) want[j] |= 8;              /* NaN goes the other way */
-                }
-                int is_dead = 0;
-                for (Py_ssize_t k = 0; k < m; k++) {        /* what the leaf asks of j; 8: NaN reaches it */
-                    int64_t j = touched[k];
-                    int nan_reaches = nan_ok && !(want[j] & 8) && codes[j] < 0;
-                    if (want[j] & 16) want[j] = DEAD;
-                    else if (codes[j] >= 0) {
-                        int64_t c = first_code(&L, j);
-                        if (c == -2) why = "the node array is damaged (a category set out of range)";
-                        want[j] = c >= 0 ? CODE : DEAD;
-                    } else if (flo[j] < fhi[j] && fhi[j] >= -top) want[j] = NUMBER | (nan_reaches ? 8 : 0);
-                    else want[j] = nan_reaches ? MISSING : DEAD;
-                    if (want[j] == DEAD) is_dead = 1;
-                }
-                Py_ssize_t r = rows;
-                if (!is_dead && !why) {
-                    for (r = 0; r < rows; r++) {                             /* first fit */
-                        if (row_tree[r] == t) continue;
-                        int fits = 1;
-                        for (Py_ssize_t k = 0; k < m && fits; k++) {
-                            int64_t j = touched[k];
-                            Py_ssize_t at = r * d + j;
-                            int8_t rk = kind[at];
-                            if (rk == FREE) continue;
-                            if ((want[j] & 7) == NUMBER) {                /* NaN in the row: if it reaches */
-                                if (rk == MISSING) fits = (want[j] & 8) != 0;
-                                else fits = (flo[j] > lo[at] ? flo[j] : lo[at]) < (fhi[j] < hi[at] ? fhi[j] : hi[at]);
-                            } else if (want[j] == MISSING) fits = rk == MISSING;
-                            else { int a = admits(&L, j, (int64_t)lo[at]); fits = a == 1; }
-                        }
-                        if (fits) break;
-                    }
-                    if (r == rows && rows < cap) {
-                        memset(kind + rows * d, FREE, (size_t)d);
-                        rows++;
-                    }
-                }
-                if (is_dead) dead++;
-                else if (!why && r == rows) left++;
-                else if (!why) {
-                    row_tree[r] = t;
-                    covered++;
-                    for (Py_ssize_t k = 0; k < m; k++) {
-                        int64_t j = touched[k];
-                        Py_ssize_t at = r * d + j;
-                        if (kind[at] == FREE) {
-                            kind[at] = (int8_t)(want[j] & 7);
-                            lo[at] = want[j] == CODE ? (double)first_code(&L, j) : flo[j];   /* the first fits */
-                            hi[at] = fhi[j];
-                        } else if (kind[at] == NUMBER) {
-                            if (flo[j] > lo[at]) lo[at] = flo[j];
-                            if (fhi[j] < hi[at]) hi[at] = fhi[j];
-                        }
-                    }
-                }
-                for (Py_ssize_t k = 0; k < m; k++) want[touched[k]] = 0;
+        R.nodes = nodes; R.bits = b[2].buf; R.n_bits = b[2].shape[0]; R.codes = codes; R.d = d; R.top = top;
+        R.nan_ok = nan_ok; R.W = W;
+        for (Py_ssize_t i = 0; i < n; i++) parent[i] = -1;
+        for (Py_ssize_t t = 0; t < T && !why; t++) {                /* each node's parent, in its tree */
+            int64_t end = t + 1 < T ? roots[t + 1] : n;
+            for (int64_t i = roots[t]; i < end && !why; i++) {
+                if (nodes[i].feat == -1) continue;
+                if (nodes[i].left <= i || (int64_t)nodes[i].left + 1 >= end) why = "the node array is damaged";
+                else parent[nodes[i].left] = parent[nodes[i].left + 1] = i;
             }
         }
+#define RESET_ROW() do { \
+            for (Py_ssize_t j = 0; j < d; j++) { \
+                R.rk[j] = FREE; R.rlo[j] = -INFINITY; R.rhi[j] = top; \
+                for (Py_ssize_t w = 0; codes[j] >= 0 && w < W; w++) { \
+                    int64_t k = codes[j] - w * 64; \
+                    R.mask[j * W + w] = k <= 0 ? 0 : k >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << k) - 1); \
+                } \
+            } } while (0)
+        RESET_ROW();
+        int64_t total = 0;
+        for (Py_ssize_t t = 0; t < T && !why; t++) {                /* the leaves looked for, per subtree */
+            int64_t root = roots[t], end = t + 1 < T ? roots[t + 1] : n;
+            for (int64_t i = end - 1; i >= root && !why; i--) {
+                if (nodes[i].feat != -1) { rem[i] = rem[nodes[i].left] + rem[nodes[i].left + 1]; continue; }
+                rem[i] = 0;
+                if (seen[i]) continue;
+                int is_dead = path_dead(&R, parent, root, i, path, frames);
+                if (is_dead < 0) why = "the node array is damaged";
+                else if (is_dead) dead++;
+                else rem[i] = 1;
+            }
+            total += why ? 0 : rem[root];
+        }
+        Py_ssize_t n_active = 0;                                     /* the trees with a leaf to look for */
+        for (Py_ssize_t t = 0; t < T && !why; t++)
+            if (rem[roots[t]] > 0) active[n_active++] = t;
+        while (!why && total > 0 && rows < cap && R.steps < budget) {       /* a row at a time */
+            RESET_ROW();
+            Py_ssize_t found_here = 0, still = 0;
+            for (Py_ssize_t a = 0; a < n_active && !why; a++) {
+                int64_t root = roots[active[a]], t = active[a];
+                int64_t limit = R.steps + 2 * ((t + 1 < T ? roots[t + 1] : n) - root);
+                Py_ssize_t sp = 0;
+                int found = 0;
+                frames[sp++] = (Frame){root, 0, R.n_undo};
+                while (sp > 0 && !why) {                            /* depth first, to a leaf still missed */
+                    if (R.steps > limit) {                          /* given up: the row as it was */
+                        undo_to(&R, frames[0].height);
+                        sp = 0;
+                        break;
+                    }
+                    Frame *F = frames + sp - 1;
+                    const Node *nd = nodes + F->node;
+                    if (nd->feat == -1) { found = 1; break; }
+                    int moved = 0;
+                    while (F->tried < 4 && !moved) {
+                        int k = F->tried++;
+                        int64_t c = (int64_t)nd->left + (k >> 1);
+                        if (rem[c] == 0) continue;
+                        Py_ssize_t height = R.n_undo;
+                        int step = narrow(&R, nd, k >> 1, k & 1);
+                        if (step < 0) why = "the node array is damaged";
+                        else if (step > 0) {
+                            if (sp > most) { why = "the node array is damaged"; break; }
+                            frames[sp++] = (Frame){c, 0, height};
+                            moved = 1;
+                        }
+                    }
+                    if (!moved && !why) {
+                        undo_to(&R, F->height);
+                        sp--;
+                    }
+                }
+                if (found) {
+                    for (Py_ssize_t s = 0; s < sp; s++) rem[frames[s].node]--;
+                    covered++; found_here++; total--;
+                }
+                R.n_undo = 0;                                       /* kept: the row is inside that leaf */
+                if (rem[root] > 0) active[still++] = active[a];
+            }
+            n_active = still;
+            if (found_here == 0 || why) break;
+            for (Py_ssize_t j = 0; j < d; j++) {
+                Py_ssize_t at = rows * d + j;
+                kind[at] = R.rk[j]; lo[at] = R.rlo[j]; hi[at] = R.rhi[j];
+                if (R.rk[j] == CODE) {                               /* the first code left */
+                    int64_t c = -1;
+                    for (Py_ssize_t w = 0; w < W && c < 0; w++) {
+                        uint64_t m = R.mask[j * W + w];
+                        if (m) c = w * 64 + __builtin_ctzll(m);
+                    }
+                    lo[at] = (double)c;
+                }
+            }
+            rows++;
+        }
+        left = total;
+#undef RESET_ROW
     }
-    PyMem_Free(parent); PyMem_Free(pnode); PyMem_Free(pdir); PyMem_Free(row_tree); PyMem_Free(touched);
-    PyMem_Free(want); PyMem_Free(flo); PyMem_Free(fhi);
+    PyMem_Free(parent); PyMem_Free(rem); PyMem_Free(active); PyMem_Free(path); PyMem_Free(frames); PyMem_Free(R.rk);
+    PyMem_Free(R.rlo); PyMem_Free(R.rhi); PyMem_Free(R.mask); PyMem_Free(R.undo); PyMem_Free(R.saved);
     for (int k = 0; k < got; k++) PyBuffer_Release(&b[k]);
     if (got < 8) return NULL;
     if (why) {
         if (*why) PyErr_SetString(PyExc_ValueError, why);
         return NULL;
     }
-    return Py_BuildValue("nnnn", rows, covered, dead, left);
+    return Py_BuildValue("nnnnL", rows, covered, dead, left, (long long)R.steps);
 }
+
 
 static PyMethodDef methods[] = {
     {"apply", py_apply, METH_VARARGS, "Packed leaf index per row and tree."},
