@@ -441,7 +441,7 @@ static PyObject *py_cover(PyObject *self, PyObject *args) {
     for (; got < 8; got++)
         if (get_buffer(o[got], &b[got], names[got], kinds[got], sizes[got], dims[got], got >= 5) < 0) break;
     const char *why = NULL;
-    Py_ssize_t n = 0, T = 0, d = 0, cap = 0, W = 0, most = 0;
+    Py_ssize_t n = 0, T = 0, d = 0, cap = 0, W = 0, deepest = 0;
     if (got == 8) {
         n = b[0].shape[0]; T = b[1].shape[0]; d = b[4].shape[0]; cap = b[5].shape[0];
         if (b[3].shape[0] != n) why = "seen must hold one byte per node";
@@ -452,7 +452,6 @@ static PyObject *py_cover(PyObject *self, PyObject *args) {
     const int64_t *roots = got == 8 ? b[1].buf : NULL, *codes = got == 8 ? b[4].buf : NULL;
     for (Py_ssize_t t = 0; got == 8 && !why && t < T; t++) {
         if (roots[t] < 0 || roots[t] >= n || (t + 1 < T && roots[t + 1] <= roots[t])) why = "roots must rise inside the nodes";
-        else if ((t + 1 < T ? roots[t + 1] : n) - roots[t] > most) most = (t + 1 < T ? roots[t + 1] : n) - roots[t];
     }
     for (Py_ssize_t j = 0; got == 8 && !why && j < d; j++) {
         if (codes[j] > ((int64_t)1 << 24)) why = "codes must be below 2^24";
@@ -466,15 +465,33 @@ static PyObject *py_cover(PyObject *self, PyObject *args) {
         parent = PyMem_Malloc(sizeof(int64_t) * (size_t)(n + 1));
         rem = PyMem_Malloc(sizeof(int64_t) * (size_t)(n + 1));
         active = PyMem_Malloc(sizeof(int64_t) * (size_t)(T + 1));
-        path = PyMem_Malloc(sizeof(int64_t) * (size_t)(most + 1));
-        frames = PyMem_Malloc(sizeof(Frame) * (size_t)(most + 1));
         R.rk = PyMem_Malloc((size_t)(d + 1));
         R.rlo = PyMem_Malloc(sizeof(double) * (size_t)(d + 1));
         R.rhi = PyMem_Malloc(sizeof(double) * (size_t)(d + 1));
         R.mask = PyMem_Calloc((size_t)(d * W + 1), sizeof(uint64_t));
-        R.undo = PyMem_Malloc(sizeof(Undo) * (size_t)(most + 1));
-        R.saved = PyMem_Calloc((size_t)((most + 1) * W + 1), sizeof(uint64_t));
-        if (!parent || !rem || !active || !path || !frames || !R.rk || !R.rlo || !R.rhi || !R.mask || !R.undo || !R.saved) {
+        if (!parent || !rem || !active || !R.rk || !R.rlo || !R.rhi || !R.mask) {
+            PyErr_NoMemory();
+            why = "";
+        }
+    }
+    for (Py_ssize_t i = 0; got == 8 && !why && i < n; i++) parent[i] = -1;
+    for (Py_ssize_t t = 0; got == 8 && !why && t < T; t++) {   /* each node's parent and depth, in its tree */
+        int64_t end = t + 1 < T ? roots[t + 1] : n;
+        rem[roots[t]] = 0;
+        for (int64_t i = roots[t]; i < end && !why; i++) {
+            if (nodes[i].feat == -1) continue;
+            if (nodes[i].left <= i || (int64_t)nodes[i].left + 1 >= end) { why = "the node array is damaged"; break; }
+            parent[nodes[i].left] = parent[nodes[i].left + 1] = i;
+            rem[nodes[i].left] = rem[nodes[i].left + 1] = rem[i] + 1;
+            if (rem[i] + 1 > deepest) deepest = rem[i] + 1;
+        }
+    }
+    if (got == 8 && !why) {                                   /* what a path's length bounds */
+        path = PyMem_Malloc(sizeof(int64_t) * (size_t)(deepest + 2));
+        frames = PyMem_Malloc(sizeof(Frame) * (size_t)(deepest + 2));
+        R.undo = PyMem_Malloc(sizeof(Undo) * (size_t)(deepest + 2));
+        R.saved = PyMem_Calloc((size_t)((deepest + 2) * W + 1), sizeof(uint64_t));
+        if (!path || !frames || !R.undo || !R.saved) {
             PyErr_NoMemory();
             why = "";
         }
@@ -485,15 +502,6 @@ static PyObject *py_cover(PyObject *self, PyObject *args) {
         double *lo = b[6].buf, *hi = b[7].buf;
         R.nodes = nodes; R.bits = b[2].buf; R.n_bits = b[2].shape[0]; R.codes = codes; R.d = d; R.top = top;
         R.nan_ok = nan_ok; R.W = W;
-        for (Py_ssize_t i = 0; i < n; i++) parent[i] = -1;
-        for (Py_ssize_t t = 0; t < T && !why; t++) {                /* each node's parent, in its tree */
-            int64_t end = t + 1 < T ? roots[t + 1] : n;
-            for (int64_t i = roots[t]; i < end && !why; i++) {
-                if (nodes[i].feat == -1) continue;
-                if (nodes[i].left <= i || (int64_t)nodes[i].left + 1 >= end) why = "the node array is damaged";
-                else parent[nodes[i].left] = parent[nodes[i].left + 1] = i;
-            }
-        }
 #define RESET_ROW() do { \
             for (Py_ssize_t j = 0; j < d; j++) { \
                 R.rk[j] = FREE; R.rlo[j] = -INFINITY; R.rhi[j] = top; \
@@ -547,7 +555,7 @@ static PyObject *py_cover(PyObject *self, PyObject *args) {
                         int step = narrow(&R, nd, k >> 1, k & 1);
                         if (step < 0) why = "the node array is damaged";
                         else if (step > 0) {
-                            if (sp > most) { why = "the node array is damaged"; break; }
+                            if (sp > deepest) { why = "the node array is damaged"; break; }
                             frames[sp++] = (Frame){c, 0, height};
                             moved = 1;
                         }

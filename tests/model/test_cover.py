@@ -271,3 +271,22 @@ def test_a_forest_grown_in_full_is_reached_in_rows_near_the_fewest_and_the_rows_
     rows, done = covering_rows(ens, seen, P[:64], 1e307)
     assert 0 < done.rows < full.rows and done.left == missed.size - done.covered > 0
     assert full.steps // 3 <= done.steps < full.steps
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_codes_past_the_first_word_of_a_set(compiled, monkeypatch):
+    """A feature of 150 categories: its sets span three 64-bit words."""
+    monkeypatch.setattr(flatwalk, "USE_COMPILED", compiled)
+    bits = np.zeros((5, 3), dtype=np.uint64)
+    bits[0, 1] = np.uint64(1) << np.uint64(70 - 64)                    # root: codes 70 and 130 go left
+    bits[0, 2] = np.uint64(1) << np.uint64(130 - 128)
+    bits[1, 2] = np.uint64(1) << np.uint64(130 - 128)                  # then 130 left, 70 right
+    tree = Tree(children_left=np.array([1, 3, -1, -1, -1]), children_right=np.array([2, 4, -1, -1, -1]),
+                feature=np.array([0, 0, -1, -1, -1]), threshold=np.array([np.nan] * 5), value=np.arange(5.0)[:, None],
+                category_bits=bits)
+    ens = TreeEnsemble((tree,), 1, ("c",), "regression", "sum", "identity", np.zeros(1),
+                       categories=(tuple(f"level {k}" for k in range(150)),))
+    seen = np.zeros(ens._flat["packed"].shape[0], dtype=np.uint8)
+    rows, cover = covering_rows(ens, seen, np.zeros((1, 1)), 1e307)
+    assert (cover.rows, cover.covered, cover.dead, cover.left) == (3, 3, 0, 0)
+    assert sorted(rows[:, 0].tolist()) == [0.0, 70.0, 130.0]
