@@ -10,8 +10,8 @@ to a leaf still missed whose box meets the row's own, by the one split rule of
 :mod:`core.model` (a number goes left iff ``x <= threshold``; a missing value (NaN) as each
 split routes it; a category code by the split's set); the row's box is then narrowed to that
 leaf's path, so one row reaches a missed leaf in many trees at once. Per feature a row holds
-a number in ``(lo, hi]``, a missing value (tried where numbers leave no way and the feature is
-still free), or for a categorical feature the codes its splits leave (the first is taken). A
+a number in ``(lo, hi]``, a missing value (where the feature is still free and NaN goes the
+way sought), or for a categorical feature the codes its splits leave (the first is taken). A
 leaf whose own box is empty (a path no row can follow) is counted as dead and not looked for.
 A descent backs out of a subtree its row cannot follow and tries a missing value where it
 tried a number; it gives up on its tree past twice the tree's nodes in narrowings. The work
@@ -37,7 +37,7 @@ import numpy as np
 from core.model import flatwalk
 from core.model.flatwalk import NAN_RIGHT
 
-try:  # the compiled packing (core/model/_treewalk.c); _cover_numpy does the same more slowly
+try:  # the compiled rows (core/model/_treewalk.c); _cover_numpy makes the same more slowly
     from core.model import _treewalk  # type: ignore[attr-defined]  # compiled: no stub
 except ImportError:  # pragma: no cover - no C compiler at install time
     _treewalk = None
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Cover", "covering_rows", "reached_leaves"]
 
-FREE, NUMBER, MISSING, CODE, DEAD = 0, 1, 2, 3, 4
+FREE, NUMBER, MISSING, CODE = 0, 1, 2, 3            # what a row holds of a feature (the kernel's)
 #: the most values (rows x features) the rows may hold, and the most steps (rows x trees) they
 #: may cost each reading of the model (at least MIN_ROWS rows): a 500-tree model gets 8,000 rows
 MAX_VALUES, MAX_STEPS, MIN_ROWS = 2_000_000, 4_000_000, 1_000
@@ -67,7 +67,7 @@ class Cover:
     covered: int
     dead: int
     left: int
-    steps: int = 0
+    steps: int
 
 
 def reached_leaves(ens: TreeEnsemble, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -4,8 +4,8 @@ Random points and points on thresholds left leaves unreached (386 of 7,456 in a 
 XGBoost, 16,395 of 48,271 in a random forest), and a misreading confined to one of them passed
 the verification. :func:`core.intake.parsing.covered_probe_points` adds rows made for the
 leaves missed (:mod:`core.model.cover`). Here: every leaf of models with numbers, missing
-values and categories is reached, and of a forest grown in full in rows near the fewest
-possible; a leaf no row can reach is counted, not covered; the compiled rows and the numpy
+values and categories is reached (exported to ONNX: tests/intake/test_onnx_cover.py), and of
+a forest grown in full in rows near the fewest possible; a leaf no row can reach is counted, not covered; the compiled rows and the numpy
 ones are the same; the kernel refuses what it cannot read; and a leaf value misread where
 no random probe row goes is now refused.
 """
@@ -68,29 +68,9 @@ def _hgb_with_categories_and_missing():
     return HistGradientBoostingClassifier(max_iter=30, categorical_features=[5], random_state=0).fit(X, y)
 
 
-def _onnx(make):
-    """The model ``make`` gives, exported to ONNX as a data scientist would and read back."""
-    from core.intake.io import load_model
-
-    def read():
-        m = make()
-        if type(m).__module__.startswith("xgboost"):
-            from onnxmltools.convert import convert_xgboost
-            from onnxmltools.convert.common.data_types import FloatTensorType
-
-            data = convert_xgboost(m, initial_types=[("input", FloatTensorType([None, 6]))]).SerializeToString()
-        else:
-            from skl2onnx import to_onnx
-
-            data = to_onnx(m, np.zeros((1, 6), dtype=np.float32), options={"zipmap": False}).SerializeToString()
-        return load_model(data, "model.onnx")
-    return read
-
-
 MODELS = {"random forest": _random_forest, "xgboost, missing values": _xgboost_with_missing,
           "lightgbm, a categorical feature": _lightgbm_with_categories,
-          "hist gradient boosting, categories and missing values": _hgb_with_categories_and_missing,
-          "onnx: random forest": _onnx(_random_forest), "onnx: xgboost, missing values": _onnx(_xgboost_with_missing)}
+          "hist gradient boosting, categories and missing values": _hgb_with_categories_and_missing}
 
 
 def _unreached(ens, X):
