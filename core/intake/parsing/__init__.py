@@ -146,7 +146,8 @@ def verify_against_source(ens: TreeEnsemble, model: ModelLike, n_random: int = 6
     """Compare the ensemble's predictions with the source model's.
 
     Points: random points spanning the split levels, points placed exactly on
-    thresholds, and rows that reach every leaf those miss (:func:`covered_probe_points`).
+    thresholds, and rows that reach every leaf those miss (:func:`covered_probe_points`,
+    within a bound on the work: a forest grown in full gets part of its leaves).
     Raises ``UnsupportedModelError`` when they disagree, so a model whose semantics
     we do not reproduce is refused, never approximated: a leaf read wrongly is a leaf
     some probe row reaches.
@@ -334,8 +335,8 @@ def probe_points(ens: TreeEnsemble, n_random: int = 64, seed: int = 0) -> np.nda
 
 def covered_probe_points(ens: TreeEnsemble, n_random: int = 64, seed: int = 0) -> tuple[np.ndarray, np.ndarray,
                                                                                        Cover]:
-    """:func:`probe_points`, then rows that reach every leaf none of them reaches
-    (:func:`core.model.cover.covering_rows`; their free values from the random points):
+    """:func:`probe_points`, then rows that reach every leaf none of them reaches, within
+    the bounds of :func:`core.model.cover.covering_rows` (their free values from the random points):
     the rows, the ensemble's raw outputs on them (one walk finds both the outputs and the
     leaves reached), and what the covering did."""
     X = probe_points(ens, n_random, seed)
