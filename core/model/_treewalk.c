@@ -278,10 +278,11 @@ static PyObject *py_breadth_first(PyObject *self, PyObject *args) {
  * Rows that reach the leaves no row has reached yet (seen: uint8 per node, 1 = reached), made one at
  * a time: a row starts free and, tree by tree, descends depth first to a leaf still missed whose box
  * meets the row's, its box then narrowed to that path; a row is made while leaves are missed, fewer
- * than cap (= kind.shape[0]) rows are and fewer than budget steps (narrowings tried) were taken. A
- * descent gives up on its tree past twice the tree's nodes in steps (backing out of a subtree, it tries
- * a missing value where it tried a number: without a bound, a few such splits would double it again and
- * again); the search for a path's box (dead or not), past eight steps a split. Each step of a descent keeps the row inside one side of a split:
+ * than cap (= kind.shape[0]) rows are and fewer than budget steps (narrowings tried) were taken.
+ * Backing out of a subtree, a descent tries a missing value where it tried a number; as a few such
+ * splits could double its work again and again, it gives up on its tree past twice the tree's nodes in
+ * steps, and the search of a path's box (dead or not) past eight steps a split. Each step of a descent
+ * keeps the row inside one side of a split:
  *   a numerical feature (codes[j] == -1): a number x with lo < x <= hi and x <= top, or a missing
  *     value (NaN) where the feature is still free, nan_ok (the model takes them) and NaN goes that way;
  *   a categorical feature (codes[j] >= 0: the codes 0..codes[j]-1 a row may take): the codes left by
