@@ -381,6 +381,14 @@ static int narrow(Row *R, const Node *nd, int right, int use_nan) {
     return 1;
 }
 
+/* Could a missing value keep the row on side `right` of the split at nd? (Else it is not tried, nor
+ * counted as a step: only a free numerical feature of a model that takes NaN, where NaN goes there.) */
+static int nan_may(const Row *R, const Node *nd, int right) {
+    if (!R->nan_ok || nd->feat < 0) return 0;
+    int64_t j = (int64_t)(nd->feat & ~NAN_RIGHT);
+    return j < R->d && R->codes[j] < 0 && R->rk[j] == FREE && right == ((nd->feat & NAN_RIGHT) != 0);
+}
+
 static void undo_to(Row *R, Py_ssize_t height) {
     while (R->n_undo > height) {
         Undo *u = R->undo + --R->n_undo;
@@ -410,6 +418,7 @@ static int path_dead(Row *R, const int64_t *parent, int64_t root, int64_t leaf, 
         int64_t c = path[len - 1 - i], p = parent[c];
         int right = c != (int64_t)R->nodes[p].left, ok = 0;
         while (F->tried < 2 && !ok) {
+            if (F->tried == 1 && !nan_may(R, R->nodes + p, right)) { F->tried++; break; }
             int got = narrow(R, R->nodes + p, right, F->tried++);
             if (got < 0) { undo_to(R, 0); return -1; }
             ok = got;
@@ -551,7 +560,7 @@ static PyObject *py_cover(PyObject *self, PyObject *args) {
                     while (F->tried < 4 && !moved) {
                         int k = F->tried++;
                         int64_t c = (int64_t)nd->left + (k >> 1);
-                        if (rem[c] == 0) continue;
+                        if (rem[c] == 0 || ((k & 1) && !nan_may(&R, nd, k >> 1))) continue;
                         Py_ssize_t height = R.n_undo;
                         int step = narrow(&R, nd, k >> 1, k & 1);
                         if (step < 0) why = "the node array is damaged";
