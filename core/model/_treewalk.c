@@ -287,7 +287,8 @@ static PyObject *py_breadth_first(PyObject *self, PyObject *args) {
  *     value (NaN) where the feature is still free, nan_ok (the model takes them) and NaN goes that way;
  *   a categorical feature (codes[j] >= 0: the codes 0..codes[j]-1 a row may take): the codes left by
  *     its splits' sets and thresholds, the first of them taken.
- * A leaf is dead when its own path's box is empty (no row reaches it); it is not looked for.
+ * A leaf is dead when its own path's box is empty (no row reaches it); it is not looked for. Those
+ * judged past the budget are taken as alive (and left, as no row is made then).
  * The rows come out in kind, lo, hi (cap x d each): per row and feature, kind 0 (free: no leaf asks
  * anything of it), 1 (a number in (lo, hi]), 2 (NaN) or 3 (the code lo). rows: the rows made; covered:
  * the leaves they reach on purpose; dead; left: leaves missed still (the rows or the budget having run
@@ -528,6 +529,7 @@ static PyObject *py_cover(PyObject *self, PyObject *args) {
                 if (nodes[i].feat != -1) { rem[i] = rem[nodes[i].left] + rem[nodes[i].left + 1]; continue; }
                 rem[i] = 0;
                 if (seen[i]) continue;
+                if (R.steps >= budget) { rem[i] = 1; continue; }    /* past the budget: looked for, not judged */
                 int is_dead = path_dead(&R, parent, root, i, path, frames);
                 if (is_dead < 0) why = "the node array is damaged";
                 else if (is_dead) dead++;

@@ -15,7 +15,8 @@ way sought), or for a categorical feature the codes its splits leave (the first 
 leaf whose own box is empty (a path no row can follow) is counted as dead and not looked for.
 A descent backs out of a subtree its row cannot follow and tries a missing value where it
 tried a number; it gives up on its tree past twice the tree's nodes in narrowings. The work
-is bounded: at most :data:`MAX_WORK` narrowings in all (about 0.3 s) and :data:`MAX_STEPS` rows
+is bounded: at most :data:`MAX_WORK` narrowings in all (about 0.3 s; judging which leaves are
+dead counts too, and a leaf not judged by then is taken as alive) and :data:`MAX_STEPS` rows
 times trees, :data:`MAX_VALUES` values; the leaves past them stay missed and are counted as
 left. A missing value is tried only where it could get through (a free numerical feature of
 a model that takes NaN, NaN going that way). A 500-tree XGBoost's 386 missed leaves take 42
@@ -26,7 +27,8 @@ rows and 10,304 narrowings; a 20-tree forest grown in full on Adult misses 133,0
 
 The rows are made by the compiled kernel (``cover`` in ``core/model/_treewalk.c``) when it
 is built, else by :func:`_cover_numpy`, which follows it step by step (the tests compare
-them) but places at most :data:`NUMPY_LEAVES` leaves, counting the rest as left.
+them) but judges and reaches at most :data:`NUMPY_LEAVES` leaves each, counting the rest as
+left (0.8 s for a 100-tree forest grown in full).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ FREE, NUMBER, MISSING, CODE = 0, 1, 2, 3            # what a row holds of a feat
 MAX_VALUES, MAX_STEPS, MIN_ROWS = 2_000_000, 4_000_000, 1_000
 #: the most narrowings of a row's box tried in all (about 0.3 s of the compiled kernel)
 MAX_WORK = 20_000_000
-#: the most leaves the numpy rows reach on purpose (the rest are counted as left)
+#: the most leaves the numpy rows judge (dead or not) and reach on purpose (the rest are left)
 NUMPY_LEAVES = 4_000
 
 
@@ -139,18 +141,27 @@ def _cover_numpy(nodes: np.ndarray, roots: np.ndarray, bits: np.ndarray, seen: n
     parent[left_of[inner]] = inner
     parent[left_of[inner] + 1] = inner
     ends = [int(r) for r in roots[1:]] + [n]
+    missed = np.flatnonzero((row.feat == -1) & (seen == 0))
     rem = np.zeros(n, dtype=np.int64)
-    dead = 0
-    for t in range(T):
-        root, end = int(roots[t]), ends[t]
-        for i in range(end - 1, root - 1, -1):
-            if row.feat[i] != -1:
-                rem[i] = rem[left_of[i]] + rem[left_of[i] + 1]
-            elif not seen[i]:
-                if row.path_dead(parent, root, i):
-                    dead += 1
-                else:
-                    rem[i] = 1
+    rem[missed] = 1
+    dead = judged = 0
+    tree_of = np.searchsorted(roots, missed, side="right") - 1
+    order = np.lexsort((-missed, tree_of))                            # as the kernel: tree by tree, each
+    for t, i in zip(tree_of[order].tolist(), missed[order].tolist()):  # from its last node
+        if row.steps >= budget or judged >= NUMPY_LEAVES:              # past them: taken as alive
+            break
+        judged += 1
+        if row.path_dead(parent, int(roots[t]), i):
+            rem[i] = 0
+            dead += 1
+    level = np.asarray(roots, dtype=np.int64)                           # each subtree's leaves looked for,
+    levels = []                                                       # summed level by level from the deepest
+    while level.size:
+        levels.append(level)
+        inner_here = level[row.feat[level] != -1]
+        level = np.concatenate([left_of[inner_here], left_of[inner_here] + 1])
+    for level in levels[:0:-1]:
+        np.add.at(rem, parent[level], rem[level])
     total = int(rem[roots].sum())
     rows = covered = 0
     while total > 0 and rows < cap and row.steps < budget and covered < NUMPY_LEAVES:

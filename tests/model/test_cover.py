@@ -251,6 +251,9 @@ def test_a_forest_grown_in_full_is_reached_in_rows_near_the_fewest_and_the_rows_
     rows, done = covering_rows(ens, seen, P[:64], 1e307)
     assert 0 < done.rows < full.rows and done.left == missed.size - done.covered > 0
     assert full.steps // 3 <= done.steps < full.steps
+    monkeypatch.setattr(cover, "MAX_WORK", 50)                          # spent judging the first leaves
+    rows, done = covering_rows(ens, seen, P[:64], 1e307)
+    assert (len(rows), done.covered, done.dead, done.left) == (0, 0, 0, missed.size) and done.steps < 100
 
 
 @pytest.mark.parametrize("compiled", [True, False])
