@@ -319,6 +319,14 @@ static const uint64_t *set_words(const Row *R, const Node *nd, uint64_t *count) 
     return R->bits + o + 1;
 }
 
+/* Word w of the codes that go left at a split on a categorical feature: its set's words s (count of
+ * them; s NULL: a threshold on the codes, c <= thr). */
+static inline uint64_t left_word(const Node *nd, const uint64_t *s, uint64_t count, Py_ssize_t w) {
+    if (s != NULL) return (uint64_t)w < count ? s[w] : 0;
+    double t = nd->thr - (double)(w * 64);
+    return t < 0 ? 0 : t >= 63 ? ~(uint64_t)0 : ((uint64_t)2 << (int)t) - 1;
+}
+
 /* Keep the row on side `right` of node p's split (use_nan: by a missing value); 1 done, 0 not
  * possible, -1 a damaged node. The change is recorded to be undone. */
 static int narrow(Row *R, const Node *nd, int right, int use_nan) {
@@ -333,25 +341,16 @@ static int narrow(Row *R, const Node *nd, int right, int use_nan) {
         const uint64_t *s = NULL;
         if (nd->feat < -1 && (s = set_words(R, nd, &count)) == NULL) return -1;
         int any = 0;
-        for (Py_ssize_t w = 0; w < R->W; w++) {
-            uint64_t side;
-            if (nd->feat < -1) side = (uint64_t)w < count ? s[w] : 0;
-            else {                                            /* a threshold on the codes: c <= thr */
-                double first = (double)(w * 64), t = nd->thr - first;
-                side = t < 0 ? 0 : t >= 63 ? ~(uint64_t)0 : ((uint64_t)2 << (int)t) - 1;
-            }
-            keep[w] = m[w];
-            any |= (m[w] & (right ? ~side : side)) != 0;
+        for (Py_ssize_t w = 0; w < R->W; w++) {             /* the codes kept, into keep */
+            uint64_t side = left_word(nd, s, count, w);
+            keep[w] = m[w] & (right ? ~side : side);
+            any |= keep[w] != 0;
         }
         if (!any) return 0;
-        for (Py_ssize_t w = 0; w < R->W; w++) {
-            uint64_t side;
-            if (nd->feat < -1) side = (uint64_t)w < count ? s[w] : 0;
-            else {
-                double first = (double)(w * 64), t = nd->thr - first;
-                side = t < 0 ? 0 : t >= 63 ? ~(uint64_t)0 : ((uint64_t)2 << (int)t) - 1;
-            }
-            m[w] &= right ? ~side : side;
+        for (Py_ssize_t w = 0; w < R->W; w++) {             /* swapped: the mask holds them, keep the old */
+            uint64_t old = m[w];
+            m[w] = keep[w];
+            keep[w] = old;
         }
         R->rk[j] = CODE;
         R->n_undo++;
@@ -619,7 +618,7 @@ static PyMethodDef methods[] = {
     {"apply", py_apply, METH_VARARGS, "Packed leaf index per row and tree."},
     {"breadth_first", py_breadth_first, METH_VARARGS, "Every tree's nodes breadth first: (count, depth)."},
     {"accumulate", py_accumulate, METH_VARARGS, "Add the reached leaf values of all trees."},
-    {"cover", py_cover, METH_VARARGS, "Rows that reach every leaf not seen: (rows, covered, dead, left)."},
+    {"cover", py_cover, METH_VARARGS, "Rows that reach every leaf not seen: (rows, covered, dead, left, steps)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_treewalk", "Compiled tree traversal.", -1, methods};

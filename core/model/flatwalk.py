@@ -124,7 +124,8 @@ def _pack(fl: dict[str, Any], inner: np.ndarray, widths: np.ndarray) -> dict[str
     as its threshold, the offset of its left set in ``packed_bits``: the number of
     words of its tree's sets, then the words (a code beyond them is not in the set,
     as in :func:`_bits_hold`); a leaf has feature -1. ``widths``: the words of each
-    node's tree. Also the depth of the deepest tree (``depth``).
+    node's tree. Also each node's place among the records (``packed_position``, the inverse of
+    ``packed_to_node``) and the depth of the deepest tree (``depth``).
     """
     order, depth = _breadth_first(fl, inner)
     n = order.size
@@ -154,7 +155,7 @@ def _pack(fl: dict[str, Any], inner: np.ndarray, widths: np.ndarray) -> dict[str
             bits[start[has] + 1 + k] = fl["cat_bits"][nodes[has], k]
     rec["feature"] = feature
     return {"packed": rec, "packed_roots": fl["offsets"].astype(np.int64), "packed_to_node": order,
-            "packed_bits": np.ascontiguousarray(bits), "depth": depth}
+            "packed_position": pos, "packed_bits": np.ascontiguousarray(bits), "depth": depth}
 
 
 def _in_threads(fn: Any, n_rows: int, n_trees: int) -> None:
@@ -234,16 +235,5 @@ def leaf_sum(fl: dict[str, Any], X: np.ndarray, n_outputs: int, n_trees: int,
         reached = _apply_flat(fl, X[s:s + step])
         out[s:s + step] = fl["value"][reached].sum(axis=1)
         if seen is not None:
-            seen[packed_position(fl)[reached]] = 1
+            seen[fl["packed_position"][reached]] = 1
     return out
-
-
-def packed_position(fl: dict[str, Any]) -> np.ndarray:
-    """Each node's index among the packed records (the inverse of ``packed_to_node``)."""
-    pos: np.ndarray | None = fl.get("packed_position")
-    if pos is None:
-        order = fl["packed_to_node"]
-        pos = np.empty_like(order)
-        pos[order] = np.arange(order.size)
-        fl["packed_position"] = pos
-    return pos

@@ -307,6 +307,12 @@ def _reads_float32(ens: TreeEnsemble) -> bool:
                                                            and "HistGradientBoosting" not in source)
 
 
+def _top(ens: TreeEnsemble) -> float:
+    """The largest number a probe row holds: the libraries that read rows as float32 refuse a
+    number float32 cannot hold (as infinite)."""
+    return FLOAT32_MAX if _reads_float32(ens) else 1e307
+
+
 def probe_points(ens: TreeEnsemble, n_random: int = 64, seed: int = 0) -> np.ndarray:
     """Random points over the split range plus points exactly on thresholds;
     a categorical feature gets codes, each code (the missing one included) in turn.
@@ -316,8 +322,7 @@ def probe_points(ens: TreeEnsemble, n_random: int = 64, seed: int = 0) -> np.nda
     point with every number missing."""
     rng = np.random.default_rng(seed)
     d = ens.n_features
-    # the libraries that read rows as float32 refuse a number float32 cannot hold (as infinite)
-    top = FLOAT32_MAX if _reads_float32(ens) else 1e307
+    top = _top(ens)
     levels, lo, hi = _probe_ranges(ens, top)
     X = rng.uniform(lo, hi, size=(n_random, d))
     on = X.copy()
@@ -341,7 +346,7 @@ def covered_probe_points(ens: TreeEnsemble, n_random: int = 64, seed: int = 0) -
     leaves reached), and what the covering did."""
     X = probe_points(ens, n_random, seed)
     raw, seen = reached_leaves(ens, X)
-    top = FLOAT32_MAX if _reads_float32(ens) else 1e307
+    top = _top(ens)
     more, cover = covering_rows(ens, seen, X[:n_random], top)
     if not len(more):
         return X, raw, cover
