@@ -18,6 +18,10 @@
  *     out[i, k] += sum_t value[leaf(i, t), k]                         (float64, n x K)
  * breadth_first(left, right, inner, roots, order) -> (count, depth)
  *     the order of the nodes in those records (see py_breadth_first)
+ * check_stacked(left, right, feature, threshold, counts, has_sets) -> k
+ *     the first failing check of trees stacked one after the other (see py_check_stacked)
+ * pack(order, left, feature, threshold, inner, missing_left, cat_node, nodes, pos)
+ *     the records of the nodes in that order, and each node's place in them (see py_pack)
  * accumulate(..., seen) also sets seen[leaf] = 1 (uint8, one per node) for every leaf reached
  * cover(nodes, roots, bits, seen, codes, top, nan_ok, budget, kind, lo, hi) -> (rows, covered, dead, left, steps)
  *     rows that reach every leaf not seen, made one at a time (see py_cover)
@@ -272,6 +276,145 @@ static PyObject *py_breadth_first(PyObject *self, PyObject *args) {
     for (int k = 0; k < got; k++) PyBuffer_Release(&b[k]);
     if (bad) return NULL;
     return Py_BuildValue("nn", count, depth);
+}
+
+/* check_stacked(left, right, feature, threshold, counts, has_sets) -> k
+ * Trees stacked one after the other (counts: int64, nodes each; left, right, feature: int32, threshold:
+ * float64, one per node, each tree's children indexed within it), checked as core.model.tree.Tree
+ * checks one: k = -1 when every tree holds; else the first failing tree's first failing check, of
+ *   0 a node with exactly one child (left < 0 but not right, or the other way round);
+ *   1 an inner node whose child's index is not larger than its own;
+ *   2 an inner node whose child's index is not inside its tree;
+ *   3 a node not reached exactly once from its tree's root (the root once, as no node's child);
+ *   4 an inner node without a feature (feature < 0);
+ *   5 an inner node with an infinite threshold;
+ *   6 an inner node with no threshold (NaN) where no tree has category sets (has_sets false).
+ * counts that do not add up to the nodes (or a count below 1) is a ValueError. */
+static PyObject *py_check_stacked(PyObject *self, PyObject *args) {
+    PyObject *o[5];
+    Py_buffer b[5];
+    int got = 0, has_sets = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOp", &o[0], &o[1], &o[2], &o[3], &o[4], &has_sets)) return NULL;
+    static const char *names[5] = {"left", "right", "feature", "threshold", "counts"};
+    static const char kinds[5] = {'i', 'i', 'i', 'f', 'i'};
+    static const Py_ssize_t sizes[5] = {4, 4, 4, 8, 8};
+    for (; got < 5; got++)
+        if (get_buffer(o[got], &b[got], names[got], kinds[got], sizes[got], 1, 0) < 0) break;
+    Py_ssize_t n = got == 5 ? b[0].shape[0] : 0, trees = got == 5 ? b[4].shape[0] : 0, biggest = 0, total = 0;
+    int bad = got < 5, first = -1;
+    if (!bad) {
+        const int64_t *counts = b[4].buf;
+        for (Py_ssize_t t = 0; t < trees && !bad; t++) {
+            if (counts[t] < 1 || counts[t] > n - total) bad = 1;
+            else { total += counts[t]; if (counts[t] > biggest) biggest = counts[t]; }
+        }
+        if (bad || total != n || b[1].shape[0] != n || b[2].shape[0] != n || b[3].shape[0] != n) {
+            PyErr_SetString(PyExc_ValueError, "check_stacked: the counts must add up to the nodes, one entry per node");
+            bad = 1;
+        }
+    }
+    int32_t *reached = bad ? NULL : PyMem_Malloc(sizeof(int32_t) * (size_t)(biggest + 1));
+    if (!bad && reached == NULL) {
+        PyErr_NoMemory();
+        bad = 1;
+    }
+    if (!bad) {
+        const int32_t *left = b[0].buf, *right = b[1].buf, *feature = b[2].buf;
+        const double *thr = b[3].buf;
+        const int64_t *counts = b[4].buf;
+        Py_ssize_t s = 0;
+        for (Py_ssize_t t = 0; t < trees && first < 0; s += counts[t], t++) {
+            int64_t m = counts[t];
+            unsigned fail = 0;
+            memset(reached, 0, sizeof(int32_t) * (size_t)m);
+            reached[0] = 1;                                       /* the root */
+            for (int64_t idx = 0; idx < m; idx++) {
+                Py_ssize_t i = s + idx;
+                int64_t l = left[i], r = right[i];
+                if ((l < 0) != (r < 0)) fail |= 1u;
+                if (l < 0) continue;
+                if (l <= idx || r <= idx) fail |= 2u;
+                if (l >= m || r >= m) fail |= 4u;
+                if (l < m) reached[l]++;
+                if (r >= 0 && r < m) reached[r]++;
+                if (feature[i] < 0) fail |= 16u;
+                if (isinf(thr[i])) fail |= 32u;
+                if (isnan(thr[i]) && !has_sets) fail |= 64u;
+            }
+            for (int64_t idx = 0; idx < m && !(fail & 8u); idx++)
+                if (reached[idx] != 1) fail |= 8u;
+            if (fail)
+                for (first = 0; !(fail & (1u << first)); first++) {}
+        }
+        PyMem_Free(reached);
+    }
+    for (int k = 0; k < got; k++) PyBuffer_Release(&b[k]);
+    if (bad) return NULL;
+    return PyLong_FromLong(first);
+}
+
+/* pack(order, left, feature, threshold, inner, missing_left, cat_node, nodes, pos)
+ * The records of the nodes in order (int64, a permutation of the nodes: breadth_first's): pos[order[k]] =
+ * k (int64, one per node), and nodes[k] (the records above) from node u = order[k]: its threshold (a
+ * missing one 0, an infinite one the largest finite number, as numpy's nan_to_num), its feature (int32)
+ * with the bit NAN_RIGHT at an inner node (bool) that is no categorical split (cat_node) and whose
+ * missing values do not go left (missing_left), and at an inner node its left child's (left: int64 node
+ * index) place pos[left[u]]; a leaf's 0. A categorical split's feature and threshold are left as they
+ * are given (core.model.flatwalk._pack writes them). order not a permutation, or a child out of range,
+ * is a ValueError. */
+static PyObject *py_pack(PyObject *self, PyObject *args) {
+    PyObject *o[9];
+    Py_buffer b[9];
+    int got = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8]))
+        return NULL;
+    static const char *names[9] = {"order", "left", "feature", "threshold", "inner", "missing_left", "cat_node",
+                                   "nodes", "pos"};
+    static const char kinds[9] = {'i', 'i', 'i', 'f', 'u', 'u', 'u', 0, 'i'};
+    static const Py_ssize_t sizes[9] = {8, 8, 4, 8, 1, 1, 1, (Py_ssize_t)sizeof(Node), 8};
+    for (; got < 9; got++)
+        if (get_buffer(o[got], &b[got], names[got], kinds[got], sizes[got], 1, got >= 7) < 0) break;
+    Py_ssize_t n = got == 9 ? b[0].shape[0] : 0;
+    int bad = got < 9;
+    for (int k = 1; k < got && !bad; k++)
+        if (b[k].shape[0] != n) {
+            PyErr_SetString(PyExc_ValueError, "pack: every array must have one entry per node");
+            bad = 1;
+        }
+    if (!bad) {
+        const int64_t *order = b[0].buf, *left = b[1].buf;
+        const int32_t *feature = b[2].buf;
+        const double *thr = b[3].buf;
+        const uint8_t *inner = b[4].buf, *miss = b[5].buf, *cat = b[6].buf;
+        Node *nodes = b[7].buf;
+        int64_t *pos = b[8].buf;
+        for (Py_ssize_t k = 0; k < n; k++) pos[k] = -1;
+        for (Py_ssize_t k = 0; k < n && !bad; k++) {
+            int64_t u = order[k];
+            if (u < 0 || u >= n || pos[u] >= 0) bad = 1;
+            else pos[u] = k;
+        }
+        for (Py_ssize_t k = 0; k < n && !bad; k++) {
+            int64_t u = order[k];
+            double t = thr[u];
+            nodes[k].thr = isnan(t) ? 0.0 : isinf(t) ? (t > 0 ? 1.7976931348623157e308 : -1.7976931348623157e308) : t;
+            int32_t f = feature[u];
+            nodes[k].left = 0;
+            if (inner[u]) {
+                if (left[u] < 0 || left[u] >= n || pos[left[u]] > INT32_MAX) { bad = 1; break; }
+                nodes[k].left = (int32_t)pos[left[u]];
+                if (!cat[u] && !miss[u]) f |= NAN_RIGHT;
+            }
+            nodes[k].feat = f;
+        }
+        if (bad) PyErr_SetString(PyExc_ValueError, "pack: order is not a permutation of the nodes, or a child is out "
+                                                   "of range");
+    }
+    for (int k = 0; k < got; k++) PyBuffer_Release(&b[k]);
+    if (bad) return NULL;
+    Py_RETURN_NONE;
 }
 
 /* cover(nodes, roots, bits, seen, codes, top, nan_ok, budget, kind, lo, hi) -> (rows, covered, dead, left, steps)
@@ -617,6 +760,8 @@ static PyObject *py_cover(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"apply", py_apply, METH_VARARGS, "Packed leaf index per row and tree."},
     {"breadth_first", py_breadth_first, METH_VARARGS, "Every tree's nodes breadth first: (count, depth)."},
+    {"check_stacked", py_check_stacked, METH_VARARGS, "The first failing check of stacked trees, -1 if none."},
+    {"pack", py_pack, METH_VARARGS, "The packed records of the nodes in a given order, and each node's place."},
     {"accumulate", py_accumulate, METH_VARARGS, "Add the reached leaf values of all trees."},
     {"cover", py_cover, METH_VARARGS, "Rows that reach every leaf not seen: (rows, covered, dead, left, steps)."},
     {NULL, NULL, 0, NULL}};

@@ -133,27 +133,26 @@ def _pack(fl: dict[str, Any], inner: np.ndarray, widths: np.ndarray) -> dict[str
         raise ModelError("The model has more than 2^31 nodes; it is too large to analyse.")
     if int(fl["feature_raw"].max()) >= NAN_RIGHT:
         raise ModelError(f"A tree splits on feature {NAN_RIGHT:,} or beyond; the analyses take fewer features.")
-    pos = np.empty(n, dtype=np.int64)
-    pos[order] = np.arange(n)
     rec = np.zeros(n, dtype=PACKED_NODE)
-    rec["threshold"] = np.nan_to_num(fl["threshold_raw"][order], nan=0.0)
-    feature = fl["feature_raw"][order].astype(np.int32)
-    split, cat = inner[order], fl["cat_node"][order]
-    feature[split & ~cat & ~fl["missing_left"][order]] |= NAN_RIGHT
-    rec["left"][split] = pos[fl["left"][order[split]]]
+    pos = np.empty(n, dtype=np.int64)
+    if USE_COMPILED and _treewalk is not None:    # one pass over the nodes instead of numpy's nine
+        _treewalk.pack(order, fl["left"], np.ascontiguousarray(fl["feature_raw"], dtype=np.int32),
+                       fl["threshold_raw"], inner, fl["missing_left"], fl["cat_node"], rec, pos)
+    else:
+        _pack_numpy(fl, inner, order, rec, pos)
     bits = np.zeros(1, dtype=np.uint64)
-    if cat.any():
+    if fl["cat_node"].any():
+        cat = fl["cat_node"][order]
         nodes = order[cat]
         w = widths[nodes]
         start = np.cumsum(w + 1) - (w + 1)
-        feature[cat] = -(fl["feature_raw"][nodes] + 2)
+        rec["feature"][cat] = -(fl["feature_raw"][nodes] + 2)
         rec["threshold"][cat] = start
         bits = np.zeros(int((w + 1).sum()), dtype=np.uint64)
         bits[start] = w.astype(np.uint64)
         for k in range(int(w.max())):
             has = w > k
             bits[start[has] + 1 + k] = fl["cat_bits"][nodes[has], k]
-    rec["feature"] = feature
     return {"packed": rec, "packed_roots": fl["offsets"].astype(np.int64), "packed_to_node": order,
             "packed_position": pos, "packed_bits": np.ascontiguousarray(bits), "depth": depth}
 
@@ -200,6 +199,20 @@ def _rows(X: Any) -> np.ndarray:
     if X.ndim != 2:
         raise ValueError(f"X has {X.ndim} dimensions; the tree walk takes rows (n_samples, n_features).")
     return X
+
+
+def _pack_numpy(fl: dict[str, Any], inner: np.ndarray, order: np.ndarray, rec: np.ndarray, pos: np.ndarray) -> None:
+    """The compiled kernel's ``pack`` (see ``core/model/_treewalk.c``) in numpy: each node's place
+    ``pos`` in ``order``, and the records ``rec`` of the nodes in that order (a categorical split's
+    feature and threshold written by :func:`_pack`)."""
+    n = order.size
+    pos[order] = np.arange(n)
+    rec["threshold"] = np.nan_to_num(fl["threshold_raw"][order], nan=0.0)
+    feature = fl["feature_raw"][order].astype(np.int32)
+    split = inner[order]
+    feature[split & ~fl["cat_node"][order] & ~fl["missing_left"][order]] |= NAN_RIGHT
+    rec["left"][split] = pos[fl["left"][order[split]]]
+    rec["feature"] = feature
 
 
 def leaves(fl: dict[str, Any], X: np.ndarray, n_trees: int) -> np.ndarray:

@@ -17,6 +17,11 @@ import numpy as np
 
 from core.errors import ModelError
 
+try:  # the compiled checks of stacked trees (core/model/_treewalk.c); numpy makes the same
+    from core.model import _treewalk  # type: ignore[attr-defined]  # compiled: no stub
+except ImportError:  # pragma: no cover - no C compiler at install time
+    _treewalk = None
+
 __all__ = ["Tree", "MISSING_ONLY", "float32_le_bound", "float32_floor", "node_boxes", "node_category_masks",
            "category_bits_from_sets", "stacked_trees", "StackedTrees"]
 
@@ -379,6 +384,11 @@ def _check_stacked(a: dict[str, Any], bits: np.ndarray, counts: np.ndarray) -> N
     """:class:`Tree`'s checks on every tree at once; raises the first failing tree's first
     failing check, as making the trees one by one would."""
     cl, cr, ft, th = a["children_left"], a["children_right"], a["feature"], a["threshold"]
+    if _treewalk is not None:            # one pass over the nodes (the same checks, in the same order)
+        k = _treewalk.check_stacked(cl, cr, ft, th, counts, bits.shape[1] > 0)
+        if k >= 0:
+            raise ModelError(_STACKED_CHECKS[k])
+        return
     n = cl.shape[0]
     start = np.repeat(np.cumsum(counts) - counts, counts)
     size = np.repeat(counts, counts)
@@ -388,16 +398,19 @@ def _check_stacked(a: dict[str, Any], bits: np.ndarray, counts: np.ndarray) -> N
     inside = [internal & (child >= 0) & (child < size) for child in (cl, cr)]   # (the others fail a check before)
     reached = np.bincount(np.concatenate([cl[inside[0]] + start[inside[0]], cr[inside[1]] + start[inside[1]],
                                           np.cumsum(counts) - counts]), minlength=n)
-    checks = [(leaf != (cr < 0), "A node has exactly one child; every internal node needs two."),
-              (internal & ((cl <= idx) | (cr <= idx)),
-               "Tree invariant broken: a child index is not larger than its parent's."),
-              (internal & ((cl >= size) | (cr >= size)), "Tree invariant broken: a child index is out of range."),
-              (reached != 1, "Tree invariant broken: some node is not reached exactly once from the root."),
-              (internal & (ft < 0), "Tree invariant broken: an internal node has no feature."),
-              (internal & np.isinf(th), "Tree invariant broken: an internal node has an infinite threshold."),
-              (internal & np.isnan(th) & (bits.shape[1] == 0),
-               "Tree invariant broken: an internal node has no threshold and no category set.")]
+    checks = [leaf != (cr < 0), internal & ((cl <= idx) | (cr <= idx)), internal & ((cl >= size) | (cr >= size)),
+              reached != 1, internal & (ft < 0), internal & np.isinf(th), internal & np.isnan(th) & (bits.shape[1] == 0)]
     tree_of = np.repeat(np.arange(counts.size), counts)
-    first = [(int(tree_of[np.argmax(bad)]), k) for k, (bad, _) in enumerate(checks) if bad.any()]
+    first = [(int(tree_of[np.argmax(bad)]), k) for k, bad in enumerate(checks) if bad.any()]
     if first:
-        raise ModelError(checks[min(first)[1]][1])
+        raise ModelError(_STACKED_CHECKS[min(first)[1]])
+
+
+#: what :func:`_check_stacked` says of its checks, in their order (the compiled kernel's too)
+_STACKED_CHECKS = ("A node has exactly one child; every internal node needs two.",
+                   "Tree invariant broken: a child index is not larger than its parent's.",
+                   "Tree invariant broken: a child index is out of range.",
+                   "Tree invariant broken: some node is not reached exactly once from the root.",
+                   "Tree invariant broken: an internal node has no feature.",
+                   "Tree invariant broken: an internal node has an infinite threshold.",
+                   "Tree invariant broken: an internal node has no threshold and no category set.")

@@ -309,3 +309,56 @@ def test_breadth_first_order_is_numpys_and_damaged_trees_are_refused(forest, mon
     read_only.setflags(write=False)
     with pytest.raises(ValueError):
         _treewalk.breadth_first(fl["left"], fl["right"], inner, fl["offsets"], read_only)
+
+
+def _categorical_routing_forest():
+    """The routing forest with a categorical split in each tree (a set of two words)."""
+    ens = _routing_forest(n_trees=4)
+    trees = []
+    for k, t in enumerate(ens.trees):
+        feature, threshold = t.feature.copy(), t.threshold.copy()
+        feature[feature == 2] = 0
+        feature[1], threshold[1] = 2, np.nan                      # node 1 alone splits feature 2, by a set
+        words = np.zeros((t.n_nodes, 2), dtype=np.uint64)
+        words[1] = [np.uint64(0b101 << k), np.uint64(1 << k)]
+        trees.append(Tree(t.children_left, t.children_right, feature, threshold, t.value, category_bits=words,
+                          missing_left=t.missing_left))
+    return TreeEnsemble(tuple(trees), n_features=3, feature_names=("a", "b", "c"), task="regression",
+                        aggregation="sum", link="identity", base_score=np.zeros(1),
+                        categories=(None, None, tuple(range(100))))
+
+
+@pytest.mark.parametrize("model", ["forest", "routing", "categorical"])
+def test_the_packed_records_are_numpys_and_a_bad_order_is_refused(forest, model, monkeypatch):
+    """The records the compiled ``pack`` writes (thresholds, features with their missing-value
+    bit, left children's places; categorical splits' sets after them) and each node's place are
+    numpy's, on a forest, on splits routing missing values each their own way and on category
+    sets; an order that is not a permutation of the nodes, or a child out of range, is a ValueError."""
+    ens = {"forest": lambda: forest[0], "routing": _routing_forest, "categorical": _categorical_routing_forest}[model]()
+    st = flatwalk._stack(ens.trees)
+    compiled = flatwalk._flatten(ens.trees, st)
+    monkeypatch.setattr(flatwalk, "USE_COMPILED", False)
+    numpy_ = flatwalk._flatten(ens.trees, st)
+    for key in ("packed", "packed_position", "packed_to_node", "packed_bits", "packed_roots", "packed_value"):
+        assert compiled[key].tobytes() == numpy_[key].tobytes(), key
+    assert compiled["depth"] == numpy_["depth"]
+    fl, order = compiled, compiled["packed_to_node"]
+    inner = fl["feature_raw"] >= 0
+    args = [fl["left"], fl["feature_raw"], fl["threshold_raw"], inner, fl["missing_left"], fl["cat_node"]]
+    rec, pos = np.zeros(order.size, dtype=flatwalk.PACKED_NODE), np.empty(order.size, dtype=np.int64)
+    _treewalk.pack(order, *args, rec, pos)
+    assert np.array_equal(pos, fl["packed_position"])
+    not_cat = ~fl["cat_node"][order]                  # (a categorical split's feature and threshold: _pack's)
+    assert rec[not_cat].tobytes() == fl["packed"][not_cat].tobytes()
+    twice, beyond = order.copy(), order.copy()
+    twice[1] = twice[0]
+    beyond[0] = order.size
+    for bad in (twice, beyond):
+        with pytest.raises(ValueError, match="pack"):
+            _treewalk.pack(bad, *args, rec, pos)
+    far = fl["left"].copy()
+    far[np.flatnonzero(inner)[0]] = order.size
+    with pytest.raises(ValueError, match="pack"):
+        _treewalk.pack(order, far, *args[1:], rec, pos)
+    with pytest.raises(ValueError):
+        _treewalk.pack(order, *args, rec[:-1], pos)                    # a short output

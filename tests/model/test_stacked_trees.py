@@ -1,6 +1,7 @@
 """A whole ensemble's trees made from their stacked arrays (``core.model.tree.stacked_trees``),
 checked at once: the same trees as made one by one, and the same refusal, the first failing
-tree's first failing check, for the tree checks and for the ensemble's."""
+tree's first failing check, for the tree checks and for the ensemble's; checked by the
+compiled kernel (``check_stacked``) and by numpy alike."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from sklearn.ensemble import GradientBoostingClassifier
 from core.errors import ModelError
 from core.intake.models import from_model
 from core.model import Tree, TreeEnsemble
+from core.model import tree as tree_module
 from core.model.tree import stacked_trees
 
 FIELDS = ("children_left", "children_right", "feature", "threshold", "value", "category_bits", "missing_left")
@@ -66,18 +68,25 @@ def test_the_trees_made_at_once_are_the_trees_made_one_by_one(stacked):
     [("children_left", 2, 0, 0)],                                        # a child before its parent
     [("children_left", 1, 0, 99)],                                       # out of its tree
     [("children_left", 3, 1, 5), ("children_left", 3, 4, 2)],            # a node reached twice
+    [("children_right", 3, 1, 4)],                  # a leaf the child of two splits, a subtree of none
     [("feature", 1, 0, -1)],                                             # a split without a feature
     [("threshold", 1, 0, np.inf)],
     [("threshold", 2, 0, np.nan)],                                       # a category set without words
     [("threshold", 4, 0, np.inf), ("children_left", 2, 0, 0)],           # the first tree's refusal
     [("children_right", 5, 0, -3), ("feature", 4, 0, -1)],               # a bad child pointing back, later
-], ids=["one-child", "child-first", "beyond", "twice", "no-feature", "infinite", "no-set", "first-tree",
+], ids=["one-child", "child-first", "beyond", "twice", "shared-child", "no-feature", "infinite", "no-set", "first-tree",
         "back-later"])
-def test_damaged_stacks_are_refused_as_one_by_one(stacked, edits):
+@pytest.mark.parametrize("checks", ["compiled", "numpy"])
+def test_damaged_stacks_are_refused_as_one_by_one(stacked, edits, checks, monkeypatch):
     arrays, _ = stacked
+    if checks == "compiled":
+        assert tree_module._treewalk is not None, "build the kernels: setup.py build_ext"
+    else:
+        monkeypatch.setattr(tree_module, "_treewalk", None)
     bad = _damaged(arrays, edits)
     got = _at_once(bad)
     assert isinstance(got, str) and got == _one_by_one(bad)
+    assert isinstance(_at_once(arrays), tuple)           # and the undamaged ones pass both checks
 
 
 def test_the_ensemble_refuses_its_first_failing_trees_first_check(stacked):
