@@ -176,3 +176,41 @@ def test_the_tree_kernels_refuse_wrong_buffers_and_places_out_of_range():
         w.name_codes(np.array([b"LEAF"], dtype="S4"), 4, (b"LEAF",), np.empty(2, np.int64))   # one code each
     with pytest.raises(ValueError):
         w.name_codes(np.array([b"LEAF"], dtype="S4"), 4, ("LEAF",), np.empty(1, np.int64))    # names as bytes
+
+
+def _bound_edges() -> np.ndarray:
+    """Thresholds at every edge of the float32 bounds: zeros, subnormals, the float32 limit and
+    just past it, huge and infinite numbers, NaN, float32 values and their float64 neighbours."""
+    f32 = np.float32
+    tiny, big = float(np.finfo(f32).smallest_subnormal), float(np.finfo(f32).max)
+    edges = [0.0, -0.0, tiny, -tiny, tiny / 2, 1e-40, big, -big, np.nextafter(big, np.inf), big * (1 + 2**-25),
+             1e300, -1e300, np.inf, -np.inf, np.nan, 1.0, 0.1, -2.5, 16777217.0]
+    rng = np.random.default_rng(2)
+    r32 = rng.normal(scale=10.0 ** rng.integers(-30, 30, 400), size=400).astype(f32).astype(np.float64)
+    return np.concatenate([edges, r32, np.nextafter(r32, np.inf), np.nextafter(r32, -np.inf),
+                           rng.normal(size=200) * 1e5])
+
+
+@pytest.mark.parametrize("tree_f32", [True, False])
+def test_plain_bounds_are_numpys_at_every_edge_of_float32(tree_f32, monkeypatch):
+    """The compiled ``plain_bounds`` gives numpy's plain-split flags, bounds (bit for bit) and
+    features on every mode (the four plain ones, others, leaves), on columns of numbers read
+    through float32 or not and on other columns, features out of range, and thresholds at every
+    edge of float32's range."""
+    from types import SimpleNamespace
+
+    from core.intake.parsing import onnx_trees
+
+    th = _bound_edges()
+    n = th.size
+    rng = np.random.default_rng(3)
+    mode = rng.integers(0, len(onnx_trees.MODES), n)
+    g = SimpleNamespace(leaf=mode == onnx_trees._LEAF, mode=mode, threshold=th, feature=rng.integers(-2, 6, n))
+    columns = [SimpleNamespace(kind=k, through32=t, feature=f) for k, t, f in
+               (("num", True, 0), ("num", False, 1), ("code", False, 2), ("num", True, 4), ("num", False, 3))]
+    compiled = onnx_trees._plain_bounds(g, columns, tree_f32)
+    monkeypatch.setattr(onnx_trees, "_wire", None)
+    numpy_ = onnx_trees._plain_bounds(g, columns, tree_f32)
+    for got, want in zip(compiled, numpy_):
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    assert compiled[0].any() and not compiled[0].all() and np.isfinite(compiled[1]).any()

@@ -44,11 +44,15 @@
  *     children's places (pos of left[u], right[u]), its feature (int64 in, int32 out), its bound
  *     (float64) and where a missing value goes (miss, bool); a leaf its k values (value: float64,
  *     k per node, flat). Every place is checked inside the output arrays.
+ * plain_bounds(mode, feature, threshold, leaf, num, through, feat_of, tree_f32, plain_modes, plain, bound, feat)
+ *     Each node's plain-split flag, bound and ensemble feature, as onnx_trees._plain_bounds
+ *     computes them (see the function below).
  *
  * Every index is checked against the buffer's length; a wrong buffer is a ValueError.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -357,11 +361,79 @@ static PyObject *scatter(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* The largest float32 <= t (as core.model.tree.float32_floor), and the largest float64 T with
+ * float32(x) <= f  <=>  x <= T for a float32 f (core.model.tree.float32_le_bound); NaN stays NaN. */
+static float float32_floor(double t) {
+    float f = (float)t;                                    /* IEEE rounding: beyond the range, infinite */
+    return (double)f > t ? nextafterf(f, -INFINITY) : f;
+}
+
+static double float32_le_bound(float f) {
+    double a = (double)f, nxt = (double)nextafterf(f, INFINITY), mid = (a + nxt) / 2.0;   /* exact */
+    if (isinf(a) && a > 0) return INFINITY;
+    return (float)mid <= f ? mid : nextafter(mid, -INFINITY);
+}
+
+/* plain_bounds(mode, feature, threshold, leaf, num, through, feat_of, tree_f32, plain_modes, plain, bound, feat)
+ * Per node (mode, feature: int64, threshold: float64, leaf: bool), as onnx_trees._plain_bounds: its column
+ * c (feature when 0 <= feature < the columns, else the last entry of num, through and feat_of, one per column
+ * and one more) and feat[i] = feat_of[c]; at a split, its bound T (x <= T iff the comparison holds: the
+ * threshold a, read as float32 when tree_f32, a step below it for LT and GTE (modes 1, 2), then the float32
+ * bound when tree_f32 or through[c]); at a leaf NaN; and whether the split is plain (mode < plain_modes, a
+ * number column, a and T finite). */
+static PyObject *plain_bounds(PyObject *self, PyObject *args) {
+    enum { MODE, FEAT, THR, LEAF, NUM, THROUGH, FEAT_OF, PLAIN, BOUND, OUT, NB };
+    PyObject *o[NB];
+    Py_buffer b[NB];
+    int got = 0, tree_f32 = 0, bad = 0;
+    long long plain_modes = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOOOpLOOO", &o[MODE], &o[FEAT], &o[THR], &o[LEAF], &o[NUM], &o[THROUGH],
+                          &o[FEAT_OF], &tree_f32, &plain_modes, &o[PLAIN], &o[BOUND], &o[OUT]))
+        return NULL;
+    static const Py_ssize_t size[NB] = {8, 8, 8, 1, 1, 1, 8, 1, 8, 8};
+    static const char *fmt[NB] = {"lq", "lq", "d", "?", "?", "?", "lq", "?", "d", "lq"};
+    for (; got < NB; got++)
+        if (get_array(o[got], &b[got], -1, size[got], fmt[got], got >= PLAIN) < 0) break;
+    Py_ssize_t n = got == NB ? b[MODE].shape[0] : 0, cols = got == NB ? b[NUM].shape[0] - 1 : 0;
+    if (got == NB) {
+        for (int j = MODE; j < NB; j++)
+            if ((j == NUM || j == THROUGH || j == FEAT_OF) ? b[j].shape[0] != cols + 1 : b[j].shape[0] != n) bad = 1;
+        if (cols < 0) bad = 1;
+        if (bad) PyErr_SetString(PyExc_ValueError, "plain_bounds: arrays of other lengths than the nodes and columns");
+    }
+    if (got == NB && !bad) {
+        const int64_t *mode = b[MODE].buf, *feature = b[FEAT].buf, *feat_of = b[FEAT_OF].buf;
+        const double *thr = b[THR].buf;
+        const uint8_t *leaf = b[LEAF].buf, *num = b[NUM].buf, *through = b[THROUGH].buf;
+        uint8_t *plain = b[PLAIN].buf;
+        double *bound = b[BOUND].buf;
+        int64_t *out = b[OUT].buf;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t c = feature[i] >= 0 && feature[i] < cols ? feature[i] : cols;
+            out[i] = feat_of[c];
+            plain[i] = 0;
+            if (leaf[i]) {
+                bound[i] = NAN;
+                continue;
+            }
+            double a = tree_f32 ? (double)(float)thr[i] : thr[i];
+            double below = mode[i] == 1 || mode[i] == 2 ? nextafter(a, -INFINITY) : a;     /* LT, GTE: x < a */
+            double t = tree_f32 || through[c] ? float32_le_bound(float32_floor(below)) : below;
+            bound[i] = t;
+            plain[i] = mode[i] < plain_modes && num[c] && isfinite(a) && isfinite(t);
+        }
+    }
+    for (int j = 0; j < got; j++) PyBuffer_Release(&b[j]);
+    if (got < NB || bad) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"int_run", int_run, METH_VARARGS, "Decode a run of unpacked varint fields into out: (count, end)."},
     {"float_run", float_run, METH_VARARGS, "Decode a run of unpacked float32 fields into out: (count, end)."},
     {"string_run", string_run, METH_VARARGS, "A run of short string fields: (block, width, count, end) or None."},
     {"name_codes", name_codes, METH_VARARGS, "Each padded string's index among names (-1: none), into out."},
+    {"plain_bounds", plain_bounds, METH_VARARGS, "Each node's plain-split flag, bound and ensemble feature."},
     {"scatter", scatter, METH_VARARGS, "The good trees' stacked arrays from preorder's places."},
     {"preorder", preorder, METH_VARARGS, "Each tree's nodes depth first: their tree, place and count; bad trees."},
     {NULL, NULL, 0, NULL}};
