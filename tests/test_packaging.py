@@ -7,6 +7,7 @@ the tests run on."""
 from __future__ import annotations
 
 import ast
+import os
 import re
 import subprocess
 import sys
@@ -183,14 +184,23 @@ def _uv() -> list[str]:
     return [str(uv)] if uv.exists() else [sys.executable, "-m", "uv"]
 
 
+def _clean_env() -> dict[str, str]:
+    """This environment without what would make a new venv's Python find modules elsewhere than in
+    the venv (``PYTHONPATH`` naming the checkout, or a folder of stray modules; ``PYTHONHOME``,
+    ``PYTHONSTARTUP``) or a venv's install go to another (``VIRTUAL_ENV``)."""
+    drop = {"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV"}
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
 def test_the_wheel_installs_in_a_clean_venv_without_extras_and_with_the_app(tmp_path):
     """The wheel built from this checkout, installed in a new venv (uv, from its cache where the
     project's own install filled it): without extras the library answers and names a missing
     extra; with [app] Streamlit and the app's package import. The app's pages are not in the
     wheel: the README says the app runs from a checkout (make run)."""
     dist = tmp_path / "dist"
+    env = _clean_env()
     build = subprocess.run([*_uv(), "build", "--wheel", "--out-dir", str(dist), str(ROOT)],
-                           capture_output=True, text=True, timeout=600)
+                           capture_output=True, text=True, timeout=600, env=env)
     assert build.returncode == 0, build.stderr[-3000:]
     wheel = next(dist.glob("counterfactual_atlas-*.whl"))
     import zipfile
@@ -221,12 +231,13 @@ print(pathlib.Path(core.__file__).parent.parent.name)
     for extra, check in (("", code), ("[app]", "import streamlit, altair, dashboard.ui; print('app')")):
         venv = tmp_path / f"venv{len(extra)}"
         made = subprocess.run([*_uv(), "venv", "-q", "--python", sys.executable, str(venv)],
-                              capture_output=True, text=True, timeout=300)
+                              capture_output=True, text=True, timeout=300, env=env)
         assert made.returncode == 0, made.stderr[-2000:]
         py = venv / "bin" / "python"
         inst = subprocess.run([*_uv(), "pip", "install", "-q", "--python", str(py), "-c", str(pins), f"{wheel}{extra}"],
-                              capture_output=True, text=True, timeout=900)
+                              capture_output=True, text=True, timeout=900, env=env)
         assert inst.returncode == 0, inst.stderr[-3000:]
-        run = subprocess.run([str(py), "-c", check], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+        run = subprocess.run([str(py), "-c", check], capture_output=True, text=True, cwd=tmp_path, timeout=600,
+                             env=env)
         assert run.returncode == 0, run.stderr[-3000:]
         assert run.stdout.strip().splitlines()[-1] == ("site-packages" if not extra else "app"), run.stdout
