@@ -346,8 +346,9 @@ def check_on_model(model: ModelLike, ens: TreeEnsemble, x: np.ndarray, target: T
     """Is ``x`` valid on the original model too? Its outputs must match the
     ensemble's, and its label (or value) must meet the target. The model predicts
     in one thread (:func:`core.model.threads.small_batch`)."""
-    with small_batch(1):
-        return _check_on_model(_one_thread(model), ens, x, target)
+    model = _one_thread(model)
+    with small_batch(1, model):
+        return _check_on_model(model, ens, x, target)
 
 
 def _check_on_model(model: ModelLike, ens: TreeEnsemble, x: np.ndarray, target: Target) -> bool:
@@ -392,8 +393,9 @@ def check_rows(model: ModelLike, ens: TreeEnsemble, X: np.ndarray, target: Targe
     once more for the labels its outputs do not give); None when the model's outputs do not
     come one a row (then each row is checked alone). A small batch is predicted in one
     thread (:func:`core.model.threads.small_batch`)."""
-    with small_batch(len(X)):
-        return _check_rows(_one_thread(model), ens, X, target)
+    model = _one_thread(model)
+    with small_batch(len(X), model):
+        return _check_rows(model, ens, X, target)
 
 
 def _check_rows(model: ModelLike, ens: TreeEnsemble, X: np.ndarray, target: Target) -> list[bool] | None:

@@ -98,3 +98,37 @@ def test_lightgbm_is_asked_for_one_thread_on_a_small_batch_only():
     asked.clear()
     assert check_rows(model, ens, X, make_target(ens, 1)) == expected
     assert asked and all("num_threads" not in kw for kw in asked), asked
+
+
+def test_models_that_set_their_own_threads_are_checked_without_the_pools_limit(recorded, monkeypatch):
+    """Setting and restoring the pools costs 20-30 us a check (a query checks about once):
+    LightGBM, XGBoost set to one thread and scikit-learn's trees, forests and gradient
+    boosting predict the same without it, and are checked without it, with the same verdicts;
+    HistGradientBoosting still gets its one thread."""
+    import lightgbm as lgb
+    import xgboost as xgb
+    from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
+
+    from core.model import threads
+
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(400, 4))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    models = [RandomForestClassifier(20, max_depth=4, n_jobs=2, random_state=0),
+              GradientBoostingClassifier(n_estimators=10, max_depth=2, random_state=0),
+              lgb.LGBMClassifier(n_estimators=10, num_leaves=7, verbose=-1, random_state=0),
+              xgb.XGBClassifier(n_estimators=10, max_depth=3, n_jobs=2, random_state=0)]
+    limited: list[int] = []
+    own = threads._controller
+    monkeypatch.setattr(threads, "_controller", lambda: limited.append(1) or own())
+    for model in models:
+        model.fit(X, y)
+        ens = from_model(model)
+        target = make_target(ens, 1)
+        got = [check_on_model(model, ens, X[i], target) for i in range(5)] + [check_rows(model, ens, X[:5], target)]
+        want = [bool(v == 1) for v in model.predict(X[:5])]
+        assert got == want + [want], type(model).__name__
+        assert not limited, type(model).__name__
+    hgb, ens, Xh, _ = recorded
+    check_on_model(hgb, ens, Xh[0], make_target(ens, 1))
+    assert limited
