@@ -58,6 +58,7 @@ from core.model.categorical import OTHER_CODE, decode
 from core.model.features import ModelShape
 from core.model.missing import to_native
 from core.model.threads import predict_threads
+from core.model.xgbmargin import dense_margin
 from core.typing import ModelLike
 
 if TYPE_CHECKING:
@@ -246,9 +247,8 @@ def _xgboost_outputs(ens: TreeEnsemble, model: ModelLike, X: np.ndarray, Xn: Any
         dm = (xgb.DMatrix(Xn, enable_categorical=True) if isinstance(Xn, pd.DataFrame) else
               xgb.DMatrix(Xn, feature_names=booster.feature_names, feature_types=booster.feature_types))
         margin = booster.predict(dm, output_margin=True, **kw)
-    else:        # numbers only: without a DMatrix (its construction costs ~15 ms of CPU a call)
-        margin = booster.inplace_predict(np.ascontiguousarray(Xn, dtype=np.float32), predict_type="margin",
-                                         missing=np.nan, validate_features=False, **kw)
+    else:        # numbers only: without a DMatrix (its construction costs ~15 ms of CPU a call), nor a new proxy
+        margin = dense_margin(booster, np.ascontiguousarray(Xn, dtype=np.float32), **kw)
     margin = np.asarray(margin, dtype=np.float64).reshape(X.shape[0], -1)
     return ens.predict_raw(X), margin, "margins"
 
