@@ -678,3 +678,24 @@ def test_fcca_takes_rows_with_missing_values(gappy):
     back = _native(res.x_ce, X)
     own = model.predict(X.iloc[res.rows])
     assert (model.predict(back) != own).all()                          # each leaves its row's class
+
+
+def test_reference_rows_given_again_are_read_once_and_a_bad_array_is_refused_each_time(f, monkeypatch):
+    """The door's verdict on a float reference array is kept with the array (as its grid
+    cells are): the same array given again is not read again. An array it refuses is
+    refused at every query, never kept as passed."""
+    import core.optimal as co
+
+    reads = []
+    real = co.reference_rows
+    monkeypatch.setattr(co, "reference_rows", lambda *a, **k: reads.append(1) or real(*a, **k))
+    good = np.array(f.A, dtype=float)
+    first = optimal_counterfactual(f.ens, f.x, 1, X_ref=good)
+    again = optimal_counterfactual(f.ens, f.x, 1, X_ref=good)
+    assert len(reads) == 1 and first.cost == again.cost
+    bad = good.copy()
+    bad[len(bad) // 2, 1] = np.inf
+    for _ in range(2):
+        with pytest.raises(QueryError, match="(?i)infinite"):
+            optimal_counterfactual(f.ens, f.x, 1, X_ref=bad)
+    assert len(reads) == 3
