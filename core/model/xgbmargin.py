@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import xgboost
 
 __all__ = ["dense_margin"]
 
@@ -59,7 +62,7 @@ def _interface(X: np.ndarray) -> bytes:
             f'"shape": [{n}, {d}], "version": 3}}').encode()
 
 
-def dense_margin(booster: Any, X: np.ndarray, iteration_range: tuple[int, int] = (0, 0)) -> np.ndarray:
+def dense_margin(booster: xgboost.Booster, X: np.ndarray, iteration_range: tuple[int, int] = (0, 0)) -> np.ndarray:
     """The margins of ``booster`` (an ``xgboost.Booster``) on the rows ``X`` (numbers, NaN
     missing; read as C-contiguous float32): ``booster.inplace_predict(X, predict_type="margin",
     missing=np.nan, validate_features=False, iteration_range=iteration_range)``."""
