@@ -46,8 +46,7 @@ def _private() -> tuple[Any, ...] | None:
         try:
             from xgboost import core as xc
 
-            _parts = (xc._LIB.XGBoosterPredictFromDense, xc._check_call, xc.make_jcargs, xc.c_bst_ulong,
-                      xc._ProxyDMatrix)
+            _parts = (xc._LIB.XGBoosterPredictFromDense, xc._check_call, xc.make_jcargs, xc._ProxyDMatrix)
         except (ImportError, AttributeError):
             _parts = ()
     return _parts or None
@@ -71,7 +70,8 @@ def dense_margin(booster: xgboost.Booster, X: np.ndarray, iteration_range: tuple
     if parts is None or X.ndim != 2 or not X.size:      # (the package's own shapes for no rows)
         return booster.inplace_predict(X, predict_type="margin", missing=np.nan, validate_features=False,
                                        iteration_range=iteration_range)
-    predict, check, jcargs, ulong, proxy_type = parts
+    predict, check, jcargs, proxy_type = parts
+    ulong = ctypes.c_uint64                                # the C interface's bst_ulong
     it = (int(iteration_range[0]), int(iteration_range[1]))
     args = _args.get(it)
     if args is None:
