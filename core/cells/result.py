@@ -353,7 +353,7 @@ def check_on_model(model: ModelLike, ens: TreeEnsemble, x: np.ndarray, target: T
 
 def _check_on_model(model: ModelLike, ens: TreeEnsemble, x: np.ndarray, target: Target) -> bool:
     ours, theirs, what = native_outputs(ens, model, x[None, :])
-    if theirs is not None and not np.allclose(ours, theirs, rtol=1e-5, atol=1e-6):
+    if theirs is not None and not bool(_isclose(ours, theirs).all()):
         return False
     if _is_booster(model):
         return bool(target.holds(ens, x[None, :])[0])
@@ -438,8 +438,19 @@ def _rows_close(ours: Any, theirs: Any, n: int) -> list[bool] | None:
     o, t = np.asarray(ours).reshape(n, -1), np.asarray(theirs).reshape(n, -1)
     if o.shape[1] != t.shape[1] and 1 not in (o.shape[1], t.shape[1]):
         return None
-    close: list[bool] = np.isclose(o, t, rtol=1e-5, atol=1e-6).all(axis=1).tolist()
+    close: list[bool] = np.asarray(_isclose(o, t).all(axis=1)).tolist()
     return close
+
+
+def _isclose(ours: Any, theirs: Any) -> np.ndarray:
+    """``np.isclose(ours, theirs, rtol=1e-5, atol=1e-6)``: its test ``|ours - theirs| <= atol +
+    rtol |theirs|`` written out for finite outputs (6 against 16 microseconds for one row's),
+    numpy's own where one is not finite (equal infinities are close there)."""
+    o, t = np.asarray(ours, dtype=np.float64), np.asarray(theirs, dtype=np.float64)
+    if np.isfinite(o).all() and np.isfinite(t).all():
+        out: np.ndarray = np.abs(o - t) <= 1e-6 + 1e-5 * np.abs(t)
+        return out
+    return np.isclose(o, t, rtol=1e-5, atol=1e-6)
 
 
 #: an XGBoost classifier's label is read from its margins only this far from a tie: its predict rounds the

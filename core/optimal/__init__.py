@@ -118,16 +118,32 @@ BACKENDS = ("auto", "cpsat", "boxsearch", "lpbox", "highs", "gurobi")
 
 
 # ------------------------------------------------------------------ solving
+#: how long (seconds) :func:`gurobi_licence_present`'s answer is kept: looking at the files took
+#: about 2% of an easy query (20 us); a licence installed meanwhile is seen this much later at most
+LICENCE_LOOK_EVERY = 1.0
+_licence_seen: dict[tuple[str, str], tuple[float, bool]] = {}
+
+
 def gurobi_licence_present() -> bool:
     """A full Gurobi licence file is installed (the pip wheel's own licence is
-    size-limited to about 2000 variables, too small for most forests)."""
+    size-limited to about 2000 variables, too small for most forests); looked at again
+    after :data:`LICENCE_LOOK_EVERY`, or at once where ``GRB_LICENSE_FILE`` or ``HOME``
+    changed."""
+    key = (os.environ.get("GRB_LICENSE_FILE", ""), os.environ.get("HOME", ""))
+    now = time.monotonic()
+    seen = _licence_seen.get(key)
+    if seen is not None and now - seen[0] < LICENCE_LOOK_EVERY:
+        return seen[1]
     try:
         import gurobipy  # noqa: F401  - optional and heavy: only imported to look
     except ImportError:
-        return False
-    paths = [os.environ.get("GRB_LICENSE_FILE", ""), os.path.join(os.path.expanduser("~"), "gurobi.lic"),
-             "/opt/gurobi/gurobi.lic"]
-    return any(p and os.path.isfile(p) for p in paths)     # (os.path: a tenth of pathlib's cost a query)
+        present = False
+    else:
+        paths = [key[0], os.path.join(os.path.expanduser("~"), "gurobi.lic"), "/opt/gurobi/gurobi.lic"]
+        present = any(p and os.path.isfile(p) for p in paths)     # (os.path: a tenth of pathlib's cost)
+    _licence_seen.clear()
+    _licence_seen[key] = (now, present)
+    return present
 
 
 def _choose_backend(backend: str) -> str:
