@@ -248,7 +248,7 @@ def _xgboost_outputs(ens: TreeEnsemble, model: ModelLike, X: np.ndarray, Xn: Any
               xgb.DMatrix(Xn, feature_names=booster.feature_names, feature_types=booster.feature_types))
         margin = booster.predict(dm, output_margin=True, **kw)
     else:        # numbers only: without a DMatrix (its construction costs ~15 ms of CPU a call), nor a new proxy
-        margin = dense_margin(booster, np.ascontiguousarray(Xn, dtype=np.float32), **kw)
+        margin = dense_margin(booster, Xn, **kw)     # (as C-contiguous float32)
     margin = np.asarray(margin, dtype=np.float64).reshape(X.shape[0], -1)
     return ens.predict_raw(X), margin, "margins"
 

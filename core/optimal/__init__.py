@@ -579,16 +579,15 @@ def query_door(ens: TreeEnsemble, x: Row, X_ref: Rows | None, schema: object, *,
 
 
 def _reference(X_ref: Rows, names: list[str], error: type[Exception]) -> np.ndarray:
-    """:func:`core.model.features.reference_rows` of ``X_ref``; a float array it passed is kept
-    as is, and given again (the same array, shape, first and last rows) is not read again: its
-    verdict is kept with it (:data:`core.cells.cache.GRID_CACHE`) as its grid cells are
+    """:func:`core.model.features.reference_rows` of ``X_ref``; an array it passes and keeps as
+    is, given again (the same array, dtype, shape, first and last rows), is not read again:
+    that verdict is kept with it (:data:`core.cells.cache.GRID_CACHE`) as its grid cells are
     (:mod:`core.cells.starts`), where reading every value took about a tenth of an easy query."""
-    if not (isinstance(X_ref, np.ndarray) and X_ref.dtype == np.float64 and X_ref.ndim == 2 and len(X_ref)
-            and X_ref.shape[1] == len(names)):
+    if not (isinstance(X_ref, np.ndarray) and X_ref.ndim == 2 and len(X_ref)):
         return reference_rows(X_ref, names, error=error)
-    key = ("reference rows", X_ref.shape, X_ref[0].tobytes(), X_ref[-1].tobytes())
-    GRID_CACHE.get(X_ref, key, lambda: reference_rows(X_ref, names, error=error) is X_ref)
-    return X_ref
+    key = ("reference rows", len(names), X_ref.dtype.str, X_ref.shape, X_ref[0].tobytes(), X_ref[-1].tobytes())
+    kept = GRID_CACHE.get(X_ref, key, lambda: reference_rows(X_ref, names, error=error) is X_ref)
+    return X_ref if kept else reference_rows(X_ref, names, error=error)
 
 
 def other_models(items: Iterable[Any]) -> list[tuple[TreeEnsemble, Any]]:

@@ -699,3 +699,8 @@ def test_reference_rows_given_again_are_read_once_and_a_bad_array_is_refused_eac
         with pytest.raises(QueryError, match="(?i)infinite"):
             optimal_counterfactual(f.ens, f.x, 1, X_ref=bad)
     assert len(reads) == 3
+    # an array the door converts (integers) is not kept as is, so it is read at every query
+    ints = np.round(good).astype(np.int64)
+    for _ in range(2):
+        optimal_counterfactual(f.ens, f.x, 1, X_ref=ints)
+    assert len(reads) == 3 + 3           # the first query reads it to learn it is not kept, then again

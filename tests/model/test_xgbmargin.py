@@ -7,10 +7,9 @@ import threading
 
 import numpy as np
 import pytest
+import xgboost as xgb
 
 import core.model.xgbmargin as xm
-
-xgb = pytest.importorskip("xgboost")
 
 
 def _public(booster, X, it=(0, 0)):
