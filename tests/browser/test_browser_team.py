@@ -68,6 +68,10 @@ def _sign_in(page, url: str, user: str, shots, name: str) -> None:
 
 
 def _audit(page, rows: int) -> None:
+    """An audit of ``rows`` rows, over once the page shows its own count of rows audited: the
+    previous audit's result (and its Report button) stays on the page while this one runs, and
+    on a loaded machine the run could start after a short quiet spell (the second audit was then
+    left unfinished by the next navigation, and the first one shared in its place)."""
     from playwright.sync_api import expect
 
     box = page.get_by_role("spinbutton", name="At most this many rows")
@@ -76,7 +80,10 @@ def _audit(page, rows: int) -> None:
     box.press("Tab")
     wait_idle(page)
     page.get_by_role("button", name=f"Audit {rows} rows").click()
-    expect(page.get_by_role("button", name="Report (HTML)")).to_be_visible(timeout=240_000)
+    audited = page.locator('[data-testid="stMetric"]').filter(
+        has=page.locator('[data-testid="stMetricLabel"]').filter(has_text=re.compile(r"^Rows audited$")))
+    expect(audited.locator('[data-testid="stMetricValue"]')).to_have_text(f"{rows:,}", timeout=240_000)
+    expect(page.get_by_role("button", name="Report (HTML)")).to_be_visible(timeout=60_000)
     wait_idle(page)
 
 
