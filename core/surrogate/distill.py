@@ -360,7 +360,13 @@ def _fit(model: Any, X: np.ndarray, y: np.ndarray, weight: np.ndarray | None, n_
                   random_state=random_state, n_jobs=1, verbose=-1, min_child_samples=5, deterministic=True,
                   force_row_wise=True, max_cat_to_onehot=MAX_CAT_TO_ONEHOT)
     est.fit(decode_frame(model, X), y, sample_weight=weight)
-    return _with_model_names(as_ensemble(est), model)
+    try:
+        read = as_ensemble(est)
+    except AtlasError as exc:        # its reader speaks of an uploaded file; this booster is the library's own
+        raise AtlasError("The surrogate this library fitted to the model could not be read back exactly, so "
+                         "nothing is claimed from it; this is a bug, please report it with the model's kind "
+                         f"and columns. (Reading the surrogate said: {exc})") from exc
+    return _with_model_names(read, model)
 
 
 def _with_model_names(ens: TreeEnsemble, model: Any) -> TreeEnsemble:

@@ -313,3 +313,28 @@ def test_the_lower_calls_name_the_door_for_any_other_model(models):
     table, fitted = models
     with pytest.raises(UnsupportedModelError, match=r"core\.open_workspace\(model, data, target\)"):
         core.build_workspace(table, "y", fitted["mlp"], name="mlp")
+
+
+def test_a_constant_text_column_opens_a_model_known_by_its_answers():
+    """A one-hot pipeline fitted on a table with a text column holding one value in every row:
+    the door's surrogate (LightGBM on the category codes) never splits on that column and is
+    still read back exactly (before: "the file is damaged"), and the counterfactual is the
+    fitted pipeline's own, checked on it."""
+    from sklearn.pipeline import Pipeline
+
+    rng = np.random.default_rng(4)
+    n = 400
+    table = pd.DataFrame({"income": rng.normal(50, 15, n).round(1), "job": rng.choice(["a", "b", "c"], n),
+                          "country": ["here"] * n})
+    table["y"] = ((table.income > 52) | (table.job == "c")).astype(int)
+    X = table.drop(columns="y")
+    pipe = Pipeline([("pre", ColumnTransformer([("cat", OneHotEncoder(handle_unknown="ignore"), ["job", "country"]),
+                                                ("num", StandardScaler(), ["income"])])),
+                     ("clf", MLPClassifier((8,), max_iter=600, random_state=0))]).fit(X, table["y"])
+    with core.open_workspace(pipe, table, "y") as ws:
+        assert ws.model_kind == "black_box"
+        np.testing.assert_array_equal(ws.predictions, pipe.predict(X))
+        row = int(np.flatnonzero(ws.predictions == 0)[0])
+        cf = ws.optimal_counterfactual(row, 1, time_limit=20)
+        assert cf.found and cf.guarantee.kind == "valid_on_model"
+        assert pipe.predict(ws.to_raw(cf.x[None])[X.columns])[0] == 1

@@ -108,6 +108,37 @@ def test_integer_categories_from_an_array_model():
         assert model.predict(ws.to_raw(res.x[None, :]))[0] == 1          # the raw frame as it is
 
 
+def test_a_constant_category_column_keeps_every_column_its_categories(tmp_path):
+    """A category column with one value in every row is never split on: LightGBM writes "none"
+    for it in ``feature_infos`` but keeps its categories in ``pandas_categorical``. Each category
+    column keeps its own categories (before: all were read as integer codes, and the table's
+    text refused), from the model object, its text file and in a workspace on the raw table."""
+    import lightgbm as lgb
+
+    rng = np.random.default_rng(2)
+    n = 1500
+    df = pd.DataFrame({"a": rng.normal(size=n), "edu": pd.Categorical(rng.choice(["hs", "uni", "phd"], n)),
+                       "sex": pd.Categorical(["m"] * n), "mar": pd.Categorical(rng.choice(["s", "m", "o"], n))})
+    y = ((df.a > 0) ^ (df.edu == "uni") | (df.mar == "o")).astype(int)
+    model = lgb.LGBMClassifier(n_estimators=20, num_leaves=8, verbose=-1, min_data_per_group=5, cat_smooth=1,
+                               n_jobs=1).fit(df, y)
+    path = tmp_path / "const.txt"
+    model.booster_.save_model(path)
+    expected = (None, tuple(df["edu"].cat.categories), ("m",), tuple(df["mar"].cat.categories))
+    for ens in (from_model(model), from_model(io.load_model(path.read_bytes(), "const.txt")),
+                load_vetted(path.read_bytes(), "const.txt").ensemble):
+        assert ens.categories == expected and ens.meta["input"] == "frame"
+        X = every_code(ens, n_num=2)
+        np.testing.assert_allclose(ens.predict_raw(X)[:, 0],
+                                   model.booster_.predict(model_input(ens, X), raw_score=True), rtol=0, atol=1e-12)
+    raw = df.astype({c: object for c in ("edu", "sex", "mar")}).assign(label=y)
+    ws = build_workspace(raw, "label", io.load_model(path.read_bytes(), "const.txt"), name="const")
+    np.testing.assert_array_equal(ws.predictions, model.predict(df))
+    back = ws.to_raw(ws.X.head(40))
+    np.testing.assert_array_equal(model.predict(back.astype({c: df[c].dtype for c in ("edu", "sex", "mar")})),
+                                  ws.predictions[:40])
+
+
 @pytest.mark.parametrize("objective", ["multiclass", "regression"])
 def test_multiclass_and_regression(synthetic, objective):
     import lightgbm as lgb

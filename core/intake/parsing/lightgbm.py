@@ -197,6 +197,13 @@ def _categories(dump: dict[str, Any], booster: Any, names: list[str],
     pandas_cats = getattr(booster, "pandas_categorical", None) or []
     cat_idx = [j for j in range(d) if is_cat[j]]
     out: list[tuple[Any, ...] | None] = [None] * d
+    if pandas_cats and len(pandas_cats) != len(cat_idx):
+        # A category column LightGBM never split on (one value in every row) has no values in
+        # ``feature_infos`` ("none") but its categories in ``pandas_categorical``: the columns
+        # come from the categorical features the model declares.
+        declared = _declared_categorical(booster, names, d)
+        if len(declared) == len(pandas_cats) and set(cat_idx) <= set(declared):
+            cat_idx = declared
     if pandas_cats and len(pandas_cats) == len(cat_idx):
         for j, cats in zip(cat_idx, pandas_cats):
             out[j] = tuple(cats)
@@ -205,6 +212,32 @@ def _categories(dump: dict[str, Any], booster: Any, names: list[str],
         top = int(infos[names[j]].get("max_value", -1))
         out[j] = tuple(range(max(top, 0) + 1))
     return out, {"input": "array", "categories": "integer values as fitted (no pandas categories saved)"}
+
+
+def _declared_categorical(booster: Any, names: list[str], d: int) -> list[int]:
+    """The indices of the features the model was told are categorical (its ``categorical_feature``
+    parameter: in ``params`` for a booster read from a file, else in its text), sorted; [] when unknown."""
+    value = (getattr(booster, "params", None) or {}).get("categorical_feature")
+    if value is None:
+        try:
+            text = booster.model_to_string()
+        except Exception:  # noqa: BLE001 - a booster that cannot write itself declares nothing here
+            return []
+        start = text.find("[categorical_feature: ")
+        if start < 0:
+            return []
+        value = text[start + len("[categorical_feature: "):text.find("]", start)].split(",")
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    out = set()
+    for item in items:
+        item = str(item).strip()
+        if item.lstrip("-").isdigit():
+            out.add(int(item))
+        elif item in names:
+            out.add(names.index(item))
+        elif item:
+            return []
+    return sorted(j for j in out if 0 <= j < d)
 
 
 def _categorical_features(infos: dict[str, Any], names: list[str], d: int) -> list[bool]:
