@@ -50,7 +50,7 @@ from core.rules.reach import reach_of
 from core.ruletext import conditions
 from core.settings import RANDOM_STATE, integer, optional, probability, validated
 from core.shown import bound_text, number_text, outcome_text
-from core.typing import ArrayLike, FeatureKey, Row, Rows, TargetSpec
+from core.typing import ArrayLike, FeatureKey, Label, Row, Rows, TargetSpec
 
 if TYPE_CHECKING:
     from core.constraints import Constraints
@@ -907,10 +907,16 @@ class TCREx:
         r = self.rules_[self._rule(k)]
         return " and ".join(t for _, t in self._conditions(r.lower, r.upper)) or "anything"
 
-    def recourse_text(self, x: Row) -> str:
+    def recourse_text(self, x: Row, decision: Label | None = None) -> str:
         """'change A to ..., keep B within ...' for one row; under constraints between
         features, also the features the least move that keeps them changes outside the
-        rule's conditions, and the metarule's rule when the row cannot reach it."""
+        rule's conditions, and the metarule's rule when the row cannot reach it.
+
+        ``decision`` (optional): the model's output for the row. A row already inside its
+        rule is told "no change needed" only when that output is in the target; a rule is an
+        estimate (its accuracy a share of the fitting rows), so where the model's output is
+        not in the target, the text says the rule does not hold for this row, and without
+        ``decision`` it says the model's decision is to be checked."""
         a = self._check(x)[0]
         k = int(self.explain(a[None, :])[0])
         reach = getattr(self, "reach_", None)
@@ -921,9 +927,21 @@ class TCREx:
             return lost + ("No rule is reachable without moving a fixed feature or moving a one-way feature the "
                            "wrong way" + (" or breaking a constraint between features." if reach is not None
                                           else "."))
-        change, keep, ruled = self._change_keep(self.rules_[k], a)
+        rule = self.rules_[k]
+        change, keep, ruled = self._change_keep(rule, a)
         out = f"{lost}Rule {k}: "
-        out += ("change " + ", ".join(change)) if change else "no change needed"
+        if change:
+            out += "change " + ", ".join(change)
+        elif decision is not None and bool(output_mask(model_outputs([decision], 1), self.target_)[0]):
+            out += "no change needed"
+        else:
+            right = f"(right for {rule.accuracy:.0%} of the fitting rows inside it)"
+            met = f" ({', '.join(keep)})" if keep else ""
+            out += (f"this row already meets every condition of the rule{met}, " +
+                    (f"yet the model does not give it the target: the rule {right} does not hold for this row "
+                     "and prescribes no change" if decision is not None else
+                     f"and the rule is an estimate {right}: check the model's decision for this row"))
+            keep = []
         if keep:
             out += "; keep " + ", ".join(keep)
         if reach is not None:

@@ -65,7 +65,7 @@ def _unreachable(tc) -> None:
 def _explain_row(ws, tc, X, pred, to_move) -> None:
     """The metarule tree with one row's path, and what it prescribes for the row."""
     row = row_picker(st, len(X), "mt_row", label="Explain row", default=int(next(iter(to_move), 0)))
-    st.info(f"Row {row} (prediction {plain(ws.outcome_text(pred[row]))}): {plain(tc.recourse_text(X[row]))}")
+    st.info(f"Row {row} (prediction {plain(ws.outcome_text(pred[row]))}): {plain(tc.recourse_text(X[row], pred[row]))}")
     tree_dot = tc.to_graphviz(highlight=tc.decision_path(X[row]))
     st.graphviz_chart(tree_dot)
     graph_downloads(tree_dot, "metarule_tree", "mt_fig")
