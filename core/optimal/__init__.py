@@ -377,7 +377,7 @@ def optimal_counterfactual(ensemble: ModelLike, x: Row, target: TargetSpec, *, s
     if prob.band is not None and X_ref is not None:     # reference rows as the problem reads them
         X_ref = prob.band.inner_rows(X_ref)
     be, notice = _backend_taking(prob, be, s.backend, bool(others))
-    params = _params(s, be, time_limit, plausibility, target)
+    params = _params(s, time_limit, plausibility, target)
     if notice:
         params["notice"] = notice
     return _solutions(prob, s, be, params, t0, X_ref, model, on_progress, should_stop)
@@ -608,10 +608,12 @@ def other_models(items: Iterable[Any]) -> list[tuple[TreeEnsemble, Any]]:
     return out
 
 
-def _params(s: OptimalSettings, backend: str, time_limit: float, plausibility: Plausibility | None,
+def _params(s: OptimalSettings, time_limit: float, plausibility: Plausibility | None,
             target: Any) -> dict[str, Any]:
-    """The settings a result reports (JSON-ready)."""
-    return dict(norm=s.norm if isinstance(s.norm, str) else dict(s.norm), backend=backend, time_limit=time_limit,
+    """The settings a result reports (JSON-ready), as asked: ``backend`` is the one asked for
+    ("auto" runs the solvers that suit the problem; the result's ``backend`` names the one that
+    answered), so the same settings ask the same query again."""
+    return dict(norm=s.norm if isinstance(s.norm, str) else dict(s.norm), backend=s.backend, time_limit=time_limit,
                 n_solutions=s.n_solutions, fixed=_names(s.fixed),
                 increase_only=_names(s.increase_only), decrease_only=_names(s.decrease_only),
                 plausibility=None if plausibility is None else {"delta": plausibility.delta,

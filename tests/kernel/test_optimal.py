@@ -411,3 +411,21 @@ def test_batch_is_deterministic_across_processes(fitted):
     for ra, rb in zip(a, b):
         assert ra.status == rb.status == "optimal"
         assert ra.cost == pytest.approx(rb.cost, rel=1e-9)
+
+
+def test_the_result_reports_the_backend_asked_and_names_the_one_that_answered():
+    """``params`` are the query's settings as asked: "auto" (the default) stays "auto", so the
+    same settings ask the same query again; the result's ``backend`` names the solver that
+    answered (before, an "auto" query's params said "cpsat" while the LP box search answered,
+    and asking again with them ran CP-SAT alone)."""
+    from sklearn.ensemble import RandomForestClassifier
+
+    X, y = make_data("binary", n=300, d=4, seed=5)
+    ens = from_model(RandomForestClassifier(n_estimators=8, max_depth=4, random_state=0).fit(X, y))
+    x = X[np.flatnonzero(ens.predict(X) == 0)[0]]
+    for asked in (None, "auto", "cpsat", "boxsearch"):
+        res = optimal_counterfactual(ens, x, 1, **({} if asked is None else {"backend": asked}))
+        assert res.status == "optimal" and res.params["backend"] == (asked or "auto"), (asked, res.params)
+        again = optimal_counterfactual(ens, x, 1, backend=res.params["backend"])
+        assert again.params == res.params and np.isclose(again.cost, res.cost)
+    assert optimal_counterfactual(ens, x, 1, backend="cpsat").backend == "cpsat"
