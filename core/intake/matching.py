@@ -421,7 +421,7 @@ def _numeric(name: str, s: pd.Series) -> pd.Series:
     if pd.api.types.is_bool_dtype(s):
         return s.astype(float)
     if pd.api.types.is_numeric_dtype(s):
-        return s.astype(float)
+        return _finite(name, s.astype(float))
     conv = pd.to_numeric(s, errors="coerce")
     bad = conv.isna() & s.notna()
     if bad.any():
@@ -433,7 +433,19 @@ def _numeric(name: str, s: pd.Series) -> pd.Series:
             f"Column {name!r} must hold numbers for the model, but {int(bad.sum())} of its values are text "
             f"(e.g. {s.iloc[i]!r} in row {i}).{hint} Fix or remove those values and upload again."
         )
-    return conv.astype(float)
+    return _finite(name, conv.astype(float))
+
+
+def _finite(name: str, s: pd.Series) -> pd.Series:
+    """``s`` (float) when it holds no infinite value; else refused, naming a row (a range, a cost, a
+    split cannot be read on an infinite value; a missing one is left blank)."""
+    inf = np.isinf(s.to_numpy())
+    if inf.any():
+        i = int(np.flatnonzero(inf)[0])
+        raise DataError(f"Column {name!r} holds {int(inf.sum())} infinite value(s) (e.g. {float(s.iloc[i]):g} in row {i}); "
+                        "the analyses need finite numbers. Replace them with a number, or leave the cell empty "
+                        "for a missing value, and upload again.")
+    return s
 
 
 def encode(ens: MatchedModel, table: pd.DataFrame, sources: list[Source], drop_missing: bool,

@@ -3,6 +3,8 @@ by name (never silently by position), in three views (raw, codes, model input)."
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -152,6 +154,23 @@ def test_decimal_commas_get_a_hint():
     with pytest.raises(DataError, match="values are text") as e:
         build_workspace(words, None, model, name="t")
     assert "decimal comma" not in str(e.value)
+
+
+def test_an_infinite_value_is_refused_naming_its_column_and_row():
+    """An infinite number (a CSV's "inf") is refused at the door with its column, its row and the
+    fix, whether the column is read as numbers or as text (before: "range [17.0, inf] must be
+    finite", naming neither row nor fix, after a numpy warning)."""
+    import lightgbm as lgb
+
+    rng = np.random.default_rng(6)
+    X = pd.DataFrame({"a": rng.normal(size=200).round(2), "b": rng.normal(size=200)})
+    model = lgb.LGBMClassifier(n_estimators=3, verbose=-1, n_jobs=1).fit(X, (X.a > 0).astype(int))
+    for col in (X.a.where(X.index != 7, np.inf), X.a.astype(str).where(X.index != 7, "-inf")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(DataError, match=r"Column 'a' holds 1 infinite value\(s\) \(e\.g\. -?inf in row 7\)"
+                                                r".*leave the cell empty"):
+                build_workspace(X.assign(a=col), None, model, name="t")
 
 
 def test_no_column_is_marked_for_its_name_and_the_analysts_choice_takes_its_whole_column():
