@@ -581,7 +581,8 @@ def load_model(source: object, filename: str | None = None, *, allow_pickle: boo
     Raises
     ------
     ModelError
-        A missing file or a wrong argument; an empty, corrupt or unrecognised file.
+        A missing file or a wrong argument; an empty, corrupt or unrecognised file; a file whose
+        content is of another format than its extension says (named, with the extension to give it).
     UntrustedPickleError
         A pickle/joblib file without ``allow_pickle=True``.
     UnsupportedModelError
@@ -603,6 +604,32 @@ def load_model(source: object, filename: str | None = None, *, allow_pickle: boo
     if output is not None and kind != "onnx":
         raise ModelError(f"output={output!r} names an output of an ONNX graph; {filename!r} is not an .onnx file. "
                          "Leave output out for this file.")
+    try:
+        return _read_kind(kind, data, filename, allow_pickle, output)
+    except ModelError as exc:
+        raise _misnamed(data, filename, kind, exc) from None
+
+
+#: what a file's content says it is, and the name its kind ends in (see _misnamed)
+_CONTENT_NAMES = {"skops": ("a scikit-learn .skops archive (a zip file)", ".skops"),
+                  "xgboost": ("JSON (an XGBoost or CatBoost model)", ".json"),
+                  "lightgbm": ("a LightGBM text model", ".txt"), "pickle": ("a pickle", ".pkl"),
+                  "catboost": ("a CatBoost binary model", ".cbm")}
+
+
+def _misnamed(data: bytes, filename: str, kind: str, exc: ModelError) -> ModelError:
+    """``exc``, or, when the file's content is of another kind than its name says (a .skops file
+    renamed .json), the error saying so: the file is not damaged, only its name misleads."""
+    seen = _model_kind(data, "")
+    if seen in (kind, "unknown") or seen not in _CONTENT_NAMES:
+        return exc
+    what, ends = _CONTENT_NAMES[seen]
+    return ModelError(f"{filename!r} holds {what}, not what its name says: a model file is read by its "
+                      f"extension. Rename it to end in {ends!r} and upload again. (Read by its name: {exc})")
+
+
+def _read_kind(kind: str, data: bytes, filename: str, allow_pickle: bool, output: str | None) -> ModelLike:
+    """The native model of a file of ``kind`` (:func:`load_model`'s readers)."""
     if kind == "catboost":
         return _catboost_binary(data, filename)
     if kind == "xgboost":

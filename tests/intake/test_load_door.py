@@ -63,3 +63,33 @@ def test_an_onnx_graph_that_is_not_a_tree_ensemble_runs_in_a_worker_as_its_refus
     assert isinstance(model, BlackBoxModel) and model.source == "onnx" and model.has_proba
     assert np.array_equal(model.predict(X), mlp.predict(X))
     np.testing.assert_allclose(model.predict_proba(X), mlp.predict_proba(X), atol=1e-5)
+
+
+def test_a_file_whose_name_says_another_format_is_told_to_be_renamed_not_damaged():
+    """A model file is read by its extension: a .skops archive named .json, an XGBoost JSON named
+    .txt, a LightGBM text named .json are intact, and the message says what they hold and the name
+    to give them (before: "is damaged … Re-save the model"); a damaged file of the kind its name
+    says is still called damaged, in this process and through the sandbox."""
+    import lightgbm as lgb
+    import xgboost as xgb
+
+    from core.intake import io
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = (X[:, 0] > 0).astype(int)
+    files = {"skops": (sio.dumps(RandomForestClassifier(3, max_depth=2, random_state=0).fit(X, y)), "m.json"),
+             "xgboost": (bytes(xgb.XGBClassifier(n_estimators=3, max_depth=2).fit(X, y).get_booster()
+                               .save_raw("json")), "m.txt"),
+             "lightgbm": (lgb.LGBMClassifier(n_estimators=3, verbose=-1).fit(X, y).booster_.model_to_string()
+                          .encode(), "m.json")}
+    for kind, (data, name) in files.items():
+        ends = {"skops": ".skops", "xgboost": ".json", "lightgbm": ".txt"}[kind]
+        for read in (lambda: io.load_model(data, name), lambda: load_model(data, name)):
+            with pytest.raises(ModelError, match=rf"not what its name says.*Rename it to end in '\{ends}'"):
+                read()
+        assert from_model(io.load_model(data, "m" + ends)) is not None           # renamed, it is read
+    damaged = files["xgboost"][0][: len(files["xgboost"][0]) // 2]
+    with pytest.raises(ModelError) as e:
+        io.load_model(damaged, "m.json")
+    assert "Rename" not in str(e.value) and "damaged" in str(e.value)
