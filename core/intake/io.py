@@ -625,7 +625,8 @@ def _misnamed(data: bytes, filename: str, kind: str, exc: ModelError) -> ModelEr
         return exc
     what, ends = _CONTENT_NAMES[seen]
     return ModelError(f"{filename!r} holds {what}, not what its name says: a model file is read by its "
-                      f"extension. Rename it to end in {ends!r} and upload again. (Read by its name: {exc})")
+                      f"extension, so it could not be read. The file itself may be intact: rename it so that "
+                      f"its name ends in {ends} and upload it again.")
 
 
 def _read_kind(kind: str, data: bytes, filename: str, allow_pickle: bool, output: str | None) -> ModelLike:
