@@ -50,7 +50,7 @@ from core.model import TreeEnsemble
 from core.model.categorical import OTHER_CODE
 
 __all__ = ["Source", "MatchedModel", "GENERIC_NAME", "category_key", "match_columns", "match_hashed_categories", "match_open_codes",
-           "truncate_lightgbm_codes", "encode", "categorical_codes",
+           "truncate_lightgbm_codes", "encode", "categorical_codes", "table_names",
            "norm_text"]
 
 #: feature names that carry no meaning (libraries' defaults for unnamed columns)
@@ -149,6 +149,16 @@ def _lightgbm_names(ens: MatchedModel, cols: set[str]) -> dict[str, list[str]]:
         for c in cols:
             out.setdefault(re.sub(r"\s", "_", c), []).append(c)
     return out
+
+
+def table_names(ens: MatchedModel, sources: list[Source]) -> list[str] | None:
+    """The features' names as the table writes them, where a LightGBM model matched a column by
+    the name LightGBM gave it ("mean_radius" for "mean radius"); None when every name is the table's."""
+    names = [s.column if not s.one_hot and s.column != name else name
+             for name, s in zip(ens.feature_names, sources)]
+    if names == list(ens.feature_names) or not str(ens.source).lower().startswith("lightgbm"):
+        return None
+    return names
 
 
 def _absent_columns_error(missing: list[str], sources: list[Source], table: pd.DataFrame) -> SchemaError:

@@ -45,6 +45,7 @@ from core.intake.matching import (
     match_hashed_categories,
     match_open_codes,
     norm_text,
+    table_names,
     truncate_lightgbm_codes,
 )
 from core.intake.models import from_model, model_from
@@ -783,6 +784,11 @@ def _matched(ens: TreeEnsemble, table: pd.DataFrame, drop_missing: bool, confirm
         names = [s.describe() if s.one_hot else s.column for s in sources]
         ens = from_model(ens, feature_names=[n.replace(" = ", "=") for n in names])
     notes_before: list[str] = []
+    if not positional and (renamed := table_names(ens, sources)) is not None:  # LightGBM's "mean_radius"
+        pairs = [f"{a} for {b!r}" for a, b in zip(ens.feature_names, renamed) if a != b]
+        notes_before.append(f"LightGBM saved {len(pairs)} column name(s) with underscores ({', '.join(pairs[:3])}"
+                            f"{', …' if len(pairs) > 3 else ''}): they are matched and shown as the table writes them.")
+        ens = from_model(ens, feature_names=renamed)
     if ens.meta.get("category_hashes"):             # CatBoost: categories known by their hashes
         ens, table = match_hashed_categories(ens, table, sources, notes_before)
     if ens.meta.get("open_codes"):                  # XGBoost fitted on codes: any other code routes alike

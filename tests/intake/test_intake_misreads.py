@@ -123,7 +123,8 @@ def test_a_lightgbm_file_trained_on_names_with_spaces_matches_its_columns():
     m = lgb.LGBMClassifier(n_estimators=10, verbose=-1).fit(df, y)
     booster = lgb.Booster(model_str=m.booster_.model_to_string())
     ws = build_workspace(df.assign(y=y), "y", booster, name="spaces")
-    assert dict(ws.mapping) == {"mean_radius": "mean radius", "worst_area": "worst area"}
+    assert dict(ws.mapping) == {"mean radius": "mean radius", "worst area": "worst area"}   # shown as the table's
+    assert any("mean_radius for 'mean radius'" in n and "worst_area for 'worst area'" in n for n in ws.notes)
     np.testing.assert_array_equal(ws.predictions, m.predict(df))
 
 

@@ -211,3 +211,34 @@ def test_analyses_on_a_categorical_model_give_valid_answers_in_category_terms(sy
             for g in groups:
                 assert set(np.round(cf[g], 9)) <= {0.0, 1.0} and cf[g].sum() <= 1
             assert model.predict(ws.to_raw(cf[None, :]))[0] == 1
+
+
+def test_lightgbm_names_read_back_as_the_tables_columns():
+    """LightGBM saves "mean radius" as "mean_radius"; the columns are matched by that name and
+    every view speaks of them as the table writes them (the features, the raw rows, the change
+    texts), a category column too; the model's answers and the counterfactual's check are its own."""
+    import lightgbm as lgb
+
+    from core.optimal import optimal_counterfactual
+
+    rng = np.random.default_rng(3)
+    n = 1200
+    df = pd.DataFrame({"mean radius": rng.normal(size=n), "job (kind)": pd.Categorical(rng.choice(["a", "b", "c"], n)),
+                       "age": rng.integers(18, 80, n).astype(float)})
+    y = ((df["mean radius"] > 0) ^ (df["job (kind)"] == "b")).astype(int)
+    model = lgb.LGBMClassifier(n_estimators=20, num_leaves=8, verbose=-1, min_data_per_group=5, cat_smooth=1,
+                               n_jobs=1).fit(df, y)
+    assert model.booster_.feature_name()[:2] == ["mean_radius", "job_(kind)"]
+    raw = df.astype({"job (kind)": object}).assign(label=y)
+    for source in (model, io.load_model(model.booster_.model_to_string().encode(), "m.txt")):
+        ws = build_workspace(raw, "label", source, name="names")
+        assert "mean radius" in ws.X.columns and not any("_" in c for c in ws.X.columns), list(ws.X.columns)
+        np.testing.assert_array_equal(ws.predictions, model.predict(df))
+        X = ws.X.to_numpy(float)
+        row = int(np.flatnonzero(ws.predictions == 0)[0])
+        res = optimal_counterfactual(ws.ensemble, X[row], 1, schema=ws.schema, X_ref=X, model=source)
+        assert res.status == "optimal" and res.valid
+        back = ws.to_raw(res.x[None, :])
+        assert list(back.columns) == list(df.columns)
+        assert model.predict(back.astype({"job (kind)": df["job (kind)"].dtype}))[0] == 1
+        assert "mean_radius" not in ws.describe_raw_changes(X[row], res.x, ", ", row)
