@@ -53,7 +53,27 @@ def get(key: str) -> Any:
     return st.session_state.get(key, DEFAULTS.get(key))
 
 
+#: the pages' results that belong to one table and model without saying which (the others carry
+#: their workspace's key): dropped when another table, target or model is loaded, so a page never
+#: draws a result of the previous one against the new columns, or tells its story under the new model
+RESULTS_OF_ONE_WORKSPACE = (Keys.OPTIMAL_RESULT, Keys.OPTIMAL_BATCH, Keys.OPTIMAL_JOB, Keys.RULES_RESULT,
+                            Keys.RULES_REGIONAL, Keys.STORY_RESULT)
+
+
+def _identity(ws: Any) -> tuple[Any, ...] | None:
+    """What makes a workspace another table and model (class names and feature settings do not)."""
+    if ws is None:
+        return None
+    return (ws.name, ws.target, ws.data_sha256, ws.model_sha256, ws.model_kind, tuple(ws.X.columns), len(ws.X))
+
+
 def put(key: str, value: Any) -> None:
+    if key == Keys.WORKSPACE and _identity(value) != _identity(get(Keys.WORKSPACE)):
+        job = st.session_state.get(Keys.OPTIMAL_JOB)
+        if job is not None:
+            job.stop()                     # the previous model's query ends at its solver's next look
+        for k in RESULTS_OF_ONE_WORKSPACE:
+            st.session_state.pop(k, None)
     st.session_state[key] = value
 
 

@@ -79,3 +79,27 @@ def test_unticking_a_column_the_schema_fixes_frees_it(at):
     held = optimal_counterfactual(ws.ensemble, X[3], target, schema=ws.schema, X_ref=X)
     assert res.cost == pytest.approx(free.cost, rel=1e-9, abs=1e-12)
     assert free.cost <= held.cost + 1e-12
+
+
+def test_results_of_the_previous_table_and_model_go_when_another_is_loaded(at):
+    """An outside trial: after another table and model were loaded, the Optimal counterfactual page
+    drew the previous result against the new columns (IndexError, "All arrays must be of the same
+    length") and the Case story told the previous model's story ("Proven optimal") under the new
+    one. Loading another demo drops every result kept without its workspace's key; a new feature
+    setting keeps them (the same table and model)."""
+    _submit(at, "Find the optimal counterfactual")
+    ws = at.session_state["workspace"]
+    at.switch_page("../pages/case_story.py").run()
+    next(b for b in at.button if b.label.startswith("Tell the story")).click().run()
+    assert not at.exception and "cs_result" in at.session_state
+    kept = ("ocf_result", "cs_result")
+    at.switch_page("../pages/data_model.py").run()
+    at.selectbox(key="dm_demo").set_value("cancer-rf").run()
+    next(b for b in at.button if b.key == "dm_load_demo").click().run()
+    assert not at.exception, at.exception
+    assert at.session_state["workspace"].name != ws.name
+    assert all(k not in at.session_state for k in kept), [k for k in kept if k in at.session_state]
+    for page in ("optimal_cf.py", "case_story.py"):
+        at.switch_page(f"../pages/{page}").run()
+        assert not at.exception, (page, at.exception)
+        assert not any("Proven optimal" in s.value for s in at.success), page
