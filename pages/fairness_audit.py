@@ -126,8 +126,8 @@ def _summary(held: dict) -> None:
                    f"(SHA-256 {plain(str(meta.get('data', {}).get('sha256', ''))[:16])}…)")
     st.subheader("Summary")
     significant = bool(len(audit.tests)) and bool(audit.tests["significant"].any())
-    for line in audit.summary:
-        (st.warning if significant else st.success)(plain(line))
+    for line in audit.summary:            # no test at all: nothing to reassure with
+        (st.warning if significant or not len(audit.tests) else st.success)(plain(line))
     m = st.columns(4)
     m[0].metric("Rows audited", f"{len(audit.rows):,}")
     m[1].metric("With a recourse", f"{audit.rows['feasible'].mean():.1%}")

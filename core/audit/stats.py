@@ -210,6 +210,10 @@ def summarise(tests: pd.DataFrame, alpha: float, n_rows: int, attributes: list[s
             out.append(f"{t['attribute']} = {wg} is worse off than {t['attribute']} = {bg} on the {t['label']}: "
                        f"{_fmt(wv, k)} vs {_fmt(bv, k)} ({how}; permutation p = {t['p_value']:.2g}, "
                        f"Holm-adjusted {t['p_holm']:.2g}).")
+    if not len(tests):
+        return [f"No gap could be tested between the groups of {', '.join(attributes)}: the {n_rows} rows audited "
+                "hold fewer than two groups of it large enough to compare (a column with one value, say), so this "
+                "audit says nothing of a gap. Choose another protected attribute, or audit more rows."]
     if not out:
         largest = ""
         if len(tests):

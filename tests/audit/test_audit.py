@@ -101,6 +101,26 @@ def test_a_model_without_bias_gives_no_significant_gap():
     assert a.summary[0].startswith("No significant gap")
 
 
+def test_a_protected_column_with_one_group_is_not_reported_as_no_gap():
+    """A protected column with one value in every row (an outside trial: credit's SEX, "Male"
+    throughout) gives no test; the summary said "No significant gap … (0 tests …)" and the page
+    showed it as a success. It now says that no gap could be tested and what to do."""
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.ensemble import RandomForestClassifier
+
+    from core.schema import infer_schema
+
+    X, y = load_breast_cancer(return_X_y=True, as_frame=True)
+    X = X.iloc[:, :6].copy()
+    X["group"] = 1
+    model = RandomForestClassifier(n_estimators=5, max_depth=3, random_state=0).fit(X, y)
+    a = run_audit(model, X, schema=infer_schema(X, protected=["group"]), target=1, max_rows=20, n_perm=50,
+                  n_boot=20, local_rules_per_group=0, tcrex=False)
+    assert len(a.tests) == 0
+    assert a.summary[0].startswith("No gap could be tested between the groups of group") and \
+        "No significant gap" not in " ".join(a.summary), a.summary
+
+
 def test_report_is_self_contained_and_reopens(credit_audit, tmp_path):
     import re
 
