@@ -152,14 +152,14 @@ class CaseStory(Result):
         return self.table.apply(lambda col: col.map(_cell)).astype(str)
 
     def to_markdown(self) -> str:
-        out = [f"## {self.title}"]
+        out = [f"## {self.title}", guarantee_line(self.guarantee, "this story")]
         for head, paras in self.sections:
             out += [f"### {head}", *paras]
         return "\n\n".join(out)
 
     def to_html(self) -> str:
         esc = html.escape
-        body = [f"<h1>{esc(self.title)}</h1>"]
+        body = [f"<h1>{esc(self.title)}</h1>", f'<p class="guarantee">{esc(guarantee_line(self.guarantee, "this story"))}</p>']
         if self.summary:
             body.append('<section class="summary"><h2>In brief</h2><ul>'
                         + "".join(f"<li>{_bold_html(s)}</li>" for s in self.summary) + "</ul>"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import html
 
 import numpy as np
 import pytest
@@ -58,6 +59,10 @@ def test_story_statements_hold(credit_ws):
     assert "rule" in story.facts
     page = story.to_html()
     assert page.startswith("<!DOCTYPE html>") and "<script" not in page and "http" not in page
+    # the story's own guarantee, as the page says it, in both exports (an outside trial: the HTML
+    # kept only the change's "Proven optimal", not that the story as a whole is estimated)
+    said = f"What this story guarantees: {story.guarantee.text()}"
+    assert story.guarantee.kind == "estimated" and html.escape(said) in page and said in story.to_markdown()
 
 
 def test_story_tells_the_audit_group(credit_ws, credit_audit):
