@@ -205,7 +205,7 @@ def _show(p: _Page, result) -> None:
         m[0].metric("Status", status)
         m[1].metric("Cost", "–" if not result.found else f"{result.cost:.4g}")
         m[2].metric("Lower bound", "–" if not result.found or not np.isfinite(result.lower_bound)
-                    else f"{result.lower_bound:.4g}", help="No cheaper counterfactual exists: proven by the solver.")
+                    else f"{result.lower_bound:.4g}", help=_bound_help(ws.model_kind))
         m[3].metric("Gap", "–" if not result.found else percent_text(result.gap, 2),
                     help="Not known until the solver proves a lower bound." if not np.isfinite(result.gap) else None)
         m[4].metric("Solve time", f"{result.elapsed:.2f} s")
@@ -226,6 +226,15 @@ def _show(p: _Page, result) -> None:
                         + plain(ws.describe_raw_changes(result.x_query, alt.x, ", ", _row_of(p, result.x_query))))
 
 
+def _bound_help(model_kind: str, when: str = "") -> str:
+    """What the lower bound proves: of the model read exactly, or, for a model known by its answers,
+    only of the surrogate the search ran on (the point itself is checked on the model)."""
+    if model_kind == "black_box":
+        return ("A bound of the search on the model's surrogate: nothing cheaper is proven absent from the "
+                "model itself, whose answers only check the point found.")
+    return f"No cheaper counterfactual exists: proven by the solver{when}."
+
+
 def _panel(job) -> None:
     """The running query's figures: the best valid point's cost, the proven lower bound, the gap."""
     best = job.progress
@@ -240,7 +249,7 @@ def _panel(job) -> None:
         m = st.columns(4)
         m[0].metric("Best cost so far", "–" if best is None else f"{best.cost:.4g}")
         m[1].metric("Lower bound", "–" if best is None else f"{best.lower_bound:.4g}",
-                    help="No cheaper counterfactual exists: proven by the solver so far.")
+                    help=_bound_help(state.get(state.Keys.WORKSPACE).model_kind, " so far"))
         m[2].metric("Gap", "–" if best is None else percent_text(best.gap, 2),
                     help="How far above the proven lower bound the best cost may still be.")
         m[3].metric("Elapsed", f"{job.elapsed:.1f} s")

@@ -162,6 +162,9 @@ def test_every_page_runs_on_the_model_and_says_what_it_guarantees(files, model_f
         shown = _actions(at, page, ws, data[other])
         if page == "optimal_cf.py":
             assert any(says in s for s in shown), shown
+            bound = next(m.proto.help for m in at.metric if m.label == "Lower bound")   # "proven" only of what is
+            assert ("proven by the solver" in bound) == (kind == "linear") and \
+                ("surrogate" in bound) == (kind == "black_box"), bound
             res = at.session_state["ocf_result"]
             raw = ws.to_raw(res.x[None, :])[["age", "income", "sex", "job"]]
             assert original.predict(raw)[0] == 1                      # valid on the uploaded model itself
