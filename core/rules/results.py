@@ -82,9 +82,12 @@ def edge_checks(rules: Sequence[Any]) -> dict[str, Any]:
 def rules_guarantee(rules: Sequence[Any]) -> Guarantee:
     """One guarantee for a table of regional rules (a page's table, its CSV): the checks of
     every rule pooled (:func:`edge_checks`)."""
-    if not rules:
-        return Guarantee("not_found", note="No rule was found.")
-    return rule_guarantee(rules[0].params, edge_checks(rules) if "checked_on" in rules[0].params else None)
+    found = [r for r in rules if getattr(r, "found", True)]     # a sub-population with no rule moves no row
+    if not found:
+        return Guarantee("not_found", note="No rule was found" + (
+            f" for any of the {len(rules)} sub-populations (each one's note says why)" if rules else "") +
+            ", so nothing is claimed or checked on the model.")
+    return rule_guarantee(found[0].params, edge_checks(found) if "checked_on" in found[0].params else None)
 
 
 def _target(v: Any) -> Any:

@@ -215,3 +215,22 @@ def test_the_estimator_wraps_the_plain_functions_on_its_state(cancer):
     m2, r2 = sampling.evaluate(st, X[:3], lambda Z: cr.ensemble_.predict(Z), lambda v: 1 - v)
     assert m1 == m2 and [{k: v for k, v in r.items() if k != "time"} for r in r1] == \
            [{k: v for k, v in r.items() if k != "time"} for r in r2]
+
+
+def test_a_table_of_sub_populations_with_no_rule_does_not_say_no_row_was_there_to_move():
+    """An outside trial: every sub-population's rule "—" (none reaches the probability), yet the
+    table's guarantee said "no row lacking the target was there to move" of 1,416 such rows. With
+    no rule found it says so and claims nothing; with some found, only theirs are pooled."""
+    from core.rules.results import RegionalRule, rules_guarantee
+
+    params = {"checked_on": "tree_ensemble", "n_rows": 500}
+    def region(n, found, edge=0, ok=0.0):
+        kw = dict(features=(0,), lower=np.array([0.0]), upper=np.array([1.0]), crp=0.95) if found else {}
+        return RegionalRule(region_lower=np.array([-np.inf]), region_upper=np.array([np.inf]), target=1,
+                            coverage=0.5, n_rows=n, params=params, edge_rows=edge, edge_accepted=ok,
+                            note="" if found else "No rule reaches probability 0.9 (best 0.86).", **kw)
+    none = rules_guarantee([region(1416, False), region(300, False)])
+    assert none.kind == "not_found" and "no row lacking the target" not in none.text()
+    assert "No rule was found for any of the 2 sub-populations" in none.text()
+    some = rules_guarantee([region(1416, False), region(300, True, edge=40, ok=1.0)])
+    assert some.kind == "valid_on_model" and "to the 40 rows lacking the target" in some.text(), some.text()
