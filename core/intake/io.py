@@ -610,20 +610,18 @@ def load_model(source: object, filename: str | None = None, *, allow_pickle: boo
         raise _misnamed(data, filename, kind, exc) from None
 
 
-#: what a file's content says it is, and the name its kind ends in (see _misnamed)
-_CONTENT_NAMES = {"skops": ("a scikit-learn .skops archive (a zip file)", ".skops"),
-                  "xgboost": ("JSON (an XGBoost or CatBoost model)", ".json"),
-                  "lightgbm": ("a LightGBM text model", ".txt"), "pickle": ("a pickle", ".pkl"),
-                  "catboost": ("a CatBoost binary model", ".cbm")}
+#: what a file's content says it is (see _misnamed; the name it should end in: _KIND_BY_NAME)
+_CONTENT_NAMES = {"skops": "a scikit-learn .skops archive (a zip file)", "xgboost": "JSON (an XGBoost or CatBoost model)",
+                  "lightgbm": "a LightGBM text model", "pickle": "a pickle", "catboost": "a CatBoost binary model"}
 
 
 def _misnamed(data: bytes, filename: str, kind: str, exc: ModelError) -> ModelError:
     """``exc``, or, when the file's content is of another kind than its name says (a .skops file
     renamed .json), the error saying so: the file is not damaged, only its name misleads."""
     seen = _model_kind(data, "")
-    if seen in (kind, "unknown") or seen not in _CONTENT_NAMES:
+    if seen == kind or seen not in _CONTENT_NAMES:
         return exc
-    what, ends = _CONTENT_NAMES[seen]
+    what, ends = _CONTENT_NAMES[seen], next(e[0] for e, k in _KIND_BY_NAME if k == seen)
     return ModelError(f"{filename!r} holds {what}, not what its name says: a model file is read by its "
                       f"extension, so it could not be read. The file itself may be intact: rename it so that "
                       f"its name ends in {ends} and upload it again.")

@@ -145,7 +145,7 @@ def _lightgbm_names(ens: MatchedModel, cols: set[str]) -> dict[str, list[str]]:
     """LightGBM saves "mean radius" as "mean_radius": the table's columns by the name
     LightGBM gives them (none for a model of another library)."""
     out: dict[str, list[str]] = {}
-    if str(ens.source).lower().startswith("lightgbm"):
+    if _from_lightgbm(ens):
         for c in cols:
             out.setdefault(re.sub(r"\s", "_", c), []).append(c)
     return out
@@ -156,9 +156,14 @@ def table_names(ens: MatchedModel, sources: list[Source]) -> list[str] | None:
     the name LightGBM gave it ("mean_radius" for "mean radius"); None when every name is the table's."""
     names = [s.column if not s.one_hot and s.column != name else name
              for name, s in zip(ens.feature_names, sources)]
-    if names == list(ens.feature_names) or not str(ens.source).lower().startswith("lightgbm"):
+    if names == list(ens.feature_names) or not _from_lightgbm(ens):
         return None
     return names
+
+
+def _from_lightgbm(ens: MatchedModel) -> bool:
+    """Whether the model was read from LightGBM (which saves "mean radius" as "mean_radius")."""
+    return str(ens.source).lower().startswith("lightgbm")
 
 
 def _absent_columns_error(missing: list[str], sources: list[Source], table: pd.DataFrame) -> SchemaError:

@@ -156,6 +156,7 @@ def test_every_page_runs_on_the_model_and_says_what_it_guarantees(files, model_f
     ws = at.session_state["workspace"]
     assert ws.model_kind == kind
     original = mlp if kind == "black_box" else lr
+    assert {"optimal_cf.py", "fairness_audit.py", "case_story.py", "compare_models.py"} <= set(PAGES)   # checked below
     for page in PAGES:
         at.switch_page(str(ROOT / "pages" / page)).run()
         assert not at.exception, (page, at.exception)
