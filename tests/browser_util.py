@@ -272,6 +272,32 @@ def open_expander(page, label: str, timeout: float = 60_000) -> None:
         details.locator("summary").first.click()
 
 
+def choose(page, box, count: int, name: str | None = None, tries: int = 6) -> list[str]:
+    """Open the selectbox ``box``, read its ``count`` options and pick ``name`` (the first option
+    when None); return the options as read. A rerun of a busy app can close the list between any
+    two steps (the list was open, then gone when its first option was read: one CI run), so the
+    whole step, from the click that opens the list, is tried again."""
+    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import expect
+
+    options = page.get_by_role("option")
+    for attempt in range(tries):
+        try:
+            box.click()
+            expect(options).to_have_count(count, timeout=10_000)
+            names = [n.strip() for n in options.all_inner_texts()]     # one read: no gap for a rerun
+            assert len(names) == count, names                          # the list closed while it was read
+            picked = names[0] if name is None else name
+            page.get_by_role("option", name=picked, exact=True).click(timeout=5_000)
+            expect(box.locator("input")).to_have_value(picked, timeout=10_000)
+            return names
+        except (AssertionError, PlaywrightError):
+            if attempt == tries - 1:
+                raise
+            page.keyboard.press("Escape")
+    raise AssertionError("unreachable")
+
+
 _BUSY = ('[data-testid="stApp"]:not([data-test-script-state="notRunning"]), [data-stale="true"], '
          '[data-testid="stStatusWidgetRunningIcon"]')
 _CALM = """([busy, quiet]) => {

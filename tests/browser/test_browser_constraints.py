@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from browser_util import browser_page, open_expander, shots_dir, sidebar_view, wait_idle
+from browser_util import browser_page, choose, open_expander, shots_dir, sidebar_view, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -59,16 +59,7 @@ def test_constraints_on_the_demo_preclude_rows_and_a_precluded_case_tells_its_st
             assert n >= 1
             expect(page.get_by_text(said)).to_have_count(2)          # before the run, and beside the result
             pick = page.locator('[data-testid="stSelectbox"]').filter(has_text="A precluded case")
-            options = page.get_by_role("option")
-            for _ in range(6):            # a click during a rerun of a busy app can be swallowed: click again
-                pick.click()
-                try:
-                    expect(options).to_have_count(n, timeout=10_000)
-                    break
-                except AssertionError:
-                    page.keyboard.press("Escape")
-            case = options.first.inner_text().strip()
-            options.first.click()
+            case = choose(page, pick, n)[0]
             link = page.get_by_role("link", name=f"Open the story of case {case}")
             link.wait_for(timeout=60_000)
             wait_idle(page)
