@@ -316,7 +316,8 @@ def _audits(ws, wb, X, schema, target, protected, run: dict, result_key) -> None
     st.subheader("Fairness audits of both models")
     st.caption("The recourse audit of each model on the same data and settings, each on a seeded sample of the "
                "rows it turns down (the Fairness audit page's audit, without rules or subgroup scan), and which "
-               "gaps between groups the update opened, closed or kept (as Audit history compares two audits).")
+               "gaps between groups the update opened, closed or kept (as Audit history compares two audits), "
+               "each group measured against the same reference group: the largest among the rows model A turns down.")
     if st.button("Audit both models", key="cm_audit_go"):
         with user_errors("The audits could not be run"), st.spinner("Auditing model A, then model B…"):
             kw = dict(schema=schema, target=target, protected=protected, max_rows=run["max_rows"],
@@ -326,7 +327,9 @@ def _audits(ws, wb, X, schema, target, protected, run: dict, result_key) -> None
             on_a, extra_a = ws.query_model()
             on_b, extra_b = wb.query_model()
             audit_a = run_audit(on_a, X, model_sha256=ws.model_sha256, **extra_a, **kw)
-            audit_b = run_audit(on_b, X, model_sha256=wb.model_sha256, **extra_b, **kw)
+            # B's gaps against A's reference groups: each model turns down other rows, so each
+            # audit's largest group can differ, and only gaps between the same groups compare
+            audit_b = run_audit(on_b, X, model_sha256=wb.model_sha256, reference=audit_a.references, **extra_b, **kw)
             state.put(K.COMPARE_AUDITS, {"key": result_key, "a": audit_a, "b": audit_b})
     audits = state.get(K.COMPARE_AUDITS)
     if audits is not None and audits["key"] == result_key:

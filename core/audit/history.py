@@ -339,7 +339,8 @@ def rerun_arguments(audit: Audit, model: ModelLike) -> dict[str, Any]:
     target = _recorded_target(p["target"], model)
     out = {k: p[k] for k in needed if k not in ("target", "protected")}
     out.update(schema=Schema.from_dict(meta["schema"]), target=target, protected=list(p["protected"]),
-               scan=p.get("scan", True), min_subgroup=p.get("min_subgroup", 20), budget=p.get("budget"))
+               scan=p.get("scan", True), min_subgroup=p.get("min_subgroup", 20), budget=p.get("budget"),
+               reference=p.get("reference"))
     if isinstance(out["norm"], dict):
         out["norm"] = dict(out["norm"])
     return out
@@ -825,22 +826,27 @@ def _safe(url: str) -> str:
 
 
 def compare(before: Audit, after: Audit) -> pd.DataFrame:
-    """Two audits' gaps side by side, one row per (attribute, group, metric).
+    """Two audits' gaps side by side, one row per (attribute, group, reference, metric).
 
     ``change`` is ``closed`` (significant in ``before`` only), ``opened``
     (significant in ``after`` only), ``persists`` (both), ``none`` (neither),
-    ``new`` / ``gone`` (tested in one audit only).
+    ``new`` / ``gone`` (tested in one audit only). A gap is the same test in both audits
+    only between the same two groups: when ``after`` measured it the other way round (its
+    reference group was ``before``'s group, as when each audit's largest group differs), it is
+    turned to ``before``'s direction (gap and interval negated); a gap against another
+    reference is another test (``new`` / ``gone``), never set beside it.
     """
-    key = ["attribute", "group", "label"]
+    key = ["attribute", "group", "reference", "label"]
     cols = key + ["gap", "gap_lo", "gap_hi", "p_holm", "significant"]
 
     def side(a: Audit) -> pd.DataFrame:
         t = a.tests
         if not len(t):
             return pd.DataFrame(columns=cols)
-        return t[cols].astype({"group": str, "attribute": str})
+        return t.reindex(columns=cols).astype({"group": str, "attribute": str, "reference": str})
 
-    m = side(before).merge(side(after), on=key, how="outer", suffixes=("_before", "_after"), indicator=True)
+    old, new = side(before), _oriented(side(after), side(before), key)
+    m = old.merge(new, on=key, how="outer", suffixes=("_before", "_after"), indicator=True)
 
     def change(r: pd.Series) -> str:
         if r["_merge"] == "left_only":
@@ -853,6 +859,24 @@ def compare(before: Audit, after: Audit) -> pd.DataFrame:
     m["change"] = m.apply(change, axis=1) if len(m) else pd.Series(dtype=str)
     m["gap_change"] = m["gap_after"] - m["gap_before"]
     order = {"opened": 0, "closed": 1, "persists": 2, "new": 3, "gone": 4, "none": 5}
-    m = m.drop(columns="_merge").sort_values(by=["change", "attribute", "group"],
+    m = m.drop(columns="_merge").sort_values(by=["change", "attribute", "group", "reference"],
                                              key=lambda s: s.map(order) if s.name == "change" else s)
     return m.reset_index(drop=True)
+
+
+def _oriented(after: pd.DataFrame, before: pd.DataFrame, key: list[str]) -> pd.DataFrame:
+    """``after``'s tests, each measured the other way round from one of ``before``'s (group and
+    reference swapped) turned to ``before``'s direction: the gap and its interval negated (the
+    permutation test is two-sided, its p-value unchanged)."""
+    if not len(after) or not len(before):
+        return after
+    known = set(map(tuple, before[key].to_numpy()))
+    swapped = [(a, r, g, lab) for a, g, r, lab in after[key].to_numpy()]
+    turn = np.array([tuple(k) not in known and s in known for k, s in zip(after[key].to_numpy(), swapped)])
+    if not turn.any():
+        return after
+    out = after.copy()
+    out.loc[turn, ["group", "reference"]] = after.loc[turn, ["reference", "group"]].to_numpy()
+    out.loc[turn, "gap"] = -after.loc[turn, "gap"]
+    out.loc[turn, ["gap_lo", "gap_hi"]] = -after.loc[turn, ["gap_hi", "gap_lo"]].to_numpy()
+    return out

@@ -181,6 +181,17 @@ class Audit(MetaResult):
         return pd.DataFrame(out, columns=["attribute", "group", "rows", "precluded", "share"])
 
     @property
+    def references(self) -> dict[str, str]:
+        """Each attribute's reference group, {attribute: group}: the group its gaps (:attr:`tests`)
+        are measured against (``run_audit(..., reference=audit.references)`` tests the same pairs
+        on other rows or another model)."""
+        g = self.groups
+        if not len(g) or "reference" not in g:
+            return {}
+        ref = g[g["reference"].astype(bool)]
+        return {str(a): str(v) for a, v in zip(ref["attribute"], ref["group"])}
+
+    @property
     def guarantee(self) -> Guarantee:  # type: ignore[override]
         kind = (self.meta.get("model") or {}).get("kind")
         return Guarantee("estimated", kind if kind in MODEL_KINDS else "tree_ensemble", note=(

@@ -51,7 +51,7 @@ from core.settings import (
     seconds,
     validated,
 )
-from core.shown import outcome_text
+from core.shown import label_order, outcome_text
 from core.surrogate import Surrogate
 from core.typing import ArrayLike, ModelLike, Norm, Rows, TargetSpec
 
@@ -108,6 +108,7 @@ class AuditSettings:
     scan: bool
     min_subgroup: int
     budget: float | None
+    reference: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,7 @@ def run_audit(ensemble: ModelLike, X: Rows, *, schema: Schema, target: TargetSpe
               n_jobs: int = N_JOBS, scheduler: str | Client | None = None, n_boot: int = 1000, n_perm: int = 2000,
               alpha: float = 0.05, tcrex: bool = True, tcrex_rho: float = 0.02, tcrex_tau: float = 0.9,
               local_rules_per_group: int = 10, random_state: int = RANDOM_STATE, scan: bool = True, min_subgroup: int = 20,
-              budget: float | None = None, data_name: str = "", data_sha256: str = "", model_sha256: str = "",
+              budget: float | None = None, reference: Mapping[str, str] | None = None, data_name: str = "", data_sha256: str = "", model_sha256: str = "",
               class_names: Mapping[str, str] | None = None,
               progress: Callable[[str, int, int], None] | None = None,
               should_stop: Callable[[], bool] | None = None, surrogate: Surrogate | None = None,
@@ -208,6 +209,11 @@ def run_audit(ensemble: ModelLike, X: Rows, *, schema: Schema, target: TargetSpe
     random_state : int, default 0, the seed of every sample and resample.
     scan, min_subgroup, budget : default True, 20, None, scan subgroups of at least ``min_subgroup``
         audited rows for recourse gaps (core.audit.subgroups), effectiveness within ``budget``.
+    reference : {attribute: group}, default None: the group each attribute's gaps are measured
+        against (default, and for an attribute not named or a group with no audited row: its
+        largest group among the audited rows; a note says when a named group had none). Give
+        another audit's :attr:`Audit.references` to test the same pairs of groups, as comparing
+        two models' audits needs (each turns down other rows).
     data_name, data_sha256, model_sha256, class_names : where the data and model came from, for
         the report (the analyst's names of the classes).
     progress : progress(stage, done, total); should_stop : polled; True cancels (AuditCancelled).
@@ -233,11 +239,13 @@ def run_audit(ensemble: ModelLike, X: Rows, *, schema: Schema, target: TargetSpe
     s = AuditSettings(max_rows=max_rows, norm=norm, time_limit=time_limit, n_jobs=n_jobs, scheduler=scheduler,
                       n_boot=n_boot, n_perm=n_perm, alpha=alpha, tcrex=tcrex, tcrex_rho=tcrex_rho, tcrex_tau=tcrex_tau,
                       local_rules_per_group=local_rules_per_group, random_state=random_state, scan=scan,
-                      min_subgroup=min_subgroup, budget=budget)
+                      min_subgroup=min_subgroup, budget=budget,
+                      reference=None if reference is None else _references(reference))
     prov = Provenance(data_name=data_name, data_sha256=data_sha256, model_sha256=model_sha256,
                       class_names=dict(class_names or {}))
     schema = in_force(schema, constraints)          # the constraints every recourse query reads
     run = _prepare(ensemble, X, schema, target, protected, rows, y, s, model, progress, should_stop, surrogate)
+    _pinned(run)                                       # a reference group asked for is known, before any work
     first = first_round(run, _fairness(run, y))        # every stage's tasks, on the audit's processes
     table, cfs = _recourse_stage(run, first.recourse)
     rules_table, gf, sub = second_round(run, table, first)
@@ -430,7 +438,13 @@ def _statistics_stage(run: _Run, table: pd.DataFrame, gf: Any, sub: pd.DataFrame
     t0 = time.perf_counter()
     s = run.s
     run.report("statistics", 0, 1)
-    groups, tests = _statistics(table, list(run.attrs), s.n_boot, s.n_perm, s.alpha, s.random_state)
+    pinned = _pinned(run)
+    groups, tests = _statistics(table, list(run.attrs), s.n_boot, s.n_perm, s.alpha, s.random_state, pinned)
+    for a, g in pinned.items():
+        ref = groups[(groups["attribute"] == a) & groups["reference"]]["group"]
+        if len(ref) and str(ref.iloc[0]) != g:
+            run.notes.append(f"No audited row is in {a} = {g}, the reference group asked for: {a}'s gaps are "
+                             f"measured against its largest audited group, {ref.iloc[0]}.")
     run.notes.extend(gf.notes)
     if sub is not None and not len(sub):
         run.notes.append(f"Subgroup scan: no subgroup of at least {s.min_subgroup} audited rows "
@@ -439,6 +453,28 @@ def _statistics_stage(run: _Run, table: pd.DataFrame, gf: Any, sub: pd.DataFrame
     run.report("statistics", 1, 1)
     run.timings["statistics"] = run.timings.get("statistics", 0.0) + time.perf_counter() - t0
     return groups, tests, summary
+
+
+def _references(reference: Any) -> dict[str, str]:
+    """The reference groups asked for, as {attribute: group label}."""
+    if not isinstance(reference, Mapping) or not all(isinstance(k, str) for k in reference):
+        raise AuditError("reference must map a protected attribute's name to one of its groups, e.g. "
+                         "{'sex': 'Male'} (an audit's own are in its .references).")
+    return {k: str(v) for k, v in reference.items()}
+
+
+def _pinned(run: _Run) -> dict[str, str]:
+    """The reference groups asked for, each checked against the audit's attributes and groups."""
+    asked = run.s.reference or {}
+    unknown = [a for a in asked if a not in run.attrs]
+    if unknown:
+        raise AuditError(f"reference names {', '.join(map(repr, unknown))}, not a protected attribute of this "
+                         f"audit ({', '.join(map(repr, run.attrs))}).")
+    for a, g in asked.items():
+        known = sorted({str(v) for v in run.labels[a]}, key=label_order)
+        if g not in known:
+            raise AuditError(f"reference: {g!r} is not a group of {a!r}; its groups are {', '.join(known)}.")
+    return dict(asked)
 
 
 def _meta(run: _Run, table: pd.DataFrame, prov: Provenance, sub: pd.DataFrame | None) -> dict[str, Any]:
@@ -482,6 +518,7 @@ def _parameters(run: _Run, table: pd.DataFrame, sub: pd.DataFrame | None) -> dic
             "n_jobs": s.n_jobs, "scheduler": str(s.scheduler) if s.scheduler else None,
             "held_fixed": [names[j] for j in run.fixed], "scan": s.scan, "min_subgroup": s.min_subgroup,
             "budget": None if sub is None else whole(sub.attrs.get("budget", s.budget)),
+            "reference": None if s.reference is None else dict(s.reference),
             "constraints": run.schema.parsed_constraints().texts}
 
 

@@ -10,7 +10,7 @@ summary of the significant gaps.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
@@ -159,14 +159,16 @@ def _gap_records(attr: str, g: str, ref: str, mine: dict[str, np.ndarray], their
 
 
 def _statistics(rows: pd.DataFrame, attributes: list[str], n_boot: int, n_perm: int, alpha: float,
-                seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+                seed: int, reference: Mapping[str, str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     rs = _Resampling(n_boot, n_perm, np.random.default_rng(seed))
     group_recs, test_recs = [], []
     metrics = _tested_metrics(rows)
     for attr in attributes:
         labels = rows[f"group:{attr}"].astype(str)
         sizes = labels.value_counts()
-        ref = str(sizes.index[0])   # the largest group is the reference
+        asked = (reference or {}).get(attr)
+        # the group asked for, when it has audited rows; else the largest group
+        ref = asked if asked is not None and asked in sizes.index else str(sizes.index[0])
         values = {g: {k: _metric_values(rows[labels == g], k).to_numpy() for k in metrics} for g in sizes.index}
         for g in sorted(sizes.index, key=lambda s: (s != ref, label_order(s))):
             group_recs.append(_group_record(attr, g, ref, rows[labels == g], values[g], rs))

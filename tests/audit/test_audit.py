@@ -372,3 +372,36 @@ def test_dask_cluster_gives_the_same_audit(credit, dask_scheduler):
     cols = ["row", "status", "feasible", "cost", "n_changed", "changes"]
     pd.testing.assert_frame_equal(local.rows[cols], remote.rows[cols])
     pd.testing.assert_frame_equal(local.tests, remote.tests)
+
+
+def test_the_reference_group_can_be_asked_for_and_is_kept(credit):
+    """An audit's gaps are measured against a group asked for (as comparing two models' audits
+    needs); a group or attribute the audit does not have is refused by name; a group with no
+    audited row falls back to the largest, and a note says so."""
+    from core.audit.history import rerun_arguments
+
+    df, target, model, ens, X, schema = credit
+    kw = dict(schema=schema, target=1, protected=["employment"], max_rows=80, n_jobs=1, n_perm=50, n_boot=20,
+              tcrex=False, local_rules_per_group=0, scan=False)
+    plain = run_audit(ens, X, **kw)
+    largest = plain.references["employment"]
+    sizes = plain.rows["group:employment"].astype(str).value_counts()
+    assert largest == sizes.index[0]
+    other = str(sizes.index[-1])
+    pinned = run_audit(ens, X, reference={"employment": other}, **kw)
+    assert pinned.references == {"employment": other}
+    assert set(pinned.tests["reference"]) == {other} and other not in set(pinned.tests["group"])
+    assert pinned.params["reference"] == {"employment": other}
+    assert rerun_arguments(pinned, ens)["reference"] == {"employment": other}
+    g = pinned.groups.set_index("group")
+    for t in pinned.tests.itertuples():                    # each gap is its group's figure less the reference's
+        assert t.reference_value == pytest.approx(g.loc[other, t.metric]) or not np.isfinite(t.reference_value)
+    with pytest.raises(AuditError, match="not a group of 'employment'; its groups are"):
+        run_audit(ens, X, reference={"employment": "retired"}, **kw)
+    with pytest.raises(AuditError, match="not a protected attribute of this audit"):
+        run_audit(ens, X, reference={"sex": "0"}, **kw)
+    labels = plain.rows.set_index("row")["group:employment"].astype(str)
+    rows = [int(r) for r, v in labels.items() if v != other]
+    absent = run_audit(ens, X, reference={"employment": other}, **{**kw, "max_rows": None}, rows=rows)
+    assert absent.references["employment"] != other
+    assert any(f"No audited row is in employment = {other}" in n for n in absent.meta["notes"])

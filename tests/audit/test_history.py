@@ -131,3 +131,29 @@ def test_public_and_local_instances_never_share_a_default_database(monkeypatch):
     assert default_url(public=True) != default_url(public=False)
     monkeypatch.setenv("ATLAS_HISTORY_URL", "sqlite:////tmp/chosen.sqlite")
     assert default_url(public=True) == default_url() == "sqlite:////tmp/chosen.sqlite"   # set by the operator
+
+
+def _test_row(group: str, reference: str, gap: float, significant: bool) -> dict:
+    return {"attribute": "employment", "group": group, "reference": reference, "metric": "cost", "label": "mean cost",
+            "gap": gap, "gap_lo": gap - 0.1, "gap_hi": gap + 0.2, "p_holm": 0.01 if significant else 0.5,
+            "significant": significant}
+
+
+def test_compare_sets_only_gaps_between_the_same_two_groups_side_by_side(small_audit):
+    """Each audit measures gaps against its own largest group; two models turn down other rows,
+    so the references can differ. A gap measured the other way round is the same test (turned);
+    a gap against another reference is another test, never set beside it."""
+    def audit(rows: list[dict]) -> Audit:
+        return Audit(small_audit.rows, small_audit.groups, pd.DataFrame(rows), small_audit.rules,
+                     small_audit.summary, small_audit.meta)
+
+    before = audit([_test_row("student", "employed", 0.5, True), _test_row("unemployed", "employed", 0.3, False)])
+    after = audit([_test_row("employed", "student", -0.2, False), _test_row("unemployed", "student", 0.1, False)])
+    c = compare(before, after).set_index(["group", "reference"])
+    turned = c.loc[("student", "employed")]               # after's "employed vs student", in before's direction
+    assert turned["change"] == "closed" and turned["gap_after"] == pytest.approx(0.2)
+    assert (turned["gap_lo_after"], turned["gap_hi_after"]) == (pytest.approx(0.0), pytest.approx(0.3))
+    assert turned["gap_change"] == pytest.approx(0.2 - 0.5)
+    assert c.loc[("unemployed", "employed"), "change"] == "gone"        # against another reference group
+    assert c.loc[("unemployed", "student"), "change"] == "new"
+    assert len(c) == 3

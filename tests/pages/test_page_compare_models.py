@@ -82,6 +82,8 @@ def test_fairness_audits_of_both_side_by_side(studied):
     assert not at.exception and not at.error, [e.value for e in at.error]
     audits = at.session_state["cm_audits"]
     assert len(audits["a"].rows) == 30 and len(audits["b"].rows) == 30
+    # B's gaps are measured against A's reference groups: only gaps between the same groups compare
+    assert audits["b"].params["reference"] == audits["a"].references == audits["b"].references
     labels = [m.label for m in at.metric]
     assert "Gaps opened" in labels and "Gaps closed" in labels
 
