@@ -317,8 +317,9 @@ def _one_row(p: _Page) -> None:
     target = _target_widget(p, "ocf", x_pred)
     with st.form("ocf_form"):
         kwargs, plaus = _settings(p, "ocf")
-        k = st.number_input("Alternatives", 1, 5, 1, key="ocf_k", help="Diverse solutions: each must keep at "
-                            "least one feature of every earlier solution's changes unchanged.")
+        k = st.number_input("Solutions", 1, 5, 1, key="ocf_k", help="The optimal counterfactual, then diverse "
+                            "alternatives up to this many in all: each must keep at least one feature of every "
+                            "earlier solution's changes unchanged.")
         go = st.form_submit_button("Find the optimal counterfactual", type="primary")
     if go:
         with user_errors("The counterfactual could not be computed"):

@@ -406,7 +406,31 @@ def _solutions(prob: CellProblem, s: OptimalSettings, be: str, params: dict[str,
     first = results[0]
     if len(results) > 1:
         first = replace(first, alternatives=tuple(r for r in results[1:] if r.found))
+    fewer = _fewer(first, results, s.n_solutions, anytime.stopped, time.perf_counter() - t0 >= time_limit)
+    if fewer:
+        first = replace(first, params={**first.params, "notice": " ".join(
+            t for t in (first.params.get("notice"), fewer) if t)})
     return first
+
+
+def _fewer(first: CounterfactualResult, results: list[CounterfactualResult], asked: int, stopped: bool,
+           time_up: bool) -> str:
+    """Why fewer solutions than asked came back ("" when all did, or when there is none)."""
+    got = 1 + len(first.alternatives)
+    if not first.found or got >= asked:
+        return ""
+    last = results[-1]
+    if stopped:
+        why = "the search was stopped"
+    elif len(results) == got:          # the last one found could not be excluded: it changes nothing
+        why = "the last one changes nothing to leave alone"
+    elif last.status == "infeasible":
+        why = "no other counterfactual leaves unchanged one feature of every earlier solution's changes"
+    elif time_up or last.status.startswith("time_limit"):
+        why = "the time limit ended the search"
+    else:
+        why = f"the search for the next one ended with status {last.status}"
+    return f"{got} of the {asked} solutions asked: {why}."
 
 
 def _plausibility_of(given: Any) -> Plausibility | None:

@@ -429,3 +429,23 @@ def test_the_result_reports_the_backend_asked_and_names_the_one_that_answered():
         again = optimal_counterfactual(ens, x, 1, backend=res.params["backend"])
         assert again.params == res.params and np.isclose(again.cost, res.cost)
     assert optimal_counterfactual(ens, x, 1, backend="cpsat").backend == "cpsat"
+
+
+def test_fewer_solutions_than_asked_say_why(credit):
+    """With one feature free, the second solution would have to leave the first's only change
+    alone: none exists, and the result says so beside the one found (not a silent short list)."""
+    X, model, ens, schema = credit
+    Xa = X.to_numpy(float)
+    j = list(X.columns).index("income")
+    fixed = [c for c in X.columns if c != "income"]
+    for q in np.flatnonzero(model.predict(X) == 0)[:20]:
+        res = optimal_counterfactual(ens, Xa[q], 1, fixed=fixed, n_solutions=3, time_limit=20)
+        if res.found:
+            break
+    assert res.found and res.alternatives == ()
+    assert [c.feature for c in res.changes] == ["income"] and res.x[j] != Xa[q, j]
+    assert res.params["notice"] == ("1 of the 3 solutions asked: no other counterfactual leaves unchanged one "
+                                    "feature of every earlier solution's changes.")
+    assert model.predict(Xa[q][None, :])[0] == 0       # the only point keeping income is the row: refused
+    all_found = optimal_counterfactual(ens, Xa[q], 1, n_solutions=2, time_limit=20)
+    assert len(all_found.alternatives) == 1 and not all_found.params.get("notice")
