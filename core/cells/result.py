@@ -76,6 +76,7 @@ class QueryRun:
     t0: float = field(default_factory=time.perf_counter)
     timings: dict[str, float] = field(default_factory=dict)
     model: Any = None
+    bound: float = 0.0              # a lower bound on the cost proven before the solvers ran (the radius bound)
     # the original model's verdicts on points already checked (by their bytes), and a point whose check
     # waits to go with the next ones (:meth:`_ahead`)
     _verdicts: dict[bytes, bool] = field(default_factory=dict, repr=False)

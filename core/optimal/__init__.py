@@ -850,7 +850,7 @@ def _radius_first(run: QueryRun, ws: tuple[np.ndarray | None, float], anytime: A
     tb = time.perf_counter()
     lb = radius_bound(prob)
     timings["bound"] = time.perf_counter() - tb
-    timings["lower_bound"] = lb
+    run.bound = lb
     if not np.isfinite(lb):
         return run.infeasible("bound")
     ws_x, ws_cost = ws
@@ -894,7 +894,7 @@ def _solution_result(run: QueryRun, sol: CellSolution, used: str, ws: tuple[np.n
         x_cf, cost = ws_x, ws_cost
     if sol.status == "optimal":
         return run.result(x_cf, cost, "optimal", backend=used, lower_bound=cost)
-    lb = float(min(max(sol.lower_bound, run.timings.get("lower_bound", 0.0), anytime.bound), cost))
+    lb = float(min(max(sol.lower_bound, run.bound, anytime.bound), cost))
     gap = max(0.0, (cost - lb) / max(abs(cost), 1e-12))
     return run.result(x_cf, cost, "time_limit", backend=used, gap=gap, lower_bound=lb,
                       message="The time limit was reached before optimality was proven: "
@@ -910,7 +910,7 @@ def _unproven(run: QueryRun, anytime: Anytime, used: str, later: _LateStart | No
     if later is not None and ws_x is None:   # out of time before any solve: the reference rows' start, as before
         ws_x, ws_cost = later(), later.cost
     if ws_x is not None:
-        lb = run.timings.get("lower_bound", 0.0)
+        lb = run.bound
         return run.result(ws_x, ws_cost, "time_limit", backend=used, lower_bound=lb,
                           gap=max(0.0, (ws_cost - lb) / max(ws_cost, 1e-12)),
                           message="The time limit was reached before optimality was proven; this is the best "
@@ -923,7 +923,7 @@ def _stopped(run: QueryRun, anytime: Anytime, backend: str, bound: float) -> Cou
     solvers told (:class:`Anytime`; it holds the warm start too), checked on the
     model, with the largest proven lower bound."""
     best = anytime.last
-    lb = max(bound, anytime.bound, run.timings.get("lower_bound", 0.0))
+    lb = max(bound, anytime.bound, run.bound)
     if best is None:
         return stopped_result(run, None, np.inf, lb, backend)
     return stopped_result(run, best.x, best.cost, lb, best.backend)

@@ -449,3 +449,15 @@ def test_fewer_solutions_than_asked_say_why(credit):
     assert model.predict(Xa[q][None, :])[0] == 0       # the only point keeping income is the row: refused
     all_found = optimal_counterfactual(ens, Xa[q], 1, n_solutions=2, time_limit=20)
     assert len(all_found.alternatives) == 1 and not all_found.params.get("notice")
+
+
+def test_a_results_timings_are_seconds_only(credit):
+    """``timings`` holds the stages' seconds; the radius lower bound (a cost) is the result's
+    ``lower_bound``, not one of them (a JSON export showed it among the seconds)."""
+    X, model, ens, schema = credit
+    Xa = X.to_numpy(float)
+    for q in np.flatnonzero(model.predict(X) == 0)[:5]:
+        res = optimal_counterfactual(ens, Xa[q], 1, schema=schema, X_ref=Xa, time_limit=20)
+        assert res.status == "optimal" and "lower_bound" not in res.timings and "bound" in res.timings
+        assert all(0.0 <= v <= res.elapsed + 1e-6 for v in res.timings.values()), res.timings
+        assert 0.0 < res.lower_bound <= res.cost
