@@ -145,8 +145,10 @@ def _views(res, Q, depth, tree, tree_at) -> None:
             st.caption(plain(flat))
     with right:
         if tree is not None:
-            st.markdown(f"**Depth-{depth} tree at Q = {Q:.2f}** ({tree.method.upper()}, {tree.n_leaves} leaves, "
-                        f"trained on {tree.n_train} rows, measured on {tree.n_test})")
+            grown = tree.depth      # the tree's own depth: a split that would not help is not made
+            st.markdown(f"**Depth-{grown} tree at Q = {Q:.2f}** ({tree.method.upper()}, {tree.n_leaves} leaves"
+                        + (f", depth {depth} allowed" if grown < depth else "")
+                        + f", trained on {tree.n_train} rows, measured on {tree.n_test})")
             st.graphviz_chart(tree.to_graphviz())
             graph_downloads(tree.to_graphviz(), "fcca_tree", "fc_fig")
             if tree.note:

@@ -45,6 +45,21 @@ def test_cart_and_depth_change_update_the_tree(at):
     assert any("Depth-2 tree" in md.value for md in at.markdown)
 
 
+def test_the_tree_is_named_by_its_own_depth(at):
+    """At Q = 1 few thresholds are kept and the tree stops short of the depth allowed: its heading
+    names the depth it has."""
+    import re
+
+    _run(at, rows=40)
+    at.select_slider(key="fcca_depth").set_value(4)
+    at.slider(key="fcca_q").set_value(1.0).run()
+    assert not at.exception and not at.error
+    head = next(md.value for md in at.markdown if " tree at Q = " in md.value)
+    d, leaves = map(int, re.search(r"Depth-(\d) tree .*?(\d+) leaves", head).groups())
+    assert d + 1 <= leaves <= 2 ** d, head             # a binary tree of depth d
+    assert d < 4 and "depth 4 allowed" in head, head
+
+
 def test_bad_settings_are_explained_and_keep_the_previous_result(at):
     _run(at, rows=40)
     before = {m.label: m.value for m in at.metric}["Counterfactuals"]
