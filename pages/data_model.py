@@ -370,7 +370,10 @@ def main() -> None:
     st.caption("Load a dataset and the model to audit, then check the feature settings "
                "that every analysis uses.")
     _notices()
-    source = st.radio("Source", ["Built-in demo", "Upload your own"], horizontal=True, key="dm_source")
+    # back on this page (Streamlit forgets the radio on other pages): the source of what is loaded
+    uploaded = state.get(K.WORKSPACE) is not None and not state.get(K.DEMO)
+    source = st.radio("Source", ["Built-in demo", "Upload your own"], index=int(uploaded), horizontal=True,
+                      key="dm_source")
     if source == "Built-in demo":
         _demo()
     else:

@@ -75,6 +75,12 @@ def test_upload_csv_and_model(at, upload_files):
     assert ws.name == "data.csv · model.json" and ws.ensemble.source == "xgboost.Booster"
     assert list(ws.X.columns) == ["a", "b"]
     assert {m.label: m.value for m in at.metric}["Trees"] == "10"
+    # another page, then back: the source shown is that of what is loaded, not the demo's
+    at.switch_page("../pages/optimal_cf.py").run()
+    assert not at.exception
+    at.switch_page("../pages/data_model.py").run()
+    assert not at.exception and at.radio(key="dm_source").value == "Upload your own"
+    assert not [s for s in at.selectbox if s.key == "dm_demo"]
 
 
 def test_bad_model_file_shows_an_error_and_keeps_the_workspace(at, upload_files):
