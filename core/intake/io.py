@@ -604,6 +604,8 @@ def load_model(source: object, filename: str | None = None, *, allow_pickle: boo
     if output is not None and kind != "onnx":
         raise ModelError(f"output={output!r} names an output of an ONNX graph; {filename!r} is not an .onnx file. "
                          "Leave output out for this file.")
+    if kind == "pickle" and _model_kind(data, "") == "skops":     # a zip is never a pickle: not a trust question
+        raise _misnamed(data, filename, kind, ModelError(f"{filename!r} is not a pickle."))
     try:
         return _read_kind(kind, data, filename, allow_pickle, output)
     except ModelError as exc:

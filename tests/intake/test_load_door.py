@@ -67,7 +67,7 @@ def test_an_onnx_graph_that_is_not_a_tree_ensemble_runs_in_a_worker_as_its_refus
 
 def test_a_file_whose_name_says_another_format_is_told_to_be_renamed_not_damaged():
     """A model file is read by its extension: a .skops archive named .json, an XGBoost JSON named
-    .txt, a LightGBM text named .json are intact, and the message says what they hold and the name
+    .txt, a LightGBM text named .json, a .skops archive named .pkl are intact, and the message says what they hold and the name
     to give them (before: "is damaged … Re-save the model"); a damaged file of the kind its name
     says is still called damaged, in this process and through the sandbox."""
     import lightgbm as lgb
@@ -83,7 +83,9 @@ def test_a_file_whose_name_says_another_format_is_told_to_be_renamed_not_damaged
                                .save_raw("json")), "m.txt"),
              "lightgbm": (lgb.LGBMClassifier(n_estimators=3, verbose=-1).fit(X, y).booster_.model_to_string()
                           .encode(), "m.json")}
-    for kind, (data, name) in files.items():
+    cases = [(kind, data, name) for kind, (data, name) in files.items()]
+    cases.append(("skops", files["skops"][0], "m.pkl"))      # a zip named .pkl: not a pickle to trust or refuse
+    for kind, data, name in cases:
         ends = {"skops": ".skops", "xgboost": ".json", "lightgbm": ".txt"}[kind]
         for read in (lambda: io.load_model(data, name), lambda: load_model(data, name)):
             with pytest.raises(ModelError, match=rf"not what its name says.*its name ends in \{ends} and"):
