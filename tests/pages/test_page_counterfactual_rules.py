@@ -81,3 +81,17 @@ def test_increase_and_decrease_only_reach_the_rule(at):
     for col, sign in (("income", 1), ("credit_history_years", 1), ("debt_ratio", -1), ("late_payments", -1)):
         if col in moved:
             assert (sign * (table[col].astype(float) - float(before[col])) >= 0).all(), (col, table[col].tolist())
+
+
+def test_a_sub_population_without_a_rule_says_why_beside_the_table(at):
+    """With every column fixed no sub-population has a rule: each says so, and why, in a caption
+    under the table (the table's note column is its last, off screen)."""
+    at.multiselect(key="cr_fixed").set_value(list(at.multiselect(key="cr_fixed").options)).run()
+    at.button(key="cr_reg_go").click().run()
+    assert not at.exception, at.exception
+    table = at.dataframe[-1].value
+    assert len(table) >= 1 and (table["rule"] == "—").all()
+    said = [c.value for c in at.caption if c.value.startswith("No rule for ")]
+    assert len(said) == len(table), said
+    for text, (where, note) in zip(said, table[["sub-population", "note"]].itertuples(index=False)):
+        assert text.startswith(f"No rule for {where}") and (not note or note in text), (text, note)
