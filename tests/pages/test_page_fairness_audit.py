@@ -56,3 +56,18 @@ def test_a_saved_audit_reopens(at, tmp_path):
     held = at.session_state["fa_result"]["audit"]
     again = Audit.from_file(held.to_html().encode())
     assert again.summary == held.summary
+
+
+def test_the_settings_are_as_left_after_another_page(at):
+    """Streamlit forgets a widget's value on a page that does not draw it: the audit's row count,
+    time limit and permutations went back to their defaults when the analyst came back."""
+    at.number_input(key="fa_rows").set_value(40)
+    at.number_input(key="fa_limit").set_value(7.0)
+    at.number_input(key="fa_perm").set_value(700).run()
+    at.switch_page("../pages/optimal_cf.py").run()
+    at.run()                                                    # a second run there: the audit's widgets are gone
+    assert not at.exception, at.exception
+    at.switch_page("../pages/fairness_audit.py").run()
+    assert not at.exception, at.exception
+    assert (at.number_input(key="fa_rows").value, at.number_input(key="fa_limit").value,
+            at.number_input(key="fa_perm").value) == (40, 7.0, 700)
