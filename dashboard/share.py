@@ -257,28 +257,31 @@ def _setting_value(key: str, value: Any, ws: Any) -> Any:
 
 
 KEPT = "_kept_settings"      # the last value of each page's settings, for when the page is shown again
+KEPT_PAGE = "_kept_page"     # the page the last run showed
 #: the settings kept across pages: those whose choices do not depend on the data (a column, a class or a
 #: feature follows the data and its feature settings, and is drawn afresh from them)
 _KEPT_KINDS = ("bool", "int", "float", "choice")
 
 
-def keep_settings() -> None:
+def keep_settings(page: str) -> None:
     """Keep each page's settings while another page is shown: Streamlit forgets a widget's value
     once a run does not draw it, so an audit's row count or a time limit went back to its default
-    whenever the analyst came back. Each run notes the values its widgets hold and puts back, as
-    plain values the page's widgets take when drawn again, those forgotten (each checked as a
-    link's would be)."""
+    whenever the analyst came back. Each run notes the values its widgets hold; the first run of
+    another ``page`` sets every value noted (each checked as a link's would be) for its widgets to
+    take when drawn. Only then: a value set in a later run would undo an edit in a form not yet
+    submitted, and a value set in an earlier run is no longer sent to the browser."""
     kept = st.session_state.setdefault(KEPT, {})
     for key, (kind, *_) in SETTINGS.items():
-        if kind not in _KEPT_KINDS:
-            continue
-        if key in st.session_state:
+        if kind in _KEPT_KINDS and key in st.session_state:
             kept[key] = st.session_state[key]
-        elif key in kept:
-            try:
-                st.session_state[key] = _setting_value(key, kept[key], None)
-            except ValueError:
-                del kept[key]
+    if st.session_state.get(KEPT_PAGE) == page:
+        return
+    st.session_state[KEPT_PAGE] = page
+    for key, value in list(kept.items()):
+        try:
+            st.session_state[key] = _setting_value(key, value, None)
+        except ValueError:
+            del kept[key]
 
 
 def restore() -> None:

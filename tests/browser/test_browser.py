@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from browser_util import app_view, browser_page
+from browser_util import app_view, browser_page, wait_idle
 from browser_util import shots_dir as _shots
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -103,6 +103,13 @@ def test_fairness_audit_in_the_browser(app_url, tmp_path):
         page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
         # the report's button is drawn after the figures, in the same run: waited for, not counted at once
         expect(page.get_by_role("button", name="Report (HTML)")).to_have_count(1, timeout=60_000)
+        # another page and back: the row count is as left (Streamlit forgot it, and showed 300)
+        page.get_by_role("link", name="Data & model", exact=True).click()
+        page.get_by_role("heading", name="Data & model").wait_for(timeout=90_000)
+        wait_idle(page)
+        page.get_by_role("link", name="Fairness audit", exact=True).click()
+        expect(page.get_by_role("spinbutton", name="At most this many rows")).to_have_value("120", timeout=60_000)
+        expect(page.get_by_role("button", name="Audit 120 rows")).to_be_visible(timeout=60_000)
 
 
 def test_a_saved_audit_report_reopens_in_the_browser(app_url, tmp_path, credit_report):
