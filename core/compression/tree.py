@@ -203,8 +203,10 @@ def _fit_gosdt(B: np.ndarray, y: np.ndarray, columns: list[str], max_depth: int,
 
     classes, yi = np.unique(pd.Series(y).astype(str).to_numpy(), return_inverse=True)
     originals = np.array([y[np.flatnonzero(yi == k)[0]] for k in range(len(classes))], dtype=object)
+    # gosdt >= 1.0 counts a lone root as depth 0, as max_depth does (0.x counted it as 1: a budget
+    # of max_depth + 1 then grew one level more than asked)
     clf = GOSDTClassifier(regularization=max(10.0 / len(B), 1e-4), allow_small_reg=True,
-                          depth_budget=max_depth + 1, time_limit=max(1, int(time_limit)), worker_limit=1)
+                          depth_budget=max_depth, time_limit=max(1, int(time_limit)), worker_limit=1)
     clf.fit(pd.DataFrame(B, columns=[f"c{k}" for k in range(B.shape[1])]), yi)
     tree = _tree_from_gosdt(clf.trees_[0].tree, originals, columns, B, Q)
     status = str(getattr(getattr(clf, "result_", None), "status", ""))

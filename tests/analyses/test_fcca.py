@@ -196,6 +196,24 @@ def test_q_changes_never_recompute_counterfactuals(stump_run, monkeypatch):
 
 
 @pytest.mark.parametrize("method", ["cart", "gosdt"])
+def test_the_tree_grows_to_the_depth_asked_and_no_deeper(method):
+    """The label is a multiplexer of four binary columns (b0 ? b1 : (b2 ? b3 : 0)): each level a tree
+    may use helps, so a tree allowed depth d has depth d exactly (GOSDT 1.0 counts a lone root as
+    depth 0: given the 0.x budget of d + 1 it grew d + 1 levels, and the FCCA page said "Depth-3"
+    of a depth-4 tree)."""
+    from core.compression.tree import fit_binary_tree, gosdt_available
+
+    if method == "gosdt" and not gosdt_available():
+        pytest.skip("GOSDT is not installed")
+    rng = np.random.default_rng(0)
+    B = rng.integers(0, 2, (400, 6))
+    y = np.where(B[:, 0] == 1, B[:, 1], np.where(B[:, 2] == 1, B[:, 3], 0))
+    for depth in (1, 2, 3):
+        tree = fit_binary_tree(B, y, [f"b{k}" for k in range(6)], 0.0, method=method, max_depth=depth, time_limit=20)
+        assert tree.method == method and tree.depth == depth, (depth, tree.depth)
+
+
+@pytest.mark.parametrize("method", ["cart", "gosdt"])
 def test_fit_tree_depth_and_held_out_scores(stump_run, method):
     X, y, m, res = stump_run
     tree = res.fit_tree(0.0, max_depth=3, method=method)
