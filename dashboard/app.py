@@ -67,5 +67,5 @@ with st.sidebar:
 share.check_link(state.get(state.Keys.WORKSPACE))
 share.link_notice()
 share.publish()
-share.keep_settings(nav.url_path)    # a page's settings as the analyst left them, when it is shown again
+share.note_settings()    # each page's settings as the analyst left them (its widgets' defaults: share.kept)
 nav.run()

@@ -61,14 +61,16 @@ SETTINGS: dict[str, tuple] = {
     "cr_pi": ("choice", _LEVELS["pi"]), "cr_pic": ("choice", _LEVELS["pi_c"]), "cr_topk": ("int", 1, 15),
     "cr_trees": ("int", 5, 200), "cr_depth": ("int", 2, 30), "cr_rows": ("int", 1000, 1_000_000),
     "cr_fixed": ("columns",),
-    "mt_target": ("class",), "mt_side": ("choice", ["above the mean prediction", "below the mean prediction"]),
+    "mt_target": ("class",), "mt_side": ("choice", [True, False]),
     "mt_tau": ("choice", [0.8, 0.85, 0.9, 0.95, 0.99]), "mt_rho": ("choice", [0.005, 0.01, 0.02, 0.05, 0.1]),
     "mt_trees": ("int", 1, 10),
     "fcca_p0": ("float", 0.0, 1.0), "fcca_p1": ("float", 0.0, 1.0), "fcca_l0": ("float", 0.0, 10.0),
     "fcca_l1": ("float", 0.0, 10.0), "fcca_l2": ("float", 0.0, 10.0), "fcca_max": ("int", 10, 20000),
     "fcca_limit": ("float", 1.0, 120.0), "fcca_jobs": ("int", 1, 8), "fcca_method": ("choice", ["GOSDT (optimal)",
                                                                                                  "CART"]),
-    "fcca_depth": ("choice", [1, 2, 3, 4]),
+    "fcca_depth": ("choice", [1, 2, 3, 4]), "fcca_q": ("float", 0.0, 1.0), "fcca_run_limit": ("float", 5.0, 3600.0),
+    "fcca_labels": ("choice", ["labels in the data", "the model's predictions"]), "cr_tree_depth": ("int", 1, 5),
+    "ocb_jobs": ("int", 1, 8),
     "dr_fa": ("feature",), "dr_fb": ("feature",), "dr_mode": ("choice", ["slice", "projection"]),
     "dr_norm": ("choice", ["l2", "l1"]), "dr_max": ("int", 50, 20_000), "dr_radius": ("float", 1.0, 3.0),
     "cs_limit": ("float", 1.0, 600.0), "cs_rule": ("bool",),
@@ -256,32 +258,43 @@ def _setting_value(key: str, value: Any, ws: Any) -> Any:
     return _SETTING_KINDS[kind](value, args, ws)
 
 
-KEPT = "_kept_settings"      # the last value of each page's settings, for when the page is shown again
-KEPT_PAGE = "_kept_page"     # the page the last run showed
+KEPT = "_kept_settings"      # {widget key: value} of the settings below, as last held or as a link gave them
 #: the settings kept across pages: those whose choices do not depend on the data (a column, a class or a
 #: feature follows the data and its feature settings, and is drawn afresh from them)
 _KEPT_KINDS = ("bool", "int", "float", "choice")
 
 
-def keep_settings(page: str) -> None:
-    """Keep each page's settings while another page is shown: Streamlit forgets a widget's value
-    once a run does not draw it, so an audit's row count or a time limit went back to its default
-    whenever the analyst came back. Each run notes the values its widgets hold; the first run of
-    another ``page`` sets every value noted (each checked as a link's would be) for its widgets to
-    take when drawn. Only then: a value set in a later run would undo an edit in a form not yet
-    submitted, and a value set in an earlier run is no longer sent to the browser."""
-    kept = st.session_state.setdefault(KEPT, {})
+def note_settings() -> None:
+    """Note the value each kept setting's widget holds in this run (:func:`kept` gives it back).
+
+    Streamlit forgets a widget's value once a run does not draw it, so an audit's row count or
+    a time limit went back to its default whenever the analyst came back to its page. The page
+    draws the widget again with the value noted as its default (:func:`kept`): never through
+    session state, whose value reaches the browser only in the run that sets it (a widget drawn
+    in a later run, e.g. once a result exists, then showed its default while the server read
+    the value kept)."""
+    noted = st.session_state.setdefault(KEPT, {})
     for key, (kind, *_) in SETTINGS.items():
         if kind in _KEPT_KINDS and key in st.session_state:
-            kept[key] = st.session_state[key]
-    if st.session_state.get(KEPT_PAGE) == page:
-        return
-    st.session_state[KEPT_PAGE] = page
-    for key, value in list(kept.items()):
-        try:
-            st.session_state[key] = _setting_value(key, value, None)
-        except ValueError:
-            del kept[key]
+            noted[key] = st.session_state[key]
+
+
+def kept(key: str, default: Any) -> Any:
+    """The value of setting ``key`` as its widget last held it (or a link gave it), checked as a
+    link's value is; else ``default``. A page gives it as the widget's default value."""
+    noted = (st.session_state.get(KEPT) or {})
+    if key not in noted:
+        return default
+    try:
+        return _setting_value(key, noted[key], None)
+    except ValueError:
+        return default
+
+
+def kept_index(key: str, options: Sequence[Any], default: int = 0) -> int:
+    """The position in ``options`` of setting ``key``'s kept value (:func:`kept`), else ``default``."""
+    value = kept(key, None)
+    return list(options).index(value) if value is not None and value in list(options) else default
 
 
 def restore() -> None:
@@ -381,7 +394,10 @@ def _apply_settings(ws: Any) -> list[str]:
             refused.append(f"{key} (not a setting of this app)")
             continue
         try:
-            st.session_state[key] = _setting_value(key, value, ws)
+            if SETTINGS[key][0] in _KEPT_KINDS:     # drawn with it as the default (see note_settings)
+                st.session_state.setdefault(KEPT, {})[key] = _setting_value(key, value, ws)
+            else:
+                st.session_state[key] = _setting_value(key, value, ws)
         except ValueError as exc:
             refused.append(f"{key} = {json.dumps(value)[:40]} ({exc})")
     return refused
@@ -410,7 +426,9 @@ def current_params() -> dict[str, str]:
     target = _target_param()
     if target is not None:
         out["target"] = target
-    settings = {k: json_ready(st.session_state[k]) for k in SETTINGS if k in st.session_state}
+    noted = st.session_state.get(KEPT) or {}
+    settings = {k: json_ready(st.session_state[k] if k in st.session_state else noted[k]) for k in SETTINGS
+                if k in st.session_state or k in noted}
     if ws is not None and ws.class_names:
         settings["class_names"] = dict(ws.class_names)
     if settings:

@@ -121,7 +121,9 @@ def favourable_picker(container: Any, ens: Any, pred: np.ndarray, prefix: str, *
                                    key=f"{prefix}_target", format_func=lambda c: outcome_text(c, names))
     above = True
     if sides:
-        above = container.selectbox(label, [True, False], key=f"{prefix}_side",
+        from dashboard.share import kept_index  # share reads this module's keys: imported when drawn
+        above = container.selectbox(label, [True, False], index=kept_index(f"{prefix}_side", [True, False]),
+                                    key=f"{prefix}_side",
                                     format_func=lambda a: f"{'at least' if a else 'at most'} {reference} prediction")
     target = favourable_default(ens, pred, above=above)
     edge = cast("tuple[float, float]", target)[0] if above else cast("tuple[float, float]", target)[1]   # a regressor's favourable interval

@@ -9,6 +9,7 @@ from core.audit.story import case_story
 from core.rules import CounterfactualRules
 from dashboard import state
 from dashboard.caching import session_cached
+from dashboard.share import kept
 from dashboard.ui import download, plain, plain_bold, show_constraints, show_guarantee, user_errors
 from dashboard.widgets import row_picker, share_row, target_picker
 
@@ -74,8 +75,9 @@ def main() -> None:
     c1, c2, c3 = st.columns([1, 2, 1])
     row = row_picker(c1, len(X), "cs_row")
     target = target_picker(c2, ens, pred, pred[row], "cs")
-    limit = c3.number_input("Time limit (s)", 1.0, 600.0, 30.0, key="cs_limit")
-    with_rule = st.checkbox("Include a counterfactual rule (fits a surrogate forest once)", value=True, key="cs_rule")
+    limit = c3.number_input("Time limit (s)", 1.0, 600.0, kept("cs_limit", 30.0), key="cs_limit")
+    with_rule = st.checkbox("Include a counterfactual rule (fits a surrogate forest once)", value=kept("cs_rule", True),
+                            key="cs_rule")
     show_constraints(st, schema)
     st.caption("The fairness audit of this data is included." if audit is not None else
                "No fairness audit of this data in this session: run one on the Fairness audit page to include how "

@@ -26,6 +26,7 @@ from dashboard.deploy import settings as deployment
 from dashboard.history import owner as history_owner
 from dashboard.history import show_gap_comparison
 from dashboard.history import store as history_store
+from dashboard.share import kept
 from dashboard.ui import (
     cancel_button,
     cancel_outcome,
@@ -176,11 +177,11 @@ def _study_settings(ens, pred, target) -> dict:
     (``rows``: how many the study takes, for its button)."""
     unfavourable = rows_to_move(ens, target, pred).size
     s1, s2, s3 = st.columns(3)
-    max_rows = int(s1.number_input("At most this many rows", 10, 5000, min(200, max(10, unfavourable)), 10,
+    max_rows = int(s1.number_input("At most this many rows", 10, 5000, kept("cm_rows", min(200, max(10, unfavourable))), 10,
                                    key="cm_rows", help=f"{unfavourable:,} rows are decided unfavourably by model A; "
                                    "a seeded random sample of them is studied."))
-    limit = s2.number_input("Seconds per recourse", 1.0, 120.0, 10.0, 1.0, key="cm_limit")
-    jobs = int(s3.number_input("Local processes", 1, 8, 2, key="cm_jobs"))
+    limit = s2.number_input("Seconds per recourse", 1.0, 120.0, kept("cm_limit", 10.0), 1.0, key="cm_limit")
+    jobs = int(s3.number_input("Local processes", 1, 8, kept("cm_jobs", 2), key="cm_jobs"))
     with st.expander("Compute on a Dask cluster"):
         address = cluster_setting(st)
     return dict(max_rows=max_rows, time_limit=float(limit), n_jobs=jobs, scheduler=address,

@@ -19,6 +19,7 @@ from core.rules.onmodel import on_model
 from core.rules.results import rules_guarantee
 from dashboard import state
 from dashboard.caching import session_cached
+from dashboard.share import kept
 from dashboard.ui import big_table_gate, download, plain, show_constraints, show_guarantee, user_errors
 from dashboard.widgets import column_picker, row_picker, target_picker
 
@@ -39,18 +40,19 @@ def _fit(ws, X, pred, n_estimators, max_depth, max_rows, groups, names):
 def _levels() -> tuple[float, float, int, dict]:
     """The levels π and π_C, the features searched, and the surrogate's settings."""
     c1, c2, c3, c4 = st.columns(4)
-    pi = c1.select_slider("CDP level π", [0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95], value=0.9, key="cr_pi",
+    pi = c1.select_slider("CDP level π", [0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95], value=kept("cr_pi", 0.9), key="cr_pi",
                           help="A set of features qualifies when letting them vary reaches the target with this "
                                "probability.")
-    pi_c = c2.select_slider("Rule level π_C", [0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.99], value=0.9, key="cr_pic",
+    pi_c = c2.select_slider("Rule level π_C", [0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.99], value=kept("cr_pic", 0.9),
+                                key="cr_pic",
                             help="A rule must give the target with at least this probability.")
-    top_k = int(c3.number_input("Features searched (top k)", 1, 15, 10, key="cr_topk",
+    top_k = int(c3.number_input("Features searched (top k)", 1, 15, kept("cr_topk", 10), key="cr_topk",
                                 help="The search for the features to change runs over the k features the "
                                      "surrogate uses most (2^k subsets)."))
     with c4.popover("Surrogate"):
-        n_est = int(st.number_input("Trees", 5, 200, 20, key="cr_trees"))
-        depth = int(st.number_input("Max depth", 2, 30, 10, key="cr_depth"))
-        max_rows = int(st.number_input("Rows for the probabilities", 1000, 1_000_000, 8000, step=1000,
+        n_est = int(st.number_input("Trees", 5, 200, kept("cr_trees", 20), key="cr_trees"))
+        depth = int(st.number_input("Max depth", 2, 30, kept("cr_depth", 10), key="cr_depth"))
+        max_rows = int(st.number_input("Rows for the probabilities", 1000, 1_000_000, kept("cr_rows", 8000), step=1000,
                                        key="cr_rows", help="CDP and CRP are estimated on at most this many rows (a "
                                        "fixed sample); more is slower and steadier."))
     return pi, pi_c, top_k, dict(n_est=n_est, depth=depth, max_rows=max_rows)
@@ -168,7 +170,7 @@ def _regional_tab(ws, ens, pred, names, groups, cr, actionable, levels) -> None:
                       key="cr_source")
     reg_target = target_picker(st, ens, pred, most_common_outcome(ens, pred), "crr")
     if source == "Leaves of a shallow tree":
-        tree_depth = st.slider("Tree depth", 1, 5, 3, key="cr_tree_depth")
+        tree_depth = st.slider("Tree depth", 1, 5, kept("cr_tree_depth", 3), key="cr_tree_depth")
         text = None
     else:
         text = st.text_input("Filter", placeholder=f"{names[0]} > 0 and {names[-1]} <= 1", key="cr_filter",

@@ -20,6 +20,7 @@ from core.regions import (
 )
 from core.solvers.linear_regions import linear_slice, linear_slice_figure
 from dashboard import state
+from dashboard.share import kept, kept_index
 from dashboard.ui import download, plain, show_constraints, show_guarantee, user_errors
 from dashboard.widgets import row_picker, target_picker
 
@@ -51,14 +52,16 @@ def _choices(ens, names, X, pred) -> dict:
     c1, c2, c3, c4 = st.columns(4)
     fa = names.index(c1.selectbox("Horizontal feature", names, index=top[0], key="dr_fa"))
     fb = names.index(c2.selectbox("Vertical feature", names, index=top[1], key="dr_fb"))
-    mode = c3.radio("View", ["slice", "projection"], horizontal=True, key="dr_mode")
+    mode = c3.radio("View", ["slice", "projection"], index=kept_index("dr_mode", ["slice", "projection"]), horizontal=True,
+                    key="dr_mode")
     row = row_picker(c4, len(X), "dr_row")
     target = target_picker(st, ens, pred, pred[row], "dr", label="Target outcome (for the counterfactual)")
     d1, d2, d3 = st.columns(3)
-    norm = d1.selectbox("Distance", ["l2", "l1"], key="dr_norm",
+    norm = d1.selectbox("Distance", ["l2", "l1"], index=kept_index("dr_norm", ["l2", "l1"]), key="dr_norm",
                         help="squared Euclidean or L1, on range-scaled features")
-    max_regions = int(d2.number_input("Most regions drawn", 50, 20_000, 2000, step=250, key="dr_max"))
-    radius_k = d3.slider("Projection radius (× counterfactual distance)", 1.0, 3.0, 1.2, 0.1, key="dr_radius",
+    max_regions = int(d2.number_input("Most regions drawn", 50, 20_000, kept("dr_max", 2000), step=250, key="dr_max"))
+    radius_k = d3.slider("Projection radius (× counterfactual distance)", 1.0, 3.0, kept("dr_radius", 1.2), 0.1,
+                        key="dr_radius",
                          disabled=mode != "projection")
     return dict(fa=fa, fb=fb, mode=mode, row=row, target=target, norm=norm, max_regions=max_regions,
                 radius_k=radius_k)

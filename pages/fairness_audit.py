@@ -24,6 +24,7 @@ from core.intake.csvsafe import to_csv
 from core.model.guarantee import with_guarantee
 from dashboard import state
 from dashboard.history import remember
+from dashboard.share import kept
 from dashboard.ui import (
     cancel_button,
     cancel_outcome,
@@ -55,21 +56,21 @@ def _settings(ens, schema, pred) -> tuple[dict, int]:
     c1, c2, c3 = st.columns(3)
     target = favourable_picker(c1, ens, pred, "fa")
     unfavourable = rows_to_move(ens, target, pred).size
-    max_rows = int(c2.number_input("At most this many rows", 10, 20000, min(300, max(10, unfavourable)), 10,
+    max_rows = int(c2.number_input("At most this many rows", 10, 20000, kept("fa_rows", min(300, max(10, unfavourable))), 10,
                                    key="fa_rows", help=f"{unfavourable:,} rows have an unfavourable decision; "
                                    "a seeded random sample of them is audited."))
-    limit = c3.number_input("Seconds per recourse", 1.0, 120.0, 10.0, 1.0, key="fa_limit")
+    limit = c3.number_input("Seconds per recourse", 1.0, 120.0, kept("fa_limit", 10.0), 1.0, key="fa_limit")
     with st.expander("Statistics and rules"):
         s1, s2, s3, s4 = st.columns(4)
-        n_perm = int(s1.number_input("Permutations", 200, 20000, 2000, 100, key="fa_perm"))
-        n_boot = int(s2.number_input("Bootstrap resamples", 100, 10000, 1000, 100, key="fa_boot"))
-        alpha = s3.select_slider("α (family-wise)", [0.01, 0.05, 0.1], value=0.05, key="fa_alpha")
-        local = int(s4.number_input("Local rules per group", 0, 100, 10, key="fa_local"))
-        use_tcrex = st.checkbox("T-CREx rules per group", value=True, key="fa_tcrex")
+        n_perm = int(s1.number_input("Permutations", 200, 20000, kept("fa_perm", 2000), 100, key="fa_perm"))
+        n_boot = int(s2.number_input("Bootstrap resamples", 100, 10000, kept("fa_boot", 1000), 100, key="fa_boot"))
+        alpha = s3.select_slider("α (family-wise)", [0.01, 0.05, 0.1], value=kept("fa_alpha", 0.05), key="fa_alpha")
+        local = int(s4.number_input("Local rules per group", 0, 100, kept("fa_local", 10), key="fa_local"))
+        use_tcrex = st.checkbox("T-CREx rules per group", value=kept("fa_tcrex", True), key="fa_tcrex")
     with st.expander("Compute: local processes or a Dask cluster"):
         k1, k2 = st.columns([3, 1])
         address = cluster_setting(k1)
-        jobs = int(k2.number_input("Local processes", 1, 8, 2, key="fa_jobs"))
+        jobs = int(k2.number_input("Local processes", 1, 8, kept("fa_jobs", 2), key="fa_jobs"))
     return dict(schema=schema, target=target, protected=protected, max_rows=max_rows, time_limit=float(limit),
                 n_jobs=jobs, scheduler=address, n_boot=n_boot, n_perm=n_perm, alpha=alpha, tcrex=use_tcrex,
                 local_rules_per_group=local), min(max_rows, unfavourable)

@@ -13,6 +13,7 @@ from core.intake.csvsafe import to_csv
 from core.model.guarantee import with_guarantee
 from core.rules.onmodel import on_model
 from dashboard import state
+from dashboard.share import kept, kept_index
 from dashboard.ui import (
     cancel_button,
     cancel_outcome,
@@ -41,22 +42,24 @@ def _form(ws, X) -> tuple[dict, str, bool]:
     have_labels = ws.y is not None
     with st.form("fcca_form"):
         c1, c2, c3, c4 = st.columns(4)
-        p0 = c1.number_input("p0 (min. probability)", 0.0, 1.0, 0.5, 0.05, key="fcca_p0")
-        p1 = c2.number_input("p1 (max. probability)", 0.0, 1.0, 1.0, 0.05, key="fcca_p1",
+        p0 = c1.number_input("p0 (min. probability)", 0.0, 1.0, kept("fcca_p0", 0.5), 0.05, key="fcca_p0")
+        p1 = c2.number_input("p1 (max. probability)", 0.0, 1.0, kept("fcca_p1", 1.0), 0.05, key="fcca_p1",
                              help="The paper uses 1, or 0.7 on large data to skip the rows far from the boundary.")
-        lam0 = c3.number_input("λ0 (per feature changed)", 0.0, 10.0, 0.1, 0.05, key="fcca_l0")
-        lam1 = c4.number_input("λ1 (L1, range-scaled)", 0.0, 10.0, 1.0, 0.1, key="fcca_l1")
+        lam0 = c3.number_input("λ0 (per feature changed)", 0.0, 10.0, kept("fcca_l0", 0.1), 0.05, key="fcca_l0")
+        lam1 = c4.number_input("λ1 (L1, range-scaled)", 0.0, 10.0, kept("fcca_l1", 1.0), 0.1, key="fcca_l1")
         d1, d2, d3, d4, d5 = st.columns(5)
-        lam2 = d1.number_input("λ2 (squared L2)", 0.0, 10.0, 0.0, 0.1, key="fcca_l2")
-        max_points = int(d2.number_input("At most this many rows", 10, 20000, min(1000, len(X)), 10, key="fcca_max",
+        lam2 = d1.number_input("λ2 (squared L2)", 0.0, 10.0, kept("fcca_l2", 0.0), 0.1, key="fcca_l2")
+        max_points = int(d2.number_input("At most this many rows", 10, 20000, kept("fcca_max", min(1000, len(X))), 10,
+                                         key="fcca_max",
                                          help="An even spread of the eligible rows; every one costs a solve."))
-        limit = d3.number_input("Seconds per counterfactual", 1.0, 120.0, 10.0, 1.0, key="fcca_limit")
-        run_limit = d4.number_input("Seconds for the run", 5.0, 3600.0, RUN_LIMIT, 5.0, key="fcca_run_limit",
+        limit = d3.number_input("Seconds per counterfactual", 1.0, 120.0, kept("fcca_limit", 10.0), 1.0, key="fcca_limit")
+        run_limit = d4.number_input("Seconds for the run", 5.0, 3600.0, kept("fcca_run_limit", RUN_LIMIT), 5.0, key="fcca_run_limit",
                                     help="The run stops at this time: no counterfactual starts after it, and the "
                                          "rows not reached (an even spread of the rest) are left out and counted.")
-        jobs = int(d5.number_input("Parallel processes", 1, 8, 2, key="fcca_jobs"))
-        label_src = st.radio("Labels", ["labels in the data", "the model's predictions"] if have_labels
-                             else ["the model's predictions"], horizontal=True, key="fcca_labels",
+        jobs = int(d5.number_input("Parallel processes", 1, 8, kept("fcca_jobs", 2), key="fcca_jobs"))
+        sources = ["labels in the data", "the model's predictions"] if have_labels else ["the model's predictions"]
+        label_src = st.radio("Labels", sources, index=kept_index("fcca_labels", sources), horizontal=True,
+                             key="fcca_labels",
                              help="M keeps the rows the model classifies correctly (the paper uses the true "
                                   "labels).")
         go = st.form_submit_button("Compute counterfactuals and thresholds", type="primary")
@@ -113,11 +116,12 @@ def _counts(ws, res) -> None:
 
 def _tree_settings() -> tuple[float, str, int]:
     t1, t2, t3 = st.columns([2, 1, 1])
-    Q = t1.slider("Quantile Q (keep thresholds used by at least the Q-quantile of counterfactuals)", 0.0, 1.0, 0.0,
-                  0.05, key="fcca_q")
+    Q = t1.slider("Quantile Q (keep thresholds used by at least the Q-quantile of counterfactuals)", 0.0, 1.0,
+                  kept("fcca_q", 0.0), 0.05, key="fcca_q")
     methods = ["GOSDT (optimal)", "CART"] if gosdt_available() else ["CART"]
-    method_label = t2.radio("Tree", methods, horizontal=True, key="fcca_method")
-    depth = int(t3.select_slider("Depth", [1, 2, 3, 4], value=3, key="fcca_depth"))
+    method_label = t2.radio("Tree", methods, index=kept_index("fcca_method", methods), horizontal=True,
+                            key="fcca_method")
+    depth = int(t3.select_slider("Depth", [1, 2, 3, 4], value=kept("fcca_depth", 3), key="fcca_depth"))
     return Q, "gosdt" if method_label.startswith("GOSDT") else "cart", depth
 
 

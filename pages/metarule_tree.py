@@ -15,6 +15,7 @@ from core.rules.onmodel import on_model
 from core.tcrex import TCREx
 from dashboard import state
 from dashboard.caching import session_cached
+from dashboard.share import kept
 from dashboard.ui import big_table_gate, download, graph_downloads, plain, show_constraints, show_guarantee, user_errors
 from dashboard.widgets import favourable_picker, row_picker
 
@@ -27,9 +28,9 @@ def _rules(ws, ens, schema, names, X, pred):
     """The settings, the fitted rules and metarules (or the page stops), and the target."""
     c1, c2, c3, c4 = st.columns(4)
     target = favourable_picker(c1, ens, pred, "mt", label="Target outcome", sides=True)
-    tau = c2.select_slider("Accuracy τ", [0.8, 0.85, 0.9, 0.95, 0.99], value=0.9, key="mt_tau")
-    rho = c3.select_slider("Feasibility ρ", [0.005, 0.01, 0.02, 0.05, 0.1], value=0.02, key="mt_rho")
-    n_trees = int(c4.number_input("Surrogate trees", 1, 10, 1, key="mt_trees"))
+    tau = c2.select_slider("Accuracy τ", [0.8, 0.85, 0.9, 0.95, 0.99], value=kept("mt_tau", 0.9), key="mt_tau")
+    rho = c3.select_slider("Feasibility ρ", [0.005, 0.01, 0.02, 0.05, 0.1], value=kept("mt_rho", 0.02), key="mt_rho")
+    n_trees = int(c4.number_input("Surrogate trees", 1, 10, kept("mt_trees", 1), key="mt_trees"))
     groups = list(schema.groups().values())
     tc = None
     if not big_table_gate(len(X), "Learn the rules and metarules", f"mt_go_{ws.key}"):

@@ -36,6 +36,7 @@ from core.optimal.batch import batch_counterfactuals
 from core.shown import approx_text, number_text, percent_text
 from dashboard import jobs, state
 from dashboard.caching import plausibility_model
+from dashboard.share import kept, kept_index
 from dashboard.ui import download, plain, progress_bar, session_cluster, show_constraints, show_guarantee, user_errors
 from dashboard.widgets import column_picker, row_picker, target_picker
 
@@ -56,20 +57,21 @@ def _settings(p: _Page, prefix: str):
     schema, names = p.schema, p.names
     c1, c2, c3, c4 = st.columns(4)
     norm_name = c1.selectbox("Cost", ["l1", "l0", "l2", "mix"], key=f"{prefix}_norm",
+                             index=kept_index(f"{prefix}_norm", ["l1", "l0", "l2", "mix"]),
                              help="l1: sum of scaled changes · l0: number of changed features · "
                                   "l2: squared Euclidean · mix: λ0·l0 + λ1·l1 + λ2·l2")
     norm: object = norm_name
     if norm_name == "mix":
         m1, m2, m3 = st.columns(3)
-        norm = {"l0": m1.number_input("λ0", 0.0, 100.0, 0.1, key=f"{prefix}_l0"),
-                "l1": m2.number_input("λ1", 0.0, 100.0, 1.0, key=f"{prefix}_l1"),
-                "l2": m3.number_input("λ2", 0.0, 100.0, 0.0, key=f"{prefix}_l2")}
-    limit = c2.number_input("Time limit (s)", 1.0, 600.0, 30.0, key=f"{prefix}_limit")
-    backend = c3.selectbox("Solver", BACKENDS, key=f"{prefix}_backend",
+        norm = {"l0": m1.number_input("λ0", 0.0, 100.0, kept(f"{prefix}_l0", 0.1), key=f"{prefix}_l0"),
+                "l1": m2.number_input("λ1", 0.0, 100.0, kept(f"{prefix}_l1", 1.0), key=f"{prefix}_l1"),
+                "l2": m3.number_input("λ2", 0.0, 100.0, kept(f"{prefix}_l2", 0.0), key=f"{prefix}_l2")}
+    limit = c2.number_input("Time limit (s)", 1.0, 600.0, kept(f"{prefix}_limit", 30.0), key=f"{prefix}_limit")
+    backend = c3.selectbox("Solver", BACKENDS, key=f"{prefix}_backend", index=kept_index(f"{prefix}_backend", BACKENDS),
                            help="auto: Gurobi when a full licence is installed, else OR-Tools CP-SAT. boxsearch and "
                                 "lpbox: our own branch and bound (lpbox bounds each box by a linear program; "
                                 "a sum of costs).")
-    plaus = c4.checkbox("Plausible only", value=False, key=f"{prefix}_plaus",
+    plaus = c4.checkbox("Plausible only", value=kept(f"{prefix}_plaus", False), key=f"{prefix}_plaus",
                         help="Require the counterfactual to look like the target class's rows "
                              "(Isolation Forest; 10% of them count as outliers).")
     preset = {a: [n for n in names if n in set(listed)] for a, listed in schema.by_actionability().items()}
@@ -317,7 +319,7 @@ def _one_row(p: _Page) -> None:
     target = _target_widget(p, "ocf", x_pred)
     with st.form("ocf_form"):
         kwargs, plaus = _settings(p, "ocf")
-        k = st.number_input("Solutions", 1, 5, 1, key="ocf_k", help="The optimal counterfactual, then diverse "
+        k = st.number_input("Solutions", 1, 5, kept("ocf_k", 1), key="ocf_k", help="The optimal counterfactual, then diverse "
                             "alternatives up to this many in all: each must keep at least one feature of every "
                             "earlier solution's changes unchanged.")
         go = st.form_submit_button("Find the optimal counterfactual", type="primary")
@@ -361,7 +363,7 @@ def _many_rows(p: _Page) -> None:
                                 key="ocb_from", format_func=ws.outcome_text)
         to_cls = b2.selectbox("Target outcome", choices, index=choices.index(favourable), key="ocb_to",
                               format_func=ws.outcome_text)
-        n_rows = int(b3.number_input("How many rows", 1, 5000, 20, key="ocb_n"))
+        n_rows = int(b3.number_input("How many rows", 1, 5000, kept("ocb_n", 20), key="ocb_n"))
         rows = rows_at(ens, from_cls, pred, n_rows)
         targets = [to_cls] * len(rows)
     else:
@@ -370,7 +372,7 @@ def _many_rows(p: _Page) -> None:
         targets = [target_b] * len(rows)
     with st.form("ocb_form"):
         kwargs_b, plaus_b = _settings(p, "ocb")
-        jobs_n = st.number_input("Parallel processes", 1, 8, 1, key="ocb_jobs")
+        jobs_n = st.number_input("Parallel processes", 1, 8, kept("ocb_jobs", 1), key="ocb_jobs")
         go_b = st.form_submit_button(f"Run on {len(rows)} rows")
     if go_b and len(rows):
         with user_errors("The batch could not be run"):

@@ -194,3 +194,8 @@ def test_a_regressor_link_reads_its_interval(fresh_history):
     assert (app.number_input(key="ocf_lo").value, app.number_input(key="ocf_hi").value) == (0.5, 1.5)
     app = _app({"ws": token, "target": "yes"})
     assert "target 'yes' is not an interval of predictions" in " ".join(e.value for e in app.error)
+    # the metarule tree's side of the median, as the link writes it (it was refused: "not one of
+    # the choices", which named it in words while the widget holds true/false)
+    app = _app({"ws": token, "s": json.dumps({"mt_side": False})}, page="metarule_tree.py")
+    assert not any("could not be followed" in e.value for e in app.error), [e.value for e in app.error]
+    assert app.selectbox(key="mt_side").value is False

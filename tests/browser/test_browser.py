@@ -78,6 +78,31 @@ def test_fcca_thresholds_in_the_browser(app_url, tmp_path):
         page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
         page.locator('[data-testid="stGraphVizChart"]').first.wait_for(timeout=60_000)
         assert page.locator('[data-testid="stAlert"]').filter(has_text="could not").count() == 0
+        # the tree's settings, then other data: once the tree is drawn again its settings show as
+        # they were left and are the ones it is grown with (they showed GOSDT and depth 3 over a
+        # depth-4 CART tree after the settings were put back through session state)
+        page.get_by_text("CART", exact=True).click()
+        wait_idle(page)
+        depth = page.locator('[data-testid="stSlider"]').filter(has_text="Depth").get_by_role("slider")
+        depth.press("ArrowLeft")
+        head = page.locator('[data-testid="stMarkdownContainer"]').filter(has_text=" tree at Q = ").first
+        expect(head).to_contain_text("(CART", timeout=60_000)
+        expect(depth).to_have_attribute("aria-valuetext", "2", timeout=30_000)
+        wait_idle(page)
+        page.get_by_role("link", name="Data & model", exact=True).click()
+        page.get_by_role("heading", name="Data & model").wait_for(timeout=90_000)
+        wait_idle(page)
+        page.get_by_role("combobox", name="Demo").click()
+        page.get_by_role("option", name="Breast cancer", exact=False).first.click()
+        page.get_by_role("button", name="Load demo").click()
+        expect(page.get_by_text("Loaded the demo", exact=False)).to_be_visible(timeout=120_000)
+        page.get_by_role("link", name="FCCA thresholds", exact=True).click()
+        page.get_by_role("button", name="Compute counterfactuals and thresholds").click()
+        expect(head).to_contain_text("(CART", timeout=120_000)
+        assert page.get_by_role("radio", name="CART").is_checked()
+        expect(depth).to_have_attribute("aria-valuetext", "2", timeout=30_000)
+        grown = int(head.inner_text().split("Depth-")[1][0])
+        assert grown <= 2
 
 
 def test_fcca_cancel_keeps_the_previous_state(app_url, tmp_path):
