@@ -35,11 +35,21 @@ def _rules(ws, ens, schema, names, X, pred):
     tc = None
     if not big_table_gate(len(X), "Learn the rules and metarules", f"mt_go_{ws.key}"):
         st.stop()
+    # the feature settings' fixed, increase-only and decrease-only columns: a row is prescribed
+    # only a rule it can reach keeping them (a protected column is fixed)
+    roles = {a: [n for n in names if n in set(listed)] for a, listed in schema.by_actionability().items()}
+    acts = dict(fixed=roles["fixed"], increase_only=roles["increase"], decrease_only=roles["decrease"])
     with user_errors("The rules could not be learned"), st.spinner("Learning rules and metarules…"):
         solve_on, extra = ws.query_model()        # every rule is applied at its edge and checked on the model
-        tc = session_cached("tcrex", (ws.key, str(target), tau, rho, n_trees), lambda: TCREx(
-            rho=rho, tau=tau, n_trees=n_trees, groups=groups, random_state=0).fit(
-                X, pred, target, feature_names=names, model=on_model(solve_on, **extra), schema=schema))
+        tc = session_cached("tcrex", (ws.key, str(target), tau, rho, n_trees, str(sorted(acts.items()))),
+                            lambda: TCREx(rho=rho, tau=tau, n_trees=n_trees, groups=groups, random_state=0).fit(
+                                X, pred, target, feature_names=names, model=on_model(solve_on, **extra),
+                                schema=schema, **acts))
+    if any(acts.values()):
+        st.caption(plain("Each row is prescribed only a rule it can reach as the feature settings allow: "
+                         + "; ".join(f"{what} {', '.join(cols)}" for what, cols in
+                                     (("fixed", acts["fixed"]), ("only up", acts["increase_only"]),
+                                      ("only down", acts["decrease_only"])) if cols) + "."))
     if tc is None:
         st.stop()
     return tc, target

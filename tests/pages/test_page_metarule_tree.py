@@ -34,3 +34,24 @@ def test_stricter_tau_and_an_impossible_setting(at):
     assert "No rule reaches accuracy 0.99 with at least 10% of the data" in text, text
     assert "lower tau or rho" in text, text
     assert not at.metric                               # nothing learned is shown
+
+
+def test_no_row_is_told_to_change_a_fixed_column(at):
+    """sex is protected and fixed in the demo's feature settings: no row may be prescribed a rule
+    that asks it to change sex (the page fitted T-CREx without the settings' roles, and row 10
+    was told "change sex <= 0.5")."""
+    from dashboard.caching import demo_workspace
+
+    ws = demo_workspace("credit-lightgbm")
+    assert "sex" in ws.schema.by_actionability()["fixed"]
+    at.select_slider(key="mt_tau").set_value(0.85)
+    at.select_slider(key="mt_rho").set_value(0.01)
+    at.number_input(key="mt_trees").set_value(3).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    told = []
+    for row in (10, *range(0, 60, 3)):
+        at.number_input(key="mt_row").set_value(row).run()
+        told += [i.value for i in at.info if i.value.startswith(f"Row {row} ")]
+    assert len(told) >= 20 and not [t for t in told if "change sex" in t], [t for t in told if "change sex" in t]
+    assert any("Each row is prescribed only a rule it can reach" in c.value and "fixed" in c.value
+               for c in at.caption)
