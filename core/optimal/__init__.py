@@ -391,6 +391,7 @@ def _solutions(prob: CellProblem, s: OptimalSettings, be: str, params: dict[str,
     time_limit = params["time_limit"]
     build_s = time.perf_counter() - t0
     results: list[CounterfactualResult] = []
+    ended = ""                     # why the solutions ended before n_solutions (see _fewer)
     for _ in range(s.n_solutions):
         left = time_limit - (time.perf_counter() - t0)
         run = QueryRun(prob, params, t0, {"build": build_s}, model)
@@ -401,35 +402,37 @@ def _solutions(prob: CellProblem, s: OptimalSettings, be: str, params: dict[str,
         finally:
             anytime.close()
         results.append(res)
-        if anytime.stopped or not _exclude_changes(prob, res) or time.perf_counter() - t0 >= time_limit:
+        if anytime.stopped or not res.found:
+            ended = "stopped" if anytime.stopped else res.status
+            break
+        if not _exclude_changes(prob, res):
+            ended = "nothing"
+            break
+        if time.perf_counter() - t0 >= time_limit:
+            ended = "time"
             break
     first = results[0]
     if len(results) > 1:
         first = replace(first, alternatives=tuple(r for r in results[1:] if r.found))
-    fewer = _fewer(first, results, s.n_solutions, anytime.stopped, time.perf_counter() - t0 >= time_limit)
+    fewer = _fewer(first, s.n_solutions, ended)
     if fewer:
         first = replace(first, params={**first.params, "notice": " ".join(
             t for t in (first.params.get("notice"), fewer) if t)})
     return first
 
 
-def _fewer(first: CounterfactualResult, results: list[CounterfactualResult], asked: int, stopped: bool,
-           time_up: bool) -> str:
-    """Why fewer solutions than asked came back ("" when all did, or when there is none)."""
+def _fewer(first: CounterfactualResult, asked: int, ended: str) -> str:
+    """Why fewer solutions than asked came back ("" when all did, or when there is none):
+    ``ended`` is how the search for the next one ended ("stopped", "nothing": the last one
+    changes nothing to exclude, "time": the query's time was up, else the status it ended with)."""
     got = 1 + len(first.alternatives)
     if not first.found or got >= asked:
         return ""
-    last = results[-1]
-    if stopped:
-        why = "the search was stopped"
-    elif len(results) == got:          # the last one found could not be excluded: it changes nothing
-        why = "the last one changes nothing to leave alone"
-    elif last.status == "infeasible":
-        why = "no other counterfactual leaves unchanged one feature of every earlier solution's changes"
-    elif time_up or last.status.startswith("time_limit"):
-        why = "the time limit ended the search"
-    else:
-        why = f"the search for the next one ended with status {last.status}"
+    why = {"stopped": "the search was stopped",
+           "nothing": "the last one changes nothing to leave alone",
+           "time": "the query's time limit was reached",
+           "infeasible": "no other counterfactual leaves unchanged one feature of every earlier solution's "
+                         "changes"}.get(ended, f"the search for the next one ended without one (status {ended})")
     return f"{got} of the {asked} solutions asked: {why}."
 
 
@@ -795,6 +798,7 @@ def _quick_box(run: QueryRun, backend: str, anytime: Anytime) -> CounterfactualR
 
 def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref: np.ndarray | None, warm: bool,
                        n_workers: int, anytime: Anytime) -> CounterfactualResult:
+    start = time.perf_counter()
     shortcut = _shortcut(run, backend, anytime)
     if shortcut is not None:
         return shortcut
@@ -804,7 +808,7 @@ def _solve_with_checks(run: QueryRun, backend: str, time_limit: float, X_ref: np
     proven = _radius_first(run, ws, anytime)
     if proven is not None:
         return proven
-    deadline = run.t0 + time_limit
+    deadline = start + time_limit      # time_limit: what the query has left for this solution
     used = _answering(prob, backend)   # the solver a result names
     for _ in range(50):  # cut off near-tie cells the integer scaling admitted
         left = deadline - time.perf_counter()

@@ -461,3 +461,50 @@ def test_a_results_timings_are_seconds_only(credit):
         assert res.status == "optimal" and "lower_bound" not in res.timings and "bound" in res.timings
         assert all(0.0 <= v <= res.elapsed + 1e-6 for v in res.timings.values()), res.timings
         assert 0.0 < res.lower_bound <= res.cost
+
+
+def test_the_reason_for_fewer_solutions_is_how_the_search_ended():
+    """The notice names what ended the search for the next solution, in the order it happened
+    (a trial saw "changes nothing to leave alone" after a solution with two changes, when the
+    time had run out, and "the time limit" when a solver stopped early with time left)."""
+    from types import SimpleNamespace
+
+    from core.optimal import _fewer
+
+    one = SimpleNamespace(found=True, alternatives=(object(),))           # two solutions back
+    assert _fewer(one, 2, "time") == ""
+    assert _fewer(SimpleNamespace(found=False, alternatives=()), 3, "infeasible") == ""
+    said = {e: _fewer(one, 4, e) for e in ("stopped", "nothing", "time", "infeasible", "time_limit")}
+    assert all(t.startswith("2 of the 4 solutions asked: ") for t in said.values())
+    assert said["time"].endswith("the query's time limit was reached.")
+    assert said["time_limit"].endswith("the search for the next one ended without one (status time_limit).")
+    assert "time limit" not in said["infeasible"] and "time limit" not in said["nothing"]
+
+
+def test_each_further_solution_gets_the_time_the_query_has_left(credit, monkeypatch):
+    """The n-th solution's solver gets what is left of the query's time limit. Its deadline was
+    counted from the query's start with only the time left, so each solution lost the time the
+    earlier ones took twice: a trial's fourth solution stopped at once, 14.6 s of 30 left."""
+    import core.optimal as co
+
+    X, model, ens, schema = credit
+    Xa = X.to_numpy(float)
+    q = int(np.flatnonzero(model.predict(X) == 0)[2])
+    given = []
+    solve_once, exclude = co._solve_once, co._exclude_changes
+
+    def timed_solve(prob, backend, left, *args, **kwargs):
+        given.append((time.perf_counter(), left))
+        return solve_once(prob, backend, left, *args, **kwargs)
+
+    def slow_exclude(prob, res):                       # the first solutions as if each took 3 s
+        time.sleep(3.0)
+        return exclude(prob, res)
+
+    monkeypatch.setattr(co, "_solve_once", timed_solve)
+    monkeypatch.setattr(co, "_exclude_changes", slow_exclude)
+    t0 = time.perf_counter()
+    res = optimal_counterfactual(ens, Xa[q], 1, schema=schema, n_solutions=3, time_limit=20, backend="cpsat")
+    assert res.found and len(res.alternatives) == 2, res.params.get("notice")
+    for at, left in given:
+        assert left >= 20 - (at - t0) - 0.5, (at - t0, left)        # what the query has left, not less
