@@ -224,8 +224,17 @@ def _show(p: _Page, result) -> None:
         st.plotly_chart(counterfactual_changes_figure(result, names, p.schema.arrays()["span"], p.schema.groups()),
                         key=f"cf_chart_{n}")
         for k, alt in enumerate(result.alternatives, start=1):
-            st.markdown(f"**Alternative {k}** · cost {alt.cost:.4g} · "
+            st.markdown(f"**Alternative {k}** · cost {alt.cost:.4g} ({_status_words(alt.status)}) · "
                         + plain(ws.describe_raw_changes(result.x_query, alt.x, ", ", _row_of(p, result.x_query))))
+
+
+def _status_words(status: str) -> str:
+    """An alternative's status in words: the cheapest left after the earlier solutions' exclusions
+    (proven), or the best found when the time ran out."""
+    unproven = "best found in the time, not proven cheapest"
+    return {"optimal": "the cheapest left, proven", "time_limit": unproven, "time_limit_found": unproven,
+            "feasible": "valid, not proven cheapest", "stopped": "stopped, not proven cheapest"}.get(
+                status, status.replace("_", " "))
 
 
 def _bound_help(model_kind: str, when: str = "") -> str:
