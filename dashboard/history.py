@@ -148,9 +148,16 @@ def show_gap_comparison(before, after, *, key: str, file_name: str) -> None:
     closed, persist or are newly tested, the table, and its CSV."""
     diff = compare(before, after)
     counts = diff["change"].value_counts()
-    m = st.columns(4)
-    for col, name, what in zip(m, ("opened", "closed", "persists", "new"),
-                               ("Gaps opened", "Gaps closed", "Gaps persisting", "Newly tested")):
+    m = st.columns(5)
+    for col, name, what in zip(m, ("opened", "closed", "persists", "new", "gone"),
+                               ("Gaps opened", "Gaps closed", "Gaps persisting", "Newly tested", "No longer tested")):
         col.metric(what, int(counts.get(name, 0)))
+    a, b = before.references, after.references
+    differ = [f"{k} against {a[k]} in the first, {b[k]} in the second" for k in a if k in b and a[k] != b[k]]
+    if differ:
+        st.caption(plain("The audits measure some gaps against different reference groups (each audit's largest "
+                         "among the rows it audited): " + "; ".join(differ) + ". Gaps against different groups "
+                         "are not compared: they are listed as newly tested and no longer tested. Compare models' "
+                         "\"Audit both models\" measures both models' gaps against the same groups."))
     st.dataframe(diff, hide_index=True, key=key)
     download(st, "Download the comparison (CSV)", to_csv(diff), file_name, "text/csv", key=f"{key}_dl")

@@ -71,3 +71,29 @@ def test_public_visitor_cannot_use_the_local_key(page_app, fresh_history, monkey
         assert any("No audit has been stored yet" in i.value for i in at.info)
         assert not at.dataframe
     assert at.session_state["history_owner"] == own
+
+
+def test_two_audits_with_other_reference_groups_say_so(page_app, fresh_history):
+    """Gaps measured against other reference groups are not compared: the page counts those no
+    longer tested beside the newly tested, and says which attribute's references differ."""
+    from core.audit import run_audit
+    from dashboard.caching import demo_workspace
+    from dashboard.history import store
+
+    ws = demo_workspace("credit-lightgbm")
+    kw = dict(schema=ws.schema, target=1, protected=["employment"], max_rows=60, n_jobs=1, n_perm=50, n_boot=20,
+              tcrex=False, local_rules_per_group=0, scan=False)
+    first = run_audit(ws.ensemble, ws.X, **kw)
+    other = next(g for g in first.groups["group"] if g != first.references["employment"])
+    second = run_audit(ws.ensemble, ws.X, reference={"employment": other}, **kw)
+    ids = [store().save(first), store().save(second)]
+    at = page_app("history.py")
+    at.selectbox(key="hi_before").set_value(ids[0])
+    at.selectbox(key="hi_after").set_value(ids[1])
+    at.run()
+    assert not at.exception, at.exception
+    metrics = {m.label: int(m.value) for m in at.metric}
+    assert metrics["Newly tested"] >= 1 and metrics["No longer tested"] >= 1
+    said = [c.value for c in at.caption if "different reference groups" in c.value]
+    expected = f"employment against {first.references['employment']} in the first, {other} in the second"
+    assert said and expected in said[0], said
