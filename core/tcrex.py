@@ -323,7 +323,7 @@ class TCREx:
         self._set_reach(X, schema, constraints)
         mask = output_mask(y, target)
         if not mask.any():
-            raise NoValidRuleError(f"No fitting point has a model output in the target {target!r}.")
+            raise NoValidRuleError(f"No fitting point has a model output in the target {_target_text(target)}.")
         self.rules_ = self._maximal_valid_rules(X, y, mask)               # steps a-b
         try:
             self._build_metarules(X.shape[1])                             # steps c-e
@@ -391,7 +391,7 @@ class TCREx:
         if not valid.any():
             raise NoValidRuleError(
                 f"No rule reaches accuracy {self.tau} with at least {self.rho:.0%} of the data for target "
-                f"{self.target_!r}; lower tau or rho.")
+                f"{_target_text(self.target_)}; lower tau or rho.")
         idx = np.flatnonzero(valid)
         lo_v, hi_v = lower[idx], upper[idx]
         keep = self._maximal(lo_v, hi_v)                                  # eqs. 11-12

@@ -33,6 +33,7 @@ def test_stricter_tau_and_an_impossible_setting(at):
     text = at.error[0].value
     assert "No rule reaches accuracy 0.99 with at least 10% of the data" in text, text
     assert "lower tau or rho" in text, text
+    assert "for target 1;" in text and "np." not in text, text          # the class as written, not its repr
     assert not at.metric                               # nothing learned is shown
 
 
