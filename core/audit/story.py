@@ -538,11 +538,12 @@ def _rule(case: _Case, rules: Any) -> tuple[Section, Any]:
             f"outcome becomes {case.ws.outcome_text(target)} with probability {rule.crp:.2f} (estimated by a "
             "surrogate forest).")
     if rule.below_pi_c:
-        text += (f" Caveat: no rule reaches the level asked for ({rules.pi_c:.2f}); this is the best one found, "
-                 "so it is less sure.")
+        text += (f" Caveat: no rule reaches the rule search's level π_C ({rules.pi_c:.2f}); this is the best one "
+                 "found, so it is less sure.")
     if weak_set:
         text += (f" Caveat: changing only these features gives the outcome for {rule.cdp:.0%} of cases like this "
-                 f"one (below the {rules.pi:.0%} asked for), so the rule speaks for {_how_many(rule.cdp)}; read "
+                 f"one (below the rule search's level π, {rules.pi:.0%}), so the rule speaks for "
+                 f"{_how_many(rule.cdp)}; read "
                  "it as a hint, and the smallest change above as the answer for this case.")
     return ("A rule for cases like this one", (text,)), rule
 

@@ -141,6 +141,8 @@ def test_a_weak_rule_is_told_with_its_caveat(credit_ws):
         assert ("Caveat" in text) == (weak or rule.below_pi_c), text
         assert (f"{rule.cdp:.0%} of cases like this one" in text) == weak, text
         assert ("speaks for few of them" in text) == (weak and rule.cdp < 0.25), text   # "few" only when few
+        # the levels are the rule search's own (the case story has no control for them): never "asked for"
+        assert "asked for" not in text and (not weak or f"below the rule search's level π, {rules.pi:.0%}" in text)
         told += 1
         kinds.add(weak)
         many |= weak and rule.cdp >= 0.25
