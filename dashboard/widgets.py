@@ -132,6 +132,12 @@ def favourable_picker(container: Any, ens: Any, pred: np.ndarray, prefix: str, *
     return target
 
 
+def actionability_preset(schema: Any, names: list[str]) -> dict[str, list[str]]:
+    """The model's features under each actionability of the feature settings (``fixed``,
+    ``increase``, ``decrease``, ...), in the model's order: what a query or a fit starts from."""
+    return {a: [n for n in names if n in set(listed)] for a, listed in schema.by_actionability().items()}
+
+
 def column_picker(container: Any, label: str, schema: Any, default: list[str], key: str, *,
                   groups_too: bool = True) -> list[str]:
     """A multiselect of the analyst's columns: a one-hot group (a categorical

@@ -17,7 +17,7 @@ from dashboard import state
 from dashboard.caching import session_cached
 from dashboard.share import kept
 from dashboard.ui import big_table_gate, download, graph_downloads, plain, show_constraints, show_guarantee, user_errors
-from dashboard.widgets import favourable_picker, row_picker
+from dashboard.widgets import actionability_preset, favourable_picker, row_picker
 
 CAPTION = ("Counterfactual rules: regions where the model gives the target outcome for at least τ of the data "
            "they hold (and that hold at least ρ of the data). The metarule tree says, for every input, which "
@@ -37,7 +37,7 @@ def _rules(ws, ens, schema, names, X, pred):
         st.stop()
     # the feature settings' fixed, increase-only and decrease-only columns: a row is prescribed
     # only a rule it can reach keeping them (a protected column is fixed)
-    roles = {a: [n for n in names if n in set(listed)] for a, listed in schema.by_actionability().items()}
+    roles = actionability_preset(schema, names)
     acts = dict(fixed=roles["fixed"], increase_only=roles["increase"], decrease_only=roles["decrease"])
     with user_errors("The rules could not be learned"), st.spinner("Learning rules and metarules…"):
         solve_on, extra = ws.query_model()        # every rule is applied at its edge and checked on the model

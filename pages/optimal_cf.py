@@ -38,7 +38,7 @@ from dashboard import jobs, state
 from dashboard.caching import plausibility_model
 from dashboard.share import kept, kept_index
 from dashboard.ui import download, plain, progress_bar, session_cluster, show_constraints, show_guarantee, user_errors
-from dashboard.widgets import column_picker, row_picker, target_picker
+from dashboard.widgets import actionability_preset, column_picker, row_picker, target_picker
 
 
 class _Page:
@@ -74,7 +74,7 @@ def _settings(p: _Page, prefix: str):
     plaus = c4.checkbox("Plausible only", value=kept(f"{prefix}_plaus", False), key=f"{prefix}_plaus",
                         help="Require the counterfactual to look like the target class's rows "
                              "(Isolation Forest; 10% of them count as outliers).")
-    preset = {a: [n for n in names if n in set(listed)] for a, listed in schema.by_actionability().items()}
+    preset = actionability_preset(schema, names)
     a1, a2, a3 = st.columns(3)
     fixed = column_picker(a1, "Fixed", schema, preset["fixed"], f"{prefix}_fixed")
     inc = column_picker(a2, "Increase only", schema, preset["increase"], f"{prefix}_inc", groups_too=False)

@@ -439,7 +439,7 @@ def _statistics_stage(run: _Run, table: pd.DataFrame, gf: Any, sub: pd.DataFrame
     t0 = time.perf_counter()
     s = run.s
     run.report("statistics", 0, 1)
-    pinned = _pinned(run)
+    pinned = run.s.reference or {}                  # checked by _pinned before any work
     groups, tests = _statistics(table, list(run.attrs), s.n_boot, s.n_perm, s.alpha, s.random_state, pinned)
     for a, g in pinned.items():
         ref = groups[(groups["attribute"] == a) & groups["reference"]]["group"]
@@ -464,8 +464,8 @@ def _references(reference: Any) -> dict[str, str]:
     return {k: str(v) for k, v in reference.items()}
 
 
-def _pinned(run: _Run) -> dict[str, str]:
-    """The reference groups asked for, each checked against the audit's attributes and groups."""
+def _pinned(run: _Run) -> None:
+    """Each reference group asked for is a group of one of the audit's attributes (else an AuditError)."""
     asked = run.s.reference or {}
     unknown = [a for a in asked if a not in run.attrs]
     if unknown:
@@ -475,7 +475,6 @@ def _pinned(run: _Run) -> dict[str, str]:
         known = sorted({str(v) for v in run.labels[a]}, key=label_order)
         if g not in known:
             raise AuditError(f"reference: {g!r} is not a group of {a!r}; its groups are {', '.join(known)}.")
-    return dict(asked)
 
 
 def _meta(run: _Run, table: pd.DataFrame, prov: Provenance, sub: pd.DataFrame | None) -> dict[str, Any]:
