@@ -1,7 +1,8 @@
 """One way to write a rule's conditions, for every analysis that shows rules.
 
 A rule is a box ``lower < x <= upper`` (infinite bounds are absent). Numbers
-read ``a < name <= b``, ``name > a`` or ``name <= b`` with 6 significant
+read ``a < name <= b``, ``name > a`` or ``name <= b`` (``>=`` and ``<`` where a bound is one
+float step below a short number, as a filter's ``x >= 30`` is kept) with 6 significant
 digits at most (rounded down, :func:`core.shown.bound_text`); a one-hot group (columns named ``group=level``) reads as one
 condition on the group: ``group = level`` when one column must be 1, ``group
 not in {level, ...}`` when columns must be 0 (T-CREx appendix A's one-hot and
@@ -55,17 +56,31 @@ def missing_condition(name: str, lo: float, hi: float) -> str | None:
     return None
 
 
+def _next_short(v: float) -> float | None:
+    """The float just above ``v`` when it is written exactly in few digits and ``v`` is not
+    (``v`` is then one step below a short number: a filter's ``x >= 30`` is kept as
+    ``x > nextafter(30, -inf)``, :mod:`core.rules.filters`); else None."""
+    up = float(np.nextafter(v, np.inf))
+    exact = [float(fmt(t).replace(",", "")) == t for t in (up, v)]
+    return up if exact[0] and (not exact[1] or up == 0) else None
+
+
 def _feature_condition(name: str, lo: float, hi: float) -> str | None:
-    """One column's condition (an "is missing" column's state in words), or None when it is unbounded."""
+    """One column's condition (an "is missing" column's state in words), or None when it is unbounded.
+    A bound one float step below a short number reads with that number: ``x > 29.999999999999996``
+    is ``x >= 30`` and ``x <= 49999.99999999999`` is ``x < 50000``, exactly (no float lies between)."""
     state = missing_condition(name, lo, hi)
     if state is not None:
         return state
+    lo_at, hi_at = (_next_short(b) if np.isfinite(b) else None for b in (lo, hi))
+    left = f"{fmt(lo_at)} <=" if lo_at is not None else f"{fmt(lo)} <"
+    right = f"< {fmt(hi_at)}" if hi_at is not None else f"<= {fmt(hi)}"
     if np.isfinite(lo) and np.isfinite(hi):
-        return f"{fmt(lo)} < {name} <= {fmt(hi)}"
+        return f"{left} {name} {right}"
     if np.isfinite(lo):
-        return f"{name} > {fmt(lo)}"
+        return f"{name} >= {fmt(lo_at)}" if lo_at is not None else f"{name} > {fmt(lo)}"
     if np.isfinite(hi):
-        return f"{name} <= {fmt(hi)}"
+        return f"{name} {right}"
     return None
 
 

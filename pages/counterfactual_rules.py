@@ -199,9 +199,11 @@ def _regional_tab(ws, ens, pred, names, groups, cr, actionable, levels) -> None:
     if got is not None:
         reg, g = got
         st.dataframe(reg, hide_index=True, key="cr_reg_table")
-        for _, r in reg[reg["rule"] == "—"].iterrows():      # why, beside the table (its note column is far right)
-            where = r["sub-population"]
-            st.caption(plain(f"No rule for {where}: {r['note']}" if r["note"] else f"No rule for {where}."))
+        for _, r in reg.iterrows():          # why, beside the table (its note column is far right)
+            where, none = r["sub-population"], r["rule"] == "—"
+            if none or r["note"]:
+                st.caption(plain((f"No rule for {where}" if none else f"The rule for {where}")
+                                 + (f": {r['note']}" if r["note"] else ".")))
         show_guarantee(st, g, "this set of regional rules")
         show_constraints(st, ws.schema)
         if "rules dropped as unreachable" in reg:

@@ -240,7 +240,7 @@ class RegionalRule(Result):
 
     coverage : share of the fitted rows inside the region; n_rows their count.
     The rule fields are those of :class:`LocalRule`; ``features`` is empty and
-    ``note`` says why when no rule was found. ``params``, ``elapsed`` (seconds of
+    ``note`` says why when no rule was found, or that the rule's set falls short of pi (``divergent`` False). ``params``, ``elapsed`` (seconds of
     this region's search) and ``guarantee`` as for :class:`LocalRule`.
     edge_rows, edge_accepted : when checked on the model, the region's fitted rows lacking
     the target moved into the rule at its edge, and the share of them the model accepts;

@@ -724,9 +724,11 @@ def _regional_rule(q: _RegionQuery, reg: Any) -> RegionalRule:
         return base(cdp=found[0][1], divergent=divergent, note=reach.none(lv.pi_c, best),
                     unreachable=tuple(reach.dropped))
     S, cdp, kept = got
+    below = "" if divergent else (f"No set of the changeable features reaches the level pi {lv.pi:g} (CDP); the "
+                                  f"rule uses the best set found, CDP {cdp:.2f}.")
     return base(features=S, lower=kept[0][0].lower, upper=kept[0][0].upper, cdp=cdp, crp=kept[0][0].crp,
                 divergent=divergent, alternatives=tuple(b for b, _ in kept[1:]),
-                unreachable=tuple(reach.dropped), reachable_rows=kept[0][1])
+                unreachable=tuple(reach.dropped), reachable_rows=kept[0][1], note=below)
 
 
 def _region_cdp(state: FittedRules, cand: list[int], ovl: np.ndarray,

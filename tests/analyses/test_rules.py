@@ -14,6 +14,7 @@ import core.rules.bitsets as B
 from core.errors import NotFittedError
 from core.intake.demo import synthetic_credit
 from core.rules import CounterfactualRules, NoCounterfactualRuleError, region_from_filter
+from core.ruletext import rule_text
 from core.schema import infer_schema
 
 
@@ -244,6 +245,24 @@ def test_regional_rule_on_a_planted_recourse():
     assert regions and all(len(r) == 2 for r in regions)
 
 
+def test_a_regional_rule_below_pi_says_so():
+    """The decision needs x0 > 0.6 and x2 > 0.3; x2 fixed, moving x0 alone reaches it for some of
+    the region's rows only: the rule found on x0 falls short of pi, and its note says so (the
+    sub-populations table showed its CDP with no word, where the one-row tab warns)."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(2000, 3))
+    y = ((X[:, 0] > 0.6) & (X[:, 2] > 0.3)).astype(int)
+    cr = CounterfactualRules(random_state=0).fit(X, y)
+    region = (np.full(3, -np.inf), np.array([0.6, np.inf, np.inf]))
+    (rule,) = cr.regional_rules([region], 1, fixed=[2], pi_c=0.6)
+    assert rule.found and rule.features == (0,) and not rule.divergent and rule.cdp < 0.9
+    assert rule.note == (f"No set of the changeable features reaches the level pi 0.9 (CDP); the rule uses the best "
+                         f"set found, CDP {rule.cdp:.2f}.")
+    planted = CounterfactualRules(random_state=0).fit(X, (X[:, 0] > 0.6).astype(int))
+    (reached,) = planted.regional_rules([region], 1, fixed=[2], pi=0.3)    # x0 drawn anew: CDP about 0.4
+    assert reached.found and reached.divergent and reached.cdp >= 0.3 and reached.note == ""
+
+
 def test_one_hot_groups_move_together_and_immutables_stay():
     import lightgbm as lgb
 
@@ -285,6 +304,29 @@ def test_region_from_filter():
         region_from_filter("Age is old", names)
     with pytest.raises(ValueError, match="cross"):
         region_from_filter("Age > 5 and Age < 3", names)
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("Age >= 30", "Age >= 30"), ("Income < 5e4", "Income < 50,000"), ("Age > 30", "Age > 30"),
+    ("Age <= 30", "Age <= 30"), ("Age >= 30 and Age < 50.5", "30 <= Age < 50.5"),
+    ("20 < Age <= 40", "20 < Age <= 40"), ("Age >= 0", "Age >= 0"), ("Age < 0", "Age < 0"),
+    ("Age >= -3 and Age <= 7", "-3 <= Age <= 7")])
+def test_a_filter_reads_back_as_written(text, shown):
+    """A sub-population is shown as its filter was written: ``Age >= 30`` is kept as
+    ``Age > nextafter(30, -inf)`` and was shown "Age > 29.9999"; no float lies between that
+    bound and 30, so ``>=`` is exact. The shown condition holds for exactly the rows the box does."""
+    lo, hi = region_from_filter(text, ["Age", "Income"])
+    bounded = [j for j in range(2) if np.isfinite(lo[j]) or np.isfinite(hi[j])]      # as region_text
+    assert rule_text(bounded, lo, hi, ["Age", "Income"]) == shown
+    grid = np.array([-3, -1e-300, 0, 20, 29.999999, 30, 40, 50.5, 1e5])
+    for j, name in enumerate(["Age", "Income"]):
+        inside = (grid > lo[j]) & (grid <= hi[j])
+        if np.isfinite(lo[j]) or np.isfinite(hi[j]):
+            cond = shown.replace(",", "").split(" and ")
+            mine = [c for c in cond if name in c]
+            assert len(mine) == 1
+            ok = [eval(mine[0].replace(name, repr(float(v)))) for v in grid]   # the text, read as Python
+            assert ok == inside.tolist(), (mine[0], grid[np.array(ok) != inside])
 
 
 def test_clear_errors(small):

@@ -53,6 +53,20 @@ def test_regional_rules_from_tree_and_filter(at):
     table = at.dataframe[-1].value
     assert len(table) >= 1 and (table["coverage"] > 0).all()
     at.radio(key="cr_source").set_value("A filter I write").run()
+    # the sub-population reads as written (">= 30" was shown "> 29.9999"), and a rule whose set
+    # falls short of pi says so under the table, as a missing rule does
+    at.text_input(key="cr_filter").set_value("late_payments < 2 and income >= 30").run()
+    at.select_slider(key="cr_pic").set_value(0.5).run()          # a rule is found; its set's CDP is below pi
+    at.button(key="cr_reg_go").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    table = at.dataframe[-1].value
+    assert table["sub-population"].tolist() == ["income >= 30 and late_payments < 2"], table
+    (row,) = table.itertuples()
+    assert row.rule != "—" and row.CDP < 0.9, table
+    said = [c.value for c in at.caption if c.value.startswith("The rule for income >= 30 and late_payments < 2: ")]
+    assert row.note.startswith("No set of the changeable features reaches the level pi 0.9 (CDP); the rule uses "
+                               "the best set found, CDP 0.")
+    assert said == [f"The rule for income >= 30 and late_payments < 2: {row.note}"], said
     at.text_input(key="cr_filter").set_value("nonsense here").run()
     at.button(key="cr_reg_go").click().run()
     assert not at.exception
