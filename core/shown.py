@@ -34,7 +34,7 @@ import numpy as np
 
 from core.typing import TargetSpec
 
-__all__ = ["number_text", "approx_text", "csv_cell", "percent_text", "NOT_KNOWN", "label_order", "outcome_text", "check_class_names", "bound_text", "round_sig", "shortest_inside", "parse_number"]
+__all__ = ["number_text", "approx_text", "csv_cell", "percent_text", "NOT_KNOWN", "label_order", "outcome_text", "check_class_names", "bound_text", "below_text", "round_sig", "shortest_inside", "parse_number"]
 
 #: significant digits a threshold is shown with when its exact text is longer
 BOUND_DIGITS = 6
@@ -166,6 +166,17 @@ def bound_text(t: float, grouping: bool = True, digits: int = BOUND_DIGITS) -> s
     if len(exact) > digits:
         t = round_sig(t, digits, "down")
     return number_text(t, grouping)
+
+
+def below_text(value: float, level: float) -> str:
+    """A figure that fell short of ``level`` (a rule's CDP below pi, its CRP below pi_C), in as few
+    decimals (two at least) as show it below the level: 0.5998 short of 0.6 reads 0.5998, never
+    0.60 (else six decimals, rounded down)."""
+    for k in range(2, 7):
+        text = f"{value:.{k}f}"
+        if float(text) < level:
+            return text
+    return f"{math.floor(value * 1e6) / 1e6:.6f}"
 
 
 def label_order(label: object) -> tuple[int, float, str]:

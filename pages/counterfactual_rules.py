@@ -17,6 +17,7 @@ from core.model.guarantee import with_guarantee
 from core.rules import CounterfactualRules, region_from_filter, rule_text
 from core.rules.onmodel import on_model
 from core.rules.results import rules_guarantee
+from core.shown import below_text
 from dashboard import state
 from dashboard.caching import session_cached
 from dashboard.share import kept
@@ -112,10 +113,10 @@ def _local_rule(ws, X, names, groups, cr, top_k, got) -> None:
         st.warning(f"No set of the {searched} feature{'s' * (searched != 1)} that could be searched (the top "
                    f"{top_k} the surrogate uses, less the fixed ones and those it never splits on) reaches "
                    f"CDP {g_pi}; the rule below uses the set the search found over every changeable feature "
-                   f"(its CDP {rule.cdp:.2f}).")
+                   f"(its CDP {below_text(rule.cdp, g_pi)}).")
     if rule.below_pi_c:
         st.warning(f"Below pi_C: no region reaches the rule probability {g_pic}; this is the best rule found "
-                   f"(CRP {rule.crp:.2f}), so its counterfactuals reach {plain(ws.outcome_text(g_target))} "
+                   f"(CRP {below_text(rule.crp, g_pic)}), so its counterfactuals reach {plain(ws.outcome_text(g_target))} "
                    "less surely. Lower pi_C or "
                    "allow more features to change for a surer rule.")
         st.caption(plain(rule.note))

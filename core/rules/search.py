@@ -56,6 +56,7 @@ from core.rules.bitsets import _below
 from core.rules.reach import rule_reach
 from core.rules.results import Box, LocalRule, RegionalRule, RuleLevels, rule_guarantee
 from core.rules.state import FittedRules
+from core.shown import below_text
 from core.typing import Features, Row, TargetSpec
 
 if TYPE_CHECKING:
@@ -458,7 +459,7 @@ def _why_below(state: FittedRules, x: np.ndarray, target: TargetSpec, fixed: Seq
     how = ("" if allow is None else " in their allowed directions") + \
         ("" if cons is None else " and keeping the constraints between features")
     text = (f"No region reaches CRP {lv.pi_c:g} when changing only features that may change{how} (searched over "
-            f"all of them; best {q:.2f}, changing {[names[j] for j in S]}).")
+            f"all of them; best {below_text(q, lv.pi_c)}, changing {[names[j] for j in S]}).")
     frozen = {int(state.unit_of[j]) for j in fixed}
     if frozen:
         S2, got, ok = _grow_rule(state, x, target, _used_units(state), mask, pos, lv.pi_c, allow,
@@ -725,7 +726,7 @@ def _regional_rule(q: _RegionQuery, reg: Any) -> RegionalRule:
                     unreachable=tuple(reach.dropped))
     S, cdp, kept = got
     below = "" if divergent else (f"No set of the changeable features reaches the level pi {lv.pi:g} (CDP); the "
-                                  f"rule uses the best set found, CDP {cdp:.2f}.")
+                                  f"rule uses the best set found, CDP {below_text(cdp, lv.pi)}.")
     return base(features=S, lower=kept[0][0].lower, upper=kept[0][0].upper, cdp=cdp, crp=kept[0][0].crp,
                 divergent=divergent, alternatives=tuple(b for b, _ in kept[1:]),
                 unreachable=tuple(reach.dropped), reachable_rows=kept[0][1], note=below)
@@ -815,7 +816,8 @@ class _Movers:
     def none(self, pi_c: float, best: float) -> str:
         """Why the region got no rule."""
         if not self.dropped:
-            return f"No rule reaches probability {pi_c} (best {best:.2f}); lower pi_c or allow more features to change."
+            return (f"No rule reaches probability {pi_c} (best {below_text(best, pi_c)}); lower pi_c or allow more "
+                    "features to change.")
         return (f"No rule found for this region can be reached by its rows under the constraints between features "
                 f"({len(self.dropped)} dropped as unreachable); loosen the constraints or allow more features to "
                 "change.")

@@ -163,3 +163,13 @@ def test_story_and_audit_recourse_work_as_written(make):
     assert m == n
     assert "<html" in report.lower()
     assert not math.isnan(float(rows["cost"].dropna().iloc[0]))
+
+
+@pytest.mark.parametrize("value, level, shown", [
+    (0.5993, 0.6, "0.599"), (0.5998, 0.6, "0.5998"), (0.45, 0.9, "0.45"), (0.8949, 0.9, "0.89"),
+    (0.89999999, 0.9, "0.899999"), (0.0, 0.5, "0.00")])
+def test_a_figure_short_of_its_level_never_reads_as_reaching_it(value, level, shown):
+    """A rule's CRP 0.5993 below pi_C 0.6 read "best 0.60": shown with as few decimals as keep it below."""
+    from core.shown import below_text
+
+    assert below_text(value, level) == shown and float(shown) < level

@@ -67,6 +67,11 @@ def test_regional_rules_from_tree_and_filter(at):
     assert row.note.startswith("No set of the changeable features reaches the level pi 0.9 (CDP); the rule uses "
                                "the best set found, CDP 0.")
     assert said == [f"The rule for income >= 30 and late_payments < 2: {row.note}"], said
+    # at pi_C 0.6 no rule reaches it: its best (0.5990-0.5995) read "0.60", as if it had
+    at.select_slider(key="cr_pic").set_value(0.6).run()
+    at.button(key="cr_reg_go").click().run()
+    said = [c.value for c in at.caption if c.value.startswith("No rule for income >= 30 and late_payments < 2: ")]
+    assert len(said) == 1 and "No rule reaches probability 0.6 (best 0.599)" in said[0], said
     at.text_input(key="cr_filter").set_value("nonsense here").run()
     at.button(key="cr_reg_go").click().run()
     assert not at.exception
