@@ -35,10 +35,12 @@ def cost_figure(audit: AuditLike, attribute: str):
 
 
 def metric_figure(audit: AuditLike, attribute: str, metric: str = "feasible"):
-    """A metric per group with its bootstrap interval."""
+    """A metric per group with its bootstrap interval, the groups in their labels' order (as
+    :func:`cost_figure` draws them)."""
     g = audit.groups[audit.groups["attribute"] == attribute]
     if metric not in g:
         return None
+    g = g.iloc[sorted(range(len(g)), key=lambda i: label_order(g["group"].iloc[i]))]
     fig = go.Figure(go.Bar(x=[text(f"{attribute} = {v}") for v in g["group"]], y=g[metric],
                            error_y=dict(type="data", symmetric=False, array=g[f"{metric}_hi"] - g[metric],
                                         arrayminus=g[metric] - g[f"{metric}_lo"]),

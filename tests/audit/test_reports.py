@@ -135,3 +135,15 @@ def test_the_interval_chart_escapes_its_labels_and_draws_what_it_is_given():
     assert svg.count("<circle") == 2
     share = interval_chart_svg(["x"], [0.25], [np.nan], [np.nan], title="s", axis="a", share=True)
     assert "25.0%" in share and "100%" in share and "[" not in share.split("<text")[-1]
+
+
+def test_the_audit_figures_draw_the_groups_in_one_order(audit):
+    """The bar chart of a metric drew the groups in the audit table's order (the largest first),
+    the box plot of costs in their labels' order: the same group sat in different places."""
+    from core.audit.figures import cost_figure, metric_figure
+
+    groups = audit.groups[audit.groups["attribute"] == "sex"]["group"].astype(str).tolist()
+    assert groups == ["1", "0"], groups                    # the table's order: the largest group first
+    bars = [str(x).split(" = ", 1)[1] for x in metric_figure(audit, "sex", "feasible").data[0].x]
+    boxes = [t.name.split(" = ", 1)[1].rsplit(" (n=", 1)[0] for t in cost_figure(audit, "sex").data]
+    assert bars == boxes == ["0", "1"], (bars, boxes)
