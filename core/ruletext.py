@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from core.model.missing import SUFFIX
-from core.shown import bound_text
+from core.shown import bound_text, parse_number
 
 __all__ = ["fmt", "conditions", "rule_text"]
 
@@ -61,7 +61,7 @@ def _next_short(v: float) -> float | None:
     (``v`` is then one step below a short number: a filter's ``x >= 30`` is kept as
     ``x > nextafter(30, -inf)``, :mod:`core.rules.filters`); else None."""
     up = float(np.nextafter(v, np.inf))
-    exact = [float(fmt(t).replace(",", "")) == t for t in (up, v)]
+    exact = [parse_number(fmt(t)) == t for t in (up, v)]
     return up if exact[0] and (not exact[1] or up == 0) else None
 
 
@@ -73,14 +73,14 @@ def _feature_condition(name: str, lo: float, hi: float) -> str | None:
     if state is not None:
         return state
     lo_at, hi_at = (_next_short(b) if np.isfinite(b) else None for b in (lo, hi))
-    left = f"{fmt(lo_at)} <=" if lo_at is not None else f"{fmt(lo)} <"
-    right = f"< {fmt(hi_at)}" if hi_at is not None else f"<= {fmt(hi)}"
+    lo_op, lo_v = ("<=", lo_at) if lo_at is not None else ("<", lo)
+    hi_op, hi_v = ("<", hi_at) if hi_at is not None else ("<=", hi)
     if np.isfinite(lo) and np.isfinite(hi):
-        return f"{left} {name} {right}"
+        return f"{fmt(lo_v)} {lo_op} {name} {hi_op} {fmt(hi_v)}"
     if np.isfinite(lo):
-        return f"{name} >= {fmt(lo_at)}" if lo_at is not None else f"{name} > {fmt(lo)}"
+        return f"{name} {lo_op.replace('<', '>')} {fmt(lo_v)}"
     if np.isfinite(hi):
-        return f"{name} {right}"
+        return f"{name} {hi_op} {fmt(hi_v)}"
     return None
 
 

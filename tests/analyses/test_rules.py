@@ -316,17 +316,17 @@ def test_a_filter_reads_back_as_written(text, shown):
     ``Age > nextafter(30, -inf)`` and was shown "Age > 29.9999"; no float lies between that
     bound and 30, so ``>=`` is exact. The shown condition holds for exactly the rows the box does."""
     lo, hi = region_from_filter(text, ["Age", "Income"])
+    names = ["Age", "Income"]
     bounded = [j for j in range(2) if np.isfinite(lo[j]) or np.isfinite(hi[j])]      # as region_text
-    assert rule_text(bounded, lo, hi, ["Age", "Income"]) == shown
+    assert bounded and rule_text(bounded, lo, hi, names) == shown
     grid = np.array([-3, -1e-300, 0, 20, 29.999999, 30, 40, 50.5, 1e5])
-    for j, name in enumerate(["Age", "Income"]):
+    cond = shown.replace(",", "").split(" and ")
+    assert len(cond) == len(bounded)
+    for j, text in zip(bounded, cond):                # each shown condition, read as Python, holds where the box does
+        assert names[j] in text and not any(n in text for n in names if n != names[j]), (j, text)
+        ok = [eval(text.replace(names[j], repr(float(v)))) for v in grid]
         inside = (grid > lo[j]) & (grid <= hi[j])
-        if np.isfinite(lo[j]) or np.isfinite(hi[j]):
-            cond = shown.replace(",", "").split(" and ")
-            mine = [c for c in cond if name in c]
-            assert len(mine) == 1
-            ok = [eval(mine[0].replace(name, repr(float(v)))) for v in grid]   # the text, read as Python
-            assert ok == inside.tolist(), (mine[0], grid[np.array(ok) != inside])
+        assert ok == inside.tolist(), (text, grid[np.array(ok) != inside])
 
 
 def test_clear_errors(small):
