@@ -145,37 +145,133 @@ def region_colour_values(regions: Sequence[Region], ens: TreeEnsemble) -> tuple[
     return proba.argmax(axis=1).astype(float), "class", "categorical"
 
 
+_Shown = tuple[Any, Any, Any, Any, Any, Any]     # a region, its colour value, and its rectangle in the view
+
+
 def regions_figure(regions: Sequence[Region], ens: TreeEnsemble, features: tuple[int, int], view: tuple[tuple[float, float], ...],
                    x: np.ndarray | None = None, cf: np.ndarray | None = None, opacity: float = 1.0,
                    title: str = ""):
-    """Rectangles of the regions on two features, coloured by class probability
-    (a diverging scale centred on 0.5), class, or predicted value; the instance,
-    its counterfactual and the path between them on top."""
+    """The regions on two features, coloured by class probability (a diverging scale centred on
+    0.5), class, or predicted value; the instance, its counterfactual and the path between them
+    on top.
+
+    Regions that tile the view (a slice) are drawn as one heatmap on the grid of their bounds:
+    each cell of the grid lies in one region, and takes its colour and its hover; one line trace
+    outlines the regions. Regions that overlap (a projection, drawn see-through) are drawn one
+    filled rectangle each. A browser draws a trace in a few milliseconds of script, so 2,000
+    rectangles took seconds to draw on every rerun, where the heatmap takes one trace's time."""
     fa, fb = features
     (xa0, xa1), (xb0, xb1) = view
     vals, label, kind = region_colour_values(regions, ens)
     scale, lo, hi = _colour_scale(kind, vals, ens)
     shown = _regions_in_view(regions, vals, features, view)     # the regions inside the view, with their rectangles
-    colours = _region_colours(shown, kind, scale, lo, hi)
-    traces = []                                 # plain dicts, one figure built once: 2,000 add_trace calls took seconds
-    for (r, v, a0, a1, b0, b1), colour in zip(shown, colours):
-        hover = (f"{text(ens.feature_names[fa])} ∈ ({r.lower[fa]:.4g}, {r.upper[fa]:.4g}]<br>"
-                 f"{text(ens.feature_names[fb])} ∈ ({r.lower[fb]:.4g}, {r.upper[fb]:.4g}]<br>"
-                 f"{label}: {v:.4g} · prediction {text(r.prediction)}")
-        traces.append(dict(type="scatter", x=[a0, a1, a1, a0, a0], y=[b0, b0, b1, b1, b0], fill="toself",
-                           mode="lines", line=dict(width=0.5, color="rgba(255,255,255,0.6)"), fillcolor=colour,
-                           opacity=opacity, hoveron="fills", hoverinfo="text", text=hover, showlegend=False))
-    fig = go.Figure(data=traces)
-    if kind != "categorical" and len(vals):
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip",
-                                 marker=dict(colorscale=scale, cmin=lo, cmax=hi, color=[lo], showscale=True,
-                                             colorbar=dict(title=label))))
+    hovers = [_region_hover(r, v, ens, features, label) for r, v, *_ in shown]
+    grid = _RegionGrid.of(shown)
+    if grid is not None:
+        fig = go.Figure(data=[grid.heatmap(hovers, kind, scale, lo, hi, ens, label, opacity), grid.outlines(opacity)])
+    else:
+        fig = go.Figure(data=_rectangles(shown, hovers, _region_colours(shown, kind, scale, lo, hi), opacity))
+        if kind != "categorical" and len(vals):
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip",
+                                     marker=dict(colorscale=scale, cmin=lo, cmax=hi, color=[lo], showscale=True,
+                                                 colorbar=dict(title=label))))
     _add_instance(fig, features, x, cf)
     fig.update_layout(title=text(title), xaxis_title=text(ens.feature_names[fa]),
                       yaxis_title=text(ens.feature_names[fb]),
                       xaxis_range=[xa0, xa1], yaxis_range=[xb0, xb1], height=560,
                       margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h"))
     return fig
+
+
+def _region_hover(r: Region, v: float, ens: TreeEnsemble, features: tuple[int, int], label: str) -> str:
+    """A region's hover: its bounds on the two features drawn, its colour value and its prediction."""
+    fa, fb = features
+    return (f"{text(ens.feature_names[fa])} ∈ ({r.lower[fa]:.4g}, {r.upper[fa]:.4g}]<br>"
+            f"{text(ens.feature_names[fb])} ∈ ({r.lower[fb]:.4g}, {r.upper[fb]:.4g}]<br>"
+            f"{label}: {v:.4g} · prediction {text(r.prediction)}")
+
+
+_OUTLINE = dict(width=0.5, color="rgba(255,255,255,0.6)")      # the thin line between two regions
+
+
+def _rectangles(shown: list[_Shown], hovers: list[str], colours: list[str], opacity: float) -> list[dict]:
+    """One filled rectangle per region, as plain dicts (one figure built once: 2,000 add_trace calls
+    took seconds)."""
+    return [dict(type="scatter", x=[a0, a1, a1, a0, a0], y=[b0, b0, b1, b1, b0], fill="toself", mode="lines",
+                 line=_OUTLINE, fillcolor=colour, opacity=opacity, hoveron="fills", hoverinfo="text", text=hover,
+                 showlegend=False)
+            for (_, _, a0, a1, b0, b1), hover, colour in zip(shown, hovers, colours)]
+
+
+#: the most cells a heatmap of regions may have for each region drawn: a slice's regions are close to
+#: its grid's cells (1.0-1.13 cells a region on the demos); beyond this the rectangles are drawn
+GRID_CELLS_PER_REGION = 4
+
+
+@dataclass(frozen=True)
+class _RegionGrid:
+    """The grid of the shown regions' bounds, where each cell is in one region (``owner``, -1: none)."""
+
+    xs: np.ndarray
+    ys: np.ndarray
+    owner: np.ndarray               # (len(ys) - 1, len(xs) - 1): the index in ``shown`` of each cell's region
+    shown: list[_Shown]
+
+    @classmethod
+    def of(cls, shown: list[_Shown]) -> _RegionGrid | None:
+        """The grid, or None when two regions overlap or the grid has too many cells for the regions."""
+        if not shown:
+            return None
+        box = np.array([s[2:] for s in shown], dtype=float)          # a0, a1, b0, b1
+        xs, ys = np.unique(box[:, :2]), np.unique(box[:, 2:])
+        if (len(xs) - 1) * (len(ys) - 1) > GRID_CELLS_PER_REGION * len(shown) + 100:
+            return None
+        i0, i1 = np.searchsorted(xs, box[:, 0]), np.searchsorted(xs, box[:, 1])
+        j0, j1 = np.searchsorted(ys, box[:, 2]), np.searchsorted(ys, box[:, 3])
+        owner = np.full((len(ys) - 1, len(xs) - 1), -1, dtype=np.int64)
+        for k in range(len(shown)):
+            cells = owner[j0[k]:j1[k], i0[k]:i1[k]]
+            if (cells != -1).any():
+                return None                                         # overlapping regions: no grid
+            cells[...] = k
+        return cls(xs, ys, owner, shown)
+
+    def heatmap(self, hovers: list[str], kind: str, scale: str | None, lo: float, hi: float, ens: TreeEnsemble,
+                label: str, opacity: float) -> go.Heatmap:
+        """The cells, each with its region's colour value and hover; a cell in no region is left blank."""
+        inside = self.owner >= 0
+        vals = np.array([s[1] for s in self.shown], dtype=float)
+        z = np.where(inside, vals[np.maximum(self.owner, 0)], np.nan)
+        said = np.array(hovers, dtype=object)[np.maximum(self.owner, 0)]
+        said[~inside] = ""
+        colour: dict[str, Any]
+        if kind == "categorical":
+            colour = dict(colorscale=_class_steps(ens.n_classes), zmin=-0.5, zmax=ens.n_classes - 0.5,
+                          showscale=False)
+        else:
+            colour = dict(colorscale=scale, zmin=lo, zmax=hi, colorbar=dict(title=label))
+        return go.Heatmap(x=self.xs, y=self.ys, z=z, text=said, hovertemplate="%{text}<extra></extra>",
+                          hoverongaps=False, opacity=opacity, **colour)
+
+    def outlines(self, opacity: float) -> go.Scatter:
+        """Every region's outline in one line trace (its rectangles apart, joined by gaps)."""
+        xs: list[float | None] = []
+        ys: list[float | None] = []
+        for _, _, a0, a1, b0, b1 in self.shown:
+            xs += [a0, a1, a1, a0, a0, None]
+            ys += [b0, b0, b1, b1, b0, None]
+        return go.Scatter(x=xs, y=ys, mode="lines", line=_OUTLINE, opacity=opacity, hoverinfo="skip",
+                          showlegend=False)
+
+
+def _class_steps(n_classes: int) -> list[list[Any]]:
+    """A colour scale of steps, one per class (its index on ``[-0.5, n - 0.5]``), in the classes' palette."""
+    palette = pc.qualitative.Set2
+    steps: list[list[Any]] = []
+    for k in range(max(n_classes, 1)):
+        colour = palette[k % len(palette)]
+        steps += [[k / max(n_classes, 1), colour], [(k + 1) / max(n_classes, 1), colour]]
+    return steps
 
 
 def _colour_scale(kind: str, vals: np.ndarray, ens: TreeEnsemble) -> tuple[str | None, float, float]:
@@ -185,9 +281,6 @@ def _colour_scale(kind: str, vals: np.ndarray, ens: TreeEnsemble) -> tuple[str |
     if kind == "categorical":
         return None, 0.0, max(1.0, float(ens.n_classes - 1))
     return "Viridis", float(vals.min()) if len(vals) else 0.0, float(vals.max()) if len(vals) else 1.0
-
-
-_Shown = tuple[Any, Any, Any, Any, Any, Any]     # a region, its colour value, and its rectangle in the view
 
 
 def _regions_in_view(regions: Sequence[Region], vals: np.ndarray, features: tuple[int, int],

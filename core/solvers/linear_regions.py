@@ -16,8 +16,9 @@ float rounding of the vertices):
   (two parallel lines).
 
 :func:`linear_slice` returns them as :class:`LinearSlice`, polygons with their
-vertices, which :func:`linear_slice_figure` draws (plotly, as the tree regions of
-:func:`core.figures.regions_figure` are drawn, one filled shape per region).
+vertices, which :func:`linear_slice_figure` draws (plotly, one filled shape per region: a
+handful of polygons, where :func:`core.figures.regions_figure` draws a tree ensemble's many
+rectangles as one heatmap).
 """
 
 from __future__ import annotations
