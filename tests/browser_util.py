@@ -254,6 +254,40 @@ def wait_idle(page, timeout: float = 120_000, quiet: float = 300) -> None:
         raise AssertionError(f"the app was still running after {timeout / 1000:.0f} s") from None
 
 
+def click_until(page, button, done, timeout: float = 120_000, *, wait: float = 15_000, until_gone: bool = False) -> None:
+    """Click ``button`` until ``done`` shows (``until_gone``: until it is gone): a click that lands
+    while Streamlit swaps the page's elements (a rerun) can be swallowed, and a button being
+    redrawn is not clickable for a moment. ``done`` is a locator, or a pattern an element of the
+    current script run reads (looked for every 25 ms, :func:`soon`); each try waits ``wait`` ms
+    for it. The waits are ``wait_for``'s, not ``expect``'s: an ``expect`` that times out builds
+    an accessibility snapshot of the whole page for its message (about 0.3 CPU-s of Chromium on
+    a long page), once per try."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    def shown(ms: float | None) -> bool:
+        if isinstance(done, str):
+            if ms is None:
+                return shows(page, done)
+            soon(page, done, ms)
+        elif ms is None:
+            return done.first.is_visible() != until_gone
+        else:
+            done.first.wait_for(state="detached" if until_gone else "visible", timeout=ms)
+        return True
+
+    deadline = time.monotonic() + timeout / 1000
+    while not shown(None):
+        try:
+            button.first.click(timeout=10_000)
+        except PlaywrightError:      # its TimeoutError: gone or redrawn; look again
+            pass
+        try:
+            shown(wait)
+        except PlaywrightError:
+            if time.monotonic() > deadline:
+                raise
+
+
 def open_expander(page, label: str, timeout: float = 60_000) -> None:
     """Open the expander titled ``label`` and return once it shows open. A click that lands while
     a script run redraws the page can be undone by that redraw (the expander's content was then

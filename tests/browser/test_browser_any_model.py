@@ -35,14 +35,13 @@ import html.parser
 import io
 import json
 import re
-import time
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from browser_util import browser_page, shots_dir, upload, wait_idle
+from browser_util import browser_page, click_until, shots_dir, upload, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -175,22 +174,6 @@ def _box_holds(row: dict, conditions: list[dict]) -> bool:
 
 # ------------------------------------------------------------------ driving the app
 
-def _click(page, button, done, timeout: float = LONG) -> None:
-    from playwright.sync_api import expect
-
-    deadline = time.monotonic() + timeout / 1000
-    while not done.first.is_visible():
-        try:
-            button.first.click(timeout=10_000)
-        except Exception:  # noqa: BLE001 - redrawn by a rerun: look again
-            pass
-        try:
-            expect(done.first).to_be_visible(timeout=15_000)
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-
-
 def _settled(page) -> None:
     wait_idle(page, timeout=LONG)
 
@@ -210,7 +193,7 @@ def _go(page, title: str) -> None:
         return
     _settled(page)
     link = page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=title, exact=True)
-    _click(page, link, page.get_by_role("heading", name=title, exact=True))
+    click_until(page, link, page.get_by_role("heading", name=title, exact=True), LONG)
     _settled(page)
 
 
@@ -293,8 +276,8 @@ def _load(page, shots, made, name: str) -> None:
     from playwright.sync_api import expect
 
     _go(page, "Data & model")
-    _click(page, page.get_by_text("Upload your own"),
-           page.locator('[data-testid="stFileUploader"]').filter(has_text="Data (CSV or Parquet)"))
+    click_until(page, page.get_by_text("Upload your own"),
+                page.locator('[data-testid="stFileUploader"]').filter(has_text="Data (CSV or Parquet)"), LONG)
     upload(page, "Data (CSV or Parquet)", str(made["data"]), timeout=LONG)
     page.get_by_text("Target column").wait_for(timeout=LONG)
     upload(page, "Model file", str(made["dir"] / name), timeout=LONG)

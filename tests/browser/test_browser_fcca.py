@@ -20,10 +20,8 @@ ATTEMPTS times, until one press has landed mid-run.
 
 from __future__ import annotations
 
-import time
-
 import pytest
-from browser_util import FRESH, browser_page, outcome, press_when, shots_dir, shows, soon, upload
+from browser_util import FRESH, browser_page, click_until, outcome, press_when, shots_dir, soon, upload
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -66,56 +64,24 @@ def _no_error(page) -> None:
         assert bad not in text, f"{bad!r} on the page:\n{_alerts(page)}"
 
 
-def _click(page, button, done, timeout: float = LONG, wait: float = 15_000) -> None:
-    """Click until ``done`` shows (a locator, or a pattern an element of the current script run
-    reads: looked for every 25 ms, see browser_util): a click that lands while Streamlit swaps the
-    page's elements (a rerun) can be swallowed, and a button being redrawn is not clickable for a
-    moment."""
-    from playwright.sync_api import Error as PlaywrightError
-    from playwright.sync_api import expect
-
-    def shown(ms: float | None) -> bool:
-        if isinstance(done, str):
-            if ms is None:
-                return shows(page, done)
-            soon(page, done, ms)
-        elif ms is None:
-            return done.first.is_visible()
-        else:
-            expect(done.first).to_be_visible(timeout=ms)
-        return True
-
-    deadline = time.monotonic() + timeout / 1000
-    while not shown(None):
-        try:
-            button.first.click(timeout=10_000)
-        except PlaywrightError:      # its TimeoutError: gone or redrawn; look again
-            pass
-        try:
-            shown(wait)
-        except (AssertionError, PlaywrightError):
-            if time.monotonic() > deadline:
-                raise
-
-
 def _open_with_upload(page, url: str, data, forest) -> None:
     """Upload the two files on Data & model, load them, and go to the FCCA page by its link."""
     from playwright.sync_api import expect
 
     page.goto(url)
     page.get_by_role("heading", name="Data & model").wait_for(timeout=LONG)
-    _click(page, page.get_by_text("Upload your own"),
-           page.locator('[data-testid="stFileUploader"]').filter(has_text="Data (CSV or Parquet)"))
+    click_until(page, page.get_by_text("Upload your own"),
+                page.locator('[data-testid="stFileUploader"]').filter(has_text="Data (CSV or Parquet)"))
     upload(page, "Data (CSV or Parquet)", str(data), timeout=LONG)
     page.get_by_text("wine.csv: 178 rows × 14 columns").wait_for(timeout=LONG)
     page.get_by_text("Target column").wait_for(timeout=LONG)
     upload(page, "Model file", str(forest), timeout=LONG)
     load = page.get_by_role("button", name="Load data and model")
     expect(load).to_be_enabled(timeout=LONG)
-    _click(page, load, page.get_by_text(f"Loaded wine.csv and {forest.name}", exact=False))
+    click_until(page, load, page.get_by_text(f"Loaded wine.csv and {forest.name}", exact=False))
     _no_error(page)
     link = page.get_by_role("link", name="FCCA thresholds")
-    _click(page, link, page.get_by_role("heading", name="FCCA thresholds"))
+    click_until(page, link, page.get_by_role("heading", name="FCCA thresholds"))
     expect(page.get_by_role("button", name=COMPUTE)).to_be_visible(timeout=LONG)
 
 
@@ -130,7 +96,7 @@ def _submit(page, rows: int) -> None:
     """Ask for ``rows`` rows on 2 processes and press the form's button; the run is on once its
     Cancel button shows."""
     _rows_box(page, rows)
-    _click(page, page.get_by_role("button", name=COMPUTE), "^Cancel$")
+    click_until(page, page.get_by_role("button", name=COMPUTE), "^Cancel$")
 
 
 def _progress(rows: int) -> str:
@@ -188,7 +154,7 @@ def _rerun_mid_run(page, rows: int, then: int) -> bool:
     _submit(page, rows)
     _rows_box(page, then)
     if not press_when(page, _progress(rows), COMPUTE):          # it ended first: submit after it
-        _click(page, page.get_by_role("button", name=COMPUTE), _progress(then), wait=60_000)
+        click_until(page, page.get_by_role("button", name=COMPUTE), _progress(then), wait=60_000)
     shown = page.wait_for_function(_RESULTS_AT_PROGRESS, arg=[FRESH, _progress(then), RESULT], polling=25,
                                    timeout=LONG).json_value()
     if f"{rows:,}" in shown:

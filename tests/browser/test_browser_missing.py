@@ -15,12 +15,11 @@ from __future__ import annotations
 import csv
 import io
 import re
-import time
 
 import numpy as np
 import pandas as pd
 import pytest
-from browser_util import browser_page, shots_dir, upload
+from browser_util import browser_page, click_until, shots_dir, upload
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -70,35 +69,13 @@ def adult(tmp_path_factory):
 
 # --- driving the app ---------------------------------------------------------------------------
 
-def _click(page, button, done, timeout: float = LONG, *, until_gone: bool = False) -> None:
-    """Click until ``done`` shows (``until_gone``: until it is gone): a click that lands
-    while Streamlit swaps the page's elements (a rerun) can be swallowed, and a button
-    being redrawn is not clickable."""
-    from playwright.sync_api import expect
-
-    deadline = time.monotonic() + timeout / 1000
-    while done.first.is_visible() == until_gone:
-        try:
-            button.first.click(timeout=10_000)
-        except Exception:  # noqa: BLE001 - playwright's TimeoutError: gone or redrawn; look again
-            pass
-        try:
-            if until_gone:
-                expect(done).to_have_count(0, timeout=15_000)
-            else:
-                expect(done.first).to_be_visible(timeout=15_000)
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-
-
 def _start(page, button: str, done, timeout: float = 3 * LONG) -> None:
     """Press a long run's button until the run is on (its Cancel button shows) or done,
     then wait for ``done``: pressing again while it runs would start it over."""
     from playwright.sync_api import expect
 
     cancel = page.get_by_role("button", name="Cancel", exact=True)
-    _click(page, page.get_by_role("button", name=button, exact=True), cancel.or_(done))
+    click_until(page, page.get_by_role("button", name=button, exact=True), cancel.or_(done))
     expect(done.first).to_be_visible(timeout=timeout)
     expect(cancel).to_have_count(0, timeout=LONG)
 
@@ -143,7 +120,7 @@ def _tables(page) -> list[list[dict[str, str]]]:
 def _go(page, title: str) -> None:
     """Open a page by its sidebar link (the session, and so the upload, is kept)."""
     link = page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=title, exact=True)
-    _click(page, link, page.get_by_role("heading", name=title, exact=True))
+    click_until(page, link, page.get_by_role("heading", name=title, exact=True))
     assert "No dataset and model are loaded yet" not in page.inner_text('[data-testid="stMain"]')
 
 
@@ -182,15 +159,15 @@ def app(own_app_url, adult, tmp_path_factory):
     with browser_page(height=2400) as page:
         page.goto(own_app_url)
         page.get_by_role("heading", name="Data & model").wait_for(timeout=LONG)
-        _click(page, page.get_by_text("Upload your own"),
-               page.locator('[data-testid="stFileUploader"]').filter(has_text="Data (CSV or Parquet)"))
+        click_until(page, page.get_by_text("Upload your own"),
+                    page.locator('[data-testid="stFileUploader"]').filter(has_text="Data (CSV or Parquet)"))
         upload(page, "Data (CSV or Parquet)", str(adult["data"]), timeout=LONG)
         page.get_by_text(f"adult.csv: {N} rows × 6 columns").wait_for(timeout=LONG)
         page.get_by_text("Target column").wait_for(timeout=LONG)
         upload(page, "Model file", str(adult["model"]), timeout=LONG)
         load = page.get_by_role("button", name="Load data and model")
         expect(load).to_be_enabled(timeout=LONG)
-        _click(page, load, page.get_by_text("Loaded adult.csv and adult_hgb.skops", exact=False))
+        click_until(page, load, page.get_by_text("Loaded adult.csv and adult_hgb.skops", exact=False))
         yield page, shots
 
 
@@ -231,8 +208,8 @@ def test_optimal_counterfactual_of_a_row_with_missing_values(app, adult):
     expect(gone).to_be_checked(timeout=LONG)
     expect(page.get_by_role("spinbutton", name="income", exact=True)).to_be_disabled()
     expect(page.get_by_role("checkbox", name="hours missing", exact=True)).not_to_be_checked()
-    _click(page, page.get_by_role("button", name="Find the optimal counterfactual"),
-           page.get_by_text("Optimal counterfactual: cost", exact=False))
+    click_until(page, page.get_by_role("button", name="Find the optimal counterfactual"),
+                page.get_by_text("Optimal counterfactual: cost", exact=False))
     _settled(page)
     _shot(page, shots, "optimal_cf")
     expect(_metric(page, "Status")).to_contain_text("optimal", timeout=LONG)
@@ -254,12 +231,12 @@ def test_optimal_counterfactual_of_a_row_with_missing_values(app, adult):
 
     # what if the income were known: untick "missing", the row is asked with the value shown
     tick = page.locator('[data-testid="stCheckbox"]').filter(has_text="income missing")   # its label takes clicks
-    _click(page, tick, page.get_by_text("for an earlier query", exact=False))
+    click_until(page, tick, page.get_by_text("for an earlier query", exact=False))
     expect(gone).not_to_be_checked()
     expect(page.get_by_role("spinbutton", name="income", exact=True)).to_be_enabled(timeout=LONG)
     _settled(page)
-    _click(page, page.get_by_role("button", name="Find the optimal counterfactual"),
-           page.get_by_text("for an earlier query", exact=False), until_gone=True)
+    click_until(page, page.get_by_role("button", name="Find the optimal counterfactual"),
+                page.get_by_text("for an earlier query", exact=False), until_gone=True)
     page.get_by_text("Optimal counterfactual: cost", exact=False).wait_for(timeout=LONG)
     _settled(page)
     edited = {r["column"]: r for r in csv.DictReader(io.StringIO(_download(page, "Download table (CSV)").decode()))}
@@ -285,8 +262,8 @@ def test_counterfactual_rules(app):
     from playwright.sync_api import expect
 
     _go(page, "Counterfactual rules")
-    _click(page, page.get_by_role("button", name="Find the counterfactual rule"),
-           _metric(page, "Rule probability (CRP)"))
+    click_until(page, page.get_by_role("button", name="Find the counterfactual rule"),
+                _metric(page, "Rule probability (CRP)"))
     page.locator(".js-plotly-plot").first.wait_for(timeout=LONG)
     expect(page.get_by_text("Counterfactual samples", exact=False)).to_be_visible(timeout=LONG)
     _settled(page)
@@ -361,8 +338,8 @@ def test_case_story(app, adult):
     expect(page.get_by_role("spinbutton", name="Row", exact=True)).to_have_value(str(row), timeout=LONG)
     expect(page.get_by_text("The fairness audit of this data is included", exact=False)).to_be_visible(
         timeout=LONG)
-    _click(page, page.get_by_role("button", name="Tell the story"),
-           page.get_by_role("heading", name="The smallest change"), timeout=2 * LONG)
+    click_until(page, page.get_by_role("button", name="Tell the story"),
+                page.get_by_role("heading", name="The smallest change"), timeout=2 * LONG)
     page.get_by_role("heading", name="The case and its counterfactual").wait_for(timeout=LONG)
     _settled(page)
     _shot(page, shots, "case_story")
@@ -384,7 +361,7 @@ def test_compare_models(app, adult):
     upload(page, "Model B", str(adult["model_b"]), timeout=LONG)
     load = page.get_by_role("button", name="Load model B")
     expect(load).to_be_enabled(timeout=LONG)
-    _click(page, load, _metric(page, "Decisions alike"))
+    click_until(page, load, _metric(page, "Decisions alike"))
     expect(_metric(page, "Rows")).to_contain_text(f"{N}", timeout=LONG)           # every row, as model A's
     _set_number(page, "At most this many rows", 10)           # the fewest, as the audit's (4-5 with a missing value)
     _start(page, "Study 10 rows", page.get_by_text("studied rows", exact=False))
@@ -404,6 +381,6 @@ def test_audit_history(app):
     _shot(page, shots, "history")
     listed = _tables(page)[0]
     assert len(listed) == 1 and "adult.csv" in " ".join(listed[0].values()), listed   # the audit just run
-    _click(page, page.get_by_role("button", name="Open in the Fairness audit page"),
-           page.get_by_text("is open on the Fairness audit page", exact=False))
+    click_until(page, page.get_by_role("button", name="Open in the Fairness audit page"),
+                page.get_by_text("is open on the Fairness audit page", exact=False))
     _no_error(page)

@@ -13,10 +13,9 @@ best point with its gap. Screenshots of both moments go to ``shots_dir``.
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
-from browser_util import browser_page, shots_dir, upload
+from browser_util import browser_page, click_until, shots_dir, upload
 
 pytestmark = pytest.mark.browser
 
@@ -37,23 +36,6 @@ def cancer_files(tmp_path_factory):
     data.frame.to_csv(table, index=False)
     sio.dump(model, forest)
     return table, forest
-
-
-def _click(page, button, done, timeout: float = LONG) -> None:
-    """Click until ``done`` shows (a click while Streamlit redraws the page can be swallowed)."""
-    from playwright.sync_api import expect
-
-    deadline = time.monotonic() + timeout / 1000
-    while not done.first.is_visible():
-        try:
-            button.first.click(timeout=10_000)
-        except Exception:  # noqa: BLE001 - playwright's TimeoutError: gone or redrawn; look again
-            pass
-        try:
-            expect(done.first).to_be_visible(timeout=15_000)
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
 
 
 def _metric(page, label: str) -> str:
@@ -80,25 +62,25 @@ def test_the_gap_shows_while_the_query_runs_and_stop_keeps_the_best_point(app_ur
     with browser_page(height=1400) as page:
         page.goto(app_url)
         page.get_by_role("heading", name="Data & model").wait_for(timeout=LONG)
-        _click(page, page.get_by_text("Upload your own"),
-               page.locator('[data-testid="stFileUploader"]').filter(has_text="Data (CSV or Parquet)"))
+        click_until(page, page.get_by_text("Upload your own"),
+                    page.locator('[data-testid="stFileUploader"]').filter(has_text="Data (CSV or Parquet)"))
         upload(page, "Data (CSV or Parquet)", str(table), timeout=LONG)
         page.get_by_text("Target column").wait_for(timeout=LONG)
         upload(page, "Model file", str(forest), timeout=LONG)
         load = page.get_by_role("button", name="Load data and model")
         expect(load).to_be_enabled(timeout=LONG)
-        _click(page, load, page.get_by_text("Loaded cancer.csv and cancer_forest.skops", exact=False))
-        _click(page, page.get_by_role("link", name="Optimal counterfactual"),
-               page.get_by_role("heading", name="Optimal counterfactual"))
+        click_until(page, load, page.get_by_text("Loaded cancer.csv and cancer_forest.skops", exact=False))
+        click_until(page, page.get_by_role("link", name="Optimal counterfactual"),
+                    page.get_by_role("heading", name="Optimal counterfactual"))
         limit = page.get_by_role("spinbutton", name="Time limit (s)")
         limit.fill("300")
         limit.press("Tab")
         solver = page.locator('[data-testid="stSelectbox"]').filter(has_text="Solver").first   # the single query's
-        _click(page, solver, page.get_by_role("option", name="cpsat", exact=True))
+        click_until(page, solver, page.get_by_role("option", name="cpsat", exact=True))
         page.get_by_role("option", name="cpsat", exact=True).click()
         expect(solver.locator("input")).to_have_value("cpsat", timeout=30_000)
-        _click(page, page.get_by_role("button", name="Find the optimal counterfactual"),
-               page.get_by_role("button", name="Stop"))
+        click_until(page, page.get_by_role("button", name="Find the optimal counterfactual"),
+                    page.get_by_role("button", name="Stop"))
 
         # the best cost, the proven lower bound and the gap, updating while it runs
         lower = page.locator('[data-testid="stMetric"]').filter(has=page.get_by_text("Lower bound", exact=True))
@@ -111,8 +93,8 @@ def test_the_gap_shows_while_the_query_runs_and_stop_keeps_the_best_point(app_ur
         assert page.get_by_text("Searching", exact=False).first.is_visible()
         _shot(page, shots / "optimal_running.png")
 
-        _click(page, page.get_by_role("button", name="Stop"),
-               page.get_by_text("Best valid counterfactual when stopped", exact=False))
+        click_until(page, page.get_by_role("button", name="Stop"),
+                    page.get_by_text("Best valid counterfactual when stopped", exact=False))
         status = page.locator('[data-testid="stMetric"]').filter(has=page.get_by_text("Status", exact=True))
         expect(status).to_contain_text("stopped", timeout=LONG)
         assert re.fullmatch(r"\d+(\.\d+)?%", _metric(page, "Gap")), _metric(page, "Gap")
