@@ -150,7 +150,7 @@ _Shown = tuple[Any, Any, Any, Any, Any, Any]     # a region, its colour value, a
 
 def regions_figure(regions: Sequence[Region], ens: TreeEnsemble, features: tuple[int, int], view: tuple[tuple[float, float], ...],
                    x: np.ndarray | None = None, cf: np.ndarray | None = None, opacity: float = 1.0,
-                   title: str = ""):
+                   title: str = "") -> go.Figure:
     """The regions on two features, coloured by class probability (a diverging scale centred on
     0.5), class, or predicted value; the instance, its counterfactual and the path between them
     on top.
@@ -194,7 +194,7 @@ def _region_hover(r: Region, v: float, ens: TreeEnsemble, features: tuple[int, i
 _OUTLINE = dict(width=0.5, color="rgba(255,255,255,0.6)")      # the thin line between two regions
 
 
-def _rectangles(shown: list[_Shown], hovers: list[str], colours: list[str], opacity: float) -> list[dict]:
+def _rectangles(shown: list[_Shown], hovers: list[str], colours: list[str], opacity: float) -> list[dict[str, Any]]:
     """One filled rectangle per region, as plain dicts (one figure built once: 2,000 add_trace calls
     took seconds)."""
     return [dict(type="scatter", x=[a0, a1, a1, a0, a0], y=[b0, b0, b1, b1, b0], fill="toself", mode="lines",
