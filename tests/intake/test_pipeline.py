@@ -143,6 +143,40 @@ def test_boundary_values_and_a_negative_scale_route_exactly():
     np.testing.assert_allclose(ens.predict_proba(_codes(ens, probe)), pipe.predict_proba(probe), rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("shape", ["affine", "decreasing", "clipped", "huge", "log"])
+def test_each_raw_threshold_is_the_largest_float_on_its_side_whatever_the_map(shape):
+    """The bisection starts in a bracket around the affine map's inverse where that bracket holds
+    (a few transforms instead of 64); a clipped map, a map not affine at 0 and 1, or a huge scale
+    keep the whole line. Whatever the map, each answer x is the largest float64 on the threshold's
+    side: f(x) <= t and f(next float above x) > t (for a decreasing map, > and <=)."""
+    from core.intake.parsing.pipeline import _largest_at_most
+
+    rng = np.random.default_rng(3)
+    t = np.concatenate([rng.normal(0, 3, 200), [0.0, 1.0, -1.0, 1e-300, 5e300]])
+    maps = {"affine": (lambda x: (x - 41.3) / 7.9, True), "decreasing": (lambda x: (x - 2.5) * -3.1e-3, False),
+            "clipped": (lambda x: np.clip((x - 10.0) / 4.0, -1.5, 2.0), True),
+            "huge": (lambda x: x * 1e300, True), "log": (lambda x: np.log1p(np.maximum(x, 0.0)), True)}
+    f, up = maps[shape]
+    calls = []
+
+    def counted(x):
+        calls.append(1)
+        with np.errstate(all="ignore"):
+            return f(x)
+
+    x = _largest_at_most(counted, t, up)
+    side = (lambda v: v <= t) if up else (lambda v: v > t)
+    with np.errstate(all="ignore"):
+        here, above = side(f(x)), side(f(np.nextafter(x, np.inf)))
+        everywhere = side(f(np.full(t.shape, np.finfo(float).max)))
+    inside = np.isfinite(x)
+    assert inside.sum() > 50
+    assert here[inside].all() and not above[inside].any()
+    assert (np.isposinf(x) == everywhere).all()          # +inf: every float is on the threshold's side
+    if shape in ("affine", "decreasing"):
+        assert len(calls) < 20, len(calls)          # the bracket held for every threshold
+
+
 def test_saved_pipelines_load_through_skops_and_trusted_joblib(tmp_path):
     import joblib
     import skops.io as sio
