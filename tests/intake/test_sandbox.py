@@ -134,9 +134,9 @@ def test_pickle_is_refused_in_the_child_without_trust():
 
 
 def test_a_valid_file_is_read_on_a_busy_machine(files):
-    """The time limit counts the reader's own time: a file that needs a fraction of it, read on
-    one CPU that four busy loops share (so it gets a fifth of that CPU at most), is read, not
-    called damaged, though on the wall clock it takes longer than the limit."""
+    """The time limit counts the reader's own time: a file that needs a fifth of it, read on one
+    CPU that nine busy loops share (so it gets a tenth of that CPU at most), is read, not called
+    damaged, though on the wall clock it takes longer than the limit."""
     import os
     import subprocess
     import sys
@@ -149,14 +149,16 @@ def test_a_valid_file_is_read_on_a_busy_machine(files):
     y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(int)
     data = bytes(xgb.XGBClassifier(n_estimators=300, max_depth=5, n_jobs=1).fit(X, y).get_booster().save_raw("json"))
     quiet = load_vetted(data, "big.json", time_limit=60, _hook="pinned")
-    # 2.5 times the reader's own CPU, no floor: a fifth of a CPU at most makes its wall time five
-    # times that, whatever the machine (a floor of 0.5 s was all of it on a fast one: 5 x 0.1 s)
-    limit = 2.5 * quiet.cpu_seconds
+    # 5 times the reader's own CPU, no floor: a tenth of a CPU at most makes its wall time ten times
+    # that, whatever the machine (a floor of 0.5 s was all of it on a fast one: 5 x 0.1 s). The
+    # reader's own CPU grows when it shares a CPU: 1.1-2.2 times its quiet read in six reads on an
+    # otherwise quiet machine, and beyond the 2.5 times once allowed in a full run of the tests.
+    limit = 5 * quiet.cpu_seconds
     print(f"quiet read: {quiet.cpu_seconds:.3f} CPU-s; limit {limit:.3f} s")
     cpu = min(os.sched_getaffinity(0))
     spin = (f"import os, time\nos.sched_setaffinity(0, {{{cpu}}})\nend = time.time() + {10 * limit}\n"
             "while time.time() < end:\n    pass\n")
-    spinners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(4)]
+    spinners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(9)]
     try:
         time.sleep(0.3)                                       # the loops are spinning
         t0 = time.perf_counter()
