@@ -264,14 +264,16 @@ class _RegionGrid:
                           showlegend=False)
 
 
+def _class_colour(k: int) -> str:
+    """The colour of class index ``k`` in the classes' palette (the heatmap's and the rectangles')."""
+    palette = pc.qualitative.Set2
+    return palette[k % len(palette)]
+
+
 def _class_steps(n_classes: int) -> list[list[Any]]:
     """A colour scale of steps, one per class (its index on ``[-0.5, n - 0.5]``), in the classes' palette."""
-    palette = pc.qualitative.Set2
-    steps: list[list[Any]] = []
-    for k in range(max(n_classes, 1)):
-        colour = palette[k % len(palette)]
-        steps += [[k / max(n_classes, 1), colour], [(k + 1) / max(n_classes, 1), colour]]
-    return steps
+    n = max(n_classes, 1)
+    return [[edge / n, _class_colour(k)] for k in range(n) for edge in (k, k + 1)]
 
 
 def _colour_scale(kind: str, vals: np.ndarray, ens: TreeEnsemble) -> tuple[str | None, float, float]:
@@ -300,8 +302,7 @@ def _regions_in_view(regions: Sequence[Region], vals: np.ndarray, features: tupl
 def _region_colours(shown: list[_Shown], kind: str, scale: str | None, lo: float, hi: float) -> list[str]:
     """Each shown region's colour: its class's in a qualitative palette, else its value's on the scale."""
     if kind == "categorical":
-        palette = pc.qualitative.Set2
-        return [palette[int(v) % len(palette)] for _, v, *_ in shown]
+        return [_class_colour(int(v)) for _, v, *_ in shown]
     # one call for all regions (one per region took seconds)
     ts = [min(max(0.5 if hi == lo else (v - lo) / (hi - lo), 0.0), 1.0) for _, v, *_ in shown]
     return pc.sample_colorscale(scale, ts) if ts else []
