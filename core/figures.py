@@ -267,7 +267,7 @@ class _RegionGrid:
 def _class_colour(k: int) -> str:
     """The colour of class index ``k`` in the classes' palette (the heatmap's and the rectangles')."""
     palette = pc.qualitative.Set2
-    return palette[k % len(palette)]
+    return str(palette[k % len(palette)])
 
 
 def _class_steps(n_classes: int) -> list[list[Any]]:
