@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core.audit import run_audit
-from core.audit.compare import compare_models, precluded_shown
+from core.audit.compare import compare_models, groups_shown, precluded_shown
 from core.audit.report import precluded_table
 from core.cells.problem import check_same_features
 from core.counterfactual import rows_to_move
@@ -19,7 +19,7 @@ from core.intake import io
 from core.intake.demo import UPDATES, updated_model
 from core.intake.workspace import build_workspace
 from core.regions import default_axes, slice_point, slice_regions, slice_view
-from core.shown import approx_text
+from core.shown import approx_text, percent_text
 from dashboard import state
 from dashboard.caching import session_cached, session_model
 from dashboard.deploy import settings as deployment
@@ -153,10 +153,10 @@ def _agreement(ws, wb, X, pred, schema, target, protected, result_key) -> None:
         st.subheader("Agreement of decisions")
         overall = quick.agreement.iloc[0]
         m = st.columns(3)
-        m[0].metric("Decisions alike", f"{overall['agree']:.1%}")
+        m[0].metric("Decisions alike", percent_text(overall["agree"]))
         m[1].metric("Rows whose decision flips", f"{int(overall['flips']):,}")
         m[2].metric("Rows", f"{int(overall['rows']):,}")
-        shown = quick.agreement.assign(agree=[f"{v:.1%}" for v in quick.agreement["agree"]])
+        shown = quick.agreement.assign(agree=[percent_text(v) for v in quick.agreement["agree"]])
         st.dataframe(shown, hide_index=True, key="cm_agreement")
         if quick.rules:
             st.markdown("**Where the decisions differ** (a shallow tree on the data's columns)")
@@ -295,9 +295,7 @@ def _study_result(ws, ens, target, c) -> None:
     if len(c.groups):
         g = c.groups
         st.plotly_chart(_groups_figure(g), key="cm_fig")
-        shown = g.assign(**{k: [f"{v:.1%}" for v in g[k]] for k in ("invalidated", "ci_low", "ci_high")},
-                         **{"extra cost": [approx_text(v, 3) for v in g["extra cost"]]})
-        st.dataframe(shown, hide_index=True, key="cm_groups")
+        st.dataframe(groups_shown(g), hide_index=True, key="cm_groups")
         show_guarantee(st, c.guarantee, "these shares")
     if len(c.tests):
         st.dataframe(c.tests, hide_index=True, key="cm_tests")

@@ -88,7 +88,7 @@ from core.settings import (
     seconds,
     validated,
 )
-from core.shown import approx_text, label_order, number_text, outcome_text
+from core.shown import NOT_KNOWN, approx_text, label_order, number_text, outcome_text, percent_text
 from core.surrogate.repair import polish_on_model
 
 if TYPE_CHECKING:
@@ -99,7 +99,8 @@ if TYPE_CHECKING:
 from core.schema import INTEGRAL_KINDS, Schema
 from core.typing import ModelLike, Norm, Rows, TargetSpec
 
-__all__ = ["ModelComparison", "compare_models", "decision_agreement", "disagreement_rules"]
+__all__ = ["ModelComparison", "compare_models", "decision_agreement", "disagreement_rules", "groups_shown",
+           "precluded_shown"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -937,7 +938,7 @@ def _table(df: pd.DataFrame) -> str:
 
 
 def _pct(v: Any) -> str:
-    return f"{100 * float(v):.1f}%" if v is not None and np.isfinite(float(v)) else "–"
+    return percent_text(v)
 
 
 def _target_words(c: ModelComparison) -> str:
@@ -1085,13 +1086,16 @@ def _other_figures(c: ModelComparison) -> list[str]:
     return other
 
 
-def _groups_shown(g: pd.DataFrame) -> pd.DataFrame:
+def groups_shown(g: pd.DataFrame) -> pd.DataFrame:
+    """:attr:`ModelComparison.groups` for a reader, on the page and in the report alike: each
+    share with its 95% interval as percentages, :data:`core.shown.NOT_KNOWN` where one cannot be
+    computed (a group with one row with a recourse has no bootstrap interval)."""
     if not len(g):
         return g
     out = g[["attribute", "group", "rows", "with recourse"]].copy()
     out["invalidated [95% CI]"] = [f"{_pct(v)} [{_pct(lo)}, {_pct(hi)}]"
                                    for v, lo, hi in zip(g["invalidated"], g["ci_low"], g["ci_high"])]
-    out["mean extra cost"] = g["extra cost"]
+    out["mean extra cost"] = [approx_text(v) if np.isfinite(v) else NOT_KNOWN for v in g["extra cost"].astype(float)]
     return out
 
 
@@ -1141,7 +1145,7 @@ def comparison_html(c: ModelComparison) -> str:
 <h2>Figures</h2><div class="figures">{other or '<p>–</p>'}</div>
 <h2>Agreement of decisions</h2>{_table(agreement)}
 <h2>Where the decisions differ</h2>{''.join(f'<p>{esc(r)}</p>' for r in c.rules) or '<p>–</p>'}
-<h2>Recourse invalidation per group</h2>{_table(_groups_shown(c.groups))}
+<h2>Recourse invalidation per group</h2>{_table(groups_shown(c.groups))}
 <p class="muted">Share of rows whose optimal recourse under model A does not get the outcome from model B, with
 95% percentile-bootstrap intervals; extra cost: the cheapest recourse valid under both, minus the one under A.</p>
 <h2>Gaps to the reference group</h2>{_table(_tests_shown(c.tests))}

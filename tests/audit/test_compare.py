@@ -8,9 +8,10 @@ import pandas as pd
 import pytest
 from sklearn.ensemble import RandomForestClassifier
 
-from core.audit.compare import compare_models, decision_agreement
+from core.audit.compare import compare_models, decision_agreement, groups_shown
 from core.errors import AuditError, QueryError
 from core.schema import infer_schema
+from core.shown import NOT_KNOWN
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +57,24 @@ def test_identical_models_invalidate_nothing(planted):
     c = compare_models(a, a, X, schema=schema, target=1, max_rows=40, n_boot=100, n_perm=200)
     assert c.invalidated == 0.0 and (c.rows["extra_cost"].dropna() == 0).all()
     assert c.agreement.iloc[0]["agree"] == 1.0 and len(c.flips) == 0
+
+
+def test_a_group_of_one_row_reads_its_share_and_no_interval(planted):
+    """One row of a group with a recourse has no bootstrap interval: the page and the report say
+    so ("—"), never "nan%" (the page once formatted the NaN itself)."""
+    X, a, b, schema = planted
+    one = X.index[(X.sex == 1) & (X.income < 40)][:1]
+    rows = pd.concat([X[X.sex == 0].iloc[:200], X.loc[one]])
+    c = compare_models(a, b, rows, schema=schema, target=1, max_rows=None, model_a=a, model_b=b, n_boot=100,
+                       n_perm=100)
+    g = c.groups.set_index("group")
+    assert g.loc["1", "with recourse"] == 1 and np.isnan(g.loc["1", "ci_low"])
+    shown = groups_shown(c.groups).set_index("group")
+    assert shown.loc["1", "invalidated [95% CI]"] == f"100.0% [{NOT_KNOWN}, {NOT_KNOWN}]"
+    assert shown.loc["0", "invalidated [95% CI]"].startswith("0.0% [")
+    cells = " ".join(str(v) for v in shown.to_numpy().ravel())
+    assert "nan" not in cells.lower() and "missing" not in cells, cells
+    assert "nan%" not in c.to_html().lower()
 
 
 def test_agreement_per_group():
