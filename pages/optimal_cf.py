@@ -60,12 +60,14 @@ def _settings(p: _Page, prefix: str):
                              index=kept_index(f"{prefix}_norm", ["l1", "l0", "l2", "mix"]),
                              help="l1: sum of scaled changes · l0: number of changed features · "
                                   "l2: squared Euclidean · mix: λ0·l0 + λ1·l1 + λ2·l2")
-    norm: object = norm_name
-    if norm_name == "mix":
+    # the weights are always in the form: a form sends its widgets only on submit, so weights shown
+    # once "mix" is picked would appear after the first query, which ran on the defaults unseen
+    with st.expander("Weights of the mix cost (used when Cost is mix)", expanded=norm_name == "mix"):
         m1, m2, m3 = st.columns(3)
-        norm = {"l0": m1.number_input("λ0", 0.0, 100.0, kept(f"{prefix}_l0", 0.1), key=f"{prefix}_l0"),
-                "l1": m2.number_input("λ1", 0.0, 100.0, kept(f"{prefix}_l1", 1.0), key=f"{prefix}_l1"),
-                "l2": m3.number_input("λ2", 0.0, 100.0, kept(f"{prefix}_l2", 0.0), key=f"{prefix}_l2")}
+        weights = {"l0": m1.number_input("λ0", 0.0, 100.0, kept(f"{prefix}_l0", 0.1), key=f"{prefix}_l0"),
+                   "l1": m2.number_input("λ1", 0.0, 100.0, kept(f"{prefix}_l1", 1.0), key=f"{prefix}_l1"),
+                   "l2": m3.number_input("λ2", 0.0, 100.0, kept(f"{prefix}_l2", 0.0), key=f"{prefix}_l2")}
+    norm: object = weights if norm_name == "mix" else norm_name
     limit = c2.number_input("Time limit (s)", 1.0, 600.0, kept(f"{prefix}_limit", 30.0), key=f"{prefix}_limit")
     backend = c3.selectbox("Solver", BACKENDS, key=f"{prefix}_backend", index=kept_index(f"{prefix}_backend", BACKENDS),
                            help="auto: Gurobi when a full licence is installed, else OR-Tools CP-SAT. boxsearch and "

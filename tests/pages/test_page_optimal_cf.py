@@ -33,6 +33,24 @@ def test_one_query_on_the_demo(at):
     assert res.x[ws.schema.index("sex")] == x0[ws.schema.index("sex")]  # protected: fixed
 
 
+def test_the_mix_weights_are_set_before_the_first_query(at):
+    """The mix cost's weights are in the form from the start: they were drawn only once "mix" was
+    submitted, so the first mix query ran on default weights the analyst never saw."""
+    at.number_input(key="ocf_row").set_value(3).run()
+    at.selectbox(key="ocf_norm").set_value("l2")
+    _submit(at, "Find the optimal counterfactual")
+    l2 = at.session_state["ocf_result"]
+    at.selectbox(key="ocf_norm").set_value("mix")
+    for name, value in (("l0", 0.0), ("l1", 0.0), ("l2", 1.0)):     # set before the mix is ever submitted
+        at.number_input(key=f"ocf_{name}").set_value(value)
+    _submit(at, "Find the optimal counterfactual")
+    mix = at.session_state["ocf_result"]
+    assert mix.params["norm"] == {"l0": 0.0, "l1": 0.0, "l2": 1.0}
+    assert l2.status == mix.status == "optimal" and mix.cost == pytest.approx(l2.cost, rel=1e-9, abs=1e-12)
+    ens = at.session_state["workspace"].ensemble
+    assert ens.predict(mix.x[None, :])[0] == mix.prediction
+
+
 def test_each_further_solution_says_when_it_came(at):
     """With several solutions the time metric was "Solve time", the first solution's alone: it now
     says so, and each alternative gives when it came, timed from the query's start as well."""
