@@ -60,7 +60,7 @@ SETTINGS: dict[str, tuple] = {
     "fa_jobs": ("int", 1, 8),
     "cr_pi": ("choice", _LEVELS["pi"]), "cr_pic": ("choice", _LEVELS["pi_c"]), "cr_topk": ("int", 1, 15),
     "cr_trees": ("int", 5, 200), "cr_depth": ("int", 2, 30), "cr_rows": ("int", 1000, 1_000_000),
-    "cr_fixed": ("columns",),
+    "cr_fixed": ("columns",), "cr_inc": ("columns",), "cr_dec": ("columns",),
     "mt_target": ("class",), "mt_side": ("choice", [True, False]),
     "mt_tau": ("choice", [0.8, 0.85, 0.9, 0.95, 0.99]), "mt_rho": ("choice", [0.005, 0.01, 0.02, 0.05, 0.1]),
     "mt_trees": ("int", 1, 10),
@@ -259,9 +259,14 @@ def _setting_value(key: str, value: Any, ws: Any) -> Any:
 
 
 KEPT = "_kept_settings"      # {widget key: value} of the settings below, as last held or as a link gave them
-#: the settings kept across pages: those whose choices do not depend on the data (a column, a class or a
-#: feature follows the data and its feature settings, and is drawn afresh from them)
+#: {widget key: (workspace key, value)} of the settings that name columns or features, as last held
+KEPT_DATA = "_kept_data_settings"
+#: the settings kept across pages whatever the data: those whose choices do not depend on it
 _KEPT_KINDS = ("bool", "int", "float", "choice")
+#: the settings kept for one workspace (its data and feature settings, :attr:`Workspace.key`): the
+#: columns or the feature a setting names mean nothing for other data, and new feature settings
+#: preset them afresh (the class, kept on every page, is the widgets' own: ``TARGET``)
+_DATA_KINDS = ("columns", "feature")
 
 
 def note_settings() -> None:
@@ -274,19 +279,39 @@ def note_settings() -> None:
     in a later run, e.g. once a result exists, then showed its default while the server read
     the value kept)."""
     noted = st.session_state.setdefault(KEPT, {})
+    by_data = st.session_state.setdefault(KEPT_DATA, {})
+    ws = state.get(state.Keys.WORKSPACE)
     for key, (kind, *_) in SETTINGS.items():
-        if kind in _KEPT_KINDS and key in st.session_state:
+        if key not in st.session_state:
+            continue
+        if kind in _KEPT_KINDS:
             noted[key] = st.session_state[key]
+        elif kind in _DATA_KINDS and ws is not None:
+            by_data[key] = (ws.key, st.session_state[key])
 
 
 def kept(key: str, default: Any) -> Any:
     """The value of setting ``key`` as its widget last held it (or a link gave it), checked as a
     link's value is; else ``default``. A page gives it as the widget's default value."""
+    if SETTINGS.get(key, ("",))[0] in _DATA_KINDS:
+        return _kept_for_data(key, default)
     noted = (st.session_state.get(KEPT) or {})
     if key not in noted:
         return default
     try:
         return _setting_value(key, noted[key], None)
+    except ValueError:
+        return default
+
+
+def _kept_for_data(key: str, default: Any) -> Any:
+    """:func:`kept` for a setting naming columns or a feature: noted for the workspace shown now."""
+    ws = state.get(state.Keys.WORKSPACE)
+    noted = (st.session_state.get(KEPT_DATA) or {}).get(key)
+    if ws is None or noted is None or noted[0] != ws.key:
+        return default
+    try:
+        return _setting_value(key, noted[1], ws)
     except ValueError:
         return default
 

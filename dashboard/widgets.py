@@ -139,17 +139,20 @@ def actionability_preset(schema: Any, names: list[str]) -> dict[str, list[str]]:
 
 
 def column_picker(container: Any, label: str, schema: Any, default: list[str], key: str, *,
-                  groups_too: bool = True) -> list[str]:
+                  groups_too: bool = True, chosen: list[str] | None = None) -> list[str]:
     """A multiselect of the analyst's columns: a one-hot group (a categorical
     column read as one 0/1 column per category) is one option, named by its
     group, and stands for all its columns. Returns the model's feature names
     chosen. ``groups_too=False`` leaves the groups out (increase-only and
-    decrease-only mean nothing for a category)."""
+    decrease-only mean nothing for a category). ``default``: the model's feature
+    names preset; ``chosen``: the options the analyst left picked (``share.kept``),
+    drawn instead when given."""
     names = schema.names
     members = {g: [names[i] for i in idx] for g, idx in schema.groups().items()}
     in_group = {n: g for g, cols in members.items() for n in cols}
     options = _column_options(names, in_group, groups_too)
-    chosen_default = [o for o in options if all(c in default for c in members.get(o, [o]))]
+    chosen_default = ([o for o in options if o in chosen] if chosen is not None else
+                      [o for o in options if all(c in default for c in members.get(o, [o]))])
     picked = container.multiselect(label, options, chosen_default, key=key)
     return [c for o in picked for c in members.get(o, [o])]
 
@@ -164,15 +167,16 @@ def _column_options(names: list[str], in_group: dict[str, str], groups_too: bool
     return options
 
 
-def protected_picker(container: Any, schema: Any, key: str, help: str) -> list[str]:
+def protected_picker(container: Any, schema: Any, key: str, help: str, chosen: list[str] | None = None) -> list[str]:
     """A multiselect of protected attributes: a one-hot group is one choice (named by its
-    group), any other column its own; preset from the feature settings' protected flags."""
+    group), any other column its own; preset from the feature settings' protected flags,
+    or ``chosen``, the choices the analyst left picked (``share.kept``)."""
     names = schema.names
     groups = {g: cols for g, cols in schema.groups().items() if len(cols) >= 2}
     in_group = {names[j] for cols in groups.values() for j in cols}
     choices = list(groups) + [n for n in names if n not in in_group]
     try:
-        default = list(protected_attributes(schema))
+        default = list(protected_attributes(schema)) if chosen is None else chosen
     except ValueError:
         default = []
     return container.multiselect("Protected attributes", choices, default=[d for d in default if d in choices],

@@ -26,7 +26,7 @@ from dashboard.deploy import settings as deployment
 from dashboard.history import owner as history_owner
 from dashboard.history import show_gap_comparison
 from dashboard.history import store as history_store
-from dashboard.share import kept
+from dashboard.share import kept, kept_index
 from dashboard.ui import (
     cancel_button,
     cancel_outcome,
@@ -350,8 +350,8 @@ def _regions(ws, wb, schema, names, X) -> None:
     ens = ws.ensemble
     top = default_axes(ens)
     r1, r2, r3 = st.columns(3)
-    fa = names.index(r1.selectbox("Horizontal feature", names, index=top[0], key="cm_fa"))
-    fb = names.index(r2.selectbox("Vertical feature", names, index=top[1], key="cm_fb"))
+    fa = names.index(r1.selectbox("Horizontal feature", names, index=kept_index("cm_fa", names, top[0]), key="cm_fa"))
+    fb = names.index(r2.selectbox("Vertical feature", names, index=kept_index("cm_fb", names, top[1]), key="cm_fb"))
     row = row_picker(r3, len(X), "cm_row")
     if fa == fb:
         st.error("Choose two different features.")
@@ -388,7 +388,7 @@ def main() -> None:
     st.markdown(f"**Model A** · {plain(ws.name)} · {_what(ws)}  \n**Model B** · {plain(wb.name)} · {_what(wb)}")
     c1, c2 = st.columns(2)
     protected = protected_picker(c1, schema, "cm_protected", "Groups for the per-group figures; held fixed in every "
-                                 "recourse.")
+                                 "recourse.", chosen=kept("cm_protected", None))
     target = favourable_picker(c2, ens, pred, "cm", reference="the median of model A's")
     if not protected:
         st.info("Choose at least one protected attribute.")

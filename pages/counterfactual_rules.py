@@ -63,9 +63,12 @@ def _actionable(schema) -> dict:
     """Fixed, increase-only and decrease-only features, preset from the schema's actionability."""
     preset = schema.by_actionability()       # the schema's actionability, as optimal_cf
     a1, a2, a3 = st.columns(3)
-    fixed = column_picker(a1, "Fixed features (never part of a rule)", schema, preset["fixed"], "cr_fixed")
-    increase = column_picker(a2, "Increase only", schema, preset["increase"], "cr_inc", groups_too=False)
-    decrease = column_picker(a3, "Decrease only", schema, preset["decrease"], "cr_dec", groups_too=False)
+    fixed = column_picker(a1, "Fixed features (never part of a rule)", schema, preset["fixed"], "cr_fixed",
+                          chosen=kept("cr_fixed", None))
+    increase = column_picker(a2, "Increase only", schema, preset["increase"], "cr_inc", groups_too=False,
+                             chosen=kept("cr_inc", None))
+    decrease = column_picker(a3, "Decrease only", schema, preset["decrease"], "cr_dec", groups_too=False,
+                             chosen=kept("cr_dec", None))
     return dict(fixed=fixed, increase_only=increase, decrease_only=decrease)     # names: the rules take them
 
 

@@ -50,8 +50,8 @@ def _choices(ens, names, X, pred) -> dict:
     """The two features, the view, the row, its target and the drawing's settings."""
     top = default_axes(ens)
     c1, c2, c3, c4 = st.columns(4)
-    fa = names.index(c1.selectbox("Horizontal feature", names, index=top[0], key="dr_fa"))
-    fb = names.index(c2.selectbox("Vertical feature", names, index=top[1], key="dr_fb"))
+    fa = names.index(c1.selectbox("Horizontal feature", names, index=kept_index("dr_fa", names, top[0]), key="dr_fa"))
+    fb = names.index(c2.selectbox("Vertical feature", names, index=kept_index("dr_fb", names, top[1]), key="dr_fb"))
     mode = c3.radio("View", ["slice", "projection"], index=kept_index("dr_mode", ["slice", "projection"]), horizontal=True,
                     key="dr_mode")
     row = row_picker(c4, len(X), "dr_row")

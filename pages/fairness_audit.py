@@ -52,7 +52,8 @@ def _settings(ens, schema, pred) -> tuple[dict, int]:
     """The audit's settings (protected attributes, favourable outcome, rows, statistics, compute) as
     :func:`run_audit`'s arguments, and how many rows it will take."""
     protected = protected_picker(st, schema, "fa_protected", "Preset from the feature settings (Data & model "
-                                 "page). A one-hot group is one attribute; a numerical one is cut into quartiles.")
+                                 "page). A one-hot group is one attribute; a numerical one is cut into quartiles.",
+                                 chosen=kept("fa_protected", None))
     c1, c2, c3 = st.columns(3)
     target = favourable_picker(c1, ens, pred, "fa")
     unfavourable = rows_to_move(ens, target, pred).size

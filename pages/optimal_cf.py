@@ -78,9 +78,11 @@ def _settings(p: _Page, prefix: str):
                              "(Isolation Forest; 10% of them count as outliers).")
     preset = actionability_preset(schema, names)
     a1, a2, a3 = st.columns(3)
-    fixed = column_picker(a1, "Fixed", schema, preset["fixed"], f"{prefix}_fixed")
-    inc = column_picker(a2, "Increase only", schema, preset["increase"], f"{prefix}_inc", groups_too=False)
-    dec = column_picker(a3, "Decrease only", schema, preset["decrease"], f"{prefix}_dec", groups_too=False)
+    fixed = column_picker(a1, "Fixed", schema, preset["fixed"], f"{prefix}_fixed", chosen=kept(f"{prefix}_fixed", None))
+    inc = column_picker(a2, "Increase only", schema, preset["increase"], f"{prefix}_inc", groups_too=False,
+                        chosen=kept(f"{prefix}_inc", None))
+    dec = column_picker(a3, "Decrease only", schema, preset["decrease"], f"{prefix}_dec", groups_too=False,
+                        chosen=kept(f"{prefix}_dec", None))
     return dict(schema=schema, norm=norm, fixed=fixed, increase_only=inc, decrease_only=dec,
                 backend=backend, time_limit=float(limit)), plaus
 

@@ -84,6 +84,36 @@ def test_a_broken_link_says_so_on_the_page_it_opens(fresh_history):
     assert not any("could not be followed" in e.value for e in good.error)
 
 
+def test_settings_naming_columns_are_as_left_when_the_analyst_comes_back():
+    """Streamlit forgets a widget once a run does not draw it: the columns and features an analyst
+    picked went back to their presets on leaving the page. They are kept for the data and feature
+    settings they were picked on, and preset afresh from new feature settings."""
+    app = _app()
+    assert app.multiselect(key="ocf_fixed").value == ["sex"]                  # the feature settings' preset
+    app.multiselect(key="ocf_fixed").set_value(["age", "employment"])         # a one-hot group is one option
+    app.multiselect(key="ocf_inc").set_value(["income"])
+    app.button[[b.label for b in app.button].index("Find the optimal counterfactual")].click().run()  # the form
+    app.switch_page("../pages/decision_regions.py").run()
+    assert app.selectbox(key="dr_fa").value == "income"
+    app.selectbox(key="dr_fa").set_value("age").run()
+    app.switch_page("../pages/fairness_audit.py").run()
+    assert app.multiselect(key="fa_protected").value == ["sex"]
+    app.multiselect(key="fa_protected").set_value(["sex", "age"]).run()
+    app.switch_page("../pages/optimal_cf.py").run()
+    assert app.multiselect(key="ocf_fixed").value == ["age", "employment"]
+    assert app.multiselect(key="ocf_inc").value == ["income"]
+    app.switch_page("../pages/decision_regions.py").run()
+    assert app.selectbox(key="dr_fa").value == "age"
+    app.switch_page("../pages/fairness_audit.py").run()
+    assert app.multiselect(key="fa_protected").value == ["sex", "age"]
+    assert not app.exception, app.exception
+    ws = app.session_state["workspace"]
+    app.session_state["workspace"] = ws.with_protected(["sex", "owns_home"])      # new feature settings
+    app.switch_page("../pages/optimal_cf.py").run()
+    assert app.multiselect(key="ocf_fixed").value == ["owns_home", "sex"]
+    assert app.multiselect(key="ocf_inc").value == []
+
+
 def test_a_link_carries_the_settings_of_the_view():
     """Cost, fixed columns, time limit, plausibility and the audit's settings travel with the link;
     a setting this data cannot take is named, not applied (#29)."""
