@@ -259,14 +259,16 @@ def _setting_value(key: str, value: Any, ws: Any) -> Any:
 
 
 KEPT = "_kept_settings"      # {widget key: value} of the settings below, as last held or as a link gave them
-#: {widget key: (workspace key, value)} of the settings that name columns or features, as last held
+#: {widget key: {workspace key: value}} of the settings that name columns, features or classes, as last
+#: held on each of the last :data:`KEPT_WORKSPACES` workspaces
 KEPT_DATA = "_kept_data_settings"
+KEPT_WORKSPACES = 8
 #: the settings kept across pages whatever the data: those whose choices do not depend on it
 _KEPT_KINDS = ("bool", "int", "float", "choice")
-#: the settings kept for one workspace (its data and feature settings, :attr:`Workspace.key`): the
-#: columns or the feature a setting names mean nothing for other data, and new feature settings
-#: preset them afresh (the class, kept on every page, is the widgets' own: ``TARGET``)
-_DATA_KINDS = ("columns", "feature")
+#: the settings kept per workspace (its data and feature settings, :attr:`Workspace.key`): the
+#: columns, the feature or the class a setting names mean nothing for other data, and new feature
+#: settings preset them afresh (the one row's target, kept on every page, is ``TARGET``)
+_DATA_KINDS = ("columns", "feature", "class")
 
 
 def note_settings() -> None:
@@ -287,7 +289,11 @@ def note_settings() -> None:
         if kind in _KEPT_KINDS:
             noted[key] = st.session_state[key]
         elif kind in _DATA_KINDS and ws is not None:
-            by_data[key] = (ws.key, st.session_state[key])
+            held = by_data.setdefault(key, {})
+            held.pop(ws.key, None)                       # the newest last: the oldest go first
+            held[ws.key] = st.session_state[key]
+            for old in list(held)[:-KEPT_WORKSPACES]:
+                del held[old]
 
 
 def kept(key: str, default: Any) -> Any:
@@ -305,13 +311,14 @@ def kept(key: str, default: Any) -> Any:
 
 
 def _kept_for_data(key: str, default: Any) -> Any:
-    """:func:`kept` for a setting naming columns or a feature: noted for the workspace shown now."""
+    """:func:`kept` for a setting naming columns, a feature or a class: as noted for the workspace
+    shown now."""
     ws = state.get(state.Keys.WORKSPACE)
-    noted = (st.session_state.get(KEPT_DATA) or {}).get(key)
-    if ws is None or noted is None or noted[0] != ws.key:
+    held = (st.session_state.get(KEPT_DATA) or {}).get(key) or {}
+    if ws is None or ws.key not in held:
         return default
     try:
-        return _setting_value(key, noted[1], ws)
+        return _setting_value(key, held[ws.key], ws)
     except ValueError:
         return default
 

@@ -115,13 +115,14 @@ def favourable_picker(container: Any, ens: Any, pred: np.ndarray, prefix: str, *
     caption), or with ``sides`` at least / at most it (widget ``{prefix}_side``)."""
     ws = state.get(state.Keys.WORKSPACE)
     names = getattr(ws, "class_names", None) or {}
+    from dashboard.share import kept_index  # share reads this module's keys: imported when drawn
     if ens.is_classifier:
         classes = list(ens.classes)
-        return container.selectbox(label, classes, index=classes.index(favourable_default(ens, pred)),
+        return container.selectbox(label, classes, index=kept_index(f"{prefix}_target", classes,
+                                                                     classes.index(favourable_default(ens, pred))),
                                    key=f"{prefix}_target", format_func=lambda c: outcome_text(c, names))
     above = True
     if sides:
-        from dashboard.share import kept_index  # share reads this module's keys: imported when drawn
         above = container.selectbox(label, [True, False], index=kept_index(f"{prefix}_side", [True, False]),
                                     key=f"{prefix}_side",
                                     format_func=lambda a: f"{'at least' if a else 'at most'} {reference} prediction")

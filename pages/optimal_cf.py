@@ -374,10 +374,11 @@ def _many_rows(p: _Page) -> None:
     if ens.is_classifier:
         b1, b2, b3 = st.columns(3)
         favourable = favourable_default(ens, pred)
-        from_cls = b1.selectbox("Rows predicted as", choices, index=choices.index(default_target(ens, pred, favourable)),
+        from_cls = b1.selectbox("Rows predicted as", choices,
+                                index=kept_index("ocb_from", choices, choices.index(default_target(ens, pred, favourable))),
                                 key="ocb_from", format_func=ws.outcome_text)
-        to_cls = b2.selectbox("Target outcome", choices, index=choices.index(favourable), key="ocb_to",
-                              format_func=ws.outcome_text)
+        to_cls = b2.selectbox("Target outcome", choices, index=kept_index("ocb_to", choices, choices.index(favourable)),
+                              key="ocb_to", format_func=ws.outcome_text)
         n_rows = int(b3.number_input("How many rows", 1, 5000, kept("ocb_n", 20), key="ocb_n"))
         rows = rows_at(ens, from_cls, pred, n_rows)
         targets = [to_cls] * len(rows)

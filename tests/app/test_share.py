@@ -85,9 +85,10 @@ def test_a_broken_link_says_so_on_the_page_it_opens(fresh_history):
 
 
 def test_settings_naming_columns_are_as_left_when_the_analyst_comes_back():
-    """Streamlit forgets a widget once a run does not draw it: the columns and features an analyst
-    picked went back to their presets on leaving the page. They are kept for the data and feature
-    settings they were picked on, and preset afresh from new feature settings."""
+    """Streamlit forgets a widget once a run does not draw it: the columns, features and classes an
+    analyst picked went back to their presets on leaving the page. They are kept for the data and
+    feature settings they were picked on (for each of the last few), and preset afresh from new
+    feature settings."""
     app = _app()
     assert app.multiselect(key="ocf_fixed").value == ["sex"]                  # the feature settings' preset
     app.multiselect(key="ocf_fixed").set_value(["age", "employment"])         # a one-hot group is one option
@@ -107,11 +108,25 @@ def test_settings_naming_columns_are_as_left_when_the_analyst_comes_back():
     app.switch_page("../pages/fairness_audit.py").run()
     assert app.multiselect(key="fa_protected").value == ["sex", "age"]
     assert not app.exception, app.exception
+    app.switch_page("../pages/optimal_cf.py").run()
+    assert [app.selectbox(key=k).index for k in ("ocb_from", "ocb_to")] == [0, 1]   # the many rows' classes
+    app.selectbox(key="ocb_from").select_index(1)
+    app.selectbox(key="ocb_to").select_index(0).run()
+    app.switch_page("../pages/fairness_audit.py").run()
+    app.switch_page("../pages/optimal_cf.py").run()
+    assert [app.selectbox(key=k).index for k in ("ocb_from", "ocb_to")] == [1, 0]
     ws = app.session_state["workspace"]
-    app.session_state["workspace"] = ws.with_protected(["sex", "owns_home"])      # new feature settings
+    app.switch_page("../pages/data_model.py").run()             # where the feature settings change
+    app.session_state["workspace"] = ws.with_protected(["sex", "owns_home"])
     app.switch_page("../pages/optimal_cf.py").run()
     assert app.multiselect(key="ocf_fixed").value == ["owns_home", "sex"]
     assert app.multiselect(key="ocf_inc").value == []
+    app.switch_page("../pages/data_model.py").run()
+    app.session_state["workspace"] = ws                          # back to the first settings: as left there
+    app.switch_page("../pages/optimal_cf.py").run()
+    assert app.multiselect(key="ocf_fixed").value == ["age", "employment"]
+    assert [app.selectbox(key=k).index for k in ("ocb_from", "ocb_to")] == [1, 0]
+    assert not app.exception, app.exception
 
 
 def test_a_link_carries_the_settings_of_the_view():
