@@ -41,7 +41,8 @@ from dashboard.widgets import favourable_picker, protected_picker, share_row
 K = state.Keys
 CAPTION = ("For the rows with an unfavourable decision: the optimal recourse of each (protected attributes held "
            "fixed), the rules T-CREx prescribes and local counterfactual rules, compared across the groups of the "
-           "protected attributes with bootstrap intervals and permutation tests (Holm-adjusted). The report is a "
+           "protected attributes with intervals (Wilson's for a share of rows, else the bootstrap's) and permutation "
+           "tests (Holm-adjusted). The report is a "
            "single HTML file anyone can open, with the fingerprints and settings needed to reproduce it.")
 #: where each stage of an audit sits on its progress bar
 STAGES = {"recourse": (0.0, 0.85), "T-CREx rules": (0.85, 0.9), "local rules": (0.9, 0.98),

@@ -19,8 +19,8 @@ decision is unfavourable (the model's output misses the target):
 * for a seeded sample of rows per group, the local counterfactual rule
   (:mod:`core.rules`) and its correctness: the share of its counterfactual
   samples the model puts in the target;
-* per group, these as shares, means, medians and quantiles with bootstrap
-  intervals, and for each group against the attribute's largest group the
+* per group, these as shares, means, medians and quantiles with intervals
+  (Wilson's for a share of rows, else the bootstrap's), and for each group against the attribute's largest group the
   gap, its bootstrap interval and a two-sided permutation p-value
   (:mod:`core.audit.fairstats`), Holm-adjusted over every test of the audit;
 * a plain-language summary of the significant gaps, largest first.

@@ -17,7 +17,7 @@ the recourse promised under the first survives the second.
   stand for the models (their surrogates), checked on both models themselves and,
   where one refuses, repaired on both; a row where nothing both accept is found
   says ``not_found``, never an error. Per group: the share
-  invalidated with a 95% percentile-bootstrap interval, and a two-sided
+  invalidated with a 95% Wilson score interval, and a two-sided
   permutation test of its gap to the largest group (Holm-adjusted), as in
   :mod:`core.audit.stats`.
 * **Preclusion** under constraints between features (``constraints=``, default the
@@ -49,7 +49,7 @@ import numpy as np
 import pandas as pd
 
 from core.audit.constrained import in_force, lines_words, recorded
-from core.audit.fairstats import bootstrap_ci, holm, permutation_p
+from core.audit.fairstats import holm, permutation_p, share_ci
 from core.audit.report import REPORT_CSS, constraints_html, model_text, parameters_table, table_html, whole
 from core.audit.result import saved_guarantee
 from core.audit.stats import group_labels, protected_attributes
@@ -185,7 +185,7 @@ class ModelComparison(MetaResult):
         kind = "black_box" if "black_box" in kinds else next((k for k in kinds if k in MODEL_KINDS), "tree_ensemble")
         return Guarantee("estimated", cast(ModelKind, kind), note=(
             "The shares of decisions and of recourse honoured are estimates on the rows studied, with "
-            "bootstrap intervals and permutation tests; each recourse is checked on both models."))
+            "Wilson score intervals and permutation tests; each recourse is checked on both models."))
 
     def to_dict(self) -> dict[str, Any]:
         """The export: the shape's header, each table as a list of records (numbers as
@@ -703,7 +703,9 @@ def compare_models(ens_a: ModelLike, ens_b: ModelLike, X: Rows, *, schema: Schem
     ``target``: the favourable outcome; ``rows``: the rows to study (default:
     those A decides unfavourably, a seeded sample of ``max_rows``); protected
     columns (the schema's, or ``protected``) are held fixed in every recourse
-    and define the groups. ``invalidation=False`` compares decisions only.
+    and define the groups. ``invalidation=False`` compares decisions only. ``n_boot`` is
+    no longer used (a share's interval is Wilson's, drawn from no resample): it is
+    accepted so that earlier calls still run.
     Raises AuditError (or QueryError) saying what to fix for models that read
     other columns, do another task or decide between other classes.
 
@@ -747,12 +749,12 @@ def compare_models(ens_a: ModelLike, ens_b: ModelLike, X: Rows, *, schema: Schem
         study = _studied((side_a, side_b), data, pool, target_value, kwargs,
                          _Compute(n_jobs, scheduler, progress, should_stop), analyst_columns(ens_a, schema))
         timings["recourse"] = time.perf_counter() - t1
-    groups, tests = _invalidation_stats(study.table, list(data.attrs), n_boot, n_perm, alpha, rng)
+    groups, tests = _invalidation_stats(study.table, list(data.attrs), n_perm, alpha, rng)
     timings["total"] = time.perf_counter() - t0
     parameters = {"max_rows": max_rows, "rows_studied": int(pool.size if invalidation else 0),
                   "time_limit": whole(time_limit), "norm": norm if isinstance(norm, str) else dict(norm),
                   "protected": data.protected_names(), "held_fixed": [data.names[j] for j in fixed],
-                  "random_state": random_state, "n_boot": n_boot, "n_perm": n_perm, "alpha": alpha, "n_jobs": n_jobs}
+                  "random_state": random_state, "n_perm": n_perm, "alpha": alpha, "n_jobs": n_jobs}
     meta = {**_meta((side_a, side_b), data, target_value, study.holds, parameters, schema, timings),
             **(provenance or {})}
     return ModelComparison(agreement, flips=data.flips(pred_a, pred_b), rules=rules, rows=study.table, groups=groups,
@@ -889,7 +891,7 @@ def _facts(side: _Side) -> dict[str, Any]:
             "surrogate": side.extra["surrogate"].summary() if "surrogate" in side.extra else None}
 
 
-def _invalidation_stats(table: pd.DataFrame, attrs: list[str], n_boot: int, n_perm: int, alpha: float,
+def _invalidation_stats(table: pd.DataFrame, attrs: list[str], n_perm: int, alpha: float,
                         rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per group: rows, rows with a recourse under A, share invalidated (interval), mean
     extra cost of surviving recourse; per group vs the largest: gap, p, Holm-adjusted p."""
@@ -906,7 +908,7 @@ def _invalidation_stats(table: pd.DataFrame, attrs: list[str], n_boot: int, n_pe
         ref = sizes.index[0]
         for g in sorted(sizes.index, key=lambda s: (s != ref, label_order(s))):
             v = found.loc[found[col] == g, "invalidated"].to_numpy(dtype=float)
-            g_rows.append(_invalidation_group(table, found, a, g, v, n_boot, rng))
+            g_rows.append(_invalidation_group(table, found, a, g, v))
             if g != ref:
                 r = found.loc[found[col] == ref, "invalidated"].to_numpy(dtype=float)
                 t_rows.append({"attribute": a, "group": str(g), "reference": str(ref),
@@ -919,14 +921,13 @@ def _invalidation_stats(table: pd.DataFrame, attrs: list[str], n_boot: int, n_pe
     return pd.DataFrame(g_rows), tests
 
 
-def _invalidation_group(table: pd.DataFrame, found: pd.DataFrame, a: str, g: Any, v: np.ndarray, n_boot: int,
-                        rng: np.random.Generator) -> dict[str, Any]:
+def _invalidation_group(table: pd.DataFrame, found: pd.DataFrame, a: str, g: Any, v: np.ndarray) -> dict[str, Any]:
     """Group ``g`` of attribute ``a``: its rows, those with a recourse under A (``found``;
-    ``v``: whether each is invalidated), the share invalidated with its bootstrap interval,
+    ``v``: whether each is invalidated), the share invalidated with its Wilson score interval,
     and the mean extra cost of a recourse valid under both."""
     col = f"group:{a}"
     extra = found.loc[found[col] == g, "extra_cost"].dropna().to_numpy(dtype=float)
-    lo, hi = bootstrap_ci(v, n_boot=n_boot, rng=rng)
+    lo, hi = share_ci(v)
     return {"attribute": a, "group": str(g), "rows": int((table[col] == g).sum()),
             "with recourse": int(v.size), "invalidated": float(v.mean()) if v.size else np.nan,
             "ci_low": lo, "ci_high": hi, "extra cost": float(extra.mean()) if extra.size else np.nan}
@@ -1089,7 +1090,7 @@ def _other_figures(c: ModelComparison) -> list[str]:
 def groups_shown(g: pd.DataFrame) -> pd.DataFrame:
     """:attr:`ModelComparison.groups` for a reader, on the page and in the report alike: each
     share with its 95% interval as percentages, :data:`core.shown.NOT_KNOWN` where one cannot be
-    computed (a group with one row with a recourse has no bootstrap interval)."""
+    computed."""
     if not len(g):
         return g
     out = g[["attribute", "group", "rows", "with recourse"]].copy()
@@ -1147,7 +1148,7 @@ def comparison_html(c: ModelComparison) -> str:
 <h2>Where the decisions differ</h2>{''.join(f'<p>{esc(r)}</p>' for r in c.rules) or '<p>–</p>'}
 <h2>Recourse invalidation per group</h2>{_table(groups_shown(c.groups))}
 <p class="muted">Share of rows whose optimal recourse under model A does not get the outcome from model B, with
-95% percentile-bootstrap intervals; extra cost: the cheapest recourse valid under both, minus the one under A.</p>
+95% Wilson score intervals; extra cost: the cheapest recourse valid under both, minus the one under A.</p>
 <h2>Gaps to the reference group</h2>{_table(_tests_shown(c.tests))}
 <p class="muted">Two-sided permutation tests, Holm-adjusted.</p>
 <h2>Constraints between features</h2>{constraints_html(m)}

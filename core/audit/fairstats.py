@@ -4,6 +4,11 @@ tests of a gap between two groups, and Holm's correction.
 * Bootstrap (percentile) interval of a statistic of one group: resample the
   group's rows with replacement ``n_boot`` times. For a gap ``stat(a) -
   stat(b)`` each group is resampled independently.
+* Wilson score interval of a share of rows (0/1 values; Wilson 1927): the
+  bootstrap of a share of 0 or of 1 is a single point (2 rows out of 2 read
+  [100%, 100%]), where Wilson's interval stays honest for a small group
+  (2 of 2: [34.2%, 100%]); Brown, Cai & DasGupta (2001) recommend it for
+  small ``n``.
 * Permutation test of ``H0: the group label does not matter`` for the gap
   ``stat(a) - stat(b)``: the labels of the pooled rows of a and b are
   shuffled ``n_perm`` times; two-sided p-value
@@ -15,11 +20,13 @@ tests of a gap between two groups, and Holm's correction.
 
 from __future__ import annotations
 
+import math
+from statistics import NormalDist
 from typing import Callable
 
 import numpy as np
 
-__all__ = ["STATS", "bootstrap_ci", "gap_ci", "permutation_p", "holm"]
+__all__ = ["STATS", "bootstrap_ci", "share_ci", "is_share", "gap_ci", "permutation_p", "holm"]
 
 STATS: dict[str, Callable[[np.ndarray], float]] = {
     "mean": lambda v: float(np.mean(v)) if len(v) else float("nan"),
@@ -42,6 +49,28 @@ def bootstrap_ci(values: np.ndarray, stat: str = "mean", n_boot: int = 1000, lev
     draws = _stat_rows(v[rng.integers(0, v.size, (n_boot, v.size))], stat)
     a = (1 - level) / 2
     return float(np.quantile(draws, a)), float(np.quantile(draws, 1 - a))
+
+
+def is_share(values: np.ndarray) -> bool:
+    """Whether ``values`` are 0/1 flags of rows (their mean a share), at least one of them."""
+    v = np.asarray(values, dtype=float)
+    return bool(v.size) and bool(np.isin(v, (0.0, 1.0)).all())
+
+
+def share_ci(values: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of the share of ones among 0/1 ``values``; NaN for no value.
+    With ``p`` the share of ``n`` rows and ``z`` the normal quantile of ``level``:
+    ``(p + z²/2n ± z·sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n)``."""
+    v = np.asarray(values, dtype=float)
+    n = v.size
+    if n == 0:
+        return float("nan"), float("nan")
+    z = NormalDist().inv_cdf(1 - (1 - level) / 2)
+    p = float(v.mean())
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def gap_ci(a: np.ndarray, b: np.ndarray, stat: str = "mean", n_boot: int = 1000, level: float = 0.95,

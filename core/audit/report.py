@@ -475,7 +475,7 @@ unfavourable decision audited · favourable outcome: {html.escape(_target_text(m
 <p class="muted">{html.escape(guarantee_line(audit.guarantee, "each group's figures"))}</p>{f'<p class="muted">Notes:</p><ul>{notes}</ul>' if notes else ''}
 <h2>Constraints between features</h2>{constraints_html(meta)}
 <h2>Per group</h2>{table_html(group_table(audit))}
-<p class="muted">Shares and means with 95% percentile-bootstrap intervals. Costs are {html.escape(costs)} of the
+<p class="muted">Shares of rows with 95% Wilson score intervals, means with 95% percentile-bootstrap intervals. Costs are {html.escape(costs)} of the
 rows that have one; the reference group of each attribute is its largest group.</p>
 {_precluded_section(audit, pre_t)}
 <h2>Gaps to the reference group</h2>{table_html(tests_table(audit), sig)}

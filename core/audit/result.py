@@ -195,8 +195,8 @@ class Audit(MetaResult):
     def guarantee(self) -> Guarantee:  # type: ignore[override]
         kind = (self.meta.get("model") or {}).get("kind")
         return Guarantee("estimated", kind if kind in MODEL_KINDS else "tree_ensemble", note=(
-            "Each group's figures are estimates on the audited rows, with bootstrap intervals and "
-            "permutation tests; each row's recourse carries its own status."))
+            "Each group's figures are estimates on the audited rows, with intervals (Wilson's for a share "
+            "of rows, else the bootstrap's) and permutation tests; each row's recourse carries its own status."))
 
     @property
     def recourse_guarantee(self) -> Guarantee:

@@ -2,7 +2,8 @@
 
 Used by :func:`core.audit.run_audit`. The protected attributes of a schema and
 a group label per row; per group, the recourse metrics of
-:mod:`core.audit.metrics` with bootstrap intervals; for each group against its
+:mod:`core.audit.metrics` with intervals (a share of rows: Wilson's; any other figure: the
+bootstrap's); for each group against its
 attribute's largest group, the gap, its interval and a permutation p-value,
 Holm-adjusted over every test (:mod:`core.audit.fairstats`); and the plain-language
 summary of the significant gaps.
@@ -125,12 +126,14 @@ def _tested_metrics(rows: pd.DataFrame) -> list[str]:
 def _group_record(attr: str, g: str, ref: str, sub: pd.DataFrame, values: dict[str, np.ndarray],
                   rs: _Resampling) -> dict[str, Any]:
     """One group's row of the per-group table: each metric (``values``: its rows' values per
-    metric) with its bootstrap interval and count, and the quartiles of its recourse costs."""
+    metric) with its interval (Wilson's for a share of rows, else the bootstrap's) and count, and
+    the quartiles of its recourse costs."""
     rec: dict[str, Any] = {"attribute": attr, "group": g, "reference": g == ref, "rows": int(len(sub))}
     for k, v in values.items():
         stat = METRICS[k].statistic
         rec[k] = fs.STATS[stat](v) if v.size else float("nan")
-        rec[f"{k}_lo"], rec[f"{k}_hi"] = fs.bootstrap_ci(v, stat, rs.n_boot, rng=rs.rng)
+        rec[f"{k}_lo"], rec[f"{k}_hi"] = (fs.share_ci(v) if k in SHARES and fs.is_share(v) else
+                                          fs.bootstrap_ci(v, stat, rs.n_boot, rng=rs.rng))
         rec[f"{k}_n"] = int(v.size)
     found = _metric_values(sub, "cost").to_numpy()
     for q in (25, 75, 90):

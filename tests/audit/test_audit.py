@@ -234,6 +234,29 @@ def test_statistics_helpers():
     assert np.allclose(fs.holm(np.array([0.01, 0.04, 0.03, np.nan])), [0.03, 0.06, 0.06, np.nan], equal_nan=True)
 
 
+def test_a_share_of_rows_has_wilsons_interval_even_for_a_small_group():
+    """The bootstrap of a share of 1 is one point: 2 rows out of 2 read [100%, 100%]. Wilson's
+    score interval, from its formula (values of Brown, Cai & DasGupta 2001 / scipy's binomtest)."""
+    from scipy.stats import binomtest
+
+    for k, n in ((2, 2), (0, 3), (1, 1), (7, 20), (40, 41), (0, 500)):
+        v = np.r_[np.ones(k), np.zeros(n - k)]
+        ci = binomtest(k, n).proportion_ci(0.95, method="wilson")
+        assert fs.share_ci(v) == pytest.approx((ci.low, ci.high), abs=1e-12), (k, n)
+        assert fs.is_share(v)
+    assert fs.share_ci(np.ones(2)) == pytest.approx((0.3424, 1.0), abs=1e-4)
+    assert all(np.isnan(fs.share_ci(np.array([]))))
+    assert not fs.is_share(np.array([0.5, 1.0])) and not fs.is_share(np.array([]))
+
+
+def test_the_audits_group_shares_carry_wilsons_interval(credit_audit):
+    g = credit_audit.groups
+    for _, r in g.iterrows():
+        n, share = int(r["feasible_n"]), float(r["feasible"])
+        assert (r["feasible_lo"], r["feasible_hi"]) == pytest.approx(
+            fs.share_ci(np.r_[np.ones(round(share * n)), np.zeros(n - round(share * n))]), abs=1e-12)
+
+
 def test_cli_writes_the_report_and_the_rows(credit, tmp_path, capsys):
     from core.audit.cli import main
 

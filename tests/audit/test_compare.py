@@ -11,7 +11,6 @@ from sklearn.ensemble import RandomForestClassifier
 from core.audit.compare import compare_models, decision_agreement, groups_shown
 from core.errors import AuditError, QueryError
 from core.schema import infer_schema
-from core.shown import NOT_KNOWN
 
 
 @pytest.fixture(scope="module")
@@ -59,19 +58,23 @@ def test_identical_models_invalidate_nothing(planted):
     assert c.agreement.iloc[0]["agree"] == 1.0 and len(c.flips) == 0
 
 
-def test_a_group_of_one_row_reads_its_share_and_no_interval(planted):
-    """One row of a group with a recourse has no bootstrap interval: the page and the report say
-    so ("—"), never "nan%" (the page once formatted the NaN itself)."""
+def test_a_small_group_reads_its_share_with_wilsons_interval(planted):
+    """A group of one row with a recourse: its share has Wilson's interval (the bootstrap's was
+    none, and the page wrote "nan%"; of 2 rows out of 2 it was [100%, 100%]). The page and the
+    report show the same table."""
     X, a, b, schema = planted
     one = X.index[(X.sex == 1) & (X.income < 40)][:1]
     rows = pd.concat([X[X.sex == 0].iloc[:200], X.loc[one]])
     c = compare_models(a, b, rows, schema=schema, target=1, max_rows=None, model_a=a, model_b=b, n_boot=100,
                        n_perm=100)
     g = c.groups.set_index("group")
-    assert g.loc["1", "with recourse"] == 1 and np.isnan(g.loc["1", "ci_low"])
+    assert g.loc["1", "with recourse"] == 1 and g.loc["1", "invalidated"] == 1.0
+    assert (g.loc["1", "ci_low"], g.loc["1", "ci_high"]) == pytest.approx((0.2065, 1.0), abs=1e-4)   # Wilson, 1 of 1
+    n0 = int(g.loc["0", "with recourse"])
+    assert g.loc["0", "ci_low"] == 0.0 and 0 < g.loc["0", "ci_high"] < 1                              # 0 of n0
     shown = groups_shown(c.groups).set_index("group")
-    assert shown.loc["1", "invalidated [95% CI]"] == f"100.0% [{NOT_KNOWN}, {NOT_KNOWN}]"
-    assert shown.loc["0", "invalidated [95% CI]"].startswith("0.0% [")
+    assert shown.loc["1", "invalidated [95% CI]"] == "100.0% [20.7%, 100.0%]"
+    assert shown.loc["0", "invalidated [95% CI]"] == f"0.0% [0.0%, {g.loc['0', 'ci_high']:.1%}]" and n0 > 50
     cells = " ".join(str(v) for v in shown.to_numpy().ravel())
     assert "nan" not in cells.lower() and "missing" not in cells, cells
     assert "nan%" not in c.to_html().lower()
