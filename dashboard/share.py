@@ -76,6 +76,7 @@ SETTINGS: dict[str, tuple] = {
     "cs_limit": ("float", 1.0, 600.0), "cs_rule": ("bool",),
     "cm_protected": ("columns",), "cm_target": ("class",), "cm_rows": ("int", 10, 5000),
     "cm_limit": ("float", 1.0, 120.0), "cm_jobs": ("int", 1, 8), "cm_fa": ("feature",), "cm_fb": ("feature",),
+    "cm_max": ("int", 50, 20_000),
 }
 MAX_SETTINGS_TEXT = 8000     # characters of the s= parameter read at most
 #: the parameters a link may carry: (what a message calls it, the characters it may hold at most)

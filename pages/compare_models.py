@@ -349,10 +349,12 @@ def _regions(ws, wb, schema, names, X) -> None:
     st.subheader("Decision regions of both models")
     ens = ws.ensemble
     top = default_axes(ens)
-    r1, r2, r3 = st.columns(3)
+    r1, r2, r3, r4 = st.columns(4)
     fa = names.index(r1.selectbox("Horizontal feature", names, index=kept_index("cm_fa", names, top[0]), key="cm_fa"))
     fb = names.index(r2.selectbox("Vertical feature", names, index=kept_index("cm_fb", names, top[1]), key="cm_fb"))
     row = row_picker(r3, len(X), "cm_row")
+    max_regions = int(r4.number_input("Most regions drawn", 50, 20_000, kept("cm_max", 2000), step=250, key="cm_max",
+                                      help="Per model. A slice with more regions is drawn in part."))
     if fa == fb:
         st.error("Choose two different features.")
         st.stop()
@@ -366,14 +368,15 @@ def _regions(ws, wb, schema, names, X) -> None:
     with user_errors("The regions could not be computed"), st.spinner("Computing exact regions…"):
         left, right = st.columns(2)
         for col, w, label in ((left, ws, "Model A"), (right, wb, "Model B")):
-            rs = slice_regions(w.ensemble, x_slice, (fa, fb), bounds={fa: view[0], fb: view[1]}, max_regions=2000,
+            rs = slice_regions(w.ensemble, x_slice, (fa, fb), bounds={fa: view[0], fb: view[1]}, max_regions=max_regions,
                                time_limit=20.0, **_checked_on(w))
             title = (f"{label}: slice through row {row}"
                      + ("" if w.model_kind == "tree_ensemble" else " (its surrogate)"))
             fig = regions_figure(rs.regions, w.ensemble, (fa, fb), view, x=x, title=title)
             col.plotly_chart(fig, key=f"cm_regions_{label}")
             if not rs.complete:
-                col.warning(f"Only the first {len(rs.regions):,} regions are drawn (limit or time reached).")
+                col.warning(f"Only the first {len(rs.regions):,} regions are drawn (limit or time reached), not "
+                            "necessarily those around the row: raise 'Most regions drawn' or narrow the view.")
             show_guarantee(col, rs.guarantee, "this drawing")
 
 

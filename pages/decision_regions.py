@@ -119,8 +119,8 @@ def _regions(ws, ens, schema, X, q: dict, view, x_slice):
     m[2].metric("Counterfactual distance", f"{cf.cost:.4g}" if cf.found else "–")
     m[3].metric("Counterfactual", cf.status)
     if not rs.complete:
-        st.warning(f"Only the first {len(rs.regions):,} regions are drawn (limit or time reached); "
-                   "raise 'Most regions drawn' or narrow the view.")
+        st.warning(f"Only the first {len(rs.regions):,} regions are drawn (limit or time reached), not "
+                   "necessarily those around the row: raise 'Most regions drawn' or narrow the view.")
     fig = regions_figure(rs.regions, ens, (fa, fb), view, x=x, cf=cf.x if cf.found else None,
                          opacity=opacity, title=title)
     st.plotly_chart(fig, key="dr_chart")

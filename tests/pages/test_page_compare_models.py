@@ -142,3 +142,15 @@ def test_a_model_with_other_classes_is_refused_in_plain_words(tmp_path):
     at.button(key="cm_load_file").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert at.session_state["cm_b"]["ws"].model_sha256 == sha256(good.read_bytes())
+
+
+def test_the_regions_of_both_models_draw_as_many_as_asked(studied):
+    """Both slices were cut at 2,000 regions with no way to draw more (a trial's model B left the
+    row's own area blank): the page takes "Most regions drawn", kept as a setting, and says
+    what to do when a slice is drawn in part."""
+    at = studied                                 # the regions are drawn below the study's result
+    assert at.number_input(key="cm_max").value == 2000 and not any("Only the first" in w.value for w in at.warning)
+    at.number_input(key="cm_max").set_value(50).run()
+    assert not at.exception, at.exception
+    cut = [w.value for w in at.warning if w.value.startswith("Only the first")]
+    assert len(cut) == 2 and all("Only the first 50 regions" in w and "Most regions drawn" in w for w in cut), cut
