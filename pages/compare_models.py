@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core.audit import run_audit
-from core.audit.compare import compare_models, groups_shown, precluded_shown
+from core.audit.compare import agreement_shown, compare_models, groups_shown, precluded_shown
 from core.audit.report import precluded_table
 from core.cells.problem import check_same_features
 from core.counterfactual import rows_to_move
@@ -156,8 +156,7 @@ def _agreement(ws, wb, X, pred, schema, target, protected, result_key) -> None:
         m[0].metric("Decisions alike", percent_text(overall["agree"]))
         m[1].metric("Rows whose decision flips", f"{int(overall['flips']):,}")
         m[2].metric("Rows", f"{int(overall['rows']):,}")
-        shown = quick.agreement.assign(agree=[percent_text(v) for v in quick.agreement["agree"]])
-        st.dataframe(shown, hide_index=True, key="cm_agreement")
+        st.dataframe(agreement_shown(quick.agreement), hide_index=True, key="cm_agreement")
         if quick.rules:
             st.markdown("**Where the decisions differ** (a shallow tree on the data's columns)")
             for r in quick.rules[:5]:

@@ -99,7 +99,7 @@ if TYPE_CHECKING:
 from core.schema import INTEGRAL_KINDS, Schema
 from core.typing import ModelLike, Norm, Rows, TargetSpec
 
-__all__ = ["ModelComparison", "compare_models", "decision_agreement", "disagreement_rules", "groups_shown",
+__all__ = ["ModelComparison", "compare_models", "decision_agreement", "disagreement_rules", "agreement_shown", "groups_shown",
            "precluded_shown"]
 
 
@@ -938,10 +938,6 @@ def _table(df: pd.DataFrame) -> str:
     return table_html(df) if len(df) else "<p>–</p>"
 
 
-def _pct(v: Any) -> str:
-    return percent_text(v)
-
-
 def _target_words(c: ModelComparison) -> str:
     """The favourable outcome as the analyst named its class."""
     return outcome_text(c.meta.get("target", ""), c.meta.get("class_names") or None)
@@ -956,11 +952,11 @@ def comparison_summary(c: ModelComparison) -> tuple[str, list[str]]:
     agree = float(c.agreement.iloc[0]["agree"]) if len(c.agreement) else float("nan")
     flips = int(c.agreement.iloc[0]["flips"]) if len(c.agreement) else 0
     body = [f"What was compared: model A ({_model_words(a)}) and model B ({_model_words(b)}) on the same "
-            f"{number_text(m.get('rows', 0))} cases. They decide {_pct(agree)} of them alike; {number_text(flips)} "
+            f"{number_text(m.get('rows', 0))} cases. They decide {percent_text(agree)} of them alike; {number_text(flips)} "
             "get a different decision."]
     if not np.isfinite(c.invalidated):
         body.append("Whether model B honours the recourse model A gives was not studied.")
-        return f"The models decide {_pct(agree)} of the cases alike.", body
+        return f"The models decide {percent_text(agree)} of the cases alike.", body
     lead, studied = _invalidation_words(c, target)
     return lead, body + studied
 
@@ -976,7 +972,7 @@ def _worse_words(c: ModelComparison) -> list[str]:
         gw = c.groups[(c.groups["attribute"] == t["attribute"]) & (c.groups["group"] == w)]["invalidated"]
         go_ = c.groups[(c.groups["attribute"] == t["attribute"]) & (c.groups["group"] == o)]["invalidated"]
         worse.append(f"The change model A asks of {t['attribute']} = {w} fails under model B more often than for "
-                     f"{t['attribute']} = {o}: {_pct(gw.iloc[0])} against {_pct(go_.iloc[0])} of their cases "
+                     f"{t['attribute']} = {o}: {percent_text(gw.iloc[0])} against {percent_text(go_.iloc[0])} of their cases "
                      f"(Holm-adjusted p = {approx_text(t['p_adjusted'], 2)}).")
     return worse
 
@@ -1009,8 +1005,8 @@ def _invalidation_words(c: ModelComparison, target: str) -> tuple[str, list[str]
              if g_a.model_kind == "black_box" or g_a.via_surrogate else "the smallest change model A asks for")
     worse = _worse_words(c)
     studied = (f"For {number_text(n_found)} cases model A turns down, {asked} was tried on model B: "
-               f"{_pct(inv)} of these changes would not get {target} from model B.")
-    lead = worse[0] if worse else f"{_pct(inv)} of the changes model A asks for would not get {target} from model B."
+               f"{percent_text(inv)} of these changes would not get {target} from model B.")
+    lead = worse[0] if worse else f"{percent_text(inv)} of the changes model A asks for would not get {target} from model B."
     body = [studied, *(worse[1:] if worse else [_no_gap_words(c)]), *_extra_cost_words(c),
             *_precluded_words(c, target),
             guarantee_line(replace(g_a, note=""), "each of model A's recourses"),   # the counts are per row
@@ -1087,6 +1083,12 @@ def _other_figures(c: ModelComparison) -> list[str]:
     return other
 
 
+def agreement_shown(agreement: pd.DataFrame) -> pd.DataFrame:
+    """:attr:`ModelComparison.agreement` for a reader, on the page and in the report alike: each
+    share of decisions alike as a percentage."""
+    return agreement.assign(agree=[percent_text(v) for v in agreement["agree"]]) if len(agreement) else agreement
+
+
 def groups_shown(g: pd.DataFrame) -> pd.DataFrame:
     """:attr:`ModelComparison.groups` for a reader, on the page and in the report alike: each
     share with its 95% interval as percentages, :data:`core.shown.NOT_KNOWN` where one cannot be
@@ -1094,7 +1096,7 @@ def groups_shown(g: pd.DataFrame) -> pd.DataFrame:
     if not len(g):
         return g
     out = g[["attribute", "group", "rows", "with recourse"]].copy()
-    out["invalidated [95% CI]"] = [f"{_pct(v)} [{_pct(lo)}, {_pct(hi)}]"
+    out["invalidated [95% CI]"] = [f"{percent_text(v)} [{percent_text(lo)}, {percent_text(hi)}]"
                                    for v, lo, hi in zip(g["invalidated"], g["ci_low"], g["ci_high"])]
     out["mean extra cost"] = [approx_text(v) if np.isfinite(v) else NOT_KNOWN for v in g["extra cost"].astype(float)]
     return out
@@ -1134,7 +1136,7 @@ def comparison_html(c: ModelComparison) -> str:
     a, b = m.get("model_a", {}), m.get("model_b", {})
     lead, body = comparison_summary(c)
     key, other = comparison_figures(c)
-    agreement = c.agreement.assign(agree=[_pct(v) for v in c.agreement["agree"]]) if len(c.agreement) else c.agreement
+    agreement = agreement_shown(c.agreement)
     payload = c.to_json().replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Model comparison</title><style>{REPORT_CSS}</style></head><body>
